@@ -1,0 +1,56 @@
+// Implementation of tool.h.
+#include "core/tool.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "retrokit/version.h"
+
+namespace retro {
+
+std::string shell_quote(const std::string& s) {
+    bool plain = !s.empty();
+    for (char c : s)
+        if (!(isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos))
+            plain = false;
+    if (plain) return s;
+    std::string out = "'";
+    for (char c : s) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
+              const ToolSetup& setup) {
+    ToolContext ctx;
+    ctx.tool = tool;
+    for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + shell_quote(argv[i]);
+    try {
+        CLI::App app{description, tool};
+        app.set_version_flag("--version", std::string(tool) + " (RetroKit) " + RETROKIT_VERSION +
+                                              " commit " + RETROKIT_GIT_COMMIT);
+        app.add_flag("--quiet", ctx.quiet, "Print errors only (no progress, no notes)");
+        app.add_flag("--verbose", ctx.verbose, "Print debug notes");
+        app.option_defaults()->always_capture_default();
+        ToolAction action = setup(app, ctx);
+        try {
+            app.parse(argc, argv);
+        } catch (const CLI::ParseError& e) {
+            int rc = app.exit(e);   // prints help/version to stdout, errors to stderr
+            return rc == 0 ? 0 : EXIT_USER;
+        }
+        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+        set_thread_count(ctx.threads);
+        if (action) action();
+        return 0;
+    } catch (const UserError& e) {
+        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
+        return EXIT_USER;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
+        return EXIT_INTERNAL;
+    }
+}
+
+}  // namespace retro

@@ -1,0 +1,54 @@
+// Implementation of test_util.h.
+#include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace retro::test {
+
+TempDir::TempDir(const std::string& tag) {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("retrokit-" + tag + "-" + std::to_string(getpid()) + "-" +
+                                        std::to_string(rd()));
+    fs::create_directories(path);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+}
+
+std::string read_text(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+    std::ofstream out(p, std::ios::binary);
+    out << s;
+}
+
+fs::path source_dir() { return RETRO_SOURCE_DIR; }
+
+RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text) {
+    TempDir tmp("run");
+    write_text(tmp / "stdin", stdin_text);
+    std::string cmd = std::string(RETRO_BIN_DIR) + "/" + tool + " " + args + " <" + (tmp / "stdin").string() +
+                      " >" + (tmp / "stdout").string() + " 2>" + (tmp / "stderr").string();
+    int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_text(tmp / "stdout");
+    r.err = read_text(tmp / "stderr");
+    return r;
+}
+
+}  // namespace retro::test

@@ -1,0 +1,42 @@
+// Helpers shared by the tests: visible skips, temp folders, running the built tools.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace retro::test {
+
+extern bool g_skipped;
+
+// A fresh empty folder under the system temp dir, removed when the object dies.
+struct TempDir {
+    std::filesystem::path path;
+    explicit TempDir(const std::string& tag = "t");
+    ~TempDir();
+    std::filesystem::path operator/(const std::string& name) const { return path / name; }
+};
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;   // stdout
+    std::string err;   // stderr
+};
+
+// Runs a built tool (bin/<tool>) with a shell-quoted argument string; captures stdout and stderr.
+RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text = "");
+
+std::string read_text(const std::filesystem::path& p);
+void write_text(const std::filesystem::path& p, const std::string& s);
+std::filesystem::path source_dir();   // the repository root
+
+}  // namespace retro::test
+
+// Marks the current test skipped (printed, and exit 77 under ctest) and leaves it.
+#define RETRO_SKIP(why)                                             \
+    do {                                                            \
+        std::printf("skipped: %s\n", why);                          \
+        ::retro::test::g_skipped = true;                            \
+        return;                                                     \
+    } while (0)
