@@ -1,0 +1,80 @@
+// Implementation of atomic_file.h.
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace retro {
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) user_error_in(tmp_, std::string("cannot create: ") + std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+        ssize_t w = ::write(fd_, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            user_error_in(tmp_, std::string("write failed: ") + std::strerror(errno));
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+        written_ += static_cast<std::uint64_t>(w);
+    }
+}
+
+void AtomicFile::pwrite_at(std::uint64_t offset, const void* data, std::size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+        ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            user_error_in(tmp_, std::string("write failed: ") + std::strerror(errno));
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+        offset += static_cast<std::uint64_t>(w);
+    }
+}
+
+void fsync_parent_dir(const std::string& path) {
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    const std::string dir = parent.empty() ? std::string(".") : parent.string();
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+void AtomicFile::commit() {
+    RETRO_CHECK(!committed_, "commit called twice for ", path_);
+    if (::fsync(fd_) != 0) user_error_in(tmp_, std::string("fsync failed: ") + std::strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+        user_error_in(path_, std::string("cannot rename temporary file into place: ") + std::strerror(errno));
+    committed_ = true;
+    fsync_parent_dir(path_);
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    AtomicFile f(path);
+    f.write(bytes);
+    f.commit();
+}
+
+}  // namespace retro

@@ -1,0 +1,36 @@
+// Atomic file writes: bytes go to NAME.tmp, then fsync, rename over NAME, fsync the folder.
+// A writer killed at any point leaves the old complete NAME (or none) plus at most a NAME.tmp,
+// never a truncated NAME (ARCHITECTURE.md "Files on disk").
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace retro {
+
+class AtomicFile {
+public:
+    explicit AtomicFile(const std::string& path);   // opens path + ".tmp" for writing
+    ~AtomicFile();                                  // not committed: removes the .tmp
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+
+    void write(const void* data, std::size_t n);
+    void write(const std::string& s) { write(s.data(), s.size()); }
+    void pwrite_at(std::uint64_t offset, const void* data, std::size_t n);   // patch earlier bytes
+    std::uint64_t bytes_written() const { return written_; }
+    void commit();                                  // flush, fsync, rename, fsync folder
+
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_, tmp_;
+    int fd_ = -1;
+    std::uint64_t written_ = 0;
+    bool committed_ = false;
+};
+
+void write_file_atomic(const std::string& path, const std::string& bytes);
+void fsync_parent_dir(const std::string& path);
+
+}  // namespace retro

@@ -1,0 +1,27 @@
+// Fingerprints: xxh3-64 of a file's bytes (or a buffer), as 16 lowercase hex digits. Used in
+// manifest.json so a stage can refuse inputs made from something else.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace retro {
+
+std::string fingerprint_bytes(const void* data, std::size_t n);
+std::string fingerprint_file(const std::string& path);   // throws UserError naming the file
+
+// Incremental form, for data written in pieces.
+class Fingerprinter {
+public:
+    Fingerprinter();
+    ~Fingerprinter();
+    Fingerprinter(const Fingerprinter&) = delete;
+    Fingerprinter& operator=(const Fingerprinter&) = delete;
+    void update(const void* data, std::size_t n);
+    std::string hex() const;
+
+private:
+    void* state_;
+};
+
+}  // namespace retro

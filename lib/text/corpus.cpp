@@ -1,0 +1,145 @@
+// Implementation of corpus.h.
+#include "text/corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "text/line_reader.h"
+#include "text/utf8.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+void CorpusCounts::merge(const CorpusCounts& o) {
+    files += o.files;
+    documents += o.documents;
+    bytes += o.bytes;
+    empty_skipped += o.empty_skipped;
+    malformed_skipped += o.malformed_skipped;
+    invalid_utf8_replaced += o.invalid_utf8_replaced;
+}
+
+namespace {
+bool match_here(const char* g, const char* s) {
+    while (*g) {
+        if (g[0] == '*' && g[1] == '*' && (g[2] == '/' || g[2] == '\0')) {
+            const char* rest = g[2] ? g + 3 : g + 2;
+            if (!g[2]) return true;   // trailing ** matches everything
+            for (const char* p = s;; ++p) {   // try every component boundary
+                if ((p == s || p[-1] == '/') && match_here(rest, p)) return true;
+                if (!*p) return false;
+            }
+        }
+        if (*g == '*') {
+            for (const char* p = s;; ++p) {
+                if (match_here(g + 1, p)) return true;
+                if (!*p || *p == '/') return false;
+            }
+        }
+        if (!*s) return false;
+        if (*g == '?') {
+            if (*s == '/') return false;
+        } else if (*g != *s) {
+            return false;
+        }
+        ++g, ++s;
+    }
+    return *s == '\0';
+}
+
+bool is_jsonl(const std::string& p) {
+    for (const char* ext : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
+        std::string e = ext;
+        if (p.size() >= e.size() && p.compare(p.size() - e.size(), e.size(), e) == 0) return true;
+    }
+    return false;
+}
+}  // namespace
+
+bool glob_match(const std::string& glob, const std::string& relative) { return match_here(glob.c_str(), relative.c_str()); }
+
+std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs, const CorpusOptions& opts) {
+    std::vector<CorpusFile> out;
+    for (const auto& in : inputs) {
+        std::error_code ec;
+        if (fs::is_directory(in, ec)) {
+            std::vector<std::string> found;
+            for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink, ec);
+                 !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+                if (!it->is_regular_file()) continue;
+                std::string rel = fs::relative(it->path(), in).generic_string();
+                if (glob_match(opts.glob, rel)) found.push_back(it->path().string());
+            }
+            if (ec) user_error_in(in, "cannot list folder: " + ec.message());
+            if (found.empty()) user_error_in(in, "no file matches '" + opts.glob + "'", "pass --glob PATTERN");
+            std::sort(found.begin(), found.end());
+            for (auto& f : found) out.push_back({f, is_jsonl(f)});
+        } else if (fs::is_regular_file(in, ec)) {
+            out.push_back({in, is_jsonl(in)});
+        } else {
+            user_error_in(in, "no such file or folder");
+        }
+    }
+    return out;
+}
+
+void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusCounts& counts,
+                      const std::function<void(Document&)>& fn) {
+    counts.files++;
+    Document doc;
+    doc.source = file.path;
+    if (!file.jsonl) {
+        doc.text = read_whole_file(file.path);
+        counts.bytes += static_cast<std::int64_t>(doc.text.size());
+        counts.invalid_utf8_replaced += utf8_sanitize(doc.text);
+        if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+            counts.empty_skipped++;
+            return;
+        }
+        counts.documents++;
+        fn(doc);
+        return;
+    }
+    LineReader reader(file.path);
+    std::string line;
+    while (reader.next(line)) {
+        counts.bytes += static_cast<std::int64_t>(line.size()) + 1;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) {
+            counts.empty_skipped++;
+            continue;
+        }
+        counts.invalid_utf8_replaced += utf8_sanitize(line);
+        std::string where = file.path + ":" + std::to_string(reader.line_number());
+        std::string problem;
+        try {
+            auto j = nlohmann::json::parse(line);
+            if (!j.is_object()) problem = "not a JSON object";
+            else if (!j.contains(opts.text_key)) problem = "has no key '" + opts.text_key + "'";
+            else if (!j[opts.text_key].is_string()) problem = "'" + opts.text_key + "' is not a string";
+            else doc.text = j[opts.text_key].get<std::string>();
+        } catch (const nlohmann::json::exception&) {
+            problem = "malformed JSON";
+        }
+        if (!problem.empty()) {
+            if (opts.on_error == OnError::FAIL)
+                user_error_in(where, problem, "fix the line, or pass --on-error skip");
+            counts.malformed_skipped++;
+            log_debug(where + ": skipped: " + problem);
+            continue;
+        }
+        if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+            counts.empty_skipped++;
+            continue;
+        }
+        doc.line = reader.line_number();
+        doc.byte_offset = reader.byte_offset();
+        counts.documents++;
+        fn(doc);
+    }
+}
+
+}  // namespace retro

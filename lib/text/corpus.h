@@ -1,0 +1,52 @@
+// Corpus walking, shared by retro-tokenizer and retro-chunk. An input is a folder (files matching
+// a glob, default "**/*.txt", sorted by path, one document per file) or a .jsonl / .jsonl.gz /
+// .jsonl.zst file (one JSON object per line; the document is its `text_key` string). Empty
+// documents are skipped and counted; invalid UTF-8 is replaced (U+FFFD) and counted.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace retro {
+
+enum class OnError { FAIL, SKIP };
+
+struct CorpusOptions {
+    std::string glob = "**/*.txt";
+    std::string text_key = "text";
+    OnError on_error = OnError::FAIL;
+};
+
+struct CorpusFile {
+    std::string path;
+    bool jsonl = false;   // else: the whole file is one document
+};
+
+struct Document {
+    std::string text;
+    std::string source;          // file path
+    std::int64_t line = 0;       // 1-based line for jsonl, 0 for whole files
+    std::int64_t byte_offset = 0;
+};
+
+struct CorpusCounts {
+    std::int64_t files = 0, documents = 0, bytes = 0;
+    std::int64_t empty_skipped = 0, malformed_skipped = 0, invalid_utf8_replaced = 0;
+    void merge(const CorpusCounts& o);
+};
+
+// True when `relative` (a '/'-separated path) matches `glob`: '*' and '?' stay within a path
+// component, '**/' matches zero or more whole components.
+bool glob_match(const std::string& glob, const std::string& relative);
+
+// Expands inputs (folders and files) into the sorted list of files to read. A folder with no
+// matching file, or a missing path, is a UserError naming it.
+std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs, const CorpusOptions& opts);
+
+// Calls fn for every non-empty document of one file, in order. Malformed jsonl lines fail with
+// "FILE:LINE: ..." or are skipped and counted, per opts.on_error.
+void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusCounts& counts,
+                      const std::function<void(Document&)>& fn);
+
+}  // namespace retro

@@ -1,0 +1,139 @@
+// Implementation of tokenizer.h over libsentencepiece 0.1.97.
+#include "text/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/threads.h"
+
+namespace retro {
+
+Tokenizer::Tokenizer(const std::string& model_path)
+    : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+    auto status = sp_->Load(model_path);
+    if (!status.ok()) user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());
+    const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
+    const int have[] = {sp_->pad_id(), sp_->unk_id(), sp_->bos_id(), sp_->eos_id()};
+    for (int i = 0; i < 4; ++i)
+        if (have[i] != want[i].first)
+            user_error_in(model_path,
+                          std::string("special ids must be pad=0 unk=1 bos=2 eos=3, but ") + want[i].second + "=" +
+                              std::to_string(have[i]),
+                          "train it with retro-tokenizer train, or with spm_train --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3");
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+std::vector<int> Tokenizer::encode(std::string_view text) const {
+    std::vector<int> ids;
+    auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
+    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    return ids;
+}
+
+std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
+    std::vector<std::string> pieces;
+    auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &pieces);
+    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    return pieces;
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+    for (int id : ids)
+        if (id < 0 || id >= sp_->GetPieceSize())
+            user_error(path_, ": token id ", id, " is outside the vocabulary [0, ", sp_->GetPieceSize(), ")");
+    std::string text;
+    auto status = sp_->Decode(ids, &text);
+    if (!status.ok()) throw InternalError("sentencepiece decode failed: " + status.ToString());
+    return text;
+}
+
+int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+std::string Tokenizer::piece(int id) const { return sp_->IdToPiece(id); }
+
+namespace {
+// Feeds the reservoir sample to the trainer.
+class VectorIterator : public sentencepiece::SentenceIterator {
+public:
+    explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
+    bool done() const override { return i_ >= v_.size(); }
+    void Next() override { ++i_; }
+    const std::string& value() const override { return v_[i_]; }
+    sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+private:
+    const std::vector<std::string>& v_;
+    std::size_t i_ = 0;
+};
+}  // namespace
+
+TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
+                                     const TokenizerTrainOptions& opts) {
+    if (opts.vocab_size < 8) user_error_in("--vocab-size", "must be at least 8");
+    if (opts.model_type != "unigram" && opts.model_type != "bpe")
+        user_error_in("--model-type", "must be unigram or bpe, not '" + opts.model_type + "'");
+    TokenizerTrainResult result;
+    std::vector<std::string> sample;
+    std::mt19937_64 rng(opts.seed);
+    Progress progress("reading corpus", static_cast<std::int64_t>(files.size()), "files");
+    for (const auto& f : files) {
+        corpus_read_file(f, corpus, result.counts, [&](Document& doc) {
+            std::size_t start = 0;
+            while (start < doc.text.size()) {   // every non-empty line is a sentence
+                std::size_t end = doc.text.find('\n', start);
+                if (end == std::string::npos) end = doc.text.size();
+                if (end > start && doc.text.find_first_not_of(" \t\r", start) < end) {
+                    std::int64_t seen = result.sentences_seen++;
+                    std::string line = doc.text.substr(start, end - start);
+                    if (static_cast<std::int64_t>(sample.size()) < opts.max_sentences) {
+                        sample.push_back(std::move(line));
+                    } else {   // reservoir sampling (Algorithm R)
+                        std::uniform_int_distribution<std::int64_t> pick(0, seen);
+                        std::int64_t j = pick(rng);
+                        if (j < opts.max_sentences) sample[static_cast<std::size_t>(j)] = std::move(line);
+                    }
+                }
+                start = end + 1;
+            }
+        });
+        progress.add(1);
+    }
+    progress.finish();
+    result.sentences_used = static_cast<std::int64_t>(sample.size());
+    if (sample.empty()) user_error("the corpus holds no text to train on (", result.counts.files, " files, ",
+                                   result.counts.empty_skipped, " empty)");
+    std::unordered_map<std::string, std::string> kw{
+        {"model_type", opts.model_type},
+        {"vocab_size", std::to_string(opts.vocab_size)},
+        {"character_coverage", std::to_string(opts.character_coverage)},
+        {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
+        {"byte_fallback", opts.byte_fallback ? "true" : "false"},
+        {"hard_vocab_limit", "false"},
+        {"normalization_rule_name", "identity"},
+        {"remove_extra_whitespaces", "false"},
+        {"max_sentence_length", "16384"},
+        {"num_threads", std::to_string(opts.threads > 0 ? opts.threads : thread_count())},
+        {"minloglevel", log_level() >= LogLevel::LOG_DEBUG ? "0" : "2"},
+    };
+    log_info("training a " + opts.model_type + " tokenizer, vocabulary " + std::to_string(opts.vocab_size) + ", on " +
+             std::to_string(sample.size()) + " of " + std::to_string(result.sentences_seen) + " sentences");
+    sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
+    VectorIterator it(sample);
+    auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);
+    if (!status.ok()) user_error("tokenizer training failed: ", status.ToString(),
+                                 " (fix: a smaller --vocab-size, or more text)");
+    sentencepiece::SentencePieceProcessor sp;
+    if (!sp.LoadFromSerializedProto(result.model_bytes).ok()) throw InternalError("trained model does not load");
+    result.vocab_size = sp.GetPieceSize();
+    return result;
+}
+
+}  // namespace retro

@@ -1,0 +1,61 @@
+// The sentencepiece model shared by the LM and the database (ARCHITECTURE.md Decision 3), with
+// fixed special ids pad=0 unk=1 bos=2 eos=3. Loading refuses a model with other special ids.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/corpus.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace retro {
+
+inline constexpr int TOKEN_PAD = 0, TOKEN_UNK = 1, TOKEN_BOS = 2, TOKEN_EOS = 3;
+
+class Tokenizer {
+public:
+    explicit Tokenizer(const std::string& model_path);   // throws UserError naming the file
+    ~Tokenizer();
+    Tokenizer(Tokenizer&&) noexcept;
+    Tokenizer& operator=(Tokenizer&&) noexcept;
+
+    std::vector<int> encode(std::string_view text) const;     // thread-safe
+    std::vector<std::string> encode_pieces(std::string_view text) const;
+    std::string decode(const std::vector<int>& ids) const;    // special ids decode to nothing
+    int vocab_size() const;
+    std::string piece(int id) const;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+};
+
+struct TokenizerTrainOptions {
+    int vocab_size = 8000;
+    std::string model_type = "unigram";   // unigram | bpe
+    std::int64_t max_sentences = 2'000'000;
+    double character_coverage = 0.9995;
+    bool byte_fallback = true;            // any byte sequence round-trips exactly
+    std::uint64_t seed = 1234;
+    int threads = 0;
+};
+
+struct TokenizerTrainResult {
+    std::int64_t sentences_seen = 0, sentences_used = 0;
+    int vocab_size = 0;
+    CorpusCounts counts;
+    std::string model_bytes;   // serialized model proto
+};
+
+// Reads the corpus (reservoir-sampling at most max_sentences lines, so memory stays bounded) and
+// trains a model. Identity normalisation keeps encode->decode exact.
+TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
+                                     const TokenizerTrainOptions& opts);
+
+}  // namespace retro

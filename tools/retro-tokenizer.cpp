@@ -1,0 +1,59 @@
+// retro-tokenizer: train / encode / decode a sentencepiece model (pad=0 unk=1 bos=2 eos=3).
+#include <iostream>
+
+#include "core/tool.h"
+#include "text/tokenizer_cli.h"
+
+int main(int argc, char** argv) {
+    return retro::tool_main(
+        "retro-tokenizer", "Train, encode and decode the sentencepiece tokenizer shared by the LM and the database.",
+        argc, argv, [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+            app.require_subcommand(1);
+            static std::vector<std::string> inputs;
+            static std::string out_dir = "tok", model;
+            static retro::CorpusOptions corpus;
+            static retro::TokenizerTrainOptions train_opts;
+            static retro::EncodeOptions enc;
+            static bool force = false;
+            static std::string on_error = "fail";
+
+            auto* train = app.add_subcommand("train", "Train a tokenizer on a corpus; writes OUT/tok.model and OUT/manifest.json");
+            train->add_option("corpus", inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files")->required();
+            train->add_option("--out", out_dir, "Output folder");
+            train->add_option("--vocab-size", train_opts.vocab_size, "Vocabulary size (an upper bound on small corpora)");
+            train->add_option("--model-type", train_opts.model_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
+            train->add_option("--max-sentences", train_opts.max_sentences, "Train on a uniform sample of at most this many lines");
+            train->add_option("--character-coverage", train_opts.character_coverage, "Share of characters the vocabulary covers");
+            train->add_option("--glob", corpus.glob, "Which files of a folder to read");
+            train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs");
+            train->add_option("--on-error", on_error, "Malformed .jsonl line: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
+            train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer");
+            train->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            train->add_flag("--force", force, "Replace an existing tokenizer in --out");
+
+            auto* encode = app.add_subcommand("encode", "Encode stdin (one document per line) to ids on stdout");
+            encode->add_option("--model", model, "tok.model, or the folder holding it")->required();
+            encode->add_flag("--pieces", enc.pieces, "Print pieces instead of ids");
+            encode->add_flag("--bos-eos", enc.bos_eos, "Wrap each line in bos ... eos");
+            encode->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+
+            auto* decode = app.add_subcommand("decode", "Decode lines of ids on stdin to text on stdout");
+            decode->add_option("--model", model, "tok.model, or the folder holding it")->required();
+
+            return [&ctx, train, encode, decode] {
+                if (*train) {
+                    corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
+                    train_opts.threads = ctx.threads;
+                    retro::tokenizer_train_to_folder(ctx, inputs, corpus, train_opts, out_dir, force);
+                } else if (*encode) {
+                    retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
+                    std::ios::sync_with_stdio(false);
+                    retro::tokenizer_encode_stream(tok, std::cin, std::cout, enc);
+                } else if (*decode) {
+                    retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
+                    std::ios::sync_with_stdio(false);
+                    retro::tokenizer_decode_stream(tok, std::cin, std::cout);
+                }
+            };
+        });
+}
