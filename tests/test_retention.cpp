@@ -1,0 +1,296 @@
+// Retention: every mode against naive in double (forward, backward, states) for chunk sizes {1, 7, 64, T},
+// float against double, central-difference gradient checks, strong decay at long T (only naive may
+// produce NaN, and it must), and CUDA against the CPU with fla's metric rms(diff)/rms(ref).
+#include "test_util.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda_device.h"
+#include "retention/retention.h"
+#include "retention_cuda.h"
+
+namespace rr = retro::retention;
+
+namespace {
+
+enum class Mode { naive, parallel, recurrent, chunkwise };
+const char* mode_name(Mode m) {
+    return m == Mode::naive ? "naive" : m == Mode::parallel ? "parallel" : m == Mode::recurrent ? "recurrent" : "chunkwise";
+}
+
+template <typename F>
+struct Tensors {
+    std::vector<F> q, k, v, h0, dO, dht;   // inputs (h0/dht empty = none)
+    std::vector<F> o, ht, dq, dk, dv, dh0; // outputs
+};
+
+template <typename F>
+std::vector<F> random_vec(std::size_t n, std::mt19937& rng, double amp = 1.0) {
+    std::uniform_real_distribution<double> u(-amp, amp);
+    std::vector<F> x(n);
+    for (auto& e : x) e = static_cast<F>(u(rng));
+    return x;
+}
+
+template <typename F>
+Tensors<F> make_inputs(const rr::Shape& s, bool states, unsigned seed) {
+    std::mt19937 rng(seed);
+    Tensors<F> t;
+    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V),
+               ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
+    t.q = random_vec<F>(nk, rng);
+    t.k = random_vec<F>(nk, rng);
+    t.v = random_vec<F>(nv, rng);
+    t.dO = random_vec<F>(nv, rng);
+    if (states) {
+        t.h0 = random_vec<F>(ns, rng);
+        t.dht = random_vec<F>(ns, rng);
+    }
+    return t;
+}
+
+template <typename F>
+const F* ptr(const std::vector<F>& x) { return x.empty() ? nullptr : x.data(); }
+
+template <typename F>
+void run(Mode m, const rr::Shape& s, const rr::Options& opt, Tensors<F>& t, bool backward = true) {
+    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V),
+               ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
+    t.o.assign(nv, F(0));
+    t.ht.assign(ns, F(0));
+    const F *q = t.q.data(), *k = t.k.data(), *v = t.v.data(), *h0 = ptr(t.h0);
+    switch (m) {
+        case Mode::naive: rr::naive_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
+        case Mode::parallel: rr::parallel_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
+        case Mode::recurrent: rr::recurrent_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
+        case Mode::chunkwise: rr::chunkwise_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
+    }
+    if (!backward) return;
+    t.dq.assign(nk, F(0));
+    t.dk.assign(nk, F(0));
+    t.dv.assign(nv, F(0));
+    t.dh0.assign(ns, F(0));
+    const F *dO = t.dO.data(), *dht = ptr(t.dht);
+    F *dq = t.dq.data(), *dk = t.dk.data(), *dv = t.dv.data(), *dh0 = t.dh0.data();
+    switch (m) {
+        case Mode::naive: rr::naive_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
+        case Mode::parallel: rr::parallel_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
+        case Mode::recurrent: rr::recurrent_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
+        case Mode::chunkwise: rr::chunkwise_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
+    }
+}
+
+// max |a - b| / max |b|: relative to the largest reference entry.
+template <typename A, typename B>
+double rel_err(const std::vector<A>& a, const std::vector<B>& b) {
+    REQUIRE(a.size() == b.size());
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        num = std::max(num, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+        den = std::max(den, std::abs(static_cast<double>(b[i])));
+    }
+    if (!std::isfinite(num)) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+template <typename F>
+bool all_finite(const std::vector<F>& x) {
+    for (F e : x)
+        if (!std::isfinite(e)) return false;
+    return true;
+}
+
+template <typename A, typename B>
+void check_close(const Tensors<A>& got, const Tensors<B>& ref, double tol, const std::string& what, bool backward = true) {
+    INFO(what);
+    CHECK(rel_err(got.o, ref.o) <= tol);
+    CHECK(rel_err(got.ht, ref.ht) <= tol);
+    if (!backward) return;
+    CHECK(rel_err(got.dq, ref.dq) <= tol);
+    CHECK(rel_err(got.dk, ref.dk) <= tol);
+    CHECK(rel_err(got.dv, ref.dv) <= tol);
+    CHECK(rel_err(got.dh0, ref.dh0) <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("retention: fla's gamma in fp32, and bad options are user errors") {
+    auto lg = rr::fla_log_gamma(32);
+    CHECK(lg[0] == doctest::Approx(std::log(1.0 - 1.0 / 32)).epsilon(1e-6));
+    for (int h = 20; h < 32; ++h) CHECK(lg[h] == 0.0);   // gamma rounds to 1 in fp32 (RETENTION.md §1)
+    CHECK(lg[19] < 0.0);
+    rr::Shape s{1, 4, 2, 3, 3};
+    rr::Options bad;
+    bad.chunk_size = 0;
+    CHECK_THROWS_AS(rr::resolve(s, bad), retro::UserError);
+    rr::Options bad_gamma;
+    bad_gamma.log_gamma = {0.1, -0.1};
+    CHECK_THROWS_AS(rr::resolve(s, bad_gamma), retro::UserError);
+}
+
+TEST_CASE("retention: every mode equals naive in double, forward and backward, states included") {
+    const rr::Shape s{2, 100, 3, 5, 6};   // T = 100 is not a multiple of 7 or 64; K != V
+    for (bool states : {false, true}) {
+        auto ref = make_inputs<double>(s, states, 7);
+        rr::Options opt;
+        run(Mode::naive, s, opt, ref);
+        REQUIRE(all_finite(ref.o));
+        for (Mode m : {Mode::parallel, Mode::recurrent}) {
+            auto t = ref;
+            run(m, s, opt, t);
+            check_close(t, ref, 1e-10, std::string(mode_name(m)) + (states ? " with states" : " without states"));
+        }
+        for (std::int64_t C : {std::int64_t{1}, std::int64_t{7}, std::int64_t{64}, s.T}) {
+            auto t = ref;
+            rr::Options o2;
+            o2.chunk_size = C;
+            run(Mode::chunkwise, s, o2, t);
+            check_close(t, ref, 1e-10, "chunkwise C=" + std::to_string(C) + (states ? " with states" : " without"));
+        }
+    }
+}
+
+TEST_CASE("retention: float agrees with double within 1e-4 (relative to the largest entry)") {
+    const rr::Shape s{1, 150, 2, 16, 8};
+    auto d = make_inputs<double>(s, true, 11);
+    run(Mode::naive, s, rr::Options{}, d);
+    Tensors<float> f;
+    auto cast = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+    f.q = cast(d.q), f.k = cast(d.k), f.v = cast(d.v), f.h0 = cast(d.h0), f.dO = cast(d.dO), f.dht = cast(d.dht);
+    for (Mode m : {Mode::naive, Mode::parallel, Mode::recurrent, Mode::chunkwise}) {
+        auto t = f;
+        rr::Options opt;
+        opt.chunk_size = 32;
+        run(m, s, opt, t);
+        check_close(t, d, 1e-4, std::string("float ") + mode_name(m));
+    }
+}
+
+TEST_CASE("retention: central-difference gradient check in double for each mode") {
+    const rr::Shape s{1, 9, 2, 3, 4};
+    for (Mode m : {Mode::naive, Mode::parallel, Mode::recurrent, Mode::chunkwise}) {
+        INFO(mode_name(m));
+        rr::Options opt;
+        opt.chunk_size = 4;
+        auto t = make_inputs<double>(s, true, 3);
+        run(m, s, opt, t);
+        // loss = sum(o ⊙ dO) + sum(ht ⊙ dht), so its gradients are the backward outputs.
+        auto loss = [&](Tensors<double>& x) {
+            run(m, s, opt, x, false);
+            double L = 0;
+            for (std::size_t i = 0; i < x.o.size(); ++i) L += x.o[i] * x.dO[i];
+            for (std::size_t i = 0; i < x.ht.size(); ++i) L += x.ht[i] * x.dht[i];
+            return L;
+        };
+        double worst = 0;
+        auto probe = [&](std::vector<double> Tensors<double>::*in, const std::vector<double>& grad) {
+            for (std::size_t i = 0; i < grad.size(); ++i) {
+                auto x = t;
+                const double e = 1e-6;
+                (x.*in)[i] += e;
+                const double lp = loss(x);
+                (x.*in)[i] -= 2 * e;
+                const double lm = loss(x);
+                worst = std::max(worst, std::abs((lp - lm) / (2 * e) - grad[i]) / (1.0 + std::abs(grad[i])));
+            }
+        };
+        probe(&Tensors<double>::q, t.dq);
+        probe(&Tensors<double>::k, t.dk);
+        probe(&Tensors<double>::v, t.dv);
+        probe(&Tensors<double>::h0, t.dh0);
+        CHECK(worst < 1e-7);
+    }
+}
+
+TEST_CASE("retention: decoding one token at a time equals the full pass; parallel_last_row equals the last row") {
+    const rr::Shape s{2, 20, 2, 4, 3};
+    auto t = make_inputs<double>(s, true, 5);
+    rr::Options opt;
+    run(Mode::recurrent, s, opt, t, false);
+    rr::Shape one = s;
+    one.T = 1;
+    std::vector<double> state = t.h0, next(state.size()), o1(static_cast<std::size_t>(s.B * s.H * s.V));
+    std::vector<double> q1(static_cast<std::size_t>(s.B * s.H * s.K)), k1(q1.size()), v1(o1.size());
+    double worst = 0;
+    for (std::int64_t n = 0; n < s.T; ++n) {
+        for (std::int64_t b = 0; b < s.B; ++b)
+            for (std::int64_t x = 0; x < s.H * s.K; ++x) {
+                q1[b * s.H * s.K + x] = t.q[(b * s.T + n) * s.H * s.K + x];
+                k1[b * s.H * s.K + x] = t.k[(b * s.T + n) * s.H * s.K + x];
+            }
+        for (std::int64_t b = 0; b < s.B; ++b)
+            for (std::int64_t x = 0; x < s.H * s.V; ++x) v1[b * s.H * s.V + x] = t.v[(b * s.T + n) * s.H * s.V + x];
+        rr::recurrent_forward(one, opt, q1.data(), k1.data(), v1.data(), state.data(), o1.data(), next.data());
+        state = next;
+        for (std::int64_t b = 0; b < s.B; ++b)
+            for (std::int64_t x = 0; x < s.H * s.V; ++x)
+                worst = std::max(worst, std::abs(o1[b * s.H * s.V + x] - t.o[(b * s.T + n) * s.H * s.V + x]));
+    }
+    CHECK(worst < 1e-12);
+    CHECK(rel_err(state, t.ht) < 1e-12);
+    // Stateless decode over the prefix: same output as the last row.
+    std::vector<double> ol(o1.size());
+    for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t x = 0; x < s.H * s.K; ++x) q1[b * s.H * s.K + x] = t.q[(b * s.T + s.T - 1) * s.H * s.K + x];
+    rr::parallel_last_row(s, opt, q1.data(), t.k.data(), t.v.data(), t.h0.data(), ol.data());
+    worst = 0;
+    for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t x = 0; x < s.H * s.V; ++x)
+            worst = std::max(worst, std::abs(ol[b * s.H * s.V + x] - t.o[(b * s.T + s.T - 1) * s.H * s.V + x]));
+    CHECK(worst < 1e-12);
+}
+
+TEST_CASE("retention: strong decay, long T in float: naive reports NaN, the others stay finite and agree") {
+    struct Case { std::int64_t H, T; bool backward; };
+    for (Case c : {Case{1, 16384, false}, Case{8, 4096, true}}) {
+        const rr::Shape s{1, c.T, c.H, 8, 8};
+        INFO("H=" << c.H << " T=" << c.T);
+        auto t = make_inputs<float>(s, true, 13);
+        rr::Options opt;
+        auto nv = t;
+        rr::NaiveReport rep = rr::naive_forward<float>(s, opt, nv.q.data(), nv.k.data(), nv.v.data(), nv.h0.data(),
+                                                (nv.o.resize(t.v.size()), nv.o.data()), nullptr);
+        CHECK(rep.nonfinite > 0);   // fla's naive overflows here (RETENTION.md §5)
+        bool has_nan = false;
+        for (float e : nv.o) has_nan = has_nan || std::isnan(e);
+        CHECK(has_nan);
+        if (c.backward) {
+            nv.dq.resize(t.q.size()), nv.dk.resize(t.k.size()), nv.dv.resize(t.v.size());
+            auto rb = rr::naive_backward<float>(s, opt, nv.q.data(), nv.k.data(), nv.v.data(), nv.h0.data(), nv.dO.data(),
+                                         nv.dht.data(), nv.dq.data(), nv.dk.data(), nv.dv.data(), nullptr);
+            CHECK(rb.nonfinite > 0);
+        }
+        auto rec = t;
+        run(Mode::recurrent, s, opt, rec, c.backward);
+        for (Mode m : {Mode::parallel, Mode::chunkwise}) {
+            auto x = t;
+            run(m, s, opt, x, c.backward);
+            CHECK(all_finite(x.o));
+            CHECK(all_finite(x.ht));
+            if (c.backward) CHECK((all_finite(x.dq) && all_finite(x.dk) && all_finite(x.dv) && all_finite(x.dh0)));
+            check_close(x, rec, 1e-4, std::string(mode_name(m)) + " vs recurrent", c.backward);
+        }
+        CHECK(all_finite(rec.o));
+    }
+}
+
+TEST_CASE("retention: gamma = 0.5 in double: naive overflows past T ~ 1025, the other modes do not") {
+    const rr::Shape s{1, 1100, 1, 4, 4};
+    rr::Options opt;
+    opt.log_gamma = {std::log(0.5)};
+    auto t = make_inputs<double>(s, true, 17);
+    auto nv = t;
+    nv.o.resize(t.v.size());
+    CHECK(rr::naive_forward<double>(s, opt, nv.q.data(), nv.k.data(), nv.v.data(), nv.h0.data(), nv.o.data(), nullptr).nonfinite > 0);
+    auto rec = t;
+    run(Mode::recurrent, s, opt, rec);
+    for (Mode m : {Mode::parallel, Mode::chunkwise}) {
+        auto x = t;
+        run(m, s, opt, x);
+        check_close(x, rec, 1e-10, std::string(mode_name(m)) + " vs recurrent, gamma 0.5");
+    }
+}
