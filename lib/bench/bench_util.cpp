@@ -1,0 +1,127 @@
+// Implementation of bench_util.h (timing, sgemm rate, peak RSS via /proc/self/{clear_refs,status}, stamps).
+#include "bench/bench_util.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/log.h"
+#include "core/threads.h"
+#include "retrokit/version.h"
+
+namespace retro::bench {
+
+double median_ms(const std::function<void()>& fn, int repeats) {
+    fn();
+    std::vector<double> t;
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+        auto a = std::chrono::steady_clock::now();
+        fn();
+        auto b = std::chrono::steady_clock::now();
+        t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+double sgemm_gflops(int n, int repeats) {
+    std::vector<float> A(static_cast<std::size_t>(n) * n, 0.5f), B(A.size(), 0.25f), C(A.size(), 0.0f);
+    openblas_set_num_threads(thread_count());
+    double best = 1e300;
+    for (int r = 0; r < repeats + 1; ++r) {
+        auto a = std::chrono::steady_clock::now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
+                    C.data(), n);
+        auto b = std::chrono::steady_clock::now();
+        if (r > 0) best = std::min(best, std::chrono::duration<double>(b - a).count());
+    }
+    return 2.0 * n * double(n) * n / best / 1e9;
+}
+
+namespace {
+std::int64_t status_kb(const char* key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::string(key).size());
+    return -1;
+}
+}  // namespace
+
+std::int64_t peak_extra_rss(const std::function<void()>& fn) {
+    const std::int64_t before = status_kb("VmRSS:");
+    bool reset = false;
+    if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {   // "5" resets VmHWM to VmRSS
+        reset = std::fputs("5", f) >= 0;
+        reset = (std::fclose(f) == 0) && reset;
+    }
+    fn();
+    const std::int64_t peak = status_kb("VmHWM:");
+    if (!reset || before < 0 || peak < 0) return -1;
+    return std::max<std::int64_t>(0, peak - before) * 1024;
+}
+
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) {
+            auto p = line.find(':');
+            if (p != std::string::npos) return line.substr(p + 2);
+        }
+    return "unknown cpu";
+}
+
+std::string today_utc() {
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+nlohmann::json stamp(const std::string& tool, const std::string& command_line) {
+    return {{"tool", tool}, {"version", RETROKIT_VERSION}, {"commit", RETROKIT_GIT_COMMIT},
+            {"date", today_utc()}, {"command", command_line}};
+}
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> w;
+    for (const auto& r : rows)
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            if (w.size() <= i) w.push_back(0);
+            w[i] = std::max(w[i], r[i].size());
+        }
+    std::ostringstream os;
+    for (const auto& r : rows) {
+        for (std::size_t i = 0; i < r.size(); ++i)
+            os << (i ? "  " : "") << std::string(w[i] - r[i].size(), ' ') << r[i];
+        os << "\n";
+    }
+    return os.str();
+}
+
+bool gnuplot_png(const std::string& png, const std::string& script_body, const std::string& data) {
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        log_warn("--plot " + png + ": gnuplot is not installed (fix: apt-get install gnuplot-nox); table and JSON are unaffected");
+        return false;
+    }
+    const std::string base = png + ".gp";
+    std::ofstream(base + ".dat") << data;
+    std::ofstream(base) << "set terminal png size 1000,650\nset output '" << png << "'\n"
+                        << "datafile = '" << base << ".dat'\n" << script_body;
+    const int rc = std::system(("gnuplot '" + base + "'").c_str());
+    std::filesystem::remove(base);
+    std::filesystem::remove(base + ".dat");
+    if (rc != 0) log_warn("--plot: gnuplot failed (exit " + std::to_string(rc) + ")");
+    return rc == 0;
+}
+
+}  // namespace retro::bench

@@ -1,0 +1,34 @@
+// Helpers shared by the retro-bench subcommands: median timing, the machine's sgemm rate, peak
+// resident memory around one call (Linux VmHWM), the device description and a JSON stamp.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace retro::bench {
+
+// Runs fn once to warm up, then `repeats` times; returns the median wall time in milliseconds.
+double median_ms(const std::function<void()>& fn, int repeats);
+
+// GFLOP/s of a square n×n×n cblas_sgemm on all threads (best of `repeats`), 2n^3 flops per call.
+double sgemm_gflops(int n = 2048, int repeats = 3);
+
+// Bytes the process's resident set grew to above its size before fn ran (VmHWM after reset), or -1.
+std::int64_t peak_extra_rss(const std::function<void()>& fn);
+
+std::string cpu_model();   // /proc/cpuinfo "model name", or "unknown cpu"
+std::string today_utc();   // YYYY-MM-DDTHH:MM:SSZ
+
+// {"tool", "version", "commit", "date", "command"} for every result file.
+nlohmann::json stamp(const std::string& tool, const std::string& command_line);
+
+// Renders rows of cells as an aligned text table (first row = header).
+std::string format_table(const std::vector<std::vector<std::string>>& rows);
+
+// Writes a gnuplot script + data and runs gnuplot to make `png`; returns false with a note on stderr
+// (how to install gnuplot) when it is not available.
+bool gnuplot_png(const std::string& png, const std::string& script_body, const std::string& data);
+
+}  // namespace retro::bench

@@ -1,0 +1,300 @@
+// retro-bench retention (retention_bench.h). For every dtype × shape × T × mode: median forward and
+// forward+backward ms, peak extra memory, non-finite outputs (naive's NaN is reported, never hidden),
+// chunkwise forward GFLOP/s vs this run's sgemm; then decode-step latency and the chunkwise/parallel crossover.
+#include "bench/retention_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "cuda_device.h"
+#include "retention/retention.h"
+#include "retention_cuda.h"
+#include "retrokit/version.h"
+
+namespace retro::bench {
+namespace rr = retro::retention;
+using nlohmann::json;
+
+namespace {
+
+struct Row {
+    std::string mode, dtype;
+    rr::Shape s;
+    double fwd_ms = NAN, fwdbwd_ms = NAN, gflops = NAN, ratio = NAN;
+    std::int64_t buffer_bytes = 0, peak_extra_bytes = -1, nonfinite = 0;
+};
+
+// FLOPs of the chunkwise forward (docs/retention.md): per (b,h) and chunk of length L,
+// 2L^2K (QK^T) + 2L^2V ((·)V) + 2LKV (Q S) + 2LKV (K^T V).
+double chunkwise_flops(const rr::Shape& s, std::int64_t C) {
+    double f = 0;
+    for (std::int64_t t0 = 0; t0 < s.T; t0 += C) {
+        const double L = static_cast<double>(std::min(C, s.T - t0));
+        f += 2 * L * L * (s.K + s.V) + 4 * L * s.K * s.V;
+    }
+    return f * s.B * s.H;
+}
+
+std::string fmt(double x, int prec = 3) {
+    if (std::isnan(x)) return "-";
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(prec);
+    os << x;
+    return os.str();
+}
+
+template <typename X>
+std::int64_t count_nonfinite(const std::vector<X>& x) {
+    std::int64_t c = 0;
+    for (const auto& e : x) c += std::isfinite(static_cast<double>(e)) ? 0 : 1;
+    return c;
+}
+
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& e : x) e = d(rng);
+    return x;
+}
+
+template <typename F>
+Row bench_cpu(const std::string& mode, const std::string& dtype, const rr::Shape& s, const RetentionBenchOptions& o) {
+    Row r{mode, dtype, s};
+    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
+    auto cast = [](std::vector<float> x) { return std::vector<F>(x.begin(), x.end()); };
+    std::vector<F> q = cast(random_floats(nk, 1)), k = cast(random_floats(nk, 2)), v = cast(random_floats(nv, 3)),
+                   dO = cast(random_floats(nv, 4)), out(nv), dq(nk), dk(nk), dv(nv);
+    r.buffer_bytes = static_cast<std::int64_t>((4 * nk + 4 * nv) * sizeof(F));
+    rr::Options opt;
+    opt.chunk_size = o.chunk_size;
+    std::int64_t naive_bad = 0;
+    auto fwd = [&] {
+        if (mode == "naive") naive_bad = rr::naive_forward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, out.data(), nullptr).nonfinite;
+        else if (mode == "parallel") rr::parallel_forward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, out.data(), nullptr);
+        else if (mode == "recurrent") rr::recurrent_forward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, out.data(), nullptr);
+        else rr::chunkwise_forward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, out.data(), nullptr);
+    };
+    auto bwd = [&] {
+        if (mode == "naive") rr::naive_backward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, dO.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr);
+        else if (mode == "parallel") rr::parallel_backward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, dO.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr);
+        else if (mode == "recurrent") rr::recurrent_backward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, dO.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr);
+        else rr::chunkwise_backward<F>(s, opt, q.data(), k.data(), v.data(), nullptr, dO.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr);
+    };
+    r.peak_extra_bytes = peak_extra_rss([&] { fwd(); bwd(); });
+    r.nonfinite = std::max(naive_bad, count_nonfinite(out));
+    r.fwd_ms = median_ms(fwd, o.repeats);
+    r.fwdbwd_ms = median_ms([&] { fwd(); bwd(); }, o.repeats);
+    return r;
+}
+
+#define RETRO_CUDA_CALL(fn, ...) \
+    (mode == "parallel" ? rr::cuda::parallel_##fn(__VA_ARGS__) : mode == "recurrent" ? rr::cuda::recurrent_##fn(__VA_ARGS__) : rr::cuda::chunkwise_##fn(__VA_ARGS__))
+
+template <typename X>
+Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shape& s, const RetentionBenchOptions& o) {
+    Row r{mode, dtype, s};
+    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
+    auto conv = [](const std::vector<float>& x) {
+        std::vector<X> y(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            if constexpr (std::is_same_v<X, float>) y[i] = x[i];
+            else y[i] = rr::to_bf16(x[i]);
+        }
+        return y;
+    };
+    const std::size_t used0 = rr::cuda::device_used_bytes();
+    std::vector<X*> bufs;
+    auto upload = [&](const std::vector<float>& host) {
+        auto h = conv(host);
+        X* d = static_cast<X*>(rr::cuda::device_alloc(h.size() * sizeof(X)));
+        rr::cuda::copy_to_device(d, h.data(), h.size() * sizeof(X));
+        bufs.push_back(d);
+        return d;
+    };
+    X *q = upload(random_floats(nk, 1)), *k = upload(random_floats(nk, 2)), *v = upload(random_floats(nv, 3)),
+      *dO = upload(random_floats(nv, 4)), *out = upload(std::vector<float>(nv)), *dq = upload(std::vector<float>(nk)),
+      *dk = upload(std::vector<float>(nk)), *dv = upload(std::vector<float>(nv));
+    r.buffer_bytes = static_cast<std::int64_t>((4 * nk + 4 * nv) * sizeof(X));
+    rr::Options opt;
+    opt.chunk_size = o.chunk_size;
+    auto fwd = [&] { RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr); rr::cuda::synchronize(); };
+    auto fb = [&] {
+        RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr);
+        RETRO_CUDA_CALL(backward, s, opt, q, k, v, nullptr, dO, nullptr, dq, dk, dv, nullptr);
+        rr::cuda::synchronize();
+    };
+    r.fwd_ms = median_ms(fwd, o.repeats);
+    r.fwdbwd_ms = median_ms(fb, o.repeats);
+    r.peak_extra_bytes = static_cast<std::int64_t>(rr::cuda::device_used_bytes() - used0) - r.buffer_bytes;
+    std::vector<X> host(nv);
+    rr::cuda::copy_to_host(host.data(), out, nv * sizeof(X));
+    for (const auto& e : host) {
+        float f;
+        if constexpr (std::is_same_v<X, float>) f = e;
+        else f = rr::from_bf16(e);
+        r.nonfinite += std::isfinite(f) ? 0 : 1;
+    }
+    for (X* b : bufs) rr::cuda::device_free(b);
+    return r;
+}
+
+// One decode step after a prefix of T tokens: recurrent (state update) vs parallel (attend over the prefix).
+template <typename F>
+json decode_cpu(const rr::Shape& s0, int repeats) {
+    rr::Shape one = s0;
+    one.T = 1;
+    const auto nk1 = static_cast<std::size_t>(s0.B * s0.H * s0.K), nv1 = static_cast<std::size_t>(s0.B * s0.H * s0.V);
+    const auto ns = static_cast<std::size_t>(s0.B * s0.H * s0.K * s0.V);
+    std::vector<F> q1(nk1, F(0.1)), k1(nk1, F(0.1)), v1(nv1, F(0.1)), o1(nv1), h(ns, F(0.01)), h2(ns);
+    std::vector<F> K(static_cast<std::size_t>(s0.T) * nk1, F(0.1)), Vv(static_cast<std::size_t>(s0.T) * nv1, F(0.1));
+    rr::Options opt;
+    const double rec = median_ms([&] { rr::recurrent_forward<F>(one, opt, q1.data(), k1.data(), v1.data(), h.data(), o1.data(), h2.data()); }, repeats * 5);
+    const double par = median_ms([&] { rr::parallel_last_row<F>(s0, opt, q1.data(), K.data(), Vv.data(), nullptr, o1.data()); }, repeats * 5);
+    return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"parallel_prefix_ms", par}};
+}
+
+json row_json(const Row& r, const std::string& device, std::int64_t C) {
+    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+    return {{"mode", r.mode}, {"device", device}, {"dtype", r.dtype}, {"B", r.s.B}, {"T", r.s.T}, {"H", r.s.H},
+            {"K", r.s.K}, {"V", r.s.V}, {"chunk_size", r.mode == "chunkwise" ? json(C) : json(nullptr)},
+            {"fwd_ms", num(r.fwd_ms)}, {"fwdbwd_ms", num(r.fwdbwd_ms)}, {"buffer_bytes", r.buffer_bytes},
+            {"peak_extra_bytes", r.peak_extra_bytes}, {"nonfinite", r.nonfinite}, {"finite", r.nonfinite == 0},
+            {"gflops", num(r.gflops)}, {"sgemm_ratio", num(r.ratio)}};
+}
+
+}  // namespace
+
+void run_retention_bench(const RetentionBenchOptions& o, const std::string& command_line) {
+    const bool gpu = o.device == "cuda";
+    if (!gpu && o.device != "cpu") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
+    if (gpu && cuda_device_count() == 0)
+        user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
+    for (const auto& m : o.modes)
+        if (m != "naive" && m != "parallel" && m != "recurrent" && m != "chunkwise")
+            user_error_in("--modes", "unknown mode '" + m + "' (expected naive, parallel, recurrent, chunkwise)");
+    if (o.repeats < 1) user_error_in("--repeats", "must be >= 1");
+    rr::Shape base{o.B ? o.B : (gpu ? 8 : 4), 1, o.H ? o.H : (gpu ? 32 : 8), o.K ? o.K : 128, o.V ? o.V : 128};
+    std::vector<std::int64_t> Ts = !o.T.empty() ? o.T
+                                   : gpu ? std::vector<std::int64_t>{1024, 2048, 4096, 8192, 16384}
+                                         : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
+    std::vector<std::string> dtypes = !o.dtypes.empty() ? o.dtypes : std::vector<std::string>{gpu ? "bf16" : "fp32"};
+    for (const auto& d : dtypes)
+        if (gpu ? (d != "fp32" && d != "bf16") : (d != "fp32" && d != "fp64"))
+            user_error_in("--dtype", "'" + d + "' is not available on " + o.device + (gpu ? " (fp32, bf16)" : " (fp32, fp64)"));
+    if (!gpu && o.T.empty() && !o.B && !o.H)
+        log_info("CPU defaults are smaller than fla's GPU shapes (B=8, H=32, T up to 16384): B=4, H=8, K=V=128, T=256..4096");
+    const std::string device = gpu ? "cuda: " + cuda_device_name() : "cpu: " + cpu_model() + " (" + std::to_string(thread_count()) + " threads)";
+    log_info("measuring sgemm (2048^3, " + std::to_string(thread_count()) + " threads)");
+    const double sgemm = sgemm_gflops();
+    log_info("sgemm: " + fmt(sgemm, 1) + " GFLOP/s");
+
+    std::vector<Row> rows;
+    json decode = json::array(), crossover = json::array();
+    for (const auto& dtype : dtypes)
+        for (std::int64_t T : Ts) {
+            rr::Shape s = base;
+            s.T = T;
+            for (const auto& mode : o.modes) {
+                if (mode == "naive" && (gpu || T > o.naive_max_T)) {
+                    log_info("naive " + dtype + " T=" + std::to_string(T) + ": skipped (" +
+                             (gpu ? "no CUDA naive; naive is the CPU reference" : "T > --naive-max-T " + std::to_string(o.naive_max_T)) + ")");
+                    continue;
+                }
+                log_info(mode + " " + dtype + " T=" + std::to_string(T));
+                Row r = gpu ? (dtype == "bf16" ? bench_cuda<rr::bf16>(mode, dtype, s, o) : bench_cuda<float>(mode, dtype, s, o))
+                            : (dtype == "fp64" ? bench_cpu<double>(mode, dtype, s, o) : bench_cpu<float>(mode, dtype, s, o));
+                if (mode == "chunkwise") {
+                    r.gflops = chunkwise_flops(s, o.chunk_size) / (r.fwd_ms * 1e6);
+                    r.ratio = r.gflops / sgemm;
+                }
+                if (r.nonfinite) log_warn(mode + " T=" + std::to_string(T) + ": output has " + std::to_string(r.nonfinite) + " non-finite values");
+                rows.push_back(r);
+            }
+            const bool want_decode = std::count(o.modes.begin(), o.modes.end(), "recurrent") && !gpu;
+            if (want_decode) decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
+            if (want_decode) decode.back()["dtype"] = dtype;
+        }
+    for (const auto& dtype : dtypes) {   // first T at which chunkwise forward beats parallel forward
+        json cross = nullptr;
+        std::map<std::int64_t, double> par, chk;
+        for (const auto& r : rows) {
+            if (r.dtype != dtype) continue;
+            if (r.mode == "parallel") par[r.s.T] = r.fwd_ms;
+            if (r.mode == "chunkwise") chk[r.s.T] = r.fwd_ms;
+        }
+        for (auto [T, ms] : chk)
+            if (par.count(T) && par[T] > 0 && ms < par[T]) { cross = T; break; }
+        crossover.push_back({{"dtype", dtype}, {"T", cross}, {"B", base.B}, {"H", base.H}, {"K", base.K}, {"V", base.V}});
+    }
+
+    std::vector<std::vector<std::string>> table{{"mode", "dtype", "B", "T", "H", "K", "V", "fwd_ms", "fwd+bwd_ms", "peak_MiB", "output", "GFLOP/s", "vs_sgemm"}};
+    for (const auto& r : rows)
+        table.push_back({r.mode, r.dtype, std::to_string(r.s.B), std::to_string(r.s.T), std::to_string(r.s.H),
+                         std::to_string(r.s.K), std::to_string(r.s.V), fmt(r.fwd_ms), fmt(r.fwdbwd_ms),
+                         r.peak_extra_bytes < 0 ? "-" : fmt((r.peak_extra_bytes + r.buffer_bytes) / 1048576.0, 1),
+                         r.nonfinite ? "NaN(" + std::to_string(r.nonfinite) + ")" : "ok", fmt(r.gflops, 1), fmt(r.ratio, 2)});
+    std::cout << "# " << device << ", commit " << RETROKIT_GIT_COMMIT << ", sgemm " << fmt(sgemm, 1) << " GFLOP/s, chunk " << o.chunk_size << "\n"
+              << format_table(table);
+    if (!decode.empty()) {
+        std::vector<std::vector<std::string>> dt{{"decode", "dtype", "T", "recurrent_step_ms", "parallel_prefix_ms"}};
+        for (const auto& d : decode)
+            dt.push_back({"step", d["dtype"], std::to_string(d["T"].get<std::int64_t>()), fmt(d["recurrent_step_ms"].get<double>(), 4),
+                          fmt(d["parallel_prefix_ms"].get<double>(), 4)});
+        std::cout << format_table(dt);
+    }
+    for (const auto& c : crossover)
+        std::cout << "crossover " << c["dtype"].get<std::string>() << ": chunkwise forward beats parallel from T="
+                  << (c["T"].is_null() ? std::string("never (in this T list)") : std::to_string(c["T"].get<std::int64_t>())) << "\n";
+
+    json out = stamp("retro-bench retention", command_line);
+    out["device"] = device;
+    out["threads"] = thread_count();
+    out["sgemm_gflops"] = sgemm;
+    out["chunk_size"] = o.chunk_size;
+    out["repeats"] = o.repeats;
+    out["rows"] = json::array();
+    for (const auto& r : rows) out["rows"].push_back(row_json(r, gpu ? "cuda" : "cpu", o.chunk_size));
+    out["decode"] = decode;
+    out["crossover"] = crossover;
+    if (!o.json.empty()) {
+        std::ofstream f(o.json);
+        if (!f) user_error_in(o.json, "cannot write the JSON file");
+        f << out.dump(2) << "\n";
+    }
+    if (!o.plot.empty()) {
+        std::ostringstream data, script;
+        script << "set logscale xy\nset xlabel 'T'\nset ylabel 'forward ms'\nset key left top\nset title '" << device << "'\nplot ";
+        int idx = 0;
+        for (const auto& dtype : dtypes)
+            for (const auto& mode : o.modes) {
+                bool any = false;
+                for (const auto& r : rows)
+                    if (r.mode == mode && r.dtype == dtype && !std::isnan(r.fwd_ms)) {
+                        data << r.s.T << " " << r.fwd_ms << "\n";
+                        any = true;
+                    }
+                if (!any) continue;
+                data << "\n\n";
+                script << (idx ? ", " : "") << "datafile index " << idx << " with linespoints title '" << mode << " " << dtype << "'";
+                ++idx;
+            }
+        script << "\n";
+        if (idx && gnuplot_png(o.plot, script.str(), data.str())) log_info("wrote " + o.plot);
+    }
+}
+
+}  // namespace retro::bench
