@@ -1,0 +1,226 @@
+// Implementation of chunk_build.h.
+#include "data/chunk_build.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/progress.h"
+#include "core/threads.h"
+#include "data/block_reader.h"
+#include "data/chunk_db_writer.h"
+#include "data/chunk_layout.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_cli.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+
+constexpr const char* kCheckpoint = "progress.json";
+
+void check_options(const ChunkOptions& o) {
+    if (o.chunk_size < 1 || o.chunk_size > (1 << 20)) user_error_in("--chunk-size", "must be in [1, 1048576]");
+    if (o.seq_len < o.chunk_size || o.seq_len % o.chunk_size != 0)
+        user_error_in("--seq-len", "must be a positive multiple of --chunk-size (" + std::to_string(o.chunk_size) + ")",
+                      "pass e.g. --seq-len " + std::to_string(o.chunk_size * 32));
+    if (o.block_docs < 1) user_error_in("--block-docs", "must be at least 1");
+    if (o.block_bytes < 1) user_error_in("--block-bytes", "must be at least 1");
+    if (o.out.empty()) user_error_in("--out", "is required");
+}
+
+// Removes what a previous run wrote into `dir` (only RetroKit's own file names).
+void remove_previous_outputs(const std::string& dir) {
+    std::vector<std::string> names = ChunkDbWriter::output_names();
+    names.push_back("manifest.json");
+    names.push_back(kCheckpoint);
+    for (const auto& n : names) {
+        fs::remove(fs::path(dir) / n);
+        fs::remove(fs::path(dir) / (n + ".tmp"));
+    }
+}
+
+// Sets up the output folder; returns the checkpoint to resume from (null json: fresh start), or
+// sets `complete` when --resume finds a finished database.
+nlohmann::json prepare_out_dir(const ChunkOptions& o, bool& complete) {
+    std::error_code ec;
+    complete = false;
+    if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec)) user_error_in(o.out, "exists and is not a folder");
+    bool non_empty = fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec);
+    if (non_empty && !o.force && !o.resume)
+        user_error_in(o.out, "already exists and is not empty",
+                      "pass --force to replace it, --resume to continue a killed run, or choose another --out");
+    fs::create_directories(o.out, ec);
+    if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
+    if (o.force) remove_previous_outputs(o.out);
+    if (!o.resume) return nullptr;
+    if (fs::exists(fs::path(o.out) / "manifest.json")) {
+        complete = true;
+        return nullptr;
+    }
+    std::string cp = (fs::path(o.out) / kCheckpoint).string();
+    std::ifstream in(cp);
+    if (!in) return nullptr;   // killed before the first checkpoint: start again
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        user_error_in(cp, std::string("malformed checkpoint: ") + e.what(), "start again with --force");
+    }
+}
+
+// What must match for a checkpoint to be continued: everything that changes the output bytes.
+nlohmann::json checkpoint_params(const nlohmann::json& parameters, const std::string& tok_path,
+                                 const std::vector<CorpusFile>& files) {
+    nlohmann::json p = parameters;
+    p.erase("on_error");   // lines before a malformed one are the same either way
+    p["tokenizer_fingerprint"] = fingerprint_file(tok_path);
+    nlohmann::json in = nlohmann::json::array();
+    for (const auto& f : files) in.push_back({f.path, fs::file_size(f.path)});
+    p["inputs"] = in;
+    return p;
+}
+
+// Encodes every document of a block on all threads; ids[i] belongs to block.docs[i].
+void encode_block(const Tokenizer& tok, InputBlock& block, std::vector<std::vector<int>>& ids) {
+    std::int64_t n = static_cast<std::int64_t>(block.docs.size());
+    ids.resize(block.docs.size());
+    std::exception_ptr first;
+    std::mutex mutex;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count())
+    for (std::int64_t i = 0; i < n; ++i) {
+        try {
+            ids[i] = tok.encode(block.docs[i].text);
+            std::string().swap(block.docs[i].text);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!first) first = std::current_exception();
+        }
+    }
+    if (first) std::rethrow_exception(first);
+}
+
+void write_manifest(const ToolContext& ctx, const ChunkOptions& o, const nlohmann::json& parameters,
+                    const std::string& tok_path, const std::vector<CorpusFile>& files, const CorpusCounts& c,
+                    const ChunkDbCounts& k) {
+    Manifest m(ctx);
+    m.parameters() = parameters;
+    m.add_input("tokenizer", tok_path);
+    for (const auto& f : files) m.add_input("corpus", f.path);
+    m.extra()["corpus"] = {{"files", c.files},
+                           {"documents", c.documents},
+                           {"bytes", c.bytes},
+                           {"empty_skipped", c.empty_skipped},
+                           {"malformed_skipped", c.malformed_skipped},
+                           {"invalid_utf8_replaced", c.invalid_utf8_replaced}};
+    m.extra()["stats"] = chunk_stats_json(k, o.chunk_size);
+    m.extra()["threads"] = thread_count();
+    for (const auto& name : ChunkDbWriter::output_names()) m.add_output(o.out, name);
+    m.write(o.out);
+}
+
+}  // namespace
+
+void chunk_parse_shard(const std::string& text, ChunkOptions& opts) {
+    int i = -1, n = -1;
+    char slash = 0, extra = 0;
+    if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || i < 0 || i >= n)
+        user_error_in("--shard", "'" + text + "' is not i/n with 0 <= i < n", "pass e.g. --shard 0/4");
+    opts.shard_index = i;
+    opts.shard_count = n;
+}
+
+void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
+    check_options(o);
+    std::string tok_path = tokenizer_resolve_path(o.tokenizer);
+    Tokenizer tok(tok_path);
+    DType dtype = tok.vocab_size() <= 65536 ? DType::U16 : DType::I32;
+    auto files = corpus_list_files(o.inputs, o.corpus);
+
+    bool complete = false;
+    nlohmann::json checkpoint = prepare_out_dir(o, complete);
+    if (complete) {
+        log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
+        return;
+    }
+    nlohmann::json parameters = {{"chunk_size", o.chunk_size},       {"seq_len", o.seq_len},
+                                 {"rows_per_seq", o.seq_len / o.chunk_size},
+                                 {"block_docs", o.block_docs},       {"block_bytes", o.block_bytes},
+                                 {"shard_index", o.shard_index},     {"shard_count", o.shard_count},
+                                 {"glob", o.corpus.glob},            {"text_key", o.corpus.text_key},
+                                 {"on_error", o.corpus.on_error == OnError::SKIP ? "skip" : "fail"},
+                                 {"token_dtype", dtype_name(dtype)}, {"vocab_size", tok.vocab_size()},
+                                 {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
+    nlohmann::json cp_params = checkpoint_params(parameters, tok_path, files);
+    std::string cp_path = (fs::path(o.out) / kCheckpoint).string();
+    const nlohmann::json* state = nullptr;
+    BlockPlan plan{o.block_docs, o.block_bytes, o.shard_index, o.shard_count, 0};
+    if (!checkpoint.is_null()) {
+        if (checkpoint.value("params", nlohmann::json()) != cp_params)
+            user_error_in(cp_path, "was written by a run with other inputs, tokenizer or parameters",
+                          "repeat the first run's command with --resume, or start again with --force");
+        state = &checkpoint.at("writer");
+        plan.first_block = checkpoint.at("next_block").get<std::int64_t>();
+        log_info("resuming at input block " + std::to_string(plan.first_block) + " (" +
+                 std::to_string(state->at("docs").get<std::int64_t>()) + " documents done)");
+    }
+    fs::remove(fs::path(o.out) / "manifest.json");
+
+    ChunkDbWriter writer(o.out, dtype, o.chunk_size, o.seq_len / o.chunk_size, state);
+    std::int64_t total_bytes = 0;
+    for (const auto& f : files) total_bytes += static_cast<std::int64_t>(fs::file_size(f.path));
+    Progress progress("chunking", total_bytes, "B");
+    auto save = [&](std::int64_t next_block) {
+        nlohmann::json cp = {{"params", cp_params}, {"next_block", next_block}, {"writer", writer.state()}};
+        write_file_atomic(cp_path, cp.dump(1) + "\n");
+    };
+    auto last_save = std::chrono::steady_clock::now();
+    std::int64_t next_block = plan.first_block;
+    BlockReader reader(files, o.corpus, plan);
+    InputBlock block;
+    std::vector<std::vector<int>> ids;
+    std::vector<std::int32_t> rows;
+    while (reader.next(block)) {
+        encode_block(tok, block, ids);
+        for (std::size_t i = 0; i < block.docs.size(); ++i) {
+            rows.clear();
+            chunk_append_rows(ids[i], o.chunk_size, rows);
+            writer.append_document(rows.data(), static_cast<std::int64_t>(rows.size()) / o.chunk_size,
+                                   static_cast<std::int64_t>(ids[i].size()) + 2, std::move(block.docs[i].source));
+        }
+        writer.flush();
+        next_block = block.index + 1;
+        progress.set(block.input_bytes_done);
+        auto now = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(now - last_save).count() >= o.checkpoint_seconds) {
+            save(next_block);
+            last_save = now;
+        }
+    }
+    progress.set(total_bytes);
+    progress.finish();
+    const CorpusCounts& counts = reader.counts();
+    if (counts.documents == 0)
+        user_error_in(o.inputs.front(), "the corpus holds no non-empty document (" + std::to_string(counts.files) +
+                                            " files, " + std::to_string(counts.empty_skipped) + " empty skipped)");
+    save(next_block);   // a run killed while committing resumes from here
+    writer.commit();
+    write_manifest(ctx, o, parameters, tok_path, files, counts, writer.counts());
+    fs::remove(cp_path);
+    const ChunkDbCounts& k = writer.counts();
+    log_info("wrote " + o.out + ": " + std::to_string(k.docs) + " documents, " + std::to_string(k.chunks) +
+             " chunks, " + std::to_string(k.seqs) + " sequences, " + std::to_string(k.tokens) + " tokens (" +
+             std::to_string(counts.empty_skipped) + " empty skipped, " + std::to_string(counts.malformed_skipped) +
+             " malformed skipped, " + std::to_string(counts.invalid_utf8_replaced) + " invalid UTF-8 replaced)");
+}
+
+}  // namespace retro

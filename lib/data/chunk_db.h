@@ -1,0 +1,57 @@
+// Read side of a chunk database folder (docs/formats.md "retro-chunk"): the manifest, the four
+// arrays mapped read-only with their shapes checked against each other, and sources.jsonl read
+// line by line. Used by `retro-chunk merge` and `inspect`, and by later stages.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/npy.h"
+#include "data/chunk_sources.h"
+
+namespace retro {
+
+class ChunkDb {
+public:
+    explicit ChunkDb(const std::string& dir);   // UserError naming the file when anything is off
+    const std::string& dir() const { return dir_; }
+    const nlohmann::json& manifest() const { return manifest_; }
+    int chunk_size() const { return chunk_size_; }
+    std::int64_t chunk_count() const { return chunks_.dim(0); }
+    std::int64_t doc_count() const { return doc_offsets_.dim(0) - 1; }
+    std::int64_t seq_count() const { return seq_starts_.dim(0); }
+    DType token_dtype() const { return chunks_.dtype(); }
+
+    std::int32_t token(std::int64_t row, int col) const;
+    // Appends rows [first, end) as int32 ids (padding included) to out.
+    void rows(std::int64_t first, std::int64_t end, std::vector<std::int32_t>& out) const;
+    std::int64_t doc_of(std::int64_t chunk) const { return doc_ids_.data<std::int64_t>()[chunk]; }
+    std::int64_t doc_first(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc]; }
+    std::int64_t doc_end(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc + 1]; }
+    std::int64_t seq_start(std::int64_t s) const { return seq_starts_.data<std::int64_t>()[s]; }
+    // Source of one document (a scan of sources.jsonl).
+    DocSource source(std::int64_t doc) const;
+    std::string sources_path() const;
+    std::string tokenizer_path() const;   // recorded in the manifest ("" when absent)
+
+private:
+    std::string dir_;
+    nlohmann::json manifest_;
+    int chunk_size_ = 0;
+    NpyArray chunks_, doc_ids_, doc_offsets_, seq_starts_;
+};
+
+// Reads sources.jsonl in order, one document at a time.
+class ChunkSourcesReader {
+public:
+    explicit ChunkSourcesReader(const std::string& path);
+    bool next(DocSource& out);   // false at the end
+private:
+    std::string path_;
+    std::ifstream in_;
+    std::int64_t line_ = 0;
+};
+
+}  // namespace retro

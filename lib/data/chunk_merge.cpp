@@ -1,0 +1,128 @@
+// Implementation of chunk_merge.h.
+#include "data/chunk_merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "data/chunk_db.h"
+#include "data/chunk_db_writer.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+
+struct Shard {
+    std::unique_ptr<ChunkDb> db;
+    std::unique_ptr<ChunkSourcesReader> sources;
+    DocSource next;          // lookahead
+    bool has_next = false;
+    std::int64_t doc = 0;    // index of `next` in this shard
+    int index = 0;
+};
+
+// Parameters that must agree between shards (everything but the shard index).
+nlohmann::json shared_params(const nlohmann::json& m) {
+    nlohmann::json p = m.at("parameters");
+    p.erase("shard_index");
+    p.erase("on_error");
+    return {{"parameters", p}, {"inputs", m.at("inputs")}, {"corpus", m.value("corpus", nlohmann::json())}};
+}
+
+void prepare_out(const MergeOptions& o) {
+    std::error_code ec;
+    if (fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec)) {
+        if (!o.force)
+            user_error_in(o.out, "already exists and is not empty", "pass --force to replace it, or choose another --out");
+        for (const auto& n : ChunkDbWriter::output_names()) {
+            fs::remove(fs::path(o.out) / n);
+            fs::remove(fs::path(o.out) / (n + ".tmp"));
+        }
+        fs::remove(fs::path(o.out) / "manifest.json");
+    }
+    fs::create_directories(o.out, ec);
+    if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
+}
+
+}  // namespace
+
+void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
+    std::vector<Shard> shards(o.shards.size());
+    for (std::size_t i = 0; i < o.shards.size(); ++i) {
+        shards[i].db = std::make_unique<ChunkDb>(o.shards[i]);
+        const auto& p = shards[i].db->manifest().at("parameters");
+        shards[i].index = p.value("shard_index", -1);
+        if (p.value("shard_count", 0) != static_cast<int>(o.shards.size()))
+            user_error_in(o.shards[i], "is shard " + std::to_string(shards[i].index) + " of " +
+                                           std::to_string(p.value("shard_count", 0)) + ", but " +
+                                           std::to_string(o.shards.size()) + " shards were given",
+                          "pass every shard of the run once");
+    }
+    std::sort(shards.begin(), shards.end(), [](const Shard& a, const Shard& b) { return a.index < b.index; });
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        if (shards[i].index != static_cast<int>(i))
+            user_error_in(shards[i].db->dir(), "shard " + std::to_string(i) + " is missing or given twice",
+                          "pass every shard of the run once");
+        if (shared_params(shards[i].db->manifest()) != shared_params(shards[0].db->manifest()))
+            user_error_in(shards[i].db->dir(), "was made from other inputs, tokenizer or parameters than " +
+                                                   shards[0].db->dir(),
+                          "merge only the shards of one run");
+    }
+    const nlohmann::json& first = shards[0].db->manifest();
+    const int chunk_size = shards[0].db->chunk_size();
+    const int rows_per_seq = first.at("parameters").at("rows_per_seq").get<int>();
+    prepare_out(o);
+
+    ChunkDbWriter writer(o.out, shards[0].db->token_dtype(), chunk_size, rows_per_seq, nullptr);
+    for (auto& s : shards) {
+        s.sources = std::make_unique<ChunkSourcesReader>(s.db->sources_path());
+        s.has_next = s.sources->next(s.next);
+    }
+    const std::int64_t n = static_cast<std::int64_t>(shards.size());
+    std::vector<std::int32_t> rows;
+    for (std::int64_t b = 0;; ++b) {
+        Shard& s = shards[static_cast<std::size_t>(b % n)];
+        if (!s.has_next || s.next.block != b) {
+            bool all_done = std::none_of(shards.begin(), shards.end(), [](const Shard& x) { return x.has_next; });
+            if (all_done) break;
+            user_error_in(s.db->sources_path(), "has no document of input block " + std::to_string(b) +
+                                                    " although later blocks exist", "re-run this shard");
+        }
+        while (s.has_next && s.next.block == b) {
+            if (s.doc >= s.db->doc_count())
+                user_error_in(s.db->sources_path(), "lists more documents than doc_offsets.npy holds");
+            std::int64_t a = s.db->doc_first(s.doc), e = s.db->doc_end(s.doc);
+            rows.clear();
+            s.db->rows(a, e, rows);
+            std::int64_t tokens = std::count_if(rows.begin(), rows.end(), [](std::int32_t t) { return t != 0; });
+            writer.append_document(rows.data(), e - a, tokens, s.next);
+            ++s.doc;
+            s.has_next = s.sources->next(s.next);
+        }
+        writer.flush();
+    }
+    for (const auto& s : shards)
+        if (s.doc != s.db->doc_count())
+            user_error_in(s.db->sources_path(), "lists fewer documents than doc_offsets.npy holds");
+    writer.commit();
+
+    Manifest m(ctx);
+    m.parameters() = first.at("parameters");
+    m.parameters()["shard_index"] = 0;
+    m.parameters()["shard_count"] = 1;
+    m.extra()["inputs"] = first.at("inputs");
+    for (const auto& s : shards) m.add_input_folder("shard", s.db->dir());
+    m.extra()["corpus"] = first.value("corpus", nlohmann::json());
+    const ChunkDbCounts& k = writer.counts();
+    m.extra()["stats"] = chunk_stats_json(k, chunk_size);
+    for (const auto& name : ChunkDbWriter::output_names()) m.add_output(o.out, name);
+    m.write(o.out);
+    log_info("merged " + std::to_string(n) + " shards into " + o.out + ": " + std::to_string(k.docs) + " documents, " +
+             std::to_string(k.chunks) + " chunks");
+}
+
+}  // namespace retro

@@ -1,0 +1,20 @@
+// `retro-chunk merge db.0/ … db.{n-1}/ --out db/`: joins the shards of one `--shard i/n` run into the
+// database an unsharded run writes, byte for byte: input block b comes from shard b % n, and
+// document ids, doc_offsets and seq_starts are renumbered.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tool.h"
+
+namespace retro {
+
+struct MergeOptions {
+    std::vector<std::string> shards;
+    std::string out;
+    bool force = false;
+};
+
+void chunk_merge(const ToolContext& ctx, const MergeOptions& opts);
+
+}  // namespace retro

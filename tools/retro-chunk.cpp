@@ -1,0 +1,61 @@
+// retro-chunk: corpus -> token chunk database (chunks, documents, sequences, sources), plus
+// `merge` (shards -> one database) and `inspect` (chunks and documents back to text, stats).
+#include <iostream>
+
+#include "core/error.h"
+#include "core/tool.h"
+#include "data/chunk_build.h"
+#include "data/chunk_inspect.h"
+#include "data/chunk_merge.h"
+
+int main(int argc, char** argv) {
+    return retro::tool_main(
+        "retro-chunk", "Cut a corpus into token chunks for RETRO (docs/chunk.md); merge shards; inspect a database.",
+        argc, argv, [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+            static retro::ChunkOptions opts;
+            static std::string shard, on_error = "fail";
+            static retro::MergeOptions merge_opts;
+            static retro::InspectOptions insp;
+
+            app.add_option("corpus", opts.inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files");
+            app.add_option("--tokenizer", opts.tokenizer, "tok.model, or the folder holding it");
+            app.add_option("--out", opts.out, "Output folder (the chunk database)");
+            app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk");
+            app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size)");
+            app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
+            app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n); join with `merge`");
+            app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
+            app.add_flag("--force", opts.force, "Replace an existing database in --out");
+            app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read");
+            app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs");
+            app.add_option("--on-error", on_error, "Malformed .jsonl line: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
+            app.add_option("--block-docs", opts.block_docs, "Input block: at most this many documents (recorded; shards must agree)");
+            app.add_option("--block-bytes", opts.block_bytes, "Input block: ends at the document reaching this many bytes");
+            app.add_option("--checkpoint-every", opts.checkpoint_seconds, "Seconds between --resume checkpoints");
+
+            auto* merge = app.add_subcommand("merge", "Merge the shards of one corpus (all i of --shard i/n) into one database");
+            merge->add_option("shards", merge_opts.shards, "Shard folders, any order")->required();
+            merge->add_option("--out", merge_opts.out, "Output folder")->required();
+            merge->add_flag("--force", merge_opts.force, "Replace an existing database in --out");
+
+            auto* inspect = app.add_subcommand("inspect", "Print a chunk, a document, or statistics of a database");
+            inspect->add_option("db", insp.db, "Chunk database folder")->required();
+            auto* by_chunk = inspect->add_option("--chunk", insp.chunk, "Chunk id: its text, document, source, position");
+            auto* by_doc = inspect->add_option("--doc", insp.doc, "Document id: its chunks");
+            auto* stats = inspect->add_flag("--stats", insp.stats, "Counts, tokens per chunk and document, padding");
+            by_chunk->excludes(by_doc)->excludes(stats);
+            by_doc->excludes(stats);
+            inspect->add_flag("--json", insp.json, "Print JSON instead of text");
+            inspect->add_option("--tokenizer", insp.tokenizer, "Decode with this tokenizer instead of the recorded one");
+
+            return [&ctx, merge, inspect] {
+                if (*merge) return retro::chunk_merge(ctx, merge_opts);
+                if (*inspect) return retro::chunk_inspect(insp, std::cout);
+                if (opts.inputs.empty()) retro::user_error_in("retro-chunk", "no corpus given", "see retro-chunk --help");
+                if (opts.tokenizer.empty()) retro::user_error_in("--tokenizer", "is required");
+                if (!shard.empty()) retro::chunk_parse_shard(shard, opts);
+                opts.corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
+                retro::chunk_corpus(ctx, opts);
+            };
+        });
+}
