@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/log.h"
@@ -70,8 +71,12 @@ void Progress::draw(bool final_line) {
     if (total_ > 0) {
         double frac = std::min(1.0, static_cast<double>(done) / total_);
         if (tty_) {
-            int width = 24, fill = static_cast<int>(frac * width);
-            line += "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
+            const int width = 24;
+            const int fill = std::clamp(static_cast<int>(frac * width), 0, width);
+            line += '[';
+            line.append(static_cast<std::size_t>(fill), '#');
+            line.append(static_cast<std::size_t>(width - fill), '.');
+            line += "] ";
         }
         char pct[16];
         std::snprintf(pct, sizeof pct, "%3.0f%% ", 100 * frac);

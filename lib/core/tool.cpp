@@ -33,6 +33,7 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
         app.add_flag("--quiet", ctx.quiet, "Print errors only (no progress, no notes)");
         app.add_flag("--verbose", ctx.verbose, "Print debug notes");
         app.option_defaults()->always_capture_default();
+        app.fallthrough();   // --quiet, --verbose work after a subcommand too
         ToolAction action = setup(app, ctx);
         try {
             app.parse(argc, argv);

@@ -1,0 +1,171 @@
+// core: atomic writes survive SIGKILL (fork + kill), manifests and fingerprints, UTF-8 repair,
+// globbing, compressed jsonl reading.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/fingerprint.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "test_util.h"
+#include "text/corpus.h"
+#include "text/utf8.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+TEST_CASE("core: a writer killed with SIGKILL leaves the old complete file or none") {
+    test::TempDir tmp("kill");
+    std::string path = (tmp / "data.bin").string();
+    const std::size_t kBlock = 1 << 16, kBlocks = 64;   // 4 MiB per version
+    std::mt19937 rng(7);
+    for (int round = 0; round < 12; ++round) {
+        CAPTURE(round);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {   // child: write versions in a loop, each byte = version number
+            for (int version = 1;; ++version) {
+                AtomicFile f(path);
+                std::string block(kBlock, static_cast<char>(version & 0x7f));
+                for (std::size_t b = 0; b < kBlocks; ++b) f.write(block);
+                f.commit();
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60000));
+        kill(pid, SIGKILL);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (!fs::exists(path)) continue;   // killed before the first commit: none
+        std::string bytes = test::read_text(path);
+        REQUIRE(bytes.size() == kBlock * kBlocks);   // complete, never truncated
+        CHECK(bytes.find_first_not_of(bytes[0]) == std::string::npos);   // one version only
+        fs::remove(path);
+    }
+}
+
+TEST_CASE("core: an uncommitted AtomicFile leaves nothing behind") {
+    test::TempDir tmp("atomic");
+    std::string path = (tmp / "x.txt").string();
+    write_file_atomic(path, "old");
+    {
+        AtomicFile f(path);
+        f.write("new but unfinished");
+    }
+    CHECK(test::read_text(path) == "old");
+    CHECK(!fs::exists(path + ".tmp"));
+}
+
+TEST_CASE("core: fingerprints are xxh3-64 of the bytes") {
+    // XXH3_64bits("") = 2d06800538d394c2 (xxhash reference test vector)
+    CHECK(fingerprint_bytes("", 0) == "2d06800538d394c2");
+    Fingerprinter fp;
+    fp.update("ab", 2);
+    fp.update("c", 1);
+    CHECK(fp.hex() == fingerprint_bytes("abc", 3));
+}
+
+TEST_CASE("core: manifest records inputs and outputs, and verification catches a change") {
+    test::TempDir tmp("manifest");
+    std::string dir = tmp.path.string();
+    std::int64_t v[4] = {1, 2, 3, 4};
+    npy_save((tmp / "a.npy").string(), {2, 2}, v);
+    test::write_text(tmp / "in.txt", "hello");
+    ToolContext ctx;
+    ctx.tool = "retro-test";
+    ctx.command_line = "retro-test --x 1";
+    Manifest m(ctx);
+    m.parameters()["x"] = 1;
+    m.add_input("text", (tmp / "in.txt").string());
+    m.add_output(dir, "a.npy");
+    m.write(dir);
+    auto j = manifest_read(dir);
+    CHECK(j["tool"] == "retro-test");
+    CHECK(j["command_line"] == "retro-test --x 1");
+    CHECK(j["inputs"][0]["size"] == 5);
+    CHECK(j["inputs"][0]["fingerprint"] == fingerprint_bytes("hello", 5));
+    CHECK(j["outputs"][0]["shape"] == nlohmann::json::array({2, 2}));
+    CHECK(j["outputs"][0]["dtype"] == "i64");
+    CHECK_NOTHROW(manifest_verify_output(dir, "a.npy"));
+    v[3] = 5;
+    npy_save((tmp / "a.npy").string(), {2, 2}, v);
+    CHECK_THROWS_AS(manifest_verify_output(dir, "a.npy"), UserError);
+    test::TempDir empty("manifest-none");
+    CHECK_THROWS_AS(manifest_read(empty.path.string()), UserError);
+}
+
+TEST_CASE("core: invalid UTF-8 is replaced and counted") {
+    std::string s = "ok \xff\xfe caf\xc3\xa9 \xe2\x82 end \xed\xa0\x80";   // stray bytes, truncated seq, surrogate
+    CHECK(utf8_sanitize(s) == 4);
+    CHECK(s == "ok \xEF\xBF\xBD\xEF\xBF\xBD caf\xc3\xa9 \xEF\xBF\xBD end \xEF\xBF\xBD");
+    std::string clean = "plain ascii and \xe4\xb8\xad\xe6\x96\x87";
+    CHECK(utf8_sanitize(clean) == 0);
+}
+
+TEST_CASE("core: glob matching") {
+    CHECK(glob_match("**/*.txt", "a.txt"));
+    CHECK(glob_match("**/*.txt", "x/y/a.txt"));
+    CHECK(!glob_match("**/*.txt", "x/a.txt.gz"));
+    CHECK(glob_match("_sources/**/*.rst.txt", "_sources/library/os.rst.txt"));
+    CHECK(glob_match("_sources/**/*.rst.txt", "_sources/os.rst.txt"));
+    CHECK(!glob_match("*.txt", "x/a.txt"));
+    CHECK(glob_match("doc?.md", "doc1.md"));
+}
+
+TEST_CASE("core: corpus reading of folders and plain, gzip and zstd jsonl") {
+    test::TempDir tmp("corpus");
+    fs::create_directories(tmp / "f/sub");
+    test::write_text(tmp / "f/b.txt", "second");
+    test::write_text(tmp / "f/sub/a.txt", "third");
+    test::write_text(tmp / "f/a.txt", "first \xff");
+    test::write_text(tmp / "f/empty.txt", "  \n");
+    test::write_text(tmp / "f/skip.md", "not matched");
+    std::string jsonl = "{\"text\": \"one\"}\n\n{\"text\": \"two\", \"id\": 3}\n{\"body\": \"x\"}\n";
+    test::write_text(tmp / "d.jsonl", jsonl);
+    {
+        gzFile g = gzopen((tmp / "d.jsonl.gz").c_str(), "wb");
+        gzwrite(g, jsonl.data(), static_cast<unsigned>(jsonl.size()));
+        gzclose(g);
+        std::string z(ZSTD_compressBound(jsonl.size()), '\0');
+        z.resize(ZSTD_compress(z.data(), z.size(), jsonl.data(), jsonl.size(), 3));
+        test::write_text(tmp / "d.jsonl.zst", z);
+    }
+    CorpusOptions opts;
+    CorpusCounts counts;
+    std::vector<std::string> texts;
+    auto files = corpus_list_files({(tmp / "f").string()}, opts);
+    REQUIRE(files.size() == 4);
+    for (auto& f : files) corpus_read_file(f, opts, counts, [&](Document& d) { texts.push_back(d.text); });
+    CHECK(texts == std::vector<std::string>{"first \xEF\xBF\xBD", "second", "third"});
+    CHECK(counts.empty_skipped == 1);
+    CHECK(counts.invalid_utf8_replaced == 1);
+    for (const char* name : {"d.jsonl", "d.jsonl.gz", "d.jsonl.zst"}) {
+        CAPTURE(name);
+        auto jf = corpus_list_files({(tmp / name).string()}, opts);
+        REQUIRE(jf.size() == 1);
+        CHECK(jf[0].jsonl);
+        std::string msg;
+        try {
+            CorpusCounts c;
+            corpus_read_file(jf[0], opts, c, [](Document&) {});
+        } catch (const UserError& e) {
+            msg = e.what();
+        }
+        CHECK(msg.find(std::string(name) + ":4: has no key 'text'") != std::string::npos);
+        CorpusOptions skip = opts;
+        skip.on_error = OnError::SKIP;
+        CorpusCounts c;
+        std::vector<std::int64_t> lines;
+        corpus_read_file(jf[0], skip, c, [&](Document& d) { lines.push_back(d.line); });
+        CHECK(lines == std::vector<std::int64_t>{1, 3});
+        CHECK(c.malformed_skipped == 1);
+        CHECK(c.empty_skipped == 1);
+    }
+    CHECK_THROWS_AS(corpus_list_files({(tmp / "missing").string()}, opts), UserError);
+}

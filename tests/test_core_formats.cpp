@@ -1,0 +1,220 @@
+// core: .npy and .safetensors against files written by numpy and the safetensors package
+// (tests/reference/make_core_fixtures.py), and against corrupt or lying headers.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+std::string fixture(const std::string& name) { return (test::source_dir() / "tests/reference/fixtures" / name).string(); }
+
+// The values make_core_fixtures.py writes (its values()).
+double expected_value(std::int64_t i, std::int64_t n, DType t) {
+    switch (t) {
+        case DType::F16: case DType::F32: case DType::F64: return i * 0.25 - 3.5;
+        case DType::U8: case DType::U16: return static_cast<double>((i * 7) % 251);
+        default: return static_cast<double>(i * 7 - n);
+    }
+}
+
+double element(const void* p, DType t, std::int64_t i) {
+    switch (t) {
+        case DType::U8: return static_cast<const std::uint8_t*>(p)[i];
+        case DType::U16: return static_cast<const std::uint16_t*>(p)[i];
+        case DType::I32: return static_cast<const std::int32_t*>(p)[i];
+        case DType::I64: return static_cast<double>(static_cast<const std::int64_t*>(p)[i]);
+        case DType::F16: return f16_to_f32(static_cast<const std::uint16_t*>(p)[i]);
+        case DType::F32: return static_cast<const float*>(p)[i];
+        case DType::F64: return static_cast<const double*>(p)[i];
+        default: FAIL("unexpected dtype"); return 0;
+    }
+}
+
+std::string user_error_message(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) { test::write_text(path, bytes); }
+}  // namespace
+
+TEST_CASE("core: npy files written by numpy read back with shape, dtype and values") {
+    const std::pair<const char*, DType> cases[] = {{"u8", DType::U8},   {"u16", DType::U16}, {"i32", DType::I32},
+                                                   {"i64", DType::I64}, {"f16", DType::F16}, {"f32", DType::F32},
+                                                   {"f64", DType::F64}};
+    for (auto [name, dtype] : cases) {
+        CAPTURE(name);
+        NpyArray a(fixture(std::string(name) + "_3x5.npy"));
+        CHECK(a.dtype() == dtype);
+        CHECK(a.shape() == std::vector<std::int64_t>{3, 5});
+        for (std::int64_t i = 0; i < 15; ++i) CHECK(element(a.raw(), dtype, i) == expected_value(i, 15, dtype));
+    }
+    NpyArray v2(fixture("f32_v2_7.npy"));
+    CHECK(v2.header().major == 2);
+    CHECK(v2.shape() == std::vector<std::int64_t>{7});
+    for (int i = 0; i < 7; ++i) CHECK(v2.data<float>()[i] == static_cast<float>(i * 0.25 - 3.5));
+    NpyArray scalar(fixture("i64_scalar.npy"));
+    CHECK(scalar.shape().empty());
+    CHECK(scalar.data<std::int64_t>()[0] == 42);
+    NpyArray empty(fixture("f32_0x4.npy"));
+    CHECK(empty.shape() == std::vector<std::int64_t>{0, 4});
+    CHECK(empty.numel() == 0);
+}
+
+TEST_CASE("core: npy files we write equal numpy's bytes") {
+    test::TempDir tmp("npy");
+    std::int32_t a[6];
+    for (int i = 0; i < 6; ++i) a[i] = i * 7 - 6;
+    npy_save((tmp / "a.npy").string(), {2, 3}, a);
+    CHECK(test::read_text(tmp / "a.npy") == test::read_text(fixture("we_write_i32_2x3.npy")));
+    double b[5];
+    for (int i = 0; i < 5; ++i) b[i] = i * 0.25 - 3.5;
+    npy_save((tmp / "b.npy").string(), {5}, b);
+    CHECK(test::read_text(tmp / "b.npy") == test::read_text(fixture("we_write_f64_5.npy")));
+}
+
+TEST_CASE("core: the streaming npy writer patches its header and reads back") {
+    test::TempDir tmp("npyw");
+    std::string path = (tmp / "rows.npy").string();
+    {
+        NpyWriter w(path, DType::U16, {4});
+        std::uint16_t row[4];
+        for (int r = 0; r < 1000; ++r) {
+            for (int j = 0; j < 4; ++j) row[j] = static_cast<std::uint16_t>(r * 4 + j);
+            w.append(row, 1);
+        }
+        CHECK(!fs::exists(path));   // nothing complete-looking before commit
+        w.commit();
+    }
+    NpyArray a(path);
+    CHECK(a.shape() == std::vector<std::int64_t>{1000, 4});
+    for (int i = 0; i < 4000; ++i) CHECK(a.data<std::uint16_t>()[i] == static_cast<std::uint16_t>(i));
+    CHECK(!fs::exists(path + ".tmp"));
+}
+
+TEST_CASE("core: npy refuses Fortran order, big-endian and unknown dtypes with a clear line") {
+    CHECK(user_error_message([] { NpyArray(fixture("bad_fortran.npy")); }).find("Fortran") != std::string::npos);
+    CHECK(user_error_message([] { NpyArray(fixture("bad_bigendian.npy")); }).find("big-endian") != std::string::npos);
+    std::string m = user_error_message([] { NpyArray(fixture("bad_complex.npy")); });
+    CHECK(m.find("bad_complex.npy") != std::string::npos);
+    CHECK(m.find("unsupported dtype") != std::string::npos);
+}
+
+TEST_CASE("core: corrupt, truncated and lying npy headers are user errors naming the file") {
+    test::TempDir tmp("npybad");
+    std::string good = test::read_text(fixture("f32_3x5.npy"));
+    std::vector<std::pair<std::string, std::string>> cases;
+    cases.push_back({"empty", ""});
+    cases.push_back({"magic", "\x93NUMPX" + good.substr(6)});
+    cases.push_back({"truncated_data", good.substr(0, good.size() - 4)});
+    cases.push_back({"truncated_header", good.substr(0, 40)});
+    std::string lying = good;
+    lying.replace(lying.find("(3, 5)"), 6, "(9, 5)");
+    cases.push_back({"shape_larger_than_file", lying});
+    std::string huge = good;
+    huge.replace(huge.find("(3, 5)"), 6, "(99999999999999999, 99999999999999999)");
+    cases.push_back({"huge_shape", huge});
+    std::string hlen = good;
+    hlen[8] = '\xff', hlen[9] = '\xff';
+    cases.push_back({"header_length", hlen});
+    std::string badjson = good;
+    badjson.replace(badjson.find("'shape'"), 7, "'shapo'");
+    cases.push_back({"bad_key", badjson});
+    std::string version = good;
+    version[6] = 9;
+    cases.push_back({"version", version});
+    for (auto& [name, bytes] : cases) {
+        CAPTURE(name);
+        std::string path = (tmp / (name + ".npy")).string();
+        write_bytes(path, bytes);
+        std::string m = user_error_message([&] { NpyArray a(path); });
+        CHECK(m.find(path) == 0);
+        CHECK(m.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("core: safetensors written by the safetensors package read back exactly") {
+    SafetensorsFile f(fixture("tensors.safetensors"));
+    CHECK(f.metadata().at("made_by") == "make_core_fixtures.py");
+    const auto& w = f.get("w.f32", DType::F32, {3, 4});
+    for (int i = 0; i < 12; ++i) CHECK(static_cast<const float*>(w.data)[i] == static_cast<float>(i * 0.25 - 3.5));
+    const auto& b = f.get("b.f64", DType::F64, {4});
+    for (int i = 0; i < 4; ++i) CHECK(static_cast<const double*>(b.data)[i] == i * 0.25 - 3.5);
+    const auto& ids = f.get("ids.i64", DType::I64, {2, 3});
+    for (int i = 0; i < 6; ++i) CHECK(static_cast<const std::int64_t*>(ids.data)[i] == i * 7 - 6);
+    const auto& h = f.get("h.f16", DType::F16, {5});
+    for (int i = 0; i < 5; ++i) CHECK(f16_to_f32(static_cast<const std::uint16_t*>(h.data)[i]) == static_cast<float>(i * 0.25 - 3.5));
+    const auto& u = f.get("u.u8", DType::U8, {8});
+    for (int i = 0; i < 8; ++i) CHECK(static_cast<const std::uint8_t*>(u.data)[i] == (i * 7) % 251);
+    CHECK(f.get("empty.f32").numel() == 0);
+    CHECK(user_error_message([&] { f.get("nope"); }).find("no tensor named 'nope'") != std::string::npos);
+    CHECK(user_error_message([&] { f.get("w.f32", DType::F32, {4, 3}); }).find("expected (4, 3)") != std::string::npos);
+}
+
+TEST_CASE("core: safetensors round trip through our writer, bf16 included") {
+    test::TempDir tmp("st");
+    std::vector<float> a{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};
+    std::vector<std::uint16_t> bf;
+    for (float x : a) bf.push_back(f32_to_bf16(x));
+    std::string path = (tmp / "w.safetensors").string();
+    safetensors_save(path, {{"a", DType::F32, {2, 3}, a.data()}, {"a.bf16", DType::BF16, {6}, bf.data()}}, {{"k", "v"}});
+    SafetensorsFile f(path);
+    CHECK(std::memcmp(f.get("a", DType::F32, {2, 3}).data, a.data(), 24) == 0);
+    const auto* back = static_cast<const std::uint16_t*>(f.get("a.bf16", DType::BF16, {6}).data);
+    for (int i = 0; i < 6; ++i) CHECK(bf16_to_f32(back[i]) == a[i]);   // all exactly representable
+    CHECK(f.metadata().at("k") == "v");
+}
+
+TEST_CASE("core: corrupt safetensors headers are user errors naming the file") {
+    test::TempDir tmp("stbad");
+    std::string good = test::read_text(fixture("tensors.safetensors"));
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(good[i]);
+    std::string json = good.substr(8, n);
+    auto with_json = [&](std::string j) {
+        j.append(n > j.size() ? n - j.size() : 0, ' ');
+        std::string out(8, '\0');
+        for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((j.size() >> (8 * i)) & 0xff);
+        return out + j + good.substr(8 + n);
+    };
+    std::vector<std::pair<std::string, std::string>> cases;
+    cases.push_back({"short", good.substr(0, 5)});
+    cases.push_back({"length_past_end", std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + good.substr(8)});
+    cases.push_back({"truncated", good.substr(0, good.size() - 10)});
+    cases.push_back({"bad_json", with_json("{\"w.f32\": [1, 2")});
+    cases.push_back({"not_object", with_json("[1, 2, 3]")});
+    cases.push_back({"bad_dtype", with_json(R"({"x": {"dtype": "F99", "shape": [1], "data_offsets": [0, 4]}})")});
+    cases.push_back({"shape_mismatch", with_json(R"({"x": {"dtype": "F32", "shape": [100], "data_offsets": [0, 4]}})")});
+    cases.push_back({"offsets_outside", with_json(R"({"x": {"dtype": "U8", "shape": [4], "data_offsets": [1000000, 1000004]}})")});
+    cases.push_back({"huge_shape", with_json(R"({"x": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 4]}})")});
+    cases.push_back({"negative", with_json(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})")});
+    cases.push_back({"overlap", with_json(R"({"x": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, "y": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}})")});
+    for (auto& [name, bytes] : cases) {
+        CAPTURE(name);
+        std::string path = (tmp / (name + ".safetensors")).string();
+        write_bytes(path, bytes);
+        std::string m = user_error_message([&] { SafetensorsFile f(path); });
+        CHECK(m.find(path) == 0);
+        CHECK(m.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("core: bf16 and f16 conversions") {
+    CHECK(bf16_to_f32(f32_to_bf16(1.0f)) == 1.0f);
+    CHECK(f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(bf16_to_f32(f32_to_bf16(1.00390625f)) == 1.0f);        // ties to even
+    CHECK(bf16_to_f32(f32_to_bf16(1.01171875f)) == 1.015625f);   // ties to even, up
+    CHECK(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+    CHECK(f16_to_f32(f32_to_f16(0.333251953125f)) == 0.333251953125f);
+}

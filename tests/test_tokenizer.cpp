@@ -1,0 +1,137 @@
+// text: the tokenizer trains on a small generated corpus, round-trips text exactly, refuses
+// models with other special ids; retro-tokenizer's CLI contract (help, version, exit codes).
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+// Pseudo-words from syllables: enough distinct pieces for a small vocabulary (TOOLCHAIN.md 8).
+void make_corpus(const fs::path& dir, int docs, unsigned seed) {
+    fs::create_directories(dir);
+    const char* syl[] = {"ka", "to", "ri", "men", "sa", "lo", "vi", "dra", "pe", "qu", "nox", "ter",
+                         "al", "ba", "zu", "fi", "gor", "en", "mi", "thu", "é", "ß", "中"};
+    std::mt19937 rng(seed);
+    for (int d = 0; d < docs; ++d) {
+        std::string text;
+        for (int line = 0; line < 30; ++line) {
+            int words = 3 + rng() % 12;
+            for (int w = 0; w < words; ++w) {
+                int n = 1 + rng() % 4;
+                for (int s = 0; s < n; ++s) text += syl[rng() % 23];
+                text += w + 1 < words ? " " : ".\n";
+            }
+        }
+        test::write_text(dir / ("doc" + std::to_string(d) + ".txt"), text);
+    }
+}
+
+struct TrainedTokenizer {
+    test::TempDir tmp{"tok"};
+    std::string model;
+    TrainedTokenizer() {
+        make_corpus(tmp / "corpus", 12, 3);
+        auto r = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " +
+                                                       (tmp / "tok").string() + " --vocab-size 400 --quiet");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        model = (tmp / "tok/tok.model").string();
+    }
+};
+}  // namespace
+
+TEST_CASE("tokenizer: trains on a generated corpus and round-trips text exactly") {
+    TrainedTokenizer t;
+    Tokenizer tok(t.model);
+    CHECK(tok.vocab_size() <= 400);
+    CHECK(tok.vocab_size() > 300);
+    CHECK(tok.piece(TOKEN_BOS) == "<s>");
+    for (std::string text : {"kato rimen sa.", "  two  spaces\tand a tab ", "unseen: QWERTY 12345 ~!@#", "中文 é ß ☃"}) {
+        CAPTURE(text);
+        auto ids = tok.encode(text);
+        for (int id : ids) CHECK(id >= 0);
+        CHECK(tok.decode(ids) == text);
+    }
+    auto m = manifest_read((t.tmp / "tok").string());
+    CHECK(m["parameters"]["special_ids"]["eos"] == 3);
+    CHECK(m["corpus"]["documents"] == 12);
+    CHECK_NOTHROW(manifest_verify_output((t.tmp / "tok").string(), "tok.model"));
+}
+
+TEST_CASE("tokenizer: encode and decode stream through the CLI") {
+    TrainedTokenizer t;
+    std::string text = "kato rimen sa.\nsecond line  with spaces\n\nlast é\n";
+    auto enc = test::run_tool("retro-tokenizer", "encode --model " + (t.tmp / "tok").string(), text);
+    REQUIRE(enc.exit_code == 0);
+    CHECK(std::count(enc.out.begin(), enc.out.end(), '\n') == 4);
+    auto dec = test::run_tool("retro-tokenizer", "decode --model " + t.model, enc.out);
+    REQUIRE(dec.exit_code == 0);
+    CHECK(dec.out == text);
+    auto both = test::run_tool("retro-tokenizer", "encode --bos-eos --model " + t.model, "ka\n");
+    CHECK(both.out.rfind("2 ", 0) == 0);
+    CHECK(both.out.substr(both.out.size() - 3) == " 3\n");
+    auto bad = test::run_tool("retro-tokenizer", "decode --model " + t.model, "5 6 999999\n");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("<stdin>:1") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: a model with other special ids is refused with the reason") {
+    test::TempDir tmp("tokbad");
+    make_corpus(tmp / "c", 4, 5);
+    std::string model_prefix = (tmp / "other").string();
+    auto status = sentencepiece::SentencePieceTrainer::Train(
+        "--input=" + (tmp / "c/doc0.txt").string() + "," + (tmp / "c/doc1.txt").string() + " --model_prefix=" +
+        model_prefix + " --vocab_size=60 --hard_vocab_limit=false --minloglevel=2");   // default ids: unk=0 bos=1 eos=2
+    REQUIRE(status.ok());
+    std::string msg;
+    try {
+        Tokenizer tok(model_prefix + ".model");
+    } catch (const UserError& e) {
+        msg = e.what();
+    }
+    CHECK(msg.find(model_prefix + ".model: ") == 0);
+    CHECK(msg.find("special ids must be pad=0 unk=1 bos=2 eos=3") != std::string::npos);
+    auto r = test::run_tool("retro-tokenizer", "encode --model " + model_prefix + ".model", "x\n");
+    CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("tokenizer: CLI help, version and bad input") {
+    auto help = test::run_tool("retro-tokenizer", "train --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("--vocab-size") != std::string::npos);
+    CHECK(help.out.find("8000") != std::string::npos);   // defaults are shown
+    auto version = test::run_tool("retro-tokenizer", "--version");
+    CHECK(version.exit_code == 0);
+    CHECK(version.out.find("RetroKit") != std::string::npos);
+    auto none = test::run_tool("retro-tokenizer", "");
+    CHECK(none.exit_code == 2);
+    test::TempDir tmp("tokcli");
+    auto missing = test::run_tool("retro-tokenizer", "train " + (tmp / "nope").string() + " --out " + (tmp / "o").string());
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.err.find("nope: no such file or folder") != std::string::npos);
+    CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
+    CHECK(!fs::exists(tmp / "o/manifest.json"));
+    fs::create_directories(tmp / "emptydir");
+    auto nomatch = test::run_tool("retro-tokenizer", "train " + (tmp / "emptydir").string() + " --out " + (tmp / "o").string());
+    CHECK(nomatch.exit_code == 2);
+    CHECK(nomatch.err.find("no file matches") != std::string::npos);
+    auto badflag = test::run_tool("retro-tokenizer", "train x --vocab-size lots");
+    CHECK(badflag.exit_code == 2);
+}
+
+TEST_CASE("tokenizer: an existing output folder is refused unless --force") {
+    TrainedTokenizer t;
+    std::string args = "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok").string() + " --vocab-size 400 --quiet";
+    auto again = test::run_tool("retro-tokenizer", args);
+    CHECK(again.exit_code == 2);
+    CHECK(again.err.find("already holds a tokenizer") != std::string::npos);
+    auto forced = test::run_tool("retro-tokenizer", args + " --force");
+    CHECK(forced.exit_code == 0);
+}
