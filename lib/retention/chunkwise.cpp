@@ -1,6 +1,6 @@
-// Chunkwise retention (chunkwise.h). Phase 1 runs the intra-chunk products in parallel over (b, h, chunk);
-// phase 2 walks each head's chunks in order carrying the K×V state (parallel over (b, h)). Every product is
-// an OpenBLAS GEMM on strided views of the [B,T,H,D] inputs; decay factors come from one gamma^d table.
+// Chunkwise retention (chunkwise.h). With enough heads: one fused, cache-resident pass per head; otherwise
+// intra-chunk products in parallel over (b, h, chunk), then a state walk per (b, h). Every product is an
+// OpenBLAS GEMM on strided views of the [B,T,H,D] inputs; decay factors come from one gamma^d table.
 #include "retention/chunkwise.h"
 
 #include <algorithm>
@@ -47,12 +47,53 @@ void scaled_rows(const F* x, std::int64_t ld, std::int64_t n, std::int64_t D, co
 
 }  // namespace
 
+// One head, chunks in order, everything cache-resident: with W = [A | Q_c ⊙ scale xi] (L × (C+K)) and
+// Z = [V_c ; S_prev] ((C+K) × V), O_c = W Z is a single GEMM; then S = gamma^L S + K_c^T (V_c ⊙ zeta).
+template <typename F>
+void forward_head_fused(const Shape& s, const Plan& p, std::int64_t b, std::int64_t h, const F* q, const F* k,
+                        const F* v, const F* h0, F* o, F* ht) {
+    const F scale = static_cast<F>(p.r.scale);
+    const std::int64_t C = p.C, W_ld = C + s.K;
+    const auto pw = powers<F>(p.r.log_gamma[h], C);
+    std::vector<F> W(static_cast<std::size_t>(C * W_ld), F(0)), Z(static_cast<std::size_t>(W_ld * s.V), F(0));
+    F* S = Z.data() + C * s.V;   // the state lives in the last K rows of Z
+    bool has_state = h0 != nullptr;
+    if (h0) std::copy(h0 + state_offset(s, b, h), h0 + state_offset(s, b, h) + s.K * s.V, S);
+    for (std::int64_t c = 0; c < p.chunks; ++c) {
+        const std::int64_t t0 = c * C, L = std::min(C, s.T - t0);
+        const int iL = static_cast<int>(L);
+        const F* qc = q + row_offset(s, b, t0, h, s.K);
+        const F* kc = k + row_offset(s, b, t0, h, s.K);
+        const F* vc = v + row_offset(s, b, t0, h, s.V);
+        gemm(false, true, iL, iL, p.K, scale, qc, p.HK, kc, p.HK, F(0), W.data(), static_cast<int>(W_ld));
+        for (std::int64_t i = 0; i < L; ++i) {
+            F* row = W.data() + i * W_ld;
+            for (std::int64_t j = 0; j < L; ++j) row[j] = j <= i ? row[j] * pw[i - j] : F(0);
+            for (std::int64_t j = L; j < C; ++j) row[j] = F(0);
+            const F x = has_state ? scale * pw[i + 1] : F(0);
+            for (std::int64_t j = 0; j < s.K; ++j) row[C + j] = x * qc[i * p.HK + j];
+        }
+        for (std::int64_t i = 0; i < L; ++i) std::copy(vc + i * p.HV, vc + i * p.HV + s.V, Z.data() + i * s.V);
+        gemm(false, false, iL, p.V, static_cast<int>(W_ld), F(1), W.data(), static_cast<int>(W_ld), Z.data(), p.V,
+             F(0), o + row_offset(s, b, t0, h, s.V), p.HV);
+        for (std::int64_t i = 0; i < L; ++i)
+            for (std::int64_t j = 0; j < s.V; ++j) Z[i * s.V + j] *= pw[L - 1 - i];   // V_c ⊙ zeta
+        gemm(true, false, p.K, p.V, iL, F(1), kc, p.HK, Z.data(), p.V, has_state ? pw[L] : F(0), S, p.V);
+        has_state = true;
+    }
+    if (ht) std::copy(S, S + s.K * s.V, ht + state_offset(s, b, h));
+}
+
 template <typename F>
 void chunkwise_forward(const Shape& s, const Options& opt, const F* q, const F* k, const F* v, const F* h0,
                        F* o, F* ht) {
     const Plan p = make_plan(s, opt);
     const F scale = static_cast<F>(p.r.scale);
     BlasSingleThread blas1;
+    if (s.B * s.H >= 2 * thread_count()) {   // enough heads to fill the threads: one fused pass per head
+        parallel_for(s.B * s.H, [&](std::int64_t bh) { forward_head_fused(s, p, bh / s.H, bh % s.H, q, k, v, h0, o, ht); });
+        return;
+    }
     // Phase 1: O_c = scale (Q_c K_c^T ⊙ D_c) V_c.
     parallel_for(s.B * s.H * p.chunks, [&](std::int64_t task) {
         const std::int64_t bh = task / p.chunks, t0 = (task % p.chunks) * p.C, L = std::min(p.C, s.T - t0);
