@@ -218,3 +218,19 @@ TEST_CASE("core: bf16 and f16 conversions") {
     CHECK(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
     CHECK(f16_to_f32(f32_to_f16(0.333251953125f)) == 0.333251953125f);
 }
+
+TEST_CASE("core: f16 conversion matches IEEE half on every half value") {
+    for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+        float f = f16_to_f32(static_cast<std::uint16_t>(h));
+        if (std::isnan(f)) {
+            CHECK(std::isnan(f16_to_f32(f32_to_f16(f))));
+            continue;
+        }
+        if (f32_to_f16(f) != h) FAIL("half ", h, " does not round-trip");
+    }
+    CHECK(f16_to_f32(0x3c00) == 1.0f);
+    CHECK(f16_to_f32(0x0001) == 5.9604644775390625e-08f);   // smallest subnormal
+    CHECK(f32_to_f16(65520.0f) == 0x7c00);                   // rounds to inf
+    CHECK(f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00);         // tie to even
+    CHECK(f32_to_f16(1.0f + 3.0f / 2048) == 0x3c02);         // tie to even, up
+}

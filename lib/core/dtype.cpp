@@ -2,7 +2,6 @@
 #include "core/dtype.h"
 
 #include <array>
-#include <bit>
 #include <cstring>
 
 #include "core/error.h"
@@ -93,7 +92,45 @@ float bf16_to_f32(std::uint16_t h) {
     return f;
 }
 
-std::uint16_t f32_to_f16(float f) { return static_cast<std::uint16_t>(std::bit_cast<std::uint16_t>(static_cast<_Float16>(f))); }
-float f16_to_f32(std::uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+// IEEE half <-> single by bit manipulation (portable: clang 14 has no _Float16 on x86-64).
+std::uint16_t f32_to_f16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    std::uint32_t sign = (u >> 16) & 0x8000u;
+    std::uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
+    if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
+    if (abs < 0x38800000u) {   // subnormal half (or zero): value = abs_float * 2^24 units
+        float a;
+        std::memcpy(&a, &abs, 4);
+        float scaled = a * 16777216.0f;   // exact; round to nearest even below
+        std::uint32_t m = static_cast<std::uint32_t>(scaled);
+        float rest = scaled - static_cast<float>(m);
+        if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
+        return static_cast<std::uint16_t>(sign | m);
+    }
+    std::uint32_t mant = abs & 0x7fffffu, exp = (abs >> 23) - 127 + 15;
+    std::uint32_t h = (exp << 10) | (mant >> 13);
+    std::uint32_t round = mant & 0x1fffu;
+    if (round > 0x1000u || (round == 0x1000u && (h & 1u))) ++h;   // may carry into the exponent: fine
+    return static_cast<std::uint16_t>(sign | h);
+}
+
+float f16_to_f32(std::uint16_t h) {
+    std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
+    std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, u;
+    if (exp == 0) {
+        float v = static_cast<float>(mant) / 16777216.0f;   // mant * 2^-24
+        std::memcpy(&u, &v, 4);
+        u |= sign;
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (mant << 13);
+    } else {
+        u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 }  // namespace retro
