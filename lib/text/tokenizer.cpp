@@ -4,6 +4,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <filesystem>
 #include <random>
 #include <unordered_map>
 
@@ -16,6 +17,8 @@ namespace retro {
 
 Tokenizer::Tokenizer(const std::string& model_path)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+    if (!std::filesystem::is_regular_file(model_path))
+        user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
     auto status = sp_->Load(model_path);
     if (!status.ok()) user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());
     const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
