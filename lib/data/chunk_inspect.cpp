@@ -91,15 +91,17 @@ void inspect_doc(const ChunkDb& db, const InspectOptions& o, std::ostream& out) 
     DocSource src = db.source(o.doc);
     json chunks = json::array();
     std::int64_t tokens = 0;
+    std::vector<int> all;
     for (std::int64_t c = first; c < end; ++c) {
         std::vector<std::int32_t> rows;
         db.rows(c, c + 1, rows);
         std::vector<int> ids = non_pad(rows);
         tokens += static_cast<std::int64_t>(ids.size());
+        all.insert(all.end(), ids.begin(), ids.end());
         chunks.push_back({{"chunk", c}, {"tokens", ids.size()}, {"text", tok->decode(ids)}});
     }
     json j = {{"doc", o.doc}, {"source", source_json(src)}, {"first_chunk", first}, {"chunk_count", end - first},
-              {"tokens", tokens}, {"chunks", chunks}};
+              {"tokens", tokens}, {"text", tok->decode(all)}, {"chunks", chunks}};
     if (o.json) {
         out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return;

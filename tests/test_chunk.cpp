@@ -1,0 +1,203 @@
+// retro-chunk acceptance tests: a brute-force oracle on a tiny corpus, identical bytes for any thread
+// count and for sharded+merged vs unsharded runs, and inspect (text and JSON).
+#include <nlohmann/json.hpp>
+
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "data/synthetic_text.h"
+#include "test_chunk_util.h"
+#include "text/tokenizer.h"
+
+namespace fs = std::filesystem;
+using namespace retro::test;
+
+namespace {
+
+// A prefix of pseudo-word text that encodes to exactly `total - 2` ids (so `total` with bos/eos).
+std::string text_with_tokens(const retro::Tokenizer& tok, std::size_t total) {
+    for (std::uint64_t seed = 1; seed < 200; ++seed) {
+        std::string all = retro::synthetic_text(seed, 40 * total + 400);
+        std::size_t start = all.find(' ', static_cast<std::size_t>(seed % 50)) + 1;   // a lower-case word
+        std::string text = all.substr(start);
+        for (std::size_t k = 1; k <= text.size(); ++k) {
+            std::string p = text.substr(0, k);
+            if (p.back() == ' ' || p.back() == '\n') continue;
+            std::size_t n = tok.encode(p).size() + 2;
+            if (n == total) return p;
+            if (n > total) break;
+        }
+    }
+    FAIL("no text encodes to " << total << " tokens");
+    return "";
+}
+
+template <typename T>
+std::vector<T> load(const fs::path& p) {
+    retro::NpyArray a(p.string());
+    const T* d = a.data<T>();
+    return std::vector<T>(d, d + a.numel());
+}
+
+}  // namespace
+
+TEST_CASE("retro-chunk equals a brute-force oracle on a tiny corpus") {
+    const int cs = 8, seq_len = 16;
+    retro::Tokenizer tok(chunk_test_tokenizer());
+    TempDir dir("chunk-oracle");
+    fs::create_directories(dir / "corpus");
+    // Shorter than a chunk, exactly one chunk, one token more, two chunks, and longer documents.
+    std::vector<std::size_t> lengths{3, cs, cs + 1, 2 * cs, 2 * cs + 1, 5 * cs - 1, 4, 40};
+    std::vector<std::string> texts;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+        texts.push_back(text_with_tokens(tok, lengths[i]));
+        write_text(dir / "corpus" / ("d" + std::to_string(10 + i) + ".txt"), texts.back());
+    }
+    write_text(dir / "corpus" / "d99.txt", "  \n");   // empty: skipped and counted
+
+    // The reference: ten lines, one document at a time.
+    std::vector<std::int32_t> rows;
+    std::vector<std::int64_t> doc_ids, offsets, seqs;
+    for (std::size_t d = 0; d < texts.size(); ++d) {
+        std::vector<int> ids = tok.encode(texts[d]);
+        ids.insert(ids.begin(), 2), ids.push_back(3);
+        std::int64_t first = static_cast<std::int64_t>(rows.size()) / cs;
+        while (ids.size() % cs) ids.push_back(0);
+        rows.insert(rows.end(), ids.begin(), ids.end());
+        std::int64_t end = static_cast<std::int64_t>(rows.size()) / cs;
+        for (std::int64_t r = first; r < end; ++r) doc_ids.push_back(static_cast<std::int64_t>(d));
+        offsets.push_back(first);
+        for (std::int64_t r = first; r < end; r += seq_len / cs) seqs.push_back(r);
+    }
+    offsets.push_back(static_cast<std::int64_t>(rows.size()) / cs);
+
+    auto r = run_tool("retro-chunk", (dir / "corpus").string() + " --tokenizer " + chunk_test_tokenizer() +
+                                         " --out " + (dir / "db").string() +
+                                         " --chunk-size 8 --seq-len 16 --block-docs 3 --threads 2 --quiet");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    retro::NpyArray chunks((dir / "db" / "chunks.npy").string());
+    CHECK(chunks.dtype() == retro::DType::U16);
+    REQUIRE(chunks.shape() == std::vector<std::int64_t>{static_cast<std::int64_t>(rows.size()) / cs, cs});
+    std::vector<std::uint16_t> got = load<std::uint16_t>(dir / "db" / "chunks.npy");
+    CHECK(std::vector<std::int32_t>(got.begin(), got.end()) == rows);
+    CHECK(load<std::int64_t>(dir / "db" / "doc_ids.npy") == doc_ids);
+    CHECK(load<std::int64_t>(dir / "db" / "doc_offsets.npy") == offsets);
+    CHECK(load<std::int64_t>(dir / "db" / "seq_starts.npy") == seqs);
+    for (std::size_t c = 0; c < got.size(); c += cs) {   // no chunk holds only padding
+        bool all_pad = true;
+        for (int k = 0; k < cs; ++k) all_pad = all_pad && got[c + k] == 0;
+        CHECK_FALSE(all_pad);
+    }
+    auto m = retro::manifest_read((dir / "db").string());
+    CHECK(m["corpus"]["empty_skipped"] == 1);
+    CHECK(m["stats"]["documents"] == texts.size());
+    std::string sources = read_text(dir / "db" / "sources.jsonl");
+    CHECK(line_count(sources) == static_cast<int>(texts.size()));
+    CHECK(sources.find("d10.txt") != std::string::npos);
+    CHECK(sources.find("d99.txt") == std::string::npos);
+}
+
+TEST_CASE("retro-chunk writes identical bytes for any thread count") {
+    TempDir dir("chunk-threads");
+    fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 400'000, 300);
+    std::string common = corpus.string() + " --tokenizer " + chunk_test_tokenizer() + " --block-docs 50 --quiet --out ";
+    for (int t : {1, 2, 3}) {
+        auto r = run_tool("retro-chunk", common + (dir / ("db" + std::to_string(t))).string() +
+                                             " --threads " + std::to_string(t));
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+    }
+    chunk_check_same_bytes(dir / "db1", dir / "db2");
+    chunk_check_same_bytes(dir / "db1", dir / "db3");
+}
+
+TEST_CASE("retro-chunk sharded and merged equals unsharded") {
+    TempDir dir("chunk-shard");
+    fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 300'000, 300);
+    fs::path half = chunk_test_jsonl(dir, "d.jsonl", 20'000, 300, 2);
+    std::string common = corpus.string() + " " + half.string() + " --tokenizer " + chunk_test_tokenizer() +
+                         " --block-docs 37 --block-bytes 9000 --quiet";
+    auto r = run_tool("retro-chunk", common + " --out " + (dir / "whole").string());
+    REQUIRE(r.exit_code == 0);
+    for (int n : {3, 1}) {
+        std::string shards;
+        for (int i = n - 1; i >= 0; --i) {   // merge takes them in any order
+            fs::path out = dir / ("s" + std::to_string(n) + "." + std::to_string(i));
+            r = run_tool("retro-chunk", common + " --shard " + std::to_string(i) + "/" + std::to_string(n) +
+                                            " --out " + out.string());
+            INFO(r.err);
+            REQUIRE(r.exit_code == 0);
+            shards += " " + out.string();
+        }
+        fs::path merged = dir / ("merged" + std::to_string(n));
+        r = run_tool("retro-chunk", "merge" + shards + " --out " + merged.string() + " --quiet");
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        chunk_check_same_bytes(dir / "whole", merged);
+    }
+    // More shards than blocks: the surplus shards are empty and the merge still matches.
+    fs::path tiny = chunk_test_jsonl(dir, "tiny.jsonl", 3'000, 300, 3);
+    std::string tcommon = tiny.string() + " --tokenizer " + chunk_test_tokenizer() + " --block-docs 4 --quiet";
+    REQUIRE(run_tool("retro-chunk", tcommon + " --out " + (dir / "tw").string()).exit_code == 0);
+    std::string shards;
+    for (int i = 0; i < 6; ++i) {
+        fs::path out = dir / ("t." + std::to_string(i));
+        REQUIRE(run_tool("retro-chunk", tcommon + " --shard " + std::to_string(i) + "/6 --out " + out.string()).exit_code == 0);
+        shards += " " + out.string();
+    }
+    REQUIRE(run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "tm").string()).exit_code == 0);
+    chunk_check_same_bytes(dir / "tw", dir / "tm");
+}
+
+TEST_CASE("retro-chunk inspect prints chunks, documents and stats") {
+    retro::Tokenizer tok(chunk_test_tokenizer());
+    TempDir dir("chunk-inspect");
+    fs::create_directories(dir / "corpus");
+    std::string long_text = retro::synthetic_text(5, 1500), short_text = "Kamiro telan.";
+    write_text(dir / "corpus" / "a.txt", short_text);
+    write_text(dir / "corpus" / "b.txt", long_text);
+    fs::path db = dir / "db";
+    REQUIRE(run_tool("retro-chunk", (dir / "corpus").string() + " --tokenizer " + chunk_test_tokenizer() + " --out " +
+                                        db.string() + " --chunk-size 16 --seq-len 64 --quiet").exit_code == 0);
+    auto r = run_tool("retro-chunk", "inspect " + db.string() + " --chunk 1");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("document 1, chunk 0 of") != std::string::npos);
+    CHECK(r.out.find("b.txt") != std::string::npos);
+
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --chunk 2 --json");
+    REQUIRE(r.exit_code == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["doc"] == 1);
+    CHECK(j["chunk_in_doc"] == 1);
+    CHECK(j["token_start"] == 16);
+    std::vector<int> ids = j["ids"].get<std::vector<int>>();
+    CHECK(j["text"] == tok.decode(ids));
+
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --doc 1 --json");
+    REQUIRE(r.exit_code == 0);
+    j = nlohmann::json::parse(r.out);
+    CHECK(j["chunk_count"] == static_cast<int>((tok.encode(long_text).size() + 2 + 15) / 16));
+    if (tok.decode(tok.encode(long_text)) == long_text) CHECK(j["text"] == long_text);
+
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --doc 0");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(short_text) != std::string::npos);
+
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --stats --json");
+    REQUIRE(r.exit_code == 0);
+    j = nlohmann::json::parse(r.out);
+    auto m = retro::manifest_read(db.string());
+    CHECK(j["documents"] == 2);
+    CHECK(j["chunks"] == m["stats"]["chunks"]);
+    CHECK(j["tokens"] == m["stats"]["tokens"]);
+    CHECK(j["tokens_per_chunk"]["max"] == 16);
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --stats");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("padding fraction") != std::string::npos);
+
+    r = run_tool("retro-chunk", "inspect " + db.string() + " --chunk 100000");
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find("--chunk: 100000 is outside") != std::string::npos);
+}
