@@ -294,3 +294,127 @@ TEST_CASE("retention: gamma = 0.5 in double: naive overflows past T ~ 1025, the 
         check_close(x, rec, 1e-10, std::string(mode_name(m)) + " vs recurrent, gamma 0.5");
     }
 }
+
+namespace {
+
+// fla's metric (utils/_testing.py): rms(a - b) / rms(b).
+template <typename A>
+double rms_ratio(const std::vector<A>& a, const std::vector<double>& b) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        const double d = static_cast<double>(a[i]) - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Runs one CUDA mode on inputs stored as X (float or bf16), fp32 states; returns everything as double.
+template <typename X>
+Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, const Tensors<double>& in) {
+    namespace rc = rr::cuda;
+    auto to_x = [](double x) {
+        if constexpr (std::is_same_v<X, float>) return static_cast<float>(x);
+        else return rr::to_bf16(static_cast<float>(x));
+    };
+    auto to_d = [](X x) {
+        if constexpr (std::is_same_v<X, float>) return static_cast<double>(x);
+        else return static_cast<double>(rr::from_bf16(x));
+    };
+    std::vector<void*> owned;
+    auto up_x = [&](const std::vector<double>& h) {
+        std::vector<X> x(h.size());
+        for (std::size_t i = 0; i < h.size(); ++i) x[i] = to_x(h[i]);
+        auto* d = static_cast<X*>(rc::device_alloc(x.size() * sizeof(X)));
+        rc::copy_to_device(d, x.data(), x.size() * sizeof(X));
+        owned.push_back(d);
+        return d;
+    };
+    auto up_f = [&](const std::vector<double>& h) {
+        std::vector<float> x(h.begin(), h.end());
+        auto* d = static_cast<float*>(rc::device_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
+        rc::copy_to_device(d, x.data(), x.size() * sizeof(float));
+        owned.push_back(d);
+        return d;
+    };
+    const std::size_t nk = in.q.size(), nv = in.v.size(), ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
+    X *q = up_x(in.q), *k = up_x(in.k), *v = up_x(in.v), *dO = up_x(in.dO);
+    X *o = up_x(std::vector<double>(nv)), *dq = up_x(std::vector<double>(nk)), *dk = up_x(std::vector<double>(nk)),
+      *dv = up_x(std::vector<double>(nv));
+    float *h0 = in.h0.empty() ? nullptr : up_f(in.h0), *dht = in.dht.empty() ? nullptr : up_f(in.dht);
+    float *ht = up_f(std::vector<double>(ns)), *dh0 = up_f(std::vector<double>(ns));
+    if (m == Mode::parallel) {
+        rc::parallel_forward<X>(s, opt, q, k, v, h0, o, ht);
+        rc::parallel_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+    } else if (m == Mode::recurrent) {
+        rc::recurrent_forward<X>(s, opt, q, k, v, h0, o, ht);
+        rc::recurrent_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+    } else {
+        rc::chunkwise_forward<X>(s, opt, q, k, v, h0, o, ht);
+        rc::chunkwise_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+    }
+    rc::synchronize();
+    auto down_x = [&](X* d, std::size_t n) {
+        std::vector<X> x(n);
+        rc::copy_to_host(x.data(), d, n * sizeof(X));
+        std::vector<double> r(n);
+        for (std::size_t i = 0; i < n; ++i) r[i] = to_d(x[i]);
+        return r;
+    };
+    auto down_f = [&](float* d, std::size_t n) {
+        std::vector<float> x(n);
+        rc::copy_to_host(x.data(), d, n * sizeof(float));
+        return std::vector<double>(x.begin(), x.end());
+    };
+    Tensors<double> out;
+    out.o = down_x(o, nv), out.dq = down_x(dq, nk), out.dk = down_x(dk, nk), out.dv = down_x(dv, nv);
+    out.ht = down_f(ht, ns), out.dh0 = down_f(dh0, ns);
+    for (void* p : owned) rc::device_free(p);
+    return out;
+}
+
+// Inputs rounded to X first, so the CPU double reference sees exactly what the GPU sees.
+template <typename X>
+void check_cuda_against_cpu(double tol) {
+    const rr::Shape s{2, 200, 4, 32, 48};   // T = 200: last chunk partial; V = 48: a partial 32-column tile
+    auto in = make_inputs<double>(s, true, 23);
+    if constexpr (!std::is_same_v<X, float>)
+        for (auto* t : {&in.q, &in.k, &in.v, &in.dO})
+            for (auto& x : *t) x = rr::from_bf16(rr::to_bf16(static_cast<float>(x)));
+    for (Mode m : {Mode::parallel, Mode::recurrent, Mode::chunkwise})
+        for (std::int64_t C : {std::int64_t{7}, std::int64_t{64}}) {
+            if (m != Mode::chunkwise && C != 64) continue;
+            rr::Options opt;
+            opt.chunk_size = C;
+            auto ref = in;
+            run(Mode::recurrent, s, opt, ref);
+            auto got = run_cuda<X>(m, s, opt, in);
+            INFO(mode_name(m) << " C=" << C);
+            CHECK(rms_ratio(got.o, ref.o) < tol);
+            CHECK(rms_ratio(got.ht, ref.ht) < tol);
+            CHECK(rms_ratio(got.dq, ref.dq) < tol);
+            CHECK(rms_ratio(got.dk, ref.dk) < tol);
+            CHECK(rms_ratio(got.dv, ref.dv) < tol);
+            CHECK(rms_ratio(got.dh0, ref.dh0) < tol);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("retention CUDA fp32 matches the CPU: rms(diff)/rms(ref) < 1e-5") {
+    if (retro::cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    check_cuda_against_cpu<float>(1e-5);
+}
+
+TEST_CASE("retention CUDA bf16 matches the CPU: rms(diff)/rms(ref) < 5e-3") {
+    if (retro::cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    check_cuda_against_cpu<rr::bf16>(5e-3);
+}
+
+TEST_CASE("retention CUDA entry points say 'built without CUDA' in a CPU-only build") {
+    if (retro::cuda_built()) RETRO_SKIP("built with CUDA");
+    rr::Shape s{1, 4, 1, 2, 2};
+    std::vector<float> x(8);
+    CHECK_THROWS_AS(rr::cuda::chunkwise_forward<float>(s, rr::Options{}, x.data(), x.data(), x.data(), nullptr, x.data(), nullptr),
+                    retro::UserError);
+}

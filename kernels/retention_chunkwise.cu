@@ -1,0 +1,47 @@
+// CUDA chunkwise retention (retention_cuda.h; CPU twin lib/retention/chunkwise.cpp): intra-chunk products with the
+// pair kernel windowed to chunks (shared-memory tiles), then the state walk, one block per (state tile, b·h) with
+// the tile in shared memory: O_c += scale (Q_c S_prev) ⊙ xi, S = gamma^L S + K_c^T (V_c ⊙ zeta) (RETENTION.md §1).
+// Backward is chunkwise too: three windowed pair kernels, then dQ (forward walk), dK + dh0 and dV (reverse walks).
+#include "retention_common.cuh"
+
+namespace retro::retention::cuda {
+using namespace cuda_detail;
+
+template <typename T>
+void chunkwise_forward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0, T* o,
+                       float* ht) {
+    double scale;
+    const Gammas g = prepare(s, opt, &scale);
+    const Dims d{s.B, s.T, s.H, s.K, s.V};
+    const long C = std::min<long>(opt.chunk_size, s.T);
+    const float sc = static_cast<float>(scale);
+    launch_pair<T, false>(q, k, v, o, d, static_cast<int>(s.K), static_cast<int>(s.V), C, sc, g, false);
+    launch_walk<T, Walk::fwd_o, false>(q, k, v, nullptr, o, h0, ht, d, C, sc, g);
+}
+
+template <typename T>
+void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0,
+                        const T* dO, const float* dht, T* dq, T* dk, T* dv, float* dh0) {
+    double scale;
+    const Gammas g = prepare(s, opt, &scale);
+    const Dims d{s.B, s.T, s.H, s.K, s.V};
+    const long C = std::min<long>(opt.chunk_size, s.T);
+    const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
+    const float sc = static_cast<float>(scale);
+    launch_pair<T, false>(dO, v, k, dq, d, V, K, C, sc, g, false);
+    launch_pair<T, true>(v, dO, q, dk, d, V, K, C, sc, g, false);
+    launch_pair<T, true>(k, q, dO, dv, d, K, V, C, sc, g, false);
+    launch_walk<T, Walk::fwd_dq, false>(q, k, v, dO, dq, h0, nullptr, d, C, sc, g);
+    launch_walk<T, Walk::rev_dk, false>(q, k, v, dO, dk, dht, dh0, d, C, sc, g);
+    launch_walk<T, Walk::rev_dv, false>(q, k, v, dO, dv, dht, nullptr, d, C, sc, g);
+}
+
+#define RETRO_CHUNKWISE_CUDA(T)                                                                                     \
+    template void chunkwise_forward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*, T*, \
+                                       float*);                                                                     \
+    template void chunkwise_backward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*,    \
+                                        const T*, const float*, T*, T*, T*, float*);
+RETRO_CHUNKWISE_CUDA(float)
+RETRO_CHUNKWISE_CUDA(bf16)
+
+}  // namespace retro::retention::cuda

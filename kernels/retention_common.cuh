@@ -1,0 +1,268 @@
+// Building blocks shared by the retention CUDA modes (retention_{parallel,recurrent,chunkwise}.cu):
+// a causal "pair" kernel out_i = scale Σ_j gamma^|i-j| (a_i·b_j) c_j (windowed to chunks), a state-row kernel,
+// an outer-product state kernel, and the chunk/recurrent state walk with the K×V state tile in shared memory.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "retention_cuda.h"
+
+namespace retro::retention::cuda_detail {
+
+static_assert(sizeof(__nv_bfloat16) == sizeof(bf16), "retro::retention::bf16 must mirror __nv_bfloat16");
+
+constexpr int kMaxHeads = 128, kMaxDim = 256, kThreads = 256;
+
+struct Gammas {   // natural log of gamma per head, by value (no allocation per call)
+    float lg[kMaxHeads];
+};
+
+template <typename T> struct Dev { using type = T; };
+template <> struct Dev<bf16> { using type = __nv_bfloat16; };
+template <typename T> using dev_t = typename Dev<T>::type;
+template <typename T> const dev_t<T>* dp(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+template <typename T> dev_t<T>* dp(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void st(float* p, float x) { *p = x; }
+__device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
+__device__ __forceinline__ float decay(float lg, long d) { return expf(lg * static_cast<float>(d)); }   // d >= 0
+
+inline void check_launch(const char* what) {
+    cudaError_t e = cudaGetLastError();
+    RETRO_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
+}
+
+struct Dims {
+    long B, T, H, K, V;
+};
+
+inline Gammas prepare(const Shape& s, const Options& opt, double* scale) {
+    const Resolved r = resolve(s, opt);
+    if (s.H > kMaxHeads || s.K > kMaxDim || s.V > kMaxDim)
+        user_error("retention (CUDA): needs H <= ", kMaxHeads, " and K, V <= ", kMaxDim, " (got H=", s.H, " K=", s.K,
+                   " V=", s.V, ")");
+    Gammas g{};
+    for (long h = 0; h < s.H; ++h) g.lg[h] = static_cast<float>(r.log_gamma[h]);
+    *scale = r.scale;
+    return g;
+}
+
+// out_i (=|+=) scale Σ_j gamma^|i-j| (a_i·b_j) c_j over j in i's chunk (chunk = C), j <= i (or j >= i when REV).
+// a, b: [B,T,H,Da]; c, out: [B,T,H,Dc]. Grid (ceil(T/16), B*H), 256 threads, dynamic shared memory.
+template <typename X, bool REV>
+__global__ void pair_kernel(const X* a, const X* b, const X* c, X* out, Dims d, int Da, int Dc, long C, float scale,
+                            Gammas g, bool accumulate) {
+    constexpr int BQ = 16, BK = 32;
+    extern __shared__ float sm[];
+    float* As = sm;                 // BQ × Da
+    float* Bs = As + BQ * Da;       // BK × Da
+    float* Cs = Bs + BK * Da;       // BK × Dc
+    float* P = Cs + BK * Dc;        // BQ × BK
+    const long bh = blockIdx.y, bi = bh / d.H, h = bh % d.H, i0 = static_cast<long>(blockIdx.x) * BQ;
+    const long i1 = min(i0 + BQ, d.T);
+    const float lg = g.lg[h];
+    auto row = [&](auto* base, long t, int D) { return base + ((bi * d.T + t) * d.H + h) * D; };
+    for (int e = threadIdx.x; e < BQ * Da; e += blockDim.x) {
+        const long i = i0 + e / Da;
+        As[e] = i < d.T ? ld(row(a, i, Da) + e % Da) : 0.0f;
+    }
+    float acc[BQ * kMaxDim / kThreads];
+    for (float& x : acc) x = 0.0f;
+    const long j_begin = REV ? i0 : (i0 / C) * C;
+    const long j_end = REV ? min(d.T, ((i1 - 1) / C + 1) * C) : i1;
+    for (long j0 = j_begin; j0 < j_end; j0 += BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < BK * Da; e += blockDim.x) {
+            const long j = j0 + e / Da;
+            Bs[e] = j < j_end ? ld(row(b, j, Da) + e % Da) : 0.0f;
+        }
+        for (int e = threadIdx.x; e < BK * Dc; e += blockDim.x) {
+            const long j = j0 + e / Dc;
+            Cs[e] = j < j_end ? ld(row(c, j, Dc) + e % Dc) : 0.0f;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < BQ * BK; e += blockDim.x) {
+            const long i = i0 + e / BK, j = j0 + e % BK;
+            const bool ok = i < d.T && j < j_end && i / C == j / C && (REV ? j >= i : j <= i);
+            float x = 0.0f;
+            if (ok) {
+                const float* ar = As + (e / BK) * Da;
+                const float* br = Bs + (e % BK) * Da;
+                for (int t = 0; t < Da; ++t) x += ar[t] * br[t];
+                x *= scale * decay(lg, REV ? j - i : i - j);
+            }
+            P[e] = x;
+        }
+        __syncthreads();
+        for (int r = 0; r < BQ * kMaxDim / kThreads; ++r) {
+            const int e = threadIdx.x + r * kThreads;
+            if (e >= BQ * Dc) break;
+            const float* pr = P + (e / Dc) * BK;
+            const float* cc = Cs + e % Dc;
+            float x = 0.0f;
+            for (int t = 0; t < BK; ++t) x += pr[t] * cc[t * Dc];
+            acc[r] += x;
+        }
+    }
+    for (int r = 0; r < BQ * kMaxDim / kThreads; ++r) {
+        const int e = threadIdx.x + r * kThreads;
+        if (e >= BQ * Dc) break;
+        const long i = i0 + e / Dc;
+        if (i >= d.T) continue;
+        X* p = row(out, i, Dc) + e % Dc;
+        st(p, accumulate ? ld(p) + acc[r] : acc[r]);
+    }
+}
+
+template <typename T, bool REV>
+void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int Da, int Dc, long C, float scale,
+                 const Gammas& g, bool accumulate) {
+    const std::size_t smem = sizeof(float) * (16 * Da + 32 * Da + 32 * Dc + 16 * 32);
+    auto kernel = pair_kernel<dev_t<T>, REV>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    dim3 grid(static_cast<unsigned>((d.T + 15) / 16), static_cast<unsigned>(d.B * d.H));
+    kernel<<<grid, kThreads, smem>>>(dp(a), dp(b), dp(c), dp(out), d, Da, Dc, C, scale, g, accumulate);
+    check_launch("retention pair kernel");
+}
+
+enum class Coef { xi, zeta };   // xi_n = scale gamma^(n+1); zeta_n = gamma^(T-1-n)
+
+// out_n += coef_n · x_n M, M a fp32 [B,H,K,V] state; TRANS uses M^T. x: [.., Dx], out: [.., Dout].
+template <typename X, bool TRANS>
+__global__ void row_state_kernel(const X* x, const float* M, X* out, Dims d, int Dx, int Dout, Coef coef, float scale,
+                                 Gammas g) {
+    const long n = blockIdx.x, bh = blockIdx.y, bi = bh / d.H, h = bh % d.H;
+    const X* xr = x + ((bi * d.T + n) * d.H + h) * Dx;
+    X* orow = out + ((bi * d.T + n) * d.H + h) * Dout;
+    const float* Mb = M + bh * d.K * d.V;
+    const float c = coef == Coef::xi ? scale * decay(g.lg[h], n + 1) : decay(g.lg[h], d.T - 1 - n);
+    for (int y = threadIdx.x; y < Dout; y += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < Dx; ++t) acc += ld(xr + t) * (TRANS ? Mb[y * Dx + t] : Mb[t * Dout + y]);
+        st(orow + y, ld(orow + y) + c * acc);
+    }
+}
+
+template <typename T, bool TRANS>
+void launch_row_state(const T* x, const float* M, T* out, const Dims& d, int Dx, int Dout, Coef coef, float scale,
+                      const Gammas& g) {
+    dim3 grid(static_cast<unsigned>(d.T), static_cast<unsigned>(d.B * d.H));
+    row_state_kernel<dev_t<T>, TRANS><<<grid, 128>>>(dp(x), M, dp(out), d, Dx, Dout, coef, scale, g);
+    check_launch("retention row-state kernel");
+}
+
+// M_out = gamma^T M_init + Σ_n coef_n a_n^T b_n (a: [..,K], b: [..,V]); M_init nullable. One thread per entry.
+template <typename X>
+__global__ void outer_kernel(const X* a, const X* b, const float* Minit, float* Mout, Dims d, Coef coef, float scale,
+                             Gammas g) {
+    const long bh = blockIdx.y, bi = bh / d.H, h = bh % d.H;
+    const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= d.K * d.V) return;
+    const long i = e / d.V, j = e % d.V;
+    const float lg = g.lg[h];
+    float acc = Minit ? decay(lg, d.T) * Minit[bh * d.K * d.V + e] : 0.0f;
+    for (long n = 0; n < d.T; ++n) {
+        const float c = coef == Coef::xi ? scale * decay(lg, n + 1) : decay(lg, d.T - 1 - n);
+        acc += c * ld(a + ((bi * d.T + n) * d.H + h) * d.K + i) * ld(b + ((bi * d.T + n) * d.H + h) * d.V + j);
+    }
+    Mout[bh * d.K * d.V + e] = acc;
+}
+
+template <typename T>
+void launch_outer(const T* a, const T* b, const float* Minit, float* Mout, const Dims& d, Coef coef, float scale,
+                  const Gammas& g) {
+    dim3 grid(static_cast<unsigned>((d.K * d.V + 255) / 256), static_cast<unsigned>(d.B * d.H));
+    outer_kernel<dev_t<T>><<<grid, 256>>>(dp(a), dp(b), Minit, Mout, d, coef, scale, g);
+    check_launch("retention outer kernel");
+}
+
+// The state walk: one block per (state tile, b·h); the tile of S (or of its gradient G) stays in shared memory
+// while the block walks the chunks (forward modes in order, reverse modes backwards).
+//   fwd_o:  o_n[j]  (+)= c_n Σ_i q_n[i] S[i][j]     (column tile)   S = a S + Σ zeta_n k_n[i] v_n[j]
+//   fwd_dq: dq_n[i] (+)= c_n Σ_j S[i][j] dO_n[j]    (row tile)
+//   rev_dk: dk_n[i] (+)= c_n Σ_j G[i][j] v_n[j]     (row tile)      G = a G + Σ xi_n q_n[i] dO_n[j]
+//   rev_dv: dv_n[j] (+)= c_n Σ_i G[i][j] k_n[i]     (column tile)
+// Chunk form (RECUR=false): output uses the state before the update, out +=; recurrent (C=1): update first, out =.
+enum class Walk { fwd_o, fwd_dq, rev_dk, rev_dv };
+constexpr int kTile = 32;
+
+template <typename X, Walk W, bool RECUR>
+__global__ void walk_kernel(const X* q, const X* k, const X* v, const X* dO, X* out, const float* init, float* fin,
+                            Dims d, long C, float scale, Gammas g) {
+    constexpr bool rows_tiled = W == Walk::fwd_dq || W == Walk::rev_dk;
+    constexpr bool reverse = W == Walk::rev_dk || W == Walk::rev_dv;
+    __shared__ float St[kMaxDim * kTile];
+    const long bh = blockIdx.y, bi = bh / d.H, h = bh % d.H;
+    const long i0 = rows_tiled ? static_cast<long>(blockIdx.x) * kTile : 0;
+    const long j0 = rows_tiled ? 0 : static_cast<long>(blockIdx.x) * kTile;
+    const long R = rows_tiled ? min(static_cast<long>(kTile), d.K - i0) : d.K;
+    const long Cc = rows_tiled ? d.V : min(static_cast<long>(kTile), d.V - j0);
+    const float lg = g.lg[h];
+    const float* S0 = init ? init + bh * d.K * d.V : nullptr;
+    for (long e = threadIdx.x; e < R * Cc; e += blockDim.x)
+        St[e] = S0 ? S0[(i0 + e / Cc) * d.V + j0 + e % Cc] : 0.0f;
+    auto at = [&](auto* base, long t, long D) { return base + ((bi * d.T + t) * d.H + h) * D; };
+    const long chunks = (d.T + C - 1) / C;
+    for (long step = 0; step < chunks; ++step) {
+        const long c = reverse ? chunks - 1 - step : step;
+        const long t0 = c * C, L = min(C, d.T - t0);
+        auto output = [&] {
+            __syncthreads();
+            const long width = rows_tiled ? R : Cc;
+            for (long e = threadIdx.x; e < L * width; e += blockDim.x) {
+                const long n = t0 + e / width, x = e % width, jn = n - t0;
+                float coef;
+                if (RECUR) coef = (W == Walk::fwd_o || W == Walk::fwd_dq) ? scale : 1.0f;
+                else coef = reverse ? decay(lg, L - 1 - jn) : scale * decay(lg, jn + 1);
+                float acc = 0.0f;
+                if (W == Walk::fwd_o) { const X* qr = at(q, n, d.K); for (long i = 0; i < R; ++i) acc += ld(qr + i) * St[i * Cc + x]; }
+                if (W == Walk::fwd_dq) { const X* r = at(dO, n, d.V); for (long j = 0; j < Cc; ++j) acc += St[x * Cc + j] * ld(r + j); }
+                if (W == Walk::rev_dk) { const X* r = at(v, n, d.V); for (long j = 0; j < Cc; ++j) acc += St[x * Cc + j] * ld(r + j); }
+                if (W == Walk::rev_dv) { const X* r = at(k, n, d.K); for (long i = 0; i < R; ++i) acc += St[i * Cc + x] * ld(r + i); }
+                const long D = rows_tiled ? d.K : d.V, off = rows_tiled ? i0 + x : j0 + x;
+                X* p = at(out, n, D) + off;
+                st(p, RECUR ? coef * acc : ld(p) + coef * acc);
+            }
+            __syncthreads();
+        };
+        auto update = [&] {
+            __syncthreads();
+            const float a = RECUR ? ((reverse && c == chunks - 1) ? 1.0f : decay(lg, 1)) : decay(lg, L);
+            for (long e = threadIdx.x; e < R * Cc; e += blockDim.x) {
+                const long i = i0 + e / Cc, j = j0 + e % Cc;
+                float acc = a * St[e];
+                for (long n = t0; n < t0 + L; ++n) {
+                    const long jn = n - t0;
+                    if (reverse) acc += (RECUR ? scale : scale * decay(lg, jn + 1)) * ld(at(q, n, d.K) + i) * ld(at(dO, n, d.V) + j);
+                    else acc += (RECUR ? 1.0f : decay(lg, L - 1 - jn)) * ld(at(k, n, d.K) + i) * ld(at(v, n, d.V) + j);
+                }
+                St[e] = acc;
+            }
+            __syncthreads();
+        };
+        if (RECUR) { update(); output(); }
+        else { output(); update(); }
+    }
+    if (fin) {   // ht (fwd_o), or dh0 (rev_dk): chunk form ends at G_{-1}; recurrent needs one more gamma
+        const float a = (RECUR && reverse) ? decay(lg, 1) : 1.0f;
+        for (long e = threadIdx.x; e < R * Cc; e += blockDim.x)
+            fin[bh * d.K * d.V + (i0 + e / Cc) * d.V + j0 + e % Cc] = a * St[e];
+    }
+}
+
+template <typename T, Walk W, bool RECUR>
+void launch_walk(const T* q, const T* k, const T* v, const T* dO, T* out, const float* init, float* fin, const Dims& d,
+                 long C, float scale, const Gammas& g) {
+    constexpr bool rows_tiled = W == Walk::fwd_dq || W == Walk::rev_dk;
+    const long tiles = ((rows_tiled ? d.K : d.V) + kTile - 1) / kTile;
+    dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(d.B * d.H));
+    walk_kernel<dev_t<T>, W, RECUR><<<grid, kThreads>>>(dp(q), dp(k), dp(v), dp(dO), dp(out), init, fin, d, C, scale, g);
+    check_launch("retention walk kernel");
+}
+
+}  // namespace retro::retention::cuda_detail
