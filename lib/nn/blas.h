@@ -1,0 +1,30 @@
+// Row-major GEMM over OpenBLAS for the nn ops (C = alpha*op(A)*op(B) + beta*C), float and double,
+// and a guard that keeps OpenBLAS single-threaded while our own OpenMP loop runs one GEMM per thread.
+#pragma once
+#include <cblas.h>
+
+#include <cstdint>
+
+namespace retro::nn {
+
+inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+                 std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const double* A,
+                 std::int64_t lda, const double* B, std::int64_t ldb, double beta, double* C, std::int64_t ldc) {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+// OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
+struct BlasSingleThread {
+    int previous;
+    BlasSingleThread() : previous(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+    ~BlasSingleThread() { openblas_set_num_threads(previous); }
+    BlasSingleThread(const BlasSingleThread&) = delete;
+    BlasSingleThread& operator=(const BlasSingleThread&) = delete;
+};
+
+}  // namespace retro::nn
