@@ -71,6 +71,17 @@ void AtomicFile::commit() {
     fsync_parent_dir(path_);
 }
 
+void commit_file_atomic(const std::string& tmp, const std::string& path) {
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) user_error_in(tmp, std::string("cannot open: ") + std::strerror(errno));
+    int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) user_error_in(tmp, std::string("fsync failed: ") + std::strerror(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+        user_error_in(path, std::string("cannot rename temporary file into place: ") + std::strerror(errno));
+    fsync_parent_dir(path);
+}
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
     AtomicFile f(path);
     f.write(bytes);

@@ -31,6 +31,9 @@ private:
 };
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// For files a library wrote itself to `tmp` (e.g. faiss::write_index): fsync, rename to `path`,
+// fsync the folder.
+void commit_file_atomic(const std::string& tmp, const std::string& path);
 void fsync_parent_dir(const std::string& path);
 
 }  // namespace retro

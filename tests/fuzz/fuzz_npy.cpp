@@ -12,8 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // Touch the whole data range the header claims: it must lie inside the input.
         std::size_t bytes = static_cast<std::size_t>(h.numel()) * retro::dtype_size(h.dtype);
         volatile std::uint8_t sink = 0;
-        for (std::size_t i = 0; i < bytes; i += 4096) sink ^= data[h.data_offset + i];
-        if (bytes) sink ^= data[h.data_offset + bytes - 1];
+        for (std::size_t i = 0; i < bytes; i += 4096) sink = sink ^ data[h.data_offset + i];
+        if (bytes) sink = sink ^ data[h.data_offset + bytes - 1];
     } catch (const retro::UserError&) {
     }
     return 0;

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         retro::SafetensorsFile st(path);
         volatile std::uint8_t sink = 0;
         for (const auto& [name, t] : st.tensors())
-            if (t.bytes) sink ^= static_cast<const std::uint8_t*>(t.data)[t.bytes - 1];
+            if (t.bytes) sink = sink ^ static_cast<const std::uint8_t*>(t.data)[t.bytes - 1];
     } catch (const retro::UserError&) {
     }
     return 0;
