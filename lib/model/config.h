@@ -1,0 +1,46 @@
+// RETRO model configuration (JSON), field for field RETRO-pytorch 0.3.9's RETRO(...) constructor arguments
+// (RETRO.md B.1), plus `num_neighbours` (k, retrieved neighbours per chunk) which RP takes from the data.
+// Layer lists are 1-based as in RP; `enc_cross_attn_layers: null` means every encoder layer (RP's None).
+// Only RP's default variant is implemented: pre-norm RMSNorm, no dropout, no DeepNet, no gated RMSNorm;
+// a config asking for another is refused with a one-line error (exit 2).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace retro {
+
+struct RetroConfig {
+    std::int64_t num_tokens = 28996;
+    std::int64_t max_seq_len = 2048;
+    std::int64_t enc_dim = 896;
+    std::int64_t enc_depth = 2;
+    bool enc_cross_attn_all = true;                 // enc_cross_attn_layers = null
+    std::vector<std::int64_t> enc_cross_attn_layers;
+    std::int64_t dec_dim = 768;
+    std::int64_t dec_depth = 12;
+    std::vector<std::int64_t> dec_cross_attn_layers = {1, 3, 6, 9};
+    std::int64_t heads = 8;
+    std::int64_t dim_head = 64;
+    std::int64_t chunk_size = 64;
+    std::int32_t pad_id = 0;
+    std::int64_t num_neighbours = 2;
+
+    std::int64_t inner_dim() const { return heads * dim_head; }
+    std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)
+    std::int64_t retrieved_len() const { return 2 * chunk_size; }           // neighbour + continuation
+    bool enc_has_cross(std::int64_t layer1) const;                           // 1-based
+    bool dec_has_cross(std::int64_t layer1) const;
+    std::int64_t first_cca_layer() const;                                    // 1-based, 0 = none
+
+    nlohmann::json to_json() const;
+    // Parses and validates; `where` names the file in errors.
+    static RetroConfig from_json(const nlohmann::json& j, const std::string& where);
+    static RetroConfig load(const std::string& path);
+    void save(const std::string& path) const;
+    void validate(const std::string& where) const;
+};
+
+}  // namespace retro

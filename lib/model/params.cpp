@@ -1,0 +1,182 @@
+#include "model/params.h"
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+
+namespace retro {
+
+void ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, int init) {
+    ParamEntry e;
+    e.name = name;
+    e.shape = std::move(shape);
+    e.numel = 1;
+    for (auto d : e.shape) e.numel *= d;
+    e.offset = total_;
+    e.init = init;
+    total_ += e.numel;
+    index_[name] = entries_.size();
+    entries_.push_back(std::move(e));
+}
+
+const ParamEntry& ParamLayout::at(const std::string& name) const {
+    auto it = index_.find(name);
+    RETRO_CHECK(it != index_.end(), "no parameter named ", name);
+    return entries_[it->second];
+}
+
+ParamLayout::ParamLayout(const RetroConfig& c) {
+    const std::int64_t Ce = c.enc_dim, Cd = c.dec_dim, HD = c.inner_dim(), V = c.num_tokens;
+    auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, bool bias) {
+        add(name + ".weight", {out, in}, PARAM_INIT_LINEAR_WEIGHT);
+        if (bias) add(name + ".bias", {out}, PARAM_INIT_LINEAR_BIAS);
+    };
+    auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv) {
+        if (null_kv) {
+            add(p + "null_k", {HD}, PARAM_INIT_NORMAL);
+            add(p + "null_v", {HD}, PARAM_INIT_NORMAL);
+        }
+        linear(p + "to_q", HD, dim, false);
+        linear(p + "to_k", HD, ctx_dim, false);
+        linear(p + "to_v", HD, ctx_dim, false);
+        linear(p + "to_out", dim, HD, true);
+    };
+    auto ff = [&](const std::string& p, std::int64_t dim) {
+        linear(p + "ff.0", 4 * dim, dim, true);
+        linear(p + "ff.3", dim, 4 * dim, true);
+    };
+    add("token_emb.weight", {V, Ce}, PARAM_INIT_NORMAL);
+    add("pos_emb.weight", {c.max_seq_len, Ce}, PARAM_INIT_NORMAL);
+    if (Ce != Cd) linear("to_decoder_model_dim", Cd, Ce, true);
+    for (std::int64_t i = 0; i < c.enc_depth; i++) {
+        const std::string p = "encoder.layers." + std::to_string(i) + ".";
+        attention(p + "0.fn.", Ce, Ce, false);
+        add(p + "0.norm.gamma", {Ce}, PARAM_INIT_ONES);
+        if (c.enc_has_cross(i + 1)) {
+            attention(p + "1.fn.", Ce, Cd, false);
+            add(p + "1.norm.gamma", {Ce}, PARAM_INIT_ONES);
+        }
+        ff(p + "2.fn.", Ce);
+        add(p + "2.norm.gamma", {Ce}, PARAM_INIT_ONES);
+    }
+    add("encoder.norm_out.gamma", {Ce}, PARAM_INIT_ONES);
+    linear("encoder.project_out", Cd, Ce, true);
+    for (std::int64_t i = 0; i < c.dec_depth; i++) {
+        const std::string p = "decoder.layers." + std::to_string(i) + ".";
+        attention(p + "0.fn.", Cd, Cd, false);
+        add(p + "0.norm.gamma", {Cd}, PARAM_INIT_ONES);
+        if (c.dec_has_cross(i + 1)) {
+            attention(p + "1.fn.cross_attn.", Cd, Cd, true);
+            add(p + "1.norm.gamma", {Cd}, PARAM_INIT_ONES);
+        }
+        ff(p + "2.fn.", Cd);
+        add(p + "2.norm.gamma", {Cd}, PARAM_INIT_ONES);
+    }
+    add("decoder.norm_out.gamma", {Cd}, PARAM_INIT_ONES);
+    linear("to_logits", V, Cd, true);
+}
+
+template <typename T>
+void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t seed) {
+    data.assign(static_cast<std::size_t>(layout.total()), T(0));
+    std::mt19937_64 rng(seed);
+    auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };   // [0, 1)
+    auto normal = [&] {   // Box-Muller, portable across standard libraries
+        double u1 = uniform(), u2 = uniform();
+        if (u1 < 1e-300) u1 = 1e-300;
+        return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586476925 * u2);
+    };
+    const auto& es = layout.entries();
+    for (std::size_t i = 0; i < es.size(); i++) {
+        const auto& e = es[i];
+        T* p = data.data() + e.offset;
+        double bound = 0;
+        if (e.init == PARAM_INIT_LINEAR_WEIGHT) bound = 1.0 / std::sqrt(static_cast<double>(e.shape[1]));
+        if (e.init == PARAM_INIT_LINEAR_BIAS) bound = 1.0 / std::sqrt(static_cast<double>(es[i - 1].shape[1]));
+        for (std::int64_t j = 0; j < e.numel; j++) {
+            switch (e.init) {
+                case PARAM_INIT_NORMAL: p[j] = static_cast<T>(normal()); break;
+                case PARAM_INIT_ONES: p[j] = T(1); break;
+                default: p[j] = static_cast<T>((2 * uniform() - 1) * bound); break;
+            }
+        }
+    }
+}
+
+namespace {
+std::vector<float> rp_inv_freq(const RetroConfig& c) {
+    const std::int64_t R = c.rot_dim();
+    std::vector<float> f;
+    for (std::int64_t j = 0; j < R; j += 2) f.push_back(1.0f / std::pow(10000.0f, static_cast<float>(j) / R));
+    return f;
+}
+const char* INV_FREQ_NAMES[] = {"encoder.rotary_pos_emb.inv_freq", "decoder.rotary_pos_emb.inv_freq"};
+}  // namespace
+
+template <typename T>
+void params_save(const std::string& path, const std::vector<T>& data, const ParamLayout& layout,
+                 const RetroConfig& config, const std::map<std::string, std::string>& metadata) {
+    RETRO_CHECK(static_cast<std::int64_t>(data.size()) == layout.total(), "parameter buffer size");
+    std::vector<float> f32(data.begin(), data.end());
+    auto inv = rp_inv_freq(config);
+    std::vector<TensorToWrite> ts;
+    for (const auto& e : layout.entries()) ts.push_back({e.name, DType::F32, e.shape, f32.data() + e.offset});
+    for (const char* n : INV_FREQ_NAMES) ts.push_back({n, DType::F32, {(std::int64_t)inv.size()}, inv.data()});
+    auto meta = metadata;
+    meta["format"] = "pt";
+    meta["retrokit_config"] = config.to_json().dump();
+    safetensors_save(path, ts, meta);
+}
+
+template <typename T>
+void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config) {
+    SafetensorsFile f(path);
+    data.assign(static_cast<std::size_t>(layout.total()), T(0));
+    for (const auto& e : layout.entries()) {
+        if (!f.has(e.name))
+            user_error_in(path, "has no tensor \"" + e.name + "\"",
+                          "the weights were made for another model config (compare depths, widths and CCA layers)");
+        const TensorView& v = f.get(e.name);
+        if (v.shape != e.shape)
+            user_error_in(path, "tensor \"" + e.name + "\" has shape " + shape_string(v.shape) + ", the config needs " +
+                                    shape_string(e.shape),
+                          "the weights were made for another model config");
+        T* dst = data.data() + e.offset;
+        if (v.dtype == DType::F32) {
+            const float* s = static_cast<const float*>(v.data);
+            for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
+        } else if (v.dtype == DType::F64) {
+            const double* s = static_cast<const double*>(v.data);
+            for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
+        } else {
+            user_error_in(path, "tensor \"" + e.name + "\" has dtype " + dtype_name(v.dtype) + ", expected f32 or f64");
+        }
+        for (std::int64_t i = 0; i < e.numel; i++)
+            if (!std::isfinite(static_cast<double>(dst[i])))
+                user_error_in(path, "tensor \"" + e.name + "\" holds a non-finite value");
+    }
+    const auto inv = rp_inv_freq(config);
+    for (const auto& [name, view] : f.tensors()) {
+        if (layout.has(name)) continue;
+        bool is_inv = false;
+        for (const char* n : INV_FREQ_NAMES) is_inv = is_inv || name == n;
+        if (!is_inv)
+            user_error_in(path, "has an unexpected tensor \"" + name + "\"",
+                          "the weights were made for another model config (CCA or cross-attention layers differ?)");
+        if (view.dtype != DType::F32 || view.numel() != static_cast<std::int64_t>(inv.size()))
+            user_error_in(path, "tensor \"" + name + "\" does not match the config's rotary dimension");
+    }
+}
+
+template void params_init<float>(std::vector<float>&, const ParamLayout&, std::uint64_t);
+template void params_init<double>(std::vector<double>&, const ParamLayout&, std::uint64_t);
+template void params_save<float>(const std::string&, const std::vector<float>&, const ParamLayout&, const RetroConfig&,
+                                 const std::map<std::string, std::string>&);
+template void params_save<double>(const std::string&, const std::vector<double>&, const ParamLayout&,
+                                  const RetroConfig&, const std::map<std::string, std::string>&);
+template void params_load<float>(const std::string&, std::vector<float>&, const ParamLayout&, const RetroConfig&);
+template void params_load<double>(const std::string&, std::vector<double>&, const ParamLayout&, const RetroConfig&);
+
+}  // namespace retro

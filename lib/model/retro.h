@@ -1,0 +1,104 @@
+// The RETRO model on the CPU: RETRO-pytorch 0.3.9's architecture (ARCHITECTURE.md Decision 1, RETRO.md B),
+// forward and backward, float or double, over one flat parameter buffer (model/params.h).
+//   embed  = token_emb[seq] + pos_emb[0..n-1]                                      [B, n, enc_dim]
+//   x      = to_decoder_model_dim(embed)   (Linear + bias, identity when enc_dim == dec_dim)
+//   decoder layer i: x += SelfAttn(RMS x) (causal, rotary 0..n-1)
+//                    if i is a CCA layer and neighbours are given:
+//                        first such layer: E = Encoder(token_emb[retrieved], ctx = x chunks)   (B.7)
+//                        x += CCA(RMS x, E)                                          (B.6, nn/chunked_cross_attention.h)
+//                    x += FFN(RMS x)
+//   logits = to_logits(RMS x);   loss = mean CE over labels != pad_id
+//   encoder layer j over [B*l*k, r] neighbour tokens (no absolute positions):
+//       h += SelfAttn(RMS h; pad mask, rotary 0..r-1);  h += CrossAttn(RMS h, ctx; q rotary 0..r-1,
+//       k rotary 0..cs-1) on enc_cross_attn_layers;  h += FFN(RMS h);   E = project_out(RMS h)  [.., dec_dim]
+// The encoder's context is the raw decoder residual stream after the first CCA layer's self-attention,
+// chunk u repeated for each of its k neighbours. Without neighbours the model is a plain decoder.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "nn/attention_layer.h"
+#include "nn/chunked_cross_attention.h"
+#include "nn/feed_forward.h"
+#include "nn/rotary.h"
+
+namespace retro {
+
+// One batch as RP's forward(seq, retrieved, return_loss=True) takes it.
+struct RetroBatch {
+    std::int64_t B = 0;                   // batch size
+    std::int64_t n = 0;                   // input length (seq holds n + 1 ids)
+    std::vector<std::int32_t> seq;        // [B, n + 1]: inputs seq[:, :n], labels seq[:, 1:]
+    std::vector<std::int32_t> retrieved;  // [B, floor(n/cs), k, r] neighbour + continuation ids; empty = none
+    std::int64_t k = 0, r = 0;            // neighbours per chunk, retrieved tokens per neighbour
+    bool has_retrieval() const { return !retrieved.empty(); }
+};
+
+template <typename T>
+class RetroModel {
+public:
+    explicit RetroModel(const RetroConfig& config);
+
+    const RetroConfig& config() const { return config_; }
+    const ParamLayout& layout() const { return layout_; }
+    std::vector<T>& params() { return params_; }
+    const std::vector<T>& params() const { return params_; }
+    std::vector<T>& grads() { return grads_; }
+    T* param(const std::string& name) { return params_.data() + layout_.offset(name); }
+    T* grad(const std::string& name) { return grads_.data() + layout_.offset(name); }
+    void zero_grad();
+
+    // Forward pass; keeps the activations for backward. Returns the loss (mean CE over non-pad labels).
+    T forward(const RetroBatch& batch);
+    // Adds d loss / d params (times `scale`, e.g. 1/accumulation steps) into grads().
+    void backward(T scale = T(1));
+    const std::vector<T>& logits() const { return logits_; }   // [B, n, num_tokens] after forward
+    std::int64_t label_count() const { return valid_; }        // non-pad labels of the last forward
+
+private:
+    struct DecoderLayer {
+        nn::AttentionParams<T> attn, cca;
+        nn::FeedForwardParams<T> ff;
+        T *g_attn = nullptr, *g_cca = nullptr, *g_ff = nullptr;   // norm gains
+        std::int64_t index = 0;
+        bool has_cca = false;
+        // activations
+        std::vector<T> x0, n0, r0, x1, n1, r1, x2, n2, r2;
+        nn::AttentionLayerCache<T> attn_cache;
+        nn::CcaCache<T> cca_cache;
+        nn::FeedForwardCache<T> ff_cache;
+    };
+    struct EncoderLayer {
+        nn::AttentionParams<T> attn, cross;
+        nn::FeedForwardParams<T> ff;
+        T *g_attn = nullptr, *g_cross = nullptr, *g_ff = nullptr;
+        std::int64_t index = 0;
+        bool has_cross = false;
+        std::vector<T> h0, n0, r0, h1, n1, r1, h2, n2, r2;
+        nn::AttentionLayerCache<T> attn_cache, cross_cache;
+        nn::FeedForwardCache<T> ff_cache;
+    };
+    void bind_layers(T* base, std::vector<DecoderLayer>& dec, std::vector<EncoderLayer>& enc);
+    void encoder_forward();
+    void encoder_backward(std::vector<T>& dE, std::vector<T>& dx);   // adds the context gradient into dx
+
+    RetroConfig config_;
+    ParamLayout layout_;
+    std::vector<T> params_, grads_;
+    std::vector<DecoderLayer> dec_, dec_g_;   // dec_g_: the same structure pointing into grads_
+    std::vector<EncoderLayer> enc_, enc_g_;
+
+    // activations of the last forward
+    std::int64_t B_ = 0, n_ = 0, l_ = 0, k_ = 0, r_ = 0, M_ = 0;
+    bool retrieval_ = false;
+    std::vector<std::int32_t> inputs_, labels_, retrieved_;
+    std::vector<std::uint8_t> mask_;
+    std::vector<T> embed_, x_final_, xn_final_, rms_final_, logits_, lse_;
+    std::vector<T> ctx_, E_pre_, E_norm_, E_rms_, E_;   // encoder context [M, cs, Cd], output [M, r, Cd]
+    std::int64_t valid_ = 0;
+    nn::RotaryTable<T> rot_dec_, rot_enc_, rot_enc_ctx_;
+};
+
+}  // namespace retro

@@ -1,0 +1,290 @@
+// RETRO model: whole-model gradient check in double (every parameter tensor, with -1 neighbours, missing
+// continuations and ignored labels), causality and chunk-grid perturbation tests (ARCHITECTURE.md Decision 2),
+// config validation and the safetensors weights round trip.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "core/threads.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "model/retro.h"
+#include "test_util.h"
+
+using namespace retro;
+
+namespace {
+
+RetroConfig tiny_config() {
+    RetroConfig c;
+    c.num_tokens = 13;
+    c.max_seq_len = 16;
+    c.enc_dim = 8;
+    c.enc_depth = 2;
+    c.enc_cross_attn_all = false;
+    c.enc_cross_attn_layers = {1};
+    c.dec_dim = 12;
+    c.dec_depth = 3;
+    c.dec_cross_attn_layers = {2, 3};
+    c.heads = 2;
+    c.dim_head = 32;
+    c.chunk_size = 4;
+    c.num_neighbours = 2;
+    c.validate("tiny");
+    return c;
+}
+
+// seq with pads after an "eos" in item 1; neighbour 1 of chunk 0 is -1 (all pad), chunk 1's first neighbour
+// has no continuation (second half pad).
+RetroBatch tiny_batch(const RetroConfig& c, std::int64_t B, std::int64_t n, unsigned seed, bool retrieval = true) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> tok(1, static_cast<int>(c.num_tokens) - 1);
+    RetroBatch b;
+    b.B = B;
+    b.n = n;
+    b.k = c.num_neighbours;
+    b.r = c.retrieved_len();
+    b.seq.resize(static_cast<std::size_t>(B * (n + 1)));
+    for (auto& t : b.seq) t = tok(rng);
+    if (B > 1)
+        for (std::int64_t t = n - 3; t <= n; t++) b.seq[1 * (n + 1) + t] = c.pad_id;
+    if (!retrieval) return b;
+    const std::int64_t l = n / c.chunk_size;
+    b.retrieved.resize(static_cast<std::size_t>(B * l * b.k * b.r));
+    for (auto& t : b.retrieved) t = tok(rng);
+    auto at = [&](std::int64_t bb, std::int64_t u, std::int64_t j, std::int64_t t) -> std::int32_t& {
+        return b.retrieved[((bb * l + u) * b.k + j) * b.r + t];
+    };
+    for (std::int64_t t = 0; t < b.r; t++) at(0, 0, 1, t) = c.pad_id;
+    if (l > 1)
+        for (std::int64_t t = c.chunk_size; t < b.r; t++) at(0, 1, 0, t) = c.pad_id;
+    return b;
+}
+
+template <typename T>
+void randomise(RetroModel<T>& m, unsigned seed) {
+    params_init(m.params(), m.layout(), seed);
+    std::mt19937 rng(seed + 1);
+    std::uniform_real_distribution<double> u(0.5, 1.5);
+    for (const auto& e : m.layout().entries())   // norm gains away from 1 so their gradients are exercised
+        if (e.name.find("gamma") != std::string::npos)
+            for (std::int64_t i = 0; i < e.numel; i++) m.params()[e.offset + i] = static_cast<T>(u(rng));
+}
+
+// The check runs ~2000 tiny forwards: one thread, so that no time goes to waking thread teams.
+struct SingleThread {
+    int previous = thread_count();
+    SingleThread() { set_thread_count(1); }
+    ~SingleThread() { set_thread_count(previous); }
+};
+
+void model_grad_check(const RetroConfig& c, const RetroBatch& batch) {
+    SingleThread single;
+    RetroModel<double> m(c);
+    randomise(m, 7);
+    m.zero_grad();
+    m.forward(batch);
+    m.backward();
+    std::vector<double> analytic = m.grads();
+    auto& p = m.params();
+    const double eps = 1e-5;
+    double worst = 0;
+    std::string worst_name;
+    int tensors = 0;
+    for (const auto& e : m.layout().entries()) {
+        std::vector<std::int64_t> idx;
+        if (e.numel <= 48) {
+            for (std::int64_t i = 0; i < e.numel; i++) idx.push_back(i);
+        } else {
+            std::int64_t best = 0;
+            for (std::int64_t i = 0; i < e.numel; i++)
+                if (std::abs(analytic[e.offset + i]) > std::abs(analytic[e.offset + best])) best = i;
+            idx.push_back(best);
+            std::mt19937 rng(static_cast<unsigned>(e.offset));
+            for (int s = 0; s < 10; s++) idx.push_back(static_cast<std::int64_t>(rng() % e.numel));
+        }
+        double max_diff = 0, max_mag = 0;
+        for (auto i : idx) {
+            const std::int64_t j = e.offset + i;
+            const double keep = p[j];
+            p[j] = keep + eps;
+            const double lp = m.forward(batch);
+            p[j] = keep - eps;
+            const double lm = m.forward(batch);
+            p[j] = keep;
+            const double num = (lp - lm) / (2 * eps);
+            max_diff = std::max(max_diff, std::abs(num - analytic[j]));
+            max_mag = std::max({max_mag, std::abs(num), std::abs(analytic[j])});
+        }
+        INFO(e.name);
+        CHECK(max_mag > 0);   // every tensor takes part in the loss
+        const double rel = max_mag > 0 ? max_diff / max_mag : 0;
+        CHECK(rel <= 1e-6);
+        if (rel > worst) {
+            worst = rel;
+            worst_name = e.name;
+        }
+        tensors++;
+    }
+    MESSAGE("model gradient check: " << tensors << " tensors, worst rel err " << worst << " (" << worst_name << ")");
+}
+
+}  // namespace
+
+TEST_CASE("model: whole-model gradient check in double (with retrieval)") {
+    auto c = tiny_config();
+    model_grad_check(c, tiny_batch(c, 2, 10, 3));   // n = 10: two chunks and a partial one
+}
+
+TEST_CASE("model: whole-model gradient check in double (encoder cross-attention in every layer, enc_dim == dec_dim)") {
+    auto c = tiny_config();
+    c.enc_cross_attn_all = true;
+    c.enc_cross_attn_layers.clear();
+    c.enc_dim = 12;
+    c.dec_cross_attn_layers = {1, 3};
+    model_grad_check(c, tiny_batch(c, 1, 12, 4));
+}
+
+TEST_CASE("model: no-retrieval forward is a plain decoder and checks out") {
+    auto c = tiny_config();
+    RetroModel<double> m(c);
+    randomise(m, 9);
+    auto b = tiny_batch(c, 2, 8, 5, false);
+    const double loss = m.forward(b);
+    CHECK(std::isfinite(loss));
+    m.zero_grad();
+    m.backward();
+    for (double g : std::vector<double>(m.grads().begin() + m.layout().offset("encoder.project_out.weight"),
+                                        m.grads().begin() + m.layout().offset("encoder.project_out.weight") + 10))
+        CHECK(g == 0.0);   // encoder not run
+    const std::int64_t j = m.layout().offset("decoder.layers.0.2.fn.ff.0.weight") + 3;
+    const double keep = m.params()[j];
+    m.params()[j] = keep + 1e-5;
+    const double lp = m.forward(b);
+    m.params()[j] = keep - 1e-5;
+    const double lm = m.forward(b);
+    CHECK(std::abs((lp - lm) / 2e-5 - m.grads()[j]) <= 1e-6 * std::max(1e-3, std::abs(m.grads()[j])));
+}
+
+TEST_CASE("model: causality, nothing before p changes when token p changes") {
+    auto c = tiny_config();
+    RetroModel<float> m(c);
+    randomise(m, 11);
+    const std::int64_t n = 12, V = c.num_tokens;
+    auto b = tiny_batch(c, 1, n, 6);
+    m.forward(b);
+    const auto base = m.logits();
+    for (std::int64_t p = 0; p < n; p++) {
+        auto b2 = b;
+        b2.seq[p] = (b2.seq[p] % (V - 1)) + 1 == b2.seq[p] ? 1 : (b2.seq[p] % (V - 1)) + 1;
+        m.forward(b2);
+        const auto& lg = m.logits();
+        for (std::int64_t t = 0; t < n; t++) {
+            bool same = std::equal(lg.begin() + t * V, lg.begin() + (t + 1) * V, base.begin() + t * V);
+            CAPTURE(p);
+            CAPTURE(t);
+            if (t < p) CHECK(same);
+            if (t == p) CHECK_FALSE(same);
+        }
+    }
+}
+
+TEST_CASE("model: chunk grid, chunk u's neighbours reach exactly positions >= (u+1)cs-1") {
+    auto c = tiny_config();
+    RetroModel<float> m(c);
+    randomise(m, 12);
+    const std::int64_t n = 14, V = c.num_tokens, cs = c.chunk_size, l = n / cs;   // l = 3, partial last chunk
+    auto b = tiny_batch(c, 2, n, 7);
+    m.forward(b);
+    const auto base = m.logits();
+    for (std::int64_t u = 0; u < l; u++) {
+        auto b2 = b;
+        for (std::int64_t j = 0; j < b.k; j++)   // batch item 0, chunk u: replace the first neighbour's tokens
+            for (std::int64_t t = 0; t < cs; t++) {
+                auto& id = b2.retrieved[((0 * l + u) * b.k + 0) * b.r + t];
+                id = id == 5 ? 6 : 5;
+            }
+        m.forward(b2);
+        const auto& lg = m.logits();
+        for (std::int64_t bb = 0; bb < 2; bb++)
+            for (std::int64_t t = 0; t < n; t++) {
+                const auto off = (bb * n + t) * V;
+                bool same = std::equal(lg.begin() + off, lg.begin() + off + V, base.begin() + off);
+                CAPTURE(u);
+                CAPTURE(t);
+                CAPTURE(bb);
+                if (bb == 1 || t < (u + 1) * cs - 1) CHECK(same);
+                if (bb == 0 && t == (u + 1) * cs - 1) CHECK_FALSE(same);
+            }
+    }
+}
+
+TEST_CASE("model: config validation refuses bad configs") {
+    auto bad = [](const char* text) {
+        CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(text), "cfg.json"), UserError);
+    };
+    bad(R"({"max_seq_len": 100, "chunk_size": 64})");
+    bad(R"({"dec_depth": 4, "dec_cross_attn_layers": [1, 5]})");
+    bad(R"({"dec_depth": 4, "dec_cross_attn_layers": [2, 2]})");
+    bad(R"({"enc_depth": 2, "enc_cross_attn_layers": [3], "dec_cross_attn_layers": [1]})");
+    bad(R"({"dim_head": 16})");
+    bad(R"({"dec_attn_dropout": 0.25})");
+    bad(R"({"use_deepnet": true})");
+    bad(R"({"heads": 0})");
+    bad(R"({"dec_dims": 8})");
+    auto ok = RetroConfig::from_json(nlohmann::json::parse(R"({"dec_depth": 12, "enc_cross_attn_layers": null})"), "x");
+    CHECK(ok.dec_cross_attn_layers == std::vector<std::int64_t>{1, 3, 6, 9});
+    CHECK(ok.enc_cross_attn_all);
+    auto back = RetroConfig::from_json(ok.to_json(), "x");
+    CHECK(back.to_json() == ok.to_json());
+}
+
+TEST_CASE("model: shipped configs load") {
+    for (const char* name : {"tiny.json", "demo.json", "retro-172m.json"}) {
+        auto path = test::source_dir() / "examples" / "configs" / name;
+        INFO(std::string(name));
+        auto c = RetroConfig::load(path.string());
+        ParamLayout layout(c);
+        CHECK(layout.total() > 0);
+        if (std::string(name) == "retro-172m.json") MESSAGE("retro-172m parameters: " << layout.total());
+    }
+}
+
+TEST_CASE("model: weights round trip through safetensors under RP's names, wrong files refused") {
+    test::TempDir dir("model");
+    auto c = tiny_config();
+    RetroModel<float> m(c);
+    randomise(m, 13);
+    const auto path = (dir / "model.safetensors").string();
+    params_save(path, m.params(), m.layout(), c);
+    std::vector<float> back;
+    params_load(path, back, m.layout(), c);
+    CHECK(back == m.params());
+    SafetensorsFile f(path);
+    CHECK(f.has("decoder.layers.1.1.fn.cross_attn.null_k"));
+    CHECK(f.has("encoder.layers.0.1.fn.to_k.weight"));
+    CHECK_FALSE(f.has("encoder.layers.1.1.fn.to_k.weight"));
+    CHECK(f.has("decoder.rotary_pos_emb.inv_freq"));
+    // another config: a missing or unexpected tensor
+    auto c2 = c;
+    c2.dec_cross_attn_layers = {1, 2};
+    ParamLayout l2(c2);
+    CHECK_THROWS_AS(params_load(path, back, l2, c2), UserError);
+    auto c3 = c;
+    c3.dec_dim = 16;
+    ParamLayout l3(c3);
+    CHECK_THROWS_AS(params_load(path, back, l3, c3), UserError);
+    // a corrupt file
+    {
+        std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp(3);
+        io.put('\x7f');
+    }
+    CHECK_THROWS_AS(params_load(path, back, m.layout(), c), UserError);
+}
