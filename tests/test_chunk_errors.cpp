@@ -1,0 +1,130 @@
+// retro-chunk bad input: each case checks the exit code, the one-line message and that nothing
+// complete-looking is left; replaced UTF-8 and skipped empty documents are counted, not fatal.
+#include <sentencepiece_trainer.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/manifest.h"
+#include "data/synthetic_text.h"
+#include "test_chunk_util.h"
+
+namespace fs = std::filesystem;
+using namespace retro::test;
+
+namespace {
+
+struct Case {
+    TempDir dir{"chunk-err"};
+    std::string tok = chunk_test_tokenizer();
+    fs::path db = dir / "db";
+    RunResult run(const std::string& inputs, const std::string& extra = "") {
+        return run_tool("retro-chunk", inputs + " --tokenizer " + tok + " --out " + db.string() + " --quiet " + extra);
+    }
+};
+
+void check_user_error(const RunResult& r, const std::string& message) {
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find(message) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("retro-chunk reports a malformed jsonl line with file and line number") {
+    Case c;
+    fs::path p = c.dir / "bad.jsonl";
+    write_text(p, "{\"text\": \"Kamiro tel.\"}\n{\"text\": \"Sulan vi.\"}\n{\"text\": oops}\n{\"text\": \"Ta.\"}\n");
+    check_user_error(c.run(p.string()), p.string() + ":3: malformed JSON");
+    chunk_check_nothing_complete(c.db);
+    write_text(p, "{\"text\": \"Kamiro tel.\"}\n{\"body\": \"Sulan vi.\"}\n");
+    check_user_error(c.run(p.string(), "--force"), p.string() + ":2: has no key 'text'");
+    chunk_check_nothing_complete(c.db);
+    auto r = c.run(p.string(), "--force --on-error skip");
+    REQUIRE(r.exit_code == 0);
+    CHECK(retro::manifest_read(c.db.string())["corpus"]["malformed_skipped"] == 1);
+}
+
+TEST_CASE("retro-chunk replaces and counts invalid UTF-8, skips and counts empty documents") {
+    Case c;
+    fs::create_directories(c.dir / "corpus");
+    write_text(c.dir / "corpus" / "a.txt", "Kamiro \xff tel \xc3 lan.");
+    write_text(c.dir / "corpus" / "b.txt", "");
+    write_text(c.dir / "corpus" / "c.txt", " \n\t\n");
+    fs::path j = c.dir / "d.jsonl";
+    write_text(j, "{\"text\": \"Sulan vi.\"}\n\n   \n{\"text\": \"\"}\n{\"text\": \"Ta ro.\"}\n");
+    auto r = c.run((c.dir / "corpus").string() + " " + j.string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    auto m = retro::manifest_read(c.db.string());
+    CHECK(m["corpus"]["invalid_utf8_replaced"] == 2);
+    CHECK(m["corpus"]["empty_skipped"] == 5);
+    CHECK(m["stats"]["documents"] == 3);
+    r = run_tool("retro-chunk", "inspect " + c.db.string() + " --doc 0 --json");
+    REQUIRE(r.exit_code == 0);
+    CHECK(nlohmann::json::parse(r.out)["text"] == "Kamiro \xef\xbf\xbd tel \xef\xbf\xbd lan.");
+}
+
+TEST_CASE("retro-chunk refuses a corpus with no document") {
+    Case c;
+    fs::path p = c.dir / "empty.jsonl";
+    write_text(p, "\n{\"text\": \" \"}\n");
+    check_user_error(c.run(p.string()), "holds no non-empty document");
+    chunk_check_nothing_complete(c.db);
+}
+
+TEST_CASE("retro-chunk refuses an existing output folder unless --force or --resume") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 3, 5'000, 300);
+    REQUIRE(c.run(p.string()).exit_code == 0);
+    std::string before = read_text(c.db / "chunks.npy");
+    check_user_error(c.run(p.string(), "--chunk-size 32"), c.db.string() + ": already exists and is not empty");
+    CHECK(read_text(c.db / "chunks.npy") == before);
+    REQUIRE(c.run(p.string(), "--chunk-size 32 --force").exit_code == 0);
+    CHECK(read_text(c.db / "chunks.npy") != before);
+}
+
+TEST_CASE("retro-chunk refuses a tokenizer with other special ids, with the reason") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 3, 20'000, 300);
+    fs::path txt = c.dir / "train.txt";
+    write_text(txt, retro::synthetic_text(8, 50'000));
+    auto status = sentencepiece::SentencePieceTrainer::Train("--input=" + txt.string() + " --model_prefix=" +
+                                                             (c.dir / "spm").string() +
+                                                             " --vocab_size=200 --minloglevel=2");
+    REQUIRE(status.ok());
+    c.tok = (c.dir / "spm.model").string();   // sentencepiece defaults: unk=0 bos=1 eos=2 pad=-1
+    check_user_error(c.run(p.string()), "special ids must be pad=0 unk=1 bos=2 eos=3, but pad=-1");
+    chunk_check_nothing_complete(c.db);
+}
+
+TEST_CASE("retro-chunk refuses impossible flags") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 3, 2'000, 300);
+    check_user_error(c.run(p.string(), "--seq-len 100"), "--seq-len: must be a positive multiple of --chunk-size (64)");
+    check_user_error(c.run(p.string(), "--shard 2/2"), "--shard: '2/2' is not i/n with 0 <= i < n");
+    check_user_error(c.run((c.dir / "missing").string()), "missing: no such file or folder");
+    chunk_check_nothing_complete(c.db);
+}
+
+TEST_CASE("retro-chunk merge refuses missing or mismatched shards") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 3, 20'000, 300);
+    std::string common = p.string() + " --tokenizer " + c.tok + " --quiet";
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(run_tool("retro-chunk", common + " --block-docs 5 --shard " + std::to_string(i) + "/3 --out " +
+                                            (c.dir / ("s" + std::to_string(i))).string()).exit_code == 0);
+    REQUIRE(run_tool("retro-chunk", common + " --block-docs 6 --shard 2/3 --out " + (c.dir / "x2").string()).exit_code == 0);
+    std::string s0 = (c.dir / "s0").string(), s1 = (c.dir / "s1").string(), s2 = (c.dir / "s2").string();
+    check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " --out " + c.db.string()),
+                     "is shard 0 of 3, but 2 shards were given");
+    check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s1 + " --out " + c.db.string()),
+                     "shard 2 is missing or given twice");
+    check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "x2").string() + " --out " + c.db.string()),
+                     "was made from other inputs, tokenizer or parameters");
+    chunk_check_nothing_complete(c.db);
+}

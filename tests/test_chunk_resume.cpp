@@ -1,0 +1,115 @@
+// retro-chunk --resume: a run killed at random points (SIGKILL), then resumed, ends with the same
+// bytes as a straight run.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "test_chunk_util.h"
+
+namespace fs = std::filesystem;
+using namespace retro::test;
+
+namespace {
+
+// Starts bin/retro-chunk with `args` (no shell), output to /dev/null; returns its pid.
+pid_t spawn_chunk(const std::vector<std::string>& args) {
+    std::string bin = std::string(RETRO_BIN_DIR) + "/retro-chunk";
+    pid_t pid = fork();
+    if (pid == 0) {
+        std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        FILE* null = std::fopen("/dev/null", "w");
+        dup2(fileno(null), 1);
+        dup2(fileno(null), 2);
+        execv(bin.c_str(), argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& a : v) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("retro-chunk killed at random points and resumed equals a straight run") {
+    TempDir dir("chunk-resume");
+    fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 2'500'000, 500);
+    std::vector<std::string> base{corpus.string(), "--tokenizer", chunk_test_tokenizer(), "--block-docs", "20",
+                                  "--quiet"};
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run_tool("retro-chunk", join(base) + " --threads 2 --out " + (dir / "straight").string());
+    double straight_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+
+    std::random_device rd;
+    std::uint64_t seed = rd();
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> when(0.1, 0.9);
+    MESSAGE("kill seed " << seed << ", straight run " << straight_s << " s");
+    std::vector<std::string> args = base;
+    for (auto a : {"--threads", "1", "--checkpoint-every", "0", "--resume", "--out"}) args.push_back(a);
+    args.push_back((dir / "killed").string());
+    int kills = 0;
+    for (int round = 0; round < 2; ++round) {
+        double delay = when(rng) * straight_s;
+        pid_t pid = spawn_chunk(args);
+        REQUIRE(pid > 0);
+        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+        kill(pid, SIGKILL);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        bool killed = WIFSIGNALED(status);
+        MESSAGE("round " << round << ": delay " << delay << " s, " << std::string(killed ? "killed" : "had finished"));
+        if (killed) {
+            ++kills;
+            chunk_check_nothing_complete(dir / "killed");
+        }
+    }
+    CHECK(kills >= 1);
+    r = run_tool("retro-chunk", join(args));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    chunk_check_same_bytes(dir / "straight", dir / "killed");
+    CHECK_FALSE(fs::exists(dir / "killed" / "progress.json"));
+    r = run_tool("retro-chunk", join(args));   // resuming a complete database does nothing
+    CHECK(r.exit_code == 0);
+    chunk_check_same_bytes(dir / "straight", dir / "killed");
+}
+
+TEST_CASE("retro-chunk resumes after a malformed line stopped it, and refuses other parameters") {
+    TempDir dir("chunk-resume-err");
+    fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 60'000, 300);
+    std::string text = read_text(corpus);
+    write_text(corpus, text + "{\"text\": broken\n" + read_text(chunk_test_jsonl(dir, "d.jsonl", 5'000, 300, 4)));
+    std::string common = corpus.string() + " --tokenizer " + chunk_test_tokenizer() +
+                         " --block-docs 10 --checkpoint-every 0 --quiet --out ";
+    auto r = run_tool("retro-chunk", common + (dir / "db").string());
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(fs::exists(dir / "db" / "progress.json"));
+    chunk_check_nothing_complete(dir / "db");
+
+    r = run_tool("retro-chunk", common + (dir / "db").string() + " --resume --chunk-size 32");
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.find("progress.json: was written by a run with other inputs, tokenizer or parameters") != std::string::npos);
+    chunk_check_nothing_complete(dir / "db");
+
+    r = run_tool("retro-chunk", common + (dir / "db").string() + " --resume --on-error skip");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    r = run_tool("retro-chunk", common + (dir / "straight").string() + " --on-error skip");
+    REQUIRE(r.exit_code == 0);
+    chunk_check_same_bytes(dir / "straight", dir / "db");
+}
