@@ -1,0 +1,80 @@
+#include "train/adamw.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "nn/parallel.h"
+
+namespace retro {
+
+template <typename T>
+AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config) : config_(config) {
+    decay_.assign(static_cast<std::size_t>(layout.total()), 0);
+    for (const auto& e : layout.entries())
+        if (e.shape.size() >= 2)
+            for (std::int64_t i = 0; i < e.numel; i++) decay_[e.offset + i] = 1;
+    m_.assign(decay_.size(), T(0));
+    v_.assign(decay_.size(), T(0));
+}
+
+template <typename T>
+void AdamW<T>::step(std::vector<T>& params, const std::vector<T>& grads, double lr) {
+    RETRO_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "AdamW: buffer sizes differ");
+    t_++;
+    const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t_));
+    const double bc2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t_));
+    const T decay = static_cast<T>(1.0 - lr * config_.weight_decay);
+    const T w1 = static_cast<T>(1.0 - config_.beta1);   // lerp weight (< 0.5: m + w (g - m), as torch)
+    const T b2 = static_cast<T>(config_.beta2), w2 = static_cast<T>(1.0 - config_.beta2);
+    const T step_size = static_cast<T>(lr / bc1);
+    const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+    const T eps = static_cast<T>(config_.eps);
+    const std::int64_t n = static_cast<std::int64_t>(params.size());
+    nn::ranges(n, 10 * n, [&](std::int64_t b, std::int64_t e, int) {
+        for (std::int64_t i = b; i < e; i++) {
+            const T g = grads[i];
+            if (decay_[i]) params[i] *= decay;
+            m_[i] = m_[i] + w1 * (g - m_[i]);
+            v_[i] = v_[i] * b2 + w2 * (g * g);
+            const T denom = std::sqrt(v_[i]) / bc2_sqrt + eps;
+            params[i] = params[i] + (-step_size) * (m_[i] / denom);
+        }
+    });
+}
+
+template <typename T>
+void AdamW<T>::save(const std::string& path) const {
+    const std::int64_t n = static_cast<std::int64_t>(m_.size());
+    std::vector<TensorToWrite> ts = {{"m", dtype_of<T>(), {n}, m_.data()}, {"v", dtype_of<T>(), {n}, v_.data()}};
+    safetensors_save(path, ts,
+                     {{"step", std::to_string(t_)}, {"lr", std::to_string(config_.lr)},
+                      {"beta1", std::to_string(config_.beta1)}, {"beta2", std::to_string(config_.beta2)},
+                      {"eps", std::to_string(config_.eps)}, {"weight_decay", std::to_string(config_.weight_decay)}});
+}
+
+template <typename T>
+void AdamW<T>::load(const std::string& path) {
+    SafetensorsFile f(path);
+    const std::int64_t n = static_cast<std::int64_t>(m_.size());
+    const auto& m = f.get("m", dtype_of<T>(), {n});
+    const auto& v = f.get("v", dtype_of<T>(), {n});
+    auto it = f.metadata().find("step");
+    if (it == f.metadata().end()) user_error_in(path, "optimizer state has no \"step\"");
+    std::int64_t t = 0;
+    try {
+        t = std::stoll(it->second);
+    } catch (...) {
+        user_error_in(path, "optimizer state has a bad \"step\" value");
+    }
+    const T* pm = static_cast<const T*>(m.data);
+    const T* pv = static_cast<const T*>(v.data);
+    m_.assign(pm, pm + n);
+    v_.assign(pv, pv + n);
+    t_ = t;
+}
+
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace retro
