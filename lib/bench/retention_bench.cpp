@@ -228,7 +228,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
             if (want_decode) decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
             if (want_decode) decode.back()["dtype"] = dtype;
         }
-    for (const auto& dtype : dtypes) {   // first T at which chunkwise forward beats parallel forward
+    const bool both = std::count(o.modes.begin(), o.modes.end(), "parallel") && std::count(o.modes.begin(), o.modes.end(), "chunkwise");
+    for (const auto& dtype : both ? dtypes : std::vector<std::string>{}) {   // first T where chunkwise fwd beats parallel
         json cross = nullptr;
         std::map<std::int64_t, double> par, chk;
         for (const auto& r : rows) {
