@@ -1,0 +1,198 @@
+// Implementation of chunk_bench.h. retro-chunk runs as a child process (the tool as users run it),
+// so its peak RSS and CPU time come from wait4() alone, untouched by this process's own buffers.
+#include "bench/chunk_bench.h"
+
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/threads.h"
+#include "data/synthetic_text.h"
+#include "text/corpus.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_cli.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+
+namespace retro::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string default_chunk_bin() {
+    fs::path exe = fs::read_symlink("/proc/self/exe").parent_path();
+    for (fs::path p : {exe / "retro-chunk", exe / "bin" / "retro-chunk"})
+        if (fs::exists(p)) return p.string();
+    user_error_in("retro-chunk", "binary not found next to " + exe.string(), "pass --chunk-bin PATH");
+}
+
+struct ChildRun {
+    double wall_s = 0, cpu_s = 0;
+    std::int64_t peak_rss_bytes = 0;
+};
+
+// Runs argv (argv[0] = binary) and waits; UserError when it fails.
+ChildRun run_child(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    auto t0 = std::chrono::steady_clock::now();
+    pid_t pid = 0;
+    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+        user_error_in(args[0], "cannot start");
+    int status = 0;
+    struct rusage ru{};
+    wait4(pid, &status, 0, &ru);
+    ChildRun r;
+    r.wall_s = seconds_since(t0);
+    r.cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+    r.peak_rss_bytes = static_cast<std::int64_t>(ru.ru_maxrss) * 1024;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        user_error_in(args[0], "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+    return r;
+}
+
+std::string fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+}  // namespace
+
+nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& command_line) {
+    fs::path work = o.work_dir.empty()
+                        ? fs::temp_directory_path() / ("retro-bench-chunk-" + std::to_string(getpid()))
+                        : fs::path(o.work_dir);
+    fs::create_directories(work);
+    struct Remove {
+        fs::path p;
+        bool on;
+        ~Remove() {
+            std::error_code ec;
+            if (on) fs::remove_all(p, ec);
+        }
+    } remove{work, o.work_dir.empty()};
+
+    std::vector<std::string> inputs = o.corpus;
+    bool generated = inputs.empty();
+    if (generated) {
+        auto t0 = std::chrono::steady_clock::now();
+        std::string path = (work / "corpus.jsonl").string();
+        std::int64_t docs = synthetic_jsonl_write(path, 1, static_cast<std::int64_t>(o.size_mb * 1e6), 4000);
+        log_info("generated " + path + " (" + std::to_string(docs) + " documents) in " + fixed(seconds_since(t0), 1) + " s");
+        inputs.push_back(path);
+    }
+    CorpusOptions co;
+    auto files = corpus_list_files(inputs, co);
+    std::string tok_path = o.tokenizer.empty() ? std::string() : tokenizer_resolve_path(o.tokenizer);
+    if (tok_path.empty()) {
+        auto t0 = std::chrono::steady_clock::now();
+        TokenizerTrainOptions to;
+        to.vocab_size = o.vocab_size;
+        to.max_sentences = 200'000;
+        auto r = tokenizer_train(files, co, to);
+        tok_path = (work / "tok.model").string();
+        std::ofstream(tok_path, std::ios::binary) << r.model_bytes;
+        log_info("trained a " + std::to_string(r.vocab_size) + "-piece tokenizer in " + fixed(seconds_since(t0), 1) + " s");
+    }
+    Tokenizer tok(tok_path);
+
+    // The text: total bytes (for MB/s) and the first encode_mb of it in memory for the bare loop.
+    std::vector<std::string> sample;
+    std::int64_t text_bytes = 0, sample_bytes = 0;
+    CorpusCounts counts;
+    for (const auto& f : files)
+        corpus_read_file(f, co, counts, [&](Document& d) {
+            text_bytes += static_cast<std::int64_t>(d.text.size());
+            if (sample_bytes < o.encode_mb * 1e6) {
+                sample_bytes += static_cast<std::int64_t>(d.text.size());
+                sample.push_back(std::move(d.text));
+            }
+        });
+    auto t0 = std::chrono::steady_clock::now();
+    std::int64_t sample_tokens = 0;
+    for (const auto& s : sample) sample_tokens += static_cast<std::int64_t>(tok.encode(s).size());
+    double loop_s = seconds_since(t0);
+    std::vector<std::string>().swap(sample);
+    double loop_mbs = sample_bytes / 1e6 / loop_s, loop_tps = sample_tokens / loop_s;
+
+    nlohmann::json result = stamp("retro-bench chunk", command_line);
+    result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", hardware_threads()}};
+    result["corpus"] = {{"inputs", inputs}, {"generated", generated}, {"text_bytes", text_bytes},
+                        {"documents", counts.documents}, {"tokenizer", tok_path}, {"vocab_size", tok.vocab_size()}};
+    result["encode_loop"] = {{"threads", 1}, {"text_bytes", sample_bytes}, {"tokens", sample_tokens},
+                             {"seconds", loop_s}, {"mb_per_s", loop_mbs}, {"tokens_per_s", loop_tps}};
+    std::vector<std::vector<std::string>> table{
+        {"what", "threads", "MB/s", "Mtok/s", "wall s", "cpu s", "peak RSS MB", "vs Encode loop"},
+        {"sentencepiece Encode loop, in-process", "1", fixed(loop_mbs, 2), fixed(loop_tps / 1e6, 3), fixed(loop_s, 2),
+         "-", "-", "1.00"}};
+
+    std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
+    if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
+    std::string bin = o.chunk_bin.empty() ? default_chunk_bin() : o.chunk_bin;
+    nlohmann::json runs = nlohmann::json::array();
+    double one_thread_mbs = 0;
+    for (int t : threads) {
+        std::vector<std::string> args{bin};
+        args.insert(args.end(), inputs.begin(), inputs.end());
+        std::vector<std::string> flags{"--tokenizer", tok_path, "--out", (work / "db").string(), "--force",
+                                       "--quiet", "--threads", std::to_string(t)};
+        args.insert(args.end(), flags.begin(), flags.end());
+        ChildRun r = run_child(args);
+        auto m = manifest_read((work / "db").string());
+        std::int64_t tokens = m["stats"]["tokens"].get<std::int64_t>();
+        double mbs = text_bytes / 1e6 / r.wall_s, tps = tokens / r.wall_s;
+        if (t == 1) one_thread_mbs = mbs;
+        runs.push_back({{"threads", t}, {"seconds", r.wall_s}, {"cpu_seconds", r.cpu_s}, {"mb_per_s", mbs},
+                        {"tokens_per_s", tps}, {"tokens", tokens}, {"peak_rss_bytes", r.peak_rss_bytes},
+                        {"vs_encode_loop", mbs / loop_mbs},
+                        {"vs_one_thread", one_thread_mbs > 0 ? mbs / one_thread_mbs : 0.0}});
+        table.push_back({"retro-chunk", std::to_string(t), fixed(mbs, 2), fixed(tps / 1e6, 3), fixed(r.wall_s, 2),
+                         fixed(r.cpu_s, 2), fixed(r.peak_rss_bytes / 1e6, 1), fixed(mbs / loop_mbs, 2)});
+    }
+    result["retro_chunk"] = runs;
+    std::cout << "retro-bench chunk: " << fixed(text_bytes / 1e6, 1) << " MB of text, " << counts.documents
+              << " documents, " << (generated ? "generated" : "given") << ", vocabulary " << tok.vocab_size() << ", "
+              << cpu_model() << "\n"
+              << format_table(table);
+    if (!o.json.empty()) {
+        std::ofstream(o.json) << result.dump(2) << "\n";
+        log_info("wrote " + o.json);
+    }
+    return result;
+}
+
+CLI::App* bench_chunk_add_subcommand(CLI::App& bench_app, ToolContext& ctx) {
+    auto opt = std::make_shared<ChunkBenchOptions>();
+    auto* sub = bench_app.add_subcommand("chunk", "retro-chunk MB/s and tokens/s at 1 and all threads, peak RSS, "
+                                                  "against a bare sentencepiece Encode loop over the same text");
+    sub->add_option("--corpus", opt->corpus, "Corpus inputs (as for retro-chunk); default: generate one");
+    sub->add_option("--size-mb", opt->size_mb, "Size of the generated corpus (MB of text)");
+    sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
+    sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
+    sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
+    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
+    sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
+    sub->add_option("--json", opt->json, "Write the results as JSON to this file");
+    sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
+    return sub;
+}
+
+}  // namespace retro::bench
