@@ -1,0 +1,109 @@
+#include "train/data.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/manifest.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+}  // namespace
+
+RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& c, double val_fraction)
+    : pad_(c.pad_id), val_fraction_(val_fraction) {
+    db_ = std::make_unique<ChunkDb>(db_dir);
+    cs_ = db_->chunk_size();
+    const auto& params = db_->manifest().value("parameters", nlohmann::json::object());
+    if (!params.contains("seq_len") || !params.at("seq_len").is_number_integer())
+        user_error_in((fs::path(db_dir) / "manifest.json").string(), "has no integer parameters.seq_len",
+                      "rebuild the database with retro-chunk");
+    seq_len_ = params.at("seq_len").get<std::int64_t>();
+    if (cs_ != c.chunk_size)
+        user_error_in(db_dir, cat("chunk size ", cs_, " differs from the model config's chunk_size ", c.chunk_size),
+                      "use a config with the database's chunk size or rebuild the database");
+    if (seq_len_ > c.max_seq_len)
+        user_error_in(db_dir, cat("sequence length ", seq_len_, " exceeds the model config's max_seq_len ", c.max_seq_len));
+    if (seq_len_ % cs_ != 0) user_error_in(db_dir, cat("seq_len ", seq_len_, " is not a multiple of the chunk size"));
+    k_ = c.num_neighbours;
+    if (!knn_dir.empty()) {
+        const std::string path = (fs::path(knn_dir) / "neighbours.npy").string();
+        knn_ = NpyArray(path);
+        if (knn_.shape().size() != 2 || knn_.dim(0) != db_->chunk_count())
+            user_error_in(path, cat("has shape ", shape_string(knn_.shape()), "; the database has ",
+                                    db_->chunk_count(), " chunks"),
+                          "compute the neighbours for this database with retro-knn");
+        if (knn_.dim(1) < k_)
+            user_error_in(path, cat("holds ", knn_.dim(1), " neighbours per chunk; the config asks for ", k_));
+        knn_.data<std::int64_t>();
+        // a knn/ folder made by retro-knn names the database it was made for: its fingerprint must match
+        if (fs::exists(fs::path(knn_dir) / "manifest.json") && fs::exists(fs::path(db_dir) / "manifest.json")) {
+            const auto km = manifest_read(knn_dir);
+            const std::string fp = folder_fingerprint(db_->manifest());
+            for (const auto& in : km.value("inputs", nlohmann::json::array()))
+                if (in.value("tool", "") == "retro-chunk" && in.contains("fingerprint") &&
+                    in.at("fingerprint").get<std::string>() != fp)
+                    user_error_in((fs::path(knn_dir) / "manifest.json").string(),
+                                  "was computed for another chunk database (fingerprint differs from " + db_dir + ")",
+                                  "run retro-knn again on this database");
+        }
+        has_knn_ = true;
+    }
+    for (std::int64_t s = 0; s < db_->seq_count(); s++)
+        (doc_is_val(db_->doc_of(db_->seq_start(s))) ? val_ : train_).push_back(s);
+    if (train_.empty()) user_error_in(db_dir, "has no training sequences", "lower --val-fraction or add documents");
+}
+
+bool RetroData::doc_is_val(std::int64_t doc) const {
+    if (val_fraction_ <= 0) return false;
+    const double u = static_cast<double>(splitmix64(static_cast<std::uint64_t>(doc)) >> 11) * 0x1.0p-53;
+    return u < val_fraction_;
+}
+
+void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const {
+    const std::int64_t B = static_cast<std::int64_t>(seqs.size()), n = seq_len_, cs = cs_, l = n / cs, r = 2 * cs;
+    const std::int64_t N = db_->chunk_count();
+    out.B = B;
+    out.n = n;
+    out.k = k_;
+    out.r = r;
+    out.seq.assign(static_cast<std::size_t>(B * (n + 1)), pad_);
+    out.retrieved.clear();
+    const bool retrieval = with_retrieval && has_knn_;
+    if (retrieval) out.retrieved.assign(static_cast<std::size_t>(B * l * k_ * r), pad_);
+    const std::int64_t* knn = has_knn_ ? knn_.data<std::int64_t>() : nullptr;
+    const std::int64_t kk = has_knn_ ? knn_.dim(1) : 0;
+    for (std::int64_t b = 0; b < B; b++) {
+        const std::int64_t c0 = db_->seq_start(seqs[b]);
+        const std::int64_t doc = db_->doc_of(c0), end = db_->doc_end(doc);
+        for (std::int64_t i = 0; i <= n; i++) {
+            const std::int64_t row = c0 + i / cs;
+            if (row < end) out.seq[b * (n + 1) + i] = db_->token(row, static_cast<int>(i % cs));
+        }
+        if (!retrieval) continue;
+        for (std::int64_t u = 0; u < l; u++) {
+            const std::int64_t row = c0 + u;
+            for (std::int64_t j = 0; j < k_; j++) {
+                std::int64_t id = row < end ? knn[row * kk + j] : -1;
+                if (id >= N || id < -1)
+                    user_error_in(knn_.path(), cat("row ", row, " names chunk ", id, " outside [0, ", N, ")"));
+                if (id >= 0 && doc_is_val(db_->doc_of(id))) id = -1;
+                if (id < 0) continue;
+                std::int32_t* dst = out.retrieved.data() + ((b * l + u) * k_ + j) * r;
+                for (std::int64_t t = 0; t < cs; t++) dst[t] = db_->token(id, static_cast<int>(t));
+                if (id + 1 < N && db_->doc_of(id + 1) == db_->doc_of(id))
+                    for (std::int64_t t = 0; t < cs; t++) dst[cs + t] = db_->token(id + 1, static_cast<int>(t));
+            }
+        }
+    }
+}
+
+}  // namespace retro

@@ -1,0 +1,47 @@
+// Training batches from a chunk database (lib/data ChunkDb, docs/formats.md "retro-chunk") and its
+// neighbours (knn/neighbours.npy, (chunks, k) i64, -1 = none), as RETRO-pytorch's RETRODataset builds them
+// (RETRO.md A.6) with RetroKit's layout (ARCHITECTURE.md Decisions 3, 4):
+//   seq s starting at row c0 of document d: token i (0..n) = row c0 + i/cs, column i%cs while the row is in d,
+//   else pad 0 (so labels past the document are ignored);
+//   chunk u's neighbours = knn[c0 + u, :k]; neighbour j gives row j (cs ids) + continuation row j+1 when it
+//   is in j's document, else cs pads; a -1 neighbour (or a row past the document) gives 2cs pads (masked).
+// Validation split by documents (a fixed hash of the document index); neighbours that fall in validation
+// documents are replaced by -1 for every sequence, so validation text is never retrieved.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/npy.h"
+#include "data/chunk_db.h"
+#include "model/config.h"
+#include "model/retro.h"
+
+namespace retro {
+
+class RetroData {
+public:
+    // `knn_dir` empty: no neighbours (batches without retrieval).
+    RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& config, double val_fraction);
+
+    std::int64_t seq_len() const { return seq_len_; }
+    const std::vector<std::int64_t>& train_seqs() const { return train_; }
+    const std::vector<std::int64_t>& val_seqs() const { return val_; }
+    bool doc_is_val(std::int64_t doc) const;
+    const ChunkDb& db() const { return *db_; }
+
+    // Fills `out` for the given sequence indices; with_retrieval = false leaves out.retrieved empty.
+    void make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const;
+
+private:
+    std::unique_ptr<ChunkDb> db_;
+    NpyArray knn_;
+    bool has_knn_ = false;
+    std::int64_t seq_len_ = 0, cs_ = 0, k_ = 0;
+    std::int32_t pad_ = 0;
+    double val_fraction_ = 0;
+    std::vector<std::int64_t> train_, val_;
+};
+
+}  // namespace retro

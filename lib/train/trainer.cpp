@@ -1,0 +1,301 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "model/retro.h"
+#include "train/adamw.h"
+#include "train/data.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+double train_lr_at(const TrainOptions& o, std::int64_t step) {
+    if (o.warmup > 0 && step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
+    const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup));
+    const double t = std::min(1.0, static_cast<double>(step - o.warmup) / span);
+    const double floor = o.lr * o.min_lr_ratio;
+    return floor + 0.5 * (o.lr - floor) * (1.0 + std::cos(3.14159265358979323846 * t));
+}
+
+namespace {
+
+// Data order: epoch e visits the training sequences in a Fisher-Yates permutation drawn from
+// mt19937_64(seed, e); the cursor (epoch, position) is the whole RNG state a checkpoint needs.
+struct Cursor {
+    std::int64_t epoch = 0, pos = 0;
+};
+
+std::vector<std::int64_t> epoch_order(const std::vector<std::int64_t>& seqs, std::uint64_t seed, std::int64_t epoch) {
+    std::vector<std::int64_t> v = seqs;
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(epoch) + 1);
+    for (std::size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rng() % i]);
+    return v;
+}
+
+std::string num(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+std::string checkpoint_dir(const std::string& out, std::int64_t step) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+    return (fs::path(out) / "checkpoints" / buf).string();
+}
+
+// The newest checkpoint with a DONE marker, or "".
+std::string latest_checkpoint(const std::string& out) {
+    const fs::path dir = fs::path(out) / "checkpoints";
+    std::string best;
+    if (!fs::exists(dir)) return best;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_directory() && fs::exists(e.path() / "DONE") && e.path().filename().string() > fs::path(best).filename().string())
+            best = e.path().string();
+    return best;
+}
+
+class Trainer {
+public:
+    Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
+    void run();
+
+private:
+    std::vector<std::int64_t> next_seqs();
+    double validate();
+    void save_checkpoint(std::int64_t step);
+    std::int64_t load_checkpoint(const std::string& dir);
+    void append_metrics(const std::string& line);
+
+    const ToolContext& ctx_;
+    TrainOptions o_;
+    RetroConfig config_;
+    std::unique_ptr<RetroModel<float>> model_;
+    std::unique_ptr<AdamW<float>> opt_;
+    std::unique_ptr<RetroData> data_;
+    Cursor cursor_;
+    std::vector<std::int64_t> order_;
+    std::int64_t order_epoch_ = -1;
+};
+
+std::vector<std::int64_t> Trainer::next_seqs() {
+    std::vector<std::int64_t> out;
+    const auto& train = data_->train_seqs();
+    while (static_cast<std::int64_t>(out.size()) < o_.batch_size) {
+        if (cursor_.pos >= static_cast<std::int64_t>(train.size())) {
+            cursor_.epoch++;
+            cursor_.pos = 0;
+        }
+        if (order_epoch_ != cursor_.epoch) {
+            order_ = epoch_order(train, o_.seed, cursor_.epoch);
+            order_epoch_ = cursor_.epoch;
+        }
+        out.push_back(order_[cursor_.pos++]);
+    }
+    return out;
+}
+
+double Trainer::validate() {
+    const auto& val = data_->val_seqs();
+    if (val.empty()) return std::nan("");
+    double total = 0;
+    std::int64_t labels = 0;
+    RetroBatch batch;
+    for (std::int64_t v = 0; v < o_.val_batches; v++) {
+        std::vector<std::int64_t> seqs;
+        for (std::int64_t i = 0; i < o_.batch_size; i++) {
+            const std::int64_t j = v * o_.batch_size + i;
+            if (j >= static_cast<std::int64_t>(val.size())) break;
+            seqs.push_back(val[j]);
+        }
+        if (seqs.empty()) break;
+        data_->make_batch(seqs, !o_.no_retrieval, batch);
+        const double loss = model_->forward(batch);
+        total += loss * static_cast<double>(model_->label_count());
+        labels += model_->label_count();
+    }
+    return labels ? total / static_cast<double>(labels) : std::nan("");
+}
+
+void Trainer::save_checkpoint(std::int64_t step) {
+    const std::string dir = checkpoint_dir(o_.out, step);
+    fs::create_directories(dir);
+    params_save((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
+    opt_->save((fs::path(dir) / "optimizer.safetensors").string());
+    nlohmann::json st = {{"step", step},
+                         {"seed", o_.seed},
+                         {"epoch", cursor_.epoch},
+                         {"position", cursor_.pos},
+                         {"train_sequences", data_->train_seqs().size()},
+                         {"chunks", data_->db().chunk_count()},
+                         {"config", config_.to_json()},
+                         {"no_retrieval", o_.no_retrieval}};
+    write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
+    write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
+}
+
+std::int64_t Trainer::load_checkpoint(const std::string& dir) {
+    const std::string sp = (fs::path(dir) / "state.json").string();
+    nlohmann::json st;
+    try {
+        std::ifstream in(sp);
+        st = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        user_error_in(sp, std::string("unreadable checkpoint state: ") + e.what());
+    }
+    if (st.value("config", nlohmann::json()) != config_.to_json())
+        user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
+    if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
+        st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
+        user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
+    if (st.value("seed", std::uint64_t(0)) != o_.seed)
+        user_error_in(sp, "checkpoint was made with another --seed", "resume with the same --seed");
+    if (st.value("no_retrieval", false) != o_.no_retrieval)
+        user_error_in(sp, "checkpoint was made with a different --no-retrieval setting");
+    params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
+    opt_->load((fs::path(dir) / "optimizer.safetensors").string());
+    cursor_.epoch = st.at("epoch").get<std::int64_t>();
+    cursor_.pos = st.at("position").get<std::int64_t>();
+    return st.at("step").get<std::int64_t>();
+}
+
+void Trainer::append_metrics(const std::string& line) {
+    std::ofstream out(fs::path(o_.out) / "metrics.jsonl", std::ios::app);
+    out << line << "\n";
+}
+
+void Trainer::run() {
+    if (o_.steps <= 0) user_error_in("--steps", "must be positive");
+    if (o_.batch_size <= 0) user_error_in("--batch-size", "must be positive");
+    if (o_.grad_accum <= 0) user_error_in("--grad-accum", "must be positive");
+    if (o_.lr <= 0) user_error_in("--lr", "must be positive");
+    if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
+    config_ = RetroConfig::load(o_.config);
+    data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
+    if (!o_.no_retrieval && o_.neighbours.empty())
+        user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
+    const fs::path out(o_.out);
+    const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
+    if (has_run && !o_.resume && !o_.force)
+        user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
+    if (has_run && o_.force && !o_.resume) {
+        fs::remove_all(out / "checkpoints");
+        fs::remove(out / "metrics.jsonl");
+        fs::remove(out / "manifest.json");
+        fs::remove(out / "model.safetensors");
+    }
+    fs::create_directories(out);
+
+    model_ = std::make_unique<RetroModel<float>>(config_);
+    params_init(model_->params(), model_->layout(), o_.seed);
+    AdamWConfig oc;
+    oc.lr = o_.lr;
+    oc.beta1 = o_.beta1;
+    oc.beta2 = o_.beta2;
+    oc.eps = o_.eps;
+    oc.weight_decay = o_.weight_decay;
+    opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc);
+
+    std::int64_t step = 0;
+    if (o_.resume) {
+        const std::string ck = latest_checkpoint(o_.out);
+        if (!ck.empty()) {
+            step = load_checkpoint(ck);
+            log_info(cat("resuming from ", ck, " at step ", step));
+        } else {
+            log_info("no complete checkpoint to resume from: starting at step 0");
+        }
+        // keep the metrics of the steps the checkpoint covers
+        const fs::path mp = out / "metrics.jsonl";
+        if (fs::exists(mp)) {
+            std::ifstream in(mp);
+            std::string line, kept;
+            while (std::getline(in, line)) {
+                if (line.empty()) continue;
+                try {
+                    if (nlohmann::json::parse(line).value("step", std::int64_t(0)) <= step) kept += line + "\n";
+                } catch (...) {   // a line cut by a kill
+                }
+            }
+            write_file_atomic(mp.string(), kept);
+        }
+    }
+    config_.save((out / "config.json").string());
+
+    const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
+    RetroBatch batch;
+    std::int64_t done_now = 0;
+    while (step < o_.steps) {
+        const auto t0 = std::chrono::steady_clock::now();
+        model_->zero_grad();
+        double loss = 0;
+        for (std::int64_t a = 0; a < o_.grad_accum; a++) {
+            data_->make_batch(next_seqs(), !o_.no_retrieval, batch);
+            loss += model_->forward(batch) / static_cast<double>(o_.grad_accum);
+            model_->backward(1.0f / static_cast<float>(o_.grad_accum));
+        }
+        double sq = 0;
+        for (float g : model_->grads()) sq += static_cast<double>(g) * g;
+        const double norm = std::sqrt(sq);
+        if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
+            const float s = static_cast<float>(o_.clip / (norm + 1e-6));
+            for (float& g : model_->grads()) g *= s;
+        }
+        const double lr = train_lr_at(o_, step);
+        opt_->step(model_->params(), model_->grads(), lr);
+        step++;
+        done_now++;
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
+                           ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);
+        const bool last = step == o_.steps;
+        if ((o_.val_every > 0 && step % o_.val_every == 0) || last) {
+            const double vl = validate();
+            if (std::isfinite(vl)) line += ", \"val_loss\": " + num(vl);
+        }
+        line += "}";
+        append_metrics(line);
+        if (!ctx_.quiet) log_info(line);
+        if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) save_checkpoint(step);
+        if (o_.stop_after > 0 && done_now >= o_.stop_after) return;   // as if killed here
+    }
+    params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
+    Manifest m(ctx_);
+    m.parameters() = {{"steps", o_.steps},       {"seed", o_.seed},           {"batch_size", o_.batch_size},
+                      {"grad_accum", o_.grad_accum}, {"lr", o_.lr},           {"min_lr_ratio", o_.min_lr_ratio},
+                      {"warmup", o_.warmup},     {"weight_decay", o_.weight_decay}, {"beta1", o_.beta1},
+                      {"beta2", o_.beta2},       {"eps", o_.eps},             {"clip", o_.clip},
+                      {"val_fraction", o_.val_fraction}, {"val_every", o_.val_every}, {"val_batches", o_.val_batches},
+                      {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
+                      {"model", config_.to_json()}};
+    if (fs::exists(fs::path(o_.db) / "manifest.json")) m.add_input_folder("db", o_.db);
+    if (!o_.no_retrieval && fs::exists(fs::path(o_.neighbours) / "manifest.json"))
+        m.add_input_folder("neighbours", o_.neighbours);
+    m.add_input("config", o_.config);
+    m.add_output(o_.out, "config.json");
+    m.add_output(o_.out, "model.safetensors");
+    m.add_output(o_.out, "metrics.jsonl");
+    m.write(o_.out);
+}
+
+}  // namespace
+
+void train_run(const ToolContext& ctx, const TrainOptions& opts) {
+    Trainer t(ctx, opts);
+    t.run();
+}
+
+}  // namespace retro

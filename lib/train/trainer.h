@@ -1,0 +1,44 @@
+// The training loop behind `retro-train` (issue 6): AdamW (no decay on tensors with < 2 dims), linear warmup
+// then cosine decay to min_lr_ratio * lr, global-norm gradient clipping, gradient accumulation, optional
+// no-retrieval baseline, validation on held-out documents, metrics.jsonl, and checkpoints
+// (weights + optimizer + data cursor/RNG + step, a DONE marker written last) from which --resume continues
+// bit-exactly (same binary and thread count).
+// Run folder: config.json, metrics.jsonl, checkpoints/step_XXXXXXXX/{model,optimizer}.safetensors +
+// state.json + DONE, model.safetensors (final weights), manifest.json (written last).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tool.h"
+
+namespace retro {
+
+struct TrainOptions {
+    std::string db, neighbours, config, out;
+    std::int64_t steps = 1000;
+    std::uint64_t seed = 1;
+    std::int64_t batch_size = 8;       // sequences per micro-batch
+    std::int64_t grad_accum = 1;       // micro-batches per optimizer step
+    double lr = 3e-4;
+    double min_lr_ratio = 0.1;         // cosine floor, as a fraction of lr
+    std::int64_t warmup = 100;         // linear warmup steps
+    double weight_decay = 0.1;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    double clip = 1.0;                 // max global gradient norm (0 = off)
+    double val_fraction = 0.05;        // share of documents held out
+    std::int64_t val_every = 100;      // steps between validations (0 = only at the end)
+    std::int64_t val_batches = 4;
+    std::int64_t checkpoint_every = 100;
+    bool no_retrieval = false;
+    bool resume = false;
+    bool force = false;
+    std::int64_t stop_after = 0;       // testing: stop after this many steps as if killed (0 = off)
+};
+
+// Learning rate at optimizer step `step` (0-based).
+double train_lr_at(const TrainOptions& o, std::int64_t step);
+
+void train_run(const ToolContext& ctx, const TrainOptions& opts);
+
+}  // namespace retro

@@ -1,0 +1,242 @@
+// Training: batches from a chunk database and neighbours (RETRO.md A.6 rules with Decision 4), the LR
+// schedule, and retro-train end to end: the loss falls, --no-retrieval runs, 20 steps straight equal
+// 10 + kill + resume + 10 bit for bit, and bad inputs exit 2 with one line and nothing written.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/npy.h"
+#include "model/config.h"
+#include "test_util.h"
+#include "train/data.h"
+#include "train/trainer.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A database in retro-chunk's layout: docs of bos ids eos, rows of cs ids (last row padded with 0),
+// a sequence every rows_per_seq rows of a document. Neighbours: k+1 per chunk from other documents, some -1.
+struct TinyDb {
+    std::vector<std::int32_t> rows;
+    std::vector<std::int64_t> doc_ids, doc_offsets{0}, seq_starts, knn;
+    std::int64_t n = 0, kk = 3;
+};
+
+TinyDb write_tiny_db(const fs::path& db, const fs::path& knn, int cs, int seq_len, int docs, unsigned seed) {
+    std::mt19937 rng(seed);
+    TinyDb t;
+    for (int d = 0; d < docs; d++) {
+        std::vector<std::int32_t> ids = {2};
+        const int len = 3 + static_cast<int>(rng() % 40);
+        std::int32_t prev = 4 + static_cast<std::int32_t>(rng() % 60);
+        for (int i = 0; i < len; i++) {   // learnable: mostly a fixed successor
+            prev = rng() % 4 == 0 ? 4 + static_cast<std::int32_t>(rng() % 60) : 4 + (prev * 7 + 3) % 60;
+            ids.push_back(prev);
+        }
+        ids.push_back(3);
+        const std::int64_t first = t.n;
+        const std::int64_t nrows = (static_cast<std::int64_t>(ids.size()) + cs - 1) / cs;
+        ids.resize(static_cast<std::size_t>(nrows * cs), 0);
+        t.rows.insert(t.rows.end(), ids.begin(), ids.end());
+        for (std::int64_t r = 0; r < nrows; r++) t.doc_ids.push_back(d);
+        for (std::int64_t r = 0; r < nrows; r += seq_len / cs) t.seq_starts.push_back(first + r);
+        t.n += nrows;
+        t.doc_offsets.push_back(t.n);
+    }
+    for (std::int64_t c = 0; c < t.n; c++)
+        for (std::int64_t j = 0; j < t.kk; j++) {
+            std::int64_t id = static_cast<std::int64_t>(rng() % t.n);
+            if (t.doc_ids[id] == t.doc_ids[c] || rng() % 7 == 0) id = -1;
+            t.knn.push_back(id);
+        }
+    fs::create_directories(db);
+    fs::create_directories(knn);
+    npy_save((db / "chunks.npy").string(), {t.n, cs}, t.rows.data());
+    npy_save((db / "doc_ids.npy").string(), {t.n}, t.doc_ids.data());
+    npy_save((db / "doc_offsets.npy").string(), {(std::int64_t)t.doc_offsets.size()}, t.doc_offsets.data());
+    npy_save((db / "seq_starts.npy").string(), {(std::int64_t)t.seq_starts.size()}, t.seq_starts.data());
+    nlohmann::json m = {{"tool", "retro-chunk"},
+                        {"parameters", {{"chunk_size", cs}, {"seq_len", seq_len}, {"rows_per_seq", seq_len / cs}}},
+                        {"outputs", nlohmann::json::array()}};
+    write_file_atomic((db / "manifest.json").string(), m.dump(2));
+    npy_save((knn / "neighbours.npy").string(), {t.n, t.kk}, t.knn.data());
+    return t;
+}
+
+std::string config_path() { return (test::source_dir() / "examples" / "configs" / "tiny.json").string(); }
+
+std::vector<std::string> losses(const fs::path& run) {
+    std::ifstream in(run / "metrics.jsonl");
+    std::vector<std::string> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        auto j = nlohmann::json::parse(line);
+        out.push_back(j.at("loss").dump() + (j.contains("val_loss") ? " val " + j.at("val_loss").dump() : ""));
+    }
+    return out;
+}
+
+std::string bytes(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("train: batches follow the database, continuation and -1 rules") {
+    test::TempDir dir("train-data");
+    auto t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 30, 1);
+    auto c = RetroConfig::load(config_path());
+    RetroData data((dir / "db").string(), (dir / "knn").string(), c, 0.2);
+    CHECK(data.seq_len() == 16);
+    CHECK(!data.val_seqs().empty());
+    CHECK(data.train_seqs().size() + data.val_seqs().size() == t.seq_starts.size());
+    std::vector<std::int64_t> all;
+    for (std::int64_t s = 0; s < (std::int64_t)t.seq_starts.size(); s++) all.push_back(s);
+    RetroBatch b;
+    data.make_batch(all, true, b);
+    const std::int64_t n = 16, cs = 4, l = 4, k = c.num_neighbours, r = 8;
+    REQUIRE(b.retrieved.size() == all.size() * l * k * r);
+    for (std::size_t s = 0; s < all.size(); s++) {
+        const std::int64_t c0 = t.seq_starts[s], doc = t.doc_ids[c0], end = t.doc_offsets[doc + 1];
+        for (std::int64_t i = 0; i <= n; i++) {
+            const std::int64_t row = c0 + i / cs;
+            CHECK(b.seq[s * (n + 1) + i] == (row < end ? t.rows[row * cs + i % cs] : 0));
+        }
+        for (std::int64_t u = 0; u < l; u++)
+            for (std::int64_t j = 0; j < k; j++) {
+                const std::int32_t* got = b.retrieved.data() + ((s * l + u) * k + j) * r;
+                std::int64_t id = c0 + u < end ? t.knn[(c0 + u) * t.kk + j] : -1;
+                if (id >= 0 && data.doc_is_val(t.doc_ids[id])) id = -1;   // never retrieve validation text
+                for (std::int64_t q = 0; q < r; q++) {
+                    std::int32_t want = 0;
+                    if (id >= 0 && q < cs) want = t.rows[id * cs + q];
+                    if (id >= 0 && q >= cs && id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id])
+                        want = t.rows[(id + 1) * cs + q - cs];
+                    CHECK(got[q] == want);
+                }
+            }
+    }
+}
+
+TEST_CASE("train: warmup then cosine schedule") {
+    TrainOptions o;
+    o.lr = 1e-3;
+    o.warmup = 10;
+    o.steps = 110;
+    o.min_lr_ratio = 0.1;
+    CHECK(train_lr_at(o, 0) == doctest::Approx(1e-4));
+    CHECK(train_lr_at(o, 9) == doctest::Approx(1e-3));
+    CHECK(train_lr_at(o, 60) == doctest::Approx(1e-4 + 0.5 * 9e-4));
+    CHECK(train_lr_at(o, 110) == doctest::Approx(1e-4));
+}
+
+TEST_CASE("train: retro-train learns, and 20 steps straight equal 10 + kill + resume + 10 bit for bit") {
+    test::TempDir dir("train-run");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 2);
+    const std::string common = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string() +
+                               " --config " + config_path() +
+                               " --steps 20 --batch-size 4 --grad-accum 2 --lr 3e-3 --warmup 3 --val-every 5"
+                               " --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1";
+    auto a = test::run_tool("retro-train", common + " --out " + (dir / "a").string() + " --checkpoint-every 10");
+    INFO(a.err);
+    REQUIRE(a.exit_code == 0);
+    auto la = losses(dir / "a");
+    REQUIRE(la.size() == 20);
+    auto loss_at = [&](std::size_t i) { return std::stod(la[i].substr(0, la[i].find(' '))); };
+    const double first = (loss_at(0) + loss_at(1) + loss_at(2) + loss_at(3)) / 4;
+    const double last = (loss_at(16) + loss_at(17) + loss_at(18) + loss_at(19)) / 4;
+    CHECK(last < first - 0.1);   // measured: about 4.25 -> 4.0 in 20 steps
+    CHECK(fs::exists(dir / "a" / "manifest.json"));
+    CHECK(fs::exists(dir / "a" / "checkpoints" / "step_00000010" / "DONE"));
+
+    // killed after step 13 (checkpoint at 10): steps 11..13 are redone from the checkpoint
+    auto b1 = test::run_tool("retro-train", common + " --out " + (dir / "b").string() +
+                                                " --checkpoint-every 10 --stop-after 13");
+    INFO(b1.err);
+    REQUIRE(b1.exit_code == 0);
+    CHECK_FALSE(fs::exists(dir / "b" / "model.safetensors"));
+    auto again = test::run_tool("retro-train", common + " --out " + (dir / "b").string() + " --checkpoint-every 10");
+    CHECK(again.exit_code == 2);   // a run is there: --resume or --force
+    auto b2 = test::run_tool("retro-train", common + " --out " + (dir / "b").string() + " --checkpoint-every 10 --resume");
+    INFO(b2.err);
+    REQUIRE(b2.exit_code == 0);
+    CHECK(losses(dir / "b") == la);
+    CHECK(bytes(dir / "b" / "model.safetensors") == bytes(dir / "a" / "model.safetensors"));
+    CHECK(bytes(dir / "b" / "checkpoints" / "step_00000020" / "optimizer.safetensors") ==
+          bytes(dir / "a" / "checkpoints" / "step_00000020" / "optimizer.safetensors"));
+
+    // the baseline without retrieval trains too, and differs
+    auto c = test::run_tool("retro-train", common + " --out " + (dir / "c").string() + " --no-retrieval");
+    INFO(c.err);
+    REQUIRE(c.exit_code == 0);
+    auto lc = losses(dir / "c");
+    REQUIRE(lc.size() == 20);
+    CHECK(lc != la);
+}
+
+TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
+    test::TempDir dir("train-bad");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);
+    const std::string base = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string() +
+                             " --steps 2 --batch-size 2 --quiet --threads 1";
+    auto one_line = [](const test::RunResult& r) {
+        return r.err.size() > 1 && r.err.find('\n') == r.err.size() - 1;
+    };
+    // a config whose chunk size does not match the database
+    auto cfg = RetroConfig::load(config_path());
+    cfg.chunk_size = 8;
+    cfg.save((dir / "cs8.json").string());
+    auto r1 = test::run_tool("retro-train", base + " --config " + (dir / "cs8.json").string() + " --out " + (dir / "o1").string());
+    CHECK(r1.exit_code == 2);
+    CHECK(one_line(r1));
+    CHECK_FALSE(fs::exists(dir / "o1"));
+    // dims that don't divide
+    test::write_text(dir / "bad.json", R"({"max_seq_len": 18, "chunk_size": 4, "dim_head": 32})");
+    auto r2 = test::run_tool("retro-train", base + " --config " + (dir / "bad.json").string() + " --out " + (dir / "o2").string());
+    CHECK(r2.exit_code == 2);
+    CHECK(one_line(r2));
+    CHECK_FALSE(fs::exists(dir / "o2"));
+    // neighbours made for another database (wrong row count)
+    std::vector<std::int64_t> few(6, -1);
+    fs::create_directories(dir / "knn2");
+    npy_save((dir / "knn2" / "neighbours.npy").string(), {2, 3}, few.data());
+    auto r3 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn2").string() +
+                                                " --config " + config_path() + " --steps 2 --out " + (dir / "o3").string());
+    CHECK(r3.exit_code == 2);
+    CHECK(one_line(r3));
+    CHECK_FALSE(fs::exists(dir / "o3"));
+    // resuming a run with another config
+    auto ok = test::run_tool("retro-train", base + " --config " + config_path() + " --out " + (dir / "o4").string());
+    REQUIRE(ok.exit_code == 0);
+    auto other = RetroConfig::load(config_path());
+    other.dec_cross_attn_layers = {3};
+    other.save((dir / "other.json").string());
+    const auto before = bytes(dir / "o4" / "metrics.jsonl");
+    auto r4 = test::run_tool("retro-train", base + " --config " + (dir / "other.json").string() + " --out " +
+                                                (dir / "o4").string() + " --resume");
+    CHECK(r4.exit_code == 2);
+    CHECK(one_line(r4));
+    CHECK(bytes(dir / "o4" / "metrics.jsonl") == before);
+    // a corrupt checkpoint weights file
+    {
+        std::fstream io(dir / "o4" / "checkpoints" / "step_00000002" / "model.safetensors",
+                        std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp(2);
+        io.put('\x7f');
+    }
+    auto r5 = test::run_tool("retro-train", base + " --config " + config_path() + " --out " + (dir / "o4").string() + " --resume");
+    CHECK(r5.exit_code == 2);
+    CHECK(one_line(r5));
+}

@@ -1,0 +1,39 @@
+// retro-train: train a RETRO model (RETRO-pytorch 0.3.9's architecture) on a chunk database and its
+// neighbours; checkpoints, metrics.jsonl and --resume (lib/train/trainer.h).
+#include "core/tool.h"
+#include "train/trainer.h"
+
+int main(int argc, char** argv) {
+    return retro::tool_main(
+        "retro-train", "Train a RETRO model on db/ + knn/ (or without retrieval, the baseline).", argc, argv,
+        [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+            static retro::TrainOptions o;
+            app.add_option("--db", o.db, "Chunk database folder (retro-chunk)")->required();
+            app.add_option("--neighbours", o.neighbours, "Neighbours folder (retro-knn) holding neighbours.npy");
+            app.add_option("--config", o.config, "Model config JSON (examples/configs/)")->required();
+            app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)")->required();
+            app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
+            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->capture_default_str();
+            app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
+            app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
+            app.add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
+            app.add_option("--min-lr-ratio", o.min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
+            app.add_option("--warmup", o.warmup, "Linear warmup steps")->capture_default_str();
+            app.add_option("--weight-decay", o.weight_decay, "AdamW decay (tensors with >= 2 dims)")->capture_default_str();
+            app.add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();
+            app.add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
+            app.add_option("--eps", o.eps, "AdamW epsilon")->capture_default_str();
+            app.add_option("--clip", o.clip, "Max global gradient norm (0 = off)")->capture_default_str();
+            app.add_option("--val-fraction", o.val_fraction, "Share of documents held out for validation")->capture_default_str();
+            app.add_option("--val-every", o.val_every, "Steps between validations (0 = at the end only)")->capture_default_str();
+            app.add_option("--val-batches", o.val_batches, "Validation micro-batches")->capture_default_str();
+            app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints")->capture_default_str();
+            app.add_flag("--no-retrieval", o.no_retrieval, "Train the same model without neighbours (baseline)");
+            app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
+            app.add_flag("--force", o.force, "Start over in an --out that holds a run");
+            app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")
+                ->group("");
+            app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            return [&ctx] { retro::train_run(ctx, o); };
+        });
+}
