@@ -1,0 +1,206 @@
+// Implementation of embed_bench.h. Texts are cut from a source (a file, or synthetic words) so that
+// each holds about `tokens` WordPiece tokens; RetroKit embeds them with BertEmbedder::embed_texts
+// (WordPiece included in the time), the peer reads the same texts from --texts-out.
+#include "bench/embed_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bench/bench_util.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "data/synthetic_text.h"
+#include "embed/bert_embedder.h"
+
+namespace retro::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_words(const std::string& text) {
+    std::vector<std::string> words;
+    std::istringstream in(text);
+    std::string w;
+    while (in >> w) words.push_back(w);
+    return words;
+}
+
+// N texts of about `tokens` WordPiece tokens, taken from the word stream in order (wrapping).
+std::vector<std::string> make_texts(const EmbedBenchOptions& o, const WordPiece& wp) {
+    std::string source;
+    if (!o.texts.empty()) {
+        std::ifstream in(o.texts, std::ios::binary);
+        if (!in) user_error_in(o.texts, "cannot read the source text", "give a readable UTF-8 text file");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        source = ss.str();
+    } else {
+        source = synthetic_text(o.seed, static_cast<std::size_t>(o.chunks) * o.tokens * 8 + 4096);
+    }
+    std::vector<std::string> words = split_words(source);
+    if (words.empty()) user_error_in(o.texts, "holds no words", "give a text file");
+    std::vector<int> counts(words.size());
+    parallel_for(static_cast<std::int64_t>(words.size()),
+                 [&](std::int64_t i) { counts[i] = static_cast<int>(wp.tokenize_ids(words[i]).size()); });
+    std::vector<std::string> texts;
+    std::size_t cursor = 0, guard = 0;
+    while (static_cast<std::int64_t>(texts.size()) < o.chunks) {
+        std::string t;
+        int n = 0;
+        while (n < o.tokens) {
+            if (counts[cursor] > 0) {
+                if (!t.empty()) t += ' ';
+                t += words[cursor];
+                n += counts[cursor];
+            }
+            cursor = (cursor + 1) % words.size();
+            if (++guard > words.size() * 4 + static_cast<std::size_t>(o.chunks) * o.tokens * 4)
+                user_error_in(o.texts, "gives no WordPiece tokens", "give ordinary text");
+        }
+        texts.push_back(std::move(t));
+    }
+    return texts;
+}
+
+std::string fmt(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads) {
+    std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
+                      " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
+                      std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
+                      std::to_string(o.repeats) + " 2>/dev/null";
+    log_info("peer: " + cmd);
+    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+    if (!p) user_error_in(o.peer, "cannot start the peer", "check --python and --peer");
+    std::string out, last;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '{') last = line;
+    if (last.empty())
+        user_error_in(o.peer, "printed no JSON result",
+                      "run it by hand to see why (pip install torch transformers), or drop --peer");
+    return nlohmann::json::parse(last);
+}
+
+}  // namespace
+
+void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line) {
+    if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT model folder", "pass --model DIR");
+    if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
+        user_error_in("--chunks/--tokens/--repeats", "must be positive");
+    BertEmbedderOptions eo;
+    eo.model_dir = o.model;
+    eo.batch = o.batch;
+    eo.max_length = o.max_length;
+    BertEmbedder emb(eo, nullptr);
+    const int threads = thread_count();
+    std::vector<std::string> texts = make_texts(o, emb.wordpiece());
+
+    std::vector<std::int64_t> lengths(texts.size());
+    double tok_ms = median_ms(
+        [&] {
+            parallel_for(static_cast<std::int64_t>(texts.size()), [&](std::int64_t i) {
+                lengths[i] = static_cast<std::int64_t>(emb.wordpiece().encode(texts[i], o.max_length).size());
+            });
+        },
+        o.repeats);
+    double mean_len = 0;
+    for (auto l : lengths) mean_len += static_cast<double>(l);
+    mean_len /= static_cast<double>(lengths.size());
+    std::vector<float> out(texts.size() * emb.dim());
+    double ms = median_ms([&] { emb.embed_texts(texts, out.data()); }, o.repeats);
+
+    nlohmann::json ours = {{"impl", "retrokit bert"},
+                           {"model", emb.to_json()["model"]},
+                           {"chunks", static_cast<std::int64_t>(texts.size())},
+                           {"tokens_per_chunk", mean_len},
+                           {"batch", o.batch},
+                           {"max_length", o.max_length},
+                           {"threads", threads},
+                           {"seconds", ms / 1e3},
+                           {"tokenize_seconds", tok_ms / 1e3},
+                           {"chunks_per_s", static_cast<double>(texts.size()) / (ms / 1e3)}};
+
+    std::string texts_path = o.texts_out;
+    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
+        std::error_code ec;
+        fs::remove(*p, ec);
+        delete p;
+    });
+    if (texts_path.empty() && !o.peer.empty()) {
+        scratch.reset(new fs::path(fs::temp_directory_path() /
+                                   ("retro-bench-embed-" + std::to_string(::getpid()) + ".jsonl")));
+        texts_path = scratch->string();
+    }
+    if (!texts_path.empty()) {
+        std::string lines;
+        for (const auto& t : texts) lines += nlohmann::json(t).dump() + "\n";
+        write_file_atomic(texts_path, lines);
+    }
+    nlohmann::json peer;
+    if (!o.peer.empty()) peer = run_peer(o, texts_path, threads);
+
+    std::vector<std::vector<std::string>> rows = {
+        {"impl", "chunks", "tokens/chunk", "batch", "threads", "tokenize s", "total s", "chunks/s"}};
+    for (const auto* r : {&ours, &peer}) {
+        if (r->is_null()) continue;
+        rows.push_back({(*r)["impl"].get<std::string>(), std::to_string((*r)["chunks"].get<std::int64_t>()),
+                        fmt((*r)["tokens_per_chunk"].get<double>(), 1), std::to_string((*r)["batch"].get<int>()),
+                        std::to_string((*r)["threads"].get<int>()), fmt((*r)["tokenize_seconds"].get<double>(), 3),
+                        fmt((*r)["seconds"].get<double>(), 3), fmt((*r)["chunks_per_s"].get<double>(), 1)});
+    }
+    std::printf("retro-bench embed: %s, model %s (dim %d), %s\n", cpu_model().c_str(),
+                ours["model"].get<std::string>().c_str(), emb.dim(),
+                o.texts.empty() ? "synthetic words" : ("text of " + o.texts).c_str());
+    std::printf("%s", format_table(rows).c_str());
+    nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
+    if (!peer.is_null()) {
+        double ratio = ours["chunks_per_s"].get<double>() / peer["chunks_per_s"].get<double>();
+        std::printf("retrokit / transformers: %.2fx chunks/s\n", ratio);
+        result["peer"] = peer;
+        result["ratio"] = ratio;
+    }
+    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+}
+
+void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
+    auto o = std::make_shared<EmbedBenchOptions>();
+    auto* sub = bench.add_subcommand("embed", "bert embedder chunks/s (WordPiece + encoder + pooling), optionally "
+                                              "beside Hugging Face transformers (--peer tests/peers/hf_embed.py)");
+    sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt)")
+        ->required();
+    sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
+    sub->add_option("--tokens", o->tokens, "WordPiece tokens per text ([CLS]/[SEP] not counted)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+    sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
+    sub->add_option("--seed", o->seed, "Seed of the synthetic words");
+    sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
+    sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
+    sub->add_option("--python", o->python, "Python interpreter for --peer");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] {
+        set_thread_count(ctx.threads);
+        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+        run_embed_bench(*o, ctx.command_line);
+    });
+}
+
+}  // namespace retro::bench

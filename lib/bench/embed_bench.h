@@ -1,0 +1,37 @@
+// retro-bench embed: chunks/s of the `bert` embedder (WordPiece + encoder + mean pool + L2) on N
+// texts of about `tokens` WordPiece tokens each, and, with --peer, of Hugging Face transformers
+// (tests/peers/hf_embed.py, torch CPU) on the same texts, model, threads, batch and max_length,
+// side by side in one run with the ratio.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "core/tool.h"
+
+namespace retro::bench {
+
+struct EmbedBenchOptions {
+    std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt)
+    std::int64_t chunks = 512;      // texts embedded per timed run
+    int tokens = 64;                // WordPiece tokens per text ([CLS]/[SEP] not counted)
+    int batch = 64;
+    int max_length = 128;
+    int repeats = 3;
+    std::string texts;              // source text (any UTF-8 file) cut into chunks; empty = synthetic words
+    std::uint64_t seed = 1;
+    std::string texts_out;          // write the chunk texts here (one JSON string a line) for a peer
+    std::string peer;               // python script to run as the peer (tests/peers/hf_embed.py)
+    std::string python = "python3";
+    std::string json;               // write the results here
+};
+
+// Runs the benchmark: table on stdout, notes on stderr. Threads are thread_count().
+void run_embed_bench(const EmbedBenchOptions& opt, const std::string& command_line);
+
+// Registers `embed` under `bench` (the retro-bench app); its callback sets the thread count from
+// ctx.threads and runs run_embed_bench with ctx.command_line.
+void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx);
+
+}  // namespace retro::bench

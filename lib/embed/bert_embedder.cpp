@@ -1,0 +1,171 @@
+// Implementation of bert_embedder.h: chunk ids -> text -> WordPiece -> BertModel -> mean -> L2.
+// Sequences are sorted by length and packed without padding, batch by batch.
+#include "embed/bert_embedder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/threads.h"
+#include "text/tokenizer.h"
+
+namespace retro {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Names the first missing model file, and checks the numeric options.
+BertEmbedderOptions checked(BertEmbedderOptions o) {
+    if (o.model_dir.empty()) user_error_in("--model", "the bert embedder needs a model folder", "pass --model DIR");
+    std::error_code ec;
+    fs::path abs = fs::absolute(o.model_dir, ec);
+    if (!ec) o.model_dir = abs.lexically_normal().string();
+    if (!o.model_dir.empty() && o.model_dir.back() == '/' && o.model_dir.size() > 1) o.model_dir.pop_back();
+    if (!fs::is_directory(o.model_dir))
+        user_error_in(o.model_dir, "is not a folder",
+                      "give a Hugging Face BERT checkpoint folder (config.json, model.safetensors, vocab.txt)");
+    const char* what[][2] = {
+        {"config.json", "copy the checkpoint's config.json into the folder"},
+        {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
+        {"vocab.txt", "copy the checkpoint's vocab.txt into the folder"}};
+    for (auto& w : what) {
+        fs::path p = fs::path(o.model_dir) / w[0];
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
+    }
+    if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
+    if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
+    return o;
+}
+
+}  // namespace
+
+BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer)
+    : opts_(checked(opts)),
+      tokenizer_(tokenizer),
+      model_(opts_.model_dir),
+      wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
+      fingerprint_(fingerprint_file((fs::path(opts_.model_dir) / "model.safetensors").string())) {
+    const BertConfig& c = model_.config();
+    if (opts_.max_length > c.max_position)
+        user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_position, " positions"),
+                      cat("pass --max-length ", c.max_position, " or less"));
+    if (wordpiece_.vocab_size() > c.vocab_size)
+        user_error_in((fs::path(opts_.model_dir) / "vocab.txt").string(),
+                      cat("has ", wordpiece_.vocab_size(), " tokens, config.json says vocab_size ", c.vocab_size),
+                      "keep vocab.txt and the weights from the same checkpoint");
+    opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
+}
+
+void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
+    const int H = dim();
+    const std::int64_t n = static_cast<std::int64_t>(seqs.size());
+    // Longest first, so each batch packs sequences of similar length.
+    std::vector<std::int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int64_t a, std::int64_t b) { return seqs[a].size() > seqs[b].size(); });
+    std::vector<std::int32_t> ids;
+    std::vector<std::int64_t> offsets;
+    std::vector<float> pooled;
+    for (std::int64_t b0 = 0; b0 < n; b0 += opts_.batch) {
+        std::int64_t b1 = std::min<std::int64_t>(n, b0 + opts_.batch);
+        ids.clear();
+        offsets.assign(1, 0);
+        std::vector<std::int64_t> rows;
+        for (std::int64_t i = b0; i < b1; ++i) {
+            const auto& s = seqs[order[i]];
+            if (s.empty()) {   // no text: a zero row
+                std::fill(out + order[i] * H, out + (order[i] + 1) * H, 0.0f);
+                continue;
+            }
+            ids.insert(ids.end(), s.begin(), s.end());
+            offsets.push_back(static_cast<std::int64_t>(ids.size()));
+            rows.push_back(order[i]);
+        }
+        if (rows.empty()) continue;
+        pooled.resize(rows.size() * H);
+        model_.forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            const float* p = pooled.data() + r * H;
+            double ss = 0;
+            for (int j = 0; j < H; ++j) ss += static_cast<double>(p[j]) * p[j];
+            // sentence-transformers Normalize: x / max(||x||, 1e-12)
+            float inv = static_cast<float>(1.0 / std::max(std::sqrt(ss), 1e-12));
+            float* o = out + rows[r] * H;
+            for (int j = 0; j < H; ++j) o[j] = p[j] * inv;
+        }
+    }
+}
+
+void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
+    std::vector<std::vector<int>> seqs(texts.size());
+    parallel_for(static_cast<std::int64_t>(texts.size()),
+                 [&](std::int64_t i) { seqs[i] = wordpiece_.encode(texts[i], opts_.max_length); });
+    embed_ids(seqs, out);
+}
+
+void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
+    RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
+    std::vector<std::vector<int>> seqs(n);
+    parallel_for(n, [&](std::int64_t i) {
+        std::vector<int> ids;
+        ids.reserve(chunk_size);
+        for (int t = 0; t < chunk_size; ++t) {
+            int id = tokens[i * chunk_size + t];
+            if (id != TOKEN_PAD && id != TOKEN_BOS && id != TOKEN_EOS) ids.push_back(id);
+        }
+        if (ids.empty()) return;   // all padding: zero row
+        std::vector<int> wp = wordpiece_.encode(tokenizer_->decode(ids), opts_.max_length);
+        if (wp.size() > 2) seqs[i] = std::move(wp);   // text without any WordPiece token: zero row
+    });
+    embed_ids(seqs, out);
+}
+
+nlohmann::json BertEmbedder::to_json() const {
+    return {{"name", "bert"},
+            {"model", opts_.model_dir},
+            {"max_length", opts_.max_length},
+            {"batch", opts_.batch},
+            {"dim", dim()},
+            {"lower_case", opts_.lower_case == 1},
+            {"fingerprint", fingerprint_}};
+}
+
+std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer) {
+    return std::make_unique<BertEmbedder>(opts, tokenizer);
+}
+
+std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
+    auto bad = [&](const std::string& what) {
+        user_error_in("manifest.json", "the bert embedder settings " + what, "rebuild the index with retro-index");
+    };
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) bad("have no model folder");
+    if (!j.contains("fingerprint") || !j["fingerprint"].is_string()) bad("have no model fingerprint");
+    BertEmbedderOptions o;
+    o.model_dir = j["model"].get<std::string>();
+    if (j.contains("max_length") && j["max_length"].is_number_integer()) o.max_length = j["max_length"].get<int>();
+    if (j.contains("batch") && j["batch"].is_number_integer()) o.batch = j["batch"].get<int>();
+    if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;
+    std::string recorded = j["fingerprint"].get<std::string>();
+    std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
+    if (fs::exists(st)) {   // refuse a changed model before loading it
+        std::string now = fingerprint_file(st);
+        if (now != recorded)
+            user_error_in(st, "has fingerprint " + now + ", the index was built with " + recorded,
+                          "restore that model or rebuild the index with retro-index");
+    }
+    auto e = std::make_unique<BertEmbedder>(o, tokenizer);
+    if (e->fingerprint() != recorded)
+        user_error_in(st, "has fingerprint " + e->fingerprint() + ", the index was built with " + recorded,
+                      "restore that model or rebuild the index with retro-index");
+    if (j.contains("dim") && j["dim"].is_number_integer() && j["dim"].get<int>() != e->dim())
+        user_error_in(o.model_dir, cat("gives ", e->dim(), "-d embeddings, the index holds ", j["dim"].get<int>(), "-d"),
+                      "restore that model or rebuild the index with retro-index");
+    return e;
+}
+
+}  // namespace retro

@@ -1,0 +1,56 @@
+// The `bert` embedder: a local Hugging Face BERT-family checkpoint (config.json,
+// model.safetensors, vocab.txt). Chunk ids -> text (sentencepiece decode) -> WordPiece ->
+// BERT encoder -> mean pool over real tokens -> L2 norm. CPU via OpenBLAS; CUDA via cuBLAS.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "embed/bert_model.h"
+#include "embed/embedder.h"
+#include "text/wordpiece.h"
+
+namespace retro {
+
+struct BertEmbedderOptions {
+    std::string model_dir;     // folder with config.json, model.safetensors, vocab.txt
+    int max_length = 128;      // WordPiece tokens per chunk, [CLS] and [SEP] included
+    int batch = 64;            // chunks per forward pass
+    int lower_case = -1;       // 1 uncased, 0 cased, -1 do_lower_case of tokenizer_config.json (else guessed from vocab.txt)
+};
+
+class BertEmbedder : public Embedder {
+public:
+    // Loads the model folder; throws UserError naming a missing or inconsistent file.
+    BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);
+    std::string name() const override { return "bert"; }
+    int dim() const override { return model_.config().hidden; }
+    // Chunk ids -> text (pad/bos/eos dropped, Tokenizer::decode) -> embed_texts. A chunk whose
+    // text gives no WordPiece token (all padding, say) gets a zero row.
+    void embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const override;
+    // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint"} (xxh3 of model.safetensors)
+    nlohmann::json to_json() const override;
+
+    // [CLS] WordPiece [SEP] (truncated to max_length) -> encoder -> mean over all the sequence's
+    // tokens -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
+    void embed_texts(const std::vector<std::string>& texts, float* out) const;
+    const WordPiece& wordpiece() const { return wordpiece_; }
+    const BertModel& model() const { return model_; }
+    const std::string& fingerprint() const { return fingerprint_; }
+
+private:
+    void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
+    BertEmbedderOptions opts_;
+    const Tokenizer* tokenizer_;
+    BertModel model_;
+    WordPiece wordpiece_;
+    std::string fingerprint_;
+};
+
+// Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.
+std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);
+// Rebuilds from the settings that BertEmbedder::to_json wrote.
+std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer);
+
+}  // namespace retro

@@ -1,0 +1,326 @@
+// Implementation of bert_model.h. A layer runs in three phases: (A) fused QKV projection over row
+// blocks, (B) attention per (sequence, head) with two small sgemms, (C) output projection +
+// residual + LayerNorm + FFN + residual + LayerNorm fused per row block, so each block's
+// activations stay in cache. OpenMP threads each call single-threaded OpenBLAS.
+#include "embed/bert_model.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "core/threads.h"
+
+namespace retro {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t ROW_BLOCK = 64;   // rows per fused block in phases A and C
+
+// OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
+struct BlasOneThread {
+    int previous;
+    BlasOneThread() : previous(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+    ~BlasOneThread() { openblas_set_num_threads(previous); }
+    BlasOneThread(const BlasOneThread&) = delete;
+    BlasOneThread& operator=(const BlasOneThread&) = delete;
+};
+
+// Y[rows, out] = X[rows, in] · W[out, in]^T + b
+void linear_rows(const float* X, std::int64_t rows, int in, const float* W, const float* b, int out, float* Y) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), out, in, 1.0f, X, in, W, in, 0.0f,
+                Y, out);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float* y = Y + r * out;
+        for (int j = 0; j < out; ++j) y[j] += b[j];
+    }
+}
+
+// x = LayerNorm(x + y) over one row of n, statistics in double for a stable variance.
+void add_layer_norm(float* x, const float* y, int n, const float* g, const float* b, float eps) {
+    double sum = 0;
+    for (int j = 0; j < n; ++j) {
+        x[j] += y ? y[j] : 0.0f;
+        sum += x[j];
+    }
+    float mean = static_cast<float>(sum / n);
+    double var = 0;
+    for (int j = 0; j < n; ++j) {
+        double d = x[j] - mean;
+        var += d * d;
+    }
+    float inv = static_cast<float>(1.0 / std::sqrt(var / n + eps));
+    for (int j = 0; j < n; ++j) x[j] = (x[j] - mean) * inv * g[j] + b[j];
+}
+
+enum class Act { GELU_ERF, GELU_TANH, RELU };
+
+void activate(float* x, std::int64_t n, Act act) {
+    switch (act) {
+        case Act::GELU_ERF:
+            for (std::int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+            break;
+        case Act::GELU_TANH:
+            for (std::int64_t i = 0; i < n; ++i) {
+                float v = x[i];
+                x[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+            }
+            break;
+        case Act::RELU:
+            for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
+            break;
+    }
+}
+
+Act act_of(const std::string& name) {
+    if (name == "gelu") return Act::GELU_ERF;
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Act::GELU_TANH;
+    return Act::RELU;
+}
+
+// Loads a tensor of the expected shape as fp32, trying "<prefix>name" and the old gamma/beta names.
+std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, const std::string& name,
+                        const std::vector<std::int64_t>& shape) {
+    std::string full = prefix + name;
+    if (!st.has(full)) {
+        std::string alt = full;
+        auto swap_suffix = [&](const std::string& from, const std::string& to) {
+            if (alt.size() >= from.size() && alt.compare(alt.size() - from.size(), from.size(), from) == 0)
+                alt = alt.substr(0, alt.size() - from.size()) + to;
+        };
+        if (name.find("LayerNorm") != std::string::npos) {
+            swap_suffix(".weight", ".gamma");
+            swap_suffix(".bias", ".beta");
+        }
+        if (st.has(alt)) full = alt;
+    }
+    if (!st.has(full))
+        user_error_in(st.path(), "has no tensor '" + prefix + name + "'",
+                      "give a BERT checkpoint saved by transformers (BertModel or BertForXxx)");
+    const TensorView& t = st.get(full);
+    if (t.shape != shape)
+        user_error_in(st.path(), "tensor '" + full + "' has shape " + shape_string(t.shape) + ", config.json implies " +
+                                     shape_string(shape),
+                      "keep config.json and model.safetensors from the same checkpoint");
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    switch (t.dtype) {
+        case DType::F32: std::copy_n(static_cast<const float*>(t.data), v.size(), v.data()); break;
+        case DType::F16:
+            for (std::size_t i = 0; i < v.size(); ++i) v[i] = f16_to_f32(static_cast<const std::uint16_t*>(t.data)[i]);
+            break;
+        case DType::BF16:
+            for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_f32(static_cast<const std::uint16_t*>(t.data)[i]);
+            break;
+        default:
+            user_error_in(st.path(), "tensor '" + full + "' has dtype " + dtype_name(t.dtype),
+                          "convert the checkpoint to F32, F16 or BF16");
+    }
+    return v;
+}
+
+}  // namespace
+
+BertConfig bert_config_read(const std::string& path) {
+    if (!fs::exists(path))
+        user_error_in(path, "missing (a BERT model folder needs config.json)",
+                      "copy the checkpoint's config.json beside model.safetensors");
+    nlohmann::json j;
+    try {
+        std::ifstream in(path);
+        j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's config.json");
+    }
+    BertConfig c;
+    auto get_int = [&](const char* key, int& out, bool required) {
+        if (j.contains(key) && j[key].is_number_integer()) {
+            out = j[key].get<int>();
+            if (out > 0) return;
+        } else if (!required) {
+            return;
+        }
+        user_error_in(path, std::string("needs a positive integer \"") + key + "\"", "give a BERT config.json");
+    };
+    get_int("vocab_size", c.vocab_size, true);
+    get_int("hidden_size", c.hidden, true);
+    get_int("num_hidden_layers", c.layers, true);
+    get_int("num_attention_heads", c.heads, true);
+    get_int("intermediate_size", c.intermediate, true);
+    get_int("max_position_embeddings", c.max_position, false);
+    get_int("type_vocab_size", c.type_vocab, false);
+    if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
+    if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
+    if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh" &&
+        c.hidden_act != "gelu_fast" && c.hidden_act != "relu")
+        user_error_in(path, "hidden_act \"" + c.hidden_act + "\" is not supported",
+                      "use a checkpoint with gelu, gelu_new or relu");
+    if (j.contains("position_embedding_type") && j["position_embedding_type"] != "absolute")
+        user_error_in(path, "position_embedding_type " + j["position_embedding_type"].dump() + " is not supported",
+                      "use a checkpoint with absolute position embeddings");
+    if (c.hidden % c.heads != 0)
+        user_error_in(path, cat("hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.heads));
+    return c;
+}
+
+BertModel::BertModel(const std::string& dir) {
+    cfg_ = bert_config_read((fs::path(dir) / "config.json").string());
+    std::string st_path = (fs::path(dir) / "model.safetensors").string();
+    if (!fs::exists(st_path))
+        user_error_in(st_path, "missing (a BERT model folder needs model.safetensors)",
+                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
+    SafetensorsFile st(st_path);
+    // The prefix in front of "embeddings.word_embeddings.weight": "" (BertModel), "bert." (BertForXxx), ...
+    std::string prefix;
+    bool found = false;
+    const std::string key = "embeddings.word_embeddings.weight";
+    for (const auto& [name, view] : st.tensors()) {
+        if (name.size() >= key.size() && name.compare(name.size() - key.size(), key.size(), key) == 0 &&
+            (!found || name.size() < prefix.size() + key.size())) {
+            prefix = name.substr(0, name.size() - key.size());
+            found = true;
+        }
+    }
+    if (!found)
+        user_error_in(st_path, "has no tensor '" + key + "'", "give a BERT checkpoint saved by transformers");
+    const std::int64_t H = cfg_.hidden, I = cfg_.intermediate;
+    word_ = load(st, prefix, "embeddings.word_embeddings.weight", {cfg_.vocab_size, H});
+    pos_ = load(st, prefix, "embeddings.position_embeddings.weight", {cfg_.max_position, H});
+    type_ = load(st, prefix, "embeddings.token_type_embeddings.weight", {cfg_.type_vocab, H});
+    emb_ln_g_ = load(st, prefix, "embeddings.LayerNorm.weight", {H});
+    emb_ln_b_ = load(st, prefix, "embeddings.LayerNorm.bias", {H});
+    layers_.resize(cfg_.layers);
+    for (int l = 0; l < cfg_.layers; ++l) {
+        std::string p = "encoder.layer." + std::to_string(l) + ".";
+        Layer& L = layers_[l];
+        for (const char* qkv : {"query", "key", "value"}) {
+            auto w = load(st, prefix, p + "attention.self." + qkv + ".weight", {H, H});
+            auto b = load(st, prefix, p + "attention.self." + qkv + ".bias", {H});
+            L.w_qkv.insert(L.w_qkv.end(), w.begin(), w.end());
+            L.b_qkv.insert(L.b_qkv.end(), b.begin(), b.end());
+        }
+        L.w_o = load(st, prefix, p + "attention.output.dense.weight", {H, H});
+        L.b_o = load(st, prefix, p + "attention.output.dense.bias", {H});
+        L.ln1_g = load(st, prefix, p + "attention.output.LayerNorm.weight", {H});
+        L.ln1_b = load(st, prefix, p + "attention.output.LayerNorm.bias", {H});
+        L.w_1 = load(st, prefix, p + "intermediate.dense.weight", {I, H});
+        L.b_1 = load(st, prefix, p + "intermediate.dense.bias", {I});
+        L.w_2 = load(st, prefix, p + "output.dense.weight", {H, I});
+        L.b_2 = load(st, prefix, p + "output.dense.bias", {H});
+        L.ln2_g = load(st, prefix, p + "output.LayerNorm.weight", {H});
+        L.ln2_b = load(st, prefix, p + "output.LayerNorm.bias", {H});
+    }
+}
+
+void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x) const {
+    const int H = cfg_.hidden, I = cfg_.intermediate, heads = cfg_.heads, d = H / heads;
+    const std::int64_t N = offsets[count] - offsets[0];
+    const std::int64_t base = offsets[0];
+    if (N == 0) return;
+    int max_len = 0;
+    for (int s = 0; s < count; ++s) {
+        std::int64_t len = offsets[s + 1] - offsets[s];
+        RETRO_CHECK(len >= 0 && len <= cfg_.max_position, "sequence ", s, " has length ", len, ", the model allows ",
+                    cfg_.max_position);
+        max_len = std::max<int>(max_len, static_cast<int>(len));
+    }
+    for (std::int64_t i = 0; i < N; ++i)
+        RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],
+                    " outside the model's vocabulary of ", cfg_.vocab_size);
+    BlasOneThread one_blas_thread;
+    const float eps = cfg_.layer_norm_eps;
+    const Act act = act_of(cfg_.hidden_act);
+
+    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm.
+    parallel_for(count, [&](std::int64_t s) {
+        for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
+            float* row = x + (r - base) * H;
+            const float* w = word_.data() + static_cast<std::int64_t>(ids[r]) * H;
+            const float* p = pos_.data() + (r - offsets[s]) * H;
+            for (int j = 0; j < H; ++j) row[j] = w[j] + p[j] + type_[j];
+            add_layer_norm(row, nullptr, H, emb_ln_g_.data(), emb_ln_b_.data(), eps);
+        }
+    });
+
+    std::vector<float> qkv(static_cast<std::size_t>(N) * 3 * H), ctx(static_cast<std::size_t>(N) * H);
+    const std::int64_t blocks = (N + ROW_BLOCK - 1) / ROW_BLOCK;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (const Layer& L : layers_) {
+        // (A) QKV = X · Wqkv^T + b
+        parallel_for(blocks, [&](std::int64_t blk) {
+            std::int64_t r0 = blk * ROW_BLOCK, rows = std::min(ROW_BLOCK, N - r0);
+            linear_rows(x + r0 * H, rows, H, L.w_qkv.data(), L.b_qkv.data(), 3 * H, qkv.data() + r0 * 3 * H);
+        });
+        // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
+        parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int) {
+            std::vector<float> scores(static_cast<std::size_t>(max_len) * max_len);
+            for (std::int64_t t = t0; t < t1; ++t) {
+                std::int64_t s = t / heads, h = t % heads;
+                int len = static_cast<int>(offsets[s + 1] - offsets[s]);
+                if (len == 0) continue;
+                const float* q = qkv.data() + (offsets[s] - base) * 3 * H + h * d;
+                const float* k = q + H;
+                const float* v = q + 2 * H;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, d, scale, q, 3 * H, k, 3 * H, 0.0f,
+                            scores.data(), len);
+                for (int i = 0; i < len; ++i) {
+                    float* row = scores.data() + static_cast<std::int64_t>(i) * len;
+                    float m = *std::max_element(row, row + len);
+                    float sum = 0;
+                    for (int j = 0; j < len; ++j) {
+                        row[j] = std::exp(row[j] - m);
+                        sum += row[j];
+                    }
+                    float inv = 1.0f / sum;
+                    for (int j = 0; j < len; ++j) row[j] *= inv;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, d, len, 1.0f, scores.data(), len, v, 3 * H,
+                            0.0f, ctx.data() + (offsets[s] - base) * H + h * d, H);
+            }
+        });
+        // (C) X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row block.
+        parallel_ranges(blocks, [&](std::int64_t b0, std::int64_t b1, int) {
+            std::vector<float> y(static_cast<std::size_t>(ROW_BLOCK) * H), mid(static_cast<std::size_t>(ROW_BLOCK) * I);
+            for (std::int64_t blk = b0; blk < b1; ++blk) {
+                std::int64_t r0 = blk * ROW_BLOCK, rows = std::min(ROW_BLOCK, N - r0);
+                float* xb = x + r0 * H;
+                linear_rows(ctx.data() + r0 * H, rows, H, L.w_o.data(), L.b_o.data(), H, y.data());
+                for (std::int64_t r = 0; r < rows; ++r)
+                    add_layer_norm(xb + r * H, y.data() + r * H, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+                linear_rows(xb, rows, H, L.w_1.data(), L.b_1.data(), I, mid.data());
+                activate(mid.data(), rows * I, act);
+                linear_rows(mid.data(), rows, I, L.w_2.data(), L.b_2.data(), H, y.data());
+                for (std::int64_t r = 0; r < rows; ++r)
+                    add_layer_norm(xb + r * H, y.data() + r * H, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+            }
+        });
+    }
+}
+
+void BertModel::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
+    const int H = cfg_.hidden;
+    const std::int64_t N = offsets[count] - offsets[0];
+    std::vector<float> hidden(static_cast<std::size_t>(N) * H);
+    forward(ids, offsets, count, hidden.data());
+    parallel_for(count, [&](std::int64_t s) {
+        float* o = out + s * H;
+        std::fill(o, o + H, 0.0f);
+        std::int64_t len = offsets[s + 1] - offsets[s];
+        for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
+            const float* row = hidden.data() + (r - offsets[0]) * H;
+            for (int j = 0; j < H; ++j) o[j] += row[j];
+        }
+        // sentence-transformers: sum / clamp(count, min=1e-9)
+        float inv = 1.0f / std::max<float>(static_cast<float>(len), 1e-9f);
+        for (int j = 0; j < H; ++j) o[j] *= inv;
+    });
+}
+
+}  // namespace retro

@@ -1,0 +1,49 @@
+// BERT encoder forward in fp32 on the CPU (Devlin et al. 2018; transformers' BertModel):
+//   x = LN(word[id] + pos[t] + type[0]);  per layer:  x = LN(x + Attn(x));  x = LN(x + W2·gelu(W1·x))
+// Sequences are packed back to back without padding ([N_total, H] rows, N_total = Σ lengths), so
+// every linear is one cblas_sgemm over all tokens of the batch and self-attention runs per
+// (sequence, head) over that sequence's real tokens only, which equals HF's padding mask.
+// Weights: model.safetensors as HF saves BertModel (optionally under a "bert." or other prefix,
+// as in BertForXxx and sentence-transformers checkpoints), F32/F16/BF16, kept as fp32.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace retro {
+
+struct BertConfig {
+    int vocab_size = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0;
+    int max_position = 512, type_vocab = 2;
+    float layer_norm_eps = 1e-12f;
+    std::string hidden_act = "gelu";   // gelu (erf) | gelu_new | gelu_pytorch_tanh | relu
+};
+
+// Reads config.json (BertConfig fields as HF writes them); throws UserError naming the file.
+BertConfig bert_config_read(const std::string& path);
+
+class BertModel {
+public:
+    // Reads dir/config.json and dir/model.safetensors; throws UserError naming a missing or bad file.
+    explicit BertModel(const std::string& dir);
+    const BertConfig& config() const { return cfg_; }
+
+    // Last hidden states of `count` sequences packed back to back: ids[offsets[s] .. offsets[s+1]),
+    // each at most config().max_position long. out: [offsets[count], hidden].
+    void forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
+    // forward, then the mean of each sequence's hidden states (all its tokens, [CLS] and [SEP]
+    // included, as sentence-transformers' mean pooling over the attention mask): out [count, hidden].
+    void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
+
+private:
+    struct Layer {
+        std::vector<float> w_qkv, b_qkv;   // [3H, H], [3H]: query, key, value stacked
+        std::vector<float> w_o, b_o, ln1_g, ln1_b;
+        std::vector<float> w_1, b_1, w_2, b_2, ln2_g, ln2_b;
+    };
+    BertConfig cfg_;
+    std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_;
+    std::vector<Layer> layers_;
+};
+
+}  // namespace retro

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Peer for `retro-bench embed`: Hugging Face transformers (torch, CPU) embedding the same texts
+with the same model, threads, batch and max_length, the way sentence-transformers does it: fast
+tokenizer, BertModel, mean pooling over the attention mask, L2 normalisation. Prints one JSON
+line with the fields retro-bench embed prints for RetroKit.
+
+  pip install torch transformers
+  python3 tests/peers/hf_embed.py --model DIR --texts texts.jsonl --threads 2 --batch 64
+
+texts.jsonl: one JSON string per line (retro-bench embed --texts-out writes it).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="folder with config.json, model.safetensors, vocab.txt")
+    ap.add_argument("--texts", required=True, help="one JSON string per line")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--save", help="write the embeddings here as .npy (for a cross-check)")
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    torch.set_grad_enabled(False)
+    with open(args.texts, encoding="utf-8") as f:
+        texts = [json.loads(line) for line in f if line.strip()]
+    tok = transformers.AutoTokenizer.from_pretrained(args.model)   # the fast tokenizer, as deployed
+    model = transformers.BertModel.from_pretrained(args.model, add_pooling_layer=False).eval()
+
+    def tokenize():
+        return [tok(texts[i:i + args.batch], padding=True, truncation=True, max_length=args.max_length,
+                    return_tensors="pt") for i in range(0, len(texts), args.batch)]
+
+    def embed():
+        out = []
+        for enc in tokenize():
+            hidden = model(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out.append(torch.nn.functional.normalize(pooled, p=2, dim=1))
+        return torch.cat(out)
+
+    def median_seconds(fn):
+        fn()   # warm-up
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    tok_s = median_seconds(tokenize)
+    emb = embed()
+    secs = median_seconds(embed)
+    if args.save:
+        np.save(args.save, emb.numpy().astype("float32"))
+    lengths = [len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]]
+    print(json.dumps({
+        "impl": f"transformers {transformers.__version__} torch {torch.__version__}",
+        "model": os.path.abspath(args.model),
+        "chunks": len(texts),
+        "tokens_per_chunk": sum(lengths) / len(lengths),
+        "batch": args.batch,
+        "max_length": args.max_length,
+        "threads": args.threads,
+        "seconds": secs,
+        "tokenize_seconds": tok_s,
+        "chunks_per_s": len(texts) / secs,
+        "python": platform.python_version(),
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

