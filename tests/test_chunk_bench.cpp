@@ -13,6 +13,7 @@ TEST_CASE("retro-chunk bench reports rates, peak RSS and the Encode loop") {
     o.size_mb = mb ? std::atof(mb) : 2;
     if (!mb) o.tokenizer = chunk_test_tokenizer();
     if (const char* tok = std::getenv("RETRO_CHUNK_BENCH_TOKENIZER")) o.tokenizer = tok;
+    if (const char* work = std::getenv("RETRO_CHUNK_BENCH_WORK")) o.work_dir = work;
     if (const char* json = std::getenv("RETRO_CHUNK_BENCH_JSON")) o.json = json;
     o.chunk_bin = std::string(RETRO_BIN_DIR) + "/retro-chunk";
     o.threads = {1, 2};

@@ -1,6 +1,7 @@
 // Implementation of block_reader.h: one producer thread, a bounded queue, one consumer.
 #include "data/block_reader.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace retro {
@@ -41,6 +42,8 @@ void BlockReader::run() {
         InputBlock block;
         std::int64_t bytes = 0, input_done = 0;
         for (const auto& f : files_) {
+            std::error_code ec;
+            const std::int64_t file_size = static_cast<std::int64_t>(std::filesystem::file_size(f.path, ec));
             corpus_read_file(f, opts_, counts_, [&](Document& doc) {
                 bytes += static_cast<std::int64_t>(doc.text.size());
                 InputDoc d;
@@ -51,13 +54,13 @@ void BlockReader::run() {
                 d.text = std::move(doc.text);
                 block.docs.push_back(std::move(d));
                 if (static_cast<std::int64_t>(block.docs.size()) >= plan_.block_docs || bytes >= plan_.block_bytes) {
-                    block.input_bytes_done = input_done;
+                    // within a jsonl file: the line's offset (decompressed, so capped for .gz/.zst)
+                    block.input_bytes_done = input_done + std::min(doc.byte_offset, file_size);
                     emit(block);
                     bytes = 0;
                 }
             });
-            std::error_code ec;
-            input_done += static_cast<std::int64_t>(std::filesystem::file_size(f.path, ec));
+            input_done += file_size;
         }
         if (!block.docs.empty()) {
             block.input_bytes_done = input_done;

@@ -35,6 +35,9 @@ nlohmann::json shared_params(const nlohmann::json& m) {
 
 void prepare_out(const MergeOptions& o) {
     std::error_code ec;
+    for (const auto& s : o.shards)
+        if (fs::equivalent(s, o.out, ec))
+            user_error_in(o.out, "is also one of the shards being merged", "choose another --out");
     if (fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec)) {
         if (!o.force)
             user_error_in(o.out, "already exists and is not empty", "pass --force to replace it, or choose another --out");
