@@ -240,3 +240,40 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(r5.exit_code == 2);
     CHECK(one_line(r5));
 }
+
+TEST_CASE("train: eval reproduces the run's validation loss; plot draws the curves") {
+    test::TempDir dir("train-eval");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 4);
+    const std::string data = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string();
+    auto t = test::run_tool("retro-train", data + " --config " + config_path() + " --out " + (dir / "run").string() +
+                                               " --steps 4 --batch-size 4 --val-batches 2 --val-fraction 0.2 --quiet --threads 1");
+    INFO(t.err);
+    REQUIRE(t.exit_code == 0);
+    std::ifstream in(dir / "run" / "metrics.jsonl");
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    const double val = nlohmann::json::parse(last).at("val_loss").get<double>();
+    auto e = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data +
+                                               " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1");
+    INFO(e.err);
+    REQUIRE(e.exit_code == 0);
+    std::istringstream rows(e.out);
+    std::getline(rows, line);
+    auto with = nlohmann::json::parse(line);
+    std::getline(rows, line);
+    auto without = nlohmann::json::parse(line);
+    CHECK(with.at("retrieval").get<bool>());
+    CHECK(with.at("loss").get<double>() == doctest::Approx(val).epsilon(1e-5));
+    CHECK(with.at("perplexity").get<double>() == doctest::Approx(std::exp(val)).epsilon(1e-4));
+    CHECK_FALSE(without.at("retrieval").get<bool>());
+    CHECK(without.at("loss").get<double>() != with.at("loss").get<double>());
+    auto p = test::run_tool("retro-train", "plot " + (dir / "run").string());
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        CHECK(p.exit_code == 2);
+        CHECK(p.err.find("gnuplot") != std::string::npos);
+    } else {
+        INFO(p.err);
+        CHECK(p.exit_code == 0);
+        CHECK(bytes(dir / "run" / "curves.png").substr(1, 3) == "PNG");
+    }
+}

@@ -1,17 +1,24 @@
 // retro-train: train a RETRO model (RETRO-pytorch 0.3.9's architecture) on a chunk database and its
-// neighbours; checkpoints, metrics.jsonl and --resume (lib/train/trainer.h).
+// neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` reports loss and
+// perplexity with and without retrieval, `plot` draws the curves (lib/train/eval.h).
+#include <cstdio>
+
+#include "core/error.h"
 #include "core/tool.h"
+#include "train/eval.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(
-        "retro-train", "Train a RETRO model on db/ + knn/ (or without retrieval, the baseline).", argc, argv,
-        [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+        "retro-train", "Train a RETRO model on db/ + knn/ (or without retrieval, the baseline); eval; plot.", argc,
+        argv, [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
             static retro::TrainOptions o;
-            app.add_option("--db", o.db, "Chunk database folder (retro-chunk)")->required();
+            static retro::EvalOptions e;
+            static std::string plot_run, plot_out;
+            app.add_option("--db", o.db, "Chunk database folder (retro-chunk)");
             app.add_option("--neighbours", o.neighbours, "Neighbours folder (retro-knn) holding neighbours.npy");
-            app.add_option("--config", o.config, "Model config JSON (examples/configs/)")->required();
-            app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)")->required();
+            app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
+            app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
             app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->capture_default_str();
             app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
@@ -31,9 +38,39 @@ int main(int argc, char** argv) {
             app.add_flag("--no-retrieval", o.no_retrieval, "Train the same model without neighbours (baseline)");
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
-            app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")
-                ->group("");
+            app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
-            return [&ctx] { retro::train_run(ctx, o); };
+
+            auto* ev = app.add_subcommand("eval", "Loss and perplexity of a run on a database, with and without retrieval");
+            ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
+            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors");
+            ev->add_option("--db", e.db, "Chunk database folder")->required();
+            ev->add_option("--neighbours", e.neighbours, "Neighbours folder (omit: no-retrieval only)");
+            ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
+            ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
+            ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
+            ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
+            ev->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+
+            auto* pl = app.add_subcommand("plot", "Write RUN/curves.png (training and validation loss) with gnuplot");
+            pl->add_option("run", plot_run, "Run folder")->required();
+            pl->add_option("--out", plot_out, "PNG path (default RUN/curves.png)");
+
+            return [&ctx, ev, pl] {
+                if (*ev) {
+                    for (const auto& r : retro::train_eval(e))
+                        std::printf("{\"retrieval\": %s, \"loss\": %.6f, \"perplexity\": %.4f, \"sequences\": %lld, "
+                                    "\"labels\": %lld}\n",
+                                    r.retrieval ? "true" : "false", r.loss, r.perplexity,
+                                    static_cast<long long>(r.sequences), static_cast<long long>(r.labels));
+                } else if (*pl) {
+                    retro::train_plot(plot_run, plot_out);
+                } else {
+                    if (o.db.empty() || o.config.empty() || o.out.empty())
+                        retro::user_error_in("", "--db, --config and --out are required to train",
+                                             "see retro-train --help");
+                    retro::train_run(ctx, o);
+                }
+            };
         });
 }
