@@ -217,6 +217,19 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(r3.exit_code == 2);
     CHECK(one_line(r3));
     CHECK_FALSE(fs::exists(dir / "o3"));
+    // neighbours whose manifest names another database (retro-knn records the db's folder fingerprint)
+    fs::create_directories(dir / "knn3");
+    fs::copy_file(dir / "knn" / "neighbours.npy", dir / "knn3" / "neighbours.npy");
+    nlohmann::json km = {{"tool", "retro-knn"},
+                         {"inputs", {{{"role", "db"}, {"path", "/elsewhere/db"}, {"tool", "retro-chunk"}, {"fingerprint", "0123456789abcdef"}}}},
+                         {"outputs", nlohmann::json::array()}};
+    write_file_atomic((dir / "knn3" / "manifest.json").string(), km.dump());
+    auto r6 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn3").string() +
+                                                " --config " + config_path() + " --steps 2 --out " + (dir / "o6").string());
+    CHECK(r6.exit_code == 2);
+    CHECK(one_line(r6));
+    CHECK(r6.err.find("another chunk database") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "o6"));
     // resuming a run with another config
     auto ok = test::run_tool("retro-train", base + " --config " + config_path() + " --out " + (dir / "o4").string());
     REQUIRE(ok.exit_code == 0);
