@@ -1,0 +1,107 @@
+// Implementation of block_parts.h.
+#include "index/block_parts.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+Shard shard_parse(const std::string& text) {
+    Shard s;
+    char slash = 0;
+    int consumed = 0;
+    if (std::sscanf(text.c_str(), "%d%c%d%n", &s.index, &slash, &s.count, &consumed) != 3 || slash != '/' ||
+        consumed != static_cast<int>(text.size()) || s.count < 1 || s.index < 0 || s.index >= s.count)
+        user_error_in("--shard", "'" + text + "' is not i/n with 0 <= i < n", "e.g. --shard 0/4");
+    return s;
+}
+
+BlockParts::BlockParts(std::string dir, std::string name, std::int64_t rows, std::int64_t block_rows)
+    : dir_(std::move(dir)), name_(std::move(name)), rows_(rows), block_rows_(std::max<std::int64_t>(1, block_rows)) {
+    blocks_ = (rows_ + block_rows_ - 1) / block_rows_;
+}
+
+std::int64_t BlockParts::block_end(std::int64_t b) const { return std::min(rows_, (b + 1) * block_rows_); }
+
+std::string BlockParts::part_path(std::int64_t b) const {
+    return (fs::path(dir_) / "parts" / (name_ + "." + std::to_string(b) + ".npy")).string();
+}
+
+bool BlockParts::part_done(std::int64_t b) const { return fs::exists(part_path(b)); }
+
+std::vector<std::int64_t> BlockParts::pending(const Shard& shard) const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t b = shard.index; b < blocks_; b += shard.count)
+        if (!part_done(b)) out.push_back(b);
+    return out;
+}
+
+std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dirs) const {
+    std::vector<std::string> out;
+    for (std::int64_t b = 0; b < blocks_; ++b) {
+        std::string found;
+        for (const auto& d : dirs) {
+            std::string p = (fs::path(d) / "parts" / (name_ + "." + std::to_string(b) + ".npy")).string();
+            if (fs::exists(p)) {
+                found = p;
+                break;
+            }
+        }
+        if (found.empty())
+            user_error_in(dirs.empty() ? dir_ : dirs.front(), "block " + std::to_string(b) + " of " + name_ +
+                                                                  " is in none of the folders",
+                          "finish every shard (re-run it with --resume) before merging");
+        out.push_back(found);
+    }
+    return out;
+}
+
+std::int64_t npy_concat_rows(const std::vector<std::string>& parts, const std::string& out, DType out_dtype) {
+    std::int64_t width = -1, rows = 0;
+    std::unique_ptr<NpyWriter> writer;
+    std::vector<std::uint16_t> half;
+    std::vector<float> single;
+    for (const auto& p : parts) {
+        NpyArray a(p);
+        if (a.shape().size() != 2) user_error_in(p, "must be 2-D");
+        if (width < 0) {
+            width = a.dim(1);
+            writer = std::make_unique<NpyWriter>(out, out_dtype, std::vector<std::int64_t>{width});
+        }
+        if (a.dim(1) != width) user_error_in(p, "has width " + std::to_string(a.dim(1)) + ", expected " + std::to_string(width));
+        std::int64_t n = a.dim(0);
+        if (a.dtype() == out_dtype) {
+            writer->append(a.raw(), n);
+        } else if (a.dtype() == DType::F32 && out_dtype == DType::F16) {
+            const float* src = a.data<float>();
+            half.resize(static_cast<std::size_t>(a.numel()));
+            for (std::size_t i = 0; i < half.size(); ++i) half[i] = f32_to_f16(src[i]);
+            writer->append(half.data(), n);
+        } else if (a.dtype() == DType::F16 && out_dtype == DType::F32) {
+            const auto* src = static_cast<const std::uint16_t*>(a.raw());
+            single.resize(static_cast<std::size_t>(a.numel()));
+            for (std::size_t i = 0; i < single.size(); ++i) single[i] = f16_to_f32(src[i]);
+            writer->append(single.data(), n);
+        } else {
+            user_error_in(p, "has dtype " + dtype_name(a.dtype()) + ", expected " + dtype_name(out_dtype));
+        }
+        rows += n;
+    }
+    RETRO_CHECK(writer, "no parts to concatenate into ", out);
+    writer->commit();
+    return rows;
+}
+
+void parts_remove(const std::string& dir) {
+    std::error_code ec;
+    fs::remove_all(fs::path(dir) / "parts", ec);
+}
+
+}  // namespace retro

@@ -1,0 +1,48 @@
+// Resumable, shardable block work shared by retro-index and retro-knn: rows [0, N) are cut into
+// blocks of B rows; block b's result is written atomically to DIR/parts/NAME.b.npy, so a killed
+// run resumes by skipping finished parts, `--shard i/n` does blocks with b % n == i, and merge
+// (or the last step of an unsharded run) concatenates every part in block order.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace retro {
+
+struct Shard {
+    int index = 0, count = 1;
+    bool active() const { return count > 1; }
+};
+
+// Parses "i/n" with 0 <= i < n; UserError naming --shard otherwise.
+Shard shard_parse(const std::string& text);
+
+class BlockParts {
+public:
+    BlockParts(std::string dir, std::string name, std::int64_t rows, std::int64_t block_rows);
+    std::int64_t block_count() const { return blocks_; }
+    std::int64_t block_begin(std::int64_t b) const { return b * block_rows_; }
+    std::int64_t block_end(std::int64_t b) const;
+    std::string part_path(std::int64_t b) const;
+    bool part_done(std::int64_t b) const;
+    // The blocks this shard still has to do.
+    std::vector<std::int64_t> pending(const Shard& shard) const;
+    // Part files of every block found in any of `dirs` (for merge); UserError naming the first
+    // missing block.
+    std::vector<std::string> collect(const std::vector<std::string>& dirs) const;
+
+private:
+    std::string dir_, name_;
+    std::int64_t rows_, block_rows_, blocks_;
+};
+
+// Concatenates 2-D .npy parts (same dtype and width) into `out` (atomic), optionally converting
+// to `out_dtype` (f32 <-> f16 only). Returns the row count.
+std::int64_t npy_concat_rows(const std::vector<std::string>& parts, const std::string& out, DType out_dtype);
+
+// Removes DIR/parts.
+void parts_remove(const std::string& dir);
+
+}  // namespace retro

@@ -1,0 +1,145 @@
+// Implementation of faiss_index.h over Debian's libfaiss 1.7.3 (faiss::Index::idx_t; no faiss::idx_t).
+#include "index/faiss_index.h"
+
+#include <faiss/AutoTune.h>
+#include <faiss/Index.h>
+#include <faiss/IVFlib.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace retro {
+
+using idx_t = faiss::Index::idx_t;
+
+std::string index_default_factory(std::int64_t n) {
+    if (n < 65536) return "Flat";
+    std::int64_t target = static_cast<std::int64_t>(4.0 * std::sqrt(static_cast<double>(n)));
+    std::int64_t nlist = 1;
+    while (nlist * 2 <= target) nlist *= 2;
+    if (n < 20'000'000) return "IVF" + std::to_string(nlist) + ",Flat";
+    return "OPQ64_256,IVF" + std::to_string(nlist) + "_HNSW32,PQ64";
+}
+
+std::int64_t index_factory_nlist(const std::string& factory) {
+    std::smatch m;
+    static const std::regex ivf("IVF([0-9]+)");
+    if (std::regex_search(factory, m, ivf)) return std::stoll(m[1].str());
+    return 0;
+}
+
+std::string index_fit_factory(const std::string& factory, std::int64_t n_train, std::string& note) {
+    note.clear();
+    std::int64_t nlist = index_factory_nlist(factory);
+    if (nlist == 0 || n_train >= 39 * nlist) return factory;
+    std::int64_t fitted = std::max<std::int64_t>(1, n_train / 39);
+    std::string out = std::regex_replace(factory, std::regex("IVF[0-9]+"), "IVF" + std::to_string(fitted),
+                                         std::regex_constants::format_first_only);
+    note = "lowered nlist from " + std::to_string(nlist) + " to " + std::to_string(fitted) + ": " +
+           std::to_string(n_train) + " training points give fewer than 39 per centroid";
+    return out;
+}
+
+void index_check_trainable(const std::string& factory, std::int64_t n_train) {
+    std::smatch m;
+    static const std::regex pq("PQ([0-9]+)(x([0-9]+))?");
+    if (!std::regex_search(factory, m, pq)) return;
+    int nbits = m[3].matched ? std::stoi(m[3].str()) : 8;
+    std::int64_t need = 39 * (std::int64_t(1) << std::min(nbits, 24));
+    if (n_train < need)
+        user_error_in("--index", "too few chunks to train '" + factory + "': " + std::to_string(n_train) +
+                                     " vectors, its PQ codebooks need at least " + std::to_string(need),
+                      "use --index Flat (or IVFn,Flat) for a database this small");
+}
+
+int index_default_nprobe(std::int64_t nlist) {
+    return static_cast<int>(std::clamp<std::int64_t>(nlist / 16, 1, 256));
+}
+
+FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " + factory) {
+    try {
+        index_.reset(faiss::index_factory(dim, factory.c_str(), faiss::METRIC_INNER_PRODUCT));
+    } catch (const faiss::FaissException& e) {
+        user_error_in("--index", "FAISS does not understand '" + factory + "'",
+                      "use a factory string such as Flat, IVF1024,Flat or OPQ64_256,IVF4096_HNSW32,PQ64");
+    }
+}
+
+FaissIndex FaissIndex::load(const std::string& path) {
+    if (!std::filesystem::is_regular_file(path)) user_error_in(path, "no such index file");
+    FaissIndex out;
+    out.where_ = path;
+    try {
+        out.index_.reset(faiss::read_index(path.c_str()));
+    } catch (const faiss::FaissException& e) {
+        std::string what = e.what();
+        auto nl = what.find('\n');
+        user_error_in(path, "corrupt or unreadable FAISS index (" + what.substr(0, nl) + ")",
+                      "rebuild it with retro-index");
+    }
+    return out;
+}
+
+FaissIndex::FaissIndex(FaissIndex&&) noexcept = default;
+FaissIndex& FaissIndex::operator=(FaissIndex&&) noexcept = default;
+FaissIndex::~FaissIndex() = default;
+
+bool FaissIndex::needs_training() const { return !index_->is_trained; }
+
+void FaissIndex::train(std::int64_t n, const float* x) {
+    try {
+        index_->train(static_cast<idx_t>(n), x);
+    } catch (const faiss::FaissException& e) {
+        std::string what = e.what();
+        user_error_in(where_, "training failed with " + std::to_string(n) + " points: " + what.substr(0, what.find('\n')),
+                      "use --index Flat for a small database, or a smaller IVF/PQ setting");
+    }
+}
+
+void FaissIndex::add(std::int64_t n, const float* x) { index_->add(static_cast<idx_t>(n), x); }
+
+void FaissIndex::search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores) const {
+    static_assert(sizeof(idx_t) == sizeof(std::int64_t));
+    index_->search(static_cast<idx_t>(m), q, k, scores, reinterpret_cast<idx_t*>(ids));
+}
+
+void FaissIndex::set_nprobe(int nprobe) {
+    if (auto* ivf = faiss::ivflib::try_extract_index_ivf(index_.get())) ivf->nprobe = static_cast<std::size_t>(nprobe);
+}
+
+void FaissIndex::set_ef_search(int ef) {
+    faiss::ParameterSpace ps;
+    for (const char* name : {"efSearch", "quantizer_efSearch"}) {
+        try {
+            ps.set_index_parameter(index_.get(), name, ef);
+            return;
+        } catch (const faiss::FaissException&) {
+        }
+    }
+}
+
+void FaissIndex::save(const std::string& path) const {
+    std::string tmp = path + ".tmp";
+    try {
+        faiss::write_index(index_.get(), tmp.c_str());
+    } catch (const faiss::FaissException& e) {
+        std::remove(tmp.c_str());
+        user_error_in(path, std::string("cannot write the index: ") + e.what());
+    }
+    commit_file_atomic(tmp, path);
+}
+
+int FaissIndex::dim() const { return static_cast<int>(index_->d); }
+std::int64_t FaissIndex::size() const { return static_cast<std::int64_t>(index_->ntotal); }
+
+}  // namespace retro

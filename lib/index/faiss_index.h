@@ -1,0 +1,59 @@
+// The FAISS wrapper: a factory string picks the index (STYLE.md item 11), inner product on unit
+// vectors. Chooses a default from N, lowers nlist when the training sample would give fewer than
+// 39 points per centroid (Megatron-LM #699), writes the index atomically, and turns FAISS
+// exceptions into one-line user errors naming the file.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace faiss {
+struct Index;
+}
+
+namespace retro {
+
+// "Flat" below 65,536 vectors, "IVF{4*sqrt(N) rounded to a power of two},Flat" below 20M,
+// "OPQ64_256,IVF{..}_HNSW32,PQ64" beyond (docs/index.md says why).
+std::string index_default_factory(std::int64_t n);
+
+// If `factory` names IVFn and n_train < 39*n, returns it with n lowered to n_train/39 (>= 1) and
+// sets `note` to say so; otherwise returns it unchanged.
+std::string index_fit_factory(const std::string& factory, std::int64_t n_train, std::string& note);
+
+// UserError when `n_train` points cannot train the PQ codebooks `factory` names (FAISS only
+// warns and builds a poor index): 8-bit PQ needs 39 * 256 points.
+void index_check_trainable(const std::string& factory, std::int64_t n_train);
+
+// The nlist an IVF factory string names, or 0.
+std::int64_t index_factory_nlist(const std::string& factory);
+// Default nprobe for an IVF index of nlist lists (nlist/16, clamped to [1, 256]).
+int index_default_nprobe(std::int64_t nlist);
+
+class FaissIndex {
+public:
+    FaissIndex(const std::string& factory, int dim);   // UserError on a bad factory string
+    static FaissIndex load(const std::string& path);   // UserError naming a corrupt/missing file
+    FaissIndex(FaissIndex&&) noexcept;
+    FaissIndex& operator=(FaissIndex&&) noexcept;
+    ~FaissIndex();
+
+    bool needs_training() const;
+    void train(std::int64_t n, const float* x);   // UserError with the fix when training fails
+    void add(std::int64_t n, const float* x);
+    // Approximate search; ids -1 where FAISS found nothing.
+    void search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores) const;
+    void set_nprobe(int nprobe);      // IVF only; ignored otherwise
+    void set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; ignored otherwise
+    void save(const std::string& path) const;   // atomic
+    int dim() const;
+    std::int64_t size() const;
+    const faiss::Index* raw() const { return index_.get(); }
+
+private:
+    FaissIndex() = default;
+    std::unique_ptr<faiss::Index> index_;
+    std::string where_;   // the file or factory string, for messages
+};
+
+}  // namespace retro

@@ -1,0 +1,258 @@
+// Implementation of index_build.h. A run writes OUT/state.json first (what is being built, so
+// --resume and merge can check they continue the same job), then parts, then the final files,
+// and manifest.json last.
+#include "index/index_build.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "core/progress.h"
+#include "data/chunk_db.h"
+#include "index/faiss_index.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_cli.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+
+std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.json").string(); }
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) user_error_in(path, "missing");
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        user_error_in(path, std::string("malformed JSON: ") + e.what());
+    }
+}
+
+// The tokenizer a bert embedder decodes chunk ids with.
+std::unique_ptr<Tokenizer> db_tokenizer(const ChunkDb& db, const std::string& override_path) {
+    std::string path = override_path.empty() ? db.tokenizer_path() : tokenizer_resolve_path(override_path);
+    if (path.empty())
+        user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
+    return std::make_unique<Tokenizer>(path);
+}
+
+std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const ChunkDb& db, const Tokenizer* tok,
+                                        const std::string& out) {
+    if (opts.embedder == "bow") {
+        std::string idf_path = (fs::path(out) / "idf.npy").string();
+        if (opts.resume && fs::exists(idf_path)) {
+            nlohmann::json j = BowEmbedder(opts.bow, std::vector<float>(std::size_t(1) << opts.bow.hash_bits)).to_json();
+            return bow_embedder_from_json(j, out);
+        }
+        auto e = std::make_unique<BowEmbedder>(opts.bow, bow_fit_idf(db, opts.bow));
+        e->save_idf(out);
+        return e;
+    }
+    if (opts.embedder == "bert") return make_bert_embedder(opts.bert, tok);
+    user_error_in("--embedder", "must be bow or bert, not '" + opts.embedder + "'");
+}
+
+void embed_blocks(const ChunkDb& db, const Embedder& emb, const BlockParts& parts, const Shard& shard, DType dtype) {
+    auto todo = parts.pending(shard);
+    std::int64_t rows = 0;
+    for (auto b : todo) rows += parts.block_end(b) - parts.block_begin(b);
+    Progress progress("embedding chunks", rows, "chunks");
+    std::vector<std::int32_t> tokens;
+    std::vector<float> out;
+    std::vector<std::uint16_t> half;
+    const int cs = db.chunk_size(), d = emb.dim();
+    for (auto b : todo) {
+        std::int64_t b0 = parts.block_begin(b), b1 = parts.block_end(b), n = b1 - b0;
+        tokens.clear();
+        out.assign(static_cast<std::size_t>(n * d), 0.0f);
+        for (std::int64_t r = b0; r < b1; r += 4096) {   // embed in slices so the bar moves
+            std::int64_t e = std::min(b1, r + 4096);
+            std::size_t at = tokens.size();
+            db.rows(r, e, tokens);
+            emb.embed(tokens.data() + at, e - r, cs, out.data() + (r - b0) * d);
+            progress.add(e - r);
+        }
+        if (dtype == DType::F16) {
+            half.resize(out.size());
+            for (std::size_t i = 0; i < out.size(); ++i) half[i] = f32_to_f16(out[i]);
+            npy_save(parts.part_path(b), DType::F16, {n, d}, half.data());
+        } else {
+            npy_save(parts.part_path(b), {n, static_cast<std::int64_t>(d)}, out.data());
+        }
+    }
+    progress.finish();
+}
+
+// Reads rows [b, e) of an f32 or f16 embeddings array as f32.
+void rows_f32(const NpyArray& emb, std::int64_t b, std::int64_t e, std::vector<float>& out) {
+    const std::int64_t d = emb.dim(1);
+    out.resize(static_cast<std::size_t>((e - b) * d));
+    if (emb.dtype() == DType::F32) {
+        std::copy(emb.data<float>() + b * d, emb.data<float>() + e * d, out.begin());
+    } else {
+        const auto* h = static_cast<const std::uint16_t*>(emb.raw());
+        for (std::int64_t i = 0; i < (e - b) * d; ++i) out[static_cast<std::size_t>(i)] = f16_to_f32(h[b * d + i]);
+    }
+}
+
+// How many vectors train an index of this factory string over n vectors.
+std::int64_t training_count(const std::string& factory, std::int64_t n) {
+    std::int64_t nlist = index_factory_nlist(factory);
+    return std::min<std::int64_t>(n, nlist > 0 ? std::max<std::int64_t>(256 * nlist, 65536) : n);
+}
+
+// Concatenates the parts, trains and fills the index, writes the manifest.
+void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::vector<std::string>& part_files,
+              const std::string& out, const std::string& db_dir) {
+    DType dtype;
+    dtype_from_name(state["embedding_dtype"].get<std::string>(), dtype);
+    std::string emb_path = (fs::path(out) / "embeddings.npy").string();
+    std::int64_t n = npy_concat_rows(part_files, emb_path, dtype);
+    NpyArray emb(emb_path);
+    const int d = static_cast<int>(emb.dim(1));
+    std::string factory = state.value("factory", "");
+    if (factory.empty()) factory = index_default_factory(n);
+    std::int64_t n_train = training_count(factory, n);
+    std::string note;
+    std::string fitted = index_fit_factory(factory, n_train, note);
+    if (!note.empty()) log_warn(note);
+    index_check_trainable(fitted, n_train);
+    FaissIndex index(fitted, d);
+    if (index.needs_training()) {
+        std::vector<float> sample(static_cast<std::size_t>(n_train * d)), row;
+        for (std::int64_t i = 0; i < n_train; ++i) {   // evenly spaced rows: deterministic
+            std::int64_t r = i * n / n_train;
+            rows_f32(emb, r, r + 1, row);
+            std::copy(row.begin(), row.end(), sample.begin() + i * d);
+        }
+        log_info("training " + fitted + " on " + std::to_string(n_train) + " of " + std::to_string(n) + " vectors");
+        index.train(n_train, sample.data());
+    }
+    Progress progress("adding to the index", n, "vectors");
+    std::vector<float> block;
+    for (std::int64_t b = 0; b < n; b += 65536) {
+        std::int64_t e = std::min(n, b + 65536);
+        rows_f32(emb, b, e, block);
+        index.add(e - b, block.data());
+        progress.add(e - b);
+    }
+    progress.finish();
+    std::int64_t fitted_nlist = index_factory_nlist(fitted);
+    int nprobe = state.value("nprobe", 0);
+    if (fitted_nlist > 0) {
+        if (nprobe <= 0) nprobe = index_default_nprobe(fitted_nlist);
+        index.set_nprobe(nprobe);
+    }
+    int ef = state.value("ef_search", 0);
+    if (ef > 0) index.set_ef_search(ef);
+    index.save((fs::path(out) / "index.faiss").string());
+
+    Manifest m(ctx);
+    m.parameters() = state["parameters"];
+    m.extra()["embedder"] = state["embedder"];
+    m.extra()["index"] = {{"factory", fitted}, {"factory_asked", factory}, {"nlist", fitted_nlist},
+                          {"nprobe", fitted_nlist > 0 ? nprobe : 0}, {"ef_search", ef}, {"note", note},
+                          {"vectors", n}, {"dim", d}, {"metric", "inner_product"}};
+    m.add_input_folder("db", db_dir);
+    m.add_output(out, "embeddings.npy");
+    m.add_output(out, "index.faiss");
+    if (fs::exists(fs::path(out) / "idf.npy")) m.add_output(out, "idf.npy");
+    fs::remove(state_path(out));
+    parts_remove(out);
+    m.write(out);
+    log_info("wrote " + out + ": " + std::to_string(n) + " vectors of dimension " + std::to_string(d) + ", index " + fitted);
+}
+
+}  // namespace
+
+void output_folder_prepare(const std::string& out, bool force, bool resume) {
+    std::error_code ec;
+    if (fs::exists(out) && !fs::is_empty(out, ec)) {
+        if (force) {
+            fs::remove_all(out);
+        } else if (!resume) {
+            user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
+        }
+    }
+    fs::create_directories(fs::path(out) / "parts");
+}
+
+void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
+    ChunkDb db(opts.db);
+    if (opts.embedding_dtype != DType::F32 && opts.embedding_dtype != DType::F16)
+        user_error_in("--embedding-dtype", "must be f32 or f16");
+    if (opts.block < 1) user_error_in("--block", "must be positive");
+    if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
+    {   // fail fast, before any work: a factory FAISS rejects, or too few chunks to train it
+        std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;
+        if (opts.embedder == "bow") FaissIndex probe(factory, opts.bow.dim);   // bert's dim is known later
+        std::string note;
+        std::int64_t n_train = training_count(factory, db.chunk_count());
+        index_check_trainable(index_fit_factory(factory, n_train, note), n_train);
+    }
+    output_folder_prepare(opts.out, opts.force, opts.resume);
+    std::unique_ptr<Tokenizer> tok;
+    if (opts.embedder == "bert") tok = db_tokenizer(db, opts.tokenizer);
+    auto emb = make_embedder(opts, db, tok.get(), opts.out);
+
+    nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
+                             {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
+                             {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
+    nlohmann::json state = {{"tool", "retro-index"},
+                            {"db", fs::absolute(opts.db).lexically_normal().string()},
+                            {"db_fingerprint", folder_fingerprint(db.manifest())},
+                            {"rows", db.chunk_count()},
+                            {"block", opts.block},
+                            {"embedder", emb->to_json()},
+                            {"embedding_dtype", dtype_name(opts.embedding_dtype)},
+                            {"factory", opts.factory},
+                            {"nprobe", opts.nprobe},
+                            {"ef_search", opts.ef_search},
+                            {"parameters", params}};
+    if (opts.resume && fs::exists(state_path(opts.out))) {
+        nlohmann::json old = read_json(state_path(opts.out));
+        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
+            if (old[key] != state[key])
+                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)",
+                              "use --force to start over");
+    }
+    state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
+    write_file_atomic(state_path(opts.out), state.dump(2));
+
+    BlockParts parts(opts.out, "embeddings", db.chunk_count(), opts.block);
+    embed_blocks(db, *emb, parts, opts.shard, opts.embedding_dtype);
+    if (opts.shard.active()) {
+        log_info("shard " + std::to_string(opts.shard.index) + "/" + std::to_string(opts.shard.count) +
+                 " done; join the shards with: retro-index merge SHARD_DIRS... --out DIR");
+        return;
+    }
+    finalize(ctx, state, parts.collect({opts.out}), opts.out, opts.db);
+}
+
+void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
+    if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    nlohmann::json first = read_json(state_path(shard_dirs.front()));
+    for (const auto& d : shard_dirs) {
+        nlohmann::json s = read_json(state_path(d));
+        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
+            if (s[key] != first[key])
+                user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
+    }
+    output_folder_prepare(out, force, false);
+    BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
+    auto files = parts.collect(shard_dirs);
+    if (fs::exists(fs::path(shard_dirs.front()) / "idf.npy"))
+        fs::copy_file(fs::path(shard_dirs.front()) / "idf.npy", fs::path(out) / "idf.npy", fs::copy_options::overwrite_existing);
+    std::string db_dir = first.value("db", "");
+    if (db_dir.empty()) user_error_in(state_path(shard_dirs.front()), "does not record the database folder");
+    finalize(ctx, first, files, out, db_dir);
+}
+
+}  // namespace retro

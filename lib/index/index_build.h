@@ -1,0 +1,38 @@
+// `retro-index`: embed every chunk of a database in blocks (resumable, shardable), keep the
+// embeddings as embeddings.npy, build and save a FAISS index over them (docs/formats.md
+// "retro-index"). `merge` joins the parts of sharded runs and builds the index.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tool.h"
+#include "embed/bert_embedder.h"
+#include "embed/bow_embedder.h"
+#include "index/block_parts.h"
+
+namespace retro {
+
+struct IndexBuildOptions {
+    std::string db, out;
+    std::string embedder = "bow";       // bow | bert
+    BowOptions bow;
+    BertEmbedderOptions bert;
+    std::string tokenizer;              // override of the db's recorded tokenizer (bert only)
+    std::string factory;                // "" = index_default_factory(N)
+    DType embedding_dtype = DType::F32; // f32 | f16
+    std::int64_t block = 65536;         // chunks per embedding block
+    Shard shard;
+    bool resume = false, force = false;
+    int nprobe = 0;                     // 0 = index_default_nprobe(nlist)
+    int ef_search = 0;                  // 0 = FAISS default
+};
+
+void index_build(const ToolContext& ctx, const IndexBuildOptions& opts);
+void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
+
+// Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it.
+void output_folder_prepare(const std::string& out, bool force, bool resume);
+
+}  // namespace retro

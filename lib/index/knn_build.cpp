@@ -1,0 +1,313 @@
+// Implementation of knn_build.h. Like retro-index: OUT/state.json first, parts per query block,
+// then neighbours.npy / distances.npy, manifest.json last.
+#include "index/knn_build.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "core/progress.h"
+#include "data/chunk_db.h"
+#include "embed/embedder.h"
+#include "index/exact_search.h"
+#include "index/faiss_index.h"
+#include "index/index_build.h"
+#include "text/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+void knn_filter_row(const std::int64_t* cand_ids, const float* cand_scores, int candidates, std::int64_t self,
+                    std::int64_t doc, const std::int64_t* docs, int k, std::int64_t* ids, float* scores) {
+    int kept = 0;
+    for (int c = 0; c < candidates && kept < k; ++c) {
+        std::int64_t id = cand_ids[c];
+        if (id < 0 || id == self || (docs && docs[id] == doc)) continue;
+        ids[kept] = id;
+        scores[kept] = cand_scores[c];
+        ++kept;
+    }
+    for (; kept < k; ++kept) {
+        ids[kept] = -1;
+        scores[kept] = -std::numeric_limits<float>::infinity();
+    }
+}
+
+namespace {
+
+std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.json").string(); }
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) user_error_in(path, "missing");
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        user_error_in(path, std::string("malformed JSON: ") + e.what());
+    }
+}
+
+// Embeddings of the query chunks as f32, block by block.
+class QuerySource {
+public:
+    QuerySource(const std::string& index_dir, const nlohmann::json& index_manifest, const ChunkDb* query_db)
+        : query_db_(query_db) {
+        if (!query_db_) {
+            emb_ = NpyArray((fs::path(index_dir) / "embeddings.npy").string());
+            return;
+        }
+        std::string tok_path = query_db_->tokenizer_path();
+        if (!tok_path.empty() && fs::exists(tok_path)) tok_ = std::make_unique<Tokenizer>(tok_path);
+        embedder_ = embedder_from_json(index_manifest["embedder"], index_dir, tok_.get());
+    }
+    std::int64_t rows() const { return query_db_ ? query_db_->chunk_count() : emb_.dim(0); }
+    void get(std::int64_t b, std::int64_t e, int d, std::vector<float>& out) {
+        out.resize(static_cast<std::size_t>((e - b) * d));
+        if (!query_db_) {
+            if (emb_.dtype() == DType::F32) {
+                std::copy(emb_.data<float>() + b * d, emb_.data<float>() + e * d, out.begin());
+            } else {
+                const auto* h = static_cast<const std::uint16_t*>(emb_.raw());
+                for (std::int64_t i = 0; i < (e - b) * d; ++i) out[static_cast<std::size_t>(i)] = f16_to_f32(h[b * d + i]);
+            }
+            return;
+        }
+        tokens_.clear();
+        query_db_->rows(b, e, tokens_);
+        embedder_->embed(tokens_.data(), e - b, query_db_->chunk_size(), out.data());
+    }
+
+private:
+    const ChunkDb* query_db_;
+    NpyArray emb_;
+    std::unique_ptr<Tokenizer> tok_;
+    std::unique_ptr<Embedder> embedder_;
+    std::vector<std::int32_t> tokens_;
+};
+
+// The index's embeddings as one f32 array (mapped when stored as f32).
+class BaseVectors {
+public:
+    explicit BaseVectors(const std::string& index_dir) : emb_((fs::path(index_dir) / "embeddings.npy").string()) {
+        if (emb_.dtype() == DType::F32) return;
+        const auto* h = static_cast<const std::uint16_t*>(emb_.raw());
+        copy_.resize(static_cast<std::size_t>(emb_.numel()));
+        for (std::size_t i = 0; i < copy_.size(); ++i) copy_[i] = f16_to_f32(h[i]);
+    }
+    const float* data() const { return copy_.empty() ? emb_.data<float>() : copy_.data(); }
+    std::int64_t rows() const { return emb_.dim(0); }
+    int dim() const { return static_cast<int>(emb_.dim(1)); }
+
+private:
+    NpyArray emb_;
+    std::vector<float> copy_;
+};
+
+struct Searcher {
+    const KnnOptions& opts;
+    const ChunkDb& db;
+    bool self_mode;
+    std::unique_ptr<FaissIndex> index;
+    std::unique_ptr<BaseVectors> base;
+
+    // Searches queries [q0, q0+n) into ids/scores (n x k).
+    void search(const float* q, std::int64_t q0, std::int64_t n, int d, bool exact, std::int64_t* ids, float* scores) {
+        const std::int64_t* base_docs = self_mode ? doc_ids() : nullptr;
+        if (exact) {
+            std::vector<std::int64_t> qdocs;
+            ExactSearchOptions eo;
+            eo.k = opts.k;
+            if (self_mode) {   // the query's own chunk shares its document: one filter drops both
+                qdocs.assign(base_docs + q0, base_docs + q0 + n);
+                eo.query_docs = qdocs.data();
+                eo.base_docs = base_docs;
+            }
+            exact_search_ip(q, n, base->data(), base->rows(), d, eo, ids, scores);
+            return;
+        }
+        const int kc = opts.k + opts.extra;
+        std::vector<std::int64_t> cand(static_cast<std::size_t>(n * kc));
+        std::vector<float> cscore(static_cast<std::size_t>(n * kc));
+        index->search(n, q, kc, cand.data(), cscore.data());
+        for (std::int64_t i = 0; i < n; ++i)
+            knn_filter_row(cand.data() + i * kc, cscore.data() + i * kc, kc, self_mode ? q0 + i : -1,
+                           self_mode ? base_docs[q0 + i] : -1, base_docs, opts.k, ids + i * opts.k, scores + i * opts.k);
+    }
+    const std::int64_t* doc_ids() const {
+        static_assert(sizeof(std::int64_t) == 8);
+        return doc_ids_.data();
+    }
+    std::vector<std::int64_t> doc_ids_;
+};
+
+void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
+                    std::int64_t recall_sample) {
+    Manifest m(ctx);
+    m.parameters() = state["parameters"];
+    m.add_input_folder("index", state["index"].get<std::string>());
+    m.add_input_folder("db", state["db"].get<std::string>());
+    if (!state["queries"].get<std::string>().empty()) m.add_input_folder("queries", state["queries"].get<std::string>());
+    if (recall_sample > 0) m.extra()["recall"] = {{"sample", recall_sample}, {"recall_at_k", recall}};
+    m.add_output(out, "neighbours.npy");
+    m.add_output(out, "distances.npy");
+    fs::remove(state_path(out));
+    parts_remove(out);
+    m.write(out);
+}
+
+// recall@k of the approximate neighbours against exact search, on `sample` evenly spaced queries.
+double measure_recall(Searcher& s, QuerySource& queries, const std::string& out, std::int64_t sample, int d) {
+    NpyArray approx((fs::path(out) / "neighbours.npy").string());
+    const std::int64_t n = queries.rows();
+    sample = std::min(sample, n);
+    std::vector<float> q, one;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < sample; ++i) {
+        std::int64_t r = i * n / sample;
+        rows.push_back(r);
+        queries.get(r, r + 1, d, one);
+        q.insert(q.end(), one.begin(), one.end());
+    }
+    // exact search of scattered rows: run them as one block with their own offsets
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(sample * s.opts.k));
+    std::vector<float> scores(ids.size());
+    for (std::int64_t i = 0; i < sample; ++i)
+        s.search(q.data() + i * d, rows[static_cast<std::size_t>(i)], 1, d, true, ids.data() + i * s.opts.k, scores.data() + i * s.opts.k);
+    double hit = 0, total = 0;
+    const std::int64_t* a = approx.data<std::int64_t>();
+    for (std::int64_t i = 0; i < sample; ++i) {
+        std::set<std::int64_t> got(a + rows[static_cast<std::size_t>(i)] * s.opts.k, a + (rows[static_cast<std::size_t>(i)] + 1) * s.opts.k);
+        for (int j = 0; j < s.opts.k; ++j) {
+            std::int64_t id = ids[static_cast<std::size_t>(i * s.opts.k + j)];
+            if (id < 0) continue;
+            total += 1;
+            hit += got.count(id);
+        }
+    }
+    return total > 0 ? hit / total : 1.0;
+}
+
+}  // namespace
+
+void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
+    if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
+    if (opts.extra < 0) user_error_in("--extra", "must not be negative");
+    nlohmann::json im = manifest_read(opts.index);
+    if (im.value("tool", "") != "retro-index") user_error_in(opts.index + "/manifest.json", "was not written by retro-index");
+    ChunkDb db(opts.db);
+    std::string db_fp = folder_fingerprint(db.manifest());
+    std::string index_db_fp;
+    for (const auto& in : im["inputs"])
+        if (in.value("role", "") == "db") index_db_fp = in.value("fingerprint", "");
+    if (index_db_fp != db_fp)
+        user_error_in(opts.db, "is not the database " + opts.index + " was built from (fingerprint " + db_fp +
+                                   ", the index records " + index_db_fp + ")",
+                      "pass the --db the index was built from, or rebuild the index");
+    std::unique_ptr<ChunkDb> qdb;
+    bool self_mode = true;
+    if (!opts.queries.empty()) {
+        qdb = std::make_unique<ChunkDb>(opts.queries);
+        self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
+        if (self_mode) qdb.reset();
+    }
+    QuerySource queries(opts.index, im, qdb.get());
+    Searcher s{opts, db, self_mode, nullptr, nullptr, {}};
+    const int d = im["index"].value("dim", 0);
+    if (self_mode) {
+        s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
+        for (std::int64_t i = 0; i < db.chunk_count(); ++i) s.doc_ids_[static_cast<std::size_t>(i)] = db.doc_of(i);
+    }
+    if (opts.exact || opts.measure_recall > 0) {
+        s.base = std::make_unique<BaseVectors>(opts.index);
+        if (s.base->dim() != d) user_error_in(opts.index + "/embeddings.npy", "has dimension " + std::to_string(s.base->dim()) + ", the manifest says " + std::to_string(d));
+    }
+    if (!opts.exact) {
+        s.index = std::make_unique<FaissIndex>(FaissIndex::load((fs::path(opts.index) / "index.faiss").string()));
+        if (s.index->dim() != d) user_error_in(opts.index + "/index.faiss", "has dimension " + std::to_string(s.index->dim()) + ", the manifest says " + std::to_string(d));
+        if (s.index->size() != db.chunk_count())
+            user_error_in(opts.index + "/index.faiss", "holds " + std::to_string(s.index->size()) + " vectors, the database " + std::to_string(db.chunk_count()) + " chunks");
+        if (opts.nprobe > 0) s.index->set_nprobe(opts.nprobe);
+        if (opts.ef_search > 0) s.index->set_ef_search(opts.ef_search);
+    }
+
+    output_folder_prepare(opts.out, opts.force, opts.resume);
+    nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact},
+                             {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}, {"block", opts.block},
+                             {"same_document_filter", self_mode}};
+    nlohmann::json state = {{"tool", "retro-knn"},
+                            {"index", fs::absolute(opts.index).lexically_normal().string()},
+                            {"db", fs::absolute(opts.db).lexically_normal().string()},
+                            {"queries", qdb ? fs::absolute(opts.queries).lexically_normal().string() : std::string()},
+                            {"index_fingerprint", folder_fingerprint(im)},
+                            {"rows", queries.rows()},
+                            {"parameters", params}};
+    if (opts.resume && fs::exists(state_path(opts.out))) {
+        nlohmann::json old = read_json(state_path(opts.out));
+        for (const char* key : {"index_fingerprint", "rows", "parameters"})
+            if (old[key] != state[key])
+                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)", "use --force to start over");
+    }
+    write_file_atomic(state_path(opts.out), state.dump(2));
+
+    BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
+    auto todo = nb.pending(opts.shard);
+    std::int64_t total = 0;
+    for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
+    Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
+    std::vector<float> q, scores;
+    std::vector<std::int64_t> ids;
+    for (auto b : todo) {
+        std::int64_t b0 = nb.block_begin(b), b1 = nb.block_end(b), n = b1 - b0;
+        ids.assign(static_cast<std::size_t>(n * opts.k), -1);
+        scores.assign(ids.size(), 0.0f);
+        for (std::int64_t r = b0; r < b1; r += 2048) {
+            std::int64_t e = std::min(b1, r + 2048);
+            queries.get(r, e, d, q);
+            s.search(q.data(), r, e - r, d, opts.exact, ids.data() + (r - b0) * opts.k, scores.data() + (r - b0) * opts.k);
+            progress.add(e - r);
+        }
+        npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, scores.data());
+        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, ids.data());   // written last: marks the block done
+    }
+    progress.finish();
+    if (opts.shard.active()) {
+        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
+        return;
+    }
+    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
+    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    double recall = 0;
+    if (opts.measure_recall > 0 && !opts.exact) {
+        recall = measure_recall(s, queries, opts.out, opts.measure_recall, d);
+        log_info("recall@" + std::to_string(opts.k) + " against exact search on " +
+                 std::to_string(std::min(opts.measure_recall, queries.rows())) + " queries: " + std::to_string(recall));
+    }
+    write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);
+}
+
+void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
+    if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    nlohmann::json first = read_json(state_path(shard_dirs.front()));
+    for (const auto& d : shard_dirs) {
+        nlohmann::json st = read_json(state_path(d));
+        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries"})
+            if (st[key] != first[key])
+                user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
+    }
+    output_folder_prepare(out, force, false);
+    std::int64_t rows = first["rows"].get<std::int64_t>(), block = first["parameters"]["block"].get<std::int64_t>();
+    BlockParts nb(out, "neighbours", rows, block), ds(out, "distances", rows, block);
+    npy_concat_rows(ds.collect(shard_dirs), (fs::path(out) / "distances.npy").string(), DType::F32);
+    npy_concat_rows(nb.collect(shard_dirs), (fs::path(out) / "neighbours.npy").string(), DType::I64);
+    write_manifest(ctx, first, out, 0, 0);
+}
+
+}  // namespace retro

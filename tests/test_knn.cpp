@@ -1,0 +1,342 @@
+// index/knn: exact search against a brute-force oracle (ids and scores, ties by id, the
+// same-document filter, -1 padding), recall of the default approximate index on clustered data,
+// the bow embedder, and retro-index / retro-knn end to end (resume, shards, bad input).
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "data/chunk_db.h"
+#include "embed/bow_embedder.h"
+#include "index/exact_search.h"
+#include "index/faiss_index.h"
+#include "index/knn_build.h"
+#include "test_chunk_util.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+// The oracle: every score by a plain loop, sorted by (score desc, id asc), filtered, padded.
+void oracle(const std::vector<float>& q, const std::vector<float>& x, int d, int k, const std::vector<std::int64_t>* docs,
+            std::int64_t qdoc_offset, std::vector<std::int64_t>& ids, std::vector<float>& scores) {
+    std::int64_t m = static_cast<std::int64_t>(q.size()) / d, n = static_cast<std::int64_t>(x.size()) / d;
+    ids.assign(static_cast<std::size_t>(m * k), -1);
+    scores.assign(ids.size(), -std::numeric_limits<float>::infinity());
+    for (std::int64_t i = 0; i < m; ++i) {
+        std::vector<std::pair<float, std::int64_t>> all;
+        for (std::int64_t j = 0; j < n; ++j) {
+            if (docs && (*docs)[j] == (*docs)[i + qdoc_offset]) continue;
+            float s = 0;
+            for (int t = 0; t < d; ++t) s += q[i * d + t] * x[j * d + t];
+            all.push_back({-s, j});
+        }
+        std::sort(all.begin(), all.end());
+        for (int r = 0; r < k && r < static_cast<int>(all.size()); ++r) {
+            ids[i * k + r] = all[r].second;
+            scores[i * k + r] = -all[r].first;
+        }
+    }
+}
+
+// Small integer entries: every dot product is exact in float whatever the summation order, and
+// many scores tie, so the tie rule is tested too.
+std::vector<float> integer_vectors(std::int64_t n, int d, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<float> v(static_cast<std::size_t>(n * d));
+    for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 5) - 2);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("knn: exact search equals the brute-force oracle, ties broken by id") {
+    const int d = 16, k = 7;
+    auto x = integer_vectors(1000, d, 1), q = integer_vectors(37, d, 2);
+    std::vector<std::int64_t> ids(37 * k), want_ids;
+    std::vector<float> scores(37 * k), want_scores;
+    ExactSearchOptions o;
+    o.k = k;
+    o.base_block = 64;   // many blocks, a partial last one
+    o.query_block = 5;
+    exact_search_ip(q.data(), 37, x.data(), 1000, d, o, ids.data(), scores.data());
+    oracle(q, x, d, k, nullptr, 0, want_ids, want_scores);
+    CHECK(ids == want_ids);
+    CHECK(scores == want_scores);
+}
+
+TEST_CASE("knn: exact search with the document filter never returns the query's document and pads with -1") {
+    const int d = 8, k = 5;
+    const std::int64_t n = 300;
+    auto x = integer_vectors(n, d, 3);
+    std::vector<std::int64_t> docs(n);
+    for (std::int64_t i = 0; i < n; ++i) docs[i] = i < 296 ? 0 : 1 + (i - 296) / 2;   // doc 0 is huge
+    ExactSearchOptions o;
+    o.k = k;
+    o.base_block = 50;
+    o.query_block = 7;
+    o.query_docs = docs.data();
+    o.base_docs = docs.data();
+    std::vector<std::int64_t> ids(n * k), want_ids;
+    std::vector<float> scores(n * k), want_scores;
+    exact_search_ip(x.data(), n, x.data(), n, d, o, ids.data(), scores.data());
+    oracle(x, x, d, k, &docs, 0, want_ids, want_scores);
+    CHECK(ids == want_ids);
+    CHECK(scores == want_scores);
+    for (std::int64_t i = 0; i < n; ++i)
+        for (int r = 0; r < k; ++r) {
+            std::int64_t id = ids[i * k + r];
+            if (id >= 0) CHECK(docs[id] != docs[i]);
+        }
+    // doc 0's chunks see only the 4 chunks of docs 1-2: the 5th neighbour is -1
+    CHECK(ids[0 * k + 4] == -1);
+    CHECK(ids[0 * k + 3] >= 296);
+}
+
+TEST_CASE("knn: filtering a candidate row drops self and same document, keeps order, pads") {
+    std::int64_t cand[] = {5, 9, 2, -1, 7, 8};
+    float sc[] = {0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.4f};
+    std::int64_t docs[] = {0, 0, 1, 1, 2, 3, 3, 4, 3, 2};
+    std::int64_t ids[4];
+    float out[4];
+    knn_filter_row(cand, sc, 6, 9, docs[9], docs, 4, ids, out);   // query 9 is in doc 2: drops 9 and 4? (4 not a candidate)
+    CHECK(ids[0] == 5);
+    CHECK(ids[1] == 2);
+    CHECK(ids[2] == 7);
+    CHECK(ids[3] == 8);
+    knn_filter_row(cand, sc, 6, 5, docs[5], docs, 4, ids, out);   // query 5 in doc 3: drops 5, 8
+    CHECK(ids[0] == 9);
+    CHECK(ids[1] == 2);
+    CHECK(ids[2] == 7);
+    CHECK(ids[3] == -1);
+    CHECK(std::isinf(out[3]));
+}
+
+TEST_CASE("knn: the default approximate index reaches recall@10 >= 0.95 on 200k clustered vectors") {
+    const std::int64_t n = 200000, m = 500;
+    const int d = 32, k = 10, clusters = 2000;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> centres(static_cast<std::size_t>(clusters * d)), x(static_cast<std::size_t>(n * d));
+    for (auto& c : centres) c = g(rng);
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t c = rng() % clusters;
+        double norm = 0;
+        for (int t = 0; t < d; ++t) {
+            float v = centres[c * d + t] + 0.3f * g(rng);
+            x[i * d + t] = v;
+            norm += double(v) * v;
+        }
+        for (int t = 0; t < d; ++t) x[i * d + t] /= static_cast<float>(std::sqrt(norm));
+    }
+    std::string factory = index_default_factory(n);
+    CHECK(factory == "IVF1024,Flat");
+    FaissIndex index(factory, d);
+    index.train(n, x.data());
+    index.add(n, x.data());
+    index.set_nprobe(index_default_nprobe(index_factory_nlist(factory)));
+    std::vector<float> q(x.begin(), x.begin() + m * d);   // the first m vectors as queries
+    std::vector<std::int64_t> approx(m * k), exact(m * k);
+    std::vector<float> s1(m * k), s2(m * k);
+    index.search(m, q.data(), k, approx.data(), s1.data());
+    ExactSearchOptions o;
+    o.k = k;
+    exact_search_ip(q.data(), m, x.data(), n, d, o, exact.data(), s2.data());
+    double hit = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+        std::set<std::int64_t> a(approx.begin() + i * k, approx.begin() + (i + 1) * k);
+        for (int r = 0; r < k; ++r) hit += a.count(exact[i * k + r]);
+    }
+    double recall = hit / (m * k);
+    MESSAGE("recall@10 = " << recall);
+    CHECK(recall >= 0.95);
+}
+
+TEST_CASE("knn: index factory defaults and nlist fitting") {
+    CHECK(index_default_factory(1000) == "Flat");
+    CHECK(index_default_factory(1'000'000) == "IVF2048,Flat");
+    CHECK(index_default_factory(100'000'000).rfind("OPQ64_256,IVF32768_HNSW32,PQ64", 0) == 0);
+    std::string note;
+    CHECK(index_fit_factory("IVF1024,Flat", 1000, note) == "IVF25,Flat");
+    CHECK(note.find("lowered nlist from 1024 to 25") != std::string::npos);
+    CHECK(index_fit_factory("IVF16,Flat", 1000, note) == "IVF16,Flat");
+    CHECK(note.empty());
+}
+
+TEST_CASE("knn: bow embeddings are deterministic unit vectors, and similar chunks score higher") {
+    BowOptions o;
+    o.dim = 64;
+    o.hash_bits = 10;
+    BowEmbedder e(o, std::vector<float>(1024, 1.0f));
+    std::int32_t chunks[4][8] = {{2, 10, 11, 12, 13, 14, 15, 16},
+                                 {10, 11, 12, 13, 14, 15, 17, 3},
+                                 {40, 41, 42, 43, 44, 45, 46, 47},
+                                 {3, 0, 0, 0, 0, 0, 0, 0}};
+    std::vector<float> out(4 * 64), again(4 * 64);
+    e.embed(&chunks[0][0], 4, 8, out.data());
+    e.embed(&chunks[0][0], 4, 8, again.data());
+    CHECK(out == again);
+    auto dot = [&](int a, int b) {
+        double s = 0;
+        for (int t = 0; t < 64; ++t) s += out[a * 64 + t] * out[b * 64 + t];
+        return s;
+    };
+    CHECK(dot(0, 0) == doctest::Approx(1.0).epsilon(1e-6));
+    CHECK(dot(0, 1) > dot(0, 2) + 0.3);
+    CHECK(dot(3, 3) == 0.0);   // only special/pad ids: a zero row
+}
+
+namespace {
+// A small database built by the real tools: tokenizer, retro-chunk.
+struct SmallDb {
+    test::TempDir tmp{"knn"};
+    fs::path db;
+    explicit SmallDb(std::int64_t bytes = 60000, std::uint64_t seed = 1) {
+        auto corpus = test::chunk_test_jsonl(tmp, "c.jsonl", bytes, 600, seed);
+        db = tmp / "db";
+        auto r = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                   " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        REQUIRE(ChunkDb(db.string()).doc_count() >= 10);
+    }
+};
+}  // namespace
+
+TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle, approximate never leaks a document") {
+    SmallDb s;
+    fs::path idx = s.tmp / "index", knn = s.tmp / "knn", exact = s.tmp / "exact";
+    auto r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 32 --index IVF8,Flat --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() +
+                                        " --neighbours 3 --measure-recall 200 --nprobe 8");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + exact.string() + " --neighbours 3 --exact --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    ChunkDb db(s.db.string());
+    NpyArray emb((idx / "embeddings.npy").string());
+    const std::int64_t n = db.chunk_count();
+    REQUIRE(emb.dim(0) == n);
+    const int d = static_cast<int>(emb.dim(1));
+    std::vector<float> x(emb.data<float>(), emb.data<float>() + n * d);
+    std::vector<std::int64_t> docs(n);
+    for (std::int64_t i = 0; i < n; ++i) docs[i] = db.doc_of(i);
+    NpyArray ex_ids((exact / "neighbours.npy").string()), ex_sc((exact / "distances.npy").string());
+    REQUIRE(ex_ids.shape() == std::vector<std::int64_t>{n, 3});
+    // the oracle on a sample of rows (a float dot product loop may differ in the last bit from
+    // sgemm, so ids are compared where the oracle's scores are not near-tied)
+    std::vector<std::int64_t> want;
+    std::vector<float> want_sc;
+    std::int64_t checked = 0;
+    for (std::int64_t i = 0; i < n; i += std::max<std::int64_t>(1, n / 100)) {
+        std::vector<float> qi(x.begin() + i * d, x.begin() + (i + 1) * d);
+        std::vector<std::int64_t> docs_i(docs);
+        docs_i.push_back(docs[i]);   // the query's doc at index n
+        oracle(qi, x, d, 3, &docs_i, n, want, want_sc);
+        for (int r2 = 0; r2 < 3; ++r2) {
+            if (std::isinf(want_sc[r2])) {
+                CHECK(ex_ids.data<std::int64_t>()[i * 3 + r2] == -1);
+                continue;
+            }
+            CHECK(ex_sc.data<float>()[i * 3 + r2] == doctest::Approx(want_sc[r2]).epsilon(1e-5));
+            bool tied = (r2 > 0 && std::fabs(want_sc[r2] - want_sc[r2 - 1]) < 1e-5f) ||
+                        (r2 < 2 && std::fabs(want_sc[r2] - want_sc[r2 + 1]) < 1e-5f);
+            if (!tied) CHECK(ex_ids.data<std::int64_t>()[i * 3 + r2] == want[r2]);
+        }
+        ++checked;
+    }
+    CHECK(checked >= 50);
+    NpyArray ap((knn / "neighbours.npy").string());
+    for (std::int64_t i = 0; i < n; ++i)
+        for (int r2 = 0; r2 < 3; ++r2) {
+            std::int64_t id = ap.data<std::int64_t>()[i * 3 + r2];
+            CHECK(id != i);
+            if (id >= 0) CHECK(docs[id] != docs[i]);
+        }
+    auto m = manifest_read(knn.string());
+    CHECK(m["recall"]["sample"] == 200);
+    CHECK(m["recall"]["recall_at_k"].get<double>() >= 0.8);
+    CHECK(!fs::exists(knn / "parts"));
+    CHECK(!fs::exists(knn / "state.json"));
+}
+
+TEST_CASE("knn: sharded + merged and resumed runs equal one straight run, byte for byte") {
+    SmallDb s(40000, 2);
+    fs::path idx = s.tmp / "index";
+    std::string base = s.db.string() + " --dim 16 --index Flat --block 100 --quiet";
+    REQUIRE(test::run_tool("retro-index", base + " --out " + idx.string()).exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", base + " --out " + (s.tmp / "i0").string() + " --shard 0/2").exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", base + " --out " + (s.tmp / "i1").string() + " --shard 1/2").exit_code == 0);
+    auto r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "i1").string() + " --out " +
+                                               (s.tmp / "im").string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(test::read_text(idx / "embeddings.npy") == test::read_text(s.tmp / "im/embeddings.npy"));
+    CHECK(test::read_text(idx / "index.faiss") == test::read_text(s.tmp / "im/index.faiss"));
+    std::string kbase = idx.string() + " --db " + s.db.string() + " --neighbours 2 --block 64 --exact --quiet";
+    REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string()).exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k0").string() + " --shard 0/3").exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k1").string() + " --shard 1/3").exit_code == 0);
+    auto missing = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " --out " + (s.tmp / "km").string());
+    CHECK(missing.exit_code == 2);   // shard 2/3 not done
+    CHECK(missing.err.find("is in none of the folders") != std::string::npos);
+    REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k2").string() + " --shard 2/3").exit_code == 0);
+    r = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " " +
+                                        (s.tmp / "k2").string() + " --out " + (s.tmp / "km").string() + " --force --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    for (const char* f : {"neighbours.npy", "distances.npy"})
+        CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "km" / f));
+    // resume: a shard's parts are exactly what a killed run leaves; resuming completes them
+    fs::copy(s.tmp / "k0", s.tmp / "kr", fs::copy_options::recursive);
+    r = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "kr").string() + " --resume");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    for (const char* f : {"neighbours.npy", "distances.npy"})
+        CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "kr" / f));
+    auto refuse = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string());
+    CHECK(refuse.exit_code == 2);
+    CHECK(refuse.err.find("already exists") != std::string::npos);
+}
+
+TEST_CASE("knn: bad input ends with exit 2, one line, nothing complete-looking") {
+    SmallDb s(20000, 3);
+    SmallDb other(20000, 4);
+    fs::path idx = s.tmp / "index";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --quiet").exit_code == 0);
+    auto expect_bad = [](const test::RunResult& r, const std::string& what, const fs::path& out) {
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(what) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(!fs::exists(out / "manifest.json"));
+        CHECK(!fs::exists(out / "neighbours.npy"));
+    };
+    // db / index fingerprint mismatch
+    expect_bad(test::run_tool("retro-knn", idx.string() + " --db " + other.db.string() + " --out " + (s.tmp / "k1").string()),
+               "is not the database", s.tmp / "k1");
+    // corrupt index file
+    fs::copy(idx, s.tmp / "corrupt", fs::copy_options::recursive);
+    test::write_text(s.tmp / "corrupt/index.faiss", "not a faiss index at all");
+    expect_bad(test::run_tool("retro-knn", (s.tmp / "corrupt").string() + " --db " + s.db.string() + " --out " + (s.tmp / "k2").string()),
+               "corrupt or unreadable FAISS index", s.tmp / "k2");
+    // wrong embedding dimension
+    fs::copy(idx, s.tmp / "wrongdim", fs::copy_options::recursive);
+    std::vector<float> z(10 * 8, 0.0f);
+    npy_save((s.tmp / "wrongdim/embeddings.npy").string(), {10, 8}, z.data());
+    expect_bad(test::run_tool("retro-knn", (s.tmp / "wrongdim").string() + " --db " + s.db.string() + " --exact --out " + (s.tmp / "k3").string()),
+               "has dimension 8", s.tmp / "k3");
+    // too few chunks to train a PQ index
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i2").string() + " --dim 16 --index IVF4,PQ8"),
+               "use --index Flat", s.tmp / "i2");
+    // a bad factory string
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i3").string() + " --index Bogus42"),
+               "FAISS does not understand", s.tmp / "i3");
+    // missing bert model files
+    fs::create_directories(s.tmp / "emptymodel");
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i4").string() + " --embedder bert --model " +
+                                                 (s.tmp / "emptymodel").string()),
+               "emptymodel", s.tmp / "i4");
+    // too few points for the asked nlist: lowered, and said so
+    auto low = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i5").string() + " --dim 16 --index IVF4096,Flat");
+    CHECK(low.exit_code == 0);
+    CHECK(low.err.find("lowered nlist from 4096") != std::string::npos);
+}

@@ -1,0 +1,45 @@
+// retro-index: chunk embeddings + FAISS index over a chunk database; `merge` joins shards.
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/tool.h"
+#include "index/index_build.h"
+
+int main(int argc, char** argv) {
+    return retro::tool_main(
+        "retro-index", "Embed every chunk of a database and build a FAISS index over the embeddings.", argc, argv,
+        [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+            static retro::IndexBuildOptions o;
+            static std::string dtype = "f32", shard = "0/1";
+            static std::vector<std::string> shards;
+            static std::string merge_out;
+            static bool merge_force = false;
+            app.add_option("db", o.db, "Chunk database folder (from retro-chunk)");
+            app.add_option("--out", o.out, "Output folder (embeddings.npy, index.faiss, manifest.json)");
+            app.add_option("--embedder", o.embedder, "bow (no weights) or bert (--model DIR)")->check(CLI::IsMember({"bow", "bert"}));
+            app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
+            app.add_option("--model", o.bert.model_dir, "bert: Hugging Face checkpoint folder (config.json, model.safetensors, vocab.txt)");
+            app.add_option("--max-length", o.bert.max_length, "bert: WordPiece tokens per chunk");
+            app.add_option("--batch", o.bert.batch, "bert: chunks per forward pass");
+            app.add_option("--tokenizer", o.tokenizer, "bert: tokenizer to decode chunks with (default: the database's)");
+            app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
+            app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/16, at most 256)");
+            app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
+            app.add_option("--embedding-dtype", dtype, "dtype of embeddings.npy")->check(CLI::IsMember({"f32", "f16"}));
+            app.add_option("--block", o.block, "Chunks per resumable block");
+            app.add_option("--shard", shard, "Embed only blocks b with b % n == i (i/n); join with merge");
+            app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            app.add_flag("--resume", o.resume, "Continue an interrupted run in --out");
+            app.add_flag("--force", o.force, "Replace an existing --out");
+            auto* merge = app.add_subcommand("merge", "Join the folders of sharded runs and build the index");
+            merge->add_option("shards", shards, "Shard output folders")->required();
+            merge->add_option("--out", merge_out, "Output folder")->required();
+            merge->add_flag("--force", merge_force, "Replace an existing --out");
+            return [&ctx, merge] {
+                if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
+                if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
+                retro::dtype_from_name(dtype, o.embedding_dtype);
+                o.shard = retro::shard_parse(shard);
+                retro::index_build(ctx, o);
+            };
+        });
+}

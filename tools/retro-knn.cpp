@@ -1,0 +1,42 @@
+// retro-knn: k nearest neighbours of every chunk in an index, same document excluded; `merge`
+// joins shards.
+#include "core/error.h"
+#include "core/tool.h"
+#include "index/knn_build.h"
+
+int main(int argc, char** argv) {
+    return retro::tool_main(
+        "retro-knn", "Find the k nearest neighbours of every chunk, never from the chunk's own document.", argc, argv,
+        [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
+            static retro::KnnOptions o;
+            static std::string shard = "0/1";
+            static std::vector<std::string> shards;
+            static std::string merge_out;
+            static bool merge_force = false;
+            app.add_option("index", o.index, "Index folder (from retro-index)");
+            app.add_option("--db", o.db, "The chunk database the index was built from");
+            app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
+            app.add_option("--out", o.out, "Output folder (neighbours.npy, distances.npy, manifest.json)");
+            app.add_option("--neighbours", o.k, "Neighbours per chunk (k)");
+            app.add_option("--extra", o.extra, "Extra candidates searched to make up for dropped ones");
+            app.add_flag("--exact", o.exact, "Exact search by brute force (sgemm + top-k) instead of the index");
+            app.add_option("--nprobe", o.nprobe, "IVF lists to search (0 = the index's setting)");
+            app.add_option("--ef-search", o.ef_search, "HNSW efSearch (0 = the index's setting)");
+            app.add_option("--measure-recall", o.measure_recall, "Report recall@k against exact search on this many queries");
+            app.add_option("--block", o.block, "Queries per resumable block");
+            app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n); join with merge");
+            app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            app.add_flag("--resume", o.resume, "Continue an interrupted run in --out");
+            app.add_flag("--force", o.force, "Replace an existing --out");
+            auto* merge = app.add_subcommand("merge", "Join the folders of sharded runs");
+            merge->add_option("shards", shards, "Shard output folders")->required();
+            merge->add_option("--out", merge_out, "Output folder")->required();
+            merge->add_flag("--force", merge_force, "Replace an existing --out");
+            return [&ctx, merge] {
+                if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force);
+                if (o.index.empty() || o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-knn INDEX --db DB --out DIR (or: retro-knn merge SHARDS... --out DIR)", "see retro-knn --help");
+                o.shard = retro::shard_parse(shard);
+                retro::knn_build(ctx, o);
+            };
+        });
+}
