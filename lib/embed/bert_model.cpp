@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <bit>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,19 +37,28 @@ struct BlasOneThread {
     BlasOneThread& operator=(const BlasOneThread&) = delete;
 };
 
-// The element-wise kernels are built for AVX-512, AVX2+FMA and baseline x86-64, picked at load
-// time (the project builds without -march); `omp simd` lets float reductions vectorise.
+// The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64, picked at load time
+// by CPU features (the project builds without -march; "arch=" clones would test the CPU model);
+// `omp simd` lets float reductions vectorise. Helpers called in those loops must be always_inline:
+// GCC does not inline a default-target function into a clone, and a call stops vectorisation.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BERT_SIMD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define BERT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define BERT_SIMD_CLONES
+#endif
+#define BERT_ALWAYS_INLINE inline __attribute__((always_inline))
+// No FP-exception traps are used, and without this GCC will not if-convert a float compare (the
+// clamp in fast_exp_neg), which leaves the softmax loop scalar.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
 #endif
 
 // erf as a rational function of x (Eigen's generic_fast_erf_float, clamped to [-4, 4]): max abs
 // error 4.2e-7 against std::erf over [-10, 10], no calls, so the loop vectorises (libm's erff was
 // 13% of MiniLM's time).
-inline float fast_erf(float a) {
-    float x = std::min(4.0f, std::max(-4.0f, a));
+BERT_ALWAYS_INLINE float fast_erf(float a) {
+    float x = a > 4.0f ? 4.0f : (a < -4.0f ? -4.0f : a);   // no std::min/max: they would not inline here
     float x2 = x * x;
     float p = -2.72614225801306e-10f;
     p = p * x2 + 2.77068142495902e-08f;
@@ -69,8 +78,8 @@ inline float fast_erf(float a) {
 
 // exp(x) for x <= 0 (softmax after subtracting the row max): 2^n * poly(r), r = x - n ln2,
 // |r| <= ln2/2, degree-6 Taylor (relative error < 2e-7).
-inline float fast_exp_neg(float x) {
-    x = std::max(x, -87.0f);
+BERT_ALWAYS_INLINE float fast_exp_neg(float x) {
+    x = x < -87.0f ? -87.0f : x;
     int n = static_cast<int>(x * 1.4426950408889634f - 0.5f);   // round half down (x <= 0)
     float fn = static_cast<float>(n);
     float r = x - fn * 0.693145751953125f - fn * 1.428606765330187e-06f;
@@ -81,10 +90,7 @@ inline float fast_exp_neg(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    std::int32_t bits = (n + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return p * __builtin_bit_cast(float, (n + 127) << 23);
 }
 
 BERT_SIMD_CLONES void bias_add_rows(float* Y, std::int64_t rows, int out, const float* b) {
@@ -134,13 +140,12 @@ BERT_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
         float* row = s + static_cast<std::int64_t>(i) * len;
         float m = row[0];
 #pragma omp simd reduction(max : m)
-        for (int j = 0; j < len; ++j) m = std::max(m, row[j]);
+        for (int j = 0; j < len; ++j) m = row[j] > m ? row[j] : m;
+#pragma omp simd
+        for (int j = 0; j < len; ++j) row[j] = fast_exp_neg(row[j] - m);
         float sum = 0;
 #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < len; ++j) {
-            row[j] = fast_exp_neg(row[j] - m);
-            sum += row[j];
-        }
+        for (int j = 0; j < len; ++j) sum += row[j];
         float inv = 1.0f / sum;
 #pragma omp simd
         for (int j = 0; j < len; ++j) row[j] *= inv;
@@ -153,6 +158,10 @@ BERT_SIMD_CLONES void gelu_erf(float* x, std::int64_t n) {
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 void activate(float* x, std::int64_t n, Act act) {
     switch (act) {
