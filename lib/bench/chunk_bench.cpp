@@ -52,7 +52,8 @@ std::string default_chunk_bin() {
 
 struct ChildRun {
     double wall_s = 0, cpu_s = 0;
-    std::int64_t peak_rss_bytes = 0;
+    std::int64_t peak_rss_bytes = 0;    // VmHWM: includes file pages mapped while fingerprinting
+    std::int64_t peak_anon_bytes = 0;   // RssAnon sampled every 20 ms: the process's own memory
 };
 
 // Runs argv (argv[0] = binary) and waits; UserError when it fails.
@@ -74,6 +75,8 @@ ChildRun run_child(const std::vector<std::string>& args) {
         std::ifstream in(status_path);
         for (std::string line; std::getline(in, line);)
             if (line.rfind("VmHWM:", 0) == 0) r.peak_rss_bytes = std::max<std::int64_t>(r.peak_rss_bytes, std::stoll(line.substr(6)) * 1024);
+            else if (line.rfind("RssAnon:", 0) == 0)
+                r.peak_anon_bytes = std::max<std::int64_t>(r.peak_anon_bytes, std::stoll(line.substr(8)) * 1024);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     r.wall_s = seconds_since(t0);
@@ -157,9 +160,9 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
                              {"seconds", loop_s}, {"cpu_seconds", loop_cpu}, {"mb_per_s", loop_mbs},
                              {"mb_per_cpu_s", sample_bytes / 1e6 / loop_cpu}, {"tokens_per_s", loop_tps}};
     std::vector<std::vector<std::string>> table{
-        {"what", "threads", "MB/s", "Mtok/s", "wall s", "cpu s", "MB/cpu-s", "peak RSS MB", "vs Encode loop"},
+        {"what", "threads", "MB/s", "Mtok/s", "wall s", "cpu s", "MB/cpu-s", "peak RSS MB", "peak anon MB", "vs Encode loop"},
         {"sentencepiece Encode loop, in-process", "1", fixed(loop_mbs, 2), fixed(loop_tps / 1e6, 3), fixed(loop_s, 2),
-         fixed(loop_cpu, 2), fixed(sample_bytes / 1e6 / loop_cpu, 2), "-", "1.00"}};
+         fixed(loop_cpu, 2), fixed(sample_bytes / 1e6 / loop_cpu, 2), "-", "-", "1.00"}};
 
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
@@ -178,11 +181,11 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         double mbs = text_bytes / 1e6 / r.wall_s, tps = tokens / r.wall_s;
         if (t == 1) one_thread_mbs = mbs;
         runs.push_back({{"threads", t}, {"seconds", r.wall_s}, {"cpu_seconds", r.cpu_s}, {"mb_per_s", mbs},
-                        {"tokens_per_s", tps}, {"mb_per_cpu_s", text_bytes / 1e6 / r.cpu_s}, {"tokens", tokens}, {"peak_rss_bytes", r.peak_rss_bytes},
+                        {"tokens_per_s", tps}, {"mb_per_cpu_s", text_bytes / 1e6 / r.cpu_s}, {"tokens", tokens}, {"peak_rss_bytes", r.peak_rss_bytes}, {"peak_anon_rss_bytes", r.peak_anon_bytes},
                         {"vs_encode_loop", mbs / loop_mbs},
                         {"vs_one_thread", one_thread_mbs > 0 ? mbs / one_thread_mbs : 0.0}});
         table.push_back({"retro-chunk", std::to_string(t), fixed(mbs, 2), fixed(tps / 1e6, 3), fixed(r.wall_s, 2),
-                         fixed(r.cpu_s, 2), fixed(text_bytes / 1e6 / r.cpu_s, 2), fixed(r.peak_rss_bytes / 1e6, 1), fixed(mbs / loop_mbs, 2)});
+                         fixed(r.cpu_s, 2), fixed(text_bytes / 1e6 / r.cpu_s, 2), fixed(r.peak_rss_bytes / 1e6, 1), fixed(r.peak_anon_bytes / 1e6, 1), fixed(mbs / loop_mbs, 2)});
     }
     result["retro_chunk"] = runs;
     std::cout << "retro-bench chunk: " << fixed(text_bytes / 1e6, 1) << " MB of text, " << counts.documents
@@ -209,7 +212,12 @@ CLI::App* bench_chunk_add_subcommand(CLI::App& bench_app, ToolContext& ctx) {
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
     sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
     sub->add_option("--json", opt->json, "Write the results as JSON to this file");
-    sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
+    // CLI11 runs this during parsing, before tool_main applies --quiet/--verbose/--threads: do it here.
+    sub->callback([opt, &ctx] {
+        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+        set_thread_count(ctx.threads);
+        run_chunk_bench(*opt, ctx.command_line);
+    });
     return sub;
 }
 

@@ -26,7 +26,10 @@ BlockReader::~BlockReader() {
 void BlockReader::emit(InputBlock& block) {
     bool mine = block.index % plan_.shard_count == plan_.shard_index && block.index >= plan_.first_block;
     std::int64_t next_index = block.index + 1;
-    if (mine) {
+    if (!mine) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) throw Stopped{};
+    } else {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
         if (stop_) throw Stopped{};
