@@ -53,18 +53,19 @@ def main():
             out.append(torch.nn.functional.normalize(pooled, p=2, dim=1))
         return torch.cat(out)
 
-    def median_seconds(fn):
-        fn()   # warm-up
-        times = []
+    def median_seconds(fn):   # (wall, CPU of all threads), medians after a warm-up
+        fn()
+        wall, cpu = [], []
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        return statistics.median(wall), statistics.median(cpu)
 
-    tok_s = median_seconds(tokenize)
+    tok_s, _ = median_seconds(tokenize)
     emb = embed()
-    secs = median_seconds(embed)
+    secs, cpu_secs = median_seconds(embed)
     if args.save:
         np.save(args.save, emb.numpy().astype("float32"))
     lengths = [len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]]
@@ -77,8 +78,10 @@ def main():
         "max_length": args.max_length,
         "threads": args.threads,
         "seconds": secs,
+        "cpu_seconds": cpu_secs,
         "tokenize_seconds": tok_s,
         "chunks_per_s": len(texts) / secs,
+        "chunks_per_cpu_s": len(texts) / cpu_secs,
         "python": platform.python_version(),
     }))
 
