@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -56,10 +57,13 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const WordPiece&
                  [&](std::int64_t i) { counts[i] = static_cast<int>(wp.tokenize_ids(words[i]).size()); });
     std::vector<std::string> texts;
     std::size_t cursor = 0, guard = 0;
+    std::mt19937_64 rng(o.seed);
+    const int lo = o.min_tokens > 0 ? std::min(o.min_tokens, o.tokens) : o.tokens;
     while (static_cast<std::int64_t>(texts.size()) < o.chunks) {
         std::string t;
         int n = 0;
-        while (n < o.tokens) {
+        const int target = lo + static_cast<int>(rng() % static_cast<std::uint64_t>(o.tokens - lo + 1));
+        while (n < target) {
             if (counts[cursor] > 0) {
                 if (!t.empty()) t += ' ';
                 t += words[cursor];
@@ -196,7 +200,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     }
     std::printf("retro-bench embed: %s, model %s (dim %d), %s\n", cpu_model().c_str(),
                 ours["model"].get<std::string>().c_str(), emb.dim(),
-                o.texts.empty() ? "synthetic words" : ("text of " + o.texts).c_str());
+                (o.texts.empty() ? std::string("synthetic words") : "text of " + o.texts).c_str());
     std::printf("%s", format_table(rows).c_str());
     nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
     if (!peer.is_null()) {
@@ -219,6 +223,8 @@ void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
     sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
     sub->add_option("--tokens", o->tokens, "WordPiece tokens per text ([CLS]/[SEP] not counted)")
         ->check(CLI::PositiveNumber);
+    sub->add_option("--min-tokens", o->min_tokens,
+                    "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
     sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
     sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
         ->check(CLI::PositiveNumber);

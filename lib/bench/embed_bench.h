@@ -16,6 +16,7 @@ struct EmbedBenchOptions {
     std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt)
     std::int64_t chunks = 512;      // texts embedded per timed run
     int tokens = 64;                // WordPiece tokens per text ([CLS]/[SEP] not counted)
+    int min_tokens = 0;             // > 0: lengths drawn uniformly from [min_tokens, tokens]
     int batch = 64;
     int max_length = 128;
     int repeats = 3;
