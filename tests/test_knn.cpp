@@ -255,6 +255,13 @@ TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle, app
             CHECK(id != i);
             if (id >= 0) CHECK(docs[id] != docs[i]);
         }
+    auto shown = test::run_tool("retro-knn", "show " + exact.string() + " --db " + s.db.string() + " --chunk 5 --json");
+    REQUIRE_MESSAGE(shown.exit_code == 0, shown.err);
+    auto j = nlohmann::json::parse(shown.out);
+    CHECK(j["chunk"] == 5);
+    CHECK(!j["text"].get<std::string>().empty());
+    for (std::size_t r2 = 0; r2 < j["neighbours"].size(); ++r2)
+        CHECK(j["neighbours"][r2]["chunk"] == ex_ids.data<std::int64_t>()[5 * 3 + r2]);
     auto m = manifest_read(knn.string());
     CHECK(m["recall"]["sample"] == 200);
     CHECK(m["recall"]["recall_at_k"].get<double>() >= 0.8);

@@ -1,7 +1,10 @@
 // retro-bench: benchmarks with a table on stdout and JSON stamped with device, commit, dtype and shapes.
-// One subcommand per benchmark, each implemented in lib/bench/<name>_bench.cpp; only `retention` so far.
+// One subcommand per benchmark, each implemented in lib/bench/<name>_bench.cpp.
 #include <memory>
 
+#include "bench/chunk_bench.h"
+#include "bench/embed_bench.h"
+#include "bench/knn_bench.h"
 #include "bench/retention_bench.h"
 #include "core/tool.h"
 
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
                                 app.require_subcommand(1);
                                 auto ret = std::make_shared<retro::bench::RetentionBenchOptions>();
                                 CLI::App* ret_cmd = add_retention(app, *ret);
+                                retro::bench::bench_chunk_add_subcommand(app, ctx);   // run by their callbacks
+                                retro::bench::bench_embed_add_subcommand(app, ctx);
+                                retro::bench::bench_knn_add_subcommand(app, ctx);
                                 return [&ctx, ret, ret_cmd] {
                                     if (ret_cmd->parsed()) retro::bench::run_retention_bench(*ret, ctx.command_line);
                                 };

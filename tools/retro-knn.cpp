@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/tool.h"
 #include "index/knn_build.h"
+#include "index/knn_show.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -32,8 +33,17 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
-            return [&ctx, merge] {
+            static retro::KnnShowOptions show_opts;
+            auto* show = app.add_subcommand("show", "Print chunks' text beside their neighbours' text");
+            show->add_option("knn", show_opts.knn, "Neighbours folder (from retro-knn)")->required();
+            show->add_option("--db", show_opts.db, "The chunk database")->required();
+            show->add_option("--chunk", show_opts.chunk, "First chunk to show");
+            show->add_option("--count", show_opts.count, "How many chunks");
+            show->add_option("--tokenizer", show_opts.tokenizer, "Tokenizer (default: the database's)");
+            show->add_flag("--json", show_opts.json, "One JSON object per chunk");
+            return [&ctx, merge, show] {
                 if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force);
+                if (*show) return retro::knn_show(show_opts);
                 if (o.index.empty() || o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-knn INDEX --db DB --out DIR (or: retro-knn merge SHARDS... --out DIR)", "see retro-knn --help");
                 o.shard = retro::shard_parse(shard);
                 retro::knn_build(ctx, o);

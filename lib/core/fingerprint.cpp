@@ -5,7 +5,14 @@
 
 #include <cstdio>
 
-#include "core/mapped_file.h"
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
 
 namespace retro {
 namespace {
@@ -18,9 +25,25 @@ std::string to_hex(XXH64_hash_t h) {
 
 std::string fingerprint_bytes(const void* data, std::size_t n) { return to_hex(XXH3_64bits(data, n)); }
 
+// Streams the file through a fixed buffer with read(2): mapping it would put every page of a
+// large output in the resident set.
 std::string fingerprint_file(const std::string& path) {
-    MappedFile f(path);
-    return fingerprint_bytes(f.data(), f.size());
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) user_error_in(path, std::string("cannot open: ") + std::strerror(errno));
+    Fingerprinter fp;
+    std::vector<char> buf(1 << 20);
+    while (true) {
+        ssize_t n = ::read(fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            ::close(fd);
+            user_error_in(path, std::string("read error: ") + std::strerror(errno));
+        }
+        if (n == 0) break;
+        fp.update(buf.data(), static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return fp.hex();
 }
 
 Fingerprinter::Fingerprinter() : state_(XXH3_createState()) { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }

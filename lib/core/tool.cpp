@@ -34,6 +34,11 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
         app.add_flag("--verbose", ctx.verbose, "Print debug notes");
         app.option_defaults()->always_capture_default();
         app.fallthrough();   // --quiet, --verbose work after a subcommand too
+        // Applied when parsing completes, before any subcommand callback runs.
+        app.parse_complete_callback([&ctx] {
+            log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+            set_thread_count(ctx.threads);
+        });
         ToolAction action = setup(app, ctx);
         try {
             app.parse(argc, argv);
@@ -41,8 +46,6 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
             int rc = app.exit(e);   // prints help/version to stdout, errors to stderr
             return rc == 0 ? 0 : EXIT_USER;
         }
-        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
-        set_thread_count(ctx.threads);
         if (action) action();
         return 0;
     } catch (const UserError& e) {

@@ -72,7 +72,8 @@ void exact_search_ip(const float* queries, std::int64_t m, const float* base, st
                      const ExactSearchOptions& opts, std::int64_t* ids, float* scores) {
     RETRO_CHECK(opts.k > 0 && d > 0, "k=", opts.k, " d=", d);
     RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
-    const std::int64_t bq = std::max<std::int64_t>(1, opts.query_block);
+    const std::int64_t per_thread = (m + thread_count() - 1) / thread_count();
+    const std::int64_t bq = std::max<std::int64_t>(1, std::min(opts.query_block, per_thread));
     const std::int64_t bn = std::max<std::int64_t>(1, opts.base_block);
     const std::int64_t query_blocks = (m + bq - 1) / bq;
     with_single_threaded_blas([&] {
@@ -92,7 +93,7 @@ void exact_search_ip(const float* queries, std::int64_t m, const float* base, st
                         float thr = t.threshold();
                         const std::int64_t qdoc = opts.query_docs ? opts.query_docs[q0 + i] : -1;
                         for (std::int64_t j = 0; j < nb; ++j) {
-                            if (row[j] <= thr && static_cast<int>(t.heap.size()) >= t.k) continue;
+                            if (!(row[j] > thr)) continue;   // thr is -inf until k are kept
                             if (opts.base_docs && opts.base_docs[b0 + j] == qdoc) continue;
                             t.push(row[j], b0 + j);
                             thr = t.threshold();

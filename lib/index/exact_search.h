@@ -9,8 +9,8 @@ namespace retro {
 
 struct ExactSearchOptions {
     int k = 10;
-    std::int64_t base_block = 4096;    // base rows per sgemm
-    std::int64_t query_block = 256;    // query rows per sgemm
+    std::int64_t base_block = 2048;    // base rows per sgemm
+    std::int64_t query_block = 1024;   // query rows per sgemm (lowered so every thread has a block)
     // Optional same-document filter: candidate j is skipped for query i when
     // base_docs[j] == query_docs[i]. Both null = no filter.
     const std::int64_t* query_docs = nullptr;

@@ -1,0 +1,204 @@
+// Implementation of knn_bench.h. FLOPs of exact search: 2 * queries * n * dim (the sgemm; the
+// top-k scan is not counted).
+#include "bench/knn_bench.h"
+
+#include <cblas.h>
+#include <faiss/IndexFlat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "core/atomic_file.h"
+#include "core/log.h"
+#include "core/npy.h"
+#include "core/threads.h"
+#include "index/exact_search.h"
+#include "index/faiss_index.h"
+
+namespace retro::bench {
+namespace {
+
+double seconds_of(const std::function<void()>& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Clustered unit vectors (a retrieval-like distribution), deterministic.
+std::vector<float> make_vectors(std::int64_t n, int d, int clusters, std::uint64_t seed, const std::vector<float>& centres) {
+    std::vector<float> x(static_cast<std::size_t>(n * d));
+    parallel_ranges(n, [&](std::int64_t b, std::int64_t e, int) {
+        for (std::int64_t i = b; i < e; ++i) {
+            std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(i));
+            std::normal_distribution<float> g(0.0f, 1.0f);
+            std::int64_t c = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(clusters));
+            double norm = 0;
+            for (int t = 0; t < d; ++t) {
+                float v = centres[static_cast<std::size_t>(c * d + t)] + 0.5f * g(rng);
+                x[static_cast<std::size_t>(i * d + t)] = v;
+                norm += double(v) * v;
+            }
+            float inv = static_cast<float>(1.0 / std::sqrt(norm));
+            for (int t = 0; t < d; ++t) x[static_cast<std::size_t>(i * d + t)] *= inv;
+        }
+    });
+    return x;
+}
+
+// OpenBLAS's own multithreaded sgemm on the retrieval block shape (4096 x d) * (65536 x d)^T.
+double sgemm_block_gflops(int d, int threads) {
+    const int m = 4096, n = 65536;
+    std::vector<float> a(static_cast<std::size_t>(m) * d, 0.5f), b(static_cast<std::size_t>(n) * d, 0.25f),
+        c(static_cast<std::size_t>(m) * n);
+    int before = openblas_get_num_threads();
+    openblas_set_num_threads(threads);
+    auto once = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, 1.0f, a.data(), d, b.data(), d, 0.0f, c.data(), n); };
+    once();
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) best = std::min(best, seconds_of(once));
+    openblas_set_num_threads(before);
+    return 2.0 * m * n * d / best / 1e9;
+}
+
+double recall_at_k(const std::vector<std::int64_t>& got, const std::vector<std::int64_t>& truth, std::int64_t q, int k) {
+    double hit = 0;
+    for (std::int64_t i = 0; i < q; ++i) {
+        std::set<std::int64_t> s(got.begin() + i * k, got.begin() + (i + 1) * k);
+        for (int j = 0; j < k; ++j) hit += s.count(truth[static_cast<std::size_t>(i * k + j)]);
+    }
+    return hit / (double(q) * k);
+}
+
+std::string fmt(double v, const char* f = "%.1f") {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+}  // namespace
+
+void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
+    const int d = o.dim, k = o.k;
+    const std::int64_t n = o.n, q = o.queries;
+    std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
+    if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
+    log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
+    std::vector<float> centres(static_cast<std::size_t>(o.clusters) * d);
+    {
+        std::mt19937_64 rng(7);
+        std::normal_distribution<float> g(0.0f, 1.0f);
+        for (auto& c : centres) c = g(rng);
+    }
+    auto base = make_vectors(n, d, o.clusters, 1, centres);
+    auto queries = make_vectors(q, d, o.clusters, 2, centres);
+    const double gflop = 2.0 * q * n * d / 1e9;
+
+    nlohmann::json result = stamp("retro-bench knn", command_line);
+    result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", hardware_threads()}};
+    result["shape"] = {{"n", n}, {"dim", d}, {"queries", q}, {"k", k}, {"clusters", o.clusters}};
+    result["flops_formula"] = "2 * queries * n * dim per exact search";
+    std::vector<std::vector<std::string>> table{{"threads", "method", "queries/s", "GFLOP/s", "vs sgemm", "recall@k", "note"}};
+    std::vector<std::int64_t> truth(static_cast<std::size_t>(q * k));
+    nlohmann::json rows = nlohmann::json::array();
+    faiss::IndexFlatIP flat(d);
+    flat.add(n, base.data());
+    std::unique_ptr<FaissIndex> ivf;
+    if (o.ivf_nlist > 0) {
+        std::string factory = "IVF" + std::to_string(o.ivf_nlist) + ",Flat";
+        ivf = std::make_unique<FaissIndex>(factory, d);
+        std::int64_t n_train = std::min<std::int64_t>(n, 39 * o.ivf_nlist);
+        log_info("training " + factory + " on " + std::to_string(n_train) + " vectors");
+        double t = seconds_of([&] { ivf->train(n_train, base.data()); });
+        ivf->add(n, base.data());
+        result["ivf_train_seconds"] = t;
+    }
+    for (int t : threads) {
+        set_thread_count(t);
+        double sg = sgemm_block_gflops(d, t);
+        log_info("threads " + std::to_string(t) + ": sgemm " + fmt(sg) + " GFLOP/s");
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
+        std::vector<float> scores(ids.size());
+        ExactSearchOptions eo;
+        eo.k = k;
+        if (o.query_block > 0) eo.query_block = o.query_block;
+        if (o.base_block > 0) eo.base_block = o.base_block;
+        double s_ours = seconds_of([&] { exact_search_ip(queries.data(), q, base.data(), n, d, eo, ids.data(), scores.data()); });
+        truth = ids;
+        std::vector<faiss::Index::idx_t> fids(ids.size());
+        double s_flat = seconds_of([&] { flat.search(q, queries.data(), k, scores.data(), fids.data()); });
+        std::vector<std::int64_t> fids64(fids.begin(), fids.end());
+        double r_flat = recall_at_k(fids64, truth, q, k);
+        auto add_row = [&](const std::string& method, double secs, double recall, bool exact_flops, const std::string& note) {
+            double qps = q / secs, g = exact_flops ? gflop / secs : 0;
+            table.push_back({std::to_string(t), method, fmt(qps), exact_flops ? fmt(g) : "-", exact_flops ? fmt(g / sg, "%.2f") : "-",
+                             fmt(recall, "%.4f"), note});
+            rows.push_back({{"threads", t}, {"method", method}, {"seconds", secs}, {"queries_per_s", qps},
+                            {"gflops", g}, {"sgemm_gflops", sg}, {"ratio_to_sgemm", exact_flops ? g / sg : 0}, {"recall_at_k", recall}, {"note", note}});
+        };
+        add_row("retrokit exact", s_ours, 1.0, true, "");
+        add_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
+        table.back()[6] = "retrokit/faiss = " + fmt(s_flat / s_ours, "%.2f") + "x";
+        rows.back()["retrokit_speedup"] = s_flat / s_ours;
+        if (ivf) {
+            for (int np : o.nprobe) {
+                ivf->set_nprobe(np);
+                double s_ivf = seconds_of([&] { ivf->search(q, queries.data(), k, ids.data(), scores.data()); });
+                add_row("faiss IVF" + std::to_string(o.ivf_nlist) + ",Flat", s_ivf, recall_at_k(ids, truth, q, k), false,
+                        "nprobe " + std::to_string(np));
+            }
+        }
+    }
+    result["rows"] = rows;
+    std::printf("%s", format_table(table).c_str());
+    std::fflush(stdout);
+    if (!o.peer.empty()) {   // the faiss-cpu Python package on the same data (written as .npy)
+        std::string dir = "/tmp/retro-bench-knn-" + std::to_string(::getpid());
+        std::filesystem::create_directories(dir);
+        npy_save(dir + "/base.npy", {n, static_cast<std::int64_t>(d)}, base.data());
+        npy_save(dir + "/queries.npy", {q, static_cast<std::int64_t>(d)}, queries.data());
+        std::string threads_arg;
+        for (int t : threads) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
+        std::string cmd = o.python + " " + o.peer + " --base " + dir + "/base.npy --queries " + dir +
+                          "/queries.npy --k " + std::to_string(k) + " --threads " + threads_arg + " --out " + dir + "/peer.json";
+        log_info("peer: " + cmd);
+        if (std::system(cmd.c_str()) == 0) {
+            std::ifstream in(dir + "/peer.json");
+            result["peer"] = nlohmann::json::parse(in);
+            for (const auto& r : result["peer"]["rows"])
+                std::printf("peer %s threads %d: %.1f queries/s\n", r.value("method", "").c_str(), r.value("threads", 0),
+                            r.value("queries_per_s", 0.0));
+        } else {
+            log_warn("the peer script failed (is faiss-cpu installed? pip install faiss-cpu numpy)");
+        }
+        std::filesystem::remove_all(dir);
+    }
+    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+}
+
+void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<KnnBenchOptions>();
+    auto* sub = bench.add_subcommand("knn", "Exact kNN (sgemm + top-k) vs FAISS IndexFlatIP and IVF: queries/s, GFLOP/s vs sgemm");
+    sub->add_option("--n", o->n, "Base vectors");
+    sub->add_option("--dim", o->dim, "Dimension");
+    sub->add_option("--queries", o->queries, "Queries");
+    sub->add_option("--k", o->k, "Neighbours");
+    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--ivf-nlist", o->ivf_nlist, "IVF lists (0 = skip IVF)");
+    sub->add_option("--nprobe", o->nprobe, "IVF nprobe values")->delimiter(',');
+    sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
+    sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors");
+    sub->add_option("--python", o->python, "Python interpreter for the peer");
+    sub->add_option("--json", o->json, "Write results as JSON here");
+    sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
+    sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
+    sub->callback([o, &ctx] { run_knn_bench(*o, ctx.command_line); });
+}
+
+}  // namespace retro::bench

@@ -1,0 +1,32 @@
+// retro-bench knn: queries/s of RetroKit's exact search (blocked sgemm + top-k) and of FAISS's
+// IndexFlatIP and IVF (Debian's libfaiss, through the same binary) on the same vectors, at each
+// thread count, with exact search's GFLOP/s against the sgemm rate measured in the same run.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tool.h"
+
+namespace retro::bench {
+
+struct KnnBenchOptions {
+    std::int64_t n = 1'000'000;        // base vectors
+    int dim = 256;
+    std::int64_t queries = 4096;
+    int k = 10;
+    std::vector<int> threads;          // default: 1 and all cores
+    std::int64_t ivf_nlist = 4096;     // 0 = skip IVF
+    std::vector<int> nprobe{8, 32, 128};
+    int clusters = 10000;              // synthetic data: unit vectors around this many centres
+    std::string peer;                  // optional python script (tests/peers/faiss_knn.py)
+    std::string python = "python3";
+    std::string json;
+    std::int64_t query_block = 0, base_block = 0;   // 0 = exact search's defaults (for tuning)
+};
+
+void run_knn_bench(const KnnBenchOptions& opt, const std::string& command_line);
+void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx);
+
+}  // namespace retro::bench

@@ -1,0 +1,66 @@
+// Implementation of knn_show.h.
+#include "index/knn_show.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "data/chunk_db.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_cli.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id) {
+    std::vector<std::int32_t> row;
+    db.rows(id, id + 1, row);
+    std::vector<int> ids;
+    for (auto t : row)
+        if (t != TOKEN_PAD) ids.push_back(t);
+    return tok.decode(ids);
+}
+}  // namespace
+
+void knn_show(const KnnShowOptions& o) {
+    ChunkDb db(o.db);
+    nlohmann::json km = manifest_read(o.knn);
+    std::string db_fp = folder_fingerprint(db.manifest());
+    for (const auto& in : km["inputs"])
+        if (in.value("role", "") == "db" && in.value("fingerprint", "") != db_fp)
+            user_error_in(o.db, "is not the database " + o.knn + " was computed for", "pass the same --db as retro-knn");
+    NpyArray nb((fs::path(o.knn) / "neighbours.npy").string()), ds((fs::path(o.knn) / "distances.npy").string());
+    const std::int64_t k = nb.dim(1);
+    if (nb.dim(0) != db.chunk_count()) user_error_in(nb.path(), "has a row per query of another database (queries from --queries)");
+    std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
+    if (tok_path.empty()) user_error_in(o.db + "/manifest.json", "records no tokenizer", "pass --tokenizer");
+    Tokenizer tok(tok_path);
+    if (o.chunk < 0 || o.chunk >= db.chunk_count())
+        user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(db.chunk_count()) + ")");
+    std::int64_t end = std::min(db.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
+    for (std::int64_t c = o.chunk; c < end; ++c) {
+        nlohmann::json j = {{"chunk", c}, {"doc", db.doc_of(c)}, {"text", chunk_text(db, tok, c)}, {"neighbours", nlohmann::json::array()}};
+        for (std::int64_t r = 0; r < k; ++r) {
+            std::int64_t id = nb.data<std::int64_t>()[c * k + r];
+            if (id < 0) continue;
+            j["neighbours"].push_back({{"chunk", id}, {"doc", db.doc_of(id)}, {"score", ds.data<float>()[c * k + r]},
+                                       {"text", chunk_text(db, tok, id)}});
+        }
+        if (o.json) {
+            std::printf("%s\n", j.dump().c_str());
+            continue;
+        }
+        std::printf("chunk %lld (document %lld):\n  %s\n", static_cast<long long>(c), static_cast<long long>(j["doc"].get<std::int64_t>()),
+                    j["text"].get<std::string>().c_str());
+        for (const auto& n : j["neighbours"])
+            std::printf("  neighbour %lld (document %lld, score %.3f):\n    %s\n", static_cast<long long>(n["chunk"].get<std::int64_t>()),
+                        static_cast<long long>(n["doc"].get<std::int64_t>()), n["score"].get<double>(), n["text"].get<std::string>().c_str());
+        std::printf("\n");
+    }
+}
+
+}  // namespace retro
