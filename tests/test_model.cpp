@@ -142,7 +142,7 @@ TEST_CASE("model: whole-model gradient check in double (with retrieval)") {
     model_grad_check(c, tiny_batch(c, 2, 10, 3));   // n = 10: two chunks and a partial one
 }
 
-TEST_CASE("model: whole-model gradient check in double (encoder cross-attention in every layer, enc_dim == dec_dim)") {
+TEST_CASE("model: whole-model gradient check in double (encoder cross-attention in every layer and enc_dim == dec_dim)") {
     auto c = tiny_config();
     c.enc_cross_attn_all = true;
     c.enc_cross_attn_layers.clear();
@@ -172,7 +172,7 @@ TEST_CASE("model: no-retrieval forward is a plain decoder and checks out") {
     CHECK(std::abs((lp - lm) / 2e-5 - m.grads()[j]) <= 1e-6 * std::max(1e-3, std::abs(m.grads()[j])));
 }
 
-TEST_CASE("model: causality, nothing before p changes when token p changes") {
+TEST_CASE("model: causality - nothing before p changes when token p changes") {
     auto c = tiny_config();
     RetroModel<float> m(c);
     randomise(m, 11);
@@ -195,7 +195,7 @@ TEST_CASE("model: causality, nothing before p changes when token p changes") {
     }
 }
 
-TEST_CASE("model: chunk grid, chunk u's neighbours reach exactly positions >= (u+1)cs-1") {
+TEST_CASE("model: chunk grid - chunk u neighbours reach exactly positions >= (u+1)cs-1") {
     auto c = tiny_config();
     RetroModel<float> m(c);
     randomise(m, 12);
@@ -256,7 +256,7 @@ TEST_CASE("model: shipped configs load") {
     }
 }
 
-TEST_CASE("model: weights round trip through safetensors under RP's names, wrong files refused") {
+TEST_CASE("model: weights round trip through safetensors under RP names and wrong files are refused") {
     test::TempDir dir("model");
     auto c = tiny_config();
     RetroModel<float> m(c);

@@ -80,7 +80,7 @@ Golden load_golden() {
 
 }  // namespace
 
-TEST_CASE("model: golden vs RETRO-pytorch 0.3.9 (logits, loss, every gradient)") {
+TEST_CASE("model: golden vs RETRO-pytorch 0.3.9 (logits and loss and every gradient)") {
     auto g = load_golden();
     RetroModel<float> m(g.config);
     params_load((golden_dir() / "weights.safetensors").string(), m.params(), m.layout(), g.config);

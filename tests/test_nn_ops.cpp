@@ -65,7 +65,7 @@ TEST_CASE("nn: rmsnorm matches RP and gradient") {
     RETRO_GRAD_CHECK("gamma", loss, gamma.data(), dg.data(), gamma.size());
 }
 
-TEST_CASE("nn: linear gradient, with and without bias") {
+TEST_CASE("nn: linear gradient with and without bias") {
     std::mt19937 rng(3);
     const std::int64_t N = 5, I = 4, O = 3;
     for (bool bias : {true, false}) {
@@ -158,9 +158,9 @@ void check_attention_core(AttentionShape s, const std::vector<std::uint8_t>* mas
 }
 }  // namespace
 
-TEST_CASE("nn: attention core gradient (causal, masked, fully masked, null k/v)") {
+TEST_CASE("nn: attention core gradient - causal / masked / fully masked / null k/v") {
     SUBCASE("causal self") { check_attention_core({2, 5, 5, 2, 3, true, false}, nullptr, 10); }
-    SUBCASE("causal, fewer queries than keys (bottom-right aligned)") {
+    SUBCASE("causal with fewer queries than keys (bottom-right aligned)") {
         check_attention_core({1, 3, 5, 2, 3, true, false}, nullptr, 11);
     }
     SUBCASE("bidirectional with pad mask and a fully masked item") {
@@ -183,7 +183,7 @@ TEST_CASE("nn: fully masked row is a uniform average (RP's -finfo.max fill)") {
     CHECK(out[1] == doctest::Approx(4.0));
 }
 
-TEST_CASE("nn: attention layer gradient (self causal rotary, cross, null k/v)") {
+TEST_CASE("nn: attention layer gradient - self causal rotary / cross / null k/v") {
     std::mt19937 rng(20);
     for (int variant = 0; variant < 3; variant++) {
         CAPTURE(variant);

@@ -94,7 +94,7 @@ std::string bytes(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("train: batches follow the database, continuation and -1 rules") {
+TEST_CASE("train: batches follow the database with its continuation and -1 rules") {
     test::TempDir dir("train-data");
     auto t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 30, 1);
     auto c = RetroConfig::load(config_path());
@@ -142,7 +142,7 @@ TEST_CASE("train: warmup then cosine schedule") {
     CHECK(train_lr_at(o, 110) == doctest::Approx(1e-4));
 }
 
-TEST_CASE("train: retro-train learns, and 20 steps straight equal 10 + kill + resume + 10 bit for bit") {
+TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + resume + 10 bit for bit") {
     test::TempDir dir("train-run");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 2);
     const std::string common = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string() +
@@ -254,7 +254,7 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(one_line(r5));
 }
 
-TEST_CASE("train: eval reproduces the run's validation loss; plot draws the curves") {
+TEST_CASE("train: eval reproduces the run validation loss and plot draws the curves") {
     test::TempDir dir("train-eval");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 4);
     const std::string data = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string();
