@@ -25,3 +25,16 @@ printf 'text:    %s\nids:     %s\npieces:  %s\ndecoded: %s\n' "$sample" "$ids" \
   "$(printf '%s\n' "$sample" | "$BIN/retro-tokenizer" encode --pieces --model "$OUT/tok")" "$back"
 if [ "$back" != "$sample" ]; then echo "demo: round trip changed the text" >&2; exit 1; fi
 echo "round trip: identical" >&2
+
+step "2. retro-chunk: the corpus as 64-token chunks (one document per file, bos ... eos)"
+"$BIN/retro-chunk" "$CORPUS" --glob "$GLOB" --tokenizer "$OUT/tok" --out "$OUT/db" --force
+"$BIN/retro-chunk" inspect "$OUT/db" --stats
+
+step "3. retro-index: bow embeddings of every chunk and a FAISS index"
+"$BIN/retro-index" "$OUT/db" --out "$OUT/index" --force
+
+step "4. retro-knn: 2 neighbours per chunk, never from the chunk's own document"
+"$BIN/retro-knn" "$OUT/index" --db "$OUT/db" --out "$OUT/knn" --neighbours 2 --measure-recall 500 --force
+
+step "   two chunks beside their neighbours"
+"$BIN/retro-knn" show "$OUT/knn" --db "$OUT/db" --chunk 1000 --count 2

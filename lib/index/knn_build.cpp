@@ -3,6 +3,7 @@
 #include "index/knn_build.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -151,6 +152,16 @@ struct Searcher {
 void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
                     std::int64_t recall_sample) {
     Manifest m(ctx);
+    {   // how many slots stayed -1: every candidate came from the query's own document
+        NpyArray nb((fs::path(out) / "neighbours.npy").string());
+        std::int64_t missing = 0;
+        for (std::int64_t i = 0; i < nb.numel(); ++i) missing += nb.data<std::int64_t>()[i] < 0;
+        double frac = nb.numel() ? static_cast<double>(missing) / static_cast<double>(nb.numel()) : 0.0;
+        m.extra()["padded_fraction"] = frac;
+        if (frac > 0.01)
+            log_warn(std::to_string(100 * frac).substr(0, 4) + "% of neighbour slots are -1: the candidates all came from the "
+                     "query's own document (fix: a larger --extra, or --exact, which filters inside the search)");
+    }
     m.parameters() = state["parameters"];
     m.add_input_folder("index", state["index"].get<std::string>());
     m.add_input_folder("db", state["db"].get<std::string>());
@@ -164,33 +175,33 @@ void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const s
 }
 
 // recall@k of the approximate neighbours against exact search, on `sample` evenly spaced queries.
+// A returned neighbour counts as found when exact search returned it, or when its score ties the
+// k-th exact score (duplicate chunks make equal scores common; which of them is kept is arbitrary).
 double measure_recall(Searcher& s, QuerySource& queries, const std::string& out, std::int64_t sample, int d) {
-    NpyArray approx((fs::path(out) / "neighbours.npy").string());
+    NpyArray approx((fs::path(out) / "neighbours.npy").string()), approx_sc((fs::path(out) / "distances.npy").string());
     const std::int64_t n = queries.rows();
+    const int k = s.opts.k;
     sample = std::min(sample, n);
-    std::vector<float> q, one;
-    std::vector<std::int64_t> rows;
+    std::vector<float> one;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
+    std::vector<float> scores(static_cast<std::size_t>(k));
+    double hit = 0, total = 0;
     for (std::int64_t i = 0; i < sample; ++i) {
         std::int64_t r = i * n / sample;
-        rows.push_back(r);
         queries.get(r, r + 1, d, one);
-        q.insert(q.end(), one.begin(), one.end());
-    }
-    // exact search of scattered rows: run them as one block with their own offsets
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(sample * s.opts.k));
-    std::vector<float> scores(ids.size());
-    for (std::int64_t i = 0; i < sample; ++i)
-        s.search(q.data() + i * d, rows[static_cast<std::size_t>(i)], 1, d, true, ids.data() + i * s.opts.k, scores.data() + i * s.opts.k);
-    double hit = 0, total = 0;
-    const std::int64_t* a = approx.data<std::int64_t>();
-    for (std::int64_t i = 0; i < sample; ++i) {
-        std::set<std::int64_t> got(a + rows[static_cast<std::size_t>(i)] * s.opts.k, a + (rows[static_cast<std::size_t>(i)] + 1) * s.opts.k);
-        for (int j = 0; j < s.opts.k; ++j) {
-            std::int64_t id = ids[static_cast<std::size_t>(i * s.opts.k + j)];
-            if (id < 0) continue;
-            total += 1;
-            hit += got.count(id);
+        s.search(one.data(), r, 1, d, true, ids.data(), scores.data());
+        std::set<std::int64_t> exact;
+        float kth = std::numeric_limits<float>::infinity();
+        for (int j = 0; j < k; ++j)
+            if (ids[static_cast<std::size_t>(j)] >= 0) exact.insert(ids[static_cast<std::size_t>(j)]), kth = scores[static_cast<std::size_t>(j)];
+        total += static_cast<double>(exact.size());
+        double found = 0;
+        for (int j = 0; j < k; ++j) {
+            std::int64_t id = approx.data<std::int64_t>()[r * k + j];
+            float sc = approx_sc.data<float>()[r * k + j];
+            if (id >= 0 && (exact.count(id) || sc >= kth - 1e-6f * std::max(1.0f, std::fabs(kth)))) found += 1;
         }
+        hit += std::min<double>(found, static_cast<double>(exact.size()));
     }
     return total > 0 ? hit / total : 1.0;
 }
