@@ -1,5 +1,6 @@
 # RetroKit: the two commands are `make demo` and `make test` (README.md). Both install missing
 # Debian packages first (scripts/install-deps.sh), then configure and build in $(BUILD).
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 CUDA ?= AUTO
 JOBS ?= $(shell nproc)
