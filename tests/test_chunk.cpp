@@ -149,7 +149,7 @@ TEST_CASE("retro-chunk sharded and merged equals unsharded") {
     chunk_check_same_bytes(dir / "tw", dir / "tm");
 }
 
-TEST_CASE("retro-chunk inspect prints chunks, documents and stats") {
+TEST_CASE("retro-chunk inspect prints chunks - documents and stats") {
     retro::Tokenizer tok(chunk_test_tokenizer());
     TempDir dir("chunk-inspect");
     fs::create_directories(dir / "corpus");

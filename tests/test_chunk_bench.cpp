@@ -7,7 +7,7 @@
 
 using namespace retro::test;
 
-TEST_CASE("retro-chunk bench reports rates, peak RSS and the Encode loop") {
+TEST_CASE("retro-chunk bench reports rates - peak RSS and the Encode loop") {
     retro::bench::ChunkBenchOptions o;
     const char* mb = std::getenv("RETRO_CHUNK_BENCH_MB");
     o.size_mb = mb ? std::atof(mb) : 2;

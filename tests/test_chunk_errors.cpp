@@ -45,7 +45,7 @@ TEST_CASE("retro-chunk reports a malformed jsonl line with file and line number"
     CHECK(retro::manifest_read(c.db.string())["corpus"]["malformed_skipped"] == 1);
 }
 
-TEST_CASE("retro-chunk replaces and counts invalid UTF-8, skips and counts empty documents") {
+TEST_CASE("retro-chunk replaces and counts invalid UTF-8 - skips and counts empty documents") {
     Case c;
     fs::create_directories(c.dir / "corpus");
     write_text(c.dir / "corpus" / "a.txt", "Kamiro \xff tel \xc3 lan.");
@@ -85,7 +85,7 @@ TEST_CASE("retro-chunk refuses an existing output folder unless --force or --res
     CHECK(read_text(c.db / "chunks.npy") != before);
 }
 
-TEST_CASE("retro-chunk refuses a tokenizer with other special ids, with the reason") {
+TEST_CASE("retro-chunk refuses a tokenizer with other special ids - with the reason") {
     Case c;
     fs::path p = c.dir / "c.jsonl";
     retro::synthetic_jsonl_write(p.string(), 3, 20'000, 300);

@@ -87,7 +87,7 @@ TEST_CASE("retro-chunk killed at random points and resumed equals a straight run
     chunk_check_same_bytes(dir / "straight", dir / "killed");
 }
 
-TEST_CASE("retro-chunk resumes after a malformed line stopped it, and refuses other parameters") {
+TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses other parameters") {
     TempDir dir("chunk-resume-err");
     fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 60'000, 300);
     std::string text = read_text(corpus);

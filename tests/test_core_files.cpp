@@ -71,7 +71,7 @@ TEST_CASE("core: fingerprints are xxh3-64 of the bytes") {
     CHECK(fp.hex() == fingerprint_bytes("abc", 3));
 }
 
-TEST_CASE("core: manifest records inputs and outputs, and verification catches a change") {
+TEST_CASE("core: manifest records inputs and outputs - and verification catches a change") {
     test::TempDir tmp("manifest");
     std::string dir = tmp.path.string();
     std::int64_t v[4] = {1, 2, 3, 4};
@@ -118,7 +118,7 @@ TEST_CASE("core: glob matching") {
     CHECK(glob_match("doc?.md", "doc1.md"));
 }
 
-TEST_CASE("core: corpus reading of folders and plain, gzip and zstd jsonl") {
+TEST_CASE("core: corpus reading of folders and plain - gzip and zstd jsonl") {
     test::TempDir tmp("corpus");
     fs::create_directories(tmp / "f/sub");
     test::write_text(tmp / "f/b.txt", "second");

@@ -49,7 +49,7 @@ std::string user_error_message(const std::function<void()>& fn) {
 void write_bytes(const std::string& path, const std::string& bytes) { test::write_text(path, bytes); }
 }  // namespace
 
-TEST_CASE("core: npy files written by numpy read back with shape, dtype and values") {
+TEST_CASE("core: npy files written by numpy read back with shape - dtype and values") {
     const std::pair<const char*, DType> cases[] = {{"u8", DType::U8},   {"u16", DType::U16}, {"i32", DType::I32},
                                                    {"i64", DType::I64}, {"f16", DType::F16}, {"f32", DType::F32},
                                                    {"f64", DType::F64}};
@@ -103,7 +103,7 @@ TEST_CASE("core: the streaming npy writer patches its header and reads back") {
     CHECK(!fs::exists(path + ".tmp"));
 }
 
-TEST_CASE("core: npy refuses Fortran order, big-endian and unknown dtypes with a clear line") {
+TEST_CASE("core: npy refuses Fortran order - big-endian and unknown dtypes with a clear line") {
     CHECK(user_error_message([] { NpyArray(fixture("bad_fortran.npy")); }).find("Fortran") != std::string::npos);
     CHECK(user_error_message([] { NpyArray(fixture("bad_bigendian.npy")); }).find("big-endian") != std::string::npos);
     std::string m = user_error_message([] { NpyArray(fixture("bad_complex.npy")); });
@@ -111,7 +111,7 @@ TEST_CASE("core: npy refuses Fortran order, big-endian and unknown dtypes with a
     CHECK(m.find("unsupported dtype") != std::string::npos);
 }
 
-TEST_CASE("core: corrupt, truncated and lying npy headers are user errors naming the file") {
+TEST_CASE("core: corrupt - truncated and lying npy headers are user errors naming the file") {
     test::TempDir tmp("npybad");
     std::string good = test::read_text(fixture("f32_3x5.npy"));
     std::vector<std::pair<std::string, std::string>> cases;
@@ -162,7 +162,7 @@ TEST_CASE("core: safetensors written by the safetensors package read back exactl
     CHECK(user_error_message([&] { f.get("w.f32", DType::F32, {4, 3}); }).find("expected (4, 3)") != std::string::npos);
 }
 
-TEST_CASE("core: safetensors round trip through our writer, bf16 included") {
+TEST_CASE("core: safetensors round trip through our writer - bf16 included") {
     test::TempDir tmp("st");
     std::vector<float> a{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};
     std::vector<std::uint16_t> bf;

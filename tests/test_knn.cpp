@@ -53,7 +53,7 @@ std::vector<float> integer_vectors(std::int64_t n, int d, unsigned seed) {
 }
 }  // namespace
 
-TEST_CASE("knn: exact search equals the brute-force oracle, ties broken by id") {
+TEST_CASE("knn: exact search equals the brute-force oracle - ties broken by id") {
     const int d = 16, k = 7;
     auto x = integer_vectors(1000, d, 1), q = integer_vectors(37, d, 2);
     std::vector<std::int64_t> ids(37 * k), want_ids;
@@ -96,7 +96,7 @@ TEST_CASE("knn: exact search with the document filter never returns the query's 
     CHECK(ids[0 * k + 3] >= 296);
 }
 
-TEST_CASE("knn: filtering a candidate row drops self and same document, keeps order, pads") {
+TEST_CASE("knn: filtering a candidate row drops self and same document - keeps order - pads") {
     std::int64_t cand[] = {5, 9, 2, -1, 7, 8};
     float sc[] = {0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.4f};
     std::int64_t docs[] = {0, 0, 1, 1, 2, 3, 3, 4, 3, 2};
@@ -166,7 +166,7 @@ TEST_CASE("knn: index factory defaults and nlist fitting") {
     CHECK(note.empty());
 }
 
-TEST_CASE("knn: bow embeddings are deterministic unit vectors, and similar chunks score higher") {
+TEST_CASE("knn: bow embeddings are deterministic unit vectors - and similar chunks score higher") {
     BowOptions o;
     o.dim = 64;
     o.hash_bits = 10;
@@ -205,7 +205,7 @@ struct SmallDb {
 };
 }  // namespace
 
-TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle, approximate never leaks a document") {
+TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle - approximate never leaks a document") {
     SmallDb s;
     fs::path idx = s.tmp / "index", knn = s.tmp / "knn", exact = s.tmp / "exact";
     auto r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 32 --index IVF8,Flat --quiet");
@@ -269,7 +269,7 @@ TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle, app
     CHECK(!fs::exists(knn / "state.json"));
 }
 
-TEST_CASE("knn: sharded + merged and resumed runs equal one straight run, byte for byte") {
+TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte for byte") {
     SmallDb s(40000, 2);
     fs::path idx = s.tmp / "index";
     std::string base = s.db.string() + " --dim 16 --index Flat --block 100 --quiet";
@@ -305,7 +305,7 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run, byte f
     CHECK(refuse.err.find("already exists") != std::string::npos);
 }
 
-TEST_CASE("knn: bad input ends with exit 2, one line, nothing complete-looking") {
+TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking") {
     SmallDb s(20000, 3);
     SmallDb other(20000, 4);
     fs::path idx = s.tmp / "index";

@@ -118,7 +118,7 @@ void check_close(const Tensors<A>& got, const Tensors<B>& ref, double tol, const
 
 }  // namespace
 
-TEST_CASE("retention: fla's gamma in fp32, and bad options are user errors") {
+TEST_CASE("retention: fla's gamma in fp32 - and bad options are user errors") {
     auto lg = rr::fla_log_gamma(32);
     CHECK(lg[0] == doctest::Approx(std::log(1.0 - 1.0 / 32)).epsilon(1e-6));
     for (int h = 20; h < 32; ++h) CHECK(lg[h] == 0.0);   // gamma rounds to 1 in fp32 (RETENTION.md §1)
@@ -132,7 +132,7 @@ TEST_CASE("retention: fla's gamma in fp32, and bad options are user errors") {
     CHECK_THROWS_AS(rr::resolve(s, bad_gamma), retro::UserError);
 }
 
-TEST_CASE("retention: every mode equals naive in double, forward and backward, states included") {
+TEST_CASE("retention: every mode equals naive in double - forward and backward - states included") {
     const rr::Shape s{2, 100, 3, 5, 6};   // T = 100 is not a multiple of 7 or 64; K != V
     for (bool states : {false, true}) {
         auto ref = make_inputs<double>(s, states, 7);
@@ -206,7 +206,7 @@ TEST_CASE("retention: central-difference gradient check in double for each mode"
     }
 }
 
-TEST_CASE("retention: decoding one token at a time equals the full pass; parallel_last_row equals the last row") {
+TEST_CASE("retention: decoding one token at a time equals the full pass - parallel_last_row equals the last row") {
     const rr::Shape s{2, 20, 2, 4, 3};
     auto t = make_inputs<double>(s, true, 5);
     rr::Options opt;
@@ -244,7 +244,7 @@ TEST_CASE("retention: decoding one token at a time equals the full pass; paralle
     CHECK(worst < 1e-12);
 }
 
-TEST_CASE("retention: strong decay, long T in float: naive reports NaN, the others stay finite and agree") {
+TEST_CASE("retention: strong decay - long T in float: naive reports NaN - the others stay finite and agree") {
     struct Case { std::int64_t H, T; bool backward; };
     for (Case c : {Case{1, 16384, false}, Case{8, 4096, true}}) {
         const rr::Shape s{1, c.T, c.H, 8, 8};
@@ -278,7 +278,7 @@ TEST_CASE("retention: strong decay, long T in float: naive reports NaN, the othe
     }
 }
 
-TEST_CASE("retention: gamma = 0.5 in double: naive overflows past T ~ 1025, the other modes do not") {
+TEST_CASE("retention: gamma = 0.5 in double: naive overflows past T ~ 1025 - the other modes do not") {
     const rr::Shape s{1, 1100, 1, 4, 4};
     rr::Options opt;
     opt.log_gamma = {std::log(0.5)};

@@ -102,7 +102,7 @@ TEST_CASE("tokenizer: a model with other special ids is refused with the reason"
     CHECK(r.exit_code == 2);
 }
 
-TEST_CASE("tokenizer: CLI help, version and bad input") {
+TEST_CASE("tokenizer: CLI help - version and bad input") {
     auto help = test::run_tool("retro-tokenizer", "train --help");
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("--vocab-size") != std::string::npos);
