@@ -121,6 +121,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     }
     for (int t : threads) {
         set_thread_count(t);
+        openblas_set_num_threads(t);   // FAISS's sgemm too: "t threads" means t cores for every method
         double sg = sgemm_block_gflops(d, t);
         log_info("threads " + std::to_string(t) + ": sgemm " + fmt(sg) + " GFLOP/s");
         std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
