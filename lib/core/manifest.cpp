@@ -73,6 +73,16 @@ void Manifest::write(const std::string& dir) const {
     write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
 }
 
+nlohmann::json json_read_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) user_error_in(path, "missing");
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        user_error_in(path, std::string("malformed JSON: ") + e.what());
+    }
+}
+
 nlohmann::json manifest_read(const std::string& dir) {
     std::string path = (fs::path(dir) / "manifest.json").string();
     std::ifstream in(path);

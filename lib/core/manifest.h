@@ -32,6 +32,8 @@ private:
     nlohmann::json json_;
 };
 
+// Reads any JSON file; throws UserError naming it when missing or malformed.
+nlohmann::json json_read_file(const std::string& path);
 // Reads dir/manifest.json; throws UserError naming it when missing or malformed.
 nlohmann::json manifest_read(const std::string& dir);
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two

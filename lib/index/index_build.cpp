@@ -25,16 +25,6 @@ namespace {
 
 std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.json").string(); }
 
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) user_error_in(path, "missing");
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        user_error_in(path, std::string("malformed JSON: ") + e.what());
-    }
-}
-
 // The tokenizer a bert embedder decodes chunk ids with.
 std::unique_ptr<Tokenizer> db_tokenizer(const ChunkDb& db, const std::string& override_path) {
     std::string path = override_path.empty() ? db.tokenizer_path() : tokenizer_resolve_path(override_path);
@@ -217,7 +207,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
                             {"ef_search", opts.ef_search},
                             {"parameters", params}};
     if (opts.resume && fs::exists(state_path(opts.out))) {
-        nlohmann::json old = read_json(state_path(opts.out));
+        nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
             if (old[key] != state[key])
                 user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)",
@@ -238,9 +228,9 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
 
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
-    nlohmann::json first = read_json(state_path(shard_dirs.front()));
+    nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     for (const auto& d : shard_dirs) {
-        nlohmann::json s = read_json(state_path(d));
+        nlohmann::json s = json_read_file(state_path(d));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
             if (s[key] != first[key])
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");

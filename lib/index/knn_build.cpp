@@ -46,16 +46,6 @@ namespace {
 
 std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.json").string(); }
 
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) user_error_in(path, "missing");
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        user_error_in(path, std::string("malformed JSON: ") + e.what());
-    }
-}
-
 // Embeddings of the query chunks as f32, block by block.
 class QuerySource {
 public:
@@ -261,7 +251,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"rows", queries.rows()},
                             {"parameters", params}};
     if (opts.resume && fs::exists(state_path(opts.out))) {
-        nlohmann::json old = read_json(state_path(opts.out));
+        nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"index_fingerprint", "rows", "parameters"})
             if (old[key] != state[key])
                 user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)", "use --force to start over");
@@ -306,9 +296,9 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
 
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
-    nlohmann::json first = read_json(state_path(shard_dirs.front()));
+    nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     for (const auto& d : shard_dirs) {
-        nlohmann::json st = read_json(state_path(d));
+        nlohmann::json st = json_read_file(state_path(d));
         for (const char* key : {"index_fingerprint", "rows", "parameters", "queries"})
             if (st[key] != first[key])
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
