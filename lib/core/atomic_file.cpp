@@ -22,18 +22,22 @@ AtomicFile::~AtomicFile() {
     if (!committed_) ::unlink(tmp_.c_str());
 }
 
-void AtomicFile::write(const void* data, std::size_t n) {
+void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
-        ssize_t w = ::write(fd_, p, n);
+        ssize_t w = ::write(fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            user_error_in(tmp_, std::string("write failed: ") + std::strerror(errno));
+            user_error_in(path, std::string("write failed: ") + std::strerror(errno));
         }
         p += w;
         n -= static_cast<std::size_t>(w);
-        written_ += static_cast<std::uint64_t>(w);
     }
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+    write_all(fd_, data, n, tmp_);
+    written_ += n;
 }
 
 void AtomicFile::pwrite_at(std::uint64_t offset, const void* data, std::size_t n) {

@@ -31,6 +31,8 @@ private:
 };
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// Writes all n bytes to fd (retrying short writes and EINTR); UserError naming `path` on failure.
+void write_all(int fd, const void* data, std::size_t n, const std::string& path);
 // For files a library wrote itself to `tmp` (e.g. faiss::write_index): fsync, rename to `path`,
 // fsync the folder.
 void commit_file_atomic(const std::string& tmp, const std::string& path);

@@ -48,17 +48,8 @@ ResumableOutput::~ResumableOutput() {
 }
 
 void ResumableOutput::write(const void* data, std::size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-        ssize_t w = ::write(fd_, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            user_error_in(tmp_, std::string("write failed: ") + std::strerror(errno));
-        }
-        p += w;
-        n -= static_cast<std::size_t>(w);
-        size_ += static_cast<std::uint64_t>(w);
-    }
+    write_all(fd_, data, n, tmp_);
+    size_ += n;
 }
 
 void ResumableOutput::sync() {
