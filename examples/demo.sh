@@ -54,3 +54,17 @@ last_val() { grep '"val_loss"' "$1/metrics.jsonl" | tail -n 1 | sed 's/.*"val_lo
 printf '\nvalidation loss after %s steps: with retrieval %s, without %s\n' "$STEPS" \
   "$(last_val "$OUT/run")" "$(last_val "$OUT/run-no-retrieval")"
 "$BIN/retro-train" plot "$OUT/run" >/dev/null 2>&1 && echo "curves: $OUT/run/curves.png" >&2 || true
+
+step "6. retro-generate: two prompts about the Python documentation, retrieving every 32-token chunk"
+PROMPTS=("The os module provides a portable way of using" "To create a virtual environment, run the venv module")
+for p in "${PROMPTS[@]}"; do
+  printf '\n-- prompt: %s\n' "$p"
+  "$BIN/retro-generate" "$OUT/run" --index "$OUT/index32" --db "$OUT/db32" --max-tokens 64 --seed 1 \
+    --show-neighbours "$p"
+done
+
+step "   the same prompts with --no-retrieval (the same weights, CCA skipped)"
+for p in "${PROMPTS[@]}"; do
+  printf '\n-- prompt: %s\n' "$p"
+  "$BIN/retro-generate" "$OUT/run" --db "$OUT/db32" --max-tokens 64 --seed 1 --no-retrieval "$p"
+done

@@ -48,6 +48,13 @@ void ChunkDb::rows(std::int64_t first, std::int64_t end, std::vector<std::int32_
     }
 }
 
+void ChunkDb::neighbour_tokens(std::int64_t id, std::int32_t* out) const {
+    const int cs = chunk_size_;
+    for (int t = 0; t < cs; t++) out[t] = token(id, t);
+    const bool continues = id + 1 < chunk_count() && doc_of(id + 1) == doc_of(id);
+    for (int t = 0; t < cs; t++) out[cs + t] = continues ? token(id + 1, t) : 0;
+}
+
 std::string ChunkDb::sources_path() const { return (fs::path(dir_) / "sources.jsonl").string(); }
 
 DocSource ChunkDb::source(std::int64_t doc) const {

@@ -27,6 +27,9 @@ public:
     std::int32_t token(std::int64_t row, int col) const;
     // Appends rows [first, end) as int32 ids (padding included) to out.
     void rows(std::int64_t first, std::int64_t end, std::vector<std::int32_t>& out) const;
+    // RETRO's retrieved unit for chunk `id` (RETRO.md A.6): its cs ids, then the next row's cs ids when that
+    // row is in the same document, else cs pads (0); out holds 2 * chunk_size ids.
+    void neighbour_tokens(std::int64_t id, std::int32_t* out) const;
     std::int64_t doc_of(std::int64_t chunk) const { return doc_ids_.data<std::int64_t>()[chunk]; }
     std::int64_t doc_first(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc]; }
     std::int64_t doc_end(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc + 1]; }

@@ -97,10 +97,7 @@ void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retr
                     user_error_in(knn_.path(), cat("row ", row, " names chunk ", id, " outside [0, ", N, ")"));
                 if (id >= 0 && doc_is_val(db_->doc_of(id))) id = -1;
                 if (id < 0) continue;
-                std::int32_t* dst = out.retrieved.data() + ((b * l + u) * k_ + j) * r;
-                for (std::int64_t t = 0; t < cs; t++) dst[t] = db_->token(id, static_cast<int>(t));
-                if (id + 1 < N && db_->doc_of(id + 1) == db_->doc_of(id))
-                    for (std::int64_t t = 0; t < cs; t++) dst[cs + t] = db_->token(id + 1, static_cast<int>(t));
+                db_->neighbour_tokens(id, out.retrieved.data() + ((b * l + u) * k_ + j) * r);
             }
         }
     }

@@ -1,0 +1,206 @@
+#include "bench/generate_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "generate/cached_decoder.h"
+#include "generate/sampler.h"
+#include "model/params.h"
+
+namespace fs = std::filesystem;
+
+namespace retro::bench {
+
+namespace {
+
+RetroConfig bench_config(const GenerateBenchOptions& o) {
+    RetroConfig c;
+    if (!o.config.empty()) {
+        c = RetroConfig::load(o.config);
+    } else {
+        c.num_tokens = 8000;
+        c.enc_dim = 256;
+        c.enc_depth = 2;
+        c.enc_cross_attn_all = true;
+        c.dec_dim = 512;
+        c.dec_depth = 6;
+        c.dec_cross_attn_layers = {3, 6};
+        c.heads = 8;
+        c.dim_head = 64;
+        c.chunk_size = 64;
+        c.num_neighbours = 2;
+    }
+    const std::int64_t longest = *std::max_element(o.prompts.begin(), o.prompts.end()) + o.output;
+    c.max_seq_len = std::max(c.max_seq_len, longest);
+    c.validate(o.config.empty() ? "default bench config" : o.config);
+    return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct OurRun {
+    double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
+};
+
+// One prompt of P ids, then `output` tokens one at a time, neighbours added as chunks complete.
+OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
+                std::int64_t output, bool retrieval, std::uint64_t seed) {
+    const auto& c = model.config();
+    const std::int64_t cs = c.chunk_size, KR = c.num_neighbours * c.retrieved_len();
+    SplitMix64 rng(seed);
+    std::vector<std::int32_t> ids = {2};
+    while (static_cast<std::int64_t>(ids.size()) < P) ids.push_back(4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4)));
+    CachedDecoder<float> dec(model, 1, retrieval);
+    auto add_neighbours_to = [&](std::int64_t len) {
+        if (!retrieval) return;
+        while (dec.neighbour_chunks(0) < len / cs) dec.add_neighbours(0, neighbours.data() + dec.neighbour_chunks(0) * KR);
+    };
+    SamplerOptions so;   // T = 1, all ids: the sampler's cost is part of a token's cost
+    const auto t0 = std::chrono::steady_clock::now();
+    add_neighbours_to(P);
+    dec.step(std::vector<std::vector<std::int32_t>>{ids});
+    const double prefill = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < output; i++) {
+        const std::int32_t t = sample_token(dec.logits().data() + dec.last_row(0) * c.num_tokens, c.num_tokens, so, rng);
+        ids.push_back(t);
+        if (i + 1 == output) break;   // the last token is not fed
+        add_neighbours_to(static_cast<std::int64_t>(ids.size()));
+        dec.step(std::vector<std::vector<std::int32_t>>{{t}});
+    }
+    const double decode = seconds_since(t1);
+    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output), static_cast<double>(output) / (prefill + decode)};
+}
+
+nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, std::int64_t P, bool retrieval) {
+    const std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --config " + shell_quote(dir + "/config.json") +
+                            " --weights " + shell_quote(dir + "/model.safetensors") + " --prompt-len " + std::to_string(P) +
+                            " --steps " + std::to_string(o.peer_steps) + " --threads " + std::to_string(thread_count()) +
+                            " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval") + " 2>&1";
+    log_info("peer: " + cmd);
+    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+    if (!p) user_error_in(o.peer, "cannot start the peer", "check --python and --peer");
+    std::string out, last;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '{') last = line;
+    if (last.empty())
+        user_error_in(o.peer, "printed no JSON result: " + out.substr(out.size() > 300 ? out.size() - 300 : 0),
+                      "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
+    return nlohmann::json::parse(last);
+}
+
+std::string fmt(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+}  // namespace
+
+void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line) {
+    if (o.prompts.empty() || o.output < 1) user_error_in("--prompt/--output", "need at least one prompt length and one token");
+    for (auto P : o.prompts)
+        if (P < 1) user_error_in("--prompt", "lengths must be positive");
+    const RetroConfig c = bench_config(o);
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), o.seed);
+    const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0;
+    const std::int64_t chunks = c.max_seq_len / c.chunk_size, KR = c.num_neighbours * c.retrieved_len();
+    std::vector<std::int32_t> neighbours(static_cast<std::size_t>(chunks * KR));
+    SplitMix64 rng(o.seed + 17);
+    for (auto& id : neighbours) id = 4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4));
+
+    std::string dir;
+    if (o.peer_steps > 0 && !o.peer.empty()) {
+        dir = (fs::temp_directory_path() / ("retro-bench-generate-" + std::to_string(::getpid()))).string();
+        fs::create_directories(dir);
+        c.save(dir + "/config.json");
+        params_save(dir + "/model.safetensors", model.params(), model.layout(), c);
+    }
+    std::printf("retro-bench generate: %s, %d thread(s), decoder %lld x %lld, encoder %lld x %lld, vocabulary %lld, "
+                "chunk %lld, k %lld, %s\n",
+                cpu_model().c_str(), thread_count(), static_cast<long long>(c.dec_depth), static_cast<long long>(c.dec_dim),
+                static_cast<long long>(c.enc_depth), static_cast<long long>(c.enc_dim),
+                static_cast<long long>(c.num_tokens), static_cast<long long>(c.chunk_size),
+                static_cast<long long>(c.num_neighbours), retrieval ? "retrieval every chunk" : "no retrieval");
+    std::fflush(stdout);
+    run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed);   // warm-up
+
+    std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "tokens/s",
+                                                   "RP ms/token", "RP tokens/s", "speed-up"}};
+    nlohmann::json results = nlohmann::json::array();
+    for (auto P : o.prompts) {
+        const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed);
+        nlohmann::json row = {{"prompt", P},
+                              {"output", o.output},
+                              {"prefill_ms", ours.prefill_ms},
+                              {"decode_ms_per_token", ours.decode_ms_per_token},
+                              {"tokens_per_s", ours.tokens_per_s}};
+        std::vector<std::string> cells = {std::to_string(P), std::to_string(o.output), fmt(ours.prefill_ms, 1),
+                                          fmt(ours.decode_ms_per_token, 2), fmt(ours.tokens_per_s, 1)};
+        if (!dir.empty()) {
+            const nlohmann::json peer = run_peer(o, dir, P, retrieval);
+            const double pm = peer.at("ms_per_token").get<double>();
+            row["peer"] = peer;
+            row["speedup"] = pm / ours.decode_ms_per_token;
+            cells.push_back(fmt(pm, 1));
+            cells.push_back(fmt(1e3 / pm, 2));
+            cells.push_back(fmt(pm / ours.decode_ms_per_token, 1) + "x");
+        } else {
+            cells.insert(cells.end(), {"-", "-", "-"});
+        }
+        results.push_back(row);
+        rows.push_back(cells);
+    }
+    if (!dir.empty()) fs::remove_all(dir);
+    std::printf("%s", format_table(rows).c_str());
+    std::printf("ms/token: our decode steps from the prompt to prompt + output; RP: its first %lld steps from the prompt\n",
+                static_cast<long long>(o.peer_steps));
+    if (!o.json.empty()) {
+        nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},
+                            {"cpu", cpu_model()},
+                            {"threads", thread_count()},
+                            {"config", c.to_json()},
+                            {"retrieval", retrieval},
+                            {"results", results}};
+        write_file_atomic(o.json, j.dump(2) + "\n");
+    }
+}
+
+void bench_generate_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
+    auto o = std::make_shared<GenerateBenchOptions>();
+    auto* sub = bench.add_subcommand("generate", "KV-cached decoding tokens/s and ms per token at several prompt lengths, "
+                                                 "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
+    sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
+    sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
+    sub->add_option("--output", o->output, "Tokens generated per prompt")->capture_default_str();
+    sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
+    sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer");
+    sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
+    sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
+    sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] {
+        set_thread_count(ctx.threads);
+        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+        run_generate_bench(*o, ctx.command_line);
+    });
+}
+
+}  // namespace retro::bench

@@ -1,0 +1,51 @@
+// Retrieval during generation (RETRO.md C.2, ARCHITECTURE.md Decision 6): a finished chunk of generated
+// (or prompt) ids is embedded with the embedder the index was built with (rebuilt from index/manifest.json),
+// searched in index/index.faiss for k neighbours, and turned into neighbour + continuation ids from db/
+// (ChunkDb::neighbour_tokens). Nothing is dropped but ids FAISS could not fill (-1), which become pads
+// (masked in CCA). Opening checks that the index was built from this db (fingerprints).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/chunk_db.h"
+
+namespace retro {
+
+class Embedder;
+class FaissIndex;
+class Tokenizer;
+
+struct RetrieverOptions {
+    std::string index, db;
+    int k = 2;
+    int nprobe = 0, ef_search = 0;   // 0 = as the index was saved
+};
+
+struct Retrieval {
+    std::vector<std::int64_t> ids;   // [k], -1 = none
+    std::vector<float> scores;       // [k] inner products (cosine: unit vectors)
+};
+
+class ChunkRetriever {
+public:
+    // `tokenizer` decodes ids for a `bert` embedder (may be null for `bow`); it must outlive the retriever.
+    ChunkRetriever(const RetrieverOptions& o, const Tokenizer* tokenizer);
+    ~ChunkRetriever();
+    const ChunkDb& db() const { return *db_; }
+    int k() const { return k_; }
+    int chunk_size() const { return db_->chunk_size(); }
+    std::string embedder_name() const;
+
+    // n chunks [n, cs] -> neighbour + continuation ids [n, k, 2cs] and what was found.
+    void retrieve(const std::int32_t* chunks, std::int64_t n, std::int32_t* tokens, std::vector<Retrieval>& found) const;
+
+private:
+    int k_;
+    std::unique_ptr<ChunkDb> db_;
+    std::unique_ptr<Embedder> embedder_;
+    std::unique_ptr<FaissIndex> index_;
+};
+
+}  // namespace retro

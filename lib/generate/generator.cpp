@@ -1,0 +1,274 @@
+#include "generate/generator.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "generate/cached_decoder.h"
+#include "model/params.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_cli.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+namespace {
+
+std::string input_field(const nlohmann::json& manifest, const std::string& role, const std::string& field) {
+    for (const auto& in : manifest.value("inputs", nlohmann::json::array()))
+        if (in.value("role", "") == role) return in.value(field, "");
+    return "";
+}
+
+std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
+    const auto& p = db_manifest.value("parameters", nlohmann::json::object());
+    return p.value("tokenizer_fingerprint", "");
+}
+
+std::string weights_path(const GenerateOptions& o) {
+    if (o.checkpoint.empty()) {
+        const fs::path p = fs::path(o.run) / "model.safetensors";
+        if (!fs::exists(p))
+            user_error_in(o.run, "has no model.safetensors (training not finished?)",
+                          "pass --checkpoint RUN/checkpoints/step_N (the latest with a DONE file)");
+        return p.string();
+    }
+    if (fs::is_directory(o.checkpoint)) {
+        const fs::path p = fs::path(o.checkpoint) / "model.safetensors";
+        if (!fs::exists(p)) user_error_in(o.checkpoint, "holds no model.safetensors", "pass a checkpoint folder or a .safetensors file");
+        if (fs::exists(fs::path(o.checkpoint) / "state.json") && !fs::exists(fs::path(o.checkpoint) / "DONE"))
+            user_error_in(o.checkpoint, "is an unfinished checkpoint (no DONE file)", "pass an earlier checkpoint");
+        return p.string();
+    }
+    if (!fs::exists(o.checkpoint)) user_error_in(o.checkpoint, "does not exist");
+    return o.checkpoint;
+}
+
+// Holds back a trailing incomplete character (a byte-fallback sequence still being generated decodes to
+// U+FFFD) so streamed text is never taken back.
+std::size_t stable_prefix(const std::string& s) {
+    static const std::string repl = "\xEF\xBF\xBD";
+    std::size_t end = s.size();
+    while (end >= repl.size() && s.compare(end - repl.size(), repl.size(), repl) == 0) end -= repl.size();
+    return end;
+}
+
+std::vector<int> as_int(const std::vector<std::int32_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id) {
+    std::vector<std::int32_t> ids;
+    db.rows(id, id + 1, ids);
+    return tok.decode(as_int(ids));
+}
+
+Generator::~Generator() = default;
+
+Generator::Generator(const GenerateOptions& o) : o_(o) {
+    if (o.max_tokens < 1) user_error_in("--max-tokens", "must be at least 1");
+    if (o.batch_size < 1) user_error_in("--batch-size", "must be at least 1");
+    sampler_validate(o.sampler);
+    const fs::path config_path = fs::path(o.run) / "config.json";
+    if (!fs::exists(config_path))
+        user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
+    const RetroConfig config = RetroConfig::load(config_path.string());
+    model_ = std::make_unique<RetroModel<float>>(config);
+    params_load(weights_path(o), model_->params(), model_->layout(), config);
+
+    // which databases and tokenizer the run was trained with
+    nlohmann::json run_manifest;
+    if (fs::exists(fs::path(o.run) / "manifest.json")) run_manifest = manifest_read(o.run);
+    const std::string run_db_fp = input_field(run_manifest, "db", "fingerprint");
+    const std::string run_db_path = input_field(run_manifest, "db", "path");
+    nlohmann::json run_db_manifest;
+    if (!run_db_path.empty() && fs::exists(fs::path(run_db_path) / "manifest.json"))
+        run_db_manifest = manifest_read(run_db_path);
+
+    nlohmann::json db_manifest;
+    if (!o.db.empty()) {
+        db_manifest = manifest_read(o.db);
+        if (db_manifest.value("tool", "") != "retro-chunk")
+            user_error_in(o.db + "/manifest.json", "was not written by retro-chunk");
+        const auto cs = db_manifest.value("parameters", nlohmann::json::object()).value("chunk_size", 0);
+        if (cs != config.chunk_size)
+            user_error_in(o.db, cat("has chunk size ", cs, "; the model (", config_path.string(), ") uses ",
+                                    config.chunk_size));
+        if (!run_db_fp.empty() && folder_fingerprint(db_manifest) != run_db_fp) {
+            const std::string run_tok = db_tokenizer_fingerprint(run_db_manifest);
+            if (!run_tok.empty() && run_tok != db_tokenizer_fingerprint(db_manifest))
+                user_error_in(o.db, "uses another tokenizer than the database " + o.run + " was trained on (" +
+                                        run_db_path + ")",
+                              "pass the run's database, or a database chunked with the same tokenizer");
+            if (run_tok.empty() && !o.allow_other_db)
+                user_error_in(o.db, "is not the database " + o.run + " was trained on (fingerprints differ; " +
+                                        run_db_path + " cannot be read to compare tokenizers)",
+                              "pass the run's database, or --allow-other-db if this one uses the same tokenizer");
+            log_info("retrieving from " + o.db + ", not the training database (same tokenizer)");
+        }
+    }
+
+    std::string tok_path = o.tokenizer;
+    if (tok_path.empty() && !db_manifest.is_null()) tok_path = input_field(db_manifest, "tokenizer", "path");
+    if (tok_path.empty() && !run_db_manifest.is_null()) tok_path = input_field(run_db_manifest, "tokenizer", "path");
+    if (tok_path.empty()) user_error_in("--tokenizer", "no tokenizer known", "pass --db (its tokenizer is used) or --tokenizer");
+    tok_path = tokenizer_resolve_path(tok_path);
+    const std::string tok_fp_expected =
+        !db_manifest.is_null() ? db_tokenizer_fingerprint(db_manifest) : db_tokenizer_fingerprint(run_db_manifest);
+    if (!tok_fp_expected.empty() && fingerprint_file(tok_path) != tok_fp_expected)
+        user_error_in(tok_path, "is not the tokenizer the database was chunked with (fingerprint differs)",
+                      "pass the database's tokenizer");
+    tokenizer_ = std::make_unique<Tokenizer>(tok_path);
+    if (tokenizer_->vocab_size() > config.num_tokens)
+        user_error_in(tok_path, cat("has ", tokenizer_->vocab_size(), " pieces; the model's num_tokens is ",
+                                    config.num_tokens));
+
+    if (!o.no_retrieval) {
+        if (o.index.empty() || o.db.empty())
+            user_error_in("--index", "retrieval needs --index and --db", "pass both, or --no-retrieval");
+        if (config.first_cca_layer() == 0) {
+            log_warn("the model has no CCA layers: generating without retrieval");
+        } else {
+            RetrieverOptions ro;
+            ro.index = o.index;
+            ro.db = o.db;
+            ro.k = static_cast<int>(config.num_neighbours);
+            ro.nprobe = o.nprobe;
+            ro.ef_search = o.ef_search;
+            retriever_ = std::make_unique<ChunkRetriever>(ro, tokenizer_.get());
+        }
+    }
+}
+
+std::vector<GenerateResult> Generator::generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb) {
+    std::vector<GenerateResult> out(prompts.size());
+    const std::int64_t P = static_cast<std::int64_t>(prompts.size());
+    for (std::int64_t first = 0; first < P; first += o_.batch_size)
+        generate_group(prompts, first, std::min(o_.batch_size, P - first), out, cb);
+    return out;
+}
+
+void Generator::generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
+                               std::vector<GenerateResult>& out, const GenerateCallbacks& cb) {
+    const RetroConfig& c = config();
+    const std::int64_t cs = c.chunk_size, V = c.num_tokens, k = c.num_neighbours, r = c.retrieved_len();
+    CachedDecoder<float> dec(*model_, count, retrieval());
+    std::vector<std::vector<std::int32_t>> seq(static_cast<std::size_t>(count)), feed(seq.size());
+    std::vector<std::int64_t> limit(seq.size());
+    std::vector<SplitMix64> rng;
+    std::vector<std::string> base_text(seq.size());
+    std::vector<std::size_t> shown(seq.size(), 0);
+    for (std::int64_t s = 0; s < count; s++) {
+        const std::int64_t i = first + s;
+        auto& res = out[static_cast<std::size_t>(i)];
+        res.prompt = prompts[static_cast<std::size_t>(i)];
+        const std::string where = prompts.size() == 1 ? std::string("prompt") : cat("prompt ", i + 1);
+        if (res.prompt.empty()) user_error_in(where, "is empty", "give some text to continue");
+        const auto ids = tokenizer_->encode(res.prompt);
+        res.prompt_ids.push_back(TOKEN_BOS);
+        res.prompt_ids.insert(res.prompt_ids.end(), ids.begin(), ids.end());
+        const std::int64_t n = static_cast<std::int64_t>(res.prompt_ids.size());
+        if (n >= c.max_seq_len)
+            user_error_in(where, cat("has ", n, " tokens (with bos); the model's max_seq_len is ", c.max_seq_len,
+                                     ", which leaves no room to generate"),
+                          "shorten the prompt");
+        seq[static_cast<std::size_t>(s)] = res.prompt_ids;
+        limit[static_cast<std::size_t>(s)] = std::min(n + o_.max_tokens, c.max_seq_len);
+        rng.emplace_back(o_.seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
+        base_text[static_cast<std::size_t>(s)] = tokenizer_->decode(as_int(res.prompt_ids));
+    }
+
+    // neighbours for the chunks listed (sequence, chunk), all searched at once
+    auto retrieve = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& todo) {
+        if (todo.empty()) return;
+        const std::int64_t n = static_cast<std::int64_t>(todo.size());
+        std::vector<std::int32_t> chunks(static_cast<std::size_t>(n * cs)), tokens(static_cast<std::size_t>(n * k * r));
+        for (std::int64_t j = 0; j < n; j++) {
+            const auto& q = seq[static_cast<std::size_t>(todo[j].first)];
+            std::copy_n(q.begin() + todo[j].second * cs, cs, chunks.begin() + j * cs);
+        }
+        std::vector<Retrieval> found;
+        retriever_->retrieve(chunks.data(), n, tokens.data(), found);
+        retrievals_ += n;
+        for (std::int64_t j = 0; j < n; j++) {
+            const std::int64_t s = todo[j].first;
+            dec.add_neighbours(s, tokens.data() + j * k * r);
+            ChunkNeighbours cn;
+            cn.chunk = todo[j].second;
+            cn.query.assign(chunks.begin() + j * cs, chunks.begin() + (j + 1) * cs);
+            cn.found = std::move(found[static_cast<std::size_t>(j)]);
+            if (cb.on_retrieval) cb.on_retrieval(first + s, cn);
+            out[static_cast<std::size_t>(first + s)].neighbours.push_back(std::move(cn));
+        }
+    };
+
+    std::vector<std::pair<std::int64_t, std::int64_t>> todo;
+    if (retrieval())
+        for (std::int64_t s = 0; s < count; s++)
+            for (std::int64_t u = 0; u < static_cast<std::int64_t>(seq[static_cast<std::size_t>(s)].size()) / cs; u++)
+                todo.push_back({s, u});
+    retrieve(todo);
+    dec.step(seq);
+
+    std::vector<std::uint8_t> active(seq.size(), 1);
+    for (;;) {
+        todo.clear();
+        bool any = false;
+        for (std::int64_t s = 0; s < count; s++) {
+            auto& f = feed[static_cast<std::size_t>(s)];
+            f.clear();
+            if (!active[static_cast<std::size_t>(s)]) continue;
+            auto& q = seq[static_cast<std::size_t>(s)];
+            auto& res = out[static_cast<std::size_t>(first + s)];
+            const float* logits = dec.logits().data() + dec.last_row(s) * V;
+            const std::int32_t t = sample_token(logits, V, o_.sampler, rng[static_cast<std::size_t>(s)]);
+            if (t == TOKEN_EOS && o_.stop_at_eos) {
+                res.stop = "eos";
+                active[static_cast<std::size_t>(s)] = 0;
+                continue;
+            }
+            q.push_back(t);
+            res.ids.push_back(t);
+            tokens_made_++;
+            if (cb.on_text) {
+                const std::string full = tokenizer_->decode(as_int(q));
+                const std::string& base = base_text[static_cast<std::size_t>(s)];
+                const std::string completion =
+                    full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : tokenizer_->decode(as_int(res.ids));
+                const std::size_t stable = stable_prefix(completion);
+                auto& sh = shown[static_cast<std::size_t>(s)];
+                if (stable > sh) {
+                    cb.on_text(first + s, completion.substr(sh, stable - sh));
+                    sh = stable;
+                }
+            }
+            const std::int64_t n = static_cast<std::int64_t>(q.size());
+            if (n >= limit[static_cast<std::size_t>(s)]) {
+                res.stop = n >= c.max_seq_len && static_cast<std::int64_t>(res.ids.size()) < o_.max_tokens ? "max_seq_len" : "max_tokens";
+                active[static_cast<std::size_t>(s)] = 0;
+                continue;
+            }
+            f.push_back(t);
+            any = true;
+            if (retrieval() && n % cs == 0) todo.push_back({s, n / cs - 1});
+        }
+        if (!any) break;
+        retrieve(todo);
+        dec.step(feed);
+    }
+    for (std::int64_t s = 0; s < count; s++) {
+        auto& res = out[static_cast<std::size_t>(first + s)];
+        const std::string full = tokenizer_->decode(as_int(seq[static_cast<std::size_t>(s)]));
+        const std::string& base = base_text[static_cast<std::size_t>(s)];
+        res.completion = full.compare(0, base.size(), base) == 0 ? full.substr(base.size()) : tokenizer_->decode(as_int(res.ids));
+        if (cb.on_text && res.completion.size() > shown[static_cast<std::size_t>(s)])
+            cb.on_text(first + s, res.completion.substr(shown[static_cast<std::size_t>(s)]));
+        if (cb.on_done) cb.on_done(first + s, res);
+    }
+}
+
+}  // namespace retro

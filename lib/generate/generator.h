@@ -1,0 +1,87 @@
+// `retro-generate`: prompts in, text out, retrieving for every finished chunk (RETRO.md C.2, ARCHITECTURE.md
+// Decision 6). Loads a run (config.json + weights), the tokenizer, and with retrieval the index + db, checks
+// they belong together, then decodes prompts in groups of --batch-size with a CachedDecoder:
+//   ids = [bos] + encode(prompt); neighbours for every complete prompt chunk; one step over the prompt;
+//   then per token: sample (generate/sampler.h), stop at eos or at the length limit; when the length becomes a
+//   multiple of the chunk size, retrieve for that chunk (all sequences of the group in one search) before
+//   the token is fed, so the chunk's last token already reads its neighbours (the chunk grid of B.6).
+// Each prompt has its own random stream (seed, prompt index): the text does not depend on the batch size.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generate/chunk_retriever.h"
+#include "generate/sampler.h"
+#include "model/retro.h"
+
+namespace retro {
+
+class Tokenizer;
+
+struct GenerateOptions {
+    std::string run;                 // run folder: config.json, model.safetensors, manifest.json
+    std::string checkpoint;          // another .safetensors, or a checkpoint folder holding model.safetensors
+    std::string index, db;           // retrieval (index optional with no_retrieval)
+    std::string tokenizer;           // override; default: the db's tokenizer
+    bool no_retrieval = false;
+    bool allow_other_db = false;     // retrieve from a db other than the run's training db (same tokenizer)
+    std::int64_t max_tokens = 128;
+    SamplerOptions sampler;
+    std::uint64_t seed = 0;
+    bool stop_at_eos = true;
+    std::int64_t batch_size = 8;
+    int nprobe = 0, ef_search = 0;
+};
+
+struct ChunkNeighbours {
+    std::int64_t chunk = 0;          // chunk index u in the sequence (positions u*cs .. u*cs + cs - 1, bos = 0)
+    std::vector<std::int32_t> query; // the chunk's ids
+    Retrieval found;
+};
+
+struct GenerateResult {
+    std::string prompt, completion;
+    std::vector<std::int32_t> prompt_ids, ids;   // prompt_ids starts with bos; ids = generated tokens
+    std::string stop;                            // "eos", "max_tokens" or "max_seq_len"
+    std::vector<ChunkNeighbours> neighbours;
+};
+
+struct GenerateCallbacks {
+    // New text of prompt `i` as it grows (complete UTF-8 only).
+    std::function<void(std::int64_t i, const std::string& text)> on_text;
+    std::function<void(std::int64_t i, const ChunkNeighbours& n)> on_retrieval;
+    std::function<void(std::int64_t i, const GenerateResult& r)> on_done;
+};
+
+class Generator {
+public:
+    explicit Generator(const GenerateOptions& o);
+    ~Generator();
+    const RetroConfig& config() const { return model_->config(); }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
+    const ChunkRetriever* retriever() const { return retriever_.get(); }
+    bool retrieval() const { return retriever_ != nullptr; }
+
+    // Decodes every prompt (UserError for an empty prompt or one longer than the model's length).
+    std::vector<GenerateResult> generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb = {});
+    std::int64_t tokens_made() const { return tokens_made_; }
+    std::int64_t retrievals() const { return retrievals_; }
+
+private:
+    void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
+                        std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
+
+    GenerateOptions o_;
+    std::unique_ptr<RetroModel<float>> model_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::unique_ptr<ChunkRetriever> retriever_;
+    std::int64_t tokens_made_ = 0, retrievals_ = 0;
+};
+
+// The text a Generator shows for chunk `id` of db (decoded ids).
+std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id);
+
+}  // namespace retro

