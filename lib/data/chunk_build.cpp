@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <mutex>
 
@@ -185,27 +186,37 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     };
     auto last_save = std::chrono::steady_clock::now();
     std::int64_t next_block = plan.first_block;
-    BlockReader reader(files, o.corpus, plan);
-    InputBlock block;
-    std::vector<std::vector<int>> ids;
-    std::vector<std::int32_t> rows;
-    while (reader.next(block)) {
-        encode_block(tok, block, ids);
-        for (std::size_t i = 0; i < block.docs.size(); ++i) {
+    // Block b is written (chunked, appended, flushed, checkpointed) on a second thread while block b+1 is
+    // encoded, so the serial writing overlaps the parallel encoding. The bytes written do not change.
+    auto write_block = [&](InputBlock& blk, std::vector<std::vector<int>>& blk_ids) {
+        std::vector<std::int32_t> rows;
+        for (std::size_t i = 0; i < blk.docs.size(); ++i) {
             rows.clear();
-            chunk_append_rows(ids[i], o.chunk_size, rows);
+            chunk_append_rows(blk_ids[i], o.chunk_size, rows);
             writer.append_document(rows.data(), static_cast<std::int64_t>(rows.size()) / o.chunk_size,
-                                   static_cast<std::int64_t>(ids[i].size()) + 2, std::move(block.docs[i].source));
+                                   static_cast<std::int64_t>(blk_ids[i].size()) + 2, std::move(blk.docs[i].source));
         }
         writer.flush();
-        next_block = block.index + 1;
-        progress.set(block.input_bytes_done);
+        next_block = blk.index + 1;
+        progress.set(blk.input_bytes_done);
         auto now = std::chrono::steady_clock::now();
         if (std::chrono::duration<double>(now - last_save).count() >= o.checkpoint_seconds) {
             save(next_block);
             last_save = now;
         }
+    };
+    BlockReader reader(files, o.corpus, plan);
+    InputBlock block, writing;
+    std::vector<std::vector<int>> ids, writing_ids;
+    std::future<void> pending;
+    while (reader.next(block)) {
+        encode_block(tok, block, ids);
+        if (pending.valid()) pending.get();   // rethrows the writer's error
+        std::swap(block, writing);
+        std::swap(ids, writing_ids);
+        pending = std::async(std::launch::async, [&] { write_block(writing, writing_ids); });
     }
+    if (pending.valid()) pending.get();
     progress.set(total_bytes);
     progress.finish();
     const CorpusCounts& counts = reader.counts();
