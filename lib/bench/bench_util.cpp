@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "retrokit/version.h"
@@ -122,6 +124,26 @@ bool gnuplot_png(const std::string& png, const std::string& script_body, const s
     std::filesystem::remove(base + ".dat");
     if (rc != 0) log_warn("--plot: gnuplot failed (exit " + std::to_string(rc) + ")");
     return rc == 0;
+}
+
+nlohmann::json run_peer_json(const std::string& command, const std::string& peer, const std::string& fix) {
+    log_info("peer: " + command);
+    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(command.c_str(), "r"), pclose);
+    if (!p) user_error_in(peer, "cannot start the peer", "check --python and --peer");
+    std::string out, last;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '{') last = line;
+    if (last.empty()) {
+        std::string tail = out.substr(out.size() > 300 ? out.size() - 300 : 0);
+        while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+        for (auto& ch : tail)
+            if (ch == '\n' || ch == '\r') ch = ' ';
+        user_error_in(peer, "printed no JSON result" + (tail.empty() ? std::string() : " (output: " + tail + ")"), fix);
+    }
+    return nlohmann::json::parse(last);
 }
 
 }  // namespace retro::bench

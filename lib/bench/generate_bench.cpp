@@ -90,19 +90,7 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
                             " --weights " + shell_quote(dir + "/model.safetensors") + " --prompt-len " + std::to_string(P) +
                             " --steps " + std::to_string(o.peer_steps) + " --threads " + std::to_string(thread_count()) +
                             " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval") + " 2>&1";
-    log_info("peer: " + cmd);
-    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-    if (!p) user_error_in(o.peer, "cannot start the peer", "check --python and --peer");
-    std::string out, last;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-        if (!line.empty() && line.front() == '{') last = line;
-    if (last.empty())
-        user_error_in(o.peer, "printed no JSON result: " + out.substr(out.size() > 300 ? out.size() - 300 : 0),
-                      "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
-    return nlohmann::json::parse(last);
+    return run_peer_json(cmd, o.peer, "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
 }
 
 std::string fmt(double v, int digits) {

@@ -43,54 +43,12 @@ RetroModel<T>::RetroModel(const RetroConfig& config) : config_(config), layout_(
 
 template <typename T>
 void RetroModel<T>::bind_layers(T* base, std::vector<DecoderLayer>& dec, std::vector<EncoderLayer>& enc) {
-    auto at = [&](const std::string& name) { return base + layout_.offset(name); };
-    auto attention = [&](const std::string& p, bool null_kv) {
-        nn::AttentionParams<T> a;
-        a.to_q = at(p + "to_q.weight");
-        a.to_k = at(p + "to_k.weight");
-        a.to_v = at(p + "to_v.weight");
-        a.to_out_w = at(p + "to_out.weight");
-        a.to_out_b = at(p + "to_out.bias");
-        if (null_kv) {
-            a.null_k = at(p + "null_k");
-            a.null_v = at(p + "null_v");
-        }
-        return a;
-    };
-    auto ff = [&](const std::string& p) {
-        return nn::FeedForwardParams<T>{at(p + "ff.0.weight"), at(p + "ff.0.bias"), at(p + "ff.3.weight"),
-                                        at(p + "ff.3.bias")};
-    };
-    dec.assign(static_cast<std::size_t>(config_.dec_depth), DecoderLayer{});
-    for (std::int64_t i = 0; i < config_.dec_depth; i++) {
-        auto& L = dec[i];
-        const std::string p = "decoder.layers." + std::to_string(i) + ".";
-        L.index = i;
-        L.attn = attention(p + "0.fn.", false);
-        L.g_attn = at(p + "0.norm.gamma");
-        L.has_cca = config_.dec_has_cross(i + 1);
-        if (L.has_cca) {
-            L.cca = attention(p + "1.fn.cross_attn.", true);
-            L.g_cca = at(p + "1.norm.gamma");
-        }
-        L.ff = ff(p + "2.fn.");
-        L.g_ff = at(p + "2.norm.gamma");
-    }
-    enc.assign(static_cast<std::size_t>(config_.enc_depth), EncoderLayer{});
-    for (std::int64_t i = 0; i < config_.enc_depth; i++) {
-        auto& L = enc[i];
-        const std::string p = "encoder.layers." + std::to_string(i) + ".";
-        L.index = i;
-        L.attn = attention(p + "0.fn.", false);
-        L.g_attn = at(p + "0.norm.gamma");
-        L.has_cross = config_.enc_has_cross(i + 1);
-        if (L.has_cross) {
-            L.cross = attention(p + "1.fn.", false);
-            L.g_cross = at(p + "1.norm.gamma");
-        }
-        L.ff = ff(p + "2.fn.");
-        L.g_ff = at(p + "2.norm.gamma");
-    }
+    const auto dp = bind_decoder_layers(base, layout_, config_);
+    dec.assign(dp.size(), DecoderLayer{});
+    for (std::size_t i = 0; i < dp.size(); i++) static_cast<DecoderLayerParams<T>&>(dec[i]) = dp[i];
+    const auto ep = bind_encoder_layers(base, layout_, config_);
+    enc.assign(ep.size(), EncoderLayer{});
+    for (std::size_t i = 0; i < ep.size(); i++) static_cast<EncoderLayerParams<T>&>(enc[i]) = ep[i];
 }
 
 template <typename T>

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/layer_params.h"
 #include "model/params.h"
 #include "nn/attention_layer.h"
 #include "nn/chunked_cross_attention.h"
@@ -58,24 +59,13 @@ public:
     std::int64_t label_count() const { return valid_; }        // non-pad labels of the last forward
 
 private:
-    struct DecoderLayer {
-        nn::AttentionParams<T> attn, cca;
-        nn::FeedForwardParams<T> ff;
-        T *g_attn = nullptr, *g_cca = nullptr, *g_ff = nullptr;   // norm gains
-        std::int64_t index = 0;
-        bool has_cca = false;
-        // activations
+    struct DecoderLayer : DecoderLayerParams<T> {   // parameters (model/layer_params.h) + activations
         std::vector<T> x0, n0, r0, x1, n1, r1, x2, n2, r2;
         nn::AttentionLayerCache<T> attn_cache;
         nn::CcaCache<T> cca_cache;
         nn::FeedForwardCache<T> ff_cache;
     };
-    struct EncoderLayer {
-        nn::AttentionParams<T> attn, cross;
-        nn::FeedForwardParams<T> ff;
-        T *g_attn = nullptr, *g_cross = nullptr, *g_ff = nullptr;
-        std::int64_t index = 0;
-        bool has_cross = false;
+    struct EncoderLayer : EncoderLayerParams<T> {
         std::vector<T> h0, n0, r0, h1, n1, r1, h2, n2, r2;
         nn::AttentionLayerCache<T> attn_cache, cross_cache;
         nn::FeedForwardCache<T> ff_cache;
