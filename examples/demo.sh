@@ -56,6 +56,7 @@ printf '\nvalidation loss after %s steps: with retrieval %s, without %s\n' "$STE
 "$BIN/retro-train" plot "$OUT/run" >/dev/null 2>&1 && echo "curves: $OUT/run/curves.png" >&2 || true
 
 step "6. retro-generate: two prompts about the Python documentation, retrieving every 32-token chunk"
+echo "(the demo model saw $STEPS steps of training only: expect word salad; the neighbours show what retrieval found)" >&2
 PROMPTS=("The os module provides a portable way of using" "To create a virtual environment, run the venv module")
 for p in "${PROMPTS[@]}"; do
   printf '\n-- prompt: %s\n' "$p"
