@@ -4,11 +4,16 @@
 // tokenizer, empty or too long prompts, p outside (0, 1]) exit 2 with one line.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
+#include "core/npy.h"
 #include "core/tool.h"
+#include "embed/embedder.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"
 #include "test_util.h"
@@ -84,6 +89,11 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
     auto shown = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --show-neighbours --json");
     REQUIRE(shown.exit_code == 0);
     CHECK(shown.out == a.out);   // showing neighbours does not change the text
+    // oracle: the query chunk embedded by the index's embedder, scored against every embedding in the index
+    const auto im = nlohmann::json::parse(test::read_text(p.index / "manifest.json"));
+    const auto embedder = embedder_from_json(im.at("embedder"), p.index.string(), nullptr);
+    const NpyArray emb((p.index / "embeddings.npy").string());
+    REQUIRE(emb.dtype() == DType::F32);
     int lines = 0;
     std::istringstream err(shown.err);
     for (std::string line; std::getline(err, line);) {
@@ -92,6 +102,27 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(j.at("ids").size() == 2);
         CHECK(j.at("texts").size() == 2);
         CHECK(j.at("chunk").get<int>() == lines);
+        const auto query = j.at("query").get<std::vector<std::int32_t>>();
+        REQUIRE(query.size() == 4);
+        std::vector<float> qv(static_cast<std::size_t>(embedder->dim()));
+        embedder->embed(query.data(), 1, 4, qv.data());
+        std::vector<std::pair<float, std::int64_t>> scored;
+        for (std::int64_t r = 0; r < emb.dim(0); r++) {
+            float dot = 0;
+            for (int d = 0; d < embedder->dim(); d++) dot += qv[d] * emb.data<float>()[r * emb.dim(1) + d];
+            scored.push_back({-dot, r});
+        }
+        std::vector<float> oracle(scored.size());
+        for (const auto& sc : scored) oracle[static_cast<std::size_t>(sc.second)] = -sc.first;
+        std::sort(scored.begin(), scored.end());
+        const auto ids = j.at("ids").get<std::vector<std::int64_t>>();
+        const auto scores = j.at("scores").get<std::vector<float>>();
+        for (int n = 0; n < 2; n++) {   // the n-th best score, by an id that really scores that (ties may swap ids)
+            CHECK(scores[n] == doctest::Approx(-scored[n].first).epsilon(1e-4));
+            REQUIRE(ids[n] >= 0);
+            CHECK(oracle[static_cast<std::size_t>(ids[n])] == doctest::Approx(-scored[n].first).epsilon(1e-4));
+        }
+        CHECK(ids[0] != ids[1]);
         lines++;
     }
     CHECK(lines >= 5);   // bos + 40 bytes of text fill at least 3 chunks of 4, and 20 more tokens 5 more

@@ -55,7 +55,7 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
 }
 
 nlohmann::json neighbours_json(const retro::Generator& gen, const retro::ChunkNeighbours& n, bool with_text) {
-    nlohmann::json j = {{"chunk", n.chunk}, {"ids", n.found.ids}, {"scores", n.found.scores}};
+    nlohmann::json j = {{"chunk", n.chunk}, {"query", n.query}, {"ids", n.found.ids}, {"scores", n.found.scores}};
     if (with_text) {
         j["query_text"] = gen.tokenizer().decode(std::vector<int>(n.query.begin(), n.query.end()));
         nlohmann::json texts = nlohmann::json::array();
