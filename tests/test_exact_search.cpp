@@ -69,7 +69,7 @@ TEST_CASE("knn: exact search at block edges - row and query tails - d specialisa
     ExactSearchOptions o;
     for (int d : {1, 7, 64, 256}) {
         for (std::int64_t n : {1, 11, 12, 13, 25, 100}) {
-            for (std::int64_t m : {1, 31, 33, 70}) {
+            for (std::int64_t m : {1, 31, 33, 70, 150}) {   // 150: queries split at 2 threads, fewer: base split
                 o.k = 5;
                 o.query_block = 32;   // avx512: a tail tile and several blocks when m > 32
                 o.base_block = 10;
