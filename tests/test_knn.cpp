@@ -1,6 +1,7 @@
-// index/knn: exact search against a brute-force oracle (ids and scores, ties by id, the
-// same-document filter, -1 padding), recall of the default approximate index on clustered data,
-// the bow embedder, and retro-index / retro-knn end to end (resume, shards, bad input).
+// index/knn: recall of the default approximate index on clustered data, the candidate filter, the
+// bow embedder, and retro-index / retro-knn end to end (exact against the oracle, resume, shards,
+// bad input, --device cuda). Exact search itself: test_exact_search.cpp.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -9,92 +10,20 @@
 
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "embed/bow_embedder.h"
 #include "index/exact_search.h"
 #include "index/faiss_index.h"
 #include "index/knn_build.h"
 #include "test_chunk_util.h"
+#include "test_knn_oracle.h"
 #include "test_util.h"
 
 using namespace retro;
 namespace fs = std::filesystem;
 
-namespace {
-// The oracle: every score by a plain loop, sorted by (score desc, id asc), filtered, padded.
-void oracle(const std::vector<float>& q, const std::vector<float>& x, int d, int k, const std::vector<std::int64_t>* docs,
-            std::int64_t qdoc_offset, std::vector<std::int64_t>& ids, std::vector<float>& scores) {
-    std::int64_t m = static_cast<std::int64_t>(q.size()) / d, n = static_cast<std::int64_t>(x.size()) / d;
-    ids.assign(static_cast<std::size_t>(m * k), -1);
-    scores.assign(ids.size(), -std::numeric_limits<float>::infinity());
-    for (std::int64_t i = 0; i < m; ++i) {
-        std::vector<std::pair<float, std::int64_t>> all;
-        for (std::int64_t j = 0; j < n; ++j) {
-            if (docs && (*docs)[j] == (*docs)[i + qdoc_offset]) continue;
-            float s = 0;
-            for (int t = 0; t < d; ++t) s += q[i * d + t] * x[j * d + t];
-            all.push_back({-s, j});
-        }
-        std::sort(all.begin(), all.end());
-        for (int r = 0; r < k && r < static_cast<int>(all.size()); ++r) {
-            ids[i * k + r] = all[r].second;
-            scores[i * k + r] = -all[r].first;
-        }
-    }
-}
-
-// Small integer entries: every dot product is exact in float whatever the summation order, and
-// many scores tie, so the tie rule is tested too.
-std::vector<float> integer_vectors(std::int64_t n, int d, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::vector<float> v(static_cast<std::size_t>(n * d));
-    for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 5) - 2);
-    return v;
-}
-}  // namespace
-
-TEST_CASE("knn: exact search equals the brute-force oracle - ties broken by id") {
-    const int d = 16, k = 7;
-    auto x = integer_vectors(1000, d, 1), q = integer_vectors(37, d, 2);
-    std::vector<std::int64_t> ids(37 * k), want_ids;
-    std::vector<float> scores(37 * k), want_scores;
-    ExactSearchOptions o;
-    o.k = k;
-    o.base_block = 64;   // many blocks, a partial last one
-    o.query_block = 5;
-    exact_search_ip(q.data(), 37, x.data(), 1000, d, o, ids.data(), scores.data());
-    oracle(q, x, d, k, nullptr, 0, want_ids, want_scores);
-    CHECK(ids == want_ids);
-    CHECK(scores == want_scores);
-}
-
-TEST_CASE("knn: exact search with the document filter never returns the query's document and pads with -1") {
-    const int d = 8, k = 5;
-    const std::int64_t n = 300;
-    auto x = integer_vectors(n, d, 3);
-    std::vector<std::int64_t> docs(n);
-    for (std::int64_t i = 0; i < n; ++i) docs[i] = i < 296 ? 0 : 1 + (i - 296) / 2;   // doc 0 is huge
-    ExactSearchOptions o;
-    o.k = k;
-    o.base_block = 50;
-    o.query_block = 7;
-    o.query_docs = docs.data();
-    o.base_docs = docs.data();
-    std::vector<std::int64_t> ids(n * k), want_ids;
-    std::vector<float> scores(n * k), want_scores;
-    exact_search_ip(x.data(), n, x.data(), n, d, o, ids.data(), scores.data());
-    oracle(x, x, d, k, &docs, 0, want_ids, want_scores);
-    CHECK(ids == want_ids);
-    CHECK(scores == want_scores);
-    for (std::int64_t i = 0; i < n; ++i)
-        for (int r = 0; r < k; ++r) {
-            std::int64_t id = ids[i * k + r];
-            if (id >= 0) CHECK(docs[id] != docs[i]);
-        }
-    // doc 0's chunks see only the 4 chunks of docs 1-2: the 5th neighbour is -1
-    CHECK(ids[0 * k + 4] == -1);
-    CHECK(ids[0 * k + 3] >= 296);
-}
+using test::knn_oracle;
 
 TEST_CASE("knn: filtering a candidate row drops self and same document - keeps order - pads") {
     std::int64_t cand[] = {5, 9, 2, -1, 7, 8};
@@ -234,7 +163,7 @@ TEST_CASE("knn: retro-index + retro-knn end to end: exact equals the oracle - ap
         std::vector<float> qi(x.begin() + i * d, x.begin() + (i + 1) * d);
         std::vector<std::int64_t> docs_i(docs);
         docs_i.push_back(docs[i]);   // the query's doc at index n
-        oracle(qi, x, d, 3, &docs_i, n, want, want_sc);
+        knn_oracle(qi, x, d, 3, &docs_i, n, want, want_sc);
         for (int r2 = 0; r2 < 3; ++r2) {
             if (std::isinf(want_sc[r2])) {
                 CHECK(ex_ids.data<std::int64_t>()[i * 3 + r2] == -1);
@@ -346,4 +275,34 @@ TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking
     auto low = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i5").string() + " --dim 16 --index IVF4096,Flat");
     CHECK(low.exit_code == 0);
     CHECK(low.err.find("lowered nlist from 4096") != std::string::npos);
+}
+
+TEST_CASE("knn: retro-knn --exact --device cuda equals --device cpu - or fails in one line without a GPU") {
+    SmallDb s(20000, 5);
+    fs::path idx = s.tmp / "index";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    std::string base = idx.string() + " --db " + s.db.string() + " --neighbours 4 --exact --quiet";
+    auto approx = test::run_tool("retro-knn", base.substr(0, base.find(" --exact")) + " --device cuda --out " + (s.tmp / "a").string());
+    CHECK(approx.exit_code == 2);
+    CHECK(approx.err.find("only exact search runs on the GPU") != std::string::npos);
+    auto gpu = test::run_tool("retro-knn", base + " --device cuda --out " + (s.tmp / "g").string());
+    if (cuda_device_count() == 0) {
+        CHECK(gpu.exit_code == 2);
+        CHECK(std::count(gpu.err.begin(), gpu.err.end(), '\n') == 1);
+        CHECK(gpu.err.find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+        CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
+        RETRO_SKIP("no CUDA device");
+    }
+    REQUIRE_MESSAGE(gpu.exit_code == 0, gpu.err);
+    REQUIRE(test::run_tool("retro-knn", base + " --out " + (s.tmp / "c").string()).exit_code == 0);
+    NpyArray gi((s.tmp / "g/neighbours.npy").string()), ci((s.tmp / "c/neighbours.npy").string());
+    NpyArray gs((s.tmp / "g/distances.npy").string()), cs((s.tmp / "c/distances.npy").string());
+    REQUIRE(gi.numel() == ci.numel());
+    for (std::int64_t i = 0; i < gi.numel(); ++i) {
+        CHECK(gs.data<float>()[i] == doctest::Approx(cs.data<float>()[i]).epsilon(1e-5));
+        std::int64_t r = i % 4;
+        float here = cs.data<float>()[i];
+        bool tied = (r > 0 && std::fabs(here - cs.data<float>()[i - 1]) < 1e-5f) || (r < 3 && std::fabs(here - cs.data<float>()[i + 1]) < 1e-5f);
+        if (!tied) CHECK(gi.data<std::int64_t>()[i] == ci.data<std::int64_t>()[i]);
+    }
 }

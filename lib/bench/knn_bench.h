@@ -1,4 +1,5 @@
-// retro-bench knn: queries/s of RetroKit's exact search (blocked sgemm + top-k) and of FAISS's
+// retro-bench knn: queries/s of RetroKit's exact search (each CPU kernel: fused AVX-512, and
+// blocked sgemm + top-k) and of FAISS's
 // IndexFlatIP and IVF (Debian's libfaiss, through the same binary) on the same vectors, at each
 // thread count, with exact search's GFLOP/s against the sgemm rate measured in the same run.
 #pragma once
@@ -24,6 +25,7 @@ struct KnnBenchOptions {
     std::string python = "python3";
     std::string json;
     std::int64_t query_block = 0, base_block = 0;   // 0 = exact search's defaults (for tuning)
+    std::vector<std::string> kernels;  // exact search kernels to time: avx512, sgemm (default: those this CPU runs)
 };
 
 void run_knn_bench(const KnnBenchOptions& opt, const std::string& command_line);

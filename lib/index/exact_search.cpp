@@ -1,56 +1,17 @@
-// Implementation of exact_search.h.
+// Implementation of exact_search.h: picks the kernel, splits the work between threads, merges.
 #include "index/exact_search.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
-#include <limits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "index/exact_scan.h"
 
 namespace retro {
 namespace {
-
-// Keeps the k best (score, id) of one query: a min-heap on (score, -id), so heap[0] is the
-// worst kept candidate. Candidates arrive in increasing id order, so an equal score never
-// displaces a kept one: ties go to the smaller id, as the oracle wants.
-struct TopK {
-    struct Item {
-        float score;
-        std::int64_t id;
-    };
-    static bool worse(const Item& a, const Item& b) {   // heap comparator: a is better than b
-        return a.score > b.score || (a.score == b.score && a.id < b.id);
-    }
-    std::vector<Item> heap;
-    int k;
-    explicit TopK(int k_) : k(k_) { heap.reserve(static_cast<std::size_t>(k_)); }
-    float threshold() const {
-        return static_cast<int>(heap.size()) < k ? -std::numeric_limits<float>::infinity() : heap.front().score;
-    }
-    void push(float s, std::int64_t id) {
-        if (static_cast<int>(heap.size()) < k) {
-            heap.push_back({s, id});
-            std::push_heap(heap.begin(), heap.end(), worse);
-        } else if (s > heap.front().score) {
-            std::pop_heap(heap.begin(), heap.end(), worse);
-            heap.back() = {s, id};
-            std::push_heap(heap.begin(), heap.end(), worse);
-        }
-    }
-    void write(std::int64_t* ids, float* scores) {
-        std::sort(heap.begin(), heap.end(), worse);
-        for (int i = 0; i < k; ++i) {
-            bool have = i < static_cast<int>(heap.size());
-            ids[i] = have ? heap[static_cast<std::size_t>(i)].id : -1;
-            scores[i] = have ? heap[static_cast<std::size_t>(i)].score : -std::numeric_limits<float>::infinity();
-        }
-        heap.clear();
-    }
-};
 
 // Runs fn with OpenBLAS single-threaded (our threads split the work), restoring it afterwards.
 template <typename Fn>
@@ -66,69 +27,71 @@ void with_single_threaded_blas(Fn&& fn) {
     openblas_set_num_threads(before);
 }
 
+void run_scan(ExactKernel kernel, const ScanJob& job, const ExactSearchOptions& o) {
+    if (kernel == ExactKernel::AVX512)
+        scan_avx512(job, o.query_block);
+    else
+        scan_sgemm(job, o.query_block > 0 ? o.query_block : 1024, o.base_block > 0 ? o.base_block : 2048);
+}
+
 }  // namespace
+
+ExactKernel exact_kernel_resolve(ExactKernel k) {
+    if (k == ExactKernel::AUTO) return scan_avx512_available() ? ExactKernel::AVX512 : ExactKernel::SGEMM;
+    if (k == ExactKernel::AVX512 && !scan_avx512_available())
+        user_error("exact search: the avx512 kernel needs a CPU with AVX-512F (this one has none; use the sgemm kernel)");
+    return k;
+}
+
+const char* exact_kernel_name(ExactKernel k) {
+    return exact_kernel_resolve(k) == ExactKernel::AVX512 ? "avx512" : "sgemm";
+}
 
 void exact_search_ip(const float* queries, std::int64_t m, const float* base, std::int64_t n, int d,
                      const ExactSearchOptions& opts, std::int64_t* ids, float* scores) {
-    RETRO_CHECK(opts.k > 0 && d > 0, "k=", opts.k, " d=", d);
+    RETRO_CHECK(opts.k > 0 && d > 0 && m >= 0 && n >= 0, "k=", opts.k, " d=", d, " m=", m, " n=", n);
     RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
-    const std::int64_t per_thread = (m + thread_count() - 1) / thread_count();
-    const std::int64_t bq = std::max<std::int64_t>(1, std::min(opts.query_block, per_thread));
-    const std::int64_t bn = std::max<std::int64_t>(1, opts.base_block);
-    const std::int64_t query_blocks = (m + bq - 1) / bq;
+    const ExactKernel kernel = exact_kernel_resolve(opts.kernel);
+    const int threads = thread_count();
+    auto job_for = [&](std::int64_t q0, std::int64_t q1, std::int64_t b0, std::int64_t b1, TopK* tops) {
+        ScanJob j;
+        j.queries = queries + q0 * d;
+        j.qn = q1 - q0;
+        j.query_docs = opts.query_docs ? opts.query_docs + q0 : nullptr;
+        j.base = base;
+        j.b0 = b0;
+        j.b1 = b1;
+        j.base_docs = opts.base_docs;
+        j.d = d;
+        j.tops = tops;
+        return j;
+    };
     with_single_threaded_blas([&] {
-        parallel_ranges(query_blocks, [&](std::int64_t qb_begin, std::int64_t qb_end, int) {
-            std::vector<float> block(static_cast<std::size_t>(bq * bn));
-            std::vector<TopK> top(static_cast<std::size_t>(bq), TopK(opts.k));
-            for (std::int64_t qb = qb_begin; qb < qb_end; ++qb) {
-                const std::int64_t q0 = qb * bq, qn = std::min(bq, m - q0);
-                for (std::int64_t b0 = 0; b0 < n; b0 += bn) {
-                    const std::int64_t nb = std::min(bn, n - b0);
-                    // block[qn x nb] = Q[q0:q0+qn] * B[b0:b0+nb]^T
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qn), static_cast<int>(nb), d,
-                                1.0f, queries + q0 * d, d, base + b0 * d, d, 0.0f, block.data(), static_cast<int>(nb));
-                    for (std::int64_t i = 0; i < qn; ++i) {
-                        TopK& t = top[static_cast<std::size_t>(i)];
-                        const float* row = block.data() + i * nb;
-                        float thr = t.threshold();
-                        const std::int64_t qdoc = opts.query_docs ? opts.query_docs[q0 + i] : -1;
-                        for (std::int64_t j = 0; j < nb; ++j) {
-                            if (!(row[j] > thr)) continue;   // thr is -inf until k are kept
-                            if (opts.base_docs && opts.base_docs[b0 + j] == qdoc) continue;
-                            t.push(row[j], b0 + j);
-                            thr = t.threshold();
-                        }
-                    }
-                }
-                for (std::int64_t i = 0; i < qn; ++i)
-                    top[static_cast<std::size_t>(i)].write(ids + (q0 + i) * opts.k, scores + (q0 + i) * opts.k);
-            }
-        });
-    });
-}
-
-double measure_sgemm_gflops(std::int64_t m, std::int64_t n, int d, int threads, double seconds) {
-    std::vector<float> a(static_cast<std::size_t>(m * d * threads), 0.5f), b(static_cast<std::size_t>(n * d), 0.25f);
-    std::vector<float> c(static_cast<std::size_t>(m * n * threads));
-    int before = thread_count();
-    set_thread_count(threads);
-    double flops = 0, elapsed = 0;
-    with_single_threaded_blas([&] {
-        auto start = std::chrono::steady_clock::now();
-        int reps = 0;
-        do {
-            parallel_ranges(threads, [&](std::int64_t tb, std::int64_t te, int) {
-                for (std::int64_t t = tb; t < te; ++t)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), d, 1.0f,
-                                a.data() + t * m * d, d, b.data(), d, 0.0f, c.data() + t * m * n, static_cast<int>(n));
+        if (threads == 1 || m >= threads * kMinQueriesPerThread || n < 2) {
+            // each thread its own queries against the whole base
+            parallel_ranges(m, [&](std::int64_t q0, std::int64_t q1, int) {
+                std::vector<TopK> tops(static_cast<std::size_t>(q1 - q0), TopK(opts.k));
+                run_scan(kernel, job_for(q0, q1, 0, n, tops.data()), opts);
+                for (std::int64_t i = q0; i < q1; ++i)
+                    tops[static_cast<std::size_t>(i - q0)].write(ids + i * opts.k, scores + i * opts.k);
             });
-            ++reps;
-            elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        } while (elapsed < seconds || reps < 2);
-        flops = 2.0 * m * n * d * threads * reps;
+            return;
+        }
+        // few queries: each thread its own base rows, then merge the per-thread lists
+        std::vector<std::vector<TopK>> part(static_cast<std::size_t>(threads));
+        parallel_ranges(n, [&](std::int64_t b0, std::int64_t b1, int t) {
+            auto& tops = part[static_cast<std::size_t>(t)];
+            tops.assign(static_cast<std::size_t>(m), TopK(opts.k));
+            run_scan(kernel, job_for(0, m, b0, b1, tops.data()), opts);
+        });
+        TopK all(opts.k);
+        for (std::int64_t i = 0; i < m; ++i) {
+            for (const auto& tops : part)
+                if (!tops.empty())
+                    for (const auto& it : tops[static_cast<std::size_t>(i)].heap) all.merge(it);
+            all.write(ids + i * opts.k, scores + i * opts.k);
+        }
     });
-    set_thread_count(before);
-    return flops / elapsed / 1e9;
 }
 
 }  // namespace retro

@@ -15,8 +15,10 @@
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "core/progress.h"
+#include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "embed/embedder.h"
+#include "exact_search_cuda.h"
 #include "index/exact_search.h"
 #include "index/faiss_index.h"
 #include "index/index_build.h"
@@ -108,10 +110,15 @@ struct Searcher {
     bool self_mode;
     std::unique_ptr<FaissIndex> index;
     std::unique_ptr<BaseVectors> base;
+    std::unique_ptr<CudaExactSearch> gpu;   // --device cuda: the base on the GPU
 
     // Searches queries [q0, q0+n) into ids/scores (n x k).
     void search(const float* q, std::int64_t q0, std::int64_t n, int d, bool exact, std::int64_t* ids, float* scores) {
         const std::int64_t* base_docs = self_mode ? doc_ids() : nullptr;
+        if (exact && gpu) {
+            gpu->search(q, n, self_mode ? base_docs + q0 : nullptr, opts.k, ids, scores);
+            return;
+        }
         if (exact) {
             std::vector<std::int64_t> qdocs;
             ExactSearchOptions eo;
@@ -201,6 +208,16 @@ double measure_recall(Searcher& s, QuerySource& queries, const std::string& out,
 void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
+    if (opts.device != "cpu" && opts.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + opts.device + "'");
+    if (opts.device == "cuda") {
+        if (!opts.exact) user_error_in("--device cuda", "only exact search runs on the GPU", "add --exact");
+        if (opts.k > kCudaExactMaxK)
+            user_error_in("--neighbours", "exact search on CUDA keeps at most " + std::to_string(kCudaExactMaxK) + " neighbours",
+                          "search on the CPU (--device cpu)");
+        if (cuda_device_count() == 0)
+            user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-knn was built without CUDA",
+                          "search on the CPU (--device cpu)");
+    }
     nlohmann::json im = manifest_read(opts.index);
     if (im.value("tool", "") != "retro-index") user_error_in(opts.index + "/manifest.json", "was not written by retro-index");
     ChunkDb db(opts.db);
@@ -220,7 +237,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         if (self_mode) qdb.reset();
     }
     QuerySource queries(opts.index, im, qdb.get());
-    Searcher s{opts, db, self_mode, nullptr, nullptr, {}};
+    Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, {}};
     const int d = im["index"].value("dim", 0);
     if (self_mode) {
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
@@ -229,6 +246,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.exact || opts.measure_recall > 0) {
         s.base = std::make_unique<BaseVectors>(opts.index);
         if (s.base->dim() != d) user_error_in(opts.index + "/embeddings.npy", "has dimension " + std::to_string(s.base->dim()) + ", the manifest says " + std::to_string(d));
+        if (opts.device == "cuda")
+            s.gpu = std::make_unique<CudaExactSearch>(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr);
     }
     if (!opts.exact) {
         s.index = std::make_unique<FaissIndex>(FaissIndex::load((fs::path(opts.index) / "index.faiss").string()));
@@ -240,7 +259,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     }
 
     output_folder_prepare(opts.out, opts.force, opts.resume);
-    nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact},
+    nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact}, {"device", opts.device},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}, {"block", opts.block},
                              {"same_document_filter", self_mode}};
     nlohmann::json state = {{"tool", "retro-knn"},

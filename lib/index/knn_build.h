@@ -1,7 +1,8 @@
 // `retro-knn`: the k nearest neighbours of every chunk (or of another database's chunks) in an
 // index, never the query chunk itself nor any chunk of its document (ARCHITECTURE.md Decision 4):
 // search k + extra, drop, keep k, pad with -1. `--exact` searches by brute force instead
-// (blocked sgemm + top-k, the document filter applied inside the search). Resumable and
+// (exact_search.h on the CPU, or cuBLAS + a top-k kernel with --device cuda; the document filter
+// applied inside the search). Resumable and
 // shardable by query blocks, like retro-index.
 #pragma once
 #include <cstdint>
@@ -18,6 +19,7 @@ struct KnnOptions {
     int k = 2;
     int extra = 8;
     bool exact = false;
+    std::string device = "cpu";             // exact search on "cpu" or "cuda"
     int nprobe = 0, ef_search = 0;          // 0 = what the index was saved with
     std::int64_t block = 16384;             // queries per block
     std::int64_t measure_recall = 0;        // sample size; 0 = don't

@@ -1,0 +1,204 @@
+// CUDA build of kernels/exact_search_cuda.h. For each block of queries and of base rows:
+//   1. cublasSgemm: S[i][j] = q_i · x_{b0+j}, row-major (qc x nb), fp32 (pedantic math, no TF32);
+//   2. topk_rows, one thread block per query row: each thread scans the row with stride
+//      kThreads, keeps its own sorted list of the candidates that beat the running k-th score
+//      (and pass the document filter), then k rounds of a block-wide arg-best over the threads'
+//      list heads write the row's new running k best (thread 0's list starts from the old ones).
+// Order everywhere is (score desc, id asc), as on the CPU; -1 / -inf pad rows with < k candidates.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda_device.h"
+#include "exact_search_cuda.h"
+
+namespace retro {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr std::int64_t kScoreFloats = std::int64_t{64} << 20;   // S block: 256 MiB
+constexpr std::int64_t kMaxQueryBlock = 4096;
+
+void check_cuda(cudaError_t e, const char* what) {
+    RETRO_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
+}
+void check_cublas(cublasStatus_t st, const char* what) { RETRO_CHECK(st == CUBLAS_STATUS_SUCCESS, what, ": cuBLAS status ", int(st)); }
+
+// Device memory of `count` T, freed on scope exit; a user error when it does not fit.
+template <typename T>
+struct DeviceBuf {
+    T* p = nullptr;
+    DeviceBuf() = default;
+    DeviceBuf(std::int64_t count, const char* what) {
+        if (cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T)) == cudaSuccess) return;
+        cudaGetLastError();
+        p = nullptr;
+        std::size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        user_error_in("--device cuda", cat("exact search: ", what, " (", count * sizeof(T) / (1 << 20),
+                                           " MiB) does not fit on the GPU (", free_b / (1 << 20), " MiB free)"),
+                      "search on the CPU, or split the index (--shard)");
+    }
+    ~DeviceBuf() { cudaFree(p); }
+    DeviceBuf(const DeviceBuf&) = delete;
+    DeviceBuf& operator=(const DeviceBuf&) = delete;
+    DeviceBuf& operator=(DeviceBuf&& o) noexcept {
+        std::swap(p, o.p);
+        return *this;
+    }
+};
+
+__device__ __forceinline__ bool better(float sa, long long ia, float sb, long long ib) {
+    return sa > sb || (sa == sb && ia < ib);
+}
+
+// Merges row `row` of S (nb scores of base ids b0..b0+nb) into that query's running list.
+__global__ void topk_rows(const float* __restrict__ S, long long nb, long long b0, int k,
+                          const long long* __restrict__ qdocs, const long long* __restrict__ bdocs,
+                          float* __restrict__ run_s, long long* __restrict__ run_i) {
+    const int row = blockIdx.x, tid = threadIdx.x;
+    const float* s = S + static_cast<long long>(row) * nb;
+    float* rs = run_s + static_cast<long long>(row) * k;
+    long long* ri = run_i + static_cast<long long>(row) * k;
+    const long long qdoc = qdocs ? qdocs[row] : 0;
+
+    float ls[kCudaExactMaxK];
+    long long li[kCudaExactMaxK];
+    int len = 0;
+    if (tid == 0)
+        for (int r = 0; r < k && ri[r] >= 0; ++r) ls[len] = rs[r], li[len] = ri[r], ++len;
+    // the running k-th best: every new id is larger, so a new score must beat it strictly
+    const float run_kth = ri[k - 1] >= 0 ? rs[k - 1] : -INFINITY;
+    float thr = run_kth;
+    if (tid == 0 && len == k) thr = ls[k - 1];
+    for (long long j = tid; j < nb; j += kThreads) {
+        const float v = s[j];
+        if (!(v > thr)) continue;
+        const long long id = b0 + j;
+        if (bdocs && bdocs[id] == qdoc) continue;
+        int p = len < k ? len : k - 1;          // insertion position, from the end
+        while (p > 0 && better(v, id, ls[p - 1], li[p - 1])) {
+            if (p < k) ls[p] = ls[p - 1], li[p] = li[p - 1];
+            --p;
+        }
+        ls[p] = v, li[p] = id;
+        if (len < k) ++len;
+        if (len == k) thr = fmaxf(run_kth, ls[k - 1]);
+    }
+
+    __shared__ float ws[kThreads / 32];
+    __shared__ long long wi[kThreads / 32];
+    __shared__ long long winner;
+    int head = 0;
+    for (int r = 0; r < k; ++r) {
+        float hs = head < len ? ls[head] : -INFINITY;
+        long long hi = head < len ? li[head] : LLONG_MAX;
+        for (int off = 16; off > 0; off >>= 1) {
+            float os = __shfl_down_sync(0xffffffffu, hs, off);
+            long long oi = __shfl_down_sync(0xffffffffu, hi, off);
+            if (better(os, oi, hs, hi)) hs = os, hi = oi;
+        }
+        if ((tid & 31) == 0) ws[tid >> 5] = hs, wi[tid >> 5] = hi;
+        __syncthreads();
+        if (tid == 0) {
+            for (int w = 1; w < kThreads / 32; ++w)
+                if (better(ws[w], wi[w], hs, hi)) hs = ws[w], hi = wi[w];
+            winner = hi;
+            rs[r] = hi == LLONG_MAX ? -INFINITY : hs;
+            ri[r] = hi == LLONG_MAX ? -1 : hi;
+        }
+        __syncthreads();
+        if (head < len && li[head] == winner) ++head;
+    }
+}
+
+__global__ void fill_empty(float* run_s, long long* run_i, long long count) {
+    long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i < count) run_s[i] = -INFINITY, run_i[i] = -1;
+}
+
+}  // namespace
+
+struct CudaExactSearch::State {
+    cublasHandle_t handle = nullptr;
+    DeviceBuf<float> base;
+    DeviceBuf<long long> base_docs;
+    std::int64_t n = 0;
+    int d = 0;
+    ~State() {
+        if (handle) cublasDestroy(handle);
+    }
+};
+
+CudaExactSearch::CudaExactSearch(const float* base, std::int64_t n, int d, const std::int64_t* base_docs)
+    : s_(std::make_unique<State>()) {
+    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found", "search on the CPU (--device cpu)");
+    RETRO_CHECK(d > 0 && n >= 0, "d=", d, " n=", n);
+    check_cuda(cudaSetDevice(0), "cudaSetDevice");
+    s_->n = n;
+    s_->d = d;
+    s_->base = DeviceBuf<float>(n * d, "the base vectors");
+    check_cuda(cudaMemcpy(s_->base.p, base, static_cast<std::size_t>(n * d) * sizeof(float), cudaMemcpyHostToDevice), "upload base");
+    if (base_docs) {
+        s_->base_docs = DeviceBuf<long long>(n, "the base document ids");
+        check_cuda(cudaMemcpy(s_->base_docs.p, base_docs, static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice), "upload docs");
+    }
+    check_cublas(cublasCreate(&s_->handle), "cublasCreate");
+    check_cublas(cublasSetMathMode(s_->handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+}
+
+CudaExactSearch::~CudaExactSearch() = default;
+
+void CudaExactSearch::search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k,
+                             std::int64_t* ids, float* scores, std::int64_t query_block, std::int64_t base_block) {
+    static_assert(sizeof(long long) == sizeof(std::int64_t));
+    if (k < 1 || k > kCudaExactMaxK)
+        user_error_in("--neighbours", cat("exact search on CUDA takes 1 to ", kCudaExactMaxK, " neighbours, got ", k),
+                      "search on the CPU (--device cpu)");
+    if (m == 0) return;
+    const std::int64_t n = s_->n;
+    const int d = s_->d;
+    const std::int64_t qb = std::min(m, query_block > 0 ? query_block : kMaxQueryBlock);
+    const std::int64_t nb_max = std::max<std::int64_t>(1, std::min(n, base_block > 0 ? base_block : kScoreFloats / qb));
+    DeviceBuf<float> dq(qb * d, "a query block"), S(qb * nb_max, "the score block"), rs(qb * k, "the running scores");
+    DeviceBuf<long long> ri(qb * k, "the running ids"), dqd;
+    const bool filter = s_->base_docs.p && query_docs;
+    if (filter) dqd = DeviceBuf<long long>(qb, "the query document ids");
+    const float one = 1.0f, zero = 0.0f;
+    for (std::int64_t q0 = 0; q0 < m; q0 += qb) {
+        const std::int64_t qc = std::min(qb, m - q0);
+        check_cuda(cudaMemcpy(dq.p, queries + q0 * d, static_cast<std::size_t>(qc * d) * sizeof(float), cudaMemcpyHostToDevice),
+                   "upload queries");
+        if (filter)
+            check_cuda(cudaMemcpy(dqd.p, query_docs + q0, static_cast<std::size_t>(qc) * 8, cudaMemcpyHostToDevice), "upload query docs");
+        fill_empty<<<static_cast<unsigned>((qc * k + 255) / 256), 256>>>(rs.p, ri.p, qc * k);
+        check_cuda(cudaGetLastError(), "fill_empty");
+        for (std::int64_t b0 = 0; b0 < n; b0 += nb_max) {
+            const std::int64_t nb = std::min(nb_max, n - b0);
+            // column-major view: S^T (nb x qc) = X_blk (d x nb)^T * Q_blk^T (d x qc)
+            check_cublas(cublasSgemm(s_->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nb), static_cast<int>(qc), d, &one,
+                                     s_->base.p + b0 * d, d, dq.p, d, &zero, S.p, static_cast<int>(nb)),
+                         "cublasSgemm");
+            topk_rows<<<static_cast<unsigned>(qc), kThreads>>>(S.p, nb, b0, k, filter ? dqd.p : nullptr,
+                                                               filter ? s_->base_docs.p : nullptr, rs.p, ri.p);
+            check_cuda(cudaGetLastError(), "topk_rows");
+        }
+        check_cuda(cudaMemcpy(scores + q0 * k, rs.p, static_cast<std::size_t>(qc * k) * sizeof(float), cudaMemcpyDeviceToHost),
+                   "download scores");
+        check_cuda(cudaMemcpy(ids + q0 * k, ri.p, static_cast<std::size_t>(qc * k) * 8, cudaMemcpyDeviceToHost), "download ids");
+    }
+}
+
+void exact_search_ip_cuda(const float* queries, std::int64_t m, const float* base, std::int64_t n, int d,
+                          const ExactSearchOptions& opts, std::int64_t* ids, float* scores) {
+    RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
+    CudaExactSearch searcher(base, n, d, opts.base_docs);
+    searcher.search(queries, m, opts.query_docs, opts.k, ids, scores, opts.query_block, opts.base_block);
+}
+
+}  // namespace retro

@@ -1,0 +1,32 @@
+// The two scan kernels behind exact_search_ip (exact_search.h): each adds base rows [b0, b1) to
+// the running top-k of a range of queries. Scores are s_ij = q_i · x_j (fp32, summed over the
+// dimension in order). A candidate j is skipped when base_docs[j] == query_docs[i].
+//   scan_sgemm:  OpenBLAS sgemm of a (queries x base) block into memory, then a SIMD threshold
+//                pass over it; portable.
+//   scan_avx512: fused AVX-512 kernel: a 32-query x 12-row tile of scores stays in registers and
+//                is compared against the 32 queries' thresholds at once, so scores never touch
+//                memory and the base is read in place (no packing). Needs AVX-512F at run time.
+#pragma once
+#include <cstdint>
+
+#include "index/topk.h"
+
+namespace retro {
+
+struct ScanJob {
+    const float* queries = nullptr;          // qn x d, row-major
+    std::int64_t qn = 0;
+    const std::int64_t* query_docs = nullptr;   // qn entries, or null (no filter)
+    const float* base = nullptr;             // the whole base, n x d; rows [b0, b1) are scanned
+    std::int64_t b0 = 0, b1 = 0;
+    const std::int64_t* base_docs = nullptr;    // indexed by global base id, or null
+    int d = 0;
+    TopK* tops = nullptr;                    // qn running lists
+};
+
+void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block);
+
+bool scan_avx512_available();                       // this CPU has AVX-512F (and the build has the kernel)
+void scan_avx512(const ScanJob& job, std::int64_t query_block);
+
+}  // namespace retro

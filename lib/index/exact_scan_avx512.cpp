@@ -1,0 +1,179 @@
+// scan_avx512 (exact_scan.h): fused score + threshold kernel for CPUs with AVX-512F.
+// Queries are packed per block into 32-query tiles, laid out [tile][t][32] so one t step is two
+// zmm loads. A tile of scores acc[r][h] (12 base rows r x 32 queries) is accumulated in 24 zmm
+// registers, acc += q_tile[t] * broadcast(x_{j0+r}[t]) for t = 0..d-1 in order (one fma per step:
+// the same sum as a plain fma dot-product loop), then compared with the 32 queries' thresholds
+// (their running k-th best score) in 24 compares. Only a set mask bit goes to the scalar top-k
+// update. The base tile (12 consecutive rows, contiguous in memory) is read in place; the packed
+// query block (query_block x d floats, ~512 KiB) stays in L2 while the base streams past once.
+// Per t step: 24 FMAs, 2 loads, 12 broadcasts: FMA-bound on two FMA ports.
+#include "index/exact_scan.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RETRO_HAVE_AVX512_KERNEL 1
+#include <immintrin.h>
+#endif
+
+namespace retro {
+
+#ifdef RETRO_HAVE_AVX512_KERNEL
+namespace {
+
+#define AVX512_FN __attribute__((target("avx512f")))
+
+constexpr int QT = 32;   // queries per tile (two zmm)
+constexpr int RT = 12;   // base rows per tile: 24 accumulators
+
+struct AlignedFree {
+    void operator()(float* p) const { std::free(p); }
+};
+using AlignedBuf = std::unique_ptr<float[], AlignedFree>;
+AlignedBuf aligned_floats(std::int64_t n) {
+    std::size_t bytes = (static_cast<std::size_t>(n) * sizeof(float) + 63) / 64 * 64;
+    return AlignedBuf(static_cast<float*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
+}
+
+// One query block's state.
+struct Block {
+    const ScanJob* job;
+    const float* packed;   // [tiles][d][32]
+    float* thr;            // [tiles*32]: running threshold per query, +inf on padding lanes
+    std::int64_t q0;       // first query of the block (index into job)
+    std::int64_t qc;       // queries in the block
+    std::int64_t tiles;
+};
+
+// Rare path: the tile's mask bits, row by row (ids in increasing order for each query).
+void tile_update(const Block& b, std::int64_t tile, std::int64_t j0, int rows, const float* acc, const std::uint32_t* mask) {
+    const ScanJob& job = *b.job;
+    for (int r = 0; r < rows; ++r) {
+        std::uint32_t m = mask[r];
+        const std::int64_t id = j0 + r;
+        const std::int64_t doc = job.base_docs ? job.base_docs[id] : 0;
+        while (m) {
+            const int lane = __builtin_ctz(m);
+            m &= m - 1;
+            const std::int64_t qi = b.q0 + tile * QT + lane;
+            if (job.query_docs && job.query_docs[qi] == doc) continue;
+            TopK& t = job.tops[qi];
+            t.push(acc[r * QT + lane], id);
+            b.thr[tile * QT + lane] = t.thr;
+        }
+    }
+}
+
+// Scores of base rows [j0, j0+R) against every tile of the block. D = d at compile time (0: runtime).
+template <int R, int D>
+AVX512_FN void rows_kernel(const Block& b, std::int64_t j0) {
+    const int d = D ? D : b.job->d;
+    const float* x = b.job->base + j0 * d;
+    const std::int64_t valid_last = b.qc - (b.tiles - 1) * QT;   // live lanes of the last tile
+    for (std::int64_t tile = 0; tile < b.tiles; ++tile) {
+        const float* q = b.packed + tile * d * QT;
+        __m512 acc[R][2];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int t = 0; t < d; ++t) {
+            const __m512 q0 = _mm512_load_ps(q + t * QT), q1 = _mm512_load_ps(q + t * QT + 16);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) {
+                const __m512 xr = _mm512_set1_ps(x[r * d + t]);
+                acc[r][0] = _mm512_fmadd_ps(q0, xr, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(q1, xr, acc[r][1]);
+            }
+        }
+        const __m512 th0 = _mm512_load_ps(b.thr + tile * QT), th1 = _mm512_load_ps(b.thr + tile * QT + 16);
+        std::uint32_t mask[R];
+        std::uint32_t any = 0;
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th0, _CMP_GT_OQ)) |
+                      static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th1, _CMP_GT_OQ)) << 16;
+            any |= mask[r];
+        }
+        if (!any) continue;
+        if (tile == b.tiles - 1 && valid_last < QT) {
+            const std::uint32_t live = (1u << valid_last) - 1u;
+            for (int r = 0; r < R; ++r) mask[r] &= live;
+        }
+        alignas(64) float out[R * QT];
+        for (int r = 0; r < R; ++r) {
+            _mm512_store_ps(out + r * QT, acc[r][0]);
+            _mm512_store_ps(out + r * QT + 16, acc[r][1]);
+        }
+        tile_update(b, tile, j0, R, out, mask);
+    }
+}
+
+using RowsFn = void (*)(const Block&, std::int64_t);
+
+// Full tiles with d known at compile time for the common embedding sizes: the 12 broadcasts of a
+// step then address one pointer with constant offsets.
+RowsFn full_rows_for(int d) {
+    switch (d) {
+        case 64: return rows_kernel<RT, 64>;
+        case 128: return rows_kernel<RT, 128>;
+        case 256: return rows_kernel<RT, 256>;
+        case 384: return rows_kernel<RT, 384>;
+        case 512: return rows_kernel<RT, 512>;
+        case 768: return rows_kernel<RT, 768>;
+        case 1024: return rows_kernel<RT, 1024>;
+        default: return rows_kernel<RT, 0>;
+    }
+}
+
+template <int... I>
+constexpr auto make_tail(std::integer_sequence<int, I...>) {
+    return std::array<RowsFn, sizeof...(I)>{rows_kernel<I + 1, 0>...};
+}
+constexpr auto kTail = make_tail(std::make_integer_sequence<int, RT - 1>{});   // 1..RT-1 rows
+
+// Packs queries [q0, q0+qc) of the job into [tile][t][32], zero-padded.
+void pack_queries(const ScanJob& job, std::int64_t q0, std::int64_t qc, float* packed) {
+    const int d = job.d;
+    const std::int64_t tiles = (qc + QT - 1) / QT;
+    std::fill(packed, packed + tiles * d * QT, 0.0f);
+    for (std::int64_t i = 0; i < qc; ++i) {
+        const float* src = job.queries + (q0 + i) * d;
+        float* dst = packed + (i / QT) * d * QT + i % QT;
+        for (int t = 0; t < d; ++t) dst[t * QT] = src[t];
+    }
+}
+
+}  // namespace
+
+bool scan_avx512_available() { return __builtin_cpu_supports("avx512f"); }
+
+void scan_avx512(const ScanJob& job, std::int64_t query_block) {
+    if (job.qn == 0 || job.b1 <= job.b0) return;
+    const int d = job.d;
+    // default: the packed block fills ~512 KiB of L2
+    std::int64_t qb = query_block > 0 ? query_block : (512 * 1024 / 4) / d;
+    qb = std::max<std::int64_t>(QT, qb / QT * QT);
+    qb = std::min(qb, (job.qn + QT - 1) / QT * QT);
+    AlignedBuf packed = aligned_floats(qb * d), thr = aligned_floats(qb);
+    const RowsFn full = full_rows_for(d);
+    for (std::int64_t q0 = 0; q0 < job.qn; q0 += qb) {
+        Block b{&job, packed.get(), thr.get(), q0, std::min(qb, job.qn - q0), 0};
+        b.tiles = (b.qc + QT - 1) / QT;
+        pack_queries(job, q0, b.qc, packed.get());
+        for (std::int64_t i = 0; i < b.tiles * QT; ++i) thr[i] = i < b.qc ? job.tops[q0 + i].thr : __builtin_inff();
+        std::int64_t j0 = job.b0;
+        for (; j0 + RT <= job.b1; j0 += RT) full(b, j0);
+        if (j0 < job.b1) kTail[static_cast<std::size_t>(job.b1 - j0 - 1)](b, j0);
+    }
+}
+
+#else
+bool scan_avx512_available() { return false; }
+void scan_avx512(const ScanJob&, std::int64_t) {}
+#endif
+
+}  // namespace retro
