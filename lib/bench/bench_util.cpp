@@ -1,4 +1,5 @@
-// Implementation of bench_util.h (timing, sgemm rate, peak RSS via /proc/self/{clear_refs,status}, stamps).
+// Implementation of bench_util.h (timing, sgemm rate, peak RSS via /proc/self/{clear_refs,status}, stamps,
+// peer commands through popen).
 #include "bench/bench_util.h"
 
 #include <cblas.h>
@@ -90,6 +91,23 @@ std::string today_utc() {
 nlohmann::json stamp(const std::string& tool, const std::string& command_line) {
     return {{"tool", tool}, {"version", RETROKIT_VERSION}, {"commit", RETROKIT_GIT_COMMIT},
             {"date", today_utc()}, {"command", command_line}};
+}
+
+nlohmann::json run_json_command(const std::string& command) {
+    std::FILE* p = popen(command.c_str(), "r");
+    if (!p) return nullptr;
+    std::string out;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+    std::istringstream lines(out);
+    nlohmann::json last;
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '{') {
+            auto j = nlohmann::json::parse(line, nullptr, false);
+            if (!j.is_discarded()) last = std::move(j);
+        }
+    return last;
 }
 
 std::string format_table(const std::vector<std::vector<std::string>>& rows) {

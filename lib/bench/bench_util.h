@@ -24,6 +24,10 @@ std::string today_utc();   // YYYY-MM-DDTHH:MM:SSZ
 // {"tool", "version", "commit", "date", "command"} for every result file.
 nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 
+// Runs a shell command (a peer script) and returns the last stdout line that parses as a JSON object,
+// or null when there is none; the command's stderr passes through.
+nlohmann::json run_json_command(const std::string& command);
+
 // Renders rows of cells as an aligned text table (first row = header).
 std::string format_table(const std::vector<std::vector<std::string>>& rows);
 

@@ -113,18 +113,11 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
                       std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
                       std::to_string(o.repeats) + " 2>/dev/null";
     log_info("peer: " + cmd);
-    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-    if (!p) user_error_in(o.peer, "cannot start the peer", "check --python and --peer");
-    std::string out, last;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-        if (!line.empty() && line.front() == '{') last = line;
-    if (last.empty())
+    nlohmann::json r = run_json_command(cmd);
+    if (r.is_null())
         user_error_in(o.peer, "printed no JSON result",
                       "run it by hand to see why (pip install torch transformers), or drop --peer");
-    return nlohmann::json::parse(last);
+    return r;
 }
 
 }  // namespace
