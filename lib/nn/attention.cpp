@@ -24,65 +24,66 @@ RETRO_FAST_MATH_BEGIN
 RETRO_ALWAYS_INLINE float exp_neg_of(float x) { return fast_exp_neg(x); }
 RETRO_ALWAYS_INLINE double exp_neg_of(double x) { return std::exp(x); }
 
+// Every loop below is a plain one (no condition on j, no short-circuit load), the form GCC vectorises;
+// masking is done by separate select passes. Exponentials run to `end` = lim rounded up to 16 (within
+// Nk) so that a causal row of any length is whole vectors (a scalar remainder of up to 15 exps per
+// row cost more than the vector part); the lanes in [lim, end) are overwritten with 0 afterwards.
+inline std::int64_t padded_end(std::int64_t lim, std::int64_t Nk) {
+    return std::min(Nk, (lim + 15) & ~std::int64_t(15));
+}
+
 // Row i of P [Nq, K] holds the scores (column 0: the null key's when off = 1): masked softmax in place.
-// Masked scores become -finfo.max (RP's fill): a row with every key masked is uniform over all K columns.
+// Masked keys get probability 0; a row with every key masked (no null key) is uniform over all K
+// columns, as RP's -finfo.max fill makes it. `mb`: the key mask as 32-bit words, or null.
 template <typename T>
 RETRO_ALWAYS_INLINE void softmax_rows(T* P, std::int64_t Nq, std::int64_t K, std::int64_t off,
-                                      const std::uint8_t* mb, bool causal, std::int64_t shift) {
+                                      const std::int32_t* mb, bool causal, std::int64_t shift) {
     const T mask_value = -std::numeric_limits<T>::max();
     const std::int64_t Nk = K - off;
     for (std::int64_t i = 0; i < Nq; i++) {
         T* row = P + i * K;
         T* keys = row + off;
-        const std::int64_t lim = visible_limit(causal, i, shift, Nk);
-        T mx = off ? row[0] : mask_value;
-        std::int64_t seen = off + (mb ? 0 : lim);
+        const std::int64_t lim = visible_limit(causal, i, shift, Nk), end = padded_end(lim, Nk);
+        std::int64_t seen = off + lim;
         if (mb) {
-#pragma omp simd reduction(max : mx) reduction(+ : seen)
+            std::int64_t hidden = 0;
+#pragma omp simd reduction(+ : hidden)
             for (std::int64_t j = 0; j < lim; j++) {
-                const bool vis = mb[j] != 0;
-                const T s = vis ? keys[j] : mask_value;
-                mx = s > mx ? s : mx;
-                seen += vis ? 1 : 0;
+                keys[j] = mb[j] != 0 ? keys[j] : mask_value;
+                hidden += mb[j] != 0 ? 0 : 1;
             }
-        } else {
-#pragma omp simd reduction(max : mx)
-            for (std::int64_t j = 0; j < lim; j++) mx = keys[j] > mx ? keys[j] : mx;
+            seen -= hidden;
         }
         if (seen == 0) {   // every key masked: softmax of equal values is uniform
             const T u = T(1) / static_cast<T>(K);
             for (std::int64_t j = 0; j < K; j++) row[j] = u;
             continue;
         }
-        T sum = 0;
-        if (off) sum = row[0] = exp_neg_of(row[0] - mx);
-        if (mb) {
-#pragma omp simd reduction(+ : sum)
-            for (std::int64_t j = 0; j < lim; j++) {
-                const T e = mb[j] ? exp_neg_of(keys[j] - mx) : T(0);
-                keys[j] = e;
-                sum += e;
-            }
-        } else {
-#pragma omp simd reduction(+ : sum)
-            for (std::int64_t j = 0; j < lim; j++) {
-                const T e = exp_neg_of(keys[j] - mx);
-                keys[j] = e;
-                sum += e;
-            }
-        }
+        T mx = off ? row[0] : mask_value;
+#pragma omp simd reduction(max : mx)
+        for (std::int64_t j = 0; j < lim; j++) mx = keys[j] > mx ? keys[j] : mx;
+        if (off) row[0] = exp_neg_of(row[0] - mx);
+#pragma omp simd
+        for (std::int64_t j = 0; j < end; j++) keys[j] = exp_neg_of(keys[j] - mx);
         for (std::int64_t j = lim; j < Nk; j++) keys[j] = T(0);
+        if (mb) {
+#pragma omp simd
+            for (std::int64_t j = 0; j < lim; j++) keys[j] = mb[j] != 0 ? keys[j] : T(0);
+        }
+        T sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t j = 0; j < off + end; j++) sum += row[j];
         const T inv = T(1) / sum;
 #pragma omp simd
-        for (std::int64_t j = 0; j < off + lim; j++) row[j] *= inv;
+        for (std::int64_t j = 0; j < off + end; j++) row[j] *= inv;
     }
 }
 
 // Row i of dS [Nq, K] holds dP (column 0 filled by the caller when off = 1): ds = p (dp - sum_j p dp) on
-// visible keys, 0 where masked.
+// visible keys, 0 where masked (p is 0 there too, except in a uniform all-masked row).
 template <typename T>
 RETRO_ALWAYS_INLINE void softmax_backward_rows(T* dS, const T* P, std::int64_t Nq, std::int64_t K, std::int64_t off,
-                                               const std::uint8_t* mb, bool causal, std::int64_t shift) {
+                                               const std::int32_t* mb, bool causal, std::int64_t shift) {
     const std::int64_t Nk = K - off;
     for (std::int64_t i = 0; i < Nq; i++) {
         T* row = dS + i * K;
@@ -93,38 +94,48 @@ RETRO_ALWAYS_INLINE void softmax_backward_rows(T* dS, const T* P, std::int64_t N
         if (off) row[0] = prow[0] * (row[0] - dot);
         T* keys = row + off;
         const T* pk = prow + off;
-        const std::int64_t lim = visible_limit(causal, i, shift, Nk);
+        const std::int64_t lim = visible_limit(causal, i, shift, Nk), end = padded_end(lim, Nk);
+#pragma omp simd
+        for (std::int64_t j = 0; j < end; j++) keys[j] = pk[j] * (keys[j] - dot);
+        for (std::int64_t j = lim; j < Nk; j++) keys[j] = T(0);
         if (mb) {
 #pragma omp simd
-            for (std::int64_t j = 0; j < lim; j++) keys[j] = mb[j] ? pk[j] * (keys[j] - dot) : T(0);
-        } else {
-#pragma omp simd
-            for (std::int64_t j = 0; j < lim; j++) keys[j] = pk[j] * (keys[j] - dot);
+            for (std::int64_t j = 0; j < lim; j++) keys[j] = mb[j] != 0 ? keys[j] : T(0);
         }
-        for (std::int64_t j = lim; j < Nk; j++) keys[j] = T(0);
     }
 }
 
 RETRO_SIMD_CLONES void softmax_rows_f32(float* P, std::int64_t Nq, std::int64_t K, std::int64_t off,
-                                        const std::uint8_t* mb, bool causal, std::int64_t shift) {
+                                        const std::int32_t* mb, bool causal, std::int64_t shift) {
     softmax_rows(P, Nq, K, off, mb, causal, shift);
 }
 RETRO_SIMD_CLONES void softmax_backward_rows_f32(float* dS, const float* P, std::int64_t Nq, std::int64_t K,
-                                                 std::int64_t off, const std::uint8_t* mb, bool causal,
+                                                 std::int64_t off, const std::int32_t* mb, bool causal,
                                                  std::int64_t shift) {
     softmax_backward_rows(dS, P, Nq, K, off, mb, causal, shift);
 }
 RETRO_FAST_MATH_END
 
+// The byte key mask as 32-bit words (in `words`), or null: 32-bit lanes vectorise with AVX-512F alone.
+inline const std::int32_t* mask_words(std::vector<std::int32_t>& words, const std::uint8_t* mask, std::int64_t Nk) {
+    if (!mask) return nullptr;
+    words.assign(mask, mask + Nk);
+    return words.data();
+}
+
 template <typename T>
-void masked_softmax(T* P, std::int64_t Nq, std::int64_t K, std::int64_t off, const std::uint8_t* mb, bool causal,
+void masked_softmax(T* P, std::int64_t Nq, std::int64_t K, std::int64_t off, const std::uint8_t* mask, bool causal,
                     std::int64_t shift) {
+    std::vector<std::int32_t> words;
+    const std::int32_t* mb = mask_words(words, mask, K - off);
     if constexpr (std::is_same_v<T, float>) softmax_rows_f32(P, Nq, K, off, mb, causal, shift);
     else softmax_rows(P, Nq, K, off, mb, causal, shift);
 }
 template <typename T>
 void masked_softmax_backward(T* dS, const T* P, std::int64_t Nq, std::int64_t K, std::int64_t off,
-                             const std::uint8_t* mb, bool causal, std::int64_t shift) {
+                             const std::uint8_t* mask, bool causal, std::int64_t shift) {
+    std::vector<std::int32_t> words;
+    const std::int32_t* mb = mask_words(words, mask, K - off);
     if constexpr (std::is_same_v<T, float>) softmax_backward_rows_f32(dS, P, Nq, K, off, mb, causal, shift);
     else softmax_backward_rows(dS, P, Nq, K, off, mb, causal, shift);
 }
