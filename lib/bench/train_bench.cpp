@@ -16,6 +16,7 @@
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/heap.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "model/params.h"
@@ -170,6 +171,7 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 }  // namespace
 
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
+    heap_keep_freed_memory();   // as retro-train does (core/heap.h)
     const RetroConfig c = o.config.empty() ? train_bench_demo_config() : RetroConfig::load(o.config);
     c.validate(o.config.empty() ? "built-in demo config" : o.config);
     const std::int64_t n = o.seq_len > 0 ? o.seq_len : c.max_seq_len;
