@@ -61,22 +61,10 @@ TrainFlops train_step_flops(const RetroConfig& c, std::int64_t B, std::int64_t n
 }
 
 RetroConfig train_bench_demo_config() {
-    RetroConfig c;
-    c.num_tokens = 8000;
-    c.max_seq_len = 256;
-    c.enc_dim = 128;
-    c.enc_depth = 2;
-    c.enc_cross_attn_all = false;
-    c.enc_cross_attn_layers = {1};
-    c.dec_dim = 128;
-    c.dec_depth = 4;
-    c.dec_cross_attn_layers = {2, 4};
-    c.heads = 8;
-    c.dim_head = 32;
-    c.chunk_size = 32;
-    c.pad_id = 0;
-    c.num_neighbours = 2;
-    return c;
+    static const char* demo = R"({"num_tokens": 8000, "max_seq_len": 256, "enc_dim": 128, "enc_depth": 2,
+        "enc_cross_attn_layers": [1], "dec_dim": 128, "dec_depth": 4, "dec_cross_attn_layers": [2, 4], "heads": 8,
+        "dim_head": 32, "chunk_size": 32, "pad_id": 0, "num_neighbours": 2})";
+    return RetroConfig::from_json(nlohmann::json::parse(demo), "built-in demo config");
 }
 
 namespace {
