@@ -1,6 +1,6 @@
 #include "nn/linear.h"
 
-#include <vector>
+#include <algorithm>
 
 #include "nn/blas.h"
 #include "nn/parallel.h"
@@ -17,11 +17,10 @@ inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARA
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0) return;
-    auto rows = [&](std::int64_t r0, std::int64_t r1) {
-        gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, T(0), y + r0 * O, O);
-        if (b)
-            for (std::int64_t n = r0; n < r1; n++)
-                for (std::int64_t o = 0; o < O; o++) y[n * O + o] += b[o];
+    auto rows = [&](std::int64_t r0, std::int64_t r1) {   // y starts as the bias, sgemm adds with beta = 1
+        if (b)                                               // (beta = 0 makes OpenBLAS clear y first)
+            for (std::int64_t n = r0; n < r1; n++) std::copy(b, b + O, y + n * O);
+        gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
     };
     BlasSingleThread single;
     if (!split(N * I * O)) {
