@@ -7,6 +7,7 @@
 #include "bench/generate_bench.h"
 #include "bench/knn_bench.h"
 #include "bench/retention_bench.h"
+#include "bench/train_bench.h"
 #include "core/tool.h"
 
 namespace {
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
                                 retro::bench::bench_chunk_add_subcommand(app, ctx);   // run by their callbacks
                                 retro::bench::bench_embed_add_subcommand(app, ctx);
                                 retro::bench::bench_knn_add_subcommand(app, ctx);
+                                retro::bench::bench_train_add_subcommand(app, ctx);
                                 retro::bench::bench_generate_add_subcommand(app, ctx);
                                 return [&ctx, ret, ret_cmd] {
                                     if (ret_cmd->parsed()) retro::bench::run_retention_bench(*ret, ctx.command_line);

@@ -1,4 +1,5 @@
-// Implementation of bench_util.h (timing, sgemm rate, peak RSS via /proc/self/{clear_refs,status}, stamps).
+// Implementation of bench_util.h (timing, sgemm rate, peak RSS via /proc/self/{clear_refs,status}, stamps,
+// peer commands through popen).
 #include "bench/bench_util.h"
 
 #include <cblas.h>
@@ -94,6 +95,23 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line) {
             {"date", today_utc()}, {"command", command_line}};
 }
 
+nlohmann::json run_json_command(const std::string& command) {
+    std::FILE* p = popen(command.c_str(), "r");
+    if (!p) return nullptr;
+    std::string out;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+    std::istringstream lines(out);
+    nlohmann::json last;
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty() && line.front() == '{') {
+            auto j = nlohmann::json::parse(line, nullptr, false);
+            if (!j.is_discarded()) last = std::move(j);
+        }
+    return last;
+}
+
 std::string format_table(const std::vector<std::vector<std::string>>& rows) {
     std::vector<std::size_t> w;
     for (const auto& r : rows)
@@ -124,26 +142,6 @@ bool gnuplot_png(const std::string& png, const std::string& script_body, const s
     std::filesystem::remove(base + ".dat");
     if (rc != 0) log_warn("--plot: gnuplot failed (exit " + std::to_string(rc) + ")");
     return rc == 0;
-}
-
-nlohmann::json run_peer_json(const std::string& command, const std::string& peer, const std::string& fix) {
-    log_info("peer: " + command);
-    std::unique_ptr<FILE, int (*)(FILE*)> p(popen(command.c_str(), "r"), pclose);
-    if (!p) user_error_in(peer, "cannot start the peer", "check --python and --peer");
-    std::string out, last;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p.get())) out += buf;
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-        if (!line.empty() && line.front() == '{') last = line;
-    if (last.empty()) {
-        std::string tail = out.substr(out.size() > 300 ? out.size() - 300 : 0);
-        while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
-        for (auto& ch : tail)
-            if (ch == '\n' || ch == '\r') ch = ' ';
-        user_error_in(peer, "printed no JSON result" + (tail.empty() ? std::string() : " (output: " + tail + ")"), fix);
-    }
-    return nlohmann::json::parse(last);
 }
 
 }  // namespace retro::bench

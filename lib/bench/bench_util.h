@@ -24,9 +24,9 @@ std::string today_utc();   // YYYY-MM-DDTHH:MM:SSZ
 // {"tool", "version", "commit", "date", "command"} for every result file.
 nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 
-// Runs a peer command (a Python script of tests/peers/) and returns the last line of its output that starts
-// with '{', parsed as JSON; UserError naming `peer` with `fix` when there is none (the output's tail is quoted).
-nlohmann::json run_peer_json(const std::string& command, const std::string& peer, const std::string& fix);
+// Runs a shell command (a peer script) and returns the last stdout line that parses as a JSON object,
+// or null when there is none; the command's stderr passes through.
+nlohmann::json run_json_command(const std::string& command);
 
 // Renders rows of cells as an aligned text table (first row = header).
 std::string format_table(const std::vector<std::vector<std::string>>& rows);

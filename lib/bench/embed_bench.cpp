@@ -112,7 +112,12 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
                       " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
                       std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
                       std::to_string(o.repeats) + " 2>/dev/null";
-    return run_peer_json(cmd, o.peer, "run it by hand to see why (pip install torch transformers), or drop --peer");
+    log_info("peer: " + cmd);
+    nlohmann::json r = run_json_command(cmd);
+    if (r.is_null())
+        user_error_in(o.peer, "printed no JSON result",
+                      "run it by hand to see why (pip install torch transformers), or drop --peer");
+    return r;
 }
 
 }  // namespace

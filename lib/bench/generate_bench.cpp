@@ -89,8 +89,13 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
     const std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --config " + shell_quote(dir + "/config.json") +
                             " --weights " + shell_quote(dir + "/model.safetensors") + " --prompt-len " + std::to_string(P) +
                             " --steps " + std::to_string(o.peer_steps) + " --threads " + std::to_string(thread_count()) +
-                            " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval") + " 2>&1";
-    return run_peer_json(cmd, o.peer, "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
+                            " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval");
+    log_info("peer: " + cmd);
+    nlohmann::json r = run_json_command(cmd);
+    if (r.is_null())
+        user_error_in(o.peer, "printed no JSON result (its error is above)",
+                      "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
+    return r;
 }
 
 std::string fmt(double v, int digits) {

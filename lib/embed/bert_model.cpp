@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "nn/fast_math.h"
 
 namespace retro {
 
@@ -43,61 +44,10 @@ struct BlasOneThread {
     BlasOneThread& operator=(const BlasOneThread&) = delete;
 };
 
-// The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64, picked at load time
-// by CPU features (the project builds without -march; "arch=" clones would test the CPU model);
-// `omp simd` lets float reductions vectorise. Helpers called in those loops must be always_inline:
-// GCC does not inline a default-target function into a clone, and a call stops vectorisation.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BERT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BERT_SIMD_CLONES
-#endif
-#define BERT_ALWAYS_INLINE inline __attribute__((always_inline))
-// No FP-exception traps are used, and without this GCC will not if-convert a float compare (the
-// clamp in fast_exp_neg), which leaves the softmax loop scalar.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
-
-// erf as a rational function of x (Eigen's generic_fast_erf_float, clamped to [-4, 4]): max abs
-// error 4.2e-7 against std::erf over [-10, 10], no calls, so the loop vectorises (libm's erff was
-// 13% of MiniLM's time).
-BERT_ALWAYS_INLINE float fast_erf(float a) {
-    float x = a > 4.0f ? 4.0f : (a < -4.0f ? -4.0f : a);   // no std::min/max: they would not inline here
-    float x2 = x * x;
-    float p = -2.72614225801306e-10f;
-    p = p * x2 + 2.77068142495902e-08f;
-    p = p * x2 + -2.10102402082508e-06f;
-    p = p * x2 + -5.69250639462346e-05f;
-    p = p * x2 + -7.34990630326855e-04f;
-    p = p * x2 + -2.95459980854025e-03f;
-    p = p * x2 + -1.60960333262415e-02f;
-    p *= x;
-    float q = -1.45660718464996e-05f;
-    q = q * x2 + -2.13374055278905e-04f;
-    q = q * x2 + -1.68282697438203e-03f;
-    q = q * x2 + -7.37332916720468e-03f;
-    q = q * x2 + -1.42647390514189e-02f;
-    return p / q;
-}
-
-// exp(x) for x <= 0 (softmax after subtracting the row max): 2^n * poly(r), r = x - n ln2,
-// |r| <= ln2/2, degree-6 Taylor (relative error < 2e-7).
-BERT_ALWAYS_INLINE float fast_exp_neg(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    int n = static_cast<int>(x * 1.4426950408889634f - 0.5f);   // round half down (x <= 0)
-    float fn = static_cast<float>(n);
-    float r = x - fn * 0.693145751953125f - fn * 1.428606765330187e-06f;
-    float p = 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    return p * __builtin_bit_cast(float, (n + 127) << 23);
-}
+// The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64 (nn/fast_math.h).
+RETRO_FAST_MATH_BEGIN
+using nn::fast_erf;
+using nn::fast_exp_neg;
 
 // Y[rows, out] = X[rows, in] · W[out, in]^T + b: Y starts as the bias and sgemm adds with beta = 1
 // (with beta = 0 OpenBLAS clears Y first, which was a separate 3% pass, as was adding the bias).
@@ -108,7 +58,7 @@ void linear_rows(const float* X, std::int64_t rows, int in, const float* W, cons
 }
 
 // x = LayerNorm(x + y) row by row (y may be null), two-pass mean and variance.
-BERT_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_t rows, int n, const float* g,
+RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_t rows, int n, const float* g,
                                           const float* b, float eps) {
     for (std::int64_t r = 0; r < rows; ++r) {
         float* x = X + r * n;
@@ -134,7 +84,7 @@ BERT_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_t
 }
 
 // Each row of s[rows, len] -> softmax(row).
-BERT_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
+RETRO_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
     for (int i = 0; i < rows; ++i) {
         float* row = s + static_cast<std::int64_t>(i) * len;
         float m = row[0];
@@ -153,14 +103,12 @@ BERT_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
 
 enum class Act { GELU_ERF, GELU_TANH, RELU };
 
-BERT_SIMD_CLONES void gelu_erf(float* x, std::int64_t n) {
+RETRO_SIMD_CLONES void gelu_erf(float* x, std::int64_t n) {
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+RETRO_FAST_MATH_END
 
 void activate(float* x, std::int64_t n, Act act) {
     switch (act) {

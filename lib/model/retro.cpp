@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
 #include "nn/cross_entropy.h"
@@ -234,13 +235,13 @@ void RetroModel<T>::backward(T scale) {
     const auto& c = config_;
     const std::int64_t B = B_, n = n_, N = B * n, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens, cs = c.chunk_size,
                        sz = N * Cd;
-    std::vector<T> dlogits(static_cast<std::size_t>(N * V));
-    nn::cross_entropy_backward(dlogits.data(), scale, logits_.data(), lse_.data(), labels_.data(), N, V, c.pad_id,
+    std::unique_ptr<T[]> dlogits(new T[static_cast<std::size_t>(N * V)]);   // every element written: no zero fill
+    nn::cross_entropy_backward(dlogits.get(), scale, logits_.data(), lse_.data(), labels_.data(), N, V, c.pad_id,
                                valid_);
     std::vector<T> dxn(static_cast<std::size_t>(sz)), dx(dxn.size()), dn(dxn.size()), dtmp(dxn.size());
-    nn::linear_backward(dxn.data(), grad("to_logits.weight"), grad("to_logits.bias"), dlogits.data(),
+    nn::linear_backward(dxn.data(), grad("to_logits.weight"), grad("to_logits.bias"), dlogits.get(),
                         xn_final_.data(), param("to_logits.weight"), N, Cd, V);
-    dlogits = {};
+    dlogits.reset();
     nn::rmsnorm_backward(dx.data(), grad("decoder.norm_out.gamma"), dxn.data(), x_final_.data(),
                          param("decoder.norm_out.gamma"), rms_final_.data(), N, Cd);
 

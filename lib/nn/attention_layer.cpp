@@ -1,6 +1,7 @@
 #include "nn/attention_layer.h"
 
 #include <cmath>
+#include <memory>
 
 #include "core/error.h"
 #include "nn/parallel.h"
@@ -44,29 +45,31 @@ void attention_layer_backward(T* dx, T* dcontext, const AttentionParams<T>& g, c
     const std::int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk;
     const T* kv_in = s.self ? c.x : c.context;
     const std::int64_t kv_dim = s.self ? s.dim : s.context_dim;
-    std::vector<T> dO(static_cast<std::size_t>(Mq * HD)), dq(dO.size()), dk(static_cast<std::size_t>(Mk * HD)),
-        dv(dk.size());
-    linear_backward(dO.data(), g.to_out_w, g.to_out_b, dy, c.o.data(), p.to_out_w, Mq, HD, s.dim);
-    attention_backward(dq.data(), dk.data(), dv.data(), g.null_k, g.null_v, dO.data(), c.probs.data(), c.q.data(),
+    // scratch without a zero fill: every element is written (gemm with beta = 0) before it is read
+    std::unique_ptr<T[]> dO_buf(new T[static_cast<std::size_t>(Mq * HD)]), dq_buf(new T[static_cast<std::size_t>(Mq * HD)]),
+        dk_buf(new T[static_cast<std::size_t>(Mk * HD)]), dv_buf(new T[static_cast<std::size_t>(Mk * HD)]);
+    T *dO = dO_buf.get(), *dq = dq_buf.get(), *dk = dk_buf.get(), *dv = dv_buf.get();
+    linear_backward(dO, g.to_out_w, g.to_out_b, dy, c.o.data(), p.to_out_w, Mq, HD, s.dim);
+    attention_backward(dq, dk, dv, g.null_k, g.null_v, dO, c.probs.data(), c.q.data(),
                        c.k.data(), c.v.data(), (const T*)p.null_k, (const T*)p.null_v, c.key_mask, s.core());
-    if (c.q_rot) rotary_backward(dq.data(), dq.data(), *c.q_rot, s.B, s.Nq, s.heads, s.dim_head);
-    if (c.k_rot) rotary_backward(dk.data(), dk.data(), *c.k_rot, s.B, s.Nk, s.heads, s.dim_head);
+    if (c.q_rot) rotary_backward(dq, dq, *c.q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    if (c.k_rot) rotary_backward(dk, dk, *c.k_rot, s.B, s.Nk, s.heads, s.dim_head);
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.dim_head)));
-    for (auto& e : dq) e *= scale;
-    linear_backward(dx, g.to_q, (T*)nullptr, dq.data(), c.x, p.to_q, Mq, s.dim, HD);
+    for (std::int64_t i = 0; i < Mq * HD; i++) dq[i] *= scale;
+    linear_backward(dx, g.to_q, (T*)nullptr, dq, c.x, p.to_q, Mq, s.dim, HD);
     if (!s.self && !dcontext) {   // context gradient not wanted: parameter gradients only
-        linear_backward((T*)nullptr, g.to_k, (T*)nullptr, dk.data(), kv_in, p.to_k, Mk, kv_dim, HD);
-        linear_backward((T*)nullptr, g.to_v, (T*)nullptr, dv.data(), kv_in, p.to_v, Mk, kv_dim, HD);
+        linear_backward((T*)nullptr, g.to_k, (T*)nullptr, dk, kv_in, p.to_k, Mk, kv_dim, HD);
+        linear_backward((T*)nullptr, g.to_v, (T*)nullptr, dv, kv_in, p.to_v, Mk, kv_dim, HD);
         return;
     }
     T* dkv = s.self ? nullptr : dcontext;
-    std::vector<T> tmp_k, tmp_v(static_cast<std::size_t>(Mk * kv_dim));
+    std::unique_ptr<T[]> tmp_k, tmp_v(new T[static_cast<std::size_t>(Mk * kv_dim)]);
     if (!dkv) {
-        tmp_k.resize(tmp_v.size());
-        dkv = tmp_k.data();
+        tmp_k.reset(new T[static_cast<std::size_t>(Mk * kv_dim)]);
+        dkv = tmp_k.get();
     }
-    linear_backward(dkv, g.to_k, (T*)nullptr, dk.data(), kv_in, p.to_k, Mk, kv_dim, HD);
-    linear_backward(tmp_v.data(), g.to_v, (T*)nullptr, dv.data(), kv_in, p.to_v, Mk, kv_dim, HD);
+    linear_backward(dkv, g.to_k, (T*)nullptr, dk, kv_in, p.to_k, Mk, kv_dim, HD);
+    linear_backward(tmp_v.get(), g.to_v, (T*)nullptr, dv, kv_in, p.to_v, Mk, kv_dim, HD);
     T* target = s.self ? dx : dcontext;
     const std::int64_t n = Mk * kv_dim;
     ranges(n, n, [&](std::int64_t b, std::int64_t e, int) {

@@ -2,11 +2,47 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
+#include "nn/fast_math.h"
 #include "nn/parallel.h"
 
 namespace retro::nn {
+
+namespace {
+RETRO_FAST_MATH_BEGIN
+// The per-row loops over the vocabulary; float uses the call-free exp so that they vectorise.
+RETRO_ALWAYS_INLINE float exp_neg_of(float x) { return fast_exp_neg(x); }
+RETRO_ALWAYS_INLINE double exp_neg_of(double x) { return std::exp(x); }
+
+template <typename T>
+RETRO_ALWAYS_INLINE T row_lse(const T* l, std::int64_t V) {
+    T mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (std::int64_t v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t v = 0; v < V; v++) sum += exp_neg_of(l[v] - mx);
+    return mx + std::log(sum);
+}
+
+template <typename T>
+RETRO_ALWAYS_INLINE void row_softmax_scaled(T* d, const T* l, T lse, T scale, std::int64_t V) {
+#pragma omp simd
+    for (std::int64_t v = 0; v < V; v++) d[v] = exp_neg_of(l[v] - lse) * scale;
+}
+
+RETRO_SIMD_CLONES float row_lse_f32(const float* l, std::int64_t V) { return row_lse(l, V); }
+RETRO_SIMD_CLONES void row_softmax_scaled_f32(float* d, const float* l, float lse, float scale, std::int64_t V) {
+    row_softmax_scaled(d, l, lse, scale, V);
+}
+double row_lse_f64(const double* l, std::int64_t V) { return row_lse(l, V); }
+void row_softmax_scaled_f64(double* d, const double* l, double lse, double scale, std::int64_t V) {
+    row_softmax_scaled(d, l, lse, scale, V);
+}
+RETRO_FAST_MATH_END
+}  // namespace
 
 template <typename T>
 T cross_entropy_forward(T* lse, std::int64_t* valid, const T* logits, const std::int32_t* targets, std::int64_t N,
@@ -15,11 +51,8 @@ T cross_entropy_forward(T* lse, std::int64_t* valid, const T* logits, const std:
     ranges(N, 30 * N * V, [&](std::int64_t b, std::int64_t e, int) {
         for (std::int64_t n = b; n < e; n++) {
             const T* l = logits + n * V;
-            T mx = l[0];
-            for (std::int64_t v = 1; v < V; v++) mx = std::max(mx, l[v]);
-            T sum = 0;
-            for (std::int64_t v = 0; v < V; v++) sum += std::exp(l[v] - mx);
-            lse[n] = mx + std::log(sum);
+            if constexpr (std::is_same_v<T, float>) lse[n] = row_lse_f32(l, V);
+            else lse[n] = row_lse_f64(l, V);
             if (targets[n] != ignore_index) {
                 RETRO_CHECK(targets[n] >= 0 && targets[n] < V, "target ", targets[n], " outside [0, ", V, ")");
                 row_loss[n] = lse[n] - l[targets[n]];
@@ -49,7 +82,8 @@ void cross_entropy_backward(T* dlogits, T dloss, const T* logits, const T* lse, 
                 continue;
             }
             const T* l = logits + n * V;
-            for (std::int64_t v = 0; v < V; v++) d[v] = std::exp(l[v] - lse[n]) * scale;
+            if constexpr (std::is_same_v<T, float>) row_softmax_scaled_f32(d, l, lse[n], scale, V);
+            else row_softmax_scaled_f64(d, l, lse[n], scale, V);
             d[targets[n]] -= scale;
         }
     });

@@ -1,5 +1,7 @@
 #include "nn/feed_forward.h"
 
+#include <memory>
+
 #include "nn/gelu.h"
 #include "nn/linear.h"
 
@@ -19,10 +21,10 @@ void feed_forward_forward(T* y, FeedForwardCache<T>& c, const T* x, const FeedFo
 template <typename T>
 void feed_forward_backward(T* dx, const FeedForwardParams<T>& g, const T* dy, const FeedForwardCache<T>& c,
                            const FeedForwardParams<T>& p, std::int64_t N, std::int64_t dim, std::int64_t inner) {
-    std::vector<T> dgel(static_cast<std::size_t>(N * inner));
-    linear_backward(dgel.data(), g.w2, g.b2, dy, c.g.data(), p.w2, N, inner, dim);
-    gelu_backward(dgel.data(), dgel.data(), c.h.data(), N * inner);
-    linear_backward(dx, g.w1, g.b1, dgel.data(), c.x, p.w1, N, dim, inner);
+    std::unique_ptr<T[]> dgel(new T[static_cast<std::size_t>(N * inner)]);   // written before read: no zero fill
+    linear_backward(dgel.get(), g.w2, g.b2, dy, c.g.data(), p.w2, N, inner, dim);
+    gelu_backward(dgel.get(), dgel.get(), c.h.data(), N * inner);
+    linear_backward(dx, g.w1, g.b1, dgel.get(), c.x, p.w1, N, dim, inner);
 }
 
 #define RETRO_INSTANTIATE(T)                                                                                   \

@@ -1,36 +1,56 @@
 #include "nn/linear.h"
 
-#include <vector>
+#include <algorithm>
 
-#include "nn/parallel.h"
 #include "nn/blas.h"
+#include "nn/parallel.h"
 
 namespace retro::nn {
+
+// OpenBLAS always runs single-threaded here; with more than one thread a large GEMM is split into row
+// blocks over our OpenMP threads instead. OpenBLAS's own pthreads spin after every call and would compete
+// with the OpenMP team of the element-wise loops that follow: one pool of threads for the whole step.
+namespace {
+inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
+}  // namespace
 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0) return;
-    gemm(false, true, N, O, I, T(1), x, I, W, I, T(0), y, O);
-    if (b) {
-        ranges(N, N * O, [&](std::int64_t r0, std::int64_t r1, int) {
-            for (std::int64_t n = r0; n < r1; n++)
-                for (std::int64_t o = 0; o < O; o++) y[n * O + o] += b[o];
-        });
+    auto rows = [&](std::int64_t r0, std::int64_t r1) {   // y starts as the bias, sgemm adds with beta = 1
+        if (b)                                               // (beta = 0 makes OpenBLAS clear y first)
+            for (std::int64_t n = r0; n < r1; n++) std::copy(b, b + O, y + n * O);
+        gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
+    };
+    BlasSingleThread single;
+    if (!split(N * I * O)) {
+        rows(0, N);
+        return;
     }
+    ranges(N, N * I * O, [&](std::int64_t r0, std::int64_t r1, int) { rows(r0, r1); });
 }
 
 template <typename T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, std::int64_t N, std::int64_t I,
                      std::int64_t O) {
     if (N == 0) return;
-    if (dx) gemm(false, false, N, I, O, T(1), dy, O, W, I, T(0), dx, I);
-    gemm(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);
-    if (db) {
-        ranges(O, N * O, [&](std::int64_t o0, std::int64_t o1, int) {
+    auto dx_rows = [&](std::int64_t r0, std::int64_t r1) {
+        gemm(false, false, r1 - r0, I, O, T(1), dy + r0 * O, O, W, I, T(0), dx + r0 * I, I);
+    };
+    auto dw_rows = [&](std::int64_t o0, std::int64_t o1) {   // dW[o0:o1] += dy[:, o0:o1]^T x, db[o0:o1]
+        gemm(true, false, o1 - o0, I, N, T(1), dy + o0, O, x, I, T(1), dW + o0 * I, I);
+        if (db)
             for (std::int64_t n = 0; n < N; n++)
                 for (std::int64_t o = o0; o < o1; o++) db[o] += dy[n * O + o];
-        });
+    };
+    BlasSingleThread single;
+    if (!split(N * I * O)) {
+        if (dx) dx_rows(0, N);
+        dw_rows(0, O);
+        return;
     }
+    if (dx) ranges(N, N * I * O, [&](std::int64_t r0, std::int64_t r1, int) { dx_rows(r0, r1); });
+    ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { dw_rows(o0, o1); });
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, std::int64_t, std::int64_t,

@@ -2,53 +2,86 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "nn/fast_math.h"
 #include "nn/parallel.h"
 
 namespace retro::nn {
 
+namespace {
+RETRO_FAST_MATH_BEGIN
+// Rows [b, e) of the forward and backward passes; float runs in vectorised clones (nn/fast_math.h).
 template <typename T>
-void rmsnorm_forward(T* y, T* norm, const T* x, const T* gamma, std::int64_t N, std::int64_t C) {
+RETRO_ALWAYS_INLINE void forward_rows(T* y, T* norm, const T* x, const T* gamma, std::int64_t b, std::int64_t e,
+                                      std::int64_t C) {
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(C)));
     const T eps = static_cast<T>(RMSNORM_EPS);
-    ranges(N, 4 * N * C, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t n = b; n < e; n++) {
-            const T* xr = x + n * C;
-            T ss = 0;
-            for (std::int64_t c = 0; c < C; c++) ss += xr[c] * xr[c];
-            const T nm = std::sqrt(ss) * scale;
-            norm[n] = nm;
-            const T inv = T(1) / std::max(nm, eps);
-            T* yr = y + n * C;
-            for (std::int64_t c = 0; c < C; c++) yr[c] = xr[c] * inv * gamma[c];
+    for (std::int64_t n = b; n < e; n++) {
+        const T* xr = x + n * C;
+        T ss = 0;
+#pragma omp simd reduction(+ : ss)
+        for (std::int64_t c = 0; c < C; c++) ss += xr[c] * xr[c];
+        const T nm = std::sqrt(ss) * scale;
+        norm[n] = nm;
+        const T inv = T(1) / (nm < eps ? eps : nm);
+        T* yr = y + n * C;
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; c++) yr[c] = xr[c] * inv * gamma[c];
+    }
+}
+
+template <typename T>
+RETRO_ALWAYS_INLINE void backward_rows(T* dx, T* pg, const T* dy, const T* x, const T* gamma, const T* norm,
+                                       std::int64_t b, std::int64_t e, std::int64_t C) {
+    const T eps = static_cast<T>(RMSNORM_EPS);
+    for (std::int64_t n = b; n < e; n++) {
+        const T* xr = x + n * C;
+        const T* gr = dy + n * C;
+        const T nm = norm[n];
+        const T inv = T(1) / (nm < eps ? eps : nm);
+        T dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (std::int64_t c = 0; c < C; c++) {
+            dot += gamma[c] * gr[c] * xr[c];
+            pg[c] += gr[c] * xr[c] * inv;
         }
+        T* dxr = dx + n * C;
+        const T k = (nm >= eps && nm > T(0)) ? dot * inv * inv / (nm * static_cast<T>(C)) : T(0);
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; c++) dxr[c] = gamma[c] * gr[c] * inv - k * xr[c];
+    }
+}
+
+RETRO_SIMD_CLONES void forward_rows_f32(float* y, float* norm, const float* x, const float* gamma, std::int64_t b,
+                                        std::int64_t e, std::int64_t C) {
+    forward_rows(y, norm, x, gamma, b, e, C);
+}
+RETRO_SIMD_CLONES void backward_rows_f32(float* dx, float* pg, const float* dy, const float* x, const float* gamma,
+                                         const float* norm, std::int64_t b, std::int64_t e, std::int64_t C) {
+    backward_rows(dx, pg, dy, x, gamma, norm, b, e, C);
+}
+RETRO_FAST_MATH_END
+}  // namespace
+
+template <typename T>
+void rmsnorm_forward(T* y, T* norm, const T* x, const T* gamma, std::int64_t N, std::int64_t C) {
+    ranges(N, 4 * N * C, [&](std::int64_t b, std::int64_t e, int) {
+        if constexpr (std::is_same_v<T, float>) forward_rows_f32(y, norm, x, gamma, b, e, C);
+        else forward_rows(y, norm, x, gamma, b, e, C);
     });
 }
 
 template <typename T>
 void rmsnorm_backward(T* dx, T* dgamma, const T* dy, const T* x, const T* gamma, const T* norm, std::int64_t N,
                       std::int64_t C) {
-    const T eps = static_cast<T>(RMSNORM_EPS);
     const int nt = thread_count();
     std::vector<T> part(static_cast<std::size_t>(nt) * C, T(0));
     ranges(N, 8 * N * C, [&](std::int64_t b, std::int64_t e, int t) {
         T* pg = part.data() + static_cast<std::int64_t>(t) * C;
-        for (std::int64_t n = b; n < e; n++) {
-            const T* xr = x + n * C;
-            const T* gr = dy + n * C;
-            const T nm = norm[n];
-            const T d = std::max(nm, eps);
-            const T inv = T(1) / d;
-            T dot = 0;
-            for (std::int64_t c = 0; c < C; c++) {
-                dot += gamma[c] * gr[c] * xr[c];
-                pg[c] += gr[c] * xr[c] * inv;
-            }
-            T* dxr = dx + n * C;
-            const T k = (nm >= eps && nm > T(0)) ? dot * inv * inv / (nm * static_cast<T>(C)) : T(0);
-            for (std::int64_t c = 0; c < C; c++) dxr[c] = gamma[c] * gr[c] * inv - k * xr[c];
-        }
+        if constexpr (std::is_same_v<T, float>) backward_rows_f32(dx, pg, dy, x, gamma, norm, b, e, C);
+        else backward_rows(dx, pg, dy, x, gamma, norm, b, e, C);
     });
     for (int t = 0; t < nt; t++)
         for (std::int64_t c = 0; c < C; c++) dgamma[c] += part[static_cast<std::size_t>(t) * C + c];

@@ -1,8 +1,10 @@
 #include "nn/rotary.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
+#include "nn/fast_math.h"
 #include "nn/parallel.h"
 
 namespace retro::nn {
@@ -29,32 +31,58 @@ RotaryTable<T> rotary_table(const std::vector<std::int64_t>& positions, std::int
 }
 
 namespace {
+RETRO_FAST_MATH_BEGIN
+// Rows [r0, r1) of x [B*N, H*D]: each head's first R dims rotate (pairs j, j + R/2), the rest are copied.
+template <typename T, bool BACKWARD>
+RETRO_ALWAYS_INLINE void apply_rows(T* y, const T* x, const T* cos, const T* sin, std::int64_t r0, std::int64_t r1,
+                                    std::int64_t N, std::int64_t H, std::int64_t D, std::int64_t R) {
+    const std::int64_t half = R / 2, HD = H * D;
+    for (std::int64_t row = r0; row < r1; row++) {
+        const T* c = cos + (row % N) * R;
+        const T* s = sin + (row % N) * R;
+        for (std::int64_t h = 0; h < H; h++) {
+            const T* xi = x + row * HD + h * D;
+            T* yo = y + row * HD + h * D;
+#pragma omp simd
+            for (std::int64_t j = 0; j < half; j++) {
+                const T x1 = xi[j], x2 = xi[j + half];
+                if (!BACKWARD) {
+                    yo[j] = x1 * c[j] - x2 * s[j];
+                    yo[j + half] = x2 * c[j + half] + x1 * s[j + half];
+                } else {
+                    yo[j] = x1 * c[j] + x2 * s[j + half];
+                    yo[j + half] = x2 * c[j + half] - x1 * s[j];
+                }
+            }
+            if (yo != xi)
+                for (std::int64_t j = R; j < D; j++) yo[j] = xi[j];
+        }
+    }
+}
+RETRO_SIMD_CLONES void forward_rows_f32(float* y, const float* x, const float* cos, const float* sin, std::int64_t r0,
+                                        std::int64_t r1, std::int64_t N, std::int64_t H, std::int64_t D,
+                                        std::int64_t R) {
+    apply_rows<float, false>(y, x, cos, sin, r0, r1, N, H, D, R);
+}
+RETRO_SIMD_CLONES void backward_rows_f32(float* y, const float* x, const float* cos, const float* sin, std::int64_t r0,
+                                         std::int64_t r1, std::int64_t N, std::int64_t H, std::int64_t D,
+                                         std::int64_t R) {
+    apply_rows<float, true>(y, x, cos, sin, r0, r1, N, H, D, R);
+}
+RETRO_FAST_MATH_END
+
 template <typename T, bool BACKWARD>
 void rotary_apply(T* y, const T* x, const RotaryTable<T>& t, std::int64_t B, std::int64_t N, std::int64_t H,
                   std::int64_t D) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D, "rotary dim ", t.rot_dim, " > head dim ", D);
-    const std::int64_t R = t.rot_dim, half = R / 2, HD = H * D;
+    const std::int64_t R = t.rot_dim;
     ranges(B * N, B * N * H * R * 3, [&](std::int64_t r0, std::int64_t r1, int) {
-        for (std::int64_t row = r0; row < r1; row++) {
-            const T* c = t.cos.data() + (row % N) * R;
-            const T* s = t.sin.data() + (row % N) * R;
-            for (std::int64_t h = 0; h < H; h++) {
-                const T* xi = x + row * HD + h * D;
-                T* yo = y + row * HD + h * D;
-                for (std::int64_t j = 0; j < half; j++) {
-                    const T x1 = xi[j], x2 = xi[j + half];
-                    if (!BACKWARD) {
-                        yo[j] = x1 * c[j] - x2 * s[j];
-                        yo[j + half] = x2 * c[j + half] + x1 * s[j + half];
-                    } else {
-                        yo[j] = x1 * c[j] + x2 * s[j + half];
-                        yo[j + half] = x2 * c[j + half] - x1 * s[j];
-                    }
-                }
-                if (yo != xi)
-                    for (std::int64_t j = R; j < D; j++) yo[j] = xi[j];
-            }
+        if constexpr (std::is_same_v<T, float>) {
+            if (BACKWARD) backward_rows_f32(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
+            else forward_rows_f32(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
+        } else {
+            apply_rows<T, BACKWARD>(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
         }
     });
 }

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "model/config.h"
@@ -294,6 +295,7 @@ void Trainer::run() {
 }  // namespace
 
 void train_run(const ToolContext& ctx, const TrainOptions& opts) {
+    heap_keep_freed_memory();   // the same buffers are freed and reallocated every step
     Trainer t(ctx, opts);
     t.run();
 }

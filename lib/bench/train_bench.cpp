@@ -1,0 +1,296 @@
+// Implementation of train_bench.h: the FLOP formula, random batches, timed steps at each thread count,
+// the peer (tests/peers/rp_train.py via popen) and the table / JSON.
+#include "bench/train_bench.h"
+
+#include <cblas.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include "bench/bench_util.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/heap.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "model/params.h"
+#include "model/retro.h"
+#include "train/adamw.h"
+
+namespace retro::bench {
+
+namespace fs = std::filesystem;
+
+TrainFlops train_step_flops(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval) {
+    const double Ce = double(c.enc_dim), Cd = double(c.dec_dim), V = double(c.num_tokens), H = double(c.heads),
+                 D = double(c.dim_head), HD = double(c.inner_dim()), cs = double(c.chunk_size),
+                 k = double(c.num_neighbours), r = double(c.retrieved_len());
+    const std::int64_t chunks = n / c.chunk_size;
+    retrieval = retrieval && c.first_cca_layer() > 0 && chunks > 0;
+    const double N = double(B) * double(n), l = double(chunks), Q = double(B) * l * cs, M = double(B) * l * k,
+                 R = M * r;
+    TrainFlops f;
+    if (c.enc_dim != c.dec_dim) f.linear += 2 * N * Ce * Cd;
+    for (std::int64_t i = 1; i <= c.dec_depth; i++) {
+        f.linear += 2 * N * Cd * HD * 4 + 2 * N * Cd * 4 * Cd * 2;
+        f.attention += 4 * H * D * double(B) * double(n) * double(n);
+        if (retrieval && c.dec_has_cross(i)) {
+            f.linear += 2 * Q * Cd * HD * 2 + 2 * R * Cd * HD * 2;
+            f.attention += 4 * H * D * double(B) * l * cs * (k * r + 1);
+        }
+    }
+    if (retrieval) {
+        for (std::int64_t j = 1; j <= c.enc_depth; j++) {
+            f.linear += 2 * R * Ce * HD * 4 + 2 * R * Ce * 4 * Ce * 2;
+            f.attention += 4 * H * D * M * r * r;
+            if (c.enc_has_cross(j)) {
+                f.linear += 2 * R * Ce * HD * 2 + 2 * M * cs * Cd * HD * 2;
+                f.attention += 4 * H * D * M * r * cs;
+            }
+        }
+        f.linear += 2 * R * Ce * Cd;
+    }
+    f.linear += 2 * N * Cd * V;
+    return f;
+}
+
+RetroConfig train_bench_demo_config() {
+    static const char* demo = R"({"num_tokens": 8000, "max_seq_len": 256, "enc_dim": 128, "enc_depth": 2,
+        "enc_cross_attn_layers": [1], "dec_dim": 128, "dec_depth": 4, "dec_cross_attn_layers": [2, 4], "heads": 8,
+        "dim_head": 32, "chunk_size": 32, "pad_id": 0, "num_neighbours": 2})";
+    return RetroConfig::from_json(nlohmann::json::parse(demo), "built-in demo config");
+}
+
+namespace {
+
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+std::string fmt(double v, const char* f = "%.1f") {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+// Random ids in [1, V): no pad, so every label counts and no neighbour is masked.
+RetroBatch random_batch(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.num_tokens - 1));
+    RetroBatch b;
+    b.B = B;
+    b.n = n;
+    b.seq.resize(static_cast<std::size_t>(B * (n + 1)));
+    for (auto& t : b.seq) t = id(rng);
+    if (retrieval) {
+        b.k = c.num_neighbours;
+        b.r = c.retrieved_len();
+        b.retrieved.resize(static_cast<std::size_t>(B * (n / c.chunk_size) * b.k * b.r));
+        for (auto& t : b.retrieved) t = id(rng);
+    }
+    return b;
+}
+
+// RetroKit at `threads`: median wall and CPU seconds of `steps` timed steps after `warmup` untimed ones.
+nlohmann::json time_retrokit(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o) {
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), o.seed);
+    AdamW<float> opt(model.layout(), AdamWConfig{});
+    std::vector<double> losses, wall, cpu;
+    auto step = [&] {
+        model.zero_grad();
+        losses.push_back(static_cast<double>(model.forward(batch)));
+        model.backward();
+        opt.step(model.params(), model.grads(), opt.config().lr);
+    };
+    for (int i = 0; i < o.warmup; i++) step();
+    for (int i = 0; i < o.steps; i++) {
+        const double c0 = cpu_seconds();
+        const auto t0 = std::chrono::steady_clock::now();
+        step();
+        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        cpu.push_back(cpu_seconds() - c0);
+    }
+    const double tokens = double(batch.B * batch.n), secs = median(wall), cpu_secs = median(cpu);
+    return {{"impl", "retrokit"},           {"threads", thread_count()},      {"parameters", model.layout().total()},
+            {"steps", o.steps},             {"step_seconds", secs},           {"step_seconds_all", wall},
+            {"cpu_seconds", cpu_secs},      {"tokens_per_s", tokens / secs},  {"tokens_per_cpu_s", tokens / cpu_secs},
+            {"loss_first", losses.front()}, {"loss_last", losses.back()}};
+}
+
+std::string default_peer_script() {
+    const fs::path rel = fs::path("tests") / "peers" / "rp_train.py";
+    if (fs::exists(rel)) return rel.string();
+    std::error_code ec;   // build/bin/retro-bench or build/retro_tests: the source tree above the build folder
+    fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    for (int up = 0; !ec && up < 3 && dir.has_parent_path(); up++, dir = dir.parent_path())
+        if (fs::exists(dir / rel)) return (dir / rel).string();
+    return rel.string();
+}
+
+// The peer's JSON line, or {"skipped": reason}.
+nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, const std::string& config_path,
+                        std::int64_t n, int threads) {
+    const std::string cmd = shell_quote(o.python) + " " + shell_quote(script) + " --config " +
+                            shell_quote(config_path) + " --batch " + std::to_string(o.batch) + " --seq-len " +
+                            std::to_string(n) + " --threads " + std::to_string(threads) + " --steps " +
+                            std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --seed " +
+                            std::to_string(o.seed) + (o.no_retrieval ? " --no-retrieval" : "");
+    log_info("peer: " + cmd);
+    nlohmann::json r = run_json_command(cmd);
+    if (r.is_null())
+        return {{"skipped", "the peer printed no JSON result (run it by hand: " + cmd + ")"}};
+    return r;
+}
+
+}  // namespace
+
+nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
+    heap_keep_freed_memory();   // as retro-train does (core/heap.h)
+    const RetroConfig c = o.config.empty() ? train_bench_demo_config() : RetroConfig::load(o.config);
+    c.validate(o.config.empty() ? "built-in demo config" : o.config);
+    const std::int64_t n = o.seq_len > 0 ? o.seq_len : c.max_seq_len;
+    if (n > c.max_seq_len)
+        user_error_in("--seq-len", cat(n, " exceeds the config's max_seq_len ", c.max_seq_len));
+    if (o.batch < 1 || o.steps < 1 || o.warmup < 0) user_error_in("--batch/--steps/--warmup", "must be positive");
+    const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
+    const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
+    const RetroBatch batch = random_batch(c, o.batch, n, retrieval, o.seed);
+    std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
+    threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+
+    std::string script, config_path;
+    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
+        std::error_code ec;
+        fs::remove(*p, ec);
+        delete p;
+    });
+    if (o.peer) {
+        script = o.peer_script.empty() ? default_peer_script() : o.peer_script;
+        scratch.reset(new fs::path(fs::temp_directory_path() /
+                                   ("retro-bench-train-" + std::to_string(::getpid()) + ".json")));
+        config_path = scratch->string();
+        write_file_atomic(config_path, c.to_json().dump(2) + "\n");
+    }
+
+    nlohmann::json result = {{"stamp", stamp("retro-bench train", command_line)},
+                             {"machine", {{"cpu", cpu_model()}, {"hardware_threads", hardware_threads()}}},
+                             {"config", c.to_json()},
+                             {"config_path", o.config.empty() ? "built-in demo (examples/configs/demo.json)" : o.config},
+                             {"shape",
+                              {{"batch", o.batch},
+                               {"seq_len", n},
+                               {"tokens_per_step", o.batch * n},
+                               {"retrieval", retrieval},
+                               {"chunks", retrieval ? n / c.chunk_size : 0},
+                               {"neighbours", retrieval ? c.num_neighbours : 0},
+                               {"retrieved_len", retrieval ? c.retrieved_len() : 0}}},
+                             {"dtype", "fp32"},
+                             {"flops",
+                              {{"linear_forward", flops.linear},
+                               {"attention_forward", flops.attention},
+                               {"forward", flops.forward()},
+                               {"step", flops.step()},
+                               {"formula", "step = 3 * forward matmul FLOPs (lib/bench/train_bench.h)"}}}};
+    std::vector<std::vector<std::string>> table{
+        {"threads", "impl", "step s", "tokens/s", "tokens/cpu-s", "GFLOP/s", "vs sgemm", "loss", "note"}};
+    nlohmann::json rows = nlohmann::json::array(), ratios = nlohmann::json::array();
+    std::string skipped;
+    for (int t : threads) {
+        set_thread_count(t);
+        openblas_set_num_threads(t);
+        const double sg = sgemm_gflops();
+        log_info("threads " + std::to_string(t) + ": sgemm " + fmt(sg) + " GFLOP/s; timing RetroKit");
+        std::vector<nlohmann::json> row_set{time_retrokit(c, batch, o)};
+        if (o.peer && skipped.empty()) {
+            nlohmann::json p = run_peer(o, script, config_path, n, t);
+            if (p.contains("skipped"))
+                skipped = p["skipped"].get<std::string>();
+            else
+                row_set.push_back(p);
+        }
+        for (auto& r : row_set) {
+            const double secs = r["step_seconds"].get<double>(), g = flops.step() / secs / 1e9;
+            r["threads"] = t;
+            r["gflops"] = g;
+            r["sgemm_gflops"] = sg;
+            r["ratio_to_sgemm"] = g / sg;
+            table.push_back({std::to_string(t), r["impl"].get<std::string>(), fmt(secs, "%.3f"),
+                             fmt(r["tokens_per_s"].get<double>()), fmt(r["tokens_per_cpu_s"].get<double>()), fmt(g),
+                             fmt(g / sg, "%.2f"), fmt(r["loss_first"].get<double>(), "%.3f"), ""});
+            rows.push_back(r);
+        }
+        if (row_set.size() == 2) {
+            const auto &a = row_set[0], &b = row_set[1];
+            const double ratio = a["tokens_per_s"].get<double>() / b["tokens_per_s"].get<double>();
+            const double cpu_ratio = a["tokens_per_cpu_s"].get<double>() / b["tokens_per_cpu_s"].get<double>();
+            table.back()[8] = "retrokit/peer = " + fmt(ratio, "%.2f") + "x";
+            ratios.push_back({{"threads", t}, {"tokens_per_s", ratio}, {"tokens_per_cpu_s", cpu_ratio}});
+            if (b.value("parameters", std::int64_t(0)) != a["parameters"].get<std::int64_t>())
+                log_warn(cat("the peer's model has ", b.value("parameters", std::int64_t(0)),
+                             " parameters, RetroKit's ", a["parameters"].get<std::int64_t>(), ": not the same model"));
+        }
+    }
+    result["rows"] = rows;
+    if (o.peer) {
+        if (!skipped.empty()) result["peer_skipped"] = skipped;
+        result["ratios"] = ratios;
+    }
+    const std::string retrieval_note =
+        retrieval ? cat("on (k ", c.num_neighbours, ", r ", c.retrieved_len(), ")") : std::string("off");
+    std::printf("retro-bench train: %s, %s, %lld parameters, batch %lld x %lld tokens, retrieval %s, %.2f GFLOP "
+                "per step\n",
+                cpu_model().c_str(), result["config_path"].get<std::string>().c_str(),
+                static_cast<long long>(rows[0]["parameters"].get<std::int64_t>()), static_cast<long long>(o.batch),
+                static_cast<long long>(n), retrieval_note.c_str(), flops.step() / 1e9);
+    std::printf("%s", format_table(table).c_str());
+    for (const auto& r : ratios)
+        std::printf("retrokit / RETRO-pytorch at %d thread(s): %.2fx tokens/s (wall), %.2fx per CPU-second\n",
+                    r["threads"].get<int>(), r["tokens_per_s"].get<double>(), r["tokens_per_cpu_s"].get<double>());
+    if (!skipped.empty()) std::printf("peer skipped: %s\n", skipped.c_str());
+    std::fflush(stdout);
+    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    return result;
+}
+
+void bench_train_add_subcommand(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<TrainBenchOptions>();
+    auto* sub = bench.add_subcommand("train", "RETRO training steps (fwd + bwd + AdamW, fp32): tokens/s and GFLOP/s "
+                                              "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
+    sub->add_option("--config", o->config, "Model config JSON (default: the built-in demo config = "
+                                           "examples/configs/demo.json; e.g. examples/configs/retro-172m.json)");
+    sub->add_option("--batch", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
+    sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
+    sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
+    sub->add_option("--warmup", o->warmup, "Untimed steps before the timed ones");
+    sub->add_option("--threads", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
+                                             "else 1 and all cores)")
+        ->delimiter(',');
+    sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
+    sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
+    sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)");
+    sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
+    sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] {
+        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
+        TrainBenchOptions run = *o;
+        if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
+        run_train_bench(run, ctx.command_line);
+    });
+}
+
+}  // namespace retro::bench

@@ -1,0 +1,110 @@
+// retro-bench train: the analytic FLOP count against a count driven by the parameter layout (every linear
+// weight times the rows it is applied to; every attention layer's query/key pairs), the built-in demo
+// config against examples/configs/demo.json, and a tiny run's JSON fields with and without a (missing) peer.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "bench/train_bench.h"
+#include "model/params.h"
+#include "test_util.h"
+
+using namespace retro;
+using namespace retro::test;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Walks the layout: 2*rows*numel per linear weight, 4*(heads*dim_head)*pairs per attention layer.
+bench::TrainFlops layout_flops(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval) {
+    const double cs = double(c.chunk_size), l = double(n / c.chunk_size), k = double(c.num_neighbours),
+                 r = double(2 * c.chunk_size), N = double(B * n), Q = double(B) * l * cs, M = double(B) * l * k,
+                 R = M * r;
+    bench::TrainFlops f;
+    const ParamLayout layout(c);
+    for (const auto& e : layout.entries()) {
+        const std::string& s = e.name;
+        const bool enc = s.rfind("encoder.", 0) == 0, cca = has(s, "cross_attn.");
+        if ((enc || cca) && !retrieval) continue;
+        if (e.shape.size() != 2 || s == "token_emb.weight" || s == "pos_emb.weight") continue;
+        double rows = N;
+        if (cca) rows = (has(s, "to_k.") || has(s, "to_v.")) ? R : Q;
+        if (enc) rows = (has(s, ".1.fn.to_k.") || has(s, ".1.fn.to_v.")) ? M * cs : R;
+        f.linear += 2 * rows * double(e.numel);
+        if (!ends_with(s, "to_q.weight")) continue;
+        double pairs = double(B) * double(n) * double(n);   // decoder causal self-attention, whole square
+        if (cca) pairs = double(B) * l * cs * (k * r + 1);
+        if (enc) pairs = has(s, ".1.fn.") ? M * r * cs : M * r * r;
+        f.attention += 4 * double(e.shape[0]) * pairs;
+    }
+    return f;
+}
+
+RetroConfig tiny() { return RetroConfig::load((source_dir() / "examples/configs/tiny.json").string()); }
+
+}  // namespace
+
+TEST_CASE("train bench: analytic FLOPs equal the count over the parameter layout") {
+    RetroConfig wide = tiny();   // enc_dim != dec_dim (to_decoder_model_dim), cross-attention in every encoder layer
+    wide.enc_cross_attn_all = true;
+    wide.enc_cross_attn_layers.clear();
+    RetroConfig same = bench::train_bench_demo_config();   // enc_dim == dec_dim
+    for (const RetroConfig* c : {&wide, &same})
+        for (bool retrieval : {true, false})
+            for (std::int64_t n : {c->max_seq_len, c->max_seq_len - 1, c->chunk_size - 1}) {
+                CAPTURE(c->dec_dim);
+                CAPTURE(retrieval);
+                CAPTURE(n);
+                const bool used = retrieval && n >= c->chunk_size;
+                const auto a = bench::train_step_flops(*c, 3, n, retrieval);
+                const auto b = layout_flops(*c, 3, n, used);
+                CHECK(a.linear == doctest::Approx(b.linear).epsilon(1e-12));
+                CHECK(a.attention == doctest::Approx(b.attention).epsilon(1e-12));
+                CHECK(a.step() == doctest::Approx(3 * (b.linear + b.attention)).epsilon(1e-12));
+            }
+    // one figure by hand: tiny.json, B = 2, n = 16 (H*D = 256, l = 4, k = 2, r = 8, M = 16):
+    // decoder self 3 * 4*256*2*16*16 + CCA 2 * 4*256*2*4*4*17 + encoder self 2 * 4*256*16*8*8 + cross 4*256*16*8*4
+    CHECK(bench::train_step_flops(tiny(), 2, 16, true).attention == 5308416.0);
+}
+
+TEST_CASE("train bench: the built-in demo config is examples/configs/demo.json") {
+    const auto file = RetroConfig::load((source_dir() / "examples/configs/demo.json").string());
+    CHECK(bench::train_bench_demo_config().to_json() == file.to_json());
+}
+
+TEST_CASE("train bench: a tiny run reports every field and a missing peer is skipped visibly") {
+    TempDir dir("train-bench");
+    bench::TrainBenchOptions o;
+    o.config = (source_dir() / "examples/configs/tiny.json").string();
+    o.batch = 2;
+    o.steps = 2;
+    o.warmup = 0;
+    o.threads = {1};
+    o.peer = true;
+    o.python = (dir / "no-such-python").string();
+    o.json = (dir / "train.json").string();
+    const auto r = bench::run_train_bench(o, "retro_tests (train bench)");
+    REQUIRE(r["rows"].size() == 1);
+    const auto& row = r["rows"][0];
+    CHECK(row["impl"] == "retrokit");
+    CHECK(row["threads"] == 1);
+    CHECK(row["tokens_per_s"].get<double>() > 0);
+    CHECK(row["gflops"].get<double>() > 0);
+    CHECK(row["sgemm_gflops"].get<double>() > 0);
+    CHECK(row["ratio_to_sgemm"].get<double>() > 0);
+    CHECK(row["parameters"] == ParamLayout(tiny()).total());
+    CHECK(std::abs(row["loss_first"].get<double>() - std::log(64.0)) < 1.0);   // about ln V at initialisation
+    CHECK(r["shape"]["tokens_per_step"] == 32);
+    CHECK(r["shape"]["retrieval"] == true);
+    CHECK(r["flops"]["step"].get<double>() == doctest::Approx(3 * r["flops"]["forward"].get<double>()));
+    CHECK(r["peer_skipped"].get<std::string>().find("no JSON") != std::string::npos);
+    CHECK(r["ratios"].empty());
+    const auto saved = nlohmann::json::parse(read_text(dir / "train.json"));
+    CHECK(saved["stamp"]["tool"] == "retro-bench train");
+    CHECK(saved["rows"].size() == 1);
+}
