@@ -12,6 +12,7 @@
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/heap.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "generate/cached_decoder.h"
@@ -111,6 +112,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
     const RetroConfig c = bench_config(o);
+    heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), o.seed);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0;

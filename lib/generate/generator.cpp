@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "generate/cached_decoder.h"
@@ -71,6 +72,7 @@ Generator::~Generator() = default;
 
 Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.max_tokens < 1) user_error_in("--max-tokens", "must be at least 1");
+    heap_keep_freed_memory();   // every token frees and reallocates the same step buffers
     if (o.batch_size < 1) user_error_in("--batch-size", "must be at least 1");
     sampler_validate(o.sampler);
     const fs::path config_path = fs::path(o.run) / "config.json";

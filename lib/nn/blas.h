@@ -18,6 +18,16 @@ inline void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
+// Row-major y = alpha*op(A)*x + beta*y.
+inline void gemv(bool ta, std::int64_t M, std::int64_t N, float alpha, const float* A, std::int64_t lda, const float* x,
+                 float beta, float* y) {
+    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, (int)M, (int)N, alpha, A, (int)lda, x, 1, beta, y, 1);
+}
+inline void gemv(bool ta, std::int64_t M, std::int64_t N, double alpha, const double* A, std::int64_t lda,
+                 const double* x, double beta, double* y) {
+    cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, (int)M, (int)N, alpha, A, (int)lda, x, 1, beta, y, 1);
+}
+
 // OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
 struct BlasSingleThread {
     int previous;

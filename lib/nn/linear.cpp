@@ -12,6 +12,8 @@ namespace retro::nn {
 // with the OpenMP team of the element-wise loops that follow: one pool of threads for the whole step.
 namespace {
 inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
+// Up to this many rows a forward linear runs as one GEMV per row: OpenBLAS's GEMM would pack all of W for them.
+constexpr std::int64_t GEMV_MAX_ROWS = 4;
 }  // namespace
 
 template <typename T>
@@ -23,6 +25,17 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
     };
     BlasSingleThread single;
+    if (N <= GEMV_MAX_ROWS) {   // KV-cached decoding: W is read once per row, threads take blocks of outputs
+        auto outputs = [&](std::int64_t o0, std::int64_t o1) {
+            for (std::int64_t n = 0; n < N; n++) {
+                if (b) std::copy(b + o0, b + o1, y + n * O + o0);
+                gemv(false, o1 - o0, I, T(1), W + o0 * I, I, x + n * I, b ? T(1) : T(0), y + n * O + o0);
+            }
+        };
+        if (!split(N * I * O)) outputs(0, O);
+        else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
+        return;
+    }
     if (!split(N * I * O)) {
         rows(0, N);
         return;
