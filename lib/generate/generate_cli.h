@@ -1,0 +1,21 @@
+// What retro-generate does after parsing its flags: prompts from the argument, stdin or a .jsonl file;
+// a Generator (generate/generator.h) run with the text streamed to stdout or the results written to a .jsonl
+// (atomically); neighbours printed on stderr as text or JSON lines; a summary line on stderr.
+#pragma once
+#include <string>
+
+#include "generate/generator.h"
+
+namespace retro {
+
+struct GenerateCliOptions {
+    GenerateOptions g;
+    std::string prompt;         // "" = read stdin (single-prompt mode)
+    std::string prompts_file;   // batch mode input (.jsonl)
+    std::string output;         // batch mode output (.jsonl)
+    bool show_neighbours = false, json = false, ignore_eos = false;
+};
+
+void generate_cli_run(GenerateCliOptions cli);
+
+}  // namespace retro
