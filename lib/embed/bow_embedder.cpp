@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/progress.h"
+#include "core/splitmix.h"
 #include "core/threads.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
@@ -15,13 +16,7 @@
 namespace retro {
 namespace {
 
-// splitmix64: a fixed, well-mixed hash (the same on every machine).
-std::uint64_t mix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return splitmix64(x); }
 
 bool is_content(std::int32_t t) { return t != TOKEN_PAD && t != TOKEN_BOS && t != TOKEN_EOS; }
 

@@ -18,15 +18,6 @@ void sampler_validate(const SamplerOptions& o) {
                       "p is the nucleus mass kept; RETRO-pytorch's top_p(thres) means p = 1 - thres");
 }
 
-std::uint64_t SplitMix64::next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-double SplitMix64::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
 SamplerChoice sampler_distribution(const float* logits, std::int64_t V, const SamplerOptions& o) {
     RETRO_CHECK(V > 0, "sampler: empty vocabulary");
     const double T = o.greedy ? 1.0 : o.temperature;

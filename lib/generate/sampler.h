@@ -6,10 +6,12 @@
 //      keep the shortest prefix whose softmax mass reaches p, i.e. id i stays iff the mass ranked before
 //      it is < p (the top id always stays). RP's top_p(thres) is this with p = 1 - thres.
 //   4. draw from softmax(z) over the kept ids (inverse CDF in double, one uniform per draw).
-// The generator is a counter-free splitmix64 stream: one seed gives one sequence of draws on any machine.
+// The generator is a splitmix64 stream (core/splitmix.h): one seed gives one sequence of draws on any machine.
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include "core/splitmix.h"
 
 namespace retro {
 
@@ -23,14 +25,6 @@ struct SamplerOptions {
 // UserError (naming the flag) for T <= 0, top_k < 0, p outside (0, 1].
 void sampler_validate(const SamplerOptions& o);
 
-class SplitMix64 {
-public:
-    explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-    std::uint64_t next();
-    double uniform();   // [0, 1), 53 bits
-private:
-    std::uint64_t state_;
-};
 
 // The ids kept by temperature + top-k + top-p, and their probabilities (softmax over the kept ids, double).
 struct SamplerChoice {

@@ -4,19 +4,12 @@
 
 #include "core/error.h"
 #include "core/manifest.h"
+#include "core/splitmix.h"
 
 namespace fs = std::filesystem;
 
 namespace retro {
 
-namespace {
-std::uint64_t splitmix64(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-}  // namespace
 
 RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& c, double val_fraction)
     : pad_(c.pad_id), val_fraction_(val_fraction) {
