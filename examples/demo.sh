@@ -44,12 +44,12 @@ step "5. retro-train: a small RETRO (examples/configs/demo.json, 32-token chunks
 "$BIN/retro-chunk" "$CORPUS" --glob "$GLOB" --tokenizer "$OUT/tok" --out "$OUT/db32" --chunk-size 32 --seq-len 256 --force --quiet
 "$BIN/retro-index" "$OUT/db32" --out "$OUT/index32" --force --quiet
 "$BIN/retro-knn" "$OUT/index32" --db "$OUT/db32" --out "$OUT/knn32" --neighbours 2 --extra 32 --force --quiet
-STEPS=${DEMO_STEPS:-60}
+STEPS=${DEMO_STEPS:-300}
 CONFIG="$(dirname "$0")/configs/demo.json"
 "$BIN/retro-train" --db "$OUT/db32" --neighbours "$OUT/knn32" --config "$CONFIG" --out "$OUT/run" \
-  --steps "$STEPS" --warmup 10 --val-every "$STEPS" --force
+  --steps "$STEPS" --warmup 20 --val-every "$STEPS" --force
 "$BIN/retro-train" --db "$OUT/db32" --neighbours "$OUT/knn32" --config "$CONFIG" --out "$OUT/run-no-retrieval" \
-  --steps "$STEPS" --warmup 10 --val-every "$STEPS" --no-retrieval --force
+  --steps "$STEPS" --warmup 20 --val-every "$STEPS" --no-retrieval --force
 last_val() { grep '"val_loss"' "$1/metrics.jsonl" | tail -n 1 | sed 's/.*"val_loss": *\([0-9.]*\).*/\1/'; }
 printf '\nvalidation loss after %s steps: with retrieval %s, without %s\n' "$STEPS" \
   "$(last_val "$OUT/run")" "$(last_val "$OUT/run-no-retrieval")"
