@@ -112,6 +112,16 @@ nlohmann::json run_json_command(const std::string& command) {
     return last;
 }
 
+std::string format_fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string format_table(const std::vector<std::vector<std::string>>& rows) {
     std::vector<std::size_t> w;
     for (const auto& r : rows)

@@ -1,6 +1,7 @@
 // Helpers shared by the retro-bench subcommands: median timing, the machine's sgemm rate, peak
 // resident memory around one call (Linux VmHWM), the device description and a JSON stamp.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +28,11 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 // Runs a shell command (a peer script) and returns the last stdout line that parses as a JSON object,
 // or null when there is none; the command's stderr passes through.
 nlohmann::json run_json_command(const std::string& command);
+
+// v with `digits` decimals ("%.*f"), for table cells.
+std::string format_fixed(double v, int digits);
+// Seconds of steady clock since t0.
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 // Renders rows of cells as an aligned text table (first row = header).
 std::string format_table(const std::vector<std::vector<std::string>>& rows);

@@ -33,9 +33,6 @@ namespace fs = std::filesystem;
 namespace retro::bench {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 double process_cpu_seconds() {
     timespec ts{};
@@ -86,11 +83,6 @@ ChildRun run_child(const std::vector<std::string>& args) {
     return r;
 }
 
-std::string fixed(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
 
 }  // namespace
 
@@ -114,7 +106,7 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         auto t0 = std::chrono::steady_clock::now();
         std::string path = (work / "corpus.jsonl").string();
         std::int64_t docs = synthetic_jsonl_write(path, 1, static_cast<std::int64_t>(o.size_mb * 1e6), 4000);
-        log_info("generated " + path + " (" + std::to_string(docs) + " documents) in " + fixed(seconds_since(t0), 1) + " s");
+        log_info("generated " + path + " (" + std::to_string(docs) + " documents) in " + format_fixed(seconds_since(t0), 1) + " s");
         inputs.push_back(path);
     }
     CorpusOptions co;
@@ -128,7 +120,7 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         auto r = tokenizer_train(files, co, to);
         tok_path = (work / "tok.model").string();
         std::ofstream(tok_path, std::ios::binary) << r.model_bytes;
-        log_info("trained a " + std::to_string(r.vocab_size) + "-piece tokenizer in " + fixed(seconds_since(t0), 1) + " s");
+        log_info("trained a " + std::to_string(r.vocab_size) + "-piece tokenizer in " + format_fixed(seconds_since(t0), 1) + " s");
     }
     Tokenizer tok(tok_path);
 
@@ -161,8 +153,8 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
                              {"mb_per_cpu_s", sample_bytes / 1e6 / loop_cpu}, {"tokens_per_s", loop_tps}};
     std::vector<std::vector<std::string>> table{
         {"what", "threads", "MB/s", "Mtok/s", "wall s", "cpu s", "MB/cpu-s", "peak RSS MB", "peak anon MB", "vs Encode loop"},
-        {"sentencepiece Encode loop, in-process", "1", fixed(loop_mbs, 2), fixed(loop_tps / 1e6, 3), fixed(loop_s, 2),
-         fixed(loop_cpu, 2), fixed(sample_bytes / 1e6 / loop_cpu, 2), "-", "-", "1.00"}};
+        {"sentencepiece Encode loop, in-process", "1", format_fixed(loop_mbs, 2), format_fixed(loop_tps / 1e6, 3), format_fixed(loop_s, 2),
+         format_fixed(loop_cpu, 2), format_fixed(sample_bytes / 1e6 / loop_cpu, 2), "-", "-", "1.00"}};
 
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
@@ -184,11 +176,11 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
                         {"tokens_per_s", tps}, {"mb_per_cpu_s", text_bytes / 1e6 / r.cpu_s}, {"tokens", tokens}, {"peak_rss_bytes", r.peak_rss_bytes}, {"peak_anon_rss_bytes", r.peak_anon_bytes},
                         {"vs_encode_loop", mbs / loop_mbs},
                         {"vs_one_thread", one_thread_mbs > 0 ? mbs / one_thread_mbs : 0.0}});
-        table.push_back({"retro-chunk", std::to_string(t), fixed(mbs, 2), fixed(tps / 1e6, 3), fixed(r.wall_s, 2),
-                         fixed(r.cpu_s, 2), fixed(text_bytes / 1e6 / r.cpu_s, 2), fixed(r.peak_rss_bytes / 1e6, 1), fixed(r.peak_anon_bytes / 1e6, 1), fixed(mbs / loop_mbs, 2)});
+        table.push_back({"retro-chunk", std::to_string(t), format_fixed(mbs, 2), format_fixed(tps / 1e6, 3), format_fixed(r.wall_s, 2),
+                         format_fixed(r.cpu_s, 2), format_fixed(text_bytes / 1e6 / r.cpu_s, 2), format_fixed(r.peak_rss_bytes / 1e6, 1), format_fixed(r.peak_anon_bytes / 1e6, 1), format_fixed(mbs / loop_mbs, 2)});
     }
     result["retro_chunk"] = runs;
-    std::cout << "retro-bench chunk: " << fixed(text_bytes / 1e6, 1) << " MB of text, " << counts.documents
+    std::cout << "retro-bench chunk: " << format_fixed(text_bytes / 1e6, 1) << " MB of text, " << counts.documents
               << " documents, " << (generated ? "generated" : "given") << ", vocabulary " << tok.vocab_size() << ", "
               << cpu_model() << "\n"
               << format_table(table);

@@ -101,11 +101,6 @@ std::pair<double, double> median_wall_cpu(const std::function<void()>& fn, int r
     return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
 }
 
-std::string fmt(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
 
 nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads) {
     std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
@@ -186,10 +181,10 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     for (const auto* r : {&ours, &peer}) {
         if (r->is_null()) continue;
         rows.push_back({(*r)["impl"].get<std::string>(), std::to_string((*r)["chunks"].get<std::int64_t>()),
-                        fmt((*r)["tokens_per_chunk"].get<double>(), 1), std::to_string((*r)["batch"].get<int>()),
-                        std::to_string((*r)["threads"].get<int>()), fmt((*r)["tokenize_seconds"].get<double>(), 3),
-                        fmt((*r)["seconds"].get<double>(), 3), fmt((*r)["cpu_seconds"].get<double>(), 3),
-                        fmt((*r)["chunks_per_s"].get<double>(), 1), fmt((*r)["chunks_per_cpu_s"].get<double>(), 1)});
+                        format_fixed((*r)["tokens_per_chunk"].get<double>(), 1), std::to_string((*r)["batch"].get<int>()),
+                        std::to_string((*r)["threads"].get<int>()), format_fixed((*r)["tokenize_seconds"].get<double>(), 3),
+                        format_fixed((*r)["seconds"].get<double>(), 3), format_fixed((*r)["cpu_seconds"].get<double>(), 3),
+                        format_fixed((*r)["chunks_per_s"].get<double>(), 1), format_fixed((*r)["chunks_per_cpu_s"].get<double>(), 1)});
     }
     std::printf("retro-bench embed: %s, model %s (dim %d), %s\n", cpu_model().c_str(),
                 ours["model"].get<std::string>().c_str(), emb.dim(),

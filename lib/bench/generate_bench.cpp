@@ -48,9 +48,6 @@ RetroConfig bench_config(const GenerateBenchOptions& o) {
     return c;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
@@ -99,11 +96,6 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
     return r;
 }
 
-std::string fmt(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
 
 }  // namespace
 
@@ -147,16 +139,16 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                               {"prefill_ms", ours.prefill_ms},
                               {"decode_ms_per_token", ours.decode_ms_per_token},
                               {"tokens_per_s", ours.tokens_per_s}};
-        std::vector<std::string> cells = {std::to_string(P), std::to_string(o.output), fmt(ours.prefill_ms, 1),
-                                          fmt(ours.decode_ms_per_token, 2), fmt(ours.tokens_per_s, 1)};
+        std::vector<std::string> cells = {std::to_string(P), std::to_string(o.output), format_fixed(ours.prefill_ms, 1),
+                                          format_fixed(ours.decode_ms_per_token, 2), format_fixed(ours.tokens_per_s, 1)};
         if (!dir.empty()) {
             const nlohmann::json peer = run_peer(o, dir, P, retrieval);
             const double pm = peer.at("ms_per_token").get<double>();
             row["peer"] = peer;
             row["speedup"] = pm / ours.decode_ms_per_token;
-            cells.push_back(fmt(pm, 1));
-            cells.push_back(fmt(1e3 / pm, 2));
-            cells.push_back(fmt(pm / ours.decode_ms_per_token, 1) + "x");
+            cells.push_back(format_fixed(pm, 1));
+            cells.push_back(format_fixed(1e3 / pm, 2));
+            cells.push_back(format_fixed(pm / ours.decode_ms_per_token, 1) + "x");
         } else {
             cells.insert(cells.end(), {"-", "-", "-"});
         }
