@@ -117,6 +117,14 @@ __global__ void topk_rows(const float* __restrict__ S, long long nb, long long b
     }
 }
 
+__global__ void fill_pseudo_random(float* x, long long count, unsigned seed) {
+    long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= count) return;
+    unsigned h = static_cast<unsigned>(i) * 2654435761u + seed;   // Knuth hash -> [-1, 1)
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    x[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
 __global__ void fill_empty(float* run_s, long long* run_i, long long count) {
     long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i < count) run_s[i] = -INFINITY, run_i[i] = -1;
@@ -199,6 +207,42 @@ void exact_search_ip_cuda(const float* queries, std::int64_t m, const float* bas
     RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
     CudaExactSearch searcher(base, n, d, opts.base_docs);
     searcher.search(queries, m, opts.query_docs, opts.k, ids, scores, opts.query_block, opts.base_block);
+}
+
+double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d) {
+    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found");
+    check_cuda(cudaSetDevice(0), "cudaSetDevice");
+    DeviceBuf<float> a(m * d, "sgemm A"), b(n * d, "sgemm B"), c(m * n, "sgemm C");
+    fill_pseudo_random<<<static_cast<unsigned>((m * d + 255) / 256), 256>>>(a.p, m * d, 1u);
+    fill_pseudo_random<<<static_cast<unsigned>((n * d + 255) / 256), 256>>>(b.p, n * d, 2u);
+    check_cuda(cudaGetLastError(), "fill_pseudo_random");
+    cublasHandle_t h = nullptr;
+    check_cublas(cublasCreate(&h), "cublasCreate");
+    check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    const float one = 1.0f, zero = 0.0f;
+    auto once = [&] {
+        check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one, b.p, d, a.p,
+                                 d, &zero, c.p, static_cast<int>(n)),
+                     "cublasSgemm");
+    };
+    cudaEvent_t e0, e1;
+    check_cuda(cudaEventCreate(&e0), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&e1), "cudaEventCreate");
+    once();
+    float best = 1e30f;
+    for (int r = 0; r < 5; ++r) {
+        cudaEventRecord(e0);
+        once();
+        cudaEventRecord(e1);
+        check_cuda(cudaEventSynchronize(e1), "sgemm timing");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        best = std::min(best, ms);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cublasDestroy(h);
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * d / (best * 1e-3) / 1e9;
 }
 
 }  // namespace retro

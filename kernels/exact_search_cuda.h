@@ -5,7 +5,8 @@
 // Scores can differ from the CPU's in the last bits (another summation order), so ids can differ
 // where scores tie within that.
 // provides: CudaExactSearch (the base kept on the device across calls), exact_search_ip_cuda,
-//           kCudaExactMaxK. Host pointers in and out. UserError when built without CUDA.
+//           kCudaExactMaxK, cuda_sgemm_gflops (the cuBLAS rate exact search is measured against).
+//           Host pointers in and out. UserError when built without CUDA.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,5 +40,9 @@ private:
 // are used; opts.kernel is not).
 void exact_search_ip_cuda(const float* queries, std::int64_t m, const float* base, std::int64_t n, int d,
                           const ExactSearchOptions& opts, std::int64_t* ids, float* scores);
+
+// GFLOP/s of cuBLAS fp32 sgemm (pedantic math, no TF32) for S (m x n) = A (m x d) · B (n x d)^T on
+// device 0, the shape of one exact-search score block; best of 5 after a warm-up, pseudo-random data.
+double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d);
 
 }  // namespace retro

@@ -2,7 +2,10 @@
 // pair kernel windowed to chunks (shared-memory tiles), then the state walk, one block per (state tile, b·h) with
 // the tile in shared memory: O_c += scale (Q_c S_prev) ⊙ xi, S = gamma^L S + K_c^T (V_c ⊙ zeta) (RETENTION.md §1).
 // Backward is chunkwise too: three windowed pair kernels, then dQ (forward walk), dK + dh0 and dV (reverse walks).
+#include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
+
+#include <type_traits>
 
 namespace retro::retention::cuda {
 using namespace cuda_detail;
@@ -15,6 +18,12 @@ void chunkwise_forward(const Shape& s, const Options& opt, const T* q, const T* 
     const Dims d{s.B, s.T, s.H, s.K, s.V};
     const long C = std::min<long>(opt.chunk_size, s.T);
     const float sc = static_cast<float>(scale);
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (tc_supported(s.K, s.V, C)) {   // tensor cores: (A,B,C) = (q,k,v), M = S
+            launch_chunk_tc<false>(q, k, v, o, h0, ht, false, d, static_cast<int>(s.K), static_cast<int>(s.V), sc, g);
+            return;
+        }
+    }
     launch_pair<T, false>(q, k, v, o, d, static_cast<int>(s.K), static_cast<int>(s.V), C, sc, g, false);
     launch_walk<T, Walk::fwd_o, false>(q, k, v, nullptr, o, h0, ht, d, C, sc, g);
 }
@@ -28,6 +37,14 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
     const long C = std::min<long>(opt.chunk_size, s.T);
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
     const float sc = static_cast<float>(scale);
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (tc_supported(K, V, C) && tc_supported(V, K, C)) {   // tensor cores, see retention_chunk_tc.cuh
+            launch_chunk_tc<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g);   // M = S^T
+            launch_chunk_tc<true>(v, dO, q, dk, dht, dh0, true, d, V, K, sc, g);       // M = G^T
+            launch_chunk_tc<true>(k, q, dO, dv, dht, nullptr, false, d, K, V, sc, g);  // M = G
+            return;
+        }
+    }
     launch_pair<T, false>(dO, v, k, dq, d, V, K, C, sc, g, false);
     launch_pair<T, true>(v, dO, q, dk, d, V, K, C, sc, g, false);
     launch_pair<T, true>(k, q, dO, dv, d, K, V, C, sc, g, false);

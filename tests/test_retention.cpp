@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -373,10 +374,22 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
     return out;
 }
 
+template <typename X>
+void check_cuda_against_cpu(const rr::Shape& s, double tol);
+
 // Inputs rounded to X first, so the CPU double reference sees exactly what the GPU sees.
 template <typename X>
 void check_cuda_against_cpu(double tol) {
-    const rr::Shape s{2, 200, 4, 32, 48};   // T = 200: last chunk partial; V = 48: a partial 32-column tile
+    // T = 200 / 130: last chunk partial; V = 48: a partial 32-column tile; K, V in {64, 128} with chunk 64 take the
+    // bf16 tensor-core path (kernels/retention_chunk_tc.cuh), the others the CUDA-core kernels
+    for (const rr::Shape& s : {rr::Shape{2, 200, 4, 32, 48}, rr::Shape{2, 200, 3, 64, 128}, rr::Shape{1, 130, 2, 128, 64}}) {
+        INFO("B T H K V = " << s.B << " " << s.T << " " << s.H << " " << s.K << " " << s.V);
+        check_cuda_against_cpu<X>(s, tol);
+    }
+}
+
+template <typename X>
+void check_cuda_against_cpu(const rr::Shape& s, double tol) {
     auto in = make_inputs<double>(s, true, 23);
     if constexpr (!std::is_same_v<X, float>)
         for (auto* t : {&in.q, &in.k, &in.v, &in.dO})
@@ -390,6 +403,12 @@ void check_cuda_against_cpu(double tol) {
             run(Mode::recurrent, s, opt, ref);
             auto got = run_cuda<X>(m, s, opt, in);
             INFO(mode_name(m) << " C=" << C);
+            std::printf("  cuda %s %s C=%lld B,T,H,K,V=%lld,%lld,%lld,%lld,%lld rms ratio: o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dh0 %.2e\n",
+                        std::is_same_v<X, float> ? "fp32" : "bf16", mode_name(m), static_cast<long long>(C),
+                        static_cast<long long>(s.B), static_cast<long long>(s.T), static_cast<long long>(s.H),
+                        static_cast<long long>(s.K), static_cast<long long>(s.V), rms_ratio(got.o, ref.o),
+                        rms_ratio(got.ht, ref.ht), rms_ratio(got.dq, ref.dq), rms_ratio(got.dk, ref.dk),
+                        rms_ratio(got.dv, ref.dv), rms_ratio(got.dh0, ref.dh0));
             CHECK(rms_ratio(got.o, ref.o) < tol);
             CHECK(rms_ratio(got.ht, ref.ht) < tol);
             CHECK(rms_ratio(got.dq, ref.dq) < tol);

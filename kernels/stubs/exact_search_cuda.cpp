@@ -23,4 +23,6 @@ void exact_search_ip_cuda(const float*, std::int64_t, const float*, std::int64_t
     no_cuda();
 }
 
+double cuda_sgemm_gflops(std::int64_t, std::int64_t, int) { no_cuda(); }
+
 }  // namespace retro

@@ -22,6 +22,8 @@
 #include "core/threads.h"
 #include "index/exact_search.h"
 #include "index/faiss_index.h"
+#include "exact_search_cuda.h"
+#include "cuda_device.h"
 
 namespace retro::bench {
 namespace {
@@ -129,6 +131,16 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         ivf->add(n, base.data());
         result["ivf_train_seconds"] = t;
     }
+    // one table/JSON row; `threads` is a CPU thread count or "gpu", `sg` the sgemm rate of that device
+    auto add_row = [&](const std::string& threads_label, double sg, const std::string& method, double secs, double recall,
+                       bool exact_flops, const std::string& note) {
+        double qps = q / secs, g = exact_flops ? gflop / secs : 0;
+        table.push_back({threads_label, method, fmt(qps), exact_flops ? fmt(g) : "-", exact_flops ? fmt(g / sg, "%.2f") : "-",
+                         fmt(recall, "%.4f"), note});
+        nlohmann::json threads_json = threads_label == "gpu" ? nlohmann::json("gpu") : nlohmann::json(std::stoi(threads_label));
+        rows.push_back({{"threads", threads_json}, {"method", method}, {"seconds", secs}, {"queries_per_s", qps},
+                        {"gflops", g}, {"sgemm_gflops", sg}, {"ratio_to_sgemm", exact_flops ? g / sg : 0}, {"recall_at_k", recall}, {"note", note}});
+    };
     for (int t : threads) {
         set_thread_count(t);
         openblas_set_num_threads(t);   // FAISS's sgemm too: "t threads" means t cores for every method
@@ -154,26 +166,39 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         double s_flat = seconds_of([&] { flat.search(q, queries.data(), k, scores.data(), fids.data()); });
         std::vector<std::int64_t> fids64(fids.begin(), fids.end());
         double r_flat = recall_at_k(fids64, truth, q, k);
-        auto add_row = [&](const std::string& method, double secs, double recall, bool exact_flops, const std::string& note) {
-            double qps = q / secs, g = exact_flops ? gflop / secs : 0;
-            table.push_back({std::to_string(t), method, fmt(qps), exact_flops ? fmt(g) : "-", exact_flops ? fmt(g / sg, "%.2f") : "-",
-                             fmt(recall, "%.4f"), note});
-            rows.push_back({{"threads", t}, {"method", method}, {"seconds", secs}, {"queries_per_s", qps},
-                            {"gflops", g}, {"sgemm_gflops", sg}, {"ratio_to_sgemm", exact_flops ? g / sg : 0}, {"recall_at_k", recall}, {"note", note}});
+        auto add_cpu_row = [&](const std::string& method, double secs, double recall, bool exact_flops, const std::string& note) {
+            add_row(std::to_string(t), sg, method, secs, recall, exact_flops, note);
         };
         for (const auto& [name, secs] : ours) {
-            add_row("retrokit exact " + name, secs, 1.0, true, "speedup vs faiss flat " + fmt(secs > 0 ? s_flat / secs : 0, "%.2f") + "x");
+            add_cpu_row("retrokit exact " + name, secs, 1.0, true, "speedup vs faiss flat " + fmt(secs > 0 ? s_flat / secs : 0, "%.2f") + "x");
             rows.back()["speedup_vs_faiss_flat"] = s_flat / secs;
         }
-        add_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
+        add_cpu_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
         if (ivf) {
             for (int np : o.nprobe) {
                 ivf->set_nprobe(np);
                 double s_ivf = seconds_of([&] { ivf->search(q, queries.data(), k, ids.data(), scores.data()); });
-                add_row("faiss IVF" + std::to_string(o.ivf_nlist) + ",Flat", s_ivf, recall_at_k(ids, truth, q, k), false,
+                add_cpu_row("faiss IVF" + std::to_string(o.ivf_nlist) + ",Flat", s_ivf, recall_at_k(ids, truth, q, k), false,
                         "nprobe " + std::to_string(np));
             }
         }
+    }
+    if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
+        if (cuda_device_count() == 0) user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
+        const std::int64_t qb = std::min<std::int64_t>(q, 4096);
+        const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
+        log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");
+        std::unique_ptr<CudaExactSearch> gpu;
+        const double upload = seconds_of([&] { gpu = std::make_unique<CudaExactSearch>(base.data(), n, d, nullptr); });
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
+        std::vector<float> scores(ids.size());
+        gpu->search(queries.data(), std::min<std::int64_t>(q, 64), nullptr, k, ids.data(), scores.data());   // warm-up
+        double best = 1e30;
+        for (int r = 0; r < 3; ++r)
+            best = std::min(best, seconds_of([&] { gpu->search(queries.data(), q, nullptr, k, ids.data(), scores.data()); }));
+        add_row("gpu", sg, "retrokit exact cuda", best, recall_at_k(ids, truth, q, k), true,
+                "best of 3; base upload " + fmt(upload, "%.2f") + " s once");
+        result["gpu"] = {{"device", cuda_device_name()}, {"cublas_sgemm_gflops", sg}, {"base_upload_seconds", upload}};
     }
     result["rows"] = rows;
     std::printf("%s", format_table(table).c_str());
@@ -218,6 +243,7 @@ void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--json", o->json, "Write results as JSON here");
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
     sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
+    sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
     sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
         ->delimiter(',');
     sub->callback([o, &ctx] { run_knn_bench(*o, ctx.command_line); });

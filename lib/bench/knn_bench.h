@@ -25,6 +25,7 @@ struct KnnBenchOptions {
     std::string python = "python3";
     std::string json;
     std::int64_t query_block = 0, base_block = 0;   // 0 = exact search's defaults (for tuning)
+    bool cuda = false;                 // also time exact search on the GPU
     std::vector<std::string> kernels;  // exact search kernels to time: avx512, sgemm (default: those this CPU runs)
 };
 

@@ -63,11 +63,20 @@ std::int64_t count_nonfinite(const std::vector<X>& x) {
     return c;
 }
 
+// N(0, 1) samples, generated in blocks of 2^20 on all threads (the GPU shapes are 0.5G elements per tensor);
+// block b draws from its own stream (seed, b), so the result does not depend on the thread count.
 std::vector<float> random_floats(std::size_t n, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
+    constexpr std::int64_t kBlock = std::int64_t{1} << 20;
     std::vector<float> x(n);
-    for (auto& e : x) e = d(rng);
+    const auto blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
+    parallel_ranges(blocks, [&](std::int64_t b0, std::int64_t b1, int) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+            std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(b));
+            std::normal_distribution<float> d(0.0f, 1.0f);
+            const auto end = std::min(n, static_cast<std::size_t>((b + 1) * kBlock));
+            for (auto i = static_cast<std::size_t>(b * kBlock); i < end; ++i) x[i] = d(rng);
+        }
+    });
     return x;
 }
 
@@ -110,10 +119,12 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
     const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
     auto conv = [](const std::vector<float>& x) {
         std::vector<X> y(x.size());
-        for (std::size_t i = 0; i < x.size(); ++i) {
-            if constexpr (std::is_same_v<X, float>) y[i] = x[i];
-            else y[i] = rr::to_bf16(x[i]);
-        }
+        parallel_ranges(static_cast<std::int64_t>(x.size()), [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; ++i) {
+                if constexpr (std::is_same_v<X, float>) y[i] = x[i];
+                else y[i] = rr::to_bf16(x[i]);
+            }
+        });
         return y;
     };
     const std::size_t used0 = rr::cuda::device_used_bytes();
