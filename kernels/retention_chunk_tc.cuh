@@ -16,188 +16,285 @@
 
 namespace retro::retention::cuda_detail {
 
-constexpr int kTcChunk = 64, kTcTile = 64, kTcWarps = 4, kTcMaxDa = 128;
+constexpr int kTcChunk = 64, kTcTile = 64, kTcWarps = 8, kTcThreads = kTcWarps * 32, kTcMaxDa = 128;
 
 inline bool tc_supported(long Da, long Dc, long C) {
-    return C == kTcChunk && Da % 16 == 0 && Da <= kTcMaxDa && Dc % kTcTile == 0;
+    return C == kTcChunk && Da % 32 == 0 && Da <= kTcMaxDa && Dc % kTcTile == 0;
 }
 
-struct TcLayout {   // shared-memory carve-up (bytes), padded rows against bank conflicts
-    int lda, ldc, ldf, ldm;   // bf16 row stride of A/B (Da+8), of C/Pb (72); fp32 stride of 64-wide (68); bf16 of Mb (72)
-    int a, b, c, p, pb, mf, mb, total;
+struct TcLayout {   // shared-memory carve-up (bytes), rows padded against bank conflicts (wmma wants 32-byte bases)
+    int lda, ldc, ldf;   // bf16 row stride of A/B (Da+8) and of C/Pb/Mb (72); fp32 row stride of 64-wide tiles (68)
+    int a, b, bs, c, p, x, pb, mf, mb, pw, total;
     __host__ __device__ explicit TcLayout(int Da) {
-        lda = Da + 8, ldc = kTcTile + 8, ldf = kTcTile + 4, ldm = kTcTile + 8;
-        a = 0;                                   // A_c (bf16 64 x lda); later the intra product O (fp32 64 x ldf)
-        b = a + (kTcChunk * lda * 2 > kTcChunk * ldf * 4 ? kTcChunk * lda * 2 : kTcChunk * ldf * 4);
-        c = b + kTcChunk * lda * 2;              // B_c, then B_c scaled by the update coefficients
-        p = c + kTcChunk * ldc * 2;              // C_c tile
-        pb = p + kTcChunk * ldf * 4;             // P = A B^T (fp32), then X = A M (fp32)
-        mf = pb + kTcChunk * ldc * 2;            // P masked/decayed (bf16)
-        mb = mf + Da * ldf * 4;                  // M (fp32)
-        total = mb + Da * ldm * 2;               // M (bf16)
+        lda = Da + 8, ldc = kTcTile + 8, ldf = kTcTile + 4;
+        a = 0;                              // A_c (bf16)
+        b = a + kTcChunk * lda * 2;         // B_c (bf16)
+        bs = b + kTcChunk * lda * 2;        // B_c rows times their update coefficient (bf16)
+        c = bs + kTcChunk * lda * 2;        // C_c tile (bf16)
+        p = c + kTcChunk * ldc * 2;         // P = A B^T (fp32), later O = the output tile before rounding
+        x = p + kTcChunk * ldf * 4;         // X = A M (fp32)
+        pb = x + kTcChunk * ldf * 4;        // P masked and decayed (bf16)
+        mf = pb + kTcChunk * ldc * 2;       // M (fp32, Da x 64)
+        mb = mf + Da * ldf * 4;             // M (bf16)
+        pw = mb + Da * ldc * 2;             // gamma^d, d = 0..64 (fp32)
+        total = pw + 80 * 4;
     }
 };
 
-// 16-byte copies of rows [t0, t0+L) of x[b, :, h, col0 : col0+width] into s (row stride lds), zero rows L..63.
-__device__ __forceinline__ void tc_load_rows(const __nv_bfloat16* x, long row0, long row_stride, int L, int width,
-                                             __nv_bfloat16* s, int lds) {
-    const int vecs = width / 8;
-    for (int e = threadIdx.x; e < kTcChunk * vecs; e += blockDim.x) {
-        const int r = e / vecs, v = e % vecs;
-        uint4 val = make_uint4(0, 0, 0, 0);
-        if (r < L) val = *reinterpret_cast<const uint4*>(x + row0 + r * row_stride + v * 8);
-        *reinterpret_cast<uint4*>(s + r * lds + v * 8) = val;
+// The next chunk's rows, fetched into registers while the current one computes (16-byte loads, zeros past L).
+template <int Da>
+struct TcPrefetch {
+    static constexpr int kAB = kTcChunk * Da / 8 / kTcThreads, kC = kTcChunk * kTcTile / 8 / kTcThreads;
+    uint4 a[kAB], b[kAB], c[kC];
+    __device__ void load(const __nv_bfloat16* A, const __nv_bfloat16* Bm, const __nv_bfloat16* Cm, long base_a,
+                         long base_c, long rs_a, long rs_c, int L) {
+        constexpr int vecs = Da / 8;
+#pragma unroll
+        for (int u = 0; u < kAB; ++u) {
+            const int e = threadIdx.x + u * kTcThreads, r = e / vecs, v = e % vecs;
+            const bool ok = r < L;
+            a[u] = ok ? *reinterpret_cast<const uint4*>(A + base_a + r * rs_a + v * 8) : make_uint4(0, 0, 0, 0);
+            b[u] = ok ? *reinterpret_cast<const uint4*>(Bm + base_a + r * rs_a + v * 8) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kC; ++u) {
+            const int e = threadIdx.x + u * kTcThreads, r = e / (kTcTile / 8), v = e % (kTcTile / 8);
+            c[u] = r < L ? *reinterpret_cast<const uint4*>(Cm + base_c + r * rs_c + v * 8) : make_uint4(0, 0, 0, 0);
+        }
     }
-}
+    // to shared memory; B also scaled row-wise by coef[r] into Bs
+    __device__ void store(__nv_bfloat16* As, __nv_bfloat16* Bs, __nv_bfloat16* Bsc, __nv_bfloat16* Cs, int lda, int ldc,
+                          const float* coef) const {
+        constexpr int vecs = Da / 8;
+#pragma unroll
+        for (int u = 0; u < kAB; ++u) {
+            const int e = threadIdx.x + u * kTcThreads, r = e / vecs, v = e % vecs;
+            *reinterpret_cast<uint4*>(As + r * lda + v * 8) = a[u];
+            *reinterpret_cast<uint4*>(Bs + r * lda + v * 8) = b[u];
+            uint4 sc = b[u];
+            auto* h = reinterpret_cast<__nv_bfloat162*>(&sc);
+            const float f = coef[r];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                const float2 x = __bfloat1622float2(h[t]);
+                h[t] = __floats2bfloat162_rn(x.x * f, x.y * f);
+            }
+            *reinterpret_cast<uint4*>(Bsc + r * lda + v * 8) = sc;
+        }
+#pragma unroll
+        for (int u = 0; u < kC; ++u) {
+            const int e = threadIdx.x + u * kTcThreads, r = e / (kTcTile / 8), v = e % (kTcTile / 8);
+            *reinterpret_cast<uint4*>(Cs + r * ldc + v * 8) = c[u];
+        }
+    }
+};
 
-template <bool REV>
-__global__ void __launch_bounds__(kTcWarps * 32) chunk_tc_kernel(const __nv_bfloat16* A, const __nv_bfloat16* Bm,
+template <bool REV, int Da>
+__global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bfloat16* A, const __nv_bfloat16* Bm,
                                                                  const __nv_bfloat16* Cm, __nv_bfloat16* out,
                                                                  const float* init, float* fin, bool state_transposed,
-                                                                 Dims d, int Da, int Dc, float scale, Gammas g) {
+                                                                 Dims d, int Dc, float scale, Gammas g) {
     using namespace nvcuda;
+    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+    using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
+    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+    using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
+    using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
     extern __shared__ __align__(128) unsigned char smem[];
     const TcLayout lay(Da);
     auto* As = reinterpret_cast<__nv_bfloat16*>(smem + lay.a);
-    auto* Of = reinterpret_cast<float*>(smem + lay.a);
     auto* Bs = reinterpret_cast<__nv_bfloat16*>(smem + lay.b);
+    auto* Bsc = reinterpret_cast<__nv_bfloat16*>(smem + lay.bs);
     auto* Cs = reinterpret_cast<__nv_bfloat16*>(smem + lay.c);
     auto* Pf = reinterpret_cast<float*>(smem + lay.p);
+    auto* Xf = reinterpret_cast<float*>(smem + lay.x);
     auto* Pb = reinterpret_cast<__nv_bfloat16*>(smem + lay.pb);
     auto* Mf = reinterpret_cast<float*>(smem + lay.mf);
     auto* Mb = reinterpret_cast<__nv_bfloat16*>(smem + lay.mb);
-    const int warp = threadIdx.x / 32, tid = threadIdx.x, nt = blockDim.x;
+    auto* pw = reinterpret_cast<float*>(smem + lay.pw);
+    const int warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int strip = warp % 4, half = warp / 4;   // 16-row strip of the 64-row outputs, 32-column half
     const long bh = blockIdx.y, bi = bh / d.H, h = bh % d.H;
     const int col0 = blockIdx.x * kTcTile;
     const float lg = g.lg[h];
-    // state element (i, j) of the tile: i in [0, Da), j in [0, 64); global state is [Dc-or-Da rows][...] fp32
-    auto state_index = [&](int i, int j) -> long {
+    const int ldf = lay.ldf, lda = lay.lda, ldc = lay.ldc;
+    auto state_index = [&](int i, int j) -> long {   // tile element (i, j) in the fp32 [B,H,K,V] state
         return bh * static_cast<long>(Da) * Dc + (state_transposed ? static_cast<long>(col0 + j) * Da + i
                                                                    : static_cast<long>(i) * Dc + col0 + j);
     };
-    for (int e = tid; e < Da * kTcTile; e += nt) {
+    for (int e = tid; e <= kTcChunk; e += kTcThreads) pw[e] = decay(lg, e);
+    for (int e = tid; e < Da * kTcTile; e += kTcThreads) {
         const int i = e / kTcTile, j = e % kTcTile;
         const float m = init ? init[state_index(i, j)] : 0.0f;
-        Mf[i * lay.ldf + j] = m;
-        Mb[i * lay.ldm + j] = __float2bfloat16(m);
+        Mf[i * ldf + j] = m;
+        Mb[i * ldc + j] = __float2bfloat16(m);
     }
     const long chunks = (d.T + kTcChunk - 1) / kTcChunk;
     const long rs_a = d.H * Da, rs_c = d.H * Dc;   // row strides of the [B,T,H,D] tensors
+    auto chunk_of = [&](long step) { return REV ? chunks - 1 - step : step; };
+    auto base_a = [&](long c) { return ((bi * d.T + c * kTcChunk) * d.H + h) * Da; };
+    auto base_c = [&](long c) { return ((bi * d.T + c * kTcChunk) * d.H + h) * static_cast<long>(Dc) + col0; };
+    auto len = [&](long c) { return static_cast<int>(min(static_cast<long>(kTcChunk), d.T - c * kTcChunk)); };
+    TcPrefetch<Da> next;
+    next.load(A, Bm, Cm, base_a(chunk_of(0)), base_c(chunk_of(0)), rs_a, rs_c, len(chunk_of(0)));
+    __syncthreads();   // pw
     for (long step = 0; step < chunks; ++step) {
-        const long c = REV ? chunks - 1 - step : step;
-        const long t0 = c * kTcChunk;
-        const int L = static_cast<int>(min(static_cast<long>(kTcChunk), d.T - t0));
-        const long base_a = ((bi * d.T + t0) * d.H + h) * Da, base_c = ((bi * d.T + t0) * d.H + h) * Dc + col0;
-        __syncthreads();   // the previous step's readers of As/Of, Bs, Cs, Pf are done
-        tc_load_rows(A, base_a, rs_a, L, Da, As, lay.lda);
-        tc_load_rows(Bm, base_a, rs_a, L, Da, Bs, lay.lda);
-        tc_load_rows(Cm, base_c, rs_c, L, kTcTile, Cs, lay.ldc);
+        const long c = chunk_of(step);
+        const int L = len(c);
+        __syncthreads();   // last step's readers of As, Bs, Bsc, Cs, Pf/O are done
+        {   // update coefficient of each row of B: gamma^(L-1-n) forward, scale gamma^(n+1) reverse
+            __shared__ float ucoef[kTcChunk];
+            if (tid < kTcChunk) ucoef[tid] = tid < L ? (REV ? scale * pw[tid + 1] : pw[L - 1 - tid]) : 0.0f;
+            __syncthreads();
+            next.store(As, Bs, Bsc, Cs, lda, ldc, ucoef);
+        }
+        if (step + 1 < chunks) {
+            const long cn = chunk_of(step + 1);
+            next.load(A, Bm, Cm, base_a(cn), base_c(cn), rs_a, rs_c, len(cn));
+        }
         __syncthreads();
-        // P = A B^T: warp w owns row strip w; strips entirely above (forward) / below (reverse) the diagonal skip
-        for (int f = 0; f < 4; ++f) {
-            if (REV ? f < warp : f > warp) continue;
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+        {   // P = A B^T (this warp's 2 blocks; blocks beyond the causal side skipped) and X = A M, one pass over A
+            Acc p[2], x[2];
+            bool need[2];
+#pragma unroll
+            for (int f = 0; f < 2; ++f) {
+                const int col = half * 2 + f;
+                need[f] = REV ? col >= strip : col <= strip;
+                wmma::fill_fragment(p[f], 0.0f);
+                wmma::fill_fragment(x[f], 0.0f);
+            }
+#pragma unroll
             for (int kk = 0; kk < Da; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-                wmma::load_matrix_sync(fa, As + warp * 16 * lay.lda + kk, lay.lda);
-                wmma::load_matrix_sync(fb, Bs + f * 16 * lay.lda + kk, lay.lda);
-                wmma::mma_sync(acc, fa, fb, acc);
+                FragA fa;
+                wmma::load_matrix_sync(fa, As + strip * 16 * lda + kk, lda);
+#pragma unroll
+                for (int f = 0; f < 2; ++f) {
+                    const int col = half * 2 + f;
+                    if (need[f]) {
+                        FragBT fb;
+                        wmma::load_matrix_sync(fb, Bs + col * 16 * lda + kk, lda);
+                        wmma::mma_sync(p[f], fa, fb, p[f]);
+                    }
+                    FragB fm;
+                    wmma::load_matrix_sync(fm, Mb + kk * ldc + col * 16, ldc);
+                    wmma::mma_sync(x[f], fa, fm, x[f]);
+                }
             }
-            wmma::store_matrix_sync(Pf + warp * 16 * lay.ldf + f * 16, acc, lay.ldf, wmma::mem_row_major);
+#pragma unroll
+            for (int f = 0; f < 2; ++f) {
+                const int col = half * 2 + f;
+                wmma::store_matrix_sync(Pf + strip * 16 * ldf + col * 16, p[f], ldf, wmma::mem_row_major);
+                wmma::store_matrix_sync(Xf + strip * 16 * ldf + col * 16, x[f], ldf, wmma::mem_row_major);
+            }
         }
         __syncthreads();
-        // Pb = scale gamma^|i-j| P on the causal side, 0 elsewhere; B rows *= their update coefficient
-        for (int e = tid; e < kTcChunk * kTcChunk; e += nt) {
-            const int i = e / kTcChunk, j = e % kTcChunk;
-            const bool keep = REV ? j >= i : j <= i;
-            const float x = keep ? Pf[i * lay.ldf + j] * scale * decay(lg, REV ? j - i : i - j) : 0.0f;
-            Pb[i * lay.ldc + j] = __float2bfloat16(x);
-        }
-        for (int e = tid; e < L * Da; e += nt) {
-            const int n = e / Da, x = e % Da;
-            const float coef = REV ? scale * decay(lg, n + 1) : decay(lg, L - 1 - n);
-            __nv_bfloat16* p = Bs + n * lay.lda + x;
-            *p = __float2bfloat16(__bfloat162float(*p) * coef);
+        // Pb = scale gamma^|i-j| P on the causal side, 0 elsewhere (4 per thread per pass)
+        for (int e = tid; e < kTcChunk * kTcChunk / 4; e += kTcThreads) {
+            const int i = e / (kTcChunk / 4), j0 = (e % (kTcChunk / 4)) * 4;
+            const float4 v = *reinterpret_cast<const float4*>(Pf + i * ldf + j0);
+            const float in[4] = {v.x, v.y, v.z, v.w};
+            __align__(8) __nv_bfloat16 o4[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int j = j0 + u;
+                const bool keep = REV ? j >= i : j <= i;
+                o4[u] = __float2bfloat16(keep ? in[u] * scale * pw[REV ? j - i : i - j] : 0.0f);
+            }
+            *reinterpret_cast<uint2*>(Pb + i * ldc + j0) = *reinterpret_cast<const uint2*>(o4);
         }
         __syncthreads();
-        // X = A M (the inter-chunk term, before the update) into Pf
-        for (int f = 0; f < 4; ++f) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kk = 0; kk < Da; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, As + warp * 16 * lay.lda + kk, lay.lda);
-                wmma::load_matrix_sync(fb, Mb + kk * lay.ldm + f * 16, lay.ldm);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(Pf + warp * 16 * lay.ldf + f * 16, acc, lay.ldf, wmma::mem_row_major);
-        }
-        __syncthreads();   // As is dead from here: its bytes hold O
-        // O = Pb C (intra), and M = gamma^L M + (B scaled)^T C (warp w owns column strip w of M)
-        for (int f = 0; f < 4; ++f) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+        {   // O = Pb C into Pf; M = gamma^L M + (B scaled)^T C (this warp: column strip `strip`, Da/32 row blocks)
+            Acc o[2];
+#pragma unroll
+            for (int f = 0; f < 2; ++f) wmma::fill_fragment(o[f], 0.0f);
+#pragma unroll
             for (int kk = 0; kk < kTcChunk; kk += 16) {
-                if (REV ? kk + 15 < warp * 16 : kk > warp * 16 + 15) continue;   // Pb's zero blocks
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, Pb + warp * 16 * lay.ldc + kk, lay.ldc);
-                wmma::load_matrix_sync(fb, Cs + kk * lay.ldc + f * 16, lay.ldc);
-                wmma::mma_sync(acc, fa, fb, acc);
+                if (REV ? kk + 15 < strip * 16 : kk > strip * 16) continue;   // Pb's zero blocks
+                FragA fa;
+                wmma::load_matrix_sync(fa, Pb + strip * 16 * ldc + kk, ldc);
+#pragma unroll
+                for (int f = 0; f < 2; ++f) {
+                    FragB fb;
+                    wmma::load_matrix_sync(fb, Cs + kk * ldc + (half * 2 + f) * 16, ldc);
+                    wmma::mma_sync(o[f], fa, fb, o[f]);
+                }
             }
-            wmma::store_matrix_sync(Of + warp * 16 * lay.ldf + f * 16, acc, lay.ldf, wmma::mem_row_major);
-        }
-        const float aL = decay(lg, L);
-        for (int r = 0; r < Da / 16; ++r) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            float* mp = Mf + r * 16 * lay.ldf + warp * 16;
-            wmma::load_matrix_sync(acc, mp, lay.ldf, wmma::mem_row_major);
-            for (int t = 0; t < acc.num_elements; ++t) acc.x[t] *= aL;
+            constexpr int R = Da / 32;   // row blocks of M per warp
+            Acc m[R];
+            const float aL = pw[L];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                wmma::load_matrix_sync(m[r], Mf + (half * R + r) * 16 * ldf + strip * 16, ldf, wmma::mem_row_major);
+#pragma unroll
+                for (int t = 0; t < m[r].num_elements; ++t) m[r].x[t] *= aL;
+            }
+#pragma unroll
             for (int kk = 0; kk < kTcChunk; kk += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major> fa;   // (B scaled)^T
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, Bs + kk * lay.lda + r * 16, lay.lda);
-                wmma::load_matrix_sync(fb, Cs + kk * lay.ldc + warp * 16, lay.ldc);
-                wmma::mma_sync(acc, fa, fb, acc);
+                FragB fb;
+                wmma::load_matrix_sync(fb, Cs + kk * ldc + strip * 16, ldc);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    FragAT fa;   // (B scaled)^T
+                    wmma::load_matrix_sync(fa, Bsc + kk * lda + (half * R + r) * 16, lda);
+                    wmma::mma_sync(m[r], fa, fb, m[r]);
+                }
             }
-            wmma::store_matrix_sync(mp, acc, lay.ldf, wmma::mem_row_major);
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                wmma::store_matrix_sync(Mf + (half * R + r) * 16 * ldf + strip * 16, m[r], ldf, wmma::mem_row_major);
+#pragma unroll
+            for (int f = 0; f < 2; ++f)
+                wmma::store_matrix_sync(Pf + strip * 16 * ldf + (half * 2 + f) * 16, o[f], ldf, wmma::mem_row_major);
         }
         __syncthreads();
-        // out = O + coef_n X (8 bf16 per 16-byte store), and the bf16 copy of the new M
-        for (int e = tid; e < L * (kTcTile / 8); e += nt) {
+        // out = O + coef_n X (8 per 16-byte store); Mb = bf16(M) for the next chunk
+        const long bc = base_c(c);
+        for (int e = tid; e < L * (kTcTile / 8); e += kTcThreads) {
             const int n = e / (kTcTile / 8), j0 = (e % (kTcTile / 8)) * 8;
-            const float coef = REV ? decay(lg, L - 1 - n) : scale * decay(lg, n + 1);
+            const float coef = REV ? pw[L - 1 - n] : scale * pw[n + 1];
             __align__(16) __nv_bfloat16 v8[8];
-            for (int u = 0; u < 8; ++u)
-                v8[u] = __float2bfloat16(Of[n * lay.ldf + j0 + u] + coef * Pf[n * lay.ldf + j0 + u]);
-            *reinterpret_cast<uint4*>(out + base_c + n * rs_c + j0) = *reinterpret_cast<const uint4*>(v8);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) v8[u] = __float2bfloat16(Pf[n * ldf + j0 + u] + coef * Xf[n * ldf + j0 + u]);
+            *reinterpret_cast<uint4*>(out + bc + n * rs_c + j0) = *reinterpret_cast<const uint4*>(v8);
         }
-        for (int e = tid; e < Da * kTcTile; e += nt) {
-            const int i = e / kTcTile, j = e % kTcTile;
-            Mb[i * lay.ldm + j] = __float2bfloat16(Mf[i * lay.ldf + j]);
+        for (int e = tid; e < Da * kTcTile / 4; e += kTcThreads) {
+            const int i = e / (kTcTile / 4), j0 = (e % (kTcTile / 4)) * 4;
+            const float4 v = *reinterpret_cast<const float4*>(Mf + i * ldf + j0);
+            __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Mb + i * ldc + j0);
+            dst[0] = __floats2bfloat162_rn(v.x, v.y);
+            dst[1] = __floats2bfloat162_rn(v.z, v.w);
         }
     }
     if (fin) {
         __syncthreads();
-        for (int e = tid; e < Da * kTcTile; e += nt) fin[state_index(e / kTcTile, e % kTcTile)] = Mf[(e / kTcTile) * lay.ldf + e % kTcTile];
+        for (int e = tid; e < Da * kTcTile; e += kTcThreads)
+            fin[state_index(e / kTcTile, e % kTcTile)] = Mf[(e / kTcTile) * ldf + e % kTcTile];
     }
 }
 
 // a, b: [B,T,H,Da]; c, out: [B,T,H,Dc] (bf16); init/fin: fp32 states, [Da][Dc] per head or [Dc][Da] when
 // state_transposed; either may be null.
+template <bool REV, int Da>
+void launch_chunk_tc_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
+                        bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g) {
+    const TcLayout lay(Da);
+    auto kernel = chunk_tc_kernel<REV, Da>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total);
+    dim3 grid(static_cast<unsigned>(Dc / kTcTile), static_cast<unsigned>(d.B * d.H));
+    kernel<<<grid, kTcThreads, lay.total>>>(dp(a), dp(b), dp(c), dp(out), init, fin, state_transposed, d, Dc, scale, g);
+    check_launch("retention tensor-core chunk kernel");
+}
+
 template <bool REV>
 void launch_chunk_tc(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                      bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g) {
-    const TcLayout lay(Da);
-    auto kernel = chunk_tc_kernel<REV>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total);
-    dim3 grid(static_cast<unsigned>(Dc / kTcTile), static_cast<unsigned>(d.B * d.H));
-    kernel<<<grid, kTcWarps * 32, lay.total>>>(dp(a), dp(b), dp(c), dp(out), init, fin, state_transposed, d, Da, Dc,
-                                              scale, g);
-    check_launch("retention tensor-core chunk kernel");
+    switch (Da) {   // tc_supported: Da a multiple of 16 up to 128; the register tiles need it at compile time
+    case 32: return launch_chunk_tc_da<REV, 32>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
+    case 64: return launch_chunk_tc_da<REV, 64>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
+    case 96: return launch_chunk_tc_da<REV, 96>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
+    case 128: return launch_chunk_tc_da<REV, 128>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
+    default: RETRO_CHECK(false, "tensor-core retention: unsupported Da ", Da);
+    }
 }
 
 }  // namespace retro::retention::cuda_detail

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/threads.h"
 #include "cuda_device.h"
+#include "exact_search_cuda.h"
 #include "retention/retention.h"
 #include "retention_cuda.h"
 #include "retrokit/version.h"
@@ -209,8 +210,9 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     if (!gpu && o.T.empty() && !o.B && !o.H)
         log_info("CPU defaults are smaller than fla's GPU shapes (B=8, H=32, T up to 16384): B=4, H=8, K=V=128, T=256..4096");
     const std::string device = gpu ? "cuda: " + cuda_device_name() : "cpu: " + cpu_model() + " (" + std::to_string(thread_count()) + " threads)";
-    log_info("measuring sgemm (2048^3, " + std::to_string(thread_count()) + " threads)");
-    const double sgemm = sgemm_gflops();
+    log_info(gpu ? std::string("measuring cuBLAS sgemm (8192^3, fp32, no TF32)")
+                 : "measuring sgemm (2048^3, " + std::to_string(thread_count()) + " threads)");
+    const double sgemm = gpu ? cuda_sgemm_gflops(8192, 8192, 8192) : sgemm_gflops();
     log_info("sgemm: " + fmt(sgemm, 1) + " GFLOP/s");
 
     std::vector<Row> rows;
@@ -232,6 +234,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                     r.gflops = chunkwise_flops(s, o.chunk_size) / (r.fwd_ms * 1e6);
                     r.ratio = r.gflops / sgemm;
                 }
+                log_info("  " + mode + " " + dtype + " T=" + std::to_string(T) + ": fwd " + fmt(r.fwd_ms, 3) + " ms, fwd+bwd " +
+                         fmt(r.fwdbwd_ms, 3) + " ms");
                 if (r.nonfinite) log_warn(mode + " T=" + std::to_string(T) + ": output has " + std::to_string(r.nonfinite) + " non-finite values");
                 rows.push_back(r);
             }

@@ -121,6 +121,7 @@ def main():
                     row["gflops"] = chunkwise_flops(a.B, T, a.H, a.K, a.V, a.chunk_size) / (fwd_ms * 1e6)
                     row["sgemm_ratio"] = row["gflops"] / sgemm
                 rows.append(row)
+                print("row: " + json.dumps(row), file=sys.stderr, flush=True)   # partial results survive a timeout
                 del q, k, v, do
             if "recurrent" in modes:   # one decode step after a prefix of T
                 q1 = torch.randn(a.B, 1, a.H, a.K, device=dev, dtype=dt)
