@@ -62,9 +62,11 @@ struct TcPrefetch {
             c[u] = r < L ? *reinterpret_cast<const uint4*>(Cm + base_c + r * rs_c + v * 8) : make_uint4(0, 0, 0, 0);
         }
     }
-    // to shared memory; B also scaled row-wise by coef[r] into Bs
+    // to shared memory; B also times each row's update coefficient into Bsc: gamma^(L-1-r) forward, scale
+    // gamma^(r+1) reverse (pw[d] = gamma^d)
+    template <bool REV>
     __device__ void store(__nv_bfloat16* As, __nv_bfloat16* Bs, __nv_bfloat16* Bsc, __nv_bfloat16* Cs, int lda, int ldc,
-                          const float* coef) const {
+                          const float* pw, int L, float scale) const {
         constexpr int vecs = Da / 8;
 #pragma unroll
         for (int u = 0; u < kAB; ++u) {
@@ -73,7 +75,7 @@ struct TcPrefetch {
             *reinterpret_cast<uint4*>(Bs + r * lda + v * 8) = b[u];
             uint4 sc = b[u];
             auto* h = reinterpret_cast<__nv_bfloat162*>(&sc);
-            const float f = coef[r];
+            const float f = r < L ? (REV ? scale * pw[r + 1] : pw[L - 1 - r]) : 0.0f;
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
                 const float2 x = __bfloat1622float2(h[t]);
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
     auto* Mf = reinterpret_cast<float*>(smem + lay.mf);
     auto* Mb = reinterpret_cast<__nv_bfloat16*>(smem + lay.mb);
     auto* pw = reinterpret_cast<float*>(smem + lay.pw);
-    const int warp = threadIdx.x / 32, tid = threadIdx.x;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
     const int strip = warp % 4, half = warp / 4;   // 16-row strip of the 64-row outputs, 32-column half
     const long bh = blockIdx.y, bi = bh / d.H, h = bh % d.H;
     const int col0 = blockIdx.x * kTcTile;
@@ -141,13 +143,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
     for (long step = 0; step < chunks; ++step) {
         const long c = chunk_of(step);
         const int L = len(c);
-        __syncthreads();   // last step's readers of As, Bs, Bsc, Cs, Pf/O are done
-        {   // update coefficient of each row of B: gamma^(L-1-n) forward, scale gamma^(n+1) reverse
-            __shared__ float ucoef[kTcChunk];
-            if (tid < kTcChunk) ucoef[tid] = tid < L ? (REV ? scale * pw[tid + 1] : pw[L - 1 - tid]) : 0.0f;
-            __syncthreads();
-            next.store(As, Bs, Bsc, Cs, lda, ldc, ucoef);
-        }
+        __syncthreads();   // last step's readers of As, Bs, Bsc, Cs, Pb and writers of Mb are done
+        next.template store<REV>(As, Bs, Bsc, Cs, lda, ldc, pw, L, scale);
         if (step + 1 < chunks) {
             const long cn = chunk_of(step + 1);
             next.load(A, Bm, Cm, base_a(cn), base_c(cn), rs_a, rs_c, len(cn));
@@ -187,10 +184,11 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
                 wmma::store_matrix_sync(Xf + strip * 16 * ldf + col * 16, x[f], ldf, wmma::mem_row_major);
             }
         }
-        __syncthreads();
-        // Pb = scale gamma^|i-j| P on the causal side, 0 elsewhere (4 per thread per pass)
-        for (int e = tid; e < kTcChunk * kTcChunk / 4; e += kTcThreads) {
-            const int i = e / (kTcChunk / 4), j0 = (e % (kTcChunk / 4)) * 4;
+        __syncthreads();   // every warp's X has read Mb: from here each warp may rewrite its blocks of M
+        // Pb = scale gamma^|i-j| P on the causal side, 0 elsewhere: this warp's 16 x 32 block of it (4 per lane per
+        // pass); the strip's two warps then meet at barrier 1 + strip, since O needs the whole strip of Pb
+        for (int e = lane; e < 16 * 8; e += 32) {
+            const int i = strip * 16 + e / 8, j0 = half * 32 + (e % 8) * 4;
             const float4 v = *reinterpret_cast<const float4*>(Pf + i * ldf + j0);
             const float in[4] = {v.x, v.y, v.z, v.w};
             __align__(8) __nv_bfloat16 o4[4];
@@ -202,7 +200,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
             }
             *reinterpret_cast<uint2*>(Pb + i * ldc + j0) = *reinterpret_cast<const uint2*>(o4);
         }
-        __syncthreads();
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + strip), "r"(64) : "memory");
         {   // O = Pb C into Pf; M = gamma^L M + (B scaled)^T C (this warp: column strip `strip`, Da/32 row blocks)
             Acc o[2];
 #pragma unroll
@@ -245,24 +243,26 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
 #pragma unroll
             for (int f = 0; f < 2; ++f)
                 wmma::store_matrix_sync(Pf + strip * 16 * ldf + (half * 2 + f) * 16, o[f], ldf, wmma::mem_row_major);
-        }
-        __syncthreads();
-        // out = O + coef_n X (8 per 16-byte store); Mb = bf16(M) for the next chunk
-        const long bc = base_c(c);
-        for (int e = tid; e < L * (kTcTile / 8); e += kTcThreads) {
-            const int n = e / (kTcTile / 8), j0 = (e % (kTcTile / 8)) * 8;
-            const float coef = REV ? pw[L - 1 - n] : scale * pw[n + 1];
-            __align__(16) __nv_bfloat16 v8[8];
+            __syncwarp();
+            // this warp's 16 x 32 block of out = O + coef_n X (8 per 16-byte store; X is this warp's own block too)
+            const long bc = base_c(c);
+            for (int e = lane; e < 16 * 4; e += 32) {
+                const int n = strip * 16 + e / 4, j0 = half * 32 + (e % 4) * 8;
+                if (n >= L) continue;
+                const float coef = REV ? pw[L - 1 - n] : scale * pw[n + 1];
+                __align__(16) __nv_bfloat16 v8[8];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v8[u] = __float2bfloat16(Pf[n * ldf + j0 + u] + coef * Xf[n * ldf + j0 + u]);
-            *reinterpret_cast<uint4*>(out + bc + n * rs_c + j0) = *reinterpret_cast<const uint4*>(v8);
-        }
-        for (int e = tid; e < Da * kTcTile / 4; e += kTcThreads) {
-            const int i = e / (kTcTile / 4), j0 = (e % (kTcTile / 4)) * 4;
-            const float4 v = *reinterpret_cast<const float4*>(Mf + i * ldf + j0);
-            __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Mb + i * ldc + j0);
-            dst[0] = __floats2bfloat162_rn(v.x, v.y);
-            dst[1] = __floats2bfloat162_rn(v.z, v.w);
+                for (int u = 0; u < 8; ++u) v8[u] = __float2bfloat16(Pf[n * ldf + j0 + u] + coef * Xf[n * ldf + j0 + u]);
+                *reinterpret_cast<uint4*>(out + bc + n * rs_c + j0) = *reinterpret_cast<const uint4*>(v8);
+            }
+            // and the bf16 copy of its blocks of the new M, for the next chunk's X
+            for (int e = lane; e < R * 16 * 4; e += 32) {
+                const int i = half * R * 16 + e / 4, j0 = strip * 16 + (e % 4) * 4;
+                const float4 v = *reinterpret_cast<const float4*>(Mf + i * ldf + j0);
+                __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(Mb + i * ldc + j0);
+                dst[0] = __floats2bfloat162_rn(v.x, v.y);
+                dst[1] = __floats2bfloat162_rn(v.z, v.w);
+            }
         }
     }
     if (fin) {
