@@ -114,29 +114,38 @@ Row bench_cpu(const std::string& mode, const std::string& dtype, const rr::Shape
 #define RETRO_CUDA_CALL(fn, ...) \
     (mode == "parallel" ? rr::cuda::parallel_##fn(__VA_ARGS__) : mode == "recurrent" ? rr::cuda::recurrent_##fn(__VA_ARGS__) : rr::cuda::chunkwise_##fn(__VA_ARGS__))
 
+// Device copies of host float arrays as X (fp32 or bf16), freed with the owner.
+template <typename X>
+struct DeviceArrays {
+    std::vector<X*> bufs;
+    DeviceArrays() = default;
+    DeviceArrays(const DeviceArrays&) = delete;
+    DeviceArrays& operator=(const DeviceArrays&) = delete;
+    ~DeviceArrays() {
+        for (X* b : bufs) rr::cuda::device_free(b);
+    }
+    X* upload(const std::vector<float>& host) {
+        std::vector<X> y(host.size());
+        parallel_ranges(static_cast<std::int64_t>(host.size()), [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; ++i) {
+                if constexpr (std::is_same_v<X, float>) y[i] = host[i];
+                else y[i] = rr::to_bf16(host[i]);
+            }
+        });
+        X* d = static_cast<X*>(rr::cuda::device_alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
+        bufs.push_back(d);
+        rr::cuda::copy_to_device(d, y.data(), y.size() * sizeof(X));
+        return d;
+    }
+};
+
 template <typename X>
 Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shape& s, const RetentionBenchOptions& o) {
     Row r{mode, dtype, s};
     const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
-    auto conv = [](const std::vector<float>& x) {
-        std::vector<X> y(x.size());
-        parallel_ranges(static_cast<std::int64_t>(x.size()), [&](std::int64_t b, std::int64_t e, int) {
-            for (std::int64_t i = b; i < e; ++i) {
-                if constexpr (std::is_same_v<X, float>) y[i] = x[i];
-                else y[i] = rr::to_bf16(x[i]);
-            }
-        });
-        return y;
-    };
     const std::size_t used0 = rr::cuda::device_used_bytes();
-    std::vector<X*> bufs;
-    auto upload = [&](const std::vector<float>& host) {
-        auto h = conv(host);
-        X* d = static_cast<X*>(rr::cuda::device_alloc(h.size() * sizeof(X)));
-        rr::cuda::copy_to_device(d, h.data(), h.size() * sizeof(X));
-        bufs.push_back(d);
-        return d;
-    };
+    DeviceArrays<X> dev;
+    auto upload = [&](const std::vector<float>& host) { return dev.upload(host); };
     X *q = upload(random_floats(nk, 1)), *k = upload(random_floats(nk, 2)), *v = upload(random_floats(nv, 3)),
       *dO = upload(random_floats(nv, 4)), *out = upload(std::vector<float>(nv)), *dq = upload(std::vector<float>(nk)),
       *dk = upload(std::vector<float>(nk)), *dv = upload(std::vector<float>(nv));
@@ -160,8 +169,40 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
         else f = rr::from_bf16(e);
         r.nonfinite += std::isfinite(f) ? 0 : 1;
     }
-    for (X* b : bufs) rr::cuda::device_free(b);
     return r;
+}
+
+// The GPU twin of decode_cpu: one recurrent step (T = 1 from a state) vs parallel_forward over the whole prefix
+// (as fla's peer times parallel_retention and keeps the last row); the latter only up to kDecodeParallelMaxT,
+// since the CUDA parallel mode is O(T^2) on CUDA cores (null above it).
+constexpr std::int64_t kDecodeParallelMaxT = 4096;
+template <typename X>
+json decode_cuda(const rr::Shape& s0, int repeats) {
+    rr::Shape one = s0;
+    one.T = 1;
+    const auto nk1 = static_cast<std::size_t>(s0.B * s0.H * s0.K), nv1 = static_cast<std::size_t>(s0.B * s0.H * s0.V);
+    const auto ns = static_cast<std::size_t>(s0.B * s0.H * s0.K * s0.V);
+    rr::Options opt;
+    DeviceArrays<X> dev;
+    DeviceArrays<float> states;
+    X *q1 = dev.upload(random_floats(nk1, 5)), *k1 = dev.upload(random_floats(nk1, 6)), *v1 = dev.upload(random_floats(nv1, 7)),
+      *o1 = dev.upload(std::vector<float>(nv1));
+    float *h = states.upload(random_floats(ns, 8)), *h2 = states.upload(std::vector<float>(ns));
+    const double rec = median_ms([&] {
+        rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, h, o1, h2);
+        rr::cuda::synchronize();
+    }, repeats * 5);
+    json par = nullptr;
+    if (s0.T <= kDecodeParallelMaxT) {
+        const auto nk = nk1 * static_cast<std::size_t>(s0.T), nv = nv1 * static_cast<std::size_t>(s0.T);
+        X *qp = dev.upload(random_floats(nk, 9)), *kp = dev.upload(random_floats(nk, 10)), *vp = dev.upload(random_floats(nv, 11)),
+          *op = dev.upload(std::vector<float>(nv));
+        par = median_ms([&] {
+            rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr);
+            rr::cuda::synchronize();
+        }, repeats);
+    }
+    return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"parallel_prefix_ms", par}};
 }
 
 // One decode step after a prefix of T tokens: recurrent (state update) vs parallel (attend over the prefix).
@@ -239,9 +280,11 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                 if (r.nonfinite) log_warn(mode + " T=" + std::to_string(T) + ": output has " + std::to_string(r.nonfinite) + " non-finite values");
                 rows.push_back(r);
             }
-            const bool want_decode = std::count(o.modes.begin(), o.modes.end(), "recurrent") && !gpu;
-            if (want_decode) decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
-            if (want_decode) decode.back()["dtype"] = dtype;
+            if (std::count(o.modes.begin(), o.modes.end(), "recurrent")) {
+                if (gpu) decode.push_back(dtype == "bf16" ? decode_cuda<rr::bf16>(s, o.repeats) : decode_cuda<float>(s, o.repeats));
+                else decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
+                decode.back()["dtype"] = dtype;
+            }
         }
     const bool both = std::count(o.modes.begin(), o.modes.end(), "parallel") && std::count(o.modes.begin(), o.modes.end(), "chunkwise");
     for (const auto& dtype : both ? dtypes : std::vector<std::string>{}) {   // first T where chunkwise fwd beats parallel
