@@ -114,20 +114,23 @@ struct Searcher {
 
     // Searches queries [q0, q0+n) into ids/scores (n x k).
     void search(const float* q, std::int64_t q0, std::int64_t n, int d, bool exact, std::int64_t* ids, float* scores) {
+        search_rows(q, [q0](std::int64_t i) { return q0 + i; }, n, d, exact, ids, scores);
+    }
+    // Searches n queries whose row numbers (for the self-mode document filter) are row_of(0..n-1).
+    template <typename RowOf>
+    void search_rows(const float* q, RowOf row_of, std::int64_t n, int d, bool exact, std::int64_t* ids, float* scores) {
         const std::int64_t* base_docs = self_mode ? doc_ids() : nullptr;
+        std::vector<std::int64_t> qdocs;   // the query's own chunk shares its document: one filter drops both
+        if (self_mode && exact)
+            for (std::int64_t i = 0; i < n; ++i) qdocs.push_back(base_docs[row_of(i)]);
         if (exact && gpu) {
-            gpu->search(q, n, self_mode ? base_docs + q0 : nullptr, opts.k, ids, scores);
+            gpu->search(q, n, self_mode ? qdocs.data() : nullptr, opts.k, ids, scores);
             return;
         }
         if (exact) {
-            std::vector<std::int64_t> qdocs;
             ExactSearchOptions eo;
             eo.k = opts.k;
-            if (self_mode) {   // the query's own chunk shares its document: one filter drops both
-                qdocs.assign(base_docs + q0, base_docs + q0 + n);
-                eo.query_docs = qdocs.data();
-                eo.base_docs = base_docs;
-            }
+            if (self_mode) eo.query_docs = qdocs.data(), eo.base_docs = base_docs;
             exact_search_ip(q, n, base->data(), base->rows(), d, eo, ids, scores);
             return;
         }
@@ -136,8 +139,8 @@ struct Searcher {
         std::vector<float> cscore(static_cast<std::size_t>(n * kc));
         index->search(n, q, kc, cand.data(), cscore.data());
         for (std::int64_t i = 0; i < n; ++i)
-            knn_filter_row(cand.data() + i * kc, cscore.data() + i * kc, kc, self_mode ? q0 + i : -1,
-                           self_mode ? base_docs[q0 + i] : -1, base_docs, opts.k, ids + i * opts.k, scores + i * opts.k);
+            knn_filter_row(cand.data() + i * kc, cscore.data() + i * kc, kc, self_mode ? row_of(i) : -1,
+                           self_mode ? base_docs[row_of(i)] : -1, base_docs, opts.k, ids + i * opts.k, scores + i * opts.k);
     }
     const std::int64_t* doc_ids() const {
         static_assert(sizeof(std::int64_t) == 8);
@@ -171,26 +174,33 @@ void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const s
     m.write(out);
 }
 
-// recall@k of the approximate neighbours against exact search, on `sample` evenly spaced queries.
-// A returned neighbour counts as found when exact search returned it, or when its score ties the
-// k-th exact score (duplicate chunks make equal scores common; which of them is kept is arbitrary).
+// recall@k of the approximate neighbours against exact search, on `sample` evenly spaced queries, searched
+// together in one exact search. A returned neighbour counts as found when exact search returned it, or when its
+// score ties the k-th exact score (duplicate chunks make equal scores common; which of them is kept is arbitrary).
 double measure_recall(Searcher& s, QuerySource& queries, const std::string& out, std::int64_t sample, int d) {
     NpyArray approx((fs::path(out) / "neighbours.npy").string()), approx_sc((fs::path(out) / "distances.npy").string());
     const std::int64_t n = queries.rows();
     const int k = s.opts.k;
     sample = std::min(sample, n);
-    std::vector<float> one;
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
-    std::vector<float> scores(static_cast<std::size_t>(k));
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(sample));
+    std::vector<float> qv(static_cast<std::size_t>(sample * d)), one;
+    for (std::int64_t i = 0; i < sample; ++i) {
+        rows[static_cast<std::size_t>(i)] = i * n / sample;
+        queries.get(rows[static_cast<std::size_t>(i)], rows[static_cast<std::size_t>(i)] + 1, d, one);
+        std::copy(one.begin(), one.end(), qv.begin() + i * d);
+    }
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(sample * k));
+    std::vector<float> scores(ids.size());
+    s.search_rows(qv.data(), [&](std::int64_t i) { return rows[static_cast<std::size_t>(i)]; }, sample, d, true, ids.data(),
+                  scores.data());
     double hit = 0, total = 0;
     for (std::int64_t i = 0; i < sample; ++i) {
-        std::int64_t r = i * n / sample;
-        queries.get(r, r + 1, d, one);
-        s.search(one.data(), r, 1, d, true, ids.data(), scores.data());
+        const std::int64_t r = rows[static_cast<std::size_t>(i)];
+        const std::int64_t* ex = ids.data() + i * k;
         std::set<std::int64_t> exact;
         float kth = std::numeric_limits<float>::infinity();
         for (int j = 0; j < k; ++j)
-            if (ids[static_cast<std::size_t>(j)] >= 0) exact.insert(ids[static_cast<std::size_t>(j)]), kth = scores[static_cast<std::size_t>(j)];
+            if (ex[j] >= 0) exact.insert(ex[j]), kth = scores[static_cast<std::size_t>(i * k + j)];
         total += static_cast<double>(exact.size());
         double found = 0;
         for (int j = 0; j < k; ++j) {
