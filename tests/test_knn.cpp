@@ -327,3 +327,12 @@ TEST_CASE("knn: retro-knn --exact --device cuda equals --device cpu - or fails i
         if (!tied) CHECK(gi.data<std::int64_t>()[i] == ci.data<std::int64_t>()[i]);
     }
 }
+
+TEST_CASE("knn: retro-bench knn --cuda fails at once in one line without a GPU") {
+    if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the GPU row is measured by hand: docs/gpu.md)");
+    auto r = test::run_tool("retro-bench", "knn --n 1000 --dim 8 --queries 10 --ivf-nlist 0 --cuda");
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(cuda_built() ? "--cuda: no CUDA device found" : "--cuda: retro-bench was built without CUDA") != std::string::npos);
+    CHECK(r.out.empty());   // no CPU rows measured before the error
+}

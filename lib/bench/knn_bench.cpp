@@ -90,6 +90,8 @@ std::string fmt(double v, const char* f = "%.1f") {
 void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     const int d = o.dim, k = o.k;
     const std::int64_t n = o.n, q = o.queries;
+    if (o.cuda && cuda_device_count() == 0)   // before minutes of CPU rows, not after
+        user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
     log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
@@ -184,7 +186,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         }
     }
     if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
-        if (cuda_device_count() == 0) user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
         const std::int64_t qb = std::min<std::int64_t>(q, 4096);
         const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
         log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");

@@ -172,16 +172,26 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
     return r;
 }
 
+// One decode step's shapes: a single token (T = 1) of s0, its q/k and v sizes, and the state size.
+struct DecodeSizes {
+    rr::Shape one;
+    std::size_t nk1, nv1, ns;
+    explicit DecodeSizes(const rr::Shape& s0)
+        : one{s0.B, 1, s0.H, s0.K, s0.V},
+          nk1(static_cast<std::size_t>(s0.B * s0.H * s0.K)),
+          nv1(static_cast<std::size_t>(s0.B * s0.H * s0.V)),
+          ns(static_cast<std::size_t>(s0.B * s0.H * s0.K * s0.V)) {}
+};
+
 // The GPU twin of decode_cpu: one recurrent step (T = 1 from a state) vs parallel_forward over the whole prefix
 // (as fla's peer times parallel_retention and keeps the last row); the latter only up to kDecodeParallelMaxT,
 // since the CUDA parallel mode is O(T^2) on CUDA cores (null above it).
 constexpr std::int64_t kDecodeParallelMaxT = 4096;
 template <typename X>
 json decode_cuda(const rr::Shape& s0, int repeats) {
-    rr::Shape one = s0;
-    one.T = 1;
-    const auto nk1 = static_cast<std::size_t>(s0.B * s0.H * s0.K), nv1 = static_cast<std::size_t>(s0.B * s0.H * s0.V);
-    const auto ns = static_cast<std::size_t>(s0.B * s0.H * s0.K * s0.V);
+    const DecodeSizes z(s0);
+    const rr::Shape& one = z.one;
+    const std::size_t nk1 = z.nk1, nv1 = z.nv1, ns = z.ns;
     rr::Options opt;
     DeviceArrays<X> dev;
     DeviceArrays<float> states;
@@ -208,10 +218,9 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
 // One decode step after a prefix of T tokens: recurrent (state update) vs parallel (attend over the prefix).
 template <typename F>
 json decode_cpu(const rr::Shape& s0, int repeats) {
-    rr::Shape one = s0;
-    one.T = 1;
-    const auto nk1 = static_cast<std::size_t>(s0.B * s0.H * s0.K), nv1 = static_cast<std::size_t>(s0.B * s0.H * s0.V);
-    const auto ns = static_cast<std::size_t>(s0.B * s0.H * s0.K * s0.V);
+    const DecodeSizes z(s0);
+    const rr::Shape& one = z.one;
+    const std::size_t nk1 = z.nk1, nv1 = z.nv1, ns = z.ns;
     std::vector<F> q1(nk1, F(0.1)), k1(nk1, F(0.1)), v1(nv1, F(0.1)), o1(nv1), h(ns, F(0.01)), h2(ns);
     std::vector<F> K(static_cast<std::size_t>(s0.T) * nk1, F(0.1)), Vv(static_cast<std::size_t>(s0.T) * nv1, F(0.1));
     rr::Options opt;
