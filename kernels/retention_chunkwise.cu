@@ -2,6 +2,8 @@
 // pair kernel windowed to chunks (shared-memory tiles), then the state walk, one block per (state tile, b·h) with
 // the tile in shared memory: O_c += scale (Q_c S_prev) ⊙ xi, S = gamma^L S + K_c^T (V_c ⊙ zeta) (RETENTION.md §1).
 // Backward is chunkwise too: three windowed pair kernels, then dQ (forward walk), dK + dh0 and dV (reverse walks).
+// bf16 with chunk 64 and head dims the tensor-core walk takes (tc_supported) runs retention_chunk_tc.cuh instead:
+// one fused walk for the forward, three for the backward.
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
 
