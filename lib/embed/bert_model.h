@@ -35,12 +35,23 @@ public:
     // included, as sentence-transformers' mean pooling over the attention mask): out [count, hidden].
     void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
 
-private:
+    // The weights as loaded (fp32, Hugging Face layouts: nn.Linear weights [out, in]); read by the CUDA model.
     struct Layer {
         std::vector<float> w_qkv, b_qkv;   // [3H, H], [3H]: query, key, value stacked
         std::vector<float> w_o, b_o, ln1_g, ln1_b;
         std::vector<float> w_1, b_1, w_2, b_2, ln2_g, ln2_b;
     };
+    struct Embeddings {
+        const std::vector<float>& word;   // [vocab, H]
+        const std::vector<float>& pos;    // [max_position, H]
+        const std::vector<float>& type;   // [type_vocab, H]; token type 0 is used
+        const std::vector<float>& ln_g;
+        const std::vector<float>& ln_b;
+    };
+    Embeddings embeddings() const { return {word_, pos_, type_, emb_ln_g_, emb_ln_b_}; }
+    const std::vector<Layer>& layers() const { return layers_; }
+
+private:
     BertConfig cfg_;
     std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_;
     std::vector<Layer> layers_;

@@ -1,0 +1,279 @@
+// CUDA build of kernels/bert_cuda.h. Per batch: embeddings + LayerNorm (one block per token row), then per layer
+//   qkv = x Wqkv^T (cuBLAS) + b;  ctx = softmax(q k^T / sqrt(d)) v per (sequence, head) (one block each, the
+//   score row in shared memory);  x = LN(x + ctx Wo^T + bo);  x = LN(x + act(x W1^T + b1) W2^T + b2)
+// and the mean of each sequence's rows. A row-major Y[rows, out] = X[rows, in] W[out, in]^T is, in cuBLAS's
+// column-major view, Y^T (out x rows) = op_T(W) X^T: cublasSgemm(T, N, out, rows, in, W, in, X, in, Y, out).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bert_cuda.h"
+#include "core/error.h"
+#include "cuda_device.h"
+
+namespace retro {
+namespace {
+
+constexpr int kThreads = 128;
+
+void ok(cudaError_t e, const char* what) { RETRO_CHECK(e == cudaSuccess, "bert (CUDA) ", what, ": ", cudaGetErrorString(e)); }
+void ok_blas(cublasStatus_t st, const char* what) { RETRO_CHECK(st == CUBLAS_STATUS_SUCCESS, "bert (CUDA) ", what, ": cuBLAS status ", int(st)); }
+void ok_launch(const char* what) { ok(cudaGetLastError(), what); }
+
+// A device array that grows on demand (never shrinks: batches reuse it).
+template <typename T>
+struct DevArray {
+    T* p = nullptr;
+    std::size_t n = 0;
+    DevArray() = default;
+    DevArray(const DevArray&) = delete;
+    DevArray& operator=(const DevArray&) = delete;
+    ~DevArray() { cudaFree(p); }
+    T* ensure(std::size_t count) {
+        if (count > n) {
+            cudaFree(p);
+            p = nullptr;
+            n = 0;
+            if (cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T)) != cudaSuccess) {
+                cudaGetLastError();
+                user_error_in("--device cuda", cat("bert: ", count * sizeof(T) / (1 << 20), " MiB do not fit on the GPU"),
+                              "lower --batch or --max-length, or embed on the CPU");
+            }
+            n = count;
+        }
+        return p;
+    }
+    T* upload(const T* host, std::size_t count) {
+        ensure(count);
+        ok(cudaMemcpy(p, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+        return p;
+    }
+    T* upload(const std::vector<T>& host) { return upload(host.data(), host.size()); }
+};
+
+// Sum / max over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ float block_reduce(float v, bool is_max, float* red) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const float o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = is_max ? fmaxf(v, o) : v + o;
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    __syncthreads();   // red may still be read by an earlier call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < warps ? red[lane] : (is_max ? -INFINITY : 0.0f);
+    for (int off = 16; off > 0; off >>= 1) {
+        const float o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = is_max ? fmaxf(v, o) : v + o;
+    }
+    return v;
+}
+
+// xr (H values, already summed) -> LayerNorm with two-pass mean and variance, as the CPU does.
+__device__ void layer_norm_row(float* xr, const float* g, const float* b, int H, float eps, float* red) {
+    float s = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) s += xr[j];
+    const float mean = block_reduce(s, false, red) / static_cast<float>(H);
+    float v = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) v += (xr[j] - mean) * (xr[j] - mean);
+    const float inv = rsqrtf(block_reduce(v, false, red) / static_cast<float>(H) + eps);
+    for (int j = threadIdx.x; j < H; j += blockDim.x) xr[j] = (xr[j] - mean) * inv * g[j] + b[j];
+}
+
+// Row r: x = LN(word[id] + pos[t] + type[0]).
+__global__ void embed_rows(const int* ids, const int* pos, const float* word, const float* posw, const float* type,
+                           const float* g, const float* b, int H, float eps, float* x) {
+    __shared__ float red[32];
+    const long r = blockIdx.x;
+    float* xr = x + r * H;
+    const float* w = word + static_cast<long>(ids[r]) * H;
+    const float* p = posw + static_cast<long>(pos[r]) * H;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) xr[j] = w[j] + p[j] + type[j];
+    layer_norm_row(xr, g, b, H, eps, red);
+}
+
+// Row r: x = LN(x + y + bias).
+__global__ void add_bias_ln_rows(float* x, const float* y, const float* bias, const float* g, const float* b, int H,
+                                 float eps) {
+    __shared__ float red[32];
+    const long r = blockIdx.x;
+    float* xr = x + r * H;
+    const float* yr = y + r * H;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) xr[j] += yr[j] + bias[j];
+    layer_norm_row(xr, g, b, H, eps, red);
+}
+
+enum class Act : int { gelu_erf, gelu_tanh, relu };
+
+// y[i] = act(y[i] + bias[i % width]) over n elements (act none: plain bias add).
+__global__ void bias_act(float* y, const float* bias, long n, int width, int act, bool apply_act) {
+    const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    float v = y[i] + bias[i % width];
+    if (apply_act) {
+        if (act == static_cast<int>(Act::gelu_erf)) v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        else if (act == static_cast<int>(Act::gelu_tanh)) v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        else v = fmaxf(v, 0.0f);
+    }
+    y[i] = v;
+}
+
+// Block (s, h): ctx rows of sequence s, head h = softmax(q k^T * scale) v over the sequence's tokens.
+// qkv rows are [q | k | v] (3H wide); dynamic shared memory: max_len floats for the score row.
+__global__ void attention(const float* qkv, const long long* offsets, long long base, int heads, int d, float scale,
+                          float* ctx) {
+    extern __shared__ float sc[];
+    __shared__ float red[32];
+    const int s = blockIdx.x / heads, h = blockIdx.x % heads, H = heads * d;
+    const long long r0 = offsets[s] - base;
+    const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
+    for (int i = 0; i < len; ++i) {
+        const float* q = qkv + (r0 + i) * 3 * H + h * d;
+        float m = -INFINITY;
+        for (int j = threadIdx.x; j < len; j += blockDim.x) {
+            const float* k = qkv + (r0 + j) * 3 * H + H + h * d;
+            float dot = 0;
+            for (int c = 0; c < d; ++c) dot += q[c] * k[c];
+            sc[j] = dot * scale;
+            m = fmaxf(m, sc[j]);
+        }
+        m = block_reduce(m, true, red);
+        float sum = 0;
+        for (int j = threadIdx.x; j < len; j += blockDim.x) {
+            sc[j] = expf(sc[j] - m);
+            sum += sc[j];
+        }
+        sum = block_reduce(sum, false, red);   // its barriers also publish sc
+        const float inv = 1.0f / sum;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) {
+            float acc = 0;
+            for (int j = 0; j < len; ++j) acc += sc[j] * qkv[(r0 + j) * 3 * H + 2 * H + h * d + c];
+            ctx[(r0 + i) * H + h * d + c] = acc * inv;
+        }
+        __syncthreads();   // sc is rewritten for the next row
+    }
+}
+
+// out[s] = mean of sequence s's rows of x.
+__global__ void mean_rows(const float* x, const long long* offsets, long long base, int H, float* out) {
+    const int s = blockIdx.x;
+    const long long r0 = offsets[s] - base, len = offsets[s + 1] - offsets[s];
+    const float inv = 1.0f / fmaxf(static_cast<float>(len), 1e-9f);
+    for (int c = threadIdx.x; c < H; c += blockDim.x) {
+        float acc = 0;
+        for (long long r = 0; r < len; ++r) acc += x[(r0 + r) * H + c];
+        out[static_cast<long>(s) * H + c] = acc * inv;
+    }
+}
+
+struct LayerDev {
+    DevArray<float> w_qkv, b_qkv, w_o, b_o, ln1_g, ln1_b, w_1, b_1, w_2, b_2, ln2_g, ln2_b;
+};
+
+}  // namespace
+
+struct CudaBert::State {
+    BertConfig cfg;
+    Act act = Act::gelu_erf;
+    cublasHandle_t handle = nullptr;
+    DevArray<float> word, pos, type, emb_g, emb_b;
+    std::vector<std::unique_ptr<LayerDev>> layers;
+    DevArray<int> ids, positions;
+    DevArray<long long> offsets;
+    DevArray<float> x, qkv, ctx, y, mid, pooled;
+    ~State() {
+        if (handle) cublasDestroy(handle);
+    }
+    // Y[rows, out] = X[rows, in] · W[out, in]^T
+    void gemm(const float* X, long rows, int in, const float* W, int out, float* Y) const {
+        const float one = 1.0f, zero = 0.0f;
+        ok_blas(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, static_cast<int>(rows), in, &one, W, in, X, in, &zero, Y,
+                            out),
+                "cublasSgemm");
+    }
+};
+
+CudaBert::CudaBert(const BertModel& model) : s_(std::make_unique<State>()) {
+    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found", "embed on the CPU (--device cpu)");
+    ok(cudaSetDevice(0), "cudaSetDevice");
+    State& s = *s_;
+    s.cfg = model.config();
+    const std::string& a = s.cfg.hidden_act;
+    s.act = a == "gelu" ? Act::gelu_erf : a == "relu" ? Act::relu : Act::gelu_tanh;
+    const auto e = model.embeddings();
+    s.word.upload(e.word), s.pos.upload(e.pos), s.type.upload(e.type), s.emb_g.upload(e.ln_g), s.emb_b.upload(e.ln_b);
+    for (const auto& L : model.layers()) {
+        auto d = std::make_unique<LayerDev>();
+        d->w_qkv.upload(L.w_qkv), d->b_qkv.upload(L.b_qkv), d->w_o.upload(L.w_o), d->b_o.upload(L.b_o);
+        d->ln1_g.upload(L.ln1_g), d->ln1_b.upload(L.ln1_b), d->w_1.upload(L.w_1), d->b_1.upload(L.b_1);
+        d->w_2.upload(L.w_2), d->b_2.upload(L.b_2), d->ln2_g.upload(L.ln2_g), d->ln2_b.upload(L.ln2_b);
+        s.layers.push_back(std::move(d));
+    }
+    ok_blas(cublasCreate(&s.handle), "cublasCreate");
+    ok_blas(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+}
+
+CudaBert::~CudaBert() = default;
+
+void CudaBert::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) {
+    State& s = *s_;
+    const BertConfig& c = s.cfg;
+    const int H = c.hidden, I = c.intermediate, heads = c.heads, d = H / heads;
+    const long long base = offsets[0], N = offsets[count] - offsets[0];
+    if (count <= 0) return;
+    std::vector<int> pos(static_cast<std::size_t>(N));
+    int max_len = 0;
+    for (int q = 0; q < count; ++q) {
+        const std::int64_t len = offsets[q + 1] - offsets[q];
+        RETRO_CHECK(len >= 0 && len <= c.max_position, "sequence ", q, " has length ", len, ", the model allows ", c.max_position);
+        max_len = std::max<int>(max_len, static_cast<int>(len));
+        for (std::int64_t t = 0; t < len; ++t) pos[static_cast<std::size_t>(offsets[q] - base + t)] = static_cast<int>(t);
+    }
+    for (long long i = 0; i < N; ++i)
+        RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < c.vocab_size, "token id ", ids[base + i],
+                    " outside the model's vocabulary of ", c.vocab_size);
+    float* pooled = s.pooled.ensure(static_cast<std::size_t>(count) * H);
+    if (N == 0) {
+        std::fill(out, out + static_cast<std::size_t>(count) * H, 0.0f);
+        return;
+    }
+    const int* dids = s.ids.upload(reinterpret_cast<const int*>(ids + base), static_cast<std::size_t>(N));
+    const int* dpos = s.positions.upload(pos);
+    const long long* doff = s.offsets.upload(reinterpret_cast<const long long*>(offsets), static_cast<std::size_t>(count) + 1);
+    float* x = s.x.ensure(static_cast<std::size_t>(N) * H);
+    float* qkv = s.qkv.ensure(static_cast<std::size_t>(N) * 3 * H);
+    float* ctx = s.ctx.ensure(static_cast<std::size_t>(N) * H);
+    float* y = s.y.ensure(static_cast<std::size_t>(N) * H);
+    float* mid = s.mid.ensure(static_cast<std::size_t>(N) * I);
+    const float eps = c.layer_norm_eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const unsigned rows = static_cast<unsigned>(N);
+    auto elementwise_blocks = [](long n) { return static_cast<unsigned>((n + 255) / 256); };
+    embed_rows<<<rows, kThreads>>>(dids, dpos, s.word.p, s.pos.p, s.type.p, s.emb_g.p, s.emb_b.p, H, eps, x);
+    ok_launch("embed_rows");
+    for (const auto& Lp : s.layers) {
+        const LayerDev& L = *Lp;
+        s.gemm(x, N, H, L.w_qkv.p, 3 * H, qkv);
+        bias_act<<<elementwise_blocks(N * 3 * H), 256>>>(qkv, L.b_qkv.p, N * 3 * H, 3 * H, 0, false);
+        ok_launch("bias_act (qkv)");
+        attention<<<static_cast<unsigned>(count * heads), kThreads, static_cast<std::size_t>(max_len) * sizeof(float)>>>(
+            qkv, doff, base, heads, d, scale, ctx);
+        ok_launch("attention");
+        s.gemm(ctx, N, H, L.w_o.p, H, y);
+        add_bias_ln_rows<<<rows, kThreads>>>(x, y, L.b_o.p, L.ln1_g.p, L.ln1_b.p, H, eps);
+        ok_launch("add_bias_ln_rows (attention)");
+        s.gemm(x, N, H, L.w_1.p, I, mid);
+        bias_act<<<elementwise_blocks(N * I), 256>>>(mid, L.b_1.p, N * I, I, static_cast<int>(s.act), true);
+        ok_launch("bias_act (ffn)");
+        s.gemm(mid, N, I, L.w_2.p, H, y);
+        add_bias_ln_rows<<<rows, kThreads>>>(x, y, L.b_2.p, L.ln2_g.p, L.ln2_b.p, H, eps);
+        ok_launch("add_bias_ln_rows (ffn)");
+    }
+    mean_rows<<<static_cast<unsigned>(count), kThreads>>>(x, doff, base, H, pooled);
+    ok_launch("mean_rows");
+    ok(cudaMemcpy(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float), cudaMemcpyDeviceToHost), "download");
+}
+
+}  // namespace retro
