@@ -106,7 +106,7 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
     std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
                       " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
                       std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
-                      std::to_string(o.repeats) + " 2>/dev/null";
+                      std::to_string(o.repeats) + " --device " + o.device + " 2>/dev/null";
     log_info("peer: " + cmd);
     nlohmann::json r = run_json_command(cmd);
     if (r.is_null())
@@ -125,6 +125,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     eo.model_dir = o.model;
     eo.batch = o.batch;
     eo.max_length = o.max_length;
+    eo.device = o.device;
     BertEmbedder emb(eo, nullptr);
     const int threads = thread_count();
     std::vector<std::string> texts = make_texts(o, emb.wordpiece());
@@ -143,7 +144,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     std::vector<float> out(texts.size() * emb.dim());
     auto [secs, cpu_secs] = median_wall_cpu([&] { emb.embed_texts(texts, out.data()); }, o.repeats);
 
-    nlohmann::json ours = {{"impl", "retrokit bert"},
+    nlohmann::json ours = {{"impl", o.device == "cuda" ? "retrokit bert (cuda)" : "retrokit bert"},
                            {"model", emb.to_json()["model"]},
                            {"chunks", static_cast<std::int64_t>(texts.size())},
                            {"tokens_per_chunk", mean_len},
@@ -214,6 +215,8 @@ void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
     sub->add_option("--min-tokens", o->min_tokens,
                     "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
     sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+    sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
         ->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")

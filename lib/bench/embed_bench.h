@@ -26,6 +26,7 @@ struct EmbedBenchOptions {
     std::string peer;               // python script to run as the peer (tests/peers/hf_embed.py)
     std::string python = "python3";
     std::string json;               // write the results here
+    std::string device = "cpu";     // cpu | cuda: where both encoders run (the peer gets --device too)
 };
 
 // Runs the benchmark: table on stdout, notes on stderr. Threads are thread_count().

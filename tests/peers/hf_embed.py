@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--save", help="write the embeddings here as .npy (for a cross-check)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (fp32, TF32 off, as retro-bench's cuBLAS)")
     args = ap.parse_args()
 
     import numpy as np
@@ -38,7 +39,13 @@ def main():
     with open(args.texts, encoding="utf-8") as f:
         texts = [json.loads(line) for line in f if line.strip()]
     tok = transformers.AutoTokenizer.from_pretrained(args.model)   # the fast tokenizer, as deployed
-    model = transformers.BertModel.from_pretrained(args.model, add_pooling_layer=False).eval()
+    model = transformers.BertModel.from_pretrained(args.model, add_pooling_layer=False).eval().to(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
 
     def tokenize():
         return [tok(texts[i:i + args.batch], padding=True, truncation=True, max_length=args.max_length,
@@ -47,11 +54,14 @@ def main():
     def embed():
         out = []
         for enc in tokenize():
+            enc = {k: v.to(args.device) for k, v in enc.items()}
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             out.append(torch.nn.functional.normalize(pooled, p=2, dim=1))
-        return torch.cat(out)
+        result = torch.cat(out).cpu()
+        sync()
+        return result
 
     def median_seconds(fn):   # (wall, CPU of all threads), medians after a warm-up
         fn()
@@ -77,6 +87,7 @@ def main():
         "batch": args.batch,
         "max_length": args.max_length,
         "threads": args.threads,
+        "device": args.device,
         "seconds": secs,
         "cpu_seconds": cpu_secs,
         "tokenize_seconds": tok_s,
