@@ -3,6 +3,7 @@
 #include "index/knn_build.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -134,33 +135,59 @@ struct Searcher {
             exact_search_ip(q, n, base->data(), base->rows(), d, eo, ids, scores);
             return;
         }
-        const int kc = opts.k + opts.extra;
-        std::vector<std::int64_t> cand(static_cast<std::size_t>(n * kc));
-        std::vector<float> cscore(static_cast<std::size_t>(n * kc));
-        index->search(n, q, kc, cand.data(), cscore.data());
-        for (std::int64_t i = 0; i < n; ++i)
-            knn_filter_row(cand.data() + i * kc, cscore.data() + i * kc, kc, self_mode ? row_of(i) : -1,
-                           self_mode ? base_docs[row_of(i)] : -1, base_docs, opts.k, ids + i * opts.k, scores + i * opts.k);
+        const int k = opts.k;
+        int kc = static_cast<int>(std::min<std::int64_t>(k + opts.extra, index->size()));
+        std::vector<std::int64_t> todo(static_cast<std::size_t>(n)), cand;   // rows to (re)search
+        std::iota(todo.begin(), todo.end(), std::int64_t{0});
+        std::vector<float> qs, cscore;
+        // A row left short although all kc candidates came back was filled by its own document: search it again
+        // with 8x the candidates, up to 3 more times (at most the whole index), so -1 only pads rows that truly
+        // have fewer than k neighbours outside their document.
+        for (int round = 0; round < 4 && !todo.empty(); ++round) {
+            const auto m = static_cast<std::int64_t>(todo.size());
+            const float* qp = q;
+            if (round > 0) {
+                qs.resize(static_cast<std::size_t>(m * d));
+                for (std::int64_t t = 0; t < m; ++t) std::copy(q + todo[t] * d, q + (todo[t] + 1) * d, qs.begin() + t * d);
+                qp = qs.data();
+                widened_rows_ += m;
+            }
+            cand.assign(static_cast<std::size_t>(m * kc), -1);
+            cscore.assign(cand.size(), 0.0f);
+            index->search(m, qp, kc, cand.data(), cscore.data());
+            std::vector<std::int64_t> again;
+            for (std::int64_t t = 0; t < m; ++t) {
+                const std::int64_t i = todo[t];
+                knn_filter_row(cand.data() + t * kc, cscore.data() + t * kc, kc, self_mode ? row_of(i) : -1,
+                               self_mode ? base_docs[row_of(i)] : -1, base_docs, k, ids + i * k, scores + i * k);
+                if (self_mode && ids[i * k + k - 1] < 0 && cand[static_cast<std::size_t>(t * kc + kc - 1)] >= 0) again.push_back(i);
+            }
+            const int wider = static_cast<int>(std::min<std::int64_t>(std::int64_t{kc} * 8, index->size()));
+            if (wider <= kc) break;
+            kc = wider;
+            todo.swap(again);
+        }
     }
     const std::int64_t* doc_ids() const {
         static_assert(sizeof(std::int64_t) == 8);
         return doc_ids_.data();
     }
     std::vector<std::int64_t> doc_ids_;
+    std::int64_t widened_rows_ = 0;   // rows searched again with more candidates (approximate search)
 };
 
 void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
                     std::int64_t recall_sample) {
     Manifest m(ctx);
-    {   // how many slots stayed -1: every candidate came from the query's own document
+    {   // how many slots stayed -1: fewer than k candidates outside the query's document were found
         NpyArray nb((fs::path(out) / "neighbours.npy").string());
         std::int64_t missing = 0;
         for (std::int64_t i = 0; i < nb.numel(); ++i) missing += nb.data<std::int64_t>()[i] < 0;
         double frac = nb.numel() ? static_cast<double>(missing) / static_cast<double>(nb.numel()) : 0.0;
         m.extra()["padded_fraction"] = frac;
         if (frac > 0.01)
-            log_warn(std::to_string(100 * frac).substr(0, 4) + "% of neighbour slots are -1: the candidates all came from the "
-                     "query's own document (fix: a larger --extra, or --exact, which filters inside the search)");
+            log_warn(std::to_string(100 * frac).substr(0, 4) + "% of neighbour slots are -1: fewer than k neighbours outside the "
+                     "query's document were found (fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)");
     }
     m.parameters() = state["parameters"];
     m.add_input_folder("index", state["index"].get<std::string>());
@@ -320,6 +347,9 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         log_info("recall@" + std::to_string(opts.k) + " against exact search on " +
                  std::to_string(std::min(opts.measure_recall, queries.rows())) + " queries: " + std::to_string(recall));
     }
+    if (s.widened_rows_ > 0)
+        log_info("searched " + std::to_string(s.widened_rows_) + " rows again with more candidates (their own document filled "
+                 "the first " + std::to_string(opts.k + opts.extra) + ")");
     write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);
 }
 
