@@ -3,11 +3,11 @@
 #include "index/knn_build.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <set>
 
 #include "core/atomic_file.h"
