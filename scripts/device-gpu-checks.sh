@@ -3,7 +3,8 @@
 #   scripts/device-gpu-checks.sh STEP...      logs and JSON under $OUT (default ./out-gpu)
 # Steps: env, tests (the CUDA test cases), sanitize (compute-sanitizer memcheck on them),
 #        retention (retro-bench retention --device cuda), fla (tests/peers/fla_retention.py, the same
-#        shapes), knn (retro-bench knn --cuda). Needs .devkit/devkit.tar.gz from scripts/devkit-stage.sh
+#        shapes), knn (retro-bench knn --cuda), embed (retro-bench embed --device cuda beside HF on the GPU,
+#        on a random BERT of all-MiniLM-L6-v2's shape). Needs .devkit/devkit.tar.gz from scripts/devkit-stage.sh
 #        and, for fla, the wheels in .whl/ (flash-linear-attention and fla-core, docs/gpu.md).
 # Environment: STEP_TIMEOUT (300 s per command), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS.
 set -uo pipefail
@@ -50,6 +51,16 @@ for s in "$@"; do
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
         PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout "$STEP_TIMEOUT" python3 tests/peers/fla_retention.py --modes chunkwise,parallel,recurrent \
             --T "$RET_T" --dtype "$RET_DTYPES" --json "$OUT/fla_retention.json" 2>&1 | grep -v '^ ' | tail -40 | tee "$OUT/fla.log" ;;
+    embed)
+        step embed
+        # a random BERT of all-MiniLM-L6-v2's shape (no network there for the real weights; speed does not depend
+        # on the values); the peer runs with the machine's own libraries, not the devkit's
+        python3 tests/peers/make_bert_shape.py --out /tmp/bert-minilm-shape > /dev/null
+        cat docs/*.md > /tmp/docs-text.txt
+        printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec python3 "$@"\n' > /tmp/python-clean && chmod +x /tmp/python-clean
+        rk $kit/bin/retro-bench embed --device cuda --model /tmp/bert-minilm-shape --chunks 4096 --batch 256 --repeats 5 \
+            --texts /tmp/docs-text.txt --peer tests/peers/hf_embed.py --python /tmp/python-clean \
+            --json "$OUT/rk_embed_cuda.json" 2>&1 | tee "$OUT/rk_embed_cuda.log" ;;
     knn)
         step knn
         rk $kit/bin/retro-bench knn --cuda --thread-counts "$(nproc)" --ivf-nlist 0 --json "$OUT/rk_knn.json" 2>&1 | tee "$OUT/rk_knn.log" ;;

@@ -14,8 +14,9 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$build"/bin/retro-* "$build/retro_tests" "$stage/bin/"
 cp "$build/libretrokit.so" "$stage/lib/"
-# glibc, the dynamic loader and CUDA's libraries come from the GPU machine itself
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libcuda\.|libcudart|libcublas|libretrokit)'
+# glibc, the dynamic loader, the C++ runtime (newer there: Ubuntu 24.04) and CUDA's libraries come from the GPU
+# machine itself, so a Python peer started under the devkit's LD_LIBRARY_PATH still finds what torch needs
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libretrokit)'
 for f in "$stage"/bin/* "$stage/lib/libretrokit.so"; do
     ldd "$f" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
