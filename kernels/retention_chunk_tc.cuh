@@ -9,6 +9,11 @@
 // (A,B,C) = (q,k,v) this is the forward; (dO,v,k) gives dq, reverse (v,dO,q) dk and (k,q,dO) dv, where M is the
 // state S (or its gradient G) or their transpose. M (Da x 64, fp32) lives in shared memory and is rounded to
 // bf16 only as an mma operand, as fla rounds its stored chunk states. Inputs bf16 [B,T,H,D]; states fp32 [B,H,K,V].
+// Block: 8 warps; warp w owns the 16-row strip w%4 and the 32-column half w/4 of the 64x64 products (P, X, O) and
+// 16 columns x Da/2 rows of M. Per chunk: the next chunk's rows are fetched into registers while this one computes;
+// P and X share one pass over A; the strip's two warps meet at a named barrier (1 + strip) between Pb and O; each
+// warp writes its own block of the output and of M's bf16 copy. Three block-wide barriers per chunk.
+// Measured on an H100 (docs/performance.md): ~5.4 ms per walk at B=8 H=32 T=16384 K=V=128.
 #pragma once
 #include <mma.h>
 
