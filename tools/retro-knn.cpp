@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
             app.add_option("--neighbours", o.k, "Neighbours per chunk (k)");
             app.add_option("--extra", o.extra, "Extra candidates searched to make up for dropped ones");
             app.add_flag("--exact", o.exact, "Exact search by brute force (sgemm + top-k) instead of the index");
-            app.add_option("--device", o.device, "Where --exact runs: cpu, or cuda (cuBLAS sgemm + a top-k kernel)")
+            app.add_option("--device", o.device, "Where --exact runs: cpu, or cuda (cuBLAS sgemm + a top-k kernel; a bert index also embeds --queries there)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--nprobe", o.nprobe, "IVF lists to search (0 = the index's setting)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch (0 = the index's setting)");

@@ -142,7 +142,8 @@ std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, co
     return std::make_unique<BertEmbedder>(opts, tokenizer);
 }
 
-std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
+std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer,
+                                                       const std::string& device) {
     auto bad = [&](const std::string& what) {
         user_error_in("manifest.json", "the bert embedder settings " + what, "rebuild the index with retro-index");
     };
@@ -150,6 +151,7 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     if (!j.contains("fingerprint") || !j["fingerprint"].is_string()) bad("have no model fingerprint");
     BertEmbedderOptions o;
     o.model_dir = j["model"].get<std::string>();
+    o.device = device;
     if (j.contains("max_length") && j["max_length"].is_number_integer()) o.max_length = j["max_length"].get<int>();
     if (j.contains("batch") && j["batch"].is_number_integer()) o.batch = j["batch"].get<int>();
     if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;

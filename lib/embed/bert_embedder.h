@@ -54,7 +54,8 @@ private:
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);
-// Rebuilds from the settings that BertEmbedder::to_json wrote.
-std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer);
+// Rebuilds from the settings that BertEmbedder::to_json wrote, the encoder on `device` (cpu | cuda).
+std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer,
+                                                       const std::string& device = "cpu");
 
 }  // namespace retro

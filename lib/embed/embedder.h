@@ -28,8 +28,9 @@ public:
 
 // Builds an embedder from a manifest's "embedder" object. `tokenizer` is needed by `bert`
 // (chunk ids are decoded to text before WordPiece) and may be null for `bow`.
-// `index_dir` resolves files the settings name (e.g. bow's idf.npy).
+// `index_dir` resolves files the settings name (e.g. bow's idf.npy). `device` "cuda" runs a bert encoder on the GPU
+// (bow always embeds on the CPU).
 std::unique_ptr<Embedder> embedder_from_json(const nlohmann::json& j, const std::string& index_dir,
-                                             const Tokenizer* tokenizer);
+                                             const Tokenizer* tokenizer, const std::string& device = "cpu");
 
 }  // namespace retro

@@ -52,7 +52,9 @@ std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.
 // Embeddings of the query chunks as f32, block by block.
 class QuerySource {
 public:
-    QuerySource(const std::string& index_dir, const nlohmann::json& index_manifest, const ChunkDb* query_db)
+    // device "cuda" (retro-knn --exact --device cuda): a bert index embeds the query chunks on the GPU too
+    QuerySource(const std::string& index_dir, const nlohmann::json& index_manifest, const ChunkDb* query_db,
+                const std::string& device)
         : query_db_(query_db) {
         if (!query_db_) {
             emb_ = NpyArray((fs::path(index_dir) / "embeddings.npy").string());
@@ -60,7 +62,7 @@ public:
         }
         std::string tok_path = query_db_->tokenizer_path();
         if (!tok_path.empty() && fs::exists(tok_path)) tok_ = std::make_unique<Tokenizer>(tok_path);
-        embedder_ = embedder_from_json(index_manifest["embedder"], index_dir, tok_.get());
+        embedder_ = embedder_from_json(index_manifest["embedder"], index_dir, tok_.get(), device);
     }
     std::int64_t rows() const { return query_db_ ? query_db_->chunk_count() : emb_.dim(0); }
     void get(std::int64_t b, std::int64_t e, int d, std::vector<float>& out) {
@@ -273,7 +275,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
         if (self_mode) qdb.reset();
     }
-    QuerySource queries(opts.index, im, qdb.get());
+    QuerySource queries(opts.index, im, qdb.get(), opts.device);
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, {}};
     const int d = im["index"].value("dim", 0);
     if (self_mode) {
