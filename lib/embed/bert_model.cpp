@@ -1,5 +1,5 @@
 // Implementation of bert_model.h. A layer runs in three phases: (A) fused QKV projection over row
-// blocks, (B) attention per (sequence, head) with two small sgemms, (C) output projection +
+// blocks, (B) attention per (sequence, head) (bert_attention.h: fused AVX-512 kernels), (C) output projection +
 // residual + LayerNorm + FFN + residual + LayerNorm fused per row block, so each block's
 // activations stay in cache. OpenMP threads each call single-threaded OpenBLAS.
 #include "embed/bert_model.h"
@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "embed/bert_attention.h"
 #include "nn/fast_math.h"
 
 namespace retro {
@@ -47,7 +48,6 @@ struct BlasOneThread {
 // The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64 (nn/fast_math.h).
 RETRO_FAST_MATH_BEGIN
 using nn::fast_erf;
-using nn::fast_exp_neg;
 
 // Y[rows, out] = X[rows, in] · W[out, in]^T + b: Y starts as the bias and sgemm adds with beta = 1
 // (with beta = 0 OpenBLAS clears Y first, which was a separate 3% pass, as was adding the bias).
@@ -80,24 +80,6 @@ RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_
         float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
 #pragma omp simd
         for (int j = 0; j < n; ++j) x[j] = (x[j] - mean) * inv * g[j] + b[j];
-    }
-}
-
-// Each row of s[rows, len] -> softmax(row).
-RETRO_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
-    for (int i = 0; i < rows; ++i) {
-        float* row = s + static_cast<std::int64_t>(i) * len;
-        float m = row[0];
-#pragma omp simd reduction(max : m)
-        for (int j = 0; j < len; ++j) m = row[j] > m ? row[j] : m;
-#pragma omp simd
-        for (int j = 0; j < len; ++j) row[j] = fast_exp_neg(row[j] - m);
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < len; ++j) sum += row[j];
-        float inv = 1.0f / sum;
-#pragma omp simd
-        for (int j = 0; j < len; ++j) row[j] *= inv;
     }
 }
 
@@ -296,12 +278,12 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
 
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);
     const int threads = thread_count();
-    std::vector<std::unique_ptr<float[]>> y_buf(threads), mid_buf(threads), score_buf(threads);
+    std::vector<std::unique_ptr<float[]>> y_buf(threads), mid_buf(threads);
+    std::vector<AttentionScratch> attention_scratch(threads);
     for (int t = 0; t < threads; ++t) {
         std::int64_t rows = std::min(ROW_BLOCK, N);
         y_buf[t] = scratch(rows * H);
         mid_buf[t] = scratch(rows * I);
-        score_buf[t] = scratch(static_cast<std::int64_t>(max_len) * max_len);
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (const Layer& L : layers_) {
@@ -311,19 +293,12 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
         });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
         parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
-            float* scores = score_buf[thread].get();
             for (std::int64_t t = t0; t < t1; ++t) {
                 std::int64_t s = t / heads, h = t % heads;
                 int len = static_cast<int>(offsets[s + 1] - offsets[s]);
-                if (len == 0) continue;
                 const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
-                const float* k = q + H;
-                const float* v = q + 2 * H;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, d, scale, q, 3 * H, k, 3 * H, 0.0f,
-                            scores, len);
-                softmax_rows(scores, len, len);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, d, len, 1.0f, scores, len, v, 3 * H,
-                            0.0f, ctx.get() + (offsets[s] - base) * H + h * d, H);
+                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d,
+                                    H, attention_scratch[thread]);
             }
         });
         // (C) X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row block of

@@ -1,0 +1,29 @@
+// Self-attention of one (sequence, head) for the CPU BERT encoder (bert_model.cpp, phase B):
+//   ctx[i, :] = Σ_j softmax_j(scale · q_i·k_j) · v_j[:]        for i, j < len
+// over the sequence's real tokens only (what HF's padding mask gives). q, k, v point at the head's
+// first row in the packed QKV buffer (row stride ld); ctx rows are written at stride ldc.
+//
+// With AVX-512F and a head size of at most 64 it runs fused kernels (bert_attention.cpp): K is
+// transposed once into scratch, scores come from a 12-row x 32-key register tile, the softmax is
+// left unnormalised (exp(scale·(s - max))) and each output row is divided by its sum at the end,
+// so the scores are read and written twice instead of six times through two sgemm calls.
+// Otherwise: two cblas_sgemm calls around a row softmax.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace retro {
+
+// Per-thread scratch, grown on demand.
+struct AttentionScratch {
+    std::vector<float> kt, p, sum;
+};
+
+void bert_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
+                         float* ctx, std::int64_t ldc, AttentionScratch& scratch);
+
+// Test hook: false forces the cblas path (both paths are compared against a double reference).
+void bert_attention_set_fused(bool enabled);
+bool bert_attention_fused_available(int d);
+
+}  // namespace retro
