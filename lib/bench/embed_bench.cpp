@@ -106,7 +106,8 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
     std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
                       " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
                       std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
-                      std::to_string(o.repeats) + " --device " + o.device + " 2>/dev/null";
+                      std::to_string(o.repeats) + " --device " + o.device + (o.peer_sorted ? " --sort-by-length" : "") +
+                      " 2>/dev/null";
     log_info("peer: " + cmd);
     nlohmann::json r = run_json_command(cmd);
     if (r.is_null())
@@ -142,20 +143,20 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     for (auto l : lengths) mean_len += static_cast<double>(l);
     mean_len /= static_cast<double>(lengths.size());
     std::vector<float> out(texts.size() * emb.dim());
-    auto [secs, cpu_secs] = median_wall_cpu([&] { emb.embed_texts(texts, out.data()); }, o.repeats);
-
-    nlohmann::json ours = {{"impl", o.device == "cuda" ? "retrokit bert (cuda)" : "retrokit bert"},
-                           {"model", emb.to_json()["model"]},
-                           {"chunks", static_cast<std::int64_t>(texts.size())},
-                           {"tokens_per_chunk", mean_len},
-                           {"batch", o.batch},
-                           {"max_length", o.max_length},
-                           {"threads", threads},
-                           {"seconds", secs},
-                           {"cpu_seconds", cpu_secs},
-                           {"tokenize_seconds", tok_ms / 1e3},
-                           {"chunks_per_s", static_cast<double>(texts.size()) / secs},
-                           {"chunks_per_cpu_s", static_cast<double>(texts.size()) / cpu_secs}};
+    auto ours_json = [&](double secs, double cpu_secs) {
+        return nlohmann::json{{"impl", o.device == "cuda" ? "retrokit bert (cuda)" : "retrokit bert"},
+                              {"model", emb.to_json()["model"]},
+                              {"chunks", static_cast<std::int64_t>(texts.size())},
+                              {"tokens_per_chunk", mean_len},
+                              {"batch", o.batch},
+                              {"max_length", o.max_length},
+                              {"threads", threads},
+                              {"seconds", secs},
+                              {"cpu_seconds", cpu_secs},
+                              {"tokenize_seconds", tok_ms / 1e3},
+                              {"chunks_per_s", static_cast<double>(texts.size()) / secs},
+                              {"chunks_per_cpu_s", static_cast<double>(texts.size()) / cpu_secs}};
+    };
 
     std::string texts_path = o.texts_out;
     std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
@@ -173,8 +174,51 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
         for (const auto& t : texts) lines += nlohmann::json(t).dump() + "\n";
         write_file_atomic(texts_path, lines);
     }
-    nlohmann::json peer;
-    if (!o.peer.empty()) peer = run_peer(o, texts_path, threads);
+
+    // Rounds: RetroKit and the peer side by side, alternating which goes first.
+    const int rounds = o.peer.empty() ? 1 : o.rounds;
+    nlohmann::json round_list = nlohmann::json::array();
+    std::vector<nlohmann::json> ours_runs, peer_runs;
+    std::vector<double> ratios, cpu_ratios;
+    for (int r = 0; r < rounds; ++r) {
+        auto time_ours = [&] {
+            auto [secs, cpu_secs] = median_wall_cpu([&] { emb.embed_texts(texts, out.data()); }, o.repeats);
+            ours_runs.push_back(ours_json(secs, cpu_secs));
+        };
+        if (o.peer.empty()) {
+            time_ours();
+            break;
+        }
+        if (r % 2 == 0) {
+            time_ours();
+            peer_runs.push_back(run_peer(o, texts_path, threads));
+        } else {
+            peer_runs.push_back(run_peer(o, texts_path, threads));
+            time_ours();
+        }
+        const nlohmann::json &a = ours_runs.back(), &b = peer_runs.back();
+        ratios.push_back(a["chunks_per_s"].get<double>() / b["chunks_per_s"].get<double>());
+        cpu_ratios.push_back(a["chunks_per_cpu_s"].get<double>() / b["chunks_per_cpu_s"].get<double>());
+        round_list.push_back({{"retrokit_chunks_per_s", a["chunks_per_s"]}, {"peer_chunks_per_s", b["chunks_per_s"]},
+                              {"ratio", ratios.back()}, {"cpu_ratio", cpu_ratios.back()}});
+        if (rounds > 1)
+            log_info(cat("round ", r + 1, "/", rounds, ": retrokit ", format_fixed(a["chunks_per_s"].get<double>(), 1),
+                         " chunks/s, peer ", format_fixed(b["chunks_per_s"].get<double>(), 1), " -> ",
+                         format_fixed(ratios.back(), 2), "x"));
+    }
+    // Each side's row is its median round (by chunks/s).
+    auto median_run = [](std::vector<nlohmann::json> runs) {
+        std::sort(runs.begin(), runs.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+            return x["chunks_per_s"].get<double>() < y["chunks_per_s"].get<double>();
+        });
+        return runs[runs.size() / 2];
+    };
+    auto median_of = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    nlohmann::json ours = median_run(ours_runs);
+    nlohmann::json peer = peer_runs.empty() ? nlohmann::json() : median_run(peer_runs);
 
     std::vector<std::vector<std::string>> rows = {
         {"impl", "chunks", "tokens/chunk", "batch", "threads", "tokenize s", "total s", "cpu s", "chunks/s",
@@ -193,12 +237,19 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     std::printf("%s", format_table(rows).c_str());
     nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
     if (!peer.is_null()) {
-        double ratio = ours["chunks_per_s"].get<double>() / peer["chunks_per_s"].get<double>();
-        double cpu_ratio = ours["chunks_per_cpu_s"].get<double>() / peer["chunks_per_cpu_s"].get<double>();
-        std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second\n", ratio, cpu_ratio);
+        const double ratio = median_of(ratios), cpu_ratio = median_of(cpu_ratios);
+        if (rounds > 1) {
+            const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+            std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second: medians of %d "
+                        "rounds side by side (wall %.2fx .. %.2fx)\n",
+                        ratio, cpu_ratio, rounds, *lo, *hi);
+        } else {
+            std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second\n", ratio, cpu_ratio);
+        }
         result["peer"] = peer;
         result["ratio"] = ratio;
         result["cpu_ratio"] = cpu_ratio;
+        result["rounds"] = round_list;
     }
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
 }
@@ -226,6 +277,12 @@ void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
     sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
     sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
     sub->add_option("--python", o->python, "Python interpreter for --peer");
+    sub->add_option("--rounds", o->rounds,
+                    "With --peer: alternate RetroKit and the peer this many times and report the median of the "
+                    "per-round ratios (steadier on a shared machine)")
+        ->check(CLI::PositiveNumber);
+    sub->add_flag("--peer-sorted", o->peer_sorted,
+                  "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
     sub->callback([o, &ctx] {
         set_thread_count(ctx.threads);

@@ -1,7 +1,10 @@
 // retro-bench embed: chunks/s of the `bert` embedder (WordPiece + encoder + mean pool + L2) on N
 // texts of about `tokens` WordPiece tokens each, and, with --peer, of Hugging Face transformers
 // (tests/peers/hf_embed.py, torch CPU) on the same texts, model, threads, batch and max_length,
-// side by side in one run with the ratio.
+// side by side in one run with the ratio. With --rounds R the two alternate R times (RetroKit
+// first in odd rounds, the peer first in even ones) and the reported ratio is the median of the
+// per-round ratios: on a shared machine the speed drifts by 10-20 % within minutes, and a ratio of
+// two measurements taken side by side is steadier than one of two taken a minute apart.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -27,6 +30,8 @@ struct EmbedBenchOptions {
     std::string python = "python3";
     std::string json;               // write the results here
     std::string device = "cpu";     // cpu | cuda: where both encoders run (the peer gets --device too)
+    int rounds = 1;                 // alternate RetroKit and the peer this many times; median ratio
+    bool peer_sorted = false;       // the peer batches texts sorted by length (sentence-transformers' order)
 };
 
 // Runs the benchmark: table on stdout, notes on stderr. Threads are thread_count().

@@ -251,12 +251,10 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     const std::int64_t N = offsets[count] - offsets[0];
     const std::int64_t base = offsets[0];
     if (N == 0) return;
-    int max_len = 0;
     for (int s = 0; s < count; ++s) {
         std::int64_t len = offsets[s + 1] - offsets[s];
         RETRO_CHECK(len >= 0 && len <= cfg_.max_position, "sequence ", s, " has length ", len, ", the model allows ",
                     cfg_.max_position);
-        max_len = std::max<int>(max_len, static_cast<int>(len));
     }
     for (std::int64_t i = 0; i < N; ++i)
         RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Peer for `retro-bench embed`: Hugging Face transformers (torch, CPU) embedding the same texts
 with the same model, threads, batch and max_length, the way sentence-transformers does it: fast
-tokenizer, BertModel, mean pooling over the attention mask, L2 normalisation. Prints one JSON
-line with the fields retro-bench embed prints for RetroKit.
+tokenizer, BertModel, mean pooling over the attention mask, L2 normalisation. Batches are cut in
+the given order (a plain transformers loop), or with --sort-by-length longest first as
+sentence-transformers' encode does, which pads less. Prints one JSON line with the fields
+retro-bench embed prints for RetroKit.
 
   pip install torch transformers
   python3 tests/peers/hf_embed.py --model DIR --texts texts.jsonl --threads 2 --batch 64
@@ -28,6 +30,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--save", help="write the embeddings here as .npy (for a cross-check)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (fp32, TF32 off, as retro-bench's cuBLAS)")
+    ap.add_argument("--sort-by-length", action="store_true",
+                    help="batch the texts longest first, as sentence-transformers' encode does (less padding); "
+                         "the embeddings are returned in the input order")
     args = ap.parse_args()
 
     import numpy as np
@@ -47,13 +52,23 @@ def main():
         if args.device == "cuda":
             torch.cuda.synchronize()
 
-    def tokenize():
-        return [tok(texts[i:i + args.batch], padding=True, truncation=True, max_length=args.max_length,
-                    return_tensors="pt") for i in range(0, len(texts), args.batch)]
+    # sentence-transformers sorts by -len(text) (characters) before batching and restores the order
+    # afterwards; the sort is part of the timed work there, so it is here.
+    def batch_order():
+        if not args.sort_by_length:
+            return list(range(len(texts)))
+        return sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+
+    def tokenize(order=None):
+        order = batch_order() if order is None else order
+        ordered = [texts[i] for i in order]
+        return [tok(ordered[i:i + args.batch], padding=True, truncation=True, max_length=args.max_length,
+                    return_tensors="pt") for i in range(0, len(ordered), args.batch)]
 
     def embed():
         out = []
-        for enc in tokenize():
+        order = batch_order()
+        for enc in tokenize(order):
             enc = {k: v.to(args.device) for k, v in enc.items()}
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -61,6 +76,10 @@ def main():
             out.append(torch.nn.functional.normalize(pooled, p=2, dim=1))
         result = torch.cat(out).cpu()
         sync()
+        if args.sort_by_length:
+            restored = torch.empty_like(result)
+            restored[torch.tensor(order)] = result
+            result = restored
         return result
 
     def median_seconds(fn):   # (wall, CPU of all threads), medians after a warm-up
@@ -80,7 +99,8 @@ def main():
         np.save(args.save, emb.numpy().astype("float32"))
     lengths = [len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]]
     print(json.dumps({
-        "impl": f"transformers {transformers.__version__} torch {torch.__version__}",
+        "impl": f"transformers {transformers.__version__} torch {torch.__version__}"
+                + (" (length-sorted)" if args.sort_by_length else ""),
         "model": os.path.abspath(args.model),
         "chunks": len(texts),
         "tokens_per_chunk": sum(lengths) / len(lengths),
