@@ -24,8 +24,10 @@
 #include <immintrin.h>
 // GCC 12's avx512fintrin.h builds some intrinsics (cvtt, reduce, fnmadd) from deliberately
 // undefined vectors and then warns about them at every use.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace retro {
