@@ -5,6 +5,7 @@
 // --sort-by-length.
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "test_util.h"
@@ -30,32 +31,37 @@ std::string fake_peer(const TempDir& dir) {
 }  // namespace
 
 TEST_CASE("embed bench: --rounds alternates with the peer and reports the median of the per-round ratios") {
-    TempDir dir("embed-bench");
     const std::string model = (source_dir() / "tests/reference/golden/bert_tiny").string();
-    const std::string peer = fake_peer(dir);
-    auto r = run_tool("retro-bench", "--threads 1 embed --model " + model +
-                                         " --chunks 6 --tokens 12 --batch 4 --max-length 32 --repeats 1 --rounds 3 "
-                                         "--peer-sorted --python sh --peer " + peer + " --json " +
-                                         (dir / "embed.json").string());
-    CAPTURE(r.err);
-    REQUIRE(r.exit_code == 0);
-    CHECK(read_text(dir / "count") == "3\n");
-    CHECK(read_text(dir / "args").find("--sort-by-length") != std::string::npos);
-    const auto j = nlohmann::json::parse(read_text(dir / "embed.json"));
-    REQUIRE(j["rounds"].size() == 3);
-    std::vector<double> ratios;
-    for (int i = 0; i < 3; ++i) {
-        const auto& round = j["rounds"][i];
-        CHECK(round["peer_chunks_per_s"].get<double>() == doctest::Approx(10.0 * (i + 1)));
-        CHECK(round["ratio"].get<double>() ==
-              doctest::Approx(round["retrokit_chunks_per_s"].get<double>() / round["peer_chunks_per_s"].get<double>()));
-        ratios.push_back(round["ratio"].get<double>());
+    for (int rounds : {3, 4}) {   // odd: the middle ratio; even: the mean of the two middle ones
+        CAPTURE(rounds);
+        TempDir dir("embed-bench");
+        const std::string peer = fake_peer(dir);
+        auto r = run_tool("retro-bench", "--threads 1 embed --model " + model +
+                                             " --chunks 6 --tokens 12 --batch 4 --max-length 32 --repeats 1 --rounds " +
+                                             std::to_string(rounds) + " --peer-sorted --python sh --peer " + peer +
+                                             " --json " + (dir / "embed.json").string());
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(read_text(dir / "count") == std::to_string(rounds) + "\n");
+        CHECK(read_text(dir / "args").find("--sort-by-length") != std::string::npos);
+        const auto j = nlohmann::json::parse(read_text(dir / "embed.json"));
+        REQUIRE(j["rounds"].size() == static_cast<std::size_t>(rounds));
+        std::vector<double> ratios;
+        for (int i = 0; i < rounds; ++i) {
+            const auto& round = j["rounds"][i];
+            CHECK(round["peer_chunks_per_s"].get<double>() == doctest::Approx(10.0 * (i + 1)));
+            CHECK(round["ratio"].get<double>() == doctest::Approx(round["retrokit_chunks_per_s"].get<double>() /
+                                                                  round["peer_chunks_per_s"].get<double>()));
+            ratios.push_back(round["ratio"].get<double>());
+        }
+        std::sort(ratios.begin(), ratios.end());
+        const double median = rounds % 2 ? ratios[rounds / 2] : 0.5 * (ratios[rounds / 2 - 1] + ratios[rounds / 2]);
+        CHECK(j["ratio"].get<double>() == doctest::Approx(median));
+        // the peer's row is its median round by chunks/s (the upper middle one for an even count)
+        CHECK(j["peer"]["chunks_per_s"].get<double>() == doctest::Approx(10.0 * (rounds / 2 + 1)));
+        CHECK(j["retrokit"]["chunks"] == 6);
+        CHECK(r.out.find("medians of " + std::to_string(rounds) + " rounds") != std::string::npos);
     }
-    std::sort(ratios.begin(), ratios.end());
-    CHECK(j["ratio"].get<double>() == doctest::Approx(ratios[1]));
-    CHECK(j["peer"]["chunks_per_s"].get<double>() == doctest::Approx(20.0));   // the median round's peer row
-    CHECK(j["retrokit"]["chunks"] == 6);
-    CHECK(r.out.find("medians of 3 rounds") != std::string::npos);
 }
 
 TEST_CASE("embed bench: without --peer a single run is timed and no ratio is reported") {

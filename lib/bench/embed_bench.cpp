@@ -177,6 +177,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
 
     // Rounds: RetroKit and the peer side by side, alternating which goes first.
     const int rounds = o.peer.empty() ? 1 : o.rounds;
+    if (o.peer.empty() && o.rounds > 1) log_info("--rounds applies with --peer only: one timed run");
     nlohmann::json round_list = nlohmann::json::array();
     std::vector<nlohmann::json> ours_runs, peer_runs;
     std::vector<double> ratios, cpu_ratios;
@@ -241,7 +242,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
         if (rounds > 1) {
             const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
             std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second: medians of %d "
-                        "rounds side by side (wall %.2fx .. %.2fx)\n",
+                        "rounds side by side (wall %.2fx .. %.2fx; the rows above are each side's median round)\n",
                         ratio, cpu_ratio, rounds, *lo, *hi);
         } else {
             std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second\n", ratio, cpu_ratio);

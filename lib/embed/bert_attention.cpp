@@ -17,6 +17,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/error.h"
 #include "nn/fast_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -25,8 +26,10 @@
 // GCC 12's avx512fintrin.h builds some intrinsics (cvtt, reduce, fnmadd) from deliberately
 // undefined vectors and then warns about them at every use.
 #if !defined(__clang__)
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define RETRO_ATTENTION_POP_DIAGNOSTICS 1
 #endif
 #endif
 
@@ -235,9 +238,16 @@ constexpr std::array<std::array<QkFn, QK_ROWS>, 2> kQk = {qk_table<1>(std::make_
                                                          qk_table<2>(std::make_integer_sequence<int, QK_ROWS>{})};
 
 constexpr int pv_rows(int dv) { return dv <= 2 ? 12 : 6; }   // 24 accumulators at most
+template <int R, int DV>
+constexpr PvFn pv_entry() {
+    if constexpr (R <= pv_rows(DV))
+        return pv_tile<R, DV>;
+    else
+        return nullptr;   // never called: attention_fused tiles rows by pv_rows(dv)
+}
 template <int DV, int... I>
 constexpr std::array<PvFn, 12> pv_table(std::integer_sequence<int, I...>) {
-    return {pv_tile<(I + 1 <= pv_rows(DV) ? I + 1 : 1), DV>...};
+    return {pv_entry<I + 1, DV>()...};
 }
 constexpr std::array<std::array<PvFn, 12>, PV_MAX_DV> kPv = {
     pv_table<1>(std::make_integer_sequence<int, 12>{}), pv_table<2>(std::make_integer_sequence<int, 12>{}),
@@ -267,7 +277,10 @@ void attention_fused(const float* q, const float* k, const float* v, std::int64_
     }
 }
 
-bool avx512_available() { return __builtin_cpu_supports("avx512f"); }
+bool avx512_available() {
+    static const bool yes = __builtin_cpu_supports("avx512f");
+    return yes;
+}
 #else
 bool avx512_available() { return false; }
 #endif
@@ -283,6 +296,8 @@ void bert_attention_set_fused(bool enabled) { g_fused = enabled; }
 void bert_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
                          float* ctx, std::int64_t ldc, AttentionScratch& scratch) {
     if (len <= 0) return;
+    // The fused path takes the row max of the unscaled scores: softmax(scale·s) needs scale > 0 there.
+    RETRO_CHECK(scale > 0, "attention scale ", scale, " must be positive");
 #ifdef RETRO_HAVE_ATTENTION_AVX512
     if (g_fused && bert_attention_fused_available(d)) {
         attention_fused(q, k, v, ld, len, d, scale, ctx, ldc, scratch);
@@ -293,3 +308,7 @@ void bert_attention_head(const float* q, const float* k, const float* v, std::in
 }
 
 }  // namespace retro
+
+#ifdef RETRO_ATTENTION_POP_DIAGNOSTICS
+#pragma GCC diagnostic pop
+#endif
