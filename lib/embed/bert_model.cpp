@@ -1,7 +1,9 @@
 // Implementation of bert_model.h. A layer runs in three phases: (A) fused QKV projection over row
 // blocks, (B) attention per (sequence, head) (bert_attention.h: fused AVX-512 kernels), (C) output projection +
 // residual + LayerNorm + FFN + residual + LayerNorm fused per row block, so each block's
-// activations stay in cache. OpenMP threads each call single-threaded OpenBLAS.
+// activations stay in cache. The dense layers are nn::PackedLinear (weights packed once on first
+// use, an AVX-512 kernel, or single-threaded OpenBLAS without AVX-512); OpenMP threads each take
+// their own rows.
 #include "embed/bert_model.h"
 
 #include <cblas.h>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
@@ -21,6 +24,7 @@
 #include "core/threads.h"
 #include "embed/bert_attention.h"
 #include "nn/fast_math.h"
+#include "nn/packed_linear.h"
 
 namespace retro {
 
@@ -28,10 +32,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rows per fused block in phase C: large enough that OpenBLAS's packing of the weight matrix,
-// redone per call, stays a few percent of the multiply (64-row blocks cost ~40% on MiniLM,
-// 384-row blocks ~10%).
-constexpr std::int64_t ROW_BLOCK = 1024;
+// Rows per fused block in phase C. With the packed layers a block only needs to keep its
+// activations (mid: rows x intermediate) near the core; with the OpenBLAS fallback, which packs the
+// weights on every call, it must be large enough for that packing to stay a few percent of the
+// multiply (64-row blocks cost ~40% on MiniLM, 384-row blocks ~10%).
+constexpr std::int64_t ROW_BLOCK_PACKED = 192;
+constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
 
 // Scratch without the zero fill of std::vector (every element is written before it is read).
 std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[]>(new float[std::max<std::int64_t>(n, 1)]); }
@@ -47,15 +53,6 @@ struct BlasOneThread {
 
 // The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64 (nn/fast_math.h).
 RETRO_FAST_MATH_BEGIN
-using nn::fast_erf;
-
-// Y[rows, out] = X[rows, in] · W[out, in]^T + b: Y starts as the bias and sgemm adds with beta = 1
-// (with beta = 0 OpenBLAS clears Y first, which was a separate 3% pass, as was adding the bias).
-void linear_rows(const float* X, std::int64_t rows, int in, const float* W, const float* b, int out, float* Y) {
-    for (std::int64_t r = 0; r < rows; ++r) std::memcpy(Y + r * out, b, sizeof(float) * out);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), out, in, 1.0f, X, in, W, in, 1.0f,
-                Y, out);
-}
 
 // x = LayerNorm(x + y) row by row (y may be null), two-pass mean and variance.
 RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_t rows, int n, const float* g,
@@ -85,16 +82,11 @@ RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_
 
 enum class Act { GELU_ERF, GELU_TANH, RELU };
 
-RETRO_SIMD_CLONES void gelu_erf(float* x, std::int64_t n) {
-#pragma omp simd
-    for (std::int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + fast_erf(x[i] * 0.70710678118654752f));
-}
-
 RETRO_FAST_MATH_END
 
 void activate(float* x, std::int64_t n, Act act) {
     switch (act) {
-        case Act::GELU_ERF: gelu_erf(x, n); break;
+        case Act::GELU_ERF: nn::gelu_erf_inplace(x, n); break;
         case Act::GELU_TANH:
             for (std::int64_t i = 0; i < n; ++i) {
                 float v = x[i];
@@ -155,6 +147,26 @@ std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, co
 
 }  // namespace
 
+struct BertModel::PackedLayers {
+    struct Layer {
+        nn::PackedLinear qkv, o, ffn1, ffn2;
+    };
+    std::once_flag once;
+    std::vector<Layer> layers;
+};
+
+const BertModel::PackedLayers& BertModel::packed() const {
+    std::call_once(packed_->once, [&] {
+        const int H = cfg_.hidden, I = cfg_.intermediate;
+        for (const Layer& L : layers_)
+            packed_->layers.push_back({nn::PackedLinear(L.w_qkv.data(), L.b_qkv.data(), 3 * H, H),
+                                       nn::PackedLinear(L.w_o.data(), L.b_o.data(), H, H),
+                                       nn::PackedLinear(L.w_1.data(), L.b_1.data(), I, H),
+                                       nn::PackedLinear(L.w_2.data(), L.b_2.data(), H, I)});
+    });
+    return *packed_;
+}
+
 BertConfig bert_config_read(const std::string& path) {
     if (!fs::exists(path))
         user_error_in(path, "missing (a BERT model folder needs config.json)",
@@ -197,7 +209,7 @@ BertConfig bert_config_read(const std::string& path) {
     return c;
 }
 
-BertModel::BertModel(const std::string& dir) {
+BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLayers>()) {
     cfg_ = bert_config_read((fs::path(dir) / "config.json").string());
     std::string st_path = (fs::path(dir) / "model.safetensors").string();
     if (!fs::exists(st_path))
@@ -274,21 +286,25 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
         }
     });
 
+    const PackedLayers& packed_layers = packed();
+    const std::int64_t row_block = packed_layers.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    // The packed kernel applies the erf GELU on the tile; other activations get their own pass.
+    const nn::LinearEpilogue ffn1_epilogue = act == Act::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);
     const int threads = thread_count();
     std::vector<std::unique_ptr<float[]>> y_buf(threads), mid_buf(threads);
     std::vector<AttentionScratch> attention_scratch(threads);
     for (int t = 0; t < threads; ++t) {
-        std::int64_t rows = std::min(ROW_BLOCK, N);
+        std::int64_t rows = std::min(row_block, N);
         y_buf[t] = scratch(rows * H);
         mid_buf[t] = scratch(rows * I);
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    for (const Layer& L : layers_) {
-        // (A) QKV = X · Wqkv^T + b, one sgemm per thread over its rows
-        parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) {
-            if (r1 > r0) linear_rows(x + r0 * H, r1 - r0, H, L.w_qkv.data(), L.b_qkv.data(), 3 * H, qkv.get() + r0 * 3 * H);
-        });
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& L = layers_[l];
+        const PackedLayers::Layer& P = packed_layers.layers[l];
+        // (A) QKV = X · Wqkv^T + b, each thread over its rows
+        parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) { P.qkv.apply(x + r0 * H, r1 - r0, qkv.get() + r0 * 3 * H); });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
         parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
             for (std::int64_t t = t0; t < t1; ++t) {
@@ -304,14 +320,14 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
         parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {
             float* y = y_buf[thread].get();
             float* mid = mid_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
-                std::int64_t rows = std::min(ROW_BLOCK, end - r0);
+            for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
+                std::int64_t rows = std::min(row_block, end - r0);
                 float* xb = x + r0 * H;
-                linear_rows(ctx.get() + r0 * H, rows, H, L.w_o.data(), L.b_o.data(), H, y);
+                P.o.apply(ctx.get() + r0 * H, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
-                linear_rows(xb, rows, H, L.w_1.data(), L.b_1.data(), I, mid);
-                activate(mid, rows * I, act);
-                linear_rows(mid, rows, I, L.w_2.data(), L.b_2.data(), H, y);
+                P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
+                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activate(mid, rows * I, act);
+                P.ffn2.apply(mid, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
             }
         });

@@ -7,6 +7,7 @@
 // as in BertForXxx and sentence-transformers checkpoints), F32/F16/BF16, kept as fp32.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,13 @@ public:
     const std::vector<Layer>& layers() const { return layers_; }
 
 private:
+    struct PackedLayers;   // the dense layers packed for the CPU kernel (nn/packed_linear.h), built on first use
+    const PackedLayers& packed() const;
+
     BertConfig cfg_;
     std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_;
     std::vector<Layer> layers_;
+    std::shared_ptr<PackedLayers> packed_;
 };
 
 }  // namespace retro
