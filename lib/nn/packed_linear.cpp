@@ -1,7 +1,7 @@
 // PackedLinear (packed_linear.h). AVX-512 path, for one call on `rows` rows (BLIS loop order, W
 // packed once at construction into panels [out/48][in][48]):
-//   for each block of MC = 96 rows of x
-//     for each K block of at most 384 columns of x:        pack x -> [tiles][kc][8] (144 KiB, L2)
+//   for each block of MC = 192 rows of x
+//     for each K block of at most 384 columns of x:        pack x -> [tiles][kc][8] (288 KiB, L2)
 //       for each block of W panels (<= 576 KiB, L2):
 //         for each 8-row tile:                              its x strip (kc x 8, 12 KiB) stays in L1
 //           for each 48-column panel of the block:          y tile (8 x 48) in 24 zmm accumulators
@@ -13,7 +13,9 @@
 // Why 8 x 48 and this order (measured on Ice Lake, docs/performance.md "retro-bench embed"): with the
 // same packing, 12 x 32 and 14 x 32 tiles (12-14 broadcasts per 24 FMAs) ran at 82-85 % of the FMA
 // peak in cache against 95 % for 8 x 48, and holding the W panel in L1 while x strips stream from L2
-// (Goto order) lost to OpenBLAS on the wide (1152- and 1536-column) layers.
+// (Goto order) lost to OpenBLAS on the wide (1152- and 1536-column) layers. The W prefetch is worth
+// ~7 % of a MiniLM forward; K blocks of 256/512, x blocks of 48..384 rows and W blocks of 288-864 KiB
+// measured within noise of these choices (192 rows slightly ahead of 96).
 #include "nn/packed_linear.h"
 
 #include <cblas.h>
@@ -39,7 +41,7 @@ namespace {
 constexpr int MR = 8;                      // rows per tile
 constexpr int NR = 48;                     // output columns per panel (three zmm)
 constexpr int KC_MAX = 384;                // K block
-constexpr int MC = 96;                     // rows per x block (12 tiles)
+constexpr int MC = 192;                    // rows per x block (24 tiles)
 constexpr int W_BLOCK_FLOATS = 147456;     // 576 KiB of packed W per L2 block
 constexpr int W_PREFETCH_STEPS = 8;        // k steps ahead
 
