@@ -1,6 +1,6 @@
 // PackedLinear (lib/nn/packed_linear.h): the AVX-512 packed kernel and the cblas fallback against a
 // double-precision x·W^T + b (and GELU) for shapes on both sides of every tile and block edge (8-row
-// tiles, 96-row x blocks, 48-column panels, 8-panel W blocks, 384-deep K blocks), with buffers of
+// tiles, 192-row x blocks, 48-column panels, 8-panel W blocks, 384-deep K blocks), with buffers of
 // exactly the right size and sentinels after y; and the packed result does not depend on how the
 // rows are split between calls.
 #include <algorithm>
