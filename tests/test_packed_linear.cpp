@@ -2,12 +2,13 @@
 // double-precision x·W^T + b (and GELU) for shapes on both sides of every tile and block edge (8-row
 // tiles, 192-row x blocks, 48-column panels, 8-panel W blocks, 384-deep K blocks), with buffers of
 // exactly the right size and sentinels after y; and the packed result does not depend on how the
-// rows are split between calls.
+// rows are split between calls or threads (each thread packs x into its own scratch).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nn/packed_linear.h"
@@ -112,4 +113,31 @@ TEST_CASE("packed linear: the packed result is bitwise independent of how rows a
         layer.apply(x.data() + static_cast<std::size_t>(cuts[c]) * in, cuts[c + 1] - cuts[c],
                     split.data() + static_cast<std::size_t>(cuts[c]) * out, LinearEpilogue::GELU_ERF);
     CHECK(std::memcmp(whole.data(), split.data(), sizeof(float) * whole.size()) == 0);
+}
+
+TEST_CASE("packed linear: threads applying one layer to their own rows give the single-call result bitwise") {
+    if (!PackedLinear::avx512_supported()) RETRO_SKIP("no AVX-512F: the packed path is not used on this CPU");
+    const int rows = 4 * 197, out = 385, in = 800, threads = 4;
+    std::mt19937 g(11);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    std::vector<float> w(static_cast<std::size_t>(out) * in), b(out), x(static_cast<std::size_t>(rows) * in);
+    for (auto& v : w) v = n(g) * 0.05f;
+    for (auto& v : b) v = n(g);
+    for (auto& v : x) v = n(g);
+    PackedLinear layer(w.data(), b.data(), out, in);
+    std::vector<float> whole(static_cast<std::size_t>(rows) * out), split(whole.size());
+    layer.apply(x.data(), rows, whole.data());
+    for (int round = 0; round < 5; ++round) {   // several rounds: a shared scratch would race
+        std::fill(split.begin(), split.end(), 0.0f);
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                const int r0 = t * rows / threads, r1 = (t + 1) * rows / threads;
+                for (int r = r0; r < r1; r += 37)   // many calls per thread, interleaved with the others
+                    layer.apply(x.data() + static_cast<std::size_t>(r) * in, std::min(37, r1 - r),
+                                split.data() + static_cast<std::size_t>(r) * out);
+            });
+        for (auto& th : pool) th.join();
+        CHECK(std::memcmp(whole.data(), split.data(), sizeof(float) * whole.size()) == 0);
+    }
 }

@@ -156,13 +156,18 @@ struct BertModel::PackedLayers {
 };
 
 const BertModel::PackedLayers& BertModel::packed() const {
+    // Built aside and moved in: if packing throws (out of memory), call_once lets the next call retry
+    // from scratch instead of appending to a partial list.
     std::call_once(packed_->once, [&] {
         const int H = cfg_.hidden, I = cfg_.intermediate;
+        std::vector<PackedLayers::Layer> built;
+        built.reserve(layers_.size());
         for (const Layer& L : layers_)
-            packed_->layers.push_back({nn::PackedLinear(L.w_qkv.data(), L.b_qkv.data(), 3 * H, H),
-                                       nn::PackedLinear(L.w_o.data(), L.b_o.data(), H, H),
-                                       nn::PackedLinear(L.w_1.data(), L.b_1.data(), I, H),
-                                       nn::PackedLinear(L.w_2.data(), L.b_2.data(), H, I)});
+            built.push_back({nn::PackedLinear(L.w_qkv.data(), L.b_qkv.data(), 3 * H, H),
+                             nn::PackedLinear(L.w_o.data(), L.b_o.data(), H, H),
+                             nn::PackedLinear(L.w_1.data(), L.b_1.data(), I, H),
+                             nn::PackedLinear(L.w_2.data(), L.b_2.data(), H, I)});
+        packed_->layers = std::move(built);
     });
     return *packed_;
 }

@@ -107,11 +107,14 @@ RETRO_AVX512 void tile_kernel(const float* xs, const float* wp, int kc, float* c
     } else {
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
-            const float* cr = c + r * ldc;
-            const bool real = r < rows;
-            acc[r][0] = _mm512_maskz_loadu_ps(real ? m0 : 0, real ? cr : c);
-            acc[r][1] = _mm512_maskz_loadu_ps(real ? m1 : 0, real ? cr + 16 : c);
-            acc[r][2] = _mm512_maskz_loadu_ps(real ? m2 : 0, real ? cr + 32 : c);
+            if (r < rows) {
+                const float* cr = c + r * ldc;
+                acc[r][0] = _mm512_maskz_loadu_ps(m0, cr);
+                acc[r][1] = cols > 16 ? _mm512_maskz_loadu_ps(m1, cr + 16) : _mm512_setzero_ps();
+                acc[r][2] = cols > 32 ? _mm512_maskz_loadu_ps(m2, cr + 32) : _mm512_setzero_ps();
+            } else {
+                acc[r][0] = acc[r][1] = acc[r][2] = _mm512_setzero_ps();
+            }
         }
     }
     int k = 0;
@@ -128,8 +131,8 @@ RETRO_AVX512 void tile_kernel(const float* xs, const float* wp, int kc, float* c
         if (r < rows) {
             float* cr = c + r * ldc;
             _mm512_mask_storeu_ps(cr, m0, acc[r][0]);
-            _mm512_mask_storeu_ps(cr + 16, m1, acc[r][1]);
-            _mm512_mask_storeu_ps(cr + 32, m2, acc[r][2]);
+            if (cols > 16) _mm512_mask_storeu_ps(cr + 16, m1, acc[r][1]);   // (no pointer past a narrow last row)
+            if (cols > 32) _mm512_mask_storeu_ps(cr + 32, m2, acc[r][2]);
         }
     }
     if (gelu)
@@ -215,6 +218,7 @@ PackedLinear::PackedLinear(const float* w, const float* b, int out, int in, bool
 
 void PackedLinear::apply(const float* x, std::int64_t rows, float* y, LinearEpilogue epilogue) const {
     if (rows <= 0) return;
+    RETRO_CHECK(w_ != nullptr, "PackedLinear::apply on a default-constructed layer");
     const bool gelu = epilogue == LinearEpilogue::GELU_ERF;
     if (avx512_) {
         apply_packed(x, rows, y, gelu);
