@@ -38,6 +38,22 @@ std::vector<Shape> shapes() {
     return v;
 }
 
+struct Problem {
+    std::vector<float> w, b, x;
+};
+
+// W [out, in] ~ N(0, 0.05²), b and x [rows, in] ~ N(0, 1).
+Problem random_problem(int rows, int out, int in, std::uint32_t seed) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    Problem p{std::vector<float>(static_cast<std::size_t>(out) * in), std::vector<float>(out),
+              std::vector<float>(static_cast<std::size_t>(rows) * in)};
+    for (auto& v : p.w) v = n(g) * 0.05f;
+    for (auto& v : p.b) v = n(g);
+    for (auto& v : p.x) v = n(g);
+    return p;
+}
+
 double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
 
 // Worst |got - want| / tolerance over the outputs (pass: < 1). tolerance = 1e-5 · (Σ_k |x·w| + |b|),
@@ -99,13 +115,9 @@ TEST_CASE("packed linear: both paths equal a double x·W^T + b (and GELU) at eve
 TEST_CASE("packed linear: the packed result is bitwise independent of how rows are split between calls") {
     if (!PackedLinear::avx512_supported()) RETRO_SKIP("no AVX-512F: the packed path is not used on this CPU");
     const int rows = 203, out = 433, in = 800;
-    std::mt19937 g(7);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    std::vector<float> w(static_cast<std::size_t>(out) * in), b(out), x(static_cast<std::size_t>(rows) * in);
-    for (auto& v : w) v = n(g) * 0.05f;
-    for (auto& v : b) v = n(g);
-    for (auto& v : x) v = n(g);
-    PackedLinear layer(w.data(), b.data(), out, in);
+    const Problem pr = random_problem(rows, out, in, 7);
+    const std::vector<float>& x = pr.x;
+    PackedLinear layer(pr.w.data(), pr.b.data(), out, in);
     std::vector<float> whole(static_cast<std::size_t>(rows) * out), split(whole.size());
     layer.apply(x.data(), rows, whole.data(), LinearEpilogue::GELU_ERF);
     const int cuts[] = {0, 1, 38, 133, rows};
@@ -118,13 +130,9 @@ TEST_CASE("packed linear: the packed result is bitwise independent of how rows a
 TEST_CASE("packed linear: threads applying one layer to their own rows give the single-call result bitwise") {
     if (!PackedLinear::avx512_supported()) RETRO_SKIP("no AVX-512F: the packed path is not used on this CPU");
     const int rows = 4 * 197, out = 385, in = 800, threads = 4;
-    std::mt19937 g(11);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    std::vector<float> w(static_cast<std::size_t>(out) * in), b(out), x(static_cast<std::size_t>(rows) * in);
-    for (auto& v : w) v = n(g) * 0.05f;
-    for (auto& v : b) v = n(g);
-    for (auto& v : x) v = n(g);
-    PackedLinear layer(w.data(), b.data(), out, in);
+    const Problem pr = random_problem(rows, out, in, 11);
+    const std::vector<float>& x = pr.x;
+    PackedLinear layer(pr.w.data(), pr.b.data(), out, in);
     std::vector<float> whole(static_cast<std::size_t>(rows) * out), split(whole.size());
     layer.apply(x.data(), rows, whole.data());
     for (int round = 0; round < 5; ++round) {   // several rounds: a shared scratch would race
