@@ -354,30 +354,36 @@ TEST_CASE("knn: retro-index --device cuda - bow refused - bert without a GPU fai
     CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
 }
 
-TEST_CASE("knn: rows whose own document fills the candidates are searched again - Flat with --extra 0 equals exact") {
+TEST_CASE("knn: FAISS's search: rows whose own document fills the candidates are searched again; ours filters inside - "
+          "Flat equals exact both ways") {
     SmallDb s(30000, 7);
     fs::path idx = s.tmp / "index";
     REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
     std::string base = idx.string() + " --db " + s.db.string() + " --neighbours 4";
-    auto ap = test::run_tool("retro-knn", base + " --extra 0 --out " + (s.tmp / "a").string());   // self is always a candidate
-    REQUIRE_MESSAGE(ap.exit_code == 0, ap.err);
-    CHECK(ap.err.find("rows again with more candidates") != std::string::npos);
     REQUIRE(test::run_tool("retro-knn", base + " --exact --quiet --out " + (s.tmp / "e").string()).exit_code == 0);
-    NpyArray ai((s.tmp / "a/neighbours.npy").string()), ei((s.tmp / "e/neighbours.npy").string());
-    NpyArray as((s.tmp / "a/distances.npy").string()), es((s.tmp / "e/distances.npy").string());
-    REQUIRE(ai.numel() == ei.numel());
-    for (std::int64_t i = 0; i < ai.numel(); ++i) {
-        const std::int64_t r = i % 4;
-        CHECK((ai.data<std::int64_t>()[i] < 0) == (ei.data<std::int64_t>()[i] < 0));
-        if (ei.data<std::int64_t>()[i] < 0) continue;
-        CHECK(as.data<float>()[i] == doctest::Approx(es.data<float>()[i]).epsilon(1e-5));
-        // same distance at every rank; ids too, except where scores tie (duplicate chunks embed identically),
-        // including the last rank, whose tie may be with a chunk just outside the list
-        const float here = es.data<float>()[i];
-        const bool tied = r == 3 || (r > 0 && std::fabs(here - es.data<float>()[i - 1]) < 1e-5f) ||
-                          std::fabs(here - es.data<float>()[i + 1]) < 1e-5f;
-        if (!tied) CHECK(ai.data<std::int64_t>()[i] == ei.data<std::int64_t>()[i]);
+    for (const std::string faiss_run : {"faiss", "ours"}) {
+        CAPTURE(faiss_run);
+        auto ap = test::run_tool("retro-knn", base + " --extra 0 --out " + (s.tmp / "a").string() + " --force" +
+                                                  (faiss_run == "faiss" ? " --faiss-search" : ""));   // self is always a candidate
+        REQUIRE_MESSAGE(ap.exit_code == 0, ap.err);
+        CHECK((ap.err.find("rows again with more candidates") != std::string::npos) == (faiss_run == "faiss"));
+        CHECK(ap.err.find(faiss_run == "faiss" ? "search: faiss" : "search: flat") != std::string::npos);
+        NpyArray ai((s.tmp / "a/neighbours.npy").string()), ei((s.tmp / "e/neighbours.npy").string());
+        NpyArray as((s.tmp / "a/distances.npy").string()), es((s.tmp / "e/distances.npy").string());
+        REQUIRE(ai.numel() == ei.numel());
+        for (std::int64_t i = 0; i < ai.numel(); ++i) {
+            const std::int64_t r = i % 4;
+            CHECK((ai.data<std::int64_t>()[i] < 0) == (ei.data<std::int64_t>()[i] < 0));
+            if (ei.data<std::int64_t>()[i] < 0) continue;
+            CHECK(as.data<float>()[i] == doctest::Approx(es.data<float>()[i]).epsilon(1e-5));
+            // same distance at every rank; ids too, except where scores tie (duplicate chunks embed identically),
+            // including the last rank, whose tie may be with a chunk just outside the list
+            const float here = es.data<float>()[i];
+            const bool tied = r == 3 || (r > 0 && std::fabs(here - es.data<float>()[i - 1]) < 1e-5f) ||
+                              std::fabs(here - es.data<float>()[i + 1]) < 1e-5f;
+            if (!tied) CHECK(ai.data<std::int64_t>()[i] == ei.data<std::int64_t>()[i]);
+        }
+        CHECK(manifest_read((s.tmp / "a").string())["padded_fraction"].get<double>() ==
+              doctest::Approx(manifest_read((s.tmp / "e").string())["padded_fraction"].get<double>()));
     }
-    CHECK(manifest_read((s.tmp / "a").string())["padded_fraction"].get<double>() ==
-          doctest::Approx(manifest_read((s.tmp / "e").string())["padded_fraction"].get<double>()));
 }

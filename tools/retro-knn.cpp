@@ -19,12 +19,14 @@ int main(int argc, char** argv) {
             app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
             app.add_option("--out", o.out, "Output folder (neighbours.npy, distances.npy, manifest.json)");
             app.add_option("--neighbours", o.k, "Neighbours per chunk (k)");
-            app.add_option("--extra", o.extra, "Extra candidates searched to make up for dropped ones");
+            app.add_option("--extra", o.extra, "Extra candidates searched to make up for dropped ones (only where FAISS searches: RetroKit's own searchers drop the query's document inside the search)");
             app.add_flag("--exact", o.exact, "Exact search by brute force (sgemm + top-k) instead of the index");
             app.add_option("--device", o.device, "Where --exact runs: cpu, or cuda (cuBLAS sgemm + a top-k kernel; a bert index also embeds --queries there)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--nprobe", o.nprobe, "IVF lists to search (0 = the index's setting)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch (0 = the index's setting)");
+            app.add_flag("--faiss-search", o.faiss_search,
+                         "Search with FAISS's own code instead of RetroKit's kernels (slow on Debian's scalar build; for comparison)");
             app.add_option("--measure-recall", o.measure_recall, "Report recall@k against exact search on this many queries");
             app.add_option("--block", o.block, "Queries per resumable block");
             app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n); join with merge");

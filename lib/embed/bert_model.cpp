@@ -18,6 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/blas_threads.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -41,15 +42,6 @@ constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
 
 // Scratch without the zero fill of std::vector (every element is written before it is read).
 std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[]>(new float[std::max<std::int64_t>(n, 1)]); }
-
-// OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
-struct BlasOneThread {
-    int previous;
-    BlasOneThread() : previous(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~BlasOneThread() { openblas_set_num_threads(previous); }
-    BlasOneThread(const BlasOneThread&) = delete;
-    BlasOneThread& operator=(const BlasOneThread&) = delete;
-};
 
 // The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64 (nn/fast_math.h).
 RETRO_FAST_MATH_BEGIN
@@ -276,7 +268,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     for (std::int64_t i = 0; i < N; ++i)
         RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],
                     " outside the model's vocabulary of ", cfg_.vocab_size);
-    BlasOneThread one_blas_thread;
+    BlasSingleThread one_blas_thread;
     const float eps = cfg_.layer_norm_eps;
     const Act act = act_of(cfg_.hidden_act);
 

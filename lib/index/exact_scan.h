@@ -6,6 +6,9 @@
 //   scan_avx512: fused AVX-512 kernel: a 32-query x 12-row tile of scores stays in registers and
 //                is compared against the 32 queries' thresholds at once, so scores never touch
 //                memory and the base is read in place (no packing). Needs AVX-512F at run time.
+// The same kernels scan IVF lists (ivf_search.h): rows then carry their own ids (`base_ids`, in no
+// particular order, so an equal score competes on its id) and a query may start from an offset
+// (`query_offsets`: IVF-PQ's inner product with the list's centroid).
 #pragma once
 #include <cstdint>
 
@@ -22,6 +25,8 @@ struct ScanJob {
     const std::int64_t* base_docs = nullptr;    // indexed by global base id, or null
     int d = 0;
     TopK* tops = nullptr;                    // qn running lists
+    const std::int64_t* base_ids = nullptr;     // optional: id of base row j (else j); any order
+    const float* query_offsets = nullptr;       // optional: qn values added to every score of a query
 };
 
 void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block);

@@ -45,6 +45,7 @@ struct Block {
     const ScanJob* job;
     const float* packed;   // [tiles][d][32]
     float* thr;            // [tiles*32]: running threshold per query, +inf on padding lanes
+    const float* off;      // [tiles*32]: score offset per query (zeros without query_offsets)
     std::int64_t q0;       // first query of the block (index into job)
     std::int64_t qc;       // queries in the block
     std::int64_t tiles;
@@ -55,7 +56,7 @@ void tile_update(const Block& b, std::int64_t tile, std::int64_t j0, int rows, c
     const ScanJob& job = *b.job;
     for (int r = 0; r < rows; ++r) {
         std::uint32_t m = mask[r];
-        const std::int64_t id = j0 + r;
+        const std::int64_t id = job.base_ids ? job.base_ids[j0 + r] : j0 + r;
         const std::int64_t doc = job.base_docs ? job.base_docs[id] : 0;
         while (m) {
             const int lane = __builtin_ctz(m);
@@ -63,7 +64,10 @@ void tile_update(const Block& b, std::int64_t tile, std::int64_t j0, int rows, c
             const std::int64_t qi = b.q0 + tile * QT + lane;
             if (job.query_docs && job.query_docs[qi] == doc) continue;
             TopK& t = job.tops[qi];
-            t.push(acc[r * QT + lane], id);
+            if (job.base_ids)
+                t.push_any(acc[r * QT + lane], id);
+            else
+                t.push(acc[r * QT + lane], id);
             b.thr[tile * QT + lane] = t.thr;
         }
     }
@@ -75,11 +79,13 @@ AVX512_FN void rows_kernel(const Block& b, std::int64_t j0) {
     const int d = D ? D : b.job->d;
     const float* x = b.job->base + j0 * d;
     const std::int64_t valid_last = b.qc - (b.tiles - 1) * QT;   // live lanes of the last tile
+    const bool any_order = b.job->base_ids != nullptr;   // ids not increasing: a tie may still win
     for (std::int64_t tile = 0; tile < b.tiles; ++tile) {
         const float* q = b.packed + tile * d * QT;
+        const __m512 off0 = _mm512_load_ps(b.off + tile * QT), off1 = _mm512_load_ps(b.off + tile * QT + 16);
         __m512 acc[R][2];
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) acc[r][0] = off0, acc[r][1] = off1;
         for (int t = 0; t < d; ++t) {
             const __m512 q0 = _mm512_load_ps(q + t * QT), q1 = _mm512_load_ps(q + t * QT + 16);
 #pragma GCC unroll 16
@@ -94,8 +100,12 @@ AVX512_FN void rows_kernel(const Block& b, std::int64_t j0) {
         std::uint32_t any = 0;
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-            mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th0, _CMP_GT_OQ)) |
-                      static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th1, _CMP_GT_OQ)) << 16;
+            if (any_order)
+                mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th0, _CMP_GE_OQ)) |
+                          static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th1, _CMP_GE_OQ)) << 16;
+            else
+                mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th0, _CMP_GT_OQ)) |
+                          static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th1, _CMP_GT_OQ)) << 16;
             any |= mask[r];
         }
         if (!any) continue;
@@ -158,13 +168,16 @@ void scan_avx512(const ScanJob& job, std::int64_t query_block) {
     std::int64_t qb = query_block > 0 ? query_block : (512 * 1024 / 4) / d;
     qb = std::max<std::int64_t>(QT, qb / QT * QT);
     qb = std::min(qb, (job.qn + QT - 1) / QT * QT);
-    AlignedBuf packed = aligned_floats(qb * d), thr = aligned_floats(qb);
+    AlignedBuf packed = aligned_floats(qb * d), thr = aligned_floats(qb), off = aligned_floats(qb);
     const RowsFn full = full_rows_for(d);
     for (std::int64_t q0 = 0; q0 < job.qn; q0 += qb) {
-        Block b{&job, packed.get(), thr.get(), q0, std::min(qb, job.qn - q0), 0};
+        Block b{&job, packed.get(), thr.get(), off.get(), q0, std::min(qb, job.qn - q0), 0};
         b.tiles = (b.qc + QT - 1) / QT;
         pack_queries(job, q0, b.qc, packed.get());
-        for (std::int64_t i = 0; i < b.tiles * QT; ++i) thr[i] = i < b.qc ? job.tops[q0 + i].thr : __builtin_inff();
+        for (std::int64_t i = 0; i < b.tiles * QT; ++i) {
+            thr[i] = i < b.qc ? job.tops[q0 + i].thr : __builtin_inff();
+            off[i] = i < b.qc && job.query_offsets ? job.query_offsets[q0 + i] : 0.0f;
+        }
         std::int64_t j0 = job.b0;
         for (; j0 + RT <= job.b1; j0 += RT) full(b, j0);
         if (j0 < job.b1) kTail[static_cast<std::size_t>(job.b1 - j0 - 1)](b, j0);

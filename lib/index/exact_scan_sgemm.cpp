@@ -18,10 +18,10 @@ namespace {
 #define SCAN_SIMD_CLONES
 #endif
 
-// Adds row[0..nb) (ids id0..id0+nb) to t. Helpers are not called in the vector loop: GCC does not
-// inline a default-target function into a clone.
-SCAN_SIMD_CLONES void scan_row(const float* row, std::int64_t nb, std::int64_t id0, TopK& t, std::int64_t qdoc,
-                               const std::int64_t* docs) {
+// Adds row[0..nb) (ids id0..id0+nb, or ids[0..nb) in any order) to t. Helpers are not called in the
+// vector loop: GCC does not inline a default-target function into a clone.
+SCAN_SIMD_CLONES void scan_row(const float* row, std::int64_t nb, std::int64_t id0, const std::int64_t* ids, TopK& t,
+                               std::int64_t qdoc, const std::int64_t* docs) {
     constexpr int W = 32;
     std::int64_t j = 0;
     for (; j < nb; j += W) {
@@ -29,14 +29,18 @@ SCAN_SIMD_CLONES void scan_row(const float* row, std::int64_t nb, std::int64_t i
         const float thr = t.thr;
         int any = 0;
         if (w == W) {
-            for (int u = 0; u < W; ++u) any |= row[j + u] > thr;
+            for (int u = 0; u < W; ++u) any |= row[j + u] >= thr;
         } else {
-            for (int u = 0; u < w; ++u) any |= row[j + u] > thr;
+            for (int u = 0; u < w; ++u) any |= row[j + u] >= thr;
         }
         if (!any) continue;
         for (int u = 0; u < w; ++u) {
-            const std::int64_t id = id0 + j + u;
-            if (row[j + u] > t.thr && !(docs && docs[id] == qdoc)) t.push(row[j + u], id);
+            const std::int64_t id = ids ? ids[j + u] : id0 + j + u;
+            if (row[j + u] < t.thr || (docs && docs[id] == qdoc)) continue;
+            if (ids)
+                t.push_any(row[j + u], id);
+            else
+                t.push(row[j + u], id);
         }
     }
 }
@@ -56,9 +60,13 @@ void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_
             // block[qc x nb] = Q[q0:q0+qc] * X[j0:j0+nb]^T
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qc), static_cast<int>(nb), d, 1.0f,
                         job.queries + q0 * d, d, job.base + j0 * d, d, 0.0f, block.data(), static_cast<int>(nb));
-            for (std::int64_t i = 0; i < qc; ++i)
-                scan_row(block.data() + i * nb, nb, j0, job.tops[q0 + i], job.query_docs ? job.query_docs[q0 + i] : -1,
-                         job.base_docs);
+            for (std::int64_t i = 0; i < qc; ++i) {
+                float* row = block.data() + i * nb;
+                if (job.query_offsets)
+                    for (std::int64_t j = 0; j < nb; ++j) row[j] += job.query_offsets[q0 + i];
+                scan_row(row, nb, j0, job.base_ids ? job.base_ids + j0 : nullptr, job.tops[q0 + i],
+                         job.query_docs ? job.query_docs[q0 + i] : -1, job.base_docs);
+            }
         }
     }
 }

@@ -1,31 +1,16 @@
 // Implementation of exact_search.h: picks the kernel, splits the work between threads, merges.
 #include "index/exact_search.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <vector>
 
+#include "core/blas_threads.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "index/exact_scan.h"
 
 namespace retro {
 namespace {
-
-// Runs fn with OpenBLAS single-threaded (our threads split the work), restoring it afterwards.
-template <typename Fn>
-void with_single_threaded_blas(Fn&& fn) {
-    int before = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    try {
-        fn();
-    } catch (...) {
-        openblas_set_num_threads(before);
-        throw;
-    }
-    openblas_set_num_threads(before);
-}
 
 void run_scan(ExactKernel kernel, const ScanJob& job, const ExactSearchOptions& o) {
     if (kernel == ExactKernel::AVX512)
@@ -66,32 +51,31 @@ void exact_search_ip(const float* queries, std::int64_t m, const float* base, st
         j.tops = tops;
         return j;
     };
-    with_single_threaded_blas([&] {
-        if (threads == 1 || m >= threads * kMinQueriesPerThread || n < 2) {
-            // each thread its own queries against the whole base
-            parallel_ranges(m, [&](std::int64_t q0, std::int64_t q1, int) {
-                std::vector<TopK> tops(static_cast<std::size_t>(q1 - q0), TopK(opts.k));
-                run_scan(kernel, job_for(q0, q1, 0, n, tops.data()), opts);
-                for (std::int64_t i = q0; i < q1; ++i)
-                    tops[static_cast<std::size_t>(i - q0)].write(ids + i * opts.k, scores + i * opts.k);
-            });
-            return;
-        }
-        // few queries: each thread its own base rows, then merge the per-thread lists
-        std::vector<std::vector<TopK>> part(static_cast<std::size_t>(threads));
-        parallel_ranges(n, [&](std::int64_t b0, std::int64_t b1, int t) {
-            auto& tops = part[static_cast<std::size_t>(t)];
-            tops.assign(static_cast<std::size_t>(m), TopK(opts.k));
-            run_scan(kernel, job_for(0, m, b0, b1, tops.data()), opts);
+    BlasSingleThread single_blas;   // our threads split the work
+    if (threads == 1 || m >= threads * kMinQueriesPerThread || n < 2) {
+        // each thread its own queries against the whole base
+        parallel_ranges(m, [&](std::int64_t q0, std::int64_t q1, int) {
+            std::vector<TopK> tops(static_cast<std::size_t>(q1 - q0), TopK(opts.k));
+            run_scan(kernel, job_for(q0, q1, 0, n, tops.data()), opts);
+            for (std::int64_t i = q0; i < q1; ++i)
+                tops[static_cast<std::size_t>(i - q0)].write(ids + i * opts.k, scores + i * opts.k);
         });
-        TopK all(opts.k);
-        for (std::int64_t i = 0; i < m; ++i) {
-            for (const auto& tops : part)
-                if (!tops.empty())
-                    for (const auto& it : tops[static_cast<std::size_t>(i)].heap) all.merge(it);
-            all.write(ids + i * opts.k, scores + i * opts.k);
-        }
+        return;
+    }
+    // few queries: each thread its own base rows, then merge the per-thread lists
+    std::vector<std::vector<TopK>> part(static_cast<std::size_t>(threads));
+    parallel_ranges(n, [&](std::int64_t b0, std::int64_t b1, int t) {
+        auto& tops = part[static_cast<std::size_t>(t)];
+        tops.assign(static_cast<std::size_t>(m), TopK(opts.k));
+        run_scan(kernel, job_for(0, m, b0, b1, tops.data()), opts);
     });
+    TopK all(opts.k);
+    for (std::int64_t i = 0; i < m; ++i) {
+        for (const auto& tops : part)
+            if (!tops.empty())
+                for (const auto& it : tops[static_cast<std::size_t>(i)].heap) all.merge(it);
+        all.write(ids + i * opts.k, scores + i * opts.k);
+    }
 }
 
 }  // namespace retro

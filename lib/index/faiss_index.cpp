@@ -5,6 +5,7 @@
 #include <faiss/Index.h>
 #include <faiss/IVFlib.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
@@ -17,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "index/fast_flat_storage.h"
 
 namespace retro {
 
@@ -69,6 +71,12 @@ int index_default_nprobe(std::int64_t nlist) {
 FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " + factory) {
     try {
         index_.reset(faiss::index_factory(dim, factory.c_str(), faiss::METRIC_INNER_PRODUCT));
+        install_fast_flat_storage(index_.get());   // HNSW graphs are built with SIMD distances
+        // Polysemous training (the factory's default for IVF-PQ) reorders the PQ centroids by
+        // simulated annealing, ~10x the training time, and only serves polysemous filtering, which
+        // no search here turns on (docs/index.md).
+        if (auto* ivfpq = dynamic_cast<faiss::IndexIVFPQ*>(faiss::ivflib::try_extract_index_ivf(index_.get())))
+            ivfpq->do_polysemous_training = false;
     } catch (const faiss::FaissException& e) {
         user_error_in("--index", "FAISS does not understand '" + factory + "'",
                       "use a factory string such as Flat, IVF1024,Flat or OPQ64_256,IVF4096_HNSW32,PQ64");
@@ -108,8 +116,30 @@ void FaissIndex::train(std::int64_t n, const float* x) {
 
 void FaissIndex::add(std::int64_t n, const float* x) { index_->add(static_cast<idx_t>(n), x); }
 
-void FaissIndex::search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores) const {
+const AnnSearcher* FaissIndex::searcher() const {
+    if (faiss_only_) return nullptr;
+    if (!ann_made_) {
+        ann_ = ann_searcher_for(*index_, ann_why_);
+        ann_made_ = true;
+    }
+    return ann_.get();
+}
+
+bool FaissIndex::filters_inside() const { return searcher() != nullptr; }
+
+std::string FaissIndex::search_method() const {
+    if (const AnnSearcher* s = searcher()) return s->name();
+    return faiss_only_ ? "faiss" : "faiss (" + ann_why_ + ")";
+}
+
+void FaissIndex::search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores,
+                        const AnnFilter& filter) const {
     static_assert(sizeof(idx_t) == sizeof(std::int64_t));
+    if (m <= 0) return;
+    if (const AnnSearcher* s = searcher()) {
+        s->search(m, q, k, filter, ids, scores);
+        return;
+    }
     index_->search(static_cast<idx_t>(m), q, k, scores, reinterpret_cast<idx_t*>(ids));
 }
 

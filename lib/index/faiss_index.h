@@ -1,11 +1,14 @@
 // The FAISS wrapper: a factory string picks the index (STYLE.md item 11), inner product on unit
 // vectors. Chooses a default from N, lowers nlist when the training sample would give fewer than
 // 39 points per centroid (Megatron-LM #699), writes the index atomically, and turns FAISS
-// exceptions into one-line user errors naming the file.
+// exceptions into one-line user errors naming the file. Searching goes through RetroKit's own
+// kernels where the index type is covered (ann_search.h), FAISS's search otherwise.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "index/ann_search.h"
 
 namespace faiss {
 struct Index;
@@ -41,8 +44,16 @@ public:
     bool needs_training() const;
     void train(std::int64_t n, const float* x);   // UserError with the fix when training fails
     void add(std::int64_t n, const float* x);
-    // Approximate search; ids -1 where FAISS found nothing.
-    void search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores) const;
+    // Approximate search, rows best first; ids -1 where nothing was found. With a filter, the
+    // searcher drops a query's own document inside the search when filters_inside(); FAISS's own
+    // search ignores it (the caller filters its candidates).
+    void search(std::int64_t m, const float* q, int k, std::int64_t* ids, float* scores,
+                const AnnFilter& filter = AnnFilter{}) const;
+    bool filters_inside() const;
+    // "ivf-flat (flat quantizer)", ..., or "faiss (<why ours does not cover it>)"
+    std::string search_method() const;
+    // true: always FAISS's own search (benchmarks, and the test that compares the two)
+    void use_faiss_search(bool yes) { faiss_only_ = yes; }
     void set_nprobe(int nprobe);      // IVF only; ignored otherwise
     void set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; ignored otherwise
     void save(const std::string& path) const;   // atomic
@@ -52,8 +63,13 @@ public:
 
 private:
     FaissIndex() = default;
+    const AnnSearcher* searcher() const;   // made at the first search (not thread-safe), null = FAISS
     std::unique_ptr<faiss::Index> index_;
     std::string where_;   // the file or factory string, for messages
+    mutable std::unique_ptr<AnnSearcher> ann_;
+    mutable std::string ann_why_;
+    mutable bool ann_made_ = false;
+    bool faiss_only_ = false;
 };
 
 }  // namespace retro

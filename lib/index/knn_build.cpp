@@ -138,13 +138,20 @@ struct Searcher {
             return;
         }
         const int k = opts.k;
+        if (index->filters_inside()) {   // our searchers drop the query's document inside the search
+            if (self_mode)
+                for (std::int64_t i = 0; i < n; ++i) qdocs.push_back(base_docs[row_of(i)]);
+            index->search(n, q, k, ids, scores, self_mode ? AnnFilter{qdocs.data(), base_docs} : AnnFilter{});
+            return;
+        }
         int kc = static_cast<int>(std::min<std::int64_t>(k + opts.extra, index->size()));
         std::vector<std::int64_t> todo(static_cast<std::size_t>(n)), cand;   // rows to (re)search
         std::iota(todo.begin(), todo.end(), std::int64_t{0});
         std::vector<float> qs, cscore;
-        // A row left short although all kc candidates came back was filled by its own document: search it again
-        // with 8x the candidates, up to 3 more times (at most the whole index), so -1 only pads rows that truly
-        // have fewer than k neighbours outside their document.
+        // FAISS's own search cannot filter: search k + extra and drop the query's document. A row left
+        // short although all kc candidates came back was filled by its own document: search it again
+        // with 8x the candidates, up to 3 more times (at most the whole index), so -1 only pads rows
+        // that truly have fewer than k neighbours outside their document.
         for (int round = 0; round < 4 && !todo.empty(); ++round) {
             const auto m = static_cast<std::int64_t>(todo.size());
             const float* qp = q;
@@ -295,6 +302,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
             user_error_in(opts.index + "/index.faiss", "holds " + std::to_string(s.index->size()) + " vectors, the database " + std::to_string(db.chunk_count()) + " chunks");
         if (opts.nprobe > 0) s.index->set_nprobe(opts.nprobe);
         if (opts.ef_search > 0) s.index->set_ef_search(opts.ef_search);
+        s.index->use_faiss_search(opts.faiss_search);
+        log_info("search: " + s.index->search_method());
     }
 
     output_folder_prepare(opts.out, opts.force, opts.resume);
@@ -327,8 +336,11 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         std::int64_t b0 = nb.block_begin(b), b1 = nb.block_end(b), n = b1 - b0;
         ids.assign(static_cast<std::size_t>(n * opts.k), -1);
         scores.assign(ids.size(), 0.0f);
-        for (std::int64_t r = b0; r < b1; r += 2048) {
-            std::int64_t e = std::min(b1, r + 2048);
+        // exact search: slices of 2048 (the progress bar moves); approximate: 8192, since an IVF
+        // search reads each probed list once per slice (ivf_search.h)
+        const std::int64_t slice = opts.exact ? 2048 : 8192;
+        for (std::int64_t r = b0; r < b1; r += slice) {
+            std::int64_t e = std::min(b1, r + slice);
             queries.get(r, e, d, q);
             s.search(q.data(), r, e - r, d, opts.exact, ids.data() + (r - b0) * opts.k, scores.data() + (r - b0) * opts.k);
             progress.add(e - r);
@@ -349,7 +361,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         log_info("recall@" + std::to_string(opts.k) + " against exact search on " +
                  std::to_string(std::min(opts.measure_recall, queries.rows())) + " queries: " + std::to_string(recall));
     }
-    if (s.widened_rows_ > 0)
+    if (s.widened_rows_ > 0)   // FAISS's own search only
         log_info("searched " + std::to_string(s.widened_rows_) + " rows again with more candidates (their own document filled "
                  "the first " + std::to_string(opts.k + opts.extra) + ")");
     write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);

@@ -21,6 +21,7 @@ struct KnnOptions {
     bool exact = false;
     std::string device = "cpu";             // exact search on "cpu" or "cuda"
     int nprobe = 0, ef_search = 0;          // 0 = what the index was saved with
+    bool faiss_search = false;              // FAISS's own search instead of ours (ann_search.h)
     std::int64_t block = 16384;             // queries per block
     std::int64_t measure_recall = 0;        // sample size; 0 = don't
     Shard shard;

@@ -39,7 +39,9 @@ struct TopK {
         thr = heap.front().score;
     }
 
-    // Adds a pair in any id order (merging the lists of disjoint base ranges).
+    // Adds a pair in any id order (merging the lists of disjoint base ranges, or scanning IVF lists,
+    // whose ids are not sorted): an equal score with a smaller id than the worst kept pair wins.
+    void push_any(float s, std::int64_t id) { merge({s, id}); }
     void merge(const Item& it) {
         if (static_cast<int>(heap.size()) < k) {
             heap.push_back(it);

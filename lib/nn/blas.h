@@ -1,9 +1,11 @@
-// Row-major GEMM over OpenBLAS for the nn ops (C = alpha*op(A)*op(B) + beta*C), float and double,
-// and a guard that keeps OpenBLAS single-threaded while our own OpenMP loop runs one GEMM per thread.
+// Row-major GEMM over OpenBLAS for the nn ops (C = alpha*op(A)*op(B) + beta*C), float and double.
+// The single-thread BLAS guard is core/blas_threads.h.
 #pragma once
 #include <cblas.h>
 
 #include <cstdint>
+
+#include "core/blas_threads.h"
 
 namespace retro::nn {
 
@@ -28,13 +30,6 @@ inline void gemv(bool ta, std::int64_t M, std::int64_t N, double alpha, const do
     cblas_dgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, (int)M, (int)N, alpha, A, (int)lda, x, 1, beta, y, 1);
 }
 
-// OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
-struct BlasSingleThread {
-    int previous;
-    BlasSingleThread() : previous(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~BlasSingleThread() { openblas_set_num_threads(previous); }
-    BlasSingleThread(const BlasSingleThread&) = delete;
-    BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-};
+using retro::BlasSingleThread;   // core/blas_threads.h
 
 }  // namespace retro::nn

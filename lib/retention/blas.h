@@ -1,7 +1,9 @@
-// Row-major GEMM over OpenBLAS for the retention modes (C = alpha*op(A)*op(B) + beta*C), and a guard
-// that keeps OpenBLAS single-threaded while our own OpenMP loop runs one GEMM per thread.
+// Row-major GEMM over OpenBLAS for the retention modes (C = alpha*op(A)*op(B) + beta*C).
+// The single-thread BLAS guard is core/blas_threads.h.
 #pragma once
 #include <cblas.h>
+
+#include "core/blas_threads.h"
 
 namespace retro::retention {
 
@@ -16,13 +18,6 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// OpenBLAS (pthread build) would start its own threads inside each of our OpenMP threads.
-struct BlasSingleThread {
-    int previous;
-    BlasSingleThread() : previous(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~BlasSingleThread() { openblas_set_num_threads(previous); }
-    BlasSingleThread(const BlasSingleThread&) = delete;
-    BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-};
+using retro::BlasSingleThread;   // core/blas_threads.h
 
 }  // namespace retro::retention

@@ -1,0 +1,191 @@
+// Implementation of ivf_search.h.
+#include "index/ivf_search.h"
+
+#include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/invlists/InvertedLists.h>
+
+#include <algorithm>
+#include <cstring>
+#include <typeinfo>
+#include <utility>
+
+#include "core/blas_threads.h"
+#include "core/threads.h"
+#include "index/exact_scan.h"
+#include "index/topk.h"
+
+namespace retro {
+
+static_assert(sizeof(faiss::Index::idx_t) == sizeof(std::int64_t));
+
+// The (query, list) pairs of one batch, bucketed by list; within a bucket queries are in order.
+struct IvfSearcher::Buckets {
+    std::vector<std::int64_t> start;   // nlist + 1: list l's pairs are [start[l], start[l+1])
+    std::vector<std::int64_t> query;   // pair -> query row
+    std::vector<float> coarse;         // pair -> q . c_l
+};
+
+IvfSearcher::IvfSearcher(const faiss::IndexIVF& index, const faiss::ArrayInvertedLists& lists,
+                         const faiss::IndexIVFPQ* pq, std::unique_ptr<AnnSearcher> quantizer, ExactKernel kernel)
+    : ivf_(index), lists_(lists), pq_(pq), quantizer_(std::move(quantizer)), d_(static_cast<int>(index.d)),
+      kernel_(exact_kernel_resolve(kernel)) {}
+
+IvfSearcher::~IvfSearcher() = default;
+
+std::string IvfSearcher::name() const { return std::string(pq_ ? "ivf-pq" : "ivf-flat") + " (" + quantizer_->name() + " quantizer)"; }
+
+std::unique_ptr<IvfSearcher> IvfSearcher::create(const faiss::IndexIVF& index, std::string& why, ExactKernel kernel) {
+    const bool flat = typeid(index) == typeid(faiss::IndexIVFFlat);
+    const bool pq = typeid(index) == typeid(faiss::IndexIVFPQ);
+    if (!flat && !pq) return why = std::string("IVF variant ") + typeid(index).name() + " is searched by FAISS", nullptr;
+    if (index.metric_type != faiss::METRIC_INNER_PRODUCT) return why = "IVF index is not inner product", nullptr;
+    const auto* lists = dynamic_cast<const faiss::ArrayInvertedLists*>(index.invlists);
+    if (!lists) return why = "IVF lists are not in memory (ArrayInvertedLists)", nullptr;
+    if (index.max_codes != 0) return why = "IVF max_codes is set", nullptr;
+    const faiss::IndexIVFPQ* ivfpq = nullptr;
+    if (pq) {
+        ivfpq = static_cast<const faiss::IndexIVFPQ*>(&index);
+        if (ivfpq->pq.nbits != 8) return why = "IVF-PQ codes are not 8-bit", nullptr;
+        if (ivfpq->polysemous_ht != 0) return why = "IVF-PQ polysemous filtering is on", nullptr;
+        if (ivfpq->code_size != ivfpq->pq.M) return why = "IVF-PQ code size is not M bytes", nullptr;
+    } else if (index.code_size != static_cast<std::size_t>(index.d) * sizeof(float)) {
+        return why = "IVF-Flat code size is not d floats", nullptr;
+    }
+    if (!index.quantizer || index.quantizer->d != index.d) return why = "IVF has no usable quantizer", nullptr;
+    std::string qwhy;
+    auto quantizer = ann_searcher_for(*index.quantizer, qwhy, kernel);
+    if (!quantizer) return why = "IVF quantizer: " + qwhy, nullptr;
+    return std::unique_ptr<IvfSearcher>(new IvfSearcher(index, *lists, ivfpq, std::move(quantizer), kernel));
+}
+
+void IvfSearcher::decode_pq(std::int64_t list, std::int64_t n, float* out) const {
+    const faiss::ProductQuantizer& pq = pq_->pq;
+    const std::size_t M = pq.M, dsub = pq.dsub, ksub = pq.ksub;
+    const std::uint8_t* codes = lists_.get_codes(static_cast<std::size_t>(list));
+    const float* cent = pq.centroids.data();   // [M][ksub][dsub]
+    for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint8_t* c = codes + static_cast<std::size_t>(i) * M;
+        float* o = out + i * d_;
+        for (std::size_t m = 0; m < M; ++m)
+            std::memcpy(o + m * dsub, cent + (m * ksub + c[m]) * dsub, dsub * sizeof(float));
+    }
+}
+
+void IvfSearcher::scan_lists(const Buckets& b, std::int64_t l0, std::int64_t l1, const float* queries,
+                             const AnnFilter& filter, std::vector<TopK>& tops) const {
+    const int d = d_;
+    std::vector<float> qbuf, offs, decoded;
+    std::vector<std::int64_t> qdocs;
+    std::vector<TopK> btops;
+    const bool avx512 = kernel_ == ExactKernel::AVX512;
+    for (std::int64_t l = l0; l < l1; ++l) {
+        const std::int64_t p0 = b.start[static_cast<std::size_t>(l)], p1 = b.start[static_cast<std::size_t>(l) + 1];
+        const auto n = static_cast<std::int64_t>(lists_.list_size(static_cast<std::size_t>(l)));
+        if (p0 == p1 || n == 0) continue;
+        const std::int64_t nq = p1 - p0;
+        const float* rows;
+        if (pq_) {
+            decoded.resize(static_cast<std::size_t>(n * d));
+            decode_pq(l, n, decoded.data());
+            rows = decoded.data();
+        } else {
+            rows = reinterpret_cast<const float*>(lists_.get_codes(static_cast<std::size_t>(l)));
+        }
+        qbuf.resize(static_cast<std::size_t>(nq * d));
+        offs.resize(static_cast<std::size_t>(nq));
+        qdocs.resize(static_cast<std::size_t>(nq));
+        btops.clear();
+        for (std::int64_t p = p0; p < p1; ++p) {
+            const std::int64_t qi = b.query[static_cast<std::size_t>(p)];
+            std::memcpy(qbuf.data() + (p - p0) * d, queries + qi * d, static_cast<std::size_t>(d) * sizeof(float));
+            offs[static_cast<std::size_t>(p - p0)] = b.coarse[static_cast<std::size_t>(p)];
+            if (filter.query_docs) qdocs[static_cast<std::size_t>(p - p0)] = filter.query_docs[qi];
+            btops.push_back(std::move(tops[static_cast<std::size_t>(qi)]));
+        }
+        ScanJob job;
+        job.queries = qbuf.data();
+        job.qn = nq;
+        job.query_docs = filter.query_docs ? qdocs.data() : nullptr;
+        job.base = rows;
+        job.b0 = 0;
+        job.b1 = n;
+        job.base_docs = filter.base_docs;
+        job.d = d;
+        job.tops = btops.data();
+        job.base_ids = reinterpret_cast<const std::int64_t*>(lists_.get_ids(static_cast<std::size_t>(l)));
+        job.query_offsets = pq_ && pq_->by_residual ? offs.data() : nullptr;
+        if (avx512)
+            scan_avx512(job, 0);
+        else
+            scan_sgemm(job, 1024, 2048);
+        for (std::int64_t p = p0; p < p1; ++p)
+            tops[static_cast<std::size_t>(b.query[static_cast<std::size_t>(p)])] = std::move(btops[static_cast<std::size_t>(p - p0)]);
+    }
+}
+
+void IvfSearcher::search(std::int64_t m, const float* queries, int k, const AnnFilter& filter, std::int64_t* ids,
+                         float* scores) const {
+    const auto nlist = static_cast<std::int64_t>(ivf_.nlist);
+    const int nprobe = static_cast<int>(std::clamp<std::int64_t>(static_cast<std::int64_t>(ivf_.nprobe), 1, nlist));
+    std::vector<std::int64_t> cids(static_cast<std::size_t>(m * nprobe));
+    std::vector<float> cdis(cids.size());
+    quantizer_->search(m, queries, nprobe, AnnFilter{}, cids.data(), cdis.data());
+
+    Buckets b;   // counting sort of the pairs by list
+    b.start.assign(static_cast<std::size_t>(nlist) + 1, 0);
+    for (std::int64_t c : cids)
+        if (c >= 0) ++b.start[static_cast<std::size_t>(c) + 1];
+    for (std::int64_t l = 0; l < nlist; ++l) b.start[static_cast<std::size_t>(l) + 1] += b.start[static_cast<std::size_t>(l)];
+    b.query.resize(static_cast<std::size_t>(b.start.back()));
+    b.coarse.resize(b.query.size());
+    {
+        std::vector<std::int64_t> fill(b.start.begin(), b.start.end() - 1);
+        for (std::int64_t i = 0; i < m; ++i)
+            for (int j = 0; j < nprobe; ++j) {
+                const std::int64_t c = cids[static_cast<std::size_t>(i * nprobe + j)];
+                if (c < 0) continue;
+                const auto at = static_cast<std::size_t>(fill[static_cast<std::size_t>(c)]++);
+                b.query[at] = i;
+                b.coarse[at] = cdis[static_cast<std::size_t>(i * nprobe + j)];
+            }
+    }
+    // contiguous list ranges of about equal work (rows x probing queries), one per thread
+    std::vector<double> work_before(static_cast<std::size_t>(nlist) + 1, 0.0);
+    std::int64_t busy = 0;
+    for (std::int64_t l = 0; l < nlist; ++l) {
+        const double w = double(b.start[static_cast<std::size_t>(l) + 1] - b.start[static_cast<std::size_t>(l)]) *
+                         double(lists_.list_size(static_cast<std::size_t>(l)));
+        busy += w > 0;
+        work_before[static_cast<std::size_t>(l) + 1] = work_before[static_cast<std::size_t>(l)] + w;
+    }
+    const int parts = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(thread_count(), busy)));
+    std::vector<std::int64_t> cut(static_cast<std::size_t>(parts) + 1, nlist);
+    cut[0] = 0;
+    for (int t = 1; t < parts; ++t) {
+        const double target = work_before.back() * t / parts;
+        cut[static_cast<std::size_t>(t)] =
+            std::lower_bound(work_before.begin(), work_before.end(), target) - work_before.begin();
+    }
+    std::vector<std::vector<TopK>> part(static_cast<std::size_t>(parts));
+    BlasSingleThread single_blas;   // the sgemm kernel runs inside our threads
+    parallel_for(parts, [&](std::int64_t t) {
+        auto& tops = part[static_cast<std::size_t>(t)];
+        tops.assign(static_cast<std::size_t>(m), TopK(k));
+        scan_lists(b, cut[static_cast<std::size_t>(t)], cut[static_cast<std::size_t>(t) + 1], queries, filter, tops);
+    });
+    parallel_ranges(m, [&](std::int64_t i0, std::int64_t i1, int) {
+        TopK all(k);
+        for (std::int64_t i = i0; i < i1; ++i) {
+            if (parts == 1) {
+                part[0][static_cast<std::size_t>(i)].write(ids + i * k, scores + i * k);
+                continue;
+            }
+            for (const auto& tops : part)
+                for (const auto& it : tops[static_cast<std::size_t>(i)].heap) all.merge(it);
+            all.write(ids + i * k, scores + i * k);
+        }
+    });
+}
+
+}  // namespace retro

@@ -1,0 +1,109 @@
+// Implementation of simd_dot.h.
+#include "index/simd_dot.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RETRO_DOT_AVX512 1
+#include <immintrin.h>
+#endif
+
+namespace retro {
+namespace {
+
+float dot_portable(const float* a, const float* b, int d) {
+    float acc[16] = {};
+    int t = 0;
+    for (; t + 16 <= d; t += 16)
+        for (int u = 0; u < 16; ++u) acc[u] += a[t + u] * b[t + u];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
+    float s = acc[0];
+    for (; t < d; ++t) s += a[t] * b[t];
+    return s;
+}
+
+#ifdef RETRO_DOT_AVX512
+#define DOT_AVX512 __attribute__((target("avx512f")))
+// GCC 12's _mm512_reduce_add_ps reads an _mm256_undefined_ps() and warns about it.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// Lanes t..t+15 of a, or the first `rest` of them (the tail), zero elsewhere.
+DOT_AVX512 inline __m512 load_tail(const float* a, int rest) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << rest) - 1u), a);
+}
+
+DOT_AVX512 float dot_avx512(const float* a, const float* b, int d) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int t = 0;
+    for (; t + 64 <= d; t += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + t), _mm512_loadu_ps(b + t), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + t + 16), _mm512_loadu_ps(b + t + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + t + 32), _mm512_loadu_ps(b + t + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + t + 48), _mm512_loadu_ps(b + t + 48), s3);
+    }
+    for (; t + 16 <= d; t += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + t), _mm512_loadu_ps(b + t), s0);
+    if (t < d) s1 = _mm512_fmadd_ps(load_tail(a + t, d - t), load_tail(b + t, d - t), s1);
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+DOT_AVX512 void dot4_avx512(const float* q, const float* x0, const float* x1, const float* x2, const float* x3, int d,
+                            float* out) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int t = 0;
+    for (; t + 16 <= d; t += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + t);
+        s0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x0 + t), s0);
+        s1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x1 + t), s1);
+        s2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x2 + t), s2);
+        s3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x3 + t), s3);
+    }
+    if (t < d) {
+        const int rest = d - t;
+        const __m512 qv = load_tail(q + t, rest);
+        s0 = _mm512_fmadd_ps(qv, load_tail(x0 + t, rest), s0);
+        s1 = _mm512_fmadd_ps(qv, load_tail(x1 + t, rest), s1);
+        s2 = _mm512_fmadd_ps(qv, load_tail(x2 + t, rest), s2);
+        s3 = _mm512_fmadd_ps(qv, load_tail(x3 + t, rest), s3);
+    }
+    out[0] = _mm512_reduce_add_ps(s0);
+    out[1] = _mm512_reduce_add_ps(s1);
+    out[2] = _mm512_reduce_add_ps(s2);
+    out[3] = _mm512_reduce_add_ps(s3);
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+bool use_avx512() {
+#ifdef RETRO_DOT_AVX512
+    static const bool yes = __builtin_cpu_supports("avx512f");
+    return yes;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int d) {
+#ifdef RETRO_DOT_AVX512
+    if (use_avx512()) return dot_avx512(a, b, d);
+#endif
+    return dot_portable(a, b, d);
+}
+
+void dot4_f32(const float* q, const float* x0, const float* x1, const float* x2, const float* x3, int d, float* out) {
+#ifdef RETRO_DOT_AVX512
+    if (use_avx512()) return dot4_avx512(q, x0, x1, x2, x3, d, out);
+#endif
+    out[0] = dot_portable(q, x0, d);
+    out[1] = dot_portable(q, x1, d);
+    out[2] = dot_portable(q, x2, d);
+    out[3] = dot_portable(q, x3, d);
+}
+
+}  // namespace retro

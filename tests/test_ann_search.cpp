@@ -1,0 +1,223 @@
+// index/ann_search: RetroKit's own search over FAISS index structures against FAISS's own search
+// on the same index (IVF-Flat, IVF-PQ, OPQ + IVF-PQ, IVF with an HNSW quantizer, HNSW, Flat), at 1
+// and 2 threads and with both scan kernels: the same neighbours, ties aside (scores equal to 1e-5,
+// an id that differs must tie the score it replaced). The same-document filter against oracles:
+// IVF against brute force over exactly the lists FAISS probes, HNSW against the unfiltered walk
+// (the filter drops results, never graph nodes, so the walk is the same).
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/IVFlib.h>
+#include <faiss/index_factory.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/npy.h"
+#include "core/threads.h"
+#include "index/ann_search.h"
+#include "index/faiss_index.h"
+#include "test_util.h"
+
+using namespace retro;
+
+namespace {
+
+// n unit vectors around `clusters` centres (a retrieval-like distribution), deterministic.
+std::vector<float> clustered(std::int64_t n, int d, int clusters, unsigned seed) {
+    std::mt19937 centre_rng(11);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> centres(static_cast<std::size_t>(clusters) * d);
+    for (auto& c : centres) c = g(centre_rng);
+    std::mt19937 rng(seed);
+    std::vector<float> x(static_cast<std::size_t>(n * d));
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto c = static_cast<std::int64_t>(rng() % static_cast<unsigned>(clusters));
+        double norm = 0;
+        for (int t = 0; t < d; ++t) {
+            float v = centres[static_cast<std::size_t>(c * d + t)] + 0.6f * g(rng);
+            x[static_cast<std::size_t>(i * d + t)] = v;
+            norm += double(v) * v;
+        }
+        for (int t = 0; t < d; ++t) x[static_cast<std::size_t>(i * d + t)] /= static_cast<float>(std::sqrt(norm));
+    }
+    return x;
+}
+
+struct ThreadsGuard {
+    explicit ThreadsGuard(int t) { set_thread_count(t); }
+    ~ThreadsGuard() { set_thread_count(0); }
+};
+
+bool close(float a, float b) { return std::fabs(a - b) <= 1e-5f * std::max(1.0f, std::fabs(b)); }
+
+// Same neighbours, ties aside: equal scores rank by rank; where ids differ the scores tie.
+void check_same(const std::vector<std::int64_t>& ids, const std::vector<float>& sc, const std::vector<std::int64_t>& want,
+                const std::vector<float>& want_sc, std::int64_t m, int k, const std::string& what) {
+    std::int64_t differing = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+        for (int j = 0; j < k; ++j) {
+            const auto at = static_cast<std::size_t>(i * k + j);
+            INFO(what, ": query ", i, " rank ", j, " id ", ids[at], " vs ", want[at], " score ", sc[at], " vs ", want_sc[at]);
+            if (want[at] < 0) {
+                CHECK(ids[at] == -1);
+                continue;
+            }
+            REQUIRE(close(sc[at], want_sc[at]));
+            if (ids[at] != want[at]) {
+                ++differing;
+                // the id we return must be one FAISS scores (almost) the same: a tie
+                bool tie = false;
+                for (int u = 0; u < k; ++u)
+                    tie |= want[static_cast<std::size_t>(i * k + u)] == ids[at] && close(want_sc[static_cast<std::size_t>(i * k + u)], sc[at]);
+                tie |= j == k - 1 || close(sc[at], want_sc[static_cast<std::size_t>(i * k + k - 1)]);
+                CHECK(tie);
+            }
+        }
+    MESSAGE(what << ": " << differing << " of " << m * k << " slots differ by a tie");
+    CHECK(differing * 100 <= m * k);   // ties are rare on random float data
+}
+
+struct Case {
+    std::string factory;
+    int nprobe = 0, ef = 0;
+    std::string method;         // expected start of search_method()
+    std::int64_t n_train = 0;   // 0 = all vectors (Debian's FAISS trains PQ codebooks slowly: keep it small)
+};
+
+}  // namespace
+
+TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
+    const int d = 64;
+    const std::int64_t n = 12000, m = 300;
+    const auto x = clustered(n, d, 60, 1), q = clustered(m, d, 60, 2);
+    const std::vector<Case> cases{{"IVF64,Flat", 5, 0, "ivf-flat (flat", 0},
+                                  {"IVF64,Flat", 64, 0, "ivf-flat (flat", 0},
+                                  {"IVF48,PQ16", 6, 0, "ivf-pq (flat", 3000},
+                                  {"IVF32,PQ8np", 4, 0, "ivf-pq (flat", 3000},
+                                  {"OPQ8_64,IVF40,PQ8", 6, 0, "ivf-pq (flat quantizer) after a pre-transform", 2000},
+                                  {"IVF64_HNSW16,Flat", 8, 24, "ivf-flat (hnsw", 0},
+                                  {"Flat", 0, 0, "flat", 0}};
+    for (const auto& c : cases) {
+        FaissIndex index(c.factory, d);
+        if (index.needs_training()) index.train(c.n_train ? c.n_train : n, x.data());
+        index.add(n, x.data());
+        if (c.nprobe) index.set_nprobe(c.nprobe);
+        if (c.ef) index.set_ef_search(c.ef);
+        for (int k : {1, 10, 37}) {
+            std::vector<std::int64_t> want(static_cast<std::size_t>(m * k)), ids(want.size());
+            std::vector<float> want_sc(want.size()), sc(want.size());
+            index.use_faiss_search(true);
+            index.search(m, q.data(), k, want.data(), want_sc.data());
+            index.use_faiss_search(false);
+            INFO(c.factory, " k=", k, " method ", index.search_method());
+            REQUIRE(index.search_method().rfind(c.method, 0) == 0);
+            for (int threads : {1, 2}) {
+                ThreadsGuard tg(threads);
+                index.search(m, q.data(), k, ids.data(), sc.data());
+                check_same(ids, sc, want, want_sc, m, k, c.factory + " k=" + std::to_string(k) + " threads=" + std::to_string(threads));
+                std::string why;   // the portable kernel too
+                auto sgemm = ann_searcher_for(*index.raw(), why, ExactKernel::SGEMM);
+                REQUIRE(sgemm);
+                sgemm->search(m, q.data(), k, AnnFilter{}, ids.data(), sc.data());
+                check_same(ids, sc, want, want_sc, m, k, c.factory + " sgemm");
+            }
+        }
+    }
+}
+
+TEST_CASE("ann search: IVF with the document filter equals brute force over the probed lists") {
+    const int d = 32, k = 6, nprobe = 4;
+    const std::int64_t n = 5000, m = 120;
+    const auto x = clustered(n, d, 30, 3);
+    std::vector<std::int64_t> docs(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) docs[static_cast<std::size_t>(i)] = i / 7;   // documents of 7 chunks
+    std::vector<float> q(x.begin(), x.begin() + m * d);   // the first m chunks query themselves
+    for (const std::string factory : {"IVF20,Flat", "IVF20,PQ8"}) {
+        FaissIndex index(factory, d);
+        index.train(3000, x.data());
+        index.add(n, x.data());
+        index.set_nprobe(nprobe);
+        const auto* ivf = faiss::ivflib::extract_index_ivf(index.raw());
+        std::vector<faiss::Index::idx_t> lists(static_cast<std::size_t>(m * nprobe));
+        std::vector<float> cd(lists.size());
+        ivf->quantizer->search(m, q.data(), nprobe, cd.data(), lists.data());
+        std::vector<float> rec(static_cast<std::size_t>(d));
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k));
+        std::vector<float> sc(ids.size());
+        index.search(m, q.data(), k, ids.data(), sc.data(), AnnFilter{docs.data(), docs.data()});
+        for (std::int64_t i = 0; i < m; ++i) {
+            std::vector<std::pair<double, std::int64_t>> all;   // (-score, id) over the probed lists
+            for (int p = 0; p < nprobe; ++p) {
+                const auto l = static_cast<std::size_t>(lists[static_cast<std::size_t>(i * nprobe + p)]);
+                for (std::size_t r = 0; r < ivf->invlists->list_size(l); ++r) {
+                    const std::int64_t id = ivf->invlists->get_single_id(l, r);
+                    if (docs[static_cast<std::size_t>(id)] == docs[static_cast<std::size_t>(i)]) continue;
+                    ivf->reconstruct_from_offset(static_cast<faiss::Index::idx_t>(l), r, rec.data());   // IVF-PQ: decoded
+                    double s = 0;
+                    for (int t = 0; t < d; ++t) s += double(q[static_cast<std::size_t>(i * d + t)]) * rec[static_cast<std::size_t>(t)];
+                    all.push_back({-s, id});
+                }
+            }
+            std::sort(all.begin(), all.end());
+            for (int j = 0; j < k; ++j) {
+                const auto at = static_cast<std::size_t>(i * k + j);
+                INFO(factory, " query ", i, " rank ", j);
+                REQUIRE(ids[at] >= 0);
+                CHECK(docs[static_cast<std::size_t>(ids[at])] != docs[static_cast<std::size_t>(i)]);
+                CHECK(std::fabs(sc[at] + all[static_cast<std::size_t>(j)].first) < 2e-5);
+            }
+        }
+    }
+}
+
+TEST_CASE("ann search: HNSW with the document filter drops results, not graph nodes") {
+    const int d = 32, k = 5, ef = 64;
+    const std::int64_t n = 4000, m = 100;
+    const auto x = clustered(n, d, 30, 4);
+    std::vector<std::int64_t> docs(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) docs[static_cast<std::size_t>(i)] = i / 5;
+    FaissIndex index("HNSW16", d);
+    index.add(n, x.data());
+    index.set_ef_search(ef);
+    std::vector<float> q(x.begin(), x.begin() + m * d);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k)), all(static_cast<std::size_t>(m * ef));
+    std::vector<float> sc(ids.size()), all_sc(all.size());
+    index.search(m, q.data(), k, ids.data(), sc.data(), AnnFilter{docs.data(), docs.data()});
+    index.search(m, q.data(), ef, all.data(), all_sc.data());   // same walk (ef = max(efSearch, k) = efSearch)
+    for (std::int64_t i = 0; i < m; ++i) {
+        std::vector<std::int64_t> want;
+        for (int j = 0; j < ef && static_cast<int>(want.size()) < k; ++j) {
+            const std::int64_t id = all[static_cast<std::size_t>(i * ef + j)];
+            if (id >= 0 && docs[static_cast<std::size_t>(id)] != docs[static_cast<std::size_t>(i)]) want.push_back(id);
+        }
+        for (int j = 0; j < k; ++j) CHECK(ids[static_cast<std::size_t>(i * k + j)] == (j < static_cast<int>(want.size()) ? want[static_cast<std::size_t>(j)] : -1));
+    }
+}
+
+TEST_CASE("ann search: HNSW equals pip faiss-cpu's search on its own index (golden)") {
+    const auto dir = test::source_dir() / "tests/reference/golden/ann_hnsw";
+    FaissIndex index = FaissIndex::load((dir / "index.faiss").string());
+    REQUIRE(index.search_method() == "hnsw");
+    NpyArray queries((dir / "queries.npy").string());
+    const std::int64_t m = queries.dim(0);
+    for (int ef : {16, 48})
+        for (int k : {1, 10}) {
+            const std::string tag = "_ef" + std::to_string(ef) + "_k" + std::to_string(k) + ".npy";
+            NpyArray want_ids((dir / ("ids" + tag)).string()), want_sc((dir / ("scores" + tag)).string());
+            std::vector<std::int64_t> want(want_ids.data<std::int64_t>(), want_ids.data<std::int64_t>() + m * k);
+            std::vector<float> want_scores(want_sc.data<float>(), want_sc.data<float>() + m * k);
+            index.set_ef_search(ef);
+            for (int threads : {1, 2}) {
+                ThreadsGuard tg(threads);
+                std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k));
+                std::vector<float> sc(ids.size());
+                index.search(m, queries.data<float>(), k, ids.data(), sc.data());
+                check_same(ids, sc, want, want_scores, m, k, "hnsw golden" + tag);
+            }
+        }
+}
