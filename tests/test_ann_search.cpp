@@ -131,13 +131,16 @@ TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
 }
 
 TEST_CASE("ann search: IVF with the document filter equals brute force over the probed lists") {
-    const int d = 32, k = 6, nprobe = 4;
+    const int d = 32, k = 6;
     const std::int64_t n = 5000, m = 120;
     const auto x = clustered(n, d, 30, 3);
     std::vector<std::int64_t> docs(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) docs[static_cast<std::size_t>(i)] = i / 7;   // documents of 7 chunks
     std::vector<float> q(x.begin(), x.begin() + m * d);   // the first m chunks query themselves
-    for (const std::string factory : {"IVF20,Flat", "IVF20,PQ8"}) {
+    // IVF20 nprobe 4: buckets (~24 queries) shorter than the lists (~250 rows): queries packed;
+    // IVF100 nprobe 50: buckets (~60) longer than the lists (~50): list rows packed (base tiles)
+    for (const auto& [factory, nprobe] : std::vector<std::pair<std::string, int>>{
+             {"IVF20,Flat", 4}, {"IVF20,PQ8", 4}, {"IVF100,Flat", 50}, {"IVF100,PQ8", 50}}) {
         FaissIndex index(factory, d);
         index.train(3000, x.data());
         index.add(n, x.data());

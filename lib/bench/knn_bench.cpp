@@ -70,15 +70,6 @@ double sgemm_block_gflops(int d, int threads) {
     return 2.0 * m * n * d / best / 1e9;
 }
 
-double recall_at_k(const std::vector<std::int64_t>& got, const std::vector<std::int64_t>& truth, std::int64_t q, int k) {
-    double hit = 0;
-    for (std::int64_t i = 0; i < q; ++i) {
-        std::set<std::int64_t> s(got.begin() + i * k, got.begin() + (i + 1) * k);
-        for (int j = 0; j < k; ++j) hit += s.count(truth[static_cast<std::size_t>(i * k + j)]);
-    }
-    return hit / (double(q) * k);
-}
-
 std::string fmt(double v, const char* f = "%.1f") {
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
@@ -88,21 +79,38 @@ std::string fmt(double v, const char* f = "%.1f") {
 }  // namespace
 
 void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
-    const int d = o.dim, k = o.k;
-    const std::int64_t n = o.n, q = o.queries;
+    int d = o.dim;
+    const int k = o.k;
+    std::int64_t n = o.n, q = o.queries;
     if (o.cuda && cuda_device_count() == 0)   // before minutes of CPU rows, not after
         user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
-    log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
-    std::vector<float> centres(static_cast<std::size_t>(o.clusters) * d);
-    {
+    std::vector<float> base, queries;
+    std::string data_key;   // names the vectors in the index cache
+    if (!o.base_npy.empty()) {   // real vectors (e.g. an index folder's embeddings.npy)
+        if (o.queries_npy.empty()) user_error_in("--base-npy", "needs --queries-npy too");
+        auto load = [&](const std::string& path, std::vector<float>& out) {
+            NpyArray a(path);
+            if (a.dtype() != DType::F32 || a.shape().size() != 2) user_error_in(path, "must be a 2-d float32 array");
+            out.assign(a.data<float>(), a.data<float>() + a.numel());
+            return a.dim(1);
+        };
+        d = static_cast<int>(load(o.base_npy, base));
+        if (load(o.queries_npy, queries) != d) user_error_in(o.queries_npy, "has another dimension than --base-npy");
+        n = static_cast<std::int64_t>(base.size()) / d;
+        q = static_cast<std::int64_t>(queries.size()) / d;
+        data_key = std::filesystem::path(o.base_npy).stem().string() + "_" + std::to_string(n) + "x" + std::to_string(d);
+    } else {
+        log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
+        std::vector<float> centres(static_cast<std::size_t>(o.clusters) * d);
         std::mt19937_64 rng(7);
         std::normal_distribution<float> g(0.0f, 1.0f);
         for (auto& c : centres) c = g(rng);
+        base = make_vectors(n, d, o.clusters, 1, centres);
+        queries = make_vectors(q, d, o.clusters, 2, centres);
+        data_key = "synthetic_" + std::to_string(n) + "x" + std::to_string(d) + "_c" + std::to_string(o.clusters);
     }
-    auto base = make_vectors(n, d, o.clusters, 1, centres);
-    auto queries = make_vectors(q, d, o.clusters, 2, centres);
     const double gflop = 2.0 * q * n * d / 1e9;
     std::vector<std::string> kernels = o.kernels;
     if (kernels.empty()) {
@@ -123,16 +131,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     nlohmann::json rows = nlohmann::json::array();
     faiss::IndexFlatIP flat(d);
     flat.add(n, base.data());
-    std::unique_ptr<FaissIndex> ivf;
-    if (o.ivf_nlist > 0) {
-        std::string factory = "IVF" + std::to_string(o.ivf_nlist) + ",Flat";
-        ivf = std::make_unique<FaissIndex>(factory, d);
-        std::int64_t n_train = std::min<std::int64_t>(n, 39 * o.ivf_nlist);
-        log_info("training " + factory + " on " + std::to_string(n_train) + " vectors");
-        double t = seconds_of([&] { ivf->train(n_train, base.data()); });
-        ivf->add(n, base.data());
-        result["ivf_train_seconds"] = t;
-    }
     // one table/JSON row; `threads` is a CPU thread count or "gpu", `sg` the sgemm rate of that device
     auto add_row = [&](const std::string& threads_label, double sg, const std::string& method, double secs, double recall,
                        bool exact_flops, const std::string& note) {
@@ -176,14 +174,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
             rows.back()["speedup_vs_faiss_flat"] = s_flat / secs;
         }
         add_cpu_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
-        if (ivf) {
-            for (int np : o.nprobe) {
-                ivf->set_nprobe(np);
-                double s_ivf = seconds_of([&] { ivf->search(q, queries.data(), k, ids.data(), scores.data()); });
-                add_cpu_row("faiss IVF" + std::to_string(o.ivf_nlist) + ",Flat", s_ivf, recall_at_k(ids, truth, q, k), false,
-                        "nprobe " + std::to_string(np));
-            }
-        }
     }
     if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
         const std::int64_t qb = std::min<std::int64_t>(q, 4096);
@@ -204,13 +194,13 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     result["rows"] = rows;
     std::printf("%s", format_table(table).c_str());
     std::fflush(stdout);
-    if (!o.peer.empty()) {   // the faiss-cpu Python package on the same data (written as .npy)
-        std::string dir = "/tmp/retro-bench-knn-" + std::to_string(::getpid());
-        std::filesystem::create_directories(dir);
+    const std::string dir = "/tmp/retro-bench-knn-" + std::to_string(::getpid());   // peer files, uncached indices
+    std::filesystem::create_directories(dir);
+    std::string threads_arg;
+    for (int t : threads) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
+    if (!o.peer.empty()) {   // the faiss-cpu Python package's IndexFlatIP on the same data (written as .npy)
         npy_save(dir + "/base.npy", {n, static_cast<std::int64_t>(d)}, base.data());
         npy_save(dir + "/queries.npy", {q, static_cast<std::int64_t>(d)}, queries.data());
-        std::string threads_arg;
-        for (int t : threads) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
         std::string cmd = o.python + " " + o.peer + " --base " + dir + "/base.npy --queries " + dir +
                           "/queries.npy --k " + std::to_string(k) + " --threads " + threads_arg + " --out " + dir + "/peer.json";
         log_info("peer: " + cmd);
@@ -223,21 +213,45 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         } else {
             log_warn("the peer script failed (is faiss-cpu installed? pip install faiss-cpu numpy)");
         }
-        std::filesystem::remove_all(dir);
+        std::filesystem::remove(dir + "/base.npy");
     }
+    AnnBenchOptions ann = o.ann;
+    ann.peer = o.peer;
+    ann.python = o.python;
+    AnnBenchData data{base.data(), n, queries.data(), q, d, k, &truth, data_key, dir};
+    std::vector<std::vector<std::string>> ann_table;
+    result["approximate"] = run_ann_rows(ann, data, threads, ann_table);
+    if (ann_table.size() > 1) {
+        std::printf("\napproximate search (ratio: median over %d round(s) of retrokit q/s / faiss-cpu q/s; debian faiss: "
+                    "its own search on the first %lld queries)\n%s",
+                    std::max(1, ann.rounds), static_cast<long long>(std::min(q, ann.debian_queries)), format_table(ann_table).c_str());
+    }
+    std::filesystem::remove_all(dir);
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
 }
 
 void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<KnnBenchOptions>();
-    auto* sub = bench.add_subcommand("knn", "Exact kNN (sgemm + top-k) vs FAISS IndexFlatIP and IVF: queries/s, GFLOP/s vs sgemm");
+    auto* sub = bench.add_subcommand("knn", "Exact kNN vs FAISS IndexFlatIP (queries/s, GFLOP/s vs sgemm); IVF-Flat, IVF-PQ, HNSW vs pip faiss-cpu");
     sub->add_option("--n", o->n, "Base vectors");
     sub->add_option("--dim", o->dim, "Dimension");
     sub->add_option("--queries", o->queries, "Queries");
     sub->add_option("--k", o->k, "Neighbours");
     sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")->delimiter(',');
-    sub->add_option("--ivf-nlist", o->ivf_nlist, "IVF lists (0 = skip IVF)");
-    sub->add_option("--nprobe", o->nprobe, "IVF nprobe values")->delimiter(',');
+    sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF)");
+    sub->add_option("--nprobe", o->ann.nprobe, "IVF nprobe values")->delimiter(',');
+    sub->add_option("--pq-m", o->ann.pq_m, "IVF-PQ sub-quantizers, 8-bit codes (0 = skip IVF-PQ)");
+    sub->add_option("--hnsw-m", o->ann.hnsw_m, "HNSW neighbours per node (0 = skip HNSW)");
+    sub->add_option("--ef-search", o->ann.ef_search, "HNSW efSearch values")->delimiter(',');
+    sub->add_option("--rounds", o->ann.rounds,
+                    "Approximate rows: alternate RetroKit and the peer this many times (order flipped each round); "
+                    "report medians and the median per-round ratio");
+    sub->add_option("--index-cache", o->ann.index_cache,
+                    "Keep the built IVF/PQ/HNSW index files in this folder and reuse them on the next run with the same vectors");
+    sub->add_option("--debian-queries", o->ann.debian_queries,
+                    "Queries for the reference rows of Debian's FAISS search (scalar: slow; 0 = skip)");
+    sub->add_option("--base-npy", o->base_npy, "Base vectors from this float32 .npy (e.g. an index's embeddings.npy) instead of synthetic ones");
+    sub->add_option("--queries-npy", o->queries_npy, "Query vectors from this float32 .npy (with --base-npy)");
     sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
     sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors");
     sub->add_option("--python", o->python, "Python interpreter for the peer");

@@ -1,13 +1,15 @@
 // retro-bench knn: queries/s of RetroKit's exact search (each CPU kernel: fused AVX-512, and
-// blocked sgemm + top-k) and of FAISS's
-// IndexFlatIP and IVF (Debian's libfaiss, through the same binary) on the same vectors, at each
-// thread count, with exact search's GFLOP/s against the sgemm rate measured in the same run.
+// blocked sgemm + top-k) and of FAISS's IndexFlatIP (Debian's libfaiss, through the same binary)
+// on the same vectors, at each thread count, with exact search's GFLOP/s against the sgemm rate
+// measured in the same run; then the approximate rows (knn_ann_bench.h): IVF-Flat, IVF-PQ and
+// HNSW, RetroKit's search beside the pip faiss-cpu package on the same index files.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "bench/knn_ann_bench.h"
 #include "core/tool.h"
 
 namespace retro::bench {
@@ -18,8 +20,8 @@ struct KnnBenchOptions {
     std::int64_t queries = 4096;
     int k = 10;
     std::vector<int> threads;          // default: 1 and all cores
-    std::int64_t ivf_nlist = 4096;     // 0 = skip IVF
-    std::vector<int> nprobe{8, 32, 128};
+    AnnBenchOptions ann;               // IVF-Flat / IVF-PQ / HNSW rows
+    std::string base_npy, queries_npy; // real vectors instead of the synthetic ones
     int clusters = 10000;              // synthetic data: unit vectors around this many centres
     std::string peer;                  // optional python script (tests/peers/faiss_knn.py)
     std::string python = "python3";

@@ -27,11 +27,18 @@ struct ScanJob {
     TopK* tops = nullptr;                    // qn running lists
     const std::int64_t* base_ids = nullptr;     // optional: id of base row j (else j); any order
     const float* query_offsets = nullptr;       // optional: qn values added to every score of a query
+    // optional (avx512 kernels only): the i-th query's vector is row query_rows[i] of `queries`
+    // (IVF buckets read their queries in place); query_docs, tops and offsets stay indexed by i
+    const std::int64_t* query_rows = nullptr;
 };
 
 void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block);
 
 bool scan_avx512_available();                       // this CPU has AVX-512F (and the build has the kernel)
 void scan_avx512(const ScanJob& job, std::int64_t query_block);
+// The same fused kernel the other way round: the base rows are packed into 32-row tiles and the
+// queries broadcast 12 at a time, so packing is paid per base row instead of per query. Picked by
+// IVF scans whose list is shorter than the queries probing it.
+void scan_avx512_base_tiles(const ScanJob& job);
 
 }  // namespace retro

@@ -145,17 +145,111 @@ constexpr auto make_tail(std::integer_sequence<int, I...>) {
 }
 constexpr auto kTail = make_tail(std::make_integer_sequence<int, RT - 1>{});   // 1..RT-1 rows
 
-// Packs queries [q0, q0+qc) of the job into [tile][t][32], zero-padded.
-void pack_queries(const ScanJob& job, std::int64_t q0, std::int64_t qc, float* packed) {
-    const int d = job.d;
-    const std::int64_t tiles = (qc + QT - 1) / QT;
+// Packs `count` rows of d floats (row-major at src; row i is src row rows[i] when rows is given)
+// into [tile][t][32], zero-padded.
+void pack_rows(const float* src, std::int64_t count, int d, float* packed, const std::int64_t* rows = nullptr) {
+    const std::int64_t tiles = (count + QT - 1) / QT;
     std::fill(packed, packed + tiles * d * QT, 0.0f);
-    for (std::int64_t i = 0; i < qc; ++i) {
-        const float* src = job.queries + (q0 + i) * d;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float* row = src + (rows ? rows[i] : i) * d;
         float* dst = packed + (i / QT) * d * QT + i % QT;
-        for (int t = 0; t < d; ++t) dst[t * QT] = src[t];
+        for (int t = 0; t < d; ++t) dst[t * QT] = row[t];
     }
 }
+
+// The other orientation (scan_avx512_base_tiles): base rows [r0, r0 + rc) packed in 32-row tiles,
+// R queries broadcast at a time; each query's threshold is compared with its 32 scores of a tile.
+struct BaseBlock {
+    const ScanJob* job;
+    const float* packed;   // [tiles][d][32]
+    std::int64_t r0;       // first base row of the block
+    std::int64_t rc;       // rows in the block
+    std::int64_t tiles;
+};
+
+template <int R, int D>
+AVX512_FN void queries_kernel(const BaseBlock& b, std::int64_t q0) {
+    const ScanJob& job = *b.job;
+    const int d = D ? D : job.d;
+    const float* qp[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) qp[r] = job.queries + (job.query_rows ? job.query_rows[q0 + r] : q0 + r) * d;
+    const std::int64_t valid_last = b.rc - (b.tiles - 1) * QT;
+    const bool any_order = job.base_ids != nullptr;
+    for (std::int64_t tile = 0; tile < b.tiles; ++tile) {
+        const float* x = b.packed + tile * d * QT;
+        __m512 acc[R][2];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+            acc[r][0] = acc[r][1] = job.query_offsets ? _mm512_set1_ps(job.query_offsets[q0 + r]) : _mm512_setzero_ps();
+        for (int t = 0; t < d; ++t) {
+            const __m512 x0 = _mm512_load_ps(x + t * QT), x1 = _mm512_load_ps(x + t * QT + 16);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) {
+                const __m512 qr = _mm512_set1_ps(qp[r][t]);
+                acc[r][0] = _mm512_fmadd_ps(x0, qr, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(x1, qr, acc[r][1]);
+            }
+        }
+        const std::uint32_t live = tile == b.tiles - 1 && valid_last < QT ? (1u << valid_last) - 1u : ~0u;
+        std::uint32_t mask[R];
+        std::uint32_t any = 0;
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+            const __m512 th = _mm512_set1_ps(job.tops[q0 + r].thr);
+            if (any_order)
+                mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th, _CMP_GE_OQ)) |
+                          static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th, _CMP_GE_OQ)) << 16;
+            else
+                mask[r] = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th, _CMP_GT_OQ)) |
+                          static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th, _CMP_GT_OQ)) << 16;
+            mask[r] &= live;
+            any |= mask[r];
+        }
+        if (!any) continue;
+        alignas(64) float out[QT];
+        for (int r = 0; r < R; ++r) {
+            std::uint32_t m = mask[r];
+            if (!m) continue;
+            _mm512_store_ps(out, acc[r][0]);
+            _mm512_store_ps(out + 16, acc[r][1]);
+            const std::int64_t qi = q0 + r;
+            TopK& top = job.tops[qi];
+            while (m) {   // lanes in increasing row order
+                const int lane = __builtin_ctz(m);
+                m &= m - 1;
+                const std::int64_t row = b.r0 + tile * QT + lane;
+                const std::int64_t id = job.base_ids ? job.base_ids[row] : row;
+                if (job.query_docs && job.base_docs && job.base_docs[id] == job.query_docs[qi]) continue;
+                if (any_order)
+                    top.push_any(out[lane], id);
+                else
+                    top.push(out[lane], id);
+            }
+        }
+    }
+}
+
+using QueriesFn = void (*)(const BaseBlock&, std::int64_t);
+
+QueriesFn full_queries_for(int d) {
+    switch (d) {
+        case 64: return queries_kernel<RT, 64>;
+        case 128: return queries_kernel<RT, 128>;
+        case 256: return queries_kernel<RT, 256>;
+        case 384: return queries_kernel<RT, 384>;
+        case 512: return queries_kernel<RT, 512>;
+        case 768: return queries_kernel<RT, 768>;
+        case 1024: return queries_kernel<RT, 1024>;
+        default: return queries_kernel<RT, 0>;
+    }
+}
+
+template <int... I>
+constexpr auto make_queries_tail(std::integer_sequence<int, I...>) {
+    return std::array<QueriesFn, sizeof...(I)>{queries_kernel<I + 1, 0>...};
+}
+constexpr auto kQueriesTail = make_queries_tail(std::make_integer_sequence<int, RT - 1>{});
 
 }  // namespace
 
@@ -173,7 +267,10 @@ void scan_avx512(const ScanJob& job, std::int64_t query_block) {
     for (std::int64_t q0 = 0; q0 < job.qn; q0 += qb) {
         Block b{&job, packed.get(), thr.get(), off.get(), q0, std::min(qb, job.qn - q0), 0};
         b.tiles = (b.qc + QT - 1) / QT;
-        pack_queries(job, q0, b.qc, packed.get());
+        if (job.query_rows)
+            pack_rows(job.queries, b.qc, d, packed.get(), job.query_rows + q0);
+        else
+            pack_rows(job.queries + q0 * d, b.qc, d, packed.get());
         for (std::int64_t i = 0; i < b.tiles * QT; ++i) {
             thr[i] = i < b.qc ? job.tops[q0 + i].thr : __builtin_inff();
             off[i] = i < b.qc && job.query_offsets ? job.query_offsets[q0 + i] : 0.0f;
@@ -184,9 +281,28 @@ void scan_avx512(const ScanJob& job, std::int64_t query_block) {
     }
 }
 
+void scan_avx512_base_tiles(const ScanJob& job) {
+    if (job.qn == 0 || job.b1 <= job.b0) return;
+    const int d = job.d;
+    std::int64_t rb = (512 * 1024 / 4) / d;   // a packed block of base rows fills ~512 KiB of L2
+    rb = std::max<std::int64_t>(QT, rb / QT * QT);
+    rb = std::min(rb, (job.b1 - job.b0 + QT - 1) / QT * QT);
+    AlignedBuf packed = aligned_floats(rb * d);
+    const QueriesFn full = full_queries_for(d);
+    for (std::int64_t r0 = job.b0; r0 < job.b1; r0 += rb) {
+        BaseBlock b{&job, packed.get(), r0, std::min(rb, job.b1 - r0), 0};
+        b.tiles = (b.rc + QT - 1) / QT;
+        pack_rows(job.base + r0 * d, b.rc, d, packed.get());
+        std::int64_t q0 = 0;
+        for (; q0 + RT <= job.qn; q0 += RT) full(b, q0);
+        if (q0 < job.qn) kQueriesTail[static_cast<std::size_t>(job.qn - q0 - 1)](b, q0);
+    }
+}
+
 #else
 bool scan_avx512_available() { return false; }
 void scan_avx512(const ScanJob&, std::int64_t) {}
+void scan_avx512_base_tiles(const ScanJob&) {}
 #endif
 
 }  // namespace retro

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "index/exact_scan.h"
 
 namespace retro {
@@ -48,6 +49,7 @@ SCAN_SIMD_CLONES void scan_row(const float* row, std::int64_t nb, std::int64_t i
 }  // namespace
 
 void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block) {
+    RETRO_CHECK(job.query_rows == nullptr, "scan_sgemm reads contiguous queries");
     const int d = job.d;
     const std::int64_t bq = std::max<std::int64_t>(1, std::min(query_block, job.qn));
     const std::int64_t bn = std::max<std::int64_t>(1, std::min(base_block, job.b1 - job.b0));

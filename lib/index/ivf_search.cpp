@@ -1,6 +1,8 @@
 // Implementation of ivf_search.h.
 #include "index/ivf_search.h"
 
+#include <cblas.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/invlists/InvertedLists.h>
@@ -92,19 +94,22 @@ void IvfSearcher::scan_lists(const Buckets& b, std::int64_t l0, std::int64_t l1,
         } else {
             rows = reinterpret_cast<const float*>(lists_.get_codes(static_cast<std::size_t>(l)));
         }
-        qbuf.resize(static_cast<std::size_t>(nq * d));
+        // the avx512 kernels read the bucket's queries in place; the sgemm kernel wants them contiguous
+        if (!avx512) qbuf.resize(static_cast<std::size_t>(nq * d));
         offs.resize(static_cast<std::size_t>(nq));
         qdocs.resize(static_cast<std::size_t>(nq));
         btops.clear();
         for (std::int64_t p = p0; p < p1; ++p) {
             const std::int64_t qi = b.query[static_cast<std::size_t>(p)];
-            std::memcpy(qbuf.data() + (p - p0) * d, queries + qi * d, static_cast<std::size_t>(d) * sizeof(float));
+            if (!avx512)
+                std::memcpy(qbuf.data() + (p - p0) * d, queries + qi * d, static_cast<std::size_t>(d) * sizeof(float));
             offs[static_cast<std::size_t>(p - p0)] = b.coarse[static_cast<std::size_t>(p)];
             if (filter.query_docs) qdocs[static_cast<std::size_t>(p - p0)] = filter.query_docs[qi];
             btops.push_back(std::move(tops[static_cast<std::size_t>(qi)]));
         }
         ScanJob job;
-        job.queries = qbuf.data();
+        job.queries = avx512 ? queries : qbuf.data();
+        job.query_rows = avx512 ? b.query.data() + p0 : nullptr;
         job.qn = nq;
         job.query_docs = filter.query_docs ? qdocs.data() : nullptr;
         job.base = rows;
@@ -115,7 +120,9 @@ void IvfSearcher::scan_lists(const Buckets& b, std::int64_t l0, std::int64_t l1,
         job.tops = btops.data();
         job.base_ids = reinterpret_cast<const std::int64_t*>(lists_.get_ids(static_cast<std::size_t>(l)));
         job.query_offsets = pq_ && pq_->by_residual ? offs.data() : nullptr;
-        if (avx512)
+        if (avx512 && nq > n)   // pack whichever side is smaller
+            scan_avx512_base_tiles(job);
+        else if (avx512)
             scan_avx512(job, 0);
         else
             scan_sgemm(job, 1024, 2048);
@@ -124,13 +131,48 @@ void IvfSearcher::scan_lists(const Buckets& b, std::int64_t l0, std::int64_t l1,
     }
 }
 
+// Many probes of a Flat quantizer: every centroid score by sgemm, then a selection per query (a
+// top-k heap of nprobe entries would cost more than the scores themselves).
+void IvfSearcher::coarse_by_selection(const float* centroids, std::int64_t m, const float* queries, int nprobe,
+                                      std::int64_t* ids, float* scores) const {
+    const auto nlist = static_cast<std::int64_t>(ivf_.nlist);
+    // at most 16 MiB of scores per block, and a block for every thread
+    const std::int64_t block = std::max<std::int64_t>(
+        1, std::min<std::int64_t>((std::int64_t{4} << 20) / nlist, (m + thread_count() - 1) / thread_count()));
+    BlasSingleThread single_blas;
+    parallel_ranges((m + block - 1) / block, [&](std::int64_t b0, std::int64_t b1, int) {
+        std::vector<float> s(static_cast<std::size_t>(block * nlist));
+        std::vector<std::int32_t> order(static_cast<std::size_t>(nlist));
+        for (std::int64_t b = b0; b < b1; ++b) {
+            const std::int64_t q0 = b * block, qc = std::min(block, m - q0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(qc), static_cast<int>(nlist), d_, 1.0f,
+                        queries + q0 * d_, d_, centroids, d_, 0.0f, s.data(), static_cast<int>(nlist));
+            for (std::int64_t i = 0; i < qc; ++i) {
+                const float* row = s.data() + i * nlist;
+                for (std::int32_t l = 0; l < static_cast<std::int32_t>(nlist); ++l) order[static_cast<std::size_t>(l)] = l;
+                auto better = [row](std::int32_t a, std::int32_t c) { return row[a] > row[c] || (row[a] == row[c] && a < c); };
+                // the probes' order does not matter to the scan (a query's top-k is a set ranked at the end)
+                std::nth_element(order.begin(), order.begin() + (nprobe - 1), order.end(), better);
+                for (int j = 0; j < nprobe; ++j) {
+                    ids[(q0 + i) * nprobe + j] = order[static_cast<std::size_t>(j)];
+                    scores[(q0 + i) * nprobe + j] = row[order[static_cast<std::size_t>(j)]];
+                }
+            }
+        }
+    });
+}
+
 void IvfSearcher::search(std::int64_t m, const float* queries, int k, const AnnFilter& filter, std::int64_t* ids,
                          float* scores) const {
     const auto nlist = static_cast<std::int64_t>(ivf_.nlist);
     const int nprobe = static_cast<int>(std::clamp<std::int64_t>(static_cast<std::int64_t>(ivf_.nprobe), 1, nlist));
     std::vector<std::int64_t> cids(static_cast<std::size_t>(m * nprobe));
     std::vector<float> cdis(cids.size());
-    quantizer_->search(m, queries, nprobe, AnnFilter{}, cids.data(), cdis.data());
+    const auto* flat = dynamic_cast<const faiss::IndexFlat*>(ivf_.quantizer);
+    if (flat && nprobe > kHeapProbeLimit)
+        coarse_by_selection(flat->get_xb(), m, queries, nprobe, cids.data(), cdis.data());
+    else
+        quantizer_->search(m, queries, nprobe, AnnFilter{}, cids.data(), cdis.data());
 
     Buckets b;   // counting sort of the pairs by list
     b.start.assign(static_cast<std::size_t>(nlist) + 1, 0);

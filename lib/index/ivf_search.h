@@ -1,6 +1,6 @@
 // IVF search (IVF-Flat, and IVF-PQ with 8-bit codes) over a FAISS IndexIVF read in place, grouped
 // by list: the coarse quantizer picks each query's nprobe lists (Flat: exact_search_ip over the
-// centroids; HNSW: hnsw_search.h), the (query, list) pairs are bucketed by list, and each list is
+// centroids, or sgemm + a selection beyond 32 probes; HNSW: hnsw_search.h), the (query, list) pairs are bucketed by list, and each list is
 // scanned once for all the queries that probe it with the exact-search kernels (exact_scan.h), so
 // a list is read from memory once per batch instead of once per query, as FAISS does.
 //   IVF-Flat: score = q . x, the list rows are the stored vectors.
@@ -43,6 +43,9 @@ private:
     void scan_lists(const Buckets& b, std::int64_t l0, std::int64_t l1, const float* queries, const AnnFilter& filter,
                     std::vector<TopK>& tops) const;
     void decode_pq(std::int64_t list, std::int64_t n, float* out) const;
+    static constexpr int kHeapProbeLimit = 32;   // more probes of a Flat quantizer: sgemm + selection
+    void coarse_by_selection(const float* centroids, std::int64_t m, const float* queries, int nprobe, std::int64_t* ids,
+                             float* scores) const;
 
     const faiss::IndexIVF& ivf_;
     const faiss::ArrayInvertedLists& lists_;
