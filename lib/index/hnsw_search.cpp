@@ -48,9 +48,10 @@ class MinimaxHeap {
 public:
     explicit MinimaxHeap(int n) : n_(n), ids_(static_cast<std::size_t>(n) + 1), dis_(static_cast<std::size_t>(n) + 1) {}
     int valid() const { return nvalid_; }
-    void push(storage_idx_t id, float v) {
+    // false when the heap is full and v is not below its maximum (the candidate is not kept)
+    bool push(storage_idx_t id, float v) {
         if (k_ == n_) {
-            if (v >= dis_[1]) return;
+            if (v >= dis_[1]) return false;
             if (ids_[1] != -1) --nvalid_;
             pop_max();
         }
@@ -65,6 +66,7 @@ public:
         dis_[i] = v;
         ids_[i] = id;
         ++nvalid_;
+        return true;
     }
     // The valid entry of smallest distance, scanning down from the last slot as FAISS does (a tie
     // keeps the later slot).
@@ -164,6 +166,11 @@ struct Walk {
         end = hnsw.neighbors.data() + o + hnsw.cum_nneighbor_per_level[static_cast<std::size_t>(level) + 1];
         return hnsw.neighbors.data() + o + hnsw.cum_nneighbor_per_level[static_cast<std::size_t>(level)];
     }
+    void prefetch_neighbours(storage_idx_t v) const {
+        const storage_idx_t* end;
+        const char* p = reinterpret_cast<const char*>(neighbours(v, 0, end));
+        for (const char* e = reinterpret_cast<const char*>(end); p < e; p += 64) __builtin_prefetch(p, 0, 3);
+    }
     // FAISS's greedy_update_nearest: move to the best neighbour until none is better.
     void greedy(int level, storage_idx_t& nearest, float& d_nearest) const {
         for (;;) {
@@ -230,7 +237,10 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
                 fresh.clear();
                 const storage_idx_t* end;
                 for (const storage_idx_t* p = walk.neighbours(v0, 0, end); p < end && *p >= 0; ++p)
-                    if (!visited.test_and_set(*p)) fresh.push_back(*p);
+                    if (!visited.test_and_set(*p)) {
+                        fresh.push_back(*p);
+                        __builtin_prefetch(hnsw.offsets.data() + *p);   // read below if it becomes a candidate
+                    }
                 const int nf = static_cast<int>(fresh.size());
                 fresh_dis.resize(static_cast<std::size_t>(nf));
                 auto row = [&](int j) { return rows_ + static_cast<std::int64_t>(fresh[static_cast<std::size_t>(j)]) * d; };
@@ -245,7 +255,9 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
                     const storage_idx_t v = fresh[static_cast<std::size_t>(u)];
                     const float dv = -fresh_dis[static_cast<std::size_t>(u)];
                     if (keep(v)) results.offer(dv, v);
-                    cand.push(v, dv);
+                    // the walk is bound by memory latency: start loading a new candidate's neighbour
+                    // list now, several steps before it may be expanded
+                    if (cand.push(v, dv)) walk.prefetch_neighbours(v);
                 }
                 if (!dis_check && ++steps > ef_search) break;
             }

@@ -49,6 +49,11 @@ DOT_AVX512 float dot_avx512(const float* a, const float* b, int d) {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
+// The 16 lanes of v summed pairwise into 8.
+DOT_AVX512 inline __m256 half(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
 DOT_AVX512 void dot4_avx512(const float* q, const float* x0, const float* x1, const float* x2, const float* x3, int d,
                             float* out) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -68,10 +73,10 @@ DOT_AVX512 void dot4_avx512(const float* q, const float* x0, const float* x1, co
         s2 = _mm512_fmadd_ps(qv, load_tail(x2 + t, rest), s2);
         s3 = _mm512_fmadd_ps(qv, load_tail(x3 + t, rest), s3);
     }
-    out[0] = _mm512_reduce_add_ps(s0);
-    out[1] = _mm512_reduce_add_ps(s1);
-    out[2] = _mm512_reduce_add_ps(s2);
-    out[3] = _mm512_reduce_add_ps(s3);
+    // the four sums at once: halve each to 8 lanes, then two rounds of pairwise adds across rows
+    const __m256 h01 = _mm256_hadd_ps(half(s0), half(s1)), h23 = _mm256_hadd_ps(half(s2), half(s3));
+    const __m256 h = _mm256_hadd_ps(h01, h23);   // per 128-bit half: row0 row1 row2 row3
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
