@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/transpose_avx512.h"
 #include "nn/fast_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -188,42 +189,11 @@ RETRO_AVX512 float exp_row(float* s, int len, float scale) {
 }
 
 // kt[t][j] = k[j][t] for the 16 x 16 block at (j0, t0): rows j >= len read as zeros, columns
-// t >= d not stored. In-register transpose: unpack ps, unpack pd, then two rounds of 128-bit lane
-// shuffles.
+// t >= d not stored (core/transpose_avx512.h).
 RETRO_AVX512 void transpose_block(const float* k, std::int64_t ld, int j0, int len, int t0, int d, float* kt, int lp) {
-    const int tn = std::min(16, d - t0);
-    const __mmask16 tm = static_cast<__mmask16>(tn == 16 ? 0xFFFF : (1u << tn) - 1u);
-    __m512 r[16], t[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-        r[i] = j0 + i < len ? _mm512_maskz_loadu_ps(tm, k + (j0 + i) * ld + t0) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-        const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
-    }
-    // r[4i + c], 128-bit lane L: column 4L + c of rows 4i .. 4i+3
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-        const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
-        const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-        t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-        t[4 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-        t[8 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-        t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-        if (i < tn) _mm512_storeu_ps(kt + static_cast<std::int64_t>(t0 + i) * lp + j0, t[i]);
+    const float* rows[16];
+    for (int i = 0; i < 16; ++i) rows[i] = j0 + i < len ? k + (j0 + i) * ld : nullptr;
+    transpose16x16_avx512(rows, t0, std::min(16, d - t0), kt + static_cast<std::int64_t>(t0) * lp + j0, lp);
 }
 
 using QkFn = void (*)(const float*, std::int64_t, const float*, int, int, float*);

@@ -19,6 +19,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define RETRO_HAVE_AVX512_KERNEL 1
 #include <immintrin.h>
+
+#include "core/transpose_avx512.h"
 #endif
 
 namespace retro {
@@ -146,15 +148,19 @@ constexpr auto make_tail(std::integer_sequence<int, I...>) {
 constexpr auto kTail = make_tail(std::make_integer_sequence<int, RT - 1>{});   // 1..RT-1 rows
 
 // Packs `count` rows of d floats (row-major at src; row i is src row rows[i] when rows is given)
-// into [tile][t][32], zero-padded.
-void pack_rows(const float* src, std::int64_t count, int d, float* packed, const std::int64_t* rows = nullptr) {
+// into [tile][t][32], zero-padded: 16 x 16 in-register transposes (core/transpose_avx512.h).
+AVX512_FN void pack_rows(const float* src, std::int64_t count, int d, float* packed, const std::int64_t* rows = nullptr) {
     const std::int64_t tiles = (count + QT - 1) / QT;
-    std::fill(packed, packed + tiles * d * QT, 0.0f);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const float* row = src + (rows ? rows[i] : i) * d;
-        float* dst = packed + (i / QT) * d * QT + i % QT;
-        for (int t = 0; t < d; ++t) dst[t * QT] = row[t];
-    }
+    for (std::int64_t tile = 0; tile < tiles; ++tile)
+        for (int h = 0; h < QT / 16; ++h) {
+            const float* ptr[16];
+            for (int j = 0; j < 16; ++j) {
+                const std::int64_t i = tile * QT + h * 16 + j;
+                ptr[j] = i < count ? src + (rows ? rows[i] : i) * d : nullptr;
+            }
+            float* dst = packed + tile * d * QT + h * 16;
+            for (int t0 = 0; t0 < d; t0 += 16) transpose16x16_avx512(ptr, t0, std::min(16, d - t0), dst + t0 * QT, QT);
+        }
 }
 
 // The other orientation (scan_avx512_base_tiles): base rows [r0, r0 + rc) packed in 32-row tiles,
