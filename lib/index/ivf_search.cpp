@@ -103,7 +103,9 @@ void IvfSearcher::decode_pq(std::int64_t list, std::int64_t n, float* out) const
         case 2: return decode_rows<2>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
         case 4: return decode_rows<4>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
         case 8: return decode_rows<8>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
+        case 12: return decode_rows<12>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
         case 16: return decode_rows<16>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
+        case 24: return decode_rows<24>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
         case 32: return decode_rows<32>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
         default: return decode_rows<0>(codes, n, pq.M, pq.ksub, pq.dsub, cent, d_, out);
     }
