@@ -30,6 +30,10 @@ struct ScanJob {
     // optional (avx512 kernels only): the i-th query's vector is row query_rows[i] of `queries`
     // (IVF buckets read their queries in place); query_docs, tops and offsets stay indexed by i
     const std::int64_t* query_rows = nullptr;
+    // optional (scan_avx512 only; a self-join, exact_self_join.h): also offer each score to the base
+    // row's own list, row_tops[j], as the candidate query_id0 + i (query ids increase from call to call)
+    TopK* row_tops = nullptr;
+    std::int64_t query_id0 = 0;
 };
 
 void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block);

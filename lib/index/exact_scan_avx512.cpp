@@ -75,6 +75,25 @@ void tile_update(const Block& b, std::int64_t tile, std::int64_t j0, int rows, c
     }
 }
 
+// Self-join path: the scores of a tile offered to the base rows' own lists (lanes in increasing
+// query order, so each list sees increasing ids).
+void row_side_update(const Block& b, std::int64_t tile, std::int64_t j0, int rows, const float* acc, const std::uint32_t* mask) {
+    const ScanJob& job = *b.job;
+    for (int r = 0; r < rows; ++r) {
+        std::uint32_t m = mask[r];
+        const std::int64_t j = j0 + r;
+        TopK& t = job.row_tops[j];
+        const std::int64_t doc = job.base_docs ? job.base_docs[j] : 0;
+        while (m) {
+            const int lane = __builtin_ctz(m);
+            m &= m - 1;
+            const std::int64_t qi = b.q0 + tile * QT + lane;
+            if (job.query_docs && job.query_docs[qi] == doc) continue;
+            t.push(acc[r * QT + lane], job.query_id0 + qi);
+        }
+    }
+}
+
 // Scores of base rows [j0, j0+R) against every tile of the block. D = d at compile time (0: runtime).
 template <int R, int D>
 AVX512_FN void rows_kernel(const Block& b, std::int64_t j0) {
@@ -110,17 +129,28 @@ AVX512_FN void rows_kernel(const Block& b, std::int64_t j0) {
                           static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th1, _CMP_GT_OQ)) << 16;
             any |= mask[r];
         }
-        if (!any) continue;
-        if (tile == b.tiles - 1 && valid_last < QT) {
-            const std::uint32_t live = (1u << valid_last) - 1u;
-            for (int r = 0; r < R; ++r) mask[r] &= live;
+        const std::uint32_t live = tile == b.tiles - 1 && valid_last < QT ? (1u << valid_last) - 1u : ~0u;
+        std::uint32_t row_mask[R];
+        std::uint32_t row_any = 0;
+        if (b.job->row_tops) {   // a self-join: the same scores are the rows' candidates too
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) {
+                const __m512 th = _mm512_set1_ps(b.job->row_tops[j0 + r].thr);
+                row_mask[r] = (static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][0], th, _CMP_GT_OQ)) |
+                               static_cast<std::uint32_t>(_mm512_cmp_ps_mask(acc[r][1], th, _CMP_GT_OQ)) << 16) &
+                              live;
+                row_any |= row_mask[r];
+            }
         }
+        if (!any && !row_any) continue;
+        for (int r = 0; r < R; ++r) mask[r] &= live;
         alignas(64) float out[R * QT];
         for (int r = 0; r < R; ++r) {
             _mm512_store_ps(out + r * QT, acc[r][0]);
             _mm512_store_ps(out + r * QT + 16, acc[r][1]);
         }
-        tile_update(b, tile, j0, R, out, mask);
+        if (any) tile_update(b, tile, j0, R, out, mask);
+        if (row_any) row_side_update(b, tile, j0, R, out, row_mask);
     }
 }
 

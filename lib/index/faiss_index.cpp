@@ -4,6 +4,7 @@
 #include <faiss/AutoTune.h>
 #include <faiss/Index.h>
 #include <faiss/IVFlib.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
@@ -123,6 +124,12 @@ const AnnSearcher* FaissIndex::searcher() const {
         ann_made_ = true;
     }
     return ann_.get();
+}
+
+const float* FaissIndex::flat_vectors() const {
+    const AnnSearcher* s = searcher();
+    if (!s || s->name() != "flat") return nullptr;
+    return static_cast<const faiss::IndexFlat*>(index_.get())->get_xb();
 }
 
 bool FaissIndex::filters_inside() const { return searcher() != nullptr; }

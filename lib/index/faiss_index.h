@@ -52,6 +52,8 @@ public:
     bool filters_inside() const;
     // "ivf-flat (flat quantizer)", ..., or "faiss (<why ours does not cover it>)"
     std::string search_method() const;
+    // The vectors of a Flat index that RetroKit searches (for the exact self-join), or null.
+    const float* flat_vectors() const;
     // true: always FAISS's own search (benchmarks, and the test that compares the two)
     void use_faiss_search(bool yes) { faiss_only_ = yes; }
     void set_nprobe(int nprobe);      // IVF only; ignored otherwise

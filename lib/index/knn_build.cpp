@@ -21,6 +21,7 @@
 #include "embed/embedder.h"
 #include "exact_search_cuda.h"
 #include "index/exact_search.h"
+#include "index/exact_self_join.h"
 #include "index/faiss_index.h"
 #include "index/index_build.h"
 #include "text/tokenizer.h"
@@ -332,6 +333,26 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
     std::vector<float> q, scores;
     std::vector<std::int64_t> ids;
+    // The database against itself, exactly (--exact, or a Flat index searched by RetroKit): each pair
+    // scored once (exact_self_join.h), same results as scoring both ways.
+    const float* self_join_rows = nullptr;
+    if (self_mode && !opts.shard.active() && opts.device == "cpu" && self_join_available())
+        self_join_rows = opts.exact ? s.base->data() : s.index->flat_vectors();
+    if (self_join_rows) {
+        log_info("exact self-join: each pair of chunks scored once");
+        SelfJoinOptions so;
+        so.k = opts.k;
+        so.block = opts.block;
+        so.docs = s.doc_ids();
+        exact_self_join_ip(self_join_rows, db.chunk_count(), d, so, todo,
+                           [&](std::int64_t b, const std::int64_t* bids, const float* bscores) {
+                               const std::int64_t n = nb.block_end(b) - nb.block_begin(b);
+                               npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, bscores);
+                               npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, bids);   // marks the block done
+                               progress.add(n);
+                           });
+        todo.clear();
+    }
     for (auto b : todo) {
         std::int64_t b0 = nb.block_begin(b), b1 = nb.block_end(b), n = b1 - b0;
         ids.assign(static_cast<std::size_t>(n * opts.k), -1);
