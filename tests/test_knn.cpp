@@ -61,7 +61,7 @@ TEST_CASE("knn: the default approximate index reaches recall@10 >= 0.95 on 200k 
         }
         for (int t = 0; t < d; ++t) x[i * d + t] /= static_cast<float>(std::sqrt(norm));
     }
-    std::string factory = index_default_factory(n);
+    const std::string factory = "IVF" + std::to_string(index_ivf_nlist(n)) + ",Flat";   // the default's IVF rule
     CHECK(factory == "IVF1024,Flat");
     FaissIndex index(factory, d);
     index.train(n, x.data());
@@ -86,7 +86,11 @@ TEST_CASE("knn: the default approximate index reaches recall@10 >= 0.95 on 200k 
 
 TEST_CASE("knn: index factory defaults and nlist fitting") {
     CHECK(index_default_factory(1000) == "Flat");
-    CHECK(index_default_factory(1'000'000) == "IVF2048,Flat");
+    CHECK(index_default_factory(1'000'000) == "Flat");
+    CHECK(index_default_factory(1 << 20) == "IVF4096,Flat");
+    CHECK(index_default_factory(2'000'000) == "IVF4096,Flat");
+    CHECK(index_default_nprobe(4096) == 1024);
+    CHECK(index_default_nprobe(2) == 1);
     CHECK(index_default_factory(100'000'000).rfind("OPQ64_256,IVF32768_HNSW32,PQ64", 0) == 0);
     std::string note;
     CHECK(index_fit_factory("IVF1024,Flat", 1000, note) == "IVF25,Flat");

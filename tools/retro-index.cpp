@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--tokenizer", o.tokenizer, "bert: tokenizer to decode chunks with (default: the database's)");
             app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
-            app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/16, at most 256)");
+            app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/4)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
             app.add_option("--embedding-dtype", dtype, "dtype of embeddings.npy")->check(CLI::IsMember({"f32", "f16"}));
             app.add_option("--block", o.block, "Chunks per resumable block");

@@ -25,13 +25,18 @@ namespace retro {
 
 using idx_t = faiss::Index::idx_t;
 
-std::string index_default_factory(std::int64_t n) {
-    if (n < 65536) return "Flat";
-    std::int64_t target = static_cast<std::int64_t>(4.0 * std::sqrt(static_cast<double>(n)));
+std::int64_t index_ivf_nlist(std::int64_t n) {
+    const auto target = static_cast<std::int64_t>(4.0 * std::sqrt(static_cast<double>(std::max<std::int64_t>(n, 1))));
     std::int64_t nlist = 1;
     while (nlist * 2 <= target) nlist *= 2;
-    if (n < 20'000'000) return "IVF" + std::to_string(nlist) + ",Flat";
-    return "OPQ64_256,IVF" + std::to_string(nlist) + "_HNSW32,PQ64";
+    return nlist;
+}
+
+std::string index_default_factory(std::int64_t n) {
+    if (n < kIndexFlatBelow) return "Flat";
+    const std::string nlist = std::to_string(index_ivf_nlist(n));
+    if (n < 20'000'000) return "IVF" + nlist + ",Flat";
+    return "OPQ64_256,IVF" + nlist + "_HNSW32,PQ64";
 }
 
 std::int64_t index_factory_nlist(const std::string& factory) {
@@ -65,9 +70,7 @@ void index_check_trainable(const std::string& factory, std::int64_t n_train) {
                       "use --index Flat (or IVFn,Flat) for a database this small");
 }
 
-int index_default_nprobe(std::int64_t nlist) {
-    return static_cast<int>(std::clamp<std::int64_t>(nlist / 16, 1, 256));
-}
+int index_default_nprobe(std::int64_t nlist) { return static_cast<int>(std::max<std::int64_t>(1, nlist / 4)); }
 
 FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " + factory) {
     try {

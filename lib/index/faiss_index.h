@@ -16,9 +16,14 @@ struct Index;
 
 namespace retro {
 
-// "Flat" below 65,536 vectors, "IVF{4*sqrt(N) rounded to a power of two},Flat" below 20M,
-// "OPQ64_256,IVF{..}_HNSW32,PQ64" beyond (docs/index.md says why).
+// The default index for n vectors, chosen on measured speed and recall (docs/index.md, "The
+// default index"): "Flat" below 2^20 (retro-knn then runs the exact self-join: recall 1, and on
+// real corpora IVF needs ~75 % of its lists probed for recall@2 >= 0.99, which costs more),
+// "IVF{index_ivf_nlist(n)},Flat" below 20M, "OPQ64_256,IVF{..}_HNSW32,PQ64" beyond (memory).
+inline constexpr std::int64_t kIndexFlatBelow = std::int64_t{1} << 20;
 std::string index_default_factory(std::int64_t n);
+// 4 sqrt(n) rounded down to a power of two (FAISS's guideline).
+std::int64_t index_ivf_nlist(std::int64_t n);
 
 // If `factory` names IVFn and n_train < 39*n, returns it with n lowered to n_train/39 (>= 1) and
 // sets `note` to say so; otherwise returns it unchanged.
@@ -30,7 +35,8 @@ void index_check_trainable(const std::string& factory, std::int64_t n_train);
 
 // The nlist an IVF factory string names, or 0.
 std::int64_t index_factory_nlist(const std::string& factory);
-// Default nprobe for an IVF index of nlist lists (nlist/16, clamped to [1, 256]).
+// Default nprobe for an IVF index of nlist lists: nlist/4 (at least 1): a quarter of the lists,
+// recall@2 0.82-0.89 on the measured bow corpora at a quarter of exact search's FLOPs.
 int index_default_nprobe(std::int64_t nlist);
 
 class FaissIndex {
