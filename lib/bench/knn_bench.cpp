@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/threads.h"
 #include "index/exact_search.h"
@@ -86,6 +87,9 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
+    if (o.base_npy.empty())
+        memory_require("--n", (double(n) + double(q)) * d * 4 * 2.5, "the synthetic base and queries and their indices",
+                       "a smaller --n");
     std::vector<float> base, queries;
     std::string data_key;   // names the vectors in the index cache
     if (!o.base_npy.empty()) {   // real vectors (e.g. an index folder's embeddings.npy)

@@ -15,6 +15,7 @@
 #include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/progress.h"
 #include "core/threads.h"
 #include "data/block_reader.h"
@@ -37,6 +38,10 @@ void check_options(const ChunkOptions& o) {
                       "pass e.g. --seq-len " + std::to_string(o.chunk_size * 32));
     if (o.block_docs < 1) user_error_in("--block-docs", "must be at least 1");
     if (o.block_bytes < 1) user_error_in("--block-bytes", "must be at least 1");
+    // each thread holds up to two blocks in flight: the text and its ids (~3 bytes per text byte)
+    memory_require("--block-bytes", double(o.block_bytes) * 6 * thread_count(),
+                   "input blocks of " + memory_format_bytes(double(o.block_bytes)) + " on " + std::to_string(thread_count()) + " threads",
+                   "a smaller --block-bytes (the default is 4 MiB)");
     if (o.out.empty()) user_error_in("--out", "is required");
 }
 

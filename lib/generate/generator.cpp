@@ -8,6 +8,7 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "generate/cached_decoder.h"
 #include "model/params.h"
 #include "text/tokenizer.h"
@@ -70,6 +71,23 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 
 Generator::~Generator() = default;
 
+namespace {
+
+// The weights, and per sequence decoded together the caches CachedDecoder keeps at full length:
+// self-attention keys and values per decoder layer, the encoder context, the CCA keys and values of
+// every chunk's k·r retrieved tokens per CCA layer, and a row of logits.
+double decode_memory_bytes(const RetroConfig& c, std::int64_t batch) {
+    double cca_layers = 0;
+    for (std::int64_t l = 1; l <= c.dec_depth; ++l) cca_layers += c.dec_has_cross(l) ? 1 : 0;
+    const double T = double(c.max_seq_len), I = double(c.inner_dim());
+    const double chunks = T / double(c.chunk_size), kr = double(c.num_neighbours) * double(c.retrieved_len());
+    const double per_seq = double(c.dec_depth) * T * I * 2 + T * double(c.dec_dim) + cca_layers * chunks * kr * I * 2 +
+                           double(c.num_tokens);
+    return (double(ParamLayout(c).total()) + double(batch) * per_seq) * 4;
+}
+
+}  // namespace
+
 Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.max_tokens < 1) user_error_in("--max-tokens", "must be at least 1");
     heap_keep_freed_memory();   // every token frees and reallocates the same step buffers
@@ -79,6 +97,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
     const RetroConfig config = RetroConfig::load(config_path.string());
+    memory_require("--batch-size", decode_memory_bytes(config, o.batch_size),
+                   "decoding " + std::to_string(o.batch_size) + " sequences of up to " + std::to_string(config.max_seq_len) +
+                       " tokens together",
+                   "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
 

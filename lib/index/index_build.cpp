@@ -11,11 +11,13 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "index/faiss_index.h"
+#include "index/index_memory.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_cli.h"
 
@@ -93,6 +95,12 @@ void rows_f32(const NpyArray& emb, std::int64_t b, std::int64_t e, std::vector<f
     }
 }
 
+// An embedding block in memory: its f32 rows (and an f16 copy), its token ids.
+void check_block_memory(std::int64_t block, int chunk_size, int d) {
+    memory_require("--block", double(block) * (double(d) * 6 + double(chunk_size) * 4),
+                   "a block of " + std::to_string(block) + " chunks", "a smaller --block (65,536 is the default)");
+}
+
 // How many vectors train an index of this factory string over n vectors.
 std::int64_t training_count(const std::string& factory, std::int64_t n) {
     std::int64_t nlist = index_factory_nlist(factory);
@@ -115,6 +123,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::string fitted = index_fit_factory(factory, n_train, note);
     if (!note.empty()) log_warn(note);
     index_check_trainable(fitted, n_train);
+    index_check_sizes(fitted, n, d, n_train);
     FaissIndex index(fitted, d);
     if (index.needs_training()) {
         std::vector<float> sample(static_cast<std::size_t>(n_train * d)), row;
@@ -187,17 +196,28 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
                           "embed on the CPU (--device cpu)");
     }
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
-    {   // fail fast, before any work: a factory FAISS rejects, or too few chunks to train it
+    {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;
-        if (opts.embedder == "bow") FaissIndex probe(factory, opts.bow.dim);   // bert's dim is known later
         std::string note;
-        std::int64_t n_train = training_count(factory, db.chunk_count());
-        index_check_trainable(index_fit_factory(factory, n_train, note), n_train);
+        const std::int64_t n_train = training_count(factory, db.chunk_count());
+        const std::string fitted = index_fit_factory(factory, n_train, note);
+        if (opts.embedder == "bow") {   // bert's dim is known once its config is read (below)
+            index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train);
+            check_block_memory(opts.block, db.chunk_size(), opts.bow.dim);
+        }
+        index_check_trainable(fitted, n_train);
+        if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
     }
     output_folder_prepare(opts.out, opts.force, opts.resume);
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder == "bert") tok = db_tokenizer(db, opts.tokenizer);
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
+    if (opts.embedder != "bow") {   // now the dimension is known
+        std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory, note;
+        const std::int64_t n_train = training_count(factory, db.chunk_count());
+        index_check_sizes(index_fit_factory(factory, n_train, note), db.chunk_count(), emb->dim(), n_train);
+        check_block_memory(opts.block, db.chunk_size(), emb->dim());
+    }
 
     nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
                              {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "cuda_device.h"
@@ -255,6 +256,11 @@ double measure_recall(Searcher& s, QuerySource& queries, const std::string& out,
 void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
+    if (opts.block < 1) user_error_in("--block", "must be positive");
+    // a block's ids and scores (k per query) and its candidate lists
+    memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
+                   "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
+                   "a smaller --block or --neighbours");
     if (opts.device != "cpu" && opts.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + opts.device + "'");
     if (opts.device == "cuda") {
         if (!opts.exact) user_error_in("--device cuda", "only exact search runs on the GPU", "add --exact");
@@ -340,6 +346,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         self_join_rows = opts.exact ? s.base->data() : s.index->flat_vectors();
     if (self_join_rows) {
         log_info("exact self-join: each pair of chunks scored once");
+        memory_require("--neighbours", double(db.chunk_count()) * (64 + 16.0 * opts.k),
+                       "the running lists of " + std::to_string(db.chunk_count()) + " chunks", "a smaller --neighbours, or --shard");
         SelfJoinOptions so;
         so.k = opts.k;
         so.block = opts.block;

@@ -81,6 +81,11 @@ private:
 TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
                                      const TokenizerTrainOptions& opts) {
     if (opts.vocab_size < 8) user_error_in("--vocab-size", "must be at least 8");
+    // sentencepiece's unigram trainer starts from at most 1M seed pieces: a larger vocabulary can never be
+    // reached, and a model's embedding table grows with it (vocabulary x model width)
+    if (opts.vocab_size > 1'000'000)
+        user_error_in("--vocab-size", "must be at most 1,000,000 (got " + std::to_string(opts.vocab_size) + ")",
+                      "8,000 to 64,000 is usual");
     if (opts.model_type != "unigram" && opts.model_type != "bpe")
         user_error_in("--model-type", "must be unigram or bpe, not '" + opts.model_type + "'");
     TokenizerTrainResult result;

@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "model/params.h"
 #include "model/retro.h"
 #include "train/data.h"
+#include "train/train_memory.h"
 
 namespace fs = std::filesystem;
 
@@ -27,6 +29,8 @@ std::vector<EvalResult> train_eval(const EvalOptions& o) {
     RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction);
     const auto& seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
+    memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), !o.neighbours.empty()),
+                   "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
     std::vector<EvalResult> out;
     for (bool retrieval : {true, false}) {
         if (retrieval && o.neighbours.empty()) continue;

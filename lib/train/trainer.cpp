@@ -13,11 +13,13 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "model/retro.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/train_memory.h"
 
 namespace fs = std::filesystem;
 
@@ -188,6 +190,10 @@ void Trainer::run() {
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
+    memory_require("--batch-size", train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval),
+                   "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +
+                       std::to_string(data_->seq_len()) + " tokens",
+                   "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model config");
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)

@@ -1,0 +1,21 @@
+// The memory a job may use, checked before it allocates: an option that sizes memory (IVF lists, PQ
+// codes, HNSW M, batch and block sizes, vocabulary size) is refused with one line naming the option,
+// what it would need and what the machine has, instead of the kernel's OOM killer ending the run
+// half-way with its output folder half-written.
+// "Available" is the smaller of /proc/meminfo's MemAvailable and the cgroup's memory.max (less what
+// the cgroup already uses); RETRO_MEMORY_LIMIT (bytes, e.g. for tests) lowers it further.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace retro {
+
+std::int64_t memory_available_bytes();
+
+// "12.3 GiB", "512 MiB", "4 KiB", "17 B"
+std::string memory_format_bytes(double bytes);
+
+// UserError naming `option` when `bytes` (what `what` needs) exceeds the available memory.
+void memory_require(const std::string& option, double bytes, const std::string& what, const std::string& fix);
+
+}  // namespace retro

@@ -1,0 +1,96 @@
+// Implementation of index_memory.h. The estimate follows FAISS's data structures: an inverted list
+// costs two std::vector headers, a code its bytes plus an 8-byte id; PQ keeps 2^nbits centroids per
+// sub-quantizer; an HNSW node keeps 2M links on level 0 and M on each upper level (1/ln M of the nodes
+// reach level 1, and so on: ~5 % more), plus its level and offset.
+#include "index/index_memory.h"
+
+#include <cmath>
+#include <regex>
+
+#include "core/error.h"
+#include "core/memory_budget.h"
+
+namespace retro {
+namespace {
+
+struct FactoryParts {
+    std::int64_t opq_out = 0;          // OPQm_d: output dimension (0 = none)
+    std::int64_t nlist = 0;            // IVFn
+    std::int64_t ivf_hnsw_m = 0;       // IVFn_HNSWm: the quantizer's M
+    std::int64_t pq_m = 0, pq_bits = 8;
+    std::int64_t hnsw_m = 0;           // top-level HNSWm
+};
+
+std::int64_t to_int(const std::string& s) {
+    // digits only (the regexes say so); saturate instead of overflowing std::stoll
+    return s.size() > 15 ? std::int64_t{1} << 50 : std::stoll(s);
+}
+
+FactoryParts parse(const std::string& f) {
+    FactoryParts p;
+    std::smatch m;
+    if (std::regex_search(f, m, std::regex("OPQ([0-9]+)(_([0-9]+))?"))) p.opq_out = m[3].matched ? to_int(m[3].str()) : -1;
+    if (std::regex_search(f, m, std::regex("IVF([0-9]+)(_HNSW([0-9]+))?"))) {
+        p.nlist = to_int(m[1].str());
+        if (m[3].matched) p.ivf_hnsw_m = to_int(m[3].str());
+    }
+    if (std::regex_search(f, m, std::regex("(^|,)PQ([0-9]+)(x([0-9]+))?"))) {
+        p.pq_m = to_int(m[2].str());
+        if (m[4].matched) p.pq_bits = to_int(m[4].str());
+    }
+    if (std::regex_search(f, m, std::regex("(^|,)HNSW([0-9]+)"))) p.hnsw_m = to_int(m[2].str());
+    return p;
+}
+
+double hnsw_graph_bytes(double nodes, double m, double d) {
+    return nodes * ((2 * m + 0.05 * m) * 4 + 16) + nodes * d * 4;   // links, level/offset, Flat storage
+}
+
+}  // namespace
+
+double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train) {
+    const FactoryParts p = parse(factory);
+    const double dd = p.opq_out > 0 ? static_cast<double>(p.opq_out) : d, N = static_cast<double>(n);
+    double bytes = static_cast<double>(n_train) * d * 4;   // the training sample
+    if (p.opq_out != 0) bytes += double(d) * dd * 4;
+    double code = dd * 4;                                   // Flat codes
+    if (p.pq_m > 0) {
+        code = std::ceil(double(p.pq_m) * double(p.pq_bits) / 8);
+        bytes += std::ldexp(dd * 4, static_cast<int>(std::min<std::int64_t>(p.pq_bits, 60)));   // 2^bits centroids x dd
+    }
+    if (p.nlist > 0) {
+        const double L = static_cast<double>(p.nlist);
+        bytes += L * (56 + dd * 4) + N * (code + 8);
+        if (p.ivf_hnsw_m > 0) bytes += hnsw_graph_bytes(L, double(p.ivf_hnsw_m), 0);
+    } else if (p.hnsw_m > 0) {
+        bytes += hnsw_graph_bytes(N, double(p.hnsw_m), dd);
+    } else {
+        bytes += N * code;
+    }
+    return bytes;
+}
+
+void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train) {
+    const FactoryParts p = parse(factory);
+    const std::string q = "'" + factory + "'";
+    const std::int64_t dd = p.opq_out > 0 ? p.opq_out : d;
+    if (p.opq_out > 65536) user_error_in("--index", q + ": an OPQ output dimension above 65,536 is not supported");
+    if (p.pq_m > 0) {
+        if (p.pq_bits < 1 || p.pq_bits > 16)
+            user_error_in("--index", q + ": PQ codes of " + std::to_string(p.pq_bits) + " bits are not supported (1 to 16)",
+                          "use 8-bit codes, e.g. PQ32");
+        if (dd % p.pq_m != 0)
+            user_error_in("--index", q + ": PQ" + std::to_string(p.pq_m) + " needs a dimension divisible by " +
+                                         std::to_string(p.pq_m) + ", the vectors have " + std::to_string(dd),
+                          "pick a number of sub-quantizers that divides " + std::to_string(dd));
+    }
+    for (std::int64_t m : {p.hnsw_m, p.ivf_hnsw_m})
+        if (m == 1 || m > 4096)
+            user_error_in("--index", q + ": HNSW M must be between 2 and 4,096 (got " + std::to_string(m) + ")",
+                          "16 to 64 is usual");
+    memory_require("--index", index_memory_bytes(factory, n, d, n_train),
+                   q + " over " + std::to_string(n) + " vectors of dimension " + std::to_string(d),
+                   "a smaller nlist, HNSW M or PQ code, or a machine with more memory");
+}
+
+}  // namespace retro

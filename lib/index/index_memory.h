@@ -1,0 +1,19 @@
+// Checks an index factory string's sizes against the data and the machine before FAISS allocates
+// anything (issue 16 item 6: `--index IVF999999999,Flat` used to allocate ~48 GB of empty inverted
+// lists and be killed). Validates the parts FAISS would reject late or never (PQ sub-quantizers must
+// divide the dimension, codes of at most 16 bits, HNSW M >= 2), then estimates the memory of training,
+// filling and holding the index over n vectors of dimension d and refuses, naming --index, what does
+// not fit (core/memory_budget.h).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace retro {
+
+// Estimated bytes of the index (codes, lists, centroids, graph) plus its training sample.
+double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train);
+
+// UserError naming --index when the factory's sizes are invalid for d or do not fit in memory.
+void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train);
+
+}  // namespace retro

@@ -1,0 +1,26 @@
+// Implementation of train_memory.h (counts in floats, returned in bytes).
+#include "train/train_memory.h"
+
+#include "model/params.h"
+
+namespace retro {
+
+double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, bool retrieval) {
+    const double P = static_cast<double>(ParamLayout(c).total());
+    const double B = double(batch), T = double(seq_len), D = double(c.dec_dim), E = double(c.enc_dim);
+    const double H = double(c.heads), I = double(c.inner_dim()), cs = double(c.chunk_size);
+    const double k = double(c.num_neighbours), r = double(c.retrieved_len()), M = T / cs;
+    double cca_layers = 0;
+    for (std::int64_t l = 1; l <= c.dec_depth; ++l) cca_layers += c.dec_has_cross(l) ? 1 : 0;
+    double floats = 4 * P;                                                   // params, grads, m, v
+    floats += double(c.dec_depth) * (B * T * (D * 18 + I * 6) + 2 * B * H * T * T);
+    floats += double(c.num_tokens) * B * T * 2;                              // logits and their gradient
+    if (retrieval) {
+        floats += cca_layers * (B * T * (D * 4 + I * 4) + B * M * k * r * I * 2 + 2 * B * M * H * cs * k * r);
+        const double rows = B * M * k * r;                                   // encoder token rows
+        floats += double(c.enc_depth) * (rows * (E * 18 + I * 6) + 2 * B * M * k * H * r * (r + cs));
+    }
+    return floats * 4;
+}
+
+}  // namespace retro

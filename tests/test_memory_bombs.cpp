@@ -1,0 +1,158 @@
+// Issue 16 item 6: every option that sizes memory is checked against the data and the machine
+// before anything is allocated: IVF lists, PQ codes, HNSW M, batch sizes (retro-train, retro-train
+// eval, retro-generate), vocabulary size, block sizes (retro-index, retro-knn, retro-chunk), and
+// retro-bench knn's --n. Each absurd value ends in exit 2, one stderr line naming the option, and no
+// output folder that looks complete (no manifest.json). RETRO_MEMORY_LIMIT caps what the tools
+// believe is available, so the refusals that depend on the machine are tested deterministically.
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/memory_budget.h"
+#include "data/synthetic_text.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "test_util.h"
+#include "train/train_memory.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Pipeline {
+    test::TempDir tmp{"bomb"};
+    fs::path corpus, tok, db, index, knn, run, config;
+};
+
+// corpus (16 documents) -> tok (vocab 300) -> db (cs 4, seq 16) -> bow index -> knn -> a 1-step run
+const Pipeline& pipeline() {
+    static Pipeline p;
+    static bool built = false;
+    if (built) return p;
+    p.corpus = p.tmp / "corpus";
+    fs::create_directories(p.corpus);
+    for (int d = 0; d < 16; d++) {
+        std::string name = "d";   // (one piece at a time: GCC 12 warns about a "lit" + to_string(...) chain here)
+        name += std::to_string(d);
+        name += ".txt";
+        test::write_text(p.corpus / name, synthetic_text(500 + static_cast<std::uint64_t>(d), 300));
+    }
+    p.tok = p.tmp / "tok";
+    p.db = p.tmp / "db";
+    p.index = p.tmp / "index";
+    p.knn = p.tmp / "knn";
+    p.run = p.tmp / "run";
+    p.config = p.tmp / "config.json";
+    auto ok = [](const test::RunResult& r) { REQUIRE_MESSAGE(r.exit_code == 0, r.err); };
+    ok(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + p.tok.string() + " --vocab-size 300 --quiet"));
+    ok(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + p.db.string() +
+                                         " --chunk-size 4 --seq-len 16 --quiet"));
+    ok(test::run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 16 --quiet"));
+    ok(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + p.knn.string() + " --quiet"));
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.num_tokens = 300;
+    c.max_seq_len = 32;
+    c.save(p.config.string());
+    ok(test::run_tool("retro-train", "--db " + p.db.string() + " --no-retrieval --config " + p.config.string() + " --out " +
+                                         p.run.string() + " --steps 1 --batch-size 2 --quiet --threads 1"));
+    built = true;
+    return p;
+}
+
+// RETRO_MEMORY_LIMIT for the tools started while it lives
+struct MemoryLimit {
+    explicit MemoryLimit(const char* bytes) { setenv("RETRO_MEMORY_LIMIT", bytes, 1); }
+    ~MemoryLimit() { unsetenv("RETRO_MEMORY_LIMIT"); }
+};
+
+// exit 2, one line naming `option`, no manifest.json in `out` (when given)
+void expect_refused(const test::RunResult& r, const std::string& option, const fs::path& out = {},
+                    const std::string& says = "") {
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    CHECK(r.err.find(option) != std::string::npos);
+    if (!says.empty()) CHECK(r.err.find(says) != std::string::npos);
+    if (!out.empty()) CHECK(!fs::exists(out / "manifest.json"));
+}
+
+}  // namespace
+
+TEST_CASE("memory: index sizes (IVF lists, PQ codes, HNSW M) are refused before FAISS allocates") {
+    const Pipeline& p = pipeline();
+    const fs::path out = p.tmp / "idx-bomb";
+    const std::string base = p.db.string() + " --out " + out.string() + " --dim 16 --force --index ";
+    expect_refused(test::run_tool("retro-index", base + "HNSW100000000"), "--index", out, "HNSW M must be between 2 and 4,096");
+    expect_refused(test::run_tool("retro-index", base + "IVF4,PQ8x24"), "--index", out, "24 bits are not supported");
+    expect_refused(test::run_tool("retro-index", base + "IVF4,PQ7"), "--index", out, "divisible by 7");
+    {   // sizes FAISS accepts, on a machine too small for them
+        MemoryLimit limit("100000");   // 100 kB
+        expect_refused(test::run_tool("retro-index", base + "HNSW4000"), "--index", out, "of memory available");
+        expect_refused(test::run_tool("retro-index", base + "IVF8,Flat"), "--index", out, "of memory available");
+    }
+    {
+        MemoryLimit limit("1000000");   // room for the Flat index of 1,106 vectors, not for a block of a million
+        expect_refused(test::run_tool("retro-index", base + "Flat --block 1000000"), "--block", out);
+    }
+    // nlist beyond the data is fitted (Megatron-LM #699), never allocated as asked
+    auto r = test::run_tool("retro-index", base + "IVF999999999,Flat");
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("lowered nlist from 999999999") != std::string::npos);
+}
+
+TEST_CASE("memory: retro-knn blocks and neighbours") {
+    const Pipeline& p = pipeline();
+    const fs::path out = p.tmp / "knn-bomb";
+    const std::string base = p.index.string() + " --db " + p.db.string() + " --out " + out.string() + " --force ";
+    expect_refused(test::run_tool("retro-knn", base + "--block 100000000000000"), "--block", out);
+    expect_refused(test::run_tool("retro-knn", base + "--neighbours 1000000000"), "--block", out);
+    MemoryLimit limit("2000");
+    expect_refused(test::run_tool("retro-knn", base + "--neighbours 8 --block 64"), "--neighbours", out);   // the self-join's lists
+}
+
+TEST_CASE("memory: batch sizes of retro-train, retro-train eval, retro-generate") {
+    const Pipeline& p = pipeline();
+    const fs::path out = p.tmp / "train-bomb";
+    expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --no-retrieval --config " + p.config.string() +
+                                                     " --out " + out.string() + " --steps 1 --batch-size 10000000000"),
+                   "--batch-size", out);
+    CHECK(!fs::exists(out / "config.json"));   // refused before the run folder was made
+    expect_refused(test::run_tool("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --batch-size 10000000000"),
+                   "--batch-size");
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() +
+                                                        " --no-retrieval --batch-size 10000000000 hello"),
+                   "--batch-size");
+    {   // a vocabulary of a billion tokens: the embedding table alone does not fit
+        RetroConfig c = RetroConfig::load(p.config.string());
+        c.num_tokens = 1'000'000'000;
+        const fs::path big = p.tmp / "big.json";
+        c.save(big.string());
+        expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --no-retrieval --config " + big.string() +
+                                                         " --out " + out.string() + " --steps 1"),
+                       "--batch-size", out, "smaller model config");
+    }
+}
+
+TEST_CASE("memory: vocabulary size, chunking blocks, retro-bench knn") {
+    const Pipeline& p = pipeline();
+    const fs::path out = p.tmp / "misc-bomb";
+    expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + out.string() + " --vocab-size 2000000000"),
+                   "--vocab-size", out);
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + out.string() +
+                                                     " --chunk-size 4 --seq-len 16 --block-bytes 1000000000000000"),
+                   "--block-bytes", out);
+    expect_refused(test::run_tool("retro-bench", "knn --n 1000000000000 --dim 256"), "--n");
+}
+
+TEST_CASE("memory: the training estimate counts 4 floats per parameter and grows with the batch") {
+    const RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    const double P = static_cast<double>(ParamLayout(c).total());
+    const double one = train_memory_bytes(c, 1, 32, true), two = train_memory_bytes(c, 2, 32, true);
+    CHECK(one > 16 * P);
+    CHECK(two - one == doctest::Approx(one - 16 * P));   // activations are linear in the batch
+    CHECK(train_memory_bytes(c, 1, 32, false) < one);     // no encoder, no CCA
+    CHECK(memory_format_bytes(1536.0 * 1024 * 1024) == "1.5 GiB");
+    CHECK(memory_format_bytes(17) == "17 B");
+}
