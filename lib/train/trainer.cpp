@@ -190,7 +190,9 @@ void Trainer::run() {
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
-    memory_require("--batch-size", train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval),
+    const double need = train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval);
+    log_info("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
+    memory_require("--batch-size", need,
                    "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +
                        std::to_string(data_->seq_len()) + " tokens",
                    "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model config");
