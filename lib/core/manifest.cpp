@@ -97,6 +97,12 @@ nlohmann::json manifest_read(const std::string& dir) {
     }
 }
 
+std::string manifest_input(const nlohmann::json& manifest, const std::string& role, const std::string& field) {
+    for (const auto& in : manifest.value("inputs", nlohmann::json::array()))
+        if (in.value("role", "") == role) return in.value(field, "");
+    return "";
+}
+
 std::string folder_fingerprint(const nlohmann::json& manifest) {
     std::string all;
     for (const auto& o : manifest["outputs"]) all += o.value("path", "") + "=" + o.value("fingerprint", "") + ";";

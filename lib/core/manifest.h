@@ -36,6 +36,8 @@ private:
 nlohmann::json json_read_file(const std::string& path);
 // Reads dir/manifest.json; throws UserError naming it when missing or malformed.
 nlohmann::json manifest_read(const std::string& dir);
+// The `field` ("path", "fingerprint", ...) of the first input of `role` a manifest records, or "".
+std::string manifest_input(const nlohmann::json& manifest, const std::string& role, const std::string& field = "path");
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two
 // folders with identical outputs have the same value whatever command made them.
 std::string folder_fingerprint(const nlohmann::json& manifest);

@@ -17,6 +17,7 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/progress.h"
+#include "core/shard.h"
 #include "core/threads.h"
 #include "data/block_reader.h"
 #include "data/chunk_db_writer.h"
@@ -137,12 +138,9 @@ void write_manifest(const ToolContext& ctx, const ChunkOptions& o, const nlohman
 }  // namespace
 
 void chunk_parse_shard(const std::string& text, ChunkOptions& opts) {
-    int i = -1, n = -1;
-    char slash = 0, extra = 0;
-    if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || i < 0 || i >= n)
-        user_error_in("--shard", "'" + text + "' is not i/n with 0 <= i < n", "pass e.g. --shard 0/4");
-    opts.shard_index = i;
-    opts.shard_count = n;
+    const Shard s = shard_parse(text);
+    opts.shard_index = s.index;
+    opts.shard_count = s.count;
 }
 
 void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {

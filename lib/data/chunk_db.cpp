@@ -65,11 +65,7 @@ DocSource ChunkDb::source(std::int64_t doc) const {
     return s;
 }
 
-std::string ChunkDb::tokenizer_path() const {
-    for (const auto& in : manifest_.value("inputs", nlohmann::json::array()))
-        if (in.value("role", "") == "tokenizer") return in.value("path", "");
-    return "";
-}
+std::string ChunkDb::tokenizer_path() const { return manifest_input(manifest_, "tokenizer"); }
 
 ChunkSourcesReader::ChunkSourcesReader(const std::string& path) : path_(path), in_(path) {
     if (!in_) user_error_in(path, "cannot open");

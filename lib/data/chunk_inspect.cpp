@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/log.h"
+#include "core/manifest.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_cli.h"
@@ -23,9 +24,9 @@ std::unique_ptr<Tokenizer> open_tokenizer(const ChunkDb& db, const InspectOption
     try {
         if (path.empty()) user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
         auto tok = std::make_unique<Tokenizer>(path);
-        for (const auto& in : db.manifest().value("inputs", nlohmann::json::array()))
-            if (in.value("role", "") == "tokenizer" && in.value("fingerprint", "") != fingerprint_file(path))
-                log_warn(path + ": differs from the tokenizer that built " + db.dir() + "; text may be wrong");
+        const std::string recorded = manifest_input(db.manifest(), "tokenizer", "fingerprint");
+        if (!recorded.empty() && recorded != fingerprint_file(path))
+            log_warn(path + ": differs from the tokenizer that built " + db.dir() + "; text may be wrong");
         return tok;
     } catch (const UserError& e) {
         if (required) user_error(e.what(), " (fix: pass --tokenizer tok.model)");

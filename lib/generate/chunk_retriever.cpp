@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/manifest.h"
 #include "embed/embedder.h"
 #include "index/faiss_index.h"
+#include "index/index_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -13,29 +13,15 @@ namespace retro {
 
 ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* tokenizer) : k_(o.k) {
     if (o.k < 1) user_error_in("--neighbours", "must be at least 1");
-    const nlohmann::json im = manifest_read(o.index);
-    const std::string im_path = (fs::path(o.index) / "manifest.json").string();
-    if (im.value("tool", "") != "retro-index") user_error_in(im_path, "was not written by retro-index");
     db_ = std::make_unique<ChunkDb>(o.db);
-    const std::string db_fp = folder_fingerprint(db_->manifest());
-    std::string index_db_fp;
-    for (const auto& in : im.value("inputs", nlohmann::json::array()))
-        if (in.value("role", "") == "db") index_db_fp = in.value("fingerprint", "");
-    if (index_db_fp != db_fp)
-        user_error_in(o.db, "is not the database " + o.index + " was built from (fingerprint " + db_fp +
-                                ", the index records " + index_db_fp + ")",
-                      "pass the --db the index was built from, or rebuild the index");
-    if (!im.contains("embedder")) user_error_in(im_path, "names no embedder", "rebuild the index with retro-index");
-    embedder_ = embedder_from_json(im.at("embedder"), o.index, tokenizer);
-    index_ = std::make_unique<FaissIndex>(FaissIndex::load((fs::path(o.index) / "index.faiss").string()));
-    if (index_->dim() != embedder_->dim())
-        user_error_in((fs::path(o.index) / "index.faiss").string(),
-                      cat("has dimension ", index_->dim(), ", the embedder makes ", embedder_->dim()));
-    if (index_->size() != db_->chunk_count())
-        user_error_in((fs::path(o.index) / "index.faiss").string(),
-                      cat("holds ", index_->size(), " vectors, the database ", db_->chunk_count(), " chunks"));
-    if (o.nprobe > 0) index_->set_nprobe(o.nprobe);
-    if (o.ef_search > 0) index_->set_ef_search(o.ef_search);
+    IndexFolderOptions fo;
+    fo.nprobe = o.nprobe;
+    fo.ef_search = o.ef_search;
+    IndexFolder folder = index_folder_open(o.index, *db_, fo);
+    embedder_ = embedder_from_json(folder.embedder(), o.index, tokenizer);
+    if (folder.dim != embedder_->dim())
+        user_error_in(folder.file("index.faiss"), cat("has dimension ", folder.dim, ", the embedder makes ", embedder_->dim()));
+    index_ = std::move(folder.index);
 }
 
 ChunkRetriever::~ChunkRetriever() = default;

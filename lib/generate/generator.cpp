@@ -20,11 +20,6 @@ namespace retro {
 
 namespace {
 
-std::string input_field(const nlohmann::json& manifest, const std::string& role, const std::string& field) {
-    for (const auto& in : manifest.value("inputs", nlohmann::json::array()))
-        if (in.value("role", "") == role) return in.value(field, "");
-    return "";
-}
 
 std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
     const auto& p = db_manifest.value("parameters", nlohmann::json::object());
@@ -107,8 +102,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     // which databases and tokenizer the run was trained with
     nlohmann::json run_manifest;
     if (fs::exists(fs::path(o.run) / "manifest.json")) run_manifest = manifest_read(o.run);
-    const std::string run_db_fp = input_field(run_manifest, "db", "fingerprint");
-    const std::string run_db_path = input_field(run_manifest, "db", "path");
+    const std::string run_db_fp = manifest_input(run_manifest, "db", "fingerprint");
+    const std::string run_db_path = manifest_input(run_manifest, "db", "path");
     nlohmann::json run_db_manifest;
     if (!run_db_path.empty() && fs::exists(fs::path(run_db_path) / "manifest.json"))
         run_db_manifest = manifest_read(run_db_path);
@@ -137,8 +132,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     }
 
     std::string tok_path = o.tokenizer;
-    if (tok_path.empty() && !db_manifest.is_null()) tok_path = input_field(db_manifest, "tokenizer", "path");
-    if (tok_path.empty() && !run_db_manifest.is_null()) tok_path = input_field(run_db_manifest, "tokenizer", "path");
+    if (tok_path.empty() && !db_manifest.is_null()) tok_path = manifest_input(db_manifest, "tokenizer", "path");
+    if (tok_path.empty() && !run_db_manifest.is_null()) tok_path = manifest_input(run_db_manifest, "tokenizer", "path");
     if (tok_path.empty()) user_error_in("--tokenizer", "no tokenizer known", "pass --db (its tokenizer is used) or --tokenizer");
     tok_path = tokenizer_resolve_path(tok_path);
     const std::string tok_fp_expected =

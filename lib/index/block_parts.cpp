@@ -13,16 +13,6 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
-Shard shard_parse(const std::string& text) {
-    Shard s;
-    char slash = 0;
-    int consumed = 0;
-    if (std::sscanf(text.c_str(), "%d%c%d%n", &s.index, &slash, &s.count, &consumed) != 3 || slash != '/' ||
-        consumed != static_cast<int>(text.size()) || s.count < 1 || s.index < 0 || s.index >= s.count)
-        user_error_in("--shard", "'" + text + "' is not i/n with 0 <= i < n", "e.g. --shard 0/4");
-    return s;
-}
-
 BlockParts::BlockParts(std::string dir, std::string name, std::int64_t rows, std::int64_t block_rows)
     : dir_(std::move(dir)), name_(std::move(name)), rows_(rows), block_rows_(std::max<std::int64_t>(1, block_rows)) {
     blocks_ = (rows_ + block_rows_ - 1) / block_rows_;

@@ -8,16 +8,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/shard.h"
 
 namespace retro {
-
-struct Shard {
-    int index = 0, count = 1;
-    bool active() const { return count > 1; }
-};
-
-// Parses "i/n" with 0 <= i < n; UserError naming --shard otherwise.
-Shard shard_parse(const std::string& text);
 
 class BlockParts {
 public:

@@ -25,6 +25,7 @@
 #include "index/exact_self_join.h"
 #include "index/faiss_index.h"
 #include "index/index_build.h"
+#include "index/index_folder.h"
 #include "text/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -271,17 +272,14 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
             user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-knn was built without CUDA",
                           "search on the CPU (--device cpu)");
     }
-    nlohmann::json im = manifest_read(opts.index);
-    if (im.value("tool", "") != "retro-index") user_error_in(opts.index + "/manifest.json", "was not written by retro-index");
     ChunkDb db(opts.db);
-    std::string db_fp = folder_fingerprint(db.manifest());
-    std::string index_db_fp;
-    for (const auto& in : im["inputs"])
-        if (in.value("role", "") == "db") index_db_fp = in.value("fingerprint", "");
-    if (index_db_fp != db_fp)
-        user_error_in(opts.db, "is not the database " + opts.index + " was built from (fingerprint " + db_fp +
-                                   ", the index records " + index_db_fp + ")",
-                      "pass the --db the index was built from, or rebuild the index");
+    IndexFolderOptions fo;
+    fo.load_index = !opts.exact;
+    fo.nprobe = opts.nprobe;
+    fo.ef_search = opts.ef_search;
+    IndexFolder folder = index_folder_open(opts.index, db, fo);
+    const nlohmann::json& im = folder.manifest;
+    const std::string db_fp = folder_fingerprint(db.manifest());
     std::unique_ptr<ChunkDb> qdb;
     bool self_mode = true;
     if (!opts.queries.empty()) {
@@ -291,7 +289,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     }
     QuerySource queries(opts.index, im, qdb.get(), opts.device);
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, {}};
-    const int d = im["index"].value("dim", 0);
+    const int d = folder.dim;
     if (self_mode) {
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) s.doc_ids_[static_cast<std::size_t>(i)] = db.doc_of(i);
@@ -303,12 +301,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
             s.gpu = std::make_unique<CudaExactSearch>(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr);
     }
     if (!opts.exact) {
-        s.index = std::make_unique<FaissIndex>(FaissIndex::load((fs::path(opts.index) / "index.faiss").string()));
-        if (s.index->dim() != d) user_error_in(opts.index + "/index.faiss", "has dimension " + std::to_string(s.index->dim()) + ", the manifest says " + std::to_string(d));
-        if (s.index->size() != db.chunk_count())
-            user_error_in(opts.index + "/index.faiss", "holds " + std::to_string(s.index->size()) + " vectors, the database " + std::to_string(db.chunk_count()) + " chunks");
-        if (opts.nprobe > 0) s.index->set_nprobe(opts.nprobe);
-        if (opts.ef_search > 0) s.index->set_ef_search(opts.ef_search);
+        s.index = std::move(folder.index);
         s.index->use_faiss_search(opts.faiss_search);
         log_info("search: " + s.index->search_method());
     }

@@ -30,9 +30,9 @@ void knn_show(const KnnShowOptions& o) {
     ChunkDb db(o.db);
     nlohmann::json km = manifest_read(o.knn);
     std::string db_fp = folder_fingerprint(db.manifest());
-    for (const auto& in : km["inputs"])
-        if (in.value("role", "") == "db" && in.value("fingerprint", "") != db_fp)
-            user_error_in(o.db, "is not the database " + o.knn + " was computed for", "pass the same --db as retro-knn");
+    const std::string knn_db_fp = manifest_input(km, "db", "fingerprint");
+    if (!knn_db_fp.empty() && knn_db_fp != db_fp)
+        user_error_in(o.db, "is not the database " + o.knn + " was computed for", "pass the same --db as retro-knn");
     NpyArray nb((fs::path(o.knn) / "neighbours.npy").string()), ds((fs::path(o.knn) / "distances.npy").string());
     const std::int64_t k = nb.dim(1);
     if (nb.dim(0) != db.chunk_count()) user_error_in(nb.path(), "has a row per query of another database (queries from --queries)");

@@ -191,11 +191,11 @@ void Trainer::run() {
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
     const double need = train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval);
-    log_info("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
     memory_require("--batch-size", need,
                    "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +
                        std::to_string(data_->seq_len()) + " tokens",
                    "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model config");
+    log_info("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)

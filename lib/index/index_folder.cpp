@@ -1,0 +1,44 @@
+// Implementation of index_folder.h.
+#include "index/index_folder.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "data/chunk_db.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+std::string IndexFolder::file(const std::string& name) const { return (fs::path(dir) / name).string(); }
+
+IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {
+    IndexFolder f;
+    f.dir = dir;
+    f.manifest = manifest_read(dir);
+    const std::string manifest_path = f.file("manifest.json");
+    if (f.manifest.value("tool", "") != "retro-index") user_error_in(manifest_path, "was not written by retro-index");
+    const std::string db_fp = folder_fingerprint(db.manifest());
+    const std::string index_db_fp = manifest_input(f.manifest, "db", "fingerprint");
+    if (index_db_fp != db_fp)
+        user_error_in(db.dir(), "is not the database " + dir + " was built from (fingerprint " + db_fp + ", the index records " +
+                                    index_db_fp + ")",
+                      "pass the --db the index was built from, or rebuild the index");
+    if (!f.manifest.contains("embedder")) user_error_in(manifest_path, "names no embedder", "rebuild the index with retro-index");
+    f.dim = f.manifest.value("index", nlohmann::json::object()).value("dim", 0);
+    if (f.dim <= 0) user_error_in(manifest_path, "records no index dimension", "rebuild the index with retro-index");
+    if (!opts.load_index) return f;
+    const std::string path = f.file("index.faiss");
+    f.index = std::make_unique<FaissIndex>(FaissIndex::load(path));
+    if (f.index->dim() != f.dim)
+        user_error_in(path, "has dimension " + std::to_string(f.index->dim()) + ", the manifest says " + std::to_string(f.dim));
+    if (f.index->size() != db.chunk_count())
+        user_error_in(path, "holds " + std::to_string(f.index->size()) + " vectors, the database " +
+                                std::to_string(db.chunk_count()) + " chunks");
+    if (opts.nprobe > 0) f.index->set_nprobe(opts.nprobe);
+    if (opts.ef_search > 0) f.index->set_ef_search(opts.ef_search);
+    return f;
+}
+
+}  // namespace retro

@@ -1,0 +1,34 @@
+// An index folder (retro-index's output) opened for searching, with the provenance checks every
+// reader needs written once (retro-knn, retro-generate's retriever): the manifest was written by
+// retro-index, the index was built from this chunk database (folder fingerprints), it records its
+// embedder and dimension, and index.faiss holds that dimension and one vector per chunk; nprobe /
+// efSearch applied when given. Errors are one line naming the file (ARCHITECTURE.md's error rules).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "index/faiss_index.h"
+
+namespace retro {
+
+class ChunkDb;
+
+struct IndexFolderOptions {
+    bool load_index = true;          // false: manifest checks only (exact search reads embeddings.npy)
+    int nprobe = 0, ef_search = 0;   // 0 = as saved
+};
+
+struct IndexFolder {
+    std::string dir;
+    nlohmann::json manifest;
+    int dim = 0;                           // the manifest's index.dim
+    std::unique_ptr<FaissIndex> index;     // null unless load_index
+    const nlohmann::json& embedder() const { return manifest.at("embedder"); }
+    std::string file(const std::string& name) const;   // dir/name
+};
+
+IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts);
+
+}  // namespace retro
