@@ -7,7 +7,7 @@
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
 #include "nn/linear.h"
-#include "nn/parallel.h"
+#include "nn/residual.h"
 #include "nn/rmsnorm.h"
 
 namespace retro {
@@ -22,12 +22,9 @@ void rmsnorm(std::vector<T>& y, const std::vector<T>& x, const T* gamma, std::in
 }
 
 template <typename T>
-void add_rows(std::vector<T>& dst, const std::vector<T>& a, const std::vector<T>& b) {
+void residual_sum(std::vector<T>& dst, const std::vector<T>& a, const std::vector<T>& b) {
     dst.resize(a.size());
-    const std::int64_t n = static_cast<std::int64_t>(a.size());
-    nn::ranges(n, n, [&](std::int64_t s, std::int64_t e, int) {
-        for (std::int64_t i = s; i < e; i++) dst[i] = a[i] + b[i];
-    });
+    nn::residual_sum(dst.data(), a.data(), b.data(), static_cast<std::int64_t>(a.size()));
 }
 
 }  // namespace
@@ -124,7 +121,7 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
         const auto& L = p_.decoder[li];
         rmsnorm(xn, x, L.g_attn, R, Cd);
         nn::attention_layer_step(y.data(), xn.data(), row_begin_, kv_[li], rot, L.attn, self);
-        add_rows(x1, x, y);
+        residual_sum(x1, x, y);
         if (L.has_cca && retrieval_) {
             if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence
                 for (std::int64_t s = 0; s < S; s++) {
@@ -136,13 +133,13 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
             }
             rmsnorm(xn, x1, L.g_cca, R, Cd);
             nn::cca_rows_forward(y.data(), xn.data(), R, row_seq_.data(), row_pos_.data(), cca_kv_[li], L.cca, cca);
-            add_rows(x2, x1, y);
+            residual_sum(x2, x1, y);
         } else {
             x2 = x1;
         }
         rmsnorm(xn, x2, L.g_ff, R, Cd);
         nn::feed_forward_forward(y.data(), ff_cache, xn.data(), L.ff, R, Cd, ff_inner(Cd));
-        add_rows(x, x2, y);
+        residual_sum(x, x2, y);
     }
     for (std::int64_t s = 0; s < S; s++)
         seqs_[static_cast<std::size_t>(s)].n +=

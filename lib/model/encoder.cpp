@@ -5,30 +5,10 @@
 #include "model/layer_shapes.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
-#include "nn/parallel.h"
+#include "nn/residual.h"
 #include "nn/rmsnorm.h"
 
 namespace retro {
-
-namespace {
-std::vector<std::int64_t> iota(std::int64_t n) {
-    std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; i++) v[static_cast<std::size_t>(i)] = i;
-    return v;
-}
-template <typename T>
-void add_into(T* dst, const T* src, std::int64_t n) {
-    nn::ranges(n, n, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) dst[i] += src[i];
-    });
-}
-template <typename T>
-void sum_into(T* dst, const T* a, const T* b, std::int64_t n) {
-    nn::ranges(n, n, [&](std::int64_t s, std::int64_t e, int) {
-        for (std::int64_t i = s; i < e; i++) dst[i] = a[i] + b[i];
-    });
-}
-}  // namespace
 
 template <typename T>
 void encoder_context(T* ctx, const T* chunk_rows, std::int64_t k, std::int64_t cs, std::int64_t dec_dim) {
@@ -39,9 +19,9 @@ template <typename T>
 void encoder_forward(T* E, EncoderCache<T>& cache, const std::int32_t* ids, const std::uint8_t* mask, const T* ctx,
                      std::int64_t M, std::int64_t r, const RetroParams<T>& p, const RetroConfig& c) {
     const std::int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = M * r, sz = R * Ce;
-    if (cache.rot.rows != r || cache.rot.rot_dim != c.rot_dim()) cache.rot = nn::rotary_table<T>(iota(r), c.rot_dim());
+    if (cache.rot.rows != r || cache.rot.rot_dim != c.rot_dim()) cache.rot = nn::rotary_table_range<T>(r, c.rot_dim());
     if (cache.rot_ctx.rows != c.chunk_size || cache.rot_ctx.rot_dim != c.rot_dim())
-        cache.rot_ctx = nn::rotary_table<T>(iota(c.chunk_size), c.rot_dim());
+        cache.rot_ctx = nn::rotary_table_range<T>(c.chunk_size, c.rot_dim());
     cache.ids = ids;
     cache.M = M;
     cache.r = r;
@@ -59,7 +39,7 @@ void encoder_forward(T* E, EncoderCache<T>& cache, const std::int32_t* ids, cons
         nn::attention_layer_forward(tmp.data(), A.attn, A.n0.data(), (const T*)nullptr, mask, &cache.rot, &cache.rot,
                                     L.attn, self);
         A.h1.resize(h.size());
-        sum_into(A.h1.data(), A.h0.data(), tmp.data(), sz);
+        nn::residual_sum(A.h1.data(), A.h0.data(), tmp.data(), sz);
         if (L.has_cross) {
             A.n1.resize(h.size());
             A.r1.resize(static_cast<std::size_t>(R));
@@ -67,7 +47,7 @@ void encoder_forward(T* E, EncoderCache<T>& cache, const std::int32_t* ids, cons
             nn::attention_layer_forward(tmp.data(), A.cross, A.n1.data(), ctx, nullptr, &cache.rot, &cache.rot_ctx,
                                         L.cross, cross);
             A.h2.resize(h.size());
-            sum_into(A.h2.data(), A.h1.data(), tmp.data(), sz);
+            nn::residual_sum(A.h2.data(), A.h1.data(), tmp.data(), sz);
         } else {
             A.h2 = A.h1;
         }
@@ -75,7 +55,7 @@ void encoder_forward(T* E, EncoderCache<T>& cache, const std::int32_t* ids, cons
         A.r2.resize(static_cast<std::size_t>(R));
         nn::rmsnorm_forward(A.n2.data(), A.r2.data(), A.h2.data(), L.g_ff, R, Ce);
         nn::feed_forward_forward(tmp.data(), A.ff, A.n2.data(), L.ff, R, Ce, ff_inner(Ce));
-        sum_into(h.data(), A.h2.data(), tmp.data(), sz);
+        nn::residual_sum(h.data(), A.h2.data(), tmp.data(), sz);
     }
     cache.pre = h;
     cache.norm.resize(h.size());
@@ -103,16 +83,16 @@ void encoder_backward(T* dctx, const RetroParams<T>& g, const T* dE, EncoderCach
         auto& A = cache.layers[static_cast<std::size_t>(i)];
         nn::feed_forward_backward(dn.data(), G.ff, dh.data(), A.ff, L.ff, R, Ce, ff_inner(Ce));
         nn::rmsnorm_backward(dtmp.data(), G.g_ff, dn.data(), A.h2.data(), L.g_ff, A.r2.data(), R, Ce);
-        add_into(dh.data(), dtmp.data(), sz);
+        nn::residual_add(dh.data(), dtmp.data(), sz);
         if (L.has_cross) {
             nn::attention_layer_backward(dn.data(), dctx_part.data(), G.cross, dh.data(), A.cross, L.cross, cross);
-            add_into(dctx, dctx_part.data(), ctx_size);
+            nn::residual_add(dctx, dctx_part.data(), ctx_size);
             nn::rmsnorm_backward(dtmp.data(), G.g_cross, dn.data(), A.h1.data(), L.g_cross, A.r1.data(), R, Ce);
-            add_into(dh.data(), dtmp.data(), sz);
+            nn::residual_add(dh.data(), dtmp.data(), sz);
         }
         nn::attention_layer_backward(dn.data(), (T*)nullptr, G.attn, dh.data(), A.attn, L.attn, self);
         nn::rmsnorm_backward(dtmp.data(), G.g_attn, dn.data(), A.h0.data(), L.g_attn, A.r0.data(), R, Ce);
-        add_into(dh.data(), dtmp.data(), sz);
+        nn::residual_add(dh.data(), dtmp.data(), sz);
     }
     nn::embedding_backward(g.token_emb, dh.data(), cache.ids, R, Ce);
 }

@@ -1,7 +1,6 @@
 #include "model/retro.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 
 #include "core/error.h"
@@ -9,30 +8,10 @@
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
-#include "nn/parallel.h"
+#include "nn/residual.h"
 #include "nn/rmsnorm.h"
 
 namespace retro {
-
-namespace {
-std::vector<std::int64_t> iota(std::int64_t n) {
-    std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; i++) v[i] = i;
-    return v;
-}
-template <typename T>
-void add_into(T* dst, const T* src, std::int64_t n) {
-    nn::ranges(n, n, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) dst[i] += src[i];
-    });
-}
-template <typename T>
-void sum_into(T* dst, const T* a, const T* b, std::int64_t n) {
-    nn::ranges(n, n, [&](std::int64_t s, std::int64_t e, int) {
-        for (std::int64_t i = s; i < e; i++) dst[i] = a[i] + b[i];
-    });
-}
-}  // namespace
 
 template <typename T>
 RetroModel<T>::RetroModel(const RetroConfig& config) : config_(config), layout_(config) {
@@ -91,7 +70,7 @@ T RetroModel<T>::forward(const RetroBatch& batch) {
     else
         x = embed_;
 
-    rot_dec_ = nn::rotary_table<T>(iota(n), c.rot_dim());
+    rot_dec_ = nn::rotary_table_range<T>(n, c.rot_dim());
     if (retrieval_) {
         retrieved_ = batch.retrieved;
         for (auto id : retrieved_)
@@ -116,7 +95,7 @@ T RetroModel<T>::forward(const RetroBatch& batch) {
         nn::attention_layer_forward(tmp.data(), A.attn_cache, A.n0.data(), (const T*)nullptr, nullptr, &rot_dec_,
                                     &rot_dec_, L.attn, self);
         A.x1.resize(x.size());
-        sum_into(A.x1.data(), A.x0.data(), tmp.data(), sz);
+        nn::residual_sum(A.x1.data(), A.x0.data(), tmp.data(), sz);
         if (L.has_cca && retrieval_) {
             if (!encoded) {   // the encoder's context: raw residual stream, chunk u repeated per neighbour
                 ctx_.resize(static_cast<std::size_t>(M_ * cs * Cd));
@@ -133,7 +112,7 @@ T RetroModel<T>::forward(const RetroBatch& batch) {
             nn::rmsnorm_forward(A.n1.data(), A.r1.data(), A.x1.data(), L.g_cca, N, Cd);
             nn::cca_forward(tmp.data(), A.cca_cache, A.n1.data(), E_.data(), mask_.data(), L.cca, cca);
             A.x2.resize(x.size());
-            sum_into(A.x2.data(), A.x1.data(), tmp.data(), sz);
+            nn::residual_sum(A.x2.data(), A.x1.data(), tmp.data(), sz);
         } else {
             A.x2 = A.x1;
         }
@@ -141,7 +120,7 @@ T RetroModel<T>::forward(const RetroBatch& batch) {
         A.r2.resize(static_cast<std::size_t>(N));
         nn::rmsnorm_forward(A.n2.data(), A.r2.data(), A.x2.data(), L.g_ff, N, Cd);
         nn::feed_forward_forward(tmp.data(), A.ff_cache, A.n2.data(), L.ff, N, Cd, ff_inner(Cd));
-        sum_into(x.data(), A.x2.data(), tmp.data(), sz);
+        nn::residual_sum(x.data(), A.x2.data(), tmp.data(), sz);
     }
     x_final_ = x;
     xn_final_.resize(x.size());
@@ -182,24 +161,24 @@ void RetroModel<T>::backward(T scale) {
         auto& A = dec_[static_cast<std::size_t>(i)];
         nn::feed_forward_backward(dn.data(), G.ff, dx.data(), A.ff_cache, L.ff, N, Cd, ff_inner(Cd));
         nn::rmsnorm_backward(dtmp.data(), G.g_ff, dn.data(), A.x2.data(), L.g_ff, A.r2.data(), N, Cd);
-        add_into(dx.data(), dtmp.data(), sz);
+        nn::residual_add(dx.data(), dtmp.data(), sz);
         if (L.has_cca && retrieval_) {
             nn::cca_backward(dn.data(), dE_part.data(), G.cca, dx.data(), A.cca_cache, L.cca, cca);
-            add_into(dE.data(), dE_part.data(), static_cast<std::int64_t>(dE.size()));
+            nn::residual_add(dE.data(), dE_part.data(), static_cast<std::int64_t>(dE.size()));
             nn::rmsnorm_backward(dtmp.data(), G.g_cca, dn.data(), A.x1.data(), L.g_cca, A.r1.data(), N, Cd);
-            add_into(dx.data(), dtmp.data(), sz);
+            nn::residual_add(dx.data(), dtmp.data(), sz);
             if (i == first) {   // the encoder, then its context gradient back onto chunk u, summed over k neighbours
                 std::vector<T> dctx(ctx_.size());
                 encoder_backward(dctx.data(), g_, dE.data(), enc_, p_, c);
                 for (std::int64_t m = 0; m < M_; m++) {
                     const std::int64_t b = m / (l_ * k_), u = (m / k_) % l_;
-                    add_into(dx.data() + (b * n + u * cs) * Cd, dctx.data() + m * cs * Cd, cs * Cd);
+                    nn::residual_add(dx.data() + (b * n + u * cs) * Cd, dctx.data() + m * cs * Cd, cs * Cd);
                 }
             }
         }
         nn::attention_layer_backward(dn.data(), (T*)nullptr, G.attn, dx.data(), A.attn_cache, L.attn, self);
         nn::rmsnorm_backward(dtmp.data(), G.g_attn, dn.data(), A.x0.data(), L.g_attn, A.r0.data(), N, Cd);
-        add_into(dx.data(), dtmp.data(), sz);
+        nn::residual_add(dx.data(), dtmp.data(), sz);
     }
     std::vector<T> dembed;
     const T* de = dx.data();
