@@ -1,16 +1,16 @@
-// KV-cached RETRO inference (ARCHITECTURE.md Decision 6, RETRO.md B.6-B.7, C.2): the arithmetic of
-// RetroModel::forward restricted to the new positions of each sequence, so logits equal a full
-// recompute (tests/test_generate.cpp holds it to 1e-5 relative in fp32).
-//   self-attention  keys/values of every earlier position are kept per layer, keys already rotated at
-//                   their position; a new row at position p attends keys 0..p.
+// KV-cached RETRO inference (ARCHITECTURE.md Decision 6, RETRO.md B.6-B.7, C.2): RetroModel::forward restricted
+// to the new positions of each sequence, so logits equal a full recompute (tests/test_generate.cpp holds it
+// to 1e-5 relative in fp32). It runs the model's own code on the new rows: the encoder of model/encoder.h,
+// self-attention and CCA through their row-incremental entry points (nn/attention_kv_cache.h,
+// nn/chunked_cross_attention.h: cca_context_forward + cca_rows_forward), the shapes of model/layer_shapes.h.
+//   self-attention  keys/values of every earlier position are kept per layer and sequence, keys already
+//                   rotated at their position; a new row at position p attends keys 0..p.
 //   encoder         runs once per finished chunk u, inside the step that feeds its last token
 //                   (position u*cs + cs - 1): its context is the first CCA layer's residual stream x1 at
 //                   positions u*cs .. u*cs + cs - 1 (kept per sequence), its input chunk u's k neighbours
 //                   (+ continuations) given by add_neighbours. E_u never changes afterwards.
-//   CCA             every CCA layer projects E_u to keys (rotated at 0..r-1 per neighbour) and values once
-//                   and keeps them; a row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1 with the
-//                   learned null key/value and the pad mask; its query is rotated at 2cs - 2 when
-//                   p = u*cs + cs - 1, else at 0 (RP's quirk, B.6.6). Rows p < cs - 1 get 0.
+//   CCA             every CCA layer projects E_u to keys and values once and keeps them with the pad mask; a
+//                   row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1; rows p < cs - 1 get 0.
 // Several sequences advance together: the rows of all sequences share each linear's GEMM, attention
 // runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's
 // forward without neighbours.
@@ -18,8 +18,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/encoder.h"
 #include "model/layer_params.h"
 #include "model/retro.h"
+#include "nn/attention_kv_cache.h"
+#include "nn/chunked_cross_attention.h"
 #include "nn/rotary.h"
 
 namespace retro {
@@ -53,31 +56,22 @@ public:
 private:
     struct Sequence {
         std::int64_t n = 0;                      // positions fed so far
-        std::vector<std::vector<T>> k, v;        // per decoder layer: [n, HD] (k rotated)
         std::vector<T> ctx;                      // first CCA layer's x1 rows [n, Cd] (encoder context)
         std::vector<std::int32_t> retrieved;     // [chunks, k, r]
-        std::vector<std::vector<T>> ck, cv;      // per decoder layer: [encoded chunks, k*r, HD] CCA keys/values
-        std::vector<std::uint8_t> mask;          // [encoded chunks, k*r]
-        std::int64_t encoded = 0;                // chunks whose E_u is in ck/cv
+        std::int64_t encoded = 0;                // chunks whose E_u is in the CCA caches
     };
-    struct Row {
-        std::int64_t seq, pos;
-    };
-    void self_attention(const DecoderLayerParams<T>& L, const std::vector<T>& xn, std::vector<T>& y);
     void encode_finished_chunks();
-    void chunked_cross_attention(const DecoderLayerParams<T>& L, const std::vector<T>& xn, std::vector<T>& y,
-                                 std::vector<std::uint8_t>& touched);
 
-    const RetroModel<T>& model_;
+    const RetroParams<T>& p_;
     RetroConfig c_;
-    std::vector<DecoderLayerParams<T>> dec_;
-    std::vector<EncoderLayerParams<T>> enc_;
     bool retrieval_ = false;
     std::int64_t k_ = 0, r_ = 0, first_cca_ = -1;   // first_cca_: 0-based layer index, -1 = none
     std::vector<Sequence> seqs_;
-    std::vector<Row> rows_;                        // the rows of the current step
-    std::vector<std::int64_t> row_begin_;          // first row of each sequence in rows_ (size S + 1)
-    nn::RotaryTable<T> rot_rows_, rot_enc_, rot_enc_ctx_, rot_cca_k_;
+    std::vector<std::vector<nn::KvCache<T>>> kv_;     // [decoder layer][sequence] self-attention keys/values
+    std::vector<std::vector<nn::CcaKvCache<T>>> cca_kv_;   // [decoder layer][sequence] CCA keys/values (CCA layers)
+    EncoderCache<T> encoder_;
+    std::vector<std::int64_t> row_seq_, row_pos_;   // the rows of the current step: sequence, position
+    std::vector<std::int64_t> row_begin_;          // first row of each sequence (size S + 1)
     std::vector<T> logits_;
     std::vector<std::int64_t> last_row_;
 };

@@ -27,11 +27,8 @@ struct Binder {
         return {at(p + "ff.0.weight"), at(p + "ff.0.bias"), at(p + "ff.3.weight"), at(p + "ff.3.bias")};
     }
 };
-}  // namespace
-
 template <typename T>
-std::vector<DecoderLayerParams<T>> bind_decoder_layers(T* base, const ParamLayout& layout, const RetroConfig& c) {
-    const Binder<T> b{base, layout};
+std::vector<DecoderLayerParams<T>> bind_decoder_layers(const Binder<T>& b, const RetroConfig& c) {
     std::vector<DecoderLayerParams<T>> layers(static_cast<std::size_t>(c.dec_depth));
     for (std::int64_t i = 0; i < c.dec_depth; i++) {
         auto& L = layers[static_cast<std::size_t>(i)];
@@ -51,8 +48,7 @@ std::vector<DecoderLayerParams<T>> bind_decoder_layers(T* base, const ParamLayou
 }
 
 template <typename T>
-std::vector<EncoderLayerParams<T>> bind_encoder_layers(T* base, const ParamLayout& layout, const RetroConfig& c) {
-    const Binder<T> b{base, layout};
+std::vector<EncoderLayerParams<T>> bind_encoder_layers(const Binder<T>& b, const RetroConfig& c) {
     std::vector<EncoderLayerParams<T>> layers(static_cast<std::size_t>(c.enc_depth));
     for (std::int64_t i = 0; i < c.enc_depth; i++) {
         auto& L = layers[static_cast<std::size_t>(i)];
@@ -71,11 +67,30 @@ std::vector<EncoderLayerParams<T>> bind_encoder_layers(T* base, const ParamLayou
     return layers;
 }
 
-#define RETRO_INSTANTIATE(T)                                                                                     \
-    template std::vector<DecoderLayerParams<T>> bind_decoder_layers<T>(T*, const ParamLayout&, const RetroConfig&); \
-    template std::vector<EncoderLayerParams<T>> bind_encoder_layers<T>(T*, const ParamLayout&, const RetroConfig&);
-RETRO_INSTANTIATE(float)
-RETRO_INSTANTIATE(double)
-#undef RETRO_INSTANTIATE
+}  // namespace
+
+template <typename T>
+RetroParams<T> bind_params(T* base, const ParamLayout& layout, const RetroConfig& c) {
+    const Binder<T> b{base, layout};
+    RetroParams<T> p;
+    p.token_emb = b.at("token_emb.weight");
+    p.pos_emb = b.at("pos_emb.weight");
+    if (c.enc_dim != c.dec_dim) {
+        p.to_dec_w = b.at("to_decoder_model_dim.weight");
+        p.to_dec_b = b.at("to_decoder_model_dim.bias");
+    }
+    p.encoder = bind_encoder_layers(b, c);
+    p.enc_norm_out = b.at("encoder.norm_out.gamma");
+    p.enc_project_w = b.at("encoder.project_out.weight");
+    p.enc_project_b = b.at("encoder.project_out.bias");
+    p.decoder = bind_decoder_layers(b, c);
+    p.dec_norm_out = b.at("decoder.norm_out.gamma");
+    p.to_logits_w = b.at("to_logits.weight");
+    p.to_logits_b = b.at("to_logits.bias");
+    return p;
+}
+
+template RetroParams<float> bind_params<float>(float*, const ParamLayout&, const RetroConfig&);
+template RetroParams<double> bind_params<double>(double*, const ParamLayout&, const RetroConfig&);
 
 }  // namespace retro

@@ -1,6 +1,7 @@
-// Pointers into a flat RETRO parameter (or gradient) buffer, one struct per decoder and encoder layer,
-// bound by RETRO-pytorch's state_dict names (model/params.h). Shared by RetroModel (training) and
-// generate/cached_decoder (KV-cached inference) so both read the same tensors.
+// Pointers into a flat RETRO parameter (or gradient) buffer, bound by RETRO-pytorch's state_dict names
+// (model/params.h): one struct per decoder and encoder layer, and RetroParams for the whole model. Shared by
+// RetroModel (training; bound twice, to the parameters and to the gradients), the encoder (model/encoder.h)
+// and generate/cached_decoder (KV-cached inference), so all read the same tensors and none looks names up.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -31,8 +32,16 @@ struct EncoderLayerParams {
 };
 
 template <typename T>
-std::vector<DecoderLayerParams<T>> bind_decoder_layers(T* base, const ParamLayout& layout, const RetroConfig& config);
+struct RetroParams {
+    T *token_emb = nullptr, *pos_emb = nullptr;
+    T *to_dec_w = nullptr, *to_dec_b = nullptr;              // to_decoder_model_dim; null when enc_dim == dec_dim
+    std::vector<EncoderLayerParams<T>> encoder;
+    T *enc_norm_out = nullptr, *enc_project_w = nullptr, *enc_project_b = nullptr;
+    std::vector<DecoderLayerParams<T>> decoder;
+    T *dec_norm_out = nullptr, *to_logits_w = nullptr, *to_logits_b = nullptr;
+};
+
 template <typename T>
-std::vector<EncoderLayerParams<T>> bind_encoder_layers(T* base, const ParamLayout& layout, const RetroConfig& config);
+RetroParams<T> bind_params(T* base, const ParamLayout& layout, const RetroConfig& config);
 
 }  // namespace retro

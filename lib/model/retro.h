@@ -13,11 +13,14 @@
 //       k rotary 0..cs-1) on enc_cross_attn_layers;  h += FFN(RMS h);   E = project_out(RMS h)  [.., dec_dim]
 // The encoder's context is the raw decoder residual stream after the first CCA layer's self-attention,
 // chunk u repeated for each of its k neighbours. Without neighbours the model is a plain decoder.
+// The encoder is model/encoder.h, CCA nn/chunked_cross_attention.h, the layer shapes model/layer_shapes.h:
+// the same code generate/cached_decoder.h runs when decoding.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "model/config.h"
+#include "model/encoder.h"
 #include "model/layer_params.h"
 #include "model/params.h"
 #include "nn/attention_layer.h"
@@ -41,6 +44,8 @@ template <typename T>
 class RetroModel {
 public:
     explicit RetroModel(const RetroConfig& config);
+    RetroModel(const RetroModel&) = delete;   // the bound pointers point into this object's buffers
+    RetroModel& operator=(const RetroModel&) = delete;
 
     const RetroConfig& config() const { return config_; }
     const ParamLayout& layout() const { return layout_; }
@@ -58,27 +63,23 @@ public:
     const std::vector<T>& logits() const { return logits_; }   // [B, n, num_tokens] after forward
     std::int64_t label_count() const { return valid_; }        // non-pad labels of the last forward
 
+    // The parameters bound by name (model/layer_params.h); read by generate/cached_decoder.h.
+    const RetroParams<T>& bound() const { return p_; }
+
 private:
-    struct DecoderLayer : DecoderLayerParams<T> {   // parameters (model/layer_params.h) + activations
+    struct DecoderActivations {   // one decoder layer's, kept for backward
         std::vector<T> x0, n0, r0, x1, n1, r1, x2, n2, r2;
         nn::AttentionLayerCache<T> attn_cache;
         nn::CcaCache<T> cca_cache;
         nn::FeedForwardCache<T> ff_cache;
     };
-    struct EncoderLayer : EncoderLayerParams<T> {
-        std::vector<T> h0, n0, r0, h1, n1, r1, h2, n2, r2;
-        nn::AttentionLayerCache<T> attn_cache, cross_cache;
-        nn::FeedForwardCache<T> ff_cache;
-    };
-    void bind_layers(T* base, std::vector<DecoderLayer>& dec, std::vector<EncoderLayer>& enc);
-    void encoder_forward();
-    void encoder_backward(std::vector<T>& dE, std::vector<T>& dx);   // adds the context gradient into dx
 
     RetroConfig config_;
     ParamLayout layout_;
     std::vector<T> params_, grads_;
-    std::vector<DecoderLayer> dec_, dec_g_;   // dec_g_: the same structure pointing into grads_
-    std::vector<EncoderLayer> enc_, enc_g_;
+    RetroParams<T> p_, g_;   // g_: the same structure pointing into grads_
+    std::vector<DecoderActivations> dec_;
+    EncoderCache<T> enc_;
 
     // activations of the last forward
     std::int64_t B_ = 0, n_ = 0, l_ = 0, k_ = 0, r_ = 0, M_ = 0;
@@ -86,9 +87,9 @@ private:
     std::vector<std::int32_t> inputs_, labels_, retrieved_;
     std::vector<std::uint8_t> mask_;
     std::vector<T> embed_, x_final_, xn_final_, rms_final_, logits_, lse_;
-    std::vector<T> ctx_, E_pre_, E_norm_, E_rms_, E_;   // encoder context [M, cs, Cd], output [M, r, Cd]
+    std::vector<T> ctx_, E_;   // encoder context [M, cs, Cd], output [M, r, Cd]
     std::int64_t valid_ = 0;
-    nn::RotaryTable<T> rot_dec_, rot_enc_, rot_enc_ctx_;
+    nn::RotaryTable<T> rot_dec_;
 };
 
 }  // namespace retro

@@ -142,33 +142,56 @@ void masked_softmax_backward(T* dS, const T* P, std::int64_t Nq, std::int64_t K,
 }  // namespace
 
 template <typename T>
+void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64_t ldq, const T* K, const T* V,
+                            std::int64_t ldk, std::int64_t Nq, std::int64_t Nk, std::int64_t D, const T* null_k,
+                            const T* null_v, const std::uint8_t* key_mask, bool causal) {
+    const std::int64_t off = null_k ? 1 : 0, W = Nk + off, shift = Nk - Nq;
+    gemm(false, true, Nq, Nk, D, T(1), Q, ldq, K, ldk, T(0), P + off, W);
+    if (null_k)   // column 0: q . null_k
+        for (std::int64_t i = 0; i < Nq; i++) {
+            T acc = 0;
+            for (std::int64_t d = 0; d < D; d++) acc += Q[i * ldq + d] * null_k[d];
+            P[i * W] = acc;
+        }
+    masked_softmax(P, Nq, W, off, key_mask, causal, shift);
+    gemm(false, false, Nq, D, Nk, T(1), P + off, W, V, ldk, T(0), O, ldo);
+    if (null_v)
+        for (std::int64_t i = 0; i < Nq; i++) {
+            const T p0 = P[i * W];
+            for (std::int64_t d = 0; d < D; d++) O[i * ldo + d] += p0 * null_v[d];
+        }
+}
+
+template <typename T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, const T* null_k, const T* null_v,
                        const std::uint8_t* key_mask, const AttentionShape& s) {
     const std::int64_t B = s.B, Nq = s.Nq, Nk = s.Nk, H = s.H, D = s.D, HD = H * D, K = s.keys();
-    const std::int64_t off = s.null_kv ? 1 : 0, shift = Nk - Nq;
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
     BlasSingleThread single;
     for_each(B * H, 4 * B * H * Nq * K * (D + 4), [&](std::int64_t bh) {
         const std::int64_t b = bh / H, h = bh % H;
-        const T* Q = q + b * Nq * HD + h * D;
-        const T* Kb = k + b * Nk * HD + h * D;
-        const T* Vb = v + b * Nk * HD + h * D;
-        T* P = probs + bh * Nq * K;
-        T* O = out + b * Nq * HD + h * D;
-        gemm(false, true, Nq, Nk, D, T(1), Q, HD, Kb, HD, T(0), P + off, K);
-        if (s.null_kv)   // column 0: q . null_k
-            for (std::int64_t i = 0; i < Nq; i++) {
-                T acc = 0;
-                for (std::int64_t d = 0; d < D; d++) acc += Q[i * HD + d] * null_k[h * D + d];
-                P[i * K] = acc;
-            }
-        masked_softmax(P, Nq, K, off, key_mask ? key_mask + b * Nk : nullptr, s.causal, shift);
-        gemm(false, false, Nq, D, Nk, T(1), P + off, K, Vb, HD, T(0), O, HD);
-        if (s.null_kv)
-            for (std::int64_t i = 0; i < Nq; i++) {
-                const T p0 = P[i * K];
-                for (std::int64_t d = 0; d < D; d++) O[i * HD + d] += p0 * null_v[h * D + d];
-            }
+        attention_head_forward(out + b * Nq * HD + h * D, HD, probs + bh * Nq * K, q + b * Nq * HD + h * D, HD,
+                               k + b * Nk * HD + h * D, v + b * Nk * HD + h * D, HD, Nq, Nk, D,
+                               s.null_kv ? null_k + h * D : nullptr, s.null_kv ? null_v + h * D : nullptr,
+                               key_mask ? key_mask + b * Nk : nullptr, s.causal);
+    });
+}
+
+template <typename T>
+void attention_segments_forward(T* out, const T* q, const std::vector<AttentionSegment<T>>& segments, std::int64_t H,
+                                std::int64_t D, bool causal, const T* null_k, const T* null_v) {
+    const std::int64_t HD = H * D, S = static_cast<std::int64_t>(segments.size()), off = null_k ? 1 : 0;
+    std::int64_t work = 0;
+    for (const auto& g : segments) work += 4 * H * g.rows * (g.keys + off) * (D + 4);
+    BlasSingleThread single;
+    for_each(S * H, work, [&](std::int64_t sh) {
+        const auto& g = segments[static_cast<std::size_t>(sh / H)];
+        const std::int64_t h = sh % H;
+        if (g.rows == 0) return;
+        std::vector<T> P(static_cast<std::size_t>(g.rows * (g.keys + off)));
+        attention_head_forward(out + g.first * HD + h * D, HD, P.data(), q + g.first * HD + h * D, HD, g.k + h * D,
+                               g.v + h * D, HD, g.rows, g.keys, D, null_k ? null_k + h * D : nullptr,
+                               null_v ? null_v + h * D : nullptr, g.key_mask, causal);
     });
 }
 
@@ -231,6 +254,11 @@ void attention_backward(T* dq, T* dk, T* dv, T* dnull_k, T* dnull_v, const T* do
 }
 
 #define RETRO_INSTANTIATE(T)                                                                                       \
+    template void attention_head_forward<T>(T*, std::int64_t, T*, const T*, std::int64_t, const T*, const T*,      \
+                                            std::int64_t, std::int64_t, std::int64_t, std::int64_t, const T*,      \
+                                            const T*, const std::uint8_t*, bool);                                  \
+    template void attention_segments_forward<T>(T*, const T*, const std::vector<AttentionSegment<T>>&, std::int64_t, \
+                                                std::int64_t, bool, const T*, const T*);                           \
     template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const T*, const T*,                   \
                                        const std::uint8_t*, const AttentionShape&);                                \
     template void attention_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \

@@ -10,13 +10,31 @@
 namespace retro::nn {
 
 template <typename T>
+void attention_queries_forward(T* q, const T* x, const T* to_q, const RotaryTable<T>* rot, std::int64_t B,
+                               std::int64_t N, std::int64_t dim, std::int64_t heads, std::int64_t dim_head) {
+    const std::int64_t M = B * N, HD = heads * dim_head;
+    linear_forward(q, x, to_q, (const T*)nullptr, M, dim, HD);
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dim_head)));
+    for (std::int64_t i = 0; i < M * HD; i++) q[i] *= scale;
+    if (rot) rotary_forward(q, q, *rot, B, N, heads, dim_head);
+}
+
+template <typename T>
+void attention_keys_values_forward(T* k, T* v, const T* c, const T* to_k, const T* to_v, const RotaryTable<T>* rot,
+                                   std::int64_t B, std::int64_t N, std::int64_t dim, std::int64_t heads,
+                                   std::int64_t dim_head) {
+    const std::int64_t M = B * N, HD = heads * dim_head;
+    linear_forward(k, c, to_k, (const T*)nullptr, M, dim, HD);
+    if (rot) rotary_forward(k, k, *rot, B, N, heads, dim_head);
+    linear_forward(v, c, to_v, (const T*)nullptr, M, dim, HD);
+}
+
+template <typename T>
 void attention_layer_forward(T* y, AttentionLayerCache<T>& c, const T* x, const T* context,
                              const std::uint8_t* key_mask, const RotaryTable<T>* q_rot, const RotaryTable<T>* k_rot,
                              const AttentionParams<T>& p, const AttentionLayerShape& s) {
     RETRO_CHECK(s.self == (context == nullptr), "attention: context given for self-attention or missing for cross");
     const std::int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk;
-    const T* kv_in = s.self ? x : context;
-    const std::int64_t kv_dim = s.self ? s.dim : s.context_dim;
     c.x = x;
     c.context = context;
     c.key_mask = key_mask;
@@ -27,13 +45,9 @@ void attention_layer_forward(T* y, AttentionLayerCache<T>& c, const T* x, const 
     c.v.resize(c.k.size());
     c.o.resize(c.q.size());
     c.probs.resize(static_cast<std::size_t>(s.B * s.heads * s.Nq * s.core().keys()));
-    linear_forward(c.q.data(), x, p.to_q, (const T*)nullptr, Mq, s.dim, HD);
-    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.dim_head)));
-    for (auto& e : c.q) e *= scale;
-    if (q_rot) rotary_forward(c.q.data(), c.q.data(), *q_rot, s.B, s.Nq, s.heads, s.dim_head);
-    linear_forward(c.k.data(), kv_in, p.to_k, (const T*)nullptr, Mk, kv_dim, HD);
-    if (k_rot) rotary_forward(c.k.data(), c.k.data(), *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    linear_forward(c.v.data(), kv_in, p.to_v, (const T*)nullptr, Mk, kv_dim, HD);
+    attention_queries_forward(c.q.data(), x, p.to_q, q_rot, s.B, s.Nq, s.dim, s.heads, s.dim_head);
+    attention_keys_values_forward(c.k.data(), c.v.data(), s.self ? x : context, p.to_k, p.to_v, k_rot, s.B, s.Nk,
+                                  s.self ? s.dim : s.context_dim, s.heads, s.dim_head);
     attention_forward(c.o.data(), c.probs.data(), c.q.data(), c.k.data(), c.v.data(), (const T*)p.null_k,
                       (const T*)p.null_v, key_mask, s.core());
     linear_forward(y, c.o.data(), p.to_out_w, p.to_out_b, Mq, HD, s.dim);
@@ -78,6 +92,11 @@ void attention_layer_backward(T* dx, T* dcontext, const AttentionParams<T>& g, c
 }
 
 #define RETRO_INSTANTIATE(T)                                                                                         \
+    template void attention_queries_forward<T>(T*, const T*, const T*, const RotaryTable<T>*, std::int64_t,           \
+                                               std::int64_t, std::int64_t, std::int64_t, std::int64_t);              \
+    template void attention_keys_values_forward<T>(T*, T*, const T*, const T*, const T*, const RotaryTable<T>*,      \
+                                                   std::int64_t, std::int64_t, std::int64_t, std::int64_t,          \
+                                                   std::int64_t);                                                    \
     template void attention_layer_forward<T>(T*, AttentionLayerCache<T>&, const T*, const T*, const std::uint8_t*,   \
                                              const RotaryTable<T>*, const RotaryTable<T>*, const AttentionParams<T>&, \
                                              const AttentionLayerShape&);                                            \

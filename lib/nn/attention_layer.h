@@ -8,6 +8,8 @@
 // to_out.weight [dim, HD], to_out.bias [dim], null_k / null_v [HD] (HD = heads * dim_head).
 // backward: dx (=) gets the q path, plus the k/v path for self-attention; dcontext (=) gets the k/v path
 // for cross-attention; parameter gradients +=.
+// The projections are public for KV-cached decoding (nn/attention_kv_cache.h, nn/chunked_cross_attention.h),
+// which keeps keys/values between calls and runs the same arithmetic on new rows only.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -44,6 +46,16 @@ struct AttentionLayerCache {
     const RotaryTable<T>* k_rot = nullptr;
     std::vector<T> q, k, v, o, probs;
 };
+
+// q [B*N, HD] = rotary((x to_q^T) * dim_head^-1/2) with one table row per position n (rot may be null).
+template <typename T>
+void attention_queries_forward(T* q, const T* x, const T* to_q, const RotaryTable<T>* rot, std::int64_t B,
+                               std::int64_t N, std::int64_t dim, std::int64_t heads, std::int64_t dim_head);
+// k = rotary(c to_k^T), v = c to_v^T, both [B*N, HD]; c [B*N, dim] (rot may be null).
+template <typename T>
+void attention_keys_values_forward(T* k, T* v, const T* c, const T* to_k, const T* to_v, const RotaryTable<T>* rot,
+                                   std::int64_t B, std::int64_t N, std::int64_t dim, std::int64_t heads,
+                                   std::int64_t dim_head);
 
 // q_rot / k_rot may be null (no rotary); they must outlive the backward call, as must x, context, key_mask.
 template <typename T>

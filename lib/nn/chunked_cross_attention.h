@@ -11,6 +11,10 @@
 // 0..r-1; query 0 of each group at position 2cs-2, queries 1..cs-1 at position 0 (identity).
 // Parameters: AttentionParams with null_k / null_v (RP names cross_attn.to_q ..., cross_attn.null_k/null_v).
 // backward: dx (=), dE (=), parameter gradients (+=).
+// Two entry points share these rules: cca_forward/backward over whole sequences (training), and for KV-cached
+// decoding cca_context_forward (chunk u's keys/values, once, kept in a CcaKvCache) + cca_rows_forward (new
+// rows at any positions, each reading its chunk u(p) from the cache); both use nn/attention_layer.h's
+// projections and nn/attention.h's core.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,11 +40,40 @@ struct CcaCache {
     AttentionLayerCache<T> attn;
 };
 
+// Training: the whole sequences at once, activations kept in the cache for backward.
 template <typename T>
 void cca_forward(T* y, CcaCache<T>& cache, const T* x, const T* E, const std::uint8_t* key_mask,
                  const AttentionParams<T>& p, const CcaShape& s);
 template <typename T>
 void cca_backward(T* dx, T* dE, const AttentionParams<T>& grads, const T* dy, CcaCache<T>& cache,
                   const AttentionParams<T>& p, const CcaShape& s);
+
+// Decoding. Keys/values of the encoded neighbours of one sequence, chunk after chunk: [chunks, k*r, heads*dim_head]
+// (keys rotated at 0..r-1 per neighbour), and their key mask [chunks, k*r].
+template <typename T>
+struct CcaKvCache {
+    std::vector<T> k, v;
+    std::vector<std::uint8_t> mask;
+    std::int64_t chunks(std::int64_t keys_per_chunk) const {
+        return static_cast<std::int64_t>(mask.size()) / keys_per_chunk;
+    }
+    void clear() {
+        k.clear();
+        v.clear();
+        mask.clear();
+    }
+};
+
+// k, v [chunks * k*r, heads*dim_head] of E [chunks, k*r, dim]: the keys/values cca_forward computes for a chunk.
+template <typename T>
+void cca_context_forward(T* k, T* v, const T* E, std::int64_t chunks, const AttentionParams<T>& p, const CcaShape& s);
+
+// y [rows, dim] for rows x [rows, dim] (normalised) of sequences seq[i] at positions pos[i]: 0 when
+// pos < cs - 1, else the CCA output of that position, reading chunk u = floor((pos + 1)/cs) - 1 of
+// caches[seq[i]] (which must hold it) with the query rotated as in cca_forward. Uses s.chunk, neighbours,
+// retrieved, dim, heads, dim_head, rot_dim.
+template <typename T>
+void cca_rows_forward(T* y, const T* x, std::int64_t rows, const std::int64_t* seq, const std::int64_t* pos,
+                      const std::vector<CcaKvCache<T>>& caches, const AttentionParams<T>& p, const CcaShape& s);
 
 }  // namespace retro::nn

@@ -41,6 +41,17 @@ void position_add_forward(T* out, const T* pos, std::int64_t B, std::int64_t Tn,
 }
 
 template <typename T>
+void position_rows_add_forward(T* out, const T* pos, const std::int64_t* positions, std::int64_t N, std::int64_t C) {
+    ranges(N, N * C, [&](std::int64_t b, std::int64_t e, int) {
+        for (std::int64_t r = b; r < e; r++) {
+            const T* p = pos + positions[r] * C;
+            T* o = out + r * C;
+            for (std::int64_t c = 0; c < C; c++) o[c] += p[c];
+        }
+    });
+}
+
+template <typename T>
 void position_add_backward(T* dpos, const T* dout, std::int64_t B, std::int64_t Tn, std::int64_t C) {
     ranges(Tn, B * Tn * C, [&](std::int64_t t0, std::int64_t t1, int) {
         for (std::int64_t t = t0; t < t1; t++)
@@ -55,6 +66,7 @@ void position_add_backward(T* dpos, const T* dout, std::int64_t B, std::int64_t 
     template void embedding_forward<T>(T*, const std::int32_t*, const T*, std::int64_t, std::int64_t, std::int64_t); \
     template void embedding_backward<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t);            \
     template void position_add_forward<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t);                 \
+    template void position_rows_add_forward<T>(T*, const T*, const std::int64_t*, std::int64_t, std::int64_t);      \
     template void position_add_backward<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t);
 RETRO_INSTANTIATE(float)
 RETRO_INSTANTIATE(double)

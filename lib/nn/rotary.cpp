@@ -30,6 +30,13 @@ RotaryTable<T> rotary_table(const std::vector<std::int64_t>& positions, std::int
     return t;
 }
 
+template <typename T>
+RotaryTable<T> rotary_table_range(std::int64_t n, std::int64_t rot_dim) {
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; i++) positions[static_cast<std::size_t>(i)] = i;
+    return rotary_table<T>(positions, rot_dim);
+}
+
 namespace {
 RETRO_FAST_MATH_BEGIN
 // Rows [r0, r1) of x [B*N, H*D]: each head's first R dims rotate (pairs j, j + R/2), the rest are copied.
@@ -101,6 +108,7 @@ void rotary_backward(T* dx, const T* dy, const RotaryTable<T>& table, std::int64
 
 #define RETRO_INSTANTIATE(T)                                                                                 \
     template RotaryTable<T> rotary_table<T>(const std::vector<std::int64_t>&, std::int64_t);                 \
+    template RotaryTable<T> rotary_table_range<T>(std::int64_t, std::int64_t);                               \
     template void rotary_forward<T>(T*, const T*, const RotaryTable<T>&, std::int64_t, std::int64_t,         \
                                     std::int64_t, std::int64_t);                                             \
     template void rotary_backward<T>(T*, const T*, const RotaryTable<T>&, std::int64_t, std::int64_t,        \

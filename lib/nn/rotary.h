@@ -20,6 +20,9 @@ struct RotaryTable {
 // Builds the table for the given positions (angles computed in T, as torch computes them in fp32).
 template <typename T>
 RotaryTable<T> rotary_table(const std::vector<std::int64_t>& positions, std::int64_t rot_dim);
+// The table of positions 0..n-1.
+template <typename T>
+RotaryTable<T> rotary_table_range(std::int64_t n, std::int64_t rot_dim);
 
 template <typename T>
 void rotary_forward(T* y, const T* x, const RotaryTable<T>& table, std::int64_t B, std::int64_t N, std::int64_t H,
