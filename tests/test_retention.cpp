@@ -1,89 +1,28 @@
 // Retention: every mode against naive in double (forward, backward, states) for chunk sizes {1, 7, 64, T},
-// float against double, central-difference gradient checks, strong decay at long T (only naive may
-// produce NaN, and it must), and CUDA against the CPU with fla's metric rms(diff)/rms(ref).
+// float against double, strong decay at long T (only naive may produce NaN, and it must). The gradient
+// checks and CUDA against the CPU are the op registry's (ops/ops_retention.cpp via tests/test_ops.cpp).
 #include "test_util.h"
 
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
 #include "cuda_device.h"
 #include "retention/retention.h"
 #include "retention_cuda.h"
+#include "op_registry.h"
+#include "retention_run.h"
+#include "test_nn_gradcheck.h"
 
 namespace rr = retro::retention;
 
 namespace {
 
-enum class Mode { naive, parallel, recurrent, chunkwise };
-const char* mode_name(Mode m) {
-    return m == Mode::naive ? "naive" : m == Mode::parallel ? "parallel" : m == Mode::recurrent ? "recurrent" : "chunkwise";
-}
-
-template <typename F>
-struct Tensors {
-    std::vector<F> q, k, v, h0, dO, dht;   // inputs (h0/dht empty = none)
-    std::vector<F> o, ht, dq, dk, dv, dh0; // outputs
-};
-
-template <typename F>
-std::vector<F> random_vec(std::size_t n, std::mt19937& rng, double amp = 1.0) {
-    std::uniform_real_distribution<double> u(-amp, amp);
-    std::vector<F> x(n);
-    for (auto& e : x) e = static_cast<F>(u(rng));
-    return x;
-}
-
-template <typename F>
-Tensors<F> make_inputs(const rr::Shape& s, bool states, unsigned seed) {
-    std::mt19937 rng(seed);
-    Tensors<F> t;
-    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V),
-               ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
-    t.q = random_vec<F>(nk, rng);
-    t.k = random_vec<F>(nk, rng);
-    t.v = random_vec<F>(nv, rng);
-    t.dO = random_vec<F>(nv, rng);
-    if (states) {
-        t.h0 = random_vec<F>(ns, rng);
-        t.dht = random_vec<F>(ns, rng);
-    }
-    return t;
-}
-
-template <typename F>
-const F* ptr(const std::vector<F>& x) { return x.empty() ? nullptr : x.data(); }
-
-template <typename F>
-void run(Mode m, const rr::Shape& s, const rr::Options& opt, Tensors<F>& t, bool backward = true) {
-    const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V),
-               ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
-    t.o.assign(nv, F(0));
-    t.ht.assign(ns, F(0));
-    const F *q = t.q.data(), *k = t.k.data(), *v = t.v.data(), *h0 = ptr(t.h0);
-    switch (m) {
-        case Mode::naive: rr::naive_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
-        case Mode::parallel: rr::parallel_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
-        case Mode::recurrent: rr::recurrent_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
-        case Mode::chunkwise: rr::chunkwise_forward(s, opt, q, k, v, h0, t.o.data(), t.ht.data()); break;
-    }
-    if (!backward) return;
-    t.dq.assign(nk, F(0));
-    t.dk.assign(nk, F(0));
-    t.dv.assign(nv, F(0));
-    t.dh0.assign(ns, F(0));
-    const F *dO = t.dO.data(), *dht = ptr(t.dht);
-    F *dq = t.dq.data(), *dk = t.dk.data(), *dv = t.dv.data(), *dh0 = t.dh0.data();
-    switch (m) {
-        case Mode::naive: rr::naive_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
-        case Mode::parallel: rr::parallel_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
-        case Mode::recurrent: rr::recurrent_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
-        case Mode::chunkwise: rr::chunkwise_backward(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0); break;
-    }
-}
+using namespace retro::ops::retention_run;
 
 // max |a - b| / max |b|: relative to the largest reference entry.
 template <typename A, typename B>
@@ -171,41 +110,8 @@ TEST_CASE("retention: float agrees with double within 1e-4 (relative to the larg
     }
 }
 
-TEST_CASE("retention: central-difference gradient check in double for each mode") {
-    const rr::Shape s{1, 9, 2, 3, 4};
-    for (Mode m : {Mode::naive, Mode::parallel, Mode::recurrent, Mode::chunkwise}) {
-        INFO(mode_name(m));
-        rr::Options opt;
-        opt.chunk_size = 4;
-        auto t = make_inputs<double>(s, true, 3);
-        run(m, s, opt, t);
-        // loss = sum(o ⊙ dO) + sum(ht ⊙ dht), so its gradients are the backward outputs.
-        auto loss = [&](Tensors<double>& x) {
-            run(m, s, opt, x, false);
-            double L = 0;
-            for (std::size_t i = 0; i < x.o.size(); ++i) L += x.o[i] * x.dO[i];
-            for (std::size_t i = 0; i < x.ht.size(); ++i) L += x.ht[i] * x.dht[i];
-            return L;
-        };
-        double worst = 0;
-        auto probe = [&](std::vector<double> Tensors<double>::*in, const std::vector<double>& grad) {
-            for (std::size_t i = 0; i < grad.size(); ++i) {
-                auto x = t;
-                const double e = 1e-6;
-                (x.*in)[i] += e;
-                const double lp = loss(x);
-                (x.*in)[i] -= 2 * e;
-                const double lm = loss(x);
-                worst = std::max(worst, std::abs((lp - lm) / (2 * e) - grad[i]) / (1.0 + std::abs(grad[i])));
-            }
-        };
-        probe(&Tensors<double>::q, t.dq);
-        probe(&Tensors<double>::k, t.dk);
-        probe(&Tensors<double>::v, t.dv);
-        probe(&Tensors<double>::h0, t.dh0);
-        CHECK(worst < 1e-7);
-    }
-}
+// The central-difference gradient check of each mode and the CUDA-vs-CPU comparison (fp32 1e-5, bf16
+// 5e-3) are the op registry's: ops/ops_retention.cpp, run by tests/test_ops.cpp.
 
 TEST_CASE("retention: decoding one token at a time equals the full pass - parallel_last_row equals the last row") {
     const rr::Shape s{2, 20, 2, 4, 3};
@@ -294,140 +200,6 @@ TEST_CASE("retention: gamma = 0.5 in double: naive overflows past T ~ 1025 - the
         run(m, s, opt, x);
         check_close(x, rec, 1e-10, std::string(mode_name(m)) + " vs recurrent, gamma 0.5");
     }
-}
-
-namespace {
-
-// fla's metric (utils/_testing.py): rms(a - b) / rms(b).
-template <typename A>
-double rms_ratio(const std::vector<A>& a, const std::vector<double>& b) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < b.size(); ++i) {
-        const double d = static_cast<double>(a[i]) - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-300));
-}
-
-// Runs one CUDA mode on inputs stored as X (float or bf16), fp32 states; returns everything as double.
-template <typename X>
-Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, const Tensors<double>& in) {
-    namespace rc = rr::cuda;
-    auto to_x = [](double x) {
-        if constexpr (std::is_same_v<X, float>) return static_cast<float>(x);
-        else return rr::to_bf16(static_cast<float>(x));
-    };
-    auto to_d = [](X x) {
-        if constexpr (std::is_same_v<X, float>) return static_cast<double>(x);
-        else return static_cast<double>(rr::from_bf16(x));
-    };
-    std::vector<void*> owned;
-    auto up_x = [&](const std::vector<double>& h) {
-        std::vector<X> x(h.size());
-        for (std::size_t i = 0; i < h.size(); ++i) x[i] = to_x(h[i]);
-        auto* d = static_cast<X*>(rc::device_alloc(x.size() * sizeof(X)));
-        rc::copy_to_device(d, x.data(), x.size() * sizeof(X));
-        owned.push_back(d);
-        return d;
-    };
-    auto up_f = [&](const std::vector<double>& h) {
-        std::vector<float> x(h.begin(), h.end());
-        auto* d = static_cast<float*>(rc::device_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
-        rc::copy_to_device(d, x.data(), x.size() * sizeof(float));
-        owned.push_back(d);
-        return d;
-    };
-    const std::size_t nk = in.q.size(), nv = in.v.size(), ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
-    X *q = up_x(in.q), *k = up_x(in.k), *v = up_x(in.v), *dO = up_x(in.dO);
-    X *o = up_x(std::vector<double>(nv)), *dq = up_x(std::vector<double>(nk)), *dk = up_x(std::vector<double>(nk)),
-      *dv = up_x(std::vector<double>(nv));
-    float *h0 = in.h0.empty() ? nullptr : up_f(in.h0), *dht = in.dht.empty() ? nullptr : up_f(in.dht);
-    float *ht = up_f(std::vector<double>(ns)), *dh0 = up_f(std::vector<double>(ns));
-    if (m == Mode::parallel) {
-        rc::parallel_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::parallel_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
-    } else if (m == Mode::recurrent) {
-        rc::recurrent_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::recurrent_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
-    } else {
-        rc::chunkwise_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::chunkwise_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
-    }
-    rc::synchronize();
-    auto down_x = [&](X* d, std::size_t n) {
-        std::vector<X> x(n);
-        rc::copy_to_host(x.data(), d, n * sizeof(X));
-        std::vector<double> r(n);
-        for (std::size_t i = 0; i < n; ++i) r[i] = to_d(x[i]);
-        return r;
-    };
-    auto down_f = [&](float* d, std::size_t n) {
-        std::vector<float> x(n);
-        rc::copy_to_host(x.data(), d, n * sizeof(float));
-        return std::vector<double>(x.begin(), x.end());
-    };
-    Tensors<double> out;
-    out.o = down_x(o, nv), out.dq = down_x(dq, nk), out.dk = down_x(dk, nk), out.dv = down_x(dv, nv);
-    out.ht = down_f(ht, ns), out.dh0 = down_f(dh0, ns);
-    for (void* p : owned) rc::device_free(p);
-    return out;
-}
-
-template <typename X>
-void check_cuda_against_cpu(const rr::Shape& s, double tol);
-
-// Inputs rounded to X first, so the CPU double reference sees exactly what the GPU sees.
-template <typename X>
-void check_cuda_against_cpu(double tol) {
-    // T = 200 / 130: last chunk partial; V = 48: a partial 32-column tile; K, V in {64, 128} with chunk 64 take the
-    // bf16 tensor-core path (kernels/retention_chunk_tc.cuh), the others the CUDA-core kernels
-    for (const rr::Shape& s : {rr::Shape{2, 200, 4, 32, 48}, rr::Shape{2, 200, 3, 64, 128}, rr::Shape{1, 130, 2, 128, 64}}) {
-        INFO("B T H K V = " << s.B << " " << s.T << " " << s.H << " " << s.K << " " << s.V);
-        check_cuda_against_cpu<X>(s, tol);
-    }
-}
-
-template <typename X>
-void check_cuda_against_cpu(const rr::Shape& s, double tol) {
-    auto in = make_inputs<double>(s, true, 23);
-    if constexpr (!std::is_same_v<X, float>)
-        for (auto* t : {&in.q, &in.k, &in.v, &in.dO})
-            for (auto& x : *t) x = rr::from_bf16(rr::to_bf16(static_cast<float>(x)));
-    for (Mode m : {Mode::parallel, Mode::recurrent, Mode::chunkwise})
-        for (std::int64_t C : {std::int64_t{7}, std::int64_t{64}}) {
-            if (m != Mode::chunkwise && C != 64) continue;
-            rr::Options opt;
-            opt.chunk_size = C;
-            auto ref = in;
-            run(Mode::recurrent, s, opt, ref);
-            auto got = run_cuda<X>(m, s, opt, in);
-            INFO(mode_name(m) << " C=" << C);
-            std::printf("  cuda %s %s C=%lld B,T,H,K,V=%lld,%lld,%lld,%lld,%lld rms ratio: o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dh0 %.2e\n",
-                        std::is_same_v<X, float> ? "fp32" : "bf16", mode_name(m), static_cast<long long>(C),
-                        static_cast<long long>(s.B), static_cast<long long>(s.T), static_cast<long long>(s.H),
-                        static_cast<long long>(s.K), static_cast<long long>(s.V), rms_ratio(got.o, ref.o),
-                        rms_ratio(got.ht, ref.ht), rms_ratio(got.dq, ref.dq), rms_ratio(got.dk, ref.dk),
-                        rms_ratio(got.dv, ref.dv), rms_ratio(got.dh0, ref.dh0));
-            CHECK(rms_ratio(got.o, ref.o) < tol);
-            CHECK(rms_ratio(got.ht, ref.ht) < tol);
-            CHECK(rms_ratio(got.dq, ref.dq) < tol);
-            CHECK(rms_ratio(got.dk, ref.dk) < tol);
-            CHECK(rms_ratio(got.dv, ref.dv) < tol);
-            CHECK(rms_ratio(got.dh0, ref.dh0) < tol);
-        }
-}
-
-}  // namespace
-
-TEST_CASE("retention CUDA fp32 matches the CPU: rms(diff)/rms(ref) < 1e-5") {
-    if (retro::cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
-    check_cuda_against_cpu<float>(1e-5);
-}
-
-TEST_CASE("retention CUDA bf16 matches the CPU: rms(diff)/rms(ref) < 5e-3") {
-    if (retro::cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
-    check_cuda_against_cpu<rr::bf16>(5e-3);
 }
 
 TEST_CASE("retention CUDA entry points say 'built without CUDA' in a CPU-only build") {

@@ -1,0 +1,82 @@
+// The BERT encoder in the registry (lib/embed/bert_model.h; kernels/bert_cuda.cu): mean-pooled
+// last hidden states of random WordPiece ids through the tiny random BertModel of the golden files
+// (tests/reference/golden/bert_tiny). BertModel has no double path: the CPU fp32 forward is the
+// reference the GPU is compared with; both are held to Hugging Face transformers by tests/test_bert.cpp.
+// The perf shape is 64 sequences of 64 tokens.
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "bert_cuda.h"
+#include "embed/bert_model.h"
+#include "op_registry.h"
+
+#ifndef RETRO_SOURCE_DIR
+#define RETRO_SOURCE_DIR "."
+#endif
+
+namespace retro::ops {
+namespace {
+
+class BertCase : public Case {
+public:
+    BertCase(int count, int len, std::uint64_t seed)
+        : model_(std::string(RETRO_SOURCE_DIR) + "/tests/reference/golden/bert_tiny"), count_(count) {
+        std::mt19937 rng(static_cast<unsigned>(seed));
+        offsets_.push_back(0);
+        for (int s = 0; s < count; ++s) {
+            const int n = 2 + static_cast<int>(rng() % static_cast<unsigned>(len - 1));
+            ids_.push_back(101);   // [CLS]
+            for (int i = 1; i < n - 1; ++i) ids_.push_back(1000 + static_cast<std::int32_t>(rng() % 300));
+            ids_.push_back(102);   // [SEP]
+            offsets_.push_back(static_cast<std::int64_t>(ids_.size()));
+        }
+    }
+    std::string shape() const override {
+        std::ostringstream o;
+        o << "sequences " << count_ << " tokens " << ids_.size() << " hidden " << model_.config().hidden;
+        return o.str();
+    }
+    double flops() const override {   // dense layers: 2 * tokens * (4 H^2 + 2 H I) per layer
+        const auto& c = model_.config();
+        return 2.0 * double(ids_.size()) * double(c.layers) * (4.0 * c.hidden * c.hidden + 2.0 * c.hidden * c.intermediate);
+    }
+    double bytes() const override { return 4.0 * double(ids_.size()) * model_.config().hidden * 2; }
+    bool supports(Backend, DType d) const override { return d == DType::F32; }
+    std::vector<std::string> outputs() const override { return {"mean"}; }
+    std::vector<std::vector<double>> run(Backend b, DType) override {
+        std::vector<float> out(static_cast<std::size_t>(count_) * static_cast<std::size_t>(model_.config().hidden));
+        if (b == Backend::CPU) {
+            model_.forward_mean(ids_.data(), offsets_.data(), count_, out.data());
+        } else {
+            if (!gpu_) gpu_ = std::make_unique<CudaBert>(model_);
+            gpu_->forward_mean(ids_.data(), offsets_.data(), count_, out.data());
+        }
+        return {std::vector<double>(out.begin(), out.end())};
+    }
+    std::vector<std::vector<double>> reference(DType) override { return run(Backend::CPU, DType::F32); }
+
+private:
+    BertModel model_;
+    int count_;
+    std::vector<std::int32_t> ids_;
+    std::vector<std::int64_t> offsets_;
+    std::unique_ptr<CudaBert> gpu_;
+};
+
+}  // namespace
+
+void register_embed(std::vector<OpInfo>& out) {
+    OpInfo op;
+    op.name = "embed.bert_encoder";
+    op.cpu = "lib/embed/bert_model.h";
+    op.cuda = "kernels/bert_cuda.cu";
+    op.tests = {"tests/test_bert.cpp: bert: embeddings of a tiny random BertModel match transformers (cosine >= 0.99999)",
+                "tests/test_bert.cpp: bert: the CUDA encoder (--device cuda) matches transformers on the same golden files"};
+    op.bound_f32 = 1e-5;   // GPU (cuBLAS fp32, pedantic) against the CPU's fp32: to be confirmed on a GPU
+    op.test_case = [](std::uint64_t seed) -> std::unique_ptr<Case> { return std::make_unique<BertCase>(5, 20, seed); };
+    op.perf_case = [](Backend) -> std::unique_ptr<Case> { return std::make_unique<BertCase>(64, 64, 1); };
+    out.push_back(std::move(op));
+}
+
+}  // namespace retro::ops

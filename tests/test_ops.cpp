@@ -1,0 +1,93 @@
+// The op registry's test mode (ops/op_registry.h): every registered op
+//   - names files that exist and test cases that exist (the registry is where one looks an op up);
+//   - with a backward: central differences in double through the one checker (ops/gradcheck.h), on
+//     two seeds of its small case (rel. err <= each tensor's bound, and a non-zero gradient);
+//   - on every other backend and dtype it supports, against the CPU in double (the CPU in fp32 for an op
+//     without a double path, e.g. the BERT encoder): rms(x - ref)/rms(ref)
+//     per output within the op's per-dtype bound (f32 1e-5 and bf16 5e-3 unless the op says otherwise).
+//     CUDA cases skip visibly without a device.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "core/fingerprint.h"
+#include "cuda_device.h"
+#include "op_registry.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+double bound_for(const ops::OpInfo& op, ops::DType d) { return d == ops::DType::BF16 ? op.bound_bf16 : op.bound_f32; }
+
+}  // namespace
+
+TEST_CASE("ops: the registry names each op's CPU reference, CUDA kernel and tests, and they exist") {
+    REQUIRE(!ops::registry().empty());
+    for (const auto& op : ops::registry()) {
+        INFO(op.name);
+        CHECK(ops::find(op.name) == &op);
+        CHECK(fs::exists(test::source_dir() / op.cpu));
+        if (!op.cuda.empty()) CHECK(fs::exists(test::source_dir() / op.cuda));
+        CHECK(!op.tests.empty());
+        for (const auto& t : op.tests) {   // "file: test case name"
+            const auto colon = t.find(": ");
+            REQUIRE(colon != std::string::npos);
+            const std::string text = test::read_text(test::source_dir() / t.substr(0, colon));
+            INFO(t);
+            CHECK(text.find("TEST_CASE(\"" + t.substr(colon + 2)) != std::string::npos);
+        }
+        CHECK(op.test_case);
+        CHECK(op.perf_case);
+    }
+    CHECK(ops::find("no.such.op") == nullptr);
+}
+
+TEST_CASE("ops: every op's backward against central differences in double") {
+    int checked = 0;
+    for (const auto& op : ops::registry())
+        for (std::uint64_t seed : {1, 2}) {
+            auto c = op.test_case(seed);
+            for (const auto& g : c->gradcheck()) {
+                INFO(op.name << " [" << c->shape() << "] " << g.tensor << ": rel err " << g.rel_err << " bound " << g.bound);
+                CHECK(g.max_numeric > 0);
+                CHECK(g.rel_err <= g.bound);
+                ++checked;
+            }
+        }
+    MESSAGE(checked << " gradient tensors checked");
+    CHECK(checked > 0);
+}
+
+TEST_CASE("ops: every backend and dtype against the CPU in double") {
+    bool skipped_cuda = false;
+    for (const auto& op : ops::registry())
+        for (int seed = 1; seed <= op.test_seeds; ++seed) {
+        auto c = op.test_case(static_cast<std::uint64_t>(seed));
+        const auto names = c->outputs();
+        for (auto b : {ops::Backend::CPU, ops::Backend::CUDA})
+            for (auto d : {ops::DType::F32, ops::DType::BF16}) {
+                if (!c->supports(b, d)) continue;
+                if (b == ops::Backend::CPU && !c->supports(b, ops::DType::F64)) continue;   // the CPU is the reference
+                if (b == ops::Backend::CUDA && cuda_device_count() == 0) {
+                    skipped_cuda = true;
+                    continue;
+                }
+                const auto ref = c->reference(d);
+                REQUIRE(ref.size() == names.size());
+                const auto got = c->run(b, d);
+                REQUIRE(got.size() == ref.size());
+                for (std::size_t i = 0; i < ref.size(); ++i) {
+                    const double r = ops::rms_ratio(got[i], ref[i]);
+                    INFO(op.name << " [" << c->shape() << "] " << ops::backend_name(b) << " " << ops::dtype_name(d) << " "
+                                 << names[i] << ": rms ratio " << r);
+                    CHECK(r <= bound_for(op, d));
+                }
+            }
+        }
+    if (skipped_cuda) MESSAGE("CUDA cases skipped: no CUDA device");
+}
