@@ -18,6 +18,7 @@
 
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
@@ -122,6 +123,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT model folder", "pass --model DIR");
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
+    if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
     BertEmbedderOptions eo;
     eo.model_dir = o.model;
     eo.batch = o.batch;

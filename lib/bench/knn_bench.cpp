@@ -16,14 +16,14 @@
 
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/npy.h"
 #include "core/threads.h"
 #include "index/exact_search.h"
+#include "index/exact_search_cuda.h"
 #include "index/faiss_index.h"
-#include "exact_search_cuda.h"
-#include "cuda_device.h"
 
 namespace retro::bench {
 namespace {
@@ -82,8 +82,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     int d = o.dim;
     const int k = o.k;
     std::int64_t n = o.n, q = o.queries;
-    if (o.cuda && cuda_device_count() == 0)   // before minutes of CPU rows, not after
-        user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
+    if (o.cuda) cuda_require("--cuda", "retro-bench");   // before minutes of CPU rows, not after
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
     std::vector<float> base, queries;
@@ -175,21 +174,23 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         }
         add_cpu_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
     }
-    if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
-        const std::int64_t qb = std::min<std::int64_t>(q, 4096);
-        const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
-        log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");
-        std::unique_ptr<CudaExactSearch> gpu;
-        const double upload = seconds_of([&] { gpu = std::make_unique<CudaExactSearch>(base.data(), n, d, nullptr); });
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
-        std::vector<float> scores(ids.size());
-        gpu->search(queries.data(), std::min<std::int64_t>(q, 64), nullptr, k, ids.data(), scores.data());   // warm-up
-        double best = 1e30;
-        for (int r = 0; r < 3; ++r)
-            best = std::min(best, seconds_of([&] { gpu->search(queries.data(), q, nullptr, k, ids.data(), scores.data()); }));
-        add_row("gpu", sg, "retrokit exact cuda", best, recall_at_k(ids, truth, q, k), true,
-                "best of 3; base upload " + fmt(upload, "%.2f") + " s once");
-        result["gpu"] = {{"device", cuda_device_name()}, {"cublas_sgemm_gflops", sg}, {"base_upload_seconds", upload}};
+    if constexpr (kCudaBuilt) {
+        if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
+            const std::int64_t qb = std::min<std::int64_t>(q, 4096);
+            const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
+            log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");
+            std::unique_ptr<CudaExactSearch> gpu;
+            const double upload = seconds_of([&] { gpu = CudaExactSearch::upload(base.data(), n, d, nullptr); });
+            std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
+            std::vector<float> scores(ids.size());
+            gpu->search(queries.data(), std::min<std::int64_t>(q, 64), nullptr, k, ids.data(), scores.data());   // warm-up
+            double best = 1e30;
+            for (int r = 0; r < 3; ++r)
+                best = std::min(best, seconds_of([&] { gpu->search(queries.data(), q, nullptr, k, ids.data(), scores.data()); }));
+            add_row("gpu", sg, "retrokit exact cuda", best, recall_at_k(ids, truth, q, k), true,
+                    "best of 3; base upload " + fmt(upload, "%.2f") + " s once");
+            result["gpu"] = {{"device", cuda_device_name()}, {"cublas_sgemm_gflops", sg}, {"base_upload_seconds", upload}};
+        }
     }
     result["rows"] = rows;
     std::printf("%s", format_table(table).c_str());
