@@ -358,7 +358,7 @@ TEST_CASE("knn: retro-index --device cuda - bow refused - bert without a GPU fai
     CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
 }
 
-TEST_CASE("knn: FAISS's search: rows whose own document fills the candidates are searched again; ours filters inside - "
+TEST_CASE("knn: FAISS's search: rows whose own document fills the candidates are searched again - ours filters inside - "
           "Flat equals exact both ways") {
     SmallDb s(30000, 7);
     fs::path idx = s.tmp / "index";
