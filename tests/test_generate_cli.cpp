@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/npy.h"
-#include "core/tool.h"
+#include "core/shell_quote.h"
 #include "embed/embedder.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"

@@ -4,9 +4,10 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "core/tool.h"
 #include "train/eval.h"
 #include "train/trainer.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(

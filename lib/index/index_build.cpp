@@ -17,7 +17,7 @@
 #include "data/chunk_db.h"
 #include "index/faiss_index.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 
