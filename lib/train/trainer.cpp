@@ -187,7 +187,7 @@ void Trainer::run() {
     config_ = RetroConfig::load(o_.config);
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
-        user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
+        user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)
