@@ -65,7 +65,8 @@ __global__ void fill_pseudo_random(float* x, long long count, unsigned seed) {
 // count floats on the device, freed on scope exit
 struct DeviceFloats {
     float* p;
-    explicit DeviceFloats(std::int64_t count) : p(static_cast<float*>(cuda_alloc(static_cast<std::size_t>(count) * sizeof(float)))) {}
+    explicit DeviceFloats(std::int64_t count)
+        : p(static_cast<float*>(cuda_alloc(static_cast<std::size_t>(count) * sizeof(float)))) {}
     ~DeviceFloats() { cuda_free(p); }
     DeviceFloats(const DeviceFloats&) = delete;
     DeviceFloats& operator=(const DeviceFloats&) = delete;
@@ -85,8 +86,8 @@ double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d) {
     cublas_check(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     const float one = 1.0f, zero = 0.0f;
     auto once = [&] {
-        cublas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one, b.p, d, a.p,
-                                 d, &zero, c.p, static_cast<int>(n)),
+        cublas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one, b.p, d,
+                                 a.p, d, &zero, c.p, static_cast<int>(n)),
                      "cublasSgemm");
     };
     cudaEvent_t e0, e1;

@@ -18,7 +18,8 @@ inline constexpr int kCudaExactMaxK = 128;
 class CudaExactSearch {
 public:
     // Uploads base (n x d) and, when not null, base_docs (n) to device 0. UserError without a device.
-    static std::unique_ptr<CudaExactSearch> upload(const float* base, std::int64_t n, int d, const std::int64_t* base_docs);
+    static std::unique_ptr<CudaExactSearch> upload(const float* base, std::int64_t n, int d,
+                                                   const std::int64_t* base_docs);
     virtual ~CudaExactSearch() = default;
 
     // ids/scores (m x k) of queries (m x d); query_docs (m) is used when the base has docs.
