@@ -46,9 +46,9 @@ step "5. retro-train: a small RETRO (examples/configs/demo.json, 32-token chunks
 "$BIN/retro-knn" "$OUT/index32" --db "$OUT/db32" --out "$OUT/knn32" --neighbours 2 --extra 32 --force --quiet
 STEPS=${DEMO_STEPS:-300}
 CONFIG="$(dirname "$0")/configs/demo.json"
-"$BIN/retro-train" --db "$OUT/db32" --neighbours "$OUT/knn32" --config "$CONFIG" --out "$OUT/run" \
+"$BIN/retro-train" --db "$OUT/db32" --knn "$OUT/knn32" --config "$CONFIG" --out "$OUT/run" \
   --steps "$STEPS" --warmup 20 --val-every "$STEPS" --force
-"$BIN/retro-train" --db "$OUT/db32" --neighbours "$OUT/knn32" --config "$CONFIG" --out "$OUT/run-no-retrieval" \
+"$BIN/retro-train" --db "$OUT/db32" --knn "$OUT/knn32" --config "$CONFIG" --out "$OUT/run-no-retrieval" \
   --steps "$STEPS" --warmup 20 --val-every "$STEPS" --no-retrieval --force
 last_val() { grep '"val_loss"' "$1/metrics.jsonl" | tail -n 1 | sed 's/.*"val_loss": *\([0-9.]*\).*/\1/'; }
 printf '\nvalidation loss after %s steps: with retrieval %s, without %s\n' "$STEPS" \

@@ -1,4 +1,4 @@
-// CUDA build of kernels/bert_cuda.h. Per batch: embeddings + LayerNorm (one block per token row), then per layer
+// CUDA build of lib/embed/bert_cuda.h. Per batch: embeddings + LayerNorm (one block per token row), then per layer
 //   qkv = x Wqkv^T (cuBLAS) + b;  ctx = softmax(q k^T / sqrt(d)) v per (sequence, head) (one block each, the
 //   score row in shared memory);  x = LN(x + ctx Wo^T + bo);  x = LN(x + act(x W1^T + b1) W2^T + b2)
 // and the mean of each sequence's rows. A row-major Y[rows, out] = X[rows, in] W[out, in]^T is, in cuBLAS's
@@ -10,18 +10,16 @@
 #include <cmath>
 #include <vector>
 
-#include "bert_cuda.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
-#include "cuda_device.h"
+#include "embed/bert_cuda.h"
 
 namespace retro {
 namespace {
 
 constexpr int kThreads = 128;
 
-void ok(cudaError_t e, const char* what) { RETRO_CHECK(e == cudaSuccess, "bert (CUDA) ", what, ": ", cudaGetErrorString(e)); }
-void ok_blas(cublasStatus_t st, const char* what) { RETRO_CHECK(st == CUBLAS_STATUS_SUCCESS, "bert (CUDA) ", what, ": cuBLAS status ", int(st)); }
-void ok_launch(const char* what) { ok(cudaGetLastError(), what); }
+void ok_launch(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 // A device array that grows on demand (never shrinks: batches reuse it).
 template <typename T>
@@ -48,7 +46,7 @@ struct DevArray {
     }
     T* upload(const T* host, std::size_t count) {
         ensure(count);
-        ok(cudaMemcpy(p, host, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+        cuda_check(cudaMemcpy(p, host, count * sizeof(T), cudaMemcpyHostToDevice), "bert: upload");
         return p;
     }
     T* upload(const std::vector<T>& host) { return upload(host.data(), host.size()); }
@@ -173,9 +171,8 @@ struct LayerDev {
     DevArray<float> w_qkv, b_qkv, w_o, b_o, ln1_g, ln1_b, w_1, b_1, w_2, b_2, ln2_g, ln2_b;
 };
 
-}  // namespace
-
-struct CudaBert::State {
+// The weights on the device, the cuBLAS handle, and the activation buffers the batches reuse.
+struct State {
     BertConfig cfg;
     Act act = Act::gelu_erf;
     cublasHandle_t handle = nullptr;
@@ -190,16 +187,25 @@ struct CudaBert::State {
     // Y[rows, out] = X[rows, in] · W[out, in]^T
     void gemm(const float* X, long rows, int in, const float* W, int out, float* Y) const {
         const float one = 1.0f, zero = 0.0f;
-        ok_blas(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, static_cast<int>(rows), in, &one, W, in, X, in, &zero, Y,
-                            out),
-                "cublasSgemm");
+        cublas_check(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, static_cast<int>(rows), in, &one, W, in, X, in, &zero, Y,
+                                 out),
+                     "cublasSgemm");
     }
 };
 
-CudaBert::CudaBert(const BertModel& model) : s_(std::make_unique<State>()) {
-    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found", "embed on the CPU (--device cpu)");
-    ok(cudaSetDevice(0), "cudaSetDevice");
-    State& s = *s_;
+class CudaBertImpl final : public CudaBert {
+public:
+    explicit CudaBertImpl(const BertModel& model);
+    void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) override;
+
+private:
+    State s_;
+};
+
+CudaBertImpl::CudaBertImpl(const BertModel& model) {
+    cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
+    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    State& s = s_;
     s.cfg = model.config();
     const std::string& a = s.cfg.hidden_act;
     s.act = a == "gelu" ? Act::gelu_erf : a == "relu" ? Act::relu : Act::gelu_tanh;
@@ -212,14 +218,12 @@ CudaBert::CudaBert(const BertModel& model) : s_(std::make_unique<State>()) {
         d->w_2.upload(L.w_2), d->b_2.upload(L.b_2), d->ln2_g.upload(L.ln2_g), d->ln2_b.upload(L.ln2_b);
         s.layers.push_back(std::move(d));
     }
-    ok_blas(cublasCreate(&s.handle), "cublasCreate");
-    ok_blas(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+    cublas_check(cublasCreate(&s.handle), "cublasCreate");
+    cublas_check(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
 }
 
-CudaBert::~CudaBert() = default;
-
-void CudaBert::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) {
-    State& s = *s_;
+void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) {
+    State& s = s_;
     const BertConfig& c = s.cfg;
     const int H = c.hidden, I = c.intermediate, heads = c.heads, d = H / heads;
     const long long base = offsets[0], N = offsets[count] - offsets[0];
@@ -273,7 +277,11 @@ void CudaBert::forward_mean(const std::int32_t* ids, const std::int64_t* offsets
     }
     mean_rows<<<static_cast<unsigned>(count), kThreads>>>(x, doff, base, H, pooled);
     ok_launch("mean_rows");
-    ok(cudaMemcpy(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float), cudaMemcpyDeviceToHost), "download");
+    cuda_check(cudaMemcpy(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float), cudaMemcpyDeviceToHost), "bert: download");
 }
+
+}  // namespace
+
+std::unique_ptr<CudaBert> CudaBert::upload(const BertModel& model) { return std::make_unique<CudaBertImpl>(model); }
 
 }  // namespace retro

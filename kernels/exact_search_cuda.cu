@@ -1,4 +1,4 @@
-// CUDA build of kernels/exact_search_cuda.h. For each block of queries and of base rows:
+// CUDA build of lib/index/exact_search_cuda.h. For each block of queries and of base rows:
 //   1. cublasSgemm: S[i][j] = q_i · x_{b0+j}, row-major (qc x nb), fp32 (pedantic math, no TF32);
 //   2. topk_rows, one thread block per query row: each thread scans the row with stride
 //      kThreads, keeps its own sorted list of the candidates that beat the running k-th score
@@ -13,9 +13,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
-#include "cuda_device.h"
-#include "exact_search_cuda.h"
+#include "index/exact_search_cuda.h"
 
 namespace retro {
 namespace {
@@ -23,11 +23,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr std::int64_t kScoreFloats = std::int64_t{64} << 20;   // S block: 256 MiB
 constexpr std::int64_t kMaxQueryBlock = 4096;
-
-void check_cuda(cudaError_t e, const char* what) {
-    RETRO_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
-}
-void check_cublas(cublasStatus_t st, const char* what) { RETRO_CHECK(st == CUBLAS_STATUS_SUCCESS, what, ": cuBLAS status ", int(st)); }
 
 // Device memory of `count` T, freed on scope exit; a user error when it does not fit.
 template <typename T>
@@ -117,132 +112,97 @@ __global__ void topk_rows(const float* __restrict__ S, long long nb, long long b
     }
 }
 
-__global__ void fill_pseudo_random(float* x, long long count, unsigned seed) {
-    long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= count) return;
-    unsigned h = static_cast<unsigned>(i) * 2654435761u + seed;   // Knuth hash -> [-1, 1)
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    x[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 __global__ void fill_empty(float* run_s, long long* run_i, long long count) {
     long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i < count) run_s[i] = -INFINITY, run_i[i] = -1;
 }
 
-}  // namespace
-
-struct CudaExactSearch::State {
-    cublasHandle_t handle = nullptr;
-    DeviceBuf<float> base;
-    DeviceBuf<long long> base_docs;
-    std::int64_t n = 0;
-    int d = 0;
-    ~State() {
-        if (handle) cublasDestroy(handle);
+// The searcher: the base (and its document ids) stay on device 0 across calls.
+class CudaExactSearchImpl final : public CudaExactSearch {
+public:
+    CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs);
+    ~CudaExactSearchImpl() override {
+        if (handle_) cublasDestroy(handle_);
     }
+    void search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k, std::int64_t* ids,
+                float* scores, std::int64_t query_block, std::int64_t base_block) override;
+
+private:
+    cublasHandle_t handle_ = nullptr;
+    DeviceBuf<float> base_;
+    DeviceBuf<long long> base_docs_;
+    std::int64_t n_ = 0;
+    int d_ = 0;
 };
 
-CudaExactSearch::CudaExactSearch(const float* base, std::int64_t n, int d, const std::int64_t* base_docs)
-    : s_(std::make_unique<State>()) {
-    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found", "search on the CPU (--device cpu)");
+CudaExactSearchImpl::CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs) {
+    cuda_require("--device cuda", "RetroKit", "search on the CPU (--device cpu)");
     RETRO_CHECK(d > 0 && n >= 0, "d=", d, " n=", n);
-    check_cuda(cudaSetDevice(0), "cudaSetDevice");
-    s_->n = n;
-    s_->d = d;
-    s_->base = DeviceBuf<float>(n * d, "the base vectors");
-    check_cuda(cudaMemcpy(s_->base.p, base, static_cast<std::size_t>(n * d) * sizeof(float), cudaMemcpyHostToDevice), "upload base");
+    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    n_ = n;
+    d_ = d;
+    base_ = DeviceBuf<float>(n * d, "the base vectors");
+    cuda_check(cudaMemcpy(base_.p, base, static_cast<std::size_t>(n * d) * sizeof(float), cudaMemcpyHostToDevice), "upload base");
     if (base_docs) {
-        s_->base_docs = DeviceBuf<long long>(n, "the base document ids");
-        check_cuda(cudaMemcpy(s_->base_docs.p, base_docs, static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice), "upload docs");
+        base_docs_ = DeviceBuf<long long>(n, "the base document ids");
+        cuda_check(cudaMemcpy(base_docs_.p, base_docs, static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice), "upload docs");
     }
-    check_cublas(cublasCreate(&s_->handle), "cublasCreate");
-    check_cublas(cublasSetMathMode(s_->handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+    cublas_check(cublasCreate(&handle_), "cublasCreate");
+    cublas_check(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
 }
 
-CudaExactSearch::~CudaExactSearch() = default;
-
-void CudaExactSearch::search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k,
-                             std::int64_t* ids, float* scores, std::int64_t query_block, std::int64_t base_block) {
+void CudaExactSearchImpl::search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k,
+                                 std::int64_t* ids, float* scores, std::int64_t query_block, std::int64_t base_block) {
     static_assert(sizeof(long long) == sizeof(std::int64_t));
     if (k < 1 || k > kCudaExactMaxK)
         user_error_in("--neighbours", cat("exact search on CUDA takes 1 to ", kCudaExactMaxK, " neighbours, got ", k),
                       "search on the CPU (--device cpu)");
     if (m == 0) return;
-    const std::int64_t n = s_->n;
-    const int d = s_->d;
+    const std::int64_t n = n_;
+    const int d = d_;
     const std::int64_t qb = std::min(m, query_block > 0 ? query_block : kMaxQueryBlock);
     const std::int64_t nb_max = std::max<std::int64_t>(1, std::min(n, base_block > 0 ? base_block : kScoreFloats / qb));
     DeviceBuf<float> dq(qb * d, "a query block"), S(qb * nb_max, "the score block"), rs(qb * k, "the running scores");
     DeviceBuf<long long> ri(qb * k, "the running ids"), dqd;
-    const bool filter = s_->base_docs.p && query_docs;
+    const bool filter = base_docs_.p && query_docs;
     if (filter) dqd = DeviceBuf<long long>(qb, "the query document ids");
     const float one = 1.0f, zero = 0.0f;
     for (std::int64_t q0 = 0; q0 < m; q0 += qb) {
         const std::int64_t qc = std::min(qb, m - q0);
-        check_cuda(cudaMemcpy(dq.p, queries + q0 * d, static_cast<std::size_t>(qc * d) * sizeof(float), cudaMemcpyHostToDevice),
+        cuda_check(cudaMemcpy(dq.p, queries + q0 * d, static_cast<std::size_t>(qc * d) * sizeof(float), cudaMemcpyHostToDevice),
                    "upload queries");
         if (filter)
-            check_cuda(cudaMemcpy(dqd.p, query_docs + q0, static_cast<std::size_t>(qc) * 8, cudaMemcpyHostToDevice), "upload query docs");
+            cuda_check(cudaMemcpy(dqd.p, query_docs + q0, static_cast<std::size_t>(qc) * 8, cudaMemcpyHostToDevice), "upload query docs");
         fill_empty<<<static_cast<unsigned>((qc * k + 255) / 256), 256>>>(rs.p, ri.p, qc * k);
-        check_cuda(cudaGetLastError(), "fill_empty");
+        cuda_check(cudaGetLastError(), "fill_empty");
         for (std::int64_t b0 = 0; b0 < n; b0 += nb_max) {
             const std::int64_t nb = std::min(nb_max, n - b0);
             // column-major view: S^T (nb x qc) = X_blk (d x nb)^T * Q_blk^T (d x qc)
-            check_cublas(cublasSgemm(s_->handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nb), static_cast<int>(qc), d, &one,
-                                     s_->base.p + b0 * d, d, dq.p, d, &zero, S.p, static_cast<int>(nb)),
+            cublas_check(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nb), static_cast<int>(qc), d, &one,
+                                     base_.p + b0 * d, d, dq.p, d, &zero, S.p, static_cast<int>(nb)),
                          "cublasSgemm");
             topk_rows<<<static_cast<unsigned>(qc), kThreads>>>(S.p, nb, b0, k, filter ? dqd.p : nullptr,
-                                                               filter ? s_->base_docs.p : nullptr, rs.p, ri.p);
-            check_cuda(cudaGetLastError(), "topk_rows");
+                                                               filter ? base_docs_.p : nullptr, rs.p, ri.p);
+            cuda_check(cudaGetLastError(), "topk_rows");
         }
-        check_cuda(cudaMemcpy(scores + q0 * k, rs.p, static_cast<std::size_t>(qc * k) * sizeof(float), cudaMemcpyDeviceToHost),
+        cuda_check(cudaMemcpy(scores + q0 * k, rs.p, static_cast<std::size_t>(qc * k) * sizeof(float), cudaMemcpyDeviceToHost),
                    "download scores");
-        check_cuda(cudaMemcpy(ids + q0 * k, ri.p, static_cast<std::size_t>(qc * k) * 8, cudaMemcpyDeviceToHost), "download ids");
+        cuda_check(cudaMemcpy(ids + q0 * k, ri.p, static_cast<std::size_t>(qc * k) * 8, cudaMemcpyDeviceToHost), "download ids");
     }
+}
+
+}  // namespace
+
+std::unique_ptr<CudaExactSearch> CudaExactSearch::upload(const float* base, std::int64_t n, int d,
+                                                         const std::int64_t* base_docs) {
+    return std::make_unique<CudaExactSearchImpl>(base, n, d, base_docs);
 }
 
 void exact_search_ip_cuda(const float* queries, std::int64_t m, const float* base, std::int64_t n, int d,
                           const ExactSearchOptions& opts, std::int64_t* ids, float* scores) {
     RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
-    CudaExactSearch searcher(base, n, d, opts.base_docs);
+    CudaExactSearchImpl searcher(base, n, d, opts.base_docs);
     searcher.search(queries, m, opts.query_docs, opts.k, ids, scores, opts.query_block, opts.base_block);
-}
-
-double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d) {
-    if (cuda_device_count() == 0) user_error_in("--device cuda", "no CUDA device found");
-    check_cuda(cudaSetDevice(0), "cudaSetDevice");
-    DeviceBuf<float> a(m * d, "sgemm A"), b(n * d, "sgemm B"), c(m * n, "sgemm C");
-    fill_pseudo_random<<<static_cast<unsigned>((m * d + 255) / 256), 256>>>(a.p, m * d, 1u);
-    fill_pseudo_random<<<static_cast<unsigned>((n * d + 255) / 256), 256>>>(b.p, n * d, 2u);
-    check_cuda(cudaGetLastError(), "fill_pseudo_random");
-    cublasHandle_t h = nullptr;
-    check_cublas(cublasCreate(&h), "cublasCreate");
-    check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
-    const float one = 1.0f, zero = 0.0f;
-    auto once = [&] {
-        check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one, b.p, d, a.p,
-                                 d, &zero, c.p, static_cast<int>(n)),
-                     "cublasSgemm");
-    };
-    cudaEvent_t e0, e1;
-    check_cuda(cudaEventCreate(&e0), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&e1), "cudaEventCreate");
-    once();
-    float best = 1e30f;
-    for (int r = 0; r < 5; ++r) {
-        cudaEventRecord(e0);
-        once();
-        cudaEventRecord(e1);
-        check_cuda(cudaEventSynchronize(e1), "sgemm timing");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        best = std::min(best, ms);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cublasDestroy(h);
-    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * d / (best * 1e-3) / 1e9;
 }
 
 }  // namespace retro

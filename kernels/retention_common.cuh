@@ -7,12 +7,13 @@
 
 #include <algorithm>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
-#include "retention_cuda.h"
+#include "retention/retention_cuda.h"
 
 namespace retro::retention::cuda_detail {
 
-static_assert(sizeof(__nv_bfloat16) == sizeof(bf16), "retro::retention::bf16 must mirror __nv_bfloat16");
+static_assert(sizeof(__nv_bfloat16) == sizeof(bf16), "retro::bf16 must mirror __nv_bfloat16");
 
 constexpr int kMaxHeads = 128, kMaxDim = 256, kThreads = 256;
 
@@ -32,10 +33,7 @@ __device__ __forceinline__ void st(float* p, float x) { *p = x; }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
 __device__ __forceinline__ float decay(float lg, long d) { return expf(lg * static_cast<float>(d)); }   // d >= 0
 
-inline void check_launch(const char* what) {
-    cudaError_t e = cudaGetLastError();
-    RETRO_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
-}
+inline void check_launch(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 struct Dims {
     long B, T, H, K, V;

@@ -7,7 +7,8 @@
 #include <random>
 #include <sstream>
 
-#include "bert_cuda.h"
+#include "core/cuda_device.h"
+#include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
 #include "op_registry.h"
 
@@ -49,8 +50,11 @@ public:
         if (b == Backend::CPU) {
             model_.forward_mean(ids_.data(), offsets_.data(), count_, out.data());
         } else {
-            if (!gpu_) gpu_ = std::make_unique<CudaBert>(model_);
-            gpu_->forward_mean(ids_.data(), offsets_.data(), count_, out.data());
+            cuda_require("ops", "the op registry");
+            if constexpr (kCudaBuilt) {
+                if (!gpu_) gpu_ = CudaBert::upload(model_);
+                gpu_->forward_mean(ids_.data(), offsets_.data(), count_, out.data());
+            }
         }
         return {std::vector<double>(out.begin(), out.end())};
     }

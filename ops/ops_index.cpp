@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
-#include "cuda_device.h"
-#include "exact_search_cuda.h"
+#include "core/cuda_device.h"
 #include "index/exact_search.h"
+#include "index/exact_search_cuda.h"
 #include "op_registry.h"
 
 namespace retro::ops {
@@ -49,8 +49,11 @@ public:
             o.base_docs = docs_.data();
             exact_search_ip(queries_.data(), m_, base_.data(), n_, d_, o, ids.data(), sc.data());
         } else {
-            if (!gpu_) gpu_ = std::make_unique<CudaExactSearch>(base_.data(), n_, d_, docs_.data());
-            gpu_->search(queries_.data(), m_, qdocs_.data(), k_, ids.data(), sc.data());
+            cuda_require("ops", "the op registry");
+            if constexpr (kCudaBuilt) {
+                if (!gpu_) gpu_ = CudaExactSearch::upload(base_.data(), n_, d_, docs_.data());
+                gpu_->search(queries_.data(), m_, qdocs_.data(), k_, ids.data(), sc.data());
+            }
         }
         return {std::vector<double>(ids.begin(), ids.end()), std::vector<double>(sc.begin(), sc.end())};
     }

@@ -9,8 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "retention/retention.h"
-#include "retention_cuda.h"
+#include "retention/retention_cuda.h"
 
 namespace retro::ops::retention_run {
 
@@ -83,31 +84,32 @@ void run(Mode m, const rr::Shape& s, const rr::Options& opt, Tensors<F>& t, bool
     }
 }
 
-// Runs one CUDA mode on inputs stored as X (float or bf16), fp32 states; returns everything as double.
+// Runs one CUDA mode on inputs stored as X (float or retro::bf16), fp32 states; returns everything as
+// double. Only defined in a CUDA build: call it inside `if constexpr (retro::kCudaBuilt)`.
 template <typename X>
 Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, const Tensors<double>& in) {
     namespace rc = rr::cuda;
     auto to_x = [](double x) {
         if constexpr (std::is_same_v<X, float>) return static_cast<float>(x);
-        else return rr::to_bf16(static_cast<float>(x));
+        else return retro::to_bf16(static_cast<float>(x));
     };
     auto to_d = [](X x) {
         if constexpr (std::is_same_v<X, float>) return static_cast<double>(x);
-        else return static_cast<double>(rr::from_bf16(x));
+        else return static_cast<double>(retro::from_bf16(x));
     };
     std::vector<void*> owned;
     auto up_x = [&](const std::vector<double>& h) {
         std::vector<X> x(h.size());
         for (std::size_t i = 0; i < h.size(); ++i) x[i] = to_x(h[i]);
-        auto* d = static_cast<X*>(rc::device_alloc(x.size() * sizeof(X)));
-        rc::copy_to_device(d, x.data(), x.size() * sizeof(X));
+        auto* d = static_cast<X*>(retro::cuda_alloc(x.size() * sizeof(X)));
+        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(X));
         owned.push_back(d);
         return d;
     };
     auto up_f = [&](const std::vector<double>& h) {
         std::vector<float> x(h.begin(), h.end());
-        auto* d = static_cast<float*>(rc::device_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
-        rc::copy_to_device(d, x.data(), x.size() * sizeof(float));
+        auto* d = static_cast<float*>(retro::cuda_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
+        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(float));
         owned.push_back(d);
         return d;
     };
@@ -127,23 +129,23 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
         rc::chunkwise_forward<X>(s, opt, q, k, v, h0, o, ht);
         rc::chunkwise_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
     }
-    rc::synchronize();
+    retro::cuda_synchronize();
     auto down_x = [&](X* d, std::size_t n) {
         std::vector<X> x(n);
-        rc::copy_to_host(x.data(), d, n * sizeof(X));
+        retro::cuda_copy_to_host(x.data(), d, n * sizeof(X));
         std::vector<double> r(n);
         for (std::size_t i = 0; i < n; ++i) r[i] = to_d(x[i]);
         return r;
     };
     auto down_f = [&](float* d, std::size_t n) {
         std::vector<float> x(n);
-        rc::copy_to_host(x.data(), d, n * sizeof(float));
+        retro::cuda_copy_to_host(x.data(), d, n * sizeof(float));
         return std::vector<double>(x.begin(), x.end());
     };
     Tensors<double> out;
     out.o = down_x(o, nv), out.dq = down_x(dq, nk), out.dk = down_x(dk, nk), out.dv = down_x(dv, nv);
     out.ht = down_f(ht, ns), out.dh0 = down_f(dh0, ns);
-    for (void* p : owned) rc::device_free(p);
+    for (void* p : owned) retro::cuda_free(p);
     return out;
 }
 

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "cuda_device.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
 #include "test_util.h"
@@ -203,7 +203,7 @@ TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the sa
             BertEmbedder e(o, nullptr);
             FAIL("expected a user error without a GPU");
         } catch (const UserError& err) {
-            CHECK(std::string(err.what()).find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+            CHECK(std::string(err.what()).find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
         }
         // the device reaches an embedder rebuilt from an index manifest too (retro-knn --exact --device cuda)
         auto j = BertEmbedder(BertEmbedderOptions{tiny_dir().string()}, nullptr).to_json();

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/threads.h"
-#include "cuda_device.h"
-#include "exact_search_cuda.h"
 #include "index/exact_search.h"
+#include "index/exact_search_cuda.h"
 #include "test_knn_oracle.h"
 #include "test_util.h"
 
@@ -141,70 +141,72 @@ TEST_CASE("knn: exact search kernels agree on float data to the last bits") {
 
 TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
-    // integer data: every score exact on both devices, so ids and scores must be equal
-    for (int k : {1, 10, 128}) {
-        const int d = 32;
-        const std::int64_t n = 7001, m = 300;
-        auto x = knn_integer_vectors(n, d, 21), q = knn_integer_vectors(m, d, 22);
-        std::vector<std::int64_t> docs(n);
-        for (std::int64_t i = 0; i < n; ++i) docs[i] = i / 17;
-        for (bool filter : {false, true}) {
-            INFO("k " << k << ", filter " << filter);
-            ExactSearchOptions o;
-            o.k = k;
-            if (filter) o.query_docs = o.base_docs = docs.data();   // queries i take docs[i]
-            std::vector<std::int64_t> want(m * k), got(m * k);
-            std::vector<float> want_sc(m * k), got_sc(m * k);
-            exact_search_ip(q.data(), m, x.data(), n, d, o, want.data(), want_sc.data());
-            for (std::int64_t block : {0, 1000}) {   // one score block; 8 base x 3 query blocks with tails
-                o.base_block = block;
-                o.query_block = block ? 128 : 0;
-                exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
-                CHECK(got == want);
-                CHECK(got_sc == want_sc);
+    if constexpr (kCudaBuilt) {   // compiled away in a CPU-only build (core/cuda_device.h)
+        // integer data: every score exact on both devices, so ids and scores must be equal
+        for (int k : {1, 10, 128}) {
+            const int d = 32;
+            const std::int64_t n = 7001, m = 300;
+            auto x = knn_integer_vectors(n, d, 21), q = knn_integer_vectors(m, d, 22);
+            std::vector<std::int64_t> docs(n);
+            for (std::int64_t i = 0; i < n; ++i) docs[i] = i / 17;
+            for (bool filter : {false, true}) {
+                INFO("k " << k << ", filter " << filter);
+                ExactSearchOptions o;
+                o.k = k;
+                if (filter) o.query_docs = o.base_docs = docs.data();   // queries i take docs[i]
+                std::vector<std::int64_t> want(m * k), got(m * k);
+                std::vector<float> want_sc(m * k), got_sc(m * k);
+                exact_search_ip(q.data(), m, x.data(), n, d, o, want.data(), want_sc.data());
+                for (std::int64_t block : {0, 1000}) {   // one score block; 8 base x 3 query blocks with tails
+                    o.base_block = block;
+                    o.query_block = block ? 128 : 0;
+                    exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
+                    CHECK(got == want);
+                    CHECK(got_sc == want_sc);
+                }
             }
         }
+        // float data: scores within rounding, ids equal where not near-tied; fewer candidates than k pads
+        const int d = 96, k = 16;
+        const std::int64_t n = 5000, m = 4500;   // two query blocks on the GPU
+        std::mt19937 rng(23);
+        std::normal_distribution<float> g(0.0f, 1.0f);
+        std::vector<float> x(n * d), q(m * d);
+        for (auto& v : x) v = g(rng);
+        for (auto& v : q) v = g(rng);
+        ExactSearchOptions o;
+        o.k = k;
+        std::vector<std::int64_t> want(m * k), got(m * k);
+        std::vector<float> want_sc(m * k), got_sc(m * k);
+        exact_search_ip(q.data(), m, x.data(), n, d, o, want.data(), want_sc.data());
+        exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
+        for (std::int64_t i = 0; i < m * k; ++i) {
+            CHECK(got_sc[i] == doctest::Approx(want_sc[i]).epsilon(1e-4));
+            bool tied = (i % k > 0 && std::fabs(want_sc[i] - want_sc[i - 1]) < 1e-3f) ||
+                        (i % k < k - 1 && std::fabs(want_sc[i] - want_sc[i + 1]) < 1e-3f);
+            if (!tied) CHECK(got[i] == want[i]);
+        }
+        std::vector<std::int64_t> few(2 * 8);
+        std::vector<float> few_sc(2 * 8);
+        o.k = 8;
+        exact_search_ip_cuda(q.data(), 2, x.data(), 5, d, o, few.data(), few_sc.data());
+        CHECK(few[5] == -1);
+        CHECK(few[15] == -1);
+        CHECK(std::isinf(few_sc[7]));
     }
-    // float data: scores within rounding, ids equal where not near-tied; fewer candidates than k pads
-    const int d = 96, k = 16;
-    const std::int64_t n = 5000, m = 4500;   // two query blocks on the GPU
-    std::mt19937 rng(23);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n * d), q(m * d);
-    for (auto& v : x) v = g(rng);
-    for (auto& v : q) v = g(rng);
-    ExactSearchOptions o;
-    o.k = k;
-    std::vector<std::int64_t> want(m * k), got(m * k);
-    std::vector<float> want_sc(m * k), got_sc(m * k);
-    exact_search_ip(q.data(), m, x.data(), n, d, o, want.data(), want_sc.data());
-    exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
-    for (std::int64_t i = 0; i < m * k; ++i) {
-        CHECK(got_sc[i] == doctest::Approx(want_sc[i]).epsilon(1e-4));
-        bool tied = (i % k > 0 && std::fabs(want_sc[i] - want_sc[i - 1]) < 1e-3f) ||
-                    (i % k < k - 1 && std::fabs(want_sc[i] - want_sc[i + 1]) < 1e-3f);
-        if (!tied) CHECK(got[i] == want[i]);
-    }
-    std::vector<std::int64_t> few(2 * 8);
-    std::vector<float> few_sc(2 * 8);
-    o.k = 8;
-    exact_search_ip_cuda(q.data(), 2, x.data(), 5, d, o, few.data(), few_sc.data());
-    CHECK(few[5] == -1);
-    CHECK(few[15] == -1);
-    CHECK(std::isinf(few_sc[7]));
 }
 
-TEST_CASE("knn: CUDA exact search says 'built without CUDA' in a CPU-only build") {
-    if (cuda_built()) RETRO_SKIP("built with CUDA");
-    std::vector<float> x(8, 1.0f);
-    std::vector<std::int64_t> ids(2);
-    std::vector<float> sc(2);
-    ExactSearchOptions o;
-    o.k = 2;
-    try {
-        exact_search_ip_cuda(x.data(), 1, x.data(), 1, 8, o, ids.data(), sc.data());
+TEST_CASE("knn: asking for CUDA exact search says 'built without CUDA' (CPU-only build) or 'no CUDA device found'") {
+    if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present");
+    if constexpr (kCudaBuilt) {   // the entry point refuses by itself too
+        std::vector<float> x(8, 1.0f);
+        CHECK_THROWS_AS(CudaExactSearch::upload(x.data(), 1, 8, nullptr), UserError);
+    }
+    try {   // the one refusal every GPU path goes through first (retro-knn --device cuda: test_knn.cpp)
+        cuda_require("--device cuda", "retro-knn", "search on the CPU (--device cpu)");
         FAIL("no error");
     } catch (const UserError& e) {
-        CHECK(std::string(e.what()).find("built without CUDA") != std::string::npos);
+        CHECK(std::string(e.what()) == (kCudaBuilt ? "--device cuda: no CUDA device found (fix: search on the CPU (--device cpu))"
+                                                   : "--device cuda: retro-knn was built without CUDA (fix: search on the CPU (--device cpu))"));
     }
 }

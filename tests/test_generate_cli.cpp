@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/npy.h"
-#include "core/tool.h"
+#include "core/shell_quote.h"
 #include "embed/embedder.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"
@@ -53,7 +53,7 @@ void build(Pipeline& p, const std::string& tag, std::uint64_t seed, bool train) 
     c.max_seq_len = 32;
     c.save((p.tmp / "config.json").string());
     p.run = p.tmp / (tag + "-run");
-    r = test::run_tool("retro-train", "--db " + p.db.string() + " --neighbours " + knn.string() + " --config " +
+    r = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + knn.string() + " --config " +
                                           (p.tmp / "config.json").string() + " --out " + p.run.string() +
                                           " --steps 2 --batch-size 2 --quiet --threads 1");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);

@@ -8,9 +8,9 @@
 #include <random>
 #include <set>
 
+#include "core/cuda_device.h"
 #include "core/manifest.h"
 #include "core/npy.h"
-#include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "embed/bow_embedder.h"
 #include "index/exact_search.h"
@@ -314,7 +314,7 @@ TEST_CASE("knn: retro-knn --exact --device cuda equals --device cpu - or fails i
     if (cuda_device_count() == 0) {
         CHECK(gpu.exit_code == 2);
         CHECK(std::count(gpu.err.begin(), gpu.err.end(), '\n') == 1);
-        CHECK(gpu.err.find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+        CHECK(gpu.err.find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
         CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
         RETRO_SKIP("no CUDA device");
     }
@@ -337,7 +337,7 @@ TEST_CASE("knn: retro-bench knn --cuda fails at once in one line without a GPU")
     auto r = test::run_tool("retro-bench", "knn --n 1000 --dim 8 --queries 10 --ivf-nlist 0 --cuda");
     CHECK(r.exit_code == 2);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    CHECK(r.err.find(cuda_built() ? "--cuda: no CUDA device found" : "--cuda: retro-bench was built without CUDA") != std::string::npos);
+    CHECK(r.err.find(kCudaBuilt ? "--cuda: no CUDA device found" : "--cuda: retro-bench was built without CUDA") != std::string::npos);
     CHECK(r.out.empty());   // no CPU rows measured before the error
 }
 
@@ -354,7 +354,7 @@ TEST_CASE("knn: retro-index --device cuda - bow refused - bert without a GPU fai
                                                   " --device cuda");
     CHECK(bert.exit_code == 2);
     CHECK(std::count(bert.err.begin(), bert.err.end(), '\n') == 1);
-    CHECK(bert.err.find(cuda_built() ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+    CHECK(bert.err.find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
     CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
 }
 

@@ -12,8 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/fingerprint.h"
-#include "cuda_device.h"
+#include "core/cuda_device.h"
 #include "op_registry.h"
 #include "test_util.h"
 

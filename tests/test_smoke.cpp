@@ -3,8 +3,8 @@
 
 #include <atomic>
 
+#include "core/cuda_device.h"
 #include "core/threads.h"
-#include "cuda_device.h"
 
 TEST_CASE("parallel_for visits every index once") {
     std::vector<std::atomic<int>> seen(1000);

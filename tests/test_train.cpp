@@ -3,6 +3,7 @@
 // 10 + kill + resume + 10 bit for bit, and bad inputs exit 2 with one line and nothing written.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -145,7 +146,7 @@ TEST_CASE("train: warmup then cosine schedule") {
 TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + resume + 10 bit for bit") {
     test::TempDir dir("train-run");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 2);
-    const std::string common = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string() +
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() +
                                " --config " + config_path() +
                                " --steps 20 --batch-size 4 --grad-accum 2 --lr 3e-3 --warmup 3 --val-every 5"
                                " --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1";
@@ -189,7 +190,7 @@ TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + res
 TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     test::TempDir dir("train-bad");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);
-    const std::string base = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string() +
+    const std::string base = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() +
                              " --steps 2 --batch-size 2 --quiet --threads 1";
     auto one_line = [](const test::RunResult& r) {
         return r.err.size() > 1 && r.err.find('\n') == r.err.size() - 1;
@@ -212,7 +213,7 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     std::vector<std::int64_t> few(6, -1);
     fs::create_directories(dir / "knn2");
     npy_save((dir / "knn2" / "neighbours.npy").string(), {2, 3}, few.data());
-    auto r3 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn2").string() +
+    auto r3 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --knn " + (dir / "knn2").string() +
                                                 " --config " + config_path() + " --steps 2 --out " + (dir / "o3").string());
     CHECK(r3.exit_code == 2);
     CHECK(one_line(r3));
@@ -224,7 +225,7 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
                          {"inputs", {{{"role", "db"}, {"path", "/elsewhere/db"}, {"tool", "retro-chunk"}, {"fingerprint", "0123456789abcdef"}}}},
                          {"outputs", nlohmann::json::array()}};
     write_file_atomic((dir / "knn3" / "manifest.json").string(), km.dump());
-    auto r6 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn3").string() +
+    auto r6 = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --knn " + (dir / "knn3").string() +
                                                 " --config " + config_path() + " --steps 2 --out " + (dir / "o6").string());
     CHECK(r6.exit_code == 2);
     CHECK(one_line(r6));
@@ -257,7 +258,7 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
 TEST_CASE("train: eval reproduces the run validation loss and plot draws the curves") {
     test::TempDir dir("train-eval");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 4);
-    const std::string data = "--db " + (dir / "db").string() + " --neighbours " + (dir / "knn").string();
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
     auto t = test::run_tool("retro-train", data + " --config " + config_path() + " --out " + (dir / "run").string() +
                                                " --steps 4 --batch-size 4 --val-batches 2 --val-fraction 0.2 --quiet --threads 1");
     INFO(t.err);
@@ -280,6 +281,25 @@ TEST_CASE("train: eval reproduces the run validation loss and plot draws the cur
     CHECK(with.at("perplexity").get<double>() == doctest::Approx(std::exp(val)).epsilon(1e-4));
     CHECK_FALSE(without.at("retrieval").get<bool>());
     CHECK(without.at("loss").get<double>() != with.at("loss").get<double>());
+    CHECK(e.err.find("deprecated") == std::string::npos);
+    // --knn's old spelling (--neighbours, a count in retro-knn) still works, with one note on stderr
+    const std::string note = "warning: --neighbours is deprecated: use --knn (the neighbours folder)\n";
+    auto old = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " --db " + (dir / "db").string() +
+                                                 " --neighbours " + (dir / "knn").string() +
+                                                 " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1");
+    REQUIRE_MESSAGE(old.exit_code == 0, old.err);
+    CHECK(old.out == e.out);
+    CHECK(old.err.find(note) != std::string::npos);
+    CHECK(old.err.find("deprecated", old.err.find(note) + note.size()) == std::string::npos);   // one note
+    auto old_train = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "nowhere").string() +
+                                                       " --config " + config_path() + " --out " + (dir / "o").string());
+    CHECK(old_train.exit_code == 2);   // the old spelling reached the option: the folder is read and named
+    CHECK(old_train.err.substr(0, note.size()) == note);
+    CHECK(old_train.err.find("nowhere") != std::string::npos);
+    CHECK(std::count(old_train.err.begin(), old_train.err.end(), '\n') == 2);
+    auto quiet = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --neighbours " + (dir / "nowhere").string() +
+                                                   " --config " + config_path() + " --out " + (dir / "o").string() + " --quiet");
+    CHECK(quiet.err.find("deprecated") == std::string::npos);
     auto p = test::run_tool("retro-train", "plot " + (dir / "run").string());
     if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
         CHECK(p.exit_code == 2);

@@ -3,10 +3,11 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "core/tool.h"
 #include "data/chunk_build.h"
 #include "data/chunk_inspect.h"
 #include "data/chunk_merge.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(

@@ -1,9 +1,10 @@
 // retro-generate: sample text from a trained RETRO run, retrieving for every finished chunk
 // (lib/generate/generator.h). One prompt (argument or stdin) streams its continuation to stdout;
 // --prompts in.jsonl --output out.jsonl decodes many prompts together. Retrieval notes and the summary
-// go to stderr (lib/generate/generate_cli.h).
-#include "core/tool.h"
-#include "generate/generate_cli.h"
+// go to stderr (lib/generate/generate_run.h).
+#include "generate/generate_run.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -11,7 +12,7 @@ int main(int argc, char** argv) {
         "Generate text from a trained RETRO run, retrieving neighbours for every finished chunk.\n"
         "  retro-generate run/ --index index/ --db db/ \"The Python tutorial\"", argc, argv,
         [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
-            static retro::GenerateCliOptions cli;
+            static retro::GenerateRunOptions cli;
             auto& g = cli.g;
             g.sampler.top_p = 0.9;   // defaults: T = 1, nucleus 0.9, no top-k
             app.add_option("run", g.run, "Run folder from retro-train (config.json, model.safetensors)")->required();
@@ -37,6 +38,6 @@ int main(int argc, char** argv) {
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");
             app.add_option("--ef-search", g.ef_search, "HNSW search depth (0 = as saved)");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
-            return [] { retro::generate_cli_run(cli); };
+            return [] { retro::generate_run(cli); };
         });
 }

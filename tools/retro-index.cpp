@@ -1,8 +1,9 @@
 // retro-index: chunk embeddings + FAISS index over a chunk database; `merge` joins shards.
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/tool.h"
 #include "index/index_build.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(

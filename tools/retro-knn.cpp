@@ -1,9 +1,10 @@
 // retro-knn: k nearest neighbours of every chunk in an index, same document excluded; `merge`
 // joins shards.
 #include "core/error.h"
-#include "core/tool.h"
 #include "index/knn_build.h"
 #include "index/knn_show.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(

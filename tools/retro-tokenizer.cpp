@@ -1,8 +1,10 @@
 // retro-tokenizer: train / encode / decode a sentencepiece model (pad=0 unk=1 bos=2 eos=3).
 #include <iostream>
 
-#include "core/tool.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
+#include "text/tokenizer_stream.h"
+
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(

@@ -4,9 +4,11 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "core/tool.h"
 #include "train/eval.h"
 #include "train/trainer.h"
+
+#include "deprecated_option.h"
+#include "tool_main.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -16,7 +18,10 @@ int main(int argc, char** argv) {
             static retro::EvalOptions e;
             static std::string plot_run, plot_out;
             app.add_option("--db", o.db, "Chunk database folder (retro-chunk)");
-            app.add_option("--neighbours", o.neighbours, "Neighbours folder (retro-knn) holding neighbours.npy");
+            app.add_option("--knn", o.neighbours, "Neighbours folder (retro-knn) holding neighbours.npy");
+            // the old spelling, for `eval` too: eval does not know it, so it falls through to here (a hidden
+            // option of eval's own would add a blank line to eval's --help)
+            retro::add_deprecated_option(app, "--neighbours", "--knn", o.neighbours, ctx, "the neighbours folder");
             app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
             ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
             ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
-            ev->add_option("--neighbours", e.neighbours, "Neighbours folder (omit: no-retrieval only)");
+            ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only)");
             ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
             ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
             ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
@@ -58,6 +63,7 @@ int main(int argc, char** argv) {
 
             return [&ctx, ev, pl] {
                 if (*ev) {
+                    if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
                     for (const auto& r : retro::train_eval(e))
                         std::printf("{\"retrieval\": %s, \"loss\": %.6f, \"perplexity\": %.4f, \"sequences\": %lld, "
                                     "\"labels\": %lld}\n",

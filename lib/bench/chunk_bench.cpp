@@ -25,14 +25,13 @@
 #include "data/synthetic_text.h"
 #include "text/corpus.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
 
 namespace retro::bench {
 namespace {
-
 
 double process_cpu_seconds() {
     timespec ts{};
@@ -82,7 +81,6 @@ ChildRun run_child(const std::vector<std::string>& args) {
         user_error_in(args[0], "failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
     return r;
 }
-
 
 }  // namespace
 
@@ -189,28 +187,6 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         log_info("wrote " + o.json);
     }
     return result;
-}
-
-CLI::App* bench_chunk_add_subcommand(CLI::App& bench_app, ToolContext& ctx) {
-    auto opt = std::make_shared<ChunkBenchOptions>();
-    auto* sub = bench_app.add_subcommand("chunk", "retro-chunk MB/s and tokens/s at 1 and all threads, peak RSS, "
-                                                  "against a bare sentencepiece Encode loop over the same text");
-    sub->add_option("--corpus", opt->corpus, "Corpus inputs (as for retro-chunk); default: generate one");
-    sub->add_option("--size-mb", opt->size_mb, "Size of the generated corpus (MB of text)");
-    sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
-    sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
-    sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
-    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")->delimiter(',');
-    sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
-    sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
-    sub->add_option("--json", opt->json, "Write the results as JSON to this file");
-    // CLI11 runs this during parsing, before tool_main applies --quiet/--verbose/--threads: do it here.
-    sub->callback([opt, &ctx] {
-        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
-        set_thread_count(ctx.threads);
-        run_chunk_bench(*opt, ctx.command_line);
-    });
-    return sub;
 }
 
 }  // namespace retro::bench

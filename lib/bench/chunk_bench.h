@@ -2,13 +2,10 @@
 // threads, its peak RSS, and in the same run a bare in-process sentencepiece Encode loop over the
 // same text (the bound to compare with, ANCHORS.md §7). Corpus generated (pseudo-words) or given.
 #pragma once
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "core/tool.h"
 
 namespace retro::bench {
 
@@ -26,8 +23,5 @@ struct ChunkBenchOptions {
 
 // Runs the benchmark; the table goes to stdout, notes to stderr; returns the JSON results.
 nlohmann::json run_chunk_bench(const ChunkBenchOptions& opt, const std::string& command_line);
-
-// Registers `chunk` on retro-bench's app; its CLI11 callback runs run_chunk_bench.
-CLI::App* bench_chunk_add_subcommand(CLI::App& bench_app, ToolContext& ctx);
 
 }  // namespace retro::bench

@@ -12,14 +12,17 @@
 #include <random>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/shell_quote.h"
 #include "core/threads.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
@@ -101,7 +104,6 @@ std::pair<double, double> median_wall_cpu(const std::function<void()>& fn, int r
     return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
 }
 
-
 nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads) {
     std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
                       " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
@@ -122,6 +124,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT model folder", "pass --model DIR");
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
+    if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
     BertEmbedderOptions eo;
     eo.model_dir = o.model;
     eo.batch = o.batch;
@@ -253,43 +256,6 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
         result["rounds"] = round_list;
     }
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
-}
-
-void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
-    auto o = std::make_shared<EmbedBenchOptions>();
-    auto* sub = bench.add_subcommand("embed", "bert embedder chunks/s (WordPiece + encoder + pooling), optionally "
-                                              "beside Hugging Face transformers (--peer tests/peers/hf_embed.py)");
-    sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt)")
-        ->required();
-    sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
-    sub->add_option("--tokens", o->tokens, "WordPiece tokens per text ([CLS]/[SEP] not counted)")
-        ->check(CLI::PositiveNumber);
-    sub->add_option("--min-tokens", o->min_tokens,
-                    "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
-    sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
-    sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
-        ->check(CLI::IsMember({"cpu", "cuda"}));
-    sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
-        ->check(CLI::PositiveNumber);
-    sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
-        ->check(CLI::PositiveNumber);
-    sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
-    sub->add_option("--seed", o->seed, "Seed of the synthetic words");
-    sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
-    sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
-    sub->add_option("--python", o->python, "Python interpreter for --peer");
-    sub->add_option("--rounds", o->rounds,
-                    "With --peer: alternate RetroKit and the peer this many times and report the median of the "
-                    "per-round ratios (steadier on a shared machine)")
-        ->check(CLI::PositiveNumber);
-    sub->add_flag("--peer-sorted", o->peer_sorted,
-                  "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
-    sub->callback([o, &ctx] {
-        set_thread_count(ctx.threads);
-        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
-        run_embed_bench(*o, ctx.command_line);
-    });
 }
 
 }  // namespace retro::bench

@@ -6,12 +6,8 @@
 // per-round ratios: on a shared machine the speed drifts by 10-20 % within minutes, and a ratio of
 // two measurements taken side by side is steadier than one of two taken a minute apart.
 #pragma once
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
-
-#include "core/tool.h"
 
 namespace retro::bench {
 
@@ -36,9 +32,5 @@ struct EmbedBenchOptions {
 
 // Runs the benchmark: table on stdout, notes on stderr. Threads are thread_count().
 void run_embed_bench(const EmbedBenchOptions& opt, const std::string& command_line);
-
-// Registers `embed` under `bench` (the retro-bench app); its callback sets the thread count from
-// ctx.threads and runs run_embed_bench with ctx.command_line.
-void bench_embed_add_subcommand(CLI::App& bench, retro::ToolContext& ctx);
 
 }  // namespace retro::bench

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/heap.h"
 #include "core/log.h"
+#include "core/shell_quote.h"
 #include "core/threads.h"
 #include "generate/cached_decoder.h"
 #include "generate/sampler.h"
@@ -47,7 +48,6 @@ RetroConfig bench_config(const GenerateBenchOptions& o) {
     c.validate(o.config.empty() ? "default bench config" : o.config);
     return c;
 }
-
 
 struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
@@ -95,7 +95,6 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
                       "pip install torch \"pyarrow<16\" retro-pytorch==0.3.9, or drop --peer");
     return r;
 }
-
 
 }  // namespace
 
@@ -168,26 +167,6 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                             {"results", results}};
         write_file_atomic(o.json, j.dump(2) + "\n");
     }
-}
-
-void bench_generate_add_subcommand(CLI::App& bench, retro::ToolContext& ctx) {
-    auto o = std::make_shared<GenerateBenchOptions>();
-    auto* sub = bench.add_subcommand("generate", "KV-cached decoding tokens/s and ms per token at several prompt lengths, "
-                                                 "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
-    sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
-    sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
-    sub->add_option("--output", o->output, "Tokens generated per prompt")->capture_default_str();
-    sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
-    sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer");
-    sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
-    sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
-    sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
-    sub->callback([o, &ctx] {
-        set_thread_count(ctx.threads);
-        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
-        run_generate_bench(*o, ctx.command_line);
-    });
 }
 
 }  // namespace retro::bench

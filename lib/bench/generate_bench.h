@@ -10,13 +10,9 @@
 // Default model: 6 x 512 decoder (CCA at 3 and 6), 2 x 256 encoder, 8 heads of 64, vocabulary 8000,
 // chunk 64, max_seq_len = the longest prompt + O.
 #pragma once
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "core/tool.h"
 
 namespace retro::bench {
 
@@ -33,6 +29,5 @@ struct GenerateBenchOptions {
 };
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line);
-void bench_generate_add_subcommand(CLI::App& bench, retro::ToolContext& ctx);
 
 }  // namespace retro::bench

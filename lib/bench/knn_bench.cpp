@@ -16,15 +16,15 @@
 
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/threads.h"
 #include "index/exact_search.h"
+#include "index/exact_search_cuda.h"
 #include "index/faiss_index.h"
-#include "exact_search_cuda.h"
-#include "cuda_device.h"
 
 namespace retro::bench {
 namespace {
@@ -83,8 +83,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     int d = o.dim;
     const int k = o.k;
     std::int64_t n = o.n, q = o.queries;
-    if (o.cuda && cuda_device_count() == 0)   // before minutes of CPU rows, not after
-        user_error_in("--cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
+    if (o.cuda) cuda_require("--cuda", "retro-bench");   // before minutes of CPU rows, not after
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
     if (o.base_npy.empty())
@@ -179,21 +178,23 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         }
         add_cpu_row("faiss IndexFlatIP", s_flat, r_flat, true, "");
     }
-    if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
-        const std::int64_t qb = std::min<std::int64_t>(q, 4096);
-        const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
-        log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");
-        std::unique_ptr<CudaExactSearch> gpu;
-        const double upload = seconds_of([&] { gpu = std::make_unique<CudaExactSearch>(base.data(), n, d, nullptr); });
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
-        std::vector<float> scores(ids.size());
-        gpu->search(queries.data(), std::min<std::int64_t>(q, 64), nullptr, k, ids.data(), scores.data());   // warm-up
-        double best = 1e30;
-        for (int r = 0; r < 3; ++r)
-            best = std::min(best, seconds_of([&] { gpu->search(queries.data(), q, nullptr, k, ids.data(), scores.data()); }));
-        add_row("gpu", sg, "retrokit exact cuda", best, recall_at_k(ids, truth, q, k), true,
-                "best of 3; base upload " + fmt(upload, "%.2f") + " s once");
-        result["gpu"] = {{"device", cuda_device_name()}, {"cublas_sgemm_gflops", sg}, {"base_upload_seconds", upload}};
+    if constexpr (kCudaBuilt) {
+        if (o.cuda) {   // cuBLAS sgemm + top-k kernel; seconds include the query upload and result download
+            const std::int64_t qb = std::min<std::int64_t>(q, 4096);
+            const double sg = cuda_sgemm_gflops(qb, (std::int64_t{64} << 20) / qb, d);   // exact search's score block
+            log_info("gpu " + cuda_device_name() + ": cuBLAS sgemm " + fmt(sg) + " GFLOP/s");
+            std::unique_ptr<CudaExactSearch> gpu;
+            const double upload = seconds_of([&] { gpu = CudaExactSearch::upload(base.data(), n, d, nullptr); });
+            std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
+            std::vector<float> scores(ids.size());
+            gpu->search(queries.data(), std::min<std::int64_t>(q, 64), nullptr, k, ids.data(), scores.data());   // warm-up
+            double best = 1e30;
+            for (int r = 0; r < 3; ++r)
+                best = std::min(best, seconds_of([&] { gpu->search(queries.data(), q, nullptr, k, ids.data(), scores.data()); }));
+            add_row("gpu", sg, "retrokit exact cuda", best, recall_at_k(ids, truth, q, k), true,
+                    "best of 3; base upload " + fmt(upload, "%.2f") + " s once");
+            result["gpu"] = {{"device", cuda_device_name()}, {"cublas_sgemm_gflops", sg}, {"base_upload_seconds", upload}};
+        }
     }
     result["rows"] = rows;
     std::printf("%s", format_table(table).c_str());
@@ -232,40 +233,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     }
     std::filesystem::remove_all(dir);
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
-}
-
-void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx) {
-    auto o = std::make_shared<KnnBenchOptions>();
-    auto* sub = bench.add_subcommand("knn", "Exact kNN vs FAISS IndexFlatIP (queries/s, GFLOP/s vs sgemm); IVF-Flat, IVF-PQ, HNSW vs pip faiss-cpu");
-    sub->add_option("--n", o->n, "Base vectors");
-    sub->add_option("--dim", o->dim, "Dimension");
-    sub->add_option("--queries", o->queries, "Queries");
-    sub->add_option("--k", o->k, "Neighbours");
-    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")->delimiter(',');
-    sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF)");
-    sub->add_option("--nprobe", o->ann.nprobe, "IVF nprobe values")->delimiter(',');
-    sub->add_option("--pq-m", o->ann.pq_m, "IVF-PQ sub-quantizers, 8-bit codes (0 = skip IVF-PQ)");
-    sub->add_option("--hnsw-m", o->ann.hnsw_m, "HNSW neighbours per node (0 = skip HNSW)");
-    sub->add_option("--ef-search", o->ann.ef_search, "HNSW efSearch values")->delimiter(',');
-    sub->add_option("--rounds", o->ann.rounds,
-                    "Approximate rows: alternate RetroKit and the peer this many times (order flipped each round); "
-                    "report medians and the median per-round ratio");
-    sub->add_option("--index-cache", o->ann.index_cache,
-                    "Keep the built IVF/PQ/HNSW index files in this folder and reuse them on the next run with the same vectors");
-    sub->add_option("--debian-queries", o->ann.debian_queries,
-                    "Queries for the reference rows of Debian's FAISS search (scalar: slow; 0 = skip)");
-    sub->add_option("--base-npy", o->base_npy, "Base vectors from this float32 .npy (e.g. an index's embeddings.npy) instead of synthetic ones");
-    sub->add_option("--queries-npy", o->queries_npy, "Query vectors from this float32 .npy (with --base-npy)");
-    sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
-    sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors");
-    sub->add_option("--python", o->python, "Python interpreter for the peer");
-    sub->add_option("--json", o->json, "Write results as JSON here");
-    sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
-    sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
-    sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
-    sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
-        ->delimiter(',');
-    sub->callback([o, &ctx] { run_knn_bench(*o, ctx.command_line); });
 }
 
 }  // namespace retro::bench

@@ -4,13 +4,11 @@
 // measured in the same run; then the approximate rows (knn_ann_bench.h): IVF-Flat, IVF-PQ and
 // HNSW, RetroKit's search beside the pip faiss-cpu package on the same index files.
 #pragma once
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "bench/knn_ann_bench.h"
-#include "core/tool.h"
 
 namespace retro::bench {
 
@@ -32,6 +30,5 @@ struct KnnBenchOptions {
 };
 
 void run_knn_bench(const KnnBenchOptions& opt, const std::string& command_line);
-void bench_knn_add_subcommand(CLI::App& bench, ToolContext& ctx);
 
 }  // namespace retro::bench

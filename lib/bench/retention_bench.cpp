@@ -15,13 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
-#include "cuda_device.h"
-#include "exact_search_cuda.h"
 #include "retention/retention.h"
-#include "retention_cuda.h"
+#include "retention/retention_cuda.h"
 #include "retrokit/version.h"
 
 namespace retro::bench {
@@ -122,19 +121,19 @@ struct DeviceArrays {
     DeviceArrays(const DeviceArrays&) = delete;
     DeviceArrays& operator=(const DeviceArrays&) = delete;
     ~DeviceArrays() {
-        for (X* b : bufs) rr::cuda::device_free(b);
+        for (X* b : bufs) cuda_free(b);
     }
     X* upload(const std::vector<float>& host) {
         std::vector<X> y(host.size());
         parallel_ranges(static_cast<std::int64_t>(host.size()), [&](std::int64_t b, std::int64_t e, int) {
             for (std::int64_t i = b; i < e; ++i) {
                 if constexpr (std::is_same_v<X, float>) y[i] = host[i];
-                else y[i] = rr::to_bf16(host[i]);
+                else y[i] = to_bf16(host[i]);
             }
         });
-        X* d = static_cast<X*>(rr::cuda::device_alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
+        X* d = static_cast<X*>(cuda_alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
         bufs.push_back(d);
-        rr::cuda::copy_to_device(d, y.data(), y.size() * sizeof(X));
+        cuda_copy_to_device(d, y.data(), y.size() * sizeof(X));
         return d;
     }
 };
@@ -143,7 +142,7 @@ template <typename X>
 Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shape& s, const RetentionBenchOptions& o) {
     Row r{mode, dtype, s};
     const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
-    const std::size_t used0 = rr::cuda::device_used_bytes();
+    const std::size_t used0 = cuda_used_bytes();
     DeviceArrays<X> dev;
     auto upload = [&](const std::vector<float>& host) { return dev.upload(host); };
     X *q = upload(random_floats(nk, 1)), *k = upload(random_floats(nk, 2)), *v = upload(random_floats(nv, 3)),
@@ -152,21 +151,21 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
     r.buffer_bytes = static_cast<std::int64_t>((4 * nk + 4 * nv) * sizeof(X));
     rr::Options opt;
     opt.chunk_size = o.chunk_size;
-    auto fwd = [&] { RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr); rr::cuda::synchronize(); };
+    auto fwd = [&] { RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr); cuda_synchronize(); };
     auto fb = [&] {
         RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr);
         RETRO_CUDA_CALL(backward, s, opt, q, k, v, nullptr, dO, nullptr, dq, dk, dv, nullptr);
-        rr::cuda::synchronize();
+        cuda_synchronize();
     };
     r.fwd_ms = median_ms(fwd, o.repeats);
     r.fwdbwd_ms = median_ms(fb, o.repeats);
-    r.peak_extra_bytes = static_cast<std::int64_t>(rr::cuda::device_used_bytes() - used0) - r.buffer_bytes;
+    r.peak_extra_bytes = static_cast<std::int64_t>(cuda_used_bytes() - used0) - r.buffer_bytes;
     std::vector<X> host(nv);
-    rr::cuda::copy_to_host(host.data(), out, nv * sizeof(X));
+    cuda_copy_to_host(host.data(), out, nv * sizeof(X));
     for (const auto& e : host) {
         float f;
         if constexpr (std::is_same_v<X, float>) f = e;
-        else f = rr::from_bf16(e);
+        else f = from_bf16(e);
         r.nonfinite += std::isfinite(f) ? 0 : 1;
     }
     return r;
@@ -200,7 +199,7 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
     float *h = states.upload(random_floats(ns, 8)), *h2 = states.upload(std::vector<float>(ns));
     const double rec = median_ms([&] {
         rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, h, o1, h2);
-        rr::cuda::synchronize();
+        cuda_synchronize();
     }, repeats * 5);
     json par = nullptr;
     if (s0.T <= kDecodeParallelMaxT) {
@@ -209,7 +208,7 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
           *op = dev.upload(std::vector<float>(nv));
         par = median_ms([&] {
             rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr);
-            rr::cuda::synchronize();
+            cuda_synchronize();
         }, repeats);
     }
     return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"parallel_prefix_ms", par}};
@@ -243,8 +242,7 @@ json row_json(const Row& r, const std::string& device, std::int64_t C) {
 void run_retention_bench(const RetentionBenchOptions& o, const std::string& command_line) {
     const bool gpu = o.device == "cuda";
     if (!gpu && o.device != "cpu") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
-    if (gpu && cuda_device_count() == 0)
-        user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-bench was built without CUDA");
+    if (gpu) cuda_require("--device cuda", "retro-bench");   // the CUDA calls below compile away without CUDA
     for (const auto& m : o.modes)
         if (m != "naive" && m != "parallel" && m != "recurrent" && m != "chunkwise")
             user_error_in("--modes", "unknown mode '" + m + "' (expected naive, parallel, recurrent, chunkwise)");
@@ -262,7 +260,9 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     const std::string device = gpu ? "cuda: " + cuda_device_name() : "cpu: " + cpu_model() + " (" + std::to_string(thread_count()) + " threads)";
     log_info(gpu ? std::string("measuring cuBLAS sgemm (8192^3, fp32, no TF32)")
                  : "measuring sgemm (2048^3, " + std::to_string(thread_count()) + " threads)");
-    const double sgemm = gpu ? cuda_sgemm_gflops(8192, 8192, 8192) : sgemm_gflops();
+    double sgemm = 0;
+    if (!gpu) sgemm = sgemm_gflops();
+    else if constexpr (kCudaBuilt) sgemm = cuda_sgemm_gflops(8192, 8192, 8192);
     log_info("sgemm: " + fmt(sgemm, 1) + " GFLOP/s");
 
     std::vector<Row> rows;
@@ -278,8 +278,9 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                     continue;
                 }
                 log_info(mode + " " + dtype + " T=" + std::to_string(T));
-                Row r = gpu ? (dtype == "bf16" ? bench_cuda<rr::bf16>(mode, dtype, s, o) : bench_cuda<float>(mode, dtype, s, o))
-                            : (dtype == "fp64" ? bench_cpu<double>(mode, dtype, s, o) : bench_cpu<float>(mode, dtype, s, o));
+                Row r{mode, dtype, s};
+                if (!gpu) r = dtype == "fp64" ? bench_cpu<double>(mode, dtype, s, o) : bench_cpu<float>(mode, dtype, s, o);
+                else if constexpr (kCudaBuilt) r = dtype == "bf16" ? bench_cuda<bf16>(mode, dtype, s, o) : bench_cuda<float>(mode, dtype, s, o);
                 if (mode == "chunkwise") {
                     r.gflops = chunkwise_flops(s, o.chunk_size) / (r.fwd_ms * 1e6);
                     r.ratio = r.gflops / sgemm;
@@ -290,8 +291,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                 rows.push_back(r);
             }
             if (std::count(o.modes.begin(), o.modes.end(), "recurrent")) {
-                if (gpu) decode.push_back(dtype == "bf16" ? decode_cuda<rr::bf16>(s, o.repeats) : decode_cuda<float>(s, o.repeats));
-                else decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
+                if (!gpu) decode.push_back(dtype == "fp64" ? decode_cpu<double>(s, o.repeats) : decode_cpu<float>(s, o.repeats));
+                else if constexpr (kCudaBuilt) decode.push_back(dtype == "bf16" ? decode_cuda<bf16>(s, o.repeats) : decode_cuda<float>(s, o.repeats));
                 decode.back()["dtype"] = dtype;
             }
         }

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/heap.h"
 #include "core/log.h"
+#include "core/shell_quote.h"
 #include "core/threads.h"
 #include "model/params.h"
 #include "model/retro.h"
@@ -264,33 +265,6 @@ nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& co
     std::fflush(stdout);
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
     return result;
-}
-
-void bench_train_add_subcommand(CLI::App& bench, ToolContext& ctx) {
-    auto o = std::make_shared<TrainBenchOptions>();
-    auto* sub = bench.add_subcommand("train", "RETRO training steps (fwd + bwd + AdamW, fp32): tokens/s and GFLOP/s "
-                                              "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
-    sub->add_option("--config", o->config, "Model config JSON (default: the built-in demo config = "
-                                           "examples/configs/demo.json; e.g. examples/configs/retro-172m.json)");
-    sub->add_option("--batch", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
-    sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
-    sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
-    sub->add_option("--warmup", o->warmup, "Untimed steps before the timed ones");
-    sub->add_option("--threads", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
-                                             "else 1 and all cores)")
-        ->delimiter(',');
-    sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
-    sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
-    sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)");
-    sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
-    sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
-    sub->callback([o, &ctx] {
-        log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
-        TrainBenchOptions run = *o;
-        if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
-        run_train_bench(run, ctx.command_line);
-    });
 }
 
 }  // namespace retro::bench

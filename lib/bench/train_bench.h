@@ -22,14 +22,12 @@
 //   forward = linear + attention;  step = 3 * forward  (backward: d input and d weight, each a forward's
 //   worth; attention backward: dS, dq, dk, dv, two forwards' worth).
 #pragma once
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/tool.h"
 #include "model/config.h"
 
 namespace retro::bench {
@@ -65,8 +63,5 @@ RetroConfig train_bench_demo_config();
 
 // Runs the benchmark: table on stdout, notes on stderr; returns the JSON results (also written to opt.json).
 nlohmann::json run_train_bench(const TrainBenchOptions& opt, const std::string& command_line);
-
-// Registers `train` under retro-bench; its callback applies --quiet/--verbose and runs run_train_bench.
-void bench_train_add_subcommand(CLI::App& bench, ToolContext& ctx);
 
 }  // namespace retro::bench

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/tool.h"
+#include "core/tool_context.h"
 
 namespace retro {
 

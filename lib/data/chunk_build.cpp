@@ -23,7 +23,7 @@
 #include "data/chunk_db_writer.h"
 #include "data/chunk_layout.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 

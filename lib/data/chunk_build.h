@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tool.h"
+#include "core/tool_context.h"
 #include "text/corpus.h"
 
 namespace retro {

@@ -12,7 +12,7 @@
 #include "core/manifest.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace retro {
 namespace {

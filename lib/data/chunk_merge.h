@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tool.h"
+#include "core/tool_context.h"
 
 namespace retro {
 

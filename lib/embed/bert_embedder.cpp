@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/threads.h"
@@ -59,7 +60,10 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
                       cat("has ", wordpiece_.vocab_size(), " tokens, config.json says vocab_size ", c.vocab_size),
                       "keep vocab.txt and the weights from the same checkpoint");
     opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
-    if (opts_.device == "cuda") cuda_ = std::make_unique<CudaBert>(model_);   // a user error without a GPU
+    if (opts_.device == "cuda") {
+        cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
+        if constexpr (kCudaBuilt) cuda_ = CudaBert::upload(model_);
+    }
 }
 
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {

@@ -1,14 +1,14 @@
 // The `bert` embedder: a local Hugging Face BERT-family checkpoint (config.json,
 // model.safetensors, vocab.txt). Chunk ids -> text (sentencepiece decode) -> WordPiece ->
 // BERT encoder -> mean pool over real tokens -> L2 norm. CPU via OpenBLAS (BertModel); with device "cuda" the
-// encoder runs on the GPU via cuBLAS (kernels/bert_cuda.h).
+// encoder runs on the GPU via cuBLAS (embed/bert_cuda.h).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "bert_cuda.h"
+#include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
 #include "embed/embedder.h"
 #include "text/wordpiece.h"

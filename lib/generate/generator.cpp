@@ -12,7 +12,7 @@
 #include "generate/cached_decoder.h"
 #include "model/params.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 

@@ -5,7 +5,7 @@
 // AVX-512F), and blocked OpenBLAS sgemm + a SIMD threshold pass (everywhere else).
 // Threads split the queries when each gets at least kMinQueriesPerThread of them, else the base
 // rows (each thread its own top-k lists, merged at the end), so one query uses every core too.
-// The GPU twin is kernels/exact_search_cuda.h.
+// The GPU twin is index/exact_search_cuda.h (defined in kernels/exact_search_cuda.cu).
 #pragma once
 #include <cstdint>
 

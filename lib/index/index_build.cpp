@@ -8,18 +8,18 @@
 #include <fstream>
 
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
-#include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "index/faiss_index.h"
 #include "index/index_memory.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -191,9 +191,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (opts.block < 1) user_error_in("--block", "must be positive");
     if (opts.bert.device == "cuda") {
         if (opts.embedder != "bert") user_error_in("--device cuda", "only the bert embedder runs on the GPU", "use --embedder bert, or drop --device");
-        if (cuda_device_count() == 0)
-            user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-index was built without CUDA",
-                          "embed on the CPU (--device cpu)");
+        cuda_require("--device cuda", "retro-index", "embed on the CPU (--device cpu)");
     }
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
     {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it

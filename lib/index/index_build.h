@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/tool.h"
+#include "core/tool_context.h"
 #include "embed/bert_embedder.h"
 #include "embed/bow_embedder.h"
 #include "index/block_parts.h"

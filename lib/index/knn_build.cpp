@@ -11,17 +11,17 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
-#include "cuda_device.h"
 #include "data/chunk_db.h"
 #include "embed/embedder.h"
-#include "exact_search_cuda.h"
 #include "index/exact_search.h"
+#include "index/exact_search_cuda.h"
 #include "index/exact_self_join.h"
 #include "index/faiss_index.h"
 #include "index/index_build.h"
@@ -268,9 +268,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         if (opts.k > kCudaExactMaxK)
             user_error_in("--neighbours", "exact search on CUDA keeps at most " + std::to_string(kCudaExactMaxK) + " neighbours",
                           "search on the CPU (--device cpu)");
-        if (cuda_device_count() == 0)
-            user_error_in("--device cuda", cuda_built() ? "no CUDA device found" : "retro-knn was built without CUDA",
-                          "search on the CPU (--device cpu)");
+        cuda_require("--device cuda", "retro-knn", "search on the CPU (--device cpu)");
     }
     ChunkDb db(opts.db);
     IndexFolderOptions fo;
@@ -298,7 +296,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         s.base = std::make_unique<BaseVectors>(opts.index);
         if (s.base->dim() != d) user_error_in(opts.index + "/embeddings.npy", "has dimension " + std::to_string(s.base->dim()) + ", the manifest says " + std::to_string(d));
         if (opts.device == "cuda")
-            s.gpu = std::make_unique<CudaExactSearch>(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr);
+            if constexpr (kCudaBuilt) s.gpu = CudaExactSearch::upload(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr);
     }
     if (!opts.exact) {
         s.index = std::move(folder.index);

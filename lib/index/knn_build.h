@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tool.h"
+#include "core/tool_context.h"
 #include "index/block_parts.h"
 
 namespace retro {

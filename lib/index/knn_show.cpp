@@ -10,7 +10,7 @@
 #include "core/npy.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
-#include "text/tokenizer_cli.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 

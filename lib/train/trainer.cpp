@@ -189,7 +189,7 @@ void Trainer::run() {
     config_ = RetroConfig::load(o_.config);
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
-        user_error_in("--neighbours", "is required (or train the baseline with --no-retrieval)");
+        user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
     const double need = train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval);
     memory_require("--batch-size", need,
                    "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +

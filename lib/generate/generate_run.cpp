@@ -1,4 +1,5 @@
-#include "generate/generate_cli.h"
+// Implementation of generate_run.h.
+#include "generate/generate_run.h"
 
 #include <chrono>
 #include <cstdio>
@@ -93,7 +94,7 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
 
 }  // namespace
 
-void generate_cli_run(GenerateCliOptions cli) {
+void generate_run(GenerateRunOptions cli) {
     cli.g.stop_at_eos = !cli.ignore_eos;
     const bool batch = !cli.prompts_file.empty();
     std::vector<std::string> prompts;

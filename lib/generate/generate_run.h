@@ -8,7 +8,7 @@
 
 namespace retro {
 
-struct GenerateCliOptions {
+struct GenerateRunOptions {
     GenerateOptions g;
     std::string prompt;         // "" = read stdin (single-prompt mode)
     std::string prompts_file;   // batch mode input (.jsonl)
@@ -16,6 +16,6 @@ struct GenerateCliOptions {
     bool show_neighbours = false, json = false, ignore_eos = false;
 };
 
-void generate_cli_run(GenerateCliOptions cli);
+void generate_run(GenerateRunOptions cli);
 
 }  // namespace retro

@@ -1,25 +1,15 @@
-// Implementation of tool.h.
-#include "core/tool.h"
+// Implementation of tool_main.h.
+#include "tool_main.h"
 
 #include <cstdio>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/shell_quote.h"
 #include "core/threads.h"
 #include "retrokit/version.h"
 
 namespace retro {
-
-std::string shell_quote(const std::string& s) {
-    bool plain = !s.empty();
-    for (char c : s)
-        if (!(isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos))
-            plain = false;
-    if (plain) return s;
-    std::string out = "'";
-    for (char c : s) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup) {

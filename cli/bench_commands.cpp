@@ -1,0 +1,172 @@
+// Implementation of bench_commands.h: one add_<name> per benchmark, in the order --help lists them.
+#include "bench_commands.h"
+
+#include <memory>
+
+#include "bench/chunk_bench.h"
+#include "bench/embed_bench.h"
+#include "bench/generate_bench.h"
+#include "bench/knn_bench.h"
+#include "bench/retention_bench.h"
+#include "bench/train_bench.h"
+
+namespace retro::bench {
+namespace {
+
+void add_retention(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<RetentionBenchOptions>();
+    auto* sub = bench.add_subcommand("retention", "Retention modes (naive, parallel, recurrent, chunkwise): fwd, fwd+bwd, "
+                                                  "memory, decode step, chunkwise/parallel crossover, GFLOP/s vs sgemm");
+    sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    sub->add_option("--modes", o->modes, "Modes to run (comma-separated)")->delimiter(',');
+    sub->add_option("--T", o->T, "Sequence lengths (comma-separated; default cpu 256..4096, cuda 1024..16384)")->delimiter(',');
+    sub->add_option("--B", o->B, "Batch (0 = default: cpu 4, cuda 8)");
+    sub->add_option("--H", o->H, "Heads (0 = default: cpu 8, cuda 32)");
+    sub->add_option("--K", o->K, "Key/query head dim (0 = 128)");
+    sub->add_option("--V", o->V, "Value head dim (0 = 128)");
+    sub->add_option("--dtype", o->dtypes, "cpu: fp32,fp64; cuda: fp32,bf16 (default fp32 on cpu, bf16 on cuda)")->delimiter(',');
+    sub->add_option("--chunk-size", o->chunk_size, "Chunk size of the chunkwise mode")->check(CLI::PositiveNumber);
+    sub->add_option("--repeats", o->repeats, "Timed repeats per row (median reported, after one warm-up)")->check(CLI::PositiveNumber);
+    sub->add_option("--naive-max-T", o->naive_max_T, "Skip naive (O(T^2) memory) above this T");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)");
+    sub->callback([o, &ctx] { run_retention_bench(*o, ctx.command_line); });
+}
+
+void add_chunk(CLI::App& bench, ToolContext& ctx) {
+    auto opt = std::make_shared<ChunkBenchOptions>();
+    auto* sub = bench.add_subcommand("chunk", "retro-chunk MB/s and tokens/s at 1 and all threads, peak RSS, "
+                                              "against a bare sentencepiece Encode loop over the same text");
+    sub->add_option("--corpus", opt->corpus, "Corpus inputs (as for retro-chunk); default: generate one");
+    sub->add_option("--size-mb", opt->size_mb, "Size of the generated corpus (MB of text)");
+    sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
+    sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
+    sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
+    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
+    sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
+    sub->add_option("--json", opt->json, "Write the results as JSON to this file");
+    sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
+}
+
+void add_embed(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<EmbedBenchOptions>();
+    auto* sub = bench.add_subcommand("embed", "bert embedder chunks/s (WordPiece + encoder + pooling), optionally "
+                                              "beside Hugging Face transformers (--peer tests/peers/hf_embed.py)");
+    sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt)")
+        ->required();
+    sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
+    sub->add_option("--tokens", o->tokens, "WordPiece tokens per text ([CLS]/[SEP] not counted)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--min-tokens", o->min_tokens,
+                    "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
+    sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+    sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
+    sub->add_option("--seed", o->seed, "Seed of the synthetic words");
+    sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
+    sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
+    sub->add_option("--python", o->python, "Python interpreter for --peer");
+    sub->add_option("--rounds", o->rounds,
+                    "With --peer: alternate RetroKit and the peer this many times and report the median of the "
+                    "per-round ratios (steadier on a shared machine)")
+        ->check(CLI::PositiveNumber);
+    sub->add_flag("--peer-sorted", o->peer_sorted,
+                  "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] { run_embed_bench(*o, ctx.command_line); });
+}
+
+void add_knn(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<KnnBenchOptions>();
+    auto* sub = bench.add_subcommand("knn", "Exact kNN vs FAISS IndexFlatIP (queries/s, GFLOP/s vs sgemm); IVF-Flat, IVF-PQ, HNSW vs pip faiss-cpu");
+    sub->add_option("--n", o->n, "Base vectors");
+    sub->add_option("--dim", o->dim, "Dimension");
+    sub->add_option("--queries", o->queries, "Queries");
+    sub->add_option("--k", o->k, "Neighbours");
+    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF)");
+    sub->add_option("--nprobe", o->ann.nprobe, "IVF nprobe values")->delimiter(',');
+    sub->add_option("--pq-m", o->ann.pq_m, "IVF-PQ sub-quantizers, 8-bit codes (0 = skip IVF-PQ)");
+    sub->add_option("--hnsw-m", o->ann.hnsw_m, "HNSW neighbours per node (0 = skip HNSW)");
+    sub->add_option("--ef-search", o->ann.ef_search, "HNSW efSearch values")->delimiter(',');
+    sub->add_option("--rounds", o->ann.rounds,
+                    "Approximate rows: alternate RetroKit and the peer this many times (order flipped each round); "
+                    "report medians and the median per-round ratio");
+    sub->add_option("--index-cache", o->ann.index_cache,
+                    "Keep the built IVF/PQ/HNSW index files in this folder and reuse them on the next run with the same vectors");
+    sub->add_option("--debian-queries", o->ann.debian_queries,
+                    "Queries for the reference rows of Debian's FAISS search (scalar: slow; 0 = skip)");
+    sub->add_option("--base-npy", o->base_npy, "Base vectors from this float32 .npy (e.g. an index's embeddings.npy) instead of synthetic ones");
+    sub->add_option("--queries-npy", o->queries_npy, "Query vectors from this float32 .npy (with --base-npy)");
+    sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
+    sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors");
+    sub->add_option("--python", o->python, "Python interpreter for the peer");
+    sub->add_option("--json", o->json, "Write results as JSON here");
+    sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
+    sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
+    sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
+    sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
+        ->delimiter(',');
+    sub->callback([o, &ctx] { run_knn_bench(*o, ctx.command_line); });
+}
+
+void add_train(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<TrainBenchOptions>();
+    auto* sub = bench.add_subcommand("train", "RETRO training steps (fwd + bwd + AdamW, fp32): tokens/s and GFLOP/s "
+                                              "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
+    sub->add_option("--config", o->config, "Model config JSON (default: the built-in demo config = "
+                                           "examples/configs/demo.json; e.g. examples/configs/retro-172m.json)");
+    sub->add_option("--batch", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
+    sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
+    sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
+    sub->add_option("--warmup", o->warmup, "Untimed steps before the timed ones");
+    sub->add_option("--threads", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
+                                             "else 1 and all cores)")
+        ->delimiter(',');
+    sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
+    sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
+    sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)");
+    sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
+    sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] {
+        TrainBenchOptions run = *o;
+        if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
+        run_train_bench(run, ctx.command_line);
+    });
+}
+
+void add_generate(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<GenerateBenchOptions>();
+    auto* sub = bench.add_subcommand("generate", "KV-cached decoding tokens/s and ms per token at several prompt lengths, "
+                                                 "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
+    sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
+    sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
+    sub->add_option("--output", o->output, "Tokens generated per prompt")->capture_default_str();
+    sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
+    sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer");
+    sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
+    sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
+    sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
+}
+
+}  // namespace
+
+void bench_add_subcommands(CLI::App& app, ToolContext& ctx) {
+    add_retention(app, ctx);
+    add_chunk(app, ctx);
+    add_embed(app, ctx);
+    add_knn(app, ctx);
+    add_train(app, ctx);
+    add_generate(app, ctx);
+}
+
+}  // namespace retro::bench

@@ -1,0 +1,22 @@
+// The frame every tools/*.cpp main runs in: CLI11 parsing, --quiet/--verbose/--version, and the mapping of
+// exceptions to exit codes (UserError -> 2, anything else -> 1) with one line on stderr. A tool's setup()
+// declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
+// tools/ and tests link): libretrokit itself knows no CLI11.
+// provides: ToolAction, ToolSetup, tool_main
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "core/tool_context.h"
+
+namespace retro {
+
+using ToolAction = std::function<void()>;
+using ToolSetup = std::function<ToolAction(CLI::App& app, ToolContext& ctx)>;
+
+int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
+              const ToolSetup& setup);
+
+}  // namespace retro

@@ -1,0 +1,71 @@
+// The GPU as the library sees it, in a CUDA build and in a CPU-only one: kCudaBuilt (the one compile-time
+// switch), the device probe, cuda_require (the one "built without CUDA" / "no CUDA device found" error), and
+// the device helpers the ops share: memory, copies, status checks, bf16, the cuBLAS sgemm rate.
+//
+// Layering: each op's CUDA entry header sits beside its CPU op (index/exact_search_cuda.h, embed/bert_cuda.h,
+// retention/retention_cuda.h); kernels/*.cu define those entry points and the helpers below, and nothing else
+// does. So a CPU-only build names them only inside `if constexpr (kCudaBuilt)`: the call is type-checked in both
+// builds and compiled away in the CPU-only one (a call outside such a branch fails that build's link). The user
+// reaches the GPU through cuda_require() first, which refuses in one line when there is none.
+// provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, cuda_alloc, cuda_free,
+//           cuda_copy_to_device, cuda_copy_to_host, cuda_synchronize, cuda_used_bytes, cuda_check, cublas_check,
+//           cuda_sgemm_gflops, bf16, to_bf16, from_bf16
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace retro {
+
+#ifdef RETRO_HAVE_CUDA
+inline constexpr bool kCudaBuilt = true;    // the library holds the kernels of kernels/*.cu
+#else
+inline constexpr bool kCudaBuilt = false;
+#endif
+
+// Any CUDA error (no driver, no device) counts as "0 devices" (TOOLCHAIN.md: without a driver
+// cudaGetDeviceCount returns error 35, not 100). Both answer "none" in a CPU-only build.
+int cuda_device_count();
+std::string cuda_device_name();   // device 0's name, "" when there is none
+
+// Returns when device 0 is usable; else throws the one-line UserError "<flag>: <program> was built without CUDA"
+// or "<flag>: no CUDA device found", with `fix` as the hint.
+void cuda_require(const std::string& flag, const std::string& program, const std::string& fix = "");
+
+// Device 0's memory (kernels/cuda_device.cu; InternalError on a CUDA error).
+void* cuda_alloc(std::size_t bytes);
+void cuda_free(void* p);
+void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes);
+void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes);
+void cuda_synchronize();
+std::size_t cuda_used_bytes();   // total - free, from cudaMemGetInfo
+
+// InternalError "<what>: <CUDA's message>" unless `status` (a cudaError_t / cublasStatus_t) is success.
+void cuda_check(int status, const char* what);
+void cublas_check(int status, const char* what);
+
+// GFLOP/s of cuBLAS fp32 sgemm (pedantic math, no TF32) for S (m x n) = A (m x d) · B (n x d)^T on device 0,
+// the shape of one exact-search score block; best of 5 after a warm-up, pseudo-random data.
+double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d);
+
+// Storage bit-identical to __nv_bfloat16 (kernels/retention_common.cuh static_asserts it), so this header
+// needs no CUDA headers.
+struct bf16 {
+    std::uint16_t bits;
+};
+inline bf16 to_bf16(float x) {   // round to nearest even, NaN kept
+    std::uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<std::uint16_t>((u >> 16) | 0x40)};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return bf16{static_cast<std::uint16_t>(u >> 16)};
+}
+inline float from_bf16(bf16 x) {
+    std::uint32_t u = static_cast<std::uint32_t>(x.bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+}  // namespace retro
