@@ -9,6 +9,8 @@
 #include "bench/knn_bench.h"
 #include "bench/retention_bench.h"
 #include "bench/train_bench.h"
+#include "op_registry.h"
+#include "ops_bench.h"
 
 namespace retro::bench {
 namespace {
@@ -158,6 +160,28 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
 }
 
+void add_ops(CLI::App& bench, ToolContext& ctx) {
+    auto o = std::make_shared<ops::OpsBenchOptions>();
+    auto list = std::make_shared<bool>(false);
+    auto* sub = bench.add_subcommand(
+        "ops", "The op registry's perf mode: GFLOP/s and GB/s of every registered op (nn, retention, exact search, BERT)");
+    sub->add_option("--ops", o->ops, "Ops to time: names or name prefixes, comma-separated (default: all)")->delimiter(',');
+    sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+    sub->add_option("--repeats", o->repeats, "Timed runs per row (median, after one warm-up)")->capture_default_str();
+    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
+    sub->callback([o, list, &ctx] {
+        if (*list) {
+            for (const auto& op : ops::registry()) {
+                std::printf("%s\n  cpu:  %s\n  cuda: %s\n", op.name.c_str(), op.cpu.c_str(), op.cuda.empty() ? "-" : op.cuda.c_str());
+                for (const auto& t : op.tests) std::printf("  test: %s\n", t.c_str());
+            }
+            return;
+        }
+        ops::run_ops_bench(*o, ctx.command_line);
+    });
+}
+
 }  // namespace
 
 void bench_add_subcommands(CLI::App& app, ToolContext& ctx) {
@@ -167,6 +191,7 @@ void bench_add_subcommands(CLI::App& app, ToolContext& ctx) {
     add_knn(app, ctx);
     add_train(app, ctx);
     add_generate(app, ctx);
+    add_ops(app, ctx);
 }
 
 }  // namespace retro::bench

@@ -42,7 +42,7 @@ std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
 std::unique_ptr<Case> linear_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng), random_tensor(N * O, rng)};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         V<T> out{std::vector<T>(N * O)};
         nn::linear_forward(out[0].data(), x[0].data(), x[1].data(), x[2].data(), N, I, O);
         if (!bwd) return out;
@@ -61,7 +61,7 @@ std::unique_ptr<Case> linear_case(int64_t N, int64_t I, int64_t O, std::uint64_t
 std::unique_ptr<Case> rmsnorm_case(int64_t N, int64_t C, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * C, rng), random_tensor(C, rng), random_tensor(N * C, rng)};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         V<T> out{std::vector<T>(N * C)};
         std::vector<T> norm(N);
         nn::rmsnorm_forward(out[0].data(), norm.data(), x[0].data(), x[1].data(), N, C);
@@ -79,7 +79,7 @@ std::unique_ptr<Case> rmsnorm_case(int64_t N, int64_t C, std::uint64_t seed) {
 std::unique_ptr<Case> gelu_case(int64_t N, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N, rng, 4.0), random_tensor(N, rng)};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         V<T> out{std::vector<T>(N)};
         nn::gelu_forward(out[0].data(), x[0].data(), N);
         if (!bwd) return out;
@@ -94,7 +94,7 @@ std::unique_ptr<Case> rotary_case(int64_t B, int64_t N, int64_t H, int64_t D, in
     std::mt19937 rng(static_cast<unsigned>(seed));
     const int64_t n = B * N * H * D;
     Tensors in{random_tensor(n, rng), random_tensor(n, rng)};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         const auto table = nn::rotary_table_range<T>(N, R);
         V<T> out{std::vector<T>(n)};
         nn::rotary_forward(out[0].data(), x[0].data(), table, B, N, H, D);
@@ -119,7 +119,7 @@ std::unique_ptr<Case> attention_case(nn::AttentionShape s, bool masked, std::uin
         for (int64_t i = 0; i < s.B * s.Nk; ++i) mask.push_back(rng() % 3 != 0);
         for (int64_t j = 0; j < s.Nk; ++j) mask[static_cast<std::size_t>(j)] = 0;   // item 0 fully masked
     }
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         const std::uint8_t* m = mask.empty() ? nullptr : mask.data();
         const T* nkp = s.null_kv ? x[3].data() : nullptr;
         const T* nvp = s.null_kv ? x[4].data() : nullptr;
@@ -148,8 +148,9 @@ std::unique_ptr<Case> feed_forward_case(int64_t N, int64_t dim, std::uint64_t se
     const int64_t inner = 4 * dim;
     Tensors in{random_tensor(N * dim, rng), random_tensor(inner * dim, rng), random_tensor(inner, rng),
                random_tensor(dim * inner, rng), random_tensor(dim, rng), random_tensor(N * dim, rng)};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
-        nn::FeedForwardParams<T> p{x[1].data(), x[2].data(), x[3].data(), x[4].data()};
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
+        auto w = [&](std::size_t i) { return const_cast<T*>(x[i].data()); };   // the params struct is not const-qualified
+        nn::FeedForwardParams<T> p{w(1), w(2), w(3), w(4)};
         nn::FeedForwardCache<T> cache;
         V<T> out{std::vector<T>(N * dim)};
         nn::feed_forward_forward(out[0].data(), cache, x[0].data(), p, N, dim, inner);
@@ -174,7 +175,7 @@ std::unique_ptr<Case> cross_entropy_case(int64_t N, int64_t Vn, std::uint64_t se
     std::vector<std::int32_t> t(static_cast<std::size_t>(N));
     for (auto& e : t) e = static_cast<std::int32_t>(rng() % Vn);   // some 0s: ignored
     Tensors in{random_tensor(N * Vn, rng, 3.0), {1.0}};
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         std::vector<T> lse(N);
         std::int64_t valid = 0;
         V<T> out{{nn::cross_entropy_forward(lse.data(), &valid, x[0].data(), t.data(), N, Vn, 0)}};
@@ -202,8 +203,9 @@ std::unique_ptr<Case> cca_case(int64_t B, int64_t n, int64_t cs, int64_t k, int6
     std::vector<std::uint8_t> mask(static_cast<std::size_t>(B * l * KR), 1);
     if (l > 0)
         for (int64_t j = 0; j < r; ++j) mask[static_cast<std::size_t>(j)] = 0;   // the first neighbour is -1
-    auto body = [=]<typename T>(V<T>& x, bool bwd) -> V<T> {
-        nn::AttentionParams<T> p{x[2].data(), x[3].data(), x[4].data(), x[5].data(), x[6].data(), x[7].data(), x[8].data()};
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
+        auto w = [&](std::size_t i) { return const_cast<T*>(x[i].data()); };   // the params struct is not const-qualified
+        nn::AttentionParams<T> p{w(2), w(3), w(4), w(5), w(6), w(7), w(8)};
         nn::CcaCache<T> cache;
         V<T> out{std::vector<T>(B * n * dim)};
         nn::cca_forward(out[0].data(), cache, x[0].data(), x[1].data(), mask.data(), p, s);

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/cuda_device.h"
 #include "op_registry.h"
 #include "test_util.h"
@@ -89,4 +91,28 @@ TEST_CASE("ops: every backend and dtype against the CPU in double") {
             }
         }
     if (skipped_cuda) MESSAGE("CUDA cases skipped: no CUDA device");
+}
+
+TEST_CASE("ops: retro-bench ops lists the registry and times the chosen ops as a table and JSON") {
+    auto list = test::run_tool("retro-bench", "ops --list");
+    REQUIRE(list.exit_code == 0);
+    for (const auto& op : ops::registry()) CHECK(list.out.find(op.name + "\n  cpu:  " + op.cpu) != std::string::npos);
+    test::TempDir tmp("opsbench");
+    auto r = test::run_tool("retro-bench", "ops --ops nn.rmsnorm,nn.rotary --repeats 1 --json " + (tmp / "o.json").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto j = nlohmann::json::parse(test::read_text(tmp / "o.json"));
+    REQUIRE(j["rows"].size() == 2);
+    for (const auto& row : j["rows"]) {
+        CHECK(row["gflops"].get<double>() > 0);
+        CHECK(row["dtype"] == "f32");
+        CHECK(ops::find(row["op"].get<std::string>()) != nullptr);
+    }
+    auto bad = test::run_tool("retro-bench", "ops --ops no.such");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("--ops: names no registered op") != std::string::npos);
+    if (cuda_device_count() == 0) {
+        auto gpu = test::run_tool("retro-bench", "ops --device cuda");
+        CHECK(gpu.exit_code == 2);
+        CHECK(gpu.err.find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+    }
 }
