@@ -3,6 +3,8 @@
 #pragma once
 #include <cblas.h>
 
+#include <cstdint>
+
 #include "core/blas_threads.h"
 
 namespace retro::retention {
@@ -18,6 +20,13 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-using retro::BlasSingleThread;   // core/blas_threads.h
+using retro::BlasSingleThread;
+
+// out (n×D, dense) = rows of x (stride ld) each multiplied by w[i]: the decay-scaled operand of a GEMM.
+template <typename F>
+void scaled_rows(const F* x, std::int64_t ld, std::int64_t n, std::int64_t D, const F* w, F* out) {
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < D; ++j) out[i * D + j] = w[i] * x[i * ld + j];
+}   // core/blas_threads.h
 
 }  // namespace retro::retention

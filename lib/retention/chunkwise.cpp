@@ -39,12 +39,6 @@ void apply_causal_decay(F* A, std::int64_t L, const F* pw) {
         for (std::int64_t j = 0; j < L; ++j) A[i * L + j] = j <= i ? A[i * L + j] * pw[i - j] : F(0);
 }
 
-template <typename F>
-void scaled_rows(const F* x, std::int64_t ld, std::int64_t n, std::int64_t D, const F* w, F* out) {
-    for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j < D; ++j) out[i * D + j] = w[i] * x[i * ld + j];
-}
-
 }  // namespace
 
 // One head, chunks in order, everything cache-resident: with W = [A | Q_c ⊙ scale xi] (L × (C+K)) and

@@ -46,13 +46,6 @@ void decay_key_block(F* Pt, std::int64_t L, std::int64_t N, const F* pw) {
     }
 }
 
-// out (n×D, dense) = rows of x (stride ld) each multiplied by w[i].
-template <typename F>
-void scaled_rows(const F* x, std::int64_t ld, std::int64_t n, std::int64_t D, const F* w, F* out) {
-    for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j < D; ++j) out[i * D + j] = w[i] * x[i * ld + j];
-}
-
 }  // namespace
 
 template <typename F>
