@@ -121,7 +121,9 @@ TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
                 index.search(m, q.data(), k, ids.data(), sc.data());
                 check_same(ids, sc, want, want_sc, m, k, c.factory + " k=" + std::to_string(k) + " threads=" + std::to_string(threads));
                 std::string why;   // the portable kernel too
-                auto sgemm = ann_searcher_for(*index.raw(), why, ExactKernel::SGEMM);
+                AnnOptions so;
+                so.kernel = ExactKernel::SGEMM;
+                auto sgemm = ann_searcher_for(*index.raw(), why, so);
                 REQUIRE(sgemm);
                 sgemm->search(m, q.data(), k, AnnFilter{}, ids.data(), sc.data());
                 check_same(ids, sc, want, want_sc, m, k, c.factory + " sgemm");
@@ -187,6 +189,9 @@ TEST_CASE("ann search: HNSW with the document filter drops results, not graph no
     FaissIndex index("HNSW16", d);
     index.add(n, x.data());
     index.set_ef_search(ef);
+    AnnOptions exact_walk;
+    exact_walk.hnsw_fp16_walk = false;   // the filter's semantics, on FAISS's walk
+    index.set_ann_options(exact_walk);
     std::vector<float> q(x.begin(), x.begin() + m * d);
     std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k)), all(static_cast<std::size_t>(m * ef));
     std::vector<float> sc(ids.size()), all_sc(all.size());
@@ -205,6 +210,9 @@ TEST_CASE("ann search: HNSW with the document filter drops results, not graph no
 TEST_CASE("ann search: HNSW equals pip faiss-cpu's search on its own index (golden)") {
     const auto dir = test::source_dir() / "tests/reference/golden/ann_hnsw";
     FaissIndex index = FaissIndex::load((dir / "index.faiss").string());
+    AnnOptions exact_walk;
+    exact_walk.hnsw_fp16_walk = false;   // FAISS's walk in fp32, step for step
+    index.set_ann_options(exact_walk);
     REQUIRE(index.search_method() == "hnsw");
     NpyArray queries((dir / "queries.npy").string());
     const std::int64_t m = queries.dim(0);
@@ -223,4 +231,34 @@ TEST_CASE("ann search: HNSW equals pip faiss-cpu's search on its own index (gold
                 check_same(ids, sc, want, want_scores, m, k, "hnsw golden" + tag);
             }
         }
+}
+
+TEST_CASE("ann search: the default fp16 HNSW walk returns exact scores and the fp32 walk's neighbours but for a few") {
+    const int d = 48, k = 10;
+    const std::int64_t n = 6000, m = 200;
+    const auto x = clustered(n, d, 40, 8), q = clustered(m, d, 40, 9);
+    FaissIndex index("HNSW16", d);
+    index.add(n, x.data());
+    index.set_ef_search(32);
+    std::vector<std::int64_t> ids16(static_cast<std::size_t>(m * k)), ids32(ids16.size());
+    std::vector<float> sc16(ids16.size()), sc32(ids16.size());
+    index.search(m, q.data(), k, ids16.data(), sc16.data());   // default: fp16 walk, fp32 rescoring
+    AnnOptions exact_walk;
+    exact_walk.hnsw_fp16_walk = false;
+    index.set_ann_options(exact_walk);
+    index.search(m, q.data(), k, ids32.data(), sc32.data());
+    std::int64_t same = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+        for (int j = 0; j < k; ++j) {
+            const auto at = static_cast<std::size_t>(i * k + j);
+            REQUIRE(ids16[at] >= 0);
+            double s = 0;   // every score is the fp32 inner product of the returned row
+            for (int t = 0; t < d; ++t)
+                s += double(q[static_cast<std::size_t>(i * d + t)]) * x[static_cast<std::size_t>(ids16[at] * d + t)];
+            CHECK(std::fabs(sc16[at] - s) < 1e-5);
+            if (j > 0) CHECK(sc16[at] <= sc16[at - 1]);
+            for (int u = 0; u < k; ++u) same += ids32[static_cast<std::size_t>(i * k + u)] == ids16[at];
+        }
+    MESSAGE("fp16 walk: " << same << " of " << m * k << " neighbours as the fp32 walk's");
+    CHECK(same >= m * k * 97 / 100);
 }

@@ -56,20 +56,20 @@ private:
 
 }  // namespace
 
-std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::string& why, ExactKernel kernel) {
-    kernel = exact_kernel_resolve(kernel);
+std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::string& why, const AnnOptions& opts) {
+    const ExactKernel kernel = exact_kernel_resolve(opts.kernel);
     why.clear();
     if (index.metric_type != faiss::METRIC_INNER_PRODUCT) return why = "metric is not inner product", nullptr;
     if (typeid(index) == typeid(faiss::IndexFlat) || typeid(index) == typeid(faiss::IndexFlatIP))
         return std::make_unique<FlatSearcher>(static_cast<const faiss::IndexFlat&>(index), kernel);
-    if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(&index)) return IvfSearcher::create(*ivf, why, kernel);
+    if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(&index)) return IvfSearcher::create(*ivf, why, kernel);   // its HNSW quantizer walks in fp32
     if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(&index)) {
         if (typeid(index) != typeid(faiss::IndexHNSWFlat)) return why = "HNSW variant is searched by FAISS", nullptr;
-        return HnswSearcher::create(*hnsw, why);
+        return HnswSearcher::create(*hnsw, why, opts.hnsw_fp16_walk);
     }
     if (const auto* pt = dynamic_cast<const faiss::IndexPreTransform*>(&index)) {
         if (typeid(index) != typeid(faiss::IndexPreTransform) || !pt->index) return why = "pre-transform variant", nullptr;
-        auto inner = ann_searcher_for(*pt->index, why, kernel);
+        auto inner = ann_searcher_for(*pt->index, why, opts);
         if (!inner) return nullptr;
         return std::make_unique<PreTransformSearcher>(*pt, std::move(inner));
     }

@@ -40,10 +40,15 @@ public:
     virtual std::string name() const = 0;   // "flat", "ivf-flat", "ivf-pq", "hnsw", with "+pretransform"
 };
 
+struct AnnOptions {
+    ExactKernel kernel = ExactKernel::AUTO;   // scan kernel of Flat and IVF lists (tests force sgemm)
+    // HNSW (top level) walks on an fp16 copy of its rows, then rescores its ef best in fp32 (hnsw_search.h);
+    // false: FAISS's walk in fp32 step for step (the equality tests)
+    bool hnsw_fp16_walk = true;
+};
+
 // A searcher reading `index` in place (index must outlive it and not change shape), or null with
-// `why` saying what it does not cover (FAISS's own search is then used). `kernel` picks the scan
-// kernel of Flat and IVF lists (AUTO: avx512 where the CPU has it; tests force sgemm).
-std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::string& why,
-                                              ExactKernel kernel = ExactKernel::AUTO);
+// `why` saying what it does not cover (FAISS's own search is then used).
+std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::string& why, const AnnOptions& opts = {});
 
 }  // namespace retro

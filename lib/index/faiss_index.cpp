@@ -123,7 +123,7 @@ void FaissIndex::add(std::int64_t n, const float* x) { index_->add(static_cast<i
 const AnnSearcher* FaissIndex::searcher() const {
     if (faiss_only_) return nullptr;
     if (!ann_made_) {
-        ann_ = ann_searcher_for(*index_, ann_why_);
+        ann_ = ann_searcher_for(*index_, ann_why_, ann_options_);
         ann_made_ = true;
     }
     return ann_.get();

@@ -62,6 +62,12 @@ public:
     const float* flat_vectors() const;
     // true: always FAISS's own search (benchmarks, and the test that compares the two)
     void use_faiss_search(bool yes) { faiss_only_ = yes; }
+    // Options of RetroKit's searchers (ann_search.h); the searcher is made again at the next search.
+    void set_ann_options(const AnnOptions& o) {
+        ann_options_ = o;
+        ann_made_ = false;
+        ann_.reset();
+    }
     void set_nprobe(int nprobe);      // IVF only; ignored otherwise
     void set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; ignored otherwise
     void save(const std::string& path) const;   // atomic
@@ -78,6 +84,7 @@ private:
     mutable std::string ann_why_;
     mutable bool ann_made_ = false;
     bool faiss_only_ = false;
+    AnnOptions ann_options_;
 };
 
 }  // namespace retro

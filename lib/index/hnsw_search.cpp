@@ -132,6 +132,12 @@ public:
             std::push_heap(items_.begin(), items_.end(), worse_first);
         }
     }
+    // Recomputes every kept distance with `exact` (the fp32 rows), then writes the k best.
+    template <typename Exact>
+    void rescore_write(int k, std::int64_t* ids, float* scores, Exact exact) {
+        for (auto& it : items_) it.dis = exact(it.id);
+        write(k, ids, scores);
+    }
     // Best first (largest inner product, ties by smaller id), padded with -1 / -inf.
     void write(int k, std::int64_t* ids, float* scores) {
         std::sort(items_.begin(), items_.end(), worse_first);
@@ -158,9 +164,13 @@ struct Walk {
     const faiss::HNSW& hnsw;
     const float* rows;
     int d;
+    const std::uint16_t* half = nullptr;   // fp16 copy of the rows the walk reads, or null
     const float* q = nullptr;
 
-    float dist(storage_idx_t v) const { return -dot_f32(q, rows + static_cast<std::int64_t>(v) * d, d); }
+    float dist(storage_idx_t v) const {
+        return half ? -dot_f16(q, half + static_cast<std::int64_t>(v) * d, d) : -dot_f32(q, rows + static_cast<std::int64_t>(v) * d, d);
+    }
+    float exact(storage_idx_t v) const { return -dot_f32(q, rows + static_cast<std::int64_t>(v) * d, d); }
     const storage_idx_t* neighbours(storage_idx_t v, int level, const storage_idx_t*& end) const {
         const std::size_t o = hnsw.offsets[static_cast<std::size_t>(v)];
         end = hnsw.neighbors.data() + o + hnsw.cum_nneighbor_per_level[static_cast<std::size_t>(level) + 1];
@@ -187,14 +197,14 @@ struct Walk {
 
 }  // namespace
 
-std::unique_ptr<HnswSearcher> HnswSearcher::create(const faiss::IndexHNSW& index, std::string& why) {
+std::unique_ptr<HnswSearcher> HnswSearcher::create(const faiss::IndexHNSW& index, std::string& why, bool fp16_walk) {
     const auto* flat = dynamic_cast<const faiss::IndexFlat*>(index.storage);
     if (!flat) return why = "HNSW storage is not Flat", nullptr;
     if (index.metric_type != faiss::METRIC_INNER_PRODUCT || flat->metric_type != faiss::METRIC_INNER_PRODUCT)
         return why = "HNSW index is not inner product", nullptr;
     if (index.hnsw.upper_beam != 1) return why = "HNSW upper_beam != 1", nullptr;
     if (!index.hnsw.search_bounded_queue) return why = "HNSW unbounded queue", nullptr;
-    return std::unique_ptr<HnswSearcher>(new HnswSearcher(index));
+    return std::unique_ptr<HnswSearcher>(new HnswSearcher(index, fp16_walk));
 }
 
 void HnswSearcher::search(std::int64_t m, const float* queries, int k, const AnnFilter& filter, std::int64_t* ids,
@@ -207,11 +217,18 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
     const int ef = std::max(ef_search, k);
     const bool dis_check = hnsw.check_relative_distance;
     const float* rows_ = static_cast<const faiss::IndexFlat*>(index_.storage)->get_xb();   // read now: add() may move it
+    if (fp16_walk_ && half_.size() != static_cast<std::size_t>(index_.ntotal * d)) {   // first search, or the index grew
+        half_.resize(static_cast<std::size_t>(index_.ntotal * d));
+        parallel_ranges(index_.ntotal, [&](std::int64_t r0, std::int64_t r1, int) {
+            to_f16(rows_ + r0 * d, (r1 - r0) * d, half_.data() + r0 * d);
+        });
+    }
+    const std::uint16_t* half = fp16_walk_ ? half_.data() : nullptr;
     parallel_ranges(m, [&](std::int64_t q0, std::int64_t q1, int) {
         VisitedTable visited(static_cast<std::size_t>(index_.ntotal));
         MinimaxHeap cand(ef);
-        ResultHeap results(k);
-        Walk walk{hnsw, rows_, d};
+        ResultHeap results(half ? std::max(k, ef) : k);
+        Walk walk{hnsw, rows_, d, half};
         std::vector<storage_idx_t> fresh;   // one step's unvisited neighbours
         std::vector<float> fresh_dis;
         for (std::int64_t i = q0; i < q1; ++i) {
@@ -243,14 +260,24 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
                     }
                 const int nf = static_cast<int>(fresh.size());
                 fresh_dis.resize(static_cast<std::size_t>(nf));
-                auto row = [&](int j) { return rows_ + static_cast<std::int64_t>(fresh[static_cast<std::size_t>(j)]) * d; };
-                for (int j = 0; j < std::min(nf, 4); ++j) prefetch_row(row(j), d);
                 int j = 0;
+                if (half) {
+                    auto hrow = [&](int u) { return half + static_cast<std::int64_t>(fresh[static_cast<std::size_t>(u)]) * d; };
+                    for (int u = 0; u < std::min(nf, 4); ++u) prefetch_row(reinterpret_cast<const float*>(hrow(u)), d / 2);
+                    for (; j + 4 <= nf; j += 4) {
+                        for (int u = j + 4; u < std::min(nf, j + 8); ++u) prefetch_row(reinterpret_cast<const float*>(hrow(u)), d / 2);
+                        dot4_f16(walk.q, hrow(j), hrow(j + 1), hrow(j + 2), hrow(j + 3), d, fresh_dis.data() + j);
+                    }
+                    for (; j < nf; ++j) fresh_dis[static_cast<std::size_t>(j)] = dot_f16(walk.q, hrow(j), d);
+                } else {
+                auto row = [&](int u) { return rows_ + static_cast<std::int64_t>(fresh[static_cast<std::size_t>(u)]) * d; };
+                for (int u = 0; u < std::min(nf, 4); ++u) prefetch_row(row(u), d);
                 for (; j + 4 <= nf; j += 4) {
                     for (int u = j + 4; u < std::min(nf, j + 8); ++u) prefetch_row(row(u), d);
                     dot4_f32(walk.q, row(j), row(j + 1), row(j + 2), row(j + 3), d, fresh_dis.data() + j);
                 }
                 for (; j < nf; ++j) fresh_dis[static_cast<std::size_t>(j)] = dot_f32(walk.q, row(j), d);
+                }
                 for (int u = 0; u < nf; ++u) {
                     const storage_idx_t v = fresh[static_cast<std::size_t>(u)];
                     const float dv = -fresh_dis[static_cast<std::size_t>(u)];
@@ -261,7 +288,10 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
                 }
                 if (!dis_check && ++steps > ef_search) break;
             }
-            results.write(k, ids + i * k, scores + i * k);
+            if (half)
+                results.rescore_write(k, ids + i * k, scores + i * k, [&](storage_idx_t v) { return walk.exact(v); });
+            else
+                results.write(k, ids + i * k, scores + i * k);
             visited.next_query();
         }
     });

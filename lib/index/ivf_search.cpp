@@ -56,7 +56,10 @@ std::unique_ptr<IvfSearcher> IvfSearcher::create(const faiss::IndexIVF& index, s
     }
     if (!index.quantizer || index.quantizer->d != index.d) return why = "IVF has no usable quantizer", nullptr;
     std::string qwhy;
-    auto quantizer = ann_searcher_for(*index.quantizer, qwhy, kernel);
+    AnnOptions qo;
+    qo.kernel = kernel;
+    qo.hnsw_fp16_walk = false;   // the probes FAISS would pick (an HNSW quantizer walks in fp32)
+    auto quantizer = ann_searcher_for(*index.quantizer, qwhy, qo);
     if (!quantizer) return why = "IVF quantizer: " + qwhy, nullptr;
     return std::unique_ptr<IvfSearcher>(new IvfSearcher(index, *lists, ivfpq, std::move(quantizer), kernel));
 }
