@@ -268,25 +268,25 @@ TEST_CASE("train: eval reproduces the run validation loss and plot draws the cur
     while (std::getline(in, line)) last = line;
     const double val = nlohmann::json::parse(last).at("val_loss").get<double>();
     auto e = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data +
-                                               " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1");
+                                               " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1 --json");
     INFO(e.err);
     REQUIRE(e.exit_code == 0);
-    std::istringstream rows(e.out);
-    std::getline(rows, line);
-    auto with = nlohmann::json::parse(line);
-    std::getline(rows, line);
-    auto without = nlohmann::json::parse(line);
-    CHECK(with.at("retrieval").get<bool>());
+    const auto report = nlohmann::json::parse(e.out);
+    const auto& all = report.at("filters").back();
+    CHECK(all.at("alpha").get<double>() == 1.0);
+    const auto& with = all.at("modes").at("retrieval");
+    const auto& without = all.at("modes").at("no retrieval");
     CHECK(with.at("loss").get<double>() == doctest::Approx(val).epsilon(1e-5));
     CHECK(with.at("perplexity").get<double>() == doctest::Approx(std::exp(val)).epsilon(1e-4));
-    CHECK_FALSE(without.at("retrieval").get<bool>());
     CHECK(without.at("loss").get<double>() != with.at("loss").get<double>());
+    CHECK(report.at("retrieval_gain").get<double>() ==
+          doctest::Approx(without.at("loss").get<double>() - with.at("loss").get<double>()));
     CHECK(e.err.find("deprecated") == std::string::npos);
     // --knn's old spelling (--neighbours, a count in retro-knn) still works, with one note on stderr
     const std::string note = "warning: --neighbours is deprecated: use --knn (the neighbours folder)\n";
     auto old = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " --db " + (dir / "db").string() +
                                                  " --neighbours " + (dir / "knn").string() +
-                                                 " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1");
+                                                 " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1 --json");
     REQUIRE_MESSAGE(old.exit_code == 0, old.err);
     CHECK(old.out == e.out);
     CHECK(old.err.find(note) != std::string::npos);

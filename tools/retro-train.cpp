@@ -1,10 +1,12 @@
 // retro-train: train a RETRO model (RETRO-pytorch 0.3.9's architecture) on a chunk database and its
-// neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` reports loss and
-// perplexity with and without retrieval, `plot` draws the curves (lib/train/eval.h).
+// neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` is RETRO's
+// evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/atomic_file.h"
 #include "train/eval.h"
+#include "train/plot.h"
 #include "train/trainer.h"
 
 #include "deprecated_option.h"
@@ -46,15 +48,27 @@ int main(int argc, char** argv) {
             app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
-            auto* ev = app.add_subcommand("eval", "Loss and perplexity of a run on a database, with and without retrieval");
+            static std::string eval_json, eval_plot_png;
+            static bool eval_json_stdout = false, eval_no_shuffled = false;
+            auto* ev = app.add_subcommand(
+                "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
+                        "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
             ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
             ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
-            ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only)");
+            ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
+            ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
             ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
             ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
             ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
             ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
+            ev->add_option("--alphas", e.alphas, "Overlap filters: chunks with r <= alpha (1 = all chunks is always shown)")
+                ->delimiter(',')->capture_default_str();
+            ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
+            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->capture_default_str();
+            ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
+            ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
+            ev->add_option("--plot", eval_plot_png, "Write bits per byte against alpha as a PNG (gnuplot)");
             ev->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             auto* pl = app.add_subcommand("plot", "Write RUN/curves.png (training and validation loss) with gnuplot");
@@ -64,11 +78,11 @@ int main(int argc, char** argv) {
             return [&ctx, ev, pl] {
                 if (*ev) {
                     if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
-                    for (const auto& r : retro::train_eval(e))
-                        std::printf("{\"retrieval\": %s, \"loss\": %.6f, \"perplexity\": %.4f, \"sequences\": %lld, "
-                                    "\"labels\": %lld}\n",
-                                    r.retrieval ? "true" : "false", r.loss, r.perplexity,
-                                    static_cast<long long>(r.sequences), static_cast<long long>(r.labels));
+                    e.shuffled = !eval_no_shuffled;
+                    const auto report = retro::train_eval(e);
+                    if (!eval_json.empty()) retro::write_file_atomic(eval_json, report.to_json().dump(2) + "\n");
+                    if (!eval_plot_png.empty()) retro::eval_plot(report, eval_plot_png);
+                    std::fputs(eval_json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
                 } else if (*pl) {
                     retro::train_plot(plot_run, plot_out);
                 } else {

@@ -1,5 +1,6 @@
 #include "train/data.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -63,7 +64,6 @@ bool RetroData::doc_is_val(std::int64_t doc) const {
 
 void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const {
     const std::int64_t B = static_cast<std::int64_t>(seqs.size()), n = seq_len_, cs = cs_, l = n / cs, r = 2 * cs;
-    const std::int64_t N = db_->chunk_count();
     out.B = B;
     out.n = n;
     out.k = k_;
@@ -72,8 +72,6 @@ void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retr
     out.retrieved.clear();
     const bool retrieval = with_retrieval && has_knn_;
     if (retrieval) out.retrieved.assign(static_cast<std::size_t>(B * l * k_ * r), pad_);
-    const std::int64_t* knn = has_knn_ ? knn_.data<std::int64_t>() : nullptr;
-    const std::int64_t kk = has_knn_ ? knn_.dim(1) : 0;
     for (std::int64_t b = 0; b < B; b++) {
         const std::int64_t c0 = db_->seq_start(seqs[b]);
         const std::int64_t doc = db_->doc_of(c0), end = db_->doc_end(doc);
@@ -82,18 +80,37 @@ void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retr
             if (row < end) out.seq[b * (n + 1) + i] = db_->token(row, static_cast<int>(i % cs));
         }
         if (!retrieval) continue;
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(k_));
         for (std::int64_t u = 0; u < l; u++) {
             const std::int64_t row = c0 + u;
-            for (std::int64_t j = 0; j < k_; j++) {
-                std::int64_t id = row < end ? knn[row * kk + j] : -1;
-                if (id >= N || id < -1)
-                    user_error_in(knn_.path(), cat("row ", row, " names chunk ", id, " outside [0, ", N, ")"));
-                if (id >= 0 && doc_is_val(db_->doc_of(id))) id = -1;
-                if (id < 0) continue;
-                db_->neighbour_tokens(id, out.retrieved.data() + ((b * l + u) * k_ + j) * r);
-            }
+            neighbour_ids(row, end, source_.empty() || row >= end ? row : source_[row], ids.data());
+            for (std::int64_t j = 0; j < k_; j++)
+                if (ids[j] >= 0) db_->neighbour_tokens(ids[j], out.retrieved.data() + ((b * l + u) * k_ + j) * r);
         }
     }
+}
+
+void RetroData::neighbour_ids(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int64_t* ids) const {
+    if (!has_knn_) {
+        std::fill(ids, ids + k_, std::int64_t{-1});
+        return;
+    }
+    const std::int64_t N = db_->chunk_count();
+    const std::int64_t* knn = knn_.data<std::int64_t>();
+    const std::int64_t kk = knn_.dim(1);
+    for (std::int64_t j = 0; j < k_; j++) {
+        std::int64_t id = row < doc_end ? knn[source * kk + j] : -1;
+        if (id >= N || id < -1)
+            user_error_in(knn_.path(), cat("row ", source, " names chunk ", id, " outside [0, ", N, ")"));
+        if (id >= 0 && doc_is_val(db_->doc_of(id))) id = -1;
+        ids[j] = id;
+    }
+}
+
+void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {
+    if (!source.empty() && static_cast<std::int64_t>(source.size()) != db_->chunk_count())
+        throw InternalError("set_neighbour_source: one source row per chunk expected");
+    source_ = std::move(source);
 }
 
 }  // namespace retro

@@ -34,6 +34,15 @@ public:
     // Fills `out` for the given sequence indices; with_retrieval = false leaves out.retrieved empty.
     void make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const;
 
+    bool has_neighbours() const { return has_knn_; }
+    std::int64_t neighbours_per_chunk() const { return k_; }
+    // The k neighbour ids a batch gives chunk `row` of document `doc` (-1: none, past the document's end,
+    // or in a validation document), read from the knn row `source` (= row, or another row for the
+    // shuffled-neighbours control of `retro-train eval`).
+    void neighbour_ids(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int64_t* ids) const;
+    // The shuffled-neighbours control: chunk c reads the neighbours of chunk source[c] (empty: its own).
+    void set_neighbour_source(std::vector<std::int64_t> source);
+
 private:
     std::unique_ptr<ChunkDb> db_;
     NpyArray knn_;
@@ -42,6 +51,7 @@ private:
     std::int32_t pad_ = 0;
     double val_fraction_ = 0;
     std::vector<std::int64_t> train_, val_;
+    std::vector<std::int64_t> source_;   // set_neighbour_source
 };
 
 }  // namespace retro

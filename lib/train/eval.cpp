@@ -1,16 +1,22 @@
 #include "train/eval.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "core/progress.h"
 #include "model/params.h"
 #include "model/retro.h"
+#include "text/token_bytes.h"
+#include "text/tokenizer.h"
+#include "train/chunk_overlap.h"
 #include "train/data.h"
 #include "train/train_memory.h"
 
@@ -18,98 +24,287 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
-std::vector<EvalResult> train_eval(const EvalOptions& o) {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std::string& weights_in,
+                                              RetroConfig& config) {
+    config = RetroConfig::load((fs::path(run) / "config.json").string());
+    const std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
+    auto model = std::make_unique<RetroModel<float>>(config);
+    params_load(weights, model->params(), model->layout(), config);
+    return model;
+}
+
+// Byte lengths of the database's tokens (empty when its tokenizer cannot be opened or does not cover the
+// model's vocabulary: no bpb).
+std::vector<std::int32_t> database_token_bytes(const ChunkDb& db, int vocab) {
+    const std::string path = db.tokenizer_path();
+    if (path.empty() || !fs::exists(path)) return {};
+    try {
+        Tokenizer tok(path);
+        if (tok.vocab_size() < vocab) return {};
+        return token_byte_lengths(tok);
+    } catch (const UserError&) {
+        return {};
+    }
+}
+
+// A random derangement of [0, n) (Sattolo's algorithm: one cycle, so no chunk keeps its own neighbours).
+std::vector<std::int64_t> derangement(std::int64_t n, std::uint64_t seed) {
+    std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; i++) p[i] = i;
+    std::mt19937_64 rng(seed);
+    for (std::int64_t i = n - 1; i > 0; i--) {
+        std::uniform_int_distribution<std::int64_t> pick(0, i - 1);
+        std::swap(p[i], p[pick(rng)]);
+    }
+    return p;
+}
+
+// Cross-entropy (nats) of each label of the last forward; -1 where the label is a pad.
+void label_losses(const RetroModel<float>& model, const RetroBatch& batch, std::int32_t pad, std::vector<double>& out) {
+    const std::int64_t B = batch.B, n = batch.n, V = model.config().num_tokens;
+    const float* logits = model.logits().data();
+    out.assign(static_cast<std::size_t>(B * n), -1.0);
+    for (std::int64_t b = 0; b < B; b++)
+        for (std::int64_t i = 0; i < n; i++) {
+            const std::int32_t label = batch.seq[b * (n + 1) + i + 1];
+            if (label == pad) continue;
+            const float* z = logits + (b * n + i) * V;
+            double mx = z[0];
+            for (std::int64_t v = 1; v < V; v++) mx = std::max(mx, static_cast<double>(z[v]));
+            double sum = 0;
+            for (std::int64_t v = 0; v < V; v++) sum += std::exp(static_cast<double>(z[v]) - mx);
+            out[b * n + i] = mx + std::log(sum) - static_cast<double>(z[label]);
+        }
+}
+
+struct Mode {
+    std::string name;
+    RetroModel<float>* model;
+    bool retrieval, shuffled;
+};
+
+}  // namespace
+
+EvalReport train_eval(const EvalOptions& o) {
     if (o.split != "val" && o.split != "train" && o.split != "all")
         user_error_in("--split", "must be val, train or all, got \"" + o.split + "\"");
     if (o.batch_size <= 0) user_error_in("--batch-size", "must be positive");
-    const auto config = RetroConfig::load((fs::path(o.run) / "config.json").string());
-    const std::string weights = o.weights.empty() ? (fs::path(o.run) / "model.safetensors").string() : o.weights;
-    RetroModel<float> model(config);
-    params_load(weights, model.params(), model.layout(), config);
-    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction);
-    const auto& seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
-    if (seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
-    memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), !o.neighbours.empty()),
-                   "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
-    std::vector<EvalResult> out;
-    for (bool retrieval : {true, false}) {
-        if (retrieval && o.neighbours.empty()) continue;
-        EvalResult r;
-        r.retrieval = retrieval;
-        double total = 0;
-        RetroBatch batch;
-        for (std::size_t i = 0, b = 0; i < seqs.size(); i += o.batch_size, b++) {
-            if (o.max_batches > 0 && static_cast<std::int64_t>(b) >= o.max_batches) break;
-            std::vector<std::int64_t> ids(seqs.begin() + i, seqs.begin() + std::min(seqs.size(), i + o.batch_size));
-            data.make_batch(ids, retrieval, batch);
-            const double loss = model.forward(batch);
-            total += loss * static_cast<double>(model.label_count());
-            r.labels += model.label_count();
-            r.sequences += static_cast<std::int64_t>(ids.size());
-        }
-        r.loss = r.labels ? total / static_cast<double>(r.labels) : std::nan("");
-        r.perplexity = std::exp(r.loss);
-        out.push_back(r);
+    for (double a : o.alphas)
+        if (!(a > 0 && a <= 1)) user_error_in("--alphas", cat("each alpha must be in (0, 1], got ", a));
+    RetroConfig config, base_config;
+    auto model = load_model(o.run, o.weights, config);
+    std::unique_ptr<RetroModel<float>> baseline;
+    if (!o.baseline.empty()) {
+        baseline = load_model(o.baseline, "", base_config);
+        if (base_config.num_tokens != config.num_tokens || base_config.chunk_size != config.chunk_size ||
+            base_config.pad_id != config.pad_id)
+            user_error_in((fs::path(o.baseline) / "config.json").string(),
+                          "has another vocabulary, chunk size or pad id than " + o.run,
+                          "compare runs trained on the same database");
     }
-    return out;
+    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction);
+    const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
+    if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
+    std::vector<std::int64_t> seqs = split_seqs;
+    if (o.max_batches > 0 && static_cast<std::int64_t>(seqs.size()) > o.max_batches * o.batch_size)
+        seqs.resize(static_cast<std::size_t>(o.max_batches * o.batch_size));
+    const bool knn = !o.neighbours.empty();
+    memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), knn),
+                   "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
+
+    const ChunkDb& db = data.db();
+    const std::int64_t N = db.chunk_count(), cs = db.chunk_size(), n = data.seq_len();
+    const std::int32_t pad = config.pad_id;
+    const auto token_bytes = database_token_bytes(db, config.num_tokens);
+
+    EvalReport rep;
+    rep.run = o.run;
+    rep.db = o.db;
+    rep.knn = o.neighbours;
+    rep.baseline = o.baseline;
+    rep.split = o.split;
+    rep.sequences = static_cast<std::int64_t>(seqs.size());
+    rep.has_bytes = !token_bytes.empty();
+    rep.has_overlap = knn;
+    std::vector<double> alphas = knn ? o.alphas : std::vector<double>{};
+    std::sort(alphas.begin(), alphas.end());
+    alphas.erase(std::unique(alphas.begin(), alphas.end()), alphas.end());
+    if (alphas.empty() || alphas.back() != 1.0) alphas.push_back(1.0);
+
+    std::vector<Mode> modes;
+    if (knn) modes.push_back({"retrieval", model.get(), true, false});
+    modes.push_back({"no retrieval", model.get(), false, false});
+    if (knn && o.shuffled) modes.push_back({"shuffled neighbours", model.get(), true, true});
+    if (baseline) modes.push_back({"baseline", baseline.get(), false, false});
+    for (const auto& m : modes) rep.modes.push_back(m.name);
+    rep.filters.resize(alphas.size());
+    for (std::size_t f = 0; f < alphas.size(); f++) rep.filters[f].alpha = alphas[f];
+
+    // r of every chunk a label points into, computed once from the chunk's own neighbours
+    std::vector<float> overlap(static_cast<std::size_t>(N), -1.f);
+    const std::int64_t k = data.neighbours_per_chunk(), r_len = 2 * cs;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
+    std::vector<std::int32_t> chunk, retrieved(static_cast<std::size_t>(k * r_len));
+    auto overlap_of = [&](std::int64_t row, std::int64_t doc_end) -> double {
+        if (!knn) return 0;
+        float& r = overlap[row];
+        if (r < 0) {
+            chunk.clear();
+            db.rows(row, row + 1, chunk);
+            data.neighbour_ids(row, doc_end, row, ids.data());
+            std::fill(retrieved.begin(), retrieved.end(), pad);
+            for (std::int64_t j = 0; j < k; j++)
+                if (ids[j] >= 0) db.neighbour_tokens(ids[j], retrieved.data() + j * r_len);
+            r = static_cast<float>(chunk_overlap(chunk.data(), static_cast<int>(cs), retrieved.data(),
+                                                 static_cast<int>(k), static_cast<int>(r_len), pad));
+        }
+        return r;
+    };
+
+    const std::size_t F = alphas.size();
+    std::vector<std::uint8_t> seen(static_cast<std::size_t>(N), 0);
+    double overlap_sum = 0;
+    std::vector<double> losses;
+    RetroBatch batch;
+    const std::int64_t batches = (rep.sequences + o.batch_size - 1) / o.batch_size;
+    Progress progress("eval", batches * static_cast<std::int64_t>(modes.size()), "batches");
+    for (std::size_t mi = 0; mi < modes.size(); mi++) {
+        const Mode& mode = modes[mi];
+        data.set_neighbour_source(mode.shuffled ? derangement(N, o.shuffle_seed) : std::vector<std::int64_t>{});
+        std::vector<double> nats(F, 0.0);
+        double model_total = 0;
+        std::int64_t model_labels = 0;
+        for (std::size_t i = 0; i < seqs.size(); i += o.batch_size) {
+            std::vector<std::int64_t> ids_b(seqs.begin() + i, seqs.begin() + std::min(seqs.size(), i + o.batch_size));
+            data.make_batch(ids_b, mode.retrieval, batch);
+            model_total += static_cast<double>(mode.model->forward(batch)) * static_cast<double>(mode.model->label_count());
+            model_labels += mode.model->label_count();
+            label_losses(*mode.model, batch, pad, losses);
+            for (std::int64_t b = 0; b < batch.B; b++) {
+                const std::int64_t c0 = db.seq_start(ids_b[b]), doc_end = db.doc_end(db.doc_of(c0));
+                for (std::int64_t t = 0; t < n; t++) {
+                    const double ce = losses[b * n + t];
+                    if (ce < 0) continue;
+                    const std::int64_t row = c0 + (t + 1) / cs;   // the chunk of the predicted token
+                    const double r = overlap_of(row, doc_end);
+                    const std::int32_t label = batch.seq[b * (n + 1) + t + 1];
+                    for (std::size_t f = 0; f < F; f++) {
+                        if (r > alphas[f]) continue;
+                        nats[f] += ce;
+                        if (mi == 0) {
+                            rep.filters[f].labels++;
+                            if (rep.has_bytes) rep.filters[f].bytes += token_bytes[static_cast<std::size_t>(label)];
+                            if (!seen[row]) rep.filters[f].chunks++;
+                        }
+                    }
+                    if (mi == 0 && !seen[row]) {
+                        seen[row] = 1;
+                        overlap_sum += r;
+                    }
+                }
+            }
+            progress.add(1);
+        }
+        // the per-label losses must add up to the model's own loss
+        if (model_labels != rep.filters.back().labels ||
+            std::abs(nats.back() - model_total) > 1e-4 * std::max(1.0, std::abs(model_total)))
+            throw InternalError(cat("eval: per-label losses (", nats.back(), " over ", rep.filters.back().labels,
+                                    " labels) differ from the model's (", model_total, " over ", model_labels, ")"));
+        for (std::size_t f = 0; f < F; f++) {
+            const auto& flt = rep.filters[f];
+            EvalFigures fig;
+            fig.loss = flt.labels ? nats[f] / static_cast<double>(flt.labels) : kNaN;
+            fig.perplexity = std::exp(fig.loss);
+            fig.bpb = rep.has_bytes && flt.bytes ? nats[f] / std::log(2.0) / static_cast<double>(flt.bytes) : kNaN;
+            rep.filters[f].modes.push_back(fig);
+        }
+    }
+    progress.finish();
+    data.set_neighbour_source({});
+    rep.mean_overlap = rep.all().chunks ? overlap_sum / static_cast<double>(rep.all().chunks) : 0;
+    return rep;
+}
+
+double EvalReport::loss_minus(const std::string& a, const std::string& b) const {
+    const auto ia = std::find(modes.begin(), modes.end(), a), ib = std::find(modes.begin(), modes.end(), b);
+    if (ia == modes.end() || ib == modes.end()) return kNaN;
+    return all().modes[ia - modes.begin()].loss - all().modes[ib - modes.begin()].loss;
 }
 
 namespace {
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 }  // namespace
 
-void train_plot(const std::string& run, const std::string& out_png_in) {
-    const fs::path metrics = fs::path(run) / "metrics.jsonl";
-    if (!fs::exists(metrics)) user_error_in(metrics.string(), "not found", "plot a folder written by retro-train");
-    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-        user_error_in("gnuplot", "not found on PATH", "apt-get install gnuplot-nox (Debian/Ubuntu)");
-    const std::string out_png = out_png_in.empty() ? (fs::path(run) / "curves.png").string() : out_png_in;
-    const std::string train_dat = out_png + ".train.dat", val_dat = out_png + ".val.dat", script = out_png + ".gp";
-    std::ifstream in(metrics);
-    std::ofstream tr(train_dat), va(val_dat);
-    std::string line;
-    std::int64_t rows = 0, vrows = 0;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(line);
-        } catch (...) {
-            continue;   // a line cut by a kill
+nlohmann::json EvalReport::to_json() const {
+    nlohmann::json j;
+    j["run"] = run;
+    j["db"] = db;
+    j["knn"] = knn.empty() ? nlohmann::json(nullptr) : nlohmann::json(knn);
+    j["baseline"] = baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(baseline);
+    j["split"] = split;
+    j["sequences"] = sequences;
+    j["chunks"] = all().chunks;
+    j["labels"] = all().labels;
+    j["bytes"] = has_bytes ? nlohmann::json(all().bytes) : nlohmann::json(nullptr);
+    j["mean_overlap"] = has_overlap ? nlohmann::json(mean_overlap) : nlohmann::json(nullptr);
+    j["modes"] = modes;
+    j["filters"] = nlohmann::json::array();
+    for (const auto& f : filters) {
+        nlohmann::json jf;
+        jf["alpha"] = f.alpha;
+        jf["chunks"] = f.chunks;
+        jf["share"] = all().chunks ? static_cast<double>(f.chunks) / static_cast<double>(all().chunks) : 0.0;
+        jf["labels"] = f.labels;
+        jf["bytes"] = has_bytes ? nlohmann::json(f.bytes) : nlohmann::json(nullptr);
+        for (std::size_t m = 0; m < modes.size(); m++)
+            jf["modes"][modes[m]] = {{"loss", number_or_null(f.modes[m].loss)},
+                                     {"perplexity", number_or_null(f.modes[m].perplexity)},
+                                     {"bpb", number_or_null(f.modes[m].bpb)}};
+        j["filters"].push_back(jf);
+    }
+    j["retrieval_gain"] = number_or_null(loss_minus("no retrieval", "retrieval"));
+    j["shuffled_gain"] = number_or_null(loss_minus("no retrieval", "shuffled neighbours"));
+    j["gain_over_baseline"] = number_or_null(loss_minus("baseline", "retrieval"));
+    return j;
+}
+
+std::string EvalReport::to_text() const {
+    std::ostringstream s;
+    char line[256];
+    s << "retro-train eval: " << run << " on " << db << " (" << split << " split: " << sequences << " sequences, "
+      << all().chunks << " chunks, " << all().labels << " tokens";
+    if (has_bytes) s << ", " << all().bytes << " bytes";
+    s << ")\n";
+    if (has_overlap) {
+        std::snprintf(line, sizeof line, "overlap r with the neighbours of %s: mean %.3f\n", knn.c_str(), mean_overlap);
+        s << line;
+    }
+    std::snprintf(line, sizeof line, "%-8s %8s %7s   %-20s %8s %9s %7s %9s\n", "r <= a", "chunks", "share", "mode",
+                  "loss", "ppl", "bpb", "gain");
+    s << line;
+    const auto no_retrieval = std::find(modes.begin(), modes.end(), "no retrieval") - modes.begin();
+    for (const auto& f : filters) {
+        for (std::size_t m = 0; m < modes.size(); m++) {
+            const auto& fig = f.modes[m];
+            std::string alpha = m ? "" : (f.alpha == 1.0 ? std::string("1 (all)") : cat(f.alpha));
+            std::string chunks = m ? "" : cat(f.chunks);
+            char share[16] = "";
+            if (!m) std::snprintf(share, sizeof share, "%.1f%%", all().chunks ? 100.0 * f.chunks / all().chunks : 0.0);
+            char bpb[16] = "-", gain[16] = "";
+            if (std::isfinite(fig.bpb)) std::snprintf(bpb, sizeof bpb, "%.4f", fig.bpb);
+            if (static_cast<std::ptrdiff_t>(m) != no_retrieval && std::isfinite(fig.loss))
+                std::snprintf(gain, sizeof gain, "%+.4f", f.modes[no_retrieval].loss - fig.loss);
+            std::snprintf(line, sizeof line, "%-8s %8s %7s   %-20s %8.4f %9.2f %7s %9s\n", alpha.c_str(), chunks.c_str(),
+                          share, modes[m].c_str(), fig.loss, fig.perplexity, bpb, gain);
+            s << line;
         }
-        if (!j.contains("step") || !j.contains("loss")) continue;
-        tr << j["step"].get<std::int64_t>() << " " << j["loss"].get<double>() << "\n";
-        rows++;
-        if (j.contains("val_loss")) {
-            va << j["step"].get<std::int64_t>() << " " << j["val_loss"].get<double>() << "\n";
-            vrows++;
-        }
     }
-    tr.close();
-    va.close();
-    if (rows == 0) user_error_in(metrics.string(), "holds no step lines");
-    {
-        std::ofstream gp(script);
-        gp << "set terminal png size 900,500\nset output " << quote(out_png + ".tmp") << "\n"
-           << "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset grid\nset key top right\n"
-           << "set title " << quote("retro-train: " + fs::path(run).filename().string()) << "\n"
-           << "plot " << quote(train_dat) << " using 1:2 with lines title 'train'";
-        if (vrows) gp << ", " << quote(val_dat) << " using 1:2 with linespoints title 'validation'";
-        gp << "\n";
-    }
-    const int rc = std::system(("gnuplot " + quote(script) + " 2>/dev/null").c_str());
-    fs::remove(train_dat);
-    fs::remove(val_dat);
-    fs::remove(script);
-    if (rc != 0 || !fs::exists(out_png + ".tmp")) {
-        fs::remove(out_png + ".tmp");
-        throw InternalError("gnuplot failed to write " + out_png);
-    }
-    fs::rename(out_png + ".tmp", out_png);
+    s << "gain = loss without retrieval - loss of the mode (nats/token; > 0: the mode helps)\n";
+    return s.str();
 }
 
 }  // namespace retro

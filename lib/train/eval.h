@@ -1,32 +1,63 @@
-// `retro-train eval` and `retro-train plot`: loss and perplexity of a trained run on a database, with and
-// without retrieval (the same weights, CCA skipped without neighbours), and a PNG of a run's curves via gnuplot.
+// `retro-train eval`: the RETRO paper's evaluation (§2.6, §4.4; docs/retrieval.md) of a trained run on a
+// database split. For every evaluated chunk its overlap r with what was retrieved for it
+// (train/chunk_overlap.h: longest common token run with its neighbours and their continuations, over
+// the chunk's length); loss, perplexity and bits per byte over all chunks and over the chunks with
+// r <= alpha, for the same weights in several modes:
+//   retrieval            the neighbours of --knn, as training reads them (validation documents masked)
+//   no retrieval         CCA skipped (the same weights)
+//   shuffled neighbours  every chunk reads the neighbours of another chunk (a derangement): the
+//                        control, which must not help
+//   baseline             another run (e.g. the --no-retrieval twin), without retrieval
+// A label counts for the chunk of the token it predicts; r comes from that chunk's own neighbours,
+// as in the paper, whatever a mode reads.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace retro {
 
 struct EvalOptions {
     std::string run;               // run folder (config.json + model.safetensors, or --weights)
     std::string weights;           // optional: another .safetensors (e.g. a checkpoint's model.safetensors)
-    std::string db, neighbours;    // neighbours optional: without it only the no-retrieval row
+    std::string db, neighbours;    // neighbours optional: without it only the no-retrieval mode, no filter
+    std::string baseline;          // optional: another run folder, evaluated without retrieval
     std::string split = "val";     // val | train | all (documents split as retro-train does)
     double val_fraction = 0.05;
     std::int64_t batch_size = 8;
     std::int64_t max_batches = 0;  // 0 = every sequence of the split
+    std::vector<double> alphas = {0.125, 0.25, 0.5, 1.0};
+    bool shuffled = true;          // the shuffled-neighbours control (with neighbours)
+    std::uint64_t shuffle_seed = 1;
 };
 
-struct EvalResult {
-    bool retrieval = false;
-    double loss = 0, perplexity = 0;
-    std::int64_t sequences = 0, labels = 0;
+struct EvalFigures {   // NaN where the filter holds no label
+    double loss = 0, perplexity = 0, bpb = 0;
 };
 
-std::vector<EvalResult> train_eval(const EvalOptions& opts);
+struct EvalFilter {
+    double alpha = 1;                  // chunks with r <= alpha (1: every chunk)
+    std::int64_t chunks = 0, labels = 0, bytes = 0;
+    std::vector<EvalFigures> modes;    // in EvalReport::modes order
+};
 
-// Writes `out_png` (default RUN/curves.png) from RUN/metrics.jsonl with gnuplot; UserError when gnuplot
-// is not installed (with the package to install) or the run has no metrics.
-void train_plot(const std::string& run, const std::string& out_png);
+struct EvalReport {
+    std::string run, db, knn, baseline, split;
+    std::int64_t sequences = 0;
+    bool has_bytes = false;            // the database's tokenizer was found: bpb is filled
+    bool has_overlap = false;          // neighbours given: filters by r
+    double mean_overlap = 0;           // over evaluated chunks
+    std::vector<std::string> modes;
+    std::vector<EvalFilter> filters;   // ascending alpha, the last one 1
+    const EvalFilter& all() const { return filters.back(); }
+    // loss(a) - loss(b) over every chunk: the gain of b over a (NaN when either mode is absent)
+    double loss_minus(const std::string& a, const std::string& b) const;
+    nlohmann::json to_json() const;
+    std::string to_text() const;
+};
+
+EvalReport train_eval(const EvalOptions& opts);
 
 }  // namespace retro

@@ -1,0 +1,120 @@
+#include "train/plot.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/shell_quote.h"
+#include "train/eval.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+namespace {
+
+// A gnuplot single-quoted string (a quote inside is doubled).
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+    return q + "'";
+}
+
+void require_gnuplot() {
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+        user_error_in("gnuplot", "not found on PATH", "apt-get install gnuplot-nox (Debian/Ubuntu)");
+}
+
+// Runs `body` (everything after the terminal and output lines) and renames the PNG into place;
+// removes the scratch files it is given either way.
+void render(const std::string& body, const std::string& out_png, const std::vector<std::string>& scratch) {
+    const std::string script = out_png + ".gp";
+    {
+        std::ofstream gp(script);
+        gp << "set terminal png size 900,500\nset output " << quote(out_png + ".tmp") << "\n" << body;
+    }
+    const int rc = std::system(("gnuplot " + shell_quote(script) + " 2>/dev/null").c_str());
+    fs::remove(script);
+    for (const auto& f : scratch) fs::remove(f);
+    if (rc != 0 || !fs::exists(out_png + ".tmp")) {
+        fs::remove(out_png + ".tmp");
+        throw InternalError("gnuplot failed to write " + out_png);
+    }
+    fs::rename(out_png + ".tmp", out_png);
+}
+
+}  // namespace
+
+void train_plot(const std::string& run, const std::string& out_png_in) {
+    const fs::path metrics = fs::path(run) / "metrics.jsonl";
+    if (!fs::exists(metrics)) user_error_in(metrics.string(), "not found", "plot a folder written by retro-train");
+    require_gnuplot();
+    const std::string out_png = out_png_in.empty() ? (fs::path(run) / "curves.png").string() : out_png_in;
+    const std::string train_dat = out_png + ".train.dat", val_dat = out_png + ".val.dat";
+    std::ifstream in(metrics);
+    std::ofstream tr(train_dat), va(val_dat);
+    std::string line;
+    std::int64_t rows = 0, vrows = 0;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (...) {
+            continue;   // a line cut by a kill
+        }
+        if (!j.contains("step") || !j.contains("loss")) continue;
+        tr << j["step"].get<std::int64_t>() << " " << j["loss"].get<double>() << "\n";
+        rows++;
+        if (j.contains("val_loss")) {
+            va << j["step"].get<std::int64_t>() << " " << j["val_loss"].get<double>() << "\n";
+            vrows++;
+        }
+    }
+    tr.close();
+    va.close();
+    if (rows == 0) {
+        fs::remove(train_dat);
+        fs::remove(val_dat);
+        user_error_in(metrics.string(), "holds no step lines");
+    }
+    std::ostringstream body;
+    body << "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset grid\nset key top right\n"
+         << "set title " << quote("retro-train: " + fs::path(run).filename().string()) << "\n"
+         << "plot " << quote(train_dat) << " using 1:2 with lines title 'train'";
+    if (vrows) body << ", " << quote(val_dat) << " using 1:2 with linespoints title 'validation'";
+    body << "\n";
+    render(body.str(), out_png, {train_dat, val_dat});
+}
+
+void eval_plot(const EvalReport& report, const std::string& out_png) {
+    if (report.filters.empty() || report.modes.empty()) user_error_in(out_png, "nothing to plot");
+    require_gnuplot();
+    const bool bpb = report.has_bytes;
+    const std::string dat = out_png + ".dat";
+    {
+        std::ofstream d(dat);
+        for (const auto& f : report.filters) {
+            d << f.alpha;
+            for (const auto& m : f.modes) d << " " << (bpb ? m.bpb : m.loss);
+            d << "\n";
+        }
+    }
+    std::ostringstream body;
+    body << "set xlabel 'chunks with overlap r <= alpha (alpha)'\nset ylabel "
+         << quote(bpb ? "bits per byte" : "loss (nats/token)") << "\nset grid\nset key top left\nset logscale x 2\n"
+         << "set title " << quote("retro-train eval: " + fs::path(report.run).filename().string() + " (" +
+                                  report.split + " split)")
+         << "\nplot ";
+    for (std::size_t m = 0; m < report.modes.size(); m++)
+        body << (m ? ", " : "") << quote(dat) << " using 1:" << m + 2 << " with linespoints title "
+             << quote(report.modes[m]);
+    body << "\n";
+    render(body.str(), out_png, {dat});
+}
+
+}  // namespace retro

@@ -1,0 +1,249 @@
+// `retro-train eval` (RETRO §2.6 / §4.4): the overlap r against a brute-force oracle, bytes per token,
+// and the filtered report on a database whose neighbours are built to overlap (copied documents): chunk
+// and label counts per alpha, filtered losses recomputed from the model's logits, bits per byte from the
+// tokenizer's pieces, the shuffled control, the JSON and the table.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/npy.h"
+#include "model/params.h"
+#include "model/retro.h"
+#include "test_chunk_util.h"
+#include "test_util.h"
+#include "text/token_bytes.h"
+#include "text/tokenizer.h"
+#include "train/chunk_overlap.h"
+#include "train/data.h"
+#include "train/eval.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Longest common run by trying every pair of start positions.
+int brute_longest_run(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b, std::int32_t pad) {
+    int best = 0;
+    for (std::size_t i = 0; i < a.size(); i++)
+        for (std::size_t j = 0; j < b.size(); j++) {
+            int len = 0;
+            while (i + len < a.size() && j + len < b.size() && a[i + len] != pad && a[i + len] == b[j + len]) len++;
+            best = std::max(best, len);
+        }
+    return best;
+}
+
+// Documents of random ids 4..63 (bos 2, eos 3, rows of cs padded with 0); documents d = 1 mod 4 copy
+// the one before, so a chunk of such a pair has its twin in the other as neighbour 0 (r = 1); every
+// other neighbour is a random chunk of another document (r small).
+struct EvalDb {
+    std::vector<std::int32_t> rows;
+    std::vector<std::int64_t> doc_ids, doc_offsets{0}, seq_starts, knn;
+    std::int64_t n = 0;
+};
+
+EvalDb write_eval_db(const fs::path& db, const fs::path& knn, const std::string& tokenizer, int cs, int seq_len,
+                     int docs) {
+    std::mt19937 rng(7);
+    EvalDb t;
+    std::vector<std::int32_t> ids;
+    for (int d = 0; d < docs; d++) {
+        if (d % 4 != 1) {
+            ids = {2};
+            const int len = 6 + static_cast<int>(rng() % 30);
+            for (int i = 0; i < len; i++) ids.push_back(4 + static_cast<std::int32_t>(rng() % 60));
+            ids.push_back(3);
+            ids.resize((ids.size() + cs - 1) / cs * cs, 0);
+        }
+        const std::int64_t first = t.n, nrows = static_cast<std::int64_t>(ids.size()) / cs;
+        t.rows.insert(t.rows.end(), ids.begin(), ids.end());
+        for (std::int64_t r = 0; r < nrows; r++) t.doc_ids.push_back(d);
+        for (std::int64_t r = 0; r < nrows; r += seq_len / cs) t.seq_starts.push_back(first + r);
+        t.n += nrows;
+        t.doc_offsets.push_back(t.n);
+    }
+    for (std::int64_t c = 0; c < t.n; c++) {
+        const std::int64_t d = t.doc_ids[c];
+        for (int j = 0; j < 2; j++) {
+            std::int64_t id = static_cast<std::int64_t>(rng() % t.n);
+            if (t.doc_ids[id] == d) id = -1;
+            if (j == 0 && d % 4 < 2) id = t.doc_offsets[d ^ 1] + (c - t.doc_offsets[d]);   // the twin
+            t.knn.push_back(id);
+        }
+    }
+    fs::create_directories(db);
+    fs::create_directories(knn);
+    npy_save((db / "chunks.npy").string(), {t.n, cs}, t.rows.data());
+    npy_save((db / "doc_ids.npy").string(), {t.n}, t.doc_ids.data());
+    npy_save((db / "doc_offsets.npy").string(), {(std::int64_t)t.doc_offsets.size()}, t.doc_offsets.data());
+    npy_save((db / "seq_starts.npy").string(), {(std::int64_t)t.seq_starts.size()}, t.seq_starts.data());
+    nlohmann::json m = {{"tool", "retro-chunk"},
+                        {"parameters", {{"chunk_size", cs}, {"seq_len", seq_len}, {"rows_per_seq", seq_len / cs}}},
+                        {"inputs", {{{"role", "tokenizer"}, {"path", tokenizer}}}},
+                        {"outputs", nlohmann::json::array()}};
+    write_file_atomic((db / "manifest.json").string(), m.dump(2));
+    npy_save((knn / "neighbours.npy").string(), {t.n, std::int64_t{2}}, t.knn.data());
+    return t;
+}
+
+std::string tiny_config() { return (test::source_dir() / "examples" / "configs" / "tiny.json").string(); }
+
+}  // namespace
+
+TEST_CASE("eval: longest common run equals a brute-force search, pads never match") {
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 2000; trial++) {
+        std::vector<std::int32_t> a(rng() % 10), b(rng() % 14);
+        for (auto& x : a) x = static_cast<std::int32_t>(rng() % 4);   // 0 = pad
+        for (auto& x : b) x = static_cast<std::int32_t>(rng() % 4);
+        CHECK(longest_common_run(a.data(), (int)a.size(), b.data(), (int)b.size(), 0) == brute_longest_run(a, b, 0));
+    }
+    const std::vector<std::int32_t> chunk = {5, 6, 7, 8}, half = {0, 0, 0, 0};
+    const std::vector<std::int32_t> nb = {9, 5, 6, 7, 8, 1, 1, 1, /* second neighbour */ 6, 7, 0, 0, 0, 0, 0, 0};
+    CHECK(chunk_overlap(chunk.data(), 4, nb.data(), 2, 8, 0) == 1.0);
+    CHECK(chunk_overlap(chunk.data(), 4, nb.data() + 8, 1, 8, 0) == 0.5);
+    CHECK(chunk_overlap(half.data(), 4, nb.data(), 2, 8, 0) == 0.0);
+    const std::vector<std::int32_t> short_chunk = {6, 7, 0, 0};   // 2 ids, both found: r = 1
+    CHECK(chunk_overlap(short_chunk.data(), 4, nb.data() + 8, 1, 8, 0) == 1.0);
+}
+
+TEST_CASE("eval: bytes per token from the sentencepiece pieces") {
+    CHECK(piece_byte_length("\xE2\x96\x81the") == 4);   // "▁the" decodes to " the"
+    CHECK(piece_byte_length("<0x0A>") == 1);
+    CHECK(piece_byte_length("\xC3\xA9t\xC3\xA9") == 5);  // "été"
+    Tokenizer tok(test::chunk_test_tokenizer());
+    const auto bytes = token_byte_lengths(tok);
+    CHECK(bytes[TOKEN_PAD] == 0);
+    CHECK(bytes[TOKEN_EOS] == 0);
+    // every ordinary id: its pieces decode to that many bytes (decode drops a leading space once)
+    for (int id = 4; id < tok.vocab_size(); id += 7) {
+        if (tok.piece(id).rfind("<0x", 0) == 0) continue;   // a lone byte decodes to U+FFFD; it is 1 byte of text
+        const std::string text = tok.decode({5, id});   // a leading piece keeps id's own space
+        const std::string lead = tok.decode({5});
+        CHECK_MESSAGE(static_cast<std::int64_t>(text.size() - lead.size()) == bytes[id], tok.piece(id));
+    }
+}
+
+TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an oracle") {
+    test::TempDir dir("train-eval-r");
+    const int cs = 4, seq_len = 16;
+    const auto t = write_eval_db(dir / "db", dir / "knn", test::chunk_test_tokenizer(), cs, seq_len, 24);
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
+    auto tr = test::run_tool("retro-train", data + " --config " + tiny_config() + " --out " + (dir / "run").string() +
+                                                " --steps 3 --batch-size 4 --val-every 0 --quiet --threads 1");
+    REQUIRE_MESSAGE(tr.exit_code == 0, tr.err);
+
+    EvalOptions o;
+    o.run = (dir / "run").string();
+    o.db = (dir / "db").string();
+    o.neighbours = (dir / "knn").string();
+    o.split = "all";
+    o.batch_size = 5;
+    o.alphas = {0.25, 0.5};
+    const EvalReport rep = train_eval(o);
+    REQUIRE(rep.modes == std::vector<std::string>{"retrieval", "no retrieval", "shuffled neighbours"});
+    REQUIRE(rep.filters.size() == 3);
+    CHECK(rep.filters.back().alpha == 1.0);
+    CHECK(rep.has_bytes);
+
+    // the oracle: every label's chunk, its r by brute force, its loss from the model's logits
+    const auto config = RetroConfig::load((dir / "run" / "config.json").string());
+    RetroModel<float> model(config);
+    params_load((dir / "run" / "model.safetensors").string(), model.params(), model.layout(), config);
+    RetroData rd(o.db, o.neighbours, config, 0.0);
+    Tokenizer tok(test::chunk_test_tokenizer());
+    const std::vector<double> alphas = {0.25, 0.5, 1.0};
+    std::vector<double> nats(3, 0), nats_off(3, 0);
+    std::vector<std::int64_t> labels(3, 0), bytes(3, 0);
+    std::vector<std::set<std::int64_t>> chunks(3);
+    auto r_of = [&](std::int64_t row) {
+        const std::vector<std::int32_t> chunk(t.rows.begin() + row * cs, t.rows.begin() + (row + 1) * cs);
+        int len = static_cast<int>(std::count_if(chunk.begin(), chunk.end(), [](std::int32_t x) { return x != 0; }));
+        int best = 0;
+        for (int j = 0; j < 2; j++) {
+            const std::int64_t id = t.knn[row * 2 + j];
+            if (id < 0) continue;
+            std::vector<std::int32_t> unit(t.rows.begin() + id * cs, t.rows.begin() + (id + 1) * cs);
+            const bool cont = id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id];
+            for (int c = 0; c < cs; c++) unit.push_back(cont ? t.rows[(id + 1) * cs + c] : 0);
+            best = std::max(best, brute_longest_run(chunk, unit, 0));
+        }
+        return len ? static_cast<double>(best) / len : 0.0;
+    };
+    const auto& seqs = rd.train_seqs();
+    for (bool retrieval : {true, false})
+        for (std::size_t i = 0; i < seqs.size(); i += 5) {
+            std::vector<std::int64_t> ids(seqs.begin() + i, seqs.begin() + std::min(seqs.size(), i + 5));
+            RetroBatch batch;
+            rd.make_batch(ids, retrieval, batch);
+            model.forward(batch);
+            const auto& z = model.logits();
+            for (std::int64_t b = 0; b < batch.B; b++)
+                for (std::int64_t p = 0; p < seq_len; p++) {
+                    const std::int32_t label = batch.seq[b * (seq_len + 1) + p + 1];
+                    if (label == 0) continue;
+                    const float* zz = z.data() + (b * seq_len + p) * config.num_tokens;
+                    double lse = 0, mx = *std::max_element(zz, zz + config.num_tokens);
+                    for (int v = 0; v < config.num_tokens; v++) lse += std::exp(zz[v] - mx);
+                    const double ce = mx + std::log(lse) - zz[label];
+                    const std::int64_t row = t.seq_starts[ids[b]] + (p + 1) / cs;
+                    const double r = r_of(row);
+                    for (int f = 0; f < 3; f++)
+                        if (r <= alphas[f]) {
+                            (retrieval ? nats : nats_off)[f] += ce;
+                            if (retrieval) {
+                                labels[f]++;
+                                bytes[f] += piece_byte_length(tok.piece(label)) * (label > 3);
+                                chunks[f].insert(row);
+                            }
+                        }
+                }
+        }
+    std::int64_t full_overlap = 0;
+    for (const auto row : chunks[2]) full_overlap += r_of(row) == 1.0;
+    CHECK(full_overlap > 0);                                  // the copies give r = 1 ...
+    CHECK(chunks[0].size() > 0);                              // ... and the first documents' chunks low r
+    CHECK(chunks[1].size() < chunks[2].size());
+    for (int f = 0; f < 3; f++) {
+        CAPTURE(alphas[f]);
+        const auto& fl = rep.filters[f];
+        CHECK(fl.alpha == alphas[f]);
+        CHECK(fl.chunks == static_cast<std::int64_t>(chunks[f].size()));
+        CHECK(fl.labels == labels[f]);
+        CHECK(fl.bytes == bytes[f]);
+        CHECK(fl.modes[0].loss == doctest::Approx(nats[f] / labels[f]).epsilon(1e-9));
+        CHECK(fl.modes[1].loss == doctest::Approx(nats_off[f] / labels[f]).epsilon(1e-9));
+        CHECK(fl.modes[0].perplexity == doctest::Approx(std::exp(nats[f] / labels[f])).epsilon(1e-9));
+        CHECK(fl.modes[0].bpb == doctest::Approx(nats[f] / std::log(2.0) / bytes[f]).epsilon(1e-9));
+    }
+    // the shuffled control reads other chunks' neighbours: another loss than both
+    CHECK(rep.all().modes[2].loss != rep.all().modes[0].loss);
+    CHECK(rep.all().modes[2].loss != rep.all().modes[1].loss);
+    CHECK(rep.loss_minus("no retrieval", "retrieval") == doctest::Approx(rep.all().modes[1].loss - rep.all().modes[0].loss));
+
+    // the tool: the table, --json, --json-out, a baseline run, and errors
+    auto e = test::run_tool("retro-train", "eval --run " + o.run + " " + data + " --split all --alphas 0.25,0.5 --baseline " +
+                                               o.run + " --json-out " + (dir / "eval.json").string() + " --quiet");
+    REQUIRE_MESSAGE(e.exit_code == 0, e.err);
+    CHECK(e.out.find("shuffled neighbours") != std::string::npos);
+    CHECK(e.out.find("1 (all)") != std::string::npos);
+    const auto j = nlohmann::json::parse(std::ifstream(dir / "eval.json"));
+    CHECK(j.at("modes").size() == 4);
+    CHECK(j.at("filters").size() == 3);
+    // the baseline is this run without retrieval: the same figures as "no retrieval"
+    CHECK(j.at("filters")[0].at("modes").at("baseline").at("loss").get<double>() ==
+          j.at("filters")[0].at("modes").at("no retrieval").at("loss").get<double>());
+    CHECK(j.at("filters")[0].at("chunks").get<std::int64_t>() == rep.filters[0].chunks);
+    auto bad = test::run_tool("retro-train", "eval --run " + o.run + " " + data + " --alphas 0,0.5 --quiet");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("alpha") != std::string::npos);
+}
