@@ -196,7 +196,7 @@ TEST_CASE("retrofit: a --no-retrieval base retro-fitted with --train-only cca,en
     CHECK(manifest_input(m, "init_from", "fingerprint") == fp);
 }
 
-TEST_CASE("retrofit: a base without some CCA layers leaves them fresh; bad bases and groups exit 2 with one line") {
+TEST_CASE("retrofit: a base lacking CCA layers leaves them fresh and bad bases or groups exit 2 with one line") {
     test::TempDir dir("retrofit-bad");
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 12, 9);
     const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +

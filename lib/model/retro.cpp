@@ -45,7 +45,8 @@ std::int64_t block_of(const std::string& name, const RetroConfig& c) {
 template <typename T>
 void RetroModel<T>::set_trainable(const std::vector<std::uint8_t>& per_entry) {
     const auto& es = layout_.entries();
-    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(), " tensors");
+    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
+                " tensors");
     lowest_trainable_ = std::numeric_limits<std::int64_t>::max();
     head_trainable_ = encoder_trainable_ = false;
     for (std::size_t t = 0; t < es.size(); t++) {

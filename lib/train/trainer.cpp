@@ -104,7 +104,8 @@ private:
 
 // --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
 void Trainer::setup_groups() {
-    const auto groups = param_groups_parse(o_.train_only.empty() ? "cca,encoder,decoder" : o_.train_only, "--train-only");
+    const std::string list = o_.train_only.empty() ? "cca,encoder,decoder" : o_.train_only;
+    const auto groups = param_groups_parse(list, "--train-only");
     train_only_ = param_groups_string(groups);
     trainable_ = param_trainable(model_->layout(), groups);
     const auto& es = model_->layout().entries();
@@ -212,9 +213,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
         user_error_in(sp, "checkpoint was made with another --seed", "resume with the same --seed");
     if (st.value("no_retrieval", false) != o_.no_retrieval)
         user_error_in(sp, "checkpoint was made with a different --no-retrieval setting");
-    if (st.value("train_only", std::string("cca,encoder,decoder")) != train_only_)
-        user_error_in(sp, "checkpoint was made with --train-only " + st.value("train_only", std::string("cca,encoder,decoder")),
-                      "resume with the same --train-only");
+    const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
+    if (groups != train_only_)
+        user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
     if (st.value("init_from_fingerprint", std::string()) != init_.fingerprint)
         user_error_in(sp, "checkpoint was made with another --init-from (or none)", "resume with the same --init-from");
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
@@ -275,7 +276,6 @@ void Trainer::run() {
         fs::remove(out / "model.safetensors");
     }
     fs::create_directories(out);
-
 
     std::int64_t step = 0;
     if (o_.resume) {
@@ -356,7 +356,8 @@ void Trainer::run() {
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
-        m.parameters()["init_from"] = {{"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
+        m.parameters()["init_from"] = {
+            {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
         m.add_input("init_from", init_.weights);
     }
     if (fs::exists(fs::path(o_.db) / "manifest.json")) m.add_input_folder("db", o_.db);
