@@ -1,10 +1,12 @@
 // retro-train: train a RETRO model (RETRO-pytorch 0.3.9's architecture) on a chunk database and its
 // neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` is RETRO's
 // evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
+// --init-from and --train-only retro-fit a trained model (docs/model.md "Retro-fitting").
 #include <cstdio>
 
-#include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/param_groups.h"
 #include "train/eval.h"
 #include "train/plot.h"
 #include "train/trainer.h"
@@ -45,6 +47,12 @@ int main(int argc, char** argv) {
             app.add_flag("--no-retrieval", o.no_retrieval, "Train the same model without neighbours (baseline)");
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
+            app.add_option("--init-from", o.init_from,
+                           "Retro-fit: start from a trained run's weights (run folder, checkpoint folder or "
+                           ".safetensors); tensors the base lacks keep the --seed init, the decoder must match");
+            app.add_option("--train-only", o.train_only,
+                           "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
+                               "; token embedding and head are in decoder)");
             app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 

@@ -131,6 +131,22 @@ void params_save(const std::string& path, const std::vector<T>& data, const Para
 }
 
 template <typename T>
+void params_read_tensor(const std::string& path, const ParamEntry& e, const TensorView& v, T* dst) {
+    if (v.dtype == DType::F32) {
+        const float* s = static_cast<const float*>(v.data);
+        for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
+    } else if (v.dtype == DType::F64) {
+        const double* s = static_cast<const double*>(v.data);
+        for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
+    } else {
+        user_error_in(path, "tensor \"" + e.name + "\" has dtype " + dtype_name(v.dtype) + ", expected f32 or f64");
+    }
+    for (std::int64_t i = 0; i < e.numel; i++)
+        if (!std::isfinite(static_cast<double>(dst[i])))
+            user_error_in(path, "tensor \"" + e.name + "\" holds a non-finite value");
+}
+
+template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config) {
     SafetensorsFile f(path);
     data.assign(static_cast<std::size_t>(layout.total()), T(0));
@@ -143,19 +159,7 @@ void params_load(const std::string& path, std::vector<T>& data, const ParamLayou
             user_error_in(path, "tensor \"" + e.name + "\" has shape " + shape_string(v.shape) + ", the config needs " +
                                     shape_string(e.shape),
                           "the weights were made for another model config");
-        T* dst = data.data() + e.offset;
-        if (v.dtype == DType::F32) {
-            const float* s = static_cast<const float*>(v.data);
-            for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
-        } else if (v.dtype == DType::F64) {
-            const double* s = static_cast<const double*>(v.data);
-            for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
-        } else {
-            user_error_in(path, "tensor \"" + e.name + "\" has dtype " + dtype_name(v.dtype) + ", expected f32 or f64");
-        }
-        for (std::int64_t i = 0; i < e.numel; i++)
-            if (!std::isfinite(static_cast<double>(dst[i])))
-                user_error_in(path, "tensor \"" + e.name + "\" holds a non-finite value");
+        params_read_tensor(path, e, v, data.data() + e.offset);
     }
     const auto inv = rp_inv_freq(config);
     for (const auto& [name, view] : f.tensors()) {
@@ -176,6 +180,8 @@ template void params_save<float>(const std::string&, const std::vector<float>&, 
                                  const std::map<std::string, std::string>&);
 template void params_save<double>(const std::string&, const std::vector<double>&, const ParamLayout&,
                                   const RetroConfig&, const std::map<std::string, std::string>&);
+template void params_read_tensor<float>(const std::string&, const ParamEntry&, const TensorView&, float*);
+template void params_read_tensor<double>(const std::string&, const ParamEntry&, const TensorView&, double*);
 template void params_load<float>(const std::string&, std::vector<float>&, const ParamLayout&, const RetroConfig&);
 template void params_load<double>(const std::string&, std::vector<double>&, const ParamLayout&, const RetroConfig&);
 

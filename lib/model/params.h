@@ -47,6 +47,11 @@ void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t 
 template <typename T>
 void params_save(const std::string& path, const std::vector<T>& data, const ParamLayout& layout,
                  const RetroConfig& config, const std::map<std::string, std::string>& metadata = {});
+// Reads one tensor `v` (F32 or F64, already shape-checked against `e`) of file `path` into `dst`; a UserError
+// naming the file for another dtype or a non-finite value. Shared by params_load and --init-from.
+struct TensorView;
+template <typename T>
+void params_read_tensor(const std::string& path, const ParamEntry& e, const TensorView& v, T* dst);
 // Loads every tensor by name; a missing, misshapen or unexpected tensor is a UserError naming the file.
 template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config);

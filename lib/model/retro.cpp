@@ -1,6 +1,7 @@
 #include "model/retro.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "core/error.h"
@@ -21,6 +22,39 @@ RetroModel<T>::RetroModel(const RetroConfig& config) : config_(config), layout_(
     p_ = bind_params(params_.data(), layout_, config_);
     g_ = bind_params(grads_.data(), layout_, config_);
     dec_.resize(p_.decoder.size());
+}
+
+namespace {
+// The backward block (see retro.h) of a tensor; encoder tensors belong to the first CCA layer's block.
+std::int64_t block_of(const std::string& name, const RetroConfig& c) {
+    const std::string dec = "decoder.layers.";
+    if (name.compare(0, 8, "encoder.") == 0) {
+        const std::int64_t f = c.first_cca_layer();   // 1-based, 0 = no CCA: the encoder never runs
+        return f > 0 ? 3 * (f - 1) + 2 : std::numeric_limits<std::int64_t>::max();
+    }
+    if (name.compare(0, dec.size(), dec) == 0) {
+        const std::size_t dot = name.find('.', dec.size());
+        const std::int64_t i = std::stoll(name.substr(dec.size(), dot - dec.size()));
+        return 3 * i + 1 + (name[dot + 1] - '0');   // sub-block 0 attention, 1 CCA, 2 feed-forward
+    }
+    if (name == "decoder.norm_out.gamma" || name.compare(0, 10, "to_logits.") == 0) return 3 * c.dec_depth + 1;
+    return 0;   // token_emb, pos_emb, to_decoder_model_dim
+}
+}  // namespace
+
+template <typename T>
+void RetroModel<T>::set_trainable(const std::vector<std::uint8_t>& per_entry) {
+    const auto& es = layout_.entries();
+    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
+                " tensors");
+    lowest_trainable_ = std::numeric_limits<std::int64_t>::max();
+    head_trainable_ = encoder_trainable_ = false;
+    for (std::size_t t = 0; t < es.size(); t++) {
+        if (!per_entry[t]) continue;
+        lowest_trainable_ = std::min(lowest_trainable_, block_of(es[t].name, config_));
+        if (es[t].name.compare(0, 10, "to_logits.") == 0) head_trainable_ = true;
+        if (es[t].name.compare(0, 8, "encoder.") == 0) encoder_trainable_ = true;
+    }
 }
 
 template <typename T>
@@ -141,8 +175,8 @@ void RetroModel<T>::backward(T scale) {
     nn::cross_entropy_backward(dlogits.get(), scale, logits_.data(), lse_.data(), labels_.data(), N, V, c.pad_id,
                                valid_);
     std::vector<T> dxn(static_cast<std::size_t>(sz)), dx(dxn.size()), dn(dxn.size()), dtmp(dxn.size());
-    nn::linear_backward(dxn.data(), g_.to_logits_w, g_.to_logits_b, dlogits.get(), xn_final_.data(), p_.to_logits_w,
-                        N, Cd, V);
+    nn::linear_backward(dxn.data(), head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, dlogits.get(),
+                        xn_final_.data(), p_.to_logits_w, N, Cd, V);
     dlogits.reset();
     nn::rmsnorm_backward(dx.data(), g_.dec_norm_out, dxn.data(), x_final_.data(), p_.dec_norm_out, rms_final_.data(), N,
                          Cd);
@@ -155,19 +189,24 @@ void RetroModel<T>::backward(T scale) {
         dE_part.resize(E_.size());
     }
     const std::int64_t first = c.first_cca_layer() - 1;
+    auto frozen_from = [&](std::int64_t block) { return lowest_trainable_ > block; };   // nothing trains at or below
     for (std::int64_t i = c.dec_depth - 1; i >= 0; i--) {
         const auto& L = p_.decoder[static_cast<std::size_t>(i)];
         const auto& G = g_.decoder[static_cast<std::size_t>(i)];
         auto& A = dec_[static_cast<std::size_t>(i)];
+        if (frozen_from(3 * i + 3)) return;
         nn::feed_forward_backward(dn.data(), G.ff, dx.data(), A.ff_cache, L.ff, N, Cd, ff_inner(Cd));
         nn::rmsnorm_backward(dtmp.data(), G.g_ff, dn.data(), A.x2.data(), L.g_ff, A.r2.data(), N, Cd);
         nn::residual_add(dx.data(), dtmp.data(), sz);
+        if (frozen_from(3 * i + 2)) return;
         if (L.has_cca && retrieval_) {
             nn::cca_backward(dn.data(), dE_part.data(), G.cca, dx.data(), A.cca_cache, L.cca, cca);
             nn::residual_add(dE.data(), dE_part.data(), static_cast<std::int64_t>(dE.size()));
             nn::rmsnorm_backward(dtmp.data(), G.g_cca, dn.data(), A.x1.data(), L.g_cca, A.r1.data(), N, Cd);
             nn::residual_add(dx.data(), dtmp.data(), sz);
-            if (i == first) {   // the encoder, then its context gradient back onto chunk u, summed over k neighbours
+            // the encoder (unless it and everything below are frozen), then its context gradient back onto
+            // chunk u, summed over k neighbours
+            if (i == first && (encoder_trainable_ || !frozen_from(3 * i + 1))) {
                 std::vector<T> dctx(ctx_.size());
                 encoder_backward(dctx.data(), g_, dE.data(), enc_, p_, c);
                 for (std::int64_t m = 0; m < M_; m++) {
@@ -176,10 +215,12 @@ void RetroModel<T>::backward(T scale) {
                 }
             }
         }
+        if (frozen_from(3 * i + 1)) return;
         nn::attention_layer_backward(dn.data(), (T*)nullptr, G.attn, dx.data(), A.attn_cache, L.attn, self);
         nn::rmsnorm_backward(dtmp.data(), G.g_attn, dn.data(), A.x0.data(), L.g_attn, A.r0.data(), N, Cd);
         nn::residual_add(dx.data(), dtmp.data(), sz);
     }
+    if (frozen_from(0)) return;
     std::vector<T> dembed;
     const T* de = dx.data();
     if (p_.to_dec_w) {

@@ -56,6 +56,12 @@ public:
     T* grad(const std::string& name) { return grads_.data() + layout_.offset(name); }
     void zero_grad();
 
+    // Which tensors need gradients (one flag per layout entry; 0 = frozen by the trainer, model/param_groups.h).
+    // backward() then skips work that only feeds frozen tensors: the output head's weight gradient, the encoder
+    // when frozen and nothing below it trains, every block below the lowest trainable one. Frozen tensors'
+    // grads() are unspecified afterwards; trainable ones are bit-identical to a backward without flags.
+    void set_trainable(const std::vector<std::uint8_t>& per_entry);
+
     // Forward pass; keeps the activations for backward. Returns the loss (mean CE over non-pad labels).
     T forward(const RetroBatch& batch);
     // Adds d loss / d params (times `scale`, e.g. 1/accumulation steps) into grads().
@@ -80,6 +86,11 @@ private:
     RetroParams<T> p_, g_;   // g_: the same structure pointing into grads_
     std::vector<DecoderActivations> dec_;
     EncoderCache<T> enc_;
+    // set_trainable's plan. Blocks bottom-up: 0 = embeddings (and to_decoder_model_dim); decoder layer i:
+    // 3i+1 self-attention, 3i+2 CCA (the encoder runs in the first CCA layer's), 3i+3 feed-forward;
+    // 3*dec_depth+1 = norm_out and the head. backward stops below lowest_trainable_.
+    std::int64_t lowest_trainable_ = 0;
+    bool head_trainable_ = true, encoder_trainable_ = true;
 
     // activations of the last forward
     std::int64_t B_ = 0, n_ = 0, l_ = 0, k_ = 0, r_ = 0, M_ = 0;

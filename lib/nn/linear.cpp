@@ -59,11 +59,11 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, s
     BlasSingleThread single;
     if (!split(N * I * O)) {
         if (dx) dx_rows(0, N);
-        dw_rows(0, O);
+        if (dW) dw_rows(0, O);
         return;
     }
     if (dx) ranges(N, N * I * O, [&](std::int64_t r0, std::int64_t r1, int) { dx_rows(r0, r1); });
-    ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { dw_rows(o0, o1); });
+    if (dW) ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { dw_rows(o0, o1); });
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, std::int64_t, std::int64_t,

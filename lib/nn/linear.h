@@ -1,7 +1,7 @@
 // Linear layer, torch.nn.Linear layout (weight [O, I]), through OpenBLAS sgemm/dgemm:
 //   forward:  y[N, O] = x[N, I] W^T + b            (b may be null: no bias)
 //   backward: dx[N, I]  = dy W                       (activations: =; dx may be null to skip)
-//             dW[O, I] += dy^T x,  db[O] += sum_n dy (parameters: +=)
+//             dW[O, I] += dy^T x,  db[O] += sum_n dy (parameters: +=; dW null skips both, for frozen weights)
 #pragma once
 #include <cstdint>
 

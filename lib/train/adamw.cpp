@@ -9,18 +9,27 @@
 namespace retro {
 
 template <typename T>
-AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config) : config_(config) {
-    decay_.assign(static_cast<std::size_t>(layout.total()), 0);
-    for (const auto& e : layout.entries())
-        if (e.shape.size() >= 2)
-            for (std::int64_t i = 0; i < e.numel; i++) decay_[e.offset + i] = 1;
+AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config, const std::vector<std::uint8_t>& trainable)
+    : config_(config), total_(layout.total()) {
+    const auto& es = layout.entries();
+    RETRO_CHECK(trainable.empty() || trainable.size() == es.size(), "AdamW: one trainable flag per tensor");
+    for (std::size_t t = 0; t < es.size(); t++) {
+        const auto& e = es[t];
+        if (!trainable.empty() && !trainable[t]) continue;
+        if (!ranges_.empty() && ranges_.back().second == e.offset)
+            ranges_.back().second += e.numel;
+        else
+            ranges_.emplace_back(e.offset, e.offset + e.numel);
+        decay_.insert(decay_.end(), static_cast<std::size_t>(e.numel), e.shape.size() >= 2 ? 1 : 0);
+    }
     m_.assign(decay_.size(), T(0));
     v_.assign(decay_.size(), T(0));
 }
 
 template <typename T>
 void AdamW<T>::step(std::vector<T>& params, const std::vector<T>& grads, double lr) {
-    RETRO_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "AdamW: buffer sizes differ");
+    RETRO_CHECK(static_cast<std::int64_t>(params.size()) == total_ && static_cast<std::int64_t>(grads.size()) == total_,
+                "AdamW: buffer sizes differ");
     t_++;
     const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t_));
     const double bc2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t_));
@@ -30,17 +39,25 @@ void AdamW<T>::step(std::vector<T>& params, const std::vector<T>& grads, double 
     const T step_size = static_cast<T>(lr / bc1);
     const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
     const T eps = static_cast<T>(config_.eps);
-    const std::int64_t n = static_cast<std::int64_t>(params.size());
-    nn::ranges(n, 10 * n, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) {
-            const T g = grads[i];
-            if (decay_[i]) params[i] *= decay;
-            m_[i] = m_[i] + w1 * (g - m_[i]);
-            v_[i] = v_[i] * b2 + w2 * (g * g);
-            const T denom = std::sqrt(v_[i]) / bc2_sqrt + eps;
-            params[i] = params[i] + (-step_size) * (m_[i] / denom);
-        }
-    });
+    std::int64_t packed = 0;   // index into m_, v_, decay_ of the range's first element
+    for (const auto& [begin, end] : ranges_) {
+        const std::int64_t n = end - begin;
+        T* p = params.data() + begin;
+        const T* gr = grads.data() + begin;
+        T *m = m_.data() + packed, *v = v_.data() + packed;
+        const std::uint8_t* dk = decay_.data() + packed;
+        nn::ranges(n, 10 * n, [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; i++) {
+                const T g = gr[i];
+                if (dk[i]) p[i] *= decay;
+                m[i] = m[i] + w1 * (g - m[i]);
+                v[i] = v[i] * b2 + w2 * (g * g);
+                const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+                p[i] = p[i] + (-step_size) * (m[i] / denom);
+            }
+        });
+        packed += n;
+    }
 }
 
 template <typename T>
@@ -50,13 +67,18 @@ void AdamW<T>::save(const std::string& path) const {
     safetensors_save(path, ts,
                      {{"step", std::to_string(t_)}, {"lr", std::to_string(config_.lr)},
                       {"beta1", std::to_string(config_.beta1)}, {"beta2", std::to_string(config_.beta2)},
-                      {"eps", std::to_string(config_.eps)}, {"weight_decay", std::to_string(config_.weight_decay)}});
+                      {"eps", std::to_string(config_.eps)}, {"weight_decay", std::to_string(config_.weight_decay)},
+                      {"trainable_elements", std::to_string(m_.size())}, {"elements", std::to_string(total_)}});
 }
 
 template <typename T>
 void AdamW<T>::load(const std::string& path) {
     SafetensorsFile f(path);
     const std::int64_t n = static_cast<std::int64_t>(m_.size());
+    if (f.has("m") && f.get("m").shape != std::vector<std::int64_t>{n})
+        user_error_in(path, cat("optimizer state holds ", shape_string(f.get("m").shape), " moments, this run trains ",
+                                n, " parameters"),
+                      "resume with the run's --train-only and model config");
     const auto& m = f.get("m", dtype_of<T>(), {n});
     const auto& v = f.get("v", dtype_of<T>(), {n});
     auto it = f.metadata().find("step");

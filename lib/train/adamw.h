@@ -3,6 +3,8 @@
 //   m = lerp(m, g, 1 - beta1);  v = beta2 v + (1 - beta2) g^2
 //   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // State (step, m, v) saves to and loads from .safetensors for checkpoints.
+// Frozen tensors (retro-fitting, model/param_groups.h): only the trainable tensors are updated; a frozen one
+// gets no decay and no step and has no m/v (the state holds the trainable elements only, in layout order).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,10 +25,15 @@ struct AdamWConfig {
 template <typename T>
 class AdamW {
 public:
-    AdamW(const ParamLayout& layout, const AdamWConfig& config);
-    // One update of `params` from `grads` at learning rate `lr` (the schedule's value for this step).
+    // `trainable`: one flag per layout entry; empty = every tensor trains.
+    AdamW(const ParamLayout& layout, const AdamWConfig& config, const std::vector<std::uint8_t>& trainable = {});
+    // One update of `params` from `grads` at learning rate `lr` (the schedule's value for this step); elements
+    // outside ranges() are neither read nor written.
     void step(std::vector<T>& params, const std::vector<T>& grads, double lr);
     std::int64_t steps() const { return t_; }
+    // [begin, end) element ranges of the trainable tensors in the flat buffer (adjacent tensors merged).
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges() const { return ranges_; }
+    std::int64_t trainable_count() const { return static_cast<std::int64_t>(m_.size()); }
     const AdamWConfig& config() const { return config_; }
 
     void save(const std::string& path) const;
@@ -34,8 +41,9 @@ public:
 
 private:
     AdamWConfig config_;
-    std::vector<std::pair<std::int64_t, std::int64_t>> decay_ranges_;   // [begin, end) of decayed tensors
-    std::vector<std::uint8_t> decay_;                                    // per element
+    std::int64_t total_ = 0;                                       // elements of the whole layout
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges_;   // trainable [begin, end) in the flat buffer
+    std::vector<std::uint8_t> decay_;                              // per trainable element (packed, as m_, v_)
     std::vector<T> m_, v_;
     std::int64_t t_ = 0;
 };

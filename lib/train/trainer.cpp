@@ -15,10 +15,12 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "model/config.h"
+#include "model/param_groups.h"
 #include "model/params.h"
 #include "model/retro.h"
 #include "train/adamw.h"
 #include "train/data.h"
+#include "train/init_from.h"
 #include "train/train_memory.h"
 
 namespace fs = std::filesystem;
@@ -82,6 +84,8 @@ private:
     void save_checkpoint(std::int64_t step);
     std::int64_t load_checkpoint(const std::string& dir);
     void append_metrics(const std::string& line);
+    void setup_groups();
+    std::string provenance_fields() const;
 
     const ToolContext& ctx_;
     TrainOptions o_;
@@ -92,7 +96,46 @@ private:
     Cursor cursor_;
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
+    std::vector<std::uint8_t> trainable_;   // per layout entry
+    std::string train_only_;                // canonical group list, "cca,encoder,decoder" when all train
+    std::int64_t trainable_count_ = 0;
+    InitFromInfo init_;                     // weights empty without --init-from
 };
+
+// --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
+void Trainer::setup_groups() {
+    const std::string list = o_.train_only.empty() ? "cca,encoder,decoder" : o_.train_only;
+    const auto groups = param_groups_parse(list, "--train-only");
+    train_only_ = param_groups_string(groups);
+    trainable_ = param_trainable(model_->layout(), groups);
+    const auto& es = model_->layout().entries();
+    bool used_without_retrieval = false;
+    for (std::size_t t = 0; t < es.size(); t++)
+        if (trainable_[t]) {
+            trainable_count_ += es[t].numel;
+            used_without_retrieval = used_without_retrieval || param_group(es[t].name) == ParamGroup::DECODER;
+        }
+    if (trainable_count_ == 0)
+        user_error_in("--train-only", "\"" + o_.train_only + "\" selects no parameter of " + o_.config,
+                      "the config has no CCA layers: train `decoder` or use a config with dec_cross_attn_layers");
+    if (o_.no_retrieval && !used_without_retrieval)
+        user_error_in("--train-only", "\"" + train_only_ + "\" trains nothing with --no-retrieval (CCA and the encoder "
+                      "are skipped without neighbours)", "give --knn, or add `decoder`");
+    const std::int64_t total = model_->layout().total();
+    log_info(cat("parameters: ", trainable_count_, " trainable (", train_only_, "), ", total - trainable_count_,
+                 " frozen"));
+}
+
+// The provenance fields of the first metrics line of a retro-fitted or partly frozen run.
+std::string Trainer::provenance_fields() const {
+    nlohmann::json j = {{"train_only", train_only_}};
+    if (!init_.weights.empty()) {
+        j["init_from"] = init_.weights;
+        j["init_from_fingerprint"] = init_.fingerprint;
+    }
+    std::string s = j.dump();
+    return ", " + s.substr(1, s.size() - 2);
+}
 
 std::vector<std::int64_t> Trainer::next_seqs() {
     std::vector<std::int64_t> out;
@@ -145,7 +188,9 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"train_sequences", data_->train_seqs().size()},
                          {"chunks", data_->db().chunk_count()},
                          {"config", config_.to_json()},
-                         {"no_retrieval", o_.no_retrieval}};
+                         {"no_retrieval", o_.no_retrieval},
+                         {"train_only", train_only_},
+                         {"init_from_fingerprint", init_.fingerprint}};
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
 }
@@ -168,6 +213,11 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
         user_error_in(sp, "checkpoint was made with another --seed", "resume with the same --seed");
     if (st.value("no_retrieval", false) != o_.no_retrieval)
         user_error_in(sp, "checkpoint was made with a different --no-retrieval setting");
+    const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
+    if (groups != train_only_)
+        user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
+    if (st.value("init_from_fingerprint", std::string()) != init_.fingerprint)
+        user_error_in(sp, "checkpoint was made with another --init-from (or none)", "resume with the same --init-from");
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     cursor_.epoch = st.at("epoch").get<std::int64_t>();
@@ -196,6 +246,25 @@ void Trainer::run() {
                        std::to_string(data_->seq_len()) + " tokens",
                    "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model config");
     log_info("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
+    // the model, its frozen groups and its step-0 weights (checked before the run folder is touched; a
+    // checkpoint overwrites the weights on --resume)
+    model_ = std::make_unique<RetroModel<float>>(config_);
+    params_init(model_->params(), model_->layout(), o_.seed);
+    setup_groups();
+    model_->set_trainable(trainable_);
+    if (!o_.init_from.empty()) {
+        init_ = init_from_resolve(o_.init_from);
+        init_from_load(init_, model_->params(), model_->layout(), config_);
+        log_info(cat("init from ", init_.weights, " (", init_.fingerprint, "): ", init_.copied, " tensors copied, ",
+                     init_.fresh, " fresh from --seed, ", init_.ignored, " of the base unused"));
+    }
+    AdamWConfig oc;
+    oc.lr = o_.lr;
+    oc.beta1 = o_.beta1;
+    oc.beta2 = o_.beta2;
+    oc.eps = o_.eps;
+    oc.weight_decay = o_.weight_decay;
+    opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_);
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)
@@ -207,16 +276,6 @@ void Trainer::run() {
         fs::remove(out / "model.safetensors");
     }
     fs::create_directories(out);
-
-    model_ = std::make_unique<RetroModel<float>>(config_);
-    params_init(model_->params(), model_->layout(), o_.seed);
-    AdamWConfig oc;
-    oc.lr = o_.lr;
-    oc.beta1 = o_.beta1;
-    oc.beta2 = o_.beta2;
-    oc.eps = o_.eps;
-    oc.weight_decay = o_.weight_decay;
-    opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc);
 
     std::int64_t step = 0;
     if (o_.resume) {
@@ -256,12 +315,16 @@ void Trainer::run() {
             loss += model_->forward(batch) / static_cast<double>(o_.grad_accum);
             model_->backward(1.0f / static_cast<float>(o_.grad_accum));
         }
+        // global norm of the trainable tensors only (frozen ones take no step; torch clips what it optimises)
+        auto& grads = model_->grads();
         double sq = 0;
-        for (float g : model_->grads()) sq += static_cast<double>(g) * g;
+        for (const auto& [b, e] : opt_->ranges())
+            for (std::int64_t i = b; i < e; i++) sq += static_cast<double>(grads[i]) * grads[i];
         const double norm = std::sqrt(sq);
         if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
             const float s = static_cast<float>(o_.clip / (norm + 1e-6));
-            for (float& g : model_->grads()) g *= s;
+            for (const auto& [b, e] : opt_->ranges())
+                for (std::int64_t i = b; i < e; i++) grads[i] *= s;
         }
         const double lr = train_lr_at(o_, step);
         opt_->step(model_->params(), model_->grads(), lr);
@@ -270,6 +333,7 @@ void Trainer::run() {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
                            ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);
+        if (step == 1 && (!init_.weights.empty() || !o_.train_only.empty())) line += provenance_fields();
         const bool last = step == o_.steps;
         if ((o_.val_every > 0 && step % o_.val_every == 0) || last) {
             const double vl = validate();
@@ -289,7 +353,13 @@ void Trainer::run() {
                       {"beta2", o_.beta2},       {"eps", o_.eps},             {"clip", o_.clip},
                       {"val_fraction", o_.val_fraction}, {"val_every", o_.val_every}, {"val_batches", o_.val_batches},
                       {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
+                      {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"model", config_.to_json()}};
+    if (!init_.weights.empty()) {
+        m.parameters()["init_from"] = {
+            {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
+        m.add_input("init_from", init_.weights);
+    }
     if (fs::exists(fs::path(o_.db) / "manifest.json")) m.add_input_folder("db", o_.db);
     if (!o_.no_retrieval && fs::exists(fs::path(o_.neighbours) / "manifest.json"))
         m.add_input_folder("neighbours", o_.neighbours);

@@ -3,6 +3,9 @@
 // no-retrieval baseline, validation on held-out documents, metrics.jsonl, and checkpoints
 // (weights + optimizer + data cursor/RNG + step, a DONE marker written last) from which --resume continues
 // bit-exactly (same binary and thread count).
+// Retro-fitting (RETRO paper §4.2): --init-from takes the step-0 weights from a trained run (train/init_from.h)
+// and --train-only freezes every parameter group not listed (model/param_groups.h): frozen tensors get no
+// AdamW update and the clipping norm counts the trainable tensors only.
 // Run folder: config.json, metrics.jsonl, checkpoints/step_XXXXXXXX/{model,optimizer}.safetensors +
 // state.json + DONE, model.safetensors (final weights), manifest.json (written last).
 #pragma once
@@ -34,6 +37,8 @@ struct TrainOptions {
     bool resume = false;
     bool force = false;
     std::int64_t stop_after = 0;       // testing: stop after this many steps as if killed (0 = off)
+    std::string init_from;             // base run, checkpoint folder or .safetensors ("" = fresh init from seed)
+    std::string train_only;            // comma list of groups (cca, encoder, decoder); "" = all train
 };
 
 // Learning rate at optimizer step `step` (0-based).

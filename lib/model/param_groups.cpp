@@ -1,0 +1,81 @@
+#include "model/param_groups.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/error.h"
+
+namespace retro {
+
+namespace {
+constexpr ParamGroup ORDER[] = {ParamGroup::CCA, ParamGroup::ENCODER, ParamGroup::DECODER};
+
+// "decoder.layers.<digits>.1." starts a CCA block (RP: Residual(PreNorm(ChunkedCrossAttention)) at index 1).
+bool is_cca(const std::string& n) {
+    const std::string p = "decoder.layers.";
+    if (n.compare(0, p.size(), p) != 0) return false;
+    std::size_t i = p.size();
+    const std::size_t digits = i;
+    while (i < n.size() && std::isdigit(static_cast<unsigned char>(n[i]))) i++;
+    return i > digits && n.compare(i, 3, ".1.") == 0;
+}
+}  // namespace
+
+ParamGroup param_group(const std::string& n) {
+    if (n.compare(0, 8, "encoder.") == 0) return ParamGroup::ENCODER;
+    if (is_cca(n)) return ParamGroup::CCA;
+    return ParamGroup::DECODER;
+}
+
+const char* param_group_name(ParamGroup g) {
+    switch (g) {
+        case ParamGroup::CCA: return "cca";
+        case ParamGroup::ENCODER: return "encoder";
+        default: return "decoder";
+    }
+}
+
+std::string param_group_list() {
+    std::string s;
+    for (auto g : ORDER) s += std::string(s.empty() ? "" : ", ") + param_group_name(g);
+    return s;
+}
+
+std::vector<ParamGroup> param_groups_parse(const std::string& list, const std::string& where) {
+    std::vector<ParamGroup> seen;
+    std::size_t b = 0;
+    while (b <= list.size()) {
+        std::size_t e = list.find(',', b);
+        if (e == std::string::npos) e = list.size();
+        const std::string name = list.substr(b, e - b);
+        bool known = false;
+        for (auto g : ORDER)
+            if (name == param_group_name(g)) {
+                known = true;
+                if (std::find(seen.begin(), seen.end(), g) == seen.end()) seen.push_back(g);
+            }
+        if (!known)
+            user_error_in(where, name.empty() ? "has an empty group name" : "unknown group \"" + name + "\"",
+                          "valid groups: " + param_group_list());
+        b = e + 1;
+    }
+    std::vector<ParamGroup> out;
+    for (auto g : ORDER)
+        if (std::find(seen.begin(), seen.end(), g) != seen.end()) out.push_back(g);
+    return out;
+}
+
+std::string param_groups_string(const std::vector<ParamGroup>& groups) {
+    std::string s;
+    for (auto g : groups) s += std::string(s.empty() ? "" : ",") + param_group_name(g);
+    return s;
+}
+
+std::vector<std::uint8_t> param_trainable(const ParamLayout& layout, const std::vector<ParamGroup>& groups) {
+    std::vector<std::uint8_t> t;
+    for (const auto& e : layout.entries())
+        t.push_back(std::find(groups.begin(), groups.end(), param_group(e.name)) != groups.end() ? 1 : 0);
+    return t;
+}
+
+}  // namespace retro

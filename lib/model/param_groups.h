@@ -1,0 +1,31 @@
+// Parameter groups for freezing (retro-fitting, RETRO paper §4.2): every tensor of the layout belongs to one of
+//   cca      the decoder's chunked-cross-attention blocks with their norms (decoder.layers.I.1.*),
+//   encoder  the retrieval encoder with its norms, cross-attention and project_out (encoder.*),
+//   decoder  everything else: token and position embeddings, to_decoder_model_dim, the decoder's
+//            self-attention and feed-forward blocks and norms, decoder.norm_out and the output head.
+// The token embedding is in `decoder` although the encoder reads neighbours through it too (RETRO-pytorch
+// shares one table): freezing `decoder` then keeps the no-retrieval model bit-identical to its base.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+
+namespace retro {
+
+enum class ParamGroup { DECODER, CCA, ENCODER };
+
+ParamGroup param_group(const std::string& tensor_name);
+const char* param_group_name(ParamGroup g);
+std::string param_group_list();   // "cca, encoder, decoder": the valid names, for messages and --help
+
+// Parses a comma list of group names ("cca,encoder"); an unknown or empty name is a UserError in `where`
+// listing the valid ones. Returns the groups in canonical order (cca, encoder, decoder), each once.
+std::vector<ParamGroup> param_groups_parse(const std::string& list, const std::string& where);
+std::string param_groups_string(const std::vector<ParamGroup>& groups);   // canonical "cca,encoder"
+
+// Per layout entry: 1 when its group is in `groups`.
+std::vector<std::uint8_t> param_trainable(const ParamLayout& layout, const std::vector<ParamGroup>& groups);
+
+}  // namespace retro

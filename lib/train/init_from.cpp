@@ -1,0 +1,90 @@
+#include "train/init_from.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/safetensors.h"
+#include "model/param_groups.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+InitFromInfo init_from_resolve(const std::string& base) {
+    InitFromInfo info;
+    const fs::path p(base);
+    if (fs::is_regular_file(p)) {
+        info.weights = base;
+    } else if (fs::is_directory(p)) {
+        if (!fs::exists(p / "model.safetensors"))
+            user_error_in(base, "holds no model.safetensors",
+                          "pass a finished run folder, one of its checkpoints/step_* folders or a .safetensors file");
+        info.weights = (p / "model.safetensors").string();
+    } else {
+        user_error_in(base, "not found", "--init-from takes a run folder, a checkpoint folder or a .safetensors file");
+    }
+    info.fingerprint = fingerprint_file(info.weights);
+    return info;
+}
+
+namespace {
+// The base's recorded RetroKit config (params_save's metadata), or null when absent (e.g. RP's own weights).
+nlohmann::json base_config(const SafetensorsFile& f) {
+    auto it = f.metadata().find("retrokit_config");
+    if (it == f.metadata().end()) return nullptr;
+    try {
+        return nlohmann::json::parse(it->second);
+    } catch (const std::exception&) {
+        user_error_in(f.path(), "has an unreadable \"retrokit_config\" metadata entry");
+    }
+}
+}  // namespace
+
+template <typename T>
+void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayout& layout, const RetroConfig& config) {
+    SafetensorsFile f(info.weights);
+    const std::string& path = info.weights;
+    const auto bc = base_config(f);
+    for (const char* key : {"heads", "dim_head"})
+        if (bc.is_object() && bc.contains(key) && bc[key] != config.to_json()[key])
+            user_error_in(path, cat("base decoder has ", key, " = ", bc[key].dump(), ", the config has ",
+                                    config.to_json()[key].dump()),
+                          "retro-fit with the base's decoder shape (only CCA and encoder may differ)");
+    info.copied = info.fresh = info.ignored = 0;
+    for (const auto& e : layout.entries()) {
+        const bool decoder = param_group(e.name) == ParamGroup::DECODER;
+        if (!f.has(e.name)) {
+            if (decoder)
+                user_error_in(path, "has no decoder tensor \"" + e.name + "\"",
+                              "retro-fit with the base's decoder shape (depth, widths, vocabulary, max_seq_len)");
+            info.fresh++;
+            continue;
+        }
+        const TensorView& v = f.get(e.name);
+        if (v.shape != e.shape) {
+            if (decoder)
+                user_error_in(path, "decoder tensor \"" + e.name + "\" has shape " + shape_string(v.shape) +
+                                        ", the config needs " + shape_string(e.shape),
+                              "retro-fit with the base's decoder shape (only CCA and encoder may differ)");
+            info.fresh++;
+            continue;
+        }
+        params_read_tensor(path, e, v, params.data() + e.offset);
+        info.copied++;
+    }
+    for (const auto& [name, view] : f.tensors()) {
+        if (layout.has(name) || name.find("rotary_pos_emb.inv_freq") != std::string::npos) continue;
+        if (param_group(name) == ParamGroup::DECODER)
+            user_error_in(path, "has decoder tensor \"" + name + "\" that the config lacks",
+                          "retro-fit with the base's decoder shape (depth, widths, vocabulary, max_seq_len)");
+        info.ignored++;
+    }
+}
+
+template void init_from_load<float>(InitFromInfo&, std::vector<float>&, const ParamLayout&, const RetroConfig&);
+template void init_from_load<double>(InitFromInfo&, std::vector<double>&, const ParamLayout&, const RetroConfig&);
+
+}  // namespace retro

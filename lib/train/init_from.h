@@ -1,0 +1,32 @@
+// `retro-train --init-from BASE` (retro-fitting, RETRO paper §4.2): a new run's step-0 weights from a trained
+// run's. BASE is a run folder (its model.safetensors), a checkpoint folder (checkpoints/step_*/) or a
+// .safetensors file. Tensors present in both with equal shapes are copied; tensors of the new config the base
+// lacks (CCA layers, a deeper encoder) keep their fresh initialisation. The decoder (model/param_groups.h:
+// group `decoder`) must match exactly: a decoder tensor missing from the base, of another shape, or in the
+// base but not in the new config, and differing heads/dim_head in the base's recorded config, are UserErrors
+// naming the file. Base tensors outside the new layout (other CCA layers) and rotary buffers are ignored.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+
+namespace retro {
+
+struct InitFromInfo {
+    std::string weights;       // the .safetensors read
+    std::string fingerprint;   // its xxh3 (core/fingerprint.h), recorded for provenance and checked on --resume
+    std::int64_t copied = 0, fresh = 0, ignored = 0;   // tensors copied, kept fresh, of the base not used
+};
+
+// Resolves BASE to its weights file and fingerprints it; UserError naming BASE when there is none.
+InitFromInfo init_from_resolve(const std::string& base);
+
+// Overwrites `params` (already initialised for `layout`) with the base's tensors as described above and fills
+// info's counts.
+template <typename T>
+void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayout& layout, const RetroConfig& config);
+
+}  // namespace retro
