@@ -105,12 +105,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(k)}, ids.data());   // written last: marks the block done
     }
     progress.finish();
-    if (opts.shard.active()) {
-        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
-        return;
-    }
-    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
-    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    if (!knn_join_parts(opts, nb, ds)) return;
     knn_write_manifest(ctx, state, opts.out, 0, 0);
 }
 

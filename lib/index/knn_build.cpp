@@ -261,6 +261,16 @@ double measure_recall(Searcher& s, QuerySource& queries, const std::string& out,
 
 }  // namespace
 
+bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds) {
+    if (opts.shard.active()) {
+        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
+        return false;
+    }
+    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
+    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    return true;
+}
+
 void knn_state_write(const KnnOptions& opts, const nlohmann::json& state) {
     output_folder_prepare(opts.out, opts.force, opts.resume);
     if (opts.resume && fs::exists(state_path(opts.out))) {
@@ -381,12 +391,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, ids.data());   // written last: marks the block done
     }
     progress.finish();
-    if (opts.shard.active()) {
-        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
-        return;
-    }
-    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
-    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    if (!knn_join_parts(opts, nb, ds)) return;
     double recall = 0;
     if (opts.measure_recall > 0 && !opts.exact) {
         recall = measure_recall(s, queries, opts.out, opts.measure_recall, d);
