@@ -63,13 +63,15 @@ void Bm25Searcher::search(const std::int32_t* tokens, int n, int k, const std::i
     s.terms.clear();
     for (const auto& [token, count] : s.counts) s.terms.emplace_back(bm25_term(token), count);
     int got = 0;
-    if (!s.terms.empty()) try {
-        s.enquire.set_query(Xapian::Query(Xapian::Query::OP_OR, s.terms.begin(), s.terms.end()));
-        SkipDocument skip(docs, skip_doc);
-        Xapian::MSet m = s.enquire.get_mset(0, static_cast<Xapian::doccount>(k), nullptr, docs ? &skip : nullptr);
-        for (auto it = m.begin(); it != m.end() && got < k; ++it, ++got) {
-            ids[got] = static_cast<std::int64_t>(*it) - 1;
-            scores[got] = static_cast<float>(it.get_weight());
+    try {
+        if (!s.terms.empty()) {
+            s.enquire.set_query(Xapian::Query(Xapian::Query::OP_OR, s.terms.begin(), s.terms.end()));
+            SkipDocument skip(docs, skip_doc);
+            Xapian::MSet m = s.enquire.get_mset(0, static_cast<Xapian::doccount>(k), nullptr, docs ? &skip : nullptr);
+            for (auto it = m.begin(); it != m.end() && got < k; ++it, ++got) {
+                ids[got] = static_cast<std::int64_t>(*it) - 1;
+                scores[got] = static_cast<float>(it.get_weight());
+            }
         }
     } catch (const Xapian::Error& e) {
         user_error_in(s.path, "corrupt or unreadable Xapian database (" + e.get_description() + ")",
