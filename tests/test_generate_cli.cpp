@@ -1,7 +1,8 @@
 // retro-generate end to end on a tiny pipeline (tokenizer, chunks, bow index, neighbours, a 2-step run):
 // one seed gives one text, the text streams to stdout, batch mode equals single prompts whatever the batch
 // size, neighbours are shown as text or JSON lines; and bad inputs (index of another db, a db of another
-// tokenizer, empty or too long prompts, p outside (0, 1]) exit 2 with one line.
+// tokenizer, empty or too long prompts, p outside (0, 1]) exit 2 with one line; and retrieval from a bm25 index
+// equals the BM25 oracle (test_bm25_oracle.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "embed/embedder.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"
+#include "test_bm25_oracle.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -160,6 +162,43 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
                                                       " --max-tokens 10 --seed 3 --no-retrieval --threads 1");
     CHECK(plain.exit_code == 0);
     CHECK(plain.err.find("no retrieval") != std::string::npos);
+}
+
+TEST_CASE("generate: retro-generate retrieves from a bm25 index by the chunk's tokens - the oracle's neighbours") {
+    Pipeline p;
+    build(p, "b", 2, true);
+    const fs::path bm25 = p.tmp / "bm25";
+    auto r = test::run_tool("retro-index", p.db.string() + " --out " + bm25.string() + " --kind bm25 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::string prompt = synthetic_text(200, 40);
+    auto shown = test::run_tool("retro-generate", p.run.string() + " --index " + bm25.string() + " --db " + p.db.string() +
+                                                      " --threads 1 --ignore-eos " + q(prompt) +
+                                                      " --max-tokens 12 --seed 3 --show-neighbours --json");
+    INFO(shown.err);
+    REQUIRE(shown.exit_code == 0);
+    const ChunkDb db(p.db.string());
+    const test::Bm25Oracle oracle(db, {});
+    int lines = 0;
+    std::istringstream err(shown.err);
+    for (std::string line; std::getline(err, line);) {
+        if (line.empty() || line[0] != '{') continue;
+        auto j = nlohmann::json::parse(line);
+        const auto query = j.at("query").get<std::vector<std::int32_t>>();
+        const auto want = oracle.top(test::Bm25Oracle::counts(query.data(), static_cast<int>(query.size())), 2, nullptr, -1);
+        const auto ids = j.at("ids").get<std::vector<std::int64_t>>();
+        const auto scores = j.at("scores").get<std::vector<float>>();
+        REQUIRE(ids.size() == 2);
+        for (std::size_t n = 0; n < 2; n++) {
+            if (n >= want.size()) {
+                CHECK(ids[n] == -1);
+                continue;
+            }
+            CHECK(ids[n] == want[n].second);
+            CHECK(scores[n] == doctest::Approx(want[n].first).epsilon(1e-5));
+        }
+        lines++;
+    }
+    CHECK(lines >= 5);
 }
 
 TEST_CASE("generate: bad input exits 2 with one line") {

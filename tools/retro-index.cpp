@@ -1,4 +1,5 @@
-// retro-index: chunk embeddings + FAISS index over a chunk database; `merge` joins shards.
+// retro-index: chunk embeddings + FAISS index over a chunk database, or (--kind bm25) a Xapian BM25
+// index; `merge` joins shards.
 #include "core/dtype.h"
 #include "core/error.h"
 #include "index/index_build.h"
@@ -7,7 +8,7 @@
 
 int main(int argc, char** argv) {
     return retro::tool_main(
-        "retro-index", "Embed every chunk of a database and build a FAISS index over the embeddings.", argc, argv,
+        "retro-index", "Embed every chunk of a database and build a FAISS index over the embeddings (or, with --kind bm25, a lexical BM25 index).", argc, argv,
         [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
             static retro::IndexBuildOptions o;
             static std::string dtype = "f32", shard = "0/1";
@@ -15,7 +16,13 @@ int main(int argc, char** argv) {
             static std::string merge_out;
             static bool merge_force = false;
             app.add_option("db", o.db, "Chunk database folder (from retro-chunk)");
-            app.add_option("--out", o.out, "Output folder (embeddings.npy, index.faiss, manifest.json)");
+            app.add_option("--out", o.out, "Output folder (embeddings.npy, index.faiss, manifest.json; bm25: bm25.glass, manifest.json)");
+            app.add_option("--kind", o.kind, "dense (an embedder + FAISS) or bm25 (token ids in a Xapian database, BM25 scores; docs/index.md)")
+                ->check(CLI::IsMember({"dense", "bm25"}));
+            app.add_option("--bm25-k1", o.bm25.k1, "bm25: wdf saturation k1");
+            app.add_option("--bm25-b", o.bm25.b, "bm25: length normalisation b (0..1)");
+            app.add_option("--bm25-k3", o.bm25.k3, "bm25: query-frequency saturation k3");
+            app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
             app.add_option("--embedder", o.embedder, "bow (no weights) or bert (--model DIR)")->check(CLI::IsMember({"bow", "bert"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
             app.add_option("--model", o.bert.model_dir, "bert: Hugging Face checkpoint folder (config.json, model.safetensors, vocab.txt)");
@@ -37,9 +44,14 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
-            return [&ctx, merge] {
+            return [&ctx, &app, merge] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
+                for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
+                                      "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})
+                    if (o.kind == "bm25" && app.count(f) > 0) retro::user_error_in(f, "does not apply to --kind bm25", "drop it");
+                for (const char* f : {"--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})
+                    if (o.kind != "bm25" && app.count(f) > 0) retro::user_error_in(f, "applies to --kind bm25 only", "add --kind bm25, or drop it");
                 retro::dtype_from_name(dtype, o.embedding_dtype);
                 o.shard = retro::shard_parse(shard);
                 retro::index_build(ctx, o);

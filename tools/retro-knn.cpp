@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
             static std::vector<std::string> shards;
             static std::string merge_out;
             static bool merge_force = false;
-            app.add_option("index", o.index, "Index folder (from retro-index)");
+            app.add_option("index", o.index, "Index folder (from retro-index; a --kind bm25 folder is searched by BM25 scores, docs/index.md)");
             app.add_option("--db", o.db, "The chunk database the index was built from");
             app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
             app.add_option("--out", o.out, "Output folder (neighbours.npy, distances.npy, manifest.json)");
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch (0 = the index's setting)");
             app.add_flag("--faiss-search", o.faiss_search,
                          "Search with FAISS's own code instead of RetroKit's kernels (slow on Debian's scalar build; for comparison)");
-            app.add_option("--measure-recall", o.measure_recall, "Report recall@k against exact search on this many queries");
+            app.add_option("--measure-recall", o.measure_recall, "Report recall@k against exact search on this many queries (not for bm25: its search is exact)");
             app.add_option("--block", o.block, "Queries per resumable block");
             app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n); join with merge");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "embed/embedder.h"
+#include "index/bm25_search.h"
 #include "index/faiss_index.h"
 #include "index/index_folder.h"
 
@@ -18,6 +19,11 @@ ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* token
     fo.nprobe = o.nprobe;
     fo.ef_search = o.ef_search;
     IndexFolder folder = index_folder_open(o.index, *db_, fo);
+    if (folder.kind == "bm25") {
+        const Bm25Params p = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));
+        bm25_ = std::make_unique<Bm25Searcher>(folder.file(kBm25DbFile), p, db_->chunk_count());
+        return;
+    }
     embedder_ = embedder_from_json(folder.embedder(), o.index, tokenizer);
     if (folder.dim != embedder_->dim())
         user_error_in(folder.file("index.faiss"), cat("has dimension ", folder.dim, ", the embedder makes ", embedder_->dim()));
@@ -26,16 +32,20 @@ ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* token
 
 ChunkRetriever::~ChunkRetriever() = default;
 
-std::string ChunkRetriever::embedder_name() const { return embedder_->name(); }
+std::string ChunkRetriever::embedder_name() const { return bm25_ ? "bm25" : embedder_->name(); }
 
 void ChunkRetriever::retrieve(const std::int32_t* chunks, std::int64_t n, std::int32_t* tokens,
                               std::vector<Retrieval>& found) const {
-    const int cs = db_->chunk_size(), d = embedder_->dim();
-    std::vector<float> emb(static_cast<std::size_t>(n * d));
-    embedder_->embed(chunks, n, cs, emb.data());
+    const int cs = db_->chunk_size();
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n * k_));
     std::vector<float> scores(ids.size());
-    index_->search(n, emb.data(), k_, ids.data(), scores.data());
+    if (bm25_) {
+        for (std::int64_t i = 0; i < n; i++) bm25_->search(chunks + i * cs, cs, k_, nullptr, -1, ids.data() + i * k_, scores.data() + i * k_);
+    } else {
+        std::vector<float> emb(static_cast<std::size_t>(n * embedder_->dim()));
+        embedder_->embed(chunks, n, cs, emb.data());
+        index_->search(n, emb.data(), k_, ids.data(), scores.data());
+    }
     found.assign(static_cast<std::size_t>(n), Retrieval{});
     const std::int64_t r = 2 * cs;
     for (std::int64_t i = 0; i < n; i++) {

@@ -2,7 +2,8 @@
 // (or prompt) ids is embedded with the embedder the index was built with (rebuilt from index/manifest.json),
 // searched in index/index.faiss for k neighbours, and turned into neighbour + continuation ids from db/
 // (ChunkDb::neighbour_tokens). Nothing is dropped but ids FAISS could not fill (-1), which become pads
-// (masked in CCA). Opening checks that the index was built from this db (fingerprints).
+// (masked in CCA). Opening checks that the index was built from this db (fingerprints). A bm25 index folder
+// (retro-index --kind bm25) is searched with the chunk's token ids as the BM25 query instead (bm25_search.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 
 namespace retro {
 
+class Bm25Searcher;
 class Embedder;
 class FaissIndex;
 class Tokenizer;
@@ -25,7 +27,7 @@ struct RetrieverOptions {
 
 struct Retrieval {
     std::vector<std::int64_t> ids;   // [k], -1 = none
-    std::vector<float> scores;       // [k] inner products (cosine: unit vectors)
+    std::vector<float> scores;       // [k] inner products (cosine: unit vectors), or BM25 scores
 };
 
 class ChunkRetriever {
@@ -46,6 +48,7 @@ private:
     std::unique_ptr<ChunkDb> db_;
     std::unique_ptr<Embedder> embedder_;
     std::unique_ptr<FaissIndex> index_;
+    std::unique_ptr<Bm25Searcher> bm25_;   // set instead of embedder_ / index_ for a bm25 folder
 };
 
 }  // namespace retro

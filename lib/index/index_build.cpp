@@ -16,6 +16,7 @@
 #include "core/npy.h"
 #include "core/progress.h"
 #include "data/chunk_db.h"
+#include "index/bm25_index_build.h"
 #include "index/faiss_index.h"
 #include "index/index_memory.h"
 #include "text/tokenizer.h"
@@ -185,6 +186,8 @@ void output_folder_prepare(const std::string& out, bool force, bool resume) {
 }
 
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
+    if (opts.kind == "bm25") return bm25_index_build(ctx, opts);
+    if (opts.kind != "dense") user_error_in("--kind", "must be dense or bm25, not '" + opts.kind + "'");
     ChunkDb db(opts.db);
     if (opts.embedding_dtype != DType::F32 && opts.embedding_dtype != DType::F16)
         user_error_in("--embedding-dtype", "must be f32 or f16");

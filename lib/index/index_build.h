@@ -1,6 +1,7 @@
 // `retro-index`: embed every chunk of a database in blocks (resumable, shardable), keep the
 // embeddings as embeddings.npy, build and save a FAISS index over them (docs/formats.md
-// "retro-index"). `merge` joins the parts of sharded runs and builds the index.
+// "retro-index"). `merge` joins the parts of sharded runs and builds the index. `--kind bm25` builds a
+// lexical (Xapian BM25) index instead: bm25_index_build.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,12 +11,15 @@
 #include "core/tool_context.h"
 #include "embed/bert_embedder.h"
 #include "embed/bow_embedder.h"
+#include "index/bm25_params.h"
 #include "index/block_parts.h"
 
 namespace retro {
 
 struct IndexBuildOptions {
     std::string db, out;
+    std::string kind = "dense";         // dense (embedder + FAISS) | bm25 (Xapian: bm25_index_build.h)
+    Bm25Params bm25;                    // kind bm25 only
     std::string embedder = "bow";       // bow | bert
     BowOptions bow;
     BertEmbedderOptions bert;

@@ -11,6 +11,12 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
+namespace {
+std::string kind_of(const nlohmann::json& m) {
+    return m.contains("kind") && m["kind"].is_string() ? m["kind"].get<std::string>() : "dense";
+}
+}  // namespace
+
 std::string IndexFolder::file(const std::string& name) const { return (fs::path(dir) / name).string(); }
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {
@@ -25,6 +31,9 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
         user_error_in(db.dir(), "is not the database " + dir + " was built from (fingerprint " + db_fp + ", the index records " +
                                     index_db_fp + ")",
                       "pass the --db the index was built from, or rebuild the index");
+    f.kind = kind_of(f.manifest);
+    if (f.kind == "bm25") return f;
+    if (f.kind != "dense") user_error_in(manifest_path, "records an unknown index kind '" + f.kind + "'");
     if (!f.manifest.contains("embedder")) user_error_in(manifest_path, "names no embedder", "rebuild the index with retro-index");
     f.dim = f.manifest.value("index", nlohmann::json::object()).value("dim", 0);
     if (f.dim <= 0) user_error_in(manifest_path, "records no index dimension", "rebuild the index with retro-index");
@@ -39,6 +48,10 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     if (opts.nprobe > 0) f.index->set_nprobe(opts.nprobe);
     if (opts.ef_search > 0) f.index->set_ef_search(opts.ef_search);
     return f;
+}
+
+std::string index_folder_kind(const std::string& dir) {
+    return kind_of(manifest_read(dir));
 }
 
 }  // namespace retro

@@ -2,7 +2,9 @@
 // reader needs written once (retro-knn, retro-generate's retriever): the manifest was written by
 // retro-index, the index was built from this chunk database (folder fingerprints), it records its
 // embedder and dimension, and index.faiss holds that dimension and one vector per chunk; nprobe /
-// efSearch applied when given. Errors are one line naming the file (ARCHITECTURE.md's error rules).
+// efSearch applied when given. A bm25 folder (manifest "kind": "bm25", bm25_index_build.h) passes the
+// first two checks and returns with kind "bm25": its readers open bm25.glass themselves (bm25_search.h).
+// Errors are one line naming the file (ARCHITECTURE.md's error rules).
 #pragma once
 #include <memory>
 #include <string>
@@ -23,6 +25,7 @@ struct IndexFolderOptions {
 struct IndexFolder {
     std::string dir;
     nlohmann::json manifest;
+    std::string kind = "dense";            // "dense" (embedder + FAISS) or "bm25"
     int dim = 0;                           // the manifest's index.dim
     std::unique_ptr<FaissIndex> index;     // null unless load_index
     const nlohmann::json& embedder() const { return manifest.at("embedder"); }
@@ -30,5 +33,7 @@ struct IndexFolder {
 };
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts);
+// The manifest's kind ("dense" when it records none); UserError when the folder has no manifest.
+std::string index_folder_kind(const std::string& dir);
 
 }  // namespace retro

@@ -20,6 +20,7 @@
 #include "core/progress.h"
 #include "data/chunk_db.h"
 #include "embed/embedder.h"
+#include "index/bm25_knn.h"
 #include "index/exact_search.h"
 #include "index/exact_search_cuda.h"
 #include "index/exact_self_join.h"
@@ -188,8 +189,10 @@ struct Searcher {
     std::int64_t widened_rows_ = 0;   // rows searched again with more candidates (approximate search)
 };
 
-void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
-                    std::int64_t recall_sample) {
+}  // namespace
+
+void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
+                        std::int64_t recall_sample) {
     Manifest m(ctx);
     {   // how many slots stayed -1: fewer than k candidates outside the query's document were found
         NpyArray nb((fs::path(out) / "neighbours.npy").string());
@@ -199,7 +202,9 @@ void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const s
         m.extra()["padded_fraction"] = frac;
         if (frac > 0.01)
             log_warn(std::to_string(100 * frac).substr(0, 4) + "% of neighbour slots are -1: fewer than k neighbours outside the "
-                     "query's document were found (fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)");
+                     "query's document were found " + (state["parameters"].value("kind", "") == "bm25"
+                     ? std::string("(BM25: fewer chunks of other documents share a token with the query)")
+                     : std::string("(fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)")));
     }
     m.parameters() = state["parameters"];
     m.add_input_folder("index", state["index"].get<std::string>());
@@ -212,6 +217,8 @@ void write_manifest(const ToolContext& ctx, const nlohmann::json& state, const s
     parts_remove(out);
     m.write(out);
 }
+
+namespace {
 
 // recall@k of the approximate neighbours against exact search, on `sample` evenly spaced queries, searched
 // together in one exact search. A returned neighbour counts as found when exact search returned it, or when its
@@ -254,6 +261,27 @@ double measure_recall(Searcher& s, QuerySource& queries, const std::string& out,
 
 }  // namespace
 
+bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds) {
+    if (opts.shard.active()) {
+        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
+        return false;
+    }
+    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
+    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    return true;
+}
+
+void knn_state_write(const KnnOptions& opts, const nlohmann::json& state) {
+    output_folder_prepare(opts.out, opts.force, opts.resume);
+    if (opts.resume && fs::exists(state_path(opts.out))) {
+        nlohmann::json old = json_read_file(state_path(opts.out));
+        for (const char* key : {"index_fingerprint", "rows", "parameters"})
+            if (old[key] != state[key])
+                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)", "use --force to start over");
+    }
+    write_file_atomic(state_path(opts.out), state.dump(2));
+}
+
 void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
@@ -262,6 +290,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
                    "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
                    "a smaller --block or --neighbours");
+    if (index_folder_kind(opts.index) == "bm25") return knn_build_bm25(ctx, opts);
     if (opts.device != "cpu" && opts.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + opts.device + "'");
     if (opts.device == "cuda") {
         if (!opts.exact) user_error_in("--device cuda", "only exact search runs on the GPU", "add --exact");
@@ -304,7 +333,6 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         log_info("search: " + s.index->search_method());
     }
 
-    output_folder_prepare(opts.out, opts.force, opts.resume);
     nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact}, {"device", opts.device},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}, {"block", opts.block},
                              {"same_document_filter", self_mode}};
@@ -315,13 +343,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index_fingerprint", folder_fingerprint(im)},
                             {"rows", queries.rows()},
                             {"parameters", params}};
-    if (opts.resume && fs::exists(state_path(opts.out))) {
-        nlohmann::json old = json_read_file(state_path(opts.out));
-        for (const char* key : {"index_fingerprint", "rows", "parameters"})
-            if (old[key] != state[key])
-                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)", "use --force to start over");
-    }
-    write_file_atomic(state_path(opts.out), state.dump(2));
+    knn_state_write(opts, state);
 
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending(opts.shard);
@@ -369,12 +391,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, ids.data());   // written last: marks the block done
     }
     progress.finish();
-    if (opts.shard.active()) {
-        log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
-        return;
-    }
-    npy_concat_rows(ds.collect({opts.out}), (fs::path(opts.out) / "distances.npy").string(), DType::F32);
-    npy_concat_rows(nb.collect({opts.out}), (fs::path(opts.out) / "neighbours.npy").string(), DType::I64);
+    if (!knn_join_parts(opts, nb, ds)) return;
     double recall = 0;
     if (opts.measure_recall > 0 && !opts.exact) {
         recall = measure_recall(s, queries, opts.out, opts.measure_recall, d);
@@ -384,7 +401,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (s.widened_rows_ > 0)   // FAISS's own search only
         log_info("searched " + std::to_string(s.widened_rows_) + " rows again with more candidates (their own document filled "
                  "the first " + std::to_string(opts.k + opts.extra) + ")");
-    write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);
+    knn_write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);
 }
 
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
@@ -401,7 +418,7 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     BlockParts nb(out, "neighbours", rows, block), ds(out, "distances", rows, block);
     npy_concat_rows(ds.collect(shard_dirs), (fs::path(out) / "distances.npy").string(), DType::F32);
     npy_concat_rows(nb.collect(shard_dirs), (fs::path(out) / "neighbours.npy").string(), DType::I64);
-    write_manifest(ctx, first, out, 0, 0);
+    knn_write_manifest(ctx, first, out, 0, 0);
 }
 
 }  // namespace retro

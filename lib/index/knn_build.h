@@ -3,11 +3,14 @@
 // search k + extra, drop, keep k, pad with -1. `--exact` searches by brute force instead
 // (exact_search.h on the CPU, or cuBLAS + a top-k kernel with --device cuda; the document filter
 // applied inside the search). Resumable and
-// shardable by query blocks, like retro-index.
+// shardable by query blocks, like retro-index. A bm25 index folder is searched by bm25_knn.h, which
+// shares the output steps below.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/tool_context.h"
 #include "index/block_parts.h"
@@ -30,6 +33,17 @@ struct KnnOptions {
 
 void knn_build(const ToolContext& ctx, const KnnOptions& opts);
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
+
+// Prepares OUT (refused when it exists, unless --force or --resume), refuses a --resume of another job
+// (its state.json differs in index_fingerprint, rows or parameters) and writes OUT/state.json.
+void knn_state_write(const KnnOptions& opts, const nlohmann::json& state);
+// After the blocks: a shard logs how to merge and returns false; otherwise the parts (neighbours `nb`,
+// distances `ds`) are joined into OUT/neighbours.npy and OUT/distances.npy and it returns true.
+bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds);
+// Writes OUT/manifest.json (last) for the finished neighbours.npy / distances.npy of the job in `state`
+// and removes state.json and the parts; recall_sample > 0 records the measured recall.
+void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
+                        std::int64_t recall_sample);
 
 // Drops candidates that are the query itself (`self` >= 0) or of document `doc` (when docs is not
 // null), keeps the first k in order, pads with -1 / -inf.

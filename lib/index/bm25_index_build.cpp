@@ -1,0 +1,97 @@
+// Implementation of bm25_index_build.h over Xapian 1.4 (WritableDatabase, glass backend, compact).
+#include "index/bm25_index_build.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include <xapian.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/progress.h"
+#include "data/chunk_db.h"
+#include "index/bm25_params.h"
+#include "text/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+
+// Adds every chunk of `db` to a fresh Xapian database at `dir` (docid = row + 1); returns when committed.
+void add_chunks(const ChunkDb& db, const std::string& dir) {
+    Xapian::WritableDatabase w(dir, Xapian::DB_CREATE_OR_OVERWRITE | Xapian::DB_BACKEND_GLASS);
+    const std::int64_t n = db.chunk_count();
+    const int cs = db.chunk_size();
+    Progress progress("indexing chunks", n, "chunks");
+    std::vector<std::int32_t> tokens;
+    for (std::int64_t b = 0; b < n; b += 4096) {
+        const std::int64_t e = std::min(n, b + 4096);
+        tokens.clear();
+        db.rows(b, e, tokens);
+        for (std::int64_t r = b; r < e; ++r) {
+            Xapian::Document doc;
+            const std::int32_t* t = tokens.data() + (r - b) * cs;
+            for (int j = 0; j < cs; ++j)
+                if (bm25_indexes(t[j])) doc.add_term(bm25_term(t[j]));   // each occurrence adds 1 to the wdf
+            const Xapian::docid id = w.add_document(doc);
+            RETRO_CHECK(static_cast<std::int64_t>(id) == r + 1, "Xapian gave chunk ", r, " docid ", id);
+        }
+        progress.add(e - b);
+    }
+    w.commit();
+    w.close();
+    progress.finish();
+}
+
+}  // namespace
+
+void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
+    bm25_params_check(opts.bm25);
+    if (opts.shard.active())
+        user_error_in("--shard", "does not apply to --kind bm25 (one pass writes one Xapian database)", "drop --shard");
+    ChunkDb db(opts.db);
+    const std::int64_t n = db.chunk_count();
+    if (n == 0) user_error_in(opts.db, "holds no chunks");
+    output_folder_prepare(opts.out, opts.force, opts.resume);
+    const fs::path out(opts.out), build = out / "parts" / "bm25.build", final_path = out / kBm25DbFile;
+    const std::string tmp = final_path.string() + ".tmp";
+    fs::remove(out / "manifest.json");   // --resume: nothing complete-looking while it builds again
+    if (opts.resume) log_info("--kind bm25 has no resumable parts: building the Xapian database again");
+    fs::remove_all(build);
+    fs::remove(tmp);
+    try {
+        add_chunks(db, build.string());
+        log_info("compacting the Xapian database into " + final_path.string());
+        Xapian::Database(build.string()).compact(tmp, Xapian::DBCOMPACT_SINGLE_FILE | Xapian::DBCOMPACT_NO_RENUMBER);
+    } catch (const Xapian::Error& e) {
+        user_error_in(build.string(), "Xapian could not write the database (" + e.get_description() + ")");
+    }
+    commit_file_atomic(tmp, final_path.string());
+    const Xapian::Database check(final_path.string());
+    RETRO_CHECK(static_cast<std::int64_t>(check.get_doccount()) == n && static_cast<std::int64_t>(check.get_lastdocid()) == n,
+                final_path.string(), " holds ", check.get_doccount(), " documents for ", n, " chunks");
+
+    nlohmann::json bm25 = bm25_params_to_json(opts.bm25);
+    bm25["terms"] = "t<token id>";
+    bm25["excluded_tokens"] = {TOKEN_PAD, TOKEN_BOS, TOKEN_EOS};
+    bm25["docid"] = "chunk row + 1";
+    bm25["documents"] = n;
+    bm25["average_length"] = check.get_avlength();
+    bm25["xapian_version"] = Xapian::version_string();
+    Manifest m(ctx);
+    m.parameters() = {{"kind", "bm25"}, {"k1", opts.bm25.k1}, {"k3", opts.bm25.k3}, {"b", opts.bm25.b},
+                      {"min_normlen", opts.bm25.min_normlen}};
+    m.extra()["kind"] = "bm25";
+    m.extra()["bm25"] = bm25;
+    m.add_input_folder("db", opts.db);
+    m.add_output(opts.out, kBm25DbFile);
+    parts_remove(opts.out);
+    m.write(opts.out);
+    log_info("wrote " + opts.out + ": " + std::to_string(n) + " chunks, BM25 over Xapian " + Xapian::version_string());
+}
+
+}  // namespace retro

@@ -1,0 +1,112 @@
+// Implementation of bm25_knn.h.
+#include "index/bm25_knn.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "core/progress.h"
+#include "core/threads.h"
+#include "data/chunk_db.h"
+#include "index/bm25_params.h"
+#include "index/bm25_search.h"
+#include "index/index_folder.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+namespace {
+
+void refuse_dense_flags(const KnnOptions& opts) {
+    if (opts.exact)
+        user_error_in("--exact", "does not apply to a bm25 index: its search is exact already (Xapian's top k by BM25 score)",
+                      "drop --exact");
+    if (opts.measure_recall > 0)
+        user_error_in("--measure-recall", "does not apply to a bm25 index: its search is exact, there is no approximation to measure",
+                      "drop --measure-recall");
+    if (opts.device != "cpu") user_error_in("--device", "a bm25 index is searched on the CPU (Xapian)", "drop --device");
+    if (opts.nprobe != 0) user_error_in("--nprobe", "applies to FAISS IVF indices, not to a bm25 index", "drop it");
+    if (opts.ef_search != 0) user_error_in("--ef-search", "applies to FAISS HNSW indices, not to a bm25 index", "drop it");
+    if (opts.faiss_search) user_error_in("--faiss-search", "applies to FAISS indices, not to a bm25 index", "drop it");
+}
+
+}  // namespace
+
+void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
+    refuse_dense_flags(opts);
+    ChunkDb db(opts.db);
+    IndexFolderOptions fo;
+    fo.load_index = false;
+    const IndexFolder folder = index_folder_open(opts.index, db, fo);
+    const Bm25Params params = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));
+    std::unique_ptr<ChunkDb> qdb;
+    bool self_mode = true;
+    if (!opts.queries.empty()) {
+        qdb = std::make_unique<ChunkDb>(opts.queries);
+        self_mode = folder_fingerprint(qdb->manifest()) == folder_fingerprint(db.manifest());
+        if (self_mode) qdb.reset();
+    }
+    const ChunkDb& queries = qdb ? *qdb : db;
+    std::vector<std::int64_t> docs;   // self mode: each chunk's document, for the filter
+    if (self_mode) {
+        docs.resize(static_cast<std::size_t>(db.chunk_count()));
+        for (std::int64_t i = 0; i < db.chunk_count(); ++i) docs[static_cast<std::size_t>(i)] = db.doc_of(i);
+    }
+    // one searcher (one Xapian::Database) per thread, each opened and checked before any output
+    std::vector<std::unique_ptr<Bm25Searcher>> searchers;
+    for (int t = 0; t < thread_count(); ++t)
+        searchers.push_back(std::make_unique<Bm25Searcher>(folder.file(kBm25DbFile), params, db.chunk_count()));
+    log_info("search: bm25 (Xapian BM25Weight, " + std::to_string(searchers.size()) + " threads)");
+
+    nlohmann::json pj = {{"kind", "bm25"}, {"neighbours", opts.k}, {"block", opts.block},
+                         {"same_document_filter", self_mode}, {"bm25", bm25_params_to_json(params)}};
+    nlohmann::json state = {{"tool", "retro-knn"},
+                            {"index", fs::absolute(opts.index).lexically_normal().string()},
+                            {"db", fs::absolute(opts.db).lexically_normal().string()},
+                            {"queries", qdb ? fs::absolute(opts.queries).lexically_normal().string() : std::string()},
+                            {"index_fingerprint", folder_fingerprint(folder.manifest)},
+                            {"rows", queries.chunk_count()},
+                            {"parameters", pj}};
+    knn_state_write(opts, state);
+
+    const int k = opts.k, cs = queries.chunk_size();
+    BlockParts nb(opts.out, "neighbours", queries.chunk_count(), opts.block), ds(opts.out, "distances", queries.chunk_count(), opts.block);
+    const auto todo = nb.pending(opts.shard);
+    std::int64_t total = 0;
+    for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
+    Progress progress("bm25 search", total, "queries");
+    std::vector<std::int32_t> tokens;
+    std::vector<std::int64_t> ids;
+    std::vector<float> scores;
+    for (auto b : todo) {
+        const std::int64_t b0 = nb.block_begin(b), n = nb.block_end(b) - b0;
+        tokens.clear();
+        queries.rows(b0, b0 + n, tokens);
+        ids.assign(static_cast<std::size_t>(n * k), -1);
+        scores.assign(ids.size(), 0.0f);
+        std::atomic<std::int64_t> next{0};   // slices of 64 queries, taken by whichever thread is free
+        parallel_ranges(static_cast<std::int64_t>(searchers.size()), [&](std::int64_t, std::int64_t, int t) {
+            for (std::int64_t i0; (i0 = next.fetch_add(64)) < n;) {
+                const std::int64_t i1 = std::min(n, i0 + 64);
+                for (std::int64_t i = i0; i < i1; ++i)
+                    searchers[static_cast<std::size_t>(t)]->search(tokens.data() + i * cs, cs, k, self_mode ? docs.data() : nullptr,
+                                                                   self_mode ? docs[static_cast<std::size_t>(b0 + i)] : -1,
+                                                                   ids.data() + i * k, scores.data() + i * k);
+                progress.add(i1 - i0);
+            }
+        });
+        npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(k)}, scores.data());
+        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(k)}, ids.data());   // written last: marks the block done
+    }
+    progress.finish();
+    if (!knn_join_parts(opts, nb, ds)) return;
+    knn_write_manifest(ctx, state, opts.out, 0, 0);
+}
+
+}  // namespace retro

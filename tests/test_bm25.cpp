@@ -1,0 +1,222 @@
+// BM25 (lexical) retrieval: retro-index --kind bm25 + retro-knn against a brute-force BM25 oracle written
+// from the formula in docs/index.md (Xapian's BM25Weight with k2 = 0), ties by chunk id, the same-document
+// exclusion, shards + merge, the generation retriever, and bad input (one line, exit 2, nothing complete).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "core/npy.h"
+#include "data/chunk_db.h"
+#include "generate/chunk_retriever.h"
+#include "test_bm25_oracle.h"
+#include "test_chunk_util.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+using test::Bm25Oracle;
+using test::Bm25OracleParams;
+
+namespace {
+
+// A database of ~50 documents (a few hundred chunks of 16 tokens) in which three documents appear three
+// times each, so their chunks tie exactly with chunks of other documents (the tie rule is exercised).
+struct Bm25Db {
+    test::TempDir tmp{"bm25"};
+    fs::path db;
+    explicit Bm25Db(std::uint64_t seed = 1) {
+        auto corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 30000, 600, seed);
+        std::vector<std::string> lines;
+        {
+            std::ifstream in(corpus);
+            for (std::string l; std::getline(in, l);) lines.push_back(l);
+        }
+        {
+            std::ofstream out(corpus, std::ios::app);
+            for (int copy = 0; copy < 2; ++copy)
+                for (int d = 0; d < 3; ++d) out << lines[static_cast<std::size_t>(d)] << "\n";
+        }
+        db = tmp / "db";
+        auto r = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                   " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        ChunkDb cdb(db.string());
+        REQUIRE(cdb.doc_count() >= 30);
+        REQUIRE(cdb.chunk_count() >= 200);
+    }
+};
+
+// Checks retro-knn's output in `knn` against the oracle for every chunk; returns the rows whose expected
+// top k holds an exact tie.
+int check_against_oracle(const ChunkDb& db, const Bm25Oracle& oracle, const fs::path& knn, int k) {
+    NpyArray ids((knn / "neighbours.npy").string()), sc((knn / "distances.npy").string());
+    const std::int64_t n = db.chunk_count();
+    REQUIRE(ids.shape() == std::vector<std::int64_t>{n, k});
+    REQUIRE(sc.shape() == std::vector<std::int64_t>{n, k});
+    std::vector<std::int64_t> docs(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) docs[static_cast<std::size_t>(i)] = db.doc_of(i);
+    std::vector<std::int32_t> rows;
+    db.rows(0, n, rows);
+    int tie_rows = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto q = Bm25Oracle::counts(rows.data() + i * db.chunk_size(), db.chunk_size());
+        const auto want = oracle.top(q, k, &docs, docs[static_cast<std::size_t>(i)]);
+        for (int r = 0; r < k; ++r) {
+            const std::int64_t got = ids.data<std::int64_t>()[i * k + r];
+            const float got_sc = sc.data<float>()[i * k + r];
+            INFO("chunk " << i << " rank " << r);
+            if (got >= 0) CHECK(docs[static_cast<std::size_t>(got)] != docs[static_cast<std::size_t>(i)]);
+            if (r >= static_cast<int>(want.size())) {
+                CHECK(got == -1);
+                CHECK(std::isinf(got_sc));
+                continue;
+            }
+            CHECK(got == want[static_cast<std::size_t>(r)].second);
+            CHECK(got_sc == doctest::Approx(want[static_cast<std::size_t>(r)].first).epsilon(1e-5));
+            if (r > 0 && want[static_cast<std::size_t>(r)].first == want[static_cast<std::size_t>(r) - 1].first) ++tie_rows;
+        }
+    }
+    return tie_rows;
+}
+
+}  // namespace
+
+TEST_CASE("bm25: retro-knn equals a brute-force BM25 oracle - ties by chunk id - never the query's document") {
+    Bm25Db s;
+    fs::path idx = s.tmp / "bm25", knn = s.tmp / "knn";
+    auto r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto m = manifest_read(idx.string());
+    CHECK(m["kind"] == "bm25");
+    CHECK(m["bm25"]["k1"] == 1.0);
+    CHECK(m["bm25"]["k2"] == 0.0);
+    CHECK(m["bm25"]["b"] == 0.5);
+    CHECK(manifest_input(m, "db", "fingerprint") == folder_fingerprint(manifest_read(s.db.string())));
+    CHECK(fs::exists(idx / "bm25.glass"));
+    CHECK(!fs::exists(idx / "parts"));
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() +
+                                        " --neighbours 4 --threads 2 --block 100 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    ChunkDb db(s.db.string());
+    const int ties = check_against_oracle(db, Bm25Oracle(db, {}), knn, 4);
+    CHECK(ties > 0);   // the duplicated documents tie exactly: ordered by chunk id
+    auto km = manifest_read(knn.string());
+    CHECK(km["parameters"]["kind"] == "bm25");
+    CHECK(km["parameters"]["same_document_filter"] == true);
+    CHECK(manifest_input(km, "index", "fingerprint") == folder_fingerprint(m));
+    CHECK(!fs::exists(knn / "state.json"));
+
+    // other parameters reach the search (and change the scores)
+    fs::path idx2 = s.tmp / "bm25b", knn2 = s.tmp / "knn2";
+    r = test::run_tool("retro-index", s.db.string() + " --out " + idx2.string() +
+                                          " --kind bm25 --bm25-k1 1.6 --bm25-b 0.9 --bm25-k3 0 --bm25-min-normlen 0.2 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx2.string() + " --db " + s.db.string() + " --out " + knn2.string() + " --neighbours 3 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    Bm25OracleParams p2;
+    p2.k1 = 1.6, p2.b = 0.9, p2.k3 = 0, p2.min_normlen = 0.2;
+    check_against_oracle(db, Bm25Oracle(db, p2), knn2, 3);
+    CHECK(test::read_text(knn / "distances.npy") != test::read_text(knn2 / "distances.npy"));
+}
+
+TEST_CASE("bm25: sharded + merged and resumed retro-knn runs equal one straight run - byte for byte") {
+    Bm25Db s(2);
+    fs::path idx = s.tmp / "bm25";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --quiet").exit_code == 0);
+    std::string base = idx.string() + " --db " + s.db.string() + " --neighbours 2 --block 64 --quiet";
+    REQUIRE(test::run_tool("retro-knn", base + " --out " + (s.tmp / "k").string()).exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", base + " --out " + (s.tmp / "k0").string() + " --shard 0/2 --threads 1").exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", base + " --out " + (s.tmp / "k1").string() + " --shard 1/2").exit_code == 0);
+    CHECK(!fs::exists(s.tmp / "k0/manifest.json"));
+    auto r = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " --out " +
+                                             (s.tmp / "km").string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    fs::copy(s.tmp / "k0", s.tmp / "kr", fs::copy_options::recursive);   // what a killed run leaves
+    r = test::run_tool("retro-knn", base + " --out " + (s.tmp / "kr").string() + " --resume");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    for (const char* f : {"neighbours.npy", "distances.npy"}) {
+        CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "km" / f));
+        CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "kr" / f));
+    }
+    auto again = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25");
+    CHECK(again.exit_code == 2);
+    CHECK(again.err.find("already exists") != std::string::npos);
+    r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --force --quiet");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+}
+
+TEST_CASE("bm25: the generation retriever searches a bm25 folder by the chunk's tokens - no document filter") {
+    Bm25Db s(3);
+    fs::path idx = s.tmp / "bm25";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --quiet").exit_code == 0);
+    RetrieverOptions ro;
+    ro.index = idx.string();
+    ro.db = s.db.string();
+    ro.k = 3;
+    ChunkRetriever retriever(ro, nullptr);
+    CHECK(retriever.embedder_name() == "bm25");
+    const ChunkDb& db = retriever.db();
+    const Bm25Oracle oracle(db, {});
+    const int cs = db.chunk_size();
+    std::vector<std::int32_t> chunks;
+    const std::vector<std::int64_t> rows = {0, 7, db.chunk_count() / 2, db.chunk_count() - 1};
+    for (auto r : rows) db.rows(r, r + 1, chunks);
+    std::vector<std::int32_t> tokens(rows.size() * 3 * 2 * cs);
+    std::vector<Retrieval> found;
+    retriever.retrieve(chunks.data(), static_cast<std::int64_t>(rows.size()), tokens.data(), found);
+    REQUIRE(found.size() == rows.size());
+    std::vector<std::int32_t> want_tokens(2 * cs);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto want = oracle.top(Bm25Oracle::counts(chunks.data() + i * cs, cs), 3, nullptr, -1);
+        REQUIRE(want.size() == 3);
+        for (int j = 0; j < 3; ++j) {
+            CHECK(found[i].ids[j] == want[j].second);
+            CHECK(found[i].scores[j] == doctest::Approx(want[j].first).epsilon(1e-5));
+            db.neighbour_tokens(want[j].second, want_tokens.data());
+            CHECK(std::equal(want_tokens.begin(), want_tokens.end(), tokens.begin() + (i * 3 + j) * 2 * cs));
+        }
+    }
+}
+
+TEST_CASE("bm25: bad input ends with exit 2 - one line - nothing complete-looking") {
+    Bm25Db s(4);
+    Bm25Db other(5);
+    fs::path idx = s.tmp / "bm25";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --quiet").exit_code == 0);
+    auto expect_bad = [](const test::RunResult& r, const std::string& what, const fs::path& out) {
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(what) != std::string::npos, r.err);
+        CHECK(test::line_count(r.err) == 1);
+        CHECK(!fs::exists(out / "manifest.json"));
+        CHECK(!fs::exists(out / "neighbours.npy"));
+    };
+    const std::string db = " --db " + s.db.string() + " --out ";
+    // the bm25 folder was built from another database
+    expect_bad(test::run_tool("retro-knn", idx.string() + " --db " + other.db.string() + " --out " + (s.tmp / "k1").string()),
+               "is not the database", s.tmp / "k1");
+    // a corrupt Xapian file
+    fs::copy(idx, s.tmp / "corrupt", fs::copy_options::recursive);
+    test::write_text(s.tmp / "corrupt/bm25.glass", "not a xapian database");
+    expect_bad(test::run_tool("retro-knn", (s.tmp / "corrupt").string() + db + (s.tmp / "k2").string()),
+               "corrupt or unreadable Xapian database", s.tmp / "k2");
+    // flags of the dense search
+    expect_bad(test::run_tool("retro-knn", idx.string() + db + (s.tmp / "k3").string() + " --measure-recall 100"),
+               "--measure-recall: does not apply to a bm25 index", s.tmp / "k3");
+    expect_bad(test::run_tool("retro-knn", idx.string() + db + (s.tmp / "k4").string() + " --exact"),
+               "--exact: does not apply to a bm25 index", s.tmp / "k4");
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i1").string() + " --kind bm25 --shard 0/2"),
+               "--shard: does not apply to --kind bm25", s.tmp / "i1");
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i2").string() + " --kind bm25 --bm25-b 1.5"),
+               "--bm25-b: must be between 0 and 1", s.tmp / "i2");
+    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i3").string() + " --bm25-k1 2"),
+               "--bm25-k1: applies to --kind bm25 only", s.tmp / "i3");
+    // the generation retriever refuses the wrong database too
+    RetrieverOptions ro;
+    ro.index = idx.string();
+    ro.db = other.db.string();
+    CHECK_THROWS_WITH_AS(ChunkRetriever(ro, nullptr), doctest::Contains("is not the database"), UserError);
+}
