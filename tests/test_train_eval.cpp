@@ -243,6 +243,23 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     CHECK(j.at("filters")[0].at("modes").at("baseline").at("loss").get<double>() ==
           j.at("filters")[0].at("modes").at("no retrieval").at("loss").get<double>());
     CHECK(j.at("filters")[0].at("chunks").get<std::int64_t>() == rep.filters[0].chunks);
+    // --index: the neighbours searched at eval time give the report of retro-knn's folder from that index
+    auto idx = test::run_tool("retro-index", o.db + " --kind bm25 --out " + (dir / "bm25").string() + " --quiet");
+    REQUIRE_MESSAGE(idx.exit_code == 0, idx.err);
+    auto kn = test::run_tool("retro-knn", (dir / "bm25").string() + " --db " + o.db + " --out " + (dir / "knn-bm25").string() +
+                                              " --neighbours 2 --quiet");
+    REQUIRE_MESSAGE(kn.exit_code == 0, kn.err);
+    const std::string common = "eval --run " + o.run + " --db " + o.db + " --split all --json --quiet";
+    auto via_knn = test::run_tool("retro-train", common + " --knn " + (dir / "knn-bm25").string());
+    auto via_index = test::run_tool("retro-train", common + " --index " + (dir / "bm25").string());
+    REQUIRE_MESSAGE(via_index.exit_code == 0, via_index.err);
+    auto jk = nlohmann::json::parse(via_knn.out), ji = nlohmann::json::parse(via_index.out);
+    CHECK(ji.at("knn").get<std::string>().find("bm25") != std::string::npos);
+    jk.erase("knn");
+    ji.erase("knn");
+    CHECK(jk == ji);
+    auto both = test::run_tool("retro-train", common + " --knn " + (dir / "knn").string() + " --index " + (dir / "bm25").string());
+    CHECK(both.exit_code == 2);
     auto bad = test::run_tool("retro-train", "eval --run " + o.run + " " + data + " --alphas 0,0.5 --quiet");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("alpha") != std::string::npos);

@@ -3,9 +3,16 @@
 // evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
 // --init-from and --train-only retro-fit a trained model (docs/model.md "Retro-fitting").
 #include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include <unistd.h>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "index/knn_build.h"
+#include "model/config.h"
 #include "model/param_groups.h"
 #include "train/eval.h"
 #include "train/plot.h"
@@ -13,6 +20,37 @@
 
 #include "deprecated_option.h"
 #include "tool_main.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// `eval --index`: the neighbours of every chunk of the database searched now, as retro-knn does (the
+// chunk's own document excluded), into a scratch folder removed afterwards.
+class EvalSearch {
+public:
+    EvalSearch(const retro::ToolContext& ctx, const std::string& index, const std::string& db, const std::string& run) {
+        dir_ = (fs::temp_directory_path() / ("retro-eval-knn-" + std::to_string(::getpid()))).string();
+        retro::KnnOptions k;
+        k.index = index;
+        k.db = db;
+        k.out = dir_;
+        k.k = retro::RetroConfig::load((fs::path(run) / "config.json").string()).num_neighbours;
+        k.force = true;
+        retro::log_info("eval: searching the neighbours of every chunk of " + db + " in " + index);
+        retro::knn_build(ctx, k);
+    }
+    ~EvalSearch() {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+    const std::string& dir() const { return dir_; }
+
+private:
+    std::string dir_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -65,6 +103,10 @@ int main(int argc, char** argv) {
             ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
             ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
+            static std::string eval_index;
+            ev->add_option("--index", eval_index,
+                           "Search the neighbours now in this index folder (dense or bm25; own document excluded, "
+                           "as retro-knn) instead of --knn");
             ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
             ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
             ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
@@ -87,7 +129,14 @@ int main(int argc, char** argv) {
                 if (*ev) {
                     if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
                     e.shuffled = !eval_no_shuffled;
-                    const auto report = retro::train_eval(e);
+                    std::optional<EvalSearch> searched;
+                    if (!eval_index.empty()) {
+                        if (!e.neighbours.empty()) retro::user_error_in("--index", "give --knn or --index, not both");
+                        searched.emplace(ctx, eval_index, e.db, e.run);
+                        e.neighbours = searched->dir();
+                    }
+                    auto report = retro::train_eval(e);
+                    if (searched) report.knn = "search of " + eval_index;
                     if (!eval_json.empty()) retro::write_file_atomic(eval_json, report.to_json().dump(2) + "\n");
                     if (!eval_plot_png.empty()) retro::eval_plot(report, eval_plot_png);
                     std::fputs(eval_json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
