@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/threads.h"
 #include "index/simd_dot.h"
 
@@ -217,6 +219,14 @@ void HnswSearcher::search(std::int64_t m, const float* queries, int k, const Ann
     const int ef = std::max(ef_search, k);
     const bool dis_check = hnsw.check_relative_distance;
     const float* rows_ = static_cast<const faiss::IndexFlat*>(index_.storage)->get_xb();   // read now: add() may move it
+    // the fp16 copy costs n * d * 2 bytes: walk in fp32 instead where it would take over half of what is free
+    if (fp16_walk_ && half_.size() != static_cast<std::size_t>(index_.ntotal * d) &&
+        static_cast<double>(index_.ntotal) * d * 2 > 0.5 * static_cast<double>(memory_available_bytes())) {
+        log_debug("hnsw: too little free memory for the fp16 copy of the rows: walking in fp32");
+        fp16_walk_ = false;
+        half_.clear();
+        half_.shrink_to_fit();
+    }
     if (fp16_walk_ && half_.size() != static_cast<std::size_t>(index_.ntotal * d)) {   // first search, or the index grew
         half_.resize(static_cast<std::size_t>(index_.ntotal * d));
         parallel_ranges(index_.ntotal, [&](std::int64_t r0, std::int64_t r1, int) {

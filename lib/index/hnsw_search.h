@@ -34,7 +34,7 @@ public:
 private:
     HnswSearcher(const faiss::IndexHNSW& index, bool fp16_walk) : index_(index), fp16_walk_(fp16_walk) {}
     const faiss::IndexHNSW& index_;
-    bool fp16_walk_;
+    mutable bool fp16_walk_;   // cleared by search() when the fp16 copy would not fit in memory
     mutable std::vector<std::uint16_t> half_;   // the fp16 rows of the walk (searches are not concurrent)
 };
 
