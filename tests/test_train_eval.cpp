@@ -18,6 +18,7 @@
 #include "model/params.h"
 #include "model/retro.h"
 #include "test_chunk_util.h"
+#include "test_train_fixtures.h"
 #include "test_util.h"
 #include "text/token_bytes.h"
 #include "text/tokenizer.h"
@@ -45,16 +46,11 @@ int brute_longest_run(const std::vector<std::int32_t>& a, const std::vector<std:
 // Documents of random ids 4..63 (bos 2, eos 3, rows of cs padded with 0); documents d = 1 mod 4 copy
 // the one before, so a chunk of such a pair has its twin in the other as neighbour 0 (r = 1); every
 // other neighbour is a random chunk of another document (r small).
-struct EvalDb {
-    std::vector<std::int32_t> rows;
-    std::vector<std::int64_t> doc_ids, doc_offsets{0}, seq_starts, knn;
-    std::int64_t n = 0;
-};
-
-EvalDb write_eval_db(const fs::path& db, const fs::path& knn, const std::string& tokenizer, int cs, int seq_len,
+test::TinyDb write_eval_db(const fs::path& db, const fs::path& knn, const std::string& tokenizer, int cs, int seq_len,
                      int docs) {
     std::mt19937 rng(7);
-    EvalDb t;
+    test::TinyDb t;
+    t.kk = 2;
     std::vector<std::int32_t> ids;
     for (int d = 0; d < docs; d++) {
         if (d % 4 != 1) {
@@ -80,22 +76,10 @@ EvalDb write_eval_db(const fs::path& db, const fs::path& knn, const std::string&
             t.knn.push_back(id);
         }
     }
-    fs::create_directories(db);
-    fs::create_directories(knn);
-    npy_save((db / "chunks.npy").string(), {t.n, cs}, t.rows.data());
-    npy_save((db / "doc_ids.npy").string(), {t.n}, t.doc_ids.data());
-    npy_save((db / "doc_offsets.npy").string(), {(std::int64_t)t.doc_offsets.size()}, t.doc_offsets.data());
-    npy_save((db / "seq_starts.npy").string(), {(std::int64_t)t.seq_starts.size()}, t.seq_starts.data());
-    nlohmann::json m = {{"tool", "retro-chunk"},
-                        {"parameters", {{"chunk_size", cs}, {"seq_len", seq_len}, {"rows_per_seq", seq_len / cs}}},
-                        {"inputs", {{{"role", "tokenizer"}, {"path", tokenizer}}}},
-                        {"outputs", nlohmann::json::array()}};
-    write_file_atomic((db / "manifest.json").string(), m.dump(2));
-    npy_save((knn / "neighbours.npy").string(), {t.n, std::int64_t{2}}, t.knn.data());
+    test::save_tiny_db(db, knn, t, cs, seq_len, tokenizer);
     return t;
 }
 
-std::string tiny_config() { return (test::source_dir() / "examples" / "configs" / "tiny.json").string(); }
 
 }  // namespace
 
@@ -138,7 +122,7 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     const int cs = 4, seq_len = 16;
     const auto t = write_eval_db(dir / "db", dir / "knn", test::chunk_test_tokenizer(), cs, seq_len, 24);
     const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
-    auto tr = test::run_tool("retro-train", data + " --config " + tiny_config() + " --out " + (dir / "run").string() +
+    auto tr = test::run_tool("retro-train", data + " --config " + test::config_path() + " --out " + (dir / "run").string() +
                                                 " --steps 3 --batch-size 4 --val-every 0 --quiet --threads 1");
     REQUIRE_MESSAGE(tr.exit_code == 0, tr.err);
 

@@ -41,6 +41,11 @@ TinyDb write_tiny_db(const fs::path& db, const fs::path& knn, int cs, int seq_le
             if (t.doc_ids[id] == t.doc_ids[c] || rng() % 7 == 0) id = -1;
             t.knn.push_back(id);
         }
+    save_tiny_db(db, knn, t, cs, seq_len);
+    return t;
+}
+
+void save_tiny_db(const fs::path& db, const fs::path& knn, const TinyDb& t, int cs, int seq_len, const std::string& tokenizer) {
     fs::create_directories(db);
     fs::create_directories(knn);
     npy_save((db / "chunks.npy").string(), {t.n, cs}, t.rows.data());
@@ -50,9 +55,9 @@ TinyDb write_tiny_db(const fs::path& db, const fs::path& knn, int cs, int seq_le
     nlohmann::json m = {{"tool", "retro-chunk"},
                         {"parameters", {{"chunk_size", cs}, {"seq_len", seq_len}, {"rows_per_seq", seq_len / cs}}},
                         {"outputs", nlohmann::json::array()}};
+    if (!tokenizer.empty()) m["inputs"] = {{{"role", "tokenizer"}, {"path", tokenizer}}};
     write_file_atomic((db / "manifest.json").string(), m.dump(2));
     npy_save((knn / "neighbours.npy").string(), {t.n, t.kk}, t.knn.data());
-    return t;
 }
 
 std::string config_path() { return (source_dir() / "examples" / "configs" / "tiny.json").string(); }

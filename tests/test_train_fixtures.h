@@ -16,6 +16,10 @@ struct TinyDb {
     std::int64_t n = 0, kk = 3;
 };
 
+// Writes t as a database folder (retro-chunk's files and manifest, naming `tokenizer` when not empty) and
+// t.knn as knn/neighbours.npy.
+void save_tiny_db(const std::filesystem::path& db, const std::filesystem::path& knn, const TinyDb& t, int cs, int seq_len,
+                  const std::string& tokenizer = "");
 TinyDb write_tiny_db(const std::filesystem::path& db, const std::filesystem::path& knn, int cs, int seq_len, int docs,
                      unsigned seed);
 std::string config_path();                                             // examples/configs/tiny.json
