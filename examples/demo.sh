@@ -47,12 +47,11 @@ step "5. retro-train: a small RETRO (examples/configs/demo.json, 32-token chunks
 STEPS=${DEMO_STEPS:-300}
 FIT_STEPS=${DEMO_FIT_STEPS:-$STEPS}
 CONFIG="$(dirname "$0")/configs/demo.json"
-TRAIN=(--db "$OUT/db32" --knn "$OUT/knn32" --config "$CONFIG" --steps "$STEPS" --warmup 20 --lr 2e-3
-       --val-every "$STEPS" --force)
+TRAIN=(--db "$OUT/db32" --knn "$OUT/knn32" --config "$CONFIG" --warmup 20 --lr 2e-3 --force)
 echo "three runs of examples/configs/demo.json: the baseline (no retrieval) and RETRO from scratch at the same" >&2
 echo "$STEPS steps x 8 x 256 tokens, then RETRO retro-fitted onto the frozen baseline ($FIT_STEPS steps, CCA + encoder)" >&2
-"$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run-no-retrieval" --no-retrieval
-"$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run"
+"$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run-no-retrieval" --steps "$STEPS" --val-every "$STEPS" --no-retrieval
+"$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run" --steps "$STEPS" --val-every "$STEPS"
 "$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run-retrofit" --steps "$FIT_STEPS" --val-every "$FIT_STEPS" \
   --init-from "$OUT/run-no-retrieval" --train-only cca,encoder
 "$BIN/retro-train" plot "$OUT/run" >/dev/null 2>&1 && echo "curves: $OUT/run/curves.png" >&2 || true
