@@ -68,8 +68,8 @@ verdict() {   # $1 name, $2 eval json: helped = real neighbours beat shuffled on
   local real shuf base
   real=$(field "$2" retrieval_gain); shuf=$(field "$2" shuffled_gain); base=$(field "$2" gain_over_baseline)
   awk -v n="$1" -v r="$real" -v s="$shuf" -v b="$base" 'BEGIN {
-    printf "%s: reading the neighbours gains %+.4f nats (shuffled neighbours %+.4f, over the baseline %+.4f): %s\n",
-      n, r, s, b, (r - s >= 0.01 && b > 0) ? "retrieval helped" : "retrieval did not help beyond the shuffled control" }'
+    printf "%s: real neighbours %+.4f nats, shuffled ones %+.4f (vs the same weights without retrieval), real - shuffled %+.4f, vs the baseline %+.4f: %s\n",
+      n, r, s, r - s, b, (r - s >= 0.01 && b > 0) ? "retrieval helped" : "retrieval did not help beyond the shuffled control" }'
 }
 echo
 verdict "RETRO from scratch" "$OUT/eval-run.json"
