@@ -8,6 +8,8 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/memory_budget.h"
@@ -145,14 +147,16 @@ EvalReport train_eval(const EvalOptions& o) {
     for (std::size_t f = 0; f < alphas.size(); f++) rep.filters[f].alpha = alphas[f];
 
     // r of every chunk a label points into, computed once from the chunk's own neighbours
-    std::vector<float> overlap(static_cast<std::size_t>(N), -1.f);
+    // only the chunks the split's labels point into (not one slot per database chunk)
+    std::unordered_map<std::int64_t, float> overlap;
     const std::int64_t k = data.neighbours_per_chunk(), r_len = 2 * cs;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
     std::vector<std::int32_t> chunk, retrieved(static_cast<std::size_t>(k * r_len));
     auto overlap_of = [&](std::int64_t row, std::int64_t doc_end) -> double {
         if (!knn) return 0;
-        float& r = overlap[row];
-        if (r < 0) {
+        const auto [it, fresh] = overlap.try_emplace(row, -1.f);
+        float& r = it->second;
+        if (fresh) {
             chunk.clear();
             db.rows(row, row + 1, chunk);
             data.neighbour_ids(row, doc_end, row, ids.data());
@@ -166,7 +170,7 @@ EvalReport train_eval(const EvalOptions& o) {
     };
 
     const std::size_t F = alphas.size();
-    std::vector<std::uint8_t> seen(static_cast<std::size_t>(N), 0);
+    std::unordered_set<std::int64_t> seen;   // chunks counted (first mode)
     double overlap_sum = 0;
     std::vector<double> losses;
     RetroBatch batch;
@@ -198,11 +202,10 @@ EvalReport train_eval(const EvalOptions& o) {
                         if (mi == 0) {
                             rep.filters[f].labels++;
                             if (rep.has_bytes) rep.filters[f].bytes += token_bytes[static_cast<std::size_t>(label)];
-                            if (!seen[row]) rep.filters[f].chunks++;
+                            if (!seen.count(row)) rep.filters[f].chunks++;
                         }
                     }
-                    if (mi == 0 && !seen[row]) {
-                        seen[row] = 1;
+                    if (mi == 0 && seen.insert(row).second) {
                         overlap_sum += r;
                     }
                 }
