@@ -58,30 +58,6 @@ DOT_AVX512 inline __m256 half(__m512 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-DOT_AVX512 void dot4_avx512(const float* q, const float* x0, const float* x1, const float* x2, const float* x3, int d,
-                            float* out) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int t = 0;
-    for (; t + 16 <= d; t += 16) {
-        const __m512 qv = _mm512_loadu_ps(q + t);
-        s0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x0 + t), s0);
-        s1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x1 + t), s1);
-        s2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x2 + t), s2);
-        s3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(x3 + t), s3);
-    }
-    if (t < d) {
-        const int rest = d - t;
-        const __m512 qv = load_tail(q + t, rest);
-        s0 = _mm512_fmadd_ps(qv, load_tail(x0 + t, rest), s0);
-        s1 = _mm512_fmadd_ps(qv, load_tail(x1 + t, rest), s1);
-        s2 = _mm512_fmadd_ps(qv, load_tail(x2 + t, rest), s2);
-        s3 = _mm512_fmadd_ps(qv, load_tail(x3 + t, rest), s3);
-    }
-    // the four sums at once: halve each to 8 lanes, then two rounds of pairwise adds across rows
-    const __m256 h01 = _mm256_hadd_ps(half(s0), half(s1)), h23 = _mm256_hadd_ps(half(s2), half(s3));
-    const __m256 h = _mm256_hadd_ps(h01, h23);   // per 128-bit half: row0 row1 row2 row3
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-}
 DOT_AVX512 inline __m512 load_h(const std::uint16_t* x) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
@@ -103,27 +79,35 @@ DOT_AVX512 float dot_f16_avx512(const float* q, const std::uint16_t* x, int d) {
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-DOT_AVX512 void dot4_f16_avx512(const float* q, const std::uint16_t* x0, const std::uint16_t* x1, const std::uint16_t* x2,
-                                const std::uint16_t* x3, int d, float* out) {
+// A row's 16 lanes at t as floats (fp32 rows, or fp16 rows widened), and the first `rest` of them.
+DOT_AVX512 inline __m512 load_row(const float* x) { return _mm512_loadu_ps(x); }
+DOT_AVX512 inline __m512 load_row(const std::uint16_t* x) { return load_h(x); }
+DOT_AVX512 inline __m512 load_row_tail(const float* x, int rest) { return load_tail(x, rest); }
+DOT_AVX512 inline __m512 load_row_tail(const std::uint16_t* x, int rest) { return load_h_tail(x, rest); }
+
+// q against four rows at once (fp32 or fp16 rows): the HNSW walk's inner loop.
+template <typename Row>
+DOT_AVX512 void dot4_avx512(const float* q, const Row* x0, const Row* x1, const Row* x2, const Row* x3, int d, float* out) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int t = 0;
     for (; t + 16 <= d; t += 16) {
         const __m512 qv = _mm512_loadu_ps(q + t);
-        s0 = _mm512_fmadd_ps(qv, load_h(x0 + t), s0);
-        s1 = _mm512_fmadd_ps(qv, load_h(x1 + t), s1);
-        s2 = _mm512_fmadd_ps(qv, load_h(x2 + t), s2);
-        s3 = _mm512_fmadd_ps(qv, load_h(x3 + t), s3);
+        s0 = _mm512_fmadd_ps(qv, load_row(x0 + t), s0);
+        s1 = _mm512_fmadd_ps(qv, load_row(x1 + t), s1);
+        s2 = _mm512_fmadd_ps(qv, load_row(x2 + t), s2);
+        s3 = _mm512_fmadd_ps(qv, load_row(x3 + t), s3);
     }
     if (t < d) {
         const int rest = d - t;
         const __m512 qv = load_tail(q + t, rest);
-        s0 = _mm512_fmadd_ps(qv, load_h_tail(x0 + t, rest), s0);
-        s1 = _mm512_fmadd_ps(qv, load_h_tail(x1 + t, rest), s1);
-        s2 = _mm512_fmadd_ps(qv, load_h_tail(x2 + t, rest), s2);
-        s3 = _mm512_fmadd_ps(qv, load_h_tail(x3 + t, rest), s3);
+        s0 = _mm512_fmadd_ps(qv, load_row_tail(x0 + t, rest), s0);
+        s1 = _mm512_fmadd_ps(qv, load_row_tail(x1 + t, rest), s1);
+        s2 = _mm512_fmadd_ps(qv, load_row_tail(x2 + t, rest), s2);
+        s3 = _mm512_fmadd_ps(qv, load_row_tail(x3 + t, rest), s3);
     }
+    // the four sums at once: halve each to 8 lanes, then two rounds of pairwise adds across rows
     const __m256 h01 = _mm256_hadd_ps(half(s0), half(s1)), h23 = _mm256_hadd_ps(half(s2), half(s3));
-    const __m256 h = _mm256_hadd_ps(h01, h23);
+    const __m256 h = _mm256_hadd_ps(h01, h23);   // per 128-bit half: row0 row1 row2 row3
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 #if !defined(__clang__)
@@ -154,7 +138,7 @@ float dot_f16(const float* q, const std::uint16_t* x, int d) {
 void dot4_f16(const float* q, const std::uint16_t* x0, const std::uint16_t* x1, const std::uint16_t* x2,
               const std::uint16_t* x3, int d, float* out) {
 #ifdef RETRO_DOT_AVX512
-    if (use_avx512()) return dot4_f16_avx512(q, x0, x1, x2, x3, d, out);
+    if (use_avx512()) return dot4_avx512(q, x0, x1, x2, x3, d, out);
 #endif
     out[0] = dot_f16(q, x0, d);
     out[1] = dot_f16(q, x1, d);
