@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "core/distributed.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/shell_quote.h"
@@ -11,8 +12,9 @@
 
 namespace retro {
 
-int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
-              const ToolSetup& setup) {
+namespace {
+
+int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     ToolContext ctx;
     ctx.tool = tool;
     for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + shell_quote(argv[i]);
@@ -45,6 +47,15 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
         std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
         return EXIT_INTERNAL;
     }
+}
+
+}  // namespace
+
+int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
+              const ToolSetup& setup) {
+    const int rc = tool_run(tool, description, argc, argv, setup);
+    distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
+    return rc;
 }
 
 }  // namespace retro

@@ -38,17 +38,23 @@ void write_text(const fs::path& p, const std::string& s) {
 
 fs::path source_dir() { return RETRO_SOURCE_DIR; }
 
-RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text) {
+std::string tool_path(const std::string& tool) { return std::string(RETRO_BIN_DIR) + "/" + tool; }
+
+RunResult run_command(const std::string& command, const std::string& stdin_text) {
     TempDir tmp("run");
     write_text(tmp / "stdin", stdin_text);
-    std::string cmd = std::string(RETRO_BIN_DIR) + "/" + tool + " " + args + " <" + (tmp / "stdin").string() +
-                      " >" + (tmp / "stdout").string() + " 2>" + (tmp / "stderr").string();
+    std::string cmd = command + " <" + (tmp / "stdin").string() + " >" + (tmp / "stdout").string() + " 2>" +
+                      (tmp / "stderr").string();
     int status = std::system(cmd.c_str());
     RunResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = read_text(tmp / "stdout");
     r.err = read_text(tmp / "stderr");
     return r;
+}
+
+RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text) {
+    return run_command(tool_path(tool) + " " + args, stdin_text);
 }
 
 }  // namespace retro::test

@@ -26,6 +26,9 @@ struct RunResult {
 
 // Runs a built tool (bin/<tool>) with a shell-quoted argument string; captures stdout and stderr.
 RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text = "");
+// Runs a shell command line (e.g. "mpirun -np 2 " + tool_path("retro-train") + " ..."); the same capture.
+RunResult run_command(const std::string& command, const std::string& stdin_text = "");
+std::string tool_path(const std::string& tool);   // bin/<tool> of this build
 
 std::string read_text(const std::filesystem::path& p);
 void write_text(const std::filesystem::path& p, const std::string& s);

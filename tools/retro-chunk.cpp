@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
             app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk");
             app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size)");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
-            app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n); join with `merge`");
+            app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`");
             app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
             app.add_flag("--force", opts.force, "Replace an existing database in --out");
             app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read");

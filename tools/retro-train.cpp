@@ -91,7 +91,13 @@ int main(int argc, char** argv) {
             app.add_option("--train-only", o.train_only,
                            "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
                                "; token embedding and head are in decoder)");
+            app.add_option("--reduce", o.reduce,
+                           "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast) or in micro-batch "
+                           "order (deterministic: the same bytes as one process with the same --grad-accum)")
+                ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
             app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
+            app.add_option("--kill-rank", o.kill_rank, "Testing: this rank kills itself after --kill-step")->group("");
+            app.add_option("--kill-step", o.kill_step, "Testing: the optimizer step --kill-rank dies after")->group("");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             static std::string eval_json, eval_plot_png;

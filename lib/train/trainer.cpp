@@ -5,15 +5,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <csignal>
 #include <random>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "core/atomic_file.h"
+#include "core/distributed.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
+#include "core/threads.h"
 #include "model/config.h"
 #include "model/param_groups.h"
 #include "model/params.h"
@@ -73,6 +79,23 @@ std::string latest_checkpoint(const std::string& out) {
     return best;
 }
 
+// Rank 0's last words when the launcher stops the job (a rank died, or the job was cancelled): mpirun and
+// srun send the survivors SIGTERM. Written from the signal handler, so the text is formatted beforehand.
+char g_stop_message[512] = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled) before the first checkpoint; run the same command with --resume (it starts at step 0)\n";
+
+extern "C" void on_launcher_stop(int) {
+    const ssize_t w = ::write(2, g_stop_message, std::strlen(g_stop_message));
+    (void)w;
+    ::_exit(143);
+}
+
+void set_stop_message(const std::string& out, std::int64_t step) {
+    std::snprintf(g_stop_message, sizeof g_stop_message,
+                  "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); continue with the "
+                  "same command and --resume: %s holds a complete checkpoint at step %lld\n",
+                  out.c_str(), static_cast<long long>(step));
+}
+
 class Trainer {
 public:
     Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
@@ -81,6 +104,8 @@ public:
 private:
     std::vector<std::int64_t> next_seqs();
     double validate();
+    double accumulate_step_gradients(std::vector<float>*& reduced);
+    void check_ranks_agree(std::int64_t step);
     void save_checkpoint(std::int64_t step);
     std::int64_t load_checkpoint(const std::string& dir);
     void append_metrics(const std::string& line);
@@ -100,6 +125,9 @@ private:
     std::string train_only_;                // canonical group list, "cca,encoder,decoder" when all train
     std::int64_t trainable_count_ = 0;
     InitFromInfo init_;                     // weights empty without --init-from
+    Distributed* dist_ = nullptr;
+    std::vector<float> acc_;                   // summed gradients (when more than one micro-batch is summed)
+    std::vector<std::vector<float>> parts_;   // --reduce deterministic: this rank's micro-batch gradients
 };
 
 // --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
@@ -154,13 +182,16 @@ std::vector<std::int64_t> Trainer::next_seqs() {
     return out;
 }
 
+// Validation loss over the first val_batches batches of the held-out sequences. With N ranks batch v runs on
+// rank v % N and the sums are folded in batch order, so the figure equals a 1-process run's.
 double Trainer::validate() {
     const auto& val = data_->val_seqs();
     if (val.empty()) return std::nan("");
-    double total = 0;
-    std::int64_t labels = 0;
+    const int N = dist_->size(), R = dist_->rank();
+    const std::int64_t slots = (o_.val_batches + N - 1) / N;
+    std::vector<double> mine(static_cast<std::size_t>(2 * slots), 0.0);   // per local batch: loss sum, labels
     RetroBatch batch;
-    for (std::int64_t v = 0; v < o_.val_batches; v++) {
+    for (std::int64_t v = R; v < o_.val_batches; v += N) {
         std::vector<std::int64_t> seqs;
         for (std::int64_t i = 0; i < o_.batch_size; i++) {
             const std::int64_t j = v * o_.batch_size + i;
@@ -170,10 +201,74 @@ double Trainer::validate() {
         if (seqs.empty()) break;
         data_->make_batch(seqs, !o_.no_retrieval, batch);
         const double loss = model_->forward(batch);
-        total += loss * static_cast<double>(model_->label_count());
-        labels += model_->label_count();
+        mine[2 * (v / N)] = loss * static_cast<double>(model_->label_count());
+        mine[2 * (v / N) + 1] = static_cast<double>(model_->label_count());
     }
-    return labels ? total / static_cast<double>(labels) : std::nan("");
+    const std::vector<double> all = dist_->allgather(mine);
+    double total = 0, labels = 0;
+    for (std::int64_t v = 0; v < o_.val_batches; v++) {
+        const std::size_t at = static_cast<std::size_t>((v % N) * 2 * slots + 2 * (v / N));
+        total += all[at];
+        labels += all[at + 1];
+    }
+    return labels > 0 ? total / labels : std::nan("");
+}
+
+// One step's gradients: this rank's micro-batches (a = R, R + N, ...; every rank walks the data cursor over all
+// of them) each from zeroed gradients, then summed in micro-batch order over all ranks (or by MPI's all-reduce
+// with --reduce fast). Points `reduced` at the summed buffer; returns the step's loss (mean of the micro-batch
+// losses, folded in order).
+double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
+    const int N = dist_->size(), R = dist_->rank();
+    const std::int64_t A = o_.grad_accum, m = A / N, P = model_->layout().total();
+    const bool keep_parts = N > 1 && o_.reduce == "deterministic";
+    std::vector<float>& grads = model_->grads();
+    std::vector<double> losses(static_cast<std::size_t>(m));
+    RetroBatch batch;
+    for (std::int64_t a = 0; a < A; a++) {
+        const auto seqs = next_seqs();
+        if (a % N != R) continue;
+        const std::int64_t j = a / N;
+        data_->make_batch(seqs, !o_.no_retrieval, batch);
+        model_->zero_grad();
+        losses[j] = model_->forward(batch) / static_cast<double>(A);
+        model_->backward(1.0f / static_cast<float>(A));
+        if (keep_parts) {
+            if (j + 1 < m) parts_[j] = grads;   // the last part stays in grads
+        } else if (m > 1) {
+            if (j == 0) acc_ = grads;
+            else
+                for (std::int64_t i = 0; i < P; i++) acc_[i] += grads[i];
+        }
+    }
+    if (keep_parts) {
+        std::vector<const float*> local;
+        for (std::int64_t j = 0; j + 1 < m; j++) local.push_back(parts_[j].data());
+        local.push_back(grads.data());
+        acc_.resize(static_cast<std::size_t>(P));
+        dist_->ordered_sum(local, acc_.data(), P);
+        reduced = &acc_;
+    } else {
+        reduced = m > 1 ? &acc_ : &grads;
+        dist_->allreduce_sum(reduced->data(), P);
+    }
+    const std::vector<double> all = dist_->allgather(losses);
+    double loss = 0;
+    for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
+    return loss;
+}
+
+// Every rank must hold the same weights (the same reduced gradients and the same AdamW step); checked at each
+// checkpoint by comparing the weights' xxh3 across ranks.
+void Trainer::check_ranks_agree(std::int64_t step) {
+    if (!dist_->active()) return;
+    const auto& p = model_->params();
+    const std::string fp = fingerprint_bytes(p.data(), p.size() * sizeof(float));
+    const std::vector<std::uint64_t> all = dist_->allgather(std::vector<std::uint64_t>{std::stoull(fp, nullptr, 16)});
+    for (std::size_t r = 1; r < all.size(); r++)
+        if (all[r] != all[0])
+            throw InternalError(cat("retro-train: rank ", r, "'s weights differ from rank 0's at step ", step,
+                                    " (the all-reduce gave ranks different sums; use --reduce deterministic)"));
 }
 
 void Trainer::save_checkpoint(std::int64_t step) {
@@ -193,6 +288,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"init_from_fingerprint", init_.fingerprint}};
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
+    set_stop_message(o_.out, step);
 }
 
 std::int64_t Trainer::load_checkpoint(const std::string& dir) {
@@ -236,6 +332,21 @@ void Trainer::run() {
     if (o_.grad_accum <= 0) user_error_in("--grad-accum", "must be positive");
     if (o_.lr <= 0) user_error_in("--lr", "must be positive");
     if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
+    if (o_.reduce != "fast" && o_.reduce != "deterministic")
+        user_error_in("--reduce", "'" + o_.reduce + "' is not fast or deterministic");
+    dist_ = &distributed("retro-train");
+    const int N = dist_->size();
+    if (o_.grad_accum % N != 0)
+        user_error_in("--grad-accum", cat(o_.grad_accum, " micro-batches do not split over ", N, " ranks"),
+                      cat("give a multiple of ", N, ": the global batch is --batch-size x --grad-accum whatever the "
+                          "rank count, each rank runs --grad-accum / ranks of its micro-batches"));
+    if (dist_->active()) {
+        log_info(cat("data-parallel: rank ", dist_->rank(), " of ", N, " (", dist_->source(), "), ", o_.grad_accum / N,
+                     " micro-batches of ", o_.batch_size, " per rank per step, ", thread_count(),
+                     " threads per rank, --reduce ", o_.reduce));
+        if (o_.reduce == "deterministic" && o_.grad_accum / N > 1)
+            parts_.assign(static_cast<std::size_t>(o_.grad_accum / N - 1), {});
+    }
     config_ = RetroConfig::load(o_.config);
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
@@ -269,13 +380,16 @@ void Trainer::run() {
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
-    if (has_run && o_.force && !o_.resume) {
+    dist_->barrier();   // every rank has looked at --out before rank 0 writes into it
+    const bool root = dist_->root();
+    if (has_run && o_.force && !o_.resume && root) {
         fs::remove_all(out / "checkpoints");
         fs::remove(out / "metrics.jsonl");
         fs::remove(out / "manifest.json");
         fs::remove(out / "model.safetensors");
     }
-    fs::create_directories(out);
+    if (root) fs::create_directories(out);
+    if (dist_->active() && root) std::signal(SIGTERM, on_launcher_stop);
 
     std::int64_t step = 0;
     if (o_.resume) {
@@ -286,9 +400,10 @@ void Trainer::run() {
         } else {
             log_info("no complete checkpoint to resume from: starting at step 0");
         }
+        if (!ck.empty()) set_stop_message(o_.out, step);
         // keep the metrics of the steps the checkpoint covers
         const fs::path mp = out / "metrics.jsonl";
-        if (fs::exists(mp)) {
+        if (root && fs::exists(mp)) {
             std::ifstream in(mp);
             std::string line, kept;
             while (std::getline(in, line)) {
@@ -301,22 +416,16 @@ void Trainer::run() {
             write_file_atomic(mp.string(), kept);
         }
     }
-    config_.save((out / "config.json").string());
+    if (root) config_.save((out / "config.json").string());
 
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
-    RetroBatch batch;
     std::int64_t done_now = 0;
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
-        model_->zero_grad();
-        double loss = 0;
-        for (std::int64_t a = 0; a < o_.grad_accum; a++) {
-            data_->make_batch(next_seqs(), !o_.no_retrieval, batch);
-            loss += model_->forward(batch) / static_cast<double>(o_.grad_accum);
-            model_->backward(1.0f / static_cast<float>(o_.grad_accum));
-        }
+        std::vector<float>* reduced = nullptr;
+        const double loss = accumulate_step_gradients(reduced);
         // global norm of the trainable tensors only (frozen ones take no step; torch clips what it optimises)
-        auto& grads = model_->grads();
+        auto& grads = *reduced;
         double sq = 0;
         for (const auto& [b, e] : opt_->ranges())
             for (std::int64_t i = b; i < e; i++) sq += static_cast<double>(grads[i]) * grads[i];
@@ -327,9 +436,10 @@ void Trainer::run() {
                 for (std::int64_t i = b; i < e; i++) grads[i] *= s;
         }
         const double lr = train_lr_at(o_, step);
-        opt_->step(model_->params(), model_->grads(), lr);
+        opt_->step(model_->params(), grads, lr);
         step++;
         done_now++;
+        if (step == o_.kill_step && dist_->rank() == o_.kill_rank) std::raise(SIGKILL);   // testing: a rank dies
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
                            ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);
@@ -340,11 +450,15 @@ void Trainer::run() {
             if (std::isfinite(vl)) line += ", \"val_loss\": " + num(vl);
         }
         line += "}";
-        append_metrics(line);
-        if (!ctx_.quiet) log_info(line);
-        if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) save_checkpoint(step);
+        if (root) append_metrics(line);
+        if (!ctx_.quiet && root) log_info(line);
+        if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) {
+            check_ranks_agree(step);
+            if (root) save_checkpoint(step);
+        }
         if (o_.stop_after > 0 && done_now >= o_.stop_after) return;   // as if killed here
     }
+    if (!root) return;   // rank 0 writes the run's final files
     params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     Manifest m(ctx_);
     m.parameters() = {{"steps", o_.steps},       {"seed", o_.seed},           {"batch_size", o_.batch_size},
@@ -354,6 +468,7 @@ void Trainer::run() {
                       {"val_fraction", o_.val_fraction}, {"val_every", o_.val_every}, {"val_batches", o_.val_batches},
                       {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
+                      {"ranks", N},              {"reduce", o_.reduce},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {
@@ -374,6 +489,12 @@ void Trainer::run() {
 
 void train_run(const ToolContext& ctx, const TrainOptions& opts) {
     heap_keep_freed_memory();   // the same buffers are freed and reallocated every step
+    const Distributed& d = distributed("retro-train");
+    if (d.active()) {
+        if (ctx.threads == 0)   // all cores shared by the ranks on this machine, not each rank taking them all
+            set_thread_count(std::max(1, hardware_threads() / std::max(1, d.local_size())));
+        if (!d.root()) log_set_level(LogLevel::LOG_ERROR);   // one voice: rank 0's
+    }
     Trainer t(ctx, opts);
     t.run();
 }

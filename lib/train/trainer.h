@@ -6,6 +6,12 @@
 // Retro-fitting (RETRO paper §4.2): --init-from takes the step-0 weights from a trained run (train/init_from.h)
 // and --train-only freezes every parameter group not listed (model/param_groups.h): frozen tensors get no
 // AdamW update and the clipping norm counts the trainable tensors only.
+// Data-parallel (issue 20; core/distributed.h): under mpirun/srun with N ranks, the --grad-accum micro-batches
+// of each step are dealt round-robin (micro-batch a to rank a % N; --grad-accum must be a multiple of N), so the
+// global batch, data order and schedule do not depend on N; gradients are summed over ranks (--reduce fast:
+// MPI's all-reduce; deterministic: in micro-batch order, byte for byte a 1-process run), every rank keeps the
+// same weights and optimizer, rank 0 alone writes. Accumulation is always a sum of separately computed
+// micro-batch gradients, in order (never backward() adding into a non-zero buffer).
 // Run folder: config.json, metrics.jsonl, checkpoints/step_XXXXXXXX/{model,optimizer}.safetensors +
 // state.json + DONE, model.safetensors (final weights), manifest.json (written last).
 #pragma once
@@ -39,6 +45,9 @@ struct TrainOptions {
     std::int64_t stop_after = 0;       // testing: stop after this many steps as if killed (0 = off)
     std::string init_from;             // base run, checkpoint folder or .safetensors ("" = fresh init from seed)
     std::string train_only;            // comma list of groups (cca, encoder, decoder); "" = all train
+    std::string reduce = "fast";       // across ranks: fast (MPI all-reduce) or deterministic (micro-batch order)
+    int kill_rank = -1;                // testing: this rank kills itself (SIGKILL) after optimizer step kill_step
+    std::int64_t kill_step = 0;
 };
 
 // Learning rate at optimizer step `step` (0-based).

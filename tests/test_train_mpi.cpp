@@ -1,0 +1,150 @@
+// Data-parallel training (issue 20, core/distributed.h, train/trainer.h): `mpirun -np 2 retro-train` in
+// deterministic mode equals one process with the same --grad-accum byte for byte; a rank killed at a random
+// step, then --resume, ends with the straight run's weights; the launcher environment rules (--shard auto,
+// the refusal of a multi-rank launch in a build without MPI). The mpirun tests skip visibly without MPI.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "core/distributed.h"
+#include "core/error.h"
+#include "core/launcher_env.h"
+#include "core/shard.h"
+#include "test_train_fixtures.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace retro;
+
+namespace {
+
+// mpirun as root in a container: Open MPI refuses root without these, and its shared-memory single-copy
+// transport (CMA) is often not permitted there.
+const char* kMpirun =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+    "mpirun --oversubscribe -np ";
+
+// "" when mpirun can run the tools here; else why not.
+std::string mpi_unavailable() {
+    if (!kMpiBuilt) return "built without MPI (libopenmpi-dev absent at configure time)";
+    if (std::system("command -v mpirun >/dev/null 2>&1") != 0) return "no mpirun on PATH (openmpi-bin)";
+    return "";
+}
+
+std::string train_args(const fs::path& dir, const std::string& out, int accum) {
+    return " --db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+           test::config_path() + " --out " + (dir / out).string() + " --grad-accum " + std::to_string(accum) +
+           " --steps 12 --batch-size 2 --lr 3e-3 --warmup 3 --val-every 4 --val-batches 3 --val-fraction 0.2"
+           " --checkpoint-every 4 --seed 3 --threads 1 --quiet";
+}
+
+test::RunResult mpirun_train(int ranks, const std::string& args) {
+    return test::run_command(kMpirun + std::to_string(ranks) + " " + test::tool_path("retro-train") + args);
+}
+
+LauncherEnv env_of(const std::map<std::string, std::string>& vars) {
+    return launcher_env_from([&](const char* name) -> const char* {
+        auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+    });
+}
+
+}  // namespace
+
+TEST_CASE("train mpi: 2 ranks, deterministic, equal 1 process with the same --grad-accum byte for byte") {
+    const std::string why = mpi_unavailable();
+    if (!why.empty()) RETRO_SKIP(("mpirun tests: " + why).c_str());
+    test::TempDir dir("train-mpi");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 2);
+    for (int accum : {2, 4}) {   // one micro-batch per rank; two (kept apart, summed in order across ranks)
+        CAPTURE(accum);
+        const std::string one = "one" + std::to_string(accum), two = "two" + std::to_string(accum);
+        auto a = test::run_tool("retro-train", train_args(dir.path, one, accum));
+        INFO(a.err);
+        REQUIRE(a.exit_code == 0);
+        auto b = mpirun_train(2, train_args(dir.path, two, accum) + " --reduce deterministic");
+        INFO(b.err);
+        REQUIRE(b.exit_code == 0);
+        REQUIRE(test::losses(dir / one).size() == 12);
+        CHECK(test::losses(dir / two) == test::losses(dir / one));   // losses and validation, every step
+        CHECK(test::bytes(dir / two / "model.safetensors") == test::bytes(dir / one / "model.safetensors"));
+        CHECK(test::bytes(dir / two / "checkpoints" / "step_00000012" / "optimizer.safetensors") ==
+              test::bytes(dir / one / "checkpoints" / "step_00000012" / "optimizer.safetensors"));
+        const std::string manifest = test::read_text(dir / two / "manifest.json");
+        CHECK(manifest.find("\"ranks\": 2") != std::string::npos);
+    }
+    // the default all-reduce trains too (two ranks' sums are the same either way round: a + b == b + a)
+    auto f = mpirun_train(2, train_args(dir.path, "fast", 2));
+    INFO(f.err);
+    REQUIRE(f.exit_code == 0);
+    CHECK(test::bytes(dir / "fast" / "model.safetensors") == test::bytes(dir / "one2" / "model.safetensors"));
+    // a global batch that does not split over the ranks is refused in one line
+    auto odd = mpirun_train(2, train_args(dir.path, "odd", 3));
+    CHECK(odd.exit_code != 0);
+    CHECK(odd.err.find("retro-train: error: --grad-accum: 3 micro-batches do not split over 2 ranks") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "odd" / "config.json"));
+}
+
+TEST_CASE("train mpi: a rank killed at a random step, then --resume, ends with the straight run's weights") {
+    const std::string why = mpi_unavailable();
+    if (!why.empty()) RETRO_SKIP(("mpirun tests: " + why).c_str());
+    test::TempDir dir("train-mpi-kill");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 4);
+    auto straight = mpirun_train(2, train_args(dir.path, "straight", 2) + " --reduce deterministic");
+    INFO(straight.err);
+    REQUIRE(straight.exit_code == 0);
+    std::random_device rd;
+    const int kill_step = 1 + static_cast<int>(rd() % 11), kill_rank = static_cast<int>(rd() % 2);
+    CAPTURE(kill_step);
+    CAPTURE(kill_rank);
+    auto killed = mpirun_train(2, train_args(dir.path, "killed", 2) + " --reduce deterministic --kill-rank " +
+                                      std::to_string(kill_rank) + " --kill-step " + std::to_string(kill_step));
+    INFO(killed.err);
+    CHECK(killed.exit_code != 0);
+    if (kill_rank == 1) CHECK(killed.err.find("retro-train: stopped by the launcher") != std::string::npos);   // rank 0's words
+    CHECK_FALSE(fs::exists(dir / "killed" / "model.safetensors"));
+    CHECK_FALSE(fs::exists(dir / "killed" / "manifest.json"));
+    auto resumed = mpirun_train(2, train_args(dir.path, "killed", 2) + " --reduce deterministic --resume");
+    INFO(resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(test::losses(dir / "killed") == test::losses(dir / "straight"));
+    CHECK(test::bytes(dir / "killed" / "model.safetensors") == test::bytes(dir / "straight" / "model.safetensors"));
+}
+
+TEST_CASE("launcher env: Open MPI, srun, PMI and the batch script that is not a job step") {
+    CHECK_FALSE(env_of({}).launched());
+    auto o = env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+    CHECK(o.rank == 1);
+    CHECK(o.size == 4);
+    CHECK(o.local_size == 2);
+    auto s = env_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"}});   // simulated: no job id
+    CHECK(s.rank == 2);
+    CHECK(s.size == 3);
+    auto step = env_of({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "5"}, {"SLURM_STEP_NUM_TASKS", "8"},
+                        {"SLURM_NTASKS", "16"}, {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"}});
+    CHECK(step.rank == 5);
+    CHECK(step.size == 8);
+    CHECK(step.local_size == 4);
+    // a batch script of a 4-task job runs one process: SLURM_NTASKS there does not make it a rank
+    CHECK_FALSE(env_of({{"SLURM_JOB_ID", "7"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).launched());
+    auto p = env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+    CHECK(p.size == 2);
+    CHECK_THROWS_AS(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "3"}}), UserError);   // rank out of range
+    CHECK_THROWS_AS(env_of({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), UserError);
+}
+
+TEST_CASE("launcher env: a build without MPI refuses a multi-rank launch in one line") {
+    const auto two = env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+    try {
+        distributed_check_launch(two, false, "retro-train");
+        FAIL("no refusal");
+    } catch (const UserError& e) {
+        const std::string m = e.what();
+        CHECK(m.find("retro-train: launched as 2 ranks (OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE) but built without MPI") == 0);
+        CHECK(m.find('\n') == std::string::npos);
+    }
+    CHECK_NOTHROW(distributed_check_launch(two, true, "retro-train"));
+    CHECK_NOTHROW(distributed_check_launch(env_of({}), false, "retro-train"));
+}
