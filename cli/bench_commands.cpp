@@ -9,6 +9,7 @@
 #include "bench/knn_bench.h"
 #include "bench/retention_bench.h"
 #include "bench/train_bench.h"
+#include "bench/train_scaling_bench.h"
 #include "op_registry.h"
 #include "ops_bench.h"
 
@@ -137,8 +138,25 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens");
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
-    sub->callback([o, &ctx] {
+    auto scaling = std::make_shared<TrainScalingOptions>();
+    auto worker = std::make_shared<std::string>();
+    sub->add_option("--ranks", scaling->ranks, "Data-parallel scaling: rank counts, comma-separated (e.g. 1,2), each "
+                                               "launched with --launcher; tokens/s, all-reduce time, efficiency")
+        ->delimiter(',');
+    sub->add_option("--launcher", scaling->launcher, "With --ranks: the launch command, {n} = ranks")->capture_default_str();
+    sub->add_option("--threads-per-rank", scaling->threads_per_rank,
+                    "With --ranks: threads of each rank (0 = cores / the largest rank count)");
+    sub->add_option("--reduce", scaling->reduce, "With --ranks: fast (MPI all-reduce) or deterministic")
+        ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
+    sub->add_option("--rank-worker", *worker, "Internal: one rank of a --ranks launch, rank 0 writes FILE")->group("");
+    sub->callback([o, scaling, worker, &ctx] {
         TrainBenchOptions run = *o;
+        if (!scaling->ranks.empty() || !worker->empty()) {
+            scaling->step = run;
+            if (!worker->empty()) return run_train_rank_worker(*scaling, *worker);
+            run_train_scaling(*scaling, ctx.command_line);
+            return;
+        }
         if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
         run_train_bench(run, ctx.command_line);
     });

@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/launcher_env.h"
@@ -147,4 +149,27 @@ TEST_CASE("launcher env: a build without MPI refuses a multi-rank launch in one 
     }
     CHECK_NOTHROW(distributed_check_launch(two, true, "retro-train"));
     CHECK_NOTHROW(distributed_check_launch(env_of({}), false, "retro-train"));
+}
+
+TEST_CASE("train mpi: retro-bench train --ranks 1,2 reports tokens/s, the all-reduce and the scaling efficiency") {
+    const std::string why = mpi_unavailable();
+    if (!why.empty()) RETRO_SKIP(("mpirun tests: " + why).c_str());
+    test::TempDir dir("bench-ranks");
+    auto r = test::run_command("OMPI_MCA_btl_vader_single_copy_mechanism=none " + test::tool_path("retro-bench") +
+                               " train --ranks 1,2 --config " + test::config_path() +
+                               " --batch 2 --steps 2 --warmup 1 --json " + (dir / "r.json").string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("efficiency") != std::string::npos);
+    const auto j = nlohmann::json::parse(test::read_text(dir / "r.json"));
+    REQUIRE(j["rows"].size() == 2);
+    for (int i = 0; i < 2; i++) {
+        const auto& row = j["rows"][i];
+        CHECK(row["ranks"] == i + 1);
+        CHECK(row["gradient_bytes"].get<std::int64_t>() == 4 * row["parameters"].get<std::int64_t>());
+        CHECK(row["tokens_per_s"].get<double>() > 0);
+    }
+    CHECK(j["rows"][0]["efficiency"].get<double>() == 1.0);
+    CHECK(j["rows"][1]["allreduce_sweep"].size() >= 2);
+    CHECK(j["rows"][1]["allreduce_model"]["bandwidth_bytes_per_s"].get<double>() > 0);
 }

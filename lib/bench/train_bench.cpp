@@ -68,6 +68,35 @@ RetroConfig train_bench_demo_config() {
     return RetroConfig::from_json(nlohmann::json::parse(demo), "built-in demo config");
 }
 
+// Random ids in [1, V): no pad, so every label counts and no neighbour is masked.
+RetroBatch train_bench_random_batch(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval,
+                                    std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.num_tokens - 1));
+    RetroBatch b;
+    b.B = B;
+    b.n = n;
+    b.seq.resize(static_cast<std::size_t>(B * (n + 1)));
+    for (auto& t : b.seq) t = id(rng);
+    if (retrieval) {
+        b.k = c.num_neighbours;
+        b.r = c.retrieved_len();
+        b.retrieved.resize(static_cast<std::size_t>(B * (n / c.chunk_size) * b.k * b.r));
+        for (auto& t : b.retrieved) t = id(rng);
+    }
+    return b;
+}
+
+RetroConfig train_bench_config(const TrainBenchOptions& o, std::int64_t& n) {
+    const RetroConfig c = o.config.empty() ? train_bench_demo_config() : RetroConfig::load(o.config);
+    c.validate(o.config.empty() ? "built-in demo config" : o.config);
+    n = o.seq_len > 0 ? o.seq_len : c.max_seq_len;
+    if (n > c.max_seq_len)
+        user_error_in("--seq-len", cat(n, " exceeds the config's max_seq_len ", c.max_seq_len));
+    if (o.batch < 1 || o.steps < 1 || o.warmup < 0) user_error_in("--batch/--steps/--warmup", "must be positive");
+    return c;
+}
+
 namespace {
 
 double cpu_seconds() {
@@ -85,24 +114,6 @@ std::string fmt(double v, const char* f = "%.1f") {
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
     return buf;
-}
-
-// Random ids in [1, V): no pad, so every label counts and no neighbour is masked.
-RetroBatch random_batch(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.num_tokens - 1));
-    RetroBatch b;
-    b.B = B;
-    b.n = n;
-    b.seq.resize(static_cast<std::size_t>(B * (n + 1)));
-    for (auto& t : b.seq) t = id(rng);
-    if (retrieval) {
-        b.k = c.num_neighbours;
-        b.r = c.retrieved_len();
-        b.retrieved.resize(static_cast<std::size_t>(B * (n / c.chunk_size) * b.k * b.r));
-        for (auto& t : b.retrieved) t = id(rng);
-    }
-    return b;
 }
 
 // RetroKit at `threads`: median wall and CPU seconds of `steps` timed steps after `warmup` untimed ones.
@@ -161,15 +172,11 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
-    const RetroConfig c = o.config.empty() ? train_bench_demo_config() : RetroConfig::load(o.config);
-    c.validate(o.config.empty() ? "built-in demo config" : o.config);
-    const std::int64_t n = o.seq_len > 0 ? o.seq_len : c.max_seq_len;
-    if (n > c.max_seq_len)
-        user_error_in("--seq-len", cat(n, " exceeds the config's max_seq_len ", c.max_seq_len));
-    if (o.batch < 1 || o.steps < 1 || o.warmup < 0) user_error_in("--batch/--steps/--warmup", "must be positive");
+    std::int64_t n = 0;
+    const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
-    const RetroBatch batch = random_batch(c, o.batch, n, retrieval, o.seed);
+    const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/retro.h"
 
 namespace retro::bench {
 
@@ -57,6 +58,13 @@ struct TrainFlops {
 // Matmul FLOPs of one training step (formula above); retrieval as RetroModel decides it (a CCA layer in
 // the config, neighbours given, at least one whole chunk).
 TrainFlops train_step_flops(const RetroConfig& config, std::int64_t batch, std::int64_t seq_len, bool retrieval);
+
+// A batch of random ids in [1, V) (no pad: every label counts, no neighbour masked) of retro-train's shapes.
+RetroBatch train_bench_random_batch(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval,
+                                    std::uint64_t seed);
+
+// The config of opt (empty = the built-in demo), validated, and the sequence length it trains at.
+RetroConfig train_bench_config(const TrainBenchOptions& opt, std::int64_t& seq_len);
 
 // examples/configs/demo.json, built in so that the bench runs from any folder.
 RetroConfig train_bench_demo_config();
