@@ -144,7 +144,7 @@ TEST_CASE("launcher env: a build without MPI refuses a multi-rank launch in one 
         FAIL("no refusal");
     } catch (const UserError& e) {
         const std::string m = e.what();
-        CHECK(m.find("retro-train: launched as 2 ranks (OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE) but built without MPI") == 0);
+        CHECK(m.find("retro-train was launched as 2 ranks (OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE) but built without MPI") == 0);
         CHECK(m.find('\n') == std::string::npos);
     }
     CHECK_NOTHROW(distributed_check_launch(two, true, "retro-train"));

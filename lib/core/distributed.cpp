@@ -47,7 +47,7 @@ void fold_in_order(const std::vector<const float*>& parts, float* out, std::int6
 
 void distributed_check_launch(const LauncherEnv& env, bool mpi_built, const std::string& program) {
     if (env.size > 1 && !mpi_built)
-        user_error_in(program, "launched as " + std::to_string(env.size) + " ranks (" + env.source +
+        user_error_in("", program + " was launched as " + std::to_string(env.size) + " ranks (" + env.source +
                                    ") but built without MPI: each would train alone into the same folder",
                       "install libopenmpi-dev and rebuild (docs/scaling.md), or run one process");
 }
@@ -67,7 +67,7 @@ Distributed& distributed(const std::string& program) {
         mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &d.rank_), "MPI_Comm_rank");
         mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &d.size_), "MPI_Comm_size");
         if (d.size_ != env.size)
-            user_error_in(program, "the launcher started " + std::to_string(env.size) + " tasks (" + env.source +
+            user_error_in("", "the launcher started " + std::to_string(env.size) + " tasks of " + program + " (" + env.source +
                                        ") but MPI sees " + std::to_string(d.size_),
                           "under Slurm launch with `srun --mpi=pmix` (or pmi2), or with mpirun inside the allocation");
         d.local_size_ = env.local_size > 0 ? env.local_size : 1;
