@@ -23,14 +23,14 @@ int main(int argc, char** argv) {
             app.add_option("--bm25-b", o.bm25.b, "bm25: length normalisation b (0..1)");
             app.add_option("--bm25-k3", o.bm25.k3, "bm25: query-frequency saturation k3");
             app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
-            app.add_option("--embedder", o.embedder, "bow (no weights) or bert (--model DIR)")->check(CLI::IsMember({"bow", "bert"}));
+            app.add_option("--embedder", o.embedder, "bow (no weights), bert or t5 (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
-            app.add_option("--model", o.bert.model_dir, "bert: Hugging Face checkpoint folder (config.json, model.safetensors, vocab.txt)");
-            app.add_option("--max-length", o.bert.max_length, "bert: WordPiece tokens per chunk");
-            app.add_option("--batch", o.bert.batch, "bert: chunks per forward pass");
+            app.add_option("--model", o.bert.model_dir, "bert, t5: Hugging Face checkpoint folder (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder)");
+            app.add_option("--max-length", o.bert.max_length, "bert, t5: model tokens per chunk (WordPiece / sentencepiece)");
+            app.add_option("--batch", o.bert.batch, "bert, t5: chunks per forward pass");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
-            app.add_option("--tokenizer", o.tokenizer, "bert: tokenizer to decode chunks with (default: the database's)");
+            app.add_option("--tokenizer", o.tokenizer, "bert, t5: tokenizer to decode chunks with (default: the database's)");
             app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
             app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/4)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
