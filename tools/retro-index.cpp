@@ -1,8 +1,9 @@
 // retro-index: chunk embeddings + FAISS index over a chunk database, or (--kind bm25) a Xapian BM25
-// index; `merge` joins shards.
+// index; `merge` joins shards; `query` prints the chunks closest to a text.
 #include "core/dtype.h"
 #include "core/error.h"
 #include "index/index_build.h"
+#include "index/index_query.h"
 
 #include "tool_main.h"
 
@@ -44,8 +45,19 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
-            return [&ctx, &app, merge] {
+            static retro::IndexQueryOptions q;
+            auto* query = app.add_subcommand("query", "Print the chunks of an index closest to a text (dense: its embedder; bm25: BM25 scores)");
+            query->add_option("index", q.index, "Index folder (from retro-index)")->required();
+            query->add_option("text", q.text, "The query text")->required();
+            query->add_option("--k,--neighbours", q.k, "How many chunks to print");
+            query->add_flag("--json", q.json, "One JSON object: query, index, kind, results [{rank, chunk, doc, score, text}]");
+            query->add_option("--db", q.db, "The chunk database (default: the one the index records)");
+            query->add_option("--tokenizer", q.tokenizer, "Tokenizer (default: the database's)");
+            query->add_option("--nprobe", q.nprobe, "IVF lists to search (0 = the index's setting)");
+            query->add_option("--ef-search", q.ef_search, "HNSW efSearch (0 = the index's setting)");
+            return [&ctx, &app, merge, query] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
+                if (*query) return retro::index_query(q);
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
                 for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})
