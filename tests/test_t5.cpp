@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "embed/t5_embedder.h"
 #include "test_chunk_util.h"
+#include "test_embed_util.h"
 #include "test_util.h"
 #include "text/tokenizer.h"
 
@@ -27,39 +28,6 @@ constexpr double MIN_COSINE = 0.9999;
 constexpr double MAX_ABS = 2e-5;
 
 fs::path golden_dir() { return test::source_dir() / "tests/reference/golden/t5_tiny"; }
-
-nlohmann::json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    REQUIRE_MESSAGE(in.good(), "missing golden file " << p.string());
-    return nlohmann::json::parse(in);
-}
-
-// Checks each row of `got` against the golden rows; returns the minimum cosine.
-double check_rows(const std::vector<float>& got, const fs::path& golden, int dim, const std::vector<std::string>& texts) {
-    NpyArray ref(golden.string());
-    REQUIRE(ref.dim(0) == static_cast<std::int64_t>(texts.size()));
-    REQUIRE(ref.dim(1) == dim);
-    const float* r = ref.data<float>();
-    double worst = 1.0, max_abs = 0;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-        double dot = 0, na = 0, nb = 0;
-        for (int j = 0; j < dim; ++j) {
-            const double a = got[i * dim + j], b = r[i * dim + j];
-            max_abs = std::max(max_abs, std::abs(a - b));
-            dot += a * b;
-            na += a * a;
-            nb += b * b;
-        }
-        const double cos = dot / std::sqrt(na * nb + 1e-30);
-        CAPTURE(texts[i]);
-        CHECK(cos >= MIN_COSINE);
-        CHECK(std::abs(std::sqrt(na) - 1.0) < 1e-5);
-        worst = std::min(worst, cos);
-    }
-    CHECK(max_abs <= MAX_ABS);
-    MESSAGE(golden.filename().string() << ": min cosine " << worst << ", max |difference| " << max_abs);
-    return worst;
-}
 
 // Copies a golden model folder into `to` (recursively).
 fs::path copy_model(const std::string& name, const fs::path& to) {
@@ -84,7 +52,7 @@ void rename_tensors(const fs::path& file, F rename) {
 }
 
 void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = read_json(file);
+    nlohmann::json j = test::golden_json(file);
     edit(j);
     test::write_text(file, j.dump(2));
 }
@@ -111,7 +79,7 @@ std::vector<float> embed(const fs::path& dir, const std::vector<std::string>& te
 }  // namespace
 
 TEST_CASE("t5: relative position buckets equal transformers' _relative_position_bucket") {
-    auto golden = read_json(golden_dir() / "golden.json");
+    auto golden = test::golden_json(golden_dir() / "golden.json");
     REQUIRE(golden["buckets"].size() == 2);
     for (const auto& c : golden["buckets"]) {
         const int nb = c["num_buckets"].get<int>(), md = c["max_distance"].get<int>(), from = c["from"].get<int>();
@@ -138,7 +106,7 @@ TEST_CASE("t5: relative position buckets equal transformers' _relative_position_
 }
 
 TEST_CASE("t5: spiece ids plus </s> equal transformers' T5Tokenizer, truncated or not") {
-    auto golden = read_json(golden_dir() / "golden.json");
+    auto golden = test::golden_json(golden_dir() / "golden.json");
     auto texts = golden["texts"].get<std::vector<std::string>>();
     SpieceTokenizer tok((golden_dir() / "v1_0/spiece.model").string());
     CHECK(tok.eos_id() == 1);
@@ -156,7 +124,7 @@ TEST_CASE("t5: spiece ids plus </s> equal transformers' T5Tokenizer, truncated o
 }
 
 TEST_CASE("t5: embeddings of tiny random T5 encoders and a sentence-transformers folder match (cosine >= 0.9999)") {
-    auto golden = read_json(golden_dir() / "golden.json");
+    auto golden = test::golden_json(golden_dir() / "golden.json");
     auto texts = golden["texts"].get<std::vector<std::string>>();
     int cases = 0;
     for (const auto& c : golden["cases"]) {
@@ -170,7 +138,7 @@ TEST_CASE("t5: embeddings of tiny random T5 encoders and a sentence-transformers
         CHECK(e.modules().present == (model == "st"));
         std::vector<float> out(texts.size() * e.dim());
         e.embed_texts(texts, out.data());
-        check_rows(out, golden_dir() / c["embeddings"].get<std::string>(), e.dim(), texts);
+        test::check_embeddings(out, golden_dir() / c["embeddings"].get<std::string>(), e.dim(), texts, MIN_COSINE, MAX_ABS);
         ++cases;
     }
     CHECK(cases == 6);
@@ -182,7 +150,7 @@ TEST_CASE("t5: a real checkpoint matches sentence-transformers (RETRO_T5_REAL_DI
     if (!env || !*env) RETRO_SKIP("RETRO_T5_REAL_DIR not set (a gtr-t5-base or sentence-t5-base folder; see docs/embedders.md)");
     if (!fs::exists(gdir / "golden.json"))
         RETRO_SKIP("no tests/reference/golden/t5_real (run make_t5_golden.py with RETRO_T5_REAL_DIR set)");
-    auto golden = read_json(gdir / "golden.json");
+    auto golden = test::golden_json(gdir / "golden.json");
     auto texts = golden["texts"].get<std::vector<std::string>>();
     const int max_length = golden["max_length"].get<int>();
     T5Embedder e(T5EmbedderOptions{env, max_length, 8}, nullptr);
@@ -192,7 +160,7 @@ TEST_CASE("t5: a real checkpoint matches sentence-transformers (RETRO_T5_REAL_DI
     }
     std::vector<float> out(texts.size() * e.dim());
     e.embed_texts(texts, out.data());
-    check_rows(out, gdir / "embeddings.npy", e.dim(), texts);
+    test::check_embeddings(out, gdir / "embeddings.npy", e.dim(), texts, MIN_COSINE, MAX_ABS);
 }
 
 TEST_CASE("t5: prefixed tensor names, a seq2seq checkpoint and the old Pooling config give the same embeddings") {
@@ -362,7 +330,7 @@ TEST_CASE("t5: retro-index --embedder t5 builds an index, and a bad checkpoint e
     r = test::run_tool("retro-index", db.string() + " --out " + (tmp / "idx").string() + " --embedder t5 --model " +
                                           model.string() + " --max-length 32 --quiet");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    nlohmann::json m = read_json(tmp / "idx/manifest.json");
+    nlohmann::json m = test::golden_json(tmp / "idx/manifest.json");
     CHECK(m["embedder"]["name"] == "t5");
     CHECK(m["index"]["dim"] == 24);
     NpyArray e((tmp / "idx/embeddings.npy").string());

@@ -9,9 +9,8 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
-#include "core/threads.h"
+#include "embed/encoder_settings.h"
 #include "embed/packed_batches.h"
-#include "text/tokenizer.h"
 
 namespace retro {
 
@@ -74,22 +73,15 @@ void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* o
 }
 
 void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
-    std::vector<std::vector<int>> seqs(texts.size());
-    parallel_for(static_cast<std::int64_t>(texts.size()),
-                 [&](std::int64_t i) { seqs[i] = wordpiece_.encode(texts[i], opts_.max_length); });
-    embed_ids(seqs, out);
+    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }), out);
 }
 
 void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
-    std::vector<std::vector<int>> seqs(n);
-    parallel_for(n, [&](std::int64_t i) {
-        std::string text;
-        if (!chunk_text(*tokenizer_, tokens + i * chunk_size, chunk_size, text)) return;   // all padding: zero row
-        std::vector<int> wp = wordpiece_.encode(text, opts_.max_length);
-        if (wp.size() > 2) seqs[i] = std::move(wp);   // text without any WordPiece token: zero row
-    });
-    embed_ids(seqs, out);
+    // [CLS] [SEP] alone: a text without any WordPiece token, a zero row
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2,
+                                [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }),
+              out);
 }
 
 nlohmann::json BertEmbedder::to_json() const {
@@ -108,32 +100,17 @@ std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, co
 
 std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer,
                                                        const std::string& device) {
-    auto bad = [&](const std::string& what) {
-        user_error_in("manifest.json", "the bert embedder settings " + what, "rebuild the index with retro-index");
-    };
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) bad("have no model folder");
-    if (!j.contains("fingerprint") || !j["fingerprint"].is_string()) bad("have no model fingerprint");
+    const EncoderSettings s = encoder_settings_read(j, "bert");
     BertEmbedderOptions o;
-    o.model_dir = j["model"].get<std::string>();
+    o.model_dir = s.model_dir;
     o.device = device;
-    if (j.contains("max_length") && j["max_length"].is_number_integer()) o.max_length = j["max_length"].get<int>();
-    if (j.contains("batch") && j["batch"].is_number_integer()) o.batch = j["batch"].get<int>();
+    o.max_length = s.max_length;
+    o.batch = s.batch;
     if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;
-    std::string recorded = j["fingerprint"].get<std::string>();
-    std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
-    if (fs::exists(st)) {   // refuse a changed model before loading it
-        std::string now = fingerprint_file(st);
-        if (now != recorded)
-            user_error_in(st, "has fingerprint " + now + ", the index was built with " + recorded,
-                          "restore that model or rebuild the index with retro-index");
-    }
+    const std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
+    if (fs::exists(st)) encoder_settings_check(s, fingerprint_file(st), s.dim, st);   // refuse a changed model before loading it
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
-    if (e->fingerprint() != recorded)
-        user_error_in(st, "has fingerprint " + e->fingerprint() + ", the index was built with " + recorded,
-                      "restore that model or rebuild the index with retro-index");
-    if (j.contains("dim") && j["dim"].is_number_integer() && j["dim"].get<int>() != e->dim())
-        user_error_in(o.model_dir, cat("gives ", e->dim(), "-d embeddings, the index holds ", j["dim"].get<int>(), "-d"),
-                      "restore that model or rebuild the index with retro-index");
+    encoder_settings_check(s, e->fingerprint(), e->dim(), st);
     return e;
 }
 

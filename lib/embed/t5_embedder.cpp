@@ -5,9 +5,8 @@
 
 #include "core/error.h"
 #include "core/fingerprint.h"
-#include "core/threads.h"
+#include "embed/encoder_settings.h"
 #include "embed/packed_batches.h"
-#include "text/tokenizer.h"
 
 namespace retro {
 
@@ -93,22 +92,15 @@ void T5Embedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out
 }
 
 void T5Embedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
-    std::vector<std::vector<int>> seqs(texts.size());
-    parallel_for(static_cast<std::int64_t>(texts.size()),
-                 [&](std::int64_t i) { seqs[i] = spiece_.encode(texts[i], opts_.max_length); });
-    embed_ids(seqs, out);
+    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return spiece_.encode(t, opts_.max_length); }), out);
 }
 
 void T5Embedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the t5 embedder needs the database's tokenizer to decode chunks");
-    std::vector<std::vector<int>> seqs(n);
-    parallel_for(n, [&](std::int64_t i) {
-        std::string text;
-        if (!chunk_text(*tokenizer_, tokens + i * chunk_size, chunk_size, text)) return;   // all padding: zero row
-        std::vector<int> ids = spiece_.encode(text, opts_.max_length);
-        if (ids.size() > 1) seqs[i] = std::move(ids);   // text without any piece (only </s>): zero row
-    });
-    embed_ids(seqs, out);
+    // </s> alone: a text without any piece, a zero row
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 1,
+                                [&](const std::string& t) { return spiece_.encode(t, opts_.max_length); }),
+              out);
 }
 
 nlohmann::json T5Embedder::to_json() const {
@@ -121,23 +113,9 @@ std::unique_ptr<Embedder> make_t5_embedder(const T5EmbedderOptions& opts, const 
 }
 
 std::unique_ptr<Embedder> make_t5_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
-    auto bad = [&](const std::string& what) {
-        user_error_in("manifest.json", "the t5 embedder settings " + what, "rebuild the index with retro-index");
-    };
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) bad("have no model folder");
-    if (!j.contains("fingerprint") || !j["fingerprint"].is_string()) bad("have no model fingerprint");
-    T5EmbedderOptions o;
-    o.model_dir = j["model"].get<std::string>();
-    if (j.contains("max_length") && j["max_length"].is_number_integer()) o.max_length = j["max_length"].get<int>();
-    if (j.contains("batch") && j["batch"].is_number_integer()) o.batch = j["batch"].get<int>();
-    auto e = std::make_unique<T5Embedder>(o, tokenizer);
-    const std::string recorded = j["fingerprint"].get<std::string>();
-    if (e->fingerprint() != recorded)
-        user_error_in(o.model_dir, "holds weights or a tokenizer with fingerprint " + e->fingerprint() + ", the index was built with " + recorded,
-                      "restore that model or rebuild the index with retro-index");
-    if (j.contains("dim") && j["dim"].is_number_integer() && j["dim"].get<int>() != e->dim())
-        user_error_in(o.model_dir, cat("gives ", e->dim(), "-d embeddings, the index holds ", j["dim"].get<int>(), "-d"),
-                      "restore that model or rebuild the index with retro-index");
+    const EncoderSettings s = encoder_settings_read(j, "t5");
+    auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
+    encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights and spiece.model)");
     return e;
 }
 
