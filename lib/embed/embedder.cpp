@@ -30,7 +30,6 @@ std::unique_ptr<Embedder> embedder_from_json(const nlohmann::json& j, const std:
     }
     if (name == "t5") {
         if (!tokenizer) user_error_in(index_dir, "the t5 embedder needs the database's tokenizer");
-        if (device != "cpu") user_error_in("--device " + device, "the t5 embedder runs on the CPU only", "drop --device");
         return make_t5_embedder_from_json(j, tokenizer);
     }
     user_error_in(index_dir + "/manifest.json", "unknown embedder '" + name + "'", "rebuild the index with retro-index");

@@ -34,7 +34,7 @@ bool chunk_text(const Tokenizer& tokenizer, const std::int32_t* ids, int chunk_s
 // Builds an embedder from a manifest's "embedder" object. `tokenizer` is needed by `bert` and `t5`
 // (chunk ids are decoded to text before WordPiece) and may be null for `bow`.
 // `index_dir` resolves files the settings name (e.g. bow's idf.npy). `device` "cuda" runs a bert encoder on the GPU
-// (bow always embeds on the CPU; t5 refuses cuda).
+// (bow and t5 always embed on the CPU).
 std::unique_ptr<Embedder> embedder_from_json(const nlohmann::json& j, const std::string& index_dir,
                                              const Tokenizer* tokenizer, const std::string& device = "cpu");
 
