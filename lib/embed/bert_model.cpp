@@ -26,6 +26,7 @@
 #include "embed/activation.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/packed_batches.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -292,16 +293,7 @@ void BertModel::forward_mean(const std::int32_t* ids, const std::int64_t* offset
     auto hidden = scratch(N * H);
     forward(ids, offsets, count, hidden.get());
     parallel_for(count, [&](std::int64_t s) {
-        float* o = out + s * H;
-        std::fill(o, o + H, 0.0f);
-        std::int64_t len = offsets[s + 1] - offsets[s];
-        for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
-            const float* row = hidden.get() + (r - offsets[0]) * H;
-            for (int j = 0; j < H; ++j) o[j] += row[j];
-        }
-        // sentence-transformers: sum / clamp(count, min=1e-9)
-        float inv = 1.0f / std::max<float>(static_cast<float>(len), 1e-9f);
-        for (int j = 0; j < H; ++j) o[j] *= inv;
+        mean_pool_rows(hidden.get() + (offsets[s] - offsets[0]) * H, offsets[s + 1] - offsets[s], H, out + s * H);
     });
 }
 

@@ -7,6 +7,14 @@
 
 namespace retro {
 
+void mean_pool_rows(const float* rows, std::int64_t len, int dim, float* out) {
+    std::fill(out, out + dim, 0.0f);
+    for (std::int64_t r = 0; r < len; ++r)
+        for (int j = 0; j < dim; ++j) out[j] += rows[r * dim + j];
+    const float inv = 1.0f / std::max<float>(static_cast<float>(len), 1e-9f);
+    for (int j = 0; j < dim; ++j) out[j] *= inv;
+}
+
 void l2_normalise(const float* x, int n, float* y) {
     double ss = 0;
     for (int j = 0; j < n; ++j) ss += static_cast<double>(x[j]) * x[j];

@@ -19,6 +19,7 @@
 #include "core/threads.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/packed_batches.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -307,14 +308,7 @@ void T5Model::forward_pool(const std::int32_t* ids, const std::int64_t* offsets,
 }
 
 void T5Model::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
-    forward_pool(ids, offsets, count, out, [](const float* rows, std::int64_t len, int D, float* o) {
-        std::fill(o, o + D, 0.0f);
-        for (std::int64_t r = 0; r < len; ++r)
-            for (int j = 0; j < D; ++j) o[j] += rows[r * D + j];
-        // sentence-transformers: sum / clamp(count, min=1e-9)
-        const float inv = 1.0f / std::max<float>(static_cast<float>(len), 1e-9f);
-        for (int j = 0; j < D; ++j) o[j] *= inv;
-    });
+    forward_pool(ids, offsets, count, out, mean_pool_rows);
 }
 
 void T5Model::forward_max(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
