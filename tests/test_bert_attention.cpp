@@ -2,7 +2,7 @@
 // against a double-precision softmax(scale·QK^T)V on random heads laid out as in the encoder's QKV
 // buffer (row stride > 3·d, heads at an offset), for head sizes around the 16-lane tiles and
 // sequence lengths around the 12-row and 16/32-key tiles; nothing outside the output head's
-// columns may be written.
+// columns may be written. The same with a relative-position bias added to the scores (T5's, scale 1).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -37,7 +37,7 @@ HeadCase make_case(int len, int d, std::uint32_t seed, float spread) {
 }
 
 // max over rows and columns of |got - want| / (max |want| of the row + 1e-30)
-double max_rel_error(const HeadCase& c, float scale) {
+double max_rel_error(const HeadCase& c, float scale, const std::vector<float>& bias = {}) {
     double worst = 0;
     std::vector<double> s(c.len);
     for (int i = 0; i < c.len; ++i) {
@@ -45,7 +45,7 @@ double max_rel_error(const HeadCase& c, float scale) {
         for (int j = 0; j < c.len; ++j) {
             double dot = 0;
             for (int t = 0; t < c.d; ++t) dot += double(c.q()[i * c.ld + t]) * c.k()[j * c.ld + t];
-            s[j] = scale * dot;
+            s[j] = scale * dot + (bias.empty() ? 0.0 : double(bias[c.len - 1 + j - i]));
             m = std::max(m, s[j]);
         }
         double sum = 0;
@@ -89,6 +89,31 @@ TEST_CASE("bert attention: fused and cblas heads equal a double softmax(QK^T)V a
                 }
         const std::string note = fused && !bert_attention_fused_available(32) ? " (no AVX-512F: the cblas path ran)" : "";
         MESSAGE((fused ? "fused" : "cblas") << " attention: worst relative error " << worst << note);
+    }
+    bert_attention_set_fused(true);
+}
+
+TEST_CASE("bert attention: a relative-position bias (T5) is added to the scores on both paths") {
+    const int lens[] = {1, 2, 12, 13, 17, 33, 68};
+    const int dims[] = {8, 16, 64, 80};
+    for (bool fused : {true, false}) {
+        bert_attention_set_fused(fused);
+        AttentionScratch scratch;
+        for (int d : dims)
+            for (int len : lens)
+                for (float scale : {1.0f, 0.25f}) {
+                    HeadCase c = make_case(len, d, static_cast<std::uint32_t>(len * 7 + d), 1.0f);
+                    std::mt19937 g(static_cast<std::uint32_t>(len + 99 * d));
+                    std::normal_distribution<float> n(0.0f, 2.0f);
+                    std::vector<float> bias(2 * static_cast<std::size_t>(len) - 1);
+                    for (auto& b : bias) b = n(g);   // not symmetric: j - i and i - j differ
+                    bert_attention_head(c.q(), c.k(), c.v(), c.ld, len, d, scale, c.ctx.data(), c.ldc, scratch, bias.data());
+                    CAPTURE(fused);
+                    CAPTURE(d);
+                    CAPTURE(len);
+                    CAPTURE(scale);
+                    CHECK(max_rel_error(c, scale, bias) < 2e-5);
+                }
     }
     bert_attention_set_fused(true);
 }

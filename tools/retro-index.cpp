@@ -1,8 +1,9 @@
 // retro-index: chunk embeddings + FAISS index over a chunk database, or (--kind bm25) a Xapian BM25
-// index; `merge` joins shards.
+// index; `merge` joins shards; `query` prints the chunks closest to a text.
 #include "core/dtype.h"
 #include "core/error.h"
 #include "index/index_build.h"
+#include "index/index_query.h"
 
 #include "tool_main.h"
 
@@ -23,14 +24,14 @@ int main(int argc, char** argv) {
             app.add_option("--bm25-b", o.bm25.b, "bm25: length normalisation b (0..1)");
             app.add_option("--bm25-k3", o.bm25.k3, "bm25: query-frequency saturation k3");
             app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
-            app.add_option("--embedder", o.embedder, "bow (no weights) or bert (--model DIR)")->check(CLI::IsMember({"bow", "bert"}));
+            app.add_option("--embedder", o.embedder, "bow (no weights), bert or t5 (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
-            app.add_option("--model", o.bert.model_dir, "bert: Hugging Face checkpoint folder (config.json, model.safetensors, vocab.txt)");
-            app.add_option("--max-length", o.bert.max_length, "bert: WordPiece tokens per chunk");
-            app.add_option("--batch", o.bert.batch, "bert: chunks per forward pass");
+            app.add_option("--model", o.bert.model_dir, "bert, t5: Hugging Face checkpoint folder (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder)");
+            app.add_option("--max-length", o.bert.max_length, "bert, t5: model tokens per chunk (WordPiece / sentencepiece)");
+            app.add_option("--batch", o.bert.batch, "bert, t5: chunks per forward pass");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
-            app.add_option("--tokenizer", o.tokenizer, "bert: tokenizer to decode chunks with (default: the database's)");
+            app.add_option("--tokenizer", o.tokenizer, "bert, t5: tokenizer to decode chunks with (default: the database's)");
             app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
             app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/4)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
@@ -44,8 +45,19 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
-            return [&ctx, &app, merge] {
+            static retro::IndexQueryOptions q;
+            auto* query = app.add_subcommand("query", "Print the chunks of an index closest to a text (dense: its embedder; bm25: BM25 scores)");
+            query->add_option("index", q.index, "Index folder (from retro-index)")->required();
+            query->add_option("text", q.text, "The query text")->required();
+            query->add_option("--k,--neighbours", q.k, "How many chunks to print");
+            query->add_flag("--json", q.json, "One JSON object: query, index, kind, results [{rank, chunk, doc, score, text}]");
+            query->add_option("--db", q.db, "The chunk database (default: the one the index records)");
+            query->add_option("--tokenizer", q.tokenizer, "Tokenizer (default: the database's)");
+            query->add_option("--nprobe", q.nprobe, "IVF lists to search (0 = the index's setting)");
+            query->add_option("--ef-search", q.ef_search, "HNSW efSearch (0 = the index's setting)");
+            return [&ctx, &app, merge, query] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
+                if (*query) return retro::index_query(q);
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
                 for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})

@@ -1,6 +1,7 @@
 // Implementation of embed_bench.h. Texts are cut from a source (a file, or synthetic words) so that
-// each holds about `tokens` WordPiece tokens; RetroKit embeds them with BertEmbedder::embed_texts
-// (WordPiece included in the time), the peer reads the same texts from --texts-out.
+// each holds about `tokens` model tokens (WordPiece for bert, spiece pieces for t5); RetroKit embeds
+// them with BertEmbedder / T5Embedder::embed_texts (tokenisation included in the time), the peer
+// reads the same texts from --texts-out.
 #include "bench/embed_bench.h"
 
 #include <sys/resource.h>
@@ -26,6 +27,7 @@
 #include "core/threads.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/t5_embedder.h"
 
 namespace retro::bench {
 
@@ -41,8 +43,43 @@ std::vector<std::string> split_words(const std::string& text) {
     return words;
 }
 
-// N texts of about `tokens` WordPiece tokens, taken from the word stream in order (wrapping).
-std::vector<std::string> make_texts(const EmbedBenchOptions& o, const WordPiece& wp) {
+// The embedder under test, seen through what the benchmark needs of it.
+struct BenchEmbedder {
+    std::unique_ptr<Embedder> owner;
+    std::function<int(const std::string&)> count;               // model tokens of a word
+    std::function<std::size_t(const std::string&)> tokenize;    // model tokens of a text, specials included, truncated
+    std::function<void(const std::vector<std::string>&, float*)> embed_texts;
+};
+
+BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
+    BenchEmbedder b;
+    if (o.embedder == "t5") {
+        if (o.device != "cpu") user_error_in("--device " + o.device, "the t5 embedder runs on the CPU only", "drop --device");
+        auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{o.model, o.max_length, o.batch}, nullptr);
+        const T5Embedder* t5 = e.get();
+        b.count = [t5](const std::string& w) { return static_cast<int>(t5->tokenizer().encode(w, 1 << 20).size()) - 1; };
+        b.tokenize = [t5, &o](const std::string& t) { return t5->tokenizer().encode(t, o.max_length).size(); };
+        b.embed_texts = [t5](const std::vector<std::string>& t, float* out) { t5->embed_texts(t, out); };
+        b.owner = std::move(e);
+        return b;
+    }
+    if (o.embedder != "bert") user_error_in("--embedder", "must be bert or t5, not '" + o.embedder + "'");
+    BertEmbedderOptions eo;
+    eo.model_dir = o.model;
+    eo.batch = o.batch;
+    eo.max_length = o.max_length;
+    eo.device = o.device;
+    auto e = std::make_unique<BertEmbedder>(eo, nullptr);
+    const BertEmbedder* bert = e.get();
+    b.count = [bert](const std::string& w) { return static_cast<int>(bert->wordpiece().tokenize_ids(w).size()); };
+    b.tokenize = [bert, &o](const std::string& t) { return bert->wordpiece().encode(t, o.max_length).size(); };
+    b.embed_texts = [bert](const std::vector<std::string>& t, float* out) { bert->embed_texts(t, out); };
+    b.owner = std::move(e);
+    return b;
+}
+
+// N texts of about `tokens` model tokens, taken from the word stream in order (wrapping).
+std::vector<std::string> make_texts(const EmbedBenchOptions& o, const std::function<int(const std::string&)>& count) {
     std::string source;
     if (!o.texts.empty()) {
         std::ifstream in(o.texts, std::ios::binary);
@@ -57,7 +94,7 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const WordPiece&
     if (words.empty()) user_error_in(o.texts, "holds no words", "give a text file");
     std::vector<int> counts(words.size());
     parallel_for(static_cast<std::int64_t>(words.size()),
-                 [&](std::int64_t i) { counts[i] = static_cast<int>(wp.tokenize_ids(words[i]).size()); });
+                 [&](std::int64_t i) { counts[i] = count(words[i]); });
     std::vector<std::string> texts;
     std::size_t cursor = 0, guard = 0;
     std::mt19937_64 rng(o.seed);
@@ -74,7 +111,7 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const WordPiece&
             }
             cursor = (cursor + 1) % words.size();
             if (++guard > words.size() * 4 + static_cast<std::size_t>(o.chunks) * o.tokens * 4)
-                user_error_in(o.texts, "gives no WordPiece tokens", "give ordinary text");
+                user_error_in(o.texts, "gives no model tokens", "give ordinary text");
         }
         texts.push_back(std::move(t));
     }
@@ -121,24 +158,20 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
 }  // namespace
 
 void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line) {
-    if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT model folder", "pass --model DIR");
+    if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT or T5 model folder", "pass --model DIR");
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
-    BertEmbedderOptions eo;
-    eo.model_dir = o.model;
-    eo.batch = o.batch;
-    eo.max_length = o.max_length;
-    eo.device = o.device;
-    BertEmbedder emb(eo, nullptr);
+    BenchEmbedder bench = make_bench_embedder(o);
+    const Embedder& emb = *bench.owner;
     const int threads = thread_count();
-    std::vector<std::string> texts = make_texts(o, emb.wordpiece());
+    std::vector<std::string> texts = make_texts(o, bench.count);
 
     std::vector<std::int64_t> lengths(texts.size());
     double tok_ms = median_ms(
         [&] {
             parallel_for(static_cast<std::int64_t>(texts.size()), [&](std::int64_t i) {
-                lengths[i] = static_cast<std::int64_t>(emb.wordpiece().encode(texts[i], o.max_length).size());
+                lengths[i] = static_cast<std::int64_t>(bench.tokenize(texts[i]));
             });
         },
         o.repeats);
@@ -147,7 +180,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     mean_len /= static_cast<double>(lengths.size());
     std::vector<float> out(texts.size() * emb.dim());
     auto ours_json = [&](double secs, double cpu_secs) {
-        return nlohmann::json{{"impl", o.device == "cuda" ? "retrokit bert (cuda)" : "retrokit bert"},
+        return nlohmann::json{{"impl", "retrokit " + emb.name() + (o.device == "cuda" ? " (cuda)" : "")},
                               {"model", emb.to_json()["model"]},
                               {"chunks", static_cast<std::int64_t>(texts.size())},
                               {"tokens_per_chunk", mean_len},
@@ -186,7 +219,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     std::vector<double> ratios, cpu_ratios;
     for (int r = 0; r < rounds; ++r) {
         auto time_ours = [&] {
-            auto [secs, cpu_secs] = median_wall_cpu([&] { emb.embed_texts(texts, out.data()); }, o.repeats);
+            auto [secs, cpu_secs] = median_wall_cpu([&] { bench.embed_texts(texts, out.data()); }, o.repeats);
             ours_runs.push_back(ours_json(secs, cpu_secs));
         };
         if (o.peer.empty()) {

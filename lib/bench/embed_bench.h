@@ -1,6 +1,8 @@
-// retro-bench embed: chunks/s of the `bert` embedder (WordPiece + encoder + mean pool + L2) on N
-// texts of about `tokens` WordPiece tokens each, and, with --peer, of Hugging Face transformers
-// (tests/peers/hf_embed.py, torch CPU) on the same texts, model, threads, batch and max_length,
+// retro-bench embed: chunks/s of the `bert` embedder (WordPiece + encoder + mean pool + L2), or with
+// --embedder t5 of the `t5` one (spiece + encoder + pool + Dense + L2), on N texts of about `tokens`
+// model tokens each, and, with --peer, of Hugging Face transformers (tests/peers/hf_embed.py for
+// bert, tests/peers/st_embed.py: sentence-transformers, for t5; torch CPU) on the same texts, model,
+// threads, batch and max_length,
 // side by side in one run with the ratio. With --rounds R the two alternate R times (RetroKit
 // first in odd rounds, the peer first in even ones) and the reported ratio is the median of the
 // per-round ratios: on a shared machine the speed drifts by 10-20 % within minutes, and a ratio of
@@ -12,9 +14,10 @@
 namespace retro::bench {
 
 struct EmbedBenchOptions {
-    std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt)
+    std::string embedder = "bert";  // bert | t5
+    std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt) or T5 folder
     std::int64_t chunks = 512;      // texts embedded per timed run
-    int tokens = 64;                // WordPiece tokens per text ([CLS]/[SEP] not counted)
+    int tokens = 64;                // model tokens per text ([CLS]/[SEP] or </s> not counted)
     int min_tokens = 0;             // > 0: lengths drawn uniformly from [min_tokens, tokens]
     int batch = 64;
     int max_length = 128;

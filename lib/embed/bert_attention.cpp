@@ -3,7 +3,8 @@
 //   2. s[i][j] = q_i · k_j: a tile of R query rows x 32 keys in 2R zmm accumulators, t = 0..d-1 in
 //      order, one FMA per term (q broadcast, kt rows loaded);
 //   3. per row: m = max_j s, p_j = exp(scale·(s_j - m)), sum = Σ_j p_j  (softmax without the division:
-//      softmax(scale·s) = p / sum since scale > 0);
+//      softmax(scale·s) = p / sum since scale > 0); with a relative bias, s_j = scale·s_j + bias_(j-i)
+//      first and the exponent is taken with scale 1;
 //   4. ctx_i = (Σ_j p_ij v_j) / sum_i: a tile of R rows x d columns (d ≤ 64: up to 4 zmm a row),
 //      j = 0..len-1 in order, p broadcast, v rows loaded in place from the QKV buffer.
 // Tails (len not a multiple of the row tile, d not a multiple of 16) use smaller tiles and masks.
@@ -72,11 +73,20 @@ RETRO_SIMD_CLONES void softmax_rows(float* s, int rows, int len) {
     }
 }
 
+// Row i of the scaled scores (len values) += bias[len-1 + j-i] for each key j.
+void add_bias_row(float* row, int i, int len, const float* bias) {
+    const float* b = bias + (len - 1 - i);
+#pragma omp simd
+    for (int j = 0; j < len; ++j) row[j] += b[j];
+}
+
 void attention_cblas(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
-                     float* ctx, std::int64_t ldc, AttentionScratch& scratch) {
+                     float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias) {
     float* scores = grown(scratch.p, static_cast<std::size_t>(len) * len);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, d, scale, q, static_cast<int>(ld), k,
                 static_cast<int>(ld), 0.0f, scores, len);
+    if (bias)
+        for (int i = 0; i < len; ++i) add_bias_row(scores + static_cast<std::int64_t>(i) * len, i, len, bias);
     softmax_rows(scores, len, len);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, d, len, 1.0f, scores, len, v, static_cast<int>(ld),
                 0.0f, ctx, static_cast<int>(ldc));
@@ -224,7 +234,7 @@ constexpr std::array<std::array<PvFn, 12>, PV_MAX_DV> kPv = {
     pv_table<3>(std::make_integer_sequence<int, 12>{}), pv_table<4>(std::make_integer_sequence<int, 12>{})};
 
 void attention_fused(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
-                     float* ctx, std::int64_t ldc, AttentionScratch& scratch) {
+                     float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias) {
     const int lp = (len + 15) / 16 * 16;
     float* kt = grown(scratch.kt, static_cast<std::size_t>(d) * lp);
     float* s = grown(scratch.p, static_cast<std::size_t>(len) * lp);
@@ -237,7 +247,16 @@ void attention_fused(const float* q, const float* k, const float* v, std::int64_
         for (; j0 + 32 <= lp; j0 += 32) kQk[1][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, s + static_cast<std::int64_t>(i0) * lp + j0);
         if (j0 < lp) kQk[0][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, s + static_cast<std::int64_t>(i0) * lp + j0);
     }
-    for (int i = 0; i < len; ++i) inv[i] = 1.0f / exp_row(s + static_cast<std::int64_t>(i) * lp, len, scale);
+    if (bias) {
+        for (int i = 0; i < len; ++i) {
+            float* row = s + static_cast<std::int64_t>(i) * lp;
+            for (int j = 0; j < len; ++j) row[j] *= scale;
+            add_bias_row(row, i, len, bias);
+            inv[i] = 1.0f / exp_row(row, len, 1.0f);
+        }
+    } else {
+        for (int i = 0; i < len; ++i) inv[i] = 1.0f / exp_row(s + static_cast<std::int64_t>(i) * lp, len, scale);
+    }
     const int dv = (d + 15) / 16;
     const __mmask16 last = static_cast<__mmask16>(d % 16 == 0 ? 0xFFFF : (1u << (d % 16)) - 1u);
     const int prow = pv_rows(dv);
@@ -264,17 +283,17 @@ bool bert_attention_fused_available(int d) { return avx512_available() && d >= 1
 void bert_attention_set_fused(bool enabled) { g_fused = enabled; }
 
 void bert_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
-                         float* ctx, std::int64_t ldc, AttentionScratch& scratch) {
+                         float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias) {
     if (len <= 0) return;
     // The fused path takes the row max of the unscaled scores: softmax(scale·s) needs scale > 0 there.
     RETRO_CHECK(scale > 0, "attention scale ", scale, " must be positive");
 #ifdef RETRO_HAVE_ATTENTION_AVX512
     if (g_fused && bert_attention_fused_available(d)) {
-        attention_fused(q, k, v, ld, len, d, scale, ctx, ldc, scratch);
+        attention_fused(q, k, v, ld, len, d, scale, ctx, ldc, scratch, bias);
         return;
     }
 #endif
-    attention_cblas(q, k, v, ld, len, d, scale, ctx, ldc, scratch);
+    attention_cblas(q, k, v, ld, len, d, scale, ctx, ldc, scratch, bias);
 }
 
 }  // namespace retro

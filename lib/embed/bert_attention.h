@@ -1,5 +1,6 @@
-// Self-attention of one (sequence, head) for the CPU BERT encoder (bert_model.cpp, phase B):
-//   ctx[i, :] = Σ_j softmax_j(scale · q_i·k_j) · v_j[:]        for i, j < len
+// Self-attention of one (sequence, head) for the CPU BERT and T5 encoders (bert_model.cpp, t5_model.cpp):
+//   ctx[i, :] = Σ_j softmax_j(scale · q_i·k_j + bias[len-1 + j-i]) · v_j[:]        for i, j < len
+// where `bias` (2·len-1 floats, or null for none) is a relative-position bias (T5's, scale 1).
 // over the sequence's real tokens only (what HF's padding mask gives). q, k, v point at the head's
 // first row in the packed QKV buffer (row stride ld); ctx rows are written at stride ldc.
 //
@@ -20,7 +21,7 @@ struct AttentionScratch {
 };
 
 void bert_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
-                         float* ctx, std::int64_t ldc, AttentionScratch& scratch);
+                         float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias = nullptr);
 
 // Test hook: false forces the cblas path (both paths are compared against a double reference).
 void bert_attention_set_fused(bool enabled);

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
-#include "core/threads.h"
-#include "text/tokenizer.h"
+#include "embed/encoder_settings.h"
+#include "embed/packed_batches.h"
 
 namespace retro {
 
@@ -67,69 +66,22 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
 }
 
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
-    const int H = dim();
-    const std::int64_t n = static_cast<std::int64_t>(seqs.size());
-    // Longest first, so each batch packs sequences of similar length.
-    std::vector<std::int64_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::int64_t a, std::int64_t b) { return seqs[a].size() > seqs[b].size(); });
-    std::vector<std::int32_t> ids;
-    std::vector<std::int64_t> offsets;
-    std::vector<float> pooled;
-    for (std::int64_t b0 = 0; b0 < n; b0 += opts_.batch) {
-        std::int64_t b1 = std::min<std::int64_t>(n, b0 + opts_.batch);
-        ids.clear();
-        offsets.assign(1, 0);
-        std::vector<std::int64_t> rows;
-        for (std::int64_t i = b0; i < b1; ++i) {
-            const auto& s = seqs[order[i]];
-            if (s.empty()) {   // no text: a zero row
-                std::fill(out + order[i] * H, out + (order[i] + 1) * H, 0.0f);
-                continue;
-            }
-            ids.insert(ids.end(), s.begin(), s.end());
-            offsets.push_back(static_cast<std::int64_t>(ids.size()));
-            rows.push_back(order[i]);
-        }
-        if (rows.empty()) continue;
-        pooled.resize(rows.size() * H);
-        if (cuda_) cuda_->forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
-        else model_.forward_mean(ids.data(), offsets.data(), static_cast<int>(rows.size()), pooled.data());
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-            const float* p = pooled.data() + r * H;
-            double ss = 0;
-            for (int j = 0; j < H; ++j) ss += static_cast<double>(p[j]) * p[j];
-            // sentence-transformers Normalize: x / max(||x||, 1e-12)
-            float inv = static_cast<float>(1.0 / std::max(std::sqrt(ss), 1e-12));
-            float* o = out + rows[r] * H;
-            for (int j = 0; j < H; ++j) o[j] = p[j] * inv;
-        }
-    }
+    embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
+        if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled);
+        else model_.forward_mean(ids, offsets, count, pooled);
+    }, out);
 }
 
 void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
-    std::vector<std::vector<int>> seqs(texts.size());
-    parallel_for(static_cast<std::int64_t>(texts.size()),
-                 [&](std::int64_t i) { seqs[i] = wordpiece_.encode(texts[i], opts_.max_length); });
-    embed_ids(seqs, out);
+    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }), out);
 }
 
 void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
-    std::vector<std::vector<int>> seqs(n);
-    parallel_for(n, [&](std::int64_t i) {
-        std::vector<int> ids;
-        ids.reserve(chunk_size);
-        for (int t = 0; t < chunk_size; ++t) {
-            int id = tokens[i * chunk_size + t];
-            if (id != TOKEN_PAD && id != TOKEN_BOS && id != TOKEN_EOS) ids.push_back(id);
-        }
-        if (ids.empty()) return;   // all padding: zero row
-        std::vector<int> wp = wordpiece_.encode(tokenizer_->decode(ids), opts_.max_length);
-        if (wp.size() > 2) seqs[i] = std::move(wp);   // text without any WordPiece token: zero row
-    });
-    embed_ids(seqs, out);
+    // [CLS] [SEP] alone: a text without any WordPiece token, a zero row
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2,
+                                [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }),
+              out);
 }
 
 nlohmann::json BertEmbedder::to_json() const {
@@ -148,32 +100,17 @@ std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, co
 
 std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer,
                                                        const std::string& device) {
-    auto bad = [&](const std::string& what) {
-        user_error_in("manifest.json", "the bert embedder settings " + what, "rebuild the index with retro-index");
-    };
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) bad("have no model folder");
-    if (!j.contains("fingerprint") || !j["fingerprint"].is_string()) bad("have no model fingerprint");
+    const EncoderSettings s = encoder_settings_read(j, "bert");
     BertEmbedderOptions o;
-    o.model_dir = j["model"].get<std::string>();
+    o.model_dir = s.model_dir;
     o.device = device;
-    if (j.contains("max_length") && j["max_length"].is_number_integer()) o.max_length = j["max_length"].get<int>();
-    if (j.contains("batch") && j["batch"].is_number_integer()) o.batch = j["batch"].get<int>();
+    o.max_length = s.max_length;
+    o.batch = s.batch;
     if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;
-    std::string recorded = j["fingerprint"].get<std::string>();
-    std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
-    if (fs::exists(st)) {   // refuse a changed model before loading it
-        std::string now = fingerprint_file(st);
-        if (now != recorded)
-            user_error_in(st, "has fingerprint " + now + ", the index was built with " + recorded,
-                          "restore that model or rebuild the index with retro-index");
-    }
+    const std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
+    if (fs::exists(st)) encoder_settings_check(s, fingerprint_file(st), s.dim, st);   // refuse a changed model before loading it
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
-    if (e->fingerprint() != recorded)
-        user_error_in(st, "has fingerprint " + e->fingerprint() + ", the index was built with " + recorded,
-                      "restore that model or rebuild the index with retro-index");
-    if (j.contains("dim") && j["dim"].is_number_integer() && j["dim"].get<int>() != e->dim())
-        user_error_in(o.model_dir, cat("gives ", e->dim(), "-d embeddings, the index holds ", j["dim"].get<int>(), "-d"),
-                      "restore that model or rebuild the index with retro-index");
+    encoder_settings_check(s, e->fingerprint(), e->dim(), st);
     return e;
 }
 

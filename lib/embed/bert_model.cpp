@@ -23,7 +23,10 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "embed/activation.h"
 #include "embed/bert_attention.h"
+#include "embed/checkpoint_tensor.h"
+#include "embed/packed_batches.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -72,30 +75,7 @@ RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_
     }
 }
 
-enum class Act { GELU_ERF, GELU_TANH, RELU };
-
 RETRO_FAST_MATH_END
-
-void activate(float* x, std::int64_t n, Act act) {
-    switch (act) {
-        case Act::GELU_ERF: nn::gelu_erf_inplace(x, n); break;
-        case Act::GELU_TANH:
-            for (std::int64_t i = 0; i < n; ++i) {
-                float v = x[i];
-                x[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-            }
-            break;
-        case Act::RELU:
-            for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
-            break;
-    }
-}
-
-Act act_of(const std::string& name) {
-    if (name == "gelu") return Act::GELU_ERF;
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Act::GELU_TANH;
-    return Act::RELU;
-}
 
 // Loads a tensor of the expected shape as fp32, trying "<prefix>name" and the old gamma/beta names.
 std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, const std::string& name,
@@ -116,25 +96,7 @@ std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, co
     if (!st.has(full))
         user_error_in(st.path(), "has no tensor '" + prefix + name + "'",
                       "give a BERT checkpoint saved by transformers (BertModel or BertForXxx)");
-    const TensorView& t = st.get(full);
-    if (t.shape != shape)
-        user_error_in(st.path(), "tensor '" + full + "' has shape " + shape_string(t.shape) + ", config.json implies " +
-                                     shape_string(shape),
-                      "keep config.json and model.safetensors from the same checkpoint");
-    std::vector<float> v(static_cast<std::size_t>(t.numel()));
-    switch (t.dtype) {
-        case DType::F32: std::copy_n(static_cast<const float*>(t.data), v.size(), v.data()); break;
-        case DType::F16:
-            for (std::size_t i = 0; i < v.size(); ++i) v[i] = f16_to_f32(static_cast<const std::uint16_t*>(t.data)[i]);
-            break;
-        case DType::BF16:
-            for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_f32(static_cast<const std::uint16_t*>(t.data)[i]);
-            break;
-        default:
-            user_error_in(st.path(), "tensor '" + full + "' has dtype " + dtype_name(t.dtype),
-                          "convert the checkpoint to F32, F16 or BF16");
-    }
-    return v;
+    return checkpoint_tensor_f32(st, full, shape);
 }
 
 }  // namespace
@@ -194,8 +156,8 @@ BertConfig bert_config_read(const std::string& path) {
     get_int("type_vocab_size", c.type_vocab, false);
     if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
     if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
-    if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh" &&
-        c.hidden_act != "gelu_fast" && c.hidden_act != "relu")
+    Activation act;
+    if (!activation_from_name(c.hidden_act, act))
         user_error_in(path, "hidden_act \"" + c.hidden_act + "\" is not supported",
                       "use a checkpoint with gelu, gelu_new or relu");
     if (j.contains("position_embedding_type") && j["position_embedding_type"] != "absolute")
@@ -215,15 +177,8 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
     SafetensorsFile st(st_path);
     // The prefix in front of "embeddings.word_embeddings.weight": "" (BertModel), "bert." (BertForXxx), ...
     std::string prefix;
-    bool found = false;
     const std::string key = "embeddings.word_embeddings.weight";
-    for (const auto& [name, view] : st.tensors()) {
-        if (name.size() >= key.size() && name.compare(name.size() - key.size(), key.size(), key) == 0 &&
-            (!found || name.size() < prefix.size() + key.size())) {
-            prefix = name.substr(0, name.size() - key.size());
-            found = true;
-        }
-    }
+    const bool found = checkpoint_prefix(st, key, prefix);
     if (!found)
         user_error_in(st_path, "has no tensor '" + key + "'", "give a BERT checkpoint saved by transformers");
     const std::int64_t H = cfg_.hidden, I = cfg_.intermediate;
@@ -270,7 +225,8 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
                     " outside the model's vocabulary of ", cfg_.vocab_size);
     BlasSingleThread one_blas_thread;
     const float eps = cfg_.layer_norm_eps;
-    const Act act = act_of(cfg_.hidden_act);
+    Activation act = Activation::GELU_ERF;
+    activation_from_name(cfg_.hidden_act, act);   // checked by bert_config_read
 
     // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm.
     parallel_for(count, [&](std::int64_t s) {
@@ -286,7 +242,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     const PackedLayers& packed_layers = packed();
     const std::int64_t row_block = packed_layers.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
     // The packed kernel applies the erf GELU on the tile; other activations get their own pass.
-    const nn::LinearEpilogue ffn1_epilogue = act == Act::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
+    const nn::LinearEpilogue ffn1_epilogue = act == Activation::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);
     const int threads = thread_count();
     std::vector<std::unique_ptr<float[]>> y_buf(threads), mid_buf(threads);
@@ -323,7 +279,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
                 P.o.apply(ctx.get() + r0 * H, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
                 P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
-                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activate(mid, rows * I, act);
+                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
                 P.ffn2.apply(mid, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
             }
@@ -337,16 +293,7 @@ void BertModel::forward_mean(const std::int32_t* ids, const std::int64_t* offset
     auto hidden = scratch(N * H);
     forward(ids, offsets, count, hidden.get());
     parallel_for(count, [&](std::int64_t s) {
-        float* o = out + s * H;
-        std::fill(o, o + H, 0.0f);
-        std::int64_t len = offsets[s + 1] - offsets[s];
-        for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
-            const float* row = hidden.get() + (r - offsets[0]) * H;
-            for (int j = 0; j < H; ++j) o[j] += row[j];
-        }
-        // sentence-transformers: sum / clamp(count, min=1e-9)
-        float inv = 1.0f / std::max<float>(static_cast<float>(len), 1e-9f);
-        for (int j = 0; j < H; ++j) o[j] *= inv;
+        mean_pool_rows(hidden.get() + (offsets[s] - offsets[0]) * H, offsets[s + 1] - offsets[s], H, out + s * H);
     });
 }
 

@@ -1,0 +1,44 @@
+// The sentence-transformers folder layout around a Hugging Face encoder (as GTR and Sentence-T5
+// ship): modules.json lists the modules in order, each in its own sub-folder:
+//   Transformer  (path "" or "0_Transformer": config.json, model.safetensors, the tokenizer)
+//   Pooling      (1_Pooling/config.json: mean or max over the tokens, word_embedding_dimension)
+//   Dense        (2_Dense/config.json {in_features, out_features, bias, activation_function} and
+//                 2_Dense/model.safetensors with linear.weight [out, in] (+ linear.bias))
+//   Normalize    (no files: L2 normalisation)
+// sentence_bert_config.json beside modules.json gives max_seq_length. Without modules.json the
+// folder is a plain checkpoint: mean pooling, no Dense, normalised. Reading checks each Dense
+// against the one before it; the caller checks Pooling and the first Dense against the encoder.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/packed_linear.h"
+
+namespace retro {
+
+struct StDense {
+    std::string dir;                  // the module's folder
+    int in = 0, out = 0;
+    bool tanh = false;                // activation_function Tanh (else Identity)
+    nn::PackedLinear linear;          // linear.weight [out, in] (+ linear.bias), copied in
+    // y[rows, out] = act(x[rows, in] · W^T + b)
+    void apply(const float* x, std::int64_t rows, float* y) const;
+};
+
+struct StModules {
+    bool present = false;             // modules.json was found
+    std::string transformer_dir;      // folder of the encoder checkpoint
+    std::string pooling = "mean";     // mean | max
+    int pooling_dim = 0;              // 1_Pooling's word_embedding_dimension (0: no Pooling module)
+    std::vector<StDense> dense;       // applied in order after pooling
+    bool normalize = false;           // a Normalize module is listed (RetroKit normalises in any case)
+    int max_seq_length = 0;           // sentence_bert_config.json, 0 when absent
+    std::vector<std::string> files;   // the weight files read (for the fingerprint), transformer's excluded
+};
+
+// Reads dir/modules.json and the files of its modules; a folder without modules.json gives the
+// defaults (transformer_dir = dir). UserError naming the file for anything missing or unsupported.
+StModules st_modules_read(const std::string& dir);
+
+}  // namespace retro

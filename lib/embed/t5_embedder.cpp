@@ -1,0 +1,122 @@
+// Implementation of t5_embedder.h.
+#include "embed/t5_embedder.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "embed/encoder_settings.h"
+#include "embed/packed_batches.h"
+
+namespace retro {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The absolute folder, and the numeric options checked.
+T5EmbedderOptions checked(T5EmbedderOptions o) {
+    if (o.model_dir.empty()) user_error_in("--model", "the t5 embedder needs a model folder", "pass --model DIR");
+    std::error_code ec;
+    fs::path abs = fs::absolute(o.model_dir, ec);
+    if (!ec) o.model_dir = abs.lexically_normal().string();
+    if (o.model_dir.size() > 1 && o.model_dir.back() == '/') o.model_dir.pop_back();
+    if (!fs::is_directory(o.model_dir))
+        user_error_in(o.model_dir, "is not a folder",
+                      "give a T5 checkpoint folder (config.json, model.safetensors, spiece.model) or a sentence-transformers one");
+    if (o.max_length < 2) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 2 (a piece and </s>)"));
+    if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
+    return o;
+}
+
+// Names the first missing file of the encoder folder before anything is parsed.
+const std::string& require_files(const std::string& dir) {
+    const char* what[][2] = {
+        {"config.json", "copy the checkpoint's config.json into the folder"},
+        {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
+        {"spiece.model", "copy the checkpoint's sentencepiece model (spiece.model) into the folder"}};
+    for (auto& w : what) {
+        fs::path p = fs::path(dir) / w[0];
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a t5 model folder needs it)", w[1]);
+    }
+    return dir;
+}
+
+std::string t5_fingerprint(const std::string& transformer_dir, const StModules& m) {
+    std::string all = fingerprint_file((fs::path(transformer_dir) / "model.safetensors").string()) + " " +
+                      fingerprint_file((fs::path(transformer_dir) / "spiece.model").string());
+    for (const auto& f : m.files) all += " " + fingerprint_file(f);
+    return fingerprint_bytes(all.data(), all.size());
+}
+
+}  // namespace
+
+T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer)
+    : opts_(checked(opts)),
+      tokenizer_(tokenizer),
+      modules_(st_modules_read(opts_.model_dir)),
+      model_(require_files(modules_.transformer_dir)),
+      spiece_((fs::path(modules_.transformer_dir) / "spiece.model").string()) {
+    const T5Config& c = model_.config();
+    if (modules_.pooling_dim && modules_.pooling_dim != c.d_model)
+        user_error_in((fs::path(opts_.model_dir) / "1_Pooling/config.json").string(),
+                      cat("has word_embedding_dimension ", modules_.pooling_dim, ", the encoder's d_model is ", c.d_model),
+                      "keep the Pooling folder and the encoder from the same model");
+    if (!modules_.dense.empty() && modules_.dense.front().in != c.d_model)
+        user_error_in((fs::path(modules_.dense.front().dir) / "config.json").string(),
+                      cat("has in_features ", modules_.dense.front().in, ", the encoder's d_model is ", c.d_model),
+                      "keep the Dense folder and the encoder from the same model");
+    if (spiece_.vocab_size() > c.vocab_size)
+        user_error_in(spiece_.path(), cat("has ", spiece_.vocab_size(), " pieces, config.json says vocab_size ", c.vocab_size),
+                      "keep spiece.model and the weights from the same checkpoint");
+    dim_ = modules_.dense.empty() ? c.d_model : modules_.dense.back().out;
+    fingerprint_ = t5_fingerprint(modules_.transformer_dir, modules_);
+}
+
+void T5Embedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
+    const int D = model_.config().d_model;
+    const std::size_t dense = modules_.dense.size();
+    std::vector<float> a, b;   // pooled rows, then each Dense's output but the last
+    embed_packed_batches(seqs, opts_.batch, dim_, [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* result) {
+        a.resize(static_cast<std::size_t>(count) * D);
+        float* pooled = dense == 0 ? result : a.data();
+        if (modules_.pooling == "max") model_.forward_max(ids, offsets, count, pooled);
+        else model_.forward_mean(ids, offsets, count, pooled);
+        for (std::size_t i = 0; i < dense; ++i) {
+            const StDense& d = modules_.dense[i];
+            b.resize(static_cast<std::size_t>(count) * d.out);
+            d.apply(a.data(), count, i + 1 == dense ? result : b.data());
+            a.swap(b);
+        }
+    }, out);
+}
+
+void T5Embedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
+    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return spiece_.encode(t, opts_.max_length); }), out);
+}
+
+void T5Embedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
+    RETRO_CHECK(tokenizer_ != nullptr, "the t5 embedder needs the database's tokenizer to decode chunks");
+    // </s> alone: a text without any piece, a zero row
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 1,
+                                [&](const std::string& t) { return spiece_.encode(t, opts_.max_length); }),
+              out);
+}
+
+nlohmann::json T5Embedder::to_json() const {
+    return {{"name", "t5"},           {"model", opts_.model_dir}, {"max_length", opts_.max_length},
+            {"batch", opts_.batch},   {"dim", dim_},              {"fingerprint", fingerprint_}};
+}
+
+std::unique_ptr<Embedder> make_t5_embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer) {
+    return std::make_unique<T5Embedder>(opts, tokenizer);
+}
+
+std::unique_ptr<Embedder> make_t5_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
+    const EncoderSettings s = encoder_settings_read(j, "t5");
+    auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
+    encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights and spiece.model)");
+    return e;
+}
+
+}  // namespace retro

@@ -1,0 +1,105 @@
+// Implementation of index_query.h.
+#include "index/index_query.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "data/chunk_db.h"
+#include "embed/embedder.h"
+#include "index/bm25_params.h"
+#include "index/bm25_search.h"
+#include "index/index_folder.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_folder.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+namespace {
+
+std::string db_dir(const IndexQueryOptions& o) {
+    if (!o.db.empty()) return o.db;
+    std::string d = manifest_input(manifest_read(o.index), "db");
+    if (d.empty()) user_error_in(o.index + "/manifest.json", "records no database folder", "pass --db DB");
+    if (!fs::exists(d)) user_error_in(d, "the database this index was built from is gone", "pass --db with its new place");
+    return d;
+}
+
+}  // namespace
+
+std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
+    if (o.k < 1) user_error_in("--k", cat("is ", o.k, ", needs at least 1"));
+    if (o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
+    ChunkDb db(db_dir(o));
+    const std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
+    if (tok_path.empty()) user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
+    Tokenizer tok(tok_path);
+    std::vector<int> ids = tok.encode(o.text);
+    if (ids.empty()) user_error_in("query", "the query text gives no tokens", "give some words");
+    const std::vector<std::int32_t> chunk(ids.begin(), ids.end());
+    const int k = static_cast<int>(std::min<std::int64_t>(o.k, db.chunk_count()));
+
+    IndexFolderOptions fo;
+    fo.load_index = index_folder_kind(o.index) != "bm25";
+    fo.nprobe = o.nprobe;
+    fo.ef_search = o.ef_search;
+    IndexFolder folder = index_folder_open(o.index, db, fo);
+    std::vector<std::int64_t> found(static_cast<std::size_t>(k), -1);
+    std::vector<float> scores(static_cast<std::size_t>(k));
+    if (folder.kind == "bm25") {
+        if (o.nprobe || o.ef_search) user_error_in(o.nprobe ? "--nprobe" : "--ef-search", "applies to FAISS indices, not to a bm25 index", "drop it");
+        const Bm25Params params = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));
+        Bm25Searcher searcher(folder.file(kBm25DbFile), params, db.chunk_count());
+        searcher.search(chunk.data(), static_cast<int>(chunk.size()), k, nullptr, -1, found.data(), scores.data());
+    } else {
+        auto embedder = embedder_from_json(folder.embedder(), o.index, &tok);
+        if (embedder->dim() != folder.dim)
+            user_error_in(folder.file("manifest.json"), cat("records dimension ", folder.dim, ", its embedder gives ", embedder->dim()),
+                          "rebuild the index with retro-index");
+        std::vector<float> q(static_cast<std::size_t>(embedder->dim()));
+        embedder->embed(chunk.data(), 1, static_cast<int>(chunk.size()), q.data());
+        double norm = 0;
+        for (float x : q) norm += double(x) * x;
+        if (norm == 0) user_error_in("query", "the " + embedder->name() + " embedder gives the query text no vector (no token it knows)", "give other words");
+        folder.index->search(1, q.data(), k, found.data(), scores.data());
+    }
+    std::vector<IndexQueryHit> hits;
+    std::vector<std::int32_t> row;
+    for (int r = 0; r < k; ++r) {
+        if (found[static_cast<std::size_t>(r)] < 0) continue;
+        IndexQueryHit h;
+        h.chunk = found[static_cast<std::size_t>(r)];
+        h.doc = db.doc_of(h.chunk);
+        h.score = scores[static_cast<std::size_t>(r)];
+        row.clear();
+        db.rows(h.chunk, h.chunk + 1, row);
+        chunk_text(tok, row.data(), db.chunk_size(), h.text);
+        hits.push_back(std::move(h));
+    }
+    return hits;
+}
+
+void index_query(const IndexQueryOptions& o) {
+    const auto hits = index_query_search(o);
+    const std::string kind = index_folder_kind(o.index);
+    if (o.json) {
+        nlohmann::json j = {{"query", o.text}, {"index", o.index}, {"kind", kind}, {"results", nlohmann::json::array()}};
+        for (std::size_t r = 0; r < hits.size(); ++r)
+            j["results"].push_back({{"rank", r + 1}, {"chunk", hits[r].chunk}, {"doc", hits[r].doc},
+                                    {"score", hits[r].score}, {"text", hits[r].text}});
+        std::printf("%s\n", j.dump().c_str());
+        return;
+    }
+    std::printf("query: %s\n", o.text.c_str());
+    for (std::size_t r = 0; r < hits.size(); ++r)
+        std::printf("%zu. chunk %lld (document %lld, score %.4f):\n    %s\n", r + 1, static_cast<long long>(hits[r].chunk),
+                    static_cast<long long>(hits[r].doc), static_cast<double>(hits[r].score), hits[r].text.c_str());
+    if (hits.empty()) std::printf("(no chunk shares a term with the query)\n");
+}
+
+}  // namespace retro

@@ -1,0 +1,35 @@
+// `retro-index query INDEX "text"`: the k chunks of an index closest to a text, with their scores
+// and decoded text. The text becomes the database tokenizer's ids, shaped as one chunk of that
+// length; a dense index embeds it with the embedder its manifest records (embedder_from_json:
+// bow, bert, t5) and searches index.faiss; a bm25 index scores the ids with BM25 (no document is
+// excluded). Printed as text or, with --json, one JSON object.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace retro {
+
+struct IndexQueryOptions {
+    std::string index;               // index folder (retro-index's output, dense or bm25)
+    std::string text;                // the query
+    std::string db;                  // "" = the database the manifest records
+    std::string tokenizer;           // "" = the database's
+    int k = 5;
+    int nprobe = 0, ef_search = 0;   // 0 = as saved
+    bool json = false;
+};
+
+struct IndexQueryHit {
+    std::int64_t chunk = -1, doc = -1;
+    float score = 0;
+    std::string text;
+};
+
+// The best k chunks, best first (fewer when the index finds fewer). UserError naming the problem
+// for a bad folder, an empty query or a query the embedder gives no vector for.
+std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& opts);
+// index_query_search, printed on stdout.
+void index_query(const IndexQueryOptions& opts);
+
+}  // namespace retro

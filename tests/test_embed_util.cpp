@@ -1,0 +1,46 @@
+// Implementation of test_embed_util.h.
+#include "test_embed_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "core/npy.h"
+#include "test_util.h"
+
+namespace retro::test {
+
+nlohmann::json golden_json(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    REQUIRE_MESSAGE(in.good(), "missing golden file " << p.string());
+    return nlohmann::json::parse(in);
+}
+
+double check_embeddings(const std::vector<float>& got, const std::filesystem::path& golden, int dim,
+                        const std::vector<std::string>& texts, double min_cosine, double max_abs) {
+    NpyArray ref(golden.string());
+    REQUIRE(ref.dim(0) == static_cast<std::int64_t>(texts.size()));
+    REQUIRE(ref.dim(1) == dim);
+    const float* r = ref.data<float>();
+    double worst = 1.0, largest = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        double dot = 0, na = 0, nb = 0;
+        for (int j = 0; j < dim; ++j) {
+            const double a = got[i * dim + j], b = r[i * dim + j];
+            largest = std::max(largest, std::abs(a - b));
+            dot += a * b;
+            na += a * a;
+            nb += b * b;
+        }
+        const double cos = dot / std::sqrt(na * nb + 1e-30);
+        CAPTURE(texts[i]);
+        CHECK(cos >= min_cosine);
+        CHECK(std::abs(std::sqrt(na) - 1.0) < 1e-5);   // L2-normalised
+        worst = std::min(worst, cos);
+    }
+    CHECK(largest <= max_abs);
+    MESSAGE(golden.filename().string() << ": min cosine " << worst << ", max |difference| " << largest);
+    return worst;
+}
+
+}  // namespace retro::test
