@@ -196,6 +196,7 @@ std::unique_ptr<Case> cca_case(int64_t B, int64_t n, int64_t cs, int64_t k, int6
     nn::CcaShape s;
     s.B = B, s.n = n, s.chunk = cs, s.chunks = n / cs, s.neighbours = k, s.retrieved = r, s.dim = dim, s.heads = H,
     s.dim_head = Dh, s.rot_dim = Dh < 32 ? Dh : 32;
+    s.aligned_queries = seed % 2 == 0;   // even seeds: "cca_query_positions": "aligned"; odd: RP's quirk
     const int64_t HD = H * Dh, l = s.chunks, KR = k * r;
     Tensors in{random_tensor(B * n * dim, rng), random_tensor(B * l * KR * dim, rng), random_tensor(HD * dim, rng),
                random_tensor(HD * dim, rng), random_tensor(HD * dim, rng), random_tensor(dim * HD, rng),

@@ -235,10 +235,21 @@ TEST_CASE("model: config validation refuses bad configs") {
     CHECK(ok.enc_cross_attn_all);
     auto back = RetroConfig::from_json(ok.to_json(), "x");
     CHECK(back.to_json() == ok.to_json());
+    CHECK_FALSE(ok.to_json().contains("cca_query_positions"));   // the RP default is not written
+    bad(R"({"cca_query_positions": "middle"})");
+    auto aligned = RetroConfig::from_json(nlohmann::json::parse(R"({"cca_query_positions": "aligned"})"), "x");
+    CHECK(aligned.cca_query_positions == "aligned");
+    CHECK(RetroConfig::from_json(aligned.to_json(), "x").cca_query_positions == "aligned");
+}
+
+TEST_CASE("model: whole-model gradient check in double with aligned CCA query positions") {
+    auto c = tiny_config();
+    c.cca_query_positions = "aligned";
+    model_grad_check(c, tiny_batch(c, 2, 10, 3));
 }
 
 TEST_CASE("model: shipped configs load") {
-    for (const char* name : {"tiny.json", "demo.json", "retro-172m.json"}) {
+    for (const char* name : {"tiny.json", "demo.json", "retro-172m.json", "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;
         INFO(std::string(name));
         auto c = RetroConfig::load(path.string());

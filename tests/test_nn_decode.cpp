@@ -95,6 +95,9 @@ TEST_CASE("nn: KV-cached attention step equals the causal attention layer - fed 
 
 TEST_CASE("nn: CCA rows over cached chunk keys/values equal cca_forward at every position") {
     std::mt19937 rng(71);
+    bool aligned = false;   // the query rotary positions: RP's quirk, or cs-1+i
+    SUBCASE("rp query positions") { aligned = false; }
+    SUBCASE("aligned query positions") { aligned = true; }
     CcaShape s;
     s.B = 2;
     s.n = 11;   // cs = 3: chunks 0..2 complete, positions 9, 10 in group 2
@@ -106,6 +109,7 @@ TEST_CASE("nn: CCA rows over cached chunk keys/values equal cca_forward at every
     s.heads = 2;
     s.dim_head = 6;
     s.rot_dim = 4;
+    s.aligned_queries = aligned;
     const std::int64_t HD = 12, C = s.dim, l = s.chunks, KR = s.neighbours * s.retrieved, n = s.n;
     Vec wq = random_doubles(HD * C, rng), wk = random_doubles(HD * C, rng), wv = random_doubles(HD * C, rng),
         wo = random_doubles(C * HD, rng), bo = random_doubles(C, rng), nk = random_doubles(HD, rng),

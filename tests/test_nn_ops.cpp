@@ -361,9 +361,10 @@ TEST_CASE("nn: chunked cross-attention gradient and chunk grid") {
     }
 }
 
-TEST_CASE("nn: CCA rotary query positions copy RP's quirk") {
+TEST_CASE("nn: CCA rotary query positions copy RP's quirk, or are aligned at cs-1+i") {
     auto q = cca_query_positions(4);
     CHECK(q == std::vector<std::int64_t>{6, 0, 0, 0});
+    CHECK(cca_query_positions(4, true) == std::vector<std::int64_t>{3, 4, 5, 6});
     auto k = cca_key_positions(2, 3);
     CHECK(k == std::vector<std::int64_t>{0, 1, 2, 0, 1, 2});
 }

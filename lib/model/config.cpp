@@ -38,6 +38,7 @@ nlohmann::json RetroConfig::to_json() const {
     j["chunk_size"] = chunk_size;
     j["pad_id"] = pad_id;
     j["num_neighbours"] = num_neighbours;
+    if (cca_query_positions != "rp") j["cca_query_positions"] = cca_query_positions;
     return j;
 }
 
@@ -46,7 +47,8 @@ const std::set<std::string> KNOWN = {"num_tokens", "max_seq_len", "enc_dim", "en
                                      "dec_dim", "dec_depth", "dec_cross_attn_layers", "heads", "dim_head",
                                      "chunk_size", "pad_id", "num_neighbours", "enc_attn_dropout", "enc_ff_dropout",
                                      "dec_attn_dropout", "dec_ff_dropout", "use_deepnet", "gated_rmsnorm",
-                                     "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment"};
+                                     "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment",
+                                     "cca_query_positions"};
 
 std::int64_t get_int(const nlohmann::json& j, const char* key, std::int64_t def, const std::string& where) {
     if (!j.contains(key)) return def;
@@ -84,6 +86,12 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
     c.chunk_size = get_int(j, "chunk_size", c.chunk_size, where);
     c.pad_id = static_cast<std::int32_t>(get_int(j, "pad_id", c.pad_id, where));
     c.num_neighbours = get_int(j, "num_neighbours", c.num_neighbours, where);
+    if (j.contains("cca_query_positions")) {
+        const auto& v = j.at("cca_query_positions");
+        if (!v.is_string() || (v.get<std::string>() != "rp" && v.get<std::string>() != "aligned"))
+            user_error_in(where, "\"cca_query_positions\" must be \"rp\" or \"aligned\"", "see docs/model.md");
+        c.cca_query_positions = v.get<std::string>();
+    }
     if (j.contains("enc_cross_attn_layers") && !j.at("enc_cross_attn_layers").is_null()) {
         c.enc_cross_attn_all = false;
         c.enc_cross_attn_layers = get_list(j.at("enc_cross_attn_layers"), "enc_cross_attn_layers", where);

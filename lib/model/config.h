@@ -27,6 +27,11 @@ struct RetroConfig {
     std::int64_t chunk_size = 64;
     std::int32_t pad_id = 0;
     std::int64_t num_neighbours = 2;
+    // CCA query rotary positions (RETRO.md B.6.6 and open decision 3): "rp" = RETRO-pytorch's quirk (query 0 of
+    // each group at 2cs-2, queries 1..cs-1 at 0; bit-compatible, the default) or "aligned" = the intended cs-1+i,
+    // which puts the token a query predicts at relative offset 1 from it (neighbour keys sit at 0..r-1, the
+    // continuation at cs..2cs-1). Not an RP constructor argument; written to JSON only when "aligned".
+    std::string cca_query_positions = "rp";
 
     std::int64_t inner_dim() const { return heads * dim_head; }
     std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)

@@ -35,6 +35,7 @@ nn::CcaShape decoder_cca_shape(const RetroConfig& c, std::int64_t B, std::int64_
     s.heads = c.heads;
     s.dim_head = c.dim_head;
     s.rot_dim = c.rot_dim();
+    s.aligned_queries = c.cca_query_positions == "aligned";
     return s;
 }
 

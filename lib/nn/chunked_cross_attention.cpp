@@ -9,9 +9,13 @@
 
 namespace retro::nn {
 
-std::vector<std::int64_t> cca_query_positions(std::int64_t chunk) {
-    // RP builds positions cs-1 .. 2cs-2 and then pads that table by -(cs-1) / +(cs-1) with zeros.
+std::vector<std::int64_t> cca_query_positions(std::int64_t chunk, bool aligned) {
     std::vector<std::int64_t> pos(static_cast<std::size_t>(chunk), 0);
+    if (aligned) {   // group position i = decoder token u*cs + cs-1 + i
+        for (std::int64_t i = 0; i < chunk; i++) pos[static_cast<std::size_t>(i)] = chunk - 1 + i;
+        return pos;
+    }
+    // RP builds positions cs-1 .. 2cs-2 and then pads that table by -(cs-1) / +(cs-1) with zeros.
     pos[0] = 2 * chunk - 2;
     return pos;
 }
@@ -52,7 +56,7 @@ void cca_forward(T* y, CcaCache<T>& c, const T* x, const T* E, const std::uint8_
     RETRO_CHECK(l == n / cs, "CCA: ", l, " retrieved chunks for a sequence of ", n, " tokens (chunk ", cs, ")");
     std::fill(y, y + s.B * n * C, T(0));
     if (n < cs || l == 0) return;
-    c.q_rot = rotary_table<T>(cca_query_positions(cs), s.rot_dim);
+    c.q_rot = rotary_table<T>(cca_query_positions(cs, s.aligned_queries), s.rot_dim);
     c.k_rot = cca_key_rotary<T>(s);
     c.xs.assign(static_cast<std::size_t>(s.B * l * cs * C), T(0));
     c.ys.resize(c.xs.size());
@@ -110,7 +114,7 @@ void cca_rows_forward(T* y, const T* x, std::int64_t rows, const std::int64_t* s
     const std::int64_t cs = s.chunk, C = s.dim, HD = s.heads * s.dim_head, KR = s.neighbours * s.retrieved;
     std::fill(y, y + rows * C, T(0));
     // rows that read a chunk (pos >= cs - 1); consecutive rows of one (sequence, chunk) form one segment
-    const auto qtable = cca_query_positions(cs);
+    const auto qtable = cca_query_positions(cs, s.aligned_queries);
     std::vector<std::int64_t> sel, qpos;
     std::vector<AttentionSegment<T>> segments;
     std::int64_t last_seq = -1, last_u = -1;

@@ -8,7 +8,9 @@
 //   so position p reads chunk u(p) = floor((p + 1)/cs) - 1: the last token of chunk u and the first cs-1
 //   tokens of chunk u+1 see chunk u's neighbours.
 // Rotary (RP quirk, RETRO.md B.6.6, copied for bit-compatibility): keys of each neighbour at positions
-// 0..r-1; query 0 of each group at position 2cs-2, queries 1..cs-1 at position 0 (identity).
+// 0..r-1; query 0 of each group at position 2cs-2, queries 1..cs-1 at position 0 (identity). With
+// CcaShape::aligned_queries (config "cca_query_positions": "aligned") query i sits at cs-1+i, as RP's comment
+// intended: the token it predicts, continuation position cs+i, is then one position after it.
 // Parameters: AttentionParams with null_k / null_v (RP names cross_attn.to_q ..., cross_attn.null_k/null_v).
 // backward: dx (=), dE (=), parameter gradients (+=).
 // Two entry points share these rules: cca_forward/backward over whole sequences (training), and for KV-cached
@@ -27,10 +29,11 @@ namespace retro::nn {
 struct CcaShape {
     std::int64_t B = 1, n = 1, chunk = 1, chunks = 0, neighbours = 1, retrieved = 2, dim = 1, heads = 1,
                  dim_head = 1, rot_dim = 0;
+    bool aligned_queries = false;   // query i of a group at rotary position cs-1+i instead of RP's quirk
 };
 
-// RP's query / key position tables for CCA rotary.
-std::vector<std::int64_t> cca_query_positions(std::int64_t chunk);
+// The query / key position tables for CCA rotary: RP's (the quirk above), or with `aligned` the intended cs-1+i.
+std::vector<std::int64_t> cca_query_positions(std::int64_t chunk, bool aligned = false);
 std::vector<std::int64_t> cca_key_positions(std::int64_t neighbours, std::int64_t retrieved);
 
 template <typename T>
