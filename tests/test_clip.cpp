@@ -56,29 +56,6 @@ std::string load_error(const fs::path& dir) {
     return "";
 }
 
-void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = test::golden_json(file);
-    edit(j);
-    test::write_text(file, j.dump(2));
-}
-
-// Rewrites a safetensors file keeping only the tensors `keep` accepts.
-template <typename F>
-void filter_tensors(const fs::path& file, F keep) {
-    std::vector<std::vector<char>> bytes;
-    std::vector<TensorToWrite> out;
-    {
-        SafetensorsFile st(file.string());
-        for (const auto& [name, t] : st.tensors()) {
-            if (!keep(name)) continue;
-            bytes.emplace_back(static_cast<const char*>(t.data), static_cast<const char*>(t.data) + t.bytes);
-            out.push_back({name, t.dtype, t.shape, nullptr});
-        }
-    }
-    for (std::size_t i = 0; i < out.size(); ++i) out[i].data = bytes[i].data();
-    safetensors_save(file.string(), out);
-}
-
 }  // namespace
 
 TEST_CASE("clip: BPE ids equal transformers' CLIPTokenizer, truncated or not") {
@@ -303,8 +280,10 @@ TEST_CASE("clip: bad images and checkpoints are one line naming the file, exit 2
     // a text-only checkpoint (no vision_config, no vision tensors): the image index is refused
     const fs::path text_only = tmp / "text-only";
     fs::copy(model, text_only, fs::copy_options::recursive);
-    edit_json(text_only / "config.json", [](nlohmann::json& j) { j.erase("vision_config"); });
-    filter_tensors(text_only / "model.safetensors", [](const std::string& n) { return n.find("vision") == std::string::npos && n.find("visual") == std::string::npos; });
+    test::edit_json(text_only / "config.json", [](nlohmann::json& j) { j.erase("vision_config"); });
+    test::rewrite_tensors(text_only / "model.safetensors", [](const std::string& n) {
+        return n.find("vision") == std::string::npos && n.find("visual") == std::string::npos ? n : std::string();
+    });
     auto r = build(golden_dir() / "images", text_only, "out-text-only");
     CHECK(r.exit_code == 2);
     CHECK(test::line_count(r.err) == 1);
@@ -318,7 +297,7 @@ TEST_CASE("clip: bad images and checkpoints are one line naming the file, exit 2
     // mismatched dimensions: projection_dim, and a crop that does not fit image_size
     const fs::path dims = tmp / "dims";
     fs::copy(model, dims, fs::copy_options::recursive);
-    edit_json(dims / "config.json", [](nlohmann::json& j) { j["projection_dim"] = 16; });
+    test::edit_json(dims / "config.json", [](nlohmann::json& j) { j["projection_dim"] = 16; });
     std::string err = load_error(dims);
     CHECK(err.find("model.safetensors") != std::string::npos);
     CHECK(err.find("visual_projection.weight") != std::string::npos);
@@ -328,7 +307,7 @@ TEST_CASE("clip: bad images and checkpoints are one line naming the file, exit 2
     CHECK(!fs::exists(tmp / "out-dims"));
     const fs::path crop = tmp / "crop";
     fs::copy(model, crop, fs::copy_options::recursive);
-    edit_json(crop / "preprocessor_config.json", [](nlohmann::json& j) { j["crop_size"] = {{"height", 30}, {"width", 32}}; });
+    test::edit_json(crop / "preprocessor_config.json", [](nlohmann::json& j) { j["crop_size"] = {{"height", 30}, {"width", 32}}; });
     CHECK(load_error(crop).find("preprocessor_config.json") != std::string::npos);
     // missing tokenizer files are named
     const fs::path no_merges = tmp / "no-merges";
