@@ -16,12 +16,12 @@ namespace retro {
 struct IndexQueryOptions {
     std::string index;               // index folder (retro-index's output, dense or bm25)
     std::string text;                // the query text ("" when `image` is given)
-    std::string image;               // a query image (JPEG / PNG), "" for a text query
     std::string db;                  // "" = the database the manifest records
     std::string tokenizer;           // "" = the database's
     int k = 5;
     int nprobe = 0, ef_search = 0;   // 0 = as saved
     bool json = false;
+    std::string image;               // a query image (JPEG / PNG), "" for a text query (last: aggregate order)
 };
 
 struct IndexQueryHit {
