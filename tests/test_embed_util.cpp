@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/npy.h"
+#include "core/safetensors.h"
 #include "test_util.h"
 
 namespace retro::test {
@@ -41,6 +42,28 @@ double check_embeddings(const std::vector<float>& got, const std::filesystem::pa
     CHECK(largest <= max_abs);
     MESSAGE(golden.filename().string() << ": min cosine " << worst << ", max |difference| " << largest);
     return worst;
+}
+
+void edit_json(const std::filesystem::path& file, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = golden_json(file);
+    edit(j);
+    write_text(file, j.dump(2));
+}
+
+void rewrite_tensors(const std::filesystem::path& file, const std::function<std::string(const std::string&)>& rename) {
+    std::vector<std::vector<char>> bytes;
+    std::vector<TensorToWrite> out;
+    {
+        SafetensorsFile st(file.string());
+        for (const auto& [name, t] : st.tensors()) {
+            std::string to = rename(name);
+            if (to.empty()) continue;
+            bytes.emplace_back(static_cast<const char*>(t.data), static_cast<const char*>(t.data) + t.bytes);
+            out.push_back({to, t.dtype, t.shape, nullptr});
+        }
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) out[i].data = bytes[i].data();
+    safetensors_save(file.string(), out);
 }
 
 }  // namespace retro::test

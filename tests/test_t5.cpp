@@ -35,28 +35,6 @@ fs::path copy_model(const std::string& name, const fs::path& to) {
     return to;
 }
 
-// Rewrites dir/model.safetensors with each tensor name passed through `rename`.
-template <typename F>
-void rename_tensors(const fs::path& file, F rename) {
-    std::vector<std::vector<char>> bytes;
-    std::vector<TensorToWrite> out;
-    {
-        SafetensorsFile st(file.string());
-        for (const auto& [name, t] : st.tensors()) {
-            bytes.emplace_back(static_cast<const char*>(t.data), static_cast<const char*>(t.data) + t.bytes);
-            out.push_back({rename(name), t.dtype, t.shape, nullptr});
-        }
-    }
-    for (std::size_t i = 0; i < out.size(); ++i) out[i].data = bytes[i].data();
-    safetensors_save(file.string(), out);
-}
-
-void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json j = test::golden_json(file);
-    edit(j);
-    test::write_text(file, j.dump(2));
-}
-
 // The UserError message of make_t5_embedder on `dir` (fails the test when it succeeds).
 std::string load_error(const fs::path& dir) {
     try {
@@ -168,7 +146,7 @@ TEST_CASE("t5: prefixed tensor names, a seq2seq checkpoint and the old Pooling c
     const std::vector<std::string> texts = {"The quick brown fox", "short", "crème brûlée"};
     const auto want = embed(golden_dir() / "v1_1", texts);
     fs::path prefixed = copy_model("v1_1", tmp / "prefixed");
-    rename_tensors(prefixed / "model.safetensors", [](const std::string& n) { return "0.auto_model." + n; });
+    test::rewrite_tensors(prefixed / "model.safetensors", [](const std::string& n) { return "0.auto_model." + n; });
     CHECK(embed(prefixed, texts) == want);
     // T5ForConditionalGeneration: decoder tensors beside the encoder's are ignored.
     fs::path seq2seq = copy_model("v1_1", tmp / "seq2seq");
@@ -194,7 +172,7 @@ TEST_CASE("t5: prefixed tensor names, a seq2seq checkpoint and the old Pooling c
     test::write_text(old / "1_Pooling/config.json",
                      R"({"word_embedding_dimension": 32, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true,
                          "pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false})");
-    edit_json(old / "modules.json", [](nlohmann::json& j) {
+    test::edit_json(old / "modules.json", [](nlohmann::json& j) {
         j[0]["type"] = "sentence_transformers.models.Transformer";
         j[1]["type"] = "sentence_transformers.models.Pooling";
         j[2]["type"] = "sentence_transformers.models.Dense";
@@ -236,7 +214,7 @@ TEST_CASE("t5: chunk ids decode to the text embedding, an all-padding chunk is a
     CHECK(again->to_json() == j);
     CHECK_THROWS_AS(embedder_from_json(j, tmp.path.string(), nullptr), UserError);
     // The Dense weights are part of the fingerprint: a changed one is refused.
-    rename_tensors(model / "2_Dense/model.safetensors", [](const std::string& n) { return n; });
+    test::rewrite_tensors(model / "2_Dense/model.safetensors", [](const std::string& n) { return n; });
     {
         std::fstream f(model / "2_Dense/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
         f.seekg(-3, std::ios::end);
@@ -265,42 +243,42 @@ TEST_CASE("t5: a decoder-only checkpoint, mismatched dimensions and missing file
     };
     {   // decoder-only: every encoder tensor renamed to decoder
         fs::path d = copy_model("v1_0", tmp / "decoder");
-        rename_tensors(d / "model.safetensors", [](const std::string& n) {
+        test::rewrite_tensors(d / "model.safetensors", [](const std::string& n) {
             return n.rfind("encoder.", 0) == 0 ? "decoder." + n.substr(8) : n;
         });
         const std::string msg = load_error(d);
         one_line(msg, "model.safetensors");
         CHECK(msg.find("decoder") != std::string::npos);
-        edit_json(d / "config.json", [](nlohmann::json& j) { j["is_decoder"] = true; });
+        test::edit_json(d / "config.json", [](nlohmann::json& j) { j["is_decoder"] = true; });
         one_line(load_error(d), "config.json");
     }
     {   // config.json's d_model disagrees with the weights
         fs::path d = copy_model("v1_0", tmp / "dmodel");
-        edit_json(d / "config.json", [](nlohmann::json& j) { j["d_model"] = 48; });
+        test::edit_json(d / "config.json", [](nlohmann::json& j) { j["d_model"] = 48; });
         const std::string msg = load_error(d);
         one_line(msg, "model.safetensors");
         CHECK(msg.find("shape") != std::string::npos);
     }
     {   // feed_forward_proj says gated, the weights are relu's wi
         fs::path d = copy_model("v1_0", tmp / "gated");
-        edit_json(d / "config.json", [](nlohmann::json& j) { j["feed_forward_proj"] = "gated-gelu"; });
+        test::edit_json(d / "config.json", [](nlohmann::json& j) { j["feed_forward_proj"] = "gated-gelu"; });
         one_line(load_error(d), "wi_0");
-        edit_json(d / "config.json", [](nlohmann::json& j) { j["feed_forward_proj"] = "gated-tanh"; });
+        test::edit_json(d / "config.json", [](nlohmann::json& j) { j["feed_forward_proj"] = "gated-tanh"; });
         one_line(load_error(d), "config.json");
     }
     {   // sentence-transformers: Pooling and Dense dimensions that do not fit the encoder
         fs::path d = copy_model("st", tmp / "pool");
-        edit_json(d / "1_Pooling/config.json", [](nlohmann::json& j) { j["embedding_dimension"] = 768; });
+        test::edit_json(d / "1_Pooling/config.json", [](nlohmann::json& j) { j["embedding_dimension"] = 768; });
         one_line(load_error(d), "1_Pooling/config.json");
         fs::path e = copy_model("st", tmp / "dense");
-        edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) { j["out_features"] = 16; });
+        test::edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) { j["out_features"] = 16; });
         one_line(load_error(e), "2_Dense/model.safetensors");
-        edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) {
+        test::edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) {
             j["out_features"] = 24;
             j["in_features"] = 768;
         });
         one_line(load_error(e), "2_Dense/config.json");
-        edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) {
+        test::edit_json(e / "2_Dense/config.json", [](nlohmann::json& j) {
             j["in_features"] = 32;
             j["activation_function"] = "torch.nn.modules.activation.GELU";
         });
@@ -337,7 +315,7 @@ TEST_CASE("t5: retro-index --embedder t5 builds an index, and a bad checkpoint e
     CHECK(e.dim(1) == 24);
 
     fs::path bad = copy_model("v1_0", tmp / "decoder");
-    rename_tensors(bad / "model.safetensors", [](const std::string& n) {
+    test::rewrite_tensors(bad / "model.safetensors", [](const std::string& n) {
         return n.rfind("encoder.", 0) == 0 ? "decoder." + n.substr(8) : n;
     });
     r = test::run_tool("retro-index", db.string() + " --out " + (tmp / "idx2").string() + " --embedder t5 --model " + bad.string());

@@ -1,8 +1,10 @@
 // retro-index: chunk embeddings + FAISS index over a chunk database, or (--kind bm25) a Xapian BM25
-// index; `merge` joins shards; `query` prints the chunks closest to a text.
+// index; `--images DIR --embedder clip` an index over a folder of images; `merge` joins shards;
+// `query` prints the chunks (or images) closest to a text or, with --image, to an image.
 #include "core/dtype.h"
 #include "core/error.h"
 #include "index/index_build.h"
+#include "index/image_index.h"
 #include "index/index_query.h"
 
 #include "tool_main.h"
@@ -17,6 +19,8 @@ int main(int argc, char** argv) {
             static std::string merge_out;
             static bool merge_force = false;
             app.add_option("db", o.db, "Chunk database folder (from retro-chunk)");
+            static std::string images;
+            app.add_option("--images", images, "Index a folder of JPEG / PNG images instead of a database (--embedder clip; docs/embedders.md)");
             app.add_option("--out", o.out, "Output folder (embeddings.npy, index.faiss, manifest.json; bm25: bm25.glass, manifest.json)");
             app.add_option("--kind", o.kind, "dense (an embedder + FAISS) or bm25 (token ids in a Xapian database, BM25 scores; docs/index.md)")
                 ->check(CLI::IsMember({"dense", "bm25"}));
@@ -24,14 +28,14 @@ int main(int argc, char** argv) {
             app.add_option("--bm25-b", o.bm25.b, "bm25: length normalisation b (0..1)");
             app.add_option("--bm25-k3", o.bm25.k3, "bm25: query-frequency saturation k3");
             app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
-            app.add_option("--embedder", o.embedder, "bow (no weights), bert or t5 (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5"}));
+            app.add_option("--embedder", o.embedder, "bow (no weights), bert, t5 or clip (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5", "clip"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
-            app.add_option("--model", o.bert.model_dir, "bert, t5: Hugging Face checkpoint folder (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder)");
-            app.add_option("--max-length", o.bert.max_length, "bert, t5: model tokens per chunk (WordPiece / sentencepiece)");
-            app.add_option("--batch", o.bert.batch, "bert, t5: chunks per forward pass");
+            app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
+            app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE; clip at most its 77 positions)");
+            app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks (or images) per forward pass");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
-            app.add_option("--tokenizer", o.tokenizer, "bert, t5: tokenizer to decode chunks with (default: the database's)");
+            app.add_option("--tokenizer", o.tokenizer, "bert, t5, clip: tokenizer to decode chunks with (default: the database's)");
             app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
             app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/4)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
@@ -46,11 +50,12 @@ int main(int argc, char** argv) {
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
             static retro::IndexQueryOptions q;
-            auto* query = app.add_subcommand("query", "Print the chunks of an index closest to a text (dense: its embedder; bm25: BM25 scores)");
+            auto* query = app.add_subcommand("query", "Print the chunks (or images) of an index closest to a text or an image (dense: its embedder; bm25: BM25 scores)");
             query->add_option("index", q.index, "Index folder (from retro-index)")->required();
-            query->add_option("text", q.text, "The query text")->required();
+            query->add_option("text", q.text, "The query text (or give --image)");
+            query->add_option("--image", q.image, "A query image (JPEG / PNG): an image index, or a dense index built with --embedder clip");
             query->add_option("--k,--neighbours", q.k, "How many chunks to print");
-            query->add_flag("--json", q.json, "One JSON object: query, index, kind, results [{rank, chunk, doc, score, text}]");
+            query->add_flag("--json", q.json, "One JSON object: query (or query_image), index, kind, results [{rank, chunk, doc, score, text}] (image index: [{rank, row, score, image}])");
             query->add_option("--db", q.db, "The chunk database (default: the one the index records)");
             query->add_option("--tokenizer", q.tokenizer, "Tokenizer (default: the database's)");
             query->add_option("--nprobe", q.nprobe, "IVF lists to search (0 = the index's setting)");
@@ -58,6 +63,17 @@ int main(int argc, char** argv) {
             return [&ctx, &app, merge, query] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
                 if (*query) return retro::index_query(q);
+                if (!images.empty()) {
+                    if (!o.db.empty()) retro::user_error_in("--images", "indexes a folder of images; a database argument does not go with it", "drop one of them");
+                    if (o.embedder != "clip") retro::user_error_in("--images", "needs --embedder clip", "add --embedder clip --model DIR");
+                    for (const char* f : {"--kind", "--dim", "--device", "--tokenizer", "--embedding-dtype", "--block", "--shard", "--resume",
+                                          "--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})
+                        if (app.count(f) > 0) retro::user_error_in(f, "does not apply to --images", "drop it");
+                    retro::ImageIndexOptions io{images, o.out, {o.bert.model_dir, o.bert.max_length, o.bert.batch}, o.factory, o.nprobe, o.ef_search, o.force};
+                    if (app.count("--max-length") == 0) io.clip.max_length = 77;
+                    if (app.count("--batch") == 0) io.clip.batch = 32;
+                    return retro::image_index_build(ctx, io);
+                }
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
                 for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})

@@ -13,6 +13,7 @@ bool activation_from_name(const std::string& name, Activation& out) {
     else if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") out = Activation::GELU_TANH;
     else if (name == "relu") out = Activation::RELU;
     else if (name == "silu" || name == "swish") out = Activation::SILU;
+    else if (name == "quick_gelu") out = Activation::QUICK_GELU;
     else return false;
     return true;
 }
@@ -31,6 +32,9 @@ void activation_inplace(float* x, std::int64_t n, Activation act) {
             break;
         case Activation::SILU:
             for (std::int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+            break;
+        case Activation::QUICK_GELU:
+            for (std::int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-1.702f * x[i]));
             break;
     }
 }

@@ -26,6 +26,7 @@
 #include "embed/activation.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/layer_norm.h"
 #include "embed/packed_batches.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
@@ -46,36 +47,6 @@ constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
 // Scratch without the zero fill of std::vector (every element is written before it is read).
 std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[]>(new float[std::max<std::int64_t>(n, 1)]); }
 
-// The element-wise kernels are built for AVX-512F, AVX2 and baseline x86-64 (nn/fast_math.h).
-RETRO_FAST_MATH_BEGIN
-
-// x = LayerNorm(x + y) row by row (y may be null), two-pass mean and variance.
-RETRO_SIMD_CLONES void add_layer_norm_rows(float* X, const float* Y, std::int64_t rows, int n, const float* g,
-                                          const float* b, float eps) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-        float* x = X + r * n;
-        float sum = 0;
-        if (Y) {
-            const float* y = Y + r * n;
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < n; ++j) {
-                x[j] += y[j];
-                sum += x[j];
-            }
-        } else {
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < n; ++j) sum += x[j];
-        }
-        float mean = sum / static_cast<float>(n), var = 0;
-#pragma omp simd reduction(+ : var)
-        for (int j = 0; j < n; ++j) var += (x[j] - mean) * (x[j] - mean);
-        float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
-#pragma omp simd
-        for (int j = 0; j < n; ++j) x[j] = (x[j] - mean) * inv * g[j] + b[j];
-    }
-}
-
-RETRO_FAST_MATH_END
 
 // Loads a tensor of the expected shape as fp32, trying "<prefix>name" and the old gamma/beta names.
 std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, const std::string& name,

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "embed/bert_embedder.h"
 #include "embed/bow_embedder.h"
+#include "embed/clip_embedder.h"
 #include "embed/t5_embedder.h"
 #include "text/tokenizer.h"
 
@@ -32,6 +33,7 @@ std::unique_ptr<Embedder> embedder_from_json(const nlohmann::json& j, const std:
         if (!tokenizer) user_error_in(index_dir, "the t5 embedder needs the database's tokenizer");
         return make_t5_embedder_from_json(j, tokenizer);
     }
+    if (name == "clip") return make_clip_embedder_from_json(j, tokenizer);   // the tokenizer only decodes chunks of a text index
     user_error_in(index_dir + "/manifest.json", "unknown embedder '" + name + "'", "rebuild the index with retro-index");
 }
 

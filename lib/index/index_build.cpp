@@ -29,7 +29,7 @@ namespace {
 
 std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.json").string(); }
 
-// The tokenizer a bert or t5 embedder decodes chunk ids with.
+// The tokenizer a bert, t5 or clip embedder decodes chunk ids with.
 std::unique_ptr<Tokenizer> db_tokenizer(const ChunkDb& db, const std::string& override_path) {
     std::string path = override_path.empty() ? db.tokenizer_path() : tokenizer_resolve_path(override_path);
     if (path.empty())
@@ -51,7 +51,8 @@ std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const Chu
     }
     if (opts.embedder == "bert") return make_bert_embedder(opts.bert, tok);
     if (opts.embedder == "t5") return make_t5_embedder({opts.bert.model_dir, opts.bert.max_length, opts.bert.batch}, tok);
-    user_error_in("--embedder", "must be bow, bert or t5, not '" + opts.embedder + "'");
+    if (opts.embedder == "clip") return make_clip_embedder({opts.bert.model_dir, opts.bert.max_length, opts.bert.batch}, tok);
+    user_error_in("--embedder", "must be bow, bert, t5 or clip, not '" + opts.embedder + "'");
 }
 
 void embed_blocks(const ChunkDb& db, const Embedder& emb, const BlockParts& parts, const Shard& shard, DType dtype) {
@@ -212,7 +213,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     }
     output_folder_prepare(opts.out, opts.force, opts.resume);
     std::unique_ptr<Tokenizer> tok;
-    if (opts.embedder == "bert" || opts.embedder == "t5") tok = db_tokenizer(db, opts.tokenizer);
+    if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
     if (opts.embedder != "bow") {   // now the dimension is known
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory, note;

@@ -11,6 +11,7 @@
 #include "core/tool_context.h"
 #include "embed/bert_embedder.h"
 #include "embed/bow_embedder.h"
+#include "embed/clip_embedder.h"
 #include "embed/t5_embedder.h"
 #include "index/bm25_params.h"
 #include "index/block_parts.h"
@@ -21,9 +22,9 @@ struct IndexBuildOptions {
     std::string db, out;
     std::string kind = "dense";         // dense (embedder + FAISS) | bm25 (Xapian: bm25_index_build.h)
     Bm25Params bm25;                    // kind bm25 only
-    std::string embedder = "bow";       // bow | bert | t5
+    std::string embedder = "bow";       // bow | bert | t5 | clip
     BowOptions bow;
-    BertEmbedderOptions bert;           // also t5's model_dir, max_length and batch (the same flags)
+    BertEmbedderOptions bert;           // also t5's and clip's model_dir, max_length and batch (the same flags)
     std::string tokenizer;              // override of the db's recorded tokenizer (bert and t5)
     std::string factory;                // "" = index_default_factory(N)
     DType embedding_dtype = DType::F32; // f32 | f16

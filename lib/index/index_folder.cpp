@@ -25,6 +25,9 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     f.manifest = manifest_read(dir);
     const std::string manifest_path = f.file("manifest.json");
     if (f.manifest.value("tool", "") != "retro-index") user_error_in(manifest_path, "was not written by retro-index");
+    if (kind_of(f.manifest) == "image")
+        user_error_in(manifest_path, "is an image index (retro-index --images) with no chunk database",
+                      "search it with retro-index query; retro-knn and retro-generate need a chunk index");
     const std::string db_fp = folder_fingerprint(db.manifest());
     const std::string index_db_fp = manifest_input(f.manifest, "db", "fingerprint");
     if (index_db_fp != db_fp)

@@ -9,9 +9,11 @@
 #include "core/error.h"
 #include "core/manifest.h"
 #include "data/chunk_db.h"
+#include "embed/clip_embedder.h"
 #include "embed/embedder.h"
 #include "index/bm25_params.h"
 #include "index/bm25_search.h"
+#include "index/image_index.h"
 #include "index/index_folder.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
@@ -30,17 +32,49 @@ std::string db_dir(const IndexQueryOptions& o) {
     return d;
 }
 
+// The query vector of a CLIP embedder: its text tower on the text, or its vision tower on the image.
+std::vector<float> clip_query(const ClipEmbedder& e, const IndexQueryOptions& o) {
+    std::vector<float> q(static_cast<std::size_t>(e.dim()));
+    if (!o.image.empty()) e.embed_images({o.image}, q.data());
+    else e.embed_texts({o.text}, q.data());
+    return q;
+}
+
+std::vector<IndexQueryHit> image_index_search(const IndexQueryOptions& o) {
+    if (!o.db.empty() || !o.tokenizer.empty())
+        user_error_in(o.db.empty() ? "--tokenizer" : "--db", "does not apply to an image index (it has no chunk database)", "drop it");
+    ImageIndexFolder f = image_index_open(o.index, o.nprobe, o.ef_search);
+    auto emb = make_clip_embedder_from_json(f.manifest.at("embedder"), nullptr);
+    const std::vector<float> q = clip_query(*emb, o);
+    const int k = static_cast<int>(std::min<std::int64_t>(o.k, f.index->size()));
+    std::vector<std::int64_t> found(static_cast<std::size_t>(k), -1);
+    std::vector<float> scores(static_cast<std::size_t>(k));
+    f.index->search(1, q.data(), k, found.data(), scores.data());
+    std::vector<IndexQueryHit> hits;
+    for (int r = 0; r < k; ++r) {
+        if (found[static_cast<std::size_t>(r)] < 0) continue;
+        IndexQueryHit h;
+        h.chunk = found[static_cast<std::size_t>(r)];
+        h.score = scores[static_cast<std::size_t>(r)];
+        h.image = f.path(h.chunk);
+        hits.push_back(std::move(h));
+    }
+    return hits;
+}
+
 }  // namespace
 
 std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.k < 1) user_error_in("--k", cat("is ", o.k, ", needs at least 1"));
-    if (o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
+    if (!o.image.empty() && !o.text.empty()) user_error_in("query", "give a query text or --image FILE, not both");
+    if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
+    if (index_folder_kind(o.index) == "image") return image_index_search(o);
     ChunkDb db(db_dir(o));
     const std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
     if (tok_path.empty()) user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
     Tokenizer tok(tok_path);
-    std::vector<int> ids = tok.encode(o.text);
-    if (ids.empty()) user_error_in("query", "the query text gives no tokens", "give some words");
+    std::vector<int> ids = o.image.empty() ? tok.encode(o.text) : std::vector<int>{};
+    if (o.image.empty() && ids.empty()) user_error_in("query", "the query text gives no tokens", "give some words");
     const std::vector<std::int32_t> chunk(ids.begin(), ids.end());
     const int k = static_cast<int>(std::min<std::int64_t>(o.k, db.chunk_count()));
 
@@ -52,6 +86,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     std::vector<std::int64_t> found(static_cast<std::size_t>(k), -1);
     std::vector<float> scores(static_cast<std::size_t>(k));
     if (folder.kind == "bm25") {
+        if (!o.image.empty()) user_error_in("--image", "a bm25 index cannot be searched with an image", "give a query text");
         if (o.nprobe || o.ef_search) user_error_in(o.nprobe ? "--nprobe" : "--ef-search", "applies to FAISS indices, not to a bm25 index", "drop it");
         const Bm25Params params = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));
         Bm25Searcher searcher(folder.file(kBm25DbFile), params, db.chunk_count());
@@ -62,7 +97,14 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
             user_error_in(folder.file("manifest.json"), cat("records dimension ", folder.dim, ", its embedder gives ", embedder->dim()),
                           "rebuild the index with retro-index");
         std::vector<float> q(static_cast<std::size_t>(embedder->dim()));
-        embedder->embed(chunk.data(), 1, static_cast<int>(chunk.size()), q.data());
+        if (!o.image.empty()) {
+            const auto* clip = dynamic_cast<const ClipEmbedder*>(embedder.get());
+            if (!clip) user_error_in("--image", "the index was built with the " + embedder->name() + " embedder, which does not embed images",
+                                     "query an image index, or one built with --embedder clip");
+            q = clip_query(*clip, o);
+        } else {
+            embedder->embed(chunk.data(), 1, static_cast<int>(chunk.size()), q.data());
+        }
         double norm = 0;
         for (float x : q) norm += double(x) * x;
         if (norm == 0) user_error_in("query", "the " + embedder->name() + " embedder gives the query text no vector (no token it knows)", "give other words");
@@ -88,14 +130,26 @@ void index_query(const IndexQueryOptions& o) {
     const auto hits = index_query_search(o);
     const std::string kind = index_folder_kind(o.index);
     if (o.json) {
-        nlohmann::json j = {{"query", o.text}, {"index", o.index}, {"kind", kind}, {"results", nlohmann::json::array()}};
-        for (std::size_t r = 0; r < hits.size(); ++r)
-            j["results"].push_back({{"rank", r + 1}, {"chunk", hits[r].chunk}, {"doc", hits[r].doc},
-                                    {"score", hits[r].score}, {"text", hits[r].text}});
+        nlohmann::json j = {{"index", o.index}, {"kind", kind}, {"results", nlohmann::json::array()}};
+        if (o.image.empty()) j["query"] = o.text;
+        else j["query_image"] = o.image;
+        for (std::size_t r = 0; r < hits.size(); ++r) {
+            if (kind == "image")
+                j["results"].push_back({{"rank", r + 1}, {"row", hits[r].chunk}, {"score", hits[r].score}, {"image", hits[r].image}});
+            else
+                j["results"].push_back({{"rank", r + 1}, {"chunk", hits[r].chunk}, {"doc", hits[r].doc},
+                                        {"score", hits[r].score}, {"text", hits[r].text}});
+        }
         std::printf("%s\n", j.dump().c_str());
         return;
     }
-    std::printf("query: %s\n", o.text.c_str());
+    if (o.image.empty()) std::printf("query: %s\n", o.text.c_str());
+    else std::printf("query image: %s\n", o.image.c_str());
+    if (kind == "image") {
+        for (std::size_t r = 0; r < hits.size(); ++r)
+            std::printf("%zu. %s (score %.4f)\n", r + 1, hits[r].image.c_str(), static_cast<double>(hits[r].score));
+        return;
+    }
     for (std::size_t r = 0; r < hits.size(); ++r)
         std::printf("%zu. chunk %lld (document %lld, score %.4f):\n    %s\n", r + 1, static_cast<long long>(hits[r].chunk),
                     static_cast<long long>(hits[r].doc), static_cast<double>(hits[r].score), hits[r].text.c_str());

@@ -3,6 +3,9 @@
 // length; a dense index embeds it with the embedder its manifest records (embedder_from_json:
 // bow, bert, t5) and searches index.faiss; a bm25 index scores the ids with BM25 (no document is
 // excluded). Printed as text or, with --json, one JSON object.
+// With `image` (--image FILE) the query is an image, embedded by CLIP's vision tower: against an
+// image index (retro-index --images, image_index.h) or a dense index built with --embedder clip.
+// An image index answers text queries too (CLIP's text tower); its hits are image paths.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,18 +15,20 @@ namespace retro {
 
 struct IndexQueryOptions {
     std::string index;               // index folder (retro-index's output, dense or bm25)
-    std::string text;                // the query
+    std::string text;                // the query text ("" when `image` is given)
     std::string db;                  // "" = the database the manifest records
     std::string tokenizer;           // "" = the database's
     int k = 5;
     int nprobe = 0, ef_search = 0;   // 0 = as saved
     bool json = false;
+    std::string image;               // a query image (JPEG / PNG), "" for a text query (last: aggregate order)
 };
 
 struct IndexQueryHit {
     std::int64_t chunk = -1, doc = -1;
     float score = 0;
-    std::string text;
+    std::string text;                // the chunk's text (chunk indices)
+    std::string image;               // the image's path (image indices; chunk is then its row)
 };
 
 // The best k chunks, best first (fewer when the index finds fewer). UserError naming the problem

@@ -1,0 +1,122 @@
+// Implementation of clip_embedder.h.
+#include "embed/clip_embedder.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/threads.h"
+#include "embed/encoder_settings.h"
+#include "embed/packed_batches.h"
+
+namespace retro {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+ClipEmbedderOptions checked(ClipEmbedderOptions o) {
+    if (o.model_dir.empty()) user_error_in("--model", "the clip embedder needs a model folder", "pass --model DIR");
+    std::error_code ec;
+    fs::path abs = fs::absolute(o.model_dir, ec);
+    if (!ec) o.model_dir = abs.lexically_normal().string();
+    if (o.model_dir.size() > 1 && o.model_dir.back() == '/') o.model_dir.pop_back();
+    if (!fs::is_directory(o.model_dir))
+        user_error_in(o.model_dir, "is not a folder", "give a CLIP checkpoint folder (config.json, model.safetensors, vocab.json, merges.txt)");
+    if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
+    if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
+    return o;
+}
+
+}  // namespace
+
+ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer)
+    : opts_(checked(opts)), tokenizer_(tokenizer), model_(opts_.model_dir) {
+    const std::string pre = (fs::path(opts_.model_dir) / "preprocessor_config.json").string();
+    std::string all = fingerprint_file(model_.weights_path());
+    if (model_.has_vision()) {
+        image_cfg_ = clip_image_config_read(pre);
+        const int side = model_.config().vision.image_size;
+        if (image_cfg_.do_center_crop ? (image_cfg_.crop_height != side || image_cfg_.crop_width != side) : true)
+            user_error_in(pre, cat("crops to ", image_cfg_.crop_height, " x ", image_cfg_.crop_width, " (or does not crop), the vision tower takes ",
+                                   side, " x ", side),
+                          "keep preprocessor_config.json and config.json from the same checkpoint");
+        if (fs::exists(pre)) all += " " + fingerprint_file(pre);
+    }
+    if (model_.has_text()) {
+        bpe_.emplace(opts_.model_dir);
+        if (bpe_->vocab_size() > model_.config().text.vocab_size)
+            user_error_in((fs::path(opts_.model_dir) / "vocab.json").string(),
+                          cat("has ids up to ", bpe_->vocab_size() - 1, ", config.json says vocab_size ", model_.config().text.vocab_size),
+                          "keep the tokenizer files and the weights from the same checkpoint");
+        opts_.max_length = std::min(opts_.max_length, model_.config().text.max_position);
+        all += " " + fingerprint_file((fs::path(opts_.model_dir) / "vocab.json").string()) + " " +
+               fingerprint_file((fs::path(opts_.model_dir) / "merges.txt").string());
+    }
+    fingerprint_ = fingerprint_bytes(all.data(), all.size());
+}
+
+const ClipBpeTokenizer& ClipEmbedder::tokenizer() const {
+    if (!bpe_) user_error_in(model_.weights_path(), "holds no text tower (a vision-only CLIP checkpoint)", "give a CLIPModel checkpoint with text_model");
+    return *bpe_;
+}
+
+void ClipEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
+    const ClipBpeTokenizer& bpe = tokenizer();
+    embed_packed_batches(encoder_text_ids(texts, [&](const std::string& t) { return bpe.encode(t, opts_.max_length); }), opts_.batch, dim(),
+                         [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
+                             model_.encode_texts(ids, offsets, count, pooled);
+                         },
+                         out);
+}
+
+void ClipEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
+    RETRO_CHECK(tokenizer_ != nullptr, "the clip embedder needs the database's tokenizer to decode chunks");
+    const ClipBpeTokenizer& bpe = tokenizer();
+    embed_packed_batches(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2,
+                                           [&](const std::string& t) { return bpe.encode(t, opts_.max_length); }),
+                         opts_.batch, dim(),
+                         [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
+                             model_.encode_texts(ids, offsets, count, pooled);
+                         },
+                         out);
+}
+
+void ClipEmbedder::embed_pixels(const float* pixels, int count, float* out) const {
+    model_.encode_images(pixels, count, out);
+    for (int i = 0; i < count; ++i) l2_normalise(out + static_cast<std::size_t>(i) * dim(), dim(), out + static_cast<std::size_t>(i) * dim());
+}
+
+void ClipEmbedder::embed_images(const std::vector<std::string>& paths, float* out) const {
+    if (!model_.has_vision()) user_error_in(model_.weights_path(), "holds no vision tower (a text-only CLIP checkpoint)", "give a CLIPModel checkpoint with vision_model");
+    const int side = model_.config().vision.image_size;
+    const std::size_t per = 3 * static_cast<std::size_t>(side) * side;
+    std::vector<float> pixels;
+    for (std::size_t b0 = 0; b0 < paths.size(); b0 += static_cast<std::size_t>(opts_.batch)) {
+        const std::size_t b1 = std::min(paths.size(), b0 + static_cast<std::size_t>(opts_.batch));
+        pixels.resize((b1 - b0) * per);
+        parallel_for(static_cast<std::int64_t>(b1 - b0), [&](std::int64_t i) {
+            clip_pixel_values(image_decode(paths[b0 + i]), image_cfg_, pixels.data() + i * per);
+        });
+        embed_pixels(pixels.data(), static_cast<int>(b1 - b0), out + b0 * dim());
+    }
+}
+
+nlohmann::json ClipEmbedder::to_json() const {
+    return {{"name", "clip"}, {"model", opts_.model_dir}, {"max_length", opts_.max_length},
+            {"batch", opts_.batch}, {"dim", dim()},        {"fingerprint", fingerprint_}};
+}
+
+std::unique_ptr<Embedder> make_clip_embedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer) {
+    return std::make_unique<ClipEmbedder>(opts, tokenizer);
+}
+
+std::unique_ptr<ClipEmbedder> make_clip_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
+    const EncoderSettings s = encoder_settings_read(j, "clip");
+    auto e = std::make_unique<ClipEmbedder>(ClipEmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
+    encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights, tokenizer and preprocessor files)");
+    return e;
+}
+
+}  // namespace retro

@@ -1,0 +1,250 @@
+// Implementation of clip_image.h. pil_resize follows Pillow's src/libImaging/Resample.c
+// (precompute_coeffs, normalize_coeffs_8bpc, ImagingResampleHorizontal_8bpc / Vertical_8bpc).
+#include "embed/clip_image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/manifest.h"
+
+namespace retro {
+
+namespace {
+
+constexpr int PRECISION_BITS = 32 - 8 - 2;
+
+double sinc(double x) {
+    if (x == 0.0) return 1.0;
+    x *= M_PI;
+    return std::sin(x) / x;
+}
+
+double filter_value(PilFilter f, double x) {
+    switch (f) {
+        case PilFilter::BOX: return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0;
+        case PilFilter::BILINEAR:
+            if (x < 0.0) x = -x;
+            return x < 1.0 ? 1.0 - x : 0.0;
+        case PilFilter::HAMMING:
+            if (x < 0.0) x = -x;
+            if (x == 0.0) return 1.0;
+            if (x >= 1.0) return 0.0;
+            x *= M_PI;
+            return std::sin(x) / x * (0.54 + 0.46 * std::cos(x));
+        case PilFilter::BICUBIC: {
+            constexpr double a = -0.5;
+            if (x < 0.0) x = -x;
+            if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+            if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+            return 0.0;
+        }
+        case PilFilter::LANCZOS: return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3) : 0.0;
+        default: break;
+    }
+    return 0.0;
+}
+
+double filter_support(PilFilter f) {
+    switch (f) {
+        case PilFilter::BOX: return 0.5;
+        case PilFilter::BILINEAR: case PilFilter::HAMMING: return 1.0;
+        case PilFilter::BICUBIC: return 2.0;
+        case PilFilter::LANCZOS: return 3.0;
+        default: return 0.0;
+    }
+}
+
+// Per output pixel: the first input pixel, how many, and their fixed-point weights (ksize apart).
+struct Coeffs {
+    int ksize = 0;
+    std::vector<int> first, count, k;
+};
+
+Coeffs precompute_coeffs(int in_size, int out_size, PilFilter filter) {
+    const double in0 = 0.0, in1 = in_size;
+    const double scale = (in1 - in0) / out_size;
+    const double filterscale = std::max(scale, 1.0);
+    const double support = filter_support(filter) * filterscale;
+    Coeffs c;
+    c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+    c.first.resize(out_size);
+    c.count.resize(out_size);
+    c.k.assign(static_cast<std::size_t>(out_size) * c.ksize, 0);
+    std::vector<double> w(c.ksize);
+    for (int xx = 0; xx < out_size; ++xx) {
+        const double center = in0 + (xx + 0.5) * scale;
+        const double ss = 1.0 / filterscale;
+        int xmin = static_cast<int>(center - support + 0.5);   // C's truncation, as Pillow
+        if (xmin < 0) xmin = 0;
+        int xmax = static_cast<int>(center + support + 0.5);
+        if (xmax > in_size) xmax = in_size;
+        xmax -= xmin;
+        double ww = 0.0;
+        for (int x = 0; x < xmax; ++x) {
+            w[x] = filter_value(filter, (x + xmin - center + 0.5) * ss);
+            ww += w[x];
+        }
+        for (int x = 0; x < xmax; ++x) {
+            const double v = ww != 0.0 ? w[x] / ww : w[x];
+            c.k[static_cast<std::size_t>(xx) * c.ksize + x] =
+                v < 0 ? static_cast<int>(-0.5 + v * (1 << PRECISION_BITS)) : static_cast<int>(0.5 + v * (1 << PRECISION_BITS));
+        }
+        c.first[xx] = xmin;
+        c.count[xx] = xmax;
+    }
+    return c;
+}
+
+std::uint8_t clip8(int v) {
+    v >>= PRECISION_BITS;   // arithmetic shift, as Pillow's lookup index
+    return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+RgbImage resample_horizontal(const RgbImage& in, int out_w, PilFilter filter) {
+    const Coeffs c = precompute_coeffs(in.width, out_w, filter);
+    RgbImage out;
+    out.width = out_w;
+    out.height = in.height;
+    out.rgb.resize(static_cast<std::size_t>(out_w) * in.height * 3);
+    for (int y = 0; y < in.height; ++y) {
+        const std::uint8_t* row = in.rgb.data() + static_cast<std::size_t>(y) * in.width * 3;
+        std::uint8_t* o = out.rgb.data() + static_cast<std::size_t>(y) * out_w * 3;
+        for (int xx = 0; xx < out_w; ++xx) {
+            const int* k = c.k.data() + static_cast<std::size_t>(xx) * c.ksize;
+            for (int ch = 0; ch < 3; ++ch) {
+                int ss = 1 << (PRECISION_BITS - 1);
+                for (int x = 0; x < c.count[xx]; ++x) ss += row[(x + c.first[xx]) * 3 + ch] * k[x];
+                o[xx * 3 + ch] = clip8(ss);
+            }
+        }
+    }
+    return out;
+}
+
+RgbImage resample_vertical(const RgbImage& in, int out_h, PilFilter filter) {
+    const Coeffs c = precompute_coeffs(in.height, out_h, filter);
+    RgbImage out;
+    out.width = in.width;
+    out.height = out_h;
+    const std::size_t stride = static_cast<std::size_t>(in.width) * 3;
+    out.rgb.resize(stride * out_h);
+    for (int yy = 0; yy < out_h; ++yy) {
+        const int* k = c.k.data() + static_cast<std::size_t>(yy) * c.ksize;
+        std::uint8_t* o = out.rgb.data() + stride * yy;
+        for (std::size_t i = 0; i < stride; ++i) {
+            int ss = 1 << (PRECISION_BITS - 1);
+            for (int y = 0; y < c.count[yy]; ++y) ss += in.rgb[stride * (y + c.first[yy]) + i] * k[y];
+            o[i] = clip8(ss);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+RgbImage pil_resize(const RgbImage& img, int width, int height, PilFilter filter) {
+    RETRO_CHECK(width > 0 && height > 0, "resize to ", width, " x ", height);
+    RETRO_CHECK(filter != PilFilter::NEAREST, "nearest resampling is not implemented");
+    if (width == img.width && height == img.height) return img;
+    const bool horizontal = width != img.width, vertical = height != img.height;
+    if (horizontal && vertical) return resample_vertical(resample_horizontal(img, width, filter), height, filter);
+    if (horizontal) return resample_horizontal(img, width, filter);
+    return resample_vertical(img, height, filter);
+}
+
+RgbImage clip_resize_crop(const RgbImage& img, const ClipImageConfig& cfg) {
+    RgbImage r = img;
+    if (cfg.do_resize) {
+        // transformers' get_resize_output_image_size(default_to_square=False): int(size · long / short)
+        const int s = cfg.shortest_edge;
+        int w = s, h = s;
+        if (img.width <= img.height) h = static_cast<int>(static_cast<double>(s) * img.height / img.width);
+        else w = static_cast<int>(static_cast<double>(s) * img.width / img.height);
+        r = pil_resize(img, w, h, cfg.resample);
+    }
+    if (!cfg.do_center_crop) return r;
+    const int ch = cfg.crop_height, cw = cfg.crop_width;
+    // Zero padding first when the image is smaller than the crop (left/top get the smaller half).
+    const int pad_l = cw > r.width ? (cw - r.width) / 2 : 0, pad_t = ch > r.height ? (ch - r.height) / 2 : 0;
+    const int pw = std::max(cw, r.width), ph = std::max(ch, r.height);
+    const int top = (ph - ch) / 2, left = (pw - cw) / 2;
+    RgbImage out;
+    out.width = cw;
+    out.height = ch;
+    out.rgb.assign(static_cast<std::size_t>(cw) * ch * 3, 0);
+    for (int y = 0; y < ch; ++y) {
+        const int sy = y + top - pad_t;
+        if (sy < 0 || sy >= r.height) continue;
+        for (int x = 0; x < cw; ++x) {
+            const int sx = x + left - pad_l;
+            if (sx < 0 || sx >= r.width) continue;
+            for (int c = 0; c < 3; ++c)
+                out.rgb[(static_cast<std::size_t>(y) * cw + x) * 3 + c] = r.rgb[(static_cast<std::size_t>(sy) * r.width + sx) * 3 + c];
+        }
+    }
+    return out;
+}
+
+void clip_pixel_values(const RgbImage& img, const ClipImageConfig& cfg, float* out) {
+    const RgbImage r = clip_resize_crop(img, cfg);
+    const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
+    for (std::size_t i = 0; i < plane; ++i)
+        for (int c = 0; c < 3; ++c) {
+            float v = r.rgb[i * 3 + c];
+            if (cfg.do_rescale) v = static_cast<float>(static_cast<double>(v) * cfg.rescale_factor);
+            if (cfg.do_normalize) v = (v - cfg.mean[c]) / cfg.std[c];
+            out[c * plane + i] = v;
+        }
+}
+
+ClipImageConfig clip_image_config_read(const std::string& path) {
+    ClipImageConfig c;
+    if (!std::filesystem::exists(path)) return c;   // CLIP's defaults (the openai checkpoints' values)
+    nlohmann::json j = json_read_file(path);
+    if (!j.is_object()) user_error_in(path, "is not a JSON object", "restore the checkpoint's preprocessor_config.json");
+    auto flag = [&](const char* key, bool& v) {
+        if (j.contains(key) && j[key].is_boolean()) v = j[key].get<bool>();
+    };
+    flag("do_resize", c.do_resize);
+    flag("do_center_crop", c.do_center_crop);
+    flag("do_rescale", c.do_rescale);
+    flag("do_normalize", c.do_normalize);
+    if (j.contains("do_convert_rgb") && j["do_convert_rgb"].is_boolean() && !j["do_convert_rgb"].get<bool>())
+        user_error_in(path, "sets do_convert_rgb false; images are always read as RGB here", "remove the key");
+    if (j.contains("size")) {
+        const auto& s = j["size"];
+        if (s.is_number_integer()) c.shortest_edge = s.get<int>();
+        else if (s.is_object() && s.contains("shortest_edge") && s["shortest_edge"].is_number_integer())
+            c.shortest_edge = s["shortest_edge"].get<int>();
+        else user_error_in(path, "has a \"size\" other than {\"shortest_edge\": N}", "only CLIP's shortest-edge resize is supported");
+    }
+    if (j.contains("crop_size")) {
+        const auto& s = j["crop_size"];
+        if (s.is_number_integer()) c.crop_height = c.crop_width = s.get<int>();
+        else if (s.is_object() && s.contains("height") && s.contains("width")) {
+            c.crop_height = s["height"].get<int>();
+            c.crop_width = s["width"].get<int>();
+        } else user_error_in(path, "has a \"crop_size\" other than {\"height\": H, \"width\": W}");
+    }
+    if (c.shortest_edge < 1 || c.crop_height < 1 || c.crop_width < 1)
+        user_error_in(path, "has a size or crop_size below 1 pixel");
+    if (j.contains("resample")) {
+        const int r = j["resample"].is_number_integer() ? j["resample"].get<int>() : -1;
+        if (r < 1 || r > 5) user_error_in(path, cat("has resample ", j["resample"].dump(), "; supported: PIL's 1..5 (lanczos, bilinear, bicubic, box, hamming)"));
+        c.resample = static_cast<PilFilter>(r);
+    }
+    if (j.contains("rescale_factor") && j["rescale_factor"].is_number()) c.rescale_factor = j["rescale_factor"].get<double>();
+    for (auto [key, arr] : {std::pair{"image_mean", &c.mean}, std::pair{"image_std", &c.std}}) {
+        if (!j.contains(key)) continue;
+        if (!j[key].is_array() || j[key].size() != 3) user_error_in(path, std::string("\"") + key + "\" is not 3 numbers");
+        for (int i = 0; i < 3; ++i) (*arr)[i] = j[key][i].get<float>();
+    }
+    for (float s : c.std)
+        if (!(s > 0)) user_error_in(path, "has an image_std that is not positive");
+    return c;
+}
+
+}  // namespace retro

@@ -1,0 +1,210 @@
+// Implementation of image_decode.h: libjpeg (libjpeg62-turbo) and libpng, errors turned into
+// UserError through setjmp/longjmp as both libraries require.
+#include "embed/image_decode.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include "core/error.h"
+
+namespace retro {
+
+namespace {
+
+constexpr std::int64_t kMaxPixels = std::int64_t(1) << 28;   // 268 M pixels: refuse decompression bombs
+
+struct FileCloser {
+    void operator()(FILE* f) const { if (f) std::fclose(f); }
+};
+
+enum class Format { JPEG, PNG, OTHER };
+
+// The format by the first bytes; for a PNG also the IHDR size, so that 0 x N is named as such
+// (libpng's own message would be "Image width is zero in IHDR").
+Format sniff(const std::string& path, std::size_t& size, std::int64_t* png_w = nullptr, std::int64_t* png_h = nullptr) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) user_error_in(path, "cannot be opened", "check the path and its permissions");
+    size = static_cast<std::size_t>(in.tellg());
+    in.seekg(0);
+    unsigned char head[24] = {0};
+    in.read(reinterpret_cast<char*>(head), 24);
+    const std::streamsize got = in.gcount();
+    if (got >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF) return Format::JPEG;
+    static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    if (got >= 8 && std::memcmp(head, png_sig, 8) == 0) {
+        if (got == 24 && png_w && png_h && std::memcmp(head + 12, "IHDR", 4) == 0) {
+            auto be32 = [&](int at) {
+                return (std::int64_t(head[at]) << 24) | (std::int64_t(head[at + 1]) << 16) | (std::int64_t(head[at + 2]) << 8) | head[at + 3];
+            };
+            *png_w = be32(16);
+            *png_h = be32(20);
+        }
+        return Format::PNG;
+    }
+    return Format::OTHER;
+}
+
+void check_size(const std::string& path, std::int64_t w, std::int64_t h) {
+    if (w <= 0 || h <= 0) user_error_in(path, cat("is an image of ", w, " x ", h, " pixels (nothing to embed)"), "remove it");
+    if (w * h > kMaxPixels) user_error_in(path, cat("is ", w, " x ", h, " pixels, more than the ", kMaxPixels, " this decoder accepts"));
+}
+
+// ---- JPEG ----
+struct JpegError {
+    jpeg_error_mgr mgr;
+    std::jmp_buf jump;
+    char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_fail(j_common_ptr cinfo) {
+    auto* e = reinterpret_cast<JpegError*>(cinfo->err);
+    (*cinfo->err->format_message)(cinfo, e->message);
+    std::longjmp(e->jump, 1);
+}
+
+// A corrupt-data warning (premature end of file, bad Huffman code) is an error here: PIL would
+// raise on a truncated file too ("image file is truncated").
+void jpeg_warn(j_common_ptr cinfo, int level) {
+    if (level < 0) jpeg_fail(cinfo);
+}
+
+RgbImage decode_jpeg(const std::string& path) {
+    std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    if (!f) user_error_in(path, "cannot be opened");
+    jpeg_decompress_struct cinfo;
+    JpegError err;
+    cinfo.err = jpeg_std_error(&err.mgr);
+    err.mgr.error_exit = jpeg_fail;
+    err.mgr.emit_message = jpeg_warn;
+    RgbImage img;
+    std::vector<std::uint8_t> row;
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        user_error_in(path, std::string("is not a readable JPEG (") + err.message + ")", "re-encode or remove it");
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_stdio_src(&cinfo, f.get());
+    jpeg_read_header(&cinfo, TRUE);
+    const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
+    if (static_cast<std::int64_t>(w) * h <= 0 || static_cast<std::int64_t>(w) * h > kMaxPixels) {
+        jpeg_destroy_decompress(&cinfo);
+        check_size(path, w, h);
+    }
+    img.width = w;
+    img.height = h;
+    img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
+    row.resize(static_cast<std::size_t>(w) * cinfo.output_components);
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW p = row.data();
+        const int y = static_cast<int>(cinfo.output_scanline);
+        jpeg_read_scanlines(&cinfo, &p, 1);
+        std::uint8_t* out = img.rgb.data() + static_cast<std::size_t>(y) * w * 3;
+        if (cmyk) {   // Adobe CMYK JPEGs store inverted values; PIL's CMYK -> RGB: c' = 255 - c - k (clipped)
+            for (int x = 0; x < w; ++x) {
+                const int c = row[x * 4], m = row[x * 4 + 1], yy = row[x * 4 + 2], k = row[x * 4 + 3];
+                out[x * 3 + 0] = static_cast<std::uint8_t>(c * k / 255);
+                out[x * 3 + 1] = static_cast<std::uint8_t>(m * k / 255);
+                out[x * 3 + 2] = static_cast<std::uint8_t>(yy * k / 255);
+            }
+        } else {
+            std::memcpy(out, row.data(), row.size());
+        }
+    }
+    jpeg_finish_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    return img;
+}
+
+// ---- PNG ----
+struct PngState {
+    std::jmp_buf jump;
+    std::string message;
+};
+
+void png_fail(png_structp png, png_const_charp msg) {
+    auto* s = static_cast<PngState*>(png_get_error_ptr(png));
+    s->message = msg ? msg : "libpng error";
+    std::longjmp(s->jump, 1);
+}
+
+void png_warn(png_structp, png_const_charp) {}
+
+RgbImage decode_png(const std::string& path) {
+    std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    if (!f) user_error_in(path, "cannot be opened");
+    PngState state;
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, png_fail, png_warn);
+    if (!png) user_error_in(path, "libpng could not start");
+    png_infop info = png_create_info_struct(png);
+    RgbImage img;
+    std::vector<png_bytep> rows;
+    if (setjmp(state.jump)) {
+        png_destroy_read_struct(&png, &info, nullptr);
+        user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
+    }
+    png_init_io(png, f.get());
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+    png_read_info(png, info);
+    const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if (static_cast<std::int64_t>(w) * h <= 0 || static_cast<std::int64_t>(w) * h > kMaxPixels) {
+        png_destroy_read_struct(&png, &info, nullptr);
+        check_size(path, w, h);
+    }
+    const int color = png_get_color_type(png, info);
+    if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != static_cast<png_size_t>(w) * 3) {
+        png_destroy_read_struct(&png, &info, nullptr);
+        user_error_in(path, "has a PNG pixel layout this decoder does not handle", "re-encode it as 8-bit RGB");
+    }
+    img.width = static_cast<int>(w);
+    img.height = static_cast<int>(h);
+    img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
+    rows.resize(h);
+    for (png_uint_32 y = 0; y < h; ++y) rows[y] = img.rgb.data() + static_cast<std::size_t>(y) * w * 3;
+    png_read_image(png, rows.data());
+    png_read_end(png, nullptr);
+    png_destroy_read_struct(&png, &info, nullptr);
+    return img;
+}
+
+}  // namespace
+
+bool image_file_sniff(const std::string& path) {
+    std::size_t size = 0;
+    try {
+        return sniff(path, size) != Format::OTHER;
+    } catch (const UserError&) {
+        return false;
+    }
+}
+
+RgbImage image_decode(const std::string& path) {
+    std::size_t size = 0;
+    std::int64_t w = -1, h = -1;
+    switch (sniff(path, size, &w, &h)) {
+        case Format::JPEG: return decode_jpeg(path);
+        case Format::PNG:
+            if (w == 0 || h == 0) check_size(path, w, h);
+            return decode_png(path);
+        default: break;
+    }
+    if (size == 0) user_error_in(path, "is empty (0 bytes), not an image", "remove it");
+    user_error_in(path, "is neither a JPEG nor a PNG file (by its first bytes)", "convert it to JPEG or PNG, or remove it");
+}
+
+}  // namespace retro

@@ -1,0 +1,41 @@
+// CLIP's byte-level BPE tokenizer (vocab.json + merges.txt), id for id as transformers'
+// CLIPTokenizer (the tokenizers-backed one) encodes a text:
+//   NFC --> every run of white space -> one space --> lower case (per character, as Rust's
+//   char::to_lowercase) --> pieces by CLIP's regex  's|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+
+//   --> each piece's UTF-8 bytes as GPT-2's byte-to-unicode characters, "</w>" on the last -->
+//   BPE merges, lowest rank first (leftmost on ties) --> ids; <|startoftext|> ids <|endoftext|>,
+//   the pieces truncated to max_length - 2.
+// Not handled: the special-token spellings written in a text (encoded as plain characters).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace retro {
+
+class ClipBpeTokenizer {
+public:
+    // Reads dir/vocab.json and dir/merges.txt; UserError naming a missing or malformed file.
+    explicit ClipBpeTokenizer(const std::string& dir);
+    // [bos] pieces [eos], at most max_length ids (max_length >= 2).
+    std::vector<int> encode(const std::string& text, int max_length = 77) const;
+    int bos_id() const { return bos_; }
+    int eos_id() const { return eos_; }
+    int vocab_size() const { return vocab_size_; }
+
+private:
+    void bpe(const std::u32string& word, std::vector<int>& ids) const;
+    std::unordered_map<std::u32string, int> vocab_;
+    std::unordered_map<std::u32string, int> ranks_;   // "left right" (U+0020 between) -> merge rank
+    char32_t byte_char_[256];
+    int bos_ = -1, eos_ = -1, unk_ = -1, vocab_size_ = 0;
+    std::string dir_;
+};
+
+namespace clip_unicode {
+bool is_letter(char32_t c);   // general category L* (lib/text/clip_unicode.cpp, generated)
+bool is_number(char32_t c);   // N*
+}  // namespace clip_unicode
+
+}  // namespace retro
