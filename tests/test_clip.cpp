@@ -73,7 +73,7 @@ TEST_CASE("clip: BPE ids equal transformers' CLIPTokenizer, truncated or not") {
     CHECK(compared == 20);
 }
 
-TEST_CASE("clip: pil_resize equals PIL's Image.resize byte for byte (bicubic, bilinear, lanczos, box; hamming within 1)") {
+TEST_CASE("clip: pil_resize equals PIL Image.resize byte for byte (bicubic and bilinear and lanczos and box) and hamming within 1") {
     const RgbImage img = image_decode(image_paths()[0]);
     const nlohmann::json g = golden();
     for (const auto& r : g["resizes"]) {
