@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/launcher_env.h"
@@ -143,26 +144,26 @@ void Distributed::allreduce_sum(float* data, std::int64_t n) {
 #endif
 }
 
-std::vector<double> Distributed::allgather(const std::vector<double>& local) {
-    if (!active()) return local;
-    std::vector<double> all(local.size() * static_cast<std::size_t>(size_));
+namespace {
+// Every rank's `local` (the same length everywhere), concatenated in rank order.
+template <typename T>
+std::vector<T> allgather_as(const Distributed& d, const std::vector<T>& local) {
+    static_assert(std::is_same_v<T, double> || std::is_same_v<T, std::uint64_t>);
+    if (!d.active()) return local;
+    std::vector<T> all(local.size() * static_cast<std::size_t>(d.size()));
 #ifdef RETRO_HAVE_MPI
-    mpi_check(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_DOUBLE, all.data(),
-                            static_cast<int>(local.size()), MPI_DOUBLE, MPI_COMM_WORLD),
-              "MPI_Allgather");
+    const MPI_Datatype type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_UINT64_T;
+    const int count = static_cast<int>(local.size());
+    mpi_check(MPI_Allgather(local.data(), count, type, all.data(), count, type, MPI_COMM_WORLD), "MPI_Allgather");
 #endif
     return all;
 }
+}  // namespace
+
+std::vector<double> Distributed::allgather(const std::vector<double>& local) { return allgather_as(*this, local); }
 
 std::vector<std::uint64_t> Distributed::allgather(const std::vector<std::uint64_t>& local) {
-    if (!active()) return local;
-    std::vector<std::uint64_t> all(local.size() * static_cast<std::size_t>(size_));
-#ifdef RETRO_HAVE_MPI
-    mpi_check(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_UINT64_T, all.data(),
-                            static_cast<int>(local.size()), MPI_UINT64_T, MPI_COMM_WORLD),
-              "MPI_Allgather");
-#endif
-    return all;
+    return allgather_as(*this, local);
 }
 
 }  // namespace retro
