@@ -149,12 +149,13 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     std::vector<double> nats(3, 0), nats_off(3, 0);
     std::vector<std::int64_t> labels(3, 0), bytes(3, 0);
     std::vector<std::set<std::int64_t>> chunks(3);
-    auto r_of = [&](std::int64_t row) {
+    // r of chunk `row` against the neighbours (and continuations) of chunk `source` (the paper: source = row)
+    auto r_against = [&](std::int64_t row, std::int64_t source) {
         const std::vector<std::int32_t> chunk(t.rows.begin() + row * cs, t.rows.begin() + (row + 1) * cs);
         int len = static_cast<int>(std::count_if(chunk.begin(), chunk.end(), [](std::int32_t x) { return x != 0; }));
         int best = 0;
         for (int j = 0; j < 2; j++) {
-            const std::int64_t id = t.knn[row * 2 + j];
+            const std::int64_t id = t.knn[source * 2 + j];
             if (id < 0) continue;
             std::vector<std::int32_t> unit(t.rows.begin() + id * cs, t.rows.begin() + (id + 1) * cs);
             const bool cont = id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id];
@@ -163,6 +164,13 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
         }
         return len ? static_cast<double>(best) / len : 0.0;
     };
+    auto r_of = [&](std::int64_t row) { return r_against(row, row); };
+    struct Label {
+        std::int64_t row;
+        bool first;   // the sequence's first chunk
+        double ce;
+    };
+    std::vector<Label> seen;   // the retrieval pass's labels
     const auto& seqs = rd.train_seqs();
     for (bool retrieval : {true, false})
         for (std::size_t i = 0; i < seqs.size(); i += 5) {
@@ -180,6 +188,7 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
                     for (int v = 0; v < config.num_tokens; v++) lse += std::exp(zz[v] - mx);
                     const double ce = mx + std::log(lse) - zz[label];
                     const std::int64_t row = t.seq_starts[ids[b]] + (p + 1) / cs;
+                    if (retrieval) seen.push_back({row, row == t.seq_starts[ids[b]], ce});
                     const double r = r_of(row);
                     for (int f = 0; f < 3; f++)
                         if (r <= alphas[f]) {
@@ -209,6 +218,24 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
         CHECK(fl.modes[0].perplexity == doctest::Approx(std::exp(nats[f] / labels[f])).epsilon(1e-9));
         CHECK(fl.modes[0].bpb == doctest::Approx(nats[f] / std::log(2.0) / bytes[f]).epsilon(1e-9));
     }
+    // --overlap-with read: r against what CCA reads for the chunk, the previous chunk's neighbours (0 first)
+    EvalOptions o_read = o;
+    o_read.overlap_with = "read";
+    o_read.shuffled = false;
+    const EvalReport rep_read = train_eval(o_read);
+    CHECK(rep_read.overlap_with == "read");
+    for (int f = 0; f < 3; f++) {
+        CAPTURE(alphas[f]);
+        double n_read = 0;
+        std::int64_t l_read = 0;
+        for (const auto& lab : seen)
+            if ((lab.first ? 0.0 : r_against(lab.row, lab.row - 1)) <= alphas[f]) n_read += lab.ce, l_read++;
+        CHECK(rep_read.filters[f].labels == l_read);
+        CHECK(rep_read.filters[f].modes[0].loss == doctest::Approx(n_read / l_read).epsilon(1e-9));
+    }
+    CHECK(rep_read.filters[0].labels != rep.filters[0].labels);   // the two overlaps filter differently here
+    CHECK(rep_read.to_json()["overlap_with"] == "read");
+
     // the shuffled control reads other chunks' neighbours: another loss than both
     CHECK(rep.all().modes[2].loss != rep.all().modes[0].loss);
     CHECK(rep.all().modes[2].loss != rep.all().modes[1].loss);

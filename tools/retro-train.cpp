@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
             ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
             ev->add_option("--alphas", e.alphas, "Overlap filters: chunks with r <= alpha (1 = all chunks is always shown)")
                 ->delimiter(',')->capture_default_str();
+            ev->add_option("--overlap-with", e.overlap_with,
+                           "r against each chunk's own neighbours (own, the paper's) or against what CCA reads when "
+                           "predicting it, the previous chunk's neighbours and continuations (read)")
+                ->check(CLI::IsMember({"own", "read"}))->capture_default_str();
             ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
             ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->capture_default_str();
             ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");

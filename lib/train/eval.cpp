@@ -95,6 +95,8 @@ EvalReport train_eval(const EvalOptions& o) {
     if (o.split != "val" && o.split != "train" && o.split != "all")
         user_error_in("--split", "must be val, train or all, got \"" + o.split + "\"");
     if (o.batch_size <= 0) user_error_in("--batch-size", "must be positive");
+    if (o.overlap_with != "own" && o.overlap_with != "read")
+        user_error_in("--overlap-with", "must be own or read, got \"" + o.overlap_with + "\"");
     for (double a : o.alphas)
         if (!(a > 0 && a <= 1)) user_error_in("--alphas", cat("each alpha must be in (0, 1], got ", a));
     RetroConfig config, base_config;
@@ -132,6 +134,7 @@ EvalReport train_eval(const EvalOptions& o) {
     rep.sequences = static_cast<std::int64_t>(seqs.size());
     rep.has_bytes = !token_bytes.empty();
     rep.has_overlap = knn;
+    rep.overlap_with = o.overlap_with;
     std::vector<double> alphas = knn ? o.alphas : std::vector<double>{};
     std::sort(alphas.begin(), alphas.end());
     alphas.erase(std::unique(alphas.begin(), alphas.end()), alphas.end());
@@ -152,14 +155,17 @@ EvalReport train_eval(const EvalOptions& o) {
     const std::int64_t k = data.neighbours_per_chunk(), r_len = 2 * cs;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
     std::vector<std::int32_t> chunk, retrieved(static_cast<std::size_t>(k * r_len));
-    auto overlap_of = [&](std::int64_t row, std::int64_t doc_end) -> double {
-        if (!knn) return 0;
+    const bool read_overlap = o.overlap_with == "read";
+    // `first`: row is its sequence's first chunk (with overlap_with "read" it reads no neighbours: r = 0)
+    auto overlap_of = [&](std::int64_t row, std::int64_t doc_end, bool first) -> double {
+        if (!knn || (read_overlap && first)) return 0;
         const auto [it, fresh] = overlap.try_emplace(row, -1.f);
         float& r = it->second;
         if (fresh) {
             chunk.clear();
             db.rows(row, row + 1, chunk);
-            data.neighbour_ids(row, doc_end, row, ids.data());
+            const std::int64_t source = read_overlap ? row - 1 : row;
+            data.neighbour_ids(source, doc_end, source, ids.data());
             std::fill(retrieved.begin(), retrieved.end(), pad);
             for (std::int64_t j = 0; j < k; j++)
                 if (ids[j] >= 0) db.neighbour_tokens(ids[j], retrieved.data() + j * r_len);
@@ -194,7 +200,7 @@ EvalReport train_eval(const EvalOptions& o) {
                     const double ce = losses[b * n + t];
                     if (ce < 0) continue;
                     const std::int64_t row = c0 + (t + 1) / cs;   // the chunk of the predicted token
-                    const double r = overlap_of(row, doc_end);
+                    const double r = overlap_of(row, doc_end, row == c0);
                     const std::int32_t label = batch.seq[b * (n + 1) + t + 1];
                     for (std::size_t f = 0; f < F; f++) {
                         if (r > alphas[f]) continue;
@@ -254,6 +260,7 @@ nlohmann::json EvalReport::to_json() const {
     j["labels"] = all().labels;
     j["bytes"] = has_bytes ? nlohmann::json(all().bytes) : nlohmann::json(nullptr);
     j["mean_overlap"] = has_overlap ? nlohmann::json(mean_overlap) : nlohmann::json(nullptr);
+    j["overlap_with"] = overlap_with;
     j["modes"] = modes;
     j["filters"] = nlohmann::json::array();
     for (const auto& f : filters) {
@@ -283,7 +290,10 @@ std::string EvalReport::to_text() const {
     if (has_bytes) s << ", " << all().bytes << " bytes";
     s << ")\n";
     if (has_overlap) {
-        std::snprintf(line, sizeof line, "overlap r with the neighbours of %s: mean %.3f\n", knn.c_str(), mean_overlap);
+        std::snprintf(line, sizeof line, "overlap r with %s of %s: mean %.3f\n",
+                      overlap_with == "read" ? "the neighbours CCA reads for each chunk (the previous chunk's)"
+                                             : "each chunk's own neighbours",
+                      knn.c_str(), mean_overlap);
         s << line;
     }
     std::snprintf(line, sizeof line, "%-8s %8s %7s   %-20s %8s %9s %7s %9s\n", "r <= a", "chunks", "share", "mode",

@@ -9,7 +9,9 @@
 //                        control, which must not help
 //   baseline             another run (e.g. the --no-retrieval twin), without retrieval
 // A label counts for the chunk of the token it predicts; r comes from that chunk's own neighbours,
-// as in the paper, whatever a mode reads.
+// as in the paper, whatever a mode reads (overlap_with "own"), or, with overlap_with "read", from what CCA
+// reads when it predicts that chunk: the previous chunk's neighbours and their continuations (RETRO.md B.6;
+// r = 0 for a sequence's first chunk, which reads nothing). The second shows where a model could copy.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +33,7 @@ struct EvalOptions {
     std::vector<double> alphas = {0.125, 0.25, 0.5, 1.0};
     bool shuffled = true;          // the shuffled-neighbours control (with neighbours)
     std::uint64_t shuffle_seed = 1;
+    std::string overlap_with = "own";   // own (the paper's r) | read (the neighbours CCA reads for the chunk)
 };
 
 struct EvalFigures {   // NaN where the filter holds no label
@@ -49,6 +52,7 @@ struct EvalReport {
     bool has_bytes = false;            // the database's tokenizer was found: bpb is filled
     bool has_overlap = false;          // neighbours given: filters by r
     double mean_overlap = 0;           // over evaluated chunks
+    std::string overlap_with = "own";  // EvalOptions::overlap_with
     std::vector<std::string> modes;
     std::vector<EvalFilter> filters;   // ascending alpha, the last one 1
     const EvalFilter& all() const { return filters.back(); }
