@@ -85,7 +85,7 @@ TEST_CASE("embed bench: without --peer a single run is timed and no ratio is rep
     CHECK_FALSE(j.contains("rounds"));
 }
 
-TEST_CASE("embed bench: PNG and JPEG writers round-trip through the decoder; synthetic images are deterministic and odd-sized") {
+TEST_CASE("embed bench: PNG and JPEG writers round-trip through the decoder, synthetic images are deterministic and odd-sized") {
     TempDir dir("image-encode");
     const RgbImage a = bench::synthetic_image(7, 3), b = bench::synthetic_image(7, 3), c = bench::synthetic_image(8, 3);
     CHECK(a.rgb == b.rgb);
