@@ -6,7 +6,6 @@
 // decodable, deterministic) or a folder, the JSON fields, and the same rounds with a fake peer.
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

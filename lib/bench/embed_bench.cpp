@@ -8,7 +8,6 @@
 #include <functional>
 #include <random>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,8 +29,6 @@
 namespace retro::bench {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 std::vector<std::string> split_words(const std::string& text) {
     std::vector<std::string> words;
