@@ -54,12 +54,17 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
 
 void add_embed(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<EmbedBenchOptions>();
-    auto* sub = bench.add_subcommand("embed", "bert or t5 embedder chunks/s (tokenizer + encoder + pooling), optionally "
-                                              "beside Hugging Face (--peer tests/peers/hf_embed.py; t5: tests/peers/st_embed.py)");
-    sub->add_option("--embedder", o->embedder, "bert or t5")->check(CLI::IsMember({"bert", "t5"}));
+    auto* sub = bench.add_subcommand("embed", "bert or t5 embedder chunks/s (tokenizer + encoder + pooling), or clip images/s "
+                                              "(decode + preprocess + vision tower), optionally beside Hugging Face (--peer "
+                                              "tests/peers/hf_embed.py; t5: tests/peers/st_embed.py; clip: tests/peers/clip_embed.py)");
+    sub->add_option("--embedder", o->embedder, "bert, t5 or clip")->check(CLI::IsMember({"bert", "t5", "clip"}));
     sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt), or a T5 one "
-                                         "(spiece.model instead of vocab.txt; or a sentence-transformers folder)")
+                                         "(spiece.model instead of vocab.txt; or a sentence-transformers folder), or a "
+                                         "CLIPModel one (clip)")
         ->required();
+    sub->add_option("--images", o->images, "clip: embed the *.jpg/*.jpeg/*.png files below this folder (default: synthetic images)");
+    sub->add_option("--image-count", o->image_count, "clip: synthetic images per timed run")->check(CLI::PositiveNumber);
+    sub->add_option("--images-out", o->images_out, "clip: write the synthetic images to this folder and keep them");
     sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
     sub->add_option("--tokens", o->tokens, "Model tokens per text ([CLS]/[SEP] or </s> not counted)")
         ->check(CLI::PositiveNumber);
@@ -73,7 +78,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
-    sub->add_option("--seed", o->seed, "Seed of the synthetic words");
+    sub->add_option("--seed", o->seed, "Seed of the synthetic words (clip: images)");
     sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
     sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
     sub->add_option("--python", o->python, "Python interpreter for --peer");

@@ -2,12 +2,18 @@
 // counts its calls, records its arguments and reports 10, 20, 30 ... chunks/s): --rounds runs the
 // peer once a round, each round's ratio is RetroKit's chunks/s over that round's peer figure, the
 // reported ratio is the median of the rounds', and --peer-sorted reaches the peer as
-// --sort-by-length.
+// --sort-by-length. Then --embedder clip on the tiny golden CLIP: synthetic images (written, kept,
+// decodable, deterministic) or a folder, the JSON fields, and the same rounds with a fake peer.
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench/clip_embed_bench.h"
+#include "core/error.h"
+#include "embed/image_decode.h"
+#include "embed/image_encode.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -76,4 +82,100 @@ TEST_CASE("embed bench: without --peer a single run is timed and no ratio is rep
     CHECK(j["retrokit"]["chunks_per_s"].get<double>() > 0);
     CHECK_FALSE(j.contains("ratio"));
     CHECK_FALSE(j.contains("rounds"));
+}
+
+TEST_CASE("embed bench: PNG and JPEG writers round-trip through the decoder, synthetic images are deterministic and odd-sized") {
+    TempDir dir("image-encode");
+    const RgbImage a = bench::synthetic_image(7, 3), b = bench::synthetic_image(7, 3), c = bench::synthetic_image(8, 3);
+    CHECK(a.rgb == b.rgb);
+    CHECK(a.rgb != c.rgb);
+    CHECK(a.width % 2 == 1);
+    CHECK(a.height % 2 == 1);
+    image_write_png((dir / "a.png").string(), a);
+    const RgbImage p = image_decode((dir / "a.png").string());
+    CHECK(p.width == a.width);
+    CHECK(p.height == a.height);
+    CHECK(p.rgb == a.rgb);
+    image_write_jpeg((dir / "a.jpg").string(), a, 90);
+    const RgbImage j = image_decode((dir / "a.jpg").string());
+    REQUIRE(j.rgb.size() == a.rgb.size());
+    double mean_abs = 0;
+    for (std::size_t i = 0; i < a.rgb.size(); ++i) mean_abs += std::abs(int(a.rgb[i]) - int(j.rgb[i]));
+    mean_abs /= static_cast<double>(a.rgb.size());
+    CHECK(mean_abs < 6.0);   // quality 90 on mild noise
+    CHECK_THROWS_AS(image_write_png((dir / "no/such/folder/x.png").string(), a), UserError);
+}
+
+TEST_CASE("embed bench: --embedder clip times the vision path on synthetic images and writes the JSON fields") {
+    TempDir dir("embed-bench-clip");
+    const std::string model = (source_dir() / "tests/reference/golden/clip_tiny/tiny").string();
+    auto r = run_tool("retro-bench", "--threads 1 embed --embedder clip --model " + model +
+                                         " --image-count 4 --batch 3 --repeats 1 --images-out " + (dir / "imgs").string() +
+                                         " --json " + (dir / "clip.json").string());
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("images/s") != std::string::npos);
+    const auto j = nlohmann::json::parse(read_text(dir / "clip.json"));
+    const auto& k = j["retrokit"];
+    CHECK(k["impl"] == "retrokit clip");
+    CHECK(k["images"] == 4);
+    CHECK(k["batch"] == 3);
+    CHECK(k["threads"] == 1);
+    CHECK(k["image_size"] == 32);
+    CHECK(k["mean_width"].get<double>() >= 321);
+    CHECK(k["mean_height"].get<double>() <= 479);
+    for (const char* f : {"seconds", "cpu_seconds", "images_per_s", "images_per_cpu_s"}) CHECK(k[f].get<double>() > 0);
+    CHECK(k["preprocess_seconds"].get<double>() >= 0);
+    CHECK_FALSE(j.contains("ratio"));
+    // three of four JPEG, the fourth PNG, kept in --images-out
+    for (const char* name : {"img_00000.jpg", "img_00001.jpg", "img_00002.jpg", "img_00003.png"}) {
+        CAPTURE(name);
+        CHECK(image_decode((dir / "imgs" / name).string()).width % 2 == 1);
+    }
+    // text options are refused with clip, --images with bert
+    auto bad = run_tool("retro-bench", "embed --embedder clip --model " + model + " --texts-out " + (dir / "t.jsonl").string());
+    CHECK(bad.exit_code == 2);
+    bad = run_tool("retro-bench", "embed --model " + (source_dir() / "tests/reference/golden/bert_tiny").string() +
+                                      " --images " + (dir / "imgs").string());
+    CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("embed bench: --embedder clip on an image folder beside a peer: the file list, rounds and ratio") {
+    TempDir dir("embed-bench-clip-peer");
+    const std::string model = (source_dir() / "tests/reference/golden/clip_tiny/tiny").string();
+    const auto script = dir / "peer.sh";
+    const std::string d = dir.path.string();
+    // records its arguments and the file list it was given; reports 10, 20, 30 images/s
+    write_text(script, "n=$(cat '" + d + "/count' 2>/dev/null || echo 0); n=$((n + 1)); echo $n > '" + d +
+                           "/count'\n"
+                           "echo \"$@\" >> '" + d + "/args'\n"
+                           "while [ $# -gt 0 ]; do [ \"$1\" = --files ] && cp \"$2\" '" + d + "/files'; shift; done\n"
+                           "c=$((n * 10))\n"
+                           "echo '{\"impl\": \"fake peer\", \"images\": 8, \"mean_width\": 40, \"mean_height\": 40, "
+                           "\"image_size\": 32, \"batch\": 4, \"threads\": 1, \"seconds\": 1.0, \"cpu_seconds\": 1.0, "
+                           "\"preprocess_seconds\": 0.01, \"images_per_s\": '$c', \"images_per_cpu_s\": '$c'}'\n");
+    auto r = run_tool("retro-bench", "--threads 1 embed --embedder clip --model " + model + " --images " +
+                                         (source_dir() / "tests/reference/golden/clip_tiny/images").string() +
+                                         " --batch 4 --repeats 1 --rounds 3 --python sh --peer " + script.string() +
+                                         " --json " + (dir / "clip.json").string());
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_text(dir / "count") == "3\n");
+    CHECK(read_text(dir / "args").find("--batch 4") != std::string::npos);
+    const std::string files = read_text(dir / "files");
+    CHECK(std::count(files.begin(), files.end(), '\n') == 8);
+    CHECK(files.find("alpha_disc.png") < files.find("tiny.png"));   // sorted, as retro-index --images
+    const auto j = nlohmann::json::parse(read_text(dir / "clip.json"));
+    CHECK(j["retrokit"]["images"] == 8);
+    REQUIRE(j["rounds"].size() == 3);
+    std::vector<double> ratios;
+    for (const auto& round : j["rounds"]) {
+        CHECK(round["ratio"].get<double>() ==
+              doctest::Approx(round["retrokit_images_per_s"].get<double>() / round["peer_images_per_s"].get<double>()));
+        ratios.push_back(round["ratio"].get<double>());
+    }
+    std::sort(ratios.begin(), ratios.end());
+    CHECK(j["ratio"].get<double>() == doctest::Approx(ratios[1]));
+    CHECK(j["peer"]["images_per_s"].get<double>() == doctest::Approx(20.0));
+    CHECK(r.out.find("medians of 3 rounds") != std::string::npos);
 }

@@ -4,21 +4,18 @@
 // reads the same texts from --texts-out.
 #include "bench/embed_bench.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <random>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bench/bench_util.h"
+#include "bench/clip_embed_bench.h"
+#include "bench/side_by_side.h"
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -32,8 +29,6 @@
 namespace retro::bench {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 std::vector<std::string> split_words(const std::string& text) {
     std::vector<std::string> words;
@@ -63,7 +58,7 @@ BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
         b.owner = std::move(e);
         return b;
     }
-    if (o.embedder != "bert") user_error_in("--embedder", "must be bert or t5, not '" + o.embedder + "'");
+    if (o.embedder != "bert") user_error_in("--embedder", "must be bert, t5 or clip, not '" + o.embedder + "'");
     BertEmbedderOptions eo;
     eo.model_dir = o.model;
     eo.batch = o.batch;
@@ -118,46 +113,20 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const std::funct
     return texts;
 }
 
-// Median wall and CPU (all threads, getrusage) seconds of fn over `repeats` runs after a warm-up.
-// The CPU figure is the fairer one on a shared machine: other jobs stretch wall time, not ours.
-std::pair<double, double> median_wall_cpu(const std::function<void()>& fn, int repeats) {
-    auto cpu_now = [] {
-        rusage u{};
-        getrusage(RUSAGE_SELF, &u);
-        return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-               1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-    };
-    fn();
-    std::vector<double> wall, cpu;
-    for (int r = 0; r < repeats; ++r) {
-        double c0 = cpu_now();
-        auto t0 = std::chrono::steady_clock::now();
-        fn();
-        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        cpu.push_back(cpu_now() - c0);
-    }
-    std::sort(wall.begin(), wall.end());
-    std::sort(cpu.begin(), cpu.end());
-    return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
-}
-
 nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads) {
-    std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --model " + shell_quote(o.model) +
-                      " --texts " + shell_quote(texts_path) + " --threads " + std::to_string(threads) + " --batch " +
-                      std::to_string(o.batch) + " --max-length " + std::to_string(o.max_length) + " --repeats " +
-                      std::to_string(o.repeats) + " --device " + o.device + (o.peer_sorted ? " --sort-by-length" : "") +
-                      " 2>/dev/null";
-    log_info("peer: " + cmd);
-    nlohmann::json r = run_json_command(cmd);
-    if (r.is_null())
-        user_error_in(o.peer, "printed no JSON result",
-                      "run it by hand to see why (pip install torch transformers), or drop --peer");
-    return r;
+    return run_peer_script(o.python, o.peer,
+                           "--model " + shell_quote(o.model) + " --texts " + shell_quote(texts_path) + " --threads " +
+                               std::to_string(threads) + " --batch " + std::to_string(o.batch) + " --max-length " +
+                               std::to_string(o.max_length) + " --repeats " + std::to_string(o.repeats) + " --device " +
+                               o.device + (o.peer_sorted ? " --sort-by-length" : ""));
 }
 
 }  // namespace
 
 void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line) {
+    if (o.embedder == "clip") return run_clip_embed_bench(o, command_line);
+    if (!o.images.empty() || !o.images_out.empty())
+        user_error_in("--images/--images-out", "apply to --embedder clip only", "drop them, or pass --embedder clip");
     if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT or T5 model folder", "pass --model DIR");
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
@@ -195,16 +164,8 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     };
 
     std::string texts_path = o.texts_out;
-    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
-        std::error_code ec;
-        fs::remove(*p, ec);
-        delete p;
-    });
-    if (texts_path.empty() && !o.peer.empty()) {
-        scratch.reset(new fs::path(fs::temp_directory_path() /
-                                   ("retro-bench-embed-" + std::to_string(::getpid()) + ".jsonl")));
-        texts_path = scratch->string();
-    }
+    ScratchPath scratch;
+    if (texts_path.empty() && !o.peer.empty()) texts_path = scratch.make("embed", ".jsonl");
     if (!texts_path.empty()) {
         std::string lines;
         for (const auto& t : texts) lines += nlohmann::json(t).dump() + "\n";
@@ -212,50 +173,15 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     }
 
     // Rounds: RetroKit and the peer side by side, alternating which goes first.
-    const int rounds = o.peer.empty() ? 1 : o.rounds;
-    if (o.peer.empty() && o.rounds > 1) log_info("--rounds applies with --peer only: one timed run");
-    nlohmann::json round_list = nlohmann::json::array();
-    std::vector<nlohmann::json> ours_runs, peer_runs;
-    std::vector<double> ratios, cpu_ratios;
-    for (int r = 0; r < rounds; ++r) {
-        auto time_ours = [&] {
-            auto [secs, cpu_secs] = median_wall_cpu([&] { bench.embed_texts(texts, out.data()); }, o.repeats);
-            ours_runs.push_back(ours_json(secs, cpu_secs));
-        };
-        if (o.peer.empty()) {
-            time_ours();
-            break;
-        }
-        if (r % 2 == 0) {
-            time_ours();
-            peer_runs.push_back(run_peer(o, texts_path, threads));
-        } else {
-            peer_runs.push_back(run_peer(o, texts_path, threads));
-            time_ours();
-        }
-        const nlohmann::json &a = ours_runs.back(), &b = peer_runs.back();
-        ratios.push_back(a["chunks_per_s"].get<double>() / b["chunks_per_s"].get<double>());
-        cpu_ratios.push_back(a["chunks_per_cpu_s"].get<double>() / b["chunks_per_cpu_s"].get<double>());
-        round_list.push_back({{"retrokit_chunks_per_s", a["chunks_per_s"]}, {"peer_chunks_per_s", b["chunks_per_s"]},
-                              {"ratio", ratios.back()}, {"cpu_ratio", cpu_ratios.back()}});
-        if (rounds > 1)
-            log_info(cat("round ", r + 1, "/", rounds, ": retrokit ", format_fixed(a["chunks_per_s"].get<double>(), 1),
-                         " chunks/s, peer ", format_fixed(b["chunks_per_s"].get<double>(), 1), " -> ",
-                         format_fixed(ratios.back(), 2), "x"));
-    }
-    // Each side's row is its median round (by chunks/s).
-    auto median_run = [](std::vector<nlohmann::json> runs) {
-        std::sort(runs.begin(), runs.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
-            return x["chunks_per_s"].get<double>() < y["chunks_per_s"].get<double>();
-        });
-        return runs[runs.size() / 2];
-    };
-    auto median_of = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
-    nlohmann::json ours = median_run(ours_runs);
-    nlohmann::json peer = peer_runs.empty() ? nlohmann::json() : median_run(peer_runs);
+    const SideBySide sbs = run_side_by_side(
+        o.rounds, "chunks",
+        [&] {
+            const WallCpu t = median_wall_cpu([&] { bench.embed_texts(texts, out.data()); }, o.repeats);
+            return ours_json(t.wall, t.cpu);
+        },
+        o.peer.empty() ? std::function<nlohmann::json()>() : [&] { return run_peer(o, texts_path, threads); });
+    const nlohmann::json& ours = sbs.ours;
+    const nlohmann::json& peer = sbs.peer;
 
     std::vector<std::vector<std::string>> rows = {
         {"impl", "chunks", "tokens/chunk", "batch", "threads", "tokenize s", "total s", "cpu s", "chunks/s",
@@ -273,21 +199,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
                 (o.texts.empty() ? std::string("synthetic words") : "text of " + o.texts).c_str());
     std::printf("%s", format_table(rows).c_str());
     nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
-    if (!peer.is_null()) {
-        const double ratio = median_of(ratios), cpu_ratio = median_of(cpu_ratios);
-        if (rounds > 1) {
-            const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-            std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second: medians of %d "
-                        "rounds side by side (wall %.2fx .. %.2fx; the rows above are each side's median round)\n",
-                        ratio, cpu_ratio, rounds, *lo, *hi);
-        } else {
-            std::printf("retrokit / transformers: %.2fx chunks/s (wall), %.2fx chunks per CPU-second\n", ratio, cpu_ratio);
-        }
-        result["peer"] = peer;
-        result["ratio"] = ratio;
-        result["cpu_ratio"] = cpu_ratio;
-        result["rounds"] = round_list;
-    }
+    side_by_side_report(sbs, "chunks", result);
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
 }
 

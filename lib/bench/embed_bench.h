@@ -2,11 +2,8 @@
 // --embedder t5 of the `t5` one (spiece + encoder + pool + Dense + L2), on N texts of about `tokens`
 // model tokens each, and, with --peer, of Hugging Face transformers (tests/peers/hf_embed.py for
 // bert, tests/peers/st_embed.py: sentence-transformers, for t5; torch CPU) on the same texts, model,
-// threads, batch and max_length,
-// side by side in one run with the ratio. With --rounds R the two alternate R times (RetroKit
-// first in odd rounds, the peer first in even ones) and the reported ratio is the median of the
-// per-round ratios: on a shared machine the speed drifts by 10-20 % within minutes, and a ratio of
-// two measurements taken side by side is steadier than one of two taken a minute apart.
+// threads, batch and max_length, side by side in one run with the ratio (--rounds: side_by_side.h).
+// With --embedder clip, images/s of the clip embedder's vision path instead (clip_embed_bench.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,7 +11,7 @@
 namespace retro::bench {
 
 struct EmbedBenchOptions {
-    std::string embedder = "bert";  // bert | t5
+    std::string embedder = "bert";  // bert | t5 | clip
     std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt) or T5 folder
     std::int64_t chunks = 512;      // texts embedded per timed run
     int tokens = 64;                // model tokens per text ([CLS]/[SEP] or </s> not counted)
@@ -31,6 +28,10 @@ struct EmbedBenchOptions {
     std::string device = "cpu";     // cpu | cuda: where both encoders run (the peer gets --device too)
     int rounds = 1;                 // alternate RetroKit and the peer this many times; median ratio
     bool peer_sorted = false;       // the peer batches texts sorted by length (sentence-transformers' order)
+    // clip only (the text fields above do not apply to it):
+    std::string images;             // a folder of JPEG/PNG images; empty = image_count synthetic ones
+    std::int64_t image_count = 64;  // synthetic images per timed run
+    std::string images_out;         // write the synthetic images here and keep them (else a temp folder)
 };
 
 // Runs the benchmark: table on stdout, notes on stderr. Threads are thread_count().

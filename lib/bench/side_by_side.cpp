@@ -1,0 +1,130 @@
+// Implementation of side_by_side.h.
+#include "bench/side_by_side.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "bench/bench_util.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/shell_quote.h"
+
+namespace retro::bench {
+
+namespace {
+
+double cpu_now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The row of median rate (the upper middle one for an even count).
+nlohmann::json median_run(std::vector<nlohmann::json> runs, const std::string& rate) {
+    std::sort(runs.begin(), runs.end(), [&](const nlohmann::json& x, const nlohmann::json& y) {
+        return x[rate].get<double>() < y[rate].get<double>();
+    });
+    return runs[runs.size() / 2];
+}
+
+}  // namespace
+
+ScratchPath::~ScratchPath() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+const std::string& ScratchPath::make(const std::string& tag, const std::string& suffix) {
+    path_ = (std::filesystem::temp_directory_path() / ("retro-bench-" + tag + "-" + std::to_string(::getpid()) + suffix)).string();
+    return path_;
+}
+
+WallCpu median_wall_cpu(const std::function<void()>& fn, int repeats) {
+    fn();
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < repeats; ++r) {
+        const double c0 = cpu_now();
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        wall.push_back(seconds_since(t0));
+        cpu.push_back(cpu_now() - c0);
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
+}
+
+nlohmann::json run_peer_script(const std::string& python, const std::string& script, const std::string& args) {
+    const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + args + " 2>/dev/null";
+    log_info("peer: " + cmd);
+    nlohmann::json r = run_json_command(cmd);
+    if (r.is_null())
+        user_error_in(script, "printed no JSON result",
+                      "run it by hand to see why (pip install torch transformers), or drop --peer");
+    return r;
+}
+
+SideBySide run_side_by_side(int rounds, const std::string& unit, const std::function<nlohmann::json()>& ours,
+                            const std::function<nlohmann::json()>& peer) {
+    const std::string rate = unit + "_per_s", cpu_rate = unit + "_per_cpu_s";
+    SideBySide s;
+    if (!peer) {
+        if (rounds > 1) log_info("--rounds applies with --peer only: one timed run");
+        s.ours = ours();
+        return s;
+    }
+    std::vector<nlohmann::json> ours_runs, peer_runs;
+    for (int r = 0; r < rounds; ++r) {
+        if (r % 2 == 0) {
+            ours_runs.push_back(ours());
+            peer_runs.push_back(peer());
+        } else {
+            peer_runs.push_back(peer());
+            ours_runs.push_back(ours());
+        }
+        const nlohmann::json &a = ours_runs.back(), &b = peer_runs.back();
+        s.ratios.push_back(a[rate].get<double>() / b[rate].get<double>());
+        s.cpu_ratios.push_back(a[cpu_rate].get<double>() / b[cpu_rate].get<double>());
+        s.rounds.push_back({{"retrokit_" + rate, a[rate]}, {"peer_" + rate, b[rate]},
+                            {"ratio", s.ratios.back()}, {"cpu_ratio", s.cpu_ratios.back()}});
+        if (rounds > 1)
+            log_info(cat("round ", r + 1, "/", rounds, ": retrokit ", format_fixed(a[rate].get<double>(), 1), " ", unit,
+                         "/s, peer ", format_fixed(b[rate].get<double>(), 1), " -> ", format_fixed(s.ratios.back(), 2), "x"));
+    }
+    s.ours = median_run(ours_runs, rate);
+    s.peer = median_run(peer_runs, rate);
+    return s;
+}
+
+void side_by_side_report(const SideBySide& s, const std::string& unit, nlohmann::json& result) {
+    if (s.peer.is_null()) return;
+    const double ratio = median_of(s.ratios), cpu_ratio = median_of(s.cpu_ratios);
+    const int rounds = static_cast<int>(s.ratios.size());
+    if (rounds > 1) {
+        const auto [lo, hi] = std::minmax_element(s.ratios.begin(), s.ratios.end());
+        std::printf("retrokit / transformers: %.2fx %s/s (wall), %.2fx %s per CPU-second: medians of %d "
+                    "rounds side by side (wall %.2fx .. %.2fx; the rows above are each side's median round)\n",
+                    ratio, unit.c_str(), cpu_ratio, unit.c_str(), rounds, *lo, *hi);
+    } else {
+        std::printf("retrokit / transformers: %.2fx %s/s (wall), %.2fx %s per CPU-second\n", ratio, unit.c_str(), cpu_ratio,
+                    unit.c_str());
+    }
+    result["peer"] = s.peer;
+    result["ratio"] = ratio;
+    result["cpu_ratio"] = cpu_ratio;
+    result["rounds"] = s.rounds;
+}
+
+}  // namespace retro::bench
