@@ -12,10 +12,13 @@
 #include <png.h>
 
 #include "core/error.h"
+#include "embed/image_lib_errors.h"
 
 namespace retro {
 
 namespace {
+
+using namespace image_errors;
 
 constexpr std::int64_t kMaxPixels = std::int64_t(1) << 28;   // 268 M pixels: refuse decompression bombs
 
@@ -56,17 +59,6 @@ void check_size(const std::string& path, std::int64_t w, std::int64_t h) {
 }
 
 // ---- JPEG ----
-struct JpegError {
-    jpeg_error_mgr mgr;
-    std::jmp_buf jump;
-    char message[JMSG_LENGTH_MAX];
-};
-
-void jpeg_fail(j_common_ptr cinfo) {
-    auto* e = reinterpret_cast<JpegError*>(cinfo->err);
-    (*cinfo->err->format_message)(cinfo, e->message);
-    std::longjmp(e->jump, 1);
-}
 
 // A corrupt-data warning (premature end of file, bad Huffman code) is an error here: PIL would
 // raise on a truncated file too ("image file is truncated").
@@ -125,18 +117,6 @@ RgbImage decode_jpeg(const std::string& path) {
 }
 
 // ---- PNG ----
-struct PngState {
-    std::jmp_buf jump;
-    std::string message;
-};
-
-void png_fail(png_structp png, png_const_charp msg) {
-    auto* s = static_cast<PngState*>(png_get_error_ptr(png));
-    s->message = msg ? msg : "libpng error";
-    std::longjmp(s->jump, 1);
-}
-
-void png_warn(png_structp, png_const_charp) {}
 
 RgbImage decode_png(const std::string& path) {
     std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));

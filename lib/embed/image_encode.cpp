@@ -12,12 +12,14 @@
 #include <png.h>
 
 #include "core/error.h"
+#include "embed/image_lib_errors.h"
 
 namespace retro {
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace image_errors;
 
 struct FileCloser {
     void operator()(FILE* f) const { if (f) std::fclose(f); }
@@ -46,30 +48,7 @@ void finish(std::unique_ptr<FILE, FileCloser> f, const std::string& tmp, const s
     }
 }
 
-struct PngState {
-    std::jmp_buf jump;
-    std::string message;
-};
 
-void png_fail(png_structp png, png_const_charp msg) {
-    auto* s = static_cast<PngState*>(png_get_error_ptr(png));
-    s->message = msg ? msg : "libpng error";
-    std::longjmp(s->jump, 1);
-}
-
-void png_warn(png_structp, png_const_charp) {}
-
-struct JpegError {
-    jpeg_error_mgr mgr;
-    std::jmp_buf jump;
-    char message[JMSG_LENGTH_MAX];
-};
-
-void jpeg_fail(j_common_ptr cinfo) {
-    auto* e = reinterpret_cast<JpegError*>(cinfo->err);
-    (*cinfo->err->format_message)(cinfo, e->message);
-    std::longjmp(e->jump, 1);
-}
 
 }  // namespace
 

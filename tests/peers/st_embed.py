@@ -16,9 +16,9 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
+
+import peer_timing   # tests/peers/peer_timing.py (the script's folder is on sys.path)
 
 
 def main():
@@ -56,14 +56,7 @@ def main():
             model.tokenize(texts[i:i + args.batch])
 
     def median_seconds(fn):   # (wall, CPU of all threads), medians after a warm-up
-        fn()
-        wall, cpu = [], []
-        for _ in range(args.repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        return statistics.median(wall), statistics.median(cpu)
+        return peer_timing.median_seconds(fn, args.repeats)
 
     tok_s, _ = median_seconds(tokenize)
     emb = embed()
