@@ -89,6 +89,33 @@ TEST_CASE("train mpi: 2 ranks, deterministic, equal 1 process with the same --gr
     CHECK_FALSE(fs::exists(dir / "odd" / "config.json"));
 }
 
+TEST_CASE("train mpi: a retro-fit (frozen decoder: only the trainable elements travel) equals 1 process byte for byte") {
+    const std::string why = mpi_unavailable();
+    if (!why.empty()) RETRO_SKIP(("mpirun tests: " + why).c_str());
+    test::TempDir dir("train-mpi-fit");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 5);
+    auto base = test::run_tool("retro-train", train_args(dir.path, "base", 1) + " --no-retrieval");
+    INFO(base.err);
+    REQUIRE(base.exit_code == 0);
+    const std::string fit = " --init-from " + (dir / "base").string() + " --train-only cca,encoder";
+    auto a = test::run_tool("retro-train", train_args(dir.path, "one", 4) + fit);
+    INFO(a.err);
+    REQUIRE(a.exit_code == 0);
+    for (const char* reduce : {"deterministic", "fast"}) {
+        CAPTURE(reduce);
+        const std::string out = std::string("two-") + reduce;
+        auto b = mpirun_train(2, train_args(dir.path, out, 4) + fit + " --reduce " + reduce);
+        INFO(b.err);
+        REQUIRE(b.exit_code == 0);
+        if (std::string(reduce) == "deterministic") {
+            CHECK(test::losses(dir / out) == test::losses(dir / "one"));
+            CHECK(test::bytes(dir / out / "model.safetensors") == test::bytes(dir / "one" / "model.safetensors"));
+        } else {   // two micro-batches per rank: the local sum then MPI's sum is another order; close, not equal
+            CHECK(test::losses(dir / out).size() == test::losses(dir / "one").size());
+        }
+    }
+}
+
 TEST_CASE("train mpi: a rank killed at a random step, then --resume, ends with the straight run's weights") {
     const std::string why = mpi_unavailable();
     if (!why.empty()) RETRO_SKIP(("mpirun tests: " + why).c_str());

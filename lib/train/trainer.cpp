@@ -241,16 +241,52 @@ double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
                 for (std::int64_t i = 0; i < P; i++) acc_[i] += grads[i];
         }
     }
+    // Across ranks only the trainable elements travel (a retro-fit freezes most of the model): they are packed
+    // into one contiguous buffer in layout order, reduced, and unpacked; frozen elements are never read.
+    const auto& ranges = opt_->ranges();
+    const bool packed = N > 1 && !(ranges.size() == 1 && ranges[0].first == 0 && ranges[0].second == P);
+    const std::int64_t T = packed ? opt_->trainable_count() : P;
+    auto pack = [&](const float* src, std::vector<float>& dst) {
+        dst.resize(static_cast<std::size_t>(T));
+        std::int64_t at = 0;
+        for (const auto& [b, e] : ranges) at = std::copy(src + b, src + e, dst.begin() + at) - dst.begin();
+    };
+    auto unpack = [&](const std::vector<float>& src, float* dst) {
+        std::int64_t at = 0;
+        for (const auto& [b, e] : ranges) {
+            std::copy(src.begin() + at, src.begin() + at + (e - b), dst + b);
+            at += e - b;
+        }
+    };
     if (keep_parts) {
         std::vector<const float*> local;
         for (std::int64_t j = 0; j + 1 < m; j++) local.push_back(parts_[j].data());
         local.push_back(grads.data());
         acc_.resize(static_cast<std::size_t>(P));
-        dist_->ordered_sum(local, acc_.data(), P);
+        if (packed) {
+            std::vector<std::vector<float>> packed_parts(local.size());
+            std::vector<const float*> packed_local;
+            for (std::size_t j = 0; j < local.size(); j++) {
+                pack(local[j], packed_parts[j]);
+                packed_local.push_back(packed_parts[j].data());
+            }
+            std::vector<float> sum(static_cast<std::size_t>(T));
+            dist_->ordered_sum(packed_local, sum.data(), T);
+            unpack(sum, acc_.data());
+        } else {
+            dist_->ordered_sum(local, acc_.data(), P);
+        }
         reduced = &acc_;
     } else {
         reduced = m > 1 ? &acc_ : &grads;
-        dist_->allreduce_sum(reduced->data(), P);
+        if (packed) {
+            std::vector<float> buf;
+            pack(reduced->data(), buf);
+            dist_->allreduce_sum(buf.data(), T);
+            unpack(buf, reduced->data());
+        } else {
+            dist_->allreduce_sum(reduced->data(), P);
+        }
     }
     const std::vector<double> all = dist_->allgather(losses);
     double loss = 0;
