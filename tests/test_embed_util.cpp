@@ -17,6 +17,19 @@ nlohmann::json golden_json(const std::filesystem::path& p) {
     return nlohmann::json::parse(in);
 }
 
+int check_golden_ids(const nlohmann::json& golden, const std::function<std::vector<int>(const std::string&, int)>& encode) {
+    const auto texts = golden["texts"].get<std::vector<std::string>>();
+    int compared = 0;
+    for (const auto& [max_length, ids] : golden["ids"].items())
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            CAPTURE(texts[i]);
+            CAPTURE(max_length);
+            CHECK(encode(texts[i], std::stoi(max_length)) == ids[i].get<std::vector<int>>());
+            ++compared;
+        }
+    return compared;
+}
+
 double check_embeddings(const std::vector<float>& got, const std::filesystem::path& golden, int dim,
                         const std::vector<std::string>& texts, double min_cosine, double max_abs) {
     NpyArray ref(golden.string());
