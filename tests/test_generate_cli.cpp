@@ -14,7 +14,10 @@
 #include "core/dtype.h"
 #include "core/npy.h"
 #include "core/shell_quote.h"
+#include "data/chunk_db.h"
+#include "data/neighbour_window.h"
 #include "embed/embedder.h"
+#include "generate/chunk_retriever.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"
 #include "test_bm25_oracle.h"
@@ -199,6 +202,41 @@ TEST_CASE("generate: retro-generate retrieves from a bm25 index by the chunk's t
         lines++;
     }
     CHECK(lines >= 5);
+}
+
+TEST_CASE("generate: with neighbour_alignment match the retriever reads what training reads") {
+    Pipeline p;
+    build(p, "m", 3, false);
+    const ChunkDb db(p.db.string());
+    const int cs = db.chunk_size();
+    RetrieverOptions plain_o;
+    plain_o.index = p.index.string();
+    plain_o.db = p.db.string();
+    plain_o.k = 3;
+    RetrieverOptions match_o = plain_o;
+    match_o.alignment = NeighbourAlignment::match;
+    match_o.min_match = 2;
+    const ChunkRetriever plain(plain_o, nullptr), matched(match_o, nullptr);
+    const std::int64_t n = std::min<std::int64_t>(db.chunk_count(), 60);
+    std::vector<std::int32_t> chunks;
+    db.rows(0, n, chunks);
+    std::vector<std::int32_t> got(static_cast<std::size_t>(n * 3 * 2 * cs)), want(static_cast<std::size_t>(2 * cs));
+    std::vector<Retrieval> found_plain, found;
+    plain.retrieve(chunks.data(), n, got.data(), found_plain);
+    matched.retrieve(chunks.data(), n, got.data(), found);
+    int shifted = 0, dropped = 0;
+    for (std::int64_t i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++) {
+            const std::int64_t id = found_plain[i].ids[j];   // the search is the same; the reading differs
+            const bool read = id >= 0 && neighbour_read(db, NeighbourAlignment::match, 2, chunks.data() + i * cs, id, 0, want.data());
+            if (!read) std::fill(want.begin(), want.end(), 0);
+            CHECK(found[i].ids[j] == (read ? id : -1));
+            CHECK(std::equal(want.begin(), want.end(), got.begin() + (i * 3 + j) * 2 * cs));
+            dropped += id >= 0 && !read;
+            shifted += read && neighbour_match(db, chunks.data() + i * cs, id, 0).offset != 0;
+        }
+    CHECK(dropped > 0);
+    CHECK(shifted > 0);
 }
 
 TEST_CASE("generate: bad input exits 2 with one line") {

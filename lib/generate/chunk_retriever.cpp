@@ -12,7 +12,8 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
-ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* tokenizer) : k_(o.k) {
+ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* tokenizer)
+    : k_(o.k), alignment_(o.alignment), min_match_(o.min_match), pad_(o.pad) {
     if (o.k < 1) user_error_in("--neighbours", "must be at least 1");
     db_ = std::make_unique<ChunkDb>(o.db);
     IndexFolderOptions fo;
@@ -53,12 +54,11 @@ void ChunkRetriever::retrieve(const std::int32_t* chunks, std::int64_t n, std::i
         for (int j = 0; j < k_; j++) {
             const std::int64_t id = ids[static_cast<std::size_t>(i * k_ + j)];
             std::int32_t* dst = tokens + (i * k_ + j) * r;
-            f.ids.push_back(id < 0 || id >= db_->chunk_count() ? -1 : id);
+            const bool valid = id >= 0 && id < db_->chunk_count();
+            const bool read = valid && neighbour_read(*db_, alignment_, min_match_, chunks + i * cs, id, pad_, dst);
+            if (!valid) std::fill(dst, dst + r, pad_);
+            f.ids.push_back(read ? id : -1);
             f.scores.push_back(scores[static_cast<std::size_t>(i * k_ + j)]);
-            if (f.ids.back() < 0)
-                std::fill(dst, dst + r, 0);
-            else
-                db_->neighbour_tokens(id, dst);
         }
     }
 }

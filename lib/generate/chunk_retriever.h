@@ -2,7 +2,9 @@
 // (or prompt) ids is embedded with the embedder the index was built with (rebuilt from index/manifest.json),
 // searched in index/index.faiss for k neighbours, and turned into neighbour + continuation ids from db/
 // (ChunkDb::neighbour_tokens). Nothing is dropped but ids FAISS could not fill (-1), which become pads
-// (masked in CCA). Opening checks that the index was built from this db (fingerprints). A bm25 index folder
+// (masked in CCA). With the model's "neighbour_alignment": "match" or "neighbour_min_match" the units are
+// read as training reads them (data/neighbour_window.h): shifted to their match with the chunk, and a
+// neighbour sharing too short a run is not read (pads, id -1). Opening checks that the index was built from this db (fingerprints). A bm25 index folder
 // (retro-index --kind bm25) is searched with the chunk's token ids as the BM25 query instead (bm25_search.h).
 #pragma once
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "data/chunk_db.h"
+#include "data/neighbour_window.h"
 
 namespace retro {
 
@@ -23,6 +26,9 @@ struct RetrieverOptions {
     std::string index, db;
     int k = 2;
     int nprobe = 0, ef_search = 0;   // 0 = as the index was saved
+    NeighbourAlignment alignment = NeighbourAlignment::chunk;   // the model config's neighbour_alignment
+    int min_match = 0;                                         // the model config's neighbour_min_match
+    std::int32_t pad = 0;
 };
 
 struct Retrieval {
@@ -45,6 +51,9 @@ public:
 
 private:
     int k_;
+    NeighbourAlignment alignment_;
+    int min_match_;
+    std::int32_t pad_;
     std::unique_ptr<ChunkDb> db_;
     std::unique_ptr<Embedder> embedder_;
     std::unique_ptr<FaissIndex> index_;

@@ -158,6 +158,9 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
             ro.k = static_cast<int>(config.num_neighbours);
             ro.nprobe = o.nprobe;
             ro.ef_search = o.ef_search;
+            ro.alignment = neighbour_alignment_from_string(config.neighbour_alignment);
+            ro.min_match = static_cast<int>(config.neighbour_min_match);
+            ro.pad = config.pad_id;
             retriever_ = std::make_unique<ChunkRetriever>(ro, tokenizer_.get());
         }
     }

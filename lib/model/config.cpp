@@ -39,6 +39,8 @@ nlohmann::json RetroConfig::to_json() const {
     j["pad_id"] = pad_id;
     j["num_neighbours"] = num_neighbours;
     if (cca_query_positions != "rp") j["cca_query_positions"] = cca_query_positions;
+    if (neighbour_alignment != "chunk") j["neighbour_alignment"] = neighbour_alignment;
+    if (neighbour_min_match != 0) j["neighbour_min_match"] = neighbour_min_match;
     return j;
 }
 
@@ -48,7 +50,7 @@ const std::set<std::string> KNOWN = {"num_tokens", "max_seq_len", "enc_dim", "en
                                      "chunk_size", "pad_id", "num_neighbours", "enc_attn_dropout", "enc_ff_dropout",
                                      "dec_attn_dropout", "dec_ff_dropout", "use_deepnet", "gated_rmsnorm",
                                      "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment",
-                                     "cca_query_positions"};
+                                     "cca_query_positions", "neighbour_alignment", "neighbour_min_match"};
 
 std::int64_t get_int(const nlohmann::json& j, const char* key, std::int64_t def, const std::string& where) {
     if (!j.contains(key)) return def;
@@ -86,11 +88,18 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
     c.chunk_size = get_int(j, "chunk_size", c.chunk_size, where);
     c.pad_id = static_cast<std::int32_t>(get_int(j, "pad_id", c.pad_id, where));
     c.num_neighbours = get_int(j, "num_neighbours", c.num_neighbours, where);
+    c.neighbour_min_match = get_int(j, "neighbour_min_match", c.neighbour_min_match, where);
     if (j.contains("cca_query_positions")) {
         const auto& v = j.at("cca_query_positions");
         if (!v.is_string() || (v.get<std::string>() != "rp" && v.get<std::string>() != "aligned"))
             user_error_in(where, "\"cca_query_positions\" must be \"rp\" or \"aligned\"", "see docs/model.md");
         c.cca_query_positions = v.get<std::string>();
+    }
+    if (j.contains("neighbour_alignment")) {
+        const auto& v = j.at("neighbour_alignment");
+        if (!v.is_string() || (v.get<std::string>() != "chunk" && v.get<std::string>() != "match"))
+            user_error_in(where, "\"neighbour_alignment\" must be \"chunk\" or \"match\"", "see docs/model.md");
+        c.neighbour_alignment = v.get<std::string>();
     }
     if (j.contains("enc_cross_attn_layers") && !j.at("enc_cross_attn_layers").is_null()) {
         c.enc_cross_attn_all = false;
@@ -130,6 +139,8 @@ void RetroConfig::validate(const std::string& where) const {
     positive("dim_head", dim_head);
     positive("chunk_size", chunk_size);
     positive("num_neighbours", num_neighbours);
+    if (neighbour_min_match < 0 || neighbour_min_match > chunk_size)
+        user_error_in(where, cat("\"neighbour_min_match\" ", neighbour_min_match, " outside [0, chunk_size]"));
     if (dim_head < 32)
         user_error_in(where, cat("\"dim_head\" is ", dim_head, "; RETRO-pytorch requires at least 32"));
     if (max_seq_len % chunk_size != 0)

@@ -32,6 +32,13 @@ struct RetroConfig {
     // which puts the token a query predicts at relative offset 1 from it (neighbour keys sit at 0..r-1, the
     // continuation at cs..2cs-1). Not an RP constructor argument; written to JSON only when "aligned".
     std::string cca_query_positions = "rp";
+    // What the encoder reads for each neighbour (data/neighbour_window.h, docs/retrieval.md section 7): "chunk" =
+    // RETRO's unit, the neighbour chunk and its continuation (the default); "match" = the neighbour's text shifted
+    // so that its longest run shared with the query chunk sits at the query's positions. Not an RP argument;
+    // written to JSON only when "match". Data-side only: the model's weights and ops are the same.
+    std::string neighbour_alignment = "chunk";
+    // Neighbours sharing no run of this many tokens with the query chunk are not read (masked as pads); 0 = off.
+    std::int64_t neighbour_min_match = 0;
 
     std::int64_t inner_dim() const { return heads * dim_head; }
     std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)

@@ -13,7 +13,8 @@ namespace retro {
 
 
 RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& c, double val_fraction)
-    : pad_(c.pad_id), val_fraction_(val_fraction) {
+    : pad_(c.pad_id), align_(neighbour_alignment_from_string(c.neighbour_alignment)),
+      min_match_(static_cast<int>(c.neighbour_min_match)), val_fraction_(val_fraction) {
     db_ = std::make_unique<ChunkDb>(db_dir);
     cs_ = db_->chunk_size();
     const auto& params = db_->manifest().value("parameters", nlohmann::json::object());
@@ -80,12 +81,10 @@ void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retr
             if (row < end) out.seq[b * (n + 1) + i] = db_->token(row, static_cast<int>(i % cs));
         }
         if (!retrieval) continue;
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(k_));
         for (std::int64_t u = 0; u < l; u++) {
             const std::int64_t row = c0 + u;
-            neighbour_ids(row, end, source_.empty() || row >= end ? row : source_[row], ids.data());
-            for (std::int64_t j = 0; j < k_; j++)
-                if (ids[j] >= 0) db_->neighbour_tokens(ids[j], out.retrieved.data() + ((b * l + u) * k_ + j) * r);
+            read_neighbours(row, end, source_.empty() || row >= end ? row : source_[row],
+                            out.retrieved.data() + (b * l + u) * k_ * r);
         }
     }
 }
@@ -105,6 +104,17 @@ void RetroData::neighbour_ids(std::int64_t row, std::int64_t doc_end, std::int64
         if (id >= 0 && doc_is_val(db_->doc_of(id))) id = -1;
         ids[j] = id;
     }
+}
+
+void RetroData::read_neighbours(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int32_t* out) const {
+    const std::int64_t r = 2 * cs_;
+    std::fill(out, out + k_ * r, pad_);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(k_));
+    neighbour_ids(row, doc_end, source, ids.data());
+    std::vector<std::int32_t> query;
+    if ((align_ != NeighbourAlignment::chunk || min_match_ > 0) && row < doc_end) db_->rows(row, row + 1, query);
+    for (std::int64_t j = 0; j < k_; j++)
+        if (ids[j] >= 0) neighbour_read(*db_, align_, min_match_, query.data(), ids[j], pad_, out + j * r);
 }
 
 void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {

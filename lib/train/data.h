@@ -5,6 +5,8 @@
 //   else pad 0 (so labels past the document are ignored);
 //   chunk u's neighbours = knn[c0 + u, :k]; neighbour j gives row j (cs ids) + continuation row j+1 when it
 //   is in j's document, else cs pads; a -1 neighbour (or a row past the document) gives 2cs pads (masked).
+//   With the config's "neighbour_alignment": "match" each neighbour's window is shifted to its match with
+//   chunk u (data/neighbour_window.h).
 // Validation split by documents (a fixed hash of the document index); neighbours that fall in validation
 // documents are replaced by -1 for every sequence, so validation text is never retrieved.
 #pragma once
@@ -15,6 +17,7 @@
 
 #include "core/npy.h"
 #include "data/chunk_db.h"
+#include "data/neighbour_window.h"
 #include "model/config.h"
 #include "model/retro.h"
 
@@ -40,6 +43,9 @@ public:
     // or in a validation document), read from the knn row `source` (= row, or another row for the
     // shuffled-neighbours control of `retro-train eval`).
     void neighbour_ids(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int64_t* ids) const;
+    // What the encoder reads for chunk `row`: k units of 2cs ids (pads for a missing neighbour), the
+    // neighbours named by knn row `source` (as neighbour_ids), each aligned to chunk `row`'s tokens.
+    void read_neighbours(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int32_t* out) const;
     // The shuffled-neighbours control: chunk c reads the neighbours of chunk source[c] (empty: its own).
     void set_neighbour_source(std::vector<std::int64_t> source);
 
@@ -49,6 +55,8 @@ private:
     bool has_knn_ = false;
     std::int64_t seq_len_ = 0, cs_ = 0, k_ = 0;
     std::int32_t pad_ = 0;
+    NeighbourAlignment align_ = NeighbourAlignment::chunk;
+    int min_match_ = 0;
     double val_fraction_ = 0;
     std::vector<std::int64_t> train_, val_;
     std::vector<std::int64_t> source_;   // set_neighbour_source
