@@ -254,6 +254,27 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     CHECK(j.at("filters")[0].at("modes").at("baseline").at("loss").get<double>() ==
           j.at("filters")[0].at("modes").at("no retrieval").at("loss").get<double>());
     CHECK(j.at("filters")[0].at("chunks").get<std::int64_t>() == rep.filters[0].chunks);
+    // --token-losses: every label's loss per mode; their means are the report's losses, NaN at pads
+    auto tl = test::run_tool("retro-train", "eval --run " + o.run + " " + data + " --split all --token-losses " +
+                                                (dir / "tl.npy").string() + " --json --quiet");
+    REQUIRE_MESSAGE(tl.exit_code == 0, tl.err);
+    const auto jt = nlohmann::json::parse(tl.out);
+    NpyArray losses((dir / "tl.npy").string());
+    const std::int64_t S = jt.at("sequences").get<std::int64_t>();
+    REQUIRE(losses.shape() == std::vector<std::int64_t>{3, S, seq_len});
+    REQUIRE(jt.at("token_losses").at("sequence_first_chunks").size() == static_cast<std::size_t>(S));
+    CHECK(jt.at("token_losses").at("sequence_first_chunks")[0].get<std::int64_t>() == t.seq_starts[rd.train_seqs()[0]]);
+    for (std::int64_t m = 0; m < 3; m++) {
+        double sum = 0;
+        std::int64_t count = 0;
+        for (std::int64_t i = 0; i < S * seq_len; i++) {
+            const float v = losses.data<float>()[m * S * seq_len + i];
+            if (!std::isnan(v)) sum += v, count++;
+        }
+        CHECK(count == jt.at("labels").get<std::int64_t>());
+        CHECK(sum / count == doctest::Approx(jt.at("filters").back().at("modes").at(jt.at("modes")[m].get<std::string>())
+                                                 .at("loss").get<double>()).epsilon(1e-6));
+    }
     // --index: the neighbours searched at eval time give the report of retro-knn's folder from that index
     auto idx = test::run_tool("retro-index", o.db + " --kind bm25 --out " + (dir / "bm25").string() + " --quiet");
     REQUIRE_MESSAGE(idx.exit_code == 0, idx.err);

@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
             ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->capture_default_str();
             ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
             ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
+            ev->add_option("--token-losses", e.token_losses,
+                           "Also write every label's loss as .npy (f32 nats, [modes, sequences, seq_len], NaN at pads; "
+                           "the JSON report names each row's first chunk)");
             ev->add_option("--plot", eval_plot_png, "Write bits per byte against alpha as a PNG (gnuplot)");
             ev->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 

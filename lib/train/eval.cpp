@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "core/npy.h"
 #include "core/progress.h"
 #include "model/params.h"
 #include "model/retro.h"
@@ -132,6 +133,7 @@ EvalReport train_eval(const EvalOptions& o) {
     rep.baseline = o.baseline;
     rep.split = o.split;
     rep.sequences = static_cast<std::int64_t>(seqs.size());
+    rep.seq_len = n;
     rep.has_bytes = !token_bytes.empty();
     rep.has_overlap = knn;
     rep.overlap_with = o.overlap_with;
@@ -153,7 +155,6 @@ EvalReport train_eval(const EvalOptions& o) {
     // only the chunks the split's labels point into (not one slot per database chunk)
     std::unordered_map<std::int64_t, float> overlap;
     const std::int64_t k = data.neighbours_per_chunk(), r_len = 2 * cs;
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
     std::vector<std::int32_t> chunk, retrieved(static_cast<std::size_t>(k * r_len));
     const bool read_overlap = o.overlap_with == "read";
     // `first`: row is its sequence's first chunk (with overlap_with "read" it reads no neighbours: r = 0)
@@ -165,10 +166,7 @@ EvalReport train_eval(const EvalOptions& o) {
             chunk.clear();
             db.rows(row, row + 1, chunk);
             const std::int64_t source = read_overlap ? row - 1 : row;
-            data.neighbour_ids(source, doc_end, source, ids.data());
-            std::fill(retrieved.begin(), retrieved.end(), pad);
-            for (std::int64_t j = 0; j < k; j++)
-                if (ids[j] >= 0) db.neighbour_tokens(ids[j], retrieved.data() + j * r_len);
+            data.read_neighbours(source, doc_end, source, retrieved.data());
             r = static_cast<float>(chunk_overlap(chunk.data(), static_cast<int>(cs), retrieved.data(),
                                                  static_cast<int>(k), static_cast<int>(r_len), pad));
         }
@@ -180,6 +178,13 @@ EvalReport train_eval(const EvalOptions& o) {
     double overlap_sum = 0;
     std::vector<double> losses;
     RetroBatch batch;
+    const bool keep_tokens = !o.token_losses.empty();
+    std::vector<float> token_nats;   // [modes, sequences, n] with keep_tokens
+    if (keep_tokens) {
+        token_nats.assign(modes.size() * seqs.size() * static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN());
+        rep.token_losses = o.token_losses;
+        for (std::int64_t s : seqs) rep.sequence_first_chunks.push_back(db.seq_start(s));
+    }
     const std::int64_t batches = (rep.sequences + o.batch_size - 1) / o.batch_size;
     Progress progress("eval", batches * static_cast<std::int64_t>(modes.size()), "batches");
     for (std::size_t mi = 0; mi < modes.size(); mi++) {
@@ -199,6 +204,9 @@ EvalReport train_eval(const EvalOptions& o) {
                 for (std::int64_t t = 0; t < n; t++) {
                     const double ce = losses[b * n + t];
                     if (ce < 0) continue;
+                    if (keep_tokens)
+                        token_nats[(mi * seqs.size() + i + static_cast<std::size_t>(b)) * static_cast<std::size_t>(n) +
+                                   static_cast<std::size_t>(t)] = static_cast<float>(ce);
                     const std::int64_t row = c0 + (t + 1) / cs;   // the chunk of the predicted token
                     const double r = overlap_of(row, doc_end, row == c0);
                     const std::int32_t label = batch.seq[b * (n + 1) + t + 1];
@@ -234,6 +242,9 @@ EvalReport train_eval(const EvalOptions& o) {
     }
     progress.finish();
     data.set_neighbour_source({});
+    if (keep_tokens)
+        npy_save(o.token_losses, {static_cast<std::int64_t>(modes.size()), static_cast<std::int64_t>(seqs.size()), n},
+                 token_nats.data());
     rep.mean_overlap = rep.all().chunks ? overlap_sum / static_cast<double>(rep.all().chunks) : 0;
     return rep;
 }
@@ -276,6 +287,9 @@ nlohmann::json EvalReport::to_json() const {
                                      {"bpb", number_or_null(f.modes[m].bpb)}};
         j["filters"].push_back(jf);
     }
+    if (!token_losses.empty())
+        j["token_losses"] = {{"file", token_losses}, {"shape", {modes.size(), sequence_first_chunks.size(), seq_len}},
+                             {"sequence_first_chunks", sequence_first_chunks}};
     j["retrieval_gain"] = number_or_null(loss_minus("no retrieval", "retrieval"));
     j["shuffled_gain"] = number_or_null(loss_minus("no retrieval", "shuffled neighbours"));
     j["gain_over_baseline"] = number_or_null(loss_minus("baseline", "retrieval"));

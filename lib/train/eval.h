@@ -34,6 +34,9 @@ struct EvalOptions {
     bool shuffled = true;          // the shuffled-neighbours control (with neighbours)
     std::uint64_t shuffle_seed = 1;
     std::string overlap_with = "own";   // own (the paper's r) | read (the neighbours CCA reads for the chunk)
+    // optional .npy: every label's loss (nats, f32) per mode, shape [modes, sequences, seq_len]; NaN at pads.
+    // Row s is the s-th evaluated sequence (EvalReport::sequence_first_chunks names its first chunk).
+    std::string token_losses;
 };
 
 struct EvalFigures {   // NaN where the filter holds no label
@@ -48,13 +51,15 @@ struct EvalFilter {
 
 struct EvalReport {
     std::string run, db, knn, baseline, split;
-    std::int64_t sequences = 0;
+    std::int64_t sequences = 0, seq_len = 0;
     bool has_bytes = false;            // the database's tokenizer was found: bpb is filled
     bool has_overlap = false;          // neighbours given: filters by r
     double mean_overlap = 0;           // over evaluated chunks
     std::string overlap_with = "own";  // EvalOptions::overlap_with
     std::vector<std::string> modes;
     std::vector<EvalFilter> filters;   // ascending alpha, the last one 1
+    std::string token_losses;          // EvalOptions::token_losses (empty: not written)
+    std::vector<std::int64_t> sequence_first_chunks;   // with token_losses: the first chunk of each row
     const EvalFilter& all() const { return filters.back(); }
     // loss(a) - loss(b) over every chunk: the gain of b over a (NaN when either mode is absent)
     double loss_minus(const std::string& a, const std::string& b) const;
