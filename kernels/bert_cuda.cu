@@ -3,23 +3,20 @@
 //   score row in shared memory);  x = LN(x + ctx Wo^T + bo);  x = LN(x + act(x W1^T + b1) W2^T + b2)
 // and the mean of each sequence's rows. A row-major Y[rows, out] = X[rows, in] W[out, in]^T is, in cuBLAS's
 // column-major view, Y^T (out x rows) = op_T(W) X^T: cublasSgemm(T, N, out, rows, in, W, in, X, in, Y, out).
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
+// Everything runs on the caller's stream; every call is checked (cuda_check.cuh).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "cuda_check.cuh"
 #include "embed/bert_cuda.h"
 
 namespace retro {
 namespace {
 
 constexpr int kThreads = 128;
-
-void ok_launch(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 // A device array that grows on demand (never shrinks: batches reuse it).
 template <typename T>
@@ -29,14 +26,16 @@ struct DevArray {
     DevArray() = default;
     DevArray(const DevArray&) = delete;
     DevArray& operator=(const DevArray&) = delete;
-    ~DevArray() { cudaFree(p); }
+    ~DevArray() { RETRO_CUDA_CHECK_NOTHROW(cudaFree(p)); }
     T* ensure(std::size_t count) {
         if (count > n) {
-            cudaFree(p);
+            T* old = p;
             p = nullptr;
             n = 0;
+            RETRO_CUDA_CHECK(cudaFree(old));
             if (cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(T)) != cudaSuccess) {
-                cudaGetLastError();
+                cudaGetLastError();   // not sticky: clear it
+                p = nullptr;
                 user_error_in("--device cuda", cat("bert: ", count * sizeof(T) / (1 << 20), " MiB do not fit on the GPU"),
                               "lower --batch or --max-length, or embed on the CPU");
             }
@@ -44,12 +43,13 @@ struct DevArray {
         }
         return p;
     }
-    T* upload(const T* host, std::size_t count) {
+    // Enqueues the copy on `stream`: `host` must stay as it is until the stream is synchronized.
+    T* upload(const T* host, std::size_t count, cudaStream_t stream) {
         ensure(count);
-        cuda_check(cudaMemcpy(p, host, count * sizeof(T), cudaMemcpyHostToDevice), "bert: upload");
+        RETRO_CUDA_CHECK(cudaMemcpyAsync(p, host, count * sizeof(T), cudaMemcpyHostToDevice, stream));
         return p;
     }
-    T* upload(const std::vector<T>& host) { return upload(host.data(), host.size()); }
+    T* upload(const std::vector<T>& host, cudaStream_t stream) { return upload(host.data(), host.size(), stream); }
 };
 
 // Sum / max over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
@@ -182,47 +182,55 @@ struct State {
     DevArray<long long> offsets;
     DevArray<float> x, qkv, ctx, y, mid, pooled;
     ~State() {
-        if (handle) cublasDestroy(handle);
+        if (handle) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle));
     }
-    // Y[rows, out] = X[rows, in] · W[out, in]^T
-    void gemm(const float* X, long rows, int in, const float* W, int out, float* Y) const {
+    // Y[rows, out] = X[rows, in] · W[out, in]^T on the stream the handle was last set to; `what` names it in errors.
+    void gemm(const float* X, long rows, int in, const float* W, int out, float* Y, const char* what,
+              cudaStream_t stream) const {
         const float one = 1.0f, zero = 0.0f;
-        cublas_check(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, static_cast<int>(rows), in, &one, W, in, X, in, &zero, Y,
-                                 out),
-                     "cublasSgemm");
+        RETRO_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, static_cast<int>(rows), in, &one, W, in, X, in,
+                                       &zero, Y, out));
+        RETRO_CUDA_SYNC_POINT(what, stream);
     }
 };
 
 class CudaBertImpl final : public CudaBert {
 public:
-    explicit CudaBertImpl(const BertModel& model);
-    void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) override;
+    CudaBertImpl(const BertModel& model, CudaStream stream);
+    void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                      CudaStream stream) override;
 
 private:
     State s_;
 };
 
-CudaBertImpl::CudaBertImpl(const BertModel& model) {
+CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
-    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    cuda_stream_require(stream, "CudaBert::upload");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
     State& s = s_;
     s.cfg = model.config();
     const std::string& a = s.cfg.hidden_act;
     s.act = a == "gelu" ? Act::gelu_erf : a == "relu" ? Act::relu : Act::gelu_tanh;
     const auto e = model.embeddings();
-    s.word.upload(e.word), s.pos.upload(e.pos), s.type.upload(e.type), s.emb_g.upload(e.ln_g), s.emb_b.upload(e.ln_b);
+    const cudaStream_t st = stream;
+    s.word.upload(e.word, st), s.pos.upload(e.pos, st), s.type.upload(e.type, st), s.emb_g.upload(e.ln_g, st),
+        s.emb_b.upload(e.ln_b, st);
     for (const auto& L : model.layers()) {
         auto d = std::make_unique<LayerDev>();
-        d->w_qkv.upload(L.w_qkv), d->b_qkv.upload(L.b_qkv), d->w_o.upload(L.w_o), d->b_o.upload(L.b_o);
-        d->ln1_g.upload(L.ln1_g), d->ln1_b.upload(L.ln1_b), d->w_1.upload(L.w_1), d->b_1.upload(L.b_1);
-        d->w_2.upload(L.w_2), d->b_2.upload(L.b_2), d->ln2_g.upload(L.ln2_g), d->ln2_b.upload(L.ln2_b);
+        d->w_qkv.upload(L.w_qkv, st), d->b_qkv.upload(L.b_qkv, st), d->w_o.upload(L.w_o, st), d->b_o.upload(L.b_o, st);
+        d->ln1_g.upload(L.ln1_g, st), d->ln1_b.upload(L.ln1_b, st), d->w_1.upload(L.w_1, st), d->b_1.upload(L.b_1, st);
+        d->w_2.upload(L.w_2, st), d->b_2.upload(L.b_2, st), d->ln2_g.upload(L.ln2_g, st), d->ln2_b.upload(L.ln2_b, st);
         s.layers.push_back(std::move(d));
     }
-    cublas_check(cublasCreate(&s.handle), "cublasCreate");
-    cublas_check(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+    RETRO_CUBLAS_CHECK(cublasCreate(&s.handle));
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));   // the weights are in place for work on any stream
 }
 
-void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) {
+void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                                CudaStream stream) {
+    cuda_stream_require(stream, "CudaBert::forward_mean");
     State& s = s_;
     const BertConfig& c = s.cfg;
     const int H = c.hidden, I = c.intermediate, heads = c.heads, d = H / heads;
@@ -244,9 +252,11 @@ void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* off
         std::fill(out, out + static_cast<std::size_t>(count) * H, 0.0f);
         return;
     }
-    const int* dids = s.ids.upload(reinterpret_cast<const int*>(ids + base), static_cast<std::size_t>(N));
-    const int* dpos = s.positions.upload(pos);
-    const long long* doff = s.offsets.upload(reinterpret_cast<const long long*>(offsets), static_cast<std::size_t>(count) + 1);
+    const cudaStream_t st = stream;   // pos, ids and offsets are read by the copies until the sync at the end
+    const int* dids = s.ids.upload(reinterpret_cast<const int*>(ids + base), static_cast<std::size_t>(N), st);
+    const int* dpos = s.positions.upload(pos, st);
+    const long long* doff =
+        s.offsets.upload(reinterpret_cast<const long long*>(offsets), static_cast<std::size_t>(count) + 1, st);
     float* x = s.x.ensure(static_cast<std::size_t>(N) * H);
     float* qkv = s.qkv.ensure(static_cast<std::size_t>(N) * 3 * H);
     float* ctx = s.ctx.ensure(static_cast<std::size_t>(N) * H);
@@ -255,33 +265,38 @@ void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* off
     const float eps = c.layer_norm_eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
     const unsigned rows = static_cast<unsigned>(N);
     auto elementwise_blocks = [](long n) { return static_cast<unsigned>((n + 255) / 256); };
-    embed_rows<<<rows, kThreads>>>(dids, dpos, s.word.p, s.pos.p, s.type.p, s.emb_g.p, s.emb_b.p, H, eps, x);
-    ok_launch("embed_rows");
+    RETRO_CUBLAS_CHECK(cublasSetStream(s.handle, st));
+    embed_rows<<<rows, kThreads, 0, st>>>(dids, dpos, s.word.p, s.pos.p, s.type.p, s.emb_g.p, s.emb_b.p, H, eps, x);
+    RETRO_CUDA_LAUNCH_CHECK("embed_rows", st);
     for (const auto& Lp : s.layers) {
         const LayerDev& L = *Lp;
-        s.gemm(x, N, H, L.w_qkv.p, 3 * H, qkv);
-        bias_act<<<elementwise_blocks(N * 3 * H), 256>>>(qkv, L.b_qkv.p, N * 3 * H, 3 * H, 0, false);
-        ok_launch("bias_act (qkv)");
-        attention<<<static_cast<unsigned>(count * heads), kThreads, static_cast<std::size_t>(max_len) * sizeof(float)>>>(
+        s.gemm(x, N, H, L.w_qkv.p, 3 * H, qkv, "cublasSgemm (qkv)", st);
+        bias_act<<<elementwise_blocks(N * 3 * H), 256, 0, st>>>(qkv, L.b_qkv.p, N * 3 * H, 3 * H, 0, false);
+        RETRO_CUDA_LAUNCH_CHECK("bias_act (qkv)", st);
+        attention<<<static_cast<unsigned>(count * heads), kThreads, static_cast<std::size_t>(max_len) * sizeof(float), st>>>(
             qkv, doff, base, heads, d, scale, ctx);
-        ok_launch("attention");
-        s.gemm(ctx, N, H, L.w_o.p, H, y);
-        add_bias_ln_rows<<<rows, kThreads>>>(x, y, L.b_o.p, L.ln1_g.p, L.ln1_b.p, H, eps);
-        ok_launch("add_bias_ln_rows (attention)");
-        s.gemm(x, N, H, L.w_1.p, I, mid);
-        bias_act<<<elementwise_blocks(N * I), 256>>>(mid, L.b_1.p, N * I, I, static_cast<int>(s.act), true);
-        ok_launch("bias_act (ffn)");
-        s.gemm(mid, N, I, L.w_2.p, H, y);
-        add_bias_ln_rows<<<rows, kThreads>>>(x, y, L.b_2.p, L.ln2_g.p, L.ln2_b.p, H, eps);
-        ok_launch("add_bias_ln_rows (ffn)");
+        RETRO_CUDA_LAUNCH_CHECK("attention", st);
+        s.gemm(ctx, N, H, L.w_o.p, H, y, "cublasSgemm (attention output)", st);
+        add_bias_ln_rows<<<rows, kThreads, 0, st>>>(x, y, L.b_o.p, L.ln1_g.p, L.ln1_b.p, H, eps);
+        RETRO_CUDA_LAUNCH_CHECK("add_bias_ln_rows (attention)", st);
+        s.gemm(x, N, H, L.w_1.p, I, mid, "cublasSgemm (ffn in)", st);
+        bias_act<<<elementwise_blocks(N * I), 256, 0, st>>>(mid, L.b_1.p, N * I, I, static_cast<int>(s.act), true);
+        RETRO_CUDA_LAUNCH_CHECK("bias_act (ffn)", st);
+        s.gemm(mid, N, I, L.w_2.p, H, y, "cublasSgemm (ffn out)", st);
+        add_bias_ln_rows<<<rows, kThreads, 0, st>>>(x, y, L.b_2.p, L.ln2_g.p, L.ln2_b.p, H, eps);
+        RETRO_CUDA_LAUNCH_CHECK("add_bias_ln_rows (ffn)", st);
     }
-    mean_rows<<<static_cast<unsigned>(count), kThreads>>>(x, doff, base, H, pooled);
-    ok_launch("mean_rows");
-    cuda_check(cudaMemcpy(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float), cudaMemcpyDeviceToHost), "bert: download");
+    mean_rows<<<static_cast<unsigned>(count), kThreads, 0, st>>>(x, doff, base, H, pooled);
+    RETRO_CUDA_LAUNCH_CHECK("mean_rows", st);
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float),
+                                     cudaMemcpyDeviceToHost, st));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 }  // namespace
 
-std::unique_ptr<CudaBert> CudaBert::upload(const BertModel& model) { return std::make_unique<CudaBertImpl>(model); }
+std::unique_ptr<CudaBert> CudaBert::upload(const BertModel& model, CudaStream stream) {
+    return std::make_unique<CudaBertImpl>(model, stream);
+}
 
 }  // namespace retro

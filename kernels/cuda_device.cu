@@ -1,12 +1,10 @@
-// CUDA build of lib/core/cuda_device.h: the device probe, device memory and copies, the status checks, and the
-// cuBLAS sgemm rate (pseudo-random operands filled on the device).
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
+// CUDA build of lib/core/cuda_device.h: the device probe, streams, device memory and copies, and the cuBLAS sgemm
+// rate (pseudo-random operands filled on the device). Every call is checked (cuda_check.cuh).
 #include <algorithm>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "cuda_check.cuh"
 
 namespace retro {
 
@@ -22,33 +20,47 @@ int cuda_device_count() {
 std::string cuda_device_name() {
     if (cuda_device_count() == 0) return "";
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        cudaGetLastError();   // clear it: the next launch check would report it under a kernel's name
+        return "";
+    }
     return prop.name;
 }
 
-void cuda_check(int status, const char* what) {
-    RETRO_CHECK(status == cudaSuccess, what, ": ", cudaGetErrorString(static_cast<cudaError_t>(status)));
+CudaStream cuda_stream_create() {
+    cuda_require("--device cuda", "RetroKit");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
+    cudaStream_t s = nullptr;
+    RETRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
 }
-void cublas_check(int status, const char* what) {
-    RETRO_CHECK(status == CUBLAS_STATUS_SUCCESS, what, ": cuBLAS status ", status);
+void cuda_stream_destroy(CudaStream stream) noexcept {
+    if (stream) RETRO_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream));
+}
+void cuda_stream_synchronize(CudaStream stream) {
+    cuda_stream_require(stream, "cuda_stream_synchronize");
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void* cuda_alloc(std::size_t bytes) {
     void* p = nullptr;
-    cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
+    RETRO_CUDA_CHECK(cudaMalloc(&p, bytes));
     return p;
 }
-void cuda_free(void* p) { cudaFree(p); }
-void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes) {
-    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+void cuda_free(void* p) noexcept { RETRO_CUDA_CHECK_NOTHROW(cudaFree(p)); }
+void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes, CudaStream stream) {
+    cuda_stream_require(stream, "cuda_copy_to_device");
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
-void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes) {
-    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes, CudaStream stream) {
+    cuda_stream_require(stream, "cuda_copy_to_host");
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
-void cuda_synchronize() { cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 std::size_t cuda_used_bytes() {
     std::size_t free_b = 0, total = 0;
-    cuda_check(cudaMemGetInfo(&free_b, &total), "cudaMemGetInfo");
+    RETRO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
     return total - free_b;
 }
 
@@ -72,41 +84,58 @@ struct DeviceFloats {
     DeviceFloats& operator=(const DeviceFloats&) = delete;
 };
 
+// A CUDA event, destroyed on scope exit.
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { RETRO_CUDA_CHECK(cudaEventCreate(&e)); }
+    ~Event() { RETRO_CUDA_CHECK_NOTHROW(cudaEventDestroy(e)); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+};
+
+// A cuBLAS handle whose work goes to `stream`, destroyed on scope exit.
+struct Cublas {
+    cublasHandle_t h = nullptr;
+    explicit Cublas(cudaStream_t stream) {
+        RETRO_CUBLAS_CHECK(cublasCreate(&h));
+        RETRO_CUBLAS_CHECK(cublasSetStream(h, stream));
+    }
+    ~Cublas() { RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(h)); }
+    Cublas(const Cublas&) = delete;
+    Cublas& operator=(const Cublas&) = delete;
+};
+
 }  // namespace
 
-double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d) {
+double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream stream) {
     cuda_require("--device cuda", "RetroKit");
-    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    cuda_stream_require(stream, "cuda_sgemm_gflops");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
     DeviceFloats a(m * d), b(n * d), c(m * n);
-    fill_pseudo_random<<<static_cast<unsigned>((m * d + 255) / 256), 256>>>(a.p, m * d, 1u);
-    fill_pseudo_random<<<static_cast<unsigned>((n * d + 255) / 256), 256>>>(b.p, n * d, 2u);
-    cuda_check(cudaGetLastError(), "fill_pseudo_random");
-    cublasHandle_t h = nullptr;
-    cublas_check(cublasCreate(&h), "cublasCreate");
-    cublas_check(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    fill_pseudo_random<<<static_cast<unsigned>((m * d + 255) / 256), 256, 0, stream>>>(a.p, m * d, 1u);
+    RETRO_CUDA_LAUNCH_CHECK("fill_pseudo_random", stream);
+    fill_pseudo_random<<<static_cast<unsigned>((n * d + 255) / 256), 256, 0, stream>>>(b.p, n * d, 2u);
+    RETRO_CUDA_LAUNCH_CHECK("fill_pseudo_random", stream);
+    Cublas blas(stream);
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(blas.h, CUBLAS_PEDANTIC_MATH));
     const float one = 1.0f, zero = 0.0f;
     auto once = [&] {
-        cublas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one, b.p, d,
-                                 a.p, d, &zero, c.p, static_cast<int>(n)),
-                     "cublasSgemm");
+        RETRO_CUBLAS_CHECK(cublasSgemm(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), d, &one,
+                                       b.p, d, a.p, d, &zero, c.p, static_cast<int>(n)));
+        RETRO_CUDA_SYNC_POINT("cublasSgemm", stream);
     };
-    cudaEvent_t e0, e1;
-    cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
-    cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
+    Event e0, e1;
     once();
     float best = 1e30f;
     for (int r = 0; r < 5; ++r) {
-        cudaEventRecord(e0);
+        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
         once();
-        cudaEventRecord(e1);
-        cuda_check(cudaEventSynchronize(e1), "sgemm timing");
+        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
+        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
         float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
+        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
         best = std::min(best, ms);
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cublasDestroy(h);
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * d / (best * 1e-3) / 1e9;
 }
 

@@ -5,9 +5,7 @@
 //      (and pass the document filter), then k rounds of a block-wide arg-best over the threads'
 //      list heads write the row's new running k best (thread 0's list starts from the old ones).
 // Order everywhere is (score desc, id asc), as on the CPU; -1 / -inf pad rows with < k candidates.
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
+// All of it runs on the caller's stream; every call is checked (cuda_check.cuh).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -15,6 +13,7 @@
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "cuda_check.cuh"
 #include "index/exact_search_cuda.h"
 
 namespace retro {
@@ -34,12 +33,12 @@ struct DeviceBuf {
         cudaGetLastError();
         p = nullptr;
         std::size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
+        RETRO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         user_error_in("--device cuda", cat("exact search: ", what, " (", count * sizeof(T) / (1 << 20),
                                            " MiB) does not fit on the GPU (", free_b / (1 << 20), " MiB free)"),
                       "search on the CPU, or split the index (--shard)");
     }
-    ~DeviceBuf() { cudaFree(p); }
+    ~DeviceBuf() { RETRO_CUDA_CHECK_NOTHROW(cudaFree(p)); }
     DeviceBuf(const DeviceBuf&) = delete;
     DeviceBuf& operator=(const DeviceBuf&) = delete;
     DeviceBuf& operator=(DeviceBuf&& o) noexcept {
@@ -120,12 +119,12 @@ __global__ void fill_empty(float* run_s, long long* run_i, long long count) {
 // The searcher: the base (and its document ids) stay on device 0 across calls.
 class CudaExactSearchImpl final : public CudaExactSearch {
 public:
-    CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs);
+    CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs, CudaStream stream);
     ~CudaExactSearchImpl() override {
-        if (handle_) cublasDestroy(handle_);
+        if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
     }
     void search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k, std::int64_t* ids,
-                float* scores, std::int64_t query_block, std::int64_t base_block) override;
+                float* scores, CudaStream stream, std::int64_t query_block, std::int64_t base_block) override;
 
 private:
     cublasHandle_t handle_ = nullptr;
@@ -135,29 +134,37 @@ private:
     int d_ = 0;
 };
 
-CudaExactSearchImpl::CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs) {
+CudaExactSearchImpl::CudaExactSearchImpl(const float* base, std::int64_t n, int d, const std::int64_t* base_docs,
+                                         CudaStream stream) {
     cuda_require("--device cuda", "RetroKit", "search on the CPU (--device cpu)");
+    cuda_stream_require(stream, "CudaExactSearch::upload");
     RETRO_CHECK(d > 0 && n >= 0, "d=", d, " n=", n);
-    cuda_check(cudaSetDevice(0), "cudaSetDevice");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
     n_ = n;
     d_ = d;
     base_ = DeviceBuf<float>(n * d, "the base vectors");
-    cuda_check(cudaMemcpy(base_.p, base, static_cast<std::size_t>(n * d) * sizeof(float), cudaMemcpyHostToDevice), "upload base");
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(base_.p, base, static_cast<std::size_t>(n * d) * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream));
     if (base_docs) {
         base_docs_ = DeviceBuf<long long>(n, "the base document ids");
-        cuda_check(cudaMemcpy(base_docs_.p, base_docs, static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice), "upload docs");
+        RETRO_CUDA_CHECK(
+            cudaMemcpyAsync(base_docs_.p, base_docs, static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice, stream));
     }
-    cublas_check(cublasCreate(&handle_), "cublasCreate");
-    cublas_check(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");   // fp32, no TF32
+    RETRO_CUBLAS_CHECK(cublasCreate(&handle_));
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));   // searches may come on another stream
 }
 
 void CudaExactSearchImpl::search(const float* queries, std::int64_t m, const std::int64_t* query_docs, int k,
-                                 std::int64_t* ids, float* scores, std::int64_t query_block, std::int64_t base_block) {
+                                 std::int64_t* ids, float* scores, CudaStream stream, std::int64_t query_block,
+                                 std::int64_t base_block) {
     static_assert(sizeof(long long) == sizeof(std::int64_t));
+    cuda_stream_require(stream, "CudaExactSearch::search");
     if (k < 1 || k > kCudaExactMaxK)
         user_error_in("--neighbours", cat("exact search on CUDA takes 1 to ", kCudaExactMaxK, " neighbours, got ", k),
                       "search on the CPU (--device cpu)");
     if (m == 0) return;
+    RETRO_CUBLAS_CHECK(cublasSetStream(handle_, stream));
     const std::int64_t n = n_;
     const int d = d_;
     const std::int64_t qb = std::min(m, query_block > 0 ? query_block : kMaxQueryBlock);
@@ -169,40 +176,43 @@ void CudaExactSearchImpl::search(const float* queries, std::int64_t m, const std
     const float one = 1.0f, zero = 0.0f;
     for (std::int64_t q0 = 0; q0 < m; q0 += qb) {
         const std::int64_t qc = std::min(qb, m - q0);
-        cuda_check(cudaMemcpy(dq.p, queries + q0 * d, static_cast<std::size_t>(qc * d) * sizeof(float), cudaMemcpyHostToDevice),
-                   "upload queries");
+        RETRO_CUDA_CHECK(cudaMemcpyAsync(dq.p, queries + q0 * d, static_cast<std::size_t>(qc * d) * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream));
         if (filter)
-            cuda_check(cudaMemcpy(dqd.p, query_docs + q0, static_cast<std::size_t>(qc) * 8, cudaMemcpyHostToDevice), "upload query docs");
-        fill_empty<<<static_cast<unsigned>((qc * k + 255) / 256), 256>>>(rs.p, ri.p, qc * k);
-        cuda_check(cudaGetLastError(), "fill_empty");
+            RETRO_CUDA_CHECK(
+                cudaMemcpyAsync(dqd.p, query_docs + q0, static_cast<std::size_t>(qc) * 8, cudaMemcpyHostToDevice, stream));
+        fill_empty<<<static_cast<unsigned>((qc * k + 255) / 256), 256, 0, stream>>>(rs.p, ri.p, qc * k);
+        RETRO_CUDA_LAUNCH_CHECK("fill_empty", stream);
         for (std::int64_t b0 = 0; b0 < n; b0 += nb_max) {
             const std::int64_t nb = std::min(nb_max, n - b0);
             // column-major view: S^T (nb x qc) = X_blk (d x nb)^T * Q_blk^T (d x qc)
-            cublas_check(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nb), static_cast<int>(qc), d, &one,
-                                     base_.p + b0 * d, d, dq.p, d, &zero, S.p, static_cast<int>(nb)),
-                         "cublasSgemm");
-            topk_rows<<<static_cast<unsigned>(qc), kThreads>>>(S.p, nb, b0, k, filter ? dqd.p : nullptr,
-                                                               filter ? base_docs_.p : nullptr, rs.p, ri.p);
-            cuda_check(cudaGetLastError(), "topk_rows");
+            RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nb), static_cast<int>(qc), d,
+                                           &one, base_.p + b0 * d, d, dq.p, d, &zero, S.p, static_cast<int>(nb)));
+            RETRO_CUDA_SYNC_POINT("cublasSgemm (scores)", stream);
+            topk_rows<<<static_cast<unsigned>(qc), kThreads, 0, stream>>>(S.p, nb, b0, k, filter ? dqd.p : nullptr,
+                                                                          filter ? base_docs_.p : nullptr, rs.p, ri.p);
+            RETRO_CUDA_LAUNCH_CHECK("topk_rows", stream);
         }
-        cuda_check(cudaMemcpy(scores + q0 * k, rs.p, static_cast<std::size_t>(qc * k) * sizeof(float), cudaMemcpyDeviceToHost),
-                   "download scores");
-        cuda_check(cudaMemcpy(ids + q0 * k, ri.p, static_cast<std::size_t>(qc * k) * 8, cudaMemcpyDeviceToHost), "download ids");
+        RETRO_CUDA_CHECK(cudaMemcpyAsync(scores + q0 * k, rs.p, static_cast<std::size_t>(qc * k) * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream));
+        RETRO_CUDA_CHECK(
+            cudaMemcpyAsync(ids + q0 * k, ri.p, static_cast<std::size_t>(qc * k) * 8, cudaMemcpyDeviceToHost, stream));
     }
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));   // the results are in ids/scores; the buffers may go
 }
 
 }  // namespace
 
 std::unique_ptr<CudaExactSearch> CudaExactSearch::upload(const float* base, std::int64_t n, int d,
-                                                         const std::int64_t* base_docs) {
-    return std::make_unique<CudaExactSearchImpl>(base, n, d, base_docs);
+                                                         const std::int64_t* base_docs, CudaStream stream) {
+    return std::make_unique<CudaExactSearchImpl>(base, n, d, base_docs, stream);
 }
 
 void exact_search_ip_cuda(const float* queries, std::int64_t m, const float* base, std::int64_t n, int d,
-                          const ExactSearchOptions& opts, std::int64_t* ids, float* scores) {
+                          const ExactSearchOptions& opts, std::int64_t* ids, float* scores, CudaStream stream) {
     RETRO_CHECK((opts.query_docs == nullptr) == (opts.base_docs == nullptr), "doc filter needs both arrays");
-    CudaExactSearchImpl searcher(base, n, d, opts.base_docs);
-    searcher.search(queries, m, opts.query_docs, opts.k, ids, scores, opts.query_block, opts.base_block);
+    CudaExactSearchImpl searcher(base, n, d, opts.base_docs, stream);
+    searcher.search(queries, m, opts.query_docs, opts.k, ids, scores, stream, opts.query_block, opts.base_block);
 }
 
 }  // namespace retro

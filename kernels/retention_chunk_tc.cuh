@@ -281,23 +281,25 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_tc_kernel(const __nv_bflo
 // state_transposed; either may be null.
 template <bool REV, int Da>
 void launch_chunk_tc_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
-                        bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g) {
+                        bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g, cudaStream_t stream) {
     const TcLayout lay(Da);
     auto kernel = chunk_tc_kernel<REV, Da>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total);
+    RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total));
     dim3 grid(static_cast<unsigned>(Dc / kTcTile), static_cast<unsigned>(d.B * d.H));
-    kernel<<<grid, kTcThreads, lay.total>>>(dp(a), dp(b), dp(c), dp(out), init, fin, state_transposed, d, Dc, scale, g);
-    check_launch("retention tensor-core chunk kernel");
+    kernel<<<grid, kTcThreads, lay.total, stream>>>(dp(a), dp(b), dp(c), dp(out), init, fin, state_transposed, d, Dc,
+                                                    scale, g);
+    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention chunk_tc_kernel (reverse)" : "retention chunk_tc_kernel", stream);
 }
 
 template <bool REV>
 void launch_chunk_tc(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
-                     bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g) {
+                     bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g,
+                     cudaStream_t stream) {
     switch (Da) {   // tc_supported: Da a multiple of 16 up to 128; the register tiles need it at compile time
-    case 32: return launch_chunk_tc_da<REV, 32>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
-    case 64: return launch_chunk_tc_da<REV, 64>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
-    case 96: return launch_chunk_tc_da<REV, 96>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
-    case 128: return launch_chunk_tc_da<REV, 128>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g);
+    case 32: return launch_chunk_tc_da<REV, 32>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 64: return launch_chunk_tc_da<REV, 64>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 96: return launch_chunk_tc_da<REV, 96>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 128: return launch_chunk_tc_da<REV, 128>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
     default: RETRO_CHECK(false, "tensor-core retention: unsupported Da ", Da);
     }
 }

@@ -1,14 +1,15 @@
 // Building blocks shared by the retention CUDA modes (retention_{parallel,recurrent,chunkwise}.cu):
 // a causal "pair" kernel out_i = scale Σ_j gamma^|i-j| (a_i·b_j) c_j (windowed to chunks), a state-row kernel,
 // an outer-product state kernel, and the chunk/recurrent state walk with the K×V state tile in shared memory.
+// Each launcher runs its kernel on the caller's stream and checks the launch (cuda_check.cuh).
 #pragma once
 #include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "cuda_check.cuh"
 #include "retention/retention_cuda.h"
 
 namespace retro::retention::cuda_detail {
@@ -33,13 +34,13 @@ __device__ __forceinline__ void st(float* p, float x) { *p = x; }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
 __device__ __forceinline__ float decay(float lg, long d) { return expf(lg * static_cast<float>(d)); }   // d >= 0
 
-inline void check_launch(const char* what) { cuda_check(cudaGetLastError(), what); }
-
 struct Dims {
     long B, T, H, K, V;
 };
 
-inline Gammas prepare(const Shape& s, const Options& opt, double* scale) {
+// Checks the shape and the stream (`entry` names the entry point in the error) and resolves the decays.
+inline Gammas prepare(const Shape& s, const Options& opt, double* scale, cudaStream_t stream, const char* entry) {
+    cuda_stream_require(stream, entry);
     const Resolved r = resolve(s, opt);
     if (s.H > kMaxHeads || s.K > kMaxDim || s.V > kMaxDim)
         user_error("retention (CUDA): needs H <= ", kMaxHeads, " and K, V <= ", kMaxDim, " (got H=", s.H, " K=", s.K,
@@ -119,13 +120,13 @@ __global__ void pair_kernel(const X* a, const X* b, const X* c, X* out, Dims d, 
 
 template <typename T, bool REV>
 void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int Da, int Dc, long C, float scale,
-                 const Gammas& g, bool accumulate) {
+                 const Gammas& g, bool accumulate, cudaStream_t stream) {
     const std::size_t smem = sizeof(float) * (16 * Da + 32 * Da + 32 * Dc + 16 * 32);
     auto kernel = pair_kernel<dev_t<T>, REV>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     dim3 grid(static_cast<unsigned>((d.T + 15) / 16), static_cast<unsigned>(d.B * d.H));
-    kernel<<<grid, kThreads, smem>>>(dp(a), dp(b), dp(c), dp(out), d, Da, Dc, C, scale, g, accumulate);
-    check_launch("retention pair kernel");
+    kernel<<<grid, kThreads, smem, stream>>>(dp(a), dp(b), dp(c), dp(out), d, Da, Dc, C, scale, g, accumulate);
+    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention pair_kernel (reverse)" : "retention pair_kernel", stream);
 }
 
 enum class Coef { xi, zeta };   // xi_n = scale gamma^(n+1); zeta_n = gamma^(T-1-n)
@@ -148,10 +149,10 @@ __global__ void row_state_kernel(const X* x, const float* M, X* out, Dims d, int
 
 template <typename T, bool TRANS>
 void launch_row_state(const T* x, const float* M, T* out, const Dims& d, int Dx, int Dout, Coef coef, float scale,
-                      const Gammas& g) {
+                      const Gammas& g, cudaStream_t stream) {
     dim3 grid(static_cast<unsigned>(d.T), static_cast<unsigned>(d.B * d.H));
-    row_state_kernel<dev_t<T>, TRANS><<<grid, 128>>>(dp(x), M, dp(out), d, Dx, Dout, coef, scale, g);
-    check_launch("retention row-state kernel");
+    row_state_kernel<dev_t<T>, TRANS><<<grid, 128, 0, stream>>>(dp(x), M, dp(out), d, Dx, Dout, coef, scale, g);
+    RETRO_CUDA_LAUNCH_CHECK(TRANS ? "retention row_state_kernel (transposed)" : "retention row_state_kernel", stream);
 }
 
 // M_out = gamma^T M_init + Σ_n coef_n a_n^T b_n (a: [..,K], b: [..,V]); M_init nullable. One thread per entry.
@@ -173,10 +174,10 @@ __global__ void outer_kernel(const X* a, const X* b, const float* Minit, float* 
 
 template <typename T>
 void launch_outer(const T* a, const T* b, const float* Minit, float* Mout, const Dims& d, Coef coef, float scale,
-                  const Gammas& g) {
+                  const Gammas& g, cudaStream_t stream) {
     dim3 grid(static_cast<unsigned>((d.K * d.V + 255) / 256), static_cast<unsigned>(d.B * d.H));
-    outer_kernel<dev_t<T>><<<grid, 256>>>(dp(a), dp(b), Minit, Mout, d, coef, scale, g);
-    check_launch("retention outer kernel");
+    outer_kernel<dev_t<T>><<<grid, 256, 0, stream>>>(dp(a), dp(b), Minit, Mout, d, coef, scale, g);
+    RETRO_CUDA_LAUNCH_CHECK("retention outer_kernel", stream);
 }
 
 // The state walk: one block per (state tile, b·h); the tile of S (or of its gradient G) stays in shared memory
@@ -255,12 +256,18 @@ __global__ void walk_kernel(const X* q, const X* k, const X* v, const X* dO, X* 
 
 template <typename T, Walk W, bool RECUR>
 void launch_walk(const T* q, const T* k, const T* v, const T* dO, T* out, const float* init, float* fin, const Dims& d,
-                 long C, float scale, const Gammas& g) {
+                 long C, float scale, const Gammas& g, cudaStream_t stream) {
     constexpr bool rows_tiled = W == Walk::fwd_dq || W == Walk::rev_dk;
     const long tiles = ((rows_tiled ? d.K : d.V) + kTile - 1) / kTile;
     dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(d.B * d.H));
-    walk_kernel<dev_t<T>, W, RECUR><<<grid, kThreads>>>(dp(q), dp(k), dp(v), dp(dO), dp(out), init, fin, d, C, scale, g);
-    check_launch("retention walk kernel");
+    walk_kernel<dev_t<T>, W, RECUR>
+        <<<grid, kThreads, 0, stream>>>(dp(q), dp(k), dp(v), dp(dO), dp(out), init, fin, d, C, scale, g);
+    constexpr const char* names[2][4] = {
+        {"retention walk_kernel (chunk, fwd_o)", "retention walk_kernel (chunk, fwd_dq)",
+         "retention walk_kernel (chunk, rev_dk)", "retention walk_kernel (chunk, rev_dv)"},
+        {"retention walk_kernel (recurrent, fwd_o)", "retention walk_kernel (recurrent, fwd_dq)",
+         "retention walk_kernel (recurrent, rev_dk)", "retention walk_kernel (recurrent, rev_dv)"}};
+    RETRO_CUDA_LAUNCH_CHECK(names[RECUR][static_cast<int>(W)], stream);
 }
 
 }  // namespace retro::retention::cuda_detail

@@ -8,40 +8,40 @@ using namespace cuda_detail;
 
 template <typename T>
 void parallel_forward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0, T* o,
-                      float* ht) {
+                      float* ht, CudaStream stream) {
     double scale;
-    const Gammas g = prepare(s, opt, &scale);
+    const Gammas g = prepare(s, opt, &scale, stream, "retention::cuda::parallel_forward");
     const Dims d{s.B, s.T, s.H, s.K, s.V};
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
-    launch_pair<T, false>(q, k, v, o, d, K, V, s.T, static_cast<float>(scale), g, false);
-    if (h0) launch_row_state<T, false>(q, h0, o, d, K, V, Coef::xi, static_cast<float>(scale), g);
-    if (ht) launch_outer<T>(k, v, h0, ht, d, Coef::zeta, 1.0f, g);
+    launch_pair<T, false>(q, k, v, o, d, K, V, s.T, static_cast<float>(scale), g, false, stream);
+    if (h0) launch_row_state<T, false>(q, h0, o, d, K, V, Coef::xi, static_cast<float>(scale), g, stream);
+    if (ht) launch_outer<T>(k, v, h0, ht, d, Coef::zeta, 1.0f, g, stream);
 }
 
 template <typename T>
 void parallel_backward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0,
-                       const T* dO, const float* dht, T* dq, T* dk, T* dv, float* dh0) {
+                       const T* dO, const float* dht, T* dq, T* dk, T* dv, float* dh0, CudaStream stream) {
     double scale;
-    const Gammas g = prepare(s, opt, &scale);
+    const Gammas g = prepare(s, opt, &scale, stream, "retention::cuda::parallel_backward");
     const Dims d{s.B, s.T, s.H, s.K, s.V};
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
     const float sc = static_cast<float>(scale);
-    launch_pair<T, false>(dO, v, k, dq, d, V, K, s.T, sc, g, false);   // dQ_n = Σ_{m<=n} scale D (dO_n·v_m) k_m
-    launch_pair<T, true>(v, dO, q, dk, d, V, K, s.T, sc, g, false);    // dK_m = Σ_{n>=m} scale D (v_m·dO_n) q_n
-    launch_pair<T, true>(k, q, dO, dv, d, K, V, s.T, sc, g, false);    // dV_m = Σ_{n>=m} scale D (k_m·q_n) dO_n
-    if (h0) launch_row_state<T, true>(dO, h0, dq, d, V, K, Coef::xi, sc, g);
+    launch_pair<T, false>(dO, v, k, dq, d, V, K, s.T, sc, g, false, stream);   // dQ_n = Σ_{m<=n} scale D (dO_n·v_m) k_m
+    launch_pair<T, true>(v, dO, q, dk, d, V, K, s.T, sc, g, false, stream);    // dK_m = Σ_{n>=m} scale D (v_m·dO_n) q_n
+    launch_pair<T, true>(k, q, dO, dv, d, K, V, s.T, sc, g, false, stream);    // dV_m = Σ_{n>=m} scale D (k_m·q_n) dO_n
+    if (h0) launch_row_state<T, true>(dO, h0, dq, d, V, K, Coef::xi, sc, g, stream);
     if (dht) {
-        launch_row_state<T, true>(v, dht, dk, d, V, K, Coef::zeta, sc, g);
-        launch_row_state<T, false>(k, dht, dv, d, K, V, Coef::zeta, sc, g);
+        launch_row_state<T, true>(v, dht, dk, d, V, K, Coef::zeta, sc, g, stream);
+        launch_row_state<T, false>(k, dht, dv, d, K, V, Coef::zeta, sc, g, stream);
     }
-    if (dh0) launch_outer<T>(q, dO, dht, dh0, d, Coef::xi, sc, g);
+    if (dh0) launch_outer<T>(q, dO, dht, dh0, d, Coef::xi, sc, g, stream);
 }
 
-#define RETRO_PARALLEL_CUDA(T)                                                                                     \
+#define RETRO_PARALLEL_CUDA(T)                                                                                      \
     template void parallel_forward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*, T*, \
-                                      float*);                                                                     \
+                                      float*, CudaStream);                                                          \
     template void parallel_backward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*,    \
-                                       const T*, const float*, T*, T*, T*, float*);
+                                       const T*, const float*, T*, T*, T*, float*, CudaStream);
 RETRO_PARALLEL_CUDA(float)
 RETRO_PARALLEL_CUDA(bf16)
 

@@ -8,30 +8,30 @@ using namespace cuda_detail;
 
 template <typename T>
 void recurrent_forward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0, T* o,
-                       float* ht) {
+                       float* ht, CudaStream stream) {
     double scale;
-    const Gammas g = prepare(s, opt, &scale);
+    const Gammas g = prepare(s, opt, &scale, stream, "retention::cuda::recurrent_forward");
     const Dims d{s.B, s.T, s.H, s.K, s.V};
-    launch_walk<T, Walk::fwd_o, true>(q, k, v, nullptr, o, h0, ht, d, 1, static_cast<float>(scale), g);
+    launch_walk<T, Walk::fwd_o, true>(q, k, v, nullptr, o, h0, ht, d, 1, static_cast<float>(scale), g, stream);
 }
 
 template <typename T>
 void recurrent_backward(const Shape& s, const Options& opt, const T* q, const T* k, const T* v, const float* h0,
-                        const T* dO, const float* dht, T* dq, T* dk, T* dv, float* dh0) {
+                        const T* dO, const float* dht, T* dq, T* dk, T* dv, float* dh0, CudaStream stream) {
     double scale;
-    const Gammas g = prepare(s, opt, &scale);
+    const Gammas g = prepare(s, opt, &scale, stream, "retention::cuda::recurrent_backward");
     const Dims d{s.B, s.T, s.H, s.K, s.V};
     const float sc = static_cast<float>(scale);
-    launch_walk<T, Walk::fwd_dq, true>(q, k, v, dO, dq, h0, nullptr, d, 1, sc, g);
-    launch_walk<T, Walk::rev_dk, true>(q, k, v, dO, dk, dht, dh0, d, 1, sc, g);
-    launch_walk<T, Walk::rev_dv, true>(q, k, v, dO, dv, dht, nullptr, d, 1, sc, g);
+    launch_walk<T, Walk::fwd_dq, true>(q, k, v, dO, dq, h0, nullptr, d, 1, sc, g, stream);
+    launch_walk<T, Walk::rev_dk, true>(q, k, v, dO, dk, dht, dh0, d, 1, sc, g, stream);
+    launch_walk<T, Walk::rev_dv, true>(q, k, v, dO, dv, dht, nullptr, d, 1, sc, g, stream);
 }
 
-#define RETRO_RECURRENT_CUDA(T)                                                                                     \
+#define RETRO_RECURRENT_CUDA(T)                                                                                      \
     template void recurrent_forward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*, T*, \
-                                       float*);                                                                     \
+                                       float*, CudaStream);                                                          \
     template void recurrent_backward<T>(const Shape&, const Options&, const T*, const T*, const T*, const float*,    \
-                                        const T*, const float*, T*, T*, T*, float*);
+                                        const T*, const float*, T*, T*, T*, float*, CudaStream);
 RETRO_RECURRENT_CUDA(float)
 RETRO_RECURRENT_CUDA(bf16)
 

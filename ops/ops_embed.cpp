@@ -52,8 +52,11 @@ public:
         } else {
             cuda_require("ops", "the op registry");
             if constexpr (kCudaBuilt) {
-                if (!gpu_) gpu_ = CudaBert::upload(model_);
-                gpu_->forward_mean(ids_.data(), offsets_.data(), count_, out.data());
+                if (!gpu_) {
+                    stream_ = std::make_unique<CudaStreamOwner>();
+                    gpu_ = CudaBert::upload(model_, stream_->get());
+                }
+                gpu_->forward_mean(ids_.data(), offsets_.data(), count_, out.data(), stream_->get());
             }
         }
         return {std::vector<double>(out.begin(), out.end())};
@@ -65,6 +68,7 @@ private:
     int count_;
     std::vector<std::int32_t> ids_;
     std::vector<std::int64_t> offsets_;
+    std::unique_ptr<CudaStreamOwner> stream_;   // gpu_'s stream (declared first: destroyed last)
     std::unique_ptr<CudaBert> gpu_;
 };
 

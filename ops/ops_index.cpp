@@ -51,8 +51,11 @@ public:
         } else {
             cuda_require("ops", "the op registry");
             if constexpr (kCudaBuilt) {
-                if (!gpu_) gpu_ = CudaExactSearch::upload(base_.data(), n_, d_, docs_.data());
-                gpu_->search(queries_.data(), m_, qdocs_.data(), k_, ids.data(), sc.data());
+                if (!gpu_) {
+                    stream_ = std::make_unique<CudaStreamOwner>();
+                    gpu_ = CudaExactSearch::upload(base_.data(), n_, d_, docs_.data(), stream_->get());
+                }
+                gpu_->search(queries_.data(), m_, qdocs_.data(), k_, ids.data(), sc.data(), stream_->get());
             }
         }
         return {std::vector<double>(ids.begin(), ids.end()), std::vector<double>(sc.begin(), sc.end())};
@@ -84,6 +87,7 @@ private:
     int d_, k_;
     std::vector<float> base_, queries_;
     std::vector<std::int64_t> docs_, qdocs_;
+    std::unique_ptr<CudaStreamOwner> stream_;   // gpu_'s stream (declared first: destroyed last)
     std::unique_ptr<CudaExactSearch> gpu_;
 };
 

@@ -84,8 +84,8 @@ void run(Mode m, const rr::Shape& s, const rr::Options& opt, Tensors<F>& t, bool
     }
 }
 
-// Runs one CUDA mode on inputs stored as X (float or retro::bf16), fp32 states; returns everything as
-// double. Only defined in a CUDA build: call it inside `if constexpr (retro::kCudaBuilt)`.
+// Runs one CUDA mode on inputs stored as X (float or retro::bf16), fp32 states, on a stream of its own; returns
+// everything as double. Only defined in a CUDA build: call it inside `if constexpr (retro::kCudaBuilt)`.
 template <typename X>
 Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, const Tensors<double>& in) {
     namespace rc = rr::cuda;
@@ -97,19 +97,21 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
         if constexpr (std::is_same_v<X, float>) return static_cast<double>(x);
         else return static_cast<double>(retro::from_bf16(x));
     };
+    const retro::CudaStreamOwner stream;
+    const retro::CudaStream st = stream.get();
     std::vector<void*> owned;
     auto up_x = [&](const std::vector<double>& h) {
         std::vector<X> x(h.size());
         for (std::size_t i = 0; i < h.size(); ++i) x[i] = to_x(h[i]);
         auto* d = static_cast<X*>(retro::cuda_alloc(x.size() * sizeof(X)));
-        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(X));
+        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(X), st);
         owned.push_back(d);
         return d;
     };
     auto up_f = [&](const std::vector<double>& h) {
         std::vector<float> x(h.begin(), h.end());
         auto* d = static_cast<float*>(retro::cuda_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
-        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(float));
+        retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(float), st);
         owned.push_back(d);
         return d;
     };
@@ -120,26 +122,26 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
     float *h0 = in.h0.empty() ? nullptr : up_f(in.h0), *dht = in.dht.empty() ? nullptr : up_f(in.dht);
     float *ht = up_f(std::vector<double>(ns)), *dh0 = up_f(std::vector<double>(ns));
     if (m == Mode::parallel) {
-        rc::parallel_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::parallel_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+        rc::parallel_forward<X>(s, opt, q, k, v, h0, o, ht, st);
+        rc::parallel_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0, st);
     } else if (m == Mode::recurrent) {
-        rc::recurrent_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::recurrent_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+        rc::recurrent_forward<X>(s, opt, q, k, v, h0, o, ht, st);
+        rc::recurrent_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0, st);
     } else {
-        rc::chunkwise_forward<X>(s, opt, q, k, v, h0, o, ht);
-        rc::chunkwise_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0);
+        rc::chunkwise_forward<X>(s, opt, q, k, v, h0, o, ht, st);
+        rc::chunkwise_backward<X>(s, opt, q, k, v, h0, dO, dht, dq, dk, dv, dh0, st);
     }
-    retro::cuda_synchronize();
+    retro::cuda_stream_synchronize(st);
     auto down_x = [&](X* d, std::size_t n) {
         std::vector<X> x(n);
-        retro::cuda_copy_to_host(x.data(), d, n * sizeof(X));
+        retro::cuda_copy_to_host(x.data(), d, n * sizeof(X), st);
         std::vector<double> r(n);
         for (std::size_t i = 0; i < n; ++i) r[i] = to_d(x[i]);
         return r;
     };
     auto down_f = [&](float* d, std::size_t n) {
         std::vector<float> x(n);
-        retro::cuda_copy_to_host(x.data(), d, n * sizeof(float));
+        retro::cuda_copy_to_host(x.data(), d, n * sizeof(float), st);
         return std::vector<double>(x.begin(), x.end());
     };
     Tensors<double> out;

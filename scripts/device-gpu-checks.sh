@@ -1,69 +1,195 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks, run on a lent GPU machine from the repository root (docs/gpu.md):
-#   scripts/device-gpu-checks.sh STEP...      logs and JSON under $OUT (default ./out-gpu)
-# Steps: env, tests (the CUDA test cases), sanitize (compute-sanitizer memcheck on them),
-#        retention (retro-bench retention --device cuda), fla (tests/peers/fla_retention.py, the same
-#        shapes), knn (retro-bench knn --cuda), embed (retro-bench embed --device cuda beside HF on the GPU,
-#        on a random BERT of all-MiniLM-L6-v2's shape). Needs .devkit/devkit.tar.gz from scripts/devkit-stage.sh
-#        and, for fla, the wheels in .whl/ (flash-linear-attention and fla-core, docs/gpu.md).
-# Environment: STEP_TIMEOUT (300 s per command), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS.
+#   scripts/device-gpu-checks.sh [STEP...]     logs and JSON under $OUT (default ./out-gpu)
+# Steps: env, tests (the CUDA test cases, the BERT encoder's golden test among them), sanitize (compute-sanitizer
+#        memcheck on the op harness's CUDA cases and CUDA exact search), retention (retro-bench retention --device
+#        cuda), fla (tests/peers/fla_retention.py, the same shapes), knn (retro-bench knn --cuda), embed (retro-bench
+#        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape). Needs
+#        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
+# With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
+# GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
+# Each step passes when every command in it exits 0 (124 or 137: killed by `timeout`); a step that the budget left
+# no time for fails as "not run". The last line is the summary, e.g.
+#   gpu-checks: PASS env tests embed | FAIL sanitize (rc 124, timeout) knn (not run: out of time)
+# (also in $OUT/summary.txt); the exit status is 0 when every step passed, 1 when one failed, 2 on a usage error.
+# Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
+# with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
+# EMBED_REPEATS (4096, 5; default list 1024, 3), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
+# 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS.
 set -uo pipefail
-OUT=${OUT:-$PWD/out-gpu}
-mkdir -p "$OUT"
-kit=/tmp/devkit
-if [[ ! -d $kit ]]; then
-    mkdir -p $kit && tar -C $kit -xzf .devkit/devkit.tar.gz || { echo "no .devkit/devkit.tar.gz: run scripts/devkit-stage.sh and carry .devkit" >&2; exit 2; }
-fi
-cublas_dir=$(dirname "$(ls /usr/local/cuda/lib64/libcublas.so.* 2>/dev/null | head -1)" 2>/dev/null)
-STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
-rk() { LD_LIBRARY_PATH="$kit/lib:${cublas_dir:-/usr/local/cuda/lib64}" timeout "$STEP_TIMEOUT" "$@"; }
-RET_T=${RET_T:-1024,2048,4096,8192,16384}
-RET_PAR_T=${RET_PAR_T:-1024,2048,4096}
-RET_DTYPES=${RET_DTYPES:-bf16,fp32}
-RET_REPEATS=${RET_REPEATS:-5}
-step() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
-for s in "$@"; do
-    case $s in
-    env)
-        step env
-        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
-        head -2 /etc/os-release; nproc; ldd --version | head -1
-        rk ldd $kit/bin/retro_tests | grep -E "not found|cublas|cudart" ;;
-    tests)
-        step tests
-        # the tests run tools from the build tree they were compiled in (RETRO_BIN_DIR, RETRO_SOURCE_DIR): recreate it
-        bindir=$(strings $kit/bin/retro_tests | grep -m1 -E '^/[^ ]*/bin$')   # <source>/<build>/bin
-        src=$(dirname "$(dirname "$bindir")")
-        if [[ -n $src && ! -e $src/tests ]]; then mkdir -p "$src" && for f in tests docs examples; do ln -sfn "$PWD/$f" "$src/$f"; done; fi
-        if [[ -n $bindir && ! -e $bindir ]]; then mkdir -p "$(dirname "$bindir")" && ln -sfn $kit/bin "$bindir"; fi
-        rk $kit/bin/retro_tests -tc='*CUDA*,*cuda*' 2>&1 | tee "$OUT/tests.log" | grep -E 'rms ratio|ERROR|CHECK|values|test cases|skipped' ;;
-    sanitize)
-        step sanitize
-        rk compute-sanitizer --tool memcheck --print-limit 20 $kit/bin/retro_tests -tc='retention CUDA fp32*,knn: CUDA*' 2>&1 | tail -30 | tee "$OUT/sanitize.log" ;;
-    retention)
-        step retention
-        rk $kit/bin/retro-bench retention --device cuda --modes chunkwise,recurrent --T "$RET_T" --dtype "$RET_DTYPES" \
-            --repeats "$RET_REPEATS" --json "$OUT/rk_retention.json" 2>&1 | tee "$OUT/rk_retention.log"
-        rk $kit/bin/retro-bench retention --device cuda --modes parallel --T "$RET_PAR_T" --dtype "$RET_DTYPES" \
-            --repeats 3 --json "$OUT/rk_retention_parallel.json" 2>&1 | tee "$OUT/rk_retention_parallel.log" ;;
-    fla)
-        step fla
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
-        PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout "$STEP_TIMEOUT" python3 tests/peers/fla_retention.py --modes chunkwise,parallel,recurrent \
-            --T "$RET_T" --dtype "$RET_DTYPES" --json "$OUT/fla_retention.json" 2>&1 | grep -v '^ ' | tail -40 | tee "$OUT/fla.log" ;;
-    embed)
-        step embed
-        # a random BERT of all-MiniLM-L6-v2's shape (no network there for the real weights; speed does not depend
-        # on the values); the peer runs with the machine's own libraries, not the devkit's
-        python3 tests/peers/make_bert_shape.py --out /tmp/bert-minilm-shape > /dev/null
-        cat docs/*.md > /tmp/docs-text.txt
-        printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec python3 "$@"\n' > /tmp/python-clean && chmod +x /tmp/python-clean
-        rk $kit/bin/retro-bench embed --device cuda --model /tmp/bert-minilm-shape --chunks 4096 --batch 256 --repeats 5 \
-            --texts /tmp/docs-text.txt --peer tests/peers/hf_embed.py --python /tmp/python-clean \
-            --json "$OUT/rk_embed_cuda.json" 2>&1 | tee "$OUT/rk_embed_cuda.log" ;;
-    knn)
-        step knn
-        rk $kit/bin/retro-bench knn --cuda --thread-counts "$(nproc)" --ivf-nlist 0 --json "$OUT/rk_knn.json" 2>&1 | tee "$OUT/rk_knn.log" ;;
-    *) echo "unknown step $s" >&2; exit 2 ;;
+
+DEFAULT_STEPS=(env tests embed sanitize knn)
+
+# Settings from the environment; `default_list` (0/1) picks the smaller sizes and the budget of the default run.
+configure() {
+    local default_list=$1
+    OUT=${OUT:-$PWD/out-gpu}
+    KIT=${KIT:-/tmp/devkit}
+    STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
+    CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*'}   # doctest filters ignore case
+    SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*'}
+    RET_T=${RET_T:-1024,2048,4096,8192,16384}
+    RET_PAR_T=${RET_PAR_T:-1024,2048,4096}
+    RET_DTYPES=${RET_DTYPES:-bf16,fp32}
+    RET_REPEATS=${RET_REPEATS:-5}
+    if ((default_list)); then
+        GPU_CHECKS_BUDGET=${GPU_CHECKS_BUDGET:-540}
+        EMBED_CHUNKS=${EMBED_CHUNKS:-1024} EMBED_REPEATS=${EMBED_REPEATS:-3}
+        KNN_N=${KNN_N:-262144} KNN_QUERIES=${KNN_QUERIES:-2048}
+    else
+        GPU_CHECKS_BUDGET=${GPU_CHECKS_BUDGET:-0}
+        EMBED_CHUNKS=${EMBED_CHUNKS:-4096} EMBED_REPEATS=${EMBED_REPEATS:-5}
+        KNN_N=${KNN_N:-} KNN_QUERIES=${KNN_QUERIES:-}
+    fi
+    local cublas=(/usr/local/cuda/lib64/libcublas.so.*)
+    if [[ -e ${cublas[0]} ]]; then cublas_dir=$(dirname "${cublas[0]}"); else cublas_dir=/usr/local/cuda/lib64; fi
+}
+
+# Seconds the next command may run: STEP_TIMEOUT, or what is left of the budget when that is less (at least 1).
+time_left() {
+    local t=$STEP_TIMEOUT
+    if ((GPU_CHECKS_BUDGET > 0)); then
+        local rest=$((GPU_CHECKS_BUDGET - SECONDS))
+        ((rest < t)) && t=$rest
+        ((t < 1)) && t=1
+    fi
+    echo "$t"
+}
+limited() { timeout --kill-after=10 "$(time_left)" "$@"; }
+# a devkit binary, with the devkit's libraries
+rk() { LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" limited "$@"; }
+
+# The running step's status: the first non-zero exit status of its commands.
+step_rc=0
+track() {
+    if ((step_rc == 0 && $1 != 0)); then step_rc=$1; fi
+    return 0
+}
+
+step_env() {
+    limited nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
+    track $?
+    head -2 /etc/os-release; nproc; ldd --version | head -1
+    local libs
+    libs=$(rk ldd "$KIT/bin/retro_tests")
+    track $?
+    grep -E "not found|cublas|cudart" <<<"$libs"
+    if grep -q "not found" <<<"$libs"; then
+        echo "retro_tests misses a library"
+        track 1
+    fi
+}
+
+step_tests() {
+    # the tests run tools from the build tree they were compiled in (RETRO_BIN_DIR, RETRO_SOURCE_DIR): recreate it
+    local bindir src
+    bindir=$(strings "$KIT/bin/retro_tests" | grep -m1 -E '^/[^ ]*/bin$')   # <source>/<build>/bin
+    src=$(dirname "$(dirname "$bindir")")
+    if [[ -n $src && ! -e $src/tests ]]; then mkdir -p "$src" && for f in tests docs examples scripts; do ln -sfn "$PWD/$f" "$src/$f"; done; fi
+    if [[ -n $bindir && ! -e $bindir ]]; then mkdir -p "$(dirname "$bindir")" && ln -sfn "$KIT/bin" "$bindir"; fi
+    rk "$KIT/bin/retro_tests" -tc="$CUDA_TESTS" 2>&1 | tee "$OUT/tests.log" |
+        grep -E 'rms ratio|min cosine|ERROR|CHECK|values|test cases|skipped'
+    track "${PIPESTATUS[0]}"
+    if grep -q "skipped: no CUDA device" "$OUT/tests.log"; then   # a pass without the GPU is no pass here
+        echo "the CUDA test cases saw no device"
+        track 1
+    fi
+}
+
+step_sanitize() {
+    rk compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" -tc="$SANITIZE_TESTS" 2>&1 |
+        tee "$OUT/sanitize.log" | tail -30
+    track "${PIPESTATUS[0]}"
+}
+
+step_retention() {
+    rk "$KIT/bin/retro-bench" retention --device cuda --modes chunkwise,recurrent --T "$RET_T" --dtype "$RET_DTYPES" \
+        --repeats "$RET_REPEATS" --json "$OUT/rk_retention.json" 2>&1 | tee "$OUT/rk_retention.log"
+    track "${PIPESTATUS[0]}"
+    rk "$KIT/bin/retro-bench" retention --device cuda --modes parallel --T "$RET_PAR_T" --dtype "$RET_DTYPES" \
+        --repeats 3 --json "$OUT/rk_retention_parallel.json" 2>&1 | tee "$OUT/rk_retention_parallel.log"
+    track "${PIPESTATUS[0]}"
+}
+
+step_fla() {
+    limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+    track $?
+    PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 limited python3 tests/peers/fla_retention.py --modes chunkwise,parallel,recurrent \
+        --T "$RET_T" --dtype "$RET_DTYPES" --json "$OUT/fla_retention.json" 2>&1 | grep -v '^ ' | tail -40 | tee "$OUT/fla.log"
+    track "${PIPESTATUS[0]}"
+}
+
+step_embed() {
+    # a random BERT of all-MiniLM-L6-v2's shape (no network there for the real weights; speed does not depend
+    # on the values); the peer runs with the machine's own libraries, not the devkit's
+    limited python3 tests/peers/make_bert_shape.py --out /tmp/bert-minilm-shape >/dev/null
+    track $?
+    cat docs/*.md >/tmp/docs-text.txt
+    printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
+    rk "$KIT/bin/retro-bench" embed --device cuda --model /tmp/bert-minilm-shape --chunks "$EMBED_CHUNKS" --batch 256 \
+        --repeats "$EMBED_REPEATS" --texts /tmp/docs-text.txt --peer tests/peers/hf_embed.py --python /tmp/python-clean \
+        --json "$OUT/rk_embed_cuda.json" 2>&1 | tee "$OUT/rk_embed_cuda.log"
+    track "${PIPESTATUS[0]}"
+}
+
+step_knn() {
+    local size=()
+    [[ -n $KNN_N ]] && size+=(--n "$KNN_N")
+    [[ -n $KNN_QUERIES ]] && size+=(--queries "$KNN_QUERIES")
+    rk "$KIT/bin/retro-bench" knn --cuda --thread-counts "$(nproc)" --ivf-nlist 0 "${size[@]}" --json "$OUT/rk_knn.json" 2>&1 |
+        tee "$OUT/rk_knn.log"
+    track "${PIPESTATUS[0]}"
+}
+
+# "(rc N)", with what 124 / 137 mean
+describe_rc() {
+    case $1 in
+    124 | 137) echo "(rc $1, timeout)" ;;
+    *) echo "(rc $1)" ;;
     esac
-done
+}
+
+main() {
+    local steps=("$@") default_list=0
+    if ((${#steps[@]} == 0)); then steps=("${DEFAULT_STEPS[@]}") default_list=1; fi
+    local s
+    for s in "${steps[@]}"; do
+        if ! declare -F "step_$s" >/dev/null; then
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed)" >&2
+            exit 2
+        fi
+    done
+    configure "$default_list"
+    mkdir -p "$OUT"
+    if [[ ! -d $KIT ]]; then
+        if ! { mkdir -p "$KIT" && tar -C "$KIT" -xzf .devkit/devkit.tar.gz; }; then
+            rm -rf "$KIT"
+            echo "no .devkit/devkit.tar.gz: run scripts/devkit-stage.sh and carry .devkit" >&2
+            echo "gpu-checks: FAIL setup (no devkit)" | tee "$OUT/summary.txt"
+            exit 2
+        fi
+    fi
+    local passed=() failed=()
+    for s in "${steps[@]}"; do
+        echo
+        echo "=== $s ($(date -u +%H:%M:%S))"
+        if ((GPU_CHECKS_BUDGET > 0 && SECONDS >= GPU_CHECKS_BUDGET)); then
+            echo "not run: the budget of $GPU_CHECKS_BUDGET s is spent"
+            failed+=("$s (not run: out of time)")
+            continue
+        fi
+        step_rc=0
+        "step_$s"
+        if ((step_rc == 0)); then passed+=("$s"); else failed+=("$s $(describe_rc "$step_rc")"); fi
+    done
+    local summary="gpu-checks:"
+    ((${#passed[@]})) && summary+=" PASS ${passed[*]}"
+    ((${#passed[@]} && ${#failed[@]})) && summary+=" |"
+    ((${#failed[@]})) && summary+=" FAIL ${failed[*]}"
+    echo
+    echo "$summary" | tee "$OUT/summary.txt"
+    ((${#failed[@]} == 0))
+}
+
+# run when executed; when sourced (a dry run of the control flow with steps of one's own), only define
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then main "$@"; fi

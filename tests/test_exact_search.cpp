@@ -142,6 +142,8 @@ TEST_CASE("knn: exact search kernels agree on float data to the last bits") {
 TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {   // compiled away in a CPU-only build (core/cuda_device.h)
+        const CudaStreamOwner stream;
+        const CudaStream st = stream.get();
         // integer data: every score exact on both devices, so ids and scores must be equal
         for (int k : {1, 10, 128}) {
             const int d = 32;
@@ -160,7 +162,7 @@ TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
                 for (std::int64_t block : {0, 1000}) {   // one score block; 8 base x 3 query blocks with tails
                     o.base_block = block;
                     o.query_block = block ? 128 : 0;
-                    exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
+                    exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data(), st);
                     CHECK(got == want);
                     CHECK(got_sc == want_sc);
                 }
@@ -179,7 +181,7 @@ TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
         std::vector<std::int64_t> want(m * k), got(m * k);
         std::vector<float> want_sc(m * k), got_sc(m * k);
         exact_search_ip(q.data(), m, x.data(), n, d, o, want.data(), want_sc.data());
-        exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data());
+        exact_search_ip_cuda(q.data(), m, x.data(), n, d, o, got.data(), got_sc.data(), st);
         for (std::int64_t i = 0; i < m * k; ++i) {
             CHECK(got_sc[i] == doctest::Approx(want_sc[i]).epsilon(1e-4));
             bool tied = (i % k > 0 && std::fabs(want_sc[i] - want_sc[i - 1]) < 1e-3f) ||
@@ -189,7 +191,14 @@ TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
         std::vector<std::int64_t> few(2 * 8);
         std::vector<float> few_sc(2 * 8);
         o.k = 8;
-        exact_search_ip_cuda(q.data(), 2, x.data(), 5, d, o, few.data(), few_sc.data());
+        exact_search_ip_cuda(q.data(), 2, x.data(), 5, d, o, few.data(), few_sc.data(), st);
+        // the legacy default stream is refused, under the entry point's name
+        try {
+            exact_search_ip_cuda(q.data(), 2, x.data(), 5, d, o, few.data(), few_sc.data(), nullptr);
+            FAIL("no error");
+        } catch (const InternalError& e) {
+            CHECK(std::string(e.what()).find("CudaExactSearch::upload: needs a stream of its own") != std::string::npos);
+        }
         CHECK(few[5] == -1);
         CHECK(few[15] == -1);
         CHECK(std::isinf(few_sc[7]));
@@ -198,9 +207,10 @@ TEST_CASE("knn: CUDA exact search equals the CPU exact search on random data") {
 
 TEST_CASE("knn: asking for CUDA exact search says 'built without CUDA' (CPU-only build) or 'no CUDA device found'") {
     if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present");
-    if constexpr (kCudaBuilt) {   // the entry point refuses by itself too
+    if constexpr (kCudaBuilt) {   // the entry point refuses by itself too (before it looks at the stream)
         std::vector<float> x(8, 1.0f);
-        CHECK_THROWS_AS(CudaExactSearch::upload(x.data(), 1, 8, nullptr), UserError);
+        CHECK_THROWS_AS(CudaExactSearch::upload(x.data(), 1, 8, nullptr, nullptr), UserError);
+        CHECK_THROWS_AS(CudaStreamOwner(), UserError);   // and so does a stream
     }
     try {   // the one refusal every GPU path goes through first (retro-knn --device cuda: test_knn.cpp)
         cuda_require("--device cuda", "retro-knn", "search on the CPU (--device cpu)");

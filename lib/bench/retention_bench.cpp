@@ -113,11 +113,12 @@ Row bench_cpu(const std::string& mode, const std::string& dtype, const rr::Shape
 #define RETRO_CUDA_CALL(fn, ...) \
     (mode == "parallel" ? rr::cuda::parallel_##fn(__VA_ARGS__) : mode == "recurrent" ? rr::cuda::recurrent_##fn(__VA_ARGS__) : rr::cuda::chunkwise_##fn(__VA_ARGS__))
 
-// Device copies of host float arrays as X (fp32 or bf16), freed with the owner.
+// Device copies of host float arrays as X (fp32 or bf16), uploaded on `stream`, freed with the owner.
 template <typename X>
 struct DeviceArrays {
+    CudaStream stream;
     std::vector<X*> bufs;
-    DeviceArrays() = default;
+    explicit DeviceArrays(CudaStream s) : stream(s) {}
     DeviceArrays(const DeviceArrays&) = delete;
     DeviceArrays& operator=(const DeviceArrays&) = delete;
     ~DeviceArrays() {
@@ -133,7 +134,7 @@ struct DeviceArrays {
         });
         X* d = static_cast<X*>(cuda_alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
         bufs.push_back(d);
-        cuda_copy_to_device(d, y.data(), y.size() * sizeof(X));
+        cuda_copy_to_device(d, y.data(), y.size() * sizeof(X), stream);
         return d;
     }
 };
@@ -143,7 +144,9 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
     Row r{mode, dtype, s};
     const auto nk = static_cast<std::size_t>(s.B * s.T * s.H * s.K), nv = static_cast<std::size_t>(s.B * s.T * s.H * s.V);
     const std::size_t used0 = cuda_used_bytes();
-    DeviceArrays<X> dev;
+    const CudaStreamOwner stream;
+    const CudaStream st = stream.get();
+    DeviceArrays<X> dev(st);
     auto upload = [&](const std::vector<float>& host) { return dev.upload(host); };
     X *q = upload(random_floats(nk, 1)), *k = upload(random_floats(nk, 2)), *v = upload(random_floats(nv, 3)),
       *dO = upload(random_floats(nv, 4)), *out = upload(std::vector<float>(nv)), *dq = upload(std::vector<float>(nk)),
@@ -151,17 +154,17 @@ Row bench_cuda(const std::string& mode, const std::string& dtype, const rr::Shap
     r.buffer_bytes = static_cast<std::int64_t>((4 * nk + 4 * nv) * sizeof(X));
     rr::Options opt;
     opt.chunk_size = o.chunk_size;
-    auto fwd = [&] { RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr); cuda_synchronize(); };
+    auto fwd = [&] { RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr, st); cuda_stream_synchronize(st); };
     auto fb = [&] {
-        RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr);
-        RETRO_CUDA_CALL(backward, s, opt, q, k, v, nullptr, dO, nullptr, dq, dk, dv, nullptr);
-        cuda_synchronize();
+        RETRO_CUDA_CALL(forward, s, opt, q, k, v, nullptr, out, nullptr, st);
+        RETRO_CUDA_CALL(backward, s, opt, q, k, v, nullptr, dO, nullptr, dq, dk, dv, nullptr, st);
+        cuda_stream_synchronize(st);
     };
     r.fwd_ms = median_ms(fwd, o.repeats);
     r.fwdbwd_ms = median_ms(fb, o.repeats);
     r.peak_extra_bytes = static_cast<std::int64_t>(cuda_used_bytes() - used0) - r.buffer_bytes;
     std::vector<X> host(nv);
-    cuda_copy_to_host(host.data(), out, nv * sizeof(X));
+    cuda_copy_to_host(host.data(), out, nv * sizeof(X), st);
     for (const auto& e : host) {
         float f;
         if constexpr (std::is_same_v<X, float>) f = e;
@@ -192,14 +195,16 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
     const rr::Shape& one = z.one;
     const std::size_t nk1 = z.nk1, nv1 = z.nv1, ns = z.ns;
     rr::Options opt;
-    DeviceArrays<X> dev;
-    DeviceArrays<float> states;
+    const CudaStreamOwner stream;
+    const CudaStream st = stream.get();
+    DeviceArrays<X> dev(st);
+    DeviceArrays<float> states(st);
     X *q1 = dev.upload(random_floats(nk1, 5)), *k1 = dev.upload(random_floats(nk1, 6)), *v1 = dev.upload(random_floats(nv1, 7)),
       *o1 = dev.upload(std::vector<float>(nv1));
     float *h = states.upload(random_floats(ns, 8)), *h2 = states.upload(std::vector<float>(ns));
     const double rec = median_ms([&] {
-        rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, h, o1, h2);
-        cuda_synchronize();
+        rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, h, o1, h2, st);
+        cuda_stream_synchronize(st);
     }, repeats * 5);
     json par = nullptr;
     if (s0.T <= kDecodeParallelMaxT) {
@@ -207,8 +212,8 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
         X *qp = dev.upload(random_floats(nk, 9)), *kp = dev.upload(random_floats(nk, 10)), *vp = dev.upload(random_floats(nv, 11)),
           *op = dev.upload(std::vector<float>(nv));
         par = median_ms([&] {
-            rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr);
-            cuda_synchronize();
+            rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr, st);
+            cuda_stream_synchronize(st);
         }, repeats);
     }
     return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"parallel_prefix_ms", par}};
@@ -262,7 +267,7 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                  : "measuring sgemm (2048^3, " + std::to_string(thread_count()) + " threads)");
     double sgemm = 0;
     if (!gpu) sgemm = sgemm_gflops();
-    else if constexpr (kCudaBuilt) sgemm = cuda_sgemm_gflops(8192, 8192, 8192);
+    else if constexpr (kCudaBuilt) sgemm = cuda_sgemm_gflops(8192, 8192, 8192, CudaStreamOwner().get());
     log_info("sgemm: " + fmt(sgemm, 1) + " GFLOP/s");
 
     std::vector<Row> rows;

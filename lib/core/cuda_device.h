@@ -1,20 +1,25 @@
 // The GPU as the library sees it, in a CUDA build and in a CPU-only one: kCudaBuilt (the one compile-time
-// switch), the device probe, cuda_require (the one "built without CUDA" / "no CUDA device found" error), and
-// the device helpers the ops share: memory, copies, status checks, bf16, the cuBLAS sgemm rate.
+// switch), the device probe, cuda_require (the one "built without CUDA" / "no CUDA device found" error), the
+// stream type every CUDA entry point takes, and the device helpers the ops share: memory, copies, bf16, the
+// cuBLAS sgemm rate. The status checks are core/cuda_check.h's.
 //
 // Layering: each op's CUDA entry header sits beside its CPU op (index/exact_search_cuda.h, embed/bert_cuda.h,
 // retention/retention_cuda.h); kernels/*.cu define those entry points and the helpers below, and nothing else
 // does. So a CPU-only build names them only inside `if constexpr (kCudaBuilt)`: the call is type-checked in both
 // builds and compiled away in the CPU-only one (a call outside such a branch fails that build's link). The user
 // reaches the GPU through cuda_require() first, which refuses in one line when there is none.
-// provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, cuda_alloc, cuda_free,
-//           cuda_copy_to_device, cuda_copy_to_host, cuda_synchronize, cuda_used_bytes, cuda_check, cublas_check,
-//           cuda_sgemm_gflops, bf16, to_bf16, from_bf16
+// Streams: every entry point takes a CudaStream and none runs on the legacy default stream; a caller owns one
+// CudaStreamOwner (a non-blocking stream) per searcher, embedder or run and passes it (docs/gpu.md).
+// provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, CudaStream, cuda_stream_create,
+//           cuda_stream_destroy, cuda_stream_synchronize, CudaStreamOwner, cuda_alloc, cuda_free,
+//           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_sgemm_gflops, bf16, to_bf16, from_bf16
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+struct CUstream_st;   // CUDA's stream object: cudaStream_t is CUstream_st*
 
 namespace retro {
 
@@ -33,21 +38,45 @@ std::string cuda_device_name();   // device 0's name, "" when there is none
 // or "<flag>: no CUDA device found", with `fix` as the hint.
 void cuda_require(const std::string& flag, const std::string& program, const std::string& fix = "");
 
-// Device 0's memory (kernels/cuda_device.cu; InternalError on a CUDA error).
+// A CUDA stream as lib/ passes it: the same type as cudaStream_t (the kernels use it as one), so lib/ headers
+// need no CUDA header. Entry points refuse the legacy default stream (nullptr, cudaStreamLegacy):
+// core/cuda_check.h's cuda_stream_require.
+using CudaStream = CUstream_st*;
+
+// A new non-blocking stream on device 0 (cudaStreamNonBlocking: no implicit sync with the legacy default
+// stream); UserError without a device (cuda_require), InternalError on a CUDA error.
+CudaStream cuda_stream_create();
+void cuda_stream_destroy(CudaStream stream) noexcept;   // a failure is logged (destructors call it)
+void cuda_stream_synchronize(CudaStream stream);        // waits for the stream's work; InternalError on a fault
+
+// Owns one non-blocking stream of device 0, made on construction and destroyed with it: what a caller creates
+// (after cuda_require) and passes to the entry points. Not copyable; in a CPU-only build only constructed inside
+// `if constexpr (kCudaBuilt)`, and its destructor (which a unique_ptr member names in any build) is empty there.
+class CudaStreamOwner {
+public:
+    CudaStreamOwner() : stream_(cuda_stream_create()) {}
+    ~CudaStreamOwner() {
+        if constexpr (kCudaBuilt) cuda_stream_destroy(stream_);
+    }
+    CudaStreamOwner(const CudaStreamOwner&) = delete;
+    CudaStreamOwner& operator=(const CudaStreamOwner&) = delete;
+    CudaStream get() const { return stream_; }
+
+private:
+    CudaStream stream_;
+};
+
+// Device 0's memory (kernels/cuda_device.cu; InternalError on a CUDA error). The copies are ordered on `stream`
+// and return when they are done (the host buffer may then be reused or read).
 void* cuda_alloc(std::size_t bytes);
-void cuda_free(void* p);
-void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes);
-void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes);
-void cuda_synchronize();
+void cuda_free(void* p) noexcept;   // a failure is logged (destructors call it)
+void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes, CudaStream stream);
+void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes, CudaStream stream);
 std::size_t cuda_used_bytes();   // total - free, from cudaMemGetInfo
 
-// InternalError "<what>: <CUDA's message>" unless `status` (a cudaError_t / cublasStatus_t) is success.
-void cuda_check(int status, const char* what);
-void cublas_check(int status, const char* what);
-
 // GFLOP/s of cuBLAS fp32 sgemm (pedantic math, no TF32) for S (m x n) = A (m x d) · B (n x d)^T on device 0,
-// the shape of one exact-search score block; best of 5 after a warm-up, pseudo-random data.
-double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d);
+// the shape of one exact-search score block; best of 5 after a warm-up, pseudo-random data, on `stream`.
+double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream stream);
 
 // Storage bit-identical to __nv_bfloat16 (kernels/retention_common.cuh static_asserts it), so this header
 // needs no CUDA headers.

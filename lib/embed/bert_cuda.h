@@ -3,25 +3,28 @@
 // `if constexpr (kCudaBuilt)`, core/cuda_device.h). Same packing (sequences back to back, no padding), same math
 // in fp32: every dense layer is one cublasSgemm over all tokens of the batch (pedantic math: no TF32), attention
 // runs per (sequence, head) over that sequence's tokens, LayerNorm/GELU/softmax/bias/residual are small fused
-// kernels. Weights are uploaded once; host pointers in and out.
+// kernels. Weights are uploaded once; host pointers in and out. The work runs on the caller's stream
+// (core/cuda_device.h: CudaStreamOwner) and each call returns when it is done.
 // provides: CudaBert
 #pragma once
 #include <cstdint>
 #include <memory>
 
+#include "core/cuda_device.h"
 #include "embed/bert_model.h"
 
 namespace retro {
 
 class CudaBert {
 public:
-    // Uploads the model's weights to device 0. UserError without a device.
-    static std::unique_ptr<CudaBert> upload(const BertModel& model);
+    // Uploads the model's weights to device 0 on `stream`. UserError without a device.
+    static std::unique_ptr<CudaBert> upload(const BertModel& model, CudaStream stream);
     virtual ~CudaBert() = default;
 
     // BertModel::forward_mean's contract: `count` sequences ids[offsets[s] .. offsets[s+1]) -> out [count, hidden]
-    // (the mean of each sequence's last hidden states). Not thread-safe (one stream, reused buffers).
-    virtual void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) = 0;
+    // (the mean of each sequence's last hidden states), on `stream`. Not thread-safe (reused buffers).
+    virtual void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                              CudaStream stream) = 0;
 };
 
 }  // namespace retro

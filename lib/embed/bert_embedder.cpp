@@ -61,13 +61,16 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
     opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
     if (opts_.device == "cuda") {
         cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
-        if constexpr (kCudaBuilt) cuda_ = CudaBert::upload(model_);
+        if constexpr (kCudaBuilt) {
+            cuda_stream_ = std::make_unique<CudaStreamOwner>();
+            cuda_ = CudaBert::upload(model_, cuda_stream_->get());
+        }
     }
 }
 
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
     embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
-        if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled);
+        if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled, cuda_stream_->get());
         else model_.forward_mean(ids, offsets, count, pooled);
     }, out);
 }

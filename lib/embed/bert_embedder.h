@@ -47,7 +47,8 @@ private:
     BertEmbedderOptions opts_;
     const Tokenizer* tokenizer_;
     BertModel model_;
-    std::unique_ptr<CudaBert> cuda_;   // set when opts.device == "cuda"
+    std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
+    std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     WordPiece wordpiece_;
     std::string fingerprint_;
 };

@@ -117,7 +117,8 @@ struct Searcher {
     bool self_mode;
     std::unique_ptr<FaissIndex> index;
     std::unique_ptr<BaseVectors> base;
-    std::unique_ptr<CudaExactSearch> gpu;   // --device cuda: the base on the GPU
+    std::unique_ptr<CudaStreamOwner> gpu_stream;   // the stream gpu runs on (declared first: destroyed last)
+    std::unique_ptr<CudaExactSearch> gpu;          // --device cuda: the base on the GPU
 
     // Searches queries [q0, q0+n) into ids/scores (n x k).
     void search(const float* q, std::int64_t q0, std::int64_t n, int d, bool exact, std::int64_t* ids, float* scores) {
@@ -131,7 +132,7 @@ struct Searcher {
         if (self_mode && exact)
             for (std::int64_t i = 0; i < n; ++i) qdocs.push_back(base_docs[row_of(i)]);
         if (exact && gpu) {
-            gpu->search(q, n, self_mode ? qdocs.data() : nullptr, opts.k, ids, scores);
+            gpu->search(q, n, self_mode ? qdocs.data() : nullptr, opts.k, ids, scores, gpu_stream->get());
             return;
         }
         if (exact) {
@@ -315,7 +316,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         if (self_mode) qdb.reset();
     }
     QuerySource queries(opts.index, im, qdb.get(), opts.device);
-    Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, {}};
+    Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, nullptr, {}};
     const int d = folder.dim;
     if (self_mode) {
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
@@ -325,7 +326,11 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         s.base = std::make_unique<BaseVectors>(opts.index);
         if (s.base->dim() != d) user_error_in(opts.index + "/embeddings.npy", "has dimension " + std::to_string(s.base->dim()) + ", the manifest says " + std::to_string(d));
         if (opts.device == "cuda")
-            if constexpr (kCudaBuilt) s.gpu = CudaExactSearch::upload(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr);
+            if constexpr (kCudaBuilt) {
+                s.gpu_stream = std::make_unique<CudaStreamOwner>();
+                s.gpu = CudaExactSearch::upload(s.base->data(), s.base->rows(), d, self_mode ? s.doc_ids() : nullptr,
+                                                s.gpu_stream->get());
+            }
     }
     if (!opts.exact) {
         s.index = std::move(folder.index);

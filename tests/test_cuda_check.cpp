@@ -1,0 +1,131 @@
+// CUDA error checking and streams, the parts that need no device (core/cuda_check.h): a failed CUDA or cuBLAS
+// call's error names the call, the file and the line (CUDA's and cuBLAS's own names and strings, which a CUDA build
+// has without a driver); a kernel fault says how to name its kernel; entry points refuse the legacy default stream;
+// the RETRO_CUDA_SYNC_CHECK switch; and scripts/device-gpu-checks.sh's test filter picks the CUDA test cases,
+// which skip visibly without a device.
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "core/cuda_check.h"
+#include "core/cuda_device.h"
+#include "core/error.h"
+#include "core/shell_quote.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The message of the InternalError that f throws ("" when it throws none).
+template <typename F>
+std::string internal_error_of(F f) {
+    try {
+        f();
+    } catch (const InternalError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// The default value of `var` in the script's `var=${var:-'...'}` line.
+std::string script_default(const std::string& script, const std::string& var) {
+    std::smatch m;
+    const std::regex re(var + R"(=\$\{)" + var + R"(:-'([^']*)'\})");
+    return std::regex_search(script, m, re) ? m[1].str() : "";
+}
+
+// Lines of `text` that begin with `start`.
+std::size_t lines_starting(const std::string& text, const std::string& start) {
+    std::size_t n = 0;
+    for (auto p = text.find(start); p != std::string::npos; p = text.find(start, p + 1))
+        if (p == 0 || text[p - 1] == '\n') ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("cuda check: a failed CUDA or cuBLAS call throws one InternalError naming the call, the file and the line") {
+    if constexpr (!kCudaBuilt) {
+        RETRO_SKIP("built without CUDA (the status checks are kernels/cuda_check.cu's)");
+    } else {
+        CHECK_NOTHROW(cuda_check(0, "cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, stream)", "kernels/x.cu", 7));
+        CHECK(internal_error_of([] {
+                  cuda_check(1, "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)",
+                             "kernels/retention_common.cuh", 139);
+              }) == "kernels/retention_common.cuh:139: cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                    "smem): cudaErrorInvalidValue: invalid argument");
+        // a fault a kernel left behind, reported at a later call: the message says how to name the kernel
+        const std::string fault = internal_error_of([] { cuda_check(700, "cudaStreamSynchronize(stream)", "kernels/y.cu", 12); });
+        CHECK(fault.rfind("kernels/y.cu:12: cudaStreamSynchronize(stream): cudaErrorIllegalAddress: an illegal memory access "
+                          "was encountered", 0) == 0);
+        if (!cuda_sync_check()) CHECK(fault.find("rerun with RETRO_CUDA_SYNC_CHECK=1 to name the kernel") != std::string::npos);
+        CHECK(cuda_error_message(1, "c", "f", 1).find("RETRO_CUDA_SYNC_CHECK") == std::string::npos);   // not a fault
+        // the launch check's names: "kernel <name>: launch"
+        CHECK(cuda_error_message(9, "kernel topk_rows: launch", "kernels/exact_search_cuda.cu", 190) ==
+              "kernels/exact_search_cuda.cu:190: kernel topk_rows: launch: cudaErrorInvalidConfiguration: invalid "
+              "configuration argument");
+        CHECK_NOTHROW(cublas_check(0, "cublasCreate(&h)", "kernels/z.cu", 3));
+        CHECK(internal_error_of([] { cublas_check(13, "cublasSgemm(h, ...)", "kernels/z.cu", 4); })
+                  .rfind("kernels/z.cu:4: cublasSgemm(h, ...): CUBLAS_STATUS_EXECUTION_FAILED: ", 0) == 0);
+        // destructors' form: logged, not thrown
+        CHECK_NOTHROW(cuda_check_nothrow(700, "cudaFree(p)", "kernels/z.cu", 5));
+        CHECK_NOTHROW(cublas_check_nothrow(13, "cublasDestroy(h)", "kernels/z.cu", 6));
+    }
+}
+
+TEST_CASE("cuda check: every entry point refuses the legacy default stream, naming itself") {
+    CHECK(internal_error_of([] { cuda_stream_require(nullptr, "CudaBert::forward_mean"); })
+              .find("CudaBert::forward_mean: needs a stream of its own, not the legacy default stream") != std::string::npos);
+    CHECK(internal_error_of([] { cuda_stream_require(reinterpret_cast<CudaStream>(0x1), "retention::cuda::chunkwise_forward"); })
+              .find("retention::cuda::chunkwise_forward: needs a stream of its own") != std::string::npos);   // cudaStreamLegacy
+}
+
+TEST_CASE("cuda check: a CUDA stream of its own passes the check and synchronizes") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        const CudaStreamOwner stream;
+        CHECK_NOTHROW(cuda_stream_require(stream.get(), "x"));
+        CHECK_NOTHROW(cuda_stream_synchronize(stream.get()));
+    }
+}
+
+TEST_CASE("cuda check: RETRO_CUDA_SYNC_CHECK is on for any value but unset, empty and 0") {
+    CHECK_FALSE(cuda_sync_check_parse(nullptr));
+    CHECK_FALSE(cuda_sync_check_parse(""));
+    CHECK_FALSE(cuda_sync_check_parse("0"));
+    CHECK(cuda_sync_check_parse("1"));
+    CHECK(cuda_sync_check_parse("yes"));
+    const char* env = std::getenv(kCudaSyncCheckEnv);
+    CHECK(cuda_sync_check() == cuda_sync_check_parse(env));
+}
+
+TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (the BERT golden test among them), which skip visibly here") {
+    const std::string script = test::read_text(test::source_dir() / "scripts/device-gpu-checks.sh");
+    const std::string tests = script_default(script, "CUDA_TESTS"), sanitize = script_default(script, "SANITIZE_TESTS");
+    REQUIRE(!tests.empty());
+    REQUIRE(!sanitize.empty());
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    auto listed = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + tests));
+    REQUIRE(listed.exit_code == 0);
+    for (const char* name : {"bert: the CUDA encoder (--device cuda) matches transformers on the same golden files",
+                             "ops: every backend and dtype against the CPU in double",
+                             "knn: CUDA exact search equals the CPU exact search on random data",
+                             "knn: retro-knn --exact --device cuda equals --device cpu - or fails in one line without a GPU"}) {
+        CAPTURE(name);
+        CHECK(listed.out.find(name) != std::string::npos);
+    }
+    auto sanitized = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + sanitize));
+    REQUIRE(sanitized.exit_code == 0);
+    CHECK(sanitized.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
+    CHECK(sanitized.out.find("knn: CUDA exact search equals the CPU exact search on random data") != std::string::npos);
+
+    if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the cases run instead of skipping)");
+    auto run = test::run_command(shell_quote(self) + " " +
+                                 shell_quote("-tc=bert: the CUDA encoder*,knn: CUDA exact search*,ops: every backend and dtype*"));
+    INFO(run.out);
+    CHECK((run.exit_code == 0 || run.exit_code == 77));   // 77: skipped under ctest (RETRO_SKIP_RC)
+    CHECK(lines_starting(run.out, "skipped: no CUDA device") == 2);   // RETRO_SKIP's line: bert, knn
+    CHECK(run.out.find("MESSAGE: CUDA cases skipped: no CUDA device") != std::string::npos);   // the op harness's
+}
