@@ -249,7 +249,7 @@ TEST_CASE("model: whole-model gradient check in double with aligned CCA query po
 }
 
 TEST_CASE("model: shipped configs load") {
-    for (const char* name : {"tiny.json", "demo.json", "retro-172m.json", "retro-1b.json"}) {
+    for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "retro-172m.json", "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;
         INFO(std::string(name));
         auto c = RetroConfig::load(path.string());
