@@ -39,16 +39,17 @@ step "4. retro-knn: 2 neighbours per chunk, never from the chunk's own document"
 step "   two chunks beside their neighbours"
 "$BIN/retro-knn" show "$OUT/knn" --db "$OUT/db" --chunk 1000 --count 2
 
-step "5. retro-train: a small RETRO (examples/configs/demo.json, 32-token chunks) with and without retrieval"
-# demo.json reads 256-token sequences of 32-token chunks: a database and neighbours at that grid
-"$BIN/retro-chunk" "$CORPUS" --glob "$GLOB" --tokenizer "$OUT/tok" --out "$OUT/db32" --chunk-size 32 --seq-len 256 --force --quiet
-"$BIN/retro-index" "$OUT/db32" --out "$OUT/index32" --force --quiet
-"$BIN/retro-knn" "$OUT/index32" --db "$OUT/db32" --out "$OUT/knn32" --neighbours 2 --extra 32 --force --quiet
+step "5. retro-train: a small RETRO (examples/configs/demo-retrieval.json, 8-token chunks) with and without retrieval"
+# demo-retrieval.json reads 256-token sequences of 8-token chunks, each chunk's neighbours shifted to their match with
+# it and read at aligned positions (docs/retrieval.md section 7): a database and neighbours at that grid
+"$BIN/retro-chunk" "$CORPUS" --glob "$GLOB" --tokenizer "$OUT/tok" --out "$OUT/db8" --chunk-size 8 --seq-len 256 --force --quiet
+"$BIN/retro-index" "$OUT/db8" --out "$OUT/index8" --force --quiet
+"$BIN/retro-knn" "$OUT/index8" --db "$OUT/db8" --out "$OUT/knn8" --neighbours 2 --extra 32 --force --quiet
 STEPS=${DEMO_STEPS:-300}
 FIT_STEPS=${DEMO_FIT_STEPS:-$STEPS}
-CONFIG="$(dirname "$0")/configs/demo.json"
-TRAIN=(--db "$OUT/db32" --knn "$OUT/knn32" --config "$CONFIG" --warmup 20 --lr 2e-3 --force)
-echo "three runs of examples/configs/demo.json: the baseline (no retrieval) and RETRO from scratch at the same" >&2
+CONFIG="$(dirname "$0")/configs/demo-retrieval.json"
+TRAIN=(--db "$OUT/db8" --knn "$OUT/knn8" --config "$CONFIG" --warmup 20 --lr 2e-3 --force)
+echo "three runs of examples/configs/demo-retrieval.json: the baseline (no retrieval) and RETRO from scratch at the same" >&2
 echo "$STEPS steps x 8 x 256 tokens, then RETRO retro-fitted onto the frozen baseline ($FIT_STEPS steps, CCA + encoder)" >&2
 "$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run-no-retrieval" --steps "$STEPS" --val-every "$STEPS" --no-retrieval
 "$BIN/retro-train" "${TRAIN[@]}" --out "$OUT/run" --steps "$STEPS" --val-every "$STEPS"
@@ -57,7 +58,7 @@ echo "$STEPS steps x 8 x 256 tokens, then RETRO retro-fitted onto the frozen bas
 "$BIN/retro-train" plot "$OUT/run" >/dev/null 2>&1 && echo "curves: $OUT/run/curves.png" >&2 || true
 
 step "   RETRO's evaluation (retro-train eval): validation loss by overlap r, with, without and with shuffled neighbours"
-EVAL=(--db "$OUT/db32" --knn "$OUT/knn32" --baseline "$OUT/run-no-retrieval" --max-batches "${DEMO_EVAL_BATCHES:-24}"
+EVAL=(--db "$OUT/db8" --knn "$OUT/knn8" --baseline "$OUT/run-no-retrieval" --max-batches "${DEMO_EVAL_BATCHES:-24}"
       --alphas 0.125,0.5 --quiet)
 printf '\n-- RETRO from scratch (%s steps) against the no-retrieval baseline (%s steps)\n' "$STEPS" "$STEPS"
 "$BIN/retro-train" eval --run "$OUT/run" "${EVAL[@]}" --json-out "$OUT/eval-run.json"
@@ -71,21 +72,23 @@ verdict() {   # $1 name, $2 eval json: helped = real neighbours beat shuffled on
     printf "%s: real neighbours %+.4f nats, shuffled ones %+.4f (vs the same weights without retrieval), real - shuffled %+.4f, vs the baseline %+.4f: %s\n",
       n, r, s, r - s, b, (r - s >= 0.01 && b > 0) ? "retrieval helped" : "retrieval did not help beyond the shuffled control" }'
 }
-echo
-verdict "RETRO from scratch" "$OUT/eval-run.json"
-verdict "retro-fitted" "$OUT/eval-retrofit.json"
 
-step "6. retro-generate: two prompts about the Python documentation, retrieving every 32-token chunk"
+step "6. retro-generate: two prompts about the Python documentation, retrieving every 8-token chunk"
 echo "(the demo model saw $STEPS steps of training only: expect word salad; the neighbours show what retrieval found)" >&2
 PROMPTS=("The os module provides a portable way of using" "To create a virtual environment, run the venv module")
 for p in "${PROMPTS[@]}"; do
   printf '\n-- prompt: %s\n' "$p"
-  "$BIN/retro-generate" "$OUT/run" --index "$OUT/index32" --db "$OUT/db32" --max-tokens 64 --seed 1 \
+  "$BIN/retro-generate" "$OUT/run" --index "$OUT/index8" --db "$OUT/db8" --max-tokens 64 --seed 1 \
     --show-neighbours "$p"
 done
 
 step "   the same prompts with --no-retrieval (the same weights, CCA skipped)"
 for p in "${PROMPTS[@]}"; do
   printf '\n-- prompt: %s\n' "$p"
-  "$BIN/retro-generate" "$OUT/run" --db "$OUT/db32" --max-tokens 64 --seed 1 --no-retrieval "$p"
+  "$BIN/retro-generate" "$OUT/run" --db "$OUT/db8" --max-tokens 64 --seed 1 --no-retrieval "$p"
 done
+
+step "   the verdict (retro-train eval on $OUT/eval-run.json and $OUT/eval-retrofit.json, docs/retrieval.md)"
+echo
+verdict "RETRO from scratch" "$OUT/eval-run.json"
+verdict "retro-fitted" "$OUT/eval-retrofit.json"
