@@ -79,17 +79,15 @@ RETRO_SIMD_CLONES void backward_rows_f32(float* y, const float* x, const float* 
 RETRO_FAST_MATH_END
 
 template <typename T, bool BACKWARD>
-void rotary_apply(T* y, const T* x, const RotaryTable<T>& t, std::int64_t B, std::int64_t N, std::int64_t H,
-                  std::int64_t D) {
-    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
-    RETRO_CHECK(t.rot_dim <= D, "rotary dim ", t.rot_dim, " > head dim ", D);
-    const std::int64_t R = t.rot_dim;
+void rotary_apply(T* y, const T* x, const T* cos, const T* sin, std::int64_t R, std::int64_t B, std::int64_t N,
+                  std::int64_t H, std::int64_t D) {
+    RETRO_CHECK(R <= D, "rotary dim ", R, " > head dim ", D);
     ranges(B * N, B * N * H * R * 3, [&](std::int64_t r0, std::int64_t r1, int) {
         if constexpr (std::is_same_v<T, float>) {
-            if (BACKWARD) backward_rows_f32(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
-            else forward_rows_f32(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
+            if (BACKWARD) backward_rows_f32(y, x, cos, sin, r0, r1, N, H, D, R);
+            else forward_rows_f32(y, x, cos, sin, r0, r1, N, H, D, R);
         } else {
-            apply_rows<T, BACKWARD>(y, x, t.cos.data(), t.sin.data(), r0, r1, N, H, D, R);
+            apply_rows<T, BACKWARD>(y, x, cos, sin, r0, r1, N, H, D, R);
         }
     });
 }
@@ -98,12 +96,24 @@ void rotary_apply(T* y, const T* x, const RotaryTable<T>& t, std::int64_t B, std
 template <typename T>
 void rotary_forward(T* y, const T* x, const RotaryTable<T>& table, std::int64_t B, std::int64_t N, std::int64_t H,
                     std::int64_t D) {
-    rotary_apply<T, false>(y, x, table, B, N, H, D);
+    RETRO_CHECK(table.rows == N, "rotary table has ", table.rows, " rows for ", N, " positions");
+    rotary_apply<T, false>(y, x, table.cos.data(), table.sin.data(), table.rot_dim, B, N, H, D);
 }
 template <typename T>
 void rotary_backward(T* dx, const T* dy, const RotaryTable<T>& table, std::int64_t B, std::int64_t N, std::int64_t H,
                      std::int64_t D) {
-    rotary_apply<T, true>(dx, dy, table, B, N, H, D);
+    RETRO_CHECK(table.rows == N, "rotary table has ", table.rows, " rows for ", N, " positions");
+    rotary_apply<T, true>(dx, dy, table.cos.data(), table.sin.data(), table.rot_dim, B, N, H, D);
+}
+template <typename T>
+void rotary_forward(T* y, const T* x, const T* cos, const T* sin, std::int64_t rot_dim, std::int64_t B, std::int64_t N,
+                    std::int64_t H, std::int64_t D) {
+    rotary_apply<T, false>(y, x, cos, sin, rot_dim, B, N, H, D);
+}
+template <typename T>
+void rotary_backward(T* dx, const T* dy, const T* cos, const T* sin, std::int64_t rot_dim, std::int64_t B,
+                     std::int64_t N, std::int64_t H, std::int64_t D) {
+    rotary_apply<T, true>(dx, dy, cos, sin, rot_dim, B, N, H, D);
 }
 
 #define RETRO_INSTANTIATE(T)                                                                                 \
@@ -112,6 +122,10 @@ void rotary_backward(T* dx, const T* dy, const RotaryTable<T>& table, std::int64
     template void rotary_forward<T>(T*, const T*, const RotaryTable<T>&, std::int64_t, std::int64_t,         \
                                     std::int64_t, std::int64_t);                                             \
     template void rotary_backward<T>(T*, const T*, const RotaryTable<T>&, std::int64_t, std::int64_t,        \
+                                     std::int64_t, std::int64_t);                                             \
+    template void rotary_forward<T>(T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
+                                    std::int64_t, std::int64_t);                                             \
+    template void rotary_backward<T>(T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
                                      std::int64_t, std::int64_t);
 RETRO_INSTANTIATE(float)
 RETRO_INSTANTIATE(double)

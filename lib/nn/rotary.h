@@ -30,5 +30,12 @@ void rotary_forward(T* y, const T* x, const RotaryTable<T>& table, std::int64_t 
 template <typename T>
 void rotary_backward(T* dx, const T* dy, const RotaryTable<T>& table, std::int64_t B, std::int64_t N, std::int64_t H,
                      std::int64_t D);
+// The same over a table given as cos / sin [N, rot_dim] pointers (nn/nn_backend.h's RotaryView).
+template <typename T>
+void rotary_forward(T* y, const T* x, const T* cos, const T* sin, std::int64_t rot_dim, std::int64_t B, std::int64_t N,
+                    std::int64_t H, std::int64_t D);
+template <typename T>
+void rotary_backward(T* dx, const T* dy, const T* cos, const T* sin, std::int64_t rot_dim, std::int64_t B,
+                     std::int64_t N, std::int64_t H, std::int64_t D);
 
 }  // namespace retro::nn

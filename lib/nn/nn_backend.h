@@ -1,0 +1,124 @@
+// NnBackend: the primitive ops of RETRO training (issue 21) behind one interface, so that the model's
+// composition (train/planned_model.h) is written once and runs on the CPU (HostNnBackend, nn/nn_backend_host.h:
+// the nn/*.h ops themselves) or on the GPU (cuda_nn_backend, nn/nn_backend_cuda.h: kernels/nn_*.cu). Every
+// pointer is the backend's memory (host memory for the CPU backend, device 0's for CUDA) unless it says "host".
+// Each op has its CPU namesake's contract, word for word (nn/linear.h, rmsnorm.h, gelu.h, rotary.h,
+// attention.h, embedding.h, cross_entropy.h, residual.h): activations are written (=), parameter gradients
+// accumulated (+=). The op harness (ops/ops_nn_backend.cpp) runs each op through both backends against the CPU
+// in double.
+// Determinism: every op gives the same bits for the same inputs on the same device (no atomics in a sum whose
+// order could vary), so a GPU run resumes bit-exactly; across backends results differ by rounding only.
+// Work is ordered on the backend's stream; download() and the ops that return a host value wait for it.
+// provides: NnBackend, RotaryView
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nn/attention.h"
+
+namespace retro::nn {
+
+// A rotary table in backend memory: cos/sin [rows, rot_dim] (nn/rotary.h's RotaryTable, uploaded).
+struct RotaryView {
+    const float* cos = nullptr;
+    const float* sin = nullptr;
+    std::int64_t rows = 0, rot_dim = 0;
+};
+
+class NnBackend {
+public:
+    virtual ~NnBackend() = default;
+    virtual std::string name() const = 0;   // "cpu", "cuda"
+
+    // Memory. alloc() returns memory aligned to 256 bytes, or throws InternalError; release(nullptr) does nothing.
+    virtual void* alloc(std::size_t bytes) = 0;
+    virtual void release(void* p) noexcept = 0;
+    virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;     // returns when copied
+    virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;   // waits for earlier work
+    virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void zero(void* p, std::size_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    // y[N, O] = x W^T + b (b may be null); backward: dx = dy W (dx may be null), dW += dy^T x, db += sum dy
+    // (dW null: neither dW nor db).
+    virtual void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
+                                std::int64_t I, std::int64_t O) = 0;
+    virtual void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                                 std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+
+    virtual void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                                 std::int64_t C) = 0;
+    virtual void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                  const float* norm, std::int64_t N, std::int64_t C) = 0;
+
+    virtual void gelu_forward(float* y, const float* x, std::int64_t N) = 0;
+    virtual void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) = 0;
+
+    // x, y [B, N, H*D], table.rows == N; in place allowed (y == x).
+    virtual void rotary_forward(float* y, const float* x, const RotaryView& table, std::int64_t B, std::int64_t N,
+                                std::int64_t H, std::int64_t D) = 0;
+    virtual void rotary_backward(float* dx, const float* dy, const RotaryView& table, std::int64_t B,
+                                 std::int64_t N, std::int64_t H, std::int64_t D) = 0;
+
+    // x[i] *= s for n elements (the queries' dim_head^-1/2, as nn/attention_layer.cpp applies it).
+    virtual void scale(float* x, float s, std::int64_t n) = 0;
+
+    // nn/attention.h's attention_forward / attention_backward; key_mask [B, Nk] bytes (1 = attend) or null,
+    // null_k / null_v [H*D] when s.null_kv; probs [B, H, Nq, s.keys()].
+    virtual void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
+                                   const AttentionShape& s) = 0;
+    virtual void attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v,
+                                    const float* dout, const float* probs, const float* q, const float* k,
+                                    const float* v, const float* null_k, const float* null_v,
+                                    const std::uint8_t* key_mask, const AttentionShape& s) = 0;
+
+    // out[N, C] = table[ids[n]] (ids valid: the caller checks them on the host); backward dtable[ids[n]] += dout[n]
+    // in n order per element.
+    virtual void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
+                                   std::int64_t V, std::int64_t C) = 0;
+    virtual void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                                    std::int64_t C) = 0;
+    // out[B, T, C] += pos[t]; dpos[t] += sum over b in order.
+    virtual void position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
+                                      std::int64_t C) = 0;
+    virtual void position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
+                                       std::int64_t C) = 0;
+
+    // Returns the mean loss on the host (waits); lse [N] is kept for backward; *valid = non-ignored rows.
+    virtual float cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits,
+                                        const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                        std::int32_t ignore_index) = 0;
+    virtual void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
+                                        const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                        std::int32_t ignore_index, std::int64_t valid) = 0;
+
+    // dst = a + b;  dst += src  (n elements; nn/residual.h)
+    virtual void residual_sum(float* dst, const float* a, const float* b, std::int64_t n) = 0;
+    virtual void residual_add(float* dst, const float* src, std::int64_t n) = 0;
+
+    // Row gathers for the chunk layouts (CCA's shift, the encoder's context): for i < rows,
+    //   gather_rows:     dst[i, :]  = index[i] >= 0 ? src[index[i], :] : 0
+    //   gather_add_rows: dst[i, :] += src[index[i], :]   where index[i] >= 0
+    // rows of C floats; index [rows] in backend memory.
+    virtual void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                             std::int64_t C) = 0;
+    virtual void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                 std::int64_t C) = 0;
+
+    // sum of x[i]^2 over n elements, accumulated in double in a fixed order; returned on the host (waits).
+    virtual double sum_squares(const float* x, std::int64_t n) = 0;
+
+    // One AdamW update of n elements, train/adamw.cpp's arithmetic in float, element by element:
+    //   if decay[i]: p *= a.decay;  m = m + a.w1 (g - m);  v = v a.b2 + a.w2 g^2;
+    //   p = p + (-a.step_size) (m / (sqrt(v) / a.bc2_sqrt + a.eps))
+    // decay [n] bytes (1 = the tensor decays). The scalars are computed on the host per step (AdamWScalars).
+    struct AdamWScalars {
+        float decay = 1, w1 = 0, b2 = 0, w2 = 0, step_size = 0, bc2_sqrt = 1, eps = 0;
+    };
+    virtual void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay,
+                              std::int64_t n, const AdamWScalars& a) = 0;
+};
+
+}  // namespace retro::nn

@@ -1,0 +1,64 @@
+// HostNnBackend: nn/nn_backend.h on the CPU, in host memory, each op the nn/*.h function of the same name (so a
+// model composed over NnBackend and run here gives the bits of the same composition over the nn ops directly).
+// provides: HostNnBackend
+#pragma once
+#include "nn/nn_backend.h"
+
+namespace retro::nn {
+
+class HostNnBackend final : public NnBackend {
+public:
+    std::string name() const override { return "cpu"; }
+    void* alloc(std::size_t bytes) override;
+    void release(void* p) noexcept override;
+    void upload(void* dst, const void* host_src, std::size_t bytes) override;
+    void download(void* host_dst, const void* src, std::size_t bytes) override;
+    void copy(void* dst, const void* src, std::size_t bytes) override;
+    void zero(void* p, std::size_t bytes) override;
+    void synchronize() override {}
+
+    void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
+                        std::int64_t O) override;
+    void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                         std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                         std::int64_t C) override;
+    void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                          const float* norm, std::int64_t N, std::int64_t C) override;
+    void gelu_forward(float* y, const float* x, std::int64_t N) override;
+    void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) override;
+    void rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N, std::int64_t H,
+                        std::int64_t D) override;
+    void rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
+                         std::int64_t H, std::int64_t D) override;
+    void scale(float* x, float s, std::int64_t n) override;
+    void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                           const float* null_k, const float* null_v, const std::uint8_t* key_mask,
+                           const AttentionShape& s) override;
+    void attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
+                            const float* probs, const float* q, const float* k, const float* v, const float* null_k,
+                            const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s) override;
+    void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N, std::int64_t V,
+                           std::int64_t C) override;
+    void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                            std::int64_t C) override;
+    void position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn, std::int64_t C) override;
+    void position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
+                               std::int64_t C) override;
+    float cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits, const std::int32_t* targets,
+                                std::int64_t N, std::int64_t V, std::int32_t ignore_index) override;
+    void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
+                                const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int32_t ignore_index,
+                                std::int64_t valid) override;
+    void residual_sum(float* dst, const float* a, const float* b, std::int64_t n) override;
+    void residual_add(float* dst, const float* src, std::int64_t n) override;
+    void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                     std::int64_t C) override;
+    void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                         std::int64_t C) override;
+    double sum_squares(const float* x, std::int64_t n) override;
+    void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay, std::int64_t n,
+                      const AdamWScalars& a) override;
+};
+
+}  // namespace retro::nn
