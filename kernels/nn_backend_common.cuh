@@ -1,0 +1,126 @@
+// The CUDA NnBackend's class (nn/nn_backend_cuda.h) and the helpers its kernels share. The class's members are
+// defined across kernels/nn_backend_cuda.cu (memory, linear, rmsnorm, gelu, rotary, scale, embeddings),
+// kernels/nn_attention_cuda.cu (attention) and kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row
+// gathers, sum of squares, AdamW). Every kernel runs kThreads threads per block; element-wise kernels loop
+// grid-stride over a 1-D grid of at most kMaxBlocks blocks, row kernels loop block-stride over rows, so no
+// size reaches a grid limit. Every sum runs in a fixed order (a thread's own elements in index order, then
+// block_reduce's fixed tree): the same inputs give the same bits on the same device.
+// provides: CudaNnBackend, kThreads, kMaxBlocks, grid_for, SumOp, MaxOp, block_reduce
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cuda_device.h"
+#include "cuda_check.cuh"
+#include "nn/nn_backend.h"
+
+namespace retro::nn::detail {
+
+constexpr int kThreads = 256;                          // threads per block, every kernel (a power of two)
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 16;   // grid-stride / block-stride loops cover the rest
+
+// Blocks for `work` items (elements at one per thread, or rows at one per block with per_block = 1).
+inline unsigned grid_for(std::int64_t work, std::int64_t per_block = kThreads) {
+    return static_cast<unsigned>(std::clamp<std::int64_t>((work + per_block - 1) / per_block, 1, kMaxBlocks));
+}
+
+struct SumOp {
+    template <typename T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduces one value per thread over the block in a fixed tree (halving strides); every thread gets the result.
+// `sh` is kThreads entries of shared memory; every thread of the block must call it.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, T* sh, Op op) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s >>= 1) {
+        if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    const T r = sh[0];
+    __syncthreads();   // sh may be reused at once
+    return r;
+}
+
+class CudaNnBackend final : public NnBackend {
+public:
+    explicit CudaNnBackend(CudaStream stream);
+    ~CudaNnBackend() override;
+    CudaNnBackend(const CudaNnBackend&) = delete;
+    CudaNnBackend& operator=(const CudaNnBackend&) = delete;
+
+    std::string name() const override { return "cuda"; }
+    void* alloc(std::size_t bytes) override;
+    void release(void* p) noexcept override;
+    void upload(void* dst, const void* host_src, std::size_t bytes) override;
+    void download(void* host_dst, const void* src, std::size_t bytes) override;
+    void copy(void* dst, const void* src, std::size_t bytes) override;
+    void zero(void* p, std::size_t bytes) override;
+    void synchronize() override;
+
+    void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
+                        std::int64_t O) override;
+    void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                         std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                         std::int64_t C) override;
+    void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                          const float* norm, std::int64_t N, std::int64_t C) override;
+    void gelu_forward(float* y, const float* x, std::int64_t N) override;
+    void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) override;
+    void rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N, std::int64_t H,
+                        std::int64_t D) override;
+    void rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
+                         std::int64_t H, std::int64_t D) override;
+    void scale(float* x, float s, std::int64_t n) override;
+    void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                           const float* null_k, const float* null_v, const std::uint8_t* key_mask,
+                           const AttentionShape& s) override;
+    void attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
+                            const float* probs, const float* q, const float* k, const float* v, const float* null_k,
+                            const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s) override;
+    void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N, std::int64_t V,
+                           std::int64_t C) override;
+    void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                            std::int64_t C) override;
+    void position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn, std::int64_t C) override;
+    void position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
+                               std::int64_t C) override;
+    float cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits, const std::int32_t* targets,
+                                std::int64_t N, std::int64_t V, std::int32_t ignore_index) override;
+    void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
+                                const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int32_t ignore_index,
+                                std::int64_t valid) override;
+    void residual_sum(float* dst, const float* a, const float* b, std::int64_t n) override;
+    void residual_add(float* dst, const float* src, std::int64_t n) override;
+    void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                     std::int64_t C) override;
+    void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                         std::int64_t C) override;
+    double sum_squares(const float* x, std::int64_t n) override;
+    void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay, std::int64_t n,
+                      const AdamWScalars& a) override;
+
+private:
+    // Grow-only device scratch (never shrinks). Growing waits for the stream first: earlier kernels may still
+    // read the old buffer.
+    struct Scratch {
+        void* p = nullptr;
+        std::size_t bytes = 0;
+    };
+    void* scratch(Scratch& s, std::size_t bytes);
+
+    CudaStream stream_;
+    cublasHandle_t handle_ = nullptr;
+    Scratch ds_;         // attention backward: ds [B, H, Nq, keys]
+    Scratch rows_;       // cross-entropy forward: per-row losses [N]
+    Scratch partials_;   // sum_squares: per-block partial sums (double)
+};
+
+}  // namespace retro::nn::detail

@@ -1,0 +1,357 @@
+// CUDA build of lib/nn/nn_backend_cuda.h: the factory, the backend's memory (cudaMalloc / cudaFree, copies and
+// memsets on its stream; upload and download wait for it), and the row-wise and element-wise ops:
+//   linear     cuBLAS sgemm (CUBLAS_PEDANTIC_MATH: fp32, no TF32). Row-major Y[N, O] = X[N, I] W[O, I]^T is, in
+//              cuBLAS's column-major view, Y^T = op_T(W) X^T: sgemm(T, N, O, N, I, W, I, X, I, Y, O); the bias is
+//              written first and the GEMM adds (beta 1), as nn/linear.cpp does. dx^T = W^T dy^T: sgemm(N, N, I, N,
+//              O, W, I, dy, O, dx, I); dW^T += X^T dy: sgemm(N, T, I, O, N, X, I, dy, O, dW, I) with beta 1;
+//              db: one thread per column adding dy's rows in n order.
+//   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma one
+//              thread per column adding the rows' terms in n order.
+//   gelu, rotary, scale, embedding, positions: one thread per element (rotary: per rotated pair, so y == x is
+//              safe); embedding_backward one thread per channel adding rows n = 0..N-1 in order (repeated ids never
+//              race), position_add_backward one thread per (t, c) adding b in order.
+#include <climits>
+#include <cmath>
+#include <memory>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "cuda_check.cuh"
+#include "nn/nn_backend_cuda.h"
+#include "nn_backend_common.cuh"
+
+namespace retro::nn {
+namespace detail {
+namespace {
+
+using ll = long long;
+constexpr double kRmsnormEps = 1e-8;   // nn/rmsnorm.h's RMSNORM_EPS: clamps the norm, not under the root
+
+int as_int(std::int64_t v, const char* what) {
+    RETRO_CHECK(v >= 0 && v <= INT_MAX, "nn backend (cuda): ", what, " = ", v, " does not fit cuBLAS's int");
+    return static_cast<int>(v);
+}
+
+// ---------------- linear ----------------
+__global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll N, ll O) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * O; e += static_cast<ll>(gridDim.x) * blockDim.x)
+        y[e] = b[e % O];
+}
+
+__global__ void column_sums_add(float* __restrict__ db, const float* __restrict__ dy, ll N, ll O) {
+    for (ll o = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; o < O; o += static_cast<ll>(gridDim.x) * blockDim.x) {
+        float acc = db[o];
+        for (ll n = 0; n < N; n++) acc += dy[n * O + o];
+        db[o] = acc;
+    }
+}
+
+// ---------------- rmsnorm ----------------
+__global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ norm, const float* __restrict__ x,
+                                     const float* __restrict__ gamma, ll N, ll C, float scale, float eps) {
+    __shared__ float sh[kThreads];
+    for (ll n = blockIdx.x; n < N; n += gridDim.x) {
+        const float* xr = x + n * C;
+        float ss = 0;
+        for (ll c = threadIdx.x; c < C; c += kThreads) ss += xr[c] * xr[c];
+        ss = block_reduce(ss, sh, SumOp{});
+        const float nm = sqrtf(ss) * scale;
+        if (threadIdx.x == 0) norm[n] = nm;
+        const float inv = 1.0f / (nm < eps ? eps : nm);
+        float* yr = y + n * C;
+        for (ll c = threadIdx.x; c < C; c += kThreads) yr[c] = xr[c] * inv * gamma[c];
+    }
+}
+
+__global__ void rmsnorm_backward_rows(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
+                                      const float* __restrict__ gamma, const float* __restrict__ norm, ll N, ll C,
+                                      float eps) {
+    __shared__ float sh[kThreads];
+    for (ll n = blockIdx.x; n < N; n += gridDim.x) {
+        const float* xr = x + n * C;
+        const float* gr = dy + n * C;
+        const float nm = norm[n];
+        const float inv = 1.0f / (nm < eps ? eps : nm);
+        float dot = 0;
+        for (ll c = threadIdx.x; c < C; c += kThreads) dot += gamma[c] * gr[c] * xr[c];
+        dot = block_reduce(dot, sh, SumOp{});
+        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
+        float* dxr = dx + n * C;
+        for (ll c = threadIdx.x; c < C; c += kThreads) dxr[c] = gamma[c] * gr[c] * inv - k * xr[c];
+    }
+}
+
+__global__ void rmsnorm_dgamma(float* __restrict__ dgamma, const float* __restrict__ dy, const float* __restrict__ x,
+                               const float* __restrict__ norm, ll N, ll C, float eps) {
+    for (ll c = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; c < C; c += static_cast<ll>(gridDim.x) * blockDim.x) {
+        float acc = 0;
+        for (ll n = 0; n < N; n++) {
+            const float nm = norm[n];
+            const float inv = 1.0f / (nm < eps ? eps : nm);
+            acc += dy[n * C + c] * x[n * C + c] * inv;
+        }
+        dgamma[c] += acc;
+    }
+}
+
+// ---------------- gelu ----------------
+constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+
+__global__ void gelu_forward_k(float* __restrict__ y, const float* __restrict__ x, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * kRsqrt2));
+}
+
+__global__ void gelu_backward_k(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const float v = x[i];
+        const float cdf = 0.5f * (1.0f + erff(v * kRsqrt2));
+        const float pdf = expf(-0.5f * v * v) * kInvSqrt2Pi;
+        dx[i] = dy[i] * (cdf + v * pdf);
+    }
+}
+
+// ---------------- rotary ----------------
+// Item t of a head: t < R/2 rotates the pair (t, t + R/2); t >= R/2 copies dim R + (t - R/2). No __restrict__:
+// y may be x.
+template <bool BACKWARD>
+__global__ void rotary_k(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, ll H, ll D, ll R) {
+    const ll half = R / 2, per_head = half + (D - R), total = rows * H * per_head;
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll t = e % per_head, rh = e / per_head, row = rh / H, h = rh % H;
+        const ll base = row * H * D + h * D;
+        if (t < half) {
+            const float* c = cos + (row % N) * R;
+            const float* s = sin + (row % N) * R;
+            const float x1 = x[base + t], x2 = x[base + t + half];
+            if (!BACKWARD) {
+                y[base + t] = x1 * c[t] - x2 * s[t];
+                y[base + t + half] = x2 * c[t + half] + x1 * s[t + half];
+            } else {
+                y[base + t] = x1 * c[t] + x2 * s[t + half];
+                y[base + t + half] = x2 * c[t + half] - x1 * s[t];
+            }
+        } else {
+            const ll d = R + (t - half);
+            y[base + d] = x[base + d];
+        }
+    }
+}
+
+__global__ void scale_k(float* __restrict__ x, float s, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        x[i] *= s;
+}
+
+// ---------------- embeddings ----------------
+__global__ void embedding_forward_k(float* __restrict__ out, const std::int32_t* __restrict__ ids,
+                                    const float* __restrict__ table, ll N, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * C; e += static_cast<ll>(gridDim.x) * blockDim.x)
+        out[e] = table[static_cast<ll>(ids[e / C]) * C + e % C];
+}
+
+__global__ void embedding_backward_k(float* __restrict__ dtable, const float* __restrict__ dout,
+                                     const std::int32_t* __restrict__ ids, ll N, ll C) {
+    for (ll c = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; c < C; c += static_cast<ll>(gridDim.x) * blockDim.x)
+        for (ll n = 0; n < N; n++) dtable[static_cast<ll>(ids[n]) * C + c] += dout[n * C + c];
+}
+
+__global__ void position_add_forward_k(float* __restrict__ out, const float* __restrict__ pos, ll B, ll Tn, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < B * Tn * C; e += static_cast<ll>(gridDim.x) * blockDim.x)
+        out[e] += pos[((e / C) % Tn) * C + e % C];
+}
+
+__global__ void position_add_backward_k(float* __restrict__ dpos, const float* __restrict__ dout, ll B, ll Tn, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < Tn * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll t = e / C, c = e % C;
+        float acc = dpos[e];
+        for (ll b = 0; b < B; b++) acc += dout[(b * Tn + t) * C + c];
+        dpos[e] = acc;
+    }
+}
+
+}  // namespace
+
+// ---------------- construction, memory ----------------
+CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
+    cuda_stream_require(stream, "cuda_nn_backend");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
+    RETRO_CUBLAS_CHECK(cublasCreate(&handle_));
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
+    RETRO_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+}
+
+CudaNnBackend::~CudaNnBackend() {
+    RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
+    for (Scratch* s : {&ds_, &rows_, &partials_}) RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
+    if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
+}
+
+void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
+    if (bytes > s.bytes) {
+        RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        void* old = s.p;
+        s.p = nullptr;
+        s.bytes = 0;
+        RETRO_CUDA_CHECK(cudaFree(old));
+        RETRO_CUDA_CHECK(cudaMalloc(&s.p, bytes));
+        s.bytes = bytes;
+    }
+    return s.p;
+}
+
+void* CudaNnBackend::alloc(std::size_t bytes) {
+    void* p = nullptr;
+    RETRO_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));   // 256-byte aligned
+    return p;
+}
+void CudaNnBackend::release(void* p) noexcept {
+    if (p) RETRO_CUDA_CHECK_NOTHROW(cudaFree(p));
+}
+void CudaNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
+    if (!bytes) return;
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host buffer is the caller's again
+}
+void CudaNnBackend::download(void* dst, const void* src, std::size_t bytes) {
+    if (!bytes) return;
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+void CudaNnBackend::copy(void* dst, const void* src, std::size_t bytes) {
+    if (!bytes || dst == src) return;
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+void CudaNnBackend::zero(void* p, std::size_t bytes) {
+    if (bytes) RETRO_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+}
+void CudaNnBackend::synchronize() { RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+// ---------------- linear ----------------
+void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
+                                   std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    if (b) {
+        bias_rows<<<grid_for(N * O), kThreads, 0, stream_>>>(y, b, N, O);
+        RETRO_CUDA_LAUNCH_CHECK("bias_rows", stream_);
+    }
+    const float one = 1.0f, zero = 0.0f;
+    RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o, n, i, &one, W, std::max(i, 1), x,
+                                   std::max(i, 1), b ? &one : &zero, y, o));
+    RETRO_CUDA_SYNC_POINT("cublasSgemm (linear forward)", stream_);
+}
+
+void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                                    std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0) return;
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    const float one = 1.0f, zero = 0.0f;
+    if (dx && I > 0) {
+        RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, i, n, o, &one, W, i, dy, std::max(o, 1),
+                                       &zero, dx, i));
+        RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dx)", stream_);
+    }
+    if (dW && O > 0) {
+        if (I > 0) {
+            RETRO_CUBLAS_CHECK(
+                cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_T, i, o, n, &one, x, i, dy, o, &one, dW, i));
+            RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dW)", stream_);
+        }
+        if (db) {
+            column_sums_add<<<grid_for(O), kThreads, 0, stream_>>>(db, dy, N, O);
+            RETRO_CUDA_LAUNCH_CHECK("column_sums_add", stream_);
+        }
+    }
+}
+
+// ---------------- rmsnorm ----------------
+void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                                    std::int64_t C) {
+    if (N == 0) return;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+    rmsnorm_forward_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(y, norm, x, gamma, N, C, scale,
+                                                                   static_cast<float>(kRmsnormEps));
+    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_forward_rows", stream_);
+}
+
+void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                     const float* norm, std::int64_t N, std::int64_t C) {
+    if (N == 0 || C == 0) return;
+    const float eps = static_cast<float>(kRmsnormEps);
+    rmsnorm_backward_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
+    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_rows", stream_);
+    rmsnorm_dgamma<<<grid_for(C), kThreads, 0, stream_>>>(dgamma, dy, x, norm, N, C, eps);
+    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_dgamma", stream_);
+}
+
+// ---------------- gelu, rotary, scale ----------------
+void CudaNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) {
+    if (N == 0) return;
+    gelu_forward_k<<<grid_for(N), kThreads, 0, stream_>>>(y, x, N);
+    RETRO_CUDA_LAUNCH_CHECK("gelu_forward", stream_);
+}
+void CudaNnBackend::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) {
+    if (N == 0) return;
+    gelu_backward_k<<<grid_for(N), kThreads, 0, stream_>>>(dx, dy, x, N);
+    RETRO_CUDA_LAUNCH_CHECK("gelu_backward", stream_);
+}
+
+void CudaNnBackend::rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
+                                   std::int64_t H, std::int64_t D) {
+    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+    RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
+    const std::int64_t work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
+    if (work == 0) return;
+    rotary_k<false><<<grid_for(work), kThreads, 0, stream_>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
+    RETRO_CUDA_LAUNCH_CHECK("rotary_forward", stream_);
+}
+void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
+                                    std::int64_t H, std::int64_t D) {
+    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+    RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
+    const std::int64_t work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
+    if (work == 0) return;
+    rotary_k<true><<<grid_for(work), kThreads, 0, stream_>>>(dx, dy, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
+    RETRO_CUDA_LAUNCH_CHECK("rotary_backward", stream_);
+}
+
+void CudaNnBackend::scale(float* x, float s, std::int64_t n) {
+    if (n == 0) return;
+    scale_k<<<grid_for(n), kThreads, 0, stream_>>>(x, s, n);
+    RETRO_CUDA_LAUNCH_CHECK("scale", stream_);
+}
+
+// ---------------- embeddings ----------------
+void CudaNnBackend::embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
+                                      std::int64_t, std::int64_t C) {
+    if (N * C == 0) return;   // ids are valid: the caller checks them on the host (nn/nn_backend.h)
+    embedding_forward_k<<<grid_for(N * C), kThreads, 0, stream_>>>(out, ids, table, N, C);
+    RETRO_CUDA_LAUNCH_CHECK("embedding_forward", stream_);
+}
+void CudaNnBackend::embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                                       std::int64_t C) {
+    if (N * C == 0) return;
+    embedding_backward_k<<<grid_for(C), kThreads, 0, stream_>>>(dtable, dout, ids, N, C);
+    RETRO_CUDA_LAUNCH_CHECK("embedding_backward", stream_);
+}
+void CudaNnBackend::position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
+                                         std::int64_t C) {
+    if (B * Tn * C == 0) return;
+    position_add_forward_k<<<grid_for(B * Tn * C), kThreads, 0, stream_>>>(out, pos, B, Tn, C);
+    RETRO_CUDA_LAUNCH_CHECK("position_add_forward", stream_);
+}
+void CudaNnBackend::position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
+                                          std::int64_t C) {
+    if (Tn * C == 0) return;
+    position_add_backward_k<<<grid_for(Tn * C), kThreads, 0, stream_>>>(dpos, dout, B, Tn, C);
+    RETRO_CUDA_LAUNCH_CHECK("position_add_backward", stream_);
+}
+
+}  // namespace detail
+
+std::unique_ptr<NnBackend> cuda_nn_backend(CudaStream stream) { return std::make_unique<detail::CudaNnBackend>(stream); }
+
+}  // namespace retro::nn

@@ -1,0 +1,191 @@
+// CUDA NnBackend ops (nn/nn_backend.h) around the loss and the update:
+//   cross_entropy_forward  one block per row: max, then the sum of exp(l - max) (block_reduce's fixed tree),
+//                          lse = max + log(sum), the row's loss lse - l[target] (0 on ignored rows) into a
+//                          scratch; the row losses and the targets are downloaded and summed on the host in row
+//                          order in float, as nn/cross_entropy.cpp does (the targets are checked there too);
+//   cross_entropy_backward one thread per logit: exp(l - lse) scale, minus scale at the target, 0 on ignored rows;
+//   residual_sum / residual_add / gather_rows / gather_add_rows: one thread per element;
+//   sum_squares            each block's threads accumulate x^2 in double (grid-stride, a fixed block count), a
+//                          fixed tree per block, and the per-block partials are downloaded and added on the host
+//                          in block order;
+//   adamw_update           one thread per element, train/adamw.cpp's arithmetic in float.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda_check.cuh"
+#include "nn/nn_backend_cuda.h"
+#include "nn_backend_common.cuh"
+
+namespace retro::nn::detail {
+namespace {
+
+using ll = long long;
+constexpr int kSumBlocks = 256;   // sum_squares: a fixed block count, so the summation order depends on n only
+
+__global__ void cross_entropy_rows(float* __restrict__ lse, float* __restrict__ row_loss,
+                                   const float* __restrict__ logits, const std::int32_t* __restrict__ targets, ll N,
+                                   ll V, std::int32_t ignore_index) {
+    __shared__ float sh[kThreads];
+    for (ll n = blockIdx.x; n < N; n += gridDim.x) {
+        const float* l = logits + n * V;
+        float mx = -INFINITY;
+        for (ll j = threadIdx.x; j < V; j += kThreads) mx = fmaxf(mx, l[j]);
+        mx = block_reduce(mx, sh, MaxOp{});
+        float sum = 0;
+        for (ll j = threadIdx.x; j < V; j += kThreads) sum += expf(l[j] - mx);
+        sum = block_reduce(sum, sh, SumOp{});
+        if (threadIdx.x == 0) {
+            const float r = mx + logf(sum);
+            lse[n] = r;
+            const std::int32_t t = targets[n];
+            // an out-of-range target is reported by the host (it reads the targets); never read outside the row
+            row_loss[n] = t == ignore_index ? 0.0f : (t >= 0 && t < V) ? r - l[t] : NAN;
+        }
+    }
+}
+
+__global__ void cross_entropy_backward_k(float* __restrict__ dlogits, const float* __restrict__ logits,
+                                         const float* __restrict__ lse, const std::int32_t* __restrict__ targets,
+                                         ll N, ll V, std::int32_t ignore_index, float scale, bool none_valid) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * V; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll n = e / V, j = e % V;
+        const std::int32_t t = targets[n];
+        if (t == ignore_index || none_valid) {
+            dlogits[e] = 0.0f;
+            continue;
+        }
+        const float d = expf(logits[e] - lse[n]) * scale;
+        dlogits[e] = j == t ? d - scale : d;
+    }
+}
+
+__global__ void residual_sum_k(float* __restrict__ dst, const float* __restrict__ a, const float* __restrict__ b, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        dst[i] = a[i] + b[i];
+}
+
+// No __restrict__: residual_add(x, x) is allowed (each element reads and writes its own index only).
+__global__ void residual_add_k(float* dst, const float* src, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        dst[i] += src[i];
+}
+
+template <bool ADD>
+__global__ void gather_rows_k(float* __restrict__ dst, const float* __restrict__ src, const std::int64_t* __restrict__ index,
+                              ll rows, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < rows * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll r = index[e / C];
+        if (ADD) {
+            if (r >= 0) dst[e] += src[r * C + e % C];
+        } else {
+            dst[e] = r >= 0 ? src[r * C + e % C] : 0.0f;
+        }
+    }
+}
+
+__global__ void sum_squares_blocks(double* __restrict__ partials, const float* __restrict__ x, ll n) {
+    __shared__ double sh[kThreads];
+    double acc = 0;
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        acc += static_cast<double>(x[i]) * x[i];
+    acc = block_reduce(acc, sh, SumOp{});
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void adamw_k(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+                        const std::uint8_t* __restrict__ decay, ll n, NnBackend::AdamWScalars a) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const float gi = g[i];
+        float pi = p[i];
+        if (decay[i]) pi *= a.decay;
+        const float mi = m[i] + a.w1 * (gi - m[i]);
+        const float vi = v[i] * a.b2 + a.w2 * (gi * gi);
+        const float denom = sqrtf(vi) / a.bc2_sqrt + a.eps;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi + (-a.step_size) * (mi / denom);
+    }
+}
+
+}  // namespace
+
+float CudaNnBackend::cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits,
+                                           const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                           std::int32_t ignore_index) {
+    *valid = 0;
+    if (N == 0) return 0.0f;
+    RETRO_CHECK(V > 0, "cross-entropy over an empty vocabulary");
+    float* row_loss = static_cast<float*>(scratch(rows_, static_cast<std::size_t>(N) * sizeof(float)));
+    cross_entropy_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(lse, row_loss, logits, targets, N, V, ignore_index);
+    RETRO_CUDA_LAUNCH_CHECK("cross_entropy_rows", stream_);
+    std::vector<float> loss(static_cast<std::size_t>(N));
+    std::vector<std::int32_t> t(static_cast<std::size_t>(N));
+    download(loss.data(), row_loss, loss.size() * sizeof(float));
+    download(t.data(), targets, t.size() * sizeof(std::int32_t));
+    std::int64_t m = 0;
+    float total = 0;
+    for (std::int64_t n = 0; n < N; n++)
+        if (t[n] != ignore_index) {
+            RETRO_CHECK(t[n] >= 0 && t[n] < V, "target ", t[n], " outside [0, ", V, ")");
+            m++;
+            total += loss[n];
+        }
+    *valid = m;
+    return m ? total / static_cast<float>(m) : 0.0f;
+}
+
+void CudaNnBackend::cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
+                                           const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                           std::int32_t ignore_index, std::int64_t valid) {
+    if (N * V == 0) return;
+    const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;
+    cross_entropy_backward_k<<<grid_for(N * V), kThreads, 0, stream_>>>(dlogits, logits, lse, targets, N, V,
+                                                                        ignore_index, scale, valid == 0);
+    RETRO_CUDA_LAUNCH_CHECK("cross_entropy_backward", stream_);
+}
+
+void CudaNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {
+    if (n == 0) return;
+    residual_sum_k<<<grid_for(n), kThreads, 0, stream_>>>(dst, a, b, n);
+    RETRO_CUDA_LAUNCH_CHECK("residual_sum", stream_);
+}
+void CudaNnBackend::residual_add(float* dst, const float* src, std::int64_t n) {
+    if (n == 0) return;
+    residual_add_k<<<grid_for(n), kThreads, 0, stream_>>>(dst, src, n);
+    RETRO_CUDA_LAUNCH_CHECK("residual_add", stream_);
+}
+void CudaNnBackend::gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                std::int64_t C) {
+    if (rows * C == 0) return;
+    gather_rows_k<false><<<grid_for(rows * C), kThreads, 0, stream_>>>(dst, src, index, rows, C);
+    RETRO_CUDA_LAUNCH_CHECK("gather_rows", stream_);
+}
+void CudaNnBackend::gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                    std::int64_t C) {
+    if (rows * C == 0) return;
+    gather_rows_k<true><<<grid_for(rows * C), kThreads, 0, stream_>>>(dst, src, index, rows, C);
+    RETRO_CUDA_LAUNCH_CHECK("gather_add_rows", stream_);
+}
+
+double CudaNnBackend::sum_squares(const float* x, std::int64_t n) {
+    if (n == 0) return 0.0;
+    double* partials = static_cast<double*>(scratch(partials_, kSumBlocks * sizeof(double)));
+    sum_squares_blocks<<<kSumBlocks, kThreads, 0, stream_>>>(partials, x, n);
+    RETRO_CUDA_LAUNCH_CHECK("sum_squares_blocks", stream_);
+    std::vector<double> host(kSumBlocks);
+    download(host.data(), partials, host.size() * sizeof(double));
+    double sq = 0;
+    for (double p : host) sq += p;
+    return sq;
+}
+
+void CudaNnBackend::adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay,
+                                 std::int64_t n, const AdamWScalars& a) {
+    if (n == 0) return;
+    adamw_k<<<grid_for(n), kThreads, 0, stream_>>>(p, g, m, v, decay, n, a);
+    RETRO_CUDA_LAUNCH_CHECK("adamw_update", stream_);
+}
+
+}  // namespace retro::nn::detail
