@@ -66,6 +66,7 @@ double rms_ratio(const std::vector<double>& a, const std::vector<double>& b);
 
 // The areas' registrations (ops_<area>.cpp).
 void register_nn(std::vector<OpInfo>& out);
+void register_nn_backend(std::vector<OpInfo>& out);   // called by register_nn
 void register_retention(std::vector<OpInfo>& out);
 void register_index(std::vector<OpInfo>& out);
 void register_embed(std::vector<OpInfo>& out);

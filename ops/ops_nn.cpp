@@ -1,10 +1,14 @@
 // The nn ops in the registry (lib/nn): each as a CpuCase body running forward and backward in
 // float or double. Test shapes are small and hit the edges (masks, null keys, partial chunks); perf
-// shapes are the demo model's (dim 128, 8 heads of 32, 256 tokens, batch 8).
+// shapes are the demo model's (dim 128, 8 heads of 32, 256 tokens, batch 8). The ops of nn/nn_backend.h
+// (linear, rmsnorm, gelu, rotary, attention, cross-entropy) are BackendCases (ops/backend_case.h): the same op
+// also through an NnBackend, so they run on CUDA (kernels/nn_*.cu); the backend-only ops are in
+// ops_nn_backend.cpp.
 #include <cstdint>
 #include <memory>
 #include <random>
 
+#include "backend_case.h"
 #include "cpu_case.h"
 #include "nn/attention.h"
 #include "nn/attention_layer.h"
@@ -38,24 +42,37 @@ std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
     return s;
 }
 
-// y = x W^T + b
+// y = x W^T + b. Seed 3: no bias and no dx (null b, null dx: dx and db stay 0); seed 4: no dW (nor db).
 std::unique_ptr<Case> linear_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng), random_tensor(N * O, rng)};
+    const bool bias = seed != 3, want_dx = seed != 3, want_dw = seed != 4;
     auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
         V<T> out{std::vector<T>(N * O)};
-        nn::linear_forward(out[0].data(), x[0].data(), x[1].data(), x[2].data(), N, I, O);
+        nn::linear_forward(out[0].data(), x[0].data(), x[1].data(), bias ? x[2].data() : nullptr, N, I, O);
         if (!bwd) return out;
-        out.push_back(std::vector<T>(N * I));
+        out.push_back(std::vector<T>(N * I, T(0)));
         out.push_back(std::vector<T>(O * I, T(0)));
         out.push_back(std::vector<T>(O, T(0)));
-        nn::linear_backward(out[1].data(), out[2].data(), out[3].data(), x[3].data(), x[0].data(), x[1].data(), N, I, O);
+        nn::linear_backward(want_dx ? out[1].data() : nullptr, want_dw ? out[2].data() : nullptr,
+                            bias ? out[3].data() : nullptr, x[3].data(), x[0].data(), x[1].data(), N, I, O);
         return out;
     };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float *X = a.up(x[0]), *W = a.up(x[1]), *b = bias ? a.up(x[2]) : nullptr, *dy = a.up(x[3]);
+        float* y = a.alloc<float>(N * O);
+        float *dx = a.zeros<float>(N * I), *dW = a.zeros<float>(O * I), *db = a.zeros<float>(O);
+        be.linear_forward(y, X, W, b, N, I, O);
+        be.linear_backward(want_dx ? dx : nullptr, want_dw ? dW : nullptr, bias ? db : nullptr, dy, X, W, N, I, O);
+        return {a.down(y, N * O), a.down(dx, N * I), a.down(dW, O * I), a.down(db, O)};
+    };
     const double f = 2.0 * N * I * O;
-    return make<decltype(body)>({dims({{"N", N}, {"I", I}, {"O", O}}), 3 * f, 4.0 * (2 * N * I + 2 * O * I + 2 * N * O),
-                                 {"x", "W", "b", "dy"}, {true, true, true, false}, {"y", "dx", "dW", "db"}},
-                                std::move(in), body);
+    return make_backend_case<decltype(body)>({dims({{"N", N}, {"I", I}, {"O", O}}) + (bias ? "" : " no-bias no-dx") +
+                                                  (want_dw ? "" : " no-dW"),
+                                              3 * f, 4.0 * (2 * N * I + 2 * O * I + 2 * N * O), {"x", "W", "b", "dy"},
+                                              {true, true, true, false}, {"y", "dx", "dW", "db"}},
+                                             std::move(in), body, device, {"linear_forward", "linear_backward"});
 }
 
 std::unique_ptr<Case> rmsnorm_case(int64_t N, int64_t C, std::uint64_t seed) {
@@ -71,9 +88,18 @@ std::unique_ptr<Case> rmsnorm_case(int64_t N, int64_t C, std::uint64_t seed) {
         nn::rmsnorm_backward(out[1].data(), out[2].data(), x[2].data(), x[0].data(), x[1].data(), norm.data(), N, C);
         return out;
     };
-    return make<decltype(body)>({dims({{"N", N}, {"C", C}}), 12.0 * N * C, 4.0 * 5 * N * C, {"x", "gamma", "dy"},
-                                 {true, true, false}, {"y", "dx", "dgamma"}},
-                                std::move(in), body);
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float *X = a.up(x[0]), *gamma = a.up(x[1]), *dy = a.up(x[2]);
+        float *y = a.alloc<float>(N * C), *norm = a.alloc<float>(N), *dx = a.alloc<float>(N * C);
+        float* dgamma = a.zeros<float>(C);
+        be.rmsnorm_forward(y, norm, X, gamma, N, C);
+        be.rmsnorm_backward(dx, dgamma, dy, X, gamma, norm, N, C);
+        return {a.down(y, N * C), a.down(dx, N * C), a.down(dgamma, C)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"N", N}, {"C", C}}), 12.0 * N * C, 4.0 * 5 * N * C,
+                                              {"x", "gamma", "dy"}, {true, true, false}, {"y", "dx", "dgamma"}},
+                                             std::move(in), body, device, {"rmsnorm_forward", "rmsnorm_backward"});
 }
 
 std::unique_ptr<Case> gelu_case(int64_t N, std::uint64_t seed) {
@@ -87,7 +113,16 @@ std::unique_ptr<Case> gelu_case(int64_t N, std::uint64_t seed) {
         nn::gelu_backward(out[1].data(), x[1].data(), x[0].data(), N);
         return out;
     };
-    return make<decltype(body)>({dims({{"N", N}}), 30.0 * N, 4.0 * 4 * N, {"x", "dy"}, {true, false}, {"y", "dx"}}, std::move(in), body);
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float *X = a.up(x[0]), *dy = a.up(x[1]);
+        float *y = a.alloc<float>(N), *dx = a.alloc<float>(N);
+        be.gelu_forward(y, X, N);
+        be.gelu_backward(dx, dy, X, N);
+        return {a.down(y, N), a.down(dx, N)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"N", N}}), 30.0 * N, 4.0 * 4 * N, {"x", "dy"}, {true, false}, {"y", "dx"}},
+                                             std::move(in), body, device, {"gelu_forward", "gelu_backward"});
 }
 
 std::unique_ptr<Case> rotary_case(int64_t B, int64_t N, int64_t H, int64_t D, int64_t R, std::uint64_t seed) {
@@ -103,9 +138,19 @@ std::unique_ptr<Case> rotary_case(int64_t B, int64_t N, int64_t H, int64_t D, in
         nn::rotary_backward(out[1].data(), x[1].data(), table, B, N, H, D);
         return out;
     };
-    return make<decltype(body)>({dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}}), 6.0 * B * N * H * R, 4.0 * 4 * n,
-                                 {"x", "dy"}, {true, false}, {"y", "dx"}},
-                                std::move(in), body);
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {   // backward in place (dx == dy)
+        const auto table = nn::rotary_table_range<float>(N, R);
+        BackendArena a(be);
+        const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
+        const float* X = a.up(x[0]);
+        float *y = a.alloc<float>(n), *g = a.up(x[1]);
+        be.rotary_forward(y, X, view, B, N, H, D);
+        be.rotary_backward(g, g, view, B, N, H, D);
+        return {a.down(y, n), a.down(g, n)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}}), 6.0 * B * N * H * R,
+                                              4.0 * 4 * n, {"x", "dy"}, {true, false}, {"y", "dx"}},
+                                             std::move(in), body, device, {"rotary_forward", "rotary_backward"});
 }
 
 // softmax(q k^T / sqrt(D) + mask) v, with the null key/value column and a pad mask when asked
@@ -134,13 +179,27 @@ std::unique_ptr<Case> attention_case(nn::AttentionShape s, bool masked, std::uin
                                x[2].data(), nkp, nvp, m, s);
         return out;
     };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float *q = a.up(x[0]), *k = a.up(x[1]), *v = a.up(x[2]), *dy = a.up(x[5]);
+        const float* nkp = s.null_kv ? a.up(x[3]) : nullptr;
+        const float* nvp = s.null_kv ? a.up(x[4]) : nullptr;
+        const std::uint8_t* m = mask.empty() ? nullptr : a.up(mask);
+        float *out = a.alloc<float>(nq), *probs = a.alloc<float>(s.B * s.H * s.Nq * s.keys());
+        float *dq = a.zeros<float>(nq), *dk = a.zeros<float>(nk), *dv = a.zeros<float>(nk);
+        float *dnk = a.zeros<float>(HD), *dnv = a.zeros<float>(HD);
+        be.attention_forward(out, probs, q, k, v, nkp, nvp, m, s);
+        be.attention_backward(dq, dk, dv, s.null_kv ? dnk : nullptr, s.null_kv ? dnv : nullptr, dy, probs, q, k, v, nkp,
+                              nvp, m, s);
+        return {a.down(out, nq), a.down(dq, nq), a.down(dk, nk), a.down(dv, nk), a.down(dnk, HD), a.down(dnv, HD)};
+    };
     const double f = 4.0 * s.B * s.H * s.Nq * s.keys() * s.D;
-    return make<decltype(body)>({dims({{"B", s.B}, {"Nq", s.Nq}, {"Nk", s.Nk}, {"H", s.H}, {"D", s.D}}) +
+    return make_backend_case<decltype(body)>({dims({{"B", s.B}, {"Nq", s.Nq}, {"Nk", s.Nk}, {"H", s.H}, {"D", s.D}}) +
                                      (s.causal ? " causal" : "") + (s.null_kv ? " null_kv" : "") + (masked ? " masked" : ""),
                                  3 * f, 4.0 * (3 * nq + 4 * nk), {"q", "k", "v", "null_k", "null_v", "dy"},
                                  {true, true, true, s.null_kv, s.null_kv, false},
                                  {"out", "dq", "dk", "dv", "dnull_k", "dnull_v"}},
-                                std::move(in), body);
+                                std::move(in), body, device, {"attention_forward", "attention_backward"});
 }
 
 std::unique_ptr<Case> feed_forward_case(int64_t N, int64_t dim, std::uint64_t seed) {
@@ -184,9 +243,20 @@ std::unique_ptr<Case> cross_entropy_case(int64_t N, int64_t Vn, std::uint64_t se
         nn::cross_entropy_backward(out[1].data(), x[1][0], x[0].data(), lse.data(), t.data(), N, Vn, 0, valid);
         return out;
     };
-    return make<decltype(body)>({dims({{"N", N}, {"V", Vn}}), 8.0 * N * Vn, 4.0 * 3 * N * Vn, {"logits", "dy"}, {true, false},
-                                 {"loss", "dlogits"}},
-                                std::move(in), body);
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float* logits = a.up(x[0]);
+        const std::int32_t* targets = a.up(t);
+        float *lse = a.alloc<float>(N), *dlogits = a.alloc<float>(N * Vn);
+        std::int64_t valid = 0;
+        const float loss = be.cross_entropy_forward(lse, &valid, logits, targets, N, Vn, 0);
+        be.cross_entropy_backward(dlogits, x[1][0], logits, lse, targets, N, Vn, 0, valid);
+        return {{loss}, a.down(dlogits, N * Vn)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"N", N}, {"V", Vn}}), 8.0 * N * Vn, 4.0 * 3 * N * Vn,
+                                              {"logits", "dy"}, {true, false}, {"loss", "dlogits"}},
+                                             std::move(in), body, device,
+                                             {"cross_entropy_forward", "cross_entropy_backward"});
 }
 
 // chunked cross-attention over k neighbours of r tokens per chunk (null key/value, a missing neighbour)
@@ -231,40 +301,54 @@ std::unique_ptr<Case> cca_case(int64_t B, int64_t n, int64_t cs, int64_t k, int6
 }  // namespace
 
 void register_nn(std::vector<OpInfo>& out) {
-    auto add = [&](std::string name, std::string cpu, std::vector<std::string> tests, auto test_case, auto perf_case) {
+    auto add = [&](std::string name, std::string cpu, std::vector<std::string> tests, auto test_case, auto perf_case,
+                   std::string cuda = "", int test_seeds = 1) {
         OpInfo op;
         op.name = std::move(name);
         op.cpu = std::move(cpu);
+        op.cuda = std::move(cuda);
         op.tests = std::move(tests);
+        op.test_seeds = test_seeds;
         op.test_case = test_case;
         op.perf_case = [perf_case](Backend) { return perf_case(); };
         out.push_back(std::move(op));
     };
     const std::string nn_tests = "tests/test_nn_ops.cpp: ";
-    add("nn.linear", "lib/nn/linear.h", {nn_tests + "nn: linear gradient with and without bias"},
-        [](std::uint64_t s) { return linear_case(5, 7, 3, s); }, [] { return linear_case(2048, 128, 512, 1); });
-    add("nn.rmsnorm", "lib/nn/rmsnorm.h", {nn_tests + "nn: rmsnorm matches RP and gradient"},
-        [](std::uint64_t s) { return rmsnorm_case(5, 6, s); }, [] { return rmsnorm_case(2048, 128, 1); });
-    add("nn.gelu", "lib/nn/gelu.h", {nn_tests + "nn: gelu (erf) gradient"}, [](std::uint64_t s) { return gelu_case(40, s); },
-        [] { return gelu_case(2048 * 512, 1); });
-    add("nn.rotary", "lib/nn/rotary.h", {nn_tests + "nn: partial rotary gradient and identity at position 0"},
-        [](std::uint64_t s) { return rotary_case(2, 5, 2, 6, 4, s); }, [] { return rotary_case(8, 256, 8, 32, 32, 1); });
+    const std::string backend_test = "tests/test_nn_backend.cpp: " + std::string(kNnBackendTestCase);
+    const std::string cuda_nn = "kernels/nn_backend_cuda.cu", cuda_attention = "kernels/nn_attention_cuda.cu",
+                      cuda_loss = "kernels/nn_loss_cuda.cu";
+    // nn.linear's seeds 3 and 4 pass null b / dx / dW (compared across backends, not gradient-checked)
+    add("nn.linear", "lib/nn/linear.h", {nn_tests + "nn: linear gradient with and without bias", backend_test},
+        [](std::uint64_t s) { return linear_case(5, 7, 3, s); }, [] { return linear_case(2048, 128, 512, 1); }, cuda_nn, 4);
+    add("nn.rmsnorm", "lib/nn/rmsnorm.h", {nn_tests + "nn: rmsnorm matches RP and gradient", backend_test},
+        [](std::uint64_t s) { return rmsnorm_case(5, 6, s); }, [] { return rmsnorm_case(2048, 128, 1); }, cuda_nn);
+    add("nn.gelu", "lib/nn/gelu.h", {nn_tests + "nn: gelu (erf) gradient", backend_test},
+        [](std::uint64_t s) { return gelu_case(40, s); }, [] { return gelu_case(2048 * 512, 1); }, cuda_nn);
+    add("nn.rotary", "lib/nn/rotary.h", {nn_tests + "nn: partial rotary gradient and identity at position 0", backend_test},
+        [](std::uint64_t s) { return rotary_case(2, 5, 2, 6, 4, s); }, [] { return rotary_case(8, 256, 8, 32, 32, 1); },
+        cuda_nn);
+    // seed 1: causal; 2: null k/v with a pad mask (item 0's keys all masked: only the null key is seen); 3: causal
+    // and masked with Nq < Nk, no null key (item 0 fully masked: uniform rows; compared across backends only)
     add("nn.attention", "lib/nn/attention.h",
         {nn_tests + "nn: attention core gradient - causal / masked / fully masked / null k/v",
-         "tests/test_nn_decode.cpp: nn: KV-cached attention step equals the causal attention layer - fed in pieces"},
+         "tests/test_nn_decode.cpp: nn: KV-cached attention step equals the causal attention layer - fed in pieces",
+         backend_test},
         [](std::uint64_t s) {
+            if (s == 3) return attention_case({2, 4, 6, 2, 3, true, false}, true, s);
             return s % 2 ? attention_case({2, 5, 5, 2, 3, true, false}, false, s) : attention_case({2, 4, 6, 2, 3, false, true}, true, s);
         },
-        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); });
+        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 3);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
-    add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient"},
-        [](std::uint64_t s) { return cross_entropy_case(6, 5, s); }, [] { return cross_entropy_case(2048, 8000, 1); });
+    add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},
+        [](std::uint64_t s) { return cross_entropy_case(6, 5, s); }, [] { return cross_entropy_case(2048, 8000, 1); },
+        cuda_loss);
     add("nn.cca", "lib/nn/chunked_cross_attention.h",
         {nn_tests + "nn: chunked cross-attention gradient and chunk grid",
          "tests/test_nn_decode.cpp: nn: CCA rows over cached chunk keys/values equal cca_forward at every position"},
         [](std::uint64_t s) { return cca_case(2, s % 2 ? 11 : 9, 3, 2, 4, 5, 2, 6, s); },
         [] { return cca_case(8, 256, 32, 2, 64, 128, 8, 32, 1); });
+    register_nn_backend(out);   // ops_nn_backend.cpp: the NnBackend ops without an nn.* entry above
 }
 
 }  // namespace retro::ops

@@ -1,0 +1,121 @@
+// A registry Case for the NnBackend ops (nn/nn_backend.h, issue 21): a CpuCase (its templated body calls the
+// nn/*.h functions in double and float: the reference) plus a second body that runs the same op through any
+// NnBackend: upload the float inputs, call the backend's op, download the outputs (same outputs, same order).
+// run(CUDA, F32) runs that body through cuda_nn_backend (one stream and backend per case, made on first use);
+// tests/test_nn_backend.cpp runs it through HostNnBackend as well, where it must give the float body's bits.
+// provides: BackendRunnable, BackendArena, BackendCase, make_backend_case, F32Tensors, kNnBackendTestCase
+#pragma once
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda_device.h"
+#include "cpu_case.h"
+#include "nn/nn_backend.h"
+#include "nn/nn_backend_cuda.h"
+
+namespace retro::ops {
+
+using F32Tensors = std::vector<std::vector<float>>;
+
+// The test case (tests/test_nn_backend.cpp) that runs every BackendCase through HostNnBackend; the NnBackend ops'
+// registry entries list it.
+inline constexpr const char* kNnBackendTestCase = "nn backend: every op through HostNnBackend gives the nn ops' bits";
+
+// What a case offers beyond Case: its op through a given backend, and the NnBackend ops that body calls.
+class BackendRunnable {
+public:
+    virtual ~BackendRunnable() = default;
+    virtual Tensors run_on(nn::NnBackend& backend) = 0;   // the outputs of run(), as doubles
+    virtual std::vector<std::string> backend_ops() const = 0;
+};
+
+// The backend memory of one run: uploads and zero-filled buffers, all released on scope exit.
+class BackendArena {
+public:
+    explicit BackendArena(nn::NnBackend& be) : be_(be) {}
+    ~BackendArena() {
+        for (void* p : ptrs_) be_.release(p);
+    }
+    BackendArena(const BackendArena&) = delete;
+    BackendArena& operator=(const BackendArena&) = delete;
+
+    template <typename T>
+    T* alloc(std::size_t n) {
+        ptrs_.reserve(ptrs_.size() + 1);   // so that push_back cannot throw after the allocation
+        void* p = be_.alloc(std::max<std::size_t>(n, 1) * sizeof(T));
+        ptrs_.push_back(p);
+        return static_cast<T*>(p);
+    }
+    template <typename T>
+    T* up(const std::vector<T>& host) {
+        T* p = alloc<T>(host.size());
+        be_.upload(p, host.data(), host.size() * sizeof(T));
+        return p;
+    }
+    template <typename T>
+    T* zeros(std::size_t n) {
+        T* p = alloc<T>(n);
+        be_.zero(p, n * sizeof(T));
+        return p;
+    }
+    template <typename T>
+    std::vector<T> down(const T* p, std::size_t n) {
+        std::vector<T> h(n);
+        be_.download(h.data(), p, n * sizeof(T));
+        return h;
+    }
+
+private:
+    nn::NnBackend& be_;
+    std::vector<void*> ptrs_;
+};
+
+template <typename Body>
+class BackendCase : public CpuCase<Body>, public BackendRunnable {
+public:
+    using Spec = typename CpuCase<Body>::Spec;
+    using DeviceBody = std::function<F32Tensors(nn::NnBackend&, const F32Tensors&)>;
+    BackendCase(Spec spec, Tensors inputs, Body body, DeviceBody device_body, std::vector<std::string> ops)
+        : CpuCase<Body>(std::move(spec), inputs, std::move(body)), in_f32_(cast_all<float>(inputs)),
+          device_body_(std::move(device_body)), ops_(std::move(ops)) {}
+
+    bool supports(Backend b, DType d) const override { return b == Backend::CPU ? d != DType::BF16 : d == DType::F32; }
+    Tensors run(Backend b, DType d) override {
+        if (b == Backend::CPU) return CpuCase<Body>::run(b, d);
+        cuda_require("ops", "the op registry");
+        if constexpr (kCudaBuilt) {
+            if (!cuda_) {
+                stream_ = std::make_unique<CudaStreamOwner>();
+                cuda_ = nn::cuda_nn_backend(stream_->get());
+            }
+            return run_on(*cuda_);
+        }
+        return {};
+    }
+    Tensors run_on(nn::NnBackend& backend) override {
+        Tensors out;
+        for (const auto& o : device_body_(backend, in_f32_)) out.emplace_back(o.begin(), o.end());
+        return out;
+    }
+    std::vector<std::string> backend_ops() const override { return ops_; }
+
+private:
+    F32Tensors in_f32_;
+    DeviceBody device_body_;
+    std::vector<std::string> ops_;
+    std::unique_ptr<CudaStreamOwner> stream_;   // declared before cuda_: the backend goes first
+    std::unique_ptr<nn::NnBackend> cuda_;
+};
+
+template <typename Body>
+std::unique_ptr<Case> make_backend_case(typename CpuCase<Body>::Spec spec, Tensors in, Body body,
+                                        typename BackendCase<Body>::DeviceBody device_body,
+                                        std::vector<std::string> ops) {
+    return std::make_unique<BackendCase<Body>>(std::move(spec), std::move(in), std::move(body), std::move(device_body),
+                                               std::move(ops));
+}
+
+}  // namespace retro::ops

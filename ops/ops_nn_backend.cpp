@@ -1,0 +1,201 @@
+// The NnBackend ops (nn/nn_backend.h) that have no nn.* entry of their own in ops_nn.cpp, as BackendCases
+// (ops/backend_case.h): each a templated CPU body (the nn/*.h function where there is one, else the arithmetic
+// nn/nn_backend.h states, in float and double) and the same ops through an NnBackend.
+//   nn.embedding    embedding_forward/backward + position_add_forward/backward (repeated ids)
+//   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), residual_sum, residual_add, scale, copy
+//   nn.adamw        adamw_update (decaying and non-decaying elements)
+//   nn.sum_squares  sum_squares (double accumulation; long enough for the GPU's grid-stride loop to wrap)
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "backend_case.h"
+#include "nn/embedding.h"
+#include "nn/residual.h"
+#include "op_registry.h"
+
+namespace retro::ops {
+namespace {
+
+using std::int64_t;
+template <typename T>
+using V = std::vector<std::vector<T>>;
+
+std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
+    std::string s;
+    for (const auto& [k, v] : d) {
+        if (!s.empty()) s += ' ';
+        s += k;
+        s += std::to_string(v);
+    }
+    return s;
+}
+
+// y[B*T, C] = table[ids] + pos[t]; gradients of table and pos
+std::unique_ptr<Case> embedding_case(int64_t B, int64_t Tn, int64_t Vn, int64_t C, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t N = B * Tn;
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(N));
+    for (auto& e : ids) e = static_cast<std::int32_t>(rng() % static_cast<unsigned>(Vn));   // repeats
+    Tensors in{random_tensor(Vn * C, rng), random_tensor(Tn * C, rng), random_tensor(N * C, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
+        V<T> out{std::vector<T>(N * C)};
+        nn::embedding_forward(out[0].data(), ids.data(), x[0].data(), N, Vn, C);
+        nn::position_add_forward(out[0].data(), x[1].data(), B, Tn, C);
+        if (!bwd) return out;
+        out.push_back(std::vector<T>(Vn * C, T(0)));
+        out.push_back(std::vector<T>(Tn * C, T(0)));
+        nn::embedding_backward(out[1].data(), x[2].data(), ids.data(), N, C);
+        nn::position_add_backward(out[2].data(), x[2].data(), B, Tn, C);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const std::int32_t* dids = a.up(ids);
+        const float *table = a.up(x[0]), *pos = a.up(x[1]), *dy = a.up(x[2]);
+        float *y = a.alloc<float>(N * C), *dtable = a.zeros<float>(Vn * C), *dpos = a.zeros<float>(Tn * C);
+        be.embedding_forward(y, dids, table, N, Vn, C);
+        be.position_add_forward(y, pos, B, Tn, C);
+        be.embedding_backward(dtable, dy, dids, N, C);
+        be.position_add_backward(dpos, dy, B, Tn, C);
+        return {a.down(y, N * C), a.down(dtable, Vn * C), a.down(dpos, Tn * C)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"B", B}, {"T", Tn}, {"V", Vn}, {"C", C}}), 3.0 * N * C, 4.0 * (5 * N * C + Vn * C + Tn * C),
+         {"table", "pos", "dy"}, {true, true, false}, {"y", "dtable", "dpos"}},
+        std::move(in), body, device,
+        {"embedding_forward", "embedding_backward", "position_add_forward", "position_add_backward"});
+}
+
+// Row gathers (index with -1 and repeated rows), the residual adds and scale, over S source rows of C floats.
+std::unique_ptr<Case> gather_case(int64_t S, int64_t rows, int64_t C, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
+    for (auto& e : index) e = static_cast<int64_t>(rng() % static_cast<unsigned>(S + 1)) - 1;   // -1: a zero row
+    const int64_t n = rows * C;
+    const float s = 0.37f;
+    Tensors in{random_tensor(S * C, rng), random_tensor(n, rng), random_tensor(n, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        const T* src = x[0].data();
+        V<T> out{std::vector<T>(n), x[1], std::vector<T>(n), x[1], x[1]};
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t c = 0; c < C; c++) {
+                out[0][i * C + c] = index[i] >= 0 ? src[index[i] * C + c] : T(0);
+                if (index[i] >= 0) out[1][i * C + c] += src[index[i] * C + c];
+            }
+        nn::residual_sum(out[2].data(), x[1].data(), x[2].data(), n);
+        nn::residual_add(out[3].data(), x[2].data(), n);
+        for (auto& e : out[4]) e *= static_cast<T>(s);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const std::int64_t* didx = a.up(index);
+        const float *src = a.up(x[0]), *base = a.up(x[1]), *b = a.up(x[2]);
+        float *g = a.alloc<float>(n), *ga = a.alloc<float>(n), *sum = a.alloc<float>(n), *acc = a.alloc<float>(n),
+              *sc = a.alloc<float>(n);
+        be.gather_rows(g, src, didx, rows, C);
+        for (float* d : {ga, acc, sc}) be.copy(d, base, static_cast<std::size_t>(n) * sizeof(float));
+        be.gather_add_rows(ga, src, didx, rows, C);
+        be.residual_sum(sum, base, b, n);
+        be.residual_add(acc, b, n);
+        be.scale(sc, s, n);
+        be.synchronize();
+        return {a.down(g, n), a.down(ga, n), a.down(sum, n), a.down(acc, n), a.down(sc, n)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"S", S}, {"rows", rows}, {"C", C}}), 4.0 * n, 4.0 * 14 * n, {"src", "base", "b"}, {false, false, false},
+         {"gather", "gather_add", "residual_sum", "residual_add", "scale"}},
+        std::move(in), body, device,
+        {"gather_rows", "gather_add_rows", "residual_sum", "residual_add", "scale", "copy", "synchronize"});
+}
+
+// One AdamW step (nn/nn_backend.h's arithmetic) at lr 1e-3, weight decay 0.1, betas (0.9, 0.95), step 3.
+std::unique_ptr<Case> adamw_case(int64_t n, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<std::uint8_t> decay(static_cast<std::size_t>(n));
+    for (auto& e : decay) e = rng() % 2;
+    Tensors in{random_tensor(n, rng), random_tensor(n, rng), random_tensor(n, rng, 0.1), random_tensor(n, rng, 0.01)};
+    for (auto& e : in[3]) e = std::abs(e);   // v >= 0
+    const double lr = 1e-3, wd = 0.1, b1 = 0.9, b2 = 0.95, eps = 1e-8, step = 3;
+    const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
+    auto scalars = [=]<typename T>(T*) {   // as train/adamw.cpp computes them, in T
+        struct {
+            T decay, w1, b2, w2, step_size, bc2_sqrt, eps;
+        } a{static_cast<T>(1.0 - lr * wd), static_cast<T>(1.0 - b1), static_cast<T>(b2), static_cast<T>(1.0 - b2),
+            static_cast<T>(lr / bc1), static_cast<T>(std::sqrt(bc2)), static_cast<T>(eps)};
+        return a;
+    };
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        const auto a = scalars(static_cast<T*>(nullptr));
+        V<T> out{x[0], x[2], x[3]};
+        T *p = out[0].data(), *m = out[1].data(), *v = out[2].data();
+        for (int64_t i = 0; i < n; i++) {
+            const T gi = x[1][i];
+            if (decay[i]) p[i] *= a.decay;
+            m[i] = m[i] + a.w1 * (gi - m[i]);
+            v[i] = v[i] * a.b2 + a.w2 * (gi * gi);
+            const T denom = std::sqrt(v[i]) / a.bc2_sqrt + a.eps;
+            p[i] = p[i] + (-a.step_size) * (m[i] / denom);
+        }
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        const auto s = scalars(static_cast<float*>(nullptr));
+        const nn::NnBackend::AdamWScalars a{s.decay, s.w1, s.b2, s.w2, s.step_size, s.bc2_sqrt, s.eps};
+        BackendArena ar(be);
+        float *p = ar.up(x[0]), *m = ar.up(x[2]), *v = ar.up(x[3]);
+        const float* g = ar.up(x[1]);
+        be.adamw_update(p, g, m, v, ar.up(decay), n, a);
+        return {ar.down(p, n), ar.down(m, n), ar.down(v, n)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"n", n}}), 12.0 * n, 4.0 * 7 * n + n, {"p", "g", "m", "v"},
+                                              {false, false, false, false}, {"p", "m", "v"}},
+                                             std::move(in), body, device, {"adamw_update"});
+}
+
+std::unique_ptr<Case> sum_squares_case(int64_t n, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(n, rng, 2.0)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        double sq = 0;   // in double for either T (nn/nn_backend.h)
+        for (int64_t i = 0; i < n; i++) sq += static_cast<double>(x[0][i]) * x[0][i];
+        return {{static_cast<T>(sq)}};
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        return {{static_cast<float>(be.sum_squares(a.up(x[0]), n))}};
+    };
+    return make_backend_case<decltype(body)>({dims({{"n", n}}), 2.0 * n, 4.0 * n, {"x"}, {false}, {"sum"}}, std::move(in),
+                                             body, device, {"sum_squares"});
+}
+
+}  // namespace
+
+void register_nn_backend(std::vector<OpInfo>& out) {
+    auto add = [&](std::string name, std::string cpu, std::vector<std::string> tests, std::string cuda, auto test_case,
+                   auto perf_case) {
+        OpInfo op;
+        op.name = std::move(name);
+        op.cpu = std::move(cpu);
+        op.cuda = std::move(cuda);
+        op.tests = std::move(tests);
+        op.test_case = test_case;
+        op.perf_case = [perf_case](Backend) { return perf_case(); };
+        out.push_back(std::move(op));
+    };
+    const std::string backend_test = "tests/test_nn_backend.cpp: " + std::string(kNnBackendTestCase);
+    add("nn.embedding", "lib/nn/embedding.h", {"tests/test_nn_ops.cpp: nn: embedding and positions gradient", backend_test},
+        "kernels/nn_backend_cuda.cu", [](std::uint64_t s) { return embedding_case(2, 5, 7, 6, s); },
+        [] { return embedding_case(8, 256, 8000, 128, 1); });
+    add("nn.gather_rows", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
+        [](std::uint64_t s) { return gather_case(5, 9, 7, s); }, [] { return gather_case(2048, 2048, 128, 1); });
+    add("nn.adamw", "lib/train/adamw.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
+        [](std::uint64_t s) { return adamw_case(1000, s); }, [] { return adamw_case(std::int64_t{1} << 22, 1); });
+    add("nn.sum_squares", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
+        [](std::uint64_t s) { return sum_squares_case(100000, s); }, [] { return sum_squares_case(std::int64_t{1} << 22, 1); });
+}
+
+}  // namespace retro::ops

@@ -1,0 +1,131 @@
+// NnBackend (nn/nn_backend.h): the op harness's BackendCases (ops/backend_case.h) run through
+//   - HostNnBackend: upload -> op -> download must give exactly the bits of the nn/*.h functions called directly
+//     (the CpuCase body in float), for every op of the interface;
+//   - cuda_nn_backend, when a device exists: within the op's fp32 bound of the CPU in double, on the small test
+//     cases and on the perf shapes (many blocks, strided loops, keys beyond one block), and bit-identical run to
+//     run (no atomics). Without a device it prints "skipped: no CUDA device".
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend_case.h"
+#include "core/cuda_device.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
+#include "op_registry.h"
+#include "test_util.h"
+
+using namespace retro;
+
+namespace {
+
+// Every op of nn/nn_backend.h but the memory ones the arena always calls (alloc, release, upload, download, zero).
+const std::vector<std::string> kAllOps = {
+    "linear_forward",        "linear_backward",      "rmsnorm_forward",      "rmsnorm_backward",
+    "gelu_forward",          "gelu_backward",        "rotary_forward",       "rotary_backward",
+    "scale",                 "attention_forward",    "attention_backward",   "embedding_forward",
+    "embedding_backward",    "position_add_forward", "position_add_backward", "cross_entropy_forward",
+    "cross_entropy_backward", "residual_sum",        "residual_add",         "gather_rows",
+    "gather_add_rows",       "sum_squares",          "adamw_update",         "copy",
+    "synchronize"};
+
+bool bits_equal(const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+// Memory round trip: upload, copy, zero part, download.
+void check_memory(nn::NnBackend& be) {
+    std::vector<float> host(1000);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) * 0.5f - 3.0f;
+    const std::size_t bytes = host.size() * sizeof(float);
+    void* a = be.alloc(bytes);
+    void* b = be.alloc(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % 256 == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(b) % 256 == 0);
+    be.upload(a, host.data(), bytes);
+    be.copy(b, a, bytes);
+    be.zero(b, 100 * sizeof(float));
+    std::vector<float> back(host.size(), -1.0f);
+    be.download(back.data(), b, bytes);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        INFO(be.name() << " element " << i);
+        CHECK(back[i] == (i < 100 ? 0.0f : host[i]));
+    }
+    be.synchronize();
+    be.release(a);
+    be.release(b);
+    be.release(nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("nn backend: every op through HostNnBackend gives the nn ops' bits") {
+    nn::HostNnBackend host;
+    CHECK(host.name() == "cpu");
+    check_memory(host);
+    std::set<std::string> covered;
+    int cases = 0;
+    for (const auto& op : ops::registry())
+        for (int seed = 1; seed <= op.test_seeds; ++seed) {
+            auto c = op.test_case(static_cast<std::uint64_t>(seed));
+            auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());
+            if (!r) continue;
+            CHECK(!op.cuda.empty());
+            CHECK(c->supports(ops::Backend::CUDA, ops::DType::F32));
+            for (const auto& name : r->backend_ops()) covered.insert(name);
+            const auto direct = c->run(ops::Backend::CPU, ops::DType::F32);
+            const auto through = r->run_on(host);
+            const auto names = c->outputs();
+            REQUIRE(direct.size() == names.size());
+            REQUIRE(through.size() == names.size());
+            for (std::size_t i = 0; i < names.size(); ++i) {
+                INFO(op.name << " [" << c->shape() << "] " << names[i]);
+                CHECK(bits_equal(through[i], direct[i]));
+            }
+            ++cases;
+        }
+    MESSAGE(cases << " backend cases through HostNnBackend");
+    for (const auto& name : kAllOps) {
+        INFO("NnBackend op not covered by any registry case: " << name);
+        CHECK(covered.count(name) == 1);
+    }
+}
+
+TEST_CASE("nn backend: CUDA (cuda_nn_backend) within fp32 bounds of the CPU in double, bit-identical run to run") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        CHECK(be->name() == "cuda");
+        check_memory(*be);
+        int cases = 0;
+        for (const auto& op : ops::registry()) {
+            std::vector<std::unique_ptr<ops::Case>> all;
+            for (int seed = 1; seed <= op.test_seeds; ++seed) all.push_back(op.test_case(static_cast<std::uint64_t>(seed)));
+            all.push_back(op.perf_case(ops::Backend::CUDA));   // large: many blocks, strided loops, > 256 keys
+            for (auto& c : all) {
+                auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());
+                if (!r) continue;
+                const auto ref = c->reference(ops::DType::F32);
+                const auto got = r->run_on(*be);
+                const auto again = r->run_on(*be);
+                const auto names = c->outputs();
+                REQUIRE(got.size() == names.size());
+                REQUIRE(ref.size() == names.size());
+                for (std::size_t i = 0; i < names.size(); ++i) {
+                    const double ratio = ops::rms_ratio(got[i], ref[i]);
+                    INFO(op.name << " [" << c->shape() << "] " << names[i] << ": rms ratio " << ratio << " bound "
+                                 << op.bound_f32);
+                    CHECK(ratio <= op.bound_f32);
+                    CHECK(bits_equal(got[i], again[i]));
+                }
+                ++cases;
+            }
+        }
+        MESSAGE(cases << " backend cases through cuda_nn_backend");
+    }
+}
