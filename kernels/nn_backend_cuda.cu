@@ -177,8 +177,13 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
     cuda_stream_require(stream, "cuda_nn_backend");
     RETRO_CUDA_CHECK(cudaSetDevice(0));
     RETRO_CUBLAS_CHECK(cublasCreate(&handle_));
-    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
-    RETRO_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    try {
+        RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
+        RETRO_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    } catch (...) {   // no destructor runs for a throwing constructor
+        RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
+        throw;
+    }
 }
 
 CudaNnBackend::~CudaNnBackend() {

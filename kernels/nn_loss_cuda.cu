@@ -10,7 +10,6 @@
 //                          in block order;
 //   adamw_update           one thread per element, train/adamw.cpp's arithmetic in float.
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "core/error.h"
