@@ -138,6 +138,16 @@ __global__ void rotary_k(float* y, const float* x, const float* cos, const float
     }
 }
 
+template <bool BACKWARD>
+void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream) {
+    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+    RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
+    const ll work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
+    if (work == 0) return;
+    rotary_k<BACKWARD><<<grid_for(work), kThreads, 0, stream>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
+    RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
+}
+
 __global__ void scale_k(float* __restrict__ x, float s, ll n) {
     for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
         x[i] *= s;
@@ -306,21 +316,11 @@ void CudaNnBackend::gelu_backward(float* dx, const float* dy, const float* x, st
 
 void CudaNnBackend::rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                                    std::int64_t H, std::int64_t D) {
-    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
-    RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
-    const std::int64_t work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
-    if (work == 0) return;
-    rotary_k<false><<<grid_for(work), kThreads, 0, stream_>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
-    RETRO_CUDA_LAUNCH_CHECK("rotary_forward", stream_);
+    launch_rotary<false>(y, x, t, B, N, H, D, stream_);
 }
 void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {
-    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
-    RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
-    const std::int64_t work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
-    if (work == 0) return;
-    rotary_k<true><<<grid_for(work), kThreads, 0, stream_>>>(dx, dy, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
-    RETRO_CUDA_LAUNCH_CHECK("rotary_backward", stream_);
+    launch_rotary<true>(dx, dy, t, B, N, H, D, stream_);
 }
 
 void CudaNnBackend::scale(float* x, float s, std::int64_t n) {
