@@ -63,6 +63,11 @@ std::size_t cuda_used_bytes() {
     RETRO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
     return total - free_b;
 }
+std::size_t cuda_free_bytes() {
+    std::size_t free_b = 0, total = 0;
+    RETRO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return free_b;
+}
 
 namespace {
 

@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
             app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
             app.add_option("--kill-rank", o.kill_rank, "Testing: this rank kills itself after --kill-step")->group("");
             app.add_option("--kill-step", o.kill_step, "Testing: the optimizer step --kill-rank dies after")->group("");
+            app.add_option("--device", o.device,
+                           "cpu, or cuda: the model, gradients and AdamW on the GPU (fp32; one process)")
+                ->capture_default_str()
+                ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             static std::string eval_json, eval_plot_png;

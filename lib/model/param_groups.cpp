@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "core/error.h"
 
@@ -76,6 +77,21 @@ std::vector<std::uint8_t> param_trainable(const ParamLayout& layout, const std::
     for (const auto& e : layout.entries())
         t.push_back(std::find(groups.begin(), groups.end(), param_group(e.name)) != groups.end() ? 1 : 0);
     return t;
+}
+
+std::int64_t param_backward_block(const std::string& name, const RetroConfig& c) {
+    const std::string dec = "decoder.layers.";
+    if (name.compare(0, 8, "encoder.") == 0) {
+        const std::int64_t f = c.first_cca_layer();   // 1-based, 0 = no CCA: the encoder never runs
+        return f > 0 ? 3 * (f - 1) + 2 : std::numeric_limits<std::int64_t>::max();
+    }
+    if (name.compare(0, dec.size(), dec) == 0) {
+        const std::size_t dot = name.find('.', dec.size());
+        const std::int64_t i = std::stoll(name.substr(dec.size(), dot - dec.size()));
+        return 3 * i + 1 + (name[dot + 1] - '0');   // sub-block 0 attention, 1 CCA, 2 feed-forward
+    }
+    if (name == "decoder.norm_out.gamma" || name.compare(0, 10, "to_logits.") == 0) return 3 * c.dec_depth + 1;
+    return 0;   // token_emb, pos_emb, to_decoder_model_dim
 }
 
 }  // namespace retro

@@ -25,6 +25,12 @@ std::string param_group_list();   // "cca, encoder, decoder": the valid names, f
 std::vector<ParamGroup> param_groups_parse(const std::string& list, const std::string& where);
 std::string param_groups_string(const std::vector<ParamGroup>& groups);   // canonical "cca,encoder"
 
+// The backward block of a tensor, for skipping work that feeds only frozen tensors (model/retro.h,
+// model/backend_model.h): 0 = embeddings and to_decoder_model_dim; decoder layer i: 3i+1 self-attention,
+// 3i+2 CCA (encoder tensors belong to the first CCA layer's block; INT64_MAX without CCA layers), 3i+3
+// feed-forward; 3*dec_depth+1 = decoder.norm_out and the head.
+std::int64_t param_backward_block(const std::string& tensor_name, const RetroConfig& config);
+
 // Per layout entry: 1 when its group is in `groups`.
 std::vector<std::uint8_t> param_trainable(const ParamLayout& layout, const std::vector<ParamGroup>& groups);
 

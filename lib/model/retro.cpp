@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/layer_shapes.h"
+#include "model/param_groups.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -24,23 +25,6 @@ RetroModel<T>::RetroModel(const RetroConfig& config) : config_(config), layout_(
     dec_.resize(p_.decoder.size());
 }
 
-namespace {
-// The backward block (see retro.h) of a tensor; encoder tensors belong to the first CCA layer's block.
-std::int64_t block_of(const std::string& name, const RetroConfig& c) {
-    const std::string dec = "decoder.layers.";
-    if (name.compare(0, 8, "encoder.") == 0) {
-        const std::int64_t f = c.first_cca_layer();   // 1-based, 0 = no CCA: the encoder never runs
-        return f > 0 ? 3 * (f - 1) + 2 : std::numeric_limits<std::int64_t>::max();
-    }
-    if (name.compare(0, dec.size(), dec) == 0) {
-        const std::size_t dot = name.find('.', dec.size());
-        const std::int64_t i = std::stoll(name.substr(dec.size(), dot - dec.size()));
-        return 3 * i + 1 + (name[dot + 1] - '0');   // sub-block 0 attention, 1 CCA, 2 feed-forward
-    }
-    if (name == "decoder.norm_out.gamma" || name.compare(0, 10, "to_logits.") == 0) return 3 * c.dec_depth + 1;
-    return 0;   // token_emb, pos_emb, to_decoder_model_dim
-}
-}  // namespace
 
 template <typename T>
 void RetroModel<T>::set_trainable(const std::vector<std::uint8_t>& per_entry) {
@@ -51,7 +35,7 @@ void RetroModel<T>::set_trainable(const std::vector<std::uint8_t>& per_entry) {
     head_trainable_ = encoder_trainable_ = false;
     for (std::size_t t = 0; t < es.size(); t++) {
         if (!per_entry[t]) continue;
-        lowest_trainable_ = std::min(lowest_trainable_, block_of(es[t].name, config_));
+        lowest_trainable_ = std::min(lowest_trainable_, param_backward_block(es[t].name, config_));
         if (es[t].name.compare(0, 10, "to_logits.") == 0) head_trainable_ = true;
         if (es[t].name.compare(0, 8, "encoder.") == 0) encoder_trainable_ = true;
     }

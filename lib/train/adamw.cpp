@@ -61,6 +61,22 @@ void AdamW<T>::step(std::vector<T>& params, const std::vector<T>& grads, double 
 }
 
 template <typename T>
+nn::NnBackend::AdamWScalars AdamW<T>::next_step_scalars(double lr) {
+    t_++;
+    const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t_));
+    const double bc2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t_));
+    nn::NnBackend::AdamWScalars a;   // each the float of step()'s expression
+    a.decay = static_cast<float>(1.0 - lr * config_.weight_decay);
+    a.w1 = static_cast<float>(1.0 - config_.beta1);
+    a.b2 = static_cast<float>(config_.beta2);
+    a.w2 = static_cast<float>(1.0 - config_.beta2);
+    a.step_size = static_cast<float>(lr / bc1);
+    a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    a.eps = static_cast<float>(config_.eps);
+    return a;
+}
+
+template <typename T>
 void AdamW<T>::save(const std::string& path) const {
     const std::int64_t n = static_cast<std::int64_t>(m_.size());
     std::vector<TensorToWrite> ts = {{"m", dtype_of<T>(), {n}, m_.data()}, {"v", dtype_of<T>(), {n}, v_.data()}};

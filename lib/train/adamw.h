@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/params.h"
+#include "nn/nn_backend.h"
 
 namespace retro {
 
@@ -30,7 +31,14 @@ public:
     // One update of `params` from `grads` at learning rate `lr` (the schedule's value for this step); elements
     // outside ranges() are neither read nor written.
     void step(std::vector<T>& params, const std::vector<T>& grads, double lr);
+    // For an update run elsewhere (a backend's adamw_update, nn/nn_backend.h, over device copies of the moments):
+    // advances the step count as step() does and returns the per-element constants step() would use in float.
+    nn::NnBackend::AdamWScalars next_step_scalars(double lr);
     std::int64_t steps() const { return t_; }
+    // The moments and decay flags of the trainable elements, packed in ranges() order (for device copies).
+    std::vector<T>& moment1() { return m_; }
+    std::vector<T>& moment2() { return v_; }
+    const std::vector<std::uint8_t>& decay_flags() const { return decay_; }
     // [begin, end) element ranges of the trainable tensors in the flat buffer (adjacent tensors merged).
     const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges() const { return ranges_; }
     std::int64_t trainable_count() const { return static_cast<std::int64_t>(m_.size()); }

@@ -1,6 +1,9 @@
 // Implementation of train_memory.h (counts in floats, returned in bytes).
 #include "train/train_memory.h"
 
+#include "core/error.h"
+#include "core/memory_budget.h"
+#include "model/backend_model.h"
 #include "model/params.h"
 
 namespace retro {
@@ -21,6 +24,29 @@ double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t
         floats += double(c.enc_depth) * (rows * (E * 18 + I * 6) + 2 * B * M * k * H * r * (r + cs));
     }
     return floats * 4;
+}
+
+DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
+                                    std::int64_t r, bool retrieval, std::int64_t grad_accum,
+                                    std::int64_t trainable_parameters) {
+    const std::size_t P = static_cast<std::size_t>(ParamLayout(c).total());
+    DeviceTrainBytes b;
+    b.weights = P * 4 * (grad_accum > 1 ? 3 : 2);
+    b.optimizer = static_cast<std::size_t>(trainable_parameters) * 9;
+    b.arena = backend_model_plan(c, {batch, seq_len, k, r, retrieval});
+    return b;
+}
+
+void device_memory_require(const std::string& option, const DeviceTrainBytes& need, std::size_t free_bytes,
+                           const std::string& what, const std::string& fix) {
+    if (need.total() <= free_bytes) return;
+    user_error_in(option,
+                  cat(what, " needs ", memory_format_bytes(double(need.total())), " on the GPU (activations ",
+                      memory_format_bytes(double(need.arena)), ", weights and gradients ",
+                      memory_format_bytes(double(need.weights)), ", optimizer ",
+                      memory_format_bytes(double(need.optimizer)), "), the GPU has ",
+                      memory_format_bytes(double(free_bytes)), " free"),
+                  fix);
 }
 
 }  // namespace retro

@@ -8,12 +8,30 @@
 // estimated vs 895 MiB at batch 8 (the RSS also holds the mapped database and the libraries),
 // 3.2 GiB vs 2.6 GiB at batch 32. It is there to refuse sizes that cannot fit, not to plan to the MiB.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "model/config.h"
 
 namespace retro {
 
 double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, bool retrieval);
+
+// Exact bytes of a backend (GPU) run, known before its first step (model/backend_model.h): parameters and
+// gradients (2 x 4 bytes per parameter), the summed gradients when grad_accum > 1 (4 more), AdamW's moments and
+// decay flags (9 bytes per trainable parameter), and the activation arena of one micro-batch of `batch` x
+// `seq_len` tokens with k neighbours of r tokens per chunk.
+struct DeviceTrainBytes {
+    std::size_t weights = 0, optimizer = 0, arena = 0;
+    std::size_t total() const { return weights + optimizer + arena; }
+};
+DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
+                                    std::int64_t r, bool retrieval, std::int64_t grad_accum,
+                                    std::int64_t trainable_parameters);
+// UserError naming `option` when `need` exceeds `free_bytes` of device memory ("needs 12.3 GiB on the GPU (arena
+// ..., weights ..., optimizer ...), the GPU has 8.0 GiB free").
+void device_memory_require(const std::string& option, const DeviceTrainBytes& need, std::size_t free_bytes,
+                           const std::string& what, const std::string& fix);
 
 }  // namespace retro

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/atomic_file.h"
+#include "core/cuda_device.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
@@ -20,10 +21,13 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/threads.h"
+#include "model/backend_model.h"
 #include "model/config.h"
 #include "model/param_groups.h"
 #include "model/params.h"
 #include "model/retro.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
 #include "train/adamw.h"
 #include "train/data.h"
 #include "train/init_from.h"
@@ -96,6 +100,24 @@ void set_stop_message(const std::string& out, std::int64_t step) {
                   out.c_str(), static_cast<long long>(step));
 }
 
+// A buffer in an NnBackend's memory, released with it.
+struct BackendBuffer {
+    nn::NnBackend* be = nullptr;
+    void* p = nullptr;
+    BackendBuffer() = default;
+    BackendBuffer(nn::NnBackend& b, std::size_t bytes) : be(&b), p(b.alloc(bytes)) {}
+    BackendBuffer(BackendBuffer&& o) noexcept : be(o.be), p(o.p) { o.p = nullptr; }
+    BackendBuffer& operator=(BackendBuffer&& o) noexcept {
+        std::swap(be, o.be);
+        std::swap(p, o.p);
+        return *this;
+    }
+    ~BackendBuffer() {
+        if (be) be->release(p);
+    }
+    float* f() const { return static_cast<float*>(p); }
+};
+
 class Trainer {
 public:
     Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
@@ -105,6 +127,11 @@ private:
     std::vector<std::int64_t> next_seqs();
     double validate();
     double accumulate_step_gradients(std::vector<float>*& reduced);
+    void setup_device();
+    void device_upload_state();
+    void device_download_state();
+    double device_step_gradients();
+    double device_clip_and_step(double lr);
     void check_ranks_agree(std::int64_t step);
     void save_checkpoint(std::int64_t step);
     std::int64_t load_checkpoint(const std::string& dir);
@@ -128,7 +155,101 @@ private:
     Distributed* dist_ = nullptr;
     std::vector<float> acc_;                   // summed gradients (when more than one micro-batch is summed)
     std::vector<std::vector<float>> parts_;   // --reduce deterministic: this rank's micro-batch gradients
+    // --device cuda / host-backend: the model and optimizer state in the backend's memory (destroyed in reverse)
+    std::unique_ptr<CudaStreamOwner> stream_;
+    std::unique_ptr<nn::NnBackend> backend_;
+    std::unique_ptr<BackendRetroModel> dmodel_;
+    BackendBuffer d_acc_, d_m_, d_v_, d_decay_;   // summed gradients; AdamW moments and decay flags (packed)
 };
+
+// The backend, the model on it and the optimizer's device buffers, after the GPU's memory is checked.
+void Trainer::setup_device() {
+    if (o_.device != "cuda" && o_.device != "host-backend")
+        user_error_in("--device", "\"" + o_.device + "\" is not a device", "use cpu or cuda");
+    if (dist_->active())
+        user_error_in("--device", "data-parallel GPU training (NCCL) is not available yet",
+                      "train on one GPU, or on the CPU with mpirun");
+    const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
+    const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
+                                         !o_.no_retrieval, o_.grad_accum, trainable_count_);
+    const std::string what = "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) +
+                             " x " + std::to_string(data_->seq_len()) + " tokens";
+    const std::string fix = "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model";
+    if (o_.device == "cuda") {
+        cuda_require("--device", "retro-train");
+        if constexpr (kCudaBuilt) {
+            device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
+            stream_ = std::make_unique<CudaStreamOwner>();
+            backend_ = nn::cuda_nn_backend(stream_->get());
+            log_info(cat("device: ", cuda_device_name(), ", ", memory_format_bytes(double(need.total())),
+                         " planned (activations ", memory_format_bytes(double(need.arena)), ")"));
+        }
+    } else {
+        memory_require("--batch-size", double(need.total()), what, fix);
+        backend_ = std::make_unique<nn::HostNnBackend>();
+    }
+    dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
+    dmodel_->set_trainable(trainable_);
+    const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
+    if (o_.grad_accum > 1) d_acc_ = BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
+    d_m_ = BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
+    d_v_ = BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
+    d_decay_ = BackendBuffer(*backend_, static_cast<std::size_t>(T));
+    backend_->upload(d_decay_.p, opt_->decay_flags().data(), static_cast<std::size_t>(T));
+}
+
+// Host -> device: the weights (fresh, --init-from or a checkpoint's) and the AdamW moments.
+void Trainer::device_upload_state() {
+    dmodel_->upload_params(model_->params());
+    backend_->upload(d_m_.p, opt_->moment1().data(), opt_->moment1().size() * sizeof(float));
+    backend_->upload(d_v_.p, opt_->moment2().data(), opt_->moment2().size() * sizeof(float));
+}
+
+// Device -> host before a checkpoint or the final weights are written (the files are the CPU run's).
+void Trainer::device_download_state() {
+    dmodel_->download_params(model_->params());
+    backend_->download(opt_->moment1().data(), d_m_.p, opt_->moment1().size() * sizeof(float));
+    backend_->download(opt_->moment2().data(), d_v_.p, opt_->moment2().size() * sizeof(float));
+}
+
+// accumulate_step_gradients on the backend (one process): each micro-batch from zeroed gradients, summed in
+// order into d_acc_ (the CPU path's float additions). Returns the step's loss.
+double Trainer::device_step_gradients() {
+    const std::int64_t A = o_.grad_accum, P = model_->layout().total();
+    double loss = 0;
+    RetroBatch batch;
+    for (std::int64_t a = 0; a < A; a++) {
+        data_->make_batch(next_seqs(), !o_.no_retrieval, batch);
+        dmodel_->zero_grad();
+        loss += dmodel_->forward(batch) / static_cast<double>(A);
+        dmodel_->backward(1.0f / static_cast<float>(A));
+        if (A == 1) continue;
+        if (a == 0) backend_->copy(d_acc_.p, dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
+        else backend_->residual_add(d_acc_.f(), dmodel_->grads(), P);
+    }
+    return loss;
+}
+
+// Global-norm clipping over the trainable ranges and the AdamW update, on the backend. Returns the norm.
+double Trainer::device_clip_and_step(double lr) {
+    float* grads = o_.grad_accum > 1 ? d_acc_.f() : dmodel_->grads();
+    double sq = 0;
+    for (const auto& [b, e] : opt_->ranges()) sq += backend_->sum_squares(grads + b, e - b);
+    const double norm = std::sqrt(sq);
+    if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
+        const float s = static_cast<float>(o_.clip / (norm + 1e-6));
+        for (const auto& [b, e] : opt_->ranges()) backend_->scale(grads + b, s, e - b);
+    }
+    const auto a = opt_->next_step_scalars(lr);
+    std::int64_t packed = 0;
+    const auto* decay = static_cast<const std::uint8_t*>(d_decay_.p);
+    for (const auto& [b, e] : opt_->ranges()) {
+        backend_->adamw_update(dmodel_->params() + b, grads + b, d_m_.f() + packed, d_v_.f() + packed, decay + packed,
+                               e - b, a);
+        packed += e - b;
+    }
+    return norm;
+}
 
 // --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
 void Trainer::setup_groups() {
@@ -200,9 +321,10 @@ double Trainer::validate() {
         }
         if (seqs.empty()) break;
         data_->make_batch(seqs, !o_.no_retrieval, batch);
-        const double loss = model_->forward(batch);
-        mine[2 * (v / N)] = loss * static_cast<double>(model_->label_count());
-        mine[2 * (v / N) + 1] = static_cast<double>(model_->label_count());
+        const double loss = dmodel_ ? dmodel_->forward(batch) : model_->forward(batch);
+        const std::int64_t labels = dmodel_ ? dmodel_->label_count() : model_->label_count();
+        mine[2 * (v / N)] = loss * static_cast<double>(labels);
+        mine[2 * (v / N) + 1] = static_cast<double>(labels);
     }
     const std::vector<double> all = dist_->allgather(mine);
     double total = 0, labels = 0;
@@ -387,7 +509,9 @@ void Trainer::run() {
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
-    const double need = train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval);
+    // the CPU path's host memory (a GPU run checks the device's in setup_device)
+    const double need = o_.device == "cpu" ? train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval)
+                                           : double(ParamLayout(config_).total()) * 16;
     memory_require("--batch-size", need,
                    "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +
                        std::to_string(data_->seq_len()) + " tokens",
@@ -412,6 +536,7 @@ void Trainer::run() {
     oc.eps = o_.eps;
     oc.weight_decay = o_.weight_decay;
     opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_);
+    if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)
@@ -453,26 +578,33 @@ void Trainer::run() {
         }
     }
     if (root) config_.save((out / "config.json").string());
+    if (dmodel_) device_upload_state();
 
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
-        std::vector<float>* reduced = nullptr;
-        const double loss = accumulate_step_gradients(reduced);
-        // global norm of the trainable tensors only (frozen ones take no step; torch clips what it optimises)
-        auto& grads = *reduced;
-        double sq = 0;
-        for (const auto& [b, e] : opt_->ranges())
-            for (std::int64_t i = b; i < e; i++) sq += static_cast<double>(grads[i]) * grads[i];
-        const double norm = std::sqrt(sq);
-        if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
-            const float s = static_cast<float>(o_.clip / (norm + 1e-6));
-            for (const auto& [b, e] : opt_->ranges())
-                for (std::int64_t i = b; i < e; i++) grads[i] *= s;
-        }
+        double loss = 0, norm = 0;
         const double lr = train_lr_at(o_, step);
-        opt_->step(model_->params(), grads, lr);
+        if (dmodel_) {
+            loss = device_step_gradients();
+            norm = device_clip_and_step(lr);
+        } else {
+            std::vector<float>* reduced = nullptr;
+            loss = accumulate_step_gradients(reduced);
+            // global norm of the trainable tensors only (frozen ones take no step; torch clips what it optimises)
+            auto& grads = *reduced;
+            double sq = 0;
+            for (const auto& [b, e] : opt_->ranges())
+                for (std::int64_t i = b; i < e; i++) sq += static_cast<double>(grads[i]) * grads[i];
+            norm = std::sqrt(sq);
+            if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
+                const float s = static_cast<float>(o_.clip / (norm + 1e-6));
+                for (const auto& [b, e] : opt_->ranges())
+                    for (std::int64_t i = b; i < e; i++) grads[i] *= s;
+            }
+            opt_->step(model_->params(), grads, lr);
+        }
         step++;
         done_now++;
         if (step == o_.kill_step && dist_->rank() == o_.kill_rank) std::raise(SIGKILL);   // testing: a rank dies
@@ -489,6 +621,7 @@ void Trainer::run() {
         if (root) append_metrics(line);
         if (!ctx_.quiet && root) log_info(line);
         if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) {
+            if (dmodel_) device_download_state();
             check_ranks_agree(step);
             if (root) save_checkpoint(step);
         }

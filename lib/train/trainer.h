@@ -12,6 +12,10 @@
 // MPI's all-reduce; deterministic: in micro-batch order, byte for byte a 1-process run), every rank keeps the
 // same weights and optimizer, rank 0 alone writes. Accumulation is always a sum of separately computed
 // micro-batch gradients, in order (never backward() adding into a non-zero buffer).
+// --device cuda (issue 21): the same loop with the model, gradients, AdamW moments and update on the GPU
+// (model/backend_model.h over the CUDA NnBackend); the host keeps the data order and the checkpoint files, which
+// are the CPU run's formats, so a run moves between devices with --resume. The memory the GPU needs is computed
+// before the first step and a too-large configuration is refused in one line.
 // Run folder: config.json, metrics.jsonl, checkpoints/step_XXXXXXXX/{model,optimizer}.safetensors +
 // state.json + DONE, model.safetensors (final weights), manifest.json (written last).
 #pragma once
@@ -46,6 +50,8 @@ struct TrainOptions {
     std::string init_from;             // base run, checkpoint folder or .safetensors ("" = fresh init from seed)
     std::string train_only;            // comma list of groups (cca, encoder, decoder); "" = all train
     std::string reduce = "fast";       // across ranks: fast (MPI all-reduce) or deterministic (micro-batch order)
+    std::string device = "cpu";        // cpu, cuda (model/backend_model.h over the CUDA NnBackend), or
+                                       // host-backend (testing: the GPU path's code over the CPU ops)
     int kill_rank = -1;                // testing: this rank kills itself (SIGKILL) after optimizer step kill_step
     std::int64_t kill_step = 0;
 };

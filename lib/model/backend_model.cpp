@@ -1,0 +1,599 @@
+#include "model/backend_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "model/layer_shapes.h"
+#include "model/param_groups.h"
+#include "nn/rotary.h"
+
+namespace retro {
+
+namespace {
+
+using std::int64_t;
+
+// Hands out 256-byte aligned pieces of one arena; with a null base it only counts (backend_model_plan).
+struct Carver {
+    char* base = nullptr;
+    std::size_t used = 0;
+    template <typename T>
+    T* take(int64_t count) {
+        const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(count, 0)) * sizeof(T);
+        T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+        used += (bytes + 255) / 256 * 256;
+        return p;
+    }
+};
+
+struct AttnSaved {   // what attention backward reads: projections, output, probabilities
+    float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *probs = nullptr;
+};
+struct FfSaved {
+    float *h = nullptr, *g = nullptr;
+};
+
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s) {
+    const int64_t HD = s.inner();
+    AttnSaved a;
+    a.q = c.take<float>(s.B * s.Nq * HD);
+    a.k = c.take<float>(s.B * s.Nk * HD);
+    a.v = c.take<float>(s.B * s.Nk * HD);
+    a.o = c.take<float>(s.B * s.Nq * HD);
+    a.probs = c.take<float>(s.B * s.heads * s.Nq * s.core().keys());
+    return a;
+}
+
+nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s) {   // as nn/chunked_cross_attention.cpp
+    nn::AttentionLayerShape a;
+    a.B = s.B * s.chunks;
+    a.Nq = s.chunk;
+    a.Nk = s.neighbours * s.retrieved;
+    a.dim = s.dim;
+    a.context_dim = s.dim;
+    a.heads = s.heads;
+    a.dim_head = s.dim_head;
+    a.causal = false;
+    a.null_kv = true;
+    a.self = false;
+    return a;
+}
+
+float query_scale(int64_t dim_head) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_head))); }
+
+}  // namespace
+
+struct BackendRetroModel::Plan {
+    struct DecLayer {
+        float *x0 = nullptr, *n0 = nullptr, *r0 = nullptr, *x1 = nullptr, *n1 = nullptr, *r1 = nullptr, *x2 = nullptr,
+              *n2 = nullptr, *r2 = nullptr, *cca_xs = nullptr, *cca_ys = nullptr;
+        AttnSaved attn, cca;
+        FfSaved ff;
+    };
+    struct EncLayer {
+        float *h0 = nullptr, *n0 = nullptr, *r0 = nullptr, *h1 = nullptr, *n1 = nullptr, *r1 = nullptr,
+              *h2 = nullptr, *n2 = nullptr, *r2 = nullptr;
+        AttnSaved attn, cross;
+        FfSaved ff;
+    };
+    struct Rotary {   // a table in the arena and its host copy (uploaded once per plan)
+        nn::RotaryView view;
+        nn::RotaryTable<float> host;
+    };
+
+    BackendBatchShape s;
+    int64_t N = 0, l = 0, M = 0, R = 0;
+    nn::AttentionLayerShape self, enc_self, enc_cross, cca_attn;
+    nn::CcaShape cca;
+    std::int32_t *inputs = nullptr, *labels = nullptr, *retrieved = nullptr;
+    std::uint8_t* mask = nullptr;
+    float *embed = nullptr, *x_final = nullptr, *xn_final = nullptr, *rms_final = nullptr, *logits = nullptr,
+          *lse = nullptr, *tmp = nullptr;
+    std::vector<DecLayer> dec;
+    float *ctx = nullptr, *E = nullptr, *pre = nullptr, *norm = nullptr, *rms = nullptr, *tmp_e = nullptr;
+    std::vector<EncLayer> enc;
+    Rotary rot_dec, rot_cca_q, rot_cca_k, rot_enc, rot_ctx;
+    std::int64_t *cca_shift = nullptr, *cca_unshift = nullptr, *ctx_index = nullptr;
+    std::vector<std::int64_t*> ctx_back;   // per neighbour j: decoder row -> its dctx row, or -1
+    // backward scratch, shared by the layers
+    float *dlogits = nullptr, *dxn = nullptr, *dx = nullptr, *dn = nullptr, *dtmp = nullptr, *dE = nullptr,
+          *dE_part = nullptr, *dO = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr, *tmp_k = nullptr,
+          *tmp_v = nullptr, *dgel = nullptr, *dys = nullptr, *dxs = nullptr, *dEn = nullptr, *dh = nullptr,
+          *dn_e = nullptr, *dtmp_e = nullptr, *dctx = nullptr, *dctx_part = nullptr, *dembed = nullptr;
+
+    // Assigns every buffer from `c` (sizes only when c.base is null).
+    void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape);
+};
+
+void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape) {
+    s = shape;
+    const int64_t B = s.B, n = s.n, Ce = cfg.enc_dim, Cd = cfg.dec_dim, V = cfg.num_tokens, cs = cfg.chunk_size,
+                  HD = cfg.inner_dim(), Rd = cfg.rot_dim();
+    N = B * n;
+    l = n / cs;
+    const bool retrieval = s.retrieval && cfg.first_cca_layer() > 0 && l > 0;
+    s.retrieval = retrieval;
+    M = retrieval ? B * l * s.k : 0;
+    R = M * s.r;
+    self = decoder_self_shape(cfg, B, n);
+    inputs = c.take<std::int32_t>(N);
+    labels = c.take<std::int32_t>(N);
+    embed = c.take<float>(N * Ce);
+    tmp = c.take<float>(N * Cd);
+    rot_dec.view = {c.take<float>(n * Rd), c.take<float>(n * Rd), n, Rd};
+    dec.assign(static_cast<std::size_t>(cfg.dec_depth), {});
+    for (int64_t i = 0; i < cfg.dec_depth; i++) {
+        auto& L = dec[static_cast<std::size_t>(i)];
+        const bool cca_here = retrieval && cfg.dec_has_cross(i + 1);
+        L.x0 = (i == 0 && Ce == Cd) ? embed : c.take<float>(N * Cd);
+        L.n0 = c.take<float>(N * Cd);
+        L.r0 = c.take<float>(N);
+        L.attn = carve_attention(c, self);
+        L.x1 = c.take<float>(N * Cd);
+        if (cca_here) {
+            L.n1 = c.take<float>(N * Cd);
+            L.r1 = c.take<float>(N);
+            L.x2 = c.take<float>(N * Cd);
+        } else {
+            L.x2 = L.x1;
+        }
+        L.n2 = c.take<float>(N * Cd);
+        L.r2 = c.take<float>(N);
+        L.ff = {c.take<float>(N * 4 * Cd), c.take<float>(N * 4 * Cd)};
+    }
+    x_final = c.take<float>(N * Cd);
+    xn_final = c.take<float>(N * Cd);
+    rms_final = c.take<float>(N);
+    logits = c.take<float>(N * V);
+    lse = c.take<float>(N);
+    dlogits = c.take<float>(N * V);
+    dxn = c.take<float>(N * Cd);
+    dx = c.take<float>(N * Cd);
+    dn = c.take<float>(N * Cd);
+    dtmp = c.take<float>(N * Cd);
+    if (Ce != Cd) dembed = c.take<float>(N * Ce);
+    // attention backward scratch: the largest query / key sides over every attention layer that runs
+    int64_t q_max = N * HD, k_max = N * HD, kv_max = N * Cd, ff_max = N * 4 * Cd;
+    if (retrieval) {
+        cca = decoder_cca_shape(cfg, B, n, s.k, s.r);
+        cca_attn = cca_attention_shape(cca);
+        enc_self = encoder_self_shape(cfg, M, s.r);
+        enc_cross = encoder_cross_shape(cfg, M, s.r);
+        retrieved = c.take<std::int32_t>(R);
+        mask = c.take<std::uint8_t>(R);
+        const int64_t rows = B * l * cs;
+        for (int64_t i = 0; i < cfg.dec_depth; i++)   // (pointers are null when only counting: test the config)
+            if (cfg.dec_has_cross(i + 1)) {
+                auto& L = dec[static_cast<std::size_t>(i)];
+                L.cca_xs = c.take<float>(rows * Cd);
+                L.cca_ys = c.take<float>(rows * Cd);
+                L.cca = carve_attention(c, cca_attn);
+            }
+        ctx = c.take<float>(M * cs * Cd);
+        E = c.take<float>(R * Cd);
+        tmp_e = c.take<float>(R * Ce);
+        enc.assign(static_cast<std::size_t>(cfg.enc_depth), {});
+        for (int64_t j = 0; j < cfg.enc_depth; j++) {
+            auto& L = enc[static_cast<std::size_t>(j)];
+            L.h0 = c.take<float>(R * Ce);
+            L.n0 = c.take<float>(R * Ce);
+            L.r0 = c.take<float>(R);
+            L.attn = carve_attention(c, enc_self);
+            L.h1 = c.take<float>(R * Ce);
+            if (cfg.enc_has_cross(j + 1)) {
+                L.n1 = c.take<float>(R * Ce);
+                L.r1 = c.take<float>(R);
+                L.cross = carve_attention(c, enc_cross);
+                L.h2 = c.take<float>(R * Ce);
+            } else {
+                L.h2 = L.h1;
+            }
+            L.n2 = c.take<float>(R * Ce);
+            L.r2 = c.take<float>(R);
+            L.ff = {c.take<float>(R * 4 * Ce), c.take<float>(R * 4 * Ce)};
+        }
+        pre = c.take<float>(R * Ce);
+        norm = c.take<float>(R * Ce);
+        rms = c.take<float>(R);
+        rot_cca_q.view = {c.take<float>(cs * Rd), c.take<float>(cs * Rd), cs, Rd};
+        rot_cca_k.view = {c.take<float>(s.k * s.r * Rd), c.take<float>(s.k * s.r * Rd), s.k * s.r, Rd};
+        rot_enc.view = {c.take<float>(s.r * Rd), c.take<float>(s.r * Rd), s.r, Rd};
+        rot_ctx.view = {c.take<float>(cs * Rd), c.take<float>(cs * Rd), cs, Rd};
+        cca_shift = c.take<std::int64_t>(rows);
+        cca_unshift = c.take<std::int64_t>(N);
+        ctx_index = c.take<std::int64_t>(M * cs);
+        ctx_back.assign(static_cast<std::size_t>(s.k), nullptr);
+        for (auto& p : ctx_back) p = c.take<std::int64_t>(N);
+        dE = c.take<float>(R * Cd);
+        dE_part = c.take<float>(R * Cd);
+        dys = c.take<float>(rows * Cd);
+        dxs = c.take<float>(rows * Cd);
+        dEn = c.take<float>(R * Ce);
+        dh = c.take<float>(R * Ce);
+        dn_e = c.take<float>(R * Ce);
+        dtmp_e = c.take<float>(R * Ce);
+        dctx = c.take<float>(M * cs * Cd);
+        dctx_part = c.take<float>(M * cs * Cd);
+        q_max = std::max({q_max, rows * HD, R * HD});
+        k_max = std::max({k_max, R * HD, M * cs * HD});
+        kv_max = std::max({kv_max, R * Cd, R * Ce, M * cs * Cd});
+        ff_max = std::max(ff_max, R * 4 * Ce);
+    }
+    dO = c.take<float>(q_max);
+    dq = c.take<float>(q_max);
+    dk = c.take<float>(k_max);
+    dv = c.take<float>(k_max);
+    tmp_k = c.take<float>(kv_max);
+    tmp_v = c.take<float>(kv_max);
+    dgel = c.take<float>(ff_max);
+}
+
+std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape) {
+    BackendRetroModel::Plan p;   // sizes only
+    Carver c;
+    p.carve(c, config, shape);
+    return c.used;
+}
+
+namespace {
+
+// Scratch of the attention and feed-forward backward passes (Plan's shared buffers).
+struct Scratch {
+    float *dO, *dq, *dk, *dv, *tmp_k, *tmp_v, *dgel;
+};
+
+// nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
+// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
+void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
+                  const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
+                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s) {
+    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const float* c = s.self ? x : ctx;
+    be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
+    be.scale(a.q, query_scale(s.dim_head), Mq * HD);
+    if (q_rot) be.rotary_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    be.linear_forward(a.k, c, p.to_k, nullptr, Mk, kv_dim, HD);
+    if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
+    be.linear_forward(a.v, c, p.to_v, nullptr, Mk, kv_dim, HD);
+    be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());
+    be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
+}
+
+// attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
+// k/v path for cross-attention (null: parameter gradients only); parameter gradients +=.
+void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
+                   const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
+                   const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
+                   const nn::AttentionLayerShape& s, const Scratch& t) {
+    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const float* kv_in = s.self ? x : ctx;
+    be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
+    be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
+                          key_mask, s.core());
+    if (q_rot) be.rotary_backward(t.dq, t.dq, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    if (k_rot) be.rotary_backward(t.dk, t.dk, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
+    be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
+    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
+    if (!s.self && !dcontext) {
+        be.linear_backward(nullptr, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
+        be.linear_backward(nullptr, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
+        return;
+    }
+    float* dkv = s.self ? t.tmp_k : dcontext;
+    be.linear_backward(dkv, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
+    be.linear_backward(t.tmp_v, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
+    const int64_t n = Mk * kv_dim;
+    if (s.self) be.residual_add(dx, dkv, n);   // dx = (dx + dk-path) + dv-path, the CPU's order
+    be.residual_add(s.self ? dx : dcontext, t.tmp_v, n);
+}
+
+// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
+void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
+                int64_t N, int64_t dim) {
+    const int64_t inner = ff_inner(dim);
+    be.linear_forward(f.h, x, p.w1, p.b1, N, dim, inner);
+    be.gelu_forward(f.g, f.h, N * inner);
+    be.linear_forward(y, f.g, p.w2, p.b2, N, inner, dim);
+}
+
+void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
+                 const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const Scratch& t) {
+    const int64_t inner = ff_inner(dim);
+    be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
+    be.gelu_backward(t.dgel, t.dgel, f.h, N * inner);
+    be.linear_backward(dx, g.w1, g.b1, t.dgel, x, p.w1, N, dim, inner);
+}
+
+}  // namespace
+
+BackendRetroModel::BackendRetroModel(const RetroConfig& config, nn::NnBackend& backend)
+    : config_(config), layout_(config), be_(backend) {
+    config_.validate("model config");
+    const std::size_t bytes = static_cast<std::size_t>(layout_.total()) * sizeof(float);
+    params_ = static_cast<float*>(be_.alloc(bytes));
+    grads_ = static_cast<float*>(be_.alloc(bytes));
+    be_.zero(params_, bytes);
+    be_.zero(grads_, bytes);
+    p_ = bind_params(params_, layout_, config_);
+    g_ = bind_params(grads_, layout_, config_);
+}
+
+BackendRetroModel::~BackendRetroModel() {
+    be_.release(arena_);
+    be_.release(grads_);
+    be_.release(params_);
+}
+
+void BackendRetroModel::upload_params(const std::vector<float>& host) {
+    RETRO_CHECK(static_cast<int64_t>(host.size()) == layout_.total(), "upload_params: ", host.size(), " values for ",
+                layout_.total());
+    be_.upload(params_, host.data(), host.size() * sizeof(float));
+}
+void BackendRetroModel::download_params(std::vector<float>& host) {
+    host.resize(static_cast<std::size_t>(layout_.total()));
+    be_.download(host.data(), params_, host.size() * sizeof(float));
+}
+void BackendRetroModel::download_grads(std::vector<float>& host) {
+    host.resize(static_cast<std::size_t>(layout_.total()));
+    be_.download(host.data(), grads_, host.size() * sizeof(float));
+}
+void BackendRetroModel::zero_grad() { be_.zero(grads_, static_cast<std::size_t>(layout_.total()) * sizeof(float)); }
+
+void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry) {
+    const auto& es = layout_.entries();
+    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
+                " tensors");
+    lowest_trainable_ = std::numeric_limits<int64_t>::max();
+    head_trainable_ = encoder_trainable_ = false;
+    for (std::size_t t = 0; t < es.size(); t++) {
+        if (!per_entry[t]) continue;
+        lowest_trainable_ = std::min(lowest_trainable_, param_backward_block(es[t].name, config_));
+        if (es[t].name.compare(0, 10, "to_logits.") == 0) head_trainable_ = true;
+        if (es[t].name.compare(0, 8, "encoder.") == 0) encoder_trainable_ = true;
+    }
+}
+
+void BackendRetroModel::plan(const BackendBatchShape& shape) {
+    if (plan_ && shape == shape_) return;
+    be_.release(arena_);
+    arena_ = nullptr;
+    plan_.reset();
+    arena_bytes_ = backend_model_plan(config_, shape);
+    arena_ = be_.alloc(arena_bytes_);
+    auto p = std::make_unique<Plan>();
+    Carver c{static_cast<char*>(arena_)};
+    p->carve(c, config_, shape);
+    RETRO_CHECK(c.used == arena_bytes_, "arena plan: ", c.used, " bytes carved of ", arena_bytes_);
+    // the shape's constant inputs: rotary tables and the row maps of CCA's shift and the encoder's context
+    auto upload_table = [&](Plan::Rotary& r, const nn::RotaryTable<float>& t) {
+        r.host = t;
+        be_.upload(const_cast<float*>(r.view.cos), t.cos.data(), t.cos.size() * sizeof(float));
+        be_.upload(const_cast<float*>(r.view.sin), t.sin.data(), t.sin.size() * sizeof(float));
+    };
+    const int64_t Rd = config_.rot_dim(), cs = config_.chunk_size, B = shape.B, n = shape.n;
+    upload_table(p->rot_dec, nn::rotary_table_range<float>(n, Rd));
+    if (p->s.retrieval) {
+        const int64_t l = p->l, k = shape.k, r = shape.r;
+        upload_table(p->rot_cca_q, nn::rotary_table<float>(nn::cca_query_positions(cs, p->cca.aligned_queries), Rd));
+        upload_table(p->rot_cca_k, nn::rotary_table<float>(nn::cca_key_positions(k, r), Rd));
+        upload_table(p->rot_enc, nn::rotary_table_range<float>(r, Rd));
+        upload_table(p->rot_ctx, nn::rotary_table_range<float>(cs, Rd));
+        // CCA (nn/chunked_cross_attention.h): group row b*l*cs + q reads decoder position q + cs - 1 of item b
+        std::vector<std::int64_t> shift(static_cast<std::size_t>(B * l * cs)), unshift(static_cast<std::size_t>(B * n), -1);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t q = 0; q < l * cs; q++) {
+                const int64_t pos = q + cs - 1, row = b * l * cs + q;
+                shift[static_cast<std::size_t>(row)] = pos < n ? b * n + pos : -1;
+                if (pos < n) unshift[static_cast<std::size_t>(b * n + pos)] = row;
+            }
+        be_.upload(p->cca_shift, shift.data(), shift.size() * sizeof(std::int64_t));
+        be_.upload(p->cca_unshift, unshift.data(), unshift.size() * sizeof(std::int64_t));
+        // encoder context: neighbour m = (b*l + u)*k + j reads chunk u of item b; backward adds j = 0..k-1 in order
+        std::vector<std::int64_t> ctx(static_cast<std::size_t>(p->M * cs));
+        std::vector<std::vector<std::int64_t>> back(static_cast<std::size_t>(k),
+                                                    std::vector<std::int64_t>(static_cast<std::size_t>(B * n), -1));
+        for (int64_t m = 0; m < p->M; m++) {
+            const int64_t b = m / (l * k), u = (m / k) % l, j = m % k;
+            for (int64_t t = 0; t < cs; t++) {
+                ctx[static_cast<std::size_t>(m * cs + t)] = b * n + u * cs + t;
+                back[static_cast<std::size_t>(j)][static_cast<std::size_t>(b * n + u * cs + t)] = m * cs + t;
+            }
+        }
+        be_.upload(p->ctx_index, ctx.data(), ctx.size() * sizeof(std::int64_t));
+        for (int64_t j = 0; j < k; j++)
+            be_.upload(p->ctx_back[static_cast<std::size_t>(j)], back[static_cast<std::size_t>(j)].data(),
+                       static_cast<std::size_t>(B * n) * sizeof(std::int64_t));
+    }
+    plan_ = std::move(p);
+    shape_ = shape;
+}
+
+float BackendRetroModel::forward(const RetroBatch& batch) {
+    const auto& c = config_;
+    const int64_t B = batch.B, n = batch.n, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens, cs = c.chunk_size;
+    RETRO_CHECK(B > 0 && n > 0, "empty batch");
+    RETRO_CHECK(static_cast<int64_t>(batch.seq.size()) == B * (n + 1), "seq holds ", batch.seq.size(),
+                " ids, expected B*(n+1) = ", B * (n + 1));
+    if (n > c.max_seq_len)
+        user_error_in("batch", cat("sequence length ", n, " exceeds the model's max_seq_len ", c.max_seq_len));
+    for (auto id : batch.seq)
+        if (id < 0 || id >= V) user_error_in("batch", cat("token id ", id, " outside the vocabulary [0, ", V, ")"));
+    const int64_t l = n / cs;
+    if (batch.has_retrieval()) {
+        RETRO_CHECK(static_cast<int64_t>(batch.retrieved.size()) == B * l * batch.k * batch.r, "retrieved holds ",
+                    batch.retrieved.size(), " ids, expected B*l*k*r = ", B * l * batch.k * batch.r);
+        RETRO_CHECK(batch.r >= cs, "retrieved length ", batch.r, " shorter than the chunk size ", cs);
+        for (auto id : batch.retrieved)
+            if (id < 0 || id >= V)
+                user_error_in("batch", cat("retrieved token id ", id, " outside the vocabulary [0, ", V, ")"));
+    }
+    plan({B, n, batch.k, batch.r, batch.has_retrieval()});
+    Plan& P = *plan_;
+    const int64_t N = P.N, sz = N * Cd;
+
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(N)), labels(inputs.size());
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < n; t++) {
+            inputs[static_cast<std::size_t>(b * n + t)] = batch.seq[static_cast<std::size_t>(b * (n + 1) + t)];
+            labels[static_cast<std::size_t>(b * n + t)] = batch.seq[static_cast<std::size_t>(b * (n + 1) + t + 1)];
+        }
+    be_.upload(P.inputs, inputs.data(), inputs.size() * sizeof(std::int32_t));
+    be_.upload(P.labels, labels.data(), labels.size() * sizeof(std::int32_t));
+    if (P.s.retrieval) {
+        std::vector<std::uint8_t> mask(batch.retrieved.size());
+        for (std::size_t i = 0; i < mask.size(); i++) mask[i] = batch.retrieved[i] != c.pad_id;
+        be_.upload(P.retrieved, batch.retrieved.data(), batch.retrieved.size() * sizeof(std::int32_t));
+        be_.upload(P.mask, mask.data(), mask.size());
+    }
+
+    be_.embedding_forward(P.embed, P.inputs, p_.token_emb, N, V, Ce);
+    be_.position_add_forward(P.embed, p_.pos_emb, B, n, Ce);
+    if (p_.to_dec_w) be_.linear_forward(P.dec[0].x0, P.embed, p_.to_dec_w, p_.to_dec_b, N, Ce, Cd);
+
+    bool encoded = false;
+    for (std::size_t i = 0; i < P.dec.size(); i++) {
+        const auto& L = p_.decoder[i];
+        auto& A = P.dec[i];
+        be_.rmsnorm_forward(A.n0, A.r0, A.x0, L.g_attn, N, Cd);
+        attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self);
+        be_.residual_sum(A.x1, A.x0, P.tmp, sz);
+        if (L.has_cca && P.s.retrieval) {
+            if (!encoded) {
+                be_.gather_rows(P.ctx, A.x1, P.ctx_index, P.M * cs, Cd);
+                encoder_forward();
+                encoded = true;
+            }
+            be_.rmsnorm_forward(A.n1, A.r1, A.x1, L.g_cca, N, Cd);
+            // CCA (nn/chunked_cross_attention.h): shift into chunk groups, cross-attend, shift back
+            be_.gather_rows(A.cca_xs, A.n1, P.cca_shift, B * P.l * cs, Cd);
+            attn_forward(be_, A.cca_ys, A.cca, A.cca_xs, P.E, P.mask, &P.rot_cca_q.view, &P.rot_cca_k.view, L.cca,
+                         P.cca_attn);
+            be_.gather_rows(P.tmp, A.cca_ys, P.cca_unshift, N, Cd);
+            be_.residual_sum(A.x2, A.x1, P.tmp, sz);
+        }
+        be_.rmsnorm_forward(A.n2, A.r2, A.x2, L.g_ff, N, Cd);
+        ff_forward(be_, P.tmp, A.ff, A.n2, L.ff, N, Cd);
+        be_.residual_sum(i + 1 < P.dec.size() ? P.dec[i + 1].x0 : P.x_final, A.x2, P.tmp, sz);
+    }
+    be_.rmsnorm_forward(P.xn_final, P.rms_final, P.x_final, p_.dec_norm_out, N, Cd);
+    be_.linear_forward(P.logits, P.xn_final, p_.to_logits_w, p_.to_logits_b, N, Cd, V);
+    return be_.cross_entropy_forward(P.lse, &valid_, P.logits, P.labels, N, V, c.pad_id);
+}
+
+void BackendRetroModel::encoder_forward() {
+    const auto& c = config_;
+    Plan& P = *plan_;
+    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, sz = R * Ce;
+    be_.embedding_forward(P.enc[0].h0, P.retrieved, p_.token_emb, R, c.num_tokens, Ce);
+    for (std::size_t i = 0; i < P.enc.size(); i++) {
+        const auto& L = p_.encoder[i];
+        auto& A = P.enc[i];
+        be_.rmsnorm_forward(A.n0, A.r0, A.h0, L.g_attn, R, Ce);
+        attn_forward(be_, P.tmp_e, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view, &P.rot_enc.view, L.attn, P.enc_self);
+        be_.residual_sum(A.h1, A.h0, P.tmp_e, sz);
+        if (L.has_cross) {
+            be_.rmsnorm_forward(A.n1, A.r1, A.h1, L.g_cross, R, Ce);
+            attn_forward(be_, P.tmp_e, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view, &P.rot_ctx.view, L.cross,
+                         P.enc_cross);
+            be_.residual_sum(A.h2, A.h1, P.tmp_e, sz);
+        }
+        be_.rmsnorm_forward(A.n2, A.r2, A.h2, L.g_ff, R, Ce);
+        ff_forward(be_, P.tmp_e, A.ff, A.n2, L.ff, R, Ce);
+        be_.residual_sum(i + 1 < P.enc.size() ? P.enc[i + 1].h0 : P.pre, A.h2, P.tmp_e, sz);
+    }
+    be_.rmsnorm_forward(P.norm, P.rms, P.pre, p_.enc_norm_out, R, Ce);
+    be_.linear_forward(P.E, P.norm, p_.enc_project_w, p_.enc_project_b, R, Ce, Cd);
+}
+
+void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), parameter gradients +=
+    const auto& c = config_;
+    Plan& P = *plan_;
+    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, sz = R * Ce, ctx_size = P.M * c.chunk_size * Cd;
+    const Scratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
+    be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.norm, p_.enc_project_w, R, Ce, Cd);
+    be_.rmsnorm_backward(P.dh, g_.enc_norm_out, P.dEn, P.pre, p_.enc_norm_out, P.rms, R, Ce);
+    be_.zero(P.dctx, static_cast<std::size_t>(ctx_size) * sizeof(float));
+    for (int64_t i = static_cast<int64_t>(P.enc.size()) - 1; i >= 0; i--) {
+        const auto& L = p_.encoder[static_cast<std::size_t>(i)];
+        const auto& G = g_.encoder[static_cast<std::size_t>(i)];
+        auto& A = P.enc[static_cast<std::size_t>(i)];
+        ff_backward(be_, P.dn_e, G.ff, P.dh, A.ff, A.n2, L.ff, R, Ce, t);
+        be_.rmsnorm_backward(P.dtmp_e, G.g_ff, P.dn_e, A.h2, L.g_ff, A.r2, R, Ce);
+        be_.residual_add(P.dh, P.dtmp_e, sz);
+        if (L.has_cross) {
+            attn_backward(be_, P.dn_e, P.dctx_part, G.cross, P.dh, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view,
+                          &P.rot_ctx.view, L.cross, P.enc_cross, t);
+            be_.residual_add(P.dctx, P.dctx_part, ctx_size);
+            be_.rmsnorm_backward(P.dtmp_e, G.g_cross, P.dn_e, A.h1, L.g_cross, A.r1, R, Ce);
+            be_.residual_add(P.dh, P.dtmp_e, sz);
+        }
+        attn_backward(be_, P.dn_e, nullptr, G.attn, P.dh, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view,
+                      &P.rot_enc.view, L.attn, P.enc_self, t);
+        be_.rmsnorm_backward(P.dtmp_e, G.g_attn, P.dn_e, A.h0, L.g_attn, A.r0, R, Ce);
+        be_.residual_add(P.dh, P.dtmp_e, sz);
+    }
+    be_.embedding_backward(g_.token_emb, P.dh, P.retrieved, R, Ce);
+}
+
+void BackendRetroModel::backward(float scale) {
+    RETRO_CHECK(plan_ != nullptr, "backward before forward");
+    const auto& c = config_;
+    Plan& P = *plan_;
+    const int64_t B = P.s.B, n = P.s.n, N = P.N, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens,
+                  cs = c.chunk_size, sz = N * Cd;
+    const Scratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
+    be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
+    be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits, P.xn_final,
+                        p_.to_logits_w, N, Cd, V);
+    be_.rmsnorm_backward(P.dx, g_.dec_norm_out, P.dxn, P.x_final, p_.dec_norm_out, P.rms_final, N, Cd);
+    if (P.s.retrieval) be_.zero(P.dE, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
+    const int64_t first = c.first_cca_layer() - 1;
+    auto frozen_from = [&](int64_t block) { return lowest_trainable_ > block; };   // nothing trains at or below
+    for (int64_t i = c.dec_depth - 1; i >= 0; i--) {
+        const auto& L = p_.decoder[static_cast<std::size_t>(i)];
+        const auto& G = g_.decoder[static_cast<std::size_t>(i)];
+        auto& A = P.dec[static_cast<std::size_t>(i)];
+        if (frozen_from(3 * i + 3)) return;
+        ff_backward(be_, P.dn, G.ff, P.dx, A.ff, A.n2, L.ff, N, Cd, t);
+        be_.rmsnorm_backward(P.dtmp, G.g_ff, P.dn, A.x2, L.g_ff, A.r2, N, Cd);
+        be_.residual_add(P.dx, P.dtmp, sz);
+        if (frozen_from(3 * i + 2)) return;
+        if (L.has_cca && P.s.retrieval) {
+            // CCA backward: shift dy into the groups, cross-attention backward (dE_part =), shift dx back
+            be_.gather_rows(P.dys, P.dx, P.cca_shift, B * P.l * cs, Cd);
+            attn_backward(be_, P.dxs, P.dE_part, G.cca, P.dys, A.cca, A.cca_xs, P.E, P.mask, &P.rot_cca_q.view,
+                          &P.rot_cca_k.view, L.cca, P.cca_attn, t);
+            be_.gather_rows(P.dn, P.dxs, P.cca_unshift, N, Cd);
+            be_.residual_add(P.dE, P.dE_part, P.R * Cd);
+            be_.rmsnorm_backward(P.dtmp, G.g_cca, P.dn, A.x1, L.g_cca, A.r1, N, Cd);
+            be_.residual_add(P.dx, P.dtmp, sz);
+            if (i == first && (encoder_trainable_ || !frozen_from(3 * i + 1))) {
+                encoder_backward();
+                for (auto* back : P.ctx_back) be_.gather_add_rows(P.dx, P.dctx, back, N, Cd);
+            }
+        }
+        if (frozen_from(3 * i + 1)) return;
+        attn_backward(be_, P.dn, nullptr, G.attn, P.dx, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view,
+                      &P.rot_dec.view, L.attn, P.self, t);
+        be_.rmsnorm_backward(P.dtmp, G.g_attn, P.dn, A.x0, L.g_attn, A.r0, N, Cd);
+        be_.residual_add(P.dx, P.dtmp, sz);
+    }
+    if (frozen_from(0)) return;
+    const float* de = P.dx;
+    if (p_.to_dec_w) {
+        be_.linear_backward(P.dembed, g_.to_dec_w, g_.to_dec_b, P.dx, P.embed, p_.to_dec_w, N, Ce, Cd);
+        de = P.dembed;
+    }
+    be_.position_add_backward(g_.pos_emb, de, B, n, Ce);
+    be_.embedding_backward(g_.token_emb, de, P.inputs, N, Ce);
+}
+
+void BackendRetroModel::download_logits(std::vector<float>& host) {
+    RETRO_CHECK(plan_ != nullptr, "download_logits before forward");
+    host.resize(static_cast<std::size_t>(plan_->N * config_.num_tokens));
+    be_.download(host.data(), plan_->logits, host.size() * sizeof(float));
+}
+
+}  // namespace retro

@@ -1,0 +1,154 @@
+// BackendRetroModel (model/backend_model.h), the composition the GPU trains with: on HostNnBackend it must give
+// RetroModel<float>'s loss and every gradient bit for bit (same ops, same order), with and without retrieval, with
+// and without to_decoder_model_dim, for both CCA query layouts and under --train-only freezing; its arena is the
+// size backend_model_plan() predicts; and on a CUDA device the same model tracks the CPU (skipped visibly without).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/cuda_device.h"
+#include "model/backend_model.h"
+#include "model/param_groups.h"
+#include "model/retro.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
+#include "test_model_fixtures.h"
+
+using namespace retro;
+using namespace retro::test;
+
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Loss and gradients of RetroModel<float> and of BackendRetroModel on `be`, from the same weights.
+struct Pair {
+    float loss_cpu = 0, loss_backend = 0;
+    std::vector<float> grads_cpu, grads_backend, logits_cpu, logits_backend;
+};
+
+Pair run_both(const RetroConfig& c, const std::vector<RetroBatch>& batches, nn::NnBackend& be,
+              const std::vector<std::uint8_t>& trainable = {}) {
+    RetroModel<float> ref(c);
+    randomise(ref, 21);
+    BackendRetroModel m(c, be);
+    m.upload_params(ref.params());
+    if (!trainable.empty()) {
+        ref.set_trainable(trainable);
+        m.set_trainable(trainable);
+    }
+    ref.zero_grad();
+    m.zero_grad();
+    Pair p;
+    for (const auto& b : batches) {   // accumulate over batches (a shape change re-plans the arena)
+        p.loss_cpu = ref.forward(b);
+        ref.backward(0.5f);
+        p.loss_backend = m.forward(b);
+        m.backward(0.5f);
+    }
+    p.grads_cpu = ref.grads();
+    m.download_grads(p.grads_backend);
+    p.logits_cpu = ref.logits();
+    m.download_logits(p.logits_backend);
+    if (!trainable.empty()) {   // frozen tensors' gradients are unspecified: compare the trainable ones
+        for (std::size_t t = 0; t < trainable.size(); t++) {
+            if (trainable[t]) continue;
+            const auto& e = ref.layout().entries()[t];
+            std::fill_n(p.grads_cpu.begin() + e.offset, e.numel, 0.0f);
+            std::fill_n(p.grads_backend.begin() + e.offset, e.numel, 0.0f);
+        }
+    }
+    return p;
+}
+
+double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); i++) {
+        num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        den += double(b[i]) * b[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace
+
+TEST_CASE("backend model: on the host backend, loss, logits and gradients equal RetroModel<float> bit for bit") {
+    nn::HostNnBackend be;
+    auto c = tiny_config();   // enc_dim 8 != dec_dim 12: to_decoder_model_dim present
+    SUBCASE("retrieval, two chunks and a partial one, RP query positions") {
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.logits_backend, p.logits_cpu));
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("aligned CCA query positions, encoder cross-attention everywhere, enc_dim == dec_dim") {
+        c.cca_query_positions = "aligned";
+        c.enc_cross_attn_all = true;
+        c.enc_cross_attn_layers.clear();
+        c.enc_dim = 12;
+        c.dec_cross_attn_layers = {1, 3};
+        const auto p = run_both(c, {tiny_batch(c, 1, 12, 4)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("no retrieval: a plain decoder") {
+        const auto p = run_both(c, {tiny_batch(c, 2, 8, 5, false)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("two batches of different shapes accumulate (the arena is re-planned)") {
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3), tiny_batch(c, 1, 8, 6), tiny_batch(c, 2, 10, 7)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("retro-fit freezing (--train-only cca,encoder): the trainable gradients") {
+        const RetroModel<float> shape(c);
+        const auto trainable =
+            param_trainable(shape.layout(), param_groups_parse("cca,encoder", "test"));
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3)}, be, trainable);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+}
+
+TEST_CASE("backend model: the arena is planned before the first step and grows with the batch") {
+    nn::HostNnBackend be;
+    const auto c = tiny_config();
+    BackendRetroModel m(c, be);
+    const BackendBatchShape shape{2, 10, c.num_neighbours, c.retrieved_len(), true};
+    const std::size_t planned = backend_model_plan(c, shape);
+    m.forward(tiny_batch(c, 2, 10, 3));
+    CHECK(m.arena_bytes() == planned);
+    auto bigger = shape;
+    bigger.B = 4;
+    CHECK(backend_model_plan(c, bigger) > planned);
+    auto plain = shape;
+    plain.retrieval = false;
+    CHECK(backend_model_plan(c, plain) < planned);   // no encoder, CCA or neighbour buffers
+    // RP's default config at 16 x 2048 tokens: the logits alone take 3.8 GB; counted without allocating anything
+    RetroConfig def;
+    def.validate("default");
+    const std::size_t big = backend_model_plan(def, {16, 2048, 2, 2 * def.chunk_size, true});
+    CHECK(big > std::size_t(16) * 2048 * def.num_tokens * 4 * 2);   // logits and their gradient
+}
+
+TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
+    if (!kCudaBuilt || cuda_device_count() == 0) {
+        MESSAGE("skipped: no CUDA device");
+        return;
+    }
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        auto c = tiny_config();
+        for (bool retrieval : {true, false}) {
+            const auto p = run_both(c, {tiny_batch(c, 2, 10, 3, retrieval)}, *be);
+            CHECK(std::abs(p.loss_backend - p.loss_cpu) <= 1e-5f * std::abs(p.loss_cpu));
+            CHECK(rel_rms(p.logits_backend, p.logits_cpu) <= 1e-5);
+            CHECK(rel_rms(p.grads_backend, p.grads_cpu) <= 1e-5);
+        }
+    }
+}
