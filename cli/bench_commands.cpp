@@ -145,6 +145,9 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens");
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
+                                           "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
+        ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
     auto scaling = std::make_shared<TrainScalingOptions>();
     auto worker = std::make_shared<std::string>();
     sub->add_option("--ranks", scaling->ranks, "Data-parallel scaling: rank counts, comma-separated (e.g. 1,2), each "

@@ -121,7 +121,7 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     }
 }
 
-TEST_CASE("train device: on a GPU, fp32 training tracks the CPU's losses") {
+TEST_CASE("train device: on a CUDA device, fp32 training tracks the CPU's losses for 20 steps") {
     if (cuda_device_count() == 0) {
         MESSAGE("skipped: no CUDA device");
         return;

@@ -20,46 +20,17 @@
 #include "core/log.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
+#include "core/cuda_device.h"
+#include "model/backend_model.h"
 #include "model/params.h"
 #include "model/retro.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
 #include "train/adamw.h"
 
 namespace retro::bench {
 
 namespace fs = std::filesystem;
-
-TrainFlops train_step_flops(const RetroConfig& c, std::int64_t B, std::int64_t n, bool retrieval) {
-    const double Ce = double(c.enc_dim), Cd = double(c.dec_dim), V = double(c.num_tokens), H = double(c.heads),
-                 D = double(c.dim_head), HD = double(c.inner_dim()), cs = double(c.chunk_size),
-                 k = double(c.num_neighbours), r = double(c.retrieved_len());
-    const std::int64_t chunks = n / c.chunk_size;
-    retrieval = retrieval && c.first_cca_layer() > 0 && chunks > 0;
-    const double N = double(B) * double(n), l = double(chunks), Q = double(B) * l * cs, M = double(B) * l * k,
-                 R = M * r;
-    TrainFlops f;
-    if (c.enc_dim != c.dec_dim) f.linear += 2 * N * Ce * Cd;
-    for (std::int64_t i = 1; i <= c.dec_depth; i++) {
-        f.linear += 2 * N * Cd * HD * 4 + 2 * N * Cd * 4 * Cd * 2;
-        f.attention += 4 * H * D * double(B) * double(n) * double(n);
-        if (retrieval && c.dec_has_cross(i)) {
-            f.linear += 2 * Q * Cd * HD * 2 + 2 * R * Cd * HD * 2;
-            f.attention += 4 * H * D * double(B) * l * cs * (k * r + 1);
-        }
-    }
-    if (retrieval) {
-        for (std::int64_t j = 1; j <= c.enc_depth; j++) {
-            f.linear += 2 * R * Ce * HD * 4 + 2 * R * Ce * 4 * Ce * 2;
-            f.attention += 4 * H * D * M * r * r;
-            if (c.enc_has_cross(j)) {
-                f.linear += 2 * R * Ce * HD * 2 + 2 * M * cs * Cd * HD * 2;
-                f.attention += 4 * H * D * M * r * cs;
-            }
-        }
-        f.linear += 2 * R * Ce * Cd;
-    }
-    f.linear += 2 * N * Cd * V;
-    return f;
-}
 
 RetroConfig train_bench_demo_config() {
     static const char* demo = R"({"num_tokens": 8000, "max_seq_len": 256, "enc_dim": 128, "enc_depth": 2,
@@ -155,12 +126,12 @@ std::string default_peer_script() {
 
 // The peer's JSON line, or {"skipped": reason}.
 nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, const std::string& config_path,
-                        std::int64_t n, int threads) {
+                        std::int64_t n, int threads, const std::string& extra = "") {
     const std::string cmd = shell_quote(o.python) + " " + shell_quote(script) + " --config " +
                             shell_quote(config_path) + " --batch " + std::to_string(o.batch) + " --seq-len " +
                             std::to_string(n) + " --threads " + std::to_string(threads) + " --steps " +
                             std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --seed " +
-                            std::to_string(o.seed) + (o.no_retrieval ? " --no-retrieval" : "");
+                            std::to_string(o.seed) + (o.no_retrieval ? " --no-retrieval" : "") + extra;
     log_info("peer: " + cmd);
     nlohmann::json r = run_json_command(cmd);
     if (r.is_null())
@@ -168,10 +139,139 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
     return r;
 }
 
+// The GPU path (model/backend_model.h on `be`): median wall seconds of `steps` steps (zero_grad, forward, backward,
+// AdamW on the backend), each ended by a synchronize, after `warmup` untimed ones.
+nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
+                            nn::NnBackend& be) {
+    BackendRetroModel model(c, be);
+    const std::int64_t P = model.layout().total();
+    std::vector<float> host(static_cast<std::size_t>(P));
+    params_init(host, model.layout(), o.seed);
+    model.upload_params(host);
+    AdamW<float> opt(model.layout(), AdamWConfig{});
+    nn::BackendBuffer m(be, static_cast<std::size_t>(P) * 4), v(be, static_cast<std::size_t>(P) * 4),
+        decay(be, static_cast<std::size_t>(P));
+    be.zero(m.get(), static_cast<std::size_t>(P) * 4);
+    be.zero(v.get(), static_cast<std::size_t>(P) * 4);
+    be.upload(decay.get(), opt.decay_flags().data(), static_cast<std::size_t>(P));
+    std::vector<double> losses, wall;
+    auto step = [&] {
+        model.zero_grad();
+        losses.push_back(static_cast<double>(model.forward(batch)));
+        model.backward();
+        be.adamw_update(model.params(), model.grads(), m.f(), v.f(), static_cast<const std::uint8_t*>(decay.get()), P,
+                        opt.next_step_scalars(opt.config().lr));
+        be.synchronize();
+    };
+    for (int i = 0; i < o.warmup; i++) step();
+    for (int i = 0; i < o.steps; i++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        step();
+        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double tokens = double(batch.B * batch.n), secs = median(wall);
+    return {{"impl", "retrokit " + be.name() + " fp32"}, {"parameters", P},        {"steps", o.steps},
+            {"step_seconds", secs},                      {"step_seconds_all", wall}, {"tokens_per_s", tokens / secs},
+            {"loss_first", losses.front()},              {"loss_last", losses.back()},
+            {"arena_bytes", model.arena_bytes()}};
+}
+
+// retro-bench train --device cuda (or host-backend): one RetroKit row on the device, then RETRO-pytorch on the same
+// device in fp32 eager mode and under bf16 autocast (--peer), side by side.
+nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::string& command_line) {
+    std::int64_t n = 0;
+    const RetroConfig c = train_bench_config(o, n);
+    const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
+    const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
+    const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
+    std::unique_ptr<CudaStreamOwner> stream;
+    std::unique_ptr<nn::NnBackend> be;
+    std::string device;
+    double ref_gflops = 0, peak = 0;   // the device's fp32 GEMM rate (cuBLAS sgemm, no TF32), its dense bf16 peak
+    if (o.device == "cuda") {
+        cuda_require("--device", "retro-bench train");
+        if constexpr (kCudaBuilt) {
+            stream = std::make_unique<CudaStreamOwner>();
+            be = nn::cuda_nn_backend(stream->get());
+            device = cuda_device_name();
+            ref_gflops = cuda_sgemm_gflops(4096, 4096, 4096, stream->get());
+            peak = cuda_dense_bf16_peak_flops(device);
+        }
+    } else {
+        be = std::make_unique<nn::HostNnBackend>();
+        device = cpu_model() + " (host backend)";
+        ref_gflops = sgemm_gflops();
+    }
+    log_info("device " + device + ": sgemm " + fmt(ref_gflops) + " GFLOP/s; timing RetroKit");
+    std::vector<nlohmann::json> rows{time_backend(c, batch, o, *be)};
+    std::string skipped;
+    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
+        std::error_code ec;
+        fs::remove(*p, ec);
+        delete p;
+    });
+    if (o.peer) {
+        const std::string script = o.peer_script.empty() ? default_peer_script() : o.peer_script;
+        scratch.reset(new fs::path(fs::temp_directory_path() /
+                                   ("retro-bench-train-" + std::to_string(::getpid()) + ".json")));
+        write_file_atomic(scratch->string(), c.to_json().dump(2) + "\n");
+        const std::string dev = o.device == "cuda" ? " --device cuda" : " --device cpu";
+        for (const char* autocast : {"none", "bf16"}) {
+            nlohmann::json p = run_peer(o, script, scratch->string(), n, thread_count(),
+                                        dev + " --autocast " + std::string(autocast));
+            if (p.contains("skipped")) {
+                skipped = p["skipped"].get<std::string>();
+                break;
+            }
+            rows.push_back(p);
+        }
+    }
+    std::vector<std::vector<std::string>> table{
+        {"impl", "step s", "tokens/s", "GFLOP/s", "vs sgemm", "MFU (bf16 peak)", "loss", "note"}};
+    nlohmann::json ratios = nlohmann::json::array();
+    for (auto& r : rows) {
+        const double secs = r["step_seconds"].get<double>(), g = flops.step() / secs / 1e9;
+        r["gflops"] = g;
+        r["ratio_to_sgemm"] = g / ref_gflops;
+        if (peak > 0) r["mfu"] = g * 1e9 / peak;
+        std::string note;
+        if (&r != &rows[0]) {
+            const double ratio = rows[0]["tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
+            note = "retrokit/this = " + fmt(ratio, "%.2f") + "x";
+            ratios.push_back({{"peer", r["impl"]}, {"tokens_per_s", ratio}});
+        }
+        table.push_back({r["impl"].get<std::string>(), fmt(secs, "%.4f"), fmt(r["tokens_per_s"].get<double>()), fmt(g),
+                         fmt(g / ref_gflops, "%.2f"), peak > 0 ? fmt(100 * g * 1e9 / peak, "%.1f%%") : "n/a",
+                         fmt(r["loss_first"].get<double>(), "%.3f"), note});
+    }
+    nlohmann::json result = {{"stamp", stamp("retro-bench train", command_line)},
+                             {"device", {{"name", device}, {"sgemm_gflops", ref_gflops}, {"bf16_peak_flops", peak}}},
+                             {"config", c.to_json()},
+                             {"config_path", o.config.empty() ? "built-in demo (examples/configs/demo.json)" : o.config},
+                             {"shape", {{"batch", o.batch}, {"seq_len", n}, {"tokens_per_step", o.batch * n},
+                                        {"retrieval", retrieval}}},
+                             {"dtype", "fp32"},
+                             {"flops", {{"forward", flops.forward()}, {"step", flops.step()}}},
+                             {"rows", rows},
+                             {"ratios", ratios}};
+    if (!skipped.empty()) result["peer_skipped"] = skipped;
+    std::printf("retro-bench train --device %s: %s, %s, %lld parameters, batch %lld x %lld tokens, retrieval %s, "
+                "%.2f GFLOP per step\n",
+                o.device.c_str(), device.c_str(), result["config_path"].get<std::string>().c_str(),
+                static_cast<long long>(rows[0]["parameters"].get<std::int64_t>()), static_cast<long long>(o.batch),
+                static_cast<long long>(n), retrieval ? "on" : "off", flops.step() / 1e9);
+    std::printf("%s", format_table(table).c_str());
+    if (!skipped.empty()) std::printf("peer skipped: %s\n", skipped.c_str());
+    std::fflush(stdout);
+    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    return result;
+}
+
 }  // namespace
 
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
+    if (o.device != "cpu") return run_train_bench_device(o, command_line);
     std::int64_t n = 0;
     const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 
+#include <string>
+
 namespace retro {
 
 #ifndef RETRO_HAVE_CUDA
@@ -14,6 +16,16 @@ std::string cuda_device_name() { return ""; }
 void cuda_require(const std::string& flag, const std::string& program, const std::string& fix) {
     if (!kCudaBuilt) user_error_in(flag, program + " was built without CUDA", fix);
     if (cuda_device_count() == 0) user_error_in(flag, "no CUDA device found", fix);
+}
+
+double cuda_dense_bf16_peak_flops(const std::string& name) {
+    // NVIDIA's data sheets, dense (no sparsity) bf16 tensor-core FLOP/s of the SXM parts; PCIe parts are lower, so
+    // an MFU on one reads high by their ratio (H100 PCIe 756 TFLOP/s)
+    if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos ||
+        name.find("GH200") != std::string::npos)
+        return 989e12;
+    if (name.find("A100") != std::string::npos) return 312e12;
+    return 0;
 }
 
 }  // namespace retro

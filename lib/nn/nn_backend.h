@@ -9,11 +9,12 @@
 // Determinism: every op gives the same bits for the same inputs on the same device (no atomics in a sum whose
 // order could vary), so a GPU run resumes bit-exactly; across backends results differ by rounding only.
 // Work is ordered on the backend's stream; download() and the ops that return a host value wait for it.
-// provides: NnBackend, RotaryView
+// provides: NnBackend, RotaryView, BackendBuffer
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "nn/attention.h"
 
@@ -119,6 +120,30 @@ public:
     };
     virtual void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay,
                               std::int64_t n, const AdamWScalars& a) = 0;
+};
+
+// A buffer in a backend's memory, released with it (movable, not copyable).
+class BackendBuffer {
+public:
+    BackendBuffer() = default;
+    BackendBuffer(NnBackend& be, std::size_t bytes) : be_(&be), p_(be.alloc(bytes)) {}
+    BackendBuffer(BackendBuffer&& o) noexcept : be_(o.be_), p_(o.p_) { o.p_ = nullptr; }
+    BackendBuffer& operator=(BackendBuffer&& o) noexcept {
+        std::swap(be_, o.be_);
+        std::swap(p_, o.p_);
+        return *this;
+    }
+    BackendBuffer(const BackendBuffer&) = delete;
+    BackendBuffer& operator=(const BackendBuffer&) = delete;
+    ~BackendBuffer() {
+        if (be_) be_->release(p_);
+    }
+    void* get() const { return p_; }
+    float* f() const { return static_cast<float*>(p_); }
+
+private:
+    NnBackend* be_ = nullptr;
+    void* p_ = nullptr;
 };
 
 }  // namespace retro::nn

@@ -23,6 +23,7 @@
 #include "core/threads.h"
 #include "model/backend_model.h"
 #include "model/config.h"
+#include "model/model_flops.h"
 #include "model/param_groups.h"
 #include "model/params.h"
 #include "model/retro.h"
@@ -100,24 +101,6 @@ void set_stop_message(const std::string& out, std::int64_t step) {
                   out.c_str(), static_cast<long long>(step));
 }
 
-// A buffer in an NnBackend's memory, released with it.
-struct BackendBuffer {
-    nn::NnBackend* be = nullptr;
-    void* p = nullptr;
-    BackendBuffer() = default;
-    BackendBuffer(nn::NnBackend& b, std::size_t bytes) : be(&b), p(b.alloc(bytes)) {}
-    BackendBuffer(BackendBuffer&& o) noexcept : be(o.be), p(o.p) { o.p = nullptr; }
-    BackendBuffer& operator=(BackendBuffer&& o) noexcept {
-        std::swap(be, o.be);
-        std::swap(p, o.p);
-        return *this;
-    }
-    ~BackendBuffer() {
-        if (be) be->release(p);
-    }
-    float* f() const { return static_cast<float*>(p); }
-};
-
 class Trainer {
 public:
     Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
@@ -159,7 +142,9 @@ private:
     std::unique_ptr<CudaStreamOwner> stream_;
     std::unique_ptr<nn::NnBackend> backend_;
     std::unique_ptr<BackendRetroModel> dmodel_;
-    BackendBuffer d_acc_, d_m_, d_v_, d_decay_;   // summed gradients; AdamW moments and decay flags (packed)
+    nn::BackendBuffer d_acc_, d_m_, d_v_, d_decay_;   // summed gradients; AdamW moments and decay flags (packed)
+    bool mfu_ = false;          // --device cuda: metrics carry "mfu" (model FLOPs / dense bf16 peak, or "n/a")
+    double peak_flops_ = 0;
 };
 
 // The backend, the model on it and the optimizer's device buffers, after the GPU's memory is checked.
@@ -181,6 +166,8 @@ void Trainer::setup_device() {
             device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
             stream_ = std::make_unique<CudaStreamOwner>();
             backend_ = nn::cuda_nn_backend(stream_->get());
+            mfu_ = true;
+            peak_flops_ = cuda_dense_bf16_peak_flops(cuda_device_name());
             log_info(cat("device: ", cuda_device_name(), ", ", memory_format_bytes(double(need.total())),
                          " planned (activations ", memory_format_bytes(double(need.arena)), ")"));
         }
@@ -191,25 +178,25 @@ void Trainer::setup_device() {
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
-    if (o_.grad_accum > 1) d_acc_ = BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
-    d_m_ = BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
-    d_v_ = BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
-    d_decay_ = BackendBuffer(*backend_, static_cast<std::size_t>(T));
-    backend_->upload(d_decay_.p, opt_->decay_flags().data(), static_cast<std::size_t>(T));
+    if (o_.grad_accum > 1) d_acc_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
+    d_m_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
+    d_v_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
+    d_decay_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T));
+    backend_->upload(d_decay_.get(), opt_->decay_flags().data(), static_cast<std::size_t>(T));
 }
 
 // Host -> device: the weights (fresh, --init-from or a checkpoint's) and the AdamW moments.
 void Trainer::device_upload_state() {
     dmodel_->upload_params(model_->params());
-    backend_->upload(d_m_.p, opt_->moment1().data(), opt_->moment1().size() * sizeof(float));
-    backend_->upload(d_v_.p, opt_->moment2().data(), opt_->moment2().size() * sizeof(float));
+    backend_->upload(d_m_.get(), opt_->moment1().data(), opt_->moment1().size() * sizeof(float));
+    backend_->upload(d_v_.get(), opt_->moment2().data(), opt_->moment2().size() * sizeof(float));
 }
 
 // Device -> host before a checkpoint or the final weights are written (the files are the CPU run's).
 void Trainer::device_download_state() {
     dmodel_->download_params(model_->params());
-    backend_->download(opt_->moment1().data(), d_m_.p, opt_->moment1().size() * sizeof(float));
-    backend_->download(opt_->moment2().data(), d_v_.p, opt_->moment2().size() * sizeof(float));
+    backend_->download(opt_->moment1().data(), d_m_.get(), opt_->moment1().size() * sizeof(float));
+    backend_->download(opt_->moment2().data(), d_v_.get(), opt_->moment2().size() * sizeof(float));
 }
 
 // accumulate_step_gradients on the backend (one process): each micro-batch from zeroed gradients, summed in
@@ -224,7 +211,7 @@ double Trainer::device_step_gradients() {
         loss += dmodel_->forward(batch) / static_cast<double>(A);
         dmodel_->backward(1.0f / static_cast<float>(A));
         if (A == 1) continue;
-        if (a == 0) backend_->copy(d_acc_.p, dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
+        if (a == 0) backend_->copy(d_acc_.get(), dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
         else backend_->residual_add(d_acc_.f(), dmodel_->grads(), P);
     }
     return loss;
@@ -242,7 +229,7 @@ double Trainer::device_clip_and_step(double lr) {
     }
     const auto a = opt_->next_step_scalars(lr);
     std::int64_t packed = 0;
-    const auto* decay = static_cast<const std::uint8_t*>(d_decay_.p);
+    const auto* decay = static_cast<const std::uint8_t*>(d_decay_.get());
     for (const auto& [b, e] : opt_->ranges()) {
         backend_->adamw_update(dmodel_->params() + b, grads + b, d_m_.f() + packed, d_v_.f() + packed, decay + packed,
                                e - b, a);
@@ -611,6 +598,11 @@ void Trainer::run() {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
                            ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);
+        if (mfu_) {   // model FLOPs utilisation against the device's dense bf16 peak (model/model_flops.h)
+            const double flops = train_step_flops(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval).step() *
+                                 static_cast<double>(o_.grad_accum);
+            line += ", \"mfu\": " + (peak_flops_ > 0 ? num(flops / secs / peak_flops_) : std::string("\"n/a\""));
+        }
         if (step == 1 && (!init_.weights.empty() || !o_.train_only.empty())) line += provenance_fields();
         const bool last = step == o_.steps;
         if ((o_.val_every > 0 && step % o_.val_every == 0) || last) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Peer for `retro-bench train`: training steps of RETRO-pytorch 0.3.9 on torch CPU (fp32) at the
-same config, batch, sequence length and thread count as RetroKit, on random tokens and neighbours
+"""Peer for `retro-bench train`: training steps of RETRO-pytorch 0.3.9 on torch CPU (fp32), or on the GPU
+(--device cuda; fp32 eager, or --autocast bf16: torch.autocast with bfloat16, the usual mixed-precision run)
+at the same config, batch, sequence length and thread count as RetroKit, on random tokens and neighbours
 of the same shapes. One step = zero_grad + forward with loss + backward + AdamW step (RP's
 get_optimizer: lr 3e-4, weight decay 0.1 on tensors with >= 2 dims). Prints one JSON line: the
 median step time of --steps timed steps after --warmup untimed ones, and tokens/s = batch*seq_len
@@ -31,6 +32,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     ap.add_argument("--no-retrieval", action="store_true", help="decoder only (RP's forward without retrieved)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                    help="bf16: forward under torch.autocast(dtype=bfloat16), fp32 master weights")
     args = ap.parse_args()
 
     try:
@@ -44,6 +48,9 @@ def main():
         return 3
 
     rp_version = version("retro-pytorch")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"skipped": "torch sees no CUDA device"}))
+        return 3
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     with open(args.config) as f:
@@ -55,7 +62,7 @@ def main():
                                      f"{cfg['heads']}, so the models would differ"}))
         return 3
     rp_args = {key: (tuple(v) if isinstance(v, list) else v) for key, v in cfg.items()}
-    model = RETRO(**rp_args)
+    model = RETRO(**rp_args).to(args.device)
     model.train()
     opt = get_optimizer(model.parameters(), lr=3e-4, wd=0.1)
 
@@ -64,19 +71,21 @@ def main():
     l, r = n // cs, 2 * cs
     retrieval = not args.no_retrieval and l > 0 and bool(cfg.get("dec_cross_attn_layers"))
     g = torch.Generator().manual_seed(args.seed)
-    seq = torch.randint(1, V, (args.batch, n + 1), generator=g)
-    retrieved = torch.randint(1, V, (args.batch, l, k, r), generator=g) if retrieval else None
+    seq = torch.randint(1, V, (args.batch, n + 1), generator=g).to(args.device)
+    retrieved = torch.randint(1, V, (args.batch, l, k, r), generator=g).to(args.device) if retrieval else None
+    autocast = torch.autocast(device_type=args.device, dtype=torch.bfloat16, enabled=args.autocast == "bf16")
 
     def step():
         opt.zero_grad(set_to_none=True)
-        if retrieval:
-            loss = model(seq, retrieved, return_loss=True)
-        else:   # RP's forward ignores return_loss without retrieved: the same loss by hand
-            logits = model(seq[:, :-1])
-            loss = F.cross_entropy(logits.transpose(1, 2), seq[:, 1:], ignore_index=pad)
+        with autocast:
+            if retrieval:
+                loss = model(seq, retrieved, return_loss=True)
+            else:   # RP's forward ignores return_loss without retrieved: the same loss by hand
+                logits = model(seq[:, :-1])
+                loss = F.cross_entropy(logits.transpose(1, 2).float(), seq[:, 1:], ignore_index=pad)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.item()   # waits for the step's kernels on a GPU (the copy follows them on the stream)
 
     losses = []
     for _ in range(args.warmup):
@@ -90,7 +99,9 @@ def main():
     secs, cpu_secs = statistics.median(wall), statistics.median(cpu)
     tokens = args.batch * n
     print(json.dumps({
-        "impl": f"RETRO-pytorch {rp_version} torch {torch.__version__}",
+        "impl": f"RETRO-pytorch {rp_version} torch {torch.__version__}"
+                + ("" if args.device == "cpu" else f" {args.device} " + ("bf16 autocast" if args.autocast == "bf16" else "fp32")),
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor(),
         "threads": args.threads,
         "batch": args.batch,
         "seq_len": n,
