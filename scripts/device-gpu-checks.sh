@@ -4,7 +4,9 @@
 # Steps: env, tests (the CUDA test cases, the BERT encoder's golden test among them), sanitize (compute-sanitizer
 #        memcheck on the op harness's CUDA cases and CUDA exact search), retention (retro-bench retention --device
 #        cuda), fla (tests/peers/fla_retention.py, the same shapes), knn (retro-bench knn --cuda), embed (retro-bench
-#        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape). Needs
+#        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
+#        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
+#        GPU in fp32 and bf16 autocast, when retro_pytorch imports there). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -14,7 +16,7 @@
 # (also in $OUT/summary.txt); the exit status is 0 when every step passed, 1 when one failed, 2 on a usage error.
 # Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
 # with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
-# EMBED_REPEATS (4096, 5; default list 1024, 3), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
+# EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS.
 set -uo pipefail
 
@@ -27,7 +29,10 @@ configure() {
     KIT=${KIT:-/tmp/devkit}
     STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
     CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*'}   # doctest filters ignore case
-    SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*'}
+    SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*'}
+    TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
+    TRAIN_BATCH=${TRAIN_BATCH:-8}
+    TRAIN_SEQ=${TRAIN_SEQ:-1024}
     RET_T=${RET_T:-1024,2048,4096,8192,16384}
     RET_PAR_T=${RET_PAR_T:-1024,2048,4096}
     RET_DTYPES=${RET_DTYPES:-bf16,fp32}
@@ -132,6 +137,18 @@ step_embed() {
     track "${PIPESTATUS[0]}"
 }
 
+step_train() {
+    # RETRO-pytorch and einops from .whl/ (docs/gpu.md); torch is the machine's own
+    limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+    printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexport PYTHONPATH=/tmp/site\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
+    rk "$KIT/bin/retro-bench" train --device cuda --batch 8 --steps 5 --warmup 2 --peer --python /tmp/python-clean \
+        --json "$OUT/rk_train_demo.json" 2>&1 | tee "$OUT/rk_train_demo.log"
+    track "${PIPESTATUS[0]}"
+    rk "$KIT/bin/retro-bench" train --device cuda --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
+        --steps 3 --warmup 1 --peer --python /tmp/python-clean --json "$OUT/rk_train_big.json" 2>&1 | tee "$OUT/rk_train_big.log"
+    track "${PIPESTATUS[0]}"
+}
+
 step_knn() {
     local size=()
     [[ -n $KNN_N ]] && size+=(--n "$KNN_N")
@@ -155,7 +172,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train)" >&2
             exit 2
         fi
     done
