@@ -121,6 +121,13 @@ private:
     Scratch ds_;         // attention backward: ds [B, H, Nq, keys]
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
+    Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
+    // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
+    const void* to_bf16(int slot, const float* x, std::int64_t n);
+    // C (fp32, column-major m x n, ldc) = alpha op(A) op(B) + beta C with A, B the bf16 copies (cublasGemmEx, fp32
+    // accumulation and output, tensor cores)
+    void gemm_bf16(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb, float beta,
+                   float* C, int ldc, const char* what);
 };
 
 }  // namespace retro::nn::detail

@@ -11,6 +11,8 @@
 //              safe); embedding_backward one thread per channel adding rows n = 0..N-1 in order (repeated ids never
 //              race), position_add_backward one thread per (t, c) adding b in order.
 #include <climits>
+
+#include <cuda_bf16.h>
 #include <cmath>
 #include <memory>
 
@@ -44,6 +46,12 @@ __global__ void column_sums_add(float* __restrict__ db, const float* __restrict_
         for (ll n = 0; n < N; n++) acc += dy[n * O + o];
         db[o] = acc;
     }
+}
+
+// GemmInputs::bf16: round to nearest even (NaN kept), as core/cuda_device.h's to_bf16
+__global__ void round_to_bf16(__nv_bfloat16* __restrict__ y, const float* __restrict__ x, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        y[i] = __float2bfloat16_rn(x[i]);
 }
 
 // ---------------- rmsnorm ----------------
@@ -198,7 +206,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_}) RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
+    for (Scratch* s : {&ds_, &rows_, &partials_, &bf_[0], &bf_[1], &bf_[2]}) RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
 }
 
@@ -242,6 +250,27 @@ void CudaNnBackend::zero(void* p, std::size_t bytes) {
 }
 void CudaNnBackend::synchronize() { RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+const void* CudaNnBackend::to_bf16(int slot, const float* x, std::int64_t n) {
+    auto* y = static_cast<__nv_bfloat16*>(scratch(bf_[slot], static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 2));
+    if (n > 0) {
+        round_to_bf16<<<grid_for(n), kThreads, 0, stream_>>>(y, x, n);
+        RETRO_CUDA_LAUNCH_CHECK("round_to_bf16", stream_);
+    }
+    return y;
+}
+
+void CudaNnBackend::gemm_bf16(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                              float beta, float* C, int ldc, const char* what) {
+    const float one = 1.0f;
+    // default math: bf16 products on the tensor cores, fp32 accumulation (the handle is pedantic for the fp32 GEMMs)
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+    RETRO_CUBLAS_CHECK(cublasGemmEx(handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                                    &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));
+    RETRO_CUDA_SYNC_POINT(what, stream_);
+}
+
 // ---------------- linear ----------------
 void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
@@ -253,6 +282,11 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
         RETRO_CUDA_LAUNCH_CHECK("bias_rows", stream_);
     }
     const float one = 1.0f, zero = 0.0f;
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) {
+        const void *wb = to_bf16(0, W, O * I), *xb = to_bf16(1, x, N * I);
+        gemm_bf16(true, false, o, n, i, wb, i, xb, i, b ? 1.0f : 0.0f, y, o, "cublasGemmEx bf16 (linear forward)");
+        return;
+    }
     RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o, n, i, &one, W, std::max(i, 1), x,
                                    std::max(i, 1), b ? &one : &zero, y, o));
     RETRO_CUDA_SYNC_POINT("cublasSgemm (linear forward)", stream_);
@@ -264,13 +298,19 @@ void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     const float one = 1.0f, zero = 0.0f;
-    if (dx && I > 0) {
+    const bool bf = gemm_inputs_ == GemmInputs::bf16 && I > 0 && O > 0;
+    const void* dyb = bf && ((dx && I > 0) || dW) ? to_bf16(0, dy, N * O) : nullptr;
+    if (bf && dx) {
+        gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, "cublasGemmEx bf16 (linear dx)");
+    } else if (dx && I > 0) {
         RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, i, n, o, &one, W, i, dy, std::max(o, 1),
                                        &zero, dx, i));
         RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dx)", stream_);
     }
     if (dW && O > 0) {
-        if (I > 0) {
+        if (bf) {
+            gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i, "cublasGemmEx bf16 (linear dW)");
+        } else if (I > 0) {
             RETRO_CUBLAS_CHECK(
                 cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_T, i, o, n, &one, x, i, dy, o, &one, dW, i));
             RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dW)", stream_);

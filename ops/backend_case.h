@@ -82,7 +82,16 @@ public:
         : CpuCase<Body>(std::move(spec), inputs, std::move(body)), in_f32_(cast_all<float>(inputs)),
           device_body_(std::move(device_body)), ops_(std::move(ops)) {}
 
-    bool supports(Backend b, DType d) const override { return b == Backend::CPU ? d != DType::BF16 : d == DType::F32; }
+    // BF16 on CUDA: the op run with NnBackend::GemmInputs::bf16 (cases whose op is a GEMM: set_bf16_gemm()),
+    // compared with the CPU in double on bf16-rounded inputs.
+    void set_bf16_gemm() { bf16_gemm_ = true; }
+    bool supports(Backend b, DType d) const override {
+        if (b == Backend::CPU) return d != DType::BF16;
+        return d == DType::F32 || (d == DType::BF16 && bf16_gemm_);
+    }
+    Tensors reference(DType d) override {
+        return d == DType::BF16 ? this->run_double_on_bf16_inputs() : CpuCase<Body>::reference(d);
+    }
     Tensors run(Backend b, DType d) override {
         if (b == Backend::CPU) return CpuCase<Body>::run(b, d);
         cuda_require("ops", "the op registry");
@@ -91,7 +100,10 @@ public:
                 stream_ = std::make_unique<CudaStreamOwner>();
                 cuda_ = nn::cuda_nn_backend(stream_->get());
             }
-            return run_on(*cuda_);
+            cuda_->set_gemm_inputs(d == DType::BF16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+            Tensors out = run_on(*cuda_);
+            cuda_->set_gemm_inputs(nn::NnBackend::GemmInputs::fp32);
+            return out;
         }
         return {};
     }
@@ -106,6 +118,7 @@ private:
     F32Tensors in_f32_;
     DeviceBody device_body_;
     std::vector<std::string> ops_;
+    bool bf16_gemm_ = false;
     std::unique_ptr<CudaStreamOwner> stream_;   // declared before cuda_: the backend goes first
     std::unique_ptr<nn::NnBackend> cuda_;
 };

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "gradcheck.h"
 #include "op_registry.h"
 
@@ -62,6 +63,15 @@ public:
             out.push_back({spec_.inputs[i], r.rel_err, std::max(r.max_numeric, r.max_analytic), 1e-6});
         }
         return out;
+    }
+
+protected:
+    // The body in double on the inputs rounded to bf16 (what a bf16 run of the op is compared with).
+    Tensors run_double_on_bf16_inputs() {
+        Tensors in = in_;
+        for (auto& t : in)
+            for (auto& x : t) x = static_cast<double>(from_bf16(to_bf16(static_cast<float>(x))));
+        return body_(in, true);
     }
 
 private:

@@ -68,11 +68,14 @@ std::unique_ptr<Case> linear_case(int64_t N, int64_t I, int64_t O, std::uint64_t
         return {a.down(y, N * O), a.down(dx, N * I), a.down(dW, O * I), a.down(db, O)};
     };
     const double f = 2.0 * N * I * O;
-    return make_backend_case<decltype(body)>({dims({{"N", N}, {"I", I}, {"O", O}}) + (bias ? "" : " no-bias no-dx") +
-                                                  (want_dw ? "" : " no-dW"),
-                                              3 * f, 4.0 * (2 * N * I + 2 * O * I + 2 * N * O), {"x", "W", "b", "dy"},
-                                              {true, true, true, false}, {"y", "dx", "dW", "db"}},
-                                             std::move(in), body, device, {"linear_forward", "linear_backward"});
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"O", O}}) + (bias ? "" : " no-bias no-dx") +
+                                                       (want_dw ? "" : " no-dW"),
+                                                   3 * f, 4.0 * (2 * N * I + 2 * O * I + 2 * N * O), {"x", "W", "b", "dy"},
+                                                   {true, true, true, false}, {"y", "dx", "dW", "db"}},
+        std::move(in), body, device, std::vector<std::string>{"linear_forward", "linear_backward"});
+    c->set_bf16_gemm();   // CUDA BF16: the GemmInputs::bf16 mode (tensor-core GEMMs on bf16-rounded inputs)
+    return c;
 }
 
 std::unique_ptr<Case> rmsnorm_case(int64_t N, int64_t C, std::uint64_t seed) {

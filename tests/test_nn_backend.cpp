@@ -129,3 +129,30 @@ TEST_CASE("nn backend: CUDA (cuda_nn_backend) within fp32 bounds of the CPU in d
         MESSAGE(cases << " backend cases through cuda_nn_backend");
     }
 }
+
+TEST_CASE("nn backend: bf16 GEMM inputs on the host are the double reference on bf16-rounded inputs") {
+    // NnBackend::GemmInputs::bf16 on HostNnBackend (the CPU's emulation of the GPU's tensor-core mode) equals the
+    // linear op in double on x, W, dy rounded to bf16 up to fp32 accumulation; db comes from dy unrounded
+    const auto* op = ops::find("nn.linear");
+    REQUIRE(op != nullptr);
+    for (std::uint64_t seed : {1, 2}) {
+        auto c = op->test_case(seed);
+        auto* runnable = dynamic_cast<ops::BackendRunnable*>(c.get());
+        REQUIRE(runnable != nullptr);
+        CHECK(c->supports(ops::Backend::CUDA, ops::DType::BF16));
+        nn::HostNnBackend host;
+        host.set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+        const auto got = runnable->run_on(host);
+        const auto ref = c->reference(ops::DType::BF16);
+        const auto fp32 = c->reference(ops::DType::F32);
+        const auto names = c->outputs();
+        REQUIRE(got.size() == ref.size());
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+            INFO(names[i]);
+            if (names[i] == "db") continue;   // from dy itself, not the rounded dy of the reference
+            if (names[i] != "y") CHECK(ops::rms_ratio(got[i], ref[i]) <= 1e-6);   // y: the bias is not rounded
+            CHECK(ops::rms_ratio(got[i], ref[i]) <= op->bound_bf16);
+            CHECK(ops::rms_ratio(got[i], fp32[i]) > 1e-5);   // the rounding is really there
+        }
+    }
+}

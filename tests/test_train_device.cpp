@@ -89,6 +89,30 @@ TEST_CASE("train device: retro-fitting on the backend path trains only the liste
     }
 }
 
+TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run; on the CPU path it is refused") {
+    test::TempDir dir("train-device-bf16");
+    const std::string data = tiny_data(dir) + " --device host-backend";
+    auto a = test::run_tool("retro-train", data + " --out " + (dir / "fp32").string());
+    REQUIRE(a.exit_code == 0);
+    auto b = test::run_tool("retro-train", data + " --dtype bf16 --out " + (dir / "bf16").string());
+    INFO(b.err);
+    REQUIRE(b.exit_code == 0);
+    const auto la = test::losses(dir / "fp32"), lb = test::losses(dir / "bf16");
+    REQUIRE(la.size() == lb.size());
+    bool differs = false;
+    for (std::size_t i = 0; i < la.size(); i++) {
+        const double x = std::stod(la[i]), y = std::stod(lb[i]);
+        CHECK(std::abs(x - y) <= 2e-2 * std::abs(x));   // bf16 rounding of the GEMM inputs: close, not equal
+        differs = differs || x != y;
+    }
+    CHECK(differs);
+    auto refused = test::run_tool("retro-train", tiny_data(dir) + " --dtype bf16 --out " + (dir / "cpu").string());
+    CHECK(refused.exit_code == 2);
+    CHECK(one_line(refused));
+    CHECK(refused.err.find("--dtype") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "cpu"));
+}
+
 TEST_CASE("train device: --device cuda without a GPU, or too large for it, is refused in one line") {
     test::TempDir dir("train-device-refuse");
     const std::string data = tiny_data(dir);
@@ -107,7 +131,8 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     const auto need = train_device_bytes(c, 4, 16, 3, c.retrieved_len(), true, 2, 1000);
     CHECK(need.optimizer == 9000);
     CHECK(need.arena > 0);
-    CHECK(need.total() == need.weights + need.optimizer + need.arena);
+    CHECK(need.scratch > 0);
+    CHECK(need.total() == need.weights + need.optimizer + need.arena + need.scratch);
     CHECK_NOTHROW(device_memory_require("--batch-size", need, need.total(), "training", "smaller"));
     try {
         device_memory_require("--batch-size", need, need.total() - 1, "training tiny.json", "a smaller --batch-size");

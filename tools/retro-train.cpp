@@ -99,9 +99,14 @@ int main(int argc, char** argv) {
             app.add_option("--kill-rank", o.kill_rank, "Testing: this rank kills itself after --kill-step")->group("");
             app.add_option("--kill-step", o.kill_step, "Testing: the optimizer step --kill-rank dies after")->group("");
             app.add_option("--device", o.device,
-                           "cpu, or cuda: the model, gradients and AdamW on the GPU (fp32; one process)")
+                           "cpu, or cuda: the model, gradients and AdamW on the GPU (one process; docs/gpu.md)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
+            app.add_option("--dtype", o.dtype,
+                           "With --device cuda: fp32, or bf16 (linear layers on the tensor cores from bf16-rounded "
+                           "inputs, fp32 accumulation and master weights)")
+                ->capture_default_str()
+                ->check(CLI::IsMember({"fp32", "bf16"}));
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             static std::string eval_json, eval_plot_png;

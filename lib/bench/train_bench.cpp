@@ -143,6 +143,7 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 // AdamW on the backend), each ended by a synchronize, after `warmup` untimed ones.
 nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
                             nn::NnBackend& be) {
+    be.set_gemm_inputs(o.dtype == "bf16" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
     BackendRetroModel model(c, be);
     const std::int64_t P = model.layout().total();
     std::vector<float> host(static_cast<std::size_t>(P));
@@ -170,7 +171,7 @@ nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const
         wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double tokens = double(batch.B * batch.n), secs = median(wall);
-    return {{"impl", "retrokit " + be.name() + " fp32"}, {"parameters", P},        {"steps", o.steps},
+    return {{"impl", "retrokit " + be.name() + (o.dtype == "bf16" ? " bf16 GEMMs" : " fp32")}, {"parameters", P},        {"steps", o.steps},
             {"step_seconds", secs},                      {"step_seconds_all", wall}, {"tokens_per_s", tokens / secs},
             {"loss_first", losses.front()},              {"loss_last", losses.back()},
             {"arena_bytes", model.arena_bytes()}};
@@ -184,6 +185,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
     const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
+    if (o.dtype != "fp32" && o.dtype != "bf16") user_error_in("--dtype", "\"" + o.dtype + "\" is not fp32 or bf16");
     std::unique_ptr<CudaStreamOwner> stream;
     std::unique_ptr<nn::NnBackend> be;
     std::string device;
@@ -250,7 +252,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
                              {"config_path", o.config.empty() ? "built-in demo (examples/configs/demo.json)" : o.config},
                              {"shape", {{"batch", o.batch}, {"seq_len", n}, {"tokens_per_step", o.batch * n},
                                         {"retrieval", retrieval}}},
-                             {"dtype", "fp32"},
+                             {"dtype", o.dtype},
                              {"flops", {{"forward", flops.forward()}, {"step", flops.step()}}},
                              {"rows", rows},
                              {"ratios", ratios}};
@@ -272,6 +274,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
     if (o.device != "cpu") return run_train_bench_device(o, command_line);
+    if (o.dtype != "fp32") user_error_in("--dtype", "bf16 needs --device cuda");
     std::int64_t n = 0;
     const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;

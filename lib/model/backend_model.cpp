@@ -65,6 +65,23 @@ float query_scale(int64_t dim_head) { return static_cast<float>(1.0 / std::sqrt(
 
 }  // namespace
 
+std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatchShape& shape, bool bf16_gemm) {
+    const int64_t B = shape.B, n = shape.n, H = c.heads, cs = c.chunk_size, l = n / cs;
+    const bool retrieval = shape.retrieval && c.first_cca_layer() > 0 && l > 0;
+    const int64_t M = retrieval ? B * l * shape.k : 0, r = shape.r, R = M * r, N = B * n;
+    int64_t probs = B * H * n * n;
+    if (retrieval) probs = std::max({probs, B * l * H * cs * (shape.k * r + 1), M * H * r * r, M * H * r * cs});
+    std::size_t bytes = static_cast<std::size_t>(probs) * 4;
+    if (bf16_gemm) {   // three copies, each at most the largest GEMM input: an activation or a weight
+        int64_t largest = std::max({N * c.num_tokens, N * 4 * c.dec_dim, N * c.enc_dim, R * 4 * c.enc_dim,
+                                    R * c.dec_dim, R * c.inner_dim(), M * cs * c.dec_dim, N * c.inner_dim()});
+        const ParamLayout layout(c);
+        for (const auto& e : layout.entries()) largest = std::max(largest, e.numel);
+        bytes += 3 * static_cast<std::size_t>(largest) * 2;
+    }
+    return bytes;
+}
+
 struct BackendRetroModel::Plan {
     struct DecLayer {
         float *x0 = nullptr, *n0 = nullptr, *r0 = nullptr, *x1 = nullptr, *n1 = nullptr, *r1 = nullptr, *x2 = nullptr,

@@ -8,7 +8,7 @@
 // first CCA layer, CCA's shift as row gathers, cross-entropy), so on HostNnBackend it gives RetroModel<float>'s
 // loss and gradients bit for bit (tests/test_backend_model.cpp); on the GPU each op is held to the CPU by the op
 // harness. RetroModel<T> stays the double-capable reference (gradient checks, golden files).
-// provides: BackendRetroModel, BackendBatchShape, backend_model_plan
+// provides: BackendRetroModel, BackendBatchShape, backend_model_plan, backend_model_scratch_bound
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -32,6 +32,9 @@ struct BackendBatchShape {
 
 // Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()).
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape);
+// An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
+// of the largest probabilities, and with bf16 GEMM inputs its three bf16 input copies).
+std::size_t backend_model_scratch_bound(const RetroConfig& config, const BackendBatchShape& shape, bool bf16_gemm);
 
 class BackendRetroModel {
 public:

@@ -32,6 +32,15 @@ public:
     virtual ~NnBackend() = default;
     virtual std::string name() const = 0;   // "cpu", "cuda"
 
+    // The inputs of the linear layers' GEMMs (x, W and dy): fp32 (the default), or bf16: rounded to bf16 (nearest
+    // even) and multiplied with fp32 accumulation into fp32 outputs, as torch.autocast runs a Linear in bf16 (except
+    // that the output stays fp32). The bias, db and every other op (the attention core's products included) stay
+    // fp32; parameters and gradients stay fp32 (the master copy). The GPU runs bf16 GEMMs on its tensor cores; the
+    // host backend rounds the same inputs and multiplies in fp32, a reference for the mode.
+    enum class GemmInputs { fp32, bf16 };
+    void set_gemm_inputs(GemmInputs g) { gemm_inputs_ = g; }
+    GemmInputs gemm_inputs() const { return gemm_inputs_; }
+
     // Memory. alloc() returns memory aligned to 256 bytes, or throws InternalError; release(nullptr) does nothing.
     virtual void* alloc(std::size_t bytes) = 0;
     virtual void release(void* p) noexcept = 0;
@@ -120,6 +129,9 @@ public:
     };
     virtual void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay,
                               std::int64_t n, const AdamWScalars& a) = 0;
+
+protected:
+    GemmInputs gemm_inputs_ = GemmInputs::fp32;
 };
 
 // A buffer in a backend's memory, released with it (movable, not copyable).

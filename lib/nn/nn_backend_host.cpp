@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
+#include "core/cuda_device.h"
 #include "core/error.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
@@ -35,12 +37,34 @@ void HostNnBackend::zero(void* p, std::size_t bytes) {
     if (bytes) std::memset(p, 0, bytes);
 }
 
+namespace {
+// A copy of x[0, n) rounded to bf16 and back (the GemmInputs::bf16 emulation).
+std::vector<float> bf16_rounded(const float* x, std::int64_t n) {
+    std::vector<float> r(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; i++) r[static_cast<std::size_t>(i)] = from_bf16(to_bf16(x[i]));
+    return r;
+}
+}  // namespace
+
 void HostNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ == GemmInputs::bf16) {
+        const auto xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+        nn::linear_forward(y, xr.data(), wr.data(), b, N, I, O);
+        return;
+    }
     nn::linear_forward(y, x, W, b, N, I, O);
 }
 void HostNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                     std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ == GemmInputs::bf16) {   // dx and dW from rounded inputs, db from dy itself
+        const auto dyr = bf16_rounded(dy, N * O), xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+        nn::linear_backward(dx, dW, static_cast<float*>(nullptr), dyr.data(), xr.data(), wr.data(), N, I, O);
+        if (dW && db)
+            for (std::int64_t n = 0; n < N; n++)
+                for (std::int64_t o = 0; o < O; o++) db[o] += dy[n * O + o];
+        return;
+    }
     nn::linear_backward(dx, dW, db, dy, x, W, N, I, O);
 }
 void HostNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,

@@ -28,12 +28,13 @@ double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t
 
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
                                     std::int64_t r, bool retrieval, std::int64_t grad_accum,
-                                    std::int64_t trainable_parameters) {
+                                    std::int64_t trainable_parameters, bool bf16_gemm) {
     const std::size_t P = static_cast<std::size_t>(ParamLayout(c).total());
     DeviceTrainBytes b;
     b.weights = P * 4 * (grad_accum > 1 ? 3 : 2);
     b.optimizer = static_cast<std::size_t>(trainable_parameters) * 9;
     b.arena = backend_model_plan(c, {batch, seq_len, k, r, retrieval});
+    b.scratch = backend_model_scratch_bound(c, {batch, seq_len, k, r, retrieval}, bf16_gemm);
     return b;
 }
 
@@ -42,7 +43,8 @@ void device_memory_require(const std::string& option, const DeviceTrainBytes& ne
     if (need.total() <= free_bytes) return;
     user_error_in(option,
                   cat(what, " needs ", memory_format_bytes(double(need.total())), " on the GPU (activations ",
-                      memory_format_bytes(double(need.arena)), ", weights and gradients ",
+                      memory_format_bytes(double(need.arena)), ", scratch ", memory_format_bytes(double(need.scratch)),
+                      ", weights and gradients ",
                       memory_format_bytes(double(need.weights)), ", optimizer ",
                       memory_format_bytes(double(need.optimizer)), "), the GPU has ",
                       memory_format_bytes(double(free_bytes)), " free"),

@@ -22,13 +22,14 @@ double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t
 // gradients (2 x 4 bytes per parameter), the summed gradients when grad_accum > 1 (4 more), AdamW's moments and
 // decay flags (9 bytes per trainable parameter), and the activation arena of one micro-batch of `batch` x
 // `seq_len` tokens with k neighbours of r tokens per chunk.
+// Plus the backend's scratch (an upper bound: model/backend_model.h's backend_model_scratch_bound).
 struct DeviceTrainBytes {
-    std::size_t weights = 0, optimizer = 0, arena = 0;
-    std::size_t total() const { return weights + optimizer + arena; }
+    std::size_t weights = 0, optimizer = 0, arena = 0, scratch = 0;
+    std::size_t total() const { return weights + optimizer + arena + scratch; }
 };
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
                                     std::int64_t r, bool retrieval, std::int64_t grad_accum,
-                                    std::int64_t trainable_parameters);
+                                    std::int64_t trainable_parameters, bool bf16_gemm = false);
 // UserError naming `option` when `need` exceeds `free_bytes` of device memory ("needs 12.3 GiB on the GPU (arena
 // ..., weights ..., optimizer ...), the GPU has 8.0 GiB free").
 void device_memory_require(const std::string& option, const DeviceTrainBytes& need, std::size_t free_bytes,

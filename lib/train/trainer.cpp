@@ -156,7 +156,7 @@ void Trainer::setup_device() {
                       "train on one GPU, or on the CPU with mpirun");
     const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
     const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
-                                         !o_.no_retrieval, o_.grad_accum, trainable_count_);
+                                         !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16");
     const std::string what = "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) +
                              " x " + std::to_string(data_->seq_len()) + " tokens";
     const std::string fix = "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model";
@@ -175,6 +175,7 @@ void Trainer::setup_device() {
         memory_require("--batch-size", double(need.total()), what, fix);
         backend_ = std::make_unique<nn::HostNnBackend>();
     }
+    if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
@@ -523,6 +524,9 @@ void Trainer::run() {
     oc.eps = o_.eps;
     oc.weight_decay = o_.weight_decay;
     opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_);
+    if (o_.dtype != "fp32" && o_.dtype != "bf16") user_error_in("--dtype", "\"" + o_.dtype + "\" is not fp32 or bf16");
+    if (o_.dtype == "bf16" && o_.device == "cpu")
+        user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
@@ -630,6 +634,7 @@ void Trainer::run() {
                       {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
+                      {"device", o_.device},     {"dtype", o_.dtype},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {

@@ -52,6 +52,8 @@ struct TrainOptions {
     std::string reduce = "fast";       // across ranks: fast (MPI all-reduce) or deterministic (micro-batch order)
     std::string device = "cpu";        // cpu, cuda (model/backend_model.h over the CUDA NnBackend), or
                                        // host-backend (testing: the GPU path's code over the CPU ops)
+    std::string dtype = "fp32";        // with --device cuda: fp32, or bf16 (the linear layers' GEMMs on bf16-rounded
+                                       // inputs, fp32 accumulation; fp32 master weights; nn/nn_backend.h GemmInputs)
     int kill_rank = -1;                // testing: this rank kills itself (SIGKILL) after optimizer step kill_step
     std::int64_t kill_step = 0;
 };
