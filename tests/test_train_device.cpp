@@ -146,7 +146,7 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     }
 }
 
-TEST_CASE("train device: on a CUDA device, fp32 training tracks the CPU's losses for 20 steps") {
+TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, resumes bit-exactly, bf16 within 2%") {
     if (cuda_device_count() == 0) {
         MESSAGE("skipped: no CUDA device");
         return;
@@ -164,4 +164,18 @@ TEST_CASE("train device: on a CUDA device, fp32 training tracks the CPU's losses
         const double x = std::stod(la[i]), y = std::stod(lb[i]);
         CHECK(std::abs(x - y) <= 1e-5 * std::abs(x));   // the issue's bound for 20 fp32 steps on the golden config
     }
+    // the kernels are deterministic: killed after 13 steps and resumed, the GPU run ends with the straight run's bytes
+    auto k1 = test::run_tool("retro-train", data + " --device cuda --stop-after 13 --out " + (dir / "killed").string());
+    REQUIRE(k1.exit_code == 0);
+    auto k2 = test::run_tool("retro-train", data + " --device cuda --resume --out " + (dir / "killed").string());
+    INFO(k2.err);
+    REQUIRE(k2.exit_code == 0);
+    CHECK(test::bytes(dir / "killed" / "model.safetensors") == test::bytes(dir / "gpu" / "model.safetensors"));
+    // bf16 GEMM inputs: the host backend's emulation is the reference, within bf16 noise of the fp32 curve
+    auto c = test::run_tool("retro-train", data + " --device cuda --dtype bf16 --out " + (dir / "gpu-bf16").string());
+    INFO(c.err);
+    REQUIRE(c.exit_code == 0);
+    const auto lc = test::losses(dir / "gpu-bf16");
+    REQUIRE(lc.size() == la.size());
+    for (std::size_t i = 0; i < la.size(); i++) CHECK(std::abs(std::stod(lc[i]) - std::stod(la[i])) <= 2e-2 * std::stod(la[i]));
 }
