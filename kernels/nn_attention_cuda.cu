@@ -1,17 +1,18 @@
-// CUDA attention core of the NnBackend (nn/nn_backend.h; the contract and the math are nn/attention.h's):
-// straightforward kernels, written to be obviously right rather than fast. A "row" is one (b, h, query i);
-// probs [B, H, Nq, K] (K = keys: the null column first when s.null_kv) is the forward's score buffer itself, so
-// no shared memory grows with the key count and any Nk launches.
-//   forward, one block per row: s_j = q_i . k_j (column 0: q_i . null_k, never masked); masked (key_mask[b, j]
-//     == 0, or causal with j > i + Nk - Nq) scores are -FLT_MAX; p = softmax (max and sum in block_reduce's
-//     fixed tree); masked keys get 0, and a row with every key masked is uniform over all K columns (as the
-//     CPU's -finfo.max fill makes it); out_i[d] = sum_j p_ij v_j[d] in j order, + p_i0 null_v[d] last.
-//   backward, one block per row: dp_ij = dout_i . v_j (null_v for column 0), ds = p (dp - sum_j p dp), 0 where
-//     masked, kept in a scratch [B, H, Nq, K]; dq_i[d] = sum_j ds_ij k_j[d] (+ ds_i0 null_k[d]);
-//   then one thread per element of dk / dv: dk_j[d] = sum_i ds_ij q_i[d], dv_j[d] = sum_i p_ij dout_i[d] in i
-//   order; then one thread per (h, d) for the null key/value: per item b the sum over i in order, added to
-//   dnull_k / dnull_v in b order (nn/attention.cpp's order).
+// CUDA attention core of the NnBackend (nn/nn_backend.h; the contract and the math are nn/attention.h's). The
+// products are cuBLAS GEMMs (pedantic fp32, strided-batched over the items b, one call per head h: a head's rows are
+// every HD-th float of q, k, v), the rest small row kernels. probs [B, H, Nq, K] (K = keys, the null column 0 first
+// when s.null_kv) holds the scores and then the probabilities; ds [B, H, Nq, K] is a grow-only scratch.
+//   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (one block per (b, h, i):
+//             masked keys, key_mask[b, j] == 0 or causal j > i + Nk - Nq, get 0, a row with every key masked is
+//             uniform over all K columns as the CPU's -finfo.max fill makes it; max and sum in block_reduce's fixed
+//             tree); O = P[:, off:] V (GEMM) + P[:, 0] null_v (kernel).
+//   backward: dP[:, off:] = dO V^T (GEMM), dP[:, 0] = dO null_v; dS = P (dP - sum_j P dP), 0 where masked (row
+//             kernel, in place); dQ = dS[:, off:] K (GEMM) + dS[:, 0] null_k; dK = dS[:, off:]^T Q, dV =
+//             P[:, off:]^T dO (GEMMs); dnull_k += sum_i dS_i0 q_i, dnull_v += sum_i P_i0 dO_i (one thread per
+//             (h, d): queries in order, then items in order, nn/attention.cpp's order).
+// cuBLAS's own summation order is fixed for a given shape and device, so runs repeat bit for bit.
 #include <cfloat>
+#include <climits>
 
 #include "core/error.h"
 #include "cuda_check.cuh"
@@ -45,32 +46,31 @@ __device__ __forceinline__ float dot(const float* a, const float* b, ll D) {
     return acc;
 }
 
-__global__ void attention_forward_rows(float* __restrict__ out, float* __restrict__ probs, const float* __restrict__ q,
-                                       const float* __restrict__ k, const float* __restrict__ v,
-                                       const float* __restrict__ null_k, const float* __restrict__ null_v,
-                                       const std::uint8_t* __restrict__ key_mask, Dims m) {
+// S[row, 0] = q_row . null_k (one thread per row (b, h, i)).
+__global__ void null_scores(float* __restrict__ probs, const float* __restrict__ q, const float* __restrict__ null_k,
+                            Dims m) {
+    const ll rows = m.B * m.H * m.Nq;
+    for (ll row = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; row < rows;
+         row += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll b = row / (m.H * m.Nq), h = (row / m.Nq) % m.H, i = row % m.Nq;
+        probs[row * m.K] = dot(q + (b * m.Nq + i) * m.HD + h * m.D, null_k + h * m.D, m.D);
+    }
+}
+
+// Scores -> probabilities in place, one block per row.
+__global__ void softmax_rows(float* __restrict__ probs, const std::uint8_t* __restrict__ key_mask, Dims m) {
     __shared__ float shf[kThreads];
     __shared__ int shi[kThreads];
     const ll rows = m.B * m.H * m.Nq;
     for (ll row = blockIdx.x; row < rows; row += gridDim.x) {
-        const ll b = row / (m.H * m.Nq), h = (row / m.Nq) % m.H, i = row % m.Nq;
-        const float* Q = q + (b * m.Nq + i) * m.HD + h * m.D;
+        const ll b = row / (m.H * m.Nq), i = row % m.Nq;
         float* P = probs + row * m.K;
         float mx = -FLT_MAX;
         int seen = 0;
         for (ll j = threadIdx.x; j < m.K; j += kThreads) {
-            float s;
-            if (j < m.off) {
-                s = dot(Q, null_k + h * m.D, m.D);
-                seen++;
-            } else if (key_hidden(key_mask, m, b, i, j - m.off)) {
-                s = -FLT_MAX;
-            } else {
-                s = dot(Q, k + (b * m.Nk + j - m.off) * m.HD + h * m.D, m.D);
-                seen++;
-            }
-            P[j] = s;
-            mx = fmaxf(mx, s);
+            if (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off)) continue;
+            mx = fmaxf(mx, P[j]);
+            seen++;
         }
         mx = block_reduce(mx, shf, MaxOp{});
         seen = block_reduce(seen, shi, SumOp{});
@@ -84,68 +84,57 @@ __global__ void attention_forward_rows(float* __restrict__ out, float* __restric
         sum = block_reduce(sum, shf, SumOp{});
         const float inv = 1.0f / sum;
         for (ll j = threadIdx.x; j < m.K; j += kThreads) P[j] *= inv;
-        __syncthreads();   // P's entries were written by other threads of the block
-        for (ll d = threadIdx.x; d < m.D; d += kThreads) {
-            float acc = 0;
-            for (ll j = m.off; j < m.K; j++) acc += P[j] * v[(b * m.Nk + j - m.off) * m.HD + h * m.D + d];
-            if (m.off) acc += P[0] * null_v[h * m.D + d];
-            out[(b * m.Nq + i) * m.HD + h * m.D + d] = acc;
-        }
         __syncthreads();
     }
 }
 
-__global__ void attention_backward_rows(float* __restrict__ dq, float* __restrict__ ds, const float* __restrict__ dout,
-                                        const float* __restrict__ probs, const float* __restrict__ k,
-                                        const float* __restrict__ v, const float* __restrict__ null_k,
-                                        const float* __restrict__ null_v, const std::uint8_t* __restrict__ key_mask,
-                                        Dims m) {
+// out[b, i, h*D + d] += P[row, 0] * null_v[h*D + d] (one thread per element of out).
+__global__ void add_null_value(float* __restrict__ out, const float* __restrict__ probs,
+                               const float* __restrict__ null_v, Dims m) {
+    const ll total = m.B * m.Nq * m.HD;
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll b = e / (m.Nq * m.HD), i = (e / m.HD) % m.Nq, hd = e % m.HD, h = hd / m.D;
+        out[e] += probs[((b * m.H + h) * m.Nq + i) * m.K] * null_v[hd];
+    }
+}
+
+// dP[row, 0] = dout_row . null_v (one thread per row).
+__global__ void null_dp(float* __restrict__ ds, const float* __restrict__ dout, const float* __restrict__ null_v, Dims m) {
+    const ll rows = m.B * m.H * m.Nq;
+    for (ll row = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; row < rows;
+         row += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll b = row / (m.H * m.Nq), h = (row / m.Nq) % m.H, i = row % m.Nq;
+        ds[row * m.K] = dot(dout + (b * m.Nq + i) * m.HD + h * m.D, null_v + h * m.D, m.D);
+    }
+}
+
+// dP -> dS = P (dP - sum_j P dP), 0 where masked, in place; one block per row.
+__global__ void softmax_backward_rows(float* __restrict__ ds, const float* __restrict__ probs,
+                                      const std::uint8_t* __restrict__ key_mask, Dims m) {
     __shared__ float shf[kThreads];
     const ll rows = m.B * m.H * m.Nq;
     for (ll row = blockIdx.x; row < rows; row += gridDim.x) {
-        const ll b = row / (m.H * m.Nq), h = (row / m.Nq) % m.H, i = row % m.Nq;
-        const float* dO = dout + (b * m.Nq + i) * m.HD + h * m.D;
+        const ll b = row / (m.H * m.Nq), i = row % m.Nq;
         const float* P = probs + row * m.K;
         float* S = ds + row * m.K;
         float pdp = 0;
-        for (ll j = threadIdx.x; j < m.K; j += kThreads) {
-            const float dp = j < m.off ? dot(dO, null_v + h * m.D, m.D)
-                                       : dot(dO, v + (b * m.Nk + j - m.off) * m.HD + h * m.D, m.D);
-            S[j] = dp;
-            pdp += P[j] * dp;
-        }
+        for (ll j = threadIdx.x; j < m.K; j += kThreads) pdp += P[j] * S[j];
         pdp = block_reduce(pdp, shf, SumOp{});
         for (ll j = threadIdx.x; j < m.K; j += kThreads) {
             const bool hidden = j >= m.off && key_hidden(key_mask, m, b, i, j - m.off);
             S[j] = hidden ? 0.0f : P[j] * (S[j] - pdp);
         }
-        __syncthreads();   // S's entries were written by other threads of the block
-        for (ll d = threadIdx.x; d < m.D; d += kThreads) {
-            float acc = 0;
-            for (ll j = m.off; j < m.K; j++) acc += S[j] * k[(b * m.Nk + j - m.off) * m.HD + h * m.D + d];
-            if (m.off) acc += S[0] * null_k[h * m.D + d];
-            dq[(b * m.Nq + i) * m.HD + h * m.D + d] = acc;
-        }
         __syncthreads();
     }
 }
 
-// One thread per element of dk / dv [B, Nk, H*D].
-__global__ void attention_backward_keys(float* __restrict__ dk, float* __restrict__ dv, const float* __restrict__ ds,
-                                        const float* __restrict__ probs, const float* __restrict__ q,
-                                        const float* __restrict__ dout, Dims m) {
-    const ll total = m.B * m.Nk * m.HD;
+// dq[b, i, h*D + d] += dS[row, 0] * null_k[h*D + d] (one thread per element of dq).
+__global__ void add_null_key(float* __restrict__ dq, const float* __restrict__ ds, const float* __restrict__ null_k,
+                             Dims m) {
+    const ll total = m.B * m.Nq * m.HD;
     for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll b = e / (m.Nk * m.HD), j = (e / m.HD) % m.Nk, hd = e % m.HD, h = hd / m.D;
-        float acc_k = 0, acc_v = 0;
-        for (ll i = 0; i < m.Nq; i++) {
-            const ll at = ((b * m.H + h) * m.Nq + i) * m.K + m.off + j;
-            const ll qi = (b * m.Nq + i) * m.HD + hd;
-            acc_k += ds[at] * q[qi];
-            acc_v += probs[at] * dout[qi];
-        }
-        dk[e] = acc_k;
-        dv[e] = acc_v;
+        const ll b = e / (m.Nq * m.HD), i = (e / m.HD) % m.Nq, hd = e % m.HD, h = hd / m.D;
+        dq[e] += ds[((b * m.H + h) * m.Nq + i) * m.K] * null_k[hd];
     }
 }
 
@@ -171,6 +160,20 @@ __global__ void attention_backward_null(float* __restrict__ dnull_k, float* __re
 
 }  // namespace
 
+// One strided-batched fp32 GEMM per head h (batch = the items b), column-major as cuBLAS sees it:
+//   C_b = op(A_b) op(B_b), A_b = A + b * sa, B_b = B + b * sb, C_b = C + b * sc.
+void CudaNnBackend::attention_gemm(bool ta, bool tb, ll m, ll n, ll k, const float* A, ll lda, ll sa, const float* B,
+                                   ll ldb, ll sb, float* C, ll ldc, ll sc, ll batch, const char* what) {
+    const float one = 1.0f, zero = 0.0f;
+    for (ll v : {m, n, k, lda, ldb, ldc, batch})
+        RETRO_CHECK(v >= 0 && v <= INT_MAX, "attention: a GEMM size ", v, " does not fit cuBLAS's int");
+    RETRO_CUBLAS_CHECK(cublasSgemmStridedBatched(handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, A,
+                                                 static_cast<int>(lda), sa, B, static_cast<int>(ldb), sb, &zero, C,
+                                                 static_cast<int>(ldc), sc, static_cast<int>(batch)));
+    RETRO_CUDA_SYNC_POINT(what, stream_);
+}
+
 void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                       const AttentionShape& s) {
@@ -178,9 +181,33 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (rows == 0) return;
-    attention_forward_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(out, probs, q, k, v, null_k, null_v,
-                                                                       key_mask, m);
-    RETRO_CUDA_LAUNCH_CHECK("attention_forward_rows", stream_);
+    if (m.D == 0) {
+        zero(probs, static_cast<std::size_t>(rows * m.K) * sizeof(float));   // every score 0: softmax is uniform
+    } else {
+        for (ll h = 0; h < m.H && m.Nk > 0; h++)   // S^T[off:, :] = K_bh Q_bh^T
+            attention_gemm(true, false, m.Nk, m.Nq, m.D, k + h * m.D, m.HD, m.Nk * m.HD, q + h * m.D, m.HD,
+                           m.Nq * m.HD, probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, m.B,
+                           "cublasSgemmStridedBatched (attention scores)");
+        if (m.off) {
+            null_scores<<<grid_for(rows), kThreads, 0, stream_>>>(probs, q, null_k, m);
+            RETRO_CUDA_LAUNCH_CHECK("null_scores", stream_);
+        }
+    }
+    softmax_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_rows", stream_);
+    if (m.D == 0) return;
+    if (m.Nk > 0) {
+        for (ll h = 0; h < m.H; h++)   // O_bh^T = V_bh^T P_bh[:, off:]^T
+            attention_gemm(false, false, m.D, m.Nq, m.Nk, v + h * m.D, m.HD, m.Nk * m.HD,
+                           probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, out + h * m.D, m.HD, m.Nq * m.HD, m.B,
+                           "cublasSgemmStridedBatched (attention output)");
+    } else {
+        zero(out, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
+    }
+    if (m.off) {
+        add_null_value<<<grid_for(m.B * m.Nq * m.HD), kThreads, 0, stream_>>>(out, probs, null_v, m);
+        RETRO_CUDA_LAUNCH_CHECK("add_null_value", stream_);
+    }
 }
 
 void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v,
@@ -191,15 +218,44 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (m.B * m.H * m.D == 0) return;
-    float* ds = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(std::max<ll>(rows * m.K, 1)) * sizeof(float)));
-    if (rows > 0) {
-        attention_backward_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(dq, ds, dout, probs, k, v, null_k, null_v,
-                                                                            key_mask, m);
-        RETRO_CUDA_LAUNCH_CHECK("attention_backward_rows", stream_);
+    if (rows == 0) {   // no queries: the sums are empty
+        if (m.Nk > 0) {
+            zero(dk, static_cast<std::size_t>(m.B * m.Nk * m.HD) * sizeof(float));
+            zero(dv, static_cast<std::size_t>(m.B * m.Nk * m.HD) * sizeof(float));
+        }
+        return;
     }
-    if (m.Nk > 0) {   // with Nq == 0 the sums are empty: dk = dv = 0
-        attention_backward_keys<<<grid_for(m.B * m.Nk * m.HD), kThreads, 0, stream_>>>(dk, dv, ds, probs, q, dout, m);
-        RETRO_CUDA_LAUNCH_CHECK("attention_backward_keys", stream_);
+    float* ds = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows * m.K) * sizeof(float)));
+    for (ll h = 0; h < m.H && m.Nk > 0; h++)   // dP^T[off:, :] = V_bh dO_bh^T
+        attention_gemm(true, false, m.Nk, m.Nq, m.D, v + h * m.D, m.HD, m.Nk * m.HD, dout + h * m.D, m.HD,
+                       m.Nq * m.HD, ds + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, m.B,
+                       "cublasSgemmStridedBatched (attention dP)");
+    if (m.off) {
+        null_dp<<<grid_for(rows), kThreads, 0, stream_>>>(ds, dout, null_v, m);
+        RETRO_CUDA_LAUNCH_CHECK("null_dp", stream_);
+    }
+    softmax_backward_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(ds, probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows", stream_);
+    if (m.Nk > 0) {
+        for (ll h = 0; h < m.H; h++) {
+            // dQ_bh^T = K_bh^T dS_bh[:, off:]^T
+            attention_gemm(false, false, m.D, m.Nq, m.Nk, k + h * m.D, m.HD, m.Nk * m.HD, ds + h * m.Nq * m.K + m.off,
+                           m.K, m.H * m.Nq * m.K, dq + h * m.D, m.HD, m.Nq * m.HD, m.B,
+                           "cublasSgemmStridedBatched (attention dq)");
+            // dK_bh^T = Q_bh^T dS_bh[:, off:],  dV_bh^T = dO_bh^T P_bh[:, off:]
+            attention_gemm(false, true, m.D, m.Nk, m.Nq, q + h * m.D, m.HD, m.Nq * m.HD, ds + h * m.Nq * m.K + m.off,
+                           m.K, m.H * m.Nq * m.K, dk + h * m.D, m.HD, m.Nk * m.HD, m.B,
+                           "cublasSgemmStridedBatched (attention dk)");
+            attention_gemm(false, true, m.D, m.Nk, m.Nq, dout + h * m.D, m.HD, m.Nq * m.HD,
+                           probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, dv + h * m.D, m.HD, m.Nk * m.HD, m.B,
+                           "cublasSgemmStridedBatched (attention dv)");
+        }
+    } else {
+        zero(dq, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
+    }
+    if (m.off) {
+        add_null_key<<<grid_for(m.B * m.Nq * m.HD), kThreads, 0, stream_>>>(dq, ds, null_k, m);
+        RETRO_CUDA_LAUNCH_CHECK("add_null_key", stream_);
     }
     if (s.null_kv && (dnull_k || dnull_v)) {
         attention_backward_null<<<grid_for(m.HD), kThreads, 0, stream_>>>(dnull_k, dnull_v, ds, probs, q, dout, m);

@@ -115,6 +115,10 @@ private:
         std::size_t bytes = 0;
     };
     void* scratch(Scratch& s, std::size_t bytes);
+    // attention's strided-batched fp32 GEMMs (kernels/nn_attention_cuda.cu)
+    void attention_gemm(bool ta, bool tb, long long m, long long n, long long k, const float* A, long long lda,
+                        long long sa, const float* B, long long ldb, long long sb, float* C, long long ldc,
+                        long long sc, long long batch, const char* what);
 
     CudaStream stream_;
     cublasHandle_t handle_ = nullptr;
