@@ -115,6 +115,9 @@ private:
         std::size_t bytes = 0;
     };
     void* scratch(Scratch& s, std::size_t bytes);
+    // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)
+    template <typename Term>
+    void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what);
     // attention's strided-batched fp32 GEMMs (kernels/nn_attention_cuda.cu)
     void attention_gemm(bool ta, bool tb, long long m, long long n, long long k, const float* A, long long lda,
                         long long sa, const float* B, long long ldb, long long sb, float* C, long long ldc,
@@ -125,6 +128,7 @@ private:
     Scratch ds_;         // attention backward: ds [B, H, Nq, keys]
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
+    Scratch colpart_;    // column sums (db, dgamma): per-chunk partials [chunks, C]
     Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
     const void* to_bf16(int slot, const float* x, std::int64_t n);

@@ -40,13 +40,45 @@ __global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll
         y[e] = b[e % O];
 }
 
-__global__ void column_sums_add(float* __restrict__ db, const float* __restrict__ dy, ll N, ll O) {
-    for (ll o = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; o < O; o += static_cast<ll>(gridDim.x) * blockDim.x) {
-        float acc = db[o];
-        for (ll n = 0; n < N; n++) acc += dy[n * O + o];
-        db[o] = acc;
+// Column sums in two deterministic passes (no atomics, and parallel over rows as well as columns): pass 1 sums
+// row chunk c (rows [c*per, (c+1)*per)) of column j into part[c, j], one thread per (c, j), rows in order; pass 2
+// adds the chunks to out[j] in chunk order, one thread per column. Term(n, j) is the summed value.
+inline ll column_chunks(ll N) { return std::clamp<ll>(N / 128, 1, 64); }
+
+template <typename Term>
+__global__ void column_partials(float* __restrict__ part, ll N, ll C, ll chunks, Term term) {
+    const ll per = (N + chunks - 1) / chunks;
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < chunks * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll c = e / C, j = e % C, end = (c + 1) * per < N ? (c + 1) * per : N;
+        float acc = 0;
+        for (ll n = c * per; n < end; n++) acc += term(n, j);
+        part[e] = acc;
     }
 }
+
+__global__ void column_partials_add(float* __restrict__ out, const float* __restrict__ part, ll C, ll chunks) {
+    for (ll j = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; j < C; j += static_cast<ll>(gridDim.x) * blockDim.x) {
+        float acc = 0;
+        for (ll c = 0; c < chunks; c++) acc += part[c * C + j];
+        out[j] += acc;
+    }
+}
+
+struct BiasTerm {   // db: dy[n, j]
+    const float* dy;
+    ll O;
+    __device__ float operator()(ll n, ll j) const { return dy[n * O + j]; }
+};
+
+struct GammaTerm {   // dgamma: dy[n, j] x[n, j] / max(norm[n], eps)
+    const float *dy, *x, *norm;
+    ll C;
+    float eps;
+    __device__ float operator()(ll n, ll j) const {
+        const float nm = norm[n];
+        return dy[n * C + j] * x[n * C + j] * (1.0f / (nm < eps ? eps : nm));
+    }
+};
 
 // GemmInputs::bf16: round to nearest even (NaN kept), as core/cuda_device.h's to_bf16
 __global__ void round_to_bf16(__nv_bfloat16* __restrict__ y, const float* __restrict__ x, ll n) {
@@ -89,19 +121,6 @@ __global__ void rmsnorm_backward_rows(float* __restrict__ dx, const float* __res
     }
 }
 
-__global__ void rmsnorm_dgamma(float* __restrict__ dgamma, const float* __restrict__ dy, const float* __restrict__ x,
-                               const float* __restrict__ norm, ll N, ll C, float eps) {
-    for (ll c = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; c < C; c += static_cast<ll>(gridDim.x) * blockDim.x) {
-        float acc = 0;
-        for (ll n = 0; n < N; n++) {
-            const float nm = norm[n];
-            const float inv = 1.0f / (nm < eps ? eps : nm);
-            acc += dy[n * C + c] * x[n * C + c] * inv;
-        }
-        dgamma[c] += acc;
-    }
-}
-
 // ---------------- gelu ----------------
 constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
 
@@ -110,7 +129,7 @@ __global__ void gelu_forward_k(float* __restrict__ y, const float* __restrict__ 
         y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * kRsqrt2));
 }
 
-__global__ void gelu_backward_k(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x, ll n) {
+__global__ void gelu_backward_k(float* dx, const float* dy, const float* __restrict__ x, ll n) {   // dx may be dy
     for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x) {
         const float v = x[i];
         const float cdf = 0.5f * (1.0f + erff(v * kRsqrt2));
@@ -206,7 +225,8 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &bf_[0], &bf_[1], &bf_[2]}) RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
+    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &bf_[0], &bf_[1], &bf_[2]})
+        RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
 }
 
@@ -221,6 +241,16 @@ void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
         s.bytes = bytes;
     }
     return s.p;
+}
+
+template <typename Term>
+void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what) {
+    const ll chunks = column_chunks(N);
+    auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(chunks * C) * sizeof(float)));
+    column_partials<<<grid_for(chunks * C), kThreads, 0, stream_>>>(part, N, C, chunks, term);
+    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
+    column_partials_add<<<grid_for(C), kThreads, 0, stream_>>>(out, part, C, chunks);
+    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
 }
 
 void* CudaNnBackend::alloc(std::size_t bytes) {
@@ -264,10 +294,11 @@ void CudaNnBackend::gemm_bf16(bool ta, bool tb, int m, int n, int k, const void*
     const float one = 1.0f;
     // default math: bf16 products on the tensor cores, fp32 accumulation (the handle is pedantic for the fp32 GEMMs)
     RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
-    RETRO_CUBLAS_CHECK(cublasGemmEx(handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
-                                    &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));
+    const cublasStatus_t st = cublasGemmEx(handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
+                                           k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // back first, whatever the GEMM said
+    ::retro::cublas_check(static_cast<int>(st), "cublasGemmEx (bf16 inputs)", __FILE__, __LINE__);
     RETRO_CUDA_SYNC_POINT(what, stream_);
 }
 
@@ -316,8 +347,7 @@ void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float
             RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dW)", stream_);
         }
         if (db) {
-            column_sums_add<<<grid_for(O), kThreads, 0, stream_>>>(db, dy, N, O);
-            RETRO_CUDA_LAUNCH_CHECK("column_sums_add", stream_);
+            column_sums(db, BiasTerm{dy, O}, N, O, "db");
         }
     }
 }
@@ -336,10 +366,10 @@ void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, 
                                      const float* norm, std::int64_t N, std::int64_t C) {
     if (N == 0 || C == 0) return;
     const float eps = static_cast<float>(kRmsnormEps);
+    // dgamma first: it reads dy and x, which dx may alias (the CPU op allows dx == dy)
+    column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
     rmsnorm_backward_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
     RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_rows", stream_);
-    rmsnorm_dgamma<<<grid_for(C), kThreads, 0, stream_>>>(dgamma, dy, x, norm, N, C, eps);
-    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_dgamma", stream_);
 }
 
 // ---------------- gelu, rotary, scale ----------------

@@ -324,23 +324,27 @@ void register_nn(std::vector<OpInfo>& out) {
     add("nn.linear", "lib/nn/linear.h", {nn_tests + "nn: linear gradient with and without bias", backend_test},
         [](std::uint64_t s) { return linear_case(5, 7, 3, s); }, [] { return linear_case(2048, 128, 512, 1); }, cuda_nn, 4);
     add("nn.rmsnorm", "lib/nn/rmsnorm.h", {nn_tests + "nn: rmsnorm matches RP and gradient", backend_test},
-        [](std::uint64_t s) { return rmsnorm_case(5, 6, s); }, [] { return rmsnorm_case(2048, 128, 1); }, cuda_nn);
+        [](std::uint64_t s) { return s == 2 ? rmsnorm_case(3, 700, s) : rmsnorm_case(5, 6, s); },   // 2: C > 256 threads
+        [] { return rmsnorm_case(2048, 128, 1); }, cuda_nn, 2);
     add("nn.gelu", "lib/nn/gelu.h", {nn_tests + "nn: gelu (erf) gradient", backend_test},
         [](std::uint64_t s) { return gelu_case(40, s); }, [] { return gelu_case(2048 * 512, 1); }, cuda_nn);
     add("nn.rotary", "lib/nn/rotary.h", {nn_tests + "nn: partial rotary gradient and identity at position 0", backend_test},
         [](std::uint64_t s) { return rotary_case(2, 5, 2, 6, 4, s); }, [] { return rotary_case(8, 256, 8, 32, 32, 1); },
         cuda_nn);
     // seed 1: causal; 2: null k/v with a pad mask (item 0's keys all masked: only the null key is seen); 3: causal
-    // and masked with Nq < Nk, no null key (item 0 fully masked: uniform rows; compared across backends only)
+    // and masked with Nq < Nk, no null key (item 0 fully masked: uniform rows; compared across backends only); 4: null
+    // k/v and a pad mask over 301 keys (more keys than a block's 256 threads); 5: causal, Nq 5 < Nk 290
     add("nn.attention", "lib/nn/attention.h",
         {nn_tests + "nn: attention core gradient - causal / masked / fully masked / null k/v",
          "tests/test_nn_decode.cpp: nn: KV-cached attention step equals the causal attention layer - fed in pieces",
          backend_test},
         [](std::uint64_t s) {
             if (s == 3) return attention_case({2, 4, 6, 2, 3, true, false}, true, s);
+            if (s == 4) return attention_case({2, 7, 300, 2, 5, false, true}, true, s);
+            if (s == 5) return attention_case({2, 5, 290, 2, 4, true, false}, false, s);
             return s % 2 ? attention_case({2, 5, 5, 2, 3, true, false}, false, s) : attention_case({2, 4, 6, 2, 3, false, true}, true, s);
         },
-        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 3);
+        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 5);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
     add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},

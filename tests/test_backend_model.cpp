@@ -64,6 +64,21 @@ Pair run_both(const RetroConfig& c, const std::vector<RetroBatch>& batches, nn::
     return p;
 }
 
+// Wider than a CUDA block's 256 threads in every row kernel: widths, vocabulary, CCA keys (k*r+1 = 33 per chunk
+// of 8, 5 chunks at n = 40).
+RetroConfig wide_config() {
+    RetroConfig w = tiny_config();
+    w.num_tokens = 500;
+    w.max_seq_len = 48;
+    w.enc_dim = 260;
+    w.dec_dim = 300;
+    w.heads = 2;
+    w.dim_head = 32;
+    w.chunk_size = 8;
+    w.validate("wide");
+    return w;
+}
+
 double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
     double num = 0, den = 0;
     for (std::size_t i = 0; i < a.size(); i++) {
@@ -101,6 +116,12 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
     }
     SUBCASE("two batches of different shapes accumulate (the arena is re-planned)") {
         const auto p = run_both(c, {tiny_batch(c, 2, 10, 3), tiny_batch(c, 1, 8, 6), tiny_batch(c, 2, 10, 7)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("the wide config (rows wider than a CUDA block), two shapes") {
+        const auto w = wide_config();
+        const auto p = run_both(w, {tiny_batch(w, 2, 40, 8), tiny_batch(w, 3, 24, 9)}, be);
         CHECK(p.loss_backend == p.loss_cpu);
         CHECK(same_bits(p.grads_backend, p.grads_cpu));
     }
@@ -150,5 +171,11 @@ TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
             CHECK(rel_rms(p.logits_backend, p.logits_cpu) <= 1e-5);
             CHECK(rel_rms(p.grads_backend, p.grads_cpu) <= 1e-5);
         }
+        // wider than a block of 256 threads everywhere (widths, vocabulary, keys), two shapes (the arena re-planned)
+        const RetroConfig w = wide_config();
+        const auto p = run_both(w, {tiny_batch(w, 2, 40, 8), tiny_batch(w, 3, 24, 9)}, *be);
+        CHECK(std::abs(p.loss_backend - p.loss_cpu) <= 1e-5f * std::abs(p.loss_cpu));
+        CHECK(rel_rms(p.logits_backend, p.logits_cpu) <= 1e-5);
+        CHECK(rel_rms(p.grads_backend, p.grads_cpu) <= 1e-5);
     }
 }

@@ -71,7 +71,10 @@ std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatch
     const int64_t M = retrieval ? B * l * shape.k : 0, r = shape.r, R = M * r, N = B * n;
     int64_t probs = B * H * n * n;
     if (retrieval) probs = std::max({probs, B * l * H * cs * (shape.k * r + 1), M * H * r * r, M * H * r * cs});
-    std::size_t bytes = static_cast<std::size_t>(probs) * 4;
+    std::size_t bytes = static_cast<std::size_t>(probs) * 4;   // attention backward's ds
+    bytes += static_cast<std::size_t>(N) * 4;                    // cross-entropy's row losses
+    bytes += static_cast<std::size_t>(64 * std::max({c.num_tokens, 4 * c.dec_dim, 4 * c.enc_dim})) * 4;   // column sums
+    bytes += std::size_t(64) << 20;   // cuBLAS's workspace and handle (an allowance: it sizes them itself)
     if (bf16_gemm) {   // three copies, each at most the largest GEMM input: an activation or a weight
         int64_t largest = std::max({N * c.num_tokens, N * 4 * c.dec_dim, N * c.enc_dim, R * 4 * c.enc_dim,
                                     R * c.dec_dim, R * c.inner_dim(), M * cs * c.dec_dim, N * c.inner_dim()});

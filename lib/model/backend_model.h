@@ -33,7 +33,8 @@ struct BackendBatchShape {
 // Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()).
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape);
 // An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
-// of the largest probabilities, and with bf16 GEMM inputs its three bf16 input copies).
+// of the largest probabilities; cross-entropy's row losses; the column sums' partials; with bf16 GEMM inputs its
+// three bf16 input copies; and 64 MiB for cuBLAS's workspace).
 std::size_t backend_model_scratch_bound(const RetroConfig& config, const BackendBatchShape& shape, bool bf16_gemm);
 
 class BackendRetroModel {
