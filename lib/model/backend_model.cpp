@@ -5,65 +5,15 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/backend_layers.h"
 #include "model/layer_shapes.h"
 #include "model/param_groups.h"
 #include "nn/rotary.h"
 
 namespace retro {
 
-namespace {
-
 using std::int64_t;
-
-// Hands out 256-byte aligned pieces of one arena; with a null base it only counts (backend_model_plan).
-struct Carver {
-    char* base = nullptr;
-    std::size_t used = 0;
-    template <typename T>
-    T* take(int64_t count) {
-        const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(count, 0)) * sizeof(T);
-        T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-        used += (bytes + 255) / 256 * 256;
-        return p;
-    }
-};
-
-struct AttnSaved {   // what attention backward reads: projections, output, probabilities
-    float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *probs = nullptr;
-};
-struct FfSaved {
-    float *h = nullptr, *g = nullptr;
-};
-
-AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s) {
-    const int64_t HD = s.inner();
-    AttnSaved a;
-    a.q = c.take<float>(s.B * s.Nq * HD);
-    a.k = c.take<float>(s.B * s.Nk * HD);
-    a.v = c.take<float>(s.B * s.Nk * HD);
-    a.o = c.take<float>(s.B * s.Nq * HD);
-    a.probs = c.take<float>(s.B * s.heads * s.Nq * s.core().keys());
-    return a;
-}
-
-nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s) {   // as nn/chunked_cross_attention.cpp
-    nn::AttentionLayerShape a;
-    a.B = s.B * s.chunks;
-    a.Nq = s.chunk;
-    a.Nk = s.neighbours * s.retrieved;
-    a.dim = s.dim;
-    a.context_dim = s.dim;
-    a.heads = s.heads;
-    a.dim_head = s.dim_head;
-    a.causal = false;
-    a.null_kv = true;
-    a.self = false;
-    return a;
-}
-
-float query_scale(int64_t dim_head) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_head))); }
-
-}  // namespace
+using namespace backend;
 
 std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatchShape& shape, bool bf16_gemm) {
     const int64_t B = shape.B, n = shape.n, H = c.heads, cs = c.chunk_size, l = n / cs;
@@ -92,12 +42,6 @@ struct BackendRetroModel::Plan {
         AttnSaved attn, cca;
         FfSaved ff;
     };
-    struct EncLayer {
-        float *h0 = nullptr, *n0 = nullptr, *r0 = nullptr, *h1 = nullptr, *n1 = nullptr, *r1 = nullptr,
-              *h2 = nullptr, *n2 = nullptr, *r2 = nullptr;
-        AttnSaved attn, cross;
-        FfSaved ff;
-    };
     struct Rotary {   // a table in the arena and its host copy (uploaded once per plan)
         nn::RotaryView view;
         nn::RotaryTable<float> host;
@@ -105,15 +49,15 @@ struct BackendRetroModel::Plan {
 
     BackendBatchShape s;
     int64_t N = 0, l = 0, M = 0, R = 0;
-    nn::AttentionLayerShape self, enc_self, enc_cross, cca_attn;
+    nn::AttentionLayerShape self, cca_attn;
     nn::CcaShape cca;
     std::int32_t *inputs = nullptr, *labels = nullptr, *retrieved = nullptr;
     std::uint8_t* mask = nullptr;
     float *embed = nullptr, *x_final = nullptr, *xn_final = nullptr, *rms_final = nullptr, *logits = nullptr,
           *lse = nullptr, *tmp = nullptr;
     std::vector<DecLayer> dec;
-    float *ctx = nullptr, *E = nullptr, *pre = nullptr, *norm = nullptr, *rms = nullptr, *tmp_e = nullptr;
-    std::vector<EncLayer> enc;
+    float *ctx = nullptr, *E = nullptr;
+    EncoderActs enc;
     Rotary rot_dec, rot_cca_q, rot_cca_k, rot_enc, rot_ctx;
     std::int64_t *cca_shift = nullptr, *cca_unshift = nullptr, *ctx_index = nullptr;
     std::vector<std::int64_t*> ctx_back;   // per neighbour j: decoder row -> its dctx row, or -1
@@ -179,8 +123,6 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     if (retrieval) {
         cca = decoder_cca_shape(cfg, B, n, s.k, s.r);
         cca_attn = cca_attention_shape(cca);
-        enc_self = encoder_self_shape(cfg, M, s.r);
-        enc_cross = encoder_cross_shape(cfg, M, s.r);
         retrieved = c.take<std::int32_t>(R);
         mask = c.take<std::uint8_t>(R);
         const int64_t rows = B * l * cs;
@@ -193,30 +135,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
             }
         ctx = c.take<float>(M * cs * Cd);
         E = c.take<float>(R * Cd);
-        tmp_e = c.take<float>(R * Ce);
-        enc.assign(static_cast<std::size_t>(cfg.enc_depth), {});
-        for (int64_t j = 0; j < cfg.enc_depth; j++) {
-            auto& L = enc[static_cast<std::size_t>(j)];
-            L.h0 = c.take<float>(R * Ce);
-            L.n0 = c.take<float>(R * Ce);
-            L.r0 = c.take<float>(R);
-            L.attn = carve_attention(c, enc_self);
-            L.h1 = c.take<float>(R * Ce);
-            if (cfg.enc_has_cross(j + 1)) {
-                L.n1 = c.take<float>(R * Ce);
-                L.r1 = c.take<float>(R);
-                L.cross = carve_attention(c, enc_cross);
-                L.h2 = c.take<float>(R * Ce);
-            } else {
-                L.h2 = L.h1;
-            }
-            L.n2 = c.take<float>(R * Ce);
-            L.r2 = c.take<float>(R);
-            L.ff = {c.take<float>(R * 4 * Ce), c.take<float>(R * 4 * Ce)};
-        }
-        pre = c.take<float>(R * Ce);
-        norm = c.take<float>(R * Ce);
-        rms = c.take<float>(R);
+        enc = carve_encoder(c, cfg, M, s.r);
         rot_cca_q.view = {c.take<float>(cs * Rd), c.take<float>(cs * Rd), cs, Rd};
         rot_cca_k.view = {c.take<float>(s.k * s.r * Rd), c.take<float>(s.k * s.r * Rd), s.k * s.r, Rd};
         rot_enc.view = {c.take<float>(s.r * Rd), c.take<float>(s.r * Rd), s.r, Rd};
@@ -257,76 +176,6 @@ std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShap
     return c.used;
 }
 
-namespace {
-
-// Scratch of the attention and feed-forward backward passes (Plan's shared buffers).
-struct Scratch {
-    float *dO, *dq, *dk, *dv, *tmp_k, *tmp_v, *dgel;
-};
-
-// nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
-// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
-void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
-                  const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
-                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s) {
-    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
-    const float* c = s.self ? x : ctx;
-    be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
-    be.scale(a.q, query_scale(s.dim_head), Mq * HD);
-    if (q_rot) be.rotary_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
-    be.linear_forward(a.k, c, p.to_k, nullptr, Mk, kv_dim, HD);
-    if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.linear_forward(a.v, c, p.to_v, nullptr, Mk, kv_dim, HD);
-    be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());
-    be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
-}
-
-// attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
-// k/v path for cross-attention (null: parameter gradients only); parameter gradients +=.
-void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
-                   const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
-                   const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
-                   const nn::AttentionLayerShape& s, const Scratch& t) {
-    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
-    const float* kv_in = s.self ? x : ctx;
-    be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
-    be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
-                          key_mask, s.core());
-    if (q_rot) be.rotary_backward(t.dq, t.dq, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
-    if (k_rot) be.rotary_backward(t.dk, t.dk, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
-    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
-    if (!s.self && !dcontext) {
-        be.linear_backward(nullptr, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
-        be.linear_backward(nullptr, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
-        return;
-    }
-    float* dkv = s.self ? t.tmp_k : dcontext;
-    be.linear_backward(dkv, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
-    be.linear_backward(t.tmp_v, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
-    const int64_t n = Mk * kv_dim;
-    if (s.self) be.residual_add(dx, dkv, n);   // dx = (dx + dk-path) + dv-path, the CPU's order
-    be.residual_add(s.self ? dx : dcontext, t.tmp_v, n);
-}
-
-// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
-void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
-                int64_t N, int64_t dim) {
-    const int64_t inner = ff_inner(dim);
-    be.linear_forward(f.h, x, p.w1, p.b1, N, dim, inner);
-    be.gelu_forward(f.g, f.h, N * inner);
-    be.linear_forward(y, f.g, p.w2, p.b2, N, inner, dim);
-}
-
-void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
-                 const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const Scratch& t) {
-    const int64_t inner = ff_inner(dim);
-    be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
-    be.gelu_backward(t.dgel, t.dgel, f.h, N * inner);
-    be.linear_backward(dx, g.w1, g.b1, t.dgel, x, p.w1, N, dim, inner);
-}
-
-}  // namespace
 
 BackendRetroModel::BackendRetroModel(const RetroConfig& config, nn::NnBackend& backend)
     : config_(config), layout_(config), be_(backend) {
@@ -503,54 +352,35 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
 }
 
 void BackendRetroModel::encoder_forward() {
-    const auto& c = config_;
     Plan& P = *plan_;
-    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, sz = R * Ce;
-    be_.embedding_forward(P.enc[0].h0, P.retrieved, p_.token_emb, R, c.num_tokens, Ce);
-    for (std::size_t i = 0; i < P.enc.size(); i++) {
-        const auto& L = p_.encoder[i];
-        auto& A = P.enc[i];
-        be_.rmsnorm_forward(A.n0, A.r0, A.h0, L.g_attn, R, Ce);
-        attn_forward(be_, P.tmp_e, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view, &P.rot_enc.view, L.attn, P.enc_self);
-        be_.residual_sum(A.h1, A.h0, P.tmp_e, sz);
-        if (L.has_cross) {
-            be_.rmsnorm_forward(A.n1, A.r1, A.h1, L.g_cross, R, Ce);
-            attn_forward(be_, P.tmp_e, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view, &P.rot_ctx.view, L.cross,
-                         P.enc_cross);
-            be_.residual_sum(A.h2, A.h1, P.tmp_e, sz);
-        }
-        be_.rmsnorm_forward(A.n2, A.r2, A.h2, L.g_ff, R, Ce);
-        ff_forward(be_, P.tmp_e, A.ff, A.n2, L.ff, R, Ce);
-        be_.residual_sum(i + 1 < P.enc.size() ? P.enc[i + 1].h0 : P.pre, A.h2, P.tmp_e, sz);
-    }
-    be_.rmsnorm_forward(P.norm, P.rms, P.pre, p_.enc_norm_out, R, Ce);
-    be_.linear_forward(P.E, P.norm, p_.enc_project_w, p_.enc_project_b, R, Ce, Cd);
+    backend::encoder_forward(be_, P.E, P.enc, P.retrieved, P.mask, P.ctx, P.M, P.s.r, p_, config_, P.rot_enc.view,
+                             P.rot_ctx.view);
 }
 
 void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), parameter gradients +=
     const auto& c = config_;
     Plan& P = *plan_;
     const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, sz = R * Ce, ctx_size = P.M * c.chunk_size * Cd;
-    const Scratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
-    be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.norm, p_.enc_project_w, R, Ce, Cd);
-    be_.rmsnorm_backward(P.dh, g_.enc_norm_out, P.dEn, P.pre, p_.enc_norm_out, P.rms, R, Ce);
+    const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
+    be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.enc.norm, p_.enc_project_w, R, Ce, Cd);
+    be_.rmsnorm_backward(P.dh, g_.enc_norm_out, P.dEn, P.enc.pre, p_.enc_norm_out, P.enc.rms, R, Ce);
     be_.zero(P.dctx, static_cast<std::size_t>(ctx_size) * sizeof(float));
-    for (int64_t i = static_cast<int64_t>(P.enc.size()) - 1; i >= 0; i--) {
+    for (int64_t i = static_cast<int64_t>(P.enc.layers.size()) - 1; i >= 0; i--) {
         const auto& L = p_.encoder[static_cast<std::size_t>(i)];
         const auto& G = g_.encoder[static_cast<std::size_t>(i)];
-        auto& A = P.enc[static_cast<std::size_t>(i)];
+        auto& A = P.enc.layers[static_cast<std::size_t>(i)];
         ff_backward(be_, P.dn_e, G.ff, P.dh, A.ff, A.n2, L.ff, R, Ce, t);
         be_.rmsnorm_backward(P.dtmp_e, G.g_ff, P.dn_e, A.h2, L.g_ff, A.r2, R, Ce);
         be_.residual_add(P.dh, P.dtmp_e, sz);
         if (L.has_cross) {
             attn_backward(be_, P.dn_e, P.dctx_part, G.cross, P.dh, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view,
-                          &P.rot_ctx.view, L.cross, P.enc_cross, t);
+                          &P.rot_ctx.view, L.cross, P.enc.cross, t);
             be_.residual_add(P.dctx, P.dctx_part, ctx_size);
             be_.rmsnorm_backward(P.dtmp_e, G.g_cross, P.dn_e, A.h1, L.g_cross, A.r1, R, Ce);
             be_.residual_add(P.dh, P.dtmp_e, sz);
         }
         attn_backward(be_, P.dn_e, nullptr, G.attn, P.dh, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view,
-                      &P.rot_enc.view, L.attn, P.enc_self, t);
+                      &P.rot_enc.view, L.attn, P.enc.self, t);
         be_.rmsnorm_backward(P.dtmp_e, G.g_attn, P.dn_e, A.h0, L.g_attn, A.r0, R, Ce);
         be_.residual_add(P.dh, P.dtmp_e, sz);
     }
@@ -563,7 +393,7 @@ void BackendRetroModel::backward(float scale) {
     Plan& P = *plan_;
     const int64_t B = P.s.B, n = P.s.n, N = P.N, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens,
                   cs = c.chunk_size, sz = N * Cd;
-    const Scratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
+    const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
     be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
     be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits, P.xn_final,
                         p_.to_logits_w, N, Cd, V);

@@ -1,0 +1,162 @@
+#include "model/backend_layers.h"
+
+#include <cmath>
+
+#include "model/layer_shapes.h"
+
+namespace retro::backend {
+
+using std::int64_t;
+
+namespace {
+float query_scale(int64_t dim_head) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_head))); }
+}  // namespace
+
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s) {
+    const int64_t HD = s.inner();
+    AttnSaved a;
+    a.q = c.take<float>(s.B * s.Nq * HD);
+    a.k = c.take<float>(s.B * s.Nk * HD);
+    a.v = c.take<float>(s.B * s.Nk * HD);
+    a.o = c.take<float>(s.B * s.Nq * HD);
+    a.probs = c.take<float>(s.B * s.heads * s.Nq * s.core().keys());
+    return a;
+}
+
+nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s) {   // as nn/chunked_cross_attention.cpp
+    nn::AttentionLayerShape a;
+    a.B = s.B * s.chunks;
+    a.Nq = s.chunk;
+    a.Nk = s.neighbours * s.retrieved;
+    a.dim = s.dim;
+    a.context_dim = s.dim;
+    a.heads = s.heads;
+    a.dim_head = s.dim_head;
+    a.causal = false;
+    a.null_kv = true;
+    a.self = false;
+    return a;
+}
+
+
+
+EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t r) {
+    const int64_t R = M * r, Ce = cfg.enc_dim;
+    EncoderActs a;
+    a.self = encoder_self_shape(cfg, M, r);
+    a.cross = encoder_cross_shape(cfg, M, r);
+    a.tmp = c.take<float>(R * Ce);
+    a.layers.assign(static_cast<std::size_t>(cfg.enc_depth), {});
+    for (int64_t j = 0; j < cfg.enc_depth; j++) {
+        auto& L = a.layers[static_cast<std::size_t>(j)];
+        L.h0 = c.take<float>(R * Ce);
+        L.n0 = c.take<float>(R * Ce);
+        L.r0 = c.take<float>(R);
+        L.attn = carve_attention(c, a.self);
+        L.h1 = c.take<float>(R * Ce);
+        if (cfg.enc_has_cross(j + 1)) {
+            L.n1 = c.take<float>(R * Ce);
+            L.r1 = c.take<float>(R);
+            L.cross = carve_attention(c, a.cross);
+            L.h2 = c.take<float>(R * Ce);
+        } else {
+            L.h2 = L.h1;
+        }
+        L.n2 = c.take<float>(R * Ce);
+        L.r2 = c.take<float>(R);
+        L.ff = {c.take<float>(R * 4 * Ce), c.take<float>(R * 4 * Ce)};
+    }
+    a.pre = c.take<float>(R * Ce);
+    a.norm = c.take<float>(R * Ce);
+    a.rms = c.take<float>(R);
+    return a;
+}
+
+// nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
+// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
+void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
+                  const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
+                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s) {
+    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const float* c = s.self ? x : ctx;
+    be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
+    be.scale(a.q, query_scale(s.dim_head), Mq * HD);
+    if (q_rot) be.rotary_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    be.linear_forward(a.k, c, p.to_k, nullptr, Mk, kv_dim, HD);
+    if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
+    be.linear_forward(a.v, c, p.to_v, nullptr, Mk, kv_dim, HD);
+    be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());
+    be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
+}
+
+// attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
+// k/v path for cross-attention (null: parameter gradients only); parameter gradients +=.
+void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
+                   const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
+                   const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
+                   const nn::AttentionLayerShape& s, const GradScratch& t) {
+    const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const float* kv_in = s.self ? x : ctx;
+    be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
+    be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
+                          key_mask, s.core());
+    if (q_rot) be.rotary_backward(t.dq, t.dq, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    if (k_rot) be.rotary_backward(t.dk, t.dk, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
+    be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
+    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
+    if (!s.self && !dcontext) {
+        be.linear_backward(nullptr, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
+        be.linear_backward(nullptr, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
+        return;
+    }
+    float* dkv = s.self ? t.tmp_k : dcontext;
+    be.linear_backward(dkv, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
+    be.linear_backward(t.tmp_v, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
+    const int64_t n = Mk * kv_dim;
+    if (s.self) be.residual_add(dx, dkv, n);   // dx = (dx + dk-path) + dv-path, the CPU's order
+    be.residual_add(s.self ? dx : dcontext, t.tmp_v, n);
+}
+
+// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
+void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
+                int64_t N, int64_t dim) {
+    const int64_t inner = ff_inner(dim);
+    be.linear_forward(f.h, x, p.w1, p.b1, N, dim, inner);
+    be.gelu_forward(f.g, f.h, N * inner);
+    be.linear_forward(y, f.g, p.w2, p.b2, N, inner, dim);
+}
+
+void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
+                 const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const GradScratch& t) {
+    const int64_t inner = ff_inner(dim);
+    be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
+    be.gelu_backward(t.dgel, t.dgel, f.h, N * inner);
+    be.linear_backward(dx, g.w1, g.b1, t.dgel, x, p.w1, N, dim, inner);
+}
+
+
+void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const std::int32_t* ids,
+                     const std::uint8_t* mask, const float* ctx, int64_t M, int64_t r, const RetroParams<float>& p,
+                     const RetroConfig& c, const nn::RotaryView& rot_r, const nn::RotaryView& rot_ctx) {
+    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = M * r, sz = R * Ce;
+    be.embedding_forward(a.layers[0].h0, ids, p.token_emb, R, c.num_tokens, Ce);
+    for (std::size_t i = 0; i < a.layers.size(); i++) {
+        const auto& L = p.encoder[i];
+        const auto& A = a.layers[i];
+        be.rmsnorm_forward(A.n0, A.r0, A.h0, L.g_attn, R, Ce);
+        attn_forward(be, a.tmp, A.attn, A.n0, nullptr, mask, &rot_r, &rot_r, L.attn, a.self);
+        be.residual_sum(A.h1, A.h0, a.tmp, sz);
+        if (L.has_cross) {
+            be.rmsnorm_forward(A.n1, A.r1, A.h1, L.g_cross, R, Ce);
+            attn_forward(be, a.tmp, A.cross, A.n1, ctx, nullptr, &rot_r, &rot_ctx, L.cross, a.cross);
+            be.residual_sum(A.h2, A.h1, a.tmp, sz);
+        }
+        be.rmsnorm_forward(A.n2, A.r2, A.h2, L.g_ff, R, Ce);
+        ff_forward(be, a.tmp, A.ff, A.n2, L.ff, R, Ce);
+        be.residual_sum(i + 1 < a.layers.size() ? a.layers[i + 1].h0 : a.pre, A.h2, a.tmp, sz);
+    }
+    be.rmsnorm_forward(a.norm, a.rms, a.pre, p.enc_norm_out, R, Ce);
+    be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
+}
+
+}  // namespace retro::backend

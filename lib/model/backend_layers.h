@@ -1,0 +1,88 @@
+// The layers of RETRO composed over an nn::NnBackend, shared by the training model (model/backend_model.h) and the
+// KV-cached decoder on a backend (generate/backend_decoder.h): arena carving, nn/attention_layer.cpp's attention
+// layer and nn/feed_forward.cpp's block op for op (forward and backward), and the encoder forward of
+// model/encoder.h over carved activations.
+// provides: backend::Carver, AttnSaved, FfSaved, GradScratch, EncoderActs, carve_attention, carve_encoder,
+//           cca_attention_shape, attn_forward, attn_backward, ff_forward, ff_backward, encoder_forward
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/layer_params.h"
+#include "nn/attention_layer.h"
+#include "nn/chunked_cross_attention.h"
+#include "nn/feed_forward.h"
+#include "nn/nn_backend.h"
+
+namespace retro::backend {
+
+// Hands out 256-byte aligned pieces of one arena; with a null base it only counts (backend_model_plan).
+struct Carver {
+    char* base = nullptr;
+    std::size_t used = 0;
+    template <typename T>
+    T* take(std::int64_t count) {
+        const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 0)) * sizeof(T);
+        T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+        used += (bytes + 255) / 256 * 256;
+        return p;
+    }
+};
+
+struct AttnSaved {   // what attention backward reads: projections, output, probabilities
+    float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *probs = nullptr;
+};
+struct FfSaved {
+    float *h = nullptr, *g = nullptr;
+};
+// Scratch of the attention and feed-forward backward passes (shared by the layers).
+struct GradScratch {
+    float *dO, *dq, *dk, *dv, *tmp_k, *tmp_v, *dgel;
+};
+
+// The encoder's activations for M neighbours of r tokens (R = M r rows), as model/encoder.h keeps them.
+struct EncoderActs {
+    struct Layer {
+        float *h0 = nullptr, *n0 = nullptr, *r0 = nullptr, *h1 = nullptr, *n1 = nullptr, *r1 = nullptr,
+              *h2 = nullptr, *n2 = nullptr, *r2 = nullptr;
+        AttnSaved attn, cross;
+        FfSaved ff;
+    };
+    std::vector<Layer> layers;
+    float *pre = nullptr, *norm = nullptr, *rms = nullptr, *tmp = nullptr;
+    nn::AttentionLayerShape self, cross;   // model/layer_shapes.h's encoder shapes for (M, r)
+};
+
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s);
+EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r);
+nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s);   // as nn/chunked_cross_attention.cpp
+
+// nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
+// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
+void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
+                  const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
+                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s);
+// attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
+// k/v path for cross-attention (null: parameter gradients only); parameter gradients +=.
+void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
+                   const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
+                   const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
+                   const nn::AttentionLayerShape& s, const GradScratch& t);
+// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
+void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
+                std::int64_t N, std::int64_t dim);
+void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
+                 const float* x, const nn::FeedForwardParams<float>& p, std::int64_t N, std::int64_t dim,
+                 const GradScratch& t);
+
+// model/encoder.h's encoder_forward, op for op: E [M r, dec_dim] from ids, mask [M, r] and ctx [M, cs, dec_dim]
+// (backend memory), rot_r / rot_ctx the rotary tables of positions 0..r-1 and 0..cs-1; activations kept in `a`.
+void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const std::int32_t* ids,
+                     const std::uint8_t* mask, const float* ctx, std::int64_t M, std::int64_t r,
+                     const RetroParams<float>& p, const RetroConfig& c, const nn::RotaryView& rot_r,
+                     const nn::RotaryView& rot_ctx);
+
+}  // namespace retro::backend
