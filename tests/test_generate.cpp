@@ -13,9 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/cuda_device.h"
+#include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
 #include "generate/sampler.h"
 #include "model/params.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -74,9 +78,10 @@ double rel_err(const T* a, const std::vector<T>& ref) {
 }
 
 // Two sequences decoded together (prompts of 6 and 3 tokens, cs = 4), one token per step up to 23 and 17
-// tokens; every step's logits against the full forward of that sequence alone.
-template <typename T>
-void check_cached_equals_full(bool retrieval, double tol) {
+// tokens; every step's logits against the full forward of that sequence alone. `make(model, retrieval)` gives the
+// decoder under test (CachedDecoder, or BackendDecoder on a backend).
+template <typename T, typename Make>
+void check_cached_equals_full(bool retrieval, double tol, Make make) {
     const RetroConfig c = decode_config();
     RetroModel<T> model(c);
     params_init(model.params(), model.layout(), 7);
@@ -94,7 +99,8 @@ void check_cached_equals_full(bool retrieval, double tol) {
         }
     }
     const std::int64_t KR = c.num_neighbours * c.retrieved_len();
-    CachedDecoder<T> dec(model, 2, retrieval);
+    auto dec_ptr = make(model, retrieval);
+    auto& dec = *dec_ptr;
     std::vector<std::int64_t> len = {0, 0};
     auto feed_to = [&](const std::vector<std::int64_t>& target, bool all) {
         std::vector<std::vector<std::int32_t>> feed(2);
@@ -135,6 +141,23 @@ void check_cached_equals_full(bool retrieval, double tol) {
     CHECK(dec.length(1) == end[1]);
 }
 
+template <typename T>
+void check_cached_equals_full(bool retrieval, double tol) {
+    check_cached_equals_full<T>(retrieval, tol, [](const RetroModel<T>& m, bool ret) {
+        return std::make_unique<CachedDecoder<T>>(m, 2, ret);
+    });
+}
+
+// The same check for BackendDecoder (generate/backend_decoder.h) on `be`, the weights uploaded there.
+void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double tol) {
+    std::unique_ptr<nn::BackendBuffer> weights;
+    check_cached_equals_full<float>(retrieval, tol, [&](const RetroModel<float>& m, bool ret) {
+        weights = std::make_unique<nn::BackendBuffer>(be, m.params().size() * sizeof(float));
+        be.upload(weights->get(), m.params().data(), m.params().size() * sizeof(float));
+        return std::make_unique<BackendDecoder>(m.config(), weights->f(), be, 2, ret);
+    });
+}
+
 }  // namespace
 
 TEST_CASE("generate: cached decoding equals a full recompute at every step (fp32 1e-5)") {
@@ -147,6 +170,25 @@ TEST_CASE("generate: cached decoding equals a full recompute without retrieval (
 
 TEST_CASE("generate: cached decoding equals a full recompute in double (1e-12)") {
     check_cached_equals_full<double>(true, 1e-12);
+}
+
+TEST_CASE("generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)") {
+    nn::HostNnBackend be;
+    check_backend_decoder_equals_full(be, true, 1e-5);
+    check_backend_decoder_equals_full(be, false, 1e-5);
+}
+
+TEST_CASE("generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)") {
+    if (cuda_device_count() == 0) {
+        MESSAGE("skipped: no CUDA device");
+        return;
+    }
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        check_backend_decoder_equals_full(*be, true, 1e-5);
+        check_backend_decoder_equals_full(*be, false, 1e-5);
+    }
 }
 
 TEST_CASE("generate: the decoder refuses positions past max_seq_len and a chunk without neighbours") {

@@ -1,0 +1,355 @@
+#include "generate/backend_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "model/backend_layers.h"
+#include "model/layer_shapes.h"
+#include "nn/chunked_cross_attention.h"
+#include "nn/rotary.h"
+
+namespace retro {
+
+using std::int64_t;
+
+namespace {
+
+nn::RotaryView upload_table(nn::NnBackend& be, nn::BackendBuffer& buf, const nn::RotaryTable<float>& t) {
+    const std::size_t n = t.cos.size();
+    buf = nn::BackendBuffer(be, 2 * std::max<std::size_t>(n, 1) * sizeof(float));
+    be.upload(buf.f(), t.cos.data(), n * sizeof(float));
+    be.upload(buf.f() + n, t.sin.data(), n * sizeof(float));
+    return {buf.f(), buf.f() + n, t.rows, t.rot_dim};
+}
+
+nn::RotaryView table_view(const nn::BackendBuffer& buf, int64_t rows, int64_t rot_dim) {
+    return {buf.f(), buf.f() + rows * rot_dim, rows, rot_dim};
+}
+
+}  // namespace
+
+std::size_t BackendDecoder::cache_bytes(const RetroConfig& c, int64_t S, bool retrieval) {
+    const int64_t L = c.max_seq_len, HD = c.inner_dim(), KR = c.num_neighbours * c.retrieved_len(),
+                  chunks = L / c.chunk_size;
+    int64_t cca_layers = 0;
+    for (int64_t l = 1; l <= c.dec_depth; l++) cca_layers += c.dec_has_cross(l) ? 1 : 0;
+    std::size_t floats = static_cast<std::size_t>(c.dec_depth * 2 * S * L * HD);
+    if (retrieval && c.first_cca_layer() > 0)
+        floats += static_cast<std::size_t>(cca_layers * 2 * S * chunks * KR * HD + S * L * c.dec_dim) +
+                  static_cast<std::size_t>(S * chunks * KR) / 4 + 1;
+    return floats * sizeof(float);
+}
+
+BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, nn::NnBackend& be, int64_t sequences,
+                               bool retrieval)
+    : c_(config), be_(be) {
+    RETRO_CHECK(sequences > 0, "decoder needs at least one sequence");
+    const ParamLayout layout(c_);
+    p_ = bind_params(const_cast<float*>(params), layout, c_);
+    first_cca_ = c_.first_cca_layer() - 1;
+    retrieval_ = retrieval && first_cca_ >= 0;
+    k_ = c_.num_neighbours;
+    r_ = c_.retrieved_len();
+    L_ = c_.max_seq_len;
+    chunks_ = L_ / c_.chunk_size;
+    const int64_t S = sequences, HD = c_.inner_dim(), KR = k_ * r_, Rd = c_.rot_dim();
+    seqs_.resize(static_cast<std::size_t>(S));
+    last_row_.assign(static_cast<std::size_t>(S), -1);
+    for (const auto& L : p_.decoder) {
+        kc_.emplace_back(be_, static_cast<std::size_t>(S * L_ * HD) * sizeof(float));
+        vc_.emplace_back(be_, static_cast<std::size_t>(S * L_ * HD) * sizeof(float));
+        const bool cca = retrieval_ && L.has_cca;
+        cca_k_.emplace_back(be_, cca ? static_cast<std::size_t>(S * chunks_ * KR * HD) * sizeof(float) : 1);
+        cca_v_.emplace_back(be_, cca ? static_cast<std::size_t>(S * chunks_ * KR * HD) * sizeof(float) : 1);
+    }
+    if (retrieval_) {
+        cca_mask_ = nn::BackendBuffer(be_, static_cast<std::size_t>(std::max<int64_t>(S * chunks_ * KR, 1)));
+        ctx_ = nn::BackendBuffer(be_, static_cast<std::size_t>(S * L_ * c_.dec_dim) * sizeof(float));
+        upload_table(be_, rot_r_, nn::rotary_table_range<float>(r_, Rd));
+        upload_table(be_, rot_cs_, nn::rotary_table_range<float>(c_.chunk_size, Rd));
+        upload_table(be_, rot_kr_, nn::rotary_table<float>(nn::cca_key_positions(k_, r_), Rd));
+    }
+}
+
+template <typename T>
+T* BackendDecoder::grow(Grow& g, int64_t count) {
+    const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
+    if (bytes > g.bytes) {
+        g.buf = nn::BackendBuffer(be_, bytes);
+        g.bytes = bytes;
+    }
+    return static_cast<T*>(g.buf.get());
+}
+
+void BackendDecoder::add_neighbours(int64_t s, const std::int32_t* retrieved) {
+    auto& q = seqs_[static_cast<std::size_t>(s)];
+    for (int64_t i = 0; i < k_ * r_; i++)
+        if (retrieved[i] < 0 || retrieved[i] >= c_.num_tokens)
+            user_error_in("neighbours", cat("retrieved token id ", retrieved[i], " outside the vocabulary [0, ",
+                                            c_.num_tokens, ")"));
+    q.retrieved.insert(q.retrieved.end(), retrieved, retrieved + k_ * r_);
+}
+
+void BackendDecoder::reset(int64_t s) {   // the caches are overwritten position by position: no clearing needed
+    auto& q = seqs_[static_cast<std::size_t>(s)];
+    q.n = 0;
+    q.encoded = 0;
+    q.retrieved.clear();
+}
+
+void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
+    const int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens, cs = c_.chunk_size,
+                  HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, Rd = c_.rot_dim();
+    RETRO_CHECK(static_cast<int64_t>(tokens.size()) == S, "step: ", tokens.size(), " token lists for ", S,
+                " sequences");
+    row_seq_.clear();
+    row_pos_.clear();
+    std::vector<int64_t> row_begin(static_cast<std::size_t>(S + 1), 0);
+    std::vector<std::int32_t> ids;
+    for (int64_t s = 0; s < S; s++) {
+        const auto& q = seqs_[static_cast<std::size_t>(s)];
+        const int64_t m = static_cast<int64_t>(tokens[static_cast<std::size_t>(s)].size());
+        if (q.n + m > c_.max_seq_len)
+            user_error_in("generation", cat("sequence ", s, " would reach ", q.n + m,
+                                            " tokens; the model's max_seq_len is ", c_.max_seq_len));
+        for (int64_t i = 0; i < m; i++) {
+            const std::int32_t id = tokens[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+            if (id < 0 || id >= V)
+                user_error_in("generation", cat("token id ", id, " outside the vocabulary [0, ", V, ")"));
+            row_seq_.push_back(s);
+            row_pos_.push_back(q.n + i);
+            ids.push_back(id);
+        }
+        row_begin[static_cast<std::size_t>(s + 1)] = static_cast<int64_t>(row_seq_.size());
+        if (retrieval_)
+            RETRO_CHECK((q.n + m) / cs <= neighbour_chunks(s), "sequence ", s, " reaches chunk ", (q.n + m) / cs,
+                        " with neighbours for ", neighbour_chunks(s), " chunks");
+    }
+    const int64_t R = static_cast<int64_t>(row_seq_.size());
+    std::fill(last_row_.begin(), last_row_.end(), -1);
+    logits_.clear();
+    if (R == 0) return;
+
+    // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
+    auto* d_ids = grow<std::int32_t>(g_ids_, R);
+    auto* d_pos = grow<int64_t>(g_pos_, R);
+    be_.upload(d_ids, ids.data(), ids.size() * sizeof(std::int32_t));
+    be_.upload(d_pos, row_pos_.data(), row_pos_.size() * sizeof(int64_t));
+    float* e = grow<float>(g_e_, R * Ce);
+    be_.embedding_forward(e, d_ids, p_.token_emb, R, V, Ce);
+    be_.gather_add_rows(e, p_.pos_emb, d_pos, R, Ce);   // e[i] += pos_emb[pos[i]]
+    float* x = grow<float>(g_x_, R * Cd);   // the residual stream, rewritten layer by layer
+    if (p_.to_dec_w) be_.linear_forward(x, e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
+    else be_.copy(x, e, static_cast<std::size_t>(R * Cd) * sizeof(float));
+    // each row at its position (rows of one sequence are consecutive)
+    const auto rot_host = nn::rotary_table<float>(row_pos_, Rd);
+    float* rot = grow<float>(g_rot_, 2 * R * Rd);
+    be_.upload(rot, rot_host.cos.data(), rot_host.cos.size() * sizeof(float));
+    be_.upload(rot + R * Rd, rot_host.sin.data(), rot_host.sin.size() * sizeof(float));
+    const nn::RotaryView rot_rows{rot, rot + R * Rd, R, Rd};
+
+    float *xn = grow<float>(g_xn_, R * Cd), *norm = grow<float>(g_norm_, R), *y = grow<float>(g_y_, R * Cd),
+          *x1 = grow<float>(g_x1_, R * Cd), *x2 = grow<float>(g_x2_, R * Cd), *q = grow<float>(g_q_, 3 * R * HD),
+          *o = grow<float>(g_o_, R * HD);
+    float *kr = q + R * HD, *vr = q + 2 * R * HD;
+    const backend::FfSaved ff{grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    for (std::size_t li = 0; li < p_.decoder.size(); li++) {
+        const auto& L = p_.decoder[li];
+        be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
+        // self-attention (nn/attention_kv_cache.h's attention_layer_step): projections over all rows, the new keys
+        // and values appended to each sequence's cache, each sequence's rows attending its keys 0..pos
+        be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
+        be_.scale(q, scale, R * HD);
+        be_.rotary_forward(q, q, rot_rows, 1, R, H, Dh);
+        be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
+        be_.rotary_forward(kr, kr, rot_rows, 1, R, H, Dh);
+        be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
+        for (int64_t s = 0; s < S; s++) {
+            const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
+            if (en == b) continue;
+            const int64_t n0 = seqs_[static_cast<std::size_t>(s)].n;
+            float* kcache = kc_[li].f() + s * L_ * HD;
+            float* vcache = vc_[li].f() + s * L_ * HD;
+            be_.copy(kcache + n0 * HD, kr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+            be_.copy(vcache + n0 * HD, vr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+            const nn::AttentionShape sh{1, en - b, n0 + en - b, H, Dh, true, false};
+            float* probs = grow<float>(g_probs_, H * sh.Nq * sh.keys());
+            be_.attention_forward(o + b * HD, probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
+        }
+        be_.linear_forward(y, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);
+        be_.residual_sum(x1, x, y, R * Cd);
+        const float* xin = x1;
+        if (L.has_cca && retrieval_) {
+            if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
+                    if (en > b)
+                        be_.copy(ctx_.f() + (s * L_ + seqs_[static_cast<std::size_t>(s)].n) * Cd, x1 + b * Cd,
+                                 static_cast<std::size_t>((en - b) * Cd) * sizeof(float));
+                }
+                encode_finished_chunks(row_begin);
+            }
+            be_.rmsnorm_forward(xn, norm, x1, L.g_cca, R, Cd);
+            cca_rows(y, xn, R, L, li);
+            be_.residual_sum(x2, x1, y, R * Cd);
+            xin = x2;
+        }
+        be_.rmsnorm_forward(xn, norm, xin, L.g_ff, R, Cd);
+        backend::ff_forward(be_, y, ff, xn, L.ff, R, Cd);
+        be_.residual_sum(x, xin, y, R * Cd);
+    }
+    for (int64_t s = 0; s < S; s++)
+        seqs_[static_cast<std::size_t>(s)].n += row_begin[static_cast<std::size_t>(s + 1)] - row_begin[static_cast<std::size_t>(s)];
+
+    // logits of every row, or of each advancing sequence's last row
+    std::vector<int64_t> pick;
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
+        if (en == b) continue;
+        if (all_logits)
+            for (int64_t i = b; i < en; i++) pick.push_back(i);
+        else
+            pick.push_back(en - 1);
+        last_row_[static_cast<std::size_t>(s)] = static_cast<int64_t>(pick.size()) - 1;
+    }
+    const int64_t out_rows = static_cast<int64_t>(pick.size());
+    auto* d_pick = grow<int64_t>(g_sel_, out_rows);
+    be_.upload(d_pick, pick.data(), pick.size() * sizeof(int64_t));
+    float* xs = grow<float>(g_xs_, out_rows * Cd);
+    be_.gather_rows(xs, x, d_pick, out_rows, Cd);
+    be_.rmsnorm_forward(xn, norm, xs, p_.dec_norm_out, out_rows, Cd);
+    float* lg = grow<float>(g_logits_, out_rows * V);
+    be_.linear_forward(lg, xn, p_.to_logits_w, p_.to_logits_b, out_rows, Cd, V);
+    logits_.resize(static_cast<std::size_t>(out_rows * V));
+    be_.download(logits_.data(), lg, logits_.size() * sizeof(float));
+}
+
+// nn/chunked_cross_attention.h's cca_rows_forward: rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1 of their
+// sequence's CCA cache (queries rotated at the CCA query positions), the others get 0.
+void BackendDecoder::cca_rows(float* y, const float* xn, int64_t R, const DecoderLayerParams<float>& L,
+                              std::size_t layer) {
+    const int64_t cs = c_.chunk_size, Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head,
+                  KR = k_ * r_, Rd = c_.rot_dim();
+    const auto qtable = nn::cca_query_positions(cs, c_.cca_query_positions == "aligned");
+    std::vector<int64_t> sel, qpos, unsel(static_cast<std::size_t>(R), -1);
+    struct Segment {
+        int64_t first, rows, s, u;
+    };
+    std::vector<Segment> segments;
+    for (int64_t i = 0; i < R; i++) {
+        const int64_t pos = row_pos_[static_cast<std::size_t>(i)], s = row_seq_[static_cast<std::size_t>(i)];
+        if (pos < cs - 1) continue;
+        const int64_t u = (pos + 1) / cs - 1, t = pos - (u * cs + cs - 1);
+        RETRO_CHECK(u < seqs_[static_cast<std::size_t>(s)].encoded, "CCA: sequence ", s, " reads chunk ", u, " with ",
+                    seqs_[static_cast<std::size_t>(s)].encoded, " chunks encoded");
+        if (segments.empty() || segments.back().s != s || segments.back().u != u)
+            segments.push_back({static_cast<int64_t>(sel.size()), 0, s, u});
+        segments.back().rows++;
+        unsel[static_cast<std::size_t>(i)] = static_cast<int64_t>(sel.size());
+        sel.push_back(i);
+        qpos.push_back(qtable[static_cast<std::size_t>(t)]);
+    }
+    const int64_t Rs = static_cast<int64_t>(sel.size());
+    if (Rs == 0) {
+        be_.zero(y, static_cast<std::size_t>(R * Cd) * sizeof(float));
+        return;
+    }
+    auto* d_sel = grow<int64_t>(g_sel_, Rs);
+    auto* d_unsel = grow<int64_t>(g_unsel_, R);
+    be_.upload(d_sel, sel.data(), sel.size() * sizeof(int64_t));
+    be_.upload(d_unsel, unsel.data(), unsel.size() * sizeof(int64_t));
+    const auto qrot_host = nn::rotary_table<float>(qpos, Rd);
+    float* qrot = grow<float>(g_qrot_, 2 * Rs * Rd);
+    be_.upload(qrot, qrot_host.cos.data(), qrot_host.cos.size() * sizeof(float));
+    be_.upload(qrot + Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
+    const nn::RotaryView qview{qrot, qrot + Rs * Rd, Rs, Rd};
+    float* xs = grow<float>(g_xs_, Rs * Cd);
+    be_.gather_rows(xs, xn, d_sel, Rs, Cd);
+    float* q = grow<float>(g_q_, 3 * std::max(R, Rs) * HD);
+    float* o = grow<float>(g_o_, std::max(R, Rs) * HD);
+    be_.linear_forward(q, xs, L.cca.to_q, nullptr, Rs, Cd, HD);
+    be_.scale(q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
+    be_.rotary_forward(q, q, qview, 1, Rs, H, Dh);
+    for (const auto& g : segments) {
+        const int64_t at = g.s * chunks_ + g.u;
+        const nn::AttentionShape sh{1, g.rows, KR, H, Dh, false, true};
+        float* probs = grow<float>(g_probs_, H * g.rows * sh.keys());
+        be_.attention_forward(o + g.first * HD, probs, q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
+                              cca_v_[layer].f() + at * KR * HD, L.cca.null_k, L.cca.null_v,
+                              static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
+    }
+    float* ys = grow<float>(g_ys_, Rs * Cd);
+    be_.linear_forward(ys, o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+    be_.gather_rows(y, ys, d_unsel, R, Cd);
+}
+
+// Every finished chunk of every sequence (chunks whose last position this step feeds) through the encoder in one
+// batch, then each CCA layer's keys and values of its E_u into the caches (cached_decoder.cpp's
+// encode_finished_chunks).
+void BackendDecoder::encode_finished_chunks(const std::vector<int64_t>& row_begin) {
+    const int64_t cs = c_.chunk_size, Cd = c_.dec_dim, S = sequences(), KR = k_ * r_, HD = c_.inner_dim(),
+                  H = c_.heads, Dh = c_.dim_head;
+    struct Job {
+        int64_t s, u;
+    };
+    std::vector<Job> jobs;
+    for (int64_t s = 0; s < S; s++) {
+        const auto& q = seqs_[static_cast<std::size_t>(s)];
+        const int64_t fed = q.n + row_begin[static_cast<std::size_t>(s + 1)] - row_begin[static_cast<std::size_t>(s)];
+        for (int64_t u = q.encoded; u < fed / cs; u++) jobs.push_back({s, u});
+    }
+    if (jobs.empty()) return;
+    const int64_t J = static_cast<int64_t>(jobs.size()), M = J * k_, R = M * r_;
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(R));
+    std::vector<std::uint8_t> mask(ids.size());
+    for (int64_t j = 0; j < J; j++) {
+        const auto& q = seqs_[static_cast<std::size_t>(jobs[j].s)];
+        std::copy_n(q.retrieved.begin() + jobs[j].u * KR, KR, ids.begin() + j * KR);
+    }
+    for (std::size_t i = 0; i < ids.size(); i++) mask[i] = ids[i] != c_.pad_id;
+    auto* d_ids = grow<std::int32_t>(g_enc_ids_, R);
+    auto* d_mask = grow<std::uint8_t>(g_enc_mask_, R);
+    be_.upload(d_ids, ids.data(), ids.size() * sizeof(std::int32_t));
+    be_.upload(d_mask, mask.data(), mask.size());
+    // context: chunk u's cs rows of the first CCA layer's stream, repeated for each of its k neighbours
+    float* ctx = grow<float>(g_enc_ctx_, M * cs * Cd);
+    for (int64_t j = 0; j < J; j++)
+        for (int64_t n = 0; n < k_; n++)
+            be_.copy(ctx + (j * k_ + n) * cs * Cd, ctx_.f() + (jobs[j].s * L_ + jobs[j].u * cs) * Cd,
+                     static_cast<std::size_t>(cs * Cd) * sizeof(float));
+    backend::Carver count;
+    backend::carve_encoder(count, c_, M, r_);
+    auto* arena = grow<char>(g_enc_arena_, static_cast<int64_t>(count.used));
+    backend::Carver carver{arena};
+    const auto acts = backend::carve_encoder(carver, c_, M, r_);
+    float* E = grow<float>(g_E_, R * Cd);
+    backend::encoder_forward(be_, E, acts, d_ids, d_mask, ctx, M, r_, p_, c_, table_view(rot_r_, r_, c_.rot_dim()),
+                             table_view(rot_cs_, cs, c_.rot_dim()));
+    // each CCA layer's keys and values of E_u (nn/chunked_cross_attention.h's cca_context_forward over all J
+    // chunks), copied into each sequence's chunk slot
+    const nn::RotaryView kr_view = table_view(rot_kr_, KR, c_.rot_dim());
+    float* kv = grow<float>(g_enc_kv_, 2 * R * HD);
+    for (std::size_t li = 0; li < p_.decoder.size(); li++) {
+        const auto& L = p_.decoder[li];
+        if (!L.has_cca) continue;
+        be_.linear_forward(kv, E, L.cca.to_k, nullptr, R, Cd, HD);
+        be_.rotary_forward(kv, kv, kr_view, J, KR, H, Dh);
+        be_.linear_forward(kv + R * HD, E, L.cca.to_v, nullptr, R, Cd, HD);
+        for (int64_t j = 0; j < J; j++) {
+            const int64_t at = jobs[j].s * chunks_ + jobs[j].u;
+            const std::size_t bytes = static_cast<std::size_t>(KR * HD) * sizeof(float);
+            be_.copy(cca_k_[li].f() + at * KR * HD, kv + j * KR * HD, bytes);
+            be_.copy(cca_v_[li].f() + at * KR * HD, kv + R * HD + j * KR * HD, bytes);
+        }
+    }
+    for (int64_t j = 0; j < J; j++) {
+        const int64_t at = jobs[j].s * chunks_ + jobs[j].u;
+        be_.upload(static_cast<std::uint8_t*>(cca_mask_.get()) + at * KR, mask.data() + j * KR,
+                   static_cast<std::size_t>(KR));
+    }
+    for (const auto& job : jobs) seqs_[static_cast<std::size_t>(job.s)].encoded = job.u + 1;
+}
+
+}  // namespace retro

@@ -1,0 +1,78 @@
+// BackendDecoder: generate/cached_decoder.h's KV-cached RETRO inference over an nn::NnBackend (issue 21:
+// `retro-generate --device cuda`), with the same interface and the same arithmetic (the model's layers of
+// model/backend_layers.h on the new rows; logits equal a full recompute to fp32 rounding). Every cache lives in the
+// backend's memory at full length, allocated once: per decoder layer the self-attention keys (rotated) and values
+// [S, max_seq_len, HD]; per CCA layer each chunk's keys and values of its k·r retrieved tokens [S, chunks, k·r, HD]
+// with one pad mask [S, chunks, k·r]; the first CCA layer's residual rows (the encoder's context) [S, max_seq_len,
+// dec_dim]. A step uploads the new ids and the rotary rows of their positions, runs the layers (per sequence where
+// its rows attend its own cache), and downloads the logits of the rows asked for; the FAISS search of the caller
+// stays on the host.
+// provides: BackendDecoder
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/layer_params.h"
+#include "model/params.h"
+#include "nn/nn_backend.h"
+
+namespace retro {
+
+class BackendDecoder {
+public:
+    // `params`: the model's weights in `be`'s memory (ParamLayout of `config`); both must outlive the decoder.
+    BackendDecoder(const RetroConfig& config, const float* params, nn::NnBackend& be, std::int64_t sequences,
+                   bool retrieval);
+    BackendDecoder(const BackendDecoder&) = delete;
+    BackendDecoder& operator=(const BackendDecoder&) = delete;
+
+    // The bytes of backend memory the caches of `sequences` take (besides the weights and a step's buffers).
+    static std::size_t cache_bytes(const RetroConfig& config, std::int64_t sequences, bool retrieval);
+
+    // CachedDecoder's interface (generate/cached_decoder.h), word for word.
+    std::int64_t sequences() const { return static_cast<std::int64_t>(seqs_.size()); }
+    bool retrieval() const { return retrieval_; }
+    std::int64_t length(std::int64_t s) const { return seqs_[static_cast<std::size_t>(s)].n; }
+    std::int64_t neighbour_chunks(std::int64_t s) const {
+        return static_cast<std::int64_t>(seqs_[static_cast<std::size_t>(s)].retrieved.size()) / (k_ * r_);
+    }
+    void add_neighbours(std::int64_t s, const std::int32_t* retrieved);
+    void reset(std::int64_t s);
+    void step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits = false);
+    const std::vector<float>& logits() const { return logits_; }   // [rows, num_tokens], on the host
+    std::int64_t last_row(std::int64_t s) const { return last_row_[static_cast<std::size_t>(s)]; }
+
+private:
+    struct Sequence {
+        std::int64_t n = 0;                      // positions fed so far
+        std::vector<std::int32_t> retrieved;     // [chunks, k, r]
+        std::int64_t encoded = 0;                // chunks whose keys/values are in the CCA caches
+    };
+    // A grow-only buffer in backend memory.
+    struct Grow {
+        nn::BackendBuffer buf;
+        std::size_t bytes = 0;
+    };
+    template <typename T>
+    T* grow(Grow& g, std::int64_t count);
+    void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
+    void cca_rows(float* y, const float* xn, std::int64_t R, const DecoderLayerParams<float>& L, std::size_t layer);
+
+    RetroConfig c_;
+    nn::NnBackend& be_;
+    RetroParams<float> p_;
+    bool retrieval_ = false;
+    std::int64_t k_ = 0, r_ = 0, first_cca_ = -1, L_ = 0, chunks_ = 0;
+    std::vector<Sequence> seqs_;
+    std::vector<nn::BackendBuffer> kc_, vc_, cca_k_, cca_v_;   // per decoder layer (CCA ones only for CCA layers)
+    nn::BackendBuffer cca_mask_, ctx_, rot_r_, rot_cs_, rot_kr_;
+    std::vector<std::int64_t> row_seq_, row_pos_;
+    std::vector<float> logits_;
+    std::vector<std::int64_t> last_row_;
+    Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
+        g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_out_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
+        g_enc_arena_, g_enc_kv_;
+};
+
+}  // namespace retro
