@@ -28,7 +28,7 @@ configure() {
     OUT=${OUT:-$PWD/out-gpu}
     KIT=${KIT:-/tmp/devkit}
     STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
-    CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*'}   # doctest filters ignore case
+    CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*,generate: retro-generate end to end*'}   # doctest filters ignore case
     SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*'}
     TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
     TRAIN_BATCH=${TRAIN_BATCH:-8}

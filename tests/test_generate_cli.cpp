@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cuda_device.h"
 #include "core/dtype.h"
 #include "core/npy.h"
 #include "core/shell_quote.h"
@@ -89,6 +90,25 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
     auto greedy2 = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy --seed 99");
     CHECK(greedy1.exit_code == 0);
     CHECK(greedy1.out == greedy2.out);
+    // the GPU decoder's code (generate/backend_decoder.h) on the CPU ops gives the same text; on a GPU, so does
+    // --device cuda (fp32 greedy), and without one it is refused in one line
+    auto dev = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy --device host-backend");
+    INFO(dev.err);
+    CHECK(dev.exit_code == 0);
+    CHECK(dev.out == greedy1.out);
+    auto dev_sampled = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --device host-backend");
+    CHECK(dev_sampled.out == a.out);
+    auto gpu = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy --device cuda");
+    if (cuda_device_count() > 0) {
+        INFO(gpu.err);
+        CHECK(gpu.exit_code == 0);
+        CHECK(gpu.out == greedy1.out);
+    } else {
+        CHECK(gpu.exit_code == 2);
+        CHECK(one_line(gpu));
+        CHECK(gpu.err.find("--device") != std::string::npos);
+        MESSAGE("skipped: no CUDA device (retro-generate --device cuda refused in one line)");
+    }
 
     // neighbours as JSON lines on stderr: one per finished chunk, k ids each, texts from the db
     auto shown = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --show-neighbours --json");

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
             app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");
             app.add_option("--ef-search", g.ef_search, "HNSW search depth (0 = as saved)");
+            app.add_option("--device", g.device, "cpu, or cuda: decode on the GPU (caches there; the search stays on "
+                                                 "the CPU)")
+                ->capture_default_str()
+                ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             return [] { retro::generate_run(cli); };
         });

@@ -9,7 +9,10 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
+#include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
 #include "model/params.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
@@ -83,6 +86,33 @@ double decode_memory_bytes(const RetroConfig& c, std::int64_t batch) {
 
 }  // namespace
 
+// --device cuda / host-backend: the backend, the weights uploaded once, and the GPU's memory checked for the caches
+// of a group of --batch-size sequences (generate/backend_decoder.h).
+void Generator::setup_device() {
+    const RetroConfig& c = model_->config();
+    const std::size_t need = model_->params().size() * sizeof(float) +
+                             BackendDecoder::cache_bytes(c, o_.batch_size, !o_.no_retrieval);
+    if (o_.device == "cuda") {
+        cuda_require("--device", "retro-generate");
+        if constexpr (kCudaBuilt) {
+            if (need > cuda_free_bytes())
+                user_error_in("--batch-size", cat("decoding ", o_.batch_size, " sequences of up to ", c.max_seq_len,
+                                                  " tokens needs ", memory_format_bytes(double(need)),
+                                                  " on the GPU (weights and caches), the GPU has ",
+                                                  memory_format_bytes(double(cuda_free_bytes())), " free"),
+                              "a smaller --batch-size");
+            stream_ = std::make_unique<CudaStreamOwner>();
+            backend_ = nn::cuda_nn_backend(stream_->get());
+        }
+    } else if (o_.device == "host-backend") {
+        backend_ = std::make_unique<nn::HostNnBackend>();
+    } else {
+        user_error_in("--device", "\"" + o_.device + "\" is not a device", "use cpu or cuda");
+    }
+    weights_ = nn::BackendBuffer(*backend_, model_->params().size() * sizeof(float));
+    backend_->upload(weights_.get(), model_->params().data(), model_->params().size() * sizeof(float));
+}
+
 Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.max_tokens < 1) user_error_in("--max-tokens", "must be at least 1");
     heap_keep_freed_memory();   // every token frees and reallocates the same step buffers
@@ -98,6 +128,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
+    if (o.device != "cpu") setup_device();
 
     // which databases and tokenizer the run was trained with
     nlohmann::json run_manifest;
@@ -176,9 +207,20 @@ std::vector<GenerateResult> Generator::generate(const std::vector<std::string>& 
 
 void Generator::generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                                std::vector<GenerateResult>& out, const GenerateCallbacks& cb) {
+    if (backend_) {
+        BackendDecoder dec(config(), weights_.f(), *backend_, count, retrieval());
+        decode_group(dec, prompts, first, count, out, cb);
+    } else {
+        CachedDecoder<float> dec(*model_, count, retrieval());
+        decode_group(dec, prompts, first, count, out, cb);
+    }
+}
+
+template <typename Decoder>
+void Generator::decode_group(Decoder& dec, const std::vector<std::string>& prompts, std::int64_t first,
+                             std::int64_t count, std::vector<GenerateResult>& out, const GenerateCallbacks& cb) {
     const RetroConfig& c = config();
     const std::int64_t cs = c.chunk_size, V = c.num_tokens, k = c.num_neighbours, r = c.retrieved_len();
-    CachedDecoder<float> dec(*model_, count, retrieval());
     std::vector<std::vector<std::int32_t>> seq(static_cast<std::size_t>(count)), feed(seq.size());
     std::vector<std::int64_t> limit(seq.size());
     std::vector<SplitMix64> rng;

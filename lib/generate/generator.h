@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "generate/chunk_retriever.h"
 #include "generate/sampler.h"
 #include "model/retro.h"
+#include "nn/nn_backend.h"
 
 namespace retro {
 
@@ -34,6 +36,8 @@ struct GenerateOptions {
     bool stop_at_eos = true;
     std::int64_t batch_size = 8;
     int nprobe = 0, ef_search = 0;
+    std::string device = "cpu";      // cpu (CachedDecoder), cuda (BackendDecoder on the GPU; FAISS search stays on
+                                     // the CPU), or host-backend (testing: BackendDecoder on the CPU ops)
 };
 
 struct ChunkNeighbours {
@@ -73,12 +77,20 @@ public:
 private:
     void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                         std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
+    void setup_device();
+    template <typename Decoder>
+    void decode_group(Decoder& dec, const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
+                      std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
 
     GenerateOptions o_;
     std::unique_ptr<RetroModel<float>> model_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<ChunkRetriever> retriever_;
     std::int64_t tokens_made_ = 0, retrievals_ = 0;
+    // --device cuda / host-backend: the backend and the weights in its memory (destroyed in reverse)
+    std::unique_ptr<CudaStreamOwner> stream_;
+    std::unique_ptr<nn::NnBackend> backend_;
+    nn::BackendBuffer weights_;
 };
 
 // The text a Generator shows for chunk `id` of db (decoded ids).
