@@ -186,6 +186,8 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
     sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
     sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
+    sub->add_option("--device", o->device, "cpu, or cuda: decode on the GPU (the peer too, with --peer)")
+        ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
     sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
 }

@@ -6,7 +6,8 @@
 #        cuda), fla (tests/peers/fla_retention.py, the same shapes), knn (retro-bench knn --cuda), embed (retro-bench
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
-#        GPU in fp32 and bf16 autocast, when retro_pytorch imports there). Needs
+#        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
+#        at prompts 64 and 512 beside rp_generate.py on the GPU). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -149,6 +150,14 @@ step_train() {
     track "${PIPESTATUS[0]}"
 }
 
+step_generate() {
+    limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+    printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexport PYTHONPATH=/tmp/site\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
+    rk "$KIT/bin/retro-bench" generate --device cuda --prompt 64,512 --output 128 --peer tests/peers/rp_generate.py \
+        --python /tmp/python-clean --json "$OUT/rk_generate.json" 2>&1 | tee "$OUT/rk_generate.log"
+    track "${PIPESTATUS[0]}"
+}
+
 step_knn() {
     local size=()
     [[ -n $KNN_N ]] && size+=(--n "$KNN_N")
@@ -172,7 +181,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate)" >&2
             exit 2
         fi
     done

@@ -16,9 +16,13 @@
 #include "core/log.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
+#include "core/cuda_device.h"
+#include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
 #include "generate/sampler.h"
 #include "model/params.h"
+#include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_host.h"
 
 namespace fs = std::filesystem;
 
@@ -53,15 +57,13 @@ struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
 };
 
-// One prompt of P ids, then `output` tokens one at a time, neighbours added as chunks complete.
-OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
-                std::int64_t output, bool retrieval, std::uint64_t seed) {
-    const auto& c = model.config();
+template <typename Decoder>
+OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::int32_t>& neighbours, std::int64_t P,
+                     std::int64_t output, bool retrieval, std::uint64_t seed) {
     const std::int64_t cs = c.chunk_size, KR = c.num_neighbours * c.retrieved_len();
     SplitMix64 rng(seed);
     std::vector<std::int32_t> ids = {2};
     while (static_cast<std::int64_t>(ids.size()) < P) ids.push_back(4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4)));
-    CachedDecoder<float> dec(model, 1, retrieval);
     auto add_neighbours_to = [&](std::int64_t len) {
         if (!retrieval) return;
         while (dec.neighbour_chunks(0) < len / cs) dec.add_neighbours(0, neighbours.data() + dec.neighbour_chunks(0) * KR);
@@ -83,11 +85,31 @@ OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>&
     return {prefill * 1e3, decode * 1e3 / static_cast<double>(output), static_cast<double>(output) / (prefill + decode)};
 }
 
+// The weights on a backend (--device cuda / host-backend), with the backend and its stream.
+struct DeviceModel {
+    std::unique_ptr<CudaStreamOwner> stream;
+    std::unique_ptr<nn::NnBackend> be;
+    nn::BackendBuffer weights;
+};
+
+// One prompt of P ids, then `output` tokens one at a time, neighbours added as chunks complete; on `device` when
+// it has a backend (BackendDecoder), else with CachedDecoder.
+OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
+                std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device) {
+    if (device.be) {
+        BackendDecoder dec(model.config(), device.weights.f(), *device.be, 1, retrieval);
+        return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed);
+    }
+    CachedDecoder<float> dec(model, 1, retrieval);
+    return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed);
+}
+
 nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, std::int64_t P, bool retrieval) {
     const std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --config " + shell_quote(dir + "/config.json") +
                             " --weights " + shell_quote(dir + "/model.safetensors") + " --prompt-len " + std::to_string(P) +
                             " --steps " + std::to_string(o.peer_steps) + " --threads " + std::to_string(thread_count()) +
-                            " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval");
+                            " --seed " + std::to_string(o.seed) + (retrieval ? "" : " --no-retrieval") +
+                            (o.device == "cuda" ? " --device cuda" : "");
     log_info("peer: " + cmd);
     nlohmann::json r = run_json_command(cmd);
     if (r.is_null())
@@ -112,6 +134,24 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     SplitMix64 rng(o.seed + 17);
     for (auto& id : neighbours) id = 4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4));
 
+    DeviceModel device;
+    std::string device_name = cpu_model();
+    if (o.device == "cuda") {
+        cuda_require("--device", "retro-bench generate");
+        if constexpr (kCudaBuilt) {
+            device.stream = std::make_unique<CudaStreamOwner>();
+            device.be = nn::cuda_nn_backend(device.stream->get());
+            device_name = cuda_device_name();
+        }
+    } else if (o.device == "host-backend") {
+        device.be = std::make_unique<nn::HostNnBackend>();
+    } else if (o.device != "cpu") {
+        user_error_in("--device", "\"" + o.device + "\" is not a device", "use cpu or cuda");
+    }
+    if (device.be) {
+        device.weights = nn::BackendBuffer(*device.be, model.params().size() * sizeof(float));
+        device.be->upload(device.weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    }
     std::string dir;
     if (o.peer_steps > 0 && !o.peer.empty()) {
         dir = (fs::temp_directory_path() / ("retro-bench-generate-" + std::to_string(::getpid()))).string();
@@ -119,20 +159,20 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         c.save(dir + "/config.json");
         params_save(dir + "/model.safetensors", model.params(), model.layout(), c);
     }
-    std::printf("retro-bench generate: %s, %d thread(s), decoder %lld x %lld, encoder %lld x %lld, vocabulary %lld, "
-                "chunk %lld, k %lld, %s\n",
-                cpu_model().c_str(), thread_count(), static_cast<long long>(c.dec_depth), static_cast<long long>(c.dec_dim),
+    std::printf("retro-bench generate: %s (--device %s), %d thread(s), decoder %lld x %lld, encoder %lld x %lld, "
+                "vocabulary %lld, chunk %lld, k %lld, %s\n",
+                device_name.c_str(), o.device.c_str(), thread_count(), static_cast<long long>(c.dec_depth), static_cast<long long>(c.dec_dim),
                 static_cast<long long>(c.enc_depth), static_cast<long long>(c.enc_dim),
                 static_cast<long long>(c.num_tokens), static_cast<long long>(c.chunk_size),
                 static_cast<long long>(c.num_neighbours), retrieval ? "retrieval every chunk" : "no retrieval");
     std::fflush(stdout);
-    run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed);   // warm-up
+    run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device);   // warm-up
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
-        const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed);
+        const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device);
         nlohmann::json row = {{"prompt", P},
                               {"output", o.output},
                               {"prefill_ms", ours.prefill_ms},
@@ -161,6 +201,8 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     if (!o.json.empty()) {
         nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},
                             {"cpu", cpu_model()},
+                            {"device", o.device},
+                            {"device_name", device_name},
                             {"threads", thread_count()},
                             {"config", c.to_json()},
                             {"retrieval", retrieval},

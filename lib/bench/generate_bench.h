@@ -26,6 +26,8 @@ struct GenerateBenchOptions {
     std::string python = "python3";
     std::string json;
     std::uint64_t seed = 1;
+    std::string device = "cpu";                  // cpu (CachedDecoder), cuda (BackendDecoder on the GPU, the peer on
+                                                 // the GPU too), host-backend (testing: BackendDecoder on the CPU)
 };
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line);

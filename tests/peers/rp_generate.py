@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Peer for `retro-bench generate`: RETRO-pytorch 0.3.9's TrainingWrapper.generate loop on torch CPU.
+"""Peer for `retro-bench generate`: RETRO-pytorch 0.3.9's TrainingWrapper.generate loop on torch CPU, or on the GPU
+with --device cuda (retro-bench generate --device cuda).
 
 Like RP's generate (RETRO.md C.2), every new token re-runs the whole model on the whole sequence, and the
 encoder on every finished chunk's neighbours; the logits of the last position go through RP's default
@@ -13,6 +14,8 @@ the lengths covered. Needs: pip install torch "pyarrow<16" retro-pytorch==0.3.9 
 """
 import argparse
 import json
+import os
+import sys
 import statistics
 import time
 
@@ -21,6 +24,9 @@ from safetensors.torch import load_file
 
 
 def rp_model(config_path, weights_path):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from rp_index_stand_ins import install_index_stand_ins
+    install_index_stand_ins()
     from retro_pytorch import RETRO
 
     with open(config_path) as f:
@@ -61,11 +67,14 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-retrieval", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     a = ap.parse_args()
 
     torch.set_num_threads(max(a.threads, 1))
     torch.manual_seed(a.seed)
     model, cfg, k = rp_model(a.config, a.weights)
+    model = model.to(a.device)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     cs, V = cfg["chunk_size"], cfg["num_tokens"]
     total = a.prompt_len + a.steps + 1
     if total > cfg["max_seq_len"]:
@@ -73,7 +82,8 @@ def main():
     g = torch.Generator().manual_seed(a.seed)
     out = torch.randint(4, V, (1, a.prompt_len), generator=g)
     out[0, 0] = 2
-    neighbours = torch.randint(4, V, (1, total // cs + 1, k, 2 * cs), generator=g)
+    neighbours = torch.randint(4, V, (1, total // cs + 1, k, 2 * cs), generator=g).to(a.device)
+    out = out.to(a.device)
 
     times = []
     with torch.no_grad():
@@ -85,10 +95,12 @@ def main():
             logits = model(out, retrieved=retrieved)[:, -1]
             sampled = gumbel_argmax(top_k_filter(logits))
             out = torch.cat((out, sampled[:, None]), dim=1)
+            sync()
             if step > 0:
                 times.append(time.perf_counter() - t0)
     ms = statistics.median(times) * 1e3
     print(json.dumps({"peer": "retro-pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
+                      "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
                       "prompt_len": a.prompt_len, "steps": a.steps, "ms_per_token": ms, "tokens_per_s": 1e3 / ms}))
 
 

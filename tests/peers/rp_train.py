@@ -16,6 +16,7 @@ Config mapping as tests/reference/make_retro_golden.py: every field but num_neig
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -37,19 +38,9 @@ def main():
                     help="bf16: forward under torch.autocast(dtype=bfloat16), fp32 master weights")
     args = ap.parse_args()
 
-    # retro_pytorch.retrieval imports faiss and autofaiss at module level for building indices, which training the
-    # model never calls; where they are not installed (the GPU machine: no network, wheels carried by hand), stand-in
-    # modules that fail when used let the model import without them
-    import importlib.util
-    import types
-    for name in ("faiss", "autofaiss"):
-        if importlib.util.find_spec(name) is None:
-            stand_in = types.ModuleType(name)
-            def unavailable(*a, _name=name, **k):
-                raise RuntimeError(f"{_name} is not installed (rp_train.py never builds an index)")
-            stand_in.build_index = unavailable
-            stand_in.__getattr__ = lambda attr, _f=unavailable: _f
-            sys.modules[name] = stand_in
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from rp_index_stand_ins import install_index_stand_ins
+    install_index_stand_ins()
     try:
         import torch
         import torch.nn.functional as F
