@@ -14,6 +14,7 @@
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "test_model_fixtures.h"
+#include "test_util.h"
 
 using namespace retro;
 using namespace retro::test;
@@ -157,10 +158,7 @@ TEST_CASE("backend model: the arena is planned before the first step and grows w
 }
 
 TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
-    if (!kCudaBuilt || cuda_device_count() == 0) {
-        MESSAGE("skipped: no CUDA device");
-        return;
-    }
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
         CudaStreamOwner stream;
         auto be = nn::cuda_nn_backend(stream.get());

@@ -179,10 +179,7 @@ TEST_CASE("generate: the backend decoder (host backend) equals a full recompute 
 }
 
 TEST_CASE("generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)") {
-    if (cuda_device_count() == 0) {
-        MESSAGE("skipped: no CUDA device");
-        return;
-    }
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
         CudaStreamOwner stream;
         auto be = nn::cuda_nn_backend(stream.get());

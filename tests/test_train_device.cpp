@@ -89,7 +89,7 @@ TEST_CASE("train device: retro-fitting on the backend path trains only the liste
     }
 }
 
-TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run; on the CPU path it is refused") {
+TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - and is refused on the CPU path") {
     test::TempDir dir("train-device-bf16");
     const std::string data = tiny_data(dir) + " --device host-backend";
     auto a = test::run_tool("retro-train", data + " --out " + (dir / "fp32").string());
@@ -147,10 +147,7 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
 }
 
 TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, resumes bit-exactly, bf16 within 2%") {
-    if (cuda_device_count() == 0) {
-        MESSAGE("skipped: no CUDA device");
-        return;
-    }
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     test::TempDir dir("train-device-gpu");
     const std::string data = tiny_data(dir, 20);
     auto a = test::run_tool("retro-train", data + " --out " + (dir / "cpu").string());
