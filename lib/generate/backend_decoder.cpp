@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "generate/decode_rows.h"
 #include "model/backend_layers.h"
 #include "model/layer_shapes.h"
 #include "nn/chunked_cross_attention.h"
@@ -99,33 +100,18 @@ void BackendDecoder::reset(int64_t s) {   // the caches are overwritten position
 }
 
 void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
-    const int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens, cs = c_.chunk_size,
+    const int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens,
                   HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, Rd = c_.rot_dim();
-    RETRO_CHECK(static_cast<int64_t>(tokens.size()) == S, "step: ", tokens.size(), " token lists for ", S,
-                " sequences");
-    row_seq_.clear();
-    row_pos_.clear();
-    std::vector<int64_t> row_begin(static_cast<std::size_t>(S + 1), 0);
-    std::vector<std::int32_t> ids;
+    std::vector<int64_t> lengths, chunks;
     for (int64_t s = 0; s < S; s++) {
-        const auto& q = seqs_[static_cast<std::size_t>(s)];
-        const int64_t m = static_cast<int64_t>(tokens[static_cast<std::size_t>(s)].size());
-        if (q.n + m > c_.max_seq_len)
-            user_error_in("generation", cat("sequence ", s, " would reach ", q.n + m,
-                                            " tokens; the model's max_seq_len is ", c_.max_seq_len));
-        for (int64_t i = 0; i < m; i++) {
-            const std::int32_t id = tokens[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-            if (id < 0 || id >= V)
-                user_error_in("generation", cat("token id ", id, " outside the vocabulary [0, ", V, ")"));
-            row_seq_.push_back(s);
-            row_pos_.push_back(q.n + i);
-            ids.push_back(id);
-        }
-        row_begin[static_cast<std::size_t>(s + 1)] = static_cast<int64_t>(row_seq_.size());
-        if (retrieval_)
-            RETRO_CHECK((q.n + m) / cs <= neighbour_chunks(s), "sequence ", s, " reaches chunk ", (q.n + m) / cs,
-                        " with neighbours for ", neighbour_chunks(s), " chunks");
+        lengths.push_back(seqs_[static_cast<std::size_t>(s)].n);
+        if (retrieval_) chunks.push_back(neighbour_chunks(s));
     }
+    DecodeRows rows = decode_rows(tokens, lengths, chunks, c_);
+    row_seq_ = std::move(rows.seq);
+    row_pos_ = std::move(rows.pos);
+    const std::vector<int64_t> row_begin = std::move(rows.begin);
+    const std::vector<std::int32_t>& ids = rows.ids;
     const int64_t R = static_cast<int64_t>(row_seq_.size());
     std::fill(last_row_.begin(), last_row_.end(), -1);
     logits_.clear();

@@ -23,20 +23,6 @@ AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s) {
     return a;
 }
 
-nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s) {   // as nn/chunked_cross_attention.cpp
-    nn::AttentionLayerShape a;
-    a.B = s.B * s.chunks;
-    a.Nq = s.chunk;
-    a.Nk = s.neighbours * s.retrieved;
-    a.dim = s.dim;
-    a.context_dim = s.dim;
-    a.heads = s.heads;
-    a.dim_head = s.dim_head;
-    a.causal = false;
-    a.null_kv = true;
-    a.self = false;
-    return a;
-}
 
 
 

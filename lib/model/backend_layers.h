@@ -3,7 +3,7 @@
 // layer and nn/feed_forward.cpp's block op for op (forward and backward), and the encoder forward of
 // model/encoder.h over carved activations.
 // provides: backend::Carver, AttnSaved, FfSaved, GradScratch, EncoderActs, carve_attention, carve_encoder,
-//           cca_attention_shape, attn_forward, attn_backward, ff_forward, ff_backward, encoder_forward
+//           attn_forward, attn_backward, ff_forward, ff_backward, encoder_forward
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -58,7 +58,6 @@ struct EncoderActs {
 
 AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s);
 EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r);
-nn::AttentionLayerShape cca_attention_shape(const nn::CcaShape& s);   // as nn/chunked_cross_attention.cpp
 
 // nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
 // k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.

@@ -122,7 +122,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     int64_t q_max = N * HD, k_max = N * HD, kv_max = N * Cd, ff_max = N * 4 * Cd;
     if (retrieval) {
         cca = decoder_cca_shape(cfg, B, n, s.k, s.r);
-        cca_attn = cca_attention_shape(cca);
+        cca_attn = nn::cca_attention_shape(cca);
         retrieved = c.take<std::int32_t>(R);
         mask = c.take<std::uint8_t>(R);
         const int64_t rows = B * l * cs;
@@ -211,17 +211,10 @@ void BackendRetroModel::download_grads(std::vector<float>& host) {
 void BackendRetroModel::zero_grad() { be_.zero(grads_, static_cast<std::size_t>(layout_.total()) * sizeof(float)); }
 
 void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry) {
-    const auto& es = layout_.entries();
-    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
-                " tensors");
-    lowest_trainable_ = std::numeric_limits<int64_t>::max();
-    head_trainable_ = encoder_trainable_ = false;
-    for (std::size_t t = 0; t < es.size(); t++) {
-        if (!per_entry[t]) continue;
-        lowest_trainable_ = std::min(lowest_trainable_, param_backward_block(es[t].name, config_));
-        if (es[t].name.compare(0, 10, "to_logits.") == 0) head_trainable_ = true;
-        if (es[t].name.compare(0, 8, "encoder.") == 0) encoder_trainable_ = true;
-    }
+    const BackwardSkips b = param_backward_skips(layout_, config_, per_entry);
+    lowest_trainable_ = b.lowest_trainable;
+    head_trainable_ = b.head_trainable;
+    encoder_trainable_ = b.encoder_trainable;
 }
 
 void BackendRetroModel::plan(const BackendBatchShape& shape) {

@@ -94,4 +94,21 @@ std::int64_t param_backward_block(const std::string& name, const RetroConfig& c)
     return 0;   // token_emb, pos_emb, to_decoder_model_dim
 }
 
+BackwardSkips param_backward_skips(const ParamLayout& layout, const RetroConfig& config,
+                                   const std::vector<std::uint8_t>& per_entry) {
+    const auto& es = layout.entries();
+    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
+                " tensors");
+    BackwardSkips b;
+    b.lowest_trainable = std::numeric_limits<std::int64_t>::max();
+    b.head_trainable = b.encoder_trainable = false;
+    for (std::size_t t = 0; t < es.size(); t++) {
+        if (!per_entry[t]) continue;
+        b.lowest_trainable = std::min(b.lowest_trainable, param_backward_block(es[t].name, config));
+        if (es[t].name.compare(0, 10, "to_logits.") == 0) b.head_trainable = true;
+        if (es[t].name.compare(0, 8, "encoder.") == 0) b.encoder_trainable = true;
+    }
+    return b;
+}
+
 }  // namespace retro

@@ -31,6 +31,16 @@ std::string param_groups_string(const std::vector<ParamGroup>& groups);   // can
 // feed-forward; 3*dec_depth+1 = decoder.norm_out and the head.
 std::int64_t param_backward_block(const std::string& tensor_name, const RetroConfig& config);
 
+// What backward may skip when only some tensors train (RetroModel::set_trainable, BackendRetroModel::set_trainable):
+// the lowest trainable block (param_backward_block), whether the output head's weight and the encoder train.
+struct BackwardSkips {
+    std::int64_t lowest_trainable = 0;
+    bool head_trainable = true, encoder_trainable = true;
+};
+// `per_entry`: one flag per layout entry (InternalError when the count differs).
+BackwardSkips param_backward_skips(const ParamLayout& layout, const RetroConfig& config,
+                                   const std::vector<std::uint8_t>& per_entry);
+
 // Per layout entry: 1 when its group is in `groups`.
 std::vector<std::uint8_t> param_trainable(const ParamLayout& layout, const std::vector<ParamGroup>& groups);
 

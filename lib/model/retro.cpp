@@ -25,20 +25,12 @@ RetroModel<T>::RetroModel(const RetroConfig& config) : config_(config), layout_(
     dec_.resize(p_.decoder.size());
 }
 
-
 template <typename T>
 void RetroModel<T>::set_trainable(const std::vector<std::uint8_t>& per_entry) {
-    const auto& es = layout_.entries();
-    RETRO_CHECK(per_entry.size() == es.size(), "set_trainable: ", per_entry.size(), " flags for ", es.size(),
-                " tensors");
-    lowest_trainable_ = std::numeric_limits<std::int64_t>::max();
-    head_trainable_ = encoder_trainable_ = false;
-    for (std::size_t t = 0; t < es.size(); t++) {
-        if (!per_entry[t]) continue;
-        lowest_trainable_ = std::min(lowest_trainable_, param_backward_block(es[t].name, config_));
-        if (es[t].name.compare(0, 10, "to_logits.") == 0) head_trainable_ = true;
-        if (es[t].name.compare(0, 8, "encoder.") == 0) encoder_trainable_ = true;
-    }
+    const BackwardSkips b = param_backward_skips(layout_, config_, per_entry);
+    lowest_trainable_ = b.lowest_trainable;
+    head_trainable_ = b.head_trainable;
+    encoder_trainable_ = b.encoder_trainable;
 }
 
 template <typename T>

@@ -33,6 +33,8 @@ RotaryTable<T> cca_key_rotary(const CcaShape& s) {
     return rotary_table<T>(cca_key_positions(s.neighbours, s.retrieved), s.rot_dim);
 }
 
+}  // namespace
+
 AttentionLayerShape cca_attention_shape(const CcaShape& s) {
     AttentionLayerShape a;
     a.B = s.B * s.chunks;
@@ -47,7 +49,6 @@ AttentionLayerShape cca_attention_shape(const CcaShape& s) {
     a.self = false;
     return a;
 }
-}  // namespace
 
 template <typename T>
 void cca_forward(T* y, CcaCache<T>& c, const T* x, const T* E, const std::uint8_t* key_mask,

@@ -32,6 +32,9 @@ struct CcaShape {
     bool aligned_queries = false;   // query i of a group at rotary position cs-1+i instead of RP's quirk
 };
 
+// The attention layer CCA runs: B*chunks groups of cs queries against k*r keys (+ the null key), no causal mask.
+AttentionLayerShape cca_attention_shape(const CcaShape& s);
+
 // The query / key position tables for CCA rotary: RP's (the quirk above), or with `aligned` the intended cs-1+i.
 std::vector<std::int64_t> cca_query_positions(std::int64_t chunk, bool aligned = false);
 std::vector<std::int64_t> cca_key_positions(std::int64_t neighbours, std::int64_t retrieved);
