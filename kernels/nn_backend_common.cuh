@@ -129,6 +129,7 @@ private:
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
     Scratch colpart_;    // column sums (db, dgamma): per-chunk partials [chunks, C]
+    Scratch csr_;        // embedding_backward: the rows grouped by id
     Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
     const void* to_bf16(int slot, const float* x, std::int64_t n);

@@ -4,17 +4,19 @@
 //              cuBLAS's column-major view, Y^T = op_T(W) X^T: sgemm(T, N, O, N, I, W, I, X, I, Y, O); the bias is
 //              written first and the GEMM adds (beta 1), as nn/linear.cpp does. dx^T = W^T dy^T: sgemm(N, N, I, N,
 //              O, W, I, dy, O, dx, I); dW^T += X^T dy: sgemm(N, T, I, O, N, X, I, dy, O, dW, I) with beta 1;
-//              db: one thread per column adding dy's rows in n order.
-//   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma one
-//              thread per column adding the rows' terms in n order.
+//              db: column sums in two deterministic passes (row chunks in order, then the chunks in order).
+//   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma as db's
+//              two-pass column sums, before dx (which may alias dy).
 //   gelu, rotary, scale, embedding, positions: one thread per element (rotary: per rotated pair, so y == x is
-//              safe); embedding_backward one thread per channel adding rows n = 0..N-1 in order (repeated ids never
-//              race), position_add_backward one thread per (t, c) adding b in order.
+//              safe); embedding_backward groups the rows by id on the host and runs one thread per (id, channel)
+//              adding that id's rows in n order (the CPU's order; repeated ids never race),
+//              position_add_backward one thread per (t, c) adding b in order.
 #include <climits>
 
 #include <cuda_bf16.h>
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -187,10 +189,18 @@ __global__ void embedding_forward_k(float* __restrict__ out, const std::int32_t*
         out[e] = table[static_cast<ll>(ids[e / C]) * C + e % C];
 }
 
+// The rows of each distinct id (ids[u] = the id, rows[start[u] .. start[u+1]) its rows in ascending order): one
+// thread per (id, channel) adds its rows in n order, the CPU's order for every element.
 __global__ void embedding_backward_k(float* __restrict__ dtable, const float* __restrict__ dout,
-                                     const std::int32_t* __restrict__ ids, ll N, ll C) {
-    for (ll c = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; c < C; c += static_cast<ll>(gridDim.x) * blockDim.x)
-        for (ll n = 0; n < N; n++) dtable[static_cast<ll>(ids[n]) * C + c] += dout[n * C + c];
+                                     const long long* __restrict__ uid, const long long* __restrict__ start,
+                                     const long long* __restrict__ rows, ll U, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < U * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll u = e / C, c = e % C;
+        float* d = dtable + uid[u] * C + c;
+        float acc = *d;
+        for (ll k = start[u]; k < start[u + 1]; k++) acc += dout[rows[k] * C + c];
+        *d = acc;
+    }
 }
 
 __global__ void position_add_forward_k(float* __restrict__ out, const float* __restrict__ pos, ll B, ll Tn, ll C) {
@@ -225,7 +235,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &bf_[0], &bf_[1], &bf_[2]})
+    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &csr_, &bf_[0], &bf_[1], &bf_[2]})
         RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
 }
@@ -409,7 +419,27 @@ void CudaNnBackend::embedding_forward(float* out, const std::int32_t* ids, const
 void CudaNnBackend::embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
                                        std::int64_t C) {
     if (N * C == 0) return;
-    embedding_backward_k<<<grid_for(C), kThreads, 0, stream_>>>(dtable, dout, ids, N, C);
+    // group the rows by id on the host (ids are N int32: a small download), then one thread per (id, channel)
+    std::vector<std::int32_t> host(static_cast<std::size_t>(N));
+    download(host.data(), ids, host.size() * sizeof(std::int32_t));
+    std::vector<long long> order(host.size());
+    for (std::size_t i = 0; i < order.size(); i++) order[i] = static_cast<long long>(i);
+    std::stable_sort(order.begin(), order.end(), [&](long long a, long long b) { return host[a] < host[b]; });
+    std::vector<long long> csr;   // [uid (U), start (U + 1), rows (N)] in one upload
+    std::vector<long long> uid, start;
+    for (std::size_t i = 0; i < order.size(); i++)
+        if (i == 0 || host[order[i]] != host[order[i - 1]]) {
+            uid.push_back(host[order[i]]);
+            start.push_back(static_cast<long long>(i));
+        }
+    start.push_back(static_cast<long long>(order.size()));
+    const ll U = static_cast<ll>(uid.size());
+    csr.insert(csr.end(), uid.begin(), uid.end());
+    csr.insert(csr.end(), start.begin(), start.end());
+    csr.insert(csr.end(), order.begin(), order.end());
+    auto* d = static_cast<long long*>(scratch(csr_, csr.size() * sizeof(long long)));
+    upload(d, csr.data(), csr.size() * sizeof(long long));
+    embedding_backward_k<<<grid_for(U * C), kThreads, 0, stream_>>>(dtable, dout, d, d + U, d + 2 * U + 1, U, C);
     RETRO_CUDA_LAUNCH_CHECK("embedding_backward", stream_);
 }
 void CudaNnBackend::position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
