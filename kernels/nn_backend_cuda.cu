@@ -105,7 +105,7 @@ __global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ 
     }
 }
 
-__global__ void rmsnorm_backward_rows(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
+__global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x,   // dx may alias dy or x
                                       const float* __restrict__ gamma, const float* __restrict__ norm, ll N, ll C,
                                       float eps) {
     __shared__ float sh[kThreads];

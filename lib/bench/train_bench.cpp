@@ -199,10 +199,12 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
             ref_gflops = cuda_sgemm_gflops(4096, 4096, 4096, stream->get());
             peak = cuda_dense_bf16_peak_flops(device);
         }
-    } else {
+    } else if (o.device == "host-backend") {
         be = std::make_unique<nn::HostNnBackend>();
         device = cpu_model() + " (host backend)";
         ref_gflops = sgemm_gflops();
+    } else {
+        user_error_in("--device", "\"" + o.device + "\" is not a device", "use cpu or cuda");
     }
     log_info("device " + device + ": sgemm " + fmt(ref_gflops) + " GFLOP/s; timing RetroKit");
     std::vector<nlohmann::json> rows{time_backend(c, batch, o, *be)};

@@ -42,6 +42,21 @@ std::size_t BackendDecoder::cache_bytes(const RetroConfig& c, int64_t S, bool re
     return floats * sizeof(float);
 }
 
+std::size_t BackendDecoder::step_bytes_bound(const RetroConfig& c, int64_t S, bool retrieval) {
+    const int64_t L = c.max_seq_len, R = S * L, Cd = c.dec_dim, Ce = c.enc_dim, HD = c.inner_dim(), Rd = c.rot_dim();
+    // rows: embeddings, stream, norms, projections, attention output, feed-forward, rotary rows; one sequence's
+    // attention probabilities; the logits of one row per sequence
+    std::size_t floats = static_cast<std::size_t>(R * (Ce + 6 * Cd + 4 * HD + 8 * Cd + 2 * Rd + 4) + c.heads * L * L +
+                                                  S * c.num_tokens);
+    if (retrieval && c.first_cca_layer() > 0) {
+        const int64_t M = S * (L / c.chunk_size) * c.num_neighbours, Re = M * c.retrieved_len();
+        backend::Carver count;
+        backend::carve_encoder(count, c, M, c.retrieved_len());
+        floats += count.used / sizeof(float) + static_cast<std::size_t>(Re * (Cd + 2 * HD + 1) + M * c.chunk_size * Cd);
+    }
+    return floats * sizeof(float);
+}
+
 BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, nn::NnBackend& be, int64_t sequences,
                                bool retrieval)
     : c_(config), be_(be) {
@@ -76,9 +91,10 @@ BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, n
 template <typename T>
 T* BackendDecoder::grow(Grow& g, int64_t count) {
     const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
-    if (bytes > g.bytes) {
-        g.buf = nn::BackendBuffer(be_, bytes);
-        g.bytes = bytes;
+    if (bytes > g.bytes) {   // with headroom (a step's rows grow by one); earlier kernels may still read the old one
+        be_.synchronize();
+        g.bytes = std::max(bytes, 2 * g.bytes);
+        g.buf = nn::BackendBuffer(be_, g.bytes);
     }
     return static_cast<T*>(g.buf.get());
 }
@@ -178,7 +194,7 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
                 encode_finished_chunks(row_begin);
             }
             be_.rmsnorm_forward(xn, norm, x1, L.g_cca, R, Cd);
-            cca_rows(y, xn, R, L, li);
+            cca_rows(y, xn, R, L, li, q, o);
             be_.residual_sum(x2, x1, y, R * Cd);
             xin = x2;
         }
@@ -215,7 +231,7 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
 // nn/chunked_cross_attention.h's cca_rows_forward: rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1 of their
 // sequence's CCA cache (queries rotated at the CCA query positions), the others get 0.
 void BackendDecoder::cca_rows(float* y, const float* xn, int64_t R, const DecoderLayerParams<float>& L,
-                              std::size_t layer) {
+                              std::size_t layer, float* q, float* o) {
     const int64_t cs = c_.chunk_size, Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head,
                   KR = k_ * r_, Rd = c_.rot_dim();
     const auto qtable = nn::cca_query_positions(cs, c_.cca_query_positions == "aligned");
@@ -253,8 +269,6 @@ void BackendDecoder::cca_rows(float* y, const float* xn, int64_t R, const Decode
     const nn::RotaryView qview{qrot, qrot + Rs * Rd, Rs, Rd};
     float* xs = grow<float>(g_xs_, Rs * Cd);
     be_.gather_rows(xs, xn, d_sel, Rs, Cd);
-    float* q = grow<float>(g_q_, 3 * std::max(R, Rs) * HD);
-    float* o = grow<float>(g_o_, std::max(R, Rs) * HD);
     be_.linear_forward(q, xs, L.cca.to_q, nullptr, Rs, Cd, HD);
     be_.scale(q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
     be_.rotary_forward(q, q, qview, 1, Rs, H, Dh);

@@ -29,6 +29,9 @@ public:
 
     // The bytes of backend memory the caches of `sequences` take (besides the weights and a step's buffers).
     static std::size_t cache_bytes(const RetroConfig& config, std::int64_t sequences, bool retrieval);
+    // An upper bound on a step's buffers: every sequence fed max_seq_len tokens at once (the prompt step), and the
+    // encoder over all their chunks.
+    static std::size_t step_bytes_bound(const RetroConfig& config, std::int64_t sequences, bool retrieval);
 
     // CachedDecoder's interface (generate/cached_decoder.h), word for word.
     std::int64_t sequences() const { return static_cast<std::int64_t>(seqs_.size()); }
@@ -57,7 +60,9 @@ private:
     template <typename T>
     T* grow(Grow& g, std::int64_t count);
     void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
-    void cca_rows(float* y, const float* xn, std::int64_t R, const DecoderLayerParams<float>& L, std::size_t layer);
+    // q, o: step()'s [R, HD] buffers (Rs <= R rows are used), passed in so that nothing here re-grows them
+    void cca_rows(float* y, const float* xn, std::int64_t R, const DecoderLayerParams<float>& L, std::size_t layer,
+                  float* q, float* o);
 
     RetroConfig c_;
     nn::NnBackend& be_;

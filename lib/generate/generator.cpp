@@ -91,14 +91,15 @@ double decode_memory_bytes(const RetroConfig& c, std::int64_t batch) {
 void Generator::setup_device() {
     const RetroConfig& c = model_->config();
     const std::size_t need = model_->params().size() * sizeof(float) +
-                             BackendDecoder::cache_bytes(c, o_.batch_size, !o_.no_retrieval);
+                             BackendDecoder::cache_bytes(c, o_.batch_size, !o_.no_retrieval) +
+                             BackendDecoder::step_bytes_bound(c, o_.batch_size, !o_.no_retrieval);
     if (o_.device == "cuda") {
         cuda_require("--device", "retro-generate");
         if constexpr (kCudaBuilt) {
             if (need > cuda_free_bytes())
                 user_error_in("--batch-size", cat("decoding ", o_.batch_size, " sequences of up to ", c.max_seq_len,
                                                   " tokens needs ", memory_format_bytes(double(need)),
-                                                  " on the GPU (weights and caches), the GPU has ",
+                                                  " on the GPU (weights, caches, a prompt step's buffers), the GPU has ",
                                                   memory_format_bytes(double(cuda_free_bytes())), " free"),
                               "a smaller --batch-size");
             stream_ = std::make_unique<CudaStreamOwner>();
@@ -122,7 +123,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
     const RetroConfig config = RetroConfig::load(config_path.string());
-    memory_require("--batch-size", decode_memory_bytes(config, o.batch_size),
+    memory_require("--batch-size", o.device == "cpu" ? decode_memory_bytes(config, o.batch_size)
+                                                     : double(ParamLayout(config).total()) * 4,   // caches on the GPU
                    "decoding " + std::to_string(o.batch_size) + " sequences of up to " + std::to_string(config.max_seq_len) +
                        " tokens together",
                    "a smaller --batch-size");

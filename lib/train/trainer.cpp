@@ -599,6 +599,7 @@ void Trainer::run() {
         step++;
         done_now++;
         if (step == o_.kill_step && dist_->rank() == o_.kill_rank) std::raise(SIGKILL);   // testing: a rank dies
+        if (dmodel_) backend_->synchronize();   // the step's queued clipping and AdamW belong to this step's time
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
                            ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);

@@ -19,8 +19,12 @@ import sys
 import statistics
 import time
 
-import torch
-from safetensors.torch import load_file
+try:
+    import torch
+    from safetensors.torch import load_file
+except Exception as e:   # printed as a skip so that retro-bench keeps its own rows
+    print(json.dumps({"skipped": f"cannot import torch + safetensors: {type(e).__name__}: {e}"}))
+    sys.exit(3)
 
 
 def rp_model(config_path, weights_path):
@@ -72,7 +76,14 @@ def main():
 
     torch.set_num_threads(max(a.threads, 1))
     torch.manual_seed(a.seed)
-    model, cfg, k = rp_model(a.config, a.weights)
+    try:
+        model, cfg, k = rp_model(a.config, a.weights)
+    except ImportError as e:
+        print(json.dumps({"skipped": f"cannot import retro_pytorch: {type(e).__name__}: {e}"}))
+        return 3
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"skipped": "torch sees no CUDA device"}))
+        return 3
     model = model.to(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     cs, V = cfg["chunk_size"], cfg["num_tokens"]
@@ -105,4 +116,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

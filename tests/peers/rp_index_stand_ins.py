@@ -9,7 +9,7 @@ import types
 
 def install_index_stand_ins():
     for name in ("faiss", "autofaiss"):
-        if importlib.util.find_spec(name) is not None:
+        if name in sys.modules or importlib.util.find_spec(name) is not None:
             continue
         stand_in = types.ModuleType(name)
 
