@@ -89,7 +89,7 @@ TEST_CASE("train device: retro-fitting on the backend path trains only the liste
     }
 }
 
-TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - and is refused on the CPU path") {
+TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - bf16 and --reduce nccl are refused on the CPU path") {
     test::TempDir dir("train-device-bf16");
     const std::string data = tiny_data(dir) + " --device host-backend";
     auto a = test::run_tool("retro-train", data + " --out " + (dir / "fp32").string());
@@ -110,6 +110,11 @@ TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - a
     CHECK(refused.exit_code == 2);
     CHECK(one_line(refused));
     CHECK(refused.err.find("--dtype") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "cpu"));
+    auto nccl_cpu = test::run_tool("retro-train", tiny_data(dir) + " --reduce nccl --out " + (dir / "cpu").string());
+    CHECK(nccl_cpu.exit_code == 2);
+    CHECK(one_line(nccl_cpu));
+    CHECK(nccl_cpu.err.find("--reduce") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "cpu"));
 }
 
@@ -146,7 +151,7 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     }
 }
 
-TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, resumes bit-exactly, bf16 within 2%") {
+TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, resumes bit-exactly, NCCL on one rank, bf16 within 2%") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     test::TempDir dir("train-device-gpu");
     const std::string data = tiny_data(dir, 20);
@@ -168,6 +173,15 @@ TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, res
     INFO(k2.err);
     REQUIRE(k2.exit_code == 0);
     CHECK(test::bytes(dir / "killed" / "model.safetensors") == test::bytes(dir / "gpu" / "model.safetensors"));
+    // the NCCL path (issue 20) on one rank: the all-reduce of one GPU is the identity, so the same bytes
+    auto n = test::run_tool("retro-train", data + " --device cuda --reduce nccl --out " + (dir / "nccl").string());
+    if (n.exit_code == 2 && n.err.find("libnccl") != std::string::npos) {
+        MESSAGE("NCCL path not run: " << n.err);
+    } else {
+        INFO(n.err);
+        REQUIRE(n.exit_code == 0);
+        CHECK(test::bytes(dir / "nccl" / "model.safetensors") == test::bytes(dir / "gpu" / "model.safetensors"));
+    }
     // bf16 GEMM inputs: the host backend's emulation is the reference, within bf16 noise of the fp32 curve
     auto c = test::run_tool("retro-train", data + " --device cuda --dtype bf16 --out " + (dir / "gpu-bf16").string());
     INFO(c.err);

@@ -92,9 +92,10 @@ int main(int argc, char** argv) {
                            "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
                                "; token embedding and head are in decoder)");
             app.add_option("--reduce", o.reduce,
-                           "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast) or in micro-batch "
-                           "order (deterministic: the same bytes as one process with the same --grad-accum)")
-                ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
+                           "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast; NCCL's with --device "
+                           "cuda) or in micro-batch order (deterministic, CPU: the same bytes as one process with the same "
+                           "--grad-accum); nccl: NCCL even on one GPU")
+                ->check(CLI::IsMember({"fast", "deterministic", "nccl"}))->capture_default_str();
             app.add_option("--stop-after", o.stop_after, "Testing: stop after this many steps, as if killed")->group("");
             app.add_option("--kill-rank", o.kill_rank, "Testing: this rank kills itself after --kill-step")->group("");
             app.add_option("--kill-step", o.kill_step, "Testing: the optimizer step --kill-rank dies after")->group("");

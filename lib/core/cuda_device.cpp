@@ -4,7 +4,10 @@
 
 #include "core/error.h"
 
+#include <cstdlib>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace retro {
 
@@ -16,6 +19,22 @@ std::string cuda_device_name() { return ""; }
 void cuda_require(const std::string& flag, const std::string& program, const std::string& fix) {
     if (!kCudaBuilt) user_error_in(flag, program + " was built without CUDA", fix);
     if (cuda_device_count() == 0) user_error_in(flag, "no CUDA device found", fix);
+}
+
+void cuda_select_local_device(int local_rank, int local_size) {
+    if (local_size <= 1) return;
+    std::vector<std::string> devices;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+        std::stringstream list(v);
+        for (std::string d; std::getline(list, d, ',');) devices.push_back(d);
+    } else {
+        for (int i = 0; i < local_size; i++) devices.push_back(std::to_string(i));
+    }
+    if (local_rank >= static_cast<int>(devices.size()))
+        user_error_in("CUDA_VISIBLE_DEVICES", cat("lists ", devices.size(), " GPU(s) for ", local_size,
+                                                  " ranks on this machine"),
+                      "one GPU per rank: launch as many ranks per machine as it has GPUs");
+    ::setenv("CUDA_VISIBLE_DEVICES", devices[static_cast<std::size_t>(local_rank)].c_str(), 1);
 }
 
 double cuda_dense_bf16_peak_flops(const std::string& name) {

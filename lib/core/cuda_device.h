@@ -12,7 +12,7 @@
 // CudaStreamOwner (a non-blocking stream) per searcher, embedder or run and passes it (docs/gpu.md).
 // provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, CudaStream, cuda_stream_create,
 //           cuda_stream_destroy, cuda_stream_synchronize, CudaStreamOwner, cuda_alloc, cuda_free,
-//           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_sgemm_gflops, bf16, to_bf16, from_bf16
+//           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_select_local_device, cuda_sgemm_gflops, bf16, to_bf16, from_bf16
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +74,12 @@ void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes, CudaStre
 void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes, CudaStream stream);
 std::size_t cuda_used_bytes();   // total - free, from cudaMemGetInfo
 std::size_t cuda_free_bytes();   // free, from cudaMemGetInfo
+// Before any CUDA call of a rank that shares its machine with other ranks (data-parallel GPU training): sets
+// CUDA_VISIBLE_DEVICES to this rank's GPU, the local_rank-th of the devices it lists (of 0, 1, ... when unset), so
+// that "device 0" of every entry point is the rank's own GPU. Does nothing when local_size <= 1. UserError when the
+// list names fewer devices than there are local ranks.
+void cuda_select_local_device(int local_rank, int local_size);
+
 // The dense bf16 peak FLOP/s of a device by its name, for MFU (issue 21's table: A100 312, H100 and H200 989
 // TFLOP/s); 0 for a device not in the table (MFU "n/a").
 double cuda_dense_bf16_peak_flops(const std::string& device_name);

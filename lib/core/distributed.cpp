@@ -73,6 +73,11 @@ Distributed& distributed(const std::string& program) {
                           "under Slurm launch with `srun --mpi=pmix` (or pmi2), or with mpirun inside the allocation");
         d.local_size_ = env.local_size > 0 ? env.local_size : 1;
         d.source_ = env.source;
+        MPI_Comm node;   // the ranks sharing this machine's memory: this rank's index there picks its GPU
+        mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d.rank_, MPI_INFO_NULL, &node),
+                  "MPI_Comm_split_type");
+        mpi_check(MPI_Comm_rank(node, &d.local_rank_), "MPI_Comm_rank (node)");
+        MPI_Comm_free(&node);
 #endif
     }
     started = true;

@@ -34,6 +34,7 @@ public:
     bool root() const { return rank_ == 0; }
     bool active() const { return size_ > 1; }
     int local_size() const { return local_size_; }   // ranks on this machine (1 when unknown)
+    int local_rank() const { return local_rank_; }   // this rank's index among them (MPI_COMM_TYPE_SHARED), 0 alone
     const std::string& source() const { return source_; }
 
     void barrier();
@@ -48,7 +49,7 @@ public:
 
 private:
     friend Distributed& distributed(const std::string& program);
-    int rank_ = 0, size_ = 1, local_size_ = 1;
+    int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
     std::string source_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
+#include "core/nccl_comm.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
@@ -143,6 +144,8 @@ private:
     std::unique_ptr<nn::NnBackend> backend_;
     std::unique_ptr<BackendRetroModel> dmodel_;
     nn::BackendBuffer d_acc_, d_m_, d_v_, d_decay_;   // summed gradients; AdamW moments and decay flags (packed)
+    float* reduced_ = nullptr;                        // the step's summed gradients (d_acc_ or the model's)
+    std::unique_ptr<NcclComm> nccl_;                  // several ranks' GPUs (or --reduce nccl on one)
     bool mfu_ = false;          // --device cuda: metrics carry "mfu" (model FLOPs / dense bf16 peak, or "n/a")
     double peak_flops_ = 0;
 };
@@ -151,9 +154,13 @@ private:
 void Trainer::setup_device() {
     if (o_.device != "cuda" && o_.device != "host-backend")
         user_error_in("--device", "\"" + o_.device + "\" is not a device", "use cpu or cuda");
-    if (dist_->active())
-        user_error_in("--device", "data-parallel GPU training (NCCL) is not available yet",
-                      "train on one GPU, or on the CPU with mpirun");
+    if (dist_->active() && o_.reduce == "deterministic")
+        user_error_in("--reduce", "deterministic sums micro-batches in order on the CPU path; GPUs reduce with NCCL",
+                      "use --reduce fast (NCCL's all-reduce) with --device cuda, or train on the CPU");
+    if (dist_->active() && o_.device == "host-backend")
+        user_error_in("--device", "host-backend runs one process");
+    // one GPU per rank: before the first CUDA call, this rank's GPU becomes its "device 0"
+    if (dist_->active() && o_.device == "cuda") cuda_select_local_device(dist_->local_rank(), dist_->local_size());
     const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
     const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
                                          !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16");
@@ -166,6 +173,10 @@ void Trainer::setup_device() {
             device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
             stream_ = std::make_unique<CudaStreamOwner>();
             backend_ = nn::cuda_nn_backend(stream_->get());
+            if (dist_->active() || o_.reduce == "nccl") {   // gradients summed over the ranks' GPUs
+                nccl_ = nccl_comm_create(*dist_, "--reduce");
+                log_info(cat("NCCL ", nccl_->version(), ": rank ", nccl_->rank(), " of ", nccl_->size()));
+            }
             mfu_ = true;
             peak_flops_ = cuda_dense_bf16_peak_flops(cuda_device_name());
             log_info(cat("device: ", cuda_device_name(), ", ", memory_format_bytes(double(need.total())),
@@ -200,27 +211,38 @@ void Trainer::device_download_state() {
     backend_->download(opt_->moment2().data(), d_v_.get(), opt_->moment2().size() * sizeof(float));
 }
 
-// accumulate_step_gradients on the backend (one process): each micro-batch from zeroed gradients, summed in
-// order into d_acc_ (the CPU path's float additions). Returns the step's loss.
+// accumulate_step_gradients on the backend: this rank's micro-batches (a = R, R + N, ...; every rank walks the data
+// cursor over all of them), each from zeroed gradients, summed in order on the device, then over the ranks' GPUs with
+// NCCL's all-reduce. Points reduced_ at the summed buffer; returns the step's loss (folded in micro-batch order).
 double Trainer::device_step_gradients() {
-    const std::int64_t A = o_.grad_accum, P = model_->layout().total();
-    double loss = 0;
+    const int N = dist_->size(), R = dist_->rank();
+    const std::int64_t A = o_.grad_accum, m = A / N, P = model_->layout().total();
+    std::vector<double> losses(static_cast<std::size_t>(m));
     RetroBatch batch;
     for (std::int64_t a = 0; a < A; a++) {
-        data_->make_batch(next_seqs(), !o_.no_retrieval, batch);
+        const auto seqs = next_seqs();
+        if (a % N != R) continue;
+        const std::int64_t j = a / N;
+        data_->make_batch(seqs, !o_.no_retrieval, batch);
         dmodel_->zero_grad();
-        loss += dmodel_->forward(batch) / static_cast<double>(A);
+        losses[static_cast<std::size_t>(j)] = dmodel_->forward(batch) / static_cast<double>(A);
         dmodel_->backward(1.0f / static_cast<float>(A));
-        if (A == 1) continue;
-        if (a == 0) backend_->copy(d_acc_.get(), dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
+        if (m == 1) continue;
+        if (j == 0) backend_->copy(d_acc_.get(), dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
         else backend_->residual_add(d_acc_.f(), dmodel_->grads(), P);
     }
+    reduced_ = m > 1 ? d_acc_.f() : dmodel_->grads();
+    if constexpr (kCudaBuilt)
+        if (nccl_) nccl_->allreduce_sum(reduced_, P, stream_->get());
+    const std::vector<double> all = dist_->allgather(losses);
+    double loss = 0;
+    for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
     return loss;
 }
 
 // Global-norm clipping over the trainable ranges and the AdamW update, on the backend. Returns the norm.
 double Trainer::device_clip_and_step(double lr) {
-    float* grads = o_.grad_accum > 1 ? d_acc_.f() : dmodel_->grads();
+    float* grads = reduced_;
     double sq = 0;
     for (const auto& [b, e] : opt_->ranges()) sq += backend_->sum_squares(grads + b, e - b);
     const double norm = std::sqrt(sq);
@@ -478,8 +500,10 @@ void Trainer::run() {
     if (o_.grad_accum <= 0) user_error_in("--grad-accum", "must be positive");
     if (o_.lr <= 0) user_error_in("--lr", "must be positive");
     if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
-    if (o_.reduce != "fast" && o_.reduce != "deterministic")
-        user_error_in("--reduce", "'" + o_.reduce + "' is not fast or deterministic");
+    if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
+        user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
+    if (o_.reduce == "nccl" && o_.device == "cpu")
+        user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
     dist_ = &distributed("retro-train");
     const int N = dist_->size();
     if (o_.grad_accum % N != 0)

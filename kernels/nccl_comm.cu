@@ -1,0 +1,123 @@
+// CUDA build of lib/core/nccl_comm.h: libnccl.so.2 opened with dlopen (the build needs only nccl.h, found by CMake
+// in the CUDA toolkit or beside the nvidia-nccl wheel: RETRO_HAVE_NCCL_HEADER), the unique id passed from rank 0 to
+// every rank through MPI's all-gather, one ncclComm per process, in-place ncclAllReduce(sum) on the caller's stream.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/distributed.h"
+#include "core/error.h"
+#include "core/nccl_comm.h"
+#include "cuda_check.cuh"
+
+#ifdef RETRO_HAVE_NCCL_HEADER
+#include <nccl.h>
+#endif
+
+namespace retro {
+
+#ifdef RETRO_HAVE_NCCL_HEADER
+namespace {
+
+constexpr const char* kNcclFix =
+    "install NCCL for this CUDA (pip install nvidia-nccl-cu13, or libnccl2 from NVIDIA's CUDA repository) and put the "
+    "folder holding libnccl.so.2 on LD_LIBRARY_PATH";
+
+// The NCCL entry points the trainer uses, resolved from libnccl.so.2 once.
+struct NcclApi {
+    decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+    decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+    decltype(&ncclAllReduce) all_reduce = nullptr;
+    decltype(&ncclCommDestroy) comm_destroy = nullptr;
+    decltype(&ncclGetErrorString) error_string = nullptr;
+    decltype(&ncclGetVersion) get_version = nullptr;
+};
+
+const NcclApi& nccl_api(const std::string& flag) {
+    static NcclApi api;
+    static std::string failure;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char* e = dlerror();
+            failure = std::string("cannot load libnccl.so.2 (") + (e ? e : "not found") + ")";
+            return;
+        }
+        auto get = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+            if (!fn && failure.empty()) failure = std::string("libnccl.so.2 has no ") + name;
+        };
+        get(api.get_unique_id, "ncclGetUniqueId");
+        get(api.comm_init_rank, "ncclCommInitRank");
+        get(api.all_reduce, "ncclAllReduce");
+        get(api.comm_destroy, "ncclCommDestroy");
+        get(api.error_string, "ncclGetErrorString");
+        get(api.get_version, "ncclGetVersion");
+    });
+    if (!failure.empty()) user_error_in(flag, failure, kNcclFix);
+    return api;
+}
+
+void nccl_check(const NcclApi& api, ncclResult_t r, const char* call) {
+    if (r != ncclSuccess) throw InternalError(cat(call, ": ", api.error_string ? api.error_string(r) : "NCCL error"));
+}
+
+class Comm final : public NcclComm {
+public:
+    Comm(const NcclApi& api, Distributed& dist) : api_(api), rank_(dist.rank()), size_(dist.size()) {
+        ncclUniqueId id{};
+        static_assert(sizeof(ncclUniqueId) % sizeof(std::uint64_t) == 0, "unique id size");
+        if (rank_ == 0) nccl_check(api_, api_.get_unique_id(&id), "ncclGetUniqueId");
+        if (dist.active()) {   // rank 0's id to every rank: its part of an all-gather
+            std::vector<std::uint64_t> mine(sizeof(id) / sizeof(std::uint64_t));
+            std::memcpy(mine.data(), &id, sizeof(id));
+            const auto all = dist.allgather(mine);
+            std::memcpy(&id, all.data(), sizeof(id));
+        }
+        RETRO_CUDA_CHECK(cudaSetDevice(0));   // this rank's GPU (CUDA_VISIBLE_DEVICES: cuda_select_local_device)
+        nccl_check(api_, api_.comm_init_rank(&comm_, size_, id, rank_), "ncclCommInitRank");
+        int v = 0;
+        nccl_check(api_, api_.get_version(&v), "ncclGetVersion");
+        version_ = cat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+    }
+    ~Comm() override {
+        if (comm_) api_.comm_destroy(comm_);
+    }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    std::string version() const override { return version_; }
+    void allreduce_sum(float* data, std::int64_t n, CudaStream stream) override {
+        cuda_stream_require(stream, "NcclComm::allreduce_sum");
+        if (n <= 0) return;
+        nccl_check(api_, api_.all_reduce(data, data, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm_, stream),
+                   "ncclAllReduce");
+        RETRO_CUDA_SYNC_POINT("ncclAllReduce", stream);
+    }
+
+private:
+    const NcclApi& api_;
+    ncclComm_t comm_ = nullptr;
+    int rank_ = 0, size_ = 1;
+    std::string version_;
+};
+
+}  // namespace
+
+std::unique_ptr<NcclComm> nccl_comm_create(Distributed& dist, const std::string& flag) {
+    return std::make_unique<Comm>(nccl_api(flag), dist);
+}
+
+#else   // a CUDA build whose configure found no nccl.h
+
+std::unique_ptr<NcclComm> nccl_comm_create(Distributed&, const std::string& flag) {
+    user_error_in(flag, "this build of RetroKit has no NCCL (configure found no nccl.h)",
+                  "install NCCL's header (pip install nvidia-nccl-cu13, or libnccl-dev) and rebuild");
+}
+
+#endif
+
+}  // namespace retro
