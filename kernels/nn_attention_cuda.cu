@@ -8,8 +8,8 @@
 //             tree); O = P[:, off:] V (GEMM) + P[:, 0] null_v (kernel).
 //   backward: dP[:, off:] = dO V^T (GEMM), dP[:, 0] = dO null_v; dS = P (dP - sum_j P dP), 0 where masked (row
 //             kernel, in place); dQ = dS[:, off:] K (GEMM) + dS[:, 0] null_k; dK = dS[:, off:]^T Q, dV =
-//             P[:, off:]^T dO (GEMMs); dnull_k += sum_i dS_i0 q_i, dnull_v += sum_i P_i0 dO_i (one thread per
-//             (h, d): queries in order, then items in order, nn/attention.cpp's order).
+//             P[:, off:]^T dO (GEMMs); dnull_k += sum_i dS_i0 q_i, dnull_v += sum_i P_i0 dO_i (the two-pass
+//             column sums of nn_backend_common.cuh over the B*Nq rows).
 // cuBLAS's own summation order is fixed for a given shape and device, so runs repeat bit for bit.
 #include <cfloat>
 #include <climits>
@@ -138,25 +138,16 @@ __global__ void add_null_key(float* __restrict__ dq, const float* __restrict__ d
     }
 }
 
-// One thread per (h, d): the null key's and value's gradients (parameters: +=); either may be null.
-__global__ void attention_backward_null(float* __restrict__ dnull_k, float* __restrict__ dnull_v,
-                                        const float* __restrict__ ds, const float* __restrict__ probs,
-                                        const float* __restrict__ q, const float* __restrict__ dout, Dims m) {
-    for (ll hd = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; hd < m.HD; hd += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll h = hd / m.D;
-        for (ll b = 0; b < m.B; b++) {
-            float pk = 0, pv = 0;
-            for (ll i = 0; i < m.Nq; i++) {
-                const ll at = ((b * m.H + h) * m.Nq + i) * m.K;
-                const ll qi = (b * m.Nq + i) * m.HD + hd;
-                pk += ds[at] * q[qi];
-                pv += probs[at] * dout[qi];
-            }
-            if (dnull_k) dnull_k[hd] += pk;
-            if (dnull_v) dnull_v[hd] += pv;
-        }
+// The null key's / value's gradient term of row n = (b, i) and column hd = (h, d): S[(b, h, i), 0] x[(b, i), hd]
+// (S = dS with x = q for dnull_k, S = P with x = dO for dnull_v), summed over n by column_sums.
+struct NullTerm {
+    const float *S, *x;
+    ll H, Nq, K, HD, D;
+    __device__ float operator()(ll n, ll hd) const {
+        const ll b = n / Nq, i = n % Nq, h = hd / D;
+        return S[((b * H + h) * Nq + i) * K] * x[(b * Nq + i) * HD + hd];
     }
-}
+};
 
 }  // namespace
 
@@ -257,10 +248,10 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
         add_null_key<<<grid_for(m.B * m.Nq * m.HD), kThreads, 0, stream_>>>(dq, ds, null_k, m);
         RETRO_CUDA_LAUNCH_CHECK("add_null_key", stream_);
     }
-    if (s.null_kv && (dnull_k || dnull_v)) {
-        attention_backward_null<<<grid_for(m.HD), kThreads, 0, stream_>>>(dnull_k, dnull_v, ds, probs, q, dout, m);
-        RETRO_CUDA_LAUNCH_CHECK("attention_backward_null", stream_);
-    }
+    // dnull_k += sum over (b, i) of dS[., 0] q, dnull_v += sum of P[., 0] dO (parameters: +=), in two passes
+    if (s.null_kv && dnull_k) column_sums(dnull_k, NullTerm{ds, q, m.H, m.Nq, m.K, m.HD, m.D}, m.B * m.Nq, m.HD, "dnull_k");
+    if (s.null_kv && dnull_v)
+        column_sums(dnull_v, NullTerm{probs, dout, m.H, m.Nq, m.K, m.HD, m.D}, m.B * m.Nq, m.HD, "dnull_v");
 }
 
 }  // namespace retro::nn::detail

@@ -139,4 +139,42 @@ private:
                    float* C, int ldc, const char* what);
 };
 
+// ---- column sums (db, dgamma, the null key/value gradients), shared by the .cu files ----
+namespace {
+// Column sums in two deterministic passes (no atomics, and parallel over rows as well as columns): pass 1 sums
+// row chunk c (rows [c*per, (c+1)*per)) of column j into part[c, j], one thread per (c, j), rows in order; pass 2
+// adds the chunks to out[j] in chunk order, one thread per column. Term(n, j) is the summed value.
+inline long long column_chunks(long long N) { return std::clamp<long long>(N / 128, 1, 64); }
+
+template <typename Term>
+__global__ void column_partials(float* __restrict__ part, long long N, long long C, long long chunks, Term term) {
+    const long long per = (N + chunks - 1) / chunks;
+    for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < chunks * C; e += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long c = e / C, j = e % C, end = (c + 1) * per < N ? (c + 1) * per : N;
+        float acc = 0;
+        for (long long n = c * per; n < end; n++) acc += term(n, j);
+        part[e] = acc;
+    }
+}
+
+__global__ void column_partials_add(float* __restrict__ out, const float* __restrict__ part, long long C, long long chunks) {
+    for (long long j = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; j < C; j += static_cast<long long>(gridDim.x) * blockDim.x) {
+        float acc = 0;
+        for (long long c = 0; c < chunks; c++) acc += part[c * C + j];
+        out[j] += acc;
+    }
+}
+
+}  // namespace
+
+template <typename Term>
+void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what) {
+    const long long chunks = column_chunks(N);
+    auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(chunks * C) * sizeof(float)));
+    column_partials<<<grid_for(chunks * C), kThreads, 0, stream_>>>(part, N, C, chunks, term);
+    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
+    column_partials_add<<<grid_for(C), kThreads, 0, stream_>>>(out, part, C, chunks);
+    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
+}
+
 }  // namespace retro::nn::detail

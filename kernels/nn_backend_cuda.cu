@@ -42,30 +42,6 @@ __global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll
         y[e] = b[e % O];
 }
 
-// Column sums in two deterministic passes (no atomics, and parallel over rows as well as columns): pass 1 sums
-// row chunk c (rows [c*per, (c+1)*per)) of column j into part[c, j], one thread per (c, j), rows in order; pass 2
-// adds the chunks to out[j] in chunk order, one thread per column. Term(n, j) is the summed value.
-inline ll column_chunks(ll N) { return std::clamp<ll>(N / 128, 1, 64); }
-
-template <typename Term>
-__global__ void column_partials(float* __restrict__ part, ll N, ll C, ll chunks, Term term) {
-    const ll per = (N + chunks - 1) / chunks;
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < chunks * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll c = e / C, j = e % C, end = (c + 1) * per < N ? (c + 1) * per : N;
-        float acc = 0;
-        for (ll n = c * per; n < end; n++) acc += term(n, j);
-        part[e] = acc;
-    }
-}
-
-__global__ void column_partials_add(float* __restrict__ out, const float* __restrict__ part, ll C, ll chunks) {
-    for (ll j = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; j < C; j += static_cast<ll>(gridDim.x) * blockDim.x) {
-        float acc = 0;
-        for (ll c = 0; c < chunks; c++) acc += part[c * C + j];
-        out[j] += acc;
-    }
-}
-
 struct BiasTerm {   // db: dy[n, j]
     const float* dy;
     ll O;
@@ -253,15 +229,6 @@ void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
     return s.p;
 }
 
-template <typename Term>
-void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what) {
-    const ll chunks = column_chunks(N);
-    auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(chunks * C) * sizeof(float)));
-    column_partials<<<grid_for(chunks * C), kThreads, 0, stream_>>>(part, N, C, chunks, term);
-    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
-    column_partials_add<<<grid_for(C), kThreads, 0, stream_>>>(out, part, C, chunks);
-    RETRO_CUDA_LAUNCH_CHECK(what, stream_);
-}
 
 void* CudaNnBackend::alloc(std::size_t bytes) {
     void* p = nullptr;
