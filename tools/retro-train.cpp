@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
             app.add_option("--kill-rank", o.kill_rank, "Testing: this rank kills itself after --kill-step")->group("");
             app.add_option("--kill-step", o.kill_step, "Testing: the optimizer step --kill-rank dies after")->group("");
             app.add_option("--device", o.device,
-                           "cpu, or cuda: the model, gradients and AdamW on the GPU (one process; docs/gpu.md)")
+                           "cpu, or cuda: the model, gradients and AdamW on the GPU (one GPU per rank under mpirun/srun; "
+                           "docs/gpu.md); host-backend: the GPU path's code on the CPU ops (tests)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
             app.add_option("--dtype", o.dtype,
