@@ -115,6 +115,7 @@ private:
     void device_upload_state();
     void device_download_state();
     double device_step_gradients();
+    double fold_step_loss(const std::vector<double>& losses);
     double device_clip_and_step(double lr);
     void check_ranks_agree(std::int64_t step);
     void save_checkpoint(std::int64_t step);
@@ -211,6 +212,17 @@ void Trainer::device_download_state() {
     backend_->download(opt_->moment2().data(), d_v_.get(), opt_->moment2().size() * sizeof(float));
 }
 
+// The step's loss from every rank's micro-batch losses (rank R holds a = R, R + N, ... at j = a / N), added in
+// micro-batch order a, as one process adds them.
+double Trainer::fold_step_loss(const std::vector<double>& losses) {
+    const int N = dist_->size();
+    const std::int64_t A = o_.grad_accum, m = A / N;
+    const std::vector<double> all = dist_->allgather(losses);
+    double loss = 0;
+    for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
+    return loss;
+}
+
 // accumulate_step_gradients on the backend: this rank's micro-batches (a = R, R + N, ...; every rank walks the data
 // cursor over all of them), each from zeroed gradients, summed in order on the device, then over the ranks' GPUs with
 // NCCL's all-reduce. Points reduced_ at the summed buffer; returns the step's loss (folded in micro-batch order).
@@ -234,10 +246,7 @@ double Trainer::device_step_gradients() {
     reduced_ = m > 1 ? d_acc_.f() : dmodel_->grads();
     if constexpr (kCudaBuilt)
         if (nccl_) nccl_->allreduce_sum(reduced_, P, stream_->get());
-    const std::vector<double> all = dist_->allgather(losses);
-    double loss = 0;
-    for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
-    return loss;
+    return fold_step_loss(losses);
 }
 
 // Global-norm clipping over the trainable ranges and the AdamW update, on the backend. Returns the norm.
@@ -420,10 +429,7 @@ double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
             dist_->allreduce_sum(reduced->data(), P);
         }
     }
-    const std::vector<double> all = dist_->allgather(losses);
-    double loss = 0;
-    for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
-    return loss;
+    return fold_step_loss(losses);
 }
 
 // Every rank must hold the same weights (the same reduced gradients and the same AdamW step); checked at each
