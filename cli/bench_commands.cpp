@@ -148,8 +148,9 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
-    sub->add_option("--dtype", o->dtype, "With --device cuda: fp32, or bf16 (the linear layers' GEMMs on bf16 inputs)")
-        ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+    sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32 and/or bf16 (the linear layers' GEMMs on bf16 "
+                                          "inputs), comma-separated, one row each")
+        ->check(CLI::IsMember({"fp32", "bf16"}))->delimiter(',')->capture_default_str();
     auto scaling = std::make_shared<TrainScalingOptions>();
     auto worker = std::make_shared<std::string>();
     sub->add_option("--ranks", scaling->ranks, "Data-parallel scaling: rank counts, comma-separated (e.g. 1,2), each "

@@ -24,11 +24,13 @@ public:
     BertCase(int count, int len, std::uint64_t seed)
         : model_(std::string(RETRO_SOURCE_DIR) + "/tests/reference/golden/bert_tiny"), count_(count) {
         std::mt19937 rng(static_cast<unsigned>(seed));
+        // ordinary WordPiece ids of the tiny model's vocabulary (401 ids): past [CLS] 101 / [SEP] 102
+        const auto first_word = 103u, words = static_cast<unsigned>(model_.config().vocab_size) - first_word;
         offsets_.push_back(0);
         for (int s = 0; s < count; ++s) {
             const int n = 2 + static_cast<int>(rng() % static_cast<unsigned>(len - 1));
             ids_.push_back(101);   // [CLS]
-            for (int i = 1; i < n - 1; ++i) ids_.push_back(1000 + static_cast<std::int32_t>(rng() % 300));
+            for (int i = 1; i < n - 1; ++i) ids_.push_back(static_cast<std::int32_t>(first_word + rng() % words));
             ids_.push_back(102);   // [SEP]
             offsets_.push_back(static_cast<std::int64_t>(ids_.size()));
         }

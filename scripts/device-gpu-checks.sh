@@ -7,7 +7,8 @@
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
 #        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
-#        at prompts 64 and 512 beside rp_generate.py on the GPU). Needs
+#        at prompts 64 and 512 beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
+#        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -49,6 +50,12 @@ configure() {
     fi
     local cublas=(/usr/local/cuda/lib64/libcublas.so.*)
     if [[ -e ${cublas[0]} ]]; then cublas_dir=$(dirname "${cublas[0]}"); else cublas_dir=/usr/local/cuda/lib64; fi
+    # libnccl.so.2 for --reduce nccl (opened with dlopen): the machine has it only inside PyTorch's nvidia-nccl wheel
+    local nccl=(/opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2)
+    nccl_dir=
+    for f in "${nccl[@]}"; do [[ -e $f ]] && { nccl_dir=$(dirname "$f"); break; }; done
+    CURVE_DATA=${CURVE_DATA:-.devkit/curve}
+    CURVE_STEPS=${CURVE_STEPS:-100}
 }
 
 # Seconds the next command may run: STEP_TIMEOUT, or what is left of the budget when that is less (at least 1).
@@ -63,7 +70,7 @@ time_left() {
 }
 limited() { timeout --kill-after=10 "$(time_left)" "$@"; }
 # a devkit binary, with the devkit's libraries
-rk() { LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" limited "$@"; }
+rk() { LD_LIBRARY_PATH="$KIT/lib:$cublas_dir${nccl_dir:+:$nccl_dir}" limited "$@"; }
 
 # The running step's status: the first non-zero exit status of its commands.
 step_rc=0
@@ -87,12 +94,9 @@ step_env() {
 }
 
 step_tests() {
-    # the tests run tools from the build tree they were compiled in (RETRO_BIN_DIR, RETRO_SOURCE_DIR): recreate it
-    local bindir src
-    bindir=$(strings "$KIT/bin/retro_tests" | grep -m1 -E '^/[^ ]*/bin$')   # <source>/<build>/bin
-    src=$(dirname "$(dirname "$bindir")")
-    if [[ -n $src && ! -e $src/tests ]]; then mkdir -p "$src" && for f in tests docs examples scripts; do ln -sfn "$PWD/$f" "$src/$f"; done; fi
-    if [[ -n $bindir && ! -e $bindir ]]; then mkdir -p "$(dirname "$bindir")" && ln -sfn "$KIT/bin" "$bindir"; fi
+    # the CLI tests run the devkit's tools and read this checkout (tests/test_util.cpp: the paths compiled in are
+    # the dev machine's build tree)
+    export RETRO_TEST_BIN_DIR=$KIT/bin RETRO_TEST_SOURCE_DIR=$PWD
     rk "$KIT/bin/retro_tests" -tc="$CUDA_TESTS" 2>&1 | tee "$OUT/tests.log" |
         grep -E 'rms ratio|min cosine|ERROR|CHECK|values|test cases|skipped'
     track "${PIPESTATUS[0]}"
@@ -142,10 +146,10 @@ step_train() {
     # RETRO-pytorch and einops from .whl/ (docs/gpu.md); torch is the machine's own
     limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
     printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexport PYTHONPATH=/tmp/site\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
-    rk "$KIT/bin/retro-bench" train --device cuda --batch 8 --steps 5 --warmup 2 --peer --python /tmp/python-clean \
+    rk "$KIT/bin/retro-bench" train --device cuda --dtype fp32,bf16 --batch 8 --steps 5 --warmup 2 --peer --python /tmp/python-clean \
         --json "$OUT/rk_train_demo.json" 2>&1 | tee "$OUT/rk_train_demo.log"
     track "${PIPESTATUS[0]}"
-    rk "$KIT/bin/retro-bench" train --device cuda --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
+    rk "$KIT/bin/retro-bench" train --device cuda --dtype fp32,bf16 --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
         --steps 3 --warmup 1 --peer --python /tmp/python-clean --json "$OUT/rk_train_big.json" 2>&1 | tee "$OUT/rk_train_big.log"
     track "${PIPESTATUS[0]}"
 }
@@ -156,6 +160,24 @@ step_generate() {
     rk "$KIT/bin/retro-bench" generate --device cuda --prompt 64,512 --output 128 --peer tests/peers/rp_generate.py \
         --python /tmp/python-clean --json "$OUT/rk_generate.json" 2>&1 | tee "$OUT/rk_generate.log"
     track "${PIPESTATUS[0]}"
+}
+
+step_curve() {
+    # retro-train --device cuda on the demo's 8-token-chunk data (CURVE_DATA: tok/, db8/, knn8/ made here with
+    # examples/demo.sh's commands and carried), fp32 and bf16, CURVE_STEPS steps each; the CPU curve is made here
+    if [[ ! -d $CURVE_DATA/db8 ]]; then
+        echo "no $CURVE_DATA/db8: make the demo's db8 and knn8 here and carry them"
+        track 2
+        return
+    fi
+    local dtype
+    for dtype in fp32 bf16; do
+        rk "$KIT/bin/retro-train" --db "$CURVE_DATA/db8" --knn "$CURVE_DATA/knn8" --config examples/configs/demo-retrieval.json \
+            --warmup 20 --lr 2e-3 --steps "$CURVE_STEPS" --val-every "$CURVE_STEPS" --device cuda --dtype "$dtype" \
+            --out "/tmp/curve-$dtype" --force 2>&1 | tail -3
+        track "${PIPESTATUS[0]}"
+        cp "/tmp/curve-$dtype/metrics.jsonl" "$OUT/curve_$dtype.jsonl" 2>/dev/null
+    done
 }
 
 step_knn() {
@@ -181,7 +203,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve)" >&2
             exit 2
         fi
     done

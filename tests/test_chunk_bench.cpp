@@ -15,7 +15,7 @@ TEST_CASE("retro-chunk bench reports rates - peak RSS and the Encode loop") {
     if (const char* tok = std::getenv("RETRO_CHUNK_BENCH_TOKENIZER")) o.tokenizer = tok;
     if (const char* work = std::getenv("RETRO_CHUNK_BENCH_WORK")) o.work_dir = work;
     if (const char* json = std::getenv("RETRO_CHUNK_BENCH_JSON")) o.json = json;
-    o.chunk_bin = std::string(RETRO_BIN_DIR) + "/retro-chunk";
+    o.chunk_bin = tool_path("retro-chunk");
     o.threads = {1, 2};
     auto r = retro::bench::run_chunk_bench(o, "retro_tests (retro-chunk bench)");
     CHECK(r["encode_loop"]["mb_per_s"].get<double>() > 0);

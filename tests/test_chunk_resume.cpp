@@ -18,7 +18,7 @@ namespace {
 
 // Starts bin/retro-chunk with `args` (no shell), output to /dev/null; returns its pid.
 pid_t spawn_chunk(const std::vector<std::string>& args) {
-    std::string bin = std::string(RETRO_BIN_DIR) + "/retro-chunk";
+    std::string bin = tool_path("retro-chunk");
     pid_t pid = fork();
     if (pid == 0) {
         std::vector<char*> argv{const_cast<char*>(bin.c_str())};

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bench/train_bench.h"
+#include "core/error.h"
 #include "model/params.h"
 #include "test_util.h"
 
@@ -107,4 +108,36 @@ TEST_CASE("train bench: a tiny run reports every field and a missing peer is ski
     const auto saved = nlohmann::json::parse(read_text(dir / "train.json"));
     CHECK(saved["stamp"]["tool"] == "retro-bench train");
     CHECK(saved["rows"].size() == 1);
+}
+
+TEST_CASE("train bench: --device host-backend --dtype fp32,bf16 gives one row per dtype and each one's ratio to a peer") {
+    TempDir dir("train-bench-dtypes");
+    // a stand-in peer (the output contract of tests/peers/rp_train.py) run by /bin/sh: 1,000 tokens/s
+    write_text(dir / "peer.sh", "echo '{\"impl\": \"stand-in\", \"step_seconds\": 0.032, \"tokens_per_s\": 1000, "
+                                "\"loss_first\": 4.0, \"loss_last\": 4.0}'\n");
+    bench::TrainBenchOptions o;
+    o.config = (source_dir() / "examples/configs/tiny.json").string();
+    o.device = "host-backend";
+    o.dtypes = {"fp32", "bf16"};
+    o.batch = 2;
+    o.steps = 1;
+    o.warmup = 0;
+    o.peer = true;
+    o.peer_script = (dir / "peer.sh").string();
+    o.python = "/bin/sh";
+    const auto r = bench::run_train_bench(o, "retro_tests (train bench dtypes)");
+    REQUIRE(r["rows"].size() == 4);   // fp32, bf16, then the stand-in for each of the peer's two modes
+    CHECK(r["rows"][0]["dtype"] == "fp32");
+    CHECK(r["rows"][1]["dtype"] == "bf16");
+    CHECK(r["rows"][2]["impl"] == "stand-in");
+    CHECK(r["dtypes"] == nlohmann::json::array({"fp32", "bf16"}));
+    REQUIRE(r["ratios"].size() == 4);   // each peer row against each RetroKit row
+    for (const auto& ratio : r["ratios"]) {
+        const auto& ours = ratio["retrokit"] == r["rows"][0]["impl"] ? r["rows"][0] : r["rows"][1];
+        CHECK(ratio["tokens_per_s"].get<double>() == doctest::Approx(ours["tokens_per_s"].get<double>() / 1000));
+    }
+    // the CPU path has no bf16
+    o.device = "cpu";
+    o.peer = false;
+    CHECK_THROWS_AS(bench::run_train_bench(o, "retro_tests"), UserError);
 }

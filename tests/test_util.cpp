@@ -1,4 +1,5 @@
 // Implementation of test_util.h.
+#include <cstdlib>
 #include "test_util.h"
 
 #include <sys/wait.h>
@@ -36,9 +37,18 @@ void write_text(const fs::path& p, const std::string& s) {
     out << s;
 }
 
-fs::path source_dir() { return RETRO_SOURCE_DIR; }
+// RETRO_TEST_SOURCE_DIR / RETRO_TEST_BIN_DIR, when set, stand in for the paths compiled in: the test binary then runs
+// away from its build tree (scripts/device-gpu-checks.sh on a GPU machine, with the tools of a staged devkit)
+namespace {
+std::string env_or(const char* name, const char* compiled_in) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : compiled_in;
+}
+}  // namespace
 
-std::string tool_path(const std::string& tool) { return std::string(RETRO_BIN_DIR) + "/" + tool; }
+fs::path source_dir() { return env_or("RETRO_TEST_SOURCE_DIR", RETRO_SOURCE_DIR); }
+
+std::string tool_path(const std::string& tool) { return env_or("RETRO_TEST_BIN_DIR", RETRO_BIN_DIR) + "/" + tool; }
 
 RunResult run_command(const std::string& command, const std::string& stdin_text) {
     TempDir tmp("run");

@@ -142,8 +142,8 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 // The GPU path (model/backend_model.h on `be`): median wall seconds of `steps` steps (zero_grad, forward, backward,
 // AdamW on the backend), each ended by a synchronize, after `warmup` untimed ones.
 nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
-                            nn::NnBackend& be) {
-    be.set_gemm_inputs(o.dtype == "bf16" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+                            nn::NnBackend& be, const std::string& dtype) {
+    be.set_gemm_inputs(dtype == "bf16" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
     BackendRetroModel model(c, be);
     const std::int64_t P = model.layout().total();
     std::vector<float> host(static_cast<std::size_t>(P));
@@ -171,7 +171,8 @@ nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const
         wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double tokens = double(batch.B * batch.n), secs = median(wall);
-    return {{"impl", "retrokit " + be.name() + (o.dtype == "bf16" ? " bf16 GEMMs" : " fp32")}, {"parameters", P},        {"steps", o.steps},
+    return {{"impl", "retrokit " + be.name() + (dtype == "bf16" ? " bf16 GEMMs" : " fp32")}, {"dtype", dtype},
+            {"parameters", P},                           {"steps", o.steps},
             {"step_seconds", secs},                      {"step_seconds_all", wall}, {"tokens_per_s", tokens / secs},
             {"loss_first", losses.front()},              {"loss_last", losses.back()},
             {"arena_bytes", model.arena_bytes()}};
@@ -185,7 +186,9 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
     const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
-    if (o.dtype != "fp32" && o.dtype != "bf16") user_error_in("--dtype", "\"" + o.dtype + "\" is not fp32 or bf16");
+    if (o.dtypes.empty()) user_error_in("--dtype", "no dtype given", "use fp32, bf16 or fp32,bf16");
+    for (const auto& d : o.dtypes)
+        if (d != "fp32" && d != "bf16") user_error_in("--dtype", "\"" + d + "\" is not fp32 or bf16");
     std::unique_ptr<CudaStreamOwner> stream;
     std::unique_ptr<nn::NnBackend> be;
     std::string device;
@@ -207,7 +210,9 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
         user_error_in("--device", "\"" + o.device + "\" is not a device", "use cpu or cuda");
     }
     log_info("device " + device + ": sgemm " + fmt(ref_gflops) + " GFLOP/s; timing RetroKit");
-    std::vector<nlohmann::json> rows{time_backend(c, batch, o, *be)};
+    std::vector<nlohmann::json> rows;   // RetroKit's rows (one per dtype), then the peer's
+    for (const auto& d : o.dtypes) rows.push_back(time_backend(c, batch, o, *be, d));
+    const std::size_t ours = rows.size();
     std::string skipped;
     std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
         std::error_code ec;
@@ -238,11 +243,12 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
         r["gflops"] = g;
         r["ratio_to_sgemm"] = g / ref_gflops;
         if (peak > 0) r["mfu"] = g * 1e9 / peak;
-        std::string note;
-        if (&r != &rows[0]) {
-            const double ratio = rows[0]["tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
-            note = "retrokit/this = " + fmt(ratio, "%.2f") + "x";
-            ratios.push_back({{"peer", r["impl"]}, {"tokens_per_s", ratio}});
+        std::string note;   // a peer's row: each RetroKit row's tokens/s over the peer's
+        for (std::size_t i = 0; &r - rows.data() >= static_cast<std::ptrdiff_t>(ours) && i < ours; i++) {
+            const double ratio = rows[i]["tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
+            note += (note.empty() ? "retrokit/this: " : ", ") + rows[i]["dtype"].get<std::string>() + " " +
+                    fmt(ratio, "%.2f") + "x";
+            ratios.push_back({{"peer", r["impl"]}, {"retrokit", rows[i]["impl"]}, {"tokens_per_s", ratio}});
         }
         table.push_back({r["impl"].get<std::string>(), fmt(secs, "%.4f"), fmt(r["tokens_per_s"].get<double>()), fmt(g),
                          fmt(g / ref_gflops, "%.2f"), peak > 0 ? fmt(100 * g * 1e9 / peak, "%.1f%%") : "n/a",
@@ -254,7 +260,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
                              {"config_path", o.config.empty() ? "built-in demo (examples/configs/demo.json)" : o.config},
                              {"shape", {{"batch", o.batch}, {"seq_len", n}, {"tokens_per_step", o.batch * n},
                                         {"retrieval", retrieval}}},
-                             {"dtype", o.dtype},
+                             {"dtypes", o.dtypes},
                              {"flops", {{"forward", flops.forward()}, {"step", flops.step()}}},
                              {"rows", rows},
                              {"ratios", ratios}};
@@ -276,7 +282,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
     if (o.device != "cpu") return run_train_bench_device(o, command_line);
-    if (o.dtype != "fp32") user_error_in("--dtype", "bf16 needs --device cuda");
+    if (o.dtypes != std::vector<std::string>{"fp32"}) user_error_in("--dtype", "bf16 needs --device cuda");
     std::int64_t n = 0;
     const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;

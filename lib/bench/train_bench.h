@@ -31,7 +31,7 @@ struct TrainBenchOptions {
     std::string python = "python3";
     std::uint64_t seed = 1;
     std::string json;                  // write the results here when not empty
-    std::string dtype = "fp32";        // with --device: fp32 or bf16 (nn/nn_backend.h GemmInputs::bf16)
+    std::vector<std::string> dtypes{"fp32"};   // with --device: fp32 and/or bf16, one row each (GemmInputs::bf16)
     std::string device = "cpu";        // cpu; cuda: the GPU path (model/backend_model.h) beside RP on the GPU
                                        // (fp32 eager and bf16 autocast); host-backend: that path on the CPU (tests)
 };

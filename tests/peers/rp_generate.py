@@ -19,17 +19,18 @@ import sys
 import statistics
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rp_index_stand_ins import import_failure_site, install_index_stand_ins   # noqa: E402 (after the path)
+
 try:
     import torch
     from safetensors.torch import load_file
 except Exception as e:   # printed as a skip so that retro-bench keeps its own rows
-    print(json.dumps({"skipped": f"cannot import torch + safetensors: {type(e).__name__}: {e}"}))
+    print(json.dumps({"skipped": f"cannot import torch + safetensors: {type(e).__name__}: {e} (at {import_failure_site(e)})"}))
     sys.exit(3)
 
 
 def rp_model(config_path, weights_path):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from rp_index_stand_ins import install_index_stand_ins
     install_index_stand_ins()
     from retro_pytorch import RETRO
 
@@ -79,7 +80,7 @@ def main():
     try:
         model, cfg, k = rp_model(a.config, a.weights)
     except ImportError as e:
-        print(json.dumps({"skipped": f"cannot import retro_pytorch: {type(e).__name__}: {e}"}))
+        print(json.dumps({"skipped": f"cannot import retro_pytorch: {type(e).__name__}: {e} (at {import_failure_site(e)})"}))
         return 3
     if a.device == "cuda" and not torch.cuda.is_available():
         print(json.dumps({"skipped": "torch sees no CUDA device"}))

@@ -39,7 +39,7 @@ def main():
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from rp_index_stand_ins import install_index_stand_ins
+    from rp_index_stand_ins import import_failure_site, install_index_stand_ins
     install_index_stand_ins()
     try:
         import torch
@@ -48,7 +48,7 @@ def main():
         from retro_pytorch import RETRO
         from retro_pytorch.optimizer import get_optimizer
     except Exception as e:   # ImportError, or a broken dependency (pyarrow >= 16 with numpy < 2)
-        print(json.dumps({"skipped": f"cannot import torch + retro_pytorch: {type(e).__name__}: {e}"}))
+        print(json.dumps({"skipped": f"cannot import torch + retro_pytorch: {type(e).__name__}: {e} (at {import_failure_site(e)})"}))
         return 3
 
     rp_version = version("retro-pytorch")
