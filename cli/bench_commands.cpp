@@ -151,6 +151,9 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32 and/or bf16 (the linear layers' GEMMs on bf16 "
                                           "inputs), comma-separated, one row each")
         ->check(CLI::IsMember({"fp32", "bf16"}))->delimiter(',')->capture_default_str();
+    sub->add_option("--profile", o->profile_steps, "With --device cuda: N more steps per dtype with every op timed "
+                                                   "between two synchronizes; prints where a step's time goes")
+        ->check(CLI::Range(0, 1000));
     auto scaling = std::make_shared<TrainScalingOptions>();
     auto worker = std::make_shared<std::string>();
     sub->add_option("--ranks", scaling->ranks, "Data-parallel scaling: rank counts, comma-separated (e.g. 1,2), each "
@@ -185,6 +188,9 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
     sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer");
     sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
+    sub->add_option("--profile", o->profile_tokens, "With --device cuda: N more tokens after the last prompt with every "
+                                                    "op timed between two synchronizes; prints where a token's time goes")
+        ->check(CLI::Range(0, 100000));
     sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
     sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
     sub->add_option("--device", o->device, "cpu, or cuda: decode on the GPU (the peer too, with --peer)")

@@ -8,7 +8,8 @@
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
 #        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
 #        at prompts 64 and 512 beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
-#        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100). Needs
+#        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
+#        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -162,6 +163,17 @@ step_generate() {
     track "${PIPESTATUS[0]}"
 }
 
+step_profile() {
+    # where a training step's and a decoded token's time goes, op by op (retro-bench --profile), no peers
+    rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16,fp32 --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" \
+        --seq-len "$TRAIN_SEQ" --steps 3 --warmup 1 --profile 2 --json "$OUT/rk_train_profile.json" 2>&1 |
+        tee "$OUT/rk_train_profile.log"
+    track "${PIPESTATUS[0]}"
+    rk "$KIT/bin/retro-bench" generate --device cuda --prompt 512 --output 128 --peer-steps 0 --profile 64 \
+        --json "$OUT/rk_generate_profile.json" 2>&1 | tee "$OUT/rk_generate_profile.log"
+    track "${PIPESTATUS[0]}"
+}
+
 step_curve() {
     # retro-train --device cuda on the demo's 8-token-chunk data (CURVE_DATA: tok/, db8/, knn8/ made here with
     # examples/demo.sh's commands and carried), fp32 and bf16, CURVE_STEPS steps each; the CPU curve is made here
@@ -203,7 +215,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile)" >&2
             exit 2
         fi
     done

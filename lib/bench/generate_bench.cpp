@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/op_profile.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/heap.h"
@@ -199,6 +200,21 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         rows.push_back(cells);
     }
     if (!dir.empty()) fs::remove_all(dir);
+    nlohmann::json profile;
+    if (o.profile_tokens > 0) {
+        if (!device.be) user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");
+        // the last prompt again, through nn::ProfilingNnBackend; the prefill's ops are their own rows (their shapes
+        // differ), and everything is per generated token
+        nn::ProfilingNnBackend prof(*device.be);
+        BackendDecoder dec(c, device.weights.f(), prof, 1, retrieval);
+        run_ours_with(dec, c, neighbours, o.prompts.back(), o.profile_tokens, retrieval, o.seed);
+        const OpProfile p = op_profile(prof.timings(), static_cast<double>(o.profile_tokens), "token");
+        std::printf("profile: prompt %lld then %lld tokens, each op between two synchronizes: %.3f ms per token inside "
+                    "the ops (the prefill's rows included)\n%s",
+                    static_cast<long long>(o.prompts.back()), static_cast<long long>(o.profile_tokens), p.ms_in_ops,
+                    p.table.c_str());
+        profile = p.json;
+    }
     std::printf("%s", format_table(rows).c_str());
     std::printf("ms/token: our decode steps from the prompt to prompt + output; RP: its first %lld steps from the prompt\n",
                 static_cast<long long>(o.peer_steps));
@@ -211,6 +227,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                             {"config", c.to_json()},
                             {"retrieval", retrieval},
                             {"results", results}};
+        if (!profile.is_null()) j["profile"] = profile;
         write_file_atomic(o.json, j.dump(2) + "\n");
     }
 }

@@ -26,6 +26,7 @@ struct GenerateBenchOptions {
     std::string python = "python3";
     std::string json;
     std::uint64_t seed = 1;
+    std::int64_t profile_tokens = 0;             // with --device: a profiled run of this many tokens (ProfilingNnBackend)
     std::string device = "cpu";                  // cpu (CachedDecoder), cuda (BackendDecoder on the GPU, the peer on
                                                  // the GPU too), host-backend (testing: BackendDecoder on the CPU)
 };

@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 
 #include "bench/bench_util.h"
+#include "bench/op_profile.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/heap.h"
@@ -26,6 +28,7 @@
 #include "model/retro.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
+#include "nn/nn_backend_profiler.h"
 #include "train/adamw.h"
 
 namespace retro::bench {
@@ -142,7 +145,8 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 // The GPU path (model/backend_model.h on `be`): median wall seconds of `steps` steps (zero_grad, forward, backward,
 // AdamW on the backend), each ended by a synchronize, after `warmup` untimed ones.
 nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
-                            nn::NnBackend& be, const std::string& dtype) {
+                            nn::NnBackend& be, const std::string& dtype,
+                            const std::function<void()>& after_warmup = {}) {
     be.set_gemm_inputs(dtype == "bf16" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
     BackendRetroModel model(c, be);
     const std::int64_t P = model.layout().total();
@@ -165,6 +169,7 @@ nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const
         be.synchronize();
     };
     for (int i = 0; i < o.warmup; i++) step();
+    if (after_warmup) after_warmup();
     for (int i = 0; i < o.steps; i++) {
         const auto t0 = std::chrono::steady_clock::now();
         step();
@@ -176,6 +181,24 @@ nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const
             {"step_seconds", secs},                      {"step_seconds_all", wall}, {"tokens_per_s", tokens / secs},
             {"loss_first", losses.front()},              {"loss_last", losses.back()},
             {"arena_bytes", model.arena_bytes()}};
+}
+
+// --profile N: N more steps through nn::ProfilingNnBackend (each op between two synchronizes), after one warm-up
+// step; prints the ops by time per step and returns them for the JSON.
+nlohmann::json profile_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
+                               nn::NnBackend& be, const std::string& dtype) {
+    nn::ProfilingNnBackend prof(be);
+    TrainBenchOptions po = o;
+    po.warmup = 1;
+    po.steps = o.profile_steps;
+    const nlohmann::json row = time_backend(c, batch, po, prof, dtype, [&] { prof.reset(); });
+    const OpProfile p = op_profile(prof.timings(), o.profile_steps, "step");
+    std::printf("profile, %s: %d steps with each op between two synchronizes: %.1f ms per step inside the ops, "
+                "%.1f ms per profiled step (plain steps: the table at the end)\n%s",
+                dtype.c_str(), o.profile_steps, p.ms_in_ops, 1e3 * row["step_seconds"].get<double>(), p.table.c_str());
+    nlohmann::json out = p.json;
+    out["steps"] = o.profile_steps;
+    return out;
 }
 
 // retro-bench train --device cuda (or host-backend): one RetroKit row on the device, then RETRO-pytorch on the same
@@ -213,6 +236,9 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     std::vector<nlohmann::json> rows;   // RetroKit's rows (one per dtype), then the peer's
     for (const auto& d : o.dtypes) rows.push_back(time_backend(c, batch, o, *be, d));
     const std::size_t ours = rows.size();
+    nlohmann::json profile = nlohmann::json::object();
+    if (o.profile_steps > 0)
+        for (const auto& d : o.dtypes) profile[d] = profile_backend(c, batch, o, *be, d);
     std::string skipped;
     std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
         std::error_code ec;
@@ -265,6 +291,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
                              {"rows", rows},
                              {"ratios", ratios}};
     if (!skipped.empty()) result["peer_skipped"] = skipped;
+    if (!profile.empty()) result["profile"] = profile;
     std::printf("retro-bench train --device %s: %s, %s, %lld parameters, batch %lld x %lld tokens, retrieval %s, "
                 "%.2f GFLOP per step\n",
                 o.device.c_str(), device.c_str(), result["config_path"].get<std::string>().c_str(),
@@ -283,6 +310,7 @@ nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& co
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
     if (o.device != "cpu") return run_train_bench_device(o, command_line);
     if (o.dtypes != std::vector<std::string>{"fp32"}) user_error_in("--dtype", "bf16 needs --device cuda");
+    if (o.profile_steps > 0) user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");
     std::int64_t n = 0;
     const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;

@@ -32,6 +32,7 @@ struct TrainBenchOptions {
     std::uint64_t seed = 1;
     std::string json;                  // write the results here when not empty
     std::vector<std::string> dtypes{"fp32"};   // with --device: fp32 and/or bf16, one row each (GemmInputs::bf16)
+    int profile_steps = 0;             // with --device: this many more steps per dtype through nn::ProfilingNnBackend
     std::string device = "cpu";        // cpu; cuda: the GPU path (model/backend_model.h) beside RP on the GPU
                                        // (fp32 eager and bf16 autocast); host-backend: that path on the CPU (tests)
 };
