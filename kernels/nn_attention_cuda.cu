@@ -2,10 +2,11 @@
 // products are cuBLAS GEMMs (pedantic fp32, strided-batched over the items b, one call per head h: a head's rows are
 // every HD-th float of q, k, v), the rest small row kernels. probs [B, H, Nq, K] (K = keys, the null column 0 first
 // when s.null_kv) holds the scores and then the probabilities; ds [B, H, Nq, K] is a grow-only scratch.
-//   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (one block per (b, h, i):
+//   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (one warp per (b, h, i), the
+//             row in registers, up to 1,024 keys; one block per row beyond:
 //             masked keys, key_mask[b, j] == 0 or causal j > i + Nk - Nq, get 0, a row with every key masked is
-//             uniform over all K columns as the CPU's -finfo.max fill makes it; max and sum in block_reduce's fixed
-//             tree); O = P[:, off:] V (GEMM) + P[:, 0] null_v (kernel).
+//             uniform over all K columns as the CPU's -finfo.max fill makes it; max and sum in a fixed order: warp
+//             shuffles, or block_reduce's tree); O = P[:, off:] V (GEMM) + P[:, 0] null_v (kernel).
 //   backward: dP[:, off:] = dO V^T (GEMM), dP[:, 0] = dO null_v; dS = P (dP - sum_j P dP), 0 where masked (row
 //             kernel, in place); dQ = dS[:, off:] K (GEMM) + dS[:, 0] null_k; dK = dS[:, off:]^T Q, dV =
 //             P[:, off:]^T dO (GEMMs); dnull_k += sum_i dS_i0 q_i, dnull_v += sum_i P_i0 dO_i (the two-pass
@@ -88,6 +89,94 @@ __global__ void softmax_rows(float* __restrict__ probs, const std::uint8_t* __re
     }
 }
 
+// The same two row kernels for rows of at most 32 * PER keys (every row of the model up to 1,024 keys): one warp per
+// row, the row held in registers (lane l has keys l, l + 32, ...), so a row is read once and written once (the
+// block-per-row kernels above read it three times) and the max and sums reduce with warp shuffles in a fixed
+// butterfly order, no __syncthreads. Hidden keys are never read (half the causal square).
+constexpr int kWarpRowsMaxKeys = 1024;
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <int PER>
+__global__ void softmax_rows_warp(float* __restrict__ probs, const std::uint8_t* __restrict__ key_mask, Dims m) {
+    const int lane = threadIdx.x & 31, warps = kThreads / 32;
+    const ll rows = m.B * m.H * m.Nq, K = m.K;
+    for (ll row = blockIdx.x * static_cast<ll>(warps) + threadIdx.x / 32; row < rows;
+         row += static_cast<ll>(gridDim.x) * warps) {
+        const ll b = row / (m.H * m.Nq), i = row % m.Nq;
+        float* P = probs + row * K;
+        float v[PER];
+        float mx = -FLT_MAX;
+        int seen = 0;
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const ll j = lane + 32 * t;
+            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            v[t] = hidden ? -FLT_MAX : P[j];
+            if (!hidden) {
+                mx = fmaxf(mx, v[t]);
+                seen++;
+            }
+        }
+        mx = warp_max(mx);
+        seen = warp_sum(seen);
+        float sum = 0;
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const ll j = lane + 32 * t;
+            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            v[t] = j >= K ? 0.0f : seen == 0 ? 1.0f : hidden ? 0.0f : expf(v[t] - mx);
+            sum += v[t];
+        }
+        const float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const ll j = lane + 32 * t;
+            if (j < K) P[j] = v[t] * inv;
+        }
+    }
+}
+
+template <int PER>
+__global__ void softmax_backward_rows_warp(float* __restrict__ ds, const float* __restrict__ probs,
+                                           const std::uint8_t* __restrict__ key_mask, Dims m) {
+    const int lane = threadIdx.x & 31, warps = kThreads / 32;
+    const ll rows = m.B * m.H * m.Nq, K = m.K;
+    for (ll row = blockIdx.x * static_cast<ll>(warps) + threadIdx.x / 32; row < rows;
+         row += static_cast<ll>(gridDim.x) * warps) {
+        const ll b = row / (m.H * m.Nq), i = row % m.Nq;
+        const float* P = probs + row * K;
+        float* S = ds + row * K;
+        float p[PER], d[PER];
+        float pdp = 0;
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const ll j = lane + 32 * t;
+            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            // a hidden key adds nothing to the sum: its probability is 0 whenever its dS is used (a row with no
+            // key seen at all, uniform in the forward, has no null column either, so every dS of it is 0)
+            p[t] = hidden ? 0.0f : P[j];
+            d[t] = hidden ? 0.0f : S[j];
+            pdp += p[t] * d[t];
+        }
+        pdp = warp_sum(pdp);
+#pragma unroll
+        for (int t = 0; t < PER; t++) {
+            const ll j = lane + 32 * t;
+            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            if (j < K) S[j] = hidden ? 0.0f : p[t] * (d[t] - pdp);
+        }
+    }
+}
+
 // out[b, i, h*D + d] += P[row, 0] * null_v[h*D + d] (one thread per element of out).
 __global__ void add_null_value(float* __restrict__ out, const float* __restrict__ probs,
                                const float* __restrict__ null_v, Dims m) {
@@ -149,6 +238,34 @@ struct NullTerm {
     }
 };
 
+// The row kernels for m's rows: a warp per row up to kWarpRowsMaxKeys keys (PER = keys per lane, a power of two),
+// else a block per row.
+template <int PER>
+void launch_softmax_warp(float* probs, const std::uint8_t* key_mask, const Dims& m, cudaStream_t st) {
+    if (m.K > 32 * PER) return launch_softmax_warp<(PER < 32 ? PER * 2 : 32)>(probs, key_mask, m, st);
+    softmax_rows_warp<PER><<<grid_for(m.B * m.H * m.Nq, kThreads / 32), kThreads, 0, st>>>(probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_rows_warp", st);
+}
+void launch_softmax(float* probs, const std::uint8_t* key_mask, const Dims& m, cudaStream_t st) {
+    if (m.K <= kWarpRowsMaxKeys) return launch_softmax_warp<1>(probs, key_mask, m, st);
+    softmax_rows<<<grid_for(m.B * m.H * m.Nq, 1), kThreads, 0, st>>>(probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_rows", st);
+}
+template <int PER>
+void launch_softmax_backward_warp(float* ds, const float* probs, const std::uint8_t* key_mask, const Dims& m,
+                                  cudaStream_t st) {
+    if (m.K > 32 * PER) return launch_softmax_backward_warp<(PER < 32 ? PER * 2 : 32)>(ds, probs, key_mask, m, st);
+    softmax_backward_rows_warp<PER><<<grid_for(m.B * m.H * m.Nq, kThreads / 32), kThreads, 0, st>>>(ds, probs,
+                                                                                                  key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows_warp", st);
+}
+void launch_softmax_backward(float* ds, const float* probs, const std::uint8_t* key_mask, const Dims& m,
+                             cudaStream_t st) {
+    if (m.K <= kWarpRowsMaxKeys) return launch_softmax_backward_warp<1>(ds, probs, key_mask, m, st);
+    softmax_backward_rows<<<grid_for(m.B * m.H * m.Nq, 1), kThreads, 0, st>>>(ds, probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows", st);
+}
+
 }  // namespace
 
 // One strided-batched fp32 GEMM per head h (batch = the items b), column-major as cuBLAS sees it:
@@ -184,8 +301,7 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
             RETRO_CUDA_LAUNCH_CHECK("null_scores", stream_);
         }
     }
-    softmax_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(probs, key_mask, m);
-    RETRO_CUDA_LAUNCH_CHECK("softmax_rows", stream_);
+    launch_softmax(probs, key_mask, m, stream_);
     if (m.D == 0) return;
     if (m.Nk > 0) {
         for (ll h = 0; h < m.H; h++)   // O_bh^T = V_bh^T P_bh[:, off:]^T
@@ -225,8 +341,7 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
         null_dp<<<grid_for(rows), kThreads, 0, stream_>>>(ds, dout, null_v, m);
         RETRO_CUDA_LAUNCH_CHECK("null_dp", stream_);
     }
-    softmax_backward_rows<<<grid_for(rows, 1), kThreads, 0, stream_>>>(ds, probs, key_mask, m);
-    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows", stream_);
+    launch_softmax_backward(ds, probs, key_mask, m, stream_);
     if (m.Nk > 0) {
         for (ll h = 0; h < m.H; h++) {
             // dQ_bh^T = K_bh^T dS_bh[:, off:]^T

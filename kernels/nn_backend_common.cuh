@@ -123,6 +123,20 @@ private:
                         long long sa, const float* B, long long ldb, long long sb, float* C, long long ldc,
                         long long sc, long long batch, const char* what);
 
+    // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,
+    // so the caller's buffer is free at once without waiting for the stream (the decoder uploads row indices and
+    // rotary tables between kernels of every token: a wait there idles the GPU while the host queues the rest). A
+    // slot is reused once its event says its last copy is done.
+    static constexpr int kStagingSlots = 64;
+    static constexpr std::size_t kStagedUploadMax = std::size_t{1} << 20;
+    struct Staging {
+        void* host = nullptr;   // cudaMallocHost, grow-only
+        std::size_t bytes = 0;
+        cudaEvent_t done = nullptr;
+    };
+    Staging staging_[kStagingSlots];
+    int next_staging_ = 0;
+
     CudaStream stream_;
     cublasHandle_t handle_ = nullptr;
     Scratch ds_;         // attention backward: ds [B, H, Nq, keys]

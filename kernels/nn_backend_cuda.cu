@@ -1,5 +1,6 @@
 // CUDA build of lib/nn/nn_backend_cuda.h: the factory, the backend's memory (cudaMalloc / cudaFree, copies and
-// memsets on its stream; upload and download wait for it), and the row-wise and element-wise ops:
+// memsets on its stream; download, and upload beyond 1 MiB, wait for it, a smaller upload goes through a pinned
+// staging ring), and the row-wise and element-wise ops:
 //   linear     cuBLAS sgemm (CUBLAS_PEDANTIC_MATH: fp32, no TF32). Row-major Y[N, O] = X[N, I] W[O, I]^T is, in
 //              cuBLAS's column-major view, Y^T = op_T(W) X^T: sgemm(T, N, O, N, I, W, I, X, I, Y, O); the bias is
 //              written first and the GEMM adds (beta 1), as nn/linear.cpp does. dx^T = W^T dy^T: sgemm(N, N, I, N,
@@ -12,6 +13,7 @@
 //              adding that id's rows in n order (the CPU's order; repeated ids never race),
 //              position_add_backward one thread per (t, c) adding b in order.
 #include <climits>
+#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cmath>
@@ -213,6 +215,10 @@ CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
     for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &csr_, &bf_[0], &bf_[1], &bf_[2]})
         RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
+    for (Staging& s : staging_) {
+        if (s.host) RETRO_CUDA_CHECK_NOTHROW(cudaFreeHost(s.host));
+        if (s.done) RETRO_CUDA_CHECK_NOTHROW(cudaEventDestroy(s.done));
+    }
     if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
 }
 
@@ -240,8 +246,27 @@ void CudaNnBackend::release(void* p) noexcept {
 }
 void CudaNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
     if (!bytes) return;
-    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host buffer is the caller's again
+    if (bytes > kStagedUploadMax) {   // weights, batches: rare, large
+        RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+        RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host buffer is the caller's again
+        return;
+    }
+    Staging& s = staging_[next_staging_];
+    next_staging_ = (next_staging_ + 1) % kStagingSlots;
+    if (s.done) RETRO_CUDA_CHECK(cudaEventSynchronize(s.done));   // the slot's previous copy has been read
+    else RETRO_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    if (bytes > s.bytes) {
+        void* old = s.host;
+        s.host = nullptr;
+        s.bytes = 0;
+        if (old) RETRO_CUDA_CHECK(cudaFreeHost(old));
+        const std::size_t want = std::max<std::size_t>(bytes, 4096);
+        RETRO_CUDA_CHECK(cudaMallocHost(&s.host, want));
+        s.bytes = want;
+    }
+    std::memcpy(s.host, src, bytes);
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+    RETRO_CUDA_CHECK(cudaEventRecord(s.done, stream_));
 }
 void CudaNnBackend::download(void* dst, const void* src, std::size_t bytes) {
     if (!bytes) return;
