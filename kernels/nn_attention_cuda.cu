@@ -2,8 +2,8 @@
 // products are cuBLAS GEMMs (pedantic fp32, strided-batched over the items b, one call per head h: a head's rows are
 // every HD-th float of q, k, v), the rest small row kernels. probs [B, H, Nq, K] (K = keys, the null column 0 first
 // when s.null_kv) holds the scores and then the probabilities; ds [B, H, Nq, K] is a grow-only scratch.
-//   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (one warp per (b, h, i), the
-//             row in registers, up to 1,024 keys; one block per row beyond:
+//   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (the row in registers of a
+//             warp up to 512 keys, of a block up to 4,096; beyond, one block per row in three passes:
 //             masked keys, key_mask[b, j] == 0 or causal j > i + Nk - Nq, get 0, a row with every key masked is
 //             uniform over all K columns as the CPU's -finfo.max fill makes it; max and sum in a fixed order: warp
 //             shuffles, or block_reduce's tree); O = P[:, off:] V (GEMM) + P[:, 0] null_v (kernel).
@@ -89,28 +89,45 @@ __global__ void softmax_rows(float* __restrict__ probs, const std::uint8_t* __re
     }
 }
 
-// The same two row kernels for rows of at most 32 * PER keys (every row of the model up to 1,024 keys): one warp per
-// row, the row held in registers (lane l has keys l, l + 32, ...), so a row is read once and written once (the
-// block-per-row kernels above read it three times) and the max and sums reduce with warp shuffles in a fixed
-// butterfly order, no __syncthreads. Hidden keys are never read (half the causal square).
-constexpr int kWarpRowsMaxKeys = 1024;
+// The same two row kernels with the row held in registers, so that it is read once and written once (the kernels
+// above read it three times) and hidden keys are never read (half the causal square): TPR threads per row (a warp,
+// 32, for rows up to 512 keys; the whole block, kThreads, up to 4,096), PER keys per thread (thread l of a row has
+// keys l, l + TPR, ...). Max and sums reduce in a fixed order: warp shuffles (butterfly), then, with TPR = kThreads,
+// the warps' results in warp order.
+constexpr ll kRegisterRowsWarpKeys = 512, kRegisterRowsMaxKeys = 4096;
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+// Every thread of a row gets the row's reduction; sh holds kThreads / 32 entries (TPR = kThreads only).
+template <int TPR, typename T, typename Op>
+__device__ __forceinline__ T row_reduce(T v, Op op, T* sh) {
+    v = warp_reduce(v, op);
+    if constexpr (TPR == 32) {
+        return v;
+    } else {
+        const int warp = threadIdx.x / 32;
+        if ((threadIdx.x & 31) == 0) sh[warp] = v;
+        __syncthreads();
+        T r = sh[0];
+        for (int w = 1; w < TPR / 32; w++) r = op(r, sh[w]);
+        __syncthreads();   // sh may be reused at once
+        return r;
+    }
 }
 
-template <int PER>
-__global__ void softmax_rows_warp(float* __restrict__ probs, const std::uint8_t* __restrict__ key_mask, Dims m) {
-    const int lane = threadIdx.x & 31, warps = kThreads / 32;
+template <int TPR, int PER>
+__global__ void softmax_rows_reg(float* __restrict__ probs, const std::uint8_t* __restrict__ key_mask, Dims m) {
+    __shared__ float shf[kThreads / 32];
+    __shared__ int shi[kThreads / 32];
+    constexpr int per_block = kThreads / TPR;
+    const int lane = threadIdx.x % TPR;
     const ll rows = m.B * m.H * m.Nq, K = m.K;
-    for (ll row = blockIdx.x * static_cast<ll>(warps) + threadIdx.x / 32; row < rows;
-         row += static_cast<ll>(gridDim.x) * warps) {
+    // every thread of a block runs the same number of iterations (row_reduce's __syncthreads when TPR = kThreads)
+    for (ll row = blockIdx.x * static_cast<ll>(per_block) + threadIdx.x / TPR; row < rows;
+         row += static_cast<ll>(gridDim.x) * per_block) {
         const ll b = row / (m.H * m.Nq), i = row % m.Nq;
         float* P = probs + row * K;
         float v[PER];
@@ -118,7 +135,7 @@ __global__ void softmax_rows_warp(float* __restrict__ probs, const std::uint8_t*
         int seen = 0;
 #pragma unroll
         for (int t = 0; t < PER; t++) {
-            const ll j = lane + 32 * t;
+            const ll j = lane + static_cast<ll>(TPR) * t;
             const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
             v[t] = hidden ? -FLT_MAX : P[j];
             if (!hidden) {
@@ -126,32 +143,34 @@ __global__ void softmax_rows_warp(float* __restrict__ probs, const std::uint8_t*
                 seen++;
             }
         }
-        mx = warp_max(mx);
-        seen = warp_sum(seen);
+        mx = row_reduce<TPR>(mx, MaxOp{}, shf);
+        seen = row_reduce<TPR>(seen, SumOp{}, shi);
         float sum = 0;
 #pragma unroll
         for (int t = 0; t < PER; t++) {
-            const ll j = lane + 32 * t;
+            const ll j = lane + static_cast<ll>(TPR) * t;
             const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
             v[t] = j >= K ? 0.0f : seen == 0 ? 1.0f : hidden ? 0.0f : expf(v[t] - mx);
             sum += v[t];
         }
-        const float inv = 1.0f / warp_sum(sum);
+        const float inv = 1.0f / row_reduce<TPR>(sum, SumOp{}, shf);
 #pragma unroll
         for (int t = 0; t < PER; t++) {
-            const ll j = lane + 32 * t;
+            const ll j = lane + static_cast<ll>(TPR) * t;
             if (j < K) P[j] = v[t] * inv;
         }
     }
 }
 
-template <int PER>
-__global__ void softmax_backward_rows_warp(float* __restrict__ ds, const float* __restrict__ probs,
-                                           const std::uint8_t* __restrict__ key_mask, Dims m) {
-    const int lane = threadIdx.x & 31, warps = kThreads / 32;
+template <int TPR, int PER>
+__global__ void softmax_backward_rows_reg(float* __restrict__ ds, const float* __restrict__ probs,
+                                          const std::uint8_t* __restrict__ key_mask, Dims m) {
+    __shared__ float shf[kThreads / 32];
+    constexpr int per_block = kThreads / TPR;
+    const int lane = threadIdx.x % TPR;
     const ll rows = m.B * m.H * m.Nq, K = m.K;
-    for (ll row = blockIdx.x * static_cast<ll>(warps) + threadIdx.x / 32; row < rows;
-         row += static_cast<ll>(gridDim.x) * warps) {
+    for (ll row = blockIdx.x * static_cast<ll>(per_block) + threadIdx.x / TPR; row < rows;
+         row += static_cast<ll>(gridDim.x) * per_block) {
         const ll b = row / (m.H * m.Nq), i = row % m.Nq;
         const float* P = probs + row * K;
         float* S = ds + row * K;
@@ -159,7 +178,7 @@ __global__ void softmax_backward_rows_warp(float* __restrict__ ds, const float* 
         float pdp = 0;
 #pragma unroll
         for (int t = 0; t < PER; t++) {
-            const ll j = lane + 32 * t;
+            const ll j = lane + static_cast<ll>(TPR) * t;
             const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
             // a hidden key adds nothing to the sum: its probability is 0 whenever its dS is used (a row with no
             // key seen at all, uniform in the forward, has no null column either, so every dS of it is 0)
@@ -167,10 +186,10 @@ __global__ void softmax_backward_rows_warp(float* __restrict__ ds, const float* 
             d[t] = hidden ? 0.0f : S[j];
             pdp += p[t] * d[t];
         }
-        pdp = warp_sum(pdp);
+        pdp = row_reduce<TPR>(pdp, SumOp{}, shf);
 #pragma unroll
         for (int t = 0; t < PER; t++) {
-            const ll j = lane + 32 * t;
+            const ll j = lane + static_cast<ll>(TPR) * t;
             const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
             if (j < K) S[j] = hidden ? 0.0f : p[t] * (d[t] - pdp);
         }
@@ -238,30 +257,37 @@ struct NullTerm {
     }
 };
 
-// The row kernels for m's rows: a warp per row up to kWarpRowsMaxKeys keys (PER = keys per lane, a power of two),
-// else a block per row.
-template <int PER>
-void launch_softmax_warp(float* probs, const std::uint8_t* key_mask, const Dims& m, cudaStream_t st) {
-    if (m.K > 32 * PER) return launch_softmax_warp<(PER < 32 ? PER * 2 : 32)>(probs, key_mask, m, st);
-    softmax_rows_warp<PER><<<grid_for(m.B * m.H * m.Nq, kThreads / 32), kThreads, 0, st>>>(probs, key_mask, m);
-    RETRO_CUDA_LAUNCH_CHECK("softmax_rows_warp", st);
+// The row kernels for m's rows: in registers up to kRegisterRowsMaxKeys keys (a warp per row up to
+// kRegisterRowsWarpKeys), PER the smallest power of two that covers the row; else a block per row, three passes.
+template <int TPR, int PER>
+void launch_softmax_reg(float* probs, const std::uint8_t* key_mask, const Dims& m, cudaStream_t st) {
+    if constexpr (PER < 16) {
+        if (m.K > static_cast<ll>(TPR) * PER) return launch_softmax_reg<TPR, PER * 2>(probs, key_mask, m, st);
+    }
+    softmax_rows_reg<TPR, PER><<<grid_for(m.B * m.H * m.Nq, kThreads / TPR), kThreads, 0, st>>>(probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_rows_reg", st);
 }
 void launch_softmax(float* probs, const std::uint8_t* key_mask, const Dims& m, cudaStream_t st) {
-    if (m.K <= kWarpRowsMaxKeys) return launch_softmax_warp<1>(probs, key_mask, m, st);
+    if (m.K <= kRegisterRowsWarpKeys) return launch_softmax_reg<32, 1>(probs, key_mask, m, st);
+    if (m.K <= kRegisterRowsMaxKeys) return launch_softmax_reg<kThreads, 1>(probs, key_mask, m, st);
     softmax_rows<<<grid_for(m.B * m.H * m.Nq, 1), kThreads, 0, st>>>(probs, key_mask, m);
     RETRO_CUDA_LAUNCH_CHECK("softmax_rows", st);
 }
-template <int PER>
-void launch_softmax_backward_warp(float* ds, const float* probs, const std::uint8_t* key_mask, const Dims& m,
-                                  cudaStream_t st) {
-    if (m.K > 32 * PER) return launch_softmax_backward_warp<(PER < 32 ? PER * 2 : 32)>(ds, probs, key_mask, m, st);
-    softmax_backward_rows_warp<PER><<<grid_for(m.B * m.H * m.Nq, kThreads / 32), kThreads, 0, st>>>(ds, probs,
-                                                                                                  key_mask, m);
-    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows_warp", st);
+template <int TPR, int PER>
+void launch_softmax_backward_reg(float* ds, const float* probs, const std::uint8_t* key_mask, const Dims& m,
+                                 cudaStream_t st) {
+    if constexpr (PER < 16) {
+        if (m.K > static_cast<ll>(TPR) * PER)
+            return launch_softmax_backward_reg<TPR, PER * 2>(ds, probs, key_mask, m, st);
+    }
+    softmax_backward_rows_reg<TPR, PER><<<grid_for(m.B * m.H * m.Nq, kThreads / TPR), kThreads, 0, st>>>(
+        ds, probs, key_mask, m);
+    RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows_reg", st);
 }
 void launch_softmax_backward(float* ds, const float* probs, const std::uint8_t* key_mask, const Dims& m,
                              cudaStream_t st) {
-    if (m.K <= kWarpRowsMaxKeys) return launch_softmax_backward_warp<1>(ds, probs, key_mask, m, st);
+    if (m.K <= kRegisterRowsWarpKeys) return launch_softmax_backward_reg<32, 1>(ds, probs, key_mask, m, st);
+    if (m.K <= kRegisterRowsMaxKeys) return launch_softmax_backward_reg<kThreads, 1>(ds, probs, key_mask, m, st);
     softmax_backward_rows<<<grid_for(m.B * m.H * m.Nq, 1), kThreads, 0, st>>>(ds, probs, key_mask, m);
     RETRO_CUDA_LAUNCH_CHECK("softmax_backward_rows", st);
 }

@@ -333,7 +333,9 @@ void register_nn(std::vector<OpInfo>& out) {
         cuda_nn);
     // seed 1: causal; 2: null k/v with a pad mask (item 0's keys all masked: only the null key is seen); 3: causal
     // and masked with Nq < Nk, no null key (item 0 fully masked: uniform rows; compared across backends only); 4: null
-    // k/v and a pad mask over 301 keys (more keys than a block's 256 threads); 5: causal, Nq 5 < Nk 290
+    // k/v and a pad mask over 301 keys (more keys than a block's 256 threads); 5: causal, Nq 5 < Nk 290; 6, 7, 8: the
+    // CUDA row kernels' other paths (kernels/nn_attention_cuda.cu): a block's registers (null k/v and a pad mask over
+    // 1,100 keys; causal, Nq 3 < Nk 600), and three passes beyond 4,096 keys
     add("nn.attention", "lib/nn/attention.h",
         {nn_tests + "nn: attention core gradient - causal / masked / fully masked / null k/v",
          "tests/test_nn_decode.cpp: nn: KV-cached attention step equals the causal attention layer - fed in pieces",
@@ -342,9 +344,12 @@ void register_nn(std::vector<OpInfo>& out) {
             if (s == 3) return attention_case({2, 4, 6, 2, 3, true, false}, true, s);
             if (s == 4) return attention_case({2, 7, 300, 2, 5, false, true}, true, s);
             if (s == 5) return attention_case({2, 5, 290, 2, 4, true, false}, false, s);
+            if (s == 6) return attention_case({2, 4, 1100, 2, 3, false, true}, true, s);
+            if (s == 7) return attention_case({1, 3, 600, 2, 4, true, false}, false, s);
+            if (s == 8) return attention_case({1, 2, 4200, 1, 3, false, true}, true, s);
             return s % 2 ? attention_case({2, 5, 5, 2, 3, true, false}, false, s) : attention_case({2, 4, 6, 2, 3, false, true}, true, s);
         },
-        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 5);
+        [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 8);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
     add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},
