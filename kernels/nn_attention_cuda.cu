@@ -96,6 +96,11 @@ __global__ void softmax_rows(float* __restrict__ probs, const std::uint8_t* __re
 // the warps' results in warp order.
 constexpr ll kRegisterRowsWarpKeys = 512, kRegisterRowsMaxKeys = 4096;
 
+// Column j of row (b, i) of the [.., K] score matrix is hidden: past the row, or a real key that is masked.
+__device__ __forceinline__ bool column_hidden(const std::uint8_t* key_mask, const Dims& m, ll b, ll i, ll j) {
+    return j >= m.K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+}
+
 template <typename T, typename Op>
 __device__ __forceinline__ T warp_reduce(T v, Op op) {
     for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -136,7 +141,7 @@ __global__ void softmax_rows_reg(float* __restrict__ probs, const std::uint8_t* 
 #pragma unroll
         for (int t = 0; t < PER; t++) {
             const ll j = lane + static_cast<ll>(TPR) * t;
-            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            const bool hidden = column_hidden(key_mask, m, b, i, j);
             v[t] = hidden ? -FLT_MAX : P[j];
             if (!hidden) {
                 mx = fmaxf(mx, v[t]);
@@ -149,7 +154,7 @@ __global__ void softmax_rows_reg(float* __restrict__ probs, const std::uint8_t* 
 #pragma unroll
         for (int t = 0; t < PER; t++) {
             const ll j = lane + static_cast<ll>(TPR) * t;
-            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            const bool hidden = column_hidden(key_mask, m, b, i, j);
             v[t] = j >= K ? 0.0f : seen == 0 ? 1.0f : hidden ? 0.0f : expf(v[t] - mx);
             sum += v[t];
         }
@@ -179,7 +184,7 @@ __global__ void softmax_backward_rows_reg(float* __restrict__ ds, const float* _
 #pragma unroll
         for (int t = 0; t < PER; t++) {
             const ll j = lane + static_cast<ll>(TPR) * t;
-            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            const bool hidden = column_hidden(key_mask, m, b, i, j);
             // a hidden key adds nothing to the sum: its probability is 0 whenever its dS is used (a row with no
             // key seen at all, uniform in the forward, has no null column either, so every dS of it is 0)
             p[t] = hidden ? 0.0f : P[j];
@@ -190,7 +195,7 @@ __global__ void softmax_backward_rows_reg(float* __restrict__ ds, const float* _
 #pragma unroll
         for (int t = 0; t < PER; t++) {
             const ll j = lane + static_cast<ll>(TPR) * t;
-            const bool hidden = j >= K || (j >= m.off && key_hidden(key_mask, m, b, i, j - m.off));
+            const bool hidden = column_hidden(key_mask, m, b, i, j);
             if (j < K) S[j] = hidden ? 0.0f : p[t] * (d[t] - pdp);
         }
     }

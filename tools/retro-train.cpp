@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
             app.add_option("--val-batches", o.val_batches, "Validation micro-batches")->capture_default_str();
             app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints")->capture_default_str();
             app.add_flag("--no-retrieval", o.no_retrieval, "Train the same model without neighbours (baseline)");
+            app.add_option("--retrieval-dropout", o.retrieval_dropout,
+                           "Share of training sequences that read no neighbours (all masked): the decoder keeps "
+                           "modelling text alone while CCA learns to read (docs/retrieval.md)")
+                ->check(CLI::Range(0.0, 1.0))->capture_default_str();
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
             app.add_option("--init-from", o.init_from,

@@ -123,4 +123,17 @@ void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {
     source_ = std::move(source);
 }
 
+bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, double p) {
+    const std::uint64_t h = splitmix64(splitmix64(splitmix64(seed ^ 0x5265747244726f70ULL) + static_cast<std::uint64_t>(epoch)) +
+                                       static_cast<std::uint64_t>(seq));
+    return static_cast<double>(h >> 11) * 0x1.0p-53 < p;
+}
+
+void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad) {
+    if (batch.retrieved.empty()) return;
+    const std::size_t per_seq = batch.retrieved.size() / static_cast<std::size_t>(batch.B);
+    for (std::size_t b = 0; b < drop.size() && b < static_cast<std::size_t>(batch.B); b++)
+        if (drop[b]) std::fill_n(batch.retrieved.begin() + static_cast<std::ptrdiff_t>(b * per_seq), per_seq, pad);
+}
+
 }  // namespace retro

@@ -38,6 +38,7 @@ public:
     void make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const;
 
     bool has_neighbours() const { return has_knn_; }
+    std::int32_t pad_id() const { return pad_; }
     std::int64_t neighbours_per_chunk() const { return k_; }
     // The k neighbour ids a batch gives chunk `row` of document `doc` (-1: none, past the document's end,
     // or in a validation document), read from the knn row `source` (= row, or another row for the
@@ -61,5 +62,11 @@ private:
     std::vector<std::int64_t> train_, val_;
     std::vector<std::int64_t> source_;   // set_neighbour_source
 };
+
+// --retrieval-dropout: whether sequence `seq`, drawn in `epoch` of a run seeded `seed`, reads no neighbours (a
+// fixed hash: the same on every rank, for any --grad-accum, and after --resume).
+bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, double p);
+// Every retrieved token of the sequences b with drop[b] becomes pad: all their neighbours are masked.
+void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad);
 
 }  // namespace retro

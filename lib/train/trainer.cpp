@@ -131,6 +131,7 @@ private:
     std::unique_ptr<AdamW<float>> opt_;
     std::unique_ptr<RetroData> data_;
     Cursor cursor_;
+    std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
     std::vector<std::uint8_t> trainable_;   // per layout entry
@@ -236,6 +237,7 @@ double Trainer::device_step_gradients() {
         if (a % N != R) continue;
         const std::int64_t j = a / N;
         data_->make_batch(seqs, !o_.no_retrieval, batch);
+        mask_dropped_neighbours(batch, drop_, data_->pad_id());
         dmodel_->zero_grad();
         losses[static_cast<std::size_t>(j)] = dmodel_->forward(batch) / static_cast<double>(A);
         dmodel_->backward(1.0f / static_cast<float>(A));
@@ -307,6 +309,7 @@ std::string Trainer::provenance_fields() const {
 
 std::vector<std::int64_t> Trainer::next_seqs() {
     std::vector<std::int64_t> out;
+    drop_.clear();
     const auto& train = data_->train_seqs();
     while (static_cast<std::int64_t>(out.size()) < o_.batch_size) {
         if (cursor_.pos >= static_cast<std::int64_t>(train.size())) {
@@ -317,7 +320,10 @@ std::vector<std::int64_t> Trainer::next_seqs() {
             order_ = epoch_order(train, o_.seed, cursor_.epoch);
             order_epoch_ = cursor_.epoch;
         }
-        out.push_back(order_[cursor_.pos++]);
+        const std::int64_t seq = order_[cursor_.pos++];
+        out.push_back(seq);
+        drop_.push_back(o_.retrieval_dropout > 0 &&
+                        retrieval_dropped(o_.seed, cursor_.epoch, seq, o_.retrieval_dropout));
     }
     return out;
 }
@@ -371,6 +377,7 @@ double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
         if (a % N != R) continue;
         const std::int64_t j = a / N;
         data_->make_batch(seqs, !o_.no_retrieval, batch);
+        mask_dropped_neighbours(batch, drop_, data_->pad_id());
         model_->zero_grad();
         losses[j] = model_->forward(batch) / static_cast<double>(A);
         model_->backward(1.0f / static_cast<float>(A));
@@ -458,6 +465,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"chunks", data_->db().chunk_count()},
                          {"config", config_.to_json()},
                          {"no_retrieval", o_.no_retrieval},
+                         {"retrieval_dropout", o_.retrieval_dropout},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
@@ -483,6 +491,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
         user_error_in(sp, "checkpoint was made with another --seed", "resume with the same --seed");
     if (st.value("no_retrieval", false) != o_.no_retrieval)
         user_error_in(sp, "checkpoint was made with a different --no-retrieval setting");
+    if (st.value("retrieval_dropout", 0.0) != o_.retrieval_dropout)
+        user_error_in(sp, cat("checkpoint was made with --retrieval-dropout ", st.value("retrieval_dropout", 0.0)),
+                      "resume with the same --retrieval-dropout");
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");

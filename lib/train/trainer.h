@@ -44,6 +44,8 @@ struct TrainOptions {
     std::int64_t val_batches = 4;
     std::int64_t checkpoint_every = 100;
     bool no_retrieval = false;
+    double retrieval_dropout = 0;      // share of training sequences that read no neighbours (every one masked,
+                                       // CCA sees only its null key); drawn per (seed, epoch, sequence)
     bool resume = false;
     bool force = false;
     std::int64_t stop_after = 0;       // testing: stop after this many steps as if killed (0 = off)
