@@ -9,7 +9,8 @@
 #        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
 #        at prompts 64 and 512 beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
-#        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token). Needs
+#        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
+#        retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -192,6 +193,21 @@ step_curve() {
     done
 }
 
+step_retrofit() {
+    # examples/retrofit-study.sh on the GPU (issue 17): retro-fit vs its continued twin at equal steps, seeds
+    # RETROFIT_SEEDS, on the demo's db8/knn8 carried in CURVE_DATA; the eval runs on the CPU cores there
+    if [[ ! -d $CURVE_DATA/db8 ]]; then
+        echo "no $CURVE_DATA/db8: make the demo's db8 and knn8 here and carry them"
+        track 2
+        return
+    fi
+    LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE=cuda THREADS=0 limited examples/retrofit-study.sh "$KIT/bin" \
+        "$CURVE_DATA" /tmp/retrofit "${RETROFIT_SEEDS:-1 2 3}" 2>&1 | tee "$OUT/retrofit.log"
+    track "${PIPESTATUS[0]}"
+    cp /tmp/retrofit/summary.tsv "$OUT/retrofit_summary.tsv" 2>/dev/null
+    tar -C /tmp/retrofit -czf "$OUT/retrofit_evals.tgz" --wildcards 'eval-*' 2>/dev/null
+}
+
 step_knn() {
     local size=()
     [[ -n $KNN_N ]] && size+=(--n "$KNN_N")
@@ -215,7 +231,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile retrofit)" >&2
             exit 2
         fi
     done

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Retro-fitting at equal compute (issue 17; docs/retrieval.md section 8): for each seed, a baseline trained without
+# retrieval (BASE_STEPS), then FIT_STEPS more steps two ways from it: RETRO's CCA + encoder retro-fitted onto the
+# frozen baseline (RETRO §4.2), and the baseline itself trained on without retrieval (its twin at the same steps and
+# schedule). retro-train eval compares them on the validation split (real vs shuffled neighbours, by overlap).
+# Usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]
+#   DATA_DIR holds db8/ and knn8/ made as examples/demo.sh makes them (chunk 8); SEEDS default "1 2 3".
+# Environment: BASE_STEPS (3000), FIT_STEPS (1000), CONFIG (examples/configs/demo-retrieval.json), LR (2e-3),
+#   DEVICE (cpu, or cuda), THREADS (0 = all cores).
+# Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
+set -euo pipefail
+BIN=${1:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
+DATA=${2:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
+OUT=${3:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
+SEEDS=${4:-1 2 3}
+BASE_STEPS=${BASE_STEPS:-3000}
+FIT_STEPS=${FIT_STEPS:-1000}
+CONFIG=${CONFIG:-$(dirname "$0")/configs/demo-retrieval.json}
+LR=${LR:-2e-3}
+DEVICE=${DEVICE:-cpu}
+THREADS=${THREADS:-0}
+for d in "$DATA/db8" "$DATA/knn8"; do
+  [ -d "$d" ] || { echo "retrofit-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
+done
+mkdir -p "$OUT"
+COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)
+summary="$OUT/summary.tsv"
+printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit\n' >"$summary"
+for s in $SEEDS; do
+  base="$OUT/base-s$s" fit="$OUT/fit-s$s" cont="$OUT/cont-s$s"
+  [ -f "$base/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --force \
+    --steps "$BASE_STEPS" --warmup 100 --val-every "$BASE_STEPS" --checkpoint-every 500 --no-retrieval
+  [ -f "$fit/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --force \
+    --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --train-only cca,encoder
+  [ -f "$cont/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --force \
+    --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --no-retrieval
+  "$BIN/retro-train" eval --run "$fit" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$cont" --overlap-with read \
+    --alphas 0.125,0.5 --threads "$THREADS" --json-out "$OUT/eval-s$s.json" >"$OUT/eval-s$s.txt" 2>&1
+  # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the continued twin)
+  awk -v s="$s" '/^1 \(all\)/ {all = 1; fit = $6} all && $1 == "shuffled" {sh = $3} all && $1 == "baseline" {bl = $2}
+    END {printf "%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, fit, sh, bl, bl - fit, sh - fit}' "$OUT/eval-s$s.txt" >>"$summary"
+  tail -1 "$summary" | awk -F'\t' '{printf "seed %s: retro-fit %s, continued twin %s: twin - fit %s nats; shuffled - fit %s (the reading)\n", $1, $2, $4, $5, $6}'
+done
+awk -F'\t' 'NR > 1 {n++; d[n]=$5; e[n]=$6} END {
+  if (n == 0) exit; for (i=1;i<=n;i++) {md+=d[i]; me+=e[i]} md/=n; me/=n;
+  for (i=1;i<=n;i++) {vd+=(d[i]-md)^2; ve+=(e[i]-me)^2}
+  sd=n>1?sqrt(vd/(n-1)):0; se=n>1?sqrt(ve/(n-1)):0;
+  printf "retro-fit vs its continued twin at equal steps, %d seed(s): %+.4f ± %.4f nats; shuffled - fit %+.4f ± %.4f\n", n, md, sd, me, se}' "$summary"
