@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
             app.add_option("--eps", o.eps, "AdamW epsilon")->capture_default_str();
             app.add_option("--clip", o.clip, "Max global gradient norm (0 = off)")->capture_default_str();
             app.add_option("--val-fraction", o.val_fraction, "Share of documents held out for validation")->capture_default_str();
+            app.add_option("--train-docs-fraction", o.train_docs_fraction,
+                           "Train on this share of the non-validation documents (a fixed hash); the rest stay in the "
+                           "database as neighbours only, text the model never trains on (RETRO's setting; "
+                           "docs/retrieval.md)")
+                ->check(CLI::Range(0.0, 1.0))->capture_default_str();
             app.add_option("--val-every", o.val_every, "Steps between validations (0 = at the end only)")->capture_default_str();
             app.add_option("--val-batches", o.val_batches, "Validation micro-batches")->capture_default_str();
             app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints")->capture_default_str();

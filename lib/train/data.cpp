@@ -57,6 +57,18 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
     if (train_.empty()) user_error_in(db_dir, "has no training sequences", "lower --val-fraction or add documents");
 }
 
+void RetroData::keep_train_docs(double fraction) {
+    if (fraction >= 1) return;
+    std::vector<std::int64_t> kept;
+    for (auto s : train_) {
+        const std::uint64_t doc = static_cast<std::uint64_t>(db_->doc_of(db_->seq_start(s)));
+        const double u = static_cast<double>(splitmix64(doc ^ 0x7472616e646f6373ULL) >> 11) * 0x1.0p-53;
+        if (u < fraction) kept.push_back(s);
+    }
+    if (kept.empty()) user_error_in("--train-docs-fraction", cat(fraction, " keeps no training sequence"), "raise it");
+    train_ = std::move(kept);
+}
+
 bool RetroData::doc_is_val(std::int64_t doc) const {
     if (val_fraction_ <= 0) return false;
     const double u = static_cast<double>(splitmix64(static_cast<std::uint64_t>(doc)) >> 11) * 0x1.0p-53;

@@ -49,6 +49,9 @@ public:
     void read_neighbours(std::int64_t row, std::int64_t doc_end, std::int64_t source, std::int32_t* out) const;
     // The shuffled-neighbours control: chunk c reads the neighbours of chunk source[c] (empty: its own).
     void set_neighbour_source(std::vector<std::int64_t> source);
+    // Train on the share `fraction` of the non-validation documents (a fixed hash of the document index, independent
+    // of the validation split's); the others stay in the database as neighbours the model never trains on.
+    void keep_train_docs(double fraction);
 
 private:
     std::unique_ptr<ChunkDb> db_;

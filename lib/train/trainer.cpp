@@ -466,6 +466,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"config", config_.to_json()},
                          {"no_retrieval", o_.no_retrieval},
                          {"retrieval_dropout", o_.retrieval_dropout},
+                         {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
@@ -484,6 +485,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     }
     if (st.value("config", nlohmann::json()) != config_.to_json())
         user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
+    if (st.value("train_docs_fraction", 1.0) != o_.train_docs_fraction)
+        user_error_in(sp, cat("checkpoint was made with --train-docs-fraction ", st.value("train_docs_fraction", 1.0)),
+                      "resume with the same --train-docs-fraction");
     if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
         st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
         user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
@@ -536,6 +540,7 @@ void Trainer::run() {
     }
     config_ = RetroConfig::load(o_.config);
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
+    data_->keep_train_docs(o_.train_docs_fraction);
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
     // the CPU path's host memory (a GPU run checks the device's in setup_device)

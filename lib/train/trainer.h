@@ -40,6 +40,7 @@ struct TrainOptions {
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
     double clip = 1.0;                 // max global gradient norm (0 = off)
     double val_fraction = 0.05;        // share of documents held out
+    double train_docs_fraction = 1;    // share of the other documents trained on (the rest: neighbours only)
     std::int64_t val_every = 100;      // steps between validations (0 = only at the end)
     std::int64_t val_batches = 4;
     std::int64_t checkpoint_every = 100;

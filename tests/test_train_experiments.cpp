@@ -1,0 +1,122 @@
+// retro-train's retrieval experiments (issue 17, docs/retrieval.md section 8):
+//   --retrieval-dropout: a fixed hash picks which training sequences read no neighbours (their retrieved tokens all
+//   pad, so every neighbour is masked); the draw is the same for any --grad-accum and after --resume, and a run
+//   resumed with another share is refused;
+//   --train-docs-fraction: training sequences from a fixed-hash share of the non-validation documents, every
+//   document still retrievable.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "model/retro.h"
+#include "test_train_fixtures.h"
+#include "test_util.h"
+#include "train/data.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+TEST_CASE("train dropout: the draw is a fixed hash at the asked share, and only dropped sequences are masked") {
+    int dropped = 0, unstable = 0, at0 = 0, at1 = 0;
+    for (std::int64_t seq = 0; seq < 20000; seq++) {
+        const bool d = retrieval_dropped(7, 3, seq, 0.3);
+        unstable += d != retrieval_dropped(7, 3, seq, 0.3);
+        dropped += d;
+        at0 += retrieval_dropped(7, 3, seq, 0.0);
+        at1 += retrieval_dropped(7, 3, seq, 1.0);
+    }
+    CHECK(unstable == 0);
+    CHECK(at0 == 0);
+    CHECK(at1 == 20000);
+    CHECK(dropped > 0.28 * 20000);
+    CHECK(dropped < 0.32 * 20000);
+    int differ = 0;   // another epoch or seed draws again
+    for (std::int64_t seq = 0; seq < 1000; seq++)
+        differ += retrieval_dropped(7, 3, seq, 0.5) != retrieval_dropped(7, 4, seq, 0.5);
+    CHECK(differ > 400);
+
+    RetroBatch b;
+    b.B = 3;
+    b.retrieved.assign(3 * 6, 5);
+    mask_dropped_neighbours(b, {false, true, false}, 0);
+    for (std::size_t i = 0; i < b.retrieved.size(); i++) CHECK(b.retrieved[i] == (i / 6 == 1 ? 0 : 5));
+}
+
+TEST_CASE("train dropout: retro-train --retrieval-dropout trains, differs from 0, resumes bit for bit, and refuses another share") {
+    test::TempDir dir("train-dropout");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               test::config_path() +
+                               " --steps 12 --batch-size 4 --grad-accum 2 --lr 3e-3 --warmup 3 --val-every 6"
+                               " --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1 --checkpoint-every 6";
+    auto none = test::run_tool("retro-train", common + " --out " + (dir / "none").string());
+    auto a = test::run_tool("retro-train", common + " --retrieval-dropout 0.5 --out " + (dir / "a").string());
+    INFO(a.err);
+    REQUIRE(none.exit_code == 0);
+    REQUIRE(a.exit_code == 0);
+    CHECK(test::losses(dir / "a") != test::losses(dir / "none"));
+
+    auto b1 = test::run_tool("retro-train", common + " --retrieval-dropout 0.5 --stop-after 8 --out " + (dir / "b").string());
+    REQUIRE(b1.exit_code == 0);
+    auto other = test::run_tool("retro-train", common + " --retrieval-dropout 0.25 --resume --out " + (dir / "b").string());
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find("--retrieval-dropout") != std::string::npos);
+    auto b2 = test::run_tool("retro-train", common + " --retrieval-dropout 0.5 --resume --out " + (dir / "b").string());
+    INFO(b2.err);
+    REQUIRE(b2.exit_code == 0);
+    CHECK(test::losses(dir / "b") == test::losses(dir / "a"));
+    CHECK(test::bytes(dir / "b" / "model.safetensors") == test::bytes(dir / "a" / "model.safetensors"));
+
+    auto bad = test::run_tool("retro-train", common + " --retrieval-dropout 1.5 --out " + (dir / "bad").string());
+    CHECK(bad.exit_code == 2);
+    CHECK_FALSE(fs::exists(dir / "bad" / "model.safetensors"));
+}
+
+TEST_CASE("train docs fraction: a fixed share of the training documents, the rest still retrievable") {
+    test::TempDir dir("train-docs-fraction");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 60, 8);
+    const RetroConfig c = RetroConfig::load(test::config_path());
+    RetroData all((dir / "db").string(), (dir / "knn").string(), c, 0.2);
+    RetroData half((dir / "db").string(), (dir / "knn").string(), c, 0.2);
+    half.keep_train_docs(0.5);
+    std::set<std::int64_t> docs_all, docs_half;
+    for (auto s : all.train_seqs()) docs_all.insert(all.db().doc_of(all.db().seq_start(s)));
+    for (auto s : half.train_seqs()) {
+        const auto d = half.db().doc_of(half.db().seq_start(s));
+        docs_half.insert(d);
+        CHECK(docs_all.count(d) == 1);
+    }
+    CHECK(docs_half.size() < docs_all.size());
+    CHECK(docs_half.size() > docs_all.size() / 4);
+    for (auto s : all.train_seqs())   // every sequence of a kept document is kept
+        if (docs_half.count(all.db().doc_of(all.db().seq_start(s))))
+            CHECK(std::count(half.train_seqs().begin(), half.train_seqs().end(), s) == 1);
+    CHECK(half.val_seqs() == all.val_seqs());
+    // neighbours do not depend on it: the same ids for every chunk
+    std::vector<std::int64_t> a(static_cast<std::size_t>(c.num_neighbours)), b(a.size());
+    for (std::int64_t row = 0; row < all.db().chunk_count(); row++) {
+        const auto end = all.db().doc_end(all.db().doc_of(row));
+        all.neighbour_ids(row, end, row, a.data());
+        half.neighbour_ids(row, end, row, b.data());
+        CHECK(a == b);
+    }
+    RetroData none((dir / "db").string(), (dir / "knn").string(), c, 0.2);
+    CHECK_THROWS_AS(none.keep_train_docs(0.0), UserError);
+
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               test::config_path() +
+                               " --steps 8 --batch-size 4 --lr 3e-3 --warmup 2 --val-every 4 --val-batches 2"
+                               " --val-fraction 0.2 --quiet --threads 1 --checkpoint-every 4";
+    auto r1 = test::run_tool("retro-train", common + " --train-docs-fraction 0.5 --stop-after 5 --out " + (dir / "r").string());
+    REQUIRE(r1.exit_code == 0);
+    auto other = test::run_tool("retro-train", common + " --resume --out " + (dir / "r").string());
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find("--train-docs-fraction") != std::string::npos);
+    auto r2 = test::run_tool("retro-train", common + " --train-docs-fraction 0.5 --resume --out " + (dir / "r").string());
+    INFO(r2.err);
+    CHECK(r2.exit_code == 0);
+}
