@@ -6,7 +6,8 @@
 # Usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]
 #   DATA_DIR holds db8/ and knn8/ made as examples/demo.sh makes them (chunk 8); SEEDS default "1 2 3".
 # Environment: BASE_STEPS (3000), FIT_STEPS (1000), CONFIG (examples/configs/demo-retrieval.json), LR (2e-3),
-#   DEVICE (cpu, or cuda), THREADS (0 = all cores).
+#   DEVICE (cpu, or cuda), THREADS (0 = all cores), TRAIN_OPTIONS (more retro-train options for every run, e.g.
+#   "--train-docs-fraction 0.5": train on half the documents, retrieve from all).
 # Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
 set -euo pipefail
 BIN=${1:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
@@ -24,6 +25,8 @@ for d in "$DATA/db8" "$DATA/knn8"; do
 done
 mkdir -p "$OUT"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)
+read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
+COMMON+=("${EXTRA[@]}")
 summary="$OUT/summary.tsv"
 printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit\n' >"$summary"
 for s in $SEEDS; do
