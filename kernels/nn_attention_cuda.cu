@@ -1,6 +1,7 @@
 // CUDA attention core of the NnBackend (nn/nn_backend.h; the contract and the math are nn/attention.h's). The
-// products are cuBLAS GEMMs (pedantic fp32, strided-batched over the items b, one call per head h: a head's rows are
-// every HD-th float of q, k, v), the rest small row kernels. probs [B, H, Nq, K] (K = keys, the null column 0 first
+// products are cuBLAS GEMMs (pedantic fp32, strided-batched over the items b with one call per head h, or over the
+// heads with one call per item where there are more heads than items, as in decoding: a head's rows are every HD-th
+// float of q, k, v), the rest small row kernels. probs [B, H, Nq, K] (K = keys, the null column 0 first
 // when s.null_kv) holds the scores and then the probabilities; ds [B, H, Nq, K] is a grow-only scratch.
 //   forward:  S[:, off:] = Q K^T (GEMM), S[:, 0] = Q null_k (kernel); softmax per row (the row in registers of a
 //             warp up to 512 keys, of a block up to 4,096; beyond, one block per row in three passes:
@@ -299,18 +300,26 @@ void launch_softmax_backward(float* ds, const float* probs, const std::uint8_t* 
 
 }  // namespace
 
-// One strided-batched fp32 GEMM per head h (batch = the items b), column-major as cuBLAS sees it:
-//   C_b = op(A_b) op(B_b), A_b = A + b * sa, B_b = B + b * sb, C_b = C + b * sc.
-void CudaNnBackend::attention_gemm(bool ta, bool tb, ll m, ll n, ll k, const float* A, ll lda, ll sa, const float* B,
-                                   ll ldb, ll sb, float* C, ll ldc, ll sc, ll batch, const char* what) {
+// The B x H products C_bh = op(A_bh) op(B_bh) (column-major, as cuBLAS sees them) as strided-batched fp32 GEMMs over
+// the larger of the two counts, one call per index of the other: training (B >= H) makes H calls of B products,
+// decoding (B = 1) one call of H products. tests/reference/cublas_layout_check.py replays these calls in numpy.
+void CudaNnBackend::attention_gemm(bool ta, bool tb, ll m, ll n, ll k, HeadOperand A, HeadOperand B, float* C, ll ldc,
+                                   ll c_item, ll c_head, ll items, ll heads, const char* what) {
     const float one = 1.0f, zero = 0.0f;
-    for (ll v : {m, n, k, lda, ldb, ldc, batch})
+    const bool over_items = heads <= items;   // batch over items, a call per head; else the other way round
+    const ll calls = over_items ? heads : items, batch = over_items ? items : heads;
+    for (ll v : {m, n, k, A.ld, B.ld, ldc, batch})
         RETRO_CHECK(v >= 0 && v <= INT_MAX, "attention: a GEMM size ", v, " does not fit cuBLAS's int");
-    RETRO_CUBLAS_CHECK(cublasSgemmStridedBatched(handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, A,
-                                                 static_cast<int>(lda), sa, B, static_cast<int>(ldb), sb, &zero, C,
-                                                 static_cast<int>(ldc), sc, static_cast<int>(batch)));
-    RETRO_CUDA_SYNC_POINT(what, stream_);
+    for (ll c = 0; c < calls; c++) {
+        const ll a0 = c * (over_items ? A.per_head : A.per_item), b0 = c * (over_items ? B.per_head : B.per_item),
+                 c0 = c * (over_items ? c_head : c_item);
+        RETRO_CUBLAS_CHECK(cublasSgemmStridedBatched(
+            handle_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
+            static_cast<int>(n), static_cast<int>(k), &one, A.p + a0, static_cast<int>(A.ld),
+            over_items ? A.per_item : A.per_head, B.p + b0, static_cast<int>(B.ld), over_items ? B.per_item : B.per_head,
+            &zero, C + c0, static_cast<int>(ldc), over_items ? c_item : c_head, static_cast<int>(batch)));
+        RETRO_CUDA_SYNC_POINT(what, stream_);
+    }
 }
 
 void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
@@ -323,9 +332,9 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
     if (m.D == 0) {
         zero(probs, static_cast<std::size_t>(rows * m.K) * sizeof(float));   // every score 0: softmax is uniform
     } else {
-        for (ll h = 0; h < m.H && m.Nk > 0; h++)   // S^T[off:, :] = K_bh Q_bh^T
-            attention_gemm(true, false, m.Nk, m.Nq, m.D, k + h * m.D, m.HD, m.Nk * m.HD, q + h * m.D, m.HD,
-                           m.Nq * m.HD, probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, m.B,
+        if (m.Nk > 0)   // S^T[off:, :] = K_bh Q_bh^T
+            attention_gemm(true, false, m.Nk, m.Nq, m.D, {k, m.HD, m.Nk * m.HD, m.D}, {q, m.HD, m.Nq * m.HD, m.D},
+                           probs + m.off, m.K, m.H * m.Nq * m.K, m.Nq * m.K, m.B, m.H,
                            "cublasSgemmStridedBatched (attention scores)");
         if (m.off) {
             null_scores<<<grid_for(rows), kThreads, 0, stream_>>>(probs, q, null_k, m);
@@ -335,10 +344,10 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
     launch_softmax(probs, key_mask, m, stream_);
     if (m.D == 0) return;
     if (m.Nk > 0) {
-        for (ll h = 0; h < m.H; h++)   // O_bh^T = V_bh^T P_bh[:, off:]^T
-            attention_gemm(false, false, m.D, m.Nq, m.Nk, v + h * m.D, m.HD, m.Nk * m.HD,
-                           probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, out + h * m.D, m.HD, m.Nq * m.HD, m.B,
-                           "cublasSgemmStridedBatched (attention output)");
+        // O_bh^T = V_bh^T P_bh[:, off:]^T
+        attention_gemm(false, false, m.D, m.Nq, m.Nk, {v, m.HD, m.Nk * m.HD, m.D},
+                       {probs + m.off, m.K, m.H * m.Nq * m.K, m.Nq * m.K}, out, m.HD, m.Nq * m.HD, m.D, m.B, m.H,
+                       "cublasSgemmStridedBatched (attention output)");
     } else {
         zero(out, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
     }
@@ -364,29 +373,25 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
         return;
     }
     float* ds = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows * m.K) * sizeof(float)));
-    for (ll h = 0; h < m.H && m.Nk > 0; h++)   // dP^T[off:, :] = V_bh dO_bh^T
-        attention_gemm(true, false, m.Nk, m.Nq, m.D, v + h * m.D, m.HD, m.Nk * m.HD, dout + h * m.D, m.HD,
-                       m.Nq * m.HD, ds + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, m.B,
-                       "cublasSgemmStridedBatched (attention dP)");
+    if (m.Nk > 0)   // dP^T[off:, :] = V_bh dO_bh^T
+        attention_gemm(true, false, m.Nk, m.Nq, m.D, {v, m.HD, m.Nk * m.HD, m.D}, {dout, m.HD, m.Nq * m.HD, m.D},
+                       ds + m.off, m.K, m.H * m.Nq * m.K, m.Nq * m.K, m.B, m.H, "cublasSgemmStridedBatched (attention dP)");
     if (m.off) {
         null_dp<<<grid_for(rows), kThreads, 0, stream_>>>(ds, dout, null_v, m);
         RETRO_CUDA_LAUNCH_CHECK("null_dp", stream_);
     }
     launch_softmax_backward(ds, probs, key_mask, m, stream_);
     if (m.Nk > 0) {
-        for (ll h = 0; h < m.H; h++) {
-            // dQ_bh^T = K_bh^T dS_bh[:, off:]^T
-            attention_gemm(false, false, m.D, m.Nq, m.Nk, k + h * m.D, m.HD, m.Nk * m.HD, ds + h * m.Nq * m.K + m.off,
-                           m.K, m.H * m.Nq * m.K, dq + h * m.D, m.HD, m.Nq * m.HD, m.B,
-                           "cublasSgemmStridedBatched (attention dq)");
-            // dK_bh^T = Q_bh^T dS_bh[:, off:],  dV_bh^T = dO_bh^T P_bh[:, off:]
-            attention_gemm(false, true, m.D, m.Nk, m.Nq, q + h * m.D, m.HD, m.Nq * m.HD, ds + h * m.Nq * m.K + m.off,
-                           m.K, m.H * m.Nq * m.K, dk + h * m.D, m.HD, m.Nk * m.HD, m.B,
-                           "cublasSgemmStridedBatched (attention dk)");
-            attention_gemm(false, true, m.D, m.Nk, m.Nq, dout + h * m.D, m.HD, m.Nq * m.HD,
-                           probs + h * m.Nq * m.K + m.off, m.K, m.H * m.Nq * m.K, dv + h * m.D, m.HD, m.Nk * m.HD, m.B,
-                           "cublasSgemmStridedBatched (attention dv)");
-        }
+        const HeadOperand ds_rows{ds + m.off, m.K, m.H * m.Nq * m.K, m.Nq * m.K},
+            p_rows{probs + m.off, m.K, m.H * m.Nq * m.K, m.Nq * m.K};
+        // dQ_bh^T = K_bh^T dS_bh[:, off:]^T
+        attention_gemm(false, false, m.D, m.Nq, m.Nk, {k, m.HD, m.Nk * m.HD, m.D}, ds_rows, dq, m.HD, m.Nq * m.HD, m.D,
+                       m.B, m.H, "cublasSgemmStridedBatched (attention dq)");
+        // dK_bh^T = Q_bh^T dS_bh[:, off:],  dV_bh^T = dO_bh^T P_bh[:, off:]
+        attention_gemm(false, true, m.D, m.Nk, m.Nq, {q, m.HD, m.Nq * m.HD, m.D}, ds_rows, dk, m.HD, m.Nk * m.HD, m.D,
+                       m.B, m.H, "cublasSgemmStridedBatched (attention dk)");
+        attention_gemm(false, true, m.D, m.Nk, m.Nq, {dout, m.HD, m.Nq * m.HD, m.D}, p_rows, dv, m.HD, m.Nk * m.HD, m.D,
+                       m.B, m.H, "cublasSgemmStridedBatched (attention dv)");
     } else {
         zero(dq, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
     }

@@ -118,10 +118,15 @@ private:
     // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)
     template <typename Term>
     void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what);
-    // attention's strided-batched fp32 GEMMs (kernels/nn_attention_cuda.cu)
-    void attention_gemm(bool ta, bool tb, long long m, long long n, long long k, const float* A, long long lda,
-                        long long sa, const float* B, long long ldb, long long sb, float* C, long long ldc,
-                        long long sc, long long batch, const char* what);
+    // attention's fp32 GEMMs, one product per (item b, head h) (kernels/nn_attention_cuda.cu): an operand of item b
+    // and head h starts at p + b * per_item + h * per_head, with leading dimension ld
+    struct HeadOperand {
+        const float* p;
+        long long ld, per_item, per_head;
+    };
+    void attention_gemm(bool ta, bool tb, long long m, long long n, long long k, HeadOperand A, HeadOperand B,
+                        float* C, long long ldc, long long c_item, long long c_head, long long items, long long heads,
+                        const char* what);
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,
     // so the caller's buffer is free at once without waiting for the stream (the decoder uploads row indices and

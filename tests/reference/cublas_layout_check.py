@@ -23,6 +23,16 @@ def gemm(ta, tb, m, n, k, A, ao, lda, sa, B, bo, ldb, sb, C, co, ldc, sc, batch)
             for c in range(n):
                 C[c0 + r + c*ldc] = Cm[r, c]
 
+def head_gemms(ta, tb, m, n, k, A, ao, lda, a_b, a_h, Bm, bo, ldb, b_b, b_h, C, co, ldc, c_b, c_h, Bsz, H):
+    """kernels/nn_attention_cuda.cu's attention_gemm: one product per (item b, head h), operands at
+    offset + b * x_b + h * x_h; strided-batched over the larger of B and H, one call per index of the other."""
+    if H <= Bsz:
+        for h in range(H):
+            gemm(ta, tb, m, n, k, A, ao + h*a_h, lda, a_b, Bm, bo + h*b_h, ldb, b_b, C, co + h*c_h, ldc, c_b, Bsz)
+    else:
+        for b in range(Bsz):
+            gemm(ta, tb, m, n, k, A, ao + b*a_b, lda, a_h, Bm, bo + b*b_b, ldb, b_h, C, co + b*c_b, ldc, c_h, H)
+
 def run(B, Nq, Nk, H, D, null_kv, causal, masked):
     HD, off = H*D, (1 if null_kv else 0)
     K = Nk + off
@@ -55,8 +65,7 @@ def run(B, Nq, Nk, H, D, null_kv, causal, masked):
                 if null_kv: ref_dnk[h] += dkeys[0]; ref_dnv[h] += dvals[0]
     # replay of the CUDA orchestration
     probs = np.zeros(B*H*Nq*K)
-    for h in range(H):
-        gemm(True, False, Nk, Nq, D, k, h*D, HD, Nk*HD, q, h*D, HD, Nq*HD, probs, h*Nq*K + off, K, H*Nq*K, B)
+    head_gemms(True, False, Nk, Nq, D, k, 0, HD, Nk*HD, D, q, 0, HD, Nq*HD, D, probs, off, K, H*Nq*K, Nq*K, B, H)
     P = probs.reshape(B, H, Nq, K)
     if null_kv:
         for b in range(B):
@@ -69,13 +78,11 @@ def run(B, Nq, Nk, H, D, null_kv, causal, masked):
                 if hid.all(): P[b, h, i] = 1.0 / K; continue
                 mx = P[b, h, i][~hid].max(); e = np.where(hid, 0, np.exp(P[b, h, i] - mx)); P[b, h, i] = e / e.sum()
     out = np.zeros(B*Nq*HD)
-    for h in range(H):
-        gemm(False, False, D, Nq, Nk, v, h*D, HD, Nk*HD, probs, h*Nq*K + off, K, H*Nq*K, out, h*D, HD, Nq*HD, B)
+    head_gemms(False, False, D, Nq, Nk, v, 0, HD, Nk*HD, D, probs, off, K, H*Nq*K, Nq*K, out, 0, HD, Nq*HD, D, B, H)
     O = out.reshape(B, Nq, H, D)
     if null_kv: O += P[:, :, :, 0].transpose(0, 2, 1)[..., None] * nv.reshape(H, D)[None, None]
     ds = np.zeros(B*H*Nq*K)
-    for h in range(H):
-        gemm(True, False, Nk, Nq, D, v, h*D, HD, Nk*HD, dout, h*D, HD, Nq*HD, ds, h*Nq*K + off, K, H*Nq*K, B)
+    head_gemms(True, False, Nk, Nq, D, v, 0, HD, Nk*HD, D, dout, 0, HD, Nq*HD, D, ds, off, K, H*Nq*K, Nq*K, B, H)
     S = ds.reshape(B, H, Nq, K)
     if null_kv:
         for b in range(B):
@@ -87,10 +94,9 @@ def run(B, Nq, Nk, H, D, null_kv, causal, masked):
                 hid = np.array([False]*off + [hidden(b, i, j) for j in range(Nk)])
                 pdp = (P[b, h, i] * S[b, h, i]).sum(); S[b, h, i] = np.where(hid, 0, P[b, h, i] * (S[b, h, i] - pdp))
     dq = np.zeros(B*Nq*HD); dk = np.zeros(B*Nk*HD); dv = np.zeros(B*Nk*HD)
-    for h in range(H):
-        gemm(False, False, D, Nq, Nk, k, h*D, HD, Nk*HD, ds, h*Nq*K + off, K, H*Nq*K, dq, h*D, HD, Nq*HD, B)
-        gemm(False, True, D, Nk, Nq, q, h*D, HD, Nq*HD, ds, h*Nq*K + off, K, H*Nq*K, dk, h*D, HD, Nk*HD, B)
-        gemm(False, True, D, Nk, Nq, dout, h*D, HD, Nq*HD, probs, h*Nq*K + off, K, H*Nq*K, dv, h*D, HD, Nk*HD, B)
+    head_gemms(False, False, D, Nq, Nk, k, 0, HD, Nk*HD, D, ds, off, K, H*Nq*K, Nq*K, dq, 0, HD, Nq*HD, D, B, H)
+    head_gemms(False, True, D, Nk, Nq, q, 0, HD, Nq*HD, D, ds, off, K, H*Nq*K, Nq*K, dk, 0, HD, Nk*HD, D, B, H)
+    head_gemms(False, True, D, Nk, Nq, dout, 0, HD, Nq*HD, D, probs, off, K, H*Nq*K, Nq*K, dv, 0, HD, Nk*HD, D, B, H)
     dQ = dq.reshape(B, Nq, H, D)
     if null_kv: dQ += S[:, :, :, 0].transpose(0, 2, 1)[..., None] * nk.reshape(H, D)[None, None]
     errs = [np.abs(P - ref_P).max(), np.abs(O - ref_out).max(), np.abs(dQ - ref_dq).max(),
@@ -102,6 +108,8 @@ run(2, 3, 5, 2, 4, True, False, True)
 run(2, 4, 4, 3, 2, False, True, False)
 run(1, 3, 6, 2, 3, False, True, True)
 run(3, 2, 7, 2, 5, True, False, False)
+run(1, 1, 6, 3, 2, True, False, False)   # decoding: one item, one query, heads batched (H > B)
+run(2, 3, 5, 4, 2, True, True, True)     # H > B: batched over heads, one call per item
 print("ok")
 
 # linear (kernels/nn_backend_cuda.cu): y = x W^T, dx = dy W, dW = dy^T x
