@@ -201,11 +201,14 @@ step_retrofit() {
         track 2
         return
     fi
-    LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE=cuda THREADS=0 limited examples/retrofit-study.sh "$KIT/bin" \
-        "$CURVE_DATA" /tmp/retrofit "${RETROFIT_SEEDS:-1 2 3}" 2>&1 | tee "$OUT/retrofit.log"
+    # a fresh folder: the study skips runs whose model exists, which must not carry over between TRAIN_OPTIONS
+    local dir=/tmp/retrofit
+    rm -rf "$dir"
+    LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE=${RETROFIT_DEVICE:-cuda} THREADS=0 limited examples/retrofit-study.sh "$KIT/bin" \
+        "$CURVE_DATA" "$dir" "${RETROFIT_SEEDS:-1 2 3}" 2>&1 | tee "$OUT/retrofit.log"
     track "${PIPESTATUS[0]}"
-    cp /tmp/retrofit/summary.tsv "$OUT/retrofit_summary.tsv" 2>/dev/null
-    tar -C /tmp/retrofit -czf "$OUT/retrofit_evals.tgz" --wildcards 'eval-*' 2>/dev/null
+    cp "$dir/summary.tsv" "$OUT/retrofit_summary.tsv" 2>/dev/null
+    tar -C "$dir" -czf "$OUT/retrofit_evals.tgz" --wildcards 'eval-*' 2>/dev/null
 }
 
 step_knn() {
