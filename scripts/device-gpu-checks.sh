@@ -175,14 +175,18 @@ step_profile() {
     track "${PIPESTATUS[0]}"
 }
 
+# The demo's db8/knn8 in CURVE_DATA (made here with examples/demo.sh's commands, carried); fails the step without.
+have_curve_data() {
+    [[ -d $CURVE_DATA/db8 && -d $CURVE_DATA/knn8 ]] && return 0
+    echo "no $CURVE_DATA/db8 or knn8: make the demo's db8 and knn8 here and carry them"
+    track 2
+    return 1
+}
+
 step_curve() {
     # retro-train --device cuda on the demo's 8-token-chunk data (CURVE_DATA: tok/, db8/, knn8/ made here with
     # examples/demo.sh's commands and carried), fp32 and bf16, CURVE_STEPS steps each; the CPU curve is made here
-    if [[ ! -d $CURVE_DATA/db8 ]]; then
-        echo "no $CURVE_DATA/db8: make the demo's db8 and knn8 here and carry them"
-        track 2
-        return
-    fi
+    have_curve_data || return
     local dtype
     for dtype in fp32 bf16; do
         rk "$KIT/bin/retro-train" --db "$CURVE_DATA/db8" --knn "$CURVE_DATA/knn8" --config examples/configs/demo-retrieval.json \
@@ -196,11 +200,7 @@ step_curve() {
 step_retrofit() {
     # examples/retrofit-study.sh on the GPU (issue 17): retro-fit vs its continued twin at equal steps, seeds
     # RETROFIT_SEEDS, on the demo's db8/knn8 carried in CURVE_DATA; the eval runs on the CPU cores there
-    if [[ ! -d $CURVE_DATA/db8 ]]; then
-        echo "no $CURVE_DATA/db8: make the demo's db8 and knn8 here and carry them"
-        track 2
-        return
-    fi
+    have_curve_data || return
     # a fresh folder: the study skips runs whose model exists, which must not carry over between TRAIN_OPTIONS
     local dir=/tmp/retrofit
     rm -rf "$dir"

@@ -13,6 +13,9 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// A fixed draw in [0, 1) for `key` (the top 53 bits of its hash): per-document and per-sequence choices by seed.
+inline double splitmix_unit(std::uint64_t key) { return static_cast<double>(splitmix64(key) >> 11) * 0x1.0p-53; }
+
 // state_i = seed + i * golden; draw_i = mix(state_i). uniform() takes the top 53 bits: [0, 1).
 class SplitMix64 {
 public:

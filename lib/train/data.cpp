@@ -62,8 +62,7 @@ void RetroData::keep_train_docs(double fraction) {
     std::vector<std::int64_t> kept;
     for (auto s : train_) {
         const std::uint64_t doc = static_cast<std::uint64_t>(db_->doc_of(db_->seq_start(s)));
-        const double u = static_cast<double>(splitmix64(doc ^ 0x7472616e646f6373ULL) >> 11) * 0x1.0p-53;
-        if (u < fraction) kept.push_back(s);
+        if (splitmix_unit(doc ^ 0x7472616e646f6373ULL) < fraction) kept.push_back(s);
     }
     if (kept.empty()) user_error_in("--train-docs-fraction", cat(fraction, " keeps no training sequence"), "raise it");
     train_ = std::move(kept);
@@ -71,8 +70,7 @@ void RetroData::keep_train_docs(double fraction) {
 
 bool RetroData::doc_is_val(std::int64_t doc) const {
     if (val_fraction_ <= 0) return false;
-    const double u = static_cast<double>(splitmix64(static_cast<std::uint64_t>(doc)) >> 11) * 0x1.0p-53;
-    return u < val_fraction_;
+    return splitmix_unit(static_cast<std::uint64_t>(doc)) < val_fraction_;
 }
 
 void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retrieval, RetroBatch& out) const {
@@ -136,9 +134,8 @@ void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {
 }
 
 bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, double p) {
-    const std::uint64_t h = splitmix64(splitmix64(splitmix64(seed ^ 0x5265747244726f70ULL) + static_cast<std::uint64_t>(epoch)) +
-                                       static_cast<std::uint64_t>(seq));
-    return static_cast<double>(h >> 11) * 0x1.0p-53 < p;
+    const std::uint64_t epoch_key = splitmix64(splitmix64(seed ^ 0x5265747244726f70ULL) + static_cast<std::uint64_t>(epoch));
+    return splitmix_unit(epoch_key + static_cast<std::uint64_t>(seq)) < p;
 }
 
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad) {
