@@ -6,7 +6,8 @@
 # Usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]
 #   DATA_DIR holds db8/ and knn8/ made as examples/demo.sh makes them (chunk 8); SEEDS default "1 2 3".
 # Environment: BASE_STEPS (3000), FIT_STEPS (1000), CONFIG (examples/configs/demo-retrieval.json), LR (2e-3),
-#   DEVICE (cpu, or cuda), THREADS (0 = all cores), TRAIN_OPTIONS (more retro-train options for every run, e.g.
+#   DEVICE (cpu, or cuda), THREADS (0 = all cores), EVAL_BATCHES (0 = the whole validation split), JOBS (1: seeds one after another; on a GPU, 3 runs the seeds
+#   side by side), TRAIN_OPTIONS (more retro-train options for every run, e.g.
 #   "--train-docs-fraction 0.5": train on half the documents, retrieve from all).
 # Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
 set -euo pipefail
@@ -20,6 +21,7 @@ CONFIG=${CONFIG:-$(dirname "$0")/configs/demo-retrieval.json}
 LR=${LR:-2e-3}
 DEVICE=${DEVICE:-cpu}
 THREADS=${THREADS:-0}
+JOBS=${JOBS:-1}
 for d in "$DATA/db8" "$DATA/knn8"; do
   [ -d "$d" ] || { echo "retrofit-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
 done
@@ -27,10 +29,9 @@ mkdir -p "$OUT"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
 COMMON+=("${EXTRA[@]}")
-summary="$OUT/summary.tsv"
-printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit\n' >"$summary"
-for s in $SEEDS; do
-  base="$OUT/base-s$s" fit="$OUT/fit-s$s" cont="$OUT/cont-s$s"
+# one seed: the base, the retro-fit and the continued twin, the eval, and its summary row in OUT/row-sS.tsv
+study_seed() {
+  local s=$1 base="$OUT/base-s$1" fit="$OUT/fit-s$1" cont="$OUT/cont-s$1"
   [ -f "$base/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --force \
     --steps "$BASE_STEPS" --warmup 100 --val-every "$BASE_STEPS" --checkpoint-every 500 --no-retrieval
   [ -f "$fit/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --force \
@@ -38,12 +39,25 @@ for s in $SEEDS; do
   [ -f "$cont/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --force \
     --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --no-retrieval
   "$BIN/retro-train" eval --run "$fit" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$cont" --overlap-with read \
-    --alphas 0.125,0.5 --threads "$THREADS" --json-out "$OUT/eval-s$s.json" >"$OUT/eval-s$s.txt" 2>&1
+    --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-s$s.json" >"$OUT/eval-s$s.txt" 2>&1
   # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the continued twin)
   awk -v s="$s" '/^1 \(all\)/ {all = 1; fit = $6} all && $1 == "shuffled" {sh = $3} all && $1 == "baseline" {bl = $2}
-    END {printf "%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, fit, sh, bl, bl - fit, sh - fit}' "$OUT/eval-s$s.txt" >>"$summary"
-  tail -1 "$summary" | awk -F'\t' '{printf "seed %s: retro-fit %s, continued twin %s: twin - fit %s nats; shuffled - fit %s (the reading)\n", $1, $2, $4, $5, $6}'
+    END {printf "%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, fit, sh, bl, bl - fit, sh - fit}' "$OUT/eval-s$s.txt" >"$OUT/row-s$s.tsv"
+  awk -F'\t' '{printf "seed %s: retro-fit %s, continued twin %s: twin - fit %s nats; shuffled - fit %s (the reading)\n", $1, $2, $4, $5, $6}' \
+    "$OUT/row-s$s.tsv"
+}
+
+pids=()
+for s in $SEEDS; do
+  study_seed "$s" &
+  pids+=($!)
+  if ((${#pids[@]} >= JOBS)); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
+for p in "${pids[@]}"; do wait "$p"; done
+
+summary="$OUT/summary.tsv"
+printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit\n' >"$summary"
+for s in $SEEDS; do cat "$OUT/row-s$s.tsv" >>"$summary"; done
 awk -F'\t' 'NR > 1 {n++; d[n]=$5; e[n]=$6} END {
   if (n == 0) exit; for (i=1;i<=n;i++) {md+=d[i]; me+=e[i]} md/=n; me/=n;
   for (i=1;i<=n;i++) {vd+=(d[i]-md)^2; ve+=(e[i]-me)^2}

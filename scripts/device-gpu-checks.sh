@@ -10,7 +10,8 @@
 #        at prompts 64 and 512 beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS). Needs
+#        retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
+#        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
 # GPU_CHECKS_BUDGET seconds (540) so that it ends, summary included, inside one 10-minute device call.
@@ -21,7 +22,8 @@
 # Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
 # with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
-# 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS.
+# 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
+# ("0.5 0.25"), STUDY_RETROFIT_FRACTION (0.5), STUDY_STEPS (2000), STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3").
 set -uo pipefail
 
 DEFAULT_STEPS=(env tests embed sanitize knn)
@@ -211,6 +213,41 @@ step_retrofit() {
     tar -C "$dir" -czf "$OUT/retrofit_evals.tgz" --wildcards 'eval-*' 2>/dev/null
 }
 
+step_studies() {
+    # issue 17's equal-compute studies side by side on the GPU (docs/retrieval.md section 9): examples/scratch-study.sh
+    # at each --train-docs-fraction in STUDY_FRACTIONS and examples/retrofit-study.sh at STUDY_RETROFIT_FRACTION, each
+    # with its seeds (STUDY_SEEDS) running at once; STUDY_STEPS steps from scratch (the retro-fit's base too, then
+    # STUDY_FIT_STEPS more). The evals run on the CPU cores there, 2 threads each. Logs and eval JSON: $OUT/studies.tgz
+    have_curve_data || return
+    local root=/tmp/studies f pids=() names=() i rc
+    rm -rf "$root"
+    mkdir -p "$root"
+    local env=(LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE="${STUDY_DEVICE:-cuda}" THREADS=2 JOBS=3
+        EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}")
+    for f in ${STUDY_FRACTIONS:-0.5 0.25}; do
+        limited env "${env[@]}" STEPS="${STUDY_STEPS:-2000}" TRAIN_OPTIONS="--train-docs-fraction $f" \
+            examples/scratch-study.sh "$KIT/bin" "$CURVE_DATA" "$root/scratch-f$f" "${STUDY_SEEDS:-1 2 3}" \
+            >"$root/scratch-f$f.log" 2>&1 &
+        pids+=($!) names+=("scratch-f$f")
+    done
+    f=${STUDY_RETROFIT_FRACTION:-0.5}
+    limited env "${env[@]}" BASE_STEPS="${STUDY_STEPS:-2000}" FIT_STEPS="${STUDY_FIT_STEPS:-1000}" \
+        TRAIN_OPTIONS="--train-docs-fraction $f" \
+        examples/retrofit-study.sh "$KIT/bin" "$CURVE_DATA" "$root/retrofit-f$f" "${STUDY_SEEDS:-1 2 3}" \
+        >"$root/retrofit-f$f.log" 2>&1 &
+    pids+=($!) names+=("retrofit-f$f")
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"
+        rc=$?
+        track "$rc"
+        echo "--- ${names[$i]} (rc $rc)"
+        cat "$root/${names[$i]}.log"
+    done
+    # the logs, summaries and eval reports (not the weights), also when a study was cut short
+    (cd "$root" && find . -name '*.log' -o -name '*.tsv' -o -name 'eval-*' -o -name metrics.jsonl |
+        tar -czf "$OUT/studies.tgz" -T -)
+}
+
 step_knn() {
     local size=()
     [[ -n $KNN_N ]] && size+=(--n "$KNN_N")
@@ -234,7 +271,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile retrofit)" >&2
+            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile retrofit studies)" >&2
             exit 2
         fi
     done
