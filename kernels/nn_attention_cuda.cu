@@ -13,6 +13,8 @@
 //             P[:, off:]^T dO (GEMMs); dnull_k += sum_i dS_i0 q_i, dnull_v += sum_i P_i0 dO_i (the two-pass
 //             column sums of nn_backend_common.cuh over the B*Nq rows).
 // cuBLAS's own summation order is fixed for a given shape and device, so runs repeat bit for bit.
+// With NnBackend::set_fused_attention in the bf16 mode, the shapes flash_applies() takes go to the fused kernels of
+// kernels/nn_flash_attention_cuda.cu instead (probs then holds their lse and a copy of out).
 #include <cfloat>
 #include <climits>
 
@@ -326,6 +328,7 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                       const AttentionShape& s) {
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
+    if (flash_applies(s, key_mask)) return flash_forward(out, probs, q, k, v, s);
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (rows == 0) return;
@@ -362,6 +365,7 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
                                        const float* v, const float* null_k, const float* null_v,
                                        const std::uint8_t* key_mask, const AttentionShape& s) {
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
+    if (flash_applies(s, key_mask)) return flash_backward(dq, dk, dv, dout, probs, q, k, v, s);
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (m.B * m.H * m.D == 0) return;

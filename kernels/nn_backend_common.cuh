@@ -127,6 +127,14 @@ private:
     void attention_gemm(bool ta, bool tb, long long m, long long n, long long k, HeadOperand A, HeadOperand B,
                         float* C, long long ldc, long long c_item, long long c_head, long long items, long long heads,
                         const char* what);
+    // the fused (flash-style) bf16 attention (kernels/nn_flash_attention_cuda.cu): whether it runs this shape, and
+    // its forward / backward (probs holds lse [B, H, N] and a copy of out [B, N, H*D] between the two)
+    bool flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const;
+    void flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                       const AttentionShape& s);
+    void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
+                        const float* k, const float* v, const AttentionShape& s);
+    bool tensor_core_bf16_ = false;   // device 0 is sm_80 or newer (bf16 wmma)
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,
     // so the caller's buffer is free at once without waiting for the stream (the decoder uploads row indices and
@@ -144,7 +152,7 @@ private:
 
     CudaStream stream_;
     cublasHandle_t handle_ = nullptr;
-    Scratch ds_;         // attention backward: ds [B, H, Nq, keys]
+    Scratch ds_;         // attention backward: ds [B, H, Nq, keys] (the fused path: Delta [B, H, N])
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
     Scratch colpart_;    // column sums (db, dgamma): per-chunk partials [chunks, C]

@@ -205,6 +205,9 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
     try {
         RETRO_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32
         RETRO_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+        int major = 0;
+        RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+        tensor_core_bf16_ = major >= 8;
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;

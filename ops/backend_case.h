@@ -85,9 +85,11 @@ public:
     // BF16 on CUDA: the op run with NnBackend::GemmInputs::bf16 (cases whose op is a GEMM: set_bf16_gemm()),
     // compared with the CPU in double on bf16-rounded inputs.
     void set_bf16_gemm() { bf16_gemm_ = true; }
+    // BF16 on CUDA with NnBackend::set_fused_attention as well (the fused attention kernels), same comparison.
+    void set_fused_attention() { fused_attention_ = true; }
     bool supports(Backend b, DType d) const override {
         if (b == Backend::CPU) return d != DType::BF16;
-        return d == DType::F32 || (d == DType::BF16 && bf16_gemm_);
+        return d == DType::F32 || (d == DType::BF16 && (bf16_gemm_ || fused_attention_));
     }
     Tensors reference(DType d) override {
         return d == DType::BF16 ? this->run_double_on_bf16_inputs() : CpuCase<Body>::reference(d);
@@ -101,8 +103,10 @@ public:
                 cuda_ = nn::cuda_nn_backend(stream_->get());
             }
             cuda_->set_gemm_inputs(d == DType::BF16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+            cuda_->set_fused_attention(fused_attention_ && d == DType::BF16);
             Tensors out = run_on(*cuda_);
             cuda_->set_gemm_inputs(nn::NnBackend::GemmInputs::fp32);
+            cuda_->set_fused_attention(false);
             return out;
         }
         return {};
@@ -119,6 +123,7 @@ private:
     DeviceBody device_body_;
     std::vector<std::string> ops_;
     bool bf16_gemm_ = false;
+    bool fused_attention_ = false;
     std::unique_ptr<CudaStreamOwner> stream_;   // declared before cuda_: the backend goes first
     std::unique_ptr<nn::NnBackend> cuda_;
 };

@@ -156,8 +156,9 @@ std::unique_ptr<Case> rotary_case(int64_t B, int64_t N, int64_t H, int64_t D, in
                                              std::move(in), body, device, {"rotary_forward", "rotary_backward"});
 }
 
-// softmax(q k^T / sqrt(D) + mask) v, with the null key/value column and a pad mask when asked
-std::unique_ptr<Case> attention_case(nn::AttentionShape s, bool masked, std::uint64_t seed) {
+// softmax(q k^T / sqrt(D) + mask) v, with the null key/value column and a pad mask when asked; `fused`: a case of
+// the fused bf16 kernels (CUDA BF16 with set_fused_attention; not gradient-checked: nn.attention checks the math)
+std::unique_ptr<Case> attention_case(nn::AttentionShape s, bool masked, std::uint64_t seed, bool fused = false) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     const int64_t HD = s.H * s.D, nq = s.B * s.Nq * HD, nk = s.B * s.Nk * HD;
     Tensors in{random_tensor(nq, rng), random_tensor(nk, rng), random_tensor(nk, rng), random_tensor(HD, rng),
@@ -197,12 +198,16 @@ std::unique_ptr<Case> attention_case(nn::AttentionShape s, bool masked, std::uin
         return {a.down(out, nq), a.down(dq, nq), a.down(dk, nk), a.down(dv, nk), a.down(dnk, HD), a.down(dnv, HD)};
     };
     const double f = 4.0 * s.B * s.H * s.Nq * s.keys() * s.D;
-    return make_backend_case<decltype(body)>({dims({{"B", s.B}, {"Nq", s.Nq}, {"Nk", s.Nk}, {"H", s.H}, {"D", s.D}}) +
-                                     (s.causal ? " causal" : "") + (s.null_kv ? " null_kv" : "") + (masked ? " masked" : ""),
-                                 3 * f, 4.0 * (3 * nq + 4 * nk), {"q", "k", "v", "null_k", "null_v", "dy"},
-                                 {true, true, true, s.null_kv, s.null_kv, false},
-                                 {"out", "dq", "dk", "dv", "dnull_k", "dnull_v"}},
-                                std::move(in), body, device, {"attention_forward", "attention_backward"});
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{
+            dims({{"B", s.B}, {"Nq", s.Nq}, {"Nk", s.Nk}, {"H", s.H}, {"D", s.D}}) + (s.causal ? " causal" : "") +
+                (s.null_kv ? " null_kv" : "") + (masked ? " masked" : "") + (fused ? " fused" : ""),
+            3 * f, 4.0 * (3 * nq + 4 * nk), {"q", "k", "v", "null_k", "null_v", "dy"},
+            {!fused, !fused, !fused, s.null_kv && !fused, s.null_kv && !fused, false},
+            {"out", "dq", "dk", "dv", "dnull_k", "dnull_v"}},
+        std::move(in), body, device, std::vector<std::string>{"attention_forward", "attention_backward"});
+    if (fused) c->set_fused_attention();
+    return c;
 }
 
 std::unique_ptr<Case> feed_forward_case(int64_t N, int64_t dim, std::uint64_t seed) {
@@ -350,6 +355,17 @@ void register_nn(std::vector<OpInfo>& out) {
             return s % 2 ? attention_case({2, 5, 5, 2, 3, true, false}, false, s) : attention_case({2, 4, 6, 2, 3, false, true}, true, s);
         },
         [] { return attention_case({8, 256, 256, 8, 32, true, false}, false, 1); }, cuda_attention, 8);
+    // the fused bf16 kernels (kernels/nn_flash_attention_cuda.cu) at each head size they take, N not a multiple of
+    // their 64-row blocks (seeds 1-3 causal, 4 not); the perf case is the 172M config's decoder self-attention
+    add("nn.flash_attention", "lib/nn/attention.h", {backend_test},
+        [](std::uint64_t s) {
+            if (s == 2) return attention_case({1, 200, 200, 2, 64, true, false}, false, s, true);
+            if (s == 3) return attention_case({2, 150, 150, 1, 128, true, false}, false, s, true);
+            if (s == 4) return attention_case({2, 100, 100, 2, 64, false, false}, false, s, true);
+            return attention_case({2, 130, 130, 2, 32, true, false}, false, s, true);
+        },
+        [] { return attention_case({8, 1024, 1024, 8, 64, true, false}, false, 1, true); },
+        "kernels/nn_flash_attention_cuda.cu", 4);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
     add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},

@@ -131,6 +131,12 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     } else {
         MESSAGE("skipped the no-GPU refusal: a CUDA device is present");
     }
+    // the fused attention kernels are bf16: asked for without --dtype bf16, one line and no run folder
+    auto f = test::run_tool("retro-train", data + " --fused-attention --out " + (dir / "fused").string());
+    CHECK(f.exit_code == 2);
+    CHECK(one_line(f));
+    CHECK(f.err.find("--fused-attention") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "fused"));
     // the planned bytes are exact and known before a step; a GPU without them refuses with the figures
     const RetroConfig c = RetroConfig::load(test::config_path());
     const auto need = train_device_bytes(c, 4, 16, 3, c.retrieved_len(), true, 2, 1000);

@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
                            "inputs, fp32 accumulation and master weights)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"fp32", "bf16"}));
+            app.add_flag("--fused-attention", o.fused_attention,
+                         "With --dtype bf16: the decoder's causal self-attention as one fused flash-style kernel on the "
+                         "tensor cores (bf16 softmax products) instead of fp32 GEMMs around softmax rows");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             static std::string eval_json, eval_plot_png;

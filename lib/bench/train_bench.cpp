@@ -147,7 +147,9 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
                             nn::NnBackend& be, const std::string& dtype,
                             const std::function<void()>& after_warmup = {}) {
-    be.set_gemm_inputs(dtype == "bf16" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+    const bool bf16 = dtype != "fp32", fused = dtype == "bf16-fused";   // bf16-fused: bf16 + the fused attention
+    be.set_gemm_inputs(bf16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+    be.set_fused_attention(fused);
     BackendRetroModel model(c, be);
     const std::int64_t P = model.layout().total();
     std::vector<float> host(static_cast<std::size_t>(P));
@@ -176,7 +178,9 @@ nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const
         wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double tokens = double(batch.B * batch.n), secs = median(wall);
-    return {{"impl", "retrokit " + be.name() + (dtype == "bf16" ? " bf16 GEMMs" : " fp32")}, {"dtype", dtype},
+    be.set_fused_attention(false);
+    return {{"impl", "retrokit " + be.name() + (fused ? " bf16 GEMMs + fused attention" : bf16 ? " bf16 GEMMs" : " fp32")},
+            {"dtype", dtype},
             {"parameters", P},                           {"steps", o.steps},
             {"step_seconds", secs},                      {"step_seconds_all", wall}, {"tokens_per_s", tokens / secs},
             {"loss_first", losses.front()},              {"loss_last", losses.back()},
@@ -209,9 +213,10 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
     const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
-    if (o.dtypes.empty()) user_error_in("--dtype", "no dtype given", "use fp32, bf16 or fp32,bf16");
+    if (o.dtypes.empty()) user_error_in("--dtype", "no dtype given", "use fp32, bf16, bf16-fused or a list of them");
     for (const auto& d : o.dtypes)
-        if (d != "fp32" && d != "bf16") user_error_in("--dtype", "\"" + d + "\" is not fp32 or bf16");
+        if (d != "fp32" && d != "bf16" && d != "bf16-fused")
+            user_error_in("--dtype", "\"" + d + "\" is not fp32, bf16 or bf16-fused");
     std::unique_ptr<CudaStreamOwner> stream;
     std::unique_ptr<nn::NnBackend> be;
     std::string device;

@@ -41,6 +41,14 @@ public:
     void set_gemm_inputs(GemmInputs g) { gemm_inputs_ = g; }
     GemmInputs gemm_inputs() const { return gemm_inputs_; }
 
+    // Fused attention (off by default): in the bf16 mode the CUDA backend then runs self-attention without a null
+    // column or key mask (Nq == Nk, D of 32, 64 or 128, Nk > D: the decoder's causal self-attention) as one
+    // flash-style kernel on the tensor cores (bf16 Q, K, V, P and dS, fp32 accumulation and softmax) instead of the
+    // fp32 GEMM path; `probs` then holds what its backward needs, not the probabilities. Set it before a forward and
+    // keep it until that forward's backward. The host backend ignores it.
+    void set_fused_attention(bool on) { fused_attention_ = on; }
+    bool fused_attention() const { return fused_attention_; }
+
     // Memory. alloc() returns memory aligned to 256 bytes, or throws InternalError; release(nullptr) does nothing.
     virtual void* alloc(std::size_t bytes) = 0;
     virtual void release(void* p) noexcept = 0;
@@ -132,6 +140,7 @@ public:
 
 protected:
     GemmInputs gemm_inputs_ = GemmInputs::fp32;
+    bool fused_attention_ = false;
 };
 
 // A buffer in a backend's memory, released with it (movable, not copyable).

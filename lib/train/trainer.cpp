@@ -189,6 +189,7 @@ void Trainer::setup_device() {
         backend_ = std::make_unique<nn::HostNnBackend>();
     }
     if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+    backend_->set_fused_attention(o_.fused_attention);
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
@@ -573,6 +574,8 @@ void Trainer::run() {
     if (o_.dtype != "fp32" && o_.dtype != "bf16") user_error_in("--dtype", "\"" + o_.dtype + "\" is not fp32 or bf16");
     if (o_.dtype == "bf16" && o_.device == "cpu")
         user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
+    if (o_.fused_attention && o_.dtype != "bf16")
+        user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
@@ -681,7 +684,7 @@ void Trainer::run() {
                       {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
-                      {"device", o_.device},     {"dtype", o_.dtype},
+                      {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", o_.fused_attention},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {

@@ -57,6 +57,7 @@ struct TrainOptions {
                                        // host-backend (testing: the GPU path's code over the CPU ops)
     std::string dtype = "fp32";        // with --device cuda: fp32, or bf16 (the linear layers' GEMMs on bf16-rounded
                                        // inputs, fp32 accumulation; fp32 master weights; nn/nn_backend.h GemmInputs)
+    bool fused_attention = false;      // with dtype bf16: NnBackend::set_fused_attention (the flash-style kernels)
     int kill_rank = -1;                // testing: this rank kills itself (SIGKILL) after optimizer step kill_step
     std::int64_t kill_step = 0;
 };

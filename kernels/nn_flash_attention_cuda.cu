@@ -1,0 +1,424 @@
+// Fused (flash-style) attention for the CUDA NnBackend's bf16 mode (issue 21): softmax(Q K^T) V for self-attention
+// without a null key/value column or a key mask (the decoder's causal self-attention, where the GEMM path spends
+// 30 of its 37 ms per 172M step), on the tensor cores (nvcuda::wmma 16x16x16, bf16 operands, fp32 accumulation),
+// never writing the [Nq, Nk] probabilities. FlashAttention-2's algorithm (Dao 2023, Algorithms 1 and 2):
+//   forward:  per block of 64 query rows, walk the key blocks (up to the diagonal when causal) keeping per row the
+//             running max m and sum l of exp(s - m) and the unnormalised output O in fp32; P = exp(S - m) is rounded
+//             to bf16 for P V. Writes out = O / l and, in the `probs` buffer the caller gives for backward,
+//             lse = m + log l [B, H, N] followed by a copy of out [B, N, H*D] (backward's Delta needs it).
+//   backward: Delta_i = sum_d dO_id O_id; P is recomputed from lse, dP = dO V^T, dS = P (dP - Delta) (bf16 for the
+//             products). dK, dV: one block per 64 keys walks the query blocks (dV += P^T dO, dK += dS^T Q); dQ: one
+//             block per 64 queries walks the key blocks (dQ += dS K). Two kernels instead of FA-2's atomics on dQ,
+//             so every sum has a fixed order and a run repeats bit for bit.
+// The queries arrive scaled (nn/attention_layer.cpp applies dim_head^-1/2), so S = Q K^T as in the GEMM path.
+// Block: 4 warps, warp w owns 16 rows of the block's 64 (queries, or keys for dK/dV); shared-memory rows are padded
+// (bf16 +8, fp32 +4) against bank conflicts. Written for sm_80+ (bf16 wmma); the backend uses it only when asked
+// (NnBackend::set_fused_attention) in bf16 mode on such a device, and only for the shapes flash_supported() takes.
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cfloat>
+#include <climits>
+
+#include "core/error.h"
+#include "cuda_check.cuh"
+#include "nn/nn_backend_cuda.h"
+#include "nn_backend_common.cuh"
+
+namespace retro::nn::detail {
+namespace {
+
+using namespace nvcuda;
+using ll = long long;
+using bf16 = __nv_bfloat16;
+
+constexpr int kBlock = 64, kWarps = 4, kFlashThreads = kWarps * 32;
+constexpr int kLdS = kBlock + 4;   // fp32 64-wide tiles
+constexpr int kLdP = kBlock + 8;   // bf16 64-wide tiles
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+struct FlashDims {
+    ll B, N, H, D, HD;
+    bool causal;
+};
+
+// Rows [r0, r0 + 64) of one (item, head) operand [B, N, H*D] (fp32) into shared bf16 rows of stride D + 8; rows
+// past N are zero.
+template <int D>
+__device__ void load_rows_bf16(bf16* dst, const float* __restrict__ src, ll r0, const FlashDims& m) {
+    constexpr int ld = D + 8;
+    for (int e = threadIdx.x; e < kBlock * D; e += kFlashThreads) {
+        const int r = e / D, c = e % D;
+        const ll row = r0 + r;
+        dst[r * ld + c] = __float2bfloat16_rn(row < m.N ? src[row * m.HD + c] : 0.0f);
+    }
+}
+
+// Key j is hidden from query i (both within the sequence of N): past the end, or in the future when causal.
+__device__ __forceinline__ bool flash_hidden(ll i, ll j, const FlashDims& m) {
+    return i >= m.N || j >= m.N || (m.causal && j > i);
+}
+
+// C[16 x 64] (fp32, stride kLdS) = A[16 x D] (bf16 rows, stride D + 8) times the 64 rows of Bt [64 x D] transposed.
+template <int D>
+__device__ void rows_times_rows_t(float* C, const bf16* A, const bf16* Bt) {
+    constexpr int ld = D + 8;
+#pragma unroll
+    for (int t = 0; t < kBlock / 16; ++t) {
+        Acc acc;
+        wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            FragA a;
+            FragBT b;
+            wmma::load_matrix_sync(a, A + kk * 16, ld);
+            wmma::load_matrix_sync(b, Bt + t * 16 * ld + kk * 16, ld);
+            wmma::mma_sync(acc, a, b, acc);
+        }
+        wmma::store_matrix_sync(C + t * 16, acc, kLdS, wmma::mem_row_major);
+    }
+}
+
+// acc[u] (16 x 16 tiles of a 16 x D product) += P[16 x 64] (bf16, stride kLdP) times X[64 x D] (bf16 rows, stride D + 8).
+template <int D>
+__device__ void accumulate_p_times_rows(Acc (&acc)[D / 16], const bf16* P, const bf16* X) {
+    constexpr int ld = D + 8;
+#pragma unroll
+    for (int kk = 0; kk < kBlock / 16; ++kk) {
+        FragA a;
+        wmma::load_matrix_sync(a, P + kk * 16, kLdP);
+#pragma unroll
+        for (int u = 0; u < D / 16; ++u) {
+            FragB b;
+            wmma::load_matrix_sync(b, X + kk * 16 * ld + u * 16, ld);
+            wmma::mma_sync(acc[u], a, b, acc[u]);
+        }
+    }
+}
+
+// A warp's 16 x D accumulators out to global rows [r0, r0 + 16) of dst [B, N, H*D] (only rows < N), through the
+// warp's 16 x (D + 4) fp32 staging rows.
+template <int D>
+__device__ void store_rows(float* __restrict__ dst, Acc (&acc)[D / 16], float* stage, ll r0, const FlashDims& m) {
+    constexpr int ld = D + 4;
+#pragma unroll
+    for (int u = 0; u < D / 16; ++u) wmma::store_matrix_sync(stage + u * 16, acc[u], ld, wmma::mem_row_major);
+    __syncwarp();
+    const int lane = threadIdx.x % 32;
+    for (int e = lane; e < 16 * D; e += 32) {
+        const int r = e / D, c = e % D;
+        if (r0 + r < m.N) dst[(r0 + r) * m.HD + c] = stage[r * ld + c];
+    }
+}
+
+// Shared memory of the forward (bytes): Q, K, V rows (bf16), S (fp32), P (bf16), O (fp32).
+template <int D>
+constexpr int forward_smem() {
+    return 3 * kBlock * (D + 8) * 2 + kBlock * kLdS * 4 + kBlock * kLdP * 2 + kBlock * (D + 4) * 4;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads) flash_forward(float* __restrict__ out, float* __restrict__ lse,
+                                                               const float* __restrict__ q, const float* __restrict__ k,
+                                                               const float* __restrict__ v, FlashDims m) {
+    constexpr int ld = D + 8, ldo = D + 4;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16* Qs = reinterpret_cast<bf16*>(smem);
+    bf16* Ks = Qs + kBlock * ld;
+    bf16* Vs = Ks + kBlock * ld;
+    float* S = reinterpret_cast<float*>(Vs + kBlock * ld);
+    bf16* P = reinterpret_cast<bf16*>(S + kBlock * kLdS);
+    float* O = reinterpret_cast<float*>(P + kBlock * kLdP);
+
+    const ll qb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
+    const ll base = b * m.N * m.HD + h * m.D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row = lane / 2, half = lane % 2;   // the lane pair (2 row, 2 row + 1) shares row `row` of the warp's 16
+    const ll q0 = qb * kBlock, i = q0 + warp * 16 + row;
+
+    load_rows_bf16<D>(Qs, q + base, q0, m);
+    for (int e = threadIdx.x; e < kBlock * ldo; e += kFlashThreads) O[e] = 0.0f;
+    float mx = -FLT_MAX, l = 0.0f;   // this row's running max and sum (both lanes of the pair hold them)
+
+    const ll key_blocks = (m.N + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
+    for (ll kb = 0; kb <= last; ++kb) {
+        __syncthreads();   // the previous block's K, V are no longer read
+        load_rows_bf16<D>(Ks, k + base, kb * kBlock, m);
+        load_rows_bf16<D>(Vs, v + base, kb * kBlock, m);
+        __syncthreads();
+        float* Sw = S + warp * 16 * kLdS;
+        bf16* Pw = P + warp * 16 * kLdP;
+        rows_times_rows_t<D>(Sw, Qs + warp * 16 * ld, Ks);
+        __syncwarp();
+        // online softmax over this row's half of the 64 keys
+        float bmax = -FLT_MAX;
+        for (int c = half * 32; c < half * 32 + 32; ++c)
+            if (!flash_hidden(i, kb * kBlock + c, m)) bmax = fmaxf(bmax, Sw[row * kLdS + c]);
+        bmax = fmaxf(bmax, __shfl_xor_sync(0xffffffffu, bmax, 1));
+        const float mnew = fmaxf(mx, bmax);
+        // mnew = -FLT_MAX: nothing seen yet (a padding row past N); every p below is 0 then
+        const float alpha = mx == -FLT_MAX ? 0.0f : __expf(mx - mnew);
+        float sum = 0.0f;
+        for (int c = half * 32; c < half * 32 + 32; ++c) {
+            const bool hid = flash_hidden(i, kb * kBlock + c, m);
+            const bf16 p = __float2bfloat16_rn(hid ? 0.0f : __expf(Sw[row * kLdS + c] - mnew));
+            Pw[row * kLdP + c] = p;
+            sum += __bfloat162float(p);   // the sum of what P V multiplies
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = l * alpha + sum;
+        mx = mnew;
+        float* Ow = O + warp * 16 * ldo;
+        for (int c = half * (D / 2); c < half * (D / 2) + D / 2; ++c) Ow[row * ldo + c] *= alpha;
+        __syncwarp();
+        // O_w += P_w V, the fp32 O tile loaded as the accumulator
+#pragma unroll
+        for (int u = 0; u < D / 16; ++u) {
+            Acc acc;
+            wmma::load_matrix_sync(acc, Ow + u * 16, ldo, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < kBlock / 16; ++kk) {
+                FragA a;
+                FragB bfr;
+                wmma::load_matrix_sync(a, Pw + kk * 16, kLdP);
+                wmma::load_matrix_sync(bfr, Vs + kk * 16 * ld + u * 16, ld);
+                wmma::mma_sync(acc, a, bfr, acc);
+            }
+            wmma::store_matrix_sync(Ow + u * 16, acc, ldo, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (i < m.N) {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float* Ow = O + (warp * 16 + row) * ldo;
+        for (int c = half * (D / 2); c < half * (D / 2) + D / 2; ++c) out[base + i * m.HD + c] = Ow[c] * inv;
+        if (half == 0) lse[bh * m.N + i] = mx + logf(l);
+    }
+}
+
+// Delta[bh, i] = sum_d dO[b, i, h*D + d] O[b, i, h*D + d], a warp per row (lanes over d, butterfly sum).
+__global__ void flash_delta(float* __restrict__ delta, const float* __restrict__ dout, const float* __restrict__ o,
+                            FlashDims m) {
+    const ll rows = m.B * m.H * m.N;
+    const int lane = threadIdx.x % 32;
+    for (ll r = (blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x) / 32; r < rows;
+         r += static_cast<ll>(gridDim.x) * blockDim.x / 32) {
+        const ll bh = r / m.N, i = r % m.N, b = bh / m.H, h = bh % m.H;
+        const ll at = (b * m.N + i) * m.HD + h * m.D;
+        float s = 0.0f;
+        for (ll d = lane; d < m.D; d += 32) s += dout[at + d] * o[at + d];
+        for (int w = 16; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
+        if (lane == 0) delta[r] = s;
+    }
+}
+
+// Shared memory of a backward kernel (bytes): four operand row blocks (bf16), two fp32 64-wide tiles, one bf16
+// 64-wide tile (two for dK/dV), the 64 rows' lse and Delta, and the warps' fp32 staging rows for the result.
+template <int D>
+constexpr int backward_smem(int p_tiles) {
+    return 4 * kBlock * (D + 8) * 2 + 2 * kBlock * kLdS * 4 + p_tiles * kBlock * kLdP * 2 + 2 * kBlock * 4 +
+           kBlock * (D + 4) * 4;
+}
+
+// dK, dV for the 64 keys of block blockIdx.x of (item, head) blockIdx.y: walk the query blocks that see them.
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv(
+    float* __restrict__ dk, float* __restrict__ dv, const float* __restrict__ q, const float* __restrict__ k,
+    const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+    const float* __restrict__ delta, FlashDims m) {
+    constexpr int ld = D + 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16* Ks = reinterpret_cast<bf16*>(smem);
+    bf16* Vs = Ks + kBlock * ld;
+    bf16* Qs = Vs + kBlock * ld;
+    bf16* dOs = Qs + kBlock * ld;
+    float* St = reinterpret_cast<float*>(dOs + kBlock * ld);   // S^T: 64 keys x 64 queries
+    float* dPt = St + kBlock * kLdS;                            // dP^T
+    bf16* Pt = reinterpret_cast<bf16*>(dPt + kBlock * kLdS);
+    bf16* dSt = Pt + kBlock * kLdP;
+    float* Ls = reinterpret_cast<float*>(dSt + kBlock * kLdP);
+    float* Dl = Ls + kBlock;
+    float* stage = Dl + kBlock;
+
+    const ll kb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
+    const ll base = b * m.N * m.HD + h * m.D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row = lane / 2, half = lane % 2;   // key row of the warp's 16, half of the 64 query columns
+    const ll k0 = kb * kBlock, j = k0 + warp * 16 + row;
+
+    load_rows_bf16<D>(Ks, k + base, k0, m);
+    load_rows_bf16<D>(Vs, v + base, k0, m);
+    Acc dK[D / 16], dV[D / 16];
+#pragma unroll
+    for (int u = 0; u < D / 16; ++u) {
+        wmma::fill_fragment(dK[u], 0.0f);
+        wmma::fill_fragment(dV[u], 0.0f);
+    }
+    const ll query_blocks = (m.N + kBlock - 1) / kBlock;
+    for (ll qb = m.causal ? kb : 0; qb < query_blocks; ++qb) {
+        const ll q0 = qb * kBlock;
+        __syncthreads();   // the previous query block is no longer read
+        load_rows_bf16<D>(Qs, q + base, q0, m);
+        load_rows_bf16<D>(dOs, dout + base, q0, m);
+        for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
+            const bool in = q0 + e < m.N;
+            Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
+            Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
+        }
+        __syncthreads();
+        float* Sw = St + warp * 16 * kLdS;
+        float* dPw = dPt + warp * 16 * kLdS;
+        bf16* Pw = Pt + warp * 16 * kLdP;
+        bf16* dSw = dSt + warp * 16 * kLdP;
+        rows_times_rows_t<D>(Sw, Ks + warp * 16 * ld, Qs);    // S^T = K Q^T
+        rows_times_rows_t<D>(dPw, Vs + warp * 16 * ld, dOs);  // dP^T = V dO^T
+        __syncwarp();
+        for (int c = half * 32; c < half * 32 + 32; ++c) {
+            const bool hid = flash_hidden(q0 + c, j, m);
+            const float p = hid ? 0.0f : __expf(Sw[row * kLdS + c] - Ls[c]);
+            Pw[row * kLdP + c] = __float2bfloat16_rn(p);
+            dSw[row * kLdP + c] = __float2bfloat16_rn(hid ? 0.0f : p * (dPw[row * kLdS + c] - Dl[c]));
+        }
+        __syncwarp();
+        accumulate_p_times_rows<D>(dV, Pw, dOs);   // dV += P^T dO
+        accumulate_p_times_rows<D>(dK, dSw, Qs);   // dK += dS^T Q
+    }
+    float* stw = stage + warp * 16 * (D + 4);
+    store_rows<D>(dk + base, dK, stw, k0 + warp * 16, m);
+    __syncwarp();
+    store_rows<D>(dv + base, dV, stw, k0 + warp * 16, m);
+}
+
+// dQ for the 64 queries of block blockIdx.x of (item, head) blockIdx.y: walk the key blocks they see.
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
+    float* __restrict__ dq, const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, FlashDims m) {
+    constexpr int ld = D + 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16* Qs = reinterpret_cast<bf16*>(smem);
+    bf16* dOs = Qs + kBlock * ld;
+    bf16* Ks = dOs + kBlock * ld;
+    bf16* Vs = Ks + kBlock * ld;
+    float* S = reinterpret_cast<float*>(Vs + kBlock * ld);
+    float* dP = S + kBlock * kLdS;
+    bf16* dS = reinterpret_cast<bf16*>(dP + kBlock * kLdS);
+    float* Ls = reinterpret_cast<float*>(dS + kBlock * kLdP);
+    float* Dl = Ls + kBlock;
+    float* stage = Dl + kBlock;
+
+    const ll qb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
+    const ll base = b * m.N * m.HD + h * m.D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row = lane / 2, half = lane % 2;
+    const ll q0 = qb * kBlock, i = q0 + warp * 16 + row;
+
+    load_rows_bf16<D>(Qs, q + base, q0, m);
+    load_rows_bf16<D>(dOs, dout + base, q0, m);
+    for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
+        const bool in = q0 + e < m.N;
+        Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
+        Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
+    }
+    Acc dQ[D / 16];
+#pragma unroll
+    for (int u = 0; u < D / 16; ++u) wmma::fill_fragment(dQ[u], 0.0f);
+    const ll key_blocks = (m.N + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
+    for (ll kb = 0; kb <= last; ++kb) {
+        __syncthreads();   // the previous key block is no longer read (and, the first time, Qs, dOs, Ls, Dl are in)
+        load_rows_bf16<D>(Ks, k + base, kb * kBlock, m);
+        load_rows_bf16<D>(Vs, v + base, kb * kBlock, m);
+        __syncthreads();
+        float* Sw = S + warp * 16 * kLdS;
+        float* dPw = dP + warp * 16 * kLdS;
+        bf16* dSw = dS + warp * 16 * kLdP;
+        rows_times_rows_t<D>(Sw, Qs + warp * 16 * ld, Ks);    // S = Q K^T
+        rows_times_rows_t<D>(dPw, dOs + warp * 16 * ld, Vs);  // dP = dO V^T
+        __syncwarp();
+        const int r = warp * 16 + row;
+        for (int c = half * 32; c < half * 32 + 32; ++c) {
+            const bool hid = flash_hidden(i, kb * kBlock + c, m);
+            const float p = hid ? 0.0f : __expf(Sw[row * kLdS + c] - Ls[r]);
+            dSw[row * kLdP + c] = __float2bfloat16_rn(hid ? 0.0f : p * (dPw[row * kLdS + c] - Dl[r]));
+        }
+        __syncwarp();
+        accumulate_p_times_rows<D>(dQ, dSw, Ks);   // dQ += dS K
+    }
+    store_rows<D>(dq + base, dQ, stage + warp * 16 * (D + 4), q0 + warp * 16, m);
+}
+
+FlashDims flash_dims(const AttentionShape& s) { return {s.B, s.Nq, s.H, s.D, s.H * s.D, s.causal}; }
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes) {
+    RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int D>
+void forward_d(float* out, float* probs, const float* q, const float* k, const float* v, const FlashDims& m,
+               cudaStream_t st) {
+    constexpr int smem = forward_smem<D>();
+    allow_smem(flash_forward<D>, smem);
+    const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
+    flash_forward<D><<<grid, kFlashThreads, smem, st>>>(out, probs, q, k, v, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_forward", st);
+}
+
+template <int D>
+void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
+                const float* q, const float* k, const float* v, const FlashDims& m, cudaStream_t st) {
+    const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
+    constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
+    allow_smem(flash_backward_dkdv<D>, smem_kv);
+    flash_backward_dkdv<D><<<grid, kFlashThreads, smem_kv, st>>>(dk, dv, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_backward_dkdv", st);
+    allow_smem(flash_backward_dq<D>, smem_q);
+    flash_backward_dq<D><<<grid, kFlashThreads, smem_q, st>>>(dq, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq", st);
+}
+
+}  // namespace
+
+bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
+    // the bf16 mode on request, on sm_80+; self-attention without null column or mask; the stash (lse and a copy
+    // of out, B*H*N*(1 + D) floats) must fit the caller's B*H*N*N probabilities
+    return fused_attention_ && gemm_inputs_ == GemmInputs::bf16 && tensor_core_bf16_ && !s.null_kv && !key_mask &&
+           s.Nq == s.Nk && (s.D == 32 || s.D == 64 || s.D == 128) && s.Nq > s.D && s.B * s.H <= 65535 &&
+           s.Nq <= INT_MAX / 2;
+}
+
+void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                  const AttentionShape& s) {
+    const FlashDims m = flash_dims(s);
+    if (m.B * m.H * m.N == 0) return;
+    float* lse = probs;   // [B, H, N], then out's copy [B, N, H*D]
+    switch (m.D) {
+    case 32: forward_d<32>(out, lse, q, k, v, m, stream_); break;
+    case 64: forward_d<64>(out, lse, q, k, v, m, stream_); break;
+    default: forward_d<128>(out, lse, q, k, v, m, stream_); break;
+    }
+    copy(probs + m.B * m.H * m.N, out, static_cast<std::size_t>(m.B * m.N * m.HD) * sizeof(float));
+}
+
+void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+                                   const float* q, const float* k, const float* v, const AttentionShape& s) {
+    const FlashDims m = flash_dims(s);
+    const ll rows = m.B * m.H * m.N;
+    if (rows == 0) return;
+    const float* lse = probs;
+    const float* o = probs + rows;
+    float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows) * sizeof(float)));
+    flash_delta<<<grid_for(rows * 32), kThreads, 0, stream_>>>(delta, dout, o, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_delta", stream_);
+    switch (m.D) {
+    case 32: backward_d<32>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
+    case 64: backward_d<64>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
+    default: backward_d<128>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
+    }
+}
+
+}  // namespace retro::nn::detail
