@@ -23,7 +23,8 @@
 # with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
-# ("0.5 0.25"), STUDY_RETROFIT_FRACTION (0.5), STUDY_STEPS (2000), STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3").
+# ("0.5 0.25"), STUDY_RETROFIT_FRACTION (0.5), STUDY_STEPS (2000), STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3"),
+# STUDY_CONFIG (examples/configs/demo-retrieval.json; demo-retrieval-wide.json is a 37.7M-parameter variant).
 set -uo pipefail
 
 DEFAULT_STEPS=(env tests embed sanitize knn)
@@ -223,7 +224,7 @@ step_studies() {
     rm -rf "$root"
     mkdir -p "$root"
     local env=(LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE="${STUDY_DEVICE:-cuda}" THREADS=2 JOBS=3
-        EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}")
+        EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}" CONFIG="${STUDY_CONFIG:-examples/configs/demo-retrieval.json}")
     for f in ${STUDY_FRACTIONS:-0.5 0.25}; do
         limited env "${env[@]}" STEPS="${STUDY_STEPS:-2000}" TRAIN_OPTIONS="--train-docs-fraction $f" \
             examples/scratch-study.sh "$KIT/bin" "$CURVE_DATA" "$root/scratch-f$f" "${STUDY_SEEDS:-1 2 3}" \
