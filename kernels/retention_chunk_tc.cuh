@@ -17,34 +17,14 @@
 #pragma once
 #include <mma.h>
 
+#include "retention/retention_launch.h"
 #include "retention_common.cuh"
 
 namespace retro::retention::cuda_detail {
 
-constexpr int kTcChunk = 64, kTcTile = 64, kTcWarps = 8, kTcThreads = kTcWarps * 32, kTcMaxDa = 128;
-
-inline bool tc_supported(long Da, long Dc, long C) {
-    return C == kTcChunk && Da % 32 == 0 && Da <= kTcMaxDa && Dc % kTcTile == 0;
-}
-
-struct TcLayout {   // shared-memory carve-up (bytes), rows padded against bank conflicts (wmma wants 32-byte bases)
-    int lda, ldc, ldf;   // bf16 row stride of A/B (Da+8) and of C/Pb/Mb (72); fp32 row stride of 64-wide tiles (68)
-    int a, b, bs, c, p, x, pb, mf, mb, pw, total;
-    __host__ __device__ explicit TcLayout(int Da) {
-        lda = Da + 8, ldc = kTcTile + 8, ldf = kTcTile + 4;
-        a = 0;                              // A_c (bf16)
-        b = a + kTcChunk * lda * 2;         // B_c (bf16)
-        bs = b + kTcChunk * lda * 2;        // B_c rows times their update coefficient (bf16)
-        c = bs + kTcChunk * lda * 2;        // C_c tile (bf16)
-        p = c + kTcChunk * ldc * 2;         // P = A B^T (fp32), later O = the output tile before rounding
-        x = p + kTcChunk * ldf * 4;         // X = A M (fp32)
-        pb = x + kTcChunk * ldf * 4;        // P masked and decayed (bf16)
-        mf = pb + kTcChunk * ldc * 2;       // M (fp32, Da x 64)
-        mb = mf + Da * ldf * 4;             // M (bf16)
-        pw = mb + Da * ldc * 2;             // gamma^d, d = 0..64 (fp32)
-        total = pw + 80 * 4;
-    }
-};
+// kTcChunk, kTcTile, kTcMaxDa, tc_supported and TcLayout (the shared-memory carve-up) live in
+// retention/retention_launch.h, where the launch decisions use them without CUDA.
+constexpr int kTcWarps = 8, kTcThreads = kTcWarps * 32;
 
 // The next chunk's rows, fetched into registers while the current one computes (16-byte loads, zeros past L).
 template <int Da>

@@ -2,8 +2,9 @@
 // pair kernel windowed to chunks (shared-memory tiles), then the state walk, one block per (state tile, b·h) with
 // the tile in shared memory: O_c += scale (Q_c S_prev) ⊙ xi, S = gamma^L S + K_c^T (V_c ⊙ zeta) (RETENTION.md §1).
 // Backward is chunkwise too: three windowed pair kernels, then dQ (forward walk), dK + dh0 and dV (reverse walks).
-// bf16 with chunk 64 and head dims the tensor-core walk takes (tc_supported) runs retention_chunk_tc.cuh instead:
-// one fused walk for the forward, three for the backward.
+// bf16 with chunk 64 and head dims the tensor-core walk takes, on a device that lets a block have its shared memory
+// (plan_chunkwise, retention/retention_launch.h), runs retention_chunk_tc.cuh instead: one fused walk for the
+// forward, three for the backward; elsewhere (an sm_86/89 card at K = 128) the CUDA-core walk below.
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
 
@@ -21,7 +22,7 @@ void chunkwise_forward(const Shape& s, const Options& opt, const T* q, const T* 
     const long C = std::min<long>(opt.chunk_size, s.T);
     const float sc = static_cast<float>(scale);
     if constexpr (std::is_same_v<T, bf16>) {
-        if (tc_supported(s.K, s.V, C)) {   // tensor cores: (A,B,C) = (q,k,v), M = S
+        if (plan_chunkwise(true, s.K, s.V, C, false, optin_shared_bytes()).tensor_cores) {   // (A,B,C) = (q,k,v), M = S
             launch_chunk_tc<false>(q, k, v, o, h0, ht, false, d, static_cast<int>(s.K), static_cast<int>(s.V), sc, g,
                                    stream);
             return;
@@ -41,7 +42,7 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
     const float sc = static_cast<float>(scale);
     if constexpr (std::is_same_v<T, bf16>) {
-        if (tc_supported(K, V, C) && tc_supported(V, K, C)) {   // tensor cores, see retention_chunk_tc.cuh
+        if (plan_chunkwise(true, K, V, C, true, optin_shared_bytes()).tensor_cores) {   // retention_chunk_tc.cuh
             launch_chunk_tc<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g, stream);   // M = S^T
             launch_chunk_tc<true>(v, dO, q, dk, dht, dh0, true, d, V, K, sc, g, stream);       // M = G^T
             launch_chunk_tc<true>(k, q, dO, dv, dht, nullptr, false, d, K, V, sc, g, stream);  // M = G

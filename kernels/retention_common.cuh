@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "cuda_check.cuh"
 #include "retention/retention_cuda.h"
+#include "retention/retention_launch.h"
 
 namespace retro::retention::cuda_detail {
 
@@ -38,13 +39,26 @@ struct Dims {
     long B, T, H, K, V;
 };
 
-// Checks the shape and the stream (`entry` names the entry point in the error) and resolves the decays.
+// The shared memory one block may opt into on device 0 (bytes), read once per process.
+inline long optin_shared_bytes() {
+    static const long bytes = [] {
+        int v = 0;
+        RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        return static_cast<long>(v);
+    }();
+    return bytes;
+}
+
+// Checks the shape and the stream (`entry` names the entry point in the error) and resolves the decays; a shape
+// the kernels cannot launch on this device (retention/retention_launch.h) is refused in one line before any launch.
 inline Gammas prepare(const Shape& s, const Options& opt, double* scale, cudaStream_t stream, const char* entry) {
     cuda_stream_require(stream, entry);
     const Resolved r = resolve(s, opt);
     if (s.H > kMaxHeads || s.K > kMaxDim || s.V > kMaxDim)
         user_error("retention (CUDA): needs H <= ", kMaxHeads, " and K, V <= ", kMaxDim, " (got H=", s.H, " K=", s.K,
                    " V=", s.V, ")");
+    const std::string refusal = retention_launch_refusal(s.B, s.H, s.K, s.V, optin_shared_bytes());
+    if (!refusal.empty()) user_error("retention (CUDA): ", refusal);
     Gammas g{};
     for (long h = 0; h < s.H; ++h) g.lg[h] = static_cast<float>(r.log_gamma[h]);
     *scale = r.scale;
@@ -121,7 +135,7 @@ __global__ void pair_kernel(const X* a, const X* b, const X* c, X* out, Dims d, 
 template <typename T, bool REV>
 void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int Da, int Dc, long C, float scale,
                  const Gammas& g, bool accumulate, cudaStream_t stream) {
-    const std::size_t smem = sizeof(float) * (16 * Da + 32 * Da + 32 * Dc + 16 * 32);
+    const std::size_t smem = static_cast<std::size_t>(pair_shared_bytes(Da, Dc));   // checked by prepare()
     auto kernel = pair_kernel<dev_t<T>, REV>;
     RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     dim3 grid(static_cast<unsigned>((d.T + 15) / 16), static_cast<unsigned>(d.B * d.H));

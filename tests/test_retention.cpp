@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "retention/retention.h"
 #include "retention/retention_cuda.h"
+#include "retention/retention_launch.h"
 #include "retention_run.h"
 #include "test_nn_gradcheck.h"
 
@@ -210,4 +211,30 @@ TEST_CASE("retention: retro-bench retention --device cuda says 'built without CU
     CHECK(r.err.find(retro::kCudaBuilt ? "--device cuda: no CUDA device found"
                                        : "--device cuda: retro-bench was built without CUDA") != std::string::npos);
     CHECK(r.out.empty());   // no row measured before the error
+}
+
+TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its shared memory fits, grid and shared-memory refusals") {
+    using namespace retro::retention;
+    const long h100 = 232448, sm86 = 101376, small = 49152;   // opt-in shared memory per block (bytes)
+    CHECK(TcLayout(128).total == 159040);   // the ~159 KB walk at K = V = 128
+    CHECK(TcLayout(32).total == 82240);
+    // forward at K = V = 128: the tensor cores on an H100, the CUDA-core walk on an sm_86/89 card; never in fp32
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100).tensor_cores);
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, sm86).tensor_cores);
+    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).tensor_cores);
+    CHECK_FALSE(plan_chunkwise(false, 128, 128, 64, false, h100).tensor_cores);
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 32, false, h100).tensor_cores);   // chunk 32: not the walk's 64
+    // backward runs walks with Da = V and Da = K: both must fit
+    CHECK(plan_chunkwise(true, 128, 64, 64, true, h100).tensor_cores);
+    CHECK_FALSE(plan_chunkwise(true, 32, 128, 64, true, sm86).tensor_cores);   // the Da = V = 128 walk does not fit
+    // refusals: one line each, naming the limit and the fix
+    CHECK(retention_launch_refusal(8, 32, 128, 128, h100).empty());
+    const std::string grid = retention_launch_refusal(3000, 32, 64, 64, h100);
+    CHECK(grid.find("B*H = 96000") != std::string::npos);
+    CHECK(grid.find("split the batch") != std::string::npos);
+    CHECK(retention_launch_refusal(65535, 1, 64, 64, h100).empty());
+    const std::string smem = retention_launch_refusal(1, 1, 256, 256, small);
+    CHECK(smem.find("83968 bytes of shared memory") != std::string::npos);
+    CHECK(smem.find('\n') == std::string::npos);
+    CHECK(retention_launch_refusal(1, 1, 256, 256, sm86).empty());
 }

@@ -1,0 +1,80 @@
+// How the CUDA retention kernels launch, as plain host arithmetic (issue 19's "robust launch"): the tensor-core
+// chunk walk's shared-memory carve-up (TcLayout, used by kernels/retention_chunk_tc.cuh itself), the pair kernel's
+// shared memory, and the checks every entry makes before a launch — B·H within the grid's y limit, and the shared
+// memory a kernel needs within what the device lets one block opt into (an sm_86/89 card has 99 KB; the 64-column
+// tensor-core walk at Da = 128 wants ~159 KB, so such a card takes the CUDA-core walk instead). Kept free of CUDA so
+// that tests/test_retention.cpp checks the decisions without a GPU.
+// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, pair_shared_bytes, kMaxGridY,
+//           ChunkwisePlan, plan_chunkwise, retention_launch_refusal
+#pragma once
+#include <string>
+
+#ifdef __CUDACC__
+#define RETRO_HOST_DEVICE __host__ __device__
+#else
+#define RETRO_HOST_DEVICE
+#endif
+
+namespace retro::retention {
+
+constexpr int kTcChunk = 64, kTcTile = 64, kTcMaxDa = 128;
+constexpr long kMaxGridY = 65535;   // every retention kernel runs one grid row per (b, h)
+
+// The tensor-core walk's shape limits: chunk 64, Da a multiple of 32 up to 128, Dc whole 64-column tiles.
+inline bool tc_supported(long Da, long Dc, long C) {
+    return C == kTcChunk && Da % 32 == 0 && Da <= kTcMaxDa && Dc % kTcTile == 0;
+}
+
+struct TcLayout {   // shared-memory carve-up (bytes), rows padded against bank conflicts (wmma wants 32-byte bases)
+    int lda, ldc, ldf;   // bf16 row stride of A/B (Da+8) and of C/Pb/Mb (72); fp32 row stride of 64-wide tiles (68)
+    int a, b, bs, c, p, x, pb, mf, mb, pw, total;
+    RETRO_HOST_DEVICE explicit TcLayout(int Da) {
+        lda = Da + 8, ldc = kTcTile + 8, ldf = kTcTile + 4;
+        a = 0;                              // A_c (bf16)
+        b = a + kTcChunk * lda * 2;         // B_c (bf16)
+        bs = b + kTcChunk * lda * 2;        // B_c rows times their update coefficient (bf16)
+        c = bs + kTcChunk * lda * 2;        // C_c tile (bf16)
+        p = c + kTcChunk * ldc * 2;         // P = A B^T (fp32), later O = the output tile before rounding
+        x = p + kTcChunk * ldf * 4;         // X = A M (fp32)
+        pb = x + kTcChunk * ldf * 4;        // P masked and decayed (bf16)
+        mf = pb + kTcChunk * ldc * 2;       // M (fp32, Da x 64)
+        mb = mf + Da * ldf * 4;             // M (bf16)
+        pw = mb + Da * ldc * 2;             // gamma^d, d = 0..64 (fp32)
+        total = pw + 80 * 4;
+    }
+};
+
+// The CUDA-core pair kernel's dynamic shared memory (retention_common.cuh's launch_pair): 16 query rows and 32 key
+// rows of Da, 32 value rows of Dc, a 16 x 32 score tile, all fp32.
+inline long pair_shared_bytes(long Da, long Dc) { return 4 * (16 * Da + 32 * Da + 32 * Dc + 16 * 32); }
+
+// Which walk the chunkwise mode takes: the tensor cores when the dtype is bf16, the shape fits them and the device
+// lets a block have the walk's shared memory (each of the backward's three walks, for backward), else CUDA cores.
+struct ChunkwisePlan {
+    bool tensor_cores = false;
+};
+inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes) {
+    auto fits = [&](long Da, long Dc) {
+        return tc_supported(Da, Dc, C) && TcLayout(static_cast<int>(Da)).total <= optin_shared_bytes;
+    };
+    // forward: (A, B, C) = (q, k, v), Da = K; backward: walks with Da = V (dq, dk) and Da = K (dv)
+    const bool ok = backward ? fits(V, K) && fits(K, V) : fits(K, V);
+    return {bf16 && ok};
+}
+
+// Why a CUDA retention entry cannot launch B, H, K, V on a device whose blocks may opt into optin_shared_bytes of
+// shared memory (one line, naming the limit and what to change), or "" when it can. The CUDA-core pair kernel is
+// the one whose shared memory grows with K and V.
+inline std::string retention_launch_refusal(long B, long H, long K, long V, long optin_shared_bytes) {
+    if (B * H > kMaxGridY)
+        return "B*H = " + std::to_string(B * H) + " exceeds the CUDA grid's " + std::to_string(kMaxGridY) +
+               " rows (one per batch item and head); split the batch";
+    const long need = pair_shared_bytes(K, V) > pair_shared_bytes(V, K) ? pair_shared_bytes(K, V) : pair_shared_bytes(V, K);
+    if (need > optin_shared_bytes)
+        return "K=" + std::to_string(K) + ", V=" + std::to_string(V) + " need " + std::to_string(need) +
+               " bytes of shared memory per block, this device allows " + std::to_string(optin_shared_bytes) +
+               "; use smaller head dimensions";
+    return "";
+}
+
+}  // namespace retro::retention
