@@ -129,8 +129,11 @@ step_retention() {
 step_fla() {
     limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
     track $?
+    # Triton configs pinned from tests/peers/fla_configs.json when it exists (else fla tunes: minutes); the configs
+    # this run used go to $OUT/fla_configs.json: commit that as tests/peers/fla_configs.json (docs/gpu.md)
     PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 limited python3 tests/peers/fla_retention.py --modes chunkwise,parallel,recurrent \
-        --T "$RET_T" --dtype "$RET_DTYPES" --json "$OUT/fla_retention.json" 2>&1 | grep -v '^ ' | tail -40 | tee "$OUT/fla.log"
+        --T "$RET_T" --dtype "$RET_DTYPES" --pin-configs tests/peers/fla_configs.json --record-configs "$OUT/fla_configs.json" \
+        --json "$OUT/fla_retention.json" 2>&1 | grep -v '^ ' | tail -40 | tee "$OUT/fla.log"
     track "${PIPESTATUS[0]}"
 }
 

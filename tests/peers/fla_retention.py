@@ -7,6 +7,9 @@ fused_recurrent_retention) and fla's naive_retention (PyTorch), and prints JSON 
     pip install flash-linear-attention   # RETENTION.md pins fla bc3b101dcb71 (0.5.2)
     python tests/peers/fla_retention.py --T 1024,2048,4096,8192,16384 --dtype bf16 --json fla.json
 Defaults are fla's benchmark shapes: B=8, H=32, K=V=128. fp32 runs with TRITON_F32_DEFAULT=ieee as fla's tests do.
+Triton's autotuning of fla's kernels takes minutes on a fresh machine: --record-configs FILE writes the configs this
+run chose, --pin-configs FILE (tests/peers/fla_configs.json once recorded on an H100/H200) reuses them without a
+search (tests/peers/triton_pinning.py); the JSON says which kernels ran pinned.
 """
 import argparse
 import datetime
@@ -30,9 +33,15 @@ def main():
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--naive-max-T", type=int, default=4096, help="naive materialises B×H×T×T; skip above this")
     ap.add_argument("--json", default="")
+    ap.add_argument("--pin-configs", default="", help="pinned Triton configs (JSON from --record-configs); a missing file: tune")
+    ap.add_argument("--record-configs", default="", help="write the Triton configs this run chose here")
     a = ap.parse_args()
     if "fp32" in a.dtype:
         os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")   # before triton compiles anything
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import triton_pinning   # wraps triton.autotune before fla's kernels are defined
+
+    pins = triton_pinning.install(a.pin_configs if a.pin_configs and os.path.exists(a.pin_configs) else None)
     import torch
     from fla.ops.retention import chunk_retention, fused_recurrent_retention, parallel_retention
     from fla.ops.retention.naive import naive_retention
@@ -151,11 +160,17 @@ def main():
         commit = subprocess.check_output(["git", "rev-parse", "--short=12", "HEAD"], text=True).strip()
     except Exception:
         commit = "unknown"
+    import triton
+    versions = {"fla": fla_version, "triton": triton.__version__, "torch": torch.__version__,
+                "device": torch.cuda.get_device_name()}
+    if a.record_configs:
+        triton_pinning.record(a.record_configs, versions)
     out = {"tool": "fla peer (tests/peers/fla_retention.py)", "version": f"fla {fla_version}", "commit": commit,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "command": " ".join(sys.argv), "device": "cuda: " + torch.cuda.get_device_name(), "threads": None,
            "sgemm_gflops": sgemm, "chunk_size": a.chunk_size, "repeats": a.repeats, "rows": rows,
-           "decode": decode, "crossover": crossover}
+           "decode": decode, "crossover": crossover, "versions": versions,
+           "triton_configs": {"pins_read": pins, "pinned_kernels": triton_pinning.applied()}}
     text = json.dumps(out, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x)
     if a.json:
         with open(a.json, "w") as f:
