@@ -134,7 +134,8 @@ private:
                        const AttentionShape& s);
     void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
                         const float* k, const float* v, const AttentionShape& s);
-    bool tensor_core_bf16_ = false;   // device 0 is sm_80 or newer (bf16 wmma)
+    bool tensor_core_bf16_ = false;    // device 0 is sm_80 or newer (bf16 wmma)
+    long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,
     // so the caller's buffer is free at once without waiting for the stream (the decoder uploads row indices and

@@ -208,6 +208,9 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         int major = 0;
         RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
         tensor_core_bf16_ = major >= 8;
+        int optin = 0;
+        RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        optin_shared_bytes_ = optin;
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;

@@ -13,7 +13,9 @@
 // The queries arrive scaled (nn/attention_layer.cpp applies dim_head^-1/2), so S = Q K^T as in the GEMM path.
 // Block: 4 warps, warp w owns 16 rows of the block's 64 (queries, or keys for dK/dV); shared-memory rows are padded
 // (bf16 +8, fp32 +4) against bank conflicts. Written for sm_80+ (bf16 wmma); the backend uses it only when asked
-// (NnBackend::set_fused_attention) in bf16 mode on such a device, and only for the shapes flash_supported() takes.
+// (NnBackend::set_fused_attention) in bf16 mode on such a device, and only for the shapes flash_applies() takes, where
+// the device lets a block have the kernels' shared memory (up to 154 KB at D = 128: an A100 or H100, not an sm_86/89
+// card's 99 KB at D = 64 or 128).
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -353,16 +355,26 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
 
 FlashDims flash_dims(const AttentionShape& s) { return {s.B, s.Nq, s.H, s.D, s.H * s.D, s.causal}; }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-    RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// Lets `kernel` have `bytes` of dynamic shared memory, once per kernel (the first launch of each instantiation).
+template <auto Kernel>
+void allow_smem(int bytes) {
+    static const bool done = [bytes] {
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        return true;
+    }();
+    (void)done;
+}
+
+// The most shared memory any of the kernels for head size D takes (the dK/dV kernel's).
+long long flash_smem_need(long long D) {
+    return D == 32 ? backward_smem<32>(2) : D == 64 ? backward_smem<64>(2) : backward_smem<128>(2);
 }
 
 template <int D>
 void forward_d(float* out, float* probs, const float* q, const float* k, const float* v, const FlashDims& m,
                cudaStream_t st) {
     constexpr int smem = forward_smem<D>();
-    allow_smem(flash_forward<D>, smem);
+    allow_smem<flash_forward<D>>(smem);
     const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
     flash_forward<D><<<grid, kFlashThreads, smem, st>>>(out, probs, q, k, v, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_forward", st);
@@ -373,10 +385,10 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
                 const float* q, const float* k, const float* v, const FlashDims& m, cudaStream_t st) {
     const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
     constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
-    allow_smem(flash_backward_dkdv<D>, smem_kv);
+    allow_smem<flash_backward_dkdv<D>>(smem_kv);
     flash_backward_dkdv<D><<<grid, kFlashThreads, smem_kv, st>>>(dk, dv, q, k, v, dout, lse, delta, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_backward_dkdv", st);
-    allow_smem(flash_backward_dq<D>, smem_q);
+    allow_smem<flash_backward_dq<D>>(smem_q);
     flash_backward_dq<D><<<grid, kFlashThreads, smem_q, st>>>(dq, q, k, v, dout, lse, delta, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq", st);
 }
@@ -384,11 +396,11 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
 }  // namespace
 
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
-    // the bf16 mode on request, on sm_80+; self-attention without null column or mask; the stash (lse and a copy
-    // of out, B*H*N*(1 + D) floats) must fit the caller's B*H*N*N probabilities
+    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; self-attention without null
+    // column or mask; the stash (lse and a copy of out, B*H*N*(1 + D) floats) must fit the caller's B*H*N*N
     return fused_attention_ && gemm_inputs_ == GemmInputs::bf16 && tensor_core_bf16_ && !s.null_kv && !key_mask &&
-           s.Nq == s.Nk && (s.D == 32 || s.D == 64 || s.D == 128) && s.Nq > s.D && s.B * s.H <= 65535 &&
-           s.Nq <= INT_MAX / 2;
+           s.Nq == s.Nk && (s.D == 32 || s.D == 64 || s.D == 128) && flash_smem_need(s.D) <= optin_shared_bytes_ &&
+           s.Nq > s.D && s.B * s.H <= 65535 && s.Nq <= INT_MAX / 2;
 }
 
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
