@@ -47,17 +47,9 @@ study_seed() {
     "$OUT/row-s$s.tsv"
 }
 
-pids=()
-for s in $SEEDS; do
-  study_seed "$s" &
-  pids+=($!)
-  if ((${#pids[@]} >= JOBS)); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
-done
-for p in "${pids[@]}"; do wait "$p"; done
-
+source "$(dirname "$0")/study-seeds.sh"
+run_seeds "$(printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit')"
 summary="$OUT/summary.tsv"
-printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit\n' >"$summary"
-for s in $SEEDS; do cat "$OUT/row-s$s.tsv" >>"$summary"; done
 awk -F'\t' 'NR > 1 {n++; d[n]=$5; e[n]=$6} END {
   if (n == 0) exit; for (i=1;i<=n;i++) {md+=d[i]; me+=e[i]} md/=n; me/=n;
   for (i=1;i<=n;i++) {vd+=(d[i]-md)^2; ve+=(e[i]-me)^2}

@@ -45,17 +45,9 @@ study_seed() {
     "$OUT/row-s$s.tsv"
 }
 
-pids=()
-for s in $SEEDS; do
-  study_seed "$s" &
-  pids+=($!)
-  if ((${#pids[@]} >= JOBS)); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
-done
-for p in "${pids[@]}"; do wait "$p"; done
-
+source "$(dirname "$0")/study-seeds.sh"
+run_seeds "$(printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real')"
 summary="$OUT/summary.tsv"
-printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real\n' >"$summary"
-for s in $SEEDS; do cat "$OUT/row-s$s.tsv" >>"$summary"; done
 awk -F'\t' 'NR > 1 {n++; a[n]=$6; b[n]=$7} END {
   if (n == 0) exit; for (i=1;i<=n;i++) {ma+=a[i]; mb+=b[i]} ma/=n; mb/=n;
   for (i=1;i<=n;i++) {va+=(a[i]-ma)^2; vb+=(b[i]-mb)^2}

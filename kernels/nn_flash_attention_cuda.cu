@@ -177,21 +177,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(float* __restrict
         float* Ow = O + warp * 16 * ldo;
         for (int c = half * (D / 2); c < half * (D / 2) + D / 2; ++c) Ow[row * ldo + c] *= alpha;
         __syncwarp();
-        // O_w += P_w V, the fp32 O tile loaded as the accumulator
+        // O_w += P_w V, the fp32 O tile loaded as the accumulators
+        Acc o[D / 16];
 #pragma unroll
-        for (int u = 0; u < D / 16; ++u) {
-            Acc acc;
-            wmma::load_matrix_sync(acc, Ow + u * 16, ldo, wmma::mem_row_major);
+        for (int u = 0; u < D / 16; ++u) wmma::load_matrix_sync(o[u], Ow + u * 16, ldo, wmma::mem_row_major);
+        accumulate_p_times_rows<D>(o, Pw, Vs);
 #pragma unroll
-            for (int kk = 0; kk < kBlock / 16; ++kk) {
-                FragA a;
-                FragB bfr;
-                wmma::load_matrix_sync(a, Pw + kk * 16, kLdP);
-                wmma::load_matrix_sync(bfr, Vs + kk * 16 * ld + u * 16, ld);
-                wmma::mma_sync(acc, a, bfr, acc);
-            }
-            wmma::store_matrix_sync(Ow + u * 16, acc, ldo, wmma::mem_row_major);
-        }
+        for (int u = 0; u < D / 16; ++u) wmma::store_matrix_sync(Ow + u * 16, o[u], ldo, wmma::mem_row_major);
         __syncwarp();
     }
     if (i < m.N) {
