@@ -144,4 +144,29 @@ double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream strea
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * d / (best * 1e-3) / 1e9;
 }
 
+double cuda_copy_gbps(std::size_t bytes, CudaStream stream) {
+    cuda_require("--device cuda", "RetroKit");
+    cuda_stream_require(stream, "cuda_copy_gbps");
+    RETRO_CUDA_CHECK(cudaSetDevice(0));
+    const std::int64_t n = static_cast<std::int64_t>(bytes / sizeof(float));
+    DeviceFloats a(n), b(n);
+    fill_pseudo_random<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(a.p, n, 3u);
+    RETRO_CUDA_LAUNCH_CHECK("fill_pseudo_random", stream);
+    const std::size_t moved = static_cast<std::size_t>(n) * sizeof(float);
+    auto once = [&] { RETRO_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, moved, cudaMemcpyDeviceToDevice, stream)); };
+    Event e0, e1;
+    once();
+    float best = 1e30f;
+    for (int r = 0; r < 5; ++r) {
+        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
+        once();
+        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
+        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
+        float ms = 0;
+        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
+        best = std::min(best, ms);
+    }
+    return 2.0 * static_cast<double>(moved) / (best * 1e-3) / 1e9;
+}
+
 }  // namespace retro

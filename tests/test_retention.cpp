@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "retention/retention.h"
@@ -237,4 +239,39 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     CHECK(smem.find("83968 bytes of shared memory") != std::string::npos);
     CHECK(smem.find('\n') == std::string::npos);
     CHECK(retention_launch_refusal(1, 1, 256, 256, sm86).empty());
+}
+
+TEST_CASE("retention: retro-bench retention reports the fastest mode at each T and the chunkwise forward against the bandwidth bound") {
+    retro::test::TempDir dir("retention-bench");
+    const auto json_path = dir / "ret.json";
+    auto r = retro::test::run_tool("retro-bench", "retention --modes parallel,recurrent,chunkwise --T 64,128 --B 1 --H 2 "
+                                                  "--K 16 --V 16 --repeats 1 --json " + json_path.string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("fastest") != std::string::npos);
+    const auto j = nlohmann::json::parse(retro::test::read_text(json_path));
+    const double gbps = j["copy_gbps"].get<double>();
+    CHECK(gbps > 0);
+    REQUIRE(j["fastest"].size() == 2);
+    for (const auto& f : j["fastest"]) {   // the fastest entry is the minimum over that T's rows
+        double fwd = 1e300, fb = 1e300;
+        for (const auto& row : j["rows"])
+            if (row["T"] == f["T"]) {
+                fwd = std::min(fwd, row["fwd_ms"].get<double>());
+                fb = std::min(fb, row["fwdbwd_ms"].get<double>());
+            }
+        CHECK(f["fwd_ms"].get<double>() == fwd);
+        CHECK(f["fwdbwd_ms"].get<double>() == fb);
+    }
+    for (const auto& row : j["rows"]) {
+        if (row["mode"] != "chunkwise") {
+            CHECK(row["of_bandwidth_bound"].is_null());
+            continue;
+        }
+        // q, k, v read and o written: 4 bytes x B T H (2K + 2V), at the run's copy bandwidth
+        const double bytes = 4.0 * 1 * row["T"].get<double>() * 2 * (2 * 16 + 2 * 16);
+        CHECK(row["bandwidth_bound_ms"].get<double>() == doctest::Approx(bytes / (gbps * 1e9) * 1e3));
+        CHECK(row["of_bandwidth_bound"].get<double>() ==
+              doctest::Approx(row["bandwidth_bound_ms"].get<double>() / row["fwd_ms"].get<double>()));
+    }
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -47,6 +48,22 @@ double sgemm_gflops(int n, int repeats) {
         if (r > 0) best = std::min(best, std::chrono::duration<double>(b - a).count());
     }
     return 2.0 * n * double(n) * n / best / 1e9;
+}
+
+double memcpy_gbps(std::size_t bytes, int repeats) {
+    std::vector<char> a(bytes, 1), b(bytes, 0);
+    const std::int64_t T = std::max(1, thread_count()), slice = static_cast<std::int64_t>(bytes) / T;
+    double best = 1e300;
+    for (int r = 0; r < repeats + 1; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        parallel_for(T, [&](std::int64_t t) {
+            const std::int64_t from = t * slice, to = t + 1 == T ? static_cast<std::int64_t>(bytes) : from + slice;
+            std::memcpy(b.data() + from, a.data() + from, static_cast<std::size_t>(to - from));
+        });
+        auto t1 = std::chrono::steady_clock::now();
+        if (r > 0) best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+    }
+    return 2.0 * static_cast<double>(bytes) / best / 1e9;
 }
 
 namespace {

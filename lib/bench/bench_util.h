@@ -15,6 +15,9 @@ double median_ms(const std::function<void()>& fn, int repeats);
 
 // GFLOP/s of a square n×n×n cblas_sgemm on all threads (best of `repeats`), 2n^3 flops per call.
 double sgemm_gflops(int n = 2048, int repeats = 3);
+// Host memory copy bandwidth in GB/s, counting bytes read and written (memcpy of n bytes moves 2n), best of
+// `repeats` after a warm-up, split over thread_count() threads (one contiguous slice each).
+double memcpy_gbps(std::size_t bytes = std::size_t(256) << 20, int repeats = 3);
 
 // Bytes the process's resident set grew to above its size before fn ran (VmHWM after reset), or -1.
 std::int64_t peak_extra_rss(const std::function<void()>& fn);

@@ -1,6 +1,7 @@
 // retro-bench retention (retention_bench.h). For every dtype × shape × T × mode: median forward and
 // forward+backward ms, peak extra memory, non-finite outputs (naive's NaN is reported, never hidden),
-// chunkwise forward GFLOP/s vs this run's sgemm; then decode-step latency and the chunkwise/parallel crossover.
+// chunkwise forward GFLOP/s vs this run's sgemm and against the bandwidth bound (q, k, v, o at the copy bandwidth
+// measured in the same run); then decode-step latency, the fastest mode at each T and the chunkwise/parallel crossover.
 #include "bench/retention_bench.h"
 
 #include <algorithm>
@@ -33,11 +34,18 @@ struct Row {
     std::string mode, dtype;
     rr::Shape s;
     double fwd_ms = NAN, fwdbwd_ms = NAN, gflops = NAN, ratio = NAN;
+    double bound_ms = NAN, of_bound = NAN;   // chunkwise: q, k, v read and o written at the copy bandwidth
     std::int64_t buffer_bytes = 0, peak_extra_bytes = -1, nonfinite = 0;
 };
 
 // FLOPs of the chunkwise forward (docs/retention.md): per (b,h) and chunk of length L,
 // 2L^2K (QK^T) + 2L^2V ((·)V) + 2LKV (Q S) + 2LKV (K^T V).
+// Bytes a forward must move at least: q, k read (K each), v read and o written (V each), per token and head.
+double qkvo_bytes(const rr::Shape& s, const std::string& dtype) {
+    const double elem = dtype == "bf16" ? 2 : dtype == "fp64" ? 8 : 4;
+    return elem * static_cast<double>(s.B * s.T * s.H) * static_cast<double>(2 * s.K + 2 * s.V);
+}
+
 double chunkwise_flops(const rr::Shape& s, std::int64_t C) {
     double f = 0;
     for (std::int64_t t0 = 0; t0 < s.T; t0 += C) {
@@ -239,7 +247,8 @@ json row_json(const Row& r, const std::string& device, std::int64_t C) {
             {"K", r.s.K}, {"V", r.s.V}, {"chunk_size", r.mode == "chunkwise" ? json(C) : json(nullptr)},
             {"fwd_ms", num(r.fwd_ms)}, {"fwdbwd_ms", num(r.fwdbwd_ms)}, {"buffer_bytes", r.buffer_bytes},
             {"peak_extra_bytes", r.peak_extra_bytes}, {"nonfinite", r.nonfinite}, {"finite", r.nonfinite == 0},
-            {"gflops", num(r.gflops)}, {"sgemm_ratio", num(r.ratio)}};
+            {"gflops", num(r.gflops)}, {"sgemm_ratio", num(r.ratio)}, {"bandwidth_bound_ms", num(r.bound_ms)},
+            {"of_bandwidth_bound", num(r.of_bound)}};
 }
 
 }  // namespace
@@ -270,6 +279,13 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     else if constexpr (kCudaBuilt) sgemm = cuda_sgemm_gflops(8192, 8192, 8192, CudaStreamOwner().get());
     log_info("sgemm: " + fmt(sgemm, 1) + " GFLOP/s");
 
+    log_info(gpu ? std::string("measuring the device's copy bandwidth (1 GiB device to device)")
+                 : "measuring the copy bandwidth (256 MiB, " + std::to_string(thread_count()) + " threads)");
+    double copy_gbps = 0;
+    if (!gpu) copy_gbps = memcpy_gbps();
+    else if constexpr (kCudaBuilt) copy_gbps = cuda_copy_gbps(std::size_t(1) << 30, CudaStreamOwner().get());
+    log_info("copy: " + fmt(copy_gbps, 1) + " GB/s (read + written)");
+
     std::vector<Row> rows;
     json decode = json::array(), crossover = json::array();
     for (const auto& dtype : dtypes)
@@ -289,6 +305,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                 if (mode == "chunkwise") {
                     r.gflops = chunkwise_flops(s, o.chunk_size) / (r.fwd_ms * 1e6);
                     r.ratio = r.gflops / sgemm;
+                    r.bound_ms = qkvo_bytes(s, dtype) / (copy_gbps * 1e9) * 1e3;
+                    r.of_bound = r.bound_ms / r.fwd_ms;
                 }
                 log_info("  " + mode + " " + dtype + " T=" + std::to_string(T) + ": fwd " + fmt(r.fwd_ms, 3) + " ms, fwd+bwd " +
                          fmt(r.fwdbwd_ms, 3) + " ms");
@@ -315,14 +333,44 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
         crossover.push_back({{"dtype", dtype}, {"T", cross}, {"B", base.B}, {"H", base.H}, {"K", base.K}, {"V", base.V}});
     }
 
-    std::vector<std::vector<std::string>> table{{"mode", "dtype", "B", "T", "H", "K", "V", "fwd_ms", "fwd+bwd_ms", "peak_MiB", "output", "GFLOP/s", "vs_sgemm"}};
+    // the fastest mode at each dtype and T, forward and forward + backward (rows with non-finite output excluded)
+    json fastest = json::array();
+    std::map<std::pair<std::string, std::int64_t>, std::pair<const Row*, const Row*>> best;
+    for (const auto& r : rows) {
+        if (r.nonfinite) continue;
+        auto& [f, fb] = best[{r.dtype, r.s.T}];
+        if (!std::isnan(r.fwd_ms) && (!f || r.fwd_ms < f->fwd_ms)) f = &r;
+        if (!std::isnan(r.fwdbwd_ms) && (!fb || r.fwdbwd_ms < fb->fwdbwd_ms)) fb = &r;
+    }
+    for (const auto& [key, b] : best)
+        fastest.push_back({{"dtype", key.first}, {"T", key.second},
+                           {"fwd_mode", b.first ? json(b.first->mode) : json(nullptr)},
+                           {"fwd_ms", b.first ? json(b.first->fwd_ms) : json(nullptr)},
+                           {"fwdbwd_mode", b.second ? json(b.second->mode) : json(nullptr)},
+                           {"fwdbwd_ms", b.second ? json(b.second->fwdbwd_ms) : json(nullptr)}});
+
+    std::vector<std::vector<std::string>> table{{"mode", "dtype", "B", "T", "H", "K", "V", "fwd_ms", "fwd+bwd_ms", "peak_MiB",
+                                                 "output", "GFLOP/s", "vs_sgemm", "of_bw_bound"}};
     for (const auto& r : rows)
         table.push_back({r.mode, r.dtype, std::to_string(r.s.B), std::to_string(r.s.T), std::to_string(r.s.H),
                          std::to_string(r.s.K), std::to_string(r.s.V), fmt(r.fwd_ms), fmt(r.fwdbwd_ms),
                          r.peak_extra_bytes < 0 ? "-" : fmt((r.peak_extra_bytes + r.buffer_bytes) / 1048576.0, 1),
-                         r.nonfinite ? "NaN(" + std::to_string(r.nonfinite) + ")" : "ok", fmt(r.gflops, 1), fmt(r.ratio, 2)});
-    std::cout << "# " << device << ", commit " << RETROKIT_GIT_COMMIT << ", sgemm " << fmt(sgemm, 1) << " GFLOP/s, chunk " << o.chunk_size << "\n"
+                         r.nonfinite ? "NaN(" + std::to_string(r.nonfinite) + ")" : "ok", fmt(r.gflops, 1), fmt(r.ratio, 2),
+                         fmt(r.of_bound, 2)});
+    std::cout << "# " << device << ", commit " << RETROKIT_GIT_COMMIT << ", sgemm " << fmt(sgemm, 1) << " GFLOP/s, copy "
+              << fmt(copy_gbps, 1) << " GB/s, chunk " << o.chunk_size
+              << " (of_bw_bound: q, k, v read and o written at the copy bandwidth / the chunkwise forward)\n"
               << format_table(table);
+    if (!fastest.empty()) {
+        std::vector<std::vector<std::string>> ft{{"fastest", "dtype", "T", "fwd", "fwd_ms", "fwd+bwd", "fwd+bwd_ms"}};
+        for (const auto& f : fastest)
+            ft.push_back({"mode", f["dtype"], std::to_string(f["T"].get<std::int64_t>()),
+                          f["fwd_mode"].is_null() ? "-" : f["fwd_mode"].get<std::string>(),
+                          f["fwd_ms"].is_null() ? "-" : fmt(f["fwd_ms"].get<double>()),
+                          f["fwdbwd_mode"].is_null() ? "-" : f["fwdbwd_mode"].get<std::string>(),
+                          f["fwdbwd_ms"].is_null() ? "-" : fmt(f["fwdbwd_ms"].get<double>())});
+        std::cout << format_table(ft);
+    }
     if (!decode.empty()) {
         std::vector<std::vector<std::string>> dt{{"decode", "dtype", "T", "recurrent_step_ms", "parallel_prefix_ms"}};
         for (const auto& d : decode)
@@ -338,6 +386,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     out["device"] = device;
     out["threads"] = thread_count();
     out["sgemm_gflops"] = sgemm;
+    out["copy_gbps"] = copy_gbps;
+    out["fastest"] = fastest;
     out["chunk_size"] = o.chunk_size;
     out["repeats"] = o.repeats;
     out["rows"] = json::array();

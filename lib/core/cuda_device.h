@@ -12,7 +12,7 @@
 // CudaStreamOwner (a non-blocking stream) per searcher, embedder or run and passes it (docs/gpu.md).
 // provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, CudaStream, cuda_stream_create,
 //           cuda_stream_destroy, cuda_stream_synchronize, CudaStreamOwner, cuda_alloc, cuda_free,
-//           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_select_local_device, cuda_sgemm_gflops, bf16, to_bf16, from_bf16
+//           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_select_local_device, cuda_sgemm_gflops, cuda_copy_gbps, bf16, to_bf16, from_bf16
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -87,6 +87,11 @@ double cuda_dense_bf16_peak_flops(const std::string& device_name);
 // GFLOP/s of cuBLAS fp32 sgemm (pedantic math, no TF32) for S (m x n) = A (m x d) · B (n x d)^T on device 0,
 // the shape of one exact-search score block; best of 5 after a warm-up, pseudo-random data, on `stream`.
 double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream stream);
+
+// Device-memory copy bandwidth of device 0 in GB/s, counting the bytes read and the bytes written (a copy of n bytes
+// moves 2n): cudaMemcpyAsync device to device of `bytes`, best of 5 after a warm-up, on `stream`. The reference for
+// a memory-bound kernel's bound (retro-bench retention: q, k, v read and o written).
+double cuda_copy_gbps(std::size_t bytes, CudaStream stream);
 
 // Storage bit-identical to __nv_bfloat16 (kernels/retention_common.cuh static_asserts it), so this header
 // needs no CUDA headers.
