@@ -38,14 +38,14 @@ struct Row {
     std::int64_t buffer_bytes = 0, peak_extra_bytes = -1, nonfinite = 0;
 };
 
-// FLOPs of the chunkwise forward (docs/retention.md): per (b,h) and chunk of length L,
-// 2L^2K (QK^T) + 2L^2V ((·)V) + 2LKV (Q S) + 2LKV (K^T V).
 // Bytes a forward must move at least: q, k read (K each), v read and o written (V each), per token and head.
 double qkvo_bytes(const rr::Shape& s, const std::string& dtype) {
     const double elem = dtype == "bf16" ? 2 : dtype == "fp64" ? 8 : 4;
     return elem * static_cast<double>(s.B * s.T * s.H) * static_cast<double>(2 * s.K + 2 * s.V);
 }
 
+// FLOPs of the chunkwise forward (docs/retention.md): per (b,h) and chunk of length L,
+// 2L^2K (QK^T) + 2L^2V ((·)V) + 2LKV (Q S) + 2LKV (K^T V).
 double chunkwise_flops(const rr::Shape& s, std::int64_t C) {
     double f = 0;
     for (std::int64_t t0 = 0; t0 < s.T; t0 += C) {
