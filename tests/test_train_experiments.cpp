@@ -1,4 +1,4 @@
-// retro-train's retrieval experiments (issue 17, docs/retrieval.md section 8):
+// retro-train's retrieval experiments (issue 17, docs/retrieval.md sections 8-9), and examples/scratch-study.sh:
 //   --retrieval-dropout: a fixed hash picks which training sequences read no neighbours (their retrieved tokens all
 //   pad, so every neighbour is masked); the draw is the same for any --grad-accum and after --resume, and a run
 //   resumed with another share is refused;
@@ -7,10 +7,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/shell_quote.h"
 #include "model/config.h"
 #include "model/retro.h"
 #include "test_train_fixtures.h"
@@ -119,4 +124,35 @@ TEST_CASE("train docs fraction: a fixed share of the training documents, the res
     auto r2 = test::run_tool("retro-train", common + " --train-docs-fraction 0.5 --resume --out " + (dir / "r").string());
     INFO(r2.err);
     CHECK(r2.exit_code == 0);
+}
+
+TEST_CASE("train studies: examples/scratch-study.sh runs seeds side by side and its summary is the eval reports' losses") {
+    test::TempDir dir("scratch-study");
+    test::write_tiny_db(dir / "data" / "db8", dir / "data" / "knn8", 4, 16, 40, 10);
+    const std::string bin = fs::path(test::tool_path("retro-train")).parent_path().string();
+    auto r = test::run_command("cd " + shell_quote(test::source_dir().string()) + " && STEPS=4 EVAL_BATCHES=1 JOBS=2 THREADS=1 CONFIG=" +
+                               shell_quote(test::config_path()) + " examples/scratch-study.sh " + shell_quote(bin) + " " +
+                               shell_quote((dir / "data").string()) + " " + shell_quote((dir / "out").string()) + " '1 2'");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("RETRO from scratch vs its twin at equal steps, 2 seed(s)") != std::string::npos);
+    const std::string summary = test::read_text(dir / "out" / "summary.tsv");
+    CHECK(std::count(summary.begin(), summary.end(), '\n') == 3);   // header, seed 1, seed 2 in order
+    CHECK(summary.find("\n1\t") < summary.find("\n2\t"));
+    for (int s : {1, 2}) {   // each row: the eval report's losses over all chunks, and their differences
+        const auto j = nlohmann::json::parse(test::read_text(dir / "out" / ("eval-s" + std::to_string(s) + ".json")));
+        const auto& all = j["filters"].back()["modes"];
+        const double re = all["retrieval"]["loss"], sh = all["shuffled neighbours"]["loss"], tw = all["baseline"]["loss"];
+        std::istringstream row(test::read_text(dir / "out" / ("row-s" + std::to_string(s) + ".tsv")));
+        int seed = 0;
+        double r_re = 0, r_no = 0, r_sh = 0, r_tw = 0, r_rs = 0, r_tr = 0;
+        row >> seed >> r_re >> r_no >> r_sh >> r_tw >> r_rs >> r_tr;
+        CHECK(seed == s);
+        // the table prints 4 decimals
+        CHECK(std::abs(r_re - re) <= 1e-4);
+        CHECK(std::abs(r_sh - sh) <= 1e-4);
+        CHECK(std::abs(r_tw - tw) <= 1e-4);
+        CHECK(std::abs(r_tr - (tw - re)) <= 2e-4);
+        CHECK(std::abs(r_rs - (sh - re)) <= 2e-4);
+    }
 }
