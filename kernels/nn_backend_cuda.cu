@@ -420,9 +420,17 @@ void CudaNnBackend::embedding_backward(float* dtable, const float* dout, const s
     // group the rows by id on the host (ids are N int32: a small download), then one thread per (id, channel)
     std::vector<std::int32_t> host(static_cast<std::size_t>(N));
     download(host.data(), ids, host.size() * sizeof(std::int32_t));
-    std::vector<long long> order(host.size());
-    for (std::size_t i = 0; i < order.size(); i++) order[i] = static_cast<long long>(i);
-    std::stable_sort(order.begin(), order.end(), [&](long long a, long long b) { return host[a] < host[b]; });
+    // rows in id order, each id's rows ascending: a counting sort (ids are valid, so >= 0; the order of a stable
+    // sort, in O(N + max id) — a comparison sort of the ~41k ids of a 172M step took ~2.5 ms on the host)
+    std::int32_t max_id = 0;
+    for (std::int32_t id : host) max_id = std::max(max_id, id);
+    std::vector<long long> next(static_cast<std::size_t>(max_id) + 2, 0), order(host.size());
+    for (std::int32_t id : host) next[static_cast<std::size_t>(id) + 1]++;
+    for (std::size_t v = 1; v < next.size(); v++) next[v] += next[v - 1];
+    for (std::size_t i = 0; i < host.size(); i++) {
+        long long& slot = next[static_cast<std::size_t>(host[i])];
+        order[static_cast<std::size_t>(slot++)] = static_cast<long long>(i);
+    }
     std::vector<long long> csr;   // [uid (U), start (U + 1), rows (N)] in one upload
     std::vector<long long> uid, start;
     for (std::size_t i = 0; i < order.size(); i++)
