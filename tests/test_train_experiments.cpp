@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -17,9 +18,12 @@
 #include "core/error.h"
 #include "core/shell_quote.h"
 #include "model/config.h"
+#include "model/param_groups.h"
+#include "model/params.h"
 #include "model/retro.h"
 #include "test_train_fixtures.h"
 #include "test_util.h"
+#include "train/adamw.h"
 #include "train/data.h"
 
 using namespace retro;
@@ -155,4 +159,70 @@ TEST_CASE("train studies: examples/scratch-study.sh runs seeds side by side and 
         CHECK(std::abs(r_tr - (tw - re)) <= 2e-4);
         CHECK(std::abs(r_rs - (sh - re)) <= 2e-4);
     }
+}
+
+TEST_CASE("train lr scale: --retrieval-lr-scale steps CCA and the encoder at lr x S (AdamW's ranges), the rest at lr") {
+    const RetroConfig c = RetroConfig::load(test::config_path());
+    const ParamLayout layout(c);
+    const double S = 3.0, lr = 1e-3;
+    std::vector<double> scale;
+    for (const auto& e : layout.entries()) scale.push_back(param_group(e.name) == ParamGroup::DECODER ? 1.0 : S);
+    AdamWConfig oc;
+    AdamW<double> scaled(layout, oc, {}, scale), at_lr(layout, oc), at_slr(layout, oc);
+    CHECK(scaled.ranges().size() > 1);   // split where the scale changes
+    CHECK(AdamW<double>(layout, oc, {}, std::vector<double>(scale.size(), 1.0)).ranges().size() == 1);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> p0(static_cast<std::size_t>(layout.total())), g(p0.size());
+    for (auto& x : p0) x = u(rng);
+    auto p = p0, a = p0, b = p0;
+    for (int step = 0; step < 3; step++) {
+        for (auto& x : g) x = u(rng);
+        scaled.step(p, g, lr);
+        at_lr.step(a, g, lr);
+        at_slr.step(b, g, lr * S);
+    }
+    int checked_scaled = 0;
+    for (const auto& e : layout.entries()) {
+        const bool retrieval = param_group(e.name) != ParamGroup::DECODER;
+        checked_scaled += retrieval;
+        const auto& want = retrieval ? b : a;
+        bool same = true;
+        for (std::int64_t i = e.offset; i < e.offset + e.numel; i++) same = same && p[i] == want[i];
+        CAPTURE(e.name);
+        CHECK(same);
+    }
+    CHECK(checked_scaled > 0);
+    // the device path's constants: range_scalars scales the step and the decay, nothing else
+    const auto base = scaled.next_step_scalars(lr);
+    for (std::size_t r = 0; r < scaled.ranges().size(); r++) {
+        const auto s = scaled.range_scalars(base, r, lr);
+        const double k = scaled.range_lr_scale(r);
+        CHECK(s.step_size == doctest::Approx(base.step_size * k));
+        CHECK(s.decay == doctest::Approx(1.0 - lr * k * oc.weight_decay));
+        CHECK(s.w1 == base.w1);
+        CHECK(s.bc2_sqrt == base.bc2_sqrt);
+    }
+}
+
+TEST_CASE("train lr scale: the GPU path's code on the CPU ops equals --device cpu with it, 1 changes nothing, resume refuses another") {
+    test::TempDir dir("lr-scale");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 10);
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                             test::config_path() + " --batch-size 4 --val-fraction 0.2 --val-batches 2 --quiet --threads 1"
+                             " --lr 3e-3 --warmup 2 --steps 6 --val-every 3 --checkpoint-every 3";
+    auto run = [&](const std::string& name, const std::string& extra) {
+        auto r = test::run_tool("retro-train", data + extra + " --out " + (dir / name).string());
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        return test::bytes(dir / name / "model.safetensors");
+    };
+    const std::string plain = run("plain", ""), one = run("one", " --retrieval-lr-scale 1");
+    const std::string cpu = run("cpu", " --retrieval-lr-scale 4"), dev = run("dev", " --retrieval-lr-scale 4 --device host-backend");
+    CHECK(one == plain);
+    CHECK(cpu != plain);
+    CHECK(dev == cpu);
+    auto r = test::run_tool("retro-train", data + " --retrieval-lr-scale 2 --resume --out " + (dir / "cpu").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--retrieval-lr-scale 4") != std::string::npos);
 }

@@ -92,6 +92,10 @@ int main(int argc, char** argv) {
                            "Share of training sequences that read no neighbours (all masked): the decoder keeps "
                            "modelling text alone while CCA learns to read (docs/retrieval.md)")
                 ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+            app.add_option("--retrieval-lr-scale", o.retrieval_lr_scale,
+                           "The learning rate of CCA and the encoder (the layers that read neighbours) is the "
+                           "schedule's times this, as a torch param group with its own lr (docs/retrieval.md)")
+                ->check(CLI::PositiveNumber)->capture_default_str();
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
             app.add_option("--init-from", o.init_from,

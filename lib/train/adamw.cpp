@@ -9,17 +9,22 @@
 namespace retro {
 
 template <typename T>
-AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config, const std::vector<std::uint8_t>& trainable)
+AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config, const std::vector<std::uint8_t>& trainable,
+                const std::vector<double>& lr_scale)
     : config_(config), total_(layout.total()) {
     const auto& es = layout.entries();
     RETRO_CHECK(trainable.empty() || trainable.size() == es.size(), "AdamW: one trainable flag per tensor");
+    RETRO_CHECK(lr_scale.empty() || lr_scale.size() == es.size(), "AdamW: one lr scale per tensor");
     for (std::size_t t = 0; t < es.size(); t++) {
         const auto& e = es[t];
         if (!trainable.empty() && !trainable[t]) continue;
-        if (!ranges_.empty() && ranges_.back().second == e.offset)
+        const double scale = lr_scale.empty() ? 1.0 : lr_scale[t];
+        if (!ranges_.empty() && ranges_.back().second == e.offset && range_scale_.back() == scale) {
             ranges_.back().second += e.numel;
-        else
+        } else {
             ranges_.emplace_back(e.offset, e.offset + e.numel);
+            range_scale_.push_back(scale);
+        }
         decay_.insert(decay_.end(), static_cast<std::size_t>(e.numel), e.shape.size() >= 2 ? 1 : 0);
     }
     m_.assign(decay_.size(), T(0));
@@ -33,14 +38,16 @@ void AdamW<T>::step(std::vector<T>& params, const std::vector<T>& grads, double 
     t_++;
     const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t_));
     const double bc2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t_));
-    const T decay = static_cast<T>(1.0 - lr * config_.weight_decay);
     const T w1 = static_cast<T>(1.0 - config_.beta1);   // lerp weight (< 0.5: m + w (g - m), as torch)
     const T b2 = static_cast<T>(config_.beta2), w2 = static_cast<T>(1.0 - config_.beta2);
-    const T step_size = static_cast<T>(lr / bc1);
     const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
     const T eps = static_cast<T>(config_.eps);
     std::int64_t packed = 0;   // index into m_, v_, decay_ of the range's first element
-    for (const auto& [begin, end] : ranges_) {
+    for (std::size_t r = 0; r < ranges_.size(); r++) {
+        const auto [begin, end] = ranges_[r];
+        const double lr_r = lr * range_scale_[r];
+        const T decay = static_cast<T>(1.0 - lr_r * config_.weight_decay);
+        const T step_size = static_cast<T>(lr_r / bc1);
         const std::int64_t n = end - begin;
         T* p = params.data() + begin;
         const T* gr = grads.data() + begin;
@@ -74,6 +81,18 @@ nn::NnBackend::AdamWScalars AdamW<T>::next_step_scalars(double lr) {
     a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
     a.eps = static_cast<float>(config_.eps);
     return a;
+}
+
+template <typename T>
+nn::NnBackend::AdamWScalars AdamW<T>::range_scalars(const nn::NnBackend::AdamWScalars& a, std::size_t r,
+                                                     double lr) const {
+    if (range_scale_[r] == 1.0) return a;
+    const double lr_r = lr * range_scale_[r];
+    const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t_));
+    nn::NnBackend::AdamWScalars s = a;
+    s.decay = static_cast<float>(1.0 - lr_r * config_.weight_decay);
+    s.step_size = static_cast<float>(lr_r / bc1);
+    return s;
 }
 
 template <typename T>

@@ -265,9 +265,10 @@ double Trainer::device_clip_and_step(double lr) {
     const auto a = opt_->next_step_scalars(lr);
     std::int64_t packed = 0;
     const auto* decay = static_cast<const std::uint8_t*>(d_decay_.get());
-    for (const auto& [b, e] : opt_->ranges()) {
+    for (std::size_t r = 0; r < opt_->ranges().size(); r++) {
+        const auto [b, e] = opt_->ranges()[r];
         backend_->adamw_update(dmodel_->params() + b, grads + b, d_m_.f() + packed, d_v_.f() + packed, decay + packed,
-                               e - b, a);
+                               e - b, opt_->range_scalars(a, r, lr));
         packed += e - b;
     }
     return norm;
@@ -467,6 +468,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"config", config_.to_json()},
                          {"no_retrieval", o_.no_retrieval},
                          {"retrieval_dropout", o_.retrieval_dropout},
+                         {"retrieval_lr_scale", o_.retrieval_lr_scale},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
@@ -499,6 +501,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (st.value("retrieval_dropout", 0.0) != o_.retrieval_dropout)
         user_error_in(sp, cat("checkpoint was made with --retrieval-dropout ", st.value("retrieval_dropout", 0.0)),
                       "resume with the same --retrieval-dropout");
+    if (st.value("retrieval_lr_scale", 1.0) != o_.retrieval_lr_scale)
+        user_error_in(sp, cat("checkpoint was made with --retrieval-lr-scale ", st.value("retrieval_lr_scale", 1.0)),
+                      "resume with the same --retrieval-lr-scale");
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
@@ -570,7 +575,11 @@ void Trainer::run() {
     oc.beta2 = o_.beta2;
     oc.eps = o_.eps;
     oc.weight_decay = o_.weight_decay;
-    opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_);
+    std::vector<double> lr_scale;   // per layout entry: --retrieval-lr-scale for CCA and the encoder
+    if (o_.retrieval_lr_scale != 1.0)
+        for (const auto& e : model_->layout().entries())
+            lr_scale.push_back(param_group(e.name) == ParamGroup::DECODER ? 1.0 : o_.retrieval_lr_scale);
+    opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_, lr_scale);
     if (o_.dtype != "fp32" && o_.dtype != "bf16") user_error_in("--dtype", "\"" + o_.dtype + "\" is not fp32 or bf16");
     if (o_.dtype == "bf16" && o_.device == "cpu")
         user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
@@ -685,6 +694,7 @@ void Trainer::run() {
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", o_.fused_attention},
+                      {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {

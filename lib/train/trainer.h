@@ -47,6 +47,7 @@ struct TrainOptions {
     bool no_retrieval = false;
     double retrieval_dropout = 0;      // share of training sequences that read no neighbours (every one masked,
                                        // CCA sees only its null key); drawn per (seed, epoch, sequence)
+    double retrieval_lr_scale = 1;     // the learning rate (and decoupled decay) of CCA and the encoder: lr x this
     bool resume = false;
     bool force = false;
     std::int64_t stop_after = 0;       // testing: stop after this many steps as if killed (0 = off)
