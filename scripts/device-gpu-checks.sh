@@ -24,7 +24,8 @@
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
 # ("0.5 0.25"), STUDY_RETROFIT_FRACTION (0.5), STUDY_STEPS (2000), STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3"),
-# STUDY_CONFIG (examples/configs/demo-retrieval.json; demo-retrieval-wide.json is a 37.7M-parameter variant).
+# STUDY_CONFIG (examples/configs/demo-retrieval.json; demo-retrieval-wide.json is a 37.7M-parameter variant),
+# STUDY_OPTIONS (more retro-train options for every run, e.g. "--retrieval-lr-scale 3").
 set -uo pipefail
 
 DEFAULT_STEPS=(env tests embed sanitize knn)
@@ -229,14 +230,14 @@ step_studies() {
     local env=(LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE="${STUDY_DEVICE:-cuda}" THREADS=2 JOBS=3
         EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}" CONFIG="${STUDY_CONFIG:-examples/configs/demo-retrieval.json}")
     for f in ${STUDY_FRACTIONS:-0.5 0.25}; do
-        limited env "${env[@]}" STEPS="${STUDY_STEPS:-2000}" TRAIN_OPTIONS="--train-docs-fraction $f" \
+        limited env "${env[@]}" STEPS="${STUDY_STEPS:-2000}" TRAIN_OPTIONS="--train-docs-fraction $f ${STUDY_OPTIONS:-}" \
             examples/scratch-study.sh "$KIT/bin" "$CURVE_DATA" "$root/scratch-f$f" "${STUDY_SEEDS:-1 2 3}" \
             >"$root/scratch-f$f.log" 2>&1 &
         pids+=($!) names+=("scratch-f$f")
     done
     f=${STUDY_RETROFIT_FRACTION:-0.5}
     limited env "${env[@]}" BASE_STEPS="${STUDY_STEPS:-2000}" FIT_STEPS="${STUDY_FIT_STEPS:-1000}" \
-        TRAIN_OPTIONS="--train-docs-fraction $f" \
+        TRAIN_OPTIONS="--train-docs-fraction $f ${STUDY_OPTIONS:-}" \
         examples/retrofit-study.sh "$KIT/bin" "$CURVE_DATA" "$root/retrofit-f$f" "${STUDY_SEEDS:-1 2 3}" \
         >"$root/retrofit-f$f.log" 2>&1 &
     pids+=($!) names+=("retrofit-f$f")
