@@ -110,6 +110,24 @@ struct Cublas {
     Cublas& operator=(const Cublas&) = delete;
 };
 
+// The fastest of 5 timed runs of `once` on `stream` (ms, CUDA events), after one untimed warm-up run.
+template <typename F>
+float best_of_5_ms(F once, cudaStream_t stream) {
+    Event e0, e1;
+    once();
+    float best = 1e30f;
+    for (int r = 0; r < 5; ++r) {
+        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
+        once();
+        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
+        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
+        float ms = 0;
+        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
+        best = std::min(best, ms);
+    }
+    return best;
+}
+
 }  // namespace
 
 double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream stream) {
@@ -129,18 +147,7 @@ double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream strea
                                        b.p, d, a.p, d, &zero, c.p, static_cast<int>(n)));
         RETRO_CUDA_SYNC_POINT("cublasSgemm", stream);
     };
-    Event e0, e1;
-    once();
-    float best = 1e30f;
-    for (int r = 0; r < 5; ++r) {
-        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
-        once();
-        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
-        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
-        float ms = 0;
-        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
-        best = std::min(best, ms);
-    }
+    const float best = best_of_5_ms(once, stream);
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * d / (best * 1e-3) / 1e9;
 }
 
@@ -154,18 +161,7 @@ double cuda_copy_gbps(std::size_t bytes, CudaStream stream) {
     RETRO_CUDA_LAUNCH_CHECK("fill_pseudo_random", stream);
     const std::size_t moved = static_cast<std::size_t>(n) * sizeof(float);
     auto once = [&] { RETRO_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, moved, cudaMemcpyDeviceToDevice, stream)); };
-    Event e0, e1;
-    once();
-    float best = 1e30f;
-    for (int r = 0; r < 5; ++r) {
-        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
-        once();
-        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
-        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
-        float ms = 0;
-        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
-        best = std::min(best, ms);
-    }
+    const float best = best_of_5_ms(once, stream);
     return 2.0 * static_cast<double>(moved) / (best * 1e-3) / 1e9;
 }
 

@@ -218,6 +218,20 @@ constexpr int backward_smem(int p_tiles) {
            kBlock * (D + 4) * 4;
 }
 
+// A backward kernel's query block: rows [q0, q0 + 64) of Q and dO (bf16) with their lse and Delta (0 past N).
+template <int D>
+__device__ void load_query_block(bf16* Qs, bf16* dOs, float* Ls, float* Dl, const float* __restrict__ q,
+                                 const float* __restrict__ dout, const float* __restrict__ lse,
+                                 const float* __restrict__ delta, ll bh, ll q0, const FlashDims& m) {
+    load_rows_bf16<D>(Qs, q, q0, m);
+    load_rows_bf16<D>(dOs, dout, q0, m);
+    for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
+        const bool in = q0 + e < m.N;
+        Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
+        Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
+    }
+}
+
 // dK, dV for the 64 keys of block blockIdx.x of (item, head) blockIdx.y: walk the query blocks that see them.
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv(
@@ -256,13 +270,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv(
     for (ll qb = m.causal ? kb : 0; qb < query_blocks; ++qb) {
         const ll q0 = qb * kBlock;
         __syncthreads();   // the previous query block is no longer read
-        load_rows_bf16<D>(Qs, q + base, q0, m);
-        load_rows_bf16<D>(dOs, dout + base, q0, m);
-        for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
-            const bool in = q0 + e < m.N;
-            Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
-            Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
-        }
+        load_query_block<D>(Qs, dOs, Ls, Dl, q + base, dout + base, lse, delta, bh, q0, m);
         __syncthreads();
         float* Sw = St + warp * 16 * kLdS;
         float* dPw = dPt + warp * 16 * kLdS;
@@ -311,13 +319,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
     const int row = lane / 2, half = lane % 2;
     const ll q0 = qb * kBlock, i = q0 + warp * 16 + row;
 
-    load_rows_bf16<D>(Qs, q + base, q0, m);
-    load_rows_bf16<D>(dOs, dout + base, q0, m);
-    for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
-        const bool in = q0 + e < m.N;
-        Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
-        Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
-    }
+    load_query_block<D>(Qs, dOs, Ls, Dl, q + base, dout + base, lse, delta, bh, q0, m);
     Acc dQ[D / 16];
 #pragma unroll
     for (int u = 0; u < D / 16; ++u) wmma::fill_fragment(dQ[u], 0.0f);
