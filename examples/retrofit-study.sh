@@ -49,9 +49,4 @@ study_seed() {
 
 source "$(dirname "$0")/study-seeds.sh"
 run_seeds "$(printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit')"
-summary="$OUT/summary.tsv"
-awk -F'\t' 'NR > 1 {n++; d[n]=$5; e[n]=$6} END {
-  if (n == 0) exit; for (i=1;i<=n;i++) {md+=d[i]; me+=e[i]} md/=n; me/=n;
-  for (i=1;i<=n;i++) {vd+=(d[i]-md)^2; ve+=(e[i]-me)^2}
-  sd=n>1?sqrt(vd/(n-1)):0; se=n>1?sqrt(ve/(n-1)):0;
-  printf "retro-fit vs its continued twin at equal steps, %d seed(s): %+.4f ± %.4f nats; shuffled - fit %+.4f ± %.4f\n", n, md, sd, me, se}' "$summary"
+mean_sd 5 6 "retro-fit vs its continued twin at equal steps, %d seed(s): %+.4f ± %.4f nats; shuffled - fit %+.4f ± %.4f\n"

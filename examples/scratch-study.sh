@@ -47,9 +47,4 @@ study_seed() {
 
 source "$(dirname "$0")/study-seeds.sh"
 run_seeds "$(printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real')"
-summary="$OUT/summary.tsv"
-awk -F'\t' 'NR > 1 {n++; a[n]=$6; b[n]=$7} END {
-  if (n == 0) exit; for (i=1;i<=n;i++) {ma+=a[i]; mb+=b[i]} ma/=n; mb/=n;
-  for (i=1;i<=n;i++) {va+=(a[i]-ma)^2; vb+=(b[i]-mb)^2}
-  sa=n>1?sqrt(va/(n-1)):0; sb=n>1?sqrt(vb/(n-1)):0;
-  printf "RETRO from scratch vs its twin at equal steps, %d seed(s): twin - real %+.4f ± %.4f nats; real - shuffled %+.4f ± %.4f\n", n, mb, sb, ma, sa}' "$summary"
+mean_sd 7 6 "RETRO from scratch vs its twin at equal steps, %d seed(s): twin - real %+.4f ± %.4f nats; real - shuffled %+.4f ± %.4f\n"

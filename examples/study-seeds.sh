@@ -1,4 +1,4 @@
-# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: run_seeds HEADER runs the caller's
+# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: run_seeds and mean_sd. run_seeds HEADER runs the caller's
 # `study_seed S` for each seed of SEEDS, JOBS at a time (on a GPU the seeds' runs share it side by side), then writes
 # OUT/summary.tsv: the tab-separated HEADER and each seed's OUT/row-sS.tsv, in seed order.
 run_seeds() {
@@ -11,4 +11,14 @@ run_seeds() {
   for p in "${pids[@]}"; do wait "$p"; done
   printf '%s\n' "$header" >"$OUT/summary.tsv"
   for s in $SEEDS; do cat "$OUT/row-s$s.tsv" >>"$OUT/summary.tsv"; done
+}
+
+# mean_sd COL1 COL2 FORMAT: the mean and sample sd over the seeds of OUT/summary.tsv's columns COL1 and COL2 (1-based),
+# printed with FORMAT (printf: the seed count, then mean and sd of COL1, then of COL2).
+mean_sd() {
+  awk -F'\t' -v c1="$1" -v c2="$2" -v fmt="$3" 'NR > 1 {n++; a[n] = $c1; b[n] = $c2} END {
+    if (n == 0) exit; for (i = 1; i <= n; i++) {ma += a[i]; mb += b[i]} ma /= n; mb /= n;
+    for (i = 1; i <= n; i++) {va += (a[i] - ma)^2; vb += (b[i] - mb)^2}
+    sa = n > 1 ? sqrt(va / (n - 1)) : 0; sb = n > 1 ? sqrt(vb / (n - 1)) : 0;
+    printf fmt, n, ma, sa, mb, sb}' "$OUT/summary.tsv"
 }
