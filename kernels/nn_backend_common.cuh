@@ -1,7 +1,7 @@
 // The CUDA NnBackend's class (nn/nn_backend_cuda.h) and the helpers its kernels share. The class's members are
-// defined across kernels/nn_backend_cuda.cu (memory, linear, rmsnorm, gelu, rotary, scale, embeddings),
-// kernels/nn_attention_cuda.cu (attention) and kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row
-// gathers, sum of squares, AdamW). Every kernel runs kThreads threads per block; element-wise kernels loop
+// defined across kernels/nn_backend_cuda.cu (memory, linear, rmsnorm, gelu, rotary, scale),
+// kernels/nn_embedding_cuda.cu (embeddings, positions), kernels/nn_attention_cuda.cu (attention) and
+// kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row gathers, sum of squares, AdamW). Every kernel runs kThreads threads per block; element-wise kernels loop
 // grid-stride over a 1-D grid of at most kMaxBlocks blocks, row kernels loop block-stride over rows, so no
 // size reaches a grid limit. Every sum runs in a fixed order (a thread's own elements in index order, then
 // block_reduce's fixed tree): the same inputs give the same bits on the same device.
@@ -157,7 +157,7 @@ private:
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
     Scratch colpart_;    // column sums (db, dgamma): per-chunk partials [chunks, C]
-    Scratch csr_;        // embedding_backward: the rows grouped by id
+    Scratch emb_;        // embedding_backward: the ids sorted with their rows, and CUB's temporary storage
     Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
     const void* to_bf16(int slot, const float* x, std::int64_t n);

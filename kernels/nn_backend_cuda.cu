@@ -8,10 +8,8 @@
 //              db: column sums in two deterministic passes (row chunks in order, then the chunks in order).
 //   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma as db's
 //              two-pass column sums, before dx (which may alias dy).
-//   gelu, rotary, scale, embedding, positions: one thread per element (rotary: per rotated pair, so y == x is
-//              safe); embedding_backward groups the rows by id on the host and runs one thread per (id, channel)
-//              adding that id's rows in n order (the CPU's order; repeated ids never race),
-//              position_add_backward one thread per (t, c) adding b in order.
+//   gelu, rotary, scale: one thread per element (rotary: per rotated pair, so y == x is safe).
+// The embeddings and positions are in kernels/nn_embedding_cuda.cu.
 #include <climits>
 #include <cstring>
 
@@ -160,41 +158,6 @@ __global__ void scale_k(float* __restrict__ x, float s, ll n) {
         x[i] *= s;
 }
 
-// ---------------- embeddings ----------------
-__global__ void embedding_forward_k(float* __restrict__ out, const std::int32_t* __restrict__ ids,
-                                    const float* __restrict__ table, ll N, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * C; e += static_cast<ll>(gridDim.x) * blockDim.x)
-        out[e] = table[static_cast<ll>(ids[e / C]) * C + e % C];
-}
-
-// The rows of each distinct id (ids[u] = the id, rows[start[u] .. start[u+1]) its rows in ascending order): one
-// thread per (id, channel) adds its rows in n order, the CPU's order for every element.
-__global__ void embedding_backward_k(float* __restrict__ dtable, const float* __restrict__ dout,
-                                     const long long* __restrict__ uid, const long long* __restrict__ start,
-                                     const long long* __restrict__ rows, ll U, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < U * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll u = e / C, c = e % C;
-        float* d = dtable + uid[u] * C + c;
-        float acc = *d;
-        for (ll k = start[u]; k < start[u + 1]; k++) acc += dout[rows[k] * C + c];
-        *d = acc;
-    }
-}
-
-__global__ void position_add_forward_k(float* __restrict__ out, const float* __restrict__ pos, ll B, ll Tn, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < B * Tn * C; e += static_cast<ll>(gridDim.x) * blockDim.x)
-        out[e] += pos[((e / C) % Tn) * C + e % C];
-}
-
-__global__ void position_add_backward_k(float* __restrict__ dpos, const float* __restrict__ dout, ll B, ll Tn, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < Tn * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll t = e / C, c = e % C;
-        float acc = dpos[e];
-        for (ll b = 0; b < B; b++) acc += dout[(b * Tn + t) * C + c];
-        dpos[e] = acc;
-    }
-}
-
 }  // namespace
 
 // ---------------- construction, memory ----------------
@@ -219,7 +182,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &csr_, &bf_[0], &bf_[1], &bf_[2]})
+    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2]})
         RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     for (Staging& s : staging_) {
         if (s.host) RETRO_CUDA_CHECK_NOTHROW(cudaFreeHost(s.host));
@@ -405,60 +368,6 @@ void CudaNnBackend::scale(float* x, float s, std::int64_t n) {
     if (n == 0) return;
     scale_k<<<grid_for(n), kThreads, 0, stream_>>>(x, s, n);
     RETRO_CUDA_LAUNCH_CHECK("scale", stream_);
-}
-
-// ---------------- embeddings ----------------
-void CudaNnBackend::embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
-                                      std::int64_t, std::int64_t C) {
-    if (N * C == 0) return;   // ids are valid: the caller checks them on the host (nn/nn_backend.h)
-    embedding_forward_k<<<grid_for(N * C), kThreads, 0, stream_>>>(out, ids, table, N, C);
-    RETRO_CUDA_LAUNCH_CHECK("embedding_forward", stream_);
-}
-void CudaNnBackend::embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
-                                       std::int64_t C) {
-    if (N * C == 0) return;
-    // group the rows by id on the host (ids are N int32: a small download), then one thread per (id, channel)
-    std::vector<std::int32_t> host(static_cast<std::size_t>(N));
-    download(host.data(), ids, host.size() * sizeof(std::int32_t));
-    // rows in id order, each id's rows ascending: a counting sort (ids are valid, so >= 0; the order of a stable
-    // sort, in O(N + max id) — a comparison sort of the ~41k ids of a 172M step took ~2.5 ms on the host)
-    std::int32_t max_id = 0;
-    for (std::int32_t id : host) max_id = std::max(max_id, id);
-    std::vector<long long> next(static_cast<std::size_t>(max_id) + 2, 0), order(host.size());
-    for (std::int32_t id : host) next[static_cast<std::size_t>(id) + 1]++;
-    for (std::size_t v = 1; v < next.size(); v++) next[v] += next[v - 1];
-    for (std::size_t i = 0; i < host.size(); i++) {
-        long long& slot = next[static_cast<std::size_t>(host[i])];
-        order[static_cast<std::size_t>(slot++)] = static_cast<long long>(i);
-    }
-    std::vector<long long> csr;   // [uid (U), start (U + 1), rows (N)] in one upload
-    std::vector<long long> uid, start;
-    for (std::size_t i = 0; i < order.size(); i++)
-        if (i == 0 || host[order[i]] != host[order[i - 1]]) {
-            uid.push_back(host[order[i]]);
-            start.push_back(static_cast<long long>(i));
-        }
-    start.push_back(static_cast<long long>(order.size()));
-    const ll U = static_cast<ll>(uid.size());
-    csr.insert(csr.end(), uid.begin(), uid.end());
-    csr.insert(csr.end(), start.begin(), start.end());
-    csr.insert(csr.end(), order.begin(), order.end());
-    auto* d = static_cast<long long*>(scratch(csr_, csr.size() * sizeof(long long)));
-    upload(d, csr.data(), csr.size() * sizeof(long long));
-    embedding_backward_k<<<grid_for(U * C), kThreads, 0, stream_>>>(dtable, dout, d, d + U, d + 2 * U + 1, U, C);
-    RETRO_CUDA_LAUNCH_CHECK("embedding_backward", stream_);
-}
-void CudaNnBackend::position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
-                                         std::int64_t C) {
-    if (B * Tn * C == 0) return;
-    position_add_forward_k<<<grid_for(B * Tn * C), kThreads, 0, stream_>>>(out, pos, B, Tn, C);
-    RETRO_CUDA_LAUNCH_CHECK("position_add_forward", stream_);
-}
-void CudaNnBackend::position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
-                                          std::int64_t C) {
-    if (Tn * C == 0) return;
-    position_add_backward_k<<<grid_for(Tn * C), kThreads, 0, stream_>>>(dpos, dout, B, Tn, C);
-    RETRO_CUDA_LAUNCH_CHECK("position_add_backward", stream_);
 }
 
 }  // namespace detail
