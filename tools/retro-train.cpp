@@ -92,6 +92,11 @@ int main(int argc, char** argv) {
                            "Share of training sequences that read no neighbours (all masked): the decoder keeps "
                            "modelling text alone while CCA learns to read (docs/retrieval.md)")
                 ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+            app.add_option("--oracle-neighbours", o.oracle_neighbours,
+                           "Share of training chunks that read their own text and continuation in one neighbour "
+                           "slot, as a perfect retriever would: teaches CCA to copy; evaluation and generation "
+                           "never do this (docs/retrieval.md)")
+                ->check(CLI::Range(0.0, 1.0))->capture_default_str();
             app.add_option("--retrieval-lr-scale", o.retrieval_lr_scale,
                            "The learning rate of CCA and the encoder (the layers that read neighbours) is the "
                            "schedule's times this, as a torch param group with its own lr (docs/retrieval.md)")

@@ -127,6 +127,23 @@ void RetroData::read_neighbours(std::int64_t row, std::int64_t doc_end, std::int
         if (ids[j] >= 0) neighbour_read(*db_, align_, min_match_, query.data(), ids[j], pad_, out + j * r);
 }
 
+void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,
+                                        std::uint64_t seed, double p, RetroBatch& out) const {
+    if (p <= 0 || out.retrieved.empty()) return;
+    const std::int64_t l = seq_len_ / cs_, r = 2 * cs_;
+    std::vector<std::int32_t> query;
+    for (std::size_t b = 0; b < seqs.size(); b++) {
+        const std::int64_t c0 = db_->seq_start(seqs[b]), end = db_->doc_end(db_->doc_of(c0));
+        for (std::int64_t u = 0; u < l && c0 + u < end; u++) {
+            const int slot = oracle_slot(seed, epochs[b], seqs[b], u, p, k_);
+            if (slot < 0) continue;
+            db_->rows(c0 + u, c0 + u + 1, query);
+            neighbour_read(*db_, align_, min_match_, query.data(), c0 + u, pad_,
+                           out.retrieved.data() + ((static_cast<std::int64_t>(b) * l + u) * k_ + slot) * r);
+        }
+    }
+}
+
 void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {
     if (!source.empty() && static_cast<std::int64_t>(source.size()) != db_->chunk_count())
         throw InternalError("set_neighbour_source: one source row per chunk expected");
@@ -136,6 +153,13 @@ void RetroData::set_neighbour_source(std::vector<std::int64_t> source) {
 bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, double p) {
     const std::uint64_t epoch_key = splitmix64(splitmix64(seed ^ 0x5265747244726f70ULL) + static_cast<std::uint64_t>(epoch));
     return splitmix_unit(epoch_key + static_cast<std::uint64_t>(seq)) < p;
+}
+
+int oracle_slot(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p, std::int64_t k) {
+    const std::uint64_t epoch_key = splitmix64(splitmix64(seed ^ 0x4f7261636c654e62ULL) + static_cast<std::uint64_t>(epoch));
+    const std::uint64_t h = splitmix64(splitmix64(epoch_key + static_cast<std::uint64_t>(seq)) + static_cast<std::uint64_t>(u));
+    if (splitmix_unit(h) >= p) return -1;
+    return static_cast<int>(splitmix64(h) % static_cast<std::uint64_t>(k));
 }
 
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad) {

@@ -132,6 +132,8 @@ private:
     std::unique_ptr<RetroData> data_;
     Cursor cursor_;
     std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
+    std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
+    void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
     std::vector<std::uint8_t> trainable_;   // per layout entry
@@ -237,8 +239,7 @@ double Trainer::device_step_gradients() {
         const auto seqs = next_seqs();
         if (a % N != R) continue;
         const std::int64_t j = a / N;
-        data_->make_batch(seqs, !o_.no_retrieval, batch);
-        mask_dropped_neighbours(batch, drop_, data_->pad_id());
+        make_training_batch(seqs, batch);
         dmodel_->zero_grad();
         losses[static_cast<std::size_t>(j)] = dmodel_->forward(batch) / static_cast<double>(A);
         dmodel_->backward(1.0f / static_cast<float>(A));
@@ -309,9 +310,17 @@ std::string Trainer::provenance_fields() const {
     return ", " + s.substr(1, s.size() - 2);
 }
 
+// A training micro-batch of the sequences next_seqs() drew: --oracle-neighbours planted, then --retrieval-dropout.
+void Trainer::make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const {
+    data_->make_batch(seqs, !o_.no_retrieval, batch);
+    data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, o_.oracle_neighbours, batch);
+    mask_dropped_neighbours(batch, drop_, data_->pad_id());
+}
+
 std::vector<std::int64_t> Trainer::next_seqs() {
     std::vector<std::int64_t> out;
     drop_.clear();
+    epochs_.clear();
     const auto& train = data_->train_seqs();
     while (static_cast<std::int64_t>(out.size()) < o_.batch_size) {
         if (cursor_.pos >= static_cast<std::int64_t>(train.size())) {
@@ -324,6 +333,7 @@ std::vector<std::int64_t> Trainer::next_seqs() {
         }
         const std::int64_t seq = order_[cursor_.pos++];
         out.push_back(seq);
+        epochs_.push_back(cursor_.epoch);
         drop_.push_back(o_.retrieval_dropout > 0 &&
                         retrieval_dropped(o_.seed, cursor_.epoch, seq, o_.retrieval_dropout));
     }
@@ -378,8 +388,7 @@ double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
         const auto seqs = next_seqs();
         if (a % N != R) continue;
         const std::int64_t j = a / N;
-        data_->make_batch(seqs, !o_.no_retrieval, batch);
-        mask_dropped_neighbours(batch, drop_, data_->pad_id());
+        make_training_batch(seqs, batch);
         model_->zero_grad();
         losses[j] = model_->forward(batch) / static_cast<double>(A);
         model_->backward(1.0f / static_cast<float>(A));
@@ -469,6 +478,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"no_retrieval", o_.no_retrieval},
                          {"retrieval_dropout", o_.retrieval_dropout},
                          {"retrieval_lr_scale", o_.retrieval_lr_scale},
+                         {"oracle_neighbours", o_.oracle_neighbours},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
@@ -504,6 +514,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (st.value("retrieval_lr_scale", 1.0) != o_.retrieval_lr_scale)
         user_error_in(sp, cat("checkpoint was made with --retrieval-lr-scale ", st.value("retrieval_lr_scale", 1.0)),
                       "resume with the same --retrieval-lr-scale");
+    if (st.value("oracle_neighbours", 0.0) != o_.oracle_neighbours)
+        user_error_in(sp, cat("checkpoint was made with --oracle-neighbours ", st.value("oracle_neighbours", 0.0)),
+                      "resume with the same --oracle-neighbours");
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
@@ -695,6 +708,7 @@ void Trainer::run() {
                       {"ranks", N},              {"reduce", o_.reduce},
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", o_.fused_attention},
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
+                      {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {

@@ -47,6 +47,8 @@ struct TrainOptions {
     bool no_retrieval = false;
     double retrieval_dropout = 0;      // share of training sequences that read no neighbours (every one masked,
                                        // CCA sees only its null key); drawn per (seed, epoch, sequence)
+    double oracle_neighbours = 0;      // share of training chunks that read themselves (+ continuation) in one
+                                       // neighbour slot, drawn per (seed, epoch, sequence, chunk); eval never does
     double retrieval_lr_scale = 1;     // the learning rate (and decoupled decay) of CCA and the encoder: lr x this
     bool resume = false;
     bool force = false;
