@@ -59,36 +59,36 @@ TEST_CASE("train dropout: the draw is a fixed hash at the asked share, and only 
 
 namespace {
 
-// A training-recipe option of retro-train (`flag value`) on the tiny db: trains, differs from the plain run,
-// resumes bit for bit after a stop, refuses to resume with `other`, and refuses `bad` in one line (exit 2).
-void check_recipe_option(const std::string& flag, const std::string& value, const std::string& other,
-                         const std::string& bad) {
+// Training-recipe options of retro-train (`with`) on the tiny db: they train, differ from the plain run, resume bit
+// for bit after a stop, refuse a resume with the options `changed` naming `flag` in the error, and refuse `bad` in
+// one line (exit 2) without leaving a model.
+void check_recipe_option(const std::string& with, const std::string& changed, const std::string& bad,
+                         const std::string& flag) {
     test::TempDir dir("train-recipe");
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
     const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
                                test::config_path() +
                                " --steps 12 --batch-size 4 --grad-accum 2 --lr 3e-3 --warmup 3 --val-every 6"
                                " --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1 --checkpoint-every 6";
-    const std::string with = " " + flag + " " + value;
     auto none = test::run_tool("retro-train", common + " --out " + (dir / "none").string());
-    auto a = test::run_tool("retro-train", common + with + " --out " + (dir / "a").string());
-    INFO(flag << ": " << a.err);
+    auto a = test::run_tool("retro-train", common + " " + with + " --out " + (dir / "a").string());
+    INFO(with << ": " << a.err);
     REQUIRE(none.exit_code == 0);
     REQUIRE(a.exit_code == 0);
     CHECK(test::losses(dir / "a") != test::losses(dir / "none"));
 
-    auto b1 = test::run_tool("retro-train", common + with + " --stop-after 8 --out " + (dir / "b").string());
+    auto b1 = test::run_tool("retro-train", common + " " + with + " --stop-after 8 --out " + (dir / "b").string());
     REQUIRE(b1.exit_code == 0);
-    auto changed = test::run_tool("retro-train", common + " " + flag + " " + other + " --resume --out " + (dir / "b").string());
-    CHECK(changed.exit_code == 2);
-    CHECK(changed.err.find(flag) != std::string::npos);
-    auto b2 = test::run_tool("retro-train", common + with + " --resume --out " + (dir / "b").string());
+    auto other = test::run_tool("retro-train", common + " " + changed + " --resume --out " + (dir / "b").string());
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find(flag) != std::string::npos);
+    auto b2 = test::run_tool("retro-train", common + " " + with + " --resume --out " + (dir / "b").string());
     INFO(b2.err);
     REQUIRE(b2.exit_code == 0);
     CHECK(test::losses(dir / "b") == test::losses(dir / "a"));
     CHECK(test::bytes(dir / "b" / "model.safetensors") == test::bytes(dir / "a" / "model.safetensors"));
 
-    auto refused = test::run_tool("retro-train", common + " " + flag + " " + bad + " --out " + (dir / "bad").string());
+    auto refused = test::run_tool("retro-train", common + " " + bad + " --out " + (dir / "bad").string());
     CHECK(refused.exit_code == 2);
     CHECK_FALSE(fs::exists(dir / "bad" / "model.safetensors"));
 }
@@ -96,24 +96,28 @@ void check_recipe_option(const std::string& flag, const std::string& value, cons
 }  // namespace
 
 TEST_CASE("train dropout: retro-train --retrieval-dropout trains, differs from 0, resumes bit for bit, and refuses another share") {
-    check_recipe_option("--retrieval-dropout", "0.5", "0.25", "1.5");
+    check_recipe_option("--retrieval-dropout 0.5", "--retrieval-dropout 0.25", "--retrieval-dropout 1.5", "--retrieval-dropout");
 }
 
-TEST_CASE("train oracle: the draw is a fixed hash at the asked share, over every slot") {
+TEST_CASE("train oracle: the draw is a fixed hash at the asked share, over every slot and cut") {
     int picked = 0, unstable = 0, at0 = 0, at1 = 0, differ = 0;
-    std::vector<int> per_slot(3, 0);
+    std::vector<int> per_slot(3, 0), per_cut(9, 0);
     for (std::int64_t seq = 0; seq < 2000; seq++)
         for (std::int64_t u = 0; u < 10; u++) {
-            const int slot = oracle_slot(7, 3, seq, u, 0.2, 3);
-            unstable += slot != oracle_slot(7, 3, seq, u, 0.2, 3);
-            differ += (slot >= 0) != (oracle_slot(7, 4, seq, u, 0.2, 3) >= 0);   // another epoch draws again
-            if (slot >= 0) {
-                REQUIRE(slot < 3);
+            const auto pick = oracle_pick(7, 3, seq, u, 0.2, 3, 8);
+            const auto again = oracle_pick(7, 3, seq, u, 0.2, 3, 8);
+            unstable += pick.slot != again.slot || pick.cut != again.cut;
+            differ += (pick.slot >= 0) != (oracle_pick(7, 4, seq, u, 0.2, 3, 8).slot >= 0);   // another epoch draws again
+            if (pick.slot >= 0) {
+                REQUIRE(pick.slot < 3);
+                REQUIRE(pick.cut >= 0);
+                REQUIRE(pick.cut <= 8);
                 picked++;
-                per_slot[static_cast<std::size_t>(slot)]++;
+                per_slot[static_cast<std::size_t>(pick.slot)]++;
+                per_cut[static_cast<std::size_t>(pick.cut)]++;
             }
-            at0 += oracle_slot(7, 3, seq, u, 0.0, 3) >= 0;
-            at1 += oracle_slot(7, 3, seq, u, 1.0, 3) >= 0;
+            at0 += oracle_pick(7, 3, seq, u, 0.0, 3, 8).slot >= 0;
+            at1 += oracle_pick(7, 3, seq, u, 1.0, 3, 8).slot >= 0;
         }
     CHECK(unstable == 0);
     CHECK(at0 == 0);
@@ -121,10 +125,11 @@ TEST_CASE("train oracle: the draw is a fixed hash at the asked share, over every
     CHECK(picked > 0.18 * 20000);
     CHECK(picked < 0.22 * 20000);
     for (int n : per_slot) CHECK(n > picked / 4);
+    for (int n : per_cut) CHECK(n > picked / 18);   // every cut 0..cs drawn, about evenly
     CHECK(differ > 0.2 * 20000);
 }
 
-TEST_CASE("train oracle: a picked chunk reads its own row and continuation in the picked slot, nothing else changes") {
+TEST_CASE("train oracle: a picked chunk reads its own row and continuation in the picked slot (spliced: up to the cut), nothing else changes") {
     test::TempDir dir("train-oracle");
     const auto t = test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 30, 11);
     const RetroConfig c = RetroConfig::load(test::config_path());   // chunk 4, k 2, chunk alignment
@@ -132,36 +137,42 @@ TEST_CASE("train oracle: a picked chunk reads its own row and continuation in th
     const auto& seqs = data.train_seqs();
     REQUIRE(seqs.size() >= 6);
     const std::vector<std::int64_t> batch_seqs(seqs.begin(), seqs.begin() + 6), epochs(6, 2);
-    RetroBatch plain, oracle;
-    data.make_batch(batch_seqs, true, plain);
-    data.make_batch(batch_seqs, true, oracle);
-    data.plant_oracle_neighbours(batch_seqs, epochs, 9, 0.5, oracle);
     const std::int64_t cs = 4, l = 16 / cs, k = 2, r = 2 * cs;
-    int planted = 0;
-    for (std::size_t b = 0; b < batch_seqs.size(); b++) {
-        const std::int64_t c0 = data.db().seq_start(batch_seqs[b]), end = data.db().doc_end(data.db().doc_of(c0));
-        for (std::int64_t u = 0; u < l; u++) {
-            const int slot = c0 + u < end ? oracle_slot(9, 2, batch_seqs[b], u, 0.5, k) : -1;
-            for (std::int64_t j = 0; j < k; j++)
-                for (std::int64_t i = 0; i < r; i++) {
-                    const std::size_t at = static_cast<std::size_t>(((static_cast<std::int64_t>(b) * l + u) * k + j) * r + i);
-                    INFO("seq " << b << " chunk " << u << " slot " << j << " token " << i);
-                    if (j != slot) {
-                        CHECK(oracle.retrieved[at] == plain.retrieved[at]);
-                        continue;
+    for (const bool splice : {false, true}) {
+        RetroBatch plain, oracle;
+        data.make_batch(batch_seqs, true, plain);
+        data.make_batch(batch_seqs, true, oracle);
+        data.plant_oracle_neighbours(batch_seqs, epochs, 9, 0.5, splice, oracle);
+        int planted = 0, spliced = 0;
+        for (std::size_t b = 0; b < batch_seqs.size(); b++) {
+            const std::int64_t c0 = data.db().seq_start(batch_seqs[b]), end = data.db().doc_end(data.db().doc_of(c0));
+            for (std::int64_t u = 0; u < l; u++) {
+                const auto pick = c0 + u < end ? oracle_pick(9, 2, batch_seqs[b], u, 0.5, k, cs) : OraclePick{};
+                for (std::int64_t j = 0; j < k; j++)
+                    for (std::int64_t i = 0; i < r; i++) {
+                        const std::size_t at = static_cast<std::size_t>(((static_cast<std::int64_t>(b) * l + u) * k + j) * r + i);
+                        INFO("splice " << splice << " seq " << b << " chunk " << u << " slot " << j << " token " << i);
+                        if (j != pick.slot || (splice && i >= cs + pick.cut)) {   // retrieved, as without the oracle
+                            CHECK(oracle.retrieved[at] == plain.retrieved[at]);
+                            continue;
+                        }
+                        const std::int64_t row = c0 + u + i / cs;   // the chunk, then its continuation (pads past the doc)
+                        CHECK(oracle.retrieved[at] == (row < end ? t.rows[static_cast<std::size_t>(row * cs + i % cs)] : 0));
                     }
-                    const std::int64_t row = c0 + u + i / cs;   // the chunk, then its continuation (pads past the doc)
-                    CHECK(oracle.retrieved[at] == (row < end ? t.rows[static_cast<std::size_t>(row * cs + i % cs)] : 0));
-                }
-            planted += slot >= 0;
+                planted += pick.slot >= 0;
+                spliced += pick.slot >= 0 && pick.cut < cs;
+            }
         }
+        CHECK(planted > 0);
+        CHECK(spliced > 0);
+        CHECK(oracle.seq == plain.seq);
     }
-    CHECK(planted > 0);
-    CHECK(oracle.seq == plain.seq);
 }
 
-TEST_CASE("train oracle: retro-train --oracle-neighbours trains, differs from 0, resumes bit for bit, and refuses another share") {
-    check_recipe_option("--oracle-neighbours", "0.3", "0.1", "1.5");
+TEST_CASE("train oracle: retro-train --oracle-neighbours [--oracle-splice] trains, differs from 0, resumes bit for bit, and refuses another share") {
+    check_recipe_option("--oracle-neighbours 0.3", "--oracle-neighbours 0.1", "--oracle-neighbours 1.5", "--oracle-neighbours");
+    check_recipe_option("--oracle-neighbours 0.3 --oracle-splice", "--oracle-neighbours 0.3", "--oracle-splice",
+                        "--oracle-splice");
 }
 
 TEST_CASE("train docs fraction: a fixed share of the training documents, the rest still retrievable") {

@@ -97,6 +97,9 @@ int main(int argc, char** argv) {
                            "slot, as a perfect retriever would: teaches CCA to copy; evaluation and generation "
                            "never do this (docs/retrieval.md)")
                 ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+            app.add_flag("--oracle-splice", o.oracle_splice,
+                         "With --oracle-neighbours: each oracle's continuation is the next chunk only up to a cut "
+                         "drawn per chunk, the retrieved neighbour's tokens after it, as a real match that ends");
             app.add_option("--retrieval-lr-scale", o.retrieval_lr_scale,
                            "The learning rate of CCA and the encoder (the layers that read neighbours) is the "
                            "schedule's times this, as a torch param group with its own lr (docs/retrieval.md)")

@@ -128,18 +128,20 @@ void RetroData::read_neighbours(std::int64_t row, std::int64_t doc_end, std::int
 }
 
 void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,
-                                        std::uint64_t seed, double p, RetroBatch& out) const {
+                                        std::uint64_t seed, double p, bool splice, RetroBatch& out) const {
     if (p <= 0 || out.retrieved.empty()) return;
     const std::int64_t l = seq_len_ / cs_, r = 2 * cs_;
-    std::vector<std::int32_t> query;
+    std::vector<std::int32_t> query, retrieved(static_cast<std::size_t>(r));
     for (std::size_t b = 0; b < seqs.size(); b++) {
         const std::int64_t c0 = db_->seq_start(seqs[b]), end = db_->doc_end(db_->doc_of(c0));
         for (std::int64_t u = 0; u < l && c0 + u < end; u++) {
-            const int slot = oracle_slot(seed, epochs[b], seqs[b], u, p, k_);
-            if (slot < 0) continue;
+            const OraclePick pick = oracle_pick(seed, epochs[b], seqs[b], u, p, k_, cs_);
+            if (pick.slot < 0) continue;
+            std::int32_t* unit = out.retrieved.data() + ((static_cast<std::int64_t>(b) * l + u) * k_ + pick.slot) * r;
+            std::copy(unit, unit + r, retrieved.begin());
             db_->rows(c0 + u, c0 + u + 1, query);
-            neighbour_read(*db_, align_, min_match_, query.data(), c0 + u, pad_,
-                           out.retrieved.data() + ((static_cast<std::int64_t>(b) * l + u) * k_ + slot) * r);
+            neighbour_read(*db_, align_, min_match_, query.data(), c0 + u, pad_, unit);
+            if (splice) std::copy(retrieved.begin() + cs_ + pick.cut, retrieved.end(), unit + cs_ + pick.cut);
         }
     }
 }
@@ -155,11 +157,15 @@ bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq,
     return splitmix_unit(epoch_key + static_cast<std::uint64_t>(seq)) < p;
 }
 
-int oracle_slot(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p, std::int64_t k) {
+OraclePick oracle_pick(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p,
+                       std::int64_t k, std::int64_t cs) {
     const std::uint64_t epoch_key = splitmix64(splitmix64(seed ^ 0x4f7261636c654e62ULL) + static_cast<std::uint64_t>(epoch));
     const std::uint64_t h = splitmix64(splitmix64(epoch_key + static_cast<std::uint64_t>(seq)) + static_cast<std::uint64_t>(u));
-    if (splitmix_unit(h) >= p) return -1;
-    return static_cast<int>(splitmix64(h) % static_cast<std::uint64_t>(k));
+    OraclePick pick;
+    if (splitmix_unit(h) >= p) return pick;
+    pick.slot = static_cast<int>(splitmix64(h) % static_cast<std::uint64_t>(k));
+    pick.cut = static_cast<int>(splitmix64(splitmix64(h)) % static_cast<std::uint64_t>(cs + 1));
+    return pick;
 }
 
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad) {

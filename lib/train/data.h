@@ -55,9 +55,12 @@ public:
     // --oracle-neighbours: in the training batch `out` made from `seqs` (epochs[b]: the epoch sequence b was drawn
     // in), each chunk that oracle_slot picks reads, in that slot, its own text and continuation (neighbour_read of
     // the chunk itself, aligned like any neighbour): what a perfect retriever would find, so CCA learns to copy
-    // from a neighbour that holds the next chunk (docs/retrieval.md section 11). Evaluation never calls this.
+    // from a neighbour that holds the next chunk (docs/retrieval.md section 11). With `splice`, the oracle's
+    // continuation holds the next chunk only up to the pick's cut and the slot's retrieved tokens from there on,
+    // as a real neighbour whose match ends: copying pays only while the neighbour agrees with the text so far.
+    // Evaluation never calls this.
     void plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,
-                                 std::uint64_t seed, double p, RetroBatch& out) const;
+                                 std::uint64_t seed, double p, bool splice, RetroBatch& out) const;
 
 private:
     std::unique_ptr<ChunkDb> db_;
@@ -76,9 +79,15 @@ private:
 // fixed hash: the same on every rank, for any --grad-accum, and after --resume).
 bool retrieval_dropped(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, double p);
 // --oracle-neighbours: the slot (0..k-1) in which chunk u of sequence `seq`, drawn in `epoch` of a run seeded
-// `seed`, reads itself instead of a retrieved neighbour, or -1 (a fixed hash picks a share p of the chunks and the
-// slot: the same on every rank, for any --grad-accum, and after --resume).
-int oracle_slot(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p, std::int64_t k);
+// `seed`, reads itself instead of a retrieved neighbour (slot -1: it does not), and with --oracle-splice the cut
+// (0..cs): how many tokens of the continuation are the next chunk's. A fixed hash picks a share p of the chunks,
+// the slot and the cut: the same on every rank, for any --grad-accum, and after --resume.
+struct OraclePick {
+    int slot = -1;
+    int cut = 0;
+};
+OraclePick oracle_pick(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p,
+                       std::int64_t k, std::int64_t cs);
 // Every retrieved token of the sequences b with drop[b] becomes pad: all their neighbours are masked.
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad);
 

@@ -313,7 +313,7 @@ std::string Trainer::provenance_fields() const {
 // A training micro-batch of the sequences next_seqs() drew: --oracle-neighbours planted, then --retrieval-dropout.
 void Trainer::make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const {
     data_->make_batch(seqs, !o_.no_retrieval, batch);
-    data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, o_.oracle_neighbours, batch);
+    data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, o_.oracle_neighbours, o_.oracle_splice, batch);
     mask_dropped_neighbours(batch, drop_, data_->pad_id());
 }
 
@@ -479,6 +479,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"retrieval_dropout", o_.retrieval_dropout},
                          {"retrieval_lr_scale", o_.retrieval_lr_scale},
                          {"oracle_neighbours", o_.oracle_neighbours},
+                         {"oracle_splice", o_.oracle_splice},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
@@ -517,6 +518,9 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (st.value("oracle_neighbours", 0.0) != o_.oracle_neighbours)
         user_error_in(sp, cat("checkpoint was made with --oracle-neighbours ", st.value("oracle_neighbours", 0.0)),
                       "resume with the same --oracle-neighbours");
+    if (st.value("oracle_splice", false) != o_.oracle_splice)
+        user_error_in(sp, cat("checkpoint was made ", o_.oracle_splice ? "without" : "with", " --oracle-splice"),
+                      "resume with the same --oracle-splice");
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
@@ -598,6 +602,8 @@ void Trainer::run() {
         user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
     if (o_.fused_attention && o_.dtype != "bf16")
         user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
+    if (o_.oracle_splice && o_.oracle_neighbours <= 0)
+        user_error_in("--oracle-splice", "splices the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
@@ -709,7 +715,7 @@ void Trainer::run() {
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", o_.fused_attention},
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
-                      {"model", config_.to_json()}};
+                      {"oracle_splice", o_.oracle_splice},  {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {
             {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};

@@ -49,6 +49,7 @@ struct TrainOptions {
                                        // CCA sees only its null key); drawn per (seed, epoch, sequence)
     double oracle_neighbours = 0;      // share of training chunks that read themselves (+ continuation) in one
                                        // neighbour slot, drawn per (seed, epoch, sequence, chunk); eval never does
+    bool oracle_splice = false;        // the oracle's continuation turns into the slot's retrieved tokens at a cut
     double retrieval_lr_scale = 1;     // the learning rate (and decoupled decay) of CCA and the encoder: lr x this
     bool resume = false;
     bool force = false;
