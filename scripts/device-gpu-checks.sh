@@ -23,9 +23,10 @@
 # with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
-# ("0.5 0.25"), STUDY_RETROFIT_FRACTION (0.5), STUDY_STEPS (2000), STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3"),
+# ("0.5 0.25"; 1 = every document), STUDY_RETROFIT_FRACTION (0.5; none: no retro-fit study), STUDY_STEPS (2000),
+# STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3"),
 # STUDY_CONFIG (examples/configs/demo-retrieval.json; demo-retrieval-wide.json is a 37.7M-parameter variant),
-# STUDY_OPTIONS (more retro-train options for every run, e.g. "--retrieval-lr-scale 3").
+# STUDY_OPTIONS (more retro-train options for every run, e.g. "--retrieval-lr-scale 0.3 --oracle-neighbours 0.3").
 set -uo pipefail
 
 DEFAULT_STEPS=(env tests embed sanitize knn)
@@ -236,11 +237,13 @@ step_studies() {
         pids+=($!) names+=("scratch-f$f")
     done
     f=${STUDY_RETROFIT_FRACTION:-0.5}
-    limited env "${env[@]}" BASE_STEPS="${STUDY_STEPS:-2000}" FIT_STEPS="${STUDY_FIT_STEPS:-1000}" \
-        TRAIN_OPTIONS="--train-docs-fraction $f ${STUDY_OPTIONS:-}" \
-        examples/retrofit-study.sh "$KIT/bin" "$CURVE_DATA" "$root/retrofit-f$f" "${STUDY_SEEDS:-1 2 3}" \
-        >"$root/retrofit-f$f.log" 2>&1 &
-    pids+=($!) names+=("retrofit-f$f")
+    if [[ $f != none ]]; then
+        limited env "${env[@]}" BASE_STEPS="${STUDY_STEPS:-2000}" FIT_STEPS="${STUDY_FIT_STEPS:-1000}" \
+            TRAIN_OPTIONS="--train-docs-fraction $f ${STUDY_OPTIONS:-}" \
+            examples/retrofit-study.sh "$KIT/bin" "$CURVE_DATA" "$root/retrofit-f$f" "${STUDY_SEEDS:-1 2 3}" \
+            >"$root/retrofit-f$f.log" 2>&1 &
+        pids+=($!) names+=("retrofit-f$f")
+    fi
     for i in "${!pids[@]}"; do
         wait "${pids[$i]}"
         rc=$?
