@@ -169,6 +169,50 @@ TEST_CASE("train oracle: a picked chunk reads its own row and continuation in th
     }
 }
 
+TEST_CASE("train oracle: under match alignment the oracle is still the chunk and its continuation where chunks repeat") {
+    // A chunk equal to the one before it (rows 1 and 2 of each document below) matches itself there first: a match
+    // search would shift the window by -cs. The oracle must stay the chunk-aligned window.
+    test::TempDir dir("train-oracle-match");
+    test::TinyDb t;
+    t.kk = 2;
+    for (int d = 0; d < 4; d++) {
+        const std::vector<std::int32_t> doc = {2, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                               16, 17, 18, 19, 20, 3, 0, 0};
+        const std::int64_t first = t.n, nrows = static_cast<std::int64_t>(doc.size()) / 4;
+        t.rows.insert(t.rows.end(), doc.begin(), doc.end());
+        for (std::int64_t r = 0; r < nrows; r++) t.doc_ids.push_back(d);
+        for (std::int64_t r = 0; r + 4 <= nrows; r += 4) t.seq_starts.push_back(first + r);
+        t.n += nrows;
+        t.doc_offsets.push_back(t.n);
+    }
+    for (std::int64_t c = 0; c < t.n; c++)
+        for (std::int64_t j = 0; j < t.kk; j++) t.knn.push_back((c + 7 * (j + 1)) % t.n);   // other documents
+    test::save_tiny_db(dir / "db", dir / "knn", t, 4, 16);
+    RetroConfig c = RetroConfig::load(test::config_path());
+    c.neighbour_alignment = "match";
+    RetroData data((dir / "db").string(), (dir / "knn").string(), c, 0.0);
+    const auto& seqs = data.train_seqs();
+    REQUIRE(!seqs.empty());
+    const std::vector<std::int64_t> epochs(seqs.size(), 0);
+    RetroBatch b;
+    data.make_batch(seqs, true, b);
+    data.plant_oracle_neighbours(seqs, epochs, 3, 1.0, false, b);   // every chunk
+    const std::int64_t cs = 4, l = 4, k = 2, r = 8;
+    for (std::size_t s = 0; s < seqs.size(); s++) {
+        const std::int64_t c0 = data.db().seq_start(seqs[s]), end = data.db().doc_end(data.db().doc_of(c0));
+        for (std::int64_t u = 0; u < l; u++) {
+            const auto pick = oracle_pick(3, 0, seqs[s], u, 1.0, k, cs);
+            REQUIRE(pick.slot >= 0);
+            for (std::int64_t i = 0; i < r; i++) {
+                const std::int64_t row = c0 + u + i / cs;
+                const std::size_t at = static_cast<std::size_t>(((static_cast<std::int64_t>(s) * l + u) * k + pick.slot) * r + i);
+                INFO("seq " << s << " chunk " << u << " token " << i);
+                CHECK(b.retrieved[at] == (row < end ? t.rows[static_cast<std::size_t>(row * cs + i % cs)] : 0));
+            }
+        }
+    }
+}
+
 TEST_CASE("train oracle: retro-train --oracle-neighbours [--oracle-splice] trains, differs from 0, resumes bit for bit, and refuses another share") {
     check_recipe_option("--oracle-neighbours 0.3", "--oracle-neighbours 0.1", "--oracle-neighbours 1.5", "--oracle-neighbours");
     check_recipe_option("--oracle-neighbours 0.3 --oracle-splice", "--oracle-neighbours 0.3", "--oracle-splice",

@@ -131,7 +131,8 @@ void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, c
                                         std::uint64_t seed, double p, bool splice, RetroBatch& out) const {
     if (p <= 0 || out.retrieved.empty()) return;
     const std::int64_t l = seq_len_ / cs_, r = 2 * cs_;
-    std::vector<std::int32_t> query, retrieved(static_cast<std::size_t>(r));
+    if (epochs.size() != seqs.size()) throw InternalError("plant_oracle_neighbours: one epoch per sequence expected");
+    std::vector<std::int32_t> retrieved(static_cast<std::size_t>(r));
     for (std::size_t b = 0; b < seqs.size(); b++) {
         const std::int64_t c0 = db_->seq_start(seqs[b]), end = db_->doc_end(db_->doc_of(c0));
         for (std::int64_t u = 0; u < l && c0 + u < end; u++) {
@@ -139,8 +140,9 @@ void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, c
             if (pick.slot < 0) continue;
             std::int32_t* unit = out.retrieved.data() + ((static_cast<std::int64_t>(b) * l + u) * k_ + pick.slot) * r;
             std::copy(unit, unit + r, retrieved.begin());
-            db_->rows(c0 + u, c0 + u + 1, query);
-            neighbour_read(*db_, align_, min_match_, query.data(), c0 + u, pad_, unit);
+            // the chunk-aligned window: neighbour_read's match search could shift it where the text repeats (a
+            // chunk equal to the one before it matches there first), and its min-match filter has nothing to filter
+            neighbour_window(*db_, c0 + u, 0, pad_, unit);
             if (splice) std::copy(retrieved.begin() + cs_ + pick.cut, retrieved.end(), unit + cs_ + pick.cut);
         }
     }

@@ -53,8 +53,8 @@ public:
     // of the validation split's); the others stay in the database as neighbours the model never trains on.
     void keep_train_docs(double fraction);
     // --oracle-neighbours: in the training batch `out` made from `seqs` (epochs[b]: the epoch sequence b was drawn
-    // in), each chunk that oracle_slot picks reads, in that slot, its own text and continuation (neighbour_read of
-    // the chunk itself, aligned like any neighbour): what a perfect retriever would find, so CCA learns to copy
+    // in), each chunk that oracle_pick picks reads, in that slot, its own text and continuation (the chunk-aligned
+    // window, where a perfect match sits under any alignment): what a perfect retriever would find, so CCA learns to copy
     // from a neighbour that holds the next chunk (docs/retrieval.md section 11). With `splice`, the oracle's
     // continuation holds the next chunk only up to the pick's cut and the slot's retrieved tokens from there on,
     // as a real neighbour whose match ends: copying pays only while the neighbour agrees with the text so far.
