@@ -6,8 +6,6 @@
 #include <filesystem>
 #include <optional>
 
-#include <unistd.h>
-
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -22,35 +20,6 @@
 #include "tool_main.h"
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// `eval --index`: the neighbours of every chunk of the database searched now, as retro-knn does (the
-// chunk's own document excluded), into a scratch folder removed afterwards.
-class EvalSearch {
-public:
-    EvalSearch(const retro::ToolContext& ctx, const std::string& index, const std::string& db, const std::string& run) {
-        dir_ = (fs::temp_directory_path() / ("retro-eval-knn-" + std::to_string(::getpid()))).string();
-        retro::KnnOptions k;
-        k.index = index;
-        k.db = db;
-        k.out = dir_;
-        k.k = retro::RetroConfig::load((fs::path(run) / "config.json").string()).num_neighbours;
-        k.force = true;
-        retro::log_info("eval: searching the neighbours of every chunk of " + db + " in " + index);
-        retro::knn_build(ctx, k);
-    }
-    ~EvalSearch() {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-    const std::string& dir() const { return dir_; }
-
-private:
-    std::string dir_;
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -177,10 +146,11 @@ int main(int argc, char** argv) {
                 if (*ev) {
                     if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
                     e.shuffled = !eval_no_shuffled;
-                    std::optional<EvalSearch> searched;
+                    std::optional<retro::ScratchKnn> searched;   // --index: neighbours searched now
                     if (!eval_index.empty()) {
                         if (!e.neighbours.empty()) retro::user_error_in("--index", "give --knn or --index, not both");
-                        searched.emplace(ctx, eval_index, e.db, e.run);
+                        searched.emplace(ctx, eval_index, e.db,
+                                         retro::RetroConfig::load((fs::path(e.run) / "config.json").string()).num_neighbours);
                         e.neighbours = searched->dir();
                     }
                     auto report = retro::train_eval(e);

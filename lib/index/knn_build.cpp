@@ -10,6 +10,8 @@
 #include <numeric>
 #include <set>
 
+#include <unistd.h>
+
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -47,6 +49,23 @@ void knn_filter_row(const std::int64_t* cand_ids, const float* cand_scores, int 
         ids[kept] = -1;
         scores[kept] = -std::numeric_limits<float>::infinity();
     }
+}
+
+ScratchKnn::ScratchKnn(const ToolContext& ctx, const std::string& index, const std::string& db, int k) {
+    dir_ = (fs::temp_directory_path() / ("retro-scratch-knn-" + std::to_string(::getpid()))).string();
+    KnnOptions o;
+    o.index = index;
+    o.db = db;
+    o.out = dir_;
+    o.k = k;
+    o.force = true;
+    log_info("searching the neighbours of every chunk of " + db + " in " + index);
+    knn_build(ctx, o);
+}
+
+ScratchKnn::~ScratchKnn() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
 }
 
 namespace {

@@ -32,6 +32,21 @@ struct KnnOptions {
 };
 
 void knn_build(const ToolContext& ctx, const KnnOptions& opts);
+
+// The k neighbours of every chunk of `db` searched now in `index` (knn_build with the defaults, the chunk's own
+// document excluded) into a scratch folder under the system's temp directory, removed with this object: what
+// `retro-train eval --index` reads instead of a knn folder.
+class ScratchKnn {
+public:
+    ScratchKnn(const ToolContext& ctx, const std::string& index, const std::string& db, int k);
+    ~ScratchKnn();
+    ScratchKnn(const ScratchKnn&) = delete;
+    ScratchKnn& operator=(const ScratchKnn&) = delete;
+    const std::string& dir() const { return dir_; }
+
+private:
+    std::string dir_;
+};
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
 
 // Prepares OUT (refused when it exists, unless --force or --resume), refuses a --resume of another job
