@@ -196,10 +196,10 @@ step_curve() {
     # examples/demo.sh's commands and carried), fp32 and bf16, CURVE_STEPS steps each; the CPU curve is made here
     have_curve_data || return
     local dtype
-    for dtype in fp32 bf16 bf16-fused; do   # bf16-fused: bf16 with the fused self-attention kernels
+    for dtype in fp32 bf16 bf16-fused; do   # bf16-fused: bf16 with the fused self-attention kernels (the default)
         rk "$KIT/bin/retro-train" --db "$CURVE_DATA/db8" --knn "$CURVE_DATA/knn8" --config examples/configs/demo-retrieval.json \
             --warmup 20 --lr 2e-3 --steps "$CURVE_STEPS" --val-every "$CURVE_STEPS" --device cuda --dtype "${dtype%-fused}" \
-            $([[ $dtype == *-fused ]] && echo --fused-attention) --out "/tmp/curve-$dtype" --force 2>&1 | tail -3
+            $([[ $dtype == bf16 ]] && echo --no-fused-attention) --out "/tmp/curve-$dtype" --force 2>&1 | tail -3
         track "${PIPESTATUS[0]}"
         cp "/tmp/curve-$dtype/metrics.jsonl" "$OUT/curve_$dtype.jsonl" 2>/dev/null
     done
@@ -312,7 +312,24 @@ main() {
     ((${#failed[@]})) && summary+=" FAIL ${failed[*]}"
     echo
     echo "$summary" | tee "$OUT/summary.txt"
+    pack_logs
     ((${#failed[@]} == 0))
+}
+
+# The device call brings back at most 8 files from $OUT: past 7, the logs and curves go into one logs.tgz (the
+# JSON and summary.txt stay loose). Session 14's `curve train profile` left 12 files and lost 4, the profile among them.
+pack_logs() {
+    local files
+    mapfile -t files < <(cd "$OUT" && find . -maxdepth 1 -type f -printf '%P\n' | sort)
+    ((${#files[@]} <= 7)) && return 0
+    local packed=()
+    local f
+    for f in "${files[@]}"; do [[ $f == *.log || $f == *.jsonl || $f == *.txt && $f != summary.txt ]] && packed+=("$f"); done
+    ((${#packed[@]})) || return 0
+    if tar -C "$OUT" -czf "$OUT/logs.tgz" "${packed[@]}"; then
+        (cd "$OUT" && rm -f "${packed[@]}")
+        echo "packed ${#packed[@]} logs into $OUT/logs.tgz (at most 8 files come back)"
+    fi
 }
 
 # run when executed; when sourced (a dry run of the control flow with steps of one's own), only define

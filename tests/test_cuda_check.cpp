@@ -129,3 +129,29 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     CHECK(lines_starting(run.out, "skipped: no CUDA device") == 2);   // RETRO_SKIP's line: bert, knn
     CHECK(run.out.find("MESSAGE: CUDA cases skipped: no CUDA device") != std::string::npos);   // the op harness's
 }
+
+TEST_CASE("cuda check: the GPU check script packs its logs into logs.tgz past 7 files (a device call brings back 8)") {
+    test::TempDir dir("gpu-checks-pack");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    const auto pack = [&](const fs::path& out) {
+        return test::run_command("bash -c " + shell_quote("source " + shell_quote(script) + " && OUT=" +
+                                                         shell_quote(out.string()) + " pack_logs"));
+    };
+    const fs::path few = dir / "few", many = dir / "many";
+    fs::create_directories(few);
+    fs::create_directories(many);
+    for (const char* f : {"a.log", "b.json", "summary.txt"}) test::write_text(few / f, "x\n");
+    REQUIRE(pack(few).exit_code == 0);
+    CHECK_FALSE(fs::exists(few / "logs.tgz"));   // 3 files: left as they are
+    CHECK(fs::exists(few / "a.log"));
+    for (const char* f : {"a.log", "b.log", "c.log", "d.log", "curve.jsonl", "notes.txt", "r1.json", "r2.json", "summary.txt"})
+        test::write_text(many / f, "x\n");
+    REQUIRE(pack(many).exit_code == 0);
+    CHECK(fs::exists(many / "logs.tgz"));
+    for (const char* f : {"r1.json", "r2.json", "summary.txt"}) CHECK(fs::exists(many / f));
+    for (const char* f : {"a.log", "d.log", "curve.jsonl", "notes.txt"}) CHECK_FALSE(fs::exists(many / f));
+    auto listed = test::run_command("tar -tzf " + shell_quote((many / "logs.tgz").string()));
+    REQUIRE(listed.exit_code == 0);
+    CHECK(listed.out.find("curve.jsonl") != std::string::npos);
+    CHECK(listed.out.find("d.log") != std::string::npos);
+}

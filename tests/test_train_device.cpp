@@ -106,6 +106,15 @@ TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - b
         differs = differs || x != y;
     }
     CHECK(differs);
+    // the fused attention is on by default in the bf16 mode (the manifest says which ran), --no-fused-attention
+    // turns it off; the host backend has no fused kernels, so the opt-out's losses are the same
+    CHECK(test::read_text(dir / "bf16" / "manifest.json").find("\"fused_attention\": true") != std::string::npos);
+    CHECK(test::read_text(dir / "fp32" / "manifest.json").find("\"fused_attention\": false") != std::string::npos);
+    auto off = test::run_tool("retro-train", data + " --dtype bf16 --no-fused-attention --out " + (dir / "off").string());
+    INFO(off.err);
+    REQUIRE(off.exit_code == 0);
+    CHECK(test::read_text(dir / "off" / "manifest.json").find("\"fused_attention\": false") != std::string::npos);
+    CHECK(test::losses(dir / "off") == lb);
     auto refused = test::run_tool("retro-train", tiny_data(dir) + " --dtype bf16 --out " + (dir / "cpu").string());
     CHECK(refused.exit_code == 2);
     CHECK(one_line(refused));
@@ -195,4 +204,12 @@ TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, res
     const auto lc = test::losses(dir / "gpu-bf16");
     REQUIRE(lc.size() == la.size());
     for (std::size_t i = 0; i < la.size(); i++) CHECK(std::abs(std::stod(lc[i]) - std::stod(la[i])) <= 2e-2 * std::stod(la[i]));
+    // that run had the fused attention (the bf16 default); without it, the same bound
+    auto u = test::run_tool("retro-train", data + " --device cuda --dtype bf16 --no-fused-attention --out " +
+                                               (dir / "gpu-bf16-unfused").string());
+    INFO(u.err);
+    REQUIRE(u.exit_code == 0);
+    const auto lu = test::losses(dir / "gpu-bf16-unfused");
+    REQUIRE(lu.size() == la.size());
+    for (std::size_t i = 0; i < la.size(); i++) CHECK(std::abs(std::stod(lu[i]) - std::stod(la[i])) <= 2e-2 * std::stod(la[i]));
 }

@@ -99,9 +99,12 @@ int main(int argc, char** argv) {
                            "inputs, fp32 accumulation and master weights)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"fp32", "bf16"}));
-            app.add_flag("--fused-attention", o.fused_attention,
-                         "With --dtype bf16: the decoder's causal self-attention as one fused flash-style kernel on the "
-                         "tensor cores (bf16 softmax products) instead of fp32 GEMMs around softmax rows");
+            static bool fused_attention = false;
+            static auto* fused_flag = app.add_flag(
+                "--fused-attention,!--no-fused-attention", fused_attention,
+                "With --dtype bf16 (on by default there): the decoder's causal self-attention as one fused "
+                "flash-style kernel on the tensor cores (bf16 softmax products); --no-fused-attention: fp32 GEMMs "
+                "around softmax rows instead");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             static std::string eval_json, eval_plot_png;
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
                     if (o.db.empty() || o.config.empty() || o.out.empty())
                         retro::user_error_in("", "--db, --config and --out are required to train",
                                              "see retro-train --help");
+                    if (fused_flag->count() > 0) o.fused_attention = fused_attention;
                     retro::train_run(ctx, o);
                 }
             };

@@ -123,6 +123,8 @@ private:
     void append_metrics(const std::string& line);
     void setup_groups();
     std::string provenance_fields() const;
+    // --fused-attention / --no-fused-attention, else on in the bf16 mode (docs/gpu.md, session 14)
+    bool fused_attention() const { return o_.fused_attention.value_or(o_.dtype == "bf16"); }
 
     const ToolContext& ctx_;
     TrainOptions o_;
@@ -191,7 +193,7 @@ void Trainer::setup_device() {
         backend_ = std::make_unique<nn::HostNnBackend>();
     }
     if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
-    backend_->set_fused_attention(o_.fused_attention);
+    backend_->set_fused_attention(fused_attention());
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
@@ -600,7 +602,7 @@ void Trainer::run() {
     if (o_.dtype != "fp32" && o_.dtype != "bf16") user_error_in("--dtype", "\"" + o_.dtype + "\" is not fp32 or bf16");
     if (o_.dtype == "bf16" && o_.device == "cpu")
         user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
-    if (o_.fused_attention && o_.dtype != "bf16")
+    if (o_.fused_attention.value_or(false) && o_.dtype != "bf16")
         user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
     if (o_.oracle_splice && o_.oracle_neighbours <= 0)
         user_error_in("--oracle-splice", "splices the oracle neighbours, and there are none", "add --oracle-neighbours P");
@@ -712,7 +714,7 @@ void Trainer::run() {
                       {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
-                      {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", o_.fused_attention},
+                      {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", fused_attention()},
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
                       {"oracle_splice", o_.oracle_splice},  {"model", config_.to_json()}};

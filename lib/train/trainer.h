@@ -20,6 +20,7 @@
 // state.json + DONE, model.safetensors (final weights), manifest.json (written last).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,9 @@ struct TrainOptions {
                                        // host-backend (testing: the GPU path's code over the CPU ops)
     std::string dtype = "fp32";        // with --device cuda: fp32, or bf16 (the linear layers' GEMMs on bf16-rounded
                                        // inputs, fp32 accumulation; fp32 master weights; nn/nn_backend.h GemmInputs)
-    bool fused_attention = false;      // with dtype bf16: NnBackend::set_fused_attention (the flash-style kernels)
+    // NnBackend::set_fused_attention (the flash-style kernels): unset = on with dtype bf16 (the default since they
+    // passed on an H100, docs/gpu.md), off with fp32; true with fp32 is refused
+    std::optional<bool> fused_attention;
     int kill_rank = -1;                // testing: this rank kills itself (SIGKILL) after optimizer step kill_step
     std::int64_t kill_step = 0;
 };
