@@ -217,6 +217,32 @@ TEST_CASE("train oracle: retro-train --oracle-neighbours [--oracle-splice] train
     check_recipe_option("--oracle-neighbours 0.3", "--oracle-neighbours 0.1", "--oracle-neighbours 1.5", "--oracle-neighbours");
     check_recipe_option("--oracle-neighbours 0.3 --oracle-splice", "--oracle-neighbours 0.3", "--oracle-splice",
                         "--oracle-splice");
+    // --oracle-until 6 of 12 steps: the first half differs from P throughout, resumes bit for bit across the fall
+    check_recipe_option("--oracle-neighbours 0.6 --oracle-until 6", "--oracle-neighbours 0.6 --oracle-until 4",
+                        "--oracle-until 6", "--oracle-until");
+}
+
+TEST_CASE("train oracle: --oracle-until falls linearly to 0, and a lower share picks a subset of a higher one's chunks") {
+    CHECK(oracle_share(0.3, 0, 1) == 0.3);
+    CHECK(oracle_share(0.3, 0, 5000) == 0.3);
+    CHECK(oracle_share(0.4, 4, 1) == doctest::Approx(0.4));
+    CHECK(oracle_share(0.4, 4, 2) == doctest::Approx(0.3));
+    CHECK(oracle_share(0.4, 4, 4) == doctest::Approx(0.1));
+    CHECK(oracle_share(0.4, 4, 5) == 0.0);
+    CHECK(oracle_share(0.4, 4, 100) == 0.0);
+    int high = 0, low = 0, outside = 0;
+    for (std::int64_t seq = 0; seq < 500; seq++)
+        for (std::int64_t u = 0; u < 8; u++) {
+            const bool at_high = oracle_pick(3, 1, seq, u, 0.4, 2, 8).slot >= 0;
+            const auto at_low = oracle_pick(3, 1, seq, u, 0.1, 2, 8);
+            high += at_high;
+            low += at_low.slot >= 0;
+            outside += at_low.slot >= 0 && !at_high;
+            if (at_low.slot >= 0) CHECK(at_low.slot == oracle_pick(3, 1, seq, u, 0.4, 2, 8).slot);
+        }
+    CHECK(outside == 0);
+    CHECK(low > 0);
+    CHECK(low < high);
 }
 
 TEST_CASE("train docs fraction: a fixed share of the training documents, the rest still retrievable") {
@@ -359,4 +385,25 @@ TEST_CASE("train lr scale: the GPU path's code on the CPU ops equals --device cp
     auto r = test::run_tool("retro-train", data + " --retrieval-lr-scale 2 --resume --out " + (dir / "cpu").string());
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--retrieval-lr-scale 4") != std::string::npos);
+}
+
+TEST_CASE("train oracle: with --oracle-until 1 the first step reads the oracle at the full share, the later ones none") {
+    test::TempDir dir("train-oracle-until");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               test::config_path() +
+                               " --steps 4 --batch-size 4 --lr 3e-3 --warmup 1 --val-every 4 --val-batches 2"
+                               " --val-fraction 0.2 --seed 5 --quiet --threads 1";
+    auto none = test::run_tool("retro-train", common + " --out " + (dir / "none").string());
+    auto full = test::run_tool("retro-train", common + " --oracle-neighbours 0.5 --out " + (dir / "full").string());
+    auto once = test::run_tool("retro-train", common + " --oracle-neighbours 0.5 --oracle-until 1 --out " + (dir / "once").string());
+    INFO(once.err);
+    REQUIRE(none.exit_code == 0);
+    REQUIRE(full.exit_code == 0);
+    REQUIRE(once.exit_code == 0);
+    const auto n = test::losses(dir / "none"), f = test::losses(dir / "full"), o = test::losses(dir / "once");
+    REQUIRE(o.size() >= 2);
+    CHECK(o[0] == f[0]);   // step 1: the share is P, the same chunks as P throughout
+    CHECK(o[0] != n[0]);
+    CHECK(o[1] != f[1]);   // step 2 on: no oracle (the weights differ from the no-oracle run's after step 1)
 }

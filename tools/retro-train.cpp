@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
             app.add_flag("--oracle-splice", o.oracle_splice,
                          "With --oracle-neighbours: each oracle's continuation is the next chunk only up to a cut "
                          "drawn per chunk, the retrieved neighbour's tokens after it, as a real match that ends");
+            app.add_option("--oracle-until", o.oracle_until,
+                           "With --oracle-neighbours P: the share falls linearly from P at the first step to 0 after "
+                           "this step, so the run ends on real neighbours only (0 = P throughout)")
+                ->capture_default_str();
             app.add_option("--retrieval-lr-scale", o.retrieval_lr_scale,
                            "The learning rate of CCA and the encoder (the layers that read neighbours) is the "
                            "schedule's times this, as a torch param group with its own lr (docs/retrieval.md)")

@@ -170,6 +170,12 @@ OraclePick oracle_pick(std::uint64_t seed, std::int64_t epoch, std::int64_t seq,
     return pick;
 }
 
+double oracle_share(double p, std::int64_t until, std::int64_t step) {
+    if (until <= 0) return p;
+    const double left = 1.0 - static_cast<double>(step - 1) / static_cast<double>(until);
+    return left > 0 ? p * left : 0.0;
+}
+
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad) {
     if (batch.retrieved.empty()) return;
     const std::size_t per_seq = batch.retrieved.size() / static_cast<std::size_t>(batch.B);

@@ -88,6 +88,10 @@ struct OraclePick {
 };
 OraclePick oracle_pick(std::uint64_t seed, std::int64_t epoch, std::int64_t seq, std::int64_t u, double p,
                        std::int64_t k, std::int64_t cs);
+// --oracle-until: the oracle share at optimizer step `step` (1-based): p while until is 0; else falling linearly from
+// p at step 1 to 0 after step `until` (p x (1 - (step - 1) / until)), 0 from then on. The draw keeps oracle_pick's
+// hash, so the chunks picked at a lower share are a subset of those picked at a higher one.
+double oracle_share(double p, std::int64_t until, std::int64_t step);
 // Every retrieved token of the sequences b with drop[b] becomes pad: all their neighbours are masked.
 void mask_dropped_neighbours(RetroBatch& batch, const std::vector<bool>& drop, std::int32_t pad);
 

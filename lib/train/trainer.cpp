@@ -8,6 +8,7 @@
 #include <csignal>
 #include <random>
 #include <sstream>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -48,6 +49,20 @@ double train_lr_at(const TrainOptions& o, std::int64_t step) {
 }
 
 namespace {
+
+// A resume that changes a recipe option is refused in one line: the checkpoint's value of `key` (`older` where a
+// checkpoint from before the option lacks it) against this run's.
+template <typename T>
+void refuse_other_option(const std::string& state_path, const nlohmann::json& st, const char* key, T older, T now,
+                         const char* flag) {
+    const T was = st.value(key, older);
+    if (was == now) return;
+    if constexpr (std::is_same_v<T, bool>)
+        user_error_in(state_path, cat("checkpoint was made ", was ? "with " : "without ", flag),
+                      cat("resume ", was ? "with " : "without ", flag));
+    else
+        user_error_in(state_path, cat("checkpoint was made with ", flag, " ", was), cat("resume with the same ", flag));
+}
 
 // Data order: epoch e visits the training sequences in a Fisher-Yates permutation drawn from
 // mt19937_64(seed, e); the cursor (epoch, position) is the whole RNG state a checkpoint needs.
@@ -135,6 +150,7 @@ private:
     Cursor cursor_;
     std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
     std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
+    std::int64_t step_ = 0;              // the optimizer step being made (1-based), for --oracle-until
     void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
@@ -315,7 +331,8 @@ std::string Trainer::provenance_fields() const {
 // A training micro-batch of the sequences next_seqs() drew: --oracle-neighbours planted, then --retrieval-dropout.
 void Trainer::make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const {
     data_->make_batch(seqs, !o_.no_retrieval, batch);
-    data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, o_.oracle_neighbours, o_.oracle_splice, batch);
+    data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, oracle_share(o_.oracle_neighbours, o_.oracle_until, step_),
+                                   o_.oracle_splice, batch);
     mask_dropped_neighbours(batch, drop_, data_->pad_id());
 }
 
@@ -482,6 +499,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"retrieval_lr_scale", o_.retrieval_lr_scale},
                          {"oracle_neighbours", o_.oracle_neighbours},
                          {"oracle_splice", o_.oracle_splice},
+                         {"oracle_until", o_.oracle_until},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
@@ -501,28 +519,18 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     }
     if (st.value("config", nlohmann::json()) != config_.to_json())
         user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
-    if (st.value("train_docs_fraction", 1.0) != o_.train_docs_fraction)
-        user_error_in(sp, cat("checkpoint was made with --train-docs-fraction ", st.value("train_docs_fraction", 1.0)),
-                      "resume with the same --train-docs-fraction");
     if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
         st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
         user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
-    if (st.value("seed", std::uint64_t(0)) != o_.seed)
-        user_error_in(sp, "checkpoint was made with another --seed", "resume with the same --seed");
-    if (st.value("no_retrieval", false) != o_.no_retrieval)
-        user_error_in(sp, "checkpoint was made with a different --no-retrieval setting");
-    if (st.value("retrieval_dropout", 0.0) != o_.retrieval_dropout)
-        user_error_in(sp, cat("checkpoint was made with --retrieval-dropout ", st.value("retrieval_dropout", 0.0)),
-                      "resume with the same --retrieval-dropout");
-    if (st.value("retrieval_lr_scale", 1.0) != o_.retrieval_lr_scale)
-        user_error_in(sp, cat("checkpoint was made with --retrieval-lr-scale ", st.value("retrieval_lr_scale", 1.0)),
-                      "resume with the same --retrieval-lr-scale");
-    if (st.value("oracle_neighbours", 0.0) != o_.oracle_neighbours)
-        user_error_in(sp, cat("checkpoint was made with --oracle-neighbours ", st.value("oracle_neighbours", 0.0)),
-                      "resume with the same --oracle-neighbours");
-    if (st.value("oracle_splice", false) != o_.oracle_splice)
-        user_error_in(sp, cat("checkpoint was made ", o_.oracle_splice ? "without" : "with", " --oracle-splice"),
-                      "resume with the same --oracle-splice");
+    // the recipe options a resume must repeat (a checkpoint from before an option lacks it: the option's default)
+    refuse_other_option(sp, st, "seed", std::uint64_t(0), o_.seed, "--seed");
+    refuse_other_option(sp, st, "train_docs_fraction", 1.0, o_.train_docs_fraction, "--train-docs-fraction");
+    refuse_other_option(sp, st, "no_retrieval", false, o_.no_retrieval, "--no-retrieval");
+    refuse_other_option(sp, st, "retrieval_dropout", 0.0, o_.retrieval_dropout, "--retrieval-dropout");
+    refuse_other_option(sp, st, "retrieval_lr_scale", 1.0, o_.retrieval_lr_scale, "--retrieval-lr-scale");
+    refuse_other_option(sp, st, "oracle_neighbours", 0.0, o_.oracle_neighbours, "--oracle-neighbours");
+    refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
+    refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
@@ -606,6 +614,9 @@ void Trainer::run() {
         user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
     if (o_.oracle_splice && o_.oracle_neighbours <= 0)
         user_error_in("--oracle-splice", "splices the oracle neighbours, and there are none", "add --oracle-neighbours P");
+    if (o_.oracle_until < 0) user_error_in("--oracle-until", cat(o_.oracle_until, " is not a step"), "give 0 or a step");
+    if (o_.oracle_until > 0 && o_.oracle_neighbours <= 0)
+        user_error_in("--oracle-until", "ends the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
@@ -656,6 +667,7 @@ void Trainer::run() {
         const auto t0 = std::chrono::steady_clock::now();
         double loss = 0, norm = 0;
         const double lr = train_lr_at(o_, step);
+        step_ = step + 1;
         if (dmodel_) {
             loss = device_step_gradients();
             norm = device_clip_and_step(lr);
@@ -717,7 +729,8 @@ void Trainer::run() {
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", fused_attention()},
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
-                      {"oracle_splice", o_.oracle_splice},  {"model", config_.to_json()}};
+                      {"oracle_splice", o_.oracle_splice},  {"oracle_until", o_.oracle_until},
+                      {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {
             {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
