@@ -8,7 +8,7 @@
 //              db: column sums in two deterministic passes (row chunks in order, then the chunks in order).
 //   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma as db's
 //              two-pass column sums, before dx (which may alias dy).
-//   gelu, rotary, scale: one thread per element (rotary: per rotated pair, so y == x is safe).
+//   gelu, scale: map_elements (float4s where aligned); rotary: one thread per rotated pair (so y == x is safe).
 // The embeddings and positions are in kernels/nn_embedding_cuda.cu.
 #include <climits>
 #include <cstring>
@@ -102,19 +102,16 @@ __global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x
 // ---------------- gelu ----------------
 constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
 
-__global__ void gelu_forward_k(float* __restrict__ y, const float* __restrict__ x, ll n) {
-    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
-        y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * kRsqrt2));
-}
-
-__global__ void gelu_backward_k(float* dx, const float* dy, const float* __restrict__ x, ll n) {   // dx may be dy
-    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const float v = x[i];
-        const float cdf = 0.5f * (1.0f + erff(v * kRsqrt2));
-        const float pdf = expf(-0.5f * v * v) * kInvSqrt2Pi;
-        dx[i] = dy[i] * (cdf + v * pdf);
+struct GeluOp {   // gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h; b unused
+    __device__ float operator()(float x, float) const { return 0.5f * x * (1.0f + erff(x * kRsqrt2)); }
+};
+struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
+    __device__ float operator()(float dy, float x) const {
+        const float cdf = 0.5f * (1.0f + erff(x * kRsqrt2));
+        const float pdf = expf(-0.5f * x * x) * kInvSqrt2Pi;
+        return dy * (cdf + x * pdf);
     }
-}
+};
 
 // ---------------- rotary ----------------
 // Item t of a head: t < R/2 rotates the pair (t, t + R/2); t >= R/2 copies dim R + (t - R/2). No __restrict__:
@@ -153,10 +150,10 @@ void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
 }
 
-__global__ void scale_k(float* __restrict__ x, float s, ll n) {
-    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
-        x[i] *= s;
-}
+struct ScaleOp {   // x s; b unused
+    float s;
+    __device__ float operator()(float x, float) const { return x * s; }
+};
 
 }  // namespace
 
@@ -346,12 +343,12 @@ void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, 
 // ---------------- gelu, rotary, scale ----------------
 void CudaNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) {
     if (N == 0) return;
-    gelu_forward_k<<<grid_for(N), kThreads, 0, stream_>>>(y, x, N);
+    map_elements(stream_, y, x, x, N, GeluOp{});
     RETRO_CUDA_LAUNCH_CHECK("gelu_forward", stream_);
 }
 void CudaNnBackend::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) {
     if (N == 0) return;
-    gelu_backward_k<<<grid_for(N), kThreads, 0, stream_>>>(dx, dy, x, N);
+    map_elements(stream_, dx, dy, x, N, GeluBackwardOp{});
     RETRO_CUDA_LAUNCH_CHECK("gelu_backward", stream_);
 }
 
@@ -366,7 +363,7 @@ void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView
 
 void CudaNnBackend::scale(float* x, float s, std::int64_t n) {
     if (n == 0) return;
-    scale_k<<<grid_for(n), kThreads, 0, stream_>>>(x, s, n);
+    map_elements(stream_, x, x, x, n, ScaleOp{s});
     RETRO_CUDA_LAUNCH_CHECK("scale", stream_);
 }
 

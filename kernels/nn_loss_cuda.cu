@@ -4,7 +4,8 @@
 //                          scratch; the row losses and the targets are downloaded and summed on the host in row
 //                          order in float, as nn/cross_entropy.cpp does (the targets are checked there too);
 //   cross_entropy_backward one thread per logit: exp(l - lse) scale, minus scale at the target, 0 on ignored rows;
-//   residual_sum / residual_add / gather_rows / gather_add_rows: one thread per element;
+//   residual_sum / residual_add: map_elements (float4s where aligned); gather_rows / gather_add_rows: one thread
+//                          per element;
 //   sum_squares            each block's threads accumulate x^2 in double (grid-stride, a fixed block count), a
 //                          fixed tree per block, and the per-block partials are downloaded and added on the host
 //                          in block order;
@@ -58,17 +59,6 @@ __global__ void cross_entropy_backward_k(float* __restrict__ dlogits, const floa
         const float d = expf(logits[e] - lse[n]) * scale;
         dlogits[e] = j == t ? d - scale : d;
     }
-}
-
-__global__ void residual_sum_k(float* __restrict__ dst, const float* __restrict__ a, const float* __restrict__ b, ll n) {
-    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
-        dst[i] = a[i] + b[i];
-}
-
-// No __restrict__: residual_add(x, x) is allowed (each element reads and writes its own index only).
-__global__ void residual_add_k(float* dst, const float* src, ll n) {
-    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
-        dst[i] += src[i];
 }
 
 template <bool ADD>
@@ -147,12 +137,12 @@ void CudaNnBackend::cross_entropy_backward(float* dlogits, float dloss, const fl
 
 void CudaNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {
     if (n == 0) return;
-    residual_sum_k<<<grid_for(n), kThreads, 0, stream_>>>(dst, a, b, n);
+    map_elements(stream_, dst, a, b, n, SumOp{});
     RETRO_CUDA_LAUNCH_CHECK("residual_sum", stream_);
 }
 void CudaNnBackend::residual_add(float* dst, const float* src, std::int64_t n) {
     if (n == 0) return;
-    residual_add_k<<<grid_for(n), kThreads, 0, stream_>>>(dst, src, n);
+    map_elements(stream_, dst, dst, src, n, SumOp{});   // dst + src: the bits of dst += src
     RETRO_CUDA_LAUNCH_CHECK("residual_add", stream_);
 }
 void CudaNnBackend::gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,

@@ -6,6 +6,8 @@
 //     run (no atomics). Without a device it prints "skipped: no CUDA device".
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -211,6 +213,62 @@ TEST_CASE("nn backend: bf16 GEMM inputs on the host are the double reference on 
             if (names[i] != "y") CHECK(ops::rms_ratio(got[i], ref[i]) <= 1e-6);   // y: the bias is not rounded
             CHECK(ops::rms_ratio(got[i], ref[i]) <= op->bound_bf16);
             CHECK(ops::rms_ratio(got[i], fp32[i]) > 1e-5);   // the rounding is really there
+        }
+    }
+}
+
+TEST_CASE("nn backend: CUDA element-wise maps (float4 where aligned) at odd lengths and misaligned pointers") {
+    // kernels/nn_backend_common.cuh map_elements: the float4 path, its n % 4 tail and the one-float path for pointers
+    // off 16 bytes. The sums and products are IEEE-exact against the host backend; gelu within float rounding.
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        nn::HostNnBackend host;
+        std::mt19937 rng(11);
+        std::normal_distribution<float> nd(0.0f, 2.0f);
+        for (const std::int64_t n : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}, std::int64_t{1027},
+                                     std::int64_t{70001}}) {
+            for (const std::int64_t shift : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}}) {
+                CAPTURE(n);
+                CAPTURE(shift);
+                std::vector<float> a(static_cast<std::size_t>(n + shift)), b(a.size());
+                for (auto& x : a) x = nd(rng);
+                for (auto& x : b) x = nd(rng);
+                // each op on both backends, on buffers `shift` floats into an allocation (b's pointer stays aligned)
+                const auto run = [&](nn::NnBackend& bk, int op) {
+                    const std::size_t bytes = a.size() * sizeof(float);
+                    float* da = static_cast<float*>(bk.alloc(bytes));
+                    float* db = static_cast<float*>(bk.alloc(bytes));
+                    float* dout = static_cast<float*>(bk.alloc(bytes));
+                    bk.upload(da, a.data(), bytes);
+                    bk.upload(db, b.data(), bytes);
+                    bk.zero(dout, bytes);
+                    float *x = da + shift, *y = db, *o = dout + shift;
+                    if (op == 0) bk.residual_sum(o, x, y, n);
+                    if (op == 1) bk.residual_add(x, y, n), o = x;
+                    if (op == 2) bk.scale(x, 0.37f, n), o = x;
+                    if (op == 3) bk.gelu_forward(o, x, n);
+                    if (op == 4) bk.gelu_backward(o, y, x, n);
+                    std::vector<float> out(static_cast<std::size_t>(n));
+                    bk.download(out.data(), o, static_cast<std::size_t>(n) * sizeof(float));
+                    bk.synchronize();
+                    bk.release(da);
+                    bk.release(db);
+                    bk.release(dout);
+                    return out;
+                };
+                for (int op = 0; op < 5; ++op) {
+                    CAPTURE(op);
+                    const auto got = run(*be, op), want = run(host, op);
+                    std::size_t off = 0;
+                    for (std::size_t i = 0; i < got.size(); ++i) {
+                        const float tol = op < 3 ? 0.0f : 2e-6f * std::max(1.0f, std::abs(want[i]));
+                        off += !(std::abs(got[i] - want[i]) <= tol);
+                    }
+                    CHECK(off == 0);
+                }
+            }
         }
     }
 }
