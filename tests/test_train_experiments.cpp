@@ -59,17 +59,21 @@ TEST_CASE("train dropout: the draw is a fixed hash at the asked share, and only 
 
 namespace {
 
+// retro-train's options for a run on a tiny db written into `dir` (batch 4, lr 3e-3, seed 5, one thread, quiet),
+// with the step counts in `schedule`.
+std::string tiny_recipe_run(const fs::path& dir, const std::string& schedule) {
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
+    return "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " + test::config_path() +
+           " --batch-size 4 --lr 3e-3 --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1 " + schedule;
+}
+
 // Training-recipe options of retro-train (`with`) on the tiny db: they train, differ from the plain run, resume bit
 // for bit after a stop, refuse a resume with the options `changed` naming `flag` in the error, and refuse `bad` in
 // one line (exit 2) without leaving a model.
 void check_recipe_option(const std::string& with, const std::string& changed, const std::string& bad,
                          const std::string& flag) {
     test::TempDir dir("train-recipe");
-    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
-    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
-                               test::config_path() +
-                               " --steps 12 --batch-size 4 --grad-accum 2 --lr 3e-3 --warmup 3 --val-every 6"
-                               " --val-batches 2 --val-fraction 0.2 --seed 5 --quiet --threads 1 --checkpoint-every 6";
+    const std::string common = tiny_recipe_run(dir.path, "--steps 12 --grad-accum 2 --warmup 3 --val-every 6 --checkpoint-every 6");
     auto none = test::run_tool("retro-train", common + " --out " + (dir / "none").string());
     auto a = test::run_tool("retro-train", common + " " + with + " --out " + (dir / "a").string());
     INFO(with << ": " << a.err);
@@ -389,11 +393,7 @@ TEST_CASE("train lr scale: the GPU path's code on the CPU ops equals --device cp
 
 TEST_CASE("train oracle: with --oracle-until 1 the first step reads the oracle at the full share, the later ones none") {
     test::TempDir dir("train-oracle-until");
-    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
-    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
-                               test::config_path() +
-                               " --steps 4 --batch-size 4 --lr 3e-3 --warmup 1 --val-every 4 --val-batches 2"
-                               " --val-fraction 0.2 --seed 5 --quiet --threads 1";
+    const std::string common = tiny_recipe_run(dir.path, "--steps 4 --warmup 1 --val-every 4");
     auto none = test::run_tool("retro-train", common + " --out " + (dir / "none").string());
     auto full = test::run_tool("retro-train", common + " --oracle-neighbours 0.5 --out " + (dir / "full").string());
     auto once = test::run_tool("retro-train", common + " --oracle-neighbours 0.5 --oracle-until 1 --out " + (dir / "once").string());
