@@ -162,12 +162,22 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
         be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
         // self-attention (nn/attention_kv_cache.h's attention_layer_step): projections over all rows, the new keys
         // and values appended to each sequence's cache, each sequence's rows attending its keys 0..pos
-        be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
-        be_.scale(q, scale, R * HD);
-        be_.rotary_forward(q, q, rot_rows, 1, R, H, Dh);
-        be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
-        be_.rotary_forward(kr, kr, rot_rows, 1, R, H, Dh);
-        be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
+        if (R == 1 && L.attn.to_k == L.attn.to_q + HD * Cd && L.attn.to_v == L.attn.to_k + HD * Cd) {
+            // one row (a single sequence's decode step): to_q, to_k, to_v lie one after another in the layout
+            // (model/params.cpp), so one GEMV of W = [3 HD, Cd] gives the row's q | k | v, which is q, kr, vr here;
+            // q and k then rotate as one row of 2H heads at the same position (the scale commutes with rotary).
+            // 3 launches a layer fewer: decoding is launch-bound (docs/performance.md)
+            be_.linear_forward(q, xn, L.attn.to_q, nullptr, 1, Cd, 3 * HD);
+            be_.scale(q, scale, HD);
+            be_.rotary_forward(q, q, rot_rows, 1, 1, 2 * H, Dh);
+        } else {
+            be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
+            be_.scale(q, scale, R * HD);
+            be_.rotary_forward(q, q, rot_rows, 1, R, H, Dh);
+            be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
+            be_.rotary_forward(kr, kr, rot_rows, 1, R, H, Dh);
+            be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
+        }
         for (int64_t s = 0; s < S; s++) {
             const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
             if (en == b) continue;
