@@ -7,8 +7,11 @@
 # Environment: STEPS (3000), CONFIG (examples/configs/demo-retrieval.json), LR (2e-3), DEVICE (cpu, or cuda),
 #   THREADS (0 = all cores), JOBS (1: seeds one after another; on a GPU, 3 runs the seeds side by side),
 #   TRAIN_OPTIONS (more retro-train options for both runs, e.g. "--train-docs-fraction 0.5": train on half the
-#   documents, retrieve from all).
-# Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
+#   documents, retrieve from all), RECIPES (several RETRO recipes against the same twins: ';'-separated retro-train
+#   options for the RETRO run only, e.g. "--retrieval-lr-scale 0.3;--oracle-neighbours 0.2 --oracle-until 1000"; the
+#   twins train once, recipe I's runs are OUT_DIR/retro-rI-sS with eval-rI-sS.*, row-rI-sS.tsv and summary-rI.tsv;
+#   each recipe's eval runs beside the next recipe's training).
+# Prints one line per seed (and recipe) and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
 set -euo pipefail
 usage="usage: examples/scratch-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]"
 BIN=${1:?$usage}
@@ -30,21 +33,53 @@ COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --devi
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
 COMMON+=("${EXTRA[@]}")
 
-# one seed: both runs, the eval, and its summary row in OUT/row-sS.tsv
+IFS=';' read -r -a RECIPE_LIST <<<"${RECIPES:-}"
+
+# one recipe of one seed: its run (more options in $2), the eval against the seed's twin in the background, and its
+# summary row in OUT/row-$4.tsv (retro-train's output folder OUT/$3), printed as "$5: ..."
+study_recipe() {
+  local s=$1 options=$2 run="$OUT/$3" tag=$4 label=$5 twin="$OUT/twin-s$1" more
+  read -r -a more <<<"$options"
+  [ -f "$run/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" "${more[@]}" --seed "$s" --out "$run" --force
+  (
+    "$BIN/retro-train" eval --run "$run" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$twin" --overlap-with read \
+      --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-$tag.json" \
+      >"$OUT/eval-$tag.txt" 2>&1
+    # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the twin)
+    awk -v s="$s" '/^1 \(all\)/ {all = 1; re = $6} all && $1 == "no" {no = $3} all && $1 == "shuffled" {sh = $3}
+      all && $1 == "baseline" {tw = $2}
+      END {printf "%s\t%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, re, no, sh, tw, sh - re, tw - re}' "$OUT/eval-$tag.txt" >"$OUT/row-$tag.tsv"
+    awk -F'\t' -v t="$label" '{printf "%s: retrieval %s, shuffled %s, twin %s: real - shuffled %s, twin - real %s nats\n", t, $2, $4, $5, $6, $7}' \
+      "$OUT/row-$tag.tsv"
+  ) &
+  EVAL_PIDS+=($!)
+}
+
+# one seed: its twin, then each recipe's run (the evals beside the next training), and their summary rows
 study_seed() {
-  local s=$1 run="$OUT/retro-s$1" twin="$OUT/twin-s$1"
-  [ -f "$run/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$run" --force
+  local s=$1 twin="$OUT/twin-s$1" i p
+  EVAL_PIDS=()
   [ -f "$twin/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$twin" --force --no-retrieval
-  "$BIN/retro-train" eval --run "$run" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$twin" --overlap-with read \
-    --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-s$s.json" >"$OUT/eval-s$s.txt" 2>&1
-  # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the twin)
-  awk -v s="$s" '/^1 \(all\)/ {all = 1; re = $6} all && $1 == "no" {no = $3} all && $1 == "shuffled" {sh = $3}
-    all && $1 == "baseline" {tw = $2}
-    END {printf "%s\t%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, re, no, sh, tw, sh - re, tw - re}' "$OUT/eval-s$s.txt" >"$OUT/row-s$s.tsv"
-  awk -F'\t' '{printf "seed %s: retrieval %s, shuffled %s, twin %s: real - shuffled %s, twin - real %s nats\n", $1, $2, $4, $5, $6, $7}' \
-    "$OUT/row-s$s.tsv"
+  if ((${#RECIPE_LIST[@]} == 0)); then
+    study_recipe "$s" "" "retro-s$s" "s$s" "seed $s"
+  else
+    for i in "${!RECIPE_LIST[@]}"; do study_recipe "$s" "${RECIPE_LIST[$i]}" "retro-r$((i + 1))-s$s" "r$((i + 1))-s$s" \
+      "recipe $((i + 1)) seed $s"; done
+  fi
+  for p in "${EVAL_PIDS[@]}"; do wait "$p"; done   # an eval that failed fails the seed
 }
 
 source "$(dirname "$0")/study-seeds.sh"
-run_seeds "$(printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real')"
-mean_sd 7 6 "RETRO from scratch vs its twin at equal steps, %d seed(s): twin - real %+.4f ± %.4f nats; real - shuffled %+.4f ± %.4f\n"
+header="$(printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real')"
+format="RETRO from scratch vs its twin at equal steps, %d seed(s): twin - real %+.4f ± %.4f nats; real - shuffled %+.4f ± %.4f\n"
+if ((${#RECIPE_LIST[@]} == 0)); then
+  run_seeds "$header"
+  mean_sd 7 6 "$format"
+else
+  run_seeds ""
+  for i in "${!RECIPE_LIST[@]}"; do
+    write_summary "$header" "row-r$((i + 1))" "$OUT/summary-r$((i + 1)).tsv"
+    echo "recipe $((i + 1)): ${RECIPE_LIST[$i]:-(no more options)}"
+    mean_sd 7 6 "$format" "$OUT/summary-r$((i + 1)).tsv"
+  done
+fi

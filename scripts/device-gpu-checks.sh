@@ -26,7 +26,8 @@
 # ("0.5 0.25"; 1 = every document), STUDY_RETROFIT_FRACTION (0.5; none: no retro-fit study), STUDY_STEPS (2000),
 # STUDY_FIT_STEPS (1000), STUDY_SEEDS ("1 2 3"),
 # STUDY_CONFIG (examples/configs/demo-retrieval.json; demo-retrieval-wide.json is a 37.7M-parameter variant),
-# STUDY_OPTIONS (more retro-train options for every run, e.g. "--retrieval-lr-scale 0.3 --oracle-neighbours 0.3").
+# STUDY_OPTIONS (more retro-train options for every run, e.g. "--retrieval-lr-scale 0.3 --oracle-neighbours 0.3"),
+# STUDY_RECIPES (the from-scratch study's RETRO recipes against one set of twins, ';'-separated: scratch-study.sh RECIPES).
 set -uo pipefail
 
 DEFAULT_STEPS=(env tests embed sanitize knn)
@@ -229,7 +230,8 @@ step_studies() {
     rm -rf "$root"
     mkdir -p "$root"
     local env=(LD_LIBRARY_PATH="$KIT/lib:$cublas_dir" DEVICE="${STUDY_DEVICE:-cuda}" THREADS=2 JOBS=3
-        EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}" CONFIG="${STUDY_CONFIG:-examples/configs/demo-retrieval.json}")
+        EVAL_BATCHES="${STUDY_EVAL_BATCHES:-0}" CONFIG="${STUDY_CONFIG:-examples/configs/demo-retrieval.json}"
+        RECIPES="${STUDY_RECIPES:-}")
     for f in ${STUDY_FRACTIONS:-0.5 0.25}; do
         limited env "${env[@]}" STEPS="${STUDY_STEPS:-2000}" TRAIN_OPTIONS="--train-docs-fraction $f ${STUDY_OPTIONS:-}" \
             examples/scratch-study.sh "$KIT/bin" "$CURVE_DATA" "$root/scratch-f$f" "${STUDY_SEEDS:-1 2 3}" \

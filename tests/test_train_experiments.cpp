@@ -325,6 +325,34 @@ TEST_CASE("train studies: examples/scratch-study.sh runs seeds side by side and 
     }
 }
 
+TEST_CASE("train studies: examples/scratch-study.sh RECIPES trains the twins once and evaluates each recipe against them") {
+    test::TempDir dir("scratch-recipes");
+    test::write_tiny_db(dir / "data" / "db8", dir / "data" / "knn8", 4, 16, 40, 10);
+    const std::string bin = fs::path(test::tool_path("retro-train")).parent_path().string();
+    auto r = test::run_command("cd " + shell_quote(test::source_dir().string()) +
+                               " && STEPS=4 EVAL_BATCHES=1 JOBS=2 THREADS=1 RECIPES='--retrieval-lr-scale 0.5;"
+                               "--oracle-neighbours 0.5 --oracle-until 2' CONFIG=" +
+                               shell_quote(test::config_path()) + " examples/scratch-study.sh " + shell_quote(bin) + " " +
+                               shell_quote((dir / "data").string()) + " " + shell_quote((dir / "out").string()) + " '1 2'");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("recipe 2: --oracle-neighbours 0.5 --oracle-until 2") != std::string::npos);
+    CHECK(r.out.find("recipe 1 seed 2: retrieval") != std::string::npos);
+    for (int i : {1, 2}) {
+        const std::string summary = test::read_text(dir / "out" / ("summary-r" + std::to_string(i) + ".tsv"));
+        CHECK(std::count(summary.begin(), summary.end(), '\n') == 3);   // header, seed 1, seed 2
+        for (int s : {1, 2}) {
+            const std::string tag = "r" + std::to_string(i) + "-s" + std::to_string(s);
+            const auto j = nlohmann::json::parse(test::read_text(dir / "out" / ("eval-" + tag + ".json")));
+            CHECK(j["baseline"].get<std::string>() == (dir / "out" / ("twin-s" + std::to_string(s))).string());
+            const std::string manifest = test::read_text(dir / "out" / ("retro-" + tag) / "manifest.json");
+            CHECK(manifest.find(i == 1 ? "\"retrieval_lr_scale\": 0.5" : "\"oracle_until\": 2") != std::string::npos);
+        }
+    }
+    CHECK_FALSE(fs::exists(dir / "out" / "retro-s1"));   // the single-recipe names are not made
+    CHECK_FALSE(fs::exists(dir / "out" / "summary.tsv"));
+}
+
 TEST_CASE("train lr scale: --retrieval-lr-scale steps CCA and the encoder at lr x S (AdamW's ranges), the rest at lr") {
     const RetroConfig c = RetroConfig::load(test::config_path());
     const ParamLayout layout(c);
