@@ -148,10 +148,11 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
-    sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32, bf16 (the linear layers' GEMMs on bf16 inputs) "
-                                          "and/or bf16-fused (bf16 with the fused flash-style self-attention kernels), "
-                                          "comma-separated, one row each")
-        ->check(CLI::IsMember({"fp32", "bf16", "bf16-fused"}))->delimiter(',')->capture_default_str();
+    sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32, bf16 (retro-train --dtype bf16: the linear "
+                                          "layers' GEMMs on bf16 inputs and the fused flash-style self-attention) "
+                                          "and/or bf16-unfused (the same without the fused attention: "
+                                          "--no-fused-attention), comma-separated, one row each")
+        ->check(CLI::IsMember({"fp32", "bf16", "bf16-unfused"}))->delimiter(',')->capture_default_str();
     sub->add_option("--profile", o->profile_steps, "With --device cuda: N more steps per dtype with every op timed "
                                                    "between two synchronizes; prints where a step's time goes")
         ->check(CLI::Range(0, 1000));

@@ -160,7 +160,7 @@ step_train() {
     rk "$KIT/bin/retro-bench" train --device cuda --dtype fp32,bf16 --batch 8 --steps 5 --warmup 2 --peer --python /tmp/python-clean \
         --json "$OUT/rk_train_demo.json" 2>&1 | tee "$OUT/rk_train_demo.log"
     track "${PIPESTATUS[0]}"
-    rk "$KIT/bin/retro-bench" train --device cuda --dtype fp32,bf16,bf16-fused --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
+    rk "$KIT/bin/retro-bench" train --device cuda --dtype fp32,bf16-unfused,bf16 --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
         --steps 3 --warmup 1 --peer --python /tmp/python-clean --json "$OUT/rk_train_big.json" 2>&1 | tee "$OUT/rk_train_big.log"
     track "${PIPESTATUS[0]}"
 }
@@ -175,7 +175,7 @@ step_generate() {
 
 step_profile() {
     # where a training step's and a decoded token's time goes, op by op (retro-bench --profile), no peers
-    rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16-fused,bf16 --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" \
+    rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16,bf16-unfused --config "$TRAIN_CONFIG" --batch "$TRAIN_BATCH" \
         --seq-len "$TRAIN_SEQ" --steps 3 --warmup 1 --profile 2 --json "$OUT/rk_train_profile.json" 2>&1 |
         tee "$OUT/rk_train_profile.log"
     track "${PIPESTATUS[0]}"
@@ -197,10 +197,10 @@ step_curve() {
     # examples/demo.sh's commands and carried), fp32 and bf16, CURVE_STEPS steps each; the CPU curve is made here
     have_curve_data || return
     local dtype
-    for dtype in fp32 bf16 bf16-fused; do   # bf16-fused: bf16 with the fused self-attention kernels (the default)
+    for dtype in fp32 bf16-unfused bf16; do   # bf16: with the fused self-attention kernels (retro-train's default)
         rk "$KIT/bin/retro-train" --db "$CURVE_DATA/db8" --knn "$CURVE_DATA/knn8" --config examples/configs/demo-retrieval.json \
-            --warmup 20 --lr 2e-3 --steps "$CURVE_STEPS" --val-every "$CURVE_STEPS" --device cuda --dtype "${dtype%-fused}" \
-            $([[ $dtype == bf16 ]] && echo --no-fused-attention) --out "/tmp/curve-$dtype" --force 2>&1 | tail -3
+            --warmup 20 --lr 2e-3 --steps "$CURVE_STEPS" --val-every "$CURVE_STEPS" --device cuda --dtype "${dtype%-unfused}" \
+            $([[ $dtype == *-unfused ]] && echo --no-fused-attention) --out "/tmp/curve-$dtype" --force 2>&1 | tail -3
         track "${PIPESTATUS[0]}"
         cp "/tmp/curve-$dtype/metrics.jsonl" "$OUT/curve_$dtype.jsonl" 2>/dev/null
     done

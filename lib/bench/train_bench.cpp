@@ -147,7 +147,9 @@ nlohmann::json run_peer(const TrainBenchOptions& o, const std::string& script, c
 nlohmann::json time_backend(const RetroConfig& c, const RetroBatch& batch, const TrainBenchOptions& o,
                             nn::NnBackend& be, const std::string& dtype,
                             const std::function<void()>& after_warmup = {}) {
-    const bool bf16 = dtype != "fp32", fused = dtype == "bf16-fused";   // bf16-fused: bf16 + the fused attention
+    // bf16 as retro-train's (GEMMs on bf16 inputs + the fused attention), bf16-unfused without the fused kernels,
+    // which only the CUDA backend has (the host backend ignores the switch: its row says so)
+    const bool bf16 = dtype != "fp32", fused = dtype == "bf16" && be.name() == "cuda";
     be.set_gemm_inputs(bf16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
     be.set_fused_attention(fused);
     BackendRetroModel model(c, be);
@@ -213,10 +215,10 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
     const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
-    if (o.dtypes.empty()) user_error_in("--dtype", "no dtype given", "use fp32, bf16, bf16-fused or a list of them");
+    if (o.dtypes.empty()) user_error_in("--dtype", "no dtype given", "use fp32, bf16, bf16-unfused or a list of them");
     for (const auto& d : o.dtypes)
-        if (d != "fp32" && d != "bf16" && d != "bf16-fused")
-            user_error_in("--dtype", "\"" + d + "\" is not fp32, bf16 or bf16-fused");
+        if (d != "fp32" && d != "bf16" && d != "bf16-unfused")
+            user_error_in("--dtype", "\"" + d + "\" is not fp32, bf16 or bf16-unfused");
     std::unique_ptr<CudaStreamOwner> stream;
     std::unique_ptr<nn::NnBackend> be;
     std::string device;

@@ -31,8 +31,9 @@ struct TrainBenchOptions {
     std::string python = "python3";
     std::uint64_t seed = 1;
     std::string json;                  // write the results here when not empty
-    std::vector<std::string> dtypes{"fp32"};   // with --device: fp32, bf16 (GemmInputs::bf16), bf16-fused (bf16 +
-                                               // NnBackend::set_fused_attention), one row each
+    std::vector<std::string> dtypes{"fp32"};   // with --device: fp32, bf16 (GemmInputs::bf16 + NnBackend::
+                                               // set_fused_attention, retro-train's bf16), bf16-unfused (without
+                                               // the fused attention), one row each
     int profile_steps = 0;             // with --device: this many more steps per dtype through nn::ProfilingNnBackend
     std::string device = "cpu";        // cpu; cuda: the GPU path (model/backend_model.h) beside RP on the GPU
                                        // (fp32 eager and bf16 autocast); host-backend: that path on the CPU (tests)
