@@ -66,7 +66,9 @@ study_seed() {
     for i in "${!RECIPE_LIST[@]}"; do study_recipe "$s" "${RECIPE_LIST[$i]}" "retro-r$((i + 1))-s$s" "r$((i + 1))-s$s" \
       "recipe $((i + 1)) seed $s"; done
   fi
-  for p in "${EVAL_PIDS[@]}"; do wait "$p"; done   # an eval that failed fails the seed
+  local rc=0
+  for p in "${EVAL_PIDS[@]}"; do wait "$p" || rc=$?; done   # every eval ends before a failed one fails the seed
+  return "$rc"
 }
 
 source "$(dirname "$0")/study-seeds.sh"

@@ -318,19 +318,36 @@ main() {
     ((${#failed[@]} == 0))
 }
 
-# The device call brings back at most 8 files from $OUT: past 7, the logs and curves go into one logs.tgz (the
-# JSON and summary.txt stay loose). Session 14's `curve train profile` left 12 files and lost 4, the profile among them.
+# The device call brings back at most 8 files from $OUT: past 8, the logs and curves go into logs.tgz (the JSON and
+# summary.txt stay loose), and if that is not enough, every file but summary.txt and the archives into results.tgz.
+# Session 14's `curve train profile` left 12 files and lost 4, the profile among them.
 pack_logs() {
-    local files
+    pack_into logs.tgz '*.log' '*.jsonl' '*.txt'
+    pack_into results.tgz '*'
+    local left
+    left=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+    ((left > 8)) && echo "warning: $left files in $OUT, and a device call brings back 8"
+    return 0
+}
+
+# pack_into ARCHIVE PATTERN...: when $OUT holds more than 8 files, the ones matching a PATTERN (never summary.txt or
+# a .tgz) go into $OUT/ARCHIVE
+pack_into() {
+    local archive=$1 files f pattern picked=()
+    shift
     mapfile -t files < <(cd "$OUT" && find . -maxdepth 1 -type f -printf '%P\n' | sort)
-    ((${#files[@]} <= 7)) && return 0
-    local packed=()
-    local f
-    for f in "${files[@]}"; do [[ $f == *.log || $f == *.jsonl || $f == *.txt && $f != summary.txt ]] && packed+=("$f"); done
-    ((${#packed[@]})) || return 0
-    if tar -C "$OUT" -czf "$OUT/logs.tgz" "${packed[@]}"; then
-        (cd "$OUT" && rm -f "${packed[@]}")
-        echo "packed ${#packed[@]} logs into $OUT/logs.tgz (at most 8 files come back)"
+    ((${#files[@]} <= 8)) && return 0
+    for f in "${files[@]}"; do
+        [[ $f == summary.txt || $f == *.tgz ]] && continue
+        for pattern in "$@"; do
+            # shellcheck disable=SC2053 # the pattern is a glob
+            if [[ $f == $pattern ]]; then picked+=("./$f"); break; fi
+        done
+    done
+    ((${#picked[@]})) || return 0
+    if tar -C "$OUT" -czf "$OUT/$archive" "${picked[@]}"; then
+        (cd "$OUT" && rm -f -- "${picked[@]}")
+        echo "packed ${#picked[@]} files into $OUT/$archive (a device call brings back 8)"
     fi
 }
 

@@ -130,7 +130,7 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     CHECK(run.out.find("MESSAGE: CUDA cases skipped: no CUDA device") != std::string::npos);   // the op harness's
 }
 
-TEST_CASE("cuda check: the GPU check script packs its logs into logs.tgz past 7 files (a device call brings back 8)") {
+TEST_CASE("cuda check: the GPU check script packs its logs past 8 files, then the rest (a device call brings back 8)") {
     test::TempDir dir("gpu-checks-pack");
     const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
     const auto pack = [&](const fs::path& out) {
@@ -154,4 +154,15 @@ TEST_CASE("cuda check: the GPU check script packs its logs into logs.tgz past 7 
     REQUIRE(listed.exit_code == 0);
     CHECK(listed.out.find("curve.jsonl") != std::string::npos);
     CHECK(listed.out.find("d.log") != std::string::npos);
+    // JSON alone past 8: they go into results.tgz beside summary.txt and any archive already there
+    const fs::path json = dir / "json";
+    fs::create_directories(json);
+    for (int i = 0; i < 9; i++) test::write_text(json / ("r" + std::to_string(i) + ".json"), "{}\n");
+    test::write_text(json / "summary.txt", "x\n");
+    test::write_text(json / "studies.tgz", "x\n");
+    REQUIRE(pack(json).exit_code == 0);
+    CHECK(fs::exists(json / "results.tgz"));
+    CHECK(fs::exists(json / "summary.txt"));
+    CHECK(fs::exists(json / "studies.tgz"));
+    CHECK_FALSE(fs::exists(json / "r0.json"));
 }

@@ -281,7 +281,8 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
             const double ratio = rows[i]["tokens_per_s"].get<double>() / r["tokens_per_s"].get<double>();
             note += (note.empty() ? "retrokit/this: " : ", ") + rows[i]["dtype"].get<std::string>() + " " +
                     fmt(ratio, "%.2f") + "x";
-            ratios.push_back({{"peer", r["impl"]}, {"retrokit", rows[i]["impl"]}, {"tokens_per_s", ratio}});
+            ratios.push_back({{"peer", r["impl"]}, {"retrokit", rows[i]["impl"]}, {"retrokit_dtype", rows[i]["dtype"]},
+                              {"tokens_per_s", ratio}});
         }
         table.push_back({r["impl"].get<std::string>(), fmt(secs, "%.4f"), fmt(r["tokens_per_s"].get<double>()), fmt(g),
                          fmt(g / ref_gflops, "%.2f"), peak > 0 ? fmt(100 * g * 1e9 / peak, "%.1f%%") : "n/a",

@@ -500,6 +500,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"oracle_neighbours", o_.oracle_neighbours},
                          {"oracle_splice", o_.oracle_splice},
                          {"oracle_until", o_.oracle_until},
+                         {"fused_attention", fused_attention()},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint}};
@@ -519,18 +520,25 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     }
     if (st.value("config", nlohmann::json()) != config_.to_json())
         user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
+    // before the split check: another fraction trains on another number of sequences
+    refuse_other_option(sp, st, "train_docs_fraction", 1.0, o_.train_docs_fraction, "--train-docs-fraction");
     if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
         st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
         user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
     // the recipe options a resume must repeat (a checkpoint from before an option lacks it: the option's default)
     refuse_other_option(sp, st, "seed", std::uint64_t(0), o_.seed, "--seed");
-    refuse_other_option(sp, st, "train_docs_fraction", 1.0, o_.train_docs_fraction, "--train-docs-fraction");
     refuse_other_option(sp, st, "no_retrieval", false, o_.no_retrieval, "--no-retrieval");
     refuse_other_option(sp, st, "retrieval_dropout", 0.0, o_.retrieval_dropout, "--retrieval-dropout");
     refuse_other_option(sp, st, "retrieval_lr_scale", 1.0, o_.retrieval_lr_scale, "--retrieval-lr-scale");
     refuse_other_option(sp, st, "oracle_neighbours", 0.0, o_.oracle_neighbours, "--oracle-neighbours");
     refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
     refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
+    // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
+    // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
+    const bool was_fused = st.value("fused_attention", false);
+    if (was_fused != fused_attention())
+        log_info(cat("resume: the checkpoint was trained ", was_fused ? "with" : "without", " the fused attention, ",
+                     "this run continues ", fused_attention() ? "with" : "without", " it"));
     const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
     if (groups != train_only_)
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
