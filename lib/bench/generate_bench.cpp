@@ -165,10 +165,22 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 static_cast<long long>(c.enc_depth), static_cast<long long>(c.enc_dim),
                 static_cast<long long>(c.num_tokens), static_cast<long long>(c.chunk_size),
                 static_cast<long long>(c.num_neighbours), retrieval ? "retrieval every chunk" : "no retrieval");
+    // the memory bound of a decode step (issue 21): every weight read once, at the copy bandwidth measured here (bytes
+    // read + written per second, as retro-bench retention's bound), so the bound is weight bytes / that rate
+    const double weight_bytes = static_cast<double>(model.params().size() * sizeof(float));
+    double copy_gbps = 0;
+    if (o.device == "cuda") {
+        if constexpr (kCudaBuilt) copy_gbps = cuda_copy_gbps(std::size_t(1) << 30, device.stream->get());
+    } else {
+        copy_gbps = memcpy_gbps();
+    }
+    const double bound_ms = copy_gbps > 0 ? 1e3 * weight_bytes / (copy_gbps * 1e9) : 0;
+    std::printf("memory bound: %.1f MB of fp32 weights a token at %.1f GB/s (copy, read + written) = %.4f ms/token\n",
+                weight_bytes / 1e6, copy_gbps, bound_ms);
     std::fflush(stdout);
     run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device);   // warm-up
 
-    std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "tokens/s",
+    std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
@@ -177,9 +189,12 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                               {"output", o.output},
                               {"prefill_ms", ours.prefill_ms},
                               {"decode_ms_per_token", ours.decode_ms_per_token},
-                              {"tokens_per_s", ours.tokens_per_s}};
+                              {"tokens_per_s", ours.tokens_per_s},
+                              {"of_memory_bound", bound_ms > 0 ? ours.decode_ms_per_token / bound_ms : 0.0}};
         std::vector<std::string> cells = {std::to_string(P), std::to_string(o.output), format_fixed(ours.prefill_ms, 1),
-                                          format_fixed(ours.decode_ms_per_token, 2), format_fixed(ours.tokens_per_s, 1)};
+                                          format_fixed(ours.decode_ms_per_token, 2),
+                                          bound_ms > 0 ? format_fixed(ours.decode_ms_per_token / bound_ms, 1) : "-",
+                                          format_fixed(ours.tokens_per_s, 1)};
         if (!dir.empty()) {
             const nlohmann::json peer = run_peer(o, dir, P, retrieval);
             row["peer"] = peer;
@@ -216,7 +231,8 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         profile = p.json;
     }
     std::printf("%s", format_table(rows).c_str());
-    std::printf("ms/token: our decode steps from the prompt to prompt + output; RP: its first %lld steps from the prompt\n",
+    std::printf("ms/token: our decode steps from the prompt to prompt + output; x bound: that over the memory bound above; "
+                "RP: its first %lld steps from the prompt\n",
                 static_cast<long long>(o.peer_steps));
     if (!o.json.empty()) {
         nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},
@@ -226,6 +242,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                             {"threads", thread_count()},
                             {"config", c.to_json()},
                             {"retrieval", retrieval},
+                            {"weight_bytes", weight_bytes},
+                            {"copy_gbps", copy_gbps},
+                            {"memory_bound_ms_per_token", bound_ms},
                             {"results", results}};
         if (!profile.is_null()) j["profile"] = profile;
         write_file_atomic(o.json, j.dump(2) + "\n");
