@@ -49,12 +49,12 @@ __device__ T block_reduce(T v, T* sh, Op op) {
 }
 
 // ---------------- element-wise maps, four floats a load where they can ----------------
-// out[i] = f(a[i], b[i]) for i < n (one-input maps pass b = a and ignore it). Where out, a and b are all 16-byte
-// aligned each thread moves float4s, then the n % 4 tail one float a thread; otherwise one float a thread throughout
-// (session 12's H100 profile: one float a thread ran the residual adds at ~35 % of the memory bandwidth). Each
-// element gets the same f on either path, so the bits do not depend on the alignment. No __restrict__: out may be a
-// or b (each element reads and writes its own index only).
-template <bool VEC4, typename F>
+// out[i] = f(a[i], b[i]) for i < n; the one-input form (map_elements without b) calls f(a[i], a[i]) and loads a once.
+// Where every pointer is 16-byte aligned each thread moves float4s, then the n % 4 tail one float a thread; otherwise
+// one float a thread throughout (session 12's H100 profile: one float a thread ran the residual adds at ~35 % of the
+// memory bandwidth). Each element gets the same f on either path, so the bits do not depend on the alignment. No
+// __restrict__: out may be a or b (each element reads and writes its own index only).
+template <bool VEC4, bool BINARY, typename F>
 __global__ void map_elements_k(float* out, const float* a, const float* b, long long n, F f) {
     const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
@@ -62,22 +62,34 @@ __global__ void map_elements_k(float* out, const float* a, const float* b, long 
     if constexpr (VEC4) {
         const long long n4 = n / 4;
         for (long long q = first; q < n4; q += stride) {
-            const float4 x = reinterpret_cast<const float4*>(a)[q], y = reinterpret_cast<const float4*>(b)[q];
+            const float4 x = reinterpret_cast<const float4*>(a)[q];
+            const float4 y = BINARY ? reinterpret_cast<const float4*>(b)[q] : x;
             reinterpret_cast<float4*>(out)[q] = make_float4(f(x.x, y.x), f(x.y, y.y), f(x.z, y.z), f(x.w, y.w));
         }
         tail = n4 * 4;
     }
-    for (long long i = tail + first; i < n; i += stride) out[i] = f(a[i], b[i]);
+    for (long long i = tail + first; i < n; i += stride) {
+        const float x = a[i];
+        out[i] = f(x, BINARY ? b[i] : x);
+    }
 }
 
-template <typename F>
-void map_elements(CudaStream stream, float* out, const float* a, const float* b, std::int64_t n, F f) {
+template <bool BINARY, typename F>
+void launch_map_elements(CudaStream stream, float* out, const float* a, const float* b, std::int64_t n, F f) {
     const std::uintptr_t addresses =
         reinterpret_cast<std::uintptr_t>(out) | reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b);
     if (addresses % 16 == 0)
-        map_elements_k<true><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(out, a, b, n, f);
+        map_elements_k<true, BINARY><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(out, a, b, n, f);
     else
-        map_elements_k<false><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, f);
+        map_elements_k<false, BINARY><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, f);
+}
+template <typename F>
+void map_elements(CudaStream stream, float* out, const float* a, const float* b, std::int64_t n, F f) {
+    launch_map_elements<true>(stream, out, a, b, n, f);
+}
+template <typename F>
+void map_elements(CudaStream stream, float* out, const float* a, std::int64_t n, F f) {
+    launch_map_elements<false>(stream, out, a, a, n, f);
 }
 
 class CudaNnBackend final : public NnBackend {

@@ -102,7 +102,7 @@ __global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x
 // ---------------- gelu ----------------
 constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
 
-struct GeluOp {   // gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h; b unused
+struct GeluOp {   // gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h (one input)
     __device__ float operator()(float x, float) const { return 0.5f * x * (1.0f + erff(x * kRsqrt2)); }
 };
 struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
@@ -150,7 +150,7 @@ void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
 }
 
-struct ScaleOp {   // x s; b unused
+struct ScaleOp {   // x s (one input)
     float s;
     __device__ float operator()(float x, float) const { return x * s; }
 };
@@ -343,7 +343,7 @@ void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, 
 // ---------------- gelu, rotary, scale ----------------
 void CudaNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) {
     if (N == 0) return;
-    map_elements(stream_, y, x, x, N, GeluOp{});
+    map_elements(stream_, y, x, N, GeluOp{});
     RETRO_CUDA_LAUNCH_CHECK("gelu_forward", stream_);
 }
 void CudaNnBackend::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) {
@@ -363,7 +363,7 @@ void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView
 
 void CudaNnBackend::scale(float* x, float s, std::int64_t n) {
     if (n == 0) return;
-    map_elements(stream_, x, x, x, n, ScaleOp{s});
+    map_elements(stream_, x, x, n, ScaleOp{s});
     RETRO_CUDA_LAUNCH_CHECK("scale", stream_);
 }
 
