@@ -110,6 +110,14 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
         CHECK(p.loss_backend == p.loss_cpu);
         CHECK(same_bits(p.grads_backend, p.grads_cpu));
     }
+    SUBCASE("tied embeddings (the head's gradient adds to token_emb's)") {
+        c.enc_dim = c.dec_dim;
+        c.tie_embeddings = true;
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.logits_backend, p.logits_cpu));
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
     SUBCASE("no retrieval: a plain decoder") {
         const auto p = run_both(c, {tiny_batch(c, 2, 8, 5, false)}, be);
         CHECK(p.loss_backend == p.loss_cpu);

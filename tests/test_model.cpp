@@ -194,6 +194,38 @@ TEST_CASE("model: whole-model gradient check in double with aligned CCA query po
     model_grad_check(c, tiny_batch(c, 2, 10, 3));
 }
 
+TEST_CASE("model: tied embeddings: one table for input and head, gradients of both uses in it (double)") {
+    auto c = tiny_config();
+    c.enc_dim = c.dec_dim;   // the head reads token_emb, so the widths must agree
+    c.tie_embeddings = true;
+    const ParamLayout tied(c), untied(tiny_config());
+    CHECK_FALSE(tied.has("to_logits.weight"));
+    CHECK(tied.has("to_logits.bias"));
+    auto plain = c;
+    plain.tie_embeddings = false;
+    CHECK(ParamLayout(plain).total() - tied.total() == c.num_tokens * c.dec_dim);
+    // the gradient check perturbs token_emb, which moves the input embeddings, the encoder's and the logits at once
+    model_grad_check(c, tiny_batch(c, 2, 10, 3));
+    // the file holds no to_logits.weight and loads back; an untied layout refuses it
+    test::TempDir dir("tied");
+    RetroModel<float> m(c);
+    randomise(m, 5);
+    CHECK(m.bound().to_logits_w == m.bound().token_emb);
+    const auto path = (dir / "model.safetensors").string();
+    params_save(path, m.params(), m.layout(), c);
+    CHECK_FALSE(SafetensorsFile(path).has("to_logits.weight"));
+    std::vector<float> back;
+    params_load(path, back, m.layout(), c);
+    CHECK(back == m.params());
+    CHECK_THROWS_AS(params_load(path, back, ParamLayout(plain), plain), UserError);
+    // config: written only when true, a boolean, and refused when enc_dim != dec_dim
+    CHECK(RetroConfig::from_json(c.to_json(), "x").tie_embeddings);
+    CHECK_FALSE(plain.to_json().contains("tie_embeddings"));
+    CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"tie_embeddings": 1})"), "x"), UserError);
+    CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"tie_embeddings": true, "enc_dim": 8, "dec_dim": 12})"), "x"),
+                    UserError);
+}
+
 TEST_CASE("model: shipped configs load") {
     for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "retro-172m.json", "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;

@@ -41,6 +41,7 @@ nlohmann::json RetroConfig::to_json() const {
     if (cca_query_positions != "rp") j["cca_query_positions"] = cca_query_positions;
     if (neighbour_alignment != "chunk") j["neighbour_alignment"] = neighbour_alignment;
     if (neighbour_min_match != 0) j["neighbour_min_match"] = neighbour_min_match;
+    if (tie_embeddings) j["tie_embeddings"] = true;
     return j;
 }
 
@@ -50,7 +51,8 @@ const std::set<std::string> KNOWN = {"num_tokens", "max_seq_len", "enc_dim", "en
                                      "chunk_size", "pad_id", "num_neighbours", "enc_attn_dropout", "enc_ff_dropout",
                                      "dec_attn_dropout", "dec_ff_dropout", "use_deepnet", "gated_rmsnorm",
                                      "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment",
-                                     "cca_query_positions", "neighbour_alignment", "neighbour_min_match"};
+                                     "cca_query_positions", "neighbour_alignment", "neighbour_min_match",
+                                     "tie_embeddings"};
 
 std::int64_t get_int(const nlohmann::json& j, const char* key, std::int64_t def, const std::string& where) {
     if (!j.contains(key)) return def;
@@ -101,6 +103,10 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
             user_error_in(where, "\"neighbour_alignment\" must be \"chunk\" or \"match\"", "see docs/model.md");
         c.neighbour_alignment = v.get<std::string>();
     }
+    if (j.contains("tie_embeddings")) {
+        if (!j.at("tie_embeddings").is_boolean()) user_error_in(where, "\"tie_embeddings\" must be true or false");
+        c.tie_embeddings = j.at("tie_embeddings").get<bool>();
+    }
     if (j.contains("enc_cross_attn_layers") && !j.at("enc_cross_attn_layers").is_null()) {
         c.enc_cross_attn_all = false;
         c.enc_cross_attn_layers = get_list(j.at("enc_cross_attn_layers"), "enc_cross_attn_layers", where);
@@ -147,6 +153,9 @@ void RetroConfig::validate(const std::string& where) const {
         user_error_in(where, cat("\"max_seq_len\" ", max_seq_len, " is not a multiple of \"chunk_size\" ", chunk_size),
                       "choose a max_seq_len that chunk_size divides");
     if (pad_id < 0 || pad_id >= num_tokens) user_error_in(where, cat("\"pad_id\" ", pad_id, " outside [0, num_tokens)"));
+    if (tie_embeddings && enc_dim != dec_dim)
+        user_error_in(where, cat("\"tie_embeddings\" needs enc_dim == dec_dim (the head reads token_emb), got ", enc_dim,
+                                 " and ", dec_dim));
     std::set<std::int64_t> seen;
     for (auto l : dec_cross_attn_layers) {
         if (l < 1 || l > dec_depth)

@@ -39,6 +39,12 @@ struct RetroConfig {
     std::string neighbour_alignment = "chunk";
     // Neighbours sharing no run of this many tokens with the query chunk are not read (masked as pads); 0 = off.
     std::int64_t neighbour_min_match = 0;
+    // The output head shares the token embedding (to_logits.weight = token_emb.weight; the file holds no
+    // to_logits.weight), as GPT-2 does; needs enc_dim == dec_dim. token_emb then starts at N(0, 1/dec_dim), so the
+    // first logits have the untied head's scale. Why: a copy through CCA then needs one map near a multiple of the
+    // identity instead of a learnt token-to-logit table (docs/retrieval.md section 14). Not an RP argument;
+    // written to JSON only when true.
+    bool tie_embeddings = false;
 
     std::int64_t inner_dim() const { return heads * dim_head; }
     std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)

@@ -85,7 +85,8 @@ RetroParams<T> bind_params(T* base, const ParamLayout& layout, const RetroConfig
     p.enc_project_b = b.at("encoder.project_out.bias");
     p.decoder = bind_decoder_layers(b, c);
     p.dec_norm_out = b.at("decoder.norm_out.gamma");
-    p.to_logits_w = b.at("to_logits.weight");
+    p.to_logits_w = c.tie_embeddings ? p.token_emb : b.at("to_logits.weight");   // tied: the same tensor, so the
+                                                                                  // head's gradient adds to token_emb's
     p.to_logits_b = b.at("to_logits.bias");
     return p;
 }

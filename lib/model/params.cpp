@@ -8,7 +8,7 @@
 
 namespace retro {
 
-void ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, int init) {
+void ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, int init, double scale) {
     ParamEntry e;
     e.name = name;
     e.shape = std::move(shape);
@@ -16,6 +16,7 @@ void ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, 
     for (auto d : e.shape) e.numel *= d;
     e.offset = total_;
     e.init = init;
+    e.scale = scale;
     total_ += e.numel;
     index_[name] = entries_.size();
     entries_.push_back(std::move(e));
@@ -30,8 +31,9 @@ const ParamEntry& ParamLayout::at(const std::string& name) const {
 ParamLayout::ParamLayout(const RetroConfig& c) {
     const std::int64_t Ce = c.enc_dim, Cd = c.dec_dim, HD = c.inner_dim(), V = c.num_tokens;
     auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, bool bias) {
-        add(name + ".weight", {out, in}, PARAM_INIT_LINEAR_WEIGHT);
-        if (bias) add(name + ".bias", {out}, PARAM_INIT_LINEAR_BIAS);
+        const double bound = 1.0 / std::sqrt(static_cast<double>(in));   // U(+-1/sqrt(fan_in)), weight and bias
+        add(name + ".weight", {out, in}, PARAM_INIT_LINEAR_WEIGHT, bound);
+        if (bias) add(name + ".bias", {out}, PARAM_INIT_LINEAR_BIAS, bound);
     };
     auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv) {
         if (null_kv) {
@@ -47,7 +49,9 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         linear(p + "ff.0", 4 * dim, dim, true);
         linear(p + "ff.3", dim, 4 * dim, true);
     };
-    add("token_emb.weight", {V, Ce}, PARAM_INIT_NORMAL);
+    // Tied (config.h): N(0, 1/dec_dim) as GPT-2's small embeddings, so that the head's logits start at the untied
+    // head's scale and Adam's steps move the shared table as fast, relative to its size, as an untied head.
+    add("token_emb.weight", {V, Ce}, PARAM_INIT_NORMAL, c.tie_embeddings ? 1.0 / std::sqrt(static_cast<double>(Cd)) : 1.0);
     add("pos_emb.weight", {c.max_seq_len, Ce}, PARAM_INIT_NORMAL);
     if (Ce != Cd) linear("to_decoder_model_dim", Cd, Ce, true);
     for (std::int64_t i = 0; i < c.enc_depth; i++) {
@@ -75,7 +79,10 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         add(p + "2.norm.gamma", {Cd}, PARAM_INIT_ONES);
     }
     add("decoder.norm_out.gamma", {Cd}, PARAM_INIT_ONES);
-    linear("to_logits", V, Cd, true);
+    if (!c.tie_embeddings)
+        linear("to_logits", V, Cd, true);
+    else   // the head's weight is token_emb.weight (layer_params.cpp); its bias as nn.Linear(Cd, V)'s
+        add("to_logits.bias", {V}, PARAM_INIT_LINEAR_BIAS, 1.0 / std::sqrt(static_cast<double>(Cd)));
 }
 
 template <typename T>
@@ -92,14 +99,11 @@ void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t 
     for (std::size_t i = 0; i < es.size(); i++) {
         const auto& e = es[i];
         T* p = data.data() + e.offset;
-        double bound = 0;
-        if (e.init == PARAM_INIT_LINEAR_WEIGHT) bound = 1.0 / std::sqrt(static_cast<double>(e.shape[1]));
-        if (e.init == PARAM_INIT_LINEAR_BIAS) bound = 1.0 / std::sqrt(static_cast<double>(es[i - 1].shape[1]));
         for (std::int64_t j = 0; j < e.numel; j++) {
             switch (e.init) {
-                case PARAM_INIT_NORMAL: p[j] = static_cast<T>(normal()); break;
-                case PARAM_INIT_ONES: p[j] = T(1); break;
-                default: p[j] = static_cast<T>((2 * uniform() - 1) * bound); break;
+                case PARAM_INIT_NORMAL: p[j] = static_cast<T>(normal() * e.scale); break;
+                case PARAM_INIT_ONES: p[j] = static_cast<T>(e.scale); break;
+                default: p[j] = static_cast<T>((2 * uniform() - 1) * e.scale); break;
             }
         }
     }

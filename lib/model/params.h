@@ -17,7 +17,8 @@ struct ParamEntry {
     std::string name;
     std::vector<std::int64_t> shape;
     std::int64_t offset = 0, numel = 0;
-    int init = 0;   // ParamInit
+    int init = 0;        // ParamInit
+    double scale = 1;    // LINEAR_*: the uniform bound (1/sqrt(fan_in)); ONES: the value; NORMAL: the std
 };
 
 enum ParamInit { PARAM_INIT_NORMAL = 0, PARAM_INIT_ONES = 1, PARAM_INIT_LINEAR_WEIGHT = 2, PARAM_INIT_LINEAR_BIAS = 3 };
@@ -33,14 +34,15 @@ public:
     bool has(const std::string& name) const { return index_.count(name) != 0; }
 
 private:
-    void add(const std::string& name, std::vector<std::int64_t> shape, int init);
+    void add(const std::string& name, std::vector<std::int64_t> shape, int init, double scale = 1);
     std::vector<ParamEntry> entries_;
     std::map<std::string, std::size_t> index_;
     std::int64_t total_ = 0;
 };
 
 // PyTorch's default initialisation (Linear: U(+-1/sqrt(fan_in)) for weight and bias; Embedding and null
-// k/v: N(0, 1); norm gains 1), drawn from a seeded generator of our own (not torch's stream).
+// k/v: N(0, 1), token_emb N(0, 1/dec_dim) with tie_embeddings; norm gains 1), drawn from a seeded generator of
+// our own (not torch's stream).
 template <typename T>
 void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t seed);
 
