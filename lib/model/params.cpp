@@ -51,8 +51,10 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
     };
     // Tied (config.h): N(0, 1/dec_dim) as GPT-2's small embeddings, so that the head's logits start at the untied
     // head's scale and Adam's steps move the shared table as fast, relative to its size, as an untied head.
-    add("token_emb.weight", {V, Ce}, PARAM_INIT_NORMAL, c.tie_embeddings ? 1.0 / std::sqrt(static_cast<double>(Cd)) : 1.0);
-    add("pos_emb.weight", {c.max_seq_len, Ce}, PARAM_INIT_NORMAL);
+    // pos_emb the same, or position would drown the token in the decoder's input.
+    const double emb_std = c.tie_embeddings ? 1.0 / std::sqrt(static_cast<double>(Cd)) : 1.0;
+    add("token_emb.weight", {V, Ce}, PARAM_INIT_NORMAL, emb_std);
+    add("pos_emb.weight", {c.max_seq_len, Ce}, PARAM_INIT_NORMAL, emb_std);
     if (Ce != Cd) linear("to_decoder_model_dim", Cd, Ce, true);
     for (std::int64_t i = 0; i < c.enc_depth; i++) {
         const std::string p = "encoder.layers." + std::to_string(i) + ".";
