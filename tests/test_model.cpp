@@ -222,8 +222,8 @@ TEST_CASE("model: tied embeddings: one table for input and head, gradients of bo
     CHECK(RetroConfig::from_json(c.to_json(), "x").tie_embeddings);
     CHECK_FALSE(plain.to_json().contains("tie_embeddings"));
     CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"tie_embeddings": 1})"), "x"), UserError);
-    CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"tie_embeddings": true, "enc_dim": 8, "dec_dim": 12})"), "x"),
-                    UserError);
+    const auto widths = nlohmann::json::parse(R"({"tie_embeddings": true, "enc_dim": 8, "dec_dim": 12})");
+    CHECK_THROWS_AS(RetroConfig::from_json(widths, "x"), UserError);
 }
 
 TEST_CASE("model: shipped configs load") {

@@ -154,8 +154,8 @@ void RetroConfig::validate(const std::string& where) const {
                       "choose a max_seq_len that chunk_size divides");
     if (pad_id < 0 || pad_id >= num_tokens) user_error_in(where, cat("\"pad_id\" ", pad_id, " outside [0, num_tokens)"));
     if (tie_embeddings && enc_dim != dec_dim)
-        user_error_in(where, cat("\"tie_embeddings\" needs enc_dim == dec_dim (the head reads token_emb), got ", enc_dim,
-                                 " and ", dec_dim));
+        user_error_in(where, cat("\"tie_embeddings\" needs enc_dim == dec_dim (the head reads token_emb), got ",
+                                 enc_dim, " and ", dec_dim));
     std::set<std::int64_t> seen;
     for (auto l : dec_cross_attn_layers) {
         if (l < 1 || l > dec_depth)

@@ -40,9 +40,9 @@ struct RetroConfig {
     // Neighbours sharing no run of this many tokens with the query chunk are not read (masked as pads); 0 = off.
     std::int64_t neighbour_min_match = 0;
     // The output head shares the token embedding (to_logits.weight = token_emb.weight; the file holds no
-    // to_logits.weight), as GPT-2 does; needs enc_dim == dec_dim. token_emb (and pos_emb) start at N(0, 1/dec_dim), so the
-    // first logits have the untied head's scale. Why: a copy through CCA then needs one map near a multiple of the
-    // identity instead of a learnt token-to-logit table (docs/retrieval.md section 14). Not an RP argument;
+    // to_logits.weight), as GPT-2 does; needs enc_dim == dec_dim. token_emb (and pos_emb) start at N(0, 1/dec_dim),
+    // so the first logits have the untied head's scale. Why: a copy through CCA then needs one map near a multiple
+    // of the identity instead of a learnt token-to-logit table (docs/retrieval.md section 14). Not an RP argument;
     // written to JSON only when true.
     bool tie_embeddings = false;
 

@@ -41,8 +41,8 @@ private:
 };
 
 // PyTorch's default initialisation (Linear: U(+-1/sqrt(fan_in)) for weight and bias; Embedding and null
-// k/v: N(0, 1), token_emb and pos_emb N(0, 1/dec_dim) with tie_embeddings; norm gains 1), drawn from a seeded generator of
-// our own (not torch's stream).
+// k/v: N(0, 1), token_emb and pos_emb N(0, 1/dec_dim) with tie_embeddings; norm gains 1), drawn from a seeded
+// generator of our own (not torch's stream).
 template <typename T>
 void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t seed);
 
