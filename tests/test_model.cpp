@@ -226,6 +226,41 @@ TEST_CASE("model: tied embeddings: one table for input and head, gradients of bo
     CHECK_THROWS_AS(RetroConfig::from_json(widths, "x"), UserError);
 }
 
+TEST_CASE("model: cca_zero_init starts RETRO at its no-retrieval twin's function, the other tensors as drawn") {
+    auto zc = tiny_config();
+    zc.cca_zero_init = true;
+    CHECK(RetroConfig::from_json(zc.to_json(), "x").cca_zero_init);
+    CHECK_FALSE(tiny_config().to_json().contains("cca_zero_init"));
+    RetroModel<float> z(zc), plain(tiny_config());
+    params_init(z.params(), z.layout(), 21);
+    params_init(plain.params(), plain.layout(), 21);
+    int zeroed = 0;
+    for (const auto& e : z.layout().entries()) {
+        const bool cca_out = e.name.find(".1.fn.cross_attn.to_out.") != std::string::npos;
+        std::int64_t off = 0;   // elements that are not what they should be: 0 in CCA's to_out, plain's elsewhere
+        for (std::int64_t i = 0; i < e.numel; i++) {
+            const float a = z.params()[e.offset + i], b = plain.params()[e.offset + i];
+            off += cca_out ? a != 0.0f : a != b;
+        }
+        INFO(e.name);
+        CHECK(off == 0);
+        zeroed += cca_out;
+    }
+    CHECK(zeroed == 2 * static_cast<int>(zc.dec_cross_attn_layers.size()));   // weight and bias of each CCA layer
+    const auto with = tiny_batch(zc, 2, 10, 3), without = tiny_batch(zc, 2, 10, 3, false);
+    z.forward(without);
+    const std::vector<float> twin = z.logits();
+    z.zero_grad();
+    z.forward(with);
+    CHECK(z.logits() == twin);   // bit for bit: CCA adds exact zeros
+    z.backward();
+    double g = 0;   // ...and its output projection still gets a gradient, so it learns
+    for (const auto& e : z.layout().entries())
+        if (e.name.find(".1.fn.cross_attn.to_out.weight") != std::string::npos)
+            for (std::int64_t i = 0; i < e.numel; i++) g += std::abs(z.grads()[e.offset + i]);
+    CHECK(g > 0);
+}
+
 TEST_CASE("model: shipped configs load") {
     for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "retro-172m.json", "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;

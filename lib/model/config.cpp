@@ -42,6 +42,7 @@ nlohmann::json RetroConfig::to_json() const {
     if (neighbour_alignment != "chunk") j["neighbour_alignment"] = neighbour_alignment;
     if (neighbour_min_match != 0) j["neighbour_min_match"] = neighbour_min_match;
     if (tie_embeddings) j["tie_embeddings"] = true;
+    if (cca_zero_init) j["cca_zero_init"] = true;
     return j;
 }
 
@@ -52,7 +53,7 @@ const std::set<std::string> KNOWN = {"num_tokens", "max_seq_len", "enc_dim", "en
                                      "dec_attn_dropout", "dec_ff_dropout", "use_deepnet", "gated_rmsnorm",
                                      "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment",
                                      "cca_query_positions", "neighbour_alignment", "neighbour_min_match",
-                                     "tie_embeddings"};
+                                     "tie_embeddings", "cca_zero_init"};
 
 std::int64_t get_int(const nlohmann::json& j, const char* key, std::int64_t def, const std::string& where) {
     if (!j.contains(key)) return def;
@@ -103,10 +104,11 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
             user_error_in(where, "\"neighbour_alignment\" must be \"chunk\" or \"match\"", "see docs/model.md");
         c.neighbour_alignment = v.get<std::string>();
     }
-    if (j.contains("tie_embeddings")) {
-        if (!j.at("tie_embeddings").is_boolean()) user_error_in(where, "\"tie_embeddings\" must be true or false");
-        c.tie_embeddings = j.at("tie_embeddings").get<bool>();
-    }
+    for (auto [key, field] : {std::pair{"tie_embeddings", &c.tie_embeddings}, {"cca_zero_init", &c.cca_zero_init}})
+        if (j.contains(key)) {
+            if (!j.at(key).is_boolean()) user_error_in(where, cat("\"", key, "\" must be true or false"));
+            *field = j.at(key).get<bool>();
+        }
     if (j.contains("enc_cross_attn_layers") && !j.at("enc_cross_attn_layers").is_null()) {
         c.enc_cross_attn_all = false;
         c.enc_cross_attn_layers = get_list(j.at("enc_cross_attn_layers"), "enc_cross_attn_layers", where);

@@ -45,6 +45,11 @@ struct RetroConfig {
     // of the identity instead of a learnt token-to-logit table (docs/retrieval.md section 14). Not an RP argument;
     // written to JSON only when true.
     bool tie_embeddings = false;
+    // CCA's output projection (to_out weight and bias) starts at zero, as Flamingo's zero-initialised gates: at
+    // step 0 the model computes its no-retrieval twin's function (same seed, same draws: the other tensors get
+    // the same values), and CCA adds to the residual stream only what training makes it add. Not an RP argument;
+    // written to JSON only when true (docs/retrieval.md section 14).
+    bool cca_zero_init = false;
 
     std::int64_t inner_dim() const { return heads * dim_head; }
     std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)

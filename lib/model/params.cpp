@@ -30,12 +30,13 @@ const ParamEntry& ParamLayout::at(const std::string& name) const {
 
 ParamLayout::ParamLayout(const RetroConfig& c) {
     const std::int64_t Ce = c.enc_dim, Cd = c.dec_dim, HD = c.inner_dim(), V = c.num_tokens;
-    auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, bool bias) {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(in));   // U(+-1/sqrt(fan_in)), weight and bias
+    // `gain` 0 draws the values (the generator's stream stays that of gain 1) and writes zeros.
+    auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, bool bias, double gain = 1) {
+        const double bound = gain / std::sqrt(static_cast<double>(in));   // U(+-1/sqrt(fan_in)), weight and bias
         add(name + ".weight", {out, in}, PARAM_INIT_LINEAR_WEIGHT, bound);
         if (bias) add(name + ".bias", {out}, PARAM_INIT_LINEAR_BIAS, bound);
     };
-    auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv) {
+    auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv, double out_gain = 1) {
         if (null_kv) {
             add(p + "null_k", {HD}, PARAM_INIT_NORMAL);
             add(p + "null_v", {HD}, PARAM_INIT_NORMAL);
@@ -43,7 +44,7 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         linear(p + "to_q", HD, dim, false);
         linear(p + "to_k", HD, ctx_dim, false);
         linear(p + "to_v", HD, ctx_dim, false);
-        linear(p + "to_out", dim, HD, true);
+        linear(p + "to_out", dim, HD, true, out_gain);
     };
     auto ff = [&](const std::string& p, std::int64_t dim) {
         linear(p + "ff.0", 4 * dim, dim, true);
@@ -74,7 +75,7 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         attention(p + "0.fn.", Cd, Cd, false);
         add(p + "0.norm.gamma", {Cd}, PARAM_INIT_ONES);
         if (c.dec_has_cross(i + 1)) {
-            attention(p + "1.fn.cross_attn.", Cd, Cd, true);
+            attention(p + "1.fn.cross_attn.", Cd, Cd, true, c.cca_zero_init ? 0.0 : 1.0);   // config.h
             add(p + "1.norm.gamma", {Cd}, PARAM_INIT_ONES);
         }
         ff(p + "2.fn.", Cd);
