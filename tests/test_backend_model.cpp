@@ -177,6 +177,12 @@ TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
             CHECK(rel_rms(p.logits_backend, p.logits_cpu) <= 1e-5);
             CHECK(rel_rms(p.grads_backend, p.grads_cpu) <= 1e-5);
         }
+        auto tied = c;   // tie_embeddings: the head's weight gradient and both embedding backwards add into one table
+        tied.enc_dim = tied.dec_dim;
+        tied.tie_embeddings = true;
+        const auto pt = run_both(tied, {tiny_batch(tied, 2, 10, 3)}, *be);
+        CHECK(std::abs(pt.loss_backend - pt.loss_cpu) <= 1e-5f * std::abs(pt.loss_cpu));
+        CHECK(rel_rms(pt.grads_backend, pt.grads_cpu) <= 1e-5);
         // wider than a block of 256 threads everywhere (widths, vocabulary, keys), two shapes (the arena re-planned)
         const RetroConfig w = wide_config();
         const auto p = run_both(w, {tiny_batch(w, 2, 40, 8), tiny_batch(w, 3, 24, 9)}, *be);
