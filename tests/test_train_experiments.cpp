@@ -146,7 +146,7 @@ TEST_CASE("train oracle: a picked chunk reads its own row and continuation in th
         RetroBatch plain, oracle;
         data.make_batch(batch_seqs, true, plain);
         data.make_batch(batch_seqs, true, oracle);
-        data.plant_oracle_neighbours(batch_seqs, epochs, 9, 0.5, splice, oracle);
+        data.plant_oracle_neighbours(batch_seqs, epochs, 9, 0.5, splice, false, oracle);
         int planted = 0, spliced = 0;
         for (std::size_t b = 0; b < batch_seqs.size(); b++) {
             const std::int64_t c0 = data.db().seq_start(batch_seqs[b]), end = data.db().doc_end(data.db().doc_of(c0));
@@ -200,7 +200,7 @@ TEST_CASE("train oracle: under match alignment the oracle is still the chunk and
     const std::vector<std::int64_t> epochs(seqs.size(), 0);
     RetroBatch b;
     data.make_batch(seqs, true, b);
-    data.plant_oracle_neighbours(seqs, epochs, 3, 1.0, false, b);   // every chunk
+    data.plant_oracle_neighbours(seqs, epochs, 3, 1.0, false, false, b);   // every chunk
     const std::int64_t cs = 4, l = 4, k = 2, r = 8;
     for (std::size_t s = 0; s < seqs.size(); s++) {
         const std::int64_t c0 = data.db().seq_start(seqs[s]), end = data.db().doc_end(data.db().doc_of(c0));
@@ -217,10 +217,65 @@ TEST_CASE("train oracle: under match alignment the oracle is still the chunk and
     }
 }
 
+TEST_CASE("train oracle: --oracle-hindsight reads the next chunk's neighbour one chunk earlier, at its match") {
+    // Document 1 holds document 0's tokens 14..21 (its chunks 1 and 2) two tokens off the chunk grid; the knn row of
+    // document 0's chunk 2 names document 1's chunk 1 in both slots. The hindsight oracle of document 0's chunk 1 must
+    // then read document 1's tokens 14..21: chunk 1 and its continuation, found in another document and aligned.
+    test::TempDir dir("train-oracle-hindsight");
+    test::TinyDb t;
+    t.kk = 2;
+    std::vector<std::int32_t> a, b = {100, 101, 14, 15, 16, 17, 18, 19, 20, 21};
+    for (std::int32_t v = 10; v < 42; v++) a.push_back(v);
+    for (std::int32_t v = 102; b.size() < 32; v++) b.push_back(v);
+    for (const auto* doc : {&a, &b}) {
+        const std::int64_t first = t.n, nrows = static_cast<std::int64_t>(doc->size()) / 4;
+        t.rows.insert(t.rows.end(), doc->begin(), doc->end());
+        for (std::int64_t r = 0; r < nrows; r++) t.doc_ids.push_back(static_cast<std::int64_t>(t.doc_offsets.size()) - 1);
+        for (std::int64_t r = 0; r + 4 <= nrows; r += 4) t.seq_starts.push_back(first + r);
+        t.n += nrows;
+        t.doc_offsets.push_back(t.n);
+    }
+    for (std::int64_t c = 0; c < t.n; c++)
+        for (std::int64_t j = 0; j < t.kk; j++) t.knn.push_back(c == 2 ? 9 : (c < 8 ? 12 : 3));   // 9: doc 1's chunk 1
+    test::save_tiny_db(dir / "db", dir / "knn", t, 4, 16);
+    RetroConfig c = RetroConfig::load(test::config_path());   // chunk 4, k 2
+    c.neighbour_alignment = "match";
+    RetroData data((dir / "db").string(), (dir / "knn").string(), c, 0.0);
+    const std::vector<std::int64_t> seqs = {0}, epochs = {0};   // document 0's first sequence: chunks 0..3
+    RetroBatch plain, b1;
+    data.make_batch(seqs, true, plain);
+    data.make_batch(seqs, true, b1);
+    data.plant_oracle_neighbours(seqs, epochs, 3, 1.0, false, true, b1);   // every chunk
+    const std::int64_t k = 2, r = 8;
+    const int slot = oracle_pick(3, 0, 0, 1, 1.0, k, 4).slot;
+    REQUIRE(slot >= 0);
+    const std::vector<std::int32_t> want = {14, 15, 16, 17, 18, 19, 20, 21},
+                                    got(b1.retrieved.begin() + (1 * k + slot) * r, b1.retrieved.begin() + (1 * k + slot + 1) * r);
+    CHECK(got == want);   // (chunk 0's next chunk was read first: a query left over from it would shift this by -4)
+    // the other chunks' next chunks name doc 1's chunk 12 - 8 = 4 (tokens 106..109, no match): read from chunk 3
+    // (chunk-aligned, one chunk earlier); chunk 3's next chunk is past the sequence but in the document
+    for (std::int64_t u : {0, 2, 3}) {
+        const int s = oracle_pick(3, 0, 0, u, 1.0, k, 4).slot;
+        const std::vector<std::int32_t> got(b1.retrieved.begin() + (u * k + s) * r, b1.retrieved.begin() + (u * k + s + 1) * r);
+        INFO("chunk " << u);
+        CHECK(got == std::vector<std::int32_t>{t.rows.begin() + 11 * 4, t.rows.begin() + 13 * 4});
+    }
+    // the slots not picked are as retrieved
+    for (std::int64_t u = 0; u < 4; u++) {
+        const int other = 1 - oracle_pick(3, 0, 0, u, 1.0, k, 4).slot;
+        CHECK(std::equal(b1.retrieved.begin() + (u * k + other) * r, b1.retrieved.begin() + (u * k + other + 1) * r,
+                         plain.retrieved.begin() + (u * k + other) * r));
+    }
+}
+
 TEST_CASE("train oracle: retro-train --oracle-neighbours [--oracle-splice] trains, differs from 0, resumes bit for bit, and refuses another share") {
     check_recipe_option("--oracle-neighbours 0.3", "--oracle-neighbours 0.1", "--oracle-neighbours 1.5", "--oracle-neighbours");
     check_recipe_option("--oracle-neighbours 0.3 --oracle-splice", "--oracle-neighbours 0.3", "--oracle-splice",
                         "--oracle-splice");
+    check_recipe_option("--oracle-neighbours 0.5 --oracle-hindsight", "--oracle-neighbours 0.5", "--oracle-hindsight",
+                        "--oracle-hindsight");
+    check_recipe_option("--oracle-neighbours 0.5 --oracle-hindsight", "--oracle-neighbours 0.4 --oracle-hindsight",
+                        "--oracle-neighbours 0.5 --oracle-hindsight --oracle-splice", "--oracle-neighbours");
     // --oracle-until 6 of 12 steps: the first half differs from P throughout, resumes bit for bit across the fall
     check_recipe_option("--oracle-neighbours 0.6 --oracle-until 6", "--oracle-neighbours 0.6 --oracle-until 4",
                         "--oracle-until 6", "--oracle-until");

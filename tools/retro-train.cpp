@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
             app.add_flag("--oracle-splice", o.oracle_splice,
                          "With --oracle-neighbours: each oracle's continuation is the next chunk only up to a cut "
                          "drawn per chunk, the retrieved neighbour's tokens after it, as a real match that ends");
+            app.add_flag("--oracle-hindsight", o.oracle_hindsight,
+                         "With --oracle-neighbours: the oracle slot reads the next chunk's retrieved neighbour (one "
+                         "chunk earlier, at its match) instead of the chunk itself: real text found with hindsight");
             app.add_option("--oracle-until", o.oracle_until,
                            "With --oracle-neighbours P: the share falls linearly from P at the first step to 0 after "
                            "this step, so the run ends on real neighbours only (0 = P throughout)")

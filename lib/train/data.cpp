@@ -128,17 +128,37 @@ void RetroData::read_neighbours(std::int64_t row, std::int64_t doc_end, std::int
 }
 
 void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,
-                                        std::uint64_t seed, double p, bool splice, RetroBatch& out) const {
+                                        std::uint64_t seed, double p, bool splice, bool hindsight,
+                                        RetroBatch& out) const {
     if (p <= 0 || out.retrieved.empty()) return;
     const std::int64_t l = seq_len_ / cs_, r = 2 * cs_;
     if (epochs.size() != seqs.size()) throw InternalError("plant_oracle_neighbours: one epoch per sequence expected");
-    std::vector<std::int32_t> retrieved(static_cast<std::size_t>(r));
+    if (splice && hindsight) throw InternalError("plant_oracle_neighbours: splice and hindsight together");
+    std::vector<std::int32_t> retrieved(static_cast<std::size_t>(r)), next_chunk;
+    std::vector<std::int64_t> next_ids(static_cast<std::size_t>(k_));
     for (std::size_t b = 0; b < seqs.size(); b++) {
         const std::int64_t c0 = db_->seq_start(seqs[b]), end = db_->doc_end(db_->doc_of(c0));
         for (std::int64_t u = 0; u < l && c0 + u < end; u++) {
             const OraclePick pick = oracle_pick(seed, epochs[b], seqs[b], u, p, k_, cs_);
             if (pick.slot < 0) continue;
             std::int32_t* unit = out.retrieved.data() + ((static_cast<std::int64_t>(b) * l + u) * k_ + pick.slot) * r;
+            if (hindsight) {
+                const std::int64_t next = c0 + u + 1;
+                if (next >= end) continue;
+                neighbour_ids(next, end, next, next_ids.data());
+                const std::int64_t n = next_ids[static_cast<std::size_t>(pick.slot)];
+                if (n < 0) continue;
+                // as the model reads real neighbours: chunk-aligned (n - 1 and n), or under match alignment shifted so
+                // that n's match with chunk u + 1 sits at its positions (neighbour_match's window, started cs earlier)
+                std::int64_t offset = 0;
+                if (align_ == NeighbourAlignment::match) {
+                    next_chunk.clear();   // rows() appends
+                    db_->rows(next, next + 1, next_chunk);
+                    offset = neighbour_match(*db_, next_chunk.data(), n, pad_).offset;
+                }
+                neighbour_window(*db_, n, offset - cs_, pad_, unit);
+                continue;
+            }
             std::copy(unit, unit + r, retrieved.begin());
             // the chunk-aligned window: neighbour_read's match search could shift it where the text repeats (a
             // chunk equal to the one before it matches there first), and its min-match filter has nothing to filter

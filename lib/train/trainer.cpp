@@ -332,7 +332,7 @@ std::string Trainer::provenance_fields() const {
 void Trainer::make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const {
     data_->make_batch(seqs, !o_.no_retrieval, batch);
     data_->plant_oracle_neighbours(seqs, epochs_, o_.seed, oracle_share(o_.oracle_neighbours, o_.oracle_until, step_),
-                                   o_.oracle_splice, batch);
+                                   o_.oracle_splice, o_.oracle_hindsight, batch);
     mask_dropped_neighbours(batch, drop_, data_->pad_id());
 }
 
@@ -499,6 +499,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"retrieval_lr_scale", o_.retrieval_lr_scale},
                          {"oracle_neighbours", o_.oracle_neighbours},
                          {"oracle_splice", o_.oracle_splice},
+                         {"oracle_hindsight", o_.oracle_hindsight},
                          {"oracle_until", o_.oracle_until},
                          {"fused_attention", fused_attention()},
                          {"train_docs_fraction", o_.train_docs_fraction},
@@ -532,6 +533,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     refuse_other_option(sp, st, "retrieval_lr_scale", 1.0, o_.retrieval_lr_scale, "--retrieval-lr-scale");
     refuse_other_option(sp, st, "oracle_neighbours", 0.0, o_.oracle_neighbours, "--oracle-neighbours");
     refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
+    refuse_other_option(sp, st, "oracle_hindsight", false, o_.oracle_hindsight, "--oracle-hindsight");
     refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
     // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
     // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
@@ -622,6 +624,11 @@ void Trainer::run() {
         user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
     if (o_.oracle_splice && o_.oracle_neighbours <= 0)
         user_error_in("--oracle-splice", "splices the oracle neighbours, and there are none", "add --oracle-neighbours P");
+    if (o_.oracle_hindsight && o_.oracle_neighbours <= 0)
+        user_error_in("--oracle-hindsight", "chooses the oracle neighbours, and there are none", "add --oracle-neighbours P");
+    if (o_.oracle_hindsight && o_.oracle_splice)
+        user_error_in("--oracle-hindsight", "reads a real neighbour, which --oracle-splice has nothing to splice into",
+                      "choose one of them");
     if (o_.oracle_until < 0) user_error_in("--oracle-until", cat(o_.oracle_until, " is not a step"), "give 0 or a step");
     if (o_.oracle_until > 0 && o_.oracle_neighbours <= 0)
         user_error_in("--oracle-until", "ends the oracle neighbours, and there are none", "add --oracle-neighbours P");
@@ -738,6 +745,7 @@ void Trainer::run() {
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
                       {"oracle_splice", o_.oracle_splice},  {"oracle_until", o_.oracle_until},
+                      {"oracle_hindsight", o_.oracle_hindsight},
                       {"model", config_.to_json()}};
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {

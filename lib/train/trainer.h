@@ -51,6 +51,7 @@ struct TrainOptions {
     double oracle_neighbours = 0;      // share of training chunks that read themselves (+ continuation) in one
                                        // neighbour slot, drawn per (seed, epoch, sequence, chunk); eval never does
     bool oracle_splice = false;        // the oracle's continuation turns into the slot's retrieved tokens at a cut
+    bool oracle_hindsight = false;     // the oracle is the next chunk's real neighbour, read one chunk earlier
     std::int64_t oracle_until = 0;     // the oracle share falls linearly to 0 after this step (0 = constant;
                                        // oracle_share in data.h): teach the copy, then train on real neighbours
     double retrieval_lr_scale = 1;     // the learning rate (and decoupled decay) of CCA and the encoder: lr x this
