@@ -262,7 +262,8 @@ TEST_CASE("model: cca_zero_init starts RETRO at its no-retrieval twin's function
 }
 
 TEST_CASE("model: shipped configs load") {
-    for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "retro-172m.json", "retro-1b.json"}) {
+    for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "demo-retrieval-tied.json", "retro-172m.json",
+                             "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;
         INFO(std::string(name));
         auto c = RetroConfig::load(path.string());
