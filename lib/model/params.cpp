@@ -36,7 +36,8 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         add(name + ".weight", {out, in}, PARAM_INIT_LINEAR_WEIGHT, bound);
         if (bias) add(name + ".bias", {out}, PARAM_INIT_LINEAR_BIAS, bound);
     };
-    auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv, double out_gain = 1) {
+    auto attention = [&](const std::string& p, std::int64_t dim, std::int64_t ctx_dim, bool null_kv,
+                         double out_gain = 1) {
         if (null_kv) {
             add(p + "null_k", {HD}, PARAM_INIT_NORMAL);
             add(p + "null_v", {HD}, PARAM_INIT_NORMAL);

@@ -61,9 +61,9 @@ public:
     // With `hindsight` (--oracle-hindsight; not with splice) the slot reads instead a real neighbour found with the
     // next chunk: the slot's neighbour n of chunk u + 1 (the knn row of u + 1, validation documents masked as
     // always), read from one chunk before n (under match alignment shifted so that n's match with chunk u + 1
-    // sits at the continuation's positions) — what a retriever that had seen the next chunk would return: real text of another document that
-    // holds the next chunk as often, and as partly, as the corpus repeats it. Where chunk u + 1 is past the
-    // document or has no such neighbour the slot keeps its retrieved one.
+    // sits at the continuation's positions) — what a retriever that had seen the next chunk would return: real
+    // text of another document that holds the next chunk as often, and as partly, as the corpus repeats it.
+    // Where chunk u + 1 is past the document or has no such neighbour the slot keeps its retrieved one.
     // Evaluation never calls this.
     void plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,
                                  std::uint64_t seed, double p, bool splice, bool hindsight, RetroBatch& out) const;
