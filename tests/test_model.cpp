@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "core/threads.h"
 #include "model/config.h"
+#include "model/param_groups.h"
 #include "model/params.h"
 #include "model/retro.h"
 #include "test_model_fixtures.h"
@@ -198,7 +199,7 @@ TEST_CASE("model: tied embeddings: one table for input and head, gradients of bo
     auto c = tiny_config();
     c.enc_dim = c.dec_dim;   // the head reads token_emb, so the widths must agree
     c.tie_embeddings = true;
-    const ParamLayout tied(c), untied(tiny_config());
+    const ParamLayout tied(c);
     CHECK_FALSE(tied.has("to_logits.weight"));
     CHECK(tied.has("to_logits.bias"));
     auto plain = c;
@@ -218,6 +219,10 @@ TEST_CASE("model: tied embeddings: one table for input and head, gradients of bo
     params_load(path, back, m.layout(), c);
     CHECK(back == m.params());
     CHECK_THROWS_AS(params_load(path, back, ParamLayout(plain), plain), UserError);
+    // retro-fitting (--train-only cca,encoder) trains neither the shared table nor the head: both are decoder tensors
+    const auto trainable = param_trainable(tied, param_groups_parse("cca,encoder", "test"));
+    CHECK_FALSE(trainable[static_cast<std::size_t>(&tied.at("token_emb.weight") - tied.entries().data())]);
+    CHECK_FALSE(param_backward_skips(tied, c, trainable).head_trainable);
     // config: written only when true, a boolean, and refused when enc_dim != dec_dim
     CHECK(RetroConfig::from_json(c.to_json(), "x").tie_embeddings);
     CHECK_FALSE(plain.to_json().contains("tie_embeddings"));

@@ -252,7 +252,7 @@ TEST_CASE("train oracle: --oracle-hindsight reads the next chunk's neighbour one
     const std::vector<std::int32_t> want = {14, 15, 16, 17, 18, 19, 20, 21},
                                     got(b1.retrieved.begin() + (1 * k + slot) * r, b1.retrieved.begin() + (1 * k + slot + 1) * r);
     CHECK(got == want);   // (chunk 0's next chunk was read first: a query left over from it would shift this by -4)
-    // the other chunks' next chunks name doc 1's chunk 12 - 8 = 4 (tokens 106..109, no match): read from chunk 3
+    // the other chunks' next chunks name doc 1's chunk 12 - 8 = 4 (tokens 108..111, no match): read from chunk 3
     // (chunk-aligned, one chunk earlier); chunk 3's next chunk is past the sequence but in the document
     for (std::int64_t u : {0, 2, 3}) {
         const int s = oracle_pick(3, 0, 0, u, 1.0, k, 4).slot;
@@ -274,8 +274,17 @@ TEST_CASE("train oracle: retro-train --oracle-neighbours [--oracle-splice] train
                         "--oracle-splice");
     check_recipe_option("--oracle-neighbours 0.5 --oracle-hindsight", "--oracle-neighbours 0.5", "--oracle-hindsight",
                         "--oracle-hindsight");
-    check_recipe_option("--oracle-neighbours 0.5 --oracle-hindsight", "--oracle-neighbours 0.4 --oracle-hindsight",
-                        "--oracle-neighbours 0.5 --oracle-hindsight --oracle-splice", "--oracle-neighbours");
+    // the flag reaches the batches (its losses are not the self-oracle's), and it refuses --oracle-splice
+    test::TempDir dir("train-hindsight");
+    const std::string common = tiny_recipe_run(dir.path, "--steps 6 --warmup 2 --val-every 6 --oracle-neighbours 0.5");
+    const auto self = test::run_tool("retro-train", common + " --out " + (dir / "self").string());
+    const auto hind = test::run_tool("retro-train", common + " --oracle-hindsight --out " + (dir / "hind").string());
+    REQUIRE(self.exit_code == 0);
+    REQUIRE(hind.exit_code == 0);
+    CHECK(test::losses(dir / "hind") != test::losses(dir / "self"));
+    const auto both = test::run_tool("retro-train", common + " --oracle-hindsight --oracle-splice --out " + (dir / "both").string());
+    CHECK(both.exit_code == 2);
+    CHECK(both.err.find("--oracle-hindsight") != std::string::npos);
     // --oracle-until 6 of 12 steps: the first half differs from P throughout, resumes bit for bit across the fall
     check_recipe_option("--oracle-neighbours 0.6 --oracle-until 6", "--oracle-neighbours 0.6 --oracle-until 4",
                         "--oracle-until 6", "--oracle-until");

@@ -107,7 +107,7 @@ void params_init(std::vector<T>& data, const ParamLayout& layout, std::uint64_t 
             switch (e.init) {
                 case PARAM_INIT_NORMAL: p[j] = static_cast<T>(normal() * e.scale); break;
                 case PARAM_INIT_ONES: p[j] = static_cast<T>(e.scale); break;
-                default: p[j] = static_cast<T>((2 * uniform() - 1) * e.scale); break;
+                default: p[j] = static_cast<T>((2 * uniform() - 1) * e.scale + 0.0); break;   // + 0: no -0 at scale 0
             }
         }
     }

@@ -150,11 +150,14 @@ void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, c
                 if (n < 0) continue;
                 // as the model reads real neighbours: chunk-aligned (n - 1 and n), or under match alignment shifted so
                 // that n's match with chunk u + 1 sits at its positions (neighbour_match's window, started cs earlier)
+                // (a neighbour that neighbour_min_match would not let chunk u + 1 read keeps the slot as retrieved)
                 std::int64_t offset = 0;
-                if (align_ == NeighbourAlignment::match) {
+                if (align_ == NeighbourAlignment::match || min_match_ > 0) {
                     next_chunk.clear();   // rows() appends
                     db_->rows(next, next + 1, next_chunk);
-                    offset = neighbour_match(*db_, next_chunk.data(), n, pad_).offset;
+                    const NeighbourMatch m = neighbour_match(*db_, next_chunk.data(), n, pad_);
+                    if (m.run < min_match_) continue;
+                    if (align_ == NeighbourAlignment::match) offset = m.offset;
                 }
                 neighbour_window(*db_, n, offset - cs_, pad_, unit);
                 continue;

@@ -53,6 +53,10 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
             user_error_in(path, cat("base decoder has ", key, " = ", bc[key].dump(), ", the config has ",
                                     config.to_json()[key].dump()),
                           "retro-fit with the base's decoder shape (only CCA and encoder may differ)");
+    if (bc.is_object() && bc.value("tie_embeddings", false) != config.tie_embeddings)
+        user_error_in(path, cat("base has tie_embeddings = ", bc.value("tie_embeddings", false), ", the config has ",
+                                config.tie_embeddings),
+                      "retro-fit with the base's head: set \"tie_embeddings\" as the base's config does");
     info.copied = info.fresh = info.ignored = 0;
     for (const auto& e : layout.entries()) {
         const bool decoder = param_group(e.name) == ParamGroup::DECODER;
