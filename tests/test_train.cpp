@@ -200,8 +200,10 @@ TEST_CASE("train: eval reproduces the run validation loss and plot draws the cur
     std::string line, last;
     while (std::getline(in, line)) last = line;
     const double val = nlohmann::json::parse(last).at("val_loss").get<double>();
+    // --sample first: the trainer's validation reads the first --val-batches batches
     auto e = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data +
-                                               " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1 --json");
+                                               " --val-fraction 0.2 --batch-size 4 --max-batches 2 --sample first"
+                                               " --threads 1 --json");
     INFO(e.err);
     REQUIRE(e.exit_code == 0);
     const auto report = nlohmann::json::parse(e.out);
@@ -219,7 +221,8 @@ TEST_CASE("train: eval reproduces the run validation loss and plot draws the cur
     const std::string note = "warning: --neighbours is deprecated: use --knn (the neighbours folder)\n";
     auto old = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " --db " + (dir / "db").string() +
                                                  " --neighbours " + (dir / "knn").string() +
-                                                 " --val-fraction 0.2 --batch-size 4 --max-batches 2 --threads 1 --json");
+                                                 " --val-fraction 0.2 --batch-size 4 --max-batches 2 --sample first"
+                                                 " --threads 1 --json");
     REQUIRE_MESSAGE(old.exit_code == 0, old.err);
     CHECK(old.out == e.out);
     CHECK(old.err.find(note) != std::string::npos);

@@ -296,3 +296,61 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("alpha") != std::string::npos);
 }
+
+TEST_CASE("eval: --max-batches keeps sequences spread over the split (or the first ones), and says which") {
+    std::vector<std::int64_t> split(10);
+    for (int i = 0; i < 10; i++) split[static_cast<std::size_t>(i)] = 100 + 3 * i;
+    CHECK(sample_sequences(split, 4, "spread") == std::vector<std::int64_t>{100, 106, 115, 121});   // i * 10 / 4
+    CHECK(sample_sequences(split, 4, "first") == std::vector<std::int64_t>{100, 103, 106, 109});
+    CHECK(sample_sequences(split, 0, "spread") == split);
+    CHECK(sample_sequences(split, 10, "spread") == split);
+    CHECK(sample_sequences(split, 25, "first") == split);
+    // every count: distinct, in split order, reaching past the split's first half
+    std::vector<std::int64_t> big(457);
+    for (std::size_t i = 0; i < big.size(); i++) big[i] = static_cast<std::int64_t>(i);
+    for (std::int64_t count = 1; count < 457; count++) {
+        const auto s = sample_sequences(big, count, "spread");
+        REQUIRE(static_cast<std::int64_t>(s.size()) == count);
+        CHECK(std::is_sorted(s.begin(), s.end()));
+        CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());
+        CHECK(s.front() == 0);
+        CHECK(s.back() >= 457 - (457 + count - 1) / count);   // the last one within a stride of the end
+    }
+
+    // the tool: a spread sample reads other sequences than the first ones, and the report names its sample
+    test::TempDir dir("train-eval-sample");
+    const int cs = 4, seq_len = 16;
+    const auto t = write_eval_db(dir / "db", dir / "knn", test::chunk_test_tokenizer(), cs, seq_len, 24);
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
+    auto tr = test::run_tool("retro-train", data + " --config " + test::config_path() + " --out " + (dir / "run").string() +
+                                                " --steps 2 --batch-size 4 --val-every 0 --quiet --threads 1");
+    REQUIRE_MESSAGE(tr.exit_code == 0, tr.err);
+    RetroData rd((dir / "db").string(), (dir / "knn").string(), RetroConfig::load((dir / "run" / "config.json").string()), 0.0);
+    const auto& seqs = rd.train_seqs();
+    REQUIRE(seqs.size() > 6);
+    auto first_chunks = [&](const std::string& sample) {
+        auto e = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data +
+                                                   " --split all --batch-size 3 --max-batches 2 --sample " + sample +
+                                                   " --token-losses " + (dir / (sample + ".npy")).string() +
+                                                   " --json --quiet --threads 1");
+        REQUIRE_MESSAGE(e.exit_code == 0, e.err);
+        const auto j = nlohmann::json::parse(e.out);
+        CHECK(j.at("sample") == sample);
+        CHECK(j.at("sequences") == 6);
+        CHECK(j.at("split_sequences") == seqs.size());
+        return j.at("token_losses").at("sequence_first_chunks").get<std::vector<std::int64_t>>();
+    };
+    std::vector<std::int64_t> spread_starts, first_starts;
+    for (const auto s : sample_sequences(seqs, 6, "spread")) spread_starts.push_back(t.seq_starts[static_cast<std::size_t>(s)]);
+    for (const auto s : sample_sequences(seqs, 6, "first")) first_starts.push_back(t.seq_starts[static_cast<std::size_t>(s)]);
+    CHECK(first_chunks("spread") == spread_starts);
+    CHECK(first_chunks("first") == first_starts);
+    CHECK(spread_starts != first_starts);
+    auto whole = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data +
+                                                   " --split all --no-shuffled --json --quiet --threads 1");
+    REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
+    CHECK(nlohmann::json::parse(whole.out).at("sample") == "all");
+    auto bad = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data + " --sample random --quiet");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("--sample") != std::string::npos);
+}

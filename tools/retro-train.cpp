@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
             ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
             ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
             ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
+            ev->add_option("--sample", e.sample,
+                           "Which sequences --max-batches keeps: spread (evenly over the split, which runs in "
+                           "document order) or first")
+                ->check(CLI::IsMember({"spread", "first"}))->capture_default_str();
             ev->add_option("--alphas", e.alphas, "Overlap filters: chunks with r <= alpha (1 = all chunks is always shown)")
                 ->delimiter(',')->capture_default_str();
             ev->add_option("--overlap-with", e.overlap_with,

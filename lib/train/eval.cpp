@@ -92,10 +92,25 @@ struct Mode {
 
 }  // namespace
 
+std::vector<std::int64_t> sample_sequences(const std::vector<std::int64_t>& split, std::int64_t count,
+                                           const std::string& how) {
+    const auto S = static_cast<std::int64_t>(split.size());
+    if (count <= 0 || count >= S) return split;
+    if (how == "first") return {split.begin(), split.begin() + count};
+    // sequence floor(i * S / count) for i < count: distinct (S > count), in split order, the first one included
+    std::vector<std::int64_t> out;
+    out.reserve(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; i++) out.push_back(split[static_cast<std::size_t>(i * S / count)]);
+    return out;
+}
+
 EvalReport train_eval(const EvalOptions& o) {
     if (o.split != "val" && o.split != "train" && o.split != "all")
         user_error_in("--split", "must be val, train or all, got \"" + o.split + "\"");
     if (o.batch_size <= 0) user_error_in("--batch-size", "must be positive");
+    if (o.max_batches < 0) user_error_in("--max-batches", "must be 0 (every sequence) or positive");
+    if (o.sample != "spread" && o.sample != "first")
+        user_error_in("--sample", "must be spread or first, got \"" + o.sample + "\"");
     if (o.overlap_with != "own" && o.overlap_with != "read")
         user_error_in("--overlap-with", "must be own or read, got \"" + o.overlap_with + "\"");
     for (double a : o.alphas)
@@ -114,9 +129,7 @@ EvalReport train_eval(const EvalOptions& o) {
     RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction);
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
-    std::vector<std::int64_t> seqs = split_seqs;
-    if (o.max_batches > 0 && static_cast<std::int64_t>(seqs.size()) > o.max_batches * o.batch_size)
-        seqs.resize(static_cast<std::size_t>(o.max_batches * o.batch_size));
+    const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
     const bool knn = !o.neighbours.empty();
     memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), knn),
                    "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
@@ -133,6 +146,8 @@ EvalReport train_eval(const EvalOptions& o) {
     rep.baseline = o.baseline;
     rep.split = o.split;
     rep.sequences = static_cast<std::int64_t>(seqs.size());
+    rep.split_sequences = static_cast<std::int64_t>(split_seqs.size());
+    rep.sample = seqs.size() < split_seqs.size() ? o.sample : "all";
     rep.seq_len = n;
     rep.has_bytes = !token_bytes.empty();
     rep.has_overlap = knn;
@@ -267,6 +282,8 @@ nlohmann::json EvalReport::to_json() const {
     j["baseline"] = baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(baseline);
     j["split"] = split;
     j["sequences"] = sequences;
+    j["split_sequences"] = split_sequences;
+    j["sample"] = sample;
     j["chunks"] = all().chunks;
     j["labels"] = all().labels;
     j["bytes"] = has_bytes ? nlohmann::json(all().bytes) : nlohmann::json(nullptr);
@@ -299,8 +316,9 @@ nlohmann::json EvalReport::to_json() const {
 std::string EvalReport::to_text() const {
     std::ostringstream s;
     char line[256];
-    s << "retro-train eval: " << run << " on " << db << " (" << split << " split: " << sequences << " sequences, "
-      << all().chunks << " chunks, " << all().labels << " tokens";
+    s << "retro-train eval: " << run << " on " << db << " (" << split << " split: " << sequences << " sequences";
+    if (sample != "all") s << " of " << split_sequences << ", " << (sample == "spread" ? "spread over it" : "the first");
+    s << ", " << all().chunks << " chunks, " << all().labels << " tokens";
     if (has_bytes) s << ", " << all().bytes << " bytes";
     s << ")\n";
     if (has_overlap) {

@@ -30,6 +30,10 @@ struct EvalOptions {
     double val_fraction = 0.05;
     std::int64_t batch_size = 8;
     std::int64_t max_batches = 0;  // 0 = every sequence of the split
+    // which sequences --max-batches keeps: "spread" (evenly spaced over the split, the default: the split runs
+    // in document order, so its first batches are a few documents' topics) or "first" (the first ones, as
+    // retro-train eval did before 2026-11-27; docs/retrieval.md section 16)
+    std::string sample = "spread";
     std::vector<double> alphas = {0.125, 0.25, 0.5, 1.0};
     bool shuffled = true;          // the shuffled-neighbours control (with neighbours)
     std::uint64_t shuffle_seed = 1;
@@ -52,6 +56,8 @@ struct EvalFilter {
 struct EvalReport {
     std::string run, db, knn, baseline, split;
     std::int64_t sequences = 0, seq_len = 0;
+    std::int64_t split_sequences = 0;  // sequences in the split; `sequences` of them evaluated
+    std::string sample = "all";        // all | spread | first (EvalOptions::sample, "all" when none was cut)
     bool has_bytes = false;            // the database's tokenizer was found: bpb is filled
     bool has_overlap = false;          // neighbours given: filters by r
     double mean_overlap = 0;           // over evaluated chunks
@@ -68,5 +74,10 @@ struct EvalReport {
 };
 
 EvalReport train_eval(const EvalOptions& opts);
+
+// `count` of the split's sequences, as EvalOptions::sample says ("spread" or "first"); all of them when count is
+// 0 or not less than the split
+std::vector<std::int64_t> sample_sequences(const std::vector<std::int64_t>& split, std::int64_t count,
+                                           const std::string& how);
 
 }  // namespace retro
