@@ -353,7 +353,8 @@ TEST_CASE("eval: --max-batches keeps sequences spread over the split (or the fir
     auto bad = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data + " --sample random --quiet");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("--sample") != std::string::npos);
-    auto negative = test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data + " --max-batches -1 --quiet");
+    auto negative =
+        test::run_tool("retro-train", "eval --run " + (dir / "run").string() + " " + data + " --max-batches -1 --quiet");
     CHECK(negative.exit_code == 2);
     CHECK(negative.err.find("--max-batches") != std::string::npos);
 }
