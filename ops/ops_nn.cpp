@@ -13,6 +13,7 @@
 #include "nn/attention.h"
 #include "nn/attention_layer.h"
 #include "nn/chunked_cross_attention.h"
+#include "nn/copy_head.h"
 #include "nn/cross_entropy.h"
 #include "nn/feed_forward.h"
 #include "nn/gelu.h"
@@ -267,6 +268,38 @@ std::unique_ptr<Case> cross_entropy_case(int64_t N, int64_t Vn, std::uint64_t se
                                              {"cross_entropy_forward", "cross_entropy_backward"});
 }
 
+// the copy head over a batch of B sequences of n tokens from a 5-token vocabulary (0 = pad: some neighbour tokens
+// are pads), chunk cs, k neighbours of r tokens: candidates from nn::copy_candidates_batch, then the gates
+std::unique_ptr<Case> copy_head_case(int64_t B, int64_t n, int64_t cs, int64_t k, int64_t r, int64_t C,
+                                     std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t Vn = 5, l = n / cs, rows = B * n, nb = nn::kCopyBuckets;
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B * n)), retrieved(static_cast<std::size_t>(B * l * k * r));
+    for (auto& e : inputs) e = static_cast<std::int32_t>(1 + rng() % (Vn - 1));
+    for (auto& e : retrieved) e = static_cast<std::int32_t>(rng() % Vn);
+    std::vector<nn::CopyCandidate> cand;
+    nn::copy_candidates_batch(cand, inputs.data(), B, n, retrieved.data(), l, k, r, cs, 0);
+    Tensors in{random_tensor(rows * Vn, rng), random_tensor(rows * C, rng), random_tensor(nb, rng, 0.1),
+               random_tensor(nb * C, rng), random_tensor(rows * Vn, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool bwd) -> V<T> {
+        V<T> out{x[0]};
+        nn::copy_head_forward(out[0].data(), x[1].data(), cand.data(), rows, k, Vn, C, x[2].data(), x[3].data());
+        if (!bwd) return out;
+        out.push_back(x[4]);   // dlogits: the gates add to the logits, whose gradient passes through
+        out.push_back(std::vector<T>(rows * C, T(0)));
+        out.push_back(std::vector<T>(nb, T(0)));
+        out.push_back(std::vector<T>(nb * C, T(0)));
+        nn::copy_head_backward(out[2].data(), out[3].data(), out[4].data(), x[4].data(), x[1].data(), cand.data(), rows,
+                               k, Vn, C, x[3].data());
+        return out;
+    };
+    return make<decltype(body)>({dims({{"B", B}, {"n", n}, {"cs", cs}, {"k", k}, {"r", r}, {"C", C}}),
+                                 6.0 * rows * k * C, 4.0 * (2 * rows * Vn + rows * C + nb * C),
+                                 {"logits", "xn", "bias", "weight", "dy"}, {true, true, true, true, false},
+                                 {"y", "dlogits", "dxn", "dbias", "dweight"}},
+                                std::move(in), body);
+}
+
 // chunked cross-attention over k neighbours of r tokens per chunk (null key/value, a missing neighbour)
 std::unique_ptr<Case> cca_case(int64_t B, int64_t n, int64_t cs, int64_t k, int64_t r, int64_t dim, int64_t H, int64_t Dh,
                                std::uint64_t seed) {
@@ -376,6 +409,11 @@ void register_nn(std::vector<OpInfo>& out) {
          "tests/test_nn_decode.cpp: nn: CCA rows over cached chunk keys/values equal cca_forward at every position"},
         [](std::uint64_t s) { return cca_case(2, s % 2 ? 11 : 9, 3, 2, 4, 5, 2, 6, s); },
         [] { return cca_case(8, 256, 32, 2, 64, 128, 8, 32, 1); });
+    add("nn.copy_head", "lib/nn/copy_head.h",
+        {nn_tests + "nn: copy head candidates against a brute-force search",
+         "tests/test_generate.cpp: generate: the copy head's cached logits equal a full recompute"},
+        [](std::uint64_t s) { return copy_head_case(2, s % 2 ? 12 : 10, 3, 2, 6, 4, s); },
+        [] { return copy_head_case(8, 256, 8, 2, 16, 128, 1); });
     register_nn_backend(out);   // ops_nn_backend.cpp: the NnBackend ops without an nn.* entry above
 }
 

@@ -20,6 +20,7 @@
 #include "model/params.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
+#include "test_model_fixtures.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -81,10 +82,10 @@ double rel_err(const T* a, const std::vector<T>& ref) {
 // tokens; every step's logits against the full forward of that sequence alone. `make(model, retrieval)` gives the
 // decoder under test (CachedDecoder, or BackendDecoder on a backend).
 template <typename T, typename Make>
-void check_cached_equals_full(bool retrieval, double tol, Make make) {
-    const RetroConfig c = decode_config();
+void check_cached_equals_full(bool retrieval, double tol, Make make, const RetroConfig& c = decode_config()) {
     RetroModel<T> model(c);
     params_init(model.params(), model.layout(), 7);
+    test::randomise_copy_head(model.params(), model.layout(), 7);   // config copy_head: gates that move the logits
     RetroModel<T> full(c);
     full.params() = model.params();
     std::mt19937 rng(11);
@@ -170,6 +171,18 @@ TEST_CASE("generate: cached decoding equals a full recompute without retrieval (
 
 TEST_CASE("generate: cached decoding equals a full recompute in double (1e-12)") {
     check_cached_equals_full<double>(true, 1e-12);
+}
+
+TEST_CASE("generate: the copy head's cached logits equal a full recompute") {
+    RetroConfig c = decode_config();
+    c.copy_head = true;
+    c.num_tokens = 6;   // a small vocabulary: the history matches the neighbours often, in several buckets
+    auto cached = [](const RetroModel<double>& m, bool ret) { return std::make_unique<CachedDecoder<double>>(m, 2, ret); };
+    check_cached_equals_full<double>(true, 1e-12, cached, c);
+    check_cached_equals_full<double>(false, 1e-12, cached, c);
+    nn::HostNnBackend be;   // the GPU paths refuse it in one line
+    RetroModel<float> m(c);
+    CHECK_THROWS_WITH_AS(BackendDecoder(c, m.params().data(), be, 1, true), doctest::Contains("copy_head"), UserError);
 }
 
 TEST_CASE("generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)") {

@@ -12,10 +12,12 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "model/backend_model.h"
 #include "model/config.h"
 #include "model/param_groups.h"
 #include "model/params.h"
 #include "model/retro.h"
+#include "nn/nn_backend_host.h"
 #include "test_model_fixtures.h"
 #include "test_nn_gradcheck.h"
 #include "test_util.h"
@@ -264,6 +266,38 @@ TEST_CASE("model: cca_zero_init starts RETRO at its no-retrieval twin's function
         if (e.name.find(".1.fn.cross_attn.to_out.weight") != std::string::npos)
             for (std::int64_t i = 0; i < e.numel; i++) g += std::abs(z.grads()[e.offset + i]);
     CHECK(g > 0);
+}
+
+TEST_CASE("model: copy head - gradient check in double, zero at the start, nothing without neighbours") {
+    auto c = tiny_config();
+    c.copy_head = true;
+    CHECK(RetroConfig::from_json(c.to_json(), "x").copy_head);
+    CHECK_FALSE(tiny_config().to_json().contains("copy_head"));
+    CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"copy_head": "yes"})"), "x"), UserError);
+    CHECK_THROWS_AS(RetroConfig::from_json(nlohmann::json::parse(R"({"copy_head": true, "dec_cross_attn_layers": []})"), "x"),
+                    UserError);
+    // tiny's 13-token vocabulary makes matches of 1-3 tokens common: the gates fire in several buckets
+    model_grad_check(c, tiny_batch(c, 2, 12, 3));
+    // the head is a CCA-group tensor (retro-fitting trains it) and starts at zero: the plain model's function
+    const ParamLayout layout(c);
+    const auto trainable = param_trainable(layout, param_groups_parse("cca", "test"));
+    CHECK(trainable[static_cast<std::size_t>(&layout.at("copy_head.weight") - layout.entries().data())]);
+    RetroModel<float> head(c), plain(tiny_config());
+    params_init(head.params(), head.layout(), 21);
+    params_init(plain.params(), plain.layout(), 21);
+    CHECK(std::equal(plain.params().begin(), plain.params().end(), head.params().begin()));
+    const auto with = tiny_batch(c, 2, 12, 3), without = tiny_batch(c, 2, 12, 3, false);
+    head.forward(with);
+    plain.forward(with);
+    CHECK(head.logits() == plain.logits());
+    randomise_copy_head(head.params(), head.layout(), 4);
+    head.forward(with);
+    CHECK(head.logits() != plain.logits());
+    head.forward(without);   // no neighbours: no candidates, the plain decoder's logits bit for bit
+    plain.forward(without);
+    CHECK(head.logits() == plain.logits());
+    nn::HostNnBackend be;   // the backend model (--device cuda) has no copy head op: refused in one line
+    CHECK_THROWS_WITH_AS(BackendRetroModel(c, be), doctest::Contains("copy_head"), UserError);
 }
 
 TEST_CASE("model: shipped configs load") {

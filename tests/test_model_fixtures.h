@@ -57,6 +57,16 @@ inline RetroBatch tiny_batch(const RetroConfig& c, std::int64_t B, std::int64_t 
     return b;
 }
 
+// The copy head (config copy_head) starts at zero; tests give it values so that its gates move the logits.
+template <typename T>
+void randomise_copy_head(std::vector<T>& params, const ParamLayout& layout, unsigned seed) {
+    std::mt19937 rng(seed + 2);
+    std::uniform_real_distribution<double> u(-0.5, 0.5);
+    for (const auto& e : layout.entries())
+        if (e.name.compare(0, 10, "copy_head.") == 0)
+            for (std::int64_t i = 0; i < e.numel; i++) params[e.offset + i] = static_cast<T>(u(rng));
+}
+
 template <typename T>
 void randomise(RetroModel<T>& m, unsigned seed) {
     params_init(m.params(), m.layout(), seed);
@@ -65,6 +75,7 @@ void randomise(RetroModel<T>& m, unsigned seed) {
     for (const auto& e : m.layout().entries())   // norm gains away from 1 so their gradients are exercised
         if (e.name.find("gamma") != std::string::npos)
             for (std::int64_t i = 0; i < e.numel; i++) m.params()[e.offset + i] = static_cast<T>(u(rng));
+    randomise_copy_head(m.params(), m.layout(), seed);
 }
 
 }  // namespace retro::test

@@ -3,6 +3,7 @@
 // float-vs-double and small exact-value checks of the forward passes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "nn/attention.h"
 #include "nn/attention_layer.h"
 #include "nn/chunked_cross_attention.h"
+#include "nn/copy_head.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
@@ -393,4 +395,59 @@ TEST_CASE("nn: float ops agree with double") {
         mx = std::max(mx, std::abs(y[i]));
     }
     CHECK(md / mx < 1e-5);
+}
+
+namespace {
+// The copy head's candidate by its definition (nn/copy_head.h), searched the other way round: the longest L first,
+// then the last j whose L tokens all match (pads never match) and whose next token is not a pad.
+nn::CopyCandidate brute_copy_candidate(const std::vector<std::int32_t>& h, std::int64_t p, const std::int32_t* N,
+                                       std::int64_t r, std::int32_t pad) {
+    for (std::int64_t L = std::min<std::int64_t>(nn::kCopyMaxMatch, p + 1); L >= 1; L--)
+        for (std::int64_t j = r - 2; j >= L - 1; j--) {
+            if (N[j + 1] == pad) continue;
+            bool all = true;
+            for (std::int64_t t = 0; t < L && all; t++) all = N[j - t] != pad && N[j - t] == h[static_cast<std::size_t>(p - t)];
+            if (all) return {N[j + 1], static_cast<std::int32_t>(nn::copy_bucket(L)), static_cast<std::int32_t>(L)};
+        }
+    return {};
+}
+}  // namespace
+
+TEST_CASE("nn: copy head candidates against a brute-force search") {
+    // by hand: history ... 5 6 7 | neighbour 1 5 6 7 9 5 6 7 0 -> the later 5 6 7 is followed by a pad, the first by 9
+    const std::vector<std::int32_t> h = {3, 5, 6, 7}, N = {1, 5, 6, 7, 9, 5, 6, 7, 0};
+    nn::CopyCandidate c;
+    nn::copy_candidates(&c, h.data(), 3, N.data(), 1, static_cast<std::int64_t>(N.size()), 0);
+    CHECK(c.token == 9);
+    CHECK(c.length == 3);
+    CHECK(c.bucket == 2);
+    const std::vector<std::int32_t> none = {1, 2, 4, 8};   // no token of the history: no candidate
+    nn::copy_candidates(&c, h.data(), 3, none.data(), 1, 4, 0);
+    CHECK(c.token == -1);
+    CHECK(c.bucket == -1);
+    // buckets: 1, 2, 3, 4, 5-6, 7-8, 9-12, 13-16, 17-24, 25-32, 33-48, 49-64
+    const std::int64_t edges[][2] = {{1, 0}, {4, 3}, {5, 4}, {6, 4}, {8, 5}, {9, 6}, {16, 7}, {17, 8}, {32, 9},
+                                     {33, 10}, {48, 10}, {64, 11}};
+    for (const auto& e : edges) CHECK(nn::copy_bucket(e[0]) == e[1]);
+    // random histories over a 4-token vocabulary (0 = pad) against random neighbours, k = 3, r = 10 and 70 (past
+    // the 64-token cap: a neighbour that repeats the history)
+    std::mt19937 rng(5);
+    for (std::int64_t r : {10, 70})
+        for (int trial = 0; trial < 200; trial++) {
+            const std::int64_t k = 3, p = static_cast<std::int64_t>(rng() % 80);
+            std::vector<std::int32_t> hist(static_cast<std::size_t>(p + 1)), nb(static_cast<std::size_t>(k * r));
+            for (auto& x : hist) x = 1 + static_cast<std::int32_t>(rng() % 3);
+            for (auto& x : nb) x = static_cast<std::int32_t>(rng() % 4);
+            if (trial % 5 == 0)   // neighbour 0 holds the history's tail verbatim
+                for (std::int64_t t = 0; t + 1 < r && t <= p; t++) nb[static_cast<std::size_t>(r - 2 - t)] = hist[static_cast<std::size_t>(p - t)];
+            std::vector<nn::CopyCandidate> got(static_cast<std::size_t>(k));
+            nn::copy_candidates(got.data(), hist.data(), p, nb.data(), k, r, 0);
+            for (std::int64_t m = 0; m < k; m++) {
+                const auto want = brute_copy_candidate(hist, p, nb.data() + m * r, r, 0);
+                INFO("r " << r << " trial " << trial << " neighbour " << m);
+                CHECK(got[static_cast<std::size_t>(m)].token == want.token);
+                CHECK(got[static_cast<std::size_t>(m)].length == want.length);
+                CHECK(got[static_cast<std::size_t>(m)].bucket == want.bucket);
+            }
+        }
 }

@@ -61,6 +61,8 @@ BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, n
                                bool retrieval)
     : c_(config), be_(be) {
     RETRO_CHECK(sequences > 0, "decoder needs at least one sequence");
+    if (c_.copy_head)   // nn/copy_head.h has no backend op yet (docs/retrieval.md section 17)
+        user_error_in("model config", "\"copy_head\" runs on the CPU only", "generate with --device cpu");
     const ParamLayout layout(c_);
     p_ = bind_params(const_cast<float*>(params), layout, c_);
     first_cca_ = c_.first_cca_layer() - 1;

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "generate/decode_rows.h"
 #include "model/layer_shapes.h"
+#include "nn/copy_head.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
 #include "nn/linear.h"
@@ -62,6 +63,7 @@ void CachedDecoder<T>::reset(std::int64_t s) {
     q.encoded = 0;
     q.ctx.clear();
     q.retrieved.clear();
+    q.tokens.clear();
     for (std::size_t i = 0; i < kv_.size(); i++) {
         kv_[i][static_cast<std::size_t>(s)].clear();
         cca_kv_[i][static_cast<std::size_t>(s)].clear();
@@ -126,15 +128,20 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
         nn::feed_forward_forward(y.data(), ff_cache, xn.data(), L.ff, R, Cd, ff_inner(Cd));
         residual_sum(x, x2, y);
     }
-    for (std::int64_t s = 0; s < S; s++)
-        seqs_[static_cast<std::size_t>(s)].n +=
-            row_begin_[static_cast<std::size_t>(s + 1)] - row_begin_[static_cast<std::size_t>(s)];
+    for (std::int64_t s = 0; s < S; s++) {
+        auto& q = seqs_[static_cast<std::size_t>(s)];
+        const auto b = row_begin_[static_cast<std::size_t>(s)], en = row_begin_[static_cast<std::size_t>(s + 1)];
+        q.n += en - b;
+        if (c_.copy_head) q.tokens.insert(q.tokens.end(), ids.begin() + b, ids.begin() + en);
+    }
 
     // logits of every row, or of each advancing sequence's last row
     std::vector<T> xs;
+    std::vector<std::int64_t> src;   // the step row of each output row
     std::int64_t out_rows = R;
     if (all_logits) {
         xs = std::move(x);
+        for (std::int64_t i = 0; i < R; i++) src.push_back(i);
         for (std::int64_t s = 0; s < S; s++)
             if (row_begin_[static_cast<std::size_t>(s + 1)] > row_begin_[static_cast<std::size_t>(s)])
                 last_row_[static_cast<std::size_t>(s)] = row_begin_[static_cast<std::size_t>(s + 1)] - 1;
@@ -144,12 +151,30 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
             const auto en = row_begin_[static_cast<std::size_t>(s + 1)];
             if (en == row_begin_[static_cast<std::size_t>(s)]) continue;
             xs.insert(xs.end(), x.begin() + (en - 1) * Cd, x.begin() + en * Cd);
+            src.push_back(en - 1);
             last_row_[static_cast<std::size_t>(s)] = out_rows++;
         }
     }
     rmsnorm(xn, xs, p_.dec_norm_out, out_rows, Cd);
     logits_.resize(static_cast<std::size_t>(out_rows * V));
     nn::linear_forward(logits_.data(), xn.data(), p_.to_logits_w, p_.to_logits_b, out_rows, Cd, V);
+    if (c_.copy_head && retrieval_) add_copy_head(src, xn);
+}
+
+template <typename T>
+void CachedDecoder<T>::add_copy_head(const std::vector<std::int64_t>& src, const std::vector<T>& xn) {
+    const std::int64_t cs = c_.chunk_size, rows = static_cast<std::int64_t>(src.size());
+    std::vector<nn::CopyCandidate> cand(static_cast<std::size_t>(rows * k_));
+    for (std::int64_t i = 0; i < rows; i++) {
+        const std::int64_t row = src[static_cast<std::size_t>(i)], pos = row_pos_[static_cast<std::size_t>(row)];
+        const auto& q = seqs_[static_cast<std::size_t>(row_seq_[static_cast<std::size_t>(row)])];
+        if (pos < cs - 1) continue;
+        const std::int64_t u = (pos + 1) / cs - 1;   // the chunk CCA read at pos (it checked that it is there)
+        nn::copy_candidates(cand.data() + i * k_, q.tokens.data(), pos, q.retrieved.data() + u * k_ * r_, k_, r_,
+                            c_.pad_id);
+    }
+    nn::copy_head_forward(logits_.data(), xn.data(), cand.data(), rows, k_, c_.num_tokens, c_.dec_dim, p_.copy_bias,
+                          p_.copy_weight);
 }
 
 template <typename T>

@@ -11,6 +11,8 @@
 //                   (+ continuations) given by add_neighbours. E_u never changes afterwards.
 //   CCA             every CCA layer projects E_u to keys and values once and keeps them with the pad mask; a
 //                   row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1; rows p < cs - 1 get 0.
+//   copy head       (config copy_head, nn/copy_head.h) each output row's gates, from the sequence's ids so far
+//                   and chunk u(p)'s neighbours, as RetroModel::forward computes them.
 // Several sequences advance together: the rows of all sequences share each linear's GEMM, attention
 // runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's
 // forward without neighbours.
@@ -58,9 +60,13 @@ private:
         std::int64_t n = 0;                      // positions fed so far
         std::vector<T> ctx;                      // first CCA layer's x1 rows [n, Cd] (encoder context)
         std::vector<std::int32_t> retrieved;     // [chunks, k, r]
+        std::vector<std::int32_t> tokens;        // the ids fed so far (the copy head's history)
         std::int64_t encoded = 0;                // chunks whose E_u is in the CCA caches
     };
     void encode_finished_chunks();
+    // config copy_head: adds the gates of rows `src` (indices into this step's rows) to logits_ (xn: their
+    // normalised final states).
+    void add_copy_head(const std::vector<std::int64_t>& src, const std::vector<T>& xn);
 
     const RetroParams<T>& p_;
     RetroConfig c_;

@@ -180,6 +180,8 @@ std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShap
 BackendRetroModel::BackendRetroModel(const RetroConfig& config, nn::NnBackend& backend)
     : config_(config), layout_(config), be_(backend) {
     config_.validate("model config");
+    if (config_.copy_head)   // nn/copy_head.h has no backend op yet (docs/retrieval.md section 17)
+        user_error_in("model config", "\"copy_head\" runs on the CPU only", "train with --device cpu");
     const std::size_t bytes = static_cast<std::size_t>(layout_.total()) * sizeof(float);
     params_ = static_cast<float*>(be_.alloc(bytes));
     grads_ = static_cast<float*>(be_.alloc(bytes));

@@ -43,6 +43,7 @@ nlohmann::json RetroConfig::to_json() const {
     if (neighbour_min_match != 0) j["neighbour_min_match"] = neighbour_min_match;
     if (tie_embeddings) j["tie_embeddings"] = true;
     if (cca_zero_init) j["cca_zero_init"] = true;
+    if (copy_head) j["copy_head"] = true;
     return j;
 }
 
@@ -53,7 +54,7 @@ const std::set<std::string> KNOWN = {"num_tokens", "max_seq_len", "enc_dim", "en
                                      "dec_attn_dropout", "dec_ff_dropout", "use_deepnet", "gated_rmsnorm",
                                      "norm_klass", "enc_scale_residual", "dec_scale_residual", "comment",
                                      "cca_query_positions", "neighbour_alignment", "neighbour_min_match",
-                                     "tie_embeddings", "cca_zero_init"};
+                                     "tie_embeddings", "cca_zero_init", "copy_head"};
 
 std::int64_t get_int(const nlohmann::json& j, const char* key, std::int64_t def, const std::string& where) {
     if (!j.contains(key)) return def;
@@ -104,7 +105,8 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
             user_error_in(where, "\"neighbour_alignment\" must be \"chunk\" or \"match\"", "see docs/model.md");
         c.neighbour_alignment = v.get<std::string>();
     }
-    for (auto [key, field] : {std::pair{"tie_embeddings", &c.tie_embeddings}, {"cca_zero_init", &c.cca_zero_init}})
+    for (auto [key, field] : {std::pair{"tie_embeddings", &c.tie_embeddings}, {"cca_zero_init", &c.cca_zero_init},
+                              {"copy_head", &c.copy_head}})
         if (j.contains(key)) {
             if (!j.at(key).is_boolean()) user_error_in(where, cat("\"", key, "\" must be true or false"));
             *field = j.at(key).get<bool>();
@@ -158,6 +160,9 @@ void RetroConfig::validate(const std::string& where) const {
     if (tie_embeddings && enc_dim != dec_dim)
         user_error_in(where, cat("\"tie_embeddings\" needs enc_dim == dec_dim (the head reads token_emb), got ",
                                  enc_dim, " and ", dec_dim));
+    if (copy_head && dec_cross_attn_layers.empty())
+        user_error_in(where, "\"copy_head\" needs a CCA layer (it reads the neighbours CCA reads)",
+                      "list one in \"dec_cross_attn_layers\"");
     std::set<std::int64_t> seen;
     for (auto l : dec_cross_attn_layers) {
         if (l < 1 || l > dec_depth)

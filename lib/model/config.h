@@ -50,6 +50,11 @@ struct RetroConfig {
     // the same values), and CCA adds to the residual stream only what training makes it add. Not an RP argument;
     // written to JSON only when true (docs/retrieval.md section 14).
     bool cca_zero_init = false;
+    // The copy head (nn/copy_head.h): a per-token gate on "copy the token that followed the longest match of the
+    // text so far in a neighbour CCA reads", added to the logits; tensors copy_head.bias / copy_head.weight, zero at
+    // the start (the plain model's function). Needs a CCA layer. Not an RP argument; written to JSON only when true
+    // (docs/retrieval.md section 17). CPU training and decoding only: the GPU paths refuse it.
+    bool copy_head = false;
 
     std::int64_t inner_dim() const { return heads * dim_head; }
     std::int64_t rot_dim() const { return dim_head < 32 ? dim_head : 32; }   // RP: min(dim_head, MIN_DIM_HEAD)

@@ -88,6 +88,10 @@ RetroParams<T> bind_params(T* base, const ParamLayout& layout, const RetroConfig
     p.to_logits_w = c.tie_embeddings ? p.token_emb : b.at("to_logits.weight");   // tied: the same tensor, so the
                                                                                   // head's gradient adds to token_emb's
     p.to_logits_b = b.at("to_logits.bias");
+    if (c.copy_head) {
+        p.copy_bias = b.at("copy_head.bias");
+        p.copy_weight = b.at("copy_head.weight");
+    }
     return p;
 }
 

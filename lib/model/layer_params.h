@@ -39,6 +39,7 @@ struct RetroParams {
     T *enc_norm_out = nullptr, *enc_project_w = nullptr, *enc_project_b = nullptr;
     std::vector<DecoderLayerParams<T>> decoder;
     T *dec_norm_out = nullptr, *to_logits_w = nullptr, *to_logits_b = nullptr;
+    T *copy_bias = nullptr, *copy_weight = nullptr;   // config copy_head (nn/copy_head.h); null without
 };
 
 template <typename T>

@@ -24,7 +24,7 @@ bool is_cca(const std::string& n) {
 
 ParamGroup param_group(const std::string& n) {
     if (n.compare(0, 8, "encoder.") == 0) return ParamGroup::ENCODER;
-    if (is_cca(n)) return ParamGroup::CCA;
+    if (is_cca(n) || n.compare(0, 10, "copy_head.") == 0) return ParamGroup::CCA;
     return ParamGroup::DECODER;
 }
 
@@ -90,7 +90,9 @@ std::int64_t param_backward_block(const std::string& name, const RetroConfig& c)
         const std::int64_t i = std::stoll(name.substr(dec.size(), dot - dec.size()));
         return 3 * i + 1 + (name[dot + 1] - '0');   // sub-block 0 attention, 1 CCA, 2 feed-forward
     }
-    if (name == "decoder.norm_out.gamma" || name.compare(0, 10, "to_logits.") == 0) return 3 * c.dec_depth + 1;
+    if (name == "decoder.norm_out.gamma" || name.compare(0, 10, "to_logits.") == 0 ||
+        name.compare(0, 10, "copy_head.") == 0)
+        return 3 * c.dec_depth + 1;
     return 0;   // token_emb, pos_emb, to_decoder_model_dim
 }
 

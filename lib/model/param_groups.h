@@ -1,5 +1,6 @@
 // Parameter groups for freezing (retro-fitting, RETRO paper §4.2): every tensor of the layout belongs to one of
-//   cca      the decoder's chunked-cross-attention blocks with their norms (decoder.layers.I.1.*),
+//   cca      the decoder's chunked-cross-attention blocks with their norms (decoder.layers.I.1.*), and the copy
+//            head (copy_head.*, config copy_head: it reads the neighbours too),
 //   encoder  the retrieval encoder with its norms, cross-attention and project_out (encoder.*),
 //   decoder  everything else: token and position embeddings, to_decoder_model_dim, the decoder's
 //            self-attention and feed-forward blocks and norms, decoder.norm_out and the output head.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "nn/copy_head.h"
 
 namespace retro {
 
@@ -87,6 +88,10 @@ ParamLayout::ParamLayout(const RetroConfig& c) {
         linear("to_logits", V, Cd, true);
     else   // the head's weight is token_emb.weight (layer_params.cpp); its bias as nn.Linear(Cd, V)'s
         add("to_logits.bias", {V}, PARAM_INIT_LINEAR_BIAS, 1.0 / std::sqrt(static_cast<double>(Cd)));
+    if (c.copy_head) {   // nn/copy_head.h: zeros (ONES at value 0 draws nothing: the other tensors keep their values)
+        add("copy_head.bias", {nn::kCopyBuckets}, PARAM_INIT_ONES, 0.0);
+        add("copy_head.weight", {nn::kCopyBuckets, Cd}, PARAM_INIT_ONES, 0.0);
+    }
 }
 
 template <typename T>

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/layer_shapes.h"
 #include "model/param_groups.h"
+#include "nn/copy_head.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -138,6 +139,12 @@ T RetroModel<T>::forward(const RetroBatch& batch) {
     nn::rmsnorm_forward(xn_final_.data(), rms_final_.data(), x_final_.data(), p_.dec_norm_out, N, Cd);
     logits_.resize(static_cast<std::size_t>(N * V));
     nn::linear_forward(logits_.data(), xn_final_.data(), p_.to_logits_w, p_.to_logits_b, N, Cd, V);
+    copy_active_ = retrieval_ && c.copy_head;
+    if (copy_active_) {   // nn/copy_head.h: the gate on what followed the longest match in a read neighbour
+        nn::copy_candidates_batch(copy_cand_, inputs_.data(), B, n, retrieved_.data(), l_, k_, r_, cs, c.pad_id);
+        nn::copy_head_forward(logits_.data(), xn_final_.data(), copy_cand_.data(), N, k_, V, Cd, p_.copy_bias,
+                              p_.copy_weight);
+    }
     lse_.resize(static_cast<std::size_t>(N));
     return nn::cross_entropy_forward(lse_.data(), &valid_, logits_.data(), labels_.data(), N, V, c.pad_id);
 }
@@ -153,6 +160,9 @@ void RetroModel<T>::backward(T scale) {
     std::vector<T> dxn(static_cast<std::size_t>(sz)), dx(dxn.size()), dn(dxn.size()), dtmp(dxn.size());
     nn::linear_backward(dxn.data(), head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, dlogits.get(),
                         xn_final_.data(), p_.to_logits_w, N, Cd, V);
+    if (copy_active_)
+        nn::copy_head_backward(dxn.data(), g_.copy_bias, g_.copy_weight, dlogits.get(), xn_final_.data(),
+                               copy_cand_.data(), N, k_, V, Cd, p_.copy_weight);
     dlogits.reset();
     nn::rmsnorm_backward(dx.data(), g_.dec_norm_out, dxn.data(), x_final_.data(), p_.dec_norm_out, rms_final_.data(), N,
                          Cd);

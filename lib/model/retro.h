@@ -7,7 +7,8 @@
 //                        first such layer: E = Encoder(token_emb[retrieved], ctx = x chunks)   (B.7)
 //                        x += CCA(RMS x, E)                                          (B.6, nn/chunked_cross_attention.h)
 //                    x += FFN(RMS x)
-//   logits = to_logits(RMS x);   loss = mean CE over labels != pad_id
+//   logits = to_logits(RMS x) (+ the copy head's gates with config copy_head, nn/copy_head.h);
+//   loss = mean CE over labels != pad_id
 //   encoder layer j over [B*l*k, r] neighbour tokens (no absolute positions):
 //       h += SelfAttn(RMS h; pad mask, rotary 0..r-1);  h += CrossAttn(RMS h, ctx; q rotary 0..r-1,
 //       k rotary 0..cs-1) on enc_cross_attn_layers;  h += FFN(RMS h);   E = project_out(RMS h)  [.., dec_dim]
@@ -25,6 +26,7 @@
 #include "model/params.h"
 #include "nn/attention_layer.h"
 #include "nn/chunked_cross_attention.h"
+#include "nn/copy_head.h"
 #include "nn/feed_forward.h"
 #include "nn/rotary.h"
 
@@ -101,6 +103,8 @@ private:
     std::vector<T> ctx_, E_;   // encoder context [M, cs, Cd], output [M, r, Cd]
     std::int64_t valid_ = 0;
     nn::RotaryTable<T> rot_dec_;
+    bool copy_active_ = false;                   // config copy_head with neighbours in the last forward
+    std::vector<nn::CopyCandidate> copy_cand_;   // [B, n, k]
 };
 
 }  // namespace retro
