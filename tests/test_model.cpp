@@ -278,10 +278,12 @@ TEST_CASE("model: copy head - gradient check in double, zero at the start, nothi
                     UserError);
     // tiny's 13-token vocabulary makes matches of 1-3 tokens common: the gates fire in several buckets
     model_grad_check(c, tiny_batch(c, 2, 12, 3));
-    // the head is a CCA-group tensor (retro-fitting trains it) and starts at zero: the plain model's function
+    // the head is its own group (`--train-only ...,copy`) and starts at zero: the plain model's function
     const ParamLayout layout(c);
-    const auto trainable = param_trainable(layout, param_groups_parse("cca", "test"));
-    CHECK(trainable[static_cast<std::size_t>(&layout.at("copy_head.weight") - layout.entries().data())]);
+    CHECK(param_group("copy_head.bias") == ParamGroup::COPY);
+    const auto trainable = param_trainable(layout, param_groups_parse("copy", "test"));
+    for (const auto& e : layout.entries())
+        CHECK(trainable[static_cast<std::size_t>(&e - layout.entries().data())] == (e.name.compare(0, 10, "copy_head.") == 0));
     RetroModel<float> head(c), plain(tiny_config());
     params_init(head.params(), head.layout(), 21);
     params_init(plain.params(), plain.layout(), 21);

@@ -247,7 +247,7 @@ TEST_CASE("retrofit: a base lacking CCA layers leaves them fresh and bad bases o
     // unknown group: lists the valid ones
     const auto e5 = refused("--train-only cca,bogus");
     CHECK(e5.find("bogus") != std::string::npos);
-    CHECK(e5.find("cca, encoder, decoder") != std::string::npos);
+    CHECK(e5.find("cca, encoder, copy, decoder") != std::string::npos);
     // groups that read neighbours, trained without them
     refused("--train-only cca --no-retrieval");
 }

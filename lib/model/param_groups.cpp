@@ -9,7 +9,7 @@
 namespace retro {
 
 namespace {
-constexpr ParamGroup ORDER[] = {ParamGroup::CCA, ParamGroup::ENCODER, ParamGroup::DECODER};
+constexpr ParamGroup ORDER[] = {ParamGroup::CCA, ParamGroup::ENCODER, ParamGroup::COPY, ParamGroup::DECODER};
 
 // "decoder.layers.<digits>.1." starts a CCA block (RP: Residual(PreNorm(ChunkedCrossAttention)) at index 1).
 bool is_cca(const std::string& n) {
@@ -24,7 +24,8 @@ bool is_cca(const std::string& n) {
 
 ParamGroup param_group(const std::string& n) {
     if (n.compare(0, 8, "encoder.") == 0) return ParamGroup::ENCODER;
-    if (is_cca(n) || n.compare(0, 10, "copy_head.") == 0) return ParamGroup::CCA;
+    if (is_cca(n)) return ParamGroup::CCA;
+    if (n.compare(0, 10, "copy_head.") == 0) return ParamGroup::COPY;
     return ParamGroup::DECODER;
 }
 
@@ -32,6 +33,7 @@ const char* param_group_name(ParamGroup g) {
     switch (g) {
         case ParamGroup::CCA: return "cca";
         case ParamGroup::ENCODER: return "encoder";
+        case ParamGroup::COPY: return "copy";
         default: return "decoder";
     }
 }

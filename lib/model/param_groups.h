@@ -1,7 +1,7 @@
 // Parameter groups for freezing (retro-fitting, RETRO paper §4.2): every tensor of the layout belongs to one of
-//   cca      the decoder's chunked-cross-attention blocks with their norms (decoder.layers.I.1.*), and the copy
-//            head (copy_head.*, config copy_head: it reads the neighbours too),
+//   cca      the decoder's chunked-cross-attention blocks with their norms (decoder.layers.I.1.*),
 //   encoder  the retrieval encoder with its norms, cross-attention and project_out (encoder.*),
+//   copy     the copy head (copy_head.*, config copy_head, nn/copy_head.h; --retrieval-lr-scale leaves it at 1x),
 //   decoder  everything else: token and position embeddings, to_decoder_model_dim, the decoder's
 //            self-attention and feed-forward blocks and norms, decoder.norm_out and the output head.
 // The token embedding is in `decoder` although the encoder reads neighbours through it too (RETRO-pytorch
@@ -15,14 +15,14 @@
 
 namespace retro {
 
-enum class ParamGroup { DECODER, CCA, ENCODER };
+enum class ParamGroup { DECODER, CCA, ENCODER, COPY };
 
 ParamGroup param_group(const std::string& tensor_name);
 const char* param_group_name(ParamGroup g);
-std::string param_group_list();   // "cca, encoder, decoder": the valid names, for messages and --help
+std::string param_group_list();   // "cca, encoder, copy, decoder": the valid names, for messages and --help
 
 // Parses a comma list of group names ("cca,encoder"); an unknown or empty name is a UserError in `where`
-// listing the valid ones. Returns the groups in canonical order (cca, encoder, decoder), each once.
+// listing the valid ones. Returns the groups in canonical order (cca, encoder, copy, decoder), each once.
 std::vector<ParamGroup> param_groups_parse(const std::string& list, const std::string& where);
 std::string param_groups_string(const std::vector<ParamGroup>& groups);   // canonical "cca,encoder"
 

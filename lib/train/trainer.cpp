@@ -295,7 +295,9 @@ double Trainer::device_clip_and_step(double lr) {
 
 // --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
 void Trainer::setup_groups() {
-    const std::string list = o_.train_only.empty() ? "cca,encoder,decoder" : o_.train_only;
+    // every group (the copy group only where the config has a copy head, so older runs' records stay as they were)
+    const std::string list = !o_.train_only.empty() ? o_.train_only
+                             : model_->config().copy_head ? "cca,encoder,copy,decoder" : "cca,encoder,decoder";
     const auto groups = param_groups_parse(list, "--train-only");
     train_only_ = param_groups_string(groups);
     trainable_ = param_trainable(model_->layout(), groups);
@@ -615,7 +617,9 @@ void Trainer::run() {
     std::vector<double> lr_scale;   // per layout entry: --retrieval-lr-scale for CCA and the encoder
     if (o_.retrieval_lr_scale != 1.0)
         for (const auto& e : model_->layout().entries())
-            lr_scale.push_back(param_group(e.name) == ParamGroup::DECODER ? 1.0 : o_.retrieval_lr_scale);
+            lr_scale.push_back(param_group(e.name) == ParamGroup::CCA || param_group(e.name) == ParamGroup::ENCODER
+                                   ? o_.retrieval_lr_scale
+                                   : 1.0);
     opt_ = std::make_unique<AdamW<float>>(model_->layout(), oc, trainable_, lr_scale);
     if (o_.dtype != "fp32" && o_.dtype != "bf16") user_error_in("--dtype", "\"" + o_.dtype + "\" is not fp32 or bf16");
     if (o_.dtype == "bf16" && o_.device == "cpu")
