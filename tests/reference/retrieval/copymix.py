@@ -1,4 +1,5 @@
-# Usage: python3 copymix.py DB NEIGHBOURS.npy TOKEN_LOSSES.npy EVAL.json K TOPK [MODE_INDEX] (docs/retrieval.md section 7).
+# Usage: python3 copymix.py DB NEIGHBOURS.npy TOKEN_LOSSES.npy EVAL.json K TOPK [MODE_INDEX [SEQUENCES]] (docs/retrieval.md
+# sections 7 and 17). SEQUENCES: how many of the report's sequences (default 160, section 7's; 0 = all of them).
 # Gain a copy mechanism could bring: mix the baseline LM (gold-token loss from --token-losses) with a copy
 # prediction from the retrieved text (longest suffix match of the context, next token after it), lambda per
 # match length fitted on the same tokens (optimistic but indicative).
@@ -6,6 +7,7 @@ import sys, json; sys.path.insert(0, __import__('os').path.dirname(__file__))
 from common import *
 db, knnp, tl, js, k, K = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 mi=int(sys.argv[7]) if len(sys.argv)>7 else 3
+nseq=int(sys.argv[8]) if len(sys.argv)>8 else 160
 ch,d,o,s,val=load(db); knn=np.load(knnp); N,cs=ch.shape
 L=np.load(tl); J=json.load(open(js)); first=J['token_losses']['sequence_first_chunks']; n=L.shape[2]
 flat=ch.reshape(-1)
@@ -28,7 +30,7 @@ def copy_pred(ctx, ret):
             if m>best[0]: best=(m,int(r[hits[-1]+m]))
     return best
 rows=[]
-for si,c0 in enumerate(first[:160]):
+for si,c0 in enumerate(first[:nseq] if nseq>0 else first):
     doc=d[c0]; end=o[doc+1]
     seq=np.zeros(n+1,dtype=np.int64)
     for i in range(n+1):
