@@ -303,7 +303,8 @@ TEST_CASE("model: copy head - gradient check in double, zero at the start, nothi
 }
 
 TEST_CASE("model: shipped configs load") {
-    for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "demo-retrieval-tied.json", "retro-172m.json",
+    for (const char* name : {"tiny.json", "demo.json", "demo-retrieval.json", "demo-retrieval-tied.json",
+                             "demo-retrieval-copy.json", "retro-172m.json",
                              "retro-1b.json"}) {
         auto path = test::source_dir() / "examples" / "configs" / name;
         INFO(std::string(name));

@@ -131,27 +131,28 @@ TEST_CASE("retrofit: backward with frozen groups gives the trainable tensors' gr
     }
 }
 
-TEST_CASE("retrofit: a --no-retrieval base retro-fitted with --train-only cca,encoder keeps its logits without retrieval") {
-    test::TempDir dir("retrofit-run");
+namespace {
+// A --no-retrieval base of `config` (a file) retro-fitted with --train-only `groups` (canonical order): the frozen
+// tensors stay the base's bytes, the trainable ones move, and without retrieval the logits are the base's bit for bit.
+void check_retrofit_keeps_base(const test::TempDir& dir, const std::string& config, const std::string& groups) {
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 6);
     const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
-                               test::config_path() +
-                               " --batch-size 4 --lr 3e-3 --warmup 2 --val-fraction 0.2 --val-batches 1 --threads 1";
+                               config + " --batch-size 4 --lr 3e-3 --warmup 2 --val-fraction 0.2 --val-batches 1 --threads 1";
     auto base = test::run_tool("retro-train", common + " --steps 6 --seed 3 --no-retrieval --quiet --out " +
                                                   (dir / "base").string());
     INFO(base.err);
     REQUIRE(base.exit_code == 0);
     auto fit = test::run_tool("retro-train", common + " --steps 6 --seed 4 --init-from " + (dir / "base").string() +
-                                                 " --train-only encoder,cca --out " + (dir / "fit").string());
+                                                 " --train-only " + groups + " --out " + (dir / "fit").string());
     INFO(fit.err);
     REQUIRE(fit.exit_code == 0);
 
-    RetroConfig c = RetroConfig::load(test::config_path());
+    RetroConfig c = RetroConfig::load(config);
     ParamLayout layout(c);
     std::int64_t frozen = 0;
     for (const auto& e : layout.entries())
         if (param_group(e.name) == ParamGroup::DECODER) frozen += e.numel;
-    CHECK(fit.err.find("parameters: " + std::to_string(layout.total() - frozen) + " trainable (cca,encoder), " +
+    CHECK(fit.err.find("parameters: " + std::to_string(layout.total() - frozen) + " trainable (" + groups + "), " +
                        std::to_string(frozen) + " frozen") != std::string::npos);
     CHECK(fit.err.find(std::to_string(layout.entries().size()) + " tensors copied, 0 fresh") != std::string::npos);
 
@@ -190,10 +191,25 @@ TEST_CASE("retrofit: a --no-retrieval base retro-fitted with --train-only cca,en
     std::getline(in, first);
     auto j = nlohmann::json::parse(first);
     CHECK(j.value("init_from_fingerprint", "") == fp);
-    CHECK(j.value("train_only", "") == "cca,encoder");
+    CHECK(j.value("train_only", "") == groups);
     auto m = manifest_read((dir / "fit").string());
     CHECK(m["parameters"]["init_from"]["fingerprint"] == fp);
     CHECK(manifest_input(m, "init_from", "fingerprint") == fp);
+}
+}  // namespace
+
+TEST_CASE("retrofit: a --no-retrieval base retro-fitted with --train-only cca,encoder keeps its logits without retrieval") {
+    test::TempDir dir("retrofit-run");
+    check_retrofit_keeps_base(dir, test::config_path(), "cca,encoder");
+}
+
+TEST_CASE("retrofit: with the copy head (--train-only cca,encoder,copy) the logits without retrieval stay the base's") {
+    test::TempDir dir("retrofit-copy");
+    auto j = RetroConfig::load(test::config_path()).to_json();
+    j["copy_head"] = true;
+    const std::string config = (dir / "copy.json").string();
+    RetroConfig::from_json(j, "test").save(config);
+    check_retrofit_keeps_base(dir, config, "cca,encoder,copy");
 }
 
 TEST_CASE("retrofit: a base lacking CCA layers leaves them fresh and bad bases or groups exit 2 with one line") {
