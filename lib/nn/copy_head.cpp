@@ -1,7 +1,6 @@
 // The copy head: candidate search (longest match of the history in each neighbour) and the gate on the logits.
 #include "nn/copy_head.h"
 
-
 #include "core/error.h"
 
 namespace retro::nn {
