@@ -1,7 +1,8 @@
 // The CUDA NnBackend's class (nn/nn_backend_cuda.h) and the helpers its kernels share. The class's members are
 // defined across kernels/nn_backend_cuda.cu (memory, linear, rmsnorm, gelu, rotary, scale),
-// kernels/nn_embedding_cuda.cu (embeddings, positions), kernels/nn_attention_cuda.cu (attention) and
-// kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row gathers, sum of squares, AdamW). Every kernel runs kThreads threads per block; element-wise kernels loop
+// kernels/nn_embedding_cuda.cu (embeddings, positions), kernels/nn_attention_cuda.cu (attention),
+// kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row gathers, sum of squares, AdamW) and
+// kernels/nn_copy_head_cuda.cu (the copy head). Every kernel runs kThreads threads per block; element-wise kernels loop
 // grid-stride over a 1-D grid of at most kMaxBlocks blocks, row kernels loop block-stride over rows, so no
 // size reaches a grid limit. Every sum runs in a fixed order (a thread's own elements in index order, then
 // block_reduce's fixed tree): the same inputs give the same bits on the same device.
@@ -147,6 +148,11 @@ public:
                      std::int64_t C) override;
     void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                          std::int64_t C) override;
+    void copy_head_forward(float* logits, const float* xn, const CopyCandidate* cand, std::int64_t rows, std::int64_t k,
+                           std::int64_t V, std::int64_t C, const float* bias, const float* weight) override;
+    void copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits, const float* xn,
+                            const CopyCandidate* cand, std::int64_t rows, std::int64_t k, std::int64_t V, std::int64_t C,
+                            const float* weight) override;
     double sum_squares(const float* x, std::int64_t n) override;
     void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay, std::int64_t n,
                       const AdamWScalars& a) override;
@@ -200,7 +206,7 @@ private:
     Scratch ds_;         // attention backward: ds [B, H, Nq, keys] (the fused path: Delta [B, H, N])
     Scratch rows_;       // cross-entropy forward: per-row losses [N]
     Scratch partials_;   // sum_squares: per-block partial sums (double)
-    Scratch colpart_;    // column sums (db, dgamma): per-chunk partials [chunks, C]
+    Scratch colpart_;    // column sums (db, dgamma, the copy head's dweight and dbias): per-chunk partials [chunks, C]
     Scratch emb_;        // embedding_backward: the ids sorted with their rows, and CUB's temporary storage
     Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer

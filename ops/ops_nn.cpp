@@ -1,7 +1,7 @@
 // The nn ops in the registry (lib/nn): each as a CpuCase body running forward and backward in
 // float or double. Test shapes are small and hit the edges (masks, null keys, partial chunks); perf
 // shapes are the demo model's (dim 128, 8 heads of 32, 256 tokens, batch 8). The ops of nn/nn_backend.h
-// (linear, rmsnorm, gelu, rotary, attention, cross-entropy) are BackendCases (ops/backend_case.h): the same op
+// (linear, rmsnorm, gelu, rotary, attention, cross-entropy, the copy head) are BackendCases (ops/backend_case.h): the same op
 // also through an NnBackend, so they run on CUDA (kernels/nn_*.cu); the backend-only ops are in
 // ops_nn_backend.cpp.
 #include <cstdint>
@@ -293,11 +293,21 @@ std::unique_ptr<Case> copy_head_case(int64_t B, int64_t n, int64_t cs, int64_t k
                                k, Vn, C, x[3].data());
         return out;
     };
-    return make<decltype(body)>({dims({{"B", B}, {"n", n}, {"cs", cs}, {"k", k}, {"r", r}, {"C", C}}),
-                                 6.0 * rows * k * C, 4.0 * (2 * rows * Vn + rows * C + nb * C),
-                                 {"logits", "xn", "bias", "weight", "dy"}, {true, true, true, true, false},
-                                 {"y", "dlogits", "dxn", "dbias", "dweight"}},
-                                std::move(in), body);
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const nn::CopyCandidate* dcand = a.up(cand);
+        float *y = a.up(x[0]), *dxn = a.zeros<float>(rows * C), *dbias = a.zeros<float>(nb),
+              *dweight = a.zeros<float>(nb * C);
+        const float *xn = a.up(x[1]), *bias = a.up(x[2]), *weight = a.up(x[3]), *dy = a.up(x[4]);
+        be.copy_head_forward(y, xn, dcand, rows, k, Vn, C, bias, weight);
+        be.copy_head_backward(dxn, dbias, dweight, dy, xn, dcand, rows, k, Vn, C, weight);
+        return {a.down(y, rows * Vn), x[4], a.down(dxn, rows * C), a.down(dbias, nb), a.down(dweight, nb * C)};
+    };
+    return make_backend_case<decltype(body)>({dims({{"B", B}, {"n", n}, {"cs", cs}, {"k", k}, {"r", r}, {"C", C}}),
+                                              6.0 * rows * k * C, 4.0 * (2 * rows * Vn + rows * C + nb * C),
+                                              {"logits", "xn", "bias", "weight", "dy"}, {true, true, true, true, false},
+                                              {"y", "dlogits", "dxn", "dbias", "dweight"}},
+                                             std::move(in), body, device, {"copy_head_forward", "copy_head_backward"});
 }
 
 // chunked cross-attention over k neighbours of r tokens per chunk (null key/value, a missing neighbour)
@@ -409,11 +419,17 @@ void register_nn(std::vector<OpInfo>& out) {
          "tests/test_nn_decode.cpp: nn: CCA rows over cached chunk keys/values equal cca_forward at every position"},
         [](std::uint64_t s) { return cca_case(2, s % 2 ? 11 : 9, 3, 2, 4, 5, 2, 6, s); },
         [] { return cca_case(8, 256, 32, 2, 64, 128, 8, 32, 1); });
+    // seeds 1, 2 small (gradient-checked); 3: 900 (row, neighbour) pairs, so the CUDA column sums run over several
+    // chunks; 4: C = 300, wider than a warp's and a block's threads
     add("nn.copy_head", "lib/nn/copy_head.h",
         {nn_tests + "nn: copy head candidates against a brute-force search",
-         "tests/test_generate.cpp: generate: the copy head's cached logits equal a full recompute"},
-        [](std::uint64_t s) { return copy_head_case(2, s % 2 ? 12 : 10, 3, 2, 6, 4, s); },
-        [] { return copy_head_case(8, 256, 8, 2, 16, 128, 1); });
+         "tests/test_generate.cpp: generate: the copy head's cached logits equal a full recompute", backend_test},
+        [](std::uint64_t s) {
+            if (s == 3) return copy_head_case(3, 100, 4, 3, 8, 40, s);
+            if (s == 4) return copy_head_case(1, 20, 4, 2, 6, 300, s);
+            return copy_head_case(2, s % 2 ? 12 : 10, 3, 2, 6, 4, s);
+        },
+        [] { return copy_head_case(8, 256, 8, 2, 16, 128, 1); }, "kernels/nn_copy_head_cuda.cu", 4);
     register_nn_backend(out);   // ops_nn_backend.cpp: the NnBackend ops without an nn.* entry above
 }
 

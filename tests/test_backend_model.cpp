@@ -1,7 +1,8 @@
 // BackendRetroModel (model/backend_model.h), the composition the GPU trains with: on HostNnBackend it must give
 // RetroModel<float>'s loss and every gradient bit for bit (same ops, same order), with and without retrieval, with
-// and without to_decoder_model_dim, for both CCA query layouts and under --train-only freezing; its arena is the
-// size backend_model_plan() predicts; and on a CUDA device the same model tracks the CPU (skipped visibly without).
+// and without to_decoder_model_dim, for both CCA query layouts, with the copy head and under --train-only freezing;
+// its arena is the size backend_model_plan() predicts; and on a CUDA device the same model tracks the CPU (skipped
+// visibly without).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -134,6 +135,16 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
         CHECK(p.loss_backend == p.loss_cpu);
         CHECK(same_bits(p.grads_backend, p.grads_cpu));
     }
+    SUBCASE("the copy head (config copy_head; a 6-token vocabulary: matches in several buckets), two shapes") {
+        c.copy_head = true;
+        c.num_tokens = 6;
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3), tiny_batch(c, 1, 12, 4)}, be);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.logits_backend, p.logits_cpu));
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+        const auto without = run_both(c, {tiny_batch(c, 2, 10, 3, false)}, be);   // no neighbours: no candidates
+        CHECK(same_bits(without.grads_backend, without.grads_cpu));
+    }
     SUBCASE("retro-fit freezing (--train-only cca,encoder): the trainable gradients") {
         const RetroModel<float> shape(c);
         const auto trainable =
@@ -180,6 +191,13 @@ TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
         auto tied = c;   // tie_embeddings: the head's weight gradient and both embedding backwards add into one table
         tied.enc_dim = tied.dec_dim;
         tied.tie_embeddings = true;
+        auto copy = c;   // the copy head's gates and their gradients (kernels/nn_copy_head_cuda.cu)
+        copy.copy_head = true;
+        copy.num_tokens = 6;
+        const auto pc = run_both(copy, {tiny_batch(copy, 2, 10, 3)}, *be);
+        CHECK(std::abs(pc.loss_backend - pc.loss_cpu) <= 1e-5f * std::abs(pc.loss_cpu));
+        CHECK(rel_rms(pc.logits_backend, pc.logits_cpu) <= 1e-5);
+        CHECK(rel_rms(pc.grads_backend, pc.grads_cpu) <= 1e-5);
         const auto pt = run_both(tied, {tiny_batch(tied, 2, 10, 3)}, *be);
         CHECK(std::abs(pt.loss_backend - pt.loss_cpu) <= 1e-5f * std::abs(pt.loss_cpu));
         CHECK(rel_rms(pt.grads_backend, pt.grads_cpu) <= 1e-5);

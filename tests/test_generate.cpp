@@ -150,13 +150,21 @@ void check_cached_equals_full(bool retrieval, double tol) {
 }
 
 // The same check for BackendDecoder (generate/backend_decoder.h) on `be`, the weights uploaded there.
-void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double tol) {
+void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double tol,
+                                       const RetroConfig& c = decode_config()) {
     std::unique_ptr<nn::BackendBuffer> weights;
     check_cached_equals_full<float>(retrieval, tol, [&](const RetroModel<float>& m, bool ret) {
         weights = std::make_unique<nn::BackendBuffer>(be, m.params().size() * sizeof(float));
         be.upload(weights->get(), m.params().data(), m.params().size() * sizeof(float));
         return std::make_unique<BackendDecoder>(m.config(), weights->f(), be, 2, ret);
-    });
+    }, c);
+}
+
+RetroConfig copy_head_decode_config() {
+    RetroConfig c = decode_config();
+    c.copy_head = true;
+    c.num_tokens = 6;   // a small vocabulary: the history matches the neighbours often, in several buckets
+    return c;
 }
 
 }  // namespace
@@ -174,15 +182,12 @@ TEST_CASE("generate: cached decoding equals a full recompute in double (1e-12)")
 }
 
 TEST_CASE("generate: the copy head's cached logits equal a full recompute") {
-    RetroConfig c = decode_config();
-    c.copy_head = true;
-    c.num_tokens = 6;   // a small vocabulary: the history matches the neighbours often, in several buckets
+    const RetroConfig c = copy_head_decode_config();
     auto cached = [](const RetroModel<double>& m, bool ret) { return std::make_unique<CachedDecoder<double>>(m, 2, ret); };
     check_cached_equals_full<double>(true, 1e-12, cached, c);
     check_cached_equals_full<double>(false, 1e-12, cached, c);
-    nn::HostNnBackend be;   // the GPU paths refuse it in one line
-    RetroModel<float> m(c);
-    CHECK_THROWS_WITH_AS(BackendDecoder(c, m.params().data(), be, 1, true), doctest::Contains("copy_head"), UserError);
+    nn::HostNnBackend be;   // the backend decoder (--device cuda's code) with the head, on the host's ops
+    check_backend_decoder_equals_full(be, true, 1e-5, c);
 }
 
 TEST_CASE("generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)") {
@@ -198,6 +203,7 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         auto be = nn::cuda_nn_backend(stream.get());
         check_backend_decoder_equals_full(*be, true, 1e-5);
         check_backend_decoder_equals_full(*be, false, 1e-5);
+        check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config());
     }
 }
 

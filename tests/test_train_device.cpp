@@ -22,12 +22,21 @@ namespace {
 
 bool one_line(const test::RunResult& r) { return r.err.size() > 1 && r.err.find('\n') == r.err.size() - 1; }
 
-std::string tiny_data(const test::TempDir& dir, int steps = 8) {
+std::string tiny_data(const test::TempDir& dir, int steps = 8, const std::string& config = test::config_path()) {
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 10);
-    return "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " + test::config_path() +
+    return "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " + config +
            " --batch-size 4 --val-fraction 0.2 --val-batches 2 --quiet --threads 1 --lr 3e-3 --warmup 2 --clip 0.5"
            " --steps " + std::to_string(steps) + " --val-every " + std::to_string(steps / 2) + " --checkpoint-every " +
            std::to_string(steps / 2);
+}
+
+// The test config with "copy_head": true, written into dir.
+std::string copy_head_config(const test::TempDir& dir) {
+    auto j = RetroConfig::load(test::config_path()).to_json();
+    j["copy_head"] = true;
+    const std::string path = (dir / "copy.json").string();
+    RetroConfig::from_json(j, "test").save(path);
+    return path;
 }
 
 }  // namespace
@@ -65,6 +74,36 @@ TEST_CASE("train device: the GPU path's code over the CPU ops equals --device cp
     auto c2 = test::run_tool("retro-train", dev + " --resume --out " + (dir / "moved").string());
     REQUIRE(c2.exit_code == 0);
     CHECK(test::bytes(dir / "moved" / "model.safetensors") == test::bytes(dir / "cpu3" / "model.safetensors"));
+}
+
+TEST_CASE("train device: with the copy head the GPU path's code over the CPU ops equals --device cpu byte for byte") {
+    test::TempDir dir("train-device-copy");
+    const std::string data = tiny_data(dir, 8, copy_head_config(dir));
+    auto a = test::run_tool("retro-train", data + " --out " + (dir / "cpu").string());
+    INFO(a.err);
+    REQUIRE(a.exit_code == 0);
+    auto b = test::run_tool("retro-train", data + " --device host-backend --out " + (dir / "dev").string());
+    INFO(b.err);
+    REQUIRE(b.exit_code == 0);
+    CHECK(test::losses(dir / "dev") == test::losses(dir / "cpu"));
+    CHECK(test::bytes(dir / "dev" / "model.safetensors") == test::bytes(dir / "cpu" / "model.safetensors"));
+}
+
+TEST_CASE("train device: on a CUDA device, the copy head's run tracks the CPU for 20 fp32 steps") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    test::TempDir dir("train-device-copy-gpu");
+    const std::string data = tiny_data(dir, 20, copy_head_config(dir));
+    auto a = test::run_tool("retro-train", data + " --out " + (dir / "cpu").string());
+    REQUIRE(a.exit_code == 0);
+    auto b = test::run_tool("retro-train", data + " --device cuda --out " + (dir / "gpu").string());
+    INFO(b.err);
+    REQUIRE(b.exit_code == 0);
+    const auto la = test::losses(dir / "cpu"), lb = test::losses(dir / "gpu");
+    REQUIRE(la.size() == lb.size());
+    for (std::size_t i = 0; i < la.size(); i++) {
+        const double x = std::stod(la[i]), y = std::stod(lb[i]);
+        CHECK(std::abs(x - y) <= 1e-5 * std::abs(x));
+    }
 }
 
 TEST_CASE("train device: retro-fitting on the backend path trains only the listed groups") {

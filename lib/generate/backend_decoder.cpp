@@ -8,6 +8,7 @@
 #include "model/backend_layers.h"
 #include "model/layer_shapes.h"
 #include "nn/chunked_cross_attention.h"
+#include "nn/copy_head.h"
 #include "nn/rotary.h"
 
 namespace retro {
@@ -48,6 +49,7 @@ std::size_t BackendDecoder::step_bytes_bound(const RetroConfig& c, int64_t S, bo
     // attention probabilities; the logits of one row per sequence
     std::size_t floats = static_cast<std::size_t>(R * (Ce + 6 * Cd + 4 * HD + 8 * Cd + 2 * Rd + 4) + c.heads * L * L +
                                                   S * c.num_tokens);
+    if (c.copy_head) floats += static_cast<std::size_t>(R * c.num_neighbours) * sizeof(nn::CopyCandidate) / sizeof(float);
     if (retrieval && c.first_cca_layer() > 0) {
         const int64_t M = S * (L / c.chunk_size) * c.num_neighbours, Re = M * c.retrieved_len();
         backend::Carver count;
@@ -61,8 +63,6 @@ BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, n
                                bool retrieval)
     : c_(config), be_(be) {
     RETRO_CHECK(sequences > 0, "decoder needs at least one sequence");
-    if (c_.copy_head)   // nn/copy_head.h has no backend op yet (docs/retrieval.md section 17)
-        user_error_in("model config", "\"copy_head\" runs on the CPU only", "generate with --device cpu");
     const ParamLayout layout(c_);
     p_ = bind_params(const_cast<float*>(params), layout, c_);
     first_cca_ = c_.first_cca_layer() - 1;
@@ -115,6 +115,7 @@ void BackendDecoder::reset(int64_t s) {   // the caches are overwritten position
     q.n = 0;
     q.encoded = 0;
     q.retrieved.clear();
+    q.tokens.clear();
 }
 
 void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
@@ -214,8 +215,12 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
         backend::ff_forward(be_, y, ff, xn, L.ff, R, Cd);
         be_.residual_sum(x, xin, y, R * Cd);
     }
-    for (int64_t s = 0; s < S; s++)
-        seqs_[static_cast<std::size_t>(s)].n += row_begin[static_cast<std::size_t>(s + 1)] - row_begin[static_cast<std::size_t>(s)];
+    for (int64_t s = 0; s < S; s++) {
+        auto& q = seqs_[static_cast<std::size_t>(s)];
+        const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
+        q.n += en - b;
+        if (c_.copy_head) q.tokens.insert(q.tokens.end(), ids.begin() + b, ids.begin() + en);
+    }
 
     // logits of every row, or of each advancing sequence's last row
     std::vector<int64_t> pick;
@@ -236,8 +241,28 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     be_.rmsnorm_forward(xn, norm, xs, p_.dec_norm_out, out_rows, Cd);
     float* lg = grow<float>(g_logits_, out_rows * V);
     be_.linear_forward(lg, xn, p_.to_logits_w, p_.to_logits_b, out_rows, Cd, V);
+    if (c_.copy_head && retrieval_) add_copy_head(pick, lg, xn);
     logits_.resize(static_cast<std::size_t>(out_rows * V));
     be_.download(logits_.data(), lg, logits_.size() * sizeof(float));
+}
+
+// nn/copy_head.h, as CachedDecoder::add_copy_head: each picked row at position p >= cs - 1 proposes, per neighbour
+// of the chunk CCA read there, what followed the longest match of its sequence's ids so far (found here on the host);
+// the gates go onto the backend's logits lg [rows, V] with xn the rows' normalised states.
+void BackendDecoder::add_copy_head(const std::vector<int64_t>& pick, float* lg, const float* xn) {
+    const int64_t cs = c_.chunk_size, rows = static_cast<int64_t>(pick.size());
+    std::vector<nn::CopyCandidate> cand(static_cast<std::size_t>(rows * k_));
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t row = pick[static_cast<std::size_t>(i)], pos = row_pos_[static_cast<std::size_t>(row)];
+        const auto& q = seqs_[static_cast<std::size_t>(row_seq_[static_cast<std::size_t>(row)])];
+        if (pos < cs - 1) continue;
+        const int64_t u = (pos + 1) / cs - 1;   // the chunk CCA read at pos (cca_rows checked that it is there)
+        nn::copy_candidates(cand.data() + i * k_, q.tokens.data(), pos, q.retrieved.data() + u * k_ * r_, k_, r_,
+                            c_.pad_id);
+    }
+    auto* d_cand = grow<nn::CopyCandidate>(g_cand_, rows * k_);
+    be_.upload(d_cand, cand.data(), cand.size() * sizeof(nn::CopyCandidate));
+    be_.copy_head_forward(lg, xn, d_cand, rows, k_, c_.num_tokens, c_.dec_dim, p_.copy_bias, p_.copy_weight);
 }
 
 // nn/chunked_cross_attention.h's cca_rows_forward: rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1 of their

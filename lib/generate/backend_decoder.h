@@ -6,7 +6,7 @@
 // with one pad mask [S, chunks, k·r]; the first CCA layer's residual rows (the encoder's context) [S, max_seq_len,
 // dec_dim]. A step uploads the new ids and the rotary rows of their positions, runs the layers (per sequence where
 // its rows attend its own cache), and downloads the logits of the rows asked for; the FAISS search of the caller
-// stays on the host.
+// stays on the host, as does the copy head's candidate search (config copy_head: its gates are added on the backend).
 // provides: BackendDecoder
 #pragma once
 #include <cstdint>
@@ -51,6 +51,7 @@ private:
         std::int64_t n = 0;                      // positions fed so far
         std::vector<std::int32_t> retrieved;     // [chunks, k, r]
         std::int64_t encoded = 0;                // chunks whose keys/values are in the CCA caches
+        std::vector<std::int32_t> tokens;        // config copy_head: the ids fed so far (the head's history)
     };
     // A grow-only buffer in backend memory.
     struct Grow {
@@ -61,6 +62,8 @@ private:
     T* grow(Grow& g, std::int64_t count);
     void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
     // q, o: step()'s [R, HD] buffers (Rs <= R rows are used), passed in so that nothing here re-grows them
+    // config copy_head: the gates of the picked step rows onto lg [rows, V] (xn: their normalised states)
+    void add_copy_head(const std::vector<std::int64_t>& pick, float* lg, const float* xn);
     void cca_rows(float* y, const float* xn, std::int64_t R, const DecoderLayerParams<float>& L, std::size_t layer,
                   float* q, float* o);
 
@@ -77,7 +80,7 @@ private:
     std::vector<std::int64_t> last_row_;
     Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
         g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_out_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_;
+        g_enc_arena_, g_enc_kv_, g_cand_;
 };
 
 }  // namespace retro

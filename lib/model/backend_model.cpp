@@ -8,6 +8,7 @@
 #include "model/backend_layers.h"
 #include "model/layer_shapes.h"
 #include "model/param_groups.h"
+#include "nn/copy_head.h"
 #include "nn/rotary.h"
 
 namespace retro {
@@ -23,7 +24,9 @@ std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatch
     if (retrieval) probs = std::max({probs, B * l * H * cs * (shape.k * r + 1), M * H * r * r, M * H * r * cs});
     std::size_t bytes = static_cast<std::size_t>(probs) * 4;   // attention backward's ds
     bytes += static_cast<std::size_t>(N) * 4;                    // cross-entropy's row losses
-    bytes += static_cast<std::size_t>(64 * std::max({c.num_tokens, 4 * c.dec_dim, 4 * c.enc_dim})) * 4;   // column sums
+    // column sums (db, dgamma; the copy head's dweight: one column per bucket and channel)
+    const int64_t columns = std::max({c.num_tokens, 4 * c.dec_dim, 4 * c.enc_dim, c.copy_head ? nn::kCopyBuckets * c.dec_dim : 0});
+    bytes += static_cast<std::size_t>(64 * columns) * 4;
     bytes += std::size_t(64) << 20;   // cuBLAS's workspace and handle (an allowance: it sizes them itself)
     if (bf16_gemm) {   // three copies, each at most the largest GEMM input: an activation or a weight
         int64_t largest = std::max({N * c.num_tokens, N * 4 * c.dec_dim, N * c.enc_dim, R * 4 * c.enc_dim,
@@ -53,6 +56,7 @@ struct BackendRetroModel::Plan {
     nn::CcaShape cca;
     std::int32_t *inputs = nullptr, *labels = nullptr, *retrieved = nullptr;
     std::uint8_t* mask = nullptr;
+    nn::CopyCandidate* copy_cand = nullptr;   // config copy_head with retrieval: [N, k], found on the host
     float *embed = nullptr, *x_final = nullptr, *xn_final = nullptr, *rms_final = nullptr, *logits = nullptr,
           *lse = nullptr, *tmp = nullptr;
     std::vector<DecLayer> dec;
@@ -125,6 +129,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         cca_attn = nn::cca_attention_shape(cca);
         retrieved = c.take<std::int32_t>(R);
         mask = c.take<std::uint8_t>(R);
+        if (cfg.copy_head) copy_cand = c.take<nn::CopyCandidate>(N * s.k);
         const int64_t rows = B * l * cs;
         for (int64_t i = 0; i < cfg.dec_depth; i++)   // (pointers are null when only counting: test the config)
             if (cfg.dec_has_cross(i + 1)) {
@@ -180,8 +185,6 @@ std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShap
 BackendRetroModel::BackendRetroModel(const RetroConfig& config, nn::NnBackend& backend)
     : config_(config), layout_(config), be_(backend) {
     config_.validate("model config");
-    if (config_.copy_head)   // nn/copy_head.h has no backend op yet (docs/retrieval.md section 17)
-        user_error_in("model config", "\"copy_head\" runs on the CPU only", "train with --device cpu");
     const std::size_t bytes = static_cast<std::size_t>(layout_.total()) * sizeof(float);
     params_ = static_cast<float*>(be_.alloc(bytes));
     grads_ = static_cast<float*>(be_.alloc(bytes));
@@ -343,6 +346,12 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
     }
     be_.rmsnorm_forward(P.xn_final, P.rms_final, P.x_final, p_.dec_norm_out, N, Cd);
     be_.linear_forward(P.logits, P.xn_final, p_.to_logits_w, p_.to_logits_b, N, Cd, V);
+    if (P.copy_cand) {   // nn/copy_head.h: candidates found on the host from the batch's ids, the gates on the backend
+        std::vector<nn::CopyCandidate> cand;
+        nn::copy_candidates_batch(cand, inputs.data(), B, n, batch.retrieved.data(), l, batch.k, batch.r, cs, c.pad_id);
+        be_.upload(P.copy_cand, cand.data(), cand.size() * sizeof(nn::CopyCandidate));
+        be_.copy_head_forward(P.logits, P.xn_final, P.copy_cand, N, batch.k, V, Cd, p_.copy_bias, p_.copy_weight);
+    }
     return be_.cross_entropy_forward(P.lse, &valid_, P.logits, P.labels, N, V, c.pad_id);
 }
 
@@ -392,6 +401,9 @@ void BackendRetroModel::backward(float scale) {
     be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
     be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits, P.xn_final,
                         p_.to_logits_w, N, Cd, V);
+    if (P.copy_cand)
+        be_.copy_head_backward(P.dxn, g_.copy_bias, g_.copy_weight, P.dlogits, P.xn_final, P.copy_cand, N, P.s.k, V,
+                               Cd, p_.copy_weight);
     be_.rmsnorm_backward(P.dx, g_.dec_norm_out, P.dxn, P.x_final, p_.dec_norm_out, P.rms_final, N, Cd);
     if (P.s.retrieval) be_.zero(P.dE, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
     const int64_t first = c.first_cca_layer() - 1;

@@ -5,7 +5,8 @@
 // lives in one arena planned before the first step: backend_model_plan() gives its bytes for a shape without
 // allocating, so a too-large configuration is refused before anything is touched.
 // The composition is RetroModel's, op for op and in the same order (embedding, pre-norm blocks, the encoder in the
-// first CCA layer, CCA's shift as row gathers, cross-entropy), so on HostNnBackend it gives RetroModel<float>'s
+// first CCA layer, CCA's shift as row gathers, with config copy_head the copy head's gates on candidates found on
+// the host, cross-entropy), so on HostNnBackend it gives RetroModel<float>'s
 // loss and gradients bit for bit (tests/test_backend_model.cpp); on the GPU each op is held to the CPU by the op
 // harness. RetroModel<T> stays the double-capable reference (gradient checks, golden files).
 // provides: BackendRetroModel, BackendBatchShape, backend_model_plan, backend_model_scratch_bound

@@ -3,7 +3,7 @@
 // the nn/*.h ops themselves) or on the GPU (cuda_nn_backend, nn/nn_backend_cuda.h: kernels/nn_*.cu). Every
 // pointer is the backend's memory (host memory for the CPU backend, device 0's for CUDA) unless it says "host".
 // Each op has its CPU namesake's contract, word for word (nn/linear.h, rmsnorm.h, gelu.h, rotary.h,
-// attention.h, embedding.h, cross_entropy.h, residual.h): activations are written (=), parameter gradients
+// attention.h, embedding.h, cross_entropy.h, residual.h, copy_head.h): activations are written (=), parameter gradients
 // accumulated (+=). The op harness (ops/ops_nn_backend.cpp) runs each op through both backends against the CPU
 // in double.
 // Determinism: every op gives the same bits for the same inputs on the same device (no atomics in a sum whose
@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "nn/attention.h"
+#include "nn/copy_head.h"
 
 namespace retro::nn {
 
@@ -124,6 +125,17 @@ public:
                              std::int64_t C) = 0;
     virtual void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                                  std::int64_t C) = 0;
+
+    // The copy head (nn/copy_head.h, config copy_head): logits [rows, V] += the gates of cand [rows, k] (found on the
+    // host by nn::copy_candidates_batch or nn::copy_candidates, uploaded); xn [rows, C]; bias [kCopyBuckets],
+    // weight [kCopyBuckets, C]. Two candidates of one row naming the same token both add, in neighbour order.
+    // backward: dxn, dbias, dweight += (any may be null: not wanted).
+    virtual void copy_head_forward(float* logits, const float* xn, const CopyCandidate* cand, std::int64_t rows,
+                                   std::int64_t k, std::int64_t V, std::int64_t C, const float* bias,
+                                   const float* weight) = 0;
+    virtual void copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits, const float* xn,
+                                    const CopyCandidate* cand, std::int64_t rows, std::int64_t k, std::int64_t V,
+                                    std::int64_t C, const float* weight) = 0;
 
     // sum of x[i]^2 over n elements, accumulated in double in a fixed order; returned on the host (waits).
     virtual double sum_squares(const float* x, std::int64_t n) = 0;

@@ -7,6 +7,7 @@
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "nn/copy_head.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/gelu.h"
@@ -152,6 +153,16 @@ void HostNnBackend::gather_add_rows(float* dst, const float* src, const std::int
             for (std::int64_t c = 0; c < C; c++) d[c] += s[c];
         }
     });
+}
+void HostNnBackend::copy_head_forward(float* logits, const float* xn, const CopyCandidate* cand, std::int64_t rows,
+                                      std::int64_t k, std::int64_t V, std::int64_t C, const float* bias,
+                                      const float* weight) {
+    nn::copy_head_forward(logits, xn, cand, rows, k, V, C, bias, weight);
+}
+void HostNnBackend::copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits, const float* xn,
+                                       const CopyCandidate* cand, std::int64_t rows, std::int64_t k, std::int64_t V,
+                                       std::int64_t C, const float* weight) {
+    nn::copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight);
 }
 double HostNnBackend::sum_squares(const float* x, std::int64_t n) {
     double sq = 0;

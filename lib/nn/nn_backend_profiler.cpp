@@ -149,6 +149,18 @@ void ProfilingNnBackend::gather_add_rows(float* dst, const float* src, const std
                                          std::int64_t C) {
     timed("gather_add_rows", "", 0, [&] { inner_.gather_add_rows(dst, src, index, rows, C); });
 }
+void ProfilingNnBackend::copy_head_forward(float* logits, const float* xn, const CopyCandidate* cand,
+                                           std::int64_t rows, std::int64_t k, std::int64_t V, std::int64_t C,
+                                           const float* bias, const float* weight) {
+    timed("copy_head_forward", dims({rows, k, C}), 0,
+          [&] { inner_.copy_head_forward(logits, xn, cand, rows, k, V, C, bias, weight); });
+}
+void ProfilingNnBackend::copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits,
+                                            const float* xn, const CopyCandidate* cand, std::int64_t rows,
+                                            std::int64_t k, std::int64_t V, std::int64_t C, const float* weight) {
+    timed("copy_head_backward", dims({rows, k, C}), 0,
+          [&] { inner_.copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight); });
+}
 double ProfilingNnBackend::sum_squares(const float* x, std::int64_t n) {
     return timed("sum_squares", "", 0, [&] { return inner_.sum_squares(x, n); });
 }
