@@ -1,6 +1,7 @@
 // The CUDA NnBackend's class (nn/nn_backend_cuda.h) and the helpers its kernels share. The class's members are
 // defined across kernels/nn_backend_cuda.cu (memory, linear, rmsnorm, gelu, rotary, scale),
 // kernels/nn_embedding_cuda.cu (embeddings, positions), kernels/nn_attention_cuda.cu (attention),
+// kernels/nn_attention_decode_cuda.cu (a decode step's self-attention),
 // kernels/nn_loss_cuda.cu (cross-entropy, residual adds, row gathers, sum of squares, AdamW) and
 // kernels/nn_copy_head_cuda.cu (the copy head). Every kernel runs kThreads threads per block; element-wise kernels loop
 // grid-stride over a 1-D grid of at most kMaxBlocks blocks, row kernels loop block-stride over rows, so no
@@ -130,6 +131,9 @@ public:
     void attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
                             const float* probs, const float* q, const float* k, const float* v, const float* null_k,
                             const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s) override;
+    void attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
+                          float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
+                          std::int64_t L, std::int64_t H, std::int64_t D) override;
     void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N, std::int64_t V,
                            std::int64_t C) override;
     void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,

@@ -5,6 +5,7 @@
 //   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), residual_sum, residual_add, scale, copy
 //   nn.adamw        adamw_update (decaying and non-decaying elements)
 //   nn.sum_squares  sum_squares (double accumulation; long enough for the GPU's grid-stride loop to wrap)
+//   nn.attention_decode  attention_decode (one decode step of causal self-attention over KV caches; forward only)
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "backend_case.h"
+#include "nn/attention.h"
 #include "nn/embedding.h"
 #include "nn/residual.h"
 #include "op_registry.h"
@@ -172,12 +174,50 @@ std::unique_ptr<Case> sum_squares_case(int64_t n, std::uint64_t seed) {
                                              body, device, {"sum_squares"});
 }
 
+// attention_decode: `rows` sequences of S, row i at position pos[i] of caches [S, L, H*D], each attending keys
+// 0..pos[i] after its new key and value are written (the reference: the cache writes, then nn::attention_forward per
+// row, causal with Nq = 1). Outputs: out and both caches (the written rows checked too).
+std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int64_t D, std::vector<std::int64_t> pos,
+                                            std::vector<std::int64_t> seq, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t rows = static_cast<int64_t>(pos.size()), HD = H * D, cache = S * L * HD;
+    Tensors in{random_tensor(rows * HD, rng), random_tensor(rows * HD, rng), random_tensor(rows * HD, rng),
+               random_tensor(cache, rng), random_tensor(cache, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(rows * HD), x[3], x[4]};
+        for (int64_t i = 0; i < rows; i++) {
+            T* K = out[1].data() + seq[i] * L * HD;
+            T* Vc = out[2].data() + seq[i] * L * HD;
+            std::copy_n(x[1].data() + i * HD, HD, K + pos[i] * HD);
+            std::copy_n(x[2].data() + i * HD, HD, Vc + pos[i] * HD);
+            std::vector<T> probs(static_cast<std::size_t>(H * (pos[i] + 1)));
+            nn::attention_forward(out[0].data() + i * HD, probs.data(), x[0].data() + i * HD, K, Vc,
+                                  static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), nullptr,
+                                  nn::AttentionShape{1, 1, pos[i] + 1, H, D, true, false});
+        }
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float *out = a.alloc<float>(rows * HD), *kc = a.up(x[3]), *vc = a.up(x[4]);
+        be.attention_decode(out, a.up(x[0]), a.up(x[1]), a.up(x[2]), kc, vc, a.up(pos), a.up(seq), rows, L, H, D);
+        return {a.down(out, rows * HD), a.down(kc, cache), a.down(vc, cache)};
+    };
+    int64_t keys = 0;
+    for (auto p : pos) keys += p + 1;
+    return make_backend_case<decltype(body)>(
+        {dims({{"S", S}, {"L", L}, {"H", H}, {"D", D}, {"rows", rows}}), 4.0 * H * keys * D, 4.0 * (2 * H * keys * D + 4 * rows * HD),
+         {"q", "k_new", "v_new", "kcache", "vcache"}, {false, false, false, false, false}, {"out", "kcache", "vcache"}},
+        std::move(in), body, device, {"attention_decode"});
+}
+
 }  // namespace
 
 void register_nn_backend(std::vector<OpInfo>& out) {
     auto add = [&](std::string name, std::string cpu, std::vector<std::string> tests, std::string cuda, auto test_case,
-                   auto perf_case) {
+                   auto perf_case, int test_seeds = 1) {
         OpInfo op;
+        op.test_seeds = test_seeds;
         op.name = std::move(name);
         op.cpu = std::move(cpu);
         op.cuda = std::move(cuda);
@@ -196,6 +236,18 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         [](std::uint64_t s) { return adamw_case(1000, s); }, [] { return adamw_case(std::int64_t{1} << 22, 1); });
     add("nn.sum_squares", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
         [](std::uint64_t s) { return sum_squares_case(100000, s); }, [] { return sum_squares_case(std::int64_t{1} << 22, 1); });
+    // seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed); 2: keys over
+    // several tiles of 256; 3: the largest head dimension; the perf case: 8 sequences of the demo decoder at 1,000
+    add("nn.attention_decode", "lib/nn/nn_backend_host.cpp",
+        {backend_test, "tests/test_generate.cpp: generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)"},
+        "kernels/nn_attention_decode_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return attention_decode_case(2, 700, 2, 64, {600, 257}, {1, 0}, s);
+            if (s == 3) return attention_decode_case(1, 40, 1, nn::kAttentionDecodeMaxD, {39}, {0}, s);
+            return attention_decode_case(3, 9, 2, 5, {8, 0}, {2, 0}, s);
+        },
+        [] { return attention_decode_case(8, 1024, 8, 64, std::vector<std::int64_t>(8, 1000), {0, 1, 2, 3, 4, 5, 6, 7}, 1); },
+        3);
 }
 
 }  // namespace retro::ops

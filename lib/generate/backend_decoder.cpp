@@ -158,6 +158,16 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
           *x1 = grow<float>(g_x1_, R * Cd), *x2 = grow<float>(g_x2_, R * Cd), *q = grow<float>(g_q_, 3 * R * HD),
           *o = grow<float>(g_o_, R * HD);
     float *kr = q + R * HD, *vr = q + 2 * R * HD;
+    // a decode step (every advancing sequence feeds one row): each layer's self-attention is one attention_decode
+    // over all rows, the new keys and values written into the caches at the rows' positions by the same launch
+    bool one_row_each = Dh <= nn::kAttentionDecodeMaxD;
+    for (int64_t s = 0; s < S; s++)
+        one_row_each = one_row_each && row_begin[static_cast<std::size_t>(s + 1)] - row_begin[static_cast<std::size_t>(s)] <= 1;
+    int64_t* d_seq = nullptr;
+    if (one_row_each) {
+        d_seq = grow<int64_t>(g_seq_, R);
+        be_.upload(d_seq, row_seq_.data(), row_seq_.size() * sizeof(int64_t));
+    }
     const backend::FfSaved ff{grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     for (std::size_t li = 0; li < p_.decoder.size(); li++) {
@@ -181,7 +191,9 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
             be_.rotary_forward(kr, kr, rot_rows, 1, R, H, Dh);
             be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
         }
-        for (int64_t s = 0; s < S; s++) {
+        if (one_row_each)
+            be_.attention_decode(o, q, kr, vr, kc_[li].f(), vc_[li].f(), d_pos, d_seq, R, L_, H, Dh);
+        for (int64_t s = 0; s < S && !one_row_each; s++) {
             const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
             if (en == b) continue;
             const int64_t n0 = seqs_[static_cast<std::size_t>(s)].n;

@@ -80,7 +80,7 @@ private:
     std::vector<std::int64_t> last_row_;
     Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
         g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_out_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_, g_cand_;
+        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_;
 };
 
 }  // namespace retro

@@ -21,6 +21,8 @@
 
 namespace retro::nn {
 
+inline constexpr std::int64_t kAttentionDecodeMaxD = 256;   // attention_decode's largest head dimension
+
 // A rotary table in backend memory: cos/sin [rows, rot_dim] (nn/rotary.h's RotaryTable, uploaded).
 struct RotaryView {
     const float* cos = nullptr;
@@ -92,6 +94,16 @@ public:
                                     const float* dout, const float* probs, const float* q, const float* k,
                                     const float* v, const float* null_k, const float* null_v,
                                     const std::uint8_t* key_mask, const AttentionShape& s) = 0;
+
+    // One decode step of the decoder's causal self-attention (generate/backend_decoder.h) for `rows` sequences that each
+    // feed one new row, in one call: row i's key and value k_new, v_new [rows, H*D] go into its sequence's caches at
+    // position pos[i] (kcache, vcache [sequences, L, H*D]; seq[i] the sequence, distinct per row), then its query q[i]
+    // attends that sequence's keys 0..pos[i]: out [rows, H*D], attention_forward's arithmetic for Nq = 1, causal, no
+    // null column or mask (the caller scaled and rotated q). pos and seq [rows] in backend memory (pos[i] < L), so a
+    // step's positions need no host round trip; D <= kAttentionDecodeMaxD.
+    virtual void attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
+                                  float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
+                                  std::int64_t L, std::int64_t H, std::int64_t D) = 0;
 
     // out[N, C] = table[ids[n]] (ids valid: the caller checks them on the host); backward dtable[ids[n]] += dout[n]
     // in n order per element.

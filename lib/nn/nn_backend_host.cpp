@@ -104,6 +104,24 @@ void HostNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
                                        const std::uint8_t* key_mask, const AttentionShape& s) {
     nn::attention_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
 }
+void HostNnBackend::attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
+                                     float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
+                                     std::int64_t L, std::int64_t H, std::int64_t D) {
+    RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
+    const std::int64_t HD = H * D;
+    std::vector<float> probs;
+    for (std::int64_t i = 0; i < rows; i++) {   // the decoder's per-sequence path, row by row: the same bits
+        RETRO_CHECK(pos[i] >= 0 && pos[i] < L, "attention_decode: position ", pos[i], " outside [0, ", L, ")");
+        float* K = kcache + seq[i] * L * HD;
+        float* Vc = vcache + seq[i] * L * HD;
+        std::memcpy(K + pos[i] * HD, k_new + i * HD, sizeof(float) * HD);
+        std::memcpy(Vc + pos[i] * HD, v_new + i * HD, sizeof(float) * HD);
+        const AttentionShape s{1, 1, pos[i] + 1, H, D, true, false};
+        probs.resize(static_cast<std::size_t>(H * s.keys()));
+        nn::attention_forward(out + i * HD, probs.data(), q + i * HD, K, Vc, static_cast<const float*>(nullptr),
+                              static_cast<const float*>(nullptr), nullptr, s);
+    }
+}
 void HostNnBackend::embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
                                       std::int64_t V, std::int64_t C) {
     nn::embedding_forward(out, ids, table, N, V, C);
