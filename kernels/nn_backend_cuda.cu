@@ -65,11 +65,17 @@ __global__ void round_to_bf16(__nv_bfloat16* __restrict__ y, const float* __rest
 }
 
 // ---------------- rmsnorm ----------------
-__global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ norm, const float* __restrict__ x,
-                                     const float* __restrict__ gamma, ll N, ll C, float scale, float eps) {
+// RESIDUAL (residual_rmsnorm_forward): x = a + b is written first, each thread its own elements, which it then
+// normalises (the sum of squares in the same order as the plain kernel's: the same bits as the two ops apart).
+template <bool RESIDUAL>
+__global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a,
+                                     const float* b, const float* __restrict__ gamma, ll N, ll C, float scale,
+                                     float eps) {
     __shared__ float sh[kThreads];
     for (ll n = blockIdx.x; n < N; n += gridDim.x) {
-        const float* xr = x + n * C;
+        float* xr = x + n * C;
+        if constexpr (RESIDUAL)
+            for (ll c = threadIdx.x; c < C; c += kThreads) xr[c] = a[n * C + c] + b[n * C + c];
         float ss = 0;
         for (ll c = threadIdx.x; c < C; c += kThreads) ss += xr[c] * xr[c];
         ss = block_reduce(ss, sh, SumOp{});
@@ -81,7 +87,9 @@ __global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ 
     }
 }
 
-__global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x,   // dx may alias dy or x
+// ADD (rmsnorm_backward_add): dx += instead of dx =.
+template <bool ADD>
+__global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x,   // dx may alias dy or x (not ADD)
                                       const float* __restrict__ gamma, const float* __restrict__ norm, ll N, ll C,
                                       float eps) {
     __shared__ float sh[kThreads];
@@ -95,7 +103,11 @@ __global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x
         dot = block_reduce(dot, sh, SumOp{});
         const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
         float* dxr = dx + n * C;
-        for (ll c = threadIdx.x; c < C; c += kThreads) dxr[c] = gamma[c] * gr[c] * inv - k * xr[c];
+        for (ll c = threadIdx.x; c < C; c += kThreads) {
+            const float d = gamma[c] * gr[c] * inv - k * xr[c];
+            if constexpr (ADD) dxr[c] += d;
+            else dxr[c] = d;
+        }
     }
 }
 
@@ -325,9 +337,18 @@ void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const
                                     std::int64_t C) {
     if (N == 0) return;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-    rmsnorm_forward_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(y, norm, x, gamma, N, C, scale,
-                                                                   static_cast<float>(kRmsnormEps));
+    rmsnorm_forward_rows<false><<<grid_for(N, 1), kThreads, 0, stream_>>>(
+        y, norm, const_cast<float*>(x), nullptr, nullptr, gamma, N, C, scale, static_cast<float>(kRmsnormEps));
     RETRO_CUDA_LAUNCH_CHECK("rmsnorm_forward_rows", stream_);
+}
+
+void CudaNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
+                                             const float* gamma, std::int64_t N, std::int64_t C) {
+    if (N == 0) return;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+    rmsnorm_forward_rows<true><<<grid_for(N, 1), kThreads, 0, stream_>>>(y, norm, x, a, b, gamma, N, C, scale,
+                                                                         static_cast<float>(kRmsnormEps));
+    RETRO_CUDA_LAUNCH_CHECK("residual_rmsnorm_forward", stream_);
 }
 
 void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
@@ -336,8 +357,17 @@ void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, 
     const float eps = static_cast<float>(kRmsnormEps);
     // dgamma first: it reads dy and x, which dx may alias (the CPU op allows dx == dy)
     column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
-    rmsnorm_backward_rows<<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
+    rmsnorm_backward_rows<false><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
     RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_rows", stream_);
+}
+
+void CudaNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                         const float* norm, std::int64_t N, std::int64_t C) {
+    if (N == 0 || C == 0) return;
+    const float eps = static_cast<float>(kRmsnormEps);
+    column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
+    rmsnorm_backward_rows<true><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
+    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_add", stream_);
 }
 
 // ---------------- gelu, rotary, scale ----------------

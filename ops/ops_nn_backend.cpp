@@ -5,6 +5,7 @@
 //   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), residual_sum, residual_add, scale, copy
 //   nn.adamw        adamw_update (decaying and non-decaying elements)
 //   nn.sum_squares  sum_squares (double accumulation; long enough for the GPU's grid-stride loop to wrap)
+//   nn.residual_rmsnorm  residual_rmsnorm_forward, rmsnorm_backward_add (the fused pre-norm pairs; x == a too)
 //   nn.attention_decode  attention_decode (one decode step of causal self-attention over KV caches; forward only)
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "nn/attention.h"
 #include "nn/embedding.h"
 #include "nn/residual.h"
+#include "nn/rmsnorm.h"
 #include "op_registry.h"
 
 namespace retro::ops {
@@ -174,6 +176,37 @@ std::unique_ptr<Case> sum_squares_case(int64_t n, std::uint64_t seed) {
                                              body, device, {"sum_squares"});
 }
 
+// x = a + b, y = rmsnorm(x); dx += rmsnorm's dx, dgamma +=: the two ops apart are the reference. alias: x is a.
+std::unique_ptr<Case> residual_rmsnorm_case(int64_t N, int64_t C, bool alias, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t n = N * C;
+    Tensors in{random_tensor(n, rng), random_tensor(n, rng), random_tensor(C, rng), random_tensor(n, rng),
+               random_tensor(n, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(n), std::vector<T>(n), std::vector<T>(N), x[4], std::vector<T>(C, T(0))};
+        nn::residual_sum(out[0].data(), x[0].data(), x[1].data(), n);
+        nn::rmsnorm_forward(out[1].data(), out[2].data(), out[0].data(), x[2].data(), N, C);
+        std::vector<T> tmp(static_cast<std::size_t>(n));
+        nn::rmsnorm_backward(tmp.data(), out[4].data(), x[3].data(), out[0].data(), x[2].data(), out[2].data(), N, C);
+        nn::residual_add(out[3].data(), tmp.data(), n);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float* da = a.up(x[0]);
+        float *xs = alias ? da : a.alloc<float>(n), *y = a.alloc<float>(n), *norm = a.alloc<float>(N),
+              *dx = a.up(x[4]), *dgamma = a.zeros<float>(C);
+        const float *b = a.up(x[1]), *gamma = a.up(x[2]), *dy = a.up(x[3]);
+        be.residual_rmsnorm_forward(xs, y, norm, da, b, gamma, N, C);
+        be.rmsnorm_backward_add(dx, dgamma, dy, xs, gamma, norm, N, C);
+        return {a.down(xs, n), a.down(y, n), a.down(norm, N), a.down(dx, n), a.down(dgamma, C)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"C", C}}) + (alias ? " x=a" : ""), 12.0 * n, 4.0 * 10 * n,
+         {"a", "b", "gamma", "dy", "dx0"}, {false, false, false, false, false}, {"x", "y", "norm", "dx", "dgamma"}},
+        std::move(in), body, device, {"residual_rmsnorm_forward", "rmsnorm_backward_add"});
+}
+
 // attention_decode: `rows` sequences of S, row i at position pos[i] of caches [S, L, H*D], each attending keys
 // 0..pos[i] after its new key and value are written (the reference: the cache writes, then nn::attention_forward per
 // row, causal with Nq = 1). Outputs: out and both caches (the written rows checked too).
@@ -236,6 +269,15 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         [](std::uint64_t s) { return adamw_case(1000, s); }, [] { return adamw_case(std::int64_t{1} << 22, 1); });
     add("nn.sum_squares", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
         [](std::uint64_t s) { return sum_squares_case(100000, s); }, [] { return sum_squares_case(std::int64_t{1} << 22, 1); });
+    // seed 2: rows wider than a block's 256 threads; 3: x written over a
+    add("nn.residual_rmsnorm", "lib/nn/nn_backend_host.cpp",
+        {backend_test, "tests/test_backend_model.cpp: backend model: on the host backend, loss, logits and gradients equal RetroModel<float> bit for bit"},
+        "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return residual_rmsnorm_case(3, 700, false, s);
+            return residual_rmsnorm_case(5, 6, s == 3, s);
+        },
+        [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
     // seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed); 2: keys over
     // several tiles of 256; 3: the largest head dimension; the perf case: 8 sequences of the demo decoder at 1,000
     add("nn.attention_decode", "lib/nn/nn_backend_host.cpp",

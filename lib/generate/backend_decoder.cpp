@@ -170,9 +170,11 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     }
     const backend::FfSaved ff{grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    // pre-norm blocks: each residual sum and the norm that reads it as one op (residual_rmsnorm_forward), but the
+    // last, whose norm runs on the rows whose logits are wanted
+    be_.rmsnorm_forward(xn, norm, x, p_.decoder[0].g_attn, R, Cd);
     for (std::size_t li = 0; li < p_.decoder.size(); li++) {
         const auto& L = p_.decoder[li];
-        be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
         // self-attention (nn/attention_kv_cache.h's attention_layer_step): projections over all rows, the new keys
         // and values appended to each sequence's cache, each sequence's rows attending its keys 0..pos
         if (R == 1 && L.attn.to_k == L.attn.to_q + HD * Cd && L.attn.to_v == L.attn.to_k + HD * Cd) {
@@ -206,9 +208,9 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
             be_.attention_forward(o + b * HD, probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
         }
         be_.linear_forward(y, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);
-        be_.residual_sum(x1, x, y, R * Cd);
         const float* xin = x1;
         if (L.has_cca && retrieval_) {
+            be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_cca, R, Cd);
             if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence
                 for (int64_t s = 0; s < S; s++) {
                     const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
@@ -218,14 +220,17 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
                 }
                 encode_finished_chunks(row_begin);
             }
-            be_.rmsnorm_forward(xn, norm, x1, L.g_cca, R, Cd);
             cca_rows(y, xn, R, L, li, q, o);
-            be_.residual_sum(x2, x1, y, R * Cd);
+            be_.residual_rmsnorm_forward(x2, xn, norm, x1, y, L.g_ff, R, Cd);
             xin = x2;
+        } else {
+            be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_ff, R, Cd);
         }
-        be_.rmsnorm_forward(xn, norm, xin, L.g_ff, R, Cd);
         backend::ff_forward(be_, y, ff, xn, L.ff, R, Cd);
-        be_.residual_sum(x, xin, y, R * Cd);
+        if (li + 1 < p_.decoder.size())
+            be_.residual_rmsnorm_forward(x, xn, norm, xin, y, p_.decoder[li + 1].g_attn, R, Cd);
+        else
+            be_.residual_sum(x, xin, y, R * Cd);
     }
     for (int64_t s = 0; s < S; s++) {
         auto& q = seqs_[static_cast<std::size_t>(s)];

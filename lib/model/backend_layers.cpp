@@ -124,24 +124,29 @@ void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float
 void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const std::int32_t* ids,
                      const std::uint8_t* mask, const float* ctx, int64_t M, int64_t r, const RetroParams<float>& p,
                      const RetroConfig& c, const nn::RotaryView& rot_r, const nn::RotaryView& rot_ctx) {
-    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = M * r, sz = R * Ce;
+    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = M * r;
+    // pre-norm blocks: each residual sum and the norm that reads it as one fused op (residual_rmsnorm_forward)
     be.embedding_forward(a.layers[0].h0, ids, p.token_emb, R, c.num_tokens, Ce);
+    be.rmsnorm_forward(a.layers[0].n0, a.layers[0].r0, a.layers[0].h0, p.encoder[0].g_attn, R, Ce);
     for (std::size_t i = 0; i < a.layers.size(); i++) {
         const auto& L = p.encoder[i];
         const auto& A = a.layers[i];
-        be.rmsnorm_forward(A.n0, A.r0, A.h0, L.g_attn, R, Ce);
         attn_forward(be, a.tmp, A.attn, A.n0, nullptr, mask, &rot_r, &rot_r, L.attn, a.self);
-        be.residual_sum(A.h1, A.h0, a.tmp, sz);
         if (L.has_cross) {
-            be.rmsnorm_forward(A.n1, A.r1, A.h1, L.g_cross, R, Ce);
+            be.residual_rmsnorm_forward(A.h1, A.n1, A.r1, A.h0, a.tmp, L.g_cross, R, Ce);
             attn_forward(be, a.tmp, A.cross, A.n1, ctx, nullptr, &rot_r, &rot_ctx, L.cross, a.cross);
-            be.residual_sum(A.h2, A.h1, a.tmp, sz);
+            be.residual_rmsnorm_forward(A.h2, A.n2, A.r2, A.h1, a.tmp, L.g_ff, R, Ce);
+        } else {   // h2 is h1
+            be.residual_rmsnorm_forward(A.h1, A.n2, A.r2, A.h0, a.tmp, L.g_ff, R, Ce);
         }
-        be.rmsnorm_forward(A.n2, A.r2, A.h2, L.g_ff, R, Ce);
         ff_forward(be, a.tmp, A.ff, A.n2, L.ff, R, Ce);
-        be.residual_sum(i + 1 < a.layers.size() ? a.layers[i + 1].h0 : a.pre, A.h2, a.tmp, sz);
+        if (i + 1 < a.layers.size()) {
+            const auto& next = a.layers[i + 1];
+            be.residual_rmsnorm_forward(next.h0, next.n0, next.r0, A.h2, a.tmp, p.encoder[i + 1].g_attn, R, Ce);
+        } else {
+            be.residual_rmsnorm_forward(a.pre, a.norm, a.rms, A.h2, a.tmp, p.enc_norm_out, R, Ce);
+        }
     }
-    be.rmsnorm_forward(a.norm, a.rms, a.pre, p.enc_norm_out, R, Ce);
     be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
 }
 

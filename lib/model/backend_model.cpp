@@ -66,10 +66,10 @@ struct BackendRetroModel::Plan {
     std::int64_t *cca_shift = nullptr, *cca_unshift = nullptr, *ctx_index = nullptr;
     std::vector<std::int64_t*> ctx_back;   // per neighbour j: decoder row -> its dctx row, or -1
     // backward scratch, shared by the layers
-    float *dlogits = nullptr, *dxn = nullptr, *dx = nullptr, *dn = nullptr, *dtmp = nullptr, *dE = nullptr,
+    float *dlogits = nullptr, *dxn = nullptr, *dx = nullptr, *dn = nullptr, *dE = nullptr,
           *dE_part = nullptr, *dO = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr, *tmp_k = nullptr,
           *tmp_v = nullptr, *dgel = nullptr, *dys = nullptr, *dxs = nullptr, *dEn = nullptr, *dh = nullptr,
-          *dn_e = nullptr, *dtmp_e = nullptr, *dctx = nullptr, *dctx_part = nullptr, *dembed = nullptr;
+          *dn_e = nullptr, *dctx = nullptr, *dctx_part = nullptr, *dembed = nullptr;
 
     // Assigns every buffer from `c` (sizes only when c.base is null).
     void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape);
@@ -120,7 +120,6 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     dxn = c.take<float>(N * Cd);
     dx = c.take<float>(N * Cd);
     dn = c.take<float>(N * Cd);
-    dtmp = c.take<float>(N * Cd);
     if (Ce != Cd) dembed = c.take<float>(N * Ce);
     // attention backward scratch: the largest query / key sides over every attention layer that runs
     int64_t q_max = N * HD, k_max = N * HD, kv_max = N * Cd, ff_max = N * 4 * Cd;
@@ -157,7 +156,6 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         dEn = c.take<float>(R * Ce);
         dh = c.take<float>(R * Ce);
         dn_e = c.take<float>(R * Ce);
-        dtmp_e = c.take<float>(R * Ce);
         dctx = c.take<float>(M * cs * Cd);
         dctx_part = c.take<float>(M * cs * Cd);
         q_max = std::max({q_max, rows * HD, R * HD});
@@ -298,7 +296,7 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
     }
     plan({B, n, batch.k, batch.r, batch.has_retrieval()});
     Plan& P = *plan_;
-    const int64_t N = P.N, sz = N * Cd;
+    const int64_t N = P.N;
 
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(N)), labels(inputs.size());
     for (int64_t b = 0; b < B; b++)
@@ -319,32 +317,37 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
     be_.position_add_forward(P.embed, p_.pos_emb, B, n, Ce);
     if (p_.to_dec_w) be_.linear_forward(P.dec[0].x0, P.embed, p_.to_dec_w, p_.to_dec_b, N, Ce, Cd);
 
+    // pre-norm blocks: each residual sum and the norm that reads it as one fused op (residual_rmsnorm_forward; the
+    // same arithmetic as RetroModel's two ops)
     bool encoded = false;
+    be_.rmsnorm_forward(P.dec[0].n0, P.dec[0].r0, P.dec[0].x0, p_.decoder[0].g_attn, N, Cd);
     for (std::size_t i = 0; i < P.dec.size(); i++) {
         const auto& L = p_.decoder[i];
         auto& A = P.dec[i];
-        be_.rmsnorm_forward(A.n0, A.r0, A.x0, L.g_attn, N, Cd);
         attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self);
-        be_.residual_sum(A.x1, A.x0, P.tmp, sz);
         if (L.has_cca && P.s.retrieval) {
+            be_.residual_rmsnorm_forward(A.x1, A.n1, A.r1, A.x0, P.tmp, L.g_cca, N, Cd);
             if (!encoded) {
                 be_.gather_rows(P.ctx, A.x1, P.ctx_index, P.M * cs, Cd);
                 encoder_forward();
                 encoded = true;
             }
-            be_.rmsnorm_forward(A.n1, A.r1, A.x1, L.g_cca, N, Cd);
             // CCA (nn/chunked_cross_attention.h): shift into chunk groups, cross-attend, shift back
             be_.gather_rows(A.cca_xs, A.n1, P.cca_shift, B * P.l * cs, Cd);
             attn_forward(be_, A.cca_ys, A.cca, A.cca_xs, P.E, P.mask, &P.rot_cca_q.view, &P.rot_cca_k.view, L.cca,
                          P.cca_attn);
             be_.gather_rows(P.tmp, A.cca_ys, P.cca_unshift, N, Cd);
-            be_.residual_sum(A.x2, A.x1, P.tmp, sz);
+            be_.residual_rmsnorm_forward(A.x2, A.n2, A.r2, A.x1, P.tmp, L.g_ff, N, Cd);
+        } else {   // x2 is x1
+            be_.residual_rmsnorm_forward(A.x1, A.n2, A.r2, A.x0, P.tmp, L.g_ff, N, Cd);
         }
-        be_.rmsnorm_forward(A.n2, A.r2, A.x2, L.g_ff, N, Cd);
         ff_forward(be_, P.tmp, A.ff, A.n2, L.ff, N, Cd);
-        be_.residual_sum(i + 1 < P.dec.size() ? P.dec[i + 1].x0 : P.x_final, A.x2, P.tmp, sz);
+        if (i + 1 < P.dec.size())
+            be_.residual_rmsnorm_forward(P.dec[i + 1].x0, P.dec[i + 1].n0, P.dec[i + 1].r0, A.x2, P.tmp,
+                                         p_.decoder[i + 1].g_attn, N, Cd);
+        else
+            be_.residual_rmsnorm_forward(P.x_final, P.xn_final, P.rms_final, A.x2, P.tmp, p_.dec_norm_out, N, Cd);
     }
-    be_.rmsnorm_forward(P.xn_final, P.rms_final, P.x_final, p_.dec_norm_out, N, Cd);
     be_.linear_forward(P.logits, P.xn_final, p_.to_logits_w, p_.to_logits_b, N, Cd, V);
     if (P.copy_cand) {   // nn/copy_head.h: candidates found on the host from the batch's ids, the gates on the backend
         std::vector<nn::CopyCandidate> cand;
@@ -364,7 +367,7 @@ void BackendRetroModel::encoder_forward() {
 void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), parameter gradients +=
     const auto& c = config_;
     Plan& P = *plan_;
-    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, sz = R * Ce, ctx_size = P.M * c.chunk_size * Cd;
+    const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, ctx_size = P.M * c.chunk_size * Cd;
     const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
     be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.enc.norm, p_.enc_project_w, R, Ce, Cd);
     be_.rmsnorm_backward(P.dh, g_.enc_norm_out, P.dEn, P.enc.pre, p_.enc_norm_out, P.enc.rms, R, Ce);
@@ -374,19 +377,16 @@ void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), paramet
         const auto& G = g_.encoder[static_cast<std::size_t>(i)];
         auto& A = P.enc.layers[static_cast<std::size_t>(i)];
         ff_backward(be_, P.dn_e, G.ff, P.dh, A.ff, A.n2, L.ff, R, Ce, t);
-        be_.rmsnorm_backward(P.dtmp_e, G.g_ff, P.dn_e, A.h2, L.g_ff, A.r2, R, Ce);
-        be_.residual_add(P.dh, P.dtmp_e, sz);
+        be_.rmsnorm_backward_add(P.dh, G.g_ff, P.dn_e, A.h2, L.g_ff, A.r2, R, Ce);
         if (L.has_cross) {
             attn_backward(be_, P.dn_e, P.dctx_part, G.cross, P.dh, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view,
                           &P.rot_ctx.view, L.cross, P.enc.cross, t);
             be_.residual_add(P.dctx, P.dctx_part, ctx_size);
-            be_.rmsnorm_backward(P.dtmp_e, G.g_cross, P.dn_e, A.h1, L.g_cross, A.r1, R, Ce);
-            be_.residual_add(P.dh, P.dtmp_e, sz);
+            be_.rmsnorm_backward_add(P.dh, G.g_cross, P.dn_e, A.h1, L.g_cross, A.r1, R, Ce);
         }
         attn_backward(be_, P.dn_e, nullptr, G.attn, P.dh, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view,
                       &P.rot_enc.view, L.attn, P.enc.self, t);
-        be_.rmsnorm_backward(P.dtmp_e, G.g_attn, P.dn_e, A.h0, L.g_attn, A.r0, R, Ce);
-        be_.residual_add(P.dh, P.dtmp_e, sz);
+        be_.rmsnorm_backward_add(P.dh, G.g_attn, P.dn_e, A.h0, L.g_attn, A.r0, R, Ce);
     }
     be_.embedding_backward(g_.token_emb, P.dh, P.retrieved, R, Ce);
 }
@@ -396,7 +396,7 @@ void BackendRetroModel::backward(float scale) {
     const auto& c = config_;
     Plan& P = *plan_;
     const int64_t B = P.s.B, n = P.s.n, N = P.N, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens,
-                  cs = c.chunk_size, sz = N * Cd;
+                  cs = c.chunk_size;
     const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
     be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
     be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits, P.xn_final,
@@ -414,8 +414,7 @@ void BackendRetroModel::backward(float scale) {
         auto& A = P.dec[static_cast<std::size_t>(i)];
         if (frozen_from(3 * i + 3)) return;
         ff_backward(be_, P.dn, G.ff, P.dx, A.ff, A.n2, L.ff, N, Cd, t);
-        be_.rmsnorm_backward(P.dtmp, G.g_ff, P.dn, A.x2, L.g_ff, A.r2, N, Cd);
-        be_.residual_add(P.dx, P.dtmp, sz);
+        be_.rmsnorm_backward_add(P.dx, G.g_ff, P.dn, A.x2, L.g_ff, A.r2, N, Cd);
         if (frozen_from(3 * i + 2)) return;
         if (L.has_cca && P.s.retrieval) {
             // CCA backward: shift dy into the groups, cross-attention backward (dE_part =), shift dx back
@@ -424,8 +423,7 @@ void BackendRetroModel::backward(float scale) {
                           &P.rot_cca_k.view, L.cca, P.cca_attn, t);
             be_.gather_rows(P.dn, P.dxs, P.cca_unshift, N, Cd);
             be_.residual_add(P.dE, P.dE_part, P.R * Cd);
-            be_.rmsnorm_backward(P.dtmp, G.g_cca, P.dn, A.x1, L.g_cca, A.r1, N, Cd);
-            be_.residual_add(P.dx, P.dtmp, sz);
+            be_.rmsnorm_backward_add(P.dx, G.g_cca, P.dn, A.x1, L.g_cca, A.r1, N, Cd);
             if (i == first && (encoder_trainable_ || !frozen_from(3 * i + 1))) {
                 encoder_backward();
                 for (auto* back : P.ctx_back) be_.gather_add_rows(P.dx, P.dctx, back, N, Cd);
@@ -434,8 +432,7 @@ void BackendRetroModel::backward(float scale) {
         if (frozen_from(3 * i + 1)) return;
         attn_backward(be_, P.dn, nullptr, G.attn, P.dx, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view,
                       &P.rot_dec.view, L.attn, P.self, t);
-        be_.rmsnorm_backward(P.dtmp, G.g_attn, P.dn, A.x0, L.g_attn, A.r0, N, Cd);
-        be_.residual_add(P.dx, P.dtmp, sz);
+        be_.rmsnorm_backward_add(P.dx, G.g_attn, P.dn, A.x0, L.g_attn, A.r0, N, Cd);
     }
     if (frozen_from(0)) return;
     const float* de = P.dx;

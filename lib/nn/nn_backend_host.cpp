@@ -76,6 +76,17 @@ void HostNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, 
                                      const float* norm, std::int64_t N, std::int64_t C) {
     nn::rmsnorm_backward(dx, dgamma, dy, x, gamma, norm, N, C);
 }
+void HostNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
+                                             const float* gamma, std::int64_t N, std::int64_t C) {
+    nn::residual_sum(x, a, b, N * C);
+    nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+}
+void HostNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                         const float* norm, std::int64_t N, std::int64_t C) {
+    scratch_.resize(static_cast<std::size_t>(N * C));
+    nn::rmsnorm_backward(scratch_.data(), dgamma, dy, x, gamma, norm, N, C);
+    nn::residual_add(dx, scratch_.data(), N * C);
+}
 void HostNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) { nn::gelu_forward(y, x, N); }
 void HostNnBackend::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) {
     nn::gelu_backward(dx, dy, x, N);

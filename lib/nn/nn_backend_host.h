@@ -2,6 +2,8 @@
 // model composed over NnBackend and run here gives the bits of the same composition over the nn ops directly).
 // provides: HostNnBackend
 #pragma once
+#include <vector>
+
 #include "nn/nn_backend.h"
 
 namespace retro::nn {
@@ -25,6 +27,10 @@ public:
                          std::int64_t C) override;
     void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                           const float* norm, std::int64_t N, std::int64_t C) override;
+    void residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b, const float* gamma,
+                                  std::int64_t N, std::int64_t C) override;
+    void rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                              const float* norm, std::int64_t N, std::int64_t C) override;
     void gelu_forward(float* y, const float* x, std::int64_t N) override;
     void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) override;
     void rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N, std::int64_t H,
@@ -67,6 +73,9 @@ public:
     double sum_squares(const float* x, std::int64_t n) override;
     void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay, std::int64_t n,
                       const AdamWScalars& a) override;
+
+private:
+    std::vector<float> scratch_;   // rmsnorm_backward_add's temporary
 };
 
 }  // namespace retro::nn

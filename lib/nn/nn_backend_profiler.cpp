@@ -75,6 +75,16 @@ void ProfilingNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float*
                                           const float* gamma, const float* norm, std::int64_t N, std::int64_t C) {
     timed("rmsnorm_backward", dims({N, C}), 0, [&] { inner_.rmsnorm_backward(dx, dgamma, dy, x, gamma, norm, N, C); });
 }
+void ProfilingNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
+                                                  const float* gamma, std::int64_t N, std::int64_t C) {
+    timed("residual_rmsnorm_forward", dims({N, C}), 0,
+          [&] { inner_.residual_rmsnorm_forward(x, y, norm, a, b, gamma, N, C); });
+}
+void ProfilingNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x,
+                                              const float* gamma, const float* norm, std::int64_t N, std::int64_t C) {
+    timed("rmsnorm_backward_add", dims({N, C}), 0,
+          [&] { inner_.rmsnorm_backward_add(dx, dgamma, dy, x, gamma, norm, N, C); });
+}
 void ProfilingNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) {
     timed("gelu_forward", "", 0, [&] { inner_.gelu_forward(y, x, N); });
 }

@@ -48,6 +48,10 @@ public:
                          std::int64_t C) override;
     void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                           const float* norm, std::int64_t N, std::int64_t C) override;
+    void residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b, const float* gamma,
+                                  std::int64_t N, std::int64_t C) override;
+    void rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                              const float* norm, std::int64_t N, std::int64_t C) override;
     void gelu_forward(float* y, const float* x, std::int64_t N) override;
     void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) override;
     void rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N, std::int64_t H,
