@@ -2,7 +2,8 @@
 # The GPU checks and benchmarks, run on a lent GPU machine from the repository root (docs/gpu.md):
 #   scripts/device-gpu-checks.sh [STEP...]     logs and JSON under $OUT (default ./out-gpu)
 # Steps: env, tests (the CUDA test cases, the BERT encoder's golden test among them), sanitize (compute-sanitizer
-#        memcheck on the op harness's CUDA cases and CUDA exact search), retention (retro-bench retention --device
+#        memcheck on the op harness's CUDA cases and CUDA exact search), racecheck (compute-sanitizer racecheck on the
+#        op harness's CUDA cases: every kernel with shared memory; ~2-3 minutes on an H100, not in the default list), retention (retro-bench retention --device
 #        cuda), fla (tests/peers/fla_retention.py, the same shapes), knn (retro-bench knn --cuda), embed (retro-bench
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
@@ -20,7 +21,8 @@
 #   gpu-checks: PASS env tests embed | FAIL sanitize (rc 124, timeout) knn (not run: out of time)
 # (also in $OUT/summary.txt); the exit status is 0 when every step passed, 1 when one failed, 2 on a usage error.
 # Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
-# with named steps), CUDA_TESTS / SANITIZE_TESTS (doctest filters of the tests / sanitize steps), EMBED_CHUNKS,
+# with named steps), CUDA_TESTS / SANITIZE_TESTS / RACECHECK_TESTS (doctest filters of the tests / sanitize / racecheck
+# steps), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
 # ("0.5 0.25"; 1 = every document), STUDY_RETROFIT_FRACTION (0.5; none: no retro-fit study), STUDY_STEPS (2000),
@@ -40,6 +42,7 @@ configure() {
     STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
     CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*,generate: retro-generate end to end*'}   # doctest filters ignore case
     SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*'}
+    RACECHECK_TESTS=${RACECHECK_TESTS:-'ops: every backend and dtype*'}
     TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
     TRAIN_BATCH=${TRAIN_BATCH:-8}
     TRAIN_SEQ=${TRAIN_SEQ:-1024}
@@ -117,6 +120,12 @@ step_tests() {
 step_sanitize() {
     rk compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" -tc="$SANITIZE_TESTS" 2>&1 |
         tee "$OUT/sanitize.log" | tail -30
+    track "${PIPESTATUS[0]}"
+}
+
+step_racecheck() {
+    rk compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" -tc="$RACECHECK_TESTS" 2>&1 |
+        tee "$OUT/racecheck.log" | tail -30
     track "${PIPESTATUS[0]}"
 }
 
@@ -281,7 +290,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize retention fla knn embed train generate curve profile retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile retrofit studies)" >&2
             exit 2
         fi
     done

@@ -112,7 +112,9 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     for (const char* name : {"bert: the CUDA encoder (--device cuda) matches transformers on the same golden files",
                              "ops: every backend and dtype against the CPU in double",
                              "knn: CUDA exact search equals the CPU exact search on random data",
-                             "knn: retro-knn --exact --device cuda equals --device cpu - or fails in one line without a GPU"}) {
+                             "knn: retro-knn --exact --device cuda equals --device cpu - or fails in one line without a GPU",
+                             "train device: on a CUDA device, the copy head's run tracks the CPU for 20 fp32 steps",
+                             "generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)"}) {
         CAPTURE(name);
         CHECK(listed.out.find(name) != std::string::npos);
     }
@@ -120,6 +122,11 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     REQUIRE(sanitized.exit_code == 0);
     CHECK(sanitized.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
     CHECK(sanitized.out.find("knn: CUDA exact search equals the CPU exact search on random data") != std::string::npos);
+    const std::string racecheck = script_default(script, "RACECHECK_TESTS");
+    REQUIRE(!racecheck.empty());
+    auto raced = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + racecheck));
+    REQUIRE(raced.exit_code == 0);
+    CHECK(raced.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
 
     if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the cases run instead of skipping)");
     auto run = test::run_command(shell_quote(self) + " " +
