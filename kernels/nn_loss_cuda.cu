@@ -4,8 +4,8 @@
 //                          scratch; the row losses and the targets are downloaded and summed on the host in row
 //                          order in float, as nn/cross_entropy.cpp does (the targets are checked there too);
 //   cross_entropy_backward one thread per logit: exp(l - lse) scale, minus scale at the target, 0 on ignored rows;
-//   residual_sum / residual_add: map_elements (float4s where aligned); gather_rows / gather_add_rows: one thread
-//                          per element;
+//   residual_sum / residual_add: map_elements (float4s where aligned); gather_rows / gather_add_rows /
+//                          scatter_rows: one thread per element;
 //   sum_squares            each block's threads accumulate x^2 in double (grid-stride, a fixed block count), a
 //                          fixed tree per block, and the per-block partials are downloaded and added on the host
 //                          in block order;
@@ -71,6 +71,14 @@ __global__ void gather_rows_k(float* __restrict__ dst, const float* __restrict__
         } else {
             dst[e] = r >= 0 ? src[r * C + e % C] : 0.0f;
         }
+    }
+}
+
+__global__ void scatter_rows_k(float* __restrict__ dst, const float* __restrict__ src,
+                               const std::int64_t* __restrict__ index, ll rows, ll C) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < rows * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll r = index[e / C];
+        if (r >= 0) dst[r * C + e % C] = src[e];
     }
 }
 
@@ -156,6 +164,13 @@ void CudaNnBackend::gather_add_rows(float* dst, const float* src, const std::int
     if (rows * C == 0) return;
     gather_rows_k<true><<<grid_for(rows * C), kThreads, 0, stream_>>>(dst, src, index, rows, C);
     RETRO_CUDA_LAUNCH_CHECK("gather_add_rows", stream_);
+}
+
+void CudaNnBackend::scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                 std::int64_t C) {
+    if (rows * C == 0) return;
+    scatter_rows_k<<<grid_for(rows * C), kThreads, 0, stream_>>>(dst, src, index, rows, C);
+    RETRO_CUDA_LAUNCH_CHECK("scatter_rows", stream_);
 }
 
 double CudaNnBackend::sum_squares(const float* x, std::int64_t n) {

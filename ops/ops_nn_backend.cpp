@@ -2,11 +2,13 @@
 // (ops/backend_case.h): each a templated CPU body (the nn/*.h function where there is one, else the arithmetic
 // nn/nn_backend.h states, in float and double) and the same ops through an NnBackend.
 //   nn.embedding    embedding_forward/backward + position_add_forward/backward (repeated ids)
-//   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), residual_sum, residual_add, scale, copy
+//   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), scatter_rows (distinct rows, -1 rows),
+//                   residual_sum, residual_add, scale, copy
 //   nn.adamw        adamw_update (decaying and non-decaying elements)
 //   nn.sum_squares  sum_squares (double accumulation; long enough for the GPU's grid-stride loop to wrap)
 //   nn.residual_rmsnorm  residual_rmsnorm_forward, rmsnorm_backward_add (the fused pre-norm pairs; x == a too)
 //   nn.attention_decode  attention_decode (one decode step of causal self-attention over KV caches; forward only)
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -78,16 +80,23 @@ std::unique_ptr<Case> gather_case(int64_t S, int64_t rows, int64_t C, std::uint6
     std::mt19937 rng(static_cast<unsigned>(seed));
     std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
     for (auto& e : index) e = static_cast<int64_t>(rng() % static_cast<unsigned>(S + 1)) - 1;   // -1: a zero row
+    // scatter: row i of b into row scatter[i] of a copy of src, distinct rows in shuffled order, every third none
+    std::vector<std::int64_t> scatter(static_cast<std::size_t>(rows), -1), perm(static_cast<std::size_t>(S));
+    for (int64_t i = 0; i < S; i++) perm[static_cast<std::size_t>(i)] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t i = 0, next = 0; i < rows && next < S; i++)
+        if (i % 3 != 2) scatter[static_cast<std::size_t>(i)] = perm[static_cast<std::size_t>(next++)];
     const int64_t n = rows * C;
     const float s = 0.37f;
     Tensors in{random_tensor(S * C, rng), random_tensor(n, rng), random_tensor(n, rng)};
     auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
         const T* src = x[0].data();
-        V<T> out{std::vector<T>(n), x[1], std::vector<T>(n), x[1], x[1]};
+        V<T> out{std::vector<T>(n), x[1], std::vector<T>(n), x[1], x[1], x[0]};
         for (int64_t i = 0; i < rows; i++)
             for (int64_t c = 0; c < C; c++) {
                 out[0][i * C + c] = index[i] >= 0 ? src[index[i] * C + c] : T(0);
                 if (index[i] >= 0) out[1][i * C + c] += src[index[i] * C + c];
+                if (scatter[i] >= 0) out[5][scatter[i] * C + c] = x[2][i * C + c];
             }
         nn::residual_sum(out[2].data(), x[1].data(), x[2].data(), n);
         nn::residual_add(out[3].data(), x[2].data(), n);
@@ -96,8 +105,10 @@ std::unique_ptr<Case> gather_case(int64_t S, int64_t rows, int64_t C, std::uint6
     };
     auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
         BackendArena a(be);
-        const std::int64_t* didx = a.up(index);
+        const std::int64_t *didx = a.up(index), *dscatter = a.up(scatter);
         const float *src = a.up(x[0]), *base = a.up(x[1]), *b = a.up(x[2]);
+        float* scattered = a.up(x[0]);
+        be.scatter_rows(scattered, b, dscatter, rows, C);
         float *g = a.alloc<float>(n), *ga = a.alloc<float>(n), *sum = a.alloc<float>(n), *acc = a.alloc<float>(n),
               *sc = a.alloc<float>(n);
         be.gather_rows(g, src, didx, rows, C);
@@ -107,13 +118,13 @@ std::unique_ptr<Case> gather_case(int64_t S, int64_t rows, int64_t C, std::uint6
         be.residual_add(acc, b, n);
         be.scale(sc, s, n);
         be.synchronize();
-        return {a.down(g, n), a.down(ga, n), a.down(sum, n), a.down(acc, n), a.down(sc, n)};
+        return {a.down(g, n), a.down(ga, n), a.down(sum, n), a.down(acc, n), a.down(sc, n), a.down(scattered, S * C)};
     };
     return make_backend_case<decltype(body)>(
         {dims({{"S", S}, {"rows", rows}, {"C", C}}), 4.0 * n, 4.0 * 14 * n, {"src", "base", "b"}, {false, false, false},
-         {"gather", "gather_add", "residual_sum", "residual_add", "scale"}},
+         {"gather", "gather_add", "residual_sum", "residual_add", "scale", "scatter"}},
         std::move(in), body, device,
-        {"gather_rows", "gather_add_rows", "residual_sum", "residual_add", "scale", "copy", "synchronize"});
+        {"gather_rows", "gather_add_rows", "scatter_rows", "residual_sum", "residual_add", "scale", "copy", "synchronize"});
 }
 
 // One AdamW step (nn/nn_backend.h's arithmetic) at lr 1e-3, weight decay 0.1, betas (0.9, 0.95), step 3.

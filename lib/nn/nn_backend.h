@@ -141,11 +141,14 @@ public:
     // Row gathers for the chunk layouts (CCA's shift, the encoder's context): for i < rows,
     //   gather_rows:     dst[i, :]  = index[i] >= 0 ? src[index[i], :] : 0
     //   gather_add_rows: dst[i, :] += src[index[i], :]   where index[i] >= 0
+    //   scatter_rows:    dst[index[i], :] = src[i, :]    where index[i] >= 0 (those distinct; other dst rows stay)
     // rows of C floats; index [rows] in backend memory.
     virtual void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                              std::int64_t C) = 0;
     virtual void gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                                  std::int64_t C) = 0;
+    virtual void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                              std::int64_t C) = 0;
 
     // The copy head (nn/copy_head.h, config copy_head): logits [rows, V] += the gates of cand [rows, k] (found on the
     // host by nn::copy_candidates_batch or nn::copy_candidates, uploaded); xn [rows, C]; bias [kCopyBuckets],

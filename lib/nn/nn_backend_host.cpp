@@ -193,6 +193,11 @@ void HostNnBackend::copy_head_backward(float* dxn, float* dbias, float* dweight,
                                        std::int64_t C, const float* weight) {
     nn::copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight);
 }
+void HostNnBackend::scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                 std::int64_t C) {
+    for (std::int64_t i = 0; i < rows; i++)
+        if (index[i] >= 0) std::memcpy(dst + index[i] * C, src + i * C, sizeof(float) * C);
+}
 double HostNnBackend::sum_squares(const float* x, std::int64_t n) {
     double sq = 0;
     for (std::int64_t i = 0; i < n; i++) sq += static_cast<double>(x[i]) * x[i];

@@ -70,6 +70,8 @@ public:
     void copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits, const float* xn,
                             const CopyCandidate* cand, std::int64_t rows, std::int64_t k, std::int64_t V, std::int64_t C,
                             const float* weight) override;
+    void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                      std::int64_t C) override;
     double sum_squares(const float* x, std::int64_t n) override;
     void adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay, std::int64_t n,
                       const AdamWScalars& a) override;

@@ -178,6 +178,10 @@ void ProfilingNnBackend::copy_head_backward(float* dxn, float* dbias, float* dwe
     timed("copy_head_backward", dims({rows, k, C}), 0,
           [&] { inner_.copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight); });
 }
+void ProfilingNnBackend::scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                      std::int64_t C) {
+    timed("scatter_rows", "", 0, [&] { inner_.scatter_rows(dst, src, index, rows, C); });
+}
 double ProfilingNnBackend::sum_squares(const float* x, std::int64_t n) {
     return timed("sum_squares", "", 0, [&] { return inner_.sum_squares(x, n); });
 }
