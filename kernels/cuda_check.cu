@@ -76,6 +76,8 @@ void cuda_launch_check(const char* kernel, CudaStream stream, const char* file, 
 
 void cuda_sync_point(const char* what, CudaStream stream, const char* file, int line) {
     if (!cuda_sync_check()) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;   // a graph being captured runs later
+    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone) return;
     const cudaError_t run = cudaStreamSynchronize(stream);
     if (run != cudaSuccess)
         throw InternalError(cuda_error_message(run, cat(what, ": run (", kCudaSyncCheckEnv, ")").c_str(), file, line));

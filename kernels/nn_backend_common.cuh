@@ -109,6 +109,9 @@ public:
     void copy(void* dst, const void* src, std::size_t bytes) override;
     void zero(void* p, std::size_t bytes) override;
     void synchronize() override;
+    void begin_capture() override;
+    std::unique_ptr<BackendGraph> end_capture() override;
+    void launch_graph(const BackendGraph& graph) override;
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
                         std::int64_t O) override;

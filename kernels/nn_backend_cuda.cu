@@ -202,6 +202,7 @@ CudaNnBackend::~CudaNnBackend() {
 
 void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
     if (bytes > s.bytes) {
+        refuse_while_capturing("scratch growth");   // the op must have run once at this size before a capture
         RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
         void* old = s.p;
         s.p = nullptr;
@@ -215,6 +216,7 @@ void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
 
 
 void* CudaNnBackend::alloc(std::size_t bytes) {
+    refuse_while_capturing("alloc");
     void* p = nullptr;
     RETRO_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));   // 256-byte aligned
     return p;
@@ -223,6 +225,7 @@ void CudaNnBackend::release(void* p) noexcept {
     if (p) RETRO_CUDA_CHECK_NOTHROW(cudaFree(p));
 }
 void CudaNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
+    refuse_while_capturing("upload");
     if (!bytes) return;
     if (bytes > kStagedUploadMax) {   // weights, batches: rare, large
         RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
@@ -247,6 +250,7 @@ void CudaNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
     RETRO_CUDA_CHECK(cudaEventRecord(s.done, stream_));
 }
 void CudaNnBackend::download(void* dst, const void* src, std::size_t bytes) {
+    refuse_while_capturing("download");
     if (!bytes) return;
     RETRO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -258,7 +262,43 @@ void CudaNnBackend::copy(void* dst, const void* src, std::size_t bytes) {
 void CudaNnBackend::zero(void* p, std::size_t bytes) {
     if (bytes) RETRO_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
 }
-void CudaNnBackend::synchronize() { RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaNnBackend::synchronize() {
+    refuse_while_capturing("synchronize");
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// ---------------- graphs: CUDA stream capture ----------------
+namespace {
+struct CudaGraph final : BackendGraph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~CudaGraph() override {
+        if (exec) RETRO_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec));
+        if (graph) RETRO_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));
+    }
+};
+}  // namespace
+
+void CudaNnBackend::begin_capture() {
+    RETRO_CHECK(!capturing_, "begin_capture: a capture is already open");
+    // thread-local mode: this thread's unsafe calls (cudaMalloc, a synchronize) fail the capture, others' do not
+    RETRO_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+}
+
+std::unique_ptr<BackendGraph> CudaNnBackend::end_capture() {
+    RETRO_CHECK(capturing_, "end_capture without begin_capture");
+    capturing_ = false;
+    auto g = std::make_unique<CudaGraph>();
+    RETRO_CUDA_CHECK(cudaStreamEndCapture(stream_, &g->graph));
+    RETRO_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+    return g;
+}
+
+void CudaNnBackend::launch_graph(const BackendGraph& graph) {
+    refuse_while_capturing("launch_graph");
+    RETRO_CUDA_CHECK(cudaGraphLaunch(dynamic_cast<const CudaGraph&>(graph).exec, stream_));
+}
 
 const void* CudaNnBackend::to_bf16(int slot, const float* x, std::int64_t n) {
     auto* y = static_cast<__nv_bfloat16*>(scratch(bf_[slot], static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 2));

@@ -111,6 +111,7 @@ __global__ void adamw_k(float* __restrict__ p, const float* __restrict__ g, floa
 float CudaNnBackend::cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits,
                                            const std::int32_t* targets, std::int64_t N, std::int64_t V,
                                            std::int32_t ignore_index) {
+    refuse_while_capturing("cross_entropy_forward");
     *valid = 0;
     if (N == 0) return 0.0f;
     RETRO_CHECK(V > 0, "cross-entropy over an empty vocabulary");
@@ -174,6 +175,7 @@ void CudaNnBackend::scatter_rows(float* dst, const float* src, const std::int64_
 }
 
 double CudaNnBackend::sum_squares(const float* x, std::int64_t n) {
+    refuse_while_capturing("sum_squares");
     if (n == 0) return 0.0;
     double* partials = static_cast<double*>(scratch(partials_, kSumBlocks * sizeof(double)));
     sum_squares_blocks<<<kSumBlocks, kThreads, 0, stream_>>>(partials, x, n);

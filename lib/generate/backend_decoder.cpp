@@ -97,6 +97,7 @@ T* BackendDecoder::grow(Grow& g, int64_t count) {
         be_.synchronize();
         g.bytes = std::max(bytes, 2 * g.bytes);
         g.buf = nn::BackendBuffer(be_, g.bytes);
+        grow_epoch_++;   // a captured graph that used the old buffer is stale
     }
     return static_cast<T*>(g.buf.get());
 }
@@ -119,56 +120,199 @@ void BackendDecoder::reset(int64_t s) {   // the caches are overwritten position
 }
 
 void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
-    const int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens,
-                  HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, Rd = c_.rot_dim();
+    const int64_t S = sequences();
     std::vector<int64_t> lengths, chunks;
     for (int64_t s = 0; s < S; s++) {
         lengths.push_back(seqs_[static_cast<std::size_t>(s)].n);
         if (retrieval_) chunks.push_back(neighbour_chunks(s));
     }
     DecodeRows rows = decode_rows(tokens, lengths, chunks, c_);
-    row_seq_ = std::move(rows.seq);
-    row_pos_ = std::move(rows.pos);
-    const std::vector<int64_t> row_begin = std::move(rows.begin);
-    const std::vector<std::int32_t>& ids = rows.ids;
-    const int64_t R = static_cast<int64_t>(row_seq_.size());
     std::fill(last_row_.begin(), last_row_.end(), -1);
     logits_.clear();
-    if (R == 0) return;
+    if (rows.seq.empty()) return;
+    prepare_step(rows, all_logits);
+    const StepPlan& P = plan_;
+    if (use_graphs_ && P.graph_key.has_value()) {
+        // the step as a graph (NnBackend::begin_capture): captured when its key (buffers, rows, chunks read) is new,
+        // replayed while it holds; what changes from token to token is in the buffers prepare_step uploaded
+        if (!graph_ || graph_key_ != *P.graph_key) {
+            graph_.reset();
+            be_.begin_capture();
+            try {
+                run_step();
+            } catch (...) {
+                be_.end_capture();
+                throw;
+            }
+            graph_ = be_.end_capture();
+            graph_key_ = *P.graph_key;
+            graph_captures_++;
+        }
+        be_.launch_graph(*graph_);
+        graph_launches_++;
+    } else {
+        run_step();
+    }
+    for (int64_t s = 0; s < S; s++)
+        seqs_[static_cast<std::size_t>(s)].n += P.row_begin[static_cast<std::size_t>(s + 1)] - P.row_begin[static_cast<std::size_t>(s)];
+    logits_.resize(static_cast<std::size_t>(P.out_rows * c_.num_tokens));
+    be_.download(logits_.data(), P.lg, logits_.size() * sizeof(float));
+}
 
-    // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
-    auto* d_ids = grow<std::int32_t>(g_ids_, R);
-    auto* d_pos = grow<int64_t>(g_pos_, R);
-    be_.upload(d_ids, ids.data(), ids.size() * sizeof(std::int32_t));
-    be_.upload(d_pos, row_pos_.data(), row_pos_.size() * sizeof(int64_t));
-    float* e = grow<float>(g_e_, R * Ce);
-    be_.embedding_forward(e, d_ids, p_.token_emb, R, V, Ce);
-    be_.gather_add_rows(e, p_.pos_emb, d_pos, R, Ce);   // e[i] += pos_emb[pos[i]]
-    float* x = grow<float>(g_x_, R * Cd);   // the residual stream, rewritten layer by layer
-    if (p_.to_dec_w) be_.linear_forward(x, e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
-    else be_.copy(x, e, static_cast<std::size_t>(R * Cd) * sizeof(float));
-    // each row at its position (rows of one sequence are consecutive)
-    const auto rot_host = nn::rotary_table<float>(row_pos_, Rd);
+// Every host-side decision of a step and every upload it needs, before anything runs: the rows' ids, positions,
+// sequences and rotary rows, the rows the encoder's context takes, the CCA rows' selection (the same for every CCA
+// layer) with their query rotations, the rows whose logits are wanted, the copy head's candidates; and every buffer
+// grown to the step's size. run_step() then only calls compute ops on these buffers (a graph can replay it).
+void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
+    const int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens, HD = c_.inner_dim(),
+                  H = c_.heads, Rd = c_.rot_dim(), cs = c_.chunk_size, KR = k_ * r_;
+    StepPlan& P = plan_;
+    row_seq_ = rows.seq;
+    row_pos_ = rows.pos;
+    P.row_begin = rows.begin;
+    const int64_t R = static_cast<int64_t>(row_seq_.size());
+    P.R = R;
+    P.n0.assign(static_cast<std::size_t>(S), 0);
+    P.one_row_each = c_.dim_head <= nn::kAttentionDecodeMaxD;
+    P.encode = false;
+    int64_t self_probs = 0;
+    for (int64_t s = 0; s < S; s++) {
+        auto& q = seqs_[static_cast<std::size_t>(s)];
+        const int64_t fed = P.row_begin[static_cast<std::size_t>(s + 1)] - P.row_begin[static_cast<std::size_t>(s)];
+        P.n0[static_cast<std::size_t>(s)] = q.n;
+        P.one_row_each = P.one_row_each && fed <= 1;
+        self_probs = std::max(self_probs, H * fed * (q.n + fed));
+        if (retrieval_ && (q.n + fed) / cs > q.encoded) P.encode = true;   // a chunk finishes: the encoder runs
+        if (c_.copy_head)   // the head's history: the ids fed so far, this step's included
+            q.tokens.insert(q.tokens.end(), rows.ids.begin() + P.row_begin[static_cast<std::size_t>(s)],
+                            rows.ids.begin() + P.row_begin[static_cast<std::size_t>(s + 1)]);
+    }
+
+    P.ids = grow<std::int32_t>(g_ids_, R);
+    P.pos = grow<int64_t>(g_pos_, R);
+    be_.upload(P.ids, rows.ids.data(), rows.ids.size() * sizeof(std::int32_t));
+    be_.upload(P.pos, row_pos_.data(), row_pos_.size() * sizeof(int64_t));
+    if (P.one_row_each) {
+        P.seq = grow<int64_t>(g_seq_, R);
+        be_.upload(P.seq, row_seq_.data(), row_seq_.size() * sizeof(int64_t));
+    }
+    const auto rot_host = nn::rotary_table<float>(row_pos_, Rd);   // each row at its position
     float* rot = grow<float>(g_rot_, 2 * R * Rd);
     be_.upload(rot, rot_host.cos.data(), rot_host.cos.size() * sizeof(float));
     be_.upload(rot + R * Rd, rot_host.sin.data(), rot_host.sin.size() * sizeof(float));
-    const nn::RotaryView rot_rows{rot, rot + R * Rd, R, Rd};
+    P.rot = {rot, rot + R * Rd, R, Rd};
 
-    float *xn = grow<float>(g_xn_, R * Cd), *norm = grow<float>(g_norm_, R), *y = grow<float>(g_y_, R * Cd),
-          *x1 = grow<float>(g_x1_, R * Cd), *x2 = grow<float>(g_x2_, R * Cd), *q = grow<float>(g_q_, 3 * R * HD),
-          *o = grow<float>(g_o_, R * HD);
-    float *kr = q + R * HD, *vr = q + 2 * R * HD;
-    // a decode step (every advancing sequence feeds one row): each layer's self-attention is one attention_decode
-    // over all rows, the new keys and values written into the caches at the rows' positions by the same launch
-    bool one_row_each = Dh <= nn::kAttentionDecodeMaxD;
-    for (int64_t s = 0; s < S; s++)
-        one_row_each = one_row_each && row_begin[static_cast<std::size_t>(s + 1)] - row_begin[static_cast<std::size_t>(s)] <= 1;
-    int64_t* d_seq = nullptr;
-    if (one_row_each) {
-        d_seq = grow<int64_t>(g_seq_, R);
-        be_.upload(d_seq, row_seq_.data(), row_seq_.size() * sizeof(int64_t));
+    // CCA (nn/chunked_cross_attention.h's cca_rows_forward): rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1
+    // of their sequence, grouped by (sequence, chunk); the others get 0
+    P.segments.clear();
+    P.Rs = 0;
+    int64_t cca_probs = 0;
+    std::vector<int64_t> chunk_read(static_cast<std::size_t>(R), -1);
+    if (retrieval_) {
+        const auto qtable = nn::cca_query_positions(cs, c_.cca_query_positions == "aligned");
+        std::vector<int64_t> sel, qpos, unsel(static_cast<std::size_t>(R), -1), ctx_rows(static_cast<std::size_t>(R));
+        for (int64_t i = 0; i < R; i++) {
+            const int64_t pos = row_pos_[static_cast<std::size_t>(i)], s = row_seq_[static_cast<std::size_t>(i)];
+            ctx_rows[static_cast<std::size_t>(i)] = s * L_ + pos;
+            if (pos < cs - 1) continue;
+            const int64_t u = (pos + 1) / cs - 1, t = pos - (u * cs + cs - 1);
+            chunk_read[static_cast<std::size_t>(i)] = u;
+            if (P.segments.empty() || P.segments.back().s != s || P.segments.back().u != u)
+                P.segments.push_back({static_cast<int64_t>(sel.size()), 0, s, u});
+            P.segments.back().rows++;
+            unsel[static_cast<std::size_t>(i)] = static_cast<int64_t>(sel.size());
+            sel.push_back(i);
+            qpos.push_back(qtable[static_cast<std::size_t>(t)]);
+        }
+        P.ctx_rows = grow<int64_t>(g_ctx_rows_, R);
+        be_.upload(P.ctx_rows, ctx_rows.data(), ctx_rows.size() * sizeof(int64_t));
+        P.Rs = static_cast<int64_t>(sel.size());
+        if (P.Rs > 0) {
+            P.sel = grow<int64_t>(g_sel_, P.Rs);
+            P.unsel = grow<int64_t>(g_unsel_, R);
+            be_.upload(P.sel, sel.data(), sel.size() * sizeof(int64_t));
+            be_.upload(P.unsel, unsel.data(), unsel.size() * sizeof(int64_t));
+            const auto qrot_host = nn::rotary_table<float>(qpos, Rd);
+            float* qrot = grow<float>(g_qrot_, 2 * P.Rs * Rd);
+            be_.upload(qrot, qrot_host.cos.data(), qrot_host.cos.size() * sizeof(float));
+            be_.upload(qrot + P.Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
+            P.qrot = {qrot, qrot + P.Rs * Rd, P.Rs, Rd};
+            for (const auto& g : P.segments) cca_probs = std::max(cca_probs, H * g.rows * (KR + 1));
+        }
     }
-    const backend::FfSaved ff{grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
+
+    // logits of every row, or of each advancing sequence's last row
+    std::vector<int64_t> pick;
+    for (int64_t s = 0; s < S; s++) {
+        const int64_t b = P.row_begin[static_cast<std::size_t>(s)], en = P.row_begin[static_cast<std::size_t>(s + 1)];
+        if (en == b) continue;
+        if (all_logits)
+            for (int64_t i = b; i < en; i++) pick.push_back(i);
+        else
+            pick.push_back(en - 1);
+        last_row_[static_cast<std::size_t>(s)] = static_cast<int64_t>(pick.size()) - 1;
+    }
+    P.out_rows = static_cast<int64_t>(pick.size());
+    P.pick = grow<int64_t>(g_pick_, P.out_rows);
+    be_.upload(P.pick, pick.data(), pick.size() * sizeof(int64_t));
+    P.cand = nullptr;
+    if (c_.copy_head && retrieval_) {
+        // nn/copy_head.h, as CachedDecoder::add_copy_head: each picked row at p >= cs - 1 proposes, per neighbour of
+        // the chunk CCA reads there, what followed the longest match of its sequence's ids so far
+        std::vector<nn::CopyCandidate> cand(static_cast<std::size_t>(P.out_rows * k_));
+        for (int64_t i = 0; i < P.out_rows; i++) {
+            const int64_t row = pick[static_cast<std::size_t>(i)], u = chunk_read[static_cast<std::size_t>(row)];
+            if (u < 0) continue;
+            const auto& q = seqs_[static_cast<std::size_t>(row_seq_[static_cast<std::size_t>(row)])];
+            nn::copy_candidates(cand.data() + i * k_, q.tokens.data(), row_pos_[static_cast<std::size_t>(row)],
+                                q.retrieved.data() + u * KR, k_, r_, c_.pad_id);
+        }
+        P.cand = grow<nn::CopyCandidate>(g_cand_, P.out_rows * k_);
+        be_.upload(P.cand, cand.data(), cand.size() * sizeof(nn::CopyCandidate));
+    }
+
+    // the step's activations
+    P.e = grow<float>(g_e_, R * Ce);
+    P.x = grow<float>(g_x_, R * Cd);
+    P.xn = grow<float>(g_xn_, R * Cd);
+    P.norm = grow<float>(g_norm_, R);
+    P.y = grow<float>(g_y_, R * Cd);
+    P.x1 = grow<float>(g_x1_, R * Cd);
+    P.x2 = grow<float>(g_x2_, R * Cd);
+    P.q = grow<float>(g_q_, 3 * R * HD);
+    P.o = grow<float>(g_o_, R * HD);
+    P.ff = {grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
+    P.xs = grow<float>(g_xs_, std::max(P.Rs, P.out_rows) * Cd);
+    P.ys = grow<float>(g_ys_, P.Rs * Cd);
+    P.probs = grow<float>(g_probs_, std::max(P.one_row_each ? 0 : self_probs, cca_probs));
+    P.lg = grow<float>(g_logits_, P.out_rows * V);
+
+    // a step the same graph can replay: one row per advancing sequence, logits of those rows, no chunk to encode;
+    // its key is what the captured ops bake in (buffer addresses, row count, each row's sequence and chunk)
+    P.graph_key.reset();
+    if (P.one_row_each && !all_logits && !P.encode) {
+        std::vector<int64_t> key = {static_cast<int64_t>(grow_epoch_), R};
+        for (int64_t i = 0; i < R; i++) {
+            key.push_back(row_seq_[static_cast<std::size_t>(i)]);
+            key.push_back(chunk_read[static_cast<std::size_t>(i)]);
+        }
+        P.graph_key = std::move(key);
+    }
+}
+
+// The step's compute, on prepare_step's buffers only (no upload, download or host decision but the encoder's, which
+// only an eager step runs).
+void BackendDecoder::run_step() {
+    const StepPlan& P = plan_;
+    const int64_t S = sequences(), R = P.R, Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens, HD = c_.inner_dim(),
+                  H = c_.heads, Dh = c_.dim_head;
+    float *x = P.x, *xn = P.xn, *norm = P.norm, *y = P.y, *x1 = P.x1, *x2 = P.x2, *q = P.q, *o = P.o;
+    float *kr = q + R * HD, *vr = q + 2 * R * HD;
+    // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
+    be_.embedding_forward(P.e, P.ids, p_.token_emb, R, V, Ce);
+    be_.gather_add_rows(P.e, p_.pos_emb, P.pos, R, Ce);   // e[i] += pos_emb[pos[i]]
+    if (p_.to_dec_w) be_.linear_forward(x, P.e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
+    else be_.copy(x, P.e, static_cast<std::size_t>(R * Cd) * sizeof(float));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     // pre-norm blocks: each residual sum and the norm that reads it as one op (residual_rmsnorm_forward), but the
     // last, whose norm runs on the rows whose logits are wanted
@@ -184,159 +328,81 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
             // 3 launches a layer fewer: decoding is launch-bound (docs/performance.md)
             be_.linear_forward(q, xn, L.attn.to_q, nullptr, 1, Cd, 3 * HD);
             be_.scale(q, scale, HD);
-            be_.rotary_forward(q, q, rot_rows, 1, 1, 2 * H, Dh);
+            be_.rotary_forward(q, q, P.rot, 1, 1, 2 * H, Dh);
         } else {
             be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
             be_.scale(q, scale, R * HD);
-            be_.rotary_forward(q, q, rot_rows, 1, R, H, Dh);
+            be_.rotary_forward(q, q, P.rot, 1, R, H, Dh);
             be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
-            be_.rotary_forward(kr, kr, rot_rows, 1, R, H, Dh);
+            be_.rotary_forward(kr, kr, P.rot, 1, R, H, Dh);
             be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
         }
-        if (one_row_each)
-            be_.attention_decode(o, q, kr, vr, kc_[li].f(), vc_[li].f(), d_pos, d_seq, R, L_, H, Dh);
-        for (int64_t s = 0; s < S && !one_row_each; s++) {
-            const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
-            if (en == b) continue;
-            const int64_t n0 = seqs_[static_cast<std::size_t>(s)].n;
-            float* kcache = kc_[li].f() + s * L_ * HD;
-            float* vcache = vc_[li].f() + s * L_ * HD;
-            be_.copy(kcache + n0 * HD, kr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
-            be_.copy(vcache + n0 * HD, vr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
-            const nn::AttentionShape sh{1, en - b, n0 + en - b, H, Dh, true, false};
-            float* probs = grow<float>(g_probs_, H * sh.Nq * sh.keys());
-            be_.attention_forward(o + b * HD, probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
+        if (P.one_row_each) {   // every advancing sequence feeds one row: one call, the cache writes included
+            be_.attention_decode(o, q, kr, vr, kc_[li].f(), vc_[li].f(), P.pos, P.seq, R, L_, H, Dh);
+        } else {
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t b = P.row_begin[static_cast<std::size_t>(s)], en = P.row_begin[static_cast<std::size_t>(s + 1)];
+                if (en == b) continue;
+                const int64_t n0 = P.n0[static_cast<std::size_t>(s)];
+                float* kcache = kc_[li].f() + s * L_ * HD;
+                float* vcache = vc_[li].f() + s * L_ * HD;
+                be_.copy(kcache + n0 * HD, kr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+                be_.copy(vcache + n0 * HD, vr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+                const nn::AttentionShape sh{1, en - b, n0 + en - b, H, Dh, true, false};
+                be_.attention_forward(o + b * HD, P.probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
+            }
         }
         be_.linear_forward(y, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);
         const float* xin = x1;
         if (L.has_cca && retrieval_) {
             be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_cca, R, Cd);
-            if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence
-                for (int64_t s = 0; s < S; s++) {
-                    const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
-                    if (en > b)
-                        be_.copy(ctx_.f() + (s * L_ + seqs_[static_cast<std::size_t>(s)].n) * Cd, x1 + b * Cd,
-                                 static_cast<std::size_t>((en - b) * Cd) * sizeof(float));
-                }
-                encode_finished_chunks(row_begin);
+            if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence and position
+                be_.scatter_rows(ctx_.f(), x1, P.ctx_rows, R, Cd);
+                if (P.encode) encode_finished_chunks(P.row_begin);
             }
-            cca_rows(y, xn, R, L, li, q, o);
+            cca_rows(y, xn, L, li);
             be_.residual_rmsnorm_forward(x2, xn, norm, x1, y, L.g_ff, R, Cd);
             xin = x2;
         } else {
             be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_ff, R, Cd);
         }
-        backend::ff_forward(be_, y, ff, xn, L.ff, R, Cd);
+        backend::ff_forward(be_, y, P.ff, xn, L.ff, R, Cd);
         if (li + 1 < p_.decoder.size())
             be_.residual_rmsnorm_forward(x, xn, norm, xin, y, p_.decoder[li + 1].g_attn, R, Cd);
         else
             be_.residual_sum(x, xin, y, R * Cd);
     }
-    for (int64_t s = 0; s < S; s++) {
-        auto& q = seqs_[static_cast<std::size_t>(s)];
-        const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
-        q.n += en - b;
-        if (c_.copy_head) q.tokens.insert(q.tokens.end(), ids.begin() + b, ids.begin() + en);
-    }
-
-    // logits of every row, or of each advancing sequence's last row
-    std::vector<int64_t> pick;
-    for (int64_t s = 0; s < S; s++) {
-        const int64_t b = row_begin[static_cast<std::size_t>(s)], en = row_begin[static_cast<std::size_t>(s + 1)];
-        if (en == b) continue;
-        if (all_logits)
-            for (int64_t i = b; i < en; i++) pick.push_back(i);
-        else
-            pick.push_back(en - 1);
-        last_row_[static_cast<std::size_t>(s)] = static_cast<int64_t>(pick.size()) - 1;
-    }
-    const int64_t out_rows = static_cast<int64_t>(pick.size());
-    auto* d_pick = grow<int64_t>(g_sel_, out_rows);
-    be_.upload(d_pick, pick.data(), pick.size() * sizeof(int64_t));
-    float* xs = grow<float>(g_xs_, out_rows * Cd);
-    be_.gather_rows(xs, x, d_pick, out_rows, Cd);
-    be_.rmsnorm_forward(xn, norm, xs, p_.dec_norm_out, out_rows, Cd);
-    float* lg = grow<float>(g_logits_, out_rows * V);
-    be_.linear_forward(lg, xn, p_.to_logits_w, p_.to_logits_b, out_rows, Cd, V);
-    if (c_.copy_head && retrieval_) add_copy_head(pick, lg, xn);
-    logits_.resize(static_cast<std::size_t>(out_rows * V));
-    be_.download(logits_.data(), lg, logits_.size() * sizeof(float));
+    // the logits of the picked rows (and the copy head's gates on them)
+    be_.gather_rows(P.xs, x, P.pick, P.out_rows, Cd);
+    be_.rmsnorm_forward(xn, norm, P.xs, p_.dec_norm_out, P.out_rows, Cd);
+    be_.linear_forward(P.lg, xn, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd, V);
+    if (P.cand)
+        be_.copy_head_forward(P.lg, xn, P.cand, P.out_rows, k_, V, Cd, p_.copy_bias, p_.copy_weight);
 }
 
-// nn/copy_head.h, as CachedDecoder::add_copy_head: each picked row at position p >= cs - 1 proposes, per neighbour
-// of the chunk CCA read there, what followed the longest match of its sequence's ids so far (found here on the host);
-// the gates go onto the backend's logits lg [rows, V] with xn the rows' normalised states.
-void BackendDecoder::add_copy_head(const std::vector<int64_t>& pick, float* lg, const float* xn) {
-    const int64_t cs = c_.chunk_size, rows = static_cast<int64_t>(pick.size());
-    std::vector<nn::CopyCandidate> cand(static_cast<std::size_t>(rows * k_));
-    for (int64_t i = 0; i < rows; i++) {
-        const int64_t row = pick[static_cast<std::size_t>(i)], pos = row_pos_[static_cast<std::size_t>(row)];
-        const auto& q = seqs_[static_cast<std::size_t>(row_seq_[static_cast<std::size_t>(row)])];
-        if (pos < cs - 1) continue;
-        const int64_t u = (pos + 1) / cs - 1;   // the chunk CCA read at pos (cca_rows checked that it is there)
-        nn::copy_candidates(cand.data() + i * k_, q.tokens.data(), pos, q.retrieved.data() + u * k_ * r_, k_, r_,
-                            c_.pad_id);
-    }
-    auto* d_cand = grow<nn::CopyCandidate>(g_cand_, rows * k_);
-    be_.upload(d_cand, cand.data(), cand.size() * sizeof(nn::CopyCandidate));
-    be_.copy_head_forward(lg, xn, d_cand, rows, k_, c_.num_tokens, c_.dec_dim, p_.copy_bias, p_.copy_weight);
-}
-
-// nn/chunked_cross_attention.h's cca_rows_forward: rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1 of their
-// sequence's CCA cache (queries rotated at the CCA query positions), the others get 0.
-void BackendDecoder::cca_rows(float* y, const float* xn, int64_t R, const DecoderLayerParams<float>& L,
-                              std::size_t layer, float* q, float* o) {
-    const int64_t cs = c_.chunk_size, Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head,
-                  KR = k_ * r_, Rd = c_.rot_dim();
-    const auto qtable = nn::cca_query_positions(cs, c_.cca_query_positions == "aligned");
-    std::vector<int64_t> sel, qpos, unsel(static_cast<std::size_t>(R), -1);
-    struct Segment {
-        int64_t first, rows, s, u;
-    };
-    std::vector<Segment> segments;
-    for (int64_t i = 0; i < R; i++) {
-        const int64_t pos = row_pos_[static_cast<std::size_t>(i)], s = row_seq_[static_cast<std::size_t>(i)];
-        if (pos < cs - 1) continue;
-        const int64_t u = (pos + 1) / cs - 1, t = pos - (u * cs + cs - 1);
-        RETRO_CHECK(u < seqs_[static_cast<std::size_t>(s)].encoded, "CCA: sequence ", s, " reads chunk ", u, " with ",
-                    seqs_[static_cast<std::size_t>(s)].encoded, " chunks encoded");
-        if (segments.empty() || segments.back().s != s || segments.back().u != u)
-            segments.push_back({static_cast<int64_t>(sel.size()), 0, s, u});
-        segments.back().rows++;
-        unsel[static_cast<std::size_t>(i)] = static_cast<int64_t>(sel.size());
-        sel.push_back(i);
-        qpos.push_back(qtable[static_cast<std::size_t>(t)]);
-    }
-    const int64_t Rs = static_cast<int64_t>(sel.size());
+// nn/chunked_cross_attention.h's cca_rows_forward over prepare_step's selection: the selected rows' queries rotated
+// at the CCA query positions, each (sequence, chunk) segment against that chunk's cached keys and values, the
+// outputs back in row order (0 for the rows that read no chunk).
+void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParams<float>& L, std::size_t layer) {
+    const StepPlan& P = plan_;
+    const int64_t Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, KR = k_ * r_, Rs = P.Rs;
     if (Rs == 0) {
-        be_.zero(y, static_cast<std::size_t>(R * Cd) * sizeof(float));
+        be_.zero(y, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
         return;
     }
-    auto* d_sel = grow<int64_t>(g_sel_, Rs);
-    auto* d_unsel = grow<int64_t>(g_unsel_, R);
-    be_.upload(d_sel, sel.data(), sel.size() * sizeof(int64_t));
-    be_.upload(d_unsel, unsel.data(), unsel.size() * sizeof(int64_t));
-    const auto qrot_host = nn::rotary_table<float>(qpos, Rd);
-    float* qrot = grow<float>(g_qrot_, 2 * Rs * Rd);
-    be_.upload(qrot, qrot_host.cos.data(), qrot_host.cos.size() * sizeof(float));
-    be_.upload(qrot + Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
-    const nn::RotaryView qview{qrot, qrot + Rs * Rd, Rs, Rd};
-    float* xs = grow<float>(g_xs_, Rs * Cd);
-    be_.gather_rows(xs, xn, d_sel, Rs, Cd);
-    be_.linear_forward(q, xs, L.cca.to_q, nullptr, Rs, Cd, HD);
-    be_.scale(q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
-    be_.rotary_forward(q, q, qview, 1, Rs, H, Dh);
-    for (const auto& g : segments) {
+    be_.gather_rows(P.xs, xn, P.sel, Rs, Cd);
+    be_.linear_forward(P.q, P.xs, L.cca.to_q, nullptr, Rs, Cd, HD);
+    be_.scale(P.q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
+    be_.rotary_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh);
+    for (const auto& g : P.segments) {
         const int64_t at = g.s * chunks_ + g.u;
         const nn::AttentionShape sh{1, g.rows, KR, H, Dh, false, true};
-        float* probs = grow<float>(g_probs_, H * g.rows * sh.keys());
-        be_.attention_forward(o + g.first * HD, probs, q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
+        be_.attention_forward(P.o + g.first * HD, P.probs, P.q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
                               cca_v_[layer].f() + at * KR * HD, L.cca.null_k, L.cca.null_v,
                               static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
     }
-    float* ys = grow<float>(g_ys_, Rs * Cd);
-    be_.linear_forward(ys, o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
-    be_.gather_rows(y, ys, d_unsel, R, Cd);
+    be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+    be_.gather_rows(y, P.ys, P.unsel, P.R, Cd);
 }
 
 // Every finished chunk of every sequence (chunks whose last position this step feeds) through the encoder in one

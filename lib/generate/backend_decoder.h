@@ -10,14 +10,19 @@
 // provides: BackendDecoder
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/config.h"
 #include "model/layer_params.h"
+#include "model/backend_layers.h"
 #include "model/params.h"
 #include "nn/nn_backend.h"
 
 namespace retro {
+
+struct DecodeRows;   // generate/decode_rows.h
 
 class BackendDecoder {
 public:
@@ -46,6 +51,14 @@ public:
     const std::vector<float>& logits() const { return logits_; }   // [rows, num_tokens], on the host
     std::int64_t last_row(std::int64_t s) const { return last_row_[static_cast<std::size_t>(s)]; }
 
+    // Graphs (NnBackend::begin_capture; CUDA graphs on the GPU; off by default): a decode step in which every
+    // advancing sequence feeds one row, its logits wanted and no chunk finishing, is captured once and replayed while
+    // its key holds (the buffers, the rows' sequences and the chunks they read: a new chunk re-captures), so a token
+    // costs one graph launch instead of one launch per op. The text is the same as without.
+    void set_graphs(bool on) { use_graphs_ = on; }
+    std::int64_t graph_captures() const { return graph_captures_; }
+    std::int64_t graph_launches() const { return graph_launches_; }
+
 private:
     struct Sequence {
         std::int64_t n = 0;                      // positions fed so far
@@ -58,14 +71,31 @@ private:
         nn::BackendBuffer buf;
         std::size_t bytes = 0;
     };
+    // What a step's compute reads, decided and uploaded by prepare_step (backend_decoder.cpp).
+    struct StepPlan {
+        struct Segment {   // CCA rows of one (sequence, chunk), consecutive in the selection
+            std::int64_t first, rows, s, u;
+        };
+        std::int64_t R = 0, Rs = 0, out_rows = 0;            // rows fed, rows that read a chunk, rows with logits
+        std::vector<std::int64_t> row_begin, n0;             // per sequence: its rows; positions fed before the step
+        bool one_row_each = false, encode = false;           // attention_decode; a chunk finishes (encoder runs)
+        std::int32_t* ids = nullptr;
+        std::int64_t *pos = nullptr, *seq = nullptr, *ctx_rows = nullptr, *sel = nullptr, *unsel = nullptr,
+                     *pick = nullptr;
+        nn::CopyCandidate* cand = nullptr;                   // config copy_head: [out_rows, k]
+        nn::RotaryView rot, qrot;                            // rows at their positions; CCA queries
+        std::vector<Segment> segments;
+        float *e = nullptr, *x = nullptr, *xn = nullptr, *norm = nullptr, *y = nullptr, *x1 = nullptr, *x2 = nullptr,
+              *q = nullptr, *o = nullptr, *xs = nullptr, *ys = nullptr, *probs = nullptr, *lg = nullptr;
+        backend::FfSaved ff;
+        std::optional<std::vector<std::int64_t>> graph_key;   // set when a graph can run the step
+    };
     template <typename T>
     T* grow(Grow& g, std::int64_t count);
+    void prepare_step(const DecodeRows& rows, bool all_logits);
+    void run_step();
     void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
-    // q, o: step()'s [R, HD] buffers (Rs <= R rows are used), passed in so that nothing here re-grows them
-    // config copy_head: the gates of the picked step rows onto lg [rows, V] (xn: their normalised states)
-    void add_copy_head(const std::vector<std::int64_t>& pick, float* lg, const float* xn);
-    void cca_rows(float* y, const float* xn, std::int64_t R, const DecoderLayerParams<float>& L, std::size_t layer,
-                  float* q, float* o);
+    void cca_rows(float* y, const float* xn, const DecoderLayerParams<float>& L, std::size_t layer);
 
     RetroConfig c_;
     nn::NnBackend& be_;
@@ -79,8 +109,14 @@ private:
     std::vector<float> logits_;
     std::vector<std::int64_t> last_row_;
     Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
-        g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_out_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_;
+        g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
+        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_, g_ctx_rows_, g_pick_;
+    std::uint64_t grow_epoch_ = 0;   // counts reallocations (a graph's buffer addresses are in its key)
+    StepPlan plan_;
+    bool use_graphs_ = false;
+    std::unique_ptr<nn::BackendGraph> graph_;   // declared after the buffers it uses: released first
+    std::vector<std::int64_t> graph_key_;
+    std::int64_t graph_captures_ = 0, graph_launches_ = 0;
 };
 
 }  // namespace retro

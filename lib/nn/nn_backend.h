@@ -13,8 +13,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
+
+#include "core/error.h"
 
 #include "nn/attention.h"
 #include "nn/copy_head.h"
@@ -28,6 +31,12 @@ struct RotaryView {
     const float* cos = nullptr;
     const float* sin = nullptr;
     std::int64_t rows = 0, rot_dim = 0;
+};
+
+// A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
+class BackendGraph {
+public:
+    virtual ~BackendGraph() = default;
 };
 
 class NnBackend {
@@ -51,6 +60,17 @@ public:
     // keep it until that forward's backward. The host backend ignores it.
     void set_fused_attention(bool on) { fused_attention_ = on; }
     bool fused_attention() const { return fused_attention_; }
+
+    // Graphs (the decoder's launch-bound steps; CUDA graphs on the GPU): between begin_capture() and end_capture() the
+    // ops are recorded instead of run; launch_graph() runs the recording again with the arguments each op had when it
+    // was recorded (pointers, sizes, scalars, the GEMM-input mode), so whatever changes between launches must be in
+    // backend memory, uploaded before the launch. While capturing, alloc, release, upload, download, synchronize and
+    // the ops that return a host value throw InternalError: none can be part of a graph. end_capture() also ends a
+    // capture that failed (its graph is then discarded).
+    virtual void begin_capture() = 0;
+    virtual std::unique_ptr<BackendGraph> end_capture() = 0;
+    virtual void launch_graph(const BackendGraph& graph) = 0;
+    bool capturing() const { return capturing_; }
 
     // Memory. alloc() returns memory aligned to 256 bytes, or throws InternalError; release(nullptr) does nothing.
     virtual void* alloc(std::size_t bytes) = 0;
@@ -175,8 +195,12 @@ public:
                               std::int64_t n, const AdamWScalars& a) = 0;
 
 protected:
+    void refuse_while_capturing(const char* what) const {
+        if (capturing_) throw InternalError(cat("NnBackend::", what, " while a graph is being captured"));
+    }
     GemmInputs gemm_inputs_ = GemmInputs::fp32;
     bool fused_attention_ = false;
+    bool capturing_ = false;
 };
 
 // A buffer in a backend's memory, released with it (movable, not copyable).

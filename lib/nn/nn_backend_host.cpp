@@ -20,22 +20,53 @@
 namespace retro::nn {
 
 void* HostNnBackend::alloc(std::size_t bytes) {
+    refuse_while_capturing("alloc");
     void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
     RETRO_CHECK(p != nullptr, "host backend: out of memory allocating ", bytes, " bytes");
     return p;
 }
 void HostNnBackend::release(void* p) noexcept { std::free(p); }
+
+namespace {
+struct HostGraph final : BackendGraph {
+    std::vector<std::function<void()>> ops;
+};
+}  // namespace
+
+void HostNnBackend::begin_capture() {
+    RETRO_CHECK(!capturing_, "begin_capture: a capture is already open");
+    capturing_ = true;
+    recorded_.clear();
+}
+std::unique_ptr<BackendGraph> HostNnBackend::end_capture() {
+    RETRO_CHECK(capturing_, "end_capture without begin_capture");
+    capturing_ = false;
+    auto g = std::make_unique<HostGraph>();
+    g->ops = std::move(recorded_);
+    recorded_.clear();
+    return g;
+}
+void HostNnBackend::launch_graph(const BackendGraph& graph) {
+    refuse_while_capturing("launch_graph");
+    for (const auto& op : dynamic_cast<const HostGraph&>(graph).ops) op();
+}
 void HostNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
+    refuse_while_capturing("upload");
     if (bytes) std::memcpy(dst, src, bytes);
 }
 void HostNnBackend::download(void* dst, const void* src, std::size_t bytes) {
+    refuse_while_capturing("download");
     if (bytes) std::memcpy(dst, src, bytes);
 }
 void HostNnBackend::copy(void* dst, const void* src, std::size_t bytes) {
-    if (bytes && dst != src) std::memmove(dst, src, bytes);
+    run([=, this] {
+        if (bytes && dst != src) std::memmove(dst, src, bytes);
+    });
 }
 void HostNnBackend::zero(void* p, std::size_t bytes) {
-    if (bytes) std::memset(p, 0, bytes);
+    run([=, this] {
+        if (bytes) std::memset(p, 0, bytes);
+    });
 }
 
 namespace {
@@ -49,171 +80,229 @@ std::vector<float> bf16_rounded(const float* x, std::int64_t n) {
 
 void HostNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
-    if (gemm_inputs_ == GemmInputs::bf16) {
-        const auto xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
-        nn::linear_forward(y, xr.data(), wr.data(), b, N, I, O);
-        return;
-    }
-    nn::linear_forward(y, x, W, b, N, I, O);
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;   // the mode when called (a graph keeps it)
+    run([=, this] {
+        if (bf16) {
+            const auto xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+            nn::linear_forward(y, xr.data(), wr.data(), b, N, I, O);
+            return;
+        }
+        nn::linear_forward(y, x, W, b, N, I, O);
+    });
 }
 void HostNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                     std::int64_t N, std::int64_t I, std::int64_t O) {
-    if (gemm_inputs_ == GemmInputs::bf16) {   // dx and dW from rounded inputs, db from dy itself
-        const auto dyr = bf16_rounded(dy, N * O), xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
-        nn::linear_backward(dx, dW, static_cast<float*>(nullptr), dyr.data(), xr.data(), wr.data(), N, I, O);
-        if (dW && db)
-            for (std::int64_t n = 0; n < N; n++)
-                for (std::int64_t o = 0; o < O; o++) db[o] += dy[n * O + o];
-        return;
-    }
-    nn::linear_backward(dx, dW, db, dy, x, W, N, I, O);
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;   // the mode when called (a graph keeps it)
+    run([=, this] {
+        if (bf16) {   // dx and dW from rounded inputs, db from dy itself
+            const auto dyr = bf16_rounded(dy, N * O), xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+            nn::linear_backward(dx, dW, static_cast<float*>(nullptr), dyr.data(), xr.data(), wr.data(), N, I, O);
+            if (dW && db)
+                for (std::int64_t n = 0; n < N; n++)
+                    for (std::int64_t o = 0; o < O; o++) db[o] += dy[n * O + o];
+            return;
+        }
+        nn::linear_backward(dx, dW, db, dy, x, W, N, I, O);
+    });
 }
 void HostNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                     std::int64_t C) {
-    nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+    run([=, this] {
+        nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+    });
 }
 void HostNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                                      const float* norm, std::int64_t N, std::int64_t C) {
-    nn::rmsnorm_backward(dx, dgamma, dy, x, gamma, norm, N, C);
+    run([=, this] {
+        nn::rmsnorm_backward(dx, dgamma, dy, x, gamma, norm, N, C);
+    });
 }
 void HostNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
                                              const float* gamma, std::int64_t N, std::int64_t C) {
-    nn::residual_sum(x, a, b, N * C);
-    nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+    run([=, this] {
+        nn::residual_sum(x, a, b, N * C);
+        nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+    });
 }
 void HostNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                                          const float* norm, std::int64_t N, std::int64_t C) {
-    scratch_.resize(static_cast<std::size_t>(N * C));
-    nn::rmsnorm_backward(scratch_.data(), dgamma, dy, x, gamma, norm, N, C);
-    nn::residual_add(dx, scratch_.data(), N * C);
+    run([=, this] {
+        scratch_.resize(static_cast<std::size_t>(N * C));
+        nn::rmsnorm_backward(scratch_.data(), dgamma, dy, x, gamma, norm, N, C);
+        nn::residual_add(dx, scratch_.data(), N * C);
+    });
 }
-void HostNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) { nn::gelu_forward(y, x, N); }
+void HostNnBackend::gelu_forward(float* y, const float* x, std::int64_t N) {
+    run([=, this] { nn::gelu_forward(y, x, N); });
+}
 void HostNnBackend::gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) {
-    nn::gelu_backward(dx, dy, x, N);
+    run([=, this] {
+        nn::gelu_backward(dx, dy, x, N);
+    });
 }
 void HostNnBackend::rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                                    std::int64_t H, std::int64_t D) {
-    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
-    nn::rotary_forward(y, x, t.cos, t.sin, t.rot_dim, B, N, H, D);
+    run([=, this] {
+        RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+        nn::rotary_forward(y, x, t.cos, t.sin, t.rot_dim, B, N, H, D);
+    });
 }
 void HostNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {
-    RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
-    nn::rotary_backward(dx, dy, t.cos, t.sin, t.rot_dim, B, N, H, D);
+    run([=, this] {
+        RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+        nn::rotary_backward(dx, dy, t.cos, t.sin, t.rot_dim, B, N, H, D);
+    });
 }
 void HostNnBackend::scale(float* x, float s, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; i++) x[i] *= s;
+    run([=, this] {
+        for (std::int64_t i = 0; i < n; i++) x[i] *= s;
+    });
 }
 void HostNnBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                       const AttentionShape& s) {
-    nn::attention_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
+    run([=, this] {
+        nn::attention_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
+    });
 }
 void HostNnBackend::attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v,
                                        const float* dout, const float* probs, const float* q, const float* k,
                                        const float* v, const float* null_k, const float* null_v,
                                        const std::uint8_t* key_mask, const AttentionShape& s) {
-    nn::attention_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
+    run([=, this] {
+        nn::attention_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
+    });
 }
 void HostNnBackend::attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
                                      float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
                                      std::int64_t L, std::int64_t H, std::int64_t D) {
-    RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
-    const std::int64_t HD = H * D;
-    std::vector<float> probs;
-    for (std::int64_t i = 0; i < rows; i++) {   // the decoder's per-sequence path, row by row: the same bits
-        RETRO_CHECK(pos[i] >= 0 && pos[i] < L, "attention_decode: position ", pos[i], " outside [0, ", L, ")");
-        float* K = kcache + seq[i] * L * HD;
-        float* Vc = vcache + seq[i] * L * HD;
-        std::memcpy(K + pos[i] * HD, k_new + i * HD, sizeof(float) * HD);
-        std::memcpy(Vc + pos[i] * HD, v_new + i * HD, sizeof(float) * HD);
-        const AttentionShape s{1, 1, pos[i] + 1, H, D, true, false};
-        probs.resize(static_cast<std::size_t>(H * s.keys()));
-        nn::attention_forward(out + i * HD, probs.data(), q + i * HD, K, Vc, static_cast<const float*>(nullptr),
-                              static_cast<const float*>(nullptr), nullptr, s);
-    }
+    run([=, this] {
+        RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
+        const std::int64_t HD = H * D;
+        std::vector<float> probs;
+        for (std::int64_t i = 0; i < rows; i++) {   // the decoder's per-sequence path, row by row: the same bits
+            RETRO_CHECK(pos[i] >= 0 && pos[i] < L, "attention_decode: position ", pos[i], " outside [0, ", L, ")");
+            float* K = kcache + seq[i] * L * HD;
+            float* Vc = vcache + seq[i] * L * HD;
+            std::memcpy(K + pos[i] * HD, k_new + i * HD, sizeof(float) * HD);
+            std::memcpy(Vc + pos[i] * HD, v_new + i * HD, sizeof(float) * HD);
+            const AttentionShape s{1, 1, pos[i] + 1, H, D, true, false};
+            probs.resize(static_cast<std::size_t>(H * s.keys()));
+            nn::attention_forward(out + i * HD, probs.data(), q + i * HD, K, Vc, static_cast<const float*>(nullptr),
+                                  static_cast<const float*>(nullptr), nullptr, s);
+        }
+    });
 }
 void HostNnBackend::embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
                                       std::int64_t V, std::int64_t C) {
-    nn::embedding_forward(out, ids, table, N, V, C);
+    run([=, this] {
+        nn::embedding_forward(out, ids, table, N, V, C);
+    });
 }
 void HostNnBackend::embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
                                        std::int64_t C) {
-    nn::embedding_backward(dtable, dout, ids, N, C);
+    run([=, this] {
+        nn::embedding_backward(dtable, dout, ids, N, C);
+    });
 }
 void HostNnBackend::position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
                                          std::int64_t C) {
-    nn::position_add_forward(out, pos, B, Tn, C);
+    run([=, this] {
+        nn::position_add_forward(out, pos, B, Tn, C);
+    });
 }
 void HostNnBackend::position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
                                           std::int64_t C) {
-    nn::position_add_backward(dpos, dout, B, Tn, C);
+    run([=, this] {
+        nn::position_add_backward(dpos, dout, B, Tn, C);
+    });
 }
 float HostNnBackend::cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits,
                                            const std::int32_t* targets, std::int64_t N, std::int64_t V,
                                            std::int32_t ignore_index) {
+    refuse_while_capturing("cross_entropy_forward");
     return nn::cross_entropy_forward(lse, valid, logits, targets, N, V, ignore_index);
 }
 void HostNnBackend::cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
                                            const std::int32_t* targets, std::int64_t N, std::int64_t V,
                                            std::int32_t ignore_index, std::int64_t valid) {
-    nn::cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V, ignore_index, valid);
+    run([=, this] {
+        nn::cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V, ignore_index, valid);
+    });
 }
 void HostNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {
-    nn::residual_sum(dst, a, b, n);
+    run([=, this] {
+        nn::residual_sum(dst, a, b, n);
+    });
 }
-void HostNnBackend::residual_add(float* dst, const float* src, std::int64_t n) { nn::residual_add(dst, src, n); }
+void HostNnBackend::residual_add(float* dst, const float* src, std::int64_t n) {
+    run([=, this] { nn::residual_add(dst, src, n); });
+}
 void HostNnBackend::gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                                 std::int64_t C) {
-    ranges(rows, rows * C, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) {
-            if (index[i] >= 0) std::memcpy(dst + i * C, src + index[i] * C, sizeof(float) * C);
-            else std::memset(dst + i * C, 0, sizeof(float) * C);
-        }
+    run([=, this] {
+        ranges(rows, rows * C, [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; i++) {
+                if (index[i] >= 0) std::memcpy(dst + i * C, src + index[i] * C, sizeof(float) * C);
+                else std::memset(dst + i * C, 0, sizeof(float) * C);
+            }
+        });
     });
 }
 void HostNnBackend::gather_add_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                                     std::int64_t C) {
-    ranges(rows, rows * C, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) {
-            if (index[i] < 0) continue;
-            const float* s = src + index[i] * C;
-            float* d = dst + i * C;
-            for (std::int64_t c = 0; c < C; c++) d[c] += s[c];
-        }
+    run([=, this] {
+        ranges(rows, rows * C, [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; i++) {
+                if (index[i] < 0) continue;
+                const float* s = src + index[i] * C;
+                float* d = dst + i * C;
+                for (std::int64_t c = 0; c < C; c++) d[c] += s[c];
+            }
+        });
     });
 }
 void HostNnBackend::copy_head_forward(float* logits, const float* xn, const CopyCandidate* cand, std::int64_t rows,
                                       std::int64_t k, std::int64_t V, std::int64_t C, const float* bias,
                                       const float* weight) {
-    nn::copy_head_forward(logits, xn, cand, rows, k, V, C, bias, weight);
+    run([=, this] {
+        nn::copy_head_forward(logits, xn, cand, rows, k, V, C, bias, weight);
+    });
 }
 void HostNnBackend::copy_head_backward(float* dxn, float* dbias, float* dweight, const float* dlogits, const float* xn,
                                        const CopyCandidate* cand, std::int64_t rows, std::int64_t k, std::int64_t V,
                                        std::int64_t C, const float* weight) {
-    nn::copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight);
+    run([=, this] {
+        nn::copy_head_backward(dxn, dbias, dweight, dlogits, xn, cand, rows, k, V, C, weight);
+    });
 }
 void HostNnBackend::scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
                                  std::int64_t C) {
-    for (std::int64_t i = 0; i < rows; i++)
-        if (index[i] >= 0) std::memcpy(dst + index[i] * C, src + i * C, sizeof(float) * C);
+    run([=, this] {
+        for (std::int64_t i = 0; i < rows; i++)
+            if (index[i] >= 0) std::memcpy(dst + index[i] * C, src + i * C, sizeof(float) * C);
+    });
 }
 double HostNnBackend::sum_squares(const float* x, std::int64_t n) {
+    refuse_while_capturing("sum_squares");
     double sq = 0;
     for (std::int64_t i = 0; i < n; i++) sq += static_cast<double>(x[i]) * x[i];
     return sq;
 }
 void HostNnBackend::adamw_update(float* p, const float* g, float* m, float* v, const std::uint8_t* decay,
                                  std::int64_t n, const AdamWScalars& a) {
-    ranges(n, 10 * n, [&](std::int64_t b, std::int64_t e, int) {
-        for (std::int64_t i = b; i < e; i++) {
-            const float gi = g[i];
-            if (decay[i]) p[i] *= a.decay;
-            m[i] = m[i] + a.w1 * (gi - m[i]);
-            v[i] = v[i] * a.b2 + a.w2 * (gi * gi);
-            const float denom = std::sqrt(v[i]) / a.bc2_sqrt + a.eps;
-            p[i] = p[i] + (-a.step_size) * (m[i] / denom);
-        }
+    run([=, this] {
+        ranges(n, 10 * n, [&](std::int64_t b, std::int64_t e, int) {
+            for (std::int64_t i = b; i < e; i++) {
+                const float gi = g[i];
+                if (decay[i]) p[i] *= a.decay;
+                m[i] = m[i] + a.w1 * (gi - m[i]);
+                v[i] = v[i] * a.b2 + a.w2 * (gi * gi);
+                const float denom = std::sqrt(v[i]) / a.bc2_sqrt + a.eps;
+                p[i] = p[i] + (-a.step_size) * (m[i] / denom);
+            }
+        });
     });
 }
 

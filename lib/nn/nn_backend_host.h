@@ -1,7 +1,13 @@
 // HostNnBackend: nn/nn_backend.h on the CPU, in host memory, each op the nn/*.h function of the same name (so a
 // model composed over NnBackend and run here gives the bits of the same composition over the nn ops directly).
+// Graphs: while capturing, each op is recorded as a closure over the arguments it was called with (what a CUDA graph
+// bakes in) and launch_graph replays them; the memory calls that a CUDA graph cannot hold throw, so code that is
+// captured here is checked for the same rules the GPU imposes.
 // provides: HostNnBackend
 #pragma once
+#include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "nn/nn_backend.h"
@@ -17,7 +23,10 @@ public:
     void download(void* host_dst, const void* src, std::size_t bytes) override;
     void copy(void* dst, const void* src, std::size_t bytes) override;
     void zero(void* p, std::size_t bytes) override;
-    void synchronize() override {}
+    void synchronize() override { refuse_while_capturing("synchronize"); }
+    void begin_capture() override;
+    std::unique_ptr<BackendGraph> end_capture() override;
+    void launch_graph(const BackendGraph& graph) override;
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
                         std::int64_t O) override;
@@ -77,7 +86,14 @@ public:
                       const AdamWScalars& a) override;
 
 private:
+    // Runs f now, or records it while capturing.
+    template <typename F>
+    void run(F&& f) {
+        if (capturing_) recorded_.emplace_back(std::forward<F>(f));
+        else f();
+    }
     std::vector<float> scratch_;   // rmsnorm_backward_add's temporary
+    std::vector<std::function<void()>> recorded_;
 };
 
 }  // namespace retro::nn

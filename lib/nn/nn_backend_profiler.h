@@ -39,6 +39,10 @@ public:
     void copy(void* dst, const void* src, std::size_t bytes) override;
     void zero(void* p, std::size_t bytes) override;
     void synchronize() override { inner_.synchronize(); }
+    // graphs are not profiled: each op is timed between two synchronizes, which a capture cannot hold
+    void begin_capture() override { throw InternalError("ProfilingNnBackend: graphs are off while profiling"); }
+    std::unique_ptr<BackendGraph> end_capture() override { return inner_.end_capture(); }
+    void launch_graph(const BackendGraph& graph) override { inner_.launch_graph(graph); }
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
                         std::int64_t O) override;
