@@ -8,7 +8,7 @@
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
 #        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
-#        at prompts 64 and 512 beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
+#        at prompts 64 and 512, eager and with --cuda-graphs, beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
 #        retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
@@ -177,7 +177,7 @@ step_train() {
 step_generate() {
     limited python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
     printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexport PYTHONPATH=/tmp/site\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
-    rk "$KIT/bin/retro-bench" generate --device cuda --prompt 64,512 --output 128 --peer tests/peers/rp_generate.py \
+    rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs --prompt 64,512 --output 128 --peer tests/peers/rp_generate.py \
         --python /tmp/python-clean --json "$OUT/rk_generate.json" 2>&1 | tee "$OUT/rk_generate.log"
     track "${PIPESTATUS[0]}"
 }

@@ -80,9 +80,9 @@ double rel_err(const T* a, const std::vector<T>& ref) {
 
 // Two sequences decoded together (prompts of 6 and 3 tokens, cs = 4), one token per step up to 23 and 17
 // tokens; every step's logits against the full forward of that sequence alone. `make(model, retrieval)` gives the
-// decoder under test (CachedDecoder, or BackendDecoder on a backend).
-template <typename T, typename Make>
-void check_cached_equals_full(bool retrieval, double tol, Make make, const RetroConfig& c = decode_config()) {
+// decoder under test (CachedDecoder, or BackendDecoder on a backend); `done(decoder)` runs at the end.
+template <typename T, typename Make, typename Done>
+void check_cached_equals_full(bool retrieval, double tol, Make make, const RetroConfig& c, Done done) {
     RetroModel<T> model(c);
     params_init(model.params(), model.layout(), 7);
     test::randomise_copy_head(model.params(), model.layout(), 7);   // config copy_head: gates that move the logits
@@ -140,6 +140,12 @@ void check_cached_equals_full(bool retrieval, double tol, Make make, const Retro
     }
     CHECK(dec.length(0) == end[0]);
     CHECK(dec.length(1) == end[1]);
+    done(dec);
+}
+
+template <typename T, typename Make>
+void check_cached_equals_full(bool retrieval, double tol, Make make, const RetroConfig& c = decode_config()) {
+    check_cached_equals_full<T>(retrieval, tol, make, c, [](const auto&) {});
 }
 
 template <typename T>
@@ -150,14 +156,30 @@ void check_cached_equals_full(bool retrieval, double tol) {
 }
 
 // The same check for BackendDecoder (generate/backend_decoder.h) on `be`, the weights uploaded there.
+// With `graphs` the decode steps run as captured graphs (BackendDecoder::set_graphs): the same logits, and graphs were
+// captured (one per chunk read, and again when a sequence stops) and replayed.
 void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double tol,
-                                       const RetroConfig& c = decode_config()) {
+                                       const RetroConfig& c = decode_config(), bool graphs = false) {
     std::unique_ptr<nn::BackendBuffer> weights;
-    check_cached_equals_full<float>(retrieval, tol, [&](const RetroModel<float>& m, bool ret) {
-        weights = std::make_unique<nn::BackendBuffer>(be, m.params().size() * sizeof(float));
-        be.upload(weights->get(), m.params().data(), m.params().size() * sizeof(float));
-        return std::make_unique<BackendDecoder>(m.config(), weights->f(), be, 2, ret);
-    }, c);
+    check_cached_equals_full<float>(
+        retrieval, tol,
+        [&](const RetroModel<float>& m, bool ret) {
+            weights = std::make_unique<nn::BackendBuffer>(be, m.params().size() * sizeof(float));
+            be.upload(weights->get(), m.params().data(), m.params().size() * sizeof(float));
+            auto d = std::make_unique<BackendDecoder>(m.config(), weights->f(), be, 2, ret);
+            d->set_graphs(graphs);
+            return d;
+        },
+        c,
+        [&](const BackendDecoder& d) {
+            if (!graphs) {
+                CHECK(d.graph_launches() == 0);
+                return;
+            }
+            MESSAGE("graphs: " << d.graph_captures() << " captured, " << d.graph_launches() << " launched");
+            CHECK(d.graph_captures() >= 2);
+            CHECK(d.graph_launches() > d.graph_captures());
+        });
 }
 
 RetroConfig copy_head_decode_config() {
@@ -196,6 +218,15 @@ TEST_CASE("generate: the backend decoder (host backend) equals a full recompute 
     check_backend_decoder_equals_full(be, false, 1e-5);
 }
 
+TEST_CASE("generate: the backend decoder's decode steps as graphs (host backend's recorder) equal a full recompute") {
+    // the recorder replays each op with the arguments it was captured with, and refuses uploads while capturing: a
+    // value of the step left on the host, or an upload inside the step, fails here as it would on the GPU
+    nn::HostNnBackend be;
+    check_backend_decoder_equals_full(be, true, 1e-5, decode_config(), true);
+    check_backend_decoder_equals_full(be, false, 1e-5, decode_config(), true);
+    check_backend_decoder_equals_full(be, true, 1e-5, copy_head_decode_config(), true);
+}
+
 TEST_CASE("generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
@@ -204,6 +235,9 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         check_backend_decoder_equals_full(*be, true, 1e-5);
         check_backend_decoder_equals_full(*be, false, 1e-5);
         check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config());
+        check_backend_decoder_equals_full(*be, true, 1e-5, decode_config(), true);   // CUDA graphs
+        check_backend_decoder_equals_full(*be, false, 1e-5, decode_config(), true);
+        check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config(), true);
     }
 }
 

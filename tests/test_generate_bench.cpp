@@ -1,6 +1,7 @@
 // retro-bench generate as a library call on the demo config at tiny lengths (host backend, no peer): every row's
 // figures, and the memory bound of a decode step (the weights' bytes over the copy bandwidth measured in the run)
-// with each row's ratio to it (issue 21's "within 2x of the weights' bytes over the bandwidth").
+// with each row's ratio to it (issue 21's "within 2x of the weights' bytes over the bandwidth"), and with
+// --cuda-graphs each prompt again with graphs beside (the same tokens).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/generate_bench.h"
+#include "core/error.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "test_train_fixtures.h"
@@ -23,6 +25,7 @@ TEST_CASE("bench generate: rows, the memory bound of a decode step and each row'
     o.output = 8;
     o.peer_steps = 0;
     o.device = "host-backend";
+    o.cuda_graphs = true;   // each prompt again with graphs (the host backend's recorder): the same tokens
     o.json = (dir / "g.json").string();
     bench::run_generate_bench(o, "test");
     const auto j = nlohmann::json::parse(test::read_text(dir / "g.json"));
@@ -38,5 +41,9 @@ TEST_CASE("bench generate: rows, the memory bound of a decode step and each row'
         CHECK(ms > 0);
         CHECK(r["of_memory_bound"].get<double>() == doctest::Approx(ms / bound));
         CHECK(r["tokens_per_s"].get<double>() > 0);
+        CHECK(r["graph_decode_ms_per_token"].get<double>() > 0);
+        CHECK(r["graph_same_tokens"].get<bool>());
     }
+    o.device = "cpu";   // graphs run the GPU decoder only
+    CHECK_THROWS_AS(bench::run_generate_bench(o, "test"), UserError);
 }

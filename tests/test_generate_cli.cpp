@@ -98,6 +98,14 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
     CHECK(dev.out == greedy1.out);
     auto dev_sampled = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --device host-backend");
     CHECK(dev_sampled.out == a.out);
+    // decode steps as captured graphs (the host backend's recorder stands in for CUDA graphs): the same text
+    auto graphed = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --device host-backend --cuda-graphs");
+    INFO(graphed.err);
+    CHECK(graphed.out == a.out);
+    auto no_gpu_path = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 4 --cuda-graphs");
+    CHECK(no_gpu_path.exit_code == 2);
+    CHECK(one_line(no_gpu_path));
+    CHECK(no_gpu_path.err.find("--cuda-graphs") != std::string::npos);
     auto gpu = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy --device cuda");
     if (cuda_device_count() > 0) {
         INFO(gpu.err);

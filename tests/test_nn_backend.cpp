@@ -4,6 +4,8 @@
 //   - cuda_nn_backend, when a device exists: within the op's fp32 bound of the CPU in double, on the small test
 //     cases and on the perf shapes (many blocks, strided loops, keys beyond one block), and bit-identical run to
 //     run (no atomics). Without a device it prints "skipped: no CUDA device".
+//   - graphs (begin_capture / end_capture / launch_graph) on both: a captured sequence replays on new inputs with the
+//     direct run's bits, and the memory calls a graph cannot hold are refused while capturing.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -271,5 +273,60 @@ TEST_CASE("nn backend: CUDA element-wise maps (float4 where aligned) at odd leng
                 }
             }
         }
+    }
+}
+
+namespace {
+
+// Captures y = gelu(x) + x (three ops on fixed buffers), then replays it on new uploaded inputs: the replay must
+// equal the ops run directly, and the calls a graph cannot hold must be refused while capturing.
+void check_graph_replay(nn::NnBackend& be) {
+    const std::int64_t n = 1000;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-2, 2);
+    nn::BackendBuffer x(be, n * sizeof(float)), g(be, n * sizeof(float)), y(be, n * sizeof(float));
+    auto body = [&] {
+        be.gelu_forward(g.f(), x.f(), n);
+        be.residual_sum(y.f(), g.f(), x.f(), n);
+        be.scale(y.f(), 0.5f, n);
+    };
+    std::vector<float> in(n), direct(n), replayed(n);
+    for (auto& e : in) e = u(rng);
+    be.upload(x.f(), in.data(), n * sizeof(float));
+    be.begin_capture();
+    CHECK(be.capturing());
+    CHECK_THROWS_AS(be.upload(x.f(), in.data(), n * sizeof(float)), InternalError);
+    CHECK_THROWS_AS(be.download(direct.data(), y.f(), n * sizeof(float)), InternalError);
+    CHECK_THROWS_AS(be.synchronize(), InternalError);
+    CHECK_THROWS_AS(be.alloc(16), InternalError);
+    CHECK_THROWS_AS(be.sum_squares(x.f(), n), InternalError);
+    body();
+    auto graph = be.end_capture();
+    CHECK_FALSE(be.capturing());
+    for (int round = 0; round < 3; round++) {   // new inputs each round, in the same buffer
+        for (auto& e : in) e = u(rng);
+        be.upload(x.f(), in.data(), n * sizeof(float));
+        body();
+        be.download(direct.data(), y.f(), n * sizeof(float));
+        be.zero(y.f(), n * sizeof(float));
+        be.launch_graph(*graph);
+        be.download(replayed.data(), y.f(), n * sizeof(float));
+        CHECK(std::memcmp(direct.data(), replayed.data(), n * sizeof(float)) == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("nn backend: graphs - a captured sequence of ops replays on new inputs, memory calls refused while capturing") {
+    nn::HostNnBackend host;
+    check_graph_replay(host);
+}
+
+TEST_CASE("nn backend: CUDA graphs - a captured sequence of ops replays on new inputs, memory calls refused while capturing") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        check_graph_replay(*be);
     }
 }

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
                                                  "the CPU)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
+            app.add_flag("--cuda-graphs", g.cuda_graphs, "With --device cuda: run each decode step as a captured CUDA graph "
+                                                         "(one launch a token instead of one per op; the same text)");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             return [] { retro::generate_run(cli); };
         });

@@ -56,6 +56,7 @@ RetroConfig bench_config(const GenerateBenchOptions& o) {
 
 struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
+    std::vector<std::int32_t> ids;   // the prompt and what was sampled
 };
 
 template <typename Decoder>
@@ -83,7 +84,8 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
         dec.step(std::vector<std::vector<std::int32_t>>{{t}});
     }
     const double decode = seconds_since(t1);
-    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output), static_cast<double>(output) / (prefill + decode)};
+    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output), static_cast<double>(output) / (prefill + decode),
+            std::move(ids)};
 }
 
 // The weights on a backend (--device cuda / host-backend), with the backend and its stream.
@@ -96,9 +98,10 @@ struct DeviceModel {
 // One prompt of P ids, then `output` tokens one at a time, neighbours added as chunks complete; on `device` when
 // it has a backend (BackendDecoder), else with CachedDecoder.
 OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
-                std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device) {
+                std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device, bool graphs = false) {
     if (device.be) {
         BackendDecoder dec(model.config(), device.weights.f(), *device.be, 1, retrieval);
+        dec.set_graphs(graphs);
         return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed);
     }
     CachedDecoder<float> dec(model, 1, retrieval);
@@ -122,6 +125,7 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line) {
     if (o.prompts.empty() || o.output < 1) user_error_in("--prompt/--output", "need at least one prompt length and one token");
+    if (o.cuda_graphs && o.device == "cpu") user_error_in("--cuda-graphs", "times the GPU decoder", "add --device cuda");
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
     const RetroConfig c = bench_config(o);
@@ -179,9 +183,11 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 weight_bytes / 1e6, copy_gbps, bound_ms);
     std::fflush(stdout);
     run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device);   // warm-up
+    if (o.cuda_graphs) run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device, true);
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
+    if (o.cuda_graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
         const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device);
@@ -195,6 +201,15 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                                           format_fixed(ours.decode_ms_per_token, 2),
                                           bound_ms > 0 ? format_fixed(ours.decode_ms_per_token / bound_ms, 1) : "-",
                                           format_fixed(ours.tokens_per_s, 1)};
+        if (o.cuda_graphs) {   // the same decode with each step a captured graph: the same tokens, its time beside
+            const OurRun graphed = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, true);
+            row["graph_same_tokens"] = graphed.ids == ours.ids;   // same kernels, same arguments: same bits expected
+            if (graphed.ids != ours.ids) log_warn("prompt " + std::to_string(P) + ": with --cuda-graphs other tokens were sampled");
+            row["graph_decode_ms_per_token"] = graphed.decode_ms_per_token;
+            row["graph_of_memory_bound"] = bound_ms > 0 ? graphed.decode_ms_per_token / bound_ms : 0.0;
+            cells.push_back(format_fixed(graphed.decode_ms_per_token, 3));
+            cells.push_back(bound_ms > 0 ? format_fixed(graphed.decode_ms_per_token / bound_ms, 1) : "-");
+        }
         if (!dir.empty()) {
             const nlohmann::json peer = run_peer(o, dir, P, retrieval);
             row["peer"] = peer;

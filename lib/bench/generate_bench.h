@@ -29,6 +29,7 @@ struct GenerateBenchOptions {
     std::int64_t profile_tokens = 0;             // with --device: a profiled run of this many tokens (ProfilingNnBackend)
     std::string device = "cpu";                  // cpu (CachedDecoder), cuda (BackendDecoder on the GPU, the peer on
                                                  // the GPU too), host-backend (testing: BackendDecoder on the CPU)
+    bool cuda_graphs = false;                    // with a backend device: each prompt also with graphs, side by side
 };
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line);

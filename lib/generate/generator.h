@@ -38,6 +38,7 @@ struct GenerateOptions {
     int nprobe = 0, ef_search = 0;
     std::string device = "cpu";      // cpu (CachedDecoder), cuda (BackendDecoder on the GPU; FAISS search stays on
                                      // the CPU), or host-backend (testing: BackendDecoder on the CPU ops)
+    bool cuda_graphs = false;        // with a backend device: decode steps as captured graphs (BackendDecoder::set_graphs)
 };
 
 struct ChunkNeighbours {
