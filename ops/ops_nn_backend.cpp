@@ -290,17 +290,19 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         },
         [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
     // seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed); 2: keys over
-    // several tiles of 256; 3: the largest head dimension; the perf case: 8 sequences of the demo decoder at 1,000
+    // several tiles of 256; 3: the largest head dimension; 4: exactly one full tile (256 keys); the perf case: 8
+    // sequences of the demo decoder at 1,000
     add("nn.attention_decode", "lib/nn/nn_backend_host.cpp",
         {backend_test, "tests/test_generate.cpp: generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)"},
         "kernels/nn_attention_decode_cuda.cu",
         [](std::uint64_t s) {
             if (s == 2) return attention_decode_case(2, 700, 2, 64, {600, 257}, {1, 0}, s);
             if (s == 3) return attention_decode_case(1, 40, 1, nn::kAttentionDecodeMaxD, {39}, {0}, s);
+            if (s == 4) return attention_decode_case(1, 300, 2, 32, {255}, {0}, s);
             return attention_decode_case(3, 9, 2, 5, {8, 0}, {2, 0}, s);
         },
         [] { return attention_decode_case(8, 1024, 8, 64, std::vector<std::int64_t>(8, 1000), {0, 1, 2, 3, 4, 5, 6, 7}, 1); },
-        3);
+        4);
 }
 
 }  // namespace retro::ops

@@ -49,6 +49,7 @@ std::size_t BackendDecoder::step_bytes_bound(const RetroConfig& c, int64_t S, bo
     // attention probabilities; the logits of one row per sequence
     std::size_t floats = static_cast<std::size_t>(R * (Ce + 6 * Cd + 4 * HD + 8 * Cd + 2 * Rd + 4) + c.heads * L * L +
                                                   S * c.num_tokens);
+    floats += static_cast<std::size_t>(R) * 7 * sizeof(std::int64_t) / sizeof(float);   // pos, seq, ctx, sel, unsel, pick
     if (c.copy_head) floats += static_cast<std::size_t>(R * c.num_neighbours) * sizeof(nn::CopyCandidate) / sizeof(float);
     if (retrieval && c.first_cca_layer() > 0) {
         const int64_t M = S * (L / c.chunk_size) * c.num_neighbours, Re = M * c.retrieved_len();

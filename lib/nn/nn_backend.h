@@ -94,7 +94,8 @@ public:
                                   const float* norm, std::int64_t N, std::int64_t C) = 0;
 
     // Fused forms of the pre-norm stack's pairs (one pass over the rows on the GPU, the same arithmetic as the two ops):
-    //   residual_rmsnorm_forward: x = a + b (residual_sum; x may be a), then rmsnorm_forward(y, norm, x, gamma)
+    //   residual_rmsnorm_forward: x = a + b (residual_sum; x may be a; y and norm alias nothing), then
+    //                             rmsnorm_forward(y, norm, x, gamma)
     //   rmsnorm_backward_add:     rmsnorm_backward into a temporary, then residual_add(dx, temporary): dx +=
     //                             (dgamma += as rmsnorm_backward; dx is neither dy nor x)
     virtual void residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
