@@ -3,11 +3,14 @@
 // kernel and a second GEMM per sequence and layer; decoding is launch-bound, docs/performance.md). One block per
 // (row, head), block-stride over them: the block writes its head's slice of the new key and value into the caches
 // at pos[row], then walks the keys 0..pos in tiles of kThreads with an online softmax:
-//   scores  one warp per key: the lanes' strided partial dots q . k_j, then a fixed butterfly;
+//   scores  thread t the whole dot q . k_{j0+t} (float4 loads of its key row when D % 4 == 0: many independent
+//           loads in flight, where a warp per key would wait on one row at a time);
 //   tile    m' = max(m, max_j s_j); e_j = exp(s_j - m'); l = l exp(m - m') + sum_j e_j (block_reduce's trees);
-//   output  thread d keeps acc_d = acc_d exp(m - m') + sum_j e_j v_j[d], keys in order; out = acc_d / l.
-// Every sum in a fixed order (no atomics): the same inputs give the same bits. D <= kThreads (the thread of
-// channel d keeps its accumulator), which kAttentionDecodeMaxD states; positions are the caller's (pos < L).
+//   output  thread (g, d), g < G = kThreads / D groups: acc = acc exp(m - m') + sum over the tile's keys j = g mod G
+//           of e_j v_j[d] (coalesced rows), in key order; at the end the G partials of channel d are added in g
+//           order and divided by l.
+// Every sum in a fixed order (no atomics): the same inputs give the same bits. D <= kThreads (kAttentionDecodeMaxD);
+// positions are the caller's (pos < L).
 #include <cmath>
 #include <cstdint>
 
@@ -20,7 +23,6 @@ namespace retro::nn::detail {
 namespace {
 
 using ll = long long;
-constexpr int kWarps = kThreads / 32;
 static_assert(kAttentionDecodeMaxD <= kThreads, "attention_decode keeps one channel per thread");
 
 __global__ void attention_decode_k(float* __restrict__ out, const float* __restrict__ q,
@@ -29,47 +31,61 @@ __global__ void attention_decode_k(float* __restrict__ out, const float* __restr
                                    const std::int64_t* __restrict__ pos, const std::int64_t* __restrict__ seq, ll rows,
                                    ll L, ll H, ll D) {
     __shared__ float sh[kThreads];       // block_reduce
-    __shared__ float tile[kThreads];     // the tile's scores, then their exponentials
+    __shared__ float tile[kThreads];     // the tile's exponentials
     __shared__ float qs[kThreads];       // the head's query
-    const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+    __shared__ float part[kThreads];     // the value groups' partial sums [G, D]
+    const int t = static_cast<int>(threadIdx.x);
+    const int G = static_cast<int>(kThreads / D), g = t / static_cast<int>(D), d = t % static_cast<int>(D);
+    const bool vec4 = D % 4 == 0;
     const ll HD = H * D;
     for (ll e = blockIdx.x; e < rows * H; e += gridDim.x) {
         const ll i = e / H, h = e % H, p = pos[i], off = h * D;
-        float* K = kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + d]
+        float* K = kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + c]
         float* V = vcache + seq[i] * L * HD + off;
-        for (ll d = t; d < D; d += kThreads) {
-            K[p * HD + d] = k_new[i * HD + off + d];
-            V[p * HD + d] = v_new[i * HD + off + d];
-            qs[d] = q[i * HD + off + d];
+        for (ll c = t; c < D; c += kThreads) {
+            K[p * HD + c] = k_new[i * HD + off + c];
+            V[p * HD + c] = v_new[i * HD + off + c];
+            qs[c] = q[i * HD + off + c];
         }
         __syncthreads();   // the new key and value, and the query, visible to the whole block
         float m = -INFINITY, l = 0, acc = 0;
         for (ll j0 = 0; j0 <= p; j0 += kThreads) {
             const int n = static_cast<int>(p + 1 - j0 < kThreads ? p + 1 - j0 : kThreads);
-            for (int j = warp; j < n; j += kWarps) {
-                const float* kr = K + (j0 + j) * HD;
-                float s = 0;
-                for (ll d = lane; d < D; d += 32) s += qs[d] * kr[d];
-                for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                if (lane == 0) tile[j] = s;
+            float s = -INFINITY;
+            if (t < n) {
+                const float* kr = K + (j0 + t) * HD;
+                s = 0;
+                if (vec4) {
+                    for (ll c = 0; c < D; c += 4) {
+                        const float4 kv = *reinterpret_cast<const float4*>(kr + c);
+                        s += qs[c] * kv.x + qs[c + 1] * kv.y + qs[c + 2] * kv.z + qs[c + 3] * kv.w;
+                    }
+                } else {
+                    for (ll c = 0; c < D; c++) s += qs[c] * kr[c];
+                }
             }
-            __syncthreads();
-            const float mine = t < n ? tile[t] : -INFINITY;
-            const float m_new = fmaxf(m, block_reduce(mine, sh, MaxOp{}));
-            const float ex = t < n ? expf(mine - m_new) : 0.0f;
+            const float m_new = fmaxf(m, block_reduce(s, sh, MaxOp{}));
+            const float ex = t < n ? expf(s - m_new) : 0.0f;
             const float correction = expf(m - m_new);   // 0 on the first tile (m = -inf, m_new finite)
             l = l * correction + block_reduce(ex, sh, SumOp{});
-            tile[t] = ex;   // each thread overwrites its own score only after block_reduce's barriers
+            tile[t] = ex;   // the previous tile's readers passed the barrier at the end of the last iteration
             __syncthreads();
-            if (t < D) {
+            if (g < G) {
                 float a = acc * correction;
-                for (int j = 0; j < n; j++) a += tile[j] * V[(j0 + j) * HD + t];
+                for (int j = g; j < n; j += G) a += tile[j] * V[(j0 + j) * HD + d];
                 acc = a;
             }
             m = m_new;
             __syncthreads();   // the tile is rewritten next
         }
-        if (t < D) out[i * HD + off + t] = acc / l;
+        if (g < G) part[g * D + d] = acc;
+        __syncthreads();
+        if (t < D) {
+            float o = 0;
+            for (int gg = 0; gg < G; gg++) o += part[gg * D + t];
+            out[i * HD + off + t] = o / l;
+        }
+        __syncthreads();   // part and qs are rewritten for the next (row, head)
     }
 }
 

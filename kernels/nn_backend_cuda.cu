@@ -6,11 +6,15 @@
 //              written first and the GEMM adds (beta 1), as nn/linear.cpp does. dx^T = W^T dy^T: sgemm(N, N, I, N,
 //              O, W, I, dy, O, dx, I); dW^T += X^T dy: sgemm(N, T, I, O, N, X, I, dy, O, dW, I) with beta 1;
 //              db: column sums in two deterministic passes (row chunks in order, then the chunks in order).
+//              fp32 forward of at most kSmallRows rows (a decode step): linear_small_rows instead, one warp per
+//              output column for every row at once (W read once, float4s where aligned, a fixed butterfly), the
+//              bias added in the same kernel: one memory-bound launch instead of a bias kernel and a GEMM.
 //   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma as db's
 //              two-pass column sums, before dx (which may alias dy).
 //   gelu, scale: map_elements (float4s where aligned); rotary: one thread per rotated pair (so y == x is safe).
 // The embeddings and positions are in kernels/nn_embedding_cuda.cu.
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include <cuda_bf16.h>
@@ -37,6 +41,50 @@ int as_int(std::int64_t v, const char* what) {
 }
 
 // ---------------- linear ----------------
+constexpr int kSmallRows = 8;
+
+// y[r, o] = x[r, :] . W[o, :] (+ b[o]) for r < NR: one warp per o, each lane a strided part of the dot for every row
+// (float4s when VEC4: I % 4 == 0 and W, x 16-byte aligned), then a butterfly; lane 0 writes.
+template <int NR, bool VEC4>
+__global__ void linear_small_rows(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ W,
+                                  const float* __restrict__ b, ll I, ll O) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const ll first = (blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x) / 32;
+    const ll warps = static_cast<ll>(gridDim.x) * blockDim.x / 32;
+    for (ll o = first; o < O; o += warps) {
+        const float* w = W + o * I;
+        float acc[NR];
+        for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+        if constexpr (VEC4) {
+            const float4* w4 = reinterpret_cast<const float4*>(w);
+            for (ll q = lane; q < I / 4; q += 32) {
+                const float4 wv = w4[q];
+                for (int r = 0; r < NR; r++) {
+                    const float4 xv = reinterpret_cast<const float4*>(x + r * I)[q];
+                    acc[r] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+                }
+            }
+        } else {
+            for (ll i = lane; i < I; i += 32) {
+                const float wv = w[i];
+                for (int r = 0; r < NR; r++) acc[r] += wv * x[r * I + i];
+            }
+        }
+        for (int r = 0; r < NR; r++)
+            for (int s = 16; s > 0; s >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], s);
+        if (lane == 0)
+            for (int r = 0; r < NR; r++) y[r * O + o] = b ? acc[r] + b[o] : acc[r];
+    }
+}
+
+template <int NR>
+void launch_linear_small(float* y, const float* x, const float* W, const float* b, ll I, ll O, CudaStream stream) {
+    const bool vec4 = I % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(W)) % 16 == 0;
+    const unsigned blocks = grid_for(O, kThreads / 32);
+    if (vec4) linear_small_rows<NR, true><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O);
+    else linear_small_rows<NR, false><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O);
+}
+
 __global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll N, ll O) {
     for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * O; e += static_cast<ll>(gridDim.x) * blockDim.x)
         y[e] = b[e % O];
@@ -326,6 +374,16 @@ void CudaNnBackend::gemm_bf16(bool ta, bool tb, int m, int n, int k, const void*
 void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
+    if (gemm_inputs_ == GemmInputs::fp32 && N <= kSmallRows) {   // a decode step's few rows: one GEMV-like kernel
+        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream);
+        static constexpr Launch kLaunch[kSmallRows] = {launch_linear_small<1>, launch_linear_small<2>,
+                                                       launch_linear_small<3>, launch_linear_small<4>,
+                                                       launch_linear_small<5>, launch_linear_small<6>,
+                                                       launch_linear_small<7>, launch_linear_small<8>};
+        kLaunch[N - 1](y, x, W, b, I, O, stream_);
+        RETRO_CUDA_LAUNCH_CHECK("linear_small_rows", stream_);
+        return;
+    }
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     if (b) {

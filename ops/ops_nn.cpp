@@ -368,9 +368,16 @@ void register_nn(std::vector<OpInfo>& out) {
     const std::string backend_test = "tests/test_nn_backend.cpp: " + std::string(kNnBackendTestCase);
     const std::string cuda_nn = "kernels/nn_backend_cuda.cu", cuda_attention = "kernels/nn_attention_cuda.cu",
                       cuda_loss = "kernels/nn_loss_cuda.cu";
-    // nn.linear's seeds 3 and 4 pass null b / dx / dW (compared across backends, not gradient-checked)
+    // nn.linear's seeds 3 and 4 pass null b / dx / dW (compared across backends, not gradient-checked); the CUDA
+    // forward of at most 8 rows is its own kernel: seed 5 (8 rows, I % 4 == 0: float4 loads, wider than a warp's
+    // lanes) and 6 (1 row, odd I) cover it beside the small seeds; the perf case runs cuBLAS
     add("nn.linear", "lib/nn/linear.h", {nn_tests + "nn: linear gradient with and without bias", backend_test},
-        [](std::uint64_t s) { return linear_case(5, 7, 3, s); }, [] { return linear_case(2048, 128, 512, 1); }, cuda_nn, 4);
+        [](std::uint64_t s) {
+            if (s == 5) return linear_case(8, 700, 300, s);
+            if (s == 6) return linear_case(1, 37, 41, s);
+            return linear_case(5, 7, 3, s);
+        },
+        [] { return linear_case(2048, 128, 512, 1); }, cuda_nn, 6);
     add("nn.rmsnorm", "lib/nn/rmsnorm.h", {nn_tests + "nn: rmsnorm matches RP and gradient", backend_test},
         [](std::uint64_t s) { return s == 2 ? rmsnorm_case(3, 700, s) : rmsnorm_case(5, 6, s); },   // 2: C > 256 threads
         [] { return rmsnorm_case(2048, 128, 1); }, cuda_nn, 2);
