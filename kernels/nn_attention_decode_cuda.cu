@@ -29,14 +29,13 @@ __global__ void attention_decode_k(float* __restrict__ out, const float* __restr
                                    const float* __restrict__ k_new, const float* __restrict__ v_new,
                                    float* __restrict__ kcache, float* __restrict__ vcache,
                                    const std::int64_t* __restrict__ pos, const std::int64_t* __restrict__ seq, ll rows,
-                                   ll L, ll H, ll D) {
+                                   ll L, ll H, ll D, bool vec4) {
     __shared__ float sh[kThreads];       // block_reduce
     __shared__ float tile[kThreads];     // the tile's exponentials
     __shared__ float qs[kThreads];       // the head's query
     __shared__ float part[kThreads];     // the value groups' partial sums [G, D]
     const int t = static_cast<int>(threadIdx.x);
     const int G = static_cast<int>(kThreads / D), g = t / static_cast<int>(D), d = t % static_cast<int>(D);
-    const bool vec4 = D % 4 == 0;
     const ll HD = H * D;
     for (ll e = blockIdx.x; e < rows * H; e += gridDim.x) {
         const ll i = e / H, h = e % H, p = pos[i], off = h * D;
@@ -95,9 +94,11 @@ void CudaNnBackend::attention_decode(float* out, const float* q, const float* k_
                                      float* vcache, const std::int64_t* pos, const std::int64_t* seq,
                                      std::int64_t rows, std::int64_t L, std::int64_t H, std::int64_t D) {
     RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
-    if (rows * H == 0) return;
+    if (rows * H * D == 0) return;
+    // float4 loads of the key rows: every row start is 16-byte aligned when D % 4 == 0 and the caches are
+    const bool vec4 = D % 4 == 0 && (reinterpret_cast<std::uintptr_t>(kcache) % 16 == 0);
     attention_decode_k<<<grid_for(rows * H, 1), kThreads, 0, stream_>>>(out, q, k_new, v_new, kcache, vcache, pos, seq,
-                                                                        rows, L, H, D);
+                                                                        rows, L, H, D, vec4);
     RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);
 }
 

@@ -374,6 +374,7 @@ void CudaNnBackend::gemm_bf16(bool ta, bool tb, int m, int n, int k, const void*
 void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
+    RETRO_CHECK(N > 0 && I >= 0 && O > 0, "linear_forward: N ", N, ", I ", I, ", O ", O);
     if (gemm_inputs_ == GemmInputs::fp32 && N <= kSmallRows) {   // a decode step's few rows: one GEMV-like kernel
         using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream);
         static constexpr Launch kLaunch[kSmallRows] = {launch_linear_small<1>, launch_linear_small<2>,
