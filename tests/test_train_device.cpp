@@ -30,6 +30,16 @@ std::string tiny_data(const test::TempDir& dir, int steps = 8, const std::string
            std::to_string(steps / 2);
 }
 
+// Every logged loss of run b within `rel` (relative) of run a's, step for step.
+void check_losses_close(const fs::path& a, const fs::path& b, double rel) {
+    const auto la = test::losses(a), lb = test::losses(b);
+    REQUIRE(la.size() == lb.size());
+    for (std::size_t i = 0; i < la.size(); i++) {
+        const double x = std::stod(la[i]), y = std::stod(lb[i]);
+        CHECK(std::abs(x - y) <= rel * std::abs(x));
+    }
+}
+
 // The test config with "copy_head": true, written into dir.
 std::string copy_head_config(const test::TempDir& dir) {
     auto j = RetroConfig::load(test::config_path()).to_json();
@@ -98,12 +108,7 @@ TEST_CASE("train device: on a CUDA device, the copy head's run tracks the CPU fo
     auto b = test::run_tool("retro-train", data + " --device cuda --out " + (dir / "gpu").string());
     INFO(b.err);
     REQUIRE(b.exit_code == 0);
-    const auto la = test::losses(dir / "cpu"), lb = test::losses(dir / "gpu");
-    REQUIRE(la.size() == lb.size());
-    for (std::size_t i = 0; i < la.size(); i++) {
-        const double x = std::stod(la[i]), y = std::stod(lb[i]);
-        CHECK(std::abs(x - y) <= 1e-5 * std::abs(x));
-    }
+    check_losses_close(dir / "cpu", dir / "gpu", 1e-5);
 }
 
 TEST_CASE("train device: retro-fitting on the backend path trains only the listed groups") {
@@ -120,12 +125,7 @@ TEST_CASE("train device: retro-fitting on the backend path trains only the liste
     REQUIRE(b.exit_code == 0);
     // the clipping norm sums each trainable range apart on the backend (in one running sum on the CPU), so the
     // figures agree to rounding, not to the bit
-    const auto la = test::losses(dir / "cpu"), lb = test::losses(dir / "dev");
-    REQUIRE(la.size() == lb.size());
-    for (std::size_t i = 0; i < la.size(); i++) {
-        const double x = std::stod(la[i]), y = std::stod(lb[i]);
-        CHECK(std::abs(x - y) <= 1e-5 * std::abs(x));
-    }
+    check_losses_close(dir / "cpu", dir / "dev", 1e-5);
 }
 
 TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - bf16 and --reduce nccl are refused on the CPU path") {
@@ -214,12 +214,7 @@ TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, res
     auto b = test::run_tool("retro-train", data + " --device cuda --out " + (dir / "gpu").string());
     INFO(b.err);
     REQUIRE(b.exit_code == 0);
-    const auto la = test::losses(dir / "cpu"), lb = test::losses(dir / "gpu");
-    REQUIRE(la.size() == lb.size());
-    for (std::size_t i = 0; i < la.size(); i++) {
-        const double x = std::stod(la[i]), y = std::stod(lb[i]);
-        CHECK(std::abs(x - y) <= 1e-5 * std::abs(x));   // the issue's bound for 20 fp32 steps on the golden config
-    }
+    check_losses_close(dir / "cpu", dir / "gpu", 1e-5);   // the issue's bound for 20 fp32 steps on the golden config
     // the kernels are deterministic: killed after 13 steps and resumed, the GPU run ends with the straight run's bytes
     auto k1 = test::run_tool("retro-train", data + " --device cuda --stop-after 13 --out " + (dir / "killed").string());
     REQUIRE(k1.exit_code == 0);
@@ -240,15 +235,11 @@ TEST_CASE("train device: on a CUDA device, fp32 tracks the CPU for 20 steps, res
     auto c = test::run_tool("retro-train", data + " --device cuda --dtype bf16 --out " + (dir / "gpu-bf16").string());
     INFO(c.err);
     REQUIRE(c.exit_code == 0);
-    const auto lc = test::losses(dir / "gpu-bf16");
-    REQUIRE(lc.size() == la.size());
-    for (std::size_t i = 0; i < la.size(); i++) CHECK(std::abs(std::stod(lc[i]) - std::stod(la[i])) <= 2e-2 * std::stod(la[i]));
+    check_losses_close(dir / "cpu", dir / "gpu-bf16", 2e-2);
     // that run had the fused attention (the bf16 default); without it, the same bound
     auto u = test::run_tool("retro-train", data + " --device cuda --dtype bf16 --no-fused-attention --out " +
                                                (dir / "gpu-bf16-unfused").string());
     INFO(u.err);
     REQUIRE(u.exit_code == 0);
-    const auto lu = test::losses(dir / "gpu-bf16-unfused");
-    REQUIRE(lu.size() == la.size());
-    for (std::size_t i = 0; i < la.size(); i++) CHECK(std::abs(std::stod(lu[i]) - std::stod(la[i])) <= 2e-2 * std::stod(la[i]));
+    check_losses_close(dir / "cpu", dir / "gpu-bf16-unfused", 2e-2);
 }
