@@ -1,8 +1,10 @@
-// CUDA NnBackend::attention_decode (nn/nn_backend.h): one decode step of causal self-attention for rows that each
-// feed one token, in one launch (the per-sequence path it replaces takes two copies and a cuBLAS GEMM, a softmax
-// kernel and a second GEMM per sequence and layer; decoding is launch-bound, docs/performance.md). One block per
-// (row, head), block-stride over them: the block writes its head's slice of the new key and value into the caches
-// at pos[row], then walks the keys 0..pos in tiles of kThreads with an online softmax:
+// CUDA NnBackend::attention_decode (nn/nn_backend.h): a decode step's attention for rows that each have one query —
+// the self-attention over each sequence's cache, or CCA over each row's chunk with the null column and the pad mask —
+// in one launch (the per-sequence path it replaces takes a cuBLAS GEMM, a softmax kernel and a second GEMM, and two
+// copies for the self-attention, per sequence and layer; decoding is launch-bound, docs/performance.md). One block
+// per (row, head), block-stride over them: with k_new the block first writes its head's slice of the new key and
+// value at pos[row]; the null column, when given, starts the running softmax (m = q . null_k, l = 1, acc = null_v);
+// then the keys 0..pos in tiles of kThreads with an online softmax (a masked key scores -FLT_MAX, as the CPU):
 //   scores  thread t the whole dot q . k_{j0+t} (float4 loads of its key row when D % 4 == 0: many independent
 //           loads in flight, where a warp per key would wait on one row at a time);
 //   tile    m' = max(m, max_j s_j); e_j = exp(s_j - m'); l = l exp(m - m') + sum_j e_j (block_reduce's trees);
@@ -11,6 +13,7 @@
 //           order and divided by l.
 // Every sum in a fixed order (no atomics): the same inputs give the same bits. D <= kThreads (kAttentionDecodeMaxD);
 // positions are the caller's (pos < L).
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -25,33 +28,43 @@ namespace {
 using ll = long long;
 static_assert(kAttentionDecodeMaxD <= kThreads, "attention_decode keeps one channel per thread");
 
-__global__ void attention_decode_k(float* __restrict__ out, const float* __restrict__ q,
-                                   const float* __restrict__ k_new, const float* __restrict__ v_new,
-                                   float* __restrict__ kcache, float* __restrict__ vcache,
+__global__ void attention_decode_k(float* __restrict__ out, const float* __restrict__ q, NnBackend::DecodeCache cache,
                                    const std::int64_t* __restrict__ pos, const std::int64_t* __restrict__ seq, ll rows,
-                                   ll L, ll H, ll D, bool vec4) {
+                                   ll H, ll D, bool vec4) {
     __shared__ float sh[kThreads];       // block_reduce
     __shared__ float tile[kThreads];     // the tile's exponentials
     __shared__ float qs[kThreads];       // the head's query
     __shared__ float part[kThreads];     // the value groups' partial sums [G, D]
     const int t = static_cast<int>(threadIdx.x);
     const int G = static_cast<int>(kThreads / D), g = t / static_cast<int>(D), d = t % static_cast<int>(D);
-    const ll HD = H * D;
+    const ll HD = H * D, L = cache.L;
     for (ll e = blockIdx.x; e < rows * H; e += gridDim.x) {
         const ll i = e / H, h = e % H, p = pos[i], off = h * D;
-        float* K = kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + c]
-        float* V = vcache + seq[i] * L * HD + off;
+        float* K = cache.kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + c]
+        float* V = cache.vcache + seq[i] * L * HD + off;
+        const std::uint8_t* mask = cache.key_mask ? cache.key_mask + seq[i] * L : nullptr;
         for (ll c = t; c < D; c += kThreads) {
-            K[p * HD + c] = k_new[i * HD + off + c];
-            V[p * HD + c] = v_new[i * HD + off + c];
+            if (cache.k_new) {
+                K[p * HD + c] = cache.k_new[i * HD + off + c];
+                V[p * HD + c] = cache.v_new[i * HD + off + c];
+            }
             qs[c] = q[i * HD + off + c];
         }
         __syncthreads();   // the new key and value, and the query, visible to the whole block
         float m = -INFINITY, l = 0, acc = 0;
+        if (cache.null_k) {   // every thread the same dot, in the same order: the same m
+            float s0 = 0;
+            for (ll c = 0; c < D; c++) s0 += qs[c] * cache.null_k[off + c];
+            m = s0;
+            l = 1;
+            if (g == 0) acc = cache.null_v[off + d];
+        }
         for (ll j0 = 0; j0 <= p; j0 += kThreads) {
             const int n = static_cast<int>(p + 1 - j0 < kThreads ? p + 1 - j0 : kThreads);
             float s = -INFINITY;
-            if (t < n) {
+            if (t < n && mask && !mask[j0 + t]) {
+                s = -FLT_MAX;
+            } else if (t < n) {
                 const float* kr = K + (j0 + t) * HD;
                 s = 0;
                 if (vec4) {
@@ -90,15 +103,13 @@ __global__ void attention_decode_k(float* __restrict__ out, const float* __restr
 
 }  // namespace
 
-void CudaNnBackend::attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
-                                     float* vcache, const std::int64_t* pos, const std::int64_t* seq,
-                                     std::int64_t rows, std::int64_t L, std::int64_t H, std::int64_t D) {
+void CudaNnBackend::attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
+                                     const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) {
     RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
     if (rows * H * D == 0) return;
     // float4 loads of the key rows: every row start is 16-byte aligned when D % 4 == 0 and the caches are
-    const bool vec4 = D % 4 == 0 && (reinterpret_cast<std::uintptr_t>(kcache) % 16 == 0);
-    attention_decode_k<<<grid_for(rows * H, 1), kThreads, 0, stream_>>>(out, q, k_new, v_new, kcache, vcache, pos, seq,
-                                                                        rows, L, H, D, vec4);
+    const bool vec4 = D % 4 == 0 && (reinterpret_cast<std::uintptr_t>(c.kcache) % 16 == 0);
+    attention_decode_k<<<grid_for(rows * H, 1), kThreads, 0, stream_>>>(out, q, c, pos, seq, rows, H, D, vec4);
     RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);
 }
 

@@ -7,7 +7,8 @@
 //   nn.adamw        adamw_update (decaying and non-decaying elements)
 //   nn.sum_squares  sum_squares (double accumulation; long enough for the GPU's grid-stride loop to wrap)
 //   nn.residual_rmsnorm  residual_rmsnorm_forward, rmsnorm_backward_add (the fused pre-norm pairs; x == a too)
-//   nn.attention_decode  attention_decode (one decode step of causal self-attention over KV caches; forward only)
+//   nn.attention_decode  attention_decode (a decode step's self-attention over KV caches, or CCA's over a chunk with
+//                   the null column and the pad mask; forward only)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -218,40 +219,62 @@ std::unique_ptr<Case> residual_rmsnorm_case(int64_t N, int64_t C, bool alias, st
         std::move(in), body, device, {"residual_rmsnorm_forward", "rmsnorm_backward_add"});
 }
 
-// attention_decode: `rows` sequences of S, row i at position pos[i] of caches [S, L, H*D], each attending keys
-// 0..pos[i] after its new key and value are written (the reference: the cache writes, then nn::attention_forward per
-// row, causal with Nq = 1). Outputs: out and both caches (the written rows checked too).
+// attention_decode over caches [S, L, H*D], row i reading slot seq[i] up to position pos[i]. Self-attention (cca
+// false): row i's new key and value are written at (seq[i], pos[i]) first, then causal attention over keys
+// 0..pos[i]. CCA (cca true): nothing written; the null column and a pad mask [S, L] (slot 0 wholly masked: only the
+// null key is seen; slots may repeat). The reference: the writes, then nn::attention_forward per row with Nq = 1.
+// Outputs: out and both caches (the written rows checked too).
 std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int64_t D, std::vector<std::int64_t> pos,
-                                            std::vector<std::int64_t> seq, std::uint64_t seed) {
+                                            std::vector<std::int64_t> seq, bool cca, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     const int64_t rows = static_cast<int64_t>(pos.size()), HD = H * D, cache = S * L * HD;
     Tensors in{random_tensor(rows * HD, rng), random_tensor(rows * HD, rng), random_tensor(rows * HD, rng),
-               random_tensor(cache, rng), random_tensor(cache, rng)};
+               random_tensor(cache, rng), random_tensor(cache, rng), random_tensor(HD, rng), random_tensor(HD, rng)};
+    std::vector<std::uint8_t> mask;
+    if (cca) {
+        mask.resize(static_cast<std::size_t>(S * L));
+        for (auto& e : mask) e = rng() % 4 != 0;
+        std::fill_n(mask.begin(), L, std::uint8_t{0});
+    }
     auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
         V<T> out{std::vector<T>(rows * HD), x[3], x[4]};
         for (int64_t i = 0; i < rows; i++) {
             T* K = out[1].data() + seq[i] * L * HD;
             T* Vc = out[2].data() + seq[i] * L * HD;
-            std::copy_n(x[1].data() + i * HD, HD, K + pos[i] * HD);
-            std::copy_n(x[2].data() + i * HD, HD, Vc + pos[i] * HD);
-            std::vector<T> probs(static_cast<std::size_t>(H * (pos[i] + 1)));
+            if (!cca) {
+                std::copy_n(x[1].data() + i * HD, HD, K + pos[i] * HD);
+                std::copy_n(x[2].data() + i * HD, HD, Vc + pos[i] * HD);
+            }
+            std::vector<T> probs(static_cast<std::size_t>(H * (pos[i] + 2)));
             nn::attention_forward(out[0].data() + i * HD, probs.data(), x[0].data() + i * HD, K, Vc,
-                                  static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), nullptr,
-                                  nn::AttentionShape{1, 1, pos[i] + 1, H, D, true, false});
+                                  cca ? x[5].data() : nullptr, cca ? x[6].data() : nullptr,
+                                  cca ? mask.data() + seq[i] * L : nullptr,
+                                  nn::AttentionShape{1, 1, pos[i] + 1, H, D, !cca, cca});
         }
         return out;
     };
     auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
         BackendArena a(be);
         float *out = a.alloc<float>(rows * HD), *kc = a.up(x[3]), *vc = a.up(x[4]);
-        be.attention_decode(out, a.up(x[0]), a.up(x[1]), a.up(x[2]), kc, vc, a.up(pos), a.up(seq), rows, L, H, D);
+        nn::NnBackend::DecodeCache c{kc, vc, L};
+        if (cca) {
+            c.null_k = a.up(x[5]);
+            c.null_v = a.up(x[6]);
+            c.key_mask = a.up(mask);
+        } else {
+            c.k_new = a.up(x[1]);
+            c.v_new = a.up(x[2]);
+        }
+        be.attention_decode(out, a.up(x[0]), c, a.up(pos), a.up(seq), rows, H, D);
         return {a.down(out, rows * HD), a.down(kc, cache), a.down(vc, cache)};
     };
     int64_t keys = 0;
     for (auto p : pos) keys += p + 1;
     return make_backend_case<decltype(body)>(
-        {dims({{"S", S}, {"L", L}, {"H", H}, {"D", D}, {"rows", rows}}), 4.0 * H * keys * D, 4.0 * (2 * H * keys * D + 4 * rows * HD),
-         {"q", "k_new", "v_new", "kcache", "vcache"}, {false, false, false, false, false}, {"out", "kcache", "vcache"}},
+        {dims({{"S", S}, {"L", L}, {"H", H}, {"D", D}, {"rows", rows}}) + (cca ? " null+mask" : " append"),
+         4.0 * H * keys * D, 4.0 * (2 * H * keys * D + 4 * rows * HD),
+         {"q", "k_new", "v_new", "kcache", "vcache", "null_k", "null_v"},
+         {false, false, false, false, false, false, false}, {"out", "kcache", "vcache"}},
         std::move(in), body, device, {"attention_decode"});
 }
 
@@ -289,20 +312,23 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return residual_rmsnorm_case(5, 6, s == 3, s);
         },
         [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
-    // seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed); 2: keys over
-    // several tiles of 256; 3: the largest head dimension; 4: exactly one full tile (256 keys); the perf case: 8
-    // sequences of the demo decoder at 1,000
+    // self-attention, seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed);
+    // 2: keys over several tiles of 256; 3: the largest head dimension; 4: exactly one full tile (256 keys). CCA (null
+    // column, pad mask, nothing written), seed 5: small, a wholly masked slot, a slot read by two rows; 6: 300 keys.
+    // The perf case: 8 sequences of the demo decoder at 1,000
     add("nn.attention_decode", "lib/nn/nn_backend_host.cpp",
         {backend_test, "tests/test_generate.cpp: generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)"},
         "kernels/nn_attention_decode_cuda.cu",
         [](std::uint64_t s) {
-            if (s == 2) return attention_decode_case(2, 700, 2, 64, {600, 257}, {1, 0}, s);
-            if (s == 3) return attention_decode_case(1, 40, 1, nn::kAttentionDecodeMaxD, {39}, {0}, s);
-            if (s == 4) return attention_decode_case(1, 300, 2, 32, {255}, {0}, s);
-            return attention_decode_case(3, 9, 2, 5, {8, 0}, {2, 0}, s);
+            if (s == 2) return attention_decode_case(2, 700, 2, 64, {600, 257}, {1, 0}, false, s);
+            if (s == 3) return attention_decode_case(1, 40, 1, nn::kAttentionDecodeMaxD, {39}, {0}, false, s);
+            if (s == 4) return attention_decode_case(1, 300, 2, 32, {255}, {0}, false, s);
+            if (s == 5) return attention_decode_case(3, 12, 2, 5, {11, 11, 7}, {0, 2, 2}, true, s);
+            if (s == 6) return attention_decode_case(2, 300, 2, 64, {299, 299}, {1, 0}, true, s);
+            return attention_decode_case(3, 9, 2, 5, {8, 0}, {2, 0}, false, s);
         },
-        [] { return attention_decode_case(8, 1024, 8, 64, std::vector<std::int64_t>(8, 1000), {0, 1, 2, 3, 4, 5, 6, 7}, 1); },
-        4);
+        [] { return attention_decode_case(8, 1024, 8, 64, std::vector<std::int64_t>(8, 1000), {0, 1, 2, 3, 4, 5, 6, 7}, false, 1); },
+        6);
 }
 
 }  // namespace retro::ops

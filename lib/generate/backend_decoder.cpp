@@ -206,6 +206,7 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
     // CCA (nn/chunked_cross_attention.h's cca_rows_forward): rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1
     // of their sequence, grouped by (sequence, chunk); the others get 0
     P.segments.clear();
+    P.cca_slot = P.cca_last = nullptr;
     P.Rs = 0;
     int64_t cca_probs = 0;
     std::vector<int64_t> chunk_read(static_cast<std::size_t>(R), -1);
@@ -239,6 +240,17 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
             be_.upload(qrot + P.Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
             P.qrot = {qrot, qrot + P.Rs * Rd, P.Rs, Rd};
             for (const auto& g : P.segments) cca_probs = std::max(cca_probs, H * g.rows * (KR + 1));
+            if (P.one_row_each && c_.dim_head <= nn::kAttentionDecodeMaxD) {
+                // attention_decode over the chunk slots: row i reads slot s * chunks + u, keys 0..KR-1 (the pad mask
+                // of the slot masks the rest): one call a layer instead of one per (sequence, chunk)
+                std::vector<int64_t> slot, last(static_cast<std::size_t>(P.Rs), KR - 1);
+                for (const auto& g : P.segments)
+                    for (int64_t r = 0; r < g.rows; r++) slot.push_back(g.s * chunks_ + g.u);
+                P.cca_slot = grow<int64_t>(g_cca_slot_, P.Rs);
+                P.cca_last = grow<int64_t>(g_cca_last_, P.Rs);
+                be_.upload(P.cca_slot, slot.data(), slot.size() * sizeof(int64_t));
+                be_.upload(P.cca_last, last.data(), last.size() * sizeof(int64_t));
+            }
         }
     }
 
@@ -289,13 +301,15 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
     P.lg = grow<float>(g_logits_, P.out_rows * V);
 
     // a step the same graph can replay: one row per advancing sequence, logits of those rows, no chunk to encode;
-    // its key is what the captured ops bake in (buffer addresses, row count, each row's sequence and chunk)
+    // its key is what the captured ops bake in (buffer addresses, row count, each row's sequence, whether it reads a
+    // chunk)
     P.graph_key.reset();
     if (P.one_row_each && !all_logits && !P.encode) {
+        // (the chunk a row reads is in the uploaded slots, so only whether it reads one is baked in)
         std::vector<int64_t> key = {static_cast<int64_t>(grow_epoch_), R};
         for (int64_t i = 0; i < R; i++) {
             key.push_back(row_seq_[static_cast<std::size_t>(i)]);
-            key.push_back(chunk_read[static_cast<std::size_t>(i)]);
+            key.push_back(chunk_read[static_cast<std::size_t>(i)] >= 0 ? 1 : 0);
         }
         P.graph_key = std::move(key);
     }
@@ -339,7 +353,10 @@ void BackendDecoder::run_step() {
             be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
         }
         if (P.one_row_each) {   // every advancing sequence feeds one row: one call, the cache writes included
-            be_.attention_decode(o, q, kr, vr, kc_[li].f(), vc_[li].f(), P.pos, P.seq, R, L_, H, Dh);
+            nn::NnBackend::DecodeCache cache{kc_[li].f(), vc_[li].f(), L_};
+            cache.k_new = kr;
+            cache.v_new = vr;
+            be_.attention_decode(o, q, cache, P.pos, P.seq, R, H, Dh);
         } else {
             for (int64_t s = 0; s < S; s++) {
                 const int64_t b = P.row_begin[static_cast<std::size_t>(s)], en = P.row_begin[static_cast<std::size_t>(s + 1)];
@@ -395,12 +412,20 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
     be_.linear_forward(P.q, P.xs, L.cca.to_q, nullptr, Rs, Cd, HD);
     be_.scale(P.q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
     be_.rotary_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh);
-    for (const auto& g : P.segments) {
-        const int64_t at = g.s * chunks_ + g.u;
-        const nn::AttentionShape sh{1, g.rows, KR, H, Dh, false, true};
-        be_.attention_forward(P.o + g.first * HD, P.probs, P.q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
-                              cca_v_[layer].f() + at * KR * HD, L.cca.null_k, L.cca.null_v,
-                              static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
+    if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
+        nn::NnBackend::DecodeCache cache{cca_k_[layer].f(), cca_v_[layer].f(), KR};
+        cache.null_k = L.cca.null_k;
+        cache.null_v = L.cca.null_v;
+        cache.key_mask = static_cast<const std::uint8_t*>(cca_mask_.get());
+        be_.attention_decode(P.o, P.q, cache, P.cca_last, P.cca_slot, Rs, H, Dh);
+    } else {
+        for (const auto& g : P.segments) {
+            const int64_t at = g.s * chunks_ + g.u;
+            const nn::AttentionShape sh{1, g.rows, KR, H, Dh, false, true};
+            be_.attention_forward(P.o + g.first * HD, P.probs, P.q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
+                                  cca_v_[layer].f() + at * KR * HD, L.cca.null_k, L.cca.null_v,
+                                  static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
+        }
     }
     be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
     be_.gather_rows(y, P.ys, P.unsel, P.R, Cd);

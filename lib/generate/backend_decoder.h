@@ -53,7 +53,7 @@ public:
 
     // Graphs (NnBackend::begin_capture; CUDA graphs on the GPU; off by default): a decode step in which every
     // advancing sequence feeds one row, its logits wanted and no chunk finishing, is captured once and replayed while
-    // its key holds (the buffers, the rows' sequences and the chunks they read: a new chunk re-captures), so a token
+    // its key holds (the buffers, the rows' sequences and whether each reads a chunk), so a token
     // costs one graph launch instead of one launch per op. The text is the same as without.
     void set_graphs(bool on) { use_graphs_ = on; }
     std::int64_t graph_captures() const { return graph_captures_; }
@@ -82,6 +82,8 @@ private:
         std::int32_t* ids = nullptr;
         std::int64_t *pos = nullptr, *seq = nullptr, *ctx_rows = nullptr, *sel = nullptr, *unsel = nullptr,
                      *pick = nullptr;
+        std::int64_t *cca_slot = nullptr, *cca_last = nullptr;   // a decode step's CCA: each selected row's chunk slot
+                                                                  // and last key (attention_decode); null otherwise
         nn::CopyCandidate* cand = nullptr;                   // config copy_head: [out_rows, k]
         nn::RotaryView rot, qrot;                            // rows at their positions; CCA queries
         std::vector<Segment> segments;
@@ -110,7 +112,7 @@ private:
     std::vector<std::int64_t> last_row_;
     Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
         g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_, g_ctx_rows_, g_pick_;
+        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_, g_ctx_rows_, g_pick_, g_cca_slot_, g_cca_last_;
     std::uint64_t grow_epoch_ = 0;   // counts reallocations (a graph's buffer addresses are in its key)
     StepPlan plan_;
     bool use_graphs_ = false;

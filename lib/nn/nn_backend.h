@@ -125,15 +125,22 @@ public:
                                     const float* v, const float* null_k, const float* null_v,
                                     const std::uint8_t* key_mask, const AttentionShape& s) = 0;
 
-    // One decode step of the decoder's causal self-attention (generate/backend_decoder.h) for `rows` sequences that each
-    // feed one new row, in one call: row i's key and value k_new, v_new [rows, H*D] go into its sequence's caches at
-    // position pos[i] (kcache, vcache [sequences, L, H*D]; seq[i] the sequence, distinct per row), then its query q[i]
-    // attends that sequence's keys 0..pos[i]: out [rows, H*D], attention_forward's arithmetic for Nq = 1, causal, no
-    // null column or mask (the caller scaled and rotated q). pos and seq [rows] in backend memory (pos[i] < L), so a
-    // step's positions need no host round trip; D <= kAttentionDecodeMaxD.
-    virtual void attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
-                                  float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
-                                  std::int64_t L, std::int64_t H, std::int64_t D) = 0;
+    // One query row per row attending cached keys, in one call (generate/backend_decoder.h's decode steps): row i's
+    // query q[i] [H*D] (scaled and rotated by the caller) attends keys 0..pos[i] of slot seq[i] of the caches, plus
+    // the null column when given, under the mask when given: out [rows, H*D], attention_forward's arithmetic for one
+    // query (causal without null column or mask, as the self-attention's cache; not causal with them, as CCA's
+    // chunk). With k_new / v_new [rows, H*D], row i's key and value are first written at (seq[i], pos[i]) (the
+    // self-attention's new row; then the seq[i] are distinct). pos and seq [rows] in backend memory (pos[i] < L), so
+    // a step's positions need no host round trip; D <= kAttentionDecodeMaxD.
+    struct DecodeCache {
+        float *kcache = nullptr, *vcache = nullptr;   // [slots, L, H*D]
+        std::int64_t L = 0;
+        const float *k_new = nullptr, *v_new = nullptr;           // [rows, H*D] or null: nothing written
+        const float *null_k = nullptr, *null_v = nullptr;         // [H*D] or null
+        const std::uint8_t* key_mask = nullptr;                   // [slots, L] bytes (1 = attend) or null
+    };
+    virtual void attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
+                                  const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) = 0;
 
     // out[N, C] = table[ids[n]] (ids valid: the caller checks them on the host); backward dtable[ids[n]] += dout[n]
     // in n order per element.

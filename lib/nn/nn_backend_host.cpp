@@ -174,23 +174,25 @@ void HostNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
         nn::attention_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
     });
 }
-void HostNnBackend::attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
-                                     float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
-                                     std::int64_t L, std::int64_t H, std::int64_t D) {
+void HostNnBackend::attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
+                                     const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) {
     run([=, this] {
         RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
-        const std::int64_t HD = H * D;
+        const std::int64_t HD = H * D, L = c.L;
         std::vector<float> probs;
-        for (std::int64_t i = 0; i < rows; i++) {   // the decoder's per-sequence path, row by row: the same bits
+        for (std::int64_t i = 0; i < rows; i++) {   // nn::attention_forward per row (Nq = 1)
             RETRO_CHECK(pos[i] >= 0 && pos[i] < L, "attention_decode: position ", pos[i], " outside [0, ", L, ")");
-            float* K = kcache + seq[i] * L * HD;
-            float* Vc = vcache + seq[i] * L * HD;
-            std::memcpy(K + pos[i] * HD, k_new + i * HD, sizeof(float) * HD);
-            std::memcpy(Vc + pos[i] * HD, v_new + i * HD, sizeof(float) * HD);
-            const AttentionShape s{1, 1, pos[i] + 1, H, D, true, false};
+            float* K = c.kcache + seq[i] * L * HD;
+            float* Vc = c.vcache + seq[i] * L * HD;
+            if (c.k_new) {
+                std::memcpy(K + pos[i] * HD, c.k_new + i * HD, sizeof(float) * HD);
+                std::memcpy(Vc + pos[i] * HD, c.v_new + i * HD, sizeof(float) * HD);
+            }
+            const bool plain = c.null_k == nullptr && c.key_mask == nullptr;   // the self-attention's causal cache
+            const AttentionShape s{1, 1, pos[i] + 1, H, D, plain, c.null_k != nullptr};
             probs.resize(static_cast<std::size_t>(H * s.keys()));
-            nn::attention_forward(out + i * HD, probs.data(), q + i * HD, K, Vc, static_cast<const float*>(nullptr),
-                                  static_cast<const float*>(nullptr), nullptr, s);
+            nn::attention_forward(out + i * HD, probs.data(), q + i * HD, K, Vc, c.null_k, c.null_v,
+                                  c.key_mask ? c.key_mask + seq[i] * L : nullptr, s);
         }
     });
 }

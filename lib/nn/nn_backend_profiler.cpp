@@ -116,12 +116,10 @@ void ProfilingNnBackend::attention_backward(float* dq, float* dk, float* dv, flo
         inner_.attention_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
     });
 }
-void ProfilingNnBackend::attention_decode(float* out, const float* q, const float* k_new, const float* v_new,
-                                          float* kcache, float* vcache, const std::int64_t* pos,
-                                          const std::int64_t* seq, std::int64_t rows, std::int64_t L, std::int64_t H,
-                                          std::int64_t D) {
-    timed("attention_decode", dims({rows, H, L, D}), 0,
-          [&] { inner_.attention_decode(out, q, k_new, v_new, kcache, vcache, pos, seq, rows, L, H, D); });
+void ProfilingNnBackend::attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
+                                          const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) {
+    timed("attention_decode", dims({rows, H, c.L, D}) + (c.null_k ? " null" : "") + (c.k_new ? " append" : ""), 0,
+          [&] { inner_.attention_decode(out, q, c, pos, seq, rows, H, D); });
 }
 void ProfilingNnBackend::embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
                                            std::int64_t V, std::int64_t C) {

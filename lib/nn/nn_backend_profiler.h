@@ -69,9 +69,8 @@ public:
     void attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
                             const float* probs, const float* q, const float* k, const float* v, const float* null_k,
                             const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s) override;
-    void attention_decode(float* out, const float* q, const float* k_new, const float* v_new, float* kcache,
-                          float* vcache, const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
-                          std::int64_t L, std::int64_t H, std::int64_t D) override;
+    void attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
+                          const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) override;
     void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N, std::int64_t V,
                            std::int64_t C) override;
     void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
