@@ -240,7 +240,7 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
             be_.upload(qrot + P.Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
             P.qrot = {qrot, qrot + P.Rs * Rd, P.Rs, Rd};
             for (const auto& g : P.segments) cca_probs = std::max(cca_probs, H * g.rows * (KR + 1));
-            if (P.one_row_each && c_.dim_head <= nn::kAttentionDecodeMaxD) {
+            if (P.one_row_each) {
                 // attention_decode over the chunk slots: row i reads slot s * chunks + u, keys 0..KR-1 (the pad mask
                 // of the slot masks the rest): one call a layer instead of one per (sequence, chunk)
                 std::vector<int64_t> slot, last(static_cast<std::size_t>(P.Rs), KR - 1);
