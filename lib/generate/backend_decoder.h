@@ -4,9 +4,10 @@
 // backend's memory at full length, allocated once: per decoder layer the self-attention keys (rotated) and values
 // [S, max_seq_len, HD]; per CCA layer each chunk's keys and values of its k·r retrieved tokens [S, chunks, k·r, HD]
 // with one pad mask [S, chunks, k·r]; the first CCA layer's residual rows (the encoder's context) [S, max_seq_len,
-// dec_dim]. A step uploads the new ids and the rotary rows of their positions, runs the layers (per sequence where
-// its rows attend its own cache), and downloads the logits of the rows asked for; the FAISS search of the caller
-// stays on the host, as does the copy head's candidate search (config copy_head: its gates are added on the backend).
+// dec_dim]. A step is prepared (every host decision and upload: the new ids, their positions and rotary rows, the
+// CCA selection, the copy head's candidates), then runs the layers on those buffers only (so a graph can replay it:
+// set_graphs), and downloads the logits of the rows asked for; the FAISS search of the caller stays on the host, as
+// does the copy head's candidate search (config copy_head: its gates are added on the backend).
 // provides: BackendDecoder
 #pragma once
 #include <cstdint>

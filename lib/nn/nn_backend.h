@@ -1,5 +1,5 @@
-// NnBackend: the primitive ops of RETRO training (issue 21) behind one interface, so that the model's
-// composition (train/planned_model.h) is written once and runs on the CPU (HostNnBackend, nn/nn_backend_host.h:
+// NnBackend: the primitive ops of RETRO training and decoding (issue 21) behind one interface, so that the model's
+// composition (model/backend_model.h, generate/backend_decoder.h) is written once and runs on the CPU (HostNnBackend, nn/nn_backend_host.h:
 // the nn/*.h ops themselves) or on the GPU (cuda_nn_backend, nn/nn_backend_cuda.h: kernels/nn_*.cu). Every
 // pointer is the backend's memory (host memory for the CPU backend, device 0's for CUDA) unless it says "host".
 // Each op has its CPU namesake's contract, word for word (nn/linear.h, rmsnorm.h, gelu.h, rotary.h,
@@ -9,7 +9,8 @@
 // Determinism: every op gives the same bits for the same inputs on the same device (no atomics in a sum whose
 // order could vary), so a GPU run resumes bit-exactly; across backends results differ by rounding only.
 // Work is ordered on the backend's stream; download() and the ops that return a host value wait for it.
-// provides: NnBackend, RotaryView, BackendBuffer
+// Graphs: a sequence of ops recorded once and replayed (begin_capture; CUDA graphs on the GPU).
+// provides: NnBackend, RotaryView, BackendBuffer, BackendGraph, kAttentionDecodeMaxD
 #pragma once
 #include <cstddef>
 #include <cstdint>
