@@ -189,19 +189,15 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
                             rows.ids.begin() + P.row_begin[static_cast<std::size_t>(s + 1)]);
     }
 
-    P.ids = grow<std::int32_t>(g_ids_, R);
-    P.pos = grow<int64_t>(g_pos_, R);
-    be_.upload(P.ids, rows.ids.data(), rows.ids.size() * sizeof(std::int32_t));
-    be_.upload(P.pos, row_pos_.data(), row_pos_.size() * sizeof(int64_t));
-    if (P.one_row_each) {
-        P.seq = grow<int64_t>(g_seq_, R);
-        be_.upload(P.seq, row_seq_.data(), row_seq_.size() * sizeof(int64_t));
-    }
+    // the step's inputs, packed into one block and sent with one upload (each upload costs the host a few µs while
+    // the GPU waits: a decode step had ten of them)
+    StepBlock block;
+    const std::size_t at_ids = block.add(rows.ids.data(), R), at_pos = block.add(row_pos_.data(), R),
+                      at_seq = block.add(row_seq_.data(), R);
     const auto rot_host = nn::rotary_table<float>(row_pos_, Rd);   // each row at its position
-    float* rot = grow<float>(g_rot_, 2 * R * Rd);
-    be_.upload(rot, rot_host.cos.data(), rot_host.cos.size() * sizeof(float));
-    be_.upload(rot + R * Rd, rot_host.sin.data(), rot_host.sin.size() * sizeof(float));
-    P.rot = {rot, rot + R * Rd, R, Rd};
+    const std::size_t at_cos = block.add(rot_host.cos.data(), R * Rd), at_sin = block.add(rot_host.sin.data(), R * Rd);
+    std::size_t at_ctx = 0, at_sel = 0, at_unsel = 0, at_qcos = 0, at_qsin = 0, at_slot = 0, at_last = 0, at_pick = 0,
+                at_cand = 0;
 
     // CCA (nn/chunked_cross_attention.h's cca_rows_forward): rows at p >= cs - 1 read chunk u = floor((p + 1)/cs) - 1
     // of their sequence, grouped by (sequence, chunk); the others get 0
@@ -226,19 +222,14 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
             sel.push_back(i);
             qpos.push_back(qtable[static_cast<std::size_t>(t)]);
         }
-        P.ctx_rows = grow<int64_t>(g_ctx_rows_, R);
-        be_.upload(P.ctx_rows, ctx_rows.data(), ctx_rows.size() * sizeof(int64_t));
+        at_ctx = block.add(ctx_rows.data(), R);
         P.Rs = static_cast<int64_t>(sel.size());
         if (P.Rs > 0) {
-            P.sel = grow<int64_t>(g_sel_, P.Rs);
-            P.unsel = grow<int64_t>(g_unsel_, R);
-            be_.upload(P.sel, sel.data(), sel.size() * sizeof(int64_t));
-            be_.upload(P.unsel, unsel.data(), unsel.size() * sizeof(int64_t));
+            at_sel = block.add(sel.data(), P.Rs);
+            at_unsel = block.add(unsel.data(), R);
             const auto qrot_host = nn::rotary_table<float>(qpos, Rd);
-            float* qrot = grow<float>(g_qrot_, 2 * P.Rs * Rd);
-            be_.upload(qrot, qrot_host.cos.data(), qrot_host.cos.size() * sizeof(float));
-            be_.upload(qrot + P.Rs * Rd, qrot_host.sin.data(), qrot_host.sin.size() * sizeof(float));
-            P.qrot = {qrot, qrot + P.Rs * Rd, P.Rs, Rd};
+            at_qcos = block.add(qrot_host.cos.data(), P.Rs * Rd);
+            at_qsin = block.add(qrot_host.sin.data(), P.Rs * Rd);
             for (const auto& g : P.segments) cca_probs = std::max(cca_probs, H * g.rows * (KR + 1));
             if (P.one_row_each) {
                 // attention_decode over the chunk slots: row i reads slot s * chunks + u, keys 0..KR-1 (the pad mask
@@ -246,10 +237,8 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
                 std::vector<int64_t> slot, last(static_cast<std::size_t>(P.Rs), KR - 1);
                 for (const auto& g : P.segments)
                     for (int64_t r = 0; r < g.rows; r++) slot.push_back(g.s * chunks_ + g.u);
-                P.cca_slot = grow<int64_t>(g_cca_slot_, P.Rs);
-                P.cca_last = grow<int64_t>(g_cca_last_, P.Rs);
-                be_.upload(P.cca_slot, slot.data(), slot.size() * sizeof(int64_t));
-                be_.upload(P.cca_last, last.data(), last.size() * sizeof(int64_t));
+                at_slot = block.add(slot.data(), P.Rs);
+                at_last = block.add(last.data(), P.Rs);
             }
         }
     }
@@ -266,10 +255,9 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
         last_row_[static_cast<std::size_t>(s)] = static_cast<int64_t>(pick.size()) - 1;
     }
     P.out_rows = static_cast<int64_t>(pick.size());
-    P.pick = grow<int64_t>(g_pick_, P.out_rows);
-    be_.upload(P.pick, pick.data(), pick.size() * sizeof(int64_t));
-    P.cand = nullptr;
-    if (c_.copy_head && retrieval_) {
+    at_pick = block.add(pick.data(), P.out_rows);
+    const bool copy = c_.copy_head && retrieval_;
+    if (copy) {
         // nn/copy_head.h, as CachedDecoder::add_copy_head: each picked row at p >= cs - 1 proposes, per neighbour of
         // the chunk CCA reads there, what followed the longest match of its sequence's ids so far
         std::vector<nn::CopyCandidate> cand(static_cast<std::size_t>(P.out_rows * k_));
@@ -280,9 +268,27 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
             nn::copy_candidates(cand.data() + i * k_, q.tokens.data(), row_pos_[static_cast<std::size_t>(row)],
                                 q.retrieved.data() + u * KR, k_, r_, c_.pad_id);
         }
-        P.cand = grow<nn::CopyCandidate>(g_cand_, P.out_rows * k_);
-        be_.upload(P.cand, cand.data(), cand.size() * sizeof(nn::CopyCandidate));
+        at_cand = block.add(cand.data(), P.out_rows * k_);
     }
+
+    // one upload; the pointers into it
+    char* base = grow<char>(g_step_, static_cast<int64_t>(block.bytes.size()));
+    be_.upload(base, block.bytes.data(), block.bytes.size());
+    auto in = [&](std::size_t at) { return base + at; };
+    P.ids = reinterpret_cast<std::int32_t*>(in(at_ids));
+    P.pos = reinterpret_cast<int64_t*>(in(at_pos));
+    P.seq = reinterpret_cast<int64_t*>(in(at_seq));
+    P.rot = {reinterpret_cast<float*>(in(at_cos)), reinterpret_cast<float*>(in(at_sin)), R, Rd};
+    P.ctx_rows = retrieval_ ? reinterpret_cast<int64_t*>(in(at_ctx)) : nullptr;
+    P.sel = P.Rs > 0 ? reinterpret_cast<int64_t*>(in(at_sel)) : nullptr;
+    P.unsel = P.Rs > 0 ? reinterpret_cast<int64_t*>(in(at_unsel)) : nullptr;
+    if (P.Rs > 0) P.qrot = {reinterpret_cast<float*>(in(at_qcos)), reinterpret_cast<float*>(in(at_qsin)), P.Rs, Rd};
+    if (P.Rs > 0 && P.one_row_each) {
+        P.cca_slot = reinterpret_cast<int64_t*>(in(at_slot));
+        P.cca_last = reinterpret_cast<int64_t*>(in(at_last));
+    }
+    P.pick = reinterpret_cast<int64_t*>(in(at_pick));
+    P.cand = copy ? reinterpret_cast<nn::CopyCandidate*>(in(at_cand)) : nullptr;
 
     // the step's activations
     P.e = grow<float>(g_e_, R * Ce);

@@ -11,6 +11,7 @@
 // provides: BackendDecoder
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -93,6 +94,17 @@ private:
         backend::FfSaved ff;
         std::optional<std::vector<std::int64_t>> graph_key;   // set when a graph can run the step
     };
+    // A step's inputs packed into one host block, each piece 256-byte aligned (one upload a step).
+    struct StepBlock {
+        std::vector<char> bytes;
+        template <typename T>
+        std::size_t add(const T* data, std::int64_t count) {
+            const std::size_t at = (bytes.size() + 255) / 256 * 256, n = static_cast<std::size_t>(count) * sizeof(T);
+            bytes.resize(at + n);
+            if (n) std::memcpy(bytes.data() + at, data, n);
+            return at;
+        }
+    };
     template <typename T>
     T* grow(Grow& g, std::int64_t count);
     void prepare_step(const DecodeRows& rows, bool all_logits);
@@ -111,9 +123,9 @@ private:
     std::vector<std::int64_t> row_seq_, row_pos_;
     std::vector<float> logits_;
     std::vector<std::int64_t> last_row_;
-    Grow g_ids_, g_pos_, g_rot_, g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
-        g_sel_, g_unsel_, g_qrot_, g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_, g_cand_, g_seq_, g_ctx_rows_, g_pick_, g_cca_slot_, g_cca_last_;
+    Grow g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
+        g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
+        g_enc_arena_, g_enc_kv_, g_step_;
     std::uint64_t grow_epoch_ = 0;   // counts reallocations (a graph's buffer addresses are in its key)
     StepPlan plan_;
     bool use_graphs_ = false;
