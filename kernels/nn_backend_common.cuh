@@ -180,6 +180,10 @@ private:
     // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)
     template <typename Term>
     void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what);
+    // rmsnorm_backward (ADD false) and rmsnorm_backward_add (ADD true): dgamma, then dx = or += (nn_backend_cuda.cu)
+    template <bool ADD>
+    void rmsnorm_backward_rows_of(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                  const float* norm, std::int64_t N, std::int64_t C);
     // attention's fp32 GEMMs, one product per (item b, head h) (kernels/nn_attention_cuda.cu): an operand of item b
     // and head h starts at p + b * per_item + h * per_head, with leading dimension ld
     struct HeadOperand {

@@ -432,41 +432,50 @@ void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float
 }
 
 // ---------------- rmsnorm ----------------
-void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
-                                    std::int64_t C) {
+namespace {
+// rmsnorm_forward (RESIDUAL false: x is only read) and residual_rmsnorm_forward (x = a + b written first)
+template <bool RESIDUAL>
+void launch_rmsnorm_forward(float* y, float* norm, float* x, const float* a, const float* b, const float* gamma, ll N,
+                            ll C, CudaStream stream, const char* name) {
     if (N == 0) return;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-    rmsnorm_forward_rows<false><<<grid_for(N, 1), kThreads, 0, stream_>>>(
-        y, norm, const_cast<float*>(x), nullptr, nullptr, gamma, N, C, scale, static_cast<float>(kRmsnormEps));
-    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_forward_rows", stream_);
+    rmsnorm_forward_rows<RESIDUAL><<<grid_for(N, 1), kThreads, 0, stream>>>(y, norm, x, a, b, gamma, N, C, scale,
+                                                                             static_cast<float>(kRmsnormEps));
+    RETRO_CUDA_LAUNCH_CHECK(name, stream);
+}
+}  // namespace
+
+void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                                    std::int64_t C) {
+    launch_rmsnorm_forward<false>(y, norm, const_cast<float*>(x), nullptr, nullptr, gamma, N, C, stream_,
+                                  "rmsnorm_forward_rows");
 }
 
 void CudaNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
                                              const float* gamma, std::int64_t N, std::int64_t C) {
-    if (N == 0) return;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-    rmsnorm_forward_rows<true><<<grid_for(N, 1), kThreads, 0, stream_>>>(y, norm, x, a, b, gamma, N, C, scale,
-                                                                         static_cast<float>(kRmsnormEps));
-    RETRO_CUDA_LAUNCH_CHECK("residual_rmsnorm_forward", stream_);
+    launch_rmsnorm_forward<true>(y, norm, x, a, b, gamma, N, C, stream_, "residual_rmsnorm_forward");
 }
 
-void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
-                                     const float* norm, std::int64_t N, std::int64_t C) {
+// rmsnorm_backward (ADD false: dx =) and rmsnorm_backward_add (dx +=)
+template <bool ADD>
+void CudaNnBackend::rmsnorm_backward_rows_of(float* dx, float* dgamma, const float* dy, const float* x,
+                                             const float* gamma, const float* norm, std::int64_t N, std::int64_t C) {
     if (N == 0 || C == 0) return;
     const float eps = static_cast<float>(kRmsnormEps);
     // dgamma first: it reads dy and x, which dx may alias (the CPU op allows dx == dy)
     column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
-    rmsnorm_backward_rows<false><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
-    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_rows", stream_);
+    rmsnorm_backward_rows<ADD><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
+    RETRO_CUDA_LAUNCH_CHECK(ADD ? "rmsnorm_backward_add" : "rmsnorm_backward_rows", stream_);
+}
+
+void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
+                                     const float* norm, std::int64_t N, std::int64_t C) {
+    rmsnorm_backward_rows_of<false>(dx, dgamma, dy, x, gamma, norm, N, C);
 }
 
 void CudaNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                                          const float* norm, std::int64_t N, std::int64_t C) {
-    if (N == 0 || C == 0) return;
-    const float eps = static_cast<float>(kRmsnormEps);
-    column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
-    rmsnorm_backward_rows<true><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
-    RETRO_CUDA_LAUNCH_CHECK("rmsnorm_backward_add", stream_);
+    rmsnorm_backward_rows_of<true>(dx, dgamma, dy, x, gamma, norm, N, C);
 }
 
 // ---------------- gelu, rotary, scale ----------------
