@@ -1,18 +1,23 @@
 // CUDA NnBackend::attention_decode (nn/nn_backend.h): a decode step's attention for rows that each have one query —
 // the self-attention over each sequence's cache, or CCA over each row's chunk with the null column and the pad mask —
-// in one launch (the per-sequence path it replaces takes a cuBLAS GEMM, a softmax kernel and a second GEMM, and two
-// copies for the self-attention, per sequence and layer; decoding is launch-bound, docs/performance.md). One block
-// per (row, head), block-stride over them: with k_new the block first writes its head's slice of the new key and
-// value at pos[row]; the null column, when given, starts the running softmax (m = q . null_k, l = 1, acc = null_v);
-// then the keys 0..pos in tiles of kThreads with an online softmax (a masked key scores -FLT_MAX, as the CPU):
-//   scores  thread t the whole dot q . k_{j0+t} (float4 loads of its key row when D % 4 == 0: many independent
-//           loads in flight, where a warp per key would wait on one row at a time);
-//   tile    m' = max(m, max_j s_j); e_j = exp(s_j - m'); l = l exp(m - m') + sum_j e_j (block_reduce's trees);
-//   output  thread (g, d), g < G = kThreads / D groups: acc = acc exp(m - m') + sum over the tile's keys j = g mod G
-//           of e_j v_j[d] (coalesced rows), in key order; at the end the G partials of channel d are added in g
-//           order and divided by l.
-// Every sum in a fixed order (no atomics): the same inputs give the same bits. D <= kThreads (kAttentionDecodeMaxD);
-// positions are the caller's (pos < L).
+// split over the keys as flash-decoding does, in two launches (the per-sequence path it replaces takes a cuBLAS GEMM,
+// a softmax kernel and a second GEMM, and two copies for the self-attention, per sequence and layer).
+//
+// Why split: one query row per head leaves one block per (row, head): 8 blocks of 132 SMs for one sequence of the
+// demo decoder, each walking ~550 keys in order (session 20's H200 profile: 0.08 ms a call, 28 % of a decoded token).
+// Here a block takes (row, head, split) with kAttentionDecodeSplitKeys = 64 keys of a split:
+//   split   the block holding position pos writes the new key and value first (no other block reads that row);
+//           scores: kLanesPerKey = 4 neighbouring threads per key, each a quarter of the channels (float4 loads where
+//           D % 16 == 0 and aligned), added by a fixed butterfly; a masked key scores -FLT_MAX, as the CPU;
+//           m = max of the scores (and of the null column's score in split 0, which also adds e_null and
+//           e_null null_v below); e_j = exp(s_j - m); l = sum_j e_j (block_reduce's trees);
+//           partial output: warp w takes the keys w, w + 8, ..., its lanes the channels (coalesced rows of V), the
+//           8 warps' sums added in warp order; (acc [D], m, l) to the workspace at (row, head, split).
+//   combine a thread per (row, head, channel) over the splits 0 .. pos / 64 in order: M = max m_s,
+//           out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M).
+// The grid covers every split of L positions (a graph replays with new positions: the grid cannot follow pos); a
+// split past pos returns at once. Every sum in a fixed order (no atomics): the same inputs give the same bits.
+// D <= kAttentionDecodeMaxD; positions are the caller's (pos < L).
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -26,78 +31,122 @@ namespace retro::nn::detail {
 namespace {
 
 using ll = long long;
-static_assert(kAttentionDecodeMaxD <= kThreads, "attention_decode keeps one channel per thread");
+constexpr int kSplitKeys = static_cast<int>(kAttentionDecodeSplitKeys);
+constexpr int kLanesPerKey = kThreads / kSplitKeys;   // neighbouring threads of one warp per key
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxD = static_cast<int>(kAttentionDecodeMaxD);
+constexpr int kChannelsPerLane = kMaxD / 32;   // a lane's channels c = lane + 32 u of the partial output
+static_assert(kThreads % kSplitKeys == 0 && kLanesPerKey <= 32 && (kLanesPerKey & (kLanesPerKey - 1)) == 0,
+              "a key's lanes lie in one warp, their count a power of two");
+static_assert(kMaxD % 32 == 0 && kMaxD <= kThreads, "attention_decode's head dimension");
 
-__global__ void attention_decode_k(float* __restrict__ out, const float* __restrict__ q, NnBackend::DecodeCache cache,
-                                   const std::int64_t* __restrict__ pos, const std::int64_t* __restrict__ seq, ll rows,
-                                   ll H, ll D, bool vec4) {
-    __shared__ float sh[kThreads];       // block_reduce
-    __shared__ float tile[kThreads];     // the tile's exponentials
-    __shared__ float qs[kThreads];       // the head's query
-    __shared__ float part[kThreads];     // the value groups' partial sums [G, D]
-    const int t = static_cast<int>(threadIdx.x);
-    const int G = static_cast<int>(kThreads / D), g = t / static_cast<int>(D), d = t % static_cast<int>(D);
-    const ll HD = H * D, L = cache.L;
-    for (ll e = blockIdx.x; e < rows * H; e += gridDim.x) {
-        const ll i = e / H, h = e % H, p = pos[i], off = h * D;
+__global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __restrict__ part, const float* __restrict__ q,
+                                                                     NnBackend::DecodeCache cache,
+                                                                     const std::int64_t* __restrict__ pos,
+                                                                     const std::int64_t* __restrict__ seq, ll rows, ll H,
+                                                                     ll D, ll S, bool vec4) {
+    __shared__ float sh[kThreads];            // block_reduce
+    __shared__ float qs[kMaxD];               // the head's query
+    __shared__ float ex[kSplitKeys];          // the split's exponentials
+    __shared__ float red[kWarps][kMaxD];      // the warps' partial outputs
+    const int t = static_cast<int>(threadIdx.x), lane = t % 32, w = t / 32;
+    const int key = t / kLanesPerKey, sub = t % kLanesPerKey;
+    const ll HD = H * D, L = cache.L, W = D + 2;
+    for (ll b = blockIdx.x; b < rows * H * S; b += gridDim.x) {
+        const ll e = b / S, s = b % S, i = e / H, h = e % H, p = pos[i], j0 = s * kSplitKeys, off = h * D;
+        if (j0 > p) continue;   // past the row's last key (the same for the whole block)
+        const int n = static_cast<int>(p + 1 - j0 < kSplitKeys ? p + 1 - j0 : kSplitKeys);
         float* K = cache.kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + c]
         float* V = cache.vcache + seq[i] * L * HD + off;
         const std::uint8_t* mask = cache.key_mask ? cache.key_mask + seq[i] * L : nullptr;
+        const bool writes = cache.k_new && p / kSplitKeys == s;   // this split holds the new row
         for (ll c = t; c < D; c += kThreads) {
-            if (cache.k_new) {
+            if (writes) {
                 K[p * HD + c] = cache.k_new[i * HD + off + c];
                 V[p * HD + c] = cache.v_new[i * HD + off + c];
             }
             qs[c] = q[i * HD + off + c];
         }
         __syncthreads();   // the new key and value, and the query, visible to the whole block
-        float m = -INFINITY, l = 0, acc = 0;
-        if (cache.null_k) {   // every thread the same dot, in the same order: the same m
-            float s0 = 0;
-            for (ll c = 0; c < D; c++) s0 += qs[c] * cache.null_k[off + c];
-            m = s0;
-            l = 1;
-            if (g == 0) acc = cache.null_v[off + d];
-        }
-        for (ll j0 = 0; j0 <= p; j0 += kThreads) {
-            const int n = static_cast<int>(p + 1 - j0 < kThreads ? p + 1 - j0 : kThreads);
-            float s = -INFINITY;
-            if (t < n && mask && !mask[j0 + t]) {
-                s = -FLT_MAX;
-            } else if (t < n) {
-                const float* kr = K + (j0 + t) * HD;
-                s = 0;
-                if (vec4) {
-                    for (ll c = 0; c < D; c += 4) {
-                        const float4 kv = *reinterpret_cast<const float4*>(kr + c);
-                        s += qs[c] * kv.x + qs[c + 1] * kv.y + qs[c + 2] * kv.z + qs[c + 3] * kv.w;
-                    }
-                } else {
-                    for (ll c = 0; c < D; c++) s += qs[c] * kr[c];
+
+        // the scores: lane `sub` of key `key` sums its quarter of the channels, the butterfly adds the quarters
+        // (every lane of the warp takes part; a lane past n or on a masked key adds a 0)
+        const bool live = key < n, masked = live && mask && !mask[j0 + key];
+        float a = 0;
+        if (live && !masked) {
+            const float* kr = K + (j0 + key) * HD;
+            if (vec4) {
+                const ll per = D / kLanesPerKey;
+                for (ll c = sub * per; c < (sub + 1) * per; c += 4) {
+                    const float4 kv = *reinterpret_cast<const float4*>(kr + c);
+                    a += qs[c] * kv.x + qs[c + 1] * kv.y + qs[c + 2] * kv.z + qs[c + 3] * kv.w;
                 }
+            } else {
+                for (ll c = sub; c < D; c += kLanesPerKey) a += qs[c] * kr[c];
             }
-            const float m_new = fmaxf(m, block_reduce(s, sh, MaxOp{}));
-            const float ex = t < n ? expf(s - m_new) : 0.0f;
-            const float correction = expf(m - m_new);   // 0 on the first tile (m = -inf, m_new finite)
-            l = l * correction + block_reduce(ex, sh, SumOp{});
-            tile[t] = ex;   // the previous tile's readers passed the barrier at the end of the last iteration
-            __syncthreads();
-            if (g < G) {
-                float a = acc * correction;
-                for (int j = g; j < n; j += G) a += tile[j] * V[(j0 + j) * HD + d];
-                acc = a;
-            }
-            m = m_new;
-            __syncthreads();   // the tile is rewritten next
         }
-        if (g < G) part[g * D + d] = acc;
+        for (int o = 1; o < kLanesPerKey; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+        const float score = !live ? -INFINITY : masked ? -FLT_MAX : a;
+
+        const bool with_null = cache.null_k && s == 0;   // the null column belongs to split 0
+        float s_null = -INFINITY;
+        if (with_null) {   // every thread the same dot in the same order: the same value
+            s_null = 0;
+            for (ll c = 0; c < D; c++) s_null += qs[c] * cache.null_k[off + c];
+        }
+        const float m = fmaxf(block_reduce(sub == 0 ? score : -INFINITY, sh, MaxOp{}), s_null);
+        const float ej = sub == 0 && live ? expf(score - m) : 0.0f;
+        if (sub == 0 && live) ex[key] = ej;
+        const float e_null = with_null ? expf(s_null - m) : 0.0f;
+        const float l = block_reduce(ej, sh, SumOp{}) + e_null;   // its barriers also publish ex
+
+        // the partial output: warp w the keys w, w + kWarps, ..., lane the channels lane + 32 u, in key order
+        float acc[kChannelsPerLane] = {};
+#pragma unroll 4
+        for (int j = w; j < n; j += kWarps) {
+            const float wj = ex[j];
+            const float* vr = V + (j0 + j) * HD;
+#pragma unroll
+            for (int u = 0; u < kChannelsPerLane; u++)
+                if (lane + 32 * u < D) acc[u] += wj * vr[lane + 32 * u];
+        }
+#pragma unroll
+        for (int u = 0; u < kChannelsPerLane; u++)
+            if (lane + 32 * u < D) red[w][lane + 32 * u] = acc[u];
         __syncthreads();
-        if (t < D) {
-            float o = 0;
-            for (int gg = 0; gg < G; gg++) o += part[gg * D + t];
-            out[i * HD + off + t] = o / l;
+        float* dst = part + b * W;
+        for (ll c = t; c < D; c += kThreads) {
+            float o = with_null ? e_null * cache.null_v[off + c] : 0.0f;
+            for (int ww = 0; ww < kWarps; ww++) o += red[ww][c];
+            dst[c] = o;
         }
-        __syncthreads();   // part and qs are rewritten for the next (row, head)
+        if (t == 0) {
+            dst[D] = m;
+            dst[D + 1] = l;
+        }
+        __syncthreads();   // qs, ex and red are rewritten for the next (row, head, split)
+    }
+}
+
+// out [rows, H*D]: thread (pair, c) of a block's kThreads / D (row, head) pairs adds that pair's splits
+__global__ __launch_bounds__(kThreads) void attention_decode_combine_k(float* __restrict__ out,
+                                                                       const float* __restrict__ part,
+                                                                       const std::int64_t* __restrict__ pos, ll rows,
+                                                                       ll H, ll D, ll S) {
+    const ll per = kThreads / D, t = threadIdx.x, W = D + 2, c = t % D;
+    if (t >= per * D) return;   // no barrier in this kernel
+    for (ll e = blockIdx.x * per + t / D; e < rows * H; e += static_cast<ll>(gridDim.x) * per) {
+        const ll splits = pos[e / H] / kSplitKeys + 1;
+        const float* pe = part + e * S * W;
+        float M = -INFINITY;
+        for (ll s = 0; s < splits; s++) M = fmaxf(M, pe[s * W + D]);
+        float l = 0, o = 0;
+        for (ll s = 0; s < splits; s++) {
+            const float scale = expf(pe[s * W + D] - M);
+            l += pe[s * W + D + 1] * scale;
+            o += pe[s * W + c] * scale;
+        }
+        out[e * D + c] = o / l;
     }
 }
 
@@ -107,10 +156,16 @@ void CudaNnBackend::attention_decode(float* out, const float* q, const DecodeCac
                                      const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) {
     RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
     if (rows * H * D == 0) return;
-    // float4 loads of the key rows: every row start is 16-byte aligned when D % 4 == 0 and the caches are
-    const bool vec4 = D % 4 == 0 && (reinterpret_cast<std::uintptr_t>(c.kcache) % 16 == 0);
-    attention_decode_k<<<grid_for(rows * H, 1), kThreads, 0, stream_>>>(out, q, c, pos, seq, rows, H, D, vec4);
-    RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);
+    RETRO_CHECK(c.workspace != nullptr, "attention_decode: no workspace (attention_decode_workspace floats)");
+    const std::int64_t S = (c.L + kSplitKeys - 1) / kSplitKeys;
+    // float4 loads of a key's quarter: every quarter starts 16-byte aligned when D % 16 == 0 and the caches are
+    const bool vec4 = D % (4 * kLanesPerKey) == 0 && (reinterpret_cast<std::uintptr_t>(c.kcache) % 16 == 0);
+    attention_decode_split_k<<<grid_for(rows * H * S, 1), kThreads, 0, stream_>>>(c.workspace, q, c, pos, seq, rows, H,
+                                                                                  D, S, vec4);
+    RETRO_CUDA_LAUNCH_CHECK("attention_decode_split", stream_);
+    attention_decode_combine_k<<<grid_for(rows * H, kThreads / D), kThreads, 0, stream_>>>(out, c.workspace, pos, rows,
+                                                                                            H, D, S);
+    RETRO_CUDA_LAUNCH_CHECK("attention_decode_combine", stream_);
 }
 
 }  // namespace retro::nn::detail

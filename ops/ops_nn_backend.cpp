@@ -257,6 +257,7 @@ std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int
         BackendArena a(be);
         float *out = a.alloc<float>(rows * HD), *kc = a.up(x[3]), *vc = a.up(x[4]);
         nn::NnBackend::DecodeCache c{kc, vc, L};
+        c.workspace = a.alloc<float>(nn::attention_decode_workspace(rows, H, D, L));
         if (cca) {
             c.null_k = a.up(x[5]);
             c.null_v = a.up(x[6]);
@@ -313,9 +314,10 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         },
         [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
     // self-attention, seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed);
-    // 2: keys over several tiles of 256; 3: the largest head dimension; 4: exactly one full tile (256 keys). CCA (null
-    // column, pad mask, nothing written), seed 5: small, a wholly masked slot, a slot read by two rows; 6: 300 keys.
-    // The perf case: 8 sequences of the demo decoder at 1,000
+    // 2: keys over many splits of kAttentionDecodeSplitKeys = 64 (the new key the 2nd of its split); 3: the largest
+    // head dimension; 4: exactly four full splits (256 keys); 7: D = 48 (float4 quarters of 12 channels), the new key
+    // alone in its split and the last of one. CCA (null column, pad mask, nothing written), seed 5: small, a wholly
+    // masked slot, a slot read by two rows; 6: 300 keys. The perf case: 8 sequences of the demo decoder at 1,000
     add("nn.attention_decode", "lib/nn/nn_backend_host.cpp",
         {backend_test, "tests/test_generate.cpp: generate: the backend decoder (host backend) equals a full recompute at every step (fp32 1e-5)"},
         "kernels/nn_attention_decode_cuda.cu",
@@ -325,10 +327,11 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             if (s == 4) return attention_decode_case(1, 300, 2, 32, {255}, {0}, false, s);
             if (s == 5) return attention_decode_case(3, 12, 2, 5, {11, 11, 7}, {0, 2, 2}, true, s);
             if (s == 6) return attention_decode_case(2, 300, 2, 64, {299, 299}, {1, 0}, true, s);
+            if (s == 7) return attention_decode_case(2, 130, 3, 48, {64, 63}, {0, 1}, false, s);
             return attention_decode_case(3, 9, 2, 5, {8, 0}, {2, 0}, false, s);
         },
         [] { return attention_decode_case(8, 1024, 8, 64, std::vector<std::int64_t>(8, 1000), {0, 1, 2, 3, 4, 5, 6, 7}, false, 1); },
-        6);
+        7);
 }
 
 }  // namespace retro::ops

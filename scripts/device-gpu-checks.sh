@@ -11,7 +11,8 @@
 #        at prompts 64 and 512, eager and with --cuda-graphs, beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
+#        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
+#        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
 #        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
 #        .devkit/devkit.tar.gz from scripts/devkit-stage.sh and, for fla, the wheels in .whl/ (docs/gpu.md).
 # With no STEP it runs the default list, `env tests embed sanitize knn` with smaller embed and knn sizes, within
@@ -193,6 +194,17 @@ step_profile() {
     track "${PIPESTATUS[0]}"
 }
 
+step_kernels() {
+    # where a decoded token's GPU time goes without the profile's synchronizes: ncu times each kernel of eager decode
+    # steps at prompt 512 alone (gpu__time_duration; launches NCU_SKIP .. NCU_SKIP + NCU_COUNT: past the prefill)
+    rk ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_decode.csv" \
+        --launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-400}" \
+        "$KIT/bin/retro-bench" generate --device cuda --prompt 512 --output 64 --peer-steps 0 >"$OUT/ncu_decode.log" 2>&1
+    track $?
+    python3 scripts/ncu-kernel-table.py "$OUT/ncu_decode.csv" --per attention_decode_combine_k --per-count 8 | tee "$OUT/ncu_decode.txt"
+    track "${PIPESTATUS[0]}"
+}
+
 # The demo's db8/knn8 in CURVE_DATA (made here with examples/demo.sh's commands, carried); fails the step without.
 have_curve_data() {
     [[ -d $CURVE_DATA/db8 && -d $CURVE_DATA/knn8 ]] && return 0
@@ -290,7 +302,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile kernels retrofit studies)" >&2
             exit 2
         fi
     done

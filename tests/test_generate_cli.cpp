@@ -102,6 +102,13 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
     auto graphed = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --device host-backend --cuda-graphs");
     INFO(graphed.err);
     CHECK(graphed.out == a.out);
+    // graphs are the backend devices' default since session 20: --no-cuda-graphs launches each op, the same text
+    auto eager = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 3 --device host-backend --no-cuda-graphs");
+    INFO(eager.err);
+    CHECK(eager.out == a.out);
+    auto both = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 4 --device host-backend --cuda-graphs --no-cuda-graphs");
+    CHECK(both.exit_code == 2);   // CLI11's usage error: "--cuda-graphs excludes --no-cuda-graphs"
+    CHECK(both.err.find("--no-cuda-graphs") != std::string::npos);
     auto no_gpu_path = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 4 --cuda-graphs");
     CHECK(no_gpu_path.exit_code == 2);
     CHECK(one_line(no_gpu_path));

@@ -41,8 +41,13 @@ int main(int argc, char** argv) {
                                                  "the CPU)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
-            app.add_flag("--cuda-graphs", g.cuda_graphs, "With --device cuda: run each decode step as a captured CUDA graph "
-                                                         "(one launch a token instead of one per op; the same text)");
+            auto* graphs = app.add_flag_function("--cuda-graphs", [&g](std::int64_t) { g.cuda_graphs = true; },
+                                                 "With --device cuda: run each decode step as a captured CUDA graph "
+                                                 "(one launch a token instead of one per op; the same text). The "
+                                                 "default there");
+            app.add_flag_function("--no-cuda-graphs", [&g](std::int64_t) { g.cuda_graphs = false; },
+                                  "With --device cuda: launch every op of a decode step on its own")
+                ->excludes(graphs);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             return [] { retro::generate_run(cli); };
         });

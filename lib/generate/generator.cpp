@@ -118,7 +118,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.max_tokens < 1) user_error_in("--max-tokens", "must be at least 1");
     heap_keep_freed_memory();   // every token frees and reallocates the same step buffers
     if (o.batch_size < 1) user_error_in("--batch-size", "must be at least 1");
-    if (o.cuda_graphs && o.device == "cpu") user_error_in("--cuda-graphs", "runs the GPU decoder", "add --device cuda");
+    if (o.cuda_graphs.value_or(false) && o.device == "cpu")
+        user_error_in("--cuda-graphs", "runs the GPU decoder", "add --device cuda");
     sampler_validate(o.sampler);
     const fs::path config_path = fs::path(o.run) / "config.json";
     if (!fs::exists(config_path))
@@ -212,7 +213,7 @@ void Generator::generate_group(const std::vector<std::string>& prompts, std::int
                                std::vector<GenerateResult>& out, const GenerateCallbacks& cb) {
     if (backend_) {
         BackendDecoder dec(config(), weights_.f(), *backend_, count, retrieval());
-        dec.set_graphs(o_.cuda_graphs);
+        dec.set_graphs(o_.cuda_graphs.value_or(true));
         decode_group(dec, prompts, first, count, out, cb);
     } else {
         CachedDecoder<float> dec(*model_, count, retrieval());

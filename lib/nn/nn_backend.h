@@ -10,7 +10,8 @@
 // order could vary), so a GPU run resumes bit-exactly; across backends results differ by rounding only.
 // Work is ordered on the backend's stream; download() and the ops that return a host value wait for it.
 // Graphs: a sequence of ops recorded once and replayed (begin_capture; CUDA graphs on the GPU).
-// provides: NnBackend, RotaryView, BackendBuffer, BackendGraph, kAttentionDecodeMaxD
+// provides: NnBackend, RotaryView, BackendBuffer, BackendGraph, kAttentionDecodeMaxD, kAttentionDecodeSplitKeys,
+//           attention_decode_workspace
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,13 @@
 namespace retro::nn {
 
 inline constexpr std::int64_t kAttentionDecodeMaxD = 256;   // attention_decode's largest head dimension
+inline constexpr std::int64_t kAttentionDecodeSplitKeys = 64;   // keys a CUDA block of attention_decode takes
+
+// Floats of DecodeCache::workspace that attention_decode needs for `rows` rows of H heads of dimension D over caches
+// of L positions: one (partial output [D], max, sum) per (row, head, split of kAttentionDecodeSplitKeys keys).
+inline std::int64_t attention_decode_workspace(std::int64_t rows, std::int64_t H, std::int64_t D, std::int64_t L) {
+    return rows * H * ((L + kAttentionDecodeSplitKeys - 1) / kAttentionDecodeSplitKeys) * (D + 2);
+}
 
 // A rotary table in backend memory: cos/sin [rows, rot_dim] (nn/rotary.h's RotaryTable, uploaded).
 struct RotaryView {
@@ -139,6 +147,10 @@ public:
         const float *k_new = nullptr, *v_new = nullptr;           // [rows, H*D] or null: nothing written
         const float *null_k = nullptr, *null_v = nullptr;         // [H*D] or null
         const std::uint8_t* key_mask = nullptr;                   // [slots, L] bytes (1 = attend) or null
+        // attention_decode_workspace(rows, H, D, L) floats of backend memory the call may overwrite (the CUDA
+        // backend's per-split partials; the host backend needs none). The caller's, so that a captured graph's
+        // buffers are all the caller's own (a backend scratch that grew later would leave the graph a freed pointer)
+        float* workspace = nullptr;
     };
     virtual void attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
                                   const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) = 0;
