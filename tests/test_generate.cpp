@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -303,6 +304,33 @@ TEST_CASE("generate: temperature top-k and top-p equal their brute-force definit
                         CHECK(got.probs[i] == doctest::Approx(want.at(got.ids[i])).epsilon(1e-12));
                     }
                 }
+    }
+}
+
+TEST_CASE("generate: top-p ranks the ids as a comparison sort does (z descending, ties by lower id, -0 = +0)") {
+    // the sampler's radix rank order against std::sort with the rank comparator, over the whole vocabulary (p just
+    // under 1 keeps every id unless the last ones' mass is below rounding): many ties, both zeros, +-large values
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 12; trial++) {
+        const std::int64_t V = trial < 6 ? 8000 : 1 + static_cast<std::int64_t>(rng() % 300);
+        std::vector<float> logits(static_cast<std::size_t>(V));
+        for (auto& l : logits) {
+            const int kind = static_cast<int>(rng() % 10);
+            l = kind == 0 ? 0.0f : kind == 1 ? -0.0f : kind == 2 ? 3.0e38f * (rng() % 2 ? 1.0f : -1.0f)
+                                                               : static_cast<float>(static_cast<int>(rng() % 41) - 20) * 0.5f;
+        }
+        std::vector<std::int32_t> want(logits.size());
+        std::iota(want.begin(), want.end(), 0);
+        std::sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
+            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+        });
+        SamplerOptions o;
+        o.temperature = 1e300;   // every probability alike (z / T ~ 0 in double): the nucleus keeps (nearly) every id
+        o.top_p = 1.0 - 1e-12;
+        const auto got = sampler_distribution(logits.data(), V, o);
+        INFO("V=" << V);
+        REQUIRE(got.ids.size() >= want.size() - 1);
+        for (std::size_t i = 0; i < got.ids.size(); i++) REQUIRE(got.ids[i] == want[i]);
     }
 }
 
