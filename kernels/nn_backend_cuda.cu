@@ -181,15 +181,18 @@ struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
 // Item t of a head: t < R/2 rotates the pair (t, t + R/2); t >= R/2 copies dim R + (t - R/2). No __restrict__:
 // y may be x.
 template <bool BACKWARD>
-__global__ void rotary_k(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, ll H, ll D, ll R) {
+// heads h < scaled_heads read x * scale (rotary_scale_forward; the same float as a scale pass before, and x * 1 = x)
+__global__ void rotary_k(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, ll H, ll D, ll R,
+                         float scale, ll scaled_heads) {
     const ll half = R / 2, per_head = half + (D - R), total = rows * H * per_head;
     for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
         const ll t = e % per_head, rh = e / per_head, row = rh / H, h = rh % H;
         const ll base = row * H * D + h * D;
+        const float m = h < scaled_heads ? scale : 1.0f;
         if (t < half) {
             const float* c = cos + (row % N) * R;
             const float* s = sin + (row % N) * R;
-            const float x1 = x[base + t], x2 = x[base + t + half];
+            const float x1 = x[base + t] * m, x2 = x[base + t + half] * m;
             if (!BACKWARD) {
                 y[base + t] = x1 * c[t] - x2 * s[t];
                 y[base + t + half] = x2 * c[t + half] + x1 * s[t + half];
@@ -199,18 +202,20 @@ __global__ void rotary_k(float* y, const float* x, const float* cos, const float
             }
         } else {
             const ll d = R + (t - half);
-            y[base + d] = x[base + d];
+            y[base + d] = x[base + d] * m;
         }
     }
 }
 
 template <bool BACKWARD>
-void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream) {
+void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream,
+                   float scale = 1.0f, ll scaled_heads = 0) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
     const ll work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
     if (work == 0) return;
-    rotary_k<BACKWARD><<<grid_for(work), kThreads, 0, stream>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim);
+    rotary_k<BACKWARD><<<grid_for(work), kThreads, 0, stream>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim, scale,
+                                                                 scaled_heads);
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
 }
 
@@ -497,6 +502,11 @@ void CudaNnBackend::gelu_backward(float* dx, const float* dy, const float* x, st
 void CudaNnBackend::rotary_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                                    std::int64_t H, std::int64_t D) {
     launch_rotary<false>(y, x, t, B, N, H, D, stream_);
+}
+void CudaNnBackend::rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
+                                         std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) {
+    RETRO_CHECK(scaled_heads >= 0 && scaled_heads <= H, "rotary_scale_forward: ", scaled_heads, " scaled heads of ", H);
+    launch_rotary<false>(y, x, t, B, N, H, D, stream_, s, scaled_heads);
 }
 void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {

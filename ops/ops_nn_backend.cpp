@@ -9,6 +9,7 @@
 //   nn.residual_rmsnorm  residual_rmsnorm_forward, rmsnorm_backward_add (the fused pre-norm pairs; x == a too)
 //   nn.attention_decode  attention_decode (a decode step's self-attention over KV caches, or CCA's over a chunk with
 //                   the null column and the pad mask; forward only)
+//   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "nn/embedding.h"
 #include "nn/residual.h"
 #include "nn/rmsnorm.h"
+#include "nn/rotary.h"
 #include "op_registry.h"
 
 namespace retro::ops {
@@ -279,6 +281,39 @@ std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int
         std::move(in), body, device, {"attention_decode"});
 }
 
+// rotary_scale_forward: the first `scaled` heads of every row times s, then rotary over all H heads (rot_dim R <= D:
+// the unrotated channels scaled too). The reference: the scale, then nn::rotary_forward. Outputs: y from x, and the
+// same in place.
+std::unique_ptr<Case> rotary_scale_case(int64_t B, int64_t N, int64_t H, int64_t D, int64_t R, int64_t scaled,
+                                        std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t n = B * N * H * D;
+    const float s = 0.125f + 0.01f * static_cast<float>(seed);
+    Tensors in{random_tensor(n, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> scaled_x = x[0];
+        for (int64_t r = 0; r < B * N; r++)
+            for (int64_t c = 0; c < scaled * D; c++) scaled_x[r * H * D + c] *= static_cast<T>(s);
+        V<T> out{std::vector<T>(n)};
+        nn::rotary_forward(out[0].data(), scaled_x.data(), nn::rotary_table_range<T>(N, R), B, N, H, D);
+        out.push_back(out[0]);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        const auto table = nn::rotary_table_range<float>(N, R);
+        BackendArena a(be);
+        const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
+        float *y = a.alloc<float>(n), *g = a.up(x[0]);
+        be.rotary_scale_forward(y, g, view, B, N, H, D, s, scaled);
+        be.rotary_scale_forward(g, g, view, B, N, H, D, s, scaled);
+        return {a.down(y, n), a.down(g, n)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}, {"scaled", scaled}}), 7.0 * n, 4.0 * 2 * n, {"x"},
+         {false}, {"y", "y_in_place"}},
+        std::move(in), body, device, {"rotary_scale_forward"});
+}
+
 }  // namespace
 
 void register_nn_backend(std::vector<OpInfo>& out) {
@@ -313,6 +348,13 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return residual_rmsnorm_case(5, 6, s == 3, s);
         },
         [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
+    // seed 1: a decode row of q | k heads (the first half scaled), partial rotary; 2: every head scaled, full rotary
+    add("nn.scaled_rotary", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return rotary_scale_case(2, 5, 3, 8, 8, 3, s);
+            return rotary_scale_case(1, 3, 4, 6, 4, 2, s);
+        },
+        [] { return rotary_scale_case(8, 1024, 8, 64, 64, 8, 1); }, 2);
     // self-attention, seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed);
     // 2: keys over many splits of kAttentionDecodeSplitKeys = 64 (the new key the 2nd of its split); 3: the largest
     // head dimension; 4: exactly four full splits (256 keys); 7: D = 48 (float4 quarters of 12 channels), the new key

@@ -349,15 +349,13 @@ void BackendDecoder::run_step() {
         if (R == 1 && L.attn.to_k == L.attn.to_q + HD * Cd && L.attn.to_v == L.attn.to_k + HD * Cd) {
             // one row (a single sequence's decode step): to_q, to_k, to_v lie one after another in the layout
             // (model/params.cpp), so one GEMV of W = [3 HD, Cd] gives the row's q | k | v, which is q, kr, vr here;
-            // q and k then rotate as one row of 2H heads at the same position (the scale commutes with rotary).
-            // 3 launches a layer fewer: decoding is launch-bound (docs/performance.md)
+            // q and k then rotate as one row of 2H heads at the same position, the first H scaled on the way
+            // (rotary_scale_forward). 4 launches a layer fewer: decoding is launch-bound (docs/performance.md)
             be_.linear_forward(q, xn, L.attn.to_q, nullptr, 1, Cd, 3 * HD);
-            be_.scale(q, scale, HD);
-            be_.rotary_forward(q, q, P.rot, 1, 1, 2 * H, Dh);
+            be_.rotary_scale_forward(q, q, P.rot, 1, 1, 2 * H, Dh, scale, H);
         } else {
             be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
-            be_.scale(q, scale, R * HD);
-            be_.rotary_forward(q, q, P.rot, 1, R, H, Dh);
+            be_.rotary_scale_forward(q, q, P.rot, 1, R, H, Dh, scale, H);
             be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
             be_.rotary_forward(kr, kr, P.rot, 1, R, H, Dh);
             be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
@@ -421,8 +419,8 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
     }
     be_.gather_rows(P.xs, xn, P.sel, Rs, Cd);
     be_.linear_forward(P.q, P.xs, L.cca.to_q, nullptr, Rs, Cd, HD);
-    be_.scale(P.q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), Rs * HD);
-    be_.rotary_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh);
+    be_.rotary_scale_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))),
+                             H);
     if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
         nn::NnBackend::DecodeCache cache{cca_k_[layer].f(), cca_v_[layer].f(), KR};
         cache.null_k = L.cca.null_k;

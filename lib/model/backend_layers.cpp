@@ -66,8 +66,10 @@ void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* 
     const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
     const float* c = s.self ? x : ctx;
     be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
-    be.scale(a.q, query_scale(s.dim_head), Mq * HD);
-    if (q_rot) be.rotary_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    if (q_rot)   // the scale and the rotation in one pass over q (the same floats as the two passes)
+        be.rotary_scale_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head, query_scale(s.dim_head), s.heads);
+    else
+        be.scale(a.q, query_scale(s.dim_head), Mq * HD);
     be.linear_forward(a.k, c, p.to_k, nullptr, Mk, kv_dim, HD);
     if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
     be.linear_forward(a.v, c, p.to_v, nullptr, Mk, kv_dim, HD);

@@ -120,6 +120,11 @@ public:
                                 std::int64_t H, std::int64_t D) = 0;
     virtual void rotary_backward(float* dx, const float* dy, const RotaryView& table, std::int64_t B,
                                  std::int64_t N, std::int64_t H, std::int64_t D) = 0;
+    // rotary_forward of x with the first `scaled_heads` heads of every row multiplied by s first (every channel of
+    // them, the unrotated ones too): scale then rotary_forward in one pass, the same float per element (the queries'
+    // dim_head^-1/2 and their rotation; with a row of q | k heads, scaled_heads = H). In place allowed.
+    virtual void rotary_scale_forward(float* y, const float* x, const RotaryView& table, std::int64_t B, std::int64_t N,
+                                      std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) = 0;
 
     // x[i] *= s for n elements (the queries' dim_head^-1/2, as nn/attention_layer.cpp applies it).
     virtual void scale(float* x, float s, std::int64_t n) = 0;

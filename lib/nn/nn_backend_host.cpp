@@ -147,6 +147,17 @@ void HostNnBackend::rotary_forward(float* y, const float* x, const RotaryView& t
         nn::rotary_forward(y, x, t.cos, t.sin, t.rot_dim, B, N, H, D);
     });
 }
+void HostNnBackend::rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
+                                         std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) {
+    run([=, this] {   // scale() then rotary_forward(), as the ops did before they were one
+        RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+        RETRO_CHECK(scaled_heads >= 0 && scaled_heads <= H, "rotary_scale_forward: ", scaled_heads, " scaled heads of ", H);
+        for (std::int64_t r = 0; r < B * N; r++)
+            for (std::int64_t c = 0; c < H * D; c++)
+                y[r * H * D + c] = c < scaled_heads * D ? x[r * H * D + c] * s : x[r * H * D + c];
+        nn::rotary_forward(y, y, t.cos, t.sin, t.rot_dim, B, N, H, D);
+    });
+}
 void HostNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {
     run([=, this] {

@@ -95,6 +95,11 @@ void ProfilingNnBackend::rotary_forward(float* y, const float* x, const RotaryVi
                                         std::int64_t H, std::int64_t D) {
     timed("rotary_forward", "", 0, [&] { inner_.rotary_forward(y, x, t, B, N, H, D); });
 }
+void ProfilingNnBackend::rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B,
+                                              std::int64_t N, std::int64_t H, std::int64_t D, float s,
+                                              std::int64_t scaled_heads) {
+    timed("rotary_scale_forward", "", 0, [&] { inner_.rotary_scale_forward(y, x, t, B, N, H, D, s, scaled_heads); });
+}
 void ProfilingNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B,
                                          std::int64_t N, std::int64_t H, std::int64_t D) {
     timed("rotary_backward", "", 0, [&] { inner_.rotary_backward(dx, dy, t, B, N, H, D); });
