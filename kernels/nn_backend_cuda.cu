@@ -40,14 +40,21 @@ int as_int(std::int64_t v, const char* what) {
     return static_cast<int>(v);
 }
 
+// ---------------- gelu (the function; the ops below) ----------------
+constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+// gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h: one expression for the gelu op and the linear epilogue, so
+// linear_gelu_forward gives the bits of linear_forward + gelu_forward
+__device__ __forceinline__ float gelu_exact(float x) { return 0.5f * x * (1.0f + erff(x * kRsqrt2)); }
+
 // ---------------- linear ----------------
 constexpr int kSmallRows = 8;
 
 // y[r, o] = x[r, :] . W[o, :] (+ b[o]) for r < NR: one warp per o, each lane a strided part of the dot for every row
-// (float4s when VEC4: I % 4 == 0 and W, x 16-byte aligned), then a butterfly; lane 0 writes.
-template <int NR, bool VEC4>
+// (float4s when VEC4: I % 4 == 0 and W, x 16-byte aligned), then a butterfly; lane 0 writes. GELU
+// (linear_gelu_forward): y = gelu_exact of that, and h (when not null) the value before it.
+template <int NR, bool VEC4, bool GELU = false>
 __global__ void linear_small_rows(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ W,
-                                  const float* __restrict__ b, ll I, ll O) {
+                                  const float* __restrict__ b, ll I, ll O, float* __restrict__ h = nullptr) {
     const int lane = static_cast<int>(threadIdx.x % 32);
     const ll first = (blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x) / 32;
     const ll warps = static_cast<ll>(gridDim.x) * blockDim.x / 32;
@@ -77,16 +84,25 @@ __global__ void linear_small_rows(float* __restrict__ y, const float* __restrict
         for (int r = 0; r < NR; r++)
             for (int s = 16; s > 0; s >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], s);
         if (lane == 0)
-            for (int r = 0; r < NR; r++) y[r * O + o] = b ? acc[r] + bias : acc[r];
+            for (int r = 0; r < NR; r++) {
+                const float v = b ? acc[r] + bias : acc[r];
+                if constexpr (GELU) {
+                    if (h) h[r * O + o] = v;
+                    y[r * O + o] = gelu_exact(v);
+                } else {
+                    y[r * O + o] = v;
+                }
+            }
     }
 }
 
-template <int NR>
-void launch_linear_small(float* y, const float* x, const float* W, const float* b, ll I, ll O, CudaStream stream) {
+template <int NR, bool GELU = false>
+void launch_linear_small(float* y, const float* x, const float* W, const float* b, ll I, ll O, CudaStream stream,
+                         float* h = nullptr) {
     const bool vec4 = I % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(W)) % 16 == 0;
     const unsigned blocks = grid_for(O, kThreads / 32);
-    if (vec4) linear_small_rows<NR, true><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O);
-    else linear_small_rows<NR, false><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O);
+    if (vec4) linear_small_rows<NR, true, GELU><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O, h);
+    else linear_small_rows<NR, false, GELU><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O, h);
 }
 
 __global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll N, ll O) {
@@ -164,10 +180,8 @@ __global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x
 }
 
 // ---------------- gelu ----------------
-constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
-
-struct GeluOp {   // gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h (one input)
-    __device__ float operator()(float x, float) const { return 0.5f * x * (1.0f + erff(x * kRsqrt2)); }
+struct GeluOp {   // gelu_exact (one input)
+    __device__ float operator()(float x, float) const { return gelu_exact(x); }
 };
 struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
     __device__ float operator()(float dy, float x) const {
@@ -385,12 +399,12 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
     if (N == 0 || O == 0) return;
     RETRO_CHECK(N > 0 && I >= 0 && O > 0, "linear_forward: N ", N, ", I ", I, ", O ", O);
     if (gemm_inputs_ == GemmInputs::fp32 && N <= kSmallRows) {   // a decode step's few rows: one GEMV-like kernel
-        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream);
+        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream, float*);
         static constexpr Launch kLaunch[kSmallRows] = {launch_linear_small<1>, launch_linear_small<2>,
                                                        launch_linear_small<3>, launch_linear_small<4>,
                                                        launch_linear_small<5>, launch_linear_small<6>,
                                                        launch_linear_small<7>, launch_linear_small<8>};
-        kLaunch[N - 1](y, x, W, b, I, O, stream_);
+        kLaunch[N - 1](y, x, W, b, I, O, stream_, nullptr);
         RETRO_CUDA_LAUNCH_CHECK("linear_small_rows", stream_);
         return;
     }
@@ -409,6 +423,24 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
     RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o, n, i, &one, W, std::max(i, 1), x,
                                    std::max(i, 1), b ? &one : &zero, y, o));
     RETRO_CUDA_SYNC_POINT("cublasSgemm (linear forward)", stream_);
+}
+
+void CudaNnBackend::linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
+                                        std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= kSmallRows && I >= 0) {   // gelu in the GEMV's epilogue
+        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream, float*);
+        static constexpr Launch kLaunch[kSmallRows] = {
+            launch_linear_small<1, true>, launch_linear_small<2, true>, launch_linear_small<3, true>,
+            launch_linear_small<4, true>, launch_linear_small<5, true>, launch_linear_small<6, true>,
+            launch_linear_small<7, true>, launch_linear_small<8, true>};
+        kLaunch[N - 1](g, x, W, b, I, O, stream_, h);
+        RETRO_CUDA_LAUNCH_CHECK("linear_small_rows (gelu)", stream_);
+        return;
+    }
+    float* pre = h ? h : g;   // the GEMM, then gelu over its output (in place when h is null)
+    linear_forward(pre, x, W, b, N, I, O);
+    gelu_forward(g, pre, N * O);
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,

@@ -9,6 +9,7 @@
 //   nn.residual_rmsnorm  residual_rmsnorm_forward, rmsnorm_backward_add (the fused pre-norm pairs; x == a too)
 //   nn.attention_decode  attention_decode (a decode step's self-attention over KV caches, or CCA's over a chunk with
 //                   the null column and the pad mask; forward only)
+//   nn.linear_gelu  linear_gelu_forward (the feed-forward's first layer: gelu(x W^T + b) and the value before it)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,8 @@
 #include "backend_case.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
+#include "nn/gelu.h"
+#include "nn/linear.h"
 #include "nn/residual.h"
 #include "nn/rmsnorm.h"
 #include "nn/rotary.h"
@@ -281,6 +284,30 @@ std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int
         std::move(in), body, device, {"attention_decode"});
 }
 
+// linear_gelu_forward: g = gelu(x W^T + b) and h = x W^T + b (h null: only g; bias null too). The reference:
+// nn::linear_forward, then nn::gelu_forward. Outputs: g, and h (zeros when not asked for).
+std::unique_ptr<Case> linear_gelu_case(int64_t N, int64_t I, int64_t O, bool with_h, bool bias, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(N * O), std::vector<T>(N * O)};
+        nn::linear_forward(out[1].data(), x[0].data(), x[1].data(), bias ? x[2].data() : nullptr, N, I, O);
+        nn::gelu_forward(out[0].data(), out[1].data(), N * O);
+        if (!with_h) std::fill(out[1].begin(), out[1].end(), T(0));
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float *g = a.alloc<float>(N * O), *h = with_h ? a.alloc<float>(N * O) : nullptr;
+        be.linear_gelu_forward(g, h, a.up(x[0]), a.up(x[1]), bias ? a.up(x[2]) : nullptr, N, I, O);
+        return {a.down(g, N * O), with_h ? a.down(h, N * O) : std::vector<float>(static_cast<std::size_t>(N * O))};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"I", I}, {"O", O}}) + (with_h ? " h" : "") + (bias ? " bias" : ""), 2.0 * N * I * O,
+         4.0 * (N * I + O * I + 2 * N * O), {"x", "W", "b"}, {false, false, false}, {"g", "h"}},
+        std::move(in), body, device, {"linear_gelu_forward"});
+}
+
 // rotary_scale_forward: the first `scaled` heads of every row times s, then rotary over all H heads (rot_dim R <= D:
 // the unrotated channels scaled too). The reference: the scale, then nn::rotary_forward. Outputs: y from x, and the
 // same in place.
@@ -348,6 +375,16 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return residual_rmsnorm_case(5, 6, s == 3, s);
         },
         [] { return residual_rmsnorm_case(8192, 768, false, 1); }, 3);
+    // seed 1: one row (the GPU's few-row kernel with gelu in its epilogue), h and bias; 2: 3 rows, no h, no bias; 3:
+    // 12 rows (the GEMM, then gelu), h; 4: 8 rows of 700 inputs (float4 path, the largest few-row count)
+    add("nn.linear_gelu", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return linear_gelu_case(3, 37, 41, false, false, s);
+            if (s == 3) return linear_gelu_case(12, 64, 48, true, true, s);
+            if (s == 4) return linear_gelu_case(8, 700, 300, true, true, s);
+            return linear_gelu_case(1, 512, 96, true, true, s);
+        },
+        [] { return linear_gelu_case(1, 512, 2048, false, true, 1); }, 4);
     // seed 1: a decode row of q | k heads (the first half scaled), partial rotary; 2: every head scaled, full rotary
     add("nn.scaled_rotary", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
         [](std::uint64_t s) {

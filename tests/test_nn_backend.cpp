@@ -37,7 +37,8 @@ const std::vector<std::string> kAllOps = {
     "cross_entropy_backward", "residual_sum",        "residual_add",         "gather_rows",
     "gather_add_rows",       "sum_squares",          "adamw_update",         "copy",
     "synchronize",           "copy_head_forward",    "copy_head_backward",   "attention_decode",
-    "residual_rmsnorm_forward", "rmsnorm_backward_add", "scatter_rows", "rotary_scale_forward"};
+    "residual_rmsnorm_forward", "rmsnorm_backward_add", "scatter_rows", "rotary_scale_forward",
+    "linear_gelu_forward"};
 
 bool bits_equal(const std::vector<double>& a, const std::vector<double>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);

@@ -204,6 +204,7 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
     P.segments.clear();
     P.cca_slot = P.cca_last = nullptr;
     P.Rs = 0;
+    P.cca_every_row = false;
     int64_t cca_probs = 0;
     std::vector<int64_t> chunk_read(static_cast<std::size_t>(R), -1);
     if (retrieval_) {
@@ -224,6 +225,7 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
         }
         at_ctx = block.add(ctx_rows.data(), R);
         P.Rs = static_cast<int64_t>(sel.size());
+        P.cca_every_row = P.Rs == R;   // then sel is 0..R-1 in order (rows are selected in row order)
         if (P.Rs > 0) {
             at_sel = block.add(sel.data(), P.Rs);
             at_unsel = block.add(unsel.data(), R);
@@ -300,7 +302,7 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
     P.x2 = grow<float>(g_x2_, R * Cd);
     P.q = grow<float>(g_q_, 3 * R * HD);
     P.o = grow<float>(g_o_, R * HD);
-    P.ff = {grow<float>(g_h_, R * 4 * Cd), grow<float>(g_g_, R * 4 * Cd)};
+    P.ff = {nullptr, grow<float>(g_g_, R * 4 * Cd)};   // no backward: the pre-gelu values are not kept
     P.xs = grow<float>(g_xs_, std::max(P.Rs, P.out_rows) * Cd);
     P.ys = grow<float>(g_ys_, P.Rs * Cd);
     P.probs = grow<float>(g_probs_, std::max(P.one_row_each ? 0 : self_probs, cca_probs));
@@ -417,8 +419,11 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
         be_.zero(y, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
         return;
     }
-    be_.gather_rows(P.xs, xn, P.sel, Rs, Cd);
-    be_.linear_forward(P.q, P.xs, L.cca.to_q, nullptr, Rs, Cd, HD);
+    // every row reads a chunk (every decode step past the first chunk): the selection is the identity, so the rows
+    // go in and out without the two gathers
+    const float* xs = P.cca_every_row ? xn : P.xs;
+    if (!P.cca_every_row) be_.gather_rows(P.xs, xn, P.sel, Rs, Cd);
+    be_.linear_forward(P.q, xs, L.cca.to_q, nullptr, Rs, Cd, HD);
     be_.rotary_scale_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))),
                              H);
     if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
@@ -437,8 +442,12 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
                                   static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
         }
     }
-    be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
-    be_.gather_rows(y, P.ys, P.unsel, P.R, Cd);
+    if (P.cca_every_row) {
+        be_.linear_forward(y, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+    } else {
+        be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+        be_.gather_rows(y, P.ys, P.unsel, P.R, Cd);
+    }
 }
 
 // Every finished chunk of every sequence (chunks whose last position this step feeds) through the encoder in one

@@ -81,6 +81,7 @@ private:
         std::int64_t R = 0, Rs = 0, out_rows = 0;            // rows fed, rows that read a chunk, rows with logits
         std::vector<std::int64_t> row_begin, n0;             // per sequence: its rows; positions fed before the step
         bool one_row_each = false, encode = false;           // attention_decode; a chunk finishes (encoder runs)
+        bool cca_every_row = false;                          // every row reads a chunk: sel and unsel are 0..R-1
         std::int32_t* ids = nullptr;
         std::int64_t *pos = nullptr, *seq = nullptr, *ctx_rows = nullptr, *sel = nullptr, *unsel = nullptr,
                      *pick = nullptr;
@@ -124,7 +125,7 @@ private:
     std::vector<std::int64_t> row_seq_, row_pos_;
     std::vector<float> logits_;
     std::vector<std::int64_t> last_row_;
-    Grow g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_h_, g_g_, g_probs_,
+    Grow g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_g_, g_probs_,
         g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
         g_enc_arena_, g_enc_kv_, g_step_, g_decode_ws_;
     std::uint64_t grow_epoch_ = 0;   // counts reallocations (a graph's buffer addresses are in its key)

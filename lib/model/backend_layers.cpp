@@ -109,8 +109,7 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
                 int64_t N, int64_t dim) {
     const int64_t inner = ff_inner(dim);
-    be.linear_forward(f.h, x, p.w1, p.b1, N, dim, inner);
-    be.gelu_forward(f.g, f.h, N * inner);
+    be.linear_gelu_forward(f.g, f.h, x, p.w1, p.b1, N, dim, inner);
     be.linear_forward(y, f.g, p.w2, p.b2, N, inner, dim);
 }
 

@@ -36,7 +36,7 @@ struct AttnSaved {   // what attention backward reads: projections, output, prob
     float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *probs = nullptr;
 };
 struct FfSaved {
-    float *h = nullptr, *g = nullptr;
+    float *h = nullptr, *g = nullptr;   // h may be null where no backward follows (decoding)
 };
 // Scratch of the attention and feed-forward backward passes (shared by the layers).
 struct GradScratch {

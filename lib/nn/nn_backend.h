@@ -96,6 +96,10 @@ public:
                                 std::int64_t I, std::int64_t O) = 0;
     virtual void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                  std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    // g = gelu(x W^T + b), and h = x W^T + b when h is not null: linear_forward then gelu_forward, the same floats
+    // (the feed-forward's first layer; on the GPU the gelu rides in the few-row GEMV's epilogue)
+    virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
+                                     std::int64_t N, std::int64_t I, std::int64_t O) = 0;
 
     virtual void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                  std::int64_t C) = 0;

@@ -90,6 +90,12 @@ void HostNnBackend::linear_forward(float* y, const float* x, const float* W, con
         nn::linear_forward(y, x, W, b, N, I, O);
     });
 }
+void HostNnBackend::linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
+                                        std::int64_t N, std::int64_t I, std::int64_t O) {
+    float* pre = h ? h : g;   // the two ops (gelu in place when h is null)
+    linear_forward(pre, x, W, b, N, I, O);
+    gelu_forward(g, pre, N * O);
+}
 void HostNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                     std::int64_t N, std::int64_t I, std::int64_t O) {
     const bool bf16 = gemm_inputs_ == GemmInputs::bf16;   // the mode when called (a graph keeps it)

@@ -61,6 +61,11 @@ void ProfilingNnBackend::linear_forward(float* y, const float* x, const float* W
                                         std::int64_t I, std::int64_t O) {
     timed("linear_forward", linear_shape(N, I, O), 2.0 * N * I * O, [&] { inner_.linear_forward(y, x, W, b, N, I, O); });
 }
+void ProfilingNnBackend::linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
+                                             std::int64_t N, std::int64_t I, std::int64_t O) {
+    timed("linear_gelu_forward", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_gelu_forward(g, h, x, W, b, N, I, O); });
+}
 void ProfilingNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x,
                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
     const double flops = 2.0 * N * I * O * ((dx ? 1 : 0) + (dW ? 1 : 0));
