@@ -20,12 +20,13 @@ UNITS = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
 
 def short_name(name):
     """'void ns::(anonymous namespace)::kernel_k<true, ...>(float *, ...)' -> 'kernel_k<true, ...>'"""
+    name = re.sub(r"^(void\s+)?([\w:]*::)?<?unnamed>::", "", name)   # ncu writes the anonymous namespace either way
     depth, cut = 0, len(name)
     for i, ch in enumerate(name):   # the argument list: the last top-level '(' at template depth 0
         if ch == "<":
             depth += 1
         elif ch == ">":
-            depth -= 1
+            depth = max(depth - 1, 0)
         elif ch == "(" and depth == 0 and not name.startswith("(anonymous", i):
             cut = i
     base = name[:cut].strip()
