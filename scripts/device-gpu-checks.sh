@@ -11,6 +11,8 @@
 #        at prompts 64 and 512, eager and with --cuda-graphs, beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
+#        ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
+#        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
 #        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
@@ -205,6 +207,33 @@ step_kernels() {
     track "${PIPESTATUS[0]}"
 }
 
+step_ab() {
+    # the previous build against this one in one call (lent machines of one kind differ ~20 % in host speed, so decode
+    # figures compare only side by side): retro-bench generate with graphs (AB_ARGS), the previous build
+    # (.devkit/devkit-prev.tar.gz: its bin/retro-bench and lib/libretrokit.so, kept by scripts/devkit-stage.sh
+    # --keep-prev) and this devkit alternating AB_RUNS times; each run's table rows, labelled, in $OUT/ab.txt
+    local prev=${AB_PREV_KIT:-/tmp/devkit-prev} i k dir
+    if [[ ! -d $prev ]]; then
+        if [[ ! -f .devkit/devkit-prev.tar.gz ]] || ! { mkdir -p "$prev" && tar -C "$prev" -xzf .devkit/devkit-prev.tar.gz; }; then
+            rm -rf "$prev"
+            echo "no .devkit/devkit-prev.tar.gz: stage with scripts/devkit-stage.sh --keep-prev and carry it"
+            track 2
+            return
+        fi
+    fi
+    for ((i = 1; i <= ${AB_RUNS:-2}; i++)); do
+        for k in prev new; do
+            dir=$KIT
+            [[ $k == prev ]] && dir=$prev
+            # shellcheck disable=SC2086 # AB_ARGS is a list of options
+            LD_LIBRARY_PATH="$dir/lib:$KIT/lib:$cublas_dir" limited "$dir/bin/retro-bench" generate --device cuda \
+                --cuda-graphs ${AB_ARGS:---prompt 64,512 --output 128} --peer-steps 0 >"$OUT/ab_${k}_$i.log" 2>&1
+            track $?
+            grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |other tokens' "$OUT/ab_${k}_$i.log" | sed "s/^/$k $i: /" | tee -a "$OUT/ab.txt"
+        done
+    done
+}
+
 # The demo's db8/knn8 in CURVE_DATA (made here with examples/demo.sh's commands, carried); fails the step without.
 have_curve_data() {
     [[ -d $CURVE_DATA/db8 && -d $CURVE_DATA/knn8 ]] && return 0
@@ -302,7 +331,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile kernels retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile kernels ab retrofit studies)" >&2
             exit 2
         fi
     done

@@ -173,3 +173,44 @@ TEST_CASE("cuda check: the GPU check script packs its logs past 8 files, then th
     CHECK(fs::exists(json / "studies.tgz"));
     CHECK_FALSE(fs::exists(json / "r0.json"));
 }
+
+TEST_CASE("cuda check: the GPU check script's ab step alternates the previous build and this one, or says what is missing") {
+    // a dry run without a GPU: fake retro-bench binaries print one table row each (scripts/device-gpu-checks.sh's
+    // step_ab runs `retro-bench generate --device cuda --cuda-graphs ...` from each devkit in turn)
+    test::TempDir dir("gpu-checks-ab");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    for (const char* kit : {"new", "prev"}) {
+        fs::create_directories(dir / kit / "bin");
+        const fs::path bench = dir / kit / "bin" / "retro-bench";
+        test::write_text(bench, std::string("#!/bin/sh\necho 'prompt  output  prefill ms  ms/token'\necho '   512     128  5.0  ") +
+                                    (std::string(kit) == "new" ? "0.43" : "0.49") + "'\necho \"args: $*\" >&2\n");
+        fs::permissions(bench, fs::perms::owner_all);
+    }
+    const auto run_ab = [&](const std::string& prev_kit) {
+        const fs::path out = dir / ("out-" + prev_kit);
+        fs::create_directories(out);
+        const std::string cmd = "cd " + shell_quote(dir.path.string()) + " && source " + shell_quote(script) + " && OUT=" +
+                                shell_quote(out.string()) + " KIT=" + shell_quote((dir / "new").string()) +
+                                " AB_PREV_KIT=" + shell_quote((dir / prev_kit).string()) +
+                                " STEP_TIMEOUT=20 GPU_CHECKS_BUDGET=0 cublas_dir=/nonexistent; step_rc=0; step_ab; echo \"rc=$step_rc\"";
+        return std::make_pair(test::run_command("bash -c " + shell_quote(cmd)), out);
+    };
+    auto [ok, out] = run_ab("prev");
+    INFO(ok.out << ok.err);
+    CHECK(ok.out.find("rc=0") != std::string::npos);
+    const std::string table = test::read_text(out / "ab.txt");
+    // prev, new, prev, new: each run's header and row, labelled
+    const auto p1 = table.find("prev 1:    512"), n1 = table.find("new 1:    512"), p2 = table.find("prev 2:    512"),
+               n2 = table.find("new 2:    512");
+    REQUIRE(p1 != std::string::npos);
+    REQUIRE(n2 != std::string::npos);
+    CHECK((p1 < n1 && n1 < p2 && p2 < n2));
+    CHECK(table.find("0.49") < table.find("0.43"));
+    CHECK(test::read_text(out / "ab_new_1.log").find("args: generate --device cuda --cuda-graphs --prompt 64,512") !=
+          std::string::npos);
+    // no previous build (none unpacked, none carried): one line naming the staging option, the step fails with 2
+    auto [missing, out2] = run_ab("nowhere");
+    CHECK(missing.out.find("rc=2") != std::string::npos);
+    CHECK(missing.out.find("scripts/devkit-stage.sh --keep-prev") != std::string::npos);
+    CHECK_FALSE(fs::exists(out2 / "ab.txt"));
+}
