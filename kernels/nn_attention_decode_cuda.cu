@@ -1,6 +1,6 @@
 // CUDA NnBackend::attention_decode (nn/nn_backend.h): a decode step's attention for rows that each have one query —
 // the self-attention over each sequence's cache, or CCA over each row's chunk with the null column and the pad mask —
-// split over the keys as flash-decoding does, in two launches (the per-sequence path it replaces takes a cuBLAS GEMM,
+// split over the keys as flash-decoding does, in one launch (the per-sequence path it replaces takes a cuBLAS GEMM,
 // a softmax kernel and a second GEMM, and two copies for the self-attention, per sequence and layer).
 //
 // Why split: one query row per head leaves one block per (row, head): 8 blocks of 132 SMs for one sequence of the
@@ -13,10 +13,14 @@
 //           e_null null_v below); e_j = exp(s_j - m); l = sum_j e_j (block_reduce's trees);
 //           partial output: warp w takes the keys w, w + 8, ..., its lanes the channels (coalesced rows of V), the
 //           8 warps' sums added in warp order; (acc [D], m, l) to the workspace at (row, head, split).
-//   combine a thread per (row, head, channel) over the splits 0 .. pos / 64 in order: M = max m_s,
-//           out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M).
+//   combine the last of a (row, head)'s splits to finish (a counter per (row, head): each block adds 1 after a
+//           __threadfence; the one that sees splits - 1 combines, then sets the counter back to 0) reads the splits
+//           0 .. pos / 64 in order, a thread per channel: M = max m_s, out = sum_s acc_s exp(m_s - M) / sum_s l_s
+//           exp(m_s - M). Session 20's first form ran this as a second kernel (6.1 us a call on the H200, 8 calls a
+//           token); the counter decides which block combines, never what is summed or in which order.
 // The grid covers every split of L positions (a graph replays with new positions: the grid cannot follow pos); a
-// split past pos returns at once. Every sum in a fixed order (no atomics): the same inputs give the same bits.
+// split past pos returns at once. Every sum in a fixed order (no atomic arithmetic on values): the same inputs give
+// the same bits.
 // D <= kAttentionDecodeMaxD; positions are the caller's (pos < L).
 #include <cfloat>
 #include <cmath>
@@ -40,7 +44,8 @@ static_assert(kThreads % kSplitKeys == 0 && kLanesPerKey <= 32 && (kLanesPerKey 
               "a key's lanes lie in one warp, their count a power of two");
 static_assert(kMaxD % 32 == 0 && kMaxD <= kThreads, "attention_decode's head dimension");
 
-__global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __restrict__ part, const float* __restrict__ q,
+__global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __restrict__ out, float* part,
+                                                                     const float* __restrict__ q,
                                                                      NnBackend::DecodeCache cache,
                                                                      const std::int64_t* __restrict__ pos,
                                                                      const std::int64_t* __restrict__ seq, ll rows, ll H,
@@ -49,16 +54,18 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __re
     __shared__ float qs[kMaxD];               // the head's query
     __shared__ float ex[kSplitKeys];          // the split's exponentials
     __shared__ float red[kWarps][kMaxD];      // the warps' partial outputs
+    __shared__ bool last;                     // this block combines its (row, head)
     const int t = static_cast<int>(threadIdx.x), lane = t % 32, w = t / 32;
     const int key = t / kLanesPerKey, sub = t % kLanesPerKey;
     const ll HD = H * D, L = cache.L, W = D + 2;
     for (ll b = blockIdx.x; b < rows * H * S; b += gridDim.x) {
-        const ll e = b / S, s = b % S, i = e / H, h = e % H, p = pos[i], j0 = s * kSplitKeys, off = h * D;
+        const ll e = b / S, s = b % S, i = e / H, h = e % H, j0 = s * kSplitKeys, off = h * D;
+        const ll p = pos[i], slot = seq[i];   // both loads in flight together, before the branch needs p
         if (j0 > p) continue;   // past the row's last key (the same for the whole block)
         const int n = static_cast<int>(p + 1 - j0 < kSplitKeys ? p + 1 - j0 : kSplitKeys);
-        float* K = cache.kcache + seq[i] * L * HD + off;   // key j of this head: K[j * HD + c]
-        float* V = cache.vcache + seq[i] * L * HD + off;
-        const std::uint8_t* mask = cache.key_mask ? cache.key_mask + seq[i] * L : nullptr;
+        float* K = cache.kcache + slot * L * HD + off;   // key j of this head: K[j * HD + c]
+        float* V = cache.vcache + slot * L * HD + off;
+        const std::uint8_t* mask = cache.key_mask ? cache.key_mask + slot * L : nullptr;
         const bool writes = cache.k_new && p / kSplitKeys == s;   // this split holds the new row
         for (ll c = t; c < D; c += kThreads) {
             if (writes) {
@@ -124,33 +131,32 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __re
             dst[D] = m;
             dst[D + 1] = l;
         }
-        __syncthreads();   // qs, ex and red are rewritten for the next (row, head, split)
-    }
-}
 
-// out [rows, H*D]: thread (pair, c) of a block's kThreads / D (row, head) pairs adds that pair's splits
-__global__ __launch_bounds__(kThreads) void attention_decode_combine_k(float* __restrict__ out,
-                                                                       const float* __restrict__ part,
-                                                                       const std::int64_t* __restrict__ pos, ll rows,
-                                                                       ll H, ll D, ll S) {
-    const ll per = kThreads / D, t = threadIdx.x, W = D + 2, c = t % D;
-    if (t >= per * D) return;   // no barrier in this kernel
-    for (ll e = blockIdx.x * per + t / D; e < rows * H; e += static_cast<ll>(gridDim.x) * per) {
-        const ll splits = pos[e / H] / kSplitKeys + 1;
-        const float* pe = part + e * S * W;
-        // unrolled: the splits' loads independent and in flight together (session 20's ncu table: 7.2 us a call with
-        // one load after another)
-        float M = -INFINITY;
+        // the last split of (row, head) e to finish combines: its partials, visible device-wide before it counts
+        __threadfence();
+        __syncthreads();
+        const ll splits = p / kSplitKeys + 1;
+        if (t == 0) last = atomicAdd(cache.counters + e, 1u) == static_cast<unsigned>(splits - 1);
+        __syncthreads();
+        if (last) {
+            __threadfence();
+            const float* pe = part + e * S * W;
+            for (ll c = t; c < D; c += kThreads) {   // L2 loads (__ldcg): the other blocks' partials, not an L1 copy
+                float M = -INFINITY;
 #pragma unroll 8
-        for (ll s = 0; s < splits; s++) M = fmaxf(M, pe[s * W + D]);
-        float l = 0, o = 0;
+                for (ll k = 0; k < splits; k++) M = fmaxf(M, __ldcg(pe + k * W + D));
+                float lsum = 0, o = 0;
 #pragma unroll 8
-        for (ll s = 0; s < splits; s++) {
-            const float scale = expf(pe[s * W + D] - M);
-            l += pe[s * W + D + 1] * scale;
-            o += pe[s * W + c] * scale;
+                for (ll k = 0; k < splits; k++) {
+                    const float scale = expf(__ldcg(pe + k * W + D) - M);
+                    lsum += __ldcg(pe + k * W + D + 1) * scale;
+                    o += __ldcg(pe + k * W + c) * scale;
+                }
+                out[e * D + c] = o / lsum;
+            }
+            if (t == 0) cache.counters[e] = 0;   // every split of e has counted: ready for the next call
         }
-        out[e * D + c] = o / l;
+        __syncthreads();   // qs, ex, red and last are rewritten for the next (row, head, split)
     }
 }
 
@@ -160,16 +166,14 @@ void CudaNnBackend::attention_decode(float* out, const float* q, const DecodeCac
                                      const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) {
     RETRO_CHECK(D <= kAttentionDecodeMaxD, "attention_decode: head dimension ", D, " > ", kAttentionDecodeMaxD);
     if (rows * H * D == 0) return;
-    RETRO_CHECK(c.workspace != nullptr, "attention_decode: no workspace (attention_decode_workspace floats)");
+    RETRO_CHECK(c.workspace != nullptr && c.counters != nullptr,
+                "attention_decode: no workspace (attention_decode_workspace floats) or counters (rows * H, zero)");
     const std::int64_t S = (c.L + kSplitKeys - 1) / kSplitKeys;
     // float4 loads of a key's quarter: every quarter starts 16-byte aligned when D % 16 == 0 and the caches are
     const bool vec4 = D % (4 * kLanesPerKey) == 0 && (reinterpret_cast<std::uintptr_t>(c.kcache) % 16 == 0);
-    attention_decode_split_k<<<grid_for(rows * H * S, 1), kThreads, 0, stream_>>>(c.workspace, q, c, pos, seq, rows, H,
-                                                                                  D, S, vec4);
-    RETRO_CUDA_LAUNCH_CHECK("attention_decode_split", stream_);
-    attention_decode_combine_k<<<grid_for(rows * H, kThreads / D), kThreads, 0, stream_>>>(out, c.workspace, pos, rows,
-                                                                                            H, D, S);
-    RETRO_CUDA_LAUNCH_CHECK("attention_decode_combine", stream_);
+    attention_decode_split_k<<<grid_for(rows * H * S, 1), kThreads, 0, stream_>>>(out, c.workspace, q, c, pos, seq, rows,
+                                                                                  H, D, S, vec4);
+    RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);
 }
 
 }  // namespace retro::nn::detail

@@ -228,7 +228,7 @@ std::unique_ptr<Case> residual_rmsnorm_case(int64_t N, int64_t C, bool alias, st
 // false): row i's new key and value are written at (seq[i], pos[i]) first, then causal attention over keys
 // 0..pos[i]. CCA (cca true): nothing written; the null column and a pad mask [S, L] (slot 0 wholly masked: only the
 // null key is seen; slots may repeat). The reference: the writes, then nn::attention_forward per row with Nq = 1.
-// Outputs: out and both caches (the written rows checked too).
+// Outputs: out (of a second call on the same workspace: counters left non-zero fail it) and both caches.
 std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int64_t D, std::vector<std::int64_t> pos,
                                             std::vector<std::int64_t> seq, bool cca, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
@@ -263,6 +263,7 @@ std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int
         float *out = a.alloc<float>(rows * HD), *kc = a.up(x[3]), *vc = a.up(x[4]);
         nn::NnBackend::DecodeCache c{kc, vc, L};
         c.workspace = a.alloc<float>(nn::attention_decode_workspace(rows, H, D, L));
+        c.counters = a.zeros<std::uint32_t>(rows * H);
         if (cca) {
             c.null_k = a.up(x[5]);
             c.null_v = a.up(x[6]);
@@ -271,7 +272,13 @@ std::unique_ptr<Case> attention_decode_case(int64_t S, int64_t L, int64_t H, int
             c.k_new = a.up(x[1]);
             c.v_new = a.up(x[2]);
         }
-        be.attention_decode(out, a.up(x[0]), c, a.up(pos), a.up(seq), rows, H, D);
+        const float* q = a.up(x[0]);
+        const std::int64_t *P = a.up(pos), *Sq = a.up(seq);
+        // twice (the writes are the same again): the second call's output is checked, so a call that leaves its
+        // counters anything but zero fails the case
+        be.attention_decode(out, q, c, P, Sq, rows, H, D);
+        be.zero(out, static_cast<std::size_t>(rows * HD) * sizeof(float));
+        be.attention_decode(out, q, c, P, Sq, rows, H, D);
         return {a.down(out, rows * HD), a.down(kc, cache), a.down(vc, cache)};
     };
     int64_t keys = 0;

@@ -308,9 +308,14 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
     P.probs = grow<float>(g_probs_, std::max(P.one_row_each ? 0 : self_probs, cca_probs));
     P.lg = grow<float>(g_logits_, P.out_rows * V);
     P.decode_ws = nullptr;
-    if (P.one_row_each)   // the self-attention over L_ positions, and CCA over the chunk slots' KR keys
+    P.decode_counters = nullptr;
+    if (P.one_row_each) {   // the self-attention over L_ positions, and CCA over the chunk slots' KR keys
         P.decode_ws = grow<float>(g_decode_ws_, std::max(nn::attention_decode_workspace(R, H, c_.dim_head, L_),
                                                          nn::attention_decode_workspace(P.Rs, H, c_.dim_head, KR)));
+        const std::size_t had = g_decode_counters_.bytes;   // zero when (re)allocated; every call leaves them zero
+        P.decode_counters = grow<std::uint32_t>(g_decode_counters_, std::max(R, P.Rs) * H);
+        if (g_decode_counters_.bytes != had) be_.zero(P.decode_counters, g_decode_counters_.bytes);
+    }
 
     // a step the same graph can replay: one row per advancing sequence, logits of those rows, no chunk to encode;
     // its key is what the captured ops bake in (buffer addresses, row count, each row's sequence, whether it reads a
@@ -367,6 +372,7 @@ void BackendDecoder::run_step() {
             cache.k_new = kr;
             cache.v_new = vr;
             cache.workspace = P.decode_ws;
+            cache.counters = P.decode_counters;
             be_.attention_decode(o, q, cache, P.pos, P.seq, R, H, Dh);
         } else {
             for (int64_t s = 0; s < S; s++) {
@@ -432,6 +438,7 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
         cache.null_v = L.cca.null_v;
         cache.key_mask = static_cast<const std::uint8_t*>(cca_mask_.get());
         cache.workspace = P.decode_ws;
+        cache.counters = P.decode_counters;
         be_.attention_decode(P.o, P.q, cache, P.cca_last, P.cca_slot, Rs, H, Dh);
     } else {
         for (const auto& g : P.segments) {

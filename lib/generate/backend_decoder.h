@@ -93,6 +93,7 @@ private:
         float *e = nullptr, *x = nullptr, *xn = nullptr, *norm = nullptr, *y = nullptr, *x1 = nullptr, *x2 = nullptr,
               *q = nullptr, *o = nullptr, *xs = nullptr, *ys = nullptr, *probs = nullptr, *lg = nullptr;
         float* decode_ws = nullptr;                          // attention_decode's workspace (one_row_each)
+        std::uint32_t* decode_counters = nullptr;            // and its counters (zero between calls)
         backend::FfSaved ff;
         std::optional<std::vector<std::int64_t>> graph_key;   // set when a graph can run the step
     };
@@ -127,7 +128,7 @@ private:
     std::vector<std::int64_t> last_row_;
     Grow g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_g_, g_probs_,
         g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,
-        g_enc_arena_, g_enc_kv_, g_step_, g_decode_ws_;
+        g_enc_arena_, g_enc_kv_, g_step_, g_decode_ws_, g_decode_counters_;
     std::uint64_t grow_epoch_ = 0;   // counts reallocations (a graph's buffer addresses are in its key)
     StepPlan plan_;
     bool use_graphs_ = false;

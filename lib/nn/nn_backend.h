@@ -157,9 +157,13 @@ public:
         const float *null_k = nullptr, *null_v = nullptr;         // [H*D] or null
         const std::uint8_t* key_mask = nullptr;                   // [slots, L] bytes (1 = attend) or null
         // attention_decode_workspace(rows, H, D, L) floats of backend memory the call may overwrite (the CUDA
-        // backend's per-split partials; the host backend needs none). The caller's, so that a captured graph's
-        // buffers are all the caller's own (a backend scratch that grew later would leave the graph a freed pointer)
+        // backend's per-split partials; the host backend needs none), and `rows * H` counters that must be zero
+        // before the first call and that every call leaves zero (on the GPU the last split of a (row, head) to finish
+        // combines them). The caller's, so that a captured graph's buffers are all the caller's own (a backend
+        // scratch that grew later would leave the graph a freed pointer); the counters apart from the partials, so
+        // that a call with more rows finds zeros where a call with fewer left its partials
         float* workspace = nullptr;
+        std::uint32_t* counters = nullptr;
     };
     virtual void attention_decode(float* out, const float* q, const DecodeCache& c, const std::int64_t* pos,
                                   const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D) = 0;
