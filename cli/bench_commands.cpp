@@ -197,8 +197,12 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->capture_default_str();
     sub->add_option("--device", o->device, "cpu, or cuda: decode on the GPU (the peer too, with --peer)")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
-    sub->add_flag("--cuda-graphs", o->cuda_graphs, "With --device cuda: each prompt decoded again with every step a "
-                                                    "captured CUDA graph, its ms/token beside (the same tokens, checked)");
+    auto* graphs = sub->add_flag_function("--cuda-graphs", [o](std::int64_t) { o->cuda_graphs = true; },
+                                          "Each prompt decoded again with every step a captured CUDA graph, its ms/token "
+                                          "beside (the same tokens, checked); the default with --device cuda");
+    sub->add_flag_function("--no-cuda-graphs", [o](std::int64_t) { o->cuda_graphs = false; },
+                           "With --device cuda: eager steps only")
+        ->excludes(graphs);
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
     sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
 }

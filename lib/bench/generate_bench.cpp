@@ -125,7 +125,9 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line) {
     if (o.prompts.empty() || o.output < 1) user_error_in("--prompt/--output", "need at least one prompt length and one token");
-    if (o.cuda_graphs && o.device == "cpu") user_error_in("--cuda-graphs", "times the GPU decoder", "add --device cuda");
+    if (o.cuda_graphs.value_or(false) && o.device == "cpu")
+        user_error_in("--cuda-graphs", "times the GPU decoder", "add --device cuda");
+    const bool graphs = o.cuda_graphs.value_or(o.device == "cuda");
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
     const RetroConfig c = bench_config(o);
@@ -183,11 +185,11 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 weight_bytes / 1e6, copy_gbps, bound_ms);
     std::fflush(stdout);
     run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device);   // warm-up
-    if (o.cuda_graphs) run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device, true);
+    if (graphs) run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device, true);
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
-    if (o.cuda_graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
+    if (graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
         const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device);
@@ -201,7 +203,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                                           format_fixed(ours.decode_ms_per_token, 2),
                                           bound_ms > 0 ? format_fixed(ours.decode_ms_per_token / bound_ms, 1) : "-",
                                           format_fixed(ours.tokens_per_s, 1)};
-        if (o.cuda_graphs) {   // the same decode with each step a captured graph: the same tokens, its time beside
+        if (graphs) {   // the same decode with each step a captured graph: the same tokens, its time beside
             const OurRun graphed = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, true);
             row["graph_same_tokens"] = graphed.ids == ours.ids;   // same kernels, same arguments: same bits expected
             if (graphed.ids != ours.ids) log_warn("prompt " + std::to_string(P) + ": with --cuda-graphs other tokens were sampled");

@@ -11,6 +11,7 @@
 // chunk 64, max_seq_len = the longest prompt + O.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,9 @@ struct GenerateBenchOptions {
     std::int64_t profile_tokens = 0;             // with --device: a profiled run of this many tokens (ProfilingNnBackend)
     std::string device = "cpu";                  // cpu (CachedDecoder), cuda (BackendDecoder on the GPU, the peer on
                                                  // the GPU too), host-backend (testing: BackendDecoder on the CPU)
-    bool cuda_graphs = false;                    // with a backend device: each prompt also with graphs, side by side
+    // with a backend device: each prompt also with graphs, side by side; unset = on with --device cuda (retro-generate's
+    // default there since session 20), off with host-backend
+    std::optional<bool> cuda_graphs;
 };
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line);
