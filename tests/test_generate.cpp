@@ -358,6 +358,42 @@ TEST_CASE("generate: the sampler's probabilities over a large vocabulary are the
     }
 }
 
+TEST_CASE("generate: sample_token draws what the inverse CDF of sampler_distribution gives for the same uniform") {
+    // sample_token divides on the fly and skips the id list when every id stays: it must still return exactly the
+    // token that walking sampler_distribution's probabilities with the same u returns
+    std::mt19937 rng(17);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    int draws = 0;
+    for (const std::int64_t V : {1, 7, 300, 8000})
+        for (std::int64_t k : {0, 1, 5, 100000})
+            for (double p : {0.3, 0.9, 1.0})
+                for (double T : {0.5, 1.0}) {
+                    std::vector<float> logits(static_cast<std::size_t>(V));
+                    for (auto& l : logits) l = std::round(normal(rng) * 4.0f) / 4.0f;   // ties too
+                    SamplerOptions o;
+                    o.temperature = T;
+                    o.top_k = k;
+                    o.top_p = p;
+                    const auto dist = sampler_distribution(logits.data(), V, o);
+                    for (std::uint64_t seed = 0; seed < 40; seed++) {
+                        SplitMix64 a(seed), b(seed);
+                        const std::int32_t got = sample_token(logits.data(), V, o, a);
+                        const double u = b.uniform();
+                        double acc = 0;
+                        std::int32_t want = dist.ids.back();
+                        for (std::size_t i = 0; i < dist.ids.size(); i++)
+                            if (u < (acc += dist.probs[i])) {
+                                want = dist.ids[i];
+                                break;
+                            }
+                        INFO("V=" << V << " k=" << k << " p=" << p << " T=" << T << " seed=" << seed);
+                        REQUIRE(got == want);
+                        draws++;
+                    }
+                }
+    CHECK(draws == 4 * 4 * 3 * 2 * 40);
+}
+
 TEST_CASE("generate: sampler draws pass a chi-square test against softmax(logits over T) on the kept ids") {
     const std::vector<float> logits = {1.0f, 2.5f, -0.5f, 0.3f, 2.0f, -3.0f, 1.7f, 0.0f};
     SamplerOptions o;
