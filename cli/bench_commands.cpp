@@ -187,6 +187,9 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
     sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
     sub->add_option("--output", o->output, "Tokens generated per prompt")->capture_default_str();
+    sub->add_option("--batch", o->batch, "Sequences decoded together, each its own prompt of the length given: ms/token "
+                                         "is then per step, tokens/s counts every sequence's")
+        ->capture_default_str();
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
     sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer");
     sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();

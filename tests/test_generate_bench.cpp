@@ -47,3 +47,31 @@ TEST_CASE("bench generate: rows, the memory bound of a decode step and each row'
     o.device = "cpu";   // graphs run the GPU decoder only
     CHECK_THROWS_AS(bench::run_generate_bench(o, "test"), UserError);
 }
+
+TEST_CASE("bench generate: --batch decodes several sequences together, with graphs the same tokens, and the peer refused") {
+    test::TempDir dir("generate-bench-batch");
+    bench::GenerateBenchOptions o;
+    o.config = test::config_path();
+    o.prompts = {8};
+    o.output = 12;   // across a chunk boundary of the demo config: the encoder runs mid-decode for every sequence
+    o.batch = 3;
+    o.peer_steps = 0;
+    o.device = "host-backend";
+    o.cuda_graphs = true;
+    o.json = (dir / "b.json").string();
+    bench::run_generate_bench(o, "test");
+    const auto j = nlohmann::json::parse(test::read_text(dir / "b.json"));
+    REQUIRE(j["results"].size() == 1);
+    const auto& r = j["results"][0];
+    CHECK(r["batch"].get<std::int64_t>() == 3);
+    CHECK(r["graph_same_tokens"].get<bool>());   // 3 rows a step through the captured graph, against eager steps
+    // tokens/s counts every sequence's tokens: 3 x 12 over the prefill and the decode
+    const double seconds = (r["prefill_ms"].get<double>() + 12 * r["decode_ms_per_token"].get<double>()) / 1e3;
+    CHECK(r["tokens_per_s"].get<double>() == doctest::Approx(36.0 / seconds).epsilon(0.05));
+    o.batch = 0;
+    CHECK_THROWS_AS(bench::run_generate_bench(o, "test"), UserError);
+    o.batch = 2;
+    o.peer_steps = 4;
+    o.peer = "tests/peers/rp_generate.py";   // one sequence: refused before anything runs
+    CHECK_THROWS_AS(bench::run_generate_bench(o, "test"), UserError);
+}

@@ -59,33 +59,43 @@ struct OurRun {
     std::vector<std::int32_t> ids;   // the prompt and what was sampled
 };
 
+// `batch` sequences (the decoder's, made for that many): each its own random prompt of P ids, prefilled together in
+// one step, then `output` decode steps of one token per sequence (ms/token is per step: every sequence gets a token;
+// tokens/s counts all of them). Sequence 0's prompt is the one a batch of 1 decodes.
 template <typename Decoder>
 OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::int32_t>& neighbours, std::int64_t P,
-                     std::int64_t output, bool retrieval, std::uint64_t seed) {
+                     std::int64_t output, bool retrieval, std::uint64_t seed, std::int64_t batch = 1) {
     const std::int64_t cs = c.chunk_size, KR = c.num_neighbours * c.retrieved_len();
     SplitMix64 rng(seed);
-    std::vector<std::int32_t> ids = {2};
-    while (static_cast<std::int64_t>(ids.size()) < P) ids.push_back(4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4)));
-    auto add_neighbours_to = [&](std::int64_t len) {
+    std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(batch), std::vector<std::int32_t>{2});
+    for (auto& seq : ids)
+        while (static_cast<std::int64_t>(seq.size()) < P) seq.push_back(4 + static_cast<std::int32_t>(rng.next() % (c.num_tokens - 4)));
+    auto add_neighbours_to = [&](std::int64_t s, std::int64_t len) {
         if (!retrieval) return;
-        while (dec.neighbour_chunks(0) < len / cs) dec.add_neighbours(0, neighbours.data() + dec.neighbour_chunks(0) * KR);
+        while (dec.neighbour_chunks(s) < len / cs) dec.add_neighbours(s, neighbours.data() + dec.neighbour_chunks(s) * KR);
     };
     SamplerOptions so;   // T = 1, all ids: the sampler's cost is part of a token's cost
     const auto t0 = std::chrono::steady_clock::now();
-    add_neighbours_to(P);
-    dec.step(std::vector<std::vector<std::int32_t>>{ids});
+    for (std::int64_t s = 0; s < batch; s++) add_neighbours_to(s, P);
+    dec.step(ids);
     const double prefill = seconds_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
+    std::vector<std::vector<std::int32_t>> next(static_cast<std::size_t>(batch), std::vector<std::int32_t>(1));
     for (std::int64_t i = 0; i < output; i++) {
-        const std::int32_t t = sample_token(dec.logits().data() + dec.last_row(0) * c.num_tokens, c.num_tokens, so, rng);
-        ids.push_back(t);
-        if (i + 1 == output) break;   // the last token is not fed
-        add_neighbours_to(static_cast<std::int64_t>(ids.size()));
-        dec.step(std::vector<std::vector<std::int32_t>>{{t}});
+        for (std::int64_t s = 0; s < batch; s++) {
+            auto& seq = ids[static_cast<std::size_t>(s)];
+            seq.push_back(sample_token(dec.logits().data() + dec.last_row(s) * c.num_tokens, c.num_tokens, so, rng));
+            next[static_cast<std::size_t>(s)][0] = seq.back();
+        }
+        if (i + 1 == output) break;   // the last tokens are not fed
+        for (std::int64_t s = 0; s < batch; s++) add_neighbours_to(s, static_cast<std::int64_t>(ids[static_cast<std::size_t>(s)].size()));
+        dec.step(next);
     }
     const double decode = seconds_since(t1);
-    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output), static_cast<double>(output) / (prefill + decode),
-            std::move(ids)};
+    std::vector<std::int32_t> all;
+    for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
+    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output),
+            static_cast<double>(batch * output) / (prefill + decode), std::move(all)};
 }
 
 // The weights on a backend (--device cuda / host-backend), with the backend and its stream.
@@ -98,14 +108,15 @@ struct DeviceModel {
 // One prompt of P ids, then `output` tokens one at a time, neighbours added as chunks complete; on `device` when
 // it has a backend (BackendDecoder), else with CachedDecoder.
 OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
-                std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device, bool graphs = false) {
+                std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device, std::int64_t batch,
+                bool graphs = false) {
     if (device.be) {
-        BackendDecoder dec(model.config(), device.weights.f(), *device.be, 1, retrieval);
+        BackendDecoder dec(model.config(), device.weights.f(), *device.be, batch, retrieval);
         dec.set_graphs(graphs);
-        return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed);
+        return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
     }
-    CachedDecoder<float> dec(model, 1, retrieval);
-    return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed);
+    CachedDecoder<float> dec(model, batch, retrieval);
+    return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
 }
 
 nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, std::int64_t P, bool retrieval) {
@@ -130,6 +141,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     const bool graphs = o.cuda_graphs.value_or(o.device == "cuda");
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
+    if (o.batch < 1) user_error_in("--batch", "must be at least 1");
+    if (o.batch > 1 && o.peer_steps > 0 && !o.peer.empty())
+        user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);
     heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);
@@ -184,17 +198,21 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     std::printf("memory bound: %.1f MB of fp32 weights a token at %.1f GB/s (copy, read + written) = %.4f ms/token\n",
                 weight_bytes / 1e6, copy_gbps, bound_ms);
     std::fflush(stdout);
-    run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device);   // warm-up
-    if (graphs) run_ours(model, neighbours, std::min<std::int64_t>(o.prompts[0], 64), 16, retrieval, o.seed, device, true);
+    const std::int64_t B = o.batch;
+    // warm-up: at most 16 tokens after at most 64 of the first prompt (within max_seq_len, sized for prompt + output)
+    const std::int64_t warm_prompt = std::min<std::int64_t>(o.prompts[0], 64), warm_output = std::min<std::int64_t>(o.output, 16);
+    run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B);
+    if (graphs) run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B, true);
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
     if (graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
-        const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device);
+        const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B);
         nlohmann::json row = {{"prompt", P},
                               {"output", o.output},
+                              {"batch", B},
                               {"prefill_ms", ours.prefill_ms},
                               {"decode_ms_per_token", ours.decode_ms_per_token},
                               {"tokens_per_s", ours.tokens_per_s},
@@ -204,7 +222,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                                           bound_ms > 0 ? format_fixed(ours.decode_ms_per_token / bound_ms, 1) : "-",
                                           format_fixed(ours.tokens_per_s, 1)};
         if (graphs) {   // the same decode with each step a captured graph: the same tokens, its time beside
-            const OurRun graphed = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, true);
+            const OurRun graphed = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B, true);
             row["graph_same_tokens"] = graphed.ids == ours.ids;   // same kernels, same arguments: same bits expected
             if (graphed.ids != ours.ids) log_warn("prompt " + std::to_string(P) + ": with --cuda-graphs other tokens were sampled");
             row["graph_decode_ms_per_token"] = graphed.decode_ms_per_token;
@@ -238,9 +256,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         // the last prompt again, through nn::ProfilingNnBackend; the prefill's ops are their own rows (their shapes
         // differ), and everything is per generated token
         nn::ProfilingNnBackend prof(*device.be);
-        BackendDecoder dec(c, device.weights.f(), prof, 1, retrieval);
-        run_ours_with(dec, c, neighbours, o.prompts.back(), o.profile_tokens, retrieval, o.seed);
-        const OpProfile p = op_profile(prof.timings(), static_cast<double>(o.profile_tokens), "token");
+        BackendDecoder dec(c, device.weights.f(), prof, B, retrieval);
+        run_ours_with(dec, c, neighbours, o.prompts.back(), o.profile_tokens, retrieval, o.seed, B);
+        const OpProfile p = op_profile(prof.timings(), static_cast<double>(o.profile_tokens), B > 1 ? "step" : "token");
         std::printf("profile: prompt %lld then %lld tokens, each op between two synchronizes: %.3f ms per token inside "
                     "the ops (the prefill's rows included)\n%s",
                     static_cast<long long>(o.prompts.back()), static_cast<long long>(o.profile_tokens), p.ms_in_ops,
@@ -248,8 +266,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         profile = p.json;
     }
     std::printf("%s", format_table(rows).c_str());
-    std::printf("ms/token: our decode steps from the prompt to prompt + output; x bound: that over the memory bound above; "
-                "RP: its first %lld steps from the prompt\n",
+    std::printf("ms/token: our decode steps from the prompt to prompt + output%s; x bound: that over the memory bound "
+                "above; RP: its first %lld steps from the prompt\n",
+                B > 1 ? (", each a token for every one of the " + std::to_string(B) + " sequences (tokens/s counts them all)").c_str() : "",
                 static_cast<long long>(o.peer_steps));
     if (!o.json.empty()) {
         nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},

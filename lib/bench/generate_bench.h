@@ -21,6 +21,7 @@ struct GenerateBenchOptions {
     std::string config;                          // model config JSON; empty = the default above
     std::vector<std::int64_t> prompts = {64, 512};
     std::int64_t output = 512;
+    std::int64_t batch = 1;                      // sequences decoded together (each its own prompt of the same length)
     bool no_retrieval = false;
     std::int64_t peer_steps = 8;                 // tokens the peer makes per prompt length (0 = no peer)
     std::string peer;                            // tests/peers/rp_generate.py (default: in the source tree)
