@@ -8,7 +8,8 @@
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
 #        GPU in fp32 and bf16 autocast, when retro_pytorch imports there), generate (retro-bench generate --device cuda
-#        at prompts 64 and 512, eager and with --cuda-graphs, beside rp_generate.py on the GPU), curve (retro-train --device cuda, fp32 and bf16, on the
+#        at prompts 64 and 512, eager and with --cuda-graphs, beside rp_generate.py on the GPU; then GEN_BATCH = 8
+#        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
 #        ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
@@ -182,6 +183,10 @@ step_generate() {
     printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexport PYTHONPATH=/tmp/site\nexec python3 "$@"\n' >/tmp/python-clean && chmod +x /tmp/python-clean
     rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs --prompt 64,512 --output 128 --peer tests/peers/rp_generate.py \
         --python /tmp/python-clean --json "$OUT/rk_generate.json" 2>&1 | tee "$OUT/rk_generate.log"
+    track "${PIPESTATUS[0]}"
+    # batch decoding: GEN_BATCH sequences a step (no peer: RP's loop decodes one)
+    rk "$KIT/bin/retro-bench" generate --device cuda --prompt 512 --output 128 --batch "${GEN_BATCH:-8}" --peer-steps 0 \
+        --json "$OUT/rk_generate_batch.json" 2>&1 | tee "$OUT/rk_generate_batch.log"
     track "${PIPESTATUS[0]}"
 }
 
