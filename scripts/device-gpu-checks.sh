@@ -208,7 +208,7 @@ step_kernels() {
         --launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-400}" \
         "$KIT/bin/retro-bench" generate --device cuda --prompt 512 --output 64 --peer-steps 0 >"$OUT/ncu_decode.log" 2>&1
     track $?
-    python3 scripts/ncu-kernel-table.py "$OUT/ncu_decode.csv" --per attention_decode_combine_k --per-count 8 | tee "$OUT/ncu_decode.txt"
+    python3 scripts/ncu-kernel-table.py "$OUT/ncu_decode.csv" --per embedding_forward_k | tee "$OUT/ncu_decode.txt"
     track "${PIPESTATUS[0]}"
 }
 

@@ -6,8 +6,7 @@
 
 Prints one row per kernel (launches, total and mean microseconds, share), largest first, then the total. With
 --per NAME and --per-count N, the launches of kernel NAME over N count the units (tokens) the totals are divided
-by: e.g. `--per attention_decode_combine_k --per-count 8` for retro-bench generate's model, whose decoded token
-runs 6 self-attention and 2 CCA layers. Standard library only.
+by: e.g. `--per embedding_forward_k` (one launch a decode step). Standard library only.
 """
 import argparse
 import csv
