@@ -6,7 +6,8 @@
 
 Prints one row per kernel (launches, total and mean microseconds, share), largest first, then the total. With
 --per NAME and --per-count N, the launches of kernel NAME over N count the units (tokens) the totals are divided
-by: e.g. `--per embedding_forward_k` (one launch a decode step). Standard library only.
+by: e.g. `--per embedding_forward_k` (one launch a decode step; a window of launches that cuts tokens at both ends
+makes that per-unit figure approximate: gpu-runs/2026-11-27-h200-s20 sums whole tokens). Standard library only.
 """
 import argparse
 import csv
