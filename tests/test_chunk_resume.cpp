@@ -74,6 +74,12 @@ TEST_CASE("retro-chunk killed at random points and resumed equals a straight run
         int status = 0;
         waitpid(pid, &status, 0);
         bool killed = WIFSIGNALED(status);
+        if (killed && fs::exists(dir / "killed" / "manifest.json")) {
+            // the signal landed after the run had published its database (while the process was exiting, seen in
+            // CI at 1.37 s of a 1.62 s straight run): then the output is complete and must be the straight run's
+            chunk_check_same_bytes(dir / "straight", dir / "killed");
+            killed = false;
+        }
         MESSAGE("round " << round << ": delay " << delay << " s, " << std::string(killed ? "killed" : "had finished"));
         if (killed) {
             ++kills;
