@@ -53,10 +53,6 @@ std::vector<std::int32_t> rank_order(const float* logits, std::int64_t V) {
     return order;
 }
 
-}  // namespace
-
-namespace {
-
 // The kept ids' unnormalized weights p (exp(z / T - max z / T), double) and their sum, in the order the draw walks
 // them; ids empty = every id in id order (no top-k or top-p: no id list to build).
 struct Weights {
