@@ -1,0 +1,95 @@
+// The few warp-level primitives the tensor-core kernels written against it use (kernels/nn_flash_mma.cuh), in two
+// builds of one source:
+//   - under nvcc: the hardware's (mma.sync.m16n8k16 bf16 -> fp32, __shfl_xor_sync, __syncthreads, ...);
+//   - with RETRO_SIMT_HOST defined, in a host C++ compiler: tests/simt_host.h's emulator, which runs each thread of
+//     a block as a fiber and meets a warp's lanes at every exchange, so the kernels' index arithmetic, fragment
+//     layouts, masking and barriers are tested on a machine without a GPU (tests/test_flash_mma_host.cpp).
+// bf16 values are kept as their 16 bits (uint16_t) in shared memory in both builds; the conversion rounds to nearest
+// even, as __float2bfloat16_rn does.
+// Fragment layouts of mma.m16n8k16 with bf16 A/B and fp32 C (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
+// g = lane / 4 and t = lane % 4:
+//   A (16 x 16, row-major), four 32-bit registers of two bf16 each (low half = lower column):
+//     a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9]
+//   B (16 x 8, k x n), two registers: b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]
+//   C, D (16 x 8): c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
+#include <cuda_bf16.h>
+#define RETRO_SIMT_DEVICE __device__ __forceinline__
+#define RETRO_SIMT_KERNEL(threads) __global__ void __launch_bounds__(threads)
+#define RETRO_SIMT_UNROLL _Pragma("unroll")
+#else
+#include <cmath>
+#include <cstring>
+#define RETRO_SIMT_DEVICE inline
+#define RETRO_SIMT_KERNEL(threads) inline void
+#define RETRO_SIMT_UNROLL
+#ifndef RETRO_SIMT_HOST_EMULATOR
+#error "include tests/simt_host.h (the emulator) before kernels/simt.cuh in a host build"
+#endif
+#endif
+
+namespace retro::simt {
+
+#if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
+
+RETRO_SIMT_DEVICE int thread_x() { return static_cast<int>(threadIdx.x); }
+RETRO_SIMT_DEVICE long long block_x() { return blockIdx.x; }
+RETRO_SIMT_DEVICE long long block_y() { return blockIdx.y; }
+// the block's dynamic shared memory (every extern __shared__ array starts at its first byte)
+RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
+    extern __shared__ __align__(16) unsigned char retro_simt_smem[];
+    return retro_simt_smem;
+}
+RETRO_SIMT_DEVICE void sync_block() { __syncthreads(); }
+RETRO_SIMT_DEVICE void sync_warp() { __syncwarp(); }
+RETRO_SIMT_DEVICE float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+RETRO_SIMT_DEVICE std::uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+RETRO_SIMT_DEVICE float bf16_value(std::uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+RETRO_SIMT_DEVICE float exp2_fast(float x) { return exp2f(x); }
+// d += a b on the tensor cores (one warp, every lane with its fragments)
+RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+#else
+
+inline int thread_x() { return host::current_thread(); }
+inline long long block_x() { return host::current_block_x(); }
+inline long long block_y() { return host::current_block_y(); }
+inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
+inline void sync_block() { host::sync_block(); }
+inline void sync_warp() { host::sync_warp(); }
+inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
+inline std::uint16_t bf16_bits(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);   // round to nearest even (no NaN reaches it here)
+    return static_cast<std::uint16_t>(u >> 16);
+}
+inline float bf16_value(std::uint16_t b) {
+    const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+inline float exp2_fast(float x) { return std::exp2(x); }
+inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+    host::mma_bf16_16816(d, a, b, &bf16_value);
+}
+
+#endif
+
+// Two floats as one register of two bf16 (lo in the low half: the lower column or row of the pair).
+RETRO_SIMT_DEVICE std::uint32_t pack_bf16x2(float lo, float hi) {
+    return static_cast<std::uint32_t>(bf16_bits(lo)) | (static_cast<std::uint32_t>(bf16_bits(hi)) << 16);
+}
+
+}  // namespace retro::simt

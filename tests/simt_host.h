@@ -1,0 +1,217 @@
+// A host emulator of a CUDA block for the kernels written against kernels/simt.cuh: every thread of a block runs as
+// a fiber (ucontext) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
+// every warp exchange (shfl_xor, mma.m16n8k16) and a block's threads at sync_block. An exchange runs on the values
+// every lane deposited (double-buffered by the lane's own exchange count, so one barrier each is enough), the mma
+// with the PTX fragment layouts written out in kernels/simt.cuh. What it catches: wrong fragment indices, masks and
+// partial tiles (against a reference), reads of shared memory nobody wrote (the block's shared memory starts as NaN
+// bytes), and divergent barriers (lanes or warps that never meet: reported as a deadlock naming each thread's place).
+// What it does not: timing, races between threads of one phase (the order is fixed), out-of-bounds global reads.
+// Define RETRO_SIMT_HOST, include this, then the kernel header (tests/test_flash_mma_host.cpp).
+#pragma once
+
+#define RETRO_SIMT_HOST_EMULATOR 1
+
+#include <ucontext.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace retro::simt::host {
+
+constexpr int kWarp = 32;
+
+enum class FiberState { ready, at_warp, at_block, done };
+
+struct Exchange {   // one warp's deposits for one exchange
+    std::uint32_t a[kWarp][4];
+    std::uint32_t b[kWarp][2];
+    float f[kWarp];
+    int kind[kWarp];   // 1 = shfl, 2 = mma: lanes at one exchange must agree
+};
+
+struct Fiber {
+    ucontext_t ctx{};
+    std::unique_ptr<char[]> stack;
+    FiberState state = FiberState::ready;
+    std::uint64_t exchanges = 0;   // this lane's count of warp exchanges (picks the buffer)
+};
+
+struct Block {
+    long long bx = 0, by = 0;
+    int current = -1;
+    std::vector<unsigned char> smem;
+    std::vector<Fiber> fibers;
+    std::vector<Exchange> exchange;   // two per warp
+    ucontext_t scheduler{};
+    const std::function<void()>* kernel = nullptr;
+};
+
+inline thread_local Block* g_block = nullptr;
+
+inline int current_thread() { return g_block->current; }
+inline long long current_block_x() { return g_block->bx; }
+inline long long current_block_y() { return g_block->by; }
+inline unsigned char* dynamic_smem() { return g_block->smem.data(); }
+
+inline void wait_as(FiberState s) {
+    Fiber& f = g_block->fibers[static_cast<std::size_t>(g_block->current)];
+    f.state = s;
+    swapcontext(&f.ctx, &g_block->scheduler);
+}
+inline void sync_block() { wait_as(FiberState::at_block); }
+inline void sync_warp() { wait_as(FiberState::at_warp); }
+
+// This lane's buffer for its next exchange, its kind recorded.
+inline Exchange& deposit_slot(int kind) {
+    const int tid = g_block->current;
+    Fiber& f = g_block->fibers[static_cast<std::size_t>(tid)];
+    Exchange& e = g_block->exchange[static_cast<std::size_t>((tid / kWarp) * 2 + (f.exchanges++ & 1u))];
+    e.kind[tid % kWarp] = kind;
+    return e;
+}
+inline void check_kinds(const Exchange& e) {
+    for (int l = 1; l < kWarp; ++l)
+        if (e.kind[l] != e.kind[0]) throw std::logic_error("simt host: lanes of one warp met at different exchanges");
+}
+
+inline float shfl_xor(float v, int mask) {
+    const int lane = g_block->current % kWarp;
+    Exchange& e = deposit_slot(1);
+    e.f[lane] = v;
+    sync_warp();
+    check_kinds(e);
+    return e.f[lane ^ mask];
+}
+
+// d += A B with A, B spread over the warp's lanes as kernels/simt.cuh's comment lays them out.
+inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                           float (*value)(std::uint16_t)) {
+    const int lane = g_block->current % kWarp;
+    Exchange& e = deposit_slot(2);
+    for (int r = 0; r < 4; ++r) e.a[lane][r] = a[r];
+    for (int r = 0; r < 2; ++r) e.b[lane][r] = b[r];
+    sync_warp();
+    check_kinds(e);
+    auto half = [value](std::uint32_t reg, int k) {
+        return value(static_cast<std::uint16_t>(k % 2 ? reg >> 16 : reg & 0xffffu));
+    };
+    const int g = lane / 4, t = lane % 4;
+    for (int c = 0; c < 4; ++c) {
+        const int row = g + (c >= 2 ? 8 : 0), col = 2 * t + (c & 1);
+        float acc = d[c];
+        for (int k = 0; k < 16; ++k) {
+            const float av = half(e.a[(row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+            const float bv = half(e.b[col * 4 + (k % 8) / 2][k >= 8 ? 1 : 0], k);
+            acc += av * bv;
+        }
+        d[c] = acc;
+    }
+}
+
+inline void fiber_entry() {
+    (*g_block->kernel)();
+    g_block->fibers[static_cast<std::size_t>(g_block->current)].state = FiberState::done;
+    // returning resumes uc_link: the scheduler
+}
+
+inline std::string deadlock_report(const Block& blk) {
+    std::string s = "simt host: deadlock in block (" + std::to_string(blk.bx) + ", " + std::to_string(blk.by) + "):";
+    const char* names[] = {"ready", "at a warp exchange", "at the block barrier", "done"};
+    for (std::size_t w = 0; w * kWarp < blk.fibers.size(); ++w) {
+        s += " warp " + std::to_string(w) + " [";
+        for (int l = 0; l < kWarp; ++l) s += std::to_string(static_cast<int>(blk.fibers[w * kWarp + l].state));
+        s += "]";
+    }
+    s += std::string(" (") + names[0] + "=0, " + names[1] + "=1, " + names[2] + "=2, " + names[3] + "=3)";
+    return s;
+}
+
+// A fiber that will start at fiber_entry on its own stack (kept apart from the scheduler: getcontext returns twice).
+[[gnu::noinline]] inline void init_fiber(Fiber& f, ucontext_t* scheduler, std::size_t stack_bytes) {
+    f.stack.reset(new char[stack_bytes]);
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.get();
+    f.ctx.uc_stack.ss_size = stack_bytes;
+    f.ctx.uc_link = scheduler;
+    makecontext(&f.ctx, &fiber_entry, 0);
+}
+
+// Runs each ready fiber until it waits or ends; whether any ran.
+[[gnu::noinline]] inline bool run_ready(Block& blk) {
+    bool ran = false;
+    for (std::size_t i = 0; i < blk.fibers.size(); ++i)
+        if (blk.fibers[i].state == FiberState::ready) {
+            blk.current = static_cast<int>(i);
+            swapcontext(&blk.scheduler, &blk.fibers[i].ctx);
+            ran = true;
+        }
+    return ran;
+}
+
+// Releases every warp whose lanes all wait at an exchange, else the block's barrier when every live thread waits
+// there; whether it released any. live: threads not done.
+inline bool release_barriers(Block& blk, int& live) {
+    bool released = false;
+    int at_block = 0;
+    live = 0;
+    for (std::size_t w = 0; w < blk.fibers.size() / kWarp; ++w) {
+        int at_warp = 0;
+        for (std::size_t l = 0; l < kWarp; ++l) {
+            const FiberState s = blk.fibers[w * kWarp + l].state;
+            at_warp += s == FiberState::at_warp;
+            at_block += s == FiberState::at_block;
+            live += s != FiberState::done;
+        }
+        if (at_warp == kWarp) {
+            for (std::size_t l = 0; l < kWarp; ++l) blk.fibers[w * kWarp + l].state = FiberState::ready;
+            released = true;
+        }
+    }
+    if (!released && live > 0 && at_block == live) {
+        for (auto& f : blk.fibers)
+            if (f.state == FiberState::at_block) f.state = FiberState::ready;
+        released = true;
+    }
+    return released;
+}
+
+// Runs one block of the grid to its end; throws std::logic_error on a deadlock.
+inline void run_block(long long bx, long long by, int threads, std::size_t smem_bytes,
+                      const std::function<void()>& kernel, std::size_t stack_bytes) {
+    Block blk;
+    blk.bx = bx;
+    blk.by = by;
+    blk.kernel = &kernel;
+    blk.smem.assign(smem_bytes, 0xff);   // NaN in bf16 and fp32: a read of an unwritten byte shows
+    blk.fibers.resize(static_cast<std::size_t>(threads));
+    blk.exchange.resize(static_cast<std::size_t>(threads / kWarp) * 2);
+    for (auto& f : blk.fibers) init_fiber(f, &blk.scheduler, stack_bytes);
+    Block* const outer = g_block;
+    g_block = &blk;
+    for (;;) {
+        const bool ran = run_ready(blk);
+        int live = 0;
+        const bool released = release_barriers(blk, live);
+        if (live == 0) break;
+        if (!ran && !released) {
+            g_block = outer;
+            throw std::logic_error(deadlock_report(blk));
+        }
+    }
+    g_block = outer;
+}
+
+// Runs kernel() for every block of the grid (grid_x x grid_y) with `threads` threads (a multiple of 32) and
+// smem_bytes of dynamic shared memory; throws std::logic_error on a deadlock.
+inline void launch(long long grid_x, long long grid_y, int threads, std::size_t smem_bytes,
+                   const std::function<void()>& kernel, std::size_t stack_bytes = 128 * 1024) {
+    if (threads <= 0 || threads % kWarp) throw std::logic_error("simt host: threads must be a multiple of 32");
+    for (long long by = 0; by < grid_y; ++by)
+        for (long long bx = 0; bx < grid_x; ++bx) run_block(bx, by, threads, smem_bytes, kernel, stack_bytes);
+}
+
+}  // namespace retro::simt::host
