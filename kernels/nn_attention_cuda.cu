@@ -328,7 +328,7 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                       const AttentionShape& s) {
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
-    if (flash_applies(s, key_mask)) return flash_forward(out, probs, q, k, v, s);
+    if (flash_applies(s, key_mask)) return flash_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (rows == 0) return;
@@ -365,7 +365,8 @@ void CudaNnBackend::attention_backward(float* dq, float* dk, float* dv, float* d
                                        const float* v, const float* null_k, const float* null_v,
                                        const std::uint8_t* key_mask, const AttentionShape& s) {
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
-    if (flash_applies(s, key_mask)) return flash_backward(dq, dk, dv, dout, probs, q, k, v, s);
+    if (flash_applies(s, key_mask))
+        return flash_backward(dq, dk, dv, dnull_k, dnull_v, dout, probs, q, k, v, null_k, null_v, key_mask, s);
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (m.B * m.H * m.D == 0) return;

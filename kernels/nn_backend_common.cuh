@@ -94,6 +94,10 @@ void map_elements(CudaStream stream, float* out, const float* a, std::int64_t n,
     launch_map_elements<false>(stream, out, a, a, n, f);
 }
 
+// RETRO_FLASH_KERNELS: "wmma" selects the fused attention's older kernels, unset or "mma" the mma.sync ones
+// (kernels/nn_flash_attention_cuda.cu); anything else is a UserError.
+bool flash_wmma_requested();
+
 class CudaNnBackend final : public NnBackend {
 public:
     explicit CudaNnBackend(CudaStream stream);
@@ -198,13 +202,15 @@ private:
                         float* C, long long ldc, long long c_item, long long c_head, long long items, long long heads,
                         const char* what);
     // the fused (flash-style) bf16 attention (kernels/nn_flash_attention_cuda.cu): whether it runs this shape, and
-    // its forward / backward (probs holds lse [B, H, N] and a copy of out [B, N, H*D] between the two)
+    // its forward / backward (probs holds lse [B, H, Nq] and a copy of out [B, Nq, H*D] between the two)
     bool flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const;
-    void flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
-                       const AttentionShape& s);
-    void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
-                        const float* k, const float* v, const AttentionShape& s);
+    void flash_forward(float* out, float* probs, const float* q, const float* k, const float* v, const float* null_k,
+                       const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s);
+    void flash_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
+                        const float* probs, const float* q, const float* k, const float* v, const float* null_k,
+                        const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s);
     bool tensor_core_bf16_ = false;    // device 0 is sm_80 or newer (bf16 wmma)
+    bool flash_wmma_ = false;          // RETRO_FLASH_KERNELS=wmma: the older wmma kernels (an A/B on a GPU)
     long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,

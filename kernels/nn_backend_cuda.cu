@@ -254,6 +254,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         int optin = 0;
         RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
         optin_shared_bytes_ = optin;
+        flash_wmma_ = flash_wmma_requested();
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;

@@ -1,7 +1,12 @@
 // Fused (flash-style) attention for the CUDA NnBackend's bf16 mode (issue 21): softmax(Q K^T) V for self-attention
-// without a null key/value column or a key mask (the decoder's causal self-attention, where the GEMM path spends
-// 30 of its 37 ms per 172M step), on the tensor cores (nvcuda::wmma 16x16x16, bf16 operands, fp32 accumulation),
-// never writing the [Nq, Nk] probabilities. FlashAttention-2's algorithm (Dao 2023, Algorithms 1 and 2):
+// without a null key/value column or a key mask (the decoder's causal self-attention), never writing the [Nq, Nk]
+// probabilities. Two sets of kernels, one algorithm (FlashAttention-2, Dao 2023, Algorithms 1 and 2):
+//   - kernels/nn_flash_mma.cuh (the default since session 21): raw mma.sync with S, P and dS in registers, checked
+//     on the host by tests/test_flash_mma_host.cpp's block emulator and on a GPU by the op harness;
+//   - the nvcuda::wmma kernels below (sessions 12-20), whose 16x16 tiles go through shared memory between the
+//     products: kept, for one A/B on a GPU, behind RETRO_FLASH_KERNELS=wmma (read once, when the backend is made);
+//     remove them once the mma kernels have run there (docs/gpu.md).
+// The wmma kernels:
 //   forward:  per block of 64 query rows, walk the key blocks (up to the diagonal when causal) keeping per row the
 //             running max m and sum l of exp(s - m) and the unnormalised output O in fp32; P = exp(S - m) is rounded
 //             to bf16 for P V. Writes out = O / l and, in the `probs` buffer the caller gives for backward,
@@ -12,20 +17,23 @@
 //             so every sum has a fixed order and a run repeats bit for bit.
 // The queries arrive scaled (nn/attention_layer.cpp applies dim_head^-1/2), so S = Q K^T as in the GEMM path.
 // Block: 4 warps, warp w owns 16 rows of the block's 64 (queries, or keys for dK/dV); shared-memory rows are padded
-// (bf16 +8, fp32 +4) against bank conflicts. Written for sm_80+ (bf16 wmma); the backend uses it only when asked
+// (bf16 +8, fp32 +4) against bank conflicts. Written for sm_80+ (bf16 mma); the backend uses them only when asked
 // (NnBackend::set_fused_attention) in bf16 mode on such a device, and only for the shapes flash_applies() takes, where
-// the device lets a block have the kernels' shared memory (up to 154 KB at D = 128: an A100 or H100, not an sm_86/89
-// card's 99 KB at D = 64 or 128).
+// the device lets a block have the kernels' shared memory (mma: up to 104 KB at D = 128, the wmma kernels 154 KB:
+// an A100 or H100, not an sm_86/89 card's 99 KB at D = 128).
 #include <cuda_bf16.h>
 #include <mma.h>
 
 #include <cfloat>
 #include <climits>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "cuda_check.cuh"
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
+#include "nn_flash_mma.cuh"
 
 namespace retro::nn::detail {
 namespace {
@@ -43,10 +51,7 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-struct FlashDims {
-    ll B, N, H, D, HD;
-    bool causal;
-};
+using flash::FlashDims;
 
 // Rows [r0, r0 + 64) of one (item, head) operand [B, N, H*D] (fp32) into shared bf16 rows of stride D + 8; rows
 // past N are zero.
@@ -56,13 +61,13 @@ __device__ void load_rows_bf16(bf16* dst, const float* __restrict__ src, ll r0, 
     for (int e = threadIdx.x; e < kBlock * D; e += kFlashThreads) {
         const int r = e / D, c = e % D;
         const ll row = r0 + r;
-        dst[r * ld + c] = __float2bfloat16_rn(row < m.N ? src[row * m.HD + c] : 0.0f);
+        dst[r * ld + c] = __float2bfloat16_rn(row < m.Nq ? src[row * m.HD + c] : 0.0f);
     }
 }
 
 // Key j is hidden from query i (both within the sequence of N): past the end, or in the future when causal.
 __device__ __forceinline__ bool flash_hidden(ll i, ll j, const FlashDims& m) {
-    return i >= m.N || j >= m.N || (m.causal && j > i);
+    return i >= m.Nq || j >= m.Nq || (m.causal && j > i);
 }
 
 // C[16 x 64] (fp32, stride kLdS) = A[16 x D] (bf16 rows, stride D + 8) times the 64 rows of Bt [64 x D] transposed.
@@ -113,7 +118,7 @@ __device__ void store_rows(float* __restrict__ dst, Acc (&acc)[D / 16], float* s
     const int lane = threadIdx.x % 32;
     for (int e = lane; e < 16 * D; e += 32) {
         const int r = e / D, c = e % D;
-        if (r0 + r < m.N) dst[(r0 + r) * m.HD + c] = stage[r * ld + c];
+        if (r0 + r < m.Nq) dst[(r0 + r) * m.HD + c] = stage[r * ld + c];
     }
 }
 
@@ -137,7 +142,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(float* __restrict
     float* O = reinterpret_cast<float*>(P + kBlock * kLdP);
 
     const ll qb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const ll base = b * m.Nq * m.HD + h * m.D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = lane / 2, half = lane % 2;   // the lane pair (2 row, 2 row + 1) shares row `row` of the warp's 16
     const ll q0 = qb * kBlock, i = q0 + warp * 16 + row;
@@ -146,7 +151,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(float* __restrict
     for (int e = threadIdx.x; e < kBlock * ldo; e += kFlashThreads) O[e] = 0.0f;
     float mx = -FLT_MAX, l = 0.0f;   // this row's running max and sum (both lanes of the pair hold them)
 
-    const ll key_blocks = (m.N + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
+    const ll key_blocks = (m.Nq + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
     for (ll kb = 0; kb <= last; ++kb) {
         __syncthreads();   // the previous block's K, V are no longer read
         load_rows_bf16<D>(Ks, k + base, kb * kBlock, m);
@@ -186,27 +191,11 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(float* __restrict
         for (int u = 0; u < D / 16; ++u) wmma::store_matrix_sync(Ow + u * 16, o[u], ldo, wmma::mem_row_major);
         __syncwarp();
     }
-    if (i < m.N) {
+    if (i < m.Nq) {
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
         const float* Ow = O + (warp * 16 + row) * ldo;
         for (int c = half * (D / 2); c < half * (D / 2) + D / 2; ++c) out[base + i * m.HD + c] = Ow[c] * inv;
-        if (half == 0) lse[bh * m.N + i] = mx + logf(l);
-    }
-}
-
-// Delta[bh, i] = sum_d dO[b, i, h*D + d] O[b, i, h*D + d], a warp per row (lanes over d, butterfly sum).
-__global__ void flash_delta(float* __restrict__ delta, const float* __restrict__ dout, const float* __restrict__ o,
-                            FlashDims m) {
-    const ll rows = m.B * m.H * m.N;
-    const int lane = threadIdx.x % 32;
-    for (ll r = (blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x) / 32; r < rows;
-         r += static_cast<ll>(gridDim.x) * blockDim.x / 32) {
-        const ll bh = r / m.N, i = r % m.N, b = bh / m.H, h = bh % m.H;
-        const ll at = (b * m.N + i) * m.HD + h * m.D;
-        float s = 0.0f;
-        for (ll d = lane; d < m.D; d += 32) s += dout[at + d] * o[at + d];
-        for (int w = 16; w > 0; w >>= 1) s += __shfl_xor_sync(0xffffffffu, s, w);
-        if (lane == 0) delta[r] = s;
+        if (half == 0) lse[bh * m.Nq + i] = mx + logf(l);
     }
 }
 
@@ -226,9 +215,9 @@ __device__ void load_query_block(bf16* Qs, bf16* dOs, float* Ls, float* Dl, cons
     load_rows_bf16<D>(Qs, q, q0, m);
     load_rows_bf16<D>(dOs, dout, q0, m);
     for (int e = threadIdx.x; e < kBlock; e += kFlashThreads) {
-        const bool in = q0 + e < m.N;
-        Ls[e] = in ? lse[bh * m.N + q0 + e] : 0.0f;
-        Dl[e] = in ? delta[bh * m.N + q0 + e] : 0.0f;
+        const bool in = q0 + e < m.Nq;
+        Ls[e] = in ? lse[bh * m.Nq + q0 + e] : 0.0f;
+        Dl[e] = in ? delta[bh * m.Nq + q0 + e] : 0.0f;
     }
 }
 
@@ -253,7 +242,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv(
     float* stage = Dl + kBlock;
 
     const ll kb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const ll base = b * m.Nq * m.HD + h * m.D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = lane / 2, half = lane % 2;   // key row of the warp's 16, half of the 64 query columns
     const ll k0 = kb * kBlock, j = k0 + warp * 16 + row;
@@ -266,7 +255,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv(
         wmma::fill_fragment(dK[u], 0.0f);
         wmma::fill_fragment(dV[u], 0.0f);
     }
-    const ll query_blocks = (m.N + kBlock - 1) / kBlock;
+    const ll query_blocks = (m.Nq + kBlock - 1) / kBlock;
     for (ll qb = m.causal ? kb : 0; qb < query_blocks; ++qb) {
         const ll q0 = qb * kBlock;
         __syncthreads();   // the previous query block is no longer read
@@ -314,7 +303,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
     float* stage = Dl + kBlock;
 
     const ll qb = blockIdx.x, bh = blockIdx.y, b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const ll base = b * m.Nq * m.HD + h * m.D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row = lane / 2, half = lane % 2;
     const ll q0 = qb * kBlock, i = q0 + warp * 16 + row;
@@ -323,7 +312,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
     Acc dQ[D / 16];
 #pragma unroll
     for (int u = 0; u < D / 16; ++u) wmma::fill_fragment(dQ[u], 0.0f);
-    const ll key_blocks = (m.N + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
+    const ll key_blocks = (m.Nq + kBlock - 1) / kBlock, last = m.causal ? min(qb, key_blocks - 1) : key_blocks - 1;
     for (ll kb = 0; kb <= last; ++kb) {
         __syncthreads();   // the previous key block is no longer read (and, the first time, Qs, dOs, Ls, Dl are in)
         load_rows_bf16<D>(Ks, k + base, kb * kBlock, m);
@@ -347,8 +336,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(
     store_rows<D>(dq + base, dQ, stage + warp * 16 * (D + 4), q0 + warp * 16, m);
 }
 
-FlashDims flash_dims(const AttentionShape& s) { return {s.B, s.Nq, s.H, s.D, s.H * s.D, s.causal}; }
-
 // Lets `kernel` have `bytes` of dynamic shared memory, once per kernel (the first launch of each instantiation).
 template <auto Kernel>
 void allow_smem(int bytes) {
@@ -360,71 +347,126 @@ void allow_smem(int bytes) {
 }
 
 // The most shared memory any of the kernels for head size D takes (the dK/dV kernel's).
-long long flash_smem_need(long long D) {
-    return D == 32 ? backward_smem<32>(2) : D == 64 ? backward_smem<64>(2) : backward_smem<128>(2);
+long long flash_smem_need(long long D, bool wmma) {
+    if (wmma) return D == 32 ? backward_smem<32>(2) : D == 64 ? backward_smem<64>(2) : backward_smem<128>(2);
+    return D == 32 ? flash::dkdv_smem<32>() : D == 64 ? flash::dkdv_smem<64>() : flash::dkdv_smem<128>();
+}
+
+dim3 flash_grid(ll rows, const FlashDims& m) {
+    return {static_cast<unsigned>((rows + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H)};
 }
 
 template <int D>
 void forward_d(float* out, float* probs, const float* q, const float* k, const float* v, const FlashDims& m,
-               cudaStream_t st) {
-    constexpr int smem = forward_smem<D>();
-    allow_smem<flash_forward<D>>(smem);
-    const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
-    flash_forward<D><<<grid, kFlashThreads, smem, st>>>(out, probs, q, k, v, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_forward", st);
+               bool wmma, cudaStream_t st) {
+    if (wmma) {   // self-attention only (flash_applies)
+        constexpr int smem = forward_smem<D>();
+        allow_smem<flash_forward<D>>(smem);
+        flash_forward<D><<<flash_grid(m.Nq, m), kFlashThreads, smem, st>>>(out, probs, q, k, v, m);
+        RETRO_CUDA_LAUNCH_CHECK("flash_forward (wmma)", st);
+        return;
+    }
+    constexpr int smem = flash::forward_smem<D>();
+    allow_smem<flash::flash_mma_forward<D>>(smem);
+    flash::flash_mma_forward<D><<<flash_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, probs, q, k, v, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
 }
 
 template <int D>
-void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
-                const float* q, const float* k, const float* v, const FlashDims& m, cudaStream_t st) {
-    const dim3 grid(static_cast<unsigned>((m.N + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H));
-    constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
-    allow_smem<flash_backward_dkdv<D>>(smem_kv);
-    flash_backward_dkdv<D><<<grid, kFlashThreads, smem_kv, st>>>(dk, dv, q, k, v, dout, lse, delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_backward_dkdv", st);
-    allow_smem<flash_backward_dq<D>>(smem_q);
-    flash_backward_dq<D><<<grid, kFlashThreads, smem_q, st>>>(dq, q, k, v, dout, lse, delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq", st);
+void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const float* dout,
+                const float* lse, const float* delta, const float* q, const float* k, const float* v,
+                const FlashDims& m, bool wmma, cudaStream_t st) {
+    if (wmma) {   // self-attention only (flash_applies)
+        const dim3 grid = flash_grid(m.Nq, m);
+        constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
+        allow_smem<flash_backward_dkdv<D>>(smem_kv);
+        flash_backward_dkdv<D><<<grid, kFlashThreads, smem_kv, st>>>(dk, dv, q, k, v, dout, lse, delta, m);
+        RETRO_CUDA_LAUNCH_CHECK("flash_backward_dkdv (wmma)", st);
+        allow_smem<flash_backward_dq<D>>(smem_q);
+        flash_backward_dq<D><<<grid, kFlashThreads, smem_q, st>>>(dq, q, k, v, dout, lse, delta, m);
+        RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq (wmma)", st);
+        return;
+    }
+    constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
+    allow_smem<flash::flash_mma_backward_dkdv<D>>(smem_kv);
+    flash::flash_mma_backward_dkdv<D><<<flash_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
+        dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dkdv", st);
+    allow_smem<flash::flash_mma_backward_dq<D>>(smem_q);
+    flash::flash_mma_backward_dq<D><<<flash_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout, lse,
+                                                                                          delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dq", st);
 }
+
+FlashDims flash_dims(const AttentionShape& s, const float* null_k, const float* null_v, const std::uint8_t* key_mask) {
+    return {s.B, s.Nq, s.Nk, s.H, s.D, s.H * s.D, s.causal, s.null_kv, null_k, null_v, key_mask};
+}
+
+struct ItemRowsTerm {   // the null key/value gradients: row n of the per-item shares [B, H*D]
+    const float* rows;
+    ll C;
+    __device__ float operator()(ll n, ll j) const { return rows[n * C + j]; }
+};
 
 }  // namespace
 
+bool flash_wmma_requested() {
+    const char* v = std::getenv("RETRO_FLASH_KERNELS");
+    if (!v || !*v || std::string(v) == "mma") return false;
+    if (std::string(v) == "wmma") return true;
+    user_error("RETRO_FLASH_KERNELS=", v, ": not mma (the default) or wmma");
+}
+
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
-    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; self-attention without null
-    // column or mask; the stash (lse and a copy of out, B*H*N*(1 + D) floats) must fit the caller's B*H*N*N
-    return fused_attention_ && gemm_inputs_ == GemmInputs::bf16 && tensor_core_bf16_ && !s.null_kv && !key_mask &&
-           s.Nq == s.Nk && (s.D == 32 || s.D == 64 || s.D == 128) && flash_smem_need(s.D) <= optin_shared_bytes_ &&
-           s.Nq > s.D && s.B * s.H <= 65535 && s.Nq <= INT_MAX / 2;
+    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; the stash (lse and a copy of out,
+    // B*H*Nq*(1 + D) floats) must fit the caller's probabilities, B*H*Nq*Nk'. The mma kernels take every case of
+    // nn/attention.h but causal cross-attention (causal needs Nq = Nk, no null column, no mask); the wmma ones
+    // self-attention without null column or mask only.
+    if (!fused_attention_ || gemm_inputs_ != GemmInputs::bf16 || !tensor_core_bf16_) return false;
+    if (!(s.D == 32 || s.D == 64 || s.D == 128) || flash_smem_need(s.D, flash_wmma_) > optin_shared_bytes_) return false;
+    if (s.B <= 0 || s.H <= 0 || s.B * s.H > 65535 || s.Nq <= 0 || s.Nk <= 0 || s.Nq > INT_MAX / 2 || s.keys() > INT_MAX / 2) return false;
+    if (s.keys() < 1 + s.D) return false;
+    const bool self_plain = s.Nq == s.Nk && !s.null_kv && !key_mask;
+    if (flash_wmma_) return self_plain;
+    return !s.causal || self_plain;
 }
 
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                  const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                   const AttentionShape& s) {
-    const FlashDims m = flash_dims(s);
-    if (m.B * m.H * m.N == 0) return;
-    float* lse = probs;   // [B, H, N], then out's copy [B, N, H*D]
+    const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
+    float* lse = probs;   // [B, H, Nq], then out's copy [B, Nq, H*D]
     switch (m.D) {
-    case 32: forward_d<32>(out, lse, q, k, v, m, stream_); break;
-    case 64: forward_d<64>(out, lse, q, k, v, m, stream_); break;
-    default: forward_d<128>(out, lse, q, k, v, m, stream_); break;
+    case 32: forward_d<32>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
+    case 64: forward_d<64>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
+    default: forward_d<128>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
     }
-    copy(probs + m.B * m.H * m.N, out, static_cast<std::size_t>(m.B * m.N * m.HD) * sizeof(float));
+    copy(probs + m.B * m.H * m.Nq, out, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
 }
 
-void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                   const float* q, const float* k, const float* v, const AttentionShape& s) {
-    const FlashDims m = flash_dims(s);
-    const ll rows = m.B * m.H * m.N;
-    if (rows == 0) return;
+void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
+                                   const float* probs, const float* q, const float* k, const float* v,
+                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
+                                   const AttentionShape& s) {
+    const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
+    const ll rows = m.B * m.H * m.Nq;
     const float* lse = probs;
     const float* o = probs + rows;
-    float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows) * sizeof(float)));
-    flash_delta<<<grid_for(rows * 32), kThreads, 0, stream_>>>(delta, dout, o, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_delta", stream_);
+    // scratch: Delta [B, H, Nq], then (null column) the per-item null key and value gradients [B, H*D] each
+    const ll items = m.null_kv ? m.B * m.HD : 0;
+    float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows + 2 * items) * sizeof(float)));
+    float *dnk_items = delta + rows, *dnv_items = dnk_items + items;
+    flash::flash_mma_delta<<<static_cast<unsigned>((rows + flash::kWarps - 1) / flash::kWarps), flash::kThreads, 0,
+                             stream_>>>(delta, dout, o, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_delta", stream_);
     switch (m.D) {
-    case 32: backward_d<32>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
-    case 64: backward_d<64>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
-    default: backward_d<128>(dq, dk, dv, dout, lse, delta, q, k, v, m, stream_); break;
+    case 32: backward_d<32>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+    case 64: backward_d<64>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+    default: backward_d<128>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
     }
+    // dnull_k += sum over items of their shares (parameters: +=), in the column sums' fixed order
+    if (m.null_kv && dnull_k) column_sums(dnull_k, ItemRowsTerm{dnk_items, m.HD}, m.B, m.HD, "flash dnull_k");
+    if (m.null_kv && dnull_v) column_sums(dnull_v, ItemRowsTerm{dnv_items, m.HD}, m.B, m.HD, "flash dnull_v");
 }
 
 }  // namespace retro::nn::detail

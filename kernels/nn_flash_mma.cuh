@@ -10,6 +10,12 @@
 //            dQ += dS K.
 //   dK, dV:  a block per 64 keys, warp w owns keys [16w, 16w + 16), walks the query blocks that see them with S^T =
 //            K Q^T and dP^T = V dO^T: dV += P^T dO, dK += dS^T Q.
+// Beyond the decoder's causal self-attention they take nn/attention.h's other cases (CCA, the encoder): Nq queries
+// against Nk keys, a learned null key/value per head ahead of the keys (virtual key 0; its gradients come out of the
+// dK/dV kernel as that virtual row, one per (item, head), for the caller to sum over items), and a key mask. A
+// masked score is -FLT_MAX as in the reference (a row whose every key is masked averages all Nk values uniformly;
+// its lse is stored as +inf and backward uses p = 1/Nk there), masked entries pass no gradient (dS = 0), and
+// positions past Nq or the keys are -inf (no part of any sum). Causal only with Nq = Nk, no null, no mask.
 // No atomics: every sum has a fixed order, a run repeats bit for bit. The queries arrive scaled (S = Q K^T).
 // Shared memory holds bf16 tiles of 64 rows (stride D + 8) and, where a product needs the operand with the head
 // dimension as its columns (V in P V, K in dS K, Q and dO in the dK/dV products), a transposed [D][64 + 8] copy made
@@ -19,6 +25,7 @@
 // double on a machine without a GPU.
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -31,8 +38,13 @@ using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 
 struct FlashDims {
-    ll B, N, H, D, HD;   // items, positions, heads, head size, H * D (a row's stride in q, k, v, out)
-    bool causal;
+    ll B, Nq, Nk, H, D, HD;   // items, queries, keys, heads, head size, H * D (a row's stride in q, k, v, out)
+    bool causal;              // query i sees keys j <= i (Nq = Nk)
+    bool null_kv;             // virtual key 0 is null_k / null_v [H*D]; virtual key jv > 0 is key jv - 1
+    const float* null_k;
+    const float* null_v;
+    const std::uint8_t* key_mask;   // [B, Nk], 0 = masked; or null
+    RETRO_SIMT_HOST_DEVICE ll keys() const { return Nk + (null_kv ? 1 : 0); }
 };
 
 constexpr int kTile = 64;   // queries (forward, dQ) or keys (dK/dV) of a block, and rows of the walk's steps
@@ -53,50 +65,74 @@ constexpr int t_tile_bytes() {
     return D * kTLd * 2;
 }
 // Dynamic shared memory of each kernel (bytes).
+// Every kernel's tiles are followed by the 64 rows' lse and Delta (fp32) and the block's 64 key-mask flags.
+constexpr int kRowStatBytes = 2 * kTile * 4, kMaskBytes = kTile;
 template <int D>
 constexpr int forward_smem() {
-    return 2 * row_tile_bytes<D>() + t_tile_bytes<D>();
+    return 2 * row_tile_bytes<D>() + t_tile_bytes<D>() + kMaskBytes;
 }
 template <int D>
 constexpr int dq_smem() {
-    return 4 * row_tile_bytes<D>() + t_tile_bytes<D>() + 2 * kTile * 4;
+    return 4 * row_tile_bytes<D>() + t_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
 }
 template <int D>
 constexpr int dkdv_smem() {
-    return 4 * row_tile_bytes<D>() + 2 * t_tile_bytes<D>() + 2 * kTile * 4;
+    return 4 * row_tile_bytes<D>() + 2 * t_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
 }
 
-// Key j is hidden from query i (both within the sequence of N): past the end, or in the future when causal.
-RETRO_SIMT_DEVICE bool hidden(ll i, ll j, const FlashDims& m) { return i >= m.N || j >= m.N || (m.causal && j > i); }
+// Where query i and virtual key jv meet: visible, masked (the key mask or the future: score -FLT_MAX, no gradient), or
+// hidden (past the queries or the keys: in no sum). key_off: the key's mask flag (load_key_flags).
+enum EntryClass : int { kVisible = 0, kMasked = 1, kHidden = 2 };
+RETRO_SIMT_DEVICE int entry_class(ll i, ll jv, bool key_off, const FlashDims& m) {
+    if (i >= m.Nq || jv >= m.keys()) return kHidden;
+    if (key_off || (m.causal && jv > i)) return kMasked;   // causal: no null, jv is the key
+    return kVisible;
+}
 
-// Rows [r0, r0 + 64) of one (item, head) operand src [N, H*D] (fp32, offset to the head) as bf16 tile[64][D + 8];
-// rows past N are zero.
-template <int D>
-RETRO_SIMT_DEVICE void load_rows(u16* tile, const float* __restrict__ src, ll r0, const FlashDims& m) {
+// Row sources of a tile: query/dO row i of an (item, head) operand [Nq, H*D] (offset to the head), and virtual key
+// jv of k or v [Nk, H*D] with the null row ahead; null past the end (the tile row is zero).
+struct QueryRows {
+    const float* base;
+    RETRO_SIMT_DEVICE const float* operator()(ll i, const FlashDims& m) const { return i < m.Nq ? base + i * m.HD : nullptr; }
+};
+struct KeyRows {
+    const float* base;
+    const float* null_row;   // [D] of this head, or null
+    RETRO_SIMT_DEVICE const float* operator()(ll jv, const FlashDims& m) const {
+        if (jv >= m.keys()) return nullptr;
+        if (m.null_kv) return jv == 0 ? null_row : base + (jv - 1) * m.HD;
+        return base + jv * m.HD;
+    }
+};
+
+// Rows [r0, r0 + 64) of `rows` as bf16 tile[64][D + 8] (a missing row is zero).
+template <int D, typename Rows>
+RETRO_SIMT_DEVICE void load_rows(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
     constexpr int ld = row_ld<D>();
     u32* t32 = reinterpret_cast<u32*>(tile);
     for (int e = simt::thread_x(); e < kTile * D / 2; e += kThreads) {
         const int r = e / (D / 2), c = 2 * (e % (D / 2));
-        const ll row = r0 + r;
-        float x0 = 0.0f, x1 = 0.0f;
-        if (row < m.N) {
-            x0 = src[row * m.HD + c];
-            x1 = src[row * m.HD + c + 1];
-        }
-        t32[(r * ld + c) / 2] = simt::pack_bf16x2(x0, x1);
+        const float* src = rows(r0 + r, m);
+        t32[(r * ld + c) / 2] = simt::pack_bf16x2(src ? src[c] : 0.0f, src ? src[c + 1] : 0.0f);
     }
 }
 
-// The same rows transposed: tile[c][r] (D rows of stride 64 + 8) = src[r0 + r][c].
-template <int D>
-RETRO_SIMT_DEVICE void load_rows_transposed(u16* tile, const float* __restrict__ src, ll r0, const FlashDims& m) {
+// The same rows transposed: tile[c][r] (D rows of stride 64 + 8) = row r0 + r, column c.
+template <int D, typename Rows>
+RETRO_SIMT_DEVICE void load_rows_transposed(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
     u32* t32 = reinterpret_cast<u32*>(tile);
     for (int e = simt::thread_x(); e < D * kTile / 2; e += kThreads) {
         const int c = e % D, r = 2 * (e / D);   // consecutive threads read consecutive columns of two rows
-        const ll row = r0 + r;
-        const float x0 = row < m.N ? src[row * m.HD + c] : 0.0f;
-        const float x1 = row + 1 < m.N ? src[(row + 1) * m.HD + c] : 0.0f;
-        t32[(c * kTLd + r) / 2] = simt::pack_bf16x2(x0, x1);
+        const float *s0 = rows(r0 + r, m), *s1 = rows(r0 + r + 1, m);
+        t32[(c * kTLd + r) / 2] = simt::pack_bf16x2(s0 ? s0[c] : 0.0f, s1 ? s1[c] : 0.0f);
+    }
+}
+
+// flags[e] = 1 when virtual key jv0 + e of item b is masked by the key mask (never the null key).
+RETRO_SIMT_DEVICE void load_key_flags(unsigned char* flags, ll jv0, ll b, const FlashDims& m) {
+    for (int e = simt::thread_x(); e < kTile; e += kThreads) {
+        const ll jv = jv0 + e, j = jv - (m.null_kv ? 1 : 0);
+        flags[e] = m.key_mask && j >= 0 && j < m.Nk && !m.key_mask[b * m.Nk + j] ? 1 : 0;
     }
 }
 
@@ -157,32 +193,57 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// A warp's 16 x D result (C fragments) to rows [row0, row0 + 16) of dst [N, H*D] (offset to the head), rows past N
-// left alone; the lane's row g is multiplied by scale_g, row g + 8 by scale_g8.
+// A warp's 16 x D result (C fragments) to the lane's two rows: dst_g (row g of the warp's 16) and dst_g8 (row g + 8),
+// each [D] or null (not stored), scaled by scale_g and scale_g8.
 template <int D>
-RETRO_SIMT_DEVICE void store_rows(float* __restrict__ dst, const float (&acc)[D / 8][4], ll row0, float scale_g,
-                                  float scale_g8, const FlashDims& m, int lane) {
-    const int g = lane / 4, t = lane % 4;
-    const ll r_g = row0 + g, r_g8 = row0 + g + 8;
+RETRO_SIMT_DEVICE void store_rows(float* dst_g, float* dst_g8, const float (&acc)[D / 8][4], float scale_g,
+                                  float scale_g8, int lane) {
+    const int t = lane % 4;
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u) {
         const int c = u * 8 + 2 * t;
-        if (r_g < m.N) {
-            dst[r_g * m.HD + c] = acc[u][0] * scale_g;
-            dst[r_g * m.HD + c + 1] = acc[u][1] * scale_g;
+        if (dst_g) {
+            dst_g[c] = acc[u][0] * scale_g;
+            dst_g[c + 1] = acc[u][1] * scale_g;
         }
-        if (r_g8 < m.N) {
-            dst[r_g8 * m.HD + c] = acc[u][2] * scale_g8;
-            dst[r_g8 * m.HD + c + 1] = acc[u][3] * scale_g8;
+        if (dst_g8) {
+            dst_g8[c] = acc[u][2] * scale_g8;
+            dst_g8[c + 1] = acc[u][3] * scale_g8;
         }
     }
+}
+
+// Row i of an output [Nq or Nk, H*D] (offset to the head), or null past `count` rows.
+RETRO_SIMT_DEVICE float* out_row(float* base, ll i, ll count, const FlashDims& m) {
+    return i < count ? base + i * m.HD : nullptr;
 }
 
 RETRO_SIMT_DEVICE float bf16_lo(u32 pair) { return simt::bf16_value(static_cast<u16>(pair & 0xffffu)); }
 RETRO_SIMT_DEVICE float bf16_hi(u32 pair) { return simt::bf16_value(static_cast<u16>(pair >> 16)); }
 
-// out [B, N, H*D] = softmax(Q K^T) V and lse [B, H, N]; grid (ceil(N / 64), B * H), kThreads threads,
-// forward_smem<D>() bytes.
+// The (item, head) of block row y and where its operands start: queries/outputs [Nq, H*D], keys/values [Nk, H*D].
+struct Head {
+    ll bh, b, h, q_base, k_base;
+};
+RETRO_SIMT_DEVICE Head head_of(ll bh, const FlashDims& m) {
+    const ll b = bh / m.H, h = bh % m.H;
+    return {bh, b, h, b * m.Nq * m.HD + h * m.D, b * m.Nk * m.HD + h * m.D};
+}
+
+// The last key block query block qb walks: the diagonal when causal (Nq = Nk), else every block.
+RETRO_SIMT_DEVICE ll last_key_block(ll qb, const FlashDims& m) {
+    const ll key_blocks = (m.keys() + kTile - 1) / kTile;
+    return m.causal && qb < key_blocks - 1 ? qb : key_blocks - 1;
+}
+
+// Whether a (query block, key block) step has entries that are not plainly visible: the causal diagonal, a key
+// mask, or a block past the queries or keys.
+RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
+    return (m.causal && q0 == jv0) || m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys();
+}
+
+// out [B, Nq, H*D] = softmax(Q K^T) V and lse [B, H, Nq] (+inf for a row whose every key is masked); grid
+// (ceil(Nq / 64), B * H), kThreads threads, forward_smem<D>() bytes.
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_forward(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ q,
@@ -191,14 +252,16 @@ flash_mma_forward(float* __restrict__ out, float* __restrict__ lse, const float*
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Ks = Qs + kTile * ld;
     u16* Vt = Ks + kTile * ld;   // [D][kTLd]
+    unsigned char* off = reinterpret_cast<unsigned char*>(Vt + D * kTLd);
 
-    const ll qb = simt::block_x(), bh = simt::block_y(), b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const Head hd = head_of(simt::block_y(), m);
+    const ll qb = simt::block_x(), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, t = lane % 4;
-    const ll q0 = qb * kTile;
     const ll rows[2] = {q0 + warp * 16 + lane / 4, q0 + warp * 16 + lane / 4 + 8};   // this lane's two queries
+    const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
+    const KeyRows vrows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr};
 
-    load_rows<D>(Qs, q + base, q0, m);
+    load_rows<D>(Qs, QueryRows{q + hd.q_base}, q0, m);
     float o[D / 8][4];
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u)
@@ -208,23 +271,28 @@ RETRO_SIMT_UNROLL
     float lrow[2] = {0.0f, 0.0f};             // this lane's part of each row's running sum
     float mref[2] = {0.0f, 0.0f};             // the max exp() was taken against (0 while a row has seen no key)
 
-    const ll key_blocks = (m.N + kTile - 1) / kTile;
-    const ll last = m.causal ? (qb < key_blocks - 1 ? qb : key_blocks - 1) : key_blocks - 1;
+    const ll last = last_key_block(qb, m);
     for (ll kb = 0; kb <= last; ++kb) {
         const ll j0 = kb * kTile;
         simt::sync_block();   // the previous block's K, V are no longer read (the first time: nothing to wait for)
-        load_rows<D>(Ks, k + base, j0, m);
-        load_rows_transposed<D>(Vt, v + base, j0, m);
+        load_rows<D>(Ks, krows, j0, m);
+        load_rows_transposed<D>(Vt, vrows, j0, m);
+        load_key_flags(off, j0, hd.b, m);
         simt::sync_block();
         float s[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);
-        const bool edge = (m.causal && kb == qb) || j0 + kTile > m.N || q0 + kTile > m.N;
+        const bool classes = step_needs_classes(q0, j0, m);
         float mx[2] = {mrow[0], mrow[1]};
 RETRO_SIMT_UNROLL
         for (int n = 0; n < 8; ++n)
 RETRO_SIMT_UNROLL
             for (int c = 0; c < 4; ++c) {
-                if (edge && hidden(rows[c / 2], j0 + n * 8 + 2 * t + (c & 1), m)) s[n][c] = -INFINITY;
+                if (classes) {
+                    const int e = n * 8 + 2 * t + (c & 1);
+                    const int cls = entry_class(rows[c / 2], j0 + e, off[e], m);
+                    if (cls == kMasked) s[n][c] = -FLT_MAX;
+                    if (cls == kHidden) s[n][c] = -INFINITY;
+                }
                 mx[c / 2] = fmaxf(mx[c / 2], s[n][c]);
             }
         float alpha[2];
@@ -260,41 +328,72 @@ RETRO_SIMT_UNROLL
         lrow[r] += simt::shfl_xor(lrow[r], 2);
         inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f;
     }
-    store_rows<D>(out + base, o, q0 + warp * 16, inv[0], inv[1], m, lane);
+    float* ob = out + hd.q_base;
+    store_rows<D>(out_row(ob, rows[0], m.Nq, m), out_row(ob, rows[1], m.Nq, m), o, inv[0], inv[1], lane);
     if (t == 0)
-        for (int r = 0; r < 2; ++r)
-            if (rows[r] < m.N) lse[bh * m.N + rows[r]] = mref[r] + logf(lrow[r]);
+        for (int r = 0; r < 2; ++r)   // max -FLT_MAX: every key the row saw was masked (p = 1 / Nk each)
+            if (rows[r] < m.Nq) lse[hd.bh * m.Nq + rows[r]] = mrow[r] == -FLT_MAX ? INFINITY : mref[r] + logf(lrow[r]);
 }
 
-// A backward block's 64 rows of lse and Delta into shared memory (0 past N).
+// Delta [B, H, Nq]: Delta[bh, i] = sum_d bf16(dO[b, i, h*D + d]) O[b, i, h*D + d], a warp per row; grid
+// (ceil(B*H*Nq / 4)), kThreads threads. dO is rounded as dP = dO V^T sees it, so that where one key takes the whole
+// row (p = 1: a CCA row whose neighbours are all masked, left with the null column) dP - Delta is 0 as in the
+// reference, not the rounding of dO.
+RETRO_SIMT_KERNEL(kThreads)
+flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const float* __restrict__ o, FlashDims m) {
+    const int lane = simt::thread_x() % 32;
+    const ll r = simt::block_x() * kWarps + simt::thread_x() / 32;
+    const bool in = r < m.B * m.H * m.Nq;
+    float acc = 0.0f;
+    if (in) {
+        const ll bh = r / m.Nq, i = r % m.Nq, b = bh / m.H, h = bh % m.H;
+        const ll at = (b * m.Nq + i) * m.HD + h * m.D;
+        for (ll d = lane; d < m.D; d += 32) acc += simt::bf16_value(simt::bf16_bits(dout[at + d])) * o[at + d];
+    }
+    for (int w = 16; w > 0; w >>= 1) acc += simt::shfl_xor(acc, w);
+    if (in && lane == 0) delta[r] = acc;
+}
+
+// A backward block's 64 query rows of lse and Delta into shared memory (0 past Nq).
 RETRO_SIMT_DEVICE void load_lse_delta(float* Ls, float* Dl, const float* __restrict__ lse,
-                                      const float* __restrict__ delta, ll bh, ll r0, const FlashDims& m) {
+                                      const float* __restrict__ delta, ll bh, ll q0, const FlashDims& m) {
     for (int e = simt::thread_x(); e < kTile; e += kThreads) {
-        const bool in = r0 + e < m.N;
-        Ls[e] = in ? lse[bh * m.N + r0 + e] : 0.0f;
-        Dl[e] = in ? delta[bh * m.N + r0 + e] : 0.0f;
+        const bool in = q0 + e < m.Nq;
+        Ls[e] = in ? lse[bh * m.Nq + q0 + e] : 0.0f;
+        Dl[e] = in ? delta[bh * m.Nq + q0 + e] : 0.0f;
     }
 }
 
-// dS = P (dP - Delta) with P = exp(S - lse) for one 16 x 64 slice held as C fragments, rounded to bf16 pairs; p_out
-// (when given) gets P's pairs. Entry (n, c) pairs a row `row_of(c)` with a column `col_of(n, c)`; `lse_delta_of`
-// gives the lse and Delta that entry uses (a row's for dQ, a column's for dK/dV); hidden entries are 0.
-template <typename Hidden, typename LseDelta>
+// p and dS = P (dP - Delta) of one entry: p = exp(s - lse), or 1 / Nk in a row whose every key is masked (lse +inf);
+// masked entries pass no gradient, hidden ones are in no sum.
+RETRO_SIMT_DEVICE void softmax_backward_entry(float& p, float& ds, float s, float dp, float l, float dl, int cls,
+                                              const FlashDims& m) {
+    p = 0.0f;
+    ds = 0.0f;
+    if (cls == kHidden) return;
+    if (l == INFINITY) {
+        p = 1.0f / static_cast<float>(m.Nk);
+        return;
+    }
+    if (cls == kMasked) return;   // exp(-FLT_MAX - lse) = 0
+    p = simt::exp2_fast((s - l) * kLog2e);
+    ds = p * (dp - dl);
+}
+
+// One 16 x 64 slice held as C fragments: dS (and, when p_out is given, P) rounded to bf16 pairs. Entry (n, c):
+// entry(n, c, cls, l, dl) gives its class and the lse and Delta it uses (a row's for dQ, a column's for dK/dV).
+template <typename Entry>
 RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (&ds_out)[8][2], u32 (*p_out)[2], const float (&s)[8][4],
-                                             const float (&dp)[8][4], Hidden&& is_hidden, LseDelta&& lse_delta_of) {
+                                             const float (&dp)[8][4], const FlashDims& m, Entry&& entry) {
 RETRO_SIMT_UNROLL
     for (int n = 0; n < 8; ++n) {
         float p[4], ds[4];
 RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) {
-            p[c] = 0.0f;
-            ds[c] = 0.0f;
-            if (!is_hidden(n, c)) {
-                float l, dl;
-                lse_delta_of(n, c, l, dl);
-                p[c] = simt::exp2_fast((s[n][c] - l) * kLog2e);
-                ds[c] = p[c] * (dp[n][c] - dl);
-            }
+            int cls;
+            float l, dl;
+            entry(n, c, cls, l, dl);
+            softmax_backward_entry(p[c], ds[c], s[n][c], dp[n][c], l, dl, cls, m);
         }
         ds_out[n][0] = simt::pack_bf16x2(ds[0], ds[1]);
         ds_out[n][1] = simt::pack_bf16x2(ds[2], ds[3]);
@@ -305,7 +404,7 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// dQ [B, N, H*D] for the 64 queries of block x of (item, head) y; dq_smem<D>() bytes.
+// dQ [B, Nq, H*D] for the 64 queries of block x of (item, head) y (the null key's share included); dq_smem<D>().
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const float* __restrict__ k,
@@ -319,54 +418,59 @@ flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const
     u16* Kt = Vs + kTile * ld;   // [D][kTLd]
     float* Ls = reinterpret_cast<float*>(Kt + D * kTLd);
     float* Dl = Ls + kTile;
+    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
-    const ll qb = simt::block_x(), bh = simt::block_y(), b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const Head hd = head_of(simt::block_y(), m);
+    const ll qb = simt::block_x(), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const ll q0 = qb * kTile;
     const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows within the block
+    const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
+    const KeyRows vrows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr};
 
-    load_rows<D>(Qs, q + base, q0, m);
-    load_rows<D>(dOs, dout + base, q0, m);
-    load_lse_delta(Ls, Dl, lse, delta, bh, q0, m);
+    load_rows<D>(Qs, QueryRows{q + hd.q_base}, q0, m);
+    load_rows<D>(dOs, QueryRows{dout + hd.q_base}, q0, m);
+    load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
     float acc[D / 8][4];
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u)
 RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
 
-    const ll key_blocks = (m.N + kTile - 1) / kTile;
-    const ll last = m.causal ? (qb < key_blocks - 1 ? qb : key_blocks - 1) : key_blocks - 1;
+    const ll last = last_key_block(qb, m);
     for (ll kb = 0; kb <= last; ++kb) {
         const ll j0 = kb * kTile;
         simt::sync_block();   // the previous key block is no longer read (the first time: Qs, dOs, Ls, Dl are in)
-        load_rows<D>(Ks, k + base, j0, m);
-        load_rows<D>(Vs, v + base, j0, m);
-        load_rows_transposed<D>(Kt, k + base, j0, m);
+        load_rows<D>(Ks, krows, j0, m);
+        load_rows<D>(Vs, vrows, j0, m);
+        load_rows_transposed<D>(Kt, krows, j0, m);
+        load_key_flags(off, j0, hd.b, m);
         simt::sync_block();
         float s[8][4], dp[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
         rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
-        const bool edge = (m.causal && kb == qb) || j0 + kTile > m.N || q0 + kTile > m.N;
+        const bool classes = step_needs_classes(q0, j0, m);
         u32 dsk[8][2];
-        softmax_backward_tile(
-            dsk, nullptr, s, dp,
-            [&](int n, int c) { return edge && hidden(q0 + lr[c / 2], j0 + n * 8 + 2 * t + (c & 1), m); },
-            [&](int, int c, float& l, float& dl) {
-                l = Ls[lr[c / 2]];
-                dl = Dl[lr[c / 2]];
-            });
+        softmax_backward_tile(dsk, nullptr, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
+            const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
+            cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
+            l = Ls[r];
+            dl = Dl[r];
+        });
         accumulate_p_times<D>(acc, dsk, Kt, lane);   // dQ += dS K
     }
-    store_rows<D>(dq + base, acc, q0 + warp * 16, 1.0f, 1.0f, m, lane);
+    float* db = dq + hd.q_base;
+    store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
 }
 
-// dK, dV [B, N, H*D] for the 64 keys of block x of (item, head) y; dkdv_smem<D>() bytes.
+// dK, dV [B, Nk, H*D] for the 64 virtual keys of block x of (item, head) y; with a null key, block 0's virtual key 0
+// is the null key: its rows go to dnull_k_items / dnull_v_items [B, H*D] (this item's share, =), for the caller to
+// sum over items. dkdv_smem<D>() bytes.
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
-flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, const float* __restrict__ q,
-                        const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
-                        const float* __restrict__ lse, const float* __restrict__ delta, FlashDims m) {
+flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dnull_k_items,
+                        float* __restrict__ dnull_v_items, const float* __restrict__ q, const float* __restrict__ k,
+                        const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+                        const float* __restrict__ delta, FlashDims m) {
     constexpr int ld = row_ld<D>();
     u16* Ks = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Vs = Ks + kTile * ld;
@@ -376,15 +480,17 @@ flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, const fl
     u16* dOt = Qt + D * kTLd;     // [D][kTLd]
     float* Ls = reinterpret_cast<float*>(dOt + D * kTLd);
     float* Dl = Ls + kTile;
+    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
-    const ll kb = simt::block_x(), bh = simt::block_y(), b = bh / m.H, h = bh % m.H;
-    const ll base = b * m.N * m.HD + h * m.D;
+    const Head hd = head_of(simt::block_y(), m);
+    const ll kb = simt::block_x(), k0 = kb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const ll k0 = kb * kTile;
-    const ll keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};   // this lane's two keys
+    const int lk[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two keys within the block
+    const QueryRows qrows{q + hd.q_base}, dorows{dout + hd.q_base};
 
-    load_rows<D>(Ks, k + base, k0, m);
-    load_rows<D>(Vs, v + base, k0, m);
+    load_rows<D>(Ks, KeyRows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr}, k0, m);
+    load_rows<D>(Vs, KeyRows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr}, k0, m);
+    load_key_flags(off, k0, hd.b, m);
     float dK[D / 8][4], dV[D / 8][4];
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u)
@@ -393,33 +499,41 @@ RETRO_SIMT_UNROLL
             dK[u][c] = 0.0f;
             dV[u][c] = 0.0f;
         }
-    const ll query_blocks = (m.N + kTile - 1) / kTile;
+    const ll query_blocks = (m.Nq + kTile - 1) / kTile;
     for (ll qb = m.causal ? kb : 0; qb < query_blocks; ++qb) {
         const ll q0 = qb * kTile;
-        simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs are in)
-        load_rows<D>(Qs, q + base, q0, m);
-        load_rows<D>(dOs, dout + base, q0, m);
-        load_rows_transposed<D>(Qt, q + base, q0, m);
-        load_rows_transposed<D>(dOt, dout + base, q0, m);
-        load_lse_delta(Ls, Dl, lse, delta, bh, q0, m);
+        simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs, flags are in)
+        load_rows<D>(Qs, qrows, q0, m);
+        load_rows<D>(dOs, dorows, q0, m);
+        load_rows_transposed<D>(Qt, qrows, q0, m);
+        load_rows_transposed<D>(dOt, dorows, q0, m);
+        load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
         simt::sync_block();
         float st[8][4], dpt[8][4];
         rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
         rows_times_rows_t<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
-        const bool edge = (m.causal && qb == kb) || q0 + kTile > m.N || k0 + kTile > m.N;
+        const bool classes = step_needs_classes(q0, k0, m);
         u32 dsk[8][2], pk[8][2];
-        softmax_backward_tile(
-            dsk, pk, st, dpt,
-            [&](int n, int c) { return edge && hidden(q0 + n * 8 + 2 * t + (c & 1), keys[c / 2], m); },
-            [&](int n, int c, float& l, float& dl) {
-                l = Ls[n * 8 + 2 * t + (c & 1)];
-                dl = Dl[n * 8 + 2 * t + (c & 1)];
-            });
+        softmax_backward_tile(dsk, pk, st, dpt, m, [&](int n, int c, int& cls, float& l, float& dl) {
+            const int e = n * 8 + 2 * t + (c & 1), r = lk[c / 2];   // entry (key r, query e)
+            cls = classes ? entry_class(q0 + e, k0 + r, off[r], m) : kVisible;
+            l = Ls[e];
+            dl = Dl[e];
+        });
         accumulate_p_times<D>(dV, pk, dOt, lane);   // dV += P^T dO
         accumulate_p_times<D>(dK, dsk, Qt, lane);   // dK += dS^T Q
     }
-    store_rows<D>(dk + base, dK, k0 + warp * 16, 1.0f, 1.0f, m, lane);
-    store_rows<D>(dv + base, dV, k0 + warp * 16, 1.0f, 1.0f, m, lane);
+    // virtual key jv: the null key's share (jv = 0 with null_kv), key jv - null, or nothing past the keys
+    float* dst_k[2];
+    float* dst_v[2];
+    for (int r = 0; r < 2; ++r) {
+        const ll jv = k0 + lk[r], j = jv - (m.null_kv ? 1 : 0), item_row = hd.b * m.HD + hd.h * m.D;
+        const bool is_null = m.null_kv && jv == 0, past = jv >= m.keys();
+        dst_k[r] = is_null ? dnull_k_items + item_row : past ? nullptr : dk + hd.k_base + j * m.HD;
+        dst_v[r] = is_null ? dnull_v_items + item_row : past ? nullptr : dv + hd.k_base + j * m.HD;
+    }
+    store_rows<D>(dst_k[0], dst_k[1], dK, 1.0f, 1.0f, lane);
+    store_rows<D>(dst_v[0], dst_v[1], dV, 1.0f, 1.0f, lane);
 }
 
 }  // namespace retro::nn::flash

@@ -19,12 +19,14 @@
 #if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
 #include <cuda_bf16.h>
 #define RETRO_SIMT_DEVICE __device__ __forceinline__
+#define RETRO_SIMT_HOST_DEVICE __host__ __device__ __forceinline__
 #define RETRO_SIMT_KERNEL(threads) __global__ void __launch_bounds__(threads)
 #define RETRO_SIMT_UNROLL _Pragma("unroll")
 #else
 #include <cmath>
 #include <cstring>
 #define RETRO_SIMT_DEVICE inline
+#define RETRO_SIMT_HOST_DEVICE inline
 #define RETRO_SIMT_KERNEL(threads) inline void
 #define RETRO_SIMT_UNROLL
 #ifndef RETRO_SIMT_HOST_EMULATOR

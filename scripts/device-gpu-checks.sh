@@ -12,7 +12,8 @@
 #        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
+#        flash (the fused attention's mma.sync kernels against the older wmma ones: the op harness with each, then
+#        retro-bench ops and a bf16 training step alternating, FLASH_RUNS), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
@@ -210,6 +211,32 @@ step_kernels() {
     track $?
     python3 scripts/ncu-kernel-table.py "$OUT/ncu_decode.csv" --per embedding_forward_k | tee "$OUT/ncu_decode.txt"
     track "${PIPESTATUS[0]}"
+}
+
+step_flash() {
+    # the fused attention's two kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=wmma
+    # selects the older ones): their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
+    # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, forward +
+    # backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in $OUT/flash.txt
+    local i kind
+    for kind in mma wmma; do
+        RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/flash_tests_$kind.log" 2>&1
+        track $?
+        tail -3 "$OUT/flash_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/flash.txt"
+    done
+    for ((i = 1; i <= ${FLASH_RUNS:-2}; i++)); do
+        for kind in mma wmma; do
+            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention \
+                --json "$OUT/flash_ops_${kind}_$i.json" >"$OUT/flash_ops_${kind}_$i.log" 2>&1
+            track $?
+            grep -E 'flash' "$OUT/flash_ops_${kind}_$i.log" | sed "s/^/$kind $i ops: /" | tee -a "$OUT/flash.txt"
+            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16 --config "$TRAIN_CONFIG" \
+                --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" --steps 3 --warmup 1 \
+                --json "$OUT/flash_train_${kind}_$i.json" >"$OUT/flash_train_${kind}_$i.log" 2>&1
+            track $?
+            grep -E 'retrokit' "$OUT/flash_train_${kind}_$i.log" | sed "s/^/$kind $i train: /" | tee -a "$OUT/flash.txt"
+        done
+    done
 }
 
 step_ab() {

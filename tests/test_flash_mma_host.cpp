@@ -8,6 +8,7 @@
 #include "simt_host.h"
 //
 #include "../kernels/nn_flash_mma.cuh"
+#include "nn/attention.h"
 
 #include <doctest/doctest.h>
 
@@ -21,7 +22,7 @@ namespace fl = retro::nn::flash;
 
 namespace {
 
-double bf16_round(float x) { return simt::bf16_value(simt::bf16_bits(x)); }
+float bf16_round(float x) { return simt::bf16_value(simt::bf16_bits(x)); }
 
 double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
     double num = 0, den = 0;
@@ -32,131 +33,117 @@ double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) 
     return std::sqrt(num / (den > 0 ? den : 1));
 }
 
-struct Reference {   // attention in double over [B, N, H*D] tensors (q already scaled), lse [B, H, N]
-    std::vector<double> out, lse, dq, dk, dv;
-};
-
-Reference reference(const fl::FlashDims& m, const std::vector<float>& q, const std::vector<float>& k,
-                    const std::vector<float>& v, const std::vector<float>& dout) {
-    const long long B = m.B, N = m.N, H = m.H, D = m.D, HD = m.HD;
-    Reference r;
-    r.out.assign(q.size(), 0);
-    r.dq.assign(q.size(), 0);
-    r.dk.assign(q.size(), 0);
-    r.dv.assign(q.size(), 0);
-    r.lse.assign(static_cast<std::size_t>(B * H * N), 0);
-    auto at = [&](long long b, long long i, long long h, long long d) { return static_cast<std::size_t>((b * N + i) * HD + h * D + d); };
-    for (long long b = 0; b < B; ++b)
-        for (long long h = 0; h < H; ++h) {
-            std::vector<double> P(static_cast<std::size_t>(N * N), 0), dP(static_cast<std::size_t>(N * N), 0);
-            for (long long i = 0; i < N; ++i) {
-                double mx = -INFINITY;
-                std::vector<double> s(static_cast<std::size_t>(N), -INFINITY);
-                for (long long j = 0; j < N; ++j) {
-                    if (m.causal && j > i) continue;
-                    double acc = 0;
-                    for (long long d = 0; d < D; ++d) acc += bf16_round(q[at(b, i, h, d)]) * bf16_round(k[at(b, j, h, d)]);
-                    s[static_cast<std::size_t>(j)] = acc;
-                    mx = std::max(mx, acc);
-                }
-                double sum = 0;
-                for (long long j = 0; j < N; ++j) sum += std::exp(s[static_cast<std::size_t>(j)] - mx);
-                r.lse[static_cast<std::size_t>((b * H + h) * N + i)] = mx + std::log(sum);
-                for (long long j = 0; j < N; ++j) P[static_cast<std::size_t>(i * N + j)] = std::exp(s[static_cast<std::size_t>(j)] - mx) / sum;
-                for (long long d = 0; d < D; ++d) {
-                    double o = 0;
-                    for (long long j = 0; j < N; ++j) o += P[static_cast<std::size_t>(i * N + j)] * bf16_round(v[at(b, j, h, d)]);
-                    r.out[at(b, i, h, d)] = o;
-                }
-            }
-            for (long long i = 0; i < N; ++i) {   // dS = P (dP - rowsum(P dP)), dP = dO V^T
-                double delta = 0;
-                for (long long j = 0; j < N; ++j) {
-                    double acc = 0;
-                    for (long long d = 0; d < D; ++d) acc += bf16_round(dout[at(b, i, h, d)]) * bf16_round(v[at(b, j, h, d)]);
-                    dP[static_cast<std::size_t>(i * N + j)] = acc;
-                    delta += acc * P[static_cast<std::size_t>(i * N + j)];
-                }
-                for (long long j = 0; j < N; ++j) {
-                    const double p = P[static_cast<std::size_t>(i * N + j)];
-                    const double ds = p * (dP[static_cast<std::size_t>(i * N + j)] - delta);
-                    for (long long d = 0; d < D; ++d) {
-                        r.dq[at(b, i, h, d)] += ds * bf16_round(k[at(b, j, h, d)]);
-                        r.dk[at(b, j, h, d)] += ds * bf16_round(q[at(b, i, h, d)]);
-                        r.dv[at(b, j, h, d)] += p * bf16_round(dout[at(b, i, h, d)]);
-                    }
-                }
-            }
-        }
-    return r;
+std::vector<double> rounded_to_double(const std::vector<float>& x) {
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = bf16_round(x[i]);
+    return y;
 }
 
+struct Case {
+    long long B, Nq, Nk, H;
+    bool causal, null_kv, masked;   // masked: a key mask with item 0's keys all masked
+};
+
 template <int D>
-void check_shape(long long B, long long N, long long H, bool causal, std::uint64_t seed) {
-    const fl::FlashDims m{B, N, H, D, H * D, causal};
-    CAPTURE(B);
-    CAPTURE(N);
-    CAPTURE(H);
-    CAPTURE(D);
-    CAPTURE(causal);
-    const std::size_t n = static_cast<std::size_t>(B * N * H * D);
+void check_case(const Case& cs, std::uint64_t seed) {
+    const long long B = cs.B, Nq = cs.Nq, Nk = cs.Nk, H = cs.H, HD = H * D;
+    INFO("B=" << B << " Nq=" << Nq << " Nk=" << Nk << " H=" << H << " D=" << D << (cs.causal ? " causal" : "")
+              << (cs.null_kv ? " null_kv" : "") << (cs.masked ? " masked" : ""));
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> q(n), k(n), v(n), dout(n);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    for (auto& x : q) x = normal(rng) * scale;   // the attention layer scales the queries before the kernel
-    for (auto& x : k) x = normal(rng);
-    for (auto& x : v) x = normal(rng);
-    for (auto& x : dout) x = normal(rng);
-    const Reference ref = reference(m, q, k, v, dout);
+    auto randn = [&](long long n, float scale) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (auto& e : x) e = normal(rng) * scale;
+        return x;
+    };
+    // the attention layer scales the queries by D^-1/2 before the kernel
+    const auto q = randn(B * Nq * HD, 1.0f / std::sqrt(static_cast<float>(D))), k = randn(B * Nk * HD, 1.0f),
+               v = randn(B * Nk * HD, 1.0f), dout = randn(B * Nq * HD, 1.0f), null_k = randn(HD, 1.0f),
+               null_v = randn(HD, 1.0f);
+    std::vector<std::uint8_t> mask;
+    if (cs.masked) {
+        for (long long i = 0; i < B * Nk; ++i) mask.push_back(rng() % 3 != 0);
+        for (long long j = 0; j < Nk; ++j) mask[static_cast<std::size_t>(j)] = 0;
+    }
+    const std::uint8_t* mp = mask.empty() ? nullptr : mask.data();
 
-    const long long blocks = (N + fl::kTile - 1) / fl::kTile;
-    std::vector<float> out(n, NAN), lse(static_cast<std::size_t>(B * H * N), NAN);
-    simt::host::launch(blocks, B * H, fl::kThreads, fl::forward_smem<D>(),
+    // the reference: nn/attention.h in double on the bf16-rounded inputs
+    const nn::AttentionShape s{B, Nq, Nk, H, D, cs.causal, cs.null_kv};
+    const auto qd = rounded_to_double(q), kd = rounded_to_double(k), vd = rounded_to_double(v),
+               dod = rounded_to_double(dout), nkd = rounded_to_double(null_k), nvd = rounded_to_double(null_v);
+    std::vector<double> r_out(q.size()), probs(static_cast<std::size_t>(B * H * Nq * s.keys())), r_dq(q.size()),
+        r_dk(k.size()), r_dv(v.size()), r_dnk(static_cast<std::size_t>(HD), 0.0), r_dnv(static_cast<std::size_t>(HD), 0.0);
+    const double* nkp = cs.null_kv ? nkd.data() : nullptr;
+    const double* nvp = cs.null_kv ? nvd.data() : nullptr;
+    nn::attention_forward(r_out.data(), probs.data(), qd.data(), kd.data(), vd.data(), nkp, nvp, mp, s);
+    nn::attention_backward(r_dq.data(), r_dk.data(), r_dv.data(), cs.null_kv ? r_dnk.data() : nullptr,
+                           cs.null_kv ? r_dnv.data() : nullptr, dod.data(), probs.data(), qd.data(), kd.data(),
+                           vd.data(), nkp, nvp, mp, s);
+
+    const fl::FlashDims m{B,         Nq,        Nk,
+                          H,         D,         HD,
+                          cs.causal, cs.null_kv, cs.null_kv ? null_k.data() : nullptr,
+                          cs.null_kv ? null_v.data() : nullptr, mp};
+    const long long q_blocks = (Nq + fl::kTile - 1) / fl::kTile, k_blocks = (m.keys() + fl::kTile - 1) / fl::kTile;
+    std::vector<float> out(q.size(), NAN), lse(static_cast<std::size_t>(B * H * Nq), NAN);
+    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::forward_smem<D>(),
                        [&] { fl::flash_mma_forward<D>(out.data(), lse.data(), q.data(), k.data(), v.data(), m); });
-    // Delta as kernels/nn_flash_attention_cuda.cu's flash_delta makes it: sum_d dO O, from the kernel's out
-    std::vector<float> delta(static_cast<std::size_t>(B * H * N));
-    for (long long b = 0; b < B; ++b)
-        for (long long h = 0; h < H; ++h)
-            for (long long i = 0; i < N; ++i) {
-                float s = 0;
-                for (long long d = 0; d < D; ++d) {
-                    const auto x = static_cast<std::size_t>((b * N + i) * H * D + h * D + d);
-                    s += dout[x] * out[x];
-                }
-                delta[static_cast<std::size_t>((b * H + h) * N + i)] = s;
-            }
-    std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN);
-    simt::host::launch(blocks, B * H, fl::kThreads, fl::dq_smem<D>(), [&] {
+    std::vector<float> delta(static_cast<std::size_t>(B * H * Nq), NAN);
+    simt::host::launch((B * H * Nq + fl::kWarps - 1) / fl::kWarps, 1, fl::kThreads, 0,
+                       [&] { fl::flash_mma_delta(delta.data(), dout.data(), out.data(), m); });
+    std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN),
+        dnk_items(static_cast<std::size_t>(B * HD), NAN), dnv_items(static_cast<std::size_t>(B * HD), NAN);
+    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::dq_smem<D>(), [&] {
         fl::flash_mma_backward_dq<D>(dq.data(), q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), m);
     });
-    simt::host::launch(blocks, B * H, fl::kThreads, fl::dkdv_smem<D>(), [&] {
-        fl::flash_mma_backward_dkdv<D>(dk.data(), dv.data(), q.data(), k.data(), v.data(), dout.data(), lse.data(),
-                                       delta.data(), m);
+    simt::host::launch(k_blocks, B * H, fl::kThreads, fl::dkdv_smem<D>(), [&] {
+        fl::flash_mma_backward_dkdv<D>(dk.data(), dv.data(), dnk_items.data(), dnv_items.data(), q.data(), k.data(),
+                                       v.data(), dout.data(), lse.data(), delta.data(), m);
     });
 
     constexpr double bound = 5e-3;   // ops/op_registry: the bf16 bound of nn.flash_attention
-    const double e_out = rms_ratio(out, ref.out), e_dq = rms_ratio(dq, ref.dq), e_dk = rms_ratio(dk, ref.dk),
-                 e_dv = rms_ratio(dv, ref.dv);
-    double e_lse = 0;
-    for (std::size_t i = 0; i < lse.size(); ++i) e_lse = std::max(e_lse, std::abs(lse[i] - ref.lse[i]));
-    MESSAGE("flash mma (host) B=" << B << " N=" << N << " H=" << H << " D=" << D << std::string(causal ? " causal" : "")
-                                  << ": out " << e_out << ", dq " << e_dq << ", dk " << e_dk << ", dv " << e_dv
-                                  << ", lse max abs " << e_lse);
+    const double e_out = rms_ratio(out, r_out), e_dq = rms_ratio(dq, r_dq), e_dk = rms_ratio(dk, r_dk),
+                 e_dv = rms_ratio(dv, r_dv);
+    MESSAGE("flash mma (host) B=" << B << " Nq=" << Nq << " Nk=" << Nk << " H=" << H << " D=" << D
+                                  << std::string(cs.causal ? " causal" : "") << std::string(cs.null_kv ? " null_kv" : "")
+                                  << std::string(cs.masked ? " masked" : "") << ": out " << e_out << ", dq " << e_dq
+                                  << ", dk " << e_dk << ", dv " << e_dv);
     CHECK(e_out <= bound);
     CHECK(e_dq <= bound);
     CHECK(e_dk <= bound);
     CHECK(e_dv <= bound);
-    CHECK(e_lse <= 2e-2);   // S from bf16 products in fp32, l from bf16-rounded p
+    if (cs.null_kv) {   // the per-item shares summed over items, as the backend's column sums do
+        std::vector<float> dnk(static_cast<std::size_t>(HD), 0.0f), dnv(static_cast<std::size_t>(HD), 0.0f);
+        for (long long b = 0; b < B; ++b)
+            for (long long c = 0; c < HD; ++c) {
+                dnk[static_cast<std::size_t>(c)] += dnk_items[static_cast<std::size_t>(b * HD + c)];
+                dnv[static_cast<std::size_t>(c)] += dnv_items[static_cast<std::size_t>(b * HD + c)];
+            }
+        CHECK(rms_ratio(dnk, r_dnk) <= bound);
+        CHECK(rms_ratio(dnv, r_dnv) <= bound);
+    }
+    // lse against the reference probabilities' log-sum-exp: finite where some key of the row is unmasked
+    for (long long b = 0; b < B; ++b)
+        for (long long i = 0; i < Nq; ++i) {
+            const float l = lse[static_cast<std::size_t>(b * H * Nq + i)];   // head 0
+            const bool all_masked = cs.masked && b == 0 && !cs.null_kv;
+            CHECK((all_masked ? l == INFINITY : std::isfinite(l)));
+        }
 }
 
 }  // namespace
 
 TEST_CASE("flash mma kernels on the host emulator: forward, dQ, dK, dV equal attention in double") {
-    check_shape<32>(1, 130, 2, true, 1);    // three query blocks, the last of two rows
-    check_shape<64>(2, 100, 1, false, 2);   // not causal: every key block, keys past N masked
-    check_shape<64>(1, 64, 1, true, 3);     // exactly one block: only the diagonal masks
-    check_shape<128>(1, 70, 1, true, 4);
+    check_case<32>({1, 130, 130, 2, true, false, false}, 1);    // three query blocks, the last of two rows
+    check_case<64>({2, 100, 100, 1, false, false, false}, 2);   // not causal: every key block, keys past N hidden
+    check_case<64>({1, 64, 64, 1, true, false, false}, 3);      // exactly one block: only the diagonal masks
+    check_case<128>({1, 70, 70, 1, true, false, false}, 4);
+}
+
+TEST_CASE("flash mma kernels on the host emulator: CCA and encoder shapes - null key/value, key mask, Nq != Nk") {
+    check_case<64>({3, 64, 130, 2, false, true, true}, 5);    // CCA: a chunk's queries, k neighbours + the null column
+    check_case<32>({3, 70, 70, 1, false, false, true}, 6);    // the encoder: item 0 fully masked (a uniform average)
+    check_case<32>({2, 100, 40, 1, false, true, false}, 7);   // more queries than keys
 }
 
 TEST_CASE("flash mma kernels on the host emulator: a divergent barrier is reported, not hung") {
