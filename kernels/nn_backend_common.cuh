@@ -16,6 +16,7 @@
 #include "core/cuda_device.h"
 #include "cuda_check.cuh"
 #include "nn/nn_backend.h"
+#include "nn_rows.cuh"
 
 namespace retro::nn::detail {
 
@@ -243,41 +244,19 @@ private:
                    float* C, int ldc, const char* what);
 };
 
-// ---- column sums (db, dgamma, the null key/value gradients), shared by the .cu files ----
-namespace {
-// Column sums in two deterministic passes (no atomics, and parallel over rows as well as columns): pass 1 sums
-// row chunk c (rows [c*per, (c+1)*per)) of column j into part[c, j], one thread per (c, j), rows in order; pass 2
-// adds the chunks to out[j] in chunk order, one thread per column. Term(n, j) is the summed value.
-inline long long column_chunks(long long N) { return std::clamp<long long>(N / 128, 1, 64); }
-
-template <typename Term>
-__global__ void column_partials(float* __restrict__ part, long long N, long long C, long long chunks, Term term) {
-    const long long per = (N + chunks - 1) / chunks;
-    for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < chunks * C; e += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const long long c = e / C, j = e % C, end = (c + 1) * per < N ? (c + 1) * per : N;
-        float acc = 0;
-        for (long long n = c * per; n < end; n++) acc += term(n, j);
-        part[e] = acc;
-    }
-}
-
-__global__ void column_partials_add(float* __restrict__ out, const float* __restrict__ part, long long C, long long chunks) {
-    for (long long j = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; j < C; j += static_cast<long long>(gridDim.x) * blockDim.x) {
-        float acc = 0;
-        for (long long c = 0; c < chunks; c++) acc += part[c * C + j];
-        out[j] += acc;
-    }
-}
-
-}  // namespace
-
+// ---- column sums (db, dgamma, the null key/value and copy-head gradients), shared by the .cu files ----
+// kernels/nn_rows.cuh's two deterministic passes (no atomics; a block per 32 columns and chunk of rows, then per 32
+// columns over the chunks, every sum in a fixed order). Term(n, j) is the summed value.
 template <typename Term>
 void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what) {
-    const long long chunks = column_chunks(N);
+    if (N <= 0 || C <= 0) return;
+    const long long per = rows::column_chunk_rows(N), chunks = (N + per - 1) / per;
+    const auto tiles = static_cast<unsigned>((C + rows::kColumnTile - 1) / rows::kColumnTile);
     auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(chunks * C) * sizeof(float)));
-    column_partials<<<grid_for(chunks * C), kThreads, 0, stream_>>>(part, N, C, chunks, term);
+    rows::column_partials_tiles<<<dim3(tiles, static_cast<unsigned>(chunks)), rows::kThreads, rows::kColumnSmemBytes,
+                                  stream_>>>(part, N, C, per, term);
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);
-    column_partials_add<<<grid_for(C), kThreads, 0, stream_>>>(out, part, C, chunks);
+    rows::column_partials_add_tiles<<<tiles, rows::kThreads, rows::kColumnSmemBytes, stream_>>>(out, part, C, chunks);
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);
 }
 

@@ -133,51 +133,7 @@ __global__ void round_to_bf16(__nv_bfloat16* __restrict__ y, const float* __rest
 }
 
 // ---------------- rmsnorm ----------------
-// RESIDUAL (residual_rmsnorm_forward): x = a + b is written first, each thread its own elements, which it then
-// normalises (the sum of squares in the same order as the plain kernel's: the same bits as the two ops apart).
-template <bool RESIDUAL>
-__global__ void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a,
-                                     const float* b, const float* __restrict__ gamma, ll N, ll C, float scale,
-                                     float eps) {
-    __shared__ float sh[kThreads];
-    for (ll n = blockIdx.x; n < N; n += gridDim.x) {
-        float* xr = x + n * C;
-        if constexpr (RESIDUAL)
-            for (ll c = threadIdx.x; c < C; c += kThreads) xr[c] = a[n * C + c] + b[n * C + c];
-        float ss = 0;
-        for (ll c = threadIdx.x; c < C; c += kThreads) ss += xr[c] * xr[c];
-        ss = block_reduce(ss, sh, SumOp{});
-        const float nm = sqrtf(ss) * scale;
-        if (threadIdx.x == 0) norm[n] = nm;
-        const float inv = 1.0f / (nm < eps ? eps : nm);
-        float* yr = y + n * C;
-        for (ll c = threadIdx.x; c < C; c += kThreads) yr[c] = xr[c] * inv * gamma[c];
-    }
-}
-
-// ADD (rmsnorm_backward_add): dx += instead of dx =.
-template <bool ADD>
-__global__ void rmsnorm_backward_rows(float* dx, const float* dy, const float* x,   // dx may alias dy or x (not ADD)
-                                      const float* __restrict__ gamma, const float* __restrict__ norm, ll N, ll C,
-                                      float eps) {
-    __shared__ float sh[kThreads];
-    for (ll n = blockIdx.x; n < N; n += gridDim.x) {
-        const float* xr = x + n * C;
-        const float* gr = dy + n * C;
-        const float nm = norm[n];
-        const float inv = 1.0f / (nm < eps ? eps : nm);
-        float dot = 0;
-        for (ll c = threadIdx.x; c < C; c += kThreads) dot += gamma[c] * gr[c] * xr[c];
-        dot = block_reduce(dot, sh, SumOp{});
-        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
-        float* dxr = dx + n * C;
-        for (ll c = threadIdx.x; c < C; c += kThreads) {
-            const float d = gamma[c] * gr[c] * inv - k * xr[c];
-            if constexpr (ADD) dxr[c] += d;
-            else dxr[c] = d;
-        }
-    }
-}
+// kernels/nn_rows.cuh: a warp per row (forward with the residual sum in the same pass; backward = or +=)
 
 // ---------------- gelu ----------------
 struct GeluOp {   // gelu_exact (one input)
@@ -481,8 +437,8 @@ void launch_rmsnorm_forward(float* y, float* norm, float* x, const float* a, con
                             ll C, CudaStream stream, const char* name) {
     if (N == 0) return;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-    rmsnorm_forward_rows<RESIDUAL><<<grid_for(N, 1), kThreads, 0, stream>>>(y, norm, x, a, b, gamma, N, C, scale,
-                                                                             static_cast<float>(kRmsnormEps));
+    rows::rmsnorm_forward_warps<RESIDUAL><<<grid_for(N, rows::kWarps), rows::kThreads, 0, stream>>>(
+        y, norm, x, a, b, gamma, N, C, scale, static_cast<float>(kRmsnormEps));
     RETRO_CUDA_LAUNCH_CHECK(name, stream);
 }
 }  // namespace
@@ -490,7 +446,7 @@ void launch_rmsnorm_forward(float* y, float* norm, float* x, const float* a, con
 void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                     std::int64_t C) {
     launch_rmsnorm_forward<false>(y, norm, const_cast<float*>(x), nullptr, nullptr, gamma, N, C, stream_,
-                                  "rmsnorm_forward_rows");
+                                  "rmsnorm_forward");
 }
 
 void CudaNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
@@ -506,8 +462,9 @@ void CudaNnBackend::rmsnorm_backward_rows_of(float* dx, float* dgamma, const flo
     const float eps = static_cast<float>(kRmsnormEps);
     // dgamma first: it reads dy and x, which dx may alias (the CPU op allows dx == dy)
     column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
-    rmsnorm_backward_rows<ADD><<<grid_for(N, 1), kThreads, 0, stream_>>>(dx, dy, x, gamma, norm, N, C, eps);
-    RETRO_CUDA_LAUNCH_CHECK(ADD ? "rmsnorm_backward_add" : "rmsnorm_backward_rows", stream_);
+    rows::rmsnorm_backward_warps<ADD><<<grid_for(N, rows::kWarps), rows::kThreads, 0, stream_>>>(dx, dy, x, gamma,
+                                                                                              norm, N, C, eps);
+    RETRO_CUDA_LAUNCH_CHECK(ADD ? "rmsnorm_backward_add" : "rmsnorm_backward", stream_);
 }
 
 void CudaNnBackend::rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,

@@ -41,6 +41,7 @@ namespace retro::simt {
 RETRO_SIMT_DEVICE int thread_x() { return static_cast<int>(threadIdx.x); }
 RETRO_SIMT_DEVICE long long block_x() { return blockIdx.x; }
 RETRO_SIMT_DEVICE long long block_y() { return blockIdx.y; }
+RETRO_SIMT_DEVICE long long grid_x() { return gridDim.x; }
 // the block's dynamic shared memory (every extern __shared__ array starts at its first byte)
 RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
     extern __shared__ __align__(16) unsigned char retro_simt_smem[];
@@ -66,6 +67,7 @@ RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4]
 inline int thread_x() { return host::current_thread(); }
 inline long long block_x() { return host::current_block_x(); }
 inline long long block_y() { return host::current_block_y(); }
+inline long long grid_x() { return host::current_grid_x(); }
 inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
 inline void sync_warp() { host::sync_warp(); }

@@ -378,8 +378,11 @@ void register_nn(std::vector<OpInfo>& out) {
             return linear_case(5, 7, 3, s);
         },
         [] { return linear_case(2048, 128, 512, 1); }, cuda_nn, 6);
-    add("nn.rmsnorm", "lib/nn/rmsnorm.h", {nn_tests + "nn: rmsnorm matches RP and gradient", backend_test},
-        [](std::uint64_t s) { return s == 2 ? rmsnorm_case(3, 700, s) : rmsnorm_case(5, 6, s); },   // 2: C > 256 threads
+    // CUDA: kernels/nn_rows.cuh (a warp per row), also run on the host through the block emulator
+    add("nn.rmsnorm", "lib/nn/rmsnorm.h",
+        {nn_tests + "nn: rmsnorm matches RP and gradient", backend_test,
+         "tests/test_nn_rows_host.cpp: nn rows kernels on the host emulator: rmsnorm forms and column sums"},
+        [](std::uint64_t s) { return s == 2 ? rmsnorm_case(3, 700, s) : rmsnorm_case(5, 6, s); },   // 2: C > 32 lanes
         [] { return rmsnorm_case(2048, 128, 1); }, cuda_nn, 2);
     add("nn.gelu", "lib/nn/gelu.h", {nn_tests + "nn: gelu (erf) gradient", backend_test},
         [](std::uint64_t s) { return gelu_case(40, s); }, [] { return gelu_case(2048 * 512, 1); }, cuda_nn);

@@ -41,7 +41,7 @@ struct Fiber {
 };
 
 struct Block {
-    long long bx = 0, by = 0;
+    long long bx = 0, by = 0, grid_x = 1;
     int current = -1;
     std::vector<unsigned char> smem;
     std::vector<Fiber> fibers;
@@ -55,6 +55,7 @@ inline thread_local Block* g_block = nullptr;
 inline int current_thread() { return g_block->current; }
 inline long long current_block_x() { return g_block->bx; }
 inline long long current_block_y() { return g_block->by; }
+inline long long current_grid_x() { return g_block->grid_x; }
 inline unsigned char* dynamic_smem() { return g_block->smem.data(); }
 
 inline void wait_as(FiberState s) {
@@ -180,11 +181,12 @@ inline bool release_barriers(Block& blk, int& live) {
 }
 
 // Runs one block of the grid to its end; throws std::logic_error on a deadlock.
-inline void run_block(long long bx, long long by, int threads, std::size_t smem_bytes,
+inline void run_block(long long bx, long long by, long long grid_x, int threads, std::size_t smem_bytes,
                       const std::function<void()>& kernel, std::size_t stack_bytes) {
     Block blk;
     blk.bx = bx;
     blk.by = by;
+    blk.grid_x = grid_x;
     blk.kernel = &kernel;
     blk.smem.assign(smem_bytes, 0xff);   // NaN in bf16 and fp32: a read of an unwritten byte shows
     blk.fibers.resize(static_cast<std::size_t>(threads));
@@ -211,7 +213,7 @@ inline void launch(long long grid_x, long long grid_y, int threads, std::size_t 
                    const std::function<void()>& kernel, std::size_t stack_bytes = 128 * 1024) {
     if (threads <= 0 || threads % kWarp) throw std::logic_error("simt host: threads must be a multiple of 32");
     for (long long by = 0; by < grid_y; ++by)
-        for (long long bx = 0; bx < grid_x; ++bx) run_block(bx, by, threads, smem_bytes, kernel, stack_bytes);
+        for (long long bx = 0; bx < grid_x; ++bx) run_block(bx, by, grid_x, threads, smem_bytes, kernel, stack_bytes);
 }
 
 }  // namespace retro::simt::host

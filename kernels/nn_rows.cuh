@@ -1,0 +1,136 @@
+// The CUDA NnBackend's row-wise RMSNorm and its column sums (dgamma, db, the null key/value and copy-head
+// gradients), written against kernels/simt.cuh so that tests/test_nn_rows_host.cpp runs them on the host through
+// the block emulator against nn/rmsnorm.h in double:
+//   - rmsnorm_forward_warps / rmsnorm_backward_warps: a warp per row, 8 rows to a 256-thread block (grid-stride over
+//     rows); the lanes' strided partial sums meet in a fixed butterfly, so no barrier and no shared memory (the
+//     block-per-row kernels before them paid a block tree of eight barriers per row). Forms as nn_backend_cuda.cu's
+//     ops: RESIDUAL writes x = a + b first (each lane its own elements, then the same sum of squares: the bits of
+//     the two ops apart), ADD accumulates dx (+=); without ADD dx may alias dy or x (each lane reads its elements
+//     before it writes them, and the dot's shuffle orders every lane's reads before any write).
+//   - column_partials_tiles / column_partials_add_tiles: sum_n term(n, j) in two deterministic passes. Pass 1: a
+//     block per (32 columns, chunk of rows); thread (tx, ty) sums rows r0 + ty, r0 + ty + 8, ... of column tx in
+//     order, then row-lane 0 adds the 8 lanes in order into part[chunk, j]. Pass 2: a block per 32 columns; thread
+//     (tx, ty) sums chunks ty, ty + 8, ... in order, row-lane 0 adds the 8 and then the sum to out[j] (+=). Every
+//     load of a warp reads 32 consecutive floats of one row.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "simt.cuh"
+
+namespace retro::nn::rows {
+
+using ll = long long;
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kColumnTile = 32, kRowLanes = kThreads / kColumnTile;
+constexpr int kColumnSmemBytes = kRowLanes * (kColumnTile + 1) * 4;   // the column kernels' dynamic shared memory
+
+RETRO_SIMT_DEVICE float warp_sum(float v) {
+    for (int w = 16; w > 0; w >>= 1) v += simt::shfl_xor(v, w);
+    return v;
+}
+
+// norm[n] = ||x[n]|| * scale (scale = C^-1/2), y[n, c] = x[n, c] / max(norm, eps) * gamma[c]; RESIDUAL: x = a + b
+// first. grid: any (grid-stride over rows, kWarps rows a block), kThreads threads, no shared memory.
+template <bool RESIDUAL>
+RETRO_SIMT_KERNEL(kThreads)
+rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a, const float* b,
+                      const float* __restrict__ gamma, ll N, ll C, float scale, float eps) {
+    const int lane = simt::thread_x() % 32;
+    for (ll n = simt::block_x() * kWarps + simt::thread_x() / 32; n < N; n += simt::grid_x() * kWarps) {
+        float* xr = x + n * C;
+        float ss = 0.0f;
+        for (ll c = lane; c < C; c += 32) {
+            float v;
+            if constexpr (RESIDUAL) {
+                v = a[n * C + c] + b[n * C + c];
+                xr[c] = v;
+            } else {
+                v = xr[c];
+            }
+            ss += v * v;
+        }
+        ss = warp_sum(ss);
+        const float nm = sqrtf(ss) * scale;
+        if (lane == 0) norm[n] = nm;
+        const float inv = 1.0f / (nm < eps ? eps : nm);
+        float* yr = y + n * C;
+        for (ll c = lane; c < C; c += 32) yr[c] = xr[c] * inv * gamma[c];
+    }
+}
+
+// dx[n, c] = gamma[c] dy[n, c] / d - [norm >= eps] x[n, c] (sum_j gamma_j dy_j x_j) / (d^2 norm C), d = max(norm, eps)
+// (nn/rmsnorm.h); ADD: dx += instead of =. Launch as rmsnorm_forward_warps.
+template <bool ADD>
+RETRO_SIMT_KERNEL(kThreads)
+rmsnorm_backward_warps(float* dx, const float* dy, const float* x, const float* __restrict__ gamma,
+                       const float* __restrict__ norm, ll N, ll C, float eps) {
+    const int lane = simt::thread_x() % 32;
+    for (ll n = simt::block_x() * kWarps + simt::thread_x() / 32; n < N; n += simt::grid_x() * kWarps) {
+        const float* xr = x + n * C;
+        const float* gr = dy + n * C;
+        const float nm = norm[n];
+        const float inv = 1.0f / (nm < eps ? eps : nm);
+        float dot = 0.0f;
+        for (ll c = lane; c < C; c += 32) dot += gamma[c] * gr[c] * xr[c];
+        dot = warp_sum(dot);
+        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
+        float* dxr = dx + n * C;
+        for (ll c = lane; c < C; c += 32) {
+            const float d = gamma[c] * gr[c] * inv - k * xr[c];
+            if constexpr (ADD) dxr[c] += d;
+            else dxr[c] = d;
+        }
+    }
+}
+
+// Rows per chunk of pass 1 for N rows: at least 64, at most 256 chunks.
+RETRO_SIMT_HOST_DEVICE ll column_chunk_rows(ll N) {
+    const ll per = (N + 255) / 256;
+    return per < 64 ? 64 : per;
+}
+
+// Pass 1: part[chunk, j] = sum over rows [chunk * per, min(N, (chunk + 1) * per)) of term(n, j). grid (ceil(C / 32),
+// chunks), kThreads threads, kColumnSmemBytes of shared memory.
+template <typename Term>
+RETRO_SIMT_KERNEL(kThreads)
+column_partials_tiles(float* __restrict__ part, ll N, ll C, ll per, Term term) {
+    float* sh = reinterpret_cast<float*>(simt::dynamic_smem());
+    const int tx = simt::thread_x() % kColumnTile, ty = simt::thread_x() / kColumnTile;
+    const ll j = simt::block_x() * kColumnTile + tx, chunk = simt::block_y();
+    const ll r0 = chunk * per, r1 = r0 + per < N ? r0 + per : N;
+    float acc = 0.0f;
+    if (j < C)
+        for (ll n = r0 + ty; n < r1; n += kRowLanes) acc += term(n, j);
+    sh[ty * (kColumnTile + 1) + tx] = acc;
+    simt::sync_block();
+    if (ty == 0 && j < C) {
+        float s = 0.0f;
+        for (int r = 0; r < kRowLanes; ++r) s += sh[r * (kColumnTile + 1) + tx];
+        part[chunk * C + j] = s;
+    }
+}
+
+// Pass 2: out[j] += the chunks' partials of column j. grid ceil(C / 32), kThreads threads, kColumnSmemBytes.
+// (A template, as every kernel here: this header is included by several .cu files.)
+template <typename F>
+RETRO_SIMT_KERNEL(kThreads)
+column_partials_add_tiles(F* __restrict__ out, const F* __restrict__ part, ll C, ll chunks) {
+    float* sh = reinterpret_cast<float*>(simt::dynamic_smem());
+    const int tx = simt::thread_x() % kColumnTile, ty = simt::thread_x() / kColumnTile;
+    const ll j = simt::block_x() * kColumnTile + tx;
+    F acc = 0;
+    if (j < C)
+        for (ll c = ty; c < chunks; c += kRowLanes) acc += part[c * C + j];
+    sh[ty * (kColumnTile + 1) + tx] = acc;
+    simt::sync_block();
+    if (ty == 0 && j < C) {
+        float s = 0.0f;
+        for (int r = 0; r < kRowLanes; ++r) s += sh[r * (kColumnTile + 1) + tx];
+        out[j] += s;
+    }
+}
+
+}  // namespace retro::nn::rows

@@ -1,0 +1,130 @@
+// The CUDA NnBackend's RMSNorm and column-sum kernels (kernels/nn_rows.cuh) on the host through the block emulator
+// (tests/simt_host.h): every form (plain, residual, backward =, backward += and in place) against nn/rmsnorm.h in
+// double within the op harness's fp32 bound (1e-5 relative rms), a zero row (norm 0: the clamp's branch) among the
+// rows, the residual sum bit-exact, and the column sums (several chunks, a column count not a multiple of 32) against
+// sums in double. On a GPU the same kernels run under the op harness (nn.rmsnorm, nn.residual_rmsnorm, nn.linear's db).
+#define RETRO_SIMT_HOST 1
+#include "simt_host.h"
+//
+#include "../kernels/nn_rows.cuh"
+#include "nn/rmsnorm.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace retro;
+namespace rw = retro::nn::rows;
+
+namespace {
+
+double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        num += (got[i] - ref[i]) * (got[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+std::vector<float> randn(std::size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& e : x) e = d(rng);
+    return x;
+}
+
+std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+// grid of the row kernels for N rows (deliberately fewer blocks than rows / 8: the grid-stride loop runs)
+long long row_grid(long long N) { return std::max<long long>(1, N / (rw::kWarps * 3)); }
+
+struct HostGammaTerm {   // kernels/nn_backend_cuda.cu's GammaTerm: dy x / max(norm, eps)
+    const float *dy, *x, *norm;
+    long long C;
+    float eps;
+    float operator()(long long n, long long j) const {
+        const float nm = norm[n];
+        return dy[n * C + j] * x[n * C + j] * (1.0f / (nm < eps ? eps : nm));
+    }
+};
+
+void column_sums(float* out, const HostGammaTerm& term, long long N, long long C) {
+    const long long per = rw::column_chunk_rows(N), chunks = (N + per - 1) / per;
+    std::vector<float> part(static_cast<std::size_t>(chunks * C), NAN);
+    const long long tiles = (C + rw::kColumnTile - 1) / rw::kColumnTile;
+    simt::host::launch(tiles, chunks, rw::kThreads, rw::kColumnSmemBytes,
+                       [&] { rw::column_partials_tiles(part.data(), N, C, per, term); });
+    simt::host::launch(tiles, 1, rw::kThreads, rw::kColumnSmemBytes,
+                       [&] { rw::column_partials_add_tiles(out, part.data(), C, chunks); });
+}
+
+}  // namespace
+
+TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums equal nn/rmsnorm.h in double") {
+    for (const auto& [N, C] : {std::pair<long long, long long>{37, 70}, {5000, 33}, {9, 512}}) {
+        CAPTURE(N);
+        CAPTURE(C);
+        std::mt19937 rng(static_cast<unsigned>(N + C));
+        const auto n = static_cast<std::size_t>(N * C);
+        auto a = randn(n, rng), b = randn(n, rng), gamma = randn(static_cast<std::size_t>(C), rng), dy = randn(n, rng);
+        for (long long c = 0; c < C; ++c) a[static_cast<std::size_t>(3 * C + c)] = b[static_cast<std::size_t>(3 * C + c)] = 0;   // row 3: zero
+        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+        const float eps = static_cast<float>(nn::RMSNORM_EPS);
+
+        // residual form: x = a + b (bit-exact), then y and norm; the plain form on that x gives the same bits
+        std::vector<float> x(n, NAN), y(n, NAN), norm(static_cast<std::size_t>(N), NAN);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_forward_warps<true>(y.data(), norm.data(), x.data(), a.data(), b.data(), gamma.data(), N, C,
+                                            scale, eps);
+        });
+        bool sum_exact = true;
+        for (std::size_t i = 0; i < n; ++i) sum_exact &= x[i] == a[i] + b[i];
+        CHECK(sum_exact);
+        std::vector<float> y2(n, NAN), norm2(static_cast<std::size_t>(N), NAN);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_forward_warps<false>(y2.data(), norm2.data(), x.data(), nullptr, nullptr, gamma.data(), N, C,
+                                             scale, eps);
+        });
+        CHECK(y2 == y);
+        CHECK(norm2 == norm);
+        CHECK(norm[3] == 0.0f);
+
+        const auto xd = to_double(x), gd = to_double(gamma), dyd = to_double(dy);
+        std::vector<double> ry(n), rnorm(static_cast<std::size_t>(N)), rdx(n), rdgamma(static_cast<std::size_t>(C), 0.0);
+        nn::rmsnorm_forward(ry.data(), rnorm.data(), xd.data(), gd.data(), N, C);
+        nn::rmsnorm_backward(rdx.data(), rdgamma.data(), dyd.data(), xd.data(), gd.data(), rnorm.data(), N, C);
+        CHECK(rms_ratio(y, ry) <= 1e-5);
+        CHECK(rms_ratio(norm, rnorm) <= 1e-5);
+
+        // backward: dx =, dgamma += through the column sums (from 1: the += shows)
+        std::vector<float> dx(n, NAN), dgamma(static_cast<std::size_t>(C), 1.0f);
+        column_sums(dgamma.data(), HostGammaTerm{dy.data(), x.data(), norm.data(), C, eps}, N, C);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_backward_warps<false>(dx.data(), dy.data(), x.data(), gamma.data(), norm.data(), N, C, eps);
+        });
+        std::vector<double> rdgamma1(rdgamma);
+        for (auto& e : rdgamma1) e += 1.0;
+        CHECK(rms_ratio(dx, rdx) <= 1e-5);
+        CHECK(rms_ratio(dgamma, rdgamma1) <= 1e-5);
+
+        // in place (dx = dy's buffer): the same bits
+        std::vector<float> inplace(dy);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_backward_warps<false>(inplace.data(), inplace.data(), x.data(), gamma.data(), norm.data(), N, C,
+                                              eps);
+        });
+        CHECK(inplace == dx);
+
+        // dx += : onto a, the sum of a and the = form's dx
+        std::vector<float> acc(a);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_backward_warps<true>(acc.data(), dy.data(), x.data(), gamma.data(), norm.data(), N, C, eps);
+        });
+        bool add_exact = true;
+        for (std::size_t i = 0; i < n; ++i) add_exact &= acc[i] == a[i] + dx[i];
+        CHECK(add_exact);
+    }
+}
