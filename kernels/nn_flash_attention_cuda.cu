@@ -356,19 +356,28 @@ dim3 flash_grid(ll rows, const FlashDims& m) {
     return {static_cast<unsigned>((rows + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H)};
 }
 
+// out's bf16 copy for the wmma kernels (the mma forward writes its own)
+__global__ void round_out_bf16(std::uint16_t* __restrict__ y, const float* __restrict__ x, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
 template <int D>
-void forward_d(float* out, float* probs, const float* q, const float* k, const float* v, const FlashDims& m,
-               bool wmma, cudaStream_t st) {
+void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, const float* k, const float* v,
+               const FlashDims& m, bool wmma, cudaStream_t st) {
     if (wmma) {   // self-attention only (flash_applies)
         constexpr int smem = forward_smem<D>();
         allow_smem<flash_forward<D>>(smem);
-        flash_forward<D><<<flash_grid(m.Nq, m), kFlashThreads, smem, st>>>(out, probs, q, k, v, m);
+        flash_forward<D><<<flash_grid(m.Nq, m), kFlashThreads, smem, st>>>(out, lse, q, k, v, m);
         RETRO_CUDA_LAUNCH_CHECK("flash_forward (wmma)", st);
+        const ll n = m.B * m.Nq * m.HD;
+        round_out_bf16<<<grid_for(n), kThreads, 0, st>>>(out_bf16, out, n);
+        RETRO_CUDA_LAUNCH_CHECK("round_out_bf16", st);
         return;
     }
     constexpr int smem = flash::forward_smem<D>();
     allow_smem<flash::flash_mma_forward<D>>(smem);
-    flash::flash_mma_forward<D><<<flash_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, probs, q, k, v, m);
+    flash::flash_mma_forward<D><<<flash_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
 }
 
@@ -418,14 +427,14 @@ bool flash_wmma_requested() {
 }
 
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
-    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; the stash (lse and a copy of out,
-    // B*H*Nq*(1 + D) floats) must fit the caller's probabilities, B*H*Nq*Nk'. The mma kernels take every case of
+    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; the stash (lse and out's bf16
+    // copy, B*H*Nq*(1 + D/2) floats) must fit the caller's probabilities, B*H*Nq*Nk'. The mma kernels take every case of
     // nn/attention.h but causal cross-attention (causal needs Nq = Nk, no null column, no mask); the wmma ones
     // self-attention without null column or mask only.
     if (!fused_attention_ || gemm_inputs_ != GemmInputs::bf16 || !tensor_core_bf16_) return false;
     if (!(s.D == 32 || s.D == 64 || s.D == 128) || flash_smem_need(s.D, flash_wmma_) > optin_shared_bytes_) return false;
     if (s.B <= 0 || s.H <= 0 || s.B * s.H > 65535 || s.Nq <= 0 || s.Nk <= 0 || s.Nq > INT_MAX / 2 || s.keys() > INT_MAX / 2) return false;
-    if (s.keys() < 1 + s.D) return false;
+    if (2 * s.keys() < 2 + s.D) return false;
     const bool self_plain = s.Nq == s.Nk && !s.null_kv && !key_mask;
     if (flash_wmma_) return self_plain;
     return !s.causal || self_plain;
@@ -435,13 +444,13 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                   const AttentionShape& s) {
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
-    float* lse = probs;   // [B, H, Nq], then out's copy [B, Nq, H*D]
+    float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]
+    auto* ob = reinterpret_cast<std::uint16_t*>(probs + m.B * m.H * m.Nq);
     switch (m.D) {
-    case 32: forward_d<32>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
-    case 64: forward_d<64>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
-    default: forward_d<128>(out, lse, q, k, v, m, flash_wmma_, stream_); break;
+    case 32: forward_d<32>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
+    case 64: forward_d<64>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
+    default: forward_d<128>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
     }
-    copy(probs + m.B * m.H * m.Nq, out, static_cast<std::size_t>(m.B * m.Nq * m.HD) * sizeof(float));
 }
 
 void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
@@ -451,7 +460,7 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
     const ll rows = m.B * m.H * m.Nq;
     const float* lse = probs;
-    const float* o = probs + rows;
+    const auto* o = reinterpret_cast<const std::uint16_t*>(probs + rows);   // out's bf16 copy
     // scratch: Delta [B, H, Nq], then (null column) the per-item null key and value gradients [B, H*D] each
     const ll items = m.null_kv ? m.B * m.HD : 0;
     float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows + 2 * items) * sizeof(float)));

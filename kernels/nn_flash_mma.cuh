@@ -242,12 +242,13 @@ RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
     return (m.causal && q0 == jv0) || m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys();
 }
 
-// out [B, Nq, H*D] = softmax(Q K^T) V and lse [B, H, Nq] (+inf for a row whose every key is masked); grid
-// (ceil(Nq / 64), B * H), kThreads threads, forward_smem<D>() bytes.
+// out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
+// probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (ceil(Nq / 64), B * H),
+// kThreads threads, forward_smem<D>() bytes.
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
-flash_mma_forward(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ q,
-                  const float* __restrict__ k, const float* __restrict__ v, FlashDims m) {
+flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __restrict__ lse,
+                  const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, FlashDims m) {
     constexpr int ld = row_ld<D>();
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Ks = Qs + kTile * ld;
@@ -330,17 +331,26 @@ RETRO_SIMT_UNROLL
     }
     float* ob = out + hd.q_base;
     store_rows<D>(out_row(ob, rows[0], m.Nq, m), out_row(ob, rows[1], m.Nq, m), o, inv[0], inv[1], lane);
+    u16* cb = out_bf16 + hd.q_base;   // the same values rounded, pairs as one 32-bit store (D and H*D are even)
+    for (int r = 0; r < 2; ++r)
+        if (rows[r] < m.Nq)
+RETRO_SIMT_UNROLL
+            for (int u = 0; u < D / 8; ++u)
+                reinterpret_cast<u32*>(cb + rows[r] * m.HD)[(u * 8 + 2 * t) / 2] =
+                    simt::pack_bf16x2(o[u][2 * r] * inv[r], o[u][2 * r + 1] * inv[r]);
     if (t == 0)
         for (int r = 0; r < 2; ++r)   // max -FLT_MAX: every key the row saw was masked (p = 1 / Nk each)
             if (rows[r] < m.Nq) lse[hd.bh * m.Nq + rows[r]] = mrow[r] == -FLT_MAX ? INFINITY : mref[r] + logf(lrow[r]);
 }
 
-// Delta [B, H, Nq]: Delta[bh, i] = sum_d bf16(dO[b, i, h*D + d]) O[b, i, h*D + d], a warp per row; grid
-// (ceil(B*H*Nq / 4)), kThreads threads. dO is rounded as dP = dO V^T sees it, so that where one key takes the whole
-// row (p = 1: a CCA row whose neighbours are all masked, left with the null column) dP - Delta is 0 as in the
+// Delta [B, H, Nq]: Delta[bh, i] = sum_d bf16(dO[b, i, h*D + d]) O[b, i, h*D + d] with O the forward's bf16 copy
+// (FlashAttention-2's Delta from bf16 dO and O), a warp per row; grid (ceil(B*H*Nq / 4)), kThreads threads. dO is
+// rounded as dP = dO V^T sees it, so that where one key takes the whole row (p = 1: a CCA row whose neighbours are
+// all masked, left with the null column; O is then that value's bf16 exactly) dP - Delta is 0 as in the
 // reference, not the rounding of dO.
+template <typename O16>
 RETRO_SIMT_KERNEL(kThreads)
-flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const float* __restrict__ o, FlashDims m) {
+flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const O16* __restrict__ o, FlashDims m) {
     const int lane = simt::thread_x() % 32;
     const ll r = simt::block_x() * kWarps + simt::thread_x() / 32;
     const bool in = r < m.B * m.H * m.Nq;
@@ -348,7 +358,8 @@ flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const
     if (in) {
         const ll bh = r / m.Nq, i = r % m.Nq, b = bh / m.H, h = bh % m.H;
         const ll at = (b * m.Nq + i) * m.HD + h * m.D;
-        for (ll d = lane; d < m.D; d += 32) acc += simt::bf16_value(simt::bf16_bits(dout[at + d])) * o[at + d];
+        for (ll d = lane; d < m.D; d += 32)
+            acc += simt::bf16_value(simt::bf16_bits(dout[at + d])) * simt::bf16_value(o[at + d]);
     }
     for (int w = 16; w > 0; w >>= 1) acc += simt::shfl_xor(acc, w);
     if (in && lane == 0) delta[r] = acc;

@@ -412,8 +412,8 @@ void register_nn(std::vector<OpInfo>& out) {
     // not a multiple of their 64-row blocks (seeds 1-3 causal, 4 not), then the CCA and encoder shapes the mma
     // kernels take as well (5: a chunk's queries against neighbours and the null column with a pad mask, item 0's
     // neighbours all masked; 6: masked bidirectional self-attention, item 0 fully masked; 7: more queries than keys
-    // with the null column); the perf case is the 172M config's decoder self-attention. Host emulation of the same
-    // kernels: tests/test_flash_mma_host.cpp
+    // with the null column; 8: the encoder's cross-attention to its chunk, Nk' = 64 < 1 + D); the perf case is the
+    // 172M config's decoder self-attention. Host emulation of the same kernels: tests/test_flash_mma_host.cpp
     add("nn.flash_attention", "lib/nn/attention.h",
         {backend_test, "tests/test_flash_mma_host.cpp: flash mma kernels on the host emulator: CCA and encoder shapes"},
         [](std::uint64_t s) {
@@ -423,10 +423,11 @@ void register_nn(std::vector<OpInfo>& out) {
             if (s == 5) return attention_case({3, 64, 130, 2, 64, false, true}, true, s, true);
             if (s == 6) return attention_case({3, 70, 70, 1, 32, false, false}, true, s, true);
             if (s == 7) return attention_case({2, 100, 40, 1, 32, false, true}, false, s, true);
+            if (s == 8) return attention_case({2, 128, 64, 2, 64, false, false}, false, s, true);
             return attention_case({2, 130, 130, 2, 32, true, false}, false, s, true);
         },
         [] { return attention_case({8, 1024, 1024, 8, 64, true, false}, false, 1, true); },
-        "kernels/nn_flash_attention_cuda.cu", 7);
+        "kernels/nn_flash_attention_cuda.cu", 8);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
     add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},

@@ -86,11 +86,16 @@ void check_case(const Case& cs, std::uint64_t seed) {
                           cs.null_kv ? null_v.data() : nullptr, mp};
     const long long q_blocks = (Nq + fl::kTile - 1) / fl::kTile, k_blocks = (m.keys() + fl::kTile - 1) / fl::kTile;
     std::vector<float> out(q.size(), NAN), lse(static_cast<std::size_t>(B * H * Nq), NAN);
-    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::forward_smem<D>(),
-                       [&] { fl::flash_mma_forward<D>(out.data(), lse.data(), q.data(), k.data(), v.data(), m); });
+    std::vector<std::uint16_t> out_bf16(q.size(), 0xffff);
+    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::forward_smem<D>(), [&] {
+        fl::flash_mma_forward<D>(out.data(), out_bf16.data(), lse.data(), q.data(), k.data(), v.data(), m);
+    });
+    bool copy_is_out_rounded = true;
+    for (std::size_t i = 0; i < out.size(); ++i) copy_is_out_rounded &= out_bf16[i] == simt::bf16_bits(out[i]);
+    CHECK(copy_is_out_rounded);
     std::vector<float> delta(static_cast<std::size_t>(B * H * Nq), NAN);
     simt::host::launch((B * H * Nq + fl::kWarps - 1) / fl::kWarps, 1, fl::kThreads, 0,
-                       [&] { fl::flash_mma_delta(delta.data(), dout.data(), out.data(), m); });
+                       [&] { fl::flash_mma_delta(delta.data(), dout.data(), out_bf16.data(), m); });
     std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN),
         dnk_items(static_cast<std::size_t>(B * HD), NAN), dnv_items(static_cast<std::size_t>(B * HD), NAN);
     simt::host::launch(q_blocks, B * H, fl::kThreads, fl::dq_smem<D>(), [&] {
@@ -144,6 +149,7 @@ TEST_CASE("flash mma kernels on the host emulator: CCA and encoder shapes - null
     check_case<64>({3, 64, 130, 2, false, true, true}, 5);    // CCA: a chunk's queries, k neighbours + the null column
     check_case<32>({3, 70, 70, 1, false, false, true}, 6);    // the encoder: item 0 fully masked (a uniform average)
     check_case<32>({2, 100, 40, 1, false, true, false}, 7);   // more queries than keys
+    check_case<64>({2, 128, 64, 2, false, false, false}, 8);  // the encoder's cross-attention: Nk' = 64 < 1 + D
 }
 
 TEST_CASE("flash mma kernels on the host emulator: a divergent barrier is reported, not hung") {
