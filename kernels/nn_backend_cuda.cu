@@ -151,9 +151,10 @@ struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
 // Item t of a head: t < R/2 rotates the pair (t, t + R/2); t >= R/2 copies dim R + (t - R/2). No __restrict__:
 // y may be x.
 template <bool BACKWARD>
-// heads h < scaled_heads read x * scale (rotary_scale_forward; the same float as a scale pass before, and x * 1 = x)
+// heads h < scaled_heads read x * scale (rotary_scale_forward; the same float as a scale pass before, and x * 1 = x);
+// every result is multiplied by out_scale (rotary_backward_scale: the same float as a scale pass after; y * 1 = y)
 __global__ void rotary_k(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, ll H, ll D, ll R,
-                         float scale, ll scaled_heads) {
+                         float scale, ll scaled_heads, float out_scale) {
     const ll half = R / 2, per_head = half + (D - R), total = rows * H * per_head;
     for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
         const ll t = e % per_head, rh = e / per_head, row = rh / H, h = rh % H;
@@ -164,28 +165,28 @@ __global__ void rotary_k(float* y, const float* x, const float* cos, const float
             const float* s = sin + (row % N) * R;
             const float x1 = x[base + t] * m, x2 = x[base + t + half] * m;
             if (!BACKWARD) {
-                y[base + t] = x1 * c[t] - x2 * s[t];
-                y[base + t + half] = x2 * c[t + half] + x1 * s[t + half];
+                y[base + t] = (x1 * c[t] - x2 * s[t]) * out_scale;
+                y[base + t + half] = (x2 * c[t + half] + x1 * s[t + half]) * out_scale;
             } else {
-                y[base + t] = x1 * c[t] + x2 * s[t + half];
-                y[base + t + half] = x2 * c[t + half] - x1 * s[t];
+                y[base + t] = (x1 * c[t] + x2 * s[t + half]) * out_scale;
+                y[base + t + half] = (x2 * c[t + half] - x1 * s[t]) * out_scale;
             }
         } else {
             const ll d = R + (t - half);
-            y[base + d] = x[base + d] * m;
+            y[base + d] = x[base + d] * m * out_scale;
         }
     }
 }
 
 template <bool BACKWARD>
 void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream,
-                   float scale = 1.0f, ll scaled_heads = 0) {
+                   float scale = 1.0f, ll scaled_heads = 0, float out_scale = 1.0f) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
     const ll work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
     if (work == 0) return;
     rotary_k<BACKWARD><<<grid_for(work), kThreads, 0, stream>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim, scale,
-                                                                 scaled_heads);
+                                                                 scaled_heads, out_scale);
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
 }
 
@@ -497,6 +498,10 @@ void CudaNnBackend::rotary_scale_forward(float* y, const float* x, const RotaryV
                                          std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) {
     RETRO_CHECK(scaled_heads >= 0 && scaled_heads <= H, "rotary_scale_forward: ", scaled_heads, " scaled heads of ", H);
     launch_rotary<false>(y, x, t, B, N, H, D, stream_, s, scaled_heads);
+}
+void CudaNnBackend::rotary_backward_scale(float* dx, const float* dy, const RotaryView& t, std::int64_t B,
+                                          std::int64_t N, std::int64_t H, std::int64_t D, float s) {
+    launch_rotary<true>(dx, dy, t, B, N, H, D, stream_, 1.0f, 0, s);
 }
 void CudaNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {

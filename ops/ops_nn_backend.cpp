@@ -11,6 +11,7 @@
 //                   the null column and the pad mask; forward only)
 //   nn.linear_gelu  linear_gelu_forward (the feed-forward's first layer: gelu(x W^T + b) and the value before it)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
+//   nn.scaled_rotary_backward rotary_backward_scale (the training backward's rotation and scale of dq in one pass)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -348,6 +349,36 @@ std::unique_ptr<Case> rotary_scale_case(int64_t B, int64_t N, int64_t H, int64_t
         std::move(in), body, device, {"rotary_scale_forward"});
 }
 
+// rotary_backward_scale: nn::rotary_backward of dy over all H heads (rot_dim R <= D), then every element times s.
+// Outputs: dx from dy, and the same in place.
+std::unique_ptr<Case> rotary_backward_scale_case(int64_t B, int64_t N, int64_t H, int64_t D, int64_t R,
+                                                 std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int64_t n = B * N * H * D;
+    const float s = 0.125f + 0.01f * static_cast<float>(seed);
+    Tensors in{random_tensor(n, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(n)};
+        nn::rotary_backward(out[0].data(), x[0].data(), nn::rotary_table_range<T>(N, R), B, N, H, D);
+        for (auto& e : out[0]) e *= static_cast<T>(s);
+        out.push_back(out[0]);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        const auto table = nn::rotary_table_range<float>(N, R);
+        BackendArena a(be);
+        const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
+        float *dx = a.alloc<float>(n), *g = a.up(x[0]);
+        be.rotary_backward_scale(dx, g, view, B, N, H, D, s);
+        be.rotary_backward_scale(g, g, view, B, N, H, D, s);
+        return {a.down(dx, n), a.down(g, n)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}}), 7.0 * n, 4.0 * 2 * n, {"dy"}, {false},
+         {"dx", "dx_in_place"}},
+        std::move(in), body, device, {"rotary_backward_scale"});
+}
+
 }  // namespace
 
 void register_nn_backend(std::vector<OpInfo>& out) {
@@ -399,6 +430,13 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return rotary_scale_case(1, 3, 4, 6, 4, 2, s);
         },
         [] { return rotary_scale_case(8, 1024, 8, 64, 64, 8, 1); }, 2);
+    // its backward over every head: seed 1 partial rotary, 2 full
+    add("nn.scaled_rotary_backward", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return rotary_backward_scale_case(2, 5, 3, 8, 8, s);
+            return rotary_backward_scale_case(1, 3, 4, 6, 4, s);
+        },
+        [] { return rotary_backward_scale_case(8, 1024, 8, 64, 64, 1); }, 2);
     // self-attention, seed 1: small (position 0, the last position, rows not in sequence order, a sequence not fed);
     // 2: keys over many splits of kAttentionDecodeSplitKeys = 64 (the new key the 2nd of its split); 3: the largest
     // head dimension; 4: exactly four full splits (256 keys); 7: D = 48 (float4 quarters of 12 channels), the new key

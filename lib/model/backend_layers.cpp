@@ -88,9 +88,11 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
     be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
                           key_mask, s.core());
-    if (q_rot) be.rotary_backward(t.dq, t.dq, *q_rot, s.B, s.Nq, s.heads, s.dim_head);
+    if (q_rot)   // the rotation's backward and the scale's in one pass over dq (the same floats as the two passes)
+        be.rotary_backward_scale(t.dq, t.dq, *q_rot, s.B, s.Nq, s.heads, s.dim_head, query_scale(s.dim_head));
+    else
+        be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
     if (k_rot) be.rotary_backward(t.dk, t.dk, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
     be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
     if (!s.self && !dcontext) {
         be.linear_backward(nullptr, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);

@@ -129,6 +129,11 @@ public:
     // dim_head^-1/2 and their rotation; with a row of q | k heads, scaled_heads = H). In place allowed.
     virtual void rotary_scale_forward(float* y, const float* x, const RotaryView& table, std::int64_t B, std::int64_t N,
                                       std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) = 0;
+    // rotary_backward of dy with every element of the result multiplied by s: the backward of rotary_scale_forward
+    // over all heads, as rotary_backward then scale(dx, s, B*N*H*D) in one pass (the same float per element). In
+    // place allowed.
+    virtual void rotary_backward_scale(float* dx, const float* dy, const RotaryView& table, std::int64_t B,
+                                       std::int64_t N, std::int64_t H, std::int64_t D, float s) = 0;
 
     // x[i] *= s for n elements (the queries' dim_head^-1/2, as nn/attention_layer.cpp applies it).
     virtual void scale(float* x, float s, std::int64_t n) = 0;

@@ -164,6 +164,14 @@ void HostNnBackend::rotary_scale_forward(float* y, const float* x, const RotaryV
         nn::rotary_forward(y, y, t.cos, t.sin, t.rot_dim, B, N, H, D);
     });
 }
+void HostNnBackend::rotary_backward_scale(float* dx, const float* dy, const RotaryView& t, std::int64_t B,
+                                          std::int64_t N, std::int64_t H, std::int64_t D, float s) {
+    run([=, this] {   // rotary_backward() then scale(), as the ops did before they were one
+        RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
+        nn::rotary_backward(dx, dy, t.cos, t.sin, t.rot_dim, B, N, H, D);
+        for (std::int64_t i = 0; i < B * N * H * D; i++) dx[i] *= s;
+    });
+}
 void HostNnBackend::rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                                     std::int64_t H, std::int64_t D) {
     run([=, this] {

@@ -48,6 +48,8 @@ public:
                         std::int64_t D) override;
     void rotary_backward(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
                          std::int64_t H, std::int64_t D) override;
+    void rotary_backward_scale(float* dx, const float* dy, const RotaryView& t, std::int64_t B, std::int64_t N,
+                               std::int64_t H, std::int64_t D, float s) override;
     void rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                               std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) override;
     void scale(float* x, float s, std::int64_t n) override;

@@ -109,6 +109,10 @@ void ProfilingNnBackend::rotary_backward(float* dx, const float* dy, const Rotar
                                          std::int64_t N, std::int64_t H, std::int64_t D) {
     timed("rotary_backward", "", 0, [&] { inner_.rotary_backward(dx, dy, t, B, N, H, D); });
 }
+void ProfilingNnBackend::rotary_backward_scale(float* dx, const float* dy, const RotaryView& t, std::int64_t B,
+                                               std::int64_t N, std::int64_t H, std::int64_t D, float s) {
+    timed("rotary_backward_scale", "", 0, [&] { inner_.rotary_backward_scale(dx, dy, t, B, N, H, D, s); });
+}
 void ProfilingNnBackend::scale(float* x, float s, std::int64_t n) {
     timed("scale", "", 0, [&] { inner_.scale(x, s, n); });
 }
