@@ -29,13 +29,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "simt.cuh"
+#include "mma_tiles.cuh"
 
 namespace retro::nn::flash {
 
-using ll = long long;
-using u16 = std::uint16_t;
-using u32 = std::uint32_t;
+using namespace retro::mma_tiles;
 
 struct FlashDims {
     ll B, Nq, Nk, H, D, HD;   // items, queries, keys, heads, head size, H * D (a row's stride in q, k, v, out)
@@ -47,23 +45,6 @@ struct FlashDims {
     RETRO_SIMT_HOST_DEVICE ll keys() const { return Nk + (null_kv ? 1 : 0); }
 };
 
-constexpr int kTile = 64;   // queries (forward, dQ) or keys (dK/dV) of a block, and rows of the walk's steps
-constexpr int kWarps = 4, kThreads = kWarps * 32;
-constexpr int kTLd = kTile + 8;   // bf16 per row of a transposed [D][64] tile
-constexpr float kLog2e = 1.4426950408889634f;
-
-template <int D>
-constexpr int row_ld() {   // bf16 per row of a [64][D] tile
-    return D + 8;
-}
-template <int D>
-constexpr int row_tile_bytes() {
-    return kTile * row_ld<D>() * 2;
-}
-template <int D>
-constexpr int t_tile_bytes() {
-    return D * kTLd * 2;
-}
 // Dynamic shared memory of each kernel (bytes).
 // Every kernel's tiles are followed by the 64 rows' lse and Delta (fp32) and the block's 64 key-mask flags.
 constexpr int kRowStatBytes = 2 * kTile * 4, kMaskBytes = kTile;
@@ -136,90 +117,11 @@ RETRO_SIMT_DEVICE void load_key_flags(unsigned char* flags, ll jv0, ll b, const 
     }
 }
 
-// The A fragment of rows [row0, row0 + 16), columns [k0, k0 + 16) of a row-major bf16 tile of stride ld.
-RETRO_SIMT_DEVICE void load_a(u32 (&a)[4], const u16* tile, int ld, int row0, int k0, int lane) {
-    const u32* p = reinterpret_cast<const u32*>(tile);
-    const int g = lane / 4, t = lane % 4;
-    a[0] = p[((row0 + g) * ld + k0 + 2 * t) / 2];
-    a[1] = p[((row0 + g + 8) * ld + k0 + 2 * t) / 2];
-    a[2] = p[((row0 + g) * ld + k0 + 8 + 2 * t) / 2];
-    a[3] = p[((row0 + g + 8) * ld + k0 + 8 + 2 * t) / 2];
-}
-
-// The B fragment (16 x 8) with B[k][n] = tile[n0 + n][k0 + k]: the tile's rows are B's columns.
-RETRO_SIMT_DEVICE void load_b(u32 (&b)[2], const u16* tile, int ld, int n0, int k0, int lane) {
-    const u32* p = reinterpret_cast<const u32*>(tile);
-    const int g = lane / 4, t = lane % 4;
-    b[0] = p[((n0 + g) * ld + k0 + 2 * t) / 2];
-    b[1] = p[((n0 + g) * ld + k0 + 8 + 2 * t) / 2];
-}
-
-// acc (16 x 64 as eight 16 x 8 C fragments) = rows [row0, row0 + 16) of A (bf16 [.][D + 8]) times the 64 rows of Bt
-// (bf16 [64][D + 8]) transposed: the warp's slice of S = Q K^T, dP = dO V^T, S^T = K Q^T or dP^T = V dO^T.
-template <int D>
-RETRO_SIMT_DEVICE void rows_times_rows_t(float (&acc)[8][4], const u16* A, int row0, const u16* Bt, int lane) {
-    constexpr int ld = row_ld<D>();
-RETRO_SIMT_UNROLL
-    for (int n = 0; n < 8; ++n)
-RETRO_SIMT_UNROLL
-        for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
-RETRO_SIMT_UNROLL
-    for (int kk = 0; kk < D / 16; ++kk) {
-        u32 a[4];
-        load_a(a, A, ld, row0, kk * 16, lane);
-RETRO_SIMT_UNROLL
-        for (int n = 0; n < 8; ++n) {
-            u32 b[2];
-            load_b(b, Bt, ld, n * 8, kk * 16, lane);
-            simt::mma_bf16_16816(acc[n], a, b);
-        }
-    }
-}
-
-// acc (16 x D as D/8 C fragments) += P times X, where P (16 x 64) is given as the bf16 pairs of its C fragments
-// (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row g + 8) and X (64 x D) as its transpose Xt [D][64 + 8]. The
-// C fragments of two neighbouring 16 x 8 tiles are the A fragment of one 16 x 16 slice (simt.cuh's layouts).
-template <int D>
-RETRO_SIMT_DEVICE void accumulate_p_times(float (&acc)[D / 8][4], const u32 (&pk)[8][2], const u16* Xt, int lane) {
-RETRO_SIMT_UNROLL
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-        const u32 a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < D / 8; ++u) {
-            u32 b[2];
-            load_b(b, Xt, kTLd, u * 8, kk * 16, lane);
-            simt::mma_bf16_16816(acc[u], a, b);
-        }
-    }
-}
-
-// A warp's 16 x D result (C fragments) to the lane's two rows: dst_g (row g of the warp's 16) and dst_g8 (row g + 8),
-// each [D] or null (not stored), scaled by scale_g and scale_g8.
-template <int D>
-RETRO_SIMT_DEVICE void store_rows(float* dst_g, float* dst_g8, const float (&acc)[D / 8][4], float scale_g,
-                                  float scale_g8, int lane) {
-    const int t = lane % 4;
-RETRO_SIMT_UNROLL
-    for (int u = 0; u < D / 8; ++u) {
-        const int c = u * 8 + 2 * t;
-        if (dst_g) {
-            dst_g[c] = acc[u][0] * scale_g;
-            dst_g[c + 1] = acc[u][1] * scale_g;
-        }
-        if (dst_g8) {
-            dst_g8[c] = acc[u][2] * scale_g8;
-            dst_g8[c + 1] = acc[u][3] * scale_g8;
-        }
-    }
-}
-
 // Row i of an output [Nq or Nk, H*D] (offset to the head), or null past `count` rows.
 RETRO_SIMT_DEVICE float* out_row(float* base, ll i, ll count, const FlashDims& m) {
     return i < count ? base + i * m.HD : nullptr;
 }
 
-RETRO_SIMT_DEVICE float bf16_lo(u32 pair) { return simt::bf16_value(static_cast<u16>(pair & 0xffffu)); }
-RETRO_SIMT_DEVICE float bf16_hi(u32 pair) { return simt::bf16_value(static_cast<u16>(pair >> 16)); }
 
 // The (item, head) of block row y and where its operands start: queries/outputs [Nq, H*D], keys/values [Nk, H*D].
 struct Head {
