@@ -12,6 +12,9 @@
 #include "cuda_check.cuh"
 #include "retention/retention_cuda.h"
 #include "retention/retention_launch.h"
+#include "retention_pair_mma.cuh"
+
+#include <type_traits>
 
 namespace retro::retention::cuda_detail {
 
@@ -132,9 +135,48 @@ __global__ void pair_kernel(const X* a, const X* b, const X* c, X* out, Dims d, 
     }
 }
 
+// The tensor-core form (kernels/retention_pair_mma.cuh) for one (Da, Dc) pair of head sizes.
+template <int DA, int DC, bool REV>
+void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, const Dims& d, long C, float scale,
+                     const Gammas& g, bool accumulate, cudaStream_t stream) {
+    using pair_mma::u16;
+    constexpr int smem = pair_mma::pair_smem<DA, DC>();
+    static const bool attr_set = [] {   // once per instantiation
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(pair_mma::retention_pair_mma<DA, DC, REV>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        return true;
+    }();
+    (void)attr_set;
+    pair_mma::PairDecays lg2{};
+    for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * pair_mma::kLog2e;   // natural log -> log2
+    const pair_mma::PairArgs args{d.B, d.T, d.H, C, scale, accumulate};
+    const dim3 grid(static_cast<unsigned>((d.T + pair_mma::kTile - 1) / pair_mma::kTile), static_cast<unsigned>(d.B * d.H));
+    pair_mma::retention_pair_mma<DA, DC, REV><<<grid, pair_mma::kThreads, smem, stream>>>(
+        reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
+        reinterpret_cast<const u16*>(c), args, lg2);
+    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_pair_mma (reverse)" : "retention_pair_mma", stream);
+}
+
+// Whether launch_pair takes the tensor-core form: bf16, head sizes it is instantiated for, and its shared memory.
+inline bool pair_on_tensor_cores(bool bf16_data, int Da, int Dc) {
+    return bf16_data && pair_mma::pair_mma_supported(Da, Dc) && pair_mma_shared_bytes(Da, Dc) <= optin_shared_bytes();
+}
+
 template <typename T, bool REV>
 void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int Da, int Dc, long C, float scale,
                  const Gammas& g, bool accumulate, cudaStream_t stream) {
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (pair_on_tensor_cores(true, Da, Dc)) {
+            auto run = [&]<int DA, int DC>() {
+                launch_pair_mma<DA, DC, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
+            };
+            if (Da == 64 && Dc == 64) run.template operator()<64, 64>();
+            else if (Da == 64) run.template operator()<64, 128>();
+            else if (Dc == 64) run.template operator()<128, 64>();
+            else run.template operator()<128, 128>();
+            return;
+        }
+    }
     const std::size_t smem = static_cast<std::size_t>(pair_shared_bytes(Da, Dc));   // checked by prepare()
     auto kernel = pair_kernel<dev_t<T>, REV>;
     RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));

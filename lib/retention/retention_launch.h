@@ -4,7 +4,7 @@
 // memory a kernel needs within what the device lets one block opt into (an sm_86/89 card has 99 KB; the 64-column
 // tensor-core walk at Da = 128 wants ~159 KB, so such a card takes the CUDA-core walk instead). Kept free of CUDA so
 // that tests/test_retention.cpp checks the decisions without a GPU.
-// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, pair_shared_bytes, kMaxGridY,
+// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY,
 //           ChunkwisePlan, plan_chunkwise, retention_launch_refusal
 #pragma once
 #include <string>
@@ -47,6 +47,9 @@ struct TcLayout {   // shared-memory carve-up (bytes), rows padded against bank 
 // The CUDA-core pair kernel's dynamic shared memory (retention_common.cuh's launch_pair): 16 query rows and 32 key
 // rows of Da, 32 value rows of Dc, a 16 x 32 score tile, all fp32.
 inline long pair_shared_bytes(long Da, long Dc) { return 4 * (16 * Da + 32 * Da + 32 * Dc + 16 * 32); }
+// The tensor-core pair kernel's (kernels/retention_pair_mma.cuh, bf16, Da and Dc of 64 or 128): the A and B row
+// tiles (64 rows of Da + 8 bf16) and C transposed (Dc rows of 72 bf16); where a device allows less, the kernel above.
+inline long pair_mma_shared_bytes(long Da, long Dc) { return 2 * 64 * (Da + 8) * 2 + Dc * 72 * 2; }
 
 // Which walk the chunkwise mode takes: the tensor cores when the dtype is bf16, the shape fits them and the device
 // lets a block have the walk's shared memory (each of the backward's three walks, for backward), else CUDA cores.
