@@ -50,6 +50,7 @@ RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
 RETRO_SIMT_DEVICE void sync_block() { __syncthreads(); }
 RETRO_SIMT_DEVICE void sync_warp() { __syncwarp(); }
 RETRO_SIMT_DEVICE float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+RETRO_SIMT_DEVICE float shfl_idx(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
 RETRO_SIMT_DEVICE std::uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 RETRO_SIMT_DEVICE float bf16_value(std::uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
 RETRO_SIMT_DEVICE float exp2_fast(float x) { return exp2f(x); }
@@ -72,6 +73,7 @@ inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
 inline void sync_warp() { host::sync_warp(); }
 inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
+inline float shfl_idx(float v, int src_lane) { return host::shfl_idx(v, src_lane); }
 inline std::uint16_t bf16_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, 4);

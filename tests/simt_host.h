@@ -30,7 +30,7 @@ struct Exchange {   // one warp's deposits for one exchange
     std::uint32_t a[kWarp][4];
     std::uint32_t b[kWarp][2];
     float f[kWarp];
-    int kind[kWarp];   // 1 = shfl, 2 = mma: lanes at one exchange must agree
+    int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx: lanes at one exchange must agree
 };
 
 struct Fiber {
@@ -86,6 +86,15 @@ inline float shfl_xor(float v, int mask) {
     sync_warp();
     check_kinds(e);
     return e.f[lane ^ mask];
+}
+
+inline float shfl_idx(float v, int src_lane) {
+    const int lane = g_block->current % kWarp;
+    Exchange& e = deposit_slot(3);
+    e.f[lane] = v;
+    sync_warp();
+    check_kinds(e);
+    return e.f[src_lane & (kWarp - 1)];
 }
 
 // d += A B with A, B spread over the warp's lanes as kernels/simt.cuh's comment lays them out.
