@@ -79,23 +79,18 @@ inline void check_kinds(const Exchange& e) {
         if (e.kind[l] != e.kind[0]) throw std::logic_error("simt host: lanes of one warp met at different exchanges");
 }
 
-inline float shfl_xor(float v, int mask) {
+// Every lane deposits v and gets the value of lane src(lane): the shuffles.
+template <typename Src>
+float shuffle(float v, int kind, Src src) {
     const int lane = g_block->current % kWarp;
-    Exchange& e = deposit_slot(1);
+    Exchange& e = deposit_slot(kind);
     e.f[lane] = v;
     sync_warp();
     check_kinds(e);
-    return e.f[lane ^ mask];
+    return e.f[src(lane) & (kWarp - 1)];
 }
-
-inline float shfl_idx(float v, int src_lane) {
-    const int lane = g_block->current % kWarp;
-    Exchange& e = deposit_slot(3);
-    e.f[lane] = v;
-    sync_warp();
-    check_kinds(e);
-    return e.f[src_lane & (kWarp - 1)];
-}
+inline float shfl_xor(float v, int mask) { return shuffle(v, 1, [mask](int lane) { return lane ^ mask; }); }
+inline float shfl_idx(float v, int src_lane) { return shuffle(v, 3, [src_lane](int) { return src_lane; }); }
 
 // d += A B with A, B spread over the warp's lanes as kernels/simt.cuh's comment lays them out.
 inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],

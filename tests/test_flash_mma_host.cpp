@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -23,15 +25,6 @@ namespace fl = retro::nn::flash;
 namespace {
 
 float bf16_round(float x) { return simt::bf16_value(simt::bf16_bits(x)); }
-
-double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        num += (got[i] - ref[i]) * (got[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / (den > 0 ? den : 1));
-}
 
 std::vector<double> rounded_to_double(const std::vector<float>& x) {
     std::vector<double> y(x.size());
@@ -107,8 +100,8 @@ void check_case(const Case& cs, std::uint64_t seed) {
     });
 
     constexpr double bound = 5e-3;   // ops/op_registry: the bf16 bound of nn.flash_attention
-    const double e_out = rms_ratio(out, r_out), e_dq = rms_ratio(dq, r_dq), e_dk = rms_ratio(dk, r_dk),
-                 e_dv = rms_ratio(dv, r_dv);
+    const double e_out = test::rms_ratio(out, r_out), e_dq = test::rms_ratio(dq, r_dq), e_dk = test::rms_ratio(dk, r_dk),
+                 e_dv = test::rms_ratio(dv, r_dv);
     MESSAGE("flash mma (host) B=" << B << " Nq=" << Nq << " Nk=" << Nk << " H=" << H << " D=" << D
                                   << std::string(cs.causal ? " causal" : "") << std::string(cs.null_kv ? " null_kv" : "")
                                   << std::string(cs.masked ? " masked" : "") << ": out " << e_out << ", dq " << e_dq
@@ -124,8 +117,8 @@ void check_case(const Case& cs, std::uint64_t seed) {
                 dnk[static_cast<std::size_t>(c)] += dnk_items[static_cast<std::size_t>(b * HD + c)];
                 dnv[static_cast<std::size_t>(c)] += dnv_items[static_cast<std::size_t>(b * HD + c)];
             }
-        CHECK(rms_ratio(dnk, r_dnk) <= bound);
-        CHECK(rms_ratio(dnv, r_dnv) <= bound);
+        CHECK(test::rms_ratio(dnk, r_dnk) <= bound);
+        CHECK(test::rms_ratio(dnv, r_dnv) <= bound);
     }
     // lse against the reference probabilities' log-sum-exp: finite where some key of the row is unmasked
     for (long long b = 0; b < B; ++b)

@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -19,15 +21,6 @@ using namespace retro;
 namespace rw = retro::nn::rows;
 
 namespace {
-
-double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        num += (got[i] - ref[i]) * (got[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / (den > 0 ? den : 1));
-}
 
 std::vector<float> randn(std::size_t n, std::mt19937& rng) {
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -96,8 +89,8 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         std::vector<double> ry(n), rnorm(static_cast<std::size_t>(N)), rdx(n), rdgamma(static_cast<std::size_t>(C), 0.0);
         nn::rmsnorm_forward(ry.data(), rnorm.data(), xd.data(), gd.data(), N, C);
         nn::rmsnorm_backward(rdx.data(), rdgamma.data(), dyd.data(), xd.data(), gd.data(), rnorm.data(), N, C);
-        CHECK(rms_ratio(y, ry) <= 1e-5);
-        CHECK(rms_ratio(norm, rnorm) <= 1e-5);
+        CHECK(test::rms_ratio(y, ry) <= 1e-5);
+        CHECK(test::rms_ratio(norm, rnorm) <= 1e-5);
 
         // backward: dx =, dgamma += through the column sums (from 1: the += shows)
         std::vector<float> dx(n, NAN), dgamma(static_cast<std::size_t>(C), 1.0f);
@@ -107,8 +100,8 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         });
         std::vector<double> rdgamma1(rdgamma);
         for (auto& e : rdgamma1) e += 1.0;
-        CHECK(rms_ratio(dx, rdx) <= 1e-5);
-        CHECK(rms_ratio(dgamma, rdgamma1) <= 1e-5);
+        CHECK(test::rms_ratio(dx, rdx) <= 1e-5);
+        CHECK(test::rms_ratio(dgamma, rdgamma1) <= 1e-5);
 
         // in place (dx = dy's buffer): the same bits
         std::vector<float> inplace(dy);

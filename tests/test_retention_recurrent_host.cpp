@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -20,15 +22,6 @@ namespace rw = retro::retention::recurrent_warp;
 namespace rr = retro::retention;
 
 namespace {
-
-double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        num += (got[i] - ref[i]) * (got[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / (den > 0 ? den : 1));
-}
 
 template <typename X>
 std::vector<X> stored(const std::vector<float>& x) {   // as the kernel's input type holds it
@@ -96,8 +89,8 @@ void check_walks(const rr::Shape& s, bool states, std::uint64_t seed, bool forwa
     const float* dhtp = states ? dht.data() : nullptr;
     walk<LMAX, X, rw::WalkKind::fwd_o>(s, qx, kx, vx, dox, go, h0p, ght.data(), a, g);
     if (forward_only) {
-        CHECK(rms_ratio(loaded(go), o) <= (bf ? 5e-3 : 1e-5));
-        CHECK(rms_ratio(ght, ht) <= (bf ? 5e-3 : 1e-5));
+        CHECK(test::rms_ratio(loaded(go), o) <= (bf ? 5e-3 : 1e-5));
+        CHECK(test::rms_ratio(ght, ht) <= (bf ? 5e-3 : 1e-5));
         return;
     }
     walk<LMAX, X, rw::WalkKind::fwd_dq>(s, qx, kx, vx, dox, gdq, h0p, nullptr, a, g);
@@ -105,8 +98,8 @@ void check_walks(const rr::Shape& s, bool states, std::uint64_t seed, bool forwa
     walk<LMAX, X, rw::WalkKind::rev_dv>(s, qx, kx, vx, dox, gdv, dhtp, nullptr, a, g);
 
     const double bound = bf ? 5e-3 : 1e-5;
-    const double e[] = {rms_ratio(loaded(go), o), rms_ratio(ght, ht), rms_ratio(loaded(gdq), dq),
-                        rms_ratio(loaded(gdk), dk), rms_ratio(loaded(gdv), dv), rms_ratio(gdh0, dh0)};
+    const double e[] = {test::rms_ratio(loaded(go), o), test::rms_ratio(ght, ht), test::rms_ratio(loaded(gdq), dq),
+                        test::rms_ratio(loaded(gdk), dk), test::rms_ratio(loaded(gdv), dv), test::rms_ratio(gdh0, dh0)};
     MESSAGE("recurrent warp walks (host) T=" << s.T << " K=" << s.K << " V=" << s.V << std::string(bf ? " bf16" : " fp32")
                                              << std::string(states ? " h0/dht" : "") << ": o " << e[0] << ", ht " << e[1]
                                              << ", dq " << e[2] << ", dk " << e[3] << ", dv " << e[4] << ", dh0 " << e[5]);

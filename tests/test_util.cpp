@@ -1,10 +1,11 @@
 // Implementation of test_util.h.
-#include <cstdlib>
 #include "test_util.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -65,6 +66,15 @@ RunResult run_command(const std::string& command, const std::string& stdin_text)
 
 RunResult run_tool(const std::string& tool, const std::string& args, const std::string& stdin_text) {
     return run_command(tool_path(tool) + " " + args, stdin_text);
+}
+
+double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        num += (got[i] - ref[i]) * (got[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / (den > 0 ? den : 1));
 }
 
 }  // namespace retro::test

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace retro::test {
 
@@ -33,6 +34,8 @@ std::string tool_path(const std::string& tool);   // bin/<tool> of this build
 std::string read_text(const std::filesystem::path& p);
 void write_text(const std::filesystem::path& p, const std::string& s);
 std::filesystem::path source_dir();   // the repository root
+// rms(got - ref) / rms(ref), fla's metric (the op harness's bound); the plain rms of got - ref where ref is all zero.
+double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref);
 
 }  // namespace retro::test
 
