@@ -5,12 +5,13 @@
 //              cuBLAS's column-major view, Y^T = op_T(W) X^T: sgemm(T, N, O, N, I, W, I, X, I, Y, O); the bias is
 //              written first and the GEMM adds (beta 1), as nn/linear.cpp does. dx^T = W^T dy^T: sgemm(N, N, I, N,
 //              O, W, I, dy, O, dx, I); dW^T += X^T dy: sgemm(N, T, I, O, N, X, I, dy, O, dW, I) with beta 1;
-//              db: column sums in two deterministic passes (row chunks in order, then the chunks in order).
+//              db: column sums in two deterministic passes (kernels/nn_rows.cuh: row chunks of 32-column tiles in
+//              order, then the chunks in order).
 //              fp32 forward of at most kSmallRows rows (a decode step): linear_small_rows instead, one warp per
 //              output column for every row at once (W read once, float4s where aligned, a fixed butterfly), the
 //              bias added in the same kernel: one memory-bound launch instead of a bias kernel and a GEMM.
-//   rmsnorm    one block per row (sum of squares, and backward's dot, in block_reduce's fixed tree); dgamma as db's
-//              two-pass column sums, before dx (which may alias dy).
+//   rmsnorm    a warp per row (kernels/nn_rows.cuh: sum of squares, and backward's dot, in a fixed butterfly);
+//              dgamma as db's two-pass column sums (nn_rows.cuh's tiles), before dx (which may alias dy).
 //   gelu, scale: map_elements (float4s where aligned); rotary: one thread per rotated pair (so y == x is safe).
 // The embeddings and positions are in kernels/nn_embedding_cuda.cu.
 #include <climits>

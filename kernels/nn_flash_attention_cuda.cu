@@ -435,6 +435,7 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
     if (!(s.D == 32 || s.D == 64 || s.D == 128) || flash_smem_need(s.D, flash_wmma_) > optin_shared_bytes_) return false;
     if (s.B <= 0 || s.H <= 0 || s.B * s.H > 65535 || s.Nq <= 0 || s.Nk <= 0 || s.Nq > INT_MAX / 2 || s.keys() > INT_MAX / 2) return false;
     if (2 * s.keys() < 2 + s.D) return false;
+    if (s.B * s.H * s.Nq > 4LL * INT_MAX) return false;   // flash_mma_delta's grid: 4 rows a block in gridDim.x
     const bool self_plain = s.Nq == s.Nk && !s.null_kv && !key_mask;
     if (flash_wmma_) return self_plain;
     return !s.causal || self_plain;

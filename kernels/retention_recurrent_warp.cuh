@@ -53,8 +53,8 @@ RETRO_SIMT_HOST_DEVICE bool fits(WalkKind w, ll K, ll V, int lmax) {
 template <int LMAX, typename X, WalkKind W>
 RETRO_SIMT_KERNEL(kThreads)
 recurrent_walk_warp(const X* __restrict__ q, const X* __restrict__ k, const X* __restrict__ v,
-                    const X* __restrict__ dO, X* __restrict__ out, const float* __restrict__ init,
-                    float* __restrict__ fin, WalkArgs p, WalkDecays g) {
+                    const X* __restrict__ dO, X* __restrict__ out, const float* init, float* fin, WalkArgs p,
+                    WalkDecays g) {   // init and fin may be one buffer (a decode step's state in place)
     constexpr bool column = W == WalkKind::fwd_o || W == WalkKind::rev_dv;   // the lane owns a column j of the state
     constexpr bool reverse = W == WalkKind::rev_dk || W == WalkKind::rev_dv;
     constexpr int R = LMAX / 32;
