@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -14,8 +15,6 @@
 #include "retention/retention_cuda.h"
 #include "retention/retention_launch.h"
 #include "retention_pair_mma.cuh"
-
-#include <type_traits>
 
 namespace retro::retention::cuda_detail {
 

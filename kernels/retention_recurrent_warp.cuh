@@ -79,18 +79,24 @@ RETRO_SIMT_UNROLL
     const X* upd_own = W == WalkKind::fwd_o ? v : W == WalkKind::fwd_dq ? k : W == WalkKind::rev_dk ? q : dO;
     const X* out_vec = W == WalkKind::fwd_o ? q : W == WalkKind::fwd_dq ? dO : W == WalkKind::rev_dk ? v : k;
     const float upd_coef = reverse ? p.scale : 1.0f, out_coef = reverse ? 1.0f : p.scale;
-    const ll own_width = owned;   // the own scalar's vector has the owned dimension
-    for (ll step = 0; step < p.T; ++step) {
-        const ll t = reverse ? p.T - 1 - step : step;
-        const ll row = (b * p.T + t) * p.H + h;   // (b, t, h): vectors along the line start at row * len
-        float uv[R], ov[R];
+    // token t's vectors along the line (32 consecutive elements a warp load) and the own scalar; the next token's
+    // are loaded while this one computes
+    auto load_token = [&](ll t, float (&uv)[R], float (&ov)[R], float& u) {
+        const ll row = (b * p.T + t) * p.H + h;   // (b, t, h)
 RETRO_SIMT_UNROLL
         for (int r = 0; r < R; ++r) {
             const ll l = r * 32 + lane;
             uv[r] = l < len ? load_value(upd_vec + row * len + l) : 0.0f;
             ov[r] = l < len ? load_value(out_vec + row * len + l) : 0.0f;
         }
-        const float u = valid ? upd_coef * load_value(upd_own + row * own_width + own) : 0.0f;
+        u = valid ? upd_coef * load_value(upd_own + row * owned + own) : 0.0f;
+    };
+    float uv[R], ov[R], u;
+    load_token(reverse ? p.T - 1 : 0, uv, ov, u);
+    for (ll step = 0; step < p.T; ++step) {
+        const ll t = reverse ? p.T - 1 - step : step;
+        float nuv[R] = {}, nov[R] = {}, nu = 0.0f;
+        if (step + 1 < p.T) load_token(reverse ? t - 1 : t + 1, nuv, nov, nu);
         const float a = reverse && step == 0 ? 1.0f : gamma;
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 RETRO_SIMT_UNROLL
@@ -99,11 +105,20 @@ RETRO_SIMT_UNROLL
             for (int s = 0; s < 32; ++s) {
                 const int l = r * 32 + s;
                 const float x = simt::shfl_idx(uv[r], s), y = simt::shfl_idx(ov[r], s);
-                // reverse: (scale q_i) dO_j, the shared-memory walk's association; forward k_i v_j
-                line[l] = column ? a * line[l] + x * u : a * line[l] + u * x;
+                line[l] = a * line[l] + x * u;   // x: the line's element of the update vector, u: the own scalar
                 acc[l % 4] += line[l] * y;
             }
-        if (valid) store_value(out + row * own_width + own, out_coef * ((acc[0] + acc[1]) + (acc[2] + acc[3])));
+        if (valid)
+            store_value(out + ((b * p.T + t) * p.H + h) * owned + own,
+                        out_coef * ((acc[0] + acc[1]) + (acc[2] + acc[3])));
+        if (step + 1 < p.T) {
+RETRO_SIMT_UNROLL
+            for (int r = 0; r < R; ++r) {
+                uv[r] = nuv[r];
+                ov[r] = nov[r];
+            }
+            u = nu;
+        }
     }
     if (fin && valid && (W == WalkKind::fwd_o || W == WalkKind::rev_dk)) {
         const float f = W == WalkKind::rev_dk ? gamma : 1.0f;   // dh0 = gamma G_0
