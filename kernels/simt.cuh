@@ -93,9 +93,19 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std
 
 #endif
 
-// Two floats as one register of two bf16 (lo in the low half: the lower column or row of the pair).
+// Two floats as one register of two bf16 (lo in the low half: the lower column or row of the pair), each rounded to
+// nearest even (on the GPU one cvt.rn.bf16x2.f32).
+#if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
 RETRO_SIMT_DEVICE std::uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);   // .x = lo, the low half
+    std::uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+#else
+inline std::uint32_t pack_bf16x2(float lo, float hi) {
     return static_cast<std::uint32_t>(bf16_bits(lo)) | (static_cast<std::uint32_t>(bf16_bits(hi)) << 16);
 }
+#endif
 
 }  // namespace retro::simt
