@@ -145,6 +145,23 @@ TEST_CASE("flash mma kernels on the host emulator: CCA and encoder shapes - null
     check_case<64>({2, 128, 64, 2, false, false, false}, 8);  // the encoder's cross-attention: Nk' = 64 < 1 + D
 }
 
+TEST_CASE("flash mma kernels on the host emulator: random shapes, masks and null columns") {
+    // shapes the fixed cases above do not pin: one query, fewer keys than a tile, keys or queries just past a tile,
+    // every combination of null column and mask (causal only where the backend sends it: Nq = Nk, no null, no mask)
+    std::mt19937 rng(2026);
+    for (int i = 0; i < 10; ++i) {
+        auto pick = [&](int lo, int hi) { return static_cast<long long>(lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1))); };
+        const bool null_kv = i & 1, masked = i & 2;   // each combination in turn
+        const bool causal = !null_kv && !masked && rng() % 2;
+        // with a mask item 0 is fully masked (check_case): a second item keeps the case from being all uniform rows
+        const long long Nq = i == 0 ? 1 : pick(1, 140), B = masked ? 2 : pick(1, 2), H = pick(1, 2);
+        const long long Nk = causal ? Nq : pick(1, 140);
+        CAPTURE(i);
+        if (rng() % 2) check_case<32>({B, Nq, Nk, H, causal, null_kv, masked}, 100 + i);
+        else check_case<64>({B, Nq, Nk, H, causal, null_kv, masked}, 100 + i);
+    }
+}
+
 TEST_CASE("flash mma kernels on the host emulator: a divergent barrier is reported, not hung") {
     // the emulator's own check: a warp whose lanes meet at different barriers is a deadlock, named
     auto divergent = [] {
