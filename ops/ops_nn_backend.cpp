@@ -316,6 +316,19 @@ std::unique_ptr<Case> linear_gelu_case(int64_t N, int64_t I, int64_t O, bool wit
         std::move(in), body, device, {"linear_gelu_forward"});
 }
 
+// The device body of a rotary op case: `op(be, out, in, view)` on the uploaded input into a fresh buffer, then in
+// place; returns both.
+template <typename Op>
+F32Tensors rotary_out_and_in_place(nn::NnBackend& be, const F32Tensors& x, int64_t N, int64_t R, int64_t n, Op op) {
+    const auto table = nn::rotary_table_range<float>(N, R);
+    BackendArena a(be);
+    const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
+    float *y = a.alloc<float>(n), *g = a.up(x[0]);
+    op(be, y, g, view);
+    op(be, g, g, view);
+    return {a.down(y, n), a.down(g, n)};
+}
+
 // rotary_scale_forward: the first `scaled` heads of every row times s, then rotary over all H heads (rot_dim R <= D:
 // the unrotated channels scaled too). The reference: the scale, then nn::rotary_forward. Outputs: y from x, and the
 // same in place.
@@ -335,13 +348,10 @@ std::unique_ptr<Case> rotary_scale_case(int64_t B, int64_t N, int64_t H, int64_t
         return out;
     };
     auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
-        const auto table = nn::rotary_table_range<float>(N, R);
-        BackendArena a(be);
-        const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
-        float *y = a.alloc<float>(n), *g = a.up(x[0]);
-        be.rotary_scale_forward(y, g, view, B, N, H, D, s, scaled);
-        be.rotary_scale_forward(g, g, view, B, N, H, D, s, scaled);
-        return {a.down(y, n), a.down(g, n)};
+        return rotary_out_and_in_place(be, x, N, R, n, [=](nn::NnBackend& b, float* y, const float* in,
+                                                           const nn::RotaryView& view) {
+            b.rotary_scale_forward(y, in, view, B, N, H, D, s, scaled);
+        });
     };
     return make_backend_case<decltype(body)>(
         {dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}, {"scaled", scaled}}), 7.0 * n, 4.0 * 2 * n, {"x"},
@@ -365,13 +375,10 @@ std::unique_ptr<Case> rotary_backward_scale_case(int64_t B, int64_t N, int64_t H
         return out;
     };
     auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
-        const auto table = nn::rotary_table_range<float>(N, R);
-        BackendArena a(be);
-        const nn::RotaryView view{a.up(table.cos), a.up(table.sin), N, R};
-        float *dx = a.alloc<float>(n), *g = a.up(x[0]);
-        be.rotary_backward_scale(dx, g, view, B, N, H, D, s);
-        be.rotary_backward_scale(g, g, view, B, N, H, D, s);
-        return {a.down(dx, n), a.down(g, n)};
+        return rotary_out_and_in_place(be, x, N, R, n, [=](nn::NnBackend& b, float* dx, const float* dy,
+                                                           const nn::RotaryView& view) {
+            b.rotary_backward_scale(dx, dy, view, B, N, H, D, s);
+        });
     };
     return make_backend_case<decltype(body)>(
         {dims({{"B", B}, {"N", N}, {"H", H}, {"D", D}, {"R", R}}), 7.0 * n, 4.0 * 2 * n, {"dy"}, {false},
