@@ -19,7 +19,7 @@
 // Block: 4 warps, warp w owns 16 rows of the block's 64 (queries, or keys for dK/dV); shared-memory rows are padded
 // (bf16 +8, fp32 +4) against bank conflicts. Written for sm_80+ (bf16 mma); the backend uses them only when asked
 // (NnBackend::set_fused_attention) in bf16 mode on such a device, and only for the shapes flash_applies() takes, where
-// the device lets a block have the kernels' shared memory (mma: up to 104 KB at D = 128, the wmma kernels 154 KB:
+// the device lets a block have the kernels' shared memory (mma: up to 107 KB at D = 128, the wmma kernels 157 KB:
 // an A100 or H100, not an sm_86/89 card's 99 KB at D = 128).
 #include <cuda_bf16.h>
 #include <mma.h>
