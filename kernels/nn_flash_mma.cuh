@@ -2,7 +2,8 @@
 // score tile S, the probabilities P and dS kept in registers: the C fragments of one product are the A fragments of
 // the next (kernels/simt.cuh lays the fragments out), so nothing of a 64 x 64 tile goes through shared memory. The
 // algorithm is FlashAttention-2's (Dao 2023, Algorithms 1 and 2) as in the wmma kernels of
-// kernels/nn_flash_attention_cuda.cu, which these replace (the same interface, lse, Delta and rounding points):
+// kernels/nn_flash_attention_cuda.cu, which these replace (the same interface and rounding points; the stash for
+// backward is now lse and O's bf16 copy, and Delta = rowsum(bf16(dO) bf16(O)) as FlashAttention-2's):
 //   forward: a block per 64 queries of one (item, head), warp w owns rows [16w, 16w + 16); walk the key blocks (to
 //            the diagonal when causal) keeping each row's running max m and sum l of exp(s - m) (l sums the
 //            bf16-rounded p that P V multiplies) and O in fp32 registers; out = O / l, lse = m + log l.
