@@ -157,13 +157,12 @@ void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, con
     RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_pair_mma (reverse)" : "retention_pair_mma", stream);
 }
 
-// Whether launch_pair takes the tensor-core form: bf16, head sizes it is instantiated for, its shared memory, and
+// Whether launch_pair's bf16 form takes the tensor cores: head sizes it is instantiated for, its shared memory, and
 // operands it may read and write as pairs of bf16 (4-byte aligned: a view at an odd element offset takes the other).
-inline bool pair_on_tensor_cores(bool bf16_data, int Da, int Dc, const void* a, const void* b, const void* c,
-                                 const void* out) {
+inline bool pair_on_tensor_cores(int Da, int Dc, const void* a, const void* b, const void* c, const void* out) {
     const auto bits = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
                       reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(out);
-    return bf16_data && pair_mma::pair_mma_supported(Da, Dc) && bits % 4 == 0 &&
+    return pair_mma::pair_mma_supported(Da, Dc) && bits % 4 == 0 &&
            pair_mma_shared_bytes(Da, Dc) <= optin_shared_bytes();
 }
 
@@ -171,14 +170,11 @@ template <typename T, bool REV>
 void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int Da, int Dc, long C, float scale,
                  const Gammas& g, bool accumulate, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, bf16>) {
-        if (pair_on_tensor_cores(true, Da, Dc, a, b, c, out)) {
-            auto run = [&]<int DA, int DC>() {
-                launch_pair_mma<DA, DC, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
-            };
-            if (Da == 64 && Dc == 64) run.template operator()<64, 64>();
-            else if (Da == 64) run.template operator()<64, 128>();
-            else if (Dc == 64) run.template operator()<128, 64>();
-            else run.template operator()<128, 128>();
+        if (pair_on_tensor_cores(Da, Dc, a, b, c, out)) {   // Da, Dc each 64 or 128
+            if (Da == 64 && Dc == 64) launch_pair_mma<64, 64, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
+            else if (Da == 64) launch_pair_mma<64, 128, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
+            else if (Dc == 64) launch_pair_mma<128, 64, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
+            else launch_pair_mma<128, 128, REV>(a, b, c, out, d, C, scale, g, accumulate, stream);
             return;
         }
     }
