@@ -57,6 +57,27 @@ RETRO_SIMT_DEVICE void load_b(u32 (&b)[2], const u16* tile, int ld, int n0, int 
     b[1] = p[((n0 + g) * ld + k0 + 8 + 2 * t) / 2];
 }
 
+// Fragments from tiles stored the other way round, by ldmatrix.trans (one instruction for four 8 x 8 matrices, no
+// transposed copy of the tile):
+// load_b_kn: the B fragments of columns [n0, n0 + 8) (b[0]) and [n0 + 8, n0 + 16) (b[1]) with
+//            B[k][n] = tile[k0 + k][n0 + n], a row-major k x n tile (e.g. the value rows of P V);
+// load_a_t:  the A fragment with A[m][k] = tile[k0 + k][row0 + m] (A's rows are the tile's columns, e.g. V^T of V^T K).
+// Rows of the tile 16-byte aligned (ld a multiple of 8, n0 and row0 too); with ld = D + 8 the eight rows of a matrix
+// fall on distinct banks.
+RETRO_SIMT_DEVICE void load_b_kn(u32 (&b)[2][2], const u16* tile, int ld, int k0, int n0, int lane) {
+    const int m = lane / 8, r = lane % 8;   // this lane's row address: row r of matrix m (k half m % 2, n half m / 2)
+    u32 q[4];
+    simt::ldmatrix_x4<true>(q, tile + (k0 + (m % 2) * 8 + r) * ld + n0 + (m / 2) * 8);
+    b[0][0] = q[0];
+    b[0][1] = q[1];
+    b[1][0] = q[2];
+    b[1][1] = q[3];
+}
+RETRO_SIMT_DEVICE void load_a_t(u32 (&a)[4], const u16* tile, int ld, int row0, int k0, int lane) {
+    const int m = lane / 8, r = lane % 8;   // matrix m: k half m / 2, row half m % 2 (a0..a3's order)
+    simt::ldmatrix_x4<true>(a, tile + (k0 + (m / 2) * 8 + r) * ld + row0 + (m % 2) * 8);
+}
+
 // acc (16 x 64 as eight 16 x 8 C fragments) = rows [row0, row0 + 16) of A (bf16 [.][D + 8]) times the 64 rows of Bt
 // (bf16 [64][D + 8]) transposed: the warp's slice of S = Q K^T, dP = dO V^T, S^T = K Q^T or dP^T = V dO^T.
 template <int D>

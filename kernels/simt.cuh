@@ -54,6 +54,45 @@ RETRO_SIMT_DEVICE float shfl_idx(float v, int src_lane) { return __shfl_sync(0xf
 RETRO_SIMT_DEVICE std::uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 RETRO_SIMT_DEVICE float bf16_value(std::uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
 RETRO_SIMT_DEVICE float exp2_fast(float x) { return exp2f(x); }
+// 16 bytes from global to shared memory without passing through registers (cp.async.cg, sm_80+; both addresses
+// 16-byte aligned), zeros where !valid (src is then not read but must still be a valid address); the copy is
+// complete and visible to this thread after async_wait_all, to the block after a sync_block that follows it.
+RETRO_SIMT_DEVICE void copy16_async(void* smem_dst, const void* gmem_src, bool valid) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+RETRO_SIMT_DEVICE void async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Four 8 x 8 matrices of 16-bit elements from shared memory in one warp instruction (ldmatrix.sync.aligned.m8n8.x4,
+// sm_75+): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); with g = l / 4,
+// t = l % 4, r[i] gets matrix i's elements [g][2t] (low half) and [g][2t+1], or with TRANS [2t][g] and [2t+1][g]:
+// the A, B and C fragment layouts above, so a fragment comes straight from a tile stored either way round.
+template <bool TRANS>
+RETRO_SIMT_DEVICE void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) {
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+}
+// x, but the compiler may not treat it as known across this point: keeps a loop from hoisting values derived from x
+// (e.g. 32 decay factors a lane) into registers it needs for the loop's own work
+RETRO_SIMT_DEVICE float opaque(float x) {
+    asm volatile("" : "+f"(x));
+    return x;
+}
+RETRO_SIMT_DEVICE int opaque(int x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+RETRO_SIMT_DEVICE long long opaque(long long x) {
+    asm volatile("" : "+l"(x));
+    return x;
+}
 // d += a b on the tensor cores (one warp, every lane with its fragments)
 RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     asm volatile(
@@ -74,6 +113,13 @@ inline void sync_block() { host::sync_block(); }
 inline void sync_warp() { host::sync_warp(); }
 inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
 inline float shfl_idx(float v, int src_lane) { return host::shfl_idx(v, src_lane); }
+inline void copy16_async(void* smem_dst, const void* gmem_src, bool valid) { host::copy16_async(smem_dst, gmem_src, valid); }
+inline void async_wait_all() { host::async_wait_all(); }
+template <bool TRANS>
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
+inline float opaque(float x) { return x; }
+inline int opaque(int x) { return x; }
+inline long long opaque(long long x) { return x; }
 inline std::uint16_t bf16_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, 4);

@@ -129,6 +129,8 @@ void register_retention(std::vector<OpInfo>& out) {
                     t + "retention: float agrees with double within 1e-4 (relative to the largest entry)"};
         if (m == Mode::parallel || m == Mode::chunkwise)   // bf16 pairs at head sizes 64/128: the tensor-core kernel
             op.tests.push_back("tests/test_retention_pair_host.cpp: retention pair mma kernel on the host emulator");
+        if (m == Mode::chunkwise)   // bf16, chunk 64: the state walk on mma.sync
+            op.tests.push_back("tests/test_retention_chunk_host.cpp: retention chunk mma walk on the host emulator");
         if (m == Mode::recurrent)   // lines up to 128: the walks fused over time, the state in registers
             op.tests.push_back("tests/test_retention_recurrent_host.cpp: retention recurrent warp walks on the host emulator");
         // chunkwise: the three shapes at chunk 7 and 64; the others: the three shapes at 64

@@ -13,7 +13,9 @@
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
 #        flash (the fused attention's mma.sync kernels against the older wmma ones: the op harness with each, then
-#        retro-bench ops and a bf16 training step alternating, FLASH_RUNS), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
+#        retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walk
+#        against the older wmma one: the op harness with each, then retro-bench retention
+#        chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
@@ -239,6 +241,28 @@ step_flash() {
     done
 }
 
+step_retwalk() {
+    # chunkwise retention's two tensor-core walks in one build (kernels/retention_chunkwise.cu:
+    # RETRO_RETENTION_KERNELS=wmma selects the older one): the op harness with each (CUDA vs CPU in double; the
+    # racecheck step runs it with the default, the mma walk), then retro-bench retention chunkwise bf16 at RETWALK_T (4096,16384) with each,
+    # alternating RETWALK_RUNS (2) times; rows labelled in $OUT/retwalk.txt
+    local i kind
+    for kind in mma wmma; do
+        RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/retwalk_tests_$kind.log" 2>&1
+        track $?
+        tail -3 "$OUT/retwalk_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/retwalk.txt"
+    done
+    for ((i = 1; i <= ${RETWALK_RUNS:-2}; i++)); do
+        for kind in mma wmma; do
+            RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro-bench" retention --device cuda --modes chunkwise \
+                --T "${RETWALK_T:-4096,16384}" --dtype bf16 --repeats 3 --json "$OUT/retwalk_${kind}_$i.json" \
+                >"$OUT/retwalk_${kind}_$i.log" 2>&1
+            track $?
+            grep -E '^ *chunkwise' "$OUT/retwalk_${kind}_$i.log" | sed "s/^/$kind $i: /" | tee -a "$OUT/retwalk.txt"
+        done
+    done
+}
+
 step_ab() {
     # the previous build against this one in one call (lent machines of one kind differ ~20 % in host speed, so decode
     # figures compare only side by side): retro-bench generate with graphs (AB_ARGS), the previous build
@@ -363,7 +387,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck retention fla knn embed train generate curve profile kernels ab retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck retwalk retention fla knn embed train generate curve profile kernels ab retrofit studies)" >&2
             exit 2
         fi
     done

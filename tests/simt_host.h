@@ -2,10 +2,15 @@
 // a fiber (ucontext) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
 // every warp exchange (shfl_xor, mma.m16n8k16) and a block's threads at sync_block. An exchange runs on the values
 // every lane deposited (double-buffered by the lane's own exchange count, so one barrier each is enough), the mma
-// with the PTX fragment layouts written out in kernels/simt.cuh. What it catches: wrong fragment indices, masks and
+// with the PTX fragment layouts written out in kernels/simt.cuh, as does ldmatrix. What it catches: wrong fragment indices, masks and
 // partial tiles (against a reference), reads of shared memory nobody wrote (the block's shared memory starts as NaN
 // bytes), and divergent barriers (lanes or warps that never meet: reported as a deadlock naming each thread's place).
-// What it does not: timing, races between threads of one phase (the order is fixed), out-of-bounds global reads.
+// Asynchronous copies (copy16_async) land as late (interleaved: at their thread's async_wait_all) or as early (the
+// warp-serial schedules: at once) as the GPU allows; a thread that ends with copies never waited for is reported.
+// Races between warps of one phase (between two block barriers) show under the warp-serial schedules: each warp runs
+// alone to the next barrier, in ascending or descending order (Schedule; a test runs its launches under each), so a
+// warp that writes shared memory another warp of the same phase still reads changes the result.
+// What it does not: timing, races between lanes of one warp (they run in a fixed order), out-of-bounds global reads.
 // Define RETRO_SIMT_HOST, include this, then the kernel header (tests/test_flash_mma_host.cpp).
 #pragma once
 
@@ -14,6 +19,8 @@
 #include <ucontext.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -30,7 +37,13 @@ struct Exchange {   // one warp's deposits for one exchange
     std::uint32_t a[kWarp][4];
     std::uint32_t b[kWarp][2];
     float f[kWarp];
-    int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx: lanes at one exchange must agree
+    const void* p[kWarp];   // ldmatrix: each lane's row address
+    int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx, 4 = ldmatrix: lanes at one exchange must agree
+};
+
+struct PendingCopy {   // one copy16_async not yet waited for
+    void* dst;
+    const void* src;   // null: zero fill
 };
 
 struct Fiber {
@@ -38,6 +51,7 @@ struct Fiber {
     std::unique_ptr<char[]> stack;
     FiberState state = FiberState::ready;
     std::uint64_t exchanges = 0;   // this lane's count of warp exchanges (picks the buffer)
+    std::vector<PendingCopy> pending;
 };
 
 struct Block {
@@ -52,6 +66,28 @@ struct Block {
 
 inline thread_local Block* g_block = nullptr;
 
+// The order the emulator runs the warps of a block in between barriers: every warp a step at a time (to its next warp
+// exchange), or each warp alone to the next block barrier, lowest or highest first.
+enum class Schedule { interleaved, warps_ascending, warps_descending };
+// the default: interleaved, or RETRO_SIMT_SCHEDULE=ascending|descending (to run every host kernel test warp-serial)
+inline Schedule default_schedule() {
+    const char* v = std::getenv("RETRO_SIMT_SCHEDULE");
+    if (!v || !*v || std::string(v) == "interleaved") return Schedule::interleaved;
+    if (std::string(v) == "ascending") return Schedule::warps_ascending;
+    if (std::string(v) == "descending") return Schedule::warps_descending;
+    throw std::invalid_argument("RETRO_SIMT_SCHEDULE=" + std::string(v) + ": not interleaved, ascending or descending");
+}
+inline thread_local Schedule g_schedule = default_schedule();
+struct ScheduleScope {   // sets the schedule of this thread's launches while it lives
+    Schedule saved;
+    explicit ScheduleScope(Schedule s) : saved(g_schedule) { g_schedule = s; }
+    ~ScheduleScope() { g_schedule = saved; }
+};
+inline const char* schedule_name(Schedule s) {
+    return s == Schedule::interleaved ? "interleaved" : s == Schedule::warps_ascending ? "warps ascending" : "warps descending";
+}
+constexpr Schedule kSchedules[] = {Schedule::interleaved, Schedule::warps_ascending, Schedule::warps_descending};
+
 inline int current_thread() { return g_block->current; }
 inline long long current_block_x() { return g_block->bx; }
 inline long long current_block_y() { return g_block->by; }
@@ -65,6 +101,28 @@ inline void wait_as(FiberState s) {
 }
 inline void sync_block() { wait_as(FiberState::at_block); }
 inline void sync_warp() { wait_as(FiberState::at_warp); }
+
+// cp.async: the copy may land any time until the thread's next async_wait_all. Interleaved, it lands at the wait
+// (the latest: a read before the wait sees the old bytes); under a warp-serial schedule at once (the earliest: a
+// copy into a tile another warp of the same phase still reads changes what that warp reads). The copy's source,
+// global memory the kernel only reads, does not change in between.
+inline void copy16_async(void* dst, const void* src, bool valid) {
+    if (g_schedule == Schedule::interleaved) {
+        g_block->fibers[static_cast<std::size_t>(g_block->current)].pending.push_back({dst, valid ? src : nullptr});
+    } else if (valid) {
+        std::memcpy(dst, src, 16);
+    } else {
+        std::memset(dst, 0, 16);
+    }
+}
+inline void async_wait_all() {
+    auto& pending = g_block->fibers[static_cast<std::size_t>(g_block->current)].pending;
+    for (const PendingCopy& c : pending) {
+        if (c.src) std::memcpy(c.dst, c.src, 16);
+        else std::memset(c.dst, 0, 16);
+    }
+    pending.clear();
+}
 
 // This lane's buffer for its next exchange, its kind recorded.
 inline Exchange& deposit_slot(int kind) {
@@ -117,6 +175,25 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std
     }
 }
 
+// ldmatrix.x4 (.trans): every lane deposits its row address and gets its two elements of each of the four matrices,
+// as kernels/simt.cuh's comment lays them out. A row address off a 16-byte boundary is an error, as on the GPU.
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr, bool trans) {
+    const int lane = g_block->current % kWarp;
+    if (reinterpret_cast<std::uintptr_t>(row_addr) % 16)
+        throw std::logic_error("simt host: ldmatrix row address not 16-byte aligned (lane " + std::to_string(lane) + ")");
+    Exchange& e = deposit_slot(4);
+    e.p[lane] = row_addr;
+    sync_warp();
+    check_kinds(e);
+    const int g = lane / 4, t = lane % 4;
+    auto row = [&](int matrix, int i) { return static_cast<const std::uint16_t*>(e.p[matrix * 8 + i]); };
+    for (int m = 0; m < 4; ++m) {
+        const std::uint16_t lo = trans ? row(m, 2 * t)[g] : row(m, g)[2 * t];
+        const std::uint16_t hi = trans ? row(m, 2 * t + 1)[g] : row(m, g)[2 * t + 1];
+        r[m] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+    }
+}
+
 inline void fiber_entry() {
     (*g_block->kernel)();
     g_block->fibers[static_cast<std::size_t>(g_block->current)].state = FiberState::done;
@@ -145,10 +222,25 @@ inline std::string deadlock_report(const Block& blk) {
     makecontext(&f.ctx, &fiber_entry, 0);
 }
 
-// Runs each ready fiber until it waits or ends; whether any ran.
+// Runs each ready fiber until it waits or ends (under a warp-serial schedule only those of the first warp, in the
+// schedule's order, that has one); whether any ran.
 [[gnu::noinline]] inline bool run_ready(Block& blk) {
     bool ran = false;
-    for (std::size_t i = 0; i < blk.fibers.size(); ++i)
+    std::size_t begin = 0, end = blk.fibers.size();
+    if (g_schedule != Schedule::interleaved) {
+        const std::size_t warps = blk.fibers.size() / kWarp;
+        for (std::size_t k = 0; k < warps; ++k) {
+            const std::size_t w = g_schedule == Schedule::warps_ascending ? k : warps - 1 - k;
+            bool any = false;
+            for (std::size_t l = 0; l < kWarp; ++l) any = any || blk.fibers[w * kWarp + l].state == FiberState::ready;
+            if (any) {
+                begin = w * kWarp;
+                end = begin + kWarp;
+                break;
+            }
+        }
+    }
+    for (std::size_t i = begin; i < end; ++i)
         if (blk.fibers[i].state == FiberState::ready) {
             blk.current = static_cast<int>(i);
             swapcontext(&blk.scheduler, &blk.fibers[i].ctx);
@@ -209,6 +301,10 @@ inline void run_block(long long bx, long long by, long long grid_x, int threads,
         }
     }
     g_block = outer;
+    for (std::size_t i = 0; i < blk.fibers.size(); ++i)
+        if (!blk.fibers[i].pending.empty())
+            throw std::logic_error("simt host: thread " + std::to_string(i) + " ended with " +
+                                   std::to_string(blk.fibers[i].pending.size()) + " asynchronous copies never waited for");
 }
 
 // Runs kernel() for every block of the grid (grid_x x grid_y) with `threads` threads (a multiple of 32) and

@@ -220,15 +220,23 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     const long h100 = 232448, sm86 = 101376, small = 49152;   // opt-in shared memory per block (bytes)
     CHECK(TcLayout(128).total == 159040);   // the ~159 KB walk at K = V = 128
     CHECK(TcLayout(32).total == 82240);
-    // forward at K = V = 128: the tensor cores on an H100, the CUDA-core walk on an sm_86/89 card; never in fp32
+    CHECK(chunk_mma_shared_bytes(128, 2) == 105472);   // the mma walk: two load stages at K = V = 128
+    CHECK(chunk_mma_shared_bytes(128, 1) == 61440);
+    // forward at K = V = 128: the tensor cores on an H100 with two stages, on an sm_86/89 card with one; never in
+    // fp32; nowhere the one stage does not fit
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100).stages == 2);
     CHECK(plan_chunkwise(true, 128, 128, 64, false, h100).tensor_cores);
-    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, sm86).tensor_cores);
-    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).tensor_cores);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).stages == 1);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).tensor_cores);
+    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).stages == 2);
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, small).tensor_cores);
     CHECK_FALSE(plan_chunkwise(false, 128, 128, 64, false, h100).tensor_cores);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 32, false, h100).tensor_cores);   // chunk 32: not the walk's 64
-    // backward runs walks with Da = V and Da = K: both must fit
-    CHECK(plan_chunkwise(true, 128, 64, 64, true, h100).tensor_cores);
-    CHECK_FALSE(plan_chunkwise(true, 32, 128, 64, true, sm86).tensor_cores);   // the Da = V = 128 walk does not fit
+    CHECK_FALSE(plan_chunkwise(true, 128, 96, 64, false, h100).tensor_cores);    // V = 96: not whole 64-column tiles
+    // backward runs walks with Da = V and Da = K: both must fit, with one stage count
+    CHECK(plan_chunkwise(true, 128, 64, 64, true, h100).stages == 2);
+    CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).stages == 1);   // the Da = V = 128 walk fits one stage only
+    CHECK_FALSE(plan_chunkwise(true, 32, 128, 64, true, h100).tensor_cores);   // dq, dk: Dc = K = 32 is no 64-column tile
     // refusals: one line each, naming the limit and the fix
     CHECK(retention_launch_refusal(8, 32, 128, 128, h100).empty());
     const std::string grid = retention_launch_refusal(3000, 32, 64, 64, h100);

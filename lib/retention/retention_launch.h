@@ -1,11 +1,12 @@
-// How the CUDA retention kernels launch, as plain host arithmetic (issue 19's "robust launch"): the tensor-core
-// chunk walk's shared-memory carve-up (TcLayout, used by kernels/retention_chunk_tc.cuh itself), the pair kernel's
-// shared memory, and the checks every entry makes before a launch — B·H within the grid's y limit, and the shared
-// memory a kernel needs within what the device lets one block opt into (an sm_86/89 card has 99 KB; the 64-column
-// tensor-core walk at Da = 128 wants ~159 KB, so such a card takes the CUDA-core walk instead). Kept free of CUDA so
-// that tests/test_retention.cpp checks the decisions without a GPU.
-// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY,
-//           ChunkwisePlan, plan_chunkwise, retention_launch_refusal
+// How the CUDA retention kernels launch, as plain host arithmetic (issue 19's "robust launch"): the chunk walks'
+// shared memory (the mma.sync walk of kernels/retention_chunk_mma.cuh, one or two load stages; the older wmma walk's
+// carve-up TcLayout, used by kernels/retention_chunk_tc.cuh itself), the pair kernels' shared memory, and the checks
+// every entry makes before a launch — B·H within the grid's y limit, and the shared memory a kernel needs within
+// what the device lets one block opt into (an sm_86/89 card has 99 KB: the mma walk at Da = 128 runs there with one
+// stage, 61,440 bytes, instead of two, 105,472). Kept free of CUDA so that tests/test_retention.cpp checks the
+// decisions without a GPU.
+// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, pair_shared_bytes,
+//           pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise, retention_launch_refusal
 #pragma once
 #include <string>
 
@@ -51,18 +52,30 @@ inline long pair_shared_bytes(long Da, long Dc) { return 4 * (16 * Da + 32 * Da 
 // tiles (64 rows of Da + 8 bf16) and C transposed (Dc rows of 72 bf16); where a device allows less, the kernel above.
 inline long pair_mma_shared_bytes(long Da, long Dc) { return 2 * 64 * (Da + 8) * 2 + Dc * 72 * 2; }
 
-// Which walk the chunkwise mode takes: the tensor cores when the dtype is bf16, the shape fits them and the device
-// lets a block have the walk's shared memory (each of the backward's three walks, for backward), else CUDA cores.
+// The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem): per load stage the chunk's
+// rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x 64 tile of C (64 rows of 72), then the state's bf16 copy
+// (64 rows of Da + 8).
+inline long chunk_mma_shared_bytes(long Da, int stages) {
+    return stages * (2 * 64 * (Da + 8) * 2 + 64 * 72 * 2) + 64 * (Da + 8) * 2;
+}
+
+// Which walk the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16, the
+// shape fits them and the device lets a block have the walk's shared memory (each of the backward's three walks, for
+// backward) — with two load stages where they fit, else one — or else the CUDA-core walk.
 struct ChunkwisePlan {
     bool tensor_cores = false;
+    int stages = 0;   // the mma walk's load stages: 2 (the next chunk's loads overlap this one's products) or 1
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes) {
-    auto fits = [&](long Da, long Dc) {
-        return tc_supported(Da, Dc, C) && TcLayout(static_cast<int>(Da)).total <= optin_shared_bytes;
-    };
-    // forward: (A, B, C) = (q, k, v), Da = K; backward: walks with Da = V (dq, dk) and Da = K (dv)
-    const bool ok = backward ? fits(V, K) && fits(K, V) : fits(K, V);
-    return {bf16 && ok};
+    if (!bf16) return {};
+    for (const int stages : {2, 1}) {
+        auto fits = [&](long Da, long Dc) {
+            return tc_supported(Da, Dc, C) && chunk_mma_shared_bytes(Da, stages) <= optin_shared_bytes;
+        };
+        // forward: (A, B, C) = (q, k, v), Da = K; backward: walks with Da = V (dq, dk) and Da = K (dv)
+        if (backward ? fits(V, K) && fits(K, V) : fits(K, V)) return {true, stages};
+    }
+    return {};
 }
 
 // Why a CUDA retention entry cannot launch B, H, K, V on a device whose blocks may opt into optin_shared_bytes of

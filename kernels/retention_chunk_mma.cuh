@@ -1,0 +1,258 @@
+// Chunkwise retention's state walk on raw mma.sync for bf16 (chunk 64; RETENTION.md §1 and §6): a block per
+// (64-column tile of c and out, item·head) walks the chunks, forward or reverse, with its Da x 64 tile of the state
+// M in the warps' fp32 accumulators:
+//   forward (REV=false):  out_c = (scale A_c B_c^T ⊙ D) C_c + diag(scale gamma^(n+1)) A_c M
+//                         M     = gamma^L M + (B_c ⊙ gamma^(L-1-n))^T C_c
+//   reverse (REV=true):   out_c = (scale A_c B_c^T ⊙ D^T) C_c + diag(gamma^(L-1-n)) A_c M
+//                         M     = gamma^L M + (B_c ⊙ scale gamma^(n+1))^T C_c,   chunks last to first
+// With (A, B, C) = (q, k, v) this is the forward; (dO, v, k) gives dq, reverse (v, dO, q) dk and (k, q, dO) dv, with
+// M the state S (or its gradient G) or their transpose (retention_chunkwise.cu). It replaces the wmma walk of
+// retention_chunk_tc.cuh (kept behind RETRO_RETENTION_KERNELS=wmma for one A/B), whose 64 x 64 tiles of P, X and O
+// each went through shared memory (wmma fragments have no defined layout) around three block barriers a chunk.
+// Here, with the fragment layouts of kernels/simt.cuh (FlashAttention-2's arrangement, kernels/mma_tiles.cuh):
+//   - warp w owns the chunk's rows [16w, 16w + 16): X = A M, S = A B^T, the mask, gamma^|i-j| and the scale, P
+//     rounded to bf16 and P C all stay in registers, and out = P C + coef_n X leaves them only for global memory;
+//   - warp w also owns rows [16w, 16w + 16) of M^T (64 x Da, fp32 registers): M^T = gamma^L M^T + (C diag f)^T B
+//     reads C and B from the chunk's tiles as they were loaded (A fragments of C^T and B fragments of B taken two
+//     bf16 loads a register, the update coefficient f applied to the C^T fragment in registers), and the warp
+//     writes its rows of M's bf16 copy (row-major M^T [64][Da + 8], which X reads as B fragments);
+//   - the chunk's rows of A, B and C come by cp.async into one of two stages, the next chunk's while this one
+//     computes (one stage where the device's shared memory allows no more, e.g. sm_86/89 at Da = 128).
+// Two block barriers a chunk: the stage has landed (and last chunk's M copy is written), and every warp's X has
+// read M's copy before any warp rewrites it. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
+// as fla rounds its stored chunk states. No atomics; every sum in a fixed order.
+// Compiled by nvcc (retention_chunkwise.cu) and by the host compiler over tests/simt_host.h
+// (tests/test_retention_chunk_host.cpp, against the walk in double).
+#pragma once
+
+#include <type_traits>
+
+#include "retention_pair_mma.cuh"
+
+namespace retro::retention::chunk_mma {
+
+using namespace retro::mma_tiles;
+using pair_mma::PairDecays;
+
+struct ChunkArgs {
+    ll B, T, H;              // a, b: [B, T, H, Da]; c, out: [B, T, H, Dc] (bf16)
+    int Dc;                  // a multiple of 64: the grid's x covers it in 64-column tiles
+    float scale;
+    bool state_transposed;   // init and fin per head as [Dc][Da] instead of [Da][Dc] (fp32)
+};
+
+// Shared memory (bytes): each stage holds the chunk's rows of A and B ([64][Da + 8]) and its 64 x 64 tile of C
+// ([64][72]); then M^T's bf16 copy ([64][Da + 8]). retention/retention_launch.h's chunk_mma_shared_bytes says the same
+// for the host's launch plan.
+template <int DA>
+constexpr int chunk_stage_bytes() {
+    return 2 * row_tile_bytes<DA>() + row_tile_bytes<kTile>();
+}
+template <int DA, int STAGES>
+constexpr int chunk_smem() {
+    return STAGES * chunk_stage_bytes<DA>() + row_tile_bytes<DA>();
+}
+
+// Head sizes with an instantiated kernel (Da: the state's rows; Dc: whole 64-column tiles).
+RETRO_SIMT_HOST_DEVICE bool chunk_mma_supported(long Da, long Dc) {
+    return (Da == 32 || Da == 64 || Da == 96 || Da == 128) && Dc > 0 && Dc % kTile == 0;
+}
+
+// The chunk's rows of a and b and its 64 x 64 tile of c (columns col0..) into one stage (zeros past T).
+template <int DA>
+RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__ a, const u16* __restrict__ b,
+                                   const u16* __restrict__ c, ll item, ll h, int col0, const ChunkArgs& p) {
+    constexpr int lda = row_ld<DA>(), ldc = row_ld<kTile>();
+    u16* As = stage;
+    u16* Bs = As + kTile * lda;
+    u16* Cs = Bs + kTile * lda;
+    const ll t0 = chunk * kTile;
+    const int tid = simt::thread_x();
+    for (int e = tid; e < kTile * DA / 8; e += kThreads) {
+        const int r = e / (DA / 8), v = (e % (DA / 8)) * 8;
+        const bool ok = t0 + r < p.T;
+        const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * DA + v : 0;
+        simt::copy16_async(As + r * lda + v, a + off, ok);
+        simt::copy16_async(Bs + r * lda + v, b + off, ok);
+    }
+    for (int e = tid; e < kTile * kTile / 8; e += kThreads) {
+        const int r = e / (kTile / 8), v = (e % (kTile / 8)) * 8;
+        const bool ok = t0 + r < p.T;
+        const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * p.Dc + col0 + v : 0;
+        simt::copy16_async(Cs + r * ldc + v, c + off, ok);
+    }
+}
+
+// A warp's rows [r0, r0 + 16) of M^T (C fragments m, fp32) into the bf16 copy Mt [64][DA + 8].
+template <int DA>
+RETRO_SIMT_DEVICE void write_state_copy(u16* Mt, const float (&m)[DA / 8][4], int r0, int lane) {
+    constexpr int lda = row_ld<DA>();
+    const int g = lane / 4, t = lane % 4;
+    u32* row_g = reinterpret_cast<u32*>(Mt + (r0 + g) * lda);
+    u32* row_g8 = reinterpret_cast<u32*>(Mt + (r0 + g + 8) * lda);
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < DA / 8; ++u) {
+        row_g[(u * 8 + 2 * t) / 2] = simt::pack_bf16x2(m[u][0], m[u][1]);
+        row_g8[(u * 8 + 2 * t) / 2] = simt::pack_bf16x2(m[u][2], m[u][3]);
+    }
+}
+
+// grid (Dc / 64, B * H), kThreads threads, chunk_smem<DA, STAGES>() bytes; every operand 16-byte aligned.
+// init (nullable): the state before the first chunk walked; fin (nullable): after the last.
+template <int DA, bool REV, int STAGES>
+RETRO_SIMT_KERNEL(kThreads)
+retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
+                    const float* init, float* fin, ChunkArgs p, PairDecays decays) {
+    static_assert(STAGES == 1 || STAGES == 2, "one stage, or two with the next chunk's loads in flight");
+    constexpr int lda = row_ld<DA>(), ldc = row_ld<kTile>();
+    constexpr int stage_elems = chunk_stage_bytes<DA>() / 2;
+    u16* const smem = reinterpret_cast<u16*>(simt::dynamic_smem());
+    u16* const Mt = smem + STAGES * stage_elems;   // bf16 M^T [64][DA + 8]
+
+    const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
+    const int col0 = static_cast<int>(simt::block_x()) * kTile;
+    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int r0 = warp * 16;   // this warp's 16 rows of the chunk, and of M^T
+    const float lg2_head = decays.lg2[h];
+    const ll chunks = (p.T + kTile - 1) / kTile;
+
+    // element (i, col0 + n) of the fp32 state
+    auto state_at = [&](int i, int n) -> ll {
+        return bh * DA * p.Dc + (p.state_transposed ? static_cast<ll>(col0 + n) * DA + i : static_cast<ll>(i) * p.Dc + col0 + n);
+    };
+
+    // M^T in C fragments: m[u][e] = M^T[r0 + g + 8 (e >= 2)][8u + 2t + (e & 1)]
+    float m[DA / 8][4];
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < DA / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e)
+            m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), r0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
+    write_state_copy<DA>(Mt, m, r0, lane);
+
+    if (STAGES == 2) issue_loads<DA>(smem, REV ? chunks - 1 : 0, a, b, c, item, h, col0, p);
+    // one chunk of the walk from stage s (a compile-time stage: every shared-memory address of the products is then
+    // a register and an immediate, where a stage index in a register cost ptxas ~200 registers of addresses)
+    auto walk_chunk = [&](auto stage, ll step) {
+        constexpr int s = decltype(stage)::value;
+        const ll chunk = REV ? chunks - 1 - step : step;
+        const int L = static_cast<int>(p.T - chunk * kTile < kTile ? p.T - chunk * kTile : kTile);
+        const float lg2 = simt::opaque(lg2_head);   // recomputed decays each chunk: registers go to the tiles
+        if (STAGES == 2) {
+            simt::async_wait_all();
+            simt::sync_block();   // this chunk's stage and last chunk's M copy are everyone's; the other stage is free
+            if (step + 1 < chunks) issue_loads<DA>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, item, h, col0, p);
+        } else {
+            simt::sync_block();   // last chunk's readers of the stage are done
+            issue_loads<DA>(smem, chunk, a, b, c, item, h, col0, p);
+            simt::async_wait_all();
+            simt::sync_block();
+        }
+        const u16* As = smem + s * stage_elems;
+        const u16* Bs = As + kTile * lda;
+        const u16* Cs = Bs + kTile * lda;
+        const int rows[2] = {r0 + g, r0 + g + 8};   // this lane's two rows n of the chunk
+
+        // out = coef_n X + P C, X = A M (M^T's rows are M's columns: B fragments straight from the copy)
+        float acc[8][4];
+        rows_times_rows_t<DA>(acc, As, r0, Mt, lane);
+        float coef[2];
+RETRO_SIMT_UNROLL
+        for (int r = 0; r < 2; ++r) {
+            const int n = rows[r];
+            coef[r] = n >= L ? 0.0f
+                             : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
+                                   : p.scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
+        }
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < 8; ++u)
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) acc[u][e] *= coef[e / 2];
+        u32 pk[8][2];
+        {
+            float sc[8][4];
+            rows_times_rows_t<DA>(sc, As, r0, Bs, lane);   // S = A B^T (rows of B past L are zeros)
+            // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + 16 warp - 8 n8; opaque, so that the 32 distances, masks and
+            // decays a lane are recomputed each chunk rather than held in registers across the walk
+            const int i_minus_2t = simt::opaque(rows[0] - 2 * t);
+RETRO_SIMT_UNROLL
+            for (int n8 = 0; n8 < 8; ++n8) {
+                float x[4];
+RETRO_SIMT_UNROLL
+                for (int e = 0; e < 4; ++e) {
+                    const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
+                    const bool keep = REV ? dist <= 0 : dist >= 0;
+                    x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+                }
+                pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
+                pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
+            }
+        }
+RETRO_SIMT_UNROLL
+        for (int kk = 0; kk < kTile / 16; ++kk) {   // += P C, C's rows as B's k
+            const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+RETRO_SIMT_UNROLL
+            for (int u = 0; u < 8; u += 2) {
+                u32 bf[2][2];
+                load_b_kn(bf, Cs, ldc, kk * 16, u * 8, lane);
+                simt::mma_bf16_16816(acc[u], pa, bf[0]);
+                simt::mma_bf16_16816(acc[u + 1], pa, bf[1]);
+            }
+        }
+        for (int r = 0; r < 2; ++r) {
+            if (rows[r] >= L) continue;
+            u16* o = out + ((item * p.T + chunk * kTile + rows[r]) * p.H + h) * p.Dc + col0;
+RETRO_SIMT_UNROLL
+            for (int u = 0; u < 8; ++u)
+                *reinterpret_cast<u32*>(o + u * 8 + 2 * t) = simt::pack_bf16x2(acc[u][2 * r], acc[u][2 * r + 1]);
+        }
+
+        simt::sync_block();   // every warp's X has read M's copy
+        // M^T = gamma^L M^T + (C diag f)^T B: f_k = gamma^(L-1-k) forward, scale gamma^(k+1) reverse, 0 past L
+        const float decay_L = simt::exp2_fast(lg2 * static_cast<float>(L));
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < DA / 8; ++u)
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) m[u][e] *= decay_L;
+RETRO_SIMT_UNROLL
+        for (int kk = 0; kk < kTile / 16; ++kk) {
+            float f[4];   // for k = 16kk + 2t, +1, +8, +9
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) {
+                const int k = kk * 16 + 2 * t + (e & 1) + (e >= 2 ? 8 : 0);
+                f[e] = k >= L ? 0.0f
+                              : REV ? p.scale * simt::exp2_fast(lg2 * static_cast<float>(k + 1))
+                                    : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));
+            }
+            u32 ca[4];   // A[n][k] = C[k][n]: registers 0, 1 hold k = 2t, 2t+1; 2, 3 hold k + 8
+            load_a_t(ca, Cs, ldc, r0, kk * 16, lane);
+RETRO_SIMT_UNROLL
+            for (int r = 0; r < 4; ++r)
+                ca[r] = simt::pack_bf16x2(bf16_lo(ca[r]) * f[r >= 2 ? 2 : 0], bf16_hi(ca[r]) * f[r >= 2 ? 3 : 1]);
+RETRO_SIMT_UNROLL
+            for (int u = 0; u < DA / 8; u += 2) {
+                u32 bf[2][2];
+                load_b_kn(bf, Bs, lda, kk * 16, u * 8, lane);
+                simt::mma_bf16_16816(m[u], ca, bf[0]);
+                simt::mma_bf16_16816(m[u + 1], ca, bf[1]);
+            }
+        }
+        write_state_copy<DA>(Mt, m, r0, lane);
+    };
+    if constexpr (STAGES == 2) {
+        for (ll step = 0; step < chunks; step += 2) {
+            walk_chunk(std::integral_constant<int, 0>{}, step);
+            if (step + 1 < chunks) walk_chunk(std::integral_constant<int, 1>{}, step + 1);
+        }
+    } else {
+        for (ll step = 0; step < chunks; ++step) walk_chunk(std::integral_constant<int, 0>{}, step);
+    }
+    if (fin) {
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < DA / 8; ++u)
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) fin[state_at(u * 8 + 2 * t + (e & 1), r0 + g + (e >= 2 ? 8 : 0))] = m[u][e];
+    }
+}
+
+}  // namespace retro::retention::chunk_mma
