@@ -1,6 +1,6 @@
 // Chunkwise retention's state walk on raw mma.sync for bf16 (chunk 64; RETENTION.md §1 and §6): a block per
-// (64-column tile of c and out, item·head) walks the chunks, forward or reverse, with its Da x 64 tile of the state
-// M in the warps' fp32 accumulators:
+// (NC-column tile of c and out, item·head), NC = 64 or 128, walks the chunks, forward or reverse, with its Da x NC
+// tile of the state M in the warps' fp32 accumulators:
 //   forward (REV=false):  out_c = (scale A_c B_c^T ⊙ D) C_c + diag(scale gamma^(n+1)) A_c M
 //                         M     = gamma^L M + (B_c ⊙ gamma^(L-1-n))^T C_c
 //   reverse (REV=true):   out_c = (scale A_c B_c^T ⊙ D^T) C_c + diag(gamma^(L-1-n)) A_c M
@@ -10,16 +10,20 @@
 // retention_chunk_tc.cuh (kept behind RETRO_RETENTION_KERNELS=wmma for one A/B), whose 64 x 64 tiles of P, X and O
 // each went through shared memory (wmma fragments have no defined layout) around three block barriers a chunk.
 // Here, with the fragment layouts of kernels/simt.cuh (FlashAttention-2's arrangement, kernels/mma_tiles.cuh):
-//   - warp w owns the chunk's rows [16w, 16w + 16): X = A M, S = A B^T, the mask, gamma^|i-j| and the scale, P
-//     rounded to bf16 and P C all stay in registers, and out = P C + coef_n X leaves them only for global memory;
-//   - warp w also owns rows [16w, 16w + 16) of M^T (64 x Da, fp32 registers): M^T = gamma^L M^T + (C diag f)^T B
+//   - NC / 16 warps; warp w owns the chunk's rows [16 (w % 4), + 16) and 64 columns [64 (w / 4), + 64) of the
+//     output: X = A M, S = A B^T, the mask, gamma^|i-j| and the scale, P rounded to bf16 and P C all stay in
+//     registers, and out = P C + coef_n X leaves them only for global memory (at NC = 128 the two warps of a row
+//     strip both compute its S, as two blocks of 64 columns would);
+//   - warp w also owns rows [16w, 16w + 16) of M^T (NC x Da, fp32 registers): M^T = gamma^L M^T + (C diag f)^T B
 //     reads C and B from the chunk's tiles as they were loaded (A fragments of C^T and B fragments of B taken two
 //     bf16 loads a register, the update coefficient f applied to the C^T fragment in registers), and the warp
-//     writes its rows of M's bf16 copy (row-major M^T [64][Da + 8], which X reads as B fragments);
+//     writes its rows of M's bf16 copy (row-major M^T [NC][Da + 8], which X reads as B fragments);
 //   - the chunk's rows of A, B and C come by cp.async into one of two stages, the next chunk's while this one
 //     computes (one stage where the device's shared memory allows no more, e.g. sm_86/89 at Da = 128).
 // Two block barriers a chunk: the stage has landed (and last chunk's M copy is written), and every warp's X has
-// read M's copy before any warp rewrites it. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
+// read M's copy before any warp rewrites it. NC = 128 (8 warps, one block a head at V = 128) reads the chunk's rows
+// of A and B once where two 64-column blocks read them twice: a third fewer bytes at K = V = 128 for the same mma
+// work; NC = 64 leaves two independent blocks an SM to hide each other's barriers. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
 // as fla rounds its stored chunk states. No atomics; every sum in a fixed order.
 // Compiled by nvcc (retention_chunkwise.cu) and by the host compiler over tests/simt_host.h
 // (tests/test_retention_chunk_host.cpp, against the walk in double).
@@ -36,54 +40,59 @@ using pair_mma::PairDecays;
 
 struct ChunkArgs {
     ll B, T, H;              // a, b: [B, T, H, Da]; c, out: [B, T, H, Dc] (bf16)
-    int Dc;                  // a multiple of 64: the grid's x covers it in 64-column tiles
+    int Dc;                  // a multiple of NC: the grid's x covers it in NC-column tiles
     float scale;
     bool state_transposed;   // init and fin per head as [Dc][Da] instead of [Da][Dc] (fp32)
 };
 
-// Shared memory (bytes): each stage holds the chunk's rows of A and B ([64][Da + 8]) and its 64 x 64 tile of C
-// ([64][72]); then M^T's bf16 copy ([64][Da + 8]). retention/retention_launch.h's chunk_mma_shared_bytes says the same
-// for the host's launch plan.
-template <int DA>
+// Threads of a block: NC / 16 warps (each owns 16 rows of M^T).
+template <int NC>
+constexpr int chunk_threads() {
+    return 2 * NC;
+}
+// Shared memory (bytes): each stage holds the chunk's rows of A and B ([64][Da + 8]) and its 64 x NC tile of C
+// ([64][NC + 8]); then M^T's bf16 copy ([NC][Da + 8]). retention/retention_launch.h's chunk_mma_shared_bytes says the
+// same for the host's launch plan.
+template <int DA, int NC>
 constexpr int chunk_stage_bytes() {
-    return 2 * row_tile_bytes<DA>() + row_tile_bytes<kTile>();
+    return 2 * row_tile_bytes<DA>() + kTile * (NC + 8) * 2;
 }
-template <int DA, int STAGES>
+template <int DA, int NC, int STAGES>
 constexpr int chunk_smem() {
-    return STAGES * chunk_stage_bytes<DA>() + row_tile_bytes<DA>();
+    return STAGES * chunk_stage_bytes<DA, NC>() + NC * row_ld<DA>() * 2;
 }
 
-// Head sizes with an instantiated kernel (Da: the state's rows; Dc: whole 64-column tiles).
-RETRO_SIMT_HOST_DEVICE bool chunk_mma_supported(long Da, long Dc) {
-    return (Da == 32 || Da == 64 || Da == 96 || Da == 128) && Dc > 0 && Dc % kTile == 0;
+// Head sizes with an instantiated kernel (Da: the state's rows; Dc: whole NC-column tiles).
+RETRO_SIMT_HOST_DEVICE bool chunk_mma_supported(long Da, long Dc, int nc) {
+    return (Da == 32 || Da == 64 || Da == 96 || Da == 128) && (nc == 64 || nc == 128) && Dc > 0 && Dc % nc == 0;
 }
 
-// The chunk's rows of a and b and its 64 x 64 tile of c (columns col0..) into one stage (zeros past T).
-template <int DA>
+// The chunk's rows of a and b and its 64 x NC tile of c (columns col0..) into one stage (zeros past T).
+template <int DA, int NC>
 RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__ a, const u16* __restrict__ b,
                                    const u16* __restrict__ c, ll item, ll h, int col0, const ChunkArgs& p) {
-    constexpr int lda = row_ld<DA>(), ldc = row_ld<kTile>();
+    constexpr int lda = row_ld<DA>(), ldc = NC + 8, threads = chunk_threads<NC>();
     u16* As = stage;
     u16* Bs = As + kTile * lda;
     u16* Cs = Bs + kTile * lda;
     const ll t0 = chunk * kTile;
     const int tid = simt::thread_x();
-    for (int e = tid; e < kTile * DA / 8; e += kThreads) {
+    for (int e = tid; e < kTile * DA / 8; e += threads) {
         const int r = e / (DA / 8), v = (e % (DA / 8)) * 8;
         const bool ok = t0 + r < p.T;
         const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * DA + v : 0;
         simt::copy16_async(As + r * lda + v, a + off, ok);
         simt::copy16_async(Bs + r * lda + v, b + off, ok);
     }
-    for (int e = tid; e < kTile * kTile / 8; e += kThreads) {
-        const int r = e / (kTile / 8), v = (e % (kTile / 8)) * 8;
+    for (int e = tid; e < kTile * NC / 8; e += threads) {
+        const int r = e / (NC / 8), v = (e % (NC / 8)) * 8;
         const bool ok = t0 + r < p.T;
         const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * p.Dc + col0 + v : 0;
         simt::copy16_async(Cs + r * ldc + v, c + off, ok);
     }
 }
 
-// A warp's rows [r0, r0 + 16) of M^T (C fragments m, fp32) into the bf16 copy Mt [64][DA + 8].
+// A warp's rows [r0, r0 + 16) of M^T (C fragments m, fp32) into the bf16 copy Mt [NC][DA + 8].
 template <int DA>
 RETRO_SIMT_DEVICE void write_state_copy(u16* Mt, const float (&m)[DA / 8][4], int r0, int lane) {
     constexpr int lda = row_ld<DA>();
@@ -97,22 +106,26 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// grid (Dc / 64, B * H), kThreads threads, chunk_smem<DA, STAGES>() bytes; every operand 16-byte aligned.
-// init (nullable): the state before the first chunk walked; fin (nullable): after the last.
-template <int DA, bool REV, int STAGES>
-RETRO_SIMT_KERNEL(kThreads)
+// grid (Dc / NC, B * H), chunk_threads<NC>() threads, chunk_smem<DA, NC, STAGES>() bytes; every operand 16-byte
+// aligned. init (nullable): the state before the first chunk walked; fin (nullable): after the last.
+template <int DA, int NC, bool REV, int STAGES>
+RETRO_SIMT_KERNEL(chunk_threads<NC>())
 retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
                     const float* init, float* fin, ChunkArgs p, PairDecays decays) {
     static_assert(STAGES == 1 || STAGES == 2, "one stage, or two with the next chunk's loads in flight");
-    constexpr int lda = row_ld<DA>(), ldc = row_ld<kTile>();
-    constexpr int stage_elems = chunk_stage_bytes<DA>() / 2;
+    static_assert(NC == 64 || NC == 128, "64 or 128 columns a block");
+    constexpr int lda = row_ld<DA>(), ldc = NC + 8;
+    constexpr int stage_elems = chunk_stage_bytes<DA, NC>() / 2;
     u16* const smem = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* const Mt = smem + STAGES * stage_elems;   // bf16 M^T [64][DA + 8]
+    u16* const Mt = smem + STAGES * stage_elems;   // bf16 M^T [NC][DA + 8]
 
     const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
-    const int col0 = static_cast<int>(simt::block_x()) * kTile;
+    const int col0 = static_cast<int>(simt::block_x()) * NC;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int r0 = warp * 16;   // this warp's 16 rows of the chunk, and of M^T
+    // (at NC = 64, warp < 4: written so that the compiler knows it, one base register for all three)
+    const int r0 = NC == 64 ? warp * 16 : (warp % 4) * 16;   // this warp's 16 rows of the chunk
+    const int c0 = NC == 64 ? 0 : (warp / 4) * 64;           // and 64 columns of the block's output
+    const int mr0 = warp * 16;                                // its 16 rows of M^T (columns of M)
     const float lg2_head = decays.lg2[h];
     const ll chunks = (p.T + kTile - 1) / kTile;
 
@@ -121,16 +134,16 @@ retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__
         return bh * DA * p.Dc + (p.state_transposed ? static_cast<ll>(col0 + n) * DA + i : static_cast<ll>(i) * p.Dc + col0 + n);
     };
 
-    // M^T in C fragments: m[u][e] = M^T[r0 + g + 8 (e >= 2)][8u + 2t + (e & 1)]
+    // M^T in C fragments: m[u][e] = M^T[mr0 + g + 8 (e >= 2)][8u + 2t + (e & 1)]
     float m[DA / 8][4];
 RETRO_SIMT_UNROLL
     for (int u = 0; u < DA / 8; ++u)
 RETRO_SIMT_UNROLL
         for (int e = 0; e < 4; ++e)
-            m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), r0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
-    write_state_copy<DA>(Mt, m, r0, lane);
+            m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
+    write_state_copy<DA>(Mt, m, mr0, lane);
 
-    if (STAGES == 2) issue_loads<DA>(smem, REV ? chunks - 1 : 0, a, b, c, item, h, col0, p);
+    if (STAGES == 2) issue_loads<DA, NC>(smem, REV ? chunks - 1 : 0, a, b, c, item, h, col0, p);
     // one chunk of the walk from stage s (a compile-time stage: every shared-memory address of the products is then
     // a register and an immediate, where a stage index in a register cost ptxas ~200 registers of addresses)
     auto walk_chunk = [&](auto stage, ll step) {
@@ -141,10 +154,10 @@ RETRO_SIMT_UNROLL
         if (STAGES == 2) {
             simt::async_wait_all();
             simt::sync_block();   // this chunk's stage and last chunk's M copy are everyone's; the other stage is free
-            if (step + 1 < chunks) issue_loads<DA>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, item, h, col0, p);
+            if (step + 1 < chunks) issue_loads<DA, NC>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, item, h, col0, p);
         } else {
             simt::sync_block();   // last chunk's readers of the stage are done
-            issue_loads<DA>(smem, chunk, a, b, c, item, h, col0, p);
+            issue_loads<DA, NC>(smem, chunk, a, b, c, item, h, col0, p);
             simt::async_wait_all();
             simt::sync_block();
         }
@@ -155,7 +168,7 @@ RETRO_SIMT_UNROLL
 
         // out = coef_n X + P C, X = A M (M^T's rows are M's columns: B fragments straight from the copy)
         float acc[8][4];
-        rows_times_rows_t<DA>(acc, As, r0, Mt, lane);
+        rows_times_rows_t<DA>(acc, As, r0, Mt + c0 * lda, lane);
         float coef[2];
 RETRO_SIMT_UNROLL
         for (int r = 0; r < 2; ++r) {
@@ -172,7 +185,7 @@ RETRO_SIMT_UNROLL
         {
             float sc[8][4];
             rows_times_rows_t<DA>(sc, As, r0, Bs, lane);   // S = A B^T (rows of B past L are zeros)
-            // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + 16 warp - 8 n8; opaque, so that the 32 distances, masks and
+            // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + r0 - 8 n8; opaque, so that the 32 distances, masks and
             // decays a lane are recomputed each chunk rather than held in registers across the walk
             const int i_minus_2t = simt::opaque(rows[0] - 2 * t);
 RETRO_SIMT_UNROLL
@@ -194,14 +207,14 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
             for (int u = 0; u < 8; u += 2) {
                 u32 bf[2][2];
-                load_b_kn(bf, Cs, ldc, kk * 16, u * 8, lane);
+                load_b_kn(bf, Cs, ldc, kk * 16, c0 + u * 8, lane);
                 simt::mma_bf16_16816(acc[u], pa, bf[0]);
                 simt::mma_bf16_16816(acc[u + 1], pa, bf[1]);
             }
         }
         for (int r = 0; r < 2; ++r) {
             if (rows[r] >= L) continue;
-            u16* o = out + ((item * p.T + chunk * kTile + rows[r]) * p.H + h) * p.Dc + col0;
+            u16* o = out + ((item * p.T + chunk * kTile + rows[r]) * p.H + h) * p.Dc + col0 + c0;
 RETRO_SIMT_UNROLL
             for (int u = 0; u < 8; ++u)
                 *reinterpret_cast<u32*>(o + u * 8 + 2 * t) = simt::pack_bf16x2(acc[u][2 * r], acc[u][2 * r + 1]);
@@ -225,7 +238,7 @@ RETRO_SIMT_UNROLL
                                     : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));
             }
             u32 ca[4];   // A[n][k] = C[k][n]: registers 0, 1 hold k = 2t, 2t+1; 2, 3 hold k + 8
-            load_a_t(ca, Cs, ldc, r0, kk * 16, lane);
+            load_a_t(ca, Cs, ldc, mr0, kk * 16, lane);
 RETRO_SIMT_UNROLL
             for (int r = 0; r < 4; ++r)
                 ca[r] = simt::pack_bf16x2(bf16_lo(ca[r]) * f[r >= 2 ? 2 : 0], bf16_hi(ca[r]) * f[r >= 2 ? 3 : 1]);
@@ -237,7 +250,7 @@ RETRO_SIMT_UNROLL
                 simt::mma_bf16_16816(m[u + 1], ca, bf[1]);
             }
         }
-        write_state_copy<DA>(Mt, m, r0, lane);
+        write_state_copy<DA>(Mt, m, mr0, lane);
     };
     if constexpr (STAGES == 2) {
         for (ll step = 0; step < chunks; step += 2) {
@@ -251,7 +264,7 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
         for (int u = 0; u < DA / 8; ++u)
 RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) fin[state_at(u * 8 + 2 * t + (e & 1), r0 + g + (e >= 2 ? 8 : 0))] = m[u][e];
+            for (int e = 0; e < 4; ++e) fin[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] = m[u][e];
     }
 }
 

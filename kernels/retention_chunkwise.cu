@@ -3,9 +3,10 @@
 // memory: O_c += scale (Q_c S_prev) ⊙ xi, S = gamma^L S + K_c^T (V_c ⊙ zeta) (RETENTION.md §1).
 // Backward is chunkwise too: three windowed pair kernels, then dQ (forward walk), dK + dh0 and dV (reverse walks).
 // bf16 with chunk 64 and head dims the tensor-core walk takes, on a device that lets a block have its shared memory
-// (plan_chunkwise, retention/retention_launch.h), runs the fused walk of retention_chunk_mma.cuh instead (mma.sync,
-// one or two load stages): one walk for the forward, three for the backward. RETRO_RETENTION_KERNELS=wmma selects
-// the older wmma walk (retention_chunk_tc.cuh) where its shared memory fits, for an A/B on a GPU.
+// (plan_chunkwise, retention/retention_launch.h), runs the fused walk of retention_chunk_mma.cuh instead (mma.sync;
+// 128 or 64 output columns a block, one or two load stages): one walk for the forward, three for the backward.
+// For A/Bs on a GPU, RETRO_RETENTION_KERNELS=mma64 keeps it to 64 columns a block, =wmma selects the older wmma
+// walk (retention_chunk_tc.cuh) where its shared memory fits.
 #include "retention_chunk_mma.cuh"
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
@@ -19,15 +20,23 @@ using namespace cuda_detail;
 
 namespace {
 
-// RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walk, "wmma" the older one; anything else is a UserError.
-bool wmma_walk_requested() {
-    static const bool wmma = [] {
+enum class WalkKernels { mma, mma64, wmma };
+// RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walk as planned, "mma64" with 64 columns a block, "wmma" the
+// older walk; anything else is a UserError.
+WalkKernels walk_kernels_requested() {
+    static const WalkKernels kind = [] {
         const char* v = std::getenv("RETRO_RETENTION_KERNELS");
-        if (!v || !*v || std::string(v) == "mma") return false;
-        if (std::string(v) == "wmma") return true;
-        user_error("RETRO_RETENTION_KERNELS=", v, ": not mma (the default) or wmma");
+        const std::string s = v ? v : "";
+        if (s.empty() || s == "mma") return WalkKernels::mma;
+        if (s == "mma64") return WalkKernels::mma64;
+        if (s == "wmma") return WalkKernels::wmma;
+        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma64 or wmma");
     }();
-    return wmma;
+    return kind;
+}
+
+ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
+    return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), walk_kernels_requested() == WalkKernels::mma64);
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at
@@ -38,14 +47,14 @@ bool aligned16(const void* a, const void* b, const void* c, const void* out) {
     return bits % 16 == 0;
 }
 
-template <int DA, bool REV, int STAGES>
+template <int DA, int NC, bool REV, int STAGES>
 void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                          bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g,
                          cudaStream_t stream) {
     using chunk_mma::u16;
-    constexpr int smem = chunk_mma::chunk_smem<DA, STAGES>();
+    constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES>();
     static const bool attr_set = [] {   // once per instantiation
-        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, REV, STAGES>,
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         return true;
     }();
@@ -53,35 +62,37 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
     chunk_mma::PairDecays lg2{};
     for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * chunk_mma::kLog2e;   // natural log -> log2
     const chunk_mma::ChunkArgs args{d.B, d.T, d.H, Dc, scale, state_transposed};
-    const dim3 grid(static_cast<unsigned>(Dc / chunk_mma::kTile), static_cast<unsigned>(d.B * d.H));
-    chunk_mma::retention_chunk_mma<DA, REV, STAGES><<<grid, chunk_mma::kThreads, smem, stream>>>(
+    const dim3 grid(static_cast<unsigned>(Dc / NC), static_cast<unsigned>(d.B * d.H));
+    chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
         reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
         reinterpret_cast<const u16*>(c), init, fin, args, lg2);
     RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_chunk_mma (reverse)" : "retention_chunk_mma", stream);
 }
 
-template <bool REV, int STAGES>
+template <int NC, bool REV, int STAGES>
 void launch_chunk_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                       bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g,
                       cudaStream_t stream) {
     switch (Da) {   // chunk_mma_supported: the register tiles need Da at compile time
-    case 32: return launch_chunk_mma_da<32, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 64: return launch_chunk_mma_da<64, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 96: return launch_chunk_mma_da<96, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 128: return launch_chunk_mma_da<128, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 32: return launch_chunk_mma_da<32, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 64: return launch_chunk_mma_da<64, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 96: return launch_chunk_mma_da<96, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 128: return launch_chunk_mma_da<128, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
     default: RETRO_CHECK(false, "tensor-core retention: unsupported Da ", Da);
     }
 }
 
-// One tensor-core walk (the plan said it fits): out = the walk of (a, b, c) with M's init and fin, Da rows of M.
+// One tensor-core walk as configured (the plan said it fits): out = the walk of (a, b, c) with M's init and fin,
+// Da rows of M.
 template <bool REV>
 void launch_tc_walk(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                     bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g,
-                    const ChunkwisePlan& plan, cudaStream_t stream) {
-    if (wmma_walk_requested() && TcLayout(Da).total <= optin_shared_bytes())
+                    const ChunkWalkConfig& walk, cudaStream_t stream) {
+    if (walk_kernels_requested() == WalkKernels::wmma && TcLayout(Da).total <= optin_shared_bytes())
         return launch_chunk_tc<REV>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
-    if (plan.stages == 2) return launch_chunk_mma<REV, 2>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
-    launch_chunk_mma<REV, 1>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
+    const auto launch = walk.columns == 128 ? (walk.stages == 2 ? &launch_chunk_mma<128, REV, 2> : &launch_chunk_mma<128, REV, 1>)
+                                            : (walk.stages == 2 ? &launch_chunk_mma<64, REV, 2> : &launch_chunk_mma<64, REV, 1>);
+    launch(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
 }
 
 }  // namespace
@@ -95,10 +106,10 @@ void chunkwise_forward(const Shape& s, const Options& opt, const T* q, const T* 
     const long C = std::min<long>(opt.chunk_size, s.T);
     const float sc = static_cast<float>(scale);
     if constexpr (std::is_same_v<T, bf16>) {
-        const ChunkwisePlan plan = plan_chunkwise(true, s.K, s.V, C, false, optin_shared_bytes());
+        const ChunkwisePlan plan = plan_for(s.K, s.V, C, false);
         if (plan.tensor_cores && aligned16(q, k, v, o)) {   // (A,B,C) = (q,k,v), M = S
             launch_tc_walk<false>(q, k, v, o, h0, ht, false, d, static_cast<int>(s.K), static_cast<int>(s.V), sc, g,
-                                  plan, stream);
+                                  plan.da_k, stream);
             return;
         }
     }
@@ -116,11 +127,11 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
     const float sc = static_cast<float>(scale);
     if constexpr (std::is_same_v<T, bf16>) {
-        const ChunkwisePlan plan = plan_chunkwise(true, K, V, C, true, optin_shared_bytes());
+        const ChunkwisePlan plan = plan_for(K, V, C, true);
         if (plan.tensor_cores && aligned16(q, k, v, dO) && aligned16(dq, dk, dv, dO)) {
-            launch_tc_walk<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g, plan, stream);   // M = S^T
-            launch_tc_walk<true>(v, dO, q, dk, dht, dh0, true, d, V, K, sc, g, plan, stream);       // M = G^T
-            launch_tc_walk<true>(k, q, dO, dv, dht, nullptr, false, d, K, V, sc, g, plan, stream);  // M = G
+            launch_tc_walk<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g, plan.da_v, stream);   // M = S^T
+            launch_tc_walk<true>(v, dO, q, dk, dht, dh0, true, d, V, K, sc, g, plan.da_v, stream);       // M = G^T
+            launch_tc_walk<true>(k, q, dO, dv, dht, nullptr, false, d, K, V, sc, g, plan.da_k, stream);  // M = G
             return;
         }
     }

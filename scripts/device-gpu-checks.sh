@@ -14,8 +14,8 @@
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
 #        flash (the fused attention's mma.sync kernels against the older wmma ones: the op harness with each, then
 #        retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walk
-#        against the older wmma one: the op harness with each, then retro-bench retention
-#        chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
+#        with 128 and 64 columns a block against the older wmma one: the op harness with each, then retro-bench
+#        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
@@ -242,18 +242,19 @@ step_flash() {
 }
 
 step_retwalk() {
-    # chunkwise retention's two tensor-core walks in one build (kernels/retention_chunkwise.cu:
-    # RETRO_RETENTION_KERNELS=wmma selects the older one): the op harness with each (CUDA vs CPU in double; the
-    # racecheck step runs it with the default, the mma walk), then retro-bench retention chunkwise bf16 at RETWALK_T (4096,16384) with each,
-    # alternating RETWALK_RUNS (2) times; rows labelled in $OUT/retwalk.txt
+    # chunkwise retention's tensor-core walks in one build (kernels/retention_chunkwise.cu, RETRO_RETENTION_KERNELS):
+    # mma (the mma.sync walk as planned: 128 columns a block at K = V = 128), mma64 (64 columns a block: two blocks a
+    # head) and wmma (the older walk). The op harness with each (CUDA vs CPU in double; the racecheck step runs it
+    # with the default), then retro-bench retention chunkwise bf16 at RETWALK_T (4096,16384) with each, alternating
+    # RETWALK_RUNS (2) times; rows labelled in $OUT/retwalk.txt
     local i kind
-    for kind in mma wmma; do
+    for kind in mma mma64 wmma; do
         RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/retwalk_tests_$kind.log" 2>&1
         track $?
         tail -3 "$OUT/retwalk_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/retwalk.txt"
     done
     for ((i = 1; i <= ${RETWALK_RUNS:-2}; i++)); do
-        for kind in mma wmma; do
+        for kind in mma mma64 wmma; do
             RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro-bench" retention --device cuda --modes chunkwise \
                 --T "${RETWALK_T:-4096,16384}" --dtype bf16 --repeats 3 --json "$OUT/retwalk_${kind}_$i.json" \
                 >"$OUT/retwalk_${kind}_$i.log" 2>&1

@@ -220,22 +220,34 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     const long h100 = 232448, sm86 = 101376, small = 49152;   // opt-in shared memory per block (bytes)
     CHECK(TcLayout(128).total == 159040);   // the ~159 KB walk at K = V = 128
     CHECK(TcLayout(32).total == 82240);
-    CHECK(chunk_mma_shared_bytes(128, 2) == 105472);   // the mma walk: two load stages at K = V = 128
-    CHECK(chunk_mma_shared_bytes(128, 1) == 61440);
-    // forward at K = V = 128: the tensor cores on an H100 with two stages, on an sm_86/89 card with one; never in
-    // fp32; nowhere the one stage does not fit
-    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100).stages == 2);
-    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100).tensor_cores);
-    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).stages == 1);
-    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).tensor_cores);
-    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).stages == 2);
+    CHECK(chunk_mma_shared_bytes(128, 2, 128) == 139264);   // the mma walk at K = V = 128: 8 warps, two stages
+    CHECK(chunk_mma_shared_bytes(128, 2, 64) == 105472);
+    CHECK(chunk_mma_shared_bytes(128, 1, 128) == 87040);
+    // forward at K = V = 128: 128 columns a block with two stages on an H100, one on an sm_86/89 card; 64 columns
+    // on request (mma64); never in fp32; nowhere one stage of 64 columns does not fit
+    const auto h100_fwd = plan_chunkwise(true, 128, 128, 64, false, h100);
+    CHECK(h100_fwd.tensor_cores);
+    CHECK(h100_fwd.da_k.stages == 2);
+    CHECK(h100_fwd.da_k.columns == 128);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, true).da_k.columns == 64);
+    const auto sm86_fwd = plan_chunkwise(true, 128, 128, 64, false, sm86);
+    CHECK(sm86_fwd.tensor_cores);
+    CHECK(sm86_fwd.da_k.stages == 1);
+    CHECK(sm86_fwd.da_k.columns == 128);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86, true).da_k.stages == 1);
+    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).da_k.stages == 2);     // V = 64: one 64-column tile
+    CHECK(plan_chunkwise(true, 32, 64, 64, false, sm86).da_k.columns == 64);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, small).tensor_cores);
     CHECK_FALSE(plan_chunkwise(false, 128, 128, 64, false, h100).tensor_cores);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 32, false, h100).tensor_cores);   // chunk 32: not the walk's 64
     CHECK_FALSE(plan_chunkwise(true, 128, 96, 64, false, h100).tensor_cores);    // V = 96: not whole 64-column tiles
-    // backward runs walks with Da = V and Da = K: both must fit, with one stage count
-    CHECK(plan_chunkwise(true, 128, 64, 64, true, h100).stages == 2);
-    CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).stages == 1);   // the Da = V = 128 walk fits one stage only
+    // backward runs walks with Da = V over Dc = K (dq, dk) and Da = K over Dc = V (dv): each configured, both must fit
+    const auto h100_bwd = plan_chunkwise(true, 128, 64, 64, true, h100);
+    CHECK(h100_bwd.tensor_cores);
+    CHECK(h100_bwd.da_k.columns == 64);    // Dc = V = 64
+    CHECK(h100_bwd.da_v.columns == 128);   // Dc = K = 128
+    CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).da_v.stages == 1);       // the Da = V = 128 walk: one stage
+    CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).da_k.stages == 2);
     CHECK_FALSE(plan_chunkwise(true, 32, 128, 64, true, h100).tensor_cores);   // dq, dk: Dc = K = 32 is no 64-column tile
     // refusals: one line each, naming the limit and the fix
     CHECK(retention_launch_refusal(8, 32, 128, 128, h100).empty());

@@ -1,6 +1,7 @@
 // Chunkwise retention's mma.sync state walk (kernels/retention_chunk_mma.cuh) on the host through the block emulator
 // (tests/simt_host.h): out and the final state of the forward and the reverse walk, with and without an initial
-// state (as [Da][Dc] and transposed), one and two load stages, every instantiated Da, partial last chunks, against
+// state (as [Da][Dc] and transposed), one and two load stages, 64 and 128 columns a block, every instantiated Da,
+// partial last chunks, against
 // the walk's closed form in double on the bf16 operands (and bit for bit the same under the emulator's warp-serial
 // schedules, which expose a race between warps of one phase):
 //   forward: out_i = scale Σ_{j<=i} gamma^(i-j) (a_i·b_j) c_j + scale gamma^(i+1) a_i M0
@@ -36,12 +37,12 @@ struct WalkCase {
     bool rev, with_init, with_fin, transposed;
 };
 
-template <int DA, int STAGES>
+template <int DA, int NC, int STAGES>
 void check_walk(const WalkCase& wc, std::uint64_t seed) {
     const long long B = wc.B, T = wc.T, H = wc.H;
     const int Dc = wc.Dc;
     const std::string name = "T=" + std::to_string(T) + " H=" + std::to_string(H) + " DA=" + std::to_string(DA) +
-                             " Dc=" + std::to_string(Dc) + " stages=" + std::to_string(STAGES) + (wc.rev ? " rev" : "") +
+                             " Dc=" + std::to_string(Dc) + " NC=" + std::to_string(NC) + " stages=" + std::to_string(STAGES) + (wc.rev ? " rev" : "") +
                              (wc.with_init ? " init" : "") + (wc.with_fin ? " fin" : "") + (wc.transposed ? " transposed" : "");
     INFO(name);
     std::mt19937 rng(static_cast<unsigned>(seed));
@@ -70,13 +71,13 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
         simt::host::ScheduleScope scope(schedule);
         out.assign(nc, 0xffff);   // NaN: a row never written shows
         fin.assign(ns, std::nanf(""));
-        simt::host::launch(Dc / cm::kTile, B * H, cm::kThreads, cm::chunk_smem<DA, STAGES>(), [&] {
+        simt::host::launch(Dc / NC, B * H, cm::chunk_threads<NC>(), cm::chunk_smem<DA, NC, STAGES>(), [&] {
             if (wc.rev)
-                cm::retention_chunk_mma<DA, true, STAGES>(out.data(), a.data(), b.data(), c.data(),
+                cm::retention_chunk_mma<DA, NC, true, STAGES>(out.data(), a.data(), b.data(), c.data(),
                                                           wc.with_init ? init.data() : nullptr,
                                                           wc.with_fin ? fin.data() : nullptr, args, dec);
             else
-                cm::retention_chunk_mma<DA, false, STAGES>(out.data(), a.data(), b.data(), c.data(),
+                cm::retention_chunk_mma<DA, NC, false, STAGES>(out.data(), a.data(), b.data(), c.data(),
                                                            wc.with_init ? init.data() : nullptr,
                                                            wc.with_fin ? fin.data() : nullptr, args, dec);
         });
@@ -150,15 +151,16 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages equal the walk in double") {
-    check_walk<128, 2>({1, 150, 2, 128, false, true, true, false}, 1);   // the forward (q, k, v; S): partial last chunk
-    check_walk<128, 2>({1, 130, 1, 128, true, true, true, true}, 2);     // dk's walk: reverse, G^T transposed, two tiles
-    check_walk<64, 1>({2, 100, 1, 128, true, false, true, false}, 3);    // dv's (Da = K = 64), one stage
-    check_walk<128, 1>({1, 64, 2, 64, false, true, false, true}, 4);     // dq's: S^T in, one whole chunk
-    check_walk<32, 2>({1, 40, 1, 64, false, false, false, false}, 5);    // a single short chunk
-    check_walk<96, 2>({1, 192, 1, 64, true, true, true, false}, 6);      // three whole chunks, Da = 96
+TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages, 64 and 128 columns a block equal the walk in double") {
+    check_walk<128, 128, 2>({1, 150, 2, 128, false, true, true, false}, 1);   // the forward (q, k, v; S) at K = V = 128
+    check_walk<128, 64, 2>({1, 130, 1, 128, true, true, true, true}, 2);      // dk's walk: reverse, G^T transposed, two tiles
+    check_walk<64, 128, 1>({2, 100, 1, 256, true, false, true, false}, 3);    // dv's (Da = K = 64): two 128-column tiles, one stage
+    check_walk<128, 64, 1>({1, 64, 2, 64, false, true, false, true}, 4);      // dq's: S^T in, one whole chunk
+    check_walk<32, 64, 2>({1, 40, 1, 64, false, false, false, false}, 5);     // a single short chunk
+    check_walk<96, 128, 2>({1, 192, 1, 128, true, true, true, true}, 6);      // three whole chunks, Da = 96
     // the host launch plan (retention/retention_launch.h) names the kernel's shared memory
-    CHECK(retention::chunk_mma_shared_bytes(128, 2) == cm::chunk_smem<128, 2>());
-    CHECK(retention::chunk_mma_shared_bytes(32, 1) == cm::chunk_smem<32, 1>());
-    CHECK(retention::chunk_mma_shared_bytes(96, 2) == cm::chunk_smem<96, 2>());
+    CHECK(retention::chunk_mma_shared_bytes(128, 2, 128) == cm::chunk_smem<128, 128, 2>());
+    CHECK(retention::chunk_mma_shared_bytes(128, 2, 64) == cm::chunk_smem<128, 64, 2>());
+    CHECK(retention::chunk_mma_shared_bytes(32, 1, 64) == cm::chunk_smem<32, 64, 1>());
+    CHECK(retention::chunk_mma_shared_bytes(96, 1, 128) == cm::chunk_smem<96, 128, 1>());
 }

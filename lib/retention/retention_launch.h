@@ -3,10 +3,10 @@
 // carve-up TcLayout, used by kernels/retention_chunk_tc.cuh itself), the pair kernels' shared memory, and the checks
 // every entry makes before a launch — B·H within the grid's y limit, and the shared memory a kernel needs within
 // what the device lets one block opt into (an sm_86/89 card has 99 KB: the mma walk at Da = 128 runs there with one
-// stage, 61,440 bytes, instead of two, 105,472). Kept free of CUDA so that tests/test_retention.cpp checks the
-// decisions without a GPU.
-// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, pair_shared_bytes,
-//           pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise, retention_launch_refusal
+// stage). Kept free of CUDA so that tests/test_retention.cpp checks the decisions without a GPU.
+// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, ChunkWalkConfig,
+//           chunk_walk_config, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise,
+//           retention_launch_refusal
 #pragma once
 #include <string>
 
@@ -52,30 +52,48 @@ inline long pair_shared_bytes(long Da, long Dc) { return 4 * (16 * Da + 32 * Da 
 // tiles (64 rows of Da + 8 bf16) and C transposed (Dc rows of 72 bf16); where a device allows less, the kernel above.
 inline long pair_mma_shared_bytes(long Da, long Dc) { return 2 * 64 * (Da + 8) * 2 + Dc * 72 * 2; }
 
-// The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem): per load stage the chunk's
-// rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x 64 tile of C (64 rows of 72), then the state's bf16 copy
-// (64 rows of Da + 8).
-inline long chunk_mma_shared_bytes(long Da, int stages) {
-    return stages * (2 * 64 * (Da + 8) * 2 + 64 * 72 * 2) + 64 * (Da + 8) * 2;
+// The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem) for a block of `columns` (64 or
+// 128) output columns: per load stage the chunk's rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x columns
+// tile of C (64 rows of columns + 8), then the state's bf16 copy (columns rows of Da + 8).
+inline long chunk_mma_shared_bytes(long Da, int stages, int columns) {
+    return stages * (2 * 64 * (Da + 8) * 2 + 64 * (columns + 8) * 2) + columns * (Da + 8) * 2;
 }
 
-// Which walk the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16, the
-// shape fits them and the device lets a block have the walk's shared memory (each of the backward's three walks, for
-// backward) — with two load stages where they fit, else one — or else the CUDA-core walk.
+// How one mma walk over a Da x Dc state launches: 128 columns a block (8 warps; A and B read once a head at Dc = 128)
+// where Dc allows, else 64 (4 warps), each with two load stages where they fit the device, else one; `ok` false where
+// not even 64 columns with one stage fit (or chunk, Da, Dc are not the walk's). narrow: 64 columns only (the A/B of
+// RETRO_RETENTION_KERNELS=mma64).
+struct ChunkWalkConfig {
+    bool ok = false;
+    int stages = 0;    // 2: the next chunk's loads overlap this one's products
+    int columns = 0;   // output columns a block
+};
+inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false) {
+    if (!tc_supported(Da, Dc, C)) return {};
+    for (const int stages : {2, 1})
+        for (const int columns : {128, 64})
+            if (!(columns == 128 && (narrow || Dc % 128 != 0)) &&
+                chunk_mma_shared_bytes(Da, stages, columns) <= optin_shared_bytes)
+                return {true, stages, columns};
+    return {};
+}
+
+// Which walk the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16 and
+// every walk of the call has an mma configuration on this device (the forward's Da = K over Dc = V; the backward's
+// also Da = V over Dc = K for dq and dk), else the CUDA-core walk.
 struct ChunkwisePlan {
     bool tensor_cores = false;
-    int stages = 0;   // the mma walk's load stages: 2 (the next chunk's loads overlap this one's products) or 1
+    ChunkWalkConfig da_k;   // the walks with Da = K, Dc = V: the forward, dv
+    ChunkWalkConfig da_v;   // Da = V, Dc = K: dq, dk (backward only)
 };
-inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes) {
+inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
+                                    bool narrow = false) {
     if (!bf16) return {};
-    for (const int stages : {2, 1}) {
-        auto fits = [&](long Da, long Dc) {
-            return tc_supported(Da, Dc, C) && chunk_mma_shared_bytes(Da, stages) <= optin_shared_bytes;
-        };
-        // forward: (A, B, C) = (q, k, v), Da = K; backward: walks with Da = V (dq, dk) and Da = K (dv)
-        if (backward ? fits(V, K) && fits(K, V) : fits(K, V)) return {true, stages};
-    }
-    return {};
+    ChunkwisePlan plan;
+    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow);
+    if (backward) plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow);
+    plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
+    return plan;
 }
 
 // Why a CUDA retention entry cannot launch B, H, K, V on a device whose blocks may opt into optin_shared_bytes of
