@@ -51,15 +51,15 @@ constexpr int chunk_threads() {
     return 2 * NC;
 }
 // Shared memory (bytes): each stage holds the chunk's rows of A and B ([64][Da + 8]) and its 64 x NC tile of C
-// ([64][NC + 8]); then M^T's bf16 copy ([NC][Da + 8]). retention/retention_launch.h's chunk_mma_shared_bytes says the
-// same for the host's launch plan.
-template <int DA, int NC>
+// ([64][NC + 8]), with DUAL also A2's ([64][NC + 8]); then M^T's bf16 copy ([NC][Da + 8]).
+// retention/retention_launch.h's chunk_mma_shared_bytes says the same for the host's launch plan.
+template <int DA, int NC, bool DUAL = false>
 constexpr int chunk_stage_bytes() {
-    return 2 * row_tile_bytes<DA>() + kTile * (NC + 8) * 2;
+    return 2 * row_tile_bytes<DA>() + (DUAL ? 2 : 1) * kTile * (NC + 8) * 2;
 }
-template <int DA, int NC, int STAGES>
+template <int DA, int NC, int STAGES, bool DUAL = false>
 constexpr int chunk_smem() {
-    return STAGES * chunk_stage_bytes<DA, NC>() + NC * row_ld<DA>() * 2;
+    return STAGES * chunk_stage_bytes<DA, NC, DUAL>() + NC * row_ld<DA>() * 2;
 }
 
 // Head sizes with an instantiated kernel (Da: the state's rows; Dc: whole NC-column tiles).
@@ -67,10 +67,12 @@ RETRO_SIMT_HOST_DEVICE bool chunk_mma_supported(long Da, long Dc, int nc) {
     return (Da == 32 || Da == 64 || Da == 96 || Da == 128) && (nc == 64 || nc == 128) && Dc > 0 && Dc % nc == 0;
 }
 
-// The chunk's rows of a and b and its 64 x NC tile of c (columns col0..) into one stage (zeros past T).
+// The chunk's rows of a and b and its 64 x NC tile of c (columns col0..), and of a2 where given, into one stage
+// (zeros past T).
 template <int DA, int NC>
 RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__ a, const u16* __restrict__ b,
-                                   const u16* __restrict__ c, ll item, ll h, int col0, const ChunkArgs& p) {
+                                   const u16* __restrict__ c, const u16* __restrict__ a2, ll item, ll h, int col0,
+                                   const ChunkArgs& p) {
     constexpr int lda = row_ld<DA>(), ldc = NC + 8, threads = chunk_threads<NC>();
     u16* As = stage;
     u16* Bs = As + kTile * lda;
@@ -89,6 +91,7 @@ RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__
         const bool ok = t0 + r < p.T;
         const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * p.Dc + col0 + v : 0;
         simt::copy16_async(Cs + r * ldc + v, c + off, ok);
+        if (a2) simt::copy16_async(Cs + (kTile + r) * ldc + v, a2 + off, ok);   // DUAL: A2's tile after C's
     }
 }
 
@@ -106,16 +109,108 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// grid (Dc / NC, B * H), chunk_threads<NC>() threads, chunk_smem<DA, NC, STAGES>() bytes; every operand 16-byte
-// aligned. init (nullable): the state before the first chunk walked; fin (nullable): after the last.
-template <int DA, int NC, bool REV, int STAGES>
+// X = A M for the 16 rows [r0, r0 + 16) of A ([64][DK + 8]) and columns [n0, n0 + 64) of M, with M row-major
+// [DK][ld] (B fragments by ldmatrix.trans).
+template <int DK>
+RETRO_SIMT_DEVICE void rows_times_kn(float (&acc)[8][4], const u16* A, int r0, const u16* M, int ld, int n0, int lane) {
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) acc[u][e] = 0.0f;
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < DK / 16; ++kk) {
+        u32 af[4];
+        load_a(af, A, row_ld<DK>(), r0, kk * 16, lane);
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < 8; u += 2) {
+            u32 bf[2][2];
+            load_b_kn(bf, M, ld, kk * 16, n0 + u * 8, lane);
+            simt::mma_bf16_16816(acc[u], af, bf[0]);
+            simt::mma_bf16_16816(acc[u + 1], af, bf[1]);
+        }
+    }
+}
+
+// One warp's 16 x 64 block of a chunk's output, rows [r0, r0 + 16) and columns [n0, n0 + 64):
+//   out = diag(coef_n) A M + P V,   P = bf16(scale gamma^|i-j| A Bt^T) on the causal side (REV: j >= i), 0 elsewhere
+// with coef_n = scale gamma^(n+1) forward, gamma^(L-1-n) reverse (0 past L). A and Bt: the chunk's rows, [64][DK + 8]
+// (k over DK); M's columns from its transpose's bf16 copy Mt ([cols][DK + 8], B fragments by plain loads) or, with
+// M_KN, from M itself row-major ([DK][ld_m], by ldmatrix.trans); V: the chunk's value rows [64][ld_v]. Rows below L
+// are stored to out_chunk + n * out_stride + n0 (bf16).
+template <int DK, bool REV, bool M_KN>
+RETRO_SIMT_DEVICE void chunk_output(u16* out_chunk, ll out_stride, const u16* A, const u16* Bt, const u16* Mop, int ld_m,
+                                    const u16* V, int ld_v, int r0, int n0, int L, float lg2, float scale, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    const int rows[2] = {r0 + g, r0 + g + 8};   // this lane's two rows n of the chunk
+    float acc[8][4];
+    if constexpr (M_KN) rows_times_kn<DK>(acc, A, r0, Mop, ld_m, n0, lane);
+    else rows_times_rows_t<DK>(acc, A, r0, Mop + n0 * ld_m, lane);   // M^T's rows are M's columns
+    float coef[2];
+RETRO_SIMT_UNROLL
+    for (int r = 0; r < 2; ++r) {
+        const int n = rows[r];
+        coef[r] = n >= L ? 0.0f
+                         : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
+                               : scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
+    }
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) acc[u][e] *= coef[e / 2];
+    u32 pk[8][2];
+    {
+        float sc[8][4];
+        rows_times_rows_t<DK>(sc, A, r0, Bt, lane);   // S = A Bt^T (rows of Bt past L are zeros)
+        // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + r0 - 8 n8; opaque, so that the 32 distances, masks and decays a
+        // lane are recomputed each chunk rather than held in registers across the walk
+        const int i_minus_2t = simt::opaque(rows[0] - 2 * t);
+RETRO_SIMT_UNROLL
+        for (int n8 = 0; n8 < 8; ++n8) {
+            float x[4];
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) {
+                const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
+                const bool keep = REV ? dist <= 0 : dist >= 0;
+                x[e] = keep ? sc[n8][e] * scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+            }
+            pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
+            pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
+        }
+    }
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < kTile / 16; ++kk) {   // += P V, V's rows as B's k
+        const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < 8; u += 2) {
+            u32 bf[2][2];
+            load_b_kn(bf, V, ld_v, kk * 16, n0 + u * 8, lane);
+            simt::mma_bf16_16816(acc[u], pa, bf[0]);
+            simt::mma_bf16_16816(acc[u + 1], pa, bf[1]);
+        }
+    }
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= L) continue;
+        u16* o = out_chunk + rows[r] * out_stride + n0;
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < 8; ++u)
+            *reinterpret_cast<u32*>(o + u * 8 + 2 * t) = simt::pack_bf16x2(acc[u][2 * r], acc[u][2 * r + 1]);
+    }
+}
+
+// grid (Dc / NC, B * H), chunk_threads<NC>() threads, chunk_smem<DA, NC, STAGES, DUAL>() bytes; every operand
+// 16-byte aligned. init (nullable): the state before the first chunk walked; fin (nullable): after the last.
+// DUAL (Da = Dc = NC: one block a head): also out2 [B, T, H, Da] = the walk of (A2, C, B) over M^T, the same state
+// seen from the other side, e.g. dk = walk(v, dO, q; G^T) beside dv = walk(k, q, dO; G) (a2: [B, T, H, Dc]).
+template <int DA, int NC, bool REV, int STAGES, bool DUAL = false>
 RETRO_SIMT_KERNEL(chunk_threads<NC>())
 retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
-                    const float* init, float* fin, ChunkArgs p, PairDecays decays) {
+                    const float* init, float* fin, ChunkArgs p, PairDecays decays, const u16* __restrict__ a2 = nullptr,
+                    u16* out2 = nullptr) {
     static_assert(STAGES == 1 || STAGES == 2, "one stage, or two with the next chunk's loads in flight");
     static_assert(NC == 64 || NC == 128, "64 or 128 columns a block");
+    static_assert(!DUAL || DA == NC, "the dual walk's second output has Da columns, all in the block");
     constexpr int lda = row_ld<DA>(), ldc = NC + 8;
-    constexpr int stage_elems = chunk_stage_bytes<DA, NC>() / 2;
+    constexpr int stage_elems = chunk_stage_bytes<DA, NC, DUAL>() / 2;
     u16* const smem = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* const Mt = smem + STAGES * stage_elems;   // bf16 M^T [NC][DA + 8]
 
@@ -143,7 +238,7 @@ RETRO_SIMT_UNROLL
             m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
     write_state_copy<DA>(Mt, m, mr0, lane);
 
-    if (STAGES == 2) issue_loads<DA, NC>(smem, REV ? chunks - 1 : 0, a, b, c, item, h, col0, p);
+    if (STAGES == 2) issue_loads<DA, NC>(smem, REV ? chunks - 1 : 0, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);
     // one chunk of the walk from stage s (a compile-time stage: every shared-memory address of the products is then
     // a register and an immediate, where a stage index in a register cost ptxas ~200 registers of addresses)
     auto walk_chunk = [&](auto stage, ll step) {
@@ -154,71 +249,23 @@ RETRO_SIMT_UNROLL
         if (STAGES == 2) {
             simt::async_wait_all();
             simt::sync_block();   // this chunk's stage and last chunk's M copy are everyone's; the other stage is free
-            if (step + 1 < chunks) issue_loads<DA, NC>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, item, h, col0, p);
+            if (step + 1 < chunks) issue_loads<DA, NC>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);
         } else {
             simt::sync_block();   // last chunk's readers of the stage are done
-            issue_loads<DA, NC>(smem, chunk, a, b, c, item, h, col0, p);
+            issue_loads<DA, NC>(smem, chunk, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);
             simt::async_wait_all();
             simt::sync_block();
         }
         const u16* As = smem + s * stage_elems;
         const u16* Bs = As + kTile * lda;
         const u16* Cs = Bs + kTile * lda;
-        const int rows[2] = {r0 + g, r0 + g + 8};   // this lane's two rows n of the chunk
-
-        // out = coef_n X + P C, X = A M (M^T's rows are M's columns: B fragments straight from the copy)
-        float acc[8][4];
-        rows_times_rows_t<DA>(acc, As, r0, Mt + c0 * lda, lane);
-        float coef[2];
-RETRO_SIMT_UNROLL
-        for (int r = 0; r < 2; ++r) {
-            const int n = rows[r];
-            coef[r] = n >= L ? 0.0f
-                             : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
-                                   : p.scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
-        }
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < 8; ++u)
-RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) acc[u][e] *= coef[e / 2];
-        u32 pk[8][2];
-        {
-            float sc[8][4];
-            rows_times_rows_t<DA>(sc, As, r0, Bs, lane);   // S = A B^T (rows of B past L are zeros)
-            // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + r0 - 8 n8; opaque, so that the 32 distances, masks and
-            // decays a lane are recomputed each chunk rather than held in registers across the walk
-            const int i_minus_2t = simt::opaque(rows[0] - 2 * t);
-RETRO_SIMT_UNROLL
-            for (int n8 = 0; n8 < 8; ++n8) {
-                float x[4];
-RETRO_SIMT_UNROLL
-                for (int e = 0; e < 4; ++e) {
-                    const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
-                    const bool keep = REV ? dist <= 0 : dist >= 0;
-                    x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
-                }
-                pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
-                pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
-            }
-        }
-RETRO_SIMT_UNROLL
-        for (int kk = 0; kk < kTile / 16; ++kk) {   // += P C, C's rows as B's k
-            const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-            for (int u = 0; u < 8; u += 2) {
-                u32 bf[2][2];
-                load_b_kn(bf, Cs, ldc, kk * 16, c0 + u * 8, lane);
-                simt::mma_bf16_16816(acc[u], pa, bf[0]);
-                simt::mma_bf16_16816(acc[u + 1], pa, bf[1]);
-            }
-        }
-        for (int r = 0; r < 2; ++r) {
-            if (rows[r] >= L) continue;
-            u16* o = out + ((item * p.T + chunk * kTile + rows[r]) * p.H + h) * p.Dc + col0 + c0;
-RETRO_SIMT_UNROLL
-            for (int u = 0; u < 8; ++u)
-                *reinterpret_cast<u32*>(o + u * 8 + 2 * t) = simt::pack_bf16x2(acc[u][2 * r], acc[u][2 * r + 1]);
-        }
+        const ll row0 = (item * p.T + chunk * kTile) * p.H + h;   // the chunk's first row (b, t, h)
+        // out = coef_n A M + P C
+        chunk_output<DA, REV, false>(out + row0 * p.Dc + col0, p.H * p.Dc, As, Bs, Mt, lda, Cs, ldc, r0, c0, L, lg2,
+                                     p.scale, lane);
+        if constexpr (DUAL)   // out2 = coef_n A2 M^T + P2 B, P2 from A2 C^T (M^T's copy read as M^T itself)
+            chunk_output<NC, REV, true>(out2 + row0 * DA, p.H * DA, Cs + kTile * ldc, Cs, Mt, lda, Bs, lda, r0, c0, L,
+                                        lg2, p.scale, lane);
 
         simt::sync_block();   // every warp's X has read M's copy
         // M^T = gamma^L M^T + (C diag f)^T B: f_k = gamma^(L-1-k) forward, scale gamma^(k+1) reverse, 0 past L

@@ -5,8 +5,9 @@
 // bf16 with chunk 64 and head dims the tensor-core walk takes, on a device that lets a block have its shared memory
 // (plan_chunkwise, retention/retention_launch.h), runs the fused walk of retention_chunk_mma.cuh instead (mma.sync;
 // 128 or 64 output columns a block, one or two load stages): one walk for the forward, three for the backward.
-// For A/Bs on a GPU, RETRO_RETENTION_KERNELS=mma64 keeps it to 64 columns a block, =wmma selects the older wmma
-// walk (retention_chunk_tc.cuh) where its shared memory fits.
+// dk and dv come from one dual walk over G where K = V = 64 or 128. For A/Bs on a GPU, RETRO_RETENTION_KERNELS=
+// mma-split runs dk and dv as two walks, =mma64 also keeps to 64 columns a block, =wmma selects the older wmma walk
+// (retention_chunk_tc.cuh) where its shared memory fits.
 #include "retention_chunk_mma.cuh"
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
@@ -20,23 +21,26 @@ using namespace cuda_detail;
 
 namespace {
 
-enum class WalkKernels { mma, mma64, wmma };
-// RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walk as planned, "mma64" with 64 columns a block, "wmma" the
-// older walk; anything else is a UserError.
+enum class WalkKernels { mma, mma_split, mma64, wmma };
+// RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walks as planned, "mma-split" without the dual dk+dv walk,
+// "mma64" also with 64 columns a block, "wmma" the older walk; anything else is a UserError.
 WalkKernels walk_kernels_requested() {
     static const WalkKernels kind = [] {
         const char* v = std::getenv("RETRO_RETENTION_KERNELS");
         const std::string s = v ? v : "";
         if (s.empty() || s == "mma") return WalkKernels::mma;
+        if (s == "mma-split") return WalkKernels::mma_split;
         if (s == "mma64") return WalkKernels::mma64;
         if (s == "wmma") return WalkKernels::wmma;
-        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma64 or wmma");
+        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64 or wmma");
     }();
     return kind;
 }
 
 ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
-    return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), walk_kernels_requested() == WalkKernels::mma64);
+    const WalkKernels kind = walk_kernels_requested();
+    return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), kind == WalkKernels::mma64,
+                          kind != WalkKernels::mma);
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at
@@ -47,14 +51,15 @@ bool aligned16(const void* a, const void* b, const void* c, const void* out) {
     return bits % 16 == 0;
 }
 
-template <int DA, int NC, bool REV, int STAGES>
+// a2, out2: the dual walk's (DUAL), else null.
+template <int DA, int NC, bool REV, int STAGES, bool DUAL = false>
 void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                          bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const bf16* a2 = nullptr, bf16* out2 = nullptr) {
     using chunk_mma::u16;
-    constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES>();
+    constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES, DUAL>();
     static const bool attr_set = [] {   // once per instantiation
-        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES>,
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         return true;
     }();
@@ -63,10 +68,12 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
     for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * chunk_mma::kLog2e;   // natural log -> log2
     const chunk_mma::ChunkArgs args{d.B, d.T, d.H, Dc, scale, state_transposed};
     const dim3 grid(static_cast<unsigned>(Dc / NC), static_cast<unsigned>(d.B * d.H));
-    chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
+    chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
         reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
-        reinterpret_cast<const u16*>(c), init, fin, args, lg2);
-    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_chunk_mma (reverse)" : "retention_chunk_mma", stream);
+        reinterpret_cast<const u16*>(c), init, fin, args, lg2, reinterpret_cast<const u16*>(a2),
+        reinterpret_cast<u16*>(out2));
+    RETRO_CUDA_LAUNCH_CHECK(DUAL ? "retention_chunk_mma (dual, reverse)"
+                                 : REV ? "retention_chunk_mma (reverse)" : "retention_chunk_mma", stream);
 }
 
 template <int NC, bool REV, int STAGES>
@@ -93,6 +100,20 @@ void launch_tc_walk(const bf16* a, const bf16* b, const bf16* c, bf16* out, cons
     const auto launch = walk.columns == 128 ? (walk.stages == 2 ? &launch_chunk_mma<128, REV, 2> : &launch_chunk_mma<128, REV, 1>)
                                             : (walk.stages == 2 ? &launch_chunk_mma<64, REV, 2> : &launch_chunk_mma<64, REV, 1>);
     launch(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
+}
+
+// dk and dv in one reverse walk over G (K = V = D, one block of D columns a head): out = dv = walk(k, q, dO; G) with
+// dh0 = the final G, out2 = dk = walk(v, dO, q; G^T).
+void launch_dual_walk(const bf16* q, const bf16* k, const bf16* v, const bf16* dO, const float* dht, bf16* dk, bf16* dv,
+                      float* dh0, const Dims& d, int D, float scale, const Gammas& g, const ChunkWalkConfig& walk,
+                      cudaStream_t stream) {
+    if (D == 128) {
+        if (walk.stages == 2) return launch_chunk_mma_da<128, 128, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+        return launch_chunk_mma_da<128, 128, true, 1, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    }
+    RETRO_CHECK(D == 64, "dual retention walk: unsupported head size ", D);
+    if (walk.stages == 2) return launch_chunk_mma_da<64, 64, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    launch_chunk_mma_da<64, 64, true, 1, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
 }
 
 }  // namespace
@@ -130,6 +151,10 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
         const ChunkwisePlan plan = plan_for(K, V, C, true);
         if (plan.tensor_cores && aligned16(q, k, v, dO) && aligned16(dq, dk, dv, dO)) {
             launch_tc_walk<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g, plan.da_v, stream);   // M = S^T
+            if (plan.dkdv.ok && walk_kernels_requested() == WalkKernels::mma) {
+                launch_dual_walk(q, k, v, dO, dht, dk, dv, dh0, d, K, sc, g, plan.dkdv, stream);   // M = G, both sides
+                return;
+            }
             launch_tc_walk<true>(v, dO, q, dk, dht, dh0, true, d, V, K, sc, g, plan.da_v, stream);       // M = G^T
             launch_tc_walk<true>(k, q, dO, dv, dht, nullptr, false, d, K, V, sc, g, plan.da_k, stream);  // M = G
             return;

@@ -5,7 +5,7 @@
 // what the device lets one block opt into (an sm_86/89 card has 99 KB: the mma walk at Da = 128 runs there with one
 // stage). Kept free of CUDA so that tests/test_retention.cpp checks the decisions without a GPU.
 // provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, ChunkWalkConfig,
-//           chunk_walk_config, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise,
+//           chunk_walk_config, dual_walk_config, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise,
 //           retention_launch_refusal
 #pragma once
 #include <string>
@@ -55,8 +55,9 @@ inline long pair_mma_shared_bytes(long Da, long Dc) { return 2 * 64 * (Da + 8) *
 // The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem) for a block of `columns` (64 or
 // 128) output columns: per load stage the chunk's rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x columns
 // tile of C (64 rows of columns + 8), then the state's bf16 copy (columns rows of Da + 8).
-inline long chunk_mma_shared_bytes(long Da, int stages, int columns) {
-    return stages * (2 * 64 * (Da + 8) * 2 + 64 * (columns + 8) * 2) + columns * (Da + 8) * 2;
+// The dual walk (dk beside dv over one state) holds a second 64 x columns tile a stage.
+inline long chunk_mma_shared_bytes(long Da, int stages, int columns, bool dual = false) {
+    return stages * (2 * 64 * (Da + 8) * 2 + (dual ? 2 : 1) * 64 * (columns + 8) * 2) + columns * (Da + 8) * 2;
 }
 
 // How one mma walk over a Da x Dc state launches: 128 columns a block (8 warps; A and B read once a head at Dc = 128)
@@ -78,20 +79,35 @@ inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_sh
     return {};
 }
 
-// Which walk the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16 and
+// The dual walk (dk and dv in one walk over G, kernels/retention_chunk_mma.cuh's DUAL) where K = V = 64 or 128 and a
+// block of K columns fits with two stages (174,080 bytes at 128) or one (104,448).
+inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes) {
+    if (K != V || (K != 64 && K != 128) || !tc_supported(K, V, C)) return {};
+    const int columns = static_cast<int>(K);
+    for (const int stages : {2, 1})
+        if (chunk_mma_shared_bytes(K, stages, columns, true) <= optin_shared_bytes) return {true, stages, columns};
+    return {};
+}
+
+// Which walks the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16 and
 // every walk of the call has an mma configuration on this device (the forward's Da = K over Dc = V; the backward's
-// also Da = V over Dc = K for dq and dk), else the CUDA-core walk.
+// also Da = V over Dc = K for dq and dk, and dk with dv in one dual walk where that fits), else the CUDA-core walk.
+// For A/Bs (RETRO_RETENTION_KERNELS): narrow = 64 columns a block and no dual walk; split = no dual walk.
 struct ChunkwisePlan {
     bool tensor_cores = false;
     ChunkWalkConfig da_k;   // the walks with Da = K, Dc = V: the forward, dv
     ChunkWalkConfig da_v;   // Da = V, Dc = K: dq, dk (backward only)
+    ChunkWalkConfig dkdv;   // the dual walk for dk and dv (backward only; ok false: two walks)
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
-                                    bool narrow = false) {
+                                    bool narrow = false, bool split = false) {
     if (!bf16) return {};
     ChunkwisePlan plan;
     plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow);
-    if (backward) plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow);
+    if (backward) {
+        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow);
+        if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes);
+    }
     plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
     return plan;
 }
