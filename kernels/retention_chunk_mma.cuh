@@ -20,10 +20,11 @@
 //     writes its rows of M's bf16 copy (row-major M^T [NC][Da + 8], which X reads as B fragments);
 //   - the chunk's rows of A, B and C come by cp.async into one of two stages, the next chunk's while this one
 //     computes (one stage where the device's shared memory allows no more, e.g. sm_86/89 at Da = 128).
-// Two block barriers a chunk: the stage has landed (and last chunk's M copy is written), and every warp's X has
-// read M's copy before any warp rewrites it. NC = 128 (8 warps, one block a head at V = 128) reads the chunk's rows
-// of A and B once where two 64-column blocks read them twice: a third fewer bytes at K = V = 128 for the same mma
-// work; NC = 64 leaves two independent blocks an SM to hide each other's barriers. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
+// Two block barriers a chunk with two stages (three with one): the stage has landed (and last chunk's M copy is
+// written), and every warp's X has read M's copy before any warp rewrites it. NC = 128 (8 warps, one block a head at
+// V = 128) reads the chunk's rows of A and B once where two 64-column blocks read them twice: a third fewer bytes at
+// K = V = 128 for the same mma work; NC = 64 lets two independent blocks share an SM where its shared memory allows
+// (an H100 or H200; an A100 only at Da <= 64) to hide each other's barriers. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
 // as fla rounds its stored chunk states. No atomics; every sum in a fixed order.
 // Compiled by nvcc (retention_chunkwise.cu) and by the host compiler over tests/simt_host.h
 // (tests/test_retention_chunk_host.cpp, against the walk in double).
@@ -246,7 +247,7 @@ RETRO_SIMT_UNROLL
         const ll chunk = REV ? chunks - 1 - step : step;
         const int L = static_cast<int>(p.T - chunk * kTile < kTile ? p.T - chunk * kTile : kTile);
         const float lg2 = simt::opaque(lg2_head);   // recomputed decays each chunk: registers go to the tiles
-        if (STAGES == 2) {
+        if constexpr (STAGES == 2) {
             simt::async_wait_all();
             simt::sync_block();   // this chunk's stage and last chunk's M copy are everyone's; the other stage is free
             if (step + 1 < chunks) issue_loads<DA, NC>(smem + (s ^ 1) * stage_elems, REV ? chunk - 1 : chunk + 1, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);

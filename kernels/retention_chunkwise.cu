@@ -21,9 +21,10 @@ using namespace cuda_detail;
 
 namespace {
 
-enum class WalkKernels { mma, mma_split, mma64, wmma };
+enum class WalkKernels { mma, mma_split, mma64, mma1, wmma };
 // RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walks as planned, "mma-split" without the dual dk+dv walk,
-// "mma64" also with 64 columns a block, "wmma" the older walk; anything else is a UserError.
+// "mma64" also with 64 columns a block, "mma1" one load stage (the sm_86/89 form, to test it on an H100), "wmma" the
+// older walk; anything else is a UserError.
 WalkKernels walk_kernels_requested() {
     static const WalkKernels kind = [] {
         const char* v = std::getenv("RETRO_RETENTION_KERNELS");
@@ -31,16 +32,18 @@ WalkKernels walk_kernels_requested() {
         if (s.empty() || s == "mma") return WalkKernels::mma;
         if (s == "mma-split") return WalkKernels::mma_split;
         if (s == "mma64") return WalkKernels::mma64;
+        if (s == "mma1") return WalkKernels::mma1;
         if (s == "wmma") return WalkKernels::wmma;
-        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64 or wmma");
+        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64, mma1 or wmma");
     }();
     return kind;
 }
 
 ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
     const WalkKernels kind = walk_kernels_requested();
+    if (!tensor_core_capable()) return {};   // before sm_80: no mma.sync bf16, cp.async or ldmatrix
     return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), kind == WalkKernels::mma64,
-                          kind != WalkKernels::mma);
+                          kind != WalkKernels::mma, kind == WalkKernels::mma1);
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at
@@ -57,6 +60,8 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
                          bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g,
                          cudaStream_t stream, const bf16* a2 = nullptr, bf16* out2 = nullptr) {
     using chunk_mma::u16;
+    RETRO_CHECK(chunk_mma::chunk_mma_supported(DA, Dc, NC) && (!DUAL || Dc == NC),
+                "retention_chunk_mma: Dc = ", Dc, " is not whole ", NC, "-column tiles (or not one tile for the dual walk)");
     constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES, DUAL>();
     static const bool attr_set = [] {   // once per instantiation
         RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL>,

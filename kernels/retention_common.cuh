@@ -52,6 +52,17 @@ inline long optin_shared_bytes() {
     return bytes;
 }
 
+// Whether device 0 has the sm_80 instructions the tensor-core kernels use (mma.sync bf16, cp.async, ldmatrix), read
+// once per process; an older card takes the CUDA-core kernels.
+inline bool tensor_core_capable() {
+    static const bool capable = [] {
+        int major = 0;
+        RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+        return major >= 8;
+    }();
+    return capable;
+}
+
 // Checks the shape and the stream (`entry` names the entry point in the error) and resolves the decays; a shape
 // the kernels cannot launch on this device (retention/retention_launch.h) is refused in one line before any launch.
 inline Gammas prepare(const Shape& s, const Options& opt, double* scale, cudaStream_t stream, const char* entry) {
@@ -162,7 +173,7 @@ void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, con
 inline bool pair_on_tensor_cores(int Da, int Dc, const void* a, const void* b, const void* c, const void* out) {
     const auto bits = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
                       reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(out);
-    return pair_mma::pair_mma_supported(Da, Dc) && bits % 4 == 0 &&
+    return tensor_core_capable() && pair_mma::pair_mma_supported(Da, Dc) && bits % 4 == 0 &&
            pair_mma_shared_bytes(Da, Dc) <= optin_shared_bytes();
 }
 

@@ -114,7 +114,10 @@ private:
     Tensors<double> in_;
 };
 
-const rr::Shape kShapes[] = {{2, 200, 4, 32, 48}, {2, 200, 3, 64, 128}, {1, 130, 2, 128, 64}};
+// K = V shapes last: bf16 chunkwise's backward then takes the dual dk+dv walk (kernels/retention_chunk_mma.cuh)
+const rr::Shape kShapes[] = {{2, 200, 4, 32, 48}, {2, 200, 3, 64, 128}, {1, 130, 2, 128, 64}, {1, 130, 2, 64, 64},
+                             {1, 200, 2, 128, 128}};
+constexpr int kShapeCount = sizeof(kShapes) / sizeof(kShapes[0]);
 
 }  // namespace
 
@@ -133,11 +136,11 @@ void register_retention(std::vector<OpInfo>& out) {
             op.tests.push_back("tests/test_retention_chunk_host.cpp: retention chunk mma walk on the host emulator");
         if (m == Mode::recurrent)   // lines up to 128: the walks fused over time, the state in registers
             op.tests.push_back("tests/test_retention_recurrent_host.cpp: retention recurrent warp walks on the host emulator");
-        // chunkwise: the three shapes at chunk 7 and 64; the others: the three shapes at 64
-        op.test_seeds = m == Mode::chunkwise ? 6 : 3;
+        // chunkwise: the shapes at chunk 64 and 7; the others: the shapes at 64
+        op.test_seeds = m == Mode::chunkwise ? 2 * kShapeCount : kShapeCount;
         op.test_case = [m](std::uint64_t seed) -> std::unique_ptr<Case> {
-            const std::size_t i = static_cast<std::size_t>((seed - 1) % 3);
-            const std::int64_t chunk = m == Mode::chunkwise && seed > 3 ? 7 : 64;
+            const std::size_t i = static_cast<std::size_t>((seed - 1) % kShapeCount);
+            const std::int64_t chunk = m == Mode::chunkwise && seed > kShapeCount ? 7 : 64;
             const rr::Shape s = m == Mode::naive ? rr::Shape{1, 40, 2, 8, 8} : kShapes[i];
             return std::make_unique<RetentionCase>(m, s, chunk, 23);
         };

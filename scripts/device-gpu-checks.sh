@@ -249,7 +249,7 @@ step_retwalk() {
     # with the default), then retro-bench retention chunkwise bf16 at RETWALK_T (4096,16384) with each, alternating
     # RETWALK_RUNS (2) times; rows labelled in $OUT/retwalk.txt
     local i kind
-    for kind in mma mma-split mma64 wmma; do
+    for kind in mma mma-split mma64 mma1 wmma; do   # mma1: one load stage (the sm_86/89 form), tested only
         RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/retwalk_tests_$kind.log" 2>&1
         track $?
         tail -3 "$OUT/retwalk_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/retwalk.txt"

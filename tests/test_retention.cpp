@@ -249,13 +249,15 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).da_v.stages == 1);       // the Da = V = 128 walk: one stage
     CHECK(plan_chunkwise(true, 64, 128, 64, true, sm86).da_k.stages == 2);
     CHECK_FALSE(plan_chunkwise(true, 32, 128, 64, true, h100).tensor_cores);   // dq, dk: Dc = K = 32 is no 64-column tile
-    // dk and dv in one dual walk where K = V = 64 or 128: two stages on an H100 (174,080 bytes), one on an A100; at
-    // 128 none on an sm_86/89 card; two walks under split or narrow, or where K != V
+    // dk and dv in one dual walk where K = V = 64 or 128 and two stages fit: an H100 (174,080 bytes), not an A100 or
+    // an sm_86/89 card at 128; two walks under split or narrow, or where K != V
     const long a100 = 166912;
     CHECK(chunk_mma_shared_bytes(128, 2, 128, true) == 174080);
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100).dkdv.ok);
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100).dkdv.stages == 2);
-    CHECK(plan_chunkwise(true, 128, 128, 64, true, a100).dkdv.stages == 1);
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, true, a100).dkdv.ok);   // one stage only there: two walks
+    CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.stages == 1);   // mma1
+    CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.columns == 128);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, true, sm86).dkdv.ok);   // 104,448 bytes: two walks there
     CHECK(plan_chunkwise(true, 64, 64, 64, true, sm86).dkdv.stages == 2);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, h100).dkdv.ok);          // forward: no dk, dv

@@ -69,30 +69,33 @@ struct ChunkWalkConfig {
     int stages = 0;    // 2: the next chunk's loads overlap this one's products
     int columns = 0;   // output columns a block
 };
-inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false) {
+// one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100).
+inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false,
+                                         bool one_stage = false) {
     if (!tc_supported(Da, Dc, C)) return {};
     for (const int stages : {2, 1})
-        for (const int columns : {128, 64})
-            if (!(columns == 128 && (narrow || Dc % 128 != 0)) &&
-                chunk_mma_shared_bytes(Da, stages, columns) <= optin_shared_bytes)
-                return {true, stages, columns};
+        for (const int columns : {128, 64}) {
+            const bool allowed = !(one_stage && stages == 2) && !(columns == 128 && (narrow || Dc % 128 != 0));
+            if (allowed && chunk_mma_shared_bytes(Da, stages, columns) <= optin_shared_bytes) return {true, stages, columns};
+        }
     return {};
 }
 
 // The dual walk (dk and dv in one walk over G, kernels/retention_chunk_mma.cuh's DUAL) where K = V = 64 or 128 and a
-// block of K columns fits with two stages (174,080 bytes at 128) or one (104,448).
+// block of K columns fits with two stages (174,080 bytes at 128: an H100, not an A100). Not with one stage: whether
+// one dual walk without load overlap beats two overlapped walks is unmeasured, so such a card keeps the two walks.
 inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes) {
     if (K != V || (K != 64 && K != 128) || !tc_supported(K, V, C)) return {};
     const int columns = static_cast<int>(K);
-    for (const int stages : {2, 1})
-        if (chunk_mma_shared_bytes(K, stages, columns, true) <= optin_shared_bytes) return {true, stages, columns};
+    if (chunk_mma_shared_bytes(K, 2, columns, true) <= optin_shared_bytes) return {true, 2, columns};
     return {};
 }
 
 // Which walks the chunkwise mode takes: the tensor cores (kernels/retention_chunk_mma.cuh) when the dtype is bf16 and
 // every walk of the call has an mma configuration on this device (the forward's Da = K over Dc = V; the backward's
 // also Da = V over Dc = K for dq and dk, and dk with dv in one dual walk where that fits), else the CUDA-core walk.
-// For A/Bs (RETRO_RETENTION_KERNELS): narrow = 64 columns a block and no dual walk; split = no dual walk.
+// For A/Bs (RETRO_RETENTION_KERNELS): narrow = 64 columns a block and no dual walk; split = no dual walk;
+// one_stage = one load stage, no dual walk.
 struct ChunkwisePlan {
     bool tensor_cores = false;
     ChunkWalkConfig da_k;   // the walks with Da = K, Dc = V: the forward, dv
@@ -100,12 +103,12 @@ struct ChunkwisePlan {
     ChunkWalkConfig dkdv;   // the dual walk for dk and dv (backward only; ok false: two walks)
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
-                                    bool narrow = false, bool split = false) {
+                                    bool narrow = false, bool split = false, bool one_stage = false) {
     if (!bf16) return {};
     ChunkwisePlan plan;
-    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow);
+    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage);
     if (backward) {
-        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow);
+        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage);
         if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes);
     }
     plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
