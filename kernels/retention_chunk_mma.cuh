@@ -110,6 +110,19 @@ RETRO_SIMT_UNROLL
     }
 }
 
+// acc (16 x 64) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns [n0, n0 + 64)
+// of a row-major k x n tile (B fragments by ldmatrix.trans).
+RETRO_SIMT_DEVICE void accumulate_kn(float (&acc)[8][4], const u32 (&a)[4], const u16* tile, int ld, int k0, int n0,
+                                     int lane) {
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < 8; u += 2) {
+        u32 bf[2][2];
+        load_b_kn(bf, tile, ld, k0, n0 + u * 8, lane);
+        simt::mma_bf16_16816(acc[u], a, bf[0]);
+        simt::mma_bf16_16816(acc[u + 1], a, bf[1]);
+    }
+}
+
 // X = A M for the 16 rows [r0, r0 + 16) of A ([64][DK + 8]) and columns [n0, n0 + 64) of M, with M row-major
 // [DK][ld] (B fragments by ldmatrix.trans).
 template <int DK>
@@ -122,13 +135,7 @@ RETRO_SIMT_UNROLL
     for (int kk = 0; kk < DK / 16; ++kk) {
         u32 af[4];
         load_a(af, A, row_ld<DK>(), r0, kk * 16, lane);
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < 8; u += 2) {
-            u32 bf[2][2];
-            load_b_kn(bf, M, ld, kk * 16, n0 + u * 8, lane);
-            simt::mma_bf16_16816(acc[u], af, bf[0]);
-            simt::mma_bf16_16816(acc[u + 1], af, bf[1]);
-        }
+        accumulate_kn(acc, af, M, ld, kk * 16, n0, lane);
     }
 }
 
@@ -181,13 +188,7 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {   // += P V, V's rows as B's k
         const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < 8; u += 2) {
-            u32 bf[2][2];
-            load_b_kn(bf, V, ld_v, kk * 16, n0 + u * 8, lane);
-            simt::mma_bf16_16816(acc[u], pa, bf[0]);
-            simt::mma_bf16_16816(acc[u + 1], pa, bf[1]);
-        }
+        accumulate_kn(acc, pa, V, ld_v, kk * 16, n0, lane);
     }
     for (int r = 0; r < 2; ++r) {
         if (rows[r] >= L) continue;
