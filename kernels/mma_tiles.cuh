@@ -1,6 +1,6 @@
 // Warp-level tile products on mma.sync (m16n8k16, bf16 operands, fp32 accumulation) for kernels written against
 // kernels/simt.cuh (the fused attention, kernels/nn_flash_mma.cuh; retention's pair kernel,
-// kernels/retention_pair_mma.cuh): a block of kWarps warps owns 64 rows, warp w rows [16w, 16w + 16), and walks 64-row
+// kernels/retention_pair_mma.cuh, and chunk walk, kernels/retention_chunk_mma.cuh): a block of kWarps warps owns 64 rows, warp w rows [16w, 16w + 16), and walks 64-row
 // tiles of the other operand. Shared memory holds bf16 tiles of 64 rows (stride D + 8) and, where a product needs
 // an operand with its D columns as B's columns, a transposed [D][64 + 8] copy made while loading; both strides put
 // the 8 x 4 lanes of a fragment load on 32 different banks. S = A Bt^T comes back as eight 16 x 8 C fragments per
@@ -97,6 +97,35 @@ RETRO_SIMT_UNROLL
             load_b(b, Bt, ld, n * 8, kk * 16, lane);
             simt::mma_bf16_16816(acc[n], a, b);
         }
+    }
+}
+
+// acc (16 x 64) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns [n0, n0 + 64)
+// of a row-major k x n tile (B fragments by ldmatrix.trans).
+RETRO_SIMT_DEVICE void accumulate_kn(float (&acc)[8][4], const u32 (&a)[4], const u16* tile, int ld, int k0, int n0,
+                                     int lane) {
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < 8; u += 2) {
+        u32 bf[2][2];
+        load_b_kn(bf, tile, ld, k0, n0 + u * 8, lane);
+        simt::mma_bf16_16816(acc[u], a, bf[0]);
+        simt::mma_bf16_16816(acc[u + 1], a, bf[1]);
+    }
+}
+
+// X = A M for the 16 rows [r0, r0 + 16) of A ([64][DK + 8]) and columns [n0, n0 + 64) of M, with M row-major
+// [DK][ld] (B fragments by ldmatrix.trans).
+template <int DK>
+RETRO_SIMT_DEVICE void rows_times_kn(float (&acc)[8][4], const u16* A, int r0, const u16* M, int ld, int n0, int lane) {
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) acc[u][e] = 0.0f;
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < DK / 16; ++kk) {
+        u32 af[4];
+        load_a(af, A, row_ld<DK>(), r0, kk * 16, lane);
+        accumulate_kn(acc, af, M, ld, kk * 16, n0, lane);
     }
 }
 

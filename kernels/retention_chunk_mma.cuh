@@ -110,35 +110,6 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// acc (16 x 64) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns [n0, n0 + 64)
-// of a row-major k x n tile (B fragments by ldmatrix.trans).
-RETRO_SIMT_DEVICE void accumulate_kn(float (&acc)[8][4], const u32 (&a)[4], const u16* tile, int ld, int k0, int n0,
-                                     int lane) {
-RETRO_SIMT_UNROLL
-    for (int u = 0; u < 8; u += 2) {
-        u32 bf[2][2];
-        load_b_kn(bf, tile, ld, k0, n0 + u * 8, lane);
-        simt::mma_bf16_16816(acc[u], a, bf[0]);
-        simt::mma_bf16_16816(acc[u + 1], a, bf[1]);
-    }
-}
-
-// X = A M for the 16 rows [r0, r0 + 16) of A ([64][DK + 8]) and columns [n0, n0 + 64) of M, with M row-major
-// [DK][ld] (B fragments by ldmatrix.trans).
-template <int DK>
-RETRO_SIMT_DEVICE void rows_times_kn(float (&acc)[8][4], const u16* A, int r0, const u16* M, int ld, int n0, int lane) {
-RETRO_SIMT_UNROLL
-    for (int u = 0; u < 8; ++u)
-RETRO_SIMT_UNROLL
-        for (int e = 0; e < 4; ++e) acc[u][e] = 0.0f;
-RETRO_SIMT_UNROLL
-    for (int kk = 0; kk < DK / 16; ++kk) {
-        u32 af[4];
-        load_a(af, A, row_ld<DK>(), r0, kk * 16, lane);
-        accumulate_kn(acc, af, M, ld, kk * 16, n0, lane);
-    }
-}
-
 // One warp's 16 x 64 block of a chunk's output, rows [r0, r0 + 16) and columns [n0, n0 + 64):
 //   out = diag(coef_n) A M + P V,   P = bf16(scale gamma^|i-j| A Bt^T) on the causal side (REV: j >= i), 0 elsewhere
 // with coef_n = scale gamma^(n+1) forward, gamma^(L-1-n) reverse (0 past L). A and Bt: the chunk's rows, [64][DK + 8]

@@ -107,18 +107,14 @@ void launch_tc_walk(const bf16* a, const bf16* b, const bf16* c, bf16* out, cons
     launch(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
 }
 
-// dk and dv in one reverse walk over G (K = V = D, one block of D columns a head): out = dv = walk(k, q, dO; G) with
-// dh0 = the final G, out2 = dk = walk(v, dO, q; G^T).
+// dk and dv in one reverse walk over G (K = V = D, one block of D columns a head, two load stages: dual_walk_config
+// offers no other): out = dv = walk(k, q, dO; G) with dh0 = the final G, out2 = dk = walk(v, dO, q; G^T).
 void launch_dual_walk(const bf16* q, const bf16* k, const bf16* v, const bf16* dO, const float* dht, bf16* dk, bf16* dv,
                       float* dh0, const Dims& d, int D, float scale, const Gammas& g, const ChunkWalkConfig& walk,
                       cudaStream_t stream) {
-    if (D == 128) {
-        if (walk.stages == 2) return launch_chunk_mma_da<128, 128, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
-        return launch_chunk_mma_da<128, 128, true, 1, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
-    }
-    RETRO_CHECK(D == 64, "dual retention walk: unsupported head size ", D);
-    if (walk.stages == 2) return launch_chunk_mma_da<64, 64, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
-    launch_chunk_mma_da<64, 64, true, 1, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    RETRO_CHECK(walk.stages == 2 && (D == 64 || D == 128), "dual retention walk: D = ", D, ", ", walk.stages, " stages");
+    if (D == 128) return launch_chunk_mma_da<128, 128, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    launch_chunk_mma_da<64, 64, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
 }
 
 }  // namespace
@@ -156,7 +152,7 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
         const ChunkwisePlan plan = plan_for(K, V, C, true);
         if (plan.tensor_cores && aligned16(q, k, v, dO) && aligned16(dq, dk, dv, dO)) {
             launch_tc_walk<false>(dO, v, k, dq, h0, nullptr, true, d, V, K, sc, g, plan.da_v, stream);   // M = S^T
-            if (plan.dkdv.ok && walk_kernels_requested() == WalkKernels::mma) {
+            if (plan.dkdv.ok) {   // (the plan leaves it out under every RETRO_RETENTION_KERNELS but mma)
                 launch_dual_walk(q, k, v, dO, dht, dk, dv, dh0, d, K, sc, g, plan.dkdv, stream);   // M = G, both sides
                 return;
             }

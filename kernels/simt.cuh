@@ -89,10 +89,6 @@ RETRO_SIMT_DEVICE int opaque(int x) {
     asm volatile("" : "+r"(x));
     return x;
 }
-RETRO_SIMT_DEVICE long long opaque(long long x) {
-    asm volatile("" : "+l"(x));
-    return x;
-}
 // d += a b on the tensor cores (one warp, every lane with its fragments)
 RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     asm volatile(
@@ -119,7 +115,6 @@ template <bool TRANS>
 inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
 inline float opaque(float x) { return x; }
 inline int opaque(int x) { return x; }
-inline long long opaque(long long x) { return x; }
 inline std::uint16_t bf16_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, 4);
