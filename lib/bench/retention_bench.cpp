@@ -373,9 +373,11 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     }
     if (!decode.empty()) {
         std::vector<std::vector<std::string>> dt{{"decode", "dtype", "T", "recurrent_step_ms", "parallel_prefix_ms"}};
+        // parallel_prefix_ms is null on the GPU above kDecodeParallelMaxT (the step above failed on it before 2026-11-27)
+        auto ms_or_dash = [](const json& x) { return x.is_null() ? std::string("-") : fmt(x.get<double>(), 4); };
         for (const auto& d : decode)
-            dt.push_back({"step", d["dtype"], std::to_string(d["T"].get<std::int64_t>()), fmt(d["recurrent_step_ms"].get<double>(), 4),
-                          fmt(d["parallel_prefix_ms"].get<double>(), 4)});
+            dt.push_back({"step", d["dtype"], std::to_string(d["T"].get<std::int64_t>()), ms_or_dash(d["recurrent_step_ms"]),
+                          ms_or_dash(d["parallel_prefix_ms"])});
         std::cout << format_table(dt);
     }
     for (const auto& c : crossover)
