@@ -169,12 +169,12 @@ void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, con
 }
 
 // Whether launch_pair's bf16 form takes the tensor cores: head sizes it is instantiated for, its shared memory, and
-// operands it may read and write as pairs of bf16 (4-byte aligned: a view at an odd element offset takes the other).
+// operands it may read by cp.async's 16 bytes (a, b, c 16-byte aligned) and write as pairs of bf16 (out 4-byte
+// aligned); a view at another offset takes the CUDA-core kernel.
 inline bool pair_on_tensor_cores(int Da, int Dc, const void* a, const void* b, const void* c, const void* out) {
-    const auto bits = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
-                      reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(out);
-    return tensor_core_capable() && pair_mma::pair_mma_supported(Da, Dc) && bits % 4 == 0 &&
-           pair_mma_shared_bytes(Da, Dc) <= optin_shared_bytes();
+    const auto in = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) | reinterpret_cast<std::uintptr_t>(c);
+    return tensor_core_capable() && pair_mma::pair_mma_supported(Da, Dc) && in % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(out) % 4 == 0 && pair_mma_shared_bytes(Da, Dc) <= optin_shared_bytes();
 }
 
 template <typename T, bool REV>

@@ -3,14 +3,18 @@
 // chunkwise mode's intra-chunk part (RETENTION.md §1, §6; the CUDA-core pair_kernel of kernels/retention_common.cuh
 // is its fp32 form and the fallback). Flash-style (kernels/mma_tiles.cuh): a block per 64 rows i of one (item, head),
 // warp w rows [16w, 16w + 16); it walks the 64-row tiles of j the window and the direction allow, S = A_i B_j^T
-// on mma.sync into registers, the decay mask gamma^|i-j| and the scale applied there, P rounded to bf16 and P C_j
-// accumulated in fp32 registers; nothing of a 64 x 64 tile goes through shared memory. No atomics: one block owns
-// each output row, every sum in a fixed order.
-// Compiled by nvcc (kernels/retention_common.cuh's launch_pair takes it for bf16 at head sizes 64 and 128) and by
-// the host compiler over tests/simt_host.h (tests/test_retention_pair_host.cpp, against the pair in double).
+// on mma.sync into registers, the decay gamma^|i-j| and the scale applied there (the causal mask and the window
+// test only on the tiles that hold the diagonal or a window's edge), P rounded to bf16 and P C_j accumulated in fp32
+// registers with C_j's B fragments by ldmatrix.trans from its rows as loaded. B_j and C_j come by cp.async into two
+// stages: tile j + 1 loads while tile j is multiplied. No atomics: one block owns each output row, every sum in a
+// fixed order. Blocks with the most tiles to walk start first (the forward's last rows, the reverse's first).
+// Compiled by nvcc (kernels/retention_common.cuh's launch_pair takes it for bf16 at head sizes 64 and 128, operands
+// 16-byte aligned) and by the host compiler over tests/simt_host.h (tests/test_retention_pair_host.cpp, against the
+// pair in double).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mma_tiles.cuh"
 
@@ -30,10 +34,14 @@ struct PairDecays {   // log2(gamma) per head, by value
     float lg2[kMaxHeads];
 };
 
-// The kernel's dynamic shared memory (bytes): A and B row tiles of DA, C transposed [DC][64 + 8].
+// Shared memory: the block's rows of A, then two stages of B_j's and C_j's rows, each [64][D + 8] bf16.
+template <int DA, int DC>
+constexpr int pair_stage_bytes() {
+    return row_tile_bytes<DA>() + row_tile_bytes<DC>();
+}
 template <int DA, int DC>
 constexpr int pair_smem() {
-    return 2 * row_tile_bytes<DA>() + t_tile_bytes<DC>();
+    return row_tile_bytes<DA>() + 2 * pair_stage_bytes<DA, DC>();
 }
 
 // Head sizes with an instantiated kernel.
@@ -41,93 +49,104 @@ RETRO_SIMT_HOST_DEVICE bool pair_mma_supported(long Da, long Dc) {
     return (Da == 64 || Da == 128) && (Dc == 64 || Dc == 128);
 }
 
-// Row t of operand x [B, T, H, D] at (item b, head h).
+// Rows [r0, r0 + 64) of x [B, T, H, D] at (item b, head h) into tile[64][D + 8] by cp.async (zeros past T); complete
+// after simt::async_wait_all.
 template <int D>
-RETRO_SIMT_DEVICE const u16* op_row(const u16* x, ll b, ll h, ll t, const PairArgs& p) {
-    return x + ((b * p.T + t) * p.H + h) * D;
-}
-
-// Rows [r0, r0 + 64) of x at (b, h) as tile[64][D + 8] (bf16 bits copied; zero past T).
-template <int D>
-RETRO_SIMT_DEVICE void load_op_rows(u16* tile, const u16* __restrict__ x, ll b, ll h, ll r0, const PairArgs& p) {
+RETRO_SIMT_DEVICE void load_rows_async(u16* tile, const u16* __restrict__ x, ll b, ll h, ll r0, const PairArgs& p) {
     constexpr int ld = row_ld<D>();
-    u32* t32 = reinterpret_cast<u32*>(tile);
-    for (int e = simt::thread_x(); e < kTile * D / 2; e += kThreads) {
-        const int r = e / (D / 2), c = 2 * (e % (D / 2));
+    for (int e = simt::thread_x(); e < kTile * D / 8; e += kThreads) {
+        const int r = e / (D / 8), v = (e % (D / 8)) * 8;
         const ll t = r0 + r;
-        t32[(r * ld + c) / 2] = t < p.T ? *reinterpret_cast<const u32*>(op_row<D>(x, b, h, t, p) + c) : 0u;
+        const bool ok = t < p.T;
+        simt::copy16_async(tile + r * ld + v, x + (ok ? ((b * p.T + t) * p.H + h) * D + v : 0), ok);
     }
 }
 
-// The same rows transposed: tile[c][r] (D rows of stride 64 + 8).
-template <int D>
-RETRO_SIMT_DEVICE void load_op_rows_transposed(u16* tile, const u16* __restrict__ x, ll b, ll h, ll r0,
-                                               const PairArgs& p) {
-    u32* t32 = reinterpret_cast<u32*>(tile);
-    for (int e = simt::thread_x(); e < D * kTile / 2; e += kThreads) {
-        const int c = e % D, r = 2 * (e / D);   // consecutive threads read consecutive columns of two rows
-        const ll t = r0 + r;
-        const u32 v0 = t < p.T ? op_row<D>(x, b, h, t, p)[c] : 0u;
-        const u32 v1 = t + 1 < p.T ? op_row<D>(x, b, h, t + 1, p)[c] : 0u;
-        t32[(c * kTLd + r) / 2] = v0 | (v1 << 16);
-    }
-}
-
-// out, a, b, c as above (bf16 bits); grid (ceil(T / 64), B * H), kThreads threads, pair_smem<DA, DC>() bytes.
+// out, a, b, c as above (bf16 bits, a, b, c 16-byte aligned); grid (ceil(T / 64), B * H), kThreads threads,
+// pair_smem<DA, DC>() bytes.
 template <int DA, int DC, bool REV>
 RETRO_SIMT_KERNEL(kThreads)
 retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
                    PairArgs p, PairDecays g) {
-    u16* As = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* Bs = As + kTile * row_ld<DA>();
-    u16* Ct = Bs + kTile * row_ld<DA>();   // [DC][kTLd]
+    constexpr int lda = row_ld<DA>(), ldc = row_ld<DC>(), stage_elems = pair_stage_bytes<DA, DC>() / 2;
+    u16* const As = reinterpret_cast<u16*>(simt::dynamic_smem());
+    u16* const stages = As + kTile * lda;
 
-    const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H, i0 = simt::block_x() * kTile;
+    const ll tiles = (p.T + kTile - 1) / kTile;
+    const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
+    const ll it = REV ? simt::block_x() : tiles - 1 - simt::block_x();   // the longest walks first
+    const ll i0 = it * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, t = lane % 4;
     const ll rows[2] = {i0 + warp * 16 + lane / 4, i0 + warp * 16 + lane / 4 + 8};   // this lane's two rows i
     const float lg2 = g.lg2[h];
-
-    load_op_rows<DA>(As, a, item, h, i0, p);
-    float acc[DC / 8][4];
-RETRO_SIMT_UNROLL
-    for (int u = 0; u < DC / 8; ++u)
-RETRO_SIMT_UNROLL
-        for (int e = 0; e < 4; ++e) acc[u][e] = 0.0f;
 
     // the j tiles: forward from the tile of row i0's window start to i0's own; REV from i0's own to the tile of the
     // window end of the block's last row
     ll jt_first, jt_last;
     if (!REV) {
         jt_first = (i0 / p.C) * p.C / kTile;
-        jt_last = i0 / kTile;
+        jt_last = it;
     } else {
         const ll last_row = (i0 + kTile < p.T ? i0 + kTile : p.T) - 1;
         const ll window_end = (last_row / p.C + 1) * p.C;   // exclusive
-        jt_first = i0 / kTile;
+        jt_first = it;
         jt_last = ((window_end < p.T ? window_end : p.T) - 1) / kTile;
     }
-    for (ll jt = jt_first; jt <= jt_last; ++jt) {
+    auto load_stage = [&](u16* stage, ll jt) {
+        load_rows_async<DA>(stage, b, item, h, jt * kTile, p);
+        load_rows_async<DC>(stage + kTile * lda, c, item, h, jt * kTile, p);
+    };
+    load_rows_async<DA>(As, a, item, h, i0, p);
+    load_stage(stages, jt_first);
+
+    float acc[DC / 64][8][4];
+RETRO_SIMT_UNROLL
+    for (int q = 0; q < DC / 64; ++q)
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < 8; ++u)
+RETRO_SIMT_UNROLL
+            for (int e = 0; e < 4; ++e) acc[q][u][e] = 0.0f;
+
+    // one j tile from stage s (compile-time, so that the tiles' addresses are immediates)
+    auto step = [&](auto stage, ll jt) {
+        constexpr int s = decltype(stage)::value;
+        simt::async_wait_all();
+        simt::sync_block();   // tile jt is everyone's; the other stage's readers (tile jt - 1) are done
+        if (jt < jt_last) load_stage(stages + (s ^ 1) * stage_elems, jt + 1);
+        const u16* Bs = stages + s * stage_elems;
+        const u16* Cs = Bs + kTile * lda;
         const ll j0 = jt * kTile;
-        simt::sync_block();   // the previous tile is no longer read (the first time: nothing to wait for)
-        load_op_rows<DA>(Bs, b, item, h, j0, p);
-        load_op_rows_transposed<DC>(Ct, c, item, h, j0, p);
-        simt::sync_block();
-        float s[8][4];
-        rows_times_rows_t<DA>(s, As, warp * 16, Bs, lane);   // a_i · b_j
+        float sc[8][4];
+        rows_times_rows_t<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
+        // i - j = i_minus_j + 8 (e >= 2) - (e & 1) - 8 n8 for this lane's element e of fragment n8
+        const int i_minus_j = static_cast<int>(i0 - j0) + warp * 16 + lane / 4 - 2 * t;
+        const bool diagonal = jt == it;   // the causal mask
+        const ll lo = i0 < j0 ? i0 : j0, hi = (i0 > j0 ? i0 : j0) + kTile - 1;
+        const bool edge = p.C < p.T && lo / p.C != hi / p.C;   // the window test (C >= T: one window)
         u32 pk[8][2];
 RETRO_SIMT_UNROLL
-        for (int n = 0; n < 8; ++n) {
+        for (int n8 = 0; n8 < 8; ++n8) {
             float x[4];
 RETRO_SIMT_UNROLL
             for (int e = 0; e < 4; ++e) {
-                const ll i = rows[e / 2], j = j0 + n * 8 + 2 * t + (e & 1);
-                const bool in = i < p.T && j < p.T && i / p.C == j / p.C && (REV ? j >= i : j <= i);
-                x[e] = in ? s[n][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? j - i : i - j)) : 0.0f;
+                const int dist = i_minus_j + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
+                bool keep = !diagonal || (REV ? dist <= 0 : dist >= 0);
+                if (edge) keep = keep && rows[e / 2] / p.C == (j0 + n8 * 8 + 2 * t + (e & 1)) / p.C;
+                x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
             }
-            pk[n][0] = simt::pack_bf16x2(x[0], x[1]);
-            pk[n][1] = simt::pack_bf16x2(x[2], x[3]);
+            pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
+            pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
         }
-        accumulate_p_times<DC>(acc, pk, Ct, lane);   // += P c_j
+RETRO_SIMT_UNROLL
+        for (int kk = 0; kk < kTile / 16; ++kk) {   // += P c_j, c_j's rows as B's k
+            const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+RETRO_SIMT_UNROLL
+            for (int q = 0; q < DC / 64; ++q) accumulate_kn(acc[q], pa, Cs, ldc, kk * 16, q * 64, lane);
+        }
+    };
+    for (ll jt = jt_first; jt <= jt_last; jt += 2) {
+        step(std::integral_constant<int, 0>{}, jt);
+        if (jt < jt_last) step(std::integral_constant<int, 1>{}, jt + 1);
     }
     for (int r = 0; r < 2; ++r) {
         if (rows[r] >= p.T) continue;
@@ -135,7 +154,7 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
         for (int u = 0; u < DC / 8; ++u) {
             const int col = u * 8 + 2 * t;
-            float v0 = acc[u][2 * r], v1 = acc[u][2 * r + 1];
+            float v0 = acc[u / 8][u % 8][2 * r], v1 = acc[u / 8][u % 8][2 * r + 1];
             if (p.accumulate) {
                 v0 += simt::bf16_value(o[col]);
                 v1 += simt::bf16_value(o[col + 1]);

@@ -99,6 +99,7 @@ TEST_CASE("retention pair mma kernel on the host emulator: both directions and w
     check_pair<128, 64>({1, 140, 1, 64, false, true}, 3);     // chunk windows aligned to the tiles, +=
     check_pair<128, 128>({1, 130, 1, 100, true, true}, 4);    // windows cutting tiles, reverse, +=
     check_pair<64, 64>({1, 100, 3, 7, false, false}, 5);      // a small window (chunk 7) across several heads
+    check_pair<128, 128>({1, 300, 1, 300, true, false}, 6);   // five tiles: both load stages twice, both directions
     // the launcher's plan (retention/retention_launch.h) names the kernel's shared memory
     CHECK(retention::pair_mma_shared_bytes(64, 128) == pm::pair_smem<64, 128>());
     CHECK(retention::pair_mma_shared_bytes(128, 64) == pm::pair_smem<128, 64>());
