@@ -3,7 +3,8 @@
 // NnBackend: upload the float inputs, call the backend's op, download the outputs (same outputs, same order).
 // run(CUDA, F32) runs that body through cuda_nn_backend (one stream and backend per case, made on first use);
 // tests/test_nn_backend.cpp runs it through HostNnBackend as well, where it must give the float body's bits.
-// provides: BackendRunnable, BackendArena, BackendCase, make_backend_case, F32Tensors, kNnBackendTestCase
+// op_seconds: the time inside the op alone (retro-bench ops --device cuda), the body's transfers left out.
+// provides: BackendRunnable, BackendArena, BackendCase, make_backend_case, seconds_in_ops, F32Tensors, kNnBackendTestCase
 #pragma once
 #include <algorithm>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "cpu_case.h"
 #include "nn/nn_backend.h"
 #include "nn/nn_backend_cuda.h"
+#include "nn/nn_backend_profiler.h"
 
 namespace retro::ops {
 
@@ -30,7 +32,28 @@ public:
     virtual ~BackendRunnable() = default;
     virtual Tensors run_on(nn::NnBackend& backend) = 0;   // the outputs of run(), as doubles
     virtual std::vector<std::string> backend_ops() const = 0;
+    // Seconds of one run(CUDA, d) spent inside backend_ops() (retro-bench ops' device rows), without the body's
+    // allocations, uploads and downloads.
+    virtual double op_seconds(DType d) = 0;
+
+    // One run on `backend` through nn::ProfilingNnBackend (each op between two synchronizes): the seconds inside
+    // the ops backend_ops() names.
+    double op_seconds_on(nn::NnBackend& backend);
 };
+
+// The seconds of the timings whose op is one of `ops` (uploads, downloads, zero fills and other ops left out).
+inline double seconds_in_ops(const std::vector<nn::OpTiming>& timings, const std::vector<std::string>& ops) {
+    double seconds = 0;
+    for (const auto& t : timings)
+        if (std::find(ops.begin(), ops.end(), t.op) != ops.end()) seconds += t.seconds;
+    return seconds;
+}
+
+inline double BackendRunnable::op_seconds_on(nn::NnBackend& backend) {
+    nn::ProfilingNnBackend profiler(backend);
+    run_on(profiler);
+    return seconds_in_ops(profiler.timings(), backend_ops());
+}
 
 // The backend memory of one run: uploads and zero-filled buffers, all released on scope exit.
 class BackendArena {
@@ -96,20 +119,14 @@ public:
     }
     Tensors run(Backend b, DType d) override {
         if (b == Backend::CPU) return CpuCase<Body>::run(b, d);
-        cuda_require("ops", "the op registry");
-        if constexpr (kCudaBuilt) {
-            if (!cuda_) {
-                stream_ = std::make_unique<CudaStreamOwner>();
-                cuda_ = nn::cuda_nn_backend(stream_->get());
-            }
-            cuda_->set_gemm_inputs(d == DType::BF16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
-            cuda_->set_fused_attention(fused_attention_ && d == DType::BF16);
-            Tensors out = run_on(*cuda_);
-            cuda_->set_gemm_inputs(nn::NnBackend::GemmInputs::fp32);
-            cuda_->set_fused_attention(false);
-            return out;
-        }
-        return {};
+        Tensors out;
+        on_cuda(d, [&](nn::NnBackend& be) { out = run_on(be); });
+        return out;
+    }
+    double op_seconds(DType d) override {
+        double seconds = 0;
+        on_cuda(d, [&](nn::NnBackend& be) { seconds = op_seconds_on(be); });
+        return seconds;
     }
     Tensors run_on(nn::NnBackend& backend) override {
         Tensors out;
@@ -119,6 +136,23 @@ public:
     std::vector<std::string> backend_ops() const override { return ops_; }
 
 private:
+    // fn(the case's CUDA backend, set up for dtype d: bf16 GEMM inputs, the fused attention kernels where asked)
+    template <typename Fn>
+    void on_cuda(DType d, Fn&& fn) {
+        cuda_require("ops", "the op registry");
+        if constexpr (kCudaBuilt) {
+            if (!cuda_) {
+                stream_ = std::make_unique<CudaStreamOwner>();
+                cuda_ = nn::cuda_nn_backend(stream_->get());
+            }
+            cuda_->set_gemm_inputs(d == DType::BF16 ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+            cuda_->set_fused_attention(fused_attention_ && d == DType::BF16);
+            fn(*cuda_);
+            cuda_->set_gemm_inputs(nn::NnBackend::GemmInputs::fp32);
+            cuda_->set_fused_attention(false);
+        }
+    }
+
     F32Tensors in_f32_;
     DeviceBody device_body_;
     std::vector<std::string> ops_;

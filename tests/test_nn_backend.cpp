@@ -102,6 +102,33 @@ TEST_CASE("nn backend: every op through HostNnBackend gives the nn ops' bits") {
     }
 }
 
+TEST_CASE("ops bench: a backend case's device time counts its own ops, not its transfers") {
+    // retro-bench ops --device cuda reports BackendRunnable::op_seconds (ops/ops_bench.cpp)
+    const std::vector<nn::OpTiming> t{{"upload", "", 3, 5.0, 0}, {"rmsnorm_forward", "4x3", 1, 1.0, 0},
+                                      {"download", "", 3, 7.0, 0}, {"rmsnorm_backward", "4x3", 1, 2.0, 0},
+                                      {"zero", "", 1, 11.0, 0}, {"gelu_forward", "", 1, 13.0, 0}};
+    CHECK(ops::seconds_in_ops(t, {"rmsnorm_forward", "rmsnorm_backward"}) == 3.0);
+    CHECK(ops::seconds_in_ops(t, {}) == 0.0);
+    // through the profiler on the host backend: some time, every named op timed
+    nn::HostNnBackend host;
+    int found = 0;
+    for (const auto& op : ops::registry()) {
+        if (op.name != "nn.rmsnorm") continue;
+        ++found;
+        auto c = op.test_case(1);
+        auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());
+        REQUIRE(r);
+        nn::ProfilingNnBackend profiler(host);
+        r->run_on(profiler);
+        std::set<std::string> timed;
+        for (const auto& x : profiler.timings()) timed.insert(x.op);
+        for (const auto& name : r->backend_ops()) CHECK(timed.count(name) == 1);
+        CHECK(timed.count("upload") == 1);   // what the device rows leave out
+        CHECK(r->op_seconds_on(host) > 0.0);
+    }
+    CHECK(found == 1);
+}
+
 TEST_CASE("nn backend: CUDA (cuda_nn_backend) within fp32 bounds of the CPU in double, bit-identical run to run") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {

@@ -105,6 +105,7 @@ TEST_CASE("ops: retro-bench ops lists the registry and times the chosen ops as a
     for (const auto& row : j["rows"]) {
         CHECK(row["gflops"].get<double>() > 0);
         CHECK(row["dtype"] == "f32");
+        CHECK(row["timed"] == "case");   // the CPU rows time the whole case; a device's only the op's calls
         CHECK(ops::find(row["op"].get<std::string>()) != nullptr);
     }
     auto bad = test::run_tool("retro-bench", "ops --ops no.such");
