@@ -162,8 +162,7 @@ void chunkwise_backward(const Shape& s, const Options& opt, const T* q, const T*
         }
     }
     launch_pair<T, false>(dO, v, k, dq, d, V, K, C, sc, g, false, stream);
-    launch_pair<T, true>(v, dO, q, dk, d, V, K, C, sc, g, false, stream);
-    launch_pair<T, true>(k, q, dO, dv, d, K, V, C, sc, g, false, stream);
+    launch_pair_dk_dv<T>(q, k, v, dO, dk, dv, d, K, V, C, sc, g, stream);
     launch_walk<T, Walk::fwd_dq, false>(q, k, v, dO, dq, h0, nullptr, d, C, sc, g, stream);
     launch_walk<T, Walk::rev_dk, false>(q, k, v, dO, dk, dht, dh0, d, C, sc, g, stream);
     launch_walk<T, Walk::rev_dv, false>(q, k, v, dO, dv, dht, nullptr, d, C, sc, g, stream);

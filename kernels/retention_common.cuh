@@ -146,14 +146,16 @@ __global__ void pair_kernel(const X* a, const X* b, const X* c, X* out, Dims d, 
     }
 }
 
-// The tensor-core form (kernels/retention_pair_mma.cuh) for one (Da, Dc) pair of head sizes.
-template <int DA, int DC, bool REV>
+// The tensor-core form (kernels/retention_pair_mma.cuh) for one (Da, Dc) pair of head sizes; DUAL: out2 = the pair
+// of (a2, c, b) from the same loads (launch_pair_dk_dv).
+template <int DA, int DC, bool REV, bool DUAL = false>
 void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, const Dims& d, long C, float scale,
-                     const Gammas& g, bool accumulate, cudaStream_t stream) {
+                     const Gammas& g, bool accumulate, cudaStream_t stream, const bf16* a2 = nullptr,
+                     bf16* out2 = nullptr) {
     using pair_mma::u16;
-    constexpr int smem = pair_mma::pair_smem<DA, DC>();
+    constexpr int smem = pair_mma::pair_smem<DA, DC, DUAL>();
     static const bool attr_set = [] {   // once per instantiation
-        RETRO_CUDA_CHECK(cudaFuncSetAttribute(pair_mma::retention_pair_mma<DA, DC, REV>,
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(pair_mma::retention_pair_mma<DA, DC, REV, DUAL>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         return true;
     }();
@@ -162,10 +164,11 @@ void launch_pair_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, con
     for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * pair_mma::kLog2e;   // natural log -> log2
     const pair_mma::PairArgs args{d.B, d.T, d.H, C, scale, accumulate};
     const dim3 grid(static_cast<unsigned>((d.T + pair_mma::kTile - 1) / pair_mma::kTile), static_cast<unsigned>(d.B * d.H));
-    pair_mma::retention_pair_mma<DA, DC, REV><<<grid, pair_mma::kThreads, smem, stream>>>(
+    pair_mma::retention_pair_mma<DA, DC, REV, DUAL><<<grid, pair_mma::kThreads, smem, stream>>>(
         reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
-        reinterpret_cast<const u16*>(c), args, lg2);
-    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_pair_mma (reverse)" : "retention_pair_mma", stream);
+        reinterpret_cast<const u16*>(c), args, lg2, reinterpret_cast<const u16*>(a2), reinterpret_cast<u16*>(out2));
+    RETRO_CUDA_LAUNCH_CHECK(DUAL ? "retention_pair_mma (dual)" : REV ? "retention_pair_mma (reverse)" : "retention_pair_mma",
+                            stream);
 }
 
 // Whether launch_pair's bf16 form takes the tensor cores: head sizes it is instantiated for, its shared memory, and
@@ -195,6 +198,27 @@ void launch_pair(const T* a, const T* b, const T* c, T* out, const Dims& d, int 
     dim3 grid(static_cast<unsigned>((d.T + 15) / 16), static_cast<unsigned>(d.B * d.H));
     kernel<<<grid, kThreads, smem, stream>>>(dp(a), dp(b), dp(c), dp(out), d, Da, Dc, C, scale, g, accumulate);
     RETRO_CUDA_LAUNCH_CHECK(REV ? "retention pair_kernel (reverse)" : "retention pair_kernel", stream);
+}
+
+// dk = Σ_{n>=m} scale D (v_m·dO_n) q_n and dv = Σ_{n>=m} scale D (k_m·q_n) dO_n over C-row windows (the backward's
+// reverse pairs, RETENTION.md §6): one dual tensor-core kernel reading each q and dO tile once where it applies
+// (bf16, head sizes 64/128, operands 16-byte aligned, its shared memory allowed), else two launch_pair calls.
+template <typename T>
+void launch_pair_dk_dv(const T* q, const T* k, const T* v, const T* dO, T* dk, T* dv, const Dims& d, int K, int V,
+                       long C, float scale, const Gammas& g, cudaStream_t stream) {
+    if constexpr (std::is_same_v<T, bf16>) {
+        const bool dual = pair_on_tensor_cores(V, K, v, dO, q, dk) && reinterpret_cast<std::uintptr_t>(k) % 16 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(dv) % 4 == 0 && pair_mma_shared_bytes(V, K, true) <= optin_shared_bytes();
+        if (dual) {   // Da = V (v, dO), Dc = K (q); a2 = k (K), out2 = dv (V)
+            if (V == 64 && K == 64) launch_pair_mma<64, 64, true, true>(v, dO, q, dk, d, C, scale, g, false, stream, k, dv);
+            else if (V == 64) launch_pair_mma<64, 128, true, true>(v, dO, q, dk, d, C, scale, g, false, stream, k, dv);
+            else if (K == 64) launch_pair_mma<128, 64, true, true>(v, dO, q, dk, d, C, scale, g, false, stream, k, dv);
+            else launch_pair_mma<128, 128, true, true>(v, dO, q, dk, d, C, scale, g, false, stream, k, dv);
+            return;
+        }
+    }
+    launch_pair<T, true>(v, dO, q, dk, d, V, K, C, scale, g, false, stream);
+    launch_pair<T, true>(k, q, dO, dv, d, K, V, C, scale, g, false, stream);
 }
 
 enum class Coef { xi, zeta };   // xi_n = scale gamma^(n+1); zeta_n = gamma^(T-1-n)

@@ -34,14 +34,15 @@ struct PairDecays {   // log2(gamma) per head, by value
     float lg2[kMaxHeads];
 };
 
-// Shared memory: the block's rows of A, then two stages of B_j's and C_j's rows, each [64][D + 8] bf16.
+// Shared memory: the block's rows of A (and, DUAL, of A2), then two stages of B_j's and C_j's rows, each
+// [64][D + 8] bf16.
 template <int DA, int DC>
 constexpr int pair_stage_bytes() {
     return row_tile_bytes<DA>() + row_tile_bytes<DC>();
 }
-template <int DA, int DC>
+template <int DA, int DC, bool DUAL = false>
 constexpr int pair_smem() {
-    return row_tile_bytes<DA>() + 2 * pair_stage_bytes<DA, DC>();
+    return row_tile_bytes<DA>() + (DUAL ? row_tile_bytes<DC>() : 0) + 2 * pair_stage_bytes<DA, DC>();
 }
 
 // Head sizes with an instantiated kernel.
@@ -62,15 +63,42 @@ RETRO_SIMT_DEVICE void load_rows_async(u16* tile, const u16* __restrict__ x, ll 
     }
 }
 
+// A warp's 16 x D result (acc: D / 64 groups of eight C fragments) to this lane's two rows of out [B, T, H, D]
+// (rows past T skipped; += the old value with p.accumulate).
+template <int D>
+RETRO_SIMT_DEVICE void store_rows(u16* out, const float (&acc)[D / 64][8][4], ll item, ll h, const ll (&rows)[2],
+                                  const PairArgs& p, int lane) {
+    const int t = lane % 4;
+RETRO_SIMT_UNROLL
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= p.T) continue;
+        u16* o = out + ((item * p.T + rows[r]) * p.H + h) * D;
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < D / 8; ++u) {
+            const int col = u * 8 + 2 * t;
+            float v0 = acc[u / 8][u % 8][2 * r], v1 = acc[u / 8][u % 8][2 * r + 1];
+            if (p.accumulate) {
+                v0 += simt::bf16_value(o[col]);
+                v1 += simt::bf16_value(o[col + 1]);
+            }
+            *reinterpret_cast<u32*>(o + col) = simt::pack_bf16x2(v0, v1);
+        }
+    }
+}
+
 // out, a, b, c as above (bf16 bits, a, b, c 16-byte aligned); grid (ceil(T / 64), B * H), kThreads threads,
-// pair_smem<DA, DC>() bytes.
-template <int DA, int DC, bool REV>
+// pair_smem<DA, DC, DUAL>() bytes.
+// DUAL: also out2 [B, T, H, DA] = the pair of (a2 [B, T, H, DC], c, b) in the same direction, from the same loads of
+// b's and c's rows — the backward's dk = pair(v, dO, q) and dv = pair(k, q, dO) (reverse), which read the same q and
+// dO tiles.
+template <int DA, int DC, bool REV, bool DUAL = false>
 RETRO_SIMT_KERNEL(kThreads)
 retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
-                   PairArgs p, PairDecays g) {
+                   PairArgs p, PairDecays g, const u16* __restrict__ a2 = nullptr, u16* out2 = nullptr) {
     constexpr int lda = row_ld<DA>(), ldc = row_ld<DC>(), stage_elems = pair_stage_bytes<DA, DC>() / 2;
     u16* const As = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* const stages = As + kTile * lda;
+    u16* const A2s = As + kTile * lda;   // DUAL: [64][DC + 8]
+    u16* const stages = A2s + (DUAL ? kTile * ldc : 0);
 
     const ll tiles = (p.T + kTile - 1) / kTile;
     const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
@@ -97,15 +125,19 @@ retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ 
         load_rows_async<DC>(stage + kTile * lda, c, item, h, jt * kTile, p);
     };
     load_rows_async<DA>(As, a, item, h, i0, p);
+    if constexpr (DUAL) load_rows_async<DC>(A2s, a2, item, h, i0, p);
     load_stage(stages, jt_first);
 
-    float acc[DC / 64][8][4];
+    float acc[DC / 64][8][4], acc2[DUAL ? DA / 64 : 1][8][4];
 RETRO_SIMT_UNROLL
-    for (int q = 0; q < DC / 64; ++q)
+    for (int u = 0; u < 8; ++u)
 RETRO_SIMT_UNROLL
-        for (int u = 0; u < 8; ++u)
+        for (int e = 0; e < 4; ++e) {
 RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) acc[q][u][e] = 0.0f;
+            for (int q = 0; q < DC / 64; ++q) acc[q][u][e] = 0.0f;
+RETRO_SIMT_UNROLL
+            for (int q = 0; q < (DUAL ? DA / 64 : 1); ++q) acc2[q][u][e] = 0.0f;
+        }
 
     // one j tile from stage s (compile-time, so that the tiles' addresses are immediates)
     auto step = [&](auto stage, ll jt) {
@@ -116,52 +148,58 @@ RETRO_SIMT_UNROLL
         const u16* Bs = stages + s * stage_elems;
         const u16* Cs = Bs + kTile * lda;
         const ll j0 = jt * kTile;
-        float sc[8][4];
-        rows_times_rows_t<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
         // i - j = i_minus_j + 8 (e >= 2) - (e & 1) - 8 n8 for this lane's element e of fragment n8
         const int i_minus_j = static_cast<int>(i0 - j0) + warp * 16 + lane / 4 - 2 * t;
         const bool diagonal = jt == it;   // the causal mask
         const ll lo = i0 < j0 ? i0 : j0, hi = (i0 > j0 ? i0 : j0) + kTile - 1;
         const bool edge = p.C < p.T && lo / p.C != hi / p.C;   // the window test (C >= T: one window)
-        u32 pk[8][2];
+        // P = bf16(scale gamma^|i-j| S) on the kept side, as the A fragments' bf16 pairs
+        auto masked_p = [&](const float (&sc)[8][4], u32 (&pk)[8][2]) {
 RETRO_SIMT_UNROLL
-        for (int n8 = 0; n8 < 8; ++n8) {
-            float x[4];
+            for (int n8 = 0; n8 < 8; ++n8) {
+                float x[4];
 RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                const int dist = i_minus_j + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
-                bool keep = !diagonal || (REV ? dist <= 0 : dist >= 0);
-                if (edge) keep = keep && rows[e / 2] / p.C == (j0 + n8 * 8 + 2 * t + (e & 1)) / p.C;
-                x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+                for (int e = 0; e < 4; ++e) {
+                    const int dist = i_minus_j + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
+                    bool keep = !diagonal || (REV ? dist <= 0 : dist >= 0);
+                    if (edge) keep = keep && rows[e / 2] / p.C == (j0 + n8 * 8 + 2 * t + (e & 1)) / p.C;
+                    x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+                }
+                pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
+                pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
             }
-            pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
-            pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
+        };
+        // acc (16 x D) += P X, X's rows [64][D + 8] as B's k
+        auto accumulate = [&](auto& into, const u32 (&pk)[8][2], const u16* X, int ld, auto width) {
+            constexpr int D = decltype(width)::value;
+RETRO_SIMT_UNROLL
+            for (int kk = 0; kk < kTile / 16; ++kk) {
+                const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+RETRO_SIMT_UNROLL
+                for (int q = 0; q < D / 64; ++q) accumulate_kn(into[q], pa, X, ld, kk * 16, q * 64, lane);
+            }
+        };
+        {
+            float sc[8][4];
+            rows_times_rows_t<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
+            u32 pk[8][2];
+            masked_p(sc, pk);
+            accumulate(acc, pk, Cs, ldc, std::integral_constant<int, DC>{});   // += P c_j
         }
-RETRO_SIMT_UNROLL
-        for (int kk = 0; kk < kTile / 16; ++kk) {   // += P c_j, c_j's rows as B's k
-            const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-            for (int q = 0; q < DC / 64; ++q) accumulate_kn(acc[q], pa, Cs, ldc, kk * 16, q * 64, lane);
+        if constexpr (DUAL) {
+            float sc[8][4];
+            rows_times_rows_t<DC>(sc, A2s, warp * 16, Cs, lane);   // a2_i · c_j
+            u32 pk[8][2];
+            masked_p(sc, pk);
+            accumulate(acc2, pk, Bs, lda, std::integral_constant<int, DA>{});   // += P2 b_j
         }
     };
     for (ll jt = jt_first; jt <= jt_last; jt += 2) {
         step(std::integral_constant<int, 0>{}, jt);
         if (jt < jt_last) step(std::integral_constant<int, 1>{}, jt + 1);
     }
-    for (int r = 0; r < 2; ++r) {
-        if (rows[r] >= p.T) continue;
-        u16* o = out + ((item * p.T + rows[r]) * p.H + h) * DC;
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < DC / 8; ++u) {
-            const int col = u * 8 + 2 * t;
-            float v0 = acc[u / 8][u % 8][2 * r], v1 = acc[u / 8][u % 8][2 * r + 1];
-            if (p.accumulate) {
-                v0 += simt::bf16_value(o[col]);
-                v1 += simt::bf16_value(o[col + 1]);
-            }
-            *reinterpret_cast<u32*>(o + col) = simt::pack_bf16x2(v0, v1);
-        }
-    }
+    store_rows<DC>(out, acc, item, h, rows, p, lane);
+    if constexpr (DUAL) store_rows<DA>(out2, acc2, item, h, rows, p, lane);
 }
 
 }  // namespace retro::retention::pair_mma

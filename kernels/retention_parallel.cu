@@ -1,6 +1,7 @@
 // CUDA parallel retention (retention_cuda.h; CPU twin lib/retention/parallel.cpp): o = scale(QK^T ⊙ D)V with the
 // causal pair kernel over the whole sequence, plus the h0 row-state term and ht = gamma^T h0 + K^T(V ⊙ zeta).
-// Backward (RETENTION.md §6): dQ = dP K, dK = dP^T Q, dV = A^T dO as three pair kernels, plus the h0/dht terms.
+// Backward (RETENTION.md §6): dQ = dP K, dK = dP^T Q, dV = A^T dO as pair kernels (dK and dV from one dual kernel
+// where the tensor-core form applies: launch_pair_dk_dv), plus the h0/dht terms.
 #include "retention_common.cuh"
 
 namespace retro::retention::cuda {
@@ -27,8 +28,8 @@ void parallel_backward(const Shape& s, const Options& opt, const T* q, const T* 
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
     const float sc = static_cast<float>(scale);
     launch_pair<T, false>(dO, v, k, dq, d, V, K, s.T, sc, g, false, stream);   // dQ_n = Σ_{m<=n} scale D (dO_n·v_m) k_m
-    launch_pair<T, true>(v, dO, q, dk, d, V, K, s.T, sc, g, false, stream);    // dK_m = Σ_{n>=m} scale D (v_m·dO_n) q_n
-    launch_pair<T, true>(k, q, dO, dv, d, K, V, s.T, sc, g, false, stream);    // dV_m = Σ_{n>=m} scale D (k_m·q_n) dO_n
+    launch_pair_dk_dv<T>(q, k, v, dO, dk, dv, d, K, V, s.T, sc, g, stream);     // dK_m = Σ_{n>=m} scale D (v_m·dO_n) q_n,
+                                                                               // dV_m = Σ_{n>=m} scale D (k_m·q_n) dO_n
     if (h0) launch_row_state<T, true>(dO, h0, dq, d, V, K, Coef::xi, sc, g, stream);
     if (dht) {
         launch_row_state<T, true>(v, dht, dk, d, V, K, Coef::zeta, sc, g, stream);

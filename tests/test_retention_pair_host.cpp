@@ -91,6 +91,58 @@ void check_pair(const PairCase& pc, std::uint64_t seed) {
     CHECK(err <= 5e-3);
 }
 
+// rms(x - ref) / rms(ref) of out [B, T, H, dc] against the reverse pair of (a [.., da], b [.., da], c [.., dc]) in
+// double over the whole sequence
+double reverse_pair_error(const std::vector<std::uint16_t>& out, const std::vector<std::uint16_t>& a,
+                          const std::vector<std::uint16_t>& b, const std::vector<std::uint16_t>& c, long long B,
+                          long long T, long long H, int da, int dc, const std::vector<double>& gamma, double scale) {
+    auto v = [](std::uint16_t x) { return static_cast<double>(simt::bf16_value(x)); };
+    auto at = [&](long long bi, long long t, long long h, long long D) { return static_cast<std::size_t>(((bi * T + t) * H + h) * D); };
+    double num = 0, den = 0;
+    for (long long bi = 0; bi < B; ++bi)
+        for (long long h = 0; h < H; ++h)
+            for (long long i = 0; i < T; ++i) {
+                std::vector<double> ref(static_cast<std::size_t>(dc), 0.0);
+                for (long long j = i; j < T; ++j) {
+                    double dot = 0;
+                    for (int d = 0; d < da; ++d) dot += v(a[at(bi, i, h, da) + d]) * v(b[at(bi, j, h, da) + d]);
+                    const double w = scale * std::pow(gamma[static_cast<std::size_t>(h)], static_cast<double>(j - i)) * dot;
+                    for (int d = 0; d < dc; ++d) ref[static_cast<std::size_t>(d)] += w * v(c[at(bi, j, h, dc) + d]);
+                }
+                for (int d = 0; d < dc; ++d) {
+                    const double r = ref[static_cast<std::size_t>(d)], x = v(out[at(bi, i, h, dc) + d]);
+                    num += (x - r) * (x - r);
+                    den += r * r;
+                }
+            }
+    return std::sqrt(num / den);
+}
+
+// The dual form (the backward's dk and dv from one kernel): out = pair(a, b, c), out2 = pair(a2, c, b), reverse.
+template <int DA, int DC>
+void check_dual(long long B, long long T, long long H, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const auto na = static_cast<std::size_t>(B * T * H * DA), nc = static_cast<std::size_t>(B * T * H * DC);
+    const auto a = random_bf16(na, rng), b = random_bf16(na, rng), c = random_bf16(nc, rng), a2 = random_bf16(nc, rng);
+    pm::PairDecays g{};
+    std::vector<double> gamma(static_cast<std::size_t>(H));
+    for (long long h = 0; h < H; ++h) {
+        gamma[static_cast<std::size_t>(h)] = 1.0 - std::pow(2.0, -5.0 - static_cast<double>(h));
+        g.lg2[h] = static_cast<float>(std::log2(gamma[static_cast<std::size_t>(h)]));
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(DA));
+    const pm::PairArgs args{B, T, H, T, scale, false};
+    std::vector<std::uint16_t> out(nc, 0xffff), out2(na, 0xffff);
+    simt::host::launch((T + pm::kTile - 1) / pm::kTile, B * H, pm::kThreads, pm::pair_smem<DA, DC, true>(), [&] {
+        pm::retention_pair_mma<DA, DC, true, true>(out.data(), a.data(), b.data(), c.data(), args, g, a2.data(), out2.data());
+    });
+    const double e1 = reverse_pair_error(out, a, b, c, B, T, H, DA, DC, gamma, scale);
+    const double e2 = reverse_pair_error(out2, a2, c, b, B, T, H, DC, DA, gamma, scale);
+    MESSAGE("retention pair mma dual (host) T=" << T << " DA=" << DA << " DC=" << DC << ": rms ratio " << e1 << ", " << e2);
+    CHECK(e1 <= 5e-3);
+    CHECK(e2 <= 5e-3);
+}
+
 }  // namespace
 
 TEST_CASE("retention pair mma kernel on the host emulator: both directions and windows equal the pair in double") {
@@ -100,7 +152,11 @@ TEST_CASE("retention pair mma kernel on the host emulator: both directions and w
     check_pair<128, 128>({1, 130, 1, 100, true, true}, 4);    // windows cutting tiles, reverse, +=
     check_pair<64, 64>({1, 100, 3, 7, false, false}, 5);      // a small window (chunk 7) across several heads
     check_pair<128, 128>({1, 300, 1, 300, true, false}, 6);   // five tiles: both load stages twice, both directions
+    check_dual<128, 64>(1, 200, 2, 7);   // dk (Dc = K) and dv (Da = V) of the backward in one kernel, four tiles
+    check_dual<64, 128>(2, 70, 1, 8);
     // the launcher's plan (retention/retention_launch.h) names the kernel's shared memory
     CHECK(retention::pair_mma_shared_bytes(64, 128) == pm::pair_smem<64, 128>());
     CHECK(retention::pair_mma_shared_bytes(128, 64) == pm::pair_smem<128, 64>());
+    CHECK(retention::pair_mma_shared_bytes(128, 64, true) == pm::pair_smem<128, 64, true>());
+    CHECK(retention::pair_mma_shared_bytes(64, 128, true) == pm::pair_smem<64, 128, true>());
 }

@@ -49,9 +49,11 @@ struct TcLayout {   // shared-memory carve-up (bytes), rows padded against bank 
 // rows of Da, 32 value rows of Dc, a 16 x 32 score tile, all fp32.
 inline long pair_shared_bytes(long Da, long Dc) { return 4 * (16 * Da + 32 * Da + 32 * Dc + 16 * 32); }
 // The tensor-core pair kernel's (kernels/retention_pair_mma.cuh, bf16, Da and Dc of 64 or 128): the block's A rows
-// and two load stages of B's and C's (64 rows of Da + 8 or Dc + 8 bf16 each); where a device allows less, the
-// kernel above.
-inline long pair_mma_shared_bytes(long Da, long Dc) { return 3 * 64 * (Da + 8) * 2 + 2 * 64 * (Dc + 8) * 2; }
+// and two load stages of B's and C's (64 rows of Da + 8 or Dc + 8 bf16 each); dual (dk beside dv): the block's A2
+// rows (Dc + 8) as well; where a device allows less, the kernel above.
+inline long pair_mma_shared_bytes(long Da, long Dc, bool dual = false) {
+    return 3 * 64 * (Da + 8) * 2 + (dual ? 3 : 2) * 64 * (Dc + 8) * 2;
+}
 
 // The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem) for a block of `columns` (64 or
 // 128) output columns: per load stage the chunk's rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x columns
