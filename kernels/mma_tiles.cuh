@@ -1,11 +1,11 @@
 // Warp-level tile products on mma.sync (m16n8k16, bf16 operands, fp32 accumulation) for kernels written against
 // kernels/simt.cuh (the fused attention, kernels/nn_flash_mma.cuh; retention's pair kernel,
 // kernels/retention_pair_mma.cuh, and chunk walk, kernels/retention_chunk_mma.cuh): a block of kWarps warps owns 64 rows, warp w rows [16w, 16w + 16), and walks 64-row
-// tiles of the other operand. Shared memory holds bf16 tiles of 64 rows (stride D + 8) and, where a product needs
-// an operand with its D columns as B's columns, a transposed [D][64 + 8] copy made while loading; both strides put
-// the 8 x 4 lanes of a fragment load on 32 different banks. S = A Bt^T comes back as eight 16 x 8 C fragments per
-// warp; rounded to bf16 pairs, two neighbouring C fragments are one A fragment (simt.cuh's layouts), so P X takes P
-// from registers.
+// tiles of the other operand. Shared memory holds bf16 tiles of 64 rows (stride D + 8: the 8 x 4 lanes of a fragment
+// load, and the eight 16-byte rows of an ldmatrix matrix, fall on 32 different banks); where a product needs an
+// operand with its D columns as B's columns, ldmatrix.trans reads them from the rows as loaded. S = A Bt^T comes back
+// as eight 16 x 8 C fragments per warp; rounded to bf16 pairs, two neighbouring C fragments are one A fragment
+// (simt.cuh's layouts), so P X takes P from registers.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,6 @@ using u32 = std::uint32_t;
 
 constexpr int kTile = 64;   // rows of a block, and of each step of its walk
 constexpr int kWarps = 4, kThreads = kWarps * 32;
-constexpr int kTLd = kTile + 8;   // bf16 per row of a transposed [D][64] tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
@@ -30,10 +29,6 @@ constexpr int row_ld() {   // bf16 per row of a [64][D] tile
 template <int D>
 constexpr int row_tile_bytes() {
     return kTile * row_ld<D>() * 2;
-}
-template <int D>
-constexpr int t_tile_bytes() {
-    return D * kTLd * 2;
 }
 
 RETRO_SIMT_DEVICE float bf16_lo(u32 pair) { return simt::bf16_value(static_cast<u16>(pair & 0xffffu)); }
@@ -130,18 +125,20 @@ RETRO_SIMT_UNROLL
 }
 
 // acc (16 x D as D/8 C fragments) += P times X, where P (16 x 64) is given as the bf16 pairs of its C fragments
-// (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row g + 8) and X (64 x D) as its transpose Xt [D][64 + 8]. The
-// C fragments of two neighbouring 16 x 8 tiles are the A fragment of one 16 x 16 slice (simt.cuh's layouts).
+// (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row g + 8) and X (64 x D) as its rows [64][ld] (B fragments by
+// ldmatrix.trans: no transposed copy of X). The C fragments of two neighbouring 16 x 8 tiles are the A fragment of
+// one 16 x 16 slice (simt.cuh's layouts). D a multiple of 16.
 template <int D>
-RETRO_SIMT_DEVICE void accumulate_p_times(float (&acc)[D / 8][4], const u32 (&pk)[8][2], const u16* Xt, int lane) {
+RETRO_SIMT_DEVICE void accumulate_p_rows(float (&acc)[D / 8][4], const u32 (&pk)[8][2], const u16* X, int ld, int lane) {
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {
         const u32 a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
 RETRO_SIMT_UNROLL
-        for (int u = 0; u < D / 8; ++u) {
-            u32 b[2];
-            load_b(b, Xt, kTLd, u * 8, kk * 16, lane);
-            simt::mma_bf16_16816(acc[u], a, b);
+        for (int u = 0; u < D / 8; u += 2) {
+            u32 bf[2][2];
+            load_b_kn(bf, X, ld, kk * 16, u * 8, lane);
+            simt::mma_bf16_16816(acc[u], a, bf[0]);
+            simt::mma_bf16_16816(acc[u + 1], a, bf[1]);
         }
     }
 }

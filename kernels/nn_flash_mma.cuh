@@ -18,9 +18,10 @@
 // its lse is stored as +inf and backward uses p = 1/Nk there), masked entries pass no gradient (dS = 0), and
 // positions past Nq or the keys are -inf (no part of any sum). Causal only with Nq = Nk, no null, no mask.
 // No atomics: every sum has a fixed order, a run repeats bit for bit. The queries arrive scaled (S = Q K^T).
-// Shared memory holds bf16 tiles of 64 rows (stride D + 8) and, where a product needs the operand with the head
-// dimension as its columns (V in P V, K in dS K, Q and dO in the dK/dV products), a transposed [D][64 + 8] copy made
-// while loading; both strides put the 8 x 4 lanes of a fragment load on 32 different banks.
+// Shared memory holds bf16 tiles of 64 rows (stride D + 8: a fragment load's 8 x 4 lanes on 32 different banks);
+// where a product needs the operand with the head dimension as its columns (V in P V, K in dS K, Q and dO in the
+// dK/dV products), ldmatrix.trans reads it from the same rows (until 2026-11-27 a transposed copy was made from a
+// second read of the rows, every step).
 // Compiled by nvcc for the GPU (kernels/nn_flash_attention_cuda.cu) and by the host compiler over tests/simt_host.h
 // (tests/test_flash_mma_host.cpp), which runs every thread of a block and checks the kernels against attention in
 // double on a machine without a GPU.
@@ -50,16 +51,16 @@ struct FlashDims {
 // Every kernel's tiles are followed by the 64 rows' lse and Delta (fp32) and the block's 64 key-mask flags.
 constexpr int kRowStatBytes = 2 * kTile * 4, kMaskBytes = kTile;
 template <int D>
-constexpr int forward_smem() {
-    return 2 * row_tile_bytes<D>() + t_tile_bytes<D>() + kMaskBytes;
+constexpr int forward_smem() {   // Q, K, V
+    return 3 * row_tile_bytes<D>() + kMaskBytes;
 }
 template <int D>
-constexpr int dq_smem() {
-    return 4 * row_tile_bytes<D>() + t_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
+constexpr int dq_smem() {   // Q, dO, K, V
+    return 4 * row_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
 }
 template <int D>
-constexpr int dkdv_smem() {
-    return 4 * row_tile_bytes<D>() + 2 * t_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
+constexpr int dkdv_smem() {   // K, V, Q, dO
+    return 4 * row_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
 }
 
 // Where query i and virtual key jv meet: visible, masked (the key mask or the future: score -FLT_MAX, no gradient), or
@@ -87,26 +88,23 @@ struct KeyRows {
     }
 };
 
-// Rows [r0, r0 + 64) of `rows` as bf16 tile[64][D + 8] (a missing row is zero).
+// Rows [r0, r0 + 64) of `rows` as bf16 tile[64][D + 8] (a missing row is zero); four columns a thread, read as one
+// float4 where the row is 16-byte aligned (every row of a cudaMalloc'd [., H*D] operand is) and stored as 8 bytes.
 template <int D, typename Rows>
 RETRO_SIMT_DEVICE void load_rows(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
     constexpr int ld = row_ld<D>();
-    u32* t32 = reinterpret_cast<u32*>(tile);
-    for (int e = simt::thread_x(); e < kTile * D / 2; e += kThreads) {
-        const int r = e / (D / 2), c = 2 * (e % (D / 2));
+    for (int e = simt::thread_x(); e < kTile * D / 4; e += kThreads) {
+        const int r = e / (D / 4), c = 4 * (e % (D / 4));
         const float* src = rows(r0 + r, m);
-        t32[(r * ld + c) / 2] = simt::pack_bf16x2(src ? src[c] : 0.0f, src ? src[c + 1] : 0.0f);
-    }
-}
-
-// The same rows transposed: tile[c][r] (D rows of stride 64 + 8) = row r0 + r, column c.
-template <int D, typename Rows>
-RETRO_SIMT_DEVICE void load_rows_transposed(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
-    u32* t32 = reinterpret_cast<u32*>(tile);
-    for (int e = simt::thread_x(); e < D * kTile / 2; e += kThreads) {
-        const int c = e % D, r = 2 * (e / D);   // consecutive threads read consecutive columns of two rows
-        const float *s0 = rows(r0 + r, m), *s1 = rows(r0 + r + 1, m);
-        t32[(c * kTLd + r) / 2] = simt::pack_bf16x2(s0 ? s0[c] : 0.0f, s1 ? s1[c] : 0.0f);
+        float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (src && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+            simt::load_float4(x, src + c);
+        } else if (src) {
+            for (int i = 0; i < 4; ++i) x[i] = src[c + i];
+        }
+        u32* dst = reinterpret_cast<u32*>(tile + r * ld + c);   // 8-byte aligned: ld and c are multiples of 4
+        dst[0] = simt::pack_bf16x2(x[0], x[1]);
+        dst[1] = simt::pack_bf16x2(x[2], x[3]);
     }
 }
 
@@ -155,8 +153,8 @@ flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __
     constexpr int ld = row_ld<D>();
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Ks = Qs + kTile * ld;
-    u16* Vt = Ks + kTile * ld;   // [D][kTLd]
-    unsigned char* off = reinterpret_cast<unsigned char*>(Vt + D * kTLd);
+    u16* Vs = Ks + kTile * ld;
+    unsigned char* off = reinterpret_cast<unsigned char*>(Vs + kTile * ld);
 
     const Head hd = head_of(simt::block_y(), m);
     const ll qb = simt::block_x(), q0 = qb * kTile;
@@ -180,7 +178,7 @@ RETRO_SIMT_UNROLL
         const ll j0 = kb * kTile;
         simt::sync_block();   // the previous block's K, V are no longer read (the first time: nothing to wait for)
         load_rows<D>(Ks, krows, j0, m);
-        load_rows_transposed<D>(Vt, vrows, j0, m);
+        load_rows<D>(Vs, vrows, j0, m);
         load_key_flags(off, j0, hd.b, m);
         simt::sync_block();
         float s[8][4];
@@ -223,7 +221,7 @@ RETRO_SIMT_UNROLL
         for (int u = 0; u < D / 8; ++u)
 RETRO_SIMT_UNROLL
             for (int c = 0; c < 4; ++c) o[u][c] *= alpha[c / 2];
-        accumulate_p_times<D>(o, pk, Vt, lane);
+        accumulate_p_rows<D>(o, pk, Vs, ld, lane);
     }
     float inv[2];
 RETRO_SIMT_UNROLL
@@ -329,8 +327,7 @@ flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const
     u16* dOs = Qs + kTile * ld;
     u16* Ks = dOs + kTile * ld;
     u16* Vs = Ks + kTile * ld;
-    u16* Kt = Vs + kTile * ld;   // [D][kTLd]
-    float* Ls = reinterpret_cast<float*>(Kt + D * kTLd);
+    float* Ls = reinterpret_cast<float*>(Vs + kTile * ld);
     float* Dl = Ls + kTile;
     unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
@@ -356,7 +353,6 @@ RETRO_SIMT_UNROLL
         simt::sync_block();   // the previous key block is no longer read (the first time: Qs, dOs, Ls, Dl are in)
         load_rows<D>(Ks, krows, j0, m);
         load_rows<D>(Vs, vrows, j0, m);
-        load_rows_transposed<D>(Kt, krows, j0, m);
         load_key_flags(off, j0, hd.b, m);
         simt::sync_block();
         float s[8][4], dp[8][4];
@@ -370,7 +366,7 @@ RETRO_SIMT_UNROLL
             l = Ls[r];
             dl = Dl[r];
         });
-        accumulate_p_times<D>(acc, dsk, Kt, lane);   // dQ += dS K
+        accumulate_p_rows<D>(acc, dsk, Ks, ld, lane);   // dQ += dS K
     }
     float* db = dq + hd.q_base;
     store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
@@ -390,9 +386,7 @@ flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* _
     u16* Vs = Ks + kTile * ld;
     u16* Qs = Vs + kTile * ld;
     u16* dOs = Qs + kTile * ld;
-    u16* Qt = dOs + kTile * ld;   // [D][kTLd]
-    u16* dOt = Qt + D * kTLd;     // [D][kTLd]
-    float* Ls = reinterpret_cast<float*>(dOt + D * kTLd);
+    float* Ls = reinterpret_cast<float*>(dOs + kTile * ld);
     float* Dl = Ls + kTile;
     unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
@@ -419,8 +413,6 @@ RETRO_SIMT_UNROLL
         simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs, flags are in)
         load_rows<D>(Qs, qrows, q0, m);
         load_rows<D>(dOs, dorows, q0, m);
-        load_rows_transposed<D>(Qt, qrows, q0, m);
-        load_rows_transposed<D>(dOt, dorows, q0, m);
         load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
         simt::sync_block();
         float st[8][4], dpt[8][4];
@@ -434,8 +426,8 @@ RETRO_SIMT_UNROLL
             l = Ls[e];
             dl = Dl[e];
         });
-        accumulate_p_times<D>(dV, pk, dOt, lane);   // dV += P^T dO
-        accumulate_p_times<D>(dK, dsk, Qt, lane);   // dK += dS^T Q
+        accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
+        accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
     }
     // virtual key jv: the null key's share (jv = 0 with null_kv), key jv - null, or nothing past the keys
     float* dst_k[2];

@@ -63,10 +63,10 @@ RETRO_SIMT_DEVICE void load_rows_async(u16* tile, const u16* __restrict__ x, ll 
     }
 }
 
-// A warp's 16 x D result (acc: D / 64 groups of eight C fragments) to this lane's two rows of out [B, T, H, D]
-// (rows past T skipped; += the old value with p.accumulate).
+// A warp's 16 x D result (acc: D / 8 C fragments) to this lane's two rows of out [B, T, H, D] (rows past T skipped;
+// += the old value with p.accumulate).
 template <int D>
-RETRO_SIMT_DEVICE void store_rows(u16* out, const float (&acc)[D / 64][8][4], ll item, ll h, const ll (&rows)[2],
+RETRO_SIMT_DEVICE void store_pair_rows(u16* out, const float (&acc)[D / 8][4], ll item, ll h, const ll (&rows)[2],
                                   const PairArgs& p, int lane) {
     const int t = lane % 4;
 RETRO_SIMT_UNROLL
@@ -76,7 +76,7 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
         for (int u = 0; u < D / 8; ++u) {
             const int col = u * 8 + 2 * t;
-            float v0 = acc[u / 8][u % 8][2 * r], v1 = acc[u / 8][u % 8][2 * r + 1];
+            float v0 = acc[u][2 * r], v1 = acc[u][2 * r + 1];
             if (p.accumulate) {
                 v0 += simt::bf16_value(o[col]);
                 v1 += simt::bf16_value(o[col + 1]);
@@ -128,16 +128,14 @@ retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ 
     if constexpr (DUAL) load_rows_async<DC>(A2s, a2, item, h, i0, p);
     load_stage(stages, jt_first);
 
-    float acc[DC / 64][8][4], acc2[DUAL ? DA / 64 : 1][8][4];
+    float acc[DC / 8][4], acc2[DUAL ? DA / 8 : 1][4];
 RETRO_SIMT_UNROLL
-    for (int u = 0; u < 8; ++u)
+    for (int e = 0; e < 4; ++e) {
 RETRO_SIMT_UNROLL
-        for (int e = 0; e < 4; ++e) {
+        for (int u = 0; u < DC / 8; ++u) acc[u][e] = 0.0f;
 RETRO_SIMT_UNROLL
-            for (int q = 0; q < DC / 64; ++q) acc[q][u][e] = 0.0f;
-RETRO_SIMT_UNROLL
-            for (int q = 0; q < (DUAL ? DA / 64 : 1); ++q) acc2[q][u][e] = 0.0f;
-        }
+        for (int u = 0; u < (DUAL ? DA / 8 : 1); ++u) acc2[u][e] = 0.0f;
+    }
 
     // one j tile from stage s (compile-time, so that the tiles' addresses are immediates)
     auto step = [&](auto stage, ll jt) {
@@ -169,37 +167,27 @@ RETRO_SIMT_UNROLL
                 pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
             }
         };
-        // acc (16 x D) += P X, X's rows [64][D + 8] as B's k
-        auto accumulate = [&](auto& into, const u32 (&pk)[8][2], const u16* X, int ld, auto width) {
-            constexpr int D = decltype(width)::value;
-RETRO_SIMT_UNROLL
-            for (int kk = 0; kk < kTile / 16; ++kk) {
-                const u32 pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-                for (int q = 0; q < D / 64; ++q) accumulate_kn(into[q], pa, X, ld, kk * 16, q * 64, lane);
-            }
-        };
         {
             float sc[8][4];
             rows_times_rows_t<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
             u32 pk[8][2];
             masked_p(sc, pk);
-            accumulate(acc, pk, Cs, ldc, std::integral_constant<int, DC>{});   // += P c_j
+            accumulate_p_rows<DC>(acc, pk, Cs, ldc, lane);   // += P c_j
         }
         if constexpr (DUAL) {
             float sc[8][4];
             rows_times_rows_t<DC>(sc, A2s, warp * 16, Cs, lane);   // a2_i · c_j
             u32 pk[8][2];
             masked_p(sc, pk);
-            accumulate(acc2, pk, Bs, lda, std::integral_constant<int, DA>{});   // += P2 b_j
+            accumulate_p_rows<DA>(acc2, pk, Bs, lda, lane);   // += P2 b_j
         }
     };
     for (ll jt = jt_first; jt <= jt_last; jt += 2) {
         step(std::integral_constant<int, 0>{}, jt);
         if (jt < jt_last) step(std::integral_constant<int, 1>{}, jt + 1);
     }
-    store_rows<DC>(out, acc, item, h, rows, p, lane);
-    if constexpr (DUAL) store_rows<DA>(out2, acc2, item, h, rows, p, lane);
+    store_pair_rows<DC>(out, acc, item, h, rows, p, lane);
+    if constexpr (DUAL) store_pair_rows<DA>(out2, acc2, item, h, rows, p, lane);
 }
 
 }  // namespace retro::retention::pair_mma

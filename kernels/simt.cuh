@@ -63,6 +63,11 @@ RETRO_SIMT_DEVICE void copy16_async(void* smem_dst, const void* gmem_src, bool v
                  : "memory");
 }
 RETRO_SIMT_DEVICE void async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Four floats from a 16-byte aligned address in one load.
+RETRO_SIMT_DEVICE void load_float4(float (&x)[4], const float* p) {
+    const float4 f = *reinterpret_cast<const float4*>(p);
+    x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
+}
 // Four 8 x 8 matrices of 16-bit elements from shared memory in one warp instruction (ldmatrix.sync.aligned.m8n8.x4,
 // sm_75+): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); with g = l / 4,
 // t = l % 4, r[i] gets matrix i's elements [g][2t] (low half) and [g][2t+1], or with TRANS [2t][g] and [2t+1][g]:
@@ -111,6 +116,7 @@ inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
 inline float shfl_idx(float v, int src_lane) { return host::shfl_idx(v, src_lane); }
 inline void copy16_async(void* smem_dst, const void* gmem_src, bool valid) { host::copy16_async(smem_dst, gmem_src, valid); }
 inline void async_wait_all() { host::async_wait_all(); }
+inline void load_float4(float (&x)[4], const float* p) { std::memcpy(x, p, sizeof x); }
 template <bool TRANS>
 inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
 inline float opaque(float x) { return x; }

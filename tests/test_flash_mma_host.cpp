@@ -14,6 +14,7 @@
 
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -35,6 +36,7 @@ std::vector<double> rounded_to_double(const std::vector<float>& x) {
 struct Case {
     long long B, Nq, Nk, H;
     bool causal, null_kv, masked;   // masked: a key mask with item 0's keys all masked
+    bool misaligned = false;        // the kernels read q, k, v, dO one float past a 16-byte boundary (no float4)
 };
 
 template <int D>
@@ -73,6 +75,14 @@ void check_case(const Case& cs, std::uint64_t seed) {
                            cs.null_kv ? r_dnv.data() : nullptr, dod.data(), probs.data(), qd.data(), kd.data(),
                            vd.data(), nkp, nvp, mp, s);
 
+    // the kernels' copies of the inputs: the same values, one float further on where misaligned
+    auto place = [&](const std::vector<float>& x, std::vector<float>& store) -> const float* {
+        store.assign(x.size() + 1, NAN);
+        std::copy(x.begin(), x.end(), store.begin() + 1);
+        return cs.misaligned ? store.data() + 1 : x.data();
+    };
+    std::vector<float> q_store, k_store, v_store, do_store;
+    const float *qk = place(q, q_store), *kk = place(k, k_store), *vk = place(v, v_store), *dok = place(dout, do_store);
     const fl::FlashDims m{B,         Nq,        Nk,
                           H,         D,         HD,
                           cs.causal, cs.null_kv, cs.null_kv ? null_k.data() : nullptr,
@@ -81,22 +91,22 @@ void check_case(const Case& cs, std::uint64_t seed) {
     std::vector<float> out(q.size(), NAN), lse(static_cast<std::size_t>(B * H * Nq), NAN);
     std::vector<std::uint16_t> out_bf16(q.size(), 0xffff);
     simt::host::launch(q_blocks, B * H, fl::kThreads, fl::forward_smem<D>(), [&] {
-        fl::flash_mma_forward<D>(out.data(), out_bf16.data(), lse.data(), q.data(), k.data(), v.data(), m);
+        fl::flash_mma_forward<D>(out.data(), out_bf16.data(), lse.data(), qk, kk, vk, m);
     });
     bool copy_is_out_rounded = true;
     for (std::size_t i = 0; i < out.size(); ++i) copy_is_out_rounded &= out_bf16[i] == simt::bf16_bits(out[i]);
     CHECK(copy_is_out_rounded);
     std::vector<float> delta(static_cast<std::size_t>(B * H * Nq), NAN);
     simt::host::launch((B * H * Nq + fl::kWarps - 1) / fl::kWarps, 1, fl::kThreads, 0,
-                       [&] { fl::flash_mma_delta(delta.data(), dout.data(), out_bf16.data(), m); });
+                       [&] { fl::flash_mma_delta(delta.data(), dok, out_bf16.data(), m); });
     std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN),
         dnk_items(static_cast<std::size_t>(B * HD), NAN), dnv_items(static_cast<std::size_t>(B * HD), NAN);
     simt::host::launch(q_blocks, B * H, fl::kThreads, fl::dq_smem<D>(), [&] {
-        fl::flash_mma_backward_dq<D>(dq.data(), q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), m);
+        fl::flash_mma_backward_dq<D>(dq.data(), qk, kk, vk, dok, lse.data(), delta.data(), m);
     });
     simt::host::launch(k_blocks, B * H, fl::kThreads, fl::dkdv_smem<D>(), [&] {
-        fl::flash_mma_backward_dkdv<D>(dk.data(), dv.data(), dnk_items.data(), dnv_items.data(), q.data(), k.data(),
-                                       v.data(), dout.data(), lse.data(), delta.data(), m);
+        fl::flash_mma_backward_dkdv<D>(dk.data(), dv.data(), dnk_items.data(), dnv_items.data(), qk, kk, vk, dok,
+                                       lse.data(), delta.data(), m);
     });
 
     constexpr double bound = 5e-3;   // ops/op_registry: the bf16 bound of nn.flash_attention
@@ -136,6 +146,7 @@ TEST_CASE("flash mma kernels on the host emulator: forward, dQ, dK, dV equal att
     check_case<64>({2, 100, 100, 1, false, false, false}, 2);   // not causal: every key block, keys past N hidden
     check_case<64>({1, 64, 64, 1, true, false, false}, 3);      // exactly one block: only the diagonal masks
     check_case<128>({1, 70, 70, 1, true, false, false}, 4);
+    check_case<64>({2, 100, 100, 1, true, false, false, true}, 9);   // rows off 16 bytes: the scalar loads
 }
 
 TEST_CASE("flash mma kernels on the host emulator: CCA and encoder shapes - null key/value, key mask, Nq != Nk") {
