@@ -292,10 +292,11 @@ RETRO_SIMT_DEVICE void softmax_backward_entry(float& p, float& ds, float s, floa
     ds = p * (dp - dl);
 }
 
-// One 16 x 64 slice held as C fragments: dS (and, when p_out is given, P) rounded to bf16 pairs. Entry (n, c):
+// One 16 x 64 slice held as C fragments: dS and P rounded to bf16 pairs, each where its output is given (a call
+// for each lets a kernel use P before dS exists: fewer registers live at once). Entry (n, c):
 // entry(n, c, cls, l, dl) gives its class and the lse and Delta it uses (a row's for dQ, a column's for dK/dV).
 template <typename Entry>
-RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (&ds_out)[8][2], u32 (*p_out)[2], const float (&s)[8][4],
+RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
                                              const float (&dp)[8][4], const FlashDims& m, Entry&& entry) {
 RETRO_SIMT_UNROLL
     for (int n = 0; n < 8; ++n) {
@@ -307,8 +308,10 @@ RETRO_SIMT_UNROLL
             entry(n, c, cls, l, dl);
             softmax_backward_entry(p[c], ds[c], s[n][c], dp[n][c], l, dl, cls, m);
         }
-        ds_out[n][0] = simt::pack_bf16x2(ds[0], ds[1]);
-        ds_out[n][1] = simt::pack_bf16x2(ds[2], ds[3]);
+        if (ds_out) {
+            ds_out[n][0] = simt::pack_bf16x2(ds[0], ds[1]);
+            ds_out[n][1] = simt::pack_bf16x2(ds[2], ds[3]);
+        }
         if (p_out) {
             p_out[n][0] = simt::pack_bf16x2(p[0], p[1]);
             p_out[n][1] = simt::pack_bf16x2(p[2], p[3]);
@@ -419,15 +422,30 @@ RETRO_SIMT_UNROLL
         rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
         rows_times_rows_t<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
         const bool classes = step_needs_classes(q0, k0, m);
-        u32 dsk[8][2], pk[8][2];
-        softmax_backward_tile(dsk, pk, st, dpt, m, [&](int n, int c, int& cls, float& l, float& dl) {
+        auto entry = [&](int n, int c, int& cls, float& l, float& dl) {
             const int e = n * 8 + 2 * t + (c & 1), r = lk[c / 2];   // entry (key r, query e)
             cls = classes ? entry_class(q0 + e, k0 + r, off[r], m) : kVisible;
             l = Ls[e];
             dl = Dl[e];
-        });
-        accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
-        accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
+        };
+        if constexpr (D >= 128) {
+            // P for dV first, then dS (P's exp2 again) for dK: with P and dS live together beside the 128 registers
+            // of dK and dV, ptxas (sm_90) spilled 120 bytes; at D <= 64 the one pass takes fewer registers (166
+            // against 240 at D = 64)
+            {
+                u32 pk[8][2];
+                softmax_backward_tile(nullptr, pk, st, dpt, m, entry);
+                accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
+            }
+            u32 dsk[8][2];
+            softmax_backward_tile(dsk, nullptr, st, dpt, m, entry);
+            accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
+        } else {
+            u32 dsk[8][2], pk[8][2];
+            softmax_backward_tile(dsk, pk, st, dpt, m, entry);
+            accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
+            accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
+        }
     }
     // virtual key jv: the null key's share (jv = 0 with null_kv), key jv - null, or nothing past the keys
     float* dst_k[2];
