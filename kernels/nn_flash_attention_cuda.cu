@@ -356,6 +356,11 @@ dim3 flash_grid(ll rows, const FlashDims& m) {
     return {static_cast<unsigned>((rows + kBlock - 1) / kBlock), static_cast<unsigned>(m.B * m.H)};
 }
 
+// The mma kernels' grid (kernels/nn_flash_mma.cuh): the heads along x, the blocks of 64 rows along y.
+dim3 flash_mma_grid(ll rows, const FlashDims& m) {
+    return {static_cast<unsigned>(m.B * m.H), static_cast<unsigned>((rows + flash::kTile - 1) / flash::kTile)};
+}
+
 // out's bf16 copy for the wmma kernels (the mma forward writes its own)
 __global__ void round_out_bf16(std::uint16_t* __restrict__ y, const float* __restrict__ x, ll n) {
     for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
@@ -377,7 +382,7 @@ void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, 
     }
     constexpr int smem = flash::forward_smem<D>();
     allow_smem<flash::flash_mma_forward<D>>(smem);
-    flash::flash_mma_forward<D><<<flash_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
+    flash::flash_mma_forward<D><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
 }
 
@@ -398,11 +403,11 @@ void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_it
     }
     constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
     allow_smem<flash::flash_mma_backward_dkdv<D>>(smem_kv);
-    flash::flash_mma_backward_dkdv<D><<<flash_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
+    flash::flash_mma_backward_dkdv<D><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
         dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dkdv", st);
     allow_smem<flash::flash_mma_backward_dq<D>>(smem_q);
-    flash::flash_mma_backward_dq<D><<<flash_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout, lse,
+    flash::flash_mma_backward_dq<D><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout, lse,
                                                                                           delta, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dq", st);
 }
@@ -434,6 +439,7 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
     if (!fused_attention_ || gemm_inputs_ != GemmInputs::bf16 || !tensor_core_bf16_) return false;
     if (!(s.D == 32 || s.D == 64 || s.D == 128) || flash_smem_need(s.D, flash_wmma_) > optin_shared_bytes_) return false;
     if (s.B <= 0 || s.H <= 0 || s.B * s.H > 65535 || s.Nq <= 0 || s.Nk <= 0 || s.Nq > INT_MAX / 2 || s.keys() > INT_MAX / 2) return false;
+    if ((std::max(s.Nq, s.keys()) + 63) / 64 > 65535) return false;   // the mma grids' y: the blocks of 64 rows
     if (2 * s.keys() < 2 + s.D) return false;
     if (s.B * s.H * s.Nq > 4LL * INT_MAX) return false;   // flash_mma_delta's grid: 4 rows a block in gridDim.x
     const bool self_plain = s.Nq == s.Nk && !s.null_kv && !key_mask;

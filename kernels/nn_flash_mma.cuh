@@ -131,6 +131,16 @@ RETRO_SIMT_DEVICE Head head_of(ll bh, const FlashDims& m) {
     return {bh, b, h, b * m.Nq * m.HD + h * m.D, b * m.Nk * m.HD + h * m.D};
 }
 
+// Grids of the forward, dQ and dK/dV kernels: (B * H, blocks of 64 rows): the hardware starts blocks in x-fastest
+// order, so every head's block y = 0 goes first. The query block of block y, the longest walks first: causal query
+// block qb walks qb + 1 key blocks, so y = 0 is the last query block (for the dK/dV kernel key block y itself is
+// the longest first). Before 2026-11-27 the grid was (blocks, B * H) in ascending order: a causal launch ended with
+// its longest walks.
+RETRO_SIMT_DEVICE ll longest_first_query_block(const FlashDims& m) {
+    const ll blocks = (m.Nq + kTile - 1) / kTile;
+    return m.causal ? blocks - 1 - simt::block_y() : simt::block_y();
+}
+
 // The last key block query block qb walks: the diagonal when causal (Nq = Nk), else every block.
 RETRO_SIMT_DEVICE ll last_key_block(ll qb, const FlashDims& m) {
     const ll key_blocks = (m.keys() + kTile - 1) / kTile;
@@ -144,7 +154,7 @@ RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
 }
 
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
-// probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (ceil(Nq / 64), B * H),
+// probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
 // kThreads threads, forward_smem<D>() bytes.
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
@@ -156,8 +166,8 @@ flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __
     u16* Vs = Ks + kTile * ld;
     unsigned char* off = reinterpret_cast<unsigned char*>(Vs + kTile * ld);
 
-    const Head hd = head_of(simt::block_y(), m);
-    const ll qb = simt::block_x(), q0 = qb * kTile;
+    const Head hd = head_of(simt::block_x(), m);
+    const ll qb = longest_first_query_block(m), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, t = lane % 4;
     const ll rows[2] = {q0 + warp * 16 + lane / 4, q0 + warp * 16 + lane / 4 + 8};   // this lane's two queries
     const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
@@ -319,7 +329,8 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// dQ [B, Nq, H*D] for the 64 queries of block x of (item, head) y (the null key's share included); dq_smem<D>().
+// dQ [B, Nq, H*D] for the 64 queries of block y (longest_first_query_block) of (item, head) x (the null key's share
+// included); grid (B * H, ceil(Nq / 64)), dq_smem<D>().
 template <int D>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const float* __restrict__ k,
@@ -334,8 +345,8 @@ flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const
     float* Dl = Ls + kTile;
     unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
-    const Head hd = head_of(simt::block_y(), m);
-    const ll qb = simt::block_x(), q0 = qb * kTile;
+    const Head hd = head_of(simt::block_x(), m);
+    const ll qb = longest_first_query_block(m), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows within the block
     const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
@@ -375,7 +386,8 @@ RETRO_SIMT_UNROLL
     store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
 }
 
-// dK, dV [B, Nk, H*D] for the 64 virtual keys of block x of (item, head) y; with a null key, block 0's virtual key 0
+// dK, dV [B, Nk, H*D] for the 64 virtual keys of block y of (item, head) x (grid (B * H, ceil(keys / 64))); with a
+// null key, block 0's virtual key 0
 // is the null key: its rows go to dnull_k_items / dnull_v_items [B, H*D] (this item's share, =), for the caller to
 // sum over items. dkdv_smem<D>() bytes.
 template <int D>
@@ -393,8 +405,8 @@ flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* _
     float* Dl = Ls + kTile;
     unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
 
-    const Head hd = head_of(simt::block_y(), m);
-    const ll kb = simt::block_x(), k0 = kb * kTile;
+    const Head hd = head_of(simt::block_x(), m);
+    const ll kb = simt::block_y(), k0 = kb * kTile;   // causal: the first key blocks walk the most query blocks
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int lk[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two keys within the block
     const QueryRows qrows{q + hd.q_base}, dorows{dout + hd.q_base};

@@ -90,7 +90,7 @@ void check_case(const Case& cs, std::uint64_t seed) {
     const long long q_blocks = (Nq + fl::kTile - 1) / fl::kTile, k_blocks = (m.keys() + fl::kTile - 1) / fl::kTile;
     std::vector<float> out(q.size(), NAN), lse(static_cast<std::size_t>(B * H * Nq), NAN);
     std::vector<std::uint16_t> out_bf16(q.size(), 0xffff);
-    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::forward_smem<D>(), [&] {
+    simt::host::launch(B * H, q_blocks, fl::kThreads, fl::forward_smem<D>(), [&] {
         fl::flash_mma_forward<D>(out.data(), out_bf16.data(), lse.data(), qk, kk, vk, m);
     });
     bool copy_is_out_rounded = true;
@@ -101,10 +101,10 @@ void check_case(const Case& cs, std::uint64_t seed) {
                        [&] { fl::flash_mma_delta(delta.data(), dok, out_bf16.data(), m); });
     std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN),
         dnk_items(static_cast<std::size_t>(B * HD), NAN), dnv_items(static_cast<std::size_t>(B * HD), NAN);
-    simt::host::launch(q_blocks, B * H, fl::kThreads, fl::dq_smem<D>(), [&] {
+    simt::host::launch(B * H, q_blocks, fl::kThreads, fl::dq_smem<D>(), [&] {
         fl::flash_mma_backward_dq<D>(dq.data(), qk, kk, vk, dok, lse.data(), delta.data(), m);
     });
-    simt::host::launch(k_blocks, B * H, fl::kThreads, fl::dkdv_smem<D>(), [&] {
+    simt::host::launch(B * H, k_blocks, fl::kThreads, fl::dkdv_smem<D>(), [&] {
         fl::flash_mma_backward_dkdv<D>(dk.data(), dv.data(), dnk_items.data(), dnv_items.data(), qk, kk, vk, dok,
                                        lse.data(), delta.data(), m);
     });
