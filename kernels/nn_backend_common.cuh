@@ -95,9 +95,11 @@ void map_elements(CudaStream stream, float* out, const float* a, std::int64_t n,
     launch_map_elements<false>(stream, out, a, a, n, f);
 }
 
-// RETRO_FLASH_KERNELS: "wmma" selects the fused attention's older kernels, unset or "mma" the mma.sync ones
-// (kernels/nn_flash_attention_cuda.cu); anything else is a UserError.
-bool flash_wmma_requested();
+// RETRO_FLASH_KERNELS (kernels/nn_flash_attention_cuda.cu): unset or "mma" the fused attention's mma.sync kernels
+// (over bf16 copies of q, k, v, dO where there is no null column or key mask), "mma-fp32" the same kernels reading
+// the fp32 operands, "wmma" the older kernels; anything else is a UserError. For A/B runs on a GPU.
+enum class FlashKernels { mma, mma_fp32, wmma };
+FlashKernels flash_kernels_requested();
 
 class CudaNnBackend final : public NnBackend {
 public:
@@ -207,6 +209,7 @@ private:
     // the fused (flash-style) bf16 attention (kernels/nn_flash_attention_cuda.cu): whether it runs this shape, and
     // its forward / backward (probs holds lse [B, H, Nq] and a copy of out [B, Nq, H*D] between the two)
     bool flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const;
+    bool flash_bf16_operands(const AttentionShape& s, const std::uint8_t* key_mask) const;
     void flash_forward(float* out, float* probs, const float* q, const float* k, const float* v, const float* null_k,
                        const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s);
     void flash_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v, const float* dout,
@@ -214,6 +217,7 @@ private:
                         const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s);
     bool tensor_core_bf16_ = false;    // device 0 is sm_80 or newer (bf16 wmma)
     bool flash_wmma_ = false;          // RETRO_FLASH_KERNELS=wmma: the older wmma kernels (an A/B on a GPU)
+    bool flash_fp32_operands_ = false; // RETRO_FLASH_KERNELS=mma-fp32: no bf16 operand copies
     long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,
@@ -237,7 +241,8 @@ private:
     Scratch partials_;   // sum_squares: per-block partial sums (double)
     Scratch colpart_;    // column sums (db, dgamma, the copy head's dweight and dbias): per-chunk partials [chunks, C]
     Scratch emb_;        // embedding_backward: the ids sorted with their rows, and CUB's temporary storage
-    Scratch bf_[3];      // GemmInputs::bf16: the GEMM inputs rounded to bf16 (kernels/nn_backend_cuda.cu)
+    Scratch bf_[4];      // bf16 copies: the GEMM inputs (GemmInputs::bf16, kernels/nn_backend_cuda.cu: slots 0-2) and
+                         // the fused attention's q, k, v, dO (kernels/nn_flash_attention_cuda.cu: slots 0-3)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
     const void* to_bf16(int slot, const float* x, std::int64_t n);
     // C (fp32, column-major m x n, ldc) = alpha op(A) op(B) + beta C with A, B the bf16 copies (cublasGemmEx, fp32

@@ -212,7 +212,9 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         int optin = 0;
         RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
         optin_shared_bytes_ = optin;
-        flash_wmma_ = flash_wmma_requested();
+        const FlashKernels kernels = flash_kernels_requested();
+        flash_wmma_ = kernels == FlashKernels::wmma;
+        flash_fp32_operands_ = kernels == FlashKernels::mma_fp32;
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;
@@ -221,7 +223,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2]})
+    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2], &bf_[3]})
         RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     for (Staging& s : staging_) {
         if (s.host) RETRO_CUDA_CHECK_NOTHROW(cudaFreeHost(s.host));

@@ -367,6 +367,31 @@ __global__ void round_out_bf16(std::uint16_t* __restrict__ y, const float* __res
         y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
 }
 
+// The mma kernels over operands of type In: float, or the bf16 copies (u16 bits) flash_forward / flash_backward make
+// for attention without a null column or key mask (the kernels then load tiles by cp.async).
+template <int D, typename In>
+void forward_mma(float* out, std::uint16_t* out_bf16, float* lse, const In* q, const In* k, const In* v,
+                 const FlashDims& m, cudaStream_t st) {
+    constexpr int smem = flash::forward_smem<D>();
+    allow_smem<flash::flash_mma_forward<D, In>>(smem);
+    flash::flash_mma_forward<D, In><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
+}
+
+template <int D, typename In>
+void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const In* dout, const float* lse,
+                  const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, cudaStream_t st) {
+    constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
+    allow_smem<flash::flash_mma_backward_dkdv<D, In>>(smem_kv);
+    flash::flash_mma_backward_dkdv<D, In><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
+        dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dkdv", st);
+    allow_smem<flash::flash_mma_backward_dq<D, In>>(smem_q);
+    flash::flash_mma_backward_dq<D, In><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout,
+                                                                                              lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dq", st);
+}
+
 template <int D>
 void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, const float* k, const float* v,
                const FlashDims& m, bool wmma, cudaStream_t st) {
@@ -380,10 +405,7 @@ void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, 
         RETRO_CUDA_LAUNCH_CHECK("round_out_bf16", st);
         return;
     }
-    constexpr int smem = flash::forward_smem<D>();
-    allow_smem<flash::flash_mma_forward<D>>(smem);
-    flash::flash_mma_forward<D><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
+    forward_mma<D>(out, out_bf16, lse, q, k, v, m, st);
 }
 
 template <int D>
@@ -401,15 +423,7 @@ void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_it
         RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq (wmma)", st);
         return;
     }
-    constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
-    allow_smem<flash::flash_mma_backward_dkdv<D>>(smem_kv);
-    flash::flash_mma_backward_dkdv<D><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
-        dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dkdv", st);
-    allow_smem<flash::flash_mma_backward_dq<D>>(smem_q);
-    flash::flash_mma_backward_dq<D><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout, lse,
-                                                                                          delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dq", st);
+    backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, st);
 }
 
 FlashDims flash_dims(const AttentionShape& s, const float* null_k, const float* null_v, const std::uint8_t* key_mask) {
@@ -424,11 +438,12 @@ struct ItemRowsTerm {   // the null key/value gradients: row n of the per-item s
 
 }  // namespace
 
-bool flash_wmma_requested() {
+FlashKernels flash_kernels_requested() {
     const char* v = std::getenv("RETRO_FLASH_KERNELS");
-    if (!v || !*v || std::string(v) == "mma") return false;
-    if (std::string(v) == "wmma") return true;
-    user_error("RETRO_FLASH_KERNELS=", v, ": not mma (the default) or wmma");
+    if (!v || !*v || std::string(v) == "mma") return FlashKernels::mma;
+    if (std::string(v) == "mma-fp32") return FlashKernels::mma_fp32;
+    if (std::string(v) == "wmma") return FlashKernels::wmma;
+    user_error("RETRO_FLASH_KERNELS=", v, ": not mma (the default), mma-fp32 or wmma");
 }
 
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
@@ -447,12 +462,31 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
     return !s.causal || self_plain;
 }
 
+// Whether the mma kernels take bf16 copies of the operands (one conversion pass each, then half the bytes a tile and
+// cp.async, where each K/V or Q/dO tile is otherwise read and rounded by every block that walks it): attention
+// without a null column or key mask (the decoder's causal self-attention), not the wmma kernels, unless
+// RETRO_FLASH_KERNELS=mma-fp32.
+bool CudaNnBackend::flash_bf16_operands(const AttentionShape& s, const std::uint8_t* key_mask) const {
+    return !flash_wmma_ && !flash_fp32_operands_ && !s.null_kv && !key_mask;
+}
+
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                   const AttentionShape& s) {
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
     float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]
     auto* ob = reinterpret_cast<std::uint16_t*>(probs + m.B * m.H * m.Nq);
+    if (flash_bf16_operands(s, key_mask)) {   // the decoder's causal self-attention: q, k, v as bf16 once, tiles by cp.async
+        const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
+        const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
+        const auto* v16 = static_cast<const std::uint16_t*>(to_bf16(2, v, m.B * m.Nk * m.HD));
+        switch (m.D) {
+        case 32: forward_mma<32>(out, ob, lse, q16, k16, v16, m, stream_); break;
+        case 64: forward_mma<64>(out, ob, lse, q16, k16, v16, m, stream_); break;
+        default: forward_mma<128>(out, ob, lse, q16, k16, v16, m, stream_); break;
+        }
+        return;
+    }
     switch (m.D) {
     case 32: forward_d<32>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
     case 64: forward_d<64>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
@@ -475,10 +509,22 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     flash::flash_mma_delta<<<static_cast<unsigned>((rows + flash::kWarps - 1) / flash::kWarps), flash::kThreads, 0,
                              stream_>>>(delta, dout, o, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_delta", stream_);
-    switch (m.D) {
-    case 32: backward_d<32>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
-    case 64: backward_d<64>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
-    default: backward_d<128>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+    if (flash_bf16_operands(s, key_mask)) {   // as flash_forward; Delta above read dout in fp32, as the reference rounds it
+        const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
+        const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
+        const auto* v16 = static_cast<const std::uint16_t*>(to_bf16(2, v, m.B * m.Nk * m.HD));
+        const auto* do16 = static_cast<const std::uint16_t*>(to_bf16(3, dout, m.B * m.Nq * m.HD));
+        switch (m.D) {
+        case 32: backward_mma<32>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
+        case 64: backward_mma<64>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
+        default: backward_mma<128>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
+        }
+    } else {
+        switch (m.D) {
+        case 32: backward_d<32>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+        case 64: backward_d<64>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+        default: backward_d<128>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+        }
     }
     // dnull_k += sum over items of their shares (parameters: +=), in the column sums' fixed order
     if (m.null_kv && dnull_k) column_sums(dnull_k, ItemRowsTerm{dnk_items, m.HD}, m.B, m.HD, "flash dnull_k");

@@ -30,6 +30,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "mma_tiles.cuh"
 
@@ -73,38 +74,54 @@ RETRO_SIMT_DEVICE int entry_class(ll i, ll jv, bool key_off, const FlashDims& m)
 }
 
 // Row sources of a tile: query/dO row i of an (item, head) operand [Nq, H*D] (offset to the head), and virtual key
-// jv of k or v [Nk, H*D] with the null row ahead; null past the end (the tile row is zero).
+// jv of k or v [Nk, H*D] with the null row ahead; null past the end (the tile row is zero). In: the operands' type,
+// float (rounded to bf16 as a tile is loaded) or u16 (bf16 bits, copied by cp.async: the launcher's bf16 copies of
+// the operands, for attention without a null column or key mask).
+template <typename In>
 struct QueryRows {
-    const float* base;
-    RETRO_SIMT_DEVICE const float* operator()(ll i, const FlashDims& m) const { return i < m.Nq ? base + i * m.HD : nullptr; }
+    using Elem = In;
+    const In* base;
+    RETRO_SIMT_DEVICE const In* operator()(ll i, const FlashDims& m) const { return i < m.Nq ? base + i * m.HD : nullptr; }
 };
+template <typename In>
 struct KeyRows {
-    const float* base;
-    const float* null_row;   // [D] of this head, or null
-    RETRO_SIMT_DEVICE const float* operator()(ll jv, const FlashDims& m) const {
+    using Elem = In;
+    const In* base;
+    const In* null_row;   // [D] of this head, or null
+    RETRO_SIMT_DEVICE const In* operator()(ll jv, const FlashDims& m) const {
         if (jv >= m.keys()) return nullptr;
         if (m.null_kv) return jv == 0 ? null_row : base + (jv - 1) * m.HD;
         return base + jv * m.HD;
     }
 };
 
-// Rows [r0, r0 + 64) of `rows` as bf16 tile[64][D + 8] (a missing row is zero); four columns a thread, read as one
-// float4 where the row is 16-byte aligned (every row of a cudaMalloc'd [., H*D] operand is) and stored as 8 bytes.
+// Rows [r0, r0 + 64) of `rows` as bf16 tile[64][D + 8] (a missing row is zero). fp32 rows: four columns a thread,
+// read as one float4 where the row is 16-byte aligned (every row of a cudaMalloc'd [., H*D] operand is) and stored
+// as 8 bytes. bf16 rows (16-byte aligned: the launcher's copies): cp.async, 16 bytes a thread, complete after
+// simt::async_wait_all (each kernel waits before the barrier that follows its loads).
 template <int D, typename Rows>
 RETRO_SIMT_DEVICE void load_rows(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
     constexpr int ld = row_ld<D>();
-    for (int e = simt::thread_x(); e < kTile * D / 4; e += kThreads) {
-        const int r = e / (D / 4), c = 4 * (e % (D / 4));
-        const float* src = rows(r0 + r, m);
-        float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (src && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
-            simt::load_float4(x, src + c);
-        } else if (src) {
-            for (int i = 0; i < 4; ++i) x[i] = src[c + i];
+    if constexpr (std::is_same_v<typename Rows::Elem, u16>) {
+        for (int e = simt::thread_x(); e < kTile * D / 8; e += kThreads) {
+            const int r = e / (D / 8), c = 8 * (e % (D / 8));
+            const u16* src = rows(r0 + r, m);
+            simt::copy16_async(tile + r * ld + c, src ? src + c : rows.base, src != nullptr);   // zeros past the end
         }
-        u32* dst = reinterpret_cast<u32*>(tile + r * ld + c);   // 8-byte aligned: ld and c are multiples of 4
-        dst[0] = simt::pack_bf16x2(x[0], x[1]);
-        dst[1] = simt::pack_bf16x2(x[2], x[3]);
+    } else {
+        for (int e = simt::thread_x(); e < kTile * D / 4; e += kThreads) {
+            const int r = e / (D / 4), c = 4 * (e % (D / 4));
+            const float* src = rows(r0 + r, m);
+            float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (src && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+                simt::load_float4(x, src + c);
+            } else if (src) {
+                for (int i = 0; i < 4; ++i) x[i] = src[c + i];
+            }
+            u32* dst = reinterpret_cast<u32*>(tile + r * ld + c);   // 8-byte aligned: ld and c are multiples of 4
+            dst[0] = simt::pack_bf16x2(x[0], x[1]);
+            dst[1] = simt::pack_bf16x2(x[2], x[3]);
+        }
     }
 }
 
@@ -122,13 +139,24 @@ RETRO_SIMT_DEVICE float* out_row(float* base, ll i, ll count, const FlashDims& m
 }
 
 
-// The (item, head) of block row y and where its operands start: queries/outputs [Nq, H*D], keys/values [Nk, H*D].
+// The (item, head) of block column x and where its operands start: queries/outputs [Nq, H*D], keys/values [Nk, H*D].
 struct Head {
     ll bh, b, h, q_base, k_base;
 };
 RETRO_SIMT_DEVICE Head head_of(ll bh, const FlashDims& m) {
     const ll b = bh / m.H, h = bh % m.H;
     return {bh, b, h, b * m.Nq * m.HD + h * m.D, b * m.Nk * m.HD + h * m.D};
+}
+
+// This head's null key or value row of a kernel over In operands: the fp32 row (null_kv) or none (the bf16 copies come
+// without a null column: the launcher's condition).
+template <typename In>
+RETRO_SIMT_DEVICE const In* null_row_of(const float* null_rows, const Head& hd, const FlashDims& m) {
+    if constexpr (std::is_same_v<In, float>) return m.null_kv ? null_rows + hd.h * m.D : nullptr;
+    else {
+        (void)null_rows, (void)hd, (void)m;
+        return nullptr;
+    }
 }
 
 // Grids of the forward, dQ and dK/dV kernels: (B * H, blocks of 64 rows): the hardware starts blocks in x-fastest
@@ -156,10 +184,10 @@ RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
 // probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
 // kThreads threads, forward_smem<D>() bytes.
-template <int D>
+template <int D, typename In = float>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __restrict__ lse,
-                  const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, FlashDims m) {
+                  const In* __restrict__ q, const In* __restrict__ k, const In* __restrict__ v, FlashDims m) {
     constexpr int ld = row_ld<D>();
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Ks = Qs + kTile * ld;
@@ -170,10 +198,10 @@ flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, t = lane % 4;
     const ll rows[2] = {q0 + warp * 16 + lane / 4, q0 + warp * 16 + lane / 4 + 8};   // this lane's two queries
-    const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
-    const KeyRows vrows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr};
+    const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
+    const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
 
-    load_rows<D>(Qs, QueryRows{q + hd.q_base}, q0, m);
+    load_rows<D>(Qs, QueryRows<In>{q + hd.q_base}, q0, m);
     float o[D / 8][4];
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u)
@@ -190,6 +218,7 @@ RETRO_SIMT_UNROLL
         load_rows<D>(Ks, krows, j0, m);
         load_rows<D>(Vs, vrows, j0, m);
         load_key_flags(off, j0, hd.b, m);
+        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's)
         simt::sync_block();
         float s[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);
@@ -331,10 +360,10 @@ RETRO_SIMT_UNROLL
 
 // dQ [B, Nq, H*D] for the 64 queries of block y (longest_first_query_block) of (item, head) x (the null key's share
 // included); grid (B * H, ceil(Nq / 64)), dq_smem<D>().
-template <int D>
+template <int D, typename In = float>
 RETRO_SIMT_KERNEL(kThreads)
-flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const float* __restrict__ k,
-                      const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+flash_mma_backward_dq(float* __restrict__ dq, const In* __restrict__ q, const In* __restrict__ k,
+                      const In* __restrict__ v, const In* __restrict__ dout, const float* __restrict__ lse,
                       const float* __restrict__ delta, FlashDims m) {
     constexpr int ld = row_ld<D>();
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
@@ -349,11 +378,11 @@ flash_mma_backward_dq(float* __restrict__ dq, const float* __restrict__ q, const
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows within the block
-    const KeyRows krows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr};
-    const KeyRows vrows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr};
+    const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
+    const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
 
-    load_rows<D>(Qs, QueryRows{q + hd.q_base}, q0, m);
-    load_rows<D>(dOs, QueryRows{dout + hd.q_base}, q0, m);
+    load_rows<D>(Qs, QueryRows<In>{q + hd.q_base}, q0, m);
+    load_rows<D>(dOs, QueryRows<In>{dout + hd.q_base}, q0, m);
     load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
     float acc[D / 8][4];
 RETRO_SIMT_UNROLL
@@ -368,6 +397,7 @@ RETRO_SIMT_UNROLL
         load_rows<D>(Ks, krows, j0, m);
         load_rows<D>(Vs, vrows, j0, m);
         load_key_flags(off, j0, hd.b, m);
+        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's and dO's)
         simt::sync_block();
         float s[8][4], dp[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
@@ -390,11 +420,11 @@ RETRO_SIMT_UNROLL
 // null key, block 0's virtual key 0
 // is the null key: its rows go to dnull_k_items / dnull_v_items [B, H*D] (this item's share, =), for the caller to
 // sum over items. dkdv_smem<D>() bytes.
-template <int D>
+template <int D, typename In = float>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dnull_k_items,
-                        float* __restrict__ dnull_v_items, const float* __restrict__ q, const float* __restrict__ k,
-                        const float* __restrict__ v, const float* __restrict__ dout, const float* __restrict__ lse,
+                        float* __restrict__ dnull_v_items, const In* __restrict__ q, const In* __restrict__ k,
+                        const In* __restrict__ v, const In* __restrict__ dout, const float* __restrict__ lse,
                         const float* __restrict__ delta, FlashDims m) {
     constexpr int ld = row_ld<D>();
     u16* Ks = reinterpret_cast<u16*>(simt::dynamic_smem());
@@ -409,10 +439,10 @@ flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* _
     const ll kb = simt::block_y(), k0 = kb * kTile;   // causal: the first key blocks walk the most query blocks
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int lk[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two keys within the block
-    const QueryRows qrows{q + hd.q_base}, dorows{dout + hd.q_base};
+    const QueryRows<In> qrows{q + hd.q_base}, dorows{dout + hd.q_base};
 
-    load_rows<D>(Ks, KeyRows{k + hd.k_base, m.null_kv ? m.null_k + hd.h * m.D : nullptr}, k0, m);
-    load_rows<D>(Vs, KeyRows{v + hd.k_base, m.null_kv ? m.null_v + hd.h * m.D : nullptr}, k0, m);
+    load_rows<D>(Ks, KeyRows<In>{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)}, k0, m);
+    load_rows<D>(Vs, KeyRows<In>{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)}, k0, m);
     load_key_flags(off, k0, hd.b, m);
     float dK[D / 8][4], dV[D / 8][4];
 RETRO_SIMT_UNROLL
@@ -429,6 +459,7 @@ RETRO_SIMT_UNROLL
         load_rows<D>(Qs, qrows, q0, m);
         load_rows<D>(dOs, dorows, q0, m);
         load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
+        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, K's and V's)
         simt::sync_block();
         float st[8][4], dpt[8][4];
         rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T

@@ -12,8 +12,8 @@
 #        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        flash (the fused attention's mma.sync kernels against the older wmma ones: the op harness with each, then
-#        retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
+#        flash (the fused attention's mma.sync kernels, over bf16 operand copies and over fp32 operands, against the
+#        older wmma ones: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
 #        (128 columns a block and the dual dk+dv walk; without the dual walk; 64 columns) against the older wmma one: the op harness with each, then retro-bench
 #        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
@@ -216,18 +216,19 @@ step_kernels() {
 }
 
 step_flash() {
-    # the fused attention's two kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=wmma
-    # selects the older ones): their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
+    # the fused attention's kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=mma, the
+    # default, over bf16 copies of the operands where there is no null column or mask; mma-fp32, the same kernels
+    # reading the fp32 operands; wmma, the older ones): their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
     # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, forward +
     # backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in $OUT/flash.txt
     local i kind
-    for kind in mma wmma; do
+    for kind in mma mma-fp32 wmma; do
         RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/flash_tests_$kind.log" 2>&1
         track $?
         tail -3 "$OUT/flash_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/flash.txt"
     done
     for ((i = 1; i <= ${FLASH_RUNS:-2}; i++)); do
-        for kind in mma wmma; do
+        for kind in mma mma-fp32 wmma; do
             RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention \
                 --json "$OUT/flash_ops_${kind}_$i.json" >"$OUT/flash_ops_${kind}_$i.log" 2>&1
             track $?
