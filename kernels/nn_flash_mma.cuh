@@ -18,6 +18,8 @@
 // its lse is stored as +inf and backward uses p = 1/Nk there), masked entries pass no gradient (dS = 0), and
 // positions past Nq or the keys are -inf (no part of any sum). Causal only with Nq = Nk, no null, no mask.
 // No atomics: every sum has a fixed order, a run repeats bit for bit. The queries arrive scaled (S = Q K^T).
+// The operands q, k, v, dO are fp32 (rounded to bf16 as each tile is loaded) or, template In = u16, bf16 copies made
+// once by the launcher (tiles by cp.async; attention without a null column or key mask): the same bits either way.
 // Shared memory holds bf16 tiles of 64 rows (stride D + 8: a fragment load's 8 x 4 lanes on 32 different banks);
 // where a product needs the operand with the head dimension as its columns (V in P V, K in dS K, Q and dO in the
 // dK/dV products), ldmatrix.trans reads it from the same rows (until 2026-11-27 a transposed copy was made from a
