@@ -95,12 +95,13 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// acc (16 x 64) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns [n0, n0 + 64)
-// of a row-major k x n tile (B fragments by ldmatrix.trans).
-RETRO_SIMT_DEVICE void accumulate_kn(float (&acc)[8][4], const u32 (&a)[4], const u16* tile, int ld, int k0, int n0,
+// acc (16 x 8U) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns
+// [n0, n0 + 8U) of a row-major k x n tile (B fragments by ldmatrix.trans); U even.
+template <int U>
+RETRO_SIMT_DEVICE void accumulate_kn(float (&acc)[U][4], const u32 (&a)[4], const u16* tile, int ld, int k0, int n0,
                                      int lane) {
 RETRO_SIMT_UNROLL
-    for (int u = 0; u < 8; u += 2) {
+    for (int u = 0; u < U; u += 2) {
         u32 bf[2][2];
         load_b_kn(bf, tile, ld, k0, n0 + u * 8, lane);
         simt::mma_bf16_16816(acc[u], a, bf[0]);
@@ -133,13 +134,7 @@ RETRO_SIMT_DEVICE void accumulate_p_rows(float (&acc)[D / 8][4], const u32 (&pk)
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {
         const u32 a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < D / 8; u += 2) {
-            u32 bf[2][2];
-            load_b_kn(bf, X, ld, kk * 16, u * 8, lane);
-            simt::mma_bf16_16816(acc[u], a, bf[0]);
-            simt::mma_bf16_16816(acc[u + 1], a, bf[1]);
-        }
+        accumulate_kn(acc, a, X, ld, kk * 16, 0, lane);
     }
 }
 
