@@ -7,9 +7,11 @@
 //              O, W, I, dy, O, dx, I); dW^T += X^T dy: sgemm(N, T, I, O, N, X, I, dy, O, dW, I) with beta 1;
 //              db: column sums in two deterministic passes (kernels/nn_rows.cuh: row chunks of 32-column tiles in
 //              order, then the chunks in order).
-//              fp32 forward of at most kSmallRows rows (a decode step): linear_small_rows instead, one warp per
-//              output column for every row at once (W read once, float4s where aligned, a fixed butterfly), the
-//              bias added in the same kernel: one memory-bound launch instead of a bias kernel and a GEMM.
+//              fp32 forward of at most gemv::kMaxRows rows (a decode step): kernels/nn_gemv.cuh's
+//              linear_rows_gemv instead, one warp per output column for every row at once (W read once, float4s
+//              where aligned, a fixed butterfly), the bias added in the same kernel: one memory-bound launch instead
+//              of a bias kernel and a GEMM; with gelu, a residual sum or a leading RMSNorm fused in (the decoder's
+//              rmsnorm_linear_forward and linear_residual_forward).
 //   rmsnorm    a warp per row (kernels/nn_rows.cuh: sum of squares, and backward's dot, in a fixed butterfly);
 //              dgamma as db's two-pass column sums (nn_rows.cuh's tiles), before dx (which may alias dy).
 //   gelu, scale: map_elements (float4s where aligned); rotary: one thread per rotated pair (so y == x is safe).
@@ -28,6 +30,7 @@
 #include "cuda_check.cuh"
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
+#include "nn_gemv.cuh"
 
 namespace retro::nn {
 namespace detail {
@@ -42,68 +45,50 @@ int as_int(std::int64_t v, const char* what) {
 }
 
 // ---------------- gelu (the function; the ops below) ----------------
-constexpr float kRsqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
-// gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h: one expression for the gelu op and the linear epilogue, so
-// linear_gelu_forward gives the bits of linear_forward + gelu_forward
-__device__ __forceinline__ float gelu_exact(float x) { return 0.5f * x * (1.0f + erff(x * kRsqrt2)); }
+using gemv::kRsqrt2;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+// gelu(x) = x Phi(x), exact (erf) form, as nn/gelu.h: gemv::gelu_exact (kernels/nn_gemv.cuh), one expression for
+// the gelu op and the few-row linear's epilogue, so linear_gelu_forward gives the bits of linear_forward +
+// gelu_forward
+using gemv::gelu_exact;
 
 // ---------------- linear ----------------
-constexpr int kSmallRows = 8;
+// The few-row GEMV (kernels/nn_gemv.cuh) for N <= gemv::kMaxRows rows: the row count and the float4 path picked at
+// run time among the instantiations.
+struct GemvCall {
+    float* y;
+    float* h;   // gelu's pre-activation, or null
+    const float *x, *W, *b, *res, *gamma;   // b, res (residual), gamma (norm) may be null
+    ll N, I, O;
+    gemv::GemvOut out;
+};
 
-// y[r, o] = x[r, :] . W[o, :] (+ b[o]) for r < NR: one warp per o, each lane a strided part of the dot for every row
-// (float4s when VEC4: I % 4 == 0 and W, x 16-byte aligned), then a butterfly; lane 0 writes. GELU
-// (linear_gelu_forward): y = gelu_exact of that, and h (when not null) the value before it.
-template <int NR, bool VEC4, bool GELU = false>
-__global__ void linear_small_rows(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ W,
-                                  const float* __restrict__ b, ll I, ll O, float* __restrict__ h = nullptr) {
-    const int lane = static_cast<int>(threadIdx.x % 32);
-    const ll first = (blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x) / 32;
-    const ll warps = static_cast<ll>(gridDim.x) * blockDim.x / 32;
-    for (ll o = first; o < O; o += warps) {
-        const float* w = W + o * I;
-        const float bias = b && lane == 0 ? b[o] : 0.0f;   // loaded with the row, not after it
-        float acc[NR];
-        for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-        if constexpr (VEC4) {
-            const float4* w4 = reinterpret_cast<const float4*>(w);
-            // unrolled: several 512-byte row pieces in flight a warp (the loads, not the FMAs, bound a 1-row GEMV;
-            // session 20's ncu table: 5 us a call for 1-4 MB of weights); the same order of sums per lane
-#pragma unroll 4
-            for (ll q = lane; q < I / 4; q += 32) {
-                const float4 wv = w4[q];
-                for (int r = 0; r < NR; r++) {
-                    const float4 xv = reinterpret_cast<const float4*>(x + r * I)[q];
-                    acc[r] += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
-                }
-            }
-        } else {
-            for (ll i = lane; i < I; i += 32) {
-                const float wv = w[i];
-                for (int r = 0; r < NR; r++) acc[r] += wv * x[r * I + i];
-            }
-        }
-        for (int r = 0; r < NR; r++)
-            for (int s = 16; s > 0; s >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], s);
-        if (lane == 0)
-            for (int r = 0; r < NR; r++) {
-                const float v = b ? acc[r] + bias : acc[r];
-                if constexpr (GELU) {
-                    if (h) h[r * O + o] = v;
-                    y[r * O + o] = gelu_exact(v);
-                } else {
-                    y[r * O + o] = v;
-                }
-            }
-    }
+template <int NR, bool VEC4, bool NORM>
+void launch_gemv_rows(const GemvCall& c, CudaStream stream) {
+    const unsigned blocks = grid_for(c.O, gemv::kWarps);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<ll>(c.I, 1))));
+    gemv::linear_rows_gemv<NR, VEC4, NORM><<<blocks, gemv::kThreads, gemv::smem_bytes(NR, c.I, NORM), stream>>>(
+        c.y, c.h, c.x, c.W, c.b, c.res, c.gamma, c.I, c.O, static_cast<int>(c.out), scale,
+        static_cast<float>(kRmsnormEps));
 }
 
-template <int NR, bool GELU = false>
-void launch_linear_small(float* y, const float* x, const float* W, const float* b, ll I, ll O, CudaStream stream,
-                         float* h = nullptr) {
-    const bool vec4 = I % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(W)) % 16 == 0;
-    const unsigned blocks = grid_for(O, kThreads / 32);
-    if (vec4) linear_small_rows<NR, true, GELU><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O, h);
-    else linear_small_rows<NR, false, GELU><<<blocks, kThreads, 0, stream>>>(y, x, W, b, I, O, h);
+template <int NR>
+void launch_gemv_n(const GemvCall& c, CudaStream stream) {
+    const bool norm = c.gamma != nullptr;
+    const bool vec4 = c.I % 4 == 0 && reinterpret_cast<std::uintptr_t>(c.W) % 16 == 0 &&
+                      (norm || reinterpret_cast<std::uintptr_t>(c.x) % 16 == 0);
+    if (norm) vec4 ? launch_gemv_rows<NR, true, true>(c, stream) : launch_gemv_rows<NR, false, true>(c, stream);
+    else vec4 ? launch_gemv_rows<NR, true, false>(c, stream) : launch_gemv_rows<NR, false, false>(c, stream);
+}
+
+void launch_gemv(const GemvCall& c, CudaStream stream, const char* what) {
+    using Launch = void (*)(const GemvCall&, CudaStream);
+    static constexpr Launch kLaunch[gemv::kMaxRows] = {launch_gemv_n<1>, launch_gemv_n<2>, launch_gemv_n<3>,
+                                                        launch_gemv_n<4>, launch_gemv_n<5>, launch_gemv_n<6>,
+                                                        launch_gemv_n<7>, launch_gemv_n<8>};
+    RETRO_CHECK(c.N >= 1 && c.N <= gemv::kMaxRows, "few-row linear: ", c.N, " rows");
+    kLaunch[c.N - 1](c, stream);
+    RETRO_CUDA_LAUNCH_CHECK(what, stream);
 }
 
 __global__ void bias_rows(float* __restrict__ y, const float* __restrict__ b, ll N, ll O) {
@@ -359,14 +344,8 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
                                    std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
     RETRO_CHECK(N > 0 && I >= 0 && O > 0, "linear_forward: N ", N, ", I ", I, ", O ", O);
-    if (gemm_inputs_ == GemmInputs::fp32 && N <= kSmallRows) {   // a decode step's few rows: one GEMV-like kernel
-        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream, float*);
-        static constexpr Launch kLaunch[kSmallRows] = {launch_linear_small<1>, launch_linear_small<2>,
-                                                       launch_linear_small<3>, launch_linear_small<4>,
-                                                       launch_linear_small<5>, launch_linear_small<6>,
-                                                       launch_linear_small<7>, launch_linear_small<8>};
-        kLaunch[N - 1](y, x, W, b, I, O, stream_, nullptr);
-        RETRO_CUDA_LAUNCH_CHECK("linear_small_rows", stream_);
+    if (gemm_inputs_ == GemmInputs::fp32 && N <= gemv::kMaxRows) {   // a decode step's few rows: one GEMV kernel
+        launch_gemv({y, nullptr, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::plain}, stream_, "linear_rows_gemv");
         return;
     }
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
@@ -389,19 +368,39 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
 void CudaNnBackend::linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
                                         std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
-    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= kSmallRows && I >= 0) {   // gelu in the GEMV's epilogue
-        using Launch = void (*)(float*, const float*, const float*, const float*, ll, ll, CudaStream, float*);
-        static constexpr Launch kLaunch[kSmallRows] = {
-            launch_linear_small<1, true>, launch_linear_small<2, true>, launch_linear_small<3, true>,
-            launch_linear_small<4, true>, launch_linear_small<5, true>, launch_linear_small<6, true>,
-            launch_linear_small<7, true>, launch_linear_small<8, true>};
-        kLaunch[N - 1](g, x, W, b, I, O, stream_, h);
-        RETRO_CUDA_LAUNCH_CHECK("linear_small_rows (gelu)", stream_);
+    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I >= 0) {   // gelu in the GEMV's epilogue
+        launch_gemv({g, h, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::gelu}, stream_, "linear_rows_gemv (gelu)");
         return;
     }
     float* pre = h ? h : g;   // the GEMM, then gelu over its output (in place when h is null)
     linear_forward(pre, x, W, b, N, I, O);
     gelu_forward(g, pre, N * O);
+}
+
+// One launch for up to gemv::kMaxRows rows in fp32 (where NORM's rows fit the shared memory a block has without
+// opting in); the two ops otherwise (NnBackend's forms).
+void CudaNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                           const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                           std::int64_t O, bool gelu) {
+    if (N == 0) return;
+    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I > 0 && O > 0 &&
+        gemv::smem_bytes(static_cast<int>(N), I, true) <= gemv::kNormSmemLimit) {
+        launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gelu ? gemv::GemvOut::gelu : gemv::GemvOut::plain},
+                    stream_, "linear_rows_gemv (rmsnorm)");
+        return;
+    }
+    NnBackend::rmsnorm_linear_forward(y, xn, norm, x, gamma, W, b, N, I, O, gelu);
+}
+
+void CudaNnBackend::linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W,
+                                            const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I >= 0) {
+        launch_gemv({out, nullptr, x, W, b, res, nullptr, N, I, O, gemv::GemvOut::residual}, stream_,
+                    "linear_rows_gemv (residual)");
+        return;
+    }
+    NnBackend::linear_residual_forward(out, t, res, x, W, b, N, I, O);
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,

@@ -32,6 +32,12 @@ RETRO_SIMT_DEVICE float warp_sum(float v) {
     return v;
 }
 
+// A row's norm ||x|| * scale from the lanes' strided partial sums of squares (the fixed butterfly), and the factor
+// 1 / max(norm, eps) a normalised element x * inv * gamma takes: rmsnorm_forward_warps's arithmetic, shared with the
+// few-row GEMV's normalising prologue (kernels/nn_gemv.cuh) so the two give the same floats.
+RETRO_SIMT_DEVICE float norm_from_squares(float lane_squares, float scale) { return sqrtf(warp_sum(lane_squares)) * scale; }
+RETRO_SIMT_DEVICE float clamped_inverse(float norm, float eps) { return 1.0f / (norm < eps ? eps : norm); }
+
 // norm[n] = ||x[n]|| * scale (scale = C^-1/2), y[n, c] = x[n, c] / max(norm, eps) * gamma[c]; RESIDUAL: x = a + b
 // first. grid: any (grid-stride over rows, kWarps rows a block), kThreads threads, no shared memory.
 template <bool RESIDUAL>
@@ -52,10 +58,9 @@ rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x,
             }
             ss += v * v;
         }
-        ss = warp_sum(ss);
-        const float nm = sqrtf(ss) * scale;
+        const float nm = norm_from_squares(ss, scale);
         if (lane == 0) norm[n] = nm;
-        const float inv = 1.0f / (nm < eps ? eps : nm);
+        const float inv = clamped_inverse(nm, eps);
         float* yr = y + n * C;
         for (ll c = lane; c < C; c += 32) yr[c] = xr[c] * inv * gamma[c];
     }

@@ -10,6 +10,8 @@
 //   nn.attention_decode  attention_decode (a decode step's self-attention over KV caches, or CCA's over a chunk with
 //                   the null column and the pad mask; forward only)
 //   nn.linear_gelu  linear_gelu_forward (the feed-forward's first layer: gelu(x W^T + b) and the value before it)
+//   nn.norm_linear  rmsnorm_linear_forward (the decoder's norm + projection pairs; gelu and plain)
+//   nn.linear_residual linear_residual_forward (the decoder's projection + residual sums; out == res too)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
 //   nn.scaled_rotary_backward rotary_backward_scale (the training backward's rotation and scale of dq in one pass)
 #include <algorithm>
@@ -316,6 +318,60 @@ std::unique_ptr<Case> linear_gelu_case(int64_t N, int64_t I, int64_t O, bool wit
         std::move(in), body, device, {"linear_gelu_forward"});
 }
 
+// rmsnorm_linear_forward: y = [gelu](rmsnorm(x) W^T + b) (bias may be null). The reference: nn::rmsnorm_forward,
+// nn::linear_forward, nn::gelu_forward. Row 0 is zero where there are several rows (norm 0: the clamp).
+std::unique_ptr<Case> rmsnorm_linear_case(int64_t N, int64_t I, int64_t O, bool gelu, bool bias, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(O * I, rng), random_tensor(O, rng)};
+    if (N > 1) std::fill_n(in[0].begin(), I, 0.0);
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> xn(static_cast<std::size_t>(N * I)), norm(static_cast<std::size_t>(N));
+        nn::rmsnorm_forward(xn.data(), norm.data(), x[0].data(), x[1].data(), N, I);
+        V<T> out{std::vector<T>(N * O)};
+        nn::linear_forward(out[0].data(), xn.data(), x[2].data(), bias ? x[3].data() : nullptr, N, I, O);
+        if (gelu) nn::gelu_forward(out[0].data(), out[0].data(), N * O);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float *y = a.alloc<float>(N * O), *xn = a.alloc<float>(N * I), *norm = a.alloc<float>(N);
+        be.rmsnorm_linear_forward(y, xn, norm, a.up(x[0]), a.up(x[1]), a.up(x[2]), bias ? a.up(x[3]) : nullptr, N, I,
+                                  O, gelu);
+        return {a.down(y, N * O)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"I", I}, {"O", O}}) + (gelu ? " gelu" : "") + (bias ? " bias" : ""), 2.0 * N * I * O,
+         4.0 * (N * I + O * I + N * O), {"x", "gamma", "W", "b"}, {false, false, false, false}, {"y"}},
+        std::move(in), body, device, {"rmsnorm_linear_forward"});
+}
+
+// linear_residual_forward: out = res + (x W^T + b) (bias may be null), into a buffer of its own or onto res itself.
+// The reference: nn::linear_forward, then nn::residual_sum.
+std::unique_ptr<Case> linear_residual_case(int64_t N, int64_t I, int64_t O, bool in_place, bool bias,
+                                           std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng), random_tensor(N * O, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> t(static_cast<std::size_t>(N * O));
+        nn::linear_forward(t.data(), x[0].data(), x[1].data(), bias ? x[2].data() : nullptr, N, I, O);
+        V<T> out{std::vector<T>(N * O)};
+        nn::residual_sum(out[0].data(), x[3].data(), t.data(), N * O);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float* res = a.up(x[3]);
+        float *out = in_place ? res : a.alloc<float>(N * O), *t = a.alloc<float>(N * O);
+        be.linear_residual_forward(out, t, res, a.up(x[0]), a.up(x[1]), bias ? a.up(x[2]) : nullptr, N, I, O);
+        return {a.down(out, N * O)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"I", I}, {"O", O}}) + (in_place ? " out=res" : "") + (bias ? " bias" : ""),
+         2.0 * N * I * O + N * O, 4.0 * (N * I + O * I + 3 * N * O), {"x", "W", "b", "res"},
+         {false, false, false, false}, {"out"}},
+        std::move(in), body, device, {"linear_residual_forward"});
+}
+
 // The device body of a rotary op case: `op(be, out, in, view)` on the uploaded input into a fresh buffer, then in
 // place; returns both.
 template <typename Op>
@@ -430,6 +486,27 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return linear_gelu_case(1, 512, 96, true, true, s);
         },
         [] { return linear_gelu_case(1, 512, 2048, false, true, 1); }, 4);
+    // seed 1: one row (the GPU's few-row kernel with the norm in its prologue), gelu, bias; 2: 3 rows of 37 inputs
+    // (scalar path), plain, no bias; 3: 12 rows (the two ops); 4: 8 rows of 2048 (the normalised rows past the shared
+    // memory a block has: the two ops); 5: 8 rows of 700 (float4 path), gelu
+    add("nn.norm_linear", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return rmsnorm_linear_case(3, 37, 41, false, false, s);
+            if (s == 3) return rmsnorm_linear_case(12, 64, 48, true, true, s);
+            if (s == 4) return rmsnorm_linear_case(8, 2048, 40, false, true, s);
+            if (s == 5) return rmsnorm_linear_case(8, 700, 300, true, true, s);
+            return rmsnorm_linear_case(1, 512, 96, true, true, s);
+        },
+        [] { return rmsnorm_linear_case(1, 512, 1536, false, false, 1); }, 5);
+    // seed 1: one row onto res itself, bias; 2: 3 rows of 37 inputs into a buffer of its own, no bias; 3: 12 rows (the
+    // GEMM, then the sum), in place
+    add("nn.linear_residual", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return linear_residual_case(3, 37, 41, false, false, s);
+            if (s == 3) return linear_residual_case(12, 64, 48, true, true, s);
+            return linear_residual_case(1, 512, 300, true, true, s);
+        },
+        [] { return linear_residual_case(1, 2048, 512, true, true, 1); }, 3);
     // seed 1: a decode row of q | k heads (the first half scaled), partial rotary; 2: every head scaled, full rotary
     add("nn.scaled_rotary", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
         [](std::uint64_t s) {

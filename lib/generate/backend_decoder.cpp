@@ -257,6 +257,8 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
         last_row_[static_cast<std::size_t>(s)] = static_cast<int64_t>(pick.size()) - 1;
     }
     P.out_rows = static_cast<int64_t>(pick.size());
+    P.pick_every_row = P.out_rows == R;
+    for (int64_t i = 0; i < P.out_rows && P.pick_every_row; i++) P.pick_every_row = pick[static_cast<std::size_t>(i)] == i;
     at_pick = block.add(pick.data(), P.out_rows);
     const bool copy = c_.copy_head && retrieval_;
     if (copy) {
@@ -346,9 +348,10 @@ void BackendDecoder::run_step() {
     if (p_.to_dec_w) be_.linear_forward(x, P.e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
     else be_.copy(x, P.e, static_cast<std::size_t>(R * Cd) * sizeof(float));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-    // pre-norm blocks: each residual sum and the norm that reads it as one op (residual_rmsnorm_forward), but the
-    // last, whose norm runs on the rows whose logits are wanted
-    be_.rmsnorm_forward(xn, norm, x, p_.decoder[0].g_attn, R, Cd);
+    // pre-norm blocks over the stream x: each norm rides in the projection that reads it (rmsnorm_linear_forward) and
+    // each residual sum in the projection that ends its block (linear_residual_forward): on the GPU one GEMV launch
+    // each for a decode step's few rows (decoding is launch-bound, docs/performance.md), and on any backend the same
+    // floats as the separate ops (nn/nn_backend.h). xn and norm are the norms' scratch where the pair runs as two ops.
     for (std::size_t li = 0; li < p_.decoder.size(); li++) {
         const auto& L = p_.decoder[li];
         // self-attention (nn/attention_kv_cache.h's attention_layer_step): projections over all rows, the new keys
@@ -358,9 +361,10 @@ void BackendDecoder::run_step() {
             // (model/params.cpp), so one GEMV of W = [3 HD, Cd] gives the row's q | k | v, which is q, kr, vr here;
             // q and k then rotate as one row of 2H heads at the same position, the first H scaled on the way
             // (rotary_scale_forward). 4 launches a layer fewer: decoding is launch-bound (docs/performance.md)
-            be_.linear_forward(q, xn, L.attn.to_q, nullptr, 1, Cd, 3 * HD);
+            be_.rmsnorm_linear_forward(q, xn, norm, x, L.g_attn, L.attn.to_q, nullptr, 1, Cd, 3 * HD, false);
             be_.rotary_scale_forward(q, q, P.rot, 1, 1, 2 * H, Dh, scale, H);
         } else {
+            be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
             be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
             be_.rotary_scale_forward(q, q, P.rot, 1, R, H, Dh, scale, H);
             be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
@@ -387,49 +391,57 @@ void BackendDecoder::run_step() {
                 be_.attention_forward(o + b * HD, P.probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
             }
         }
-        be_.linear_forward(y, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);
+        be_.linear_residual_forward(x1, y, x, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);   // x1 = x + attention
         const float* xin = x1;
         if (L.has_cca && retrieval_) {
-            be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_cca, R, Cd);
             if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence and position
                 be_.scatter_rows(ctx_.f(), x1, P.ctx_rows, R, Cd);
                 if (P.encode) encode_finished_chunks(P.row_begin);
             }
-            cca_rows(y, xn, L, li);
-            be_.residual_rmsnorm_forward(x2, xn, norm, x1, y, L.g_ff, R, Cd);
+            cca_rows(x2, x1, L, li);   // x2 = x1 + CCA(rmsnorm(x1))
             xin = x2;
-        } else {
-            be_.residual_rmsnorm_forward(x1, xn, norm, x, y, L.g_ff, R, Cd);
         }
-        backend::ff_forward(be_, y, P.ff, xn, L.ff, R, Cd);
-        if (li + 1 < p_.decoder.size())
-            be_.residual_rmsnorm_forward(x, xn, norm, xin, y, p_.decoder[li + 1].g_attn, R, Cd);
-        else
-            be_.residual_sum(x, xin, y, R * Cd);
+        // the feed-forward: x = xin + ff(rmsnorm(xin))
+        be_.rmsnorm_linear_forward(P.ff.g, xn, norm, xin, L.g_ff, L.ff.w1, L.ff.b1, R, Cd, ff_inner(Cd), true);
+        be_.linear_residual_forward(x, y, xin, P.ff.g, L.ff.w2, L.ff.b2, R, ff_inner(Cd), Cd);
     }
-    // the logits of the picked rows (and the copy head's gates on them)
-    be_.gather_rows(P.xs, x, P.pick, P.out_rows, Cd);
-    be_.rmsnorm_forward(xn, norm, P.xs, p_.dec_norm_out, P.out_rows, Cd);
-    be_.linear_forward(P.lg, xn, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd, V);
-    if (P.cand)
+    // the logits of the picked rows (and the copy head's gates on their normalised rows)
+    const float* xo = x;
+    if (!P.pick_every_row) {
+        be_.gather_rows(P.xs, x, P.pick, P.out_rows, Cd);
+        xo = P.xs;
+    }
+    if (P.cand) {
+        be_.rmsnorm_forward(xn, norm, xo, p_.dec_norm_out, P.out_rows, Cd);
+        be_.linear_forward(P.lg, xn, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd, V);
         be_.copy_head_forward(P.lg, xn, P.cand, P.out_rows, k_, V, Cd, p_.copy_bias, p_.copy_weight);
+    } else {
+        be_.rmsnorm_linear_forward(P.lg, xn, norm, xo, p_.dec_norm_out, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd,
+                                   V, false);
+    }
 }
 
-// nn/chunked_cross_attention.h's cca_rows_forward over prepare_step's selection: the selected rows' queries rotated
-// at the CCA query positions, each (sequence, chunk) segment against that chunk's cached keys and values, the
-// outputs back in row order (0 for the rows that read no chunk).
-void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParams<float>& L, std::size_t layer) {
+// nn/chunked_cross_attention.h's cca_rows_forward over prepare_step's selection, as the residual block it is: out =
+// x + CCA(rmsnorm(x)) (out is not x). The selected rows' queries rotated at the CCA query positions, each (sequence,
+// chunk) segment against that chunk's cached keys and values, the outputs back in row order (0 for the rows that
+// read no chunk).
+void BackendDecoder::cca_rows(float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer) {
     const StepPlan& P = plan_;
-    const int64_t Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, KR = k_ * r_, Rs = P.Rs;
+    const int64_t R = P.R, Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, KR = k_ * r_, Rs = P.Rs;
     if (Rs == 0) {
-        be_.zero(y, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
+        be_.zero(P.y, static_cast<std::size_t>(R * Cd) * sizeof(float));
+        be_.residual_sum(out, x, P.y, R * Cd);
         return;
     }
     // every row reads a chunk (every decode step past the first chunk): the selection is the identity, so the rows
-    // go in and out without the two gathers
-    const float* xs = P.cca_every_row ? xn : P.xs;
-    if (!P.cca_every_row) be_.gather_rows(P.xs, xn, P.sel, Rs, Cd);
-    be_.linear_forward(P.q, xs, L.cca.to_q, nullptr, Rs, Cd, HD);
+    // go in and out without the two gathers; the norm is row by row, so the selected rows are normalised after the
+    // gather
+    const float* xs = x;
+    if (!P.cca_every_row) {
+        be_.gather_rows(P.xs, x, P.sel, Rs, Cd);
+        xs = P.xs;
+    }
+    be_.rmsnorm_linear_forward(P.q, P.xn, P.norm, xs, L.g_cca, L.cca.to_q, nullptr, Rs, Cd, HD, false);
     be_.rotary_scale_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))),
                              H);
     if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
@@ -450,10 +462,11 @@ void BackendDecoder::cca_rows(float* y, const float* xn, const DecoderLayerParam
         }
     }
     if (P.cca_every_row) {
-        be_.linear_forward(y, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+        be_.linear_residual_forward(out, P.y, x, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
     } else {
         be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
-        be_.gather_rows(y, P.ys, P.unsel, P.R, Cd);
+        be_.gather_rows(P.y, P.ys, P.unsel, R, Cd);
+        be_.residual_sum(out, x, P.y, R * Cd);
     }
 }
 

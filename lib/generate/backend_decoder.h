@@ -82,6 +82,7 @@ private:
         std::vector<std::int64_t> row_begin, n0;             // per sequence: its rows; positions fed before the step
         bool one_row_each = false, encode = false;           // attention_decode; a chunk finishes (encoder runs)
         bool cca_every_row = false;                          // every row reads a chunk: sel and unsel are 0..R-1
+        bool pick_every_row = false;                         // the logits' rows are 0..R-1: pick is the identity
         std::int32_t* ids = nullptr;
         std::int64_t *pos = nullptr, *seq = nullptr, *ctx_rows = nullptr, *sel = nullptr, *unsel = nullptr,
                      *pick = nullptr;
@@ -113,7 +114,7 @@ private:
     void prepare_step(const DecodeRows& rows, bool all_logits);
     void run_step();
     void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
-    void cca_rows(float* y, const float* xn, const DecoderLayerParams<float>& L, std::size_t layer);
+    void cca_rows(float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer);
 
     RetroConfig c_;
     nn::NnBackend& be_;

@@ -116,6 +116,27 @@ public:
     virtual void rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                                       const float* norm, std::int64_t N, std::int64_t C) = 0;
 
+    // The decoder's few-row pairs as one op each (generate/backend_decoder.cpp; decoding is launch-bound): on the GPU
+    // one GEMV launch for up to 8 rows in fp32, the same floats as the two ops they stand for, which are the default
+    // (and every other case's) implementation:
+    //   rmsnorm_linear_forward:  rmsnorm_forward(xn, norm, x, gamma, N, I), then linear_forward(y, xn, W, b, N, I, O),
+    //                            or with gelu linear_gelu_forward(y, nullptr, xn, W, b, N, I, O). xn [N, I] and norm
+    //                            [N] are the two-op form's scratch: their contents afterwards are unspecified.
+    //   linear_residual_forward: linear_forward(t, x, W, b, N, I, O), then residual_sum(out, res, t, N * O). t [N, O]
+    //                            is scratch (unspecified afterwards); out may be res, neither is x or t.
+    virtual void rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                        const float* W, const float* b, std::int64_t N, std::int64_t I, std::int64_t O,
+                                        bool gelu) {
+        rmsnorm_forward(xn, norm, x, gamma, N, I);
+        if (gelu) linear_gelu_forward(y, nullptr, xn, W, b, N, I, O);
+        else linear_forward(y, xn, W, b, N, I, O);
+    }
+    virtual void linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W,
+                                         const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+        linear_forward(t, x, W, b, N, I, O);
+        residual_sum(out, res, t, N * O);
+    }
+
     virtual void gelu_forward(float* y, const float* x, std::int64_t N) = 0;
     virtual void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) = 0;
 

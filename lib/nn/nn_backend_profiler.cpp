@@ -72,6 +72,17 @@ void ProfilingNnBackend::linear_backward(float* dx, float* dW, float* db, const 
     timed("linear_backward", linear_shape(N, I, O), flops,
           [&] { inner_.linear_backward(dx, dW, db, dy, x, W, N, I, O); });
 }
+void ProfilingNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                                const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                                std::int64_t O, bool gelu) {
+    timed(gelu ? "rmsnorm_linear_gelu_forward" : "rmsnorm_linear_forward", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.rmsnorm_linear_forward(y, xn, norm, x, gamma, W, b, N, I, O, gelu); });
+}
+void ProfilingNnBackend::linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W,
+                                                 const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    timed("linear_residual_forward", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_residual_forward(out, t, res, x, W, b, N, I, O); });
+}
 void ProfilingNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                          std::int64_t C) {
     timed("rmsnorm_forward", dims({N, C}), 0, [&] { inner_.rmsnorm_forward(y, norm, x, gamma, N, C); });

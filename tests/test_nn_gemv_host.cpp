@@ -1,0 +1,139 @@
+// The CUDA NnBackend's few-row linear layer (kernels/nn_gemv.cuh's linear_rows_gemv) on the host through the block
+// emulator (tests/simt_host.h): every epilogue (plain, gelu with and without its pre-activation, residual in place)
+// with and without the RMSNorm prologue, on the float4 and the scalar path, 1, 3 and 8 rows, against the CPU ops in
+// double within the op harness's fp32 bound (1e-5 relative rms); and the fused forms bit for bit against the kernels
+// they stand for run one after the other (rmsnorm_forward_warps, then the plain GEMV, then gelu_exact or the sum), the
+// promise nn/nn_backend.h makes for rmsnorm_linear_forward and linear_residual_forward. On a GPU the same kernel runs
+// under the op harness (nn.linear_gelu, nn.norm_linear, nn.linear_residual, nn.linear's few-row cases).
+#define RETRO_SIMT_HOST 1
+#include "simt_host.h"
+//
+#include "../kernels/nn_gemv.cuh"
+#include "nn/gelu.h"
+#include "nn/linear.h"
+#include "nn/rmsnorm.h"
+
+#include <doctest/doctest.h>
+
+#include "test_util.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace retro;
+namespace gv = retro::nn::gemv;
+namespace rw = retro::nn::rows;
+
+namespace {
+
+std::vector<float> randn(std::size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& e : x) e = d(rng);
+    return x;
+}
+
+struct Gemv {   // one launch's arguments (the host vectors)
+    const std::vector<float> *x, *W, *b, *gamma;
+    long long N, I, O;
+    long long blocks;   // fewer than O / 8 columns' worth: the grid-stride loop runs
+};
+
+// linear_rows_gemv<NR, VEC4, NORM> into y (and h), res the residual input (may be y itself)
+template <int NR, bool VEC4, bool NORM>
+void run(std::vector<float>& y, std::vector<float>* h, const std::vector<float>* res, const Gemv& g, gv::GemvOut out) {
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.I)));
+    const float eps = static_cast<float>(nn::RMSNORM_EPS);
+    simt::host::launch(g.blocks, 1, gv::kThreads, static_cast<std::size_t>(gv::smem_bytes(NR, g.I, NORM)), [&] {
+        gv::linear_rows_gemv<NR, VEC4, NORM>(y.data(), h ? h->data() : nullptr, g.x->data(), g.W->data(),
+                                             g.b ? g.b->data() : nullptr, res ? res->data() : nullptr,
+                                             NORM ? g.gamma->data() : nullptr, g.I, g.O, static_cast<int>(out), scale,
+                                             eps);
+    });
+}
+
+template <int NR, bool VEC4>
+void check_forms(long long I, long long O, bool bias) {
+    CAPTURE(NR);
+    CAPTURE(VEC4);
+    CAPTURE(I);
+    CAPTURE(O);
+    CAPTURE(bias);
+    std::mt19937 rng(static_cast<unsigned>(NR * 1000 + I + O));
+    const long long N = NR;
+    const auto nx = static_cast<std::size_t>(N * I), ny = static_cast<std::size_t>(N * O);
+    auto x = randn(nx, rng), W = randn(static_cast<std::size_t>(O * I), rng), b = randn(static_cast<std::size_t>(O), rng),
+         gamma = randn(static_cast<std::size_t>(I), rng), res = randn(ny, rng);
+    if (N > 2)
+        for (long long c = 0; c < I; ++c) x[static_cast<std::size_t>(2 * I + c)] = 0.0f;   // row 2: norm 0 (the clamp)
+    const Gemv g{&x, &W, bias ? &b : nullptr, &gamma, N, I, O, std::max<long long>(1, O / (gv::kWarps * 3))};
+
+    // the references in double: xn = rmsnorm(x), lin = x W^T + b, nlin = xn W^T + b
+    const std::vector<double> xd(x.begin(), x.end()), Wd(W.begin(), W.end()), bd(b.begin(), b.end()),
+        gd(gamma.begin(), gamma.end());
+    std::vector<double> xnd(nx), normd(static_cast<std::size_t>(N)), lin(ny), nlin(ny);
+    nn::rmsnorm_forward(xnd.data(), normd.data(), xd.data(), gd.data(), N, I);
+    nn::linear_forward(lin.data(), xd.data(), Wd.data(), bias ? bd.data() : nullptr, N, I, O);
+    nn::linear_forward(nlin.data(), xnd.data(), Wd.data(), bias ? bd.data() : nullptr, N, I, O);
+    auto gelu_of = [](std::vector<double> v) {
+        nn::gelu_forward(v.data(), v.data(), static_cast<std::int64_t>(v.size()));
+        return v;
+    };
+    auto plus_res = [&](std::vector<double> v) {
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] += res[i];
+        return v;
+    };
+
+    // plain; gelu with h; residual in place (y is res)
+    std::vector<float> plain(ny, NAN), gel(ny, NAN), pre(ny, NAN), resid(res);
+    run<NR, VEC4, false>(plain, nullptr, nullptr, g, gv::GemvOut::plain);
+    run<NR, VEC4, false>(gel, &pre, nullptr, g, gv::GemvOut::gelu);
+    run<NR, VEC4, false>(resid, nullptr, &resid, g, gv::GemvOut::residual);
+    CHECK(test::rms_ratio(plain, lin) <= 1e-5);
+    CHECK(test::rms_ratio(gel, gelu_of(lin)) <= 1e-5);
+    CHECK(test::rms_ratio(resid, plus_res(lin)) <= 1e-5);
+    // the epilogues' bits: h is the plain form's output, y its gelu, the residual its sum with res
+    CHECK(pre == plain);
+    bool gelu_bits = true, sum_bits = true;
+    for (std::size_t i = 0; i < ny; ++i) {
+        gelu_bits &= gel[i] == gv::gelu_exact(plain[i]);
+        sum_bits &= resid[i] == res[i] + plain[i];
+    }
+    CHECK(gelu_bits);
+    CHECK(sum_bits);
+    std::vector<float> gel_no_h(ny, NAN);   // h null: only y
+    run<NR, VEC4, false>(gel_no_h, nullptr, nullptr, g, gv::GemvOut::gelu);
+    CHECK(gel_no_h == gel);
+
+    // NORM: rmsnorm_forward_warps then the plain GEMV on its output gives the same bits as the fused launch
+    std::vector<float> xn(nx, NAN), norm(static_cast<std::size_t>(N), NAN);
+    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
+        rw::rmsnorm_forward_warps<false>(xn.data(), norm.data(), x.data(), nullptr, nullptr, gamma.data(), N, I,
+                                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(I))),
+                                         static_cast<float>(nn::RMSNORM_EPS));
+    });
+    const Gemv gn{&xn, &W, g.b, nullptr, N, I, O, g.blocks};
+    std::vector<float> two_ops(ny, NAN), fused(ny, NAN), fused_gelu(ny, NAN);
+    run<NR, VEC4, false>(two_ops, nullptr, nullptr, gn, gv::GemvOut::plain);
+    run<NR, VEC4, true>(fused, nullptr, nullptr, g, gv::GemvOut::plain);
+    run<NR, VEC4, true>(fused_gelu, nullptr, nullptr, g, gv::GemvOut::gelu);
+    CHECK(fused == two_ops);
+    CHECK(test::rms_ratio(fused, nlin) <= 1e-5);
+    CHECK(test::rms_ratio(fused_gelu, gelu_of(nlin)) <= 1e-5);
+    bool fused_gelu_bits = true;
+    for (std::size_t i = 0; i < ny; ++i) fused_gelu_bits &= fused_gelu[i] == gv::gelu_exact(two_ops[i]);
+    CHECK(fused_gelu_bits);
+}
+
+}  // namespace
+
+TEST_CASE("nn gemv kernel on the host emulator: every epilogue, with and without the rmsnorm, equals the CPU ops") {
+    // float4 path (I % 4 == 0), decode widths; the scalar path with an odd I; bias and none
+    check_forms<1, true>(512, 300, true);
+    check_forms<3, true>(96, 70, false);
+    check_forms<8, true>(64, 41, true);
+    check_forms<1, false>(37, 50, true);
+    check_forms<3, false>(37, 29, true);
+    check_forms<8, false>(45, 33, false);
+}
