@@ -14,7 +14,7 @@
 //              rmsnorm_linear_forward and linear_residual_forward).
 //   rmsnorm    a warp per row (kernels/nn_rows.cuh: sum of squares, and backward's dot, in a fixed butterfly);
 //              dgamma as db's two-pass column sums (nn_rows.cuh's tiles), before dx (which may alias dy).
-//   gelu, scale: map_elements (float4s where aligned); rotary: one thread per rotated pair (so y == x is safe).
+//   gelu, scale: map_elements (float4s where aligned); rotary: kernels/nn_rotary.cuh, a block per row (y == x safe).
 // The embeddings and positions are in kernels/nn_embedding_cuda.cu.
 #include <climits>
 #include <cstdint>
@@ -31,6 +31,7 @@
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
 #include "nn_gemv.cuh"
+#include "nn_rotary.cuh"
 
 namespace retro::nn {
 namespace detail {
@@ -134,45 +135,18 @@ struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
 };
 
 // ---------------- rotary ----------------
-// Item t of a head: t < R/2 rotates the pair (t, t + R/2); t >= R/2 copies dim R + (t - R/2). No __restrict__:
-// y may be x.
-template <bool BACKWARD>
-// heads h < scaled_heads read x * scale (rotary_scale_forward; the same float as a scale pass before, and x * 1 = x);
-// every result is multiplied by out_scale (rotary_backward_scale: the same float as a scale pass after; y * 1 = y)
-__global__ void rotary_k(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, ll H, ll D, ll R,
-                         float scale, ll scaled_heads, float out_scale) {
-    const ll half = R / 2, per_head = half + (D - R), total = rows * H * per_head;
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < total; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll t = e % per_head, rh = e / per_head, row = rh / H, h = rh % H;
-        const ll base = row * H * D + h * D;
-        const float m = h < scaled_heads ? scale : 1.0f;
-        if (t < half) {
-            const float* c = cos + (row % N) * R;
-            const float* s = sin + (row % N) * R;
-            const float x1 = x[base + t] * m, x2 = x[base + t + half] * m;
-            if (!BACKWARD) {
-                y[base + t] = (x1 * c[t] - x2 * s[t]) * out_scale;
-                y[base + t + half] = (x2 * c[t + half] + x1 * s[t + half]) * out_scale;
-            } else {
-                y[base + t] = (x1 * c[t] + x2 * s[t + half]) * out_scale;
-                y[base + t + half] = (x2 * c[t + half] - x1 * s[t]) * out_scale;
-            }
-        } else {
-            const ll d = R + (t - half);
-            y[base + d] = x[base + d] * m * out_scale;
-        }
-    }
-}
-
+// kernels/nn_rotary.cuh's rotary_rows: a block per row, the row's pairs and then its passed channels.
 template <bool BACKWARD>
 void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream,
                    float scale = 1.0f, ll scaled_heads = 0, float out_scale = 1.0f) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
-    const ll work = B * N * H * (t.rot_dim / 2 + D - t.rot_dim);
-    if (work == 0) return;
-    rotary_k<BACKWARD><<<grid_for(work), kThreads, 0, stream>>>(y, x, t.cos, t.sin, B * N, N, H, D, t.rot_dim, scale,
-                                                                 scaled_heads, out_scale);
+    RETRO_CHECK(H * D <= INT_MAX, "rotary: a row of ", H, " heads of ", D, " does not fit an int");
+    const ll rows = B * N;
+    if (rows == 0 || H * D == 0) return;
+    rotary::rotary_rows<BACKWARD><<<grid_for(rows, 1), rotary::kThreads, 0, stream>>>(
+        y, x, t.cos, t.sin, rows, N, static_cast<int>(H), static_cast<int>(D), static_cast<int>(t.rot_dim), scale,
+        static_cast<int>(std::min(scaled_heads, H)), out_scale);
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
 }
 

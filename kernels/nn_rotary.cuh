@@ -1,0 +1,54 @@
+// The CUDA NnBackend's rotary kernel (rotary_forward / rotary_backward and their scaled forms, nn/rotary.h's partial
+// NeoX rotation), written against kernels/simt.cuh so that tests/test_nn_rotary_host.cpp runs it on the host through
+// the block emulator:
+//   rotary_rows: a block per row of x [rows, H*D] (block-stride over rows), its table row row % N read once; the
+//   threads first over the row's H * R/2 rotated pairs (t, t + R/2) of each head, then over its H * (D - R) passed
+//   channels. The index arithmetic is 32-bit within a row: the kernel before it (one thread per pair over the whole
+//   tensor) paid five 64-bit divisions an element, and ran the training step's 76 rotary calls at several times their
+//   memory traffic (docs/performance.md, session 23's profile: 4.7 ms a step).
+// Heads h < scaled_heads read x * scale (rotary_scale_forward: the queries' dim_head^-1/2, the same float as a scale
+// pass before; x * 1 = x), every result is multiplied by out_scale (rotary_backward_scale: the same float as a scale
+// pass after; y * 1 = y). No __restrict__: y may be x (each element is read, then written, by one thread).
+#pragma once
+
+#include "simt.cuh"
+
+namespace retro::nn::rotary {
+
+using ll = long long;
+
+constexpr int kThreads = 256;
+
+// grid: any (block-stride over rows), kThreads threads, no shared memory. R even, R <= D.
+template <bool BACKWARD>
+RETRO_SIMT_KERNEL(kThreads)
+rotary_rows(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, int H, int D, int R,
+            float scale, int scaled_heads, float out_scale) {
+    const int half = R / 2, pass = D - R;
+    for (ll row = simt::block_x(); row < rows; row += simt::grid_x()) {
+        const float* c = cos + (row % N) * R;
+        const float* s = sin + (row % N) * R;
+        const ll base = row * H * D;
+        for (int j = simt::thread_x(); j < H * half; j += kThreads) {
+            const int h = j / half, t = j - h * half;
+            const ll at = base + static_cast<ll>(h) * D + t;
+            const float m = h < scaled_heads ? scale : 1.0f;
+            const float x1 = x[at] * m, x2 = x[at + half] * m;
+            if constexpr (!BACKWARD) {
+                y[at] = (x1 * c[t] - x2 * s[t]) * out_scale;
+                y[at + half] = (x2 * c[t + half] + x1 * s[t + half]) * out_scale;
+            } else {
+                y[at] = (x1 * c[t] + x2 * s[t + half]) * out_scale;
+                y[at + half] = (x2 * c[t + half] - x1 * s[t]) * out_scale;
+            }
+        }
+        for (int j = simt::thread_x(); j < H * pass; j += kThreads) {
+            const int h = j / pass, t = j - h * pass;
+            const ll at = base + static_cast<ll>(h) * D + R + t;
+            const float m = h < scaled_heads ? scale : 1.0f;
+            y[at] = x[at] * m * out_scale;
+        }
+    }
+}
+
+}  // namespace retro::nn::rotary
