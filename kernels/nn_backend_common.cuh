@@ -128,6 +128,9 @@ public:
                                 const float* b, std::int64_t N, std::int64_t I, std::int64_t O, bool gelu) override;
     void linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W, const float* b,
                                  std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma, const float* W,
+                               const float* b, std::int64_t N, std::int64_t I, std::int64_t O,
+                               const LinearRotary& r) override;
     void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                          std::int64_t N, std::int64_t I, std::int64_t O) override;
     void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,

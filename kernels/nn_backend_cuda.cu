@@ -62,6 +62,7 @@ struct GemvCall {
     const float *x, *W, *b, *res, *gamma;   // b, res (residual), gamma (norm) may be null
     ll N, I, O;
     gemv::GemvOut out;
+    gemv::GemvRotary rot = {};
 };
 
 template <int NR, bool VEC4, bool NORM>
@@ -70,7 +71,7 @@ void launch_gemv_rows(const GemvCall& c, CudaStream stream) {
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<ll>(c.I, 1))));
     gemv::linear_rows_gemv<NR, VEC4, NORM><<<blocks, gemv::kThreads, gemv::smem_bytes(NR, c.I, NORM), stream>>>(
         c.y, c.h, c.x, c.W, c.b, c.res, c.gamma, c.I, c.O, static_cast<int>(c.out), scale,
-        static_cast<float>(kRmsnormEps));
+        static_cast<float>(kRmsnormEps), c.rot);
 }
 
 template <int NR>
@@ -375,6 +376,29 @@ void CudaNnBackend::linear_residual_forward(float* out, float* t, const float* r
         return;
     }
     NnBackend::linear_residual_forward(out, t, res, x, W, b, N, I, O);
+}
+
+void CudaNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                          const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                          std::int64_t O, const LinearRotary& r) {
+    if (N == 0) return;
+    RETRO_CHECK(N == 1 || O == r.heads * r.D, "linear_rotary_forward: ", N, " rows of ", O, " columns for ", r.heads,
+                " rotated heads of ", r.D);
+    RETRO_CHECK(r.scaled_heads >= 0 && r.scaled_heads <= r.heads, "linear_rotary_forward: ", r.scaled_heads,
+                " scaled heads of ", r.heads);
+    const bool fits = !gamma || gemv::smem_bytes(static_cast<int>(std::min<std::int64_t>(N, gemv::kMaxRows)), I, true) <=
+                                    gemv::kNormSmemLimit;
+    if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I > 0 && O > 0 && fits &&
+        r.table.rows == N && r.table.rot_dim % 2 == 0 && r.table.rot_dim <= r.D && r.heads >= 0 &&
+        r.heads * r.D <= O && r.D <= INT_MAX && r.heads <= INT_MAX) {
+        const gemv::GemvRotary rot{r.table.cos, r.table.sin, static_cast<int>(r.heads), static_cast<int>(r.D),
+                                   static_cast<int>(r.table.rot_dim),
+                                   static_cast<int>(r.scaled_heads), r.scale};
+        launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gemv::GemvOut::rotary, rot}, stream_,
+                    gamma ? "linear_rows_gemv (rmsnorm, rotary)" : "linear_rows_gemv (rotary)");
+        return;
+    }
+    NnBackend::linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r);
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,

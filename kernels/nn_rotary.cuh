@@ -19,6 +19,21 @@ using ll = long long;
 
 constexpr int kThreads = 256;
 
+// One rotated pair (t, t + R/2) of a head: x1, x2 its inputs (scaled already), c and s its row of the table; the
+// rotation as nn/rotary.h (BACKWARD: its transpose), times out_scale. Shared with the few-row GEMV's rotary epilogue
+// (kernels/nn_gemv.cuh), so the two give the same floats.
+template <bool BACKWARD>
+RETRO_SIMT_DEVICE void rotate_pair(float& y1, float& y2, float x1, float x2, const float* c, const float* s, int t,
+                                   int half, float out_scale) {
+    if constexpr (!BACKWARD) {
+        y1 = (x1 * c[t] - x2 * s[t]) * out_scale;
+        y2 = (x2 * c[t + half] + x1 * s[t + half]) * out_scale;
+    } else {
+        y1 = (x1 * c[t] + x2 * s[t + half]) * out_scale;
+        y2 = (x2 * c[t + half] - x1 * s[t]) * out_scale;
+    }
+}
+
 // grid: any (block-stride over rows), kThreads threads, no shared memory. R even, R <= D.
 template <bool BACKWARD>
 RETRO_SIMT_KERNEL(kThreads)
@@ -33,14 +48,10 @@ rotary_rows(float* y, const float* x, const float* cos, const float* sin, ll row
             const int h = j / half, t = j - h * half;
             const ll at = base + static_cast<ll>(h) * D + t;
             const float m = h < scaled_heads ? scale : 1.0f;
-            const float x1 = x[at] * m, x2 = x[at + half] * m;
-            if constexpr (!BACKWARD) {
-                y[at] = (x1 * c[t] - x2 * s[t]) * out_scale;
-                y[at + half] = (x2 * c[t + half] + x1 * s[t + half]) * out_scale;
-            } else {
-                y[at] = (x1 * c[t] + x2 * s[t + half]) * out_scale;
-                y[at + half] = (x2 * c[t + half] - x1 * s[t]) * out_scale;
-            }
+            float y1, y2;
+            rotate_pair<BACKWARD>(y1, y2, x[at] * m, x[at + half] * m, c, s, t, half, out_scale);
+            y[at] = y1;
+            y[at + half] = y2;
         }
         for (int j = simt::thread_x(); j < H * pass; j += kThreads) {
             const int h = j / pass, t = j - h * pass;

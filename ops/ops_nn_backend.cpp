@@ -12,6 +12,7 @@
 //   nn.linear_gelu  linear_gelu_forward (the feed-forward's first layer: gelu(x W^T + b) and the value before it)
 //   nn.norm_linear  rmsnorm_linear_forward (the decoder's norm + projection pairs; gelu and plain)
 //   nn.linear_residual linear_residual_forward (the decoder's projection + residual sums; out == res too)
+//   nn.linear_rotary linear_rotary_forward (the decoder's q | k projections with their rotation; with the norm too)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
 //   nn.scaled_rotary_backward rotary_backward_scale (the training backward's rotation and scale of dq in one pass)
 #include <algorithm>
@@ -372,6 +373,51 @@ std::unique_ptr<Case> linear_residual_case(int64_t N, int64_t I, int64_t O, bool
         std::move(in), body, device, {"linear_residual_forward"});
 }
 
+// linear_rotary_forward: y = x W^T + b (x first RMS-normalised when norm), then in each of the N rows the first
+// `heads` heads of D scaled (the first `scaled` of them by s) and rotated (rot_dim R) at that row's position (row n at
+// position 5n + 2). The reference: nn::rmsnorm_forward, nn::linear_forward, the scale, nn::rotary_forward per row.
+std::unique_ptr<Case> linear_rotary_case(int64_t N, int64_t I, int64_t O, int64_t heads, int64_t D, int64_t R,
+                                         int64_t scaled, bool norm, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const float s = 0.125f + 0.01f * static_cast<float>(seed);
+    std::vector<std::int64_t> pos;
+    for (int64_t n = 0; n < N; n++) pos.push_back(5 * n + 2);
+    Tensors in{random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(O * I, rng), random_tensor(O, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> xn(x[0]), norms(static_cast<std::size_t>(N));
+        if (norm) nn::rmsnorm_forward(xn.data(), norms.data(), x[0].data(), x[1].data(), N, I);
+        V<T> out{std::vector<T>(N * O)};
+        nn::linear_forward(out[0].data(), xn.data(), x[2].data(), x[3].data(), N, I, O);
+        const auto table = nn::rotary_table<T>(pos, R);
+        for (int64_t n = 0; n < N; n++) {
+            T* row = out[0].data() + n * O;
+            for (int64_t c = 0; c < scaled * D; c++) row[c] *= static_cast<T>(s);
+            const std::vector<T> head_part(row, row + heads * D);
+            nn::rotary_forward(row, head_part.data(), table.cos.data() + n * R, table.sin.data() + n * R, R, 1, 1,
+                               heads, D);
+        }
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const auto table = nn::rotary_table<float>(pos, R);
+        nn::NnBackend::LinearRotary r;
+        r.table = {a.up(table.cos), a.up(table.sin), N, R};
+        r.heads = heads;
+        r.D = D;
+        r.scale = s;
+        r.scaled_heads = scaled;
+        float *y = a.alloc<float>(N * O), *xn = a.alloc<float>(N * I), *nrm = a.alloc<float>(N);
+        be.linear_rotary_forward(y, xn, nrm, a.up(x[0]), norm ? a.up(x[1]) : nullptr, a.up(x[2]), a.up(x[3]), N, I, O, r);
+        return {a.down(y, N * O)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"I", I}, {"O", O}, {"heads", heads}, {"D", D}, {"R", R}, {"scaled", scaled}}) +
+             (norm ? " norm" : ""),
+         2.0 * N * I * O, 4.0 * (N * I + O * I + N * O), {"x", "gamma", "W", "b"}, {false, false, false, false}, {"y"}},
+        std::move(in), body, device, {"linear_rotary_forward"});
+}
+
 // The device body of a rotary op case: `op(be, out, in, view)` on the uploaded input into a fresh buffer, then in
 // place; returns both.
 template <typename Op>
@@ -507,6 +553,17 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return linear_residual_case(1, 512, 300, true, true, s);
         },
         [] { return linear_residual_case(1, 2048, 512, true, true, 1); }, 3);
+    // seed 1: a decode row of q | k | v with the norm (q scaled, partial rotation; the GPU's one-launch form); 2: 3
+    // rows of separate q (O = heads x D), full rotation, no norm, scalar path; 3: 12 rows (the three ops); 4: 8 rows
+    // of k (none scaled) with the norm
+    add("nn.linear_rotary", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return linear_rotary_case(3, 37, 24, 3, 8, 8, 3, false, s);
+            if (s == 3) return linear_rotary_case(12, 64, 64, 4, 16, 8, 4, true, s);
+            if (s == 4) return linear_rotary_case(8, 96, 64, 4, 16, 8, 0, true, s);
+            return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, s);
+        },
+        [] { return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, 1); }, 4);
     // seed 1: a decode row of q | k heads (the first half scaled), partial rotary; 2: every head scaled, full rotary
     add("nn.scaled_rotary", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
         [](std::uint64_t s) {

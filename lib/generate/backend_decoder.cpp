@@ -348,10 +348,11 @@ void BackendDecoder::run_step() {
     if (p_.to_dec_w) be_.linear_forward(x, P.e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
     else be_.copy(x, P.e, static_cast<std::size_t>(R * Cd) * sizeof(float));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-    // pre-norm blocks over the stream x: each norm rides in the projection that reads it (rmsnorm_linear_forward) and
-    // each residual sum in the projection that ends its block (linear_residual_forward): on the GPU one GEMV launch
-    // each for a decode step's few rows (decoding is launch-bound, docs/performance.md), and on any backend the same
-    // floats as the separate ops (nn/nn_backend.h). xn and norm are the norms' scratch where the pair runs as two ops.
+    // pre-norm blocks over the stream x: each norm rides in the projection that reads it (rmsnorm_linear_forward,
+    // linear_rotary_forward), the queries' and keys' rotation in their projection (linear_rotary_forward) and each
+    // residual sum in the projection that ends its block (linear_residual_forward): on the GPU one GEMV launch each
+    // for a decode step's few rows (decoding is launch-bound, docs/performance.md), and on any backend the same
+    // floats as the separate ops (nn/nn_backend.h). xn and norm are the norms' scratch where the ops run apart.
     for (std::size_t li = 0; li < p_.decoder.size(); li++) {
         const auto& L = p_.decoder[li];
         // self-attention (nn/attention_kv_cache.h's attention_layer_step): projections over all rows, the new keys
@@ -360,15 +361,16 @@ void BackendDecoder::run_step() {
             // one row (a single sequence's decode step): to_q, to_k, to_v lie one after another in the layout
             // (model/params.cpp), so one GEMV of W = [3 HD, Cd] gives the row's q | k | v, which is q, kr, vr here;
             // q and k then rotate as one row of 2H heads at the same position, the first H scaled on the way
-            // (rotary_scale_forward). 4 launches a layer fewer: decoding is launch-bound (docs/performance.md)
-            be_.rmsnorm_linear_forward(q, xn, norm, x, L.g_attn, L.attn.to_q, nullptr, 1, Cd, 3 * HD, false);
-            be_.rotary_scale_forward(q, q, P.rot, 1, 1, 2 * H, Dh, scale, H);
+            // (linear_rotary_forward: with the norm before it, one launch on the GPU). Decoding is launch-bound
+            // (docs/performance.md)
+            be_.linear_rotary_forward(q, xn, norm, x, L.g_attn, L.attn.to_q, nullptr, 1, Cd, 3 * HD,
+                                      {P.rot, 2 * H, Dh, scale, H});
         } else {
             be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
-            be_.linear_forward(q, xn, L.attn.to_q, nullptr, R, Cd, HD);
-            be_.rotary_scale_forward(q, q, P.rot, 1, R, H, Dh, scale, H);
-            be_.linear_forward(kr, xn, L.attn.to_k, nullptr, R, Cd, HD);
-            be_.rotary_forward(kr, kr, P.rot, 1, R, H, Dh);
+            be_.linear_rotary_forward(q, nullptr, nullptr, xn, nullptr, L.attn.to_q, nullptr, R, Cd, HD,
+                                      {P.rot, H, Dh, scale, H});
+            be_.linear_rotary_forward(kr, nullptr, nullptr, xn, nullptr, L.attn.to_k, nullptr, R, Cd, HD,
+                                      {P.rot, H, Dh, 1.0f, 0});
             be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
         }
         if (P.one_row_each) {   // every advancing sequence feeds one row: one call, the cache writes included
@@ -441,9 +443,8 @@ void BackendDecoder::cca_rows(float* out, const float* x, const DecoderLayerPara
         be_.gather_rows(P.xs, x, P.sel, Rs, Cd);
         xs = P.xs;
     }
-    be_.rmsnorm_linear_forward(P.q, P.xn, P.norm, xs, L.g_cca, L.cca.to_q, nullptr, Rs, Cd, HD, false);
-    be_.rotary_scale_forward(P.q, P.q, P.qrot, 1, Rs, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))),
-                             H);
+    be_.linear_rotary_forward(P.q, P.xn, P.norm, xs, L.g_cca, L.cca.to_q, nullptr, Rs, Cd, HD,
+                              {P.qrot, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), H});
     if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
         nn::NnBackend::DecodeCache cache{cca_k_[layer].f(), cca_v_[layer].f(), KR};
         cache.null_k = L.cca.null_k;

@@ -136,6 +136,26 @@ public:
         linear_forward(t, x, W, b, N, I, O);
         residual_sum(out, res, t, N * O);
     }
+    //   linear_rotary_forward:   where gamma is not null rmsnorm_forward(xn, norm, x, gamma, N, I) first (x then
+    //                            means xn), linear_forward(y, x, W, b, N, I, O), then rotary_scale_forward(y, y,
+    //                            r.table, 1, N, r.heads, r.D, r.scale, r.scaled_heads) over the first r.heads heads of
+    //                            r.D columns of each row (the decoder's q | k or q projection with its rotation). Needs
+    //                            N == 1 or O == r.heads * r.D (rows that rotary_scale_forward reads) and r.table.rows == N.
+    struct LinearRotary {
+        RotaryView table;
+        std::int64_t heads = 0, D = 0;
+        float scale = 1.0f;
+        std::int64_t scaled_heads = 0;
+    };
+    virtual void linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                       const float* W, const float* b, std::int64_t N, std::int64_t I, std::int64_t O,
+                                       const LinearRotary& r) {
+        RETRO_CHECK(N == 1 || O == r.heads * r.D, "linear_rotary_forward: ", N, " rows of ", O, " columns for ", r.heads,
+                    " rotated heads of ", r.D);
+        if (gamma) rmsnorm_forward(xn, norm, x, gamma, N, I);
+        linear_forward(y, gamma ? xn : x, W, b, N, I, O);
+        rotary_scale_forward(y, y, r.table, 1, N, r.heads, r.D, r.scale, r.scaled_heads);
+    }
 
     virtual void gelu_forward(float* y, const float* x, std::int64_t N) = 0;
     virtual void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t N) = 0;

@@ -83,6 +83,12 @@ void ProfilingNnBackend::linear_residual_forward(float* out, float* t, const flo
     timed("linear_residual_forward", linear_shape(N, I, O), 2.0 * N * I * O,
           [&] { inner_.linear_residual_forward(out, t, res, x, W, b, N, I, O); });
 }
+void ProfilingNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                               const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                               std::int64_t O, const LinearRotary& r) {
+    timed(gamma ? "rmsnorm_linear_rotary_forward" : "linear_rotary_forward", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r); });
+}
 void ProfilingNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                          std::int64_t C) {
     timed("rmsnorm_forward", dims({N, C}), 0, [&] { inner_.rmsnorm_forward(y, norm, x, gamma, N, C); });
