@@ -32,6 +32,7 @@
 #include "cuda_check.cuh"
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
+#include "simt.cuh"
 
 namespace retro::nn::detail {
 namespace {
@@ -57,6 +58,10 @@ __global__ __launch_bounds__(kThreads) void attention_decode_split_k(float* __re
     __shared__ float ex[kSplitKeys];          // the split's exponentials
     __shared__ float red[kWarps][kMaxD];      // the warps' partial outputs
     __shared__ bool last;                     // this block combines its (row, head)
+    // a programmatic dependent launch (sm_90+): the next kernel may start launching; this one waits for the kernel
+    // before it (the projection that wrote q and the new key and value) before it touches anything
+    simt::launch_dependents();
+    simt::grid_dependency_wait();
     const int t = static_cast<int>(threadIdx.x), lane = t % 32, w = t / 32;
     const int key = t / kLanesPerKey, sub = t % kLanesPerKey;
     const ll HD = H * D, L = cache.L, W = D + 2;
@@ -173,8 +178,9 @@ void CudaNnBackend::attention_decode(float* out, const float* q, const DecodeCac
     const std::int64_t S = (c.L + kSplitKeys - 1) / kSplitKeys;
     // float4 loads of a key's quarter: every quarter starts 16-byte aligned when D % 16 == 0 and the caches are
     const bool vec4 = D % (4 * kLanesPerKey) == 0 && (reinterpret_cast<std::uintptr_t>(c.kcache) % 16 == 0);
-    attention_decode_split_k<<<grid_for(rows * H * S, 1), kThreads, 0, stream_>>>(out, c.workspace, q, c, pos, seq, rows,
-                                                                                  H, D, S, vec4);
+    launch_kernel(dependent_launch_, attention_decode_split_k, grid_for(rows * H * S, 1), kThreads, 0, stream_, out,
+                  c.workspace, q, c, pos, seq, static_cast<ll>(rows), static_cast<ll>(H), static_cast<ll>(D),
+                  static_cast<ll>(S), vec4);
     RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);
 }
 

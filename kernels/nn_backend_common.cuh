@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "core/cuda_device.h"
 #include "cuda_check.cuh"
@@ -49,6 +50,31 @@ __device__ T block_reduce(T v, T* sh, Op op) {
     const T r = sh[0];
     __syncthreads();   // sh may be reused at once
     return r;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), or where `dependent` is set the same as a programmatic dependent
+// launch (cudaLaunchAttributeProgrammaticStreamSerialization, sm_90+; also inside a graph capture): the kernel may
+// then start while the kernel before it in the stream finishes, so it must call simt::grid_dependency_wait() before it
+// reads what earlier kernels wrote or writes what they read (kernels/simt.cuh). The decode step's chain of small
+// kernels (the few-row GEMVs, attention_decode) overlaps each launch and its weight fetches with the kernel before.
+template <typename... Params, typename... Args>
+void launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+    if (!dependent) {
+        kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+        return;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1] = {};
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    RETRO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 // ---------------- element-wise maps, four floats a load where they can ----------------
@@ -225,6 +251,7 @@ private:
     bool tensor_core_bf16_ = false;    // device 0 is sm_80 or newer (bf16 wmma)
     bool flash_wmma_ = false;          // RETRO_FLASH_KERNELS=wmma: the older wmma kernels (an A/B on a GPU)
     bool flash_fp32_operands_ = false; // RETRO_FLASH_KERNELS=mma-fp32: no bf16 operand copies
+    bool dependent_launch_ = false;    // sm_90+ and not RETRO_PDL=0: the decode kernels as programmatic dependents
     long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,

@@ -24,6 +24,8 @@
 #include <cmath>
 #include <memory>
 #include <vector>
+#include <string>
+#include <cstdlib>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -63,15 +65,16 @@ struct GemvCall {
     ll N, I, O;
     gemv::GemvOut out;
     gemv::GemvRotary rot = {};
+    bool dependent = false;   // a programmatic dependent launch (launch_kernel)
 };
 
 template <int NR, bool VEC4, bool NORM>
 void launch_gemv_rows(const GemvCall& c, CudaStream stream) {
     const unsigned blocks = grid_for(c.O, gemv::kWarps);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<ll>(c.I, 1))));
-    gemv::linear_rows_gemv<NR, VEC4, NORM><<<blocks, gemv::kThreads, gemv::smem_bytes(NR, c.I, NORM), stream>>>(
-        c.y, c.h, c.x, c.W, c.b, c.res, c.gamma, c.I, c.O, static_cast<int>(c.out), scale,
-        static_cast<float>(kRmsnormEps), c.rot);
+    launch_kernel(c.dependent, gemv::linear_rows_gemv<NR, VEC4, NORM>, blocks, gemv::kThreads,
+                  static_cast<std::size_t>(gemv::smem_bytes(NR, c.I, NORM)), stream, c.y, c.h, c.x, c.W, c.b, c.res,
+                  c.gamma, c.I, c.O, static_cast<int>(c.out), scale, static_cast<float>(kRmsnormEps), c.rot);
 }
 
 template <int NR>
@@ -83,7 +86,8 @@ void launch_gemv_n(const GemvCall& c, CudaStream stream) {
     else vec4 ? launch_gemv_rows<NR, true, false>(c, stream) : launch_gemv_rows<NR, false, false>(c, stream);
 }
 
-void launch_gemv(const GemvCall& c, CudaStream stream, const char* what) {
+void launch_gemv(GemvCall c, bool dependent, CudaStream stream, const char* what) {
+    c.dependent = dependent;
     using Launch = void (*)(const GemvCall&, CudaStream);
     static constexpr Launch kLaunch[gemv::kMaxRows] = {launch_gemv_n<1>, launch_gemv_n<2>, launch_gemv_n<3>,
                                                         launch_gemv_n<4>, launch_gemv_n<5>, launch_gemv_n<6>,
@@ -175,6 +179,8 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         const FlashKernels kernels = flash_kernels_requested();
         flash_wmma_ = kernels == FlashKernels::wmma;
         flash_fp32_operands_ = kernels == FlashKernels::mma_fp32;
+        const char* pdl = std::getenv("RETRO_PDL");   // RETRO_PDL=0: every kernel launched the ordinary way (an A/B)
+        dependent_launch_ = major >= 9 && !(pdl && std::string(pdl) == "0");
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;
@@ -320,7 +326,8 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
     if (N == 0 || O == 0) return;
     RETRO_CHECK(N > 0 && I >= 0 && O > 0, "linear_forward: N ", N, ", I ", I, ", O ", O);
     if (gemm_inputs_ == GemmInputs::fp32 && N <= gemv::kMaxRows) {   // a decode step's few rows: one GEMV kernel
-        launch_gemv({y, nullptr, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::plain}, stream_, "linear_rows_gemv");
+        launch_gemv({y, nullptr, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::plain}, dependent_launch_, stream_,
+                    "linear_rows_gemv");
         return;
     }
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
@@ -344,7 +351,8 @@ void CudaNnBackend::linear_gelu_forward(float* g, float* h, const float* x, cons
                                         std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
     if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I >= 0) {   // gelu in the GEMV's epilogue
-        launch_gemv({g, h, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::gelu}, stream_, "linear_rows_gemv (gelu)");
+        launch_gemv({g, h, x, W, b, nullptr, nullptr, N, I, O, gemv::GemvOut::gelu}, dependent_launch_, stream_,
+                    "linear_rows_gemv (gelu)");
         return;
     }
     float* pre = h ? h : g;   // the GEMM, then gelu over its output (in place when h is null)
@@ -361,7 +369,7 @@ void CudaNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, con
     if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I > 0 && O > 0 &&
         gemv::smem_bytes(static_cast<int>(N), I, true) <= gemv::kNormSmemLimit) {
         launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gelu ? gemv::GemvOut::gelu : gemv::GemvOut::plain},
-                    stream_, "linear_rows_gemv (rmsnorm)");
+                    dependent_launch_, stream_, "linear_rows_gemv (rmsnorm)");
         return;
     }
     NnBackend::rmsnorm_linear_forward(y, xn, norm, x, gamma, W, b, N, I, O, gelu);
@@ -371,8 +379,8 @@ void CudaNnBackend::linear_residual_forward(float* out, float* t, const float* r
                                             const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
     if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I >= 0) {
-        launch_gemv({out, nullptr, x, W, b, res, nullptr, N, I, O, gemv::GemvOut::residual}, stream_,
-                    "linear_rows_gemv (residual)");
+        launch_gemv({out, nullptr, x, W, b, res, nullptr, N, I, O, gemv::GemvOut::residual}, dependent_launch_,
+                    stream_, "linear_rows_gemv (residual)");
         return;
     }
     NnBackend::linear_residual_forward(out, t, res, x, W, b, N, I, O);
@@ -394,8 +402,8 @@ void CudaNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, cons
         const gemv::GemvRotary rot{r.table.cos, r.table.sin, static_cast<int>(r.heads), static_cast<int>(r.D),
                                    static_cast<int>(r.table.rot_dim),
                                    static_cast<int>(r.scaled_heads), r.scale};
-        launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gemv::GemvOut::rotary, rot}, stream_,
-                    gamma ? "linear_rows_gemv (rmsnorm, rotary)" : "linear_rows_gemv (rotary)");
+        launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gemv::GemvOut::rotary, rot}, dependent_launch_,
+                    stream_, gamma ? "linear_rows_gemv (rmsnorm, rotary)" : "linear_rows_gemv (rotary)");
         return;
     }
     NnBackend::linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r);

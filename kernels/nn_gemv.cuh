@@ -94,6 +94,16 @@ linear_rows_gemv(float* y, float* __restrict__ h, const float* __restrict__ x, c
                  const float* __restrict__ b, const float* res, const float* __restrict__ gamma, ll I, ll O, int out,
                  float scale, float eps, GemvRotary rot = {}) {
     const int lane = simt::thread_x() % 32, warp = simt::thread_x() / 32;
+    // a programmatic dependent launch (nn_backend_common.cuh's launch_kernel, sm_90+): the next kernel may start
+    // launching now; this one fetches its first weight rows into L2 while the kernel before it finishes, then waits
+    // for it before reading x or res or writing y
+    simt::launch_dependents();
+    {
+        const ll u0 = (simt::block_x() * kThreads + simt::thread_x()) / 32;
+        if (u0 < O)
+            for (ll i = 32 * lane; i < I; i += 32 * 32) simt::prefetch_l2(W + u0 * I + i);
+    }
+    simt::grid_dependency_wait();
     const float* xin = x;
     if constexpr (NORM) {
         float* xs = reinterpret_cast<float*>(simt::dynamic_smem());

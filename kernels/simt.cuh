@@ -84,6 +84,22 @@ RETRO_SIMT_DEVICE void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) 
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(a));
 }
+// Programmatic dependent launch (sm_90+; no-ops on older devices, in a grid not launched as a dependent, and on the
+// host): grid_dependency_wait blocks until the grids this one depends on have completed and their writes are
+// visible (griddepcontrol.wait: call it before reading what an earlier kernel wrote or writing what it reads);
+// launch_dependents lets the next grid in the stream start launching (it waits in its own grid_dependency_wait).
+RETRO_SIMT_DEVICE void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+RETRO_SIMT_DEVICE void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// A hint: bring the 128-byte line holding p into L2 (a weight a kernel reads before grid_dependency_wait returns).
+RETRO_SIMT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 // x, but the compiler may not treat it as known across this point: keeps a loop from hoisting values derived from x
 // (e.g. 32 decay factors a lane) into registers it needs for the loop's own work
 RETRO_SIMT_DEVICE float opaque(float x) {
@@ -119,6 +135,9 @@ inline void async_wait_all() { host::async_wait_all(); }
 inline void load_float4(float (&x)[4], const float* p) { std::memcpy(x, p, sizeof x); }
 template <bool TRANS>
 inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
+inline void grid_dependency_wait() {}
+inline void launch_dependents() {}
+inline void prefetch_l2(const void*) {}
 inline float opaque(float x) { return x; }
 inline int opaque(int x) { return x; }
 inline std::uint16_t bf16_bits(float x) {
