@@ -17,6 +17,8 @@
 #        (128 columns a block and the dual dk+dv walk; without the dual walk; 64 columns) against the older wmma one: the op harness with each, then retro-bench
 #        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
+#        pdl (the decode kernels as programmatic dependent launches against RETRO_PDL=0: the generate tests with each,
+#        then retro-bench generate with graphs at prompt 512 alternating, PDL_RUNS),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
 #        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
@@ -266,6 +268,27 @@ step_retwalk() {
     done
 }
 
+step_pdl() {
+    # the decode kernels as programmatic dependent launches (sm_90+, the default) against ordinary launches
+    # (RETRO_PDL=0), one build: the generate tests with each, then retro-bench generate with graphs at prompt 512
+    # alternating PDL_RUNS (2) times; rows labelled in $OUT/pdl.txt
+    local i kind
+    for kind in 1 0; do
+        RETRO_PDL=$kind rk "$KIT/bin/retro_tests" -tc='generate: the backend decoder on a CUDA device*,ops: every backend and dtype*' \
+            >"$OUT/pdl_tests_$kind.log" 2>&1
+        track $?
+        tail -3 "$OUT/pdl_tests_$kind.log" | sed "s/^/pdl=$kind tests: /" | tee -a "$OUT/pdl.txt"
+    done
+    for ((i = 1; i <= ${PDL_RUNS:-2}; i++)); do
+        for kind in 1 0; do
+            RETRO_PDL=$kind rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs --prompt 512 --output 128 \
+                --peer-steps 0 --json "$OUT/pdl_${kind}_$i.json" >"$OUT/pdl_${kind}_$i.log" 2>&1
+            track $?
+            grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ ' "$OUT/pdl_${kind}_$i.log" | sed "s/^/pdl=$kind $i: /" | tee -a "$OUT/pdl.txt"
+        done
+    done
+}
+
 step_ab() {
     # the previous build against this one in one call (lent machines of one kind differ ~20 % in host speed, so decode
     # figures compare only side by side): retro-bench generate with graphs (AB_ARGS), the previous build
@@ -390,7 +413,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck retwalk retention fla knn embed train generate curve profile kernels ab retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck retwalk retention fla knn embed train generate curve profile kernels pdl ab retrofit studies)" >&2
             exit 2
         fi
     done
