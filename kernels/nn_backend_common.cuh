@@ -159,6 +159,10 @@ public:
                                const LinearRotary& r) override;
     void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                          std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
+                               std::int64_t O) override;
+    void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,
+                                std::int64_t I, std::int64_t O) override;
     void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                          std::int64_t C) override;
     void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
@@ -283,6 +287,11 @@ private:
     // accumulation and output, tensor cores)
     void gemm_bf16(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb, float beta,
                    float* C, int ldc, const char* what);
+    // The same over `batch` products at element strides sA, sB, sC (0: one matrix for every product;
+    // cublasGemmStridedBatchedEx) with bf16 A and B, or fp32 A and B (bf16 false: cublasSgemmStridedBatched, pedantic)
+    void gemm_batched(bool bf16, bool ta, bool tb, int m, int n, int k, const void* A, int lda, long long sA,
+                      const void* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC, int batch,
+                      const char* what);
 };
 
 // ---- column sums (db, dgamma, the null key/value and copy-head gradients), shared by the .cu files ----

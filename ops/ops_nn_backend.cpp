@@ -13,6 +13,8 @@
 //   nn.norm_linear  rmsnorm_linear_forward (the decoder's norm + projection pairs; gelu and plain)
 //   nn.linear_residual linear_residual_forward (the decoder's projection + residual sums; out == res too)
 //   nn.linear_rotary linear_rotary_forward (the decoder's q | k projections with their rotation; with the norm too)
+//   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
+//                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
 //   nn.scaled_rotary_backward rotary_backward_scale (the training backward's rotation and scale of dq in one pass)
 #include <algorithm>
@@ -418,6 +420,73 @@ std::unique_ptr<Case> linear_rotary_case(int64_t N, int64_t I, int64_t O, int64_
         std::move(in), body, device, {"linear_rotary_forward"});
 }
 
+// linear_forward_shared / linear_backward_shared over `count` layers of one input: y_i = x W_i^T; dx = sum_i dy_i W_i
+// (nn::linear_backward's dx of each, added in i order as the model adds them; none when !want_dx), dW_i = dy_i^T x.
+// packed: the W_i back to back and the y_i, dy_i at one stride (gap floats apart) in one buffer each (the GPU's
+// strided-batched GEMMs); otherwise each in an allocation of its own (one GEMM a layer).
+std::unique_ptr<Case> linear_shared_case(int count, int64_t N, int64_t I, int64_t O, bool packed, int64_t gap,
+                                         bool want_dx, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(count * O * I, rng), random_tensor(count * N * O, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(count * N * O), std::vector<T>(N * I, T(0)), std::vector<T>(count * O * I, T(0))};
+        std::vector<T> tmp(static_cast<std::size_t>(N * I));
+        for (int i = 0; i < count; i++) {
+            const T* W = x[1].data() + i * O * I;
+            const T* dy = x[2].data() + i * N * O;
+            nn::linear_forward(out[0].data() + i * N * O, x[0].data(), W, static_cast<const T*>(nullptr), N, I, O);
+            T* dxi = !want_dx ? nullptr : i == 0 ? out[1].data() : tmp.data();
+            nn::linear_backward(dxi, out[2].data() + i * O * I, static_cast<T*>(nullptr), dy, x[0].data(), W, N, I, O);
+            if (want_dx && i > 0) nn::residual_add(out[1].data(), tmp.data(), N * I);
+        }
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        nn::NnBackend::SharedLinears l;
+        l.count = count;
+        const float* X = a.up(x[0]);
+        const int64_t sy = N * O + gap;
+        float *Wall = nullptr, *yall = nullptr, *dyall = nullptr, *dWall = nullptr;
+        if (packed) {
+            Wall = a.up(x[1]);
+            yall = a.alloc<float>(count * sy);
+            dyall = a.alloc<float>(count * sy);
+            dWall = a.zeros<float>(count * O * I);
+        }
+        for (int i = 0; i < count; i++) {
+            const std::vector<float> Wi(x[1].begin() + i * O * I, x[1].begin() + (i + 1) * O * I),
+                dyi(x[2].begin() + i * N * O, x[2].begin() + (i + 1) * N * O);
+            l.W[i] = packed ? Wall + i * O * I : a.up(Wi);
+            l.y[i] = packed ? yall + i * sy : a.alloc<float>(N * O);
+            float* dy = packed ? dyall + i * sy : a.alloc<float>(N * O);
+            be.upload(dy, dyi.data(), dyi.size() * sizeof(float));
+            l.dy[i] = dy;
+            l.dW[i] = packed ? dWall + i * O * I : a.zeros<float>(O * I);
+        }
+        float *dx = want_dx ? a.alloc<float>(N * I) : nullptr, *tmp = a.alloc<float>(N * I);
+        be.linear_forward_shared(l, X, N, I, O);
+        be.linear_backward_shared(dx, tmp, l, X, N, I, O);
+        F32Tensors out{{}, want_dx ? a.down(dx, N * I) : std::vector<float>(static_cast<std::size_t>(N * I)), {}};
+        for (int i = 0; i < count; i++) {
+            const auto yi = a.down(l.y[i], N * O), dWi = a.down(l.dW[i], O * I);
+            out[0].insert(out[0].end(), yi.begin(), yi.end());
+            out[2].insert(out[2].end(), dWi.begin(), dWi.end());
+        }
+        return out;
+    };
+    const double f = 2.0 * count * N * I * O;
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{
+            dims({{"layers", count}, {"N", N}, {"I", I}, {"O", O}}) + (packed ? " packed" : " apart") +
+                (gap ? " gap" + std::to_string(gap) : "") + (want_dx ? "" : " no-dx"),
+            3 * f, 4.0 * (3 * N * I + 2 * count * O * I + 2 * count * N * O), {"x", "W", "dy"}, {false, false, false},
+            {"y", "dx", "dW"}},
+        std::move(in), body, device, std::vector<std::string>{"linear_forward_shared", "linear_backward_shared"});
+    c->set_bf16_gemm();   // CUDA BF16: the GemmInputs::bf16 mode
+    return c;
+}
+
 // The device body of a rotary op case: `op(be, out, in, view)` on the uploaded input into a fresh buffer, then in
 // place; returns both.
 template <typename Op>
@@ -564,6 +633,18 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, s);
         },
         [] { return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, 1); }, 4);
+    // seed 1: q, k, v with the weights back to back and 64 floats between outputs (a strided-batched forward; in bf16
+    // each dy rounded apart, so the dW one GEMM a layer); 2: k, v apart (one GEMM a layer); 3: packed without gaps and
+    // without dx (cross-attention without a context gradient; every GEMM batched); 4: 5 rows, 8 floats between
+    // outputs (fp32: the separate layers' few-row path; bf16: one dy copy over the gaps, batched)
+    add("nn.linear_shared", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_linear_shared_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return linear_shared_case(2, 37, 24, 40, false, 0, true, s);
+            if (s == 3) return linear_shared_case(2, 40, 32, 16, true, 0, false, s);
+            if (s == 4) return linear_shared_case(3, 5, 16, 8, true, 8, true, s);
+            return linear_shared_case(3, 64, 48, 32, true, 64, true, s);
+        },
+        [] { return linear_shared_case(3, 8192, 768, 512, true, 0, true, 1); }, 4);
     // seed 1: a decode row of q | k heads (the first half scaled), partial rotary; 2: every head scaled, full rotary
     add("nn.scaled_rotary", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
         [](std::uint64_t s) {

@@ -64,15 +64,26 @@ void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* 
                   const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
                   const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s) {
     const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
-    const float* c = s.self ? x : ctx;
-    be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
+    // the projections that read one input as one op (linear_forward_shared: on the GPU x rounded once, one batched
+    // GEMM): q, k, v of x for self-attention, k, v of the context for cross-attention
+    nn::NnBackend::SharedLinears kv;
+    if (s.self) {
+        kv.count = 3;
+        kv.W[0] = p.to_q, kv.W[1] = p.to_k, kv.W[2] = p.to_v;
+        kv.y[0] = a.q, kv.y[1] = a.k, kv.y[2] = a.v;
+        be.linear_forward_shared(kv, x, Mq, s.dim, HD);
+    } else {
+        be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
+        kv.count = 2;
+        kv.W[0] = p.to_k, kv.W[1] = p.to_v;
+        kv.y[0] = a.k, kv.y[1] = a.v;
+        be.linear_forward_shared(kv, ctx, Mk, kv_dim, HD);
+    }
     if (q_rot)   // the scale and the rotation in one pass over q (the same floats as the two passes)
         be.rotary_scale_forward(a.q, a.q, *q_rot, s.B, s.Nq, s.heads, s.dim_head, query_scale(s.dim_head), s.heads);
     else
         be.scale(a.q, query_scale(s.dim_head), Mq * HD);
-    be.linear_forward(a.k, c, p.to_k, nullptr, Mk, kv_dim, HD);
     if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.linear_forward(a.v, c, p.to_v, nullptr, Mk, kv_dim, HD);
     be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());
     be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
 }
@@ -93,18 +104,24 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     else
         be.scale(t.dq, query_scale(s.dim_head), Mq * HD);
     if (k_rot) be.rotary_backward(t.dk, t.dk, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
-    if (!s.self && !dcontext) {
-        be.linear_backward(nullptr, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
-        be.linear_backward(nullptr, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
+    // the projections of one input as one op (linear_backward_shared): dx = (dx_q + dx_k) + dx_v, the CPU's order, for
+    // self-attention; the q path into dx and dcontext = dx_k + dx_v (null: the weights' gradients only) for
+    // cross-attention
+    nn::NnBackend::SharedLinears kv;
+    if (s.self) {
+        kv.count = 3;
+        kv.W[0] = p.to_q, kv.W[1] = p.to_k, kv.W[2] = p.to_v;
+        kv.dy[0] = t.dq, kv.dy[1] = t.dk, kv.dy[2] = t.dv;
+        kv.dW[0] = g.to_q, kv.dW[1] = g.to_k, kv.dW[2] = g.to_v;
+        be.linear_backward_shared(dx, t.tmp_k, kv, x, Mq, s.dim, HD);
         return;
     }
-    float* dkv = s.self ? t.tmp_k : dcontext;
-    be.linear_backward(dkv, g.to_k, nullptr, t.dk, kv_in, p.to_k, Mk, kv_dim, HD);
-    be.linear_backward(t.tmp_v, g.to_v, nullptr, t.dv, kv_in, p.to_v, Mk, kv_dim, HD);
-    const int64_t n = Mk * kv_dim;
-    if (s.self) be.residual_add(dx, dkv, n);   // dx = (dx + dk-path) + dv-path, the CPU's order
-    be.residual_add(s.self ? dx : dcontext, t.tmp_v, n);
+    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
+    kv.count = 2;
+    kv.W[0] = p.to_k, kv.W[1] = p.to_v;
+    kv.dy[0] = t.dk, kv.dy[1] = t.dv;
+    kv.dW[0] = g.to_k, kv.dW[1] = g.to_v;
+    be.linear_backward_shared(dcontext, t.tmp_v, kv, kv_in, Mk, kv_dim, HD);
 }
 
 // nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.

@@ -101,6 +101,32 @@ public:
     virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
                                      std::int64_t N, std::int64_t I, std::int64_t O) = 0;
 
+    // Linear layers without bias reading one input (an attention's q, k, v projections of x, or k, v of the
+    // context): for i < count (<= kMaxShared), y[i] = x W[i]^T [N, O]; backward dx = sum_i dy[i] W[i], added in i order
+    // as the separate layers' dx are ((dy0 W0 + dy1 W1) + dy2 W2; dx null: none), and dW[i] += dy[i]^T x. The default
+    // runs the single ops (linear_backward's dx of i > 0 into tmp [N, I], then residual_add); the GPU rounds x to bf16
+    // once for every GEMM, accumulates dx in the GEMMs (beta 1), and where the W[i] and y[i] (dy[i] and dW[i]) lie at
+    // equal strides runs one strided-batched GEMM for the y (the dW).
+    static constexpr int kMaxShared = 4;
+    struct SharedLinears {
+        int count = 0;
+        const float* W[kMaxShared] = {};
+        float* y[kMaxShared] = {};          // forward: the outputs
+        const float* dy[kMaxShared] = {};   // backward: the outputs' gradients
+        float* dW[kMaxShared] = {};         // backward: the weights' gradients (+=)
+    };
+    virtual void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
+                                       std::int64_t O) {
+        for (int i = 0; i < l.count; i++) linear_forward(l.y[i], x, l.W[i], nullptr, N, I, O);
+    }
+    virtual void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,
+                                        std::int64_t I, std::int64_t O) {
+        for (int i = 0; i < l.count; i++) {
+            linear_backward(i == 0 ? dx : (dx ? tmp : nullptr), l.dW[i], nullptr, l.dy[i], x, l.W[i], N, I, O);
+            if (i > 0 && dx) residual_add(dx, tmp, N * I);
+        }
+    }
+
     virtual void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                  std::int64_t C) = 0;
     virtual void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
