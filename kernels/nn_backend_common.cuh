@@ -159,6 +159,8 @@ public:
                                const LinearRotary& r) override;
     void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                          std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h, const float* x,
+                              const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
                                std::int64_t O) override;
     void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,
@@ -229,7 +231,8 @@ private:
     void* scratch(Scratch& s, std::size_t bytes);
     // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)
     template <typename Term>
-    void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what);
+    void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what,
+                     std::uint16_t* copy = nullptr);
     // rmsnorm_backward (ADD false) and rmsnorm_backward_add (ADD true): dgamma, then dx = or += (nn_backend_cuda.cu)
     template <bool ADD>
     void rmsnorm_backward_rows_of(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
@@ -296,15 +299,17 @@ private:
 
 // ---- column sums (db, dgamma, the null key/value and copy-head gradients), shared by the .cu files ----
 // kernels/nn_rows.cuh's two deterministic passes (no atomics; a block per 32 columns and chunk of rows, then per 32
-// columns over the chunks, every sum in a fixed order). Term(n, j) is the summed value.
+// columns over the chunks, every sum in a fixed order). Term(n, j) is the summed value; `copy` (not null): every
+// term also stored there as bf16 [N, C] (the first pass's).
 template <typename Term>
-void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what) {
+void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what,
+                                std::uint16_t* copy) {
     if (N <= 0 || C <= 0) return;
     const long long per = rows::column_chunk_rows(N), chunks = (N + per - 1) / per;
     const auto tiles = static_cast<unsigned>((C + rows::kColumnTile - 1) / rows::kColumnTile);
     auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(chunks * C) * sizeof(float)));
     rows::column_partials_tiles<<<dim3(tiles, static_cast<unsigned>(chunks)), rows::kThreads, rows::kColumnSmemBytes,
-                                  stream_>>>(part, N, C, per, term);
+                                  stream_>>>(part, N, C, per, term, copy);
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);
     rows::column_partials_add_tiles<<<tiles, rows::kThreads, rows::kColumnSmemBytes, stream_>>>(out, part, C, chunks);
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);

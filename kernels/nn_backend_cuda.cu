@@ -139,6 +139,12 @@ struct GeluBackwardOp {   // dy (Phi(x) + x phi(x))
     }
 };
 
+struct GeluGradTerm {   // gelu_linear_backward's dy[n, j] = GeluBackwardOp(dg, h): the summed term of db and its bf16 copy
+    const float *dg, *h;
+    ll O;
+    __device__ float operator()(ll n, ll j) const { return GeluBackwardOp{}(dg[n * O + j], h[n * O + j]); }
+};
+
 // ---------------- rotary ----------------
 // kernels/nn_rotary.cuh's rotary_rows: a block per row, the row's pairs and then its passed channels.
 template <bool BACKWARD>
@@ -407,6 +413,24 @@ void CudaNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, cons
         return;
     }
     NnBackend::linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r);
+}
+
+// bf16 mode with a bias: dy = gelu_backward(dg, h) computed in db's first column-sum pass, which writes it only as its
+// bf16 copy (slot 0, what linear_backward would have rounded), then linear_backward's GEMMs on it; otherwise the two
+// ops (NnBackend's form). The dy values, their bf16 bits and the GEMMs are the two ops'.
+void CudaNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h, const float* x,
+                                         const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0)
+        return NnBackend::gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O);
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * O) * 2));
+    column_sums(db, GeluGradTerm{dg, h, O}, N, O, "db (gelu_linear_backward)", dyb);
+    if (dx)
+        gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i,
+                  "cublasGemmEx bf16 (gelu_linear_backward dx)");
+    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i,
+              "cublasGemmEx bf16 (gelu_linear_backward dW)");
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,

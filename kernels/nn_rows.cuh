@@ -98,17 +98,23 @@ RETRO_SIMT_HOST_DEVICE ll column_chunk_rows(ll N) {
 }
 
 // Pass 1: part[chunk, j] = sum over rows [chunk * per, min(N, (chunk + 1) * per)) of term(n, j). grid (ceil(C / 32),
-// chunks), kThreads threads, kColumnSmemBytes of shared memory.
+// chunks), kThreads threads, kColumnSmemBytes of shared memory. With `copy` each term(n, j) is also stored there,
+// rounded to bf16 (bits) at [n, j]: the summed values as a GEMM's bf16 input in the same pass (gelu_linear_backward's
+// dy and db).
 template <typename Term>
 RETRO_SIMT_KERNEL(kThreads)
-column_partials_tiles(float* __restrict__ part, ll N, ll C, ll per, Term term) {
+column_partials_tiles(float* __restrict__ part, ll N, ll C, ll per, Term term, std::uint16_t* __restrict__ copy = nullptr) {
     float* sh = reinterpret_cast<float*>(simt::dynamic_smem());
     const int tx = simt::thread_x() % kColumnTile, ty = simt::thread_x() / kColumnTile;
     const ll j = simt::block_x() * kColumnTile + tx, chunk = simt::block_y();
     const ll r0 = chunk * per, r1 = r0 + per < N ? r0 + per : N;
     float acc = 0.0f;
     if (j < C)
-        for (ll n = r0 + ty; n < r1; n += kRowLanes) acc += term(n, j);
+        for (ll n = r0 + ty; n < r1; n += kRowLanes) {
+            const float v = term(n, j);
+            if (copy) copy[n * C + j] = simt::bf16_bits(v);
+            acc += v;
+        }
     sh[ty * (kColumnTile + 1) + tx] = acc;
     simt::sync_block();
     if (ty == 0 && j < C) {

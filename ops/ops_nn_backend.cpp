@@ -13,6 +13,7 @@
 //   nn.norm_linear  rmsnorm_linear_forward (the decoder's norm + projection pairs; gelu and plain)
 //   nn.linear_residual linear_residual_forward (the decoder's projection + residual sums; out == res too)
 //   nn.linear_rotary linear_rotary_forward (the decoder's q | k projections with their rotation; with the norm too)
+//   nn.gelu_linear_backward gelu_linear_backward (the feed-forward's first layer backward from its gelu's output)
 //   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
 //                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
@@ -487,6 +488,37 @@ std::unique_ptr<Case> linear_shared_case(int count, int64_t N, int64_t I, int64_
     return c;
 }
 
+// gelu_linear_backward: dy = gelu'(h) dg (nn::gelu_backward), then nn::linear_backward(dx, dW, db, dy, x, W) with dW
+// and db accumulated onto zeros; want_dx false: no dx, want_db false: no bias.
+std::unique_ptr<Case> gelu_linear_backward_case(int64_t N, int64_t I, int64_t O, bool want_dx, bool want_db,
+                                                std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * O, rng), random_tensor(N * O, rng), random_tensor(N * I, rng), random_tensor(O * I, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> dy(static_cast<std::size_t>(N * O));
+        nn::gelu_backward(dy.data(), x[0].data(), x[1].data(), N * O);
+        V<T> out{std::vector<T>(N * I, T(0)), std::vector<T>(O * I, T(0)), std::vector<T>(O, T(0))};
+        nn::linear_backward(want_dx ? out[0].data() : nullptr, out[1].data(), want_db ? out[2].data() : nullptr,
+                            dy.data(), x[2].data(), x[3].data(), N, I, O);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float *dg = a.up(x[0]), *dx = a.zeros<float>(N * I), *dW = a.zeros<float>(O * I), *db = a.zeros<float>(O);
+        be.gelu_linear_backward(want_dx ? dx : nullptr, dW, want_db ? db : nullptr, dg, a.up(x[1]), a.up(x[2]),
+                                a.up(x[3]), N, I, O);
+        return {a.down(dx, N * I), a.down(dW, O * I), a.down(db, O)};
+    };
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{
+            dims({{"N", N}, {"I", I}, {"O", O}}) + (want_dx ? "" : " no-dx") + (want_db ? "" : " no-db"),
+            4.0 * N * I * O, 4.0 * (3 * N * O + 2 * N * I + 2 * O * I), {"dg", "h", "x", "W"},
+            {false, false, false, false}, {"dx", "dW", "db"}},
+        std::move(in), body, device, std::vector<std::string>{"gelu_linear_backward"});
+    c->set_bf16_gemm();   // CUDA BF16: the one-pass dy (bf16 copy and db's sums) and the GEMMs on it
+    return c;
+}
+
 // The device body of a rotary op case: `op(be, out, in, view)` on the uploaded input into a fresh buffer, then in
 // place; returns both.
 template <typename Op>
@@ -633,6 +665,16 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, s);
         },
         [] { return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, 1); }, 4);
+    // seed 1: the feed-forward's shape in small (bf16: the one-pass dy); 2: no dx; 3: no bias (the two ops); 4: a
+    // row count past one chunk of the column sums' first pass, columns not a multiple of 32
+    add("nn.gelu_linear_backward", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return gelu_linear_backward_case(24, 16, 64, false, true, s);
+            if (s == 3) return gelu_linear_backward_case(24, 16, 64, true, false, s);
+            if (s == 4) return gelu_linear_backward_case(300, 24, 70, true, true, s);
+            return gelu_linear_backward_case(32, 48, 192, true, true, s);
+        },
+        [] { return gelu_linear_backward_case(8192, 768, 3072, true, true, 1); }, 4);
     // seed 1: q, k, v with the weights back to back and 64 floats between outputs (a strided-batched forward; in bf16
     // each dy rounded apart, so the dW one GEMM a layer); 2: k, v apart (one GEMM a layer); 3: packed without gaps and
     // without dx (cross-attention without a context gradient; every GEMM batched); 4: 5 rows, 8 floats between

@@ -2,7 +2,8 @@
 // (tests/simt_host.h): every form (plain, residual, backward =, backward += and in place) against nn/rmsnorm.h in
 // double within the op harness's fp32 bound (1e-5 relative rms), a zero row (norm 0: the clamp's branch) among the
 // rows, the residual sum bit-exact, and the column sums (several chunks, a column count not a multiple of 32) against
-// sums in double. On a GPU the same kernels run under the op harness (nn.rmsnorm, nn.residual_rmsnorm, nn.linear's db).
+// sums in double, and the first pass's bf16 copy of its terms bit for bit. On a GPU the same kernels run under the op
+// harness (nn.rmsnorm, nn.residual_rmsnorm, nn.linear's db, nn.gelu_linear_backward).
 #define RETRO_SIMT_HOST 1
 #include "simt_host.h"
 //
@@ -44,12 +45,14 @@ struct HostGammaTerm {   // kernels/nn_backend_cuda.cu's GammaTerm: dy x / max(n
     }
 };
 
-void column_sums(float* out, const HostGammaTerm& term, long long N, long long C) {
+// the CUDA backend's column_sums: out += the column sums of term, in its two passes; copy (not null): each term also
+// there as bf16 bits
+void column_sums(float* out, const HostGammaTerm& term, long long N, long long C, std::uint16_t* copy = nullptr) {
     const long long per = rw::column_chunk_rows(N), chunks = (N + per - 1) / per;
     std::vector<float> part(static_cast<std::size_t>(chunks * C), NAN);
     const long long tiles = (C + rw::kColumnTile - 1) / rw::kColumnTile;
     simt::host::launch(tiles, chunks, rw::kThreads, rw::kColumnSmemBytes,
-                       [&] { rw::column_partials_tiles(part.data(), N, C, per, term); });
+                       [&] { rw::column_partials_tiles(part.data(), N, C, per, term, copy); });
     simt::host::launch(tiles, 1, rw::kThreads, rw::kColumnSmemBytes,
                        [&] { rw::column_partials_add_tiles(out, part.data(), C, chunks); });
 }
@@ -102,6 +105,18 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         for (auto& e : rdgamma1) e += 1.0;
         CHECK(test::rms_ratio(dx, rdx) <= 1e-5);
         CHECK(test::rms_ratio(dgamma, rdgamma1) <= 1e-5);
+
+        // the first pass with a bf16 copy of its terms (gelu_linear_backward's dy): the same sums, every term's bits
+        const HostGammaTerm term{dy.data(), x.data(), norm.data(), C, eps};
+        std::vector<float> dgamma_copy(static_cast<std::size_t>(C), 1.0f);
+        std::vector<std::uint16_t> copy(n, 0xffff);
+        column_sums(dgamma_copy.data(), term, N, C, copy.data());
+        CHECK(dgamma_copy == dgamma);
+        bool copy_bits = true;
+        for (long long r = 0; r < N; ++r)
+            for (long long c = 0; c < C; ++c)
+                copy_bits &= copy[static_cast<std::size_t>(r * C + c)] == simt::bf16_bits(term(r, c));
+        CHECK(copy_bits);
 
         // in place (dx = dy's buffer): the same bits
         std::vector<float> inplace(dy);

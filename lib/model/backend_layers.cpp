@@ -136,8 +136,7 @@ void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float
                  const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const GradScratch& t) {
     const int64_t inner = ff_inner(dim);
     be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
-    be.gelu_backward(t.dgel, t.dgel, f.h, N * inner);
-    be.linear_backward(dx, g.w1, g.b1, t.dgel, x, p.w1, N, dim, inner);
+    be.gelu_linear_backward(dx, g.w1, g.b1, t.dgel, f.h, x, p.w1, N, dim, inner);   // gelu's backward, then the layer's
 }
 
 

@@ -101,6 +101,16 @@ public:
     virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
                                      std::int64_t N, std::int64_t I, std::int64_t O) = 0;
 
+    // The feed-forward's first layer backward from the gradient of its gelu's output: gelu_backward(dg, dg, h, N * O),
+    // then linear_backward(dx, dW, db, dg, x, W, N, I, O); dg [N, O] is scratch (its contents afterwards
+    // unspecified). In the bf16 GEMM mode the GPU writes the layer's dy only as the GEMMs' bf16 copy, computing it and
+    // db's column sums in one pass (the two ops: a gelu pass, a rounding pass and a column-sum pass over fp32 dy).
+    virtual void gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h, const float* x,
+                                      const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
+        gelu_backward(dg, dg, h, N * O);
+        linear_backward(dx, dW, db, dg, x, W, N, I, O);
+    }
+
     // Linear layers without bias reading one input (an attention's q, k, v projections of x, or k, v of the
     // context): for i < count (<= kMaxShared), y[i] = x W[i]^T [N, O]; backward dx = sum_i dy[i] W[i], added in i order
     // as the separate layers' dx are ((dy0 W0 + dy1 W1) + dy2 W2; dx null: none), and dW[i] += dy[i]^T x. The default

@@ -89,6 +89,22 @@ void ProfilingNnBackend::linear_rotary_forward(float* y, float* xn, float* norm,
     timed(gamma ? "rmsnorm_linear_rotary_forward" : "linear_rotary_forward", linear_shape(N, I, O), 2.0 * N * I * O,
           [&] { inner_.linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r); });
 }
+void ProfilingNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h,
+                                              const float* x, const float* W, std::int64_t N, std::int64_t I,
+                                              std::int64_t O) {
+    timed("gelu_linear_backward", linear_shape(N, I, O), 2.0 * N * I * O * ((dx ? 1 : 0) + (dW ? 1 : 0)),
+          [&] { inner_.gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O); });
+}
+void ProfilingNnBackend::linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
+                                               std::int64_t O) {
+    timed("linear_forward_shared", std::to_string(l.count) + "x" + linear_shape(N, I, O), 2.0 * l.count * N * I * O,
+          [&] { inner_.linear_forward_shared(l, x, N, I, O); });
+}
+void ProfilingNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x,
+                                                std::int64_t N, std::int64_t I, std::int64_t O) {
+    timed("linear_backward_shared", std::to_string(l.count) + "x" + linear_shape(N, I, O),
+          2.0 * l.count * N * I * O * (dx ? 2 : 1), [&] { inner_.linear_backward_shared(dx, tmp, l, x, N, I, O); });
+}
 void ProfilingNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                          std::int64_t C) {
     timed("rmsnorm_forward", dims({N, C}), 0, [&] { inner_.rmsnorm_forward(y, norm, x, gamma, N, C); });

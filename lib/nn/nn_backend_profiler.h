@@ -57,6 +57,12 @@ public:
     void linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma, const float* W,
                                const float* b, std::int64_t N, std::int64_t I, std::int64_t O,
                                const LinearRotary& r) override;
+    void gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h, const float* x,
+                              const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
+                               std::int64_t O) override;
+    void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,
+                                std::int64_t I, std::int64_t O) override;
     void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                          std::int64_t C) override;
     void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
