@@ -185,8 +185,13 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         const FlashKernels kernels = flash_kernels_requested();
         flash_wmma_ = kernels == FlashKernels::wmma;
         flash_fp32_operands_ = kernels == FlashKernels::mma_fp32;
-        const char* pdl = std::getenv("RETRO_PDL");   // RETRO_PDL=0: every kernel launched the ordinary way (an A/B)
-        dependent_launch_ = major >= 9 && !(pdl && std::string(pdl) == "0");
+        // programmatic dependent launches where the kernels running here were compiled for sm_90+ (their
+        // griddepcontrol.wait exists only there: an sm_80 build JIT-run on an H100 would launch early without
+        // waiting), unless RETRO_PDL=0 (every kernel launched the ordinary way: an A/B)
+        const char* pdl = std::getenv("RETRO_PDL");
+        cudaFuncAttributes gemv_attributes{};
+        RETRO_CUDA_CHECK(cudaFuncGetAttributes(&gemv_attributes, gemv::linear_rows_gemv<1, false, false>));
+        dependent_launch_ = major >= 9 && gemv_attributes.ptxVersion >= 90 && !(pdl && std::string(pdl) == "0");
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;

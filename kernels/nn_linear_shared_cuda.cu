@@ -8,7 +8,8 @@
 //   backward  dx = dy[0] W[0], then dx += dy[i] W[i] in i order (cuBLAS's beta = 1: the sum of the separate layers'
 //             dx in the same order; the products' own rounding may differ from linear_backward's, cuBLAS picking its
 //             kernel per call); dW[i] += dy[i]^T x as one strided-batched GEMM (x's stride 0) where the dy[i] lie at
-//             one stride and the dW[i] back to back, else one GEMM a layer; x rounded once.
+//             one stride (in bf16: back to back, rounded in one pass) and the dW[i] back to back, else one GEMM a
+//             layer; x rounded once.
 // A few-row call in fp32 (a decode step) takes the separate layers' path (the few-row GEMV).
 #include <climits>
 #include <cstdint>
@@ -31,15 +32,16 @@ int as_cublas_int(ll v, const char* what) {
 }
 
 // The element stride between consecutive pointers p[0..count) when it is one stride of at least `span` elements
-// (0 for a single pointer), else -1.
+// (0 for a single pointer), else -1 (compared as addresses: the pointers may be different allocations).
 template <typename T>
 ll uniform_stride(T* const* p, int count, ll span) {
     if (count <= 1) return 0;
-    const ll s = p[1] - p[0];
-    if (s < span) return -1;
+    auto at = [&](int i) { return static_cast<ll>(reinterpret_cast<std::uintptr_t>(p[i])); };
+    const ll bytes = at(1) - at(0);
+    if (bytes % static_cast<ll>(sizeof(T)) != 0 || bytes / static_cast<ll>(sizeof(T)) < span) return -1;
     for (int i = 2; i < count; i++)
-        if (p[i] - p[i - 1] != s) return -1;
-    return s;
+        if (at(i) - at(i - 1) != bytes) return -1;
+    return bytes / static_cast<ll>(sizeof(T));
 }
 
 }  // namespace
@@ -110,10 +112,9 @@ void CudaNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLi
     const ll sD = uniform_stride(l.dy, l.count, N * O), sW = uniform_stride(l.W, l.count, O * I),
              sG = all_dW ? uniform_stride(l.dW, l.count, O * I) : -1;
     const ll back_to_back = l.count > 1 ? O * I : 0;
-    // bf16 copies: every dy at once where they lie at one stride with at most an arena's 256-byte alignment between
-    // them (slot 0: the copy reads the gaps, so they must be memory of the same buffer), the weights at once where
-    // back to back (slot 1), x once (slot 2); else each dy or W in its turn
-    const bool dy_packed = sD >= 0 && sD - N * O < 64;
+    // bf16 copies: every dy at once where they lie back to back (slot 0), the weights at once where back to back
+    // (slot 1), x once (slot 2); else each dy or W in its turn
+    const bool dy_packed = sD == (l.count > 1 ? N * O : 0);
     const void* dy_all = bf && dy_packed ? to_bf16(0, l.dy[0], (l.count - 1) * sD + N * O) : nullptr;
     const bool batched_dW = all_dW && sG == back_to_back && (bf ? dy_packed : sD >= 0);
     const void* w_all = bf && dx && sW == back_to_back ? to_bf16(1, l.W[0], l.count * O * I) : nullptr;

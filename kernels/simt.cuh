@@ -99,7 +99,7 @@ RETRO_SIMT_DEVICE void launch_dependents() {
 #endif
 }
 // A hint: bring the 128-byte line holding p into L2 (a weight a kernel reads before grid_dependency_wait returns).
-RETRO_SIMT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+RETRO_SIMT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.L2 [%0];\n" ::"l"(p)); }
 // x, but the compiler may not treat it as known across this point: keeps a loop from hoisting values derived from x
 // (e.g. 32 decay factors a lane) into registers it needs for the loop's own work
 RETRO_SIMT_DEVICE float opaque(float x) {
