@@ -428,6 +428,18 @@ void register_nn(std::vector<OpInfo>& out) {
         },
         [] { return attention_case({8, 1024, 1024, 8, 64, true, false}, false, 1, true); },
         "kernels/nn_flash_attention_cuda.cu", 8);
+    // the same kernels timed at the 172M config's other attention shapes (retro-bench ops --device cuda --ops ...; the
+    // session-23 profile had them at 11-17 TFLOP/s in backward against 44 for the causal one): CCA (128 chunks' 64
+    // queries against 2 x 128 neighbour tokens and the null column, pad mask) and the encoder's masked self-attention
+    // over 128-token neighbours; tested at a small shape of each
+    add("nn.flash_cca", "lib/nn/attention.h", {backend_test},
+        [](std::uint64_t s) { return attention_case({2, 64, 96, 2, 64, false, true}, true, s, true); },
+        [] { return attention_case({128, 64, 256, 8, 64, false, true}, true, 1, true); },
+        "kernels/nn_flash_attention_cuda.cu", 1);
+    add("nn.flash_encoder", "lib/nn/attention.h", {backend_test},
+        [](std::uint64_t s) { return attention_case({2, 80, 80, 2, 64, false, false}, true, s, true); },
+        [] { return attention_case({256, 128, 128, 8, 64, false, false}, true, 1, true); },
+        "kernels/nn_flash_attention_cuda.cu", 1);
     add("nn.feed_forward", "lib/nn/feed_forward.h", {nn_tests + "nn: feed-forward gradient"},
         [](std::uint64_t s) { return feed_forward_case(4, 3, s); }, [] { return feed_forward_case(2048, 128, 1); });
     add("nn.cross_entropy", "lib/nn/cross_entropy.h", {nn_tests + "nn: cross-entropy with ignore index gradient", backend_test},

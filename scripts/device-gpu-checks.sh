@@ -221,8 +221,9 @@ step_flash() {
     # the fused attention's kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=mma, the
     # default, over bf16 copies of the operands where there is no null column or mask; mma-fp32, the same kernels
     # reading the fp32 operands; wmma, the older ones): their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
-    # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, forward +
-    # backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in $OUT/flash.txt
+    # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, its CCA and its
+    # encoder's masked self-attention, forward + backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in
+    # $OUT/flash.txt
     local i kind
     for kind in mma mma-fp32 wmma; do
         RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/flash_tests_$kind.log" 2>&1
@@ -231,7 +232,7 @@ step_flash() {
     done
     for ((i = 1; i <= ${FLASH_RUNS:-2}; i++)); do
         for kind in mma mma-fp32 wmma; do
-            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention \
+            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention,nn.flash_cca,nn.flash_encoder \
                 --json "$OUT/flash_ops_${kind}_$i.json" >"$OUT/flash_ops_${kind}_$i.log" 2>&1
             track $?
             grep -E 'flash' "$OUT/flash_ops_${kind}_$i.log" | sed "s/^/$kind $i ops: /" | tee -a "$OUT/flash.txt"
