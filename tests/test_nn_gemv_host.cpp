@@ -1,11 +1,12 @@
 // The CUDA NnBackend's few-row linear layer (kernels/nn_gemv.cuh's linear_rows_gemv) on the host through the block
 // emulator (tests/simt_host.h): every epilogue (plain, gelu with and without its pre-activation, residual in place,
-// the rotary of the leading heads with some of them scaled) with and without the RMSNorm prologue, on the float4 and the scalar path, 1, 3 and 8 rows, against the CPU ops in
-// double within the op harness's fp32 bound (1e-5 relative rms); and the fused forms bit for bit against the kernels
-// they stand for run one after the other (rmsnorm_forward_warps, then the plain GEMV, then gelu_exact, the sum or
-// kernels/nn_rotary.cuh's rotary_rows), the promise nn/nn_backend.h makes for rmsnorm_linear_forward,
-// linear_residual_forward and linear_rotary_forward. On a GPU the same kernel runs
-// under the op harness (nn.linear_gelu, nn.norm_linear, nn.linear_residual, nn.linear's few-row cases).
+// the rotary of the leading heads with some of them scaled) with and without the RMSNorm prologue, on the float4 and
+// the scalar path, 1, 3 and 8 rows, against the CPU ops in double within the op harness's fp32 bound (1e-5 relative
+// rms); and the fused forms bit for bit against the kernels they stand for run one after the other
+// (rmsnorm_forward_warps, then the plain GEMV, then gelu_exact, the sum or kernels/nn_rotary.cuh's rotary_rows), the
+// promise nn/nn_backend.h makes for rmsnorm_linear_forward, linear_residual_forward and linear_rotary_forward. On a
+// GPU the same kernel runs under the op harness (nn.linear_gelu, nn.norm_linear, nn.linear_residual, nn.linear_rotary,
+// nn.linear's few-row cases).
 #define RETRO_SIMT_HOST 1
 #include "simt_host.h"
 //
@@ -29,13 +30,6 @@ namespace rw = retro::nn::rows;
 
 namespace {
 
-std::vector<float> randn(std::size_t n, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& e : x) e = d(rng);
-    return x;
-}
-
 struct Gemv {   // one launch's arguments (the host vectors)
     const std::vector<float> *x, *W, *b, *gamma;
     long long N, I, O;
@@ -56,6 +50,17 @@ void run(std::vector<float>& y, std::vector<float>* h, const std::vector<float>*
     });
 }
 
+// xn = rmsnorm(x) by kernels/nn_rows.cuh's rmsnorm_forward_warps (the unfused norm the fused prologue stands for)
+std::vector<float> rmsnorm_rows(const std::vector<float>& x, const std::vector<float>& gamma, long long N, long long I) {
+    std::vector<float> xn(x.size(), NAN), norm(static_cast<std::size_t>(N), NAN);
+    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
+        rw::rmsnorm_forward_warps<false>(xn.data(), norm.data(), const_cast<float*>(x.data()), nullptr, nullptr,
+                                         gamma.data(), N, I, static_cast<float>(1.0 / std::sqrt(static_cast<double>(I))),
+                                         static_cast<float>(nn::RMSNORM_EPS));
+    });
+    return xn;
+}
+
 template <int NR, bool VEC4>
 void check_forms(long long I, long long O, bool bias) {
     CAPTURE(NR);
@@ -66,8 +71,8 @@ void check_forms(long long I, long long O, bool bias) {
     std::mt19937 rng(static_cast<unsigned>(NR * 1000 + I + O));
     const long long N = NR;
     const auto nx = static_cast<std::size_t>(N * I), ny = static_cast<std::size_t>(N * O);
-    auto x = randn(nx, rng), W = randn(static_cast<std::size_t>(O * I), rng), b = randn(static_cast<std::size_t>(O), rng),
-         gamma = randn(static_cast<std::size_t>(I), rng), res = randn(ny, rng);
+    auto randn = [&](long long n) { return test::normal_floats(static_cast<std::size_t>(n), rng); };
+    auto x = randn(N * I), W = randn(O * I), b = randn(O), gamma = randn(I), res = randn(N * O);
     if (N > 2)
         for (long long c = 0; c < I; ++c) x[static_cast<std::size_t>(2 * I + c)] = 0.0f;   // row 2: norm 0 (the clamp)
     const Gemv g{&x, &W, bias ? &b : nullptr, &gamma, N, I, O, std::max<long long>(1, O / (gv::kWarps * 3))};
@@ -110,12 +115,7 @@ void check_forms(long long I, long long O, bool bias) {
     CHECK(gel_no_h == gel);
 
     // NORM: rmsnorm_forward_warps then the plain GEMV on its output gives the same bits as the fused launch
-    std::vector<float> xn(nx, NAN), norm(static_cast<std::size_t>(N), NAN);
-    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
-        rw::rmsnorm_forward_warps<false>(xn.data(), norm.data(), x.data(), nullptr, nullptr, gamma.data(), N, I,
-                                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(I))),
-                                         static_cast<float>(nn::RMSNORM_EPS));
-    });
+    const auto xn = rmsnorm_rows(x, gamma, N, I);
     const Gemv gn{&xn, &W, g.b, nullptr, N, I, O, g.blocks};
     std::vector<float> two_ops(ny, NAN), fused(ny, NAN), fused_gelu(ny, NAN);
     run<NR, VEC4, false>(two_ops, nullptr, nullptr, gn, gv::GemvOut::plain);
@@ -143,9 +143,9 @@ void check_rotary(long long I, int heads, int D, int R, int scaled, long long O)
     CAPTURE(O);
     std::mt19937 rng(static_cast<unsigned>(NR * 7 + I + O + R));
     const long long N = NR;
-    const auto nx = static_cast<std::size_t>(N * I), ny = static_cast<std::size_t>(N * O);
-    auto x = randn(nx, rng), W = randn(static_cast<std::size_t>(O * I), rng), b = randn(static_cast<std::size_t>(O), rng),
-         gamma = randn(static_cast<std::size_t>(I), rng);
+    const auto ny = static_cast<std::size_t>(N * O);
+    auto randn = [&](long long n) { return test::normal_floats(static_cast<std::size_t>(n), rng); };
+    auto x = randn(N * I), W = randn(O * I), b = randn(O), gamma = randn(I);
     std::vector<std::int64_t> pos;
     for (long long r = 0; r < N; ++r) pos.push_back(r == 0 ? 0 : 17 * r + 3);   // position 0: the identity rotation
     const auto table = nn::rotary_table<float>(pos, R);
@@ -166,12 +166,7 @@ void check_rotary(long long I, int heads, int D, int R, int scaled, long long O)
     run<NR, VEC4, false>(fused, nullptr, nullptr, g, gv::GemvOut::rotary, rot);
     CHECK(fused == two_ops);
 
-    std::vector<float> xn(nx, NAN), norm(static_cast<std::size_t>(N), NAN);
-    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
-        rw::rmsnorm_forward_warps<false>(xn.data(), norm.data(), x.data(), nullptr, nullptr, gamma.data(), N, I,
-                                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(I))),
-                                         static_cast<float>(nn::RMSNORM_EPS));
-    });
+    const auto xn = rmsnorm_rows(x, gamma, N, I);
     const Gemv gn{&xn, &W, &b, nullptr, N, I, O, g.blocks};
     std::vector<float> norm_two_ops(ny, NAN), norm_fused(ny, NAN);
     run<NR, VEC4, false>(norm_two_ops, nullptr, nullptr, gn, gv::GemvOut::plain);

@@ -23,13 +23,6 @@ namespace rw = retro::nn::rows;
 
 namespace {
 
-std::vector<float> randn(std::size_t n, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& e : x) e = d(rng);
-    return x;
-}
-
 std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 // grid of the row kernels for N rows (deliberately fewer blocks than rows / 8: the grid-stride loop runs)
@@ -65,7 +58,8 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         CAPTURE(C);
         std::mt19937 rng(static_cast<unsigned>(N + C));
         const auto n = static_cast<std::size_t>(N * C);
-        auto a = randn(n, rng), b = randn(n, rng), gamma = randn(static_cast<std::size_t>(C), rng), dy = randn(n, rng);
+        auto a = test::normal_floats(n, rng), b = test::normal_floats(n, rng),
+             gamma = test::normal_floats(static_cast<std::size_t>(C), rng), dy = test::normal_floats(n, rng);
         for (long long c = 0; c < C; ++c) a[static_cast<std::size_t>(3 * C + c)] = b[static_cast<std::size_t>(3 * C + c)] = 0;   // row 3: zero
         const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
         const float eps = static_cast<float>(nn::RMSNORM_EPS);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ void write_text(const std::filesystem::path& p, const std::string& s);
 std::filesystem::path source_dir();   // the repository root
 // rms(got - ref) / rms(ref), fla's metric (the op harness's bound); the plain rms of got - ref where ref is all zero.
 double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref);
+// n standard normal floats from rng (the host-emulator kernel tests' inputs).
+inline std::vector<float> normal_floats(std::size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& e : x) e = d(rng);
+    return x;
+}
 
 }  // namespace retro::test
 
