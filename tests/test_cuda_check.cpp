@@ -214,3 +214,36 @@ TEST_CASE("cuda check: the GPU check script's ab step alternates the previous bu
     CHECK(missing.out.find("scripts/devkit-stage.sh --keep-prev") != std::string::npos);
     CHECK_FALSE(fs::exists(out2 / "ab.txt"));
 }
+
+TEST_CASE("cuda check: the GPU check script's pdl step runs the tests and the decode timing with RETRO_PDL=1 and 0") {
+    // a dry run without a GPU: a fake retro_tests and retro-bench that print the RETRO_PDL they were given
+    test::TempDir dir("gpu-checks-pdl");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    fs::create_directories(dir / "kit" / "bin");
+    test::write_text(dir / "kit" / "bin" / "retro_tests",
+                     "#!/bin/sh\necho \"tests with RETRO_PDL=$RETRO_PDL\"\necho '[doctest] Status: SUCCESS!'\n");
+    test::write_text(dir / "kit" / "bin" / "retro-bench",
+                     "#!/bin/sh\necho 'prompt  output  prefill ms  ms/token'\necho \"   512     128  5.0  0.4$RETRO_PDL\"\n"
+                     "echo \"args: $*\" >&2\n");
+    for (const char* tool : {"retro_tests", "retro-bench"}) fs::permissions(dir / "kit" / "bin" / tool, fs::perms::owner_all);
+    const fs::path out = dir / "out";
+    fs::create_directories(out);
+    const std::string cmd = "cd " + shell_quote(dir.path.string()) + " && source " + shell_quote(script) + " && OUT=" +
+                            shell_quote(out.string()) + " KIT=" + shell_quote((dir / "kit").string()) +
+                            " STEP_TIMEOUT=20 GPU_CHECKS_BUDGET=0 cublas_dir=/nonexistent; step_rc=0; step_pdl; echo \"rc=$step_rc\"";
+    const auto r = test::run_command("bash -c " + shell_quote(cmd));
+    INFO(r.out << r.err);
+    CHECK(r.out.find("rc=0") != std::string::npos);
+    const std::string table = test::read_text(out / "pdl.txt");
+    CHECK(table.find("pdl=1 tests: [doctest] Status: SUCCESS!") != std::string::npos);
+    CHECK(table.find("pdl=0 tests: [doctest] Status: SUCCESS!") != std::string::npos);
+    // on, off, on, off: each run's row, labelled, timed with the RETRO_PDL it names
+    const auto a1 = table.find("pdl=1 1:    512     128  5.0  0.41"), b1 = table.find("pdl=0 1:    512     128  5.0  0.40"),
+               a2 = table.find("pdl=1 2:    512"), b2 = table.find("pdl=0 2:    512");
+    REQUIRE(a1 != std::string::npos);
+    REQUIRE(b2 != std::string::npos);
+    CHECK((a1 < b1 && b1 < a2 && a2 < b2));
+    CHECK(test::read_text(out / "pdl_1_1.log").find("args: generate --device cuda --cuda-graphs --prompt 512") !=
+          std::string::npos);
+    CHECK(test::read_text(out / "pdl_tests_0.log").find("tests with RETRO_PDL=0") != std::string::npos);
+}
