@@ -22,6 +22,7 @@
 #include "model/params.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
+#include "nn/nn_backend_profiler.h"
 #include "test_model_fixtures.h"
 #include "test_util.h"
 
@@ -445,4 +446,44 @@ TEST_CASE("generate: sampler options outside their ranges are user errors") {
     CHECK_THROWS_AS(sampler_validate(o), UserError);
     o.top_k = 3;
     CHECK_NOTHROW(sampler_validate(o));
+}
+
+TEST_CASE("generate: a one-sequence decode step is one op per fused projection (the launches a GPU token takes)") {
+    // BackendDecoder's run_step through ProfilingNnBackend on the host backend: a step that feeds one row past the
+    // first chunk (CCA reads it; no chunk finishes, so the encoder does not run) calls, besides its one upload and
+    // one download, the embedding, the positions and the decoder-width projection, then per layer the q|k|v projection
+    // (norm + GEMV + rotation), attention_decode, the output projection (+ residual), the feed-forward's two GEMVs
+    // (norm + gelu; + residual), per CCA layer its query projection, attention_decode and output projection (+
+    // residual), the encoder context's scatter at the first CCA layer, and the logits' GEMV (+ norm): on the GPU one
+    // launch each. A change that adds a launch to every token fails here.
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend host;
+    nn::ProfilingNnBackend be(host);
+    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
+    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    BackendDecoder dec(c, weights.f(), be, 1, true);
+    std::mt19937 rng(5);
+    dec.add_neighbours(0, random_neighbours(c, rng).data());
+    dec.step({{1, 2, 3, 4, 5}}, false);   // the prompt: chunk 0 finishes, the encoder runs
+    dec.step({{6}}, false);               // the first one-row step: its buffers grow (attention_decode's counters)
+    be.reset();
+    dec.step({{7}}, false);               // position 6: reads chunk 0, finishes none
+    std::int64_t cca_layers = 0;
+    for (std::int64_t l = 1; l <= c.dec_depth; l++) cca_layers += c.dec_has_cross(l) ? 1 : 0;
+    std::map<std::string, long long> calls;
+    long long ops = 0;
+    for (const auto& t : be.timings()) {
+        calls[t.op] += t.calls;
+        if (t.op != "upload" && t.op != "download") ops += t.calls;
+    }
+    CHECK(calls["upload"] == 1);
+    CHECK(calls["download"] == 1);
+    CHECK(ops == 3 + 5 * c.dec_depth + 3 * cca_layers + (cca_layers > 0 ? 1 : 0) + 1);
+    CHECK(calls["attention_decode"] == c.dec_depth + cca_layers);
+    for (const char* folded : {"rmsnorm_forward", "residual_rmsnorm_forward", "rotary_scale_forward", "rotary_forward",
+                               "residual_sum", "gather_rows", "linear_gelu_forward"})
+        CHECK_MESSAGE(calls.count(folded) == 0, folded);
+    CHECK(dec.logits().size() == static_cast<std::size_t>(c.num_tokens));
 }
