@@ -498,8 +498,23 @@ void CudaNnBackend::rmsnorm_backward_rows_of(float* dx, float* dgamma, const flo
                                              const float* gamma, const float* norm, std::int64_t N, std::int64_t C) {
     if (N == 0 || C == 0) return;
     const float eps = static_cast<float>(kRmsnormEps);
+    if (dgamma && rows::dgamma_smem_bytes(C) <= 48 * 1024) {
+        // one pass over dy and x for dx and dgamma's per-block partials, then the blocks' partials added in order
+        const long long per = rows::dgamma_block_rows(N), blocks = (N + per - 1) / per;
+        auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(blocks * C) * sizeof(float)));
+        rows::rmsnorm_backward_dgamma_warps<ADD><<<static_cast<unsigned>(blocks), rows::kThreads,
+                                                   static_cast<std::size_t>(rows::dgamma_smem_bytes(C)), stream_>>>(
+            dx, part, dy, x, gamma, norm, N, C, per, eps);
+        RETRO_CUDA_LAUNCH_CHECK(ADD ? "rmsnorm_backward_add (dgamma partials)" : "rmsnorm_backward (dgamma partials)",
+                                stream_);
+        const auto tiles = static_cast<unsigned>((C + rows::kColumnTile - 1) / rows::kColumnTile);
+        rows::column_partials_add_tiles<<<tiles, rows::kThreads, rows::kColumnSmemBytes, stream_>>>(dgamma, part, C,
+                                                                                                    blocks);
+        RETRO_CUDA_LAUNCH_CHECK("dgamma (blocks' partials)", stream_);
+        return;
+    }
     // dgamma first: it reads dy and x, which dx may alias (the CPU op allows dx == dy)
-    column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
+    if (dgamma) column_sums(dgamma, GammaTerm{dy, x, norm, C, eps}, N, C, "dgamma");
     rows::rmsnorm_backward_warps<ADD><<<grid_for(N, rows::kWarps), rows::kThreads, 0, stream_>>>(dx, dy, x, gamma,
                                                                                               norm, N, C, eps);
     RETRO_CUDA_LAUNCH_CHECK(ADD ? "rmsnorm_backward_add" : "rmsnorm_backward", stream_);

@@ -91,6 +91,54 @@ rmsnorm_backward_warps(float* dx, const float* dy, const float* x, const float* 
     }
 }
 
+// rmsnorm_backward_warps's dx (=, or += with ADD) and, in the same pass over dy and x, dgamma's partial sums per
+// block (the separate column-sum pass read dy and x again). Block b takes rows [b * per, min(N, (b + 1) * per)), warp
+// w its rows r0 + w, r0 + w + kWarps, ...; each lane adds its columns' terms dy x / max(norm, eps) (GammaTerm's
+// expression) into the warp's row of shared memory (one lane a column: no races), before it writes dx (so dx may be
+// dy or x, as in rmsnorm_backward_warps); then the block adds its warps' rows in warp order into part[b, c]. Pass 2
+// is column_partials_add_tiles over the blocks (chunks = blocks): every sum in a fixed order. grid
+// ceil(N / per) blocks, kThreads threads, dgamma_smem_bytes(C) of shared memory.
+RETRO_SIMT_HOST_DEVICE ll dgamma_smem_bytes(ll C) { return static_cast<ll>(kWarps) * C * 4; }
+RETRO_SIMT_HOST_DEVICE ll dgamma_block_rows(ll N) {   // at least a row a warp, at most 1024 blocks
+    const ll per = (N + 1023) / 1024;
+    return per < kWarps ? kWarps : per;
+}
+template <bool ADD>
+RETRO_SIMT_KERNEL(kThreads)
+rmsnorm_backward_dgamma_warps(float* dx, float* __restrict__ part, const float* dy, const float* x,
+                              const float* __restrict__ gamma, const float* __restrict__ norm, ll N, ll C, ll per,
+                              float eps) {
+    float* sh = reinterpret_cast<float*>(simt::dynamic_smem());
+    const int lane = simt::thread_x() % 32, w = simt::thread_x() / 32;
+    const ll b = simt::block_x(), r0 = b * per, r1 = r0 + per < N ? r0 + per : N;
+    float* acc = sh + w * C;
+    for (ll c = lane; c < C; c += 32) acc[c] = 0.0f;
+    for (ll n = r0 + w; n < r1; n += kWarps) {
+        const float* xr = x + n * C;
+        const float* gr = dy + n * C;
+        const float nm = norm[n];
+        const float inv = 1.0f / (nm < eps ? eps : nm);
+        float dot = 0.0f;
+        for (ll c = lane; c < C; c += 32) dot += gamma[c] * gr[c] * xr[c];
+        dot = warp_sum(dot);
+        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
+        float* dxr = dx + n * C;
+        for (ll c = lane; c < C; c += 32) {
+            const float g = gr[c], xv = xr[c];
+            acc[c] += g * xv * inv;
+            const float d = gamma[c] * g * inv - k * xv;
+            if constexpr (ADD) dxr[c] += d;
+            else dxr[c] = d;
+        }
+    }
+    simt::sync_block();
+    for (ll c = simt::thread_x(); c < C; c += kThreads) {
+        float s = 0.0f;
+        for (int ww = 0; ww < kWarps; ++ww) s += sh[ww * C + c];
+        part[b * C + c] = s;
+    }
+}
+
 // Rows per chunk of pass 1 for N rows: at least 64, at most 256 chunks.
 RETRO_SIMT_HOST_DEVICE ll column_chunk_rows(ll N) {
     const ll per = (N + 255) / 256;

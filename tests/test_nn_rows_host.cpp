@@ -53,7 +53,7 @@ void column_sums(float* out, const HostGammaTerm& term, long long N, long long C
 }  // namespace
 
 TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums equal nn/rmsnorm.h in double") {
-    for (const auto& [N, C] : {std::pair<long long, long long>{37, 70}, {5000, 33}, {9, 512}}) {
+    for (const auto& [N, C] : {std::pair<long long, long long>{37, 70}, {5000, 33}, {9, 512}, {9000, 20}}) {
         CAPTURE(N);
         CAPTURE(C);
         std::mt19937 rng(static_cast<unsigned>(N + C));
@@ -128,5 +128,35 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         bool add_exact = true;
         for (std::size_t i = 0; i < n; ++i) add_exact &= acc[i] == a[i] + dx[i];
         CHECK(add_exact);
+
+        // dx and dgamma's per-block partials in one pass (rmsnorm_backward_dgamma_warps), then the blocks' partials
+        // added (pass 2): dx the two-kernel form's bits, =, in place and +=; dgamma (+= from 1) within the bound
+        auto one_pass = [&](float* out, const float* dyp, bool add, std::vector<float>& dg) {
+            const long long per = rw::dgamma_block_rows(N), blocks = (N + per - 1) / per;
+            std::vector<float> part(static_cast<std::size_t>(blocks * C), NAN);
+            simt::host::launch(blocks, 1, rw::kThreads, static_cast<std::size_t>(rw::dgamma_smem_bytes(C)), [&] {
+                if (add)
+                    rw::rmsnorm_backward_dgamma_warps<true>(out, part.data(), dyp, x.data(), gamma.data(), norm.data(),
+                                                            N, C, per, eps);
+                else
+                    rw::rmsnorm_backward_dgamma_warps<false>(out, part.data(), dyp, x.data(), gamma.data(),
+                                                             norm.data(), N, C, per, eps);
+            });
+            const long long tiles = (C + rw::kColumnTile - 1) / rw::kColumnTile;
+            simt::host::launch(tiles, 1, rw::kThreads, rw::kColumnSmemBytes,
+                               [&] { rw::column_partials_add_tiles(dg.data(), part.data(), C, blocks); });
+        };
+        std::vector<float> dx1(n, NAN), dg1(static_cast<std::size_t>(C), 1.0f);
+        one_pass(dx1.data(), dy.data(), false, dg1);
+        CHECK(dx1 == dx);
+        CHECK(test::rms_ratio(dg1, rdgamma1) <= 1e-5);
+        std::vector<float> in_place1(dy), dg2(static_cast<std::size_t>(C), 1.0f);
+        one_pass(in_place1.data(), in_place1.data(), false, dg2);
+        CHECK(in_place1 == dx);
+        CHECK(dg2 == dg1);
+        std::vector<float> acc1(a), dg3(static_cast<std::size_t>(C), 1.0f);
+        one_pass(acc1.data(), dy.data(), true, dg3);
+        CHECK(acc1 == acc);
+        CHECK(dg3 == dg1);
     }
 }
