@@ -1,5 +1,6 @@
 // CUDA NnBackend ops (nn/nn_backend.h) of the token and position embeddings:
-//   embedding_forward      one thread per element, out[n, c] = table[ids[n], c];
+//   embedding_forward      one thread per element, out[n, c] = table[ids[n], c] (embedding_position_forward: plus
+//                          a position row, the decoder's step in one launch);
 //   embedding_backward     all on the device, no wait for the stream: the ids sorted with their row numbers
 //                          (CUB's radix sort, which is stable: each id's rows stay in ascending order), then one
 //                          thread per (sorted position, channel) where a run of equal ids starts adds that id's rows
@@ -22,10 +23,18 @@ namespace {
 
 using ll = long long;
 
+// out[n, c] = table[ids[n], c], plus pos_table[pos_index[n], c] where pos_index is given and pos_index[n] >= 0 (the
+// sum gather_add_rows would make after it: the same float)
 __global__ void embedding_forward_k(float* __restrict__ out, const std::int32_t* __restrict__ ids,
-                                    const float* __restrict__ table, ll N, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * C; e += static_cast<ll>(gridDim.x) * blockDim.x)
-        out[e] = table[static_cast<ll>(ids[e / C]) * C + e % C];
+                                    const float* __restrict__ table, ll N, ll C,
+                                    const std::int64_t* __restrict__ pos_index = nullptr,
+                                    const float* __restrict__ pos_table = nullptr) {
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
+        const ll n = e / C, c = e % C;
+        const float t = table[static_cast<ll>(ids[n]) * C + c];
+        const ll p = pos_index ? pos_index[n] : -1;
+        out[e] = p >= 0 ? t + pos_table[p * C + c] : t;
+    }
 }
 
 __global__ void row_numbers_k(std::int32_t* __restrict__ rows, ll N) {
@@ -74,6 +83,14 @@ void CudaNnBackend::embedding_forward(float* out, const std::int32_t* ids, const
     if (N * C == 0) return;   // ids are valid: the caller checks them on the host (nn/nn_backend.h)
     embedding_forward_k<<<grid_for(N * C), kThreads, 0, stream_>>>(out, ids, table, N, C);
     RETRO_CUDA_LAUNCH_CHECK("embedding_forward", stream_);
+}
+
+void CudaNnBackend::embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
+                                               const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
+                                               std::int64_t, std::int64_t C) {
+    if (N * C == 0) return;
+    embedding_forward_k<<<grid_for(N * C), kThreads, 0, stream_>>>(out, ids, table, N, C, pos_index, pos_table);
+    RETRO_CUDA_LAUNCH_CHECK("embedding_position_forward", stream_);
 }
 
 void CudaNnBackend::embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,

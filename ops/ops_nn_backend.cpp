@@ -2,6 +2,7 @@
 // (ops/backend_case.h): each a templated CPU body (the nn/*.h function where there is one, else the arithmetic
 // nn/nn_backend.h states, in float and double) and the same ops through an NnBackend.
 //   nn.embedding    embedding_forward/backward + position_add_forward/backward (repeated ids)
+//   nn.embedding_position embedding_position_forward (the decoder's step: token rows plus position rows, -1 none)
 //   nn.gather_rows  gather_rows, gather_add_rows (-1 rows, repeated rows), scatter_rows (distinct rows, -1 rows),
 //                   residual_sum, residual_add, scale, copy
 //   nn.adamw        adamw_update (decaying and non-decaying elements)
@@ -86,6 +87,35 @@ std::unique_ptr<Case> embedding_case(int64_t B, int64_t Tn, int64_t Vn, int64_t 
          {"table", "pos", "dy"}, {true, true, false}, {"y", "dtable", "dpos"}},
         std::move(in), body, device,
         {"embedding_forward", "embedding_backward", "position_add_forward", "position_add_backward"});
+}
+
+// embedding_position_forward: out[n] = table[ids[n]] + pos_table[pos_index[n]] (nothing added where pos_index[n] is
+// -1). The reference: nn::embedding_forward, then the rows added as gather_add_rows adds them.
+std::unique_ptr<Case> embedding_position_case(int64_t N, int64_t Vn, int64_t P, int64_t C, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(N));
+    for (auto& e : ids) e = static_cast<std::int32_t>(rng() % static_cast<unsigned>(Vn));
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(N));
+    for (auto& e : pos) e = static_cast<int64_t>(rng() % static_cast<unsigned>(P + 1)) - 1;   // -1: no position row
+    Tensors in{random_tensor(Vn * C, rng), random_tensor(P * C, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(N * C)};
+        nn::embedding_forward(out[0].data(), ids.data(), x[0].data(), N, Vn, C);
+        for (int64_t n = 0; n < N; n++)
+            if (pos[n] >= 0)
+                for (int64_t c = 0; c < C; c++) out[0][n * C + c] += x[1][pos[n] * C + c];
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        float* y = a.alloc<float>(N * C);
+        be.embedding_position_forward(y, a.up(ids), a.up(x[0]), a.up(pos), a.up(x[1]), N, Vn, C);
+        return {a.down(y, N * C)};
+    };
+    return make_backend_case<decltype(body)>(
+        {dims({{"N", N}, {"V", Vn}, {"P", P}, {"C", C}}), 1.0 * N * C, 4.0 * 3 * N * C, {"table", "pos_table"},
+         {false, false}, {"y"}},
+        std::move(in), body, device, {"embedding_position_forward"});
 }
 
 // Row gathers (index with -1 and repeated rows), the residual adds and scale, over S source rows of C floats.
@@ -608,6 +638,9 @@ void register_nn_backend(std::vector<OpInfo>& out) {
     add("nn.embedding", "lib/nn/embedding.h", {"tests/test_nn_ops.cpp: nn: embedding and positions gradient", backend_test},
         "kernels/nn_backend_cuda.cu", [](std::uint64_t s) { return embedding_case(2, 5, 7, 6, s); },
         [] { return embedding_case(8, 256, 8000, 128, 1); });
+    add("nn.embedding_position", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_embedding_cuda.cu",
+        [](std::uint64_t s) { return embedding_position_case(9, 7, 5, 6, s); },
+        [] { return embedding_position_case(8, 8000, 2048, 256, 1); });
     add("nn.gather_rows", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",
         [](std::uint64_t s) { return gather_case(5, 9, 7, s); }, [] { return gather_case(2048, 2048, 128, 1); });
     add("nn.adamw", "lib/train/adamw.cpp", {backend_test}, "kernels/nn_loss_cuda.cu",

@@ -343,8 +343,7 @@ void BackendDecoder::run_step() {
     float *x = P.x, *xn = P.xn, *norm = P.norm, *y = P.y, *x1 = P.x1, *x2 = P.x2, *q = P.q, *o = P.o;
     float *kr = q + R * HD, *vr = q + 2 * R * HD;
     // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
-    be_.embedding_forward(P.e, P.ids, p_.token_emb, R, V, Ce);
-    be_.gather_add_rows(P.e, p_.pos_emb, P.pos, R, Ce);   // e[i] += pos_emb[pos[i]]
+    be_.embedding_position_forward(P.e, P.ids, p_.token_emb, P.pos, p_.pos_emb, R, V, Ce);   // e[i] += pos_emb[pos[i]]
     if (p_.to_dec_w) be_.linear_forward(x, P.e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
     else be_.copy(x, P.e, static_cast<std::size_t>(R * Cd) * sizeof(float));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));

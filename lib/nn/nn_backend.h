@@ -256,6 +256,15 @@ public:
                                    std::int64_t V, std::int64_t C) = 0;
     virtual void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
                                     std::int64_t C) = 0;
+    // The decoder's embedding of a step's rows: embedding_forward(out, ids, table, N, V, C), then
+    // gather_add_rows(out, pos_table, pos_index, N, C) (row n += pos_table[pos_index[n]] where pos_index[n] >= 0;
+    // pos_index in backend memory); on the GPU one launch.
+    virtual void embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
+                                            const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
+                                            std::int64_t V, std::int64_t C) {
+        embedding_forward(out, ids, table, N, V, C);
+        gather_add_rows(out, pos_table, pos_index, N, C);
+    }
     // out[B, T, C] += pos[t]; dpos[t] += sum over b in order.
     virtual void position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn,
                                       std::int64_t C) = 0;

@@ -105,6 +105,12 @@ void ProfilingNnBackend::linear_backward_shared(float* dx, float* tmp, const Sha
     timed("linear_backward_shared", std::to_string(l.count) + "x" + linear_shape(N, I, O),
           2.0 * l.count * N * I * O * (dx ? 2 : 1), [&] { inner_.linear_backward_shared(dx, tmp, l, x, N, I, O); });
 }
+void ProfilingNnBackend::embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
+                                                    const std::int64_t* pos_index, const float* pos_table,
+                                                    std::int64_t N, std::int64_t V, std::int64_t C) {
+    timed("embedding_position_forward", "", 0,
+          [&] { inner_.embedding_position_forward(out, ids, table, pos_index, pos_table, N, V, C); });
+}
 void ProfilingNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                          std::int64_t C) {
     timed("rmsnorm_forward", dims({N, C}), 0, [&] { inner_.rmsnorm_forward(y, norm, x, gamma, N, C); });
