@@ -68,6 +68,18 @@ rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x,
 
 // dx[n, c] = gamma[c] dy[n, c] / d - [norm >= eps] x[n, c] (sum_j gamma_j dy_j x_j) / (d^2 norm C), d = max(norm, eps)
 // (nn/rmsnorm.h); ADD: dx += instead of =. Launch as rmsnorm_forward_warps.
+// A row's factors of that: inv = 1 / d and k (the lanes' strided dot in the fixed butterfly; every lane gets both).
+struct RowBackward {
+    float inv, k;
+};
+RETRO_SIMT_DEVICE RowBackward row_backward(const float* xr, const float* gr, const float* __restrict__ gamma, float nm,
+                                          ll C, int lane, float eps) {
+    const float inv = 1.0f / (nm < eps ? eps : nm);
+    float dot = 0.0f;
+    for (ll c = lane; c < C; c += 32) dot += gamma[c] * gr[c] * xr[c];
+    dot = warp_sum(dot);
+    return {inv, (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f};
+}
 template <bool ADD>
 RETRO_SIMT_KERNEL(kThreads)
 rmsnorm_backward_warps(float* dx, const float* dy, const float* x, const float* __restrict__ gamma,
@@ -76,12 +88,7 @@ rmsnorm_backward_warps(float* dx, const float* dy, const float* x, const float* 
     for (ll n = simt::block_x() * kWarps + simt::thread_x() / 32; n < N; n += simt::grid_x() * kWarps) {
         const float* xr = x + n * C;
         const float* gr = dy + n * C;
-        const float nm = norm[n];
-        const float inv = 1.0f / (nm < eps ? eps : nm);
-        float dot = 0.0f;
-        for (ll c = lane; c < C; c += 32) dot += gamma[c] * gr[c] * xr[c];
-        dot = warp_sum(dot);
-        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
+        const auto [inv, k] = row_backward(xr, gr, gamma, norm[n], C, lane, eps);
         float* dxr = dx + n * C;
         for (ll c = lane; c < C; c += 32) {
             const float d = gamma[c] * gr[c] * inv - k * xr[c];
@@ -116,12 +123,7 @@ rmsnorm_backward_dgamma_warps(float* dx, float* __restrict__ part, const float* 
     for (ll n = r0 + w; n < r1; n += kWarps) {
         const float* xr = x + n * C;
         const float* gr = dy + n * C;
-        const float nm = norm[n];
-        const float inv = 1.0f / (nm < eps ? eps : nm);
-        float dot = 0.0f;
-        for (ll c = lane; c < C; c += 32) dot += gamma[c] * gr[c] * xr[c];
-        dot = warp_sum(dot);
-        const float k = (nm >= eps && nm > 0.0f) ? dot * inv * inv / (nm * static_cast<float>(C)) : 0.0f;
+        const auto [inv, k] = row_backward(xr, gr, gamma, norm[n], C, lane, eps);
         float* dxr = dx + n * C;
         for (ll c = lane; c < C; c += 32) {
             const float g = gr[c], xv = xr[c];
