@@ -77,6 +77,19 @@ void launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 bl
     RETRO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// cross_entropy_backward's dlogits[n, j] (nn/cross_entropy.h): exp(logits - lse) scale, minus scale at the target, 0
+// on an ignored row or when no row counts; one expression for the op's kernel and cross_entropy_linear_backward's
+// column-sum term (kernels/nn_loss_cuda.cu)
+__device__ __forceinline__ float cross_entropy_grad(const float* __restrict__ logits, const float* __restrict__ lse,
+                                                    const std::int32_t* __restrict__ targets, long long n, long long j,
+                                                    long long V, std::int32_t ignore_index, float scale,
+                                                    bool none_valid) {
+    const std::int32_t t = targets[n];
+    if (t == ignore_index || none_valid) return 0.0f;
+    const float d = expf(logits[n * V + j] - lse[n]) * scale;
+    return j == t ? d - scale : d;
+}
+
 // ---------------- element-wise maps, four floats a load where they can ----------------
 // out[i] = f(a[i], b[i]) for i < n; the one-input form (map_elements without b) calls f(a[i], a[i]) and loads a once.
 // Where every pointer is 16-byte aligned each thread moves float4s, then the n % 4 tail one float a thread; otherwise
@@ -164,6 +177,10 @@ public:
     void embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
                                     const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
                                     std::int64_t V, std::int64_t C) override;
+    void cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                       const float* logits, const float* lse, const std::int32_t* targets,
+                                       std::int32_t ignore_index, std::int64_t valid, const float* x, const float* W,
+                                       std::int64_t N, std::int64_t I, std::int64_t V) override;
     void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
                                std::int64_t O) override;
     void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,

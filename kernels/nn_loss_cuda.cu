@@ -10,6 +10,8 @@
 //                          fixed tree per block, and the per-block partials are downloaded and added on the host
 //                          in block order;
 //   adamw_update           one thread per element, train/adamw.cpp's arithmetic in float.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -49,17 +51,21 @@ __global__ void cross_entropy_rows(float* __restrict__ lse, float* __restrict__ 
 __global__ void cross_entropy_backward_k(float* __restrict__ dlogits, const float* __restrict__ logits,
                                          const float* __restrict__ lse, const std::int32_t* __restrict__ targets,
                                          ll N, ll V, std::int32_t ignore_index, float scale, bool none_valid) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * V; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll n = e / V, j = e % V;
-        const std::int32_t t = targets[n];
-        if (t == ignore_index || none_valid) {
-            dlogits[e] = 0.0f;
-            continue;
-        }
-        const float d = expf(logits[e] - lse[n]) * scale;
-        dlogits[e] = j == t ? d - scale : d;
-    }
+    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * V; e += static_cast<ll>(gridDim.x) * blockDim.x)
+        dlogits[e] = cross_entropy_grad(logits, lse, targets, e / V, e % V, V, ignore_index, scale, none_valid);
 }
+
+struct CrossEntropyGradTerm {   // cross_entropy_linear_backward's dy[n, j]: db's summed term and its bf16 copy
+    const float *logits, *lse;
+    const std::int32_t* targets;
+    ll V;
+    std::int32_t ignore_index;
+    float scale;
+    bool none_valid;
+    __device__ float operator()(ll n, ll j) const {
+        return cross_entropy_grad(logits, lse, targets, n, j, V, ignore_index, scale, none_valid);
+    }
+};
 
 template <bool ADD>
 __global__ void gather_rows_k(float* __restrict__ dst, const float* __restrict__ src, const std::int64_t* __restrict__ index,
@@ -142,6 +148,28 @@ void CudaNnBackend::cross_entropy_backward(float* dlogits, float dloss, const fl
     cross_entropy_backward_k<<<grid_for(N * V), kThreads, 0, stream_>>>(dlogits, logits, lse, targets, N, V,
                                                                         ignore_index, scale, valid == 0);
     RETRO_CUDA_LAUNCH_CHECK("cross_entropy_backward", stream_);
+}
+
+// bf16 mode with dW and db: the logits' gradient computed in db's first column-sum pass and written only as its bf16
+// copy (slot 0, what linear_backward would have rounded), then linear_backward's GEMMs on it; otherwise the two ops.
+void CudaNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                                  const float* logits, const float* lse, const std::int32_t* targets,
+                                                  std::int32_t ignore_index, std::int64_t valid, const float* x,
+                                                  const float* W, std::int64_t N, std::int64_t I, std::int64_t V) {
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0 || N > INT_MAX || I > INT_MAX ||
+        V > INT_MAX || N * std::max(I, V) > INT_MAX)
+        return NnBackend::cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets, ignore_index,
+                                                        valid, x, W, N, I, V);
+    const int n = static_cast<int>(N), i = static_cast<int>(I), o = static_cast<int>(V);
+    const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;   // as cross_entropy_backward
+    auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * V) * 2));
+    column_sums(db, CrossEntropyGradTerm{logits, lse, targets, V, ignore_index, scale, valid == 0}, N, V,
+                "db (cross_entropy_linear_backward)", dyb);
+    if (dx)
+        gemm_bf16(false, false, i, n, o, to_bf16(1, W, V * I), i, dyb, o, 0.0f, dx, i,
+                  "cublasGemmEx bf16 (cross_entropy_linear_backward dx)");
+    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i,
+              "cublasGemmEx bf16 (cross_entropy_linear_backward dW)");
 }
 
 void CudaNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {

@@ -14,6 +14,7 @@
 //   nn.norm_linear  rmsnorm_linear_forward (the decoder's norm + projection pairs; gelu and plain)
 //   nn.linear_residual linear_residual_forward (the decoder's projection + residual sums; out == res too)
 //   nn.linear_rotary linear_rotary_forward (the decoder's q | k projections with their rotation; with the norm too)
+//   nn.cross_entropy_linear cross_entropy_linear_backward (the logits layer's backward from the loss)
 //   nn.gelu_linear_backward gelu_linear_backward (the feed-forward's first layer backward from its gelu's output)
 //   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
 //                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
@@ -28,6 +29,7 @@
 
 #include "backend_case.h"
 #include "nn/attention.h"
+#include "nn/cross_entropy.h"
 #include "nn/embedding.h"
 #include "nn/gelu.h"
 #include "nn/linear.h"
@@ -518,6 +520,47 @@ std::unique_ptr<Case> linear_shared_case(int count, int64_t N, int64_t I, int64_
     return c;
 }
 
+// cross_entropy_linear_backward: dlogits = nn::cross_entropy_backward (lse from nn::cross_entropy_forward; target 0
+// ignored), then nn::linear_backward(dx, dW, db, dlogits, x, W) onto zeros. The logits are bf16 values, so the bf16
+// reference (every input rounded) sees the logits the device does; the device's own rounding of dlogits (the GEMMs'
+// input) is what separates the two.
+std::unique_ptr<Case> cross_entropy_linear_case(int64_t N, int64_t I, int64_t Vn, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<std::int32_t> t(static_cast<std::size_t>(N));
+    for (auto& e : t) e = static_cast<std::int32_t>(rng() % Vn);   // some 0s: ignored
+    Tensors in{random_tensor(N * Vn, rng, 3.0), random_tensor(N * I, rng), random_tensor(Vn * I, rng), {0.7}};
+    for (auto& e : in[0]) e = static_cast<double>(from_bf16(to_bf16(static_cast<float>(e))));
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        std::vector<T> lse(static_cast<std::size_t>(N)), dl(static_cast<std::size_t>(N * Vn));
+        std::int64_t valid = 0;
+        nn::cross_entropy_forward(lse.data(), &valid, x[0].data(), t.data(), N, Vn, 0);
+        nn::cross_entropy_backward(dl.data(), x[3][0], x[0].data(), lse.data(), t.data(), N, Vn, 0, valid);
+        V<T> out{std::vector<T>(N * I, T(0)), std::vector<T>(Vn * I, T(0)), std::vector<T>(Vn, T(0))};
+        nn::linear_backward(out[0].data(), out[1].data(), out[2].data(), dl.data(), x[1].data(), x[2].data(), N, I, Vn);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        const float* logits = a.up(x[0]);
+        const std::int32_t* targets = a.up(t);
+        float *lse = a.alloc<float>(N), *dl = a.alloc<float>(N * Vn), *dx = a.zeros<float>(N * I),
+              *dW = a.zeros<float>(Vn * I), *db = a.zeros<float>(Vn);
+        std::int64_t valid = 0;
+        be.cross_entropy_forward(lse, &valid, logits, targets, N, Vn, 0);
+        be.cross_entropy_linear_backward(dx, dW, db, dl, x[3][0], logits, lse, targets, 0, valid, a.up(x[1]),
+                                         a.up(x[2]), N, I, Vn);
+        return {a.down(dx, N * I), a.down(dW, Vn * I), a.down(db, Vn)};
+    };
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"V", Vn}}), 4.0 * N * I * Vn,
+                                                   4.0 * (3 * N * Vn + 2 * N * I + 2 * Vn * I),
+                                                   {"logits", "x", "W", "dloss"}, {false, false, false, false},
+                                                   {"dx", "dW", "db"}},
+        std::move(in), body, device, std::vector<std::string>{"cross_entropy_linear_backward"});
+    c->set_bf16_gemm();   // CUDA BF16: dlogits in db's column-sum pass, the GEMMs on its bf16 copy
+    return c;
+}
+
 // gelu_linear_backward: dy = gelu'(h) dg (nn::gelu_backward), then nn::linear_backward(dx, dW, db, dy, x, W) with dW
 // and db accumulated onto zeros; want_dx false: no dx, want_db false: no bias.
 std::unique_ptr<Case> gelu_linear_backward_case(int64_t N, int64_t I, int64_t O, bool want_dx, bool want_db,
@@ -700,6 +743,14 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         [] { return linear_rotary_case(1, 512, 1536, 16, 64, 32, 8, true, 1); }, 4);
     // seed 1: the feed-forward's shape in small (bf16: the one-pass dy); 2: no dx; 3: no bias (the two ops); 4: a
     // row count past one chunk of the column sums' first pass, columns not a multiple of 32
+    // seed 1: a small vocabulary; 2: rows past one chunk of the column sums' first pass, a vocabulary not a
+    // multiple of 32
+    add("nn.cross_entropy_linear", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_loss_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return cross_entropy_linear_case(150, 24, 70, s);
+            return cross_entropy_linear_case(12, 16, 40, s);
+        },
+        [] { return cross_entropy_linear_case(2048, 768, 8000, 1); }, 2);
     add("nn.gelu_linear_backward", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_backend_cuda.cu",
         [](std::uint64_t s) {
             if (s == 2) return gelu_linear_backward_case(24, 16, 64, false, true, s);

@@ -398,12 +398,17 @@ void BackendRetroModel::backward(float scale) {
     const int64_t B = P.s.B, n = P.s.n, N = P.N, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens,
                   cs = c.chunk_size;
     const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
-    be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
-    be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits, P.xn_final,
-                        p_.to_logits_w, N, Cd, V);
-    if (P.copy_cand)
+    if (P.copy_cand) {   // the copy head's backward reads dlogits too
+        be_.cross_entropy_backward(P.dlogits, scale, P.logits, P.lse, P.labels, N, V, c.pad_id, valid_);
+        be_.linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b, P.dlogits,
+                            P.xn_final, p_.to_logits_w, N, Cd, V);
         be_.copy_head_backward(P.dxn, g_.copy_bias, g_.copy_weight, P.dlogits, P.xn_final, P.copy_cand, N, P.s.k, V,
                                Cd, p_.copy_weight);
+    } else {   // the two as one op (on the GPU in bf16: dlogits written only as the GEMMs' bf16 copy)
+        be_.cross_entropy_linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b,
+                                          P.dlogits, scale, P.logits, P.lse, P.labels, c.pad_id, valid_, P.xn_final,
+                                          p_.to_logits_w, N, Cd, V);
+    }
     be_.rmsnorm_backward(P.dx, g_.dec_norm_out, P.dxn, P.x_final, p_.dec_norm_out, P.rms_final, N, Cd);
     if (P.s.retrieval) be_.zero(P.dE, static_cast<std::size_t>(P.R * Cd) * sizeof(float));
     const int64_t first = c.first_cca_layer() - 1;

@@ -279,6 +279,19 @@ public:
                                         const std::int32_t* targets, std::int64_t N, std::int64_t V,
                                         std::int32_t ignore_index, std::int64_t valid) = 0;
 
+    // The logits layer's backward from the loss: cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V,
+    // ignore_index, valid), then linear_backward(dx, dW, db, dlogits, x, W, N, I, V); dlogits [N, V] is scratch (its
+    // contents afterwards unspecified). In the bf16 GEMM mode (with dW and db) the GPU computes dlogits inside db's
+    // first column-sum pass and writes it only as the GEMMs' bf16 copy (the two ops: a gradient pass, a rounding pass
+    // and a column-sum pass over fp32 dlogits).
+    virtual void cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                               const float* logits, const float* lse, const std::int32_t* targets,
+                                               std::int32_t ignore_index, std::int64_t valid, const float* x,
+                                               const float* W, std::int64_t N, std::int64_t I, std::int64_t V) {
+        cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V, ignore_index, valid);
+        linear_backward(dx, dW, db, dlogits, x, W, N, I, V);
+    }
+
     // dst = a + b;  dst += src  (n elements; nn/residual.h)
     virtual void residual_sum(float* dst, const float* a, const float* b, std::int64_t n) = 0;
     virtual void residual_add(float* dst, const float* src, std::int64_t n) = 0;

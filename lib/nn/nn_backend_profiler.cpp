@@ -111,6 +111,17 @@ void ProfilingNnBackend::embedding_position_forward(float* out, const std::int32
     timed("embedding_position_forward", "", 0,
           [&] { inner_.embedding_position_forward(out, ids, table, pos_index, pos_table, N, V, C); });
 }
+void ProfilingNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                                       const float* logits, const float* lse,
+                                                       const std::int32_t* targets, std::int32_t ignore_index,
+                                                       std::int64_t valid, const float* x, const float* W,
+                                                       std::int64_t N, std::int64_t I, std::int64_t V) {
+    timed("cross_entropy_linear_backward", linear_shape(N, I, V), 2.0 * N * I * V * ((dx ? 1 : 0) + (dW ? 1 : 0)),
+          [&] {
+              inner_.cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets, ignore_index,
+                                                   valid, x, W, N, I, V);
+          });
+}
 void ProfilingNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                          std::int64_t C) {
     timed("rmsnorm_forward", dims({N, C}), 0, [&] { inner_.rmsnorm_forward(y, norm, x, gamma, N, C); });

@@ -62,6 +62,10 @@ public:
     void embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
                                     const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
                                     std::int64_t V, std::int64_t C) override;
+    void cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                       const float* logits, const float* lse, const std::int32_t* targets,
+                                       std::int32_t ignore_index, std::int64_t valid, const float* x, const float* W,
+                                       std::int64_t N, std::int64_t I, std::int64_t V) override;
     void linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
                                std::int64_t O) override;
     void linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x, std::int64_t N,
