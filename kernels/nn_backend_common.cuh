@@ -10,11 +10,13 @@
 // provides: CudaNnBackend, kThreads, kMaxBlocks, grid_for, SumOp, MaxOp, block_reduce, map_elements
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 
 #include "core/cuda_device.h"
+#include "core/error.h"
 #include "cuda_check.cuh"
 #include "nn/nn_backend.h"
 #include "nn_rows.cuh"
@@ -23,6 +25,12 @@ namespace retro::nn::detail {
 
 constexpr int kThreads = 256;                          // threads per block, every kernel (a power of two)
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 16;   // grid-stride / block-stride loops cover the rest
+
+// v as a cuBLAS int, or InternalError naming `what`.
+inline int as_int(std::int64_t v, const char* what) {
+    RETRO_CHECK(v >= 0 && v <= INT_MAX, "nn backend (cuda): ", what, " = ", v, " does not fit cuBLAS's int");
+    return static_cast<int>(v);
+}
 
 // Blocks for `work` items (elements at one per thread, or rows at one per block with per_block = 1).
 inline unsigned grid_for(std::int64_t work, std::int64_t per_block = kThreads) {
@@ -310,6 +318,12 @@ private:
     // accumulation and output, tensor cores)
     void gemm_bf16(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb, float beta,
                    float* C, int ldc, const char* what);
+    // The bf16 mode's linear_backward (dW and db wanted) of a dy that is computed on the fly, dy(n, j) [N, O]: its bf16
+    // copy (slot 0) and db's sums in one pass (column_sums with a copy), then the dx (when not null) and dW GEMMs on
+    // the copy (gelu_linear_backward, cross_entropy_linear_backward)
+    template <typename Term>
+    void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const float* x, const float* W, long long N,
+                                 long long I, long long O, const char* what);
     // The same over `batch` products at element strides sA, sB, sC (0: one matrix for every product;
     // cublasGemmStridedBatchedEx) with bf16 A and B, or fp32 A and B (bf16 false: cublasSgemmStridedBatched, pedantic)
     void gemm_batched(bool bf16, bool ta, bool tb, int m, int n, int k, const void* A, int lda, long long sA,
@@ -333,6 +347,17 @@ void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int6
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);
     rows::column_partials_add_tiles<<<tiles, rows::kThreads, rows::kColumnSmemBytes, stream_>>>(out, part, C, chunks);
     RETRO_CUDA_LAUNCH_CHECK(what, stream_);
+}
+
+template <typename Term>
+void CudaNnBackend::bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const float* x, const float* W,
+                                            long long N, long long I, long long O, const char* what) {
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * (I > O ? I : O), "N * max(I, O)");
+    auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * O) * 2));
+    column_sums(db, dy, N, O, what, dyb);
+    if (dx) gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, what);
+    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i, what);
 }
 
 }  // namespace retro::nn::detail

@@ -42,10 +42,6 @@ namespace {
 using ll = long long;
 constexpr double kRmsnormEps = 1e-8;   // nn/rmsnorm.h's RMSNORM_EPS: clamps the norm, not under the root
 
-int as_int(std::int64_t v, const char* what) {
-    RETRO_CHECK(v >= 0 && v <= INT_MAX, "nn backend (cuda): ", what, " = ", v, " does not fit cuBLAS's int");
-    return static_cast<int>(v);
-}
 
 // ---------------- gelu (the function; the ops below) ----------------
 using gemv::kRsqrt2;
@@ -427,15 +423,7 @@ void CudaNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float*
                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0)
         return NnBackend::gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O);
-    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
-    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
-    auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * O) * 2));
-    column_sums(db, GeluGradTerm{dg, h, O}, N, O, "db (gelu_linear_backward)", dyb);
-    if (dx)
-        gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i,
-                  "cublasGemmEx bf16 (gelu_linear_backward dx)");
-    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i,
-              "cublasGemmEx bf16 (gelu_linear_backward dW)");
+    bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, x, W, N, I, O, "gelu_linear_backward");
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,

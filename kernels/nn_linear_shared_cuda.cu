@@ -26,11 +26,6 @@ namespace {
 
 using ll = long long;
 
-int as_cublas_int(ll v, const char* what) {
-    RETRO_CHECK(v >= 0 && v <= INT_MAX, "nn backend (cuda): ", what, " = ", v, " does not fit cuBLAS's int");
-    return static_cast<int>(v);
-}
-
 // The element stride between consecutive pointers p[0..count) when it is one stride of at least `span` elements
 // (0 for a single pointer), else -1 (compared as addresses: the pointers may be different allocations).
 template <typename T>
@@ -73,8 +68,8 @@ void CudaNnBackend::linear_forward_shared(const SharedLinears& l, const float* x
     if (l.count == 0 || N == 0 || O == 0) return;
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
     if ((!bf && N <= gemv::kMaxRows) || I == 0) return NnBackend::linear_forward_shared(l, x, N, I, O);
-    const int n = as_cublas_int(N, "N"), i = as_cublas_int(I, "I"), o = as_cublas_int(O, "O");
-    as_cublas_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     const ll sW = uniform_stride(l.W, l.count, O * I), sY = uniform_stride(l.y, l.count, N * O);
     const void* xin = bf ? to_bf16(1, x, N * I) : x;
     if (sW == (l.count > 1 ? O * I : 0) && sY >= 0) {   // the weights back to back, the outputs at one stride
@@ -102,8 +97,8 @@ void CudaNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLi
     if (l.count == 0 || N == 0) return;
     if (I == 0 || O == 0) return NnBackend::linear_backward_shared(dx, tmp, l, x, N, I, O);
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
-    const int n = as_cublas_int(N, "N"), i = as_cublas_int(I, "I"), o = as_cublas_int(O, "O");
-    as_cublas_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     bool any_dW = false, all_dW = true;
     for (int k = 0; k < l.count; k++) {
         any_dW = any_dW || l.dW[k];

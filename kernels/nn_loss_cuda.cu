@@ -156,20 +156,12 @@ void CudaNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* d
                                                   const float* logits, const float* lse, const std::int32_t* targets,
                                                   std::int32_t ignore_index, std::int64_t valid, const float* x,
                                                   const float* W, std::int64_t N, std::int64_t I, std::int64_t V) {
-    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0 || N > INT_MAX || I > INT_MAX ||
-        V > INT_MAX || N * std::max(I, V) > INT_MAX)
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0)
         return NnBackend::cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets, ignore_index,
                                                         valid, x, W, N, I, V);
-    const int n = static_cast<int>(N), i = static_cast<int>(I), o = static_cast<int>(V);
     const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;   // as cross_entropy_backward
-    auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * V) * 2));
-    column_sums(db, CrossEntropyGradTerm{logits, lse, targets, V, ignore_index, scale, valid == 0}, N, V,
-                "db (cross_entropy_linear_backward)", dyb);
-    if (dx)
-        gemm_bf16(false, false, i, n, o, to_bf16(1, W, V * I), i, dyb, o, 0.0f, dx, i,
-                  "cublasGemmEx bf16 (cross_entropy_linear_backward dx)");
-    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i,
-              "cublasGemmEx bf16 (cross_entropy_linear_backward dW)");
+    bf16_linear_backward_of(dx, dW, db, CrossEntropyGradTerm{logits, lse, targets, V, ignore_index, scale, valid == 0},
+                            x, W, N, I, V, "cross_entropy_linear_backward");
 }
 
 void CudaNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {
