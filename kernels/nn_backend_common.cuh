@@ -18,6 +18,7 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "cuda_check.cuh"
+#include "nn/fused_ops.h"
 #include "nn/nn_backend.h"
 #include "nn_rows.cuh"
 
@@ -147,6 +148,7 @@ void map_elements(CudaStream stream, float* out, const float* a, std::int64_t n,
 // the fp32 operands, "wmma" the older kernels; anything else is a UserError. For A/B runs on a GPU.
 enum class FlashKernels { mma, mma_fp32, wmma };
 FlashKernels flash_kernels_requested();
+
 
 class CudaNnBackend final : public NnBackend {
 public:
@@ -287,6 +289,8 @@ private:
     bool flash_wmma_ = false;          // RETRO_FLASH_KERNELS=wmma: the older wmma kernels (an A/B on a GPU)
     bool flash_fp32_operands_ = false; // RETRO_FLASH_KERNELS=mma-fp32: no bf16 operand copies
     bool dependent_launch_ = false;    // sm_90+ and not RETRO_PDL=0: the decode kernels as programmatic dependents
+    unsigned unfused_ = 0;             // RETRO_UNFUSE: a bit per FusedOp run as the ops it stands for
+    bool unfused(FusedOp op) const { return (unfused_ >> static_cast<unsigned>(op)) & 1u; }
     long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,

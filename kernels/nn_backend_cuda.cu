@@ -188,6 +188,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         cudaFuncAttributes gemv_attributes{};
         RETRO_CUDA_CHECK(cudaFuncGetAttributes(&gemv_attributes, gemv::linear_rows_gemv<1, false, false>));
         dependent_launch_ = major >= 9 && gemv_attributes.ptxVersion >= 90 && !(pdl && std::string(pdl) == "0");
+        unfused_ = unfused_ops_requested(std::getenv("RETRO_UNFUSE"));
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;
@@ -373,6 +374,8 @@ void CudaNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, con
                                            const float* W, const float* b, std::int64_t N, std::int64_t I,
                                            std::int64_t O, bool gelu) {
     if (N == 0) return;
+    if (unfused(FusedOp::rmsnorm_linear_forward))
+        return NnBackend::rmsnorm_linear_forward(y, xn, norm, x, gamma, W, b, N, I, O, gelu);
     if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I > 0 && O > 0 &&
         gemv::smem_bytes(static_cast<int>(N), I, true) <= gemv::kNormSmemLimit) {
         launch_gemv({y, nullptr, x, W, b, nullptr, gamma, N, I, O, gelu ? gemv::GemvOut::gelu : gemv::GemvOut::plain},
@@ -385,6 +388,8 @@ void CudaNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, con
 void CudaNnBackend::linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W,
                                             const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
+    if (unfused(FusedOp::linear_residual_forward))
+        return NnBackend::linear_residual_forward(out, t, res, x, W, b, N, I, O);
     if (gemm_inputs_ == GemmInputs::fp32 && N > 0 && N <= gemv::kMaxRows && I >= 0) {
         launch_gemv({out, nullptr, x, W, b, res, nullptr, N, I, O, gemv::GemvOut::residual}, dependent_launch_,
                     stream_, "linear_rows_gemv (residual)");
@@ -397,6 +402,8 @@ void CudaNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, cons
                                           const float* W, const float* b, std::int64_t N, std::int64_t I,
                                           std::int64_t O, const LinearRotary& r) {
     if (N == 0) return;
+    if (unfused(FusedOp::linear_rotary_forward))
+        return NnBackend::linear_rotary_forward(y, xn, norm, x, gamma, W, b, N, I, O, r);
     RETRO_CHECK(N == 1 || O == r.heads * r.D, "linear_rotary_forward: ", N, " rows of ", O, " columns for ", r.heads,
                 " rotated heads of ", r.D);
     RETRO_CHECK(r.scaled_heads >= 0 && r.scaled_heads <= r.heads, "linear_rotary_forward: ", r.scaled_heads,
@@ -421,7 +428,8 @@ void CudaNnBackend::linear_rotary_forward(float* y, float* xn, float* norm, cons
 // ops (NnBackend's form). The dy values, their bf16 bits and the GEMMs are the two ops'.
 void CudaNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float* dg, const float* h, const float* x,
                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
-    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0)
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0 ||
+        unfused(FusedOp::gelu_linear_backward))
         return NnBackend::gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O);
     bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, x, W, N, I, O, "gelu_linear_backward");
 }
@@ -486,7 +494,7 @@ void CudaNnBackend::rmsnorm_backward_rows_of(float* dx, float* dgamma, const flo
                                              const float* gamma, const float* norm, std::int64_t N, std::int64_t C) {
     if (N == 0 || C == 0) return;
     const float eps = static_cast<float>(kRmsnormEps);
-    if (dgamma && rows::dgamma_smem_bytes(C) <= 48 * 1024) {
+    if (dgamma && rows::dgamma_smem_bytes(C) <= 48 * 1024 && !unfused(FusedOp::rmsnorm_backward_one_pass)) {
         // one pass over dy and x for dx and dgamma's per-block partials, then the blocks' partials added in order
         const long long per = rows::dgamma_block_rows(N), blocks = (N + per - 1) / per;
         auto* part = static_cast<float*>(scratch(colpart_, static_cast<std::size_t>(blocks * C) * sizeof(float)));

@@ -87,8 +87,10 @@ void CudaNnBackend::embedding_forward(float* out, const std::int32_t* ids, const
 
 void CudaNnBackend::embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
                                                const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
-                                               std::int64_t, std::int64_t C) {
+                                               std::int64_t V, std::int64_t C) {
     if (N * C == 0) return;
+    if (unfused(FusedOp::embedding_position_forward))
+        return NnBackend::embedding_position_forward(out, ids, table, pos_index, pos_table, N, V, C);
     embedding_forward_k<<<grid_for(N * C), kThreads, 0, stream_>>>(out, ids, table, N, C, pos_index, pos_table);
     RETRO_CUDA_LAUNCH_CHECK("embedding_position_forward", stream_);
 }

@@ -67,7 +67,7 @@ void CudaNnBackend::linear_forward_shared(const SharedLinears& l, const float* x
     RETRO_CHECK(l.count >= 0 && l.count <= kMaxShared, "linear_forward_shared: ", l.count, " layers");
     if (l.count == 0 || N == 0 || O == 0) return;
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
-    if ((!bf && N <= gemv::kMaxRows) || I == 0) return NnBackend::linear_forward_shared(l, x, N, I, O);
+    if ((!bf && N <= gemv::kMaxRows) || I == 0 || unfused(FusedOp::linear_forward_shared)) return NnBackend::linear_forward_shared(l, x, N, I, O);
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     const ll sW = uniform_stride(l.W, l.count, O * I), sY = uniform_stride(l.y, l.count, N * O);
@@ -95,7 +95,7 @@ void CudaNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLi
                                            std::int64_t N, std::int64_t I, std::int64_t O) {
     RETRO_CHECK(l.count >= 0 && l.count <= kMaxShared, "linear_backward_shared: ", l.count, " layers");
     if (l.count == 0 || N == 0) return;
-    if (I == 0 || O == 0) return NnBackend::linear_backward_shared(dx, tmp, l, x, N, I, O);
+    if (I == 0 || O == 0 || unfused(FusedOp::linear_backward_shared)) return NnBackend::linear_backward_shared(dx, tmp, l, x, N, I, O);
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");

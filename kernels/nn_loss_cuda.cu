@@ -156,7 +156,8 @@ void CudaNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* d
                                                   const float* logits, const float* lse, const std::int32_t* targets,
                                                   std::int32_t ignore_index, std::int64_t valid, const float* x,
                                                   const float* W, std::int64_t N, std::int64_t I, std::int64_t V) {
-    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0)
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0 ||
+        unfused(FusedOp::cross_entropy_linear_backward))
         return NnBackend::cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets, ignore_index,
                                                         valid, x, W, N, I, V);
     const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;   // as cross_entropy_backward

@@ -31,7 +31,7 @@
 # (also in $OUT/summary.txt); the exit status is 0 when every step passed, 1 when one failed, 2 on a usage error.
 # Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
 # with named steps), CUDA_TESTS / SANITIZE_TESTS / RACECHECK_TESTS (doctest filters of the tests / sanitize / racecheck
-# steps), EMBED_CHUNKS,
+# steps), UNFUSED_TESTS (the tests step's rerun with RETRO_UNFUSE=all after a failure), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
 # ("0.5 0.25"; 1 = every document), STUDY_RETROFIT_FRACTION (0.5; none: no retro-fit study), STUDY_STEPS (2000),
@@ -52,6 +52,7 @@ configure() {
     CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*,generate: retro-generate end to end*'}   # doctest filters ignore case
     SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*'}
     RACECHECK_TESTS=${RACECHECK_TESTS:-'ops: every backend and dtype*'}
+    UNFUSED_TESTS=${UNFUSED_TESTS:-'backend model: on a CUDA*,train device: on a CUDA*,generate: the backend decoder on a CUDA*,*RETRO_UNFUSE=all*'}
     TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
     TRAIN_BATCH=${TRAIN_BATCH:-8}
     TRAIN_SEQ=${TRAIN_SEQ:-1024}
@@ -123,6 +124,12 @@ step_tests() {
     if grep -q "skipped: no CUDA device" "$OUT/tests.log"; then   # a pass without the GPU is no pass here
         echo "the CUDA test cases saw no device"
         track 1
+    fi
+    if ((step_rc != 0)); then
+        # to tell a fused op's fault from the rest without a rebuild: the whole-model tests again with every fused op
+        # run as the ops it stands for (RETRO_UNFUSE=all, docs/gpu.md); the step's status stays the failure's
+        RETRO_UNFUSE=all rk "$KIT/bin/retro_tests" -tc="$UNFUSED_TESTS" >"$OUT/tests_unfused.log" 2>&1
+        echo "with RETRO_UNFUSE=all the model tests exit $? ($(grep -E '^\[doctest\] test cases' "$OUT/tests_unfused.log"))"
     fi
 }
 

@@ -127,6 +127,17 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     auto raced = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + racecheck));
     REQUIRE(raced.exit_code == 0);
     CHECK(raced.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
+    const std::string unfused = script_default(script, "UNFUSED_TESTS");   // the tests step's rerun after a failure
+    REQUIRE(!unfused.empty());
+    auto rerun = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + unfused));
+    REQUIRE(rerun.exit_code == 0);
+    for (const char* name : {"backend model: on a CUDA device the model tracks the CPU (fp32)",
+                             "train device: on a CUDA device, fp32 tracks the CPU for 20 steps, resumes bit-exactly, NCCL on one rank, bf16 within 2%",
+                             "generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)",
+                             "nn backend: CUDA with RETRO_UNFUSE=all, the fused ops' cases within fp32 bounds of the CPU in double"}) {
+        CAPTURE(name);
+        CHECK(rerun.out.find(name) != std::string::npos);
+    }
 
     if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the cases run instead of skipping)");
     auto run = test::run_command(shell_quote(self) + " " +

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -19,6 +20,7 @@
 
 #include "backend_case.h"
 #include "core/cuda_device.h"
+#include "nn/fused_ops.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "op_registry.h"
@@ -163,6 +165,82 @@ TEST_CASE("nn backend: CUDA (cuda_nn_backend) within fp32 bounds of the CPU in d
             }
         }
         MESSAGE(cases << " backend cases through cuda_nn_backend");
+    }
+}
+
+TEST_CASE("nn backend: RETRO_UNFUSE names the fused ops to run as the ops they stand for") {
+    using nn::FusedOp;
+    const auto bit = [](FusedOp op) { return 1u << static_cast<unsigned>(op); };
+    CHECK(nn::unfused_ops_requested(nullptr) == 0u);
+    CHECK(nn::unfused_ops_requested("") == 0u);
+    CHECK(nn::unfused_ops_requested("gelu_linear_backward") == bit(FusedOp::gelu_linear_backward));
+    CHECK(nn::unfused_ops_requested("linear_forward_shared,,rmsnorm_backward_one_pass,") ==
+          (bit(FusedOp::linear_forward_shared) | bit(FusedOp::rmsnorm_backward_one_pass)));
+    const unsigned all = nn::unfused_ops_requested("all");
+    for (unsigned i = 0; i < static_cast<unsigned>(FusedOp::count); ++i) {
+        const auto op = static_cast<FusedOp>(i);
+        INFO(nn::fused_op_name(op));
+        CHECK((all & bit(op)) != 0u);
+        CHECK(nn::unfused_ops_requested(std::string(nn::fused_op_name(op)).c_str()) == bit(op));
+    }
+    CHECK((all >> static_cast<unsigned>(FusedOp::count)) == 0u);
+    std::string message;
+    try {
+        nn::unfused_ops_requested("linear_forward_shared,gelu");
+    } catch (const UserError& e) {
+        message = e.what();
+    }
+    CHECK(message.find("'gelu' is not one of") != std::string::npos);
+    CHECK(message.find("cross_entropy_linear_backward") != std::string::npos);
+}
+
+TEST_CASE("nn backend: CUDA with RETRO_UNFUSE=all, the fused ops' cases within fp32 bounds of the CPU in double") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        struct Unfuse {   // set for the backend's constructor only, restored whatever happens
+            std::string before;
+            bool had = false;
+            Unfuse() {
+                if (const char* v = std::getenv("RETRO_UNFUSE")) {
+                    had = true;
+                    before = v;
+                }
+                setenv("RETRO_UNFUSE", "all", 1);
+            }
+            ~Unfuse() { had ? setenv("RETRO_UNFUSE", before.c_str(), 1) : unsetenv("RETRO_UNFUSE"); }
+        };
+        CudaStreamOwner stream;
+        std::unique_ptr<nn::NnBackend> be;
+        {
+            Unfuse unfuse;
+            be = nn::cuda_nn_backend(stream.get());
+        }
+        int cases = 0;
+        for (const auto& op : ops::registry()) {
+            // the ops RETRO_UNFUSE reaches: the decoder's fused GEMV forms, the shared and fused-gradient linears,
+            // the rmsnorm backward
+            static const std::set<std::string> kFused = {"nn.norm_linear", "nn.linear_residual", "nn.linear_rotary",
+                                                         "nn.embedding_position", "nn.linear_shared",
+                                                         "nn.gelu_linear_backward", "nn.cross_entropy_linear",
+                                                         "nn.rmsnorm", "nn.residual_rmsnorm"};
+            if (!kFused.count(op.name)) continue;
+            for (int seed = 1; seed <= op.test_seeds; ++seed) {
+                auto c = op.test_case(static_cast<std::uint64_t>(seed));
+                auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());
+                REQUIRE(r);
+                const auto ref = c->reference(ops::DType::F32);
+                const auto got = r->run_on(*be);
+                const auto names = c->outputs();
+                for (std::size_t i = 0; i < names.size(); ++i) {
+                    const double ratio = ops::rms_ratio(got[i], ref[i]);
+                    INFO(op.name << " [" << c->shape() << "] " << names[i] << ": rms ratio " << ratio);
+                    CHECK(ratio <= op.bound_f32);
+                }
+                ++cases;
+            }
+        }
+        CHECK(cases >= 9);
+        MESSAGE(cases << " fused-op cases through cuda_nn_backend with RETRO_UNFUSE=all");
     }
 }
 

@@ -1,0 +1,31 @@
+// The GPU backend's fused ops that RETRO_UNFUSE can set aside (kernels/nn_backend_cuda.cu): each then runs as the
+// ops it stands for (NnBackend's definition in nn/nn_backend.h; rmsnorm_backward_one_pass: the two-kernel rmsnorm
+// backward), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
+// provides: FusedOp, fused_op_name, unfused_ops_requested
+#pragma once
+#include <string_view>
+
+namespace retro::nn {
+
+enum class FusedOp : unsigned {
+    rmsnorm_linear_forward,
+    linear_residual_forward,
+    linear_rotary_forward,
+    embedding_position_forward,
+    linear_forward_shared,
+    linear_backward_shared,
+    gelu_linear_backward,
+    cross_entropy_linear_backward,
+    rmsnorm_backward_one_pass,
+    count
+};
+
+// The op's name in RETRO_UNFUSE (the NnBackend method's name).
+std::string_view fused_op_name(FusedOp op);
+
+// A bit per FusedOp named in `list` (RETRO_UNFUSE's value: names separated by commas, or `all`; null or empty:
+// none). An unknown name is a UserError naming the valid ones.
+unsigned unfused_ops_requested(const char* list);
+
+}  // namespace retro::nn
