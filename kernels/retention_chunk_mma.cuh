@@ -21,7 +21,11 @@
 //   - the chunk's rows of A, B and C come by cp.async into one of two stages, the next chunk's while this one
 //     computes (one stage where the device's shared memory allows no more, e.g. sm_86/89 at Da = 128).
 // Two block barriers a chunk with two stages (three with one): the stage has landed (and last chunk's M copy is
-// written), and every warp's X has read M's copy before any warp rewrites it. NC = 128 (8 warps, one block a head at
+// written), and every warp's X has read M's copy before any warp rewrites it. With two copies of M (COPIES = 2, two
+// stages; session 25, where the shared memory allows: an H100 or H200, not an A100 at Da = NC = 128) chunk n reads
+// copy n % 2 and writes copy (n + 1) % 2, so the second barrier goes: a warp's update of M follows its own output
+// at once, and warps in different phases overlap (session 23's ncu: the walk is latency-bound, no eligible warp 61 %
+// of cycles). Copy (n + 1) % 2 was last read by chunk n - 1's outputs, all finished before chunk n's first barrier. NC = 128 (8 warps, one block a head at
 // V = 128) reads the chunk's rows of A and B once where two 64-column blocks read them twice: a third fewer bytes at
 // K = V = 128 for the same mma work; NC = 64 lets two independent blocks share an SM where its shared memory allows
 // (an H100 or H200; an A100 only at Da <= 64) to hide each other's barriers. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
@@ -58,9 +62,9 @@ template <int DA, int NC, bool DUAL = false>
 constexpr int chunk_stage_bytes() {
     return 2 * row_tile_bytes<DA>() + (DUAL ? 2 : 1) * kTile * (NC + 8) * 2;
 }
-template <int DA, int NC, int STAGES, bool DUAL = false>
+template <int DA, int NC, int STAGES, bool DUAL = false, int COPIES = 1>
 constexpr int chunk_smem() {
-    return STAGES * chunk_stage_bytes<DA, NC, DUAL>() + NC * row_ld<DA>() * 2;
+    return STAGES * chunk_stage_bytes<DA, NC, DUAL>() + COPIES * NC * row_ld<DA>() * 2;
 }
 
 // Head sizes with an instantiated kernel (Da: the state's rows; Dc: whole NC-column tiles).
@@ -170,11 +174,11 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// grid (Dc / NC, B * H), chunk_threads<NC>() threads, chunk_smem<DA, NC, STAGES, DUAL>() bytes; every operand
+// grid (Dc / NC, B * H), chunk_threads<NC>() threads, chunk_smem<DA, NC, STAGES, DUAL, COPIES>() bytes; every operand
 // 16-byte aligned. init (nullable): the state before the first chunk walked; fin (nullable): after the last.
 // DUAL (Da = Dc = NC: one block a head): also out2 [B, T, H, Da] = the walk of (A2, C, B) over M^T, the same state
 // seen from the other side, e.g. dk = walk(v, dO, q; G^T) beside dv = walk(k, q, dO; G) (a2: [B, T, H, Dc]).
-template <int DA, int NC, bool REV, int STAGES, bool DUAL = false>
+template <int DA, int NC, bool REV, int STAGES, bool DUAL = false, int COPIES = 1>
 RETRO_SIMT_KERNEL(chunk_threads<NC>())
 retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
                     const float* init, float* fin, ChunkArgs p, PairDecays decays, const u16* __restrict__ a2 = nullptr,
@@ -182,10 +186,11 @@ retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__
     static_assert(STAGES == 1 || STAGES == 2, "one stage, or two with the next chunk's loads in flight");
     static_assert(NC == 64 || NC == 128, "64 or 128 columns a block");
     static_assert(!DUAL || DA == NC, "the dual walk's second output has Da columns, all in the block");
+    static_assert(COPIES == 1 || (COPIES == 2 && STAGES == 2), "two copies of M alternate with the two stages");
     constexpr int lda = row_ld<DA>(), ldc = NC + 8;
     constexpr int stage_elems = chunk_stage_bytes<DA, NC, DUAL>() / 2;
     u16* const smem = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* const Mt = smem + STAGES * stage_elems;   // bf16 M^T [NC][DA + 8]
+    u16* const Mt0 = smem + STAGES * stage_elems;   // bf16 M^T [NC][DA + 8], COPIES of them
 
     const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
     const int col0 = static_cast<int>(simt::block_x()) * NC;
@@ -209,13 +214,17 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
         for (int e = 0; e < 4; ++e)
             m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
-    write_state_copy<DA>(Mt, m, mr0, lane);
+    write_state_copy<DA>(Mt0, m, mr0, lane);
 
     if (STAGES == 2) issue_loads<DA, NC>(smem, REV ? chunks - 1 : 0, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);
     // one chunk of the walk from stage s (a compile-time stage: every shared-memory address of the products is then
     // a register and an immediate, where a stage index in a register cost ptxas ~200 registers of addresses)
     auto walk_chunk = [&](auto stage, ll step) {
         constexpr int s = decltype(stage)::value;
+        // the copy of M this chunk reads (written by the chunk before) and the one its update writes: with two
+        // copies the stage's index, which alternates as the chunks do
+        const u16* Mt = Mt0 + (COPIES == 2 ? s : 0) * NC * lda;
+        u16* Mt_next = Mt0 + (COPIES == 2 ? s ^ 1 : 0) * NC * lda;
         const ll chunk = REV ? chunks - 1 - step : step;
         const int L = static_cast<int>(p.T - chunk * kTile < kTile ? p.T - chunk * kTile : kTile);
         const float lg2 = simt::opaque(lg2_head);   // recomputed decays each chunk: registers go to the tiles
@@ -240,7 +249,7 @@ RETRO_SIMT_UNROLL
             chunk_output<NC, REV, true>(out2 + row0 * DA, p.H * DA, Cs + kTile * ldc, Cs, Mt, lda, Bs, lda, r0, c0, L,
                                         lg2, p.scale, lane);
 
-        simt::sync_block();   // every warp's X has read M's copy
+        if constexpr (COPIES == 1) simt::sync_block();   // every warp's X has read M's copy
         // M^T = gamma^L M^T + (C diag f)^T B: f_k = gamma^(L-1-k) forward, scale gamma^(k+1) reverse, 0 past L
         const float decay_L = simt::exp2_fast(lg2 * static_cast<float>(L));
 RETRO_SIMT_UNROLL
@@ -270,7 +279,7 @@ RETRO_SIMT_UNROLL
                 simt::mma_bf16_16816(m[u + 1], ca, bf[1]);
             }
         }
-        write_state_copy<DA>(Mt, m, mr0, lane);
+        write_state_copy<DA>(Mt_next, m, mr0, lane);
     };
     if constexpr (STAGES == 2) {
         for (ll step = 0; step < chunks; step += 2) {

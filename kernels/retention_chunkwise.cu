@@ -6,8 +6,9 @@
 // (plan_chunkwise, retention/retention_launch.h), runs the fused walk of retention_chunk_mma.cuh instead (mma.sync;
 // 128 or 64 output columns a block, one or two load stages): one walk for the forward, three for the backward.
 // dk and dv come from one dual walk over G where K = V = 64 or 128. For A/Bs on a GPU, RETRO_RETENTION_KERNELS=
-// mma-split runs dk and dv as two walks, =mma64 also keeps to 64 columns a block, =wmma selects the older wmma walk
-// (retention_chunk_tc.cuh) where its shared memory fits.
+// mma-split runs dk and dv as two walks, =mma64 also keeps to 64 columns a block, =mma-1copy keeps one copy of the
+// state (two block barriers a chunk: session 23's walks), =wmma selects the older wmma walk (retention_chunk_tc.cuh)
+// where its shared memory fits.
 #include "retention_chunk_mma.cuh"
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
@@ -21,10 +22,11 @@ using namespace cuda_detail;
 
 namespace {
 
-enum class WalkKernels { mma, mma_split, mma64, mma1, wmma };
+enum class WalkKernels { mma, mma_split, mma64, mma1, mma_1copy, wmma };
 // RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walks as planned, "mma-split" without the dual dk+dv walk,
-// "mma64" also with 64 columns a block, "mma1" one load stage (the sm_86/89 form, to test it on an H100), "wmma" the
-// older walk; anything else is a UserError.
+// "mma64" also with 64 columns a block, "mma1" one load stage (the sm_86/89 form, to test it on an H100), "mma-1copy"
+// one copy of the state (the A100 form, and session 23's walks on an H100), "wmma" the older walk; anything else is
+// a UserError.
 WalkKernels walk_kernels_requested() {
     static const WalkKernels kind = [] {
         const char* v = std::getenv("RETRO_RETENTION_KERNELS");
@@ -33,8 +35,9 @@ WalkKernels walk_kernels_requested() {
         if (s == "mma-split") return WalkKernels::mma_split;
         if (s == "mma64") return WalkKernels::mma64;
         if (s == "mma1") return WalkKernels::mma1;
+        if (s == "mma-1copy") return WalkKernels::mma_1copy;
         if (s == "wmma") return WalkKernels::wmma;
-        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64, mma1 or wmma");
+        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64, mma1, mma-1copy or wmma");
     }();
     return kind;
 }
@@ -43,7 +46,8 @@ ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
     const WalkKernels kind = walk_kernels_requested();
     if (!tensor_core_capable()) return {};   // before sm_80: no mma.sync bf16, cp.async or ldmatrix
     return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), kind == WalkKernels::mma64,
-                          kind != WalkKernels::mma, kind == WalkKernels::mma1);
+                          kind != WalkKernels::mma && kind != WalkKernels::mma_1copy, kind == WalkKernels::mma1,
+                          kind == WalkKernels::mma_1copy);
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at
@@ -55,16 +59,16 @@ bool aligned16(const void* a, const void* b, const void* c, const void* out) {
 }
 
 // a2, out2: the dual walk's (DUAL), else null.
-template <int DA, int NC, bool REV, int STAGES, bool DUAL = false>
+template <int DA, int NC, bool REV, int STAGES, bool DUAL = false, int COPIES = 1>
 void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                          bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g,
                          cudaStream_t stream, const bf16* a2 = nullptr, bf16* out2 = nullptr) {
     using chunk_mma::u16;
     RETRO_CHECK(chunk_mma::chunk_mma_supported(DA, Dc, NC) && (!DUAL || Dc == NC),
                 "retention_chunk_mma: Dc = ", Dc, " is not whole ", NC, "-column tiles (or not one tile for the dual walk)");
-    constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES, DUAL>();
+    constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES, DUAL, COPIES>();
     static const bool attr_set = [] {   // once per instantiation
-        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL>,
+        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL, COPIES>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         return true;
     }();
@@ -73,7 +77,7 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
     for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * chunk_mma::kLog2e;   // natural log -> log2
     const chunk_mma::ChunkArgs args{d.B, d.T, d.H, Dc, scale, state_transposed};
     const dim3 grid(static_cast<unsigned>(Dc / NC), static_cast<unsigned>(d.B * d.H));
-    chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
+    chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL, COPIES><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
         reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
         reinterpret_cast<const u16*>(c), init, fin, args, lg2, reinterpret_cast<const u16*>(a2),
         reinterpret_cast<u16*>(out2));
@@ -81,15 +85,15 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
                                  : REV ? "retention_chunk_mma (reverse)" : "retention_chunk_mma", stream);
 }
 
-template <int NC, bool REV, int STAGES>
+template <int NC, bool REV, int STAGES, int COPIES>
 void launch_chunk_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
                       bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g,
                       cudaStream_t stream) {
     switch (Da) {   // chunk_mma_supported: the register tiles need Da at compile time
-    case 32: return launch_chunk_mma_da<32, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 64: return launch_chunk_mma_da<64, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 96: return launch_chunk_mma_da<96, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
-    case 128: return launch_chunk_mma_da<128, NC, REV, STAGES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 32: return launch_chunk_mma_da<32, NC, REV, STAGES, false, COPIES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 64: return launch_chunk_mma_da<64, NC, REV, STAGES, false, COPIES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 96: return launch_chunk_mma_da<96, NC, REV, STAGES, false, COPIES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 128: return launch_chunk_mma_da<128, NC, REV, STAGES, false, COPIES>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
     default: RETRO_CHECK(false, "tensor-core retention: unsupported Da ", Da);
     }
 }
@@ -102,8 +106,13 @@ void launch_tc_walk(const bf16* a, const bf16* b, const bf16* c, bf16* out, cons
                     const ChunkWalkConfig& walk, cudaStream_t stream) {
     if (walk_kernels_requested() == WalkKernels::wmma && TcLayout(Da).total <= optin_shared_bytes())
         return launch_chunk_tc<REV>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
-    const auto launch = walk.columns == 128 ? (walk.stages == 2 ? &launch_chunk_mma<128, REV, 2> : &launch_chunk_mma<128, REV, 1>)
-                                            : (walk.stages == 2 ? &launch_chunk_mma<64, REV, 2> : &launch_chunk_mma<64, REV, 1>);
+    const bool two = walk.copies == 2;   // (two copies come with two stages only)
+    const auto launch =
+        walk.columns == 128
+            ? (walk.stages == 2 ? (two ? &launch_chunk_mma<128, REV, 2, 2> : &launch_chunk_mma<128, REV, 2, 1>)
+                                : &launch_chunk_mma<128, REV, 1, 1>)
+            : (walk.stages == 2 ? (two ? &launch_chunk_mma<64, REV, 2, 2> : &launch_chunk_mma<64, REV, 2, 1>)
+                                : &launch_chunk_mma<64, REV, 1, 1>);
     launch(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
 }
 
@@ -113,8 +122,13 @@ void launch_dual_walk(const bf16* q, const bf16* k, const bf16* v, const bf16* d
                       float* dh0, const Dims& d, int D, float scale, const Gammas& g, const ChunkWalkConfig& walk,
                       cudaStream_t stream) {
     RETRO_CHECK(walk.stages == 2 && (D == 64 || D == 128), "dual retention walk: D = ", D, ", ", walk.stages, " stages");
-    if (D == 128) return launch_chunk_mma_da<128, 128, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
-    launch_chunk_mma_da<64, 64, true, 2, true>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    if (D == 128)
+        return walk.copies == 2
+                   ? launch_chunk_mma_da<128, 128, true, 2, true, 2>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk)
+                   : launch_chunk_mma_da<128, 128, true, 2, true, 1>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    if (walk.copies == 2)
+        return launch_chunk_mma_da<64, 64, true, 2, true, 2>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
+    launch_chunk_mma_da<64, 64, true, 2, true, 1>(k, q, dO, dv, dht, dh0, false, d, D, scale, g, stream, v, dk);
 }
 
 }  // namespace

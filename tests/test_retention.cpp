@@ -229,6 +229,9 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     CHECK(h100_fwd.tensor_cores);
     CHECK(h100_fwd.da_k.stages == 2);
     CHECK(h100_fwd.da_k.columns == 128);
+    CHECK(h100_fwd.da_k.copies == 2);   // 174,080 bytes: one block barrier a chunk
+    CHECK(chunk_mma_shared_bytes(128, 2, 128, false, 2) == 174080);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, false, false, false, true).da_k.copies == 1);   // mma-1copy
     CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, true).da_k.columns == 64);
     const auto sm86_fwd = plan_chunkwise(true, 128, 128, 64, false, sm86);
     CHECK(sm86_fwd.tensor_cores);
@@ -253,9 +256,15 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     // an sm_86/89 card at 128; two walks under split or narrow, or where K != V
     const long a100 = 166912;
     CHECK(chunk_mma_shared_bytes(128, 2, 128, true) == 174080);
+    CHECK(chunk_mma_shared_bytes(128, 2, 128, true, 2) == 208896);
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100).dkdv.ok);
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100).dkdv.stages == 2);
+    CHECK(plan_chunkwise(true, 128, 128, 64, true, h100).dkdv.copies == 2);
+    CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, false, false, true).dkdv.copies == 1);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, true, a100).dkdv.ok);   // one stage only there: two walks
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, a100).da_k.stages == 2);   // an A100's forward: two stages, one copy
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, a100).da_k.copies == 1);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).da_k.copies == 1);   // one stage: one copy
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.stages == 1);   // mma1
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.columns == 128);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, true, sm86).dkdv.ok);   // 104,448 bytes: two walks there

@@ -128,12 +128,12 @@ struct WalkCase {
     bool rev, with_init, with_fin, transposed;
 };
 
-template <int DA, int NC, int STAGES>
+template <int DA, int NC, int STAGES, int COPIES = 1>
 void check_walk(const WalkCase& wc, std::uint64_t seed) {
     const int Dc = wc.Dc;
     const std::string name = "T=" + std::to_string(wc.T) + " H=" + std::to_string(wc.H) + " DA=" + std::to_string(DA) +
                              " Dc=" + std::to_string(Dc) + " NC=" + std::to_string(NC) + " stages=" + std::to_string(STAGES) +
-                             (wc.rev ? " rev" : "") + (wc.with_init ? " init" : "") + (wc.with_fin ? " fin" : "") +
+                             " copies=" + std::to_string(COPIES) + (wc.rev ? " rev" : "") + (wc.with_init ? " init" : "") + (wc.with_fin ? " fin" : "") +
                              (wc.transposed ? " transposed" : "");
     INFO(name);
     const Problem P(wc.B, wc.T, wc.H, DA);
@@ -148,11 +148,13 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
         simt::host::ScheduleScope scope(schedule);
         out.assign(nc, 0xffff);   // NaN: a row never written shows
         fin.assign(ns, std::nanf(""));
-        simt::host::launch(Dc / NC, P.B * P.H, cm::chunk_threads<NC>(), cm::chunk_smem<DA, NC, STAGES>(), [&] {
+        simt::host::launch(Dc / NC, P.B * P.H, cm::chunk_threads<NC>(), cm::chunk_smem<DA, NC, STAGES, false, COPIES>(), [&] {
             const float* i0 = wc.with_init ? init.data() : nullptr;
             float* f0 = wc.with_fin ? fin.data() : nullptr;
-            if (wc.rev) cm::retention_chunk_mma<DA, NC, true, STAGES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
-            else cm::retention_chunk_mma<DA, NC, false, STAGES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
+            if (wc.rev)
+                cm::retention_chunk_mma<DA, NC, true, STAGES, false, COPIES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
+            else
+                cm::retention_chunk_mma<DA, NC, false, STAGES, false, COPIES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
         });
     };
     Bits out;
@@ -188,10 +190,11 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
 
 // The dual walk (K = V = D): dv = walk(k, q, dO; G) with dh0 its final G, and dk = walk(v, dO, q; G^T) beside it,
 // G starting from dht [K][V] — the backward's two reverse walks in one.
-template <int D, int STAGES>
+template <int D, int STAGES, int COPIES = 1>
 void check_dual(long long B, long long T, long long H, bool with_init, std::uint64_t seed) {
     const std::string name = "dual T=" + std::to_string(T) + " H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                             " stages=" + std::to_string(STAGES) + (with_init ? " dht" : "");
+                             " stages=" + std::to_string(STAGES) + " copies=" + std::to_string(COPIES) +
+                             (with_init ? " dht" : "");
     INFO(name);
     const Problem P(B, T, H, D);
     std::mt19937 rng(static_cast<unsigned>(seed));
@@ -204,8 +207,8 @@ void check_dual(long long B, long long T, long long H, bool with_init, std::uint
         dk.assign(n, 0xffff);
         dv.assign(n, 0xffff);
         dh0.assign(ns, std::nanf(""));
-        simt::host::launch(1, B * H, cm::chunk_threads<D>(), cm::chunk_smem<D, D, STAGES, true>(), [&] {
-            cm::retention_chunk_mma<D, D, true, STAGES, true>(dv.data(), k.data(), q.data(), dO.data(),
+        simt::host::launch(1, B * H, cm::chunk_threads<D>(), cm::chunk_smem<D, D, STAGES, true, COPIES>(), [&] {
+            cm::retention_chunk_mma<D, D, true, STAGES, true, COPIES>(dv.data(), k.data(), q.data(), dO.data(),
                                                               with_init ? dht.data() : nullptr, dh0.data(), args,
                                                               P.dec, v.data(), dk.data());
         });
@@ -234,14 +237,17 @@ void check_dual(long long B, long long T, long long H, bool with_init, std::uint
 
 }  // namespace
 
-TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages, 64 and 128 columns a block, the dual dk+dv walk equal the walk in double") {
+TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages, copies, 64 and 128 columns a block, the dual dk+dv walk equal the walk in double") {
     check_walk<128, 128, 2>({1, 150, 2, 128, false, true, true, false}, 1);   // the forward (q, k, v; S) at K = V = 128
+    check_walk<128, 128, 2, 2>({1, 200, 2, 128, false, true, true, false}, 1);   // the same with two copies of M (H100)
     check_walk<128, 64, 2>({1, 130, 1, 128, true, true, true, true}, 2);      // dk's walk: reverse, G^T transposed, two tiles
+    check_walk<64, 64, 2, 2>({1, 257, 1, 128, true, true, true, true}, 9);    // two copies, an odd number of chunks
     check_walk<64, 128, 1>({2, 100, 1, 256, true, false, true, false}, 3);    // dv's (Da = K = 64): two 128-column tiles, one stage
     check_walk<128, 64, 1>({1, 64, 2, 64, false, true, false, true}, 4);      // dq's: S^T in, one whole chunk
     check_walk<32, 64, 2>({1, 40, 1, 64, false, false, false, false}, 5);     // a single short chunk
     check_walk<96, 128, 2>({1, 192, 1, 128, true, true, true, true}, 6);      // three whole chunks, Da = 96
     check_dual<128, 2>(1, 150, 2, true, 7);   // the backward's dk and dv at K = V = 128, dht in
+    check_dual<128, 2, 2>(1, 150, 1, true, 10);   // the same with two copies of G (H100)
     check_dual<64, 1>(2, 100, 1, false, 8);   // K = V = 64, one stage, no dht
     // the host launch plan (retention/retention_launch.h) names the kernel's shared memory
     CHECK(retention::chunk_mma_shared_bytes(128, 2, 128) == cm::chunk_smem<128, 128, 2>());
@@ -250,4 +256,6 @@ TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, s
     CHECK(retention::chunk_mma_shared_bytes(96, 1, 128) == cm::chunk_smem<96, 128, 1>());
     CHECK(retention::chunk_mma_shared_bytes(128, 2, 128, true) == cm::chunk_smem<128, 128, 2, true>());
     CHECK(retention::chunk_mma_shared_bytes(64, 1, 64, true) == cm::chunk_smem<64, 64, 1, true>());
+    CHECK(retention::chunk_mma_shared_bytes(128, 2, 128, false, 2) == cm::chunk_smem<128, 128, 2, false, 2>());
+    CHECK(retention::chunk_mma_shared_bytes(128, 2, 128, true, 2) == cm::chunk_smem<128, 128, 2, true, 2>());
 }

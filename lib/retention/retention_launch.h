@@ -57,40 +57,49 @@ inline long pair_mma_shared_bytes(long Da, long Dc, bool dual = false) {
 
 // The mma walk's dynamic shared memory (kernels/retention_chunk_mma.cuh's chunk_smem) for a block of `columns` (64 or
 // 128) output columns: per load stage the chunk's rows of A and B (64 rows of Da + 8 bf16 each) and its 64 x columns
-// tile of C (64 rows of columns + 8), then the state's bf16 copy (columns rows of Da + 8).
+// tile of C (64 rows of columns + 8), then the state's bf16 copy (columns rows of Da + 8), or two that alternate
+// (copies = 2, with two stages: one block barrier a chunk instead of two).
 // The dual walk (dk beside dv over one state) holds a second 64 x columns tile a stage.
-inline long chunk_mma_shared_bytes(long Da, int stages, int columns, bool dual = false) {
-    return stages * (2 * 64 * (Da + 8) * 2 + (dual ? 2 : 1) * 64 * (columns + 8) * 2) + columns * (Da + 8) * 2;
+inline long chunk_mma_shared_bytes(long Da, int stages, int columns, bool dual = false, int copies = 1) {
+    return stages * (2 * 64 * (Da + 8) * 2 + (dual ? 2 : 1) * 64 * (columns + 8) * 2) + copies * columns * (Da + 8) * 2;
 }
 
 // How one mma walk over a Da x Dc state launches: 128 columns a block (8 warps; A and B read once a head at Dc = 128)
-// where Dc allows, else 64 (4 warps), each with two load stages where they fit the device, else one; `ok` false where
-// not even 64 columns with one stage fit (or chunk, Da, Dc are not the walk's). narrow: 64 columns only (the A/B of
-// RETRO_RETENTION_KERNELS=mma64).
+// where Dc allows, else 64 (4 warps), each with two load stages where they fit the device, else one, and with two
+// stages two copies of the state where they fit too; `ok` false where not even 64 columns with one stage fit (or
+// chunk, Da, Dc are not the walk's). narrow: 64 columns only (the A/B of RETRO_RETENTION_KERNELS=mma64).
 struct ChunkWalkConfig {
     bool ok = false;
     int stages = 0;    // 2: the next chunk's loads overlap this one's products
     int columns = 0;   // output columns a block
+    int copies = 1;    // the state's bf16 copies: 2 (two stages only) saves a block barrier a chunk
 };
-// one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100).
+// one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100);
+// one_copy: never two state copies (RETRO_RETENTION_KERNELS=mma-1copy: session 23's walk, for the A/B).
 inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false,
-                                         bool one_stage = false) {
+                                         bool one_stage = false, bool one_copy = false) {
     if (!tc_supported(Da, Dc, C)) return {};
     for (const int stages : {2, 1})
-        for (const int columns : {128, 64}) {
-            const bool allowed = !(one_stage && stages == 2) && !(columns == 128 && (narrow || Dc % 128 != 0));
-            if (allowed && chunk_mma_shared_bytes(Da, stages, columns) <= optin_shared_bytes) return {true, stages, columns};
-        }
+        for (const int columns : {128, 64})
+            for (const int copies : {2, 1}) {
+                const bool allowed = !(one_stage && stages == 2) && !(columns == 128 && (narrow || Dc % 128 != 0)) &&
+                                     !(copies == 2 && (stages == 1 || one_copy));
+                if (allowed && chunk_mma_shared_bytes(Da, stages, columns, false, copies) <= optin_shared_bytes)
+                    return {true, stages, columns, copies};
+            }
     return {};
 }
 
 // The dual walk (dk and dv in one walk over G, kernels/retention_chunk_mma.cuh's DUAL) where K = V = 64 or 128 and a
 // block of K columns fits with two stages (174,080 bytes at 128: an H100, not an A100). Not with one stage: whether
 // one dual walk without load overlap beats two overlapped walks is unmeasured, so such a card keeps the two walks.
-inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes) {
+// Two state copies where they fit too (208,896 bytes at 128: an H100 or H200).
+inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes, bool one_copy = false) {
     if (K != V || (K != 64 && K != 128) || !tc_supported(K, V, C)) return {};
     const int columns = static_cast<int>(K);
-    if (chunk_mma_shared_bytes(K, 2, columns, true) <= optin_shared_bytes) return {true, 2, columns};
+    for (const int copies : {2, 1})
+        if (!(copies == 2 && one_copy) && chunk_mma_shared_bytes(K, 2, columns, true, copies) <= optin_shared_bytes)
+            return {true, 2, columns, copies};
     return {};
 }
 
@@ -98,7 +107,7 @@ inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_share
 // every walk of the call has an mma configuration on this device (the forward's Da = K over Dc = V; the backward's
 // also Da = V over Dc = K for dq and dk, and dk with dv in one dual walk where that fits), else the CUDA-core walk.
 // For A/Bs (RETRO_RETENTION_KERNELS): narrow = 64 columns a block and no dual walk; split = no dual walk;
-// one_stage = one load stage, no dual walk.
+// one_stage = one load stage, no dual walk; one_copy = one state copy (session 23's walks).
 struct ChunkwisePlan {
     bool tensor_cores = false;
     ChunkWalkConfig da_k;   // the walks with Da = K, Dc = V: the forward, dv
@@ -106,13 +115,14 @@ struct ChunkwisePlan {
     ChunkWalkConfig dkdv;   // the dual walk for dk and dv (backward only; ok false: two walks)
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
-                                    bool narrow = false, bool split = false, bool one_stage = false) {
+                                    bool narrow = false, bool split = false, bool one_stage = false,
+                                    bool one_copy = false) {
     if (!bf16) return {};
     ChunkwisePlan plan;
-    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage);
+    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage, one_copy);
     if (backward) {
-        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage);
-        if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes);
+        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage, one_copy);
+        if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes, one_copy);
     }
     plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
     return plan;
