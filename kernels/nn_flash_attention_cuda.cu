@@ -378,9 +378,19 @@ void forward_mma(float* out, std::uint16_t* out_bf16, float* lse, const In* q, c
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
 }
 
+// one_block: Nq <= 64 and the one-block kernel's shared memory fits (flash_backward): dQ, dK, dV in one launch
 template <int D, typename In>
 void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const In* dout, const float* lse,
-                  const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, cudaStream_t st) {
+                  const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, bool one_block,
+                  cudaStream_t st) {
+    if (one_block) {
+        constexpr int smem = flash::one_block_smem<D>();
+        allow_smem<flash::flash_mma_backward_one_block<D, In>>(smem);
+        flash::flash_mma_backward_one_block<D, In><<<static_cast<unsigned>(m.B * m.H), flash::kThreads, smem, st>>>(
+            dq, dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
+        RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_one_block", st);
+        return;
+    }
     constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
     allow_smem<flash::flash_mma_backward_dkdv<D, In>>(smem_kv);
     flash::flash_mma_backward_dkdv<D, In><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
@@ -411,7 +421,7 @@ void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, 
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const float* dout,
                 const float* lse, const float* delta, const float* q, const float* k, const float* v,
-                const FlashDims& m, bool wmma, cudaStream_t st) {
+                const FlashDims& m, bool wmma, bool one_block, cudaStream_t st) {
     if (wmma) {   // self-attention only (flash_applies)
         const dim3 grid = flash_grid(m.Nq, m);
         constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
@@ -423,7 +433,7 @@ void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_it
         RETRO_CUDA_LAUNCH_CHECK("flash_backward_dq (wmma)", st);
         return;
     }
-    backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, st);
+    backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, one_block, st);
 }
 
 FlashDims flash_dims(const AttentionShape& s, const float* null_k, const float* null_v, const std::uint8_t* key_mask) {
@@ -509,21 +519,26 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     flash::flash_mma_delta<<<static_cast<unsigned>((rows + flash::kWarps - 1) / flash::kWarps), flash::kThreads, 0,
                              stream_>>>(delta, dout, o, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_delta", stream_);
+    // at most 64 queries (CCA): the one-block kernel, unless RETRO_UNFUSE names it or its shared memory does not fit
+    const long long one_block_smem = m.D == 32 ? flash::one_block_smem<32>()
+                                     : m.D == 64 ? flash::one_block_smem<64>() : flash::one_block_smem<128>();
+    const bool one_block = m.Nq <= flash::kTile && !unfused(FusedOp::flash_backward_one_block) &&
+                           one_block_smem <= optin_shared_bytes_;
     if (flash_bf16_operands(s, key_mask)) {   // as flash_forward; Delta above read dout in fp32, as the reference rounds it
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
         const auto* v16 = static_cast<const std::uint16_t*>(to_bf16(2, v, m.B * m.Nk * m.HD));
         const auto* do16 = static_cast<const std::uint16_t*>(to_bf16(3, dout, m.B * m.Nq * m.HD));
         switch (m.D) {
-        case 32: backward_mma<32>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
-        case 64: backward_mma<64>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
-        default: backward_mma<128>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, stream_); break;
+        case 32: backward_mma<32>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
+        case 64: backward_mma<64>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
+        default: backward_mma<128>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
         }
     } else {
         switch (m.D) {
-        case 32: backward_d<32>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
-        case 64: backward_d<64>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
-        default: backward_d<128>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, stream_); break;
+        case 32: backward_d<32>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, one_block, stream_); break;
+        case 64: backward_d<64>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, one_block, stream_); break;
+        default: backward_d<128>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, flash_wmma_, one_block, stream_); break;
         }
     }
     // dnull_k += sum over items of their shares (parameters: +=), in the column sums' fixed order

@@ -150,6 +150,15 @@ RETRO_SIMT_DEVICE Head head_of(ll bh, const FlashDims& m) {
     return {bh, b, h, b * m.Nq * m.HD + h * m.D, b * m.Nk * m.HD + h * m.D};
 }
 
+// Where virtual key jv's gradient row goes in dk (or dv) [B, Nk, H*D]: the null key's share for this item
+// (jv = 0 with null_kv: a row of null_items [B, H*D], for the caller to sum over items), key jv - 1 (null_kv) or jv,
+// or nowhere past the keys (null).
+RETRO_SIMT_DEVICE float* key_grad_row(float* base, float* null_items, ll jv, const Head& hd, const FlashDims& m) {
+    if (m.null_kv && jv == 0) return null_items + hd.b * m.HD + hd.h * m.D;
+    if (jv >= m.keys()) return nullptr;
+    return base + hd.k_base + (jv - (m.null_kv ? 1 : 0)) * m.HD;
+}
+
 // This head's null key or value row of a kernel over In operands: the fp32 row (null_kv) or none (the bf16 copies come
 // without a null column: the launcher's condition).
 template <typename In>
@@ -492,17 +501,124 @@ RETRO_SIMT_UNROLL
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         }
     }
-    // virtual key jv: the null key's share (jv = 0 with null_kv), key jv - null, or nothing past the keys
-    float* dst_k[2];
-    float* dst_v[2];
-    for (int r = 0; r < 2; ++r) {
-        const ll jv = k0 + lk[r], j = jv - (m.null_kv ? 1 : 0), item_row = hd.b * m.HD + hd.h * m.D;
-        const bool is_null = m.null_kv && jv == 0, past = jv >= m.keys();
-        dst_k[r] = is_null ? dnull_k_items + item_row : past ? nullptr : dk + hd.k_base + j * m.HD;
-        dst_v[r] = is_null ? dnull_v_items + item_row : past ? nullptr : dv + hd.k_base + j * m.HD;
+    store_rows<D>(key_grad_row(dk, dnull_k_items, k0 + lk[0], hd, m), key_grad_row(dk, dnull_k_items, k0 + lk[1], hd, m),
+                  dK, 1.0f, 1.0f, lane);
+    store_rows<D>(key_grad_row(dv, dnull_v_items, k0 + lk[0], hd, m), key_grad_row(dv, dnull_v_items, k0 + lk[1], hd, m),
+                  dV, 1.0f, 1.0f, lane);
+}
+
+// Attention with at most 64 queries (CCA: a chunk's queries against its neighbours' tokens and the null column):
+// dQ, dK and dV in one block per (item, head), which walks the key blocks once (session 25, written without a GPU).
+// The two kernels above compute S and dP twice (S = Q K^T in the dQ kernel, S^T = K Q^T in the dK/dV kernel's block
+// for every key block, each loading the whole Q and dO tile again: at the 172M config's CCA, 128 x 8 heads x 5 key
+// blocks = 5,120 dK/dV blocks of one step each, 11 TFLOP/s in session 23's profile). Here each warp computes its 16
+// query rows' S and dP once, P and dS go to dQ += dS K in registers as in the dQ kernel (the same bits), and through
+// shared memory as bf16 [query][key] tiles to the products over the queries: warp w's keys [16w, 16w + 16) take
+// dV = P^T dO and dK = dS^T Q (A fragments of P^T by ldmatrix.trans), finished and stored at once since no other
+// block has queries for them. Grid (B * H), one_block_smem<D>() bytes; Nq <= 64.
+template <int D>
+constexpr int one_block_smem() {   // Q, dO, K, V, then P and dS (bf16 [64][64 + 8] each)
+    return 4 * row_tile_bytes<D>() + 2 * row_tile_bytes<kTile>() + kRowStatBytes + kMaskBytes;
+}
+
+// A warp's 16 x 64 slice held as bf16 pairs of C fragments (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row
+// g + 8) into rows [row0, row0 + 16) of a row-major bf16 tile of stride ld.
+RETRO_SIMT_DEVICE void store_pairs(u16* tile, int ld, const u32 (&pk)[8][2], int row0, int lane) {
+    u32* p = reinterpret_cast<u32*>(tile);
+    const int g = lane / 4, t = lane % 4;
+RETRO_SIMT_UNROLL
+    for (int n = 0; n < 8; ++n) {
+        p[((row0 + g) * ld + n * 8 + 2 * t) / 2] = pk[n][0];
+        p[((row0 + g + 8) * ld + n * 8 + 2 * t) / 2] = pk[n][1];
     }
-    store_rows<D>(dst_k[0], dst_k[1], dK, 1.0f, 1.0f, lane);
-    store_rows<D>(dst_v[0], dst_v[1], dV, 1.0f, 1.0f, lane);
+}
+
+// acc (16 x D) = rows [row0, row0 + 16) of T^T times X, T a bf16 [64][ld] tile whose columns are A's rows (P or dS
+// as [query][key]: the warp's keys) and X's rows [64][D + 8] the same 64 queries.
+template <int D>
+RETRO_SIMT_DEVICE void transposed_times_rows(float (&acc)[D / 8][4], const u16* T, int ld, int row0, const u16* X, int lane) {
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < D / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+        u32 a[4];
+        load_a_t(a, T, ld, row0, kk * 16, lane);
+        accumulate_kn(acc, a, X, row_ld<D>(), kk * 16, 0, lane);
+    }
+}
+
+template <int D, typename In = float>
+RETRO_SIMT_KERNEL(kThreads)
+flash_mma_backward_one_block(float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv,
+                             float* __restrict__ dnull_k_items, float* __restrict__ dnull_v_items,
+                             const In* __restrict__ q, const In* __restrict__ k, const In* __restrict__ v,
+                             const In* __restrict__ dout, const float* __restrict__ lse,
+                             const float* __restrict__ delta, FlashDims m) {
+    constexpr int ld = row_ld<D>(), ldp = row_ld<kTile>();
+    u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
+    u16* dOs = Qs + kTile * ld;
+    u16* Ks = dOs + kTile * ld;
+    u16* Vs = Ks + kTile * ld;
+    u16* Ps = Vs + kTile * ld;
+    u16* dSs = Ps + kTile * ldp;
+    float* Ls = reinterpret_cast<float*>(dSs + kTile * ldp);
+    float* Dl = Ls + kTile;
+    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
+
+    const Head hd = head_of(simt::block_x(), m);
+    constexpr ll q0 = 0;
+    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows (dQ), or keys (dK, dV)
+    const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
+    const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
+
+    load_rows<D>(Qs, QueryRows<In>{q + hd.q_base}, q0, m);
+    load_rows<D>(dOs, QueryRows<In>{dout + hd.q_base}, q0, m);
+    load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
+    float acc[D / 8][4];
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < D / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+
+    const ll last = last_key_block(0, m);
+    for (ll kb = 0; kb <= last; ++kb) {
+        const ll j0 = kb * kTile;
+        simt::sync_block();   // the previous key block's K, V, P and dS are no longer read
+        load_rows<D>(Ks, krows, j0, m);
+        load_rows<D>(Vs, vrows, j0, m);
+        load_key_flags(off, j0, hd.b, m);
+        simt::async_wait_all();
+        simt::sync_block();
+        {
+            float s[8][4], dp[8][4];
+            rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
+            rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
+            const bool classes = step_needs_classes(q0, j0, m);
+            u32 dsk[8][2], pk[8][2];
+            softmax_backward_tile(dsk, pk, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
+                const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
+                cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
+                l = Ls[r];
+                dl = Dl[r];
+            });
+            accumulate_p_rows<D>(acc, dsk, Ks, ld, lane);   // dQ += dS K
+            store_pairs(Ps, ldp, pk, warp * 16, lane);
+            store_pairs(dSs, ldp, dsk, warp * 16, lane);
+        }
+        simt::sync_block();   // every warp's rows of P and dS are in
+        float dkv[D / 8][4];
+        transposed_times_rows<D>(dkv, Ps, ldp, warp * 16, dOs, lane);   // dV = P^T dO for keys [16w, 16w + 16)
+        store_rows<D>(key_grad_row(dv, dnull_v_items, j0 + lr[0], hd, m), key_grad_row(dv, dnull_v_items, j0 + lr[1], hd, m),
+                      dkv, 1.0f, 1.0f, lane);
+        transposed_times_rows<D>(dkv, dSs, ldp, warp * 16, Qs, lane);   // dK = dS^T Q
+        store_rows<D>(key_grad_row(dk, dnull_k_items, j0 + lr[0], hd, m), key_grad_row(dk, dnull_k_items, j0 + lr[1], hd, m),
+                      dkv, 1.0f, 1.0f, lane);
+    }
+    float* db = dq + hd.q_base;
+    store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
 }
 
 }  // namespace retro::nn::flash

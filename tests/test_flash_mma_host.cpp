@@ -1,6 +1,6 @@
 // The fused attention's mma.sync kernels (kernels/nn_flash_mma.cuh) run on the host through the block emulator
 // (tests/simt_host.h): every thread of every block, the warps' fragment exchanges as the PTX ISA lays them out. The
-// forward (out, lse), Delta and both backward kernels (dQ; dK, dV) against attention in double on the bf16-rounded
+// forward (out, lse), Delta and the backward kernels (dQ; dK, dV; all three in one block where Nq <= 64) against attention in double on the bf16-rounded
 // inputs, at each head size the kernels take, causal or not, N not a multiple of the 64-row blocks: rms(x - ref) /
 // rms(ref) within the op harness's bf16 bound (5e-3). This runs on every machine; on a GPU the same kernels are
 // checked by the op harness (`nn.flash_attention`), compiled by nvcc from the same header.
@@ -131,6 +131,41 @@ void check_case(const Case& cs, std::uint64_t seed) {
         CHECK(test::rms_ratio(dnk, r_dnk) <= bound);
         CHECK(test::rms_ratio(dnv, r_dnv) <= bound);
     }
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    if (Nq <= fl::kTile) {
+        // at most 64 queries (CCA): dQ, dK and dV in one block per (item, head) — dQ the dQ kernel's bits, dK and dV
+        // (from P and dS rounded once, through shared memory) within the bound, the null key's shares too
+        std::vector<float> dq1(q.size(), NAN), dk1(k.size(), NAN), dv1(v.size(), NAN), dnk1(dnk_items.size(), NAN),
+            dnv1(dnv_items.size(), NAN);
+        simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
+            fl::flash_mma_backward_one_block<D>(dq1.data(), dk1.data(), dv1.data(), dnk1.data(), dnv1.data(), qk, kk,
+                                                vk, dok, lse.data(), delta.data(), m);
+        });
+        CHECK(same(dq1, dq));
+        const double e_dk1 = test::rms_ratio(dk1, r_dk), e_dv1 = test::rms_ratio(dv1, r_dv);
+        MESSAGE("flash mma one block (host): dk " << e_dk1 << ", dv " << e_dv1);
+        CHECK(e_dk1 <= bound);
+        CHECK(e_dv1 <= bound);
+        if (cs.null_kv) {
+            CHECK(test::rms_ratio(dnk1, std::vector<double>(dnk_items.begin(), dnk_items.end())) <= bound);
+            CHECK(test::rms_ratio(dnv1, std::vector<double>(dnv_items.begin(), dnv_items.end())) <= bound);
+        }
+        // each warp alone to the next barrier, both orders: a warp reading P or dS before another wrote it (or
+        // after the next key block overwrote it) changes the bits
+        for (const auto schedule : {simt::host::Schedule::warps_ascending, simt::host::Schedule::warps_descending}) {
+            simt::host::ScheduleScope scope(schedule);
+            std::vector<float> dq_s(q.size(), NAN), dk_s(k.size(), NAN), dv_s(v.size(), NAN);
+            simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
+                fl::flash_mma_backward_one_block<D>(dq_s.data(), dk_s.data(), dv_s.data(), dnk_items.data(),
+                                                    dnv_items.data(), qk, kk, vk, dok, lse.data(), delta.data(), m);
+            });
+            CHECK(same(dq_s, dq1));
+            CHECK(same(dk_s, dk1));
+            CHECK(same(dv_s, dv1));
+        }
+    }
     if (!cs.null_kv && !cs.masked) {
         // the kernels over bf16 copies of the operands (tiles by cp.async; the backend's path for attention without
         // a null column or mask) give the fp32 path's bits: the same roundings, the same sums
@@ -156,15 +191,28 @@ void check_case(const Case& cs, std::uint64_t seed) {
                                                           k16.data(), v16.data(), do16.data(), lse.data(),
                                                           delta.data(), m);
         });
-        auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
-            return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-        };
         CHECK(same(out2, out));
         CHECK(same(lse2, lse));
         CHECK(ob2 == out_bf16);
         CHECK(same(dq2, dq));
         CHECK(same(dk2, dk));
         CHECK(same(dv2, dv));
+        if (Nq <= fl::kTile) {   // the one-block kernel over the bf16 copies: its fp32 path's bits
+            std::vector<float> dq3(q.size(), NAN), dk3(k.size(), NAN), dv3(v.size(), NAN), dq4(q.size(), NAN),
+                dk4(k.size(), NAN), dv4(v.size(), NAN);
+            simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
+                fl::flash_mma_backward_one_block<D, std::uint16_t>(dq3.data(), dk3.data(), dv3.data(), nullptr, nullptr,
+                                                                   q16.data(), k16.data(), v16.data(), do16.data(),
+                                                                   lse.data(), delta.data(), m);
+            });
+            simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
+                fl::flash_mma_backward_one_block<D>(dq4.data(), dk4.data(), dv4.data(), nullptr, nullptr, qk, kk, vk,
+                                                    dok, lse.data(), delta.data(), m);
+            });
+            CHECK(same(dq3, dq4));
+            CHECK(same(dk3, dk4));
+            CHECK(same(dv3, dv4));
+        }
     }
     // lse against the reference probabilities' log-sum-exp: finite where some key of the row is unmasked
     for (long long b = 0; b < B; ++b)
