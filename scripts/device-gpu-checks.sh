@@ -12,8 +12,8 @@
 #        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        flash (the fused attention's mma.sync kernels, over bf16 operand copies and over fp32 operands, against the
-#        older wmma ones: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
+#        flash (the fused attention's mma.sync kernels: as planned, with CCA's backward as two kernels, over fp32 operands;
+#        FLASH_KINDS, wmma on request: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
 #        as planned against mma-1copy, one state copy (RETWALK_KINDS; mma-split, mma64, mma1, wmma on request): the op harness with each of RETWALK_TEST_KINDS, then retro-bench
 #        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
@@ -226,24 +226,33 @@ step_kernels() {
 
 step_flash() {
     # the fused attention's kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=mma, the
-    # default, over bf16 copies of the operands where there is no null column or mask; mma-fp32, the same kernels
-    # reading the fp32 operands; wmma, the older ones): their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
+    # default, over bf16 copies of the operands where there is no null column or mask, with dQ, dK and dV in one
+    # block where Nq <= 64 (CCA); mma-2kernel, the same but the two backward kernels there (RETRO_UNFUSE=
+    # flash_backward_one_block); mma-fp32, the kernels reading the fp32 operands; wmma, the older ones): FLASH_KINDS
+    # (mma mma-2kernel mma-fp32), their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
     # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, its CCA and its
     # encoder's masked self-attention, forward + backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in
     # $OUT/flash.txt
-    local i kind
-    for kind in mma mma-fp32 wmma; do
-        RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/flash_tests_$kind.log" 2>&1
+    local i kind fk unf
+    local kinds=${FLASH_KINDS:-mma mma-2kernel mma-fp32}
+    flash_kind() {   # RETRO_FLASH_KERNELS and RETRO_UNFUSE of a kind
+        fk=$1 unf=
+        if [[ $1 == mma-2kernel ]]; then fk=mma unf=flash_backward_one_block; fi
+    }
+    for kind in $kinds; do
+        flash_kind "$kind"
+        RETRO_FLASH_KERNELS=$fk RETRO_UNFUSE=$unf rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/flash_tests_$kind.log" 2>&1
         track $?
         tail -3 "$OUT/flash_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/flash.txt"
     done
     for ((i = 1; i <= ${FLASH_RUNS:-2}; i++)); do
-        for kind in mma mma-fp32 wmma; do
-            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention,nn.flash_cca,nn.flash_encoder \
+        for kind in $kinds; do
+            flash_kind "$kind"
+            RETRO_FLASH_KERNELS=$fk RETRO_UNFUSE=$unf rk "$KIT/bin/retro-bench" ops --device cuda --ops nn.flash_attention,nn.flash_cca,nn.flash_encoder \
                 --json "$OUT/flash_ops_${kind}_$i.json" >"$OUT/flash_ops_${kind}_$i.log" 2>&1
             track $?
             grep -E 'flash' "$OUT/flash_ops_${kind}_$i.log" | sed "s/^/$kind $i ops: /" | tee -a "$OUT/flash.txt"
-            RETRO_FLASH_KERNELS=$kind rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16 --config "$TRAIN_CONFIG" \
+            RETRO_FLASH_KERNELS=$fk RETRO_UNFUSE=$unf rk "$KIT/bin/retro-bench" train --device cuda --dtype bf16 --config "$TRAIN_CONFIG" \
                 --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" --steps 3 --warmup 1 \
                 --json "$OUT/flash_train_${kind}_$i.json" >"$OUT/flash_train_${kind}_$i.log" 2>&1
             track $?
