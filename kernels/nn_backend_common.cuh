@@ -173,6 +173,12 @@ public:
                         std::int64_t O) override;
     void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b, std::int64_t N,
                              std::int64_t I, std::int64_t O) override;
+    void linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W, const float* b,
+                                  std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b, std::int64_t N,
+                              std::int64_t I, std::int64_t O) override;
+    void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                               const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma, const float* W,
                                 const float* b, std::int64_t N, std::int64_t I, std::int64_t O, bool gelu) override;
     void linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W, const float* b,
@@ -324,10 +330,17 @@ private:
                    float* C, int ldc, const char* what);
     // The bf16 mode's linear_backward (dW and db wanted) of a dy that is computed on the fly, dy(n, j) [N, O]: its bf16
     // copy (slot 0) and db's sums in one pass (column_sums with a copy), then the dx (when not null) and dW GEMMs on
-    // the copy (gelu_linear_backward, cross_entropy_linear_backward)
+    // the copy, with xb x's bf16 copy (linear_backward and its bf16x form, gelu_linear_backward,
+    // cross_entropy_linear_backward)
     template <typename Term>
-    void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const float* x, const float* W, long long N,
+    void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const void* xb, const float* W, long long N,
                                  long long I, long long O, const char* what);
+    // The bf16 mode's linear_backward with x as fp32 (x: rounded here where dW wants it) or as bf16 bits (x16)
+    void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x,
+                              const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I, std::int64_t O);
+    // bf16 bits x16[0, n) widened to fp32 in a grow-only scratch (the bf16x ops outside the bf16 GEMM mode)
+    const float* widened(const std::uint16_t* x16, std::int64_t n);
+    Scratch wide_;
     // The same over `batch` products at element strides sA, sB, sC (0: one matrix for every product;
     // cublasGemmStridedBatchedEx) with bf16 A and B, or fp32 A and B (bf16 false: cublasSgemmStridedBatched, pedantic)
     void gemm_batched(bool bf16, bool ta, bool tb, int m, int n, int k, const void* A, int lda, long long sA,
@@ -354,14 +367,14 @@ void CudaNnBackend::column_sums(float* out, Term term, std::int64_t N, std::int6
 }
 
 template <typename Term>
-void CudaNnBackend::bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const float* x, const float* W,
+void CudaNnBackend::bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const void* xb, const float* W,
                                             long long N, long long I, long long O, const char* what) {
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * (I > O ? I : O), "N * max(I, O)");
     auto* dyb = static_cast<std::uint16_t*>(scratch(bf_[0], static_cast<std::size_t>(N * O) * 2));
     column_sums(db, dy, N, O, what, dyb);
     if (dx) gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, what);
-    gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i, what);
+    gemm_bf16(false, true, i, o, n, xb, i, dyb, o, 1.0f, dW, i, what);
 }
 
 }  // namespace retro::nn::detail

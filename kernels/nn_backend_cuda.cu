@@ -120,6 +120,28 @@ __global__ void round_to_bf16(__nv_bfloat16* __restrict__ y, const float* __rest
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
+// bf16 bits to fp32 (the bf16x ops outside the bf16 GEMM mode)
+__global__ void widen_bf16(float* __restrict__ y, const __nv_bfloat16* __restrict__ x, ll n) {
+    for (ll i = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; i < n; i += static_cast<ll>(gridDim.x) * blockDim.x)
+        y[i] = __bfloat162float(x[i]);
+}
+
+// linear_gelu_forward_bf16 after its GEMM (beta 0 into h): h = h + b (b may be null) and g16 = bf16(gelu(h)), a block
+// per row (block-stride), threads over its columns: the bias rows linear_forward writes before its GEMM (and the GEMM
+// reads back), the gelu pass and the next layer's rounding of g in one pass.
+__global__ void bias_gelu_to_bf16(float* __restrict__ h, __nv_bfloat16* __restrict__ g16, const float* __restrict__ b,
+                                  ll N, ll O) {
+    for (ll r = blockIdx.x; r < N; r += gridDim.x) {
+        float* hr = h + r * O;
+        __nv_bfloat16* gr = g16 + r * O;
+        for (ll j = threadIdx.x; j < O; j += blockDim.x) {
+            const float v = b ? hr[j] + b[j] : hr[j];
+            if (b) hr[j] = v;
+            gr[j] = __float2bfloat16_rn(gelu_exact(v));
+        }
+    }
+}
+
 // ---------------- rmsnorm ----------------
 // kernels/nn_rows.cuh: a warp per row (forward with the residual sum in the same pass; backward = or +=)
 
@@ -189,6 +211,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         RETRO_CUDA_CHECK(cudaFuncGetAttributes(&gemv_attributes, gemv::linear_rows_gemv<1, false, false>));
         dependent_launch_ = major >= 9 && gemv_attributes.ptxVersion >= 90 && !(pdl && std::string(pdl) == "0");
         unfused_ = unfused_ops_requested(std::getenv("RETRO_UNFUSE"));
+        if (unfused(FusedOp::feed_forward_bf16)) set_bf16_activations(false);
     } catch (...) {   // no destructor runs for a throwing constructor
         RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
         throw;
@@ -197,7 +220,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 
 CudaNnBackend::~CudaNnBackend() {
     RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2], &bf_[3]})
+    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2], &bf_[3], &wide_})
         RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
     for (Staging& s : staging_) {
         if (s.host) RETRO_CUDA_CHECK_NOTHROW(cudaFreeHost(s.host));
@@ -368,6 +391,60 @@ void CudaNnBackend::linear_gelu_forward(float* g, float* h, const float* x, cons
     gelu_forward(g, pre, N * O);
 }
 
+const float* CudaNnBackend::widened(const std::uint16_t* x16, std::int64_t n) {
+    auto* y = static_cast<float*>(scratch(wide_, static_cast<std::size_t>(n) * sizeof(float)));
+    if (n > 0) {
+        widen_bf16<<<grid_for(n), kThreads, 0, stream_>>>(y, reinterpret_cast<const __nv_bfloat16*>(x16), n);
+        RETRO_CUDA_LAUNCH_CHECK("widen_bf16", stream_);
+    }
+    return y;
+}
+
+// bf16 GEMM mode: the GEMM (beta 0) into h, then bias_gelu_to_bf16; otherwise the two ops into a widened scratch's
+// place: linear_gelu_forward with g in fp32 scratch, then rounded.
+void CudaNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W,
+                                             const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    RETRO_CHECK(h && N > 0 && I >= 0 && O > 0, "linear_gelu_forward_bf16: N ", N, ", I ", I, ", O ", O, ", h required");
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) {
+        const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+        as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+        gemm_bf16(true, false, o, n, i, to_bf16(0, W, O * I), i, to_bf16(1, x, N * I), i, 0.0f, h, o,
+                  "cublasGemmEx bf16 (linear gelu forward)");
+        bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
+            h, reinterpret_cast<__nv_bfloat16*>(g16), b, N, O);
+        RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
+        return;
+    }
+    linear_forward(h, x, W, b, N, I, O);   // fp32 mode (or I = 0): the ops it stands for
+    bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
+        h, reinterpret_cast<__nv_bfloat16*>(g16), nullptr, N, O);
+    RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
+}
+
+void CudaNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
+                                         std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    if (gemm_inputs_ != GemmInputs::bf16 || I == 0 || N <= 0) return linear_forward(y, widened(x16, N * I), W, b, N, I, O);
+    RETRO_CHECK(I > 0 && O > 0, "linear_forward_bf16x: N ", N, ", I ", I, ", O ", O);
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    if (b) {
+        bias_rows<<<grid_for(N * O), kThreads, 0, stream_>>>(y, b, N, O);
+        RETRO_CUDA_LAUNCH_CHECK("bias_rows", stream_);
+    }
+    gemm_bf16(true, false, o, n, i, to_bf16(0, W, O * I), i, x16, i, b ? 1.0f : 0.0f, y, o,
+              "cublasGemmEx bf16 (linear forward, bf16 x)");
+}
+
+void CudaNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0) return;
+    if (gemm_inputs_ != GemmInputs::bf16 || I <= 0 || O <= 0)
+        return linear_backward(dx, dW, db, dy, widened(x16, N * I), W, N, I, O);
+    linear_backward_bf16(dx, dW, db, dy, nullptr, x16, W, N, I, O);
+}
+
 // One launch for up to gemv::kMaxRows rows in fp32 (where NORM's rows fit the shared memory a block has without
 // opting in); the two ops otherwise (NnBackend's forms).
 void CudaNnBackend::rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
@@ -431,7 +508,7 @@ void CudaNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float*
     if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0 ||
         unfused(FusedOp::gelu_linear_backward))
         return NnBackend::gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O);
-    bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, x, W, N, I, O, "gelu_linear_backward");
+    bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, to_bf16(2, x, N * I), W, N, I, O, "gelu_linear_backward");
 }
 
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
@@ -439,20 +516,15 @@ void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float
     if (N == 0) return;
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0 && O > 0) return linear_backward_bf16(dx, dW, db, dy, x, nullptr, W, N, I, O);
     const float one = 1.0f, zero = 0.0f;
-    const bool bf = gemm_inputs_ == GemmInputs::bf16 && I > 0 && O > 0;
-    const void* dyb = bf && ((dx && I > 0) || dW) ? to_bf16(0, dy, N * O) : nullptr;
-    if (bf && dx) {
-        gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, "cublasGemmEx bf16 (linear dx)");
-    } else if (dx && I > 0) {
+    if (dx && I > 0) {
         RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, i, n, o, &one, W, i, dy, std::max(o, 1),
                                        &zero, dx, i));
         RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dx)", stream_);
     }
     if (dW && O > 0) {
-        if (bf) {
-            gemm_bf16(false, true, i, o, n, to_bf16(2, x, N * I), i, dyb, o, 1.0f, dW, i, "cublasGemmEx bf16 (linear dW)");
-        } else if (I > 0) {
+        if (I > 0) {
             RETRO_CUBLAS_CHECK(
                 cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_T, i, o, n, &one, x, i, dy, o, &one, dW, i));
             RETRO_CUDA_SYNC_POINT("cublasSgemm (linear dW)", stream_);
@@ -461,6 +533,19 @@ void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float
             column_sums(db, BiasTerm{dy, O}, N, O, "db");
         }
     }
+}
+
+// The bf16 GEMM mode (I, O > 0): with dW and db, dy's bf16 copy is written by db's column-sum pass (one pass over dy
+// where the rounding and the sums made two; the same bits); then the GEMMs on the copies.
+void CudaNnBackend::linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x,
+                                         const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
+                                         std::int64_t O) {
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    const auto x_bf16 = [&]() -> const void* { return x16 ? static_cast<const void*>(x16) : to_bf16(2, x, N * I); };
+    if (dW && db) return bf16_linear_backward_of(dx, dW, db, BiasTerm{dy, O}, x_bf16(), W, N, I, O, "linear_backward");
+    const void* dyb = dx || dW ? to_bf16(0, dy, N * O) : nullptr;
+    if (dx) gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, "cublasGemmEx bf16 (linear dx)");
+    if (dW) gemm_bf16(false, true, i, o, n, x_bf16(), i, dyb, o, 1.0f, dW, i, "cublasGemmEx bf16 (linear dW)");
 }
 
 // ---------------- rmsnorm ----------------

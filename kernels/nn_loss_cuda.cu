@@ -162,7 +162,7 @@ void CudaNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* d
                                                         valid, x, W, N, I, V);
     const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;   // as cross_entropy_backward
     bf16_linear_backward_of(dx, dW, db, CrossEntropyGradTerm{logits, lse, targets, V, ignore_index, scale, valid == 0},
-                            x, W, N, I, V, "cross_entropy_linear_backward");
+                            to_bf16(2, x, N * I), W, N, I, V, "cross_entropy_linear_backward");
 }
 
 void CudaNnBackend::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {

@@ -16,6 +16,8 @@
 //   nn.linear_rotary linear_rotary_forward (the decoder's q | k projections with their rotation; with the norm too)
 //   nn.cross_entropy_linear cross_entropy_linear_backward (the logits layer's backward from the loss)
 //   nn.gelu_linear_backward gelu_linear_backward (the feed-forward's first layer backward from its gelu's output)
+//   nn.ff_bf16      linear_gelu_forward_bf16, linear_forward_bf16x, linear_backward_bf16x (the feed-forward over its
+//                   gelu output stored as bf16; BF16 on CUDA only)
 //   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
 //                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
@@ -352,6 +354,48 @@ std::unique_ptr<Case> linear_gelu_case(int64_t N, int64_t I, int64_t O, bool wit
         {dims({{"N", N}, {"I", I}, {"O", O}}) + (with_h ? " h" : "") + (bias ? " bias" : ""), 2.0 * N * I * O,
          4.0 * (N * I + O * I + 2 * N * O), {"x", "W", "b"}, {false, false, false}, {"g", "h"}},
         std::move(in), body, device, {"linear_gelu_forward"});
+}
+
+// The feed-forward over bf16 activations (the bf16 GEMM mode's storage of its gelu output): linear_gelu_forward_bf16
+// (h = x W1^T + b1, g16 = bf16(gelu(h))), linear_forward_bf16x (y = g W2^T + b2 from g16) and linear_backward_bf16x
+// (dg = dy W2, dW2 += dy^T g, db2 += sum dy). The reference: nn::linear_forward, nn::gelu_forward, g rounded to bf16,
+// nn::linear_forward, nn::linear_backward. BF16 on CUDA only (set_bf16_only).
+std::unique_ptr<Case> ff_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng), random_tensor(I * O, rng),
+               random_tensor(I, rng), random_tensor(N * I, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(N * I), std::vector<T>(N * O), std::vector<T>(N * O), std::vector<T>(I * O, T(0)),
+                 std::vector<T>(I, T(0))};
+        std::vector<T> g(static_cast<std::size_t>(N * O));
+        nn::linear_forward(out[1].data(), x[0].data(), x[1].data(), x[2].data(), N, I, O);
+        nn::gelu_forward(g.data(), out[1].data(), N * O);
+        for (auto& e : g) e = static_cast<T>(from_bf16(to_bf16(static_cast<float>(e))));
+        nn::linear_forward(out[0].data(), g.data(), x[3].data(), x[4].data(), N, O, I);
+        nn::linear_backward(out[2].data(), out[3].data(), out[4].data(), x[5].data(), g.data(), x[3].data(), N, O, I);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        auto* g16 = a.alloc<std::uint16_t>(N * O);
+        float *y = a.alloc<float>(N * I), *h = a.alloc<float>(N * O), *dg = a.alloc<float>(N * O),
+              *dW2 = a.zeros<float>(I * O), *db2 = a.zeros<float>(I);
+        const float* W2 = a.up(x[3]);
+        be.linear_gelu_forward_bf16(g16, h, a.up(x[0]), a.up(x[1]), a.up(x[2]), N, I, O);
+        be.linear_forward_bf16x(y, g16, W2, a.up(x[4]), N, O, I);
+        be.linear_backward_bf16x(dg, dW2, db2, a.up(x[5]), g16, W2, N, O, I);
+        return {a.down(y, N * I), a.down(h, N * O), a.down(dg, N * O), a.down(dW2, I * O), a.down(db2, I)};
+    };
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"O", O}}), 8.0 * N * I * O,
+                                                   4.0 * (4 * N * I + 3 * N * O + 2 * O * I),
+                                                   {"x", "W1", "b1", "W2", "b2", "dy"},
+                                                   {false, false, false, false, false, false},
+                                                   {"y", "h", "dg", "dW2", "db2"}},
+        std::move(in), body, device,
+        std::vector<std::string>{"linear_gelu_forward_bf16", "linear_forward_bf16x", "linear_backward_bf16x"});
+    c->set_bf16_only();
+    return c;
 }
 
 // rmsnorm_linear_forward: y = [gelu](rmsnorm(x) W^T + b) (bias may be null). The reference: nn::rmsnorm_forward,
@@ -709,6 +753,17 @@ void register_nn_backend(std::vector<OpInfo>& out) {
             return linear_gelu_case(1, 512, 96, true, true, s);
         },
         [] { return linear_gelu_case(1, 512, 2048, false, true, 1); }, 4);
+    // seed 1: the feed-forward's shape in small; 2: rows past one chunk of the column sums' first pass, widths not a
+    // multiple of 32
+    add("nn.ff_bf16", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return ff_bf16_case(300, 40, 150, s);
+            return ff_bf16_case(32, 48, 192, s);
+        },
+        [] { return ff_bf16_case(8192, 768, 3072, 1); }, 2);
+    // the CPU's fp32 run against its double reference: g's stored rounding flips where the float and double values
+    // of gelu straddle a bf16 boundary (~1e-4 of the elements, each a bf16 step: rms ratios ~2e-4 in y and dW2)
+    out.back().bound_f32 = 1e-3;
     // seed 1: one row (the GPU's few-row kernel with the norm in its prologue), gelu, bias; 2: 3 rows of 37 inputs
     // (scalar path), plain, no bias; 3: 12 rows (the two ops); 4: 8 rows of 2048 (the normalised rows past the shared
     // memory a block has: the two ops); 5: 8 rows of 700 (float4 path), gelu

@@ -5,6 +5,7 @@
 // visibly without).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "model/retro.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
+#include "nn/nn_backend_profiler.h"
 #include "test_model_fixtures.h"
 #include "test_util.h"
 
@@ -153,6 +155,50 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
         CHECK(p.loss_backend == p.loss_cpu);
         CHECK(same_bits(p.grads_backend, p.grads_cpu));
     }
+}
+
+TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's bf16 activations give the fp32-stored run's bits") {
+    // the feed-forward keeps its gelu output only as the bf16 its second layer's GEMMs round it to
+    // (NnBackend::set_bf16_activations, on by default): the same floats as keeping fp32 and rounding in each GEMM
+    auto run = [](const RetroConfig& c, const RetroBatch& b, bool bf16_acts, std::vector<std::string>* ops) {
+        nn::HostNnBackend host;
+        host.set_bf16_activations(bf16_acts);
+        nn::ProfilingNnBackend be(host);
+        be.set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+        RetroModel<float> ref(c);
+        randomise(ref, 21);
+        BackendRetroModel m(c, be);
+        m.upload_params(ref.params());
+        m.zero_grad();
+        Pair p;
+        p.loss_backend = m.forward(b);
+        m.backward(0.5f);
+        m.download_grads(p.grads_backend);
+        m.download_logits(p.logits_backend);
+        for (const auto& t : be.timings()) ops->push_back(t.op);
+        return p;
+    };
+    const auto w = wide_config();   // retrieval: the decoder's, the encoder's and CCA's feed-forwards
+    const auto batch = tiny_batch(w, 2, 40, 8);
+    std::vector<std::string> ops_on, ops_off;
+    const Pair on = run(w, batch, true, &ops_on), off = run(w, batch, false, &ops_off);
+    CHECK(on.loss_backend == off.loss_backend);
+    CHECK(same_bits(on.logits_backend, off.logits_backend));
+    CHECK(same_bits(on.grads_backend, off.grads_backend));
+    auto has = [](const std::vector<std::string>& v, const char* op) { return std::find(v.begin(), v.end(), op) != v.end(); };
+    CHECK(has(ops_on, "linear_gelu_forward_bf16"));
+    CHECK(has(ops_on, "linear_forward_bf16x"));
+    CHECK(has(ops_on, "linear_backward_bf16x"));
+    CHECK_FALSE(has(ops_on, "linear_gelu_forward"));
+    CHECK(has(ops_off, "linear_gelu_forward"));
+    CHECK_FALSE(has(ops_off, "linear_forward_bf16x"));
+    // and the mode is the bf16 one: the fp32 run differs
+    nn::HostNnBackend fp32;
+    BackendRetroModel m32(w, fp32);
+    RetroModel<float> ref(w);
+    randomise(ref, 21);
+    m32.upload_params(ref.params());
+    CHECK(m32.forward(batch) != on.loss_backend);
 }
 
 TEST_CASE("backend model: the arena is planned before the first step and grows with the batch") {

@@ -40,7 +40,7 @@ const std::vector<std::string> kAllOps = {
     "gather_add_rows",       "sum_squares",          "adamw_update",         "copy",
     "synchronize",           "copy_head_forward",    "copy_head_backward",   "attention_decode",
     "residual_rmsnorm_forward", "rmsnorm_backward_add", "scatter_rows", "rotary_scale_forward",
-    "linear_gelu_forward"};
+    "linear_gelu_forward", "linear_gelu_forward_bf16", "linear_forward_bf16x", "linear_backward_bf16x"};
 
 bool bits_equal(const std::vector<double>& a, const std::vector<double>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
@@ -84,7 +84,7 @@ TEST_CASE("nn backend: every op through HostNnBackend gives the nn ops' bits") {
             auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());
             if (!r) continue;
             CHECK(!op.cuda.empty());
-            CHECK(c->supports(ops::Backend::CUDA, ops::DType::F32));
+            CHECK((c->supports(ops::Backend::CUDA, ops::DType::F32) || c->supports(ops::Backend::CUDA, ops::DType::BF16)));
             for (const auto& name : r->backend_ops()) covered.insert(name);
             const auto direct = c->run(ops::Backend::CPU, ops::DType::F32);
             const auto through = r->run_on(host);
@@ -144,6 +144,7 @@ TEST_CASE("nn backend: CUDA (cuda_nn_backend) within fp32 bounds of the CPU in d
             for (int seed = 1; seed <= op.test_seeds; ++seed) all.push_back(op.test_case(static_cast<std::uint64_t>(seed)));
             if (!dynamic_cast<ops::BackendRunnable*>(all.front().get())) continue;   // not an NnBackend op: skip its
                                                                                      // (large) perf case unbuilt
+            if (!all.front()->supports(ops::Backend::CUDA, ops::DType::F32)) continue;   // BF16 only (nn.ff_bf16)
             all.push_back(op.perf_case(ops::Backend::CUDA));   // large: many blocks and strided loops
             for (auto& c : all) {
                 auto* r = dynamic_cast<ops::BackendRunnable*>(c.get());

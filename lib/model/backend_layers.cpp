@@ -124,10 +124,25 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     be.linear_backward_shared(dcontext, t.tmp_v, kv, kv_in, Mk, kv_dim, HD);
 }
 
+// Whether the feed-forward keeps its gelu output g only as bf16 (NnBackend::set_bf16_activations, in the bf16 GEMM
+// mode, where a backward will follow: h kept): in the first half of g's fp32 storage, read by the second layer's
+// GEMMs (forward and dW) as they are; the fp32 g is then never written (the same floats: the GEMMs rounded it).
+namespace {
+bool ff_bf16_g(const nn::NnBackend& be, const FfSaved& f) {
+    return be.gemm_inputs() == nn::NnBackend::GemmInputs::bf16 && be.bf16_activations() && f.h;
+}
+}  // namespace
+
 // nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
                 int64_t N, int64_t dim) {
     const int64_t inner = ff_inner(dim);
+    if (ff_bf16_g(be, f)) {
+        auto* g16 = reinterpret_cast<std::uint16_t*>(f.g);
+        be.linear_gelu_forward_bf16(g16, f.h, x, p.w1, p.b1, N, dim, inner);
+        be.linear_forward_bf16x(y, g16, p.w2, p.b2, N, inner, dim);
+        return;
+    }
     be.linear_gelu_forward(f.g, f.h, x, p.w1, p.b1, N, dim, inner);
     be.linear_forward(y, f.g, p.w2, p.b2, N, inner, dim);
 }
@@ -135,7 +150,10 @@ void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, c
 void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
                  const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const GradScratch& t) {
     const int64_t inner = ff_inner(dim);
-    be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
+    if (ff_bf16_g(be, f))   // (the mode must be the forward's: set_gemm_inputs between the two is not supported)
+        be.linear_backward_bf16x(t.dgel, g.w2, g.b2, dy, reinterpret_cast<const std::uint16_t*>(f.g), p.w2, N, inner, dim);
+    else
+        be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
     be.gelu_linear_backward(dx, g.w1, g.b1, t.dgel, f.h, x, p.w1, N, dim, inner);   // gelu's backward, then the layer's
 }
 

@@ -1,6 +1,7 @@
 // The GPU backend's fused ops that RETRO_UNFUSE can set aside (kernels/nn_backend_cuda.cu): each then runs as the
 // ops it stands for (NnBackend's definition in nn/nn_backend.h; rmsnorm_backward_one_pass: the two-kernel rmsnorm
-// backward; flash_backward_one_block: the fused attention's dQ and dK/dV kernels where Nq <= 64), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// backward; flash_backward_one_block: the fused attention's dQ and dK/dV kernels where Nq <= 64; feed_forward_bf16:
+// the feed-forward's gelu output stored in fp32, NnBackend::set_bf16_activations(false)), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -19,6 +20,7 @@ enum class FusedOp : unsigned {
     cross_entropy_linear_backward,
     rmsnorm_backward_one_pass,
     flash_backward_one_block,
+    feed_forward_bf16,
     count
 };
 

@@ -70,6 +70,13 @@ public:
     void set_fused_attention(bool on) { fused_attention_ = on; }
     bool fused_attention() const { return fused_attention_; }
 
+    // bf16 activations (on by default; read by the layers in the bf16 GEMM mode only, model/backend_layers.cpp): the
+    // feed-forward keeps its gelu output only as the bf16 copy its second layer's GEMMs multiply (the *_bf16 / *_bf16x
+    // ops below), where it kept fp32 and rounded it in every GEMM call: the same values, fewer passes. Off: the fp32
+    // form (for an A/B; the CUDA backend starts with it off under RETRO_UNFUSE=feed_forward_bf16).
+    void set_bf16_activations(bool on) { bf16_activations_ = on; }
+    bool bf16_activations() const { return bf16_activations_; }
+
     // Graphs (the decoder's launch-bound steps; CUDA graphs on the GPU): between begin_capture() and end_capture() the
     // ops are recorded instead of run; launch_graph() runs the recording again with the arguments each op had when it
     // was recorded (pointers, sizes, scalars, the GEMM-input mode), so whatever changes between launches must be in
@@ -96,6 +103,18 @@ public:
                                 std::int64_t I, std::int64_t O) = 0;
     virtual void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                  std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    // Linear layers over an input stored as bf16 (bf16 activations): x16 [N, I] holds bf16 bits, x = their values.
+    //   linear_gelu_forward_bf16:  h = x W^T + b (linear_forward, h required) and g16 = bf16(gelu(h)): g of
+    //                              linear_gelu_forward stored as the bf16 its consumer's GEMMs round it to;
+    //   linear_forward_bf16x:      linear_forward(y, x, W, b, N, I, O);
+    //   linear_backward_bf16x:     linear_backward(dx, dW, db, dy, x, W, N, I, O).
+    // In the bf16 GEMM mode these give the fp32-input ops' floats exactly (bf16 rounding of a bf16 value is itself).
+    virtual void linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W, const float* b,
+                                          std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    virtual void linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
+                                      std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    virtual void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                                       const float* W, std::int64_t N, std::int64_t I, std::int64_t O) = 0;
     // g = gelu(x W^T + b), and h = x W^T + b when h is not null: linear_forward then gelu_forward, the same floats
     // (the feed-forward's first layer; on the GPU the gelu rides in the few-row GEMV's epilogue)
     virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
@@ -338,6 +357,7 @@ protected:
     }
     GemmInputs gemm_inputs_ = GemmInputs::fp32;
     bool fused_attention_ = false;
+    bool bf16_activations_ = true;
     bool capturing_ = false;
 };
 

@@ -76,19 +76,63 @@ std::vector<float> bf16_rounded(const float* x, std::int64_t n) {
     for (std::int64_t i = 0; i < n; i++) r[static_cast<std::size_t>(i)] = from_bf16(to_bf16(x[i]));
     return r;
 }
+
+// The values of bf16 bits x16[0, n).
+std::vector<float> bf16_values(const std::uint16_t* x16, std::int64_t n) {
+    std::vector<float> r(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; i++) r[static_cast<std::size_t>(i)] = from_bf16(bf16{x16[i]});
+    return r;
+}
+
+// linear_forward / linear_backward now, in the mode bf16 or not (the ops' bodies)
+void linear_forward_in(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
+                       std::int64_t O, bool bf16) {
+    if (bf16) {
+        const auto xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+        nn::linear_forward(y, xr.data(), wr.data(), b, N, I, O);
+        return;
+    }
+    nn::linear_forward(y, x, W, b, N, I, O);
+}
+void linear_backward_in(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                        std::int64_t N, std::int64_t I, std::int64_t O, bool bf16) {
+    if (bf16) {   // dx and dW from rounded inputs, db from dy itself
+        const auto dyr = bf16_rounded(dy, N * O), xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
+        nn::linear_backward(dx, dW, static_cast<float*>(nullptr), dyr.data(), xr.data(), wr.data(), N, I, O);
+        if (dW && db)
+            for (std::int64_t n = 0; n < N; n++)
+                for (std::int64_t o = 0; o < O; o++) db[o] += dy[n * O + o];
+        return;
+    }
+    nn::linear_backward(dx, dW, db, dy, x, W, N, I, O);
+}
 }  // namespace
 
 void HostNnBackend::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
                                    std::int64_t I, std::int64_t O) {
     const bool bf16 = gemm_inputs_ == GemmInputs::bf16;   // the mode when called (a graph keeps it)
-    run([=, this] {
-        if (bf16) {
-            const auto xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
-            nn::linear_forward(y, xr.data(), wr.data(), b, N, I, O);
-            return;
-        }
-        nn::linear_forward(y, x, W, b, N, I, O);
+    run([=] { linear_forward_in(y, x, W, b, N, I, O, bf16); });
+}
+void HostNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W,
+                                             const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    RETRO_CHECK(h || N * O == 0, "linear_gelu_forward_bf16: h is required");
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;
+    run([=] {
+        linear_forward_in(h, x, W, b, N, I, O, bf16);
+        std::vector<float> g(static_cast<std::size_t>(N * O));
+        nn::gelu_forward(g.data(), h, N * O);
+        for (std::int64_t i = 0; i < N * O; i++) g16[i] = to_bf16(g[static_cast<std::size_t>(i)]).bits;
     });
+}
+void HostNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
+                                         std::int64_t N, std::int64_t I, std::int64_t O) {
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;
+    run([=] { linear_forward_in(y, bf16_values(x16, N * I).data(), W, b, N, I, O, bf16); });
+}
+void HostNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;
+    run([=] { linear_backward_in(dx, dW, db, dy, bf16_values(x16, N * I).data(), W, N, I, O, bf16); });
 }
 void HostNnBackend::linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
                                         std::int64_t N, std::int64_t I, std::int64_t O) {
@@ -99,17 +143,7 @@ void HostNnBackend::linear_gelu_forward(float* g, float* h, const float* x, cons
 void HostNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                     std::int64_t N, std::int64_t I, std::int64_t O) {
     const bool bf16 = gemm_inputs_ == GemmInputs::bf16;   // the mode when called (a graph keeps it)
-    run([=, this] {
-        if (bf16) {   // dx and dW from rounded inputs, db from dy itself
-            const auto dyr = bf16_rounded(dy, N * O), xr = bf16_rounded(x, N * I), wr = bf16_rounded(W, O * I);
-            nn::linear_backward(dx, dW, static_cast<float*>(nullptr), dyr.data(), xr.data(), wr.data(), N, I, O);
-            if (dW && db)
-                for (std::int64_t n = 0; n < N; n++)
-                    for (std::int64_t o = 0; o < O; o++) db[o] += dy[n * O + o];
-            return;
-        }
-        nn::linear_backward(dx, dW, db, dy, x, W, N, I, O);
-    });
+    run([=] { linear_backward_in(dx, dW, db, dy, x, W, N, I, O, bf16); });
 }
 void HostNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
                                     std::int64_t C) {

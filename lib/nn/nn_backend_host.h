@@ -32,6 +32,12 @@ public:
                         std::int64_t O) override;
     void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b, std::int64_t N,
                              std::int64_t I, std::int64_t O) override;
+    void linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W, const float* b,
+                                  std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b, std::int64_t N,
+                              std::int64_t I, std::int64_t O) override;
+    void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                               const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                          std::int64_t N, std::int64_t I, std::int64_t O) override;
     void rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,

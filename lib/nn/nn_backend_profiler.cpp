@@ -66,6 +66,22 @@ void ProfilingNnBackend::linear_gelu_forward(float* g, float* h, const float* x,
     timed("linear_gelu_forward", linear_shape(N, I, O), 2.0 * N * I * O,
           [&] { inner_.linear_gelu_forward(g, h, x, W, b, N, I, O); });
 }
+void ProfilingNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W,
+                                                  const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    timed("linear_gelu_forward_bf16", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_gelu_forward_bf16(g16, h, x, W, b, N, I, O); });
+}
+void ProfilingNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
+                                              std::int64_t N, std::int64_t I, std::int64_t O) {
+    timed("linear_forward_bf16x", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_forward_bf16x(y, x16, W, b, N, I, O); });
+}
+void ProfilingNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy,
+                                               const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
+                                               std::int64_t O) {
+    timed("linear_backward_bf16x", linear_shape(N, I, O), 2.0 * N * I * O * ((dx ? 1 : 0) + (dW ? 1 : 0)),
+          [&] { inner_.linear_backward_bf16x(dx, dW, db, dy, x16, W, N, I, O); });
+}
 void ProfilingNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x,
                                          const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
     const double flops = 2.0 * N * I * O * ((dx ? 1 : 0) + (dW ? 1 : 0));

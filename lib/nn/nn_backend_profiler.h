@@ -25,7 +25,9 @@ struct OpTiming {
 
 class ProfilingNnBackend final : public NnBackend {
 public:
-    explicit ProfilingNnBackend(NnBackend& inner) : inner_(inner) {}
+    explicit ProfilingNnBackend(NnBackend& inner) : inner_(inner) {
+        set_bf16_activations(inner.bf16_activations());   // (the layers read it from this object)
+    }
     std::string name() const override { return inner_.name(); }
 
     // every op timed so far, largest total first; reset() forgets them (after warm-up steps)
@@ -48,6 +50,12 @@ public:
                         std::int64_t O) override;
     void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b, std::int64_t N,
                              std::int64_t I, std::int64_t O) override;
+    void linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W, const float* b,
+                                  std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b, std::int64_t N,
+                              std::int64_t I, std::int64_t O) override;
+    void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
+                               const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                          std::int64_t N, std::int64_t I, std::int64_t O) override;
     void rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma, const float* W,
