@@ -369,6 +369,28 @@ RETRO_SIMT_UNROLL
     }
 }
 
+// One key block of a query block's backward for warp `warp`'s 16 query rows (q0 + 16 warp, ...): S = Q K^T and dP =
+// dO V^T from the tiles, dS = P (dP - Delta) as bf16 pairs (dsk) and P too where p_out is given, dQ += dS K (acc).
+// Qs, dOs, Ks, Vs: [64][D + 8] tiles; Ls, Dl: the query rows' lse and Delta; off: the key block's mask flags.
+template <int D>
+RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2], u32 (*p_out)[2], const u16* Qs,
+                                       const u16* dOs, const u16* Ks, const u16* Vs, const float* Ls, const float* Dl,
+                                       const unsigned char* off, ll q0, ll j0, const FlashDims& m, int warp, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows within the block
+    float s[8][4], dp[8][4];
+    rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
+    rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
+    const bool classes = step_needs_classes(q0, j0, m);
+    softmax_backward_tile(dsk, p_out, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
+        const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
+        cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
+        l = Ls[r];
+        dl = Dl[r];
+    });
+    accumulate_p_rows<D>(acc, dsk, Ks, row_ld<D>(), lane);   // dQ += dS K
+}
+
 // dQ [B, Nq, H*D] for the 64 queries of block y (longest_first_query_block) of (item, head) x (the null key's share
 // included); grid (B * H, ceil(Nq / 64)), dq_smem<D>().
 template <int D, typename In = float>
@@ -387,7 +409,7 @@ flash_mma_backward_dq(float* __restrict__ dq, const In* __restrict__ q, const In
 
     const Head hd = head_of(simt::block_x(), m);
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
-    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4;
     const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows within the block
     const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
     const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
@@ -410,18 +432,8 @@ RETRO_SIMT_UNROLL
         load_key_flags(off, j0, hd.b, m);
         simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's and dO's)
         simt::sync_block();
-        float s[8][4], dp[8][4];
-        rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
-        rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
-        const bool classes = step_needs_classes(q0, j0, m);
         u32 dsk[8][2];
-        softmax_backward_tile(dsk, nullptr, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
-            const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
-            cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
-            l = Ls[r];
-            dl = Dl[r];
-        });
-        accumulate_p_rows<D>(acc, dsk, Ks, ld, lane);   // dQ += dS K
+        query_rows_step<D>(acc, dsk, nullptr, Qs, dOs, Ks, Vs, Ls, Dl, off, q0, j0, m, warp, lane);
     }
     float* db = dq + hd.q_base;
     store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
@@ -569,7 +581,7 @@ flash_mma_backward_one_block(float* __restrict__ dq, float* __restrict__ dk, flo
 
     const Head hd = head_of(simt::block_x(), m);
     constexpr ll q0 = 0;
-    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4;
     const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows (dQ), or keys (dK, dV)
     const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
     const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
@@ -593,18 +605,8 @@ RETRO_SIMT_UNROLL
         simt::async_wait_all();
         simt::sync_block();
         {
-            float s[8][4], dp[8][4];
-            rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
-            rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
-            const bool classes = step_needs_classes(q0, j0, m);
             u32 dsk[8][2], pk[8][2];
-            softmax_backward_tile(dsk, pk, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
-                const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
-                cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
-                l = Ls[r];
-                dl = Dl[r];
-            });
-            accumulate_p_rows<D>(acc, dsk, Ks, ld, lane);   // dQ += dS K
+            query_rows_step<D>(acc, dsk, pk, Qs, dOs, Ks, Vs, Ls, Dl, off, q0, j0, m, warp, lane);
             store_pairs(Ps, ldp, pk, warp * 16, lane);
             store_pairs(dSs, ldp, dsk, warp * 16, lane);
         }
