@@ -425,8 +425,8 @@ void CudaNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const
 void CudaNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
                                          std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
-    if (gemm_inputs_ != GemmInputs::bf16 || I == 0 || N <= 0) return linear_forward(y, widened(x16, N * I), W, b, N, I, O);
-    RETRO_CHECK(I > 0 && O > 0, "linear_forward_bf16x: N ", N, ", I ", I, ", O ", O);
+    RETRO_CHECK(N > 0 && I >= 0 && O > 0, "linear_forward_bf16x: N ", N, ", I ", I, ", O ", O);
+    if (gemm_inputs_ != GemmInputs::bf16 || I == 0) return linear_forward(y, widened(x16, N * I), W, b, N, I, O);
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     if (b) {
@@ -440,6 +440,7 @@ void CudaNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, con
 void CudaNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
                                           const float* W, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0) return;
+    RETRO_CHECK(N > 0 && I >= 0 && O >= 0, "linear_backward_bf16x: N ", N, ", I ", I, ", O ", O);
     if (gemm_inputs_ != GemmInputs::bf16 || I <= 0 || O <= 0)
         return linear_backward(dx, dW, db, dy, widened(x16, N * I), W, N, I, O);
     linear_backward_bf16(dx, dW, db, dy, nullptr, x16, W, N, I, O);
@@ -541,11 +542,14 @@ void CudaNnBackend::linear_backward_bf16(float* dx, float* dW, float* db, const 
                                          const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
                                          std::int64_t O) {
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     const auto x_bf16 = [&]() -> const void* { return x16 ? static_cast<const void*>(x16) : to_bf16(2, x, N * I); };
-    if (dW && db) return bf16_linear_backward_of(dx, dW, db, BiasTerm{dy, O}, x_bf16(), W, N, I, O, "linear_backward");
+    if (dW && db && !unfused(FusedOp::linear_backward_dy_copy))
+        return bf16_linear_backward_of(dx, dW, db, BiasTerm{dy, O}, x_bf16(), W, N, I, O, "linear_backward");
     const void* dyb = dx || dW ? to_bf16(0, dy, N * O) : nullptr;
     if (dx) gemm_bf16(false, false, i, n, o, to_bf16(1, W, O * I), i, dyb, o, 0.0f, dx, i, "cublasGemmEx bf16 (linear dx)");
     if (dW) gemm_bf16(false, true, i, o, n, x_bf16(), i, dyb, o, 1.0f, dW, i, "cublasGemmEx bf16 (linear dW)");
+    if (dW && db) column_sums(db, BiasTerm{dy, O}, N, O, "db");   // (RETRO_UNFUSE=linear_backward_dy_copy)
 }
 
 // ---------------- rmsnorm ----------------

@@ -47,7 +47,7 @@ ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
     if (!tensor_core_capable()) return {};   // before sm_80: no mma.sync bf16, cp.async or ldmatrix
     return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), kind == WalkKernels::mma64,
                           kind != WalkKernels::mma && kind != WalkKernels::mma_1copy, kind == WalkKernels::mma1,
-                          kind == WalkKernels::mma_1copy);
+                          kind == WalkKernels::mma_1copy, sm_shared_bytes());
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at

@@ -52,6 +52,16 @@ inline long optin_shared_bytes() {
     return bytes;
 }
 
+// The shared memory of one SM of device 0 (bytes; the blocks resident on it share it, each with 1 KB reserved).
+inline long sm_shared_bytes() {
+    static const long bytes = [] {
+        int v = 0;
+        RETRO_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0));
+        return static_cast<long>(v);
+    }();
+    return bytes;
+}
+
 // Whether device 0 has the sm_80 instructions the tensor-core kernels use (mma.sync bf16, cp.async, ldmatrix), read
 // once per process; an older card takes the CUDA-core kernels.
 inline bool tensor_core_capable() {

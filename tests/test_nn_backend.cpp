@@ -177,6 +177,8 @@ TEST_CASE("nn backend: RETRO_UNFUSE names the fused ops to run as the ops they s
     CHECK(nn::unfused_ops_requested("gelu_linear_backward") == bit(FusedOp::gelu_linear_backward));
     CHECK(nn::unfused_ops_requested("linear_forward_shared,,rmsnorm_backward_one_pass,") ==
           (bit(FusedOp::linear_forward_shared) | bit(FusedOp::rmsnorm_backward_one_pass)));
+    CHECK(nn::unfused_ops_requested(" feed_forward_bf16 , linear_backward_dy_copy") ==
+          (bit(FusedOp::feed_forward_bf16) | bit(FusedOp::linear_backward_dy_copy)));
     const unsigned all = nn::unfused_ops_requested("all");
     for (unsigned i = 0; i < static_cast<unsigned>(FusedOp::count); ++i) {
         const auto op = static_cast<FusedOp>(i);

@@ -265,6 +265,15 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     CHECK(plan_chunkwise(true, 128, 128, 64, false, a100).da_k.stages == 2);   // an A100's forward: two stages, one copy
     CHECK(plan_chunkwise(true, 128, 128, 64, false, a100).da_k.copies == 1);
     CHECK(plan_chunkwise(true, 128, 128, 64, false, sm86).da_k.copies == 1);   // one stage: one copy
+    // two copies only where they cost no residency: an H100's SM (233,472 bytes) holds one 139,264-byte block either
+    // way at Da = 128, 128 columns; two of Da = 96's 114,688-byte blocks but one of 141,312; two of 64 columns' 105,472
+    // but one of 122,880
+    const long h100_sm = 233472;
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, false, false, false, false, h100_sm).da_k.copies == 2);
+    CHECK(plan_chunkwise(true, 96, 128, 64, false, h100, false, false, false, false, h100_sm).da_k.copies == 1);
+    CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, true, false, false, false, h100_sm).da_k.copies == 1);
+    CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, false, false, false, h100_sm).dkdv.copies == 2);
+    CHECK(plan_chunkwise(true, 64, 64, 64, true, h100, false, false, false, false, h100_sm).dkdv.copies == 2);
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.stages == 1);   // mma1
     CHECK(plan_chunkwise(true, 128, 128, 64, true, h100, false, true, true).da_k.columns == 128);
     CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, true, sm86).dkdv.ok);   // 104,448 bytes: two walks there

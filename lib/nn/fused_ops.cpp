@@ -12,7 +12,7 @@ namespace {
 constexpr std::array<std::string_view, static_cast<std::size_t>(FusedOp::count)> kNames = {
     "rmsnorm_linear_forward", "linear_residual_forward", "linear_rotary_forward",        "embedding_position_forward",
     "linear_forward_shared",  "linear_backward_shared",  "gelu_linear_backward",         "cross_entropy_linear_backward",
-    "rmsnorm_backward_one_pass", "flash_backward_one_block",  "feed_forward_bf16"};
+    "rmsnorm_backward_one_pass", "flash_backward_one_block",  "feed_forward_bf16",            "linear_backward_dy_copy"};
 
 }  // namespace
 
@@ -28,8 +28,10 @@ unsigned unfused_ops_requested(const char* list) {
     while (at <= all.size()) {
         const std::size_t comma = all.find(',', at);
         const std::size_t end = comma == std::string_view::npos ? all.size() : comma;
-        const std::string_view name = all.substr(at, end - at);
+        std::string_view name = all.substr(at, end - at);
         at = end + 1;
+        while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+        while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
         if (name.empty()) continue;
         if (name == "all") {
             bits = (1u << static_cast<unsigned>(FusedOp::count)) - 1u;

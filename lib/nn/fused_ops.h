@@ -1,7 +1,8 @@
 // The GPU backend's fused ops that RETRO_UNFUSE can set aside (kernels/nn_backend_cuda.cu): each then runs as the
 // ops it stands for (NnBackend's definition in nn/nn_backend.h; rmsnorm_backward_one_pass: the two-kernel rmsnorm
 // backward; flash_backward_one_block: the fused attention's dQ and dK/dV kernels where Nq <= 64; feed_forward_bf16:
-// the feed-forward's gelu output stored in fp32, NnBackend::set_bf16_activations(false)), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// the feed-forward's gelu output stored in fp32, NnBackend::set_bf16_activations(false); linear_backward_dy_copy:
+// linear_backward's bf16 dy rounded in a pass of its own, not written by db's column-sum pass), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -21,14 +22,15 @@ enum class FusedOp : unsigned {
     rmsnorm_backward_one_pass,
     flash_backward_one_block,
     feed_forward_bf16,
+    linear_backward_dy_copy,
     count
 };
 
 // The op's name in RETRO_UNFUSE (the NnBackend method's name).
 std::string_view fused_op_name(FusedOp op);
 
-// A bit per FusedOp named in `list` (RETRO_UNFUSE's value: names separated by commas, or `all`; null or empty:
-// none). An unknown name is a UserError naming the valid ones.
+// A bit per FusedOp named in `list` (RETRO_UNFUSE's value: names separated by commas, spaces around them allowed,
+// or `all`; null or empty: none). An unknown name is a UserError naming the valid ones.
 unsigned unfused_ops_requested(const char* list);
 
 }  // namespace retro::nn

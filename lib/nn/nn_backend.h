@@ -108,7 +108,9 @@ public:
     //                              linear_gelu_forward stored as the bf16 its consumer's GEMMs round it to;
     //   linear_forward_bf16x:      linear_forward(y, x, W, b, N, I, O);
     //   linear_backward_bf16x:     linear_backward(dx, dW, db, dy, x, W, N, I, O).
-    // In the bf16 GEMM mode these give the fp32-input ops' floats exactly (bf16 rounding of a bf16 value is itself).
+    // In the bf16 GEMM mode these compute what the fp32-input ops compute (bf16 rounding of a bf16 value is itself):
+    // on the host the same bits; on the GPU the same up to the GEMMs' order of sums (linear_gelu_forward_bf16 adds the
+    // bias after a beta-0 GEMM where linear_forward has the GEMM add onto bias rows).
     virtual void linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const float* x, const float* W, const float* b,
                                           std::int64_t N, std::int64_t I, std::int64_t O) = 0;
     virtual void linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,

@@ -76,16 +76,25 @@ struct ChunkWalkConfig {
 };
 // one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100);
 // one_copy: never two state copies (RETRO_RETENTION_KERNELS=mma-1copy: session 23's walk, for the A/B).
+// sm_shared_bytes (0: unknown): an SM's shared memory; two copies are not taken where they would leave one block an
+// SM where one copy lets two share it (blocks hide each other's barriers: e.g. Da = 128 at 64 columns, Da = 96 at 128).
+inline bool copies_keep_residency(long one_copy_bytes, long two_copy_bytes, long sm_shared_bytes) {
+    const auto resident = [&](long bytes) { return sm_shared_bytes / (bytes + 1024); };   // 1 KB reserved a block
+    return sm_shared_bytes <= 0 || resident(two_copy_bytes) >= resident(one_copy_bytes);
+}
 inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false,
-                                         bool one_stage = false, bool one_copy = false) {
+                                         bool one_stage = false, bool one_copy = false, long sm_shared_bytes = 0) {
     if (!tc_supported(Da, Dc, C)) return {};
     for (const int stages : {2, 1})
         for (const int columns : {128, 64})
             for (const int copies : {2, 1}) {
                 const bool allowed = !(one_stage && stages == 2) && !(columns == 128 && (narrow || Dc % 128 != 0)) &&
                                      !(copies == 2 && (stages == 1 || one_copy));
-                if (allowed && chunk_mma_shared_bytes(Da, stages, columns, false, copies) <= optin_shared_bytes)
-                    return {true, stages, columns, copies};
+                const long bytes = chunk_mma_shared_bytes(Da, stages, columns, false, copies);
+                if (copies == 2 && !copies_keep_residency(chunk_mma_shared_bytes(Da, stages, columns, false, 1), bytes,
+                                                          sm_shared_bytes))
+                    continue;
+                if (allowed && bytes <= optin_shared_bytes) return {true, stages, columns, copies};
             }
     return {};
 }
@@ -94,12 +103,14 @@ inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_sh
 // block of K columns fits with two stages (174,080 bytes at 128: an H100, not an A100). Not with one stage: whether
 // one dual walk without load overlap beats two overlapped walks is unmeasured, so such a card keeps the two walks.
 // Two state copies where they fit too (208,896 bytes at 128: an H100 or H200).
-inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes, bool one_copy = false) {
+inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_shared_bytes, bool one_copy = false,
+                                        long sm_shared_bytes = 0) {
     if (K != V || (K != 64 && K != 128) || !tc_supported(K, V, C)) return {};
     const int columns = static_cast<int>(K);
-    for (const int copies : {2, 1})
-        if (!(copies == 2 && one_copy) && chunk_mma_shared_bytes(K, 2, columns, true, copies) <= optin_shared_bytes)
-            return {true, 2, columns, copies};
+    const long one = chunk_mma_shared_bytes(K, 2, columns, true, 1), two = chunk_mma_shared_bytes(K, 2, columns, true, 2);
+    if (!one_copy && two <= optin_shared_bytes && copies_keep_residency(one, two, sm_shared_bytes))
+        return {true, 2, columns, 2};
+    if (one <= optin_shared_bytes) return {true, 2, columns, 1};
     return {};
 }
 
@@ -116,13 +127,13 @@ struct ChunkwisePlan {
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
                                     bool narrow = false, bool split = false, bool one_stage = false,
-                                    bool one_copy = false) {
+                                    bool one_copy = false, long sm_shared_bytes = 0) {
     if (!bf16) return {};
     ChunkwisePlan plan;
-    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage, one_copy);
+    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes);
     if (backward) {
-        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage, one_copy);
-        if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes, one_copy);
+        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes);
+        if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes, one_copy, sm_shared_bytes);
     }
     plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
     return plan;
