@@ -378,19 +378,29 @@ void forward_mma(float* out, std::uint16_t* out_bf16, float* lse, const In* q, c
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
 }
 
-// one_block: Nq <= 64 and the one-block kernel's shared memory fits (flash_backward): dQ, dK, dV in one launch
+// dQ, dK, dV in one launch of the one-block kernel over QB query blocks
+template <int D, typename In, int QB>
+void backward_one_block(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const In* dout,
+                        const float* lse, const float* delta, const In* q, const In* k, const In* v, const FlashDims& m,
+                        cudaStream_t st) {
+    constexpr int smem = flash::one_block_smem<D, QB>();
+    allow_smem<flash::flash_mma_backward_one_block<D, In, QB>>(smem);
+    flash::flash_mma_backward_one_block<D, In, QB><<<static_cast<unsigned>(m.B * m.H), flash::kThreads, smem, st>>>(
+        dq, dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK(QB == 1 ? "flash_mma_backward_one_block" : "flash_mma_backward_one_block (two query blocks)", st);
+}
+
+// one_block: the query blocks the one-block kernel takes in one block (1, or 2 at D <= 64; flash_backward decides
+// where its shared memory fits), or 0: the dQ and dK/dV kernels
 template <int D, typename In>
 void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const In* dout, const float* lse,
-                  const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, bool one_block,
+                  const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, int one_block,
                   cudaStream_t st) {
-    if (one_block) {
-        constexpr int smem = flash::one_block_smem<D>();
-        allow_smem<flash::flash_mma_backward_one_block<D, In>>(smem);
-        flash::flash_mma_backward_one_block<D, In><<<static_cast<unsigned>(m.B * m.H), flash::kThreads, smem, st>>>(
-            dq, dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
-        RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_one_block", st);
-        return;
-    }
+    if (one_block == 1)
+        return backward_one_block<D, In, 1>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, st);
+    if constexpr (D <= 64)
+        if (one_block == 2)
+            return backward_one_block<D, In, 2>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, st);
     constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
     allow_smem<flash::flash_mma_backward_dkdv<D, In>>(smem_kv);
     flash::flash_mma_backward_dkdv<D, In><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
@@ -421,7 +431,7 @@ void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, 
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const float* dout,
                 const float* lse, const float* delta, const float* q, const float* k, const float* v,
-                const FlashDims& m, bool wmma, bool one_block, cudaStream_t st) {
+                const FlashDims& m, bool wmma, int one_block, cudaStream_t st) {
     if (wmma) {   // self-attention only (flash_applies)
         const dim3 grid = flash_grid(m.Nq, m);
         constexpr int smem_kv = backward_smem<D>(2), smem_q = backward_smem<D>(1);
@@ -519,11 +529,15 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     flash::flash_mma_delta<<<static_cast<unsigned>((rows + flash::kWarps - 1) / flash::kWarps), flash::kThreads, 0,
                              stream_>>>(delta, dout, o, m);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_delta", stream_);
-    // at most 64 queries (CCA): the one-block kernel, unless RETRO_UNFUSE names it or its shared memory does not fit
-    const long long one_block_smem = m.D == 32 ? flash::one_block_smem<32>()
-                                     : m.D == 64 ? flash::one_block_smem<64>() : flash::one_block_smem<128>();
-    const bool one_block = m.Nq <= flash::kTile && !unfused(FusedOp::flash_backward_one_block) &&
-                           one_block_smem <= optin_shared_bytes_;
+    // at most 64 queries (CCA), or 128 at D <= 64 without the causal mask (the encoder): the one-block kernel over one
+    // or two query blocks, unless RETRO_UNFUSE names it or its shared memory does not fit
+    int one_block = m.Nq <= flash::kTile ? 1 : m.Nq <= 2 * flash::kTile && m.D <= 64 && !m.causal ? 2 : 0;
+    const long long one_block_smem = one_block == 0   ? 0
+                                     : one_block == 2 ? (m.D == 32 ? flash::one_block_smem<32, 2>() : flash::one_block_smem<64, 2>())
+                                     : m.D == 32      ? flash::one_block_smem<32>()
+                                     : m.D == 64      ? flash::one_block_smem<64>()
+                                                      : flash::one_block_smem<128>();
+    if (unfused(FusedOp::flash_backward_one_block) || one_block_smem > optin_shared_bytes_) one_block = 0;
     if (flash_bf16_operands(s, key_mask)) {   // as flash_forward; Delta above read dout in fp32, as the reference rounds it
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));

@@ -519,18 +519,21 @@ RETRO_SIMT_UNROLL
                   dV, 1.0f, 1.0f, lane);
 }
 
-// Attention with at most 64 queries (CCA: a chunk's queries against its neighbours' tokens and the null column):
-// dQ, dK and dV in one block per (item, head), which walks the key blocks once (session 25, written without a GPU).
-// The two kernels above compute S and dP twice (S = Q K^T in the dQ kernel, S^T = K Q^T in the dK/dV kernel's block
-// for every key block, each loading the whole Q and dO tile again: at the 172M config's CCA, 128 x 8 heads x 5 key
-// blocks = 5,120 dK/dV blocks of one step each, 11 TFLOP/s in session 23's profile). Here each warp computes its 16
-// query rows' S and dP once, P and dS go to dQ += dS K in registers as in the dQ kernel (the same bits), and through
-// shared memory as bf16 [query][key] tiles to the products over the queries: warp w's keys [16w, 16w + 16) take
-// dV = P^T dO and dK = dS^T Q (A fragments of P^T by ldmatrix.trans), finished and stored at once since no other
-// block has queries for them. Grid (B * H), one_block_smem<D>() bytes; Nq <= 64.
-template <int D>
-constexpr int one_block_smem() {   // Q, dO, K, V, then P and dS (bf16 [64][64 + 8] each)
-    return 4 * row_tile_bytes<D>() + 2 * row_tile_bytes<kTile>() + kRowStatBytes + kMaskBytes;
+// Attention with at most 64 queries (CCA: a chunk's queries against its neighbours' tokens and the null column), or
+// 128 (QB = 2: the encoder's neighbour tokens, D <= 64, not causal): dQ, dK and dV in one block per (item, head),
+// which walks the key blocks once (session 25, written without a GPU). The two kernels above compute S and dP twice
+// (S = Q K^T in the dQ kernel, S^T = K Q^T in the dK/dV kernel's block for every key block, each loading the whole Q
+// and dO tile again: at the 172M config's CCA, 128 x 8 heads x 5 key blocks = 5,120 dK/dV blocks of one step each,
+// 11 TFLOP/s in session 23's profile; its encoder 17.5). Here each warp computes S and dP once for its 16 query rows
+// of each 64-row query block (QB of them), P and dS go to dQ += dS K in registers as in the dQ kernel (the same
+// bits), and through shared memory as bf16 [query][key] tiles to the products over the queries: warp w's keys
+// [16w, 16w + 16) take dV = P^T dO and dK = dS^T Q over all 64 QB queries (A fragments of P^T by ldmatrix.trans),
+// finished and stored at once since no other block has queries for them. Grid (B * H), one_block_smem<D, QB>()
+// bytes; Nq <= 64 QB.
+template <int D, int QB = 1>
+constexpr int one_block_smem() {   // Q and dO (64 QB rows), K and V, then P and dS (bf16 [64 QB][64 + 8] each)
+    return QB * (2 * row_tile_bytes<D>() + 2 * row_tile_bytes<kTile>() + kRowStatBytes) + 2 * row_tile_bytes<D>() +
+           kMaskBytes;
 }
 
 // A warp's 16 x 64 slice held as bf16 pairs of C fragments (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row
@@ -545,57 +548,62 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// acc (16 x D) = rows [row0, row0 + 16) of T^T times X, T a bf16 [64][ld] tile whose columns are A's rows (P or dS
-// as [query][key]: the warp's keys) and X's rows [64][D + 8] the same 64 queries.
-template <int D>
+// acc (16 x D) = rows [row0, row0 + 16) of T^T times X, T a bf16 [R][ld] tile whose columns are A's rows (P or dS
+// as [query][key]: the warp's keys) and X's rows [R][D + 8] the same R queries.
+template <int D, int R>
 RETRO_SIMT_DEVICE void transposed_times_rows(float (&acc)[D / 8][4], const u16* T, int ld, int row0, const u16* X, int lane) {
 RETRO_SIMT_UNROLL
     for (int u = 0; u < D / 8; ++u)
 RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
 RETRO_SIMT_UNROLL
-    for (int kk = 0; kk < kTile / 16; ++kk) {
+    for (int kk = 0; kk < R / 16; ++kk) {
         u32 a[4];
         load_a_t(a, T, ld, row0, kk * 16, lane);
         accumulate_kn(acc, a, X, row_ld<D>(), kk * 16, 0, lane);
     }
 }
 
-template <int D, typename In = float>
+template <int D, typename In = float, int QB = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_one_block(float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv,
                              float* __restrict__ dnull_k_items, float* __restrict__ dnull_v_items,
                              const In* __restrict__ q, const In* __restrict__ k, const In* __restrict__ v,
                              const In* __restrict__ dout, const float* __restrict__ lse,
                              const float* __restrict__ delta, FlashDims m) {
-    constexpr int ld = row_ld<D>(), ldp = row_ld<kTile>();
+    static_assert(QB == 1 || (QB == 2 && D <= 64), "one query block, or two at D <= 64 (the dQ accumulators)");
+    constexpr int ld = row_ld<D>(), ldp = row_ld<kTile>(), R = QB * kTile;
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* dOs = Qs + kTile * ld;
-    u16* Ks = dOs + kTile * ld;
+    u16* dOs = Qs + R * ld;
+    u16* Ks = dOs + R * ld;
     u16* Vs = Ks + kTile * ld;
     u16* Ps = Vs + kTile * ld;
-    u16* dSs = Ps + kTile * ldp;
-    float* Ls = reinterpret_cast<float*>(dSs + kTile * ldp);
-    float* Dl = Ls + kTile;
-    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
+    u16* dSs = Ps + R * ldp;
+    float* Ls = reinterpret_cast<float*>(dSs + R * ldp);
+    float* Dl = Ls + R;
+    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + R);
 
     const Head hd = head_of(simt::block_x(), m);
-    constexpr ll q0 = 0;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4;
-    const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two query rows (dQ), or keys (dK, dV)
+    const int lr[2] = {warp * 16 + g, warp * 16 + g + 8};   // this lane's two rows of a query block (dQ), or keys
     const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
     const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
 
-    load_rows<D>(Qs, QueryRows<In>{q + hd.q_base}, q0, m);
-    load_rows<D>(dOs, QueryRows<In>{dout + hd.q_base}, q0, m);
-    load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
-    float acc[D / 8][4];
 RETRO_SIMT_UNROLL
-    for (int u = 0; u < D / 8; ++u)
+    for (int qb = 0; qb < QB; ++qb) {
+        load_rows<D>(Qs + qb * kTile * ld, QueryRows<In>{q + hd.q_base}, qb * kTile, m);
+        load_rows<D>(dOs + qb * kTile * ld, QueryRows<In>{dout + hd.q_base}, qb * kTile, m);
+        load_lse_delta(Ls + qb * kTile, Dl + qb * kTile, lse, delta, hd.bh, qb * kTile, m);
+    }
+    float acc[QB][D / 8][4];   // dQ of the warp's rows in each query block
 RETRO_SIMT_UNROLL
-        for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
+    for (int qb = 0; qb < QB; ++qb)
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < D / 8; ++u)
+RETRO_SIMT_UNROLL
+            for (int c = 0; c < 4; ++c) acc[qb][u][c] = 0.0f;
 
-    const ll last = last_key_block(0, m);
+    const ll last = last_key_block(QB - 1, m);   // (causal only with QB = 1: the backend's condition)
     for (ll kb = 0; kb <= last; ++kb) {
         const ll j0 = kb * kTile;
         simt::sync_block();   // the previous key block's K, V, P and dS are no longer read
@@ -604,23 +612,28 @@ RETRO_SIMT_UNROLL
         load_key_flags(off, j0, hd.b, m);
         simt::async_wait_all();
         simt::sync_block();
-        {
+RETRO_SIMT_UNROLL
+        for (int qb = 0; qb < QB; ++qb) {
             u32 dsk[8][2], pk[8][2];
-            query_rows_step<D>(acc, dsk, pk, Qs, dOs, Ks, Vs, Ls, Dl, off, q0, j0, m, warp, lane);
-            store_pairs(Ps, ldp, pk, warp * 16, lane);
-            store_pairs(dSs, ldp, dsk, warp * 16, lane);
+            query_rows_step<D>(acc[qb], dsk, pk, Qs + qb * kTile * ld, dOs + qb * kTile * ld, Ks, Vs, Ls + qb * kTile,
+                               Dl + qb * kTile, off, qb * kTile, j0, m, warp, lane);
+            store_pairs(Ps + qb * kTile * ldp, ldp, pk, warp * 16, lane);
+            store_pairs(dSs + qb * kTile * ldp, ldp, dsk, warp * 16, lane);
         }
         simt::sync_block();   // every warp's rows of P and dS are in
         float dkv[D / 8][4];
-        transposed_times_rows<D>(dkv, Ps, ldp, warp * 16, dOs, lane);   // dV = P^T dO for keys [16w, 16w + 16)
+        transposed_times_rows<D, R>(dkv, Ps, ldp, warp * 16, dOs, lane);   // dV = P^T dO for keys [16w, 16w + 16)
         store_rows<D>(key_grad_row(dv, dnull_v_items, j0 + lr[0], hd, m), key_grad_row(dv, dnull_v_items, j0 + lr[1], hd, m),
                       dkv, 1.0f, 1.0f, lane);
-        transposed_times_rows<D>(dkv, dSs, ldp, warp * 16, Qs, lane);   // dK = dS^T Q
+        transposed_times_rows<D, R>(dkv, dSs, ldp, warp * 16, Qs, lane);   // dK = dS^T Q
         store_rows<D>(key_grad_row(dk, dnull_k_items, j0 + lr[0], hd, m), key_grad_row(dk, dnull_k_items, j0 + lr[1], hd, m),
                       dkv, 1.0f, 1.0f, lane);
     }
     float* db = dq + hd.q_base;
-    store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
+RETRO_SIMT_UNROLL
+    for (int qb = 0; qb < QB; ++qb)
+        store_rows<D>(out_row(db, qb * kTile + lr[0], m.Nq, m), out_row(db, qb * kTile + lr[1], m.Nq, m), acc[qb], 1.0f,
+                      1.0f, lane);
 }
 
 }  // namespace retro::nn::flash

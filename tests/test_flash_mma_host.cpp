@@ -134,18 +134,20 @@ void check_case(const Case& cs, std::uint64_t seed) {
     auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
         return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
     };
-    if (Nq <= fl::kTile) {
-        // at most 64 queries (CCA): dQ, dK and dV in one block per (item, head) — dQ the dQ kernel's bits, dK and dV
-        // (from P and dS rounded once, through shared memory) within the bound, the null key's shares too
+    // the one-block kernel over QB query blocks: at most 64 queries (CCA), or 128 at D <= 64 not causal (the
+    // encoder): dQ the dQ kernel's bits, dK and dV (from P and dS rounded once, through shared memory) within the
+    // bound, the null key's shares too
+    auto check_one_block = [&]<int QB>() {
+        INFO("one block, " << QB << " query blocks");
         std::vector<float> dq1(q.size(), NAN), dk1(k.size(), NAN), dv1(v.size(), NAN), dnk1(dnk_items.size(), NAN),
             dnv1(dnv_items.size(), NAN);
-        simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
-            fl::flash_mma_backward_one_block<D>(dq1.data(), dk1.data(), dv1.data(), dnk1.data(), dnv1.data(), qk, kk,
-                                                vk, dok, lse.data(), delta.data(), m);
+        simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D, QB>(), [&] {
+            fl::flash_mma_backward_one_block<D, float, QB>(dq1.data(), dk1.data(), dv1.data(), dnk1.data(), dnv1.data(),
+                                                           qk, kk, vk, dok, lse.data(), delta.data(), m);
         });
         CHECK(same(dq1, dq));
         const double e_dk1 = test::rms_ratio(dk1, r_dk), e_dv1 = test::rms_ratio(dv1, r_dv);
-        MESSAGE("flash mma one block (host): dk " << e_dk1 << ", dv " << e_dv1);
+        MESSAGE("flash mma one block (host, " << QB << " query blocks): dk " << e_dk1 << ", dv " << e_dv1);
         CHECK(e_dk1 <= bound);
         CHECK(e_dv1 <= bound);
         if (cs.null_kv) {
@@ -157,15 +159,19 @@ void check_case(const Case& cs, std::uint64_t seed) {
         for (const auto schedule : {simt::host::Schedule::warps_ascending, simt::host::Schedule::warps_descending}) {
             simt::host::ScheduleScope scope(schedule);
             std::vector<float> dq_s(q.size(), NAN), dk_s(k.size(), NAN), dv_s(v.size(), NAN);
-            simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D>(), [&] {
-                fl::flash_mma_backward_one_block<D>(dq_s.data(), dk_s.data(), dv_s.data(), dnk_items.data(),
-                                                    dnv_items.data(), qk, kk, vk, dok, lse.data(), delta.data(), m);
+            simt::host::launch(B * H, 1, fl::kThreads, fl::one_block_smem<D, QB>(), [&] {
+                fl::flash_mma_backward_one_block<D, float, QB>(dq_s.data(), dk_s.data(), dv_s.data(), dnk_items.data(),
+                                                               dnv_items.data(), qk, kk, vk, dok, lse.data(),
+                                                               delta.data(), m);
             });
             CHECK(same(dq_s, dq1));
             CHECK(same(dk_s, dk1));
             CHECK(same(dv_s, dv1));
         }
-    }
+    };
+    if (Nq <= fl::kTile) check_one_block.template operator()<1>();
+    if constexpr (D <= 64)
+        if (Nq <= 2 * fl::kTile && !cs.causal) check_one_block.template operator()<2>();
     if (!cs.null_kv && !cs.masked) {
         // the kernels over bf16 copies of the operands (tiles by cp.async; the backend's path for attention without
         // a null column or mask) give the fp32 path's bits: the same roundings, the same sums
@@ -238,6 +244,7 @@ TEST_CASE("flash mma kernels on the host emulator: CCA and encoder shapes - null
     check_case<32>({3, 70, 70, 1, false, false, true}, 6);    // the encoder: item 0 fully masked (a uniform average)
     check_case<32>({2, 100, 40, 1, false, true, false}, 7);   // more queries than keys
     check_case<64>({2, 128, 64, 2, false, false, false}, 8);  // the encoder's cross-attention: Nk' = 64 < 1 + D
+    check_case<64>({2, 128, 128, 1, false, false, true}, 10);  // the encoder's self-attention: two query blocks, a mask
 }
 
 TEST_CASE("flash mma kernels on the host emulator: random shapes, masks and null columns") {
