@@ -258,3 +258,43 @@ TEST_CASE("cuda check: the GPU check script's pdl step runs the tests and the de
           std::string::npos);
     CHECK(test::read_text(out / "pdl_tests_0.log").find("tests with RETRO_PDL=0") != std::string::npos);
 }
+
+TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO_FLASH_KERNELS and RETRO_UNFUSE, and a failed tests step reruns the model tests with RETRO_UNFUSE=all") {
+    // a dry run without a GPU: fake tools that print the environment they were given
+    test::TempDir dir("gpu-checks-flash");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    fs::create_directories(dir / "kit" / "bin");
+    test::write_text(dir / "kit" / "bin" / "retro_tests",
+                     "#!/bin/sh\necho \"tests F=$RETRO_FLASH_KERNELS U=$RETRO_UNFUSE $*\"\n"
+                     "echo '[doctest] test cases: 3 | 3 passed | 0 failed'\necho '[doctest] Status: SUCCESS!'\n"
+                     "[ \"$RETRO_UNFUSE\" = all ] || [ -z \"$FAIL_FUSED\" ] || exit 1\n");
+    test::write_text(dir / "kit" / "bin" / "retro-bench",
+                     "#!/bin/sh\necho \"flash retrokit F=$RETRO_FLASH_KERNELS U=$RETRO_UNFUSE $1\"\n");
+    for (const char* tool : {"retro_tests", "retro-bench"}) fs::permissions(dir / "kit" / "bin" / tool, fs::perms::owner_all);
+    const fs::path out = dir / "out";
+    fs::create_directories(out);
+    const auto run = [&](const std::string& env, const std::string& steps) {
+        const std::string cmd = "cd " + shell_quote(dir.path.string()) + " && source " + shell_quote(script) + " && " + env +
+                                " OUT=" + shell_quote(out.string()) + " KIT=" + shell_quote((dir / "kit").string()) +
+                                " STEP_TIMEOUT=20 GPU_CHECKS_BUDGET=0 cublas_dir=/nonexistent; configure 0; step_rc=0; " +
+                                steps + "; echo \"rc=$step_rc\"";
+        return test::run_command("bash -c " + shell_quote(cmd));
+    };
+    const auto flash = run("FLASH_RUNS=1", "step_flash");
+    INFO(flash.out << flash.err);
+    CHECK(flash.out.find("rc=0") != std::string::npos);
+    const std::string table = test::read_text(out / "flash.txt");
+    CHECK(table.find("mma 1 ops: flash retrokit F=mma U= ops") != std::string::npos);
+    CHECK(table.find("mma-2kernel 1 ops: flash retrokit F=mma U=flash_backward_one_block ops") != std::string::npos);
+    CHECK(table.find("mma-fp32 1 train: flash retrokit F=mma-fp32 U= train") != std::string::npos);
+    CHECK(test::read_text(out / "flash_tests_mma-2kernel.log").find("U=flash_backward_one_block") != std::string::npos);
+    // the tests step: passing, no rerun; failing (only while every fused op is in), the rerun says it passes unfused
+    const auto pass = run("", "step_tests");
+    CHECK(pass.out.find("rc=0") != std::string::npos);
+    CHECK(pass.out.find("RETRO_UNFUSE=all") == std::string::npos);
+    const auto fail = run("export FAIL_FUSED=1;", "step_tests");
+    INFO(fail.out << fail.err);
+    CHECK(fail.out.find("rc=1") != std::string::npos);
+    CHECK(fail.out.find("with RETRO_UNFUSE=all the model tests exit 0") != std::string::npos);
+    CHECK(test::read_text(out / "tests_unfused.log").find("U=all -tc=backend model: on a CUDA*") != std::string::npos);
+}
