@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "core/cuda_device.h"
@@ -335,12 +336,26 @@ private:
     template <typename Term>
     void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const void* xb, const float* W, long long N,
                                  long long I, long long O, const char* what);
+    // The bf16 mode's linear forward on x's bf16 copy xb (linear_forward, linear_forward_bf16x)
+    void linear_forward_bf16_of(float* y, const void* xb, const float* W, const float* b, int n, int i, int o,
+                                const char* what);
     // The bf16 mode's linear_backward with x as fp32 (x: rounded here where dW wants it) or as bf16 bits (x16)
     void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x,
                               const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I, std::int64_t O);
     // bf16 bits x16[0, n) widened to fp32 in a grow-only scratch (the bf16x ops outside the bf16 GEMM mode)
     const float* widened(const std::uint16_t* x16, std::int64_t n);
     Scratch wide_;
+    // C (fp32, column-major m x n, ldc) = op(A) op(B) + bias[row] with A, B the bf16 copies, the bias added in the
+    // GEMM's epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS; kernels/nn_gemm_lt_cuda.cu): no bias rows written first and
+    // read back by a beta-1 GEMM. Returns false (nothing run) where cuBLASLt offers no algorithm for the shape, or
+    // RETRO_UNFUSE names gemm_bias_epilogue: the caller then takes the bias-rows form.
+    bool gemm_bf16_bias(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                        const float* bias, float* C, int ldc, const char* what);
+    struct LtPlans;   // cuBLASLt's handle, its workspace and a plan per GEMM shape (made at the first use)
+    struct LtPlansDelete {
+        void operator()(LtPlans* p) const noexcept;
+    };
+    std::unique_ptr<LtPlans, LtPlansDelete> lt_;
     // The same over `batch` products at element strides sA, sB, sC (0: one matrix for every product;
     // cublasGemmStridedBatchedEx) with bf16 A and B, or fp32 A and B (bf16 false: cublasSgemmStridedBatched, pedantic)
     void gemm_batched(bool bf16, bool ta, bool tb, int m, int n, int k, const void* A, int lda, long long sA,

@@ -363,16 +363,13 @@ void CudaNnBackend::linear_forward(float* y, const float* x, const float* W, con
     }
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0)
+        return linear_forward_bf16_of(y, to_bf16(1, x, N * I), W, b, n, i, o, "cublasGemmEx bf16 (linear forward)");
     if (b) {
         bias_rows<<<grid_for(N * O), kThreads, 0, stream_>>>(y, b, N, O);
         RETRO_CUDA_LAUNCH_CHECK("bias_rows", stream_);
     }
     const float one = 1.0f, zero = 0.0f;
-    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) {
-        const void *wb = to_bf16(0, W, O * I), *xb = to_bf16(1, x, N * I);
-        gemm_bf16(true, false, o, n, i, wb, i, xb, i, b ? 1.0f : 0.0f, y, o, "cublasGemmEx bf16 (linear forward)");
-        return;
-    }
     RETRO_CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o, n, i, &one, W, std::max(i, 1), x,
                                    std::max(i, 1), b ? &one : &zero, y, o));
     RETRO_CUDA_SYNC_POINT("cublasSgemm (linear forward)", stream_);
@@ -409,10 +406,13 @@ void CudaNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const
     if (gemm_inputs_ == GemmInputs::bf16 && I > 0) {
         const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
         as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
-        gemm_bf16(true, false, o, n, i, to_bf16(0, W, O * I), i, to_bf16(1, x, N * I), i, 0.0f, h, o,
-                  "cublasGemmEx bf16 (linear gelu forward)");
+        const void *wb = to_bf16(0, W, O * I), *xb = to_bf16(1, x, N * I);
+        // the bias in the GEMM's epilogue where cuBLASLt takes it (the pass below then only reads h), else after
+        const bool biased = gemm_bf16_bias(true, false, o, n, i, wb, i, xb, i, b, h, o,
+                                           "cublasLtMatmul bf16 + bias (linear gelu forward)");
+        if (!biased) gemm_bf16(true, false, o, n, i, wb, i, xb, i, 0.0f, h, o, "cublasGemmEx bf16 (linear gelu forward)");
         bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
-            h, reinterpret_cast<__nv_bfloat16*>(g16), b, N, O);
+            h, reinterpret_cast<__nv_bfloat16*>(g16), biased ? nullptr : b, N, O);
         RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
         return;
     }
@@ -429,12 +429,21 @@ void CudaNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, con
     if (gemm_inputs_ != GemmInputs::bf16 || I == 0) return linear_forward(y, widened(x16, N * I), W, b, N, I, O);
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    linear_forward_bf16_of(y, x16, W, b, n, i, o, "cublasGemmEx bf16 (linear forward, bf16 x)");
+}
+
+// The bf16 mode's linear forward on x's bf16 copy xb: the bias in cuBLASLt's epilogue, else (no algorithm for the
+// shape, RETRO_UNFUSE=gemm_bias_epilogue, no bias) its rows written first and the GEMM adding onto them.
+void CudaNnBackend::linear_forward_bf16_of(float* y, const void* xb, const float* W, const float* b, int n, int i,
+                                           int o, const char* what) {
+    const void* wb = to_bf16(0, W, static_cast<std::int64_t>(o) * i);
+    if (b && gemm_bf16_bias(true, false, o, n, i, wb, i, xb, i, b, y, o, "cublasLtMatmul bf16 + bias (linear forward)"))
+        return;
     if (b) {
-        bias_rows<<<grid_for(N * O), kThreads, 0, stream_>>>(y, b, N, O);
+        bias_rows<<<grid_for(static_cast<std::int64_t>(n) * o), kThreads, 0, stream_>>>(y, b, n, o);
         RETRO_CUDA_LAUNCH_CHECK("bias_rows", stream_);
     }
-    gemm_bf16(true, false, o, n, i, to_bf16(0, W, O * I), i, x16, i, b ? 1.0f : 0.0f, y, o,
-              "cublasGemmEx bf16 (linear forward, bf16 x)");
+    gemm_bf16(true, false, o, n, i, wb, i, xb, i, b ? 1.0f : 0.0f, y, o, what);
 }
 
 void CudaNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,

@@ -2,7 +2,8 @@
 // ops it stands for (NnBackend's definition in nn/nn_backend.h; rmsnorm_backward_one_pass: the two-kernel rmsnorm
 // backward; flash_backward_one_block: the fused attention's dQ and dK/dV kernels where Nq <= 64; feed_forward_bf16:
 // the feed-forward's gelu output stored in fp32, NnBackend::set_bf16_activations(false); linear_backward_dy_copy:
-// linear_backward's bf16 dy rounded in a pass of its own, not written by db's column-sum pass), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// linear_backward's bf16 dy rounded in a pass of its own, not written by db's column-sum pass; gemm_bias_epilogue:
+// the bf16 GEMMs' bias as rows written before a beta-1 GEMM, not cuBLASLt's epilogue), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -23,6 +24,7 @@ enum class FusedOp : unsigned {
     flash_backward_one_block,
     feed_forward_bf16,
     linear_backward_dy_copy,
+    gemm_bias_epilogue,
     count
 };
 
