@@ -236,6 +236,8 @@ public:
     void position_add_forward(float* out, const float* pos, std::int64_t B, std::int64_t Tn, std::int64_t C) override;
     void position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
                                std::int64_t C) override;
+    void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n, std::int64_t V,
+                     const SamplingParams& p, const double* u) override;
     float cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits, const std::int32_t* targets,
                                 std::int64_t N, std::int64_t V, std::int32_t ignore_index) override;
     void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
@@ -321,6 +323,7 @@ private:
     Scratch partials_;   // sum_squares: per-block partial sums (double)
     Scratch colpart_;    // column sums (db, dgamma, the copy head's dweight and dbias): per-chunk partials [chunks, C]
     Scratch emb_;        // embedding_backward: the ids sorted with their rows, and CUB's temporary storage
+    Scratch draw_;       // sample_rows: the rows and uniforms uploaded, the ids drawn
     Scratch bf_[4];      // bf16 copies: the GEMM inputs (GemmInputs::bf16, kernels/nn_backend_cuda.cu: slots 0-2) and
                          // the fused attention's q, k, v, dO (kernels/nn_flash_attention_cuda.cu: slots 0-3)
     // bf16 copy of x[0, n) in bf_[slot] (grow-only); returns it as a device pointer
@@ -347,8 +350,9 @@ private:
     Scratch wide_;
     // C (fp32, column-major m x n, ldc) = op(A) op(B) + bias[row] with A, B the bf16 copies, the bias added in the
     // GEMM's epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS; kernels/nn_gemm_lt_cuda.cu): no bias rows written first and
-    // read back by a beta-1 GEMM. Returns false (nothing run) where cuBLASLt offers no algorithm for the shape, or
-    // RETRO_UNFUSE names gemm_bias_epilogue: the caller then takes the bias-rows form.
+    // read back by a beta-1 GEMM. Returns false (nothing run) where cuBLASLt offers no algorithm for the shape and
+    // the operands' alignments (or refuses it at the call), the bias is under 16-byte aligned, or RETRO_UNFUSE names
+    // gemm_bias_epilogue: the caller then takes the bias-rows form.
     bool gemm_bf16_bias(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                         const float* bias, float* C, int ldc, const char* what);
     struct LtPlans;   // cuBLASLt's handle, its workspace and a plan per GEMM shape (made at the first use)

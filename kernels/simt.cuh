@@ -48,6 +48,12 @@ RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
     return retro_simt_smem;
 }
 RETRO_SIMT_DEVICE void sync_block() { __syncthreads(); }
+// 64-bit integer add to shared (or global) memory, atomic among the block's threads (integer sums: the same total in
+// any order, so a histogram of them is deterministic)
+RETRO_SIMT_DEVICE void atomic_add(std::uint64_t* p, std::uint64_t v) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+RETRO_SIMT_DEVICE std::uint32_t float_bits(float x) { return __float_as_uint(x); }
 RETRO_SIMT_DEVICE void sync_warp() { __syncwarp(); }
 RETRO_SIMT_DEVICE float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 RETRO_SIMT_DEVICE float shfl_idx(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
@@ -127,6 +133,12 @@ inline long long block_y() { return host::current_block_y(); }
 inline long long grid_x() { return host::current_grid_x(); }
 inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
+inline void atomic_add(std::uint64_t* p, std::uint64_t v) { *p += v; }   // fibers switch only at exchanges
+inline std::uint32_t float_bits(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
 inline void sync_warp() { host::sync_warp(); }
 inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
 inline float shfl_idx(float v, int src_lane) { return host::shfl_idx(v, src_lane); }

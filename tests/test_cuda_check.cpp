@@ -259,8 +259,9 @@ TEST_CASE("cuda check: the GPU check script's pdl step runs the tests and the de
     CHECK(test::read_text(out / "pdl_tests_0.log").find("tests with RETRO_PDL=0") != std::string::npos);
 }
 
-TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO_FLASH_KERNELS and RETRO_UNFUSE, and a failed tests step reruns the model tests with RETRO_UNFUSE=all") {
-    // a dry run without a GPU: fake tools that print the environment they were given
+TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO_FLASH_KERNELS and RETRO_UNFUSE, and a failed tests step reruns the model tests with every fused op set aside") {
+    // a dry run without a GPU: fake tools that print the environment they were given. (The name must not match
+    // UNFUSED_TESTS's "*RETRO_UNFUSE=all*", or the script's rerun would run this test inside itself.)
     test::TempDir dir("gpu-checks-flash");
     const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
     fs::create_directories(dir / "kit" / "bin");
@@ -278,7 +279,9 @@ TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO
                                 " OUT=" + shell_quote(out.string()) + " KIT=" + shell_quote((dir / "kit").string()) +
                                 " STEP_TIMEOUT=20 GPU_CHECKS_BUDGET=0 cublas_dir=/nonexistent; configure 0; step_rc=0; " +
                                 steps + "; echo \"rc=$step_rc\"";
-        return test::run_command("bash -c " + shell_quote(cmd));
+        // the caller's environment must not steer the dry run (a GPU-checks run sets these for the real tests)
+        return test::run_command("env -u RETRO_UNFUSE -u RETRO_FLASH_KERNELS -u FLASH_KINDS -u UNFUSED_TESTS -u FAIL_FUSED "
+                                 "bash -c " + shell_quote(cmd));
     };
     const auto flash = run("FLASH_RUNS=1", "step_flash");
     INFO(flash.out << flash.err);

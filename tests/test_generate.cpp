@@ -23,6 +23,7 @@
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "nn/nn_backend_profiler.h"
+#include "sampling_boundary.h"
 #include "test_model_fixtures.h"
 #include "test_util.h"
 
@@ -241,6 +242,86 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         check_backend_decoder_equals_full(*be, true, 1e-5, decode_config(), true);   // CUDA graphs
         check_backend_decoder_equals_full(*be, false, 1e-5, decode_config(), true);
         check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config(), true);
+    }
+}
+
+TEST_CASE("generate: the backend decoder draws the next tokens on its backend as the host's sampler does") {
+    // BackendDecoder::sample_last over the host backend (NnBackend::sample_rows' definition), before and after the
+    // logits are downloaded (logits() fetches them lazily): the same ids as sample_row on those logits
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend be;
+    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
+    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    BackendDecoder dec(c, weights.f(), be, 2, false);
+    dec.step({{1, 5, 9}, {2, 7}});
+    std::vector<nn::SamplingParams> settings(4);
+    settings[0].greedy = true;
+    settings[2].top_k = 3;
+    settings[3].top_p = 0.6;
+    settings[3].temperature = 0.7;
+    const std::vector<double> u = {0.31, 0.87};
+    for (int pass = 0; pass < 2; pass++) {   // pass 0: nothing downloaded yet; pass 1: after logits()
+        for (const auto& o : settings) {
+            std::vector<std::int32_t> ids;
+            dec.sample_last(o, {1, 0}, u, ids);
+            REQUIRE(ids.size() == 2);
+            for (int j = 0; j < 2; j++) {
+                const std::int64_t s = 1 - j;
+                CHECK(ids[static_cast<std::size_t>(j)] ==
+                      nn::sample_row(dec.logits().data() + dec.last_row(s) * c.num_tokens, c.num_tokens, o, u[static_cast<std::size_t>(j)]));
+            }
+        }
+    }
+    std::vector<std::int32_t> ids;
+    dec.step({{4}, {}});   // sequence 1 did not advance: it has no row to draw from
+    CHECK_THROWS(dec.sample_last(settings[1], {1}, u, ids));
+}
+
+TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (greedy exact; draws away from boundaries)") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        std::mt19937_64 gen(11);
+        std::normal_distribution<float> normal(0.0f, 4.0f);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        for (const std::int64_t V : {std::int64_t{1}, std::int64_t{7}, std::int64_t{8000}, std::int64_t{32000}}) {
+            for (const bool ties : {false, true}) {
+                const std::int64_t R = 4;
+                std::vector<float> logits(static_cast<std::size_t>(R * V));
+                for (auto& z : logits) z = ties ? std::round(normal(gen)) : normal(gen);
+                nn::BackendBuffer dev(*be, logits.size() * sizeof(float));
+                be->upload(dev.get(), logits.data(), logits.size() * sizeof(float));
+                const std::vector<std::int64_t> rows = {3, 1, 0, 2};
+                std::vector<nn::SamplingParams> settings(6);
+                settings[0].greedy = true;
+                settings[2].temperature = 0.5;
+                settings[3].top_k = 40;
+                settings[4].top_p = 0.9;
+                settings[5].top_k = 200, settings[5].top_p = 0.7, settings[5].temperature = 1.3;
+                for (const auto& o : settings) {
+                    std::vector<double> u(rows.size());
+                    bool usable = true;
+                    for (std::size_t j = 0; j < rows.size(); j++) {
+                        int tries = 0;
+                        do u[j] = unit(gen);
+                        while (!o.greedy && test::near_sampling_boundary(logits.data() + rows[j] * V, V, o, u[j]) &&
+                               ++tries < 20);
+                        usable = usable && tries < 20;
+                    }
+                    if (!usable) continue;
+                    std::vector<std::int32_t> ids(rows.size(), -1);
+                    be->sample_rows(ids.data(), dev.f(), rows.data(), R, V, o, u.data());
+                    for (std::size_t j = 0; j < rows.size(); j++) {
+                        INFO("V " << V << " ties " << ties << " k " << o.top_k << " p " << o.top_p << " T "
+                                  << o.temperature << " greedy " << o.greedy << " u " << u[j]);
+                        CHECK(ids[j] == nn::sample_row(logits.data() + rows[j] * V, V, o, u[j]));
+                    }
+                }
+            }
+        }
     }
 }
 

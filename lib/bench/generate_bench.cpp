@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "core/cuda_device.h"
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
+#include "generate/next_tokens.h"
 #include "generate/sampler.h"
 #include "model/params.h"
 #include "nn/nn_backend_cuda.h"
@@ -81,10 +83,15 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     const double prefill = seconds_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<std::vector<std::int32_t>> next(static_cast<std::size_t>(batch), std::vector<std::int32_t>(1));
+    std::vector<std::int64_t> all_seqs(static_cast<std::size_t>(batch));
+    std::iota(all_seqs.begin(), all_seqs.end(), std::int64_t{0});
+    std::vector<std::int32_t> drawn;
     for (std::int64_t i = 0; i < output; i++) {
+        // drawn where the logits are (next_tokens: on the GPU only the ids come back); one stream, in sequence order
+        next_tokens(dec, c.num_tokens, so, all_seqs, [&](std::int64_t) { return rng.uniform(); }, drawn);
         for (std::int64_t s = 0; s < batch; s++) {
             auto& seq = ids[static_cast<std::size_t>(s)];
-            seq.push_back(sample_token(dec.logits().data() + dec.last_row(s) * c.num_tokens, c.num_tokens, so, rng));
+            seq.push_back(drawn[static_cast<std::size_t>(s)]);
             next[static_cast<std::size_t>(s)][0] = seq.back();
         }
         if (i + 1 == output) break;   // the last tokens are not fed

@@ -130,6 +130,7 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     DecodeRows rows = decode_rows(tokens, lengths, chunks, c_);
     std::fill(last_row_.begin(), last_row_.end(), -1);
     logits_.clear();
+    logits_pending_ = false;
     if (rows.seq.empty()) return;
     prepare_step(rows, all_logits);
     const StepPlan& P = plan_;
@@ -156,8 +157,30 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     }
     for (int64_t s = 0; s < S; s++)
         seqs_[static_cast<std::size_t>(s)].n += P.row_begin[static_cast<std::size_t>(s + 1)] - P.row_begin[static_cast<std::size_t>(s)];
-    logits_.resize(static_cast<std::size_t>(P.out_rows * c_.num_tokens));
-    be_.download(logits_.data(), P.lg, logits_.size() * sizeof(float));
+    logits_pending_ = true;
+}
+
+const std::vector<float>& BackendDecoder::logits() const {
+    if (logits_pending_) {
+        logits_.resize(static_cast<std::size_t>(plan_.out_rows * c_.num_tokens));
+        be_.download(logits_.data(), plan_.lg, logits_.size() * sizeof(float));
+        logits_pending_ = false;
+    }
+    return logits_;
+}
+
+void BackendDecoder::sample_last(const nn::SamplingParams& o, const std::vector<std::int64_t>& seqs,
+                                 const std::vector<double>& u, std::vector<std::int32_t>& ids) {
+    std::vector<std::int64_t> rows;
+    rows.reserve(seqs.size());
+    for (const std::int64_t s : seqs) {
+        RETRO_CHECK(s >= 0 && s < sequences() && last_row(s) >= 0, "sample_last: sequence ", s, " has no logits row");
+        rows.push_back(last_row(s));
+    }
+    RETRO_CHECK(o.greedy || u.size() >= seqs.size(), "sample_last: ", u.size(), " uniforms for ", seqs.size(), " sequences");
+    ids.assign(seqs.size(), -1);
+    be_.sample_rows(ids.data(), plan_.lg, rows.data(), static_cast<std::int64_t>(rows.size()), c_.num_tokens, o,
+                    o.greedy ? nullptr : u.data());
 }
 
 // Every host-side decision of a step and every upload it needs, before anything runs: the rows' ids, positions,

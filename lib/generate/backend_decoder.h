@@ -50,7 +50,14 @@ public:
     void add_neighbours(std::int64_t s, const std::int32_t* retrieved);
     void reset(std::int64_t s);
     void step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits = false);
-    const std::vector<float>& logits() const { return logits_; }   // [rows, num_tokens], on the host
+    // [rows, num_tokens], on the host: downloaded at the first call after a step (a caller that only draws the next
+    // tokens, sample_last, never downloads them)
+    const std::vector<float>& logits() const;
+    // ids[j] = the next token of sequence seqs[j] drawn from its last row's logits with uniform u[j] (unread when
+    // o.greedy), on the backend (NnBackend::sample_rows: on the GPU only the ids come back). Each seqs[j] advanced in
+    // the last step.
+    void sample_last(const nn::SamplingParams& o, const std::vector<std::int64_t>& seqs, const std::vector<double>& u,
+                     std::vector<std::int32_t>& ids);
     std::int64_t last_row(std::int64_t s) const { return last_row_[static_cast<std::size_t>(s)]; }
 
     // Graphs (NnBackend::begin_capture; CUDA graphs on the GPU; off by default): a decode step in which every
@@ -125,7 +132,8 @@ private:
     std::vector<nn::BackendBuffer> kc_, vc_, cca_k_, cca_v_;   // per decoder layer (CCA ones only for CCA layers)
     nn::BackendBuffer cca_mask_, ctx_, rot_r_, rot_cs_, rot_kr_;
     std::vector<std::int64_t> row_seq_, row_pos_;
-    std::vector<float> logits_;
+    mutable std::vector<float> logits_;
+    mutable bool logits_pending_ = false;   // a step's logits not yet downloaded into logits_
     std::vector<std::int64_t> last_row_;
     Grow g_e_, g_x_, g_xn_, g_norm_, g_y_, g_x1_, g_x2_, g_q_, g_o_, g_g_, g_probs_,
         g_xs_, g_ys_, g_logits_, g_enc_ids_, g_enc_mask_, g_enc_ctx_, g_E_,

@@ -11,6 +11,7 @@
 #include "core/memory_budget.h"
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
+#include "generate/next_tokens.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "model/params.h"
@@ -284,17 +285,25 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
     dec.step(seq);
 
     std::vector<std::uint8_t> active(seq.size(), 1);
+    std::vector<std::int64_t> drawing;   // the active sequences, each advanced by the last step
+    std::vector<std::int32_t> drawn(seq.size(), -1), ids;
     for (;;) {
         todo.clear();
         bool any = false;
+        // every active sequence's next token at once, where the logits are (on the GPU only the ids come back)
+        drawing.clear();
+        for (std::int64_t s = 0; s < count; s++)
+            if (active[static_cast<std::size_t>(s)]) drawing.push_back(s);
+        next_tokens(dec, V, o_.sampler, drawing, [&](std::int64_t s) { return rng[static_cast<std::size_t>(s)].uniform(); },
+                    ids);
+        for (std::size_t j = 0; j < drawing.size(); j++) drawn[static_cast<std::size_t>(drawing[j])] = ids[j];
         for (std::int64_t s = 0; s < count; s++) {
             auto& f = feed[static_cast<std::size_t>(s)];
             f.clear();
             if (!active[static_cast<std::size_t>(s)]) continue;
             auto& q = seq[static_cast<std::size_t>(s)];
             auto& res = out[static_cast<std::size_t>(first + s)];
-            const float* logits = dec.logits().data() + dec.last_row(s) * V;
-            const std::int32_t t = sample_token(logits, V, o_.sampler, rng[static_cast<std::size_t>(s)]);
+            const std::int32_t t = drawn[static_cast<std::size_t>(s)];
             if (t == TOKEN_EOS && o_.stop_at_eos) {
                 res.stop = "eos";
                 active[static_cast<std::size_t>(s)] = 0;

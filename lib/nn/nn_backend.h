@@ -18,11 +18,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
 #include "nn/attention.h"
 #include "nn/copy_head.h"
+#include "nn/sampling.h"
 
 namespace retro::nn {
 
@@ -299,6 +301,20 @@ public:
     virtual void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,
                                         const std::int32_t* targets, std::int64_t N, std::int64_t V,
                                         std::int32_t ignore_index, std::int64_t valid) = 0;
+
+    // Next tokens (decoding): ids[j] = sample_row(logits row rows[j], V, p, u[j]) for j < n (nn/sampling.h), with
+    // logits [*, V] in backend memory and ids, rows and u on the host (u unread when p.greedy); returns when ids are
+    // written. Here the rows are downloaded and drawn on the host; the GPU draws on the device and downloads only the
+    // ids (kernels/nn_sample.cuh: greedy the same id, a draw the same one unless u or the top-p mass falls within
+    // ~1e-12 of a boundary between two ids, where its fixed-point weights may round the other way).
+    virtual void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n,
+                             std::int64_t V, const SamplingParams& p, const double* u) {
+        std::vector<float> row(static_cast<std::size_t>(V));
+        for (std::int64_t j = 0; j < n; j++) {
+            download(row.data(), logits + rows[j] * V, row.size() * sizeof(float));
+            ids[j] = sample_row(row.data(), V, p, p.greedy ? 0.0 : u[j]);
+        }
+    }
 
     // The logits layer's backward from the loss: cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V,
     // ignore_index, valid), then linear_backward(dx, dW, db, dlogits, x, W, N, I, V); dlogits [N, V] is scratch (its

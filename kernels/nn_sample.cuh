@@ -1,0 +1,238 @@
+// The CUDA NnBackend's next-token draw (NnBackend::sample_rows; the reference is nn/sampling.h's sample_row), written
+// against kernels/simt.cuh so that tests/test_nn_sample_host.cpp runs it on the host through the block emulator.
+// One block a row of logits z[V]; the row's id is found by integer arithmetic only, so the result is the same on every
+// run and under any thread schedule:
+//   - rank order is one 64-bit key an id, rank_of(z, id) = (z's order-preserving bits, descending; -0 as +0) << 32 |
+//     id: smaller is earlier, ties by lower id, as the reference's sorts;
+//   - greedy: the smallest key (a block-wide min);
+//   - the weights exp(z / T - max z / T) (double, as the reference's) become fixed point, q = floor(w * 2^S) with
+//     S = 62 - ceil(log2 V), so that every sum of them fits 64 bits and integer atomics add them in any order;
+//   - "the first id, in rank order within a bound key, whose inclusive prefix of weights exceeds a target" (descend)
+//     is a radix descent over the key's four bytes (a 256-bucket histogram of weights a pass, its scan picking the
+//     bucket) and then, among the ids of that one z, a scan in id order;
+//   - top-k: descend with weight 1 and target k - 1 gives the last kept id (the bound); top-p: the kept mass Q,
+//     P = ceil(p Q), descend to target P - 1 (the reference keeps id i while the mass ranked before it is < p Q); the
+//     draw: target floor(u Q_kept), by descend where top-k or top-p is on and by the scan in id order otherwise (the
+//     reference walks the kept ids in rank order, or all ids in id order).
+// Against the reference: greedy the same id; a draw the same id unless u, or p Q, lies within the fixed point's
+// ~V 2^-S of a boundary between two ids' cumulative weights (and up to a unit in the last place of exp, which the GPU
+// and libm may round differently). Non-finite logits draw the top-ranked id. Passes over the row: 1 (greedy), 3 (T
+// only), up to 17 (top-k and top-p); each element's weight is recomputed a pass rather than stored.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "simt.cuh"
+
+namespace retro::nn::sample {
+
+using ll = long long;
+using u64 = std::uint64_t;
+
+constexpr int kThreads = 1024;   // a block a row; at least 256 (the histogram's scan uses a thread a bucket)
+
+struct Params {   // nn::SamplingParams as the kernel takes it
+    double temperature = 1.0;
+    ll top_k = 0;
+    double top_p = 1.0;
+    int greedy = 0;
+};
+
+template <int THREADS>
+constexpr std::size_t smem_bytes() {
+    return (256 + THREADS + 4) * sizeof(u64);   // histogram, scan, four result slots
+}
+
+// An id's place in rank order: z descending (-0 sorting with +0), then id ascending; smaller is earlier.
+RETRO_SIMT_DEVICE u64 rank_of(float z, ll id) {
+    std::uint32_t b = simt::float_bits(z == 0.0f ? 0.0f : z);
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);   // ascending floats -> ascending unsigned
+    return (static_cast<u64>(~b) << 32) | static_cast<u64>(id);
+}
+
+struct Shared {
+    u64* hist;   // [256]
+    u64* scan;   // [THREADS]
+    u64* slot;   // [4]
+};
+
+// Block-wide min or sum of one value a thread (THREADS a power of two), returned to every thread.
+template <int THREADS, bool MIN>
+RETRO_SIMT_DEVICE u64 block_reduce(u64 v, const Shared& sh) {
+    const int t = simt::thread_x();
+    sh.scan[t] = v;
+    simt::sync_block();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            const u64 o = sh.scan[t + s];
+            sh.scan[t] = MIN ? (o < sh.scan[t] ? o : sh.scan[t]) : sh.scan[t] + o;
+        }
+        simt::sync_block();
+    }
+    const u64 r = sh.scan[0];
+    simt::sync_block();
+    return r;
+}
+
+// Exclusive prefix of one value a thread in thread order (Hillis-Steele over THREADS entries).
+template <int THREADS>
+RETRO_SIMT_DEVICE u64 block_exclusive_scan(u64 v, const Shared& sh) {
+    const int t = simt::thread_x();
+    sh.scan[t] = v;
+    simt::sync_block();
+    for (int off = 1; off < THREADS; off <<= 1) {
+        const u64 add = t >= off ? sh.scan[t - off] : 0;
+        simt::sync_block();
+        sh.scan[t] += add;
+        simt::sync_block();
+    }
+    const u64 r = sh.scan[t] - v;
+    simt::sync_block();
+    return r;
+}
+
+struct Pick {
+    u64 rank;     // rank_of the id found (its low 32 bits are the id)
+    u64 prefix;   // the inclusive prefix of weights there, in the walk's order
+};
+
+// Among the ids with key (rank >> 32) equal to `key` and rank <= bound (every id where ALL), walked in id order: the
+// first whose inclusive prefix of weights exceeds target (< their total: the caller's guarantee); `before` is the
+// weight walked before them, added to the prefix returned. Each thread takes a contiguous range of ids.
+template <int THREADS, bool ALL, typename Weight>
+RETRO_SIMT_DEVICE Pick scan_ids(const float* z, ll V, std::uint32_t key, u64 bound, u64 target, u64 before,
+                                const Weight& weight, const Shared& sh) {
+    const int t = simt::thread_x();
+    const ll per = (V + THREADS - 1) / THREADS;
+    const ll lo = t * per < V ? t * per : V, hi = lo + per < V ? lo + per : V;
+    const auto member = [&](ll i) {
+        const u64 r = rank_of(z[i], i);
+        return ALL || (static_cast<std::uint32_t>(r >> 32) == key && r <= bound);
+    };
+    u64 local = 0;
+    for (ll i = lo; i < hi; i++)
+        if (member(i)) local += weight(z[i]);
+    const u64 excl = block_exclusive_scan<THREADS>(local, sh);
+    if (excl <= target && target < excl + local) {   // one thread: the crossing is in its range
+        u64 acc = excl;
+        for (ll i = lo; i < hi; i++) {
+            if (!member(i)) continue;
+            acc += weight(z[i]);
+            if (acc > target) {
+                sh.slot[2] = rank_of(z[i], i);
+                sh.slot[3] = before + acc;
+                break;
+            }
+        }
+    }
+    simt::sync_block();
+    const Pick p{sh.slot[2], sh.slot[3]};
+    simt::sync_block();
+    return p;
+}
+
+// The first id in rank order among rank <= bound whose inclusive prefix of weights exceeds target (< the total
+// weight there): the key's bytes from the highest, a histogram of weights over the 256 values of the next byte among
+// the ids that match the bytes chosen so far, the bucket where the prefix crosses; then scan_ids among that key's ids.
+template <int THREADS, typename Weight>
+RETRO_SIMT_DEVICE Pick descend(const float* z, ll V, u64 bound, u64 target, const Weight& weight, const Shared& sh) {
+    const int t = simt::thread_x();
+    const u64 target0 = target;
+    std::uint32_t key = 0;   // the bytes chosen so far
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        if (t < 256) sh.hist[t] = 0;
+        simt::sync_block();
+        for (ll i = t; i < V; i += THREADS) {
+            const u64 r = rank_of(z[i], i);
+            const auto k = static_cast<std::uint32_t>(r >> 32);
+            if (r <= bound && (shift == 24 || (k >> (shift + 8)) == (key >> (shift + 8))))
+                simt::atomic_add(&sh.hist[(k >> shift) & 255u], weight(z[i]));
+        }
+        simt::sync_block();
+        for (int off = 1; off < 256; off <<= 1) {   // inclusive scan of the 256 buckets
+            const u64 add = (t < 256 && t >= off) ? sh.hist[t - off] : 0;
+            simt::sync_block();
+            if (t < 256) sh.hist[t] += add;
+            simt::sync_block();
+        }
+        if (t < 256) {
+            const u64 excl = t ? sh.hist[t - 1] : 0;
+            if (excl <= target && target < sh.hist[t]) {   // one bucket: the scan is monotone, target < its last
+                sh.slot[0] = static_cast<u64>(t);
+                sh.slot[1] = target - excl;
+            }
+        }
+        simt::sync_block();
+        key |= static_cast<std::uint32_t>(sh.slot[0]) << shift;
+        target = sh.slot[1];
+        simt::sync_block();
+    }
+    return scan_ids<THREADS, false>(z, V, key, bound, target, target0 - target, weight, sh);
+}
+
+RETRO_SIMT_DEVICE int ceil_log2(ll v) {
+    int s = 0;
+    while ((ll{1} << s) < v) s++;
+    return s;
+}
+
+// ids[b] = the token drawn from logits row rows[b] (one block a row; u[b] unread when greedy).
+template <int THREADS>
+RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* logits, const ll* rows, ll V, Params p,
+                                        const double* u) {
+    static_assert(THREADS >= 256 && (THREADS & (THREADS - 1)) == 0, "a power of two, at least a thread a bucket");
+    auto* base = reinterpret_cast<u64*>(simt::dynamic_smem());
+    const Shared sh{base, base + 256, base + 256 + THREADS};
+    const ll b = simt::block_x();
+    const float* z = logits + rows[b] * V;
+    const int t = simt::thread_x();
+
+    u64 best = ~u64{0};
+    for (ll i = t; i < V; i += THREADS) {
+        const u64 r = rank_of(z[i], i);
+        best = r < best ? r : best;
+    }
+    best = block_reduce<THREADS, true>(best, sh);
+    const auto top = static_cast<std::int32_t>(best & 0xffffffffu);
+    if (p.greedy) {
+        if (t == 0) ids[b] = top;
+        return;
+    }
+    // the reference's weights (nn/sampling.cpp: exp(z / T - mx), mx = max z / T) in fixed point
+    const double T = p.temperature, mx = static_cast<double>(z[top]) / T;
+    const double scale = ::ldexp(1.0, 62 - ceil_log2(V));
+    const auto mass = [&](float x) -> u64 {
+        const double w = ::exp(static_cast<double>(x) / T - mx);
+        return w > 0 ? static_cast<u64>(w * scale) : u64{0};   // w <= 1: at most 2^S; NaN: 0
+    };
+    const auto one = [](float) -> u64 { return 1; };
+
+    const bool top_k = p.top_k > 0 && p.top_k < V, top_p = p.top_p < 1;
+    u64 bound = ~u64{0};
+    if (top_k) bound = descend<THREADS>(z, V, bound, static_cast<u64>(p.top_k - 1), one, sh).rank;
+    u64 local = 0;
+    for (ll i = t; i < V; i += THREADS)
+        if (rank_of(z[i], i) <= bound) local += mass(z[i]);
+    u64 kept = block_reduce<THREADS, false>(local, sh);
+    if (kept == 0) {   // non-finite logits: no weight anywhere
+        if (t == 0) ids[b] = top;
+        return;
+    }
+    if (top_p) {
+        const double want = ::ceil(p.top_p * static_cast<double>(kept));
+        u64 P = want < 1 ? u64{1} : static_cast<u64>(want);
+        if (P > kept) P = kept;
+        const Pick cut = descend<THREADS>(z, V, bound, P - 1, mass, sh);
+        bound = cut.rank;
+        kept = cut.prefix;
+    }
+    const double d = ::floor(u[b] * static_cast<double>(kept));   // u in [0, 1): d < 2^62
+    u64 target = d > 0 ? static_cast<u64>(d) : u64{0};
+    if (target > kept - 1) target = kept - 1;
+    const Pick draw = (top_k || top_p) ? descend<THREADS>(z, V, bound, target, mass, sh)
+                                       : scan_ids<THREADS, true>(z, V, 0, bound, target, 0, mass, sh);
+    if (t == 0) ids[b] = static_cast<std::int32_t>(draw.rank & 0xffffffffu);
+}
+
+}  // namespace retro::nn::sample

@@ -1,0 +1,37 @@
+// The next token of each listed sequence after a decoder's step, for the generator and retro-bench generate alike:
+// drawn where the decoder's logits are (BackendDecoder::sample_last: on the GPU only the ids come back), or on the
+// host from logits() (CachedDecoder). Either way the uniforms come from the caller's streams in seqs order, one per
+// sequence unless greedy, and the arithmetic is nn/sampling.h's sample_row.
+// provides: next_tokens
+#pragma once
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "generate/sampler.h"
+
+namespace retro {
+
+// ids[j] = the next token of sequence seqs[j] (each advanced in dec's last step); uniform(s) gives its draw's u.
+template <typename Decoder, typename Uniform>
+void next_tokens(Decoder& dec, std::int64_t V, const SamplerOptions& o, const std::vector<std::int64_t>& seqs,
+                 Uniform&& uniform, std::vector<std::int32_t>& ids) {
+    std::vector<double> u(o.greedy ? 0 : seqs.size());
+    for (std::size_t j = 0; j < u.size(); j++) u[j] = uniform(seqs[j]);
+    if constexpr (requires { dec.sample_last(o, seqs, u, ids); }) {
+        dec.sample_last(o, seqs, u, ids);
+    } else {
+        ids.assign(seqs.size(), -1);
+        for (std::size_t j = 0; j < seqs.size(); j++) {
+            const auto* row = dec.logits().data() + dec.last_row(seqs[j]) * V;
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*row)>, float>) {
+                ids[j] = nn::sample_row(row, V, o, o.greedy ? 0.0 : u[j]);
+            } else {   // a double decoder's row, rounded as the float path's logits are
+                const std::vector<float> f(row, row + V);
+                ids[j] = nn::sample_row(f.data(), V, o, o.greedy ? 0.0 : u[j]);
+            }
+        }
+    }
+}
+
+}  // namespace retro
