@@ -531,8 +531,9 @@ TEST_CASE("generate: sampler options outside their ranges are user errors") {
 
 TEST_CASE("generate: a one-sequence decode step is one op per fused projection (the launches a GPU token takes)") {
     // BackendDecoder's run_step through ProfilingNnBackend on the host backend: a step that feeds one row past the
-    // first chunk (CCA reads it; no chunk finishes, so the encoder does not run) calls, besides its one upload and
-    // one download, the embedding with the positions and the decoder-width projection, then per layer the q|k|v projection
+    // first chunk (CCA reads it; no chunk finishes, so the encoder does not run) calls, besides its one upload (its
+    // logits stay on the backend: the next token is drawn there, sample_last, or they come down when logits() is
+    // called), the embedding with the positions and the decoder-width projection, then per layer the q|k|v projection
     // (norm + GEMV + rotation), attention_decode, the output projection (+ residual), the feed-forward's two GEMVs
     // (norm + gelu; + residual), per CCA layer its query projection, attention_decode and output projection (+
     // residual), the encoder context's scatter at the first CCA layer, and the logits' GEMV (+ norm): on the GPU one
@@ -560,12 +561,21 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
         if (t.op != "upload" && t.op != "download") ops += t.calls;
     }
     CHECK(calls["upload"] == 1);
-    CHECK(calls["download"] == 1);
+    CHECK(calls["download"] == 0);
     CHECK(ops == 2 + 5 * c.dec_depth + 3 * cca_layers + (cca_layers > 0 ? 1 : 0) + 1);
     CHECK(calls["attention_decode"] == c.dec_depth + cca_layers);
     for (const char* folded : {"rmsnorm_forward", "residual_rmsnorm_forward", "rotary_scale_forward", "rotary_forward",
                                "residual_sum", "gather_rows", "gather_add_rows", "embedding_forward",
                                "linear_gelu_forward"})
         CHECK_MESSAGE(calls.count(folded) == 0, folded);
+    // the draw: one op, and nothing else moves (on the GPU: one upload of u, one kernel, the id down)
+    be.reset();
+    std::vector<std::int32_t> next;
+    nn::SamplingParams greedy;
+    greedy.greedy = true;
+    dec.sample_last(greedy, {0}, {}, next);
+    REQUIRE(be.timings().size() == 1);
+    CHECK(be.timings()[0].op == "sample_rows");
     CHECK(dec.logits().size() == static_cast<std::size_t>(c.num_tokens));
+    CHECK(next[0] == nn::sample_row(dec.logits().data(), c.num_tokens, greedy, 0.0));
 }
