@@ -101,6 +101,11 @@ TEST_CASE("cuda check: RETRO_CUDA_SYNC_CHECK is on for any value but unset, empt
     CHECK(cuda_sync_check() == cuda_sync_check_parse(env));
 }
 
+namespace {
+constexpr const char* kSampleRowsCase =
+    "generate: the CUDA backend's sample_rows draws the reference's ids (greedy exact; draws away from boundaries)";
+}
+
 TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (the BERT golden test among them), which skip visibly here") {
     const std::string script = test::read_text(test::source_dir() / "scripts/device-gpu-checks.sh");
     const std::string tests = script_default(script, "CUDA_TESTS"), sanitize = script_default(script, "SANITIZE_TESTS");
@@ -114,7 +119,8 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
                              "knn: CUDA exact search equals the CPU exact search on random data",
                              "knn: retro-knn --exact --device cuda equals --device cpu - or fails in one line without a GPU",
                              "train device: on a CUDA device, the copy head's run tracks the CPU for 20 fp32 steps",
-                             "generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)"}) {
+                             "generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)",
+                             kSampleRowsCase}) {
         CAPTURE(name);
         CHECK(listed.out.find(name) != std::string::npos);
     }
@@ -122,11 +128,13 @@ TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (
     REQUIRE(sanitized.exit_code == 0);
     CHECK(sanitized.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
     CHECK(sanitized.out.find("knn: CUDA exact search equals the CPU exact search on random data") != std::string::npos);
+    CHECK(sanitized.out.find(kSampleRowsCase) != std::string::npos);   // the draw kernel's shared-memory atomics
     const std::string racecheck = script_default(script, "RACECHECK_TESTS");
     REQUIRE(!racecheck.empty());
     auto raced = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + racecheck));
     REQUIRE(raced.exit_code == 0);
     CHECK(raced.out.find("ops: every backend and dtype against the CPU in double") != std::string::npos);
+    CHECK(raced.out.find(kSampleRowsCase) != std::string::npos);
     const std::string unfused = script_default(script, "UNFUSED_TESTS");   // the tests step's rerun after a failure
     REQUIRE(!unfused.empty());
     auto rerun = test::run_command(shell_quote(self) + " --list-test-cases " + shell_quote("-tc=" + unfused));
