@@ -279,7 +279,7 @@ TEST_CASE("generate: the backend decoder draws the next tokens on its backend as
     CHECK_THROWS(dec.sample_last(settings[1], {1}, u, ids));
 }
 
-TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (greedy exact; draws away from boundaries)") {
+TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (greedy exactly and draws away from boundaries)") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
         CudaStreamOwner stream;
