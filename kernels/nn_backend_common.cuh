@@ -145,9 +145,11 @@ void map_elements(CudaStream stream, float* out, const float* a, std::int64_t n,
 }
 
 // RETRO_FLASH_KERNELS (kernels/nn_flash_attention_cuda.cu): unset or "mma" the fused attention's mma.sync kernels
-// (over bf16 copies of q, k, v, dO where there is no null column or key mask), "mma-fp32" the same kernels reading
-// the fp32 operands, "wmma" the older kernels; anything else is a UserError. For A/B runs on a GPU.
-enum class FlashKernels { mma, mma_fp32, wmma };
+// (over bf16 copies of q, k, v, dO where there is no null column or key mask, their tiles in two stages where the
+// shared memory allows), "mma-1stage" the same with one stage (the next step's tiles not loaded during this one),
+// "mma-fp32" the same kernels reading the fp32 operands, "wmma" the older kernels; anything else is a UserError.
+// For A/B runs on a GPU.
+enum class FlashKernels { mma, mma_1stage, mma_fp32, wmma };
 FlashKernels flash_kernels_requested();
 
 
@@ -297,6 +299,8 @@ private:
     bool tensor_core_bf16_ = false;    // device 0 is sm_80 or newer (bf16 wmma)
     bool flash_wmma_ = false;          // RETRO_FLASH_KERNELS=wmma: the older wmma kernels (an A/B on a GPU)
     bool flash_fp32_operands_ = false; // RETRO_FLASH_KERNELS=mma-fp32: no bf16 operand copies
+    bool flash_one_stage_ = false;     // RETRO_FLASH_KERNELS=mma-1stage: the bf16 operands' tiles in one stage
+    bool flash_two_stages(long long bytes) const;   // kernels/nn_flash_attention_cuda.cu
     bool dependent_launch_ = false;    // sm_90+ and not RETRO_PDL=0: the decode kernels as programmatic dependents
     unsigned unfused_ = 0;             // RETRO_UNFUSE: a bit per FusedOp run as the ops it stands for
     bool unfused(FusedOp op) const { return (unfused_ >> static_cast<unsigned>(op)) & 1u; }

@@ -203,6 +203,7 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
         const FlashKernels kernels = flash_kernels_requested();
         flash_wmma_ = kernels == FlashKernels::wmma;
         flash_fp32_operands_ = kernels == FlashKernels::mma_fp32;
+        flash_one_stage_ = kernels == FlashKernels::mma_1stage;
         // programmatic dependent launches where the kernels running here were compiled for sm_90+ (their
         // griddepcontrol.wait exists only there: an sm_80 build JIT-run on an H100 would launch early without
         // waiting), unless RETRO_PDL=0 (every kernel launched the ordinary way: an A/B)

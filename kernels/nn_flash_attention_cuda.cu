@@ -369,13 +369,15 @@ __global__ void round_out_bf16(std::uint16_t* __restrict__ y, const float* __res
 
 // The mma kernels over operands of type In: float, or the bf16 copies (u16 bits) flash_forward / flash_backward make
 // for attention without a null column or key mask (the kernels then load tiles by cp.async).
-template <int D, typename In>
+// STAGES = 2 (bf16 operands only): the next key or query block's tiles by cp.async while this one computes
+template <int D, typename In, int STAGES = 1>
 void forward_mma(float* out, std::uint16_t* out_bf16, float* lse, const In* q, const In* k, const In* v,
                  const FlashDims& m, cudaStream_t st) {
-    constexpr int smem = flash::forward_smem<D>();
-    allow_smem<flash::flash_mma_forward<D, In>>(smem);
-    flash::flash_mma_forward<D, In><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse, q, k, v, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_forward", st);
+    constexpr int smem = flash::forward_smem<D, STAGES>();
+    allow_smem<flash::flash_mma_forward<D, In, STAGES>>(smem);
+    flash::flash_mma_forward<D, In, STAGES><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse,
+                                                                                                 q, k, v, m);
+    RETRO_CUDA_LAUNCH_CHECK(STAGES == 2 ? "flash_mma_forward (two stages)" : "flash_mma_forward", st);
 }
 
 // dQ, dK, dV in one launch of the one-block kernel over QB query blocks
@@ -392,7 +394,7 @@ void backward_one_block(float* dq, float* dk, float* dv, float* dnk_items, float
 
 // one_block: the query blocks the one-block kernel takes in one block (1, or 2 at D <= 64; flash_backward decides
 // where its shared memory fits), or 0: the dQ and dK/dV kernels
-template <int D, typename In>
+template <int D, typename In, int STAGES = 1>
 void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_items, const In* dout, const float* lse,
                   const float* delta, const In* q, const In* k, const In* v, const FlashDims& m, int one_block,
                   cudaStream_t st) {
@@ -401,15 +403,15 @@ void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_
     if constexpr (D <= 64)
         if (one_block == 2)
             return backward_one_block<D, In, 2>(dq, dk, dv, dnk_items, dnv_items, dout, lse, delta, q, k, v, m, st);
-    constexpr int smem_kv = flash::dkdv_smem<D>(), smem_q = flash::dq_smem<D>();
-    allow_smem<flash::flash_mma_backward_dkdv<D, In>>(smem_kv);
-    flash::flash_mma_backward_dkdv<D, In><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
+    constexpr int smem_kv = flash::dkdv_smem<D, STAGES>(), smem_q = flash::dq_smem<D, STAGES>();
+    allow_smem<flash::flash_mma_backward_dkdv<D, In, STAGES>>(smem_kv);
+    flash::flash_mma_backward_dkdv<D, In, STAGES><<<flash_mma_grid(m.keys(), m), flash::kThreads, smem_kv, st>>>(
         dk, dv, dnk_items, dnv_items, q, k, v, dout, lse, delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dkdv", st);
-    allow_smem<flash::flash_mma_backward_dq<D, In>>(smem_q);
-    flash::flash_mma_backward_dq<D, In><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(dq, q, k, v, dout,
-                                                                                              lse, delta, m);
-    RETRO_CUDA_LAUNCH_CHECK("flash_mma_backward_dq", st);
+    RETRO_CUDA_LAUNCH_CHECK(STAGES == 2 ? "flash_mma_backward_dkdv (two stages)" : "flash_mma_backward_dkdv", st);
+    allow_smem<flash::flash_mma_backward_dq<D, In, STAGES>>(smem_q);
+    flash::flash_mma_backward_dq<D, In, STAGES><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem_q, st>>>(
+        dq, q, k, v, dout, lse, delta, m);
+    RETRO_CUDA_LAUNCH_CHECK(STAGES == 2 ? "flash_mma_backward_dq (two stages)" : "flash_mma_backward_dq", st);
 }
 
 template <int D>
@@ -461,9 +463,10 @@ struct ItemRowsTerm {   // the null key/value gradients: row n of the per-item s
 FlashKernels flash_kernels_requested() {
     const char* v = std::getenv("RETRO_FLASH_KERNELS");
     if (!v || !*v || std::string(v) == "mma") return FlashKernels::mma;
+    if (std::string(v) == "mma-1stage") return FlashKernels::mma_1stage;
     if (std::string(v) == "mma-fp32") return FlashKernels::mma_fp32;
     if (std::string(v) == "wmma") return FlashKernels::wmma;
-    user_error("RETRO_FLASH_KERNELS=", v, ": not mma (the default), mma-fp32 or wmma");
+    user_error("RETRO_FLASH_KERNELS=", v, ": not mma (the default), mma-1stage, mma-fp32 or wmma");
 }
 
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
@@ -490,6 +493,12 @@ bool CudaNnBackend::flash_bf16_operands(const AttentionShape& s, const std::uint
     return !flash_wmma_ && !flash_fp32_operands_ && !s.null_kv && !key_mask;
 }
 
+// Whether the mma kernels over bf16 operands take their tiles in two stages (a kernel needing `bytes` of shared
+// memory): where the device lets a block have it, unless RETRO_FLASH_KERNELS=mma-1stage.
+bool CudaNnBackend::flash_two_stages(long long bytes) const {
+    return !flash_one_stage_ && bytes <= optin_shared_bytes_;
+}
+
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                   const AttentionShape& s) {
@@ -500,10 +509,17 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
         const auto* v16 = static_cast<const std::uint16_t*>(to_bf16(2, v, m.B * m.Nk * m.HD));
+        const auto run = [&](auto d) {
+            constexpr int D = decltype(d)::value;
+            if (flash_two_stages(flash::forward_smem<D, 2>()))
+                forward_mma<D, std::uint16_t, 2>(out, ob, lse, q16, k16, v16, m, stream_);
+            else
+                forward_mma<D>(out, ob, lse, q16, k16, v16, m, stream_);
+        };
         switch (m.D) {
-        case 32: forward_mma<32>(out, ob, lse, q16, k16, v16, m, stream_); break;
-        case 64: forward_mma<64>(out, ob, lse, q16, k16, v16, m, stream_); break;
-        default: forward_mma<128>(out, ob, lse, q16, k16, v16, m, stream_); break;
+        case 32: run(std::integral_constant<int, 32>{}); break;
+        case 64: run(std::integral_constant<int, 64>{}); break;
+        default: run(std::integral_constant<int, 128>{}); break;
         }
         return;
     }
@@ -543,10 +559,19 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
         const auto* v16 = static_cast<const std::uint16_t*>(to_bf16(2, v, m.B * m.Nk * m.HD));
         const auto* do16 = static_cast<const std::uint16_t*>(to_bf16(3, dout, m.B * m.Nq * m.HD));
+        const auto run = [&](auto d) {
+            constexpr int D = decltype(d)::value;
+            // D <= 64: at 128 the two-stage dK/dV kernel spills (ptxas sm_90: 255 registers, 64 bytes)
+            if (D <= 64 && one_block == 0 && flash_two_stages(std::max(flash::dkdv_smem<D, 2>(), flash::dq_smem<D, 2>())))
+                backward_mma<D, std::uint16_t, 2>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m,
+                                                  one_block, stream_);
+            else
+                backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_);
+        };
         switch (m.D) {
-        case 32: backward_mma<32>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
-        case 64: backward_mma<64>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
-        default: backward_mma<128>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_); break;
+        case 32: run(std::integral_constant<int, 32>{}); break;
+        case 64: run(std::integral_constant<int, 64>{}); break;
+        default: run(std::integral_constant<int, 128>{}); break;
         }
     } else {
         switch (m.D) {

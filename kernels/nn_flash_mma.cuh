@@ -50,20 +50,34 @@ struct FlashDims {
     RETRO_SIMT_HOST_DEVICE ll keys() const { return Nk + (null_kv ? 1 : 0); }
 };
 
-// Dynamic shared memory of each kernel (bytes).
+// Dynamic shared memory of each kernel (bytes). STAGES = 2 (bf16 operands only: their tiles come by cp.async) keeps
+// two of the tiles a step loads, so that the next step's copies fly while this one computes.
 // Every kernel's tiles are followed by the 64 rows' lse and Delta (fp32) and the block's 64 key-mask flags.
 constexpr int kRowStatBytes = 2 * kTile * 4, kMaskBytes = kTile;
-template <int D>
-constexpr int forward_smem() {   // Q, K, V
-    return 3 * row_tile_bytes<D>() + kMaskBytes;
+template <int D, int STAGES = 1>
+constexpr int forward_smem() {   // Q, then K, V and the flags a stage
+    return row_tile_bytes<D>() + STAGES * (2 * row_tile_bytes<D>() + kMaskBytes);
 }
-template <int D>
-constexpr int dq_smem() {   // Q, dO, K, V
-    return 4 * row_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
+template <int D, int STAGES = 1>
+constexpr int dq_smem() {   // Q, dO, lse and Delta, then K, V and the flags a stage
+    return 2 * row_tile_bytes<D>() + kRowStatBytes + STAGES * (2 * row_tile_bytes<D>() + kMaskBytes);
 }
-template <int D>
-constexpr int dkdv_smem() {   // K, V, Q, dO
-    return 4 * row_tile_bytes<D>() + kRowStatBytes + kMaskBytes;
+template <int D, int STAGES = 1>
+constexpr int dkdv_smem() {   // K, V and the flags, then Q, dO, lse and Delta a stage
+    return 2 * row_tile_bytes<D>() + kMaskBytes + STAGES * (2 * row_tile_bytes<D>() + kRowStatBytes);
+}
+
+// Runs body(stage, i) for i = first .. last with stage (i - first) % STAGES as a compile-time constant
+// (std::integral_constant): the loop unrolled by STAGES, so that each stage's shared-memory addresses are a register
+// plus an immediate (as kernels/retention_chunk_mma.cuh's walk; a stage index in a register costs addresses).
+template <int STAGES, typename Body>
+RETRO_SIMT_DEVICE void staged_loop(ll first, ll last, const Body& body) {
+    static_assert(STAGES == 1 || STAGES == 2, "one or two stages");
+    for (ll i = first; i <= last; i += STAGES) {
+        body(std::integral_constant<int, 0>{}, i);
+        if constexpr (STAGES == 2)
+            if (i + 1 <= last) body(std::integral_constant<int, 1>{}, i + 1);
+    }
 }
 
 // Where query i and virtual key jv meet: visible, masked (the key mask or the future: score -FLT_MAX, no gradient), or
@@ -195,15 +209,14 @@ RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
 // probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
 // kThreads threads, forward_smem<D>() bytes.
-template <int D, typename In = float>
+template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __restrict__ lse,
                   const In* __restrict__ q, const In* __restrict__ k, const In* __restrict__ v, FlashDims m) {
-    constexpr int ld = row_ld<D>();
+    static_assert(STAGES == 1 || std::is_same_v<In, u16>, "two stages need the cp.async loads of bf16 operands");
+    constexpr int ld = row_ld<D>(), stage_bytes = 2 * row_tile_bytes<D>() + kMaskBytes;
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
-    u16* Ks = Qs + kTile * ld;
-    u16* Vs = Ks + kTile * ld;
-    unsigned char* off = reinterpret_cast<unsigned char*>(Vs + kTile * ld);
+    unsigned char* stages = reinterpret_cast<unsigned char*>(Qs + kTile * ld);   // [STAGES]: K, V, flags
 
     const Head hd = head_of(simt::block_x(), m);
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
@@ -223,14 +236,29 @@ RETRO_SIMT_UNROLL
     float mref[2] = {0.0f, 0.0f};             // the max exp() was taken against (0 while a row has seen no key)
 
     const ll last = last_key_block(qb, m);
-    for (ll kb = 0; kb <= last; ++kb) {
+    const auto issue = [&](unsigned char* stage, ll kb) {   // key block kb's K, V and flags into a stage
+        u16* Ks = reinterpret_cast<u16*>(stage);
+        load_rows<D>(Ks, krows, kb * kTile, m);
+        load_rows<D>(Ks + kTile * ld, vrows, kb * kTile, m);
+        load_key_flags(stage + 2 * row_tile_bytes<D>(), kb * kTile, hd.b, m);
+    };
+    if constexpr (STAGES == 2) issue(stages, 0);
+    staged_loop<STAGES>(0, last, [&](auto stage, ll kb) {
+        constexpr int sg = decltype(stage)::value;
+        const u16* Ks = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
+        const u16* Vs = Ks + kTile * ld;
+        const unsigned char* off = stages + sg * stage_bytes + 2 * row_tile_bytes<D>();
         const ll j0 = kb * kTile;
-        simt::sync_block();   // the previous block's K, V are no longer read (the first time: nothing to wait for)
-        load_rows<D>(Ks, krows, j0, m);
-        load_rows<D>(Vs, vrows, j0, m);
-        load_key_flags(off, j0, hd.b, m);
-        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's)
-        simt::sync_block();
+        if constexpr (STAGES == 2) {
+            simt::async_wait_all();   // this block's copies (the first time: Q's too)
+            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
+            if (kb + 1 <= last) issue(stages + (sg ^ 1) * stage_bytes, kb + 1);   // in flight during this step
+        } else {
+            simt::sync_block();   // the previous block's K, V are no longer read (the first time: nothing to wait for)
+            issue(stages, kb);
+            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's)
+            simt::sync_block();
+        }
         float s[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);
         const bool classes = step_needs_classes(q0, j0, m);
@@ -272,7 +300,7 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
             for (int c = 0; c < 4; ++c) o[u][c] *= alpha[c / 2];
         accumulate_p_rows<D>(o, pk, Vs, ld, lane);
-    }
+    });
     float inv[2];
 RETRO_SIMT_UNROLL
     for (int r = 0; r < 2; ++r) {
@@ -316,14 +344,29 @@ flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const
     if (in && lane == 0) delta[r] = acc;
 }
 
-// A backward block's 64 query rows of lse and Delta into shared memory (0 past Nq).
+// A backward block's 64 query rows of lse and Delta (0 past Nq): thread e < 64 fetches row q0 + e's pair into
+// registers, then stores it; fetching a step ahead and storing after the step's products keeps the load's latency
+// off the walk (the two-stage dK/dV kernel).
+struct RowStats {
+    float l = 0.0f, d = 0.0f;
+};
+RETRO_SIMT_DEVICE RowStats fetch_lse_delta(const float* __restrict__ lse, const float* __restrict__ delta, ll bh, ll q0,
+                                           const FlashDims& m) {
+    static_assert(kThreads >= kTile, "a thread a row");
+    const int e = simt::thread_x();
+    if (e < kTile && q0 + e < m.Nq) return {lse[bh * m.Nq + q0 + e], delta[bh * m.Nq + q0 + e]};
+    return {};
+}
+RETRO_SIMT_DEVICE void store_lse_delta(float* Ls, float* Dl, const RowStats& v) {
+    const int e = simt::thread_x();
+    if (e < kTile) {
+        Ls[e] = v.l;
+        Dl[e] = v.d;
+    }
+}
 RETRO_SIMT_DEVICE void load_lse_delta(float* Ls, float* Dl, const float* __restrict__ lse,
                                       const float* __restrict__ delta, ll bh, ll q0, const FlashDims& m) {
-    for (int e = simt::thread_x(); e < kTile; e += kThreads) {
-        const bool in = q0 + e < m.Nq;
-        Ls[e] = in ? lse[bh * m.Nq + q0 + e] : 0.0f;
-        Dl[e] = in ? delta[bh * m.Nq + q0 + e] : 0.0f;
-    }
+    store_lse_delta(Ls, Dl, fetch_lse_delta(lse, delta, bh, q0, m));
 }
 
 // p and dS = P (dP - Delta) of one entry: p = exp(s - lse), or 1 / Nk in a row whose every key is masked (lse +inf);
@@ -393,19 +436,18 @@ RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2],
 
 // dQ [B, Nq, H*D] for the 64 queries of block y (longest_first_query_block) of (item, head) x (the null key's share
 // included); grid (B * H, ceil(Nq / 64)), dq_smem<D>().
-template <int D, typename In = float>
+template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dq(float* __restrict__ dq, const In* __restrict__ q, const In* __restrict__ k,
                       const In* __restrict__ v, const In* __restrict__ dout, const float* __restrict__ lse,
                       const float* __restrict__ delta, FlashDims m) {
-    constexpr int ld = row_ld<D>();
+    static_assert(STAGES == 1 || std::is_same_v<In, u16>, "two stages need the cp.async loads of bf16 operands");
+    constexpr int ld = row_ld<D>(), stage_bytes = 2 * row_tile_bytes<D>() + kMaskBytes;
     u16* Qs = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* dOs = Qs + kTile * ld;
-    u16* Ks = dOs + kTile * ld;
-    u16* Vs = Ks + kTile * ld;
-    float* Ls = reinterpret_cast<float*>(Vs + kTile * ld);
+    float* Ls = reinterpret_cast<float*>(dOs + kTile * ld);
     float* Dl = Ls + kTile;
-    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
+    unsigned char* stages = reinterpret_cast<unsigned char*>(Dl + kTile);   // [STAGES]: K, V, flags
 
     const Head hd = head_of(simt::block_x(), m);
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
@@ -424,17 +466,30 @@ RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
 
     const ll last = last_key_block(qb, m);
-    for (ll kb = 0; kb <= last; ++kb) {
-        const ll j0 = kb * kTile;
-        simt::sync_block();   // the previous key block is no longer read (the first time: Qs, dOs, Ls, Dl are in)
-        load_rows<D>(Ks, krows, j0, m);
-        load_rows<D>(Vs, vrows, j0, m);
-        load_key_flags(off, j0, hd.b, m);
-        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's and dO's)
-        simt::sync_block();
+    const auto issue = [&](unsigned char* stage, ll kb) {   // key block kb's K, V and flags into a stage
+        u16* Ks = reinterpret_cast<u16*>(stage);
+        load_rows<D>(Ks, krows, kb * kTile, m);
+        load_rows<D>(Ks + kTile * ld, vrows, kb * kTile, m);
+        load_key_flags(stage + 2 * row_tile_bytes<D>(), kb * kTile, hd.b, m);
+    };
+    if constexpr (STAGES == 2) issue(stages, 0);
+    staged_loop<STAGES>(0, last, [&](auto stage, ll kb) {
+        constexpr int sg = decltype(stage)::value;
+        const u16* Ks = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
+        const unsigned char* off = stages + sg * stage_bytes + 2 * row_tile_bytes<D>();
+        if constexpr (STAGES == 2) {
+            simt::async_wait_all();   // this block's copies (the first time: Q's and dO's too)
+            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
+            if (kb + 1 <= last) issue(stages + (sg ^ 1) * stage_bytes, kb + 1);   // in flight during this step
+        } else {
+            simt::sync_block();   // the previous key block is no longer read (the first time: Qs, dOs, Ls, Dl are in)
+            issue(stages, kb);
+            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's and dO's)
+            simt::sync_block();
+        }
         u32 dsk[8][2];
-        query_rows_step<D>(acc, dsk, nullptr, Qs, dOs, Ks, Vs, Ls, Dl, off, q0, j0, m, warp, lane);
-    }
+        query_rows_step<D>(acc, dsk, nullptr, Qs, dOs, Ks, Ks + kTile * ld, Ls, Dl, off, q0, kb * kTile, m, warp, lane);
+    });
     float* db = dq + hd.q_base;
     store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
 }
@@ -443,20 +498,18 @@ RETRO_SIMT_UNROLL
 // null key, block 0's virtual key 0
 // is the null key: its rows go to dnull_k_items / dnull_v_items [B, H*D] (this item's share, =), for the caller to
 // sum over items. dkdv_smem<D>() bytes.
-template <int D, typename In = float>
+template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dnull_k_items,
                         float* __restrict__ dnull_v_items, const In* __restrict__ q, const In* __restrict__ k,
                         const In* __restrict__ v, const In* __restrict__ dout, const float* __restrict__ lse,
                         const float* __restrict__ delta, FlashDims m) {
-    constexpr int ld = row_ld<D>();
+    static_assert(STAGES == 1 || std::is_same_v<In, u16>, "two stages need the cp.async loads of bf16 operands");
+    constexpr int ld = row_ld<D>(), stage_bytes = 2 * row_tile_bytes<D>() + kRowStatBytes;
     u16* Ks = reinterpret_cast<u16*>(simt::dynamic_smem());
     u16* Vs = Ks + kTile * ld;
-    u16* Qs = Vs + kTile * ld;
-    u16* dOs = Qs + kTile * ld;
-    float* Ls = reinterpret_cast<float*>(dOs + kTile * ld);
-    float* Dl = Ls + kTile;
-    unsigned char* off = reinterpret_cast<unsigned char*>(Dl + kTile);
+    unsigned char* off = reinterpret_cast<unsigned char*>(Vs + kTile * ld);
+    unsigned char* stages = off + kMaskBytes;   // [STAGES]: Q, dO, lse, Delta
 
     const Head hd = head_of(simt::block_x(), m);
     const ll kb = simt::block_y(), k0 = kb * kTile;   // causal: the first key blocks walk the most query blocks
@@ -475,15 +528,39 @@ RETRO_SIMT_UNROLL
             dK[u][c] = 0.0f;
             dV[u][c] = 0.0f;
         }
-    const ll query_blocks = (m.Nq + kTile - 1) / kTile;
-    for (ll qb = m.causal ? kb : 0; qb < query_blocks; ++qb) {
+    const ll query_blocks = (m.Nq + kTile - 1) / kTile, first = m.causal ? kb : 0;
+    const auto issue = [&](unsigned char* stage, ll qb) {   // query block qb's Q and dO into a stage (cp.async or not)
+        u16* Qs = reinterpret_cast<u16*>(stage);
+        load_rows<D>(Qs, qrows, qb * kTile, m);
+        load_rows<D>(Qs + kTile * ld, dorows, qb * kTile, m);
+    };
+    const auto stats_of = [&](unsigned char* stage) { return reinterpret_cast<float*>(stage + 2 * row_tile_bytes<D>()); };
+    if constexpr (STAGES == 2) {
+        issue(stages, first);
+        load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, first * kTile, m);
+    }
+    staged_loop<STAGES>(first, query_blocks - 1, [&](auto stage, ll qb) {
+        constexpr int sg = decltype(stage)::value;
+        const u16* Qs = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
+        const u16* dOs = Qs + kTile * ld;
+        const float* Ls = stats_of(stages + sg * stage_bytes);
+        const float* Dl = Ls + kTile;
         const ll q0 = qb * kTile;
-        simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs, flags are in)
-        load_rows<D>(Qs, qrows, q0, m);
-        load_rows<D>(dOs, dorows, q0, m);
-        load_lse_delta(Ls, Dl, lse, delta, hd.bh, q0, m);
-        simt::async_wait_all();   // the bf16 rows' copies (and, the first time, K's and V's)
-        simt::sync_block();
+        RowStats next_stats;   // the next query block's lse and Delta, fetched now, stored after this step's products
+        if constexpr (STAGES == 2) {
+            simt::async_wait_all();   // this block's copies (the first time: K's and V's too)
+            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
+            if (qb + 1 < query_blocks) {
+                issue(stages + (sg ^ 1) * stage_bytes, qb + 1);   // in flight during this step
+                next_stats = fetch_lse_delta(lse, delta, hd.bh, q0 + kTile, m);
+            }
+        } else {
+            simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs, flags are in)
+            issue(stages, qb);
+            load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, q0, m);
+            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, K's and V's)
+            simt::sync_block();
+        }
         float st[8][4], dpt[8][4];
         rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
         rows_times_rows_t<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
@@ -512,7 +589,12 @@ RETRO_SIMT_UNROLL
             accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         }
-    }
+        if constexpr (STAGES == 2)
+            if (qb + 1 < query_blocks) {   // the other stage is no one's until the next step's barrier
+                float* Ln = stats_of(stages + (sg ^ 1) * stage_bytes);
+                store_lse_delta(Ln, Ln + kTile, next_stats);
+            }
+    });
     store_rows<D>(key_grad_row(dk, dnull_k_items, k0 + lk[0], hd, m), key_grad_row(dk, dnull_k_items, k0 + lk[1], hd, m),
                   dK, 1.0f, 1.0f, lane);
     store_rows<D>(key_grad_row(dv, dnull_v_items, k0 + lk[0], hd, m), key_grad_row(dv, dnull_v_items, k0 + lk[1], hd, m),

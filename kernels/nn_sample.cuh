@@ -5,8 +5,9 @@
 //   - rank order is one 64-bit key an id, rank_of(z, id) = (z's order-preserving bits, descending; -0 as +0) << 32 |
 //     id: smaller is earlier, ties by lower id, as the reference's sorts;
 //   - greedy: the smallest key (a block-wide min);
-//   - the weights exp(z / T - max z / T) (double, as the reference's) become fixed point, q = floor(w * 2^S) with
-//     S = 62 - ceil(log2 V), so that every sum of them fits 64 bits and integer atomics add them in any order;
+//   - the weights exp(z / T - max z / T) (double, as the reference's) become fixed point, q = round(w * 2^S) with
+//     S = 63 - ceil(log2 V), so that every sum of them fits 64 bits and integer atomics add them in any order (a
+//     warp's lanes that share a bucket summed first: warp_aggregated_add);
 //   - "the first id, in rank order within a bound key, whose inclusive prefix of weights exceeds a target" (descend)
 //     is a radix descent over the key's four bytes (a 256-bucket histogram of weights a pass, its scan picking the
 //     bucket) and then, among the ids of that one z, a scan in id order;
@@ -14,9 +15,11 @@
 //     P = ceil(p Q), descend to target P - 1 (the reference keeps id i while the mass ranked before it is < p Q); the
 //     draw: target floor(u Q_kept), by descend where top-k or top-p is on and by the scan in id order otherwise (the
 //     reference walks the kept ids in rank order, or all ids in id order).
-// Against the reference: greedy the same id; a draw the same id unless u, or p Q, lies within the fixed point's
-// ~V 2^-S of a boundary between two ids' cumulative weights (and up to a unit in the last place of exp, which the GPU
-// and libm may round differently). Non-finite logits draw the top-ranked id. Passes over the row: 1 (greedy), 3 (T
+// Against the reference: greedy the same id (NaN logits rank last, as the reference never picks one); a draw the same
+// id unless u, or p Q, lies within the fixed point's rounding of a boundary between two ids' cumulative weights (at
+// most V^2 2^-64 of the total: 6e-11 at V = 32,000; a typical row's roundings cancel to ~1e-13) or within a unit in
+// the last place of exp, which the GPU and libm may round differently. Rows with +inf, or every logit -inf, draw the
+// top-ranked id (the reference's NaN sums fall through to its last id). Passes over the row: 1 (greedy), 3 (T
 // only), up to 17 (top-k and top-p); each element's weight is recomputed a pass rather than stored.
 #pragma once
 
@@ -44,8 +47,10 @@ constexpr std::size_t smem_bytes() {
     return (256 + THREADS + 4) * sizeof(u64);   // histogram, scan, four result slots
 }
 
-// An id's place in rank order: z descending (-0 sorting with +0), then id ascending; smaller is earlier.
+// An id's place in rank order: z descending (-0 sorting with +0), then id ascending; smaller is earlier. A NaN ranks
+// last (the reference's comparisons never pick one).
 RETRO_SIMT_DEVICE u64 rank_of(float z, ll id) {
+    if (z != z) return (u64{0xffffffffu} << 32) | static_cast<u64>(id);
     std::uint32_t b = simt::float_bits(z == 0.0f ? 0.0f : z);
     b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);   // ascending floats -> ascending unsigned
     return (static_cast<u64>(~b) << 32) | static_cast<u64>(id);
@@ -132,6 +137,24 @@ RETRO_SIMT_DEVICE Pick scan_ids(const float* z, ll V, std::uint32_t key, u64 bou
     return p;
 }
 
+// hist[bucket] += value for each lane that has one, a warp at a time: the lanes that share the first two buckets met
+// are summed first and added by one lane (the first pass's buckets are the logits' sign and exponent, so most of a
+// warp shares one: 32 lanes' 64-bit atomics on one word would spin in compare-and-swap loops), the rest one by one.
+// Every lane of the warp calls it (the trip counts of the callers' loops are the block's, not the thread's).
+RETRO_SIMT_DEVICE void warp_aggregated_add(u64* hist, bool has, std::uint32_t bucket, u64 value) {
+    const int lane = simt::thread_x() % 32;
+    std::uint32_t pending = simt::ballot(has);
+    for (int round = 0; round < 2 && pending; ++round) {   // pending is the warp's, so every lane takes each round
+        const int leader = simt::lowest_lane(pending);
+        const std::uint32_t shared_bucket = simt::shfl_idx_u32(bucket, leader);
+        const bool mine = ((pending >> lane) & 1u) && bucket == shared_bucket;
+        const u64 sum = simt::warp_sum_u64(mine ? value : 0);
+        if (lane == leader) simt::atomic_add(&hist[shared_bucket], sum);
+        pending &= ~simt::ballot(mine);
+    }
+    if ((pending >> lane) & 1u) simt::atomic_add(&hist[bucket], value);
+}
+
 // The first id in rank order among rank <= bound whose inclusive prefix of weights exceeds target (< the total
 // weight there): the key's bytes from the highest, a histogram of weights over the 256 values of the next byte among
 // the ids that match the bytes chosen so far, the bucket where the prefix crosses; then scan_ids among that key's ids.
@@ -143,11 +166,19 @@ RETRO_SIMT_DEVICE Pick descend(const float* z, ll V, u64 bound, u64 target, cons
     for (int shift = 24; shift >= 0; shift -= 8) {
         if (t < 256) sh.hist[t] = 0;
         simt::sync_block();
-        for (ll i = t; i < V; i += THREADS) {
-            const u64 r = rank_of(z[i], i);
-            const auto k = static_cast<std::uint32_t>(r >> 32);
-            if (r <= bound && (shift == 24 || (k >> (shift + 8)) == (key >> (shift + 8))))
-                simt::atomic_add(&sh.hist[(k >> shift) & 255u], weight(z[i]));
+        for (ll i0 = 0; i0 < V; i0 += THREADS) {   // the block's trip count: warp_aggregated_add is collective
+            const ll i = i0 + t;
+            bool has = false;
+            std::uint32_t bucket = 0;
+            u64 w = 0;
+            if (i < V) {
+                const u64 r = rank_of(z[i], i);
+                const auto k = static_cast<std::uint32_t>(r >> 32);
+                has = r <= bound && (shift == 24 || (k >> (shift + 8)) == (key >> (shift + 8)));
+                bucket = (k >> shift) & 255u;
+                if (has) w = weight(z[i]);
+            }
+            warp_aggregated_add(sh.hist, has, bucket, w);
         }
         simt::sync_block();
         for (int off = 1; off < 256; off <<= 1) {   // inclusive scan of the 256 buckets
@@ -199,12 +230,13 @@ RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* lo
         if (t == 0) ids[b] = top;
         return;
     }
-    // the reference's weights (nn/sampling.cpp: exp(z / T - mx), mx = max z / T) in fixed point
+    // the reference's weights (nn/sampling.cpp: exp(z / T - mx), mx = max z / T) in fixed point, rounded to nearest
+    // (a row's errors then cancel rather than pile up: ~1e-13 of the total at V = 8,000 against 7e-12 truncated)
     const double T = p.temperature, mx = static_cast<double>(z[top]) / T;
-    const double scale = ::ldexp(1.0, 62 - ceil_log2(V));
+    const double scale = ::ldexp(1.0, 63 - ceil_log2(V));
     const auto mass = [&](float x) -> u64 {
         const double w = ::exp(static_cast<double>(x) / T - mx);
-        return w > 0 ? static_cast<u64>(w * scale) : u64{0};   // w <= 1: at most 2^S; NaN: 0
+        return w > 0 ? static_cast<u64>(w * scale + 0.5) : u64{0};   // w <= 1: at most 2^S (V of them: 2^63); NaN: 0
     };
     const auto one = [](float) -> u64 { return 1; };
 

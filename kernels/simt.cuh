@@ -54,6 +54,16 @@ RETRO_SIMT_DEVICE void atomic_add(std::uint64_t* p, std::uint64_t v) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 RETRO_SIMT_DEVICE std::uint32_t float_bits(float x) { return __float_as_uint(x); }
+// A warp's predicate bits (lane l's at bit l), lane src's 32 bits, the warp's sum of 64-bit integers (every lane
+// gets it; a fixed butterfly, but integer sums are the same in any order), and the lowest set lane of a mask.
+RETRO_SIMT_DEVICE std::uint32_t ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
+RETRO_SIMT_DEVICE std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+RETRO_SIMT_DEVICE std::uint64_t warp_sum_u64(std::uint64_t v) {
+    unsigned long long x = v;
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+RETRO_SIMT_DEVICE int lowest_lane(std::uint32_t mask) { return __ffs(static_cast<int>(mask)) - 1; }
 RETRO_SIMT_DEVICE void sync_warp() { __syncwarp(); }
 RETRO_SIMT_DEVICE float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 RETRO_SIMT_DEVICE float shfl_idx(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
@@ -134,6 +144,10 @@ inline long long grid_x() { return host::current_grid_x(); }
 inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
 inline void atomic_add(std::uint64_t* p, std::uint64_t v) { *p += v; }   // fibers switch only at exchanges
+inline std::uint32_t ballot(bool p) { return host::ballot(p); }
+inline std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) { return host::shfl_idx_u32(v, src_lane); }
+inline std::uint64_t warp_sum_u64(std::uint64_t v) { return host::warp_sum_u64(v); }
+inline int lowest_lane(std::uint32_t mask) { return __builtin_ctz(mask); }
 inline std::uint32_t float_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, 4);

@@ -12,7 +12,7 @@
 #        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        flash (the fused attention's mma.sync kernels: as planned, with CCA's backward as two kernels, over fp32 operands;
+#        flash (the fused attention's mma.sync kernels: as planned, with one load stage, with CCA's backward as two kernels, over fp32 operands;
 #        FLASH_KINDS, wmma on request: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
 #        as planned against mma-1copy, one state copy (RETWALK_KINDS; mma-split, mma64, mma1, wmma on request): the op harness with each of RETWALK_TEST_KINDS, then retro-bench
 #        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
@@ -227,14 +227,15 @@ step_kernels() {
 step_flash() {
     # the fused attention's kernel sets in one build (kernels/nn_flash_attention_cuda.cu: RETRO_FLASH_KERNELS=mma, the
     # default, over bf16 copies of the operands where there is no null column or mask, with dQ, dK and dV in one
-    # block where Nq <= 64 (CCA); mma-2kernel, the same but the two backward kernels there (RETRO_UNFUSE=
+    # block where Nq <= 64 (CCA), tiles in two stages; mma-1stage, one stage (the next step's tiles not loaded during
+    # this one's products); mma-2kernel, the two backward kernels where Nq <= 64 (RETRO_UNFUSE=
     # flash_backward_one_block); mma-fp32, the kernels reading the fp32 operands; wmma, the older ones): FLASH_KINDS
-    # (mma mma-2kernel mma-fp32), their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
+    # (mma mma-1stage mma-2kernel mma-fp32), their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
     # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, its CCA and its
     # encoder's masked self-attention, forward + backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in
     # $OUT/flash.txt
     local i kind fk unf
-    local kinds=${FLASH_KINDS:-mma mma-2kernel mma-fp32}
+    local kinds=${FLASH_KINDS:-mma mma-1stage mma-2kernel mma-fp32}
     flash_kind() {   # RETRO_FLASH_KERNELS and RETRO_UNFUSE of a kind
         fk=$1 unf=
         if [[ $1 == mma-2kernel ]]; then fk=mma unf=flash_backward_one_block; fi

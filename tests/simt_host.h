@@ -37,8 +37,10 @@ struct Exchange {   // one warp's deposits for one exchange
     std::uint32_t a[kWarp][4];
     std::uint32_t b[kWarp][2];
     float f[kWarp];
+    std::uint64_t w[kWarp];   // ballot, shfl_idx_u32, warp_sum_u64
     const void* p[kWarp];   // ldmatrix: each lane's row address
-    int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx, 4 = ldmatrix: lanes at one exchange must agree
+    int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx, 4 = ldmatrix, 5 = ballot, 6 = shfl_idx_u32,
+                       // 7 = warp_sum_u64: lanes at one exchange must agree
 };
 
 struct PendingCopy {   // one copy16_async not yet waited for
@@ -149,6 +151,36 @@ float shuffle(float v, int kind, Src src) {
 }
 inline float shfl_xor(float v, int mask) { return shuffle(v, 1, [mask](int lane) { return lane ^ mask; }); }
 inline float shfl_idx(float v, int src_lane) { return shuffle(v, 3, [src_lane](int) { return src_lane; }); }
+
+// The integer exchanges (kernels/simt.cuh: __ballot_sync, __shfl_sync and a butterfly of __shfl_xor_sync on the GPU):
+// every lane deposits, all meet, each reads the warp's result.
+template <typename Result>
+std::uint64_t integer_exchange(std::uint64_t v, int kind, Result result) {
+    const int lane = g_block->current % kWarp;
+    Exchange& e = deposit_slot(kind);
+    e.w[lane] = v;
+    sync_warp();
+    check_kinds(e);
+    return result(e, lane);
+}
+inline std::uint32_t ballot(bool p) {
+    return static_cast<std::uint32_t>(integer_exchange(p ? 1 : 0, 5, [](const Exchange& e, int) {
+        std::uint32_t bits = 0;
+        for (int l = 0; l < kWarp; ++l) bits |= static_cast<std::uint32_t>(e.w[l] & 1u) << l;
+        return std::uint64_t{bits};
+    }));
+}
+inline std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) {
+    return static_cast<std::uint32_t>(
+        integer_exchange(v, 6, [src_lane](const Exchange& e, int) { return e.w[src_lane & (kWarp - 1)]; }));
+}
+inline std::uint64_t warp_sum_u64(std::uint64_t v) {
+    return integer_exchange(v, 7, [](const Exchange& e, int) {
+        std::uint64_t sum = 0;
+        for (int l = 0; l < kWarp; ++l) sum += e.w[l];   // integers: the butterfly's order gives the same sum
+        return sum;
+    });
+}
 
 // d += A B with A, B spread over the warp's lanes as kernels/simt.cuh's comment lays them out.
 inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],

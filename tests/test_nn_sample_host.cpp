@@ -104,6 +104,9 @@ TEST_CASE("nn sample kernel on the host emulator: exact ties at the top-k and to
     nn::SamplingParams greedy;
     greedy.greedy = true;
     CHECK(run_kernel(logits, rows, V, greedy, {0.0})[0] == 0);
+    const std::vector<float> with_nan = {1.0f, NAN, 3.0f, 2.0f};   // a NaN is never the argmax, as in the reference
+    CHECK(nn::sample_row(with_nan.data(), 4, greedy, 0.0) == 2);
+    CHECK(run_kernel(with_nan, rows, 4, greedy, {0.0})[0] == 2);
     nn::SamplingParams k3;
     k3.top_k = 3;
     nn::SamplingParams p5;

@@ -306,7 +306,7 @@ public:
     // logits [*, V] in backend memory and ids, rows and u on the host (u unread when p.greedy); returns when ids are
     // written. Here the rows are downloaded and drawn on the host; the GPU draws on the device and downloads only the
     // ids (kernels/nn_sample.cuh: greedy the same id, a draw the same one unless u or the top-p mass falls within
-    // ~1e-12 of a boundary between two ids, where its fixed-point weights may round the other way).
+    // V^2 2^-64 of a boundary between two ids, where its fixed-point weights may round the other way).
     virtual void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n,
                              std::int64_t V, const SamplingParams& p, const double* u) {
         std::vector<float> row(static_cast<std::size_t>(V));
