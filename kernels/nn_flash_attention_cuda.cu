@@ -561,12 +561,13 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
         const auto* do16 = static_cast<const std::uint16_t*>(to_bf16(3, dout, m.B * m.Nq * m.HD));
         const auto run = [&](auto d) {
             constexpr int D = decltype(d)::value;
-            // D <= 64: at 128 the two-stage dK/dV kernel spills (ptxas sm_90: 255 registers, 64 bytes)
-            if (D <= 64 && one_block == 0 && flash_two_stages(std::max(flash::dkdv_smem<D, 2>(), flash::dq_smem<D, 2>())))
-                backward_mma<D, std::uint16_t, 2>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m,
-                                                  one_block, stream_);
-            else
-                backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_);
+            // D = 64 only (the configs' head size): at 32 and 128 the two-stage dK/dV kernel spills (ptxas sm_90: 8 and 64
+            // bytes), so those are not even compiled
+            if constexpr (D == 64)
+                if (one_block == 0 && flash_two_stages(std::max(flash::dkdv_smem<D, 2>(), flash::dq_smem<D, 2>())))
+                    return backward_mma<D, std::uint16_t, 2>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16,
+                                                             k16, v16, m, one_block, stream_);
+            backward_mma<D>(dq, dk, dv, dnk_items, dnv_items, do16, lse, delta, q16, k16, v16, m, one_block, stream_);
         };
         switch (m.D) {
         case 32: run(std::integral_constant<int, 32>{}); break;

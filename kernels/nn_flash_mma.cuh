@@ -52,7 +52,7 @@ struct FlashDims {
 
 // Dynamic shared memory of each kernel (bytes). STAGES = 2 (bf16 operands only: their tiles come by cp.async) keeps
 // two of the tiles a step loads, so that the next step's copies fly while this one computes.
-// Every kernel's tiles are followed by the 64 rows' lse and Delta (fp32) and the block's 64 key-mask flags.
+// Besides the tiles: the backward kernels' 64 query rows' lse and Delta (fp32), the block's 64 key-mask flags.
 constexpr int kRowStatBytes = 2 * kTile * 4, kMaskBytes = kTile;
 template <int D, int STAGES = 1>
 constexpr int forward_smem() {   // Q, then K, V and the flags a stage
@@ -77,6 +77,24 @@ RETRO_SIMT_DEVICE void staged_loop(ll first, ll last, const Body& body) {
         body(std::integral_constant<int, 0>{}, i);
         if constexpr (STAGES == 2)
             if (i + 1 <= last) body(std::integral_constant<int, 1>{}, i + 1);
+    }
+}
+
+// The start of a walk step: with two stages, wait for this step's copies (issued the step before), a barrier (they
+// are everyone's, and the other stage's readers are done), then issue_next() when there is a next step, its copies in
+// flight while this one computes; with one stage, a barrier (the stage's readers are done), issue_this(), wait, a
+// barrier.
+template <int STAGES, typename IssueThis, typename IssueNext>
+RETRO_SIMT_DEVICE void begin_step(bool has_next, const IssueThis& issue_this, const IssueNext& issue_next) {
+    if constexpr (STAGES == 2) {
+        simt::async_wait_all();
+        simt::sync_block();
+        if (has_next) issue_next();
+    } else {
+        simt::sync_block();
+        issue_this();
+        simt::async_wait_all();
+        simt::sync_block();
     }
 }
 
@@ -149,6 +167,16 @@ RETRO_SIMT_DEVICE void load_key_flags(unsigned char* flags, ll jv0, ll b, const 
     }
 }
 
+// Key block kb's K and V tiles and mask flags into a stage laid out [K][V][flags] (the forward's and dQ's walks).
+template <int D, typename In>
+RETRO_SIMT_DEVICE void load_key_stage(unsigned char* stage, const KeyRows<In>& krows, const KeyRows<In>& vrows, ll kb,
+                                      ll b, const FlashDims& m) {
+    u16* Ks = reinterpret_cast<u16*>(stage);
+    load_rows<D>(Ks, krows, kb * kTile, m);
+    load_rows<D>(Ks + kTile * row_ld<D>(), vrows, kb * kTile, m);
+    load_key_flags(stage + 2 * row_tile_bytes<D>(), kb * kTile, b, m);
+}
+
 // Row i of an output [Nq or Nk, H*D] (offset to the head), or null past `count` rows.
 RETRO_SIMT_DEVICE float* out_row(float* base, ll i, ll count, const FlashDims& m) {
     return i < count ? base + i * m.HD : nullptr;
@@ -208,7 +236,7 @@ RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
 
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
 // probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
-// kThreads threads, forward_smem<D>() bytes.
+// kThreads threads, forward_smem<D, STAGES>() bytes.
 template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __restrict__ lse,
@@ -236,29 +264,17 @@ RETRO_SIMT_UNROLL
     float mref[2] = {0.0f, 0.0f};             // the max exp() was taken against (0 while a row has seen no key)
 
     const ll last = last_key_block(qb, m);
-    const auto issue = [&](unsigned char* stage, ll kb) {   // key block kb's K, V and flags into a stage
-        u16* Ks = reinterpret_cast<u16*>(stage);
-        load_rows<D>(Ks, krows, kb * kTile, m);
-        load_rows<D>(Ks + kTile * ld, vrows, kb * kTile, m);
-        load_key_flags(stage + 2 * row_tile_bytes<D>(), kb * kTile, hd.b, m);
-    };
-    if constexpr (STAGES == 2) issue(stages, 0);
+    if constexpr (STAGES == 2)
+        if (last >= 0) load_key_stage<D>(stages, krows, vrows, 0, hd.b, m);   // (no step: no copy left unwaited)
     staged_loop<STAGES>(0, last, [&](auto stage, ll kb) {
         constexpr int sg = decltype(stage)::value;
         const u16* Ks = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
         const u16* Vs = Ks + kTile * ld;
         const unsigned char* off = stages + sg * stage_bytes + 2 * row_tile_bytes<D>();
         const ll j0 = kb * kTile;
-        if constexpr (STAGES == 2) {
-            simt::async_wait_all();   // this block's copies (the first time: Q's too)
-            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
-            if (kb + 1 <= last) issue(stages + (sg ^ 1) * stage_bytes, kb + 1);   // in flight during this step
-        } else {
-            simt::sync_block();   // the previous block's K, V are no longer read (the first time: nothing to wait for)
-            issue(stages, kb);
-            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's)
-            simt::sync_block();
-        }
+        begin_step<STAGES>(   // (the first step's wait also covers Q's copies)
+            kb + 1 <= last, [&] { load_key_stage<D>(stages, krows, vrows, kb, hd.b, m); },
+            [&] { load_key_stage<D>(stages + (sg ^ 1) * stage_bytes, krows, vrows, kb + 1, hd.b, m); });
         float s[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);
         const bool classes = step_needs_classes(q0, j0, m);
@@ -435,7 +451,7 @@ RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2],
 }
 
 // dQ [B, Nq, H*D] for the 64 queries of block y (longest_first_query_block) of (item, head) x (the null key's share
-// included); grid (B * H, ceil(Nq / 64)), dq_smem<D>().
+// included); grid (B * H, ceil(Nq / 64)), dq_smem<D, STAGES>().
 template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dq(float* __restrict__ dq, const In* __restrict__ q, const In* __restrict__ k,
@@ -466,27 +482,15 @@ RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) acc[u][c] = 0.0f;
 
     const ll last = last_key_block(qb, m);
-    const auto issue = [&](unsigned char* stage, ll kb) {   // key block kb's K, V and flags into a stage
-        u16* Ks = reinterpret_cast<u16*>(stage);
-        load_rows<D>(Ks, krows, kb * kTile, m);
-        load_rows<D>(Ks + kTile * ld, vrows, kb * kTile, m);
-        load_key_flags(stage + 2 * row_tile_bytes<D>(), kb * kTile, hd.b, m);
-    };
-    if constexpr (STAGES == 2) issue(stages, 0);
+    if constexpr (STAGES == 2)
+        if (last >= 0) load_key_stage<D>(stages, krows, vrows, 0, hd.b, m);   // (no step: no copy left unwaited)
     staged_loop<STAGES>(0, last, [&](auto stage, ll kb) {
         constexpr int sg = decltype(stage)::value;
         const u16* Ks = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
         const unsigned char* off = stages + sg * stage_bytes + 2 * row_tile_bytes<D>();
-        if constexpr (STAGES == 2) {
-            simt::async_wait_all();   // this block's copies (the first time: Q's and dO's too)
-            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
-            if (kb + 1 <= last) issue(stages + (sg ^ 1) * stage_bytes, kb + 1);   // in flight during this step
-        } else {
-            simt::sync_block();   // the previous key block is no longer read (the first time: Qs, dOs, Ls, Dl are in)
-            issue(stages, kb);
-            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, Q's and dO's)
-            simt::sync_block();
-        }
+        begin_step<STAGES>(   // (the first step's wait and barrier also cover Q, dO, lse and Delta)
+            kb + 1 <= last, [&] { load_key_stage<D>(stages, krows, vrows, kb, hd.b, m); },
+            [&] { load_key_stage<D>(stages + (sg ^ 1) * stage_bytes, krows, vrows, kb + 1, hd.b, m); });
         u32 dsk[8][2];
         query_rows_step<D>(acc, dsk, nullptr, Qs, dOs, Ks, Ks + kTile * ld, Ls, Dl, off, q0, kb * kTile, m, warp, lane);
     });
@@ -497,7 +501,7 @@ RETRO_SIMT_UNROLL
 // dK, dV [B, Nk, H*D] for the 64 virtual keys of block y of (item, head) x (grid (B * H, ceil(keys / 64))); with a
 // null key, block 0's virtual key 0
 // is the null key: its rows go to dnull_k_items / dnull_v_items [B, H*D] (this item's share, =), for the caller to
-// sum over items. dkdv_smem<D>() bytes.
+// sum over items. dkdv_smem<D, STAGES>() bytes.
 template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_backward_dkdv(float* __restrict__ dk, float* __restrict__ dv, float* __restrict__ dnull_k_items,
@@ -529,16 +533,17 @@ RETRO_SIMT_UNROLL
             dV[u][c] = 0.0f;
         }
     const ll query_blocks = (m.Nq + kTile - 1) / kTile, first = m.causal ? kb : 0;
-    const auto issue = [&](unsigned char* stage, ll qb) {   // query block qb's Q and dO into a stage (cp.async or not)
+    const auto issue = [&](unsigned char* stage, ll qb) {   // query block qb's Q and dO into a stage
         u16* Qs = reinterpret_cast<u16*>(stage);
         load_rows<D>(Qs, qrows, qb * kTile, m);
         load_rows<D>(Qs + kTile * ld, dorows, qb * kTile, m);
     };
     const auto stats_of = [&](unsigned char* stage) { return reinterpret_cast<float*>(stage + 2 * row_tile_bytes<D>()); };
-    if constexpr (STAGES == 2) {
-        issue(stages, first);
-        load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, first * kTile, m);
-    }
+    if constexpr (STAGES == 2)
+        if (first < query_blocks) {   // (no step: no copy left unwaited; dK and dV are then stored as zeros)
+            issue(stages, first);
+            load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, first * kTile, m);
+        }
     staged_loop<STAGES>(first, query_blocks - 1, [&](auto stage, ll qb) {
         constexpr int sg = decltype(stage)::value;
         const u16* Qs = reinterpret_cast<const u16*>(stages + sg * stage_bytes);
@@ -546,21 +551,18 @@ RETRO_SIMT_UNROLL
         const float* Ls = stats_of(stages + sg * stage_bytes);
         const float* Dl = Ls + kTile;
         const ll q0 = qb * kTile;
-        RowStats next_stats;   // the next query block's lse and Delta, fetched now, stored after this step's products
-        if constexpr (STAGES == 2) {
-            simt::async_wait_all();   // this block's copies (the first time: K's and V's too)
-            simt::sync_block();       // ... are everyone's, and the other stage's readers (the step before) are done
-            if (qb + 1 < query_blocks) {
-                issue(stages + (sg ^ 1) * stage_bytes, qb + 1);   // in flight during this step
+        [[maybe_unused]] RowStats next_stats;   // the next query block's lse and Delta (two stages): fetched now,
+                                                // stored after this step's products
+        begin_step<STAGES>(   // (the first step's wait and barrier also cover K, V and the flags)
+            qb + 1 < query_blocks,
+            [&] {
+                issue(stages, qb);
+                load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, q0, m);
+            },
+            [&] {
+                issue(stages + (sg ^ 1) * stage_bytes, qb + 1);
                 next_stats = fetch_lse_delta(lse, delta, hd.bh, q0 + kTile, m);
-            }
-        } else {
-            simt::sync_block();   // the previous query block is no longer read (the first time: Ks, Vs, flags are in)
-            issue(stages, qb);
-            load_lse_delta(stats_of(stages), stats_of(stages) + kTile, lse, delta, hd.bh, q0, m);
-            simt::async_wait_all();   // the bf16 rows' copies (and, the first time, K's and V's)
-            simt::sync_block();
-        }
+            });
         float st[8][4], dpt[8][4];
         rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
         rows_times_rows_t<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T

@@ -20,7 +20,8 @@
 // most V^2 2^-64 of the total: 6e-11 at V = 32,000; a typical row's roundings cancel to ~1e-13) or within a unit in
 // the last place of exp, which the GPU and libm may round differently. Rows with +inf, or every logit -inf, draw the
 // top-ranked id (the reference's NaN sums fall through to its last id). Passes over the row: 1 (greedy), 3 (T
-// only), up to 17 (top-k and top-p); each element's weight is recomputed a pass rather than stored.
+// only), up to 17 (top-k and top-p); each id's weight is computed once into the caller's scratch (a double exp: ~6 µs
+// a pass of V = 32,000 on an H100's FP64 units) and read by the later passes.
 #pragma once
 
 #include <cmath>
@@ -104,31 +105,46 @@ struct Pick {
 
 // Among the ids with key (rank >> 32) equal to `key` and rank <= bound (every id where ALL), walked in id order: the
 // first whose inclusive prefix of weights exceeds target (< their total: the caller's guarantee); `before` is the
-// weight walked before them, added to the prefix returned. Each thread takes a contiguous range of ids.
+// weight walked before them, added to the prefix returned. Warp w takes ids [w per, (w + 1) per) (per a multiple of
+// 32), its lanes 32 consecutive ids a round (coalesced loads): the warps' totals, their exclusive scan, then the one
+// warp whose share holds the crossing walks its rounds with a scan across its lanes.
 template <int THREADS, bool ALL, typename Weight>
 RETRO_SIMT_DEVICE Pick scan_ids(const float* z, ll V, std::uint32_t key, u64 bound, u64 target, u64 before,
                                 const Weight& weight, const Shared& sh) {
-    const int t = simt::thread_x();
-    const ll per = (V + THREADS - 1) / THREADS;
-    const ll lo = t * per < V ? t * per : V, hi = lo + per < V ? lo + per : V;
-    const auto member = [&](ll i) {
+    constexpr int kWarpsN = THREADS / 32;
+    const int t = simt::thread_x(), warp = t / 32, lane = t % 32;
+    const ll per = ((V + kWarpsN - 1) / kWarpsN + 31) / 32 * 32;
+    const ll lo = warp * per < V ? warp * per : V, hi = lo + per < V ? lo + per : V;
+    const auto weight_of = [&](ll i) -> u64 {   // 0 past the warp's share and for ids not walked
+        if (i >= hi) return 0;
         const u64 r = rank_of(z[i], i);
-        return ALL || (static_cast<std::uint32_t>(r >> 32) == key && r <= bound);
+        return (ALL || (static_cast<std::uint32_t>(r >> 32) == key && r <= bound)) ? weight(i) : u64{0};
     };
     u64 local = 0;
-    for (ll i = lo; i < hi; i++)
-        if (member(i)) local += weight(z[i]);
-    const u64 excl = block_exclusive_scan<THREADS>(local, sh);
-    if (excl <= target && target < excl + local) {   // one thread: the crossing is in its range
+    for (ll i = lo + lane; i < hi; i += 32) local += weight_of(i);
+    local = simt::warp_sum_u64(local);
+    if (lane == 0) sh.scan[warp] = local;
+    simt::sync_block();
+    u64 excl = 0;   // the warps before this one (at most 32 adds, each thread its own)
+    for (int w = 0; w < warp; ++w) excl += sh.scan[w];
+    const u64 total = sh.scan[warp];
+    if (excl <= target && target < excl + total) {   // one warp, all its lanes
         u64 acc = excl;
-        for (ll i = lo; i < hi; i++) {
-            if (!member(i)) continue;
-            acc += weight(z[i]);
-            if (acc > target) {
-                sh.slot[2] = rank_of(z[i], i);
-                sh.slot[3] = before + acc;
+        for (ll i0 = lo; i0 < hi; i0 += 32) {
+            u64 incl = weight_of(i0 + lane);
+            for (int off = 1; off < 32; off <<= 1) {   // inclusive scan across the lanes (Hillis-Steele)
+                const u64 o = simt::shfl_idx_u64(incl, lane >= off ? lane - off : lane);
+                if (lane >= off) incl += o;
+            }
+            const std::uint32_t over = simt::ballot(acc + incl > target);
+            if (over) {
+                if (lane == simt::lowest_lane(over)) {
+                    sh.slot[2] = rank_of(z[i0 + lane], i0 + lane);
+                    sh.slot[3] = before + acc + incl;
+                }
                 break;
             }
+            acc += simt::shfl_idx_u64(incl, 31);
         }
     }
     simt::sync_block();
@@ -176,7 +192,7 @@ RETRO_SIMT_DEVICE Pick descend(const float* z, ll V, u64 bound, u64 target, cons
                 const auto k = static_cast<std::uint32_t>(r >> 32);
                 has = r <= bound && (shift == 24 || (k >> (shift + 8)) == (key >> (shift + 8)));
                 bucket = (k >> shift) & 255u;
-                if (has) w = weight(z[i]);
+                if (has) w = weight(i);
             }
             warp_aggregated_add(sh.hist, has, bucket, w);
         }
@@ -208,10 +224,11 @@ RETRO_SIMT_DEVICE int ceil_log2(ll v) {
     return s;
 }
 
-// ids[b] = the token drawn from logits row rows[b] (one block a row; u[b] unread when greedy).
+// ids[b] = the token drawn from logits row rows[b] (one block a row; u[b] unread when greedy); weights: [rows, V]
+// scratch (unused when greedy).
 template <int THREADS>
 RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* logits, const ll* rows, ll V, Params p,
-                                        const double* u) {
+                                        const double* u, u64* weights) {
     static_assert(THREADS >= 256 && (THREADS & (THREADS - 1)) == 0, "a power of two, at least a thread a bucket");
     auto* base = reinterpret_cast<u64*>(simt::dynamic_smem());
     const Shared sh{base, base + 256, base + 256 + THREADS};
@@ -234,19 +251,23 @@ RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* lo
     // (a row's errors then cancel rather than pile up: ~1e-13 of the total at V = 8,000 against 7e-12 truncated)
     const double T = p.temperature, mx = static_cast<double>(z[top]) / T;
     const double scale = ::ldexp(1.0, 63 - ceil_log2(V));
-    const auto mass = [&](float x) -> u64 {
+    const auto fixed_weight = [&](float x) -> u64 {
         const double w = ::exp(static_cast<double>(x) / T - mx);
         return w > 0 ? static_cast<u64>(w * scale + 0.5) : u64{0};   // w <= 1: at most 2^S (V of them: 2^63); NaN: 0
     };
-    const auto one = [](float) -> u64 { return 1; };
+    u64* q = weights + b * V;   // the row's weights, computed once (a double exp an id) and read by every later pass
+    const auto mass = [&](ll i) -> u64 { return q[i]; };
+    const auto one = [](ll) -> u64 { return 1; };
 
     const bool top_k = p.top_k > 0 && p.top_k < V, top_p = p.top_p < 1;
     u64 bound = ~u64{0};
     if (top_k) bound = descend<THREADS>(z, V, bound, static_cast<u64>(p.top_k - 1), one, sh).rank;
     u64 local = 0;
-    for (ll i = t; i < V; i += THREADS)
-        if (rank_of(z[i], i) <= bound) local += mass(z[i]);
-    u64 kept = block_reduce<THREADS, false>(local, sh);
+    for (ll i = t; i < V; i += THREADS) {
+        q[i] = fixed_weight(z[i]);
+        if (rank_of(z[i], i) <= bound) local += q[i];
+    }
+    u64 kept = block_reduce<THREADS, false>(local, sh);   // its barriers also make q the block's
     if (kept == 0) {   // non-finite logits: no weight anywhere
         if (t == 0) ids[b] = top;
         return;

@@ -54,10 +54,13 @@ RETRO_SIMT_DEVICE void atomic_add(std::uint64_t* p, std::uint64_t v) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 RETRO_SIMT_DEVICE std::uint32_t float_bits(float x) { return __float_as_uint(x); }
-// A warp's predicate bits (lane l's at bit l), lane src's 32 bits, the warp's sum of 64-bit integers (every lane
+// A warp's predicate bits (lane l's at bit l), lane src's 32 or 64 bits, the warp's sum of 64-bit integers (every lane
 // gets it; a fixed butterfly, but integer sums are the same in any order), and the lowest set lane of a mask.
 RETRO_SIMT_DEVICE std::uint32_t ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
 RETRO_SIMT_DEVICE std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
+RETRO_SIMT_DEVICE std::uint64_t shfl_idx_u64(std::uint64_t v, int src_lane) {
+    return __shfl_sync(0xffffffffu, static_cast<unsigned long long>(v), src_lane);
+}
 RETRO_SIMT_DEVICE std::uint64_t warp_sum_u64(std::uint64_t v) {
     unsigned long long x = v;
     for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
@@ -146,6 +149,7 @@ inline void sync_block() { host::sync_block(); }
 inline void atomic_add(std::uint64_t* p, std::uint64_t v) { *p += v; }   // fibers switch only at exchanges
 inline std::uint32_t ballot(bool p) { return host::ballot(p); }
 inline std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) { return host::shfl_idx_u32(v, src_lane); }
+inline std::uint64_t shfl_idx_u64(std::uint64_t v, int src_lane) { return host::shfl_idx_u64(v, src_lane); }
 inline std::uint64_t warp_sum_u64(std::uint64_t v) { return host::warp_sum_u64(v); }
 inline int lowest_lane(std::uint32_t mask) { return __builtin_ctz(mask); }
 inline std::uint32_t float_bits(float x) {

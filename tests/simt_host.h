@@ -40,7 +40,7 @@ struct Exchange {   // one warp's deposits for one exchange
     std::uint64_t w[kWarp];   // ballot, shfl_idx_u32, warp_sum_u64
     const void* p[kWarp];   // ldmatrix: each lane's row address
     int kind[kWarp];   // 1 = shfl_xor, 2 = mma, 3 = shfl_idx, 4 = ldmatrix, 5 = ballot, 6 = shfl_idx_u32,
-                       // 7 = warp_sum_u64: lanes at one exchange must agree
+                       // 7 = warp_sum_u64, 8 = shfl_idx_u64: lanes at one exchange must agree
 };
 
 struct PendingCopy {   // one copy16_async not yet waited for
@@ -173,6 +173,9 @@ inline std::uint32_t ballot(bool p) {
 inline std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) {
     return static_cast<std::uint32_t>(
         integer_exchange(v, 6, [src_lane](const Exchange& e, int) { return e.w[src_lane & (kWarp - 1)]; }));
+}
+inline std::uint64_t shfl_idx_u64(std::uint64_t v, int src_lane) {
+    return integer_exchange(v, 8, [src_lane](const Exchange& e, int) { return e.w[src_lane & (kWarp - 1)]; });
 }
 inline std::uint64_t warp_sum_u64(std::uint64_t v) {
     return integer_exchange(v, 7, [](const Exchange& e, int) {

@@ -28,9 +28,10 @@ constexpr int kHostThreads = 256;   // the emulator runs a fiber a thread: fewer
 std::vector<std::int32_t> run_kernel(const std::vector<float>& logits, const std::vector<long long>& rows,
                                      long long V, const nn::SamplingParams& o, const std::vector<double>& u) {
     std::vector<std::int32_t> ids(rows.size(), -1);
+    std::vector<std::uint64_t> weights(rows.size() * static_cast<std::size_t>(V), ~std::uint64_t{0});   // scratch
     const ks::Params p{o.temperature, o.top_k, o.top_p, o.greedy ? 1 : 0};
     simt::host::launch(static_cast<long long>(rows.size()), 1, kHostThreads, ks::smem_bytes<kHostThreads>(), [&] {
-        ks::sample_rows_kernel<kHostThreads>(ids.data(), logits.data(), rows.data(), V, p, u.data());
+        ks::sample_rows_kernel<kHostThreads>(ids.data(), logits.data(), rows.data(), V, p, u.data(), weights.data());
     });
     return ids;
 }
