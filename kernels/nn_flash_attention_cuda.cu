@@ -494,9 +494,10 @@ bool CudaNnBackend::flash_bf16_operands(const AttentionShape& s, const std::uint
 }
 
 // Whether the mma kernels over bf16 operands take their tiles in two stages (a kernel needing `bytes` of shared
-// memory): where the device lets a block have it, unless RETRO_FLASH_KERNELS=mma-1stage.
+// memory): where the device lets a block have it, unless RETRO_FLASH_KERNELS=mma-1stage or RETRO_UNFUSE names
+// flash_two_stages (so that `all` sets them aside with the other fused kernels).
 bool CudaNnBackend::flash_two_stages(long long bytes) const {
-    return !flash_one_stage_ && bytes <= optin_shared_bytes_;
+    return !flash_one_stage_ && !unfused(FusedOp::flash_two_stages) && bytes <= optin_shared_bytes_;
 }
 
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,

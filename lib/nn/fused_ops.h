@@ -4,7 +4,8 @@
 // the feed-forward's gelu output stored in fp32, NnBackend::set_bf16_activations(false); linear_backward_dy_copy:
 // linear_backward's bf16 dy rounded in a pass of its own, not written by db's column-sum pass; gemm_bias_epilogue:
 // the bf16 GEMMs' bias as rows written before a beta-1 GEMM, not cuBLASLt's epilogue; sample_rows: the logits
-// rows downloaded and the next tokens drawn on the host, not on the device), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// rows downloaded and the next tokens drawn on the host, not on the device; flash_two_stages: the fused attention's
+// bf16 kernels with one load stage, as RETRO_FLASH_KERNELS=mma-1stage), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -27,6 +28,7 @@ enum class FusedOp : unsigned {
     linear_backward_dy_copy,
     gemm_bias_epilogue,
     sample_rows,
+    flash_two_stages,
     count
 };
 
