@@ -53,9 +53,8 @@ struct CudaNnBackend::LtPlans {
             desc = nullptr;
         }
     };
-    // (ta, tb, m, n, k, lda, ldb, ldc, the alignments of A, B, C (= D) and the bias)
-    using Key = std::tuple<bool, bool, int, int, int, int, int, int, std::uint32_t, std::uint32_t, std::uint32_t,
-                           std::uint32_t>;
+    // (ta, tb, m, n, k, lda, ldb, ldc, the alignments of A, B and C (= D); a bias is at least 16-byte aligned)
+    using Key = std::tuple<bool, bool, int, int, int, int, int, int, std::uint32_t, std::uint32_t, std::uint32_t>;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
     std::map<Key, Plan> plans;
@@ -130,10 +129,8 @@ CudaNnBackend::LtPlans::Plan CudaNnBackend::LtPlans::make_plan(bool ta, bool tb,
 bool CudaNnBackend::gemm_bf16_bias(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B,
                                    int ldb, const float* bias, float* C, int ldc, const char* what) {
     if (unfused(FusedOp::gemm_bias_epilogue) || !bias || m <= 0 || n <= 0 || k <= 0) return false;
-    const std::uint32_t align_bias = alignment_of(bias);
-    if (align_bias < kBiasAlignment) return false;
-    const LtPlans::Key key{ta, tb, m, n, k, lda, ldb, ldc, alignment_of(A), alignment_of(B), alignment_of(C),
-                           align_bias};
+    if (alignment_of(bias) < kBiasAlignment) return false;
+    const LtPlans::Key key{ta, tb, m, n, k, lda, ldb, ldc, alignment_of(A), alignment_of(B), alignment_of(C)};
     LtPlans::Plan* plan = nullptr;
     if (lt_) {
         const auto found = lt_->plans.find(key);

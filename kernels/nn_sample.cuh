@@ -81,23 +81,6 @@ RETRO_SIMT_DEVICE u64 block_reduce(u64 v, const Shared& sh) {
     return r;
 }
 
-// Exclusive prefix of one value a thread in thread order (Hillis-Steele over THREADS entries).
-template <int THREADS>
-RETRO_SIMT_DEVICE u64 block_exclusive_scan(u64 v, const Shared& sh) {
-    const int t = simt::thread_x();
-    sh.scan[t] = v;
-    simt::sync_block();
-    for (int off = 1; off < THREADS; off <<= 1) {
-        const u64 add = t >= off ? sh.scan[t - off] : 0;
-        simt::sync_block();
-        sh.scan[t] += add;
-        simt::sync_block();
-    }
-    const u64 r = sh.scan[t] - v;
-    simt::sync_block();
-    return r;
-}
-
 struct Pick {
     u64 rank;     // rank_of the id found (its low 32 bits are the id)
     u64 prefix;   // the inclusive prefix of weights there, in the walk's order
@@ -280,7 +263,7 @@ RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* lo
         bound = cut.rank;
         kept = cut.prefix;
     }
-    const double d = ::floor(u[b] * static_cast<double>(kept));   // u in [0, 1): d < 2^62
+    const double d = ::floor(u[b] * static_cast<double>(kept));   // u in [0, 1): d < kept <= 2^63
     u64 target = d > 0 ? static_cast<u64>(d) : u64{0};
     if (target > kept - 1) target = kept - 1;
     const Pick draw = (top_k || top_p) ? descend<THREADS>(z, V, bound, target, mass, sh)

@@ -5,7 +5,6 @@
 // provides: next_tokens
 #pragma once
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "generate/sampler.h"
@@ -22,15 +21,8 @@ void next_tokens(Decoder& dec, std::int64_t V, const SamplerOptions& o, const st
         dec.sample_last(o, seqs, u, ids);
     } else {
         ids.assign(seqs.size(), -1);
-        for (std::size_t j = 0; j < seqs.size(); j++) {
-            const auto* row = dec.logits().data() + dec.last_row(seqs[j]) * V;
-            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*row)>, float>) {
-                ids[j] = nn::sample_row(row, V, o, o.greedy ? 0.0 : u[j]);
-            } else {   // a double decoder's row, rounded as the float path's logits are
-                const std::vector<float> f(row, row + V);
-                ids[j] = nn::sample_row(f.data(), V, o, o.greedy ? 0.0 : u[j]);
-            }
-        }
+        for (std::size_t j = 0; j < seqs.size(); j++)
+            ids[j] = nn::sample_row(dec.logits().data() + dec.last_row(seqs[j]) * V, V, o, o.greedy ? 0.0 : u[j]);
     }
 }
 
