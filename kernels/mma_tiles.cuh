@@ -36,20 +36,20 @@ RETRO_SIMT_DEVICE float bf16_hi(u32 pair) { return simt::bf16_value(static_cast<
 
 // The A fragment of rows [row0, row0 + 16), columns [k0, k0 + 16) of a row-major bf16 tile of stride ld.
 RETRO_SIMT_DEVICE void load_a(u32 (&a)[4], const u16* tile, int ld, int row0, int k0, int lane) {
-    const u32* p = reinterpret_cast<const u32*>(tile);
     const int g = lane / 4, t = lane % 4;
-    a[0] = p[((row0 + g) * ld + k0 + 2 * t) / 2];
-    a[1] = p[((row0 + g + 8) * ld + k0 + 2 * t) / 2];
-    a[2] = p[((row0 + g) * ld + k0 + 8 + 2 * t) / 2];
-    a[3] = p[((row0 + g + 8) * ld + k0 + 8 + 2 * t) / 2];
+    const u16* p = tile + (row0 + g) * ld + k0 + 2 * t;   // element offsets: constants fold into the loads' immediates
+    a[0] = *reinterpret_cast<const u32*>(p);
+    a[1] = *reinterpret_cast<const u32*>(p + 8 * ld);
+    a[2] = *reinterpret_cast<const u32*>(p + 8);
+    a[3] = *reinterpret_cast<const u32*>(p + 8 * ld + 8);
 }
 
 // The B fragment (16 x 8) with B[k][n] = tile[n0 + n][k0 + k]: the tile's rows are B's columns.
 RETRO_SIMT_DEVICE void load_b(u32 (&b)[2], const u16* tile, int ld, int n0, int k0, int lane) {
-    const u32* p = reinterpret_cast<const u32*>(tile);
     const int g = lane / 4, t = lane % 4;
-    b[0] = p[((n0 + g) * ld + k0 + 2 * t) / 2];
-    b[1] = p[((n0 + g) * ld + k0 + 8 + 2 * t) / 2];
+    const u16* p = tile + (n0 + g) * ld + k0 + 2 * t;
+    b[0] = *reinterpret_cast<const u32*>(p);
+    b[1] = *reinterpret_cast<const u32*>(p + 8);
 }
 
 // Fragments from tiles stored the other way round, by ldmatrix.trans (one instruction for four 8 x 8 matrices, no
@@ -73,13 +73,14 @@ RETRO_SIMT_DEVICE void load_a_t(u32 (&a)[4], const u16* tile, int ld, int row0, 
     simt::ldmatrix_x4<true>(a, tile + (k0 + (m / 2) * 8 + r) * ld + row0 + (m % 2) * 8);
 }
 
-// acc (16 x 64 as eight 16 x 8 C fragments) = rows [row0, row0 + 16) of A (bf16 [.][D + 8]) times the 64 rows of Bt
-// (bf16 [64][D + 8]) transposed: the warp's slice of S = Q K^T, dP = dO V^T, S^T = K Q^T or dP^T = V dO^T.
-template <int D>
-RETRO_SIMT_DEVICE void rows_times_rows_t(float (&acc)[8][4], const u16* A, int row0, const u16* Bt, int lane) {
+// acc (16 x 8N as N 16 x 8 C fragments; N = 8: 16 x 64) = rows [row0, row0 + 16) of A (bf16 [.][D + 8]) times the
+// first 8N rows of Bt (bf16 [.][D + 8]) transposed: the warp's slice of S = Q K^T, dP = dO V^T, S^T = K Q^T or
+// dP^T = V dO^T.
+template <int D, int N = 8>
+RETRO_SIMT_DEVICE void rows_times_rows_t(float (&acc)[N][4], const u16* A, int row0, const u16* Bt, int lane) {
     constexpr int ld = row_ld<D>();
 RETRO_SIMT_UNROLL
-    for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < N; ++n)
 RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
 RETRO_SIMT_UNROLL
@@ -87,7 +88,7 @@ RETRO_SIMT_UNROLL
         u32 a[4];
         load_a(a, A, ld, row0, kk * 16, lane);
 RETRO_SIMT_UNROLL
-        for (int n = 0; n < 8; ++n) {
+        for (int n = 0; n < N; ++n) {
             u32 b[2];
             load_b(b, Bt, ld, n * 8, kk * 16, lane);
             simt::mma_bf16_16816(acc[n], a, b);

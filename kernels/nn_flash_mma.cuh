@@ -331,7 +331,7 @@ RETRO_SIMT_UNROLL
         if (rows[r] < m.Nq)
 RETRO_SIMT_UNROLL
             for (int u = 0; u < D / 8; ++u)
-                reinterpret_cast<u32*>(cb + rows[r] * m.HD)[(u * 8 + 2 * t) / 2] =
+                *reinterpret_cast<u32*>(cb + rows[r] * m.HD + u * 8 + 2 * t) =
                     simt::pack_bf16x2(o[u][2 * r] * inv[r], o[u][2 * r + 1] * inv[r]);
     if (t == 0)
         for (int r = 0; r < 2; ++r)   // max -FLT_MAX: every key the row saw was masked (p = 1 / Nk each)
@@ -623,12 +623,12 @@ constexpr int one_block_smem() {   // Q and dO (64 QB rows), K and V, then P and
 // A warp's 16 x 64 slice held as bf16 pairs of C fragments (pk[n][0]: row g, columns 8n + 2t, +1; pk[n][1]: row
 // g + 8) into rows [row0, row0 + 16) of a row-major bf16 tile of stride ld.
 RETRO_SIMT_DEVICE void store_pairs(u16* tile, int ld, const u32 (&pk)[8][2], int row0, int lane) {
-    u32* p = reinterpret_cast<u32*>(tile);
     const int g = lane / 4, t = lane % 4;
+    u16* p = tile + (row0 + g) * ld + 2 * t;   // element offsets: the constants fold into the stores' immediates
 RETRO_SIMT_UNROLL
     for (int n = 0; n < 8; ++n) {
-        p[((row0 + g) * ld + n * 8 + 2 * t) / 2] = pk[n][0];
-        p[((row0 + g + 8) * ld + n * 8 + 2 * t) / 2] = pk[n][1];
+        *reinterpret_cast<u32*>(p + n * 8) = pk[n][0];
+        *reinterpret_cast<u32*>(p + 8 * ld + n * 8) = pk[n][1];
     }
 }
 

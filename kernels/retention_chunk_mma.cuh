@@ -30,6 +30,8 @@
 // K = V = 128 for the same mma work; NC = 64 lets two independent blocks share an SM where its shared memory allows
 // (an H100 or H200; an A100 only at Da <= 64) to hide each other's barriers. The state's bf16 copy is the mma operand, M itself is fp32 throughout,
 // as fla rounds its stored chunk states. No atomics; every sum in a fixed order.
+// retention_chunk_mma16.cuh is the same walk with 16 warps a block (RETRO_RETENTION_KERNELS=mma16), built from this
+// file's pieces (issue_loads, load_state, row_coef, mask_decay_pack, update_state, write_state_copy, store_state).
 // Compiled by nvcc (retention_chunkwise.cu) and by the host compiler over tests/simt_host.h
 // (tests/test_retention_chunk_host.cpp, against the walk in double).
 #pragma once
@@ -73,12 +75,12 @@ RETRO_SIMT_HOST_DEVICE bool chunk_mma_supported(long Da, long Dc, int nc) {
 }
 
 // The chunk's rows of a and b and its 64 x NC tile of c (columns col0..), and of a2 where given, into one stage
-// (zeros past T).
-template <int DA, int NC>
+// (zeros past T), by the block's THREADS threads.
+template <int DA, int NC, int THREADS = chunk_threads<NC>()>
 RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__ a, const u16* __restrict__ b,
                                    const u16* __restrict__ c, const u16* __restrict__ a2, ll item, ll h, int col0,
                                    const ChunkArgs& p) {
-    constexpr int lda = row_ld<DA>(), ldc = NC + 8, threads = chunk_threads<NC>();
+    constexpr int lda = row_ld<DA>(), ldc = NC + 8, threads = THREADS;
     u16* As = stage;
     u16* Bs = As + kTile * lda;
     u16* Cs = Bs + kTile * lda;
@@ -100,17 +102,113 @@ RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__
     }
 }
 
-// A warp's rows [r0, r0 + 16) of M^T (C fragments m, fp32) into the bf16 copy Mt [NC][DA + 8].
-template <int DA>
-RETRO_SIMT_DEVICE void write_state_copy(u16* Mt, const float (&m)[DA / 8][4], int r0, int lane) {
+// A warp's block of M^T, rows [r0, r0 + 16) and columns [k0, k0 + COLS) (C fragments m, fp32), into the bf16 copy
+// Mt [NC][DA + 8].
+template <int DA, int COLS = DA>
+RETRO_SIMT_DEVICE void write_state_copy(u16* Mt, const float (&m)[COLS / 8][4], int r0, int k0, int lane) {
     constexpr int lda = row_ld<DA>();
     const int g = lane / 4, t = lane % 4;
-    u32* row_g = reinterpret_cast<u32*>(Mt + (r0 + g) * lda);
-    u32* row_g8 = reinterpret_cast<u32*>(Mt + (r0 + g + 8) * lda);
+    u16* row_g = Mt + (r0 + g) * lda + k0 + 2 * t;   // element offsets: the constants fold into the stores
 RETRO_SIMT_UNROLL
-    for (int u = 0; u < DA / 8; ++u) {
-        row_g[(u * 8 + 2 * t) / 2] = simt::pack_bf16x2(m[u][0], m[u][1]);
-        row_g8[(u * 8 + 2 * t) / 2] = simt::pack_bf16x2(m[u][2], m[u][3]);
+    for (int u = 0; u < COLS / 8; ++u) {
+        *reinterpret_cast<u32*>(row_g + u * 8) = simt::pack_bf16x2(m[u][0], m[u][1]);
+        *reinterpret_cast<u32*>(row_g + 8 * lda + u * 8) = simt::pack_bf16x2(m[u][2], m[u][3]);
+    }
+}
+
+// Where element (i, col0 + n) of (item·head) bh's fp32 state lies: [Da][Dc], or [Dc][Da] when state_transposed.
+template <int DA>
+RETRO_SIMT_DEVICE ll state_index(const ChunkArgs& p, ll bh, int col0, int i, int n) {
+    return bh * DA * p.Dc + (p.state_transposed ? static_cast<ll>(col0 + n) * DA + i : static_cast<ll>(i) * p.Dc + col0 + n);
+}
+// A warp's block of M^T in C fragments, rows [mr0, mr0 + 16) (M's columns col0 + mr0..) and columns [k0, k0 + COLS)
+// (M's rows): m[u][e] = M^T[mr0 + g + 8 (e >= 2)][k0 + 8u + 2t + (e & 1)], from init (zeros where null) ...
+template <int DA, int COLS>
+RETRO_SIMT_DEVICE void load_state(float (&m)[COLS / 8][4], const float* init, const ChunkArgs& p, ll bh, int col0,
+                                  int mr0, int k0, int lane) {
+    const int g = lane / 4, t = lane % 4;
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < COLS / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e)
+            m[u][e] = init ? init[state_index<DA>(p, bh, col0, k0 + u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))]
+                           : 0.0f;
+}
+// ... and back to fin.
+template <int DA, int COLS>
+RETRO_SIMT_DEVICE void store_state(float* fin, const float (&m)[COLS / 8][4], const ChunkArgs& p, ll bh, int col0,
+                                   int mr0, int k0, int lane) {
+    const int g = lane / 4, t = lane % 4;
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < COLS / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e)
+            fin[state_index<DA>(p, bh, col0, k0 + u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] = m[u][e];
+}
+
+// The coefficient of a chunk's output row n on A M: scale gamma^(n+1) forward, gamma^(L-1-n) reverse, 0 past L.
+template <bool REV>
+RETRO_SIMT_DEVICE float row_coef(int n, int L, float lg2, float scale) {
+    return n >= L ? 0.0f
+                  : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
+                        : scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
+}
+
+// A warp's S fragments (N 16 x 8 tiles: rows i = i0 + g + 8 (e >= 2), keys j = j0 + 8n + 2t + (e & 1)) masked to
+// the causal side (REV: j >= i), times scale gamma^|i-j|, rounded to bf16 pairs: pk[n][0] row g, pk[n][1] row g + 8
+// (two neighbouring tiles are one A fragment of P). i_minus_2t = i0 + g - 2t - j0, so i - j = i_minus_2t +
+// 8 (e >= 2) - (e & 1) - 8n.
+template <int N, bool REV>
+RETRO_SIMT_DEVICE void mask_decay_pack(u32 (&pk)[N][2], const float (&sc)[N][4], int i_minus_2t, float lg2, float scale) {
+RETRO_SIMT_UNROLL
+    for (int n8 = 0; n8 < N; ++n8) {
+        float x[4];
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) {
+            const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
+            const bool keep = REV ? dist <= 0 : dist >= 0;
+            x[e] = keep ? sc[n8][e] * scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+        }
+        pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
+        pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
+    }
+}
+
+// A warp's block of M^T (rows [mr0, mr0 + 16), columns [k0, k0 + COLS): C fragments m, fp32) after the chunk:
+//   M^T = gamma^L M^T + (C diag f)^T B,   f_k = gamma^(L-1-k) forward, scale gamma^(k+1) reverse, 0 past L,
+// with C the chunk's [64][ldc] tile (M^T's rows are its columns) and B its [64][lda] rows (M^T's columns k0..):
+// A fragments of C^T by ldmatrix.trans, f applied to them in registers, B fragments by ldmatrix.trans.
+template <int COLS, bool REV>
+RETRO_SIMT_DEVICE void update_state(float (&m)[COLS / 8][4], const u16* Cs, int ldc, const u16* Bs, int lda, int mr0,
+                                    int k0, int L, float lg2, float scale, int lane) {
+    const int t = lane % 4;
+    const float decay_L = simt::exp2_fast(lg2 * static_cast<float>(L));
+RETRO_SIMT_UNROLL
+    for (int u = 0; u < COLS / 8; ++u)
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) m[u][e] *= decay_L;
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+        float f[4];   // for k = 16kk + 2t, +1, +8, +9
+RETRO_SIMT_UNROLL
+        for (int e = 0; e < 4; ++e) {
+            const int k = kk * 16 + 2 * t + (e & 1) + (e >= 2 ? 8 : 0);
+            f[e] = k >= L ? 0.0f
+                          : REV ? scale * simt::exp2_fast(lg2 * static_cast<float>(k + 1))
+                                : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));
+        }
+        u32 ca[4];   // A[n][k] = C[k][n]: registers 0, 1 hold k = 2t, 2t+1; 2, 3 hold k + 8
+        load_a_t(ca, Cs, ldc, mr0, kk * 16, lane);
+RETRO_SIMT_UNROLL
+        for (int r = 0; r < 4; ++r)
+            ca[r] = simt::pack_bf16x2(bf16_lo(ca[r]) * f[r >= 2 ? 2 : 0], bf16_hi(ca[r]) * f[r >= 2 ? 3 : 1]);
+RETRO_SIMT_UNROLL
+        for (int u = 0; u < COLS / 8; u += 2) {
+            u32 bf[2][2];
+            load_b_kn(bf, Bs, lda, kk * 16, k0 + u * 8, lane);
+            simt::mma_bf16_16816(m[u], ca, bf[0]);
+            simt::mma_bf16_16816(m[u + 1], ca, bf[1]);
+        }
     }
 }
 
@@ -128,14 +226,7 @@ RETRO_SIMT_DEVICE void chunk_output(u16* out_chunk, ll out_stride, const u16* A,
     float acc[8][4];
     if constexpr (M_KN) rows_times_kn<DK>(acc, A, r0, Mop, ld_m, n0, lane);
     else rows_times_rows_t<DK>(acc, A, r0, Mop + n0 * ld_m, lane);   // M^T's rows are M's columns
-    float coef[2];
-RETRO_SIMT_UNROLL
-    for (int r = 0; r < 2; ++r) {
-        const int n = rows[r];
-        coef[r] = n >= L ? 0.0f
-                         : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
-                               : scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
-    }
+    const float coef[2] = {row_coef<REV>(rows[0], L, lg2, scale), row_coef<REV>(rows[1], L, lg2, scale)};
 RETRO_SIMT_UNROLL
     for (int u = 0; u < 8; ++u)
 RETRO_SIMT_UNROLL
@@ -144,21 +235,9 @@ RETRO_SIMT_UNROLL
     {
         float sc[8][4];
         rows_times_rows_t<DK>(sc, A, r0, Bt, lane);   // S = A Bt^T (rows of Bt past L are zeros)
-        // i - j = (g + 8 (e >= 2) - 2t - (e & 1)) + r0 - 8 n8; opaque, so that the 32 distances, masks and decays a
-        // lane are recomputed each chunk rather than held in registers across the walk
-        const int i_minus_2t = simt::opaque(rows[0] - 2 * t);
-RETRO_SIMT_UNROLL
-        for (int n8 = 0; n8 < 8; ++n8) {
-            float x[4];
-RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
-                const bool keep = REV ? dist <= 0 : dist >= 0;
-                x[e] = keep ? sc[n8][e] * scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
-            }
-            pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
-            pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
-        }
+        // opaque, so that the 32 distances, masks and decays a lane are recomputed each chunk rather than held in
+        // registers across the walk
+        mask_decay_pack<8, REV>(pk, sc, simt::opaque(rows[0] - 2 * t), lg2, scale);
     }
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {   // += P V, V's rows as B's k
@@ -194,7 +273,7 @@ retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__
 
     const ll bh = simt::block_y(), item = bh / p.H, h = bh % p.H;
     const int col0 = static_cast<int>(simt::block_x()) * NC;
-    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32;
     // (at NC = 64, warp < 4: written so that the compiler knows it, one base register for all three)
     const int r0 = NC == 64 ? warp * 16 : (warp % 4) * 16;   // this warp's 16 rows of the chunk
     const int c0 = NC == 64 ? 0 : (warp / 4) * 64;           // and 64 columns of the block's output
@@ -202,19 +281,10 @@ retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__
     const float lg2_head = decays.lg2[h];
     const ll chunks = (p.T + kTile - 1) / kTile;
 
-    // element (i, col0 + n) of the fp32 state
-    auto state_at = [&](int i, int n) -> ll {
-        return bh * DA * p.Dc + (p.state_transposed ? static_cast<ll>(col0 + n) * DA + i : static_cast<ll>(i) * p.Dc + col0 + n);
-    };
-
     // M^T in C fragments: m[u][e] = M^T[mr0 + g + 8 (e >= 2)][8u + 2t + (e & 1)]
     float m[DA / 8][4];
-RETRO_SIMT_UNROLL
-    for (int u = 0; u < DA / 8; ++u)
-RETRO_SIMT_UNROLL
-        for (int e = 0; e < 4; ++e)
-            m[u][e] = init ? init[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] : 0.0f;
-    write_state_copy<DA>(Mt0, m, mr0, lane);
+    load_state<DA, DA>(m, init, p, bh, col0, mr0, 0, lane);
+    write_state_copy<DA>(Mt0, m, mr0, 0, lane);
 
     if (STAGES == 2) issue_loads<DA, NC>(smem, REV ? chunks - 1 : 0, a, b, c, DUAL ? a2 : nullptr, item, h, col0, p);
     // one chunk of the walk from stage s (a compile-time stage: every shared-memory address of the products is then
@@ -250,36 +320,9 @@ RETRO_SIMT_UNROLL
                                         lg2, p.scale, lane);
 
         if constexpr (COPIES == 1) simt::sync_block();   // every warp's X has read M's copy
-        // M^T = gamma^L M^T + (C diag f)^T B: f_k = gamma^(L-1-k) forward, scale gamma^(k+1) reverse, 0 past L
-        const float decay_L = simt::exp2_fast(lg2 * static_cast<float>(L));
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < DA / 8; ++u)
-RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) m[u][e] *= decay_L;
-RETRO_SIMT_UNROLL
-        for (int kk = 0; kk < kTile / 16; ++kk) {
-            float f[4];   // for k = 16kk + 2t, +1, +8, +9
-RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) {
-                const int k = kk * 16 + 2 * t + (e & 1) + (e >= 2 ? 8 : 0);
-                f[e] = k >= L ? 0.0f
-                              : REV ? p.scale * simt::exp2_fast(lg2 * static_cast<float>(k + 1))
-                                    : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));
-            }
-            u32 ca[4];   // A[n][k] = C[k][n]: registers 0, 1 hold k = 2t, 2t+1; 2, 3 hold k + 8
-            load_a_t(ca, Cs, ldc, mr0, kk * 16, lane);
-RETRO_SIMT_UNROLL
-            for (int r = 0; r < 4; ++r)
-                ca[r] = simt::pack_bf16x2(bf16_lo(ca[r]) * f[r >= 2 ? 2 : 0], bf16_hi(ca[r]) * f[r >= 2 ? 3 : 1]);
-RETRO_SIMT_UNROLL
-            for (int u = 0; u < DA / 8; u += 2) {
-                u32 bf[2][2];
-                load_b_kn(bf, Bs, lda, kk * 16, u * 8, lane);
-                simt::mma_bf16_16816(m[u], ca, bf[0]);
-                simt::mma_bf16_16816(m[u + 1], ca, bf[1]);
-            }
-        }
-        write_state_copy<DA>(Mt_next, m, mr0, lane);
+        // M^T = gamma^L M^T + (C diag f)^T B
+        update_state<DA, REV>(m, Cs, ldc, Bs, lda, mr0, 0, L, lg2, p.scale, lane);
+        write_state_copy<DA>(Mt_next, m, mr0, 0, lane);
     };
     if constexpr (STAGES == 2) {
         for (ll step = 0; step < chunks; step += 2) {
@@ -289,12 +332,7 @@ RETRO_SIMT_UNROLL
     } else {
         for (ll step = 0; step < chunks; ++step) walk_chunk(std::integral_constant<int, 0>{}, step);
     }
-    if (fin) {
-RETRO_SIMT_UNROLL
-        for (int u = 0; u < DA / 8; ++u)
-RETRO_SIMT_UNROLL
-            for (int e = 0; e < 4; ++e) fin[state_at(u * 8 + 2 * t + (e & 1), mr0 + g + (e >= 2 ? 8 : 0))] = m[u][e];
-    }
+    if (fin) store_state<DA, DA>(fin, m, p, bh, col0, mr0, 0, lane);
 }
 
 }  // namespace retro::retention::chunk_mma

@@ -7,9 +7,10 @@
 // 128 or 64 output columns a block, one or two load stages): one walk for the forward, three for the backward.
 // dk and dv come from one dual walk over G where K = V = 64 or 128. For A/Bs on a GPU, RETRO_RETENTION_KERNELS=
 // mma-split runs dk and dv as two walks, =mma64 also keeps to 64 columns a block, =mma-1copy keeps one copy of the
-// state (two block barriers a chunk: session 23's walks), =wmma selects the older wmma walk (retention_chunk_tc.cuh)
-// where its shared memory fits.
-#include "retention_chunk_mma.cuh"
+// state (two block barriers a chunk: session 23's walks), =mma16 takes the 16-warp walk (retention_chunk_mma16.cuh:
+// the same bits, half the registers a thread) where a walk is 128 columns with two stages and two copies, =wmma
+// selects the older wmma walk (retention_chunk_tc.cuh) where its shared memory fits.
+#include "retention_chunk_mma16.cuh"
 #include "retention_chunk_tc.cuh"
 #include "retention_common.cuh"
 
@@ -22,11 +23,11 @@ using namespace cuda_detail;
 
 namespace {
 
-enum class WalkKernels { mma, mma_split, mma64, mma1, mma_1copy, wmma };
+enum class WalkKernels { mma, mma_split, mma64, mma1, mma_1copy, mma16, wmma };
 // RETRO_RETENTION_KERNELS: unset or "mma" the mma.sync walks as planned, "mma-split" without the dual dk+dv walk,
 // "mma64" also with 64 columns a block, "mma1" one load stage (the sm_86/89 form, to test it on an H100), "mma-1copy"
-// one copy of the state (the A100 form, and session 23's walks on an H100), "wmma" the older walk; anything else is
-// a UserError.
+// one copy of the state (the A100 form, and session 23's walks on an H100), "mma16" the 16-warp walk where it applies,
+// "wmma" the older walk; anything else is a UserError.
 WalkKernels walk_kernels_requested() {
     static const WalkKernels kind = [] {
         const char* v = std::getenv("RETRO_RETENTION_KERNELS");
@@ -36,8 +37,9 @@ WalkKernels walk_kernels_requested() {
         if (s == "mma64") return WalkKernels::mma64;
         if (s == "mma1") return WalkKernels::mma1;
         if (s == "mma-1copy") return WalkKernels::mma_1copy;
+        if (s == "mma16") return WalkKernels::mma16;
         if (s == "wmma") return WalkKernels::wmma;
-        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64, mma1, mma-1copy or wmma");
+        user_error("RETRO_RETENTION_KERNELS=", s, ": not mma (the default), mma-split, mma64, mma1, mma-1copy, mma16 or wmma");
     }();
     return kind;
 }
@@ -46,8 +48,9 @@ ChunkwisePlan plan_for(long K, long V, long C, bool backward) {
     const WalkKernels kind = walk_kernels_requested();
     if (!tensor_core_capable()) return {};   // before sm_80: no mma.sync bf16, cp.async or ldmatrix
     return plan_chunkwise(true, K, V, C, backward, optin_shared_bytes(), kind == WalkKernels::mma64,
-                          kind != WalkKernels::mma && kind != WalkKernels::mma_1copy, kind == WalkKernels::mma1,
-                          kind == WalkKernels::mma_1copy, sm_shared_bytes());
+                          kind != WalkKernels::mma && kind != WalkKernels::mma_1copy && kind != WalkKernels::mma16,
+                          kind == WalkKernels::mma1, kind == WalkKernels::mma_1copy, sm_shared_bytes(),
+                          kind == WalkKernels::mma16);
 }
 
 // cp.async moves 16 bytes at a time: every operand of the mma walk must start on a 16-byte boundary (a view at
@@ -56,6 +59,19 @@ bool aligned16(const void* a, const void* b, const void* c, const void* out) {
     const auto bits = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) |
                       reinterpret_cast<std::uintptr_t>(c) | reinterpret_cast<std::uintptr_t>(out);
     return bits % 16 == 0;
+}
+
+// A walk kernel's dynamic shared memory beyond the default 48 KB (called once per instantiation, from a static).
+template <typename Kernel>
+bool allow_shared_bytes(Kernel kernel, int bytes) {
+    RETRO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+}
+// Each head's decay as log2(gamma), the walks' form.
+chunk_mma::PairDecays log2_decays(const Dims& d, const Gammas& g) {
+    chunk_mma::PairDecays lg2{};
+    for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * chunk_mma::kLog2e;   // natural log -> log2
+    return lg2;
 }
 
 // a2, out2: the dual walk's (DUAL), else null.
@@ -67,14 +83,9 @@ void launch_chunk_mma_da(const bf16* a, const bf16* b, const bf16* c, bf16* out,
     RETRO_CHECK(chunk_mma::chunk_mma_supported(DA, Dc, NC) && (!DUAL || Dc == NC),
                 "retention_chunk_mma: Dc = ", Dc, " is not whole ", NC, "-column tiles (or not one tile for the dual walk)");
     constexpr int smem = chunk_mma::chunk_smem<DA, NC, STAGES, DUAL, COPIES>();
-    static const bool attr_set = [] {   // once per instantiation
-        RETRO_CUDA_CHECK(cudaFuncSetAttribute(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL, COPIES>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        return true;
-    }();
+    static const bool attr_set = allow_shared_bytes(chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL, COPIES>, smem);
     (void)attr_set;
-    chunk_mma::PairDecays lg2{};
-    for (long h = 0; h < d.H; ++h) lg2.lg2[h] = g.lg[h] * chunk_mma::kLog2e;   // natural log -> log2
+    const chunk_mma::PairDecays lg2 = log2_decays(d, g);
     const chunk_mma::ChunkArgs args{d.B, d.T, d.H, Dc, scale, state_transposed};
     const dim3 grid(static_cast<unsigned>(Dc / NC), static_cast<unsigned>(d.B * d.H));
     chunk_mma::retention_chunk_mma<DA, NC, REV, STAGES, DUAL, COPIES><<<grid, chunk_mma::chunk_threads<NC>(), smem, stream>>>(
@@ -98,6 +109,38 @@ void launch_chunk_mma(const bf16* a, const bf16* b, const bf16* c, bf16* out, co
     }
 }
 
+// The 16-warp walk (retention_chunk_mma16.cuh) of Dc / 128 blocks a head.
+template <int DA, bool REV>
+void launch_chunk_mma16_da(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
+                           bool state_transposed, const Dims& d, int Dc, float scale, const Gammas& g,
+                           cudaStream_t stream) {
+    using chunk_mma::u16;
+    RETRO_CHECK(chunk_mma::chunk_mma_supported(DA, Dc, chunk_mma::kWideColumns),
+                "retention_chunk_mma16: Dc = ", Dc, " is not whole 128-column tiles");
+    constexpr int smem = chunk_mma::chunk16_smem<DA>();
+    static const bool attr_set = allow_shared_bytes(chunk_mma::retention_chunk_mma16<DA, REV>, smem);
+    (void)attr_set;
+    const chunk_mma::PairDecays lg2 = log2_decays(d, g);
+    const chunk_mma::ChunkArgs args{d.B, d.T, d.H, Dc, scale, state_transposed};
+    const dim3 grid(static_cast<unsigned>(Dc / chunk_mma::kWideColumns), static_cast<unsigned>(d.B * d.H));
+    chunk_mma::retention_chunk_mma16<DA, REV><<<grid, chunk_mma::kWideThreads, smem, stream>>>(
+        reinterpret_cast<u16*>(out), reinterpret_cast<const u16*>(a), reinterpret_cast<const u16*>(b),
+        reinterpret_cast<const u16*>(c), init, fin, args, lg2);
+    RETRO_CUDA_LAUNCH_CHECK(REV ? "retention_chunk_mma16 (reverse)" : "retention_chunk_mma16", stream);
+}
+template <bool REV>
+void launch_chunk_mma16(const bf16* a, const bf16* b, const bf16* c, bf16* out, const float* init, float* fin,
+                        bool state_transposed, const Dims& d, int Da, int Dc, float scale, const Gammas& g,
+                        cudaStream_t stream) {
+    switch (Da) {
+    case 32: return launch_chunk_mma16_da<32, REV>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 64: return launch_chunk_mma16_da<64, REV>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 96: return launch_chunk_mma16_da<96, REV>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    case 128: return launch_chunk_mma16_da<128, REV>(a, b, c, out, init, fin, state_transposed, d, Dc, scale, g, stream);
+    default: RETRO_CHECK(false, "tensor-core retention: unsupported Da ", Da);
+    }
+}
+
 // One tensor-core walk as configured (the plan said it fits): out = the walk of (a, b, c) with M's init and fin,
 // Da rows of M.
 template <bool REV>
@@ -106,6 +149,7 @@ void launch_tc_walk(const bf16* a, const bf16* b, const bf16* c, bf16* out, cons
                     const ChunkWalkConfig& walk, cudaStream_t stream) {
     if (walk_kernels_requested() == WalkKernels::wmma && TcLayout(Da).total <= optin_shared_bytes())
         return launch_chunk_tc<REV>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
+    if (walk.wide) return launch_chunk_mma16<REV>(a, b, c, out, init, fin, state_transposed, d, Da, Dc, scale, g, stream);
     const bool two = walk.copies == 2;   // (two copies come with two stages only)
     const auto launch =
         walk.columns == 128

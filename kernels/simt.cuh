@@ -48,6 +48,9 @@ RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
     return retro_simt_smem;
 }
 RETRO_SIMT_DEVICE void sync_block() { __syncthreads(); }
+// A barrier among `threads` threads of the block (whole warps) that meet at named barrier id (1..15; 0 is
+// sync_block's): bar.sync id, threads. Shared-memory writes before it are visible to the others after it.
+RETRO_SIMT_DEVICE void sync_named(int id, int threads) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
 // 64-bit integer add to shared (or global) memory, atomic among the block's threads (integer sums: the same total in
 // any order, so a histogram of them is deterministic)
 RETRO_SIMT_DEVICE void atomic_add(std::uint64_t* p, std::uint64_t v) {
@@ -146,6 +149,7 @@ inline long long block_y() { return host::current_block_y(); }
 inline long long grid_x() { return host::current_grid_x(); }
 inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
+inline void sync_named(int id, int threads) { host::sync_named(id, threads); }
 inline void atomic_add(std::uint64_t* p, std::uint64_t v) { *p += v; }   // fibers switch only at exchanges
 inline std::uint32_t ballot(bool p) { return host::ballot(p); }
 inline std::uint32_t shfl_idx_u32(std::uint32_t v, int src_lane) { return host::shfl_idx_u32(v, src_lane); }

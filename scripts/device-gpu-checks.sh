@@ -14,7 +14,8 @@
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
 #        flash (the fused attention's mma.sync kernels: as planned, with one load stage, with CCA's backward as two kernels, over fp32 operands;
 #        FLASH_KINDS, wmma on request: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
-#        as planned against mma-1copy, one state copy (RETWALK_KINDS; mma-split, mma64, mma1, wmma on request): the op harness with each of RETWALK_TEST_KINDS, then retro-bench
+#        as planned against mma-1copy, one state copy, and mma16, 16 warps a block (RETWALK_KINDS; mma-split, mma64, mma1, wmma on request): the op harness with each of RETWALK_TEST_KINDS
+#        (RETWALK_RACECHECK=1: also racecheck with mma16), then retro-bench
 #        retention chunkwise bf16 alternating: RETWALK_RUNS, RETWALK_T), ab (retro-bench generate with graphs, the previous build's and this one's alternating: AB_RUNS, AB_ARGS,
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        pdl (the decode kernels as programmatic dependent launches against RETRO_PDL=0: the generate tests with each,
@@ -266,19 +267,26 @@ step_retwalk() {
     # chunkwise retention's tensor-core walks in one build (kernels/retention_chunkwise.cu, RETRO_RETENTION_KERNELS):
     # mma (the mma.sync walks as planned: 128 columns a block at K = V = 128, dk and dv in one dual walk, two copies
     # of the state where they fit: one barrier a chunk), mma-1copy (one copy: session 23's walks), mma-split (dk and
-    # dv as two walks), mma64 (also 64 columns a block: two blocks a head), mma1 (one load stage: the sm_86/89 form)
-    # and wmma (the older walk). The op harness with each of RETWALK_TEST_KINDS (CUDA vs CPU in double; the racecheck
-    # step runs it with the default), then retro-bench retention chunkwise bf16 at RETWALK_T (4096,16384) with each of
-    # RETWALK_KINDS (session 23 measured mma-split, mma64 and wmma), alternating RETWALK_RUNS (2) times; rows labelled
-    # in $OUT/retwalk.txt
+    # dv as two walks), mma64 (also 64 columns a block: two blocks a head), mma1 (one load stage: the sm_86/89 form),
+    # mma16 (16 warps a block at <= 128 registers: the forward's and dq's walks; session 27) and wmma (the older walk).
+    # The op harness with each of RETWALK_TEST_KINDS (CUDA vs CPU in double; the racecheck step runs it with the
+    # default, RETWALK_RACECHECK=1 also with mma16), then retro-bench retention chunkwise bf16 at RETWALK_T
+    # (4096,16384) with each of RETWALK_KINDS (session 23 measured mma-split, mma64 and wmma), alternating RETWALK_RUNS
+    # (2) times; rows labelled in $OUT/retwalk.txt
     local i kind
-    for kind in ${RETWALK_TEST_KINDS:-mma mma-1copy mma1}; do
+    for kind in ${RETWALK_TEST_KINDS:-mma mma-1copy mma1 mma16}; do
         RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/retwalk_tests_$kind.log" 2>&1
         track $?
         tail -3 "$OUT/retwalk_tests_$kind.log" | sed "s/^/$kind tests: /" | tee -a "$OUT/retwalk.txt"
     done
+    if [ "${RETWALK_RACECHECK:-0}" = 1 ]; then   # the 16-warp walk's named barriers under racecheck
+        RETRO_RETENTION_KERNELS=mma16 rk compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" \
+            -tc='ops: every backend and dtype*' >"$OUT/retwalk_racecheck_mma16.log" 2>&1
+        track $?
+        tail -3 "$OUT/retwalk_racecheck_mma16.log" | sed "s/^/mma16 racecheck: /" | tee -a "$OUT/retwalk.txt"
+    fi
     for ((i = 1; i <= ${RETWALK_RUNS:-2}; i++)); do
-        for kind in ${RETWALK_KINDS:-mma mma-1copy}; do
+        for kind in ${RETWALK_KINDS:-mma mma-1copy mma16}; do
             RETRO_RETENTION_KERNELS=$kind rk "$KIT/bin/retro-bench" retention --device cuda --modes chunkwise \
                 --T "${RETWALK_T:-4096,16384}" --dtype bf16 --repeats 3 --json "$OUT/retwalk_${kind}_$i.json" \
                 >"$OUT/retwalk_${kind}_$i.log" 2>&1

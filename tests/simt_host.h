@@ -1,6 +1,7 @@
 // A host emulator of a CUDA block for the kernels written against kernels/simt.cuh: every thread of a block runs as
 // a fiber (ucontext) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
-// every warp exchange (shfl_xor, mma.m16n8k16) and a block's threads at sync_block. An exchange runs on the values
+// every warp exchange (shfl_xor, mma.m16n8k16), a block's threads at sync_block, and the threads of a named
+// barrier (sync_named: released when as many threads as it names wait at it, all naming the same count). An exchange runs on the values
 // every lane deposited (double-buffered by the lane's own exchange count, so one barrier each is enough), the mma
 // with the PTX fragment layouts written out in kernels/simt.cuh, as does ldmatrix. What it catches: wrong fragment indices, masks and
 // partial tiles (against a reference), reads of shared memory nobody wrote (the block's shared memory starts as NaN
@@ -31,7 +32,7 @@ namespace retro::simt::host {
 
 constexpr int kWarp = 32;
 
-enum class FiberState { ready, at_warp, at_block, done };
+enum class FiberState { ready, at_warp, at_block, done, at_named };
 
 struct Exchange {   // one warp's deposits for one exchange
     std::uint32_t a[kWarp][4];
@@ -53,6 +54,7 @@ struct Fiber {
     std::unique_ptr<char[]> stack;
     FiberState state = FiberState::ready;
     std::uint64_t exchanges = 0;   // this lane's count of warp exchanges (picks the buffer)
+    int named_id = 0, named_count = 0;   // at_named: the barrier and the threads it waits for
     std::vector<PendingCopy> pending;
 };
 
@@ -102,6 +104,15 @@ inline void wait_as(FiberState s) {
     swapcontext(&f.ctx, &g_block->scheduler);
 }
 inline void sync_block() { wait_as(FiberState::at_block); }
+inline void sync_named(int id, int threads) {
+    if (id < 1 || id > 15 || threads <= 0 || threads % kWarp)
+        throw std::logic_error("simt host: named barrier " + std::to_string(id) + " for " + std::to_string(threads) +
+                               " threads (ids 1..15, whole warps)");
+    Fiber& f = g_block->fibers[static_cast<std::size_t>(g_block->current)];
+    f.named_id = id;
+    f.named_count = threads;
+    wait_as(FiberState::at_named);
+}
 inline void sync_warp() { wait_as(FiberState::at_warp); }
 
 // cp.async: the copy may land any time until the thread's next async_wait_all. Interleaved, it lands at the wait
@@ -237,13 +248,13 @@ inline void fiber_entry() {
 
 inline std::string deadlock_report(const Block& blk) {
     std::string s = "simt host: deadlock in block (" + std::to_string(blk.bx) + ", " + std::to_string(blk.by) + "):";
-    const char* names[] = {"ready", "at a warp exchange", "at the block barrier", "done"};
+    const char* names[] = {"ready", "at a warp exchange", "at the block barrier", "done", "at a named barrier"};
     for (std::size_t w = 0; w * kWarp < blk.fibers.size(); ++w) {
         s += " warp " + std::to_string(w) + " [";
         for (int l = 0; l < kWarp; ++l) s += std::to_string(static_cast<int>(blk.fibers[w * kWarp + l].state));
         s += "]";
     }
-    s += std::string(" (") + names[0] + "=0, " + names[1] + "=1, " + names[2] + "=2, " + names[3] + "=3)";
+    s += std::string(" (") + names[0] + "=0, " + names[1] + "=1, " + names[2] + "=2, " + names[3] + "=3, " + names[4] + "=4)";
     return s;
 }
 
@@ -284,10 +295,33 @@ inline std::string deadlock_report(const Block& blk) {
     return ran;
 }
 
-// Releases every warp whose lanes all wait at an exchange, else the block's barrier when every live thread waits
-// there; whether it released any. live: threads not done.
-inline bool release_barriers(Block& blk, int& live) {
+// Releases every named barrier at which as many threads wait as it names (throws where they name different counts).
+inline bool release_named(Block& blk) {
+    int waiting[16] = {}, count[16] = {};
+    for (const Fiber& f : blk.fibers) {
+        if (f.state != FiberState::at_named) continue;
+        if (waiting[f.named_id]++ && count[f.named_id] != f.named_count)
+            throw std::logic_error("simt host: threads at named barrier " + std::to_string(f.named_id) +
+                                   " name different thread counts");
+        count[f.named_id] = f.named_count;
+    }
     bool released = false;
+    for (int id = 1; id < 16; ++id) {
+        if (!waiting[id] || waiting[id] < count[id]) continue;
+        if (waiting[id] > count[id])
+            throw std::logic_error("simt host: " + std::to_string(waiting[id]) + " threads at named barrier " +
+                                   std::to_string(id) + ", which names " + std::to_string(count[id]));
+        for (Fiber& f : blk.fibers)
+            if (f.state == FiberState::at_named && f.named_id == id) f.state = FiberState::ready;
+        released = true;
+    }
+    return released;
+}
+
+// Releases every warp whose lanes all wait at an exchange and every named barrier that is full, else the block's
+// barrier when every live thread waits there; whether it released any. live: threads not done.
+inline bool release_barriers(Block& blk, int& live) {
+    bool released = release_named(blk);
     int at_block = 0;
     live = 0;
     for (std::size_t w = 0; w < blk.fibers.size() / kWarp; ++w) {

@@ -232,6 +232,19 @@ TEST_CASE("retention: the CUDA launch plan - tensor-core walk only where its sha
     CHECK(h100_fwd.da_k.copies == 2);   // 174,080 bytes: one block barrier a chunk
     CHECK(chunk_mma_shared_bytes(128, 2, 128, false, 2) == 174080);
     CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, false, false, false, true).da_k.copies == 1);   // mma-1copy
+    // mma16: the 16-warp walk (182,272 bytes at K = V = 128) where a walk is 128 columns, two stages, two copies —
+    // the forward and dq on an H100; never on request only, never where one of the three is not the walk's
+    CHECK(chunk_mma16_shared_bytes(128) == 182272);
+    CHECK_FALSE(h100_fwd.da_k.wide);
+    const auto h100_wide = plan_chunkwise(true, 128, 128, 64, true, h100, false, false, false, false, 0, true);
+    CHECK(h100_wide.da_k.wide);
+    CHECK(h100_wide.da_v.wide);
+    CHECK(h100_wide.dkdv.ok);   // dk and dv keep the 8-warp dual walk
+    CHECK_FALSE(h100_wide.dkdv.wide);
+    CHECK_FALSE(plan_chunkwise(true, 128, 64, 64, false, h100, false, false, false, false, 0, true).da_k.wide);   // V = 64
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, h100, false, false, false, true, 0, true).da_k.wide);  // one copy
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, 166912, false, false, false, false, 0, true).da_k.wide);   // A100
+    CHECK_FALSE(plan_chunkwise(true, 128, 128, 64, false, 180000, false, false, false, false, 0, true).da_k.wide);   // 8 KB short
     CHECK(plan_chunkwise(true, 128, 128, 64, false, h100, true).da_k.columns == 64);
     const auto sm86_fwd = plan_chunkwise(true, 128, 128, 64, false, sm86);
     CHECK(sm86_fwd.tensor_cores);

@@ -1,7 +1,8 @@
 // Chunkwise retention's mma.sync state walk (kernels/retention_chunk_mma.cuh) on the host through the block emulator
 // (tests/simt_host.h): out and the final state of the forward and the reverse walk, with and without an initial
 // state (as [Da][Dc] and transposed), one and two load stages, 64 and 128 columns a block, every instantiated Da,
-// partial last chunks, and the dual walk (dk beside dv over one G), against the walk's closed form in double on the
+// partial last chunks, the dual walk (dk beside dv over one G) and the 16-warp walk (also bit for bit against the
+// 8-warp one), against the walk's closed form in double on the
 // bf16 operands (and bit for bit the same under the emulator's warp-serial schedules, which expose a race between
 // warps of one phase):
 //   forward: out_i = scale Σ_{j<=i} gamma^(i-j) (a_i·b_j) c_j + scale gamma^(i+1) a_i M0
@@ -13,7 +14,7 @@
 #define RETRO_SIMT_HOST 1
 #include "simt_host.h"
 //
-#include "../kernels/retention_chunk_mma.cuh"
+#include "../kernels/retention_chunk_mma16.cuh"
 #include "retention/retention_launch.h"
 
 #include <doctest/doctest.h>
@@ -128,12 +129,16 @@ struct WalkCase {
     bool rev, with_init, with_fin, transposed;
 };
 
-template <int DA, int NC, int STAGES, int COPIES = 1>
+// WIDE: the 16-warp walk (retention_chunk_mma16.cuh; NC = 128, two stages, two copies), also bit for bit against
+// the 8-warp walk of the same configuration.
+template <int DA, int NC, int STAGES, int COPIES = 1, bool WIDE = false>
 void check_walk(const WalkCase& wc, std::uint64_t seed) {
+    static_assert(!WIDE || (NC == cm::kWideColumns && STAGES == 2 && COPIES == 2), "the 16-warp walk's configuration");
     const int Dc = wc.Dc;
     const std::string name = "T=" + std::to_string(wc.T) + " H=" + std::to_string(wc.H) + " DA=" + std::to_string(DA) +
                              " Dc=" + std::to_string(Dc) + " NC=" + std::to_string(NC) + " stages=" + std::to_string(STAGES) +
-                             " copies=" + std::to_string(COPIES) + (wc.rev ? " rev" : "") + (wc.with_init ? " init" : "") + (wc.with_fin ? " fin" : "") +
+                             " copies=" + std::to_string(COPIES) + (WIDE ? " 16 warps" : "") + (wc.rev ? " rev" : "") +
+                             (wc.with_init ? " init" : "") + (wc.with_fin ? " fin" : "") +
                              (wc.transposed ? " transposed" : "");
     INFO(name);
     const Problem P(wc.B, wc.T, wc.H, DA);
@@ -144,14 +149,19 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
     const std::vector<float> init = random_state(ns, rng);
     const cm::ChunkArgs args{P.B, P.T, P.H, Dc, P.scale, wc.transposed};
 
-    auto run = [&](simt::host::Schedule schedule, Bits& out, std::vector<float>& fin) {
+    auto run = [&](simt::host::Schedule schedule, Bits& out, std::vector<float>& fin, bool wide) {
         simt::host::ScheduleScope scope(schedule);
         out.assign(nc, 0xffff);   // NaN: a row never written shows
         fin.assign(ns, std::nanf(""));
-        simt::host::launch(Dc / NC, P.B * P.H, cm::chunk_threads<NC>(), cm::chunk_smem<DA, NC, STAGES, false, COPIES>(), [&] {
+        const int threads = wide ? cm::kWideThreads : cm::chunk_threads<NC>();
+        const int smem = wide ? cm::chunk16_smem<DA>() : cm::chunk_smem<DA, NC, STAGES, false, COPIES>();
+        simt::host::launch(Dc / NC, P.B * P.H, threads, static_cast<std::size_t>(smem), [&] {
             const float* i0 = wc.with_init ? init.data() : nullptr;
             float* f0 = wc.with_fin ? fin.data() : nullptr;
-            if (wc.rev)
+            if (wide) {
+                if (wc.rev) cm::retention_chunk_mma16<DA, true>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
+                else cm::retention_chunk_mma16<DA, false>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
+            } else if (wc.rev)
                 cm::retention_chunk_mma<DA, NC, true, STAGES, false, COPIES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
             else
                 cm::retention_chunk_mma<DA, NC, false, STAGES, false, COPIES>(out.data(), a.data(), b.data(), c.data(), i0, f0, args, P.dec);
@@ -159,7 +169,14 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
     };
     Bits out;
     std::vector<float> fin;
-    run(simt::host::Schedule::interleaved, out, fin);
+    run(simt::host::Schedule::interleaved, out, fin, WIDE);
+    if constexpr (WIDE) {   // the same walk as the 8-warp one, bit for bit
+        Bits out8;
+        std::vector<float> fin8;
+        run(simt::host::Schedule::interleaved, out8, fin8, false);
+        CHECK(out == out8);
+        if (wc.with_fin) CHECK(same_bits(fin, fin8));
+    }
 
     // M0[i][j] as the kernel reads it; fin in the kernel's orientation
     auto state = [&](long long bh, int i, int j) {
@@ -182,7 +199,7 @@ void check_walk(const WalkCase& wc, std::uint64_t seed) {
         INFO("schedule: " << simt::host::schedule_name(schedule));
         Bits out_s;
         std::vector<float> fin_s;
-        run(schedule, out_s, fin_s);
+        run(schedule, out_s, fin_s, WIDE);
         CHECK(out_s == out);
         if (wc.with_fin) CHECK(same_bits(fin_s, fin));
     }
@@ -237,7 +254,7 @@ void check_dual(long long B, long long T, long long H, bool with_init, std::uint
 
 }  // namespace
 
-TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages, copies, 64 and 128 columns a block, the dual dk+dv walk equal the walk in double") {
+TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, states, stages, copies, 64 and 128 columns a block, 16 warps, the dual dk+dv walk equal the walk in double") {
     check_walk<128, 128, 2>({1, 150, 2, 128, false, true, true, false}, 1);   // the forward (q, k, v; S) at K = V = 128
     check_walk<128, 128, 2, 2>({1, 200, 2, 128, false, true, true, false}, 1);   // the same with two copies of M (H100)
     check_walk<128, 64, 2>({1, 130, 1, 128, true, true, true, true}, 2);      // dk's walk: reverse, G^T transposed, two tiles
@@ -246,6 +263,13 @@ TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, s
     check_walk<128, 64, 1>({1, 64, 2, 64, false, true, false, true}, 4);      // dq's: S^T in, one whole chunk
     check_walk<32, 64, 2>({1, 40, 1, 64, false, false, false, false}, 5);     // a single short chunk
     check_walk<96, 128, 2>({1, 192, 1, 128, true, true, true, true}, 6);      // three whole chunks, Da = 96
+    // the 16-warp walk (RETRO_RETENTION_KERNELS=mma16): forward and reverse, with and without states, transposed,
+    // every Da, partial and odd chunk counts, two 128-column tiles
+    check_walk<128, 128, 2, 2, true>({1, 200, 2, 128, false, true, true, false}, 11);   // the forward at K = V = 128
+    check_walk<128, 128, 2, 2, true>({1, 130, 1, 128, true, true, true, true}, 12);     // reverse, G^T transposed
+    check_walk<64, 128, 2, 2, true>({2, 100, 1, 256, true, false, true, false}, 13);    // two tiles, Da = 64
+    check_walk<32, 128, 2, 2, true>({1, 40, 1, 128, false, false, false, false}, 14);   // a single short chunk
+    check_walk<96, 128, 2, 2, true>({1, 192, 1, 128, false, true, true, true}, 15);     // three whole chunks, Da = 96
     check_dual<128, 2>(1, 150, 2, true, 7);   // the backward's dk and dv at K = V = 128, dht in
     check_dual<128, 2, 2>(1, 150, 1, true, 10);   // the same with two copies of G (H100)
     check_dual<64, 1>(2, 100, 1, false, 8);   // K = V = 64, one stage, no dht
@@ -258,4 +282,6 @@ TEST_CASE("retention chunk mma walk on the host emulator: forward and reverse, s
     CHECK(retention::chunk_mma_shared_bytes(64, 1, 64, true) == cm::chunk_smem<64, 64, 1, true>());
     CHECK(retention::chunk_mma_shared_bytes(128, 2, 128, false, 2) == cm::chunk_smem<128, 128, 2, false, 2>());
     CHECK(retention::chunk_mma_shared_bytes(128, 2, 128, true, 2) == cm::chunk_smem<128, 128, 2, true, 2>());
+    CHECK(retention::chunk_mma16_shared_bytes(128) == cm::chunk16_smem<128>());
+    CHECK(retention::chunk_mma16_shared_bytes(64) == cm::chunk16_smem<64>());
 }

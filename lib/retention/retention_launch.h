@@ -4,7 +4,8 @@
 // every entry makes before a launch — B·H within the grid's y limit, and the shared memory a kernel needs within
 // what the device lets one block opt into (an sm_86/89 card has 99 KB: the mma walk at Da = 128 runs there with one
 // stage). Kept free of CUDA so that tests/test_retention.cpp checks the decisions without a GPU.
-// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, ChunkWalkConfig,
+// provides: TcLayout, kTcChunk, kTcTile, kTcMaxDa, tc_supported, chunk_mma_shared_bytes, chunk_mma16_shared_bytes,
+//           ChunkWalkConfig,
 //           chunk_walk_config, dual_walk_config, pair_shared_bytes, pair_mma_shared_bytes, kMaxGridY, ChunkwisePlan, plan_chunkwise,
 //           retention_launch_refusal
 #pragma once
@@ -64,6 +65,10 @@ inline long chunk_mma_shared_bytes(long Da, int stages, int columns, bool dual =
     return stages * (2 * 64 * (Da + 8) * 2 + (dual ? 2 : 1) * 64 * (columns + 8) * 2) + copies * columns * (Da + 8) * 2;
 }
 
+// The 16-warp walk's (kernels/retention_chunk_mma16.cuh's chunk16_smem: 128 columns, two stages, two copies) with
+// its 8 KB of P fragments: 182,272 bytes at Da = 128.
+inline long chunk_mma16_shared_bytes(long Da) { return chunk_mma_shared_bytes(Da, 2, 128, false, 2) + 4 * 4 * 4 * 32 * 4; }
+
 // How one mma walk over a Da x Dc state launches: 128 columns a block (8 warps; A and B read once a head at Dc = 128)
 // where Dc allows, else 64 (4 warps), each with two load stages where they fit the device, else one, and with two
 // stages two copies of the state where they fit too; `ok` false where not even 64 columns with one stage fit (or
@@ -73,9 +78,12 @@ struct ChunkWalkConfig {
     int stages = 0;    // 2: the next chunk's loads overlap this one's products
     int columns = 0;   // output columns a block
     int copies = 1;    // the state's bf16 copies: 2 (two stages only) saves a block barrier a chunk
+    bool wide = false;  // 16 warps a block (128 columns, two stages, two copies; kernels/retention_chunk_mma16.cuh)
 };
 // one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100);
-// one_copy: never two state copies (RETRO_RETENTION_KERNELS=mma-1copy: session 23's walk, for the A/B).
+// one_copy: never two state copies (RETRO_RETENTION_KERNELS=mma-1copy: session 23's walk, for the A/B);
+// wide: the 16-warp walk where the configuration is its (128 columns, two stages, two copies) and its shared memory
+// fits (RETRO_RETENTION_KERNELS=mma16, not yet timed on a GPU).
 // sm_shared_bytes (0: unknown): an SM's shared memory; two copies are not taken where they would leave one block an
 // SM where one copy lets two share it (blocks hide each other's barriers: e.g. Da = 128 at 64 columns, Da = 96 at 128).
 inline bool copies_keep_residency(long one_copy_bytes, long two_copy_bytes, long sm_shared_bytes) {
@@ -83,7 +91,8 @@ inline bool copies_keep_residency(long one_copy_bytes, long two_copy_bytes, long
     return sm_shared_bytes <= 0 || resident(two_copy_bytes) >= resident(one_copy_bytes);
 }
 inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_shared_bytes, bool narrow = false,
-                                         bool one_stage = false, bool one_copy = false, long sm_shared_bytes = 0) {
+                                         bool one_stage = false, bool one_copy = false, long sm_shared_bytes = 0,
+                                         bool wide = false) {
     if (!tc_supported(Da, Dc, C)) return {};
     for (const int stages : {2, 1})
         for (const int columns : {128, 64})
@@ -94,7 +103,10 @@ inline ChunkWalkConfig chunk_walk_config(long Da, long Dc, long C, long optin_sh
                 if (copies == 2 && !copies_keep_residency(chunk_mma_shared_bytes(Da, stages, columns, false, 1), bytes,
                                                           sm_shared_bytes))
                     continue;
-                if (allowed && bytes <= optin_shared_bytes) return {true, stages, columns, copies};
+                if (allowed && bytes <= optin_shared_bytes)
+                    return {true, stages, columns, copies,
+                            wide && stages == 2 && columns == 128 && copies == 2 &&
+                                chunk_mma16_shared_bytes(Da) <= optin_shared_bytes};
             }
     return {};
 }
@@ -118,7 +130,8 @@ inline ChunkWalkConfig dual_walk_config(long K, long V, long C, long optin_share
 // every walk of the call has an mma configuration on this device (the forward's Da = K over Dc = V; the backward's
 // also Da = V over Dc = K for dq and dk, and dk with dv in one dual walk where that fits), else the CUDA-core walk.
 // For A/Bs (RETRO_RETENTION_KERNELS): narrow = 64 columns a block and no dual walk; split = no dual walk;
-// one_stage = one load stage, no dual walk; one_copy = one state copy (session 23's walks).
+// one_stage = one load stage, no dual walk; one_copy = one state copy (session 23's walks); wide = the 16-warp walk
+// where a walk's configuration allows it (the dual walk keeps 8 warps).
 struct ChunkwisePlan {
     bool tensor_cores = false;
     ChunkWalkConfig da_k;   // the walks with Da = K, Dc = V: the forward, dv
@@ -127,12 +140,12 @@ struct ChunkwisePlan {
 };
 inline ChunkwisePlan plan_chunkwise(bool bf16, long K, long V, long C, bool backward, long optin_shared_bytes,
                                     bool narrow = false, bool split = false, bool one_stage = false,
-                                    bool one_copy = false, long sm_shared_bytes = 0) {
+                                    bool one_copy = false, long sm_shared_bytes = 0, bool wide = false) {
     if (!bf16) return {};
     ChunkwisePlan plan;
-    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes);
+    plan.da_k = chunk_walk_config(K, V, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes, wide);
     if (backward) {
-        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes);
+        plan.da_v = chunk_walk_config(V, K, C, optin_shared_bytes, narrow, one_stage, one_copy, sm_shared_bytes, wide);
         if (!narrow && !split) plan.dkdv = dual_walk_config(K, V, C, optin_shared_bytes, one_copy, sm_shared_bytes);
     }
     plan.tensor_cores = plan.da_k.ok && (!backward || plan.da_v.ok);
