@@ -404,9 +404,12 @@ RETRO_SIMT_DEVICE void softmax_backward_entry(float& p, float& ds, float s, floa
 // One 16 x 64 slice held as C fragments: dS and P rounded to bf16 pairs, each where its output is given (a call
 // for each lets a kernel use P before dS exists: fewer registers live at once). Entry (n, c):
 // entry(n, c, cls, l, dl) gives its class and the lse and Delta it uses (a row's for dQ, a column's for dK/dV).
-template <typename Entry>
-RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
-                                             const float (&dp)[8][4], const FlashDims& m, Entry&& entry) {
+// Without CLASSES (a step where step_needs_classes is false: every entry visible, no key mask, so no row's lse is
+// +inf) each entry is p = exp(s - lse), dS = p (dP - Delta) with no branch (the class entry() computes is unused and
+// compiled away); the same floats softmax_backward_entry gives a visible entry.
+template <bool CLASSES, typename Entry>
+RETRO_SIMT_DEVICE void softmax_backward_tile_as(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
+                                                const float (&dp)[8][4], const FlashDims& m, Entry&& entry) {
 RETRO_SIMT_UNROLL
     for (int n = 0; n < 8; ++n) {
         float p[4], ds[4];
@@ -415,7 +418,12 @@ RETRO_SIMT_UNROLL
             int cls;
             float l, dl;
             entry(n, c, cls, l, dl);
-            softmax_backward_entry(p[c], ds[c], s[n][c], dp[n][c], l, dl, cls, m);
+            if constexpr (CLASSES) {
+                softmax_backward_entry(p[c], ds[c], s[n][c], dp[n][c], l, dl, cls, m);
+            } else {
+                p[c] = simt::exp2_fast((s[n][c] - l) * kLog2e);
+                ds[c] = p[c] * (dp[n][c] - dl);
+            }
         }
         if (ds_out) {
             ds_out[n][0] = simt::pack_bf16x2(ds[0], ds[1]);
@@ -426,6 +434,14 @@ RETRO_SIMT_UNROLL
             p_out[n][1] = simt::pack_bf16x2(p[2], p[3]);
         }
     }
+}
+
+// The same with the step's classes decided once (a branch the block takes alike) rather than entry by entry.
+template <typename Entry>
+RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
+                                             const float (&dp)[8][4], const FlashDims& m, bool classes, Entry&& entry) {
+    if (classes) softmax_backward_tile_as<true>(ds_out, p_out, s, dp, m, entry);
+    else softmax_backward_tile_as<false>(ds_out, p_out, s, dp, m, entry);
 }
 
 // One key block of a query block's backward for warp `warp`'s 16 query rows (q0 + 16 warp, ...): S = Q K^T and dP =
@@ -441,7 +457,7 @@ RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2],
     rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
     rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
     const bool classes = step_needs_classes(q0, j0, m);
-    softmax_backward_tile(dsk, p_out, s, dp, m, [&](int n, int c, int& cls, float& l, float& dl) {
+    softmax_backward_tile(dsk, p_out, s, dp, m, classes, [&](int n, int c, int& cls, float& l, float& dl) {
         const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
         cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
         l = Ls[r];
@@ -579,15 +595,15 @@ RETRO_SIMT_UNROLL
             // against 240 at D = 64)
             {
                 u32 pk[8][2];
-                softmax_backward_tile(nullptr, pk, st, dpt, m, entry);
+                softmax_backward_tile(nullptr, pk, st, dpt, m, classes, entry);
                 accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
             }
             u32 dsk[8][2];
-            softmax_backward_tile(dsk, nullptr, st, dpt, m, entry);
+            softmax_backward_tile(dsk, nullptr, st, dpt, m, classes, entry);
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         } else {
             u32 dsk[8][2], pk[8][2];
-            softmax_backward_tile(dsk, pk, st, dpt, m, entry);
+            softmax_backward_tile(dsk, pk, st, dpt, m, classes, entry);
             accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         }

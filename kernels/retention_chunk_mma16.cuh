@@ -17,9 +17,10 @@
 // Barriers a chunk: the block's one (the stage has landed and the last chunk's copy of M is written) and each
 // strip's named one (its P slices are written). Ps is rewritten by chunk n + 1 only after the block barrier that
 // every warp passes once done with chunk n's P, so one buffer serves. Every product sums in the 8-warp walk's order
-// (a slice skipped adds exact zeros there), so the outputs and the final state equal it bit for bit (host test).
-// Shared memory: the 8-walk's two stages and two copies plus 8 KB of P fragments (182,272 bytes at Da = 128: an H100
-// or H200, not an A100, which keeps the 8-warp walk).
+// (a slice skipped adds exact zeros there), so the outputs and the final state equal it bit for bit (host test; on a
+// GPU for finite inputs: a NaN or Inf in a skipped slice's C, or a -0 sum, is where the two could differ).
+// Shared memory: the 8-warp walk's two stages and two copies plus 8 KB of P fragments (182,272 bytes at Da = 128: an
+// H100 or H200, not an A100, which keeps the 8-warp walk there; at Da <= 96 an A100 can take it too).
 // Compiled by nvcc (retention_chunkwise.cu, RETRO_RETENTION_KERNELS=mma16) and by the host compiler over
 // tests/simt_host.h (tests/test_retention_chunk_host.cpp).
 #pragma once
@@ -106,7 +107,10 @@ RETRO_SIMT_UNROLL
         for (int u = 0; u < 4; ++u)
 RETRO_SIMT_UNROLL
             for (int e = 0; e < 4; ++e) acc[u][e] *= coef[e / 2];
-        simt::sync_named(1 + strip, kWideSlices * 32);   // the strip's P slices are written
+        // the strip's P slices are written: bar.sync orders the shared-memory stores before it for the four warps
+        // that take part (the asm's memory clobber keeps the compiler from moving them across); ids 1..4 (barrier 0
+        // is sync_block's), given in a register, so ptxas reserves all 16 (one 512-thread block an SM anyway)
+        simt::sync_named(1 + strip, kWideSlices * 32);
 RETRO_SIMT_UNROLL
         for (int kk = 0; kk < kWideSlices; ++kk) {   // += P C over the live slices, C's rows as B's k
             if (REV ? kk < strip : kk > strip) continue;

@@ -83,7 +83,8 @@ struct ChunkWalkConfig {
 // one_stage: never two stages (the A/B and the GPU tests of RETRO_RETENTION_KERNELS=mma1: the sm_86/89 form on an H100);
 // one_copy: never two state copies (RETRO_RETENTION_KERNELS=mma-1copy: session 23's walk, for the A/B);
 // wide: the 16-warp walk where the configuration is its (128 columns, two stages, two copies) and its shared memory
-// fits (RETRO_RETENTION_KERNELS=mma16, not yet timed on a GPU).
+// fits (RETRO_RETENTION_KERNELS=mma16, not yet timed on a GPU): at Da = 128 an H100 or H200, at smaller Da also an A100
+// (83,968 / 116,736 / 149,504 bytes at Da = 32 / 64 / 96).
 // sm_shared_bytes (0: unknown): an SM's shared memory; two copies are not taken where they would leave one block an
 // SM where one copy lets two share it (blocks hide each other's barriers: e.g. Da = 128 at 64 columns, Da = 96 at 128).
 inline bool copies_keep_residency(long one_copy_bytes, long two_copy_bytes, long sm_shared_bytes) {
