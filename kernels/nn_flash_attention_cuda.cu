@@ -535,7 +535,8 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
                                    const float* probs, const float* q, const float* k, const float* v,
                                    const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                    const AttentionShape& s) {
-    const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
+    FlashDims m = flash_dims(s, null_k, null_v, key_mask);
+    m.classes_every_step = unfused(FusedOp::flash_fast_steps);   // (the A/B of the branch-free steps)
     const ll rows = m.B * m.H * m.Nq;
     const float* lse = probs;
     const auto* o = reinterpret_cast<const std::uint16_t*>(probs + rows);   // out's bf16 copy

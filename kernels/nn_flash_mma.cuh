@@ -47,6 +47,8 @@ struct FlashDims {
     const float* null_k;
     const float* null_v;
     const std::uint8_t* key_mask;   // [B, Nk], 0 = masked; or null
+    bool classes_every_step = false;   // the backward classifies every entry (RETRO_UNFUSE=flash_fast_steps: the
+                                       // A/B of its branch-free steps; the same floats either way)
     RETRO_SIMT_HOST_DEVICE ll keys() const { return Nk + (null_kv ? 1 : 0); }
 };
 
@@ -231,7 +233,7 @@ RETRO_SIMT_DEVICE ll last_key_block(ll qb, const FlashDims& m) {
 // Whether a (query block, key block) step has entries that are not plainly visible: the causal diagonal, a key
 // mask, or a block past the queries or keys.
 RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
-    return (m.causal && q0 == jv0) || m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys();
+    return (m.causal && q0 == jv0) || m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys() || m.classes_every_step;
 }
 
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's

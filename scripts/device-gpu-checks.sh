@@ -12,7 +12,8 @@
 #        sequences a step at prompt 512), curve (retro-train --device cuda, fp32 and bf16, on the
 #        demo's db8/knn8 carried in CURVE_DATA = .devkit/curve, CURVE_STEPS = 100), profile (retro-bench train and
 #        generate --device cuda --profile: the time of each op in a step of TRAIN_CONFIG and in a decoded token),
-#        flash (the fused attention's mma.sync kernels: as planned, with one load stage, with CCA's backward as two kernels, over fp32 operands;
+#        flash (the fused attention's mma.sync kernels: as planned, with one load stage, with CCA's backward as two kernels, classifying every
+#        backward entry, over fp32 operands;
 #        FLASH_KINDS, wmma on request: the op harness with each, then retro-bench ops and a bf16 training step alternating, FLASH_RUNS), retwalk (chunkwise retention's mma.sync walks
 #        as planned against mma-1copy, one state copy, and mma16, 16 warps a block (RETWALK_KINDS; mma-split, mma64, mma1, wmma on request): the op harness with each of RETWALK_TEST_KINDS
 #        (RETWALK_RACECHECK=1: also racecheck with mma16), then retro-bench
@@ -230,16 +231,19 @@ step_flash() {
     # default, over bf16 copies of the operands where there is no null column or mask, with dQ, dK and dV in one
     # block where Nq <= 64 (CCA), tiles in two stages; mma-1stage, one stage (the next step's tiles not loaded during
     # this one's products); mma-2kernel, the two backward kernels where Nq <= 64 (RETRO_UNFUSE=
-    # flash_backward_one_block); mma-fp32, the kernels reading the fp32 operands; wmma, the older ones): FLASH_KINDS
-    # (mma mma-1stage mma-2kernel mma-fp32), their op-harness case (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
+    # flash_backward_one_block); mma-classes, the backward classifying every entry of every step (RETRO_UNFUSE=
+    # flash_fast_steps: session 27's branch-free steps set aside); mma-fp32, the kernels reading the fp32 operands;
+    # wmma, the older ones): FLASH_KINDS (mma mma-1stage mma-2kernel mma-classes mma-fp32), their op-harness case
+    # (CUDA vs CPU in double), then each timed alternately FLASH_RUNS
     # (2) times, the op alone (retro-bench ops: the 172M decoder's 8 x 1024 x 8 x 64 causal attention, its CCA and its
     # encoder's masked self-attention, forward + backward) and a bf16 training step of TRAIN_CONFIG; rows labelled in
     # $OUT/flash.txt
     local i kind fk unf
-    local kinds=${FLASH_KINDS:-mma mma-1stage mma-2kernel mma-fp32}
+    local kinds=${FLASH_KINDS:-mma mma-1stage mma-2kernel mma-classes mma-fp32}
     flash_kind() {   # RETRO_FLASH_KERNELS and RETRO_UNFUSE of a kind
         fk=$1 unf=
         if [[ $1 == mma-2kernel ]]; then fk=mma unf=flash_backward_one_block; fi
+        if [[ $1 == mma-classes ]]; then fk=mma unf=flash_fast_steps; fi
     }
     for kind in $kinds; do
         flash_kind "$kind"

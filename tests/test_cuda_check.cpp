@@ -298,6 +298,7 @@ TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO
     CHECK(table.find("mma 1 ops: flash retrokit F=mma U= ops") != std::string::npos);
     CHECK(table.find("mma-2kernel 1 ops: flash retrokit F=mma U=flash_backward_one_block ops") != std::string::npos);
     CHECK(table.find("mma-1stage 1 ops: flash retrokit F=mma-1stage U= ops") != std::string::npos);
+    CHECK(table.find("mma-classes 1 ops: flash retrokit F=mma U=flash_fast_steps ops") != std::string::npos);
     CHECK(table.find("mma-fp32 1 train: flash retrokit F=mma-fp32 U= train") != std::string::npos);
     CHECK(test::read_text(out / "flash_tests_mma-2kernel.log").find("U=flash_backward_one_block") != std::string::npos);
     // the tests step: passing, no rerun; failing (only while every fused op is in), the rerun says it passes unfused

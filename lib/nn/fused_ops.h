@@ -5,7 +5,8 @@
 // linear_backward's bf16 dy rounded in a pass of its own, not written by db's column-sum pass; gemm_bias_epilogue:
 // the bf16 GEMMs' bias as rows written before a beta-1 GEMM, not cuBLASLt's epilogue; sample_rows: the logits
 // rows downloaded and the next tokens drawn on the host, not on the device; flash_two_stages: the fused attention's
-// bf16 kernels with one load stage, as RETRO_FLASH_KERNELS=mma-1stage), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// bf16 kernels with one load stage, as RETRO_FLASH_KERNELS=mma-1stage; flash_fast_steps: the fused attention's
+// backward classifies every entry of every step, as before session 27's branch-free steps), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -29,6 +30,7 @@ enum class FusedOp : unsigned {
     gemm_bias_epilogue,
     sample_rows,
     flash_two_stages,
+    flash_fast_steps,
     count
 };
 
