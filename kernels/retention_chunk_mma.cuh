@@ -149,9 +149,10 @@ RETRO_SIMT_UNROLL
 // The coefficient of a chunk's output row n on A M: scale gamma^(n+1) forward, gamma^(L-1-n) reverse, 0 past L.
 template <bool REV>
 RETRO_SIMT_DEVICE float row_coef(int n, int L, float lg2, float scale) {
-    return n >= L ? 0.0f
-                  : REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
+    // the exp computed, then selected (a ternary around it became a branch an entry)
+    const float w = REV ? simt::exp2_fast(lg2 * static_cast<float>(L - 1 - n))
                         : scale * simt::exp2_fast(lg2 * static_cast<float>(n + 1));
+    return n >= L ? 0.0f : w;
 }
 
 // A warp's S fragments (N 16 x 8 tiles: rows i = i0 + g + 8 (e >= 2), keys j = j0 + 8n + 2t + (e & 1)) masked to
@@ -167,7 +168,8 @@ RETRO_SIMT_UNROLL
         for (int e = 0; e < 4; ++e) {
             const int dist = i_minus_2t + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;   // i - j
             const bool keep = REV ? dist <= 0 : dist >= 0;
-            x[e] = keep ? sc[n8][e] * scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+            const float w = simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist));   // then selected: no branch
+            x[e] = keep ? sc[n8][e] * scale * w : 0.0f;
         }
         pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
         pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
@@ -193,9 +195,9 @@ RETRO_SIMT_UNROLL
 RETRO_SIMT_UNROLL
         for (int e = 0; e < 4; ++e) {
             const int k = kk * 16 + 2 * t + (e & 1) + (e >= 2 ? 8 : 0);
-            f[e] = k >= L ? 0.0f
-                          : REV ? scale * simt::exp2_fast(lg2 * static_cast<float>(k + 1))
-                                : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));
+            const float w = REV ? scale * simt::exp2_fast(lg2 * static_cast<float>(k + 1))
+                                : simt::exp2_fast(lg2 * static_cast<float>(L - 1 - k));   // then selected
+            f[e] = k >= L ? 0.0f : w;
         }
         u32 ca[4];   // A[n][k] = C[k][n]: registers 0, 1 hold k = 2t, 2t+1; 2, 3 hold k + 8
         load_a_t(ca, Cs, ldc, mr0, kk * 16, lane);

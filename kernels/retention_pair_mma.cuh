@@ -161,7 +161,11 @@ RETRO_SIMT_UNROLL
                     const int dist = i_minus_j + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
                     bool keep = !diagonal || (REV ? dist <= 0 : dist >= 0);
                     if (edge) keep = keep && rows[e / 2] / p.C == (j0 + n8 * 8 + 2 * t + (e & 1)) / p.C;
-                    x[e] = keep ? sc[n8][e] * p.scale * simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist)) : 0.0f;
+                    // the decay computed for every entry, then selected: under the ternary ptxas put each exp in a
+                    // branch of its own (nvdisasm, sm_90: 260 small blocks holding one MUFU each); the kept entries'
+                    // floats are the same (a masked one's factor, possibly inf, is never multiplied in)
+                    const float w = simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist));
+                    x[e] = keep ? sc[n8][e] * p.scale * w : 0.0f;
                 }
                 pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
                 pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
