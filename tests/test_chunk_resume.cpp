@@ -41,7 +41,8 @@ std::string join(const std::vector<std::string>& v) {
 
 // What a SIGKILL may leave: never the manifest; an output in place only when the kill landed while the outputs were
 // being renamed into place one by one (ChunkDbWriter::commit, the manifest after them), and then beside the
-// checkpoint that --resume takes them back from (seen on a loaded machine: chunks.npy in place, no manifest).
+// checkpoint that --resume takes them back from (the one window found for a failure seen once under ctest -j2,
+// whose output was not kept).
 void check_killed_run_incomplete(const fs::path& dir) {
     CHECK_FALSE(fs::exists(dir / "manifest.json"));
     for (const auto& n : chunk_output_names()) {
