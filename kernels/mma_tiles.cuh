@@ -96,6 +96,38 @@ RETRO_SIMT_UNROLL
     }
 }
 
+// rows_times_rows_t with its fragments by ldmatrix (non-transposed): one instruction a 16 x 16 A fragment, one the
+// B fragments of two 8-row groups of Bt — for a 16 x 64 S at D = 128, 40 shared-load instructions against
+// load_a/load_b's 160 32-bit loads; the same products in the same order, so the same floats. The fused attention keeps
+// rows_times_rows_t: there ldmatrix's four-register results moved ptxas across occupancy lines (session 27); the pair
+// kernel's occupancy is set by its shared memory. N even.
+template <int D, int N = 8>
+RETRO_SIMT_DEVICE void rows_times_rows_t_x4(float (&acc)[N][4], const u16* A, int row0, const u16* Bt, int lane) {
+    constexpr int ld = row_ld<D>();
+    const int m = lane / 8, r = lane % 8;
+    // this lane's row address: A's matrix m holds rows (m % 2) * 8 and k (m / 2) * 8 (a[0..3]'s order); Bt's
+    // matrix m rows (m / 2) * 8 (the second 8-row group's b[0], b[1] in q[2], q[3]) and k (m % 2) * 8
+    const u16* pa = A + (row0 + (m % 2) * 8 + r) * ld + (m / 2) * 8;
+    const u16* pb = Bt + ((m / 2) * 8 + r) * ld + (m % 2) * 8;
+RETRO_SIMT_UNROLL
+    for (int n = 0; n < N; ++n)
+RETRO_SIMT_UNROLL
+        for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
+RETRO_SIMT_UNROLL
+    for (int kk = 0; kk < D / 16; ++kk) {
+        u32 a[4];
+        simt::ldmatrix_x4<false>(a, pa + kk * 16);
+RETRO_SIMT_UNROLL
+        for (int n = 0; n < N; n += 2) {
+            u32 q[4];
+            simt::ldmatrix_x4<false>(q, pb + n * 8 * ld + kk * 16);
+            const u32 b0[2] = {q[0], q[1]}, b1[2] = {q[2], q[3]};
+            simt::mma_bf16_16816(acc[n], a, b0);
+            simt::mma_bf16_16816(acc[n + 1], a, b1);
+        }
+    }
+}
+
 // acc (16 x 8U) += a (one A fragment: 16 rows, k in [k0, k0 + 16)) times rows [k0, k0 + 16), columns
 // [n0, n0 + 8U) of a row-major k x n tile (B fragments by ldmatrix.trans); U even.
 template <int U>

@@ -51,15 +51,20 @@ RETRO_SIMT_HOST_DEVICE bool pair_mma_supported(long Da, long Dc) {
 }
 
 // Rows [r0, r0 + 64) of x [B, T, H, D] at (item b, head h) into tile[64][D + 8] by cp.async (zeros past T); complete
-// after simt::async_wait_all.
+// after simt::async_wait_all. A thread copies the same 16 bytes of every (kThreads / (D / 8))-th row: one address
+// computed, then a stride of H D elements a row (the per-copy 64-bit index arithmetic was a third of a step's
+// instructions: nvdisasm, session 28).
 template <int D>
 RETRO_SIMT_DEVICE void load_rows_async(u16* tile, const u16* __restrict__ x, ll b, ll h, ll r0, const PairArgs& p) {
-    constexpr int ld = row_ld<D>();
-    for (int e = simt::thread_x(); e < kTile * D / 8; e += kThreads) {
-        const int r = e / (D / 8), v = (e % (D / 8)) * 8;
-        const ll t = r0 + r;
-        const bool ok = t < p.T;
-        simt::copy16_async(tile + r * ld + v, x + (ok ? ((b * p.T + t) * p.H + h) * D + v : 0), ok);
+    constexpr int ld = row_ld<D>(), per_row = D / 8, rows_per_pass = kThreads / per_row;
+    static_assert(kThreads % per_row == 0 && kTile % rows_per_pass == 0, "whole rows per pass");
+    const int r = simt::thread_x() / per_row, v = (simt::thread_x() % per_row) * 8;
+    const ll row_stride = p.H * D;
+    const ll first = ((b * p.T + r0 + r) * p.H + h) * D + v;   // element offset of this thread's first row
+RETRO_SIMT_UNROLL
+    for (int k = 0; k < kTile / rows_per_pass; ++k) {
+        const bool ok = r0 + r + k * rows_per_pass < p.T;
+        simt::copy16_async(tile + (r + k * rows_per_pass) * ld + v, x + (ok ? first + k * rows_per_pass * row_stride : 0), ok);
     }
 }
 
@@ -120,6 +125,14 @@ retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ 
         jt_first = it;
         jt_last = ((window_end < p.T ? window_end : p.T) - 1) / kTile;
     }
+    // Windows (C < T): a j tile needs the per-entry window test when rows [i0, i0 + 64) and it are not all in one
+    // window, i.e. when [min(i0, j0), max(i0, j0) + 63] crosses a multiple of C: forward (j0 <= i0) when j0 is before
+    // the window of row i0 + 63, REV (j0 >= i0) when j0 + 63 reaches past the window of row i0. The window of each
+    // of this lane's rows as [lo, lo + C): the divisions once, not an entry.
+    const bool windows = p.C < p.T;
+    const ll edge_bound = REV ? (i0 / p.C + 1) * p.C : ((i0 + kTile - 1) / p.C) * p.C;
+    const ll window_lo[2] = {rows[0] / p.C * p.C, rows[1] / p.C * p.C};
+
     auto load_stage = [&](u16* stage, ll jt) {
         load_rows_async<DA>(stage, b, item, h, jt * kTile, p);
         load_rows_async<DC>(stage + kTile * lda, c, item, h, jt * kTile, p);
@@ -137,35 +150,46 @@ RETRO_SIMT_UNROLL
         for (int u = 0; u < (DUAL ? DA / 8 : 1); ++u) acc2[u][e] = 0.0f;
     }
 
-    // one j tile from stage s (compile-time, so that the tiles' addresses are immediates)
-    auto step = [&](auto stage, ll jt) {
-        constexpr int s = decltype(stage)::value;
-        simt::async_wait_all();
-        simt::sync_block();   // tile jt is everyone's; the other stage's readers (tile jt - 1) are done
-        if (jt < jt_last) load_stage(stages + (s ^ 1) * stage_elems, jt + 1);
-        const u16* Bs = stages + s * stage_elems;
+    // One j tile's products from the stage at Bs (C_j's rows after B_j's). MASKED (compile-time): the tile holds
+    // the diagonal or a window's edge, and each entry is tested; otherwise every entry is kept and P's computation
+    // is one straight block (no test, no branch).
+    auto step = [&](auto masked_tag, const u16* Bs, ll j0, bool diagonal, bool edge) {
+        constexpr bool MASKED = decltype(masked_tag)::value;
         const u16* Cs = Bs + kTile * lda;
-        const ll j0 = jt * kTile;
-        // i - j = i_minus_j + 8 (e >= 2) - (e & 1) - 8 n8 for this lane's element e of fragment n8
+        // i - j = i_minus_j + 8 (e >= 2) - (e & 1) - 8 n8 for this lane's element e of fragment n8; as a float,
+        // added to the small integer constant exactly (|i - j| < 2^24), so the decay's argument is the same float a
+        // conversion of the integer gives, without a conversion an entry
         const int i_minus_j = static_cast<int>(i0 - j0) + warp * 16 + lane / 4 - 2 * t;
-        const bool diagonal = jt == it;   // the causal mask
-        const ll lo = i0 < j0 ? i0 : j0, hi = (i0 > j0 ? i0 : j0) + kTile - 1;
-        const bool edge = p.C < p.T && lo / p.C != hi / p.C;   // the window test (C >= T: one window)
+        const float f_i_minus_j = static_cast<float>(i_minus_j);
+        int win_lo[2], win_hi[2];   // MASKED: this lane's rows' windows relative to j0 (clamped to the tile)
+        if constexpr (MASKED) {
+RETRO_SIMT_UNROLL
+            for (int r = 0; r < 2; ++r) {
+                const ll lo = window_lo[r] - j0, hi = lo + p.C;
+                win_lo[r] = !edge ? 0 : static_cast<int>(lo < 0 ? 0 : lo > kTile ? kTile : lo);
+                win_hi[r] = !edge ? kTile : static_cast<int>(hi < 0 ? 0 : hi > kTile ? kTile : hi);
+            }
+        }
         // P = bf16(scale gamma^|i-j| S) on the kept side, as the A fragments' bf16 pairs
-        auto masked_p = [&](const float (&sc)[8][4], u32 (&pk)[8][2]) {
+        auto decayed_p = [&](const float (&sc)[8][4], u32 (&pk)[8][2]) {
 RETRO_SIMT_UNROLL
             for (int n8 = 0; n8 < 8; ++n8) {
                 float x[4];
 RETRO_SIMT_UNROLL
                 for (int e = 0; e < 4; ++e) {
-                    const int dist = i_minus_j + (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
-                    bool keep = !diagonal || (REV ? dist <= 0 : dist >= 0);
-                    if (edge) keep = keep && rows[e / 2] / p.C == (j0 + n8 * 8 + 2 * t + (e & 1)) / p.C;
-                    // the decay computed for every entry, then selected: under the ternary ptxas put each exp in a
-                    // branch of its own (nvdisasm, sm_90: 260 small blocks holding one MUFU each); the kept entries'
-                    // floats are the same (a masked one's factor, possibly inf, is never multiplied in)
-                    const float w = simt::exp2_fast(lg2 * static_cast<float>(REV ? -dist : dist));
-                    x[e] = keep ? sc[n8][e] * p.scale * w : 0.0f;
+                    const int dist_offset = (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
+                    const float dist = f_i_minus_j + static_cast<float>(dist_offset);
+                    const float w = simt::exp2_fast(lg2 * (REV ? -dist : dist));
+                    if constexpr (MASKED) {
+                        // the decay computed for every entry, then selected: a ternary around the exp put each in a
+                        // branch of its own (nvdisasm, sm_90); a masked entry's factor (possibly inf) is never used
+                        const int d = i_minus_j + dist_offset, jr = n8 * 8 + 2 * t + (e & 1);   // j - j0
+                        const bool keep = (!diagonal || (REV ? d <= 0 : d >= 0)) && jr >= win_lo[e / 2] &&
+                                          jr < win_hi[e / 2];
+                        x[e] = keep ? sc[n8][e] * p.scale * w : 0.0f;
+                    } else {
+                        x[e] = sc[n8][e] * p.scale * w;
+                    }
                 }
                 pk[n8][0] = simt::pack_bf16x2(x[0], x[1]);
                 pk[n8][1] = simt::pack_bf16x2(x[2], x[3]);
@@ -173,22 +197,32 @@ RETRO_SIMT_UNROLL
         };
         {
             float sc[8][4];
-            rows_times_rows_t<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
+            rows_times_rows_t_x4<DA>(sc, As, warp * 16, Bs, lane);   // a_i · b_j (rows past T are zeros: so is S)
             u32 pk[8][2];
-            masked_p(sc, pk);
+            decayed_p(sc, pk);
             accumulate_p_rows<DC>(acc, pk, Cs, ldc, lane);   // += P c_j
         }
         if constexpr (DUAL) {
             float sc[8][4];
-            rows_times_rows_t<DC>(sc, A2s, warp * 16, Cs, lane);   // a2_i · c_j
+            rows_times_rows_t_x4<DC>(sc, A2s, warp * 16, Cs, lane);   // a2_i · c_j
             u32 pk[8][2];
-            masked_p(sc, pk);
+            decayed_p(sc, pk);
             accumulate_p_rows<DA>(acc2, pk, Bs, lda, lane);   // += P2 b_j
         }
     };
-    for (ll jt = jt_first; jt <= jt_last; jt += 2) {
-        step(std::integral_constant<int, 0>{}, jt);
-        if (jt < jt_last) step(std::integral_constant<int, 1>{}, jt + 1);
+    for (ll jt = jt_first; jt <= jt_last; ++jt) {
+        const int s = static_cast<int>((jt - jt_first) & 1);
+        simt::async_wait_all();
+        simt::sync_block();   // tile jt is everyone's; the other stage's readers (tile jt - 1) are done
+        if (jt < jt_last) load_stage(stages + (s ^ 1) * stage_elems, jt + 1);
+        const u16* Bs = stages + s * stage_elems;
+        const ll j0 = jt * kTile;
+        const bool diagonal = jt == it;   // the causal mask
+        const bool edge = windows && (REV ? j0 + kTile - 1 >= edge_bound : j0 < edge_bound);
+        if (diagonal || edge)
+            step(std::true_type{}, Bs, j0, diagonal, edge);
+        else
+            step(std::false_type{}, Bs, j0, false, false);
     }
     store_pair_rows<DC>(out, acc, item, h, rows, p, lane);
     if constexpr (DUAL) store_pair_rows<DA>(out2, acc2, item, h, rows, p, lane);
