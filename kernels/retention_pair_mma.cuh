@@ -45,6 +45,18 @@ constexpr int pair_smem() {
     return row_tile_bytes<DA>() + (DUAL ? row_tile_bytes<DC>() : 0) + 2 * pair_stage_bytes<DA, DC>();
 }
 
+// Blocks an SM that the registers should allow (__launch_bounds__' second argument): as many as the shared memory
+// lets share an H100's SM (228 KB, 1 KB reserved a block). Left to itself, ptxas took 150 registers at
+// Da = Dc = 64 (three blocks where the shared memory, 46 KB, allows four); bounded, 127 and no spill (sm_90, nvcc
+// 13.0). The dual forms need ~255 registers: 0 leaves them unbounded — any bound, even 1 or 2, made ptxas spill
+// 20 bytes at (64, 128), as it did the other forms' allocation (the bound is not ptxas's default at 1).
+template <int DA, int DC, bool DUAL>
+constexpr int pair_min_blocks() {
+    if (DUAL) return 0;
+    const int by_smem = 233472 / (pair_smem<DA, DC>() + 1024);
+    return by_smem < 1 ? 1 : by_smem;
+}
+
 // Head sizes with an instantiated kernel.
 RETRO_SIMT_HOST_DEVICE bool pair_mma_supported(long Da, long Dc) {
     return (Da == 64 || Da == 128) && (Dc == 64 || Dc == 128);
@@ -97,7 +109,7 @@ RETRO_SIMT_UNROLL
 // b's and c's rows — the backward's dk = pair(v, dO, q) and dv = pair(k, q, dO) (reverse), which read the same q and
 // dO tiles.
 template <int DA, int DC, bool REV, bool DUAL = false>
-RETRO_SIMT_KERNEL(kThreads)
+RETRO_SIMT_KERNEL_MIN_BLOCKS(kThreads, (pair_min_blocks<DA, DC, DUAL>()))
 retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ b, const u16* __restrict__ c,
                    PairArgs p, PairDecays g, const u16* __restrict__ a2 = nullptr, u16* out2 = nullptr) {
     constexpr int lda = row_ld<DA>(), ldc = row_ld<DC>(), stage_elems = pair_stage_bytes<DA, DC>() / 2;

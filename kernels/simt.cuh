@@ -21,6 +21,8 @@
 #define RETRO_SIMT_DEVICE __device__ __forceinline__
 #define RETRO_SIMT_HOST_DEVICE __host__ __device__ __forceinline__
 #define RETRO_SIMT_KERNEL(threads) __global__ void __launch_bounds__(threads)
+// ... and asks ptxas for registers that let min_blocks blocks share an SM
+#define RETRO_SIMT_KERNEL_MIN_BLOCKS(threads, min_blocks) __global__ void __launch_bounds__(threads, min_blocks)
 #define RETRO_SIMT_UNROLL _Pragma("unroll")
 #else
 #include <cmath>
@@ -28,6 +30,7 @@
 #define RETRO_SIMT_DEVICE inline
 #define RETRO_SIMT_HOST_DEVICE inline
 #define RETRO_SIMT_KERNEL(threads) inline void
+#define RETRO_SIMT_KERNEL_MIN_BLOCKS(threads, min_blocks) inline void
 #define RETRO_SIMT_UNROLL
 #ifndef RETRO_SIMT_HOST_EMULATOR
 #error "include tests/simt_host.h (the emulator) before kernels/simt.cuh in a host build"
