@@ -138,7 +138,21 @@ struct KeyRows {
 template <int D, typename Rows>
 RETRO_SIMT_DEVICE void load_rows(u16* tile, const Rows& rows, ll r0, const FlashDims& m) {
     constexpr int ld = row_ld<D>();
-    if constexpr (std::is_same_v<typename Rows::Elem, u16>) {
+    if constexpr (std::is_same_v<typename Rows::Elem, u16> && D == 64) {
+        // a thread the same 16 bytes of every rows_per_pass-th row, the trip count a constant: the loop unrolls
+        // whole (with e < kTile D / 8 stepping by kThreads it was a runtime loop, unrolled by 4 with a remainder:
+        // ~430 instructions a step for the two-stage dK/dV kernel's 8 copies, ~180 now; nvdisasm, session 28).
+        // D = 64 only: at 32 and 128 ptxas then spilled in the one-stage dK/dV and one-block kernels (4-8 bytes)
+        constexpr int per_row = D / 8, rows_per_pass = kThreads / per_row;
+        static_assert(kThreads % per_row == 0 && kTile % rows_per_pass == 0, "whole rows a pass");
+        const int r = simt::thread_x() / per_row, c = 8 * (simt::thread_x() % per_row);
+RETRO_SIMT_UNROLL
+        for (int k = 0; k < kTile / rows_per_pass; ++k) {
+            const u16* src = rows(r0 + r + k * rows_per_pass, m);
+            simt::copy16_async(tile + (r + k * rows_per_pass) * ld + c, src ? src + c : rows.base,
+                               src != nullptr);   // zeros past the end
+        }
+    } else if constexpr (std::is_same_v<typename Rows::Elem, u16>) {
         for (int e = simt::thread_x(); e < kTile * D / 8; e += kThreads) {
             const int r = e / (D / 8), c = 8 * (e % (D / 8));
             const u16* src = rows(r0 + r, m);
