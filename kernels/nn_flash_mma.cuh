@@ -463,6 +463,8 @@ RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], 
 // One key block of a query block's backward for warp `warp`'s 16 query rows (q0 + 16 warp, ...): S = Q K^T and dP =
 // dO V^T from the tiles, dS = P (dP - Delta) as bf16 pairs (dsk) and P too where p_out is given, dQ += dS K (acc).
 // Qs, dOs, Ks, Vs: [64][D + 8] tiles; Ls, Dl: the query rows' lse and Delta; off: the key block's mask flags.
+// (S and dP by ldmatrix here, as the dK/dV kernel takes them, cost a block an SM in the one-block kernel and the
+// one-stage dQ at D = 32, and 20 bytes of spill in the two-stage dQ at D = 64: ptxas sm_90, session 28.)
 template <int D>
 RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2], u32 (*p_out)[2], const u16* Qs,
                                        const u16* dOs, const u16* Ks, const u16* Vs, const float* Ls, const float* Dl,
@@ -596,8 +598,11 @@ RETRO_SIMT_UNROLL
                 next_stats = fetch_lse_delta(lse, delta, hd.bh, q0 + kTile, m);
             });
         float st[8][4], dpt[8][4];
-        rows_times_rows_t<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
-        rows_times_rows_t<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
+        // the fragments by ldmatrix: 40 shared loads for both products at D = 64 instead of 176 (the fast step's
+        // block 544 -> 424 instructions, nvdisasm sm_90); ptxas: registers within the same blocks an SM at every D,
+        // the fp32 D = 128 form's spill 68 -> 32 bytes (session 28)
+        rows_times_rows_t_x4<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
+        rows_times_rows_t_x4<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
         const bool classes = step_needs_classes(q0, k0, m);
         auto entry = [&](int n, int c, int& cls, float& l, float& dl) {
             const int e = n * 8 + 2 * t + (c & 1), r = lk[c / 2];   // entry (key r, query e)
