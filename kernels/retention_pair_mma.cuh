@@ -191,7 +191,10 @@ RETRO_SIMT_UNROLL
                 for (int e = 0; e < 4; ++e) {
                     const int dist_offset = (e >= 2 ? 8 : 0) - (e & 1) - n8 * 8;
                     const float dist = f_i_minus_j + static_cast<float>(dist_offset);
-                    const float w = simt::exp2_fast(lg2 * (REV ? -dist : dist));
+                    // (the dual form's exp with subnormal results: with the flushing one ptxas spilled 44 bytes
+                    // at Da = Dc = 128, sm_90)
+                    const float arg = lg2 * (REV ? -dist : dist);
+                    const float w = DUAL ? simt::exp2_subnormal(arg) : simt::exp2_fast(arg);
                     if constexpr (MASKED) {
                         // the decay computed for every entry, then selected: a ternary around the exp put each in a
                         // branch of its own (nvdisasm, sm_90); a masked entry's factor (possibly inf) is never used

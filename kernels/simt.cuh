@@ -78,7 +78,18 @@ RETRO_SIMT_DEVICE float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xf
 RETRO_SIMT_DEVICE float shfl_idx(float v, int src_lane) { return __shfl_sync(0xffffffffu, v, src_lane); }
 RETRO_SIMT_DEVICE std::uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 RETRO_SIMT_DEVICE float bf16_value(std::uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
-RETRO_SIMT_DEVICE float exp2_fast(float x) { return exp2f(x); }
+// 2^x by the MUFU unit alone (ex2.approx.ftz: results below 2^-126 flush to zero). exp2f (ex2.approx without .ftz)
+// wraps the same MUFU in a compare and two predicated multiplies to return subnormal results: three of every four
+// instructions of an exp (nvdisasm sm_90, session 28), for values that every caller multiplies into a sum of
+// normal-sized terms or rounds to bf16. The host emulator's std::exp2 keeps subnormals (the kernels' tests compare
+// against double within bounds, never bit for bit against a device).
+RETRO_SIMT_DEVICE float exp2_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+// 2^x with subnormal results (exp2f): where a kernel's register allocation came out better with it (ptxas)
+RETRO_SIMT_DEVICE float exp2_subnormal(float x) { return exp2f(x); }
 // 16 bytes from global to shared memory without passing through registers (cp.async.cg, sm_80+; both addresses
 // 16-byte aligned), zeros where !valid (src is then not read but must still be a valid address); the copy is
 // complete and visible to this thread after async_wait_all, to the block after a sync_block that follows it.
@@ -190,6 +201,7 @@ inline float bf16_value(std::uint16_t b) {
     return x;
 }
 inline float exp2_fast(float x) { return std::exp2(x); }
+inline float exp2_subnormal(float x) { return std::exp2(x); }
 inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     host::mma_bf16_16816(d, a, b, &bf16_value);
 }
