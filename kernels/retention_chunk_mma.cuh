@@ -86,17 +86,19 @@ RETRO_SIMT_DEVICE void issue_loads(u16* stage, ll chunk, const u16* __restrict__
     u16* Cs = Bs + kTile * lda;
     const ll t0 = chunk * kTile;
     const int tid = simt::thread_x();
+    const ll row0 = (item * p.T + t0) * p.H + h;   // the chunk's first row, in rows of H heads
+    const int rows_valid = p.T - t0 < kTile ? static_cast<int>(p.T - t0) : kTile;
     for (int e = tid; e < kTile * DA / 8; e += threads) {
         const int r = e / (DA / 8), v = (e % (DA / 8)) * 8;
-        const bool ok = t0 + r < p.T;
-        const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * DA + v : 0;
+        const bool ok = r < rows_valid;
+        const ll off = ok ? (row0 + static_cast<ll>(r) * p.H) * DA + v : 0;
         simt::copy16_async(As + r * lda + v, a + off, ok);
         simt::copy16_async(Bs + r * lda + v, b + off, ok);
     }
     for (int e = tid; e < kTile * NC / 8; e += threads) {
         const int r = e / (NC / 8), v = (e % (NC / 8)) * 8;
-        const bool ok = t0 + r < p.T;
-        const ll off = ok ? ((item * p.T + t0 + r) * p.H + h) * p.Dc + col0 + v : 0;
+        const bool ok = r < rows_valid;
+        const ll off = ok ? (row0 + static_cast<ll>(r) * p.H) * p.Dc + col0 + v : 0;
         simt::copy16_async(Cs + r * ldc + v, c + off, ok);
         if (a2) simt::copy16_async(Cs + (kTile + r) * ldc + v, a2 + off, ok);   // DUAL: A2's tile after C's
     }
