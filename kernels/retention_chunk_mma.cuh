@@ -238,7 +238,11 @@ RETRO_SIMT_UNROLL
     u32 pk[8][2];
     {
         float sc[8][4];
-        rows_times_rows_t<DK>(sc, A, r0, Bt, lane);   // S = A Bt^T (rows of Bt past L are zeros)
+        // S = A Bt^T (rows of Bt past L are zeros), its fragments by ldmatrix at Da = 64 and 128 (at 128, 40 shared
+        // loads a warp for S instead of 160; ptxas sm_90: no spill, no walk form across an occupancy line); at
+        // Da = 32 and 96 a 64-column walk lost a block an SM with it (session 28)
+        if constexpr (DK % 64 == 0) rows_times_rows_t_x4<DK>(sc, A, r0, Bt, lane);
+        else rows_times_rows_t<DK>(sc, A, r0, Bt, lane);
         // opaque, so that the 32 distances, masks and decays a lane are recomputed each chunk rather than held in
         // registers across the walk
         mask_decay_pack<8, REV>(pk, sc, simt::opaque(rows[0] - 2 * t), lg2, scale);

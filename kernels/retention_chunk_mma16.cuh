@@ -90,7 +90,7 @@ retention_chunk_mma16(u16* out, const u16* __restrict__ a, const u16* __restrict
         u32* const P_strip = Ps + strip * kWideSlices * 4 * 32;
         if (slice_live) {
             float sc[2][4];
-            rows_times_rows_t<DA>(sc, As, r0, Bs + j0 * lda, lane);   // (rows of B past L are zeros)
+            rows_times_rows_t_x4<DA>(sc, As, r0, Bs + j0 * lda, lane);   // (rows of B past L are zeros)
             u32 pk[2][2];
             mask_decay_pack<2, REV>(pk, sc, simt::opaque(r0 + g - 2 * t - j0), lg2, p.scale);
             u32* dst = P_strip + slice * 4 * 32 + lane;
@@ -101,7 +101,7 @@ retention_chunk_mma16(u16* out, const u16* __restrict__ a, const u16* __restrict
         }
         // X = A M for the warp's 32 columns (M^T's rows n0..), times coef_n, while the strip's slices come in
         float acc[4][4];
-        rows_times_rows_t<DA>(acc, As, r0, Mt + n0 * lda, lane);
+        rows_times_rows_t_x4<DA>(acc, As, r0, Mt + n0 * lda, lane);
         const float coef[2] = {row_coef<REV>(r0 + g, L, lg2, p.scale), row_coef<REV>(r0 + g + 8, L, lg2, p.scale)};
 RETRO_SIMT_UNROLL
         for (int u = 0; u < 4; ++u)
