@@ -73,16 +73,22 @@ RETRO_SIMT_DEVICE void load_a_t(u32 (&a)[4], const u16* tile, int ld, int row0, 
     simt::ldmatrix_x4<true>(a, tile + (k0 + (m / 2) * 8 + r) * ld + row0 + (m % 2) * 8);
 }
 
+// N C fragments (16 x 8N fp32) to zero.
+template <int N>
+RETRO_SIMT_DEVICE void zero_fragments(float (&acc)[N][4]) {
+RETRO_SIMT_UNROLL
+    for (int n = 0; n < N; ++n)
+RETRO_SIMT_UNROLL
+        for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
+}
+
 // acc (16 x 8N as N 16 x 8 C fragments; N = 8: 16 x 64) = rows [row0, row0 + 16) of A (bf16 [.][D + 8]) times the
 // first 8N rows of Bt (bf16 [.][D + 8]) transposed: the warp's slice of S = Q K^T, dP = dO V^T, S^T = K Q^T or
 // dP^T = V dO^T.
 template <int D, int N = 8>
 RETRO_SIMT_DEVICE void rows_times_rows_t(float (&acc)[N][4], const u16* A, int row0, const u16* Bt, int lane) {
     constexpr int ld = row_ld<D>();
-RETRO_SIMT_UNROLL
-    for (int n = 0; n < N; ++n)
-RETRO_SIMT_UNROLL
-        for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
+    zero_fragments(acc);
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
         u32 a[4];
@@ -98,9 +104,10 @@ RETRO_SIMT_UNROLL
 
 // rows_times_rows_t with its fragments by ldmatrix (non-transposed): one instruction a 16 x 16 A fragment, one the
 // B fragments of two 8-row groups of Bt — for a 16 x 64 S at D = 128, 40 shared-load instructions against
-// load_a/load_b's 160 32-bit loads; the same products in the same order, so the same floats. The fused attention keeps
-// rows_times_rows_t: there ldmatrix's four-register results moved ptxas across occupancy lines (session 27); the pair
-// kernel's occupancy is set by its shared memory. N even.
+// load_a/load_b's 160 32-bit loads; the same products in the same order, so the same floats. Taken where ptxas keeps
+// the kernel's blocks an SM and spills nothing with it (session 28: the pair kernel, the chunk walks' S at Da = 64 and
+// 128, the 16-warp walk, the fused attention's dK/dV); elsewhere ldmatrix's four-register results moved ptxas across
+// an occupancy line or into spills (the attention's forward and dQ, sessions 27 and 28). N even.
 template <int D, int N = 8>
 RETRO_SIMT_DEVICE void rows_times_rows_t_x4(float (&acc)[N][4], const u16* A, int row0, const u16* Bt, int lane) {
     constexpr int ld = row_ld<D>();
@@ -109,10 +116,7 @@ RETRO_SIMT_DEVICE void rows_times_rows_t_x4(float (&acc)[N][4], const u16* A, in
     // matrix m rows (m / 2) * 8 (the second 8-row group's b[0], b[1] in q[2], q[3]) and k (m % 2) * 8
     const u16* pa = A + (row0 + (m % 2) * 8 + r) * ld + (m / 2) * 8;
     const u16* pb = Bt + ((m / 2) * 8 + r) * ld + (m % 2) * 8;
-RETRO_SIMT_UNROLL
-    for (int n = 0; n < N; ++n)
-RETRO_SIMT_UNROLL
-        for (int c = 0; c < 4; ++c) acc[n][c] = 0.0f;
+    zero_fragments(acc);
 RETRO_SIMT_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
         u32 a[4];
