@@ -222,13 +222,16 @@ RETRO_SIMT_UNROLL
 // (k over DK); M's columns from its transpose's bf16 copy Mt ([cols][DK + 8], B fragments by plain loads) or, with
 // M_KN, from M itself row-major ([DK][ld_m], by ldmatrix.trans); V: the chunk's value rows [64][ld_v]. Rows below L
 // are stored to out_chunk + n * out_stride + n0 (bf16).
-template <int DK, bool REV, bool M_KN>
+// X_LDSM: X = A M's fragments by ldmatrix (the 128-column walks at Da = 64 or 128: forward walk 5,432 -> 5,160
+// instructions, no spill; in the 64-column walks it cost a block an SM, ptxas sm_90, session 28).
+template <int DK, bool REV, bool M_KN, bool X_LDSM = false>
 RETRO_SIMT_DEVICE void chunk_output(u16* out_chunk, ll out_stride, const u16* A, const u16* Bt, const u16* Mop, int ld_m,
                                     const u16* V, int ld_v, int r0, int n0, int L, float lg2, float scale, int lane) {
     const int g = lane / 4, t = lane % 4;
     const int rows[2] = {r0 + g, r0 + g + 8};   // this lane's two rows n of the chunk
     float acc[8][4];
     if constexpr (M_KN) rows_times_kn<DK>(acc, A, r0, Mop, ld_m, n0, lane);
+    else if constexpr (X_LDSM && DK % 64 == 0) rows_times_rows_t_x4<DK>(acc, A, r0, Mop + n0 * ld_m, lane);
     else rows_times_rows_t<DK>(acc, A, r0, Mop + n0 * ld_m, lane);   // M^T's rows are M's columns
     const float coef[2] = {row_coef<REV>(rows[0], L, lg2, scale), row_coef<REV>(rows[1], L, lg2, scale)};
 RETRO_SIMT_UNROLL
@@ -321,7 +324,7 @@ retention_chunk_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__
         const u16* Cs = Bs + kTile * lda;
         const ll row0 = (item * p.T + chunk * kTile) * p.H + h;   // the chunk's first row (b, t, h)
         // out = coef_n A M + P C
-        chunk_output<DA, REV, false>(out + row0 * p.Dc + col0, p.H * p.Dc, As, Bs, Mt, lda, Cs, ldc, r0, c0, L, lg2,
+        chunk_output<DA, REV, false, NC == 128>(out + row0 * p.Dc + col0, p.H * p.Dc, As, Bs, Mt, lda, Cs, ldc, r0, c0, L, lg2,
                                      p.scale, lane);
         if constexpr (DUAL)   // out2 = coef_n A2 M^T + P2 B, P2 from A2 C^T (M^T's copy read as M^T itself)
             chunk_output<NC, REV, true>(out2 + row0 * DA, p.H * DA, Cs + kTile * ldc, Cs, Mt, lda, Bs, lda, r0, c0, L,
