@@ -66,17 +66,25 @@ RETRO_SIMT_HOST_DEVICE bool pair_mma_supported(long Da, long Dc) {
 // after simt::async_wait_all. A thread copies the same 16 bytes of every (kThreads / (D / 8))-th row: one address
 // computed, then a stride of H D elements a row (the per-copy 64-bit index arithmetic was a third of a step's
 // instructions: nvdisasm, session 28).
-template <int D>
+// WHOLE_FAST: a tile whose rows all exist takes its copies without a test each (not in the dual form, where ptxas
+// then spilled 24 bytes at Da = Dc = 128, sm_90).
+template <int D, bool WHOLE_FAST = true>
 RETRO_SIMT_DEVICE void load_rows_async(u16* tile, const u16* __restrict__ x, ll b, ll h, ll r0, const PairArgs& p) {
     constexpr int ld = row_ld<D>(), per_row = D / 8, rows_per_pass = kThreads / per_row;
     static_assert(kThreads % per_row == 0 && kTile % rows_per_pass == 0, "whole rows per pass");
     const int r = simt::thread_x() / per_row, v = (simt::thread_x() % per_row) * 8;
     const ll row_stride = p.H * D;
     const ll first = ((b * p.T + r0 + r) * p.H + h) * D + v;   // element offset of this thread's first row
+    if (WHOLE_FAST && r0 + kTile <= p.T) {   // every row of the tile exists (the block's threads alike)
 RETRO_SIMT_UNROLL
-    for (int k = 0; k < kTile / rows_per_pass; ++k) {
-        const bool ok = r0 + r + k * rows_per_pass < p.T;
-        simt::copy16_async(tile + (r + k * rows_per_pass) * ld + v, x + (ok ? first + k * rows_per_pass * row_stride : 0), ok);
+        for (int k = 0; k < kTile / rows_per_pass; ++k)
+            simt::copy16_async(tile + (r + k * rows_per_pass) * ld + v, x + first + k * rows_per_pass * row_stride, true);
+    } else {
+RETRO_SIMT_UNROLL
+        for (int k = 0; k < kTile / rows_per_pass; ++k) {
+            const bool ok = r0 + r + k * rows_per_pass < p.T;
+            simt::copy16_async(tile + (r + k * rows_per_pass) * ld + v, x + (ok ? first + k * rows_per_pass * row_stride : 0), ok);
+        }
     }
 }
 
@@ -146,8 +154,8 @@ retention_pair_mma(u16* out, const u16* __restrict__ a, const u16* __restrict__ 
     const ll window_lo[2] = {rows[0] / p.C * p.C, rows[1] / p.C * p.C};
 
     auto load_stage = [&](u16* stage, ll jt) {
-        load_rows_async<DA>(stage, b, item, h, jt * kTile, p);
-        load_rows_async<DC>(stage + kTile * lda, c, item, h, jt * kTile, p);
+        load_rows_async<DA, !DUAL>(stage, b, item, h, jt * kTile, p);
+        load_rows_async<DC, !DUAL>(stage + kTile * lda, c, item, h, jt * kTile, p);
     };
     load_rows_async<DA>(As, a, item, h, i0, p);
     if constexpr (DUAL) load_rows_async<DC>(A2s, a2, item, h, i0, p);
