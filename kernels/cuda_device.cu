@@ -1,6 +1,7 @@
 // CUDA build of lib/core/cuda_device.h: the device probe, streams, device memory and copies, and the cuBLAS sgemm
 // rate (pseudo-random operands filled on the device). Every call is checked (cuda_check.cuh).
 #include <algorithm>
+#include <vector>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -129,6 +130,23 @@ float best_of_5_ms(F once, cudaStream_t stream) {
 }
 
 }  // namespace
+
+double cuda_event_median_ms(const std::function<void()>& enqueue, CudaStream stream, int repeats) {
+    cuda_stream_require(stream, "cuda_event_median_ms");
+    RETRO_CHECK(repeats >= 1, "cuda_event_median_ms: repeats ", repeats, " < 1");
+    Event e0, e1;
+    enqueue();   // warm-up: first-launch costs (module load, cuBLAS plans) stay out of the figure
+    std::vector<float> ms(static_cast<std::size_t>(repeats));
+    for (float& m : ms) {
+        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
+        enqueue();
+        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
+        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
+        RETRO_CUDA_CHECK(cudaEventElapsedTime(&m, e0.e, e1.e));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
 
 double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream stream) {
     cuda_require("--device cuda", "RetroKit");

@@ -244,11 +244,34 @@ RETRO_SIMT_DEVICE ll last_key_block(ll qb, const FlashDims& m) {
     return m.causal && qb < key_blocks - 1 ? qb : key_blocks - 1;
 }
 
-// Whether a (query block, key block) step has entries that are not plainly visible: the causal diagonal, a key
-// mask, or a block past the queries or keys.
-RETRO_SIMT_DEVICE bool step_needs_classes(ll q0, ll jv0, const FlashDims& m) {
-    return (m.causal && q0 == jv0) || m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys() || m.classes_every_step;
+// How a (query block, key block) step classifies its entries: every entry visible (whole tiles, no key mask, off the
+// causal diagonal); with DIAG, the causal diagonal of whole tiles without a key mask, where entry (query q0 + a, key
+// q0 + b) is masked exactly when b > a — two tile offsets compared in 32 bits, the same classes entry_class gives
+// there; else entry by entry (a key mask, a tile past the queries or keys, RETRO_UNFUSE=flash_fast_steps, and the
+// diagonal without DIAG). Until session 29 the diagonal took entry_class's 64-bit tests entry by entry (nvdisasm,
+// session 28: 153 ISETP in the dQ kernel's block).
+enum StepKind : int { kStepPlain = 0, kStepDiagonal = 1, kStepClasses = 2 };
+template <int KIND>
+using StepKindT = std::integral_constant<int, KIND>;
+template <bool DIAG>
+RETRO_SIMT_DEVICE int step_kind(ll q0, ll jv0, const FlashDims& m) {
+    if (m.key_mask || q0 + kTile > m.Nq || jv0 + kTile > m.keys() || m.classes_every_step) return kStepClasses;
+    if (m.causal && q0 == jv0) return DIAG ? kStepDiagonal : kStepClasses;
+    return kStepPlain;
 }
+// Runs body(StepKindT<kind>{}) with the step's kind as a compile-time constant (a branch the block takes alike).
+template <bool DIAG, typename Body>
+RETRO_SIMT_DEVICE void with_step_kind(int kind, const Body& body) {
+    if (kind == kStepPlain) body(StepKindT<kStepPlain>{});
+    else if (DIAG && kind == kStepDiagonal) body(StepKindT<DIAG ? kStepDiagonal : kStepClasses>{});
+    else body(StepKindT<kStepClasses>{});
+}
+// Which kernels take the diagonal form: those over bf16 operands (the backend's causal self-attention; the fp32-operand
+// forms serve CCA and the encoder, never causal in the model) at head sizes 64 and 128. Elsewhere the third form moved
+// ptxas's allocation across occupancy lines for nothing (sm_90, session 29: the D = 32 forward 86 -> 128 registers,
+// five blocks an SM to four; the fp32 D = 128 dQ 165 -> 242, three to two).
+template <int D, typename In>
+constexpr bool kDiagonalSteps = std::is_same_v<In, u16> && D >= 64;
 
 // out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
 // probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
@@ -265,7 +288,8 @@ flash_mma_forward(float* __restrict__ out, u16* __restrict__ out_bf16, float* __
     const Head hd = head_of(simt::block_x(), m);
     const ll qb = longest_first_query_block(m), q0 = qb * kTile;
     const int tid = simt::thread_x(), warp = tid / 32, lane = tid % 32, t = lane % 4;
-    const ll rows[2] = {q0 + warp * 16 + lane / 4, q0 + warp * 16 + lane / 4 + 8};   // this lane's two queries
+    const int lr[2] = {warp * 16 + lane / 4, warp * 16 + lane / 4 + 8};   // this lane's two queries in the block
+    const ll rows[2] = {q0 + lr[0], q0 + lr[1]};
     const KeyRows<In> krows{k + hd.k_base, null_row_of<In>(m.null_k, hd, m)};
     const KeyRows<In> vrows{v + hd.k_base, null_row_of<In>(m.null_v, hd, m)};
 
@@ -293,20 +317,30 @@ RETRO_SIMT_UNROLL
             [&] { load_key_stage<D>(stages + (sg ^ 1) * stage_bytes, krows, vrows, kb + 1, hd.b, m); });
         float s[8][4];
         rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);
-        const bool classes = step_needs_classes(q0, j0, m);
+        constexpr bool diag = kDiagonalSteps<D, In>;
+        with_step_kind<diag>(step_kind<diag>(q0, j0, m), [&](auto kind) {   // masked scores -FLT_MAX, hidden -inf
+            constexpr int K = decltype(kind)::value;
+            if constexpr (K != kStepPlain) {
+RETRO_SIMT_UNROLL
+                for (int n = 0; n < 8; ++n)
+RETRO_SIMT_UNROLL
+                    for (int c = 0; c < 4; ++c) {
+                        const int e = n * 8 + 2 * t + (c & 1);
+                        if constexpr (K == kStepDiagonal) {
+                            if (e > lr[c / 2]) s[n][c] = -FLT_MAX;
+                        } else {
+                            const int cls = entry_class(rows[c / 2], j0 + e, off[e], m);
+                            if (cls == kMasked) s[n][c] = -FLT_MAX;
+                            if (cls == kHidden) s[n][c] = -INFINITY;
+                        }
+                    }
+            }
+        });
         float mx[2] = {mrow[0], mrow[1]};
 RETRO_SIMT_UNROLL
         for (int n = 0; n < 8; ++n)
 RETRO_SIMT_UNROLL
-            for (int c = 0; c < 4; ++c) {
-                if (classes) {
-                    const int e = n * 8 + 2 * t + (c & 1);
-                    const int cls = entry_class(rows[c / 2], j0 + e, off[e], m);
-                    if (cls == kMasked) s[n][c] = -FLT_MAX;
-                    if (cls == kHidden) s[n][c] = -INFINITY;
-                }
-                mx[c / 2] = fmaxf(mx[c / 2], s[n][c]);
-            }
+            for (int c = 0; c < 4; ++c) mx[c / 2] = fmaxf(mx[c / 2], s[n][c]);
         float alpha[2];
 RETRO_SIMT_UNROLL
         for (int r = 0; r < 2; ++r) {   // the row's max over its four lanes
@@ -419,11 +453,12 @@ RETRO_SIMT_DEVICE void softmax_backward_entry(float& p, float& ds, float s, floa
 
 // One 16 x 64 slice held as C fragments: dS and P rounded to bf16 pairs, each where its output is given (a call
 // for each lets a kernel use P before dS exists: fewer registers live at once). Entry (n, c):
-// entry(n, c, cls, l, dl) gives its class and the lse and Delta it uses (a row's for dQ, a column's for dK/dV).
-// Without CLASSES (a step where step_needs_classes is false: every entry visible, no key mask, so no row's lse is
-// +inf) each entry is p = exp(s - lse), dS = p (dP - Delta) with no branch (the class entry() computes is unused and
-// compiled away); the same floats softmax_backward_entry gives a visible entry.
-template <bool CLASSES, typename Entry>
+// entry(StepKindT<KIND>, n, c, cls, l, dl) gives its class (as the step's kind decides it) and the lse and Delta it
+// uses (a row's for dQ, a column's for dK/dV).
+// kStepPlain (every entry visible, no key mask, so no row's lse is +inf): each entry p = exp(s - lse), dS = p (dP -
+// Delta) with no branch (the class entry() computes is unused and compiled away); kStepDiagonal: the same, then 0 for
+// p and dS where masked (selected, not branched); both the floats softmax_backward_entry gives.
+template <int KIND, typename Entry>
 RETRO_SIMT_DEVICE void softmax_backward_tile_as(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
                                                 const float (&dp)[8][4], const FlashDims& m, Entry&& entry) {
 RETRO_SIMT_UNROLL
@@ -433,12 +468,16 @@ RETRO_SIMT_UNROLL
         for (int c = 0; c < 4; ++c) {
             int cls;
             float l, dl;
-            entry(n, c, cls, l, dl);
-            if constexpr (CLASSES) {
+            entry(StepKindT<KIND>{}, n, c, cls, l, dl);
+            if constexpr (KIND == kStepClasses) {
                 softmax_backward_entry(p[c], ds[c], s[n][c], dp[n][c], l, dl, cls, m);
             } else {
                 p[c] = simt::exp2_fast((s[n][c] - l) * kLog2e);
                 ds[c] = p[c] * (dp[n][c] - dl);
+                if constexpr (KIND == kStepDiagonal) {   // a masked entry's exp may be inf: selected away
+                    p[c] = cls == kMasked ? 0.0f : p[c];
+                    ds[c] = cls == kMasked ? 0.0f : ds[c];
+                }
             }
         }
         if (ds_out) {
@@ -452,12 +491,13 @@ RETRO_SIMT_UNROLL
     }
 }
 
-// The same with the step's classes decided once (a branch the block takes alike) rather than entry by entry.
-template <typename Entry>
+// The same with the step's kind (step_kind<DIAG>) decided once (a branch the block takes alike).
+template <bool DIAG, typename Entry>
 RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], const float (&s)[8][4],
-                                             const float (&dp)[8][4], const FlashDims& m, bool classes, Entry&& entry) {
-    if (classes) softmax_backward_tile_as<true>(ds_out, p_out, s, dp, m, entry);
-    else softmax_backward_tile_as<false>(ds_out, p_out, s, dp, m, entry);
+                                             const float (&dp)[8][4], const FlashDims& m, int kind, Entry&& entry) {
+    with_step_kind<DIAG>(kind, [&](auto k) {
+        softmax_backward_tile_as<decltype(k)::value>(ds_out, p_out, s, dp, m, entry);
+    });
 }
 
 // One key block of a query block's backward for warp `warp`'s 16 query rows (q0 + 16 warp, ...): S = Q K^T and dP =
@@ -465,7 +505,7 @@ RETRO_SIMT_DEVICE void softmax_backward_tile(u32 (*ds_out)[2], u32 (*p_out)[2], 
 // Qs, dOs, Ks, Vs: [64][D + 8] tiles; Ls, Dl: the query rows' lse and Delta; off: the key block's mask flags.
 // (S and dP by ldmatrix here, as the dK/dV kernel takes them, cost a block an SM in the one-block kernel and the
 // one-stage dQ at D = 32, and 20 bytes of spill in the two-stage dQ at D = 64: ptxas sm_90, session 28.)
-template <int D>
+template <int D, bool DIAG = false>
 RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2], u32 (*p_out)[2], const u16* Qs,
                                        const u16* dOs, const u16* Ks, const u16* Vs, const float* Ls, const float* Dl,
                                        const unsigned char* off, ll q0, ll j0, const FlashDims& m, int warp, int lane) {
@@ -474,13 +514,16 @@ RETRO_SIMT_DEVICE void query_rows_step(float (&acc)[D / 8][4], u32 (&dsk)[8][2],
     float s[8][4], dp[8][4];
     rows_times_rows_t<D>(s, Qs, warp * 16, Ks, lane);    // S = Q K^T
     rows_times_rows_t<D>(dp, dOs, warp * 16, Vs, lane);  // dP = dO V^T
-    const bool classes = step_needs_classes(q0, j0, m);
-    softmax_backward_tile(dsk, p_out, s, dp, m, classes, [&](int n, int c, int& cls, float& l, float& dl) {
-        const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];
-        cls = classes ? entry_class(q0 + r, j0 + e, off[e], m) : kVisible;
-        l = Ls[r];
-        dl = Dl[r];
-    });
+    softmax_backward_tile<DIAG>(dsk, p_out, s, dp, m, step_kind<DIAG>(q0, j0, m),
+                          [&](auto kind, int n, int c, int& cls, float& l, float& dl) {
+                              constexpr int K = decltype(kind)::value;
+                              const int e = n * 8 + 2 * t + (c & 1), r = lr[c / 2];   // entry (query r, key e)
+                              if constexpr (K == kStepClasses) cls = entry_class(q0 + r, j0 + e, off[e], m);
+                              else if constexpr (K == kStepDiagonal) cls = e > r ? kMasked : kVisible;
+                              else cls = kVisible;
+                              l = Ls[r];
+                              dl = Dl[r];
+                          });
     accumulate_p_rows<D>(acc, dsk, Ks, row_ld<D>(), lane);   // dQ += dS K
 }
 
@@ -526,7 +569,8 @@ RETRO_SIMT_UNROLL
             kb + 1 <= last, [&] { load_key_stage<D>(stages, krows, vrows, kb, hd.b, m); },
             [&] { load_key_stage<D>(stages + (sg ^ 1) * stage_bytes, krows, vrows, kb + 1, hd.b, m); });
         u32 dsk[8][2];
-        query_rows_step<D>(acc, dsk, nullptr, Qs, dOs, Ks, Ks + kTile * ld, Ls, Dl, off, q0, kb * kTile, m, warp, lane);
+        query_rows_step<D, kDiagonalSteps<D, In>>(acc, dsk, nullptr, Qs, dOs, Ks, Ks + kTile * ld, Ls, Dl, off, q0,
+                                                  kb * kTile, m, warp, lane);
     });
     float* db = dq + hd.q_base;
     store_rows<D>(out_row(db, q0 + lr[0], m.Nq, m), out_row(db, q0 + lr[1], m.Nq, m), acc, 1.0f, 1.0f, lane);
@@ -603,10 +647,14 @@ RETRO_SIMT_UNROLL
         // the fp32 D = 128 form's spill 68 -> 32 bytes (session 28)
         rows_times_rows_t_x4<D>(st, Ks, warp * 16, Qs, lane);    // S^T = K Q^T
         rows_times_rows_t_x4<D>(dpt, Vs, warp * 16, dOs, lane);  // dP^T = V dO^T
-        const bool classes = step_needs_classes(q0, k0, m);
-        auto entry = [&](int n, int c, int& cls, float& l, float& dl) {
+        constexpr bool diag = kDiagonalSteps<D, In>;
+        const int kind = step_kind<diag>(q0, k0, m);
+        auto entry = [&](auto kind_t, int n, int c, int& cls, float& l, float& dl) {
+            constexpr int K = decltype(kind_t)::value;
             const int e = n * 8 + 2 * t + (c & 1), r = lk[c / 2];   // entry (key r, query e)
-            cls = classes ? entry_class(q0 + e, k0 + r, off[r], m) : kVisible;
+            if constexpr (K == kStepClasses) cls = entry_class(q0 + e, k0 + r, off[r], m);
+            else if constexpr (K == kStepDiagonal) cls = r > e ? kMasked : kVisible;
+            else cls = kVisible;
             l = Ls[e];
             dl = Dl[e];
         };
@@ -616,15 +664,15 @@ RETRO_SIMT_UNROLL
             // against 240 at D = 64)
             {
                 u32 pk[8][2];
-                softmax_backward_tile(nullptr, pk, st, dpt, m, classes, entry);
+                softmax_backward_tile<diag>(nullptr, pk, st, dpt, m, kind, entry);
                 accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
             }
             u32 dsk[8][2];
-            softmax_backward_tile(dsk, nullptr, st, dpt, m, classes, entry);
+            softmax_backward_tile<diag>(dsk, nullptr, st, dpt, m, kind, entry);
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         } else {
             u32 dsk[8][2], pk[8][2];
-            softmax_backward_tile(dsk, pk, st, dpt, m, classes, entry);
+            softmax_backward_tile<diag>(dsk, pk, st, dpt, m, kind, entry);
             accumulate_p_rows<D>(dV, pk, dOs, ld, lane);   // dV += P^T dO
             accumulate_p_rows<D>(dK, dsk, Qs, ld, lane);   // dK += dS^T Q
         }

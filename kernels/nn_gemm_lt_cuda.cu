@@ -2,8 +2,8 @@
 // with CUBLASLT_EPILOGUE_BIAS, D = op(A) op(B) + bias broadcast over D's columns (bf16 A and B, fp32 accumulation, an
 // fp32 bias and D), so that a linear layer's forward writes its output once — where cublasGemmEx wanted the bias
 // rows written first and read back (beta 1): at the 172M config's logits layer 2 GB a step of the ~3 GB its output
-// costs. A plan per shape and operand alignments (the matmul descriptor, the three layouts and the heuristic's first
-// algorithm for operands that aligned) is made once and kept; a shape without an algorithm, a bias under 16-byte
+// costs. A plan per shape and operand alignments, the bias's included (the matmul descriptor, the three layouts and the
+// heuristic's first algorithm for operands that aligned) is made once and kept; a shape without an algorithm, a bias under 16-byte
 // alignment, or RETRO_UNFUSE=gemm_bias_epilogue returns false and the caller keeps the bias-rows form. Session 25, written without a GPU: the op harness's bf16 cases of
 // nn.linear (and every op that ends in a biased linear) check it on the next one.
 #include <cublasLt.h>
@@ -53,14 +53,15 @@ struct CudaNnBackend::LtPlans {
             desc = nullptr;
         }
     };
-    // (ta, tb, m, n, k, lda, ldb, ldc, the alignments of A, B and C (= D); a bias is at least 16-byte aligned)
-    using Key = std::tuple<bool, bool, int, int, int, int, int, int, std::uint32_t, std::uint32_t, std::uint32_t>;
+    // (ta, tb, m, n, k, lda, ldb, ldc, the alignments of A, B, C (= D) and the bias (at least 16 bytes))
+    using Key = std::tuple<bool, bool, int, int, int, int, int, int, std::uint32_t, std::uint32_t, std::uint32_t,
+                           std::uint32_t>;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
     std::map<Key, Plan> plans;
 
     Plan make_plan(bool ta, bool tb, int m, int n, int k, int lda, int ldb, int ldc, std::uint32_t align_a,
-                   std::uint32_t align_b, std::uint32_t align_c) const;
+                   std::uint32_t align_b, std::uint32_t align_c, const float* bias) const;
 
     ~LtPlans() {
         for (auto& [key, p] : plans) p.destroy();
@@ -74,11 +75,16 @@ void CudaNnBackend::LtPlansDelete::operator()(LtPlans* p) const noexcept {
 }
 
 // A plan for one key: the matmul descriptor with the bias epilogue, the three layouts and the heuristic's first
-// algorithm for operands as aligned as the key says. Throws on a cuBLAS error (the descriptors made so far freed);
-// no algorithm (CUBLAS_STATUS_NOT_SUPPORTED, or none returned) gives a plan with ok false.
+// algorithm for operands as aligned as the key says. `bias`: one bias of the key's alignment, on the descriptor
+// before the heuristic runs — cuBLASLt has no alignment preference for the bias, and its header says
+// cublasLtMatmulAlgoGetHeuristic reads BIAS_POINTER's value for the alignment to expect (a null pointer passes for
+// any: an algorithm for a 256-byte aligned bias; found by a review in session 29). Each call sets its own bias.
+// Throws on a cuBLAS error (the descriptors made so far freed); no algorithm (CUBLAS_STATUS_NOT_SUPPORTED, or none
+// returned) gives a plan with ok false.
 CudaNnBackend::LtPlans::Plan CudaNnBackend::LtPlans::make_plan(bool ta, bool tb, int m, int n, int k, int lda,
                                                                int ldb, int ldc, std::uint32_t align_a,
-                                                               std::uint32_t align_b, std::uint32_t align_c) const {
+                                                               std::uint32_t align_b, std::uint32_t align_c,
+                                                               const float* bias) const {
     struct Guard {   // frees what was made if a check below throws
         Plan p;
         bool keep = false;
@@ -93,6 +99,7 @@ CudaNnBackend::LtPlans::Plan CudaNnBackend::LtPlans::make_plan(bool ta, bool tb,
     RETRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     RETRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
     RETRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    RETRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     // stored shapes: A is m x k (k x m transposed), B k x n (n x k), column-major with the given leading dimensions;
     // the bias is D's type (fp32), one per row of D
     RETRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
@@ -130,7 +137,8 @@ bool CudaNnBackend::gemm_bf16_bias(bool ta, bool tb, int m, int n, int k, const 
                                    int ldb, const float* bias, float* C, int ldc, const char* what) {
     if (unfused(FusedOp::gemm_bias_epilogue) || !bias || m <= 0 || n <= 0 || k <= 0) return false;
     if (alignment_of(bias) < kBiasAlignment) return false;
-    const LtPlans::Key key{ta, tb, m, n, k, lda, ldb, ldc, alignment_of(A), alignment_of(B), alignment_of(C)};
+    const LtPlans::Key key{ta, tb, m, n, k, lda, ldb, ldc, alignment_of(A), alignment_of(B), alignment_of(C),
+                           alignment_of(bias)};
     LtPlans::Plan* plan = nullptr;
     if (lt_) {
         const auto found = lt_->plans.find(key);
@@ -146,7 +154,7 @@ bool CudaNnBackend::gemm_bf16_bias(bool ta, bool tb, int m, int n, int k, const 
             lt_ = std::move(made);
         }
         LtPlans::Plan made = lt_->make_plan(ta, tb, m, n, k, lda, ldb, ldc, std::get<8>(key), std::get<9>(key),
-                                       std::get<10>(key));
+                                            std::get<10>(key), bias);
         try {
             plan = &lt_->plans.emplace(key, made).first->second;
         } catch (...) {

@@ -169,6 +169,32 @@ void check_case(const Case& cs, std::uint64_t seed) {
             CHECK(same(dv_s, dv1));
         }
     };
+    {
+        // every entry classified one by one (RETRO_UNFUSE=flash_fast_steps) gives the same bits as the steps that
+        // skip it off the causal diagonal (the bf16-operand kernels below also take the diagonal without classes,
+        // kDiagonalSteps: their bits against these kernels' check that form)
+        fl::FlashDims mc = m;
+        mc.classes_every_step = true;
+        std::vector<float> out_c(q.size(), NAN), lse_c(lse.size(), NAN), dq_c(q.size(), NAN), dk_c(k.size(), NAN),
+            dv_c(v.size(), NAN), dnk_c(dnk_items.size(), NAN), dnv_c(dnv_items.size(), NAN);
+        std::vector<std::uint16_t> ob_c(q.size(), 0xffff);
+        simt::host::launch(B * H, q_blocks, fl::kThreads, fl::forward_smem<D>(), [&] {
+            fl::flash_mma_forward<D>(out_c.data(), ob_c.data(), lse_c.data(), qk, kk, vk, mc);
+        });
+        simt::host::launch(B * H, q_blocks, fl::kThreads, fl::dq_smem<D>(), [&] {
+            fl::flash_mma_backward_dq<D>(dq_c.data(), qk, kk, vk, dok, lse.data(), delta.data(), mc);
+        });
+        simt::host::launch(B * H, k_blocks, fl::kThreads, fl::dkdv_smem<D>(), [&] {
+            fl::flash_mma_backward_dkdv<D>(dk_c.data(), dv_c.data(), dnk_c.data(), dnv_c.data(), qk, kk, vk, dok,
+                                           lse.data(), delta.data(), mc);
+        });
+        CHECK(same(out_c, out));
+        CHECK(same(lse_c, lse));
+        CHECK(ob_c == out_bf16);
+        CHECK(same(dq_c, dq));
+        CHECK(same(dk_c, dk));
+        CHECK(same(dv_c, dv));
+    }
     if (Nq <= fl::kTile) check_one_block.template operator()<1>();
     if constexpr (D <= 64)
         if (Nq <= 2 * fl::kTile && !cs.causal) check_one_block.template operator()<2>();

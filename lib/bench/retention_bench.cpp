@@ -195,8 +195,14 @@ struct DecodeSizes {
 
 // The GPU twin of decode_cpu: one recurrent step (T = 1 from a state) vs parallel_forward over the whole prefix
 // (as fla's peer times parallel_retention and keeps the last row); the latter only up to kDecodeParallelMaxT,
-// since the CUDA parallel mode is O(T^2) on CUDA cores (null above it).
+// since the CUDA parallel mode is O(T^2) (null above it). Timed with CUDA events as fla's peer times its rows
+// (cuda_event_median_ms: the device's time, without the host's launch and wake-up latency of a few µs, which a
+// host timer around launch + synchronize adds to a kernel of a few µs). Two more views of the recurrent step:
+// chained, kDecodeChain steps back to back (the state passed from one to the next, as a decode loop does), per step;
+// and sync, the host's wall time of one launch + synchronize (what a loop that needs each step's output on the
+// host waits).
 constexpr std::int64_t kDecodeParallelMaxT = 4096;
+constexpr int kDecodeChain = 64;
 template <typename X>
 json decode_cuda(const rr::Shape& s0, int repeats) {
     const DecodeSizes z(s0);
@@ -209,9 +215,18 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
     DeviceArrays<float> states(st);
     X *q1 = dev.upload(random_floats(nk1, 5)), *k1 = dev.upload(random_floats(nk1, 6)), *v1 = dev.upload(random_floats(nv1, 7)),
       *o1 = dev.upload(std::vector<float>(nv1));
+    // the state decays (gamma < 1) and takes bounded k v^T terms: random inputs stay finite over any chain
     float *h = states.upload(random_floats(ns, 8)), *h2 = states.upload(std::vector<float>(ns));
-    const double rec = median_ms([&] {
-        rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, h, o1, h2, st);
+    auto step = [&](const float* from, float* to) { rr::cuda::recurrent_forward<X>(one, opt, q1, k1, v1, from, o1, to, st); };
+    const double rec = cuda_event_median_ms([&] { step(h, h2); }, st, repeats * 5);
+    const double chained = cuda_event_median_ms([&] {
+        for (int i = 0; i < kDecodeChain; i += 2) {
+            step(h, h2);
+            step(h2, h);
+        }
+    }, st, repeats) / kDecodeChain;
+    const double sync = median_ms([&] {
+        step(h, h2);
         cuda_stream_synchronize(st);
     }, repeats * 5);
     json par = nullptr;
@@ -219,12 +234,11 @@ json decode_cuda(const rr::Shape& s0, int repeats) {
         const auto nk = nk1 * static_cast<std::size_t>(s0.T), nv = nv1 * static_cast<std::size_t>(s0.T);
         X *qp = dev.upload(random_floats(nk, 9)), *kp = dev.upload(random_floats(nk, 10)), *vp = dev.upload(random_floats(nv, 11)),
           *op = dev.upload(std::vector<float>(nv));
-        par = median_ms([&] {
-            rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr, st);
-            cuda_stream_synchronize(st);
-        }, repeats);
+        par = cuda_event_median_ms([&] { rr::cuda::parallel_forward<X>(s0, opt, qp, kp, vp, nullptr, op, nullptr, st); }, st,
+                                   repeats);
     }
-    return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"parallel_prefix_ms", par}};
+    return {{"T", s0.T}, {"recurrent_step_ms", rec}, {"recurrent_step_chained_ms", chained},
+            {"recurrent_step_sync_ms", sync}, {"parallel_prefix_ms", par}};
 }
 
 // One decode step after a prefix of T tokens: recurrent (state update) vs parallel (attend over the prefix).
@@ -372,12 +386,17 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
         std::cout << format_table(ft);
     }
     if (!decode.empty()) {
-        std::vector<std::vector<std::string>> dt{{"decode", "dtype", "T", "recurrent_step_ms", "parallel_prefix_ms"}};
-        // parallel_prefix_ms is null on the GPU above kDecodeParallelMaxT (the step above failed on it before 2026-11-27)
-        auto ms_or_dash = [](const json& x) { return x.is_null() ? std::string("-") : fmt(x.get<double>(), 4); };
+        std::vector<std::vector<std::string>> dt{{"decode", "dtype", "T", "recurrent_step_ms", "chained_ms", "sync_ms",
+                                                  "parallel_prefix_ms"}};
+        // parallel_prefix_ms is null on the GPU above kDecodeParallelMaxT (the step above failed on it before
+        // 2026-11-27); chained and sync exist on the GPU only (decode_cuda)
+        auto ms_or_dash = [](const json& d, const char* key) {
+            return !d.contains(key) || d[key].is_null() ? std::string("-") : fmt(d[key].get<double>(), 4);
+        };
         for (const auto& d : decode)
-            dt.push_back({"step", d["dtype"], std::to_string(d["T"].get<std::int64_t>()), ms_or_dash(d["recurrent_step_ms"]),
-                          ms_or_dash(d["parallel_prefix_ms"])});
+            dt.push_back({"step", d["dtype"], std::to_string(d["T"].get<std::int64_t>()), ms_or_dash(d, "recurrent_step_ms"),
+                          ms_or_dash(d, "recurrent_step_chained_ms"), ms_or_dash(d, "recurrent_step_sync_ms"),
+                          ms_or_dash(d, "parallel_prefix_ms")});
         std::cout << format_table(dt);
     }
     for (const auto& c : crossover)

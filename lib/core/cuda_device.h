@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 
 struct CUstream_st;   // CUDA's stream object: cudaStream_t is CUstream_st*
@@ -92,6 +93,12 @@ double cuda_sgemm_gflops(std::int64_t m, std::int64_t n, int d, CudaStream strea
 // moves 2n): cudaMemcpyAsync device to device of `bytes`, best of 5 after a warm-up, on `stream`. The reference for
 // a memory-bound kernel's bound (retro-bench retention: q, k, v read and o written).
 double cuda_copy_gbps(std::size_t bytes, CudaStream stream);
+
+// Milliseconds the device spends on what `enqueue` puts on `stream`, as fla's peer times it (tests/peers/): CUDA
+// events recorded before and after one enqueue, the median of `repeats` (>= 1) after one untimed warm-up. Unlike a
+// host timer around enqueue + synchronize it leaves out the host's launch and wake-up latency (several µs), which
+// would swamp a kernel of a few µs (a decode step). `enqueue` must only enqueue on `stream` (no synchronize).
+double cuda_event_median_ms(const std::function<void()>& enqueue, CudaStream stream, int repeats);
 
 // Storage bit-identical to __nv_bfloat16 (kernels/retention_common.cuh static_asserts it), so this header
 // needs no CUDA headers.

@@ -138,11 +138,18 @@ def main():
                 h = torch.randn(a.B, a.H, a.K, a.V, device=dev, dtype=torch.float32)
                 with torch.no_grad():
                     rec = median_ms(lambda: fused_recurrent_retention(q1, k1, v1, initial_state=h, output_final_state=True), a.repeats)
+
+                    def chain(n=64):   # a decode loop: each step's state feeds the next (retro-bench's chained column)
+                        state = h
+                        for _ in range(n):
+                            state = fused_recurrent_retention(q1, k1, v1, initial_state=state, output_final_state=True)[1]
+                    chained = median_ms(chain, a.repeats) / 64
                     kp = torch.randn(a.B, T, a.H, a.K, device=dev, dtype=dt)
                     vp = torch.randn(a.B, T, a.H, a.V, device=dev, dtype=dt)
                     qp = torch.cat([kp[:, :-1], q1], 1)
                     par = median_ms(lambda: parallel_retention(qp, kp, vp)[0][:, -1:], a.repeats)
-                decode.append({"T": T, "dtype": dname, "recurrent_step_ms": rec, "parallel_prefix_ms": par})
+                decode.append({"T": T, "dtype": dname, "recurrent_step_ms": rec, "recurrent_step_chained_ms": chained,
+                               "parallel_prefix_ms": par})
         cross = None
         par = {r["T"]: r["fwd_ms"] for r in rows if r["dtype"] == dname and r["mode"] == "parallel"}
         for r in rows:
