@@ -485,6 +485,14 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
     return !s.causal || self_plain;
 }
 
+// The fused path's `probs` (flash_forward / flash_backward): lse [B, H, Nq], then out's bf16 copy [B, Nq, H*D] packed
+// two to a float.
+std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
+    static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
+    if (!flash_applies(s, key_mask ? &any_mask : nullptr)) return NnBackend::attention_saved_floats(s, key_mask);
+    return s.B * s.H * s.Nq + (s.B * s.Nq * s.H * s.D + 1) / 2;
+}
+
 // Whether the mma kernels take bf16 copies of the operands (one conversion pass each, then half the bytes a tile and
 // cp.async, where each K/V or Q/dO tile is otherwise read and rounded by every block that walks it): attention
 // without a null column or key mask (the decoder's causal self-attention), not the wmma kernels, unless

@@ -222,6 +222,74 @@ TEST_CASE("backend model: the arena is planned before the first step and grows w
     CHECK(big > std::size_t(16) * 2048 * def.num_tokens * 4 * 2);   // logits and their gradient
 }
 
+namespace {
+// A host backend whose attention asks for more saved floats than it writes once the fused mode is on: a larger
+// buffer is harmless to the host's attention, so the model's bits must not change, while the arena must be re-planned
+// to the backend's answer when the mode changes (the CUDA backend's fused stash is smaller than the probabilities).
+class ModalSavesBackend : public nn::HostNnBackend {
+public:
+    std::int64_t attention_saved_floats(const nn::AttentionShape& s, bool key_mask) const override {
+        const std::int64_t full = nn::HostNnBackend::attention_saved_floats(s, key_mask);
+        return fused_attention() ? full + 1000 : full;
+    }
+};
+// One that asks for fewer (as the CUDA backend's fused attention): for the plan's arithmetic only, never run.
+class StashSavesBackend : public nn::HostNnBackend {
+public:
+    std::int64_t attention_saved_floats(const nn::AttentionShape& s, bool key_mask) const override {
+        return s.causal ? s.B * s.H * s.Nq : nn::HostNnBackend::attention_saved_floats(s, key_mask);
+    }
+};
+}  // namespace
+
+TEST_CASE("backend model: the attention's saved floats follow the backend and its mode - a mode change re-plans") {
+    const auto c = tiny_config();
+    const BackendBatchShape shape{2, 10, c.num_neighbours, c.retrieved_len(), true};
+    nn::HostNnBackend host;
+    CHECK(backend_model_plan(c, shape, &host) == backend_model_plan(c, shape));   // the host keeps probabilities
+    // the decoder's (causal) self-attention at B * H * Nq floats a layer instead of B * H * Nq * Nq
+    StashSavesBackend stash;
+    const std::size_t full = backend_model_plan(c, shape), small = backend_model_plan(c, shape, &stash);
+    const std::int64_t per_layer = shape.B * c.heads * shape.n * (shape.n - 1);   // floats saved a layer
+    CHECK(full - small >= static_cast<std::size_t>(c.dec_depth * (per_layer * 4 - 256)));
+    CHECK(full - small <= static_cast<std::size_t>(c.dec_depth * (per_layer * 4 + 256)));
+    // a model on a backend whose answer changes with the mode: planned anew at the change, the same bits
+    ModalSavesBackend be;
+    RetroModel<float> ref(c);
+    randomise(ref, 21);
+    BackendRetroModel m(c, be);
+    m.upload_params(ref.params());
+    const auto batch = tiny_batch(c, 2, 10, 3);
+    const float l0 = m.forward(batch);
+    CHECK(m.arena_bytes() == backend_model_plan(c, shape));
+    be.set_fused_attention(true);
+    const float l1 = m.forward(batch);
+    CHECK(m.arena_bytes() == backend_model_plan(c, shape, &be));
+    CHECK(m.arena_bytes() > backend_model_plan(c, shape));
+    CHECK(std::memcmp(&l0, &l1, sizeof l0) == 0);
+    m.backward(1.0f);   // the plan made in the fused mode serves its backward
+}
+
+TEST_CASE("backend model: on a CUDA device in the fused bf16 mode, an attention saves only the fused backward's stash") {
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        const nn::AttentionShape self{2, 256, 256, 4, 64, true, false}, cca{8, 64, 128, 4, 64, false, true};
+        CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);   // fp32: the probabilities
+        be->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+        CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);   // bf16, fused attention off
+        be->set_fused_attention(true);
+        // lse [B, H, Nq] and out's bf16 copy [B, Nq, H*D] two to a float (kernels/nn_flash_attention_cuda.cu)
+        CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 + (2 * 256 * 4 * 64) / 2);
+        CHECK(be->attention_saved_floats(cca, true) == 8 * 4 * 64 + (8 * 64 * 4 * 64) / 2);
+        // and the model's arena on it: smaller than the plan that keeps the probabilities
+        const RetroConfig w = wide_config();
+        const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
+        CHECK(backend_model_plan(w, shape, be.get()) < backend_model_plan(w, shape));
+    }
+}
+
 TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {

@@ -12,21 +12,26 @@ namespace {
 float query_scale(int64_t dim_head) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_head))); }
 }  // namespace
 
-AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s) {
+std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::AttentionLayerShape& s, bool key_mask) {
+    const nn::AttentionShape core = s.core();
+    return be ? be->attention_saved_floats(core, key_mask) : core.B * core.H * core.Nq * core.keys();
+}
+
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats) {
     const int64_t HD = s.inner();
     AttnSaved a;
     a.q = c.take<float>(s.B * s.Nq * HD);
     a.k = c.take<float>(s.B * s.Nk * HD);
     a.v = c.take<float>(s.B * s.Nk * HD);
     a.o = c.take<float>(s.B * s.Nq * HD);
-    a.probs = c.take<float>(s.B * s.heads * s.Nq * s.core().keys());
+    a.probs = c.take<float>(probs_floats);
     return a;
 }
 
 
 
 
-EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t r) {
+EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t r, const nn::NnBackend* be) {
     const int64_t R = M * r, Ce = cfg.enc_dim;
     EncoderActs a;
     a.self = encoder_self_shape(cfg, M, r);
@@ -38,12 +43,12 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
         L.h0 = c.take<float>(R * Ce);
         L.n0 = c.take<float>(R * Ce);
         L.r0 = c.take<float>(R);
-        L.attn = carve_attention(c, a.self);
+        L.attn = carve_attention(c, a.self, attention_saved_floats(be, a.self, true));   // (the neighbours' pad mask)
         L.h1 = c.take<float>(R * Ce);
         if (cfg.enc_has_cross(j + 1)) {
             L.n1 = c.take<float>(R * Ce);
             L.r1 = c.take<float>(R);
-            L.cross = carve_attention(c, a.cross);
+            L.cross = carve_attention(c, a.cross, attention_saved_floats(be, a.cross, false));
             L.h2 = c.take<float>(R * Ce);
         } else {
             L.h2 = L.h1;

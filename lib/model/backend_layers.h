@@ -2,8 +2,8 @@
 // KV-cached decoder on a backend (generate/backend_decoder.h): arena carving, nn/attention_layer.cpp's attention
 // layer and nn/feed_forward.cpp's block op for op (forward and backward), and the encoder forward of
 // model/encoder.h over carved activations.
-// provides: backend::Carver, AttnSaved, FfSaved, GradScratch, EncoderActs, carve_attention, carve_encoder,
-//           attn_forward, attn_backward, ff_forward, ff_backward, encoder_forward
+// provides: backend::Carver, AttnSaved, FfSaved, GradScratch, EncoderActs, attention_saved_floats, carve_attention,
+//           carve_encoder, attn_forward, attn_backward, ff_forward, ff_backward, encoder_forward
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -56,8 +56,15 @@ struct EncoderActs {
     nn::AttentionLayerShape self, cross;   // model/layer_shapes.h's encoder shapes for (M, r)
 };
 
-AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s);
-EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r);
+// The floats of an attention layer's saved probabilities: be->attention_saved_floats (on the GPU in the fused bf16
+// mode only what the fused backward reads), or, with no backend (a memory estimate made before one exists), the
+// probabilities B·H·Nq·keys the unfused ops keep.
+std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::AttentionLayerShape& s, bool key_mask);
+// probs_floats: attention_saved_floats for the layer (at least what the backend's attention_forward writes).
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats);
+// The encoder's layers, their attention's probabilities sized for `be` (null: the full probabilities).
+EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r,
+                          const nn::NnBackend* be = nullptr);
 
 // nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
 // k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.

@@ -71,11 +71,13 @@ struct BackendRetroModel::Plan {
           *tmp_v = nullptr, *dgel = nullptr, *dys = nullptr, *dxs = nullptr, *dEn = nullptr, *dh = nullptr,
           *dn_e = nullptr, *dctx = nullptr, *dctx_part = nullptr, *dembed = nullptr;
 
-    // Assigns every buffer from `c` (sizes only when c.base is null).
-    void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape);
+    // Assigns every buffer from `c` (sizes only when c.base is null); the attention layers' probabilities sized for
+    // `be` (null: the full probabilities).
+    void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape, const nn::NnBackend* be);
 };
 
-void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape) {
+void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape,
+                                    const nn::NnBackend* be) {
     s = shape;
     const int64_t B = s.B, n = s.n, Ce = cfg.enc_dim, Cd = cfg.dec_dim, V = cfg.num_tokens, cs = cfg.chunk_size,
                   HD = cfg.inner_dim(), Rd = cfg.rot_dim();
@@ -98,7 +100,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         L.x0 = (i == 0 && Ce == Cd) ? embed : c.take<float>(N * Cd);
         L.n0 = c.take<float>(N * Cd);
         L.r0 = c.take<float>(N);
-        L.attn = carve_attention(c, self);
+        L.attn = carve_attention(c, self, attention_saved_floats(be, self, false));
         L.x1 = c.take<float>(N * Cd);
         if (cca_here) {
             L.n1 = c.take<float>(N * Cd);
@@ -135,11 +137,11 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
                 auto& L = dec[static_cast<std::size_t>(i)];
                 L.cca_xs = c.take<float>(rows * Cd);
                 L.cca_ys = c.take<float>(rows * Cd);
-                L.cca = carve_attention(c, cca_attn);
+                L.cca = carve_attention(c, cca_attn, attention_saved_floats(be, cca_attn, true));   // (pad mask)
             }
         ctx = c.take<float>(M * cs * Cd);
         E = c.take<float>(R * Cd);
-        enc = carve_encoder(c, cfg, M, s.r);
+        enc = carve_encoder(c, cfg, M, s.r, be);
         rot_cca_q.view = {c.take<float>(cs * Rd), c.take<float>(cs * Rd), cs, Rd};
         rot_cca_k.view = {c.take<float>(s.k * s.r * Rd), c.take<float>(s.k * s.r * Rd), s.k * s.r, Rd};
         rot_enc.view = {c.take<float>(s.r * Rd), c.take<float>(s.r * Rd), s.r, Rd};
@@ -172,10 +174,10 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     dgel = c.take<float>(ff_max);
 }
 
-std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape) {
+std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape, const nn::NnBackend* be) {
     BackendRetroModel::Plan p;   // sizes only
     Carver c;
-    p.carve(c, config, shape);
+    p.carve(c, config, shape, be);
     return c.used;
 }
 
@@ -221,15 +223,18 @@ void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry
 }
 
 void BackendRetroModel::plan(const BackendBatchShape& shape) {
-    if (plan_ && shape == shape_) return;
+    // the backend's mode decides the attention's saved floats (attention_saved_floats): a plan made in another mode
+    // is remade, never used with a stash smaller than what the attention now writes
+    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs()};
+    if (plan_ && shape == shape_ && mode == mode_) return;
     be_.release(arena_);
     arena_ = nullptr;
     plan_.reset();
-    arena_bytes_ = backend_model_plan(config_, shape);
+    arena_bytes_ = backend_model_plan(config_, shape, &be_);
     arena_ = be_.alloc(arena_bytes_);
     auto p = std::make_unique<Plan>();
     Carver c{static_cast<char*>(arena_)};
-    p->carve(c, config_, shape);
+    p->carve(c, config_, shape, &be_);
     RETRO_CHECK(c.used == arena_bytes_, "arena plan: ", c.used, " bytes carved of ", arena_bytes_);
     // the shape's constant inputs: rotary tables and the row maps of CCA's shift and the encoder's context
     auto upload_table = [&](Plan::Rotary& r, const nn::RotaryTable<float>& t) {
@@ -273,6 +278,7 @@ void BackendRetroModel::plan(const BackendBatchShape& shape) {
     }
     plan_ = std::move(p);
     shape_ = shape;
+    mode_ = mode;
 }
 
 float BackendRetroModel::forward(const RetroBatch& batch) {

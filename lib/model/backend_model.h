@@ -31,8 +31,12 @@ struct BackendBatchShape {
     bool operator==(const BackendBatchShape&) const = default;
 };
 
-// Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()).
-std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape);
+// Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()) on
+// `be` in its current mode: each attention layer's saved probabilities as be->attention_saved_floats says (on the GPU
+// in the fused bf16 mode only the fused backward's stash: at the 172M config 3.5 GB less at 8 x 1024 tokens); null:
+// the full probabilities, an upper bound for any backend.
+std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
+                               const nn::NnBackend* be = nullptr);
 // An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
 // of the largest probabilities; cross-entropy's row losses; the column sums' partials; with bf16 GEMM inputs its
 // three bf16 input copies; and 64 MiB for cuBLAS's workspace).
@@ -83,6 +87,12 @@ private:
     std::size_t arena_bytes_ = 0;
     std::unique_ptr<Plan> plan_;
     BackendBatchShape shape_;
+    struct PlanMode {   // the backend's mode the plan was made in (its attention's saved floats depend on it)
+        bool fused_attention = false;
+        nn::NnBackend::GemmInputs gemm_inputs = nn::NnBackend::GemmInputs::fp32;
+        bool operator==(const PlanMode&) const = default;
+    };
+    PlanMode mode_;
     std::int64_t valid_ = 0;
     std::int64_t lowest_trainable_ = 0;
     bool head_trainable_ = true, encoder_trainable_ = true;

@@ -247,6 +247,14 @@ public:
                                     const float* dout, const float* probs, const float* q, const float* k,
                                     const float* v, const float* null_k, const float* null_v,
                                     const std::uint8_t* key_mask, const AttentionShape& s) = 0;
+    // The floats of `probs` attention_forward writes for shape s (with a key mask or not) and attention_backward
+    // reads: the probabilities B·H·Nq·keys, or, where the CUDA backend's fused attention takes the shape in its
+    // current mode, only what its backward needs (lse and out's bf16 copy, B·H·Nq·(1 + D/2)). A caller may size probs
+    // to this (model/backend_model.h's arena) as long as the mode stays as it was when asked.
+    virtual std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const {
+        (void)key_mask;
+        return s.B * s.H * s.Nq * s.keys();
+    }
 
     // One query row per row attending cached keys, in one call (generate/backend_decoder.h's decode steps): row i's
     // query q[i] [H*D] (scaled and rotated by the caller) attends keys 0..pos[i] of slot seq[i] of the caches, plus

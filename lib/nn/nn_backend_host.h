@@ -14,7 +14,7 @@
 
 namespace retro::nn {
 
-class HostNnBackend final : public NnBackend {
+class HostNnBackend : public NnBackend {   // (not final: tests derive backends that answer otherwise)
 public:
     std::string name() const override { return "cpu"; }
     void* alloc(std::size_t bytes) override;

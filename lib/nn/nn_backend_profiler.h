@@ -99,6 +99,12 @@ public:
     void rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                               std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) override;
     void scale(float* x, float s, std::int64_t n) override;
+    // the inner backend's answer in the modes set on this object (as start() hands them over before each op)
+    std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const override {
+        inner_.set_gemm_inputs(gemm_inputs());
+        inner_.set_fused_attention(fused_attention());
+        return inner_.attention_saved_floats(s, key_mask);
+    }
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                            const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                            const AttentionShape& s) override;

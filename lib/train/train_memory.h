@@ -15,6 +15,9 @@
 #include "model/config.h"
 
 namespace retro {
+namespace nn {
+class NnBackend;   // nn/nn_backend.h
+}
 
 double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, bool retrieval);
 
@@ -29,7 +32,8 @@ struct DeviceTrainBytes {
 };
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
                                     std::int64_t r, bool retrieval, std::int64_t grad_accum,
-                                    std::int64_t trainable_parameters, bool bf16_gemm = false);
+                                    std::int64_t trainable_parameters, bool bf16_gemm = false,
+                                    const nn::NnBackend* be = nullptr);   // be: backend_model_plan's
 // UserError naming `option` when `need` exceeds `free_bytes` of device memory ("needs 12.3 GiB on the GPU (arena
 // ..., weights ..., optimizer ...), the GPU has 8.0 GiB free").
 void device_memory_require(const std::string& option, const DeviceTrainBytes& need, std::size_t free_bytes,

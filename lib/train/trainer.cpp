@@ -184,17 +184,28 @@ void Trainer::setup_device() {
     // one GPU per rank: before the first CUDA call, this rank's GPU becomes its "device 0"
     if (dist_->active() && o_.device == "cuda") cuda_select_local_device(dist_->local_rank(), dist_->local_size());
     const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
-    const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
-                                         !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16");
     const std::string what = "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) +
                              " x " + std::to_string(data_->seq_len()) + " tokens";
     const std::string fix = "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model";
+    // the backend first, in its mode (its attention's saved floats size the arena: train_device_bytes), then the
+    // memory check, before anything large is allocated
     if (o_.device == "cuda") {
         cuda_require("--device", "retro-train");
         if constexpr (kCudaBuilt) {
-            device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
             stream_ = std::make_unique<CudaStreamOwner>();
             backend_ = nn::cuda_nn_backend(stream_->get());
+        }
+    } else {
+        backend_ = std::make_unique<nn::HostNnBackend>();
+    }
+    if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+    backend_->set_fused_attention(fused_attention());
+    const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
+                                         !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16",
+                                         backend_.get());
+    if (o_.device == "cuda") {
+        if constexpr (kCudaBuilt) {
+            device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
             if (dist_->active() || o_.reduce == "nccl") {   // gradients summed over the ranks' GPUs
                 nccl_ = nccl_comm_create(*dist_, "--reduce");
                 log_info(cat("NCCL ", nccl_->version(), ": rank ", nccl_->rank(), " of ", nccl_->size()));
@@ -206,10 +217,7 @@ void Trainer::setup_device() {
         }
     } else {
         memory_require("--batch-size", double(need.total()), what, fix);
-        backend_ = std::make_unique<nn::HostNnBackend>();
     }
-    if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
-    backend_->set_fused_attention(fused_attention());
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
