@@ -30,6 +30,7 @@
 #include "nn/nn_backend_host.h"
 #include "nn/nn_backend_profiler.h"
 #include "train/adamw.h"
+#include "train/train_memory.h"
 
 namespace retro::bench {
 
@@ -231,6 +232,20 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
             device = cuda_device_name();
             ref_gflops = cuda_sgemm_gflops(4096, 4096, 4096, stream->get());
             peak = cuda_dense_bf16_peak_flops(device);
+            // every row's memory before the first runs (as retro-train checks its run's): a row the GPU cannot hold
+            // is refused in one line rather than met by an allocation failure halfway through the table
+            const std::int64_t P = ParamLayout(c).total();
+            for (const auto& d : o.dtypes) {
+                be->set_gemm_inputs(d != "fp32" ? nn::NnBackend::GemmInputs::bf16 : nn::NnBackend::GemmInputs::fp32);
+                be->set_fused_attention(d == "bf16");
+                const auto need = train_device_bytes(c, o.batch, n, batch.k, batch.r, retrieval, 1, P, d != "fp32",
+                                                     be.get());
+                device_memory_require("--batch", need, cuda_free_bytes(),
+                                      "the " + d + " row at " + std::to_string(o.batch) + " x " + std::to_string(n) +
+                                          " tokens",
+                                      "a smaller --batch, or leave " + d + " out of --dtype");
+            }
+            be->set_fused_attention(false);
         }
     } else if (o.device == "host-backend") {
         be = std::make_unique<nn::HostNnBackend>();
