@@ -489,7 +489,8 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
 // two to a float.
 std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
     static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
-    if (!flash_applies(s, key_mask ? &any_mask : nullptr)) return NnBackend::attention_saved_floats(s, key_mask);
+    if (unfused(FusedOp::attention_saved_floats) || !flash_applies(s, key_mask ? &any_mask : nullptr))
+        return NnBackend::attention_saved_floats(s, key_mask);   // the probabilities (also RETRO_UNFUSE's A/B)
     return s.B * s.H * s.Nq + (s.B * s.Nq * s.H * s.D + 1) / 2;
 }
 

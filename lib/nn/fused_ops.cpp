@@ -13,7 +13,7 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(FusedOp::count)>
     "rmsnorm_linear_forward", "linear_residual_forward", "linear_rotary_forward",        "embedding_position_forward",
     "linear_forward_shared",  "linear_backward_shared",  "gelu_linear_backward",         "cross_entropy_linear_backward",
     "rmsnorm_backward_one_pass", "flash_backward_one_block",  "feed_forward_bf16",            "linear_backward_dy_copy",
-    "gemm_bias_epilogue", "sample_rows", "flash_two_stages", "flash_fast_steps"};
+    "gemm_bias_epilogue", "sample_rows", "flash_two_stages", "flash_fast_steps", "attention_saved_floats"};
 
 }  // namespace
 

@@ -6,7 +6,8 @@
 // the bf16 GEMMs' bias as rows written before a beta-1 GEMM, not cuBLASLt's epilogue; sample_rows: the logits
 // rows downloaded and the next tokens drawn on the host, not on the device; flash_two_stages: the fused attention's
 // bf16 kernels with one load stage, as RETRO_FLASH_KERNELS=mma-1stage; flash_fast_steps: the fused attention's
-// backward classifies every entry of every step, as before session 27's branch-free steps), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
+// backward classifies every entry of every step, as before session 27's branch-free steps; attention_saved_floats:
+// the training arena keeps every attention's probabilities, as before session 29, not only the fused one's stash), so that a fused kernel that fails or misbehaves on some device can be told apart from the rest and
 // bypassed without a rebuild (docs/gpu.md). Host code, so that the parsing is tested on every build.
 // provides: FusedOp, fused_op_name, unfused_ops_requested
 #pragma once
@@ -31,6 +32,7 @@ enum class FusedOp : unsigned {
     sample_rows,
     flash_two_stages,
     flash_fast_steps,
+    attention_saved_floats,
     count
 };
 
