@@ -33,7 +33,7 @@ struct BackendBatchShape {
 
 // Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()) on
 // `be` in its current mode: each attention layer's saved probabilities as be->attention_saved_floats says (on the GPU
-// in the fused bf16 mode only the fused backward's stash: at the 172M config 3.5 GB less at 8 x 1024 tokens); null:
+// in the fused bf16 mode only the fused backward's stash: at the 172M config 3.6 GB less at 8 x 1024 tokens); null:
 // the full probabilities, an upper bound for any backend.
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
                                const nn::NnBackend* be = nullptr);
