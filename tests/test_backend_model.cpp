@@ -255,6 +255,13 @@ TEST_CASE("backend model: the attention's saved floats follow the backend and it
     const std::int64_t per_layer = shape.B * c.heads * shape.n * (shape.n - 1);   // floats saved a layer
     CHECK(full - small >= static_cast<std::size_t>(c.dec_depth * (per_layer * 4 - 256)));
     CHECK(full - small <= static_cast<std::size_t>(c.dec_depth * (per_layer * 4 + 256)));
+    // the scratch bound: the fused layers' Delta in place of their ds; the same without a backend or on the host
+    CHECK(backend_model_scratch_bound(c, shape, true, &host) == backend_model_scratch_bound(c, shape, true));
+    CHECK(backend_model_scratch_bound(c, shape, true, &stash) <= backend_model_scratch_bound(c, shape, true));
+    auto plain_shape = shape;   // decoder only: the self-attention's ds is the largest term, and it goes
+    plain_shape.retrieval = false;
+    CHECK(backend_model_scratch_bound(c, plain_shape, true, &stash) <
+          backend_model_scratch_bound(c, plain_shape, true));
     // a model on a backend whose answer changes with the mode: planned anew at the change, the same bits
     ModalSavesBackend be;
     RetroModel<float> ref(c);

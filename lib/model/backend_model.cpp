@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "model/backend_layers.h"
@@ -16,24 +18,41 @@ namespace retro {
 using std::int64_t;
 using namespace backend;
 
-std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatchShape& shape, bool bf16_gemm) {
-    const int64_t B = shape.B, n = shape.n, H = c.heads, cs = c.chunk_size, l = n / cs;
+std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatchShape& shape, bool bf16_gemm,
+                                        const nn::NnBackend* be) {
+    const int64_t B = shape.B, n = shape.n, cs = c.chunk_size, l = n / cs;
     const bool retrieval = shape.retrieval && c.first_cca_layer() > 0 && l > 0;
     const int64_t M = retrieval ? B * l * shape.k : 0, r = shape.r, R = M * r, N = B * n;
-    int64_t probs = B * H * n * n;
-    if (retrieval) probs = std::max({probs, B * l * H * cs * (shape.k * r + 1), M * H * r * r, M * H * r * cs});
-    std::size_t bytes = static_cast<std::size_t>(probs) * 4;   // attention backward's ds
+    // attention backward's scratch, the largest of the layers': the unfused ops' ds (the probabilities' size), or
+    // where `be` runs the layer fused (it saves less than the probabilities) Delta and the per-item null-column
+    // gradients (kernels/nn_flash_attention_cuda.cu's flash_backward)
+    std::vector<std::pair<nn::AttentionLayerShape, bool>> layers = {{decoder_self_shape(c, B, n), false}};
+    if (retrieval) {
+        layers.push_back({nn::cca_attention_shape(decoder_cca_shape(c, B, n, shape.k, r)), true});
+        layers.push_back({encoder_self_shape(c, M, r), true});
+        layers.push_back({encoder_cross_shape(c, M, r), false});
+    }
+    int64_t ds = 0, dout16 = 0;   // dout16: the fused backward's bf16 copy of dO (its fourth copy slot)
+    for (const auto& [layer, masked] : layers) {
+        const nn::AttentionShape a = layer.core();
+        const int64_t full = a.B * a.H * a.Nq * a.keys();
+        const bool fused = be && be->attention_saved_floats(a, masked) < full;
+        ds = std::max(ds, fused ? a.B * a.H * a.Nq + (a.null_kv ? 2 * a.B * a.H * a.D : 0) : full);
+        dout16 = std::max(dout16, a.B * a.Nq * a.H * a.D);
+    }
+    std::size_t bytes = static_cast<std::size_t>(ds) * 4;
     bytes += static_cast<std::size_t>(N) * 4;                    // cross-entropy's row losses
     // column sums (db, dgamma; the copy head's dweight: one column per bucket and channel)
     const int64_t columns = std::max({c.num_tokens, 4 * c.dec_dim, 4 * c.enc_dim, c.copy_head ? nn::kCopyBuckets * c.dec_dim : 0});
     bytes += static_cast<std::size_t>(64 * columns) * 4;
     bytes += std::size_t(64) << 20;   // cuBLAS's workspace and handle (an allowance: it sizes them itself)
-    if (bf16_gemm) {   // three copies, each at most the largest GEMM input: an activation or a weight
+    if (bf16_gemm) {   // three copies, each at most the largest GEMM input (an activation or a weight), and the fused
+                       // attention's backward's fourth, dO
         int64_t largest = std::max({N * c.num_tokens, N * 4 * c.dec_dim, N * c.enc_dim, R * 4 * c.enc_dim,
                                     R * c.dec_dim, R * c.inner_dim(), M * cs * c.dec_dim, N * c.inner_dim()});
         const ParamLayout layout(c);
         for (const auto& e : layout.entries()) largest = std::max(largest, e.numel);
-        bytes += 3 * static_cast<std::size_t>(largest) * 2;
+        bytes += (3 * static_cast<std::size_t>(largest) + static_cast<std::size_t>(dout16)) * 2;
     }
     return bytes;
 }

@@ -38,9 +38,11 @@ struct BackendBatchShape {
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
                                const nn::NnBackend* be = nullptr);
 // An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
-// of the largest probabilities; cross-entropy's row losses; the column sums' partials; with bf16 GEMM inputs its
-// three bf16 input copies; and 64 MiB for cuBLAS's workspace).
-std::size_t backend_model_scratch_bound(const RetroConfig& config, const BackendBatchShape& shape, bool bf16_gemm);
+// of the largest probabilities, or where `be` runs a layer fused only its Delta; cross-entropy's row losses; the
+// column sums' partials; with bf16 GEMM inputs its three bf16 input copies and the fused attention's dO copy; and
+// 64 MiB for cuBLAS's workspace).
+std::size_t backend_model_scratch_bound(const RetroConfig& config, const BackendBatchShape& shape, bool bf16_gemm,
+                                        const nn::NnBackend* be = nullptr);   // be: as backend_model_plan's
 
 class BackendRetroModel {
 public:

@@ -34,7 +34,7 @@ DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, st
     b.weights = P * 4 * (grad_accum > 1 ? 3 : 2);
     b.optimizer = static_cast<std::size_t>(trainable_parameters) * 9;
     b.arena = backend_model_plan(c, {batch, seq_len, k, r, retrieval}, be);
-    b.scratch = backend_model_scratch_bound(c, {batch, seq_len, k, r, retrieval}, bf16_gemm);
+    b.scratch = backend_model_scratch_bound(c, {batch, seq_len, k, r, retrieval}, bf16_gemm, be);
     return b;
 }
 
