@@ -111,22 +111,28 @@ struct Cublas {
     Cublas& operator=(const Cublas&) = delete;
 };
 
-// The fastest of 5 timed runs of `once` on `stream` (ms, CUDA events), after one untimed warm-up run.
+// `runs` times of `once` on `stream` (ms, CUDA events around each), after one untimed warm-up run (first-launch
+// costs: module load, cuBLAS plans), sorted.
 template <typename F>
-float best_of_5_ms(F once, cudaStream_t stream) {
+std::vector<float> event_times_ms(F once, cudaStream_t stream, int runs) {
     Event e0, e1;
     once();
-    float best = 1e30f;
-    for (int r = 0; r < 5; ++r) {
+    std::vector<float> ms(static_cast<std::size_t>(runs));
+    for (float& m : ms) {
         RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
         once();
         RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
         RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
-        float ms = 0;
-        RETRO_CUDA_CHECK(cudaEventElapsedTime(&ms, e0.e, e1.e));
-        best = std::min(best, ms);
+        RETRO_CUDA_CHECK(cudaEventElapsedTime(&m, e0.e, e1.e));
     }
-    return best;
+    std::sort(ms.begin(), ms.end());
+    return ms;
+}
+
+// The fastest of 5 timed runs.
+template <typename F>
+float best_of_5_ms(F once, cudaStream_t stream) {
+    return event_times_ms(once, stream, 5).front();
 }
 
 }  // namespace
@@ -134,17 +140,7 @@ float best_of_5_ms(F once, cudaStream_t stream) {
 double cuda_event_median_ms(const std::function<void()>& enqueue, CudaStream stream, int repeats) {
     cuda_stream_require(stream, "cuda_event_median_ms");
     RETRO_CHECK(repeats >= 1, "cuda_event_median_ms: repeats ", repeats, " < 1");
-    Event e0, e1;
-    enqueue();   // warm-up: first-launch costs (module load, cuBLAS plans) stay out of the figure
-    std::vector<float> ms(static_cast<std::size_t>(repeats));
-    for (float& m : ms) {
-        RETRO_CUDA_CHECK(cudaEventRecord(e0.e, stream));
-        enqueue();
-        RETRO_CUDA_CHECK(cudaEventRecord(e1.e, stream));
-        RETRO_CUDA_CHECK(cudaEventSynchronize(e1.e));
-        RETRO_CUDA_CHECK(cudaEventElapsedTime(&m, e0.e, e1.e));
-    }
-    std::sort(ms.begin(), ms.end());
+    const std::vector<float> ms = event_times_ms(enqueue, stream, repeats);
     return ms[ms.size() / 2];
 }
 
