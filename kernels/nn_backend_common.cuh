@@ -224,6 +224,7 @@ public:
                               std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) override;
     void scale(float* x, float s, std::int64_t n) override;
     std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const override;
+    bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const override;
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                            const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                            const AttentionShape& s) override;
@@ -305,6 +306,10 @@ private:
     bool dependent_launch_ = false;    // sm_90+ and not RETRO_PDL=0: the decode kernels as programmatic dependents
     unsigned unfused_ = 0;             // RETRO_UNFUSE: a bit per FusedOp run as the ops it stands for
     bool unfused(FusedOp op) const { return (unfused_ >> static_cast<unsigned>(op)) & 1u; }
+    // cross_entropy_linear_backward's one-pass form applies (kernels/nn_loss_cuda.cu)
+    bool fused_cross_entropy_linear_backward(bool with_dW, bool with_db) const {
+        return gemm_inputs_ == GemmInputs::bf16 && with_dW && with_db && !unfused(FusedOp::cross_entropy_linear_backward);
+    }
     long long optin_shared_bytes_ = 0;  // the shared memory one block may opt into on device 0
 
     // upload() of up to kStagedUploadMax bytes: copied into a pinned slot of a ring and sent with cudaMemcpyAsync,

@@ -152,12 +152,16 @@ void CudaNnBackend::cross_entropy_backward(float* dlogits, float dloss, const fl
 
 // bf16 mode with dW and db: the logits' gradient computed in db's first column-sum pass and written only as its bf16
 // copy (slot 0, what linear_backward would have rounded), then linear_backward's GEMMs on it; otherwise the two ops.
+// dlogits is then never touched (cross_entropy_linear_backward_uses_dlogits: the model's arena leaves it out).
+bool CudaNnBackend::cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const {
+    return !fused_cross_entropy_linear_backward(with_dW, with_db);
+}
+
 void CudaNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
                                                   const float* logits, const float* lse, const std::int32_t* targets,
                                                   std::int32_t ignore_index, std::int64_t valid, const float* x,
                                                   const float* W, std::int64_t N, std::int64_t I, std::int64_t V) {
-    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || V <= 0 ||
-        unfused(FusedOp::cross_entropy_linear_backward))
+    if (!fused_cross_entropy_linear_backward(dW != nullptr, db != nullptr) || N <= 0 || I <= 0 || V <= 0)
         return NnBackend::cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets, ignore_index,
                                                         valid, x, W, N, I, V);
     const float scale = valid ? dloss / static_cast<float>(valid) : 0.0f;   // as cross_entropy_backward

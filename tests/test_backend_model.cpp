@@ -279,19 +279,104 @@ TEST_CASE("backend model: the attention's saved floats follow the backend and it
     m.backward(1.0f);   // the plan made in the fused mode serves its backward
 }
 
+namespace {
+// As the CUDA backend in its bf16 mode: cross_entropy_linear_backward with dW and db keeps the logits' gradient in
+// scratch of its own (there: only the GEMMs' bf16 copy), so the model's arena holds none and passes null; with the
+// head frozen (no dW) it is the two ops on the model's dlogits. Counts the calls that got null.
+class OwnLogitsGradBackend : public nn::HostNnBackend {
+public:
+    bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const override {
+        return !(with_dW && with_db);
+    }
+    void cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
+                                       const float* logits, const float* lse, const std::int32_t* targets,
+                                       std::int32_t ignore_index, std::int64_t valid, const float* x, const float* W,
+                                       std::int64_t N, std::int64_t I, std::int64_t V) override {
+        if (!cross_entropy_linear_backward_uses_dlogits(dW != nullptr, db != nullptr)) {
+            CHECK(dlogits == nullptr);
+            null_calls++;
+            own.assign(static_cast<std::size_t>(N * V), 0.0f);
+            dlogits = own.data();
+        }
+        REQUIRE(dlogits != nullptr);
+        nn::HostNnBackend::cross_entropy_linear_backward(dx, dW, db, dlogits, dloss, logits, lse, targets,
+                                                         ignore_index, valid, x, W, N, I, V);
+    }
+    int null_calls = 0;
+    std::vector<float> own;
+};
+std::size_t carved(std::int64_t floats) { return static_cast<std::size_t>((floats * 4 + 255) / 256 * 256); }
+}  // namespace
+
+TEST_CASE("backend model: the arena holds the logits' gradient only where the backward uses it") {
+    auto c = tiny_config();
+    const BackendBatchShape shape{2, 10, c.num_neighbours, c.retrieved_len(), true};
+    const std::size_t dlogits = carved(shape.B * shape.n * c.num_tokens);
+    OwnLogitsGradBackend own;
+    nn::HostNnBackend host;
+    CHECK(backend_model_plan(c, shape, &host) == backend_model_plan(c, shape));
+    CHECK(backend_model_plan(c, shape) - backend_model_plan(c, shape, &own) == dlogits);
+    CHECK(backend_model_plan(c, shape, &own, false) == backend_model_plan(c, shape));   // head frozen: the two ops
+    auto plain = shape;
+    plain.retrieval = false;
+    CHECK(backend_model_plan(c, plain) - backend_model_plan(c, plain, &own) == dlogits);
+    SUBCASE("the same bits as RetroModel<float>, the backend given null") {
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3), tiny_batch(c, 1, 8, 6)}, own);
+        CHECK(own.null_calls == 2);
+        CHECK(p.loss_backend == p.loss_cpu);
+        CHECK(same_bits(p.logits_backend, p.logits_cpu));
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("the copy head reads dlogits: held, and the bits unchanged") {
+        c.copy_head = true;
+        c.num_tokens = 6;
+        CHECK(backend_model_plan(c, shape, &own) == backend_model_plan(c, shape));
+        CHECK(backend_model_plan(c, plain) - backend_model_plan(c, plain, &own) == carved(20 * 6));   // no candidates
+        const auto p = run_both(c, {tiny_batch(c, 2, 10, 3)}, own);
+        CHECK(own.null_calls == 0);
+        CHECK(same_bits(p.grads_backend, p.grads_cpu));
+    }
+    SUBCASE("freezing the head re-plans with dlogits; thawing it re-plans without") {
+        RetroModel<float> ref(c);
+        randomise(ref, 21);
+        BackendRetroModel m(c, own);
+        m.upload_params(ref.params());
+        const auto batch = tiny_batch(c, 2, 10, 3);
+        m.forward(batch);
+        CHECK(m.arena_bytes() == backend_model_plan(c, shape, &own));
+        m.backward(1.0f);
+        const auto frozen = param_trainable(ref.layout(), param_groups_parse("cca,encoder", "test"));
+        m.set_trainable(frozen);
+        m.forward(batch);
+        CHECK(m.arena_bytes() == backend_model_plan(c, shape));
+        m.backward(1.0f);
+        CHECK(own.null_calls == 1);
+        m.set_trainable(std::vector<std::uint8_t>(frozen.size(), 1));
+        m.forward(batch);
+        CHECK(m.arena_bytes() == backend_model_plan(c, shape, &own));
+        m.backward(1.0f);
+        CHECK(own.null_calls == 2);
+    }
+}
+
 TEST_CASE("backend model: on a CUDA device in the fused bf16 mode, an attention saves only the fused backward's stash") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
         CudaStreamOwner stream;
         auto be = nn::cuda_nn_backend(stream.get());
         const nn::AttentionShape self{2, 256, 256, 4, 64, true, false}, cca{8, 64, 128, 4, 64, false, true};
+        const unsigned unfused = nn::unfused_ops_requested(std::getenv("RETRO_UNFUSE"));
         CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);   // fp32: the probabilities
+        CHECK(be->cross_entropy_linear_backward_uses_dlogits(true, true));   // fp32: the two ops
         be->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
         CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);   // bf16, fused attention off
+        // the bf16 logits' backward keeps dlogits only as its GEMMs' bf16 copy, with dW and db
+        const bool ce_set_aside = unfused & (1u << static_cast<unsigned>(nn::FusedOp::cross_entropy_linear_backward));
+        CHECK(be->cross_entropy_linear_backward_uses_dlogits(true, true) == ce_set_aside);
+        CHECK(be->cross_entropy_linear_backward_uses_dlogits(false, true));
         be->set_fused_attention(true);
         const RetroConfig w = wide_config();
         const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
-        const unsigned unfused = nn::unfused_ops_requested(std::getenv("RETRO_UNFUSE"));
         if (unfused & (1u << static_cast<unsigned>(nn::FusedOp::attention_saved_floats))) {   // set aside: as before
             CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);
             CHECK(backend_model_plan(w, shape, be.get()) == backend_model_plan(w, shape));

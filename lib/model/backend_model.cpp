@@ -91,12 +91,21 @@ struct BackendRetroModel::Plan {
           *dn_e = nullptr, *dctx = nullptr, *dctx_part = nullptr, *dembed = nullptr;
 
     // Assigns every buffer from `c` (sizes only when c.base is null); the attention layers' probabilities sized for
-    // `be` (null: the full probabilities).
-    void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape, const nn::NnBackend* be);
+    // `be` (null: the full probabilities), and dlogits only where the backward uses it (plan_holds_dlogits).
+    void carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape, const nn::NnBackend* be,
+               bool head_trainable);
 };
 
+// Whether the backward's logits layer reads or writes the dlogits buffer: the copy head's backward reads it, and a
+// backend whose cross_entropy_linear_backward is the two ops writes it there (the GPU's bf16 form keeps it only as
+// the GEMMs' bf16 copy in its own scratch: at the 172M config N·V floats, 4.2 GB at 32 x 1024 tokens, not held).
+// The head's bias gradient is always asked for; its weight gradient only while the head trains.
+static bool plan_holds_dlogits(const RetroConfig& cfg, bool retrieval, const nn::NnBackend* be, bool head_trainable) {
+    return (retrieval && cfg.copy_head) || !be || be->cross_entropy_linear_backward_uses_dlogits(head_trainable, true);
+}
+
 void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const BackendBatchShape& shape,
-                                    const nn::NnBackend* be) {
+                                    const nn::NnBackend* be, bool head_trainable) {
     s = shape;
     const int64_t B = s.B, n = s.n, Ce = cfg.enc_dim, Cd = cfg.dec_dim, V = cfg.num_tokens, cs = cfg.chunk_size,
                   HD = cfg.inner_dim(), Rd = cfg.rot_dim();
@@ -137,7 +146,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     rms_final = c.take<float>(N);
     logits = c.take<float>(N * V);
     lse = c.take<float>(N);
-    dlogits = c.take<float>(N * V);
+    dlogits = plan_holds_dlogits(cfg, retrieval, be, head_trainable) ? c.take<float>(N * V) : nullptr;
     dxn = c.take<float>(N * Cd);
     dx = c.take<float>(N * Cd);
     dn = c.take<float>(N * Cd);
@@ -193,10 +202,11 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
     dgel = c.take<float>(ff_max);
 }
 
-std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape, const nn::NnBackend* be) {
+std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape, const nn::NnBackend* be,
+                               bool head_trainable) {
     BackendRetroModel::Plan p;   // sizes only
     Carver c;
-    p.carve(c, config, shape, be);
+    p.carve(c, config, shape, be, head_trainable);
     return c.used;
 }
 
@@ -242,18 +252,19 @@ void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry
 }
 
 void BackendRetroModel::plan(const BackendBatchShape& shape) {
-    // the backend's mode decides the attention's saved floats (attention_saved_floats): a plan made in another mode
-    // is remade, never used with a stash smaller than what the attention now writes
-    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs()};
+    // the backend's mode decides the attention's saved floats (attention_saved_floats) and whether dlogits is held,
+    // the head's trainability too: a plan made in another mode is remade, never used with a stash smaller than what
+    // the attention now writes or without a dlogits the logits' backward now uses
+    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs(), head_trainable_};
     if (plan_ && shape == shape_ && mode == mode_) return;
     be_.release(arena_);
     arena_ = nullptr;
     plan_.reset();
-    arena_bytes_ = backend_model_plan(config_, shape, &be_);
+    arena_bytes_ = backend_model_plan(config_, shape, &be_, head_trainable_);
     arena_ = be_.alloc(arena_bytes_);
     auto p = std::make_unique<Plan>();
     Carver c{static_cast<char*>(arena_)};
-    p->carve(c, config_, shape, &be_);
+    p->carve(c, config_, shape, &be_, head_trainable_);
     RETRO_CHECK(c.used == arena_bytes_, "arena plan: ", c.used, " bytes carved of ", arena_bytes_);
     // the shape's constant inputs: rotary tables and the row maps of CCA's shift and the encoder's context
     auto upload_table = [&](Plan::Rotary& r, const nn::RotaryTable<float>& t) {
@@ -429,7 +440,10 @@ void BackendRetroModel::backward(float scale) {
                             P.xn_final, p_.to_logits_w, N, Cd, V);
         be_.copy_head_backward(P.dxn, g_.copy_bias, g_.copy_weight, P.dlogits, P.xn_final, P.copy_cand, N, P.s.k, V,
                                Cd, p_.copy_weight);
-    } else {   // the two as one op (on the GPU in bf16: dlogits written only as the GEMMs' bf16 copy)
+    } else {   // the two as one op (on the GPU in bf16: dlogits written only as the GEMMs' bf16 copy, and not held)
+        RETRO_CHECK(P.dlogits || !be_.cross_entropy_linear_backward_uses_dlogits(head_trainable_, true),
+                    "backward: the plan holds no dlogits, and the backend's mode or the head's trainability changed "
+                    "since the forward");
         be_.cross_entropy_linear_backward(P.dxn, head_trainable_ ? g_.to_logits_w : nullptr, g_.to_logits_b,
                                           P.dlogits, scale, P.logits, P.lse, P.labels, c.pad_id, valid_, P.xn_final,
                                           p_.to_logits_w, N, Cd, V);

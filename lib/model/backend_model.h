@@ -33,10 +33,12 @@ struct BackendBatchShape {
 
 // Bytes of the activation arena for `shape` (parameters and gradients not included: 2 * 4 * layout.total()) on
 // `be` in its current mode: each attention layer's saved probabilities as be->attention_saved_floats says (on the GPU
-// in the fused bf16 mode only the fused backward's stash: at the 172M config 3.6 GB less at 8 x 1024 tokens); null:
-// the full probabilities, an upper bound for any backend.
+// in the fused bf16 mode only the fused backward's stash: at the 172M config 3.6 GB less at 8 x 1024 tokens), and the
+// logits' gradient [N, V] only where be->cross_entropy_linear_backward_uses_dlogits (with the head's weights
+// trainable or not) or the copy head needs it; null: the full probabilities and dlogits, an upper bound for any
+// backend.
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
-                               const nn::NnBackend* be = nullptr);
+                               const nn::NnBackend* be = nullptr, bool head_trainable = true);
 // An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
 // of the largest probabilities, or where `be` runs a layer fused only its Delta; cross-entropy's row losses; the
 // column sums' partials; with bf16 GEMM inputs its three bf16 input copies and the fused attention's dO copy; and
@@ -89,9 +91,11 @@ private:
     std::size_t arena_bytes_ = 0;
     std::unique_ptr<Plan> plan_;
     BackendBatchShape shape_;
-    struct PlanMode {   // the backend's mode the plan was made in (its attention's saved floats depend on it)
+    struct PlanMode {   // the backend's mode the plan was made in (its attention's saved floats depend on it) and
+                        // the head's trainability (with the mode: whether the plan holds dlogits)
         bool fused_attention = false;
         nn::NnBackend::GemmInputs gemm_inputs = nn::NnBackend::GemmInputs::fp32;
+        bool head_trainable = true;
         bool operator==(const PlanMode&) const = default;
     };
     PlanMode mode_;

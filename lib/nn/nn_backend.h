@@ -336,6 +336,14 @@ public:
         cross_entropy_backward(dlogits, dloss, logits, lse, targets, N, V, ignore_index, valid);
         linear_backward(dx, dW, db, dlogits, x, W, N, I, V);
     }
+    // Whether cross_entropy_linear_backward in the current mode, with a dW and a db (given or not), uses its dlogits
+    // scratch; where not, a caller may pass null there (model/backend_model.h's arena then holds no N·V floats for it:
+    // 4.2 GB at the 172M config's 32 x 1024 tokens) as long as the mode stays as it was when asked.
+    virtual bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const {
+        (void)with_dW;
+        (void)with_db;
+        return true;
+    }
 
     // dst = a + b;  dst += src  (n elements; nn/residual.h)
     virtual void residual_sum(float* dst, const float* a, const float* b, std::int64_t n) = 0;

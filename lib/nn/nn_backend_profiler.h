@@ -105,6 +105,11 @@ public:
         inner_.set_fused_attention(fused_attention());
         return inner_.attention_saved_floats(s, key_mask);
     }
+    bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const override {
+        inner_.set_gemm_inputs(gemm_inputs());
+        inner_.set_fused_attention(fused_attention());
+        return inner_.cross_entropy_linear_backward_uses_dlogits(with_dW, with_db);
+    }
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                            const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                            const AttentionShape& s) override;

@@ -33,7 +33,8 @@ struct DeviceTrainBytes {
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
                                     std::int64_t r, bool retrieval, std::int64_t grad_accum,
                                     std::int64_t trainable_parameters, bool bf16_gemm = false,
-                                    const nn::NnBackend* be = nullptr);   // be: backend_model_plan's
+                                    const nn::NnBackend* be = nullptr,   // be, head_trainable: backend_model_plan's
+                                    bool head_trainable = true);
 // UserError naming `option` when `need` exceeds `free_bytes` of device memory ("needs 12.3 GiB on the GPU (arena
 // ..., weights ..., optimizer ...), the GPU has 8.0 GiB free").
 void device_memory_require(const std::string& option, const DeviceTrainBytes& need, std::size_t free_bytes,

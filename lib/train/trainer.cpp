@@ -202,7 +202,8 @@ void Trainer::setup_device() {
     backend_->set_fused_attention(fused_attention());
     const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
                                          !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16",
-                                         backend_.get());
+                                         backend_.get(),
+                                         param_backward_skips(model_->layout(), config_, trainable_).head_trainable);
     if (o_.device == "cuda") {
         if constexpr (kCudaBuilt) {
             device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
