@@ -6,7 +6,7 @@ CUDA ?= AUTO
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps demo-deps configure build test demo fuzz clean
+.PHONY: all deps demo-deps configure build test demo fuzz sanitize clean
 
 all: build
 
@@ -39,5 +39,13 @@ fuzz: deps
 	build-fuzz/fuzz_npy -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz-out/ fuzz-out/npy tests/reference/fixtures
 	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz-out/ fuzz-out/safetensors tests/reference/fixtures
 
+# Everything under ASan + UBSan (CMake option RETRO_SANITIZE, CPU only, in build-sanitize) and the whole test suite
+# on it, the host-emulated CUDA kernels in each warp schedule included (not in CI; docs/testing.md).
+SANITIZE_ENV = ASAN_OPTIONS=detect_stack_use_after_return=0:detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+sanitize: deps
+	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_SANITIZE=ON >/dev/null
+	@cmake --build build-sanitize -j$(JOBS)
+	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-sanitize
