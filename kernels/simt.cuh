@@ -180,7 +180,10 @@ inline float shfl_xor(float v, int mask) { return host::shfl_xor(v, mask); }
 inline float shfl_idx(float v, int src_lane) { return host::shfl_idx(v, src_lane); }
 inline void copy16_async(void* smem_dst, const void* gmem_src, bool valid) { host::copy16_async(smem_dst, gmem_src, valid); }
 inline void async_wait_all() { host::async_wait_all(); }
-inline void load_float4(float (&x)[4], const float* p) { std::memcpy(x, p, sizeof x); }
+inline void load_float4(float (&x)[4], const float* p) {   // (a misaligned float4 load faults on the GPU)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16) throw std::logic_error("simt host: float4 load not 16-byte aligned");
+    std::memcpy(x, p, sizeof x);
+}
 template <bool TRANS>
 inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
 inline void grid_dependency_wait() {}

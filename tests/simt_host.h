@@ -120,6 +120,15 @@ inline void sync_warp() { wait_as(FiberState::at_warp); }
 // copy into a tile another warp of the same phase still reads changes what that warp reads). The copy's source,
 // global memory the kernel only reads, does not change in between.
 inline void copy16_async(void* dst, const void* src, bool valid) {
+    // cp.async.cg of 16 bytes: both addresses 16-byte aligned, as on the GPU (a misaligned one faults there); the
+    // shared address relative to the block's dynamic shared memory, whose base the GPU aligns at least as much
+    const auto off = static_cast<const unsigned char*>(dst) - g_block->smem.data();
+    if (off < 0 || static_cast<std::size_t>(off) + 16 > g_block->smem.size())
+        throw std::logic_error("simt host: cp.async destination outside the block's shared memory (offset " +
+                               std::to_string(off) + " of " + std::to_string(g_block->smem.size()) + " bytes)");
+    if (off % 16 || reinterpret_cast<std::uintptr_t>(src) % 16)
+        throw std::logic_error("simt host: cp.async address not 16-byte aligned (shared offset " + std::to_string(off) +
+                               ", global " + std::to_string(reinterpret_cast<std::uintptr_t>(src) % 16) + " past 16)");
     if (g_schedule == Schedule::interleaved) {
         g_block->fibers[static_cast<std::size_t>(g_block->current)].pending.push_back({dst, valid ? src : nullptr});
     } else if (valid) {
