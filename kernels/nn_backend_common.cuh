@@ -266,10 +266,15 @@ public:
 
 private:
     // Grow-only device scratch (never shrinks). Growing waits for the stream first: earlier kernels may still
-    // read the old buffer.
+    // read the old buffer. Each frees its buffer when the backend goes (after ~CudaNnBackend's body has waited for
+    // the stream): no list of members to keep (one once left out leaked sample_rows' scratch).
     struct Scratch {
         void* p = nullptr;
         std::size_t bytes = 0;
+        Scratch() = default;
+        Scratch(const Scratch&) = delete;
+        Scratch& operator=(const Scratch&) = delete;
+        ~Scratch();
     };
     void* scratch(Scratch& s, std::size_t bytes);
     // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)

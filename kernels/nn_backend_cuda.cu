@@ -220,15 +220,15 @@ CudaNnBackend::CudaNnBackend(CudaStream stream) : stream_(stream) {
 }
 
 CudaNnBackend::~CudaNnBackend() {
-    RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch may still be in use
-    for (Scratch* s : {&ds_, &rows_, &partials_, &colpart_, &emb_, &bf_[0], &bf_[1], &bf_[2], &bf_[3], &wide_})
-        RETRO_CUDA_CHECK_NOTHROW(cudaFree(s->p));
+    RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));   // the scratch (freed by ~Scratch) may still be in use
     for (Staging& s : staging_) {
         if (s.host) RETRO_CUDA_CHECK_NOTHROW(cudaFreeHost(s.host));
         if (s.done) RETRO_CUDA_CHECK_NOTHROW(cudaEventDestroy(s.done));
     }
     if (handle_) RETRO_CUBLAS_CHECK_NOTHROW(cublasDestroy(handle_));
 }
+
+CudaNnBackend::Scratch::~Scratch() { RETRO_CUDA_CHECK_NOTHROW(cudaFree(p)); }
 
 void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
     if (bytes > s.bytes) {
@@ -251,8 +251,13 @@ void* CudaNnBackend::alloc(std::size_t bytes) {
     RETRO_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));   // 256-byte aligned
     return p;
 }
+// Waits for the stream first: its kernels may still use the buffer (the training arena when the model re-plans),
+// and cudaFree's own synchronization is documented as "may", not "will". (Not while capturing, where a synchronize
+// would end the capture: nothing frees then but an unwinding error path.)
 void CudaNnBackend::release(void* p) noexcept {
-    if (p) RETRO_CUDA_CHECK_NOTHROW(cudaFree(p));
+    if (!p) return;
+    if (!capturing_) RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream_));
+    RETRO_CUDA_CHECK_NOTHROW(cudaFree(p));
 }
 void CudaNnBackend::upload(void* dst, const void* src, std::size_t bytes) {
     refuse_while_capturing("upload");

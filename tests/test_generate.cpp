@@ -193,6 +193,15 @@ RetroConfig copy_head_decode_config() {
     return c;
 }
 
+// The encoder as wide as the decoder: no projection between the embedding and the decoder (RETRO-pytorch's
+// Identity), so the backend decoder embeds straight into its stream.
+RetroConfig same_width_decode_config() {
+    RetroConfig c = decode_config();
+    c.enc_dim = c.dec_dim;
+    c.validate("same width");
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("generate: cached decoding equals a full recompute at every step (fp32 1e-5)") {
@@ -220,6 +229,7 @@ TEST_CASE("generate: the backend decoder (host backend) equals a full recompute 
     nn::HostNnBackend be;
     check_backend_decoder_equals_full(be, true, 1e-5);
     check_backend_decoder_equals_full(be, false, 1e-5);
+    check_backend_decoder_equals_full(be, true, 1e-5, same_width_decode_config());
 }
 
 TEST_CASE("generate: the backend decoder's decode steps as graphs (host backend's recorder) equal a full recompute") {
@@ -229,6 +239,7 @@ TEST_CASE("generate: the backend decoder's decode steps as graphs (host backend'
     check_backend_decoder_equals_full(be, true, 1e-5, decode_config(), true);
     check_backend_decoder_equals_full(be, false, 1e-5, decode_config(), true);
     check_backend_decoder_equals_full(be, true, 1e-5, copy_head_decode_config(), true);
+    check_backend_decoder_equals_full(be, true, 1e-5, same_width_decode_config(), true);
 }
 
 TEST_CASE("generate: the backend decoder on a CUDA device equals a full recompute at every step (fp32 1e-5)") {
@@ -242,6 +253,7 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         check_backend_decoder_equals_full(*be, true, 1e-5, decode_config(), true);   // CUDA graphs
         check_backend_decoder_equals_full(*be, false, 1e-5, decode_config(), true);
         check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config(), true);
+        check_backend_decoder_equals_full(*be, true, 1e-5, same_width_decode_config(), true);
     }
 }
 
@@ -533,12 +545,14 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
     // BackendDecoder's run_step through ProfilingNnBackend on the host backend: a step that feeds one row past the
     // first chunk (CCA reads it; no chunk finishes, so the encoder does not run) calls, besides its one upload (its
     // logits stay on the backend: the next token is drawn there, sample_last, or they come down when logits() is
-    // called), the embedding with the positions and the decoder-width projection, then per layer the q|k|v projection
+    // called), the embedding with the positions and the decoder-width projection (none where the encoder is as wide:
+    // the embedding then written straight into the decoder's stream, no copy), then per layer the q|k|v projection
     // (norm + GEMV + rotation), attention_decode, the output projection (+ residual), the feed-forward's two GEMVs
     // (norm + gelu; + residual), per CCA layer its query projection, attention_decode and output projection (+
     // residual), the encoder context's scatter at the first CCA layer, and the logits' GEMV (+ norm): on the GPU one
     // launch each. A change that adds a launch to every token fails here.
-    const RetroConfig c = decode_config();
+  for (const RetroConfig& c : {decode_config(), same_width_decode_config()}) {
+    CAPTURE(c.enc_dim);
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), 3);
     nn::HostNnBackend host;
@@ -562,7 +576,9 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
     }
     CHECK(calls["upload"] == 1);
     CHECK(calls["download"] == 0);
-    CHECK(ops == 2 + 5 * c.dec_depth + 3 * cca_layers + (cca_layers > 0 ? 1 : 0) + 1);
+    const bool projected = c.enc_dim != c.dec_dim;
+    CHECK(ops == 1 + (projected ? 1 : 0) + 5 * c.dec_depth + 3 * cca_layers + (cca_layers > 0 ? 1 : 0) + 1);
+    CHECK(calls.count("copy") == 0);
     CHECK(calls["attention_decode"] == c.dec_depth + cca_layers);
     for (const char* folded : {"rmsnorm_forward", "residual_rmsnorm_forward", "rotary_scale_forward", "rotary_forward",
                                "residual_sum", "gather_rows", "gather_add_rows", "embedding_forward",
@@ -578,4 +594,5 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
     CHECK(be.timings()[0].op == "sample_rows");
     CHECK(dec.logits().size() == static_cast<std::size_t>(c.num_tokens));
     CHECK(next[0] == nn::sample_row(dec.logits().data(), c.num_tokens, greedy, 0.0));
+  }
 }

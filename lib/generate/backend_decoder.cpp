@@ -366,9 +366,10 @@ void BackendDecoder::run_step() {
     float *x = P.x, *xn = P.xn, *norm = P.norm, *y = P.y, *x1 = P.x1, *x2 = P.x2, *q = P.q, *o = P.o;
     float *kr = q + R * HD, *vr = q + 2 * R * HD;
     // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
-    be_.embedding_position_forward(P.e, P.ids, p_.token_emb, P.pos, p_.pos_emb, R, V, Ce);   // e[i] += pos_emb[pos[i]]
-    if (p_.to_dec_w) be_.linear_forward(x, P.e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
-    else be_.copy(x, P.e, static_cast<std::size_t>(R * Cd) * sizeof(float));
+    // (without the projection, enc_dim = dec_dim: straight into x, one launch and no copy node in a captured step)
+    float* e = p_.to_dec_w ? P.e : x;
+    be_.embedding_position_forward(e, P.ids, p_.token_emb, P.pos, p_.pos_emb, R, V, Ce);   // e[i] += pos_emb[pos[i]]
+    if (p_.to_dec_w) be_.linear_forward(x, e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     // pre-norm blocks over the stream x: each norm rides in the projection that reads it (rmsnorm_linear_forward,
     // linear_rotary_forward), the queries' and keys' rotation in their projection (linear_rotary_forward) and each
