@@ -203,6 +203,58 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(m32.forward(batch) != on.loss_backend);
 }
 
+TEST_CASE("backend model: the arena gives the feed-forwards' g half its floats where they keep it as bf16, and a change of the mode re-plans") {
+    const auto w = wide_config();   // retrieval: the decoder's and the encoder's feed-forwards
+    const auto batch = tiny_batch(w, 2, 40, 8);
+    const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
+    nn::HostNnBackend host;
+    host.set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+    // the plan's bytes: each feed-forward's g at (elements + 1) / 2 floats instead of elements (Carver rounds every
+    // buffer up to 256 bytes)
+    auto rounded = [](std::int64_t floats) { return (static_cast<std::size_t>(floats) * 4 + 255) / 256 * 256; };
+    const std::int64_t N = 2 * 40, R = 2 * (40 / w.chunk_size) * w.num_neighbours * w.retrieved_len();
+    std::size_t saved = 0;
+    for (std::int64_t i = 0; i < w.dec_depth; i++) saved += rounded(N * 4 * w.dec_dim) - rounded((N * 4 * w.dec_dim + 1) / 2);
+    for (std::int64_t i = 0; i < w.enc_depth; i++) saved += rounded(R * 4 * w.enc_dim) - rounded((R * 4 * w.enc_dim + 1) / 2);
+    host.set_bf16_activations(false);
+    const std::size_t fp32_g = backend_model_plan(w, shape, &host);
+    host.set_bf16_activations(true);
+    const std::size_t bf16_g = backend_model_plan(w, shape, &host);
+    CHECK(fp32_g - bf16_g == saved);
+    host.set_gemm_inputs(nn::NnBackend::GemmInputs::fp32);   // fp32 GEMMs: no bf16 copy to keep, g in fp32
+    CHECK(backend_model_plan(w, shape, &host) == fp32_g);
+
+    // one model through both modes, in either order: each step the bits of a model made in that mode (the plan is
+    // remade when the mode changes: a half-size g written in fp32 would run into the buffers after it)
+    auto step = [&](BackendRetroModel& m, const RetroModel<float>& ref) {
+        m.upload_params(ref.params());
+        m.zero_grad();
+        Pair p;
+        p.loss_backend = m.forward(batch);
+        m.backward(0.5f);
+        m.download_grads(p.grads_backend);
+        return p;
+    };
+    RetroModel<float> ref(w);
+    randomise(ref, 21);
+    for (const bool first : {true, false}) {
+        CAPTURE(first);
+        nn::HostNnBackend a, fresh;
+        for (auto* be : {&a, &fresh}) be->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+        BackendRetroModel m(w, a);
+        a.set_bf16_activations(first);
+        step(m, ref);
+        a.set_bf16_activations(!first);
+        const Pair switched = step(m, ref);
+        fresh.set_bf16_activations(!first);
+        BackendRetroModel made(w, fresh);
+        const Pair direct = step(made, ref);
+        CHECK(m.arena_bytes() == made.arena_bytes());
+        CHECK(switched.loss_backend == direct.loss_backend);
+        CHECK(same_bits(switched.grads_backend, direct.grads_backend));
+    }
+}
+
 TEST_CASE("backend model: the arena is planned before the first step and grows with the batch") {
     nn::HostNnBackend be;
     const auto c = tiny_config();

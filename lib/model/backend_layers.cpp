@@ -55,7 +55,7 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
         }
         L.n2 = c.take<float>(R * Ce);
         L.r2 = c.take<float>(R);
-        L.ff = {c.take<float>(R * 4 * Ce), c.take<float>(R * 4 * Ce)};
+        L.ff = carve_feed_forward(c, R * ff_inner(Ce), be);
     }
     a.pre = c.take<float>(R * Ce);
     a.norm = c.take<float>(R * Ce);
@@ -129,14 +129,24 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     be.linear_backward_shared(dcontext, t.tmp_v, kv, kv_in, Mk, kv_dim, HD);
 }
 
-// Whether the feed-forward keeps its gelu output g only as bf16 (NnBackend::set_bf16_activations, in the bf16 GEMM
-// mode, where a backward will follow: h kept): in the first half of g's fp32 storage, read by the second layer's
-// GEMMs (forward and dW) as they are; the fp32 g is then never written (the same floats: the GEMMs rounded it).
-namespace {
-bool ff_bf16_g(const nn::NnBackend& be, const FfSaved& f) {
-    return be.gemm_inputs() == nn::NnBackend::GemmInputs::bf16 && be.bf16_activations() && f.h;
+bool ff_keeps_bf16_g(const nn::NnBackend& be) {
+    return be.gemm_inputs() == nn::NnBackend::GemmInputs::bf16 && be.bf16_activations();
 }
+
+// Whether the feed-forward keeps its gelu output g only as bf16 (NnBackend::set_bf16_activations, in the bf16 GEMM
+// mode, where a backward will follow: h kept): in g's storage (half of it where carve_feed_forward sized it for the
+// mode), read by the second layer's GEMMs (forward and dW) as they are; the fp32 g is then never written (the same
+// floats: the GEMMs rounded it).
+namespace {
+bool ff_bf16_g(const nn::NnBackend& be, const FfSaved& f) { return ff_keeps_bf16_g(be) && f.h; }
 }  // namespace
+
+FfSaved carve_feed_forward(Carver& c, int64_t elements, const nn::NnBackend* be) {
+    FfSaved f;
+    f.h = c.take<float>(elements);
+    f.g = c.take<float>(be && ff_keeps_bf16_g(*be) ? (elements + 1) / 2 : elements);   // bf16: two a float
+    return f;
+}
 
 // nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,

@@ -62,7 +62,14 @@ struct EncoderActs {
 std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::AttentionLayerShape& s, bool key_mask);
 // probs_floats: attention_saved_floats for the layer (at least what the backend's attention_forward writes).
 AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats);
-// The encoder's layers, their attention's probabilities sized for `be` (null: the full probabilities).
+// A training feed-forward's saved h and g for `elements` = rows x inner: g at half its floats (rounded up) where
+// `be`'s mode keeps it only as bf16 (ff_keeps_bf16_g), h and g in fp32 otherwise (be null: fp32).
+FfSaved carve_feed_forward(Carver& c, std::int64_t elements, const nn::NnBackend* be);
+// Whether the feed-forward of a training step keeps its gelu output g only as bf16: the bf16 GEMM mode with bf16
+// activations (NnBackend::set_bf16_activations).
+bool ff_keeps_bf16_g(const nn::NnBackend& be);
+// The encoder's layers, their attention's probabilities and feed-forwards sized for `be` (null: the full
+// probabilities, fp32 g).
 EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r,
                           const nn::NnBackend* be = nullptr);
 

@@ -139,7 +139,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         }
         L.n2 = c.take<float>(N * Cd);
         L.r2 = c.take<float>(N);
-        L.ff = {c.take<float>(N * 4 * Cd), c.take<float>(N * 4 * Cd)};
+        L.ff = carve_feed_forward(c, N * ff_inner(Cd), be);
     }
     x_final = c.take<float>(N * Cd);
     xn_final = c.take<float>(N * Cd);
@@ -252,10 +252,10 @@ void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry
 }
 
 void BackendRetroModel::plan(const BackendBatchShape& shape) {
-    // the backend's mode decides the attention's saved floats (attention_saved_floats) and whether dlogits is held,
-    // the head's trainability too: a plan made in another mode is remade, never used with a stash smaller than what
+    // the backend's mode decides the attention's saved floats (attention_saved_floats), whether dlogits is held and
+    // the feed-forwards' g's size (fp32 or bf16: carve_feed_forward), the head's trainability too: a plan made in another mode is remade, never used with a stash smaller than what
     // the attention now writes or without a dlogits the logits' backward now uses
-    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs(), head_trainable_};
+    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs(), be_.bf16_activations(), head_trainable_};
     if (plan_ && shape == shape_ && mode == mode_) return;
     be_.release(arena_);
     arena_ = nullptr;

@@ -91,10 +91,12 @@ private:
     std::size_t arena_bytes_ = 0;
     std::unique_ptr<Plan> plan_;
     BackendBatchShape shape_;
-    struct PlanMode {   // the backend's mode the plan was made in (its attention's saved floats depend on it) and
-                        // the head's trainability (with the mode: whether the plan holds dlogits)
+    struct PlanMode {   // the backend's mode the plan was made in (its attention's saved floats depend on it, the
+                        // feed-forwards' g's size on the bf16 activations) and the head's trainability (with the
+                        // mode: whether the plan holds dlogits)
         bool fused_attention = false;
         nn::NnBackend::GemmInputs gemm_inputs = nn::NnBackend::GemmInputs::fp32;
+        bool bf16_activations = true;
         bool head_trainable = true;
         bool operator==(const PlanMode&) const = default;
     };
