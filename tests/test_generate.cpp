@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -254,6 +255,66 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         check_backend_decoder_equals_full(*be, false, 1e-5, decode_config(), true);
         check_backend_decoder_equals_full(*be, true, 1e-5, copy_head_decode_config(), true);
         check_backend_decoder_equals_full(*be, true, 1e-5, same_width_decode_config(), true);
+    }
+}
+
+namespace {
+// Every step's last-row logits of one sequence decoded on `be` (a 5-token prompt, then one token a step, neighbours
+// added as chunks finish), eager or as graphs: the same ids and neighbours for every backend.
+std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs) {
+    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
+    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    BackendDecoder dec(c, weights.f(), be, 1, true);
+    dec.set_graphs(graphs);
+    std::mt19937 rng(17);
+    std::vector<std::int32_t> ids;
+    for (int i = 0; i < 24; i++) ids.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
+    std::vector<float> out;
+    std::int64_t len = 0;
+    for (const std::int64_t target : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}) {
+        while (dec.neighbour_chunks(0) < target / c.chunk_size) dec.add_neighbours(0, random_neighbours(c, rng).data());
+        dec.step({std::vector<std::int32_t>(ids.begin() + len, ids.begin() + target)}, false);
+        len = target;
+        const float* row = dec.logits().data() + dec.last_row(0) * c.num_tokens;
+        out.insert(out.end(), row, row + c.num_tokens);
+    }
+    CHECK((dec.graph_launches() > 0) == graphs);   // the graphs were replayed where asked for
+    return out;
+}
+}  // namespace
+
+TEST_CASE("generate: the backend decoder's steps as graphs give the eager steps' bits (host backend)") {
+    // the recorder replays each captured op with its arguments: nothing of a step may differ from running it
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend be;
+    const auto eager = decode_logits(be, c, model, false), graphs = decode_logits(be, c, model, true);
+    REQUIRE(eager.size() == graphs.size());
+    CHECK(std::memcmp(eager.data(), graphs.data(), eager.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("generate: on a CUDA device, the decode kernels as programmatic dependent launches give RETRO_PDL=0's bits") {
+    // PDL (sm_90+) lets a decode kernel start while the one before it finishes and wait inside for its results
+    // (griddepcontrol.wait): a kernel that read a predecessor's output before its wait would see stale values here,
+    // eager or inside a captured graph, while the ordinary launches (RETRO_PDL=0, read at the backend's construction)
+    // cannot
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        const RetroConfig c = decode_config();
+        RetroModel<float> model(c);
+        params_init(model.params(), model.layout(), 3);
+        CudaStreamOwner s1, s2;
+        auto pdl = nn::cuda_nn_backend(s1.get());
+        ::setenv("RETRO_PDL", "0", 1);
+        auto plain = nn::cuda_nn_backend(s2.get());
+        ::unsetenv("RETRO_PDL");
+        for (const bool graphs : {false, true}) {
+            CAPTURE(graphs);
+            const auto a = decode_logits(*pdl, c, model, graphs), b = decode_logits(*plain, c, model, graphs);
+            REQUIRE(a.size() == b.size());
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        }
     }
 }
 
