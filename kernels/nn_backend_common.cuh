@@ -162,6 +162,7 @@ public:
 
     std::string name() const override { return "cuda"; }
     void* alloc(std::size_t bytes) override;
+    std::size_t scratch_device_bytes() const override { return scratch_bytes_; }
     void release(void* p) noexcept override;
     void upload(void* dst, const void* host_src, std::size_t bytes) override;
     void download(void* host_dst, const void* src, std::size_t bytes) override;
@@ -277,6 +278,7 @@ private:
         ~Scratch();
     };
     void* scratch(Scratch& s, std::size_t bytes);
+    std::size_t scratch_bytes_ = 0;   // the Scratch buffers' sizes, summed (scratch_device_bytes)
     // out[j] += sum over rows n of term(n, j), j < C, in two deterministic passes (kernels/nn_backend_cuda.cu)
     template <typename Term>
     void column_sums(float* out, Term term, std::int64_t N, std::int64_t C, const char* what,

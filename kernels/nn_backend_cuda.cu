@@ -235,11 +235,13 @@ void* CudaNnBackend::scratch(Scratch& s, std::size_t bytes) {
         refuse_while_capturing("scratch growth");   // the op must have run once at this size before a capture
         RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));
         void* old = s.p;
+        scratch_bytes_ -= s.bytes;
         s.p = nullptr;
         s.bytes = 0;
         RETRO_CUDA_CHECK(cudaFree(old));
         RETRO_CUDA_CHECK(cudaMalloc(&s.p, bytes));
         s.bytes = bytes;
+        scratch_bytes_ += bytes;
     }
     return s.p;
 }

@@ -442,6 +442,38 @@ TEST_CASE("backend model: on a CUDA device in the fused bf16 mode, an attention 
     }
 }
 
+TEST_CASE("backend model: on a CUDA device a training step's own scratch stays within backend_model_scratch_bound") {
+    // retro-train refuses a config whose plan, weights, optimizer and this bound exceed the GPU's free memory: the
+    // bound, less its allowance for the libraries' workspaces, must hold for the scratch the backend really grows
+    // (scratch_device_bytes), in every mode, with a fresh backend per case (the scratch only grows)
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        auto small_vocab = wide_config();   // the packed q|k|v gradients then outgrow the logits' gradient
+        small_vocab.num_tokens = 6;
+        auto copy = tiny_config();
+        copy.copy_head = true;
+        copy.num_tokens = 6;
+        for (const RetroConfig& c : {tiny_config(), wide_config(), small_vocab, copy})
+            for (const int mode : {0, 1, 2}) {   // fp32; bf16 GEMMs; bf16 GEMMs and the fused attention
+                CAPTURE(c.num_tokens);
+                CAPTURE(c.dec_dim);
+                CAPTURE(mode);
+                CudaStreamOwner stream;
+                auto be = nn::cuda_nn_backend(stream.get());
+                if (mode > 0) be->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+                be->set_fused_attention(mode == 2);
+                const std::int64_t n = std::min<std::int64_t>(5, c.max_seq_len / c.chunk_size) * c.chunk_size;
+                const auto batch = tiny_batch(c, 2, n, 4);
+                run_both(c, {batch}, *be);
+                const BackendBatchShape shape{2, n, c.num_neighbours, c.retrieved_len(), true};
+                const std::size_t bound = backend_model_scratch_bound(c, shape, mode > 0, be.get());
+                MESSAGE("scratch " << be->scratch_device_bytes() << " bytes of a bound of " << bound << " less "
+                                   << kLibraryWorkspaceAllowance);
+                CHECK(be->scratch_device_bytes() <= bound - kLibraryWorkspaceAllowance);
+            }
+    }
+}
+
 TEST_CASE("backend model: on a CUDA device the model tracks the CPU (fp32)") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {

@@ -40,19 +40,41 @@ std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatch
         ds = std::max(ds, fused ? a.B * a.H * a.Nq + (a.null_kv ? 2 * a.B * a.H * a.D : 0) : full);
         dout16 = std::max(dout16, a.B * a.Nq * a.H * a.D);
     }
-    std::size_t bytes = static_cast<std::size_t>(ds) * 4;
-    bytes += static_cast<std::size_t>(N) * 4;                    // cross-entropy's row losses
-    // column sums (db, dgamma; the copy head's dweight: one column per bucket and channel)
-    const int64_t columns = std::max({c.num_tokens, 4 * c.dec_dim, 4 * c.enc_dim, c.copy_head ? nn::kCopyBuckets * c.dec_dim : 0});
-    bytes += static_cast<std::size_t>(64 * columns) * 4;
-    bytes += std::size_t(64) << 20;   // cuBLAS's workspace and handle (an allowance: it sizes them itself)
-    if (bf16_gemm) {   // three copies, each at most the largest GEMM input (an activation or a weight), and the fused
-                       // attention's backward's fourth, dO
-        int64_t largest = std::max({N * c.num_tokens, N * 4 * c.dec_dim, N * c.enc_dim, R * 4 * c.enc_dim,
-                                    R * c.dec_dim, R * c.inner_dim(), M * cs * c.dec_dim, N * c.inner_dim()});
+    // The CUDA backend's Scratch members (kernels/nn_backend_common.cuh), each grown to the most one op of the step
+    // asks of it; checked against scratch_device_bytes on a GPU (tests/test_backend_model.cpp)
+    auto floats = [](int64_t n) { return static_cast<std::size_t>(n) * 4; };
+    std::size_t bytes = floats(ds);   // ds_
+    bytes += floats(N);               // rows_: cross-entropy's row losses
+    // colpart_: the column sums' per-chunk partials (db, dgamma, the null key and value, the copy head's dweight: one
+    // column per bucket and channel), at most 256 chunks of rows (kernels/nn_rows.cuh's column_chunk_rows), and the
+    // rmsnorm backward's dgamma partials, at most 1024 blocks (dgamma_block_rows)
+    const int64_t HD = c.inner_dim(), width = std::max(c.dec_dim, c.enc_dim);
+    const int64_t columns = std::max({c.num_tokens, 4 * width, HD, c.copy_head ? nn::kCopyBuckets * c.dec_dim : 0});
+    bytes += floats(std::max(256 * columns, 1024 * width));
+    // emb_: embedding_backward's three int32 arrays of the ids (the decoder's or the neighbours') and CUB's radix
+    // sort storage (an allowance: as much again, and 1 MiB); partials_: sum_squares' 256 doubles
+    const int64_t ids = std::max(N, R);
+    bytes += 6 * (floats(ids) + 256) + (std::size_t{1} << 20) + 256 * 8;
+    bytes += kLibraryWorkspaceAllowance;
+    if (bf16_gemm) {
+        // bf_[0..3], the bf16 copies, each grown to the largest it holds:
+        //   slot 0  a linear layer's W (forward: q|k|v packed), its dy (backward: the logits' gradient, the packed
+        //           q|k|v or k|v gradients, which lie in the arena one q_max or k_max apart) or the fused attention's q
+        //   slot 1  x (forward), W (backward: packed) or the fused attention's k
+        //   slot 2  x (backward) or the fused attention's v
+        //   slot 3  the fused attention's dO
+        // acts: every activation a linear layer reads or writes, and the attention's q, k, v (the CCA and encoder
+        // rows: at most R, their context's M cs <= R)
+        const int64_t acts = std::max(N * std::max({c.dec_dim, c.enc_dim, HD, 4 * c.dec_dim}),
+                                      R * std::max({c.enc_dim, c.dec_dim, HD, 4 * c.enc_dim}));
+        int64_t weights = 3 * HD * width;   // q|k|v packed
         const ParamLayout layout(c);
-        for (const auto& e : layout.entries()) largest = std::max(largest, e.numel);
-        bytes += (3 * static_cast<std::size_t>(largest) + static_cast<std::size_t>(dout16)) * 2;
+        for (const auto& e : layout.entries()) weights = std::max(weights, e.numel);
+        const int64_t packed_dy = 3 * (std::max(N, R) * HD + 64);   // three arena buffers and their rounding
+        const int64_t slot0 = std::max({weights, N * c.num_tokens, packed_dy, acts});
+        const int64_t slot1 = std::max(acts, weights);
+        bytes += (static_cast<std::size_t>(slot0) + static_cast<std::size_t>(slot1) + static_cast<std::size_t>(acts) +
+                  static_cast<std::size_t>(dout16)) * 2;
     }
     return bytes;
 }

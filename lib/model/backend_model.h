@@ -39,12 +39,15 @@ struct BackendBatchShape {
 // backend.
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
                                const nn::NnBackend* be = nullptr, bool head_trainable = true);
-// An upper bound on the scratch a backend grows for this shape (the CUDA backend's attention-backward ds, the size
-// of the largest probabilities, or where `be` runs a layer fused only its Delta; cross-entropy's row losses; the
-// column sums' partials; with bf16 GEMM inputs its three bf16 input copies and the fused attention's dO copy; and
-// 64 MiB for cuBLAS's workspace).
+// An upper bound on the scratch a backend grows for a training step of this shape: the CUDA backend's attention-
+// backward ds (the size of the largest probabilities, or where `be` runs a layer fused only its Delta), cross-entropy's
+// row losses, the column sums' and dgamma's partials, the embedding backward's sort, with bf16 GEMM inputs its four
+// bf16 copies (each sized for the operands its slot holds), and kLibraryWorkspaceAllowance.
 std::size_t backend_model_scratch_bound(const RetroConfig& config, const BackendBatchShape& shape, bool bf16_gemm,
                                         const nn::NnBackend* be = nullptr);   // be: as backend_model_plan's
+// The part of that bound allowed for the libraries' own workspaces and handles (cuBLAS, cuBLASLt's 32 MiB): they
+// size them themselves; the rest bounds NnBackend::scratch_device_bytes.
+inline constexpr std::size_t kLibraryWorkspaceAllowance = std::size_t{64} << 20;
 
 class BackendRetroModel {
 public:

@@ -98,6 +98,11 @@ public:
     virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void zero(void* p, std::size_t bytes) = 0;
     virtual void synchronize() = 0;
+    // Device bytes of the grow-only scratch the backend holds now, besides what alloc() handed out (the bf16 GEMM and
+    // attention operand copies, the attention backward's and the column sums' temporaries, ...; the libraries'
+    // workspaces apart); 0 on the host. What model/backend_model.h's backend_model_scratch_bound bounds for a training
+    // step beside its allowance for those workspaces (checked on a GPU).
+    virtual std::size_t scratch_device_bytes() const { return 0; }
 
     // y[N, O] = x W^T + b (b may be null); backward: dx = dy W (dx may be null), dW += dy^T x, db += sum dy
     // (dW null: neither dW nor db).

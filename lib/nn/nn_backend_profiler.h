@@ -35,6 +35,7 @@ public:
     void reset() { by_key_.clear(); }
 
     void* alloc(std::size_t bytes) override { return inner_.alloc(bytes); }
+    std::size_t scratch_device_bytes() const override { return inner_.scratch_device_bytes(); }
     void release(void* p) noexcept override { inner_.release(p); }
     void upload(void* dst, const void* host_src, std::size_t bytes) override;
     void download(void* host_dst, const void* src, std::size_t bytes) override;
