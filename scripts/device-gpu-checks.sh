@@ -3,7 +3,9 @@
 #   scripts/device-gpu-checks.sh [STEP...]     logs and JSON under $OUT (default ./out-gpu)
 # Steps: env, tests (the CUDA test cases, the BERT encoder's golden test among them), sanitize (compute-sanitizer
 #        memcheck on the op harness's CUDA cases and CUDA exact search), racecheck (compute-sanitizer racecheck on the
-#        op harness's CUDA cases: every kernel with shared memory; ~2-3 minutes on an H100, not in the default list), retention (retro-bench retention --device
+#        op harness's CUDA cases: every kernel with shared memory; ~2-3 minutes on an H100, not in the default list), synccheck
+#        (compute-sanitizer synccheck, barrier misuse, on the same cases, then again with the 16-warp retention walk),
+#        retention (retro-bench retention --device
 #        cuda), fla (tests/peers/fla_retention.py, the same shapes), knn (retro-bench knn --cuda), embed (retro-bench
 #        embed --device cuda beside HF on the GPU, on a random BERT of all-MiniLM-L6-v2's shape), train (retro-bench
 #        train --device cuda: the demo config, then TRAIN_CONFIG at TRAIN_BATCH x TRAIN_SEQ beside RETRO-pytorch on the
@@ -33,7 +35,7 @@
 # (also in $OUT/summary.txt); the exit status is 0 when every step passed, 1 when one failed, 2 on a usage error.
 # Environment: STEP_TIMEOUT (300 s per command), GPU_CHECKS_BUDGET (seconds for the whole run; 0 = none, the default
 # with named steps), CUDA_TESTS / SANITIZE_TESTS / RACECHECK_TESTS (doctest filters of the tests / sanitize / racecheck
-# steps), UNFUSED_TESTS (the tests step's rerun with RETRO_UNFUSE=all after a failure), EMBED_CHUNKS,
+# and synccheck steps), UNFUSED_TESTS (the tests step's rerun with RETRO_UNFUSE=all after a failure), EMBED_CHUNKS,
 # EMBED_REPEATS (4096, 5; default list 1024, 3), TRAIN_CONFIG, TRAIN_BATCH, TRAIN_SEQ (retro-172m.json, 8, 1024), KNN_N, KNN_QUERIES (retro-bench's 1M, 4096; default list 262144,
 # 2048), RET_T (T list), RET_DTYPES (bf16,fp32), RET_PAR_T (T list for parallel), RET_REPEATS, STUDY_FRACTIONS
 # ("0.5 0.25"; 1 = every document), STUDY_RETROFIT_FRACTION (0.5; none: no retro-fit study), STUDY_STEPS (2000),
@@ -145,6 +147,19 @@ step_racecheck() {
     rk compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" -tc="$RACECHECK_TESTS" 2>&1 |
         tee "$OUT/racecheck.log" | tail -30
     track "${PIPESTATUS[0]}"
+}
+
+# synccheck: barriers misused (a __syncthreads or bar.sync that not every thread it names reaches, divergent named
+# barriers): the op harness's CUDA cases with the default kernels, then with the 16-warp retention walk (named
+# barriers, one per row strip) — what the host emulator checks by its own model of the barriers
+step_synccheck() {
+    rk compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" -tc="$RACECHECK_TESTS" 2>&1 |
+        tee "$OUT/synccheck.log" | tail -30
+    track "${PIPESTATUS[0]}"
+    RETRO_RETENTION_KERNELS=mma16 rk compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 20 \
+        "$KIT/bin/retro_tests" -tc='ops: every backend and dtype*' >"$OUT/synccheck_mma16.log" 2>&1
+    track $?
+    tail -3 "$OUT/synccheck_mma16.log" | sed "s/^/mma16 synccheck: /"
 }
 
 step_retention() {
@@ -445,7 +460,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck retwalk retention fla knn embed train generate curve profile kernels pdl ab retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck synccheck retwalk retention fla knn embed train generate curve profile kernels pdl ab retrofit studies)" >&2
             exit 2
         fi
     done

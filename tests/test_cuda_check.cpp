@@ -267,6 +267,42 @@ TEST_CASE("cuda check: the GPU check script's pdl step runs the tests and the de
     CHECK(test::read_text(out / "pdl_tests_0.log").find("tests with RETRO_PDL=0") != std::string::npos);
 }
 
+TEST_CASE("cuda check: the GPU check script's synccheck step runs compute-sanitizer synccheck with the default walk, then the 16-warp one") {
+    // a dry run without a GPU: a fake compute-sanitizer on PATH that names its tool, the retention walk it was given
+    // and its filter, and fails (rc 99, as --error-exitcode) where FAKE_SYNC_FAIL names that walk
+    test::TempDir dir("gpu-checks-sync");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    fs::create_directories(dir / "kit" / "bin");
+    fs::create_directories(dir / "path");
+    test::write_text(dir / "path" / "compute-sanitizer",
+                     "#!/bin/sh\necho \"sanitizer $2 walk=${RETRO_RETENTION_KERNELS:-default} $*\"\n"
+                     "echo '========= ERROR SUMMARY: 0 errors'\n"
+                     "[ \"${FAKE_SYNC_FAIL:-}\" = \"${RETRO_RETENTION_KERNELS:-default}\" ] && exit 99\nexit 0\n");
+    fs::permissions(dir / "path" / "compute-sanitizer", fs::perms::owner_all);
+    const fs::path out = dir / "out";
+    fs::create_directories(out);
+    const auto run = [&](const std::string& env) {
+        const std::string cmd = "cd " + shell_quote(dir.path.string()) + " && export PATH=" +
+                                shell_quote((dir / "path").string()) + ":$PATH && source " + shell_quote(script) +
+                                " && " + env + " OUT=" + shell_quote(out.string()) + " KIT=" +
+                                shell_quote((dir / "kit").string()) +
+                                " STEP_TIMEOUT=20 GPU_CHECKS_BUDGET=0 cublas_dir=/nonexistent; configure 0; step_rc=0; "
+                                "step_synccheck; echo \"rc=$step_rc\"";
+        return test::run_command("bash -c " + shell_quote(cmd));
+    };
+    const auto ok = run("");
+    INFO(ok.out << ok.err);
+    CHECK(ok.out.find("rc=0") != std::string::npos);
+    const std::string first = test::read_text(out / "synccheck.log"), second = test::read_text(out / "synccheck_mma16.log");
+    CHECK(first.find("sanitizer synccheck walk=default --tool synccheck --error-exitcode 99") != std::string::npos);
+    CHECK(first.find("-tc=ops: every backend and dtype*") != std::string::npos);
+    CHECK(second.find("sanitizer synccheck walk=mma16") != std::string::npos);
+    CHECK(ok.out.find("mma16 synccheck: ========= ERROR SUMMARY: 0 errors") != std::string::npos);
+    // a report in either run fails the step
+    CHECK(run("export FAKE_SYNC_FAIL=default;").out.find("rc=99") != std::string::npos);
+    CHECK(run("export FAKE_SYNC_FAIL=mma16;").out.find("rc=99") != std::string::npos);
+}
+
 TEST_CASE("cuda check: the GPU check script's flash step maps its kinds to RETRO_FLASH_KERNELS and RETRO_UNFUSE, and a failed tests step reruns the model tests with every fused op set aside") {
     // a dry run without a GPU: fake tools that print the environment they were given. (The name must not match
     // UNFUSED_TESTS's "*RETRO_UNFUSE=all*", or the script's rerun would run this test inside itself.)
