@@ -183,6 +183,13 @@ public:
                               std::int64_t I, std::int64_t O) override;
     void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
                                const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a, const float* b,
+                                       const float* gamma, std::int64_t N, std::int64_t C) override;
+    void linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16, const float* W,
+                                   const float* b, std::int64_t N, std::int64_t I, std::int64_t O) override;
+    void gelu_linear_backward_bf16x(float* dx, float* dW, float* db, float* dg, const float* h,
+                                    const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
+                                    std::int64_t O) override;
     void rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma, const float* W,
                                 const float* b, std::int64_t N, std::int64_t I, std::int64_t O, bool gelu) override;
     void linear_residual_forward(float* out, float* t, const float* res, const float* x, const float* W, const float* b,
@@ -356,6 +363,9 @@ private:
     template <typename Term>
     void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const void* xb, const float* W, long long N,
                                  long long I, long long O, const char* what);
+    // The bf16 mode's h and g16 on x's bf16 copy xb (linear_gelu_forward_bf16 and its bf16x form)
+    void linear_gelu_forward_bf16_of(std::uint16_t* g16, float* h, const void* xb, const float* W, const float* b,
+                                     std::int64_t N, std::int64_t I, std::int64_t O);
     // The bf16 mode's linear forward on x's bf16 copy xb (linear_forward, linear_forward_bf16x)
     void linear_forward_bf16_of(float* y, const void* xb, const float* W, const float* b, int n, int i, int o,
                                 const char* what);

@@ -411,22 +411,33 @@ void CudaNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const
                                              const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0 || O == 0) return;
     RETRO_CHECK(h && N > 0 && I >= 0 && O > 0, "linear_gelu_forward_bf16: N ", N, ", I ", I, ", O ", O, ", h required");
-    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) {
-        const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
-        as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
-        const void *wb = to_bf16(0, W, O * I), *xb = to_bf16(1, x, N * I);
-        // the bias in the GEMM's epilogue where cuBLASLt takes it (the pass below then only reads h), else after
-        const bool biased = gemm_bf16_bias(true, false, o, n, i, wb, i, xb, i, b, h, o,
-                                           "cublasLtMatmul bf16 + bias (linear gelu forward)");
-        if (!biased) gemm_bf16(true, false, o, n, i, wb, i, xb, i, 0.0f, h, o, "cublasGemmEx bf16 (linear gelu forward)");
-        bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
-            h, reinterpret_cast<__nv_bfloat16*>(g16), biased ? nullptr : b, N, O);
-        RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
-        return;
-    }
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) return linear_gelu_forward_bf16_of(g16, h, to_bf16(1, x, N * I), W, b, N, I, O);
     linear_forward(h, x, W, b, N, I, O);   // fp32 mode (or I = 0): the ops it stands for
     bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
         h, reinterpret_cast<__nv_bfloat16*>(g16), nullptr, N, O);
+    RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
+}
+
+void CudaNnBackend::linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16, const float* W,
+                                              const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (N == 0 || O == 0) return;
+    RETRO_CHECK(h && N > 0 && I >= 0 && O > 0, "linear_gelu_forward_bf16x: N ", N, ", I ", I, ", O ", O, ", h required");
+    if (gemm_inputs_ == GemmInputs::bf16 && I > 0) return linear_gelu_forward_bf16_of(g16, h, x16, W, b, N, I, O);
+    linear_gelu_forward_bf16(g16, h, widened(x16, N * I), W, b, N, I, O);   // fp32 mode: x's values in fp32
+}
+
+// The bf16 mode's h = x W^T + b (beta-0 GEMM) and g16 = bf16(gelu(h)) on x's bf16 copy xb: the bias in the GEMM's
+// epilogue where cuBLASLt takes it (the pass then only reads h), else in the gelu pass.
+void CudaNnBackend::linear_gelu_forward_bf16_of(std::uint16_t* g16, float* h, const void* xb, const float* W,
+                                                const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
+    as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
+    const void* wb = to_bf16(0, W, O * I);
+    const bool biased = gemm_bf16_bias(true, false, o, n, i, wb, i, xb, i, b, h, o,
+                                       "cublasLtMatmul bf16 + bias (linear gelu forward)");
+    if (!biased) gemm_bf16(true, false, o, n, i, wb, i, xb, i, 0.0f, h, o, "cublasGemmEx bf16 (linear gelu forward)");
+    bias_gelu_to_bf16<<<static_cast<unsigned>(std::min<std::int64_t>(N, 65535)), kThreads, 0, stream_>>>(
+        h, reinterpret_cast<__nv_bfloat16*>(g16), biased ? nullptr : b, N, O);
     RETRO_CUDA_LAUNCH_CHECK("bias_gelu_to_bf16", stream_);
 }
 
@@ -529,6 +540,15 @@ void CudaNnBackend::gelu_linear_backward(float* dx, float* dW, float* db, float*
     bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, to_bf16(2, x, N * I), W, N, I, O, "gelu_linear_backward");
 }
 
+void CudaNnBackend::gelu_linear_backward_bf16x(float* dx, float* dW, float* db, float* dg, const float* h,
+                                               const std::uint16_t* x16, const float* W, std::int64_t N,
+                                               std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ != GemmInputs::bf16 || !dW || !db || N <= 0 || I <= 0 || O <= 0 ||
+        unfused(FusedOp::gelu_linear_backward))
+        return NnBackend::gelu_linear_backward_bf16x(dx, dW, db, dg, h, x16, W, N, I, O);
+    bf16_linear_backward_of(dx, dW, db, GeluGradTerm{dg, h, O}, x16, W, N, I, O, "gelu_linear_backward_bf16x");
+}
+
 void CudaNnBackend::linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
                                     std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0) return;
@@ -571,14 +591,15 @@ void CudaNnBackend::linear_backward_bf16(float* dx, float* dW, float* db, const 
 
 // ---------------- rmsnorm ----------------
 namespace {
-// rmsnorm_forward (RESIDUAL false: x is only read) and residual_rmsnorm_forward (x = a + b written first)
-template <bool RESIDUAL>
+// rmsnorm_forward (RESIDUAL false: x is only read) and residual_rmsnorm_forward (x = a + b written first); with
+// BF16_OUT y only as its bf16 bits y16
+template <bool RESIDUAL, bool BF16_OUT = false>
 void launch_rmsnorm_forward(float* y, float* norm, float* x, const float* a, const float* b, const float* gamma, ll N,
-                            ll C, CudaStream stream, const char* name) {
+                            ll C, CudaStream stream, const char* name, std::uint16_t* y16 = nullptr) {
     if (N == 0) return;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
-    rows::rmsnorm_forward_warps<RESIDUAL><<<grid_for(N, rows::kWarps), rows::kThreads, 0, stream>>>(
-        y, norm, x, a, b, gamma, N, C, scale, static_cast<float>(kRmsnormEps));
+    rows::rmsnorm_forward_warps<RESIDUAL, BF16_OUT><<<grid_for(N, rows::kWarps), rows::kThreads, 0, stream>>>(
+        y, norm, x, a, b, gamma, N, C, scale, static_cast<float>(kRmsnormEps), y16);
     RETRO_CUDA_LAUNCH_CHECK(name, stream);
 }
 }  // namespace
@@ -592,6 +613,12 @@ void CudaNnBackend::rmsnorm_forward(float* y, float* norm, const float* x, const
 void CudaNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, const float* a, const float* b,
                                              const float* gamma, std::int64_t N, std::int64_t C) {
     launch_rmsnorm_forward<true>(y, norm, x, a, b, gamma, N, C, stream_, "residual_rmsnorm_forward");
+}
+
+void CudaNnBackend::residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
+                                                  const float* b, const float* gamma, std::int64_t N, std::int64_t C) {
+    launch_rmsnorm_forward<true, true>(nullptr, norm, x, a, b, gamma, N, C, stream_, "residual_rmsnorm_forward_bf16",
+                                       y16);
 }
 
 // rmsnorm_backward (ADD false: dx =) and rmsnorm_backward_add (dx +=)

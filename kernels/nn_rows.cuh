@@ -39,11 +39,13 @@ RETRO_SIMT_DEVICE float norm_from_squares(float lane_squares, float scale) { ret
 RETRO_SIMT_DEVICE float clamped_inverse(float norm, float eps) { return 1.0f / (norm < eps ? eps : norm); }
 
 // norm[n] = ||x[n]|| * scale (scale = C^-1/2), y[n, c] = x[n, c] / max(norm, eps) * gamma[c]; RESIDUAL: x = a + b
-// first. grid: any (grid-stride over rows, kWarps rows a block), kThreads threads, no shared memory.
-template <bool RESIDUAL>
+// first; BF16_OUT: y stored only as its bf16 bits y16 (round to nearest even; y unused). grid: any (grid-stride over
+// rows, kWarps rows a block), kThreads threads, no shared memory.
+template <bool RESIDUAL, bool BF16_OUT = false>
 RETRO_SIMT_KERNEL(kThreads)
 rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a, const float* b,
-                      const float* __restrict__ gamma, ll N, ll C, float scale, float eps) {
+                      const float* __restrict__ gamma, ll N, ll C, float scale, float eps,
+                      std::uint16_t* __restrict__ y16 = nullptr) {
     const int lane = simt::thread_x() % 32;
     for (ll n = simt::block_x() * kWarps + simt::thread_x() / 32; n < N; n += simt::grid_x() * kWarps) {
         float* xr = x + n * C;
@@ -61,8 +63,13 @@ rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x,
         const float nm = norm_from_squares(ss, scale);
         if (lane == 0) norm[n] = nm;
         const float inv = clamped_inverse(nm, eps);
-        float* yr = y + n * C;
-        for (ll c = lane; c < C; c += 32) yr[c] = xr[c] * inv * gamma[c];
+        if constexpr (BF16_OUT) {
+            std::uint16_t* yr = y16 + n * C;
+            for (ll c = lane; c < C; c += 32) yr[c] = simt::bf16_bits(xr[c] * inv * gamma[c]);
+        } else {
+            float* yr = y + n * C;
+            for (ll c = lane; c < C; c += 32) yr[c] = xr[c] * inv * gamma[c];
+        }
     }
 }
 

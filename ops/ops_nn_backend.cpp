@@ -18,6 +18,8 @@
 //   nn.gelu_linear_backward gelu_linear_backward (the feed-forward's first layer backward from its gelu's output)
 //   nn.ff_bf16      linear_gelu_forward_bf16, linear_forward_bf16x, linear_backward_bf16x (the feed-forward over its
 //                   gelu output stored as bf16; BF16 on CUDA only)
+//   nn.ff_in_bf16   residual_rmsnorm_forward_bf16, linear_gelu_forward_bf16x, gelu_linear_backward_bf16x (the
+//                   feed-forward's first layer over its pre-norm input stored as bf16; BF16 on CUDA only)
 //   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
 //                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
@@ -497,6 +499,66 @@ std::unique_ptr<Case> linear_rotary_case(int64_t N, int64_t I, int64_t O, int64_
         std::move(in), body, device, {"linear_rotary_forward"});
 }
 
+// The feed-forward's first layer over a pre-norm output stored as bf16 (the bf16 activations' second slice):
+// residual_rmsnorm_forward_bf16 (x = a + b, n16 = bf16(rmsnorm(x))), linear_gelu_forward_bf16x (h = n W1^T + b1,
+// g16 = bf16(gelu(h))) and gelu_linear_backward_bf16x (from dg: dn = gelu'(h) dg W1, dW1 += .. n, db1 += ..). The
+// reference: nn::residual_sum, nn::rmsnorm_forward, n rounded to bf16, nn::linear_forward, nn::gelu_forward, g rounded,
+// nn::gelu_backward, nn::linear_backward. BF16 on CUDA only (set_bf16_only).
+std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(O * I, rng),
+               random_tensor(O, rng), random_tensor(N * O, rng)};
+    auto round_bf16 = [](auto& v) {
+        for (auto& e : v) e = static_cast<std::decay_t<decltype(e)>>(from_bf16(to_bf16(static_cast<float>(e))));
+    };
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(N * I), std::vector<T>(N), std::vector<T>(N * I), std::vector<T>(N * O),
+                 std::vector<T>(N * O), std::vector<T>(N * I), std::vector<T>(O * I, T(0)), std::vector<T>(O, T(0))};
+        nn::residual_sum(out[0].data(), x[0].data(), x[1].data(), N * I);
+        nn::rmsnorm_forward(out[2].data(), out[1].data(), out[0].data(), x[2].data(), N, I);
+        round_bf16(out[2]);
+        nn::linear_forward(out[3].data(), out[2].data(), x[3].data(), x[4].data(), N, I, O);
+        nn::gelu_forward(out[4].data(), out[3].data(), N * O);
+        round_bf16(out[4]);
+        std::vector<T> dh(static_cast<std::size_t>(N * O));
+        nn::gelu_backward(dh.data(), x[5].data(), out[3].data(), N * O);
+        nn::linear_backward(out[5].data(), out[6].data(), out[7].data(), dh.data(), out[2].data(), x[3].data(), N, I, O);
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        auto* n16 = a.alloc<std::uint16_t>(N * I);
+        auto* g16 = a.alloc<std::uint16_t>(N * O);
+        float *xs = a.alloc<float>(N * I), *norm = a.alloc<float>(N), *h = a.alloc<float>(N * O),
+              *dn = a.alloc<float>(N * I), *dW1 = a.zeros<float>(O * I), *db1 = a.zeros<float>(O);
+        float* dg = a.up(x[5]);   // scratch of the backward
+        const float* W1 = a.up(x[3]);
+        be.residual_rmsnorm_forward_bf16(xs, n16, norm, a.up(x[0]), a.up(x[1]), a.up(x[2]), N, I);
+        be.linear_gelu_forward_bf16x(g16, h, n16, W1, a.up(x[4]), N, I, O);
+        be.gelu_linear_backward_bf16x(dn, dW1, db1, dg, h, n16, W1, N, I, O);
+        auto values = [&](const std::uint16_t* p, int64_t n) {
+            std::vector<std::uint16_t> bits(static_cast<std::size_t>(n));
+            be.download(bits.data(), p, bits.size() * 2);
+            std::vector<float> v(bits.size());
+            for (std::size_t i = 0; i < v.size(); i++) v[i] = from_bf16(bf16{bits[i]});
+            return v;
+        };
+        return {a.down(xs, N * I), a.down(norm, N),   values(n16, N * I), a.down(h, N * O),
+                values(g16, N * O), a.down(dn, N * I), a.down(dW1, O * I), a.down(db1, O)};
+    };
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"O", O}}), 6.0 * N * I * O,
+                                                   4.0 * (4 * N * I + 3 * N * O + 2 * O * I),
+                                                   {"a", "b", "gamma", "W1", "b1", "dg"},
+                                                   {false, false, false, false, false, false},
+                                                   {"x", "norm", "n", "h", "g", "dn", "dW1", "db1"}},
+        std::move(in), body, device,
+        std::vector<std::string>{"residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x",
+                                 "gelu_linear_backward_bf16x"});
+    c->set_bf16_only();
+    return c;
+}
+
 // linear_forward_shared / linear_backward_shared over `count` layers of one input: y_i = x W_i^T; dx = sum_i dy_i W_i
 // (nn::linear_backward's dx of each, added in i order as the model adds them; none when !want_dx), dW_i = dy_i^T x.
 // packed: the W_i back to back and the y_i, dy_i at one stride (gap floats apart) in one buffer each (the GPU's
@@ -763,6 +825,16 @@ void register_nn_backend(std::vector<OpInfo>& out) {
         [] { return ff_bf16_case(8192, 768, 3072, 1); }, 2);
     // the CPU's fp32 run against its double reference: g's stored rounding flips where the float and double values
     // of gelu straddle a bf16 boundary (~1e-4 of the elements, each a bf16 step: rms ratios ~2e-4 in y and dW2)
+    out.back().bound_f32 = 1e-3;
+    // seed 1: rows and widths past a block of 256 threads; 2: widths off 4 and 8 (the scalar paths)
+    add("nn.ff_in_bf16", "lib/nn/nn_backend_host.cpp", {backend_test}, "kernels/nn_backend_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return ff_input_bf16_case(37, 42, 150, s);
+            return ff_input_bf16_case(300, 264, 520, s);
+        },
+        [] { return ff_input_bf16_case(8192, 768, 3072, 1); }, 2);
+    // the CPU's fp32 run against its double reference: the stored roundings of n and g flip where the float and
+    // double values straddle a bf16 boundary, as nn.ff_bf16's
     out.back().bound_f32 = 1e-3;
     // seed 1: one row (the GPU's few-row kernel with the norm in its prologue), gelu, bias; 2: 3 rows of 37 inputs
     // (scalar path), plain, no bias; 3: 12 rows (the two ops); 4: 8 rows of 2048 (the normalised rows past the shared

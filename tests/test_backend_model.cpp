@@ -160,8 +160,9 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
 }
 
 TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's bf16 activations give the fp32-stored run's bits") {
-    // the feed-forward keeps its gelu output only as the bf16 its second layer's GEMMs round it to
-    // (NnBackend::set_bf16_activations, on by default): the same floats as keeping fp32 and rounding in each GEMM
+    // the feed-forward keeps its gelu output and its input (the pre-norm's output) only as the bf16 its layers' GEMMs
+    // round them to (NnBackend::set_bf16_activations, on by default): the same floats as keeping fp32 and rounding in
+    // each GEMM
     auto run = [](const RetroConfig& c, const RetroBatch& b, bool bf16_acts, std::vector<std::string>* ops) {
         nn::HostNnBackend host;
         host.set_bf16_activations(bf16_acts);
@@ -188,10 +189,11 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(same_bits(on.logits_backend, off.logits_backend));
     CHECK(same_bits(on.grads_backend, off.grads_backend));
     auto has = [](const std::vector<std::string>& v, const char* op) { return std::find(v.begin(), v.end(), op) != v.end(); };
-    CHECK(has(ops_on, "linear_gelu_forward_bf16"));
-    CHECK(has(ops_on, "linear_forward_bf16x"));
-    CHECK(has(ops_on, "linear_backward_bf16x"));
+    for (const char* op : {"residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x", "linear_forward_bf16x",
+                           "linear_backward_bf16x", "gelu_linear_backward_bf16x"})
+        CHECK_MESSAGE(has(ops_on, op), op);
     CHECK_FALSE(has(ops_on, "linear_gelu_forward"));
+    CHECK_FALSE(has(ops_on, "gelu_linear_backward"));
     CHECK(has(ops_off, "linear_gelu_forward"));
     CHECK_FALSE(has(ops_off, "linear_forward_bf16x"));
     // and the mode is the bf16 one: the fp32 run differs
@@ -203,19 +205,20 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(m32.forward(batch) != on.loss_backend);
 }
 
-TEST_CASE("backend model: the arena gives the feed-forwards' g half its floats where they keep it as bf16, and a change of the mode re-plans") {
+TEST_CASE("backend model: the arena gives the feed-forwards' g and input half their floats where they keep them as bf16, and a change of the mode re-plans") {
     const auto w = wide_config();   // retrieval: the decoder's and the encoder's feed-forwards
     const auto batch = tiny_batch(w, 2, 40, 8);
     const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
     nn::HostNnBackend host;
     host.set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
-    // the plan's bytes: each feed-forward's g at (elements + 1) / 2 floats instead of elements (Carver rounds every
-    // buffer up to 256 bytes)
+    // the plan's bytes: each feed-forward's g and input at (elements + 1) / 2 floats instead of elements (Carver rounds
+    // every buffer up to 256 bytes)
     auto rounded = [](std::int64_t floats) { return (static_cast<std::size_t>(floats) * 4 + 255) / 256 * 256; };
     const std::int64_t N = 2 * 40, R = 2 * (40 / w.chunk_size) * w.num_neighbours * w.retrieved_len();
     std::size_t saved = 0;
-    for (std::int64_t i = 0; i < w.dec_depth; i++) saved += rounded(N * 4 * w.dec_dim) - rounded((N * 4 * w.dec_dim + 1) / 2);
-    for (std::int64_t i = 0; i < w.enc_depth; i++) saved += rounded(R * 4 * w.enc_dim) - rounded((R * 4 * w.enc_dim + 1) / 2);
+    auto halved = [&](std::int64_t floats) { return rounded(floats) - rounded((floats + 1) / 2); };
+    for (std::int64_t i = 0; i < w.dec_depth; i++) saved += halved(N * 4 * w.dec_dim) + halved(N * w.dec_dim);
+    for (std::int64_t i = 0; i < w.enc_depth; i++) saved += halved(R * 4 * w.enc_dim) + halved(R * w.enc_dim);
     host.set_bf16_activations(false);
     const std::size_t fp32_g = backend_model_plan(w, shape, &host);
     host.set_bf16_activations(true);

@@ -8,6 +8,7 @@
 #include "simt_host.h"
 //
 #include "../kernels/nn_rows.cuh"
+#include "core/cuda_device.h"
 #include "nn/rmsnorm.h"
 
 #include <doctest/doctest.h>
@@ -81,6 +82,18 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         CHECK(y2 == y);
         CHECK(norm2 == norm);
         CHECK(norm[3] == 0.0f);
+        // with y stored only as bf16 (residual_rmsnorm_forward_bf16): x and norm the same, y16 the rounding of y
+        std::vector<float> x3(n, NAN), norm3(static_cast<std::size_t>(N), NAN);
+        std::vector<std::uint16_t> y16(n, 0xffff);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_forward_warps<true, true>(nullptr, norm3.data(), x3.data(), a.data(), b.data(), gamma.data(), N,
+                                                  C, scale, eps, y16.data());
+        });
+        CHECK(x3 == x);
+        CHECK(norm3 == norm);
+        bool rounded = true;
+        for (std::size_t i = 0; i < n; ++i) rounded &= y16[i] == to_bf16(y[i]).bits;   // (core/cuda_device.h's rounding)
+        CHECK(rounded);
 
         const auto xd = to_double(x), gd = to_double(gamma), dyd = to_double(dy);
         std::vector<double> ry(n), rnorm(static_cast<std::size_t>(N)), rdx(n), rdgamma(static_cast<std::size_t>(C), 0.0);

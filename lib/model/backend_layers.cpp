@@ -53,7 +53,7 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
         } else {
             L.h2 = L.h1;
         }
-        L.n2 = c.take<float>(R * Ce);
+        L.n2 = c.take<float>(ff_input_floats(R * Ce, be));
         L.r2 = c.take<float>(R);
         L.ff = carve_feed_forward(c, R * ff_inner(Ce), be);
     }
@@ -133,28 +133,41 @@ bool ff_keeps_bf16_g(const nn::NnBackend& be) {
     return be.gemm_inputs() == nn::NnBackend::GemmInputs::bf16 && be.bf16_activations();
 }
 
-// Whether the feed-forward keeps its gelu output g only as bf16 (NnBackend::set_bf16_activations, in the bf16 GEMM
-// mode, where a backward will follow: h kept): in g's storage (half of it where carve_feed_forward sized it for the
-// mode), read by the second layer's GEMMs (forward and dW) as they are; the fp32 g is then never written (the same
-// floats: the GEMMs rounded it).
+// Whether the feed-forward keeps its gelu output g and its input x only as bf16 (NnBackend::set_bf16_activations, in
+// the bf16 GEMM mode, where a backward will follow: h kept): in their fp32 storage (half of it where
+// carve_feed_forward and ff_input_floats sized it for the mode), read by the GEMMs (forward and dW) as they are; the
+// fp32 values are then never written (the same floats: the GEMMs rounded them).
 namespace {
-bool ff_bf16_g(const nn::NnBackend& be, const FfSaved& f) { return ff_keeps_bf16_g(be) && f.h; }
+bool ff_bf16(const nn::NnBackend& be, const FfSaved& f) { return ff_keeps_bf16_g(be) && f.h; }
+int64_t floats_for(int64_t elements, const nn::NnBackend* be) {   // bf16 where be keeps it so: two a float
+    return be && ff_keeps_bf16_g(*be) ? (elements + 1) / 2 : elements;
+}
 }  // namespace
 
 FfSaved carve_feed_forward(Carver& c, int64_t elements, const nn::NnBackend* be) {
     FfSaved f;
     f.h = c.take<float>(elements);
-    f.g = c.take<float>(be && ff_keeps_bf16_g(*be) ? (elements + 1) / 2 : elements);   // bf16: two a float
+    f.g = c.take<float>(floats_for(elements, be));
     return f;
+}
+
+int64_t ff_input_floats(int64_t elements, const nn::NnBackend* be) { return floats_for(elements, be); }
+
+void ff_input_forward(nn::NnBackend& be, const FfSaved& f, float* x, float* n, float* norm, const float* a,
+                      const float* b, const float* gamma, int64_t N, int64_t C) {
+    if (ff_bf16(be, f))
+        be.residual_rmsnorm_forward_bf16(x, reinterpret_cast<std::uint16_t*>(n), norm, a, b, gamma, N, C);
+    else
+        be.residual_rmsnorm_forward(x, n, norm, a, b, gamma, N, C);
 }
 
 // nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
                 int64_t N, int64_t dim) {
     const int64_t inner = ff_inner(dim);
-    if (ff_bf16_g(be, f)) {
+    if (ff_bf16(be, f)) {   // x: ff_input_forward's bf16 bits
         auto* g16 = reinterpret_cast<std::uint16_t*>(f.g);
-        be.linear_gelu_forward_bf16(g16, f.h, x, p.w1, p.b1, N, dim, inner);
+        be.linear_gelu_forward_bf16x(g16, f.h, reinterpret_cast<const std::uint16_t*>(x), p.w1, p.b1, N, dim, inner);
         be.linear_forward_bf16x(y, g16, p.w2, p.b2, N, inner, dim);
         return;
     }
@@ -165,10 +178,13 @@ void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, c
 void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,
                  const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const GradScratch& t) {
     const int64_t inner = ff_inner(dim);
-    if (ff_bf16_g(be, f))   // (the mode must be the forward's: set_gemm_inputs between the two is not supported)
+    if (ff_bf16(be, f)) {   // (the mode must be the forward's: the model re-plans when it changes)
         be.linear_backward_bf16x(t.dgel, g.w2, g.b2, dy, reinterpret_cast<const std::uint16_t*>(f.g), p.w2, N, inner, dim);
-    else
-        be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
+        be.gelu_linear_backward_bf16x(dx, g.w1, g.b1, t.dgel, f.h, reinterpret_cast<const std::uint16_t*>(x), p.w1, N,
+                                      dim, inner);
+        return;
+    }
+    be.linear_backward(t.dgel, g.w2, g.b2, dy, f.g, p.w2, N, inner, dim);
     be.gelu_linear_backward(dx, g.w1, g.b1, t.dgel, f.h, x, p.w1, N, dim, inner);   // gelu's backward, then the layer's
 }
 
@@ -187,9 +203,9 @@ void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const st
         if (L.has_cross) {
             be.residual_rmsnorm_forward(A.h1, A.n1, A.r1, A.h0, a.tmp, L.g_cross, R, Ce);
             attn_forward(be, a.tmp, A.cross, A.n1, ctx, nullptr, &rot_r, &rot_ctx, L.cross, a.cross);
-            be.residual_rmsnorm_forward(A.h2, A.n2, A.r2, A.h1, a.tmp, L.g_ff, R, Ce);
+            ff_input_forward(be, A.ff, A.h2, A.n2, A.r2, A.h1, a.tmp, L.g_ff, R, Ce);
         } else {   // h2 is h1
-            be.residual_rmsnorm_forward(A.h1, A.n2, A.r2, A.h0, a.tmp, L.g_ff, R, Ce);
+            ff_input_forward(be, A.ff, A.h1, A.n2, A.r2, A.h0, a.tmp, L.g_ff, R, Ce);
         }
         ff_forward(be, a.tmp, A.ff, A.n2, L.ff, R, Ce);
         if (i + 1 < a.layers.size()) {

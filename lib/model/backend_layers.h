@@ -65,9 +65,17 @@ AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int6
 // A training feed-forward's saved h and g for `elements` = rows x inner: g at half its floats (rounded up) where
 // `be`'s mode keeps it only as bf16 (ff_keeps_bf16_g), h and g in fp32 otherwise (be null: fp32).
 FfSaved carve_feed_forward(Carver& c, std::int64_t elements, const nn::NnBackend* be);
-// Whether the feed-forward of a training step keeps its gelu output g only as bf16: the bf16 GEMM mode with bf16
-// activations (NnBackend::set_bf16_activations).
+// Whether the feed-forward of a training step keeps its gelu output g and its input (the pre-norm's output) only as
+// bf16: the bf16 GEMM mode with bf16 activations (NnBackend::set_bf16_activations).
 bool ff_keeps_bf16_g(const nn::NnBackend& be);
+// The floats of a feed-forward's input buffer of `elements` (rows x dim): half (rounded up) where `be`'s mode keeps it
+// as bf16 (be null: fp32).
+std::int64_t ff_input_floats(std::int64_t elements, const nn::NnBackend* be);
+// The pre-norm before a feed-forward: x = a + b and its input n = rmsnorm(x) (residual_rmsnorm_forward), n stored
+// only as bf16 bits where the feed-forward keeps bf16 activations (ff_keeps_bf16_g, and f.h: a backward follows),
+// the bf16 its first layer's GEMMs round it to; ff_forward and ff_backward then read n so.
+void ff_input_forward(nn::NnBackend& be, const FfSaved& f, float* x, float* n, float* norm, const float* a,
+                      const float* b, const float* gamma, std::int64_t N, std::int64_t C);
 // The encoder's layers, their attention's probabilities and feed-forwards sized for `be` (null: the full
 // probabilities, fp32 g).
 EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std::int64_t r,
@@ -84,7 +92,7 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
                    const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
                    const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
                    const nn::AttentionLayerShape& s, const GradScratch& t);
-// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2.
+// nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2 (x as ff_input_forward left it).
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
                 std::int64_t N, std::int64_t dim);
 void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float>& g, const float* dy, const FfSaved& f,

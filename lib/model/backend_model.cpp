@@ -159,7 +159,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         } else {
             L.x2 = L.x1;
         }
-        L.n2 = c.take<float>(N * Cd);
+        L.n2 = c.take<float>(ff_input_floats(N * Cd, be));
         L.r2 = c.take<float>(N);
         L.ff = carve_feed_forward(c, N * ff_inner(Cd), be);
     }
@@ -395,9 +395,9 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
             attn_forward(be_, A.cca_ys, A.cca, A.cca_xs, P.E, P.mask, &P.rot_cca_q.view, &P.rot_cca_k.view, L.cca,
                          P.cca_attn);
             be_.gather_rows(P.tmp, A.cca_ys, P.cca_unshift, N, Cd);
-            be_.residual_rmsnorm_forward(A.x2, A.n2, A.r2, A.x1, P.tmp, L.g_ff, N, Cd);
+            ff_input_forward(be_, A.ff, A.x2, A.n2, A.r2, A.x1, P.tmp, L.g_ff, N, Cd);
         } else {   // x2 is x1
-            be_.residual_rmsnorm_forward(A.x1, A.n2, A.r2, A.x0, P.tmp, L.g_ff, N, Cd);
+            ff_input_forward(be_, A.ff, A.x1, A.n2, A.r2, A.x0, P.tmp, L.g_ff, N, Cd);
         }
         ff_forward(be_, P.tmp, A.ff, A.n2, L.ff, N, Cd);
         if (i + 1 < P.dec.size())

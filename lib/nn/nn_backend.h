@@ -124,6 +124,22 @@ public:
                                       std::int64_t N, std::int64_t I, std::int64_t O) = 0;
     virtual void linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy, const std::uint16_t* x16,
                                        const float* W, std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    // The feed-forward's input, the pre-norm output, stored only as bf16 too (bf16 activations):
+    //   residual_rmsnorm_forward_bf16: residual_rmsnorm_forward(x, y, norm, a, b, gamma, N, C) with y stored only as
+    //                                  y16 = bf16(y) [N, C], the bf16 the first layer's GEMMs round it to;
+    //   linear_gelu_forward_bf16x:     linear_gelu_forward_bf16(g16, h, x, W, b, N, I, O), x the values of x16;
+    //   gelu_linear_backward_bf16x:    gelu_linear_backward(dx, dW, db, dg, h, x, W, N, I, O), x the values of x16.
+    // In the bf16 GEMM mode the same floats as the fp32-stored forms, as above.
+    virtual void residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
+                                               const float* b, const float* gamma, std::int64_t N, std::int64_t C) = 0;
+    virtual void linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16, const float* W,
+                                           const float* b, std::int64_t N, std::int64_t I, std::int64_t O) = 0;
+    virtual void gelu_linear_backward_bf16x(float* dx, float* dW, float* db, float* dg, const float* h,
+                                            const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
+                                            std::int64_t O) {
+        gelu_backward(dg, dg, h, N * O);
+        linear_backward_bf16x(dx, dW, db, dg, x16, W, N, I, O);
+    }
     // g = gelu(x W^T + b), and h = x W^T + b when h is not null: linear_forward then gelu_forward, the same floats
     // (the feed-forward's first layer; on the GPU the gelu rides in the few-row GEMV's epilogue)
     virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,

@@ -124,6 +124,17 @@ void HostNnBackend::linear_gelu_forward_bf16(std::uint16_t* g16, float* h, const
         for (std::int64_t i = 0; i < N * O; i++) g16[i] = to_bf16(g[static_cast<std::size_t>(i)]).bits;
     });
 }
+void HostNnBackend::linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16, const float* W,
+                                              const float* b, std::int64_t N, std::int64_t I, std::int64_t O) {
+    RETRO_CHECK(h || N * O == 0, "linear_gelu_forward_bf16x: h is required");
+    const bool bf16 = gemm_inputs_ == GemmInputs::bf16;
+    run([=] {
+        linear_forward_in(h, bf16_values(x16, N * I).data(), W, b, N, I, O, bf16);
+        std::vector<float> g(static_cast<std::size_t>(N * O));
+        nn::gelu_forward(g.data(), h, N * O);
+        for (std::int64_t i = 0; i < N * O; i++) g16[i] = to_bf16(g[static_cast<std::size_t>(i)]).bits;
+    });
+}
 void HostNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16, const float* W, const float* b,
                                          std::int64_t N, std::int64_t I, std::int64_t O) {
     const bool bf16 = gemm_inputs_ == GemmInputs::bf16;
@@ -162,6 +173,15 @@ void HostNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, co
     run([=, this] {
         nn::residual_sum(x, a, b, N * C);
         nn::rmsnorm_forward(y, norm, x, gamma, N, C);
+    });
+}
+void HostNnBackend::residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
+                                                  const float* b, const float* gamma, std::int64_t N, std::int64_t C) {
+    run([=, this] {
+        nn::residual_sum(x, a, b, N * C);
+        std::vector<float> y(static_cast<std::size_t>(N * C));
+        nn::rmsnorm_forward(y.data(), norm, x, gamma, N, C);
+        for (std::int64_t i = 0; i < N * C; i++) y16[i] = to_bf16(y[static_cast<std::size_t>(i)]).bits;
     });
 }
 void HostNnBackend::rmsnorm_backward_add(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,

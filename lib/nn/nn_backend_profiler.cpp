@@ -76,6 +76,24 @@ void ProfilingNnBackend::linear_forward_bf16x(float* y, const std::uint16_t* x16
     timed("linear_forward_bf16x", linear_shape(N, I, O), 2.0 * N * I * O,
           [&] { inner_.linear_forward_bf16x(y, x16, W, b, N, I, O); });
 }
+void ProfilingNnBackend::residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
+                                                       const float* b, const float* gamma, std::int64_t N,
+                                                       std::int64_t C) {
+    timed("residual_rmsnorm_forward_bf16", dims({N, C}), 0,
+          [&] { inner_.residual_rmsnorm_forward_bf16(x, y16, norm, a, b, gamma, N, C); });
+}
+void ProfilingNnBackend::linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16,
+                                                   const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                                   std::int64_t O) {
+    timed("linear_gelu_forward_bf16x", linear_shape(N, I, O), 2.0 * N * I * O,
+          [&] { inner_.linear_gelu_forward_bf16x(g16, h, x16, W, b, N, I, O); });
+}
+void ProfilingNnBackend::gelu_linear_backward_bf16x(float* dx, float* dW, float* db, float* dg, const float* h,
+                                                    const std::uint16_t* x16, const float* W, std::int64_t N,
+                                                    std::int64_t I, std::int64_t O) {
+    timed("gelu_linear_backward_bf16x", linear_shape(N, I, O), 2.0 * N * I * O * ((dx ? 1 : 0) + (dW ? 1 : 0)),
+          [&] { inner_.gelu_linear_backward_bf16x(dx, dW, db, dg, h, x16, W, N, I, O); });
+}
 void ProfilingNnBackend::linear_backward_bf16x(float* dx, float* dW, float* db, const float* dy,
                                                const std::uint16_t* x16, const float* W, std::int64_t N, std::int64_t I,
                                                std::int64_t O) {
