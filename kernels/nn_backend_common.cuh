@@ -185,6 +185,12 @@ public:
                                const float* W, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a, const float* b,
                                        const float* gamma, std::int64_t N, std::int64_t C) override;
+    void rmsnorm_forward_bf16(std::uint16_t* y16, float* norm, const float* x, const float* gamma, std::int64_t N,
+                              std::int64_t C) override;
+    void linear_forward_shared_bf16x(const SharedLinears& l, const std::uint16_t* x16, std::int64_t N, std::int64_t I,
+                                     std::int64_t O) override;
+    void linear_backward_shared_bf16x(float* dx, float* tmp, const SharedLinears& l, const std::uint16_t* x16,
+                                      std::int64_t N, std::int64_t I, std::int64_t O) override;
     void linear_gelu_forward_bf16x(std::uint16_t* g16, float* h, const std::uint16_t* x16, const float* W,
                                    const float* b, std::int64_t N, std::int64_t I, std::int64_t O) override;
     void gelu_linear_backward_bf16x(float* dx, float* dW, float* db, float* dg, const float* h,
@@ -363,6 +369,11 @@ private:
     template <typename Term>
     void bf16_linear_backward_of(float* dx, float* dW, float* db, Term dy, const void* xb, const float* W, long long N,
                                  long long I, long long O, const char* what);
+    // linear_forward_shared / linear_backward_shared and their bf16x forms: x in fp32, or (bf16 mode) its bf16 bits x16
+    void linear_forward_shared_of(const SharedLinears& l, const float* x, const std::uint16_t* x16, std::int64_t N,
+                                  std::int64_t I, std::int64_t O);
+    void linear_backward_shared_of(float* dx, float* tmp, const SharedLinears& l, const float* x,
+                                   const std::uint16_t* x16, std::int64_t N, std::int64_t I, std::int64_t O);
     // The bf16 mode's h and g16 on x's bf16 copy xb (linear_gelu_forward_bf16 and its bf16x form)
     void linear_gelu_forward_bf16_of(std::uint16_t* g16, float* h, const void* xb, const float* W, const float* b,
                                      std::int64_t N, std::int64_t I, std::int64_t O);

@@ -615,6 +615,12 @@ void CudaNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, co
     launch_rmsnorm_forward<true>(y, norm, x, a, b, gamma, N, C, stream_, "residual_rmsnorm_forward");
 }
 
+void CudaNnBackend::rmsnorm_forward_bf16(std::uint16_t* y16, float* norm, const float* x, const float* gamma,
+                                         std::int64_t N, std::int64_t C) {
+    launch_rmsnorm_forward<false, true>(nullptr, norm, const_cast<float*>(x), nullptr, nullptr, gamma, N, C, stream_,
+                                        "rmsnorm_forward_bf16", y16);
+}
+
 void CudaNnBackend::residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
                                                   const float* b, const float* gamma, std::int64_t N, std::int64_t C) {
     launch_rmsnorm_forward<true, true>(nullptr, norm, x, a, b, gamma, N, C, stream_, "residual_rmsnorm_forward_bf16",

@@ -64,14 +64,28 @@ void CudaNnBackend::gemm_batched(bool bf16, bool ta, bool tb, int m, int n, int 
 
 void CudaNnBackend::linear_forward_shared(const SharedLinears& l, const float* x, std::int64_t N, std::int64_t I,
                                           std::int64_t O) {
+    linear_forward_shared_of(l, x, nullptr, N, I, O);
+}
+
+// x as the values of bf16 bits: in the bf16 mode the GEMMs read x16 itself (no rounding pass), else x widened
+void CudaNnBackend::linear_forward_shared_bf16x(const SharedLinears& l, const std::uint16_t* x16, std::int64_t N,
+                                                std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ != GemmInputs::bf16) return linear_forward_shared(l, widened(x16, N * I), N, I, O);
+    linear_forward_shared_of(l, nullptr, x16, N, I, O);
+}
+
+// x in fp32, or (bf16 mode) x16 its bf16 bits
+void CudaNnBackend::linear_forward_shared_of(const SharedLinears& l, const float* x, const std::uint16_t* x16,
+                                             std::int64_t N, std::int64_t I, std::int64_t O) {
     RETRO_CHECK(l.count >= 0 && l.count <= kMaxShared, "linear_forward_shared: ", l.count, " layers");
     if (l.count == 0 || N == 0 || O == 0) return;
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
-    if ((!bf && N <= gemv::kMaxRows) || I == 0 || unfused(FusedOp::linear_forward_shared)) return NnBackend::linear_forward_shared(l, x, N, I, O);
+    if ((!bf && N <= gemv::kMaxRows) || I == 0 || unfused(FusedOp::linear_forward_shared))
+        return x16 ? NnBackend::linear_forward_shared_bf16x(l, x16, N, I, O) : NnBackend::linear_forward_shared(l, x, N, I, O);
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
     const ll sW = uniform_stride(l.W, l.count, O * I), sY = uniform_stride(l.y, l.count, N * O);
-    const void* xin = bf ? to_bf16(1, x, N * I) : x;
+    const void* xin = !bf ? static_cast<const void*>(x) : x16 ? static_cast<const void*>(x16) : to_bf16(1, x, N * I);
     if (sW == (l.count > 1 ? O * I : 0) && sY >= 0) {   // the weights back to back, the outputs at one stride
         const void* w = bf ? to_bf16(0, l.W[0], l.count * O * I) : l.W[0];
         gemm_batched(bf, true, false, o, n, i, w, i, sW, xin, i, 0, 0.0f, l.y[0], o, sY, l.count,
@@ -93,9 +107,23 @@ void CudaNnBackend::linear_forward_shared(const SharedLinears& l, const float* x
 
 void CudaNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLinears& l, const float* x,
                                            std::int64_t N, std::int64_t I, std::int64_t O) {
+    linear_backward_shared_of(dx, tmp, l, x, nullptr, N, I, O);
+}
+
+void CudaNnBackend::linear_backward_shared_bf16x(float* dx, float* tmp, const SharedLinears& l, const std::uint16_t* x16,
+                                                 std::int64_t N, std::int64_t I, std::int64_t O) {
+    if (gemm_inputs_ != GemmInputs::bf16) return linear_backward_shared(dx, tmp, l, widened(x16, N * I), N, I, O);
+    linear_backward_shared_of(dx, tmp, l, nullptr, x16, N, I, O);
+}
+
+void CudaNnBackend::linear_backward_shared_of(float* dx, float* tmp, const SharedLinears& l, const float* x,
+                                              const std::uint16_t* x16, std::int64_t N, std::int64_t I,
+                                              std::int64_t O) {
     RETRO_CHECK(l.count >= 0 && l.count <= kMaxShared, "linear_backward_shared: ", l.count, " layers");
     if (l.count == 0 || N == 0) return;
-    if (I == 0 || O == 0 || unfused(FusedOp::linear_backward_shared)) return NnBackend::linear_backward_shared(dx, tmp, l, x, N, I, O);
+    if (I == 0 || O == 0 || unfused(FusedOp::linear_backward_shared))
+        return x16 ? NnBackend::linear_backward_shared_bf16x(dx, tmp, l, x16, N, I, O)
+                   : NnBackend::linear_backward_shared(dx, tmp, l, x, N, I, O);
     const bool bf = gemm_inputs_ == GemmInputs::bf16;
     const int n = as_int(N, "N"), i = as_int(I, "I"), o = as_int(O, "O");
     as_int(N * std::max<std::int64_t>(I, O), "N * max(I, O)");
@@ -113,7 +141,7 @@ void CudaNnBackend::linear_backward_shared(float* dx, float* tmp, const SharedLi
     const void* dy_all = bf && dy_packed ? to_bf16(0, l.dy[0], (l.count - 1) * sD + N * O) : nullptr;
     const bool batched_dW = all_dW && sG == back_to_back && (bf ? dy_packed : sD >= 0);
     const void* w_all = bf && dx && sW == back_to_back ? to_bf16(1, l.W[0], l.count * O * I) : nullptr;
-    const void* xb = bf && any_dW ? to_bf16(2, x, N * I) : nullptr;
+    const void* xb = !(bf && any_dW) ? nullptr : x16 ? static_cast<const void*>(x16) : to_bf16(2, x, N * I);
     auto dy_bf = [&](int k) {
         return dy_all ? static_cast<const void*>(static_cast<const std::uint16_t*>(dy_all) + k * sD)
                       : to_bf16(0, l.dy[k], N * O);

@@ -20,6 +20,8 @@
 //                   gelu output stored as bf16; BF16 on CUDA only)
 //   nn.ff_in_bf16   residual_rmsnorm_forward_bf16, linear_gelu_forward_bf16x, gelu_linear_backward_bf16x (the
 //                   feed-forward's first layer over its pre-norm input stored as bf16; BF16 on CUDA only)
+//   nn.attn_in_bf16 rmsnorm_forward_bf16, linear_forward_shared_bf16x, linear_backward_shared_bf16x (an attention's
+//                   projections of its pre-norm input stored as bf16; BF16 on CUDA only)
 //   nn.linear_shared linear_forward_shared, linear_backward_shared (an attention's projections of one input; the
 //                   weights back to back or apart, the outputs at one stride or not; fp32 and the bf16 GEMM mode)
 //   nn.scaled_rotary rotary_scale_forward (the queries' scale and rotation in one pass; forward only)
@@ -559,6 +561,77 @@ std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::u
     return c;
 }
 
+// An attention's projections of a pre-norm output stored as bf16: rmsnorm_forward_bf16 (n16 = bf16(rmsnorm(x))), then
+// linear_forward_shared_bf16x / linear_backward_shared_bf16x over `count` layers (the weights back to back and the
+// outputs at one stride where packed). The reference: nn::rmsnorm_forward, n rounded to bf16, then each layer's
+// nn::linear_forward and nn::linear_backward (dx summed in layer order). BF16 on CUDA only (set_bf16_only).
+std::unique_ptr<Case> attn_input_bf16_case(int count, int64_t N, int64_t I, int64_t O, bool packed, std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    Tensors in{random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(count * O * I, rng),
+               random_tensor(count * N * O, rng)};
+    auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        V<T> out{std::vector<T>(N), std::vector<T>(N * I), std::vector<T>(count * N * O), std::vector<T>(N * I, T(0)),
+                 std::vector<T>(count * O * I, T(0))};
+        nn::rmsnorm_forward(out[1].data(), out[0].data(), x[0].data(), x[1].data(), N, I);
+        for (auto& e : out[1]) e = static_cast<T>(from_bf16(to_bf16(static_cast<float>(e))));
+        std::vector<T> tmp(static_cast<std::size_t>(N * I));
+        for (int i = 0; i < count; i++) {
+            const T* W = x[2].data() + i * O * I;
+            nn::linear_forward(out[2].data() + i * N * O, out[1].data(), W, static_cast<const T*>(nullptr), N, I, O);
+            T* dxi = i == 0 ? out[3].data() : tmp.data();
+            nn::linear_backward(dxi, out[4].data() + i * O * I, static_cast<T*>(nullptr), x[3].data() + i * N * O,
+                                out[1].data(), W, N, I, O);
+            if (i > 0) nn::residual_add(out[3].data(), tmp.data(), N * I);
+        }
+        return out;
+    };
+    auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
+        BackendArena a(be);
+        auto* n16 = a.alloc<std::uint16_t>(N * I);
+        float* norm = a.alloc<float>(N);
+        be.rmsnorm_forward_bf16(n16, norm, a.up(x[0]), a.up(x[1]), N, I);
+        nn::NnBackend::SharedLinears l;
+        l.count = count;
+        const float* Wall = packed ? a.up(x[2]) : nullptr;
+        float *yall = packed ? a.alloc<float>(count * N * O) : nullptr, *dWall = packed ? a.zeros<float>(count * O * I) : nullptr;
+        const float* dyall = packed ? a.up(x[3]) : nullptr;
+        for (int i = 0; i < count; i++) {
+            if (packed) {
+                l.W[i] = Wall + i * O * I, l.y[i] = yall + i * N * O, l.dy[i] = dyall + i * N * O;
+                l.dW[i] = dWall + i * O * I;
+                continue;
+            }
+            l.W[i] = a.up(std::vector<float>(x[2].begin() + i * O * I, x[2].begin() + (i + 1) * O * I));
+            l.dy[i] = a.up(std::vector<float>(x[3].begin() + i * N * O, x[3].begin() + (i + 1) * N * O));
+            l.y[i] = a.alloc<float>(N * O);
+            l.dW[i] = a.zeros<float>(O * I);
+        }
+        float *dx = a.alloc<float>(N * I), *tmp = a.alloc<float>(N * I);
+        be.linear_forward_shared_bf16x(l, n16, N, I, O);
+        be.linear_backward_shared_bf16x(dx, tmp, l, n16, N, I, O);
+        std::vector<std::uint16_t> bits(static_cast<std::size_t>(N * I));
+        be.download(bits.data(), n16, bits.size() * 2);
+        F32Tensors out{a.down(norm, N), std::vector<float>(bits.size()), {}, a.down(dx, N * I), {}};
+        for (std::size_t i = 0; i < bits.size(); i++) out[1][i] = from_bf16(bf16{bits[i]});
+        for (int i = 0; i < count; i++) {
+            const auto yi = a.down(l.y[i], N * O), dWi = a.down(l.dW[i], O * I);
+            out[2].insert(out[2].end(), yi.begin(), yi.end());
+            out[4].insert(out[4].end(), dWi.begin(), dWi.end());
+        }
+        return out;
+    };
+    const double f = 2.0 * count * N * I * O;
+    auto c = std::make_unique<BackendCase<decltype(body)>>(
+        typename BackendCase<decltype(body)>::Spec{
+            dims({{"layers", count}, {"N", N}, {"I", I}, {"O", O}}) + (packed ? " packed" : " apart"), 3 * f,
+            4.0 * (3 * N * I + 2 * count * O * I + 2 * count * N * O), {"x", "gamma", "W", "dy"},
+            {false, false, false, false}, {"norm", "n", "y", "dx", "dW"}},
+        std::move(in), body, device,
+        std::vector<std::string>{"rmsnorm_forward_bf16", "linear_forward_shared_bf16x", "linear_backward_shared_bf16x"});
+    c->set_bf16_only();
+    return c;
+}
+
 // linear_forward_shared / linear_backward_shared over `count` layers of one input: y_i = x W_i^T; dx = sum_i dy_i W_i
 // (nn::linear_backward's dx of each, added in i order as the model adds them; none when !want_dx), dW_i = dy_i^T x.
 // packed: the W_i back to back and the y_i, dy_i at one stride (gap floats apart) in one buffer each (the GPU's
@@ -836,6 +909,14 @@ void register_nn_backend(std::vector<OpInfo>& out) {
     // the CPU's fp32 run against its double reference: the stored roundings of n and g flip where the float and
     // double values straddle a bf16 boundary, as nn.ff_bf16's
     out.back().bound_f32 = 1e-3;
+    // seed 1: three layers packed (the strided-batched GEMMs), rows past a block; 2: two layers apart, odd widths
+    add("nn.attn_in_bf16", "lib/nn/nn_backend.h", {backend_test}, "kernels/nn_linear_shared_cuda.cu",
+        [](std::uint64_t s) {
+            if (s == 2) return attn_input_bf16_case(2, 37, 42, 24, false, s);
+            return attn_input_bf16_case(3, 300, 264, 128, true, s);
+        },
+        [] { return attn_input_bf16_case(3, 8192, 768, 512, true, 1); }, 2);
+    out.back().bound_f32 = 1e-3;   // (n's stored rounding, as above)
     // seed 1: one row (the GPU's few-row kernel with the norm in its prologue), gelu, bias; 2: 3 rows of 37 inputs
     // (scalar path), plain, no bias; 3: 12 rows (the two ops); 4: 8 rows of 2048 (the normalised rows past the shared
     // memory a block has: the two ops); 5: 8 rows of 700 (float4 path), gelu

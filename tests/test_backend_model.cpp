@@ -160,9 +160,10 @@ TEST_CASE("backend model: on the host backend, loss, logits and gradients equal 
 }
 
 TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's bf16 activations give the fp32-stored run's bits") {
-    // the feed-forward keeps its gelu output and its input (the pre-norm's output) only as the bf16 its layers' GEMMs
-    // round them to (NnBackend::set_bf16_activations, on by default): the same floats as keeping fp32 and rounding in
-    // each GEMM
+    // the feed-forward keeps its gelu output, and the pre-norms whose outputs only linear layers read (the feed-forward's
+    // and the self-attention's inputs, the encoder's cross-attention queries' and its final norm) keep them, only as the
+    // bf16 the GEMMs round them to (NnBackend::set_bf16_activations, on by default): the same floats as keeping fp32
+    // and rounding in each GEMM
     auto run = [](const RetroConfig& c, const RetroBatch& b, bool bf16_acts, std::vector<std::string>* ops) {
         nn::HostNnBackend host;
         host.set_bf16_activations(bf16_acts);
@@ -189,11 +190,12 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(same_bits(on.logits_backend, off.logits_backend));
     CHECK(same_bits(on.grads_backend, off.grads_backend));
     auto has = [](const std::vector<std::string>& v, const char* op) { return std::find(v.begin(), v.end(), op) != v.end(); };
-    for (const char* op : {"residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x", "linear_forward_bf16x",
-                           "linear_backward_bf16x", "gelu_linear_backward_bf16x"})
+    for (const char* op : {"residual_rmsnorm_forward_bf16", "rmsnorm_forward_bf16", "linear_gelu_forward_bf16x",
+                           "linear_forward_bf16x", "linear_backward_bf16x", "gelu_linear_backward_bf16x",
+                           "linear_forward_shared_bf16x", "linear_backward_shared_bf16x"})
         CHECK_MESSAGE(has(ops_on, op), op);
-    CHECK_FALSE(has(ops_on, "linear_gelu_forward"));
-    CHECK_FALSE(has(ops_on, "gelu_linear_backward"));
+    for (const char* op : {"linear_gelu_forward", "gelu_linear_backward", "rmsnorm_forward"})
+        CHECK_MESSAGE(!has(ops_on, op), op);
     CHECK(has(ops_off, "linear_gelu_forward"));
     CHECK_FALSE(has(ops_off, "linear_forward_bf16x"));
     // and the mode is the bf16 one: the fp32 run differs
@@ -217,8 +219,12 @@ TEST_CASE("backend model: the arena gives the feed-forwards' g and input half th
     const std::int64_t N = 2 * 40, R = 2 * (40 / w.chunk_size) * w.num_neighbours * w.retrieved_len();
     std::size_t saved = 0;
     auto halved = [&](std::int64_t floats) { return rounded(floats) - rounded((floats + 1) / 2); };
-    for (std::int64_t i = 0; i < w.dec_depth; i++) saved += halved(N * 4 * w.dec_dim) + halved(N * w.dec_dim);
-    for (std::int64_t i = 0; i < w.enc_depth; i++) saved += halved(R * 4 * w.enc_dim) + halved(R * w.enc_dim);
+    // per decoder layer g and the attention's and feed-forward's inputs; per encoder layer g, the self-attention's and
+    // the feed-forward's inputs and the cross-attention's queries' input where it has one; the encoder's final norm
+    for (std::int64_t i = 0; i < w.dec_depth; i++) saved += halved(N * 4 * w.dec_dim) + 2 * halved(N * w.dec_dim);
+    for (std::int64_t i = 0; i < w.enc_depth; i++)
+        saved += halved(R * 4 * w.enc_dim) + (w.enc_has_cross(i + 1) ? 3 : 2) * halved(R * w.enc_dim);
+    saved += halved(R * w.enc_dim);
     host.set_bf16_activations(false);
     const std::size_t fp32_g = backend_model_plan(w, shape, &host);
     host.set_bf16_activations(true);

@@ -41,7 +41,8 @@ const std::vector<std::string> kAllOps = {
     "synchronize",           "copy_head_forward",    "copy_head_backward",   "attention_decode",
     "residual_rmsnorm_forward", "rmsnorm_backward_add", "scatter_rows", "rotary_scale_forward",
     "linear_gelu_forward", "linear_gelu_forward_bf16", "linear_forward_bf16x", "linear_backward_bf16x",
-    "residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x", "gelu_linear_backward_bf16x"};
+    "residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x", "gelu_linear_backward_bf16x",
+    "rmsnorm_forward_bf16", "linear_forward_shared_bf16x", "linear_backward_shared_bf16x"};
 
 bool bits_equal(const std::vector<double>& a, const std::vector<double>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);

@@ -41,24 +41,24 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
     for (int64_t j = 0; j < cfg.enc_depth; j++) {
         auto& L = a.layers[static_cast<std::size_t>(j)];
         L.h0 = c.take<float>(R * Ce);
-        L.n0 = c.take<float>(R * Ce);
+        L.n0 = c.take<float>(activation_floats(R * Ce, be));
         L.r0 = c.take<float>(R);
         L.attn = carve_attention(c, a.self, attention_saved_floats(be, a.self, true));   // (the neighbours' pad mask)
         L.h1 = c.take<float>(R * Ce);
         if (cfg.enc_has_cross(j + 1)) {
-            L.n1 = c.take<float>(R * Ce);
+            L.n1 = c.take<float>(activation_floats(R * Ce, be));
             L.r1 = c.take<float>(R);
             L.cross = carve_attention(c, a.cross, attention_saved_floats(be, a.cross, false));
             L.h2 = c.take<float>(R * Ce);
         } else {
             L.h2 = L.h1;
         }
-        L.n2 = c.take<float>(ff_input_floats(R * Ce, be));
+        L.n2 = c.take<float>(activation_floats(R * Ce, be));
         L.r2 = c.take<float>(R);
         L.ff = carve_feed_forward(c, R * ff_inner(Ce), be);
     }
     a.pre = c.take<float>(R * Ce);
-    a.norm = c.take<float>(R * Ce);
+    a.norm = c.take<float>(activation_floats(R * Ce, be));
     a.rms = c.take<float>(R);
     return a;
 }
@@ -67,8 +67,9 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
 // k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
 void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
                   const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
-                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s) {
+                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s, bool x_bf16) {
     const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
     // the projections that read one input as one op (linear_forward_shared: on the GPU x rounded once, one batched
     // GEMM): q, k, v of x for self-attention, k, v of the context for cross-attention
     nn::NnBackend::SharedLinears kv;
@@ -76,9 +77,11 @@ void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* 
         kv.count = 3;
         kv.W[0] = p.to_q, kv.W[1] = p.to_k, kv.W[2] = p.to_v;
         kv.y[0] = a.q, kv.y[1] = a.k, kv.y[2] = a.v;
-        be.linear_forward_shared(kv, x, Mq, s.dim, HD);
+        if (x_bf16) be.linear_forward_shared_bf16x(kv, x16, Mq, s.dim, HD);
+        else be.linear_forward_shared(kv, x, Mq, s.dim, HD);
     } else {
-        be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
+        if (x_bf16) be.linear_forward_bf16x(a.q, x16, p.to_q, nullptr, Mq, s.dim, HD);
+        else be.linear_forward(a.q, x, p.to_q, nullptr, Mq, s.dim, HD);
         kv.count = 2;
         kv.W[0] = p.to_k, kv.W[1] = p.to_v;
         kv.y[0] = a.k, kv.y[1] = a.v;
@@ -98,8 +101,9 @@ void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* 
 void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
                    const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
                    const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
-                   const nn::AttentionLayerShape& s, const GradScratch& t) {
+                   const nn::AttentionLayerShape& s, const GradScratch& t, bool x_bf16) {
     const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
+    const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
     const float* kv_in = s.self ? x : ctx;
     be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
     be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
@@ -118,10 +122,12 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
         kv.W[0] = p.to_q, kv.W[1] = p.to_k, kv.W[2] = p.to_v;
         kv.dy[0] = t.dq, kv.dy[1] = t.dk, kv.dy[2] = t.dv;
         kv.dW[0] = g.to_q, kv.dW[1] = g.to_k, kv.dW[2] = g.to_v;
-        be.linear_backward_shared(dx, t.tmp_k, kv, x, Mq, s.dim, HD);
+        if (x_bf16) be.linear_backward_shared_bf16x(dx, t.tmp_k, kv, x16, Mq, s.dim, HD);
+        else be.linear_backward_shared(dx, t.tmp_k, kv, x, Mq, s.dim, HD);
         return;
     }
-    be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
+    if (x_bf16) be.linear_backward_bf16x(dx, g.to_q, nullptr, t.dq, x16, p.to_q, Mq, s.dim, HD);
+    else be.linear_backward(dx, g.to_q, nullptr, t.dq, x, p.to_q, Mq, s.dim, HD);
     kv.count = 2;
     kv.W[0] = p.to_k, kv.W[1] = p.to_v;
     kv.dy[0] = t.dk, kv.dy[1] = t.dv;
@@ -129,18 +135,18 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     be.linear_backward_shared(dcontext, t.tmp_v, kv, kv_in, Mk, kv_dim, HD);
 }
 
-bool ff_keeps_bf16_g(const nn::NnBackend& be) {
+bool keeps_bf16_activations(const nn::NnBackend& be) {
     return be.gemm_inputs() == nn::NnBackend::GemmInputs::bf16 && be.bf16_activations();
 }
 
 // Whether the feed-forward keeps its gelu output g and its input x only as bf16 (NnBackend::set_bf16_activations, in
 // the bf16 GEMM mode, where a backward will follow: h kept): in their fp32 storage (half of it where
-// carve_feed_forward and ff_input_floats sized it for the mode), read by the GEMMs (forward and dW) as they are; the
+// carve_feed_forward and activation_floats sized it for the mode), read by the GEMMs (forward and dW) as they are; the
 // fp32 values are then never written (the same floats: the GEMMs rounded them).
 namespace {
-bool ff_bf16(const nn::NnBackend& be, const FfSaved& f) { return ff_keeps_bf16_g(be) && f.h; }
+bool ff_bf16(const nn::NnBackend& be, const FfSaved& f) { return keeps_bf16_activations(be) && f.h; }
 int64_t floats_for(int64_t elements, const nn::NnBackend* be) {   // bf16 where be keeps it so: two a float
-    return be && ff_keeps_bf16_g(*be) ? (elements + 1) / 2 : elements;
+    return be && keeps_bf16_activations(*be) ? (elements + 1) / 2 : elements;
 }
 }  // namespace
 
@@ -151,7 +157,17 @@ FfSaved carve_feed_forward(Carver& c, int64_t elements, const nn::NnBackend* be)
     return f;
 }
 
-int64_t ff_input_floats(int64_t elements, const nn::NnBackend* be) { return floats_for(elements, be); }
+int64_t activation_floats(int64_t elements, const nn::NnBackend* be) { return floats_for(elements, be); }
+
+void linear_input_forward(nn::NnBackend& be, float* x, float* n, float* norm, const float* a, const float* b,
+                          const float* gamma, int64_t N, int64_t C) {
+    auto* n16 = reinterpret_cast<std::uint16_t*>(n);
+    const bool bf16 = keeps_bf16_activations(be);
+    if (a && bf16) be.residual_rmsnorm_forward_bf16(x, n16, norm, a, b, gamma, N, C);
+    else if (a) be.residual_rmsnorm_forward(x, n, norm, a, b, gamma, N, C);
+    else if (bf16) be.rmsnorm_forward_bf16(n16, norm, x, gamma, N, C);
+    else be.rmsnorm_forward(n, norm, x, gamma, N, C);
+}
 
 void ff_input_forward(nn::NnBackend& be, const FfSaved& f, float* x, float* n, float* norm, const float* a,
                       const float* b, const float* gamma, int64_t N, int64_t C) {
@@ -193,16 +209,19 @@ void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const st
                      const std::uint8_t* mask, const float* ctx, int64_t M, int64_t r, const RetroParams<float>& p,
                      const RetroConfig& c, const nn::RotaryView& rot_r, const nn::RotaryView& rot_ctx) {
     const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = M * r;
-    // pre-norm blocks: each residual sum and the norm that reads it as one fused op (residual_rmsnorm_forward)
+    // pre-norm blocks: each residual sum and the norm that reads it as one fused op (residual_rmsnorm_forward); the
+    // norms' outputs as bf16 where the mode keeps bf16 activations (linear_input_forward, ff_input_forward)
+    const bool bf16 = keeps_bf16_activations(be);
     be.embedding_forward(a.layers[0].h0, ids, p.token_emb, R, c.num_tokens, Ce);
-    be.rmsnorm_forward(a.layers[0].n0, a.layers[0].r0, a.layers[0].h0, p.encoder[0].g_attn, R, Ce);
+    linear_input_forward(be, a.layers[0].h0, a.layers[0].n0, a.layers[0].r0, nullptr, nullptr, p.encoder[0].g_attn, R,
+                         Ce);
     for (std::size_t i = 0; i < a.layers.size(); i++) {
         const auto& L = p.encoder[i];
         const auto& A = a.layers[i];
-        attn_forward(be, a.tmp, A.attn, A.n0, nullptr, mask, &rot_r, &rot_r, L.attn, a.self);
+        attn_forward(be, a.tmp, A.attn, A.n0, nullptr, mask, &rot_r, &rot_r, L.attn, a.self, bf16);
         if (L.has_cross) {
-            be.residual_rmsnorm_forward(A.h1, A.n1, A.r1, A.h0, a.tmp, L.g_cross, R, Ce);
-            attn_forward(be, a.tmp, A.cross, A.n1, ctx, nullptr, &rot_r, &rot_ctx, L.cross, a.cross);
+            linear_input_forward(be, A.h1, A.n1, A.r1, A.h0, a.tmp, L.g_cross, R, Ce);
+            attn_forward(be, a.tmp, A.cross, A.n1, ctx, nullptr, &rot_r, &rot_ctx, L.cross, a.cross, bf16);
             ff_input_forward(be, A.ff, A.h2, A.n2, A.r2, A.h1, a.tmp, L.g_ff, R, Ce);
         } else {   // h2 is h1
             ff_input_forward(be, A.ff, A.h1, A.n2, A.r2, A.h0, a.tmp, L.g_ff, R, Ce);
@@ -210,12 +229,13 @@ void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const st
         ff_forward(be, a.tmp, A.ff, A.n2, L.ff, R, Ce);
         if (i + 1 < a.layers.size()) {
             const auto& next = a.layers[i + 1];
-            be.residual_rmsnorm_forward(next.h0, next.n0, next.r0, A.h2, a.tmp, p.encoder[i + 1].g_attn, R, Ce);
+            linear_input_forward(be, next.h0, next.n0, next.r0, A.h2, a.tmp, p.encoder[i + 1].g_attn, R, Ce);
         } else {
-            be.residual_rmsnorm_forward(a.pre, a.norm, a.rms, A.h2, a.tmp, p.enc_norm_out, R, Ce);
+            linear_input_forward(be, a.pre, a.norm, a.rms, A.h2, a.tmp, p.enc_norm_out, R, Ce);
         }
     }
-    be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
+    if (bf16) be.linear_forward_bf16x(E, reinterpret_cast<const std::uint16_t*>(a.norm), p.enc_project_w, p.enc_project_b, R, Ce, Cd);
+    else be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
 }
 
 }  // namespace retro::backend

@@ -63,16 +63,22 @@ std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::Attention
 // probs_floats: attention_saved_floats for the layer (at least what the backend's attention_forward writes).
 AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats);
 // A training feed-forward's saved h and g for `elements` = rows x inner: g at half its floats (rounded up) where
-// `be`'s mode keeps it only as bf16 (ff_keeps_bf16_g), h and g in fp32 otherwise (be null: fp32).
+// `be`'s mode keeps it only as bf16 (keeps_bf16_activations), h and g in fp32 otherwise (be null: fp32).
 FfSaved carve_feed_forward(Carver& c, std::int64_t elements, const nn::NnBackend* be);
-// Whether the feed-forward of a training step keeps its gelu output g and its input (the pre-norm's output) only as
-// bf16: the bf16 GEMM mode with bf16 activations (NnBackend::set_bf16_activations).
-bool ff_keeps_bf16_g(const nn::NnBackend& be);
-// The floats of a feed-forward's input buffer of `elements` (rows x dim): half (rounded up) where `be`'s mode keeps it
-// as bf16 (be null: fp32).
-std::int64_t ff_input_floats(std::int64_t elements, const nn::NnBackend* be);
+// Whether a training step keeps the activations only linear layers read — the feed-forward's gelu output g, the
+// pre-norm outputs that feed the feed-forward, the self-attention's projections, the encoder's cross-attention
+// queries and its output projection — only as bf16: the bf16 GEMM mode with bf16 activations
+// (NnBackend::set_bf16_activations).
+bool keeps_bf16_activations(const nn::NnBackend& be);
+// The floats of such a buffer of `elements`: half (rounded up) where `be`'s mode keeps it as bf16 (be null: fp32).
+std::int64_t activation_floats(std::int64_t elements, const nn::NnBackend* be);
+// A pre-norm whose output only linear layers read (the attention's input; the encoder's final norm): x = a + b
+// (residual_rmsnorm_forward; a null: x is only read, rmsnorm_forward), then n = rmsnorm(x) — as bf16 bits in n's
+// storage where keeps_bf16_activations (then attn_forward / attn_backward take x_bf16), else fp32.
+void linear_input_forward(nn::NnBackend& be, float* x, float* n, float* norm, const float* a, const float* b,
+                          const float* gamma, std::int64_t N, std::int64_t C);
 // The pre-norm before a feed-forward: x = a + b and its input n = rmsnorm(x) (residual_rmsnorm_forward), n stored
-// only as bf16 bits where the feed-forward keeps bf16 activations (ff_keeps_bf16_g, and f.h: a backward follows),
+// only as bf16 bits where the feed-forward keeps bf16 activations (keeps_bf16_activations, and f.h: a backward follows),
 // the bf16 its first layer's GEMMs round it to; ff_forward and ff_backward then read n so.
 void ff_input_forward(nn::NnBackend& be, const FfSaved& f, float* x, float* n, float* norm, const float* a,
                       const float* b, const float* gamma, std::int64_t N, std::int64_t C);
@@ -82,16 +88,17 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std
                           const nn::NnBackend* be = nullptr);
 
 // nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
-// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo.
+// k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo. x_bf16: x holds bf16 bits
+// (linear_input_forward's in the bf16 activations mode); the context is fp32.
 void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
                   const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
-                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s);
+                  const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s, bool x_bf16 = false);
 // attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
 // k/v path for cross-attention (null: parameter gradients only); parameter gradients +=.
 void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::AttentionParams<float>& g, const float* dy,
                    const AttnSaved& a, const float* x, const float* ctx, const std::uint8_t* key_mask,
                    const nn::RotaryView* q_rot, const nn::RotaryView* k_rot, const nn::AttentionParams<float>& p,
-                   const nn::AttentionLayerShape& s, const GradScratch& t);
+                   const nn::AttentionLayerShape& s, const GradScratch& t, bool x_bf16 = false);
 // nn/feed_forward.cpp: y = gelu(x W1^T + b1) W2^T + b2 (x as ff_input_forward left it).
 void ff_forward(nn::NnBackend& be, float* y, const FfSaved& f, const float* x, const nn::FeedForwardParams<float>& p,
                 std::int64_t N, std::int64_t dim);

@@ -148,7 +148,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         auto& L = dec[static_cast<std::size_t>(i)];
         const bool cca_here = retrieval && cfg.dec_has_cross(i + 1);
         L.x0 = (i == 0 && Ce == Cd) ? embed : c.take<float>(N * Cd);
-        L.n0 = c.take<float>(N * Cd);
+        L.n0 = c.take<float>(activation_floats(N * Cd, be));
         L.r0 = c.take<float>(N);
         L.attn = carve_attention(c, self, attention_saved_floats(be, self, false));
         L.x1 = c.take<float>(N * Cd);
@@ -159,7 +159,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         } else {
             L.x2 = L.x1;
         }
-        L.n2 = c.take<float>(ff_input_floats(N * Cd, be));
+        L.n2 = c.take<float>(activation_floats(N * Cd, be));
         L.r2 = c.take<float>(N);
         L.ff = carve_feed_forward(c, N * ff_inner(Cd), be);
     }
@@ -378,11 +378,14 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
     // pre-norm blocks: each residual sum and the norm that reads it as one fused op (residual_rmsnorm_forward; the
     // same arithmetic as RetroModel's two ops)
     bool encoded = false;
-    be_.rmsnorm_forward(P.dec[0].n0, P.dec[0].r0, P.dec[0].x0, p_.decoder[0].g_attn, N, Cd);
+    // (the norms' outputs that only linear layers read as bf16 where the mode keeps bf16 activations:
+    // linear_input_forward, ff_input_forward)
+    const bool bf16 = keeps_bf16_activations(be_);
+    linear_input_forward(be_, P.dec[0].x0, P.dec[0].n0, P.dec[0].r0, nullptr, nullptr, p_.decoder[0].g_attn, N, Cd);
     for (std::size_t i = 0; i < P.dec.size(); i++) {
         const auto& L = p_.decoder[i];
         auto& A = P.dec[i];
-        attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self);
+        attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self, bf16);
         if (L.has_cca && P.s.retrieval) {
             be_.residual_rmsnorm_forward(A.x1, A.n1, A.r1, A.x0, P.tmp, L.g_cca, N, Cd);
             if (!encoded) {
@@ -401,8 +404,8 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
         }
         ff_forward(be_, P.tmp, A.ff, A.n2, L.ff, N, Cd);
         if (i + 1 < P.dec.size())
-            be_.residual_rmsnorm_forward(P.dec[i + 1].x0, P.dec[i + 1].n0, P.dec[i + 1].r0, A.x2, P.tmp,
-                                         p_.decoder[i + 1].g_attn, N, Cd);
+            linear_input_forward(be_, P.dec[i + 1].x0, P.dec[i + 1].n0, P.dec[i + 1].r0, A.x2, P.tmp,
+                                 p_.decoder[i + 1].g_attn, N, Cd);
         else
             be_.residual_rmsnorm_forward(P.x_final, P.xn_final, P.rms_final, A.x2, P.tmp, p_.dec_norm_out, N, Cd);
     }
@@ -427,7 +430,12 @@ void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), paramet
     Plan& P = *plan_;
     const int64_t Ce = c.enc_dim, Cd = c.dec_dim, R = P.R, ctx_size = P.M * c.chunk_size * Cd;
     const GradScratch t{P.dO, P.dq, P.dk, P.dv, P.tmp_k, P.tmp_v, P.dgel};
-    be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.enc.norm, p_.enc_project_w, R, Ce, Cd);
+    const bool bf16 = keeps_bf16_activations(be_);   // the norms' outputs the linear layers read: bf16 bits
+    if (bf16)
+        be_.linear_backward_bf16x(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE,
+                                  reinterpret_cast<const std::uint16_t*>(P.enc.norm), p_.enc_project_w, R, Ce, Cd);
+    else
+        be_.linear_backward(P.dEn, g_.enc_project_w, g_.enc_project_b, P.dE, P.enc.norm, p_.enc_project_w, R, Ce, Cd);
     be_.rmsnorm_backward(P.dh, g_.enc_norm_out, P.dEn, P.enc.pre, p_.enc_norm_out, P.enc.rms, R, Ce);
     be_.zero(P.dctx, static_cast<std::size_t>(ctx_size) * sizeof(float));
     for (int64_t i = static_cast<int64_t>(P.enc.layers.size()) - 1; i >= 0; i--) {
@@ -438,12 +446,12 @@ void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), paramet
         be_.rmsnorm_backward_add(P.dh, G.g_ff, P.dn_e, A.h2, L.g_ff, A.r2, R, Ce);
         if (L.has_cross) {
             attn_backward(be_, P.dn_e, P.dctx_part, G.cross, P.dh, A.cross, A.n1, P.ctx, nullptr, &P.rot_enc.view,
-                          &P.rot_ctx.view, L.cross, P.enc.cross, t);
+                          &P.rot_ctx.view, L.cross, P.enc.cross, t, bf16);
             be_.residual_add(P.dctx, P.dctx_part, ctx_size);
             be_.rmsnorm_backward_add(P.dh, G.g_cross, P.dn_e, A.h1, L.g_cross, A.r1, R, Ce);
         }
         attn_backward(be_, P.dn_e, nullptr, G.attn, P.dh, A.attn, A.n0, nullptr, P.mask, &P.rot_enc.view,
-                      &P.rot_enc.view, L.attn, P.enc.self, t);
+                      &P.rot_enc.view, L.attn, P.enc.self, t, bf16);
         be_.rmsnorm_backward_add(P.dh, G.g_attn, P.dn_e, A.h0, L.g_attn, A.r0, R, Ce);
     }
     be_.embedding_backward(g_.token_emb, P.dh, P.retrieved, R, Ce);
@@ -497,7 +505,7 @@ void BackendRetroModel::backward(float scale) {
         }
         if (frozen_from(3 * i + 1)) return;
         attn_backward(be_, P.dn, nullptr, G.attn, P.dx, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view,
-                      &P.rot_dec.view, L.attn, P.self, t);
+                      &P.rot_dec.view, L.attn, P.self, t, keeps_bf16_activations(be_));
         be_.rmsnorm_backward_add(P.dx, G.g_attn, P.dn, A.x0, L.g_attn, A.r0, N, Cd);
     }
     if (frozen_from(0)) return;

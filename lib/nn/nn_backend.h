@@ -140,6 +140,12 @@ public:
         gelu_backward(dg, dg, h, N * O);
         linear_backward_bf16x(dx, dW, db, dg, x16, W, N, I, O);
     }
+    // And the attention's input (bf16 activations):
+    //   rmsnorm_forward_bf16:           rmsnorm_forward(y, norm, x, gamma, N, C) with y stored only as y16 = bf16(y);
+    //   linear_forward_shared_bf16x,
+    //   linear_backward_shared_bf16x:   linear_forward_shared / linear_backward_shared (below) with x the values of x16.
+    virtual void rmsnorm_forward_bf16(std::uint16_t* y16, float* norm, const float* x, const float* gamma,
+                                      std::int64_t N, std::int64_t C) = 0;
     // g = gelu(x W^T + b), and h = x W^T + b when h is not null: linear_forward then gelu_forward, the same floats
     // (the feed-forward's first layer; on the GPU the gelu rides in the few-row GEMV's epilogue)
     virtual void linear_gelu_forward(float* g, float* h, const float* x, const float* W, const float* b,
@@ -177,6 +183,17 @@ public:
                                         std::int64_t I, std::int64_t O) {
         for (int i = 0; i < l.count; i++) {
             linear_backward(i == 0 ? dx : (dx ? tmp : nullptr), l.dW[i], nullptr, l.dy[i], x, l.W[i], N, I, O);
+            if (i > 0 && dx) residual_add(dx, tmp, N * I);
+        }
+    }
+    virtual void linear_forward_shared_bf16x(const SharedLinears& l, const std::uint16_t* x16, std::int64_t N,
+                                             std::int64_t I, std::int64_t O) {
+        for (int i = 0; i < l.count; i++) linear_forward_bf16x(l.y[i], x16, l.W[i], nullptr, N, I, O);
+    }
+    virtual void linear_backward_shared_bf16x(float* dx, float* tmp, const SharedLinears& l, const std::uint16_t* x16,
+                                              std::int64_t N, std::int64_t I, std::int64_t O) {
+        for (int i = 0; i < l.count; i++) {
+            linear_backward_bf16x(i == 0 ? dx : (dx ? tmp : nullptr), l.dW[i], nullptr, l.dy[i], x16, l.W[i], N, I, O);
             if (i > 0 && dx) residual_add(dx, tmp, N * I);
         }
     }

@@ -175,6 +175,14 @@ void HostNnBackend::residual_rmsnorm_forward(float* x, float* y, float* norm, co
         nn::rmsnorm_forward(y, norm, x, gamma, N, C);
     });
 }
+void HostNnBackend::rmsnorm_forward_bf16(std::uint16_t* y16, float* norm, const float* x, const float* gamma,
+                                         std::int64_t N, std::int64_t C) {
+    run([=, this] {
+        std::vector<float> y(static_cast<std::size_t>(N * C));
+        nn::rmsnorm_forward(y.data(), norm, x, gamma, N, C);
+        for (std::int64_t i = 0; i < N * C; i++) y16[i] = to_bf16(y[static_cast<std::size_t>(i)]).bits;
+    });
+}
 void HostNnBackend::residual_rmsnorm_forward_bf16(float* x, std::uint16_t* y16, float* norm, const float* a,
                                                   const float* b, const float* gamma, std::int64_t N, std::int64_t C) {
     run([=, this] {

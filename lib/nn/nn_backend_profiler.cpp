@@ -139,6 +139,21 @@ void ProfilingNnBackend::linear_backward_shared(float* dx, float* tmp, const Sha
     timed("linear_backward_shared", std::to_string(l.count) + "x" + linear_shape(N, I, O),
           2.0 * l.count * N * I * O * (dx ? 2 : 1), [&] { inner_.linear_backward_shared(dx, tmp, l, x, N, I, O); });
 }
+void ProfilingNnBackend::linear_forward_shared_bf16x(const SharedLinears& l, const std::uint16_t* x16, std::int64_t N,
+                                                     std::int64_t I, std::int64_t O) {
+    timed("linear_forward_shared_bf16x", std::to_string(l.count) + "x" + linear_shape(N, I, O),
+          2.0 * l.count * N * I * O, [&] { inner_.linear_forward_shared_bf16x(l, x16, N, I, O); });
+}
+void ProfilingNnBackend::linear_backward_shared_bf16x(float* dx, float* tmp, const SharedLinears& l,
+                                                      const std::uint16_t* x16, std::int64_t N, std::int64_t I,
+                                                      std::int64_t O) {
+    timed("linear_backward_shared_bf16x", std::to_string(l.count) + "x" + linear_shape(N, I, O),
+          2.0 * l.count * N * I * O * (dx ? 2 : 1), [&] { inner_.linear_backward_shared_bf16x(dx, tmp, l, x16, N, I, O); });
+}
+void ProfilingNnBackend::rmsnorm_forward_bf16(std::uint16_t* y16, float* norm, const float* x, const float* gamma,
+                                              std::int64_t N, std::int64_t C) {
+    timed("rmsnorm_forward_bf16", dims({N, C}), 0, [&] { inner_.rmsnorm_forward_bf16(y16, norm, x, gamma, N, C); });
+}
 void ProfilingNnBackend::embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
                                                     const std::int64_t* pos_index, const float* pos_table,
                                                     std::int64_t N, std::int64_t V, std::int64_t C) {
