@@ -195,7 +195,8 @@ void ff_backward(nn::NnBackend& be, float* dx, const nn::FeedForwardParams<float
                  const float* x, const nn::FeedForwardParams<float>& p, int64_t N, int64_t dim, const GradScratch& t) {
     const int64_t inner = ff_inner(dim);
     if (ff_bf16(be, f)) {   // (the mode must be the forward's: the model re-plans when it changes)
-        be.linear_backward_bf16x(t.dgel, g.w2, g.b2, dy, reinterpret_cast<const std::uint16_t*>(f.g), p.w2, N, inner, dim);
+        be.linear_backward_bf16x(t.dgel, g.w2, g.b2, dy, reinterpret_cast<const std::uint16_t*>(f.g), p.w2, N, inner,
+                                 dim);
         be.gelu_linear_backward_bf16x(dx, g.w1, g.b1, t.dgel, f.h, reinterpret_cast<const std::uint16_t*>(x), p.w1, N,
                                       dim, inner);
         return;
@@ -234,8 +235,11 @@ void encoder_forward(nn::NnBackend& be, float* E, const EncoderActs& a, const st
             linear_input_forward(be, a.pre, a.norm, a.rms, A.h2, a.tmp, p.enc_norm_out, R, Ce);
         }
     }
-    if (bf16) be.linear_forward_bf16x(E, reinterpret_cast<const std::uint16_t*>(a.norm), p.enc_project_w, p.enc_project_b, R, Ce, Cd);
-    else be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
+    if (bf16)
+        be.linear_forward_bf16x(E, reinterpret_cast<const std::uint16_t*>(a.norm), p.enc_project_w, p.enc_project_b, R,
+                                Ce, Cd);
+    else
+        be.linear_forward(E, a.norm, p.enc_project_w, p.enc_project_b, R, Ce, Cd);
 }
 
 }  // namespace retro::backend

@@ -78,8 +78,8 @@ std::int64_t activation_floats(std::int64_t elements, const nn::NnBackend* be);
 void linear_input_forward(nn::NnBackend& be, float* x, float* n, float* norm, const float* a, const float* b,
                           const float* gamma, std::int64_t N, std::int64_t C);
 // The pre-norm before a feed-forward: x = a + b and its input n = rmsnorm(x) (residual_rmsnorm_forward), n stored
-// only as bf16 bits where the feed-forward keeps bf16 activations (keeps_bf16_activations, and f.h: a backward follows),
-// the bf16 its first layer's GEMMs round it to; ff_forward and ff_backward then read n so.
+// only as bf16 bits where the feed-forward keeps bf16 activations (keeps_bf16_activations, and f.h: a backward
+// follows), the bf16 its first layer's GEMMs round it to; ff_forward and ff_backward then read n so.
 void ff_input_forward(nn::NnBackend& be, const FfSaved& f, float* x, float* n, float* norm, const float* a,
                       const float* b, const float* gamma, std::int64_t N, std::int64_t C);
 // The encoder's layers, their attention's probabilities and feed-forwards sized for `be` (null: the full

@@ -275,8 +275,9 @@ void BackendRetroModel::set_trainable(const std::vector<std::uint8_t>& per_entry
 
 void BackendRetroModel::plan(const BackendBatchShape& shape) {
     // the backend's mode decides the attention's saved floats (attention_saved_floats), whether dlogits is held and
-    // the feed-forwards' g's size (fp32 or bf16: carve_feed_forward), the head's trainability too: a plan made in another mode is remade, never used with a stash smaller than what
-    // the attention now writes or without a dlogits the logits' backward now uses
+    // the size of the activations kept as bf16 or fp32 (activation_floats, carve_feed_forward), the head's
+    // trainability too: a plan made in another mode is remade, never used with a stash smaller than what the
+    // attention now writes, without a dlogits the logits' backward now uses, or with bf16-sized buffers for fp32
     const PlanMode mode{be_.fused_attention(), be_.gemm_inputs(), be_.bf16_activations(), head_trainable_};
     if (plan_ && shape == shape_ && mode == mode_) return;
     be_.release(arena_);
@@ -385,7 +386,8 @@ float BackendRetroModel::forward(const RetroBatch& batch) {
     for (std::size_t i = 0; i < P.dec.size(); i++) {
         const auto& L = p_.decoder[i];
         auto& A = P.dec[i];
-        attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self, bf16);
+        attn_forward(be_, P.tmp, A.attn, A.n0, nullptr, nullptr, &P.rot_dec.view, &P.rot_dec.view, L.attn, P.self,
+                     bf16);
         if (L.has_cca && P.s.retrieval) {
             be_.residual_rmsnorm_forward(A.x1, A.n1, A.r1, A.x0, P.tmp, L.g_cca, N, Cd);
             if (!encoded) {
