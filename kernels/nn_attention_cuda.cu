@@ -329,6 +329,7 @@ void CudaNnBackend::attention_forward(float* out, float* probs, const float* q, 
                                       const AttentionShape& s) {
     RETRO_CHECK(!s.null_kv || (null_k && null_v), "null key/value missing");
     if (flash_applies(s, key_mask)) return flash_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
+    RETRO_CHECK(out, "attention_forward: out is null where the fused attention does not take the shape");
     const Dims m = dims_of(s);
     const ll rows = m.B * m.H * m.Nq;
     if (rows == 0) return;

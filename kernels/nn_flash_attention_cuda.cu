@@ -494,6 +494,17 @@ std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool
     return s.B * s.H * s.Nq + (s.B * s.Nq * s.H * s.D + 1) / 2;
 }
 
+// The mma kernels' stash holds out's bf16 copy after lse: where the layers keep the output only so (bf16 activations;
+// not the wmma kernels, whose copy is made from the fp32 out they write, nor RETRO_UNFUSE=attention_saved_floats,
+// whose arena keeps the probabilities and fp32 out), flash_forward may be given out = nullptr.
+std::int64_t CudaNnBackend::attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const {
+    static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
+    if (!bf16_activations() || flash_wmma_ || unfused(FusedOp::attention_saved_floats) ||
+        !flash_applies(s, key_mask ? &any_mask : nullptr))
+        return -1;
+    return s.B * s.H * s.Nq;
+}
+
 // Whether the mma kernels take bf16 copies of the operands (one conversion pass each, then half the bytes a tile and
 // cp.async, where each K/V or Q/dO tile is otherwise read and rounded by every block that walks it): attention
 // without a null column or key mask (the decoder's causal self-attention), not the wmma kernels, unless
@@ -512,8 +523,9 @@ bool CudaNnBackend::flash_two_stages(long long bytes) const {
 void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                   const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                   const AttentionShape& s) {
+    RETRO_CHECK(out || !flash_wmma_, "flash_forward: the wmma kernels need out");
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
-    float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]
+    float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]; out null: only that copy
     auto* ob = reinterpret_cast<std::uint16_t*>(probs + m.B * m.H * m.Nq);
     if (flash_bf16_operands(s, key_mask)) {   // the decoder's causal self-attention: q, k, v as bf16 once, tiles by cp.async
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));

@@ -273,8 +273,9 @@ RETRO_SIMT_DEVICE void with_step_kind(int kind, const Body& body) {
 template <int D, typename In>
 constexpr bool kDiagonalSteps = std::is_same_v<In, u16> && D >= 64;
 
-// out [B, Nq, H*D] = softmax(Q K^T) V, its bf16 copy out_bf16 (for backward's Delta; the stash in the caller's
-// probabilities) and lse [B, H, Nq] (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
+// out [B, Nq, H*D] = softmax(Q K^T) V (out null: not written), its bf16 copy out_bf16 (for backward's Delta and, in
+// the bf16 activations mode, the output projection; the stash in the caller's probabilities) and lse [B, H, Nq]
+// (+inf for a row whose every key is masked); grid (B * H, ceil(Nq / 64)),
 // kThreads threads, forward_smem<D, STAGES>() bytes.
 template <int D, typename In = float, int STAGES = 1>
 RETRO_SIMT_KERNEL(kThreads)
@@ -374,8 +375,10 @@ RETRO_SIMT_UNROLL
         lrow[r] += simt::shfl_xor(lrow[r], 2);
         inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f;
     }
-    float* ob = out + hd.q_base;
-    store_rows<D>(out_row(ob, rows[0], m.Nq, m), out_row(ob, rows[1], m.Nq, m), o, inv[0], inv[1], lane);
+    if (out) {   // (null: the caller keeps only the bf16 copy, NnBackend::attention_output_bf16_offset)
+        float* ob = out + hd.q_base;
+        store_rows<D>(out_row(ob, rows[0], m.Nq, m), out_row(ob, rows[1], m.Nq, m), o, inv[0], inv[1], lane);
+    }
     u16* cb = out_bf16 + hd.q_base;   // the same values rounded, pairs as one 32-bit store (D and H*D are even)
     for (int r = 0; r < 2; ++r)
         if (rows[r] < m.Nq)

@@ -12,6 +12,7 @@
 
 #include "core/cuda_device.h"
 #include "model/backend_model.h"
+#include "model/layer_shapes.h"
 #include "model/param_groups.h"
 #include "model/retro.h"
 #include "nn/fused_ops.h"
@@ -207,7 +208,7 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(m32.forward(batch) != on.loss_backend);
 }
 
-TEST_CASE("backend model: the arena gives the feed-forwards' g and input half their floats where they keep them as bf16, and a change of the mode re-plans") {
+TEST_CASE("backend model: the arena gives the feed-forwards' g and input half their floats where they keep them as bf16, the attention's output only its bf16 copy, and a change of the mode re-plans") {
     const auto w = wide_config();   // retrieval: the decoder's and the encoder's feed-forwards
     const auto batch = tiny_batch(w, 2, 40, 8);
     const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
@@ -225,6 +226,22 @@ TEST_CASE("backend model: the arena gives the feed-forwards' g and input half th
     for (std::int64_t i = 0; i < w.enc_depth; i++)
         saved += halved(R * 4 * w.enc_dim) + (w.enc_has_cross(i + 1) ? 3 : 2) * halved(R * w.enc_dim);
     saved += halved(R * w.enc_dim);
+    // each attention layer's output: its fp32 buffer gone, its bf16 copy after the probabilities (the host backend's
+    // emulation of the fused attention's stash, NnBackend::attention_output_bf16_offset)
+    auto output_saved = [&](const nn::AttentionLayerShape& s) {
+        const nn::AttentionShape a = s.core();
+        const std::int64_t n = s.B * s.Nq * s.inner(), P = a.B * a.H * a.Nq * a.keys();
+        return rounded(n) + rounded(P) - rounded(P + (n + 1) / 2);
+    };
+    const std::int64_t k = w.num_neighbours, r = w.retrieved_len(), M = 2 * (40 / w.chunk_size) * k;
+    for (std::int64_t i = 0; i < w.dec_depth; i++) {
+        saved += output_saved(decoder_self_shape(w, 2, 40));
+        if (w.dec_has_cross(i + 1)) saved += output_saved(nn::cca_attention_shape(decoder_cca_shape(w, 2, 40, k, r)));
+    }
+    for (std::int64_t i = 0; i < w.enc_depth; i++) {
+        saved += output_saved(encoder_self_shape(w, M, r));
+        if (w.enc_has_cross(i + 1)) saved += output_saved(encoder_cross_shape(w, M, r));
+    }
     host.set_bf16_activations(false);
     const std::size_t fp32_g = backend_model_plan(w, shape, &host);
     host.set_bf16_activations(true);

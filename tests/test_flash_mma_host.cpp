@@ -134,6 +134,16 @@ void check_case(const Case& cs, std::uint64_t seed) {
     auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
         return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
     };
+    {   // out null (the bf16 activations mode keeps only the copy, NnBackend::attention_output_bf16_offset): the same
+        // copy and lse
+        std::vector<float> lse_n(lse.size(), NAN);
+        std::vector<std::uint16_t> ob_n(q.size(), 0xffff);
+        simt::host::launch(B * H, q_blocks, fl::kThreads, fl::forward_smem<D>(), [&] {
+            fl::flash_mma_forward<D>(nullptr, ob_n.data(), lse_n.data(), qk, kk, vk, m);
+        });
+        CHECK(ob_n == out_bf16);
+        CHECK(same(lse_n, lse));
+    }
     // the one-block kernel over QB query blocks: at most 64 queries (CCA), or 128 at D <= 64 not causal (the
     // encoder): dQ the dQ kernel's bits, dK and dV (from P and dS rounded once, through shared memory) within the
     // bound, the null key's shares too
@@ -249,6 +259,16 @@ void check_case(const Case& cs, std::uint64_t seed) {
         CHECK(same(out5, out));
         CHECK(same(lse5, lse));
         CHECK(ob5 == out_bf16);
+        {   // the decoder's causal self-attention in the bf16 activations mode: two stages, out null
+            std::vector<std::uint16_t> ob6(q.size(), 0xffff);
+            std::vector<float> lse6(lse.size(), NAN);
+            simt::host::launch(B * H, q_blocks, fl::kThreads, fl::forward_smem<D, 2>(), [&] {
+                fl::flash_mma_forward<D, std::uint16_t, 2>(nullptr, ob6.data(), lse6.data(), q16.data(), k16.data(),
+                                                           v16.data(), m);
+            });
+            CHECK(ob6 == out_bf16);
+            CHECK(same(lse6, lse));
+        }
         CHECK(same(dq5, dq));
         CHECK(same(dk5, dk));
         CHECK(same(dv5, dv));

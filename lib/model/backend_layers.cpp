@@ -17,19 +17,18 @@ std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::Attention
     return be ? be->attention_saved_floats(core, key_mask) : core.B * core.H * core.Nq * core.keys();
 }
 
-AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats) {
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, const nn::NnBackend* be, bool key_mask) {
     const int64_t HD = s.inner();
+    const int64_t o16_at = be ? be->attention_output_bf16_offset(s.core(), key_mask) : -1;
     AttnSaved a;
     a.q = c.take<float>(s.B * s.Nq * HD);
     a.k = c.take<float>(s.B * s.Nk * HD);
     a.v = c.take<float>(s.B * s.Nk * HD);
-    a.o = c.take<float>(s.B * s.Nq * HD);
-    a.probs = c.take<float>(probs_floats);
+    if (o16_at < 0) a.o = c.take<float>(s.B * s.Nq * HD);
+    a.probs = c.take<float>(attention_saved_floats(be, s, key_mask));
+    if (o16_at >= 0 && a.probs) a.o16 = reinterpret_cast<std::uint16_t*>(a.probs + o16_at);
     return a;
 }
-
-
-
 
 EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t r, const nn::NnBackend* be) {
     const int64_t R = M * r, Ce = cfg.enc_dim;
@@ -43,12 +42,12 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, int64_t M, int64_t 
         L.h0 = c.take<float>(R * Ce);
         L.n0 = c.take<float>(activation_floats(R * Ce, be));
         L.r0 = c.take<float>(R);
-        L.attn = carve_attention(c, a.self, attention_saved_floats(be, a.self, true));   // (the neighbours' pad mask)
+        L.attn = carve_attention(c, a.self, be, true);   // (the neighbours' pad mask)
         L.h1 = c.take<float>(R * Ce);
         if (cfg.enc_has_cross(j + 1)) {
             L.n1 = c.take<float>(activation_floats(R * Ce, be));
             L.r1 = c.take<float>(R);
-            L.cross = carve_attention(c, a.cross, attention_saved_floats(be, a.cross, false));
+            L.cross = carve_attention(c, a.cross, be, false);
             L.h2 = c.take<float>(R * Ce);
         } else {
             L.h2 = L.h1;
@@ -92,8 +91,9 @@ void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* 
     else
         be.scale(a.q, query_scale(s.dim_head), Mq * HD);
     if (k_rot) be.rotary_forward(a.k, a.k, *k_rot, s.B, s.Nk, s.heads, s.dim_head);
-    be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());
-    be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
+    be.attention_forward(a.o, a.probs, a.q, a.k, a.v, p.null_k, p.null_v, key_mask, s.core());   // (a.o null: a.o16)
+    if (a.o16) be.linear_forward_bf16x(y, a.o16, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
+    else be.linear_forward(y, a.o, p.to_out_w, p.to_out_b, Mq, HD, s.dim);
 }
 
 // attention_layer_backward, op for op: dx (=) gets the q path (plus k/v for self-attention), dcontext (=) the
@@ -105,7 +105,8 @@ void attn_backward(nn::NnBackend& be, float* dx, float* dcontext, const nn::Atte
     const int64_t HD = s.inner(), Mq = s.B * s.Nq, Mk = s.B * s.Nk, kv_dim = s.self ? s.dim : s.context_dim;
     const auto* x16 = reinterpret_cast<const std::uint16_t*>(x);
     const float* kv_in = s.self ? x : ctx;
-    be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
+    if (a.o16) be.linear_backward_bf16x(t.dO, g.to_out_w, g.to_out_b, dy, a.o16, p.to_out_w, Mq, HD, s.dim);
+    else be.linear_backward(t.dO, g.to_out_w, g.to_out_b, dy, a.o, p.to_out_w, Mq, HD, s.dim);
     be.attention_backward(t.dq, t.dk, t.dv, g.null_k, g.null_v, t.dO, a.probs, a.q, a.k, a.v, p.null_k, p.null_v,
                           key_mask, s.core());
     if (q_rot)   // the rotation's backward and the scale's in one pass over dq (the same floats as the two passes)

@@ -34,6 +34,9 @@ struct Carver {
 
 struct AttnSaved {   // what attention backward reads: projections, output, probabilities
     float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *probs = nullptr;
+    // where the backend's mode keeps the output only as bf16 (NnBackend::attention_output_bf16_offset): its copy
+    // inside probs, and o null; else null
+    std::uint16_t* o16 = nullptr;
 };
 struct FfSaved {
     float *h = nullptr, *g = nullptr;   // h may be null where no backward follows (decoding)
@@ -60,15 +63,17 @@ struct EncoderActs {
 // mode only what the fused backward reads), or, with no backend (a memory estimate made before one exists), the
 // probabilities B·H·Nq·keys the unfused ops keep.
 std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::AttentionLayerShape& s, bool key_mask);
-// probs_floats: attention_saved_floats for the layer (at least what the backend's attention_forward writes).
-AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, std::int64_t probs_floats);
+// An attention layer's saved activations, probs sized by attention_saved_floats; with `be` (null: a memory estimate
+// made before a backend exists, or the decoder's forward-only layers) the output only as its bf16 copy inside probs
+// where be's mode keeps it so (o null, o16 set).
+AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, const nn::NnBackend* be, bool key_mask);
 // A training feed-forward's saved h and g for `elements` = rows x inner: g at half its floats (rounded up) where
 // `be`'s mode keeps it only as bf16 (keeps_bf16_activations), h and g in fp32 otherwise (be null: fp32).
 FfSaved carve_feed_forward(Carver& c, std::int64_t elements, const nn::NnBackend* be);
 // Whether a training step keeps the activations only linear layers read — the feed-forward's gelu output g, the
 // pre-norm outputs that feed the feed-forward, the self-attention's projections, the encoder's cross-attention
-// queries and its output projection — only as bf16: the bf16 GEMM mode with bf16 activations
-// (NnBackend::set_bf16_activations).
+// queries and its output projection, and (where the backend's attention writes it so, carve_attention) the
+// attention's output — only as bf16: the bf16 GEMM mode with bf16 activations (NnBackend::set_bf16_activations).
 bool keeps_bf16_activations(const nn::NnBackend& be);
 // The floats of such a buffer of `elements`: half (rounded up) where `be`'s mode keeps it as bf16 (be null: fp32).
 std::int64_t activation_floats(std::int64_t elements, const nn::NnBackend* be);
@@ -89,7 +94,8 @@ EncoderActs carve_encoder(Carver& c, const RetroConfig& cfg, std::int64_t M, std
 
 // nn/attention_layer.cpp's attention_layer_forward, op for op: q = rotary((x Wq^T) * dim_head^-1/2),
 // k = rotary(c Wk^T), v = c Wv^T, o = attention(q, k, v), y = o Wo^T + bo. x_bf16: x holds bf16 bits
-// (linear_input_forward's in the bf16 activations mode); the context is fp32.
+// (linear_input_forward's in the bf16 activations mode); the context is fp32. a.o16 set: o only as bf16 (the
+// values the output projection's bf16 GEMMs round it to).
 void attn_forward(nn::NnBackend& be, float* y, const AttnSaved& a, const float* x, const float* ctx,
                   const std::uint8_t* key_mask, const nn::RotaryView* q_rot, const nn::RotaryView* k_rot,
                   const nn::AttentionParams<float>& p, const nn::AttentionLayerShape& s, bool x_bf16 = false);

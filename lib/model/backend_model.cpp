@@ -150,7 +150,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
         L.x0 = (i == 0 && Ce == Cd) ? embed : c.take<float>(N * Cd);
         L.n0 = c.take<float>(activation_floats(N * Cd, be));
         L.r0 = c.take<float>(N);
-        L.attn = carve_attention(c, self, attention_saved_floats(be, self, false));
+        L.attn = carve_attention(c, self, be, false);
         L.x1 = c.take<float>(N * Cd);
         if (cca_here) {
             L.n1 = c.take<float>(N * Cd);
@@ -187,7 +187,7 @@ void BackendRetroModel::Plan::carve(Carver& c, const RetroConfig& cfg, const Bac
                 auto& L = dec[static_cast<std::size_t>(i)];
                 L.cca_xs = c.take<float>(rows * Cd);
                 L.cca_ys = c.take<float>(rows * Cd);
-                L.cca = carve_attention(c, cca_attn, attention_saved_floats(be, cca_attn, true));   // (pad mask)
+                L.cca = carve_attention(c, cca_attn, be, true);   // (pad mask)
             }
         ctx = c.take<float>(M * cs * Cd);
         E = c.take<float>(R * Cd);

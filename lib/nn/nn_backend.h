@@ -73,9 +73,11 @@ public:
     bool fused_attention() const { return fused_attention_; }
 
     // bf16 activations (on by default; read by the layers in the bf16 GEMM mode only, model/backend_layers.cpp): the
-    // feed-forward keeps its gelu output only as the bf16 copy its second layer's GEMMs multiply (the *_bf16 / *_bf16x
-    // ops below), where it kept fp32 and rounded it in every GEMM call: the same values, fewer passes. Off: the fp32
-    // form (for an A/B; the CUDA backend starts with it off under RETRO_UNFUSE=feed_forward_bf16).
+    // activations only linear layers read — the feed-forward's gelu output, the pre-norm outputs before the
+    // feed-forward and the attention, the attention's output (attention_output_bf16_offset) — kept only as the bf16
+    // copy the GEMMs multiply (the *_bf16 / *_bf16x ops below), where they were kept fp32 and rounded in every GEMM
+    // call: the same values, fewer passes. Off: the fp32 form (for an A/B; the CUDA backend starts with it off under
+    // RETRO_UNFUSE=feed_forward_bf16).
     void set_bf16_activations(bool on) { bf16_activations_ = on; }
     bool bf16_activations() const { return bf16_activations_; }
 
@@ -292,6 +294,16 @@ public:
     virtual std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const {
         (void)key_mask;
         return s.B * s.H * s.Nq * s.keys();
+    }
+    // Where the mode keeps an attention's output only as bf16 for the output projection's GEMMs (the bf16 GEMM mode
+    // with bf16 activations; on the CUDA backend where the fused attention's mma kernels take the shape, their stash
+    // holding that copy anyway): the float offset in `probs` of out's bf16 copy [B, Nq, H*D], else -1 (the default).
+    // Where it is >= 0, attention_forward may be given out = nullptr: it then writes that copy (the values the bf16
+    // GEMMs would round out to) and no fp32 out; probs is attention_saved_floats(s, key_mask) floats, asked in the
+    // same mode. attention_backward never reads out.
+    virtual std::int64_t attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const {
+        (void)s, (void)key_mask;
+        return -1;
     }
 
     // One query row per row attending cached keys, in one call (generate/backend_decoder.h's decode steps): row i's

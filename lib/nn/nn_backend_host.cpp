@@ -246,11 +246,27 @@ void HostNnBackend::scale(float* x, float s, std::int64_t n) {
         for (std::int64_t i = 0; i < n; i++) x[i] *= s;
     });
 }
+std::int64_t HostNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
+    const std::int64_t probs = NnBackend::attention_saved_floats(s, key_mask);
+    return attention_output_bf16_offset(s, key_mask) < 0 ? probs : probs + (s.B * s.Nq * s.H * s.D + 1) / 2;
+}
+std::int64_t HostNnBackend::attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const {
+    if (gemm_inputs_ != GemmInputs::bf16 || !bf16_activations()) return -1;
+    return NnBackend::attention_saved_floats(s, key_mask);   // after the probabilities
+}
 void HostNnBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                                       const AttentionShape& s) {
+    // out null: only its bf16 copy, where attention_output_bf16_offset puts it (the mode when called)
+    const std::int64_t o16_at = out ? -1 : attention_output_bf16_offset(s, key_mask != nullptr);
+    RETRO_CHECK(out || o16_at >= 0, "attention_forward: out is null outside the bf16 activations mode");
     run([=, this] {
-        nn::attention_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
+        if (out) return nn::attention_forward(out, probs, q, k, v, null_k, null_v, key_mask, s);
+        const std::int64_t n = s.B * s.Nq * s.H * s.D;
+        std::vector<float> o(static_cast<std::size_t>(n));
+        nn::attention_forward(o.data(), probs, q, k, v, null_k, null_v, key_mask, s);
+        auto* o16 = reinterpret_cast<std::uint16_t*>(probs + o16_at);
+        for (std::int64_t i = 0; i < n; i++) o16[i] = to_bf16(o[static_cast<std::size_t>(i)]).bits;
     });
 }
 void HostNnBackend::attention_backward(float* dq, float* dk, float* dv, float* dnull_k, float* dnull_v,

@@ -65,6 +65,10 @@ public:
     void rotary_scale_forward(float* y, const float* x, const RotaryView& t, std::int64_t B, std::int64_t N,
                               std::int64_t H, std::int64_t D, float s, std::int64_t scaled_heads) override;
     void scale(float* x, float s, std::int64_t n) override;
+    // In the bf16 GEMM mode with bf16 activations, the output's bf16 copy after the probabilities (the emulation of
+    // the CUDA backend's bf16-only attention output, so that the layers' use of it is tested on every machine).
+    std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const override;
+    std::int64_t attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const override;
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                            const float* null_k, const float* null_v, const std::uint8_t* key_mask,
                            const AttentionShape& s) override;

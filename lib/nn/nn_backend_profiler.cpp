@@ -21,8 +21,7 @@ double attention_flops(const AttentionShape& s) { return 4.0 * double(s.B * s.H)
 }  // namespace
 
 void ProfilingNnBackend::start() {
-    inner_.set_gemm_inputs(gemm_inputs());   // the modes are set on this object; the inner one runs the ops
-    inner_.set_fused_attention(fused_attention());
+    hand_over_modes();
     inner_.synchronize();
     t0_ = std::chrono::steady_clock::now();
 }

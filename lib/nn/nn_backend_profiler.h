@@ -115,13 +115,15 @@ public:
     void scale(float* x, float s, std::int64_t n) override;
     // the inner backend's answer in the modes set on this object (as start() hands them over before each op)
     std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const override {
-        inner_.set_gemm_inputs(gemm_inputs());
-        inner_.set_fused_attention(fused_attention());
+        hand_over_modes();
         return inner_.attention_saved_floats(s, key_mask);
     }
+    std::int64_t attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const override {
+        hand_over_modes();
+        return inner_.attention_output_bf16_offset(s, key_mask);
+    }
     bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const override {
-        inner_.set_gemm_inputs(gemm_inputs());
-        inner_.set_fused_attention(fused_attention());
+        hand_over_modes();
         return inner_.cross_entropy_linear_backward_uses_dlogits(with_dW, with_db);
     }
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
@@ -177,6 +179,12 @@ private:
     }
     void start();
     void stop(const char* op, const std::string& shape, double flops);
+    // the modes are set on this object; the inner backend runs the ops and answers the queries in them
+    void hand_over_modes() const {
+        inner_.set_gemm_inputs(gemm_inputs());
+        inner_.set_fused_attention(fused_attention());
+        inner_.set_bf16_activations(bf16_activations());
+    }
 
     NnBackend& inner_;
     std::map<std::string, OpTiming> by_key_;
