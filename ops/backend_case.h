@@ -31,6 +31,10 @@ class BackendRunnable {
 public:
     virtual ~BackendRunnable() = default;
     virtual Tensors run_on(nn::NnBackend& backend) = 0;   // the outputs of run(), as doubles
+    // The same on the inputs rounded to bf16, as the BF16 comparison runs the device (backend's modes as the caller
+    // set them): the reference takes those inputs (run_double_on_bf16_inputs), so a value the device keeps in fp32 —
+    // a bias, gamma, a residual input — is the reference's value, and only the op's own roundings differ.
+    virtual Tensors run_on_bf16_inputs(nn::NnBackend& backend) = 0;
     virtual std::vector<std::string> backend_ops() const = 0;
     // Seconds of one run(CUDA, d) spent inside backend_ops() (retro-bench ops' device rows), without the body's
     // allocations, uploads and downloads.
@@ -106,7 +110,7 @@ public:
           device_body_(std::move(device_body)), ops_(std::move(ops)) {}
 
     // BF16 on CUDA: the op run with NnBackend::GemmInputs::bf16 (cases whose op is a GEMM: set_bf16_gemm()),
-    // compared with the CPU in double on bf16-rounded inputs.
+    // compared with the CPU in double, both on the inputs rounded to bf16 (run_on_bf16_inputs).
     void set_bf16_gemm() { bf16_gemm_ = true; }
     // BF16 only on CUDA (ops over bf16-stored activations, whose fp32 run on the GPU has no reference of the fp32
     // bound: the stored rounding flips where the GPU's and the double reference's values straddle a bf16 boundary);
@@ -127,7 +131,7 @@ public:
     Tensors run(Backend b, DType d) override {
         if (b == Backend::CPU) return CpuCase<Body>::run(b, d);
         Tensors out;
-        on_cuda(d, [&](nn::NnBackend& be) { out = run_on(be); });
+        on_cuda(d, [&](nn::NnBackend& be) { out = d == DType::BF16 ? run_on_bf16_inputs(be) : run_on(be); });
         return out;
     }
     double op_seconds(DType d) override {
@@ -135,14 +139,23 @@ public:
         on_cuda(d, [&](nn::NnBackend& be) { seconds = op_seconds_on(be); });
         return seconds;
     }
-    Tensors run_on(nn::NnBackend& backend) override {
-        Tensors out;
-        for (const auto& o : device_body_(backend, in_f32_)) out.emplace_back(o.begin(), o.end());
-        return out;
+    Tensors run_on(nn::NnBackend& backend) override { return run_with(backend, in_f32_); }
+    Tensors run_on_bf16_inputs(nn::NnBackend& backend) override {
+        if (in_bf16_.empty()) {
+            in_bf16_ = in_f32_;
+            for (auto& t : in_bf16_)
+                for (auto& x : t) x = from_bf16(to_bf16(x));
+        }
+        return run_with(backend, in_bf16_);
     }
     std::vector<std::string> backend_ops() const override { return ops_; }
 
 private:
+    Tensors run_with(nn::NnBackend& backend, const F32Tensors& inputs) {
+        Tensors out;
+        for (const auto& o : device_body_(backend, inputs)) out.emplace_back(o.begin(), o.end());
+        return out;
+    }
     // fn(the case's CUDA backend, set up for dtype d: bf16 GEMM inputs, the fused attention kernels where asked)
     template <typename Fn>
     void on_cuda(DType d, Fn&& fn) {
@@ -160,7 +173,7 @@ private:
         }
     }
 
-    F32Tensors in_f32_;
+    F32Tensors in_f32_, in_bf16_;   // (in_bf16_ made on the first BF16 run)
     DeviceBody device_body_;
     std::vector<std::string> ops_;
     bool bf16_gemm_ = false;
