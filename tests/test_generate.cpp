@@ -305,10 +305,16 @@ TEST_CASE("generate: on a CUDA device, the decode kernels as programmatic depend
         RetroModel<float> model(c);
         params_init(model.params(), model.layout(), 3);
         CudaStreamOwner s1, s2;
-        auto pdl = nn::cuda_nn_backend(s1.get());
-        ::setenv("RETRO_PDL", "0", 1);
-        auto plain = nn::cuda_nn_backend(s2.get());
-        ::unsetenv("RETRO_PDL");
+        std::unique_ptr<nn::NnBackend> pdl, plain;
+        {   // (RETRO_PDL is read at construction; a RETRO_PDL=0 the run was started with must not make both plain)
+            test::ScopedEnv on("RETRO_PDL", std::nullopt);
+            pdl = nn::cuda_nn_backend(s1.get());
+        }
+        {
+            test::ScopedEnv off("RETRO_PDL", "0");
+            plain = nn::cuda_nn_backend(s2.get());
+        }
+        MESSAGE("programmatic dependent launches take effect on sm_90 and later only; device: " << cuda_device_name());
         for (const bool graphs : {false, true}) {
             CAPTURE(graphs);
             const auto a = decode_logits(*pdl, c, model, graphs), b = decode_logits(*plain, c, model, graphs);

@@ -61,9 +61,8 @@ const Pipeline& pipeline() {
 }
 
 // RETRO_MEMORY_LIMIT for the tools started while it lives
-struct MemoryLimit {
-    explicit MemoryLimit(const char* bytes) { setenv("RETRO_MEMORY_LIMIT", bytes, 1); }
-    ~MemoryLimit() { unsetenv("RETRO_MEMORY_LIMIT"); }
+struct MemoryLimit : test::ScopedEnv {
+    explicit MemoryLimit(const char* bytes) : test::ScopedEnv("RETRO_MEMORY_LIMIT", bytes) {}
 };
 
 // exit 2, one line naming `option`, no manifest.json in `out` (when given)

@@ -202,22 +202,10 @@ TEST_CASE("nn backend: RETRO_UNFUSE names the fused ops to run as the ops they s
 TEST_CASE("nn backend: CUDA with RETRO_UNFUSE=all, the fused ops' cases within fp32 bounds of the CPU in double") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
-        struct Unfuse {   // set for the backend's constructor only, restored whatever happens
-            std::string before;
-            bool had = false;
-            Unfuse() {
-                if (const char* v = std::getenv("RETRO_UNFUSE")) {
-                    had = true;
-                    before = v;
-                }
-                setenv("RETRO_UNFUSE", "all", 1);
-            }
-            ~Unfuse() { had ? setenv("RETRO_UNFUSE", before.c_str(), 1) : unsetenv("RETRO_UNFUSE"); }
-        };
         CudaStreamOwner stream;
         std::unique_ptr<nn::NnBackend> be;
-        {
-            Unfuse unfuse;
+        {   // set for the backend's constructor only, restored whatever happens
+            test::ScopedEnv unfuse("RETRO_UNFUSE", "all");
             be = nn::cuda_nn_backend(stream.get());
         }
         int cases = 0;

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,6 +39,22 @@ void write_text(const std::filesystem::path& p, const std::string& s);
 std::filesystem::path source_dir();   // the repository root
 // rms(got - ref) / rms(ref), fla's metric (the op harness's bound); the plain rms of got - ref where ref is all zero.
 double rms_ratio(const std::vector<float>& got, const std::vector<double>& ref);
+// An environment variable set (value) or unset (nullopt) for the object's life, then put back as it was — so that a
+// test's setting neither leaks into later tests and tools nor clobbers one the whole run was started with.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+        if (const char* v = std::getenv(name)) before_ = v;
+        value ? ::setenv(name, value->c_str(), 1) : ::unsetenv(name);
+    }
+    ~ScopedEnv() { before_ ? ::setenv(name_.c_str(), before_->c_str(), 1) : ::unsetenv(name_.c_str()); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    std::string name_;
+    std::optional<std::string> before_;
+};
 // n standard normal floats from rng (the host-emulator kernel tests' inputs).
 inline std::vector<float> normal_floats(std::size_t n, std::mt19937& rng) {
     std::normal_distribution<float> d(0.0f, 1.0f);
