@@ -26,10 +26,10 @@ using V = std::vector<std::vector<T>>;
 std::unique_ptr<Case> ff_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * I, rng), random_tensor(O * I, rng), random_tensor(O, rng), random_tensor(I * O, rng),
-               random_tensor(I, rng), random_tensor(N * I, rng)};
+               random_tensor(I, rng), random_tensor(N * I, rng), random_tensor(I * O, rng), random_tensor(I, rng)};
     auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
-        V<T> out{std::vector<T>(N * I), std::vector<T>(N * O), std::vector<T>(N * O), std::vector<T>(I * O, T(0)),
-                 std::vector<T>(I, T(0))};
+        // dW2 and db2 start from x[6], x[7]: parameter gradients accumulate (+=)
+        V<T> out{std::vector<T>(N * I), std::vector<T>(N * O), std::vector<T>(N * O), x[6], x[7]};
         std::vector<T> g(static_cast<std::size_t>(N * O));
         nn::linear_forward(out[1].data(), x[0].data(), x[1].data(), x[2].data(), N, I, O);
         nn::gelu_forward(g.data(), out[1].data(), N * O);
@@ -41,8 +41,8 @@ std::unique_ptr<Case> ff_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_
     auto device = [=](nn::NnBackend& be, const F32Tensors& x) -> F32Tensors {
         BackendArena a(be);
         auto* g16 = a.alloc<std::uint16_t>(N * O);
-        float *y = a.alloc<float>(N * I), *h = a.alloc<float>(N * O), *dg = a.alloc<float>(N * O),
-              *dW2 = a.zeros<float>(I * O), *db2 = a.zeros<float>(I);
+        float *y = a.alloc<float>(N * I), *h = a.alloc<float>(N * O), *dg = a.alloc<float>(N * O), *dW2 = a.up(x[6]),
+              *db2 = a.up(x[7]);
         const float* W2 = a.up(x[3]);
         be.linear_gelu_forward_bf16(g16, h, a.up(x[0]), a.up(x[1]), a.up(x[2]), N, I, O);
         be.linear_forward_bf16x(y, g16, W2, a.up(x[4]), N, O, I);
@@ -52,8 +52,8 @@ std::unique_ptr<Case> ff_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_
     auto c = std::make_unique<BackendCase<decltype(body)>>(
         typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"O", O}}), 8.0 * N * I * O,
                                                    4.0 * (4 * N * I + 3 * N * O + 2 * O * I),
-                                                   {"x", "W1", "b1", "W2", "b2", "dy"},
-                                                   {false, false, false, false, false, false},
+                                                   {"x", "W1", "b1", "W2", "b2", "dy", "dW2 before", "db2 before"},
+                                                   {false, false, false, false, false, false, false, false},
                                                    {"y", "h", "dg", "dW2", "db2"}},
         std::move(in), body, device,
         std::vector<std::string>{"linear_gelu_forward_bf16", "linear_forward_bf16x", "linear_backward_bf16x"});
@@ -69,13 +69,14 @@ std::unique_ptr<Case> ff_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_
 std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * I, rng), random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(O * I, rng),
-               random_tensor(O, rng), random_tensor(N * O, rng)};
+               random_tensor(O, rng), random_tensor(N * O, rng), random_tensor(O * I, rng), random_tensor(O, rng)};
     auto round_bf16 = [](auto& v) {
         for (auto& e : v) e = static_cast<std::decay_t<decltype(e)>>(from_bf16(to_bf16(static_cast<float>(e))));
     };
     auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
-        V<T> out{std::vector<T>(N * I), std::vector<T>(N), std::vector<T>(N * I), std::vector<T>(N * O),
-                 std::vector<T>(N * O), std::vector<T>(N * I), std::vector<T>(O * I, T(0)), std::vector<T>(O, T(0))};
+        // dW1 and db1 start from x[6], x[7]: parameter gradients accumulate (+=)
+        V<T> out{std::vector<T>(N * I), std::vector<T>(N),     std::vector<T>(N * I), std::vector<T>(N * O),
+                 std::vector<T>(N * O), std::vector<T>(N * I), x[6],                  x[7]};
         nn::residual_sum(out[0].data(), x[0].data(), x[1].data(), N * I);
         nn::rmsnorm_forward(out[2].data(), out[1].data(), out[0].data(), x[2].data(), N, I);
         round_bf16(out[2]);
@@ -92,7 +93,7 @@ std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::u
         auto* n16 = a.alloc<std::uint16_t>(N * I);
         auto* g16 = a.alloc<std::uint16_t>(N * O);
         float *xs = a.alloc<float>(N * I), *norm = a.alloc<float>(N), *h = a.alloc<float>(N * O),
-              *dn = a.alloc<float>(N * I), *dW1 = a.zeros<float>(O * I), *db1 = a.zeros<float>(O);
+              *dn = a.alloc<float>(N * I), *dW1 = a.up(x[6]), *db1 = a.up(x[7]);
         float* dg = a.up(x[5]);   // scratch of the backward
         const float* W1 = a.up(x[3]);
         be.residual_rmsnorm_forward_bf16(xs, n16, norm, a.up(x[0]), a.up(x[1]), a.up(x[2]), N, I);
@@ -111,8 +112,8 @@ std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::u
     auto c = std::make_unique<BackendCase<decltype(body)>>(
         typename BackendCase<decltype(body)>::Spec{dims({{"N", N}, {"I", I}, {"O", O}}), 6.0 * N * I * O,
                                                    4.0 * (4 * N * I + 3 * N * O + 2 * O * I),
-                                                   {"a", "b", "gamma", "W1", "b1", "dg"},
-                                                   {false, false, false, false, false, false},
+                                                   {"a", "b", "gamma", "W1", "b1", "dg", "dW1 before", "db1 before"},
+                                                   {false, false, false, false, false, false, false, false},
                                                    {"x", "norm", "n", "h", "g", "dn", "dW1", "db1"}},
         std::move(in), body, device,
         std::vector<std::string>{"residual_rmsnorm_forward_bf16", "linear_gelu_forward_bf16x",
@@ -128,10 +129,11 @@ std::unique_ptr<Case> ff_input_bf16_case(int64_t N, int64_t I, int64_t O, std::u
 std::unique_ptr<Case> attn_input_bf16_case(int count, int64_t N, int64_t I, int64_t O, bool packed, std::uint64_t seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     Tensors in{random_tensor(N * I, rng), random_tensor(I, rng), random_tensor(count * O * I, rng),
-               random_tensor(count * N * O, rng)};
+               random_tensor(count * N * O, rng), random_tensor(count * O * I, rng)};
     auto body = [=]<typename T>(const V<T>& x, bool) -> V<T> {
+        // each layer's dW starts from its part of x[4]: parameter gradients accumulate (+=)
         V<T> out{std::vector<T>(N), std::vector<T>(N * I), std::vector<T>(count * N * O), std::vector<T>(N * I, T(0)),
-                 std::vector<T>(count * O * I, T(0))};
+                 x[4]};
         nn::rmsnorm_forward(out[1].data(), out[0].data(), x[0].data(), x[1].data(), N, I);
         for (auto& e : out[1]) e = static_cast<T>(from_bf16(to_bf16(static_cast<float>(e))));
         std::vector<T> tmp(static_cast<std::size_t>(N * I));
@@ -153,7 +155,7 @@ std::unique_ptr<Case> attn_input_bf16_case(int count, int64_t N, int64_t I, int6
         nn::NnBackend::SharedLinears l;
         l.count = count;
         const float* Wall = packed ? a.up(x[2]) : nullptr;
-        float *yall = packed ? a.alloc<float>(count * N * O) : nullptr, *dWall = packed ? a.zeros<float>(count * O * I) : nullptr;
+        float *yall = packed ? a.alloc<float>(count * N * O) : nullptr, *dWall = packed ? a.up(x[4]) : nullptr;
         const float* dyall = packed ? a.up(x[3]) : nullptr;
         for (int i = 0; i < count; i++) {
             if (packed) {
@@ -164,7 +166,7 @@ std::unique_ptr<Case> attn_input_bf16_case(int count, int64_t N, int64_t I, int6
             l.W[i] = a.up(std::vector<float>(x[2].begin() + i * O * I, x[2].begin() + (i + 1) * O * I));
             l.dy[i] = a.up(std::vector<float>(x[3].begin() + i * N * O, x[3].begin() + (i + 1) * N * O));
             l.y[i] = a.alloc<float>(N * O);
-            l.dW[i] = a.zeros<float>(O * I);
+            l.dW[i] = a.up(std::vector<float>(x[4].begin() + i * O * I, x[4].begin() + (i + 1) * O * I));
         }
         float *dx = a.alloc<float>(N * I), *tmp = a.alloc<float>(N * I);
         be.linear_forward_shared_bf16x(l, n16, N, I, O);
@@ -184,8 +186,8 @@ std::unique_ptr<Case> attn_input_bf16_case(int count, int64_t N, int64_t I, int6
     auto c = std::make_unique<BackendCase<decltype(body)>>(
         typename BackendCase<decltype(body)>::Spec{
             dims({{"layers", count}, {"N", N}, {"I", I}, {"O", O}}) + (packed ? " packed" : " apart"), 3 * f,
-            4.0 * (3 * N * I + 2 * count * O * I + 2 * count * N * O), {"x", "gamma", "W", "dy"},
-            {false, false, false, false}, {"norm", "n", "y", "dx", "dW"}},
+            4.0 * (3 * N * I + 2 * count * O * I + 2 * count * N * O), {"x", "gamma", "W", "dy", "dW before"},
+            {false, false, false, false, false}, {"norm", "n", "y", "dx", "dW"}},
         std::move(in), body, device,
         std::vector<std::string>{"rmsnorm_forward_bf16", "linear_forward_shared_bf16x", "linear_backward_shared_bf16x"});
     c->set_bf16_only();
