@@ -94,6 +94,15 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         bool rounded = true;
         for (std::size_t i = 0; i < n; ++i) rounded &= y16[i] == to_bf16(y[i]).bits;   // (core/cuda_device.h's rounding)
         CHECK(rounded);
+        // the plain form stored only as bf16 (rmsnorm_forward_bf16: the first layer's norm, the encoder's final one)
+        std::vector<float> norm4(static_cast<std::size_t>(N), NAN);
+        std::vector<std::uint16_t> y16p(n, 0xffff);
+        simt::host::launch(row_grid(N), 1, rw::kThreads, 0, [&] {
+            rw::rmsnorm_forward_warps<false, true>(nullptr, norm4.data(), x.data(), nullptr, nullptr, gamma.data(), N, C,
+                                                   scale, eps, y16p.data());
+        });
+        CHECK(norm4 == norm);
+        CHECK(y16p == y16);
 
         const auto xd = to_double(x), gd = to_double(gamma), dyd = to_double(dy);
         std::vector<double> ry(n), rnorm(static_cast<std::size_t>(N)), rdx(n), rdgamma(static_cast<std::size_t>(C), 0.0);
