@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "core/blas_core.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -30,6 +31,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         app.parse_complete_callback([&ctx] {
             log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
             set_thread_count(ctx.threads);
+            log_debug(blas_core_note());
         });
         ToolAction action = setup(app, ctx);
         try {
@@ -53,6 +55,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup) {
+    reexec_for_blas_core(argv);   // OpenBLAS's generic kernels on a CPU it does not know: run again with better ones
     const int rc = tool_run(tool, description, argc, argv, setup);
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
     return rc;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/blas_core.h"
 #include "test_util.h"
 
 namespace retro::test {
@@ -35,6 +36,7 @@ struct CountingListener : doctest::IReporter {
 DOCTEST_REGISTER_LISTENER("retro-counting", 1, retro::test::CountingListener);
 
 int main(int argc, char** argv) {
+    retro::reexec_for_blas_core(argv);   // as every tool does (cli/tool_main.cpp); the tools it runs inherit the choice
     doctest::Context context;
     context.applyCommandLine(argc, argv);
     int rc = context.run();

@@ -1,0 +1,88 @@
+// Implementation of blas_core.h.
+#include "core/blas_core.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <string_view>
+
+namespace retro {
+
+namespace {
+
+// OpenBLAS's x86 core names (driver/others/dynamic.c's corename table) for CPUs without AVX2: what a CPU it does not
+// know falls back to ("Prescott" on x86-64), and what it rightly picks for old CPUs (left alone unless the CPU
+// itself reports AVX2 and FMA).
+constexpr std::array<std::string_view, 20> kPreAvx2Cores = {
+    "Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2", "Penryn", "Dunnington",
+    "Nehalem", "Sandybridge", "Opteron", "Opteron_SSE3", "Barcelona", "Bobcat", "Bulldozer", "Piledriver",
+    "Steamroller", "Nano"};
+
+bool cpu_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
+bool cpu_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+std::string blas_core_name() {
+    const char* name = openblas_get_corename();
+    return name ? name : "";
+}
+
+std::string blas_core_upgrade(const std::string& detected, bool avx512, bool avx2_fma) {
+    const bool pre_avx2 = std::find(kPreAvx2Cores.begin(), kPreAvx2Cores.end(), detected) != kPreAvx2Cores.end();
+    if (!pre_avx2) return "";
+    if (avx512) return "SkylakeX";
+    if (avx2_fma) return "Haswell";
+    return "";
+}
+
+void reexec_for_blas_core(char** argv) {
+    if (!argv || !argv[0]) return;
+    if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("RETRO_BLAS_CORE_FROM")) return;   // chosen, or tried once
+    if (const char* keep = std::getenv("RETRO_BLAS_CORE"); keep && std::string_view(keep) == "keep") return;
+    const std::string detected = blas_core_name();
+    const std::string better = blas_core_upgrade(detected, cpu_avx512(), cpu_avx2_fma());
+    if (better.empty()) return;
+    // the running program, if it is the one argv names (under valgrind /proc/self/exe is valgrind's tool)
+    char self[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return;
+    self[n] = '\0';
+    namespace fs = std::filesystem;
+    if (fs::path(self).filename() != fs::path(argv[0]).filename()) return;
+    ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+    ::setenv("RETRO_BLAS_CORE_FROM", detected.c_str(), 1);
+    ::execv(self, argv);   // returns only on failure: go on with the detected kernels
+    ::unsetenv("OPENBLAS_CORETYPE");
+    ::unsetenv("RETRO_BLAS_CORE_FROM");
+}
+
+std::string blas_core_note() {
+    std::string note = "OpenBLAS kernels: " + blas_core_name();
+    if (const char* from = std::getenv("RETRO_BLAS_CORE_FROM"))
+        note += std::string(" (OPENBLAS_CORETYPE set by RetroKit: OpenBLAS had detected ") + from +
+                ", a generic fallback, on a CPU with better; RETRO_BLAS_CORE=keep to keep it)";
+    return note;
+}
+
+}  // namespace retro

@@ -1,0 +1,31 @@
+// OpenBLAS's kernels for this CPU. Debian 12's OpenBLAS (0.3.21, built DYNAMIC_ARCH) picks its kernels by the CPU's
+// model number and falls back to its generic SSE3 kernels ("Prescott") on a model it does not know — a 5th-generation
+// Xeon (family 6, model 207) with AVX-512 then runs sgemm at 15 GFLOP/s a core where the SkylakeX kernels run 130–150
+// (docs/performance.md, session 32). The kernels can only be chosen before OpenBLAS initialises (OPENBLAS_CORETYPE,
+// read by its load-time constructor), so a program that finds such a fallback runs itself again with it set.
+// provides: blas_core_name, blas_core_upgrade, reexec_for_blas_core, blas_core_note
+#pragma once
+#include <string>
+
+namespace retro {
+
+// The kernels OpenBLAS chose (openblas_get_corename(): "Prescott", "Haswell", "SkylakeX", ...).
+std::string blas_core_name();
+
+// The kernels to ask for instead of `detected`, or "" to keep them: only where `detected` is one of OpenBLAS's x86
+// cores without AVX2 (its generic fallback among them) while the CPU can run better ones — "SkylakeX" where AVX-512
+// F, CD, BW, DQ and VL are usable, else "Haswell" where AVX2 and FMA are. A CPU OpenBLAS detected as Haswell, Zen,
+// SkylakeX or newer is left as it is.
+std::string blas_core_upgrade(const std::string& detected, bool avx512, bool avx2_fma);
+
+// At the very start of main: where OPENBLAS_CORETYPE is unset, RETRO_BLAS_CORE is not "keep" and blas_core_upgrade
+// names better kernels for this CPU, sets OPENBLAS_CORETYPE to them (and RETRO_BLAS_CORE_FROM to the detected
+// core, which also stops a second attempt) and replaces the process with the same program and arguments
+// (/proc/self/exe; not where that is another program, as under valgrind). Returns where it does nothing, or where the
+// exec fails (the run then goes on with the detected kernels).
+void reexec_for_blas_core(char** argv);
+
+// One line for --verbose: the kernels in use and, after such a restart, the ones OpenBLAS had detected.
+std::string blas_core_note();
+
+}  // namespace retro
