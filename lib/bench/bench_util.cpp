@@ -16,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/blas_core.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
@@ -91,13 +92,16 @@ std::int64_t peak_extra_rss(const std::function<void()>& fn) {
 
 std::string cpu_model() {
     std::ifstream f("/proc/cpuinfo");
-    std::string line;
+    std::string line, model = "unknown cpu";
     while (std::getline(f, line))
         if (line.rfind("model name", 0) == 0) {
             auto p = line.find(':');
-            if (p != std::string::npos) return line.substr(p + 2);
+            if (p != std::string::npos) {
+                model = line.substr(p + 2);
+                break;
+            }
         }
-    return "unknown cpu";
+    return model + " (OpenBLAS " + blas_core_name() + ")";
 }
 
 std::string today_utc() {

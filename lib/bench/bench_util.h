@@ -22,7 +22,9 @@ double memcpy_gbps(std::size_t bytes = std::size_t(256) << 20, int repeats = 3);
 // Bytes the process's resident set grew to above its size before fn ran (VmHWM after reset), or -1.
 std::int64_t peak_extra_rss(const std::function<void()>& fn);
 
-std::string cpu_model();   // /proc/cpuinfo "model name", or "unknown cpu"
+// /proc/cpuinfo "model name" (or "unknown cpu") and the OpenBLAS kernels in use (core/blas_core.h), e.g.
+// "Intel(R) Xeon(R) Processor (OpenBLAS SkylakeX)": a figure's GEMMs depend on both
+std::string cpu_model();
 std::string today_utc();   // YYYY-MM-DDTHH:MM:SSZ
 
 // {"tool", "version", "commit", "date", "command"} for every result file.
