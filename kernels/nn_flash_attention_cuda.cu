@@ -485,13 +485,13 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
     return !s.causal || self_plain;
 }
 
-// The fused path's `probs` (flash_forward / flash_backward): lse [B, H, Nq], then out's bf16 copy [B, Nq, H*D] packed
-// two to a float.
+// The fused path's `probs` (flash_forward / flash_backward): lse [B, H, Nq], then (at NnBackend::bf16_copy_at: 256-byte
+// aligned) out's bf16 copy [B, Nq, H*D] packed two to a float.
 std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
     static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
     if (unfused(FusedOp::attention_saved_floats) || !flash_applies(s, key_mask ? &any_mask : nullptr))
         return NnBackend::attention_saved_floats(s, key_mask);   // the probabilities (also RETRO_UNFUSE's A/B)
-    return s.B * s.H * s.Nq + (s.B * s.Nq * s.H * s.D + 1) / 2;
+    return bf16_copy_at(s.B * s.H * s.Nq) + (s.B * s.Nq * s.H * s.D + 1) / 2;
 }
 
 // The mma kernels' stash holds out's bf16 copy after lse: where the layers keep the output only so (bf16 activations;
@@ -502,7 +502,7 @@ std::int64_t CudaNnBackend::attention_output_bf16_offset(const AttentionShape& s
     if (!bf16_activations() || flash_wmma_ || unfused(FusedOp::attention_saved_floats) ||
         !flash_applies(s, key_mask ? &any_mask : nullptr))
         return -1;
-    return s.B * s.H * s.Nq;
+    return bf16_copy_at(s.B * s.H * s.Nq);
 }
 
 // Whether the mma kernels take bf16 copies of the operands (one conversion pass each, then half the bytes a tile and
@@ -526,7 +526,7 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
     RETRO_CHECK(out || !flash_wmma_, "flash_forward: the wmma kernels need out");
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
     float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]; out null: only that copy
-    auto* ob = reinterpret_cast<std::uint16_t*>(probs + m.B * m.H * m.Nq);
+    auto* ob = reinterpret_cast<std::uint16_t*>(probs + bf16_copy_at(m.B * m.H * m.Nq));
     if (flash_bf16_operands(s, key_mask)) {   // the decoder's causal self-attention: q, k, v as bf16 once, tiles by cp.async
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
@@ -560,7 +560,7 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     m.classes_every_step = unfused(FusedOp::flash_fast_steps);   // (the A/B of the branch-free steps)
     const ll rows = m.B * m.H * m.Nq;
     const float* lse = probs;
-    const auto* o = reinterpret_cast<const std::uint16_t*>(probs + rows);   // out's bf16 copy
+    const auto* o = reinterpret_cast<const std::uint16_t*>(probs + bf16_copy_at(rows));   // out's bf16 copy
     // scratch: Delta [B, H, Nq], then (null column) the per-item null key and value gradients [B, H*D] each
     const ll items = m.null_kv ? m.B * m.HD : 0;
     float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows + 2 * items) * sizeof(float)));

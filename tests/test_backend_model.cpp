@@ -231,7 +231,7 @@ TEST_CASE("backend model: the arena gives the feed-forwards' g and input half th
     auto output_saved = [&](const nn::AttentionLayerShape& s) {
         const nn::AttentionShape a = s.core();
         const std::int64_t n = s.B * s.Nq * s.inner(), P = a.B * a.H * a.Nq * a.keys();
-        return rounded(n) + rounded(P) - rounded(P + (n + 1) / 2);
+        return rounded(n) + rounded(P) - rounded(nn::NnBackend::bf16_copy_at(P) + (n + 1) / 2);
     };
     const std::int64_t k = w.num_neighbours, r = w.retrieved_len(), M = 2 * (40 / w.chunk_size) * k;
     for (std::int64_t i = 0; i < w.dec_depth; i++) {
@@ -455,14 +455,23 @@ TEST_CASE("backend model: on a CUDA device in the fused bf16 mode, an attention 
         be->set_fused_attention(true);
         const RetroConfig w = wide_config();
         const BackendBatchShape shape{2, 40, w.num_neighbours, w.retrieved_len(), true};
-        if (unfused & (1u << static_cast<unsigned>(nn::FusedOp::attention_saved_floats))) {   // set aside: as before
+        if (unfused & (1u << static_cast<unsigned>(nn::FusedOp::attention_saved_floats))) {
+            // set aside: the probabilities, and the output in fp32 (the bf16 activations elsewhere stay as they are,
+            // so the plan is not the backend-free one)
             CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 * 256);
-            CHECK(backend_model_plan(w, shape, be.get()) == backend_model_plan(w, shape));
+            CHECK(be->attention_saved_floats(cca, true) == 8 * 4 * 64 * 129);
+            CHECK(be->attention_output_bf16_offset(self, false) == -1);
             return;
         }
-        // lse [B, H, Nq] and out's bf16 copy [B, Nq, H*D] two to a float (kernels/nn_flash_attention_cuda.cu)
+        // lse [B, H, Nq] and out's bf16 copy [B, Nq, H*D] two to a float (kernels/nn_flash_attention_cuda.cu), the copy
+        // 256-byte aligned; the layers keep the output only as that copy where bf16 activations are on
         CHECK(be->attention_saved_floats(self, false) == 2 * 4 * 256 + (2 * 256 * 4 * 64) / 2);
         CHECK(be->attention_saved_floats(cca, true) == 8 * 4 * 64 + (8 * 64 * 4 * 64) / 2);
+        const nn::AttentionShape odd{1, 3, 3 * 64, 1, 64, false, false};   // lse 3 floats: the copy at 64
+        CHECK(be->attention_saved_floats(odd, false) == 64 + (3 * 64) / 2);
+        const std::int64_t copy_at = be->bf16_activations() ? 2 * 4 * 256 : -1;
+        CHECK(be->attention_output_bf16_offset(self, false) == copy_at);
+        CHECK(be->attention_output_bf16_offset(odd, false) == (be->bf16_activations() ? 64 : -1));
         // and the model's arena on it: smaller than the plan that keeps the probabilities
         CHECK(backend_model_plan(w, shape, be.get()) < backend_model_plan(w, shape));
     }

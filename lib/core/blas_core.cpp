@@ -56,12 +56,16 @@ std::string blas_core_upgrade(const std::string& detected, bool avx512, bool avx
     return "";
 }
 
+std::string blas_core_upgrade_here(const std::string& detected) {
+    return blas_core_upgrade(detected, cpu_avx512(), cpu_avx2_fma());
+}
+
 void reexec_for_blas_core(char** argv) {
     if (!argv || !argv[0]) return;
     if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("RETRO_BLAS_CORE_FROM")) return;   // chosen, or tried once
     if (const char* keep = std::getenv("RETRO_BLAS_CORE"); keep && std::string_view(keep) == "keep") return;
     const std::string detected = blas_core_name();
-    const std::string better = blas_core_upgrade(detected, cpu_avx512(), cpu_avx2_fma());
+    const std::string better = blas_core_upgrade_here(detected);
     if (better.empty()) return;
     // the running program, if it is the one argv names (under valgrind /proc/self/exe is valgrind's tool)
     char self[PATH_MAX];
@@ -70,16 +74,19 @@ void reexec_for_blas_core(char** argv) {
     self[n] = '\0';
     namespace fs = std::filesystem;
     if (fs::path(self).filename() != fs::path(argv[0]).filename()) return;
-    ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
-    ::setenv("RETRO_BLAS_CORE_FROM", detected.c_str(), 1);
-    ::execv(self, argv);   // returns only on failure: go on with the detected kernels
+    // (RETRO_BLAS_CORE_FROM first: the restarted program must see it, or it could try again)
+    if (::setenv("RETRO_BLAS_CORE_FROM", detected.c_str(), 1) != 0) return;
+    if (::setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0)
+        ::execv(self, argv);   // returns only on failure: go on with the detected kernels
     ::unsetenv("OPENBLAS_CORETYPE");
     ::unsetenv("RETRO_BLAS_CORE_FROM");
 }
 
 std::string blas_core_note() {
-    std::string note = "OpenBLAS kernels: " + blas_core_name();
-    if (const char* from = std::getenv("RETRO_BLAS_CORE_FROM"))
+    const std::string core = blas_core_name();
+    std::string note = "OpenBLAS kernels: " + core;
+    // (a child that inherited RETRO_BLAS_CORE_FROM without OPENBLAS_CORETYPE runs the detected kernels: no claim)
+    if (const char* from = std::getenv("RETRO_BLAS_CORE_FROM"); from && std::getenv("OPENBLAS_CORETYPE") && core != from)
         note += std::string(" (OPENBLAS_CORETYPE set by RetroKit: OpenBLAS had detected ") + from +
                 ", a generic fallback, on a CPU with better; RETRO_BLAS_CORE=keep to keep it)";
     return note;

@@ -3,7 +3,7 @@
 // Xeon (family 6, model 207) with AVX-512 then runs sgemm at 15 GFLOP/s a core where the SkylakeX kernels run 130–150
 // (docs/performance.md, session 32). The kernels can only be chosen before OpenBLAS initialises (OPENBLAS_CORETYPE,
 // read by its load-time constructor), so a program that finds such a fallback runs itself again with it set.
-// provides: blas_core_name, blas_core_upgrade, reexec_for_blas_core, blas_core_note
+// provides: blas_core_name, blas_core_upgrade, blas_core_upgrade_here, reexec_for_blas_core, blas_core_note
 #pragma once
 #include <string>
 
@@ -17,6 +17,8 @@ std::string blas_core_name();
 // F, CD, BW, DQ and VL are usable, else "Haswell" where AVX2 and FMA are. A CPU OpenBLAS detected as Haswell, Zen,
 // SkylakeX or newer is left as it is.
 std::string blas_core_upgrade(const std::string& detected, bool avx512, bool avx2_fma);
+// The same for this CPU's own features (as __builtin_cpu_supports reads them: CPUID and the OS's register state).
+std::string blas_core_upgrade_here(const std::string& detected);
 
 // At the very start of main: where OPENBLAS_CORETYPE is unset, RETRO_BLAS_CORE is not "keep" and blas_core_upgrade
 // names better kernels for this CPU, sets OPENBLAS_CORETYPE to them (and RETRO_BLAS_CORE_FROM to the detected
@@ -25,7 +27,10 @@ std::string blas_core_upgrade(const std::string& detected, bool avx512, bool avx
 // exec fails (the run then goes on with the detected kernels).
 void reexec_for_blas_core(char** argv);
 
-// One line for --verbose: the kernels in use and, after such a restart, the ones OpenBLAS had detected.
+// One line for --verbose: the kernels in use and, after such a restart, the ones OpenBLAS had detected. (Both
+// variables pass to child processes — the tools a test or a script runs, retro-bench's peers — which then use the
+// same kernels without a restart of their own. Under gdb or perf the restart shows as an exec; RETRO_BLAS_CORE=keep
+// avoids it.)
 std::string blas_core_note();
 
 }  // namespace retro

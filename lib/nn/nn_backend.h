@@ -305,6 +305,10 @@ public:
         (void)s, (void)key_mask;
         return -1;
     }
+    // Where a bf16 copy goes after `floats` floats of a saved buffer: rounded up to 64 floats, so that it is 256-byte
+    // aligned as every arena buffer is (the GEMMs that read it as an operand, cuBLASLt's algorithms among them, then
+    // see an aligned pointer whatever B·H·Nq is).
+    static std::int64_t bf16_copy_at(std::int64_t floats) { return (floats + 63) / 64 * 64; }
 
     // One query row per row attending cached keys, in one call (generate/backend_decoder.h's decode steps): row i's
     // query q[i] [H*D] (scaled and rotated by the caller) attends keys 0..pos[i] of slot seq[i] of the caches, plus

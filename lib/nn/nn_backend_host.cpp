@@ -248,11 +248,11 @@ void HostNnBackend::scale(float* x, float s, std::int64_t n) {
 }
 std::int64_t HostNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
     const std::int64_t probs = NnBackend::attention_saved_floats(s, key_mask);
-    return attention_output_bf16_offset(s, key_mask) < 0 ? probs : probs + (s.B * s.Nq * s.H * s.D + 1) / 2;
+    return attention_output_bf16_offset(s, key_mask) < 0 ? probs : bf16_copy_at(probs) + (s.B * s.Nq * s.H * s.D + 1) / 2;
 }
 std::int64_t HostNnBackend::attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const {
     if (gemm_inputs_ != GemmInputs::bf16 || !bf16_activations()) return -1;
-    return NnBackend::attention_saved_floats(s, key_mask);   // after the probabilities
+    return bf16_copy_at(NnBackend::attention_saved_floats(s, key_mask));   // after the probabilities
 }
 void HostNnBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                                       const float* null_k, const float* null_v, const std::uint8_t* key_mask,
