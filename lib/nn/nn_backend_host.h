@@ -107,6 +107,8 @@ public:
                       const AdamWScalars& a) override;
 
 private:
+    // the mode in which attention_forward keeps the output only as bf16 (attention_output_bf16_offset)
+    bool keeps_output_bf16() const { return gemm_inputs() == GemmInputs::bf16 && bf16_activations(); }
     // Runs f now, or records it while capturing.
     template <typename F>
     void run(F&& f) {
