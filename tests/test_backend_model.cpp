@@ -208,6 +208,23 @@ TEST_CASE("backend model: in the bf16 GEMM mode on the host, the feed-forward's 
     CHECK(m32.forward(batch) != on.loss_backend);
 }
 
+TEST_CASE("backend model: a backward in another mode than its forward's is refused, not run on the forward's arena") {
+    const auto w = wide_config();
+    const auto batch = tiny_batch(w, 2, 40, 8);
+    RetroModel<float> ref(w);
+    randomise(ref, 21);
+    nn::HostNnBackend host;
+    host.set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
+    BackendRetroModel m(w, host);
+    m.upload_params(ref.params());
+    m.zero_grad();
+    m.forward(batch);
+    host.set_bf16_activations(false);   // the forward's activations are half-size bf16 buffers
+    CHECK_THROWS_AS(m.backward(1.0f), InternalError);
+    host.set_bf16_activations(true);
+    CHECK_NOTHROW(m.backward(1.0f));
+}
+
 TEST_CASE("backend model: the arena gives the feed-forwards' g and input half their floats where they keep them as bf16, the attention's output only its bf16 copy, and a change of the mode re-plans") {
     const auto w = wide_config();   // retrieval: the decoder's and the encoder's feed-forwards
     const auto batch = tiny_batch(w, 2, 40, 8);

@@ -278,7 +278,7 @@ void BackendRetroModel::plan(const BackendBatchShape& shape) {
     // the size of the activations kept as bf16 or fp32 (activation_floats, carve_feed_forward), the head's
     // trainability too: a plan made in another mode is remade, never used with a stash smaller than what the
     // attention now writes, without a dlogits the logits' backward now uses, or with bf16-sized buffers for fp32
-    const PlanMode mode{be_.fused_attention(), be_.gemm_inputs(), be_.bf16_activations(), head_trainable_};
+    const PlanMode mode = current_mode();
     if (plan_ && shape == shape_ && mode == mode_) return;
     be_.release(arena_);
     arena_ = nullptr;
@@ -459,8 +459,16 @@ void BackendRetroModel::encoder_backward() {   // dE (Plan) -> dctx (=), paramet
     be_.embedding_backward(g_.token_emb, P.dh, P.retrieved, R, Ce);
 }
 
+BackendRetroModel::PlanMode BackendRetroModel::current_mode() const {
+    return {be_.fused_attention(), be_.gemm_inputs(), be_.bf16_activations(), head_trainable_};
+}
+
 void BackendRetroModel::backward(float scale) {
     RETRO_CHECK(plan_ != nullptr, "backward before forward");
+    // the forward's activations were carved and written in the forward's mode: a backward in another would read
+    // them at other sizes and places
+    RETRO_CHECK(current_mode() == mode_, "backward: the backend's mode (GEMM inputs, fused attention, bf16 "
+                                         "activations) or the head's trainability changed since the forward");
     const auto& c = config_;
     Plan& P = *plan_;
     const int64_t B = P.s.B, n = P.s.n, N = P.N, Ce = c.enc_dim, Cd = c.dec_dim, V = c.num_tokens,

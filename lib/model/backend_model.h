@@ -103,6 +103,7 @@ private:
         bool head_trainable = true;
         bool operator==(const PlanMode&) const = default;
     };
+    PlanMode current_mode() const;   // the backend's mode now, and the head's trainability
     PlanMode mode_;
     std::int64_t valid_ = 0;
     std::int64_t lowest_trainable_ = 0;
