@@ -313,6 +313,9 @@ private:
     // the fused (flash-style) bf16 attention (kernels/nn_flash_attention_cuda.cu): whether it runs this shape, and
     // its forward / backward (probs holds lse [B, H, Nq] and a copy of out [B, Nq, H*D] between the two)
     bool flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const;
+    // whether the arena holds only the fused backward's stash for the shape (flash_applies, unless RETRO_UNFUSE names
+    // attention_saved_floats); key_mask: whether there is one
+    bool stash_only(const AttentionShape& s, bool key_mask) const;
     bool flash_bf16_operands(const AttentionShape& s, const std::uint8_t* key_mask) const;
     void flash_forward(float* out, float* probs, const float* q, const float* k, const float* v, const float* null_k,
                        const float* null_v, const std::uint8_t* key_mask, const AttentionShape& s);

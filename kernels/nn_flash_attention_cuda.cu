@@ -487,9 +487,13 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
 
 // The fused path's `probs` (flash_forward / flash_backward): lse [B, H, Nq], then (at NnBackend::bf16_copy_at: 256-byte
 // aligned) out's bf16 copy [B, Nq, H*D] packed two to a float.
-std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
+bool CudaNnBackend::stash_only(const AttentionShape& s, bool key_mask) const {
     static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
-    if (unfused(FusedOp::attention_saved_floats) || !flash_applies(s, key_mask ? &any_mask : nullptr))
+    return !unfused(FusedOp::attention_saved_floats) && flash_applies(s, key_mask ? &any_mask : nullptr);
+}
+
+std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
+    if (!stash_only(s, key_mask))
         return NnBackend::attention_saved_floats(s, key_mask);   // the probabilities (also RETRO_UNFUSE's A/B)
     return bf16_copy_at(s.B * s.H * s.Nq) + (s.B * s.Nq * s.H * s.D + 1) / 2;
 }
@@ -498,10 +502,7 @@ std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool
 // not the wmma kernels, whose copy is made from the fp32 out they write, nor RETRO_UNFUSE=attention_saved_floats,
 // whose arena keeps the probabilities and fp32 out), flash_forward may be given out = nullptr.
 std::int64_t CudaNnBackend::attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const {
-    static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
-    if (!bf16_activations() || flash_wmma_ || unfused(FusedOp::attention_saved_floats) ||
-        !flash_applies(s, key_mask ? &any_mask : nullptr))
-        return -1;
+    if (!bf16_activations() || flash_wmma_ || !stash_only(s, key_mask)) return -1;
     return bf16_copy_at(s.B * s.H * s.Nq);
 }
 
