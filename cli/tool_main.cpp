@@ -2,6 +2,7 @@
 #include "tool_main.h"
 
 #include <cstdio>
+#include <regex>
 
 #include "core/blas_core.h"
 #include "core/distributed.h"
@@ -14,6 +15,16 @@
 namespace retro {
 
 namespace {
+
+// CLI11's messages joined onto one line (a few hold newlines), and CLI::PositiveNumber's "Value 0 not in range
+// 0.000000 to 1797693...(309 digits).000000" said as what it means.
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    static const std::regex unbounded(R"(Value (\S+) not in range (0|0\.0+) to [0-9]{18,}(\.[0-9]+)?)");
+    return std::regex_replace(s, unbounded, "value $1 must be positive");
+}
 
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     ToolContext ctx;
@@ -37,8 +48,11 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {
-            int rc = app.exit(e);   // prints help/version to stdout, errors to stderr
-            return rc == 0 ? 0 : EXIT_USER;
+            if (e.get_exit_code() == 0) return app.exit(e);   // --help, --version: printed to stdout
+            // A usage error is one line like every other user error (CLI11's own form is two lines).
+            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), one_line(e.what()).c_str(),
+                         tool.c_str());
+            return EXIT_USER;
         }
         if (action) action();
         return 0;

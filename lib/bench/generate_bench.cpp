@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/heap.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
 #include "core/cuda_device.h"
@@ -152,6 +153,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     if (o.batch > 1 && o.peer_steps > 0 && !o.peer.empty())
         user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);
+    const double longest = static_cast<double>(c.max_seq_len);   // the prefill's causal scores: heads x T x T floats
+    memory_require("--prompt", double(o.batch) * double(c.heads) * longest * longest * 4,
+                   cat("the attention scores of a ", c.max_seq_len, "-token prefill"), "a shorter --prompt or --output");
     heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), o.seed);

@@ -84,6 +84,20 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     const int k = o.k;
     std::int64_t n = o.n, q = o.queries;
     if (o.cuda) cuda_require("--cuda", "retro-bench");   // before minutes of CPU rows, not after
+    if (o.base_npy.empty() && n < 1) user_error_in("--n", cat(n, " is not a number of base vectors"));
+    if (o.base_npy.empty() && q < 1) user_error_in("--queries", cat(q, " is not a number of queries"));
+    if (o.base_npy.empty() && d < 1) user_error_in("--dim", cat(d, " is not a dimension"));
+    if (k < 1) user_error_in("--k", cat(k, " is not a number of neighbours"));
+    if (o.base_npy.empty() && o.clusters < 1) user_error_in("--clusters", cat(o.clusters, " is not a number of centres"));
+    if (o.ann.ivf_nlist < 0) user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " is not a list count"), "give 0 for no IVF rows");
+    if (o.ann.pq_m < 0) user_error_in("--pq-m", cat(o.ann.pq_m, " is not a sub-quantizer count"), "give 0 for no IVF-PQ rows");
+    if (o.ann.hnsw_m < 0) user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " is not a neighbour count"), "give 0 for no HNSW rows");
+    for (int p : o.ann.nprobe)
+        if (p < 1) user_error_in("--nprobe", cat(p, " is not a number of lists to probe"));
+    for (int e : o.ann.ef_search)
+        if (e < 1) user_error_in("--ef-search", cat(e, " is not a search width"));
+    for (int t : o.threads)
+        if (t < 1) user_error_in("--thread-counts", cat(t, " is not a thread count"));
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
     if (o.base_npy.empty())

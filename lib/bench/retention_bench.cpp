@@ -275,6 +275,11 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
         if (m != "naive" && m != "parallel" && m != "recurrent" && m != "chunkwise")
             user_error_in("--modes", "unknown mode '" + m + "' (expected naive, parallel, recurrent, chunkwise)");
     if (o.repeats < 1) user_error_in("--repeats", "must be >= 1");
+    for (const auto& [name, v] : {std::pair<const char*, std::int64_t>{"--B", o.B}, {"--H", o.H}, {"--K", o.K}, {"--V", o.V}})
+        if (v < 0) user_error_in(name, cat(v, " is not a size"), "give 0 for the device's default");
+    for (std::int64_t t : o.T)
+        if (t < 1) user_error_in("--T", cat(t, " is not a sequence length"));
+    if (o.chunk_size < 1) user_error_in("--chunk-size", cat(o.chunk_size, " is not a chunk size"));
     rr::Shape base{o.B ? o.B : (gpu ? 8 : 4), 1, o.H ? o.H : (gpu ? 32 : 8), o.K ? o.K : 128, o.V ? o.V : 128};
     std::vector<std::int64_t> Ts = !o.T.empty() ? o.T
                                    : gpu ? std::vector<std::int64_t>{1024, 2048, 4096, 8192, 16384}

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
+#include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/shard.h"
 #include "core/threads.h"
@@ -59,10 +60,13 @@ void remove_previous_outputs(const std::string& dir) {
 
 // Sets up the output folder; returns the checkpoint to resume from (null json: fresh start), or
 // sets `complete` when --resume finds a finished database.
-nlohmann::json prepare_out_dir(const ChunkOptions& o, bool& complete) {
+nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bool& complete) {
     std::error_code ec;
     complete = false;
     if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec)) user_error_in(o.out, "exists and is not a folder");
+    std::vector<OutputInput> inputs{{"--tokenizer", o.tokenizer}};
+    for (const auto& in : o.inputs) inputs.push_back({"the corpus", in});
+    output_folder_guard(o.out, ctx.tool, inputs, false);   // --force removes only the database's own files
     bool non_empty = fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec);
     if (non_empty && !o.force && !o.resume)
         user_error_in(o.out, "already exists and is not empty",
@@ -116,6 +120,18 @@ void encode_block(const Tokenizer& tok, InputBlock& block, std::vector<std::vect
     if (first) std::rethrow_exception(first);
 }
 
+// Whether a finished database's manifest records these parameters, this tokenizer and these corpus files.
+bool same_database(const nlohmann::json& done, const nlohmann::json& parameters, const std::string& tok_path,
+                   const std::vector<CorpusFile>& files) {
+    if (done.value("parameters", nlohmann::json()) != parameters) return false;
+    if (manifest_input(done, "tokenizer", "fingerprint") != fingerprint_file(tok_path)) return false;
+    std::vector<std::string> recorded, given;
+    for (const auto& in : done.value("inputs", nlohmann::json::array()))
+        if (in.value("role", "") == "corpus") recorded.push_back(in.value("path", ""));
+    for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
+    return recorded == given;
+}
+
 void write_manifest(const ToolContext& ctx, const ChunkOptions& o, const nlohmann::json& parameters,
                     const std::string& tok_path, const std::vector<CorpusFile>& files, const CorpusCounts& c,
                     const ChunkDbCounts& k) {
@@ -151,11 +167,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     auto files = corpus_list_files(o.inputs, o.corpus);
 
     bool complete = false;
-    nlohmann::json checkpoint = prepare_out_dir(o, complete);
-    if (complete) {
-        log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
-        return;
-    }
+    nlohmann::json checkpoint = prepare_out_dir(ctx, o, complete);
     nlohmann::json parameters = {{"chunk_size", o.chunk_size},       {"seq_len", o.seq_len},
                                  {"rows_per_seq", o.seq_len / o.chunk_size},
                                  {"block_docs", o.block_docs},       {"block_bytes", o.block_bytes},
@@ -164,6 +176,13 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
                                  {"on_error", o.corpus.on_error == OnError::SKIP ? "skip" : "fail"},
                                  {"token_dtype", dtype_name(dtype)}, {"vocab_size", tok.vocab_size()},
                                  {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
+    if (complete) {   // --resume of a finished database: nothing to do, if it is this command's database
+        if (!same_database(manifest_read(o.out), parameters, tok_path, files))
+            user_error_in(o.out, "already holds a complete database made from other inputs, tokenizer or parameters",
+                          "choose another --out, or pass --force to replace it");
+        log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
+        return;
+    }
     nlohmann::json cp_params = checkpoint_params(parameters, tok_path, files);
     std::string cp_path = (fs::path(o.out) / kCheckpoint).string();
     const nlohmann::json* state = nullptr;

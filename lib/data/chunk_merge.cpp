@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 #include "data/chunk_db.h"
 #include "data/chunk_db_writer.h"
 
@@ -33,11 +34,12 @@ nlohmann::json shared_params(const nlohmann::json& m) {
     return {{"parameters", p}, {"inputs", m.at("inputs")}, {"corpus", m.value("corpus", nlohmann::json())}};
 }
 
-void prepare_out(const MergeOptions& o) {
+void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
     std::error_code ec;
     for (const auto& s : o.shards)
         if (fs::equivalent(s, o.out, ec))
             user_error_in(o.out, "is also one of the shards being merged", "choose another --out");
+    output_folder_guard(o.out, ctx.tool, {}, false);   // --force removes only the database's own files
     if (fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec)) {
         if (!o.force)
             user_error_in(o.out, "already exists and is not empty", "pass --force to replace it, or choose another --out");
@@ -78,7 +80,7 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     const nlohmann::json& first = shards[0].db->manifest();
     const int chunk_size = shards[0].db->chunk_size();
     const int rows_per_seq = first.at("parameters").at("rows_per_seq").get<int>();
-    prepare_out(o);
+    prepare_out(ctx, o);
 
     ChunkDbWriter writer(o.out, shards[0].db->token_dtype(), chunk_size, rows_per_seq, nullptr);
     for (auto& s : shards) {

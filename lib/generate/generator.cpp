@@ -25,9 +25,11 @@ namespace retro {
 namespace {
 
 
+// The fingerprint of the tokenizer a database was chunked with: retro-chunk records it among the manifest's
+// inputs (role "tokenizer"); "" when the manifest is missing or records none.
 std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
-    const auto& p = db_manifest.value("parameters", nlohmann::json::object());
-    return p.value("tokenizer_fingerprint", "");
+    if (!db_manifest.is_object()) return "";
+    return manifest_input(db_manifest, "tokenizer", "fingerprint");
 }
 
 std::string weights_path(const GenerateOptions& o) {
@@ -161,7 +163,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                               "pass the run's database, or a database chunked with the same tokenizer");
             if (run_tok.empty() && !o.allow_other_db)
                 user_error_in(o.db, "is not the database " + o.run + " was trained on (fingerprints differ; " +
-                                        run_db_path + " cannot be read to compare tokenizers)",
+                                        (run_db_path.empty()          ? std::string("the run records no database")
+                                         : run_db_manifest.is_null() ? run_db_path + " cannot be read to compare tokenizers"
+                                                                     : run_db_path + " records no tokenizer to compare") +
+                                        ")",
                               "pass the run's database, or --allow-other-db if this one uses the same tokenizer");
             log_info("retrieving from " + o.db + ", not the training database (same tokenizer)");
         }

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "core/output_folder.h"
 #include "index/index_memory.h"
 
 namespace fs = std::filesystem;
@@ -53,6 +54,8 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
     if (o.out.empty()) user_error_in("--out", "is needed", "retro-index --images DIR --embedder clip --model M --out IDX");
     std::error_code ec;
     if (fs::exists(o.out) && !fs::is_empty(o.out, ec) && !o.force) user_error_in(o.out, "already exists", "pass --force to replace it");
+    output_folder_guard(o.out, ctx.tool, {{"--images", o.images}, {"--model", o.clip.model_dir}},
+                        o.force && fs::exists(o.out) && !fs::is_empty(o.out, ec));
     const std::string root = fs::absolute(o.images).lexically_normal().string();
     std::int64_t skipped = 0;
     const std::vector<std::string> rel = image_folder_list(root, &skipped);

@@ -175,9 +175,12 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 
 }  // namespace
 
-void output_folder_prepare(const std::string& out, bool force, bool resume) {
+void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
+                           const std::vector<OutputInput>& inputs) {
     std::error_code ec;
-    if (fs::exists(out) && !fs::is_empty(out, ec)) {
+    const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
+    output_folder_guard(out, tool, inputs, force && non_empty);
+    if (non_empty) {
         if (force) {
             fs::remove_all(out);
         } else if (!resume) {
@@ -211,7 +214,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         index_check_trainable(fitted, n_train);
         if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
     }
-    output_folder_prepare(opts.out, opts.force, opts.resume);
+    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
@@ -265,7 +268,9 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
             if (s[key] != first[key])
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
     }
-    output_folder_prepare(out, force, false);
+    std::vector<OutputInput> shards;
+    for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    output_folder_prepare(ctx.tool, out, force, false, shards);
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
     auto files = parts.collect(shard_dirs);
     if (fs::exists(fs::path(shard_dirs.front()) / "idf.npy"))

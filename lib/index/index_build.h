@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/output_folder.h"
 #include "core/tool_context.h"
 #include "embed/bert_embedder.h"
 #include "embed/bow_embedder.h"
@@ -38,7 +39,9 @@ struct IndexBuildOptions {
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts);
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
 
-// Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it.
-void output_folder_prepare(const std::string& out, bool force, bool resume);
+// Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it. Before that, the
+// guard of core/output_folder.h: never an input, never another tool's folder (`tool` = ToolContext::tool).
+void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
+                           const std::vector<OutputInput>& inputs);
 
 }  // namespace retro

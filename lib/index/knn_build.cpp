@@ -291,8 +291,9 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
     return true;
 }
 
-void knn_state_write(const KnnOptions& opts, const nlohmann::json& state) {
-    output_folder_prepare(opts.out, opts.force, opts.resume);
+void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
+    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
+                          {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
         nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"index_fingerprint", "rows", "parameters"})
@@ -331,6 +332,11 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     bool self_mode = true;
     if (!opts.queries.empty()) {
         qdb = std::make_unique<ChunkDb>(opts.queries);
+        const std::string query_tok = manifest_input(qdb->manifest(), "tokenizer", "fingerprint"),
+                          db_tok = manifest_input(db.manifest(), "tokenizer", "fingerprint");
+        if (!query_tok.empty() && !db_tok.empty() && query_tok != db_tok)   // its token ids mean other pieces
+            user_error_in(opts.queries, "was chunked with another tokenizer than --db " + opts.db,
+                          "chunk the queries with the database's tokenizer");
         self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
         if (self_mode) qdb.reset();
     }
@@ -367,7 +373,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index_fingerprint", folder_fingerprint(im)},
                             {"rows", queries.rows()},
                             {"parameters", params}};
-    knn_state_write(opts, state);
+    knn_state_write(ctx, opts, state);
 
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending(opts.shard);
@@ -437,7 +443,9 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
             if (st[key] != first[key])
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
     }
-    output_folder_prepare(out, force, false);
+    std::vector<OutputInput> shards;
+    for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    output_folder_prepare(ctx.tool, out, force, false, shards);
     std::int64_t rows = first["rows"].get<std::int64_t>(), block = first["parameters"]["block"].get<std::int64_t>();
     BlockParts nb(out, "neighbours", rows, block), ds(out, "distances", rows, block);
     npy_concat_rows(ds.collect(shard_dirs), (fs::path(out) / "distances.npy").string(), DType::F32);

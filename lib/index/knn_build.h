@@ -51,7 +51,7 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
 
 // Prepares OUT (refused when it exists, unless --force or --resume), refuses a --resume of another job
 // (its state.json differs in index_fingerprint, rows or parameters) and writes OUT/state.json.
-void knn_state_write(const KnnOptions& opts, const nlohmann::json& state);
+void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state);
 // After the blocks: a shard logs how to merge and returns false; otherwise the parts (neighbours `nb`,
 // distances `ds`) are joined into OUT/neighbours.npy and OUT/distances.npy and it returns true.
 bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds);

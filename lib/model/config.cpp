@@ -149,6 +149,21 @@ void RetroConfig::validate(const std::string& where) const {
     positive("dim_head", dim_head);
     positive("chunk_size", chunk_size);
     positive("num_neighbours", num_neighbours);
+    // Far beyond any real model, and low enough that the parameter count and the memory estimate (which lists
+    // every layer's tensors) cannot overflow or take minutes: a mistyped size is refused here, in one line.
+    auto at_most = [&](const char* name, std::int64_t v, std::int64_t limit) {
+        if (v > limit) user_error_in(where, cat("\"", name, "\" is ", v, "; at most ", limit, " is supported"));
+    };
+    at_most("enc_depth", enc_depth, 1024);
+    at_most("dec_depth", dec_depth, 1024);
+    at_most("enc_dim", enc_dim, 1 << 20);
+    at_most("dec_dim", dec_dim, 1 << 20);
+    at_most("heads", heads, 4096);
+    at_most("dim_head", dim_head, 1 << 16);
+    at_most("num_tokens", num_tokens, std::int64_t(1) << 31);
+    at_most("max_seq_len", max_seq_len, std::int64_t(1) << 24);
+    at_most("chunk_size", chunk_size, std::int64_t(1) << 24);
+    at_most("num_neighbours", num_neighbours, 1024);
     if (neighbour_min_match < 0 || neighbour_min_match > chunk_size)
         user_error_in(where, cat("\"neighbour_min_match\" ", neighbour_min_match, " outside [0, chunk_size]"));
     if (dim_head < 32)

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -22,6 +23,9 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                const CorpusOptions& corpus, const TokenizerTrainOptions& opts,
                                const std::string& out_dir, bool force) {
     std::string model_path = (fs::path(out_dir) / "tok.model").string();
+    std::vector<OutputInput> guarded;
+    for (const auto& in : inputs) guarded.push_back({"the corpus", in});
+    output_folder_guard(out_dir, ctx.tool, guarded, false);
     if (fs::exists(model_path) && !force)
         user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, or choose another --out");
     auto files = corpus_list_files(inputs, corpus);

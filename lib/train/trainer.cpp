@@ -21,6 +21,7 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 #include "core/memory_budget.h"
 #include "core/threads.h"
 #include "model/backend_model.h"
@@ -557,11 +558,27 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
         user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
     if (st.value("init_from_fingerprint", std::string()) != init_.fingerprint)
         user_error_in(sp, "checkpoint was made with another --init-from (or none)", "resume with the same --init-from");
+    std::int64_t step = 0, epoch = 0, position = 0;
+    try {
+        step = st.at("step").get<std::int64_t>();
+        epoch = st.at("epoch").get<std::int64_t>();
+        position = st.at("position").get<std::int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+        user_error_in(sp, std::string("unreadable checkpoint state: ") + e.what());
+    }
+    const auto sequences = static_cast<std::int64_t>(data_->train_seqs().size());
+    if (step < 1 || epoch < 0 || position < 0 || position > sequences)
+        user_error_in(sp, cat("holds step ", step, ", epoch ", epoch, ", position ", position, " of ", sequences,
+                              " training sequences: not a state a run reaches"),
+                      "resume from an earlier checkpoint, or start over with --force");
+    if (step > o_.steps)
+        user_error_in(sp, cat("is at step ", step, ", past --steps ", o_.steps),
+                      cat("pass --steps ", step, " or more to continue the run"));
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
-    cursor_.epoch = st.at("epoch").get<std::int64_t>();
-    cursor_.pos = st.at("position").get<std::int64_t>();
-    return st.at("step").get<std::int64_t>();
+    cursor_.epoch = epoch;
+    cursor_.pos = position;
+    return step;
 }
 
 void Trainer::append_metrics(const std::string& line) {
@@ -573,7 +590,21 @@ void Trainer::run() {
     if (o_.steps <= 0) user_error_in("--steps", "must be positive");
     if (o_.batch_size <= 0) user_error_in("--batch-size", "must be positive");
     if (o_.grad_accum <= 0) user_error_in("--grad-accum", "must be positive");
-    if (o_.lr <= 0) user_error_in("--lr", "must be positive");
+    // written as !(in range) so that NaN, which every comparison calls false, is refused too
+    if (!(o_.lr > 0 && std::isfinite(o_.lr))) user_error_in("--lr", cat(o_.lr, " is not a positive number"));
+    if (!(o_.weight_decay >= 0 && std::isfinite(o_.weight_decay)))
+        user_error_in("--weight-decay", cat(o_.weight_decay, " is not a number >= 0"));
+    if (!(o_.beta1 >= 0 && o_.beta1 < 1)) user_error_in("--beta1", cat(o_.beta1, " is outside [0, 1)"));
+    if (!(o_.beta2 >= 0 && o_.beta2 < 1)) user_error_in("--beta2", cat(o_.beta2, " is outside [0, 1)"));
+    if (!(o_.eps > 0 && std::isfinite(o_.eps))) user_error_in("--eps", cat(o_.eps, " is not a positive number"));
+    if (!(o_.clip >= 0 && std::isfinite(o_.clip))) user_error_in("--clip", cat(o_.clip, " is not a norm"), "give 0 for no clipping");
+    if (!(o_.min_lr_ratio >= 0 && o_.min_lr_ratio <= 1))
+        user_error_in("--min-lr-ratio", cat(o_.min_lr_ratio, " is outside [0, 1]"));
+    if (o_.warmup < 0) user_error_in("--warmup", cat(o_.warmup, " is not a number of steps"));
+    if (o_.val_every < 0) user_error_in("--val-every", cat(o_.val_every, " is not a number of steps"), "give 0 to validate at the end only");
+    if (o_.val_batches < 0) user_error_in("--val-batches", cat(o_.val_batches, " is not a number of batches"));
+    if (o_.checkpoint_every < 0)
+        user_error_in("--checkpoint-every", cat(o_.checkpoint_every, " is not a number of steps"), "give 0 to save at the end only");
     if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
     if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
@@ -647,6 +678,8 @@ void Trainer::run() {
         user_error_in("--oracle-until", "ends the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
+    output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
+                        false);   // --force removes only a run's own files
     const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
@@ -736,6 +769,11 @@ void Trainer::run() {
         line += "}";
         if (root) append_metrics(line);
         if (!ctx_.quiet && root) log_info(line);
+        if (!std::isfinite(loss) || !std::isfinite(norm))   // the weights are lost: stop before a checkpoint keeps them
+            user_error_in(o_.out, cat("step ", step, ": training diverged (loss ", num(loss), ", gradient norm ", num(norm),
+                                      "); no model written"),
+                          cat("a smaller --lr than ", o_.lr, (o_.clip > 0 ? "" : ", or --clip 1"),
+                              "; the checkpoints before this step are kept"));
         if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) {
             if (dmodel_) device_download_state();
             check_ranks_agree(step);

@@ -1,0 +1,247 @@
+// Bad input found by the CLI audit of 2026-11-29 (session 33): each case once crashed, lost data, mixed two tools'
+// outputs or finished "successfully" with a broken result. Now each ends in exit 2 and one stderr line naming the
+// file or option, with the inputs intact and no output folder that looks complete.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/synthetic_text.h"
+#include "model/config.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Pipeline {
+    test::TempDir tmp{"badin"};
+    fs::path corpus, tok, db, index, knn, run, config;
+};
+
+// corpus (16 documents) -> tok (vocab 300) -> db (cs 4, seq 16) -> bow index -> knn -> a 2-step run with retrieval
+// that keeps a checkpoint at step 1
+const Pipeline& pipeline() {
+    static Pipeline p;
+    static bool built = false;
+    if (built) return p;
+    p.corpus = p.tmp / "corpus";
+    fs::create_directories(p.corpus);
+    for (int d = 0; d < 16; d++) {
+        std::string name = "d";
+        name += std::to_string(d);
+        name += ".txt";
+        test::write_text(p.corpus / name, synthetic_text(700 + static_cast<std::uint64_t>(d), 300));
+    }
+    p.tok = p.tmp / "tok";
+    p.db = p.tmp / "db";
+    p.index = p.tmp / "index";
+    p.knn = p.tmp / "knn";
+    p.run = p.tmp / "run";
+    p.config = p.tmp / "config.json";
+    auto ok = [](const test::RunResult& r) { REQUIRE_MESSAGE(r.exit_code == 0, r.err); };
+    ok(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + p.tok.string() + " --vocab-size 300 --quiet"));
+    ok(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + p.db.string() +
+                                         " --chunk-size 4 --seq-len 16 --quiet"));
+    ok(test::run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 16 --quiet"));
+    ok(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + p.knn.string() + " --quiet"));
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.num_tokens = 300;
+    c.max_seq_len = 16;
+    c.save(p.config.string());
+    ok(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
+                                         p.config.string() + " --out " + p.run.string() +
+                                         " --steps 2 --checkpoint-every 1 --batch-size 2 --quiet --threads 1"));
+    built = true;
+    return p;
+}
+
+// exit 2, exactly one stderr line, holding every one of `says`
+void expect_refused(const test::RunResult& r, std::initializer_list<std::string> says) {
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
+}
+
+std::string manifest_tool(const fs::path& dir) {
+    std::ifstream f(dir / "manifest.json");
+    return nlohmann::json::parse(f).value("tool", "");
+}
+
+void copy_folder(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
+
+std::string train_args(const Pipeline& p, const fs::path& out) {
+    return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +
+           out.string() + " --batch-size 2 --quiet --threads 1";
+}
+
+}  // namespace
+
+TEST_CASE("bad input: --out that is an input, or another tool's folder, is refused before anything is written or deleted") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badout");
+    const fs::path db = t / "db", index = t / "index", run = t / "run";
+    copy_folder(p.db, db);
+    copy_folder(p.index, index);
+    copy_folder(p.run, run);
+
+    // --force over an input used to empty it first, then fail reading it
+    expect_refused(test::run_tool("retro-index", db.string() + " --out " + db.string() + " --force --dim 16 --quiet"),
+                   {db.string(), "is also an input"});
+    CHECK(fs::exists(db / "chunks.npy"));
+    expect_refused(test::run_tool("retro-knn", index.string() + " --db " + db.string() + " --out " + index.string() +
+                                                   " --force --quiet"),
+                   {index.string(), "is also an input"});
+    CHECK(fs::exists(index / "index.faiss"));
+    // --force over a folder that holds an input (which it would delete with the rest)
+    const fs::path outer = t / "outer";
+    fs::create_directories(outer / "old");
+    copy_folder(p.db, outer / "db");
+    expect_refused(test::run_tool("retro-index", (outer / "db").string() + " --out " + outer.string() + " --force --dim 16 --quiet"),
+                   {outer.string(), "which --force would delete"});
+    CHECK(fs::exists(outer / "db" / "chunks.npy"));
+
+    // another tool's complete folder is neither written into nor cleared, with or without --force
+    expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + db.string() +
+                                                         " --vocab-size 300 --quiet"),
+                   {db.string(), "holds retro-chunk's output"});
+    CHECK(manifest_tool(db) == "retro-chunk");
+    CHECK(!fs::exists(db / "tok.model"));
+    expect_refused(test::run_tool("retro-train", train_args(p, index) + " --steps 1 --force"),
+                   {index.string(), "holds retro-index's output"});
+    CHECK(manifest_tool(index) == "retro-index");
+    CHECK(!fs::exists(index / "model.safetensors"));
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + run.string() + " --force --dim 16 --quiet"),
+                   {run.string(), "holds retro-train's output"});
+    CHECK(fs::exists(run / "model.safetensors"));
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     index.string() + " --chunk-size 4 --seq-len 16 --force --quiet"),
+                   {index.string(), "holds retro-index's output"});
+    CHECK(manifest_tool(index) == "retro-index");
+
+    // the same tool's folder is still replaced by --force
+    const test::RunResult again =
+        test::run_tool("retro-index", p.db.string() + " --out " + index.string() + " --force --dim 8 --quiet");
+    CHECK_MESSAGE(again.exit_code == 0, again.err);
+}
+
+TEST_CASE("bad input: retro-chunk --resume over a complete database made from other inputs is refused") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badchunk");
+    const fs::path one = t / "one", db = t / "db";
+    fs::create_directories(one);
+    test::write_text(one / "a.txt", "hello there, a tiny corpus of one document\n");
+    REQUIRE(test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet")
+                .exit_code == 0);
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet"),
+                   {db.string(), "other inputs"});
+    // the same command again: nothing to do, exit 0
+    const test::RunResult same = test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                                   db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet");
+    CHECK_MESSAGE(same.exit_code == 0, same.err);
+}
+
+TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options, stops on divergence, checks its checkpoint state") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badtrain");
+    const fs::path r = t / "r";
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--lr", "nan"}, {"--lr", "inf"}, {"--weight-decay", "nan"}, {"--beta1", "1"}, {"--beta2", "-1"},
+             {"--eps", "0"}, {"--clip", "-1"}, {"--min-lr-ratio", "2"}, {"--val-every", "-1"},
+             {"--checkpoint-every", "-3"}}) {
+        CAPTURE(flag);
+        expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 " + flag + " " + value), {flag});
+        CHECK(!fs::exists(r / "manifest.json"));
+    }
+
+    // a learning rate that overflows the weights: the step's metrics line, then one line, and no model
+    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 3 --warmup 0 --clip 0 --lr 1e30"),
+                   {r.string(), "training diverged"});
+    CHECK(!fs::exists(r / "manifest.json"));
+    CHECK(!fs::exists(r / "model.safetensors"));
+
+    // a checkpoint state a run cannot reach, or one past --steps
+    const fs::path run = t / "run";
+    copy_folder(p.run, run);
+    fs::remove(run / "manifest.json");
+    fs::remove(run / "model.safetensors");
+    fs::remove_all(run / "checkpoints" / "step_00000002");   // as if killed after the step-1 checkpoint
+    const fs::path state = run / "checkpoints" / "step_00000001" / "state.json";
+    REQUIRE(fs::exists(state));
+    const std::string good = test::read_text(state);
+    for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"epoch", -1}, {"position", -5}, {"position", 1000000}, {"step", "x"}, {"step", 0}}) {
+        CAPTURE(key);
+        nlohmann::json st = nlohmann::json::parse(good);
+        st[key] = value;
+        test::write_text(state, st.dump());
+        expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 2 --resume"), {state.string()});
+        CHECK(!fs::exists(run / "manifest.json"));
+    }
+    test::write_text(state, good);
+    const fs::path later = run / "checkpoints" / "step_00000002";
+    copy_folder(p.run / "checkpoints" / "step_00000002", later);
+    expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 1 --resume"),
+                   {(later / "state.json").string(), "past --steps 1"});
+    CHECK(!fs::exists(run / "manifest.json"));
+    const test::RunResult resumed = test::run_tool("retro-train", train_args(p, run) + " --steps 2 --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+}
+
+TEST_CASE("bad input: a model config of absurd size is refused in one line before anything is allocated") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badcfg");
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::int64_t>>{
+             {"dec_depth", 10'000'000}, {"enc_depth", 5000}, {"dec_dim", 1'000'000'000'000}, {"heads", 100'000}}) {
+        CAPTURE(key);
+        nlohmann::json c = nlohmann::json::parse(test::read_text(p.config));
+        c[key] = value;
+        if (key == "dec_depth") c["dec_cross_attn_layers"] = {2};
+        const fs::path cfg = t / (key + ".json");
+        test::write_text(cfg, c.dump());
+        const fs::path r = t / ("r_" + key);
+        expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
+                                                         cfg.string() + " --out " + r.string() + " --steps 1 --quiet"),
+                       {cfg.string(), key, "at most"});
+    }
+}
+
+TEST_CASE("bad input: a database or tokenizer other than the run's is refused by retro-generate and retro-knn --queries") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badtok");
+    const fs::path bpe = t / "bpe", db = t / "db", index = t / "index";
+    REQUIRE(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + bpe.string() +
+                                                  " --vocab-size 300 --model-type bpe --quiet")
+                .exit_code == 0);
+    REQUIRE(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + bpe.string() + " --out " + db.string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet")
+                .exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + index.string() + " --dim 16 --quiet").exit_code == 0);
+    for (const std::string allow : {"", " --allow-other-db"})
+        expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + index.string() + " --db " +
+                                                            db.string() + allow + " --max-tokens 2 --quiet hello"),
+                       {db.string(), "another tokenizer"});
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
+                                                        p.db.string() + " --tokenizer " + bpe.string() +
+                                                        " --max-tokens 2 --quiet hello"),
+                   {"is not the tokenizer the database was chunked with"});
+    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --queries " + db.string() +
+                                                   " --out " + (t / "kq").string() + " --quiet"),
+                   {db.string(), "another tokenizer"});
+    CHECK(!fs::exists(t / "kq" / "manifest.json"));
+}
+
+TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes of zero") {
+    expect_refused(test::run_tool("retro-tokenizer", "train x --out y --vocab-size NaN"), {"retro-tokenizer: error:", "--vocab-size"});
+    expect_refused(test::run_tool("retro-knn", "merge --out m"), {"retro-knn: error:", "shards"});
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --retrieval-lr-scale 0"),
+                   {"--retrieval-lr-scale", "must be positive"});
+    const std::string knn = "knn --n 1000 --dim 16 --queries 10 --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1 ";
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
+}
