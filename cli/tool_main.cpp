@@ -2,6 +2,7 @@
 #include "tool_main.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <regex>
 
 #include "core/blas_core.h"
@@ -24,6 +25,17 @@ std::string one_line(std::string s) {
     while (!s.empty() && s.back() == ' ') s.pop_back();
     static const std::regex unbounded(R"(Value (\S+) not in range (0|0\.0+) to [0-9]{18,}(\.[0-9]+)?)");
     return std::regex_replace(s, unbounded, "value $1 must be positive");
+}
+
+// "filesystem error: cannot create directories: Not a directory [afile]" as "afile: cannot create directories: Not a
+// directory".
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+    std::string what = e.what();
+    const std::string prefix = "filesystem error: ";
+    if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+    if (const auto bracket = what.find(" ["); bracket != std::string::npos) what.erase(bracket);
+    const std::string path = e.path1().string();
+    return (path.empty() ? std::string("(an empty path)") : path) + ": " + what;
 }
 
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
@@ -58,6 +70,11 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         return 0;
     } catch (const UserError& e) {
         std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
+        return EXIT_USER;
+    } catch (const std::filesystem::filesystem_error& e) {
+        // a path the user gave that cannot be made or written (not a folder, no permission, disk full): exit 2,
+        // the path first, as every user error
+        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), filesystem_message(e).c_str());
         return EXIT_USER;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());

@@ -245,3 +245,39 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
 }
+
+TEST_CASE("bad input: a run refused after its --out was made leaves nothing that blocks the corrected rerun") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badleft");
+    const fs::path ix = t / "ix";
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + ix.string() + " --dim 0 --quiet"), {"--dim"});
+    CHECK(!fs::exists(ix));
+    CHECK(test::run_tool("retro-index", p.db.string() + " --out " + ix.string() + " --dim 8 --quiet").exit_code == 0);
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "idmap").string() +
+                                                     " --index IDMap,Flat --dim 8 --quiet"),
+                   {"--index", "IDMap"});
+    CHECK(!fs::exists(t / "idmap"));
+
+    const fs::path empty = t / "empty.jsonl", db = t / "db";
+    test::write_text(empty, "");
+    expect_refused(test::run_tool("retro-chunk", empty.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                                     " --chunk-size 4 --seq-len 16 --quiet"),
+                   {"no non-empty document"});
+    CHECK(!fs::exists(db));
+
+    nlohmann::json c = nlohmann::json::parse(test::read_text(p.config));
+    c["num_tokens"] = 64;   // below the database's 300 pieces: refused before the run folder is touched
+    const fs::path small = t / "small.json", r = t / "r";
+    test::write_text(small, c.dump());
+    expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
+                                                     small.string() + " --out " + r.string() + " --steps 1 --quiet"),
+                   {small.string(), "num_tokens"});
+    CHECK(!fs::exists(r / "config.json"));
+
+    // an --out the file system refuses: exit 2 and the path first, not an internal error
+    const fs::path file = t / "afile";
+    test::write_text(file, "x");
+    expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + file.string() +
+                                                         " --vocab-size 300 --quiet"),
+                   {"retro-tokenizer: error: " + file.string() + ": "});
+}

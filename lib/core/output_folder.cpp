@@ -1,7 +1,9 @@
 #include "core/output_folder.h"
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -43,10 +45,21 @@ std::string manifest_tool(const fs::path& dir) {
 
 }  // namespace
 
+NewOutputFolder::NewOutputFolder(std::string out) : out_(std::move(out)), exceptions_(std::uncaught_exceptions()) {
+    std::error_code ec;
+    existed_ = out_.empty() || fs::exists(out_, ec);
+}
+
+NewOutputFolder::~NewOutputFolder() {
+    if (existed_ || keep_ || std::uncaught_exceptions() <= exceptions_) return;
+    std::error_code ec;
+    if (!fs::exists(fs::path(out_) / "manifest.json", ec)) fs::remove_all(out_, ec);
+}
+
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears) {
+    if (out.empty()) user_error_in("--out", "is empty", "name the output folder");
     const fs::path o = resolved(out);
-    if (o.empty()) return;
     std::error_code ec;
     for (const OutputInput& in : inputs) {
         if (in.path.empty()) continue;

@@ -21,4 +21,22 @@ struct OutputInput {
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears);
 
+// A run refused after it created its --out (an option checked late, an empty corpus) leaves nothing behind that would
+// make the corrected rerun fail with "already exists": made before the folder is created, this removes it when the
+// scope is left by an exception, if the folder did not exist before and keep() was not called. Call keep() once the
+// run holds work worth resuming (its first checkpoint).
+class NewOutputFolder {
+public:
+    explicit NewOutputFolder(std::string out);
+    ~NewOutputFolder();
+    void keep() { keep_ = true; }
+    NewOutputFolder(const NewOutputFolder&) = delete;
+    NewOutputFolder& operator=(const NewOutputFolder&) = delete;
+
+private:
+    std::string out_;
+    bool existed_ = true, keep_ = false;
+    int exceptions_ = 0;   // std::uncaught_exceptions() when made: the destructor cleans up only while unwinding
+};
+
 }  // namespace retro

@@ -167,6 +167,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     auto files = corpus_list_files(o.inputs, o.corpus);
 
     bool complete = false;
+    NewOutputFolder new_out(o.out);   // an empty corpus, refused at the end, leaves no folder behind
     nlohmann::json checkpoint = prepare_out_dir(ctx, o, complete);
     nlohmann::json parameters = {{"chunk_size", o.chunk_size},       {"seq_len", o.seq_len},
                                  {"rows_per_seq", o.seq_len / o.chunk_size},
@@ -205,6 +206,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     auto save = [&](std::int64_t next_block) {
         nlohmann::json cp = {{"params", cp_params}, {"next_block", next_block}, {"writer", writer.state()}};
         write_file_atomic(cp_path, cp.dump(1) + "\n");
+        if (writer.counts().docs > 0) new_out.keep();   // resumable work from here
     };
     auto last_save = std::chrono::steady_clock::now();
     std::int64_t next_block = plan.first_block;

@@ -204,6 +204,9 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
     {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;
+        if (factory.rfind("IDMap", 0) == 0)   // FAISS's IndexIDMap refuses add(): it wants ids with the vectors
+            user_error_in("--index", "'" + factory + "': an IDMap index needs ids; retro-index numbers the vectors by chunk",
+                          "drop the IDMap prefix");
         std::string note;
         const std::int64_t n_train = training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
@@ -214,6 +217,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         index_check_trainable(fitted, n_train);
         if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
     }
+    NewOutputFolder new_out(opts.out);   // an embedder refused below (--dim 0, no --model) leaves no folder behind
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);
@@ -248,6 +252,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     }
     state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
     write_file_atomic(state_path(opts.out), state.dump(2));
+    new_out.keep();   // from here the folder holds resumable blocks
 
     BlockParts parts(opts.out, "embeddings", db.chunk_count(), opts.block);
     embed_blocks(db, *emb, parts, opts.shard, opts.embedding_dtype);

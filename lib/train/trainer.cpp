@@ -626,6 +626,14 @@ void Trainer::run() {
     config_ = RetroConfig::load(o_.config);
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
     data_->keep_train_docs(o_.train_docs_fraction);
+    {   // the database's token ids must be the model's: refused here, not at the first batch after --out is written
+        const std::int64_t vocab =
+            data_->db().manifest().value("parameters", nlohmann::json::object()).value("vocab_size", std::int64_t(0));
+        if (vocab > config_.num_tokens)
+            user_error_in(o_.config, cat("\"num_tokens\" is ", config_.num_tokens, ", below the vocabulary of ", o_.db, " (",
+                                         vocab, " pieces)"),
+                          cat("set num_tokens to at least ", vocab));
+    }
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
     // the CPU path's host memory (a GPU run checks the device's in setup_device)
@@ -680,7 +688,9 @@ void Trainer::run() {
     const fs::path out(o_.out);
     output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
                         false);   // --force removes only a run's own files
-    const bool has_run = fs::exists(out / "config.json") || fs::exists(out / "checkpoints");
+    // a folder holding only config.json (a run refused before its first step) holds nothing to keep
+    const bool has_run = fs::exists(out / "checkpoints") || fs::exists(out / "metrics.jsonl") ||
+                         fs::exists(out / "model.safetensors") || fs::exists(out / "manifest.json");
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_->barrier();   // every rank has looked at --out before rank 0 writes into it
