@@ -17,6 +17,8 @@ namespace retro {
 
 namespace {
 
+constexpr int kMaxThreads = 4096;
+
 // CLI11's messages joined onto one line (a few hold newlines), and CLI::PositiveNumber's "Value 0 not in range
 // 0.000000 to 1797693...(309 digits).000000" said as what it means.
 std::string one_line(std::string s) {
@@ -52,6 +54,9 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         app.fallthrough();   // --quiet, --verbose work after a subcommand too
         // Applied when parsing completes, before any subcommand callback runs.
         app.parse_complete_callback([&ctx] {
+            if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)
+                user_error_in("--threads", cat(ctx.threads, " is not a thread count in [0, ", kMaxThreads, "]"),
+                              "give 0 for all cores");
             log_set_level(ctx.quiet ? LogLevel::LOG_ERROR : ctx.verbose ? LogLevel::LOG_DEBUG : LogLevel::LOG_INFO);
             set_thread_count(ctx.threads);
             log_debug(blas_core_note());

@@ -244,6 +244,17 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
+    for (const std::string threads : {"-1", "100000"})
+        expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});
+    expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --checkpoint-every nan"), {"--checkpoint-every"});
+}
+
+TEST_CASE("bad input: retro-bench train refuses a sequence length that is not whole chunks") {
+    const Pipeline& p = pipeline();
+    for (const std::string len : {"-4", "6"})
+        expect_refused(test::run_tool("retro-bench", "--quiet train --config " + p.config.string() +
+                                                         " --batch 2 --steps 1 --warmup 0 --threads 1 --seq-len " + len),
+                       {"--seq-len"});
 }
 
 TEST_CASE("bad input: a run refused after its --out was made leaves nothing that blocks the corrected rerun") {

@@ -68,6 +68,9 @@ RetroConfig train_bench_config(const TrainBenchOptions& o, std::int64_t& n) {
     n = o.seq_len > 0 ? o.seq_len : c.max_seq_len;
     if (n > c.max_seq_len)
         user_error_in("--seq-len", cat(n, " exceeds the config's max_seq_len ", c.max_seq_len));
+    if (o.seq_len < 0 || n % c.chunk_size != 0)
+        user_error_in("--seq-len", cat(o.seq_len, " is not a positive multiple of the config's chunk_size ", c.chunk_size),
+                      "give 0 for the config's max_seq_len");
     if (o.batch < 1 || o.steps < 1 || o.warmup < 0) user_error_in("--batch/--steps/--warmup", "must be positive");
     return c;
 }

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <future>
@@ -40,6 +41,9 @@ void check_options(const ChunkOptions& o) {
                       "pass e.g. --seq-len " + std::to_string(o.chunk_size * 32));
     if (o.block_docs < 1) user_error_in("--block-docs", "must be at least 1");
     if (o.block_bytes < 1) user_error_in("--block-bytes", "must be at least 1");
+    if (!(o.checkpoint_seconds >= 0 && std::isfinite(o.checkpoint_seconds)))   // NaN fails every comparison
+        user_error_in("--checkpoint-every", cat(o.checkpoint_seconds, " is not a number of seconds"),
+                      "give 0 to save after every block");
     // each thread holds up to two blocks in flight: the text and its ids (~3 bytes per text byte)
     memory_require("--block-bytes", double(o.block_bytes) * 6 * thread_count(),
                    "input blocks of " + memory_format_bytes(double(o.block_bytes)) + " on " + std::to_string(thread_count()) + " threads",
