@@ -233,6 +233,15 @@ TEST_CASE("bad input: a database or tokenizer other than the run's is refused by
                                                    " --out " + (t / "kq").string() + " --quiet"),
                    {db.string(), "another tokenizer"});
     CHECK(!fs::exists(t / "kq" / "manifest.json"));
+
+    // a prompt of a --prompts file too long for the model is named by its file and line
+    const fs::path prompts = t / "p.jsonl";
+    test::write_text(prompts, "\"short\"\n" + nlohmann::json(std::string(400, 'a') + " b c d e f g").dump() + "\n");
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
+                                                        p.db.string() + " --prompts " + prompts.string() + " --output " +
+                                                        (t / "o.jsonl").string() + " --max-tokens 2 --quiet"),
+                   {prompts.string() + ":2", "tokens"});
+    CHECK(!fs::exists(t / "o.jsonl"));
 }
 
 TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes of zero") {

@@ -21,7 +21,8 @@ namespace retro {
 namespace {
 
 // Prompts of a .jsonl file: each line a JSON string or an object with "prompt" (or "text") and an optional "id".
-void read_prompts(const std::string& path, std::vector<std::string>& prompts, std::vector<nlohmann::json>& ids) {
+void read_prompts(const std::string& path, std::vector<std::string>& prompts, std::vector<nlohmann::json>& ids,
+                  std::vector<std::string>& names) {
     std::ifstream in(path);
     if (!in) user_error_in(path, "cannot be opened");
     std::string line;
@@ -32,6 +33,7 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
         const std::string where = path + ":" + std::to_string(n);
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_discarded()) user_error_in(where, "is not valid JSON");
+        names.push_back(where);
         if (j.is_string()) {
             prompts.push_back(j.get<std::string>());
             ids.push_back(static_cast<std::int64_t>(prompts.size() - 1));
@@ -99,10 +101,11 @@ void generate_run(GenerateRunOptions cli) {
     const bool batch = !cli.prompts_file.empty();
     std::vector<std::string> prompts;
     std::vector<nlohmann::json> ids;
+    std::vector<std::string> names;
     if (batch) {
         if (!cli.prompt.empty()) user_error_in("prompt", "give either a prompt or --prompts, not both");
         if (cli.output.empty()) user_error_in("--output", "is needed with --prompts", "e.g. --output out.jsonl");
-        read_prompts(cli.prompts_file, prompts, ids);
+        read_prompts(cli.prompts_file, prompts, ids, names);
     } else {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.prompt.empty()) {   // read the prompt from stdin
@@ -116,6 +119,7 @@ void generate_run(GenerateRunOptions cli) {
     if (cli.show_neighbours && cli.g.no_retrieval) log_warn("--show-neighbours has nothing to show with --no-retrieval");
 
     Generator gen(cli.g);
+    gen.set_prompt_names(names);
     GenerateCallbacks cb;
     if (cli.show_neighbours && gen.retrieval())
         cb.on_retrieval = [&](std::int64_t i, const ChunkNeighbours& n) {

@@ -241,7 +241,9 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         const std::int64_t i = first + s;
         auto& res = out[static_cast<std::size_t>(i)];
         res.prompt = prompts[static_cast<std::size_t>(i)];
-        const std::string where = prompts.size() == 1 ? std::string("prompt") : cat("prompt ", i + 1);
+        const std::string where = static_cast<std::size_t>(i) < prompt_names_.size() ? prompt_names_[static_cast<std::size_t>(i)]
+                                  : prompts.size() == 1                         ? std::string("prompt")
+                                                                                : cat("prompt ", i + 1);
         if (res.prompt.empty()) user_error_in(where, "is empty", "give some text to continue");
         const auto ids = tokenizer_->encode(res.prompt);
         res.prompt_ids.push_back(TOKEN_BOS);

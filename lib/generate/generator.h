@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda_device.h"
@@ -75,10 +76,13 @@ public:
 
     // Decodes every prompt (UserError for an empty prompt or one longer than the model's length).
     std::vector<GenerateResult> generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb = {});
+    // Where each prompt of the next generate() came from ("prompts.jsonl:3"), for its errors; default "prompt N".
+    void set_prompt_names(std::vector<std::string> names) { prompt_names_ = std::move(names); }
     std::int64_t tokens_made() const { return tokens_made_; }
     std::int64_t retrievals() const { return retrievals_; }
 
 private:
+    std::vector<std::string> prompt_names_;
     void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                         std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
     void setup_device();
