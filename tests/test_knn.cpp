@@ -1,6 +1,6 @@
 // index/knn: recall of the default approximate index on clustered data, the candidate filter, the
 // bow embedder, and retro-index / retro-knn end to end (exact against the oracle, resume, shards,
-// bad input, --device cuda). Exact search itself: test_exact_search.cpp.
+// bad input, ids out of range in knn show, --device cuda). Exact search itself: test_exact_search.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -389,5 +389,37 @@ TEST_CASE("knn: FAISS's search re-searches rows filled by their own document, ou
         }
         CHECK(manifest_read((s.tmp / "a").string())["padded_fraction"].get<double>() ==
               doctest::Approx(manifest_read((s.tmp / "e").string())["padded_fraction"].get<double>()));
+    }
+}
+
+TEST_CASE("knn: show refuses neighbour ids outside [-1, N) naming the file and row - and prints nothing") {
+    SmallDb s(20000, 5);
+    fs::path idx = s.tmp / "index", knn = s.tmp / "knn";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() + " --neighbours 3 --exact --quiet")
+                .exit_code == 0);
+    const std::int64_t n = ChunkDb(s.db.string()).chunk_count();
+    std::vector<std::int64_t> ids;
+    {
+        NpyArray nb((knn / "neighbours.npy").string());
+        ids.assign(nb.data<std::int64_t>(), nb.data<std::int64_t>() + nb.numel());
+    }
+    // -1 pads a short row: shown as no neighbour
+    ids[5 * 3 + 2] = -1;
+    npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
+    auto ok = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --json");
+    REQUIRE_MESSAGE(ok.exit_code == 0, ok.err);
+    CHECK(nlohmann::json::parse(ok.out)["neighbours"].size() == 2);
+    for (std::int64_t bad : {std::int64_t{100'000'000'000}, std::int64_t{-5}, n}) {
+        CAPTURE(bad);
+        ids[6 * 3 + 1] = bad;   // row 6, shown second with --count 2: nothing of row 5 is printed either
+        npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
+        auto r = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --count 2");
+        CHECK(r.exit_code == 2);   // 100000000000 used to end in SIGSEGV, -5 to read the file's header
+        CHECK_MESSAGE(r.err.find((knn / "neighbours.npy").string() + ": row 6 names chunk " + std::to_string(bad) + " outside [0, " +
+                                 std::to_string(n) + ")") != std::string::npos,
+                      r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK_MESSAGE(r.out.empty(), r.out);
     }
 }

@@ -338,6 +338,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, nullptr, {}};
     const int d = folder.dim;
     if (self_mode) {
+        db.check_arrays();   // the copy below reads every doc_ids row anyway
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) s.doc_ids_[static_cast<std::size_t>(i)] = db.doc_of(i);
     }
