@@ -1,12 +1,13 @@
 // index/knn: recall of the default approximate index on clustered data, the candidate filter, the
 // bow embedder, and retro-index / retro-knn end to end (exact against the oracle, resume, shards,
-// bad input, ids out of range in knn show, --device cuda). Exact search itself: test_exact_search.cpp.
+// bad input: ids out of range in knn show, an embeddings.npy of another shape; --device cuda). Exact search itself: test_exact_search.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "core/cuda_device.h"
 #include "core/manifest.h"
@@ -421,5 +422,37 @@ TEST_CASE("knn: show refuses neighbour ids outside [-1, N) naming the file and r
                       r.err);
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
         CHECK_MESSAGE(r.out.empty(), r.out);
+    }
+}
+
+TEST_CASE("knn: an embeddings.npy of another width or row count than the manifest and the database is refused before any output") {
+    SmallDb s(20000, 6);
+    fs::path idx = s.tmp / "index";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    const std::int64_t n = ChunkDb(s.db.string()).chunk_count();
+    REQUIRE(n > 100);
+    auto with_embeddings = [&](const std::string& name, std::int64_t rows, std::int64_t dim) {
+        fs::path d = s.tmp / name;
+        fs::copy(idx, d, fs::copy_options::recursive);
+        std::vector<float> z(static_cast<std::size_t>(rows * dim), 0.5f);
+        npy_save((d / "embeddings.npy").string(), {rows, dim}, z.data());
+        return d;
+    };
+    const fs::path narrow = with_embeddings("narrow", n, 1), short_rows = with_embeddings("short", 100, 16);
+    int run = 0;
+    for (const auto& [dir, flags, want] : std::vector<std::tuple<fs::path, std::string, std::string>>{
+             {narrow, "--faiss-search", "embeddings.npy: has dimension 1, the manifest says 16"},   // was SIGBUS
+             {narrow, "", "embeddings.npy: has dimension 1, the manifest says 16"},                 // was rc 0
+             {short_rows, "--exact", "embeddings.npy: has 100 rows, the database"},                  // was 100 rows, rc 0
+             {short_rows, "", "embeddings.npy: has 100 rows, the database"},
+             {short_rows, "--measure-recall 10", "embeddings.npy: has 100 rows, the database"}}) {
+        const std::string args = dir.string() + " " + flags;
+        CAPTURE(args);
+        const fs::path out = s.tmp / ("k" + std::to_string(run++));
+        auto r = test::run_tool("retro-knn", dir.string() + " --db " + s.db.string() + " --out " + out.string() + " --quiet " + flags);
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(!fs::exists(out));
     }
 }

@@ -53,6 +53,20 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     return f;
 }
 
+NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db) {
+    NpyArray emb(f.file("embeddings.npy"));
+    const char* fix = "rebuild the index with retro-index";
+    if (emb.shape().size() != 2 || (emb.dtype() != DType::F32 && emb.dtype() != DType::F16))
+        user_error_in(emb.path(), "must be a 2-D f32 or f16 array (chunks, dim), not " + dtype_name(emb.dtype()) + " " +
+                                      shape_string(emb.shape()), fix);
+    if (emb.dim(1) != f.dim)
+        user_error_in(emb.path(), "has dimension " + std::to_string(emb.dim(1)) + ", the manifest says " + std::to_string(f.dim), fix);
+    if (emb.dim(0) != db.chunk_count())
+        user_error_in(emb.path(), "has " + std::to_string(emb.dim(0)) + " rows, the database " + db.dir() + " " +
+                                      std::to_string(db.chunk_count()) + " chunks", fix);
+    return emb;
+}
+
 std::string index_folder_kind(const std::string& dir) {
     return kind_of(manifest_read(dir));
 }
