@@ -1,6 +1,7 @@
 // index/knn: recall of the default approximate index on clustered data, the candidate filter, the
 // bow embedder, and retro-index / retro-knn end to end (exact against the oracle, resume, shards,
-// bad input: ids out of range in knn show, an embeddings.npy of another shape; --device cuda). Exact search itself: test_exact_search.cpp.
+// bad input: ids out of range in knn show, an embeddings.npy of another shape, negative search options;
+// --device cuda). Exact search itself: test_exact_search.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -455,4 +456,39 @@ TEST_CASE("knn: an embeddings.npy of another width or row count than the manifes
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
         CHECK(!fs::exists(out));
     }
+}
+
+TEST_CASE("knn: negative --nprobe - --ef-search - --measure-recall are refused naming the option - an nprobe above nlist is lowered") {
+    SmallDb s(20000, 8);
+    fs::path idx = s.tmp / "index";
+    auto refused = [](const test::RunResult& r, const std::string& want, const fs::path& out) {
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(!fs::exists(out));
+    };
+    const std::string ibase = s.db.string() + " --dim 16 --quiet --out ";
+    refused(test::run_tool("retro-index", ibase + (s.tmp / "i1").string() + " --index IVF8,Flat --nprobe -5"),
+            "retro-index: error: --nprobe: must not be negative (got -5)", s.tmp / "i1");   // was replaced by nlist/4
+    refused(test::run_tool("retro-index", ibase + (s.tmp / "i2").string() + " --index HNSW16 --ef-search -1"),
+            "retro-index: error: --ef-search: must not be negative (got -1)", s.tmp / "i2");   // was recorded as -1
+    auto big = test::run_tool("retro-index", s.db.string() + " --dim 16 --out " + idx.string() + " --index IVF8,Flat --nprobe 100000");
+    REQUIRE_MESSAGE(big.exit_code == 0, big.err);
+    const auto im = manifest_read(idx.string())["index"];
+    const std::int64_t nlist = im["nlist"].get<std::int64_t>();
+    REQUIRE(nlist > 0);
+    CHECK(im["nprobe"] == nlist);   // was 100000
+    CHECK_MESSAGE(big.err.find("--nprobe 100000 is more than the index's " + std::to_string(nlist) + " lists: searching all " +
+                               std::to_string(nlist)) != std::string::npos,
+                  big.err);
+    const std::string kbase = idx.string() + " --db " + s.db.string() + " --quiet --out ";
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k1").string() + " --nprobe -1"), "retro-knn: error: --nprobe: must not be negative",
+            s.tmp / "k1");
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k2").string() + " --ef-search -1"),
+            "retro-knn: error: --ef-search: must not be negative", s.tmp / "k2");
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k3").string() + " --measure-recall -5"),
+            "retro-knn: error: --measure-recall: must not be negative (got -5)", s.tmp / "k3");
+    auto over = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k4").string() + " --nprobe 1000");
+    CHECK_MESSAGE(over.exit_code == 0, over.err);
+    CHECK(over.err.find("--nprobe 1000 is more than the index's " + std::to_string(nlist) + " lists") != std::string::npos);
 }

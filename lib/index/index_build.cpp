@@ -150,7 +150,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::int64_t fitted_nlist = index_factory_nlist(fitted);
     int nprobe = state.value("nprobe", 0);
     if (fitted_nlist > 0) {
-        if (nprobe <= 0) nprobe = index_default_nprobe(fitted_nlist);
+        nprobe = nprobe <= 0 ? index_default_nprobe(fitted_nlist) : index_fit_nprobe(nprobe, fitted_nlist);
         index.set_nprobe(nprobe);
     }
     int ef = state.value("ef_search", 0);
@@ -190,6 +190,7 @@ void output_folder_prepare(const std::string& out, bool force, bool resume) {
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (opts.kind == "bm25") return bm25_index_build(ctx, opts);
     if (opts.kind != "dense") user_error_in("--kind", "must be dense or bm25, not '" + opts.kind + "'");
+    index_check_search_options(opts.nprobe, opts.ef_search);
     ChunkDb db(opts.db);
     if (opts.embedding_dtype != DType::F32 && opts.embedding_dtype != DType::F16)
         user_error_in("--embedding-dtype", "must be f32 or f16");

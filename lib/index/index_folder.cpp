@@ -20,6 +20,7 @@ std::string kind_of(const nlohmann::json& m) {
 std::string IndexFolder::file(const std::string& name) const { return (fs::path(dir) / name).string(); }
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {
+    index_check_search_options(opts.nprobe, opts.ef_search);
     IndexFolder f;
     f.dir = dir;
     f.manifest = manifest_read(dir);
@@ -48,7 +49,7 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     if (f.index->size() != db.chunk_count())
         user_error_in(path, "holds " + std::to_string(f.index->size()) + " vectors, the database " +
                                 std::to_string(db.chunk_count()) + " chunks");
-    if (opts.nprobe > 0) f.index->set_nprobe(opts.nprobe);
+    if (opts.nprobe > 0) f.index->set_nprobe(index_fit_nprobe(opts.nprobe, f.index->nlist()));
     if (opts.ef_search > 0) f.index->set_ef_search(opts.ef_search);
     return f;
 }

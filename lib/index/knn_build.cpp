@@ -305,6 +305,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
     if (opts.block < 1) user_error_in("--block", "must be positive");
+    if (opts.measure_recall < 0) user_error_in("--measure-recall", "must not be negative (got " + std::to_string(opts.measure_recall) + ")", "0 measures nothing");
+    index_check_search_options(opts.nprobe, opts.ef_search);
     // a block's ids and scores (k per query) and its candidate lists
     memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
                    "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
