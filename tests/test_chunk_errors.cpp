@@ -1,10 +1,14 @@
 // retro-chunk bad input: each case checks the exit code, the one-line message and that nothing
-// complete-looking is left; replaced UTF-8 and skipped empty documents are counted, not fatal.
+// complete-looking is left; replaced UTF-8 and skipped empty documents are counted, not fatal. A database
+// whose doc_ids, doc_offsets or seq_starts hold values out of range is refused naming the file and row.
 #include <sentencepiece_trainer.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/manifest.h"
+#include "core/npy.h"
+#include "data/chunk_db.h"
 #include "data/synthetic_text.h"
 #include "test_chunk_util.h"
 
@@ -27,6 +31,26 @@ void check_user_error(const RunResult& r, const std::string& message) {
     CHECK(r.exit_code == 2);
     CHECK(line_count(r.err) == 1);
     CHECK(r.err.find(message) != std::string::npos);
+}
+
+// Overwrites element `row` of an i64 .npy file in place (its header says where the data starts).
+void npy_set_i64(const fs::path& p, std::int64_t row, std::int64_t value) {
+    std::string bytes = read_text(p);
+    const retro::NpyHeader h = retro::npy_parse(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), p.string());
+    REQUIRE(h.dtype == retro::DType::I64);
+    REQUIRE(row < h.numel());
+    std::memcpy(bytes.data() + h.data_offset + static_cast<std::size_t>(row) * 8, &value, 8);
+    write_text(p, bytes);
+}
+
+// The UserError message of ChunkDb(dir).check_arrays(), or "" when it passes.
+std::string check_arrays_error(const fs::path& dir) {
+    try {
+        retro::ChunkDb(dir.string()).check_arrays();
+    } catch (const retro::UserError& e) {
+        return e.what();
+    }
+    return "";
 }
 
 }  // namespace
@@ -127,4 +151,54 @@ TEST_CASE("retro-chunk merge refuses missing or mismatched shards") {
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "x2").string() + " --out " + c.db.string()),
                      "was made from other inputs, tokenizer or parameters");
     chunk_check_nothing_complete(c.db);
+}
+
+TEST_CASE("chunk db: doc_ids - doc_offsets - seq_starts out of range are refused naming the file and row") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 6, 6'000, 300);
+    REQUIRE(c.run(p.string(), "--chunk-size 8 --seq-len 32").exit_code == 0);
+    std::int64_t n = 0, docs = 0, first1 = 0, seqs = 0;
+    {
+        retro::ChunkDb db(c.db.string());
+        n = db.chunk_count(), docs = db.doc_count(), first1 = db.doc_first(1), seqs = db.seq_count();
+    }
+    REQUIRE(docs >= 3);
+    REQUIRE(first1 >= 1);
+    CHECK(check_arrays_error(c.db) == "");
+    auto corrupt = [&](const std::string& name, std::int64_t row, std::int64_t value) {
+        fs::path bad = c.dir / ("bad-" + name + "-" + std::to_string(row));
+        fs::remove_all(bad);
+        fs::copy(c.db, bad);
+        npy_set_i64(bad / name, row, value);
+        return bad;
+    };
+    const std::string N = std::to_string(n), D = std::to_string(docs), R = std::to_string(first1);
+    const std::string fix = " (fix: rebuild the database with retro-chunk)";
+    // doc_ids: far out of range, negative, in range but not the document doc_offsets gives the row
+    for (std::int64_t v : {std::int64_t{100'000'000'000}, std::int64_t{-5}}) {
+        fs::path bad = corrupt("doc_ids.npy", first1, v);
+        const std::string want = (bad / "doc_ids.npy").string() + ": row " + R + " holds document " + std::to_string(v) +
+                                 " outside [0, " + D + ")" + fix;
+        CHECK(check_arrays_error(bad) == want);
+        auto r = run_tool("retro-chunk", "inspect " + bad.string() + " --chunk " + R + " --json");   // used to crash or print garbage
+        check_user_error(r, want);
+        CHECK(r.out.empty());
+    }
+    fs::path other = corrupt("doc_ids.npy", first1, 2);
+    CHECK(check_arrays_error(other) == (other / "doc_ids.npy").string() + ": row " + R +
+                                           " holds document 2; doc_offsets.npy puts chunk " + R + " in document 1" + fix);
+    check_user_error(run_tool("retro-chunk", "inspect " + other.string() + " --chunk " + R), "whose rows in doc_offsets.npy are [");
+    // doc_offsets: decreasing (inspect --doc printed "chunks 675..-1"), or past the chunk count
+    fs::path dec = corrupt("doc_offsets.npy", 2, 0);
+    CHECK(check_arrays_error(dec) == (dec / "doc_offsets.npy").string() + ": row 2 (0) is below row 1 (" + R + ")" + fix);
+    check_user_error(run_tool("retro-chunk", "inspect " + dec.string() + " --doc 1"), "doc_offsets.npy: rows 1 and 2 (" + R + ", 0)");
+    check_user_error(run_tool("retro-chunk", "inspect " + dec.string() + " --stats"), "doc_offsets.npy: row 2 (0) is below row 1");
+    fs::path past = corrupt("doc_offsets.npy", 1, n + 7);
+    CHECK(check_arrays_error(past).find("doc_offsets.npy: row 2") != std::string::npos);
+    check_user_error(run_tool("retro-chunk", "inspect " + past.string() + " --doc 0"), "are not a range of chunks in [0, " + N + "]");
+    // seq_starts: the last row one past the end
+    fs::path seq = corrupt("seq_starts.npy", seqs - 1, n);
+    CHECK(check_arrays_error(seq) == (seq / "seq_starts.npy").string() + ": row " + std::to_string(seqs - 1) + " holds chunk " +
+                                         N + " outside [0, " + N + ")" + fix);
 }

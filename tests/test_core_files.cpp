@@ -1,5 +1,5 @@
 // core: atomic writes survive SIGKILL (fork + kill), manifests and fingerprints, UTF-8 repair,
-// globbing, compressed jsonl reading.
+// globbing, compressed jsonl reading (a cut or foreign .gz/.zst is refused, whatever --on-error says).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include "core/npy.h"
 #include "test_util.h"
 #include "text/corpus.h"
+#include "text/line_reader.h"
 #include "text/utf8.h"
 
 using namespace retro;
@@ -116,6 +117,85 @@ TEST_CASE("core: glob matching") {
     CHECK(glob_match("_sources/**/*.rst.txt", "_sources/os.rst.txt"));
     CHECK(!glob_match("*.txt", "x/a.txt"));
     CHECK(glob_match("doc?.md", "doc1.md"));
+}
+
+namespace {
+std::string gzip_bytes(const std::string& text) {   // one gzip member, as gzip(1) writes it
+    z_stream zs{};
+    REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+    std::string out(deflateBound(&zs, static_cast<uLong>(text.size())), '\0');
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    zs.avail_in = static_cast<uInt>(text.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+    out.resize(zs.total_out);
+    deflateEnd(&zs);
+    return out;
+}
+
+// Every line of `path` through LineReader; the UserError message (or "") in `error`.
+std::vector<std::string> read_lines(const fs::path& path, std::string& error) {
+    std::vector<std::string> lines;
+    error.clear();
+    try {
+        LineReader r(path.string());
+        std::string line;
+        while (r.next(line)) lines.push_back(line);
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    return lines;
+}
+}  // namespace
+
+TEST_CASE("core: a .gz cut before its trailer - or not gzip at all - is refused, not read as a shorter corpus") {
+    test::TempDir tmp("gz");
+    std::string jsonl;
+    for (int i = 0; i < 2000; ++i) jsonl += "{\"text\": \"line " + std::to_string(i * 7919 % 10007) + " of the corpus\"}\n";
+    const std::string gz = gzip_bytes(jsonl);
+    REQUIRE(gz.size() > 200);
+    std::string err;
+    test::write_text(tmp / "whole.jsonl.gz", gz);
+    CHECK(read_lines(tmp / "whole.jsonl.gz", err).size() == 2000);
+    CHECK(err.empty());
+    // two members (gzip a >> b): one stream of both texts
+    test::write_text(tmp / "two.jsonl.gz", gz + gzip_bytes("{\"text\": \"last\"}\n"));
+    auto two = read_lines(tmp / "two.jsonl.gz", err);
+    CHECK(err.empty());
+    REQUIRE(two.size() == 2001);
+    CHECK(two.back() == "{\"text\": \"last\"}");
+    // cut anywhere: in the trailer (the text is all there, its CRC and length are not), mid-stream, in the header
+    for (std::size_t keep : {gz.size() - 1, gz.size() - 8, gz.size() / 2, std::size_t{5}}) {
+        CAPTURE(keep);
+        test::write_text(tmp / "cut.jsonl.gz", gz.substr(0, keep));
+        read_lines(tmp / "cut.jsonl.gz", err);
+        CHECK(err == (tmp / "cut.jsonl.gz").string() + ": truncated gzip stream (fix: the file was cut short: copy or download it again)");
+    }
+    // not gzip: random bytes, plain text, an empty file
+    std::mt19937 rng(7);
+    std::string noise(4096, '\0');
+    for (auto& ch : noise) ch = static_cast<char>(rng());
+    noise[0] = 'x';
+    for (const std::string& bytes : {noise, jsonl, std::string()}) {
+        test::write_text(tmp / "r.jsonl.gz", bytes);
+        read_lines(tmp / "r.jsonl.gz", err);
+        CHECK(err == (tmp / "r.jsonl.gz").string() + ": not a gzip stream (fix: decompress it, or name it without .gz)");
+    }
+    test::write_text(tmp / "tail.jsonl.gz", gz + "trailing bytes");
+    read_lines(tmp / "tail.jsonl.gz", err);
+    CHECK(err == (tmp / "tail.jsonl.gz").string() + ": holds data after the end of its gzip stream");
+    // through the corpus reader, --on-error skip does not turn a cut stream into a shorter corpus; read_whole_file neither
+    test::write_text(tmp / "cut.jsonl.gz", gz.substr(0, gz.size() / 2));
+    CorpusOptions skip;
+    skip.on_error = OnError::SKIP;
+    CorpusCounts counts;
+    auto files = corpus_list_files({(tmp / "cut.jsonl.gz").string()}, skip);
+    REQUIRE(files.size() == 1);
+    CHECK_THROWS_WITH_AS(corpus_read_file(files[0], skip, counts, [](Document&) {}),
+                         doctest::Contains("cut.jsonl.gz: truncated gzip stream"), UserError);
+    test::write_text(tmp / "cut.txt.gz", gz.substr(0, gz.size() / 2));
+    CHECK_THROWS_WITH_AS(read_whole_file((tmp / "cut.txt.gz").string()), doctest::Contains("truncated gzip stream"), UserError);
 }
 
 TEST_CASE("core: corpus reading of folders and plain - gzip and zstd jsonl") {

@@ -1,12 +1,14 @@
 // index/knn: recall of the default approximate index on clustered data, the candidate filter, the
 // bow embedder, and retro-index / retro-knn end to end (exact against the oracle, resume, shards,
-// bad input, --device cuda). Exact search itself: test_exact_search.cpp.
+// bad input: ids out of range in knn show, an embeddings.npy of another shape, negative search options;
+// --device cuda). Exact search itself: test_exact_search.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "core/cuda_device.h"
 #include "core/manifest.h"
@@ -390,4 +392,103 @@ TEST_CASE("knn: FAISS's search re-searches rows filled by their own document, ou
         CHECK(manifest_read((s.tmp / "a").string())["padded_fraction"].get<double>() ==
               doctest::Approx(manifest_read((s.tmp / "e").string())["padded_fraction"].get<double>()));
     }
+}
+
+TEST_CASE("knn: show refuses neighbour ids outside -1 .. N-1 naming the file and row - and prints nothing") {
+    SmallDb s(20000, 5);
+    fs::path idx = s.tmp / "index", knn = s.tmp / "knn";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() + " --neighbours 3 --exact --quiet")
+                .exit_code == 0);
+    const std::int64_t n = ChunkDb(s.db.string()).chunk_count();
+    std::vector<std::int64_t> ids;
+    {
+        NpyArray nb((knn / "neighbours.npy").string());
+        ids.assign(nb.data<std::int64_t>(), nb.data<std::int64_t>() + nb.numel());
+    }
+    // -1 pads a short row: shown as no neighbour
+    ids[5 * 3 + 2] = -1;
+    npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
+    auto ok = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --json");
+    REQUIRE_MESSAGE(ok.exit_code == 0, ok.err);
+    CHECK(nlohmann::json::parse(ok.out)["neighbours"].size() == 2);
+    for (std::int64_t bad : {std::int64_t{100'000'000'000}, std::int64_t{-5}, n}) {
+        CAPTURE(bad);
+        ids[6 * 3 + 1] = bad;   // row 6, shown second with --count 2: nothing of row 5 is printed either
+        npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
+        auto r = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --count 2");
+        CHECK(r.exit_code == 2);   // 100000000000 used to end in SIGSEGV, -5 to read the file's header
+        CHECK_MESSAGE(r.err.find((knn / "neighbours.npy").string() + ": row 6 names chunk " + std::to_string(bad) + " outside [0, " +
+                                 std::to_string(n) + ")") != std::string::npos,
+                      r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK_MESSAGE(r.out.empty(), r.out);
+    }
+}
+
+TEST_CASE("knn: an embeddings.npy of another width or row count than the manifest and the database is refused before any output") {
+    SmallDb s(20000, 6);
+    fs::path idx = s.tmp / "index";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    const std::int64_t n = ChunkDb(s.db.string()).chunk_count();
+    REQUIRE(n > 100);
+    auto with_embeddings = [&](const std::string& name, std::int64_t rows, std::int64_t dim) {
+        fs::path d = s.tmp / name;
+        fs::copy(idx, d, fs::copy_options::recursive);
+        std::vector<float> z(static_cast<std::size_t>(rows * dim), 0.5f);
+        npy_save((d / "embeddings.npy").string(), {rows, dim}, z.data());
+        return d;
+    };
+    const fs::path narrow = with_embeddings("narrow", n, 1), short_rows = with_embeddings("short", 100, 16);
+    int run = 0;
+    for (const auto& [dir, flags, want] : std::vector<std::tuple<fs::path, std::string, std::string>>{
+             {narrow, "--faiss-search", "embeddings.npy: has dimension 1, the manifest says 16"},   // was SIGBUS
+             {narrow, "", "embeddings.npy: has dimension 1, the manifest says 16"},                 // was rc 0
+             {short_rows, "--exact", "embeddings.npy: has 100 rows, the database"},                  // was 100 rows, rc 0
+             {short_rows, "", "embeddings.npy: has 100 rows, the database"},
+             {short_rows, "--measure-recall 10", "embeddings.npy: has 100 rows, the database"}}) {
+        const std::string args = dir.string() + " " + flags;
+        CAPTURE(args);
+        const fs::path out = s.tmp / ("k" + std::to_string(run++));
+        auto r = test::run_tool("retro-knn", dir.string() + " --db " + s.db.string() + " --out " + out.string() + " --quiet " + flags);
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(!fs::exists(out));
+    }
+}
+
+TEST_CASE("knn: negative --nprobe - --ef-search - --measure-recall are refused naming the option - an nprobe above nlist is lowered") {
+    SmallDb s(20000, 8);
+    fs::path idx = s.tmp / "index";
+    auto refused = [](const test::RunResult& r, const std::string& want, const fs::path& out) {
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(!fs::exists(out));
+    };
+    const std::string ibase = s.db.string() + " --dim 16 --quiet --out ";
+    refused(test::run_tool("retro-index", ibase + (s.tmp / "i1").string() + " --index IVF8,Flat --nprobe -5"),
+            "retro-index: error: --nprobe: must not be negative (got -5)", s.tmp / "i1");   // was replaced by nlist/4
+    refused(test::run_tool("retro-index", ibase + (s.tmp / "i2").string() + " --index HNSW16 --ef-search -1"),
+            "retro-index: error: --ef-search: must not be negative (got -1)", s.tmp / "i2");   // was recorded as -1
+    auto big = test::run_tool("retro-index", s.db.string() + " --dim 16 --out " + idx.string() + " --index IVF8,Flat --nprobe 100000");
+    REQUIRE_MESSAGE(big.exit_code == 0, big.err);
+    const auto im = manifest_read(idx.string())["index"];
+    const std::int64_t nlist = im["nlist"].get<std::int64_t>();
+    REQUIRE(nlist > 0);
+    CHECK(im["nprobe"] == nlist);   // was 100000
+    CHECK_MESSAGE(big.err.find("--nprobe 100000 is more than the index's " + std::to_string(nlist) + " lists: searching all " +
+                               std::to_string(nlist)) != std::string::npos,
+                  big.err);
+    const std::string kbase = idx.string() + " --db " + s.db.string() + " --quiet --out ";
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k1").string() + " --nprobe -1"), "retro-knn: error: --nprobe: must not be negative",
+            s.tmp / "k1");
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k2").string() + " --ef-search -1"),
+            "retro-knn: error: --ef-search: must not be negative", s.tmp / "k2");
+    refused(test::run_tool("retro-knn", kbase + (s.tmp / "k3").string() + " --measure-recall -5"),
+            "retro-knn: error: --measure-recall: must not be negative (got -5)", s.tmp / "k3");
+    auto over = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k4").string() + " --nprobe 1000");
+    CHECK_MESSAGE(over.exit_code == 0, over.err);
+    CHECK(over.err.find("--nprobe 1000 is more than the index's " + std::to_string(nlist) + " lists") != std::string::npos);
 }

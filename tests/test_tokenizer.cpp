@@ -124,6 +124,31 @@ TEST_CASE("tokenizer: CLI help - version and bad input") {
     CHECK(nomatch.err.find("no file matches") != std::string::npos);
     auto badflag = test::run_tool("retro-tokenizer", "train x --vocab-size lots");
     CHECK(badflag.exit_code == 2);
+    // --max-sentences 0 samples nothing: named, not "the corpus holds no text"
+    fs::create_directories(tmp / "corpus");
+    test::write_text(tmp / "corpus/a.txt", "Kamiro tel sulan.\nVi ta ro.\n");
+    auto zero = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "o").string() +
+                                                      " --vocab-size 300 --max-sentences 0 --quiet");
+    CHECK(zero.exit_code == 2);
+    CHECK_MESSAGE(zero.err.find("retro-tokenizer: error: --max-sentences: must be at least 1 (got 0)") == 0, zero.err);
+    CHECK(std::count(zero.err.begin(), zero.err.end(), '\n') == 1);
+    CHECK(!fs::exists(tmp / "o/manifest.json"));
+    // more distinct characters than the vocabulary holds: the fix is a larger vocabulary, not a smaller one
+    std::string many;
+    for (char32_t c = 0x4e00; c < 0x4e00 + 600; ++c)   // 600 CJK ideographs, each a few times
+        for (int rep = 0; rep < 3; ++rep) {
+            many += static_cast<char>(0xe0 | (c >> 12));
+            many += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+            many += static_cast<char>(0x80 | (c & 0x3f));
+            if (rep == 2) many += c % 20 == 0 ? "\n" : " ";
+        }
+    test::write_text(tmp / "corpus/a.txt", many);
+    auto small = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "o").string() +
+                                                       " --vocab-size 300 --quiet");
+    CHECK(small.exit_code == 2);
+    CHECK_MESSAGE(small.err.find("required_chars") != std::string::npos, small.err);
+    CHECK_MESSAGE(small.err.find("(fix: a larger --vocab-size, or a lower --character-coverage)") != std::string::npos, small.err);
+    CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
 }
 
 TEST_CASE("tokenizer: an existing output folder is refused unless --force") {

@@ -188,6 +188,33 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(one_line(r5));
 }
 
+TEST_CASE("train: a database with seq_starts or doc_ids out of range is refused in one line naming the file and row") {
+    test::TempDir dir("train-bad-db");
+    const auto t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);
+    auto run = [&](const std::string& name) {
+        return test::run_tool("retro-train", "--db " + (dir / name).string() + " --knn " + (dir / "knn").string() + " --config " +
+                                                 config_path() + " --steps 2 --batch-size 2 --quiet --threads 1 --out " +
+                                                 (dir / ("run-" + name)).string());
+    };
+    auto refused = [&](const std::string& name, const std::string& want) {
+        const auto r = run(name);   // both used to end in SIGSEGV (RetroData's constructor, make_batch)
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find((dir / name / want).string()) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK_FALSE(fs::exists(dir / ("run-" + name)));
+        auto c = RetroConfig::load(config_path());
+        CHECK_THROWS_AS(RetroData((dir / name).string(), (dir / "knn").string(), c, 0.2), UserError);
+    };
+    auto seq = t;
+    seq.seq_starts[1] = 100'000'000'000;
+    test::save_tiny_db(dir / "db_seq", dir / "knn_unused", seq, 4, 16);
+    refused("db_seq", "seq_starts.npy: row 1 holds chunk 100000000000 outside [0, " + std::to_string(t.n) + ")");
+    auto doc = t;
+    std::fill(doc.doc_ids.begin(), doc.doc_ids.end(), 100'000'000'000);
+    test::save_tiny_db(dir / "db_doc", dir / "knn_unused", doc, 4, 16);
+    refused("db_doc", "doc_ids.npy: row 0 holds document 100000000000 outside [0, 10)");
+}
+
 TEST_CASE("train: eval reproduces the run validation loss and plot draws the curves") {
     test::TempDir dir("train-eval");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 40, 4);

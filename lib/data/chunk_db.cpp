@@ -31,6 +31,58 @@ ChunkDb::ChunkDb(const std::string& dir) : dir_(dir) {
         user_error_in(doc_offsets_.path(), "must start at 0 and end at the chunk count " + std::to_string(n));
 }
 
+namespace {
+const char* const kRebuild = "rebuild the database with retro-chunk";
+}  // namespace
+
+void ChunkDb::check_arrays() const {
+    const std::int64_t n = chunk_count(), docs = doc_count();
+    const std::int64_t* off = doc_offsets_.data<std::int64_t>();
+    for (std::int64_t d = 0; d < docs; ++d)   // off[0] = 0 and off[D] = N were checked at opening
+        if (off[d + 1] < off[d])
+            user_error_in(doc_offsets_.path(), cat("row ", d + 1, " (", off[d + 1], ") is below row ", d, " (", off[d], ")"),
+                          kRebuild);
+    const std::int64_t* ids = doc_ids_.data<std::int64_t>();
+    std::int64_t d = 0;
+    for (std::int64_t c = 0; c < n; ++c) {
+        while (off[d + 1] <= c) ++d;   // stops below D: off[D] = N > c
+        if (ids[c] == d) continue;
+        if (ids[c] < 0 || ids[c] >= docs)
+            user_error_in(doc_ids_.path(), cat("row ", c, " holds document ", ids[c], " outside [0, ", docs, ")"), kRebuild);
+        user_error_in(doc_ids_.path(), cat("row ", c, " holds document ", ids[c], "; doc_offsets.npy puts chunk ", c,
+                                           " in document ", d),
+                      kRebuild);
+    }
+    const std::int64_t* seq = seq_starts_.data<std::int64_t>();
+    for (std::int64_t s = 0; s < seq_count(); ++s)
+        if (seq[s] < 0 || seq[s] >= n)
+            user_error_in(seq_starts_.path(), cat("row ", s, " holds chunk ", seq[s], " outside [0, ", n, ")"), kRebuild);
+}
+
+void ChunkDb::check_doc(std::int64_t doc) const {
+    if (doc < 0 || doc >= doc_count())
+        throw InternalError(cat("ChunkDb::check_doc: document ", doc, " outside [0, ", doc_count(), ")"));
+    const std::int64_t first = doc_first(doc), end = doc_end(doc);
+    if (first < 0 || end > chunk_count() || end < first)
+        user_error_in(doc_offsets_.path(), cat("rows ", doc, " and ", doc + 1, " (", first, ", ", end,
+                                               ") are not a range of chunks in [0, ", chunk_count(), "]"),
+                      kRebuild);
+}
+
+std::int64_t ChunkDb::doc_of_checked(std::int64_t chunk) const {
+    if (chunk < 0 || chunk >= chunk_count())
+        throw InternalError(cat("ChunkDb::doc_of_checked: chunk ", chunk, " outside [0, ", chunk_count(), ")"));
+    const std::int64_t doc = doc_of(chunk);
+    if (doc < 0 || doc >= doc_count())
+        user_error_in(doc_ids_.path(), cat("row ", chunk, " holds document ", doc, " outside [0, ", doc_count(), ")"), kRebuild);
+    check_doc(doc);
+    if (chunk < doc_first(doc) || chunk >= doc_end(doc))
+        user_error_in(doc_ids_.path(), cat("row ", chunk, " holds document ", doc, ", whose rows in doc_offsets.npy are [",
+                                           doc_first(doc), ", ", doc_end(doc), ")"),
+                      kRebuild);
+    return doc;
+}
+
 std::int32_t ChunkDb::token(std::int64_t row, int col) const {
     std::int64_t i = row * chunk_size_ + col;
     if (chunks_.dtype() == DType::U16) return chunks_.data<std::uint16_t>()[i];

@@ -30,10 +30,23 @@ public:
     // RETRO's retrieved unit for chunk `id` (RETRO.md A.6): its cs ids, then the next row's cs ids when that
     // row is in the same document, else cs pads (0); out holds 2 * chunk_size ids.
     void neighbour_tokens(std::int64_t id, std::int32_t* out) const;
+    // The opening checks only shapes; the values of doc_ids, doc_offsets and seq_starts are read unchecked
+    // here: a reader first calls check_arrays() (it goes over the database anyway), or looks a few rows up
+    // through doc_of_checked() / check_doc().
     std::int64_t doc_of(std::int64_t chunk) const { return doc_ids_.data<std::int64_t>()[chunk]; }
     std::int64_t doc_first(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc]; }
     std::int64_t doc_end(std::int64_t doc) const { return doc_offsets_.data<std::int64_t>()[doc + 1]; }
     std::int64_t seq_start(std::int64_t s) const { return seq_starts_.data<std::int64_t>()[s]; }
+    // docs/formats.md's invariants, in one sequential pass over the mapped arrays: doc_offsets non-decreasing
+    // (from 0 to N), doc_ids[c] the document whose rows hold c (so in [0, D) and non-decreasing), seq_starts in
+    // [0, N). Reads 8 bytes a chunk, a document and a sequence (about 8.5 GB for a billion chunks): for readers
+    // that go over the database anyway. UserError naming the file and its first bad row.
+    void check_arrays() const;
+    // doc_ids[chunk] after checking that row and its document's two doc_offsets rows (O(1)), for readers that
+    // look up a few chunks (inspect --chunk, knn show, generate).
+    std::int64_t doc_of_checked(std::int64_t chunk) const;
+    // UserError unless 0 <= doc_first(doc) <= doc_end(doc) <= N (doc in [0, D)); O(1).
+    void check_doc(std::int64_t doc) const;
     // Source of one document (a scan of sources.jsonl).
     DocSource source(std::int64_t doc) const;
     std::string sources_path() const;

@@ -58,7 +58,7 @@ void check_id(const char* flag, std::int64_t id, std::int64_t count, const std::
 void inspect_chunk(const ChunkDb& db, const InspectOptions& o, std::ostream& out) {
     check_id("--chunk", o.chunk, db.chunk_count(), db.dir());
     auto tok = open_tokenizer(db, o, true);
-    std::int64_t doc = db.doc_of(o.chunk), first = db.doc_first(doc), end = db.doc_end(doc);
+    std::int64_t doc = db.doc_of_checked(o.chunk), first = db.doc_first(doc), end = db.doc_end(doc);
     std::vector<std::int32_t> rows;
     db.rows(o.chunk, o.chunk + 1, rows);
     std::vector<int> ids = non_pad(rows);
@@ -88,6 +88,7 @@ void inspect_chunk(const ChunkDb& db, const InspectOptions& o, std::ostream& out
 void inspect_doc(const ChunkDb& db, const InspectOptions& o, std::ostream& out) {
     check_id("--doc", o.doc, db.doc_count(), db.dir());
     auto tok = open_tokenizer(db, o, true);
+    db.check_doc(o.doc);
     std::int64_t first = db.doc_first(o.doc), end = db.doc_end(o.doc);
     DocSource src = db.source(o.doc);
     json chunks = json::array();
@@ -140,6 +141,7 @@ json summary_hist(const std::vector<std::int64_t>& hist) {
 }
 
 void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out) {
+    db.check_arrays();   // the loop below reads every row anyway
     const int cs = db.chunk_size();
     std::vector<std::int64_t> per_chunk_hist(static_cast<std::size_t>(cs) + 1, 0), per_doc, chunks_per_doc;
     std::vector<std::int64_t> freq;

@@ -18,7 +18,7 @@ const char* neighbour_alignment_name(NeighbourAlignment a) { return a == Neighbo
 
 NeighbourMatch neighbour_match(const ChunkDb& db, const std::int32_t* query, std::int64_t id, std::int32_t pad) {
     const int cs = db.chunk_size();
-    const std::int64_t doc = db.doc_of(id);
+    const std::int64_t doc = db.doc_of_checked(id);
     const std::int64_t first = std::max(id - 1, db.doc_first(doc)), end = std::min(id + 2, db.doc_end(doc));
     thread_local std::vector<std::int32_t> text;
     text.clear();
@@ -52,7 +52,7 @@ NeighbourMatch neighbour_match(const ChunkDb& db, const std::int32_t* query, std
 
 void neighbour_window(const ChunkDb& db, std::int64_t id, std::int64_t offset, std::int32_t pad, std::int32_t* out) {
     const int cs = db.chunk_size();
-    const std::int64_t doc = db.doc_of(id);
+    const std::int64_t doc = db.doc_of_checked(id);
     const std::int64_t lo = db.doc_first(doc) * cs, hi = db.doc_end(doc) * cs;   // flat token range of the document
     const std::int64_t start = id * cs + offset;
     for (int t = 0; t < 2 * cs; t++) {

@@ -89,7 +89,7 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
             continue;
         }
         std::fprintf(stderr, "  #%zu  chunk %lld, doc %lld, score %.3f: \"%s\"\n", j + 1, static_cast<long long>(id),
-                     static_cast<long long>(db.doc_of(id)), n.found.scores[j],
+                     static_cast<long long>(db.doc_of_checked(id)), n.found.scores[j],
                      one_line(chunk_text(db, gen.tokenizer(), id)).c_str());
     }
 }

@@ -55,6 +55,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     const ChunkDb& queries = qdb ? *qdb : db;
     std::vector<std::int64_t> docs;   // self mode: each chunk's document, for the filter
     if (self_mode) {
+        db.check_arrays();   // the copy below reads every doc_ids row anyway
         docs.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) docs[static_cast<std::size_t>(i)] = db.doc_of(i);
     }

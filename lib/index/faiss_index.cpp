@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "index/fast_flat_storage.h"
 
 namespace retro {
@@ -71,6 +72,19 @@ void index_check_trainable(const std::string& factory, std::int64_t n_train) {
 }
 
 int index_default_nprobe(std::int64_t nlist) { return static_cast<int>(std::max<std::int64_t>(1, nlist / 4)); }
+
+void index_check_search_options(int nprobe, int ef_search) {
+    if (nprobe < 0) user_error_in("--nprobe", "must not be negative (got " + std::to_string(nprobe) + ")", "0 keeps the default");
+    if (ef_search < 0)
+        user_error_in("--ef-search", "must not be negative (got " + std::to_string(ef_search) + ")", "0 keeps the default");
+}
+
+int index_fit_nprobe(int nprobe, std::int64_t nlist) {
+    if (nlist <= 0 || nprobe <= nlist) return nprobe;
+    log_warn("--nprobe " + std::to_string(nprobe) + " is more than the index's " + std::to_string(nlist) +
+             " lists: searching all " + std::to_string(nlist));
+    return static_cast<int>(nlist);
+}
 
 FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " + factory) {
     try {
@@ -155,6 +169,11 @@ void FaissIndex::search(std::int64_t m, const float* q, int k, std::int64_t* ids
 
 void FaissIndex::set_nprobe(int nprobe) {
     if (auto* ivf = faiss::ivflib::try_extract_index_ivf(index_.get())) ivf->nprobe = static_cast<std::size_t>(nprobe);
+}
+
+std::int64_t FaissIndex::nlist() const {
+    const faiss::IndexIVF* ivf = faiss::ivflib::try_extract_index_ivf(static_cast<const faiss::Index*>(index_.get()));
+    return ivf ? static_cast<std::int64_t>(ivf->nlist) : 0;
 }
 
 void FaissIndex::set_ef_search(int ef) {

@@ -38,6 +38,11 @@ std::int64_t index_factory_nlist(const std::string& factory);
 // Default nprobe for an IVF index of nlist lists: nlist/4 (at least 1): a quarter of the lists,
 // recall@2 0.82-0.89 on the measured bow corpora at a quarter of exact search's FLOPs.
 int index_default_nprobe(std::int64_t nlist);
+// UserError naming --nprobe or --ef-search when it is negative (0 means the default, or the index's setting).
+void index_check_search_options(int nprobe, int ef_search);
+// nprobe for an IVF index of nlist lists: one above nlist searches every list anyway, so it is lowered to nlist
+// with a one-line note; unchanged when nlist is 0 (not an IVF index: nprobe is ignored).
+int index_fit_nprobe(int nprobe, std::int64_t nlist);
 
 class FaissIndex {
 public:
@@ -69,6 +74,7 @@ public:
         ann_.reset();
     }
     void set_nprobe(int nprobe);      // IVF only; ignored otherwise
+    std::int64_t nlist() const;       // IVF: its lists; 0 otherwise
     void set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; ignored otherwise
     void save(const std::string& path) const;   // atomic
     int dim() const;

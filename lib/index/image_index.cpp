@@ -52,6 +52,7 @@ std::vector<std::string> image_folder_list(const std::string& dir, std::int64_t*
 
 void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
     if (o.out.empty()) user_error_in("--out", "is needed", "retro-index --images DIR --embedder clip --model M --out IDX");
+    index_check_search_options(o.nprobe, o.ef_search);
     std::error_code ec;
     if (fs::exists(o.out) && !fs::is_empty(o.out, ec) && !o.force) user_error_in(o.out, "already exists", "pass --force to replace it");
     output_folder_guard(o.out, ctx.tool, {{"--images", o.images}, {"--model", o.clip.model_dir}},
@@ -83,7 +84,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
     const std::int64_t nlist = index_factory_nlist(fitted);
     int nprobe = o.nprobe;
     if (nlist > 0) {
-        if (nprobe <= 0) nprobe = index_default_nprobe(nlist);
+        nprobe = nprobe <= 0 ? index_default_nprobe(nlist) : index_fit_nprobe(nprobe, nlist);
         index.set_nprobe(nprobe);
     }
     if (o.ef_search > 0) index.set_ef_search(o.ef_search);
@@ -110,6 +111,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
 std::string ImageIndexFolder::path(std::int64_t row) const { return (fs::path(root) / images.at(static_cast<std::size_t>(row))).string(); }
 
 ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_search) {
+    index_check_search_options(nprobe, ef_search);
     ImageIndexFolder f;
     f.dir = dir;
     f.manifest = manifest_read(dir);
@@ -133,7 +135,7 @@ ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_sea
     if (f.index->size() != static_cast<std::int64_t>(f.images.size()))
         user_error_in(list, cat("lists ", f.images.size(), " images, index.faiss holds ", f.index->size(), " vectors"),
                       "rebuild the index with retro-index --images");
-    if (nprobe > 0) f.index->set_nprobe(nprobe);
+    if (nprobe > 0) f.index->set_nprobe(index_fit_nprobe(nprobe, f.index->nlist()));
     if (ef_search > 0) f.index->set_ef_search(ef_search);
     return f;
 }

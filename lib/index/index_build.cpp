@@ -150,7 +150,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::int64_t fitted_nlist = index_factory_nlist(fitted);
     int nprobe = state.value("nprobe", 0);
     if (fitted_nlist > 0) {
-        if (nprobe <= 0) nprobe = index_default_nprobe(fitted_nlist);
+        nprobe = nprobe <= 0 ? index_default_nprobe(fitted_nlist) : index_fit_nprobe(nprobe, fitted_nlist);
         index.set_nprobe(nprobe);
     }
     int ef = state.value("ef_search", 0);
@@ -193,6 +193,7 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (opts.kind == "bm25") return bm25_index_build(ctx, opts);
     if (opts.kind != "dense") user_error_in("--kind", "must be dense or bm25, not '" + opts.kind + "'");
+    index_check_search_options(opts.nprobe, opts.ef_search);
     ChunkDb db(opts.db);
     if (opts.embedding_dtype != DType::F32 && opts.embedding_dtype != DType::F16)
         user_error_in("--embedding-dtype", "must be f32 or f16");
@@ -202,6 +203,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         cuda_require("--device cuda", "retro-index", "embed on the CPU (--device cpu)");
     }
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
+    db.check_arrays();   // 8 bytes a chunk, beside the chunks embedded: a bad database fails here, not at retro-knn
     {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;
         if (factory.rfind("IDMap", 0) == 0)   // FAISS's IndexIDMap refuses add(): it wants ids with the vectors

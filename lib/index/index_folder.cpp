@@ -20,6 +20,7 @@ std::string kind_of(const nlohmann::json& m) {
 std::string IndexFolder::file(const std::string& name) const { return (fs::path(dir) / name).string(); }
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {
+    index_check_search_options(opts.nprobe, opts.ef_search);
     IndexFolder f;
     f.dir = dir;
     f.manifest = manifest_read(dir);
@@ -48,9 +49,23 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     if (f.index->size() != db.chunk_count())
         user_error_in(path, "holds " + std::to_string(f.index->size()) + " vectors, the database " +
                                 std::to_string(db.chunk_count()) + " chunks");
-    if (opts.nprobe > 0) f.index->set_nprobe(opts.nprobe);
+    if (opts.nprobe > 0) f.index->set_nprobe(index_fit_nprobe(opts.nprobe, f.index->nlist()));
     if (opts.ef_search > 0) f.index->set_ef_search(opts.ef_search);
     return f;
+}
+
+NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db) {
+    NpyArray emb(f.file("embeddings.npy"));
+    const char* fix = "rebuild the index with retro-index";
+    if (emb.shape().size() != 2 || (emb.dtype() != DType::F32 && emb.dtype() != DType::F16))
+        user_error_in(emb.path(), "must be a 2-D f32 or f16 array (chunks, dim), not " + dtype_name(emb.dtype()) + " " +
+                                      shape_string(emb.shape()), fix);
+    if (emb.dim(1) != f.dim)
+        user_error_in(emb.path(), "has dimension " + std::to_string(emb.dim(1)) + ", the manifest says " + std::to_string(f.dim), fix);
+    if (emb.dim(0) != db.chunk_count())
+        user_error_in(emb.path(), "has " + std::to_string(emb.dim(0)) + " rows, the database " + db.dir() + " " +
+                                      std::to_string(db.chunk_count()) + " chunks", fix);
+    return emb;
 }
 
 std::string index_folder_kind(const std::string& dir) {

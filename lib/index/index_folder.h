@@ -1,9 +1,10 @@
 // An index folder (retro-index's output) opened for searching, with the provenance checks every
 // reader needs written once (retro-knn, retro-generate's retriever): the manifest was written by
 // retro-index, the index was built from this chunk database (folder fingerprints), it records its
-// embedder and dimension, and index.faiss holds that dimension and one vector per chunk; nprobe /
-// efSearch applied when given. A bm25 folder (manifest "kind": "bm25", bm25_index_build.h) passes the
-// first two checks and returns with kind "bm25": its readers open bm25.glass themselves (bm25_search.h).
+// embedder and dimension, and index.faiss holds that dimension and one vector per chunk (embeddings.npy
+// too, for the readers that open it: index_folder_embeddings); nprobe / efSearch applied when given. A
+// bm25 folder (manifest "kind": "bm25", bm25_index_build.h) passes the first two checks and returns
+// with kind "bm25": its readers open bm25.glass themselves (bm25_search.h).
 // Errors are one line naming the file (ARCHITECTURE.md's error rules).
 #pragma once
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/npy.h"
 #include "index/faiss_index.h"
 
 namespace retro {
@@ -33,6 +35,9 @@ struct IndexFolder {
 };
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts);
+// The folder's embeddings.npy mapped, once it is seen to be a 2-D f32 or f16 array of the manifest's dimension
+// with one row per chunk of `db` (index_folder_open holds index.faiss to the same count); O(1): the header only.
+NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db);
 // The manifest's kind ("dense" when it records none); UserError when the folder has no manifest.
 std::string index_folder_kind(const std::string& dir);
 

@@ -116,7 +116,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
         if (found[static_cast<std::size_t>(r)] < 0) continue;
         IndexQueryHit h;
         h.chunk = found[static_cast<std::size_t>(r)];
-        h.doc = db.doc_of(h.chunk);
+        h.doc = db.doc_of_checked(h.chunk);
         h.score = scores[static_cast<std::size_t>(r)];
         row.clear();
         db.rows(h.chunk, h.chunk + 1, row);

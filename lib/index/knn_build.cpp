@@ -76,16 +76,15 @@ std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.
 class QuerySource {
 public:
     // device "cuda" (retro-knn --exact --device cuda): a bert index embeds the query chunks on the GPU too
-    QuerySource(const std::string& index_dir, const nlohmann::json& index_manifest, const ChunkDb* query_db,
-                const std::string& device)
+    QuerySource(const IndexFolder& folder, const ChunkDb& db, const ChunkDb* query_db, const std::string& device)
         : query_db_(query_db) {
-        if (!query_db_) {
-            emb_ = NpyArray((fs::path(index_dir) / "embeddings.npy").string());
+        if (!query_db_) {   // the database itself: its embeddings, one row per chunk
+            emb_ = index_folder_embeddings(folder, db);
             return;
         }
         std::string tok_path = query_db_->tokenizer_path();
         if (!tok_path.empty() && fs::exists(tok_path)) tok_ = std::make_unique<Tokenizer>(tok_path);
-        embedder_ = embedder_from_json(index_manifest["embedder"], index_dir, tok_.get(), device);
+        embedder_ = embedder_from_json(folder.embedder(), folder.dir, tok_.get(), device);
     }
     std::int64_t rows() const { return query_db_ ? query_db_->chunk_count() : emb_.dim(0); }
     void get(std::int64_t b, std::int64_t e, int d, std::vector<float>& out) {
@@ -115,7 +114,7 @@ private:
 // The index's embeddings as one f32 array (mapped when stored as f32).
 class BaseVectors {
 public:
-    explicit BaseVectors(const std::string& index_dir) : emb_((fs::path(index_dir) / "embeddings.npy").string()) {
+    BaseVectors(const IndexFolder& folder, const ChunkDb& db) : emb_(index_folder_embeddings(folder, db)) {
         if (emb_.dtype() == DType::F32) return;
         const auto* h = static_cast<const std::uint16_t*>(emb_.raw());
         copy_.resize(static_cast<std::size_t>(emb_.numel()));
@@ -307,6 +306,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
     if (opts.block < 1) user_error_in("--block", "must be positive");
+    if (opts.measure_recall < 0) user_error_in("--measure-recall", "must not be negative (got " + std::to_string(opts.measure_recall) + ")", "0 measures nothing");
+    index_check_search_options(opts.nprobe, opts.ef_search);
     // a block's ids and scores (k per query) and its candidate lists
     memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
                    "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
@@ -340,16 +341,16 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
         if (self_mode) qdb.reset();
     }
-    QuerySource queries(opts.index, im, qdb.get(), opts.device);
+    QuerySource queries(folder, db, qdb.get(), opts.device);
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, nullptr, {}};
     const int d = folder.dim;
     if (self_mode) {
+        db.check_arrays();   // the copy below reads every doc_ids row anyway
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) s.doc_ids_[static_cast<std::size_t>(i)] = db.doc_of(i);
     }
     if (opts.exact || opts.measure_recall > 0) {
-        s.base = std::make_unique<BaseVectors>(opts.index);
-        if (s.base->dim() != d) user_error_in(opts.index + "/embeddings.npy", "has dimension " + std::to_string(s.base->dim()) + ", the manifest says " + std::to_string(d));
+        s.base = std::make_unique<BaseVectors>(folder, db);
         if (opts.device == "cuda")
             if constexpr (kCudaBuilt) {
                 s.gpu_stream = std::make_unique<CudaStreamOwner>();

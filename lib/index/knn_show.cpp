@@ -34,14 +34,28 @@ void knn_show(const KnnShowOptions& o) {
     if (!knn_db_fp.empty() && knn_db_fp != db_fp)
         user_error_in(o.db, "is not the database " + o.knn + " was computed for", "pass the same --db as retro-knn");
     NpyArray nb((fs::path(o.knn) / "neighbours.npy").string()), ds((fs::path(o.knn) / "distances.npy").string());
+    if (nb.shape().size() != 2) user_error_in(nb.path(), "must be a 2-D array (queries, k)");
     const std::int64_t k = nb.dim(1);
     if (nb.dim(0) != db.chunk_count()) user_error_in(nb.path(), "has a row per query of another database (queries from --queries)");
+    if (ds.shape() != nb.shape())
+        user_error_in(ds.path(), "has shape " + shape_string(ds.shape()) + ", neighbours.npy " + shape_string(nb.shape()));
     std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
     if (tok_path.empty()) user_error_in(o.db + "/manifest.json", "records no tokenizer", "pass --tokenizer");
     Tokenizer tok(tok_path);
     if (o.chunk < 0 || o.chunk >= db.chunk_count())
         user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(db.chunk_count()) + ")");
     std::int64_t end = std::min(db.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
+    // the rows shown are checked before anything is printed (only they are read: the file may be huge)
+    for (std::int64_t c = o.chunk; c < end; ++c) {
+        db.doc_of_checked(c);
+        for (std::int64_t r = 0; r < k; ++r) {
+            const std::int64_t id = nb.data<std::int64_t>()[c * k + r];   // -1 pads a short row (docs/formats.md)
+            if (id < -1 || id >= db.chunk_count())
+                user_error_in(nb.path(), cat("row ", c, " names chunk ", id, " outside [0, ", db.chunk_count(), ")"),
+                              "compute the neighbours again with retro-knn");
+            if (id >= 0) db.doc_of_checked(id);
+        }
+    }
     for (std::int64_t c = o.chunk; c < end; ++c) {
         nlohmann::json j = {{"chunk", c}, {"doc", db.doc_of(c)}, {"text", chunk_text(db, tok, c)}, {"neighbours", nlohmann::json::array()}};
         for (std::int64_t r = 0; r < k; ++r) {

@@ -40,21 +40,68 @@ struct PlainSource : LineReader::Source {
     }
 };
 
+// inflate() over the file rather than gzread(): gzread passes a file that is not gzip through as it is, and
+// reports a stream cut before its trailer as a normal end. Here the file must start with the gzip magic, every
+// member must reach its trailer (CRC and length checked), and anything after a member must be another member.
 struct GzipSource : LineReader::Source {
-    gzFile f;
+    FILE* f;
+    z_stream zs{};
     std::string path;
-    explicit GzipSource(const std::string& p) : path(p) {
-        f = gzopen(p.c_str(), "rb");
+    std::vector<unsigned char> in;
+    bool eof = false, member_done = false;
+    explicit GzipSource(const std::string& p) : path(p), in(1 << 16) {
+        f = std::fopen(p.c_str(), "rb");
         if (!f) user_error_in(p, std::string("cannot open: ") + std::strerror(errno));
-    }
-    ~GzipSource() override { gzclose(f); }
-    std::size_t read(char* out, std::size_t cap) override {
-        int n = gzread(f, out, static_cast<unsigned>(cap));
-        if (n < 0) {
-            int err = 0;
-            user_error_in(path, std::string("corrupt gzip data: ") + gzerror(f, &err));
+        if (inflateInit2(&zs, 15 + 16) != Z_OK) {   // 15 + 16: a gzip wrapper, the largest window
+            std::fclose(f);
+            throw InternalError("inflateInit2 failed");
         }
-        return static_cast<std::size_t>(n);
+        refill();
+        if (zs.avail_in < 2 || zs.next_in[0] != 0x1f || zs.next_in[1] != 0x8b) {
+            inflateEnd(&zs);
+            std::fclose(f);
+            user_error_in(p, "not a gzip stream", "decompress it, or name it without .gz");
+        }
+    }
+    ~GzipSource() override {
+        inflateEnd(&zs);
+        std::fclose(f);
+    }
+    // Reads more input once what was read is used up (at least 2 bytes where the file holds them).
+    void refill() {
+        while (zs.avail_in < 2 && !eof) {
+            if (zs.avail_in == 1) in[0] = zs.next_in[0];
+            const std::size_t have = zs.avail_in;
+            const std::size_t n = std::fread(in.data() + have, 1, in.size() - have, f);
+            if (n == 0) {
+                if (std::ferror(f)) user_error_in(path, "read error");
+                eof = true;
+            }
+            zs.next_in = in.data();
+            zs.avail_in = static_cast<uInt>(have + n);
+        }
+    }
+    std::size_t read(char* out, std::size_t cap) override {
+        zs.next_out = reinterpret_cast<Bytef*>(out);
+        zs.avail_out = static_cast<uInt>(cap);
+        while (zs.avail_out == cap) {
+            if (member_done) {   // after a member's trailer: the end of the file, or the next member
+                refill();
+                if (zs.avail_in == 0) return 0;
+                if (zs.avail_in < 2 || zs.next_in[0] != 0x1f || zs.next_in[1] != 0x8b)
+                    user_error_in(path, "holds data after the end of its gzip stream");
+                if (inflateReset(&zs) != Z_OK) throw InternalError("inflateReset failed");
+                member_done = false;
+            }
+            if (zs.avail_in == 0) refill();
+            if (zs.avail_in == 0) user_error_in(path, "truncated gzip stream", "the file was cut short: copy or download it again");
+            const int ret = inflate(&zs, Z_NO_FLUSH);
+            if (ret == Z_STREAM_END) member_done = true;
+            else if (ret == Z_DATA_ERROR) user_error_in(path, std::string("corrupt gzip data: ") + (zs.msg ? zs.msg : "inflate failed"));
+            else if (ret == Z_MEM_ERROR) throw std::bad_alloc();
+            else if (ret != Z_OK && ret != Z_BUF_ERROR) throw InternalError(path + ": inflate returned " + std::to_string(ret));
+        }
+        return cap - zs.avail_out;
     }
 };
 

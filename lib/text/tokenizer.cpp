@@ -86,6 +86,9 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
     if (opts.vocab_size > 1'000'000)
         user_error_in("--vocab-size", "must be at most 1,000,000 (got " + std::to_string(opts.vocab_size) + ")",
                       "8,000 to 64,000 is usual");
+    if (opts.max_sentences < 1)
+        user_error_in("--max-sentences", "must be at least 1 (got " + std::to_string(opts.max_sentences) + ")",
+                      "the default 2,000,000 keeps memory bounded");
     if (opts.model_type != "unigram" && opts.model_type != "bpe")
         user_error_in("--model-type", "must be unigram or bpe, not '" + opts.model_type + "'");
     TokenizerTrainResult result;
@@ -136,8 +139,15 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
     sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
     VectorIterator it(sample);
     auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);
-    if (!status.ok()) user_error("tokenizer training failed: ", status.ToString(),
-                                 " (fix: a smaller --vocab-size, or more text)");
+    if (!status.ok()) {
+        // "Vocabulary size is smaller than required_chars": the characters that character_coverage keeps
+        // (plus the special and byte pieces) do not fit in the vocabulary
+        const std::string why = status.ToString();
+        user_error_in("", "tokenizer training failed: " + why,
+                      why.find("required_chars") != std::string::npos
+                          ? "a larger --vocab-size, or a lower --character-coverage"
+                          : "a smaller --vocab-size, or more text");
+    }
     sentencepiece::SentencePieceProcessor sp;
     if (!sp.LoadFromSerializedProto(result.model_bytes).ok()) throw InternalError("trained model does not load");
     result.vocab_size = sp.GetPieceSize();

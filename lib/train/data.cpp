@@ -16,6 +16,9 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
     : pad_(c.pad_id), align_(neighbour_alignment_from_string(c.neighbour_alignment)),
       min_match_(static_cast<int>(c.neighbour_min_match)), val_fraction_(val_fraction) {
     db_ = std::make_unique<ChunkDb>(db_dir);
+    // batches read doc_ids, doc_offsets and seq_starts unchecked: one pass over them here (8 bytes a chunk, the
+    // loop over the sequences below reads seq_starts anyway)
+    db_->check_arrays();
     cs_ = db_->chunk_size();
     const auto& params = db_->manifest().value("parameters", nlohmann::json::object());
     if (!params.contains("seq_len") || !params.at("seq_len").is_number_integer())
