@@ -121,6 +121,10 @@ TEST_CASE("bad input: --out that is an input, or another tool's folder, is refus
                    {index.string(), "holds retro-index's output"});
     CHECK(manifest_tool(index) == "retro-index");
 
+    // and a reader takes only a database retro-chunk made
+    expect_refused(test::run_tool("retro-index", index.string() + " --out " + (t / "ix2").string() + " --dim 8 --quiet"),
+                   {"was written by retro-index, not retro-chunk"});
+
     // the same tool's folder is still replaced by --force
     const test::RunResult again =
         test::run_tool("retro-index", p.db.string() + " --out " + index.string() + " --force --dim 8 --quiet");

@@ -12,6 +12,13 @@ namespace retro {
 
 ChunkDb::ChunkDb(const std::string& dir) : dir_(dir) {
     manifest_ = manifest_read(dir);
+    // a folder another RetroKit tool finished is not a database, whatever .npy files it also holds (test fixtures
+    // write their own tool names, which pass)
+    const std::string tool = manifest_.value("tool", "");
+    for (const char* other : {"retro-tokenizer", "retro-index", "retro-knn", "retro-train", "retro-generate", "retro-bench"})
+        if (tool == other)
+            user_error_in((fs::path(dir) / "manifest.json").string(), "was written by " + tool + ", not retro-chunk",
+                          "pass a database folder made by retro-chunk");
     auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
     chunks_ = NpyArray(path("chunks.npy"));
     doc_ids_ = NpyArray(path("doc_ids.npy"));
