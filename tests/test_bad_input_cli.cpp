@@ -281,6 +281,9 @@ TEST_CASE("bad input: a run refused after its --out was made leaves nothing that
                                                      " --index IDMap,Flat --dim 8 --quiet"),
                    {"--index", "IDMap"});
     CHECK(!fs::exists(t / "idmap"));
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "bm").string() +
+                                                     " --kind bm25 --bm25-k1 nan --quiet"),
+                   {"--bm25-k1", "nan"});
 
     const fs::path empty = t / "empty.jsonl", db = t / "db";
     test::write_text(empty, "");

@@ -1,17 +1,21 @@
 // Implementation of bm25_params.h.
 #include "index/bm25_params.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "text/tokenizer.h"
 
 namespace retro {
 
 void bm25_params_check(const Bm25Params& p) {
-    if (!(p.k1 >= 0)) user_error_in("--bm25-k1", "must not be negative");
+    // written as !(ok) so that NaN is refused too; "a number >= 0" says so
+    if (!(p.k1 >= 0 && std::isfinite(p.k1))) user_error_in("--bm25-k1", cat(p.k1, " is not a number >= 0"));
     if (p.k2 != 0) user_error_in("--bm25-k2", "must be 0 (the query-length term is not used)");
-    if (!(p.k3 >= 0)) user_error_in("--bm25-k3", "must not be negative");
+    if (!(p.k3 >= 0 && std::isfinite(p.k3))) user_error_in("--bm25-k3", cat(p.k3, " is not a number >= 0"));
     if (!(p.b >= 0 && p.b <= 1)) user_error_in("--bm25-b", "must be between 0 and 1");
-    if (!(p.min_normlen >= 0)) user_error_in("--bm25-min-normlen", "must not be negative");
+    if (!(p.min_normlen >= 0 && std::isfinite(p.min_normlen)))
+        user_error_in("--bm25-min-normlen", cat(p.min_normlen, " is not a number >= 0"));
 }
 
 nlohmann::json bm25_params_to_json(const Bm25Params& p) {
