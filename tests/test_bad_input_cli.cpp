@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data/synthetic_text.h"
-#include "model/config.h"
+#include "test_cli_pipeline.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -15,44 +14,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Pipeline {
-    test::TempDir tmp{"badin"};
-    fs::path corpus, tok, db, index, knn, run, config;
-};
+using Pipeline = test::CliPipeline;
 
-// corpus (16 documents) -> tok (vocab 300) -> db (cs 4, seq 16) -> bow index -> knn -> a 2-step run with retrieval
-// that keeps a checkpoint at step 1
+// the pipeline's run: 2 steps with retrieval, a checkpoint at each
 const Pipeline& pipeline() {
-    static Pipeline p;
+    static Pipeline p("badin");
     static bool built = false;
-    if (built) return p;
-    p.corpus = p.tmp / "corpus";
-    fs::create_directories(p.corpus);
-    for (int d = 0; d < 16; d++) {
-        std::string name = "d";
-        name += std::to_string(d);
-        name += ".txt";
-        test::write_text(p.corpus / name, synthetic_text(700 + static_cast<std::uint64_t>(d), 300));
-    }
-    p.tok = p.tmp / "tok";
-    p.db = p.tmp / "db";
-    p.index = p.tmp / "index";
-    p.knn = p.tmp / "knn";
-    p.run = p.tmp / "run";
-    p.config = p.tmp / "config.json";
-    auto ok = [](const test::RunResult& r) { REQUIRE_MESSAGE(r.exit_code == 0, r.err); };
-    ok(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + p.tok.string() + " --vocab-size 300 --quiet"));
-    ok(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + p.db.string() +
-                                         " --chunk-size 4 --seq-len 16 --quiet"));
-    ok(test::run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 16 --quiet"));
-    ok(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + p.knn.string() + " --quiet"));
-    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
-    c.num_tokens = 300;
-    c.max_seq_len = 16;
-    c.save(p.config.string());
-    ok(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
-                                         p.config.string() + " --out " + p.run.string() +
-                                         " --steps 2 --checkpoint-every 1 --batch-size 2 --quiet --threads 1"));
+    if (!built) test::cli_pipeline_build(p, 700, 16, "--knn " + p.knn.string() + " --steps 2 --checkpoint-every 1");
     built = true;
     return p;
 }

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "core/memory_budget.h"
-#include "data/synthetic_text.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "test_cli_pipeline.h"
 #include "test_util.h"
 #include "train/train_memory.h"
 
@@ -20,42 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Pipeline {
-    test::TempDir tmp{"bomb"};
-    fs::path corpus, tok, db, index, knn, run, config;
-};
+using Pipeline = test::CliPipeline;
 
-// corpus (16 documents) -> tok (vocab 300) -> db (cs 4, seq 16) -> bow index -> knn -> a 1-step run
+// the pipeline's run: 1 step without retrieval
 const Pipeline& pipeline() {
-    static Pipeline p;
+    static Pipeline p("bomb");
     static bool built = false;
-    if (built) return p;
-    p.corpus = p.tmp / "corpus";
-    fs::create_directories(p.corpus);
-    for (int d = 0; d < 16; d++) {
-        std::string name = "d";   // (one piece at a time: GCC 12 warns about a "lit" + to_string(...) chain here)
-        name += std::to_string(d);
-        name += ".txt";
-        test::write_text(p.corpus / name, synthetic_text(500 + static_cast<std::uint64_t>(d), 300));
-    }
-    p.tok = p.tmp / "tok";
-    p.db = p.tmp / "db";
-    p.index = p.tmp / "index";
-    p.knn = p.tmp / "knn";
-    p.run = p.tmp / "run";
-    p.config = p.tmp / "config.json";
-    auto ok = [](const test::RunResult& r) { REQUIRE_MESSAGE(r.exit_code == 0, r.err); };
-    ok(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + p.tok.string() + " --vocab-size 300 --quiet"));
-    ok(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + p.db.string() +
-                                         " --chunk-size 4 --seq-len 16 --quiet"));
-    ok(test::run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 16 --quiet"));
-    ok(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + p.knn.string() + " --quiet"));
-    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
-    c.num_tokens = 300;
-    c.max_seq_len = 32;
-    c.save(p.config.string());
-    ok(test::run_tool("retro-train", "--db " + p.db.string() + " --no-retrieval --config " + p.config.string() + " --out " +
-                                         p.run.string() + " --steps 1 --batch-size 2 --quiet --threads 1"));
+    if (!built) test::cli_pipeline_build(p, 500, 32, "--no-retrieval --steps 1");
     built = true;
     return p;
 }

@@ -1,0 +1,33 @@
+// Implementation of test_cli_pipeline.h.
+#include "test_cli_pipeline.h"
+
+#include "data/synthetic_text.h"
+#include "model/config.h"
+
+namespace fs = std::filesystem;
+
+namespace retro::test {
+
+void cli_pipeline_build(CliPipeline& p, std::uint64_t text_seed, std::int64_t max_seq_len, const std::string& train_options) {
+    fs::create_directories(p.corpus);
+    for (int d = 0; d < 16; d++) {
+        std::string name = "d";   // (one piece at a time: GCC 12 warns about a "lit" + to_string(...) chain here)
+        name += std::to_string(d);
+        name += ".txt";
+        write_text(p.corpus / name, synthetic_text(text_seed + static_cast<std::uint64_t>(d), 300));
+    }
+    auto ok = [](const RunResult& r) { REQUIRE_MESSAGE(r.exit_code == 0, r.err); };
+    ok(run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + p.tok.string() + " --vocab-size 300 --quiet"));
+    ok(run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + p.db.string() +
+                                   " --chunk-size 4 --seq-len 16 --quiet"));
+    ok(run_tool("retro-index", p.db.string() + " --out " + p.index.string() + " --dim 16 --quiet"));
+    ok(run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + p.knn.string() + " --quiet"));
+    RetroConfig c = RetroConfig::load((source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.num_tokens = 300;
+    c.max_seq_len = max_seq_len;
+    c.save(p.config.string());
+    ok(run_tool("retro-train", "--db " + p.db.string() + " --config " + p.config.string() + " --out " + p.run.string() +
+                                   " --batch-size 2 --quiet --threads 1 " + train_options));
+}
+
+}  // namespace retro::test

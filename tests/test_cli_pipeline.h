@@ -1,0 +1,24 @@
+// A tiny pipeline built with the tools themselves, for the CLI tests of bad input and memory refusals:
+// corpus (16 synthetic documents) -> tok (vocab 300) -> db (chunk 4, seq 16) -> bow index (dim 16) -> knn -> a run
+// of examples/configs/tiny.json (num_tokens 300, max_seq_len `max_seq_len`) trained with `train_options`.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+
+namespace retro::test {
+
+struct CliPipeline {
+    TempDir tmp;
+    std::filesystem::path corpus, tok, db, index, knn, run, config;
+    explicit CliPipeline(const std::string& tag)
+        : tmp(tag), corpus(tmp / "corpus"), tok(tmp / "tok"), db(tmp / "db"), index(tmp / "index"), knn(tmp / "knn"),
+          run(tmp / "run"), config(tmp / "config.json") {}
+};
+
+// Builds every stage into p (REQUIREs each tool's success); `text_seed` seeds the documents' text.
+void cli_pipeline_build(CliPipeline& p, std::uint64_t text_seed, std::int64_t max_seq_len, const std::string& train_options);
+
+}  // namespace retro::test
