@@ -1,3 +1,4 @@
+// Implementation of output_folder.h.
 #include "core/output_folder.h"
 
 #include <exception>
