@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
+#include <vector>
 
 #include "core/blas_core.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/manifest.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
 #include "retrokit/version.h"
@@ -40,7 +42,18 @@ std::string filesystem_message(const std::filesystem::filesystem_error& e) {
     return (path.empty() ? std::string("(an empty path)") : path) + ": " + what;
 }
 
+// A JSON field of the wrong type or a missing one, met after the JSON files were parsed: the files this run read,
+// newest first (at most three), since nlohmann's message names only the field's type.
+std::string json_field_message(const nlohmann::json::exception& e, const std::vector<std::string>& files) {
+    std::string names;
+    for (std::size_t i = 0; i < files.size() && i < 3; ++i) names += (i ? ", " : "") + files[files.size() - 1 - i];
+    if (files.size() > 3) names += cat(" and ", files.size() - 3, " more");
+    return cat("a JSON file this run read holds a field of the wrong type or lacks one (", e.what(), "); read: ", names,
+               " (fix: a hand-edited or damaged file? make it again with the tool that wrote it)");
+}
+
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
+    json_files_read_reset();
     ToolContext ctx;
     ctx.tool = tool;
     for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + shell_quote(argv[i]);
@@ -81,6 +94,15 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         // the path first, as every user error
         std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), filesystem_message(e).c_str());
         return EXIT_USER;
+    } catch (const nlohmann::json::exception& e) {
+        // the JSON the tools write is well-formed by construction: a type error after reading JSON files is theirs
+        const std::vector<std::string> files = json_files_read();
+        if (files.empty()) {
+            std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
+            return EXIT_INTERNAL;
+        }
+        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), json_field_message(e, files).c_str());
+        return EXIT_USER;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
         return EXIT_INTERNAL;
@@ -88,6 +110,12 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 }
 
 }  // namespace
+
+void add_no_verify_flag(CLI::App& app, bool& verify) {
+    app.add_flag_function("--no-verify", [&verify](std::int64_t) { verify = false; },
+                          "Skip re-hashing the input files against the fingerprints in their manifests (a file changed "
+                          "since its tool wrote it is refused otherwise)");
+}
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup) {

@@ -2,7 +2,7 @@
 // exceptions to exit codes (UserError -> 2, anything else -> 1) with one line on stderr. A tool's setup()
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
-// provides: ToolAction, ToolSetup, tool_main
+// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -15,6 +15,10 @@ namespace retro {
 
 using ToolAction = std::function<void()>;
 using ToolSetup = std::function<ToolAction(CLI::App& app, ToolContext& ctx)>;
+
+// `--no-verify` for a command that reads input files whole: clears `verify`, which otherwise has the command
+// re-hash them against the fingerprints their folders' manifests record (docs/tools.md "Verified inputs").
+void add_no_verify_flag(CLI::App& app, bool& verify);
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

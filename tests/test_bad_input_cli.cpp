@@ -276,3 +276,55 @@ TEST_CASE("bad input: a run refused after its --out was made leaves nothing that
                                                          " --vocab-size 300 --quiet"),
                    {"retro-tokenizer: error: " + file.string() + ": "});
 }
+
+TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with another batch, a search option with nothing to set") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badmore");
+
+    // a NUL byte marks a binary file (or UTF-16 text) named like text: refused, or skipped and counted
+    const fs::path corpus = t / "corpus", db = t / "db";
+    copy_folder(p.corpus, corpus);
+    test::write_text(corpus / "image.txt", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
+    expect_refused(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     db.string() + " --chunk-size 4 --seq-len 16 --quiet"),
+                   {(corpus / "image.txt").string(), "NUL bytes", "--on-error skip"});
+    CHECK(!fs::exists(db / "manifest.json"));
+    expect_refused(test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + (t / "tok").string() +
+                                                         " --vocab-size 300 --quiet"),
+                   {(corpus / "image.txt").string(), "NUL bytes"});
+    REQUIRE(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet --on-error skip")
+                .exit_code == 0);
+    CHECK(nlohmann::json::parse(test::read_text(db / "manifest.json"))["corpus"]["malformed_skipped"] == 1);
+
+    // a negative seed was read as 2^64 - 1
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "r") + " --steps 1 --seed -1"), {"--seed"});
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
+                                                        p.db.string() + " --seed -1 --max-tokens 2 --quiet hello"),
+                   {"--seed"});
+
+    // a resume with another global batch is refused (the data cursor counts its sequences); a changed schedule is
+    // taken and said
+    const fs::path run = t / "run";
+    copy_folder(p.run, run);
+    fs::remove(run / "manifest.json");
+    fs::remove(run / "model.safetensors");
+    fs::remove_all(run / "checkpoints" / "step_00000002");
+    const fs::path state = run / "checkpoints" / "step_00000001" / "state.json";
+    for (const std::string flag : {"--batch-size 3", "--grad-accum 2"})
+        expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 2 --resume " + flag),
+                       {state.string(), flag.substr(0, flag.find(' ')) + " " + (flag[2] == 'b' ? "2" : "1")});
+    const std::string loud = "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() +
+                             " --out " + run.string() + " --batch-size 2 --threads 1 --steps 3 --resume --lr 0.001";
+    const test::RunResult resumed = test::run_tool("retro-train", loud);
+    INFO("stderr: ", resumed.err);
+    CHECK(resumed.exit_code == 0);
+    CHECK(resumed.err.find("resume: --steps 3 (was 2), --lr 0.001 (was 0.0003)") != std::string::npos);
+
+    // --nprobe on an index without inverted lists (the pipeline's Flat index) was ignored without a word
+    const test::RunResult flat = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " +
+                                                                 (t / "k").string() + " --nprobe 4");
+    INFO("stderr: ", flat.err);
+    CHECK(flat.exit_code == 0);
+    CHECK(flat.err.find("--nprobe 4: " + (p.index / "index.faiss").string() + " has no inverted lists") != std::string::npos);
+}

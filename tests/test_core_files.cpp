@@ -93,10 +93,10 @@ TEST_CASE("core: manifest records inputs and outputs - and verification catches 
     CHECK(j["inputs"][0]["fingerprint"] == fingerprint_bytes("hello", 5));
     CHECK(j["outputs"][0]["shape"] == nlohmann::json::array({2, 2}));
     CHECK(j["outputs"][0]["dtype"] == "i64");
-    CHECK_NOTHROW(manifest_verify_output(dir, "a.npy"));
+    CHECK_NOTHROW(manifest_verify_outputs(dir, {"a.npy"}));
     v[3] = 5;
     npy_save((tmp / "a.npy").string(), {2, 2}, v);
-    CHECK_THROWS_AS(manifest_verify_output(dir, "a.npy"), UserError);
+    CHECK_THROWS_AS(manifest_verify_outputs(dir, {"a.npy"}), UserError);
     test::TempDir empty("manifest-none");
     CHECK_THROWS_AS(manifest_read(empty.path.string()), UserError);
 }

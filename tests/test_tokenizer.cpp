@@ -62,7 +62,7 @@ TEST_CASE("tokenizer: trains on a generated corpus and round-trips text exactly"
     auto m = manifest_read((t.tmp / "tok").string());
     CHECK(m["parameters"]["special_ids"]["eos"] == 3);
     CHECK(m["corpus"]["documents"] == 12);
-    CHECK_NOTHROW(manifest_verify_output((t.tmp / "tok").string(), "tok.model"));
+    CHECK_NOTHROW(manifest_verify_outputs((t.tmp / "tok").string(), {"tok.model"}));
 }
 
 TEST_CASE("tokenizer: encode and decode stream through the CLI") {

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
             app.add_flag("--force", opts.force, "Replace an existing database in --out");
             app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read");
             app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs");
-            app.add_option("--on-error", on_error, "Malformed .jsonl line: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
+            app.add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
             app.add_option("--block-docs", opts.block_docs, "Input block: at most this many documents (recorded; shards must agree)");
             app.add_option("--block-bytes", opts.block_bytes, "Input block: ends at the document reaching this many bytes");
             app.add_option("--checkpoint-every", opts.checkpoint_seconds, "Seconds between --resume checkpoints");
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
             merge->add_option("shards", merge_opts.shards, "Shard folders, any order")->required();
             merge->add_option("--out", merge_opts.out, "Output folder")->required();
             merge->add_flag("--force", merge_opts.force, "Replace an existing database in --out");
+            retro::add_no_verify_flag(*merge, ctx.verify_inputs);
 
             auto* inspect = app.add_subcommand("inspect", "Print a chunk, a document, or statistics of a database");
             inspect->add_option("db", insp.db, "Chunk database folder")->required();

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
             app.add_option("--block", o.block, "Queries per resumable block");
             app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with merge");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            retro::add_no_verify_flag(app, ctx.verify_inputs);
             app.add_flag("--resume", o.resume, "Continue an interrupted run in --out");
             app.add_flag("--force", o.force, "Replace an existing --out");
             auto* merge = app.add_subcommand("merge", "Join the folders of sharded runs");

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
             app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
-            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->capture_default_str();
+            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->check(CLI::NonNegativeNumber)->capture_default_str();
             app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
             app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
             app.add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
                 "flash-style kernel on the tensor cores (bf16 softmax products); --no-fused-attention: fp32 GEMMs "
                 "around softmax rows instead");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            retro::add_no_verify_flag(app, ctx.verify_inputs);
 
             static std::string eval_json, eval_plot_png;
             static bool eval_json_stdout = false, eval_no_shuffled = false;
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
                            "predicting it, the previous chunk's neighbours and continuations (read)")
                 ->check(CLI::IsMember({"own", "read"}))->capture_default_str();
             ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
-            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->capture_default_str();
+            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->check(CLI::NonNegativeNumber)->capture_default_str();
             ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
             ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
             ev->add_option("--token-losses", e.token_losses,
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
                            "the JSON report names each row's first chunk)");
             ev->add_option("--plot", eval_plot_png, "Write bits per byte against alpha as a PNG (gnuplot)");
             ev->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            retro::add_no_verify_flag(*ev, e.verify);
 
             auto* pl = app.add_subcommand("plot", "Write RUN/curves.png (training and validation loss) with gnuplot");
             pl->add_option("run", plot_run, "Run folder")->required();
@@ -160,6 +162,7 @@ int main(int argc, char** argv) {
                 if (*ev) {
                     if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
                     e.shuffled = !eval_no_shuffled;
+                    ctx.verify_inputs = e.verify;   // the search --index runs
                     std::optional<retro::ScratchKnn> searched;   // --index: neighbours searched now
                     if (!eval_index.empty()) {
                         if (!e.neighbours.empty()) retro::user_error_in("--index", "give --knn or --index, not both");

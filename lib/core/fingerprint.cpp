@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/progress.h"
 
 namespace retro {
 namespace {
@@ -27,7 +28,7 @@ std::string fingerprint_bytes(const void* data, std::size_t n) { return to_hex(X
 
 // Streams the file through a fixed buffer with read(2): mapping it would put every page of a
 // large output in the resident set.
-std::string fingerprint_file(const std::string& path) {
+std::string fingerprint_file(const std::string& path, Progress* progress) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) user_error_in(path, std::string("cannot open: ") + std::strerror(errno));
     Fingerprinter fp;
@@ -41,6 +42,7 @@ std::string fingerprint_file(const std::string& path) {
         }
         if (n == 0) break;
         fp.update(buf.data(), static_cast<std::size_t>(n));
+        if (progress) progress->add(n);
     }
     ::close(fd);
     return fp.hex();

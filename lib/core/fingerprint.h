@@ -8,7 +8,9 @@
 namespace retro {
 
 std::string fingerprint_bytes(const void* data, std::size_t n);
-std::string fingerprint_file(const std::string& path);   // throws UserError naming the file
+class Progress;
+// Throws UserError naming the file; adds the bytes read to `progress` when given.
+std::string fingerprint_file(const std::string& path, Progress* progress = nullptr);
 
 // Incremental form, for data written in pieces.
 class Fingerprinter {

@@ -1,16 +1,20 @@
 // Implementation of manifest.h.
 #include "core/manifest.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/npy.h"
+#include "core/progress.h"
 #include "retrokit/version.h"
 
 namespace fs = std::filesystem;
@@ -73,7 +77,52 @@ void Manifest::write(const std::string& dir) const {
     write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
 }
 
+namespace {
+std::mutex g_json_files_mutex;
+std::vector<std::string> g_json_files;
+void note_json_file(const std::string& path) {
+    std::lock_guard<std::mutex> lock(g_json_files_mutex);
+    g_json_files.erase(std::remove(g_json_files.begin(), g_json_files.end(), path), g_json_files.end());
+    g_json_files.push_back(path);   // the newest read last
+}
+}  // namespace
+
+namespace {
+// The fields every reader goes through (docs/formats.md "manifest.json"), so that a hand-edited one of the wrong
+// type is named here rather than met as a bare type error later.
+void check_manifest_fields(const nlohmann::json& j, const std::string& path) {
+    for (const char* key : {"tool", "version"})
+        if (j.contains(key) && !j[key].is_string()) user_error_in(path, cat("malformed manifest: '", key, "' is not a string"));
+    if (j.contains("parameters") && !j["parameters"].is_object())
+        user_error_in(path, "malformed manifest: 'parameters' is not an object");
+    auto check_entries = [&](const char* list, std::initializer_list<const char*> strings) {
+        if (!j.contains(list)) return;
+        if (!j[list].is_array()) user_error_in(path, cat("malformed manifest: '", list, "' is not a list"));
+        for (std::size_t i = 0; i < j[list].size(); ++i) {
+            const auto& e = j[list][i];
+            if (!e.is_object()) user_error_in(path, cat("malformed manifest: ", list, "[", i, "] is not an object"));
+            for (const char* key : strings)
+                if (e.contains(key) && !e[key].is_string())
+                    user_error_in(path, cat("malformed manifest: ", list, "[", i, "].", key, " is not a string"));
+        }
+    };
+    check_entries("inputs", {"role", "path", "tool", "fingerprint"});
+    check_entries("outputs", {"path", "fingerprint", "dtype"});
+}
+}  // namespace
+
+std::vector<std::string> json_files_read() {
+    std::lock_guard<std::mutex> lock(g_json_files_mutex);
+    return g_json_files;
+}
+
+void json_files_read_reset() {
+    std::lock_guard<std::mutex> lock(g_json_files_mutex);
+    g_json_files.clear();
+}
+
 nlohmann::json json_read_file(const std::string& path) {
+    note_json_file(path);
     std::ifstream in(path);
     if (!in) user_error_in(path, "missing");
     try {
@@ -85,12 +134,14 @@ nlohmann::json json_read_file(const std::string& path) {
 
 nlohmann::json manifest_read(const std::string& dir) {
     std::string path = (fs::path(dir) / "manifest.json").string();
+    note_json_file(path);
     std::ifstream in(path);
     if (!in) user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
     try {
         nlohmann::json j = nlohmann::json::parse(in);
         if (!j.is_object() || !j.contains("outputs") || !j["outputs"].is_array())
             user_error_in(path, "malformed manifest: no 'outputs' list");
+        check_manifest_fields(j, path);
         return j;
     } catch (const nlohmann::json::exception& e) {
         user_error_in(path, std::string("malformed manifest: ") + e.what());
@@ -109,17 +160,43 @@ std::string folder_fingerprint(const nlohmann::json& manifest) {
     return fingerprint_bytes(all.data(), all.size());
 }
 
-void manifest_verify_output(const std::string& dir, const std::string& name) {
-    nlohmann::json m = manifest_read(dir);
-    std::string path = (fs::path(dir) / name).string();
-    for (const auto& o : m["outputs"]) {
-        if (o.value("path", "") != name) continue;
-        if (fingerprint_file(path) != o.value("fingerprint", ""))
-            user_error_in(path, "does not match the fingerprint in its manifest.json (modified or half-written)",
-                          "re-run the stage that made it");
-        return;
+void manifest_verify_outputs(const std::string& dir, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    const nlohmann::json m = manifest_read(dir);
+    const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+    const std::string tool = m.contains("tool") && m["tool"].is_string() ? m["tool"].get<std::string>() : "";
+    std::vector<std::pair<std::string, std::string>> files;   // path, recorded fingerprint
+    std::int64_t bytes = 0;
+    for (const auto& name : names) {
+        const std::string path = (fs::path(dir) / name).string();
+        std::string recorded;
+        for (const auto& o : m["outputs"])
+            if (o.is_object() && o.value("path", nlohmann::json()) == name && o.contains("fingerprint") &&
+                o["fingerprint"].is_string())
+                recorded = o["fingerprint"].get<std::string>();
+        if (recorded.empty()) user_error_in(path, "has no fingerprint in " + manifest_path);
+        std::error_code ec;
+        const auto size = fs::file_size(path, ec);
+        if (ec) user_error_in(path, "missing or unreadable: " + ec.message());
+        bytes += static_cast<std::int64_t>(size);
+        files.emplace_back(path, recorded);
     }
-    user_error_in(path, "is not listed in " + (fs::path(dir) / "manifest.json").string());
+    std::unique_ptr<Progress> progress;
+    if (bytes > (std::int64_t(256) << 20)) progress = std::make_unique<Progress>("verifying " + dir, bytes, "B");
+    for (const auto& [path, recorded] : files) {
+        if (fingerprint_file(path, progress.get()) != recorded)
+            user_error_in(path,
+                          "has changed since " + (tool.empty() ? std::string("its tool") : tool) +
+                              " wrote it: its bytes no longer match the fingerprint in " + manifest_path +
+                              " (edited, replaced or damaged)",
+                          "make the folder again with " + (tool.empty() ? std::string("its tool") : tool) +
+                              ", or pass --no-verify to take it as it is");
+    }
+    if (progress) progress->finish();
+}
+
+void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names) {
+    if (fs::exists(fs::path(dir) / "manifest.json")) manifest_verify_outputs(dir, names);
 }
 
 }  // namespace retro

@@ -32,6 +32,10 @@ private:
     nlohmann::json json_;
 };
 
+// The JSON files json_read_file and manifest_read have parsed in this process, oldest first, for the tool frame's
+// message when a field read later has the wrong type (a hand-edited file); cleared by json_files_read_reset.
+std::vector<std::string> json_files_read();
+void json_files_read_reset();
 // Reads any JSON file; throws UserError naming it when missing or malformed.
 nlohmann::json json_read_file(const std::string& path);
 // Reads dir/manifest.json; throws UserError naming it when missing or malformed.
@@ -41,7 +45,15 @@ std::string manifest_input(const nlohmann::json& manifest, const std::string& ro
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two
 // folders with identical outputs have the same value whatever command made them.
 std::string folder_fingerprint(const nlohmann::json& manifest);
-// Throws UserError unless `dir`'s manifest lists output `name` with the file's current fingerprint.
-void manifest_verify_output(const std::string& dir, const std::string& name);
+// Re-hashes the files `names` of the folder `dir` (paths as its manifest lists them) and throws UserError naming
+// the first whose bytes no longer match the fingerprint its manifest.json recorded: changed since the tool that
+// wrote the folder finished (edited, replaced by another array of the same shape, damaged on disk). One
+// sequential read of each file (xxh3, several GB/s from the page cache), with a progress line past 256 MB.
+// Tools call it for the input files they read whole anyway, so it costs at most that read again; `--no-verify`
+// skips it (docs/tools.md "Verified inputs").
+void manifest_verify_outputs(const std::string& dir, const std::vector<std::string>& names);
+// The same for a folder that may hold no manifest.json (a run folder killed before its manifest, a knn folder
+// made by hand): nothing to check against then.
+void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names);
 
 }  // namespace retro

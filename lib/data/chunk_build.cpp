@@ -84,13 +84,8 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
         return nullptr;
     }
     std::string cp = (fs::path(o.out) / kCheckpoint).string();
-    std::ifstream in(cp);
-    if (!in) return nullptr;   // killed before the first checkpoint: start again
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        user_error_in(cp, std::string("malformed checkpoint: ") + e.what(), "start again with --force");
-    }
+    if (!fs::exists(cp)) return nullptr;   // killed before the first checkpoint: start again
+    return json_read_file(cp);   // (listed for the tool frame's message on a field of the wrong type)
 }
 
 // What must match for a checkpoint to be continued: everything that changes the output bytes.

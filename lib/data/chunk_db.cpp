@@ -42,6 +42,15 @@ namespace {
 const char* const kRebuild = "rebuild the database with retro-chunk";
 }  // namespace
 
+void ChunkDb::verify(Verify which) const {
+    std::vector<std::string> names{"doc_ids.npy", "doc_offsets.npy", "seq_starts.npy"};
+    if (which == Verify::kAll) {
+        names.insert(names.begin(), "chunks.npy");
+        names.push_back("sources.jsonl");
+    }
+    manifest_verify_outputs(dir_, names);
+}
+
 void ChunkDb::check_arrays() const {
     const std::int64_t n = chunk_count(), docs = doc_count();
     const std::int64_t* off = doc_offsets_.data<std::int64_t>();

@@ -42,6 +42,11 @@ public:
     // [0, N). Reads 8 bytes a chunk, a document and a sequence (about 8.5 GB for a billion chunks): for readers
     // that go over the database anyway. UserError naming the file and its first bad row.
     void check_arrays() const;
+    // Re-hashes files against the fingerprints the manifest records (core/manifest.h manifest_verify_outputs):
+    // kLayout = doc_ids, doc_offsets and seq_starts (what check_arrays reads); kAll adds chunks.npy and
+    // sources.jsonl, for readers that go over every row (a shard's reader sees only its rows: kLayout).
+    enum class Verify { kLayout, kAll };
+    void verify(Verify which) const;
     // doc_ids[chunk] after checking that row and its document's two doc_offsets rows (O(1)), for readers that
     // look up a few chunks (inspect --chunk, knn show, generate).
     std::int64_t doc_of_checked(std::int64_t chunk) const;

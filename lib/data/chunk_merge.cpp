@@ -59,6 +59,7 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     std::vector<Shard> shards(o.shards.size());
     for (std::size_t i = 0; i < o.shards.size(); ++i) {
         shards[i].db = std::make_unique<ChunkDb>(o.shards[i]);
+        if (ctx.verify_inputs) shards[i].db->verify(ChunkDb::Verify::kAll);
         shards[i].db->check_arrays();   // the merge copies every row anyway
         const auto& p = shards[i].db->manifest().at("parameters");
         shards[i].index = p.value("shard_index", -1);

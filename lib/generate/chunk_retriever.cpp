@@ -19,6 +19,7 @@ ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* token
     IndexFolderOptions fo;
     fo.nprobe = o.nprobe;
     fo.ef_search = o.ef_search;
+    fo.verify = o.verify;
     IndexFolder folder = index_folder_open(o.index, *db_, fo);
     if (folder.kind == "bm25") {
         const Bm25Params p = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));

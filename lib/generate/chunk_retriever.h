@@ -29,6 +29,7 @@ struct RetrieverOptions {
     NeighbourAlignment alignment = NeighbourAlignment::chunk;   // the model config's neighbour_alignment
     int min_match = 0;                                         // the model config's neighbour_min_match
     std::int32_t pad = 0;
+    bool verify = false;                                       // re-hash index.faiss before FAISS reads it
 };
 
 struct Retrieval {

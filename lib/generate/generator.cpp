@@ -134,6 +134,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                        " tokens together",
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
+    if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
     params_load(weights_path(o), model_->params(), model_->layout(), config);
     if (o.device != "cpu") setup_device();
 
@@ -196,6 +197,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
             RetrieverOptions ro;
             ro.index = o.index;
             ro.db = o.db;
+            ro.verify = o.verify;
             ro.k = static_cast<int>(config.num_neighbours);
             ro.nprobe = o.nprobe;
             ro.ef_search = o.ef_search;

@@ -32,6 +32,7 @@ struct GenerateOptions {
     std::string tokenizer;           // override; default: the db's tokenizer
     bool no_retrieval = false;
     bool allow_other_db = false;     // retrieve from a db other than the run's training db (same tokenizer)
+    bool verify = true;              // re-hash the run's weights and index.faiss against their manifests
     std::int64_t max_tokens = 128;
     SamplerOptions sampler;
     std::uint64_t seed = 0;

@@ -79,6 +79,13 @@ void index_check_search_options(int nprobe, int ef_search) {
         user_error_in("--ef-search", "must not be negative (got " + std::to_string(ef_search) + ")", "0 keeps the default");
 }
 
+void index_apply_search_options(FaissIndex& index, int nprobe, int ef_search, const std::string& path) {
+    if (nprobe > 0 && !index.set_nprobe(index_fit_nprobe(nprobe, index.nlist())))
+        log_warn(cat("--nprobe ", nprobe, ": ", path, " has no inverted lists (not an IVF index); ignored"));
+    if (ef_search > 0 && !index.set_ef_search(ef_search))
+        log_warn(cat("--ef-search ", ef_search, ": ", path, " has no HNSW graph; ignored"));
+}
+
 int index_fit_nprobe(int nprobe, std::int64_t nlist) {
     if (nlist <= 0 || nprobe <= nlist) return nprobe;
     log_warn("--nprobe " + std::to_string(nprobe) + " is more than the index's " + std::to_string(nlist) +
@@ -167,8 +174,10 @@ void FaissIndex::search(std::int64_t m, const float* q, int k, std::int64_t* ids
     index_->search(static_cast<idx_t>(m), q, k, scores, reinterpret_cast<idx_t*>(ids));
 }
 
-void FaissIndex::set_nprobe(int nprobe) {
-    if (auto* ivf = faiss::ivflib::try_extract_index_ivf(index_.get())) ivf->nprobe = static_cast<std::size_t>(nprobe);
+bool FaissIndex::set_nprobe(int nprobe) {
+    auto* ivf = faiss::ivflib::try_extract_index_ivf(index_.get());
+    if (ivf) ivf->nprobe = static_cast<std::size_t>(nprobe);
+    return ivf != nullptr;
 }
 
 std::int64_t FaissIndex::nlist() const {
@@ -176,15 +185,16 @@ std::int64_t FaissIndex::nlist() const {
     return ivf ? static_cast<std::int64_t>(ivf->nlist) : 0;
 }
 
-void FaissIndex::set_ef_search(int ef) {
+bool FaissIndex::set_ef_search(int ef) {
     faiss::ParameterSpace ps;
     for (const char* name : {"efSearch", "quantizer_efSearch"}) {
         try {
             ps.set_index_parameter(index_.get(), name, ef);
-            return;
+            return true;
         } catch (const faiss::FaissException&) {
         }
     }
+    return false;
 }
 
 void FaissIndex::save(const std::string& path) const {

@@ -40,6 +40,11 @@ std::int64_t index_factory_nlist(const std::string& factory);
 int index_default_nprobe(std::int64_t nlist);
 // UserError naming --nprobe or --ef-search when it is negative (0 means the default, or the index's setting).
 void index_check_search_options(int nprobe, int ef_search);
+
+class FaissIndex;
+// Sets --nprobe (fitted to the lists) and --ef-search (0: as saved) on a loaded index, with a warning naming
+// `path` for an option the index has nothing to apply it to (no inverted lists, no HNSW graph).
+void index_apply_search_options(FaissIndex& index, int nprobe, int ef_search, const std::string& path);
 // nprobe for an IVF index of nlist lists: one above nlist searches every list anyway, so it is lowered to nlist
 // with a one-line note; unchanged when nlist is 0 (not an IVF index: nprobe is ignored).
 int index_fit_nprobe(int nprobe, std::int64_t nlist);
@@ -73,9 +78,9 @@ public:
         ann_made_ = false;
         ann_.reset();
     }
-    void set_nprobe(int nprobe);      // IVF only; ignored otherwise
+    bool set_nprobe(int nprobe);      // IVF only; false (nothing set) otherwise
     std::int64_t nlist() const;       // IVF: its lists; 0 otherwise
-    void set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; ignored otherwise
+    bool set_ef_search(int ef);       // HNSW (index or IVF quantizer) only; false (nothing set) otherwise
     void save(const std::string& path) const;   // atomic
     int dim() const;
     std::int64_t size() const;

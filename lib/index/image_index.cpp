@@ -87,7 +87,8 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
         nprobe = nprobe <= 0 ? index_default_nprobe(nlist) : index_fit_nprobe(nprobe, nlist);
         index.set_nprobe(nprobe);
     }
-    if (o.ef_search > 0) index.set_ef_search(o.ef_search);
+    if (o.ef_search > 0 && !index.set_ef_search(o.ef_search))
+        log_warn(cat("--ef-search ", o.ef_search, ": the index has no HNSW graph; nothing to set"));
 
     if (o.force && fs::exists(o.out)) fs::remove_all(o.out);
     fs::create_directories(o.out);
@@ -135,8 +136,7 @@ ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_sea
     if (f.index->size() != static_cast<std::int64_t>(f.images.size()))
         user_error_in(list, cat("lists ", f.images.size(), " images, index.faiss holds ", f.index->size(), " vectors"),
                       "rebuild the index with retro-index --images");
-    if (nprobe > 0) f.index->set_nprobe(index_fit_nprobe(nprobe, f.index->nlist()));
-    if (ef_search > 0) f.index->set_ef_search(ef_search);
+    index_apply_search_options(*f.index, nprobe, ef_search, (fs::path(dir) / "index.faiss").string());
     return f;
 }
 

@@ -153,8 +153,11 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
         nprobe = nprobe <= 0 ? index_default_nprobe(fitted_nlist) : index_fit_nprobe(nprobe, fitted_nlist);
         index.set_nprobe(nprobe);
     }
+    if (nprobe > 0 && fitted_nlist <= 0)
+        log_warn(cat("--nprobe ", nprobe, ": the index (", fitted, ") has no inverted lists; nothing to set"));
     int ef = state.value("ef_search", 0);
-    if (ef > 0) index.set_ef_search(ef);
+    if (ef > 0 && !index.set_ef_search(ef))
+        log_warn(cat("--ef-search ", ef, ": the index (", fitted, ") has no HNSW graph; nothing to set"));
     index.save((fs::path(out) / "index.faiss").string());
 
     Manifest m(ctx);
@@ -203,6 +206,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         cuda_require("--device cuda", "retro-index", "embed on the CPU (--device cpu)");
     }
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
+    if (ctx.verify_inputs) db.verify(opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kAll);
     db.check_arrays();   // 8 bytes a chunk, beside the chunks embedded: a bad database fails here, not at retro-knn
     {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;

@@ -43,14 +43,14 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     if (f.dim <= 0) user_error_in(manifest_path, "records no index dimension", "rebuild the index with retro-index");
     if (!opts.load_index) return f;
     const std::string path = f.file("index.faiss");
+    if (opts.verify) manifest_verify_outputs(dir, {"index.faiss"});   // FAISS trusts the file it reads
     f.index = std::make_unique<FaissIndex>(FaissIndex::load(path));
     if (f.index->dim() != f.dim)
         user_error_in(path, "has dimension " + std::to_string(f.index->dim()) + ", the manifest says " + std::to_string(f.dim));
     if (f.index->size() != db.chunk_count())
         user_error_in(path, "holds " + std::to_string(f.index->size()) + " vectors, the database " +
                                 std::to_string(db.chunk_count()) + " chunks");
-    if (opts.nprobe > 0) f.index->set_nprobe(index_fit_nprobe(opts.nprobe, f.index->nlist()));
-    if (opts.ef_search > 0) f.index->set_ef_search(opts.ef_search);
+    index_apply_search_options(*f.index, opts.nprobe, opts.ef_search, path);
     return f;
 }
 

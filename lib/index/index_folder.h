@@ -22,6 +22,7 @@ class ChunkDb;
 struct IndexFolderOptions {
     bool load_index = true;          // false: manifest checks only (exact search reads embeddings.npy)
     int nprobe = 0, ef_search = 0;   // 0 = as saved
+    bool verify = false;             // re-hash index.faiss against the manifest before FAISS reads it
 };
 
 struct IndexFolder {

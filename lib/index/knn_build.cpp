@@ -326,6 +326,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     fo.load_index = !opts.exact;
     fo.nprobe = opts.nprobe;
     fo.ef_search = opts.ef_search;
+    fo.verify = ctx.verify_inputs;
     IndexFolder folder = index_folder_open(opts.index, db, fo);
     const nlohmann::json& im = folder.manifest;
     const std::string db_fp = folder_fingerprint(db.manifest());
@@ -340,6 +341,13 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                           "chunk the queries with the database's tokenizer");
         self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
         if (self_mode) qdb.reset();
+    }
+    if (ctx.verify_inputs) {   // the files read whole below (index.faiss was checked as it was opened)
+        const bool whole = !opts.shard.active();
+        if (opts.exact || opts.measure_recall > 0 || (self_mode && whole))
+            manifest_verify_outputs(opts.index, {"embeddings.npy"});
+        if (self_mode) db.verify(ChunkDb::Verify::kLayout);
+        if (qdb) qdb->verify(whole ? ChunkDb::Verify::kAll : ChunkDb::Verify::kLayout);
     }
     QuerySource queries(folder, db, qdb.get(), opts.device);
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, nullptr, {}};

@@ -95,6 +95,15 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
     if (!file.jsonl) {
         doc.text = read_whole_file(file.path);
         counts.bytes += static_cast<std::int64_t>(doc.text.size());
+        // a NUL byte is in no text file (UTF-16 text has one in every other byte): an image, an archive or a
+        // binary named like text, which would enter the database as replacement characters
+        if (doc.text.find('\0') != std::string::npos) {
+            if (opts.on_error == OnError::FAIL)
+                user_error_in(file.path, "holds NUL bytes: a binary file (or UTF-16 text), not UTF-8 text",
+                              "leave it out (--glob), convert it to UTF-8, or skip such files with --on-error skip");
+            counts.malformed_skipped++;
+            return;
+        }
         counts.invalid_utf8_replaced += utf8_sanitize(doc.text);
         if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             counts.empty_skipped++;

@@ -1,7 +1,8 @@
 // Corpus walking, shared by retro-tokenizer and retro-chunk. An input is a folder (files matching
 // a glob, default "**/*.txt", sorted by path, one document per file) or a .jsonl / .jsonl.gz /
 // .jsonl.zst file (one JSON object per line; the document is its `text_key` string). Empty
-// documents are skipped and counted; invalid UTF-8 is replaced (U+FFFD) and counted.
+// documents are skipped and counted; invalid UTF-8 is replaced (U+FFFD) and counted; a whole file holding a NUL
+// byte (binary, or UTF-16) is refused, or skipped and counted as malformed under OnError::SKIP.
 #pragma once
 #include <cstdint>
 #include <functional>

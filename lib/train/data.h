@@ -25,8 +25,10 @@ namespace retro {
 
 class RetroData {
 public:
-    // `knn_dir` empty: no neighbours (batches without retrieval).
-    RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& config, double val_fraction);
+    // `knn_dir` empty: no neighbours (batches without retrieval). `verify`: re-hash the database's files and
+    // neighbours.npy against their manifests first (core/manifest.h manifest_verify_outputs).
+    RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& config, double val_fraction,
+              bool verify = false);
 
     std::int64_t seq_len() const { return seq_len_; }
     const std::vector<std::int64_t>& train_seqs() const { return train_; }

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
@@ -32,7 +33,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std::string& weights_in,
-                                              RetroConfig& config) {
+                                              RetroConfig& config, bool verify) {
+    if (verify && weights_in.empty()) manifest_verify_outputs_if_any(run, {"config.json", "model.safetensors"});
     config = RetroConfig::load((fs::path(run) / "config.json").string());
     const std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
     auto model = std::make_unique<RetroModel<float>>(config);
@@ -116,17 +118,17 @@ EvalReport train_eval(const EvalOptions& o) {
     for (double a : o.alphas)
         if (!(a > 0 && a <= 1)) user_error_in("--alphas", cat("each alpha must be in (0, 1], got ", a));
     RetroConfig config, base_config;
-    auto model = load_model(o.run, o.weights, config);
+    auto model = load_model(o.run, o.weights, config, o.verify);
     std::unique_ptr<RetroModel<float>> baseline;
     if (!o.baseline.empty()) {
-        baseline = load_model(o.baseline, "", base_config);
+        baseline = load_model(o.baseline, "", base_config, o.verify);
         if (base_config.num_tokens != config.num_tokens || base_config.chunk_size != config.chunk_size ||
             base_config.pad_id != config.pad_id)
             user_error_in((fs::path(o.baseline) / "config.json").string(),
                           "has another vocabulary, chunk size or pad id than " + o.run,
                           "compare runs trained on the same database");
     }
-    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction);
+    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction, o.verify);
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
     const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);

@@ -41,6 +41,7 @@ struct EvalOptions {
     // optional .npy: every label's loss (nats, f32) per mode, shape [modes, sequences, seq_len]; NaN at pads.
     // Row s is the s-th evaluated sequence (EvalReport::sequence_first_chunks names its first chunk).
     std::string token_losses;
+    bool verify = true;            // re-hash the run's weights, the database and neighbours.npy against their manifests
 };
 
 struct EvalFigures {   // NaN where the filter holds no label

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/manifest.h"
 #include "core/safetensors.h"
 #include "model/param_groups.h"
 
@@ -27,6 +28,15 @@ InitFromInfo init_from_resolve(const std::string& base) {
         user_error_in(base, "not found", "--init-from takes a run folder, a checkpoint folder or a .safetensors file");
     }
     info.fingerprint = fingerprint_file(info.weights);
+    if (fs::is_directory(p) && fs::exists(p / "manifest.json")) {   // a finished run: its manifest records the weights
+        const nlohmann::json m = manifest_read(base);
+        for (const auto& o : m["outputs"])
+            if (o.is_object() && o.value("path", nlohmann::json()) == "model.safetensors" &&
+                o.value("fingerprint", nlohmann::json()) != info.fingerprint)
+                user_error_in(info.weights, "has changed since retro-train wrote it: its bytes no longer match the "
+                                            "fingerprint in " + (p / "manifest.json").string() + " (edited, replaced or damaged)",
+                              "train the base again, or pass the .safetensors file itself to take it as it is");
+    }
     return info;
 }
 

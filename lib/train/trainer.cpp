@@ -8,6 +8,7 @@
 #include <csignal>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include <unistd.h>
@@ -63,6 +64,31 @@ void refuse_other_option(const std::string& state_path, const nlohmann::json& st
                       cat("resume ", was ? "with " : "without ", flag));
     else
         user_error_in(state_path, cat("checkpoint was made with ", flag, " ", was), cat("resume with the same ", flag));
+}
+
+// The global batch a checkpoint was trained with (batch_size x grad_accum, recorded since 2026-12-01; an older
+// checkpoint lacks it and is taken as it is): another one trains on other sequences per step than the straight run.
+void refuse_other_batch(const std::string& state_path, const nlohmann::json& st, const char* key, std::int64_t now,
+                        const char* flag) {
+    if (!st.contains(key) || !st[key].is_number_integer() || st[key].get<std::int64_t>() == now) return;
+    user_error_in(state_path, cat("checkpoint was made with ", flag, " ", st[key].get<std::int64_t>(), ", not ", now),
+                  cat("resume with ", flag, " ", st[key].get<std::int64_t>(),
+                      " (the data cursor counts sequences of that global batch), or start over with --force"));
+}
+
+// The schedule and optimizer options may change on a resume on purpose (a longer run, a lower lr after a loss
+// spike), but never unannounced: one line naming each option whose value differs from the checkpoint's.
+void note_changed_schedule(const nlohmann::json& st, std::int64_t step,
+                           std::initializer_list<std::tuple<const char*, const char*, double>> options) {
+    std::string changed;
+    for (const auto& [key, flag, now] : options) {
+        if (!st.contains(key) || !st[key].is_number()) continue;
+        const double was = st[key].get<double>();
+        if (was == now) continue;
+        changed += cat(changed.empty() ? "" : ", ", flag, " ", now, " (was ", was, ")");
+    }
+    if (!changed.empty())
+        log_info(cat("resume: ", changed, "; the run continues from step ", step, " under the new values"));
 }
 
 // Data order: epoch e visits the training sequences in a Fisher-Yates permutation drawn from
@@ -516,7 +542,18 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"fused_attention", fused_attention()},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
-                         {"init_from_fingerprint", init_.fingerprint}};
+                         {"init_from_fingerprint", init_.fingerprint},
+                         {"batch_size", o_.batch_size},
+                         {"grad_accum", o_.grad_accum},
+                         {"steps", o_.steps},
+                         {"lr", o_.lr},
+                         {"min_lr_ratio", o_.min_lr_ratio},
+                         {"warmup", o_.warmup},
+                         {"weight_decay", o_.weight_decay},
+                         {"beta1", o_.beta1},
+                         {"beta2", o_.beta2},
+                         {"eps", o_.eps},
+                         {"clip", o_.clip}};
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
     set_stop_message(o_.out, step);
@@ -524,13 +561,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
 
 std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     const std::string sp = (fs::path(dir) / "state.json").string();
-    nlohmann::json st;
-    try {
-        std::ifstream in(sp);
-        st = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-        user_error_in(sp, std::string("unreadable checkpoint state: ") + e.what());
-    }
+    const nlohmann::json st = json_read_file(sp);   // (listed for the tool frame's message on a field of the wrong type)
     if (st.value("config", nlohmann::json()) != config_.to_json())
         user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
     // before the split check: another fraction trains on another number of sequences
@@ -547,6 +578,8 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
     refuse_other_option(sp, st, "oracle_hindsight", false, o_.oracle_hindsight, "--oracle-hindsight");
     refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
+    refuse_other_batch(sp, st, "batch_size", o_.batch_size, "--batch-size");
+    refuse_other_batch(sp, st, "grad_accum", o_.grad_accum, "--grad-accum");
     // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
     // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
     const bool was_fused = st.value("fused_attention", false);
@@ -574,6 +607,12 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (step > o_.steps)
         user_error_in(sp, cat("is at step ", step, ", past --steps ", o_.steps),
                       cat("pass --steps ", step, " or more to continue the run"));
+    note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
+                                     {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
+                                     {"warmup", "--warmup", double(o_.warmup)},
+                                     {"weight_decay", "--weight-decay", o_.weight_decay},
+                                     {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
+                                     {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     cursor_.epoch = epoch;
@@ -624,7 +663,8 @@ void Trainer::run() {
             parts_.assign(static_cast<std::size_t>(o_.grad_accum / N - 1), {});
     }
     config_ = RetroConfig::load(o_.config);
-    data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction);
+    data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction,
+                                        ctx_.verify_inputs);
     data_->keep_train_docs(o_.train_docs_fraction);
     {   // the database's token ids must be the model's: refused here, not at the first batch after --out is written
         const std::int64_t vocab =
