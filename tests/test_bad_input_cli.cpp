@@ -311,11 +311,13 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     fs::remove(run / "model.safetensors");
     fs::remove_all(run / "checkpoints" / "step_00000002");
     const fs::path state = run / "checkpoints" / "step_00000001" / "state.json";
-    for (const std::string flag : {"--batch-size 3", "--grad-accum 2"})
-        expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 2 --resume " + flag),
-                       {state.string(), flag.substr(0, flag.find(' ')) + " " + (flag[2] == 'b' ? "2" : "1")});
-    const std::string loud = "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() +
-                             " --out " + run.string() + " --batch-size 2 --threads 1 --steps 3 --resume --lr 0.001";
+    const std::string common = "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() +
+                               " --out " + run.string() + " --threads 1 --resume ";
+    expect_refused(test::run_tool("retro-train", common + "--steps 2 --quiet --batch-size 3"),
+                   {state.string(), "--batch-size 2, not 3"});
+    expect_refused(test::run_tool("retro-train", common + "--steps 2 --quiet --batch-size 2 --grad-accum 2"),
+                   {state.string(), "--grad-accum 1, not 2"});
+    const std::string loud = common + "--batch-size 2 --steps 3 --lr 0.001";
     const test::RunResult resumed = test::run_tool("retro-train", loud);
     INFO("stderr: ", resumed.err);
     CHECK(resumed.exit_code == 0);

@@ -276,16 +276,16 @@ TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking
     // db / index fingerprint mismatch
     expect_bad(test::run_tool("retro-knn", idx.string() + " --db " + other.db.string() + " --out " + (s.tmp / "k1").string()),
                "is not the database", s.tmp / "k1");
-    // corrupt index file
+    // corrupt index file (past the fingerprint check, as with --no-verify or a folder of other code)
     fs::copy(idx, s.tmp / "corrupt", fs::copy_options::recursive);
     test::write_text(s.tmp / "corrupt/index.faiss", "not a faiss index at all");
-    expect_bad(test::run_tool("retro-knn", (s.tmp / "corrupt").string() + " --db " + s.db.string() + " --out " + (s.tmp / "k2").string()),
+    expect_bad(test::run_tool("retro-knn", (s.tmp / "corrupt").string() + " --db " + s.db.string() + " --out " + (s.tmp / "k2").string() + " --no-verify"),
                "corrupt or unreadable FAISS index", s.tmp / "k2");
     // wrong embedding dimension
     fs::copy(idx, s.tmp / "wrongdim", fs::copy_options::recursive);
     std::vector<float> z(10 * 8, 0.0f);
     npy_save((s.tmp / "wrongdim/embeddings.npy").string(), {10, 8}, z.data());
-    expect_bad(test::run_tool("retro-knn", (s.tmp / "wrongdim").string() + " --db " + s.db.string() + " --exact --out " + (s.tmp / "k3").string()),
+    expect_bad(test::run_tool("retro-knn", (s.tmp / "wrongdim").string() + " --db " + s.db.string() + " --exact --no-verify --out " + (s.tmp / "k3").string()),
                "has dimension 8", s.tmp / "k3");
     // too few chunks to train a PQ index
     expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i2").string() + " --dim 16 --index IVF4,PQ8"),
@@ -450,7 +450,7 @@ TEST_CASE("knn: an embeddings.npy of another width or row count than the manifes
         const std::string args = dir.string() + " " + flags;
         CAPTURE(args);
         const fs::path out = s.tmp / ("k" + std::to_string(run++));
-        auto r = test::run_tool("retro-knn", dir.string() + " --db " + s.db.string() + " --out " + out.string() + " --quiet " + flags);
+        auto r = test::run_tool("retro-knn", dir.string() + " --db " + s.db.string() + " --out " + out.string() + " --quiet --no-verify " + flags);
         CHECK(r.exit_code == 2);
         CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);

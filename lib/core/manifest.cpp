@@ -160,6 +160,22 @@ std::string folder_fingerprint(const nlohmann::json& manifest) {
     return fingerprint_bytes(all.data(), all.size());
 }
 
+namespace {
+// Hashes each (path, recorded fingerprint) and refuses the first that differs, naming the record it differs from.
+void verify_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files,
+                  std::int64_t bytes, const std::string& writer, const std::string& record, const std::string& fix) {
+    std::unique_ptr<Progress> progress;
+    if (bytes > (std::int64_t(256) << 20)) progress = std::make_unique<Progress>("verifying " + dir, bytes, "B");
+    for (const auto& [path, recorded] : files)
+        if (fingerprint_file(path, progress.get()) != recorded)
+            user_error_in(path,
+                          "has changed since " + writer + " wrote it: its bytes no longer match the fingerprint in " +
+                              record + " (edited, replaced or damaged)",
+                          fix);
+    if (progress) progress->finish();
+}
+}  // namespace
+
 void manifest_verify_outputs(const std::string& dir, const std::vector<std::string>& names) {
     if (names.empty()) return;
     const nlohmann::json m = manifest_read(dir);
@@ -174,25 +190,36 @@ void manifest_verify_outputs(const std::string& dir, const std::vector<std::stri
             if (o.is_object() && o.value("path", nlohmann::json()) == name && o.contains("fingerprint") &&
                 o["fingerprint"].is_string())
                 recorded = o["fingerprint"].get<std::string>();
-        if (recorded.empty()) user_error_in(path, "has no fingerprint in " + manifest_path);
+        if (recorded.empty()) continue;   // a folder written by other code than RetroKit's may record none
         std::error_code ec;
         const auto size = fs::file_size(path, ec);
         if (ec) user_error_in(path, "missing or unreadable: " + ec.message());
         bytes += static_cast<std::int64_t>(size);
         files.emplace_back(path, recorded);
     }
-    std::unique_ptr<Progress> progress;
-    if (bytes > (std::int64_t(256) << 20)) progress = std::make_unique<Progress>("verifying " + dir, bytes, "B");
-    for (const auto& [path, recorded] : files) {
-        if (fingerprint_file(path, progress.get()) != recorded)
-            user_error_in(path,
-                          "has changed since " + (tool.empty() ? std::string("its tool") : tool) +
-                              " wrote it: its bytes no longer match the fingerprint in " + manifest_path +
-                              " (edited, replaced or damaged)",
-                          "make the folder again with " + (tool.empty() ? std::string("its tool") : tool) +
-                              ", or pass --no-verify to take it as it is");
+    verify_files(dir, files, bytes, tool.empty() ? std::string("its tool") : tool, manifest_path,
+                 "make the folder again with " + (tool.empty() ? std::string("its tool") : tool) +
+                     ", or pass --no-verify to take it as it is");
+}
+
+void checkpoint_verify_files(const std::string& dir) {
+    const std::string state_path = (fs::path(dir) / "state.json").string();
+    const nlohmann::json st = json_read_file(state_path);
+    if (!st.is_object() || !st.contains("fingerprints")) return;   // a checkpoint from before 2026-12-01
+    if (!st["fingerprints"].is_object()) user_error_in(state_path, "'fingerprints' is not an object");
+    std::vector<std::pair<std::string, std::string>> files;
+    std::int64_t bytes = 0;
+    for (const auto& [name, fp] : st["fingerprints"].items()) {
+        const std::string path = (fs::path(dir) / name).string();
+        if (!fp.is_string()) user_error_in(state_path, "fingerprints." + name + " is not a string");
+        std::error_code ec;
+        const auto size = fs::file_size(path, ec);
+        if (ec) user_error_in(path, "missing or unreadable: " + ec.message(), "resume from an earlier checkpoint");
+        bytes += static_cast<std::int64_t>(size);
+        files.emplace_back(path, fp.get<std::string>());
     }
-    if (progress) progress->finish();
+    verify_files(dir, files, bytes, "retro-train", state_path,
+                 "delete " + dir + " to resume from the checkpoint before it, or pass --no-verify to take it as it is");
 }
 
 void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names) {

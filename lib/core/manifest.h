@@ -47,7 +47,8 @@ std::string manifest_input(const nlohmann::json& manifest, const std::string& ro
 std::string folder_fingerprint(const nlohmann::json& manifest);
 // Re-hashes the files `names` of the folder `dir` (paths as its manifest lists them) and throws UserError naming
 // the first whose bytes no longer match the fingerprint its manifest.json recorded: changed since the tool that
-// wrote the folder finished (edited, replaced by another array of the same shape, damaged on disk). One
+// wrote the folder finished (edited, replaced by another array of the same shape, damaged on disk). A file the
+// manifest records no fingerprint for (a folder written by a script of the user's) is not checked. One
 // sequential read of each file (xxh3, several GB/s from the page cache), with a progress line past 256 MB.
 // Tools call it for the input files they read whole anyway, so it costs at most that read again; `--no-verify`
 // skips it (docs/tools.md "Verified inputs").
@@ -55,5 +56,8 @@ void manifest_verify_outputs(const std::string& dir, const std::vector<std::stri
 // The same for a folder that may hold no manifest.json (a run folder killed before its manifest, a knn folder
 // made by hand): nothing to check against then.
 void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names);
+// The same for a retro-train checkpoint folder: its state.json records the fingerprints of the files beside it
+// (`fingerprints`: {"model.safetensors": ..., "optimizer.safetensors": ...}; none before 2026-12-01: nothing to check).
+void checkpoint_verify_files(const std::string& dir);
 
 }  // namespace retro

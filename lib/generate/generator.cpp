@@ -135,6 +135,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
     if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
+    if (o.verify && fs::is_directory(o.checkpoint) && fs::exists(fs::path(o.checkpoint) / "state.json"))
+        checkpoint_verify_files(o.checkpoint);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
     if (o.device != "cpu") setup_device();
 

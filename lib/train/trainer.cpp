@@ -554,6 +554,9 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"beta2", o_.beta2},
                          {"eps", o_.eps},
                          {"clip", o_.clip}};
+    // read back while in the page cache: a resume or retro-generate --checkpoint holds the files to these
+    for (const char* name : {"model.safetensors", "optimizer.safetensors"})
+        st["fingerprints"][name] = fingerprint_file((fs::path(dir) / name).string());
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
     set_stop_message(o_.out, step);
@@ -613,6 +616,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
                                      {"weight_decay", "--weight-decay", o_.weight_decay},
                                      {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
                                      {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
+    if (ctx_.verify_inputs) checkpoint_verify_files(dir);
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     cursor_.epoch = epoch;
