@@ -111,6 +111,16 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 
 }  // namespace
 
+CLI::Validator non_negative_integer() {
+    return CLI::Validator(
+        [](std::string& value) {
+            const auto first = value.find_first_not_of(" \t");
+            return first != std::string::npos && value[first] == '-' ? "value " + value + " is negative: give a whole number >= 0"
+                                                                     : std::string();
+        },
+        "UINT");
+}
+
 void add_no_verify_flag(CLI::App& app, bool& verify) {
     app.add_flag_function("--no-verify", [&verify](std::int64_t) { verify = false; },
                           "Skip re-hashing the input files against the fingerprints in their manifests (a file changed "

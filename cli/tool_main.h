@@ -2,7 +2,7 @@
 // exceptions to exit codes (UserError -> 2, anything else -> 1) with one line on stderr. A tool's setup()
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
-// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag
+// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -19,6 +19,9 @@ using ToolSetup = std::function<ToolAction(CLI::App& app, ToolContext& ctx)>;
 // `--no-verify` for a command that reads input files whole: clears `verify`, which otherwise has the command
 // re-hash them against the fingerprints their folders' manifests record (docs/tools.md "Verified inputs").
 void add_no_verify_flag(CLI::App& app, bool& verify);
+
+// For unsigned options such as seeds: CLI11 reads "-1" into a uint64 as 2^64 - 1; this refuses a leading '-'.
+CLI::Validator non_negative_integer();
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

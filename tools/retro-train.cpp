@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
             app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
-            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->check(CLI::NonNegativeNumber)->capture_default_str();
+            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->check(retro::non_negative_integer())->capture_default_str();
             app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
             app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
             app.add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
                            "predicting it, the previous chunk's neighbours and continuations (read)")
                 ->check(CLI::IsMember({"own", "read"}))->capture_default_str();
             ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
-            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->check(CLI::NonNegativeNumber)->capture_default_str();
+            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->check(retro::non_negative_integer())->capture_default_str();
             ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
             ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
             ev->add_option("--token-losses", e.token_losses,
