@@ -1,7 +1,9 @@
 // Implementation of tool_main.h.
 #include "tool_main.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <filesystem>
 #include <regex>
 #include <vector>
@@ -95,9 +97,13 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), filesystem_message(e).c_str());
         return EXIT_USER;
     } catch (const nlohmann::json::exception& e) {
-        // the JSON the tools write is well-formed by construction: a type error after reading JSON files is theirs
+        // reading a field: a value of the wrong type (302, and 304-306 for at(), [] and value() on a non-object), an
+        // index or key not there (401, 403). After JSON files were read these are theirs; any other id (316: a
+        // string that is not UTF-8 being written) is ours.
+        static const int kReadIds[] = {302, 304, 305, 306, 401, 403};
+        const bool read_side = std::find(std::begin(kReadIds), std::end(kReadIds), e.id) != std::end(kReadIds);
         const std::vector<std::string> files = json_files_read();
-        if (files.empty()) {
+        if (files.empty() || !read_side) {
             std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
             return EXIT_INTERNAL;
         }

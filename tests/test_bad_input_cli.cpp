@@ -287,11 +287,11 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     test::write_text(corpus / "image.txt", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
     expect_refused(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                      db.string() + " --chunk-size 4 --seq-len 16 --quiet"),
-                   {(corpus / "image.txt").string(), "NUL bytes", "--on-error skip"});
+                   {(corpus / "image.txt").string(), "a NUL byte at offset 8", "--on-error skip"});
     CHECK(!fs::exists(db / "manifest.json"));
     expect_refused(test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + (t / "tok").string() +
                                                          " --vocab-size 300 --quiet"),
-                   {(corpus / "image.txt").string(), "NUL bytes"});
+                   {(corpus / "image.txt").string(), "a NUL byte"});
     REQUIRE(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
                                               " --chunk-size 4 --seq-len 16 --quiet --on-error skip")
                 .exit_code == 0);
@@ -314,9 +314,12 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     const std::string common = "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() +
                                " --out " + run.string() + " --threads 1 --resume ";
     expect_refused(test::run_tool("retro-train", common + "--steps 2 --quiet --batch-size 3"),
-                   {state.string(), "--batch-size 2, not 3"});
+                   {state.string(), "global batch of 2 sequences (--batch-size 2 x --grad-accum 1), not 3"});
     expect_refused(test::run_tool("retro-train", common + "--steps 2 --quiet --batch-size 2 --grad-accum 2"),
-                   {state.string(), "--grad-accum 1, not 2"});
+                   {state.string(), "not 4"});
+    const test::RunResult split = test::run_tool("retro-train", common + "--steps 2 --batch-size 1 --grad-accum 2");
+    CHECK_MESSAGE(split.exit_code == 0, split.err);   // the same global batch, split otherwise (as the memory check advises)
+    CHECK(split.err.find("resume: --batch-size 1 x --grad-accum 2 (was 2 x 1): the same global batch of 2") != std::string::npos);
     const std::string loud = common + "--batch-size 2 --steps 3 --lr 0.001";
     const test::RunResult resumed = test::run_tool("retro-train", loud);
     INFO("stderr: ", resumed.err);
@@ -329,4 +332,17 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     INFO("stderr: ", flat.err);
     CHECK(flat.exit_code == 0);
     CHECK(flat.err.find("--nprobe 4: " + (p.index / "index.faiss").string() + " has no inverted lists") != std::string::npos);
+
+    // inspect --stats indexed a histogram by token id: 65535 (u16) or 65535 (low bytes of an i32) is outside the
+    // 300-piece vocabulary and is named, not counted (a negative i32 id asked for exabytes)
+    const fs::path odd = t / "odd";
+    copy_folder(p.db, odd);
+    {
+        std::fstream f(odd / "chunks.npy", std::ios::in | std::ios::out | std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        f.seekp(static_cast<std::streamoff>(bytes.find('\n') + 1));
+        f.write("\xff\xff", 2);
+    }
+    expect_refused(test::run_tool("retro-chunk", "inspect " + odd.string() + " --stats"),
+                   {(odd / "chunks.npy").string(), "token id 65535", "[0, 300)"});
 }

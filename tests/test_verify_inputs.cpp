@@ -97,8 +97,14 @@ TEST_CASE("verified inputs: retro-index, retro-knn, retro-train and retro-genera
         CHECK(!fs::exists(t / "ix"));
         expect_changed(test::run_tool("retro-train", train_args(db, p.knn, p, t / "r")), db / "chunks.npy");
         CHECK(!fs::exists(t / "r" / "manifest.json"));
+        expect_changed(test::run_tool("retro-index", db.string() + " --out " + (t / "bm").string() + " --kind bm25 --quiet"),
+                       db / "chunks.npy");
         CHECK(test::run_tool("retro-index", db.string() + " --out " + (t / "ix").string() + " --dim 16 --quiet --no-verify")
                   .exit_code == 0);
+        // a shard reads only its rows of chunks.npy: hashing all of it would read the database once per shard
+        const test::RunResult shard =
+            test::run_tool("retro-index", db.string() + " --out " + (t / "s0").string() + " --dim 16 --quiet --shard 0/2");
+        CHECK_MESSAGE(shard.exit_code == 0, shard.err);
     }
     SUBCASE("the database's document layout") {
         flip_byte(db / "doc_ids.npy");
@@ -155,7 +161,7 @@ TEST_CASE("verified inputs: retro-index, retro-knn, retro-train and retro-genera
         const std::string resume = train_args(p.db, p.knn, p, run) + " --resume";
         const test::RunResult r = test::run_tool("retro-train", resume);
         expect_changed(r, ck / "optimizer.safetensors");
-        CHECK(r.err.find("delete " + ck.string() + " to resume from the checkpoint before it") != std::string::npos);
+        CHECK(r.err.find("--resume takes the one before once " + ck.string() + " is deleted") != std::string::npos);
         flip_byte(ck / "model.safetensors");
         expect_changed(test::run_tool("retro-generate", run.string() + " --checkpoint " + ck.string() + " --index " +
                                                             p.index.string() + " --db " + p.db.string() +

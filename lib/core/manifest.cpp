@@ -219,7 +219,8 @@ void checkpoint_verify_files(const std::string& dir) {
         files.emplace_back(path, fp.get<std::string>());
     }
     verify_files(dir, files, bytes, "retro-train", state_path,
-                 "delete " + dir + " to resume from the checkpoint before it, or pass --no-verify to take it as it is");
+                 "use an earlier checkpoint (--resume takes the one before once " + dir +
+                     " is deleted), or pass --no-verify to take it as it is");
 }
 
 void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names) {

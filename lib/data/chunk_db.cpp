@@ -44,10 +44,8 @@ const char* const kRebuild = "rebuild the database with retro-chunk";
 
 void ChunkDb::verify(Verify which) const {
     std::vector<std::string> names{"doc_ids.npy", "doc_offsets.npy", "seq_starts.npy"};
-    if (which == Verify::kAll) {
-        names.insert(names.begin(), "chunks.npy");
-        names.push_back("sources.jsonl");
-    }
+    if (which != Verify::kLayout) names.insert(names.begin(), "chunks.npy");
+    if (which == Verify::kAll) names.push_back("sources.jsonl");
     manifest_verify_outputs(dir_, names);
 }
 

@@ -43,9 +43,11 @@ public:
     // that go over the database anyway. UserError naming the file and its first bad row.
     void check_arrays() const;
     // Re-hashes files against the fingerprints the manifest records (core/manifest.h manifest_verify_outputs):
-    // kLayout = doc_ids, doc_offsets and seq_starts (what check_arrays reads); kAll adds chunks.npy and
-    // sources.jsonl, for readers that go over every row (a shard's reader sees only its rows: kLayout).
-    enum class Verify { kLayout, kAll };
+    // kLayout = doc_ids, doc_offsets and seq_starts (what check_arrays reads); kRows adds chunks.npy, for readers
+    // that go over every row (a shard's reader sees only its rows: kLayout); kAll adds sources.jsonl, which only
+    // a merge reads whole (a database whose sources.jsonl was rewritten, e.g. paths after moving the corpus,
+    // still indexes and trains).
+    enum class Verify { kLayout, kRows, kAll };
     void verify(Verify which) const;
     // doc_ids[chunk] after checking that row and its document's two doc_offsets rows (O(1)), for readers that
     // look up a few chunks (inspect --chunk, knn show, generate).

@@ -2,6 +2,7 @@
 #include "data/chunk_inspect.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -13,6 +14,8 @@
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
+
+namespace fs = std::filesystem;
 
 namespace retro {
 namespace {
@@ -146,6 +149,11 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
     std::vector<std::int64_t> per_chunk_hist(static_cast<std::size_t>(cs) + 1, 0), per_doc, chunks_per_doc;
     std::vector<std::int64_t> freq;
     std::int64_t tokens = 0;
+    // the histogram is indexed by token id: one outside the vocabulary (a hand-made or edited chunks.npy) is named,
+    // not allocated for (a negative id, or one near 2^31, asked for gigabytes)
+    const std::int64_t vocab =
+        db.manifest().value("parameters", nlohmann::json::object()).value("vocab_size", std::int64_t(0));
+    const std::int64_t id_limit = vocab > 0 ? vocab : std::int64_t(1) << 24;
     for (std::int64_t d = 0; d < db.doc_count(); ++d) {
         std::int64_t doc_tokens = 0;
         for (std::int64_t c = db.doc_first(d); c < db.doc_end(d); ++c) {
@@ -154,6 +162,11 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
                 std::int32_t t = db.token(c, k);
                 if (t == TOKEN_PAD) continue;
                 ++n;
+                if (t < 0 || t >= id_limit)
+                    user_error_in((fs::path(db.dir()) / "chunks.npy").string(),
+                                  cat("row ", c, " holds token id ", t, ", outside ",
+                                      vocab > 0 ? cat("the vocabulary [0, ", vocab, ")") : cat("[0, ", id_limit, ")")),
+                                  "rebuild the database with retro-chunk");
                 if (static_cast<std::size_t>(t) >= freq.size()) freq.resize(static_cast<std::size_t>(t) + 1, 0);
                 freq[static_cast<std::size_t>(t)]++;
             }

@@ -127,6 +127,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     const fs::path config_path = fs::path(o.run) / "config.json";
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
+    // before the config sizes anything: an edited num_tokens is named as a changed file, not as a memory shortfall
+    if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
+    if (o.verify && fs::is_directory(o.checkpoint) && fs::exists(fs::path(o.checkpoint) / "state.json"))
+        checkpoint_verify_files(o.checkpoint);
     const RetroConfig config = RetroConfig::load(config_path.string());
     memory_require("--batch-size", o.device == "cpu" ? decode_memory_bytes(config, o.batch_size)
                                                      : double(ParamLayout(config).total()) * 4,   // caches on the GPU
@@ -134,9 +138,6 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                        " tokens together",
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
-    if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
-    if (o.verify && fs::is_directory(o.checkpoint) && fs::exists(fs::path(o.checkpoint) / "state.json"))
-        checkpoint_verify_files(o.checkpoint);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
     if (o.device != "cpu") setup_device();
 

@@ -53,10 +53,9 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         if (self_mode) qdb.reset();
     }
     if (ctx.verify_inputs) {   // the Xapian database is searched for every query; the query chunks are read whole unsharded
-        const auto queries_read = opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kAll;
         manifest_verify_outputs(opts.index, {kBm25DbFile});
-        db.verify(self_mode ? queries_read : ChunkDb::Verify::kLayout);
-        if (qdb) qdb->verify(queries_read);
+        if (self_mode) db.verify(opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kRows);
+        else if (!opts.shard.active()) qdb->verify(ChunkDb::Verify::kRows);
     }
     const ChunkDb& queries = qdb ? *qdb : db;
     std::vector<std::int64_t> docs;   // self mode: each chunk's document, for the filter

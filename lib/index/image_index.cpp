@@ -111,7 +111,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
 
 std::string ImageIndexFolder::path(std::int64_t row) const { return (fs::path(root) / images.at(static_cast<std::size_t>(row))).string(); }
 
-ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_search) {
+ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_search, bool verify) {
     index_check_search_options(nprobe, ef_search);
     ImageIndexFolder f;
     f.dir = dir;
@@ -131,6 +131,7 @@ ImageIndexFolder image_index_open(const std::string& dir, int nprobe, int ef_sea
         f.images.push_back(p.get<std::string>());
     }
     const int dim = f.manifest.value("index", nlohmann::json::object()).value("dim", 0);
+    if (verify) manifest_verify_outputs(dir, {"index.faiss"});
     f.index = std::make_unique<FaissIndex>(FaissIndex::load((fs::path(dir) / "index.faiss").string()));
     if (f.index->dim() != dim) user_error_in((fs::path(dir) / "index.faiss").string(), cat("has dimension ", f.index->dim(), ", the manifest says ", dim));
     if (f.index->size() != static_cast<std::int64_t>(f.images.size()))

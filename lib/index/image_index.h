@@ -44,6 +44,7 @@ struct ImageIndexFolder {
 
 // Checks the manifest (written by retro-index, kind image, a clip embedder) and that images.json
 // and index.faiss agree with it; nprobe / efSearch applied when given.
-ImageIndexFolder image_index_open(const std::string& dir, int nprobe = 0, int ef_search = 0);
+// `verify`: re-hash index.faiss against the manifest before FAISS reads it.
+ImageIndexFolder image_index_open(const std::string& dir, int nprobe = 0, int ef_search = 0, bool verify = false);
 
 }  // namespace retro

@@ -206,7 +206,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         cuda_require("--device cuda", "retro-index", "embed on the CPU (--device cpu)");
     }
     if (db.chunk_count() == 0) user_error_in(opts.db, "holds no chunks");
-    if (ctx.verify_inputs) db.verify(opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kAll);
+    if (ctx.verify_inputs) db.verify(opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kRows);
     db.check_arrays();   // 8 bytes a chunk, beside the chunks embedded: a bad database fails here, not at retro-knn
     {   // fail fast, before any work: sizes that do not fit, a factory FAISS rejects, too few chunks to train it
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory;

@@ -41,9 +41,11 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     if (!f.manifest.contains("embedder")) user_error_in(manifest_path, "names no embedder", "rebuild the index with retro-index");
     f.dim = f.manifest.value("index", nlohmann::json::object()).value("dim", 0);
     if (f.dim <= 0) user_error_in(manifest_path, "records no index dimension", "rebuild the index with retro-index");
+    // read whole before use: FAISS trusts the file it reads; the bow embedder's idf.npy (when the manifest lists it)
+    if (opts.verify) manifest_verify_outputs(dir, opts.load_index ? std::vector<std::string>{"index.faiss", "idf.npy"}
+                                                                  : std::vector<std::string>{"idf.npy"});
     if (!opts.load_index) return f;
     const std::string path = f.file("index.faiss");
-    if (opts.verify) manifest_verify_outputs(dir, {"index.faiss"});   // FAISS trusts the file it reads
     f.index = std::make_unique<FaissIndex>(FaissIndex::load(path));
     if (f.index->dim() != f.dim)
         user_error_in(path, "has dimension " + std::to_string(f.index->dim()) + ", the manifest says " + std::to_string(f.dim));

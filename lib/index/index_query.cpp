@@ -43,7 +43,7 @@ std::vector<float> clip_query(const ClipEmbedder& e, const IndexQueryOptions& o)
 std::vector<IndexQueryHit> image_index_search(const IndexQueryOptions& o) {
     if (!o.db.empty() || !o.tokenizer.empty())
         user_error_in(o.db.empty() ? "--tokenizer" : "--db", "does not apply to an image index (it has no chunk database)", "drop it");
-    ImageIndexFolder f = image_index_open(o.index, o.nprobe, o.ef_search);
+    ImageIndexFolder f = image_index_open(o.index, o.nprobe, o.ef_search, o.verify);
     auto emb = make_clip_embedder_from_json(f.manifest.at("embedder"), nullptr);
     const std::vector<float> q = clip_query(*emb, o);
     const int k = static_cast<int>(std::min<std::int64_t>(o.k, f.index->size()));
@@ -82,6 +82,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     fo.load_index = index_folder_kind(o.index) != "bm25";
     fo.nprobe = o.nprobe;
     fo.ef_search = o.ef_search;
+    fo.verify = o.verify;
     IndexFolder folder = index_folder_open(o.index, db, fo);
     std::vector<std::int64_t> found(static_cast<std::size_t>(k), -1);
     std::vector<float> scores(static_cast<std::size_t>(k));

@@ -21,7 +21,8 @@ struct IndexQueryOptions {
     int k = 5;
     int nprobe = 0, ef_search = 0;   // 0 = as saved
     bool json = false;
-    std::string image;               // a query image (JPEG / PNG), "" for a text query (last: aggregate order)
+    std::string image;               // a query image (JPEG / PNG), "" for a text query (aggregate order: new fields last)
+    bool verify = true;              // re-hash index.faiss (and idf.npy) against the manifest before reading them
 };
 
 struct IndexQueryHit {

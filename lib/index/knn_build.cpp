@@ -346,8 +346,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         const bool whole = !opts.shard.active();
         if (opts.exact || opts.measure_recall > 0 || (self_mode && whole))
             manifest_verify_outputs(opts.index, {"embeddings.npy"});
-        if (self_mode) db.verify(ChunkDb::Verify::kLayout);
-        if (qdb) qdb->verify(whole ? ChunkDb::Verify::kAll : ChunkDb::Verify::kLayout);
+        if (self_mode) db.verify(ChunkDb::Verify::kLayout);   // doc_ids read whole for the same-document filter
+        if (qdb && whole) qdb->verify(ChunkDb::Verify::kRows);
     }
     QuerySource queries(folder, db, qdb.get(), opts.device);
     Searcher s{opts, db, self_mode, nullptr, nullptr, nullptr, nullptr, {}};

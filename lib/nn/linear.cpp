@@ -1,8 +1,12 @@
 #include "nn/linear.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "nn/blas.h"
+#include "nn/gemv_avx512.h"
 #include "nn/parallel.h"
 
 namespace retro::nn {
@@ -14,6 +18,23 @@ namespace {
 inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
 // Up to this many rows a forward linear runs as one GEMV per row: OpenBLAS's GEMM would pack all of W for them.
 constexpr std::int64_t GEMV_MAX_ROWS = 4;
+
+// The fp32 GEMV: nn/gemv_avx512.h where the CPU has AVX-512F (it reads W at up to twice OpenBLAS's sgemv rate on
+// the decode step's 512-wide rows), cblas_sgemv otherwise or with RETRO_GEMV=blas (for side-by-side timing).
+bool use_avx512_gemv() {
+    static const bool yes = [] {
+        const char* env = std::getenv("RETRO_GEMV");
+        return gemv_avx512_available() && !(env && std::string(env) == "blas");
+    }();
+    return yes;
+}
+
+template <typename T>
+void gemv_rows(std::int64_t O, std::int64_t I, const T* W, const T* x, T* y, bool accumulate) {
+    if constexpr (std::is_same_v<T, float>)
+        if (use_avx512_gemv()) return gemv_rows_avx512(W, O, I, I, x, y, accumulate);
+    gemv(false, O, I, T(1), W, I, x, accumulate ? T(1) : T(0), y);
+}
 }  // namespace
 
 template <typename T>
@@ -29,7 +50,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
             for (std::int64_t n = 0; n < N; n++) {
                 if (b) std::copy(b + o0, b + o1, y + n * O + o0);
-                gemv(false, o1 - o0, I, T(1), W + o0 * I, I, x + n * I, b ? T(1) : T(0), y + n * O + o0);
+                gemv_rows(o1 - o0, I, W + o0 * I, x + n * I, y + n * O + o0, b != nullptr);
             }
         };
         if (!split(N * I * O)) outputs(0, O);

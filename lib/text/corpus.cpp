@@ -87,6 +87,25 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
     return out;
 }
 
+namespace {
+// Each NUL byte of `text` as U+FFFD; returns how many there were.
+std::int64_t replace_nul_bytes(std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    std::int64_t n = 0;
+    for (const char c : text) {
+        if (c != '\0') {
+            out += c;
+            continue;
+        }
+        out += "\xEF\xBF\xBD";
+        ++n;
+    }
+    text.swap(out);
+    return n;
+}
+}  // namespace
+
 void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusCounts& counts,
                       const std::function<void(Document&)>& fn) {
     counts.files++;
@@ -95,15 +114,19 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
     if (!file.jsonl) {
         doc.text = read_whole_file(file.path);
         counts.bytes += static_cast<std::int64_t>(doc.text.size());
-        // a NUL byte is in no text file (UTF-16 text has one in every other byte): an image, an archive or a
-        // binary named like text, which would enter the database as replacement characters
-        if (doc.text.find('\0') != std::string::npos) {
+        // git's rule: a NUL byte in the first 8000 is a binary file (an image, an archive; UTF-16 text of Latin
+        // script has one in every other byte), which would enter the database as replacement characters. A NUL
+        // later (a crawled page's stray byte, a zero-filled tail after a crash) is replaced and counted as invalid.
+        constexpr std::size_t kBinaryProbe = 8000;
+        const std::size_t nul = doc.text.find('\0');
+        if (nul != std::string::npos && nul < kBinaryProbe) {
             if (opts.on_error == OnError::FAIL)
-                user_error_in(file.path, "holds NUL bytes: a binary file (or UTF-16 text), not UTF-8 text",
+                user_error_in(file.path, cat("holds a NUL byte at offset ", nul, ": a binary file (or UTF-16 text), not UTF-8 text"),
                               "leave it out (--glob), convert it to UTF-8, or skip such files with --on-error skip");
             counts.malformed_skipped++;
             return;
         }
+        if (nul != std::string::npos) counts.invalid_utf8_replaced += replace_nul_bytes(doc.text);
         counts.invalid_utf8_replaced += utf8_sanitize(doc.text);
         if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             counts.empty_skipped++;

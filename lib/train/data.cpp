@@ -13,11 +13,12 @@ namespace retro {
 
 
 RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& c, double val_fraction,
-                     bool verify)
+                     Verify verify)
     : pad_(c.pad_id), align_(neighbour_alignment_from_string(c.neighbour_alignment)),
       min_match_(static_cast<int>(c.neighbour_min_match)), val_fraction_(val_fraction) {
     db_ = std::make_unique<ChunkDb>(db_dir);
-    if (verify) db_->verify(ChunkDb::Verify::kAll);   // training and eval read rows all over it
+    if (verify != Verify::kNone)
+        db_->verify(verify == Verify::kWhole ? ChunkDb::Verify::kRows : ChunkDb::Verify::kLayout);
     // batches read doc_ids, doc_offsets and seq_starts unchecked: one pass over them here (8 bytes a chunk, the
     // loop over the sequences below reads seq_starts anyway)
     db_->check_arrays();
@@ -54,7 +55,7 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
                     user_error_in((fs::path(knn_dir) / "manifest.json").string(),
                                   "was computed for another chunk database (fingerprint differs from " + db_dir + ")",
                                   "run retro-knn again on this database");
-            if (verify) manifest_verify_outputs(knn_dir, {"neighbours.npy"});
+            if (verify == Verify::kWhole) manifest_verify_outputs(knn_dir, {"neighbours.npy"});
         }
         has_knn_ = true;
     }

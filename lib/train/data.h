@@ -25,10 +25,13 @@ namespace retro {
 
 class RetroData {
 public:
-    // `knn_dir` empty: no neighbours (batches without retrieval). `verify`: re-hash the database's files and
-    // neighbours.npy against their manifests first (core/manifest.h manifest_verify_outputs).
+    // What to re-hash against the manifests first (core/manifest.h manifest_verify_outputs): nothing, the
+    // database's layout arrays (what check_arrays reads whole: a reader of a few sequences, eval), or also its
+    // chunks and neighbours.npy (training, which reads rows all over both).
+    enum class Verify { kNone, kLayout, kWhole };
+    // `knn_dir` empty: no neighbours (batches without retrieval).
     RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& config, double val_fraction,
-              bool verify = false);
+              Verify verify = Verify::kNone);
 
     std::int64_t seq_len() const { return seq_len_; }
     const std::vector<std::int64_t>& train_seqs() const { return train_; }

@@ -128,7 +128,9 @@ EvalReport train_eval(const EvalOptions& o) {
                           "has another vocabulary, chunk size or pad id than " + o.run,
                           "compare runs trained on the same database");
     }
-    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction, o.verify);
+    // eval reads the rows of the sequences it evaluates (a split, or --max-batches of them): the layout is read whole
+    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction,
+                   o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
     const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);

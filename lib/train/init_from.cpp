@@ -31,8 +31,8 @@ InitFromInfo init_from_resolve(const std::string& base) {
     if (fs::is_directory(p) && fs::exists(p / "manifest.json")) {   // a finished run: its manifest records the weights
         const nlohmann::json m = manifest_read(base);
         for (const auto& o : m["outputs"])
-            if (o.is_object() && o.value("path", nlohmann::json()) == "model.safetensors" &&
-                o.value("fingerprint", nlohmann::json()) != info.fingerprint)
+            if (o.is_object() && o.value("path", nlohmann::json()) == "model.safetensors" && o.contains("fingerprint") &&
+                o["fingerprint"].is_string() && o["fingerprint"] != info.fingerprint)
                 user_error_in(info.weights, "has changed since retro-train wrote it: its bytes no longer match the "
                                             "fingerprint in " + (p / "manifest.json").string() + " (edited, replaced or damaged)",
                               "train the base again, or pass the .safetensors file itself to take it as it is");

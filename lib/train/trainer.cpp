@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -67,13 +68,33 @@ void refuse_other_option(const std::string& state_path, const nlohmann::json& st
 }
 
 // The global batch a checkpoint was trained with (batch_size x grad_accum, recorded since 2026-12-01; an older
-// checkpoint lacks it and is taken as it is): another one trains on other sequences per step than the straight run.
-void refuse_other_batch(const std::string& state_path, const nlohmann::json& st, const char* key, std::int64_t now,
-                        const char* flag) {
-    if (!st.contains(key) || !st[key].is_number_integer() || st[key].get<std::int64_t>() == now) return;
-    user_error_in(state_path, cat("checkpoint was made with ", flag, " ", st[key].get<std::int64_t>(), ", not ", now),
-                  cat("resume with ", flag, " ", st[key].get<std::int64_t>(),
-                      " (the data cursor counts sequences of that global batch), or start over with --force"));
+// checkpoint lacks it and is taken as it is): the data cursor counts sequences of that batch, so another one would
+// train on other sequences per step than the straight run. The same product split otherwise (a smaller
+// --batch-size with more --grad-accum, as the memory check advises) reads the same sequences.
+void refuse_other_global_batch(const std::string& state_path, const nlohmann::json& st, std::int64_t batch,
+                               std::int64_t accum) {
+    if (!st.contains("batch_size") || !st["batch_size"].is_number_integer() || !st.contains("grad_accum") ||
+        !st["grad_accum"].is_number_integer())
+        return;
+    const std::int64_t was_batch = st["batch_size"].get<std::int64_t>(), was_accum = st["grad_accum"].get<std::int64_t>();
+    if (was_batch * was_accum == batch * accum) {
+        if (was_batch != batch)
+            log_info(cat("resume: --batch-size ", batch, " x --grad-accum ", accum, " (was ", was_batch, " x ", was_accum,
+                         "): the same global batch of ", batch * accum, " sequences"));
+        return;
+    }
+    user_error_in(state_path,
+                  cat("checkpoint was made with a global batch of ", was_batch * was_accum, " sequences (--batch-size ",
+                      was_batch, " x --grad-accum ", was_accum, "), not ", batch * accum),
+                  cat("resume with --batch-size x --grad-accum = ", was_batch * was_accum,
+                      " (the data cursor counts sequences of that batch), or start over with --force"));
+}
+
+// A value as it was typed: integers without a decimal point, doubles in their shortest round-trip form.
+std::string option_value(double v) {
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
+    return std::string(buf, r.ptr);
 }
 
 // The schedule and optimizer options may change on a resume on purpose (a longer run, a lower lr after a loss
@@ -85,7 +106,7 @@ void note_changed_schedule(const nlohmann::json& st, std::int64_t step,
         if (!st.contains(key) || !st[key].is_number()) continue;
         const double was = st[key].get<double>();
         if (was == now) continue;
-        changed += cat(changed.empty() ? "" : ", ", flag, " ", now, " (was ", was, ")");
+        changed += cat(changed.empty() ? "" : ", ", flag, " ", option_value(now), " (was ", option_value(was), ")");
     }
     if (!changed.empty())
         log_info(cat("resume: ", changed, "; the run continues from step ", step, " under the new values"));
@@ -581,8 +602,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
     refuse_other_option(sp, st, "oracle_hindsight", false, o_.oracle_hindsight, "--oracle-hindsight");
     refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
-    refuse_other_batch(sp, st, "batch_size", o_.batch_size, "--batch-size");
-    refuse_other_batch(sp, st, "grad_accum", o_.grad_accum, "--grad-accum");
+    refuse_other_global_batch(sp, st, o_.batch_size, o_.grad_accum);
     // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
     // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
     const bool was_fused = st.value("fused_attention", false);
@@ -616,7 +636,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
                                      {"weight_decay", "--weight-decay", o_.weight_decay},
                                      {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
                                      {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
-    if (ctx_.verify_inputs) checkpoint_verify_files(dir);
+    if (ctx_.verify_inputs && dist_->root()) checkpoint_verify_files(dir);
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     cursor_.epoch = epoch;
@@ -667,8 +687,10 @@ void Trainer::run() {
             parts_.assign(static_cast<std::size_t>(o_.grad_accum / N - 1), {});
     }
     config_ = RetroConfig::load(o_.config);
+    // under mpirun every rank maps the same files: rank 0 alone re-hashes them (a refusal there ends the job)
+    const bool verify = ctx_.verify_inputs && dist_->root();
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction,
-                                        ctx_.verify_inputs);
+                                        verify ? RetroData::Verify::kWhole : RetroData::Verify::kNone);
     data_->keep_train_docs(o_.train_docs_fraction);
     {   // the database's token ids must be the model's: refused here, not at the first batch after --out is written
         const std::int64_t vocab =
