@@ -20,48 +20,31 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-constexpr int kRows = 8;   // rows read together: 8 accumulators, 8 load streams
-
-// Rows [o0, o0 + R) of W (R = kRows, or 1 for the leftover rows); `next` is the first row of the group after it
-// (prefetched as this one is read), or null.
-template <int R>
-__attribute__((target("avx512f"))) inline void rows_dot(const float* W, std::int64_t o0, std::int64_t I,
-                                                         std::int64_t ldw, const float* x, float* y, bool accumulate,
-                                                         const float* next) {
-    __m512 acc[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    const float* w = W + o0 * ldw;
-    std::int64_t k = 0;
-    for (; k + 16 <= I; k += 16) {
-        const __m512 xv = _mm512_loadu_ps(x + k);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(w + r * ldw + k), xv, acc[r]);
-            // one 64-byte line of the next group's row r per 16 columns read: the group after arrives as this one
-            // is summed
-            if (next) _mm_prefetch(reinterpret_cast<const char*>(next + r * ldw + k), _MM_HINT_T0);
-        }
-    }
-    if (k < I) {
-        const __mmask16 m = static_cast<__mmask16>((1u << (I - k)) - 1u);
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + r * ldw + k), xv, acc[r]);
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-        const float s = _mm512_reduce_add_ps(acc[r]);
-        y[o0 + r] = accumulate ? y[o0 + r] + s : s;
-    }
-}
-
+// One row at a time, so W is read as one sequential stream (rows are contiguous when ldw = I): the hardware
+// prefetcher keeps up with one stream, not with 8 interleaved ones (measured on the dev box, an AVX-512 AMD EPYC:
+// 18-20 GB/s one row at a time, 12.5 GB/s reading 8 rows together, 7-8 GB/s for 2, OpenBLAS sgemv 10.3 GB/s, a
+// plain read 20-22 GB/s; docs/performance.md "Session 34"). Two accumulators break the FMA chain.
 __attribute__((target("avx512f"))) void gemv_rows_impl(const float* W, std::int64_t O, std::int64_t I,
                                                         std::int64_t ldw, const float* x, float* y, bool accumulate) {
-    std::int64_t o = 0;
-    for (; o + kRows <= O; o += kRows)
-        rows_dot<kRows>(W, o, I, ldw, x, y, accumulate, o + 2 * kRows <= O ? W + (o + kRows) * ldw : nullptr);
-    for (; o < O; ++o) rows_dot<1>(W, o, I, ldw, x, y, accumulate, nullptr);
+    for (std::int64_t o = 0; o < O; ++o) {
+        const float* w = W + o * ldw;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        std::int64_t k = 0;
+        for (; k + 32 <= I; k += 32) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
+        }
+        if (k + 16 <= I) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), a0);
+            k += 16;
+        }
+        if (k < I) {
+            const __mmask16 m = static_cast<__mmask16>((1u << (I - k)) - 1u);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + k), _mm512_maskz_loadu_ps(m, x + k), a1);
+        }
+        const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        y[o] = accumulate ? y[o] + s : s;
+    }
 }
 
 #if !defined(__clang__)

@@ -1,10 +1,10 @@
 // The decode step's matrix-vector product on AVX-512F: y[o] (+)= Σ_k W[o, k] · x[k] for o < O, W row-major with
 // leading dimension ldw. KV-cached decoding runs every linear layer on one row, so it is bound by reading W once
 // (docs/performance.md "Session 34"): OpenBLAS's sgemv read the 512-wide rows at half the rate a plain AVX-512
-// read reaches. Here 8 rows are read together (8 streams, x loaded once per 16 columns, one FMA per element) with
-// the next 8 rows prefetched as the current ones are summed; a row's 16 lane sums are added at the end.
-// Summation order: per row, lane j sums columns j, j+16, ... in k order, then the 16 lanes by a tree; the result
-// differs from cblas_sgemv's by float rounding only.
+// read reaches. Here the rows are read one after another as one sequential stream, two accumulators per row.
+// Summation order: per row, lane j of accumulator a sums columns 32i + 16a + j in k order (the masked tail into
+// accumulator 1), then a0 + a1 and the 16 lanes by a tree; the result differs from cblas_sgemv's by float
+// rounding only.
 #pragma once
 #include <cstdint>
 
