@@ -38,7 +38,7 @@ std::string manifest_tool(const fs::path& dir) {
     return nlohmann::json::parse(f).value("tool", "");
 }
 
-void copy_folder(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
+using test::copy_folder;
 
 std::string train_args(const Pipeline& p, const fs::path& out) {
     return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +

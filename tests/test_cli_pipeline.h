@@ -21,4 +21,9 @@ struct CliPipeline {
 // Builds every stage into p (REQUIREs each tool's success); `text_seed` seeds the documents' text.
 void cli_pipeline_build(CliPipeline& p, std::uint64_t text_seed, std::int64_t max_seq_len, const std::string& train_options);
 
+// A copy of a stage's folder (or any folder) for a test to damage.
+inline void copy_folder(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+}
+
 }  // namespace retro::test

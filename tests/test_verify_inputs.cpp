@@ -48,7 +48,7 @@ void expect_changed(const test::RunResult& r, const fs::path& file) {
     CHECK(r.err.find("--no-verify") != std::string::npos);
 }
 
-void copy_folder(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
+using test::copy_folder;
 
 std::string train_args(const fs::path& db, const fs::path& knn, const Pipeline& p, const fs::path& out) {
     return "--db " + db.string() + " --knn " + knn.string() + " --config " + p.config.string() + " --out " +
