@@ -85,9 +85,7 @@ void note_json_file(const std::string& path) {
     g_json_files.erase(std::remove(g_json_files.begin(), g_json_files.end(), path), g_json_files.end());
     g_json_files.push_back(path);   // the newest read last
 }
-}  // namespace
 
-namespace {
 // The fields every reader goes through (docs/formats.md "manifest.json"), so that a hand-edited one of the wrong
 // type is named here rather than met as a bare type error later.
 void check_manifest_fields(const nlohmann::json& j, const std::string& path) {
