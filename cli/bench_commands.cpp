@@ -207,6 +207,9 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag_function("--no-cuda-graphs", [o](std::int64_t) { o->cuda_graphs = false; },
                            "With --device cuda: eager steps only")
         ->excludes(graphs);
+    sub->add_flag("--bf16", o->bf16,
+                  "Each prompt decoded again with the CPU decoder reading bf16 copies of the linear weights "
+                  "(retro-generate --dtype bf16), its ms/token and speed-up beside");
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
     sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
 }

@@ -345,4 +345,13 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     }
     expect_refused(test::run_tool("retro-chunk", "inspect " + odd.string() + " --stats"),
                    {(odd / "chunks.npy").string(), "token id 65535", "[0, 300)"});
+
+    // --dtype bf16 is the CPU decoder's (the GPU decoder reads fp32 weights); on the CPU it generates
+    const std::string gen = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                            " --max-tokens 4 --quiet --greedy hello";
+    expect_refused(test::run_tool("retro-generate", gen + " --dtype bf16 --device cuda"), {"--dtype bf16", "CPU decoder"});
+    expect_refused(test::run_tool("retro-generate", gen + " --dtype fp16"), {"--dtype"});
+    const test::RunResult half = test::run_tool("retro-generate", gen + " --dtype bf16");
+    if (half.err.find("AVX-512") == std::string::npos) CHECK_MESSAGE(half.exit_code == 0, half.err);
+    else expect_refused(half, {"--dtype bf16", "AVX-512"});   // a CPU without it: refused in one line
 }

@@ -1,11 +1,16 @@
-// The decode step's AVX-512 GEMV (lib/nn/gemv_avx512.h) against a double Σ_k W[o,k]·x[k], for row counts on both
-// sides of its 8-row groups (and of the prefetched next group) and column counts on both sides of its 16-lane steps,
-// with a leading dimension wider than the rows, accumulate on and off, and a sentinel after y; and linear_forward's
-// few-row path (which calls it) against the same reference with its bias.
+// The decode step's AVX-512 GEMV (lib/nn/gemv_avx512.h), fp32 and bf16 weights, against a double sum_k W[o,k]*x[k]
+// (the bf16 weights widened exactly), for row counts 1-100 and column counts on both sides of its 16- and 32-column
+// steps, with a leading dimension wider than the rows, accumulate on and off, and a sentinel after y;
+// linear_forward's few-row path (which calls it) against the same reference with its bias; the bf16 table's
+// lookup (nn/decode_weights_bf16.h); and CachedDecoder's bf16 step against its fp32 step.
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
+#include "generate/cached_decoder.h"
+#include "model/params.h"
+#include "nn/decode_weights_bf16.h"
 #include "nn/gemv_avx512.h"
 #include "nn/linear.h"
 #include "test_util.h"
@@ -79,4 +84,88 @@ TEST_CASE("gemv avx512: linear_forward's few-row path equals a double x·W^T + b
             CHECK(worst_error(W, O, I, I, xr, b, yr, true) < 1.0);
         }
     }
+}
+
+TEST_CASE("gemv avx512: bf16 weights equal a double W·x of the same (widened) weights") {
+    if (!nn::gemv_avx512_available()) {
+        MESSAGE("skipped: no AVX-512 on this CPU (retro-generate refuses --dtype bf16)");
+        return;
+    }
+    std::mt19937 g(13);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    for (const std::int64_t O : {1, 9, 33}) {
+        for (const std::int64_t I : {1, 15, 16, 17, 31, 32, 33, 512, 515}) {
+            for (const bool accumulate : {false, true}) {
+                CAPTURE(O);
+                CAPTURE(I);
+                CAPTURE(accumulate);
+                const std::int64_t ldw = I + 5;
+                std::vector<std::uint16_t> W16(static_cast<std::size_t>(O * ldw));
+                std::vector<float> W(W16.size()), x(static_cast<std::size_t>(I)), y0(static_cast<std::size_t>(O) + 1);
+                for (std::size_t i = 0; i < W16.size(); ++i) {
+                    W16[i] = f32_to_bf16(n(g) * 0.05f);
+                    W[i] = bf16_to_f32(W16[i]);
+                }
+                for (auto& v : x) v = n(g);
+                for (auto& v : y0) v = n(g);
+                std::vector<float> y = y0;
+                nn::gemv_rows_bf16_avx512(W16.data(), O, I, ldw, x.data(), y.data(), accumulate);
+                CHECK(worst_error(W, O, I, ldw, x, y0, y, accumulate) < 1.0);
+                CHECK(y[static_cast<std::size_t>(O)] == y0[static_cast<std::size_t>(O)]);
+            }
+        }
+    }
+}
+
+TEST_CASE("gemv avx512: the bf16 table finds a registered tensor's rows and nothing else") {
+    std::vector<float> a(100, 1.5f), b(10, -2.0f);
+    nn::DecodeWeightsBf16 table;
+    table.add(a.data(), 100);
+    CHECK(table.bytes() == 200);
+    REQUIRE(table.find(a.data(), 100) != nullptr);
+    CHECK(bf16_to_f32(*table.find(a.data(), 100)) == 1.5f);
+    CHECK(table.find(a.data() + 40, 60) == table.find(a.data(), 100) + 40);   // rows inside the tensor
+    CHECK(table.find(a.data() + 40, 61) == nullptr);                          // past its end
+    CHECK(table.find(b.data(), 10) == nullptr);                               // not registered
+    CHECK(nn::decode_weights_bf16() == nullptr);
+    {
+        const nn::DecodeWeightsScope scope(&table);
+        CHECK(nn::decode_weights_bf16() == &table);
+    }
+    CHECK(nn::decode_weights_bf16() == nullptr);
+}
+
+TEST_CASE("gemv avx512: CachedDecoder with bf16 weights tracks its fp32 logits, and only inside its steps") {
+    if (!nn::bf16_decode_available()) {
+        MESSAGE("skipped: no AVX-512 on this CPU (retro-generate refuses --dtype bf16)");
+        return;
+    }
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.max_seq_len = 32;
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 5);
+    const auto table = linear_weights_bf16(model);
+    CachedDecoder<float> exact(model, 1, false), half(model, 1, false, table.get());
+    std::mt19937 g(3);
+    std::vector<std::vector<std::int32_t>> feed = {{2, 7, 9}};   // a 3-row prefill: the few-row path too
+    double worst = 0;
+    for (int step = 0; step < 12; ++step) {
+        exact.step(feed);
+        half.step(feed);
+        CHECK(nn::decode_weights_bf16() == nullptr);   // the table is installed for the step only
+        const auto& a = exact.logits();
+        const auto& b = half.logits();
+        REQUIRE(a.size() == b.size());
+        double num = 0, den = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+            den += double(a[i]) * a[i];
+        }
+        const double rel = std::sqrt(num / den);
+        CHECK(rel > 0);   // bf16 weights did change the result: the table was read
+        worst = std::max(worst, rel);
+        feed = {{static_cast<std::int32_t>(4 + g() % (c.num_tokens - 4))}};
+    }
+    MESSAGE("bf16 decode weights: worst relative rms of the logits over 12 steps ", worst);
+    CHECK(worst < 1e-2);   // bf16 keeps 8 significant bits: ~0.4% per weight, averaged over each sum (0.0037 seen)
 }

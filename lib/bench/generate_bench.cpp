@@ -117,13 +117,13 @@ struct DeviceModel {
 // it has a backend (BackendDecoder), else with CachedDecoder.
 OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
                 std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device, std::int64_t batch,
-                bool graphs = false) {
+                bool graphs = false, const nn::DecodeWeightsBf16* bf16 = nullptr) {
     if (device.be) {
         BackendDecoder dec(model.config(), device.weights.f(), *device.be, batch, retrieval);
         dec.set_graphs(graphs);
         return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
     }
-    CachedDecoder<float> dec(model, batch, retrieval);
+    CachedDecoder<float> dec(model, batch, retrieval, bf16);
     return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
 }
 
@@ -150,6 +150,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
     if (o.batch < 1) user_error_in("--batch", "must be at least 1");
+    if (o.bf16 && o.device != "cpu") user_error_in("--bf16", "times the CPU decoder's bf16 weights", "drop --device");
+    if (o.bf16 && !nn::bf16_decode_available())
+        user_error_in("--bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --bf16");
     if (o.batch > 1 && o.peer_steps > 0 && !o.peer.empty())
         user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);
@@ -214,10 +217,12 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     const std::int64_t warm_prompt = std::min<std::int64_t>(o.prompts[0], 64), warm_output = std::min<std::int64_t>(o.output, 16);
     run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B);
     if (graphs) run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B, true);
+    const std::unique_ptr<nn::DecodeWeightsBf16> bf16 = o.bf16 ? linear_weights_bf16(model) : nullptr;
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
     if (graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
+    if (bf16) rows[0].insert(rows[0].begin() + 6, {"bf16 ms/token", "bf16 speed-up", "same ids"});
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
         const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B);
@@ -240,6 +245,21 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
             row["graph_of_memory_bound"] = bound_ms > 0 ? graphed.decode_ms_per_token / bound_ms : 0.0;
             cells.push_back(format_fixed(graphed.decode_ms_per_token, 3));
             cells.push_back(bound_ms > 0 ? format_fixed(graphed.decode_ms_per_token / bound_ms, 1) : "-");
+        }
+        if (bf16) {   // the same prompt with bf16 decode weights: its time, and how many sampled ids stay the fp32 run's
+            const OurRun half = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B, false, bf16.get());
+            // sequence 0's ids (its prompt, then its `output` tokens): the tokens sampled alike before bf16's first
+            // other choice (the same random draws; a near tie in the logits can go the other way)
+            std::int64_t same = 0;
+            while (same < P + o.output && half.ids[static_cast<std::size_t>(same)] == ours.ids[static_cast<std::size_t>(same)])
+                ++same;
+            row["bf16_decode_ms_per_token"] = half.decode_ms_per_token;
+            row["bf16_tokens_per_s"] = half.tokens_per_s;
+            row["bf16_speedup"] = ours.decode_ms_per_token / half.decode_ms_per_token;
+            row["bf16_same_tokens"] = same - P;
+            cells.push_back(format_fixed(half.decode_ms_per_token, 2));
+            cells.push_back(format_fixed(ours.decode_ms_per_token / half.decode_ms_per_token, 2) + "x");
+            cells.push_back(cat(same - P, "/", o.output));
         }
         if (!dir.empty()) {
             const nlohmann::json peer = run_peer(o, dir, P, retrieval);

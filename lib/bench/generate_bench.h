@@ -34,6 +34,7 @@ struct GenerateBenchOptions {
     // with a backend device: each prompt also with graphs, side by side; unset = on with --device cuda (retro-generate's
     // default there since session 20), off with host-backend
     std::optional<bool> cuda_graphs;
+    bool bf16 = false;                           // CPU: each prompt also with bf16 decode weights, side by side
 };
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line);

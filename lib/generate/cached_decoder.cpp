@@ -32,8 +32,9 @@ void residual_sum(std::vector<T>& dst, const std::vector<T>& a, const std::vecto
 }  // namespace
 
 template <typename T>
-CachedDecoder<T>::CachedDecoder(const RetroModel<T>& model, std::int64_t sequences, bool retrieval)
-    : p_(model.bound()), c_(model.config()) {
+CachedDecoder<T>::CachedDecoder(const RetroModel<T>& model, std::int64_t sequences, bool retrieval,
+                                const nn::DecodeWeightsBf16* bf16_weights)
+    : p_(model.bound()), c_(model.config()), bf16_(bf16_weights) {
     RETRO_CHECK(sequences > 0, "decoder needs at least one sequence");
     first_cca_ = c_.first_cca_layer() - 1;
     retrieval_ = retrieval && first_cca_ >= 0;
@@ -72,6 +73,7 @@ void CachedDecoder<T>::reset(std::int64_t s) {
 
 template <typename T>
 void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
+    const nn::DecodeWeightsScope weights(bf16_);   // null: every linear reads its fp32 weights
     const std::int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens;
     std::vector<std::int64_t> lengths, chunks;
     for (std::int64_t s = 0; s < S; s++) {
@@ -219,6 +221,14 @@ void CachedDecoder<T>::encode_finished_chunks() {
         }
     }
     for (const auto& job : jobs) seqs_[static_cast<std::size_t>(job.s)].encoded = job.u + 1;
+}
+
+std::unique_ptr<nn::DecodeWeightsBf16> linear_weights_bf16(const RetroModel<float>& model) {
+    RETRO_CHECK(nn::bf16_decode_available(), "bf16 decode weights on a CPU without AVX-512");
+    auto table = std::make_unique<nn::DecodeWeightsBf16>();
+    for (const ParamEntry& e : model.layout().entries())
+        if (e.init == PARAM_INIT_LINEAR_WEIGHT) table->add(model.params().data() + e.offset, e.numel);
+    return table;
 }
 
 template class CachedDecoder<float>;

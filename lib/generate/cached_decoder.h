@@ -16,8 +16,12 @@
 // Several sequences advance together: the rows of all sequences share each linear's GEMM, attention
 // runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's
 // forward without neighbours.
+// bf16 weights (retro-generate --dtype bf16): given a table of the model's linear weights in bf16
+// (linear_weights_bf16 below), each step's few-row linears read those (nn/decode_weights_bf16.h): half the bytes,
+// fp32 activations and sums; steps of more than 4 rows and the encoder keep the fp32 weights.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/encoder.h"
@@ -25,6 +29,7 @@
 #include "model/retro.h"
 #include "nn/attention_kv_cache.h"
 #include "nn/chunked_cross_attention.h"
+#include "nn/decode_weights_bf16.h"
 #include "nn/rotary.h"
 
 namespace retro {
@@ -32,8 +37,9 @@ namespace retro {
 template <typename T>
 class CachedDecoder {
 public:
-    // `model` must outlive the decoder (its parameters are read in place).
-    CachedDecoder(const RetroModel<T>& model, std::int64_t sequences, bool retrieval);
+    // `model` must outlive the decoder (its parameters are read in place), and `bf16_weights` (optional) too.
+    CachedDecoder(const RetroModel<T>& model, std::int64_t sequences, bool retrieval,
+                  const nn::DecodeWeightsBf16* bf16_weights = nullptr);
 
     std::int64_t sequences() const { return static_cast<std::int64_t>(seqs_.size()); }
     bool retrieval() const { return retrieval_; }
@@ -70,6 +76,7 @@ private:
 
     const RetroParams<T>& p_;
     RetroConfig c_;
+    const nn::DecodeWeightsBf16* bf16_ = nullptr;
     bool retrieval_ = false;
     std::int64_t k_ = 0, r_ = 0, first_cca_ = -1;   // first_cca_: 0-based layer index, -1 = none
     std::vector<Sequence> seqs_;
@@ -81,5 +88,9 @@ private:
     std::vector<T> logits_;
     std::vector<std::int64_t> last_row_;
 };
+
+// bf16 copies of every linear weight of `model` (the tensors ParamLayout initialises as linear weights), for
+// CachedDecoder's bf16 decode step. Needs nn::bf16_decode_available().
+std::unique_ptr<nn::DecodeWeightsBf16> linear_weights_bf16(const RetroModel<float>& model);
 
 }  // namespace retro

@@ -124,6 +124,12 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.cuda_graphs.value_or(false) && o.device == "cpu")
         user_error_in("--cuda-graphs", "runs the GPU decoder", "add --device cuda");
     sampler_validate(o.sampler);
+    if (o.dtype != "fp32" && o.dtype != "bf16") user_error_in("--dtype", "'" + o.dtype + "' is not fp32 or bf16");
+    if (o.dtype == "bf16" && o.device != "cpu")
+        user_error_in("--dtype bf16", "reads bf16 weights in the CPU decoder; the GPU decoder runs fp32 weights",
+                      "drop --dtype, or decode on the CPU");
+    if (o.dtype == "bf16" && !nn::bf16_decode_available())
+        user_error_in("--dtype bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --dtype");
     const fs::path config_path = fs::path(o.run) / "config.json";
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
@@ -139,6 +145,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
+    if (o.dtype == "bf16") bf16_weights_ = linear_weights_bf16(*model_);
     if (o.device != "cpu") setup_device();
 
     // which databases and tokenizer the run was trained with
@@ -227,7 +234,7 @@ void Generator::generate_group(const std::vector<std::string>& prompts, std::int
         dec.set_graphs(o_.cuda_graphs.value_or(true));
         decode_group(dec, prompts, first, count, out, cb);
     } else {
-        CachedDecoder<float> dec(*model_, count, retrieval());
+        CachedDecoder<float> dec(*model_, count, retrieval(), bf16_weights_.get());
         decode_group(dec, prompts, first, count, out, cb);
     }
 }

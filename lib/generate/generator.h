@@ -18,6 +18,7 @@
 #include "core/cuda_device.h"
 #include "generate/chunk_retriever.h"
 #include "generate/sampler.h"
+#include "nn/decode_weights_bf16.h"
 #include "model/retro.h"
 #include "nn/nn_backend.h"
 
@@ -44,6 +45,9 @@ struct GenerateOptions {
     // with a backend device: decode steps as captured graphs (BackendDecoder::set_graphs); unset = on there (since
     // session 20, when the H200 ran them: the same text, ~12 % less time a token), set = asked for or refused
     std::optional<bool> cuda_graphs;
+    // fp32 (exact), or bf16: on the CPU the decode step's linears read bf16 copies of the weights (half the bytes a
+    // token reads; generate/cached_decoder.h), activations and sums stay fp32
+    std::string dtype = "fp32";
 };
 
 struct ChunkNeighbours {
@@ -95,6 +99,7 @@ private:
     std::unique_ptr<RetroModel<float>> model_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<ChunkRetriever> retriever_;
+    std::unique_ptr<nn::DecodeWeightsBf16> bf16_weights_;   // --dtype bf16
     std::int64_t tokens_made_ = 0, retrievals_ = 0;
     // --device cuda / host-backend: the backend and the weights in its memory (destroyed in reverse)
     std::unique_ptr<CudaStreamOwner> stream_;

@@ -10,11 +10,16 @@
 
 namespace retro::nn {
 
-// Whether this CPU (and build) runs gemv_rows_avx512.
+// Whether this CPU (and build) runs gemv_rows_avx512 and gemv_rows_bf16_avx512 (AVX-512F, BW and VL).
 bool gemv_avx512_available();
 
 // y[o] = (accumulate ? y[o] : 0) + Σ_k W[o * ldw + k] · x[k], o < O, k < I. Single-threaded: callers split O.
 void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, float* y,
                       bool accumulate);
+
+// The same with bf16 weights (nn/decode_weights_bf16.h): each is widened to fp32 exactly (its 16 bits above 16
+// zero bits) and the sum runs as above in fp32; W is half the bytes.
+void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
+                           float* y, bool accumulate);
 
 }  // namespace retro::nn

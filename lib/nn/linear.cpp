@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "nn/blas.h"
+#include "nn/decode_weights_bf16.h"
 #include "nn/gemv_avx512.h"
 #include "nn/parallel.h"
 
@@ -31,8 +32,11 @@ bool use_avx512_gemv() {
 
 template <typename T>
 void gemv_rows(std::int64_t O, std::int64_t I, const T* W, const T* x, T* y, bool accumulate) {
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<T, float>) {
+        if (const DecodeWeightsBf16* table = decode_weights_bf16())   // retro-generate --dtype bf16 (decode_weights_bf16.h)
+            if (const std::uint16_t* w16 = table->find(W, O * I)) return gemv_rows_bf16_avx512(w16, O, I, I, x, y, accumulate);
         if (use_avx512_gemv()) return gemv_rows_avx512(W, O, I, I, x, y, accumulate);
+    }
     gemv(false, O, I, T(1), W, I, x, accumulate ? T(1) : T(0), y);
 }
 }  // namespace
