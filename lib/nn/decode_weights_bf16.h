@@ -32,7 +32,9 @@ private:
 };
 
 // Installs `table` for linear_forward for the scope's lifetime (and restores the previous one). Made and destroyed
-// outside parallel regions; the table must outlive the scope.
+// outside parallel regions; the table must outlive the scope. Process-wide (the GEMV runs on OpenMP's threads, so
+// a thread-local one would not reach them): two threads decoding at once must not install tables of their own
+// (the tools decode on one thread; a library user running decoders on several threads keeps --dtype fp32).
 class DecodeWeightsScope {
 public:
     explicit DecodeWeightsScope(const DecodeWeightsBf16* table);
