@@ -18,7 +18,7 @@
 // forward without neighbours.
 // bf16 weights (retro-generate --dtype bf16): given a table of the model's linear weights in bf16
 // (linear_weights_bf16 below), each step's few-row linears read those (nn/decode_weights_bf16.h): half the bytes,
-// fp32 activations and sums; steps of more than 4 rows and the encoder keep the fp32 weights.
+// fp32 activations and sums; steps of more than 8 rows and the encoder keep the fp32 weights.
 #pragma once
 #include <cstdint>
 #include <memory>

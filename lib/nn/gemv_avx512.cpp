@@ -20,66 +20,77 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// One row at a time, so W is read as one sequential stream (rows are contiguous when ldw = I): the hardware
-// prefetcher keeps up with one stream, not with 8 interleaved ones (measured on the dev box, an AVX-512 AMD EPYC:
-// 18-20 GB/s one row at a time, 12.5 GB/s reading 8 rows together, 7-8 GB/s for 2, OpenBLAS sgemv 10.3 GB/s, a
-// plain read 20-22 GB/s; docs/performance.md "Session 34"). Two accumulators break the FMA chain.
-__attribute__((target("avx512f"))) void gemv_rows_impl(const float* W, std::int64_t O, std::int64_t I,
-                                                        std::int64_t ldw, const float* x, float* y, bool accumulate) {
-    for (std::int64_t o = 0; o < O; ++o) {
-        const float* w = W + o * ldw;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        std::int64_t k = 0;
-        for (; k + 32 <= I; k += 32) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
-        }
-        if (k + 16 <= I) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), a0);
-            k += 16;
-        }
-        if (k < I) {
-            const __mmask16 m = static_cast<__mmask16>((1u << (I - k)) - 1u);
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + k), _mm512_maskz_loadu_ps(m, x + k), a1);
-        }
-        const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        y[o] = accumulate ? y[o] + s : s;
-    }
-}
+#define RETRO_GEMV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-// 16 bf16 values as fp32: zero-extend to 32 bits and shift into the high half (exact).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_bf16(const std::uint16_t* p) {
+// 16 weights from p as fp32: fp32 weights are loaded, bf16 ones zero-extended to 32 bits and shifted into the high
+// half (exact). The masked forms read only the lanes of m.
+RETRO_GEMV_TARGET inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+RETRO_GEMV_TARGET inline __m512 load16(const std::uint16_t* p) {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_bf16_masked(const std::uint16_t* p, __mmask16 m) {
+RETRO_GEMV_TARGET inline __m512 load16_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+RETRO_GEMV_TARGET inline __m512 load16_masked(const std::uint16_t* p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void gemv_rows_bf16_impl(const std::uint16_t* W, std::int64_t O,
-                                                                             std::int64_t I, std::int64_t ldw,
-                                                                             const float* x, float* y, bool accumulate) {
+// N x rows against W: per weight row, two accumulators per x row; W's row is read once for all N.
+template <int N, typename W_T>
+RETRO_GEMV_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
+                              std::int64_t ldx, float* y, std::int64_t ldy, bool accumulate) {
+    const std::int64_t tail = I % 16, body16 = I - tail;
+    const __mmask16 m = static_cast<__mmask16>((1u << tail) - 1u);
     for (std::int64_t o = 0; o < O; ++o) {
-        const std::uint16_t* w = W + o * ldw;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        const W_T* w = W + o * ldw;
+        __m512 a0[N], a1[N];
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) a0[n] = a1[n] = _mm512_setzero_ps();
         std::int64_t k = 0;
         for (; k + 32 <= I; k += 32) {
-            a0 = _mm512_fmadd_ps(load_bf16(w + k), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(load_bf16(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
+            const __m512 w0 = load16(w + k), w1 = load16(w + k + 16);
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) {
+                a0[n] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + n * ldx + k), a0[n]);
+                a1[n] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + n * ldx + k + 16), a1[n]);
+            }
         }
-        if (k + 16 <= I) {
-            a0 = _mm512_fmadd_ps(load_bf16(w + k), _mm512_loadu_ps(x + k), a0);
+        if (k < body16) {   // one more 16-column slice
+            const __m512 w0 = load16(w + k);
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) a0[n] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + n * ldx + k), a0[n]);
             k += 16;
         }
-        if (k < I) {
-            const __mmask16 m = static_cast<__mmask16>((1u << (I - k)) - 1u);
-            a1 = _mm512_fmadd_ps(load_bf16_masked(w + k, m), _mm512_maskz_loadu_ps(m, x + k), a1);
+        if (tail) {
+            const __m512 w1 = load16_masked(w + k, m);
+#pragma GCC unroll 8
+            for (int n = 0; n < N; ++n) a1[n] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m, x + n * ldx + k), a1[n]);
         }
-        const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        y[o] = accumulate ? y[o] + s : s;
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) {
+            const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
+            float& out = y[n * ldy + o];
+            out = accumulate ? out + s : s;
+        }
     }
 }
+
+template <typename W_T>
+void rows_any(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
+              std::int64_t N, float* y, std::int64_t ldy, bool accumulate) {
+    switch (N) {
+        case 1: return rows_n<1>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 2: return rows_n<2>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 3: return rows_n<3>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 4: return rows_n<4>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 5: return rows_n<5>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 6: return rows_n<6>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 7: return rows_n<7>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        case 8: return rows_n<8>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
+        default: RETRO_CHECK(false, "gemv of ", N, " rows (at most ", kGemvMaxRows, ")");
+    }
+}
+
+#undef RETRO_GEMV_TARGET
 
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -94,27 +105,29 @@ bool gemv_avx512_available() {
     return yes;
 }
 
-void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, float* y,
-                      bool accumulate) {
-    RETRO_CHECK(gemv_avx512_available(), "gemv_rows_avx512 called on a CPU without AVX-512F");
-    gemv_rows_impl(W, O, I, ldw, x, y, accumulate);
+void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
+                      std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate) {
+    RETRO_CHECK(gemv_avx512_available(), "gemv_rows_avx512 called on a CPU without AVX-512");
+    rows_any(W, O, I, ldw, x, ldx, N, y, ldy, accumulate);
 }
 
 void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
-                           float* y, bool accumulate) {
+                           std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate) {
     RETRO_CHECK(gemv_avx512_available(), "gemv_rows_bf16_avx512 called on a CPU without AVX-512");
-    gemv_rows_bf16_impl(W, O, I, ldw, x, y, accumulate);
+    rows_any(W, O, I, ldw, x, ldx, N, y, ldy, accumulate);
 }
 
 #else
 
 bool gemv_avx512_available() { return false; }
 
-void gemv_rows_avx512(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, float*, bool) {
+void gemv_rows_avx512(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t,
+                      float*, std::int64_t, bool) {
     RETRO_CHECK(false, "gemv_rows_avx512 is not built for this CPU");
 }
 
-void gemv_rows_bf16_avx512(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, const float*, float*, bool) {
+void gemv_rows_bf16_avx512(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
+                           std::int64_t, float*, std::int64_t, bool) {
     RETRO_CHECK(false, "gemv_rows_bf16_avx512 is not built for this CPU");
 }
 

@@ -1,25 +1,31 @@
-// The decode step's matrix-vector product on AVX-512F: y[o] (+)= Σ_k W[o, k] · x[k] for o < O, W row-major with
-// leading dimension ldw. KV-cached decoding runs every linear layer on one row, so it is bound by reading W once
-// (docs/performance.md "Session 34"): OpenBLAS's sgemv read the 512-wide rows at half the rate a plain AVX-512
-// read reaches. Here the rows are read one after another as one sequential stream, two accumulators per row.
-// Summation order: per row, lane j of accumulator a sums columns 32i + 16a + j in k order (the masked tail into
-// accumulator 1), then a0 + a1 and the 16 lanes by a tree; the result differs from cblas_sgemv's by float
-// rounding only.
+// The decode step's matrix-vector products on AVX-512: y[n, o] (+)= Σ_k W[o, k] · x[n, k] for the few rows n < N
+// (N ≤ kGemvMaxRows: one sequence, or a handful decoded together) and o < O, W row-major with leading dimension
+// ldw. KV-cached decoding runs every linear layer on those few rows, so it is bound by reading W
+// (docs/performance.md "Session 34"): OpenBLAS's sgemv read the 512-wide rows at half the rate a plain AVX-512 read
+// reaches, and once per x row. Here W is read once for all N rows, one weight row after another as one sequential
+// stream (which the hardware prefetcher follows at the memory rate; interleaved rows are several streams it does
+// not), each weight row's 16-lane slices FMA'd into two accumulators per x row.
+// Summation order, the same for every N: lane j of accumulator a sums columns 32i + 16a + j in k order (a 16-column
+// remainder into accumulator 0, the masked tail into accumulator 1), then a0 + a1 and the 16 lanes by a tree; so a
+// row's result does not depend on N, and differs from cblas_sgemv's by float rounding only.
 #pragma once
 #include <cstdint>
 
 namespace retro::nn {
 
-// Whether this CPU (and build) runs gemv_rows_avx512 and gemv_rows_bf16_avx512 (AVX-512F, BW and VL).
+inline constexpr std::int64_t kGemvMaxRows = 8;
+
+// Whether this CPU (and build) runs the kernels below (AVX-512 F, BW and VL).
 bool gemv_avx512_available();
 
-// y[o] = (accumulate ? y[o] : 0) + Σ_k W[o * ldw + k] · x[k], o < O, k < I. Single-threaded: callers split O.
-void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, float* y,
-                      bool accumulate);
+// y[n * ldy + o] = (accumulate ? y[n * ldy + o] : 0) + Σ_k W[o * ldw + k] · x[n * ldx + k], n < N ≤ kGemvMaxRows,
+// o < O, k < I. Single-threaded: callers split O.
+void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
+                      std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate);
 
 // The same with bf16 weights (nn/decode_weights_bf16.h): each is widened to fp32 exactly (its 16 bits above 16
-// zero bits) and the sum runs as above in fp32; W is half the bytes.
+// zero bits) and the sums run as above in fp32; W is half the bytes.
 void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
-                           float* y, bool accumulate);
+                           std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate);
 
 }  // namespace retro::nn

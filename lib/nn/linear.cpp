@@ -17,7 +17,8 @@ namespace retro::nn {
 // with the OpenMP team of the element-wise loops that follow: one pool of threads for the whole step.
 namespace {
 inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
-// Up to this many rows a forward linear runs as one GEMV per row: OpenBLAS's GEMM would pack all of W for them.
+// Up to this many rows a forward linear runs as one cblas_sgemv per row: OpenBLAS's GEMM would pack all of W for
+// them. With AVX-512, up to kGemvMaxRows rows run through nn/gemv_avx512.h, which reads W once for all of them.
 constexpr std::int64_t GEMV_MAX_ROWS = 4;
 
 // The fp32 GEMV: nn/gemv_avx512.h where the CPU has AVX-512F (it reads W at up to twice OpenBLAS's sgemv rate on
@@ -30,14 +31,35 @@ bool use_avx512_gemv() {
     return yes;
 }
 
+// The few-row path's kernel for this W: the bf16 copy (retro-generate --dtype bf16, decode_weights_bf16.h), the
+// fp32 AVX-512 GEMV, or none (cblas_sgemv per row, up to GEMV_MAX_ROWS rows).
 template <typename T>
-void gemv_rows(std::int64_t O, std::int64_t I, const T* W, const T* x, T* y, bool accumulate) {
+struct FewRows {
+    const std::uint16_t* w16 = nullptr;
+    bool avx512 = false;
+    std::int64_t max_rows() const { return w16 || avx512 ? kGemvMaxRows : GEMV_MAX_ROWS; }
+};
+
+template <typename T>
+FewRows<T> few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
+    FewRows<T> k;
     if constexpr (std::is_same_v<T, float>) {
-        if (const DecodeWeightsBf16* table = decode_weights_bf16())   // retro-generate --dtype bf16 (decode_weights_bf16.h)
-            if (const std::uint16_t* w16 = table->find(W, O * I)) return gemv_rows_bf16_avx512(w16, O, I, I, x, y, accumulate);
-        if (use_avx512_gemv()) return gemv_rows_avx512(W, O, I, I, x, y, accumulate);
+        if (const DecodeWeightsBf16* table = decode_weights_bf16()) k.w16 = table->find(W, O * I);
+        k.avx512 = !k.w16 && use_avx512_gemv();
     }
-    gemv(false, O, I, T(1), W, I, x, accumulate ? T(1) : T(0), y);
+    return k;
+}
+
+// Outputs [o0, o1) of the N rows (y starts as the bias when `accumulate`).
+template <typename T>
+void few_rows(const FewRows<T>& k, std::int64_t N, std::int64_t I, std::int64_t O, std::int64_t o0, std::int64_t o1,
+              const T* W, const T* x, T* y, bool accumulate) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (k.w16) return gemv_rows_bf16_avx512(k.w16 + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
+        if (k.avx512) return gemv_rows_avx512(W + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
+    }
+    for (std::int64_t n = 0; n < N; n++)
+        gemv(false, o1 - o0, I, T(1), W + o0 * I, I, x + n * I, accumulate ? T(1) : T(0), y + n * O + o0);
 }
 }  // namespace
 
@@ -50,12 +72,12 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
     };
     BlasSingleThread single;
-    if (N <= GEMV_MAX_ROWS) {   // KV-cached decoding: W is read once per row, threads take blocks of outputs
+    const FewRows<T> kernel = few_rows_kernel(W, I, O);
+    if (N <= kernel.max_rows()) {   // KV-cached decoding: threads take blocks of outputs
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
-            for (std::int64_t n = 0; n < N; n++) {
-                if (b) std::copy(b + o0, b + o1, y + n * O + o0);
-                gemv_rows(o1 - o0, I, W + o0 * I, x + n * I, y + n * O + o0, b != nullptr);
-            }
+            if (b)
+                for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
+            few_rows(kernel, N, I, O, o0, o1, W, x, y, b != nullptr);
         };
         if (!split(N * I * O)) outputs(0, O);
         else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
