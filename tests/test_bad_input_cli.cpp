@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/npy.h"
 #include "test_cli_pipeline.h"
 #include "test_util.h"
 
@@ -354,4 +357,39 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     const test::RunResult half = test::run_tool("retro-generate", gen + " --dtype bf16");
     if (half.err.find("AVX-512") == std::string::npos) CHECK_MESSAGE(half.exit_code == 0, half.err);
     else expect_refused(half, {"--dtype bf16", "AVX-512"});   // a CPU without it: refused in one line
+}
+
+TEST_CASE("killed runs: retro-knn killed while it removed its parts resumes to the straight run's arrays") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killknn");
+    const fs::path out = t / "knn";
+    const std::string cmd = p.index.string() + " --db " + p.db.string() + " --out " + out.string() + " --block 16 --quiet";
+    REQUIRE(test::run_tool("retro-knn", cmd).exit_code == 0);
+    const std::string straight_nb = test::read_text(out / "neighbours.npy"), straight_ds = test::read_text(out / "distances.npy");
+    // the end of a run: state.json and most parts removed, the manifest not written yet; block 0 kept its neighbours
+    // part but lost its distances part (the pair is removed one file at a time)
+    fs::remove(out / "manifest.json");
+    fs::create_directories(out / "parts");
+    NpyArray nb((out / "neighbours.npy").string());
+    const std::int64_t k = nb.dim(1);
+    npy_save((out / "parts" / "neighbours.0.npy").string(), {16, k}, nb.data<std::int64_t>());
+    const test::RunResult resumed = test::run_tool("retro-knn", cmd + " --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+    CHECK(fs::exists(out / "manifest.json"));
+    CHECK(test::read_text(out / "neighbours.npy") == straight_nb);
+    CHECK(test::read_text(out / "distances.npy") == straight_ds);
+    CHECK(!fs::exists(out / "parts"));
+}
+
+TEST_CASE("killed runs: an append that fails (a full disk) is an error naming the file, not a lost line") {
+    if (!fs::exists("/dev/full")) {
+        MESSAGE("skipped: no /dev/full");
+        return;
+    }
+    CHECK_THROWS_WITH_AS(append_to_file("/dev/full", "{\"step\": 1}\n"),
+                         doctest::Contains("/dev/full: write failed: No space left on device"), UserError);
+    test::TempDir t("append");
+    append_to_file((t / "m.jsonl").string(), "a\n");
+    append_to_file((t / "m.jsonl").string(), "b\n");
+    CHECK(test::read_text(t / "m.jsonl") == "a\nb\n");
 }

@@ -92,4 +92,16 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     f.commit();
 }
 
+void append_to_file(const std::string& path, const std::string& bytes) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) user_error_in(path, std::string("cannot open for appending: ") + std::strerror(errno));
+    try {
+        write_all(fd, bytes.data(), bytes.size(), path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (::close(fd) != 0) user_error_in(path, std::string("write failed: ") + std::strerror(errno));
+}
+
 }  // namespace retro

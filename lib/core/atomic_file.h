@@ -31,6 +31,9 @@ private:
 };
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// Appends `bytes` to `path` (created if missing) in one write(2) under O_APPEND; UserError naming the file when it
+// cannot be opened or written (a full disk), so a log such as metrics.jsonl never silently loses lines.
+void append_to_file(const std::string& path, const std::string& bytes);
 // Writes all n bytes to fd (retrying short writes and EINTR); UserError naming `path` on failure.
 void write_all(int fd, const void* data, std::size_t n, const std::string& path);
 // For files a library wrote itself to `tmp` (e.g. faiss::write_index): fsync, rename to `path`,

@@ -33,6 +33,13 @@ std::vector<std::int64_t> BlockParts::pending(const Shard& shard) const {
     return out;
 }
 
+std::vector<std::int64_t> BlockParts::pending_with(const BlockParts& other, const Shard& shard) const {
+    std::vector<std::int64_t> out;
+    for (std::int64_t b = shard.index; b < blocks_; b += shard.count)
+        if (!part_done(b) || !other.part_done(b)) out.push_back(b);
+    return out;
+}
+
 std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dirs) const {
     std::vector<std::string> out;
     for (std::int64_t b = 0; b < blocks_; ++b) {

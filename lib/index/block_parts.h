@@ -22,6 +22,9 @@ public:
     bool part_done(std::int64_t b) const;
     // The blocks this shard still has to do.
     std::vector<std::int64_t> pending(const Shard& shard) const;
+    // The same for a block written as two parts (retro-knn's neighbours and distances, same rows and blocks): a
+    // block is done when both parts are (a run killed while it removed the parts at its end leaves one of a pair).
+    std::vector<std::int64_t> pending_with(const BlockParts& other, const Shard& shard) const;
     // Part files of every block found in any of `dirs` (for merge); UserError naming the first
     // missing block.
     std::vector<std::string> collect(const std::vector<std::string>& dirs) const;

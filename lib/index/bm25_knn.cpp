@@ -83,7 +83,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
 
     const int k = opts.k, cs = queries.chunk_size();
     BlockParts nb(opts.out, "neighbours", queries.chunk_count(), opts.block), ds(opts.out, "distances", queries.chunk_count(), opts.block);
-    const auto todo = nb.pending(opts.shard);
+    const auto todo = nb.pending_with(ds, opts.shard);
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
     Progress progress("bm25 search", total, "queries");

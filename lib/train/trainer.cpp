@@ -645,8 +645,8 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
 }
 
 void Trainer::append_metrics(const std::string& line) {
-    std::ofstream out(fs::path(o_.out) / "metrics.jsonl", std::ios::app);
-    out << line << "\n";
+    // a failed append (a full disk) stops the run naming metrics.jsonl; the checkpoints before it resume it
+    append_to_file((fs::path(o_.out) / "metrics.jsonl").string(), line + "\n");
 }
 
 void Trainer::run() {
