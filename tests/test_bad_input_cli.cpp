@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "core/output_folder.h"
 #include "test_cli_pipeline.h"
 #include "test_util.h"
 
@@ -392,4 +393,29 @@ TEST_CASE("killed runs: an append that fails (a full disk) is an error naming th
     append_to_file((t / "m.jsonl").string(), "a\n");
     append_to_file((t / "m.jsonl").string(), "b\n");
     CHECK(test::read_text(t / "m.jsonl") == "a\nb\n");
+}
+
+TEST_CASE("killed runs: a second run into a folder another process is writing is refused, the folder untouched") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("lock");
+    const fs::path db = t / "db", run = t / "run";
+    copy_folder(p.db, db);
+    copy_folder(p.run, run);
+    // this test process plays the first run: it holds both folders' locks (as a tool does for its whole run)
+    output_folder_lock(db.string(), "retro-chunk");
+    output_folder_lock(run.string() + "/", "retro-train");   // the same folder however it is spelled
+    CHECK_NOTHROW(output_folder_lock(db.string(), "retro-chunk"));   // taken again by its holder: at once
+    const std::string before = test::read_text(run / "metrics.jsonl");
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     db.string() + " --chunk-size 4 --seq-len 16 --quiet --force"),
+                   {db.string(), "another run is writing into it (retro-chunk, pid "});
+    CHECK(fs::exists(db / "manifest.json"));
+    expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 3 --resume"),
+                   {run.string(), "another run is writing into it (retro-train, pid "});
+    expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 3 --force --seed 7"),
+                   {"another run is writing into it"});
+    CHECK(test::read_text(run / "metrics.jsonl") == before);
+    CHECK(fs::exists(run / "manifest.json"));
+    // another folder is free
+    CHECK(test::run_tool("retro-train", train_args(p, t / "run2") + " --steps 1").exit_code == 0);
 }

@@ -1,13 +1,24 @@
 // Implementation of output_folder.h.
 #include "core/output_folder.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <utility>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/log.h"
 
 namespace fs = std::filesystem;
 
@@ -34,6 +45,16 @@ bool inside(const fs::path& inner, const fs::path& outer) {
     return true;
 }
 
+// The time now, UTC, as 2026-12-02 00:15:02.
+std::string utc_time_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return buf;
+}
+
 // The "tool" field of dir/manifest.json, or "" when there is none or it cannot be read (then the tool's own
 // checks, which read the manifest, speak).
 std::string manifest_tool(const fs::path& dir) {
@@ -57,8 +78,44 @@ NewOutputFolder::~NewOutputFolder() {
     if (!fs::exists(fs::path(out_) / "manifest.json", ec)) fs::remove_all(out_, ec);
 }
 
+void output_folder_lock(const std::string& out, const std::string& tool) {
+    const std::string key = resolved(out).string();
+    static std::mutex mutex;
+    static std::map<std::string, int> held;   // folder -> the lock file's descriptor, kept open until exit
+    std::lock_guard<std::mutex> lock(mutex);
+    if (held.count(key)) return;   // this process holds it already (a library caller running a stage again)
+    std::error_code ec;
+    const fs::path dir = fs::temp_directory_path(ec) / ("retrokit-locks-" + std::to_string(::getuid()));
+    fs::create_directories(dir, ec);
+    const std::string path = (dir / (fingerprint_bytes(key.data(), key.size()) + ".lock")).string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {   // no lock without a temp folder: the run goes on, unguarded against a second one
+        log_warn(cat("cannot open the lock ", path, " of ", out, ": ", std::strerror(errno), "; going on without it"));
+        return;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char buf[512] = {0};
+        const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        ::close(fd);
+        if (err != EWOULDBLOCK) {
+            log_warn(cat("cannot take the lock ", path, " of ", out, ": ", std::strerror(err), "; going on without it"));
+            return;
+        }
+        std::string who = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("another process");
+        while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+        user_error_in(out, "another run is writing into it (" + who + ")",
+                      "wait for it to end, or stop it first: two runs in one folder mix their files");
+    }
+    const std::string me = cat(tool, ", pid ", ::getpid(), ", since ", utc_time_now());
+    if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+        // the lock holds without the note; the message of a refused second run just names no process
+    }
+    held[key] = fd;
+}
+
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
-                         bool clears) {
+                         bool clears, bool lock) {
     if (out.empty()) user_error_in("--out", "is empty", "name the output folder");
     const fs::path o = resolved(out);
     std::error_code ec;
@@ -71,11 +128,13 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
             user_error_in(out, "holds an input of this run (" + in.option + " " + in.path + "), which --force would delete",
                           "choose another --out");
     }
-    if (!fs::is_directory(o, ec)) return;
-    const std::string owner = manifest_tool(o);
-    if (!owner.empty() && owner != tool)
-        user_error_in(out, "holds " + owner + "'s output (manifest.json), not " + tool + "'s",
-                      "choose another --out: --force replaces only a folder " + tool + " made");
+    if (fs::is_directory(o, ec)) {
+        const std::string owner = manifest_tool(o);
+        if (!owner.empty() && owner != tool)
+            user_error_in(out, "holds " + owner + "'s output (manifest.json), not " + tool + "'s",
+                          "choose another --out: --force replaces only a folder " + tool + " made");
+    }
+    if (lock) output_folder_lock(out, tool);   // last: before the caller clears or writes anything
 }
 
 }  // namespace retro

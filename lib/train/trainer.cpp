@@ -752,8 +752,9 @@ void Trainer::run() {
         user_error_in("--oracle-until", "ends the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
+    // --force removes only a run's own files; rank 0 alone writes, and holds the folder's lock
     output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
-                        false);   // --force removes only a run's own files
+                        false, dist_->root());
     // a folder holding only config.json (a run refused before its first step) holds nothing to keep
     const bool has_run = fs::exists(out / "checkpoints") || fs::exists(out / "metrics.jsonl") ||
                          fs::exists(out / "model.safetensors") || fs::exists(out / "manifest.json");
