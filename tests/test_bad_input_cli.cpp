@@ -416,6 +416,11 @@ TEST_CASE("killed runs: a second run into a folder another process is writing is
                    {"another run is writing into it"});
     CHECK(test::read_text(run / "metrics.jsonl") == before);
     CHECK(fs::exists(run / "manifest.json"));
+    // a folder not made yet, named with a trailing separator by its holder: the same folder
+    output_folder_lock((t / "fresh").string() + "/", "retro-chunk");
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     (t / "fresh").string() + " --chunk-size 4 --seq-len 16 --quiet"),
+                   {"another run is writing into it"});
     // another folder is free
     CHECK(test::run_tool("retro-train", train_args(p, t / "run2") + " --steps 1").exit_code == 0);
 }

@@ -31,8 +31,9 @@ private:
 };
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
-// Appends `bytes` to `path` (created if missing) in one write(2) under O_APPEND; UserError naming the file when it
-// cannot be opened or written (a full disk), so a log such as metrics.jsonl never silently loses lines.
+// Appends `bytes` to `path` (created if missing) under O_APPEND (write_all: retried short writes); UserError naming
+// the file when it cannot be opened or written (a full disk), so a log such as metrics.jsonl never silently loses
+// lines.
 void append_to_file(const std::string& path, const std::string& bytes);
 // Writes all n bytes to fd (retrying short writes and EINTR); UserError naming `path` on failure.
 void write_all(int fd, const void* data, std::size_t n, const std::string& path);

@@ -31,8 +31,19 @@ fs::path resolved(const std::string& p) {
     if (p.empty()) return {};
     std::error_code ec;
     fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
-    if (ec) return fs::absolute(p).lexically_normal();
+    if (ec) r = fs::absolute(p).lexically_normal();
+    // a folder that does not exist yet keeps a trailing separator ("run/"): without it "run" and "run/" are one folder
+    if (r.has_relative_path() && r.filename().empty()) r = r.parent_path();
     return r;
+}
+
+// Folders whose lock this process holds (or took unguarded, without a usable lock folder), by resolved path.
+std::mutex g_locks_mutex;
+std::map<std::string, int> g_locks;   // -> the lock file's descriptor (-1: unguarded), kept open until exit
+
+bool holds_lock(const std::string& out) {
+    std::lock_guard<std::mutex> lock(g_locks_mutex);
+    return g_locks.count(resolved(out).string()) != 0;
 }
 
 // True when `inner` is `outer` or lies below it.
@@ -74,23 +85,28 @@ NewOutputFolder::NewOutputFolder(std::string out) : out_(std::move(out)), except
 
 NewOutputFolder::~NewOutputFolder() {
     if (existed_ || keep_ || std::uncaught_exceptions() <= exceptions_) return;
+    // refused before it held the folder's lock (by the lock itself: another run made the folder meanwhile and is
+    // writing it), the folder is not this run's to remove
+    if (!holds_lock(out_)) return;
     std::error_code ec;
     if (!fs::exists(fs::path(out_) / "manifest.json", ec)) fs::remove_all(out_, ec);
 }
 
 void output_folder_lock(const std::string& out, const std::string& tool) {
     const std::string key = resolved(out).string();
-    static std::mutex mutex;
-    static std::map<std::string, int> held;   // folder -> the lock file's descriptor, kept open until exit
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(g_locks_mutex);
+    auto& held = g_locks;
     if (held.count(key)) return;   // this process holds it already (a library caller running a stage again)
+    // /tmp itself, not $TMPDIR: a scheduler's per-job TMPDIR would give two jobs on one node two lock folders
     std::error_code ec;
-    const fs::path dir = fs::temp_directory_path(ec) / ("retrokit-locks-" + std::to_string(::getuid()));
+    const fs::path base = fs::is_directory("/tmp", ec) ? fs::path("/tmp") : fs::temp_directory_path(ec);
+    const fs::path dir = base / ("retrokit-locks-" + std::to_string(::getuid()));
     fs::create_directories(dir, ec);
     const std::string path = (dir / (fingerprint_bytes(key.data(), key.size()) + ".lock")).string();
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {   // no lock without a temp folder: the run goes on, unguarded against a second one
+    if (fd < 0) {   // no lock without a lock folder: the run goes on, unguarded against a second one
         log_warn(cat("cannot open the lock ", path, " of ", out, ": ", std::strerror(errno), "; going on without it"));
+        held[key] = -1;
         return;
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -100,6 +116,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
         ::close(fd);
         if (err != EWOULDBLOCK) {
             log_warn(cat("cannot take the lock ", path, " of ", out, ": ", std::strerror(err), "; going on without it"));
+            held[key] = -1;
             return;
         }
         std::string who = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("another process");

@@ -25,11 +25,12 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
 
 // Takes the lock of folder `out` for the rest of this process's life, or throws UserError naming `out` and the
 // process that holds it ("another run is writing into it (retro-train, pid 1234, since ...)"): a second run into a
-// folder a first one is still writing (a --resume or --force started twice, a job requeued while the first still
-// runs) would mix the two runs' files. An flock(2) on TMPDIR/retrokit-locks-UID/<xxh3 of the resolved path>.lock,
-// so the folder itself holds no lock file (--force may empty it) and the kernel frees the lock when the process
-// ends, SIGKILL included; it guards the runs of one machine (not two hosts writing one shared folder). Taken
-// again by the same process, it returns at once. Without a usable temp folder it warns and goes on unguarded.
+// folder a first one is still writing (a --resume or --force started twice) would mix the two runs' files. An
+// flock(2) on /tmp/retrokit-locks-UID/<xxh3 of the resolved path>.lock (/tmp itself, not a per-job $TMPDIR), so the
+// folder itself holds no lock file (--force may empty it) and the kernel frees the lock when the process ends,
+// SIGKILL included; it guards the runs of one machine that share /tmp (not two hosts writing one shared folder,
+// nor jobs in private /tmp namespaces). Taken again by the same process, it returns at once. Without a usable lock
+// folder it warns and goes on unguarded. NewOutputFolder removes a folder only while this process holds its lock.
 void output_folder_lock(const std::string& out, const std::string& tool);
 
 // A run refused after it created its --out (an option checked late, an empty corpus) leaves nothing behind that would

@@ -17,8 +17,9 @@
 // runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's
 // forward without neighbours.
 // bf16 weights (retro-generate --dtype bf16): given a table of the model's linear weights in bf16
-// (linear_weights_bf16 below), each step's few-row linears read those (nn/decode_weights_bf16.h): half the bytes,
-// fp32 activations and sums; steps of more than 8 rows and the encoder keep the fp32 weights.
+// (linear_weights_bf16 below), each step's linears of at most 8 rows read those (nn/decode_weights_bf16.h): half
+// the bytes, fp32 activations and sums; linears of more rows (the prefill, the encoder over k neighbours x 2 cs
+// tokens, more than 8 sequences) keep the fp32 weights.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -12,6 +12,7 @@
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
 #include "generate/next_tokens.h"
+#include "nn/gemv_avx512.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "model/params.h"
@@ -138,14 +139,21 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.verify && fs::is_directory(o.checkpoint) && fs::exists(fs::path(o.checkpoint) / "state.json"))
         checkpoint_verify_files(o.checkpoint);
     const RetroConfig config = RetroConfig::load(config_path.string());
-    memory_require("--batch-size", o.device == "cpu" ? decode_memory_bytes(config, o.batch_size)
+    memory_require("--batch-size", o.device == "cpu" ? decode_memory_bytes(config, o.batch_size) +
+                                                           (o.dtype == "bf16" ? double(ParamLayout(config).total()) * 2 : 0.0)
                                                      : double(ParamLayout(config).total()) * 4,   // caches on the GPU
                    "decoding " + std::to_string(o.batch_size) + " sequences of up to " + std::to_string(config.max_seq_len) +
                        " tokens together",
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
     params_load(weights_path(o), model_->params(), model_->layout(), config);
-    if (o.dtype == "bf16") bf16_weights_ = linear_weights_bf16(*model_);
+    if (o.dtype == "bf16") {
+        bf16_weights_ = linear_weights_bf16(*model_);
+        if (o.batch_size > nn::kGemvMaxRows)
+            log_warn(cat("--dtype bf16: steps of more than ", nn::kGemvMaxRows, " sequences read the fp32 weights (one GEMM ",
+                         "a layer); with --batch-size ", o.batch_size, " the bf16 weights serve only the last few ",
+                         "sequences of a group (fix: --batch-size ", nn::kGemvMaxRows, " or less)"));
+    }
     if (o.device != "cpu") setup_device();
 
     // which databases and tokenizer the run was trained with

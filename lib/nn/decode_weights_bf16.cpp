@@ -19,8 +19,7 @@ void DecodeWeightsBf16::add(const float* w, std::int64_t numel) {
     t.numel = numel;
     t.bf16.resize(static_cast<std::size_t>(numel));
     for (std::int64_t i = 0; i < numel; ++i) t.bf16[static_cast<std::size_t>(i)] = f32_to_bf16(w[i]);
-    bytes_ += numel * 2;
-    tensors_[w] = std::move(t);
+    if (tensors_.insert_or_assign(w, std::move(t)).second) bytes_ += numel * 2;   // (a tensor added again: once)
 }
 
 const std::uint16_t* DecodeWeightsBf16::find(const float* w, std::int64_t count) const {

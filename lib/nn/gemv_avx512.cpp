@@ -78,6 +78,7 @@ template <typename W_T>
 void rows_any(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
               std::int64_t N, float* y, std::int64_t ldy, bool accumulate) {
     switch (N) {
+        case 0: return;
         case 1: return rows_n<1>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
         case 2: return rows_n<2>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
         case 3: return rows_n<3>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
