@@ -33,7 +33,6 @@ bool use_avx512_gemv() {
 
 // The few-row path's kernel for this W: the bf16 copy (retro-generate --dtype bf16, decode_weights_bf16.h), the
 // fp32 AVX-512 GEMV, or none (cblas_sgemv per row, up to GEMV_MAX_ROWS rows).
-template <typename T>
 struct FewRows {
     const std::uint16_t* w16 = nullptr;
     bool avx512 = false;
@@ -41,8 +40,8 @@ struct FewRows {
 };
 
 template <typename T>
-FewRows<T> few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
-    FewRows<T> k;
+FewRows few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
+    FewRows k;
     if constexpr (std::is_same_v<T, float>) {
         if (const DecodeWeightsBf16* table = decode_weights_bf16()) k.w16 = table->find(W, O * I);
         k.avx512 = !k.w16 && use_avx512_gemv();
@@ -52,7 +51,7 @@ FewRows<T> few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
 
 // Outputs [o0, o1) of the N rows (y starts as the bias when `accumulate`).
 template <typename T>
-void few_rows(const FewRows<T>& k, std::int64_t N, std::int64_t I, std::int64_t O, std::int64_t o0, std::int64_t o1,
+void few_rows(const FewRows& k, std::int64_t N, std::int64_t I, std::int64_t O, std::int64_t o0, std::int64_t o1,
               const T* W, const T* x, T* y, bool accumulate) {
     if constexpr (std::is_same_v<T, float>) {
         if (k.w16) return gemv_rows_bf16_avx512(k.w16 + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
@@ -72,7 +71,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
     };
     BlasSingleThread single;
-    const FewRows<T> kernel = few_rows_kernel(W, I, O);
+    const FewRows kernel = few_rows_kernel(W, I, O);
     if (N <= kernel.max_rows()) {   // KV-cached decoding: threads take blocks of outputs
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
             if (b)
