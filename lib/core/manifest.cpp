@@ -20,8 +20,8 @@
 namespace fs = std::filesystem;
 
 namespace retro {
-namespace {
-std::string utc_now() {
+
+std::string utc_timestamp() {
     std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     std::tm tm{};
     gmtime_r(&t, &tm);
@@ -29,14 +29,13 @@ std::string utc_now() {
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
 }
-}  // namespace
 
 Manifest::Manifest(const ToolContext& ctx) {
     json_["tool"] = ctx.tool;
     json_["version"] = RETROKIT_VERSION;
     json_["git_commit"] = RETROKIT_GIT_COMMIT;
     json_["command_line"] = ctx.command_line;
-    json_["created"] = utc_now();
+    json_["created"] = utc_timestamp();
     json_["parameters"] = nlohmann::json::object();
     json_["inputs"] = nlohmann::json::array();
     json_["outputs"] = nlohmann::json::array();

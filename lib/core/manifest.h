@@ -36,6 +36,8 @@ private:
 // message when a field read later has the wrong type (a hand-edited file); cleared by json_files_read_reset.
 std::vector<std::string> json_files_read();
 void json_files_read_reset();
+// The time now in UTC as manifests record it ("created"): 2026-12-02T00:15:02Z.
+std::string utc_timestamp();
 // Reads any JSON file; throws UserError naming it when missing or malformed.
 nlohmann::json json_read_file(const std::string& path);
 // Reads dir/manifest.json; throws UserError naming it when missing or malformed.

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/log.h"
+#include "core/manifest.h"
 
 namespace fs = std::filesystem;
 
@@ -54,16 +54,6 @@ bool inside(const fs::path& inner, const fs::path& outer) {
         if (i == inner.end() || *i != *o) return false;
     }
     return true;
-}
-
-// The time now, UTC, as 2026-12-02 00:15:02.
-std::string utc_time_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    return buf;
 }
 
 // The "tool" field of dir/manifest.json, or "" when there is none or it cannot be read (then the tool's own
@@ -124,7 +114,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
         user_error_in(out, "another run is writing into it (" + who + ")",
                       "wait for it to end, or stop it first: two runs in one folder mix their files");
     }
-    const std::string me = cat(tool, ", pid ", ::getpid(), ", since ", utc_time_now());
+    const std::string me = cat(tool, ", pid ", ::getpid(), ", since ", utc_timestamp());
     if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {
         // the lock holds without the note; the message of a refused second run just names no process
     }
