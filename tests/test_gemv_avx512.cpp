@@ -1,8 +1,9 @@
 // The decode step's AVX-512 GEMV (lib/nn/gemv_avx512.h), fp32 and bf16 weights, against a double sum_k W[o,k]*x[k]
 // (the bf16 weights widened exactly), for row counts 1-100 and column counts on both sides of its 16- and 32-column
 // steps, with a leading dimension wider than the rows, accumulate on and off, and a sentinel after y;
-// linear_forward's few-row path (which calls it) against the same reference with its bias; the bf16 table's
-// lookup (nn/decode_weights_bf16.h); and CachedDecoder's bf16 step against its fp32 step.
+// linear_forward's few-row path (which calls it) against the same reference with its bias; the transposed GEMV
+// (x·W, attention's p V) likewise; attention_head_forward's few-query-row path (both GEMVs) against the double
+// attention; the bf16 table's lookup (nn/decode_weights_bf16.h); and CachedDecoder's bf16 step against its fp32 step.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -11,6 +12,7 @@
 #include "core/dtype.h"
 #include "generate/cached_decoder.h"
 #include "model/params.h"
+#include "nn/attention.h"
 #include "nn/decode_weights_bf16.h"
 #include "nn/gemv_avx512.h"
 #include "nn/linear.h"
@@ -93,6 +95,96 @@ TEST_CASE("gemv avx512: linear_forward's few-row path equals a double x·W^T + b
             const std::vector<float> xr(x.begin() + r * I, x.begin() + (r + 1) * I), yr(y.begin() + r * O, y.begin() + (r + 1) * O);
             CAPTURE(r);
             CHECK(worst_error(W, O, I, I, xr, b, yr, true) < 1.0);
+        }
+    }
+}
+
+TEST_CASE("gemv avx512: the transposed GEMV x·W equals a double sum over W's rows for 1-8 x rows, the same bits whatever their count") {
+    if (!nn::gemv_avx512_available()) {
+        MESSAGE("skipped: no AVX-512 on this CPU (attention uses cblas_sgemm)");
+        return;
+    }
+    std::mt19937 g(13);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    for (const std::int64_t I : {1, 2, 17, 640}) {
+        for (const std::int64_t O : {1, 15, 16, 17, 32, 33, 48, 63, 64, 65, 72, 128, 130}) {
+            CAPTURE(I);
+            CAPTURE(O);
+            const std::int64_t ldw = O + 5, ldx = I + 2, ldy = O + 3, N = nn::kGemvMaxRows;
+            std::vector<float> W(static_cast<std::size_t>(I * ldw)), x(static_cast<std::size_t>(N * ldx)),
+                y0(static_cast<std::size_t>(N * ldy));
+            for (auto& v : W) v = n(g);
+            for (auto& v : x) v = std::fabs(n(g)) / static_cast<float>(I);   // probabilities' scale
+            for (auto& v : y0) v = n(g);
+            std::vector<float> all = y0;
+            nn::gemv_t_rows_avx512(W.data(), I, O, ldw, x.data(), ldx, N, all.data(), ldy);
+            for (std::int64_t r = 0; r < N; ++r) {
+                CAPTURE(r);
+                double worst = 0;
+                for (std::int64_t o = 0; o < O; ++o) {
+                    double want = 0, scale = 0;
+                    for (std::int64_t i = 0; i < I; ++i) {
+                        const double t = double(x[static_cast<std::size_t>(r * ldx + i)]) * W[static_cast<std::size_t>(i * ldw + o)];
+                        want += t;
+                        scale += std::fabs(t);
+                    }
+                    worst = std::max(worst, std::fabs(all[static_cast<std::size_t>(r * ldy + o)] - want) / (1e-5 * scale + 1e-30));
+                }
+                CHECK(worst < 1.0);
+                for (std::int64_t o = O; o < ldy; ++o)   // the gap between rows of y is left alone
+                    CHECK(all[static_cast<std::size_t>(r * ldy + o)] == y0[static_cast<std::size_t>(r * ldy + o)]);
+            }
+            for (const std::int64_t rows : {1, 2, 3, 5}) {   // fewer rows at once (other column blocks): the same bits
+                std::vector<float> part = y0;
+                nn::gemv_t_rows_avx512(W.data(), I, O, ldw, x.data(), ldx, rows, part.data(), ldy);
+                CHECK(std::equal(part.begin(), part.begin() + rows * ldy, all.begin()));
+            }
+        }
+    }
+}
+
+TEST_CASE("gemv avx512: attention's few-query-row path equals the double attention (causal, null key, key mask)") {
+    std::mt19937 g(17);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    for (const std::int64_t Nq : {1, 3, 8, 9}) {   // 9: past kGemvMaxRows, sgemm
+        for (const std::int64_t Nk : {9, 100, 640}) {
+            for (const std::int64_t D : {40, 64, 72}) {
+                for (const int variant : {0, 1, 2}) {   // causal self-attention; null key + mask (CCA); neither
+                    CAPTURE(Nq);
+                    CAPTURE(Nk);
+                    CAPTURE(D);
+                    CAPTURE(variant);
+                    const std::int64_t ld = 3 * D;   // heads interleaved: this head's columns of a wider row
+                    const bool causal = variant == 0, null_kv = variant == 1, masked = variant == 1;
+                    std::vector<float> Q(static_cast<std::size_t>(Nq * ld)), K(static_cast<std::size_t>(Nk * ld)),
+                        V(K.size()), nk(static_cast<std::size_t>(D)), nv(nk.size());
+                    for (auto* t : {&Q, &K, &V, &nk, &nv})
+                        for (auto& v : *t) v = n(g) * 0.3f;
+                    std::vector<std::uint8_t> mask(static_cast<std::size_t>(Nk));
+                    for (auto& m : mask) m = g() % 4 != 0;
+                    const auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+                    const std::vector<double> Qd = dbl(Q), Kd = dbl(K), Vd = dbl(V), nkd = dbl(nk), nvd = dbl(nv);
+                    const std::int64_t keys = Nk + (null_kv ? 1 : 0);
+                    std::vector<float> O(static_cast<std::size_t>(Nq * ld), 7.0f), P(static_cast<std::size_t>(Nq * keys));
+                    std::vector<double> Od(O.size()), Pd(P.size());
+                    nn::attention_head_forward(O.data(), ld, P.data(), Q.data(), ld, K.data(), V.data(), ld, Nq, Nk, D,
+                                               null_kv ? nk.data() : nullptr, null_kv ? nv.data() : nullptr,
+                                               masked ? mask.data() : nullptr, causal);
+                    nn::attention_head_forward(Od.data(), ld, Pd.data(), Qd.data(), ld, Kd.data(), Vd.data(), ld, Nq, Nk,
+                                               D, null_kv ? nkd.data() : nullptr, null_kv ? nvd.data() : nullptr,
+                                               masked ? mask.data() : nullptr, causal);
+                    double err = 0, ref = 0;
+                    for (std::int64_t i = 0; i < Nq; ++i)
+                        for (std::int64_t d = 0; d < D; ++d) {
+                            const std::size_t at = static_cast<std::size_t>(i * ld + d);
+                            err += (O[at] - Od[at]) * (O[at] - Od[at]);
+                            ref += Od[at] * Od[at];
+                        }
+                    CHECK(std::sqrt(err / ref) < 1e-5);
+                    for (std::int64_t i = 0; i < Nq; ++i)   // other heads' columns are left alone
+                        CHECK(O[static_cast<std::size_t>(i * ld + D)] == 7.0f);
+                }
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "nn/blas.h"
 #include "nn/fast_math.h"
+#include "nn/gemv_avx512.h"
 #include "nn/parallel.h"
 
 namespace retro::nn {
@@ -146,7 +147,13 @@ void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64
                             std::int64_t ldk, std::int64_t Nq, std::int64_t Nk, std::int64_t D, const T* null_k,
                             const T* null_v, const std::uint8_t* key_mask, bool causal) {
     const std::int64_t off = null_k ? 1 : 0, W = Nk + off, shift = Nk - Nq;
-    gemm(false, true, Nq, Nk, D, T(1), Q, ldq, K, ldk, T(0), P + off, W);
+    // KV-cached decoding's few query rows against a long cache: both products as AVX-512 GEMVs that stream K and
+    // V once, row after row (OpenBLAS's sgemm on one query row ran at half the memory rate: docs/performance.md
+    // "Session 35"). Same sums, another order: float rounding only.
+    const bool few_rows = std::is_same_v<T, float> && Nq <= kGemvMaxRows && gemv_avx512_enabled();
+    if constexpr (std::is_same_v<T, float>)
+        if (few_rows) gemv_rows_avx512(K, Nk, D, ldk, Q, ldq, Nq, P + off, W, false);
+    if (!few_rows) gemm(false, true, Nq, Nk, D, T(1), Q, ldq, K, ldk, T(0), P + off, W);
     if (null_k)   // column 0: q . null_k
         for (std::int64_t i = 0; i < Nq; i++) {
             T acc = 0;
@@ -154,7 +161,9 @@ void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64
             P[i * W] = acc;
         }
     masked_softmax(P, Nq, W, off, key_mask, causal, shift);
-    gemm(false, false, Nq, D, Nk, T(1), P + off, W, V, ldk, T(0), O, ldo);
+    if constexpr (std::is_same_v<T, float>)
+        if (few_rows) gemv_t_rows_avx512(V, Nk, D, ldk, P + off, W, Nq, O, ldo);
+    if (!few_rows) gemm(false, false, Nq, D, Nk, T(1), P + off, W, V, ldk, T(0), O, ldo);
     if (null_v)
         for (std::int64_t i = 0; i < Nq; i++) {
             const T p0 = P[i * W];

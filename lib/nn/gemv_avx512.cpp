@@ -1,6 +1,9 @@
 // Implementation of gemv_avx512.h.
 #include "nn/gemv_avx512.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "core/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -34,14 +37,23 @@ RETRO_GEMV_TARGET inline __m512 load16_masked(const std::uint16_t* p, __mmask16 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
+// Rows ahead that the strided kernels prefetch: short rows at a stride of kilobytes (one head's slice of a KV
+// cache row) touch a page only a few times, too few for the hardware's stride prefetcher.
+constexpr std::int64_t kPrefetchRows = 16;
+
 // N x rows against W: per weight row, two accumulators per x row; W's row is read once for all N.
 template <int N, typename W_T>
 RETRO_GEMV_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
                               std::int64_t ldx, float* y, std::int64_t ldy, bool accumulate) {
     const std::int64_t tail = I % 16, body16 = I - tail;
     const __mmask16 m = static_cast<__mmask16>((1u << tail) - 1u);
+    const bool strided = ldw != I;
+    const std::int64_t row_bytes = I * static_cast<std::int64_t>(sizeof(W_T));
     for (std::int64_t o = 0; o < O; ++o) {
         const W_T* w = W + o * ldw;
+        if (strided && o + kPrefetchRows < O)   // a KV cache's head slices: the hardware prefetcher misses them
+            for (std::int64_t b = 0; b < row_bytes; b += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchRows * ldw) + b, _MM_HINT_T0);
         __m512 a0[N], a1[N];
 #pragma GCC unroll 8
         for (int n = 0; n < N; ++n) a0[n] = a1[n] = _mm512_setzero_ps();
@@ -91,6 +103,71 @@ void rows_any(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, co
     }
 }
 
+// y[n, c0 + 16z + j] = Σ_i x[n, i] W[i, c0 + 16z + j] for the Z 16-column slices from c0 (the last one's lanes
+// masked by `last`): N x Z accumulators, each fed in i order.
+template <int N, int Z>
+RETRO_GEMV_TARGET void t_block(const float* W, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
+                               float* y, std::int64_t ldy, std::int64_t c0, __mmask16 last) {
+    __m512 acc[N][Z];
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n)
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; ++z) acc[n][z] = _mm512_setzero_ps();
+    for (std::int64_t i = 0; i < I; ++i) {
+        const float* w = W + i * ldw + c0;
+        if (i + kPrefetchRows < I)
+            for (int b = 0; b < 64 * Z; b += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchRows * ldw) + b, _MM_HINT_T0);
+        __m512 wz[Z];
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; ++z) wz[z] = z + 1 < Z ? _mm512_loadu_ps(w + 16 * z) : _mm512_maskz_loadu_ps(last, w + 16 * z);
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) {
+            const __m512 xn = _mm512_set1_ps(x[n * ldx + i]);
+#pragma GCC unroll 4
+            for (int z = 0; z < Z; ++z) acc[n][z] = _mm512_fmadd_ps(xn, wz[z], acc[n][z]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n)
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; ++z) {
+            float* out = y + n * ldy + c0 + 16 * z;
+            if (z + 1 < Z) _mm512_storeu_ps(out, acc[n][z]);
+            else _mm512_mask_storeu_ps(out, last, acc[n][z]);
+        }
+}
+
+// Column blocks of 64 for 1-2 rows, 32 for 3-4, 16 for 5-8 (at most 16 accumulators); the columns left after the
+// whole blocks go 16 at a time, the last slice masked.
+template <int N>
+void t_rows_n(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x, std::int64_t ldx,
+              float* y, std::int64_t ldy) {
+    constexpr int Z = N <= 2 ? 4 : N <= 4 ? 2 : 1;
+    std::int64_t c = 0;
+    for (; c + 16 * Z <= O; c += 16 * Z) t_block<N, Z>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>(0xFFFF));
+    for (; c < O; c += 16) {
+        const std::int64_t cols = O - c < 16 ? O - c : 16;
+        t_block<N, 1>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>((1u << cols) - 1u));
+    }
+}
+
+void t_rows_any(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x, std::int64_t ldx,
+                std::int64_t N, float* y, std::int64_t ldy) {
+    switch (N) {
+        case 0: return;
+        case 1: return t_rows_n<1>(W, I, O, ldw, x, ldx, y, ldy);
+        case 2: return t_rows_n<2>(W, I, O, ldw, x, ldx, y, ldy);
+        case 3: return t_rows_n<3>(W, I, O, ldw, x, ldx, y, ldy);
+        case 4: return t_rows_n<4>(W, I, O, ldw, x, ldx, y, ldy);
+        case 5: return t_rows_n<5>(W, I, O, ldw, x, ldx, y, ldy);
+        case 6: return t_rows_n<6>(W, I, O, ldw, x, ldx, y, ldy);
+        case 7: return t_rows_n<7>(W, I, O, ldw, x, ldx, y, ldy);
+        case 8: return t_rows_n<8>(W, I, O, ldw, x, ldx, y, ldy);
+        default: RETRO_CHECK(false, "gemv of ", N, " rows (at most ", kGemvMaxRows, ")");
+    }
+}
+
 #undef RETRO_GEMV_TARGET
 
 #if !defined(__clang__)
@@ -104,6 +181,12 @@ bool gemv_avx512_available() {
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                             __builtin_cpu_supports("avx512vl");
     return yes;
+}
+
+void gemv_t_rows_avx512(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x,
+                        std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy) {
+    RETRO_CHECK(gemv_avx512_available(), "gemv_t_rows_avx512 called on a CPU without AVX-512");
+    t_rows_any(W, I, O, ldw, x, ldx, N, y, ldy);
 }
 
 void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
@@ -122,6 +205,11 @@ void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t 
 
 bool gemv_avx512_available() { return false; }
 
+void gemv_t_rows_avx512(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
+                        std::int64_t, float*, std::int64_t) {
+    RETRO_CHECK(false, "gemv_t_rows_avx512 is not built for this CPU");
+}
+
 void gemv_rows_avx512(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t,
                       float*, std::int64_t, bool) {
     RETRO_CHECK(false, "gemv_rows_avx512 is not built for this CPU");
@@ -133,5 +221,13 @@ void gemv_rows_bf16_avx512(const std::uint16_t*, std::int64_t, std::int64_t, std
 }
 
 #endif
+
+bool gemv_avx512_enabled() {
+    static const bool yes = [] {
+        const char* env = std::getenv("RETRO_GEMV");
+        return gemv_avx512_available() && !(env && std::string_view(env) == "blas");
+    }();
+    return yes;
+}
 
 }  // namespace retro::nn

@@ -4,7 +4,9 @@
 // (docs/performance.md "Session 34"): OpenBLAS's sgemv read the 512-wide rows at half the rate a plain AVX-512 read
 // reaches, and once per x row. Here W is read once for all N rows, one weight row after another as one sequential
 // stream (which the hardware prefetcher follows at the memory rate; interleaved rows are several streams it does
-// not), each weight row's 16-lane slices FMA'd into two accumulators per x row.
+// not), each weight row's 16-lane slices FMA'd into two accumulators per x row. Attention over a KV cache reads one
+// head's short slice of every cache row (W with ldw > I): those rows are prefetched in software 16 rows ahead, as a
+// stride of kilobytes touches each page too few times for the hardware's stride prefetcher.
 // Summation order, the same for every N: lane j of accumulator a sums columns 32i + 16a + j in k order (a 16-column
 // remainder into accumulator 0, the masked tail into accumulator 1), then a0 + a1 and the 16 lanes by a tree; so a
 // row's result does not depend on N, and differs from cblas_sgemv's by float rounding only.
@@ -17,6 +19,9 @@ inline constexpr std::int64_t kGemvMaxRows = 8;
 
 // Whether this CPU (and build) runs the kernels below (AVX-512 F, BW and VL).
 bool gemv_avx512_available();
+// Whether the model's few-row paths use them: available, and RETRO_GEMV is not "blas" (which keeps OpenBLAS's
+// sgemv / sgemm for side-by-side timing).
+bool gemv_avx512_enabled();
 
 // y[n * ldy + o] = (accumulate ? y[n * ldy + o] : 0) + Σ_k W[o * ldw + k] · x[n * ldx + k], n < N ≤ kGemvMaxRows,
 // o < O, k < I. Single-threaded: callers split O.
@@ -27,5 +32,11 @@ void gemv_rows_avx512(const float* W, std::int64_t O, std::int64_t I, std::int64
 // zero bits) and the sums run as above in fp32; W is half the bytes.
 void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
                            std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate);
+
+// The other orientation, for attention's p V over a KV cache: y[n * ldy + o] = Σ_i x[n * ldx + i] · W[i * ldw + o],
+// n < N ≤ kGemvMaxRows, o < O, i < I (W [I, O] row-major: the rows of W weighted by x and summed). W's rows are
+// read in i order, a block of W's columns at a time, once for all N; lane o's sum runs in i order.
+void gemv_t_rows_avx512(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x,
+                        std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy);
 
 }  // namespace retro::nn

@@ -1,8 +1,6 @@
 #include "nn/linear.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "nn/blas.h"
@@ -21,16 +19,6 @@ inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARA
 // them. With AVX-512, up to kGemvMaxRows rows run through nn/gemv_avx512.h, which reads W once for all of them.
 constexpr std::int64_t GEMV_MAX_ROWS = 4;
 
-// The fp32 GEMV: nn/gemv_avx512.h where the CPU has AVX-512F (it reads W at up to twice OpenBLAS's sgemv rate on
-// the decode step's 512-wide rows), cblas_sgemv otherwise or with RETRO_GEMV=blas (for side-by-side timing).
-bool use_avx512_gemv() {
-    static const bool yes = [] {
-        const char* env = std::getenv("RETRO_GEMV");
-        return gemv_avx512_available() && !(env && std::string(env) == "blas");
-    }();
-    return yes;
-}
-
 // The few-row path's kernel for this W: the bf16 copy (retro-generate --dtype bf16, decode_weights_bf16.h), the
 // fp32 AVX-512 GEMV, or none (cblas_sgemv per row, up to GEMV_MAX_ROWS rows).
 struct FewRows {
@@ -44,7 +32,7 @@ FewRows few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
     FewRows k;
     if constexpr (std::is_same_v<T, float>) {
         if (const DecodeWeightsBf16* table = decode_weights_bf16()) k.w16 = table->find(W, O * I);
-        k.avx512 = !k.w16 && use_avx512_gemv();
+        k.avx512 = !k.w16 && gemv_avx512_enabled();   // else cblas_sgemv (RETRO_GEMV=blas)
     }
     return k;
 }
