@@ -295,6 +295,10 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     auto bad = test::run_tool("retro-train", "eval --run " + o.run + " " + data + " --alphas 0,0.5 --quiet");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("alpha") != std::string::npos);
+    // the options are checked before --index searches: the bad alpha is named, not the (missing) index
+    auto bad_first = test::run_tool("retro-train", common + " --index " + (dir / "no-such-index").string() + " --alphas 0");
+    CHECK(bad_first.exit_code == 2);
+    CHECK(bad_first.err.find("alpha") != std::string::npos);
 }
 
 TEST_CASE("eval: --max-batches keeps sequences spread over the split (or the first ones), and says which") {

@@ -146,6 +146,11 @@ TEST_CASE("verified inputs: retro-index, retro-knn, retro-train and retro-genera
         expect_changed(test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --knn " +
                                                          p.knn.string() + " --max-batches 1 --quiet"),
                        run / "model.safetensors");
+        // eval --index verifies the run before it searches (a search can take minutes): the weights are named, not
+        // the index (here a folder that does not exist)
+        expect_changed(test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --index " +
+                                                         (t / "no-such-index").string() + " --max-batches 1 --quiet"),
+                       run / "model.safetensors");
         // --init-from hashes the base anyway: a run folder's manifest holds it to its record (no flag needed)
         const test::RunResult r = test::run_tool("retro-train", train_args(p.db, p.knn, p, t / "r") + " --init-from " + run.string());
         INFO("stderr: ", r.err);

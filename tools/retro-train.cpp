@@ -3,7 +3,6 @@
 // evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
 // --init-from and --train-only retro-fit a trained model (docs/model.md "Retro-fitting").
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 
 #include "core/atomic_file.h"
@@ -19,7 +18,6 @@
 #include "deprecated_option.h"
 #include "tool_main.h"
 
-namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
     return retro::tool_main(
@@ -166,9 +164,10 @@ int main(int argc, char** argv) {
                     std::optional<retro::ScratchKnn> searched;   // --index: neighbours searched now
                     if (!eval_index.empty()) {
                         if (!e.neighbours.empty()) retro::user_error_in("--index", "give --knn or --index, not both");
-                        searched.emplace(ctx, eval_index, e.db,
-                                         retro::RetroConfig::load((fs::path(e.run) / "config.json").string()).num_neighbours);
-                        e.neighbours = searched->dir();
+                        e.search_neighbours = [&](const retro::RetroConfig& config) {   // once the run is verified
+                            searched.emplace(ctx, eval_index, e.db, config.num_neighbours);
+                            return searched->dir();
+                        };
                     }
                     auto report = retro::train_eval(e);
                     if (searched) report.knn = "search of " + eval_index;

@@ -128,13 +128,14 @@ EvalReport train_eval(const EvalOptions& o) {
                           "has another vocabulary, chunk size or pad id than " + o.run,
                           "compare runs trained on the same database");
     }
+    const std::string neighbours = o.search_neighbours ? o.search_neighbours(config) : o.neighbours;
     // eval reads the rows of the sequences it evaluates (a split, or --max-batches of them): the layout is read whole
-    RetroData data(o.db, o.neighbours, config, o.split == "all" ? 0.0 : o.val_fraction,
+    RetroData data(o.db, neighbours, config, o.split == "all" ? 0.0 : o.val_fraction,
                    o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
     const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
-    const bool knn = !o.neighbours.empty();
+    const bool knn = !neighbours.empty();
     memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), knn),
                    "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
 
@@ -146,7 +147,7 @@ EvalReport train_eval(const EvalOptions& o) {
     EvalReport rep;
     rep.run = o.run;
     rep.db = o.db;
-    rep.knn = o.neighbours;
+    rep.knn = neighbours;
     rep.baseline = o.baseline;
     rep.split = o.split;
     rep.sequences = static_cast<std::int64_t>(seqs.size());

@@ -14,12 +14,15 @@
 // r = 0 for a sequence's first chunk, which reads nothing). The second shows where a model could copy.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace retro {
+
+struct RetroConfig;
 
 struct EvalOptions {
     std::string run;               // run folder (config.json + model.safetensors, or --weights)
@@ -42,6 +45,10 @@ struct EvalOptions {
     // Row s is the s-th evaluated sequence (EvalReport::sequence_first_chunks names its first chunk).
     std::string token_losses;
     bool verify = true;            // re-hash the run's weights, the database and neighbours.npy against their manifests
+    // optional, in place of `neighbours`: called once, after the options are checked and the models loaded (and
+    // verified), with the run's config; returns the neighbours folder (retro-train eval --index searches here, so a
+    // changed run is refused before a search that can take minutes)
+    std::function<std::string(const RetroConfig&)> search_neighbours;
 };
 
 struct EvalFigures {   // NaN where the filter holds no label
