@@ -222,11 +222,20 @@ void gemv_rows_bf16_avx512(const std::uint16_t*, std::int64_t, std::int64_t, std
 
 #endif
 
+namespace {
+std::string_view gemv_env() {
+    const char* env = std::getenv("RETRO_GEMV");
+    return env ? env : "";
+}
+}  // namespace
+
 bool gemv_avx512_enabled() {
-    static const bool yes = [] {
-        const char* env = std::getenv("RETRO_GEMV");
-        return gemv_avx512_available() && !(env && std::string_view(env) == "blas");
-    }();
+    static const bool yes = gemv_avx512_available() && gemv_env() != "blas";
+    return yes;
+}
+
+bool gemv_avx512_attention_enabled() {
+    static const bool yes = gemv_avx512_enabled() && gemv_env() != "linear";
     return yes;
 }
 

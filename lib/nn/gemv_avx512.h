@@ -19,9 +19,12 @@ inline constexpr std::int64_t kGemvMaxRows = 8;
 
 // Whether this CPU (and build) runs the kernels below (AVX-512 F, BW and VL).
 bool gemv_avx512_available();
-// Whether the model's few-row paths use them: available, and RETRO_GEMV is not "blas" (which keeps OpenBLAS's
-// sgemv / sgemm for side-by-side timing).
+// Whether the model's few-row linear layers use them: available, and RETRO_GEMV is not "blas" (which keeps
+// OpenBLAS's sgemv for side-by-side timing).
 bool gemv_avx512_enabled();
+// Whether attention over a KV cache does (nn/attention.h): as above, and RETRO_GEMV is not "linear" either (which
+// keeps OpenBLAS's sgemm for attention alone: session 34's path, for side-by-side timing).
+bool gemv_avx512_attention_enabled();
 
 // y[n * ldy + o] = (accumulate ? y[n * ldy + o] : 0) + Σ_k W[o * ldw + k] · x[n * ldx + k], n < N ≤ kGemvMaxRows,
 // o < O, k < I. Single-threaded: callers split O.
