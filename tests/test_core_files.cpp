@@ -198,6 +198,27 @@ TEST_CASE("core: a .gz cut before its trailer - or not gzip at all - is refused,
     CHECK_THROWS_WITH_AS(read_whole_file((tmp / "cut.txt.gz").string()), doctest::Contains("truncated gzip stream"), UserError);
 }
 
+TEST_CASE("core: read_whole_file returns a file's bytes in a string of about their size (plain and gzip)") {
+    // a folder corpus holds a block of these in memory, counted by size: spare capacity would be uncounted memory
+    // (a 12 KB file once came back in a 2 MiB string)
+    test::TempDir tmp("rwf");
+    std::mt19937 g(3);
+    for (const std::size_t size : {std::size_t(0), std::size_t(1), std::size_t(12000), std::size_t(65536),
+                                   std::size_t(3u << 20)}) {
+        std::string text(size, 'a');
+        for (auto& c : text) c = static_cast<char>('a' + g() % 26);
+        CAPTURE(size);
+        test::write_text(tmp / "f.txt", text);
+        const std::string plain = read_whole_file((tmp / "f.txt").string());
+        CHECK(plain == text);
+        CHECK(plain.capacity() <= size + size / 8 + 64);
+        test::write_text(tmp / "f.txt.gz", gzip_bytes(text));
+        const std::string unzipped = read_whole_file((tmp / "f.txt.gz").string());
+        CHECK(unzipped == text);
+        CHECK(unzipped.capacity() <= size + size / 8 + 64);
+    }
+}
+
 TEST_CASE("core: corpus reading of folders and plain - gzip and zstd jsonl") {
     test::TempDir tmp("corpus");
     fs::create_directories(tmp / "f/sub");

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -197,14 +198,18 @@ std::string read_whole_file(const std::string& path) {
     else if (ends_with(path, ".zst")) src = std::make_unique<ZstdSource>(path);
     else src = std::make_unique<PlainSource>(path);
     raw = src.get();
+    // The string holds the file's bytes and little more: a folder corpus keeps a block of these (one per file) in
+    // memory, counted by size against --block-bytes, so spare capacity would be memory nobody counts (a 12 KB file
+    // read in 1 MiB steps came back in a 2 MiB string: 700 MB for 5.7 MB of small files, docs/chunk.md).
     std::string out;
-    std::size_t n;
-    do {
-        std::size_t old = out.size();
-        out.resize(old + (1 << 20));
-        n = raw->read(out.data() + old, 1 << 20);
-        out.resize(old + n);
-    } while (n > 0);
+    if (!ends_with(path, ".gz") && !ends_with(path, ".zst")) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (!ec) out.reserve(static_cast<std::size_t>(size));
+    }
+    std::vector<char> buf(std::size_t(1) << 16);
+    for (std::size_t n; (n = raw->read(buf.data(), buf.size())) > 0;) out.append(buf.data(), n);
+    if (out.capacity() > out.size() + out.size() / 8 + 64) out.shrink_to_fit();   // a stream of unknown length
     return out;
 }
 
