@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
                         };
                     }
                     auto report = retro::train_eval(e);
+                    e.search_neighbours = nullptr;   // it refers to `searched`, which ends with this block
                     if (searched) report.knn = "search of " + eval_index;
                     if (!eval_json.empty()) retro::write_file_atomic(eval_json, report.to_json().dump(2) + "\n");
                     if (!eval_plot_png.empty()) retro::eval_plot(report, eval_plot_png);

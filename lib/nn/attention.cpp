@@ -147,9 +147,10 @@ void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64
                             std::int64_t ldk, std::int64_t Nq, std::int64_t Nk, std::int64_t D, const T* null_k,
                             const T* null_v, const std::uint8_t* key_mask, bool causal) {
     const std::int64_t off = null_k ? 1 : 0, W = Nk + off, shift = Nk - Nq;
-    // KV-cached decoding's few query rows against a long cache: both products as AVX-512 GEMVs that stream K and
-    // V once, row after row (OpenBLAS's sgemm on one query row ran at half the memory rate: docs/performance.md
-    // "Session 35"; RETRO_GEMV=linear or blas keeps sgemm). Same sums, another order: float rounding only.
+    // Few query rows (KV-cached decoding's, against a long cache; also training's or prefill's where a sequence or
+    // chunk has at most 8 rows): both products as AVX-512 GEMVs that stream K and V once, row after row
+    // (OpenBLAS's sgemm on one query row ran at half the memory rate: docs/performance.md "Session 35";
+    // RETRO_GEMV=linear or blas keeps sgemm). Same sums, another order: float rounding only.
     const bool few_rows = std::is_same_v<T, float> && Nq <= kGemvMaxRows && gemv_avx512_attention_enabled();
     if constexpr (std::is_same_v<T, float>)
         if (few_rows) gemv_rows_avx512(K, Nk, D, ldk, Q, ldq, Nq, P + off, W, false);

@@ -1,6 +1,7 @@
 // Implementation of gemv_avx512.h.
 #include "nn/gemv_avx512.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -41,6 +42,13 @@ RETRO_GEMV_TARGET inline __m512 load16_masked(const std::uint16_t* p, __mmask16 
 // cache row) touch a page only a few times, too few for the hardware's stride prefetcher.
 constexpr std::int64_t kPrefetchRows = 16;
 
+// Every cache line of [p, p + bytes) into L1 (p need not be line-aligned: a KV cache is a std::vector).
+RETRO_GEMV_TARGET inline void prefetch_lines(const void* p, std::int64_t bytes) {
+    const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(63);
+    const auto end = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes);
+    for (std::uintptr_t a = first; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
+
 // N x rows against W: per weight row, two accumulators per x row; W's row is read once for all N.
 template <int N, typename W_T>
 RETRO_GEMV_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
@@ -52,8 +60,7 @@ RETRO_GEMV_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std:
     for (std::int64_t o = 0; o < O; ++o) {
         const W_T* w = W + o * ldw;
         if (strided && o + kPrefetchRows < O)   // a KV cache's head slices: the hardware prefetcher misses them
-            for (std::int64_t b = 0; b < row_bytes; b += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchRows * ldw) + b, _MM_HINT_T0);
+            prefetch_lines(w + kPrefetchRows * ldw, row_bytes);
         __m512 a0[N], a1[N];
 #pragma GCC unroll 8
         for (int n = 0; n < N; ++n) a0[n] = a1[n] = _mm512_setzero_ps();
@@ -107,7 +114,8 @@ void rows_any(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, co
 // masked by `last`): N x Z accumulators, each fed in i order.
 template <int N, int Z>
 RETRO_GEMV_TARGET void t_block(const float* W, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
-                               float* y, std::int64_t ldy, std::int64_t c0, __mmask16 last) {
+                               float* y, std::int64_t ldy, std::int64_t c0, __mmask16 last, bool strided) {
+    constexpr std::int64_t block_bytes = 64 * Z;
     __m512 acc[N][Z];
 #pragma GCC unroll 8
     for (int n = 0; n < N; ++n)
@@ -115,9 +123,7 @@ RETRO_GEMV_TARGET void t_block(const float* W, std::int64_t I, std::int64_t ldw,
         for (int z = 0; z < Z; ++z) acc[n][z] = _mm512_setzero_ps();
     for (std::int64_t i = 0; i < I; ++i) {
         const float* w = W + i * ldw + c0;
-        if (i + kPrefetchRows < I)
-            for (int b = 0; b < 64 * Z; b += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchRows * ldw) + b, _MM_HINT_T0);
+        if (strided && i + kPrefetchRows < I) prefetch_lines(w + kPrefetchRows * ldw, block_bytes);
         __m512 wz[Z];
 #pragma GCC unroll 4
         for (int z = 0; z < Z; ++z) wz[z] = z + 1 < Z ? _mm512_loadu_ps(w + 16 * z) : _mm512_maskz_loadu_ps(last, w + 16 * z);
@@ -144,11 +150,12 @@ template <int N>
 void t_rows_n(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x, std::int64_t ldx,
               float* y, std::int64_t ldy) {
     constexpr int Z = N <= 2 ? 4 : N <= 4 ? 2 : 1;
+    const bool strided = ldw != O;   // a KV cache's head slices: prefetched in software
     std::int64_t c = 0;
-    for (; c + 16 * Z <= O; c += 16 * Z) t_block<N, Z>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>(0xFFFF));
+    for (; c + 16 * Z <= O; c += 16 * Z) t_block<N, Z>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>(0xFFFF), strided);
     for (; c < O; c += 16) {
         const std::int64_t cols = O - c < 16 ? O - c : 16;
-        t_block<N, 1>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>((1u << cols) - 1u));
+        t_block<N, 1>(W, I, ldw, x, ldx, y, ldy, c, static_cast<__mmask16>((1u << cols) - 1u), strided);
     }
 }
 
