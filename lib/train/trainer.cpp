@@ -687,8 +687,10 @@ void Trainer::run() {
             parts_.assign(static_cast<std::size_t>(o_.grad_accum / N - 1), {});
     }
     config_ = RetroConfig::load(o_.config);
-    // under mpirun every rank maps the same files: rank 0 alone re-hashes them (a refusal there ends the job)
-    const bool verify = ctx_.verify_inputs && dist_->root();
+    // under mpirun the ranks of one machine map the same files: its first rank alone re-hashes them (a refusal ends
+    // the job). One per machine, not rank 0 alone: a node-local copy of the database (scratch disks) is each
+    // node's own, and a stale or partial copy on one node would otherwise feed it other tokens without a word.
+    const bool verify = ctx_.verify_inputs && dist_->local_rank() == 0;
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction,
                                         verify ? RetroData::Verify::kWhole : RetroData::Verify::kNone);
     data_->keep_train_docs(o_.train_docs_fraction);
