@@ -301,6 +301,37 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     CHECK(bad_first.err.find("alpha") != std::string::npos);
 }
 
+TEST_CASE("eval: the val split is the run's own --val-fraction unless given, and a larger share is said") {
+    test::TempDir dir("train-eval-vf");
+    const int cs = 4, seq_len = 16;
+    write_eval_db(dir / "db", dir / "knn", test::chunk_test_tokenizer(), cs, seq_len, 24);
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
+    auto tr = test::run_tool("retro-train", data + " --config " + test::config_path() + " --out " + (dir / "run").string() +
+                                                " --steps 2 --batch-size 4 --val-every 0 --val-fraction 0.3 --quiet --threads 1");
+    REQUIRE_MESSAGE(tr.exit_code == 0, tr.err);
+    const RetroConfig config = RetroConfig::load(test::config_path());
+    const auto val_sequences = [&](double fraction) {
+        return static_cast<std::int64_t>(RetroData((dir / "db").string(), (dir / "knn").string(), config, fraction)
+                                             .val_seqs().size());
+    };
+    REQUIRE(val_sequences(0.3) != val_sequences(0.05));   // the default would be another split
+    const std::string common = "eval --run " + (dir / "run").string() + " " + data + " --json";
+    auto own = test::run_tool("retro-train", common);
+    REQUIRE_MESSAGE(own.exit_code == 0, own.err);
+    const auto j = nlohmann::json::parse(own.out);
+    CHECK(j.at("val_fraction").get<double>() == 0.3);
+    CHECK(j.at("split_sequences").get<std::int64_t>() == val_sequences(0.3));
+    CHECK(own.err.find("holds out more") == std::string::npos);
+    auto larger = test::run_tool("retro-train", common + " --val-fraction 0.5");
+    REQUIRE_MESSAGE(larger.exit_code == 0, larger.err);
+    CHECK(nlohmann::json::parse(larger.out).at("val_fraction").get<double>() == 0.5);
+    CHECK(larger.err.find("--val-fraction 0.5 holds out more documents than") != std::string::npos);
+    auto smaller = test::run_tool("retro-train", common + " --val-fraction 0.1");
+    REQUIRE_MESSAGE(smaller.exit_code == 0, smaller.err);
+    CHECK(smaller.err.find("holds out more") == std::string::npos);
+    CHECK(test::run_tool("retro-train", common + " --val-fraction 1").exit_code == 2);
+}
+
 TEST_CASE("eval: --max-batches keeps sequences spread over the split (or the first ones), and says which") {
     std::vector<std::int64_t> split(10);
     for (int i = 0; i < 10; i++) split[static_cast<std::size_t>(i)] = 100 + 3 * i;

@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
                            "as retro-knn) instead of --knn");
             ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
             ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
-            ev->add_option("--val-fraction", e.val_fraction, "As given to retro-train")->capture_default_str();
+            ev->add_option("--val-fraction", e.val_fraction,
+                           "Share of documents held out (default: the run's, from its manifest; 0.05 without one)");
             ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
             ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
             ev->add_option("--sample", e.sample,

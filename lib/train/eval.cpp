@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
@@ -40,6 +41,23 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
     auto model = std::make_unique<RetroModel<float>>(config);
     params_load(weights, model->params(), model->layout(), config);
     return model;
+}
+
+// The share of documents held out: --val-fraction, or the run's as its manifest records (0.05 without a manifest:
+// a run still training). A larger share than the run's makes the "val" split hold documents it trained on: said.
+double resolve_val_fraction(const EvalOptions& o) {
+    double run_fraction = std::numeric_limits<double>::quiet_NaN();
+    if (fs::exists(fs::path(o.run) / "manifest.json")) {
+        const nlohmann::json params = manifest_read(o.run).value("parameters", nlohmann::json::object());
+        if (params.contains("val_fraction") && params["val_fraction"].is_number())
+            run_fraction = params["val_fraction"].get<double>();
+    }
+    if (std::isnan(o.val_fraction)) return std::isnan(run_fraction) ? 0.05 : run_fraction;
+    if (o.val_fraction < 0 || o.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
+    if (o.split == "val" && !std::isnan(run_fraction) && o.val_fraction > run_fraction)
+        log_warn(cat("--val-fraction ", o.val_fraction, " holds out more documents than ", o.run, " did (",
+                     run_fraction, "): part of the val split is text the run trained on"));
+    return o.val_fraction;
 }
 
 // Byte lengths of the database's tokens (empty when its tokenizer cannot be opened or does not cover the
@@ -128,9 +146,10 @@ EvalReport train_eval(const EvalOptions& o) {
                           "has another vocabulary, chunk size or pad id than " + o.run,
                           "compare runs trained on the same database");
     }
+    const double val_fraction = resolve_val_fraction(o);
     const std::string neighbours = o.search_neighbours ? o.search_neighbours(config) : o.neighbours;
     // eval reads the rows of the sequences it evaluates (a split, or --max-batches of them): the layout is read whole
-    RetroData data(o.db, neighbours, config, o.split == "all" ? 0.0 : o.val_fraction,
+    RetroData data(o.db, neighbours, config, o.split == "all" ? 0.0 : val_fraction,
                    o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
@@ -150,6 +169,7 @@ EvalReport train_eval(const EvalOptions& o) {
     rep.knn = neighbours;
     rep.baseline = o.baseline;
     rep.split = o.split;
+    rep.val_fraction = val_fraction;
     rep.sequences = static_cast<std::int64_t>(seqs.size());
     rep.split_sequences = static_cast<std::int64_t>(split_seqs.size());
     rep.sample = seqs.size() < split_seqs.size() ? o.sample : "all";
@@ -286,6 +306,7 @@ nlohmann::json EvalReport::to_json() const {
     j["knn"] = knn.empty() ? nlohmann::json(nullptr) : nlohmann::json(knn);
     j["baseline"] = baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(baseline);
     j["split"] = split;
+    j["val_fraction"] = val_fraction;
     j["sequences"] = sequences;
     j["split_sequences"] = split_sequences;
     j["sample"] = sample;
@@ -321,7 +342,9 @@ nlohmann::json EvalReport::to_json() const {
 std::string EvalReport::to_text() const {
     std::ostringstream s;
     char line[256];
-    s << "retro-train eval: " << run << " on " << db << " (" << split << " split: " << sequences << " sequences";
+    s << "retro-train eval: " << run << " on " << db << " (" << split << " split";
+    if (split != "all") s << " of --val-fraction " << val_fraction;
+    s << ": " << sequences << " sequences";
     if (sample != "all") s << " of " << split_sequences << ", " << (sample == "spread" ? "spread over it" : "the first");
     s << ", " << all().chunks << " chunks, " << all().labels << " tokens";
     if (has_bytes) s << ", " << all().bytes << " bytes";

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct EvalOptions {
     std::string db, neighbours;    // neighbours optional: without it only the no-retrieval mode, no filter
     std::string baseline;          // optional: another run folder, evaluated without retrieval
     std::string split = "val";     // val | train | all (documents split as retro-train does)
-    double val_fraction = 0.05;
+    // NaN: the run's own (its manifest's parameters.val_fraction; 0.05 when the run has no manifest yet)
+    double val_fraction = std::numeric_limits<double>::quiet_NaN();
     std::int64_t batch_size = 8;
     std::int64_t max_batches = 0;  // 0 = every sequence of the split
     // which sequences --max-batches keeps: "spread" (evenly spaced over the split, the default: the split runs
@@ -63,6 +65,7 @@ struct EvalFilter {
 
 struct EvalReport {
     std::string run, db, knn, baseline, split;
+    double val_fraction = 0;           // the share held out (the run's unless --val-fraction said otherwise)
     std::int64_t sequences = 0, seq_len = 0;
     std::int64_t split_sequences = 0;  // sequences in the split; `sequences` of them evaluated
     std::string sample = "all";        // all | spread | first (EvalOptions::sample, "all" when none was cut)
