@@ -96,6 +96,10 @@ TEST_CASE("bad input: --out that is an input, or another tool's folder, is refus
     // and a reader takes only a database retro-chunk made
     expect_refused(test::run_tool("retro-index", index.string() + " --out " + (t / "ix2").string() + " --dim 8 --quiet"),
                    {"was written by retro-index, not retro-chunk"});
+    // retro-generate with --db and --index swapped: the same words, one path separator, and the fix
+    expect_refused(test::run_tool("retro-generate", run.string() + " --index " + p.db.string() + " --db " + index.string() +
+                                                        " --max-tokens 2 --quiet hello"),
+                   {(index / "manifest.json").string() + ": was written by retro-index, not retro-chunk", "--db"});
 
     // the same tool's folder is still replaced by --force
     const test::RunResult again =
@@ -228,6 +232,11 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     const std::string knn = "knn --n 1000 --dim 16 --queries 10 --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1 ";
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
+    // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),
+                   {"--ivf-nlist", "there are 100", "or 0 for no IVF rows"});
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --n 5000 --dim 8 --queries 10 --ivf-nlist 64"),
+                   {"--pq-m", "--pq-m 0"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
     for (const std::string threads : {"-1", "100000"})
         expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});

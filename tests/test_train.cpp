@@ -136,6 +136,16 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(r1.exit_code == 2);
     CHECK(one_line(r1));
     CHECK_FALSE(fs::exists(dir / "o1"));
+    // sequences longer than the config's max_seq_len: the fix names the --seq-len to rebuild with
+    auto short_cfg = RetroConfig::load(config_path());
+    short_cfg.max_seq_len = 8;
+    short_cfg.save((dir / "len8.json").string());
+    auto r7 = test::run_tool("retro-train", base + " --config " + (dir / "len8.json").string() + " --out " + (dir / "o7").string());
+    CHECK(r7.exit_code == 2);
+    CHECK(one_line(r7));
+    CHECK(r7.err.find("exceeds the model config's max_seq_len 8 (fix: rebuild the database with retro-chunk --seq-len 8") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "o7"));
     // dims that don't divide
     test::write_text(dir / "bad.json", R"({"max_seq_len": 18, "chunk_size": 4, "dim_head": 32})");
     auto r2 = test::run_tool("retro-train", base + " --config " + (dir / "bad.json").string() + " --out " + (dir / "o2").string());
@@ -167,6 +177,15 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     // resuming a run with another config
     auto ok = test::run_tool("retro-train", base + " --config " + config_path() + " --out " + (dir / "o4").string());
     REQUIRE(ok.exit_code == 0);
+    // a warmup as long as the run is said (not refused); a shorter one is not
+    const std::string loud = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                             config_path() + " --steps 2 --batch-size 2 --threads 1 --out ";
+    auto long_warmup = test::run_tool("retro-train", loud + (dir / "o8").string() + " --warmup 5");
+    CHECK(long_warmup.exit_code == 0);
+    CHECK(long_warmup.err.find("--warmup 5 is not below --steps 2") != std::string::npos);
+    auto short_warmup = test::run_tool("retro-train", loud + (dir / "o9").string() + " --warmup 1");
+    CHECK(short_warmup.exit_code == 0);
+    CHECK(short_warmup.err.find("--warmup") == std::string::npos);
     auto other = RetroConfig::load(config_path());
     other.dec_cross_attn_layers = {3};
     other.save((dir / "other.json").string());

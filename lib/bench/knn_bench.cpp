@@ -6,6 +6,7 @@
 #include <faiss/IndexFlat.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -128,6 +129,14 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         queries = make_vectors(q, d, o.clusters, 2, centres);
         data_key = "synthetic_" + std::to_string(n) + "x" + std::to_string(d) + "_c" + std::to_string(o.clusters);
     }
+    // the approximate rows' indices must be trainable on n vectors: refused here, before the exact rows' minutes
+    // (FAISS's k-means wants a point per list; IVF-PQ's 8-bit codebooks 39 x 256 points)
+    if (o.ann.ivf_nlist > n)
+        user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " lists need at least as many base vectors; there are ", n),
+                      cat("give --ivf-nlist ", std::max<std::int64_t>(1, n / 39), " (39 vectors a list) or 0 for no IVF rows"));
+    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && n < 39 * 256)
+        user_error_in("--pq-m", cat("IVF-PQ's codebooks need at least ", 39 * 256, " base vectors to train; there are ", n),
+                      "give --pq-m 0 for no IVF-PQ rows");
     const double gflop = 2.0 * q * n * d / 1e9;
     std::vector<std::string> kernels = o.kernels;
     if (kernels.empty()) {

@@ -168,8 +168,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     nlohmann::json db_manifest;
     if (!o.db.empty()) {
         db_manifest = manifest_read(o.db);
-        if (db_manifest.value("tool", "") != "retro-chunk")
-            user_error_in(o.db + "/manifest.json", "was not written by retro-chunk");
+        if (const std::string tool = db_manifest.value("tool", ""); tool != "retro-chunk")
+            user_error_in((fs::path(o.db) / "manifest.json").string(),
+                          "was written by " + (tool.empty() ? std::string("an unknown tool") : tool) + ", not retro-chunk",
+                          "pass the chunk database (retro-chunk's folder) as --db and the index as --index");
         const auto cs = db_manifest.value("parameters", nlohmann::json::object()).value("chunk_size", 0);
         if (cs != config.chunk_size)
             user_error_in(o.db, cat("has chunk size ", cs, "; the model (", config_path.string(), ") uses ",

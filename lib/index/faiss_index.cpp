@@ -68,7 +68,7 @@ void index_check_trainable(const std::string& factory, std::int64_t n_train) {
     if (n_train < need)
         user_error_in("--index", "too few chunks to train '" + factory + "': " + std::to_string(n_train) +
                                      " vectors, its PQ codebooks need at least " + std::to_string(need),
-                      "use --index Flat (or IVFn,Flat) for a database this small");
+                      "use --index Flat (or IVFn,Flat) for a database this small (retro-bench knn: --ivf-nlist 0)");
 }
 
 int index_default_nprobe(std::int64_t nlist) { return static_cast<int>(std::max<std::int64_t>(1, nlist / 4)); }

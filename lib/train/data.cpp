@@ -32,7 +32,9 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
         user_error_in(db_dir, cat("chunk size ", cs_, " differs from the model config's chunk_size ", c.chunk_size),
                       "use a config with the database's chunk size or rebuild the database");
     if (seq_len_ > c.max_seq_len)
-        user_error_in(db_dir, cat("sequence length ", seq_len_, " exceeds the model config's max_seq_len ", c.max_seq_len));
+        user_error_in(db_dir, cat("sequence length ", seq_len_, " exceeds the model config's max_seq_len ", c.max_seq_len),
+                      cat("rebuild the database with retro-chunk --seq-len ", c.max_seq_len,
+                          " (or less, a multiple of the chunk size), or use a config with a max_seq_len of ", seq_len_));
     if (seq_len_ % cs_ != 0) user_error_in(db_dir, cat("seq_len ", seq_len_, " is not a multiple of the chunk size"));
     k_ = c.num_neighbours;
     if (!knn_dir.empty()) {

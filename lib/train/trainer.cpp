@@ -801,6 +801,10 @@ void Trainer::run() {
     if (root) config_.save((out / "config.json").string());
     if (dmodel_) device_upload_state();
 
+    if (step < o_.steps && o_.warmup >= o_.steps)   // the default 100 against a short run: a word as it starts
+        log_warn(cat("--warmup ", o_.warmup, " is not below --steps ", o_.steps, ": the learning rate rises for the whole run (to ",
+                     o_.lr * static_cast<double>(o_.steps) / static_cast<double>(o_.warmup),
+                     " at the last step) and never decays; a warmup of about a tenth of the steps is usual"));
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
     while (step < o_.steps) {
