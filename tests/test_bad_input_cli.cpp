@@ -118,7 +118,11 @@ TEST_CASE("bad input: retro-chunk --resume over a complete database made from ot
                 .exit_code == 0);
     expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                      db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet"),
-                   {db.string(), "other inputs"});
+                   {db.string(), "other inputs", "corpus file 1 is "});
+    // another parameter: the refusal names it and both values
+    expect_refused(test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                                     " --chunk-size 4 --seq-len 16 --block-docs 64 --resume --quiet"),
+                   {"parameters.block_docs is 64, the folder's "});
     // the same command again: nothing to do, exit 0
     const test::RunResult same = test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                                    db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet");

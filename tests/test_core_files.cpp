@@ -72,6 +72,25 @@ TEST_CASE("core: fingerprints are xxh3-64 of the bytes") {
     CHECK(fp.hex() == fingerprint_bytes("abc", 3));
 }
 
+TEST_CASE("core: json_first_difference names the first differing key path and both values") {
+    const nlohmann::json a = {{"rows", 10}, {"parameters", {{"k", 2}, {"extra", 8}, {"list", {1, 2, 3}}}}};
+    CHECK(json_first_difference(a, a).empty());
+    nlohmann::json b = a;
+    b["parameters"]["k"] = 3;
+    CHECK(json_first_difference(a, b) == "parameters.k is 3, the folder's 2");
+    CHECK(json_first_difference(a["parameters"], b["parameters"], "parameters") == "parameters.k is 3, the folder's 2");
+    b = a;
+    b["parameters"]["list"][1] = 7;
+    CHECK(json_first_difference(a, b) == "parameters.list[1] is 7, the folder's 2");
+    b = a;
+    b["parameters"].erase("extra");
+    CHECK(json_first_difference(a, b) == "parameters.extra is absent, the folder's 8");
+    b = a;
+    b["new"] = "x";
+    CHECK(json_first_difference(a, b) == "new is \"x\", the folder's absent");
+    CHECK(json_first_difference(nlohmann::json(1), nlohmann::json(std::string(100, 'z'))).size() < 100);
+}
+
 TEST_CASE("core: manifest records inputs and outputs - and verification catches a change") {
     test::TempDir tmp("manifest");
     std::string dir = tmp.path.string();

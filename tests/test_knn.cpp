@@ -252,6 +252,11 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
         CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "km" / f));
     // resume: a shard's parts are exactly what a killed run leaves; resuming completes them
     fs::copy(s.tmp / "k0", s.tmp / "kr", fs::copy_options::recursive);
+    // ... with the same settings: another k is refused naming it and both values
+    auto other_k = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --neighbours 3 --block 64 --exact "
+                                               "--quiet --out " + (s.tmp / "kr").string() + " --resume");
+    CHECK(other_k.exit_code == 2);
+    CHECK_MESSAGE(other_k.err.find("records another job: parameters.neighbours is 3, the folder's 2") != std::string::npos, other_k.err);
     r = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "kr").string() + " --resume");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     for (const char* f : {"neighbours.npy", "distances.npy"})

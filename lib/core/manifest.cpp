@@ -118,6 +118,41 @@ void json_files_read_reset() {
     g_json_files.clear();
 }
 
+namespace {
+std::string json_brief(const nlohmann::json* v) {
+    if (!v) return "absent";
+    std::string s = v->dump();
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+}  // namespace
+
+std::string json_first_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& path) {
+    if (recorded == now) return "";
+    const auto at = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+    if (recorded.is_object() && now.is_object()) {
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : recorded.items()) keys.push_back(k);
+        for (const auto& [k, v] : now.items())
+            if (!recorded.contains(k)) keys.push_back(k);
+        std::sort(keys.begin(), keys.end());
+        for (const auto& k : keys) {
+            const nlohmann::json* r = recorded.contains(k) ? &recorded.at(k) : nullptr;
+            const nlohmann::json* n = now.contains(k) ? &now.at(k) : nullptr;
+            if (r && n) {
+                if (std::string d = json_first_difference(*r, *n, at(k)); !d.empty()) return d;
+            } else {
+                return at(k) + " is " + json_brief(n) + ", the folder's " + json_brief(r);
+            }
+        }
+    }
+    if (recorded.is_array() && now.is_array() && recorded.size() == now.size())
+        for (std::size_t i = 0; i < now.size(); i++)
+            if (std::string d = json_first_difference(recorded[i], now[i], path + "[" + std::to_string(i) + "]"); !d.empty())
+                return d;
+    return (path.empty() ? std::string("the value") : path) + " is " + json_brief(&now) + ", the folder's " +
+           json_brief(&recorded);
+}
+
 nlohmann::json json_read_file(const std::string& path) {
     note_json_file(path);
     std::ifstream in(path);

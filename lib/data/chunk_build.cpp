@@ -120,15 +120,23 @@ void encode_block(const Tokenizer& tok, InputBlock& block, std::vector<std::vect
 }
 
 // Whether a finished database's manifest records these parameters, this tokenizer and these corpus files.
-bool same_database(const nlohmann::json& done, const nlohmann::json& parameters, const std::string& tok_path,
-                   const std::vector<CorpusFile>& files) {
-    if (done.value("parameters", nlohmann::json()) != parameters) return false;
-    if (manifest_input(done, "tokenizer", "fingerprint") != fingerprint_file(tok_path)) return false;
+// What differs between this command and the finished database `done` (its manifest), as a refusal names it; ""
+// when it is this command's database.
+std::string database_difference(const nlohmann::json& done, const nlohmann::json& parameters, const std::string& tok_path,
+                                const std::vector<CorpusFile>& files) {
+    if (std::string d = json_first_difference(done.value("parameters", nlohmann::json()), parameters, "parameters"); !d.empty())
+        return d;
+    if (manifest_input(done, "tokenizer", "fingerprint") != fingerprint_file(tok_path))
+        return "the tokenizer " + tok_path + " is not the one it was made with (" +
+               manifest_input(done, "tokenizer", "path") + ")";
     std::vector<std::string> recorded, given;
     for (const auto& in : done.value("inputs", nlohmann::json::array()))
         if (in.value("role", "") == "corpus") recorded.push_back(in.value("path", ""));
     for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
-    return recorded == given;
+    if (recorded == given) return "";
+    for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)
+        if (recorded[i] != given[i]) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
+    return cat("the corpus is ", given.size(), " files, the folder's ", recorded.size());
 }
 
 void write_manifest(const ToolContext& ctx, const ChunkOptions& o, const nlohmann::json& parameters,
@@ -177,8 +185,8 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
                                  {"token_dtype", dtype_name(dtype)}, {"vocab_size", tok.vocab_size()},
                                  {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
     if (complete) {   // --resume of a finished database: nothing to do, if it is this command's database
-        if (!same_database(manifest_read(o.out), parameters, tok_path, files))
-            user_error_in(o.out, "already holds a complete database made from other inputs, tokenizer or parameters",
+        if (const std::string d = database_difference(manifest_read(o.out), parameters, tok_path, files); !d.empty())
+            user_error_in(o.out, "already holds a complete database made from other inputs, tokenizer or parameters: " + d,
                           "choose another --out, or pass --force to replace it");
         log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
         return;

@@ -253,8 +253,9 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
             if (old[key] != state[key])
-                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)",
-                              "use --force to start over");
+                user_error_in(state_path(opts.out),
+                              "records another job: " + json_first_difference(old[key], state[key], key),
+                              "rerun with the folder's settings to resume it, or --force to start over");
     }
     state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
     write_file_atomic(state_path(opts.out), state.dump(2));

@@ -297,7 +297,9 @@ void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
         nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"index_fingerprint", "rows", "parameters"})
             if (old[key] != state[key])
-                user_error_in(state_path(opts.out), std::string("records another job (") + key + " differs)", "use --force to start over");
+                user_error_in(state_path(opts.out),
+                              "records another job: " + json_first_difference(old[key], state[key], key),
+                              "rerun with the folder's settings to resume it, or --force to start over");
     }
     write_file_atomic(state_path(opts.out), state.dump(2));
 }
