@@ -264,6 +264,26 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
     auto refuse = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string());
     CHECK(refuse.exit_code == 2);
     CHECK(refuse.err.find("already exists") != std::string::npos);
+    // --resume of a finished folder: nothing to do for the same job (the files untouched), another job refused
+    const std::string before = test::read_text(s.tmp / "k" / "manifest.json");
+    auto done = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string() + " --resume");
+    CHECK_MESSAGE(done.exit_code == 0, done.err);
+    CHECK(test::read_text(s.tmp / "k" / "manifest.json") == before);
+    CHECK(!fs::exists(s.tmp / "k" / "parts"));
+    auto other_job = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --neighbours 3 --block 64 "
+                                                 "--exact --quiet --out " + (s.tmp / "k").string() + " --resume");
+    CHECK(other_job.exit_code == 2);
+    CHECK_MESSAGE(other_job.err.find("finished neighbours of another job: parameters.neighbours is 3") != std::string::npos,
+                  other_job.err);
+    // retro-index likewise
+    const std::string index_before = test::read_text(idx / "manifest.json");
+    auto idone = test::run_tool("retro-index", base + " --out " + idx.string() + " --resume");
+    CHECK_MESSAGE(idone.exit_code == 0, idone.err);
+    CHECK(test::read_text(idx / "manifest.json") == index_before);
+    auto iother = test::run_tool("retro-index", s.db.string() + " --dim 32 --index Flat --block 100 --quiet --out " +
+                                                    idx.string() + " --resume");
+    CHECK(iother.exit_code == 2);
+    CHECK_MESSAGE(iother.err.find("complete index of another job: --dim is 32, the folder's 16") != std::string::npos, iother.err);
 }
 
 TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking") {

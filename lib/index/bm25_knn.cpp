@@ -79,7 +79,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index_fingerprint", folder_fingerprint(folder.manifest)},
                             {"rows", queries.chunk_count()},
                             {"parameters", pj}};
-    knn_state_write(ctx, opts, state);
+    if (!knn_state_write(ctx, opts, state)) return;
 
     const int k = opts.k, cs = queries.chunk_size();
     BlockParts nb(opts.out, "neighbours", queries.chunk_count(), opts.block), ds(opts.out, "distances", queries.chunk_count(), opts.block);

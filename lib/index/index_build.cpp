@@ -223,6 +223,25 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         index_check_trainable(fitted, n_train);
         if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
     }
+    nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
+                             {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
+                             {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
+    if (opts.resume && !opts.force && fs::exists(fs::path(opts.out) / "manifest.json")) {   // a finished index
+        const nlohmann::json done = manifest_read(opts.out);
+        std::string diff = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
+        const nlohmann::json recorded_embedder = done.value("embedder", nlohmann::json::object());
+        if (diff.empty() && manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
+            diff = "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
+        if (diff.empty() && opts.embedder == "bow" && recorded_embedder.value("dim", std::int64_t(0)) != opts.bow.dim)
+            diff = cat("--dim is ", opts.bow.dim, ", the folder's ", recorded_embedder.value("dim", std::int64_t(0)));
+        if (diff.empty() && opts.embedder != "bow" && recorded_embedder.value("model", std::string()) != opts.bert.model_dir)
+            diff = "--model is " + opts.bert.model_dir + ", the folder's " + recorded_embedder.value("model", std::string());
+        if (!diff.empty())
+            user_error_in(opts.out, "already holds a complete index of another job: " + diff,
+                          "choose another --out, or pass --force to rebuild it");
+        log_info(opts.out + " is already complete (manifest.json exists); nothing to resume");
+        return;
+    }
     NewOutputFolder new_out(opts.out);   // an embedder refused below (--dim 0, no --model) leaves no folder behind
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
     std::unique_ptr<Tokenizer> tok;
@@ -235,9 +254,6 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
         check_block_memory(opts.block, db.chunk_size(), emb->dim());
     }
 
-    nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
-                             {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
-                             {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
     nlohmann::json state = {{"tool", "retro-index"},
                             {"db", fs::absolute(opts.db).lexically_normal().string()},
                             {"db_fingerprint", folder_fingerprint(db.manifest())},

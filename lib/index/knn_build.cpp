@@ -290,7 +290,19 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
     return true;
 }
 
-void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
+bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
+    if (opts.resume && !opts.force && fs::exists(fs::path(opts.out) / "manifest.json")) {   // finished
+        const nlohmann::json done = manifest_read(opts.out);
+        std::string diff = json_first_difference(done.value("parameters", nlohmann::json::object()), state["parameters"],
+                                                 "parameters");
+        if (diff.empty() && manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
+            diff = "the index " + opts.index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
+        if (!diff.empty())
+            user_error_in(opts.out, "already holds the finished neighbours of another job: " + diff,
+                          "choose another --out, or pass --force to search again");
+        log_info(opts.out + " is already complete (manifest.json exists); nothing to resume");
+        return false;
+    }
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
                           {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
@@ -302,6 +314,7 @@ void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
                               "rerun with the folder's settings to resume it, or --force to start over");
     }
     write_file_atomic(state_path(opts.out), state.dump(2));
+    return true;
 }
 
 void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
@@ -384,7 +397,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index_fingerprint", folder_fingerprint(im)},
                             {"rows", queries.rows()},
                             {"parameters", params}};
-    knn_state_write(ctx, opts, state);
+    if (!knn_state_write(ctx, opts, state)) return;
 
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending_with(ds, opts.shard);

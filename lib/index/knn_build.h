@@ -50,8 +50,10 @@ private:
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
 
 // Prepares OUT (refused when it exists, unless --force or --resume), refuses a --resume of another job
-// (its state.json differs in index_fingerprint, rows or parameters) and writes OUT/state.json.
-void knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state);
+// (its state.json differs in index_fingerprint, rows or parameters) and writes OUT/state.json. Returns false,
+// touching nothing, for a --resume of a finished folder of this same job ("nothing to resume"; another job's
+// finished folder is refused naming the difference).
+[[nodiscard]] bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state);
 // After the blocks: a shard logs how to merge and returns false; otherwise the parts (neighbours `nb`,
 // distances `ds`) are joined into OUT/neighbours.npy and OUT/distances.npy and it returns true.
 bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds);
