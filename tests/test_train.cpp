@@ -120,6 +120,37 @@ TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + res
     CHECK(lc != la);
 }
 
+TEST_CASE("train: --keep-checkpoints keeps the newest complete ones, and Ctrl-C says where to resume") {
+    test::TempDir dir("train-keep");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);
+    const std::string base = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                             config_path() + " --batch-size 2 --threads 1 --checkpoint-every 1 --warmup 1";
+    auto r = test::run_tool("retro-train", base + " --steps 5 --keep-checkpoints 2 --quiet --out " + (dir / "run").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::vector<std::string> kept;
+    for (const auto& e : fs::directory_iterator(dir / "run" / "checkpoints")) kept.push_back(e.path().filename().string());
+    std::sort(kept.begin(), kept.end());
+    CHECK(kept == std::vector<std::string>{"step_00000004", "step_00000005"});
+    // a longer run resumes from the newest and prunes as it goes
+    r = test::run_tool("retro-train", base + " --steps 7 --keep-checkpoints 2 --quiet --resume --out " + (dir / "run").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(fs::exists(dir / "run" / "checkpoints" / "step_00000007" / "DONE"));
+    CHECK(!fs::exists(dir / "run" / "checkpoints" / "step_00000005"));
+    CHECK(test::run_tool("retro-train", base + " --steps 2 --keep-checkpoints -1 --out " + (dir / "bad").string()).exit_code == 2);
+
+    // SIGINT (Ctrl-C) once a checkpoint exists: exit 130 and one line naming the folder, the step and --resume
+    const std::string cmd = "timeout --preserve-status -s INT 6 " + test::tool_path("retro-train") + " " + base +
+                            " --steps 1000000 --val-every 0 --quiet --out " + (dir / "int").string();
+    const test::RunResult stopped = test::run_command(cmd);
+    INFO("stderr: ", stopped.err);
+    CHECK(stopped.exit_code == 130);
+    CHECK(stopped.err.find("retro-train: interrupted; ") != std::string::npos);
+    CHECK(stopped.err.find("--resume") != std::string::npos);
+    if (fs::exists(dir / "int" / "checkpoints" / "step_00000001" / "DONE"))   // (a loaded machine may not get there)
+        CHECK(stopped.err.find("continue with the same command and --resume: " + (dir / "int").string() +
+                               " holds a complete checkpoint at step ") != std::string::npos);
+}
+
 TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     test::TempDir dir("train-bad");
     write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);

@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
             app.add_option("--val-every", o.val_every, "Steps between validations (0 = at the end only)")->capture_default_str();
             app.add_option("--val-batches", o.val_batches, "Validation micro-batches")->capture_default_str();
             app.add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints")->capture_default_str();
+            app.add_option("--keep-checkpoints", o.keep_checkpoints,
+                           "Keep only the newest N complete checkpoints (each holds the weights and AdamW's two moments: "
+                           "3x the model's fp32 bytes); 0 keeps them all")
+                ->capture_default_str();
             app.add_flag("--no-retrieval", o.no_retrieval, "Train the same model without neighbours (baseline)");
             app.add_option("--retrieval-dropout", o.retrieval_dropout,
                            "Share of training sequences that read no neighbours (all masked): the decoder keeps "

@@ -148,21 +148,38 @@ std::string latest_checkpoint(const std::string& out) {
     return best;
 }
 
-// Rank 0's last words when the launcher stops the job (a rank died, or the job was cancelled): mpirun and
-// srun send the survivors SIGTERM. Written from the signal handler, so the text is formatted beforehand.
-char g_stop_message[512] = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled) before the first checkpoint; run the same command with --resume (it starts at step 0)\n";
+// Rank 0's last words when the run is stopped: by the launcher (a rank died, or the job was cancelled: mpirun and
+// srun send the survivors SIGTERM), or, one process, by Ctrl-C (SIGINT) or SIGTERM. Written from the signal
+// handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
+const char* g_stop_head = "retro-train: interrupted; ";
+char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
 
-extern "C" void on_launcher_stop(int) {
-    const ssize_t w = ::write(2, g_stop_message, std::strlen(g_stop_message));
+extern "C" void on_stop_signal(int sig) {
+    ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
+    w = ::write(2, g_stop_message, std::strlen(g_stop_message));
     (void)w;
-    ::_exit(143);
+    ::_exit(128 + sig);
 }
 
 void set_stop_message(const std::string& out, std::int64_t step) {
     std::snprintf(g_stop_message, sizeof g_stop_message,
-                  "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); continue with the "
-                  "same command and --resume: %s holds a complete checkpoint at step %lld\n",
+                  "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
                   out.c_str(), static_cast<long long>(step));
+}
+
+// Removes the oldest complete checkpoints of `out` beyond the newest `keep` (0: none removed). Incomplete ones (no
+// DONE: a write cut short) are left to --resume's own rules.
+void prune_checkpoints(const std::string& out, std::int64_t keep) {
+    const fs::path dir = fs::path(out) / "checkpoints";
+    if (keep <= 0 || !fs::exists(dir)) return;
+    std::vector<fs::path> done;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_directory() && fs::exists(e.path() / "DONE")) done.push_back(e.path());
+    std::sort(done.begin(), done.end());   // step_%08lld: by name is by step
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < done.size(); i++) {
+        fs::remove(done[i] / "DONE");   // first: a kill mid-removal leaves an incomplete checkpoint, never a damaged "complete" one
+        fs::remove_all(done[i]);
+    }
 }
 
 class Trainer {
@@ -581,6 +598,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
     set_stop_message(o_.out, step);
+    prune_checkpoints(o_.out, o_.keep_checkpoints);
 }
 
 std::int64_t Trainer::load_checkpoint(const std::string& dir) {
@@ -668,6 +686,8 @@ void Trainer::run() {
     if (o_.val_batches < 0) user_error_in("--val-batches", cat(o_.val_batches, " is not a number of batches"));
     if (o_.checkpoint_every < 0)
         user_error_in("--checkpoint-every", cat(o_.checkpoint_every, " is not a number of steps"), "give 0 to save at the end only");
+    if (o_.keep_checkpoints < 0)
+        user_error_in("--keep-checkpoints", cat(o_.keep_checkpoints, " is not a number of checkpoints"), "give 0 to keep them all");
     if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
     if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
@@ -771,7 +791,11 @@ void Trainer::run() {
         fs::remove(out / "model.safetensors");
     }
     if (root) fs::create_directories(out);
-    if (dist_->active() && root) std::signal(SIGTERM, on_launcher_stop);
+    if (root) {   // rank 0 says where to resume when the run is stopped (the launcher stops the others)
+        if (dist_->active()) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
+        std::signal(SIGTERM, on_stop_signal);
+        std::signal(SIGINT, on_stop_signal);
+    }
 
     std::int64_t step = 0;
     if (o_.resume) {
@@ -872,7 +896,8 @@ void Trainer::run() {
                       {"warmup", o_.warmup},     {"weight_decay", o_.weight_decay}, {"beta1", o_.beta1},
                       {"beta2", o_.beta2},       {"eps", o_.eps},             {"clip", o_.clip},
                       {"val_fraction", o_.val_fraction}, {"val_every", o_.val_every}, {"val_batches", o_.val_batches},
-                      {"checkpoint_every", o_.checkpoint_every}, {"no_retrieval", o_.no_retrieval},
+                      {"checkpoint_every", o_.checkpoint_every}, {"keep_checkpoints", o_.keep_checkpoints},
+                      {"no_retrieval", o_.no_retrieval},
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", fused_attention()},

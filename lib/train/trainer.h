@@ -45,6 +45,7 @@ struct TrainOptions {
     std::int64_t val_every = 100;      // steps between validations (0 = only at the end)
     std::int64_t val_batches = 4;
     std::int64_t checkpoint_every = 100;
+    std::int64_t keep_checkpoints = 0; // complete checkpoints kept, the newest ones (0 = all)
     bool no_retrieval = false;
     double retrieval_dropout = 0;      // share of training sequences that read no neighbours (every one masked,
                                        // CCA sees only its null key); drawn per (seed, epoch, sequence)
