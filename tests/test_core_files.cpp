@@ -91,6 +91,22 @@ TEST_CASE("core: json_first_difference names the first differing key path and bo
     CHECK(json_first_difference(nlohmann::json(1), nlohmann::json(std::string(100, 'z'))).size() < 100);
 }
 
+TEST_CASE("core: manifest_read of an interrupted run's folder names the tool and --resume") {
+    test::TempDir tmp("manifest-unfinished");
+    fs::create_directories(tmp / "knn" / "parts");
+    test::write_text(tmp / "knn" / "state.json", R"({"tool": "retro-knn", "rows": 10})");
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "knn").string()),
+                         doctest::Contains("an unfinished retro-knn run (stopped before its end) (fix: finish it: run the "
+                                           "same retro-knn command again with --resume)"),
+                         UserError);
+    fs::create_directories(tmp / "db");
+    test::write_text(tmp / "db" / "progress.json", "{}");
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "db").string()), doctest::Contains("an unfinished retro-chunk run"), UserError);
+    fs::create_directories(tmp / "other");
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "other").string()),
+                         doctest::Contains("missing: the folder is incomplete or was not made by a RetroKit tool"), UserError);
+}
+
 TEST_CASE("core: manifest records inputs and outputs - and verification catches a change") {
     test::TempDir tmp("manifest");
     std::string dir = tmp.path.string();

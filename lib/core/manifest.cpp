@@ -168,7 +168,24 @@ nlohmann::json manifest_read(const std::string& dir) {
     std::string path = (fs::path(dir) / "manifest.json").string();
     note_json_file(path);
     std::ifstream in(path);
-    if (!in) user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
+    if (!in) {
+        // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
+        std::string tool;
+        const fs::path state = fs::path(dir) / "state.json";
+        if (fs::exists(state)) {
+            try {
+                std::ifstream st(state);
+                tool = nlohmann::json::parse(st).value("tool", std::string());
+            } catch (const nlohmann::json::exception&) {
+            }
+        } else if (fs::exists(fs::path(dir) / "progress.json")) {
+            tool = "retro-chunk";
+        }
+        if (!tool.empty())
+            user_error_in(path, "missing: the folder is an unfinished " + tool + " run (stopped before its end)",
+                          "finish it: run the same " + tool + " command again with --resume");
+        user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
+    }
     try {
         nlohmann::json j = nlohmann::json::parse(in);
         if (!j.is_object() || !j.contains("outputs") || !j["outputs"].is_array())

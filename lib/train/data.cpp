@@ -39,6 +39,8 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
     k_ = c.num_neighbours;
     if (!knn_dir.empty()) {
         const std::string path = (fs::path(knn_dir) / "neighbours.npy").string();
+        // an interrupted retro-knn's folder (no neighbours.npy, no manifest): manifest_read says so and how to finish
+        if (!fs::exists(path) && !fs::exists(fs::path(knn_dir) / "manifest.json")) manifest_read(knn_dir);
         knn_ = NpyArray(path);
         if (knn_.shape().size() != 2 || knn_.dim(0) != db_->chunk_count())
             user_error_in(path, cat("has shape ", shape_string(knn_.shape()), "; the database has ",
