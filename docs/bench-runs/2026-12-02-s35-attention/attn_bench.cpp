@@ -3,7 +3,7 @@
 // rounds of 50 tokens. Build and run from the repository root after `make build BUILD=build-cuda`:
 //   g++ -O2 -std=c++20 -Ilib docs/bench-runs/2026-12-02-s35-attention/attn_bench.cpp -Lbuild-cuda -lretrokit \
 //       -Wl,-rpath,$PWD/build-cuda -o /tmp/attn_bench
-//   for nk in 128 640 2048; do OMP_NUM_THREADS=1 /tmp/attn_bench $nk; OMP_NUM_THREADS=1 RETRO_GEMV=linear /tmp/attn_bench $nk; done
+//   for nk in 128 640 2048 4096; do OMP_NUM_THREADS=1 /tmp/attn_bench $nk; OMP_NUM_THREADS=1 RETRO_GEMV=linear /tmp/attn_bench $nk; done
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
