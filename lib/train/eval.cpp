@@ -226,7 +226,8 @@ EvalReport train_eval(const EvalOptions& o) {
         for (std::int64_t s : seqs) rep.sequence_first_chunks.push_back(db.seq_start(s));
     }
     const std::int64_t batches = (rep.sequences + o.batch_size - 1) / o.batch_size;
-    Progress progress("eval", batches * static_cast<std::int64_t>(modes.size()), "batches");
+    Progress progress(cat("eval (", modes.size(), " modes x ", batches, " batches)"),
+                      batches * static_cast<std::int64_t>(modes.size()), "batch passes");
     for (std::size_t mi = 0; mi < modes.size(); mi++) {
         const Mode& mode = modes[mi];
         data.set_neighbour_source(mode.shuffled ? derangement(N, o.shuffle_seed) : std::vector<std::int64_t>{});
