@@ -299,6 +299,11 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
     auto bad_first = test::run_tool("retro-train", common + " --index " + (dir / "no-such-index").string() + " --alphas 0");
     CHECK(bad_first.exit_code == 2);
     CHECK(bad_first.err.find("alpha") != std::string::npos);
+    // ... and so is an empty split
+    auto empty_first = test::run_tool("retro-train", "eval --run " + o.run + " --db " + o.db + " --split val --val-fraction 0 "
+                                                     "--quiet --index " + (dir / "no-such-index").string());
+    CHECK(empty_first.exit_code == 2);
+    CHECK(empty_first.err.find("has no sequences in the val split") != std::string::npos);
 }
 
 TEST_CASE("eval: the val split is the run's own --val-fraction unless given, and a larger share is said") {

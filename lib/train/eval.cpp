@@ -147,16 +147,22 @@ EvalReport train_eval(const EvalOptions& o) {
                           "compare runs trained on the same database");
     }
     const double val_fraction = resolve_val_fraction(o);
+    const double held_out = o.split == "all" ? 0.0 : val_fraction;
+    // The split must hold sequences and a batch must fit: refused before a search (--index) can take minutes.
+    const auto check_split = [&](const RetroData& d, bool knn) {
+        const auto& split = o.split == "train" || o.split == "all" ? d.train_seqs() : d.val_seqs();
+        if (split.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
+        memory_require("--batch-size", train_memory_bytes(config, o.batch_size, d.seq_len(), knn),
+                       "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
+    };
+    if (o.search_neighbours) check_split(RetroData(o.db, "", config, held_out, RetroData::Verify::kNone), true);
     const std::string neighbours = o.search_neighbours ? o.search_neighbours(config) : o.neighbours;
     // eval reads the rows of the sequences it evaluates (a split, or --max-batches of them): the layout is read whole
-    RetroData data(o.db, neighbours, config, o.split == "all" ? 0.0 : val_fraction,
-                   o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
-    const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
-    if (split_seqs.empty()) user_error_in(o.db, "has no sequences in the " + o.split + " split", "try --split all");
-    const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
+    RetroData data(o.db, neighbours, config, held_out, o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const bool knn = !neighbours.empty();
-    memory_require("--batch-size", train_memory_bytes(config, o.batch_size, data.seq_len(), knn),
-                   "evaluating batches of " + std::to_string(o.batch_size) + " sequences", "a smaller --batch-size");
+    check_split(data, knn);
+    const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
+    const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
 
     const ChunkDb& db = data.db();
     const std::int64_t N = db.chunk_count(), cs = db.chunk_size(), n = data.seq_len();
