@@ -211,6 +211,11 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     // a warmup as long as the run is said (not refused); a shorter one is not
     const std::string loud = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
                              config_path() + " --steps 2 --batch-size 2 --threads 1 --out ";
+    // a run already there is refused before anything is read or sized: the error is the only line, quiet or not
+    auto taken = test::run_tool("retro-train", loud + (dir / "o4").string());
+    CHECK(taken.exit_code == 2);
+    CHECK(one_line(taken));
+    CHECK(taken.err.find("already holds a run") != std::string::npos);
     auto long_warmup = test::run_tool("retro-train", loud + (dir / "o8").string() + " --warmup 5");
     CHECK(long_warmup.exit_code == 0);
     CHECK(long_warmup.err.find("--warmup 5 is not below --steps 2") != std::string::npos);

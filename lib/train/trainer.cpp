@@ -161,6 +161,14 @@ extern "C" void on_stop_signal(int sig) {
     ::_exit(128 + sig);
 }
 
+// Whether --out holds a run (a folder holding only config.json, a run refused before its first step, holds nothing to
+// keep). `any_manifest`: a manifest.json counts too (after output_folder_guard has refused other tools' folders).
+bool holds_run(const std::string& out, bool any_manifest) {
+    const fs::path o(out);
+    return fs::exists(o / "checkpoints") || fs::exists(o / "metrics.jsonl") || fs::exists(o / "model.safetensors") ||
+           (any_manifest && fs::exists(o / "manifest.json"));
+}
+
 void set_stop_message(const std::string& out, std::int64_t step) {
     std::snprintf(g_stop_message, sizeof g_stop_message,
                   "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
@@ -693,6 +701,8 @@ void Trainer::run() {
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
     if (o_.reduce == "nccl" && o_.device == "cpu")
         user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
+    if (holds_run(o_.out, false) && !o_.resume && !o_.force)   // before the data and the model are read and sized
+        user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_ = &distributed("retro-train");
     const int N = dist_->size();
     if (o_.grad_accum % N != 0)
@@ -777,9 +787,7 @@ void Trainer::run() {
     // --force removes only a run's own files; rank 0 alone writes, and holds the folder's lock
     output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
                         false, dist_->root());
-    // a folder holding only config.json (a run refused before its first step) holds nothing to keep
-    const bool has_run = fs::exists(out / "checkpoints") || fs::exists(out / "metrics.jsonl") ||
-                         fs::exists(out / "model.safetensors") || fs::exists(out / "manifest.json");
+    const bool has_run = holds_run(o_.out, true);
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_->barrier();   // every rank has looked at --out before rank 0 writes into it
