@@ -178,17 +178,29 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 
 }  // namespace
 
+void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
+    if (force || resume) return;
+    for (const char* name : {"manifest.json", "state.json"}) {
+        const fs::path p = fs::path(out) / name;
+        if (!fs::exists(p)) continue;
+        std::string owner;
+        try {
+            std::ifstream in(p);
+            owner = nlohmann::json::parse(in).value("tool", std::string());
+        } catch (const nlohmann::json::exception&) {
+        }
+        if (owner == tool) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
+    }
+}
+
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
                            const std::vector<OutputInput>& inputs) {
     std::error_code ec;
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
     output_folder_guard(out, tool, inputs, force && non_empty);
     if (non_empty) {
-        if (force) {
-            fs::remove_all(out);
-        } else if (!resume) {
-            user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
-        }
+        if (force) fs::remove_all(out);
+        else if (!resume) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
     }
     fs::create_directories(fs::path(out) / "parts");
 }

@@ -39,6 +39,10 @@ struct IndexBuildOptions {
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts);
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
 
+// The refusal of output_folder_prepare for an existing folder of this same tool (its manifest.json or state.json
+// names `tool`) without --force or --resume, on its own: tools call it first, before they read and load their
+// inputs, so that it is the only line a user sees. Other folders are left to output_folder_prepare's guard.
+void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume);
 // Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it. Before that, the
 // guard of core/output_folder.h: never an input, never another tool's folder (`tool` = ToolContext::tool).
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,

@@ -323,6 +323,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.block < 1) user_error_in("--block", "must be positive");
     if (opts.measure_recall < 0) user_error_in("--measure-recall", "must not be negative (got " + std::to_string(opts.measure_recall) + ")", "0 measures nothing");
     index_check_search_options(opts.nprobe, opts.ef_search);
+    output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);   // before the index is read
     // a block's ids and scores (k per query) and its candidate lists
     memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
                    "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
