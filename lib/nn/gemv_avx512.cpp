@@ -49,48 +49,98 @@ RETRO_GEMV_TARGET inline void prefetch_lines(const void* p, std::int64_t bytes) 
     for (std::uintptr_t a = first; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
 }
 
-// N x rows against W: per weight row, two accumulators per x row; W's row is read once for all N.
+// Rows ahead that a pair of interleaved weight rows prefetches, a cache line at a time (two streams, which the
+// hardware prefetcher follows more slowly than one).
+constexpr std::int64_t kPairPrefetchRows = 8;
+
+// B weight rows from o against G x rows: per (weight row, x row) two accumulators (columns 32i + j and 32i + 16 + j;
+// see the header for the order), each 32-column slice of the B weight rows loaded once for the G x rows and each x
+// slice once for the B weight rows. The sums do not depend on B or G.
+template <int G, int B, typename W_T>
+RETRO_GEMV_TARGET inline void rows_block(const W_T* W, std::int64_t o, std::int64_t O, std::int64_t I, std::int64_t ldw,
+                                         const float* x, std::int64_t ldx, float* y, std::int64_t ldy, bool accumulate) {
+    const std::int64_t tail = I % 16, body16 = I - tail;
+    const __mmask16 m = static_cast<__mmask16>((1u << tail) - 1u);
+    const W_T* w[B];
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b) w[b] = W + (o + b) * ldw;
+    if (ldw != I && o + B + kPrefetchRows <= O)   // a KV cache's head slices: the hardware prefetcher misses them
+#pragma GCC unroll 2
+        for (int b = 0; b < B; ++b) prefetch_lines(w[b] + kPrefetchRows * ldw, I * static_cast<std::int64_t>(sizeof(W_T)));
+    const bool ahead = B > 1 && ldw == I && o + B + kPairPrefetchRows <= O;
+    __m512 a0[B][G], a1[B][G];
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b)
+#pragma GCC unroll 8
+        for (int n = 0; n < G; ++n) a0[b][n] = a1[b][n] = _mm512_setzero_ps();
+    std::int64_t k = 0;
+    for (; k + 32 <= I; k += 32) {
+        __m512 w0[B], w1[B];
+#pragma GCC unroll 2
+        for (int b = 0; b < B; ++b) {
+            if (ahead) {
+                _mm_prefetch(reinterpret_cast<const char*>(w[b] + kPairPrefetchRows * ldw + k), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(w[b] + kPairPrefetchRows * ldw + k + 16), _MM_HINT_T0);
+            }
+            w0[b] = load16(w[b] + k);
+            w1[b] = load16(w[b] + k + 16);
+        }
+#pragma GCC unroll 8
+        for (int n = 0; n < G; ++n) {
+            const __m512 x0 = _mm512_loadu_ps(x + n * ldx + k), x1 = _mm512_loadu_ps(x + n * ldx + k + 16);
+#pragma GCC unroll 2
+            for (int b = 0; b < B; ++b) {
+                a0[b][n] = _mm512_fmadd_ps(w0[b], x0, a0[b][n]);
+                a1[b][n] = _mm512_fmadd_ps(w1[b], x1, a1[b][n]);
+            }
+        }
+    }
+    if (k < body16) {   // one more 16-column slice
+#pragma GCC unroll 8
+        for (int n = 0; n < G; ++n) {
+            const __m512 x0 = _mm512_loadu_ps(x + n * ldx + k);
+#pragma GCC unroll 2
+            for (int b = 0; b < B; ++b) a0[b][n] = _mm512_fmadd_ps(load16(w[b] + k), x0, a0[b][n]);
+        }
+        k += 16;
+    }
+    if (tail) {
+#pragma GCC unroll 8
+        for (int n = 0; n < G; ++n) {
+            const __m512 x1 = _mm512_maskz_loadu_ps(m, x + n * ldx + k);
+#pragma GCC unroll 2
+            for (int b = 0; b < B; ++b) a1[b][n] = _mm512_fmadd_ps(load16_masked(w[b] + k, m), x1, a1[b][n]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int b = 0; b < B; ++b)
+#pragma GCC unroll 8
+        for (int n = 0; n < G; ++n) {
+            const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[b][n], a1[b][n]));
+            float& out = y[n * ldy + o + b];
+            out = accumulate ? out + s : s;
+        }
+}
+
+// Weight rows in pairs where it pays (measured on the dev box: docs/performance.md "Session 35"): more than 4 x
+// rows (each x slice then serves two weight rows: 0.75 loads an FMA where one row at a time needs 1.1), or 4 rows
+// of 1024 columns and more (the x rows no longer stay in L1; with fewer x rows the second stream costs more than
+// the loads it saves). x rows go in groups of at most 4 (2 x 2 x 4
+// accumulators); the second group re-reads the pair from L1. Otherwise one weight row at a time: W one sequential
+// stream, all N x rows (2N accumulators).
+inline bool pairs_pay(int N, std::int64_t I) { return N > 4 || (N == 4 && I >= 1024); }
+
 template <int N, typename W_T>
 RETRO_GEMV_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
                               std::int64_t ldx, float* y, std::int64_t ldy, bool accumulate) {
-    const std::int64_t tail = I % 16, body16 = I - tail;
-    const __mmask16 m = static_cast<__mmask16>((1u << tail) - 1u);
-    const bool strided = ldw != I;
-    const std::int64_t row_bytes = I * static_cast<std::int64_t>(sizeof(W_T));
-    for (std::int64_t o = 0; o < O; ++o) {
-        const W_T* w = W + o * ldw;
-        if (strided && o + kPrefetchRows < O)   // a KV cache's head slices: the hardware prefetcher misses them
-            prefetch_lines(w + kPrefetchRows * ldw, row_bytes);
-        __m512 a0[N], a1[N];
-#pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) a0[n] = a1[n] = _mm512_setzero_ps();
-        std::int64_t k = 0;
-        for (; k + 32 <= I; k += 32) {
-            const __m512 w0 = load16(w + k), w1 = load16(w + k + 16);
-#pragma GCC unroll 8
-            for (int n = 0; n < N; ++n) {
-                a0[n] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + n * ldx + k), a0[n]);
-                a1[n] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + n * ldx + k + 16), a1[n]);
-            }
+    constexpr int G1 = N <= 4 ? N : 4, G2 = N - G1;
+    std::int64_t o = 0;
+    if (pairs_pay(N, I))
+        for (; o + 2 <= O; o += 2) {
+            rows_block<G1, 2>(W, o, O, I, ldw, x, ldx, y, ldy, accumulate);
+            if constexpr (G2 > 0) rows_block<G2, 2>(W, o, O, I, ldw, x + G1 * ldx, ldx, y + G1 * ldy, ldy, accumulate);
         }
-        if (k < body16) {   // one more 16-column slice
-            const __m512 w0 = load16(w + k);
-#pragma GCC unroll 8
-            for (int n = 0; n < N; ++n) a0[n] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + n * ldx + k), a0[n]);
-            k += 16;
-        }
-        if (tail) {
-            const __m512 w1 = load16_masked(w + k, m);
-#pragma GCC unroll 8
-            for (int n = 0; n < N; ++n) a1[n] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m, x + n * ldx + k), a1[n]);
-        }
-#pragma GCC unroll 8
-        for (int n = 0; n < N; ++n) {
-            const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
-            float& out = y[n * ldy + o];
-            out = accumulate ? out + s : s;
-        }
-    }
+    for (; o < O; ++o) rows_block<N, 1>(W, o, O, I, ldw, x, ldx, y, ldy, accumulate);
 }
 
 template <typename W_T>

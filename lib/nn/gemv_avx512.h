@@ -4,7 +4,8 @@
 // (docs/performance.md "Session 34"): OpenBLAS's sgemv read the 512-wide rows at half the rate a plain AVX-512 read
 // reaches, and once per x row. Here W is read once for all N rows, one weight row after another as one sequential
 // stream (which the hardware prefetcher follows at the memory rate; interleaved rows are several streams it does
-// not), each weight row's 16-lane slices FMA'd into two accumulators per x row. Attention over a KV cache reads one
+// not), each weight row's 16-lane slices FMA'd into two accumulators per x row; for more than 4 x rows (or 4 rows
+// of 1024+ columns) weight rows go in pairs, each x slice loaded once for both (the same sums). Attention over a KV cache reads one
 // head's short slice of every cache row (W with ldw > I): those rows are prefetched in software 16 rows ahead, as a
 // stride of kilobytes touches each page too few times for the hardware's stride prefetcher.
 // Summation order, the same for every N: lane j of accumulator a sums columns 32i + 16a + j in k order (a 16-column
