@@ -2,7 +2,10 @@
 #include "tool_main.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <iterator>
 #include <filesystem>
 #include <regex>
@@ -136,7 +139,15 @@ void add_no_verify_flag(CLI::App& app, bool& verify) {
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup) {
     reexec_for_blas_core(argv);   // OpenBLAS's generic kernels on a CPU it does not know: run again with better ones
-    const int rc = tool_run(tool, description, argc, argv, setup);
+    int rc = tool_run(tool, description, argc, argv, setup);
+    // what went to standard output must have arrived: a full disk or /dev/full is an error, not a silent exit 0
+    std::cout.flush();
+    errno = 0;
+    if (rc == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)) {
+        std::fprintf(stderr, "%s: error: standard output: write failed%s%s\n", tool.c_str(), errno ? ": " : "",
+                     errno ? std::strerror(errno) : "");
+        rc = EXIT_USER;
+    }
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
     return rc;
 }

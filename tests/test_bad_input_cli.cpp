@@ -194,6 +194,40 @@ TEST_CASE("bad input: a model config of absurd size is refused in one line befor
     }
 }
 
+TEST_CASE("bad input: retro-generate's --output is checked before the work, stdout write errors fail, a run without a manifest generates") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("badgen");
+    test::write_text(t / "p.jsonl", "{\"prompt\": \"hello\"}\n{\"prompt\": \"the\"}\n");
+    const std::string g = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() + " --max-tokens 2 --quiet";
+    expect_refused(test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output " +
+                                                        (t / "p.jsonl").string()),
+                   {"is the --prompts file"});
+    CHECK(test::read_text(t / "p.jsonl").find("completion") == std::string::npos);   // the prompts intact
+    expect_refused(test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output " +
+                                                        (t / "no-such-folder" / "o.jsonl").string()),
+                   {"cannot be written", "is not a folder"});
+    // --batch-size above the prompt count is the prompt count (not a memory refusal for 100000 sequences)
+    const test::RunResult big = test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output " +
+                                                                     (t / "o.jsonl").string() + " --batch-size 100000");
+    CHECK_MESSAGE(big.exit_code == 0, big.err);
+    // a full standard output is an error naming it, not exit 0
+    const test::RunResult full =
+        test::run_command("(" + test::tool_path("retro-chunk") + " inspect " + p.db.string() + " > /dev/full)");
+    CHECK(full.exit_code == 2);
+    CHECK(full.err.find("retro-chunk: error: standard output: write failed") != std::string::npos);
+    // a run folder without manifest.json (weights and config copied by hand) still generates
+    fs::create_directories(t / "bare");
+    fs::copy_file(p.run / "config.json", t / "bare" / "config.json");
+    fs::copy_file(p.run / "model.safetensors", t / "bare" / "model.safetensors");
+    const test::RunResult bare = test::run_tool("retro-generate", (t / "bare").string() + " --index " + p.index.string() +
+                                                                      " --db " + p.db.string() + " --max-tokens 2 --quiet hello");
+    CHECK_MESSAGE(bare.exit_code == 0, bare.err);
+    // retro-bench refuses a training batch that does not fit, in one line, before allocating it
+    expect_refused(test::run_tool("retro-bench", "--quiet train --config " + p.config.string() + " --batch 1000000 --seq-len 16 "
+                                                 "--steps 1 --threads 1"),
+                   {"--batch", "needs about"});
+}
+
 TEST_CASE("bad input: a database or tokenizer other than the run's is refused by retro-generate and retro-knn --queries") {
     const Pipeline& p = pipeline();
     test::TempDir t("badtok");

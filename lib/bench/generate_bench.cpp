@@ -51,9 +51,17 @@ RetroConfig bench_config(const GenerateBenchOptions& o) {
         c.chunk_size = 64;
         c.num_neighbours = 2;
     }
-    const std::int64_t longest = *std::max_element(o.prompts.begin(), o.prompts.end()) + o.output;
-    c.max_seq_len = std::max(c.max_seq_len, longest);
     c.validate(o.config.empty() ? "default bench config" : o.config);
+    // the longest prompt + output, in whole chunks: the bench's own max_seq_len where the config's is shorter
+    const std::int64_t longest = *std::max_element(o.prompts.begin(), o.prompts.end()) + o.output;
+    const std::int64_t whole = (longest + c.chunk_size - 1) / c.chunk_size * c.chunk_size;
+    if (whole > c.max_seq_len) {
+        if (!o.config.empty())
+            log_info(cat("max_seq_len ", c.max_seq_len, " of ", o.config, " raised to ", whole,
+                         " for --prompt + --output (random weights: the bench times, it does not need trained ones)"));
+        c.max_seq_len = whole;
+    }
+    c.validate(o.config.empty() ? "default bench config" : "--prompt + --output with " + o.config);
     return c;
 }
 
@@ -157,8 +165,9 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);
     const double longest = static_cast<double>(c.max_seq_len);   // the prefill's causal scores: heads x T x T floats
-    memory_require("--prompt", double(o.batch) * double(c.heads) * longest * longest * 4,
-                   cat("the attention scores of a ", c.max_seq_len, "-token prefill"), "a shorter --prompt or --output");
+    memory_require(o.batch > 1 ? "--batch" : "--prompt", double(o.batch) * double(c.heads) * longest * longest * 4,
+                   cat("the attention scores of ", o.batch, " x a ", c.max_seq_len, "-token prefill"),
+                   o.batch > 1 ? "a smaller --batch, or a shorter --prompt or --output" : "a shorter --prompt or --output");
     heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), o.seed);

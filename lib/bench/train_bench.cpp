@@ -30,6 +30,7 @@
 #include "nn/nn_backend_host.h"
 #include "nn/nn_backend_profiler.h"
 #include "train/adamw.h"
+#include "core/memory_budget.h"
 #include "train/train_memory.h"
 
 namespace retro::bench {
@@ -340,6 +341,9 @@ nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& co
     std::int64_t n = 0;
     const RetroConfig c = train_bench_config(o, n);
     const bool retrieval = !o.no_retrieval && c.first_cca_layer() > 0 && n / c.chunk_size > 0;
+    // as retro-train refuses a batch that does not fit: before allocating, in one line (not the OOM killer)
+    memory_require("--batch", train_memory_bytes(c, o.batch, n, retrieval),
+                   cat("training steps of ", o.batch, " sequences of ", n, " tokens"), "a smaller --batch or --seq-len");
     const TrainFlops flops = train_step_flops(c, o.batch, n, retrieval);
     const RetroBatch batch = train_bench_random_batch(c, o.batch, n, retrieval, o.seed);
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;

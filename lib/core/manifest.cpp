@@ -198,6 +198,7 @@ nlohmann::json manifest_read(const std::string& dir) {
 }
 
 std::string manifest_input(const nlohmann::json& manifest, const std::string& role, const std::string& field) {
+    if (!manifest.is_object()) return "";   // no manifest (null): a folder without one records no inputs
     for (const auto& in : manifest.value("inputs", nlohmann::json::array()))
         if (in.value("role", "") == role) return in.value(field, "");
     return "";

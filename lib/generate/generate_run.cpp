@@ -1,8 +1,12 @@
 // Implementation of generate_run.h.
 #include "generate/generate_run.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -17,6 +21,8 @@
 #include "text/tokenizer.h"
 
 namespace retro {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -106,6 +112,17 @@ void generate_run(GenerateRunOptions cli) {
         if (!cli.prompt.empty()) user_error_in("prompt", "give either a prompt or --prompts, not both");
         if (cli.output.empty()) user_error_in("--output", "is needed with --prompts", "e.g. --output out.jsonl");
         read_prompts(cli.prompts_file, prompts, ids, names);
+        // the results are written at the end: a bad --output is refused before the work, not after it
+        std::error_code ec;
+        if (fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
+            user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",
+                          "give another --output");
+        const fs::path parent = fs::absolute(cli.output).parent_path();
+        if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
+        if (::access(parent.c_str(), W_OK) != 0)
+            user_error_in(cli.output, "cannot be written: " + parent.string() + " is not writable");
+        // no more sequences at once than there are prompts (the memory check sizes the batch)
+        cli.g.batch_size = std::min<std::int64_t>(cli.g.batch_size, static_cast<std::int64_t>(prompts.size()));
     } else {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.prompt.empty()) {   // read the prompt from stdin
