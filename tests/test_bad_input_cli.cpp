@@ -222,6 +222,13 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     const test::RunResult bare = test::run_tool("retro-generate", (t / "bare").string() + " --index " + p.index.string() +
                                                                       " --db " + p.db.string() + " --max-tokens 2 --quiet hello");
     CHECK_MESSAGE(bare.exit_code == 0, bare.err);
+    // folders mixed up: each names what the folder is
+    expect_refused(test::run_tool("retro-generate", (t / "no-such-run").string() + " --index " + p.index.string() + " --db " +
+                                                        p.db.string() + " hello"),
+                   {"no-such-run: does not exist"});
+    expect_refused(test::run_tool("retro-knn", "show " + p.index.string() + " --db " + p.db.string() + " --chunk 0"),
+                   {"was written by retro-index, not retro-knn"});
+    expect_refused(test::run_tool("retro-index", "query " + p.db.string() + " hello"), {"was written by retro-chunk, not retro-index"});
     // retro-bench refuses a training batch that does not fit, in one line, before allocating it
     expect_refused(test::run_tool("retro-bench", "--quiet train --config " + p.config.string() + " --batch 1000000 --seq-len 16 "
                                                  "--steps 1 --threads 1"),

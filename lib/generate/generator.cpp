@@ -132,6 +132,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (o.dtype == "bf16" && !nn::bf16_decode_available())
         user_error_in("--dtype bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --dtype");
     const fs::path config_path = fs::path(o.run) / "config.json";
+    if (!fs::exists(o.run)) user_error_in(o.run, "does not exist", "pass a run folder written by retro-train");
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
     // before the config sizes anything: an edited num_tokens is named as a changed file, not as a memory shortfall

@@ -29,6 +29,9 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 void knn_show(const KnnShowOptions& o) {
     ChunkDb db(o.db);
     nlohmann::json km = manifest_read(o.knn);
+    if (const std::string tool = km.value("tool", std::string()); tool != "retro-knn" && !tool.empty())
+        user_error_in((fs::path(o.knn) / "manifest.json").string(), "was written by " + tool + ", not retro-knn",
+                      "pass the neighbours folder retro-knn wrote");
     std::string db_fp = folder_fingerprint(db.manifest());
     const std::string knn_db_fp = manifest_input(km, "db", "fingerprint");
     if (!knn_db_fp.empty() && knn_db_fp != db_fp)
