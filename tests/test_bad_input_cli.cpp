@@ -229,6 +229,10 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     expect_refused(test::run_tool("retro-knn", "show " + p.index.string() + " --db " + p.db.string() + " --chunk 0"),
                    {"was written by retro-index, not retro-knn"});
     expect_refused(test::run_tool("retro-index", "query " + p.db.string() + " hello"), {"was written by retro-chunk, not retro-index"});
+    // negative ids and counts are refused, not read as "unset" (inspect --chunk -1 printed the statistics)
+    expect_refused(test::run_tool("retro-chunk", "inspect " + p.db.string() + " --chunk -1"), {"--chunk", "negative"});
+    expect_refused(test::run_tool("retro-knn", "show " + p.knn.string() + " --db " + p.db.string() + " --chunk 0 --count 0"),
+                   {"--count"});
     // retro-bench refuses a training batch that does not fit, in one line, before allocating it
     expect_refused(test::run_tool("retro-bench", "--quiet train --config " + p.config.string() + " --batch 1000000 --seq-len 16 "
                                                  "--steps 1 --threads 1"),

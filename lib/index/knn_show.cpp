@@ -27,6 +27,7 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 }  // namespace
 
 void knn_show(const KnnShowOptions& o) {
+    if (o.count < 1) user_error_in("--count", std::to_string(o.count) + " is not a number of chunks", "give 1 or more");
     ChunkDb db(o.db);
     nlohmann::json km = manifest_read(o.knn);
     if (const std::string tool = km.value("tool", std::string()); tool != "retro-knn" && !tool.empty())
