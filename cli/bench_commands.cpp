@@ -3,6 +3,8 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/chunk_bench.h"
 #include "bench/embed_bench.h"
 #include "bench/generate_bench.h"
@@ -10,6 +12,7 @@
 #include "bench/retention_bench.h"
 #include "bench/train_bench.h"
 #include "bench/train_scaling_bench.h"
+#include "core/atomic_file.h"
 #include "op_registry.h"
 #include "tool_main.h"
 #include "ops_bench.h"
@@ -226,10 +229,14 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
     sub->callback([o, list, &ctx] {
         if (*list) {
+            nlohmann::json all = nlohmann::json::array();
             for (const auto& op : ops::registry()) {
                 std::printf("%s\n  cpu:  %s\n  cuda: %s\n", op.name.c_str(), op.cpu.c_str(), op.cuda.empty() ? "-" : op.cuda.c_str());
                 for (const auto& t : op.tests) std::printf("  test: %s\n", t.c_str());
+                all.push_back({{"name", op.name}, {"cpu", op.cpu}, {"cuda", op.cuda.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.cuda)},
+                               {"tests", op.tests}});
             }
+            if (!o->json.empty()) write_file_atomic(o->json, all.dump(2) + "\n");   // --list --json: the registry as JSON
             return;
         }
         ops::run_ops_bench(*o, ctx.command_line);

@@ -229,6 +229,10 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     expect_refused(test::run_tool("retro-knn", "show " + p.index.string() + " --db " + p.db.string() + " --chunk 0"),
                    {"was written by retro-index, not retro-knn"});
     expect_refused(test::run_tool("retro-index", "query " + p.db.string() + " hello"), {"was written by retro-chunk, not retro-index"});
+    // retro-bench ops --list --json writes the registry (it wrote nothing)
+    const test::RunResult listed = test::run_tool("retro-bench", "ops --list --json " + (t / "ops.json").string());
+    CHECK(listed.exit_code == 0);
+    CHECK(nlohmann::json::parse(test::read_text(t / "ops.json")).at(0).contains("tests"));
     // negative ids and counts are refused, not read as "unset" (inspect --chunk -1 printed the statistics)
     expect_refused(test::run_tool("retro-chunk", "inspect " + p.db.string() + " --chunk -1"), {"--chunk", "negative"});
     expect_refused(test::run_tool("retro-knn", "show " + p.knn.string() + " --db " + p.db.string() + " --chunk 0 --count 0"),

@@ -307,7 +307,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     }
     std::printf("%s", format_table(rows).c_str());
     std::printf("ms/token: our decode steps from the prompt to prompt + output%s; x bound: that over the memory bound "
-                "above; RP: its first %lld steps from the prompt\n",
+                "above; tokens/s: output tokens over prefill + decode time; RP: its first %lld steps from the prompt\n",
                 B > 1 ? (", each a token for every one of the " + std::to_string(B) + " sequences (tokens/s counts them all)").c_str() : "",
                 static_cast<long long>(o.peer_steps));
     if (!o.json.empty()) {

@@ -134,6 +134,8 @@ void generate_run(GenerateRunOptions cli) {
         prompts.push_back(cli.prompt);
     }
     if (cli.show_neighbours && cli.g.no_retrieval) log_warn("--show-neighbours has nothing to show with --no-retrieval");
+    if (cli.json && !cli.show_neighbours)
+        log_warn("--json formats --show-neighbours' lines, and there are none (batch results are JSON lines already)");
 
     Generator gen(cli.g);
     gen.set_prompt_names(names);
