@@ -170,17 +170,8 @@ nlohmann::json manifest_read(const std::string& dir) {
     std::ifstream in(path);
     if (!in) {
         // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
-        std::string tool;
-        const fs::path state = fs::path(dir) / "state.json";
-        if (fs::exists(state)) {
-            try {
-                std::ifstream st(state);
-                tool = nlohmann::json::parse(st).value("tool", std::string());
-            } catch (const nlohmann::json::exception&) {
-            }
-        } else if (fs::exists(fs::path(dir) / "progress.json")) {
-            tool = "retro-chunk";
-        }
+        std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
+        if (tool.empty() && fs::exists(fs::path(dir) / "progress.json")) tool = "retro-chunk";
         if (!tool.empty())
             user_error_in(path, "missing: the folder is an unfinished " + tool + " run (stopped before its end)",
                           "finish it: run the same " + tool + " command again with --resume");
@@ -194,6 +185,17 @@ nlohmann::json manifest_read(const std::string& dir) {
         return j;
     } catch (const nlohmann::json::exception& e) {
         user_error_in(path, std::string("malformed manifest: ") + e.what());
+    }
+}
+
+std::string json_file_tool(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return "";
+    try {
+        const nlohmann::json j = nlohmann::json::parse(in);
+        return j.is_object() ? j.value("tool", std::string()) : std::string();
+    } catch (const nlohmann::json::exception&) {
+        return "";
     }
 }
 

@@ -42,6 +42,8 @@ std::string utc_timestamp();
 nlohmann::json json_read_file(const std::string& path);
 // Reads dir/manifest.json; throws UserError naming it when missing or malformed.
 nlohmann::json manifest_read(const std::string& dir);
+// The "tool" a JSON file records (a manifest.json, a state.json), or "" when it is missing, unreadable or has none.
+std::string json_file_tool(const std::string& path);
 // Where `now` first differs from `recorded` (keys in order, arrays by position), as a refusal names it:
 // `parameters.k is 3, the folder's 2` ("absent" for a missing key; values as compact JSON, cut to 60 characters);
 // "" when they are equal. `path` prefixes the key path.

@@ -180,17 +180,19 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
     if (force || resume) return;
-    for (const char* name : {"manifest.json", "state.json"}) {
-        const fs::path p = fs::path(out) / name;
-        if (!fs::exists(p)) continue;
-        std::string owner;
-        try {
-            std::ifstream in(p);
-            owner = nlohmann::json::parse(in).value("tool", std::string());
-        } catch (const nlohmann::json::exception&) {
-        }
-        if (owner == tool) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
-    }
+    for (const char* name : {"manifest.json", "state.json"})
+        if (json_file_tool((fs::path(out) / name).string()) == tool)
+            user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
+}
+
+bool output_folder_finished(const std::string& out, bool resume, bool force, const std::string& what,
+                            const std::function<std::string(const nlohmann::json&)>& difference) {
+    if (!resume || force || !fs::exists(fs::path(out) / "manifest.json")) return false;
+    if (const std::string diff = difference(manifest_read(out)); !diff.empty())
+        user_error_in(out, "already holds " + what + " of another job: " + diff,
+                      "choose another --out, or pass --force to make it again");
+    log_info(out + " is already complete (manifest.json exists); nothing to resume");
+    return true;
 }
 
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
@@ -238,22 +240,20 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
                              {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
-    if (opts.resume && !opts.force && fs::exists(fs::path(opts.out) / "manifest.json")) {   // a finished index
-        const nlohmann::json done = manifest_read(opts.out);
-        std::string diff = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
-        const nlohmann::json recorded_embedder = done.value("embedder", nlohmann::json::object());
-        if (diff.empty() && manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
-            diff = "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
-        if (diff.empty() && opts.embedder == "bow" && recorded_embedder.value("dim", std::int64_t(0)) != opts.bow.dim)
-            diff = cat("--dim is ", opts.bow.dim, ", the folder's ", recorded_embedder.value("dim", std::int64_t(0)));
-        if (diff.empty() && opts.embedder != "bow" && recorded_embedder.value("model", std::string()) != opts.bert.model_dir)
-            diff = "--model is " + opts.bert.model_dir + ", the folder's " + recorded_embedder.value("model", std::string());
-        if (!diff.empty())
-            user_error_in(opts.out, "already holds a complete index of another job: " + diff,
-                          "choose another --out, or pass --force to rebuild it");
-        log_info(opts.out + " is already complete (manifest.json exists); nothing to resume");
-        return;
-    }
+    const auto index_difference = [&](const nlohmann::json& done) {
+        if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
+            !d.empty())
+            return d;
+        if (manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
+            return "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
+        const nlohmann::json embedder = done.value("embedder", nlohmann::json::object());
+        if (opts.embedder == "bow" && embedder.value("dim", std::int64_t(0)) != opts.bow.dim)
+            return cat("--dim is ", opts.bow.dim, ", the folder's ", embedder.value("dim", std::int64_t(0)));
+        if (opts.embedder != "bow" && embedder.value("model", std::string()) != opts.bert.model_dir)
+            return "--model is " + opts.bert.model_dir + ", the folder's " + embedder.value("model", std::string());
+        return std::string();
+    };
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
     NewOutputFolder new_out(opts.out);   // an embedder refused below (--dim 0, no --model) leaves no folder behind
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
     std::unique_ptr<Tokenizer> tok;

@@ -4,6 +4,7 @@
 // lexical (Xapian BM25) index instead: bm25_index_build.h.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "embed/bow_embedder.h"
 #include "embed/clip_embedder.h"
 #include "embed/t5_embedder.h"
+
+#include <nlohmann/json.hpp>
 #include "index/bm25_params.h"
 #include "index/block_parts.h"
 
@@ -43,6 +46,11 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
 // names `tool`) without --force or --resume, on its own: tools call it first, before they read and load their
 // inputs, so that it is the only line a user sees. Other folders are left to output_folder_prepare's guard.
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume);
+// A --resume (without --force) of a finished folder (its manifest.json exists): `difference(manifest)` is "" for
+// this same job, which says "nothing to resume" and returns true (the caller stops); otherwise refused as
+// "already holds <what> of another job: <difference>". False when there is no finished folder.
+bool output_folder_finished(const std::string& out, bool resume, bool force, const std::string& what,
+                            const std::function<std::string(const nlohmann::json&)>& difference);
 // Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it. Before that, the
 // guard of core/output_folder.h: never an input, never another tool's folder (`tool` = ToolContext::tool).
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,

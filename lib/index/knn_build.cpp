@@ -291,18 +291,16 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
 }
 
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
-    if (opts.resume && !opts.force && fs::exists(fs::path(opts.out) / "manifest.json")) {   // finished
-        const nlohmann::json done = manifest_read(opts.out);
-        std::string diff = json_first_difference(done.value("parameters", nlohmann::json::object()), state["parameters"],
-                                                 "parameters");
-        if (diff.empty() && manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
-            diff = "the index " + opts.index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
-        if (!diff.empty())
-            user_error_in(opts.out, "already holds the finished neighbours of another job: " + diff,
-                          "choose another --out, or pass --force to search again");
-        log_info(opts.out + " is already complete (manifest.json exists); nothing to resume");
-        return false;
-    }
+    const auto knn_difference = [&](const nlohmann::json& done) {
+        if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), state["parameters"],
+                                                  "parameters");
+            !d.empty())
+            return d;
+        if (manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
+            return "the index " + opts.index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
+        return std::string();
+    };
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", knn_difference)) return false;
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
                           {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
