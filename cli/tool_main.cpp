@@ -57,6 +57,16 @@ std::string json_field_message(const nlohmann::json::exception& e, const std::ve
                " (fix: a hand-edited or damaged file? make it again with the tool that wrote it)");
 }
 
+// An option given twice takes its last value, as Python's argparse does (`retro-generate $COMMON --seed 4` overrides a
+// script's default; CLI11's default refuses it: "At Most 1 required but received 2"). Single-value named options
+// only: positional lists (shards, input files) keep every value.
+void last_value_wins(CLI::App& app) {
+    for (CLI::Option* opt : app.get_options())
+        if (!opt->get_positional() && opt->get_items_expected_max() == 1)
+            opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) last_value_wins(*sub);
+}
+
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     json_files_read_reset();
     ToolContext ctx;
@@ -80,6 +90,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             log_debug(blas_core_note());
         });
         ToolAction action = setup(app, ctx);
+        last_value_wins(app);
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {

@@ -195,6 +195,36 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(completions == first_sizes);   // the batch size changes nothing
     }
 
+    // stopped after two prompts (--stop-after, as if killed): OUT.partial keeps them; without --resume, or with another
+    // seed, it is refused in one line; a last line cut short by a kill is dropped; --resume decodes the third with its
+    // own random stream and writes the uninterrupted run's bytes, then removes the journal
+    {
+        const fs::path out = p.tmp / "resumed.jsonl", journal = p.tmp / "resumed.jsonl.partial";
+        const std::string cmd = " --prompts " + (p.tmp / "prompts.jsonl").string() + " --output " + out.string() +
+                                " --max-tokens 20 --batch-size 2";
+        auto k = test::run_tool("retro-generate", base + cmd + " --seed 3 --stop-after 2");
+        INFO(k.err);
+        REQUIRE(k.exit_code == 0);
+        CHECK_FALSE(fs::exists(out));
+        REQUIRE(fs::exists(journal));
+        auto again = test::run_tool("retro-generate", base + cmd + " --seed 3");
+        CHECK(again.exit_code == 2);
+        CHECK(one_line(again));
+        CHECK(again.err.find("--resume") != std::string::npos);
+        auto other = test::run_tool("retro-generate", base + cmd + " --seed 4 --resume");
+        CHECK(other.exit_code == 2);
+        CHECK(one_line(other));
+        CHECK(other.err.find("seed is 4, the journal's 3") != std::string::npos);
+        test::write_text(journal, test::read_text(journal) + "{\"index\": 2, \"resu");
+        // (an option given twice takes its last value, as argparse does: cli/tool_main.cpp)
+        auto r = test::run_tool("retro-generate", base + cmd + " --seed 4 --seed 3 --resume --batch-size 3");
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("holds 2 of 3 prompts") != std::string::npos);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+        CHECK_FALSE(fs::exists(journal));
+    }
+
     // without retrieval: runs, and needs no index
     auto plain = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " " + q(prompt) +
                                                       " --max-tokens 10 --seed 3 --no-retrieval --threads 1");

@@ -1,6 +1,6 @@
 // retro-generate: sample text from a trained RETRO run, retrieving for every finished chunk
 // (lib/generate/generator.h). One prompt (argument or stdin) streams its continuation to stdout;
-// --prompts in.jsonl --output out.jsonl decodes many prompts together. Retrieval notes and the summary
+// --prompts in.jsonl --output out.jsonl decodes many prompts together (journaled: --resume after a kill). Retrieval notes and the summary
 // go to stderr (lib/generate/generate_run.h).
 #include "generate/generate_run.h"
 
@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
             app.add_flag("--show-neighbours", cli.show_neighbours, "Print each retrieved chunk's neighbours on stderr");
             app.add_flag("--json", cli.json, "With --show-neighbours: JSON lines instead of text");
             app.add_option("--prompts", cli.prompts_file, "Batch mode: a .jsonl of prompts (strings or {\"prompt\": ..., \"id\": ...})");
-            app.add_option("--output", cli.output, "Batch mode: write results here as .jsonl (atomically)");
+            app.add_option("--output", cli.output, "Batch mode: write results here as .jsonl (atomically; each finished "
+                                                   "prompt is kept in OUTPUT.partial until then)");
+            app.add_flag("--resume", cli.resume, "Batch mode: keep the prompts an interrupted run finished (OUTPUT.partial) "
+                                                 "and decode the others; the same command otherwise");
             app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together")->capture_default_str();
             app.add_flag("--ignore-eos", cli.ignore_eos, "Keep going after an end-of-text token");
             app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
                                   "With --device cuda: launch every op of a decode step on its own")
                 ->excludes(graphs);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
+            app.add_option("--stop-after", cli.stop_after, "Testing: batch mode stops after this many prompts, as if killed")
+                ->check(retro::non_negative_integer())
+                ->group("");
             retro::add_no_verify_flag(app, g.verify);
             return [] { retro::generate_run(cli); };
         });

@@ -126,7 +126,8 @@ std::string json_brief(const nlohmann::json* v) {
 }
 }  // namespace
 
-std::string json_first_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& path) {
+std::string json_first_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& path,
+                                  const std::string& whose) {
     if (recorded == now) return "";
     const auto at = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
     if (recorded.is_object() && now.is_object()) {
@@ -139,17 +140,18 @@ std::string json_first_difference(const nlohmann::json& recorded, const nlohmann
             const nlohmann::json* r = recorded.contains(k) ? &recorded.at(k) : nullptr;
             const nlohmann::json* n = now.contains(k) ? &now.at(k) : nullptr;
             if (r && n) {
-                if (std::string d = json_first_difference(*r, *n, at(k)); !d.empty()) return d;
+                if (std::string d = json_first_difference(*r, *n, at(k), whose); !d.empty()) return d;
             } else {
-                return at(k) + " is " + json_brief(n) + ", the folder's " + json_brief(r);
+                return at(k) + " is " + json_brief(n) + ", " + whose + " " + json_brief(r);
             }
         }
     }
     if (recorded.is_array() && now.is_array() && recorded.size() == now.size())
         for (std::size_t i = 0; i < now.size(); i++)
-            if (std::string d = json_first_difference(recorded[i], now[i], path + "[" + std::to_string(i) + "]"); !d.empty())
+            if (std::string d = json_first_difference(recorded[i], now[i], path + "[" + std::to_string(i) + "]", whose);
+                !d.empty())
                 return d;
-    return (path.empty() ? std::string("the value") : path) + " is " + json_brief(&now) + ", the folder's " +
+    return (path.empty() ? std::string("the value") : path) + " is " + json_brief(&now) + ", " + whose + " " +
            json_brief(&recorded);
 }
 

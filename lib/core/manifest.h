@@ -46,8 +46,9 @@ nlohmann::json manifest_read(const std::string& dir);
 std::string json_file_tool(const std::string& path);
 // Where `now` first differs from `recorded` (keys in order, arrays by position), as a refusal names it:
 // `parameters.k is 3, the folder's 2` ("absent" for a missing key; values as compact JSON, cut to 60 characters);
-// "" when they are equal. `path` prefixes the key path.
-std::string json_first_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& path = "");
+// "" when they are equal. `path` prefixes the key path; `whose` names the record ("the journal's").
+std::string json_first_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& path = "",
+                                  const std::string& whose = "the folder's");
 // The `field` ("path", "fingerprint", ...) of the first input of `role` a manifest records, or "".
 std::string manifest_input(const nlohmann::json& manifest, const std::string& role, const std::string& field = "path");
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two

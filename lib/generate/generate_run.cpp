@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +19,10 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "generate/generate_journal.h"
 #include "text/tokenizer.h"
 
 namespace retro {
@@ -100,6 +105,92 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
     }
 }
 
+
+// The line out.jsonl holds for one prompt (and its journal keeps).
+nlohmann::json result_json(const Generator& gen, const GenerateResult& r, const nlohmann::json& id) {
+    nlohmann::json j = {{"id", id},
+                        {"prompt", r.prompt},
+                        {"completion", r.completion},
+                        {"prompt_tokens", r.prompt_ids.size()},
+                        {"completion_tokens", r.ids.size()},
+                        {"stop", r.stop}};
+    if (gen.retrieval()) {
+        nlohmann::json ns = nlohmann::json::array();
+        for (const auto& n : r.neighbours) ns.push_back(neighbours_json(gen, n, false));
+        j["neighbours"] = ns;
+    }
+    return j;
+}
+
+std::string resolved(const std::string& path) {
+    if (path.empty()) return "";
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+    return ec ? fs::absolute(path).string() : p.string();
+}
+
+// A folder input as the journal records it: where it is, and its manifest's fingerprint (a folder rebuilt in place
+// is another input).
+nlohmann::json folder_stamp(const std::string& dir) {
+    if (dir.empty()) return nullptr;
+    const fs::path m = fs::path(dir) / "manifest.json";
+    return {{"path", resolved(dir)}, {"manifest", fs::exists(m) ? fingerprint_file(m.string()) : std::string()}};
+}
+
+// Everything that decides a batch's text (generate/generate_journal.h): a journal of another job is refused. The
+// weights by path, size and modification time (hashing them again would cost a read of the file; --verify does
+// that against the run's manifest); not --batch-size or --threads, which change no text.
+nlohmann::json journal_job(const GenerateRunOptions& cli) {
+    const GenerateOptions& g = cli.g;
+    const std::string weights = generate_weights_path(g);
+    std::error_code ec;
+    const auto modified = fs::last_write_time(weights, ec);
+    return {{"prompts", fingerprint_file(cli.prompts_file)},
+            {"weights", {{"path", resolved(weights)},
+                         {"bytes", fs::file_size(weights, ec)},
+                         {"modified", ec ? 0 : modified.time_since_epoch().count()}}},
+            {"index", g.no_retrieval ? nlohmann::json(nullptr) : folder_stamp(g.index)},
+            {"db", folder_stamp(g.db)},
+            {"tokenizer", resolved(g.tokenizer)},
+            {"retrieval", !g.no_retrieval},
+            {"max_tokens", g.max_tokens},
+            {"temperature", g.sampler.temperature},
+            {"top_k", g.sampler.top_k},
+            {"top_p", g.sampler.top_p},
+            {"greedy", g.sampler.greedy},
+            {"seed", g.seed},
+            {"stop_at_eos", g.stop_at_eos},
+            {"nprobe", g.nprobe},
+            {"ef_search", g.ef_search},
+            {"device", g.device},
+            {"dtype", g.dtype}};
+}
+
+// Ctrl-C / SIGTERM in batch mode: one line saying what the journal keeps. Written from the signal handler, so the
+// text is formatted beforehand (two buffers: the handler reads the one last finished).
+char g_interrupt_text[2][640];
+std::atomic<int> g_interrupt_current{-1};
+
+void set_interrupt_text(const std::string& journal, std::size_t kept, std::size_t total) {
+    const int next = g_interrupt_current.load() == 0 ? 1 : 0;
+    std::snprintf(g_interrupt_text[next], sizeof g_interrupt_text[next],
+                  "retro-generate: interrupted; %s keeps %zu of %zu prompts: continue with the same command and "
+                  "--resume\n",
+                  journal.c_str(), kept, total);
+    g_interrupt_current.store(next);
+}
+
+extern "C" void on_generate_interrupt(int sig) {
+    const int cur = g_interrupt_current.load();
+    if (cur >= 0) {
+        ssize_t w = ::write(2, g_interrupt_text[cur], std::strlen(g_interrupt_text[cur]));
+        (void)w;
+    }
+    ::_exit(128 + sig);
+}
+
+struct StopAfterForTesting {};
+
 }  // namespace
 
 void generate_run(GenerateRunOptions cli) {
@@ -121,10 +212,9 @@ void generate_run(GenerateRunOptions cli) {
         if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
         if (::access(parent.c_str(), W_OK) != 0)
             user_error_in(cli.output, "cannot be written: " + parent.string() + " is not writable");
-        // no more sequences at once than there are prompts (the memory check sizes the batch)
-        cli.g.batch_size = std::min<std::int64_t>(cli.g.batch_size, static_cast<std::int64_t>(prompts.size()));
     } else {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
+        if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
         if (cli.prompt.empty()) {   // read the prompt from stdin
             std::ostringstream ss;
             ss << std::cin.rdbuf();
@@ -137,55 +227,98 @@ void generate_run(GenerateRunOptions cli) {
     if (cli.json && !cli.show_neighbours)
         log_warn("--json formats --show-neighbours' lines, and there are none (batch results are JSON lines already)");
 
-    Generator gen(cli.g);
-    gen.set_prompt_names(names);
-    GenerateCallbacks cb;
-    if (cli.show_neighbours && gen.retrieval())
-        cb.on_retrieval = [&](std::int64_t i, const ChunkNeighbours& n) {
-            std::fflush(stdout);
-            print_neighbours(gen, i, n, cli.json, batch);
-        };
-    std::unique_ptr<Progress> progress;
+    // batch mode: every finished prompt goes to OUT.partial first; --resume decodes only the prompts it lacks
+    std::unique_ptr<GenerateJournal> journal;
+    std::vector<std::int64_t> todo;   // positions in the file of the prompts decoded now
     if (batch) {
-        progress = std::make_unique<Progress>("generate", static_cast<std::int64_t>(prompts.size()), "prompts");
-        cb.on_done = [&](std::int64_t, const GenerateResult&) { progress->add(1); };
+        journal = std::make_unique<GenerateJournal>(cli.output, journal_job(cli), cli.resume,
+                                                    static_cast<std::int64_t>(prompts.size()));
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
+            if (!journal->done().count(i)) todo.push_back(i);
+        if (cli.resume)
+            log_info(journal->done().empty()
+                         ? "--resume: " + journal->path() + " holds no finished prompt; starting from the first"
+                         : cat("--resume: ", journal->path(), " holds ", journal->done().size(), " of ", prompts.size(),
+                               " prompts; decoding the other ", todo.size()));
+        set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+        std::signal(SIGINT, on_generate_interrupt);
+        std::signal(SIGTERM, on_generate_interrupt);
     } else {
-        cb.on_text = [](std::int64_t, const std::string& text) {
-            std::fwrite(text.data(), 1, text.size(), stdout);
-            std::fflush(stdout);
-        };
+        todo.push_back(0);
     }
+
+    std::int64_t tokens_made = 0, retrievals = 0;
+    bool retrieval = false;
+    std::string single_stop;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto results = gen.generate(prompts, cb);
+    if (!todo.empty()) {
+        std::vector<std::string> todo_prompts, todo_names;
+        for (auto i : todo) {
+            todo_prompts.push_back(prompts[static_cast<std::size_t>(i)]);
+            if (batch) todo_names.push_back(names[static_cast<std::size_t>(i)]);
+        }
+        // no more sequences at once than there are prompts (the memory check sizes the batch)
+        cli.g.batch_size = std::min<std::int64_t>(cli.g.batch_size, static_cast<std::int64_t>(todo.size()));
+        Generator gen(cli.g);
+        gen.set_prompt_names(todo_names);
+        gen.set_prompt_streams(todo);
+        retrieval = gen.retrieval();
+        GenerateCallbacks cb;
+        if (cli.show_neighbours && gen.retrieval())
+            cb.on_retrieval = [&](std::int64_t i, const ChunkNeighbours& n) {
+                std::fflush(stdout);
+                print_neighbours(gen, todo[static_cast<std::size_t>(i)], n, cli.json, batch);
+            };
+        std::unique_ptr<Progress> progress;
+        std::int64_t finished_now = 0;
+        if (batch) {
+            progress = std::make_unique<Progress>("generate", static_cast<std::int64_t>(todo.size()), "prompts");
+            cb.on_done = [&](std::int64_t i, const GenerateResult& r) {
+                const std::int64_t index = todo[static_cast<std::size_t>(i)];
+                journal->add(index, result_json(gen, r, ids[static_cast<std::size_t>(index)]));
+                set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+                progress->add(1);
+                if (cli.stop_after > 0 && ++finished_now >= cli.stop_after) throw StopAfterForTesting{};
+            };
+        } else {
+            cb.on_text = [](std::int64_t, const std::string& text) {
+                std::fwrite(text.data(), 1, text.size(), stdout);
+                std::fflush(stdout);
+            };
+        }
+        std::vector<GenerateResult> results;
+        try {
+            results = gen.generate(todo_prompts, cb);
+        } catch (const StopAfterForTesting&) {
+            log_info(cat("stopped after ", finished_now, " prompts (--stop-after); ", journal->path(), " keeps ",
+                         journal->done().size()));
+            return;
+        }
+        if (progress) progress->finish();
+        tokens_made = gen.tokens_made();
+        retrievals = gen.retrievals();
+        if (!batch) single_stop = results[0].stop;
+    } else {
+        log_info(cat("every prompt is finished in ", journal->path(), "; writing ", cli.output));
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (progress) progress->finish();
     if (batch) {
         AtomicFile f(cli.output);
-        for (std::size_t i = 0; i < results.size(); i++) {
-            const auto& r = results[i];
-            nlohmann::json j = {{"id", ids[i]},
-                                {"prompt", r.prompt},
-                                {"completion", r.completion},
-                                {"prompt_tokens", r.prompt_ids.size()},
-                                {"completion_tokens", r.ids.size()},
-                                {"stop", r.stop}};
-            if (gen.retrieval()) {
-                nlohmann::json ns = nlohmann::json::array();
-                for (const auto& n : r.neighbours) ns.push_back(neighbours_json(gen, n, false));
-                j["neighbours"] = ns;
-            }
-            f.write(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-        }
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
+            f.write(journal->done().at(i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         f.commit();
+        journal->remove();   // after the commit: a kill between the two leaves both, and --resume writes the same file
     } else {
         std::fputc('\n', stdout);
         std::fflush(stdout);
     }
-    const double made = static_cast<double>(gen.tokens_made());
-    log_info(cat("made ", gen.tokens_made(), " tokens for ", results.size(), " prompt(s) in ",
-                               format_seconds(secs), " (", made > 0 ? made / secs : 0.0, " tokens/s), ",
-                               gen.retrievals(), " retrievals", gen.retrieval() ? "" : " (no retrieval)",
-                               results.size() == 1 ? ", stop: " + results[0].stop : std::string()));
+    const double made = static_cast<double>(tokens_made);
+    const std::size_t kept = prompts.size() - todo.size();
+    log_info(cat("made ", tokens_made, " tokens for ", todo.size(), " prompt(s) in ", format_seconds(secs), " (",
+                 made > 0 ? made / secs : 0.0, " tokens/s), ", retrievals, " retrievals",
+                 todo.empty() || retrieval ? "" : " (no retrieval)",
+                 kept > 0 ? cat(", ", kept, " more kept from the journal") : std::string(),
+                 batch ? std::string() : ", stop: " + single_stop));
 }
 
 

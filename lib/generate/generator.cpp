@@ -33,7 +33,20 @@ std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
     return manifest_input(db_manifest, "tokenizer", "fingerprint");
 }
 
-std::string weights_path(const GenerateOptions& o) {
+// Holds back a trailing incomplete character (a byte-fallback sequence still being generated decodes to
+// U+FFFD) so streamed text is never taken back.
+std::size_t stable_prefix(const std::string& s) {
+    static const std::string repl = "\xEF\xBF\xBD";
+    std::size_t end = s.size();
+    while (end >= repl.size() && s.compare(end - repl.size(), repl.size(), repl) == 0) end -= repl.size();
+    return end;
+}
+
+std::vector<int> as_int(const std::vector<std::int32_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+std::string generate_weights_path(const GenerateOptions& o) {
     if (o.checkpoint.empty()) {
         const fs::path p = fs::path(o.run) / "model.safetensors";
         if (!fs::exists(p))
@@ -51,19 +64,6 @@ std::string weights_path(const GenerateOptions& o) {
     if (!fs::exists(o.checkpoint)) user_error_in(o.checkpoint, "does not exist");
     return o.checkpoint;
 }
-
-// Holds back a trailing incomplete character (a byte-fallback sequence still being generated decodes to
-// U+FFFD) so streamed text is never taken back.
-std::size_t stable_prefix(const std::string& s) {
-    static const std::string repl = "\xEF\xBF\xBD";
-    std::size_t end = s.size();
-    while (end >= repl.size() && s.compare(end - repl.size(), repl.size(), repl) == 0) end -= repl.size();
-    return end;
-}
-
-std::vector<int> as_int(const std::vector<std::int32_t>& v) { return {v.begin(), v.end()}; }
-
-}  // namespace
 
 std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id) {
     std::vector<std::int32_t> ids;
@@ -147,7 +147,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                        " tokens together",
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
-    params_load(weights_path(o), model_->params(), model_->layout(), config);
+    params_load(generate_weights_path(o), model_->params(), model_->layout(), config);
     if (o.dtype == "bf16") {
         bf16_weights_ = linear_weights_bf16(*model_);
         if (o.batch_size > nn::kGemvMaxRows)
@@ -278,7 +278,9 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
                           "shorten the prompt");
         seq[static_cast<std::size_t>(s)] = res.prompt_ids;
         limit[static_cast<std::size_t>(s)] = std::min(n + o_.max_tokens, c.max_seq_len);
-        rng.emplace_back(o_.seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
+        const std::int64_t stream =
+            static_cast<std::size_t>(i) < prompt_streams_.size() ? prompt_streams_[static_cast<std::size_t>(i)] : i;
+        rng.emplace_back(o_.seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(stream));
         base_text[static_cast<std::size_t>(s)] = tokenizer_->decode(as_int(res.prompt_ids));
     }
 

@@ -83,11 +83,15 @@ public:
     std::vector<GenerateResult> generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb = {});
     // Where each prompt of the next generate() came from ("prompts.jsonl:3"), for its errors; default "prompt N".
     void set_prompt_names(std::vector<std::string> names) { prompt_names_ = std::move(names); }
+    // The random stream of each prompt of the next generate() (default: its position): a resumed batch decodes the
+    // prompts left with the streams they had in the whole file, so its text is the uninterrupted run's.
+    void set_prompt_streams(std::vector<std::int64_t> streams) { prompt_streams_ = std::move(streams); }
     std::int64_t tokens_made() const { return tokens_made_; }
     std::int64_t retrievals() const { return retrievals_; }
 
 private:
     std::vector<std::string> prompt_names_;
+    std::vector<std::int64_t> prompt_streams_;
     void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                         std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
     void setup_device();
@@ -106,6 +110,10 @@ private:
     std::unique_ptr<nn::NnBackend> backend_;
     nn::BackendBuffer weights_;
 };
+
+// The weights a Generator with options `o` reads: RUN/model.safetensors, or --checkpoint's (a folder's
+// model.safetensors, or the file); UserError when there are none (an unfinished run or checkpoint).
+std::string generate_weights_path(const GenerateOptions& o);
 
 // The text a Generator shows for chunk `id` of db (decoded ids).
 std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id);

@@ -1,0 +1,120 @@
+// Implementation of generate_journal.h.
+#include "generate/generate_journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/manifest.h"
+
+namespace retro {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kJournalVersion = 1;
+
+nlohmann::json journal_header(const nlohmann::json& job) {
+    return {{"tool", "retro-generate"}, {"journal", kJournalVersion}, {"job", job}};
+}
+
+}  // namespace
+
+GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json& job, bool resume,
+                                 std::int64_t prompts)
+    : path_(output + ".partial") {
+    const bool exists = fs::exists(path_);
+    if (exists && !resume)
+        user_error_in(path_, "holds the finished prompts of an interrupted retro-generate into " + output,
+                      "run the same command with --resume to keep them, or remove " + path_ + " to start again");
+    if (exists) load(job, prompts);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+    if (done_.empty()) {   // a new journal (or one holding no finished prompt: written again)
+        if (::ftruncate(fd_, 0) != 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+        const std::string head = journal_header(job).dump() + "\n";
+        write_all(fd_, head.data(), head.size(), path_);
+        if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
+        fsync_parent_dir(path_);
+    }
+    if (::lseek(fd_, 0, SEEK_END) < 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+}
+
+GenerateJournal::~GenerateJournal() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void GenerateJournal::load(const nlohmann::json& job, std::int64_t prompts) {
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) user_error_in(path_, "cannot be read");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string bytes = ss.str();
+    // complete lines only: a kill while a line was written leaves it without its newline (dropped below)
+    std::size_t pos = 0, kept = 0;
+    std::int64_t line_no = 0;
+    bool header_seen = false;
+    while (pos < bytes.size()) {
+        const std::size_t nl = bytes.find('\n', pos);
+        if (nl == std::string::npos) break;   // cut short: dropped, and the file truncated to the lines before it
+        line_no++;
+        const std::string where = cat(path_, ":", line_no);
+        const nlohmann::json j = nlohmann::json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(pos),
+                                                       bytes.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
+        pos = nl + 1;
+        if (!header_seen) {
+            if (j.is_discarded() || !j.is_object() || j.value("tool", "") != "retro-generate" || !j.contains("job"))
+                user_error_in(where, "is not a retro-generate journal", "remove " + path_ + " to start again");
+            if (j.value("journal", 0) != kJournalVersion)
+                user_error_in(where, cat("is a journal of version ", j.value("journal", 0), "; this retro-generate writes ",
+                                         kJournalVersion),
+                              "remove " + path_ + " to start again");
+            if (const std::string d = json_first_difference(j.at("job"), job, "", "the journal's"); !d.empty())
+                user_error_in(path_, "was written by another retro-generate job: " + d,
+                              "run the interrupted command again with --resume, or remove " + path_ + " to start again");
+            header_seen = true;
+            kept = pos;
+            continue;
+        }
+        if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j.at("index").is_number_integer() ||
+            !j.contains("result") || !j.at("result").is_object())
+            user_error_in(where, "is damaged (not a finished prompt's line)", "remove " + path_ + " to start again");
+        const std::int64_t index = j.at("index").get<std::int64_t>();
+        if (index < 0 || index >= prompts)
+            user_error_in(where, cat("names prompt ", index, " of ", prompts), "remove " + path_ + " to start again");
+        done_[index] = j.at("result");
+        kept = pos;
+    }
+    if (kept < bytes.size()) {   // drop a line cut short (or a header never finished)
+        if (::truncate(path_.c_str(), static_cast<off_t>(kept)) != 0)
+            user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+        log_info(cat(path_, ": dropped a last line cut short (", bytes.size() - kept, " bytes)"));
+    }
+}
+
+void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {
+    const std::string line =
+        nlohmann::json{{"index", index}, {"result", result}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+        "\n";
+    write_all(fd_, line.data(), line.size(), path_);
+    if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
+    done_[index] = result;
+}
+
+void GenerateJournal::remove() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    std::error_code ec;
+    fs::remove(path_, ec);
+}
+
+}  // namespace retro
