@@ -140,12 +140,16 @@ nlohmann::json folder_stamp(const std::string& dir) {
 // Everything that decides a batch's text (generate/generate_journal.h): a journal of another job is refused. The
 // weights by path, size and modification time (hashing them again would cost a read of the file; --verify does
 // that against the run's manifest); not --batch-size or --threads, which change no text.
-nlohmann::json journal_job(const GenerateRunOptions& cli) {
+nlohmann::json journal_job(const GenerateRunOptions& cli, const std::vector<std::string>& prompts,
+                           const std::vector<nlohmann::json>& ids) {
     const GenerateOptions& g = cli.g;
     const std::string weights = generate_weights_path(g);
     std::error_code ec;
     const auto modified = fs::last_write_time(weights, ec);
-    return {{"prompts", fingerprint_file(cli.prompts_file)},
+    // the prompts as read (not the file's bytes: --prompts may be a pipe)
+    const std::string read = nlohmann::json{{"prompts", prompts}, {"ids", ids}}.dump(-1, ' ', false,
+                                                                                  nlohmann::json::error_handler_t::replace);
+    return {{"prompts", fingerprint_bytes(read.data(), read.size())},
             {"weights", {{"path", resolved(weights)},
                          {"bytes", fs::file_size(weights, ec)},
                          {"modified", ec ? 0 : modified.time_since_epoch().count()}}},
@@ -231,7 +235,7 @@ void generate_run(GenerateRunOptions cli) {
     std::unique_ptr<GenerateJournal> journal;
     std::vector<std::int64_t> todo;   // positions in the file of the prompts decoded now
     if (batch) {
-        journal = std::make_unique<GenerateJournal>(cli.output, journal_job(cli), cli.resume,
+        journal = std::make_unique<GenerateJournal>(cli.output, journal_job(cli, prompts, ids), cli.resume,
                                                     static_cast<std::int64_t>(prompts.size()));
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
             if (!journal->done().count(i)) todo.push_back(i);
