@@ -82,7 +82,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
-    sub->add_option("--seed", o->seed, "Seed of the synthetic words (clip: images)")->check(retro::non_negative_integer());
+    sub->add_option("--seed", o->seed, "Seed of the synthetic words (clip: images)")->transform(retro::non_negative_integer());
     sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
     sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)");
     sub->add_option("--python", o->python, "Python interpreter for --peer");
@@ -147,7 +147,7 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
     sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)");
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
-    sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->check(retro::non_negative_integer());
+    sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->transform(retro::non_negative_integer());
     sub->add_option("--json", o->json, "Write the results as JSON to this file");
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
@@ -201,7 +201,7 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                                                     "op timed between two synchronizes; prints where a token's time goes")
         ->check(CLI::Range(0, 100000));
     sub->add_option("--python", o->python, "Python interpreter for --peer")->capture_default_str();
-    sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->check(retro::non_negative_integer())->capture_default_str();
+    sub->add_option("--seed", o->seed, "Seed of the weights, prompts and neighbours")->transform(retro::non_negative_integer())->capture_default_str();
     sub->add_option("--device", o->device, "cpu, or cuda: decode on the GPU (the peer too, with --peer)")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
     auto* graphs = sub->add_flag_function("--cuda-graphs", [o](std::int64_t) { o->cuda_graphs = true; },

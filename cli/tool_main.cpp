@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <iterator>
@@ -133,12 +134,22 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 
 CLI::Validator non_negative_integer() {
     return CLI::Validator(
-        [](std::string& value) {
-            const auto first = value.find_first_not_of(" \t");
-            return first != std::string::npos && value[first] == '-' ? "value " + value + " is negative: give a whole number >= 0"
-                                                                     : std::string();
+        [](std::string& value) -> std::string {
+            const auto a = value.find_first_not_of(" \t"), b = value.find_last_not_of(" \t");
+            if (a == std::string::npos) return "value is empty: give a whole number >= 0";
+            std::string digits = value.substr(a, b - a + 1);
+            if (digits[0] == '-') return "value " + value + " is negative: give a whole number >= 0";
+            if (digits[0] == '+') digits.erase(0, 1);
+            if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+                return "value " + value + " is not a whole number: give decimal digits";
+            digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));   // CLI11 reads 010 as octal 8
+            errno = 0;
+            (void)std::strtoull(digits.c_str(), nullptr, 10);   // CLI11 would saturate a larger value silently
+            if (errno == ERANGE) return "value " + value + " is too large: at most 18446744073709551615";
+            value = digits;
+            return std::string();
         },
-        "UINT");
+        "");
 }
 
 void add_no_verify_flag(CLI::App& app, bool& verify) {

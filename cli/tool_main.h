@@ -20,7 +20,9 @@ using ToolSetup = std::function<ToolAction(CLI::App& app, ToolContext& ctx)>;
 // re-hash them against the fingerprints their folders' manifests record (docs/tools.md "Verified inputs").
 void add_no_verify_flag(CLI::App& app, bool& verify);
 
-// For unsigned options such as seeds: CLI11 reads "-1" into a uint64 as 2^64 - 1; this refuses a leading '-'.
+// For unsigned options such as seeds: decimal digits only. CLI11 reads "-1" into a uint64 as 2^64 - 1, a value past
+// 2^64 - 1 as 2^64 - 1, "010" as octal 8 and "0x10" as 16; this refuses the first two and anything but digits, and
+// reads leading zeros as decimal. Add it with ->transform() (->check() would drop the decimal rewrite).
 CLI::Validator non_negative_integer();
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,

@@ -343,7 +343,7 @@ TEST_CASE("bad input: a run refused after its --out was made leaves nothing that
                    {"retro-tokenizer: error: " + file.string() + ": "});
 }
 
-TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with another batch, a search option with nothing to set") {
+TEST_CASE("bad input: a binary corpus file, a negative or too large seed, a resume with another batch, a search option with nothing to set") {
     const Pipeline& p = pipeline();
     test::TempDir t("badmore");
 
@@ -368,6 +368,14 @@ TEST_CASE("bad input: a binary corpus file, a negative seed, a resume with anoth
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
                                                         p.db.string() + " --seed -1 --max-tokens 2 --quiet hello"),
                    {"--seed"});
+    // a seed past 2^64 - 1 was read as 2^64 - 1, "0x10" as 16, and "010" as octal 8: digits only, read as decimal
+    const std::string seed = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                             " --max-tokens 4 --quiet hello --seed ";
+    expect_refused(test::run_tool("retro-generate", seed + "18446744073709551616"), {"--seed", "too large"});
+    expect_refused(test::run_tool("retro-generate", seed + "0x10"), {"--seed", "decimal digits"});
+    const auto ten = test::run_tool("retro-generate", seed + "10"), oct = test::run_tool("retro-generate", seed + "010");
+    REQUIRE_MESSAGE(ten.exit_code == 0, ten.err);
+    CHECK(oct.out == ten.out);
 
     // a resume with another global batch is refused (the data cursor counts its sequences); a changed schedule is
     // taken and said

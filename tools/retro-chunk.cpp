@@ -43,9 +43,9 @@ int main(int argc, char** argv) {
             auto* inspect = app.add_subcommand("inspect", "Print a chunk, a document, or statistics of a database");
             inspect->add_option("db", insp.db, "Chunk database folder")->required();
             auto* by_chunk = inspect->add_option("--chunk", insp.chunk, "Chunk id: its text, document, source, position")
-                                 ->check(retro::non_negative_integer());
+                                 ->transform(retro::non_negative_integer());
             auto* by_doc = inspect->add_option("--doc", insp.doc, "Document id: its chunks")
-                               ->check(retro::non_negative_integer());
+                               ->transform(retro::non_negative_integer());
             auto* stats = inspect->add_flag("--stats", insp.stats, "Counts, tokens per chunk and document, padding");
             by_chunk->excludes(by_doc)->excludes(stats);
             by_doc->excludes(stats);

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
             app.add_option("--top-k", g.sampler.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
             app.add_option("--top-p", g.sampler.top_p, "Nucleus: keep the most likely tokens up to this probability mass, in (0, 1] (1 = off)")->capture_default_str();
             app.add_flag("--greedy", g.sampler.greedy, "Always take the most likely token (ignores temperature, top-k, top-p)");
-            app.add_option("--seed", g.seed, "Random seed; one seed gives one text")->check(retro::non_negative_integer())->capture_default_str();
+            app.add_option("--seed", g.seed, "Random seed; one seed gives one text")->transform(retro::non_negative_integer())->capture_default_str();
             app.add_flag("--no-retrieval", g.no_retrieval, "Generate without neighbours (CCA skipped), the baseline");
             app.add_flag("--show-neighbours", cli.show_neighbours, "Print each retrieved chunk's neighbours on stderr");
             app.add_flag("--json", cli.json, "With --show-neighbours: JSON lines instead of text");
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
                 ->excludes(graphs);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             app.add_option("--stop-after", cli.stop_after, "Testing: batch mode stops after this many prompts, as if killed")
-                ->check(retro::non_negative_integer())
+                ->transform(retro::non_negative_integer())
                 ->group("");
             retro::add_no_verify_flag(app, g.verify);
             return [] { retro::generate_run(cli); };

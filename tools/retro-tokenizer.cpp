@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
             train->add_option("--glob", corpus.glob, "Which files of a folder to read");
             train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs");
             train->add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
-            train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer")->check(retro::non_negative_integer());
+            train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer")->transform(retro::non_negative_integer());
             train->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             train->add_flag("--force", force, "Replace an existing tokenizer in --out");
 

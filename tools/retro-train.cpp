@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
             app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
-            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->check(retro::non_negative_integer())->capture_default_str();
+            app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->transform(retro::non_negative_integer())->capture_default_str();
             app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
             app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
             app.add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
@@ -108,12 +108,13 @@ int main(int argc, char** argv) {
                            "inputs, fp32 accumulation and master weights)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"fp32", "bf16"}));
-            static bool fused_attention = false;
-            static auto* fused_flag = app.add_flag(
-                "--fused-attention,!--no-fused-attention", fused_attention,
+            auto* fused = app.add_flag_function(
+                "--fused-attention", [](std::int64_t) { o.fused_attention = true; },
                 "With --dtype bf16 (on by default there): the decoder's causal self-attention as one fused "
-                "flash-style kernel on the tensor cores (bf16 softmax products); --no-fused-attention: fp32 GEMMs "
-                "around softmax rows instead");
+                "flash-style kernel on the tensor cores (bf16 softmax products)");
+            app.add_flag_function("--no-fused-attention", [](std::int64_t) { o.fused_attention = false; },
+                                  "With --device cuda: fp32 GEMMs around softmax rows instead of the fused kernel")
+                ->excludes(fused);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             retro::add_no_verify_flag(app, ctx.verify_inputs);
 
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
                            "predicting it, the previous chunk's neighbours and continuations (read)")
                 ->check(CLI::IsMember({"own", "read"}))->capture_default_str();
             ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
-            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->check(retro::non_negative_integer())->capture_default_str();
+            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->transform(retro::non_negative_integer())->capture_default_str();
             ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
             ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
             ev->add_option("--token-losses", e.token_losses,
@@ -186,7 +187,6 @@ int main(int argc, char** argv) {
                     if (o.db.empty() || o.config.empty() || o.out.empty())
                         retro::user_error_in("", "--db, --config and --out are required to train",
                                              "see retro-train --help");
-                    if (fused_flag->count() > 0) o.fused_attention = fused_attention;
                     retro::train_run(ctx, o);
                 }
             };
