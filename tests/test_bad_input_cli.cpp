@@ -291,6 +291,11 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 5000 --dim 8 --queries 10 --ivf-nlist 64"),
                    {"--pq-m", "--pq-m 0"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
+    // sizes that would fill the memory or the disk are refused before anything is allocated or written
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --T 1000000 --modes naive,chunkwise --naive-max-T 1000000"),
+                   {"--T", "T = 1000000", "needs about", "of memory available"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0"), {"--size-mb", "not a corpus size"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 1e12"), {"--size-mb", "of disk"});
     for (const std::string threads : {"-1", "100000"})
         expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});
     expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --checkpoint-every nan"), {"--checkpoint-every"});

@@ -14,6 +14,7 @@
 #include "core/fingerprint.h"
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "core/scratch_dir.h"
 #include "test_util.h"
 #include "text/corpus.h"
 #include "text/line_reader.h"
@@ -61,6 +62,69 @@ TEST_CASE("core: an uncommitted AtomicFile leaves nothing behind") {
     }
     CHECK(test::read_text(path) == "old");
     CHECK(!fs::exists(path + ".tmp"));
+}
+
+TEST_CASE("core: a ScratchDir is removed at its end, on Ctrl-C, and by the next one after a kill") {
+    const std::string prefix = "retro-test-scratch";
+    std::string kept;
+    {
+        ScratchDir s(prefix);
+        kept = s.path();
+        CHECK(fs::is_directory(kept));
+        fs::create_directories(fs::path(kept) / "a");
+        test::write_text(fs::path(kept) / "a" / "b.txt", "x");
+    }
+    CHECK_FALSE(fs::exists(kept));
+
+    // Ctrl-C: the process makes its folder, says so through a pipe, and is sent SIGINT: it ends by the signal,
+    // its folder gone
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::signal(SIGINT, SIG_DFL);   // as in a tool (doctest's own handler is inherited: a ScratchDir keeps a tool's)
+        ::signal(SIGTERM, SIG_DFL);
+        ScratchDir s(prefix);
+        test::write_text(fs::path(s.path()) / "big.bin", std::string(1 << 20, 'x'));
+        const char c = 1;
+        if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+        ::pause();
+        ::_exit(4);
+    }
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    const fs::path child_dir = fs::temp_directory_path() / (prefix + "-" + std::to_string(child));
+    CHECK(fs::exists(child_dir / "big.bin"));
+    ::kill(child, SIGINT);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGINT);
+    CHECK_FALSE(fs::exists(child_dir));
+
+    // SIGKILL leaves the folder; the next ScratchDir of the prefix sweeps it (its process is gone), not its own
+    const pid_t killed = ::fork();
+    REQUIRE(killed >= 0);
+    if (killed == 0) {
+        ScratchDir s(prefix);
+        const char one = 1;
+        if (::write(ready[1], &one, 1) != 1) ::_exit(3);
+        ::pause();
+        ::_exit(4);
+    }
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    ::kill(killed, SIGKILL);
+    REQUIRE(::waitpid(killed, &status, 0) == killed);
+    const fs::path killed_dir = fs::temp_directory_path() / (prefix + "-" + std::to_string(killed));
+    CHECK(fs::exists(killed_dir));
+    {
+        ScratchDir s(prefix);
+        CHECK_FALSE(fs::exists(killed_dir));
+        CHECK(fs::exists(s.path()));
+    }
+    ::close(ready[0]);
+    ::close(ready[1]);
 }
 
 TEST_CASE("core: fingerprints are xxh3-64 of the bytes") {

@@ -15,12 +15,15 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
+#include "core/scratch_dir.h"
 #include "core/threads.h"
 #include "data/synthetic_text.h"
 #include "text/corpus.h"
@@ -85,22 +88,26 @@ ChildRun run_child(const std::vector<std::string>& args) {
 }  // namespace
 
 nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& command_line) {
-    fs::path work = o.work_dir.empty()
-                        ? fs::temp_directory_path() / ("retro-bench-chunk-" + std::to_string(getpid()))
-                        : fs::path(o.work_dir);
+    if (o.corpus.empty() && !(o.size_mb > 0))
+        user_error_in("--size-mb", cat(o.size_mb, " is not a corpus size"), "give the MB of text to generate, e.g. 64");
+    std::optional<ScratchDir> scratch;   // removed at the end, and on Ctrl-C (core/scratch_dir.h)
+    if (o.work_dir.empty()) scratch.emplace("retro-bench-chunk");
+    const fs::path work = scratch ? fs::path(scratch->path()) : fs::path(o.work_dir);
     fs::create_directories(work);
-    struct Remove {
-        fs::path p;
-        bool on;
-        ~Remove() {
-            std::error_code ec;
-            if (on) fs::remove_all(p, ec);
-        }
-    } remove{work, o.work_dir.empty()};
 
     std::vector<std::string> inputs = o.corpus;
     bool generated = inputs.empty();
     if (generated) {
+        // the text, then retro-chunk's database of it (4-byte ids, about a token per 4 bytes of text: as large
+        // again) and its offsets, once per --chunk-threads row (one database at a time)
+        const double need = 2.2 * o.size_mb * 1e6;
+        std::error_code ec;
+        const auto space = fs::space(work, ec);
+        if (!ec && static_cast<double>(space.available) < need)
+            user_error_in("--size-mb", cat(o.size_mb, " MB of text and its database need about ",
+                                           memory_format_bytes(need), " of disk; ", work.string(), " has ",
+                                           memory_format_bytes(static_cast<double>(space.available)), " free"),
+                          "give a smaller --size-mb, or --work-dir on a larger disk");
         auto t0 = std::chrono::steady_clock::now();
         std::string path = (work / "corpus.jsonl").string();
         std::int64_t docs = synthetic_jsonl_write(path, 1, static_cast<std::int64_t>(o.size_mb * 1e6), 4000);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/memory_budget.h"
+#include "core/scratch_dir.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
 #include "core/cuda_device.h"
@@ -196,9 +198,10 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         device.be->upload(device.weights.get(), model.params().data(), model.params().size() * sizeof(float));
     }
     std::string dir;
+    std::optional<ScratchDir> scratch;   // the peer's config and weights: removed at the end and on Ctrl-C
     if (o.peer_steps > 0 && !o.peer.empty()) {
-        dir = (fs::temp_directory_path() / ("retro-bench-generate-" + std::to_string(::getpid()))).string();
-        fs::create_directories(dir);
+        scratch.emplace("retro-bench-generate");
+        dir = scratch->path();
         c.save(dir + "/config.json");
         params_save(dir + "/model.safetensors", model.params(), model.layout(), c);
     }
@@ -289,7 +292,6 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         results.push_back(row);
         rows.push_back(cells);
     }
-    if (!dir.empty()) fs::remove_all(dir);
     nlohmann::json profile;
     if (o.profile_tokens > 0) {
         if (!device.be) user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");

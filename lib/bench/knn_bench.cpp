@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
+#include "core/scratch_dir.h"
 #include "core/threads.h"
 #include "index/exact_search.h"
 #include "index/exact_search_cuda.h"
@@ -227,8 +228,8 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     result["rows"] = rows;
     std::printf("%s", format_table(table).c_str());
     std::fflush(stdout);
-    const std::string dir = "/tmp/retro-bench-knn-" + std::to_string(::getpid());   // peer files, uncached indices
-    std::filesystem::create_directories(dir);
+    const ScratchDir scratch("retro-bench-knn");   // peer files, uncached indices: removed at the end, on an error, on Ctrl-C
+    const std::string& dir = scratch.path();
     std::string threads_arg;
     for (int t : threads) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
     if (!o.peer.empty()) {   // the faiss-cpu Python package's IndexFlatIP on the same data (written as .npy)
@@ -259,7 +260,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
                     "its own search on the first %lld queries)\n%s",
                     std::max(1, ann.rounds), static_cast<long long>(std::min(q, ann.debian_queries)), format_table(ann_table).c_str());
     }
-    std::filesystem::remove_all(dir);
     if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
 }
 

@@ -19,6 +19,7 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/threads.h"
 #include "retention/retention.h"
 #include "retention/retention_cuda.h"
@@ -288,6 +289,23 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     for (const auto& d : dtypes)
         if (gpu ? (d != "fp32" && d != "bf16") : (d != "fp32" && d != "fp64"))
             user_error_in("--dtype", "'" + d + "' is not available on " + o.device + (gpu ? " (fp32, bf16)" : " (fp32, fp64)"));
+    if (!gpu) {   // the largest row's host memory, before anything is allocated: the OOM killer otherwise
+        double need = 0;
+        std::int64_t worst_T = 0;
+        for (const auto& d : dtypes)
+            for (std::int64_t T : Ts) {
+                const double bytes_per = d == "fp64" ? 8.0 : 4.0;
+                // q, k, dq, dk (K wide) and v, dO, out, dv (V wide), plus the random fp32 draws being cast
+                double bytes = static_cast<double>(base.B) * T * base.H * (base.K + base.V) * (4 * bytes_per + 4.0);
+                const bool naive = std::find(o.modes.begin(), o.modes.end(), "naive") != o.modes.end();
+                if (naive && T <= o.naive_max_T)   // naive's backward: D, A, dP (T x T) on every thread at once
+                    bytes += 3.0 * bytes_per * static_cast<double>(T) * T * std::min<double>(thread_count(), base.B * base.H);
+                if (bytes > need) need = bytes, worst_T = T;
+            }
+        memory_require("--T", need, cat("T = ", worst_T, " at B = ", base.B, ", H = ", base.H, ", K = ", base.K,
+                                        ", V = ", base.V),
+                       "give smaller --T, --B or --H (or a smaller --naive-max-T)");
+    }
     if (!gpu && o.T.empty() && !o.B && !o.H)
         log_info("CPU defaults are smaller than fla's GPU shapes (B=8, H=32, T up to 16384): B=4, H=8, K=V=128, T=256..4096");
     const std::string device = gpu ? "cuda: " + cuda_device_name() : "cpu: " + cpu_model() + " (" + std::to_string(thread_count()) + " threads)";

@@ -18,6 +18,7 @@
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/scratch_dir.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
 #include "model/params.h"
@@ -177,8 +178,8 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     }
-    const fs::path scratch = fs::temp_directory_path() / ("retro-bench-ranks-" + std::to_string(::getpid()));
-    fs::create_directories(scratch);
+    const ScratchDir scratch_dir("retro-bench-ranks");   // removed at the end, on an error and on Ctrl-C
+    const fs::path scratch(scratch_dir.path());
     nlohmann::json rows = nlohmann::json::array();
     std::vector<std::vector<std::string>> table{
         {"ranks", "threads/rank", "step s", "all-reduce s", "share", "tokens/s", "efficiency"}};
@@ -190,8 +191,6 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
         log_info("ranks " + std::to_string(r) + ": " + cmd);
         const int rc = std::system(cmd.c_str());
         if (rc != 0 || !fs::exists(out)) {
-            std::error_code ec;
-            fs::remove_all(scratch, ec);
             user_error_in("--ranks", cat("the launch of ", r, " ranks failed (", cmd, ")"),
                           "check that the launcher runs here (--launcher; e.g. srun -n {n} under Slurm)");
         }
@@ -206,8 +205,6 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
                          fmt(100 * red / step, "%.1f%%"), fmt(tps, "%.1f"), fmt(eff, "%.2f")});
         rows.push_back(row);
     }
-    std::error_code ec;
-    fs::remove_all(scratch, ec);
     const nlohmann::json result = {{"stamp", stamp("retro-bench train --ranks", command_line)},
                                    {"machine", {{"cpu", cpu_model()}, {"hardware_threads", hardware_threads()}}},
                                    {"config", c.to_json()},

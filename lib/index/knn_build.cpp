@@ -51,8 +51,9 @@ void knn_filter_row(const std::int64_t* cand_ids, const float* cand_scores, int 
     }
 }
 
-ScratchKnn::ScratchKnn(const ToolContext& ctx, const std::string& index, const std::string& db, int k) {
-    dir_ = (fs::temp_directory_path() / ("retro-scratch-knn-" + std::to_string(::getpid()))).string();
+ScratchKnn::ScratchKnn(const ToolContext& ctx, const std::string& index, const std::string& db, int k)
+    : scratch_("retro-scratch-knn") {
+    dir_ = (fs::path(scratch_.path()) / "knn").string();
     KnnOptions o;
     o.index = index;
     o.db = db;
@@ -63,10 +64,7 @@ ScratchKnn::ScratchKnn(const ToolContext& ctx, const std::string& index, const s
     knn_build(ctx, o);
 }
 
-ScratchKnn::~ScratchKnn() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-}
+ScratchKnn::~ScratchKnn() = default;
 
 namespace {
 

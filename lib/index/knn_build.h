@@ -6,6 +6,7 @@
 // shardable by query blocks, like retro-index. A bm25 index folder is searched by bm25_knn.h, which
 // shares the output steps below.
 #pragma once
+#include "core/scratch_dir.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,7 @@ public:
     const std::string& dir() const { return dir_; }
 
 private:
+    ScratchDir scratch_;   // removed on Ctrl-C too (core/scratch_dir.h)
     std::string dir_;
 };
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
