@@ -243,7 +243,7 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
                    {"--batch", "needs about"});
 }
 
-TEST_CASE("bad input: a database or tokenizer other than the run's is refused by retro-generate and retro-knn --queries") {
+TEST_CASE("bad input: a database or tokenizer other than the run's is refused by retro-generate, retro-knn --queries and the tools that show text") {
     const Pipeline& p = pipeline();
     test::TempDir t("badtok");
     const fs::path bpe = t / "bpe", db = t / "db", index = t / "index";
@@ -266,6 +266,19 @@ TEST_CASE("bad input: a database or tokenizer other than the run's is refused by
                                                    " --out " + (t / "kq").string() + " --quiet"),
                    {db.string(), "another tokenizer"});
     CHECK(!fs::exists(t / "kq" / "manifest.json"));
+    // the tools that show a database's text refuse a --tokenizer it was not chunked with (it decoded other text, or
+    // failed on an id past its vocabulary), and retro-index refuses one for a bert or t5 embedder; the database's own
+    // tokenizer, given explicitly, is taken
+    const std::string other = " --tokenizer " + bpe.string();
+    for (const auto& [tool, args] : std::vector<std::pair<std::string, std::string>>{
+             {"retro-index", "query " + p.index.string() + " hello"},
+             {"retro-chunk", "inspect " + p.db.string() + " --chunk 0"},
+             {"retro-knn", "show " + p.knn.string() + " --db " + p.db.string() + " --chunk 0"}}) {
+        expect_refused(test::run_tool(tool, args + other + " --quiet"),
+                       {"--tokenizer " + (bpe / "tok.model").string(), "is not the tokenizer " + p.db.string()});
+        const auto own = test::run_tool(tool, args + " --tokenizer " + p.tok.string() + " --quiet");
+        CHECK_MESSAGE(own.exit_code == 0, tool, ": ", own.err);
+    }
 
     // a prompt of a --prompts file too long for the model is named by its file and line
     const fs::path prompts = t / "p.jsonl";

@@ -4,7 +4,9 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -132,6 +134,24 @@ DocSource ChunkDb::source(std::int64_t doc) const {
 }
 
 std::string ChunkDb::tokenizer_path() const { return manifest_input(manifest_, "tokenizer"); }
+
+std::string ChunkDb::tokenizer_checked(const std::string& override, const std::string& flag) const {
+    const std::string recorded = tokenizer_path();
+    if (override.empty() && recorded.empty())
+        user_error_in((fs::path(dir_) / "manifest.json").string(), "records no tokenizer", "pass " + flag + " tok.model");
+    const std::string path = tokenizer_resolve_path(override.empty() ? recorded : override);
+    if (!fs::exists(path))
+        user_error_in(path, override.empty() ? "is missing (the tokenizer " + dir_ + "'s manifest names)" : "does not exist",
+                      "pass " + flag + " tok.model: the tokenizer the database was chunked with, or a copy of it");
+    const std::string expected = manifest_input(manifest_, "tokenizer", "fingerprint");
+    if (!expected.empty() && fingerprint_file(path) != expected)
+        user_error_in(override.empty() ? path : flag + " " + path,
+                      "is not the tokenizer " + dir_ + " was chunked with (its fingerprint differs" +
+                          (recorded.empty() ? std::string(")") : "; the database's manifest names " + recorded + ")"),
+                      override.empty() ? "the recorded tokenizer was replaced: make the database again"
+                                       : "pass that tokenizer (or a copy of it), or leave out " + flag);
+    return path;
+}
 
 ChunkSourcesReader::ChunkSourcesReader(const std::string& path) : path_(path), in_(path) {
     if (!in_) user_error_in(path, "cannot open");

@@ -58,6 +58,11 @@ public:
     DocSource source(std::int64_t doc) const;
     std::string sources_path() const;
     std::string tokenizer_path() const;   // recorded in the manifest ("" when absent)
+    // The tokenizer to show this database's text with: `override` (a --tokenizer: tok.model or its folder) or the
+    // recorded one. UserError when there is none, or when it is not the tokenizer the database was chunked with
+    // (the fingerprint the manifest records differs: its ids would decode to other text, or fall outside its
+    // vocabulary); `flag` names the option in the messages.
+    std::string tokenizer_checked(const std::string& override, const std::string& flag = "--tokenizer") const;
 
 private:
     std::string dir_;

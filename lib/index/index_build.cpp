@@ -31,10 +31,7 @@ std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.
 
 // The tokenizer a bert, t5 or clip embedder decodes chunk ids with.
 std::unique_ptr<Tokenizer> db_tokenizer(const ChunkDb& db, const std::string& override_path) {
-    std::string path = override_path.empty() ? db.tokenizer_path() : tokenizer_resolve_path(override_path);
-    if (path.empty())
-        user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
-    return std::make_unique<Tokenizer>(path);
+    return std::make_unique<Tokenizer>(db.tokenizer_checked(override_path));
 }
 
 std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const ChunkDb& db, const Tokenizer* tok,

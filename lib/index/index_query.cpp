@@ -74,9 +74,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
     if (index_folder_kind(o.index) == "image") return image_index_search(o);
     ChunkDb db(db_dir(o));
-    const std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
-    if (tok_path.empty()) user_error_in(db.dir() + "/manifest.json", "records no tokenizer", "pass --tokenizer tok.model");
-    Tokenizer tok(tok_path);
+    Tokenizer tok(db.tokenizer_checked(o.tokenizer));
     std::vector<int> ids = o.image.empty() ? tok.encode(o.text) : std::vector<int>{};
     if (o.image.empty() && ids.empty()) user_error_in("query", "the query text gives no tokens", "give some words");
     const std::vector<std::int32_t> chunk(ids.begin(), ids.end());

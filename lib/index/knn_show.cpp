@@ -43,9 +43,7 @@ void knn_show(const KnnShowOptions& o) {
     if (nb.dim(0) != db.chunk_count()) user_error_in(nb.path(), "has a row per query of another database (queries from --queries)");
     if (ds.shape() != nb.shape())
         user_error_in(ds.path(), "has shape " + shape_string(ds.shape()) + ", neighbours.npy " + shape_string(nb.shape()));
-    std::string tok_path = o.tokenizer.empty() ? db.tokenizer_path() : tokenizer_resolve_path(o.tokenizer);
-    if (tok_path.empty()) user_error_in(o.db + "/manifest.json", "records no tokenizer", "pass --tokenizer");
-    Tokenizer tok(tok_path);
+    Tokenizer tok(db.tokenizer_checked(o.tokenizer));
     if (o.chunk < 0 || o.chunk >= db.chunk_count())
         user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(db.chunk_count()) + ")");
     std::int64_t end = std::min(db.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
