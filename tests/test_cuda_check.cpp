@@ -75,6 +75,19 @@ TEST_CASE("cuda check: a failed CUDA or cuBLAS call throws one InternalError nam
     }
 }
 
+TEST_CASE("cuda check: a tool that does no GPU work does not load cuBLAS (opened on first use, kernels/cublas_lazy.cu)") {
+    // the loader's own record of what it opened (LD_DEBUG=files): cudart yes in a CUDA build, cuBLAS(Lt) no
+    const auto r = test::run_command("LD_DEBUG=files " + shell_quote(test::tool_path("retro-chunk")) + " --version");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("libcublas") == std::string::npos);
+    if constexpr (kCudaBuilt) {
+        CHECK(r.err.find("libcudart") != std::string::npos);   // the probe sees libraries at all
+        // the library resolves cuBLAS when asked: a status string comes from cuBLAS itself, not the fallback
+        CHECK(internal_error_of([] { cublas_check(7, "cublasGemmEx(h, ...)", "kernels/z.cu", 9); })
+                  .find("CUBLAS_STATUS_INVALID_VALUE") != std::string::npos);
+    }
+}
+
 TEST_CASE("cuda check: every entry point refuses the legacy default stream, naming itself") {
     CHECK(internal_error_of([] { cuda_stream_require(nullptr, "CudaBert::forward_mean"); })
               .find("CudaBert::forward_mean: needs a stream of its own, not the legacy default stream") != std::string::npos);
