@@ -147,20 +147,22 @@ RETRO_CUBLAS_FORWARD(lt, cublasLtMatrixLayoutCreate,
 RETRO_CUBLAS_FORWARD(lt, cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t matLayout), (matLayout))
 
 // The status strings report errors: answered without cuBLAS when it cannot be opened (never throwing from there).
+namespace retro {
+namespace {
+using StatusText = const char* (*)(cublasStatus_t);
+StatusText status_text_function(const char* name) {
+    void* h = open_library(CublasLib::blas, false);
+    return h ? reinterpret_cast<StatusText>(::dlsym(h, name)) : nullptr;
+}
+}  // namespace
+}  // namespace retro
+
 extern "C" const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {
-    using Fn = const char* (*)(cublasStatus_t);
-    static const Fn real = [] {
-        void* h = retro::open_library(retro::CublasLib::blas, false);
-        return h ? reinterpret_cast<Fn>(::dlsym(h, "cublasGetStatusName")) : nullptr;
-    }();
+    static const retro::StatusText real = retro::status_text_function("cublasGetStatusName");
     return real ? real(status) : "CUBLAS_STATUS_(cuBLAS not loaded)";
 }
 
 extern "C" const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
-    using Fn = const char* (*)(cublasStatus_t);
-    static const Fn real = [] {
-        void* h = retro::open_library(retro::CublasLib::blas, false);
-        return h ? reinterpret_cast<Fn>(::dlsym(h, "cublasGetStatusString")) : nullptr;
-    }();
+    static const retro::StatusText real = retro::status_text_function("cublasGetStatusString");
     return real ? real(status) : "cuBLAS status (the library could not be loaded)";
 }

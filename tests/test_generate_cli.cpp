@@ -195,6 +195,18 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(completions == first_sizes);   // the batch size changes nothing
     }
 
+    // a pipe: prompts from standard input, the lines streamed to standard output in input order (no journal)
+    {
+        auto piped = test::run_tool("retro-generate", base + " --prompts - --output - --max-tokens 20 --seed 3 --batch-size 2",
+                                    test::read_text(p.tmp / "prompts.jsonl"));
+        INFO(piped.err);
+        REQUIRE(piped.exit_code == 0);
+        CHECK(piped.out == test::read_text(p.tmp / "out1.jsonl"));
+        auto no_resume = test::run_tool("retro-generate", base + " --prompts - --output - --resume", "\"x\"\n");
+        CHECK(no_resume.exit_code == 2);
+        CHECK(no_resume.err.find("--resume") != std::string::npos);
+    }
+
     // stopped after two prompts (--stop-after, as if killed): OUT.partial keeps them; without --resume, or with another
     // seed, it is refused in one line; a last line cut short by a kill is dropped; --resume decodes the third with its
     // own random stream and writes the uninterrupted run's bytes, then removes the journal

@@ -30,9 +30,10 @@ int main(int argc, char** argv) {
             app.add_flag("--no-retrieval", g.no_retrieval, "Generate without neighbours (CCA skipped), the baseline");
             app.add_flag("--show-neighbours", cli.show_neighbours, "Print each retrieved chunk's neighbours on stderr");
             app.add_flag("--json", cli.json, "With --show-neighbours: JSON lines instead of text");
-            app.add_option("--prompts", cli.prompts_file, "Batch mode: a .jsonl of prompts (strings or {\"prompt\": ..., \"id\": ...})");
+            app.add_option("--prompts", cli.prompts_file, "Batch mode: a .jsonl of prompts (strings or {\"prompt\": ..., \"id\": ...}); - reads standard input");
             app.add_option("--output", cli.output, "Batch mode: write results here as .jsonl (atomically; each finished "
-                                                   "prompt is kept in OUTPUT.partial until then)");
+                                                   "prompt is kept in OUTPUT.partial until then); - streams them to "
+                                                   "standard output in input order");
             app.add_flag("--resume", cli.resume, "Batch mode: keep the prompts an interrupted run finished (OUTPUT.partial) "
                                                  "and decode the others; the same command otherwise");
             app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together")->capture_default_str();

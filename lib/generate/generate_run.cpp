@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -34,14 +35,20 @@ namespace {
 // Prompts of a .jsonl file: each line a JSON string or an object with "prompt" (or "text") and an optional "id".
 void read_prompts(const std::string& path, std::vector<std::string>& prompts, std::vector<nlohmann::json>& ids,
                   std::vector<std::string>& names) {
-    std::ifstream in(path);
-    if (!in) user_error_in(path, "cannot be opened");
+    const bool from_stdin = path == "-";   // a pipe: `jq -c ... | retro-generate run/ --prompts - --output out.jsonl`
+    std::ifstream file;
+    if (!from_stdin) {
+        file.open(path);
+        if (!file) user_error_in(path, "cannot be opened");
+    }
+    std::istream& in = from_stdin ? std::cin : file;
+    const std::string name = from_stdin ? std::string("standard input") : path;
     std::string line;
     std::int64_t n = 0;
     while (std::getline(in, line)) {
         n++;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const std::string where = path + ":" + std::to_string(n);
+        const std::string where = name + ":" + std::to_string(n);
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_discarded()) user_error_in(where, "is not valid JSON");
         names.push_back(where);
@@ -56,7 +63,7 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
         prompts.push_back(j.at(key).get<std::string>());
         ids.push_back(j.contains("id") ? j.at("id") : nlohmann::json(static_cast<std::int64_t>(prompts.size() - 1)));
     }
-    if (prompts.empty()) user_error_in(path, "holds no prompts");
+    if (prompts.empty()) user_error_in(name, "holds no prompts");
 }
 
 nlohmann::json neighbours_json(const Generator& gen, const ChunkNeighbours& n, bool with_text) {
@@ -200,6 +207,7 @@ struct StopAfterForTesting {};
 void generate_run(GenerateRunOptions cli) {
     cli.g.stop_at_eos = !cli.ignore_eos;
     const bool batch = !cli.prompts_file.empty();
+    const bool to_stdout = batch && cli.output == "-";   // JSON lines streamed in input order, no journal
     std::vector<std::string> prompts;
     std::vector<nlohmann::json> ids;
     std::vector<std::string> names;
@@ -207,14 +215,18 @@ void generate_run(GenerateRunOptions cli) {
         if (!cli.prompt.empty()) user_error_in("prompt", "give either a prompt or --prompts, not both");
         if (cli.output.empty()) user_error_in("--output", "is needed with --prompts", "e.g. --output out.jsonl");
         read_prompts(cli.prompts_file, prompts, ids, names);
+        if (to_stdout && cli.resume)
+            user_error_in("--resume", "continues a file --output from its journal; standard output has none",
+                          "give --output FILE to be able to resume");
         // the results are written at the end: a bad --output is refused before the work, not after it
         std::error_code ec;
-        if (fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
+        if (cli.prompts_file != "-" && fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
             user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",
                           "give another --output");
         const fs::path parent = fs::absolute(cli.output).parent_path();
-        if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
-        if (::access(parent.c_str(), W_OK) != 0)
+        if (!to_stdout && !fs::is_directory(parent))
+            user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
+        if (!to_stdout && ::access(parent.c_str(), W_OK) != 0)
             user_error_in(cli.output, "cannot be written: " + parent.string() + " is not writable");
     } else {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
@@ -234,7 +246,9 @@ void generate_run(GenerateRunOptions cli) {
     // batch mode: every finished prompt goes to OUT.partial first; --resume decodes only the prompts it lacks
     std::unique_ptr<GenerateJournal> journal;
     std::vector<std::int64_t> todo;   // positions in the file of the prompts decoded now
-    if (batch) {
+    if (to_stdout) {
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++) todo.push_back(i);
+    } else if (batch) {
         journal = std::make_unique<GenerateJournal>(cli.output, journal_job(cli, prompts, ids), cli.resume,
                                                     static_cast<std::int64_t>(prompts.size()));
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
@@ -274,13 +288,26 @@ void generate_run(GenerateRunOptions cli) {
                 print_neighbours(gen, todo[static_cast<std::size_t>(i)], n, cli.json, batch);
             };
         std::unique_ptr<Progress> progress;
-        std::int64_t finished_now = 0;
+        std::int64_t finished_now = 0, printed = 0;
+        std::map<std::int64_t, nlohmann::json> finished;   // --output -: lines waiting for an earlier prompt
         if (batch) {
             progress = std::make_unique<Progress>("generate", static_cast<std::int64_t>(todo.size()), "prompts");
             cb.on_done = [&](std::int64_t i, const GenerateResult& r) {
                 const std::int64_t index = todo[static_cast<std::size_t>(i)];
-                journal->add(index, result_json(gen, r, ids[static_cast<std::size_t>(index)]));
-                set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+                nlohmann::json line = result_json(gen, r, ids[static_cast<std::size_t>(index)]);
+                if (journal) {
+                    journal->add(index, line);
+                    set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+                } else {   // standard output: each line once every earlier prompt's is out
+                    finished[index] = std::move(line);
+                    for (auto it = finished.find(printed); it != finished.end(); it = finished.find(++printed)) {
+                        const std::string text =
+                            it->second.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+                        std::fwrite(text.data(), 1, text.size(), stdout);
+                        finished.erase(it);
+                    }
+                    std::fflush(stdout);
+                }
                 progress->add(1);
                 if (cli.stop_after > 0 && ++finished_now >= cli.stop_after) throw StopAfterForTesting{};
             };
@@ -294,8 +321,8 @@ void generate_run(GenerateRunOptions cli) {
         try {
             results = gen.generate(todo_prompts, cb);
         } catch (const StopAfterForTesting&) {
-            log_info(cat("stopped after ", finished_now, " prompts (--stop-after); ", journal->path(), " keeps ",
-                         journal->done().size()));
+            log_info(cat("stopped after ", finished_now, " prompts (--stop-after)",
+                         journal ? cat("; ", journal->path(), " keeps ", journal->done().size()) : std::string()));
             return;
         }
         if (progress) progress->finish();
@@ -306,13 +333,13 @@ void generate_run(GenerateRunOptions cli) {
         log_info(cat("every prompt is finished in ", journal->path(), "; writing ", cli.output));
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (batch) {
+    if (journal) {
         AtomicFile f(cli.output);
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
             f.write(journal->done().at(i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         f.commit();
         journal->remove();   // after the commit: a kill between the two leaves both, and --resume writes the same file
-    } else {
+    } else if (!batch) {
         std::fputc('\n', stdout);
         std::fflush(stdout);
     }
