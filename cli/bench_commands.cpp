@@ -207,8 +207,10 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     auto* graphs = sub->add_flag_function("--cuda-graphs", [o](std::int64_t) { o->cuda_graphs = true; },
                                           "Each prompt decoded again with every step a captured CUDA graph, its ms/token "
                                           "beside (the same tokens, checked); the default with --device cuda");
+    graphs->disable_flag_override();
     sub->add_flag_function("--no-cuda-graphs", [o](std::int64_t) { o->cuda_graphs = false; },
                            "With --device cuda: eager steps only")
+        ->disable_flag_override()
         ->excludes(graphs);
     sub->add_flag("--bf16", o->bf16,
                   "Each prompt decoded again with the CPU decoder reading bf16 copies of the linear weights "

@@ -68,6 +68,15 @@ void last_value_wins(CLI::App& app) {
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) last_value_wins(*sub);
 }
 
+// CLI11's message on one line, in our words where its own are obscure.
+std::string usage_message(const std::string& what) {
+    static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
+    std::smatch m;
+    const std::string line = one_line(what);
+    if (std::regex_search(line, m, override_value)) return "--" + m[1].str() + " takes no value: give the flag alone";
+    return line;
+}
+
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     json_files_read_reset();
     ToolContext ctx;
@@ -97,7 +106,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         } catch (const CLI::ParseError& e) {
             if (e.get_exit_code() == 0) return app.exit(e);   // --help, --version: printed to stdout
             // A usage error is one line like every other user error (CLI11's own form is two lines).
-            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), one_line(e.what()).c_str(),
+            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), usage_message(e.what()).c_str(),
                          tool.c_str());
             return EXIT_USER;
         }
@@ -155,7 +164,8 @@ CLI::Validator non_negative_integer() {
 void add_no_verify_flag(CLI::App& app, bool& verify) {
     app.add_flag_function("--no-verify", [&verify](std::int64_t) { verify = false; },
                           "Skip re-hashing the input files against the fingerprints in their manifests (a file changed "
-                          "since its tool wrote it is refused otherwise)");
+                          "since its tool wrote it is refused otherwise)")
+        ->disable_flag_override();   // --no-verify=false would verify nothing: refused instead
 }
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,

@@ -295,6 +295,9 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-knn", "merge --out m"), {"retro-knn: error:", "shards"});
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --retrieval-lr-scale 0"),
                    {"--retrieval-lr-scale", "must be positive"});
+    // a value given to a flag that takes none (it was ignored: --fused-attention=false turned fused attention on)
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --fused-attention=false"), {"--fused-attention takes no value"});
+    expect_refused(test::run_tool("retro-generate", "run hello --no-verify=false"), {"--no-verify takes no value"});
     const std::string knn = "knn --n 1000 --dim 16 --queries 10 --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1 ";
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "core/atomic_file.h"
 #include "core/fingerprint.h"
@@ -64,67 +65,69 @@ TEST_CASE("core: an uncommitted AtomicFile leaves nothing behind") {
     CHECK(!fs::exists(path + ".tmp"));
 }
 
-TEST_CASE("core: a ScratchDir is removed at its end, on Ctrl-C, and by the next one after a kill") {
-    const std::string prefix = "retro-test-scratch";
-    std::string kept;
-    {
-        ScratchDir s(prefix);
-        kept = s.path();
-        CHECK(fs::is_directory(kept));
-        fs::create_directories(fs::path(kept) / "a");
-        test::write_text(fs::path(kept) / "a" / "b.txt", "x");
-    }
-    CHECK_FALSE(fs::exists(kept));
+namespace {
 
-    // Ctrl-C: the process makes its folder, says so through a pipe, and is sent SIGINT: it ends by the signal,
-    // its folder gone
+// Whether `dir` is gone within `seconds` (the watchdog removes it once the process has ended).
+bool gone_within(const fs::path& dir, double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (fs::exists(dir)) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
+// A child process that makes a ScratchDir (with a 1 MiB file in it), sends its path through `ready` and waits to be
+// signalled; returns the child's pid and the path.
+std::pair<pid_t, std::string> child_with_scratch(const std::string& prefix) {
     int ready[2];
     REQUIRE(::pipe(ready) == 0);
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-        ::signal(SIGINT, SIG_DFL);   // as in a tool (doctest's own handler is inherited: a ScratchDir keeps a tool's)
+        ::signal(SIGINT, SIG_DFL);   // as in a tool (doctest's crash handler is inherited)
         ::signal(SIGTERM, SIG_DFL);
         ScratchDir s(prefix);
         test::write_text(fs::path(s.path()) / "big.bin", std::string(1 << 20, 'x'));
-        const char c = 1;
-        if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+        const std::string line = s.path() + "\n";
+        if (::write(ready[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) ::_exit(3);
         ::pause();
         ::_exit(4);
     }
-    char c = 0;
-    REQUIRE(::read(ready[0], &c, 1) == 1);
-    const fs::path child_dir = fs::temp_directory_path() / (prefix + "-" + std::to_string(child));
-    CHECK(fs::exists(child_dir / "big.bin"));
-    ::kill(child, SIGINT);
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
-    CHECK(WIFSIGNALED(status));
-    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGINT);
-    CHECK_FALSE(fs::exists(child_dir));
-
-    // SIGKILL leaves the folder; the next ScratchDir of the prefix sweeps it (its process is gone), not its own
-    const pid_t killed = ::fork();
-    REQUIRE(killed >= 0);
-    if (killed == 0) {
-        ScratchDir s(prefix);
-        const char one = 1;
-        if (::write(ready[1], &one, 1) != 1) ::_exit(3);
-        ::pause();
-        ::_exit(4);
-    }
-    REQUIRE(::read(ready[0], &c, 1) == 1);
-    ::kill(killed, SIGKILL);
-    REQUIRE(::waitpid(killed, &status, 0) == killed);
-    const fs::path killed_dir = fs::temp_directory_path() / (prefix + "-" + std::to_string(killed));
-    CHECK(fs::exists(killed_dir));
-    {
-        ScratchDir s(prefix);
-        CHECK_FALSE(fs::exists(killed_dir));
-        CHECK(fs::exists(s.path()));
-    }
-    ::close(ready[0]);
     ::close(ready[1]);
+    std::string path;
+    char c = 0;
+    while (::read(ready[0], &c, 1) == 1 && c != '\n') path += c;
+    ::close(ready[0]);
+    return {child, path};
+}
+
+}  // namespace
+
+TEST_CASE("core: a ScratchDir is removed at its end, and by its watchdog when the process is stopped or killed") {
+    const std::string prefix = "retro-test-scratch";
+    std::string kept;
+    {
+        ScratchDir a(prefix), b(prefix);   // two of one prefix in one process: two folders
+        kept = a.path();
+        CHECK(a.path() != b.path());
+        CHECK(fs::path(a.path()).filename().string().rfind(prefix + "-" + std::to_string(::getpid()) + "-", 0) == 0);
+        fs::create_directories(fs::path(kept) / "a");
+        test::write_text(fs::path(kept) / "a" / "b.txt", "x");
+        CHECK(fs::exists(fs::path(kept) / "a" / "b.txt"));
+    }
+    CHECK_FALSE(fs::exists(kept));
+
+    for (const int sig : {SIGINT, SIGTERM, SIGKILL}) {
+        CAPTURE(sig);
+        const auto [child, dir] = child_with_scratch(prefix);
+        REQUIRE(fs::exists(fs::path(dir) / "big.bin"));
+        ::kill(child, sig);
+        int status = 0;
+        REQUIRE(::waitpid(child, &status, 0) == child);
+        CHECK(WIFSIGNALED(status));
+        CHECK(gone_within(dir, 10.0));
+    }
 }
 
 TEST_CASE("core: fingerprints are xxh3-64 of the bytes") {

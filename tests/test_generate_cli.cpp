@@ -207,6 +207,19 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(no_resume.err.find("--resume") != std::string::npos);
     }
 
+    // an empty prompt late in the file is refused before any prompt is decoded: no journal, no output (it used to
+    // end the run part way, its finished prompts kept under a fingerprint the corrected file no longer has)
+    {
+        test::write_text(p.tmp / "late.jsonl", test::read_text(p.tmp / "prompts.jsonl") + "\"\"\n");
+        auto late = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "late.jsonl").string() + " --output " +
+                                                         (p.tmp / "late-out.jsonl").string() + " --max-tokens 20 --batch-size 1");
+        CHECK(late.exit_code == 2);
+        CHECK(one_line(late));
+        CHECK(late.err.find("late.jsonl:4: is empty") != std::string::npos);
+        CHECK_FALSE(fs::exists(p.tmp / "late-out.jsonl.partial"));
+        CHECK_FALSE(fs::exists(p.tmp / "late-out.jsonl"));
+    }
+
     // stopped after two prompts (--stop-after, as if killed): OUT.partial keeps them; without --resume, or with another
     // seed, it is refused in one line; a last line cut short by a kill is dropped; --resume decodes the third with its
     // own random stream and writes the uninterrupted run's bytes, then removes the journal

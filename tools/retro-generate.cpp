@@ -54,8 +54,10 @@ int main(int argc, char** argv) {
                                                  "With --device cuda: run each decode step as a captured CUDA graph "
                                                  "(one launch a token instead of one per op; the same text). The "
                                                  "default there");
+            graphs->disable_flag_override();
             app.add_flag_function("--no-cuda-graphs", [&g](std::int64_t) { g.cuda_graphs = false; },
                                   "With --device cuda: launch every op of a decode step on its own")
+                ->disable_flag_override()
                 ->excludes(graphs);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             app.add_option("--stop-after", cli.stop_after, "Testing: batch mode stops after this many prompts, as if killed")

@@ -111,9 +111,11 @@ int main(int argc, char** argv) {
             auto* fused = app.add_flag_function(
                 "--fused-attention", [](std::int64_t) { o.fused_attention = true; },
                 "With --dtype bf16 (on by default there): the decoder's causal self-attention as one fused "
-                "flash-style kernel on the tensor cores (bf16 softmax products)");
+                "flash-style kernel on the tensor cores (bf16 softmax products)")
+                ->disable_flag_override();
             app.add_flag_function("--no-fused-attention", [](std::int64_t) { o.fused_attention = false; },
                                   "With --device cuda: fp32 GEMMs around softmax rows instead of the fused kernel")
+                ->disable_flag_override()
                 ->excludes(fused);
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             retro::add_no_verify_flag(app, ctx.verify_inputs);

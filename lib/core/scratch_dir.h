@@ -1,11 +1,12 @@
-// A scratch folder of one process: TMPDIR/<prefix>-<pid>, made on construction and removed with everything in it on
-// destruction — and when the process is stopped by Ctrl-C or SIGTERM (where no handler of the tool's own is set: the
-// handler removes the registered folders, then the signal ends the process as it would have), and, for a process
-// killed outright (SIGKILL, the OOM killer), by the next process making a folder of the same prefix: a
-// <prefix>-<pid> whose process is gone is swept first. retro-bench's corpora and databases, retro-train eval's
-// searched neighbours.
+// A scratch folder of one process: TMPDIR/<prefix>-<pid>-XXXXXX (mkdtemp), removed with everything in it on
+// destruction — and when the process ends any other way (Ctrl-C, SIGTERM, SIGKILL, the OOM killer, a crash): a
+// watchdog started with the folder (`sh`, in a session of its own so the terminal's Ctrl-C does not reach it) waits
+// for the end of a pipe only this process holds, then removes the folder. No signal handler is involved, so a tool's
+// own handlers (retro-train's, retro-generate's) are left alone. retro-bench's corpora and peer files,
+// retro-train eval --index's searched neighbours.
 #pragma once
 #include <string>
+#include <sys/types.h>
 
 namespace retro {
 
@@ -19,6 +20,8 @@ public:
 
 private:
     std::string path_;
+    int watchdog_pipe_ = -1;   // the write end: its close (by this process or by its end) tells the watchdog
+    pid_t watchdog_ = -1;
 };
 
 }  // namespace retro

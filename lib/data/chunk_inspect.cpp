@@ -28,7 +28,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const ChunkDb& db, const InspectOption
         return std::make_unique<Tokenizer>(db.tokenizer_checked(""));
     } catch (const UserError& e) {
         if (required) throw;
-        return nullptr;   // --stats without text
+        log_warn(std::string(e.what()) + ": statistics without text");   // --stats
+        return nullptr;
     }
 }
 

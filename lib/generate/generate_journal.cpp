@@ -31,58 +31,66 @@ nlohmann::json journal_header(const nlohmann::json& job) {
 
 GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json& job, bool resume,
                                  std::int64_t prompts)
-    : path_(output + ".partial") {
-    const bool exists = fs::exists(path_);
-    if (exists && !resume)
-        user_error_in(path_, "holds the finished prompts of an interrupted retro-generate into " + output,
-                      "run the same command with --resume to keep them, or remove " + path_ + " to start again");
-    if (exists) load(job, prompts);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
-    if (done_.empty()) {   // a new journal (or one holding no finished prompt: written again)
-        if (::ftruncate(fd_, 0) != 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
-        const std::string head = journal_header(job).dump() + "\n";
-        write_all(fd_, head.data(), head.size(), path_);
-        if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
-        fsync_parent_dir(path_);
+    : path_(output + ".partial"), job_(job) {
+    if (!fs::exists(path_)) return;
+    nlohmann::json recorded;
+    std::size_t cut = 0, size = 0;
+    load(recorded, prompts, cut, size);
+    std::error_code ec;
+    const bool superseded = fs::exists(output) && fs::last_write_time(output, ec) >= fs::last_write_time(path_, ec);
+    if (done_.empty() || superseded) {   // stale: nothing kept, or already written into the output
+        if (superseded && !done_.empty())
+            log_info(path_ + " is older than " + output + " (written after it): replaced");
+        done_.clear();
+        return;
     }
-    if (::lseek(fd_, 0, SEEK_END) < 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+    if (!resume)
+        user_error_in(path_, cat("holds ", done_.size(), " finished prompts of an interrupted retro-generate into ", output),
+                      "run the same command with --resume to keep them, or remove " + path_ + " to start again");
+    if (const std::string d = json_first_difference(recorded, job, "", "the journal's"); !d.empty())
+        user_error_in(path_, "was written by another retro-generate job: " + d,
+                      "run the interrupted command again with --resume, or remove " + path_ + " to start again");
+    if (cut < size) {   // drop a line cut short by a kill
+        if (::truncate(path_.c_str(), static_cast<off_t>(cut)) != 0)
+            user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+        log_info(cat(path_, ": dropped a last line cut short (", size - cut, " bytes)"));
+    }
+    fresh_ = false;
 }
 
 GenerateJournal::~GenerateJournal() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-void GenerateJournal::load(const nlohmann::json& job, std::int64_t prompts) {
+void GenerateJournal::load(nlohmann::json& recorded_job, std::int64_t prompts, std::size_t& cut, std::size_t& size) {
     std::ifstream in(path_, std::ios::binary);
     if (!in) user_error_in(path_, "cannot be read");
     std::ostringstream ss;
     ss << in.rdbuf();
     const std::string bytes = ss.str();
-    // complete lines only: a kill while a line was written leaves it without its newline (dropped below)
-    std::size_t pos = 0, kept = 0;
+    size = bytes.size();
+    std::size_t pos = 0;
     std::int64_t line_no = 0;
     bool header_seen = false;
     while (pos < bytes.size()) {
         const std::size_t nl = bytes.find('\n', pos);
-        if (nl == std::string::npos) break;   // cut short: dropped, and the file truncated to the lines before it
+        if (nl == std::string::npos) break;   // cut short by a kill: not counted
         line_no++;
         const std::string where = cat(path_, ":", line_no);
         const nlohmann::json j = nlohmann::json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(pos),
                                                        bytes.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
         pos = nl + 1;
         if (!header_seen) {
-            if (j.is_discarded() || !j.is_object() || j.value("tool", "") != "retro-generate" || !j.contains("job"))
+            if (j.is_discarded() || !j.is_object() || !j.contains("tool") || j.at("tool") != "retro-generate" ||
+                !j.contains("job"))
                 user_error_in(where, "is not a retro-generate journal", "remove " + path_ + " to start again");
-            if (j.value("journal", 0) != kJournalVersion)
-                user_error_in(where, cat("is a journal of version ", j.value("journal", 0), "; this retro-generate writes ",
-                                         kJournalVersion),
+            if (!j.contains("journal") || j.at("journal") != kJournalVersion)
+                user_error_in(where, cat("is a journal of another version (", j.value("journal", nlohmann::json()).dump(),
+                                         "); this retro-generate writes ", kJournalVersion),
                               "remove " + path_ + " to start again");
-            if (const std::string d = json_first_difference(j.at("job"), job, "", "the journal's"); !d.empty())
-                user_error_in(path_, "was written by another retro-generate job: " + d,
-                              "run the interrupted command again with --resume, or remove " + path_ + " to start again");
+            recorded_job = j.at("job");
             header_seen = true;
-            kept = pos;
+            cut = pos;
             continue;
         }
         if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j.at("index").is_number_integer() ||
@@ -92,16 +100,21 @@ void GenerateJournal::load(const nlohmann::json& job, std::int64_t prompts) {
         if (index < 0 || index >= prompts)
             user_error_in(where, cat("names prompt ", index, " of ", prompts), "remove " + path_ + " to start again");
         done_[index] = j.at("result");
-        kept = pos;
-    }
-    if (kept < bytes.size()) {   // drop a line cut short (or a header never finished)
-        if (::truncate(path_.c_str(), static_cast<off_t>(kept)) != 0)
-            user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
-        log_info(cat(path_, ": dropped a last line cut short (", bytes.size() - kept, " bytes)"));
+        cut = pos;
     }
 }
 
 void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {
+    if (fd_ < 0) {
+        fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (fresh_ ? O_TRUNC : O_APPEND), 0644);
+        if (fd_ < 0) user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
+        if (fresh_) {
+            const std::string head = journal_header(job_).dump() + "\n";
+            write_all(fd_, head.data(), head.size(), path_);
+            fsync_parent_dir(path_);
+            fresh_ = false;
+        }
+    }
     const std::string line =
         nlohmann::json{{"index", index}, {"result", result}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
         "\n";

@@ -16,10 +16,11 @@ namespace retro {
 
 class GenerateJournal {
 public:
-    // The journal of `output` (output + ".partial"). Without `resume` an existing journal is refused (it holds an
-    // interrupted run's finished prompts: --resume, or remove it); with `resume` one recording another `job` is
-    // refused naming the first difference, and none at all starts from the first prompt. `prompts`: how many the
-    // input holds (an index beyond is a damaged journal).
+    // The journal of `output` (output + ".partial"). A journal holding finished prompts is refused without `resume`
+    // (--resume keeps them, or remove it), and with `resume` when it records another `job` (naming the first
+    // difference). One holding none (a run stopped before its first prompt finished) or older than a committed
+    // `output` (a kill between the commit and the journal's removal) is stale: replaced. Nothing is written until the
+    // first add(). `prompts`: how many the input holds (an index beyond is a damaged journal).
     GenerateJournal(const std::string& output, const nlohmann::json& job, bool resume, std::int64_t prompts);
     ~GenerateJournal();
     GenerateJournal(const GenerateJournal&) = delete;
@@ -28,14 +29,19 @@ public:
     const std::string& path() const { return path_; }
     // The finished prompts: index -> the result line.
     const std::map<std::int64_t, nlohmann::json>& done() const { return done_; }
-    // Appends prompt `index`'s result and syncs it to disk (UserError naming the journal when it cannot).
+    // Appends prompt `index`'s result and syncs it to disk (the journal, with its job line, made at the first);
+    // UserError naming the journal when it cannot be written.
     void add(std::int64_t index, const nlohmann::json& result);
     // Removes the journal (after the output is committed).
     void remove();
 
 private:
-    void load(const nlohmann::json& job, std::int64_t prompts);
+    // Reads an existing journal: its job line and finished prompts; `cut` = bytes of whole lines (a last line cut
+    // short by a kill is not counted).
+    void load(nlohmann::json& recorded_job, std::int64_t prompts, std::size_t& cut, std::size_t& size);
     std::string path_;
+    nlohmann::json job_;
+    bool fresh_ = true;   // no finished prompt on disk: add() writes the file anew, the job line first
     int fd_ = -1;
     std::map<std::int64_t, nlohmann::json> done_;
 };

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/log.h"
+#include "core/output_folder.h"
 #include "core/progress.h"
 #include "generate/generate_journal.h"
 #include "text/tokenizer.h"
@@ -249,6 +250,7 @@ void generate_run(GenerateRunOptions cli) {
     if (to_stdout) {
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++) todo.push_back(i);
     } else if (batch) {
+        output_folder_lock(cli.output, "retro-generate");   // one run at a time into one --output (and its journal)
         journal = std::make_unique<GenerateJournal>(cli.output, journal_job(cli, prompts, ids), cli.resume,
                                                     static_cast<std::int64_t>(prompts.size()));
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
@@ -280,6 +282,7 @@ void generate_run(GenerateRunOptions cli) {
         Generator gen(cli.g);
         gen.set_prompt_names(todo_names);
         gen.set_prompt_streams(todo);
+        gen.check_prompts(todo_prompts);   // every prompt before the first is decoded
         retrieval = gen.retrieval();
         GenerateCallbacks cb;
         if (cli.show_neighbours && gen.retrieval())
@@ -338,7 +341,9 @@ void generate_run(GenerateRunOptions cli) {
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
             f.write(journal->done().at(i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         f.commit();
-        journal->remove();   // after the commit: a kill between the two leaves both, and --resume writes the same file
+        journal->remove();   // after the commit: a kill between the two leaves a journal older than the output (stale)
+        std::signal(SIGINT, SIG_DFL);   // nothing left to keep: the interrupt line would name a removed journal
+        std::signal(SIGTERM, SIG_DFL);
     } else if (!batch) {
         std::fputc('\n', stdout);
         std::fflush(stdout);

@@ -230,6 +230,29 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     }
 }
 
+std::vector<std::int32_t> Generator::prompt_ids(const std::vector<std::string>& prompts, std::int64_t i) const {
+    const auto at = static_cast<std::size_t>(i);
+    const std::string where = at < prompt_names_.size() ? prompt_names_[at]
+                              : prompts.size() == 1     ? std::string("prompt")
+                                                        : cat("prompt ", i + 1);
+    if (prompts[at].empty()) user_error_in(where, "is empty", "give some text to continue");
+    const auto ids = tokenizer_->encode(prompts[at]);
+    std::vector<std::int32_t> out;
+    out.reserve(ids.size() + 1);
+    out.push_back(TOKEN_BOS);
+    out.insert(out.end(), ids.begin(), ids.end());
+    const std::int64_t n = static_cast<std::int64_t>(out.size());
+    if (n >= config().max_seq_len)
+        user_error_in(where, cat("has ", n, " tokens (with bos); the model's max_seq_len is ", config().max_seq_len,
+                                 ", which leaves no room to generate"),
+                      "shorten the prompt");
+    return out;
+}
+
+void Generator::check_prompts(const std::vector<std::string>& prompts) const {
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++) (void)prompt_ids(prompts, i);
+}
+
 std::vector<GenerateResult> Generator::generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb) {
     std::vector<GenerateResult> out(prompts.size());
     const std::int64_t P = static_cast<std::int64_t>(prompts.size());
@@ -264,18 +287,8 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         const std::int64_t i = first + s;
         auto& res = out[static_cast<std::size_t>(i)];
         res.prompt = prompts[static_cast<std::size_t>(i)];
-        const std::string where = static_cast<std::size_t>(i) < prompt_names_.size() ? prompt_names_[static_cast<std::size_t>(i)]
-                                  : prompts.size() == 1                         ? std::string("prompt")
-                                                                                : cat("prompt ", i + 1);
-        if (res.prompt.empty()) user_error_in(where, "is empty", "give some text to continue");
-        const auto ids = tokenizer_->encode(res.prompt);
-        res.prompt_ids.push_back(TOKEN_BOS);
-        res.prompt_ids.insert(res.prompt_ids.end(), ids.begin(), ids.end());
+        res.prompt_ids = prompt_ids(prompts, i);
         const std::int64_t n = static_cast<std::int64_t>(res.prompt_ids.size());
-        if (n >= c.max_seq_len)
-            user_error_in(where, cat("has ", n, " tokens (with bos); the model's max_seq_len is ", c.max_seq_len,
-                                     ", which leaves no room to generate"),
-                          "shorten the prompt");
         seq[static_cast<std::size_t>(s)] = res.prompt_ids;
         limit[static_cast<std::size_t>(s)] = std::min(n + o_.max_tokens, c.max_seq_len);
         const std::int64_t stream =

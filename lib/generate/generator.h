@@ -79,6 +79,10 @@ public:
     const ChunkRetriever* retriever() const { return retriever_.get(); }
     bool retrieval() const { return retriever_ != nullptr; }
 
+    // UserError naming the first prompt that is empty or leaves no room to generate (its tokens with bos reach
+    // max_seq_len): a batch checks all before decoding any (one bad line late in a file would otherwise end a long
+    // run part way).
+    void check_prompts(const std::vector<std::string>& prompts) const;
     // Decodes every prompt (UserError for an empty prompt or one longer than the model's length).
     std::vector<GenerateResult> generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb = {});
     // Where each prompt of the next generate() came from ("prompts.jsonl:3"), for its errors; default "prompt N".
@@ -92,6 +96,8 @@ public:
 private:
     std::vector<std::string> prompt_names_;
     std::vector<std::int64_t> prompt_streams_;
+    // bos + the tokens of prompts[i], or UserError naming it (prompt_names_) when empty or too long
+    std::vector<std::int32_t> prompt_ids(const std::vector<std::string>& prompts, std::int64_t i) const;
     void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                         std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
     void setup_device();

@@ -80,8 +80,10 @@ public:
             emb_ = index_folder_embeddings(folder, db);
             return;
         }
-        std::string tok_path = query_db_->tokenizer_path();
-        if (!tok_path.empty() && fs::exists(tok_path)) tok_ = std::make_unique<Tokenizer>(tok_path);
+        // a bert or t5 index decodes the query chunks to text: with the tokenizer they were chunked with (checked)
+        const std::string kind = folder.embedder().is_object() ? folder.embedder().value("name", "") : "";
+        if (kind == "bert" || kind == "t5" || kind == "clip")
+            tok_ = std::make_unique<Tokenizer>(query_db_->tokenizer_checked(""));
         embedder_ = embedder_from_json(folder.embedder(), folder.dir, tok_.get(), device);
     }
     std::int64_t rows() const { return query_db_ ? query_db_->chunk_count() : emb_.dim(0); }

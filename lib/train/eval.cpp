@@ -63,10 +63,8 @@ double resolve_val_fraction(const EvalOptions& o) {
 // Byte lengths of the database's tokens (empty when its tokenizer cannot be opened or does not cover the
 // model's vocabulary: no bpb).
 std::vector<std::int32_t> database_token_bytes(const ChunkDb& db, int vocab) {
-    const std::string path = db.tokenizer_path();
-    if (path.empty() || !fs::exists(path)) return {};
     try {
-        Tokenizer tok(path);
+        Tokenizer tok(db.tokenizer_checked(""));   // missing, or not the one the database was chunked with: no bpb
         if (tok.vocab_size() < vocab) return {};
         return token_byte_lengths(tok);
     } catch (const UserError&) {
