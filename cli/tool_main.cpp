@@ -58,14 +58,47 @@ std::string json_field_message(const nlohmann::json::exception& e, const std::ve
                " (fix: a hand-edited or damaged file? make it again with the tool that wrote it)");
 }
 
+// Decimal digits (a leading '-' where `signed_values`), read as decimal: CLI11 reads "010" as octal 8 and "0x10" as
+// 16, and saturates a value past the type's range silently; "-1" into an unsigned option is 2^64 - 1.
+CLI::Validator decimal_integer(bool signed_values) {
+    return CLI::Validator(
+        [signed_values](std::string& value) -> std::string {
+            const auto a = value.find_first_not_of(" \t"), b = value.find_last_not_of(" \t");
+            if (a == std::string::npos) return "value is empty: give a whole number";
+            std::string digits = value.substr(a, b - a + 1);
+            std::string sign;
+            if (digits[0] == '-' && !signed_values) return "value " + value + " is negative: give a whole number >= 0";
+            if (digits[0] == '-' || digits[0] == '+') {
+                if (digits[0] == '-') sign = "-";
+                digits.erase(0, 1);
+            }
+            if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+                return "value " + value + " is not a whole number: give decimal digits";
+            digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+            errno = 0;
+            if (signed_values) (void)std::strtoll((sign + digits).c_str(), nullptr, 10);
+            else (void)std::strtoull(digits.c_str(), nullptr, 10);
+            if (errno == ERANGE)
+                return "value " + value + " is out of range" +
+                       (signed_values ? std::string() : std::string(": at most 18446744073709551615"));
+            value = sign + digits;
+            return std::string();
+        },
+        "");
+}
+
 // An option given twice takes its last value, as Python's argparse does (`retro-generate $COMMON --seed 4` overrides a
 // script's default; CLI11's default refuses it: "At Most 1 required but received 2"). Single-value named options
 // only: positional lists (shards, input files) keep every value.
-void last_value_wins(CLI::App& app) {
-    for (CLI::Option* opt : app.get_options())
+// Every integer option (and list of integers) also reads its values as decimal (decimal_integer).
+void normalize_options(CLI::App& app) {
+    for (CLI::Option* opt : app.get_options()) {
         if (!opt->get_positional() && opt->get_items_expected_max() == 1)
             opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) last_value_wins(*sub);
+        const std::string type = opt->get_type_name();
+        if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(type[0] == 'I'));
+    }
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) normalize_options(*sub);
 }
 
 // CLI11's message on one line, in our words where its own are obscure.
@@ -100,7 +133,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             log_debug(blas_core_note());
         });
         ToolAction action = setup(app, ctx);
-        last_value_wins(app);
+        normalize_options(app);
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {
@@ -141,25 +174,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 
 }  // namespace
 
-CLI::Validator non_negative_integer() {
-    return CLI::Validator(
-        [](std::string& value) -> std::string {
-            const auto a = value.find_first_not_of(" \t"), b = value.find_last_not_of(" \t");
-            if (a == std::string::npos) return "value is empty: give a whole number >= 0";
-            std::string digits = value.substr(a, b - a + 1);
-            if (digits[0] == '-') return "value " + value + " is negative: give a whole number >= 0";
-            if (digits[0] == '+') digits.erase(0, 1);
-            if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
-                return "value " + value + " is not a whole number: give decimal digits";
-            digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));   // CLI11 reads 010 as octal 8
-            errno = 0;
-            (void)std::strtoull(digits.c_str(), nullptr, 10);   // CLI11 would saturate a larger value silently
-            if (errno == ERANGE) return "value " + value + " is too large: at most 18446744073709551615";
-            value = digits;
-            return std::string();
-        },
-        "");
-}
+CLI::Validator non_negative_integer() { return decimal_integer(false); }
 
 void add_no_verify_flag(CLI::App& app, bool& verify) {
     app.add_flag_function("--no-verify", [&verify](std::int64_t) { verify = false; },

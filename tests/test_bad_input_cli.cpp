@@ -392,11 +392,16 @@ TEST_CASE("bad input: a binary corpus file, a negative or too large seed, a resu
     // a seed past 2^64 - 1 was read as 2^64 - 1, "0x10" as 16, and "010" as octal 8: digits only, read as decimal
     const std::string seed = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
                              " --max-tokens 4 --quiet hello --seed ";
-    expect_refused(test::run_tool("retro-generate", seed + "18446744073709551616"), {"--seed", "too large"});
+    expect_refused(test::run_tool("retro-generate", seed + "18446744073709551616"), {"--seed", "out of range"});
     expect_refused(test::run_tool("retro-generate", seed + "0x10"), {"--seed", "decimal digits"});
     const auto ten = test::run_tool("retro-generate", seed + "10"), oct = test::run_tool("retro-generate", seed + "010");
     REQUIRE_MESSAGE(ten.exit_code == 0, ten.err);
     CHECK(oct.out == ten.out);
+    // every integer option reads decimal: --max-tokens 010 is ten tokens (it was octal 8), 0x10 is refused
+    const std::string tokens = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                               " --quiet hello --seed 1 --max-tokens ";
+    CHECK(test::run_tool("retro-generate", tokens + "010").out == test::run_tool("retro-generate", tokens + "10").out);
+    expect_refused(test::run_tool("retro-generate", tokens + "0x10"), {"--max-tokens", "decimal digits"});
 
     // a resume with another global batch is refused (the data cursor counts its sequences); a changed schedule is
     // taken and said

@@ -248,6 +248,32 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(r.err.find("holds 2 of 3 prompts") != std::string::npos);
         CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
         CHECK_FALSE(fs::exists(journal));
+        // --resume of the finished file: nothing to do (a retry loop pays nothing)
+        auto again2 = test::run_tool("retro-generate", base + cmd + " --seed 3 --resume");
+        CHECK(again2.exit_code == 0);
+        CHECK(again2.err.find("nothing to resume") != std::string::npos);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+    }
+
+    // an --output that is not a file, or lies in an input folder, is refused before any decoding
+    {
+        const std::string prompts = " --prompts " + (p.tmp / "prompts.jsonl").string() + " --max-tokens 4 --output ";
+        fs::create_directories(p.tmp / "a-folder");
+        fs::create_symlink(p.tmp / "out1.jsonl", p.tmp / "link.jsonl");
+        for (const auto& [output, says] : std::vector<std::pair<fs::path, std::string>>{
+                 {p.tmp / "a-folder", "is a folder"},
+                 {p.tmp / "link.jsonl", "symbolic link"},
+                 {"/dev/null", "not a regular file"},
+                 {p.run / "model.safetensors", "is inside the run"},
+                 {p.db / "out.jsonl", "is inside --db"}}) {
+            auto r = test::run_tool("retro-generate", base + prompts + output.string());
+            INFO(r.err);
+            CHECK(r.exit_code == 2);
+            CHECK(one_line(r));
+            CHECK(r.err.find(says) != std::string::npos);
+        }
+        CHECK(fs::is_symlink(p.tmp / "link.jsonl"));
+        CHECK_FALSE(fs::exists(p.db / "out.jsonl.partial"));
     }
 
     // without retrieval: runs, and needs no index

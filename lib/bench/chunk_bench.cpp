@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <ctime>
 #include <filesystem>
@@ -88,8 +89,10 @@ ChildRun run_child(const std::vector<std::string>& args) {
 }  // namespace
 
 nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& command_line) {
-    if (o.corpus.empty() && !(o.size_mb > 0))
+    if (o.corpus.empty() && !(o.size_mb > 0 && std::isfinite(o.size_mb)))
         user_error_in("--size-mb", cat(o.size_mb, " is not a corpus size"), "give the MB of text to generate, e.g. 64");
+    if (!(o.encode_mb > 0 && std::isfinite(o.encode_mb)))
+        user_error_in("--encode-mb", cat(o.encode_mb, " is not a size"), "give the MB of text for the Encode loop, e.g. 8");
     std::optional<ScratchDir> scratch;   // removed at the end, and on Ctrl-C (core/scratch_dir.h)
     if (o.work_dir.empty()) scratch.emplace("retro-bench-chunk");
     const fs::path work = scratch ? fs::path(scratch->path()) : fs::path(o.work_dir);

@@ -40,7 +40,7 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
     const bool superseded = fs::exists(output) && fs::last_write_time(output, ec) >= fs::last_write_time(path_, ec);
     if (done_.empty() || superseded) {   // stale: nothing kept, or already written into the output
         if (superseded && !done_.empty())
-            log_info(path_ + " is older than " + output + " (written after it): replaced");
+            log_info(path_ + " is older than " + output + " (written after it): stale, replaced at the first finished prompt");
         done_.clear();
         return;
     }
@@ -99,6 +99,7 @@ void GenerateJournal::load(nlohmann::json& recorded_job, std::int64_t prompts, s
         const std::int64_t index = j.at("index").get<std::int64_t>();
         if (index < 0 || index >= prompts)
             user_error_in(where, cat("names prompt ", index, " of ", prompts), "remove " + path_ + " to start again");
+        if (done_.count(index)) user_error_in(where, cat("names prompt ", index, " a second time"), "remove " + path_ + " to start again");
         done_[index] = j.at("result");
         cut = pos;
     }
