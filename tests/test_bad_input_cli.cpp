@@ -311,6 +311,10 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T 1000000 --modes naive,chunkwise --naive-max-T 1000000"),
                    {"--T", "T = 1000000", "needs about", "of memory available"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0"), {"--size-mb", "not a corpus size"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb inf"), {"--size-mb", "not a corpus size"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 1 --chunk-threads 1,-1"), {"--chunk-threads"});
+    expect_refused(test::run_tool("retro-tokenizer", "train x --out y --character-coverage 0.9"),
+                   {"--character-coverage", "outside [0.98, 1]"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 1e12"), {"--size-mb", "of disk"});
     for (const std::string threads : {"-1", "100000"})
         expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});

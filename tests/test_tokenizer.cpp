@@ -146,8 +146,10 @@ TEST_CASE("tokenizer: CLI help - version and bad input") {
     auto small = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "o").string() +
                                                        " --vocab-size 300 --quiet");
     CHECK(small.exit_code == 2);
-    CHECK_MESSAGE(small.err.find("required_chars") != std::string::npos, small.err);
-    CHECK_MESSAGE(small.err.find("(fix: a larger --vocab-size, or a lower --character-coverage)") != std::string::npos, small.err);
+    CHECK_MESSAGE(small.err.find("--vocab-size: 300 is smaller than the ") != std::string::npos, small.err);
+    CHECK_MESSAGE(small.err.find("pieces the corpus's characters and the special pieces need (fix: give --vocab-size ") !=
+                      std::string::npos,
+                  small.err);
     CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
 }
 

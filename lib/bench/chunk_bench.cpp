@@ -91,6 +91,8 @@ ChildRun run_child(const std::vector<std::string>& args) {
 nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& command_line) {
     if (o.corpus.empty() && !(o.size_mb > 0 && std::isfinite(o.size_mb)))
         user_error_in("--size-mb", cat(o.size_mb, " is not a corpus size"), "give the MB of text to generate, e.g. 64");
+    for (int t : o.threads)
+        if (t < 1) user_error_in("--chunk-threads", cat(t, " is not a thread count"), "give counts >= 1, e.g. 1,2");
     if (!(o.encode_mb > 0 && std::isfinite(o.encode_mb)))
         user_error_in("--encode-mb", cat(o.encode_mb, " is not a size"), "give the MB of text for the Encode loop, e.g. 8");
     std::optional<ScratchDir> scratch;   // removed at the end, and on Ctrl-C (core/scratch_dir.h)

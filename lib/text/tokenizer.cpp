@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -78,17 +79,25 @@ private:
 };
 }  // namespace
 
-TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
-                                     const TokenizerTrainOptions& opts) {
+void tokenizer_train_options_check(const TokenizerTrainOptions& opts) {
     if (opts.vocab_size < 8) user_error_in("--vocab-size", "must be at least 8");
     // sentencepiece's unigram trainer starts from at most 1M seed pieces: a larger vocabulary can never be
     // reached, and a model's embedding table grows with it (vocabulary x model width)
     if (opts.vocab_size > 1'000'000)
         user_error_in("--vocab-size", "must be at most 1,000,000 (got " + std::to_string(opts.vocab_size) + ")",
                       "8,000 to 64,000 is usual");
+    // sentencepiece's own range (trainer_interface.cc), refused before the corpus is read
+    if (!(opts.character_coverage >= 0.98 && opts.character_coverage <= 1.0))
+        user_error_in("--character-coverage", cat(opts.character_coverage, " is outside [0.98, 1]"),
+                      "0.9995 (the default) for rich character sets, 1.0 for small ones");
     if (opts.max_sentences < 1)
         user_error_in("--max-sentences", "must be at least 1 (got " + std::to_string(opts.max_sentences) + ")",
                       "the default 2,000,000 keeps memory bounded");
+}
+
+TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
+                                     const TokenizerTrainOptions& opts) {
+    tokenizer_train_options_check(opts);
     if (opts.model_type != "unigram" && opts.model_type != "bpe")
         user_error_in("--model-type", "must be unigram or bpe, not '" + opts.model_type + "'");
     TokenizerTrainResult result;
@@ -143,6 +152,12 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         // "Vocabulary size is smaller than required_chars": the characters that character_coverage keeps
         // (plus the special and byte pieces) do not fit in the vocabulary
         const std::string why = status.ToString();
+        std::smatch m;
+        static const std::regex required(R"(required_chars\. (\d+) vs (\d+))");
+        if (std::regex_search(why, m, required))
+            user_error_in("--vocab-size", cat(m[1].str(), " is smaller than the ", m[2].str(),
+                                              " pieces the corpus's characters and the special pieces need"),
+                          cat("give --vocab-size ", m[2].str(), " or more, or a lower --character-coverage (0.98 at least)"));
         user_error_in("", "tokenizer training failed: " + why,
                       why.find("required_chars") != std::string::npos
                           ? "a larger --vocab-size, or a lower --character-coverage"

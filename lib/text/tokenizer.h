@@ -55,6 +55,9 @@ struct TokenizerTrainResult {
 
 // Reads the corpus (reservoir-sampling at most max_sentences lines, so memory stays bounded) and
 // trains a model. Identity normalisation keeps encode->decode exact.
+// UserError naming the option when --vocab-size, --character-coverage or --max-sentences is outside what the trainer
+// takes: checked before the corpus is listed or read.
+void tokenizer_train_options_check(const TokenizerTrainOptions& opts);
 TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
                                      const TokenizerTrainOptions& opts);
 

@@ -22,6 +22,7 @@ std::string tokenizer_resolve_path(const std::string& model) {
 void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::string>& inputs,
                                const CorpusOptions& corpus, const TokenizerTrainOptions& opts,
                                const std::string& out_dir, bool force) {
+    tokenizer_train_options_check(opts);   // the options before the inputs
     std::string model_path = (fs::path(out_dir) / "tok.model").string();
     std::vector<OutputInput> guarded;
     for (const auto& in : inputs) guarded.push_back({"the corpus", in});
