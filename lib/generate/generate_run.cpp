@@ -280,6 +280,10 @@ void generate_run(GenerateRunOptions cli) {
         if (cli.prompts_file != "-" && fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
             user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",
                           "give another --output");
+        const std::string journal_path = cli.output + ".partial";
+        if (cli.prompts_file != "-" && fs::exists(journal_path) && fs::equivalent(journal_path, cli.prompts_file, ec))
+            user_error_in(cli.prompts_file, "is --output's journal (" + journal_path + "), not a prompts file",
+                          "give the prompts file, or another --output");
         if (!to_stdout) check_output_file(cli);
         const fs::path parent = fs::absolute(cli.output).parent_path();
         if (!to_stdout && !fs::is_directory(parent))
