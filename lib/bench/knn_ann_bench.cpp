@@ -74,7 +74,15 @@ std::vector<AnnIndex> prepare_indices(const AnnBenchOptions& o, const AnnBenchDa
         a.file = (fs::path(dir) / (name + ".faiss")).string();
         if (!o.index_cache.empty() && fs::exists(a.file)) {
             log_info("reading " + a.file);
-            a.index = std::make_unique<FaissIndex>(FaissIndex::load(a.file));
+            try {
+                a.index = std::make_unique<FaissIndex>(FaissIndex::load(a.file));
+            } catch (const UserError& e) {   // FaissIndex's hint names retro-index; this file is the cache's own
+                std::string why = e.what();
+                if (why.rfind(a.file + ": ", 0) == 0) why.erase(0, a.file.size() + 2);
+                if (const auto fix = why.rfind(" (fix: "); fix != std::string::npos) why.resize(fix);
+                user_error_in(a.file, "is a damaged --index-cache entry (" + why + ")",
+                              "remove it: the next run builds it again");
+            }
             continue;
         }
         a.index = std::make_unique<FaissIndex>(a.factory, data.d);
