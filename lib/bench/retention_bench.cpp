@@ -292,12 +292,12 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     if (!gpu) {   // the largest row's host memory, before anything is allocated: the OOM killer otherwise
         double need = 0;
         std::int64_t worst_T = 0;
+        const bool naive = std::find(o.modes.begin(), o.modes.end(), "naive") != o.modes.end();
         for (const auto& d : dtypes)
             for (std::int64_t T : Ts) {
                 const double bytes_per = d == "fp64" ? 8.0 : 4.0;
                 // q, k, dq, dk (K wide) and v, dO, out, dv (V wide), plus the random fp32 draws being cast
                 double bytes = static_cast<double>(base.B) * T * base.H * (base.K + base.V) * (4 * bytes_per + 4.0);
-                const bool naive = std::find(o.modes.begin(), o.modes.end(), "naive") != o.modes.end();
                 if (naive && T <= o.naive_max_T)   // naive's backward: D, A, dP (T x T) on every thread at once
                     bytes += 3.0 * bytes_per * static_cast<double>(T) * T * std::min<double>(thread_count(), base.B * base.H);
                 if (bytes > need) need = bytes, worst_T = T;

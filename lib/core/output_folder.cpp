@@ -25,35 +25,13 @@ namespace fs = std::filesystem;
 namespace retro {
 namespace {
 
-// The path with symlinks and ".." resolved as far as it exists (weakly_canonical), so that "db", "./db/" and a
-// link to it compare equal. An empty path stays empty.
-fs::path resolved(const std::string& p) {
-    if (p.empty()) return {};
-    std::error_code ec;
-    fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
-    if (ec) r = fs::absolute(p).lexically_normal();
-    // a folder that does not exist yet keeps a trailing separator ("run/"): without it "run" and "run/" are one folder
-    if (r.has_relative_path() && r.filename().empty()) r = r.parent_path();
-    return r;
-}
-
 // Folders whose lock this process holds (or took unguarded, without a usable lock folder), by resolved path.
 std::mutex g_locks_mutex;
 std::map<std::string, int> g_locks;   // -> the lock file's descriptor (-1: unguarded), kept open until exit
 
 bool holds_lock(const std::string& out) {
     std::lock_guard<std::mutex> lock(g_locks_mutex);
-    return g_locks.count(resolved(out).string()) != 0;
-}
-
-// True when `inner` is `outer` or lies below it.
-bool inside(const fs::path& inner, const fs::path& outer) {
-    auto o = outer.begin(), i = inner.begin();
-    for (; o != outer.end(); ++o, ++i) {
-        if (o->empty()) continue;   // a trailing separator
-        if (i == inner.end() || *i != *o) return false;
-    }
-    return true;
+    return g_locks.count(path_resolved(out).string()) != 0;
 }
 
 // The "tool" field of dir/manifest.json, or "" when there is none or it cannot be read (then the tool's own
@@ -67,6 +45,25 @@ std::string manifest_tool(const fs::path& dir) {
 }
 
 }  // namespace
+
+fs::path path_resolved(const std::string& p) {
+    if (p.empty()) return {};
+    std::error_code ec;
+    fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    if (ec) r = fs::absolute(p).lexically_normal();
+    // a folder that does not exist yet keeps a trailing separator ("run/"): without it "run" and "run/" are one folder
+    if (r.has_relative_path() && r.filename().empty()) r = r.parent_path();
+    return r;
+}
+
+bool path_inside(const fs::path& inner, const fs::path& outer) {
+    auto o = outer.begin(), i = inner.begin();
+    for (; o != outer.end(); ++o, ++i) {
+        if (o->empty()) continue;   // a trailing separator
+        if (i == inner.end() || *i != *o) return false;
+    }
+    return true;
+}
 
 NewOutputFolder::NewOutputFolder(std::string out) : out_(std::move(out)), exceptions_(std::uncaught_exceptions()) {
     std::error_code ec;
@@ -83,7 +80,7 @@ NewOutputFolder::~NewOutputFolder() {
 }
 
 void output_folder_lock(const std::string& out, const std::string& tool) {
-    const std::string key = resolved(out).string();
+    const std::string key = path_resolved(out).string();
     std::lock_guard<std::mutex> lock(g_locks_mutex);
     auto& held = g_locks;
     if (held.count(key)) return;   // this process holds it already (a library caller running a stage again)
@@ -124,14 +121,14 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock) {
     if (out.empty()) user_error_in("--out", "is empty", "name the output folder");
-    const fs::path o = resolved(out);
+    const fs::path o = path_resolved(out);
     std::error_code ec;
     for (const OutputInput& in : inputs) {
         if (in.path.empty()) continue;
-        const fs::path i = resolved(in.path);
+        const fs::path i = path_resolved(in.path);
         if (fs::is_directory(i, ec) && i == o)
             user_error_in(out, "is also an input of this run (" + in.option + " " + in.path + ")", "choose another --out");
-        if (clears && inside(i, o))
+        if (clears && path_inside(i, o))
             user_error_in(out, "holds an input of this run (" + in.option + " " + in.path + "), which --force would delete",
                           "choose another --out");
     }

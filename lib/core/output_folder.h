@@ -4,10 +4,17 @@
 // without --force (a database, an index or a run is only ever replaced by the tool that made it), and no two runs
 // write one folder at once (a lock held for the run's life).
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace retro {
+
+// The path with symlinks and ".." resolved as far as it exists (weakly_canonical), so that "db", "./db/" and a
+// link to it compare equal. An empty path stays empty.
+std::filesystem::path path_resolved(const std::string& p);
+// True when `inner` is `outer` or lies below it (both resolved).
+bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer);
 
 struct OutputInput {
     std::string option;   // how the user named it: "--db", "--tokenizer", "the corpus"

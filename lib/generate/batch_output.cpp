@@ -1,6 +1,8 @@
 // Implementation of batch_output.h.
 #include "generate/batch_output.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -8,6 +10,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 #include "text/tokenizer_folder.h"
 
 namespace retro {
@@ -16,20 +19,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string resolved(const std::string& path) {
-    if (path.empty()) return "";
-    std::error_code ec;
-    const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
-    return ec ? fs::absolute(path).string() : p.string();
-}
-
 // A folder input as the journal records it: its manifest's fingerprint (a folder rebuilt in place is another input; a
 // copy is the same), or where it is when it has no manifest (a folder made by hand).
 nlohmann::json folder_stamp(const std::string& dir) {
     if (dir.empty()) return nullptr;
     const fs::path m = fs::path(dir) / "manifest.json";
     if (fs::exists(m)) return {{"manifest", fingerprint_file(m.string())}};
-    return {{"path", resolved(dir)}};
+    return {{"path", path_resolved(dir).string()}};
 }
 
 // The tokenizer a run decodes with, by fingerprint: --tokenizer, or the database's (the same file either way is the
@@ -40,7 +36,7 @@ std::string tokenizer_stamp(const GenerateOptions& g) {
         path = manifest_input(json_read_file((fs::path(g.db) / "manifest.json").string()), "tokenizer", "path");
     if (path.empty()) return "";
     path = tokenizer_resolve_path(path);
-    return fs::exists(path) ? fingerprint_file(path) : resolved(path);
+    return fs::exists(path) ? fingerprint_file(path) : path_resolved(path).string();
 }
 
 }  // namespace
@@ -58,7 +54,7 @@ nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::ve
     const std::string read = nlohmann::json{{"prompts", prompts}, {"ids", ids}}.dump(-1, ' ', false,
                                                                                   nlohmann::json::error_handler_t::replace);
     return {{"prompts", fingerprint_bytes(read.data(), read.size())},
-            {"weights", {{"path", resolved(weights)},
+            {"weights", {{"path", path_resolved(weights).string()},
                          {"bytes", fs::file_size(weights, ec)},
                          {"modified", ec ? 0 : modified.time_since_epoch().count()}}},
             {"index", g.no_retrieval ? nlohmann::json(nullptr) : folder_stamp(g.index)},
@@ -78,12 +74,17 @@ nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::ve
             {"dtype", g.dtype}};
 }
 
-// --output is replaced by a regular file at the end (AtomicFile's rename): refused up front when it is something else
-// (a folder, a device such as /dev/null, a pipe, a symbolic link: the rename would replace the link or the device
-// itself), or a file inside one of the run's input folders (the run, the database, the index: their files would be
-// replaced).
 void generate_output_check(const GenerateRunOptions& cli) {
     std::error_code ec;
+    if (cli.prompts_file != "-") {
+        if (fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
+            user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",
+                          "give another --output");
+        const std::string journal = cli.output + ".partial";
+        if (fs::exists(journal) && fs::equivalent(journal, cli.prompts_file, ec))
+            user_error_in(cli.prompts_file, "is --output's journal (" + journal + "), not a prompts file",
+                          "give the prompts file, or another --output");
+    }
     const fs::file_status st = fs::symlink_status(cli.output, ec);
     if (!ec && fs::exists(st)) {
         if (fs::is_symlink(st))
@@ -94,15 +95,17 @@ void generate_output_check(const GenerateRunOptions& cli) {
             user_error_in(cli.output, "is not a regular file (a device or a pipe): it would be replaced by one",
                           "give a file; --output - writes to standard output");
     }
-    const std::string out = resolved(cli.output);
+    const fs::path out = path_resolved(cli.output);
     for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"the run", cli.g.run}, {"--db", cli.g.db},
                                     {"--index", cli.g.index}, {"--checkpoint", cli.g.checkpoint}}) {
-        if (dir.empty() || !fs::is_directory(dir)) continue;
-        const std::string d = resolved(dir);
-        if (out.size() > d.size() && out.compare(0, d.size(), d) == 0 && out[d.size()] == '/')
+        if (!dir.empty() && fs::is_directory(dir) && path_inside(out, path_resolved(dir)))
             user_error_in(cli.output, "is inside " + flag + " (" + dir + "): the results would write into an input",
                           "give a file outside the input folders");
     }
+    const fs::path parent = fs::absolute(cli.output).parent_path();
+    if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
+    if (::access(parent.c_str(), W_OK) != 0)
+        user_error_in(cli.output, "cannot be written: " + parent.string() + " is not writable");
 }
 
 // Whether `output` holds one line per prompt, in order, with the prompts and ids read (a run that finished).

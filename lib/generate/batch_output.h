@@ -17,8 +17,9 @@ namespace retro {
 nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::vector<std::string>& prompts,
                                     const std::vector<nlohmann::json>& ids);
 
-// UserError when --output is not a regular file (a folder, a device such as /dev/null, a pipe, a symbolic link: the
-// final rename would replace it) or lies inside the run, --db, --index or --checkpoint folder.
+// UserError, before any work, when --output (a file: not "-") is the --prompts file or --prompts is its journal; is
+// not a regular file (a folder, a device such as /dev/null, a pipe, a symbolic link: the final rename would replace
+// it); lies inside the run, --db, --index or --checkpoint folder; or sits in a folder that is missing or not writable.
 void generate_output_check(const GenerateRunOptions& cli);
 
 // Whether `output` holds one line per prompt, in order, with the prompts and ids read (a run that finished).

@@ -113,7 +113,6 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
     }
 }
 
-
 // The line out.jsonl holds for one prompt (and its journal keeps).
 nlohmann::json result_json(const Generator& gen, const GenerateResult& r, const nlohmann::json& id) {
     nlohmann::json j = {{"id", id},
@@ -171,21 +170,7 @@ void generate_run(GenerateRunOptions cli) {
         if (to_stdout && cli.resume)
             user_error_in("--resume", "continues a file --output from its journal; standard output has none",
                           "give --output FILE to be able to resume");
-        // the results are written at the end: a bad --output is refused before the work, not after it
-        std::error_code ec;
-        if (cli.prompts_file != "-" && fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
-            user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",
-                          "give another --output");
-        const std::string journal_path = cli.output + ".partial";
-        if (cli.prompts_file != "-" && fs::exists(journal_path) && fs::equivalent(journal_path, cli.prompts_file, ec))
-            user_error_in(cli.prompts_file, "is --output's journal (" + journal_path + "), not a prompts file",
-                          "give the prompts file, or another --output");
-        if (!to_stdout) generate_output_check(cli);
-        const fs::path parent = fs::absolute(cli.output).parent_path();
-        if (!to_stdout && !fs::is_directory(parent))
-            user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
-        if (!to_stdout && ::access(parent.c_str(), W_OK) != 0)
-            user_error_in(cli.output, "cannot be written: " + parent.string() + " is not writable");
+        if (!to_stdout) generate_output_check(cli);   // the results are written at the end: checked before the work
     } else {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
@@ -250,7 +235,6 @@ void generate_run(GenerateRunOptions cli) {
         Generator gen(cli.g);
         gen.set_prompt_names(todo_names);
         gen.set_prompt_streams(todo);
-        gen.check_prompts(todo_prompts);   // every prompt before the first is decoded
         retrieval = gen.retrieval();
         GenerateCallbacks cb;
         if (cli.show_neighbours && gen.retrieval())

@@ -249,13 +249,12 @@ std::vector<std::int32_t> Generator::prompt_ids(const std::vector<std::string>& 
     return out;
 }
 
-void Generator::check_prompts(const std::vector<std::string>& prompts) const {
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++) (void)prompt_ids(prompts, i);
-}
-
 std::vector<GenerateResult> Generator::generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb) {
     std::vector<GenerateResult> out(prompts.size());
     const std::int64_t P = static_cast<std::int64_t>(prompts.size());
+    // every prompt encoded and checked before the first is decoded: one bad line late in a file ends the run at once,
+    // not part way
+    for (std::int64_t i = 0; i < P; i++) out[static_cast<std::size_t>(i)].prompt_ids = prompt_ids(prompts, i);
     for (std::int64_t first = 0; first < P; first += o_.batch_size)
         generate_group(prompts, first, std::min(o_.batch_size, P - first), out, cb);
     return out;
@@ -287,7 +286,6 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         const std::int64_t i = first + s;
         auto& res = out[static_cast<std::size_t>(i)];
         res.prompt = prompts[static_cast<std::size_t>(i)];
-        res.prompt_ids = prompt_ids(prompts, i);
         const std::int64_t n = static_cast<std::int64_t>(res.prompt_ids.size());
         seq[static_cast<std::size_t>(s)] = res.prompt_ids;
         limit[static_cast<std::size_t>(s)] = std::min(n + o_.max_tokens, c.max_seq_len);

@@ -79,11 +79,8 @@ public:
     const ChunkRetriever* retriever() const { return retriever_.get(); }
     bool retrieval() const { return retriever_ != nullptr; }
 
-    // UserError naming the first prompt that is empty or leaves no room to generate (its tokens with bos reach
-    // max_seq_len): a batch checks all before decoding any (one bad line late in a file would otherwise end a long
-    // run part way).
-    void check_prompts(const std::vector<std::string>& prompts) const;
-    // Decodes every prompt (UserError for an empty prompt or one longer than the model's length).
+    // Decodes every prompt. UserError naming the first prompt that is empty or leaves no room to generate (its tokens
+    // with bos reach max_seq_len), before any is decoded.
     std::vector<GenerateResult> generate(const std::vector<std::string>& prompts, const GenerateCallbacks& cb = {});
     // Where each prompt of the next generate() came from ("prompts.jsonl:3"), for its errors; default "prompt N".
     void set_prompt_names(std::vector<std::string> names) { prompt_names_ = std::move(names); }
