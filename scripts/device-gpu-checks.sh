@@ -116,6 +116,22 @@ step_env() {
         echo "retro_tests misses a library"
         track 1
     fi
+    # cuBLAS is opened on first use (kernels/cublas_lazy.cu), so ldd does not list it: load the sonames the library
+    # asks for here, with the tools' LD_LIBRARY_PATH, and print the files found (a miss fails this step, not the tests)
+    local so
+    for so in $(grep -ao 'libcublas\(Lt\)\?\.so\.[0-9]*' "$KIT/lib/libretrokit.so" | sort -u); do
+        if ! rk python3 - "$so" <<'PY'
+import ctypes, sys
+name = sys.argv[1]
+ctypes.CDLL(name)
+stem = name.split(".so")[0] + ".so"
+print(name, "->", next((l.split()[-1] for l in open("/proc/self/maps") if "/" + stem in l), "?"))
+PY
+        then
+            echo "$so cannot be loaded: the GPU's matrix products would fail"
+            track 1
+        fi
+    done
 }
 
 step_tests() {

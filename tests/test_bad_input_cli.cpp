@@ -206,6 +206,10 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     expect_refused(test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output " +
                                                         (t / "no-such-folder" / "o.jsonl").string()),
                    {"cannot be written", "is not a folder"});
+    // a folder where no file can be made (root's access(W_OK) says yes to /proc): refused before the decoding
+    if (std::filesystem::is_directory("/proc/self"))
+        expect_refused(test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output /proc/o.jsonl"),
+                       {"cannot be written", "no file can be made in /proc"});
     // --batch-size above the prompt count is the prompt count (not a memory refusal for 100000 sequences)
     const test::RunResult big = test::run_tool("retro-generate", g + " --prompts " + (t / "p.jsonl").string() + " --output " +
                                                                      (t / "o.jsonl").string() + " --batch-size 100000");
