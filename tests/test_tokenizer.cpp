@@ -162,3 +162,31 @@ TEST_CASE("tokenizer: an existing output folder is refused unless --force") {
     auto forced = test::run_tool("retro-tokenizer", args + " --force");
     CHECK(forced.exit_code == 0);
 }
+
+TEST_CASE("tokenizer: a line longer than the trainer takes is trained on in pieces, not dropped") {
+    // one document without line breaks (~50 KB, multi-byte characters among its words): sentencepiece skips a
+    // sentence over its max_sentence_length whole, so a corpus of such lines trained on nothing (session 37's audit)
+    test::TempDir tmp("toklong");
+    make_corpus(tmp / "lines", 12, 5);
+    std::string joined;
+    for (int round = 0; round < 4; ++round)
+        for (int d = 0; d < 12; ++d) {
+            std::string text = test::read_text(tmp / "lines" / ("doc" + std::to_string(d) + ".txt"));
+            std::replace(text.begin(), text.end(), '\n', ' ');
+            joined += text;
+        }
+    REQUIRE(joined.size() > 10 * kTrainSentenceBytes);
+    fs::create_directories(tmp / "one");
+    test::write_text(tmp / "one" / "all.txt", joined + "\n");
+    auto r = test::run_tool("retro-tokenizer", "train " + (tmp / "one").string() + " --out " + (tmp / "tok").string() +
+                                                   " --vocab-size 400");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("1 line over 4096 bytes cut into pieces at blanks") != std::string::npos);
+    const auto m = manifest_read((tmp / "tok").string());
+    CHECK(m["corpus"]["long_lines_split"] == 1);
+    CHECK(m["corpus"]["sentences_seen"].get<std::int64_t>() >= static_cast<std::int64_t>(joined.size() / kTrainSentenceBytes));
+    Tokenizer tok((tmp / "tok" / "tok.model").string());
+    CHECK(tok.vocab_size() > 300);   // the pieces taught it the corpus's words, not only its characters
+    const std::string sample = joined.substr(0, 200);
+    CHECK(tok.decode(tok.encode(sample)) == sample);
+}

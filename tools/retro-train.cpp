@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_folder.h"
 #include "index/knn_build.h"
 #include "model/config.h"
 #include "model/param_groups.h"
@@ -177,12 +178,19 @@ int main(int argc, char** argv) {
                             return searched->dir();
                         };
                     }
+                    // the files it writes, before the evaluation (hours on a large split): each a file of its own
+                    // in a folder that takes it, and gnuplot present for --plot
+                    retro::output_file_guard(eval_json, "--json-out");
+                    retro::output_file_guard(e.token_losses, "--token-losses");
+                    if (!eval_plot_png.empty()) retro::plot_check(eval_plot_png, "--plot");
                     auto report = retro::train_eval(e);
                     e.search_neighbours = nullptr;   // it refers to `searched`, which ends with this block
                     if (searched) report.knn = "search of " + eval_index;
+                    // the report first: a file that fails to write after all still leaves the table on the screen
+                    std::fputs(eval_json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
+                    std::fflush(stdout);
                     if (!eval_json.empty()) retro::write_file_atomic(eval_json, report.to_json().dump(2) + "\n");
                     if (!eval_plot_png.empty()) retro::eval_plot(report, eval_plot_png);
-                    std::fputs(eval_json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
                 } else if (*pl) {
                     retro::train_plot(plot_run, plot_out);
                 } else {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -34,17 +35,89 @@ bool holds_lock(const std::string& out) {
     return g_locks.count(path_resolved(out).string()) != 0;
 }
 
-// The "tool" field of dir/manifest.json, or "" when there is none or it cannot be read (then the tool's own
-// checks, which read the manifest, speak).
-std::string manifest_tool(const fs::path& dir) {
-    std::ifstream f(dir / "manifest.json");
+// The "tool" field of a JSON file (manifest.json, state.json), or "" when there is none or it cannot be read (then
+// the tool's own checks, which read the file, speak).
+std::string json_tool(const fs::path& file) {
+    std::ifstream f(file);
     if (!f) return "";
     nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("tool") || !j["tool"].is_string()) return "";
     return j["tool"].get<std::string>();
 }
 
+// Names (up to three, then "...") of the entries of `dir` that `own` does not claim, folders with a trailing "/".
+std::string foreign_entries(const fs::path& dir, bool (*own)(const fs::path& entry)) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+        if (own(e.path())) continue;
+        names.push_back(e.path().filename().string() + (e.is_directory(ec) ? "/" : ""));
+    }
+    std::sort(names.begin(), names.end());
+    std::string list;
+    for (std::size_t i = 0; i < names.size() && i < 3; i++) list += (i ? ", " : "") + names[i];
+    if (names.size() > 3) list += ", ...";
+    return list;
+}
+
 }  // namespace
+
+void folder_writable_check(const std::string& named, const fs::path& dir) {
+    // a file made and removed there: access(W_OK) says yes to root on read-only places (/proc, an immutable folder)
+    std::string probe = (dir / ".retrokit-probe-XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0)
+        user_error_in(named, "cannot be written: no file can be made in " + dir.string() + " (" + std::strerror(errno) + ")");
+    ::close(fd);
+    ::unlink(probe.c_str());
+}
+
+FolderOwner folder_owner(const std::string& dir) {
+    const fs::path d(dir);
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) return {};
+    if (std::string t = json_tool(d / "manifest.json"); !t.empty()) return {t, true};
+    // an unfinished run: retro-index's and retro-knn's state.json, retro-chunk's progress.json, retro-train's
+    // checkpoints/ (its first files: config.json and metrics.jsonl beside them)
+    if (std::string t = json_tool(d / "state.json"); !t.empty()) return {t, false};
+    if (fs::exists(d / "progress.json", ec)) return {"retro-chunk", false};
+    if (fs::is_directory(d / "checkpoints", ec) || (fs::exists(d / "metrics.jsonl", ec) && fs::exists(d / "config.json", ec)))
+        return {"retro-train", false};
+    return {};
+}
+
+void output_file_guard(const std::string& file, const std::string& option) {
+    if (file.empty() || file == "-") return;
+    const fs::path f = path_resolved(file);
+    std::error_code ec;
+    if (fs::is_directory(f, ec))
+        user_error_in(file, "is a folder", "give a file for " + option);
+    const fs::path parent = f.parent_path();
+    if (!fs::is_directory(parent, ec))
+        user_error_in(file, "cannot be written: " + parent.string() + " is not a folder", "make the folder first");
+    folder_writable_check(file, parent);
+    // the nearest folder above it that a tool made, and the file's path inside it
+    for (fs::path dir = f.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+        const FolderOwner owner = folder_owner(dir.string());
+        if (owner.tool.empty()) continue;
+        const fs::path rel = f.lexically_relative(dir);
+        const std::string first = rel.begin()->string();
+        bool its_file = first == "checkpoints" || first == "parts" || rel == "manifest.json" || rel == "state.json" ||
+                        rel == "progress.json" || rel == "config.json" || rel == "metrics.jsonl";
+        if (!its_file && owner.finished) {
+            std::ifstream m(dir / "manifest.json");
+            const nlohmann::json j = nlohmann::json::parse(m, nullptr, false);
+            if (j.is_object() && j.contains("outputs") && j["outputs"].is_array())
+                for (const nlohmann::json& o : j["outputs"])
+                    if (o.is_object() && o.value("path", std::string()) == rel.string()) its_file = true;
+        }
+        if (its_file)
+            user_error_in(file, "is a file of " + owner.tool + "'s " + (owner.finished ? "output " : "unfinished run ") +
+                                    dir.string() + ": " + option + " would replace it",
+                          "give a file of its own to " + option);
+        return;
+    }
+}
 
 fs::path path_resolved(const std::string& p) {
     if (p.empty()) return {};
@@ -132,13 +205,42 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
             user_error_in(out, "holds an input of this run (" + in.option + " " + in.path + "), which --force would delete",
                           "choose another --out");
     }
-    if (fs::is_directory(o, ec)) {
-        const std::string owner = manifest_tool(o);
-        if (!owner.empty() && owner != tool)
-            user_error_in(out, "holds " + owner + "'s output (manifest.json), not " + tool + "'s",
+    if (fs::exists(o, ec) && !fs::is_directory(o, ec))
+        user_error_in(out, "is a file, not a folder", "choose another --out (a folder " + tool + " makes)");
+    // a folder a tool made (an input's folder above all) is written only by that tool: an --out inside one would be
+    // deleted by that tool's next --force
+    for (const OutputInput& in : inputs) {
+        if (in.path.empty() || !fs::is_directory(in.path, ec)) continue;
+        const fs::path i = path_resolved(in.path);
+        const FolderOwner owner = folder_owner(i.string());
+        if (i != o && !owner.tool.empty() && path_inside(o, i))
+            user_error_in(out, "lies inside " + in.option + " " + in.path + " (" + owner.tool + "'s output)",
+                          "choose an --out outside it: " + owner.tool + " --force there would delete it");
+    }
+    if (const FolderOwner owner = folder_owner(o.string()); !owner.tool.empty() && owner.tool != tool) {
+        if (owner.finished)
+            user_error_in(out, "holds " + owner.tool + "'s output (manifest.json), not " + tool + "'s",
                           "choose another --out: --force replaces only a folder " + tool + " made");
+        user_error_in(out, "holds an unfinished " + owner.tool + " run, not " + tool + "'s output",
+                      "choose another --out, or finish it with " + owner.tool + " --resume");
     }
     if (lock) output_folder_lock(out, tool);   // last: before the caller clears or writes anything
+}
+
+void output_folder_clear(const std::string& out, const std::string& tool, bool check_only) {
+    std::error_code ec;
+    if (!fs::exists(out, ec)) return;
+    if (folder_owner(out).tool != tool) {   // (another tool's folder was refused by output_folder_guard)
+        // a folder nobody claims: cleared only when all it holds is what a run of this tool stopped very early
+        // leaves (its parts/ and *.tmp files), never the user's own files
+        const std::string foreign = foreign_entries(out, [](const fs::path& e) {
+            return e.filename() == "parts" || e.extension() == ".tmp";
+        });
+        if (!foreign.empty())
+            user_error_in(out, "holds files " + tool + " did not write (" + foreign + ")",
+                          "choose another --out, or empty it yourself: --force deletes only a folder " + tool + " made");
+    }
+    if (!check_only) fs::remove_all(out);
 }
 
 }  // namespace retro

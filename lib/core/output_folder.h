@@ -16,6 +16,26 @@ std::filesystem::path path_resolved(const std::string& p);
 // True when `inner` is `outer` or lies below it (both resolved).
 bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer);
 
+// Which tool made folder `dir`: its manifest.json's "tool" (finished), or, for a run stopped before its end, the
+// tool its leftovers name (state.json's "tool", retro-chunk's progress.json, retro-train's checkpoints/). An empty
+// tool: no folder, or one no tool claims.
+struct FolderOwner {
+    std::string tool;
+    bool finished = false;
+};
+FolderOwner folder_owner(const std::string& dir);
+
+// Throws UserError naming `named` ("cannot be written: no file can be made in DIR (why)") unless a file can be made in
+// folder `dir` (one is made and removed): checked before work whose result is written there at the end.
+void folder_writable_check(const std::string& named, const std::filesystem::path& dir);
+
+// Throws UserError (one line naming `file`) when an output file given to `option` (eval's --json-out, plot's --out)
+// is a folder, cannot be made (its folder missing or not writable: checked by making a file there), or is one of the
+// files of a folder a tool made (its manifest's outputs, manifest.json, config.json,
+// metrics.jsonl, state.json, anything under checkpoints/ or parts/): writing it would replace that output. A new file
+// beside them (RUN/curves.png, RUN/eval.json) passes.
+void output_file_guard(const std::string& file, const std::string& option);
+
 struct OutputInput {
     std::string option;   // how the user named it: "--db", "--tokenizer", "the corpus"
     std::string path;     // a file or a folder
@@ -24,11 +44,19 @@ struct OutputInput {
 // Throws UserError (one line naming `out`) when
 //   - `out` is the same folder as an input folder;
 //   - `clears` (the tool is about to empty `out`: --force over a non-empty folder) and an input lies inside `out`;
-//   - `out`/manifest.json exists, is readable and names a tool other than `tool` (ToolContext::tool);
+//   - `out` exists and is not a folder;
+//   - `out` lies inside an input folder that a tool made (that tool's --force would delete it);
+//   - `out` holds another tool's output or unfinished run (folder_owner);
 //   - `lock` and another process holds `out`'s lock (output_folder_lock).
-// A missing `out`, or one without a manifest (a killed run's leftovers), passes.
+// A missing `out`, one no tool claims, or this tool's own (finished or not) passes.
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock = true);
+
+// --force's removal of `out` for the tools that replace a whole folder (retro-index, retro-knn), after
+// output_folder_guard: removes it when it is this tool's (folder_owner) or holds only what a run of it stopped at
+// once leaves (parts/, *.tmp); a folder with other files (the user's own) is refused naming them, not emptied.
+// `check_only`: the refusal alone (before a long run that removes the folder at its end).
+void output_folder_clear(const std::string& out, const std::string& tool, bool check_only = false);
 
 // Takes the lock of folder `out` for the rest of this process's life, or throws UserError naming `out` and the
 // process that holds it ("another run is writing into it (retro-train, pid 1234, since ...)"): a second run into a

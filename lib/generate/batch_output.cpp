@@ -3,10 +3,6 @@
 
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -108,15 +104,8 @@ void generate_output_check(const GenerateRunOptions& cli) {
     }
     const fs::path parent = fs::absolute(cli.output).parent_path();
     if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
-    // A file made and removed there, where access(W_OK) alone says yes to root on a read-only place (/proc, /sys):
-    // the journal and the output are made in this folder at the first finished prompt, after the decoding started.
-    std::string probe = (parent / ".retro-generate-probe-XXXXXX").string();
-    const int fd = ::mkstemp(probe.data());
-    if (fd < 0)
-        user_error_in(cli.output, "cannot be written: no file can be made in " + parent.string() + " (" +
-                                      std::strerror(errno) + ")");
-    ::close(fd);
-    ::unlink(probe.c_str());
+    // the journal and the output are made in this folder at the first finished prompt, after the decoding started
+    folder_writable_check(cli.output, parent);
 }
 
 // Whether `output` holds one line per prompt, in order, with the prompts and ids read (a run that finished).

@@ -57,6 +57,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
     if (fs::exists(o.out) && !fs::is_empty(o.out, ec) && !o.force) user_error_in(o.out, "already exists", "pass --force to replace it");
     output_folder_guard(o.out, ctx.tool, {{"--images", o.images}, {"--model", o.clip.model_dir}},
                         o.force && fs::exists(o.out) && !fs::is_empty(o.out, ec));
+    if (o.force && fs::exists(o.out)) output_folder_clear(o.out, ctx.tool, /*check_only=*/true);
     const std::string root = fs::absolute(o.images).lexically_normal().string();
     std::int64_t skipped = 0;
     const std::vector<std::string> rel = image_folder_list(root, &skipped);
@@ -90,7 +91,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
     if (o.ef_search > 0 && !index.set_ef_search(o.ef_search))
         log_warn(cat("--ef-search ", o.ef_search, ": the index has no HNSW graph; nothing to set"));
 
-    if (o.force && fs::exists(o.out)) fs::remove_all(o.out);
+    if (o.force && fs::exists(o.out)) output_folder_clear(o.out, ctx.tool);
     fs::create_directories(o.out);
     npy_save((fs::path(o.out) / "embeddings.npy").string(), {n, static_cast<std::int64_t>(d)}, vectors.data());
     index.save((fs::path(o.out) / "index.faiss").string());

@@ -198,7 +198,7 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
     output_folder_guard(out, tool, inputs, force && non_empty);
     if (non_empty) {
-        if (force) fs::remove_all(out);
+        if (force) output_folder_clear(out, tool);
         else if (!resume) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
     }
     fs::create_directories(fs::path(out) / "parts");

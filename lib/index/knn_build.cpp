@@ -2,6 +2,7 @@
 // then neighbours.npy / distances.npy, manifest.json last.
 #include "index/knn_build.h"
 
+#include <cstdio>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -219,11 +220,25 @@ void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, con
         for (std::int64_t i = 0; i < nb.numel(); ++i) missing += nb.data<std::int64_t>()[i] < 0;
         double frac = nb.numel() ? static_cast<double>(missing) / static_cast<double>(nb.numel()) : 0.0;
         m.extra()["padded_fraction"] = frac;
-        if (frac > 0.01)
-            log_warn(std::to_string(100 * frac).substr(0, 4) + "% of neighbour slots are -1: fewer than k neighbours outside the "
-                     "query's document were found " + (state["parameters"].value("kind", "") == "bm25"
-                     ? std::string("(BM25: fewer chunks of other documents share a token with the query)")
-                     : std::string("(fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)")));
+        if (frac > 0.01) {
+            const nlohmann::json& p = state["parameters"];
+            const bool own_db = state["queries"].get<std::string>().empty();
+            const std::int64_t docs = own_db ? ChunkDb(state["db"].get<std::string>()).doc_count() : 0;
+            char pct[16];
+            std::snprintf(pct, sizeof pct, "%.1f%%", 100 * frac);
+            std::string why;
+            if (own_db && docs <= 1)   // every candidate is the query's own document, which the filter drops
+                why = "(the database holds one document and a chunk's own document is excluded: chunk a corpus of several "
+                      "documents, e.g. one a file)";
+            else if (p.value("kind", "") == "bm25")
+                why = "(BM25: fewer chunks of other documents share a token with the query)";
+            else if (p.value("exact", false))
+                why = "(the database has too few chunks outside each query's document)";
+            else
+                why = "(fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)";
+            log_warn(std::string(pct) + " of neighbour slots are -1: fewer than k neighbours outside the query's document "
+                     "were found " + why);
+        }
     }
     m.parameters() = state["parameters"];
     m.add_input_folder("index", state["index"].get<std::string>());

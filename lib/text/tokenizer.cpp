@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 #include <regex>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -77,6 +78,22 @@ private:
     const std::vector<std::string>& v_;
     std::size_t i_ = 0;
 };
+// Cuts `line` into pieces of at most `max` bytes, each ending before a space or tab in its second half where there is
+// one (the blank then starts the next piece, as a word's boundary does), else before a UTF-8 continuation byte (a
+// character is never split), and calls emit(piece) for each.
+template <typename Emit>
+void split_long_line(std::string_view line, std::size_t max, Emit emit) {
+    while (line.size() > max) {
+        std::size_t cut = line.find_last_of(" \t", max);
+        if (cut == std::string_view::npos || cut < max / 2) {
+            cut = max;
+            while (cut > 1 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) cut--;
+        }
+        emit(line.substr(0, cut));
+        line.remove_prefix(cut);
+    }
+    if (!line.empty()) emit(line);
+}
 }  // namespace
 
 void tokenizer_train_options_check(const TokenizerTrainOptions& opts) {
@@ -111,15 +128,19 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
                 std::size_t end = doc.text.find('\n', start);
                 if (end == std::string::npos) end = doc.text.size();
                 if (end > start && doc.text.find_first_not_of(" \t\r", start) < end) {
-                    std::int64_t seen = result.sentences_seen++;
-                    std::string line = doc.text.substr(start, end - start);
-                    if (static_cast<std::int64_t>(sample.size()) < opts.max_sentences) {
-                        sample.push_back(std::move(line));
-                    } else {   // reservoir sampling (Algorithm R)
-                        std::uniform_int_distribution<std::int64_t> pick(0, seen);
-                        std::int64_t j = pick(rng);
-                        if (j < opts.max_sentences) sample[static_cast<std::size_t>(j)] = std::move(line);
-                    }
+                    const std::string_view line(doc.text.data() + start, end - start);
+                    if (line.size() > kTrainSentenceBytes) result.long_lines_split++;
+                    split_long_line(line, kTrainSentenceBytes, [&](std::string_view piece) {
+                        if (piece.find_first_not_of(" \t\r") == std::string_view::npos) return;   // blanks only
+                        std::int64_t seen = result.sentences_seen++;
+                        if (static_cast<std::int64_t>(sample.size()) < opts.max_sentences) {
+                            sample.emplace_back(piece);
+                        } else {   // reservoir sampling (Algorithm R)
+                            std::uniform_int_distribution<std::int64_t> pick(0, seen);
+                            std::int64_t j = pick(rng);
+                            if (j < opts.max_sentences) sample[static_cast<std::size_t>(j)].assign(piece);
+                        }
+                    });
                 }
                 start = end + 1;
             }
@@ -144,7 +165,10 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         {"minloglevel", log_level() >= LogLevel::LOG_DEBUG ? "0" : "2"},
     };
     log_info("training a " + opts.model_type + " tokenizer, vocabulary " + std::to_string(opts.vocab_size) + ", on " +
-             std::to_string(sample.size()) + " of " + std::to_string(result.sentences_seen) + " sentences");
+             std::to_string(sample.size()) + " of " + std::to_string(result.sentences_seen) + " sentences" +
+             (result.long_lines_split > 0 ? cat(" (", result.long_lines_split, result.long_lines_split == 1 ? " line" : " lines", " over ", kTrainSentenceBytes,
+                                                " bytes cut into pieces at blanks)")
+                                          : std::string()));
     sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
     VectorIterator it(sample);
     auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);

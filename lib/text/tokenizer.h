@@ -46,8 +46,14 @@ struct TokenizerTrainOptions {
     int threads = 0;
 };
 
+// The longest sentence the trainer is given: a longer line (a document without line breaks, a minified file) is cut
+// into pieces of at most this many bytes at whitespace, where sentencepiece would skip it whole (its
+// max_sentence_length) and a corpus of such lines would train on nothing.
+constexpr std::size_t kTrainSentenceBytes = 4096;
+
 struct TokenizerTrainResult {
     std::int64_t sentences_seen = 0, sentences_used = 0;
+    std::int64_t long_lines_split = 0;   // lines over kTrainSentenceBytes, trained on as pieces of at most that size
     int vocab_size = 0;
     CorpusCounts counts;
     std::string model_bytes;   // serialized model proto

@@ -30,8 +30,14 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     if (fs::exists(model_path) && !force)
         user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, or choose another --out");
     auto files = corpus_list_files(inputs, corpus);
+    // the folder made (and a file tried in it) before the training, which takes minutes on a large corpus; a refused
+    // or failed run removes a folder it made
+    NewOutputFolder made(out_dir);
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) user_error_in(out_dir, "cannot be made: " + ec.message(), "choose another --out");
+    folder_writable_check(out_dir, out_dir);
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
-    fs::create_directories(out_dir);
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
     Manifest m(ctx);
@@ -48,12 +54,13 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                            {"malformed_skipped", r.counts.malformed_skipped},
                            {"invalid_utf8_replaced", r.counts.invalid_utf8_replaced},
                            {"sentences_seen", r.sentences_seen},
+                           {"long_lines_split", r.long_lines_split},
                            {"sentences_used", r.sentences_used}};
     m.extra()["vocab_size"] = r.vocab_size;
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
-             std::to_string(r.counts.documents) + " documents, " + std::to_string(r.counts.empty_skipped) +
+             std::to_string(r.counts.documents) + (r.counts.documents == 1 ? " document, " : " documents, ") + std::to_string(r.counts.empty_skipped) +
              " empty skipped, " + std::to_string(r.counts.invalid_utf8_replaced) + " invalid UTF-8 sequences replaced)");
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/manifest.h"
 #include "core/splitmix.h"
 
@@ -60,6 +61,10 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
                                   "was computed for another chunk database (fingerprint differs from " + db_dir + ")",
                                   "run retro-knn again on this database");
             if (verify == Verify::kWhole) manifest_verify_outputs(knn_dir, {"neighbours.npy"});
+            // neighbours mostly -1 read as padding: CCA learns nothing from them (retro-knn said why when it ran)
+            if (const double padded = km.value("padded_fraction", 0.0); padded > 0.5)
+                log_warn(cat(knn_dir, ": ", static_cast<int>(padded * 100 + 0.5), "% of its neighbour slots are empty (-1, ",
+                             "read as padding): retrieval has little to read; see retro-knn's note on why"));
         }
         has_knn_ = true;
     }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/output_folder.h"
 #include "core/shell_quote.h"
 #include "train/eval.h"
 
@@ -49,11 +50,16 @@ void render(const std::string& body, const std::string& out_png, const std::vect
 
 }  // namespace
 
+void plot_check(const std::string& out_png, const std::string& option) {
+    output_file_guard(out_png, option);
+    require_gnuplot();
+}
+
 void train_plot(const std::string& run, const std::string& out_png_in) {
     const fs::path metrics = fs::path(run) / "metrics.jsonl";
     if (!fs::exists(metrics)) user_error_in(metrics.string(), "not found", "plot a folder written by retro-train");
-    require_gnuplot();
     const std::string out_png = out_png_in.empty() ? (fs::path(run) / "curves.png").string() : out_png_in;
+    plot_check(out_png, "--out");
     const std::string train_dat = out_png + ".train.dat", val_dat = out_png + ".val.dat";
     std::ifstream in(metrics);
     std::ofstream tr(train_dat), va(val_dat);
@@ -93,7 +99,7 @@ void train_plot(const std::string& run, const std::string& out_png_in) {
 
 void eval_plot(const EvalReport& report, const std::string& out_png) {
     if (report.filters.empty() || report.modes.empty()) user_error_in(out_png, "nothing to plot");
-    require_gnuplot();
+    plot_check(out_png, "--plot");
     const bool bpb = report.has_bytes;
     const std::string dat = out_png + ".dat";
     {

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -159,6 +160,18 @@ extern "C" void on_stop_signal(int sig) {
     w = ::write(2, g_stop_message, std::strlen(g_stop_message));
     (void)w;
     ::_exit(128 + sig);
+}
+
+// The fingerprint of a folder's output files as its manifest lists them (paths and fingerprints), "" without a manifest
+// or a folder: the same for a copy or a rebuild with the same bytes, another for other contents.
+std::string folder_outputs_stamp(const std::string& dir) {
+    if (dir.empty() || !fs::exists(fs::path(dir) / "manifest.json")) return "";
+    nlohmann::json files = nlohmann::json::array();
+    const nlohmann::json manifest = manifest_read(dir);   // (named: a loop over a temporary's member would dangle)
+    for (const nlohmann::json& o : manifest.at("outputs"))
+        if (o.is_object()) files.push_back({o.value("path", std::string()), o.value("fingerprint", std::string())});
+    const std::string text = files.dump();
+    return fingerprint_bytes(text.data(), text.size());
 }
 
 // Whether --out holds a run (a folder holding only config.json, a run refused before its first step, holds nothing to
@@ -577,6 +590,8 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"position", cursor_.pos},
                          {"train_sequences", data_->train_seqs().size()},
                          {"chunks", data_->db().chunk_count()},
+                         {"db_outputs", folder_outputs_stamp(o_.db)},
+                         {"neighbours_outputs", o_.no_retrieval ? std::string() : folder_outputs_stamp(o_.neighbours)},
                          {"config", config_.to_json()},
                          {"no_retrieval", o_.no_retrieval},
                          {"retrieval_dropout", o_.retrieval_dropout},
@@ -619,6 +634,16 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
         st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
         user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
+    // the files themselves (their fingerprints in the folders' manifests; a checkpoint from before session 37 has none):
+    // a database of the same size with other text, or other neighbours of the same database
+    for (const auto& [key, flag, dir] : {std::tuple<const char*, const char*, std::string>{"db_outputs", "--db", o_.db},
+                                         {"neighbours_outputs", "--knn", o_.no_retrieval ? std::string() : o_.neighbours}}) {
+        const std::string was = st.value(key, std::string()), now = folder_outputs_stamp(dir);
+        if (!was.empty() && !now.empty() && was != now)
+            user_error_in(sp, cat("checkpoint was made on another ", flag, " (", dir, "'s files differ from the ones it ",
+                                  "trained on)"),
+                          cat("resume with the run's ", flag, ", or start over with --force"));
+    }
     // the recipe options a resume must repeat (a checkpoint from before an option lacks it: the option's default)
     refuse_other_option(sp, st, "seed", std::uint64_t(0), o_.seed, "--seed");
     refuse_other_option(sp, st, "no_retrieval", false, o_.no_retrieval, "--no-retrieval");
@@ -785,8 +810,9 @@ void Trainer::run() {
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     // --force removes only a run's own files; rank 0 alone writes, and holds the folder's lock
+    // (clears: --force deletes the run's checkpoints and weights, so an input among them is refused first)
     output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
-                        false, dist_->root());
+                        o_.force && !o_.resume, dist_->root());
     const bool has_run = holds_run(o_.out, true);
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
@@ -810,23 +836,48 @@ void Trainer::run() {
         const std::string ck = latest_checkpoint(o_.out);
         if (!ck.empty()) {
             step = load_checkpoint(ck);
+            if (step == o_.steps && fs::exists(out / "manifest.json") && fs::exists(out / "model.safetensors")) {
+                log_info(cat(o_.out, " is already complete (step ", step, " of ", o_.steps, "); nothing to resume"));
+                return;
+            }
             log_info(cat("resuming from ", ck, " at step ", step));
+        } else if (fs::exists(out / "manifest.json") || fs::exists(out / "model.safetensors")) {
+            // a finished run whose checkpoints were removed: --resume would train a new model over it
+            user_error_in(o_.out, "holds a finished run and no checkpoint to continue it from",
+                          "train further from its weights into a new --out with --init-from " + o_.out +
+                              ", or start over with --force");
         } else {
             log_info("no complete checkpoint to resume from: starting at step 0");
         }
         if (!ck.empty()) set_stop_message(o_.out, step);
         // keep the metrics of the steps the checkpoint covers
         const fs::path mp = out / "metrics.jsonl";
-        if (root && fs::exists(mp)) {
+        if (root && (fs::exists(mp) || step > 0)) {
             std::ifstream in(mp);
             std::string line, kept;
+            std::vector<char> seen(static_cast<std::size_t>(step) + 1, 0);
+            std::int64_t unreadable = 0;
+            bool last_unreadable = false;
             while (std::getline(in, line)) {
                 if (line.empty()) continue;
+                last_unreadable = false;
                 try {
-                    if (nlohmann::json::parse(line).value("step", std::int64_t(0)) <= step) kept += line + "\n";
-                } catch (...) {   // a line cut by a kill
+                    const std::int64_t s = nlohmann::json::parse(line).value("step", std::int64_t(0));
+                    if (s >= 1 && s <= step && !seen[static_cast<std::size_t>(s)]) {
+                        seen[static_cast<std::size_t>(s)] = 1;
+                        kept += line + "\n";
+                    }
+                } catch (...) {
+                    unreadable++;
+                    last_unreadable = true;
                 }
             }
+            if (last_unreadable) unreadable--;   // the line a kill cut: expected
+            const auto missing = static_cast<std::int64_t>(std::count(seen.begin() + 1, seen.end(), 0));
+            if (missing > 0 || unreadable > 0)
+                log_warn(cat(mp.string(), ": ", missing, " of the ", step, " steps the checkpoint covers have no line",
+                             unreadable > 0 ? cat(" (", unreadable, unreadable == 1 ? " unreadable line" : " unreadable lines", " dropped)") : std::string(),
+                             "; the loss curve has a gap there (the weights are the checkpoint's, complete)"));
             write_file_atomic(mp.string(), kept);
         }
     }

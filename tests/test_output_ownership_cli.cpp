@@ -1,0 +1,190 @@
+// What a tool may write over or delete, found by the walkthrough audit of 2026-12-02 (session 37): --force deletes
+// only a folder its tool made (never the user's files, an unfinished run of another tool, or a file named as --out),
+// an --out inside another tool's folder is refused, retro-train's --resume continues only the run it was given (not a
+// finished run whose checkpoints are gone, not another database or neighbours), --force refuses an --init-from it
+// would delete, and eval's and plot's files never replace a run's own. Each refusal: exit 2, one line, inputs intact.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/fingerprint.h"
+#include "test_cli_pipeline.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Pipeline = test::CliPipeline;
+
+// the pipeline's run: 2 steps with retrieval, a checkpoint at each
+const Pipeline& pipeline() {
+    static Pipeline p("owner");
+    static bool built = false;
+    if (!built) test::cli_pipeline_build(p, 900, 16, "--knn " + p.knn.string() + " --steps 2 --checkpoint-every 1");
+    built = true;
+    return p;
+}
+
+void expect_refused(const test::RunResult& r, std::initializer_list<std::string> says) {
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
+}
+
+std::string train_args(const Pipeline& p, const fs::path& out) {
+    return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +
+           out.string() + " --batch-size 2 --quiet --threads 1";
+}
+
+// a copy of the pipeline's run as a kill after its step-1 checkpoint leaves it
+void unfinished_run(const Pipeline& p, const fs::path& to) {
+    test::copy_folder(p.run, to);
+    fs::remove(to / "manifest.json");
+    fs::remove(to / "model.safetensors");
+    fs::remove_all(to / "checkpoints" / "step_00000002");
+}
+
+}  // namespace
+
+TEST_CASE("ownership: --force deletes only a folder its tool made, an --out inside another tool's folder or naming a file is refused") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("own-force");
+    const std::string index_args = " --dim 16 --quiet --threads 1";
+
+    // the user's own files: retro-index and retro-knn --force used to empty the folder
+    const fs::path mine = t / "mine";
+    fs::create_directories(mine / "sub");
+    test::write_text(mine / "notes.txt", "keep me\n");
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + mine.string() + " --force" + index_args),
+                   {mine.string(), "holds files retro-index did not write (notes.txt, sub/)"});
+    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + mine.string() +
+                                                   " --force --quiet"),
+                   {mine.string(), "holds files retro-knn did not write"});
+    CHECK(test::read_text(mine / "notes.txt") == "keep me\n");
+    CHECK(fs::is_directory(mine / "sub"));
+
+    // an unfinished run of another tool (no manifest yet): neither cleared nor written into
+    const fs::path run = t / "run";
+    unfinished_run(p, run);
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + run.string() + " --force" + index_args),
+                   {run.string(), "holds an unfinished retro-train run"});
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     run.string() + " --chunk-size 4 --seq-len 16 --force --quiet"),
+                   {run.string(), "holds an unfinished retro-train run"});
+    CHECK(fs::exists(run / "checkpoints" / "step_00000001" / "DONE"));
+    CHECK(!fs::exists(run / "manifest.json"));
+    const test::RunResult resumed = test::run_tool("retro-train", train_args(p, run) + " --steps 2 --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+
+    // an --out inside an input folder a tool made (that tool's --force would delete it)
+    const fs::path index = t / "index";
+    test::copy_folder(p.index, index);
+    expect_refused(test::run_tool("retro-knn", index.string() + " --db " + p.db.string() + " --out " +
+                                                   (index / "knn").string() + " --quiet"),
+                   {"lies inside", "retro-index's output"});
+    CHECK(!fs::exists(index / "knn"));
+
+    // a regular file named as --out
+    const fs::path file = t / "afile";
+    test::write_text(file, "x\n");
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + file.string() + " --force" + index_args),
+                   {file.string(), "is a file, not a folder"});
+    expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + file.string() +
+                                                         " --vocab-size 300 --quiet"),
+                   {file.string(), "is a file, not a folder"});
+    CHECK(test::read_text(file) == "x\n");
+
+    // what a retro-index run stopped at once leaves (parts/, a .tmp) is still this tool's to clear
+    const fs::path early = t / "early";
+    fs::create_directories(early / "parts");
+    test::write_text(early / "embeddings.npy.tmp", "");
+    const test::RunResult cleared =
+        test::run_tool("retro-index", p.db.string() + " --out " + early.string() + " --force" + index_args);
+    CHECK_MESSAGE(cleared.exit_code == 0, cleared.err);
+    CHECK(fs::exists(early / "manifest.json"));
+}
+
+TEST_CASE("ownership: retro-train --resume continues only its own run, --force refuses an --init-from it would delete") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("own-train");
+
+    // a finished run whose checkpoints were removed: --resume used to train a new model over it from step 0
+    const fs::path finished = t / "finished";
+    test::copy_folder(p.run, finished);
+    fs::remove_all(finished / "checkpoints");
+    const std::string model = fingerprint_file((finished / "model.safetensors").string());
+    expect_refused(test::run_tool("retro-train", train_args(p, finished) + " --steps 2 --resume --seed 7"),
+                   {finished.string(), "holds a finished run and no checkpoint", "--init-from"});
+    CHECK(fingerprint_file((finished / "model.safetensors").string()) == model);
+
+    // a complete run: --resume does nothing (its manifest and weights are not rewritten)
+    const fs::path complete = t / "complete";
+    test::copy_folder(p.run, complete);
+    const std::string manifest = test::read_text(complete / "manifest.json");
+    const test::RunResult again = test::run_tool("retro-train", train_args(p, complete) + " --steps 2 --resume");
+    CHECK_MESSAGE(again.exit_code == 0, again.err);
+    CHECK(test::read_text(complete / "manifest.json") == manifest);
+
+    // --force would delete the checkpoint --init-from names: refused before anything is removed
+    expect_refused(test::run_tool("retro-train", train_args(p, complete) + " --steps 1 --force --init-from " +
+                                                     (complete / "checkpoints" / "step_00000001").string()),
+                   {complete.string(), "holds an input of this run (--init-from", "which --force would delete"});
+    CHECK(fs::exists(complete / "checkpoints" / "step_00000001" / "DONE"));
+    CHECK(test::read_text(complete / "manifest.json") == manifest);
+
+    // other neighbours of the same size: the checkpoint names the files it trained on (their manifest fingerprints)
+    const fs::path run = t / "run", knn = t / "knn";
+    unfinished_run(p, run);
+    test::copy_folder(p.knn, knn);
+    nlohmann::json km = nlohmann::json::parse(test::read_text(knn / "manifest.json"));
+    for (auto& o : km["outputs"])
+        if (o["path"] == "neighbours.npy") o["fingerprint"] = "0123456789abcdef";
+    test::write_text(knn / "manifest.json", km.dump(2));
+    const std::string other = "--db " + p.db.string() + " --knn " + knn.string() + " --config " + p.config.string() +
+                              " --out " + run.string() + " --batch-size 2 --quiet --threads 1 --no-verify";
+    expect_refused(test::run_tool("retro-train", other + " --steps 2 --resume"),
+                   {"state.json", "checkpoint was made on another --knn"});
+    CHECK(!fs::exists(run / "manifest.json"));
+
+    // a damaged metrics.jsonl: the run resumes and says which steps its curve lost
+    std::string metrics = test::read_text(run / "metrics.jsonl");
+    metrics = "not json\n" + metrics.substr(metrics.find('\n') + 1);   // step 1's line replaced
+    test::write_text(run / "metrics.jsonl", metrics);
+    const test::RunResult gap =
+        test::run_tool("retro-train", train_args(p, run).substr(0, train_args(p, run).find(" --quiet")) +
+                                          " --threads 1 --steps 2 --resume");
+    CHECK_MESSAGE(gap.exit_code == 0, gap.err);
+    CHECK(gap.err.find("1 of the 1 steps the checkpoint covers have no line (1 unreadable line dropped)") !=
+          std::string::npos);
+}
+
+TEST_CASE("ownership: retro-train eval and plot never write over a run's files, and check their outputs before evaluating") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("own-eval");
+    const fs::path run = t / "run";
+    test::copy_folder(p.run, run);
+    const std::string model = fingerprint_file((run / "model.safetensors").string());
+    const std::string eval = "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
+                             " --batch-size 2 --max-batches 1 --no-shuffled --quiet --threads 1";
+    expect_refused(test::run_tool("retro-train", eval + " --json-out " + (run / "model.safetensors").string()),
+                   {"is a file of retro-train's output", "--json-out would replace it"});
+    expect_refused(test::run_tool("retro-train", eval + " --token-losses " +
+                                                     (run / "checkpoints" / "step_00000001" / "model.safetensors").string()),
+                   {"--token-losses would replace it"});
+    CHECK(fingerprint_file((run / "model.safetensors").string()) == model);
+    expect_refused(test::run_tool("retro-train", eval + " --json-out " + (t / "no-such" / "e.json").string()),
+                   {"e.json", "cannot be written", "is not a folder"});
+    expect_refused(test::run_tool("retro-train", "plot " + run.string() + " --out " + (run / "metrics.jsonl").string()),
+                   {"is a file of retro-train's output", "--out would replace it"});
+    expect_refused(test::run_tool("retro-train", "plot " + run.string() + " --out " + (t / "no-such" / "c.png").string()),
+                   {"c.png", "cannot be written"});
+    // a file of its own beside the run's passes, and the report is printed
+    const test::RunResult ok = test::run_tool("retro-train", eval + " --json-out " + (run / "eval.json").string());
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+    CHECK(ok.out.find("gain") != std::string::npos);
+    CHECK(nlohmann::json::parse(test::read_text(run / "eval.json")).is_object());
+}
