@@ -188,3 +188,28 @@ TEST_CASE("ownership: retro-train eval and plot never write over a run's files, 
     CHECK(ok.out.find("gain") != std::string::npos);
     CHECK(nlohmann::json::parse(test::read_text(run / "eval.json")).is_object());
 }
+
+TEST_CASE("ownership: the audit's messages - an unfinished run to eval, an optimizer file to --init-from, an empty --train-only, a device as the corpus") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("own-msg");
+    const fs::path run = t / "run";
+    unfinished_run(p, run);
+    const std::string eval = " --db " + p.db.string() + " --knn " + p.knn.string() +
+                             " --batch-size 2 --max-batches 1 --no-shuffled --quiet --threads 1";
+    expect_refused(test::run_tool("retro-train", "eval --run " + run.string() + eval),
+                   {run.string(), "has no model.safetensors yet (an unfinished run)", "--weights"});
+    // ... and a checkpoint folder as --weights evaluates it
+    const test::RunResult ck = test::run_tool(
+        "retro-train", "eval --run " + run.string() + " --weights " + (run / "checkpoints" / "step_00000001").string() + eval);
+    CHECK_MESSAGE(ck.exit_code == 0, ck.err);
+    expect_refused(test::run_tool("retro-train", "eval --run " + p.db.string() + eval), {"is not a retro-train run"});
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "fit") + " --steps 1 --init-from " +
+                                                     (p.run / "checkpoints" / "step_00000001" / "optimizer.safetensors").string()),
+                   {"optimizer state", "not model weights"});
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "fit") + " --steps 1 --train-only ''"),
+                   {"--train-only", "names no group"});
+    expect_refused(test::run_tool("retro-tokenizer", "train /dev/null --out " + (t / "tok").string() + " --quiet"),
+                   {"/dev/null", "is not a regular file or a folder"});
+    CHECK(!fs::exists(t / "fit"));
+    CHECK(!fs::exists(t / "tok"));
+}

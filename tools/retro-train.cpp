@@ -90,7 +90,14 @@ int main(int argc, char** argv) {
                            ".safetensors); tensors the base lacks keep the --seed init, the decoder must match");
             app.add_option("--train-only", o.train_only,
                            "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
-                               "; token embedding and head are in decoder)");
+                               "; token embedding and head are in decoder)")
+                ->check(CLI::Validator(
+                    [](std::string& v) {
+                        return v.find_first_not_of(" ,") == std::string::npos
+                                   ? std::string("names no group: give a comma list of ") + retro::param_group_list()
+                                   : std::string();
+                    },
+                    ""));
             app.add_option("--reduce", o.reduce,
                            "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast; NCCL's with --device "
                            "cuda) or in micro-batch order (deterministic, CPU: the same bytes as one process with the same "
@@ -127,7 +134,7 @@ int main(int argc, char** argv) {
                 "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
                         "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
             ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
-            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors");
+            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors (a .safetensors file or a checkpoint folder)");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
             ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
             static std::string eval_index;

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
+#include "core/interrupt_note.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/shard.h"
@@ -77,6 +78,7 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
                       "pass --force to replace it, --resume to continue a killed run, or choose another --out");
     fs::create_directories(o.out, ec);
     if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
+    if (ctx.tool == "retro-chunk") interrupt_note_install(ctx.tool, o.out);   // (not retro-bench's timed runs)
     if (o.force) remove_previous_outputs(o.out);
     if (!o.resume) return nullptr;
     if (fs::exists(fs::path(o.out) / "manifest.json")) {

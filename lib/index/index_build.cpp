@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"
@@ -202,6 +203,7 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
         else if (!resume) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
     }
     fs::create_directories(fs::path(out) / "parts");
+    if (tool == "retro-index" || tool == "retro-knn") interrupt_note_install(tool, out);   // (not a caller's scratch run)
 }
 
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {

@@ -80,6 +80,9 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             for (auto& f : found) out.push_back({f, is_jsonl(f)});
         } else if (fs::is_regular_file(in, ec)) {
             out.push_back({in, is_jsonl(in)});
+        } else if (fs::exists(in, ec)) {
+            user_error_in(in, "is not a regular file or a folder (a device, a pipe or a socket)",
+                          "give the text as a file or a folder of files");
         } else {
             user_error_in(in, "no such file or folder");
         }

@@ -149,8 +149,13 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
     }
     progress.finish();
     result.sentences_used = static_cast<std::int64_t>(sample.size());
-    if (sample.empty()) user_error("the corpus holds no text to train on (", result.counts.files, " files, ",
-                                   result.counts.empty_skipped, " empty)");
+    if (sample.empty()) {
+        const CorpusCounts& c = result.counts;
+        const std::string counts = cat(c.files, c.files == 1 ? " file, " : " files, ", c.empty_skipped, " empty",
+                                       c.malformed_skipped > 0 ? cat(", ", c.malformed_skipped, " skipped") : "");
+        if (files.size() == 1) user_error_in(files.front().path, "holds no text to train on (" + counts + ")");
+        user_error("the corpus holds no text to train on (", counts, ")");
+    }
     std::unordered_map<std::string, std::string> kw{
         {"model_type", opts.model_type},
         {"vocab_size", std::to_string(opts.vocab_size)},

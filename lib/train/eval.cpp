@@ -35,9 +35,17 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std::string& weights_in,
                                               RetroConfig& config, bool verify) {
+    if (!fs::is_directory(run) || !fs::exists(fs::path(run) / "config.json"))
+        user_error_in(run, fs::is_directory(run) ? "is not a retro-train run (no config.json)" : "is not a folder",
+                      "give a folder retro-train wrote");
+    std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
+    if (weights_in.empty() && !fs::exists(weights))   // a run still training, or stopped before its end
+        user_error_in(run, "has no model.safetensors yet (an unfinished run)",
+                      "finish it with retro-train --resume, or evaluate a checkpoint: --weights " +
+                          (fs::path(run) / "checkpoints" / "step_N").string());
+    if (fs::is_directory(weights)) weights = (fs::path(weights) / "model.safetensors").string();   // a checkpoint folder
     if (verify && weights_in.empty()) manifest_verify_outputs_if_any(run, {"config.json", "model.safetensors"});
     config = RetroConfig::load((fs::path(run) / "config.json").string());
-    const std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
     auto model = std::make_unique<RetroModel<float>>(config);
     params_load(weights, model->params(), model->layout(), config);
     return model;

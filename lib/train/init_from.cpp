@@ -67,6 +67,9 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
         user_error_in(path, cat("base has tie_embeddings = ", bc.value("tie_embeddings", false), ", the config has ",
                                 config.tie_embeddings),
                       "retro-fit with the base's head: set \"tie_embeddings\" as the base's config does");
+    if (f.has("m") && f.has("v") && !f.has(layout.entries().front().name))   // (AdamW's moments, train/adamw.h)
+        user_error_in(path, "is a checkpoint's optimizer state (AdamW's moments), not model weights",
+                      "give the checkpoint folder, or the model.safetensors beside it");
     info.copied = info.fresh = info.ignored = 0;
     for (const auto& e : layout.entries()) {
         const bool decoder = param_group(e.name) == ParamGroup::DECODER;

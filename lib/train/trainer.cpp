@@ -405,7 +405,9 @@ void Trainer::setup_groups() {
         }
     if (trainable_count_ == 0)
         user_error_in("--train-only", "\"" + o_.train_only + "\" selects no parameter of " + o_.config,
-                      "the config has no CCA layers: train `decoder` or use a config with dec_cross_attn_layers");
+                      model_->config().dec_cross_attn_layers.empty()
+                          ? "the config has no CCA layers: train `decoder` or use a config with dec_cross_attn_layers"
+                          : "the config has no copy head: train `cca,encoder` or set \"copy_head\": true");
     if (o_.no_retrieval && !used_without_retrieval)
         user_error_in("--train-only", "\"" + train_only_ + "\" trains nothing with --no-retrieval (CCA and the encoder "
                       "are skipped without neighbours)", "give --knn, or add `decoder`");
@@ -681,15 +683,16 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (step > o_.steps)
         user_error_in(sp, cat("is at step ", step, ", past --steps ", o_.steps),
                       cat("pass --steps ", step, " or more to continue the run"));
+    if (ctx_.verify_inputs && dist_->root()) checkpoint_verify_files(dir);
+    params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
+    opt_->load((fs::path(dir) / "optimizer.safetensors").string());
+    // (after the files' checks: a refused resume says only why)
     note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
                                      {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
                                      {"warmup", "--warmup", double(o_.warmup)},
                                      {"weight_decay", "--weight-decay", o_.weight_decay},
                                      {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
                                      {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
-    if (ctx_.verify_inputs && dist_->root()) checkpoint_verify_files(dir);
-    params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
-    opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     cursor_.epoch = epoch;
     cursor_.pos = position;
     return step;
@@ -717,6 +720,8 @@ void Trainer::run() {
     if (o_.warmup < 0) user_error_in("--warmup", cat(o_.warmup, " is not a number of steps"));
     if (o_.val_every < 0) user_error_in("--val-every", cat(o_.val_every, " is not a number of steps"), "give 0 to validate at the end only");
     if (o_.val_batches < 0) user_error_in("--val-batches", cat(o_.val_batches, " is not a number of batches"));
+    if (o_.val_batches == 0 && o_.val_fraction > 0)
+        log_info("--val-batches 0: no validation (metrics.jsonl will hold no val_loss)");
     if (o_.checkpoint_every < 0)
         user_error_in("--checkpoint-every", cat(o_.checkpoint_every, " is not a number of steps"), "give 0 to save at the end only");
     if (o_.keep_checkpoints < 0)
