@@ -42,10 +42,13 @@ int main(int argc, char** argv) {
 
             auto* inspect = app.add_subcommand("inspect", "Print a chunk, a document, or statistics of a database");
             inspect->add_option("db", insp.db, "Chunk database folder")->required();
+            // (no default shown: -1 is "not given", which --chunk -1 is refused as)
             auto* by_chunk = inspect->add_option("--chunk", insp.chunk, "Chunk id: its text, document, source, position")
-                                 ->transform(retro::non_negative_integer());
+                                 ->transform(retro::non_negative_integer())
+                                 ->default_str("");
             auto* by_doc = inspect->add_option("--doc", insp.doc, "Document id: its chunks")
-                               ->transform(retro::non_negative_integer());
+                               ->transform(retro::non_negative_integer())
+                               ->default_str("");
             auto* stats = inspect->add_flag("--stats", insp.stats, "Counts, tokens per chunk and document, padding");
             by_chunk->excludes(by_doc)->excludes(stats);
             by_doc->excludes(stats);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "data/chunk_db.h"
@@ -47,6 +48,9 @@ void knn_show(const KnnShowOptions& o) {
     if (o.chunk < 0 || o.chunk >= db.chunk_count())
         user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(db.chunk_count()) + ")");
     std::int64_t end = std::min(db.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
+    if (end - o.chunk < o.count)   // a note, not a refusal: the chunks up to the last are shown
+        log_info(cat("--count ", o.count, ": the database ends at chunk ", db.chunk_count() - 1, ", showing ",
+                     end - o.chunk));
     // the rows shown are checked before anything is printed (only they are read: the file may be huge)
     for (std::int64_t c = o.chunk; c < end; ++c) {
         db.doc_of_checked(c);
@@ -72,6 +76,8 @@ void knn_show(const KnnShowOptions& o) {
         }
         std::printf("chunk %lld (document %lld):\n  %s\n", static_cast<long long>(c), static_cast<long long>(j["doc"].get<std::int64_t>()),
                     j["text"].get<std::string>().c_str());
+        if (j["neighbours"].empty())
+            std::printf("  (no neighbour: every slot is -1, none was found outside the chunk's document)\n");
         for (const auto& n : j["neighbours"])
             std::printf("  neighbour %lld (document %lld, score %.3f):\n    %s\n", static_cast<long long>(n["chunk"].get<std::int64_t>()),
                         static_cast<long long>(n["doc"].get<std::int64_t>()), n["score"].get<double>(), n["text"].get<std::string>().c_str());
