@@ -19,6 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using Pipeline = test::CliPipeline;
+using test::expect_refused;
+const auto& train_args = test::cli_train_args;
 
 // the pipeline's run: 2 steps with retrieval, a checkpoint at each
 const Pipeline& pipeline() {
@@ -29,25 +31,12 @@ const Pipeline& pipeline() {
     return p;
 }
 
-// exit 2, exactly one stderr line, holding every one of `says`
-void expect_refused(const test::RunResult& r, std::initializer_list<std::string> says) {
-    INFO("stderr: ", r.err);
-    CHECK(r.exit_code == 2);
-    CHECK(r.err.find('\n') == r.err.size() - 1);
-    for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
-}
-
 std::string manifest_tool(const fs::path& dir) {
     std::ifstream f(dir / "manifest.json");
     return nlohmann::json::parse(f).value("tool", "");
 }
 
 using test::copy_folder;
-
-std::string train_args(const Pipeline& p, const fs::path& out) {
-    return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +
-           out.string() + " --batch-size 2 --quiet --threads 1";
-}
 
 }  // namespace
 

@@ -30,4 +30,16 @@ void cli_pipeline_build(CliPipeline& p, std::uint64_t text_seed, std::int64_t ma
                                    " --batch-size 2 --quiet --threads 1 " + train_options));
 }
 
+void expect_refused(const RunResult& r, std::initializer_list<std::string> says) {
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
+}
+
+std::string cli_train_args(const CliPipeline& p, const std::filesystem::path& out) {
+    return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +
+           out.string() + " --batch-size 2 --quiet --threads 1";
+}
+
 }  // namespace retro::test

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 #include "test_util.h"
@@ -20,6 +21,13 @@ struct CliPipeline {
 
 // Builds every stage into p (REQUIREs each tool's success); `text_seed` seeds the documents' text.
 void cli_pipeline_build(CliPipeline& p, std::uint64_t text_seed, std::int64_t max_seq_len, const std::string& train_options);
+
+// A refusal as the tools' contract has it: exit 2 and exactly one stderr line holding every one of `says` (doctest
+// CHECKs, so a test goes on to its next case).
+void expect_refused(const RunResult& r, std::initializer_list<std::string> says);
+
+// retro-train's options to train p's config on p's db and knn into `out` (batch 2, one thread, quiet).
+std::string cli_train_args(const CliPipeline& p, const std::filesystem::path& out);
 
 // A copy of a stage's folder (or any folder) for a test to damage.
 inline void copy_folder(const std::filesystem::path& from, const std::filesystem::path& to) {

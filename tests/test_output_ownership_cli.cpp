@@ -18,6 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using Pipeline = test::CliPipeline;
+using test::expect_refused;
+const auto& train_args = test::cli_train_args;
 
 // the pipeline's run: 2 steps with retrieval, a checkpoint at each
 const Pipeline& pipeline() {
@@ -26,18 +28,6 @@ const Pipeline& pipeline() {
     if (!built) test::cli_pipeline_build(p, 900, 16, "--knn " + p.knn.string() + " --steps 2 --checkpoint-every 1");
     built = true;
     return p;
-}
-
-void expect_refused(const test::RunResult& r, std::initializer_list<std::string> says) {
-    INFO("stderr: ", r.err);
-    CHECK(r.exit_code == 2);
-    CHECK(r.err.find('\n') == r.err.size() - 1);
-    for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
-}
-
-std::string train_args(const Pipeline& p, const fs::path& out) {
-    return "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " + p.config.string() + " --out " +
-           out.string() + " --batch-size 2 --quiet --threads 1";
 }
 
 // a copy of the pipeline's run as a kill after its step-1 checkpoint leaves it
