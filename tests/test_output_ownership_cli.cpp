@@ -88,14 +88,29 @@ TEST_CASE("ownership: --force deletes only a folder its tool made, an --out insi
                    {file.string(), "is a file, not a folder"});
     CHECK(test::read_text(file) == "x\n");
 
-    // what a retro-index run stopped at once leaves (parts/, a .tmp) is still this tool's to clear
+    // what a retro-index run stopped at once leaves (parts/, a .tmp), or a merge stopped before its manifest (its
+    // outputs, no state.json), is still this tool's to clear
     const fs::path early = t / "early";
     fs::create_directories(early / "parts");
     test::write_text(early / "embeddings.npy.tmp", "");
+    test::write_text(early / "idf.npy", "");
     const test::RunResult cleared =
         test::run_tool("retro-index", p.db.string() + " --out " + early.string() + " --force" + index_args);
     CHECK_MESSAGE(cleared.exit_code == 0, cleared.err);
     CHECK(fs::exists(early / "manifest.json"));
+    // --force replaces the tool's own files only: the user's beside them stay
+    test::write_text(early / "notes.txt", "mine\n");
+    const test::RunResult again =
+        test::run_tool("retro-index", p.db.string() + " --out " + early.string() + " --force" + index_args);
+    CHECK_MESSAGE(again.exit_code == 0, again.err);
+    CHECK(test::read_text(early / "notes.txt") == "mine\n");
+    // --force with --resume (Ctrl-C's "--resume" added to a --force command): --force would delete the parts kept
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + early.string() + " --force --resume" + index_args),
+                   {"--resume", "--force starts over"});
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     (t / "db2").string() + " --chunk-size 4 --seq-len 16 --force --resume --quiet"),
+                   {"--resume", "--force starts over"});
+    CHECK(fs::exists(early / "index.faiss"));
 }
 
 TEST_CASE("ownership: retro-train --resume continues only its own run, --force refuses an --init-from it would delete") {

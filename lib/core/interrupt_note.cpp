@@ -15,17 +15,39 @@ char g_note[768];
 extern "C" void on_interrupt_note(int sig) {
     ssize_t w = ::write(2, g_note, std::strlen(g_note));
     (void)w;
-    ::_exit(128 + sig);
+    interrupt_note_die(sig);
 }
 
 }  // namespace
 
-void interrupt_note_install(const std::string& tool, const std::string& out) {
-    std::snprintf(g_note, sizeof g_note,
-                  "\n%s: interrupted; %s keeps its finished parts: continue with the same command and --resume\n",
-                  tool.c_str(), out.c_str());
-    std::signal(SIGINT, on_interrupt_note);
-    std::signal(SIGTERM, on_interrupt_note);
+void interrupt_note_die(int sig) {
+    // the default action, so that the parent sees a death by the signal (bash stops a script on a child's SIGINT,
+    // not on an exit status of 130); signal() and raise() are async-signal-safe
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);   // pending: the handler runs with its signal blocked
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);   // delivered here, and the process ends
+    ::_exit(128 + sig);   // (not reached)
+}
+
+void interrupt_handlers_install(void (*handler)(int)) {
+    for (const int sig : {SIGINT, SIGTERM}) {
+        struct sigaction old {};
+        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;   // a background job's
+        std::signal(sig, handler);
+    }
+}
+
+void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
+    if (how.empty())
+        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command again\n",
+                      tool.c_str(), out.c_str());
+    else
+        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s keeps its finished parts: %s\n", tool.c_str(),
+                      out.c_str(), how.c_str());
+    interrupt_handlers_install(on_interrupt_note);
 }
 
 }  // namespace retro

@@ -1,15 +1,24 @@
 // The line a tool whose --out can be resumed (retro-chunk, retro-index, retro-knn) prints when Ctrl-C or SIGTERM
-// stops it: "retro-index: interrupted; idx keeps its finished parts: continue with the same command and --resume".
+// stops it: "retro-index: interrupted; idx keeps its finished parts: continue with the same command and --resume"
+// (a merge, which cannot be resumed: "idx is incomplete: run the same command again").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install
+// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die
 #pragma once
 #include <string>
 
 namespace retro {
 
-// From now until the process ends, SIGINT and SIGTERM write that line (formatted here: a signal handler may only
-// write(2)) and end the process with 128 + the signal, as the default action's exit status reads in a shell.
-void interrupt_note_install(const std::string& tool, const std::string& out);
+// From now until the process ends, SIGINT and SIGTERM write "TOOL: interrupted; OUT keeps its finished parts: HOW"
+// (formatted here: a signal handler may only write(2)) and then end the process by the signal itself (its default
+// action), so a shell script running the tool stops too, as it does for a tool without the note. `how`: what to run
+// ("continue with the same command and --resume"); empty: "OUT is incomplete: run the same command again".
+// A signal the process inherited as ignored (a background job of a script) stays ignored.
+void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how);
+
+// The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls
+// interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.
+void interrupt_handlers_install(void (*handler)(int));
+[[noreturn]] void interrupt_note_die(int sig);
 
 }  // namespace retro

@@ -45,21 +45,6 @@ std::string json_tool(const fs::path& file) {
     return j["tool"].get<std::string>();
 }
 
-// Names (up to three, then "...") of the entries of `dir` that `own` does not claim, folders with a trailing "/".
-std::string foreign_entries(const fs::path& dir, bool (*own)(const fs::path& entry)) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-        if (own(e.path())) continue;
-        names.push_back(e.path().filename().string() + (e.is_directory(ec) ? "/" : ""));
-    }
-    std::sort(names.begin(), names.end());
-    std::string list;
-    for (std::size_t i = 0; i < names.size() && i < 3; i++) list += (i ? ", " : "") + names[i];
-    if (names.size() > 3) list += ", ...";
-    return list;
-}
-
 }  // namespace
 
 void folder_writable_check(const std::string& named, const fs::path& dir) {
@@ -81,7 +66,7 @@ FolderOwner folder_owner(const std::string& dir) {
     // checkpoints/ (its first files: config.json and metrics.jsonl beside them)
     if (std::string t = json_tool(d / "state.json"); !t.empty()) return {t, false};
     if (fs::exists(d / "progress.json", ec)) return {"retro-chunk", false};
-    if (fs::is_directory(d / "checkpoints", ec) || (fs::exists(d / "metrics.jsonl", ec) && fs::exists(d / "config.json", ec)))
+    if (fs::exists(d / "config.json", ec) && (fs::is_directory(d / "checkpoints", ec) || fs::exists(d / "metrics.jsonl", ec)))
         return {"retro-train", false};
     return {};
 }
@@ -207,13 +192,13 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
     }
     if (fs::exists(o, ec) && !fs::is_directory(o, ec))
         user_error_in(out, "is a file, not a folder", "choose another --out (a folder " + tool + " makes)");
-    // a folder a tool made (an input's folder above all) is written only by that tool: an --out inside one would be
-    // deleted by that tool's next --force
+    // retro-index and retro-knn replace their whole folder on --force (output_folder_clear): an --out inside an input
+    // folder of theirs would go with it (the other tools remove only their own files)
     for (const OutputInput& in : inputs) {
         if (in.path.empty() || !fs::is_directory(in.path, ec)) continue;
         const fs::path i = path_resolved(in.path);
         const FolderOwner owner = folder_owner(i.string());
-        if (i != o && !owner.tool.empty() && path_inside(o, i))
+        if (i != o && (owner.tool == "retro-index" || owner.tool == "retro-knn") && path_inside(o, i))
             user_error_in(out, "lies inside " + in.option + " " + in.path + " (" + owner.tool + "'s output)",
                           "choose an --out outside it: " + owner.tool + " --force there would delete it");
     }
@@ -230,17 +215,40 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
 void output_folder_clear(const std::string& out, const std::string& tool, bool check_only) {
     std::error_code ec;
     if (!fs::exists(out, ec)) return;
-    if (folder_owner(out).tool != tool) {   // (another tool's folder was refused by output_folder_guard)
-        // a folder nobody claims: cleared only when all it holds is what a run of this tool stopped very early
-        // leaves (its parts/ and *.tmp files), never the user's own files
-        const std::string foreign = foreign_entries(out, [](const fs::path& e) {
-            return e.filename() == "parts" || e.extension() == ".tmp";
-        });
-        if (!foreign.empty())
-            user_error_in(out, "holds files " + tool + " did not write (" + foreign + ")",
-                          "choose another --out, or empty it yourself: --force deletes only a folder " + tool + " made");
+    // what a run of `tool` writes (its outputs, its state, its parts, a file being written): --force removes these
+    // and nothing else (the user's files beside them stay; before session 37 the whole folder went)
+    static const std::map<std::string, std::vector<std::string>> kOutputs = {
+        {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy", "bm25.glass", "images.json"}},
+        {"retro-knn", {"neighbours.npy", "distances.npy"}}};
+    const auto it = kOutputs.find(tool);
+    const std::vector<std::string> names = it == kOutputs.end() ? std::vector<std::string>() : it->second;
+    const auto own = [&](const fs::path& e) {
+        const std::string n = e.filename().string();
+        return n == "parts" || n == "manifest.json" || n == "state.json" || e.extension() == ".tmp" ||
+               std::find(names.begin(), names.end(), n) != names.end();
+    };
+    std::vector<fs::path> entries;
+    std::vector<std::string> foreign;
+    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec)) {
+        entries.push_back(d->path());
+        if (!own(d->path())) foreign.push_back(d->path().filename().string() + (d->is_directory(ec) ? "/" : ""));
     }
-    if (!check_only) fs::remove_all(out);
+    if (ec) user_error_in(out, "cannot be listed: " + ec.message());
+    // a folder no tool claims that holds other files is the user's: refused, not written into
+    if (!foreign.empty() && folder_owner(out).tool != tool) {
+        std::sort(foreign.begin(), foreign.end());
+        std::string list;
+        for (std::size_t i = 0; i < foreign.size() && i < 3; i++) list += (i ? ", " : "") + foreign[i];
+        if (foreign.size() > 3) list += ", ...";
+        user_error_in(out, "holds files " + tool + " did not write (" + list + ")",
+                      "choose another --out, or empty it yourself: --force replaces only " + tool + "'s own files");
+    }
+    if (check_only) return;
+    for (const fs::path& e : entries)
+        if (own(e)) {
+            fs::remove_all(e, ec);
+            if (ec) user_error_in(e.string(), "cannot be removed: " + ec.message());
+        }
 }
 
 }  // namespace retro

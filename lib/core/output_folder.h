@@ -45,17 +45,17 @@ struct OutputInput {
 //   - `out` is the same folder as an input folder;
 //   - `clears` (the tool is about to empty `out`: --force over a non-empty folder) and an input lies inside `out`;
 //   - `out` exists and is not a folder;
-//   - `out` lies inside an input folder that a tool made (that tool's --force would delete it);
+//   - `out` lies inside an input folder retro-index or retro-knn made (their --force would delete it);
 //   - `out` holds another tool's output or unfinished run (folder_owner);
 //   - `lock` and another process holds `out`'s lock (output_folder_lock).
 // A missing `out`, one no tool claims, or this tool's own (finished or not) passes.
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock = true);
 
-// --force's removal of `out` for the tools that replace a whole folder (retro-index, retro-knn), after
-// output_folder_guard: removes it when it is this tool's (folder_owner) or holds only what a run of it stopped at
-// once leaves (parts/, *.tmp); a folder with other files (the user's own) is refused naming them, not emptied.
-// `check_only`: the refusal alone (before a long run that removes the folder at its end).
+// --force's clearing of `out` for the tools that replace a whole folder (retro-index, retro-knn), after
+// output_folder_guard: removes what a run of `tool` writes there (its outputs, manifest.json, state.json, parts/,
+// *.tmp) and nothing else; a folder no tool claims that holds other files (the user's own) is refused naming them.
+// `check_only`: the refusal alone (before a long run that clears the folder at its end).
 void output_folder_clear(const std::string& out, const std::string& tool, bool check_only = false);
 
 // Takes the lock of folder `out` for the rest of this process's life, or throws UserError naming `out` and the

@@ -68,6 +68,9 @@ void remove_previous_outputs(const std::string& dir) {
 nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bool& complete) {
     std::error_code ec;
     complete = false;
+    if (o.force && o.resume)   // --force would remove the parts --resume means to keep
+        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+                      "give one of them");
     if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec)) user_error_in(o.out, "exists and is not a folder");
     std::vector<OutputInput> inputs{{"--tokenizer", o.tokenizer}};
     for (const auto& in : o.inputs) inputs.push_back({"the corpus", in});
@@ -78,7 +81,10 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
                       "pass --force to replace it, --resume to continue a killed run, or choose another --out");
     fs::create_directories(o.out, ec);
     if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
-    if (ctx.tool == "retro-chunk") interrupt_note_install(ctx.tool, o.out);   // (not retro-bench's timed runs)
+    if (ctx.tool == "retro-chunk")   // (not retro-bench's timed runs)
+        interrupt_note_install(ctx.tool, o.out,
+                               o.force ? "continue with the same command, --resume in place of --force"
+                                       : "continue with the same command and --resume");
     if (o.force) remove_previous_outputs(o.out);
     if (!o.resume) return nullptr;
     if (fs::exists(fs::path(o.out) / "manifest.json")) {

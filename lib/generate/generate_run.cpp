@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
@@ -149,7 +150,7 @@ extern "C" void on_generate_interrupt(int sig) {
         ssize_t w = ::write(2, g_interrupt_text[cur], std::strlen(g_interrupt_text[cur]));
         (void)w;
     }
-    ::_exit(128 + sig);
+    interrupt_note_die(sig);   // by the signal itself: a script running retro-generate stops too
 }
 
 struct StopAfterForTesting {};
@@ -214,8 +215,7 @@ void generate_run(GenerateRunOptions cli) {
                          : cat("--resume: ", journal->path(), " holds ", journal->done().size(), " of ", prompts.size(),
                                " prompts; decoding the other ", todo.size()));
         set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
-        std::signal(SIGINT, on_generate_interrupt);
-        std::signal(SIGTERM, on_generate_interrupt);
+        interrupt_handlers_install(on_generate_interrupt);
     } else {
         todo.push_back(0);
     }

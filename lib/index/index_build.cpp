@@ -177,6 +177,9 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 }  // namespace
 
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
+    if (force && resume)   // --force would clear the parts --resume means to keep
+        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+                      "give one of them");
     if (force || resume) return;
     for (const char* name : {"manifest.json", "state.json"})
         if (json_file_tool((fs::path(out) / name).string()) == tool)
@@ -194,7 +197,8 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
 }
 
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
-                           const std::vector<OutputInput>& inputs) {
+                           const std::vector<OutputInput>& inputs, bool resumable) {
+    output_folder_refuse_existing(tool, out, force, resume);   // (--force with --resume; the callers ran it already)
     std::error_code ec;
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
     output_folder_guard(out, tool, inputs, force && non_empty);
@@ -203,7 +207,11 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
         else if (!resume) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
     }
     fs::create_directories(fs::path(out) / "parts");
-    if (tool == "retro-index" || tool == "retro-knn") interrupt_note_install(tool, out);   // (not a caller's scratch run)
+    if (tool == "retro-index" || tool == "retro-knn")   // (not a caller's scratch run)
+        interrupt_note_install(tool, out,
+                               !resumable ? std::string()
+                               : force    ? std::string("continue with the same command, --resume in place of --force")
+                                          : std::string("continue with the same command and --resume"));
 }
 
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
@@ -309,7 +317,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     }
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
-    output_folder_prepare(ctx.tool, out, force, false, shards);
+    output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
     auto files = parts.collect(shard_dirs);
     if (fs::exists(fs::path(shard_dirs.front()) / "idf.npy"))

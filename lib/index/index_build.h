@@ -43,7 +43,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& opts);
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
 
 // The refusal of output_folder_prepare for an existing folder of this same tool (its manifest.json or state.json
-// names `tool`) without --force or --resume, on its own: tools call it first, before they read and load their
+// names `tool`) without --force or --resume (and of --force with --resume), on its own: tools call it first, before they read and load their
 // inputs, so that it is the only line a user sees. Other folders are left to output_folder_prepare's guard.
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume);
 // A --resume (without --force) of a finished folder (its manifest.json exists): `difference(manifest)` is "" for
@@ -51,9 +51,10 @@ void output_folder_refuse_existing(const std::string& tool, const std::string& o
 // "already holds <what> of another job: <difference>". False when there is no finished folder.
 bool output_folder_finished(const std::string& out, bool resume, bool force, const std::string& what,
                             const std::function<std::string(const nlohmann::json&)>& difference);
-// Refuses an existing output folder unless --force (cleared) or --resume (kept); creates it. Before that, the
-// guard of core/output_folder.h: never an input, never another tool's folder (`tool` = ToolContext::tool).
+// Refuses an existing output folder unless --force (cleared: output_folder_clear) or --resume (kept), and the two
+// together; creates it. Before that, the guard of core/output_folder.h: never an input, never another tool's folder
+// (`tool` = ToolContext::tool). Then Ctrl-C says what to run next (`resumable` false: a merge, run again).
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
-                           const std::vector<OutputInput>& inputs);
+                           const std::vector<OutputInput>& inputs, bool resumable = true);
 
 }  // namespace retro

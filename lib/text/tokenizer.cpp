@@ -165,7 +165,7 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         {"hard_vocab_limit", "false"},
         {"normalization_rule_name", "identity"},
         {"remove_extra_whitespaces", "false"},
-        {"max_sentence_length", "16384"},
+        {"max_sentence_length", std::to_string(kTrainSentenceBytes)},
         {"num_threads", std::to_string(opts.threads > 0 ? opts.threads : thread_count())},
         {"minloglevel", log_level() >= LogLevel::LOG_DEBUG ? "0" : "2"},
     };

@@ -46,10 +46,10 @@ struct TokenizerTrainOptions {
     int threads = 0;
 };
 
-// The longest sentence the trainer is given: a longer line (a document without line breaks, a minified file) is cut
-// into pieces of at most this many bytes at whitespace, where sentencepiece would skip it whole (its
-// max_sentence_length) and a corpus of such lines would train on nothing.
-constexpr std::size_t kTrainSentenceBytes = 4096;
+// The longest sentence the trainer is given, and sentencepiece's max_sentence_length: a longer line (a document
+// without line breaks, a minified file) is cut into pieces of at most this many bytes at whitespace, where
+// sentencepiece would skip it whole and a corpus of such lines would train on nothing.
+constexpr std::size_t kTrainSentenceBytes = 16384;
 
 struct TokenizerTrainResult {
     std::int64_t sentences_seen = 0, sentences_used = 0;

@@ -21,6 +21,7 @@
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/interrupt_note.h"
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -159,17 +160,22 @@ extern "C" void on_stop_signal(int sig) {
     ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
     w = ::write(2, g_stop_message, std::strlen(g_stop_message));
     (void)w;
-    ::_exit(128 + sig);
+    interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
 }
 
-// The fingerprint of a folder's output files as its manifest lists them (paths and fingerprints), "" without a manifest
-// or a folder: the same for a copy or a rebuild with the same bytes, another for other contents.
+// The fingerprint of the files training reads from a database or neighbours folder, as its manifest records them
+// (paths and fingerprints; not sources.jsonl, which names where the corpus was, nor distances.npy), "" without a
+// manifest or a folder: the same for a copy, or a rebuild with the same bytes, another for other contents.
 std::string folder_outputs_stamp(const std::string& dir) {
     if (dir.empty() || !fs::exists(fs::path(dir) / "manifest.json")) return "";
+    static const char* const kRead[] = {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy", "neighbours.npy"};
     nlohmann::json files = nlohmann::json::array();
     const nlohmann::json manifest = manifest_read(dir);   // (named: a loop over a temporary's member would dangle)
-    for (const nlohmann::json& o : manifest.at("outputs"))
-        if (o.is_object()) files.push_back({o.value("path", std::string()), o.value("fingerprint", std::string())});
+    for (const nlohmann::json& o : manifest.at("outputs")) {
+        const std::string path = o.is_object() ? o.value("path", std::string()) : std::string();
+        if (std::find(std::begin(kRead), std::end(kRead), path) != std::end(kRead))
+            files.push_back({path, o.value("fingerprint", std::string())});
+    }
     const std::string text = files.dump();
     return fingerprint_bytes(text.data(), text.size());
 }
@@ -832,8 +838,7 @@ void Trainer::run() {
     if (root) fs::create_directories(out);
     if (root) {   // rank 0 says where to resume when the run is stopped (the launcher stops the others)
         if (dist_->active()) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
-        std::signal(SIGTERM, on_stop_signal);
-        std::signal(SIGINT, on_stop_signal);
+        interrupt_handlers_install(on_stop_signal);
     }
 
     std::int64_t step = 0;
