@@ -39,6 +39,7 @@
 #include "train/adamw.h"
 #include "train/data.h"
 #include "train/init_from.h"
+#include "train/run_folder.h"
 #include "train/train_memory.h"
 
 namespace fs = std::filesystem;
@@ -133,23 +134,6 @@ std::string num(double v) {
     return buf;
 }
 
-std::string checkpoint_dir(const std::string& out, std::int64_t step) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-    return (fs::path(out) / "checkpoints" / buf).string();
-}
-
-// The newest checkpoint with a DONE marker, or "".
-std::string latest_checkpoint(const std::string& out) {
-    const fs::path dir = fs::path(out) / "checkpoints";
-    std::string best;
-    if (!fs::exists(dir)) return best;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.is_directory() && fs::exists(e.path() / "DONE") && e.path().filename().string() > fs::path(best).filename().string())
-            best = e.path().string();
-    return best;
-}
-
 // Rank 0's last words when the run is stopped: by the launcher (a rank died, or the job was cancelled: mpirun and
 // srun send the survivors SIGTERM), or, one process, by Ctrl-C (SIGINT) or SIGTERM. Written from the signal
 // handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
@@ -163,50 +147,10 @@ extern "C" void on_stop_signal(int sig) {
     interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
 }
 
-// The fingerprint of the files training reads from a database or neighbours folder, as its manifest records them
-// (paths and fingerprints; not sources.jsonl, which names where the corpus was, nor distances.npy), "" without a
-// manifest or a folder: the same for a copy, or a rebuild with the same bytes, another for other contents.
-std::string folder_outputs_stamp(const std::string& dir) {
-    if (dir.empty() || !fs::exists(fs::path(dir) / "manifest.json")) return "";
-    static const char* const kRead[] = {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy", "neighbours.npy"};
-    nlohmann::json files = nlohmann::json::array();
-    const nlohmann::json manifest = manifest_read(dir);   // (named: a loop over a temporary's member would dangle)
-    for (const nlohmann::json& o : manifest.at("outputs")) {
-        const std::string path = o.is_object() ? o.value("path", std::string()) : std::string();
-        if (std::find(std::begin(kRead), std::end(kRead), path) != std::end(kRead))
-            files.push_back({path, o.value("fingerprint", std::string())});
-    }
-    const std::string text = files.dump();
-    return fingerprint_bytes(text.data(), text.size());
-}
-
-// Whether --out holds a run (a folder holding only config.json, a run refused before its first step, holds nothing to
-// keep). `any_manifest`: a manifest.json counts too (after output_folder_guard has refused other tools' folders).
-bool holds_run(const std::string& out, bool any_manifest) {
-    const fs::path o(out);
-    return fs::exists(o / "checkpoints") || fs::exists(o / "metrics.jsonl") || fs::exists(o / "model.safetensors") ||
-           (any_manifest && fs::exists(o / "manifest.json"));
-}
-
 void set_stop_message(const std::string& out, std::int64_t step) {
     std::snprintf(g_stop_message, sizeof g_stop_message,
                   "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
                   out.c_str(), static_cast<long long>(step));
-}
-
-// Removes the oldest complete checkpoints of `out` beyond the newest `keep` (0: none removed). Incomplete ones (no
-// DONE: a write cut short) are left to --resume's own rules.
-void prune_checkpoints(const std::string& out, std::int64_t keep) {
-    const fs::path dir = fs::path(out) / "checkpoints";
-    if (keep <= 0 || !fs::exists(dir)) return;
-    std::vector<fs::path> done;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.is_directory() && fs::exists(e.path() / "DONE")) done.push_back(e.path());
-    std::sort(done.begin(), done.end());   // step_%08lld: by name is by step
-    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < done.size(); i++) {
-        fs::remove(done[i] / "DONE");   // first: a kill mid-removal leaves an incomplete checkpoint, never a damaged "complete" one
-        fs::remove_all(done[i]);
-    }
 }
 
 class Trainer {
@@ -862,34 +806,7 @@ void Trainer::run() {
         if (!ck.empty()) set_stop_message(o_.out, step);
         // keep the metrics of the steps the checkpoint covers
         const fs::path mp = out / "metrics.jsonl";
-        if (root && (fs::exists(mp) || step > 0)) {
-            std::ifstream in(mp);
-            std::string line, kept;
-            std::vector<char> seen(static_cast<std::size_t>(step) + 1, 0);
-            std::int64_t unreadable = 0;
-            bool last_unreadable = false;
-            while (std::getline(in, line)) {
-                if (line.empty()) continue;
-                last_unreadable = false;
-                try {
-                    const std::int64_t s = nlohmann::json::parse(line).value("step", std::int64_t(0));
-                    if (s >= 1 && s <= step && !seen[static_cast<std::size_t>(s)]) {
-                        seen[static_cast<std::size_t>(s)] = 1;
-                        kept += line + "\n";
-                    }
-                } catch (...) {
-                    unreadable++;
-                    last_unreadable = true;
-                }
-            }
-            if (last_unreadable) unreadable--;   // the line a kill cut: expected
-            const auto missing = static_cast<std::int64_t>(std::count(seen.begin() + 1, seen.end(), 0));
-            if (missing > 0 || unreadable > 0)
-                log_warn(cat(mp.string(), ": ", missing, " of the ", step, " steps the checkpoint covers have no line",
-                             unreadable > 0 ? cat(" (", unreadable, unreadable == 1 ? " unreadable line" : " unreadable lines", " dropped)") : std::string(),
-                             "; the loss curve has a gap there (the weights are the checkpoint's, complete)"));
-            write_file_atomic(mp.string(), kept);
-        }
+        if (root && (fs::exists(mp) || step > 0)) metrics_keep_through(mp.string(), step);
     }
     if (root) config_.save((out / "config.json").string());
     if (dmodel_) device_upload_state();

@@ -1,0 +1,101 @@
+// Implementation of run_folder.h.
+#include "train/run_folder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/log.h"
+#include "core/manifest.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+std::string checkpoint_dir(const std::string& out, std::int64_t step) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+    return (fs::path(out) / "checkpoints" / buf).string();
+}
+
+std::string latest_checkpoint(const std::string& out) {
+    const fs::path dir = fs::path(out) / "checkpoints";
+    std::string best;
+    if (!fs::exists(dir)) return best;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_directory() && fs::exists(e.path() / "DONE") && e.path().filename().string() > fs::path(best).filename().string())
+            best = e.path().string();
+    return best;
+}
+
+std::string folder_outputs_stamp(const std::string& dir) {
+    if (dir.empty() || !fs::exists(fs::path(dir) / "manifest.json")) return "";
+    static const char* const kRead[] = {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy", "neighbours.npy"};
+    nlohmann::json files = nlohmann::json::array();
+    const nlohmann::json manifest = manifest_read(dir);   // (named: a loop over a temporary's member would dangle)
+    for (const nlohmann::json& o : manifest.at("outputs")) {
+        const std::string path = o.is_object() ? o.value("path", std::string()) : std::string();
+        if (std::find(std::begin(kRead), std::end(kRead), path) != std::end(kRead))
+            files.push_back({path, o.value("fingerprint", std::string())});
+    }
+    const std::string text = files.dump();
+    return fingerprint_bytes(text.data(), text.size());
+}
+
+bool holds_run(const std::string& out, bool any_manifest) {
+    const fs::path o(out);
+    return fs::exists(o / "checkpoints") || fs::exists(o / "metrics.jsonl") || fs::exists(o / "model.safetensors") ||
+           (any_manifest && fs::exists(o / "manifest.json"));
+}
+
+void prune_checkpoints(const std::string& out, std::int64_t keep) {
+    const fs::path dir = fs::path(out) / "checkpoints";
+    if (keep <= 0 || !fs::exists(dir)) return;
+    std::vector<fs::path> done;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_directory() && fs::exists(e.path() / "DONE")) done.push_back(e.path());
+    std::sort(done.begin(), done.end());   // step_%08lld: by name is by step
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < done.size(); i++) {
+        fs::remove(done[i] / "DONE");   // first: a kill mid-removal leaves an incomplete checkpoint, never a damaged "complete" one
+        fs::remove_all(done[i]);
+    }
+}
+
+void metrics_keep_through(const std::string& path, std::int64_t step) {
+    std::ifstream in(path);
+    std::string line, kept;
+    std::vector<char> seen(static_cast<std::size_t>(step) + 1, 0);
+    std::int64_t unreadable = 0;
+    bool last_unreadable = false;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        last_unreadable = false;
+        try {
+            const std::int64_t s = nlohmann::json::parse(line).value("step", std::int64_t(0));
+            if (s >= 1 && s <= step && !seen[static_cast<std::size_t>(s)]) {
+                seen[static_cast<std::size_t>(s)] = 1;
+                kept += line + "\n";
+            }
+        } catch (...) {
+            unreadable++;
+            last_unreadable = true;
+        }
+    }
+    if (last_unreadable) unreadable--;   // the line a kill cut: expected
+    const auto missing = static_cast<std::int64_t>(std::count(seen.begin() + 1, seen.end(), 0));
+    if (missing > 0 || unreadable > 0)
+        log_warn(cat(path, ": ", missing, " of the ", step, " steps the checkpoint covers have no line",
+                     unreadable > 0 ? cat(" (", unreadable, unreadable == 1 ? " unreadable line" : " unreadable lines", " dropped)") : std::string(),
+                     "; the loss curve has a gap there (the weights are the checkpoint's, complete)"));
+    write_file_atomic(path, kept);
+}
+
+}  // namespace retro
