@@ -2,13 +2,10 @@
 // neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` is RETRO's
 // evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
 // --init-from and --train-only retro-fit a trained model (docs/model.md "Retro-fitting").
-#include <cstdio>
 #include <optional>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/output_folder.h"
 #include "index/knn_build.h"
 #include "model/config.h"
 #include "model/param_groups.h"
@@ -185,19 +182,11 @@ int main(int argc, char** argv) {
                             return searched->dir();
                         };
                     }
-                    // the files it writes, before the evaluation (hours on a large split): each a file of its own
-                    // in a folder that takes it, and gnuplot present for --plot
-                    retro::output_file_guard(eval_json, "--json-out");
-                    retro::output_file_guard(e.token_losses, "--token-losses");
-                    if (!eval_plot_png.empty()) retro::plot_check(eval_plot_png, "--plot");
+                    retro::eval_outputs_check(eval_json, e.token_losses, eval_plot_png);
                     auto report = retro::train_eval(e);
                     e.search_neighbours = nullptr;   // it refers to `searched`, which ends with this block
                     if (searched) report.knn = "search of " + eval_index;
-                    // the report first: a file that fails to write after all still leaves the table on the screen
-                    std::fputs(eval_json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
-                    std::fflush(stdout);
-                    if (!eval_json.empty()) retro::write_file_atomic(eval_json, report.to_json().dump(2) + "\n");
-                    if (!eval_plot_png.empty()) retro::eval_plot(report, eval_plot_png);
+                    retro::eval_report_write(report, eval_json_stdout, eval_json, eval_plot_png);
                 } else if (*pl) {
                     retro::train_plot(plot_run, plot_out);
                 } else {

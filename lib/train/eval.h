@@ -86,6 +86,15 @@ struct EvalReport {
 
 EvalReport train_eval(const EvalOptions& opts);
 
+// The files `retro-train eval` writes besides its report (each may be empty: not written), checked before the
+// evaluation (hours on a large split): each a file of its own in a folder that takes it (output_file_guard), gnuplot
+// there for `plot_png`. UserError naming the option otherwise.
+void eval_outputs_check(const std::string& json_out, const std::string& token_losses, const std::string& plot_png);
+// The report on stdout (JSON or the table) first, so that a file that fails to write after all still leaves it on
+// the screen; then the JSON file and the plot.
+void eval_report_write(const EvalReport& report, bool json_stdout, const std::string& json_out,
+                       const std::string& plot_png);
+
 // `count` of the split's sequences, as EvalOptions::sample says ("spread" or "first"); all of them when count is
 // 0 or not less than the split
 std::vector<std::int64_t> sample_sequences(const std::vector<std::int64_t>& split, std::int64_t count,

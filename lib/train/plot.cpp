@@ -1,5 +1,6 @@
 #include "train/plot.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
@@ -121,6 +123,20 @@ void eval_plot(const EvalReport& report, const std::string& out_png) {
              << quote(report.modes[m]);
     body << "\n";
     render(body.str(), out_png, {dat});
+}
+
+void eval_outputs_check(const std::string& json_out, const std::string& token_losses, const std::string& plot_png) {
+    output_file_guard(json_out, "--json-out");
+    output_file_guard(token_losses, "--token-losses");
+    if (!plot_png.empty()) plot_check(plot_png, "--plot");
+}
+
+void eval_report_write(const EvalReport& report, bool json_stdout, const std::string& json_out,
+                       const std::string& plot_png) {
+    std::fputs(json_stdout ? (report.to_json().dump(2) + "\n").c_str() : report.to_text().c_str(), stdout);
+    std::fflush(stdout);
+    if (!json_out.empty()) write_file_atomic(json_out, report.to_json().dump(2) + "\n");
+    if (!plot_png.empty()) eval_plot(report, plot_png);
 }
 
 }  // namespace retro
