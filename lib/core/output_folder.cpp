@@ -35,16 +35,6 @@ bool holds_lock(const std::string& out) {
     return g_locks.count(path_resolved(out).string()) != 0;
 }
 
-// The "tool" field of a JSON file (manifest.json, state.json), or "" when there is none or it cannot be read (then
-// the tool's own checks, which read the file, speak).
-std::string json_tool(const fs::path& file) {
-    std::ifstream f(file);
-    if (!f) return "";
-    nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("tool") || !j["tool"].is_string()) return "";
-    return j["tool"].get<std::string>();
-}
-
 }  // namespace
 
 void folder_writable_check(const std::string& named, const fs::path& dir) {
@@ -61,10 +51,10 @@ FolderOwner folder_owner(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;
     if (!fs::is_directory(d, ec)) return {};
-    if (std::string t = json_tool(d / "manifest.json"); !t.empty()) return {t, true};
+    if (std::string t = json_file_tool((d / "manifest.json").string()); !t.empty()) return {t, true};
     // an unfinished run: retro-index's and retro-knn's state.json, retro-chunk's progress.json, retro-train's
     // checkpoints/ (its first files: config.json and metrics.jsonl beside them)
-    if (std::string t = json_tool(d / "state.json"); !t.empty()) return {t, false};
+    if (std::string t = json_file_tool((d / "state.json").string()); !t.empty()) return {t, false};
     if (fs::exists(d / "progress.json", ec)) return {"retro-chunk", false};
     if (fs::exists(d / "config.json", ec) && (fs::is_directory(d / "checkpoints", ec) || fs::exists(d / "metrics.jsonl", ec)))
         return {"retro-train", false};
