@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/fingerprint.h"
+#include "core/interrupt_note.h"
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "core/scratch_dir.h"
@@ -371,4 +372,54 @@ TEST_CASE("core: corpus reading of folders and plain - gzip and zstd jsonl") {
         CHECK(c.empty_skipped == 1);
     }
     CHECK_THROWS_AS(corpus_list_files({(tmp / "missing").string()}, opts), UserError);
+}
+
+TEST_CASE("corpus: a RetroKit output inside a corpus folder is skipped, whatever the glob") {
+    test::TempDir tmp("corpus-tool-folders");
+    const auto put = [](const fs::path& file, const std::string& text) {
+        fs::create_directories(file.parent_path());
+        test::write_text(file, text);
+    };
+    put(tmp / "c/a.txt", "text");
+    put(tmp / "c/notes/b.txt", "more text");
+    // a tokenizer's finished folder, a database's unfinished one (progress.json), a run's checkpoints
+    put(tmp / "c/tok/manifest.json", R"({"tool": "retro-tokenizer"})");
+    put(tmp / "c/tok/tok.vocab.txt", "piece");
+    put(tmp / "c/db/progress.json", "{}");
+    put(tmp / "c/db/part.txt", "x");
+    put(tmp / "c/run/config.json", "{}");
+    put(tmp / "c/run/checkpoints/step_00000001/s.txt", "x");
+    CorpusOptions opts;
+    opts.glob = "**/*";
+    std::vector<std::string> names;
+    for (const auto& f : corpus_list_files({(tmp / "c").string()}, opts))
+        names.push_back(fs::relative(f.path, tmp / "c").generic_string());
+    CHECK(names == std::vector<std::string>{"a.txt", "notes/b.txt"});
+    // the folder given itself is read, whoever made it
+    CHECK(corpus_list_files({(tmp / "c" / "tok").string()}, opts).size() == 2);
+}
+
+TEST_CASE("core: a manifest written ends the interrupt note (a Ctrl-C after it has nothing to resume)") {
+    test::TempDir tmp("interrupt-clear");
+    // in a child: the handlers are the process's, and doctest has its own
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::signal(SIGTERM, SIG_IGN);   // inherited as ignored (a background job): stays so
+        interrupt_note_install("retro-test", tmp.path.string(), "continue with the same command and --resume");
+        struct sigaction before {};
+        ::sigaction(SIGINT, nullptr, &before);
+        ToolContext ctx;
+        ctx.tool = "retro-test";
+        Manifest(ctx).write(tmp.path.string());
+        struct sigaction after_int {}, after_term {};
+        ::sigaction(SIGINT, nullptr, &after_int);
+        ::sigaction(SIGTERM, nullptr, &after_term);
+        const bool ok = before.sa_handler != SIG_DFL && after_int.sa_handler == SIG_DFL && after_term.sa_handler == SIG_IGN;
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
 }

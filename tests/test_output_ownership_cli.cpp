@@ -140,6 +140,19 @@ TEST_CASE("ownership: retro-train --resume continues only its own run, --force r
                    {complete.string(), "holds an input of this run (--init-from", "which --force would delete"});
     CHECK(fs::exists(complete / "checkpoints" / "step_00000001" / "DONE"));
     CHECK(test::read_text(complete / "manifest.json") == manifest);
+    // a --db and --knn kept inside the run's folder are not among the files --force deletes: the run starts over
+    const fs::path beside = t / "beside";
+    test::copy_folder(p.run, beside);
+    test::copy_folder(p.db, beside / "db");
+    test::copy_folder(p.knn, beside / "knn");
+    const test::RunResult over =
+        test::run_tool("retro-train", "--db " + (beside / "db").string() + " --knn " + (beside / "knn").string() +
+                                          " --config " + p.config.string() + " --out " + beside.string() +
+                                          " --batch-size 2 --quiet --threads 1 --no-verify --steps 1 --force");
+    CHECK_MESSAGE(over.exit_code == 0, over.err);
+    CHECK(fs::exists(beside / "db" / "chunks.npy"));
+    CHECK(fs::exists(beside / "knn" / "neighbours.npy"));
+    CHECK(!fs::exists(beside / "checkpoints" / "step_00000002"));
 
     // other neighbours of the same size: the checkpoint names the files it trained on (their manifest fingerprints)
     const fs::path run = t / "run", knn = t / "knn";
@@ -165,6 +178,15 @@ TEST_CASE("ownership: retro-train --resume continues only its own run, --force r
     CHECK_MESSAGE(gap.exit_code == 0, gap.err);
     CHECK(gap.err.find("1 of the 1 steps the checkpoint covers have no line (1 unreadable line dropped)") !=
           std::string::npos);
+    // said once: a later resume from a checkpoint past the gap (step 2's, which records it) is quiet about it
+    fs::remove(run / "manifest.json");
+    fs::remove(run / "model.safetensors");
+    const test::RunResult later =
+        test::run_tool("retro-train", train_args(p, run).substr(0, train_args(p, run).find(" --quiet")) +
+                                          " --threads 1 --steps 2 --resume");
+    CHECK_MESSAGE(later.exit_code == 0, later.err);
+    CHECK_MESSAGE(later.err.find("have no line") == std::string::npos, later.err);
+    CHECK(later.err.find("resuming from") != std::string::npos);
 }
 
 TEST_CASE("ownership: retro-train eval and plot never write over a run's files, and check their outputs before evaluating") {

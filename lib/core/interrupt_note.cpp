@@ -40,6 +40,14 @@ void interrupt_handlers_install(void (*handler)(int)) {
     }
 }
 
+void interrupt_note_clear() {
+    for (const int sig : {SIGINT, SIGTERM}) {
+        struct sigaction old {};
+        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        std::signal(sig, SIG_DFL);
+    }
+}
+
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
     if (how.empty())
         std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command again\n",

@@ -3,7 +3,7 @@
 // (a merge, which cannot be resumed: "idx is incomplete: run the same command again").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die
+// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear
 #pragma once
 #include <string>
 
@@ -20,5 +20,10 @@ void interrupt_note_install(const std::string& tool, const std::string& out, con
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.
 void interrupt_handlers_install(void (*handler)(int));
 [[noreturn]] void interrupt_note_die(int sig);
+
+// The folder is complete (Manifest::write calls this once manifest.json is in place): SIGINT and SIGTERM go back to
+// their default action (still ignored where inherited as ignored), so a Ctrl-C after the end no longer says to
+// --resume a run that is finished.
+void interrupt_note_clear();
 
 }  // namespace retro

@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/interrupt_note.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "retrokit/version.h"
@@ -74,6 +75,7 @@ void Manifest::add_output(const std::string& dir, const std::string& name, const
 
 void Manifest::write(const std::string& dir) const {
     write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
+    interrupt_note_clear();   // complete: a Ctrl-C from here on has nothing to resume
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -294,8 +293,7 @@ void generate_run(GenerateRunOptions cli) {
             f.write(journal->done().at(i).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         f.commit();
         journal->remove();   // after the commit: a kill between the two leaves a journal older than the output (stale)
-        std::signal(SIGINT, SIG_DFL);   // nothing left to keep: the interrupt line would name a removed journal
-        std::signal(SIGTERM, SIG_DFL);
+        interrupt_note_clear();   // nothing left to keep: the interrupt line would name a removed journal
     } else if (!batch) {
         std::fputc('\n', stdout);
         std::fflush(stdout);

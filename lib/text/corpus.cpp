@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_folder.h"
 #include "text/line_reader.h"
 #include "text/utf8.h"
 
@@ -70,6 +71,15 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             std::vector<std::string> found;
             for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink, ec);
                  !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+                // a RetroKit output inside the corpus (`--out corpus/tok`) is not text: its files are never read
+                if (std::error_code dir_ec; it->is_directory(dir_ec)) {
+                    if (const FolderOwner owner = folder_owner(it->path().string()); !owner.tool.empty()) {
+                        it.disable_recursion_pending();
+                        log_info(cat("skipping ", it->path().string(), ": ", owner.tool,
+                                     owner.finished ? "'s output" : "'s unfinished run", ", not corpus text"));
+                    }
+                    continue;
+                }
                 if (!it->is_regular_file()) continue;
                 std::string rel = fs::relative(it->path(), in).generic_string();
                 if (glob_match(opts.glob, rel)) found.push_back(it->path().string());

@@ -2,7 +2,8 @@
 // a glob, default "**/*.txt", sorted by path, one document per file) or a .jsonl / .jsonl.gz /
 // .jsonl.zst file (one JSON object per line; the document is its `text_key` string). Empty
 // documents are skipped and counted; invalid UTF-8 is replaced (U+FFFD) and counted; a whole file holding a NUL
-// byte (binary, or UTF-16) is refused, or skipped and counted as malformed under OnError::SKIP.
+// byte (binary, or UTF-16) is refused, or skipped and counted as malformed under OnError::SKIP. A folder inside a
+// corpus folder that a RetroKit tool made (a tokenizer, a database: core/output_folder.h's folder_owner) is skipped.
 #pragma once
 #include <cstdint>
 #include <functional>

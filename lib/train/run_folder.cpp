@@ -69,7 +69,7 @@ void prune_checkpoints(const std::string& out, std::int64_t keep) {
     }
 }
 
-void metrics_keep_through(const std::string& path, std::int64_t step) {
+std::int64_t metrics_keep_through(const std::string& path, std::int64_t step, std::int64_t known_missing) {
     std::ifstream in(path);
     std::string line, kept;
     std::vector<char> seen(static_cast<std::size_t>(step) + 1, 0);
@@ -91,11 +91,13 @@ void metrics_keep_through(const std::string& path, std::int64_t step) {
     }
     if (last_unreadable) unreadable--;   // the line a kill cut: expected
     const auto missing = static_cast<std::int64_t>(std::count(seen.begin() + 1, seen.end(), 0));
-    if (missing > 0 || unreadable > 0)
+    if (missing > known_missing || unreadable > 0)
         log_warn(cat(path, ": ", missing, " of the ", step, " steps the checkpoint covers have no line",
+                     known_missing > 0 ? cat(" (", known_missing, " of them since an earlier resume)") : std::string(),
                      unreadable > 0 ? cat(" (", unreadable, unreadable == 1 ? " unreadable line" : " unreadable lines", " dropped)") : std::string(),
                      "; the loss curve has a gap there (the weights are the checkpoint's, complete)"));
     write_file_atomic(path, kept);
+    return missing;
 }
 
 }  // namespace retro

@@ -25,7 +25,9 @@ bool holds_run(const std::string& out, bool any_manifest);
 // manifest or a folder: the same for a copy, or a rebuild with the same bytes, another for other contents.
 std::string folder_outputs_stamp(const std::string& dir);
 // Rewrites metrics.jsonl `path` with the lines of steps 1..step (one each, in file order: a resume from the step's
-// checkpoint redoes the rest), warning of steps without a line and of unreadable lines other than a torn last one.
-void metrics_keep_through(const std::string& path, std::int64_t step);
+// checkpoint redoes the rest), warning of unreadable lines other than a torn last one and of steps without a line
+// beyond `known_missing` (the gap an earlier resume reported, recorded in the checkpoint: said once, not on every
+// resume after it). Returns how many of the steps 1..step have no line.
+std::int64_t metrics_keep_through(const std::string& path, std::int64_t step, std::int64_t known_missing);
 
 }  // namespace retro

@@ -187,6 +187,7 @@ private:
     std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
     std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
     std::int64_t step_ = 0;              // the optimizer step being made (1-based), for --oracle-until
+    std::int64_t metrics_missing_ = 0;   // steps without a metrics.jsonl line, as the resume found them (a gap said once)
     void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
@@ -566,7 +567,8 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"beta1", o_.beta1},
                          {"beta2", o_.beta2},
                          {"eps", o_.eps},
-                         {"clip", o_.clip}};
+                         {"clip", o_.clip},
+                         {"metrics_missing_steps", metrics_missing_}};
     // read back while in the page cache: a resume or retro-generate --checkpoint holds the files to these
     for (const char* name : {"model.safetensors", "optimizer.safetensors"})
         st["fingerprints"][name] = fingerprint_file((fs::path(dir) / name).string());
@@ -619,6 +621,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
         user_error_in(sp, "checkpoint was made with another --init-from (or none)", "resume with the same --init-from");
     std::int64_t step = 0, epoch = 0, position = 0;
     try {
+        metrics_missing_ = st.value("metrics_missing_steps", std::int64_t(0));
         step = st.at("step").get<std::int64_t>();
         epoch = st.at("epoch").get<std::int64_t>();
         position = st.at("position").get<std::int64_t>();
@@ -764,10 +767,16 @@ void Trainer::run() {
         user_error_in("--oracle-until", "ends the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
-    // --force removes only a run's own files; rank 0 alone writes, and holds the folder's lock
-    // (clears: --force deletes the run's checkpoints and weights, so an input among them is refused first)
-    output_folder_guard(o_.out, ctx_.tool, {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}},
-                        o_.force && !o_.resume, dist_->root());
+    // --force removes only a run's own files (below); rank 0 alone writes, and holds the folder's lock
+    const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
+    output_folder_guard(o_.out, ctx_.tool, inputs, false, dist_->root());
+    if (o_.force && !o_.resume)   // an input among the files --force deletes is refused first (a --db beside them is not)
+        for (const auto& in : inputs)
+            for (const char* own : {"checkpoints", "model.safetensors", "metrics.jsonl", "manifest.json"})
+                if (!in.path.empty() && path_inside(path_resolved(in.path), path_resolved((out / own).string())))
+                    user_error_in(o_.out, cat("holds an input of this run (", in.option, " ", in.path,
+                                              "), which --force would delete"),
+                                  "choose another --out, or copy the input out of it first");
     const bool has_run = holds_run(o_.out, true);
     if (has_run && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
@@ -806,7 +815,7 @@ void Trainer::run() {
         if (!ck.empty()) set_stop_message(o_.out, step);
         // keep the metrics of the steps the checkpoint covers
         const fs::path mp = out / "metrics.jsonl";
-        if (root && (fs::exists(mp) || step > 0)) metrics_keep_through(mp.string(), step);
+        if (root && (fs::exists(mp) || step > 0)) metrics_missing_ = metrics_keep_through(mp.string(), step, metrics_missing_);
     }
     if (root) config_.save((out / "config.json").string());
     if (dmodel_) device_upload_state();
