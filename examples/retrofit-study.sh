@@ -9,7 +9,9 @@
 #   DEVICE (cpu, or cuda), THREADS (0 = all cores), EVAL_BATCHES (0 = the whole validation split), JOBS (1: seeds one after another; on a GPU, 3 runs the seeds
 #   side by side), TRAIN_OPTIONS (more retro-train options for every run, e.g.
 #   "--train-docs-fraction 0.5": train on half the documents, retrieve from all).
-# Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
+# Prints one line per seed and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR. Run again, it
+# resumes: finished runs are reused, interrupted ones continue from their last checkpoint; OUT_DIR/settings.txt
+# records the settings above and a rerun with others is refused (a new study wants a new OUT_DIR).
 set -euo pipefail
 BIN=${1:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
 DATA=${2:?usage: examples/retrofit-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]}
@@ -26,20 +28,25 @@ for d in "$DATA/db8" "$DATA/knn8"; do
   [ -d "$d" ] || { echo "retrofit-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
+source "$(dirname "$0")/study-seeds.sh"
+study_settings retrofit-study "$(printf 'DATA=%s\nBASE_STEPS=%s\nFIT_STEPS=%s\nCONFIG=%s (cksum %s)\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' \
+  "$DATA" "$BASE_STEPS" "$FIT_STEPS" "$CONFIG" "$(cksum <"$CONFIG" | cut -d' ' -f1)" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
 COMMON+=("${EXTRA[@]}")
 # one seed: the base, the retro-fit and the continued twin, the eval, and its summary row in OUT/row-sS.tsv
 study_seed() {
   local s=$1 base="$OUT/base-s$1" fit="$OUT/fit-s$1" cont="$OUT/cont-s$1"
-  [ -f "$base/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --force \
+  # --resume: a finished run is reused ("already complete"), an interrupted one continues from its last checkpoint
+  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --resume \
     --steps "$BASE_STEPS" --warmup 100 --val-every "$BASE_STEPS" --checkpoint-every 500 --no-retrieval
-  [ -f "$fit/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --force \
+  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --resume \
     --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --train-only cca,encoder
-  [ -f "$cont/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --force \
+  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --resume \
     --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --no-retrieval
-  "$BIN/retro-train" eval --run "$fit" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$cont" --overlap-with read \
-    --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-s$s.json" >"$OUT/eval-s$s.txt" 2>&1
+  run_eval "retrofit-study: seed $s" "$OUT/eval-s$s.txt" \
+    "$BIN/retro-train" eval --run "$fit" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$cont" --overlap-with read \
+    --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-s$s.json"
   # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the continued twin)
   awk -v s="$s" '/^1 \(all\)/ {all = 1; fit = $6} all && $1 == "shuffled" {sh = $3} all && $1 == "baseline" {bl = $2}
     END {printf "%s\t%s\t%s\t%s\t%+.4f\t%+.4f\n", s, fit, sh, bl, bl - fit, sh - fit}' "$OUT/eval-s$s.txt" >"$OUT/row-s$s.tsv"
@@ -47,6 +54,5 @@ study_seed() {
     "$OUT/row-s$s.tsv"
 }
 
-source "$(dirname "$0")/study-seeds.sh"
 run_seeds "$(printf 'seed\tfit\tfit_shuffled\tcontinued\tcontinued_minus_fit\tshuffled_minus_fit')"
 mean_sd 5 6 "retro-fit vs its continued twin at equal steps, %d seed(s): %+.4f ± %.4f nats; shuffled - fit %+.4f ± %.4f\n"

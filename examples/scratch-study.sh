@@ -11,7 +11,10 @@
 #   options for the RETRO run only, e.g. "--retrieval-lr-scale 0.3;--oracle-neighbours 0.2 --oracle-until 1000"; the
 #   twins train once, recipe I's runs are OUT_DIR/retro-rI-sS with eval-rI-sS.*, row-rI-sS.tsv and summary-rI.tsv;
 #   each recipe's eval runs beside the next recipe's training).
-# Prints one line per seed (and recipe) and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR.
+# Prints one line per seed (and recipe) and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR. Run
+# again, it resumes: finished runs are reused, interrupted ones continue from their last checkpoint; OUT_DIR/settings.txt
+# records the settings above (RECIPES aside: a recipe's run refuses other retrieval options itself) and a rerun with
+# others is refused (a new study wants a new OUT_DIR).
 set -euo pipefail
 usage="usage: examples/scratch-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]"
 BIN=${1:?$usage}
@@ -28,6 +31,9 @@ for d in "$DATA/db8" "$DATA/knn8"; do
   [ -d "$d" ] || { echo "scratch-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
+source "$(dirname "$0")/study-seeds.sh"
+study_settings scratch-study "$(printf 'DATA=%s\nSTEPS=%s\nCONFIG=%s (cksum %s)\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' \
+  "$DATA" "$STEPS" "$CONFIG" "$(cksum <"$CONFIG" | cut -d' ' -f1)" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet
   --steps "$STEPS" --warmup 100 --val-every "$STEPS" --checkpoint-every 1000)
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
@@ -40,11 +46,12 @@ IFS=';' read -r -a RECIPE_LIST <<<"${RECIPES:-}"
 study_recipe() {
   local s=$1 options=$2 run="$OUT/$3" tag=$4 label=$5 twin="$OUT/twin-s$1" more
   read -r -a more <<<"$options"
-  [ -f "$run/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" "${more[@]}" --seed "$s" --out "$run" --force
+  # --resume: a finished run is reused ("already complete"), an interrupted one continues from its last checkpoint
+  "$BIN/retro-train" "${COMMON[@]}" "${more[@]}" --seed "$s" --out "$run" --resume
   (
-    "$BIN/retro-train" eval --run "$run" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$twin" --overlap-with read \
-      --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-$tag.json" \
-      >"$OUT/eval-$tag.txt" 2>&1
+    run_eval "scratch-study: $label" "$OUT/eval-$tag.txt" \
+      "$BIN/retro-train" eval --run "$run" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$twin" --overlap-with read \
+      --alphas 0.125,0.5 --max-batches "${EVAL_BATCHES:-0}" --threads "$THREADS" --json-out "$OUT/eval-$tag.json"
     # the "1 (all)" rows: retrieval, no retrieval, shuffled neighbours, baseline (= the twin)
     awk -v s="$s" '/^1 \(all\)/ {all = 1; re = $6} all && $1 == "no" {no = $3} all && $1 == "shuffled" {sh = $3}
       all && $1 == "baseline" {tw = $2}
@@ -59,7 +66,7 @@ study_recipe() {
 study_seed() {
   local s=$1 twin="$OUT/twin-s$1" i p
   EVAL_PIDS=()
-  [ -f "$twin/model.safetensors" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$twin" --force --no-retrieval
+  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$twin" --resume --no-retrieval
   if ((${#RECIPE_LIST[@]} == 0)); then
     study_recipe "$s" "" "retro-s$s" "s$s" "seed $s"
   else
@@ -71,7 +78,6 @@ study_seed() {
   return "$rc"
 }
 
-source "$(dirname "$0")/study-seeds.sh"
 header="$(printf 'seed\tretrieval\tno_retrieval\tshuffled\ttwin\treal_minus_shuffled\ttwin_minus_real')"
 format="RETRO from scratch vs its twin at equal steps, %d seed(s): twin - real %+.4f ± %.4f nats; real - shuffled %+.4f ± %.4f\n"
 if ((${#RECIPE_LIST[@]} == 0)); then

@@ -50,8 +50,9 @@ void interrupt_note_clear() {
 
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
     if (how.empty())
-        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command again\n",
-                      tool.c_str(), out.c_str());
+        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command with --force (it removes only "
+                      "%s's files)\n",
+                      tool.c_str(), out.c_str(), tool.c_str());
     else
         std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s keeps its finished parts: %s\n", tool.c_str(),
                       out.c_str(), how.c_str());

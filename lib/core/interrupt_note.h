@@ -1,6 +1,7 @@
 // The line a tool whose --out can be resumed (retro-chunk, retro-index, retro-knn) prints when Ctrl-C or SIGTERM
 // stops it: "retro-index: interrupted; idx keeps its finished parts: continue with the same command and --resume"
-// (a merge, which cannot be resumed: "idx is incomplete: run the same command again").
+// (a merge, which cannot be resumed: "idx is incomplete: run the same command with --force (it removes only
+// retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
 // provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear
@@ -12,7 +13,7 @@ namespace retro {
 // From now until the process ends, SIGINT and SIGTERM write "TOOL: interrupted; OUT keeps its finished parts: HOW"
 // (formatted here: a signal handler may only write(2)) and then end the process by the signal itself (its default
 // action), so a shell script running the tool stops too, as it does for a tool without the note. `how`: what to run
-// ("continue with the same command and --resume"); empty: "OUT is incomplete: run the same command again".
+// ("continue with the same command and --resume"); empty: "OUT is incomplete: run the same command with --force".
 // A signal the process inherited as ignored (a background job of a script) stays ignored.
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how);
 

@@ -204,7 +204,10 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
     output_folder_guard(out, tool, inputs, force && non_empty);
     if (non_empty) {
         if (force) output_folder_clear(out, tool);
-        else if (!resume) user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
+        else if (!resume)
+            user_error_in(out, "already exists",
+                          resumable ? "pass --force to replace it or --resume to continue it"
+                                    : "pass --force to make it again (it removes only " + tool + "'s files)");
     }
     fs::create_directories(fs::path(out) / "parts");
     if (tool == "retro-index" || tool == "retro-knn")   // (not a caller's scratch run)

@@ -53,7 +53,7 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
                             const std::function<std::string(const nlohmann::json&)>& difference);
 // Refuses an existing output folder unless --force (cleared: output_folder_clear) or --resume (kept), and the two
 // together; creates it. Before that, the guard of core/output_folder.h: never an input, never another tool's folder
-// (`tool` = ToolContext::tool). Then Ctrl-C says what to run next (`resumable` false: a merge, run again).
+// (`tool` = ToolContext::tool). Then Ctrl-C says what to run next (`resumable` false: a merge, again with --force).
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
                            const std::vector<OutputInput>& inputs, bool resumable = true);
 
