@@ -387,6 +387,26 @@ TEST_CASE("train studies: examples/scratch-study.sh runs seeds side by side and 
         CHECK(std::abs(r_tr - (tw - re)) <= 2e-4);
         CHECK(std::abs(r_rs - (sh - re)) <= 2e-4);
     }
+    // run again, it resumes: an interrupted run (no model yet) continues from its checkpoint, which stays
+    const auto study = [&](const std::string& steps) {
+        return test::run_command("cd " + shell_quote(test::source_dir().string()) + " && STEPS=" + steps +
+                                 " EVAL_BATCHES=1 THREADS=1 CONFIG=" + shell_quote(test::config_path()) +
+                                 " examples/scratch-study.sh " + shell_quote(bin) + " " +
+                                 shell_quote((dir / "data").string()) + " " + shell_quote((dir / "out").string()) + " 1");
+    };
+    const fs::path twin = dir / "out" / "twin-s1", state = twin / "checkpoints" / "step_00000004" / "state.json";
+    const auto state_time = fs::last_write_time(state);
+    fs::remove(twin / "model.safetensors");
+    fs::remove(twin / "manifest.json");
+    const auto again = study("4");
+    INFO(again.out << again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(fs::exists(twin / "manifest.json"));
+    CHECK(fs::last_write_time(state) == state_time);   // (--force used to delete the checkpoints and train anew)
+    // other settings in the same OUT_DIR: refused, naming the first difference
+    const auto other = study("5");
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find("holds a study made with other settings (now STEPS=5") != std::string::npos);
 }
 
 TEST_CASE("train studies: examples/scratch-study.sh RECIPES trains the twins once and evaluates each recipe against them") {
