@@ -132,6 +132,21 @@ TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
     }
 }
 
+TEST_CASE("ann search: an index type FAISS searches itself is named as its source names it") {
+    const int d = 16;
+    const auto x = clustered(600, d, 6, 1);
+    for (const auto& [factory, why_want] : std::vector<std::pair<std::string, std::string>>{
+             {"SQ8", "index type IndexScalarQuantizer is searched by FAISS"},
+             {"IVF4,SQ8", "IVF variant IndexIVFScalarQuantizer is searched by FAISS"}}) {
+        FaissIndex index(factory, d);
+        index.train(600, x.data());
+        index.add(600, x.data());
+        std::string why;
+        CHECK_FALSE(ann_searcher_for(*index.raw(), why));
+        CHECK(why == why_want);
+    }
+}
+
 TEST_CASE("ann search: IVF with the document filter equals brute force over the probed lists") {
     const int d = 32, k = 6;
     const std::int64_t n = 5000, m = 120;

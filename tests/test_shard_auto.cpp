@@ -94,4 +94,13 @@ TEST_CASE("shard auto: outside srun or mpirun it is refused in one line") {
     CHECK(r.err.find("retro-chunk: error: --shard: auto: no launcher environment") == 0);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "db" / "manifest.json"));
+    // a Slurm batch script's own shell (the job's SLURM_NTASKS, no step): the line says to start a step
+    r = test::run_command("env -u SLURM_PROCID -u SLURM_STEP_ID -u SLURM_STEP_NUM_TASKS -u OMPI_COMM_WORLD_RANK "
+                          "-u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE SLURM_JOB_ID=7 SLURM_NTASKS=2 " +
+                          test::tool_path("retro-chunk") + " " + corpus.string() + " --tokenizer " +
+                          test::chunk_test_tokenizer() + " --shard auto --out " + (dir / "db").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--shard: auto: this is Slurm job 7's batch shell") != std::string::npos);
+    CHECK(r.err.find("srun --ntasks=N") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }

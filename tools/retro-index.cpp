@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
             app.add_option("--embedder", o.embedder, "bow (no weights), bert, t5 or clip (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5", "clip"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
             app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
-            app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE; clip at most its 77 positions)");
-            app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks (or images) per forward pass");
+            app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE); clip: its text positions (77) unless given, at most those");
+            app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--tokenizer", o.tokenizer, "bert, t5, clip: tokenizer to decode chunks with (default: the database's)");
@@ -72,10 +72,11 @@ int main(int argc, char** argv) {
                                           "--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})
                         if (app.count(f) > 0) retro::user_error_in(f, "does not apply to --images", "drop it");
                     retro::ImageIndexOptions io{images, o.out, {o.bert.model_dir, o.bert.max_length, o.bert.batch}, o.factory, o.nprobe, o.ef_search, o.force};
-                    if (app.count("--max-length") == 0) io.clip.max_length = 77;
+                    if (app.count("--max-length") == 0) io.clip.max_length = 0;   // the model's text positions
                     if (app.count("--batch") == 0) io.clip.batch = 32;
                     return retro::image_index_build(ctx, io);
                 }
+                if (o.embedder == "clip" && app.count("--max-length") == 0) o.bert.max_length = 0;   // the model's text positions
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
                 for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/fingerprint.h"
 #include "core/threads.h"
 #include "embed/encoder_settings.h"
@@ -24,7 +25,7 @@ ClipEmbedderOptions checked(ClipEmbedderOptions o) {
     if (o.model_dir.size() > 1 && o.model_dir.back() == '/') o.model_dir.pop_back();
     if (!fs::is_directory(o.model_dir))
         user_error_in(o.model_dir, "is not a folder", "give a CLIP checkpoint folder (config.json, model.safetensors, vocab.json, merges.txt)");
-    if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
+    if (o.max_length != 0 && o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;
 }
@@ -44,13 +45,19 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
                           "keep preprocessor_config.json and config.json from the same checkpoint");
         if (fs::exists(pre)) all += " " + fingerprint_file(pre);
     }
+    if (opts_.max_length == 0) opts_.max_length = model_.has_text() ? model_.config().text.max_position : 77;
     if (model_.has_text()) {
         bpe_.emplace(opts_.model_dir);
         if (bpe_->vocab_size() > model_.config().text.vocab_size)
             user_error_in((fs::path(opts_.model_dir) / "vocab.json").string(),
                           cat("has ids up to ", bpe_->vocab_size() - 1, ", config.json says vocab_size ", model_.config().text.vocab_size),
                           "keep the tokenizer files and the weights from the same checkpoint");
-        opts_.max_length = std::min(opts_.max_length, model_.config().text.max_position);
+        if (opts_.max_length > model_.config().text.max_position) {
+            log_warn(cat("--max-length ", opts_.max_length, " is more than ", opts_.model_dir, "'s ",
+                         model_.config().text.max_position, " text positions: ", model_.config().text.max_position,
+                         " is used"));
+            opts_.max_length = model_.config().text.max_position;
+        }
         all += " " + fingerprint_file((fs::path(opts_.model_dir) / "vocab.json").string()) + " " +
                fingerprint_file((fs::path(opts_.model_dir) / "merges.txt").string());
     }

@@ -21,7 +21,9 @@ namespace retro {
 
 struct ClipEmbedderOptions {
     std::string model_dir;
-    int max_length = 77;   // BPE tokens per text, <|startoftext|> and <|endoftext|> included (at most the model's positions)
+    // BPE tokens per text, <|startoftext|> and <|endoftext|> included: at most the model's text positions (a larger
+    // value is lowered with a warning); 0 = the model's positions (the tools' default: 77 for every CLIP)
+    int max_length = 77;
     int batch = 32;        // texts or images per forward pass
 };
 

@@ -7,6 +7,9 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexPreTransform.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <memory>
 #include <typeinfo>
 
@@ -73,8 +76,18 @@ std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::st
         if (!inner) return nullptr;
         return std::make_unique<PreTransformSearcher>(*pt, std::move(inner));
     }
-    why = std::string("index type ") + typeid(index).name() + " is searched by FAISS";
+    why = "index type " + faiss_type_name(index) + " is searched by FAISS";
     return nullptr;
+}
+
+std::string faiss_type_name(const faiss::Index& index) {
+    const char* mangled = typeid(index).name();
+    int status = 0;
+    char* plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    std::string name = status == 0 && plain ? plain : mangled;
+    std::free(plain);
+    if (name.rfind("faiss::", 0) == 0) name.erase(0, 7);
+    return name;
 }
 
 }  // namespace retro

@@ -51,4 +51,7 @@ struct AnnOptions {
 // `why` saying what it does not cover (FAISS's own search is then used).
 std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::string& why, const AnnOptions& opts = {});
 
+// The FAISS class of `index` as its source names it ("IndexScalarQuantizer"), for the log's "searched by FAISS" note.
+std::string faiss_type_name(const faiss::Index& index);
+
 }  // namespace retro

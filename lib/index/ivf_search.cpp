@@ -40,7 +40,7 @@ std::string IvfSearcher::name() const { return std::string(pq_ ? "ivf-pq" : "ivf
 std::unique_ptr<IvfSearcher> IvfSearcher::create(const faiss::IndexIVF& index, std::string& why, ExactKernel kernel) {
     const bool flat = typeid(index) == typeid(faiss::IndexIVFFlat);
     const bool pq = typeid(index) == typeid(faiss::IndexIVFPQ);
-    if (!flat && !pq) return why = std::string("IVF variant ") + typeid(index).name() + " is searched by FAISS", nullptr;
+    if (!flat && !pq) return why = "IVF variant " + faiss_type_name(index) + " is searched by FAISS", nullptr;
     if (index.metric_type != faiss::METRIC_INNER_PRODUCT) return why = "IVF index is not inner product", nullptr;
     const auto* lists = dynamic_cast<const faiss::ArrayInvertedLists*>(index.invlists);
     if (!lists) return why = "IVF lists are not in memory (ArrayInvertedLists)", nullptr;

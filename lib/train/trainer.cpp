@@ -707,6 +707,10 @@ void Trainer::run() {
     data_ = std::make_unique<RetroData>(o_.db, o_.no_retrieval ? "" : o_.neighbours, config_, o_.val_fraction,
                                         verify ? RetroData::Verify::kWhole : RetroData::Verify::kNone);
     data_->keep_train_docs(o_.train_docs_fraction);
+    if (data_->val_seqs().empty() && o_.val_fraction > 0 && o_.val_batches > 0)   // (few documents: none drawn)
+        log_warn(cat(o_.db, ": --val-fraction ", o_.val_fraction, " holds out none of its ", data_->db().doc_count(),
+                     " documents: no validation (metrics.jsonl will hold no val_loss, and retro-train eval has no val ",
+                     "split); a larger --val-fraction holds some out"));
     {   // the database's token ids must be the model's: refused here, not at the first batch after --out is written
         const std::int64_t vocab =
             data_->db().manifest().value("parameters", nlohmann::json::object()).value("vocab_size", std::int64_t(0));
