@@ -243,6 +243,17 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     CHECK(one_line(r5));
 }
 
+TEST_CASE("train: a validation split that holds no document is said, not met later at eval") {
+    test::TempDir dir("train-no-val");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 3, 3);   // 3 documents: a 1 % split draws none of them
+    const auto r = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() +
+                                                     " --config " + config_path() + " --steps 1 --warmup 0 --batch-size 2 " +
+                                                     "--val-fraction 0.01 --threads 1 --out " + (dir / "run").string());
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("--val-fraction 0.01 holds out none of its 3 documents: no validation") != std::string::npos);
+    CHECK(test::read_text(dir / "run" / "metrics.jsonl").find("val_loss") == std::string::npos);
+}
+
 TEST_CASE("train: a database with seq_starts or doc_ids out of range is refused in one line naming the file and row") {
     test::TempDir dir("train-bad-db");
     const auto t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);

@@ -170,11 +170,15 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
     test::TempDir dir("train-device-refuse");
     const std::string data = tiny_data(dir);
     if (cuda_device_count() == 0) {
-        auto r = test::run_tool("retro-train", data + " --device cuda --out " + (dir / "run").string());
+        std::string loud = data;   // (without --quiet: no info line comes before the refusal either)
+        loud.erase(loud.find(" --quiet"), 8);
+        auto r = test::run_tool("retro-train", loud + " --device cuda --out " + (dir / "run").string());
         CHECK(r.exit_code == 2);
         CHECK(one_line(r));
         CHECK(r.err.find("--device") != std::string::npos);
         CHECK(r.err.find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+        CHECK(r.err.find("(fix: train on the CPU (--device cpu))") != std::string::npos);
+        CHECK_MESSAGE(r.err.find("memory:") == std::string::npos, r.err);   // refused before the data and model are sized
         CHECK_FALSE(fs::exists(dir / "run"));
     } else {
         MESSAGE("skipped the no-GPU refusal: a CUDA device is present");

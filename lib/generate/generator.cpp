@@ -98,7 +98,7 @@ void Generator::setup_device() {
                              BackendDecoder::cache_bytes(c, o_.batch_size, !o_.no_retrieval) +
                              BackendDecoder::step_bytes_bound(c, o_.batch_size, !o_.no_retrieval);
     if (o_.device == "cuda") {
-        cuda_require("--device", "retro-generate");
+        cuda_require("--device", "retro-generate", "generate on the CPU (--device cpu)");
         if constexpr (kCudaBuilt) {
             if (need > cuda_free_bytes())
                 user_error_in("--batch-size", cat("decoding ", o_.batch_size, " sequences of up to ", c.max_seq_len,

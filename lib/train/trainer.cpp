@@ -218,8 +218,6 @@ void Trainer::setup_device() {
                       "use --reduce fast (NCCL's all-reduce) with --device cuda, or train on the CPU");
     if (dist_->active() && o_.device == "host-backend")
         user_error_in("--device", "host-backend runs one process");
-    // one GPU per rank: before the first CUDA call, this rank's GPU becomes its "device 0"
-    if (dist_->active() && o_.device == "cuda") cuda_select_local_device(dist_->local_rank(), dist_->local_size());
     const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
     const std::string what = "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) +
                              " x " + std::to_string(data_->seq_len()) + " tokens";
@@ -227,7 +225,7 @@ void Trainer::setup_device() {
     // the backend first, in its mode (its attention's saved floats size the arena: train_device_bytes), then the
     // memory check, before anything large is allocated
     if (o_.device == "cuda") {
-        cuda_require("--device", "retro-train");
+        cuda_require("--device", "retro-train", "train on the CPU (--device cpu)");   // (checked in run() already)
         if constexpr (kCudaBuilt) {
             stream_ = std::make_unique<CudaStreamOwner>();
             backend_ = nn::cuda_nn_backend(stream_->get());
@@ -698,6 +696,11 @@ void Trainer::run() {
                      " threads per rank, --reduce ", o_.reduce));
         if (o_.reduce == "deterministic" && o_.grad_accum / N > 1)
             parts_.assign(static_cast<std::size_t>(o_.grad_accum / N - 1), {});
+    }
+    if (o_.device == "cuda") {   // the GPU before the data and the model: a machine without one is told first
+        // one GPU per rank: before the first CUDA call (cuda_require's count), this rank's GPU becomes its "device 0"
+        if (dist_->active()) cuda_select_local_device(dist_->local_rank(), dist_->local_size());
+        cuda_require("--device", "retro-train", "train on the CPU (--device cpu)");
     }
     config_ = RetroConfig::load(o_.config);
     // under mpirun the ranks of one machine map the same files: its first rank alone re-hashes them (a refusal ends
