@@ -101,6 +101,23 @@ void normalize_options(CLI::App& app) {
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) normalize_options(*sub);
 }
 
+// The tool's own options given with a subcommand (`retro-chunk merge a b --out db --resume`: app.fallthrough() lets
+// CLI11 match --resume on retro-chunk itself) would be ignored by the subcommand without a word: refused, but for the
+// options every subcommand shares (the log level, the thread count, --no-verify).
+void refuse_parent_options(const CLI::App& app) {
+    const std::vector<CLI::App*> given = app.get_subcommands();
+    if (given.empty()) return;
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->count() == 0) continue;
+        const std::string name = opt->get_name();
+        if (name == "--quiet" || name == "--verbose" || name == "--threads" || name == "--no-verify" || name == "--help")
+            continue;
+        const std::string sub = app.get_name() + " " + given.front()->get_name();
+        user_error_in(name, cat("is an option of ", app.get_name(), " itself, not of `", sub, "`, which would ignore it"),
+                      cat("drop it, or see ", sub, " --help"));
+    }
+}
+
 // CLI11's message on one line, in our words where its own are obscure.
 std::string usage_message(const std::string& what) {
     static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
@@ -143,6 +160,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                          tool.c_str());
             return EXIT_USER;
         }
+        refuse_parent_options(app);
         if (action) action();
         return 0;
     } catch (const UserError& e) {

@@ -312,6 +312,11 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     for (const std::string threads : {"-1", "100000"})
         expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});
     expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --checkpoint-every nan"), {"--checkpoint-every"});
+    // the tool's own options given with a subcommand were matched on the tool and ignored by the subcommand
+    expect_refused(test::run_tool("retro-chunk", "merge a b --out m --resume"),
+                   {"--resume: is an option of retro-chunk itself, not of `retro-chunk merge`", "retro-chunk merge --help"});
+    expect_refused(test::run_tool("retro-knn", "--nprobe 4 show knn --db db"), {"--nprobe", "not of `retro-knn show`"});
+    expect_refused(test::run_tool("retro-train", "plot run --steps 5"), {"--steps", "not of `retro-train plot`"});
 }
 
 TEST_CASE("bad input: retro-bench train refuses a sequence length that is not whole chunks") {

@@ -227,7 +227,7 @@ TEST_CASE("clip: a real checkpoint matches transformers (RETRO_CLIP_REAL_DIR)") 
     test::check_embeddings(v, real / "image.npy", e.dim(), image_paths(), MIN_COSINE, 1e-4);
 }
 
-TEST_CASE("clip: --max-length defaults to the text tower's positions; a larger one is lowered to them") {
+TEST_CASE("clip: --max-length defaults to the text tower's positions, a larger one is lowered to them") {
     const std::string model = (golden_dir() / "tiny").string();   // 77 positions, as every CLIP
     CHECK(ClipEmbedder(ClipEmbedderOptions{model, 0, 4}).to_json()["max_length"] == 77);
     CHECK(ClipEmbedder(ClipEmbedderOptions{model, 128, 4}).to_json()["max_length"] == 77);
