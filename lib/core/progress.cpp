@@ -51,7 +51,7 @@ void Progress::set(std::int64_t done) {
 
 void Progress::finish() {
     if (finished_) return;
-    draw(true);
+    if (done_.load() > 0) draw(true);   // no "0 queries, 0 queries/s" line where nothing was left to do
     finished_ = true;
 }
 

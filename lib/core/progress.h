@@ -16,7 +16,7 @@ public:
     ~Progress();
     void add(std::int64_t n);
     void set(std::int64_t done);
-    void finish();   // prints the final line once
+    void finish();   // prints the final line once (none when nothing was done)
 
 private:
     void draw(bool final_line);

@@ -16,6 +16,7 @@ class BlockParts {
 public:
     BlockParts(std::string dir, std::string name, std::int64_t rows, std::int64_t block_rows);
     std::int64_t block_count() const { return blocks_; }
+    const std::string& dir() const { return dir_; }
     std::int64_t block_begin(std::int64_t b) const { return b * block_rows_; }
     std::int64_t block_end(std::int64_t b) const;
     std::string part_path(std::int64_t b) const;

@@ -415,6 +415,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
 
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending_with(ds, opts.shard);
+    if (todo.empty()) log_info(opts.out + ": every block was searched before (--resume): nothing left to search");
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
     Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
