@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/npy.h"
+#include "core/safetensors.h"
 #include "model/config.h"
 #include "test_train_fixtures.h"
 #include "test_util.h"
@@ -110,6 +111,22 @@ TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + res
     CHECK(bytes(dir / "b" / "model.safetensors") == bytes(dir / "a" / "model.safetensors"));
     CHECK(bytes(dir / "b" / "checkpoints" / "step_00000020" / "optimizer.safetensors") ==
           bytes(dir / "a" / "checkpoints" / "step_00000020" / "optimizer.safetensors"));
+    {   // the optimizer's metadata reads back exactly, and names the tensors of m and v in their order
+        SafetensorsFile opt((dir / "a" / "checkpoints" / "step_00000020" / "optimizer.safetensors").string());
+        CHECK(opt.metadata().at("eps") == "1e-08");   // was "0.000000"
+        CHECK(opt.metadata().at("beta2") == "0.999");
+        const std::string names = opt.metadata().at("tensors");
+        CHECK(names.rfind("token_emb.weight,pos_emb.weight,", 0) == 0);
+        SafetensorsFile model((dir / "a" / "model.safetensors").string());
+        std::int64_t elements = 0;
+        std::stringstream list(names);
+        for (std::string name; std::getline(list, name, ',');) {
+            std::int64_t n = 1;
+            for (auto d : model.get(name).shape) n *= d;
+            elements += n;
+        }
+        CHECK(elements == opt.get("m").shape.at(0));
+    }
 
     // the baseline without retrieval trains too, and differs
     auto c = test::run_tool("retro-train", common + " --out " + (dir / "c").string() + " --no-retrieval");

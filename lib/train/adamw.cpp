@@ -1,6 +1,8 @@
 #include "train/adamw.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -26,6 +28,7 @@ AdamW<T>::AdamW(const ParamLayout& layout, const AdamWConfig& config, const std:
             range_scale_.push_back(scale);
         }
         decay_.insert(decay_.end(), static_cast<std::size_t>(e.numel), e.shape.size() >= 2 ? 1 : 0);
+        tensors_ += (tensors_.empty() ? "" : ",") + e.name;
     }
     m_.assign(decay_.size(), T(0));
     v_.assign(decay_.size(), T(0));
@@ -99,11 +102,20 @@ template <typename T>
 void AdamW<T>::save(const std::string& path) const {
     const std::int64_t n = static_cast<std::int64_t>(m_.size());
     std::vector<TensorToWrite> ts = {{"m", dtype_of<T>(), {n}, m_.data()}, {"v", dtype_of<T>(), {n}, v_.data()}};
+    const auto exact = [](double x) {   // the shortest text that reads back as x (std::to_string kept 6 decimals: eps 1e-8 was "0.000000")
+        char buf[32];
+        for (int digits = 6; digits <= 17; digits++) {
+            std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+            if (std::strtod(buf, nullptr) == x) break;
+        }
+        return std::string(buf);
+    };
     safetensors_save(path, ts,
-                     {{"step", std::to_string(t_)}, {"lr", std::to_string(config_.lr)},
-                      {"beta1", std::to_string(config_.beta1)}, {"beta2", std::to_string(config_.beta2)},
-                      {"eps", std::to_string(config_.eps)}, {"weight_decay", std::to_string(config_.weight_decay)},
-                      {"trainable_elements", std::to_string(m_.size())}, {"elements", std::to_string(total_)}});
+                     {{"step", std::to_string(t_)}, {"lr", exact(config_.lr)},
+                      {"beta1", exact(config_.beta1)}, {"beta2", exact(config_.beta2)},
+                      {"eps", exact(config_.eps)}, {"weight_decay", exact(config_.weight_decay)},
+                      {"trainable_elements", std::to_string(m_.size())}, {"elements", std::to_string(total_)},
+                      {"tensors", tensors_}});
 }
 
 template <typename T>

@@ -62,6 +62,7 @@ private:
     std::vector<double> range_scale_;                              // the lr scale of each range
     std::vector<std::uint8_t> decay_;                              // per trainable element (packed, as m_, v_)
     std::vector<T> m_, v_;
+    std::string tensors_;   // the trainable tensors' names in m_/v_'s order, comma-separated (the file's "tensors")
     std::int64_t t_ = 0;
 };
 
