@@ -102,19 +102,29 @@ void normalize_options(CLI::App& app) {
 }
 
 // The tool's own options given with a subcommand (`retro-chunk merge a b --out db --resume`: app.fallthrough() lets
-// CLI11 match --resume on retro-chunk itself) would be ignored by the subcommand without a word: refused, but for the
-// options every subcommand shares (the log level, the thread count, --no-verify).
+// CLI11 match --resume on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
+// the log level and --threads (every subcommand's are the same variables), hidden options (the deprecated spellings a
+// subcommand reads from the tool, test hooks), and --no-verify where the subcommand has none of its own.
 void refuse_parent_options(const CLI::App& app) {
     const std::vector<CLI::App*> given = app.get_subcommands();
     if (given.empty()) return;
+    const CLI::App& sub = *given.front();
+    const std::string tool = app.get_name(), sub_line = tool + " " + sub.get_name();
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->count() == 0) continue;
-        const std::string name = opt->get_name();
-        if (name == "--quiet" || name == "--verbose" || name == "--threads" || name == "--no-verify" || name == "--help")
-            continue;
-        const std::string sub = app.get_name() + " " + given.front()->get_name();
-        user_error_in(name, cat("is an option of ", app.get_name(), " itself, not of `", sub, "`, which would ignore it"),
-                      cat("drop it, or see ", sub, " --help"));
+        if (opt->count() == 0 || opt->get_group().empty()) continue;
+        if (opt->get_positional()) {   // a word the subcommand's own positionals did not take
+            user_error_in(sub_line, cat("takes no argument '", opt->results().front(), "' there"),
+                          "quote a text with spaces, or see " + sub_line + " --help");
+        }
+        const std::string name = opt->get_lnames().empty() ? opt->get_name() : "--" + opt->get_lnames().front();
+        if (name == "--quiet" || name == "--verbose" || name == "--threads" || name == "--help") continue;
+        const bool sub_has = sub.get_option_no_throw(name) != nullptr;
+        if (name == "--no-verify" && !sub_has) continue;
+        if (sub_has)
+            user_error_in(name, cat("was given before `", sub.get_name(), "`, where it is ", tool, "'s own option"),
+                          cat("give it after `", sub.get_name(), "`: ", sub_line, " ... ", name));
+        user_error_in(name, cat("is an option of ", tool, " itself, not of `", sub_line, "`, which would ignore it"),
+                      cat("drop it, or see ", sub_line, " --help"));
     }
 }
 

@@ -29,20 +29,20 @@ for d in "$DATA/db8" "$DATA/knn8"; do
 done
 mkdir -p "$OUT"
 source "$(dirname "$0")/study-seeds.sh"
-study_settings retrofit-study "$(printf 'DATA=%s\nBASE_STEPS=%s\nFIT_STEPS=%s\nCONFIG=%s (cksum %s)\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' \
-  "$DATA" "$BASE_STEPS" "$FIT_STEPS" "$CONFIG" "$(cksum <"$CONFIG" | cut -d' ' -f1)" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
+study_settings retrofit-study settings.txt "$(study_data_settings "$DATA" "$CONFIG")
+$(printf 'BASE_STEPS=%s\nFIT_STEPS=%s\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' "$BASE_STEPS" "$FIT_STEPS" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
 COMMON+=("${EXTRA[@]}")
 # one seed: the base, the retro-fit and the continued twin, the eval, and its summary row in OUT/row-sS.tsv
 study_seed() {
   local s=$1 base="$OUT/base-s$1" fit="$OUT/fit-s$1" cont="$OUT/cont-s$1"
-  # --resume: a finished run is reused ("already complete"), an interrupted one continues from its last checkpoint
-  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --resume \
+  # a finished run (its manifest.json) is reused; an interrupted one continues from its last checkpoint (--resume)
+  [ -f "$base/manifest.json" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$base" --resume \
     --steps "$BASE_STEPS" --warmup 100 --val-every "$BASE_STEPS" --checkpoint-every 500 --no-retrieval
-  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --resume \
+  [ -f "$fit/manifest.json" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$fit" --resume \
     --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --train-only cca,encoder
-  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --resume \
+  [ -f "$cont/manifest.json" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$cont" --resume \
     --steps "$FIT_STEPS" --warmup 20 --val-every "$FIT_STEPS" --init-from "$base" --no-retrieval
   run_eval "retrofit-study: seed $s" "$OUT/eval-s$s.txt" \
     "$BIN/retro-train" eval --run "$fit" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$cont" --overlap-with read \

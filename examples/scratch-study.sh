@@ -13,8 +13,8 @@
 #   each recipe's eval runs beside the next recipe's training).
 # Prints one line per seed (and recipe) and the mean ± sd over seeds; every run and eval JSON stays in OUT_DIR. Run
 # again, it resumes: finished runs are reused, interrupted ones continue from their last checkpoint; OUT_DIR/settings.txt
-# records the settings above (RECIPES aside: a recipe's run refuses other retrieval options itself) and a rerun with
-# others is refused (a new study wants a new OUT_DIR).
+# records the settings above and OUT_DIR/recipe-rI.txt recipe I's options; a rerun with others is refused (a new
+# study wants a new OUT_DIR; recipes may be added after the recorded ones).
 set -euo pipefail
 usage="usage: examples/scratch-study.sh BIN_DIR DATA_DIR OUT_DIR [SEEDS]"
 BIN=${1:?$usage}
@@ -32,22 +32,26 @@ for d in "$DATA/db8" "$DATA/knn8"; do
 done
 mkdir -p "$OUT"
 source "$(dirname "$0")/study-seeds.sh"
-study_settings scratch-study "$(printf 'DATA=%s\nSTEPS=%s\nCONFIG=%s (cksum %s)\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' \
-  "$DATA" "$STEPS" "$CONFIG" "$(cksum <"$CONFIG" | cut -d' ' -f1)" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
+study_settings scratch-study settings.txt "$(study_data_settings "$DATA" "$CONFIG")
+$(printf 'STEPS=%s\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' "$STEPS" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet
   --steps "$STEPS" --warmup 100 --val-every "$STEPS" --checkpoint-every 1000)
 read -r -a EXTRA <<<"${TRAIN_OPTIONS:-}"
 COMMON+=("${EXTRA[@]}")
 
 IFS=';' read -r -a RECIPE_LIST <<<"${RECIPES:-}"
+# each recipe's options, by position: recipe I's runs are reused only under the same options (recipes may be added)
+for i in "${!RECIPE_LIST[@]}"; do
+  study_settings scratch-study "recipe-r$((i + 1)).txt" "${RECIPE_LIST[$i]}" "retro-r$((i + 1))-s*"
+done
 
 # one recipe of one seed: its run (more options in $2), the eval against the seed's twin in the background, and its
 # summary row in OUT/row-$4.tsv (retro-train's output folder OUT/$3), printed as "$5: ..."
 study_recipe() {
   local s=$1 options=$2 run="$OUT/$3" tag=$4 label=$5 twin="$OUT/twin-s$1" more
   read -r -a more <<<"$options"
-  # --resume: a finished run is reused ("already complete"), an interrupted one continues from its last checkpoint
-  "$BIN/retro-train" "${COMMON[@]}" "${more[@]}" --seed "$s" --out "$run" --resume
+  # a finished run (its manifest.json) is reused; an interrupted one continues from its last checkpoint (--resume)
+  [ -f "$run/manifest.json" ] || "$BIN/retro-train" "${COMMON[@]}" "${more[@]}" --seed "$s" --out "$run" --resume
   (
     run_eval "scratch-study: $label" "$OUT/eval-$tag.txt" \
       "$BIN/retro-train" eval --run "$run" --db "$DATA/db8" --knn "$DATA/knn8" --baseline "$twin" --overlap-with read \
@@ -66,7 +70,7 @@ study_recipe() {
 study_seed() {
   local s=$1 twin="$OUT/twin-s$1" i p
   EVAL_PIDS=()
-  "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$twin" --resume --no-retrieval
+  [ -f "$twin/manifest.json" ] || "$BIN/retro-train" "${COMMON[@]}" --seed "$s" --out "$twin" --resume --no-retrieval
   if ((${#RECIPE_LIST[@]} == 0)); then
     study_recipe "$s" "" "retro-s$s" "s$s" "seed $s"
   else

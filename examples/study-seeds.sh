@@ -1,4 +1,5 @@
-# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: study_settings, run_eval, run_seeds, write_summary
+# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: study_settings, study_data_settings, run_eval,
+# run_seeds, write_summary
 # and mean_sd. run_seeds
 # HEADER runs the caller's `study_seed S` for each seed of SEEDS, JOBS at a time (on a GPU the seeds' runs share it side
 # by side), then (HEADER not empty) writes OUT/summary.tsv: the tab-separated HEADER and each seed's OUT/row-sS.tsv, in
@@ -31,21 +32,27 @@ mean_sd() {
     printf fmt, n, ma, sa, mb, sb}' "${4:-$OUT/summary.tsv}"
 }
 
-# study_settings NAME SETTINGS: the study's first run records SETTINGS (KEY=VALUE lines: what shapes every training
-# run) in OUT/settings.txt; a later run into the same OUT with other settings is refused in one line naming the first
-# difference (its runs would be resumed or reused under the old settings). The runs themselves resume (--resume): a
-# rerun continues an interrupted study and reuses the finished runs.
+# study_settings NAME FILE SETTINGS [RUNS]: the study's first run records SETTINGS (KEY=VALUE lines: what shapes the
+# training runs) in OUT/FILE; a later run into the same OUT with other settings is refused in one line naming the first
+# difference, once OUT holds a run they shaped (RUNS, a glob of run folders in OUT, default every one: a finished run
+# would be reused, an unfinished one resumed, under the old settings); before that (a first attempt that failed early)
+# the new settings replace the old.
 study_settings() {
-  local file="$OUT/settings.txt" diff
-  if [ -f "$file" ]; then
-    diff=$(diff <(cat "$file") <(printf '%s\n' "$2") | sed -n 's/^> //p' | head -n 1) || true
-    if [ -n "$diff" ] || [ "$(cat "$file")" != "$2" ]; then
-      echo "$1: error: $OUT holds a study made with other settings (now ${diff:-fewer settings}; $file has the old ones) (fix: choose another OUT_DIR, or remove $OUT)" >&2
-      exit 2
-    fi
-  else
-    printf '%s\n' "$2" >"$file"
+  local name=$1 file="$OUT/$2" settings=$3 runs=${4:-*} diff
+  if [ -f "$file" ] && [ "$(cat "$file")" != "$settings" ] && compgen -G "$OUT/$runs/config.json" >/dev/null; then
+    diff=$(diff <(cat "$file") <(printf '%s\n' "$settings") | sed -n 's/^> //p' | head -n 1) || true
+    echo "$name: error: $OUT holds a study made with other settings (now ${diff:-fewer settings}; $file has the old ones) (fix: choose another OUT_DIR, or remove $OUT)" >&2
+    exit 2
   fi
+  printf '%s\n' "$settings" >"$file"
+}
+
+# study_data_settings DATA CONFIG: the KEY=VALUE lines every study records for its data and config: the data folder
+# resolved (db8/knn8 by their manifests' fingerprints would be stricter; retro-train refuses other files on a resume)
+# and the config by its content, so that `examples/...` and `./examples/...` are one study.
+study_data_settings() {
+  [ -r "$2" ] || { echo "study: error: CONFIG $2 cannot be read" >&2; exit 2; }
+  printf 'DATA=%s\nCONFIG=%s' "$(cd "$1" && pwd -P)" "$(cksum <"$2" | cut -d' ' -f1,2)"
 }
 
 # run_eval NAME TXT retro-train eval ...: runs the command with its output in TXT; when it fails, its error line (and

@@ -317,6 +317,10 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
                    {"--resume: is an option of retro-chunk itself, not of `retro-chunk merge`", "retro-chunk merge --help"});
     expect_refused(test::run_tool("retro-knn", "--nprobe 4 show knn --db db"), {"--nprobe", "not of `retro-knn show`"});
     expect_refused(test::run_tool("retro-train", "plot run --steps 5"), {"--steps", "not of `retro-train plot`"});
+    expect_refused(test::run_tool("retro-knn", "--force merge a b --out c"),
+                   {"--force: was given before `merge`", "give it after `merge`"});
+    expect_refused(test::run_tool("retro-index", "query idx hello world"),
+                   {"retro-index query: takes no argument 'world' there", "quote a text with spaces"});
 }
 
 TEST_CASE("bad input: retro-bench train refuses a sequence length that is not whole chunks") {

@@ -382,22 +382,31 @@ TEST_CASE("corpus: a RetroKit output inside a corpus folder is skipped, whatever
     };
     put(tmp / "c/a.txt", "text");
     put(tmp / "c/notes/b.txt", "more text");
-    // a tokenizer's finished folder, a database's unfinished one (progress.json), a run's checkpoints
+    // a tokenizer's finished folder and an index's unfinished one (state.json) are skipped
     put(tmp / "c/tok/manifest.json", R"({"tool": "retro-tokenizer"})");
     put(tmp / "c/tok/tok.vocab.txt", "piece");
-    put(tmp / "c/db/progress.json", "{}");
-    put(tmp / "c/db/part.txt", "x");
-    put(tmp / "c/run/config.json", "{}");
-    put(tmp / "c/run/checkpoints/step_00000001/s.txt", "x");
+    put(tmp / "c/idx/state.json", R"({"tool": "retro-index"})");
+    put(tmp / "c/idx/part.txt", "x");
+    // the user's own folders are read, whatever they hold: another program's manifest, a progress.json, a config.json
+    put(tmp / "c/other/manifest.json", R"({"tool": "my-tool"})");
+    put(tmp / "c/other/o.txt", "x");
+    put(tmp / "c/notes2/progress.json", "{}");
+    put(tmp / "c/notes2/n.txt", "x");
+    put(tmp / "c/exp/config.json", "{}");
+    put(tmp / "c/exp/metrics.jsonl", "{}");
     CorpusOptions opts;
     opts.glob = "**/*";
     std::vector<std::string> names;
     for (const auto& f : corpus_list_files({(tmp / "c").string()}, opts))
         names.push_back(fs::relative(f.path, tmp / "c").generic_string());
-    CHECK(names == std::vector<std::string>{"a.txt", "notes/b.txt"});
+    CHECK(names == std::vector<std::string>{"a.txt",           "exp/config.json",      "exp/metrics.jsonl",
+                                            "notes/b.txt",     "notes2/n.txt",         "notes2/progress.json",
+                                            "other/manifest.json", "other/o.txt"});
     // the folder given itself is read, whoever made it
     CHECK(corpus_list_files({(tmp / "c" / "tok").string()}, opts).size() == 2);
 }
+
+extern "C" void custom_handler(int) {}
 
 TEST_CASE("core: a manifest written ends the interrupt note (a Ctrl-C after it has nothing to resume)") {
     test::TempDir tmp("interrupt-clear");
@@ -405,17 +414,23 @@ TEST_CASE("core: a manifest written ends the interrupt note (a Ctrl-C after it h
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+        ToolContext ctx;
+        ctx.tool = "retro-test";
+        // a process that never installed RetroKit's handlers keeps its own
+        ::signal(SIGINT, custom_handler);
+        Manifest(ctx).write(tmp.path.string());
+        struct sigaction own {};
+        ::sigaction(SIGINT, nullptr, &own);
+        if (own.sa_handler != custom_handler) ::_exit(3);
         ::signal(SIGTERM, SIG_IGN);   // inherited as ignored (a background job): stays so
         interrupt_note_install("retro-test", tmp.path.string(), "continue with the same command and --resume");
         struct sigaction before {};
         ::sigaction(SIGINT, nullptr, &before);
-        ToolContext ctx;
-        ctx.tool = "retro-test";
         Manifest(ctx).write(tmp.path.string());
         struct sigaction after_int {}, after_term {};
         ::sigaction(SIGINT, nullptr, &after_int);
         ::sigaction(SIGTERM, nullptr, &after_term);
-        const bool ok = before.sa_handler != SIG_DFL && after_int.sa_handler == SIG_DFL && after_term.sa_handler == SIG_IGN;
+        const bool ok = before.sa_handler != custom_handler && after_int.sa_handler == SIG_DFL && after_term.sa_handler == SIG_IGN;
         ::_exit(ok ? 0 : 1);
     }
     int status = 0;

@@ -250,6 +250,13 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     for (const char* f : {"neighbours.npy", "distances.npy"})
         CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "km" / f));
+    // a merge again over its output: refused naming --force (a merge cannot be resumed), which remakes it
+    auto again = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " " +
+                                                 (s.tmp / "k2").string() + " --out " + (s.tmp / "km").string());
+    CHECK(again.exit_code == 2);
+    CHECK_MESSAGE(again.err.find("already exists (fix: pass --force to make it again (it removes only retro-knn's files))") !=
+                      std::string::npos,
+                  again.err);
     // resume: a shard's parts are exactly what a killed run leaves; resuming completes them
     fs::copy(s.tmp / "k0", s.tmp / "kr", fs::copy_options::recursive);
     // ... with the same settings: another k is refused naming it and both values

@@ -100,7 +100,7 @@ TEST_CASE("shard auto: outside srun or mpirun it is refused in one line") {
                           test::tool_path("retro-chunk") + " " + corpus.string() + " --tokenizer " +
                           test::chunk_test_tokenizer() + " --shard auto --out " + (dir / "db").string());
     CHECK(r.exit_code == 2);
-    CHECK(r.err.find("--shard: auto: this is Slurm job 7's batch shell") != std::string::npos);
+    CHECK(r.err.find("--shard: auto: this is Slurm job 7's batch shell (or salloc's)") != std::string::npos);
     CHECK(r.err.find("srun --ntasks=N") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }

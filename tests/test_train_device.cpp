@@ -177,7 +177,7 @@ TEST_CASE("train device: --device cuda without a GPU, or too large for it, is re
         CHECK(one_line(r));
         CHECK(r.err.find("--device") != std::string::npos);
         CHECK(r.err.find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
-        CHECK(r.err.find("(fix: train on the CPU (--device cpu))") != std::string::npos);
+        CHECK(r.err.find("(fix: run where a GPU is, or train on the CPU (--device cpu, fp32))") != std::string::npos);
         CHECK_MESSAGE(r.err.find("memory:") == std::string::npos, r.err);   // refused before the data and model are sized
         CHECK_FALSE(fs::exists(dir / "run"));
     } else {

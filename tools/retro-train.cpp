@@ -134,7 +134,6 @@ int main(int argc, char** argv) {
             ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors (a .safetensors file or a checkpoint folder)");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
             ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
-            retro::add_deprecated_option(*ev, "--neighbours", "--knn", e.neighbours, ctx, "the neighbours folder");
             static std::string eval_index;
             ev->add_option("--index", eval_index,
                            "Search the neighbours now in this index folder (dense or bm25; own document excluded, "
@@ -172,6 +171,7 @@ int main(int argc, char** argv) {
 
             return [&ctx, ev, pl] {
                 if (*ev) {
+                    if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
                     e.shuffled = !eval_no_shuffled;
                     ctx.verify_inputs = e.verify;   // the search --index runs
                     std::optional<retro::ScratchKnn> searched;   // --index: neighbours searched now

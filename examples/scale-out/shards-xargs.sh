@@ -3,8 +3,8 @@
 # way: `parallel -j N retro-chunk ... --shard {}/N ::: $(seq 0 $((N-1)))`), each given --shard i/N, then
 # `merge`: the same bytes as one run (tests/test_chunk.cpp, tests/test_knn.cpp). Threads per process =
 # cores / N. Usage: examples/scale-out/shards-xargs.sh CORPUS_FOLDER OUT [N]
-# Run again after a stop, it continues: finished steps (a manifest.json) are skipped, shards resume (--resume), a merge
-# or tokenizer stopped midway is made again (--force removes only its own files).
+# Run again after a stop, it continues: a stage whose merged output has its manifest.json is skipped whole, shards
+# resume (--resume), a merge or tokenizer stopped midway is made again (--force removes only its own files).
 set -euo pipefail
 CORPUS=${1:?corpus folder}
 OUT=${2:?output folder}
@@ -14,15 +14,21 @@ T=$(( $(nproc) / N )); [ "$T" -ge 1 ] || T=1
 mkdir -p "$OUT/shards"
 [ -f "$OUT/tok/manifest.json" ] || "$BIN/retro-tokenizer" train "$CORPUS" --out "$OUT/tok" --vocab-size 8000 --quiet --force
 
-seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-chunk" "$CORPUS" --tokenizer "$OUT/tok" --shard {}/"$N" \
-    --threads "$T" --out "$OUT/shards/db.{}" --quiet --resume
-[ -f "$OUT/db/manifest.json" ] || "$BIN/retro-chunk" merge "$OUT"/shards/db.* --out "$OUT/db" --quiet --force
+if [ ! -f "$OUT/db/manifest.json" ]; then
+  seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-chunk" "$CORPUS" --tokenizer "$OUT/tok" --shard {}/"$N" \
+      --threads "$T" --out "$OUT/shards/db.{}" --quiet --resume
+  "$BIN/retro-chunk" merge "$OUT"/shards/db.* --out "$OUT/db" --quiet --force
+fi
 
-seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-index" "$OUT/db" --shard {}/"$N" --threads "$T" \
-    --out "$OUT/shards/index.{}" --quiet --resume
-[ -f "$OUT/index/manifest.json" ] || "$BIN/retro-index" merge "$OUT"/shards/index.* --out "$OUT/index" --quiet --force
+if [ ! -f "$OUT/index/manifest.json" ]; then
+  seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-index" "$OUT/db" --shard {}/"$N" --threads "$T" \
+      --out "$OUT/shards/index.{}" --quiet --resume
+  "$BIN/retro-index" merge "$OUT"/shards/index.* --out "$OUT/index" --quiet --force
+fi
 
-seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-knn" "$OUT/index" --db "$OUT/db" --shard {}/"$N" --threads "$T" \
-    --out "$OUT/shards/knn.{}" --quiet --resume
-[ -f "$OUT/knn/manifest.json" ] || "$BIN/retro-knn" merge "$OUT"/shards/knn.* --out "$OUT/knn" --quiet --force
+if [ ! -f "$OUT/knn/manifest.json" ]; then
+  seq 0 $((N - 1)) | xargs -P "$N" -I{} "$BIN/retro-knn" "$OUT/index" --db "$OUT/db" --shard {}/"$N" --threads "$T" \
+      --out "$OUT/shards/knn.{}" --quiet --resume
+  "$BIN/retro-knn" merge "$OUT"/shards/knn.* --out "$OUT/knn" --quiet --force
+fi
 echo "done: $OUT/db $OUT/index $OUT/knn"

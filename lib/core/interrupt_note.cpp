@@ -11,6 +11,7 @@ namespace retro {
 namespace {
 
 char g_note[768];
+bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
 
 extern "C" void on_interrupt_note(int sig) {
     ssize_t w = ::write(2, g_note, std::strlen(g_note));
@@ -33,6 +34,7 @@ void interrupt_note_die(int sig) {
 }
 
 void interrupt_handlers_install(void (*handler)(int)) {
+    g_installed = true;
     for (const int sig : {SIGINT, SIGTERM}) {
         struct sigaction old {};
         if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;   // a background job's
@@ -41,6 +43,8 @@ void interrupt_handlers_install(void (*handler)(int)) {
 }
 
 void interrupt_note_clear() {
+    if (!g_installed) return;   // (a library caller's or a test runner's handlers stay theirs)
+    g_installed = false;
     for (const int sig : {SIGINT, SIGTERM}) {
         struct sigaction old {};
         if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

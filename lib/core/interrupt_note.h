@@ -24,7 +24,8 @@ void interrupt_handlers_install(void (*handler)(int));
 
 // The folder is complete (Manifest::write calls this once manifest.json is in place): SIGINT and SIGTERM go back to
 // their default action (still ignored where inherited as ignored), so a Ctrl-C after the end no longer says to
-// --resume a run that is finished.
+// --resume a run that is finished. Only where interrupt_handlers_install (or interrupt_note_install) put RetroKit's
+// handlers there: a process that never installed them keeps its own.
 void interrupt_note_clear();
 
 }  // namespace retro

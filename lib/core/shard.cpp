@@ -17,9 +17,9 @@ Shard shard_parse(const std::string& text) {
             // a batch script's own shell has SLURM_NTASKS (and the job's ids) but is one process, not a step's task
             const char* job = std::getenv("SLURM_JOB_ID");
             if (job && *job && std::getenv("SLURM_NTASKS"))
-                user_error_in("--shard", cat("auto: this is Slurm job ", job, "'s batch shell, one process outside any ",
-                                             "job step (its SLURM_NTASKS counts the job's tasks, not processes started "
-                                             "here)"),
+                user_error_in("--shard", cat("auto: this is Slurm job ", job, "'s batch shell (or salloc's), one process ",
+                                             "outside any job step (its SLURM_NTASKS counts the job's tasks, not ",
+                                             "processes started here)"),
                               "start the shards as a step: srun --ntasks=N retro-... --shard auto (docs/scaling.md)");
             user_error_in("--shard", "auto: no launcher environment (srun's SLURM_PROCID/SLURM_NTASKS, mpirun's "
                                      "OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE)",

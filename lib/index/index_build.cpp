@@ -199,7 +199,7 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
 
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
                            const std::vector<OutputInput>& inputs, bool resumable) {
-    output_folder_refuse_existing(tool, out, force, resume);   // (--force with --resume; the callers ran it already)
+    if (resumable) output_folder_refuse_existing(tool, out, force, resume);   // (--force with --resume; the callers ran it already)
     std::error_code ec;
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
     output_folder_guard(out, tool, inputs, force && non_empty);

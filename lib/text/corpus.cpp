@@ -71,11 +71,15 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             std::vector<std::string> found;
             for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink, ec);
                  !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-                // a RetroKit output inside the corpus (`--out corpus/tok`) is not text: its files are never read
+                // a RetroKit output inside the corpus (`--out corpus/tok`) is not text: its files are never read.
+                // Only a folder its manifest.json or state.json says a retro- tool wrote: the looser signs of an
+                // unfinished run (a progress.json, a config.json) may be the user's own files
                 if (std::error_code dir_ec; it->is_directory(dir_ec)) {
-                    if (const FolderOwner owner = folder_owner(it->path().string()); !owner.tool.empty()) {
+                    const FolderOwner owner = folder_owner(it->path().string());
+                    const bool claimed = owner.finished || fs::exists(it->path() / "state.json", dir_ec);
+                    if (claimed && owner.tool.rfind("retro-", 0) == 0) {
                         it.disable_recursion_pending();
-                        log_info(cat("skipping ", it->path().string(), ": ", owner.tool,
+                        log_warn(cat("skipping ", it->path().string(), ": ", owner.tool,
                                      owner.finished ? "'s output" : "'s unfinished run", ", not corpus text"));
                     }
                     continue;

@@ -225,7 +225,7 @@ void Trainer::setup_device() {
     // the backend first, in its mode (its attention's saved floats size the arena: train_device_bytes), then the
     // memory check, before anything large is allocated
     if (o_.device == "cuda") {
-        cuda_require("--device", "retro-train", "train on the CPU (--device cpu)");   // (checked in run() already)
+        cuda_require("--device", "retro-train");   // (checked in run() already, with its fix)
         if constexpr (kCudaBuilt) {
             stream_ = std::make_unique<CudaStreamOwner>();
             backend_ = nn::cuda_nn_backend(stream_->get());
@@ -700,7 +700,11 @@ void Trainer::run() {
     if (o_.device == "cuda") {   // the GPU before the data and the model: a machine without one is told first
         // one GPU per rank: before the first CUDA call (cuda_require's count), this rank's GPU becomes its "device 0"
         if (dist_->active()) cuda_select_local_device(dist_->local_rank(), dist_->local_size());
-        cuda_require("--device", "retro-train", "train on the CPU (--device cpu)");
+        cuda_require("--device", "retro-train",
+                     dist_->active() ? cat("one GPU per rank: rank ", dist_->rank(), " has none (",
+                                           dist_->local_size(), " ranks on this machine); launch no more ranks per "
+                                           "machine than it has GPUs")
+                                     : std::string("run where a GPU is, or train on the CPU (--device cpu, fp32)"));
     }
     config_ = RetroConfig::load(o_.config);
     // under mpirun the ranks of one machine map the same files: its first rank alone re-hashes them (a refusal ends
