@@ -1,11 +1,12 @@
 // `--shard auto` (issue 20, core/shard.h): every preprocessing stage, run as the tasks of a simulated Slurm
 // step (SLURM_PROCID / SLURM_NTASKS set by the test, as srun sets them) and merged, gives the same bytes as
 // one straight run: retro-chunk, retro-index (bow and the BERT embedder), retro-knn. Outside a launcher,
-// `auto` is refused in one line.
+// `auto` is refused in one line. examples/scale-out/shards-xargs.sh, run again, skips what is done.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
+#include "core/shell_quote.h"
 #include "test_chunk_util.h"
 #include "test_util.h"
 
@@ -103,4 +104,31 @@ TEST_CASE("shard auto: outside srun or mpirun it is refused in one line") {
     CHECK(r.err.find("--shard: auto: this is Slurm job 7's batch shell (or salloc's)") != std::string::npos);
     CHECK(r.err.find("srun --ntasks=N") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("shard scripts: shards-xargs.sh run again skips the finished stages and remakes a lost one byte for byte") {
+    test::TempDir dir("shards-xargs");
+    const fs::path corpus = test::chunk_test_jsonl(dir, "c.jsonl", 120'000, 600, 5), out = dir / "out";
+    const std::string bin = fs::path(test::tool_path("retro-chunk")).parent_path().string();
+    const std::string cmd = "cd " + shell_quote(test::source_dir().string()) + " && RETRO_BIN=" + shell_quote(bin) +
+                            " bash examples/scale-out/shards-xargs.sh " + shell_quote(corpus.string()) + " " +
+                            shell_quote(out.string()) + " 2";
+    auto r = test::run_command(cmd);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string index = test::read_text(out / "index" / "index.faiss");
+    const auto knn_time = fs::last_write_time(out / "knn" / "neighbours.npy");
+    // again: every stage is done, nothing is rewritten (the merges used to refuse their own output)
+    r = test::run_command(cmd);
+    REQUIRE(r.exit_code == 0);
+    CHECK(fs::last_write_time(out / "knn" / "neighbours.npy") == knn_time);
+    // an index stage stopped before its merge wrote the manifest, one shard lost: remade, the same bytes
+    fs::remove(out / "index" / "manifest.json");
+    fs::remove_all(out / "shards" / "index.1");
+    r = test::run_command(cmd);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(fs::exists(out / "index" / "manifest.json"));
+    CHECK(test::read_text(out / "index" / "index.faiss") == index);
+    CHECK(fs::last_write_time(out / "knn" / "neighbours.npy") == knn_time);
 }
