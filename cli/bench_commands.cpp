@@ -13,12 +13,28 @@
 #include "bench/train_bench.h"
 #include "bench/train_scaling_bench.h"
 #include "core/atomic_file.h"
+#include "core/output_folder.h"
 #include "op_registry.h"
 #include "tool_main.h"
 #include "ops_bench.h"
 
 namespace retro::bench {
 namespace {
+
+// An output file option checked as the command line is read, before minutes of timing (a missing folder, a device,
+// a pipe, a link or a tool folder's own file: output_file_guard), not when the results are written at the end.
+// A thread count of a list option (each value): 1 to 4096, as every tool's --threads (0 there means all cores; a
+// timed row needs its count: 99999 crashed train, 0 and -1 ran on all cores under their own label).
+const CLI::Range kThreadCount(1, 4096);
+
+CLI::Validator output_file_check(const std::string& option) {
+    return CLI::Validator(
+        [option](std::string& path) {
+            output_file_guard(path, option);
+            return std::string();
+        },
+        "FILE");
+}
 
 void add_retention(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<RetentionBenchOptions>();
@@ -35,8 +51,8 @@ void add_retention(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--chunk-size", o->chunk_size, "Chunk size of the chunkwise mode")->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats per row (median reported, after one warm-up)")->check(CLI::PositiveNumber);
     sub->add_option("--naive-max-T", o->naive_max_T, "Skip naive (O(T^2) memory) above this T");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
-    sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)")->check(output_file_check("--plot"));
     sub->callback([o, &ctx] { run_retention_bench(*o, ctx.command_line); });
 }
 
@@ -49,10 +65,12 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
     sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
     sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
-    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")
+        ->delimiter(',')
+        ->check(kThreadCount);
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
     sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
-    sub->add_option("--json", opt->json, "Write the results as JSON to this file");
+    sub->add_option("--json", opt->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
 }
 
@@ -92,7 +110,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
         ->check(CLI::PositiveNumber);
     sub->add_flag("--peer-sorted", o->peer_sorted,
                   "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->callback([o, &ctx] { run_embed_bench(*o, ctx.command_line); });
 }
 
@@ -103,7 +121,9 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--dim", o->dim, "Dimension");
     sub->add_option("--queries", o->queries, "Queries");
     sub->add_option("--k", o->k, "Neighbours");
-    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")->delimiter(',');
+    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")
+        ->delimiter(',')
+        ->check(kThreadCount);
     sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF)");
     sub->add_option("--nprobe", o->ann.nprobe, "IVF nprobe values")->delimiter(',');
     sub->add_option("--pq-m", o->ann.pq_m, "IVF-PQ sub-quantizers, 8-bit codes (0 = skip IVF-PQ)");
@@ -121,7 +141,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
     sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors");
     sub->add_option("--python", o->python, "Python interpreter for the peer");
-    sub->add_option("--json", o->json, "Write results as JSON here");
+    sub->add_option("--json", o->json, "Write results as JSON here")->check(output_file_check("--json"));
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
     sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
     sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
@@ -142,13 +162,14 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--warmup", o->warmup, "Untimed steps before the timed ones");
     sub->add_option("--threads", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
                                              "else 1 and all cores)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->check(kThreadCount);
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
     sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
     sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)");
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->transform(retro::non_negative_integer());
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
@@ -167,7 +188,8 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
         ->delimiter(',');
     sub->add_option("--launcher", scaling->launcher, "With --ranks: the launch command, {n} = ranks")->capture_default_str();
     sub->add_option("--threads-per-rank", scaling->threads_per_rank,
-                    "With --ranks: threads of each rank (0 = cores / the largest rank count)");
+                    "With --ranks: threads of each rank (0 = cores / the largest rank count)")
+        ->check(CLI::Range(0, 4096));
     sub->add_option("--reduce", scaling->reduce, "With --ranks: fast (MPI all-reduce) or deterministic")
         ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
     sub->add_option("--rank-worker", *worker, "Internal: one rank of a --ranks launch, rank 0 writes FILE")->group("");
@@ -215,7 +237,7 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--bf16", o->bf16,
                   "Each prompt decoded again with the CPU decoder reading bf16 copies of the linear weights "
                   "(retro-generate --dtype bf16), its ms/token and speed-up beside");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
 }
 
@@ -227,7 +249,7 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--ops", o->ops, "Ops to time: names or name prefixes, comma-separated (default: all)")->delimiter(',');
     sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
     sub->add_option("--repeats", o->repeats, "Timed runs per row (median, after one warm-up)")->capture_default_str();
-    sub->add_option("--json", o->json, "Write the results as JSON to this file");
+    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
     sub->callback([o, list, &ctx] {
         if (*list) {

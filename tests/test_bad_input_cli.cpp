@@ -1,10 +1,14 @@
 // Bad input found by the CLI audit of 2026-11-29 (session 33): each case once crashed, lost data, mixed two tools'
 // outputs or finished "successfully" with a broken result. Now each ends in exit 2 and one stderr line naming the
 // file or option, with the inputs intact and no output folder that looks complete.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -321,6 +325,28 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
                    {"--force: was given before `merge`", "give it after `merge`"});
     expect_refused(test::run_tool("retro-index", "query idx hello world"),
                    {"retro-index query: takes no argument 'world' there", "quote a text with spaces"});
+    // retro-bench: thread counts of a timed row, and --json checked before the timing (a missing folder said "wrote")
+    expect_refused(test::run_tool("retro-bench", "train --threads 99999 --steps 1"), {"--threads", "not in range 1 to 4096"});
+    expect_refused(test::run_tool("retro-bench", "knn --thread-counts 1,0"), {"--thread-counts", "not in range 1 to 4096"});
+    expect_refused(test::run_tool("retro-bench", "chunk --size-mb 0.05 --json /no-such-folder/c.json"),
+                   {"/no-such-folder/c.json", "cannot be written"});
+}
+
+TEST_CASE("bad input: an output file's name held by a link, a pipe or a folder is refused, not replaced") {
+    test::TempDir t("bad-out-kind");
+    test::write_text(t / "target.json", "keep");
+    fs::create_symlink(t / "target.json", t / "link.json");
+    REQUIRE(::mkfifo((t / "fifo").c_str(), 0644) == 0);
+    for (const auto& [name, says] : std::vector<std::pair<std::string, std::string>>{
+             {"link.json", "is a symbolic link, not a regular file"}, {"fifo", "is a pipe, not a regular file"}}) {
+        expect_refused(test::run_tool("retro-bench", "ops --list --json " + (t / name).string()), {name, says});
+        CHECK(fs::is_symlink(t / "link.json"));
+    }
+    CHECK(fs::is_fifo(t / "fifo"));
+    CHECK(test::read_text(t / "target.json") == "keep");
+    // the library's atomic write refuses them too (every tool's outputs go through it)
+    CHECK_THROWS_WITH_AS(write_file_atomic((t / "link.json").string(), "x"), doctest::Contains("is a symbolic link"), UserError);
+    CHECK(fs::is_symlink(t / "link.json"));
 }
 
 TEST_CASE("bad input: retro-bench train refuses a sequence length that is not whole chunks") {

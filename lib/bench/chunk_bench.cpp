@@ -2,6 +2,8 @@
 // its CPU time comes from wait4(), its peak RSS from its own VmHWM, untouched by this process's buffers.
 #include "bench/chunk_bench.h"
 
+#include "core/atomic_file.h"
+
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -195,7 +197,7 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
               << cpu_model() << "\n"
               << format_table(table);
     if (!o.json.empty()) {
-        std::ofstream(o.json) << result.dump(2) << "\n";
+        write_file_atomic(o.json, result.dump(2) + "\n");   // (an unchecked ofstream said "wrote" for a missing folder)
         log_info("wrote " + o.json);
     }
     return result;

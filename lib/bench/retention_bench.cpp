@@ -4,6 +4,8 @@
 // measured in the same run); then decode-step latency, the fastest mode at each T and the chunkwise/parallel crossover.
 #include "bench/retention_bench.h"
 
+#include "core/atomic_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -438,11 +440,7 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     for (const auto& r : rows) out["rows"].push_back(row_json(r, gpu ? "cuda" : "cpu", o.chunk_size));
     out["decode"] = decode;
     out["crossover"] = crossover;
-    if (!o.json.empty()) {
-        std::ofstream f(o.json);
-        if (!f) user_error_in(o.json, "cannot write the JSON file");
-        f << out.dump(2) << "\n";
-    }
+    if (!o.json.empty()) write_file_atomic(o.json, out.dump(2) + "\n");   // checked and whole, or nothing
     if (!o.plot.empty()) {
         std::ostringstream data, script;
         script << "set logscale xy\nset xlabel 'T'\nset ylabel 'forward ms'\nset key left top\nset title '" << device << "'\nplot ";

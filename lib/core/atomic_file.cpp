@@ -2,6 +2,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,9 +13,20 @@
 
 namespace retro {
 
+void refuse_non_regular_target(const std::string& path) {
+    // the rename at the end replaces whatever has the name: a device node (/dev/full, as root), a FIFO, a symlink
+    // (not its target) or a folder would be lost, and /dev/stdout is not a file one can rename onto
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+    const char* what = S_ISDIR(st.st_mode) ? "a folder" : S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a pipe" : "a device or a socket";
+    user_error_in(path, cat("is ", what, ", not a regular file: writing the output there would replace it"),
+                  "give the path of a regular file (a new one, or one to replace)");
+}
+
 AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
+    refuse_non_regular_target(path_);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) user_error_in(tmp_, std::string("cannot create: ") + std::strerror(errno));
+    if (fd_ < 0) user_error_in(path_, std::string("cannot be written (its temporary ") + tmp_ + ": " + std::strerror(errno) + ")");
 }
 
 AtomicFile::~AtomicFile() {
@@ -76,6 +88,7 @@ void AtomicFile::commit() {
 }
 
 void commit_file_atomic(const std::string& tmp, const std::string& path) {
+    refuse_non_regular_target(path);
     int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) user_error_in(tmp, std::string("cannot open: ") + std::strerror(errno));
     int rc = ::fsync(fd);

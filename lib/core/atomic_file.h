@@ -8,6 +8,11 @@
 
 namespace retro {
 
+// Throws UserError naming `path` when something other than a regular file has that name (a folder, a symbolic link,
+// a pipe, a device): an atomic write's rename would replace it. A missing path or a regular file passes.
+void refuse_non_regular_target(const std::string& path);
+
+// Refuses a `path` that is not a regular file (refuse_non_regular_target) before writing.
 class AtomicFile {
 public:
     explicit AtomicFile(const std::string& path);   // opens path + ".tmp" for writing

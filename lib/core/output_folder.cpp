@@ -16,6 +16,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/log.h"
@@ -67,6 +68,7 @@ void output_file_guard(const std::string& file, const std::string& option) {
     std::error_code ec;
     if (fs::is_directory(f, ec))
         user_error_in(file, "is a folder", "give a file for " + option);
+    refuse_non_regular_target(file);   // a device, pipe or link: the write's rename would replace it
     const fs::path parent = f.parent_path();
     if (!fs::is_directory(parent, ec))
         user_error_in(file, "cannot be written: " + parent.string() + " is not a folder", "make the folder first");

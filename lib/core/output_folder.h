@@ -30,7 +30,7 @@ FolderOwner folder_owner(const std::string& dir);
 void folder_writable_check(const std::string& named, const std::filesystem::path& dir);
 
 // Throws UserError (one line naming `file`) when an output file given to `option` (eval's --json-out, plot's --out)
-// is a folder, cannot be made (its folder missing or not writable: checked by making a file there), or is one of the
+// is a folder, a device, a pipe or a link, cannot be made (its folder missing or not writable: checked by making a file there), or is one of the
 // files of a folder a tool made (its manifest's outputs, manifest.json, config.json,
 // metrics.jsonl, state.json, anything under checkpoints/ or parts/): writing it would replace that output. A new file
 // beside them (RUN/curves.png, RUN/eval.json) passes.
