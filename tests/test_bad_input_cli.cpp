@@ -330,6 +330,8 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "knn --thread-counts 1,0"), {"--thread-counts", "not in range 1 to 4096"});
     expect_refused(test::run_tool("retro-bench", "chunk --size-mb 0.05 --json /no-such-folder/c.json"),
                    {"/no-such-folder/c.json", "cannot be written"});
+    expect_refused(test::run_tool("retro-bench", "generate --prompt 8 --output 2 --profile 1"), {"--profile", "--device cuda"});
+    expect_refused(test::run_tool("retro-bench", "embed --model m --chunks 99999999999"), {"--chunks", "of memory available"});
 }
 
 TEST_CASE("bad input: an output file's name held by a link, a pipe or a folder is refused, not replaced") {

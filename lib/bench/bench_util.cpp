@@ -3,8 +3,10 @@
 #include "bench/bench_util.h"
 
 #include <cblas.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 
 #include "core/blas_core.h"
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "retrokit/version.h"
@@ -131,6 +134,20 @@ nlohmann::json run_json_command(const std::string& command) {
             if (!j.is_discarded()) last = std::move(j);
         }
     return last;
+}
+
+int run_shell(const std::string& command) {
+    const int status = std::system(command.c_str());
+    if (status == -1) return 127;
+    int sig = 0;
+    if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+    else if (WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM))
+        sig = WEXITSTATUS(status) - 128;   // sh -c reports its child's death by a signal as 128 + n
+    if (sig == SIGINT || sig == SIGTERM) {
+        std::fflush(stdout);
+        interrupt_note_die(sig);   // the default action: scratch folders go with their watchdogs, a script stops
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + sig;
 }
 
 std::string format_fixed(double v, int digits) {

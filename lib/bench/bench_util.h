@@ -35,6 +35,11 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 nlohmann::json run_json_command(const std::string& command);
 
 // v with `digits` decimals ("%.*f"), for table cells.
+// std::system(command), but a command stopped by Ctrl-C or SIGTERM (the shell reports 130/143, or died of the signal)
+// stops this process too, by the same signal: std::system ignores SIGINT while it waits, so a Ctrl-C reached only the
+// peer and the bench went on to blame the peer's packages. Returns the exit status otherwise.
+int run_shell(const std::string& command);
+
 std::string format_fixed(double v, int digits);
 // Seconds of steady clock since t0.
 double seconds_since(std::chrono::steady_clock::time_point t0);

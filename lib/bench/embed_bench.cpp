@@ -19,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/log.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
@@ -130,6 +131,10 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
     if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT or T5 model folder", "pass --model DIR");
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
+    // the synthetic texts (about 8 bytes a token, twice: the source and the chunks) and their embeddings
+    memory_require("--chunks", double(o.chunks) * (double(o.tokens) * 16 + 4096),
+                   cat("the texts and embeddings of ", o.chunks, " chunks of ", o.tokens, " tokens"),
+                   "a smaller --chunks or --tokens");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;

@@ -160,6 +160,8 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     for (auto P : o.prompts)
         if (P < 1) user_error_in("--prompt", "lengths must be positive");
     if (o.batch < 1) user_error_in("--batch", "must be at least 1");
+    if (o.profile_tokens > 0 && o.device == "cpu")   // (checked after every row before: the rows were lost)
+        user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");
     if (o.bf16 && o.device != "cpu") user_error_in("--bf16", "times the CPU decoder's bf16 weights", "drop --device");
     if (o.bf16 && !nn::bf16_decode_available())
         user_error_in("--bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --bf16");

@@ -15,6 +15,7 @@
 #include "bench/bench_util.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/shell_quote.h"
 #include "core/log.h"
 #include "core/npy.h"
 #include "core/threads.h"
@@ -158,11 +159,12 @@ nlohmann::json run_ann_rows(const AnnBenchOptions& o, const AnnBenchData& data, 
     bool peer_ok = !o.peer.empty();
     auto run_peer = [&] {
         if (!peer_ok) return;
-        const std::string cmd = o.python + " " + o.peer + " --no-flat --base " + queries_path + " --queries " + queries_path +
-                                " --k " + std::to_string(k) + " --threads " + threads_arg + " --ann " + spec_path +
-                                " --truth " + truth_path + " --out " + peer_out;
+        const std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --no-flat --base " +
+                                shell_quote(queries_path) + " --queries " + shell_quote(queries_path) + " --k " +
+                                std::to_string(k) + " --threads " + threads_arg + " --ann " + shell_quote(spec_path) +
+                                " --truth " + shell_quote(truth_path) + " --out " + shell_quote(peer_out);
         log_info("peer: " + cmd);
-        if (std::system(cmd.c_str()) != 0) {
+        if (run_shell(cmd) != 0) {
             log_warn("the peer script failed (is faiss-cpu installed? pip install faiss-cpu numpy)");
             peer_ok = false;
             return;

@@ -19,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "core/shell_quote.h"
 #include "core/log.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
@@ -235,10 +236,11 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (!o.peer.empty()) {   // the faiss-cpu Python package's IndexFlatIP on the same data (written as .npy)
         npy_save(dir + "/base.npy", {n, static_cast<std::int64_t>(d)}, base.data());
         npy_save(dir + "/queries.npy", {q, static_cast<std::int64_t>(d)}, queries.data());
-        std::string cmd = o.python + " " + o.peer + " --base " + dir + "/base.npy --queries " + dir +
-                          "/queries.npy --k " + std::to_string(k) + " --threads " + threads_arg + " --out " + dir + "/peer.json";
+        std::string cmd = shell_quote(o.python) + " " + shell_quote(o.peer) + " --base " + shell_quote(dir + "/base.npy") +
+                          " --queries " + shell_quote(dir + "/queries.npy") + " --k " + std::to_string(k) + " --threads " +
+                          threads_arg + " --out " + shell_quote(dir + "/peer.json");
         log_info("peer: " + cmd);
-        if (std::system(cmd.c_str()) == 0) {
+        if (run_shell(cmd) == 0) {
             std::ifstream in(dir + "/peer.json");
             result["peer"] = nlohmann::json::parse(in);
             for (const auto& r : result["peer"]["rows"])

@@ -189,7 +189,7 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
         const std::string out = (scratch / ("ranks" + std::to_string(r) + ".json")).string();
         const std::string cmd = worker_command(o, r, threads, out);
         log_info("ranks " + std::to_string(r) + ": " + cmd);
-        const int rc = std::system(cmd.c_str());
+        const int rc = run_shell(cmd);   // (a Ctrl-C stops the bench, not "the launch failed")
         if (rc != 0 || !fs::exists(out)) {
             user_error_in("--ranks", cat("the launch of ", r, " ranks failed (", cmd, ")"),
                           "check that the launcher runs here (--launcher; e.g. srun -n {n} under Slurm)");
