@@ -70,6 +70,23 @@ TEST_CASE("embed bench: --rounds alternates with the peer and reports the median
     }
 }
 
+TEST_CASE("embed bench: a peer that cannot run is skipped visibly, and RetroKit's row is kept") {
+    const std::string model = (source_dir() / "tests/reference/golden/bert_tiny").string();
+    TempDir dir("embed-bench-skip");
+    write_text(dir / "broken.sh", "echo 'No module named transformers' >&2; exit 1\n");
+    auto r = run_tool("retro-bench", "--threads 1 embed --model " + model + " --chunks 6 --tokens 12 --batch 4 " +
+                                         "--max-length 32 --repeats 1 --rounds 3 --python sh --peer " +
+                                         (dir / "broken.sh").string() + " --json " + (dir / "embed.json").string());
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);   // (exit 2 and no table, no JSON before)
+    CHECK(r.out.find("retrokit bert") != std::string::npos);
+    CHECK(r.err.find("peer skipped: ") != std::string::npos);
+    const auto j = nlohmann::json::parse(read_text(dir / "embed.json"));
+    CHECK(j["retrokit"]["chunks_per_s"].get<double>() > 0);
+    CHECK(j["peer"]["skipped"].get<std::string>().find("broken.sh printed no JSON result") != std::string::npos);
+    CHECK_FALSE(j.contains("ratio"));
+}
+
 TEST_CASE("embed bench: without --peer a single run is timed and no ratio is reported") {
     TempDir dir("embed-bench-alone");
     const std::string model = (source_dir() / "tests/reference/golden/bert_tiny").string();

@@ -178,7 +178,7 @@ void run_clip_embed_bench(const EmbedBenchOptions& o, const std::string& command
     std::vector<std::vector<std::string>> rows = {{"impl", "images", "mean size", "batch", "threads", "preprocess s",
                                                    "total s", "cpu s", "images/s", "images/cpu-s"}};
     for (const auto* r : {&sbs.ours, &sbs.peer}) {
-        if (r->is_null()) continue;
+        if (r->is_null() || r->contains("skipped")) continue;   // (a skipped peer: its reason is in the JSON and the log)
         rows.push_back({(*r)["impl"].get<std::string>(), std::to_string((*r)["images"].get<std::int64_t>()),
                         format_fixed((*r)["mean_width"].get<double>(), 0) + "x" + format_fixed((*r)["mean_height"].get<double>(), 0),
                         std::to_string((*r)["batch"].get<int>()), std::to_string((*r)["threads"].get<int>()),

@@ -192,7 +192,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
         {"impl", "chunks", "tokens/chunk", "batch", "threads", "tokenize s", "total s", "cpu s", "chunks/s",
          "chunks/cpu-s"}};
     for (const auto* r : {&ours, &peer}) {
-        if (r->is_null()) continue;
+        if (r->is_null() || r->contains("skipped")) continue;   // (a skipped peer: its reason is in the JSON and the log)
         rows.push_back({(*r)["impl"].get<std::string>(), std::to_string((*r)["chunks"].get<std::int64_t>()),
                         format_fixed((*r)["tokens_per_chunk"].get<double>(), 1), std::to_string((*r)["batch"].get<int>()),
                         std::to_string((*r)["threads"].get<int>()), format_fixed((*r)["tokenize_seconds"].get<double>(), 3),

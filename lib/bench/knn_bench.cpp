@@ -91,6 +91,8 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.base_npy.empty() && q < 1) user_error_in("--queries", cat(q, " is not a number of queries"));
     if (o.base_npy.empty() && d < 1) user_error_in("--dim", cat(d, " is not a dimension"));
     if (k < 1) user_error_in("--k", cat(k, " is not a number of neighbours"));
+    if (o.base_npy.empty() && k > n)   // recall@k over fewer than k vectors means nothing
+        user_error_in("--k", cat(k, " neighbours of ", n, " base vectors"), "give a --k of at most --n");
     if (o.base_npy.empty() && o.clusters < 1) user_error_in("--clusters", cat(o.clusters, " is not a number of centres"));
     if (o.ann.ivf_nlist < 0) user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " is not a list count"), "give 0 for no IVF rows");
     if (o.ann.pq_m < 0) user_error_in("--pq-m", cat(o.ann.pq_m, " is not a sub-quantizer count"), "give 0 for no IVF-PQ rows");

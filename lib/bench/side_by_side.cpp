@@ -70,9 +70,9 @@ nlohmann::json run_peer_script(const std::string& python, const std::string& scr
     const std::string cmd = shell_quote(python) + " " + shell_quote(script) + " " + args + " 2>/dev/null";
     log_info("peer: " + cmd);
     nlohmann::json r = run_json_command(cmd);
-    if (r.is_null())
-        user_error_in(script, "printed no JSON result",
-                      "run it by hand to see why (pip install torch transformers), or drop --peer");
+    if (r.is_null())   // a peer that cannot run (its packages missing): our rows are still worth keeping
+        return {{"skipped", script + " printed no JSON result (its Python packages are named at its top; run it by "
+                                     "hand to see why: " + cmd.substr(0, cmd.size() - 12) + ")"}};
     return r;
 }
 
@@ -94,6 +94,15 @@ SideBySide run_side_by_side(int rounds, const std::string& unit, const std::func
             peer_runs.push_back(peer());
             ours_runs.push_back(ours());
         }
+        if (peer_runs.back().contains("skipped")) {   // the peer cannot run: our rows alone, the reason in the peer's place
+            log_warn("peer skipped: " + peer_runs.back()["skipped"].get<std::string>());
+            s.ours = median_run(ours_runs, rate);
+            s.peer = peer_runs.back();
+            s.ratios.clear();
+            s.cpu_ratios.clear();
+            s.rounds.clear();
+            return s;
+        }
         const nlohmann::json &a = ours_runs.back(), &b = peer_runs.back();
         s.ratios.push_back(a[rate].get<double>() / b[rate].get<double>());
         s.cpu_ratios.push_back(a[cpu_rate].get<double>() / b[cpu_rate].get<double>());
@@ -110,6 +119,10 @@ SideBySide run_side_by_side(int rounds, const std::string& unit, const std::func
 
 void side_by_side_report(const SideBySide& s, const std::string& unit, nlohmann::json& result) {
     if (s.peer.is_null()) return;
+    if (s.peer.contains("skipped")) {
+        result["peer"] = s.peer;
+        return;
+    }
     const double ratio = median_of(s.ratios), cpu_ratio = median_of(s.cpu_ratios);
     const int rounds = static_cast<int>(s.ratios.size());
     if (rounds > 1) {
