@@ -40,14 +40,12 @@ nlohmann::json median_run(std::vector<nlohmann::json> runs, const std::string& r
 
 }  // namespace
 
-ScratchPath::~ScratchPath() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-}
+ScratchPath::ScratchPath() = default;
+ScratchPath::~ScratchPath() = default;   // the folder goes with dir_
 
 const std::string& ScratchPath::make(const std::string& tag, const std::string& suffix) {
-    path_ = (std::filesystem::temp_directory_path() / ("retro-bench-" + tag + "-" + std::to_string(::getpid()) + suffix)).string();
+    dir_ = std::make_unique<ScratchDir>("retro-bench-" + tag);
+    path_ = (std::filesystem::path(dir_->path()) / (tag + suffix)).string();
     return path_;
 }
 

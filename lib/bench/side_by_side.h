@@ -11,15 +11,19 @@
 #include <string>
 #include <vector>
 
+#include <memory>
 #include <nlohmann/json.hpp>
+
+#include "core/scratch_dir.h"
 
 namespace retro::bench {
 
-// A path under the system temp dir ("retro-bench-<tag>-<pid><suffix>"), removed (with everything in
-// it) when this dies; empty() until made.
+// A path "<tag><suffix>" inside a scratch folder of its own (core/scratch_dir.h: TMPDIR/retro-bench-<tag>-<pid>-XXXXXX),
+// removed with everything in it when this dies — or when the process is stopped or killed (the folder's watchdog;
+// a bare temp path was left behind by Ctrl-C). Empty until made.
 class ScratchPath {
 public:
-    ScratchPath() = default;
+    ScratchPath();
     ScratchPath(const ScratchPath&) = delete;
     ScratchPath& operator=(const ScratchPath&) = delete;
     ~ScratchPath();
@@ -27,6 +31,7 @@ public:
     const std::string& path() const { return path_; }
 
 private:
+    std::unique_ptr<ScratchDir> dir_;
     std::string path_;
 };
 

@@ -2,6 +2,8 @@
 // the peer (tests/peers/rp_train.py via popen) and the table / JSON.
 #include "bench/train_bench.h"
 
+#include "bench/side_by_side.h"
+
 #include <cblas.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -266,19 +268,14 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     if (o.profile_steps > 0)
         for (const auto& d : o.dtypes) profile[d] = profile_backend(c, batch, o, *be, d);
     std::string skipped;
-    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
-        std::error_code ec;
-        fs::remove(*p, ec);
-        delete p;
-    });
+    ScratchPath scratch;   // the config for the peer, in a folder removed even after a Ctrl-C
     if (o.peer) {
         const std::string script = o.peer_script.empty() ? default_peer_script() : o.peer_script;
-        scratch.reset(new fs::path(fs::temp_directory_path() /
-                                   ("retro-bench-train-" + std::to_string(::getpid()) + ".json")));
-        write_file_atomic(scratch->string(), c.to_json().dump(2) + "\n");
+        scratch.make("train", ".json");
+        write_file_atomic(scratch.path(), c.to_json().dump(2) + "\n");
         const std::string dev = o.device == "cuda" ? " --device cuda" : " --device cpu";
         for (const char* autocast : {"none", "bf16"}) {
-            nlohmann::json p = run_peer(o, script, scratch->string(), n, thread_count(),
+            nlohmann::json p = run_peer(o, script, scratch.path(), n, thread_count(),
                                         dev + " --autocast " + std::string(autocast));
             if (p.contains("skipped")) {
                 skipped = p["skipped"].get<std::string>();
@@ -350,16 +347,10 @@ nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& co
     threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
 
     std::string script, config_path;
-    std::unique_ptr<fs::path, void (*)(fs::path*)> scratch(nullptr, [](fs::path* p) {
-        std::error_code ec;
-        fs::remove(*p, ec);
-        delete p;
-    });
+    ScratchPath scratch;   // the config for the peer, in a folder removed even after a Ctrl-C
     if (o.peer) {
         script = o.peer_script.empty() ? default_peer_script() : o.peer_script;
-        scratch.reset(new fs::path(fs::temp_directory_path() /
-                                   ("retro-bench-train-" + std::to_string(::getpid()) + ".json")));
-        config_path = scratch->string();
+        config_path = scratch.make("train", ".json");
         write_file_atomic(config_path, c.to_json().dump(2) + "\n");
     }
 
