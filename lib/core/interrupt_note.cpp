@@ -33,23 +33,26 @@ void interrupt_note_die(int sig) {
     ::_exit(128 + sig);   // (not reached)
 }
 
-void interrupt_handlers_install(void (*handler)(int)) {
-    g_installed = true;
+namespace {
+// SIGINT's and SIGTERM's action, but where inherited as ignored (a background job of a script): those stay ignored
+void set_unless_ignored(void (*handler)(int)) {
     for (const int sig : {SIGINT, SIGTERM}) {
         struct sigaction old {};
-        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;   // a background job's
+        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         std::signal(sig, handler);
     }
+}
+}  // namespace
+
+void interrupt_handlers_install(void (*handler)(int)) {
+    g_installed = true;
+    set_unless_ignored(handler);
 }
 
 void interrupt_note_clear() {
     if (!g_installed) return;   // (a library caller's or a test runner's handlers stay theirs)
     g_installed = false;
-    for (const int sig : {SIGINT, SIGTERM}) {
-        struct sigaction old {};
-        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        std::signal(sig, SIG_DFL);
-    }
+    set_unless_ignored(SIG_DFL);
 }
 
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {

@@ -1,8 +1,8 @@
 #include "train/adamw.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -102,14 +102,9 @@ template <typename T>
 void AdamW<T>::save(const std::string& path) const {
     const std::int64_t n = static_cast<std::int64_t>(m_.size());
     std::vector<TensorToWrite> ts = {{"m", dtype_of<T>(), {n}, m_.data()}, {"v", dtype_of<T>(), {n}, v_.data()}};
-    const auto exact = [](double x) {   // the shortest text that reads back as x (std::to_string kept 6 decimals: eps 1e-8 was "0.000000")
-        char buf[32];
-        for (int digits = 6; digits <= 17; digits++) {
-            std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-            if (std::strtod(buf, nullptr) == x) break;
-        }
-        return std::string(buf);
-    };
+    // the shortest text that reads back as x, as JSON writes numbers (std::to_string kept 6 decimals: eps 1e-8 was
+    // "0.000000")
+    const auto exact = [](double x) { return nlohmann::json(x).dump(); };
     safetensors_save(path, ts,
                      {{"step", std::to_string(t_)}, {"lr", exact(config_.lr)},
                       {"beta1", exact(config_.beta1)}, {"beta2", exact(config_.beta2)},

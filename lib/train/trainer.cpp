@@ -779,11 +779,12 @@ void Trainer::run() {
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     // --force removes only a run's own files (below); rank 0 alone writes, and holds the folder's lock
+    static const char* const kForceRemoves[] = {"checkpoints", "model.safetensors", "metrics.jsonl", "manifest.json"};
     const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
     output_folder_guard(o_.out, ctx_.tool, inputs, false, dist_->root());
     if (o_.force && !o_.resume)   // an input among the files --force deletes is refused first (a --db beside them is not)
         for (const auto& in : inputs)
-            for (const char* own : {"checkpoints", "model.safetensors", "metrics.jsonl", "manifest.json"})
+            for (const char* own : kForceRemoves)
                 if (!in.path.empty() && path_inside(path_resolved(in.path), path_resolved((out / own).string())))
                     user_error_in(o_.out, cat("holds an input of this run (", in.option, " ", in.path,
                                               "), which --force would delete"),
@@ -793,12 +794,8 @@ void Trainer::run() {
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_->barrier();   // every rank has looked at --out before rank 0 writes into it
     const bool root = dist_->root();
-    if (has_run && o_.force && !o_.resume && root) {
-        fs::remove_all(out / "checkpoints");
-        fs::remove(out / "metrics.jsonl");
-        fs::remove(out / "manifest.json");
-        fs::remove(out / "model.safetensors");
-    }
+    if (has_run && o_.force && !o_.resume && root)
+        for (const char* own : kForceRemoves) fs::remove_all(out / own);
     if (root) fs::create_directories(out);
     if (root) {   // rank 0 says where to resume when the run is stopped (the launcher stops the others)
         if (dist_->active()) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
