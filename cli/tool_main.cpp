@@ -128,6 +128,34 @@ void refuse_parent_options(const CLI::App& app) {
     }
 }
 
+// CLI11 drops the empty items of a comma-separated list (`--T 32,,64` ran 32 and 64, `--nprobe 8,` one value) without
+// a word: a typo (a value left out) would go unnoticed in a benchmark's rows. Refused, naming the option; the value is
+// read from argv as given (`--T 32,,64` or `--T=32,,64`), as CLI11's results hold only the items it kept.
+void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
+    std::vector<const CLI::App*> apps{&app};
+    for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+    for (const CLI::App* a : apps) {
+        for (const CLI::Option* opt : a->get_options()) {
+            if (opt->count() == 0 || opt->get_delimiter() != ',' || opt->get_lnames().empty()) continue;
+            for (const std::string& lname : opt->get_lnames()) {
+                const std::string name = "--" + lname;
+                for (int i = 1; i < argc; ++i) {
+                    const std::string word = argv[i];
+                    std::string value;
+                    if (word == name && i + 1 < argc) value = argv[i + 1];
+                    else if (word.rfind(name + "=", 0) == 0) value = word.substr(name.size() + 1);
+                    else continue;
+                    const bool empty_item = !value.empty() && (value.find(",,") != std::string::npos ||
+                                                               value.front() == ',' || value.back() == ',');
+                    if (!empty_item) continue;
+                    user_error_in(name, cat("'", value, "' has an empty item"),
+                                  "separate the values by single commas, e.g. 1,2,4");
+                }
+            }
+        }
+    }
+}
+
 // CLI11's message on one line, in our words where its own are obscure.
 std::string usage_message(const std::string& what) {
     static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
@@ -151,7 +179,10 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         app.option_defaults()->always_capture_default();
         app.fallthrough();   // --quiet, --verbose work after a subcommand too
         // Applied when parsing completes, before any subcommand callback runs.
-        app.parse_complete_callback([&ctx] {
+        app.parse_complete_callback([&ctx, &app, argc, argv] {
+            // before any subcommand's callback: retro-bench runs its benchmark inside parse()
+            refuse_parent_options(app);
+            refuse_empty_list_items(app, argc, argv);
             if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)
                 user_error_in("--threads", cat(ctx.threads, " is not a thread count in [0, ", kMaxThreads, "]"),
                               "give 0 for all cores");
@@ -170,7 +201,6 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                          tool.c_str());
             return EXIT_USER;
         }
-        refuse_parent_options(app);
         if (action) action();
         return 0;
     } catch (const UserError& e) {
