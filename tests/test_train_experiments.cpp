@@ -437,6 +437,57 @@ TEST_CASE("train studies: examples/scratch-study.sh RECIPES trains the twins onc
     CHECK_FALSE(fs::exists(dir / "out" / "summary.tsv"));
 }
 
+TEST_CASE("train studies: examples/retrofit-study.sh's summary is the eval report's losses, and run again it reuses and resumes") {
+    test::TempDir dir("retrofit-study");
+    test::write_tiny_db(dir / "data" / "db8", dir / "data" / "knn8", 4, 16, 40, 10);
+    const std::string bin = fs::path(test::tool_path("retro-train")).parent_path().string();
+    const auto study = [&](const std::string& fit_steps) {
+        return test::run_command("cd " + shell_quote(test::source_dir().string()) + " && BASE_STEPS=4 FIT_STEPS=" +
+                                 fit_steps + " EVAL_BATCHES=1 THREADS=1 CONFIG=" + shell_quote(test::config_path()) +
+                                 " examples/retrofit-study.sh " + shell_quote(bin) + " " +
+                                 shell_quote((dir / "data").string()) + " " + shell_quote((dir / "out").string()) + " 1");
+    };
+    const auto r = study("2");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("retro-fit vs its continued twin at equal steps, 1 seed(s)") != std::string::npos);
+    const auto row_of = [&] {
+        std::istringstream row(test::read_text(dir / "out" / "row-s1.tsv"));
+        std::vector<double> v(6);
+        for (double& x : v) row >> x;
+        return v;
+    };
+    // the row: seed, the retro-fit's loss, its loss on shuffled neighbours, the continued twin's, and the differences
+    const auto j = nlohmann::json::parse(test::read_text(dir / "out" / "eval-s1.json"));
+    const auto& all = j["filters"].back()["modes"];
+    const double fit = all["retrieval"]["loss"], sh = all["shuffled neighbours"]["loss"], tw = all["baseline"]["loss"];
+    const std::vector<double> row = row_of();
+    CHECK(row[0] == 1);
+    CHECK(std::abs(row[1] - fit) <= 1e-4);   // the table prints 4 decimals
+    CHECK(std::abs(row[2] - sh) <= 1e-4);
+    CHECK(std::abs(row[3] - tw) <= 1e-4);
+    CHECK(std::abs(row[4] - (tw - fit)) <= 2e-4);
+    CHECK(std::abs(row[5] - (sh - fit)) <= 2e-4);
+    CHECK(j["baseline"].get<std::string>() == (dir / "out" / "cont-s1").string());
+    // an interrupted base (no model yet) resumes from its last checkpoint, which stays; the finished runs are reused
+    const fs::path base = dir / "out" / "base-s1", state = base / "checkpoints" / "step_00000004" / "state.json";
+    REQUIRE(fs::exists(state));
+    const auto state_time = fs::last_write_time(state), fit_time = fs::last_write_time(dir / "out" / "fit-s1" / "manifest.json");
+    fs::remove(base / "model.safetensors");
+    fs::remove(base / "manifest.json");
+    const auto again = study("2");
+    INFO(again.out << again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(fs::exists(base / "manifest.json"));
+    CHECK(fs::last_write_time(state) == state_time);
+    CHECK(fs::last_write_time(dir / "out" / "fit-s1" / "manifest.json") == fit_time);
+    CHECK(row_of() == row);   // the same runs, the same report
+    // other settings in the same OUT_DIR: refused, naming the first difference
+    const auto other = study("3");
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find("holds a study made with other settings (now FIT_STEPS=3") != std::string::npos);
+}
+
 TEST_CASE("train lr scale: --retrieval-lr-scale steps CCA and the encoder at lr x S (AdamW's ranges), the rest at lr") {
     const RetroConfig c = RetroConfig::load(test::config_path());
     const ParamLayout layout(c);
