@@ -24,11 +24,9 @@ LR=${LR:-2e-3}
 DEVICE=${DEVICE:-cpu}
 THREADS=${THREADS:-0}
 JOBS=${JOBS:-1}
-for d in "$DATA/db8" "$DATA/knn8"; do
-  [ -d "$d" ] || { echo "retrofit-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
-done
-mkdir -p "$OUT"
 source "$(dirname "$0")/study-seeds.sh"
+study_require_data retrofit-study "$DATA"
+mkdir -p "$OUT"
 study_settings retrofit-study settings.txt "$(study_data_settings "$DATA" "$CONFIG")
 $(printf 'BASE_STEPS=%s\nFIT_STEPS=%s\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' "$BASE_STEPS" "$FIT_STEPS" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet)

@@ -27,11 +27,9 @@ LR=${LR:-2e-3}
 DEVICE=${DEVICE:-cpu}
 THREADS=${THREADS:-0}
 JOBS=${JOBS:-1}
-for d in "$DATA/db8" "$DATA/knn8"; do
-  [ -d "$d" ] || { echo "scratch-study: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
-done
-mkdir -p "$OUT"
 source "$(dirname "$0")/study-seeds.sh"
+study_require_data scratch-study "$DATA"
+mkdir -p "$OUT"
 study_settings scratch-study settings.txt "$(study_data_settings "$DATA" "$CONFIG")
 $(printf 'STEPS=%s\nLR=%s\nDEVICE=%s\nTRAIN_OPTIONS=%s' "$STEPS" "$LR" "$DEVICE" "${TRAIN_OPTIONS:-}")"
 COMMON=(--db "$DATA/db8" --knn "$DATA/knn8" --config "$CONFIG" --lr "$LR" --device "$DEVICE" --threads "$THREADS" --quiet

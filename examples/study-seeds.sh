@@ -1,7 +1,15 @@
-# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: study_settings, study_data_settings, run_eval,
-# run_seeds, write_summary
-# and mean_sd. run_seeds
-# HEADER runs the caller's `study_seed S` for each seed of SEEDS, JOBS at a time (on a GPU the seeds' runs share it side
+# Sourced by examples/scratch-study.sh and examples/retrofit-study.sh: study_require_data, study_settings,
+# study_data_settings, run_eval, run_seeds, write_summary and mean_sd.
+
+# study_require_data NAME DATA: DATA must hold db8/ and knn8/ (exit 2 naming the missing one).
+study_require_data() {
+  local d
+  for d in "$2/db8" "$2/knn8"; do
+    [ -d "$d" ] || { echo "$1: error: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
+  done
+}
+
+# run_seeds HEADER runs the caller's `study_seed S` for each seed of SEEDS, JOBS at a time (on a GPU the seeds' runs share it side
 # by side), then (HEADER not empty) writes OUT/summary.tsv: the tab-separated HEADER and each seed's OUT/row-sS.tsv, in
 # seed order.
 run_seeds() {
