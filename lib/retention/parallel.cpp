@@ -46,6 +46,29 @@ void decay_key_block(F* Pt, std::int64_t L, std::int64_t N, const F* pw) {
     }
 }
 
+// One query block's product, shared by the forward and dQ (the same math with the roles of K and V swapped):
+// out[n0, n0+L) = (scale X Y^T ⊙ D) Z + (X ⊙ scale xi) S0' with xi_n = gamma^(n+1), S0' = S0 (forward: X = Q,
+// Y = K, Z = V) or S0^T (dQ: X = dO, Y = V, Z = K). X, out: the block's rows; Y, Z: rows from 0 of (b, h);
+// dx, dz: the widths of X/Y and Z/out rows (their strides H·dx, H·dz); S0 is K×V in both cases (K = dx forward).
+template <typename F>
+void query_block_product(const Shape& s, std::int64_t n0, std::int64_t L, F scale, const F* pw, const F* X,
+                         const F* Y, const F* Z, std::int64_t dx, std::int64_t dz, const F* S0, bool S0_transposed,
+                         F* out) {
+    const std::int64_t n1 = n0 + L;
+    const int iL = static_cast<int>(L), in1 = static_cast<int>(n1), idx = static_cast<int>(dx),
+              idz = static_cast<int>(dz), ix = static_cast<int>(s.H * dx), iz = static_cast<int>(s.H * dz);
+    std::vector<F> P(static_cast<std::size_t>(L * n1));
+    gemm(false, true, iL, in1, idx, scale, X, ix, Y, ix, F(0), P.data(), in1);
+    decay_query_block(P.data(), L, n0, n1, pw);
+    gemm(false, false, iL, idz, in1, F(1), P.data(), in1, Z, iz, F(0), out, iz);
+    if (!S0) return;
+    std::vector<F> w(static_cast<std::size_t>(L)), Xs(static_cast<std::size_t>(L * dx));
+    for (std::int64_t i = 0; i < L; ++i) w[i] = scale * pw[n0 + i + 1];
+    scaled_rows(X, s.H * dx, L, dx, w.data(), Xs.data());
+    const int ld_S0 = S0_transposed ? idx : idz;   // S0 is K×V: V wide
+    gemm(false, S0_transposed, iL, idz, idx, F(1), Xs.data(), idx, S0, ld_S0, F(1), out, iz);
+}
+
 }  // namespace
 
 template <typename F>
@@ -53,30 +76,17 @@ void parallel_forward(const Shape& s, const Options& opt, const F* q, const F* k
                       F* o, F* ht) {
     const Resolved r = resolve(s, opt);
     const std::int64_t T = s.T, K = s.K, V = s.V;
-    const int iK = static_cast<int>(K), iV = static_cast<int>(V), iHK = static_cast<int>(s.H * K),
-              iHV = static_cast<int>(s.H * V);
+    const int iK = static_cast<int>(K), iV = static_cast<int>(V), iHK = static_cast<int>(s.H * K);
     const auto pw = head_tables<F>(s, r);
     const std::int64_t blocks = (T + kBlock - 1) / kBlock;
     const F scale = static_cast<F>(r.scale);
     BlasSingleThread blas1;
     parallel_for(s.B * s.H * blocks, [&](std::int64_t task) {
         const std::int64_t bh = task / blocks, n0 = (task % blocks) * kBlock, L = std::min(kBlock, T - n0);
-        const std::int64_t b = bh / s.H, h = bh % s.H, n1 = n0 + L;
-        const F* qb = q + row_offset(s, b, n0, h, K);
-        F* ob = o + row_offset(s, b, n0, h, V);
-        std::vector<F> P(static_cast<std::size_t>(L * n1));
-        gemm(false, true, static_cast<int>(L), static_cast<int>(n1), iK, scale, qb, iHK,
-             k + row_offset(s, b, 0, h, K), iHK, F(0), P.data(), static_cast<int>(n1));
-        decay_query_block(P.data(), L, n0, n1, pw[h].data());
-        gemm(false, false, static_cast<int>(L), iV, static_cast<int>(n1), F(1), P.data(), static_cast<int>(n1),
-             v + row_offset(s, b, 0, h, V), iHV, F(0), ob, iHV);
-        if (h0) {   // + (Q ⊙ scale xi) S0, xi_n = gamma^(n+1)
-            std::vector<F> w(static_cast<std::size_t>(L)), Qx(static_cast<std::size_t>(L * K));
-            for (std::int64_t i = 0; i < L; ++i) w[i] = scale * pw[h][n0 + i + 1];
-            scaled_rows(qb, s.H * K, L, K, w.data(), Qx.data());
-            gemm(false, false, static_cast<int>(L), iV, iK, F(1), Qx.data(), iK, h0 + state_offset(s, b, h), iV,
-                 F(1), ob, iHV);
-        }
+        const std::int64_t b = bh / s.H, h = bh % s.H;
+        query_block_product(s, n0, L, scale, pw[h].data(), q + row_offset(s, b, n0, h, K), k + row_offset(s, b, 0, h, K),
+                            v + row_offset(s, b, 0, h, V), K, V, h0 ? h0 + state_offset(s, b, h) : nullptr, false,
+                            o + row_offset(s, b, n0, h, V));
     });
     if (!ht) return;
     parallel_for(s.B * s.H, [&](std::int64_t bh) {   // ht = gamma^T S0 + K^T (V ⊙ zeta)
@@ -106,22 +116,10 @@ void parallel_backward(const Shape& s, const Options& opt, const F* q, const F* 
     // dQ over query blocks: dP = scale (dO V^T ⊙ D), dQ = dP K + (dO ⊙ scale xi) S0^T.
     parallel_for(s.B * s.H * blocks, [&](std::int64_t task) {
         const std::int64_t bh = task / blocks, n0 = (task % blocks) * kBlock, L = std::min(kBlock, T - n0);
-        const std::int64_t b = bh / s.H, h = bh % s.H, n1 = n0 + L;
-        const F* dob = dO + row_offset(s, b, n0, h, V);
-        F* dqb = dq + row_offset(s, b, n0, h, K);
-        std::vector<F> P(static_cast<std::size_t>(L * n1));
-        gemm(false, true, static_cast<int>(L), static_cast<int>(n1), iV, scale, dob, iHV,
-             v + row_offset(s, b, 0, h, V), iHV, F(0), P.data(), static_cast<int>(n1));
-        decay_query_block(P.data(), L, n0, n1, pw[h].data());
-        gemm(false, false, static_cast<int>(L), iK, static_cast<int>(n1), F(1), P.data(), static_cast<int>(n1),
-             k + row_offset(s, b, 0, h, K), iHK, F(0), dqb, iHK);
-        if (h0) {
-            std::vector<F> w(static_cast<std::size_t>(L)), dOx(static_cast<std::size_t>(L * V));
-            for (std::int64_t i = 0; i < L; ++i) w[i] = scale * pw[h][n0 + i + 1];
-            scaled_rows(dob, s.H * V, L, V, w.data(), dOx.data());
-            gemm(false, true, static_cast<int>(L), iK, iV, F(1), dOx.data(), iV, h0 + state_offset(s, b, h), iV,
-                 F(1), dqb, iHK);
-        }
+        const std::int64_t b = bh / s.H, h = bh % s.H;
+        query_block_product(s, n0, L, scale, pw[h].data(), dO + row_offset(s, b, n0, h, V), v + row_offset(s, b, 0, h, V),
+                            k + row_offset(s, b, 0, h, K), V, K, h0 ? h0 + state_offset(s, b, h) : nullptr, true,
+                            dq + row_offset(s, b, n0, h, K));
     });
     // dK, dV over key blocks [m0, m0+L) against queries [m0, T).
     parallel_for(s.B * s.H * blocks, [&](std::int64_t task) {
