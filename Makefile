@@ -28,16 +28,27 @@ test: build
 demo: demo-deps build
 	examples/demo.sh $(BUILD)/bin demo-out
 
-# libFuzzer targets for the .npy and .safetensors parsers (clang; not part of CI).
-# Runs each for FUZZ_SECONDS; crashes land in fuzz-out/.
+# libFuzzer targets (tests/fuzz/fuzz_NAME.cpp; clang; not part of CI): the .npy and .safetensors parsers, the JPEG
+# and PNG decoders, the corpus readers (text, jsonl, gzip, zstd), the UTF-8 handling and tokenizers. Runs each for
+# FUZZ_SECONDS, one after another; its corpus grows in fuzz-out/NAME/corpus, a crash, leak, timeout or OOM input
+# lands in fuzz-out/NAME/. FUZZ_TARGETS=image runs only some.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= npy safetensors image corpus text
+FUZZ_SEEDS_npy = tests/reference/fixtures
+FUZZ_SEEDS_safetensors = tests/reference/fixtures
+FUZZ_SEEDS_image = tests/reference/golden/clip_tiny/images tests/fuzz/seeds/image
+FUZZ_SEEDS_corpus = tests/fuzz/seeds/corpus
+FUZZ_SEEDS_text = tests/fuzz/seeds/text
+define fuzz_run
+@mkdir -p fuzz-out/$(1)/corpus
+build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=fuzz-out/$(1)/ fuzz-out/$(1)/corpus $(FUZZ_SEEDS_$(1))
+
+endef
 fuzz: deps
 	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_FUZZ=ON -DBUILD_TESTING=OFF \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-	@cmake --build build-fuzz -j$(JOBS) --target fuzz_npy fuzz_safetensors
-	@mkdir -p fuzz-out/npy fuzz-out/safetensors
-	build-fuzz/fuzz_npy -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz-out/ fuzz-out/npy tests/reference/fixtures
-	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=fuzz-out/ fuzz-out/safetensors tests/reference/fixtures
+	@cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t)))
 
 # Everything under ASan + UBSan (CMake option RETRO_SANITIZE, CPU only, in build-sanitize) and the whole test suite
 # on it, the host-emulated CUDA kernels in each warp schedule included (not in CI; docs/testing.md).

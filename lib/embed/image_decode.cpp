@@ -2,6 +2,7 @@
 // UserError through setjmp/longjmp as both libraries require.
 #include "embed/image_decode.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@ namespace {
 using namespace image_errors;
 
 constexpr std::int64_t kMaxPixels = std::int64_t(1) << 28;   // 268 M pixels: refuse decompression bombs
+constexpr std::size_t kMaxExpansion = 1024;                    // JPEG: RGB bytes per file byte reserved up front
 
 struct FileCloser {
     void operator()(FILE* f) const { if (f) std::fclose(f); }
@@ -66,7 +68,13 @@ void jpeg_warn(j_common_ptr cinfo, int level) {
     if (level < 0) jpeg_fail(cinfo);
 }
 
-RgbImage decode_jpeg(const std::string& path) {
+// One RGB channel from CMYK as Pillow's cmyk2rgb (Convert.c): nk - c·nk/255 rounded as its MULDIV255, nk = 255 - K.
+std::uint8_t cmyk_channel(int c, int nk) {
+    const int t = c * nk + 128;
+    return static_cast<std::uint8_t>(std::clamp(nk - (((t >> 8) + t) >> 8), 0, 255));
+}
+
+RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
     std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
     if (!f) user_error_in(path, "cannot be opened");
     jpeg_decompress_struct cinfo;
@@ -93,19 +101,23 @@ RgbImage decode_jpeg(const std::string& path) {
     }
     img.width = w;
     img.height = h;
-    img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
+    // The header's size is only a claim: a few hundred bytes can say 16384 x 16384 (805 MB of pixels). The pixels
+    // are reserved up front when the file is big enough to plausibly hold them (at most 1024 output bytes per
+    // input byte; photos are near 10); else they grow with the rows decoded, so a truncated file fails before it
+    // costs the memory its header claims.
+    const std::size_t rgb_bytes = static_cast<std::size_t>(w) * h * 3;
+    if (rgb_bytes / kMaxExpansion <= file_size) img.rgb.reserve(rgb_bytes);
     row.resize(static_cast<std::size_t>(w) * cinfo.output_components);
     while (cinfo.output_scanline < cinfo.output_height) {
         JSAMPROW p = row.data();
         const int y = static_cast<int>(cinfo.output_scanline);
         jpeg_read_scanlines(&cinfo, &p, 1);
+        img.rgb.resize(static_cast<std::size_t>(y + 1) * w * 3);
         std::uint8_t* out = img.rgb.data() + static_cast<std::size_t>(y) * w * 3;
-        if (cmyk) {   // Adobe CMYK JPEGs store inverted values; PIL's CMYK -> RGB: c' = 255 - c - k (clipped)
+        if (cmyk) {   // Adobe CMYK JPEGs store inverted values (PIL reads them as CMYK;I: C = 255 - stored)
             for (int x = 0; x < w; ++x) {
-                const int c = row[x * 4], m = row[x * 4 + 1], yy = row[x * 4 + 2], k = row[x * 4 + 3];
-                out[x * 3 + 0] = static_cast<std::uint8_t>(c * k / 255);
-                out[x * 3 + 1] = static_cast<std::uint8_t>(m * k / 255);
-                out[x * 3 + 2] = static_cast<std::uint8_t>(yy * k / 255);
+                const int nk = row[x * 4 + 3];   // 255 - K
+                for (int ch = 0; ch < 3; ++ch) out[x * 3 + ch] = cmyk_channel(255 - row[x * 4 + ch], nk);
             }
         } else {
             std::memcpy(out, row.data(), row.size());
@@ -118,7 +130,38 @@ RgbImage decode_jpeg(const std::string& path) {
 
 // ---- PNG ----
 
-RgbImage decode_png(const std::string& path) {
+// A 16-bit greyscale PNG as PIL's Image.open(path).convert("RGB"): each big-endian sample clipped to 255, as grey.
+// Called after png_read_info with the checks on the size done; destroys the read struct.
+RgbImage decode_png_grey16(png_structp png, png_infop info, PngState& state, const std::string& path, png_uint_32 w,
+                           png_uint_32 h) {
+    std::vector<std::uint8_t> samples;
+    std::vector<png_bytep> rows;
+    if (setjmp(state.jump)) {
+        png_destroy_read_struct(&png, &info, nullptr);
+        user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
+    }
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    const std::size_t row_bytes = static_cast<std::size_t>(w) * 2;
+    samples.resize(row_bytes * h);
+    rows.resize(h);
+    for (png_uint_32 y = 0; y < h; ++y) rows[y] = samples.data() + y * row_bytes;
+    png_read_image(png, rows.data());
+    png_read_end(png, nullptr);
+    png_destroy_read_struct(&png, &info, nullptr);
+    RgbImage img;
+    img.width = static_cast<int>(w);
+    img.height = static_cast<int>(h);
+    img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(w) * h; ++i) {
+        const int v = samples[2 * i] << 8 | samples[2 * i + 1];
+        const std::uint8_t g = static_cast<std::uint8_t>(std::min(v, 255));
+        img.rgb[3 * i] = img.rgb[3 * i + 1] = img.rgb[3 * i + 2] = g;
+    }
+    return img;
+}
+
+RgbImage decode_png(const std::string& path, std::size_t file_size) {
     std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
     if (!f) user_error_in(path, "cannot be opened");
     PngState state;
@@ -139,12 +182,26 @@ RgbImage decode_png(const std::string& path) {
         png_destroy_read_struct(&png, &info, nullptr);
         check_size(path, w, h);
     }
+    // Deflate packs at most 1032 bytes into one, so the IDAT data of w x h pixels (filter bytes not even counted)
+    // needs at least w * h * bits per pixel / 8 / 1032 bytes: a file smaller than that is cut short or corrupt,
+    // refused here before its pixels (up to 805 MB) are allocated.
+    const std::int64_t pixel_bytes = (static_cast<std::int64_t>(w) * h * png_get_channels(png, info) * png_get_bit_depth(png, info) + 7) / 8;
+    if (pixel_bytes / 1032 > static_cast<std::int64_t>(file_size)) {
+        png_destroy_read_struct(&png, &info, nullptr);
+        user_error_in(path, cat("is not a readable PNG (its header says ", w, " x ", h, " pixels, more than its ", file_size,
+                                " bytes can hold: the file is cut short or corrupt)"), "re-encode or remove it");
+    }
     const int color = png_get_color_type(png, info);
+    // 16-bit greyscale is PIL's mode I;16, whose convert("RGB") clips each value to 255 (it does not scale: 0x1234
+    // is white); every other 16-bit PNG PIL reads at 8 bits, the high byte, as png_set_strip_16
+    if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) == 16)
+        return decode_png_grey16(png, info, state, path, w, h);
     if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    // alpha dropped, also the alpha that expanding a palette with a tRNS chunk adds (PIL's P -> RGB ignores it)
+    if ((color & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != static_cast<png_size_t>(w) * 3) {
@@ -177,10 +234,10 @@ RgbImage image_decode(const std::string& path) {
     std::size_t size = 0;
     std::int64_t w = -1, h = -1;
     switch (sniff(path, size, &w, &h)) {
-        case Format::JPEG: return decode_jpeg(path);
+        case Format::JPEG: return decode_jpeg(path, size);
         case Format::PNG:
             if (w == 0 || h == 0) check_size(path, w, h);
-            return decode_png(path);
+            return decode_png(path, size);
         default: break;
     }
     if (size == 0) user_error_in(path, "is empty (0 bytes), not an image", "remove it");

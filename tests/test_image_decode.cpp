@@ -1,0 +1,114 @@
+// Regressions found while fuzzing the image decoders (tests/fuzz/fuzz_image.cpp, docs/testing.md "Fuzzing"): bad
+// bytes are one UserError naming the file, a header's claimed size costs no memory the file cannot back, and the
+// fuzz seeds' PNG kinds decode.
+#include <doctest/doctest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "embed/image_decode.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Peak resident memory of this process so far (bytes).
+std::int64_t peak_rss() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<std::int64_t>(u.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+TEST_CASE("image: a 16384 x 16384 header on a few bytes is refused before its 805 MB of pixels are allocated") {
+    // A 1 x 1 grey baseline JPEG (its own tables) with SOF0 set to 16384 x 16384 and the scan cut to nothing (140
+    // bytes); the decoder used to allocate all 805 MB of RGB before the first row showed the data missing.
+    const std::string jpg(
+        "\xff\xd8\xff\xdb\x00\x43\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+        "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+        "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\xff"
+        "\xc0\x00\x0b\x08\x40\x00\x40\x00\x01\x01\x11\x00\xff\xc4\x00\x14\x00\x01\x00\x00\x00\x00\x00\x00"
+        "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0b\xff\xc4\x00\x14\x10\x01\x00\x00\x00\x00\x00\x00\x00\x00"
+        "\x00\x00\x00\x00\x00\x00\x00\x00\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00\xff\xd9",
+        140);
+    // A PNG of the same size: IHDR 16384 x 16384 RGB 8-bit, one IDAT of 100 zero bytes, IEND (69 bytes).
+    const std::string png(
+        "\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x40\x00\x00\x00\x40\x00"
+        "\x08\x02\x00\x00\x00\x26\xaa\x87\xd3\x00\x00\x00\x0c\x49\x44\x41\x54\x78\x9c\x63\x60\xa0\x3d\x00"
+        "\x00\x00\x64\x00\x01\x86\x64\x3c\x35\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82",
+        69);
+    const fs::path dir = fs::temp_directory_path() / ("retro-image-bomb-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    struct Case {
+        std::string file, bytes, says;
+    };
+    const Case cases[] = {
+        {"header_only.jpg", jpg, "is not a readable JPEG"},
+        {"header_only.png", png, "16384 x 16384 pixels, more than its 69 bytes can hold"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.file);
+        const fs::path p = dir / c.file;
+        std::ofstream(p, std::ios::binary) << c.bytes;
+        const std::int64_t before = peak_rss();
+        try {
+            image_decode(p.string());
+            FAIL("decoded " << c.file);
+        } catch (const UserError& e) {
+            const std::string msg = e.what();
+            CHECK(msg.find(p.string()) == 0);
+            CHECK(msg.find(c.says) != std::string::npos);
+            CHECK(msg.find('\n') == std::string::npos);
+        }
+        CHECK(peak_rss() - before < (std::int64_t(256) << 20));
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("image: a palette PNG with a tRNS chunk decodes to its palette colours, the transparency dropped") {
+    // 3 x 2, 4-bit palette (black, red, green), tRNS making black half transparent (105 bytes). Expanding the palette
+    // added an alpha channel that was not stripped, and the file was refused as "a PNG pixel layout this decoder does
+    // not handle"; PIL's convert("RGB") gives the palette colours.
+    const std::string png(
+        "\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x03\x00\x00\x00\x02"
+        "\x04\x03\x00\x00\x00\x6f\x5a\x7b\x29\x00\x00\x00\x09\x50\x4c\x54\x45\x00\x00\x00\xff\x00\x00\x00"
+        "\xff\x00\xf4\x83\xbf\x7e\x00\x00\x00\x01\x74\x52\x4e\x53\x80\xad\x5e\x5b\x46\x00\x00\x00\x0e\x49"
+        "\x44\x41\x54\x78\xda\x63\x60\x54\x60\x10\x62\x00\x00\x00\xaf\x00\x34\xb5\x27\xd7\xab\x00\x00\x00"
+        "\x00\x49\x45\x4e\x44\xae\x42\x60\x82",
+        105);
+    const fs::path p = fs::temp_directory_path() / ("retro-image-trns-" + std::to_string(::getpid()) + ".png");
+    std::ofstream(p, std::ios::binary) << png;
+    const RgbImage img = image_decode(p.string());
+    fs::remove(p);
+    CHECK(img.width == 3);
+    CHECK(img.height == 2);
+    const std::vector<std::uint8_t> want = {0, 0, 0, 255, 0, 0, 0, 255, 0, 255, 0, 0, 0, 255, 0, 0, 0, 0};
+    CHECK(img.rgb == want);
+}
+
+TEST_CASE("image: a 16-bit greyscale PNG and an Adobe CMYK JPEG decode to Pillow 13's convert(\"RGB\") pixels") {
+    // tests/fuzz/seeds/image: grey16_1x3.png holds 0x1234, 0xffff, 0x0001 (PIL's mode I;16: each value clipped to
+    // 255, not scaled: the high byte gave 18, 255, 0); cmyk_4x4.jpg is inverted CMYK (Pillow's cmyk2rgb rounds
+    // nk - c·nk/255 with its MULDIV255: the truncated (255 - c)(255 - k)/255 was 1 below it in 14 of 48 values).
+    const fs::path seeds = test::source_dir() / "tests" / "fuzz" / "seeds" / "image";
+    const RgbImage grey = image_decode((seeds / "grey16_1x3.png").string());
+    CHECK(grey.width == 1);
+    CHECK(grey.height == 3);
+    CHECK(grey.rgb == std::vector<std::uint8_t>{255, 255, 255, 255, 255, 255, 1, 1, 1});
+    const RgbImage cmyk = image_decode((seeds / "cmyk_4x4.jpg").string());
+    CHECK(cmyk.width == 4);
+    CHECK(cmyk.height == 4);
+    const std::vector<std::uint8_t> pil = {0,  20, 32, 0,  0,  0,  23, 44, 71, 27, 30, 0,  5,  22, 40, 6,
+                                           7,  9,  31, 68, 82, 36, 40, 2,  12, 23, 51, 16, 19, 23, 43, 91,
+                                           99, 50, 48, 6,  18, 43, 60, 23, 29, 32, 53, 69, 111, 60, 12, 9};
+    CHECK(cmyk.rgb == pil);
+}
