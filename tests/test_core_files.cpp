@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <random>
+#include <regex>
 #include <thread>
 #include <utility>
 
@@ -220,6 +221,55 @@ TEST_CASE("core: glob matching") {
     CHECK(glob_match("_sources/**/*.rst.txt", "_sources/os.rst.txt"));
     CHECK(!glob_match("*.txt", "x/a.txt"));
     CHECK(glob_match("doc?.md", "doc1.md"));
+    // many stars on a long name: each (pattern, path) position tried once (the recursion tried every split of the
+    // 40 a's among the 10 stars: C(40, 10), minutes)
+    const std::string stars = "*a*a*a*a*a*a*a*a*a*a", as(40, 'a');
+    CHECK(!glob_match(stars + "*b", as));
+    CHECK(glob_match(stars + "*", as + "b"));
+}
+
+TEST_CASE("core: glob matching equals a regular-expression oracle on random patterns and paths") {
+    // the oracle: '**/' = any whole components (none too), a trailing '**' = anything, '*' = [^/]*, '?' = [^/]
+    const auto oracle = [](const std::string& glob) {
+        std::string re;
+        for (std::size_t i = 0; i < glob.size(); ++i) {
+            if (glob.compare(i, 3, "**/") == 0 && (i == 0 || glob[i - 1] == '/')) re += "(.*/)?", i += 2;
+            else if (glob.compare(i, 2, "**") == 0 && i + 2 == glob.size() && (i == 0 || glob[i - 1] == '/')) re += ".*", i += 1;
+            else if (glob[i] == '*') re += "[^/]*";
+            else if (glob[i] == '?') re += "[^/]";
+            else if (glob[i] == '.') re += "\\.";
+            else re += glob[i];
+        }
+        return std::regex(re);
+    };
+    std::mt19937 rng(11);
+    const std::vector<std::string> glob_pieces = {"a", "b", "/", "*", "?", "**/", "."}, path_pieces = {"a", "b", "/", "."};
+    const auto any_of = [&](const std::string& chars) { return std::string(1, chars[rng() % chars.size()]); };
+    int matched = 0;
+    for (int t = 0; t < 3000; ++t) {
+        std::string glob, path;
+        std::vector<std::string> pieces;
+        for (int n = static_cast<int>(rng() % 6); n >= 0; --n) pieces.push_back(glob_pieces[rng() % glob_pieces.size()]);
+        if (rng() % 4 == 0) pieces.push_back("**");
+        for (const auto& p : pieces) glob += p;
+        if (t % 2 == 0) {   // a random path
+            for (int n = static_cast<int>(rng() % 8); n >= 0; --n) path += path_pieces[rng() % path_pieces.size()];
+        } else {   // a path made from the pattern, piece by piece (mostly a match; some not, where '**' is not alone)
+            for (const auto& p : pieces) {
+                if (p == "*") for (int n = static_cast<int>(rng() % 3); n > 0; --n) path += any_of("ab.");
+                else if (p == "?") path += any_of("ab.");
+                else if (p == "**/" || p == "**") for (int n = static_cast<int>(rng() % 3); n > 0; --n) path += any_of("ab") + "/";
+                else path += p;
+            }
+        }
+        const bool want = std::regex_match(path, oracle(glob));
+        CAPTURE(glob);
+        CAPTURE(path);
+        CHECK(glob_match(glob, path) == want);
+        matched += want;
+    }
+    CHECK(matched > 1000);   // the draw reaches both answers
+    CHECK(matched < 2500);
 }
 
 namespace {

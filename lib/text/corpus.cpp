@@ -25,32 +25,55 @@ void CorpusCounts::merge(const CorpusCounts& o) {
 }
 
 namespace {
-bool match_here(const char* g, const char* s) {
-    while (*g) {
-        if (g[0] == '*' && g[1] == '*' && (g[2] == '/' || g[2] == '\0')) {
-            const char* rest = g[2] ? g + 3 : g + 2;
-            if (!g[2]) return true;   // trailing ** matches everything
-            for (const char* p = s;; ++p) {   // try every component boundary
-                if ((p == s || p[-1] == '/') && match_here(rest, p)) return true;
-                if (!*p) return false;
-            }
-        }
-        if (*g == '*') {
-            for (const char* p = s;; ++p) {
-                if (match_here(g + 1, p)) return true;
-                if (!*p || *p == '/') return false;
-            }
-        }
-        if (!*s) return false;
-        if (*g == '?') {
-            if (*s == '/') return false;
-        } else if (*g != *s) {
-            return false;
-        }
-        ++g, ++s;
+// `glob` against `path` from positions (g, s). A call that failed is remembered (failed_[g * (|path| + 1) + s]), so
+// a pattern with many stars ("*a*a*a*a*b") tries each (g, s) once, not every way to split the path among them.
+class GlobMatcher {
+public:
+    GlobMatcher(const std::string& glob, const std::string& path)
+        : g_(glob), s_(path), failed_((glob.size() + 1) * (path.size() + 1), 0) {}
+    bool match(std::size_t g, std::size_t s) {
+        char& failed = failed_[g * (s_.size() + 1) + s];
+        if (failed) return false;
+        if (match_from(g, s)) return true;
+        failed = 1;
+        return false;
     }
-    return *s == '\0';
-}
+
+private:
+    char glob_at(std::size_t i) const { return i < g_.size() ? g_[i] : '\0'; }
+    char path_at(std::size_t i) const { return i < s_.size() ? s_[i] : '\0'; }
+    bool match_from(std::size_t g, std::size_t s) {
+        while (glob_at(g)) {
+            // '**' as a whole component ("**/x", "a/**/x", "a/**"): any number of folders; elsewhere ("a**") two '*'
+            const bool component_start = g == 0 || glob_at(g - 1) == '/';
+            if (component_start && glob_at(g) == '*' && glob_at(g + 1) == '*' &&
+                (glob_at(g + 2) == '/' || glob_at(g + 2) == '\0')) {
+                if (!glob_at(g + 2)) return true;   // trailing ** matches everything
+                for (std::size_t p = s;; ++p) {     // try every component boundary
+                    if ((p == s || path_at(p - 1) == '/') && match(g + 3, p)) return true;
+                    if (!path_at(p)) return false;
+                }
+            }
+            if (glob_at(g) == '*') {
+                for (std::size_t p = s;; ++p) {
+                    if (match(g + 1, p)) return true;
+                    if (!path_at(p) || path_at(p) == '/') return false;
+                }
+            }
+            if (!path_at(s)) return false;
+            if (glob_at(g) == '?') {
+                if (path_at(s) == '/') return false;
+            } else if (glob_at(g) != path_at(s)) {
+                return false;
+            }
+            ++g, ++s;
+        }
+        return !path_at(s);
+    }
+    const std::string& g_;
+    const std::string& s_;
+    std::vector<char> failed_;
+};
 
 bool is_jsonl(const std::string& p) {
     for (const char* ext : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
@@ -61,7 +84,7 @@ bool is_jsonl(const std::string& p) {
 }
 }  // namespace
 
-bool glob_match(const std::string& glob, const std::string& relative) { return match_here(glob.c_str(), relative.c_str()); }
+bool glob_match(const std::string& glob, const std::string& relative) { return GlobMatcher(glob, relative).match(0, 0); }
 
 std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs, const CorpusOptions& opts) {
     std::vector<CorpusFile> out;

@@ -39,7 +39,8 @@ struct CorpusCounts {
 };
 
 // True when `relative` (a '/'-separated path) matches `glob`: '*' and '?' stay within a path
-// component, '**/' matches zero or more whole components.
+// component; '**' as a whole component ('**/' or a trailing '/**') matches zero or more whole components,
+// elsewhere it is two '*'. Time O(|glob| x |relative|^2) at worst, whatever the stars.
 bool glob_match(const std::string& glob, const std::string& relative);
 
 // Expands inputs (folders and files) into the sorted list of files to read. A folder with no
