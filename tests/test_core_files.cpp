@@ -422,6 +422,14 @@ TEST_CASE("core: corpus reading of folders and plain - gzip and zstd jsonl") {
         CHECK(c.empty_skipped == 1);
     }
     CHECK_THROWS_AS(corpus_list_files({(tmp / "missing").string()}, opts), UserError);
+    // a "\u0000" escape: its NUL byte replaced and counted, as a stray NUL in a text file (it reached the tokenizer)
+    test::write_text(tmp / "nul.jsonl", "{\"text\": \"a\\u0000b\\u0000\"}\n{\"text\": \"\\u0000\"}\n");
+    CorpusCounts c;
+    std::vector<std::string> nul_texts;
+    corpus_read_file(corpus_list_files({(tmp / "nul.jsonl").string()}, opts)[0], opts, c,
+                     [&](Document& d) { nul_texts.push_back(d.text); });
+    CHECK(nul_texts == std::vector<std::string>{"a\xEF\xBF\xBD" "b\xEF\xBF\xBD", "\xEF\xBF\xBD"});
+    CHECK(c.invalid_utf8_replaced == 3);
 }
 
 TEST_CASE("corpus: a RetroKit output inside a corpus folder is skipped, whatever the glob") {

@@ -203,6 +203,8 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             log_debug(where + ": skipped: " + problem);
             continue;
         }
+        // a "\u0000" escape puts a NUL byte in the text: replaced and counted as a text file's stray NUL is
+        if (doc.text.find('\0') != std::string::npos) counts.invalid_utf8_replaced += replace_nul_bytes(doc.text);
         if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             counts.empty_skipped++;
             continue;
