@@ -2,6 +2,7 @@
 #include "tool_main.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -129,9 +130,13 @@ void refuse_parent_options(const CLI::App& app) {
 }
 
 // CLI11 drops the empty items of a comma-separated list (`--T 32,,64` ran 32 and 64, `--nprobe 8,` one value) without
-// a word: a typo (a value left out) would go unnoticed in a benchmark's rows. Refused, naming the option; the value is
-// read from argv as given (`--T 32,,64` or `--T=32,,64`), as CLI11's results hold only the items it kept.
+// a word: a typo (a value left out) would go unnoticed in a benchmark's rows. Refused, naming the option. The value
+// is read from argv as given: `--T=32,,64`, or the words after `--T` up to the next option (a list option takes them
+// all: `--T 32 ,,64`), joined as they stand, so `--T 32, 64` is the list 32,64 it is to CLI11 too.
 void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
+    const auto is_option_word = [](const std::string& w) {   // "-5" or "-.5" is a value, "-x" / "--x" an option
+        return w.size() > 1 && w[0] == '-' && !(std::isdigit(static_cast<unsigned char>(w[1])) || w[1] == '.');
+    };
     std::vector<const CLI::App*> apps{&app};
     for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
     for (const CLI::App* a : apps) {
@@ -142,9 +147,13 @@ void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
                 for (int i = 1; i < argc; ++i) {
                     const std::string word = argv[i];
                     std::string value;
-                    if (word == name && i + 1 < argc) value = argv[i + 1];
-                    else if (word.rfind(name + "=", 0) == 0) value = word.substr(name.size() + 1);
-                    else continue;
+                    if (word.rfind(name + "=", 0) == 0) {
+                        value = word.substr(name.size() + 1);
+                    } else if (word == name) {
+                        for (int j = i + 1; j < argc && !is_option_word(argv[j]); ++j) value += argv[j];
+                    } else {
+                        continue;
+                    }
                     const bool empty_item = !value.empty() && (value.find(",,") != std::string::npos ||
                                                                value.front() == ',' || value.back() == ',');
                     if (!empty_item) continue;

@@ -5,7 +5,7 @@
 study_require_data() {
   local d
   for d in "$2/db8" "$2/knn8"; do
-    [ -d "$d" ] || { echo "$1: error: $d is missing (make it as examples/demo.sh does)" >&2; exit 2; }
+    [ -d "$d" ] || { echo "$1: error: $d is missing (fix: make db8/ and knn8/ as examples/demo.sh does, or give the folder holding them)" >&2; exit 2; }
   done
 }
 

@@ -333,8 +333,12 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "generate --prompt 8 --output 2 --profile 1"), {"--profile", "--device cuda"});
     expect_refused(test::run_tool("retro-bench", "embed --model m --chunks 99999999999"), {"--chunks", "of memory available"});
     // an empty item of a comma-separated list (CLI11 dropped it without a word: `--T 32,,64` ran two rows)
-    expect_refused(test::run_tool("retro-bench", "retention --T 32,,64 --B 1 --H 1"), {"--T", "'32,,64' has an empty item"});
+    const test::RunResult empty_item = test::run_tool("retro-bench", "retention --T 32,,64 --B 1 --H 1");
+    expect_refused(empty_item, {"--T", "'32,,64' has an empty item"});
+    CHECK(empty_item.out.empty());   // refused before the benchmark ran (it runs inside the parse)
     expect_refused(test::run_tool("retro-bench", "retention --T=32, --B 1 --H 1"), {"--T", "'32,' has an empty item"});
+    expect_refused(test::run_tool("retro-bench", "retention --T 32 ,,64 --B 1 --H 1"), {"--T", "'32,,64' has an empty item"});
+    expect_refused(test::run_tool("retro-bench", "retention --B 1 --T 32 ,"), {"--T", "'32,' has an empty item"});
     expect_refused(test::run_tool("retro-bench", "knn --nprobe ,8"), {"--nprobe", "',8' has an empty item"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--rounds 0"), {"--rounds", "0 is not a number of rounds"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--debian-queries -1"), {"--debian-queries"});

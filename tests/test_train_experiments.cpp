@@ -486,6 +486,14 @@ TEST_CASE("train studies: examples/retrofit-study.sh's summary is the eval repor
     const auto other = study("3");
     CHECK(other.exit_code == 2);
     CHECK(other.err.find("holds a study made with other settings (now FIT_STEPS=3") != std::string::npos);
+    // a DATA_DIR without db8/: one line naming it, before anything is made
+    const auto no_data = test::run_command("cd " + shell_quote(test::source_dir().string()) + " && examples/retrofit-study.sh " +
+                                           shell_quote(bin) + " " + shell_quote(dir.path.string()) + " " +
+                                           shell_quote((dir / "out2").string()) + " 1");
+    CHECK(no_data.exit_code == 2);
+    CHECK(no_data.err == "retrofit-study: error: " + (dir / "db8").string() +
+                             " is missing (fix: make db8/ and knn8/ as examples/demo.sh does, or give the folder holding them)\n");
+    CHECK_FALSE(fs::exists(dir / "out2"));
 }
 
 TEST_CASE("train lr scale: --retrieval-lr-scale steps CCA and the encoder at lr x S (AdamW's ranges), the rest at lr") {

@@ -24,6 +24,13 @@ using namespace image_errors;
 constexpr std::int64_t kMaxPixels = std::int64_t(1) << 28;   // 268 M pixels: refuse decompression bombs
 constexpr std::size_t kMaxExpansion = 1024;                    // JPEG: RGB bytes per file byte reserved up front
 
+// Grows `pixels` to `n` bytes as rows are decoded, doubling its capacity but never past `total` (the image's
+// size): a file whose data ends early fails after costing about what it held, not what its header claimed.
+void grow_rows(std::vector<std::uint8_t>& pixels, std::size_t n, std::size_t total) {
+    if (n > pixels.capacity()) pixels.reserve(std::min(total, std::max(n, 2 * pixels.capacity())));
+    pixels.resize(n);
+}
+
 struct FileCloser {
     void operator()(FILE* f) const { if (f) std::fclose(f); }
 };
@@ -112,7 +119,7 @@ RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
         JSAMPROW p = row.data();
         const int y = static_cast<int>(cinfo.output_scanline);
         jpeg_read_scanlines(&cinfo, &p, 1);
-        img.rgb.resize(static_cast<std::size_t>(y + 1) * w * 3);
+        grow_rows(img.rgb, static_cast<std::size_t>(y + 1) * w * 3, rgb_bytes);
         std::uint8_t* out = img.rgb.data() + static_cast<std::size_t>(y) * w * 3;
         if (cmyk) {   // Adobe CMYK JPEGs store inverted values (PIL reads them as CMYK;I: C = 255 - stored)
             for (int x = 0; x < w; ++x) {
@@ -130,23 +137,37 @@ RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
 
 // ---- PNG ----
 
+// Reads the image's rows (row_bytes each, after png_read_update_info) into `pixels`: row by row, growing the buffer,
+// for a PNG without interlace (a file cut short fails having cost what it held); all at once for an interlaced one
+// (its passes revisit every row), bounded by decode_png's size check.
+void read_png_rows(png_structp png, png_infop info, std::size_t row_bytes, png_uint_32 h,
+                   std::vector<std::uint8_t>& pixels) {
+    const std::size_t total = row_bytes * h;
+    if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) {
+        for (png_uint_32 y = 0; y < h; ++y) {
+            grow_rows(pixels, (y + 1) * row_bytes, total);
+            png_read_row(png, pixels.data() + y * row_bytes, nullptr);
+        }
+        return;
+    }
+    pixels.resize(total);
+    std::vector<png_bytep> rows(h);
+    for (png_uint_32 y = 0; y < h; ++y) rows[y] = pixels.data() + y * row_bytes;
+    png_read_image(png, rows.data());
+}
+
 // A 16-bit greyscale PNG as PIL's Image.open(path).convert("RGB"): each big-endian sample clipped to 255, as grey.
 // Called after png_read_info with the checks on the size done; destroys the read struct.
 RgbImage decode_png_grey16(png_structp png, png_infop info, PngState& state, const std::string& path, png_uint_32 w,
                            png_uint_32 h) {
     std::vector<std::uint8_t> samples;
-    std::vector<png_bytep> rows;
     if (setjmp(state.jump)) {
         png_destroy_read_struct(&png, &info, nullptr);
         user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
     }
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    const std::size_t row_bytes = static_cast<std::size_t>(w) * 2;
-    samples.resize(row_bytes * h);
-    rows.resize(h);
-    for (png_uint_32 y = 0; y < h; ++y) rows[y] = samples.data() + y * row_bytes;
-    png_read_image(png, rows.data());
+    read_png_rows(png, info, static_cast<std::size_t>(w) * 2, h, samples);
     png_read_end(png, nullptr);
     png_destroy_read_struct(&png, &info, nullptr);
     RgbImage img;
@@ -169,7 +190,6 @@ RgbImage decode_png(const std::string& path, std::size_t file_size) {
     if (!png) user_error_in(path, "libpng could not start");
     png_infop info = png_create_info_struct(png);
     RgbImage img;
-    std::vector<png_bytep> rows;
     if (setjmp(state.jump)) {
         png_destroy_read_struct(&png, &info, nullptr);
         user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
@@ -184,7 +204,8 @@ RgbImage decode_png(const std::string& path, std::size_t file_size) {
     }
     // Deflate packs at most 1032 bytes into one, so the IDAT data of w x h pixels (filter bytes not even counted)
     // needs at least w * h * bits per pixel / 8 / 1032 bytes: a file smaller than that is cut short or corrupt,
-    // refused here before its pixels (up to 805 MB) are allocated.
+    // refused here before anything is allocated (a header on a few bytes claimed up to 805 MB). A file above the
+    // bound but cut short: read_png_rows grows the pixels with the rows (not for an interlaced one).
     const std::int64_t pixel_bytes = (static_cast<std::int64_t>(w) * h * png_get_channels(png, info) * png_get_bit_depth(png, info) + 7) / 8;
     if (pixel_bytes / 1032 > static_cast<std::int64_t>(file_size)) {
         png_destroy_read_struct(&png, &info, nullptr);
@@ -210,10 +231,7 @@ RgbImage decode_png(const std::string& path, std::size_t file_size) {
     }
     img.width = static_cast<int>(w);
     img.height = static_cast<int>(h);
-    img.rgb.resize(static_cast<std::size_t>(w) * h * 3);
-    rows.resize(h);
-    for (png_uint_32 y = 0; y < h; ++y) rows[y] = img.rgb.data() + static_cast<std::size_t>(y) * w * 3;
-    png_read_image(png, rows.data());
+    read_png_rows(png, info, static_cast<std::size_t>(w) * 3, h, img.rgb);
     png_read_end(png, nullptr);
     png_destroy_read_struct(&png, &info, nullptr);
     return img;
