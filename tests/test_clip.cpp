@@ -3,6 +3,9 @@
 // transformers; retro-index --images, text -> image and image -> image queries, --image against a
 // clip text index; a real checkpoint when RETRO_CLIP_REAL_DIR names one; bad images and checkpoints
 // as one line, exit 2, nothing written. Golden files: tests/reference/make_clip_golden.py (by hand).
+#include <map>
+#include <random>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include "core/safetensors.h"
 #include "embed/clip_embedder.h"
 #include "embed/image_decode.h"
+#include "text/clip_bpe.h"
 #include "test_chunk_util.h"
 #include "test_embed_util.h"
 #include "test_util.h"
@@ -61,6 +65,67 @@ std::string load_error(const fs::path& dir) {
 TEST_CASE("clip: BPE ids equal transformers' CLIPTokenizer, truncated or not") {
     ClipBpeTokenizer tok((golden_dir() / "tiny").string());
     CHECK(test::check_golden_ids(golden(), [&](const std::string& t, int n) { return tok.encode(t, n); }) == 20);
+}
+
+TEST_CASE("clip: BPE merges equal a scan for the lowest-rank pair each round, on random merges and words") {
+    // The oracle: every round, the lowest-rank adjacent pair (leftmost on ties) merged once, until none has a rank
+    // (the loop RetroKit ran before its heap, and transformers' slow CLIPTokenizer's order).
+    std::mt19937 rng(5);
+    std::vector<std::string> symbols = {"a", "b", "c", "d", "a</w>", "b</w>", "c</w>", "d</w>"};
+    std::vector<std::pair<std::string, std::string>> merges;
+    std::map<std::string, int> rank;
+    for (int m = 0; m < 300; ++m) {   // a learned-looking table: each merge of two symbols already made
+        std::string left, right;
+        do {
+            left = symbols[rng() % symbols.size()];
+            right = symbols[rng() % symbols.size()];
+        } while (left.find("</w>") != std::string::npos || rank.count(left + " " + right));
+        rank[left + " " + right] = static_cast<int>(merges.size());
+        merges.emplace_back(left, right);
+        if (std::find(symbols.begin(), symbols.end(), left + right) == symbols.end()) symbols.push_back(left + right);
+    }
+    test::TempDir dir("clip-bpe");
+    nlohmann::json vocab = {{"<|startoftext|>", 0}, {"<|endoftext|>", 1}};
+    for (const auto& sym : symbols) vocab[sym] = static_cast<int>(vocab.size());
+    test::write_text(dir / "vocab.json", vocab.dump());
+    std::string merges_txt = "#version: 0.2\n";
+    for (const auto& [l, r] : merges) merges_txt += l + " " + r + "\n";
+    test::write_text(dir / "merges.txt", merges_txt);
+    const ClipBpeTokenizer tok(dir.path.string());
+    const auto oracle = [&](const std::string& word) {
+        std::vector<std::string> sym;
+        for (char ch : word) sym.emplace_back(1, ch);
+        sym.back() += "</w>";
+        while (sym.size() > 1) {
+            int best = -1;
+            std::size_t at = 0;
+            for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
+                const auto it = rank.find(sym[i] + " " + sym[i + 1]);
+                if (it != rank.end() && (best < 0 || it->second < best)) best = it->second, at = i;
+            }
+            if (best < 0) break;
+            sym[at] += sym[at + 1];
+            sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+        }
+        std::vector<int> ids;
+        for (const auto& x : sym) ids.push_back(vocab.contains(x) ? vocab[x].get<int>() : 1);
+        return ids;
+    };
+    int merged_words = 0;
+    for (int t = 0; t < 400; ++t) {
+        std::string word;
+        for (int n = 1 + static_cast<int>(rng() % (t < 200 ? 12 : 200)); n > 0; --n) word += static_cast<char>('a' + rng() % 4);
+        std::vector<int> want{0};
+        for (int id : oracle(word)) want.push_back(id);
+        want.push_back(1);
+        CAPTURE(word);
+        CHECK(tok.encode(word, 1 << 20) == want);
+        merged_words += want.size() < word.size() + 2;
+    }
+    CHECK(merged_words > 300);   // the words do merge
+    // one long run of letters (a pasted blob in a query): the heap walks it once, where the scan was quadratic
+    const std::string blob(100000, 'a');
+    CHECK(tok.encode(blob, 77).size() == 77);
 }
 
 TEST_CASE("clip: pil_resize equals PIL Image.resize byte for byte (bicubic and bilinear and lanczos and box) and hamming within 1") {

@@ -3,7 +3,7 @@
 //   NFC --> every run of white space -> one space --> lower case (per character, as Rust's
 //   char::to_lowercase) --> pieces by CLIP's regex  's|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+
 //   --> each piece's UTF-8 bytes as GPT-2's byte-to-unicode characters, "</w>" on the last -->
-//   BPE merges, lowest rank first (leftmost on ties) --> ids; <|startoftext|> ids <|endoftext|>,
+//   BPE merges, lowest rank first (leftmost on ties; a heap, O(n log n) in a piece's length) --> ids; <|startoftext|> ids <|endoftext|>,
 //   the pieces truncated to max_length - 2.
 // Not handled: the special-token spellings written in a text (encoded as plain characters).
 #pragma once
