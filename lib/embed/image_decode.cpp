@@ -139,9 +139,11 @@ RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
 
 // Reads the image's rows (row_bytes each, after png_read_update_info) into `pixels`: row by row, growing the buffer,
 // for a PNG without interlace (a file cut short fails having cost what it held); all at once for an interlaced one
-// (its passes revisit every row), bounded by decode_png's size check.
+// (its passes revisit every row; `rows` gets the row pointers), bounded by decode_png's size check. libpng's errors
+// longjmp out of here to the caller's setjmp, skipping this frame: it must hold no object with a destructor (a local
+// vector of row pointers leaked on every corrupt interlaced file: fuzz_image), so both buffers are the caller's.
 void read_png_rows(png_structp png, png_infop info, std::size_t row_bytes, png_uint_32 h,
-                   std::vector<std::uint8_t>& pixels) {
+                   std::vector<std::uint8_t>& pixels, std::vector<png_bytep>& rows) {
     const std::size_t total = row_bytes * h;
     if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) {
         for (png_uint_32 y = 0; y < h; ++y) {
@@ -151,7 +153,7 @@ void read_png_rows(png_structp png, png_infop info, std::size_t row_bytes, png_u
         return;
     }
     pixels.resize(total);
-    std::vector<png_bytep> rows(h);
+    rows.resize(h);
     for (png_uint_32 y = 0; y < h; ++y) rows[y] = pixels.data() + y * row_bytes;
     png_read_image(png, rows.data());
 }
@@ -161,13 +163,14 @@ void read_png_rows(png_structp png, png_infop info, std::size_t row_bytes, png_u
 RgbImage decode_png_grey16(png_structp png, png_infop info, PngState& state, const std::string& path, png_uint_32 w,
                            png_uint_32 h) {
     std::vector<std::uint8_t> samples;
+    std::vector<png_bytep> rows;
     if (setjmp(state.jump)) {
         png_destroy_read_struct(&png, &info, nullptr);
         user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
     }
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    read_png_rows(png, info, static_cast<std::size_t>(w) * 2, h, samples);
+    read_png_rows(png, info, static_cast<std::size_t>(w) * 2, h, samples, rows);
     png_read_end(png, nullptr);
     png_destroy_read_struct(&png, &info, nullptr);
     RgbImage img;
@@ -190,6 +193,7 @@ RgbImage decode_png(const std::string& path, std::size_t file_size) {
     if (!png) user_error_in(path, "libpng could not start");
     png_infop info = png_create_info_struct(png);
     RgbImage img;
+    std::vector<png_bytep> rows;
     if (setjmp(state.jump)) {
         png_destroy_read_struct(&png, &info, nullptr);
         user_error_in(path, "is not a readable PNG (" + state.message + ")", "re-encode or remove it");
@@ -231,7 +235,7 @@ RgbImage decode_png(const std::string& path, std::size_t file_size) {
     }
     img.width = static_cast<int>(w);
     img.height = static_cast<int>(h);
-    read_png_rows(png, info, static_cast<std::size_t>(w) * 3, h, img.rgb);
+    read_png_rows(png, info, static_cast<std::size_t>(w) * 3, h, img.rgb, rows);
     png_read_end(png, nullptr);
     png_destroy_read_struct(&png, &info, nullptr);
     return img;
