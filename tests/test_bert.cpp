@@ -279,6 +279,41 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
     dynamic_cast<const BertEmbedder&>(*again).embed_texts(texts, b.data());
     CHECK(a == b);
 
+    // another vocabulary or tokenizer_config.json beside the same weights gives other ids: refused as other weights
+    // are; an index recorded before the tokenizer's fingerprint (the field absent) is taken as it was
+    CHECK(j["tokenizer_fingerprint"] == bert_tokenizer_fingerprint(model.string()));
+    const std::string vocab = test::read_text(model / "vocab.txt"), config = test::read_text(model / "tokenizer_config.json");
+    const auto expect_tokenizer_refused = [&](const char* what) {
+        CAPTURE(what);
+        try {
+            make_bert_embedder_from_json(j, nullptr);
+            FAIL("the changed tokenizer files were accepted");
+        } catch (const UserError& err) {
+            const std::string msg = err.what();
+            CHECK(msg.find((model / "vocab.txt").string() + ": or tokenizer_config.json beside it changed") == 0);
+            CHECK(msg.find("the index recorded " + j["tokenizer_fingerprint"].get<std::string>()) != std::string::npos);
+            CHECK(msg.find('\n') == std::string::npos);
+        }
+    };
+    {
+        std::string swapped = vocab;   // two tokens' lines exchanged: same size, other ids
+        const std::size_t first_end = swapped.find('\n'), second_end = swapped.find('\n', first_end + 1);
+        const std::string first = swapped.substr(0, first_end), second = swapped.substr(first_end + 1, second_end - first_end - 1);
+        REQUIRE(first != second);
+        swapped.replace(0, second_end, second + "\n" + first);
+        std::ofstream(model / "vocab.txt", std::ios::binary) << swapped;
+        expect_tokenizer_refused("vocab.txt");
+        nlohmann::json old_index = j;
+        old_index.erase("tokenizer_fingerprint");
+        CHECK_NOTHROW(make_bert_embedder_from_json(old_index, nullptr));
+        std::ofstream(model / "vocab.txt", std::ios::binary) << vocab;
+        CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
+    }
+    fs::remove(model / "tokenizer_config.json");
+    expect_tokenizer_refused("tokenizer_config.json removed");
+    std::ofstream(model / "tokenizer_config.json", std::ios::binary) << config;
+    CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
+
     {   // flip one weight byte: the fingerprint no longer matches
         std::fstream f(model / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
         f.seekg(-3, std::ios::end);

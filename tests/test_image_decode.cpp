@@ -8,11 +8,15 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>   // before jpeglib.h, which uses FILE
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
 
 #include "core/error.h"
 #include "embed/image_decode.h"
@@ -70,7 +74,95 @@ std::string png_file(std::uint32_t w, std::uint32_t h, int bit_depth, int color_
     return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", "");
 }
 
+// A flat-coloured w x h RGB JPEG (quality 90, 4:2:0) written by libjpeg-turbo, progressive and/or arithmetic-coded.
+std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool arithmetic) {
+    jpeg_compress_struct c;
+    jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = static_cast<JDIMENSION>(w);
+    c.image_height = static_cast<JDIMENSION>(h);
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
+    c.arith_code = arithmetic ? TRUE : FALSE;
+    jpeg_start_compress(&c, TRUE);
+    std::vector<JSAMPLE> row(static_cast<std::size_t>(w) * 3);
+    for (int x = 0; x < w; ++x) row[3 * x] = 120, row[3 * x + 1] = 130, row[3 * x + 2] = 140;
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW p = row.data();
+        jpeg_write_scanlines(&c, &p, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    std::fclose(f);
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// `jpg` with its frame header (the first SOFn marker) claiming w x h.
+std::string with_frame_size(std::string jpg, int w, int h) {
+    for (std::size_t i = 2; i + 9 < jpg.size(); ++i) {
+        const auto m = static_cast<unsigned char>(jpg[i + 1]);
+        if (static_cast<unsigned char>(jpg[i]) == 0xFF && m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            jpg[i + 5] = static_cast<char>(h >> 8), jpg[i + 6] = static_cast<char>(h);
+            jpg[i + 7] = static_cast<char>(w >> 8), jpg[i + 8] = static_cast<char>(w);
+            return jpg;
+        }
+    }
+    FAIL("no frame header");
+    return jpg;
+}
+
 }  // namespace
+
+TEST_CASE("image: a JPEG's header claiming more 8 x 8 blocks than its data can code is refused before the decode") {
+    // A progressive JPEG's decoder allocates the whole image's coefficients before reading a scan: a 2048 x 2048
+    // progressive file (~25 KB) with its header saying 16384 x 16384 reserved 805 MB of address space (its pages
+    // zeroed as scans reach them: 1.3 MB resident) and failed only at the end of its data, "premature end".
+    const fs::path dir = fs::temp_directory_path() / ("retro-jpeg-blocks-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path progressive = dir / "progressive.jpg";
+    const std::string prog = flat_jpeg(progressive, 2048, 2048, true, false);
+    const RgbImage whole = image_decode(progressive.string());   // the file itself decodes
+    CHECK(whole.width == 2048);
+    CHECK(whole.rgb.size() == std::size_t(2048) * 2048 * 3);
+    const fs::path claimed = dir / "progressive_16384.jpg";
+    std::ofstream(claimed, std::ios::binary) << with_frame_size(prog, 16384, 16384);
+    const std::string says = " x 16384 pixels in " + std::to_string(prog.size()) + " bytes, fewer than its 1048576 blocks";
+    CHECK_THROWS_WITH(image_decode(claimed.string()), doctest::Contains(says.c_str()));
+    const std::optional<std::int64_t> growth = decode_peak_growth(claimed);
+    REQUIRE(growth.has_value());
+    CHECK(*growth < (std::int64_t(64) << 20));
+    // arithmetic coding: progressive holds its blocks' bits and decodes; the sequential file codes 2048 x 2048 flat
+    // pixels in ~100 bytes (Pillow decodes them): refused by the same rule — a few hundred such bytes decode to
+    // 16384 x 16384, 805 MB resident, before the embedder shrinks the picture to 224 x 224
+    const fs::path arith_prog = dir / "arith_progressive.jpg";
+    flat_jpeg(arith_prog, 2048, 2048, true, true);
+    CHECK(image_decode(arith_prog.string()).rgb.size() == std::size_t(2048) * 2048 * 3);
+    const fs::path arith = dir / "arith.jpg";
+    const std::string seq = flat_jpeg(arith, 2048, 2048, false, true);
+    CHECK(seq.size() < 2048);
+    try {
+        image_decode(arith.string());
+        FAIL("decoded the arithmetic-coded file");
+    } catch (const UserError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find(arith.string() + ": is a JPEG of 2048 x 2048 pixels in ") == 0);
+        CHECK(msg.find("arithmetic-coded: refused as a decompression bomb") != std::string::npos);
+        CHECK(msg.find('\n') == std::string::npos);
+    }
+    // a small sequential arithmetic-coded photo-like file is not refused
+    const fs::path small = dir / "arith_small.jpg";
+    flat_jpeg(small, 64, 48, false, true);
+    CHECK(image_decode(small.string()).width == 64);
+    fs::remove_all(dir);
+}
 
 TEST_CASE("image: a 16384 x 16384 header on a few bytes is refused before its 805 MB of pixels are allocated") {
     // A 1 x 1 grey baseline JPEG (its own tables) with SOF0 set to 16384 x 16384 and the scan cut to nothing (140
@@ -95,7 +187,7 @@ TEST_CASE("image: a 16384 x 16384 header on a few bytes is refused before its 80
         std::string file, bytes, says;
     };
     const Case cases[] = {
-        {"header_only.jpg", jpg, "is not a readable JPEG"},
+        {"header_only.jpg", jpg, "16384 x 16384 pixels in 140 bytes, fewer than its 4194304 blocks of 8 x 8 need"},
         {"header_only.png", png, "16384 x 16384 pixels, more than its 69 bytes can hold"},
     };
     for (const auto& c : cases) {

@@ -49,7 +49,8 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       tokenizer_(tokenizer),
       model_(opts_.model_dir),
       wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
-      fingerprint_(fingerprint_file((fs::path(opts_.model_dir) / "model.safetensors").string())) {
+      fingerprint_(fingerprint_file((fs::path(opts_.model_dir) / "model.safetensors").string())),
+      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_position)
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_position, " positions"),
@@ -94,7 +95,15 @@ nlohmann::json BertEmbedder::to_json() const {
             {"batch", opts_.batch},
             {"dim", dim()},
             {"lower_case", opts_.lower_case == 1},
-            {"fingerprint", fingerprint_}};
+            {"fingerprint", fingerprint_},
+            {"tokenizer_fingerprint", tokenizer_fingerprint_}};
+}
+
+std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
+    std::string all = fingerprint_file((fs::path(model_dir) / "vocab.txt").string());
+    const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
+    if (fs::exists(config)) all += " " + fingerprint_file(config.string());
+    return fingerprint_bytes(all.data(), all.size());
 }
 
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer) {
@@ -114,6 +123,13 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     if (fs::exists(st)) encoder_settings_check(s, fingerprint_file(st), s.dim, st);   // refuse a changed model before loading it
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), st);
+    // indices built before 2026-12-02 recorded the weights alone: their vocabulary cannot be checked
+    if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() &&
+        j["tokenizer_fingerprint"].get<std::string>() != e->tokenizer_fingerprint())
+        user_error_in((fs::path(o.model_dir) / "vocab.txt").string(),
+                      "or tokenizer_config.json beside it changed since the index was built (tokenizer fingerprint " +
+                          e->tokenizer_fingerprint() + ", the index recorded " + j["tokenizer_fingerprint"].get<std::string>() + ")",
+                      "restore the checkpoint's tokenizer files or rebuild the index with retro-index");
     return e;
 }
 

@@ -32,7 +32,8 @@ public:
     // Chunk ids -> text (pad/bos/eos dropped, Tokenizer::decode) -> embed_texts. A chunk whose
     // text gives no WordPiece token (all padding, say) gets a zero row.
     void embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const override;
-    // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint"} (xxh3 of model.safetensors)
+    // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint","tokenizer_fingerprint"}
+    // (fingerprint: xxh3 of model.safetensors; tokenizer_fingerprint: bert_tokenizer_fingerprint)
     nlohmann::json to_json() const override;
 
     // [CLS] WordPiece [SEP] (truncated to max_length) -> encoder -> mean over all the sequence's
@@ -41,6 +42,7 @@ public:
     const WordPiece& wordpiece() const { return wordpiece_; }
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
+    const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
 
 private:
     void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
@@ -50,8 +52,13 @@ private:
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     WordPiece wordpiece_;
-    std::string fingerprint_;
+    std::string fingerprint_, tokenizer_fingerprint_;
 };
+
+// xxh3-64 of the fingerprints of `model_dir`'s vocab.txt and, where there is one, tokenizer_config.json (its
+// do_lower_case, strip_accents and tokenize_chinese_chars change the ids), joined by a space: recorded beside the
+// weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as with other weights.
+std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);

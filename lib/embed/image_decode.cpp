@@ -81,6 +81,27 @@ std::uint8_t cmyk_channel(int c, int nk) {
     return static_cast<std::uint8_t>(std::clamp(nk - (((t >> 8) + t) >> 8), 0, 255));
 }
 
+// A JPEG's scans code every 8 x 8 block of a component they cover, Huffman-coded with at least one bit a block
+// (the DC difference's code; a sequential scan adds the AC's end-of-block), and some scan covers some component.
+// So a file of N bytes holds at most 8 N blocks of its component with the fewest: a header claiming more is refused
+// before jpeg_start_decompress, which for a progressive file reserves the whole image's coefficients, 128 bytes a
+// block (805 MB of address space for a 16384 x 16384 4:2:0 header on a few KB), and only then reads the scans and
+// finds the data short. Arithmetic coding can go below a bit a block (a flat 4096 x 4096 image in 211 bytes, which
+// Pillow decodes to all 50 MB of pixels): refused by the same rule, a decompression-bomb policy (docs/embedders.md).
+// Returns the refusal's text, empty when the data can hold the blocks.
+std::string blocks_beyond_data(const jpeg_decompress_struct& cinfo, std::size_t file_size) {
+    std::uint64_t fewest = 0;
+    for (int c = 0; c < cinfo.num_components; ++c) {
+        const jpeg_component_info& comp = cinfo.comp_info[c];
+        const std::uint64_t blocks = std::uint64_t(comp.width_in_blocks) * comp.height_in_blocks;
+        if (c == 0 || blocks < fewest) fewest = blocks;
+    }
+    if (fewest / 8 <= file_size) return {};
+    return cat("is a JPEG of ", cinfo.image_width, " x ", cinfo.image_height, " pixels in ", file_size,
+               " bytes, fewer than its ", fewest, " blocks of 8 x 8 need (",
+               cinfo.arith_code ? "arithmetic-coded: refused as a decompression bomb" : "a bit each", ")");
+}
+
 RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
     std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
     if (!f) user_error_in(path, "cannot be opened");
@@ -98,6 +119,10 @@ RgbImage decode_jpeg(const std::string& path, std::size_t file_size) {
     jpeg_create_decompress(&cinfo);
     jpeg_stdio_src(&cinfo, f.get());
     jpeg_read_header(&cinfo, TRUE);
+    if (const std::string problem = blocks_beyond_data(cinfo, file_size); !problem.empty()) {
+        jpeg_destroy_decompress(&cinfo);
+        user_error_in(path, problem, "re-encode or remove it");
+    }
     const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     jpeg_start_decompress(&cinfo);
