@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "core/lfs_pointer.h"
+
 namespace retro {
 namespace {
 
@@ -95,8 +97,10 @@ private:
 std::int64_t NpyHeader::numel() const { return shape_numel(shape, ""); }
 
 NpyHeader npy_parse(const std::uint8_t* bytes, std::size_t size, const std::string& path) {
-    if (size < 10 || std::memcmp(bytes, kMagic, 6) != 0)
+    if (size < 10 || std::memcmp(bytes, kMagic, 6) != 0) {
+        refuse_lfs_pointer(path, bytes, size);
         user_error_in(path, "not a .npy file (bad magic)", "write it with numpy.save");
+    }
     NpyHeader h;
     h.major = bytes[6];
     h.minor = bytes[7];

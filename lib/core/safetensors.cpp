@@ -7,6 +7,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 
 namespace retro {
 namespace {
@@ -16,6 +17,7 @@ constexpr std::uint64_t kMaxHeader = 100u << 20;   // the reference library's li
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     const std::uint8_t* p = file_.data();
     std::size_t size = file_.size();
+    refuse_lfs_pointer(path, p, size);
     if (size < 8) user_error_in(path, "not a .safetensors file (shorter than its 8-byte header length)");
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | p[i];

@@ -13,6 +13,7 @@
 #include <png.h>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 #include "embed/image_lib_errors.h"
 
 namespace retro {
@@ -288,6 +289,7 @@ RgbImage image_decode(const std::string& path) {
         default: break;
     }
     if (size == 0) user_error_in(path, "is empty (0 bytes), not an image", "remove it");
+    refuse_lfs_pointer_file(path);
     user_error_in(path, "is neither a JPEG nor a PNG file (by its first bytes)", "convert it to JPEG or PNG, or remove it");
 }
 

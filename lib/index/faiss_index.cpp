@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "index/fast_flat_storage.h"
 
@@ -112,6 +113,7 @@ FaissIndex FaissIndex::load(const std::string& path) {
     if (!std::filesystem::is_regular_file(path)) user_error_in(path, "no such index file");
     FaissIndex out;
     out.where_ = path;
+    refuse_lfs_pointer_file(path);
     try {
         out.index_.reset(faiss::read_index(path.c_str()));
     } catch (const faiss::FaissException& e) {

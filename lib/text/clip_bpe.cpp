@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 #include "text/wordpiece.h"
 
 namespace retro {
@@ -94,8 +95,10 @@ ClipBpeTokenizer::ClipBpeTokenizer(const std::string& dir) : dir_(dir) {
         byte_char_[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
     }
     const std::string vocab_path = (fs::path(dir) / "vocab.json").string(), merges_path = (fs::path(dir) / "merges.txt").string();
-    for (const auto& p : {vocab_path, merges_path})
+    for (const auto& p : {vocab_path, merges_path}) {
         if (!fs::exists(p)) user_error_in(p, "missing (CLIP's BPE tokenizer needs vocab.json and merges.txt)", "copy the checkpoint's tokenizer files into the folder");
+        refuse_lfs_pointer_file(p);
+    }
     nlohmann::json v;
     try {
         std::ifstream in(vocab_path);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "core/output_folder.h"
 #include "text/line_reader.h"
@@ -197,8 +198,11 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             problem = "malformed JSON";
         }
         if (!problem.empty()) {
-            if (opts.on_error == OnError::FAIL)
+            if (opts.on_error == OnError::FAIL) {
+                if (reader.line_number() == 1 && is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(line.data()), line.size()))
+                    refuse_lfs_pointer_file(file.path);   // a .jsonl left behind by a clone without git-lfs
                 user_error_in(where, problem, "fix the line, or pass --on-error skip");
+            }
             counts.malformed_skipped++;
             log_debug(where + ": skipped: " + problem);
             continue;

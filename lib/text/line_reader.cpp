@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 
 namespace retro {
 
@@ -59,8 +60,10 @@ struct GzipSource : LineReader::Source {
         }
         refill();
         if (zs.avail_in < 2 || zs.next_in[0] != 0x1f || zs.next_in[1] != 0x8b) {
+            const bool pointer = is_lfs_pointer(zs.next_in, zs.avail_in);
             inflateEnd(&zs);
             std::fclose(f);
+            if (pointer) refuse_lfs_pointer_file(p);
             user_error_in(p, "not a gzip stream", "decompress it, or name it without .gz");
         }
     }
@@ -140,7 +143,10 @@ struct ZstdSource : LineReader::Source {
                 }
             }
             last_ret = ZSTD_decompressStream(ctx, &ob, &ib);
-            if (ZSTD_isError(last_ret)) user_error_in(path, std::string("corrupt zstd data: ") + ZSTD_getErrorName(last_ret));
+            if (ZSTD_isError(last_ret)) {
+                refuse_lfs_pointer_file(path);
+                user_error_in(path, std::string("corrupt zstd data: ") + ZSTD_getErrorName(last_ret));
+            }
         }
         return ob.pos;
     }

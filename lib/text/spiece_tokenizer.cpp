@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 
 namespace retro {
 
@@ -14,7 +15,10 @@ SpieceTokenizer::SpieceTokenizer(const std::string& model_path)
     if (!std::filesystem::is_regular_file(model_path))
         user_error_in(model_path, "missing (the model's sentencepiece tokenizer)", "copy the checkpoint's spiece.model into the folder");
     auto status = sp_->Load(model_path);
-    if (!status.ok()) user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's spiece.model");
+    if (!status.ok()) {
+        refuse_lfs_pointer_file(model_path);
+        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's spiece.model");
+    }
     if (sp_->eos_id() < 0)
         user_error_in(model_path, "has no eos piece (</s>)", "give the sentencepiece model the checkpoint was trained with");
 }

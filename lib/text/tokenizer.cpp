@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/threads.h"
@@ -22,7 +23,10 @@ Tokenizer::Tokenizer(const std::string& model_path)
     if (!std::filesystem::is_regular_file(model_path))
         user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
     auto status = sp_->Load(model_path);
-    if (!status.ok()) user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());
+    if (!status.ok()) {
+        refuse_lfs_pointer_file(model_path);
+        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());
+    }
     const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
     const int have[] = {sp_->pad_id(), sp_->unk_id(), sp_->bos_id(), sp_->eos_id()};
     for (int i = 0; i < 4; ++i)

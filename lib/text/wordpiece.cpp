@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 
 namespace retro {
 
@@ -209,6 +210,7 @@ void split_whitespace(const std::u32string& s, std::vector<std::u32string>& out)
 WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts) : opts_(opts) {
     std::ifstream in(vocab_path, std::ios::binary);
     if (!in) user_error_in(vocab_path, "cannot read the WordPiece vocabulary", "give a model folder with vocab.txt");
+    refuse_lfs_pointer_file(vocab_path);
     std::string line;
     while (std::getline(in, line)) {
         if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -1,0 +1,123 @@
+// Git LFS pointer files (core/lfs_pointer.h) in place of the files RetroKit reads: every reader of weights,
+// tokenizer files, arrays, indices, images and compressed or .jsonl corpora names the file and says to fetch it,
+// instead of calling it corrupt; a CLI run of retro-index over such a checkpoint is one line with exit 2.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+#include "core/lfs_pointer.h"
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "embed/image_decode.h"
+#include "index/faiss_index.h"
+#include "test_chunk_util.h"
+#include "test_util.h"
+#include "text/clip_bpe.h"
+#include "text/corpus.h"
+#include "text/spiece_tokenizer.h"
+#include "text/tokenizer.h"
+#include "text/wordpiece.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// What `git clone` without git-lfs leaves in place of a 90,868,376-byte file (the spec's three lines).
+const std::string kPointer =
+    "version https://git-lfs.github.com/spec/v1\n"
+    "oid sha256:3c9e2f8a1d7b6c5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e\n"
+    "size 90868376\n";
+
+void expect_pointer_named(const fs::path& path, const std::function<void()>& read) {
+    CAPTURE(path.string());
+    try {
+        read();
+        FAIL("an LFS pointer was read as the file");
+    } catch (const UserError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find(path.string() + ": is a Git LFS pointer to a 90868376-byte file, not the file itself") == 0);
+        CHECK(msg.find("git lfs pull") != std::string::npos);
+        CHECK(msg.find('\n') == std::string::npos);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("lfs pointer: recognised by the spec's first line only") {
+    const auto is = [](const std::string& s) { return is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()); };
+    CHECK(is(kPointer));
+    CHECK(is("version https://git-lfs.github.com/spec/v1\n"));
+    CHECK_FALSE(is("version https://git-lfs.github.com/spec"));      // cut short
+    CHECK_FALSE(is(" version https://git-lfs.github.com/spec/v1\n"));  // not at the start
+    CHECK_FALSE(is("{\"version\": \"https://git-lfs.github.com/spec/v1\"}"));
+    CHECK_FALSE(is(""));
+    // without a size line the message names no size
+    try {
+        refuse_lfs_pointer("f", reinterpret_cast<const std::uint8_t*>("version https://git-lfs.github.com/spec/v1\n"), 43);
+        FAIL("not refused");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("f: is a Git LFS pointer, not the file itself") == 0);
+    }
+}
+
+TEST_CASE("lfs pointer: each reader of a model, array, index, image or corpus file names the pointer") {
+    test::TempDir tmp("lfs-pointer");
+    const auto pointer = [&](const std::string& name) {
+        const fs::path p = tmp / name;
+        fs::create_directories(p.parent_path());
+        test::write_text(p, kPointer);
+        return p;
+    };
+    const fs::path st = pointer("model.safetensors");
+    expect_pointer_named(st, [&] { SafetensorsFile f(st.string()); });
+    const fs::path npy = pointer("chunks.npy");
+    expect_pointer_named(npy, [&] { NpyArray a(npy.string()); });
+    const fs::path index = pointer("index.faiss");
+    expect_pointer_named(index, [&] { FaissIndex::load(index.string()); });
+    const fs::path vocab = pointer("bert/vocab.txt");
+    expect_pointer_named(vocab, [&] { WordPiece w(vocab.string(), WordPieceOptions{}); });
+    const fs::path clip_vocab = pointer("clip/vocab.json");
+    expect_pointer_named(clip_vocab, [&] { ClipBpeTokenizer t((tmp / "clip").string()); });
+    fs::remove(clip_vocab);
+    test::write_text(clip_vocab, "{}");
+    const fs::path merges = pointer("clip/merges.txt");
+    expect_pointer_named(merges, [&] { ClipBpeTokenizer t((tmp / "clip").string()); });
+    const fs::path spiece = pointer("t5/spiece.model");
+    expect_pointer_named(spiece, [&] { SpieceTokenizer t(spiece.string()); });
+    const fs::path tok = pointer("tok/tok.model");
+    expect_pointer_named(tok, [&] { Tokenizer t(tok.string()); });
+    const fs::path image = pointer("images/cat.jpg");
+    expect_pointer_named(image, [&] { image_decode(image.string()); });
+    CorpusOptions opts;
+    CorpusCounts counts;
+    for (const char* name : {"corpus/a.jsonl", "corpus/b.jsonl.gz", "corpus/c.jsonl.zst"}) {
+        const fs::path p = pointer(name);
+        expect_pointer_named(p, [&] { corpus_read_file(CorpusFile{p.string(), true}, opts, counts, [](Document&) {}); });
+    }
+}
+
+TEST_CASE("lfs pointer: retro-index over a checkpoint cloned without git-lfs is one line naming the weights") {
+    test::TempDir tmp("lfs-pointer-cli");
+    const fs::path model = tmp / "bert";
+    fs::create_directories(model);
+    const fs::path golden = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
+    for (const char* f : {"config.json", "vocab.txt", "tokenizer_config.json"}) fs::copy_file(golden / f, model / f);
+    test::write_text(model / "model.safetensors", kPointer);
+    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 3), db = tmp / "db";
+    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const test::RunResult r = test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() +
+                                                                " --out " + (tmp / "idx").string() + " --quiet");
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("model.safetensors: is a Git LFS pointer to a 90868376-byte file") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(tmp / "idx" / "manifest.json"));
+}
