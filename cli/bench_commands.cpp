@@ -82,7 +82,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--embedder", o->embedder, "bert, t5 or clip")->check(CLI::IsMember({"bert", "t5", "clip"}));
     sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt), or a T5 one "
                                          "(spiece.model instead of vocab.txt; or a sentence-transformers folder), or a "
-                                         "CLIPModel one (clip)")
+                                         "CLIPModel one (clip); or a Hub id (ORG/NAME) in the local Hugging Face cache")
         ->required();
     sub->add_option("--images", o->images, "clip: embed the *.jpg/*.jpeg/*.png files below this folder (default: synthetic images)");
     sub->add_option("--image-count", o->image_count, "clip: synthetic images per timed run")->check(CLI::PositiveNumber);

@@ -25,6 +25,7 @@
 #include "core/threads.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/model_folder.h"
 #include "embed/t5_embedder.h"
 
 namespace retro::bench {
@@ -124,8 +125,15 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
 
 }  // namespace
 
-void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line) {
-    if (o.embedder == "clip") return run_clip_embed_bench(o, command_line);
+void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_line) {
+    // --model as the folder read (a Hub id or cache folder as its snapshot), after the options' own checks: the
+    // peer is given the same folder
+    EmbedBenchOptions o = given;
+    const auto resolve_model = [&] { o.model = embedder_model_folder(o.embedder, o.model); };
+    if (o.embedder == "clip") {
+        if (!o.model.empty()) resolve_model();
+        return run_clip_embed_bench(o, command_line);
+    }
     if (!o.images.empty() || !o.images_out.empty())
         user_error_in("--images/--images-out", "apply to --embedder clip only", "drop them, or pass --embedder clip");
     if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT or T5 model folder", "pass --model DIR");
@@ -136,6 +144,7 @@ void run_embed_bench(const EmbedBenchOptions& o, const std::string& command_line
                    cat("the texts and embeddings of ", o.chunks, " chunks of ", o.tokens, " tokens"),
                    "a smaller --chunks or --tokens");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
+    if (o.embedder == "bert" || o.embedder == "t5") resolve_model();
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;
     const int threads = thread_count();

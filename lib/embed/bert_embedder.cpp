@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "embed/encoder_settings.h"
+#include "embed/model_folder.h"
 #include "embed/packed_batches.h"
 
 namespace retro {
@@ -20,14 +21,7 @@ namespace fs = std::filesystem;
 
 // Names the first missing model file, and checks the numeric options.
 BertEmbedderOptions checked(BertEmbedderOptions o) {
-    if (o.model_dir.empty()) user_error_in("--model", "the bert embedder needs a model folder", "pass --model DIR");
-    std::error_code ec;
-    fs::path abs = fs::absolute(o.model_dir, ec);
-    if (!ec) o.model_dir = abs.lexically_normal().string();
-    if (!o.model_dir.empty() && o.model_dir.back() == '/' && o.model_dir.size() > 1) o.model_dir.pop_back();
-    if (!fs::is_directory(o.model_dir))
-        user_error_in(o.model_dir, "is not a folder",
-                      "give a Hugging Face BERT checkpoint folder (config.json, model.safetensors, vocab.txt)");
+    o.model_dir = embedder_model_folder("bert", o.model_dir);
     const char* what[][2] = {
         {"config.json", "copy the checkpoint's config.json into the folder"},
         {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},

@@ -9,6 +9,7 @@
 #include "core/fingerprint.h"
 #include "core/threads.h"
 #include "embed/encoder_settings.h"
+#include "embed/model_folder.h"
 #include "embed/packed_batches.h"
 
 namespace retro {
@@ -18,13 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 ClipEmbedderOptions checked(ClipEmbedderOptions o) {
-    if (o.model_dir.empty()) user_error_in("--model", "the clip embedder needs a model folder", "pass --model DIR");
-    std::error_code ec;
-    fs::path abs = fs::absolute(o.model_dir, ec);
-    if (!ec) o.model_dir = abs.lexically_normal().string();
-    if (o.model_dir.size() > 1 && o.model_dir.back() == '/') o.model_dir.pop_back();
-    if (!fs::is_directory(o.model_dir))
-        user_error_in(o.model_dir, "is not a folder", "give a CLIP checkpoint folder (config.json, model.safetensors, vocab.json, merges.txt)");
+    o.model_dir = embedder_model_folder("clip", o.model_dir);
     if (o.max_length != 0 && o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;

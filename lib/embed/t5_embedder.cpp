@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "embed/encoder_settings.h"
+#include "embed/model_folder.h"
 #include "embed/packed_batches.h"
 
 namespace retro {
@@ -16,14 +17,7 @@ namespace fs = std::filesystem;
 
 // The absolute folder, and the numeric options checked.
 T5EmbedderOptions checked(T5EmbedderOptions o) {
-    if (o.model_dir.empty()) user_error_in("--model", "the t5 embedder needs a model folder", "pass --model DIR");
-    std::error_code ec;
-    fs::path abs = fs::absolute(o.model_dir, ec);
-    if (!ec) o.model_dir = abs.lexically_normal().string();
-    if (o.model_dir.size() > 1 && o.model_dir.back() == '/') o.model_dir.pop_back();
-    if (!fs::is_directory(o.model_dir))
-        user_error_in(o.model_dir, "is not a folder",
-                      "give a T5 checkpoint folder (config.json, model.safetensors, spiece.model) or a sentence-transformers one");
+    o.model_dir = embedder_model_folder("t5", o.model_dir);
     if (o.max_length < 2) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 2 (a piece and </s>)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;

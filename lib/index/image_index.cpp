@@ -12,6 +12,7 @@
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
+#include "embed/model_folder.h"
 #include "index/index_memory.h"
 
 namespace fs = std::filesystem;
@@ -50,7 +51,9 @@ std::vector<std::string> image_folder_list(const std::string& dir, std::int64_t*
     return rel;
 }
 
-void image_index_build(const ToolContext& ctx, const ImageIndexOptions& o) {
+void image_index_build(const ToolContext& ctx, const ImageIndexOptions& given) {
+    ImageIndexOptions o = given;
+    if (!o.clip.model_dir.empty()) o.clip.model_dir = embedder_model_folder("clip", o.clip.model_dir);
     if (o.out.empty()) user_error_in("--out", "is needed", "retro-index --images DIR --embedder clip --model M --out IDX");
     index_check_search_options(o.nprobe, o.ef_search);
     std::error_code ec;

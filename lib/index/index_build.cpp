@@ -17,6 +17,7 @@
 #include "core/npy.h"
 #include "core/progress.h"
 #include "data/chunk_db.h"
+#include "embed/model_folder.h"
 #include "index/bm25_index_build.h"
 #include "index/faiss_index.h"
 #include "index/index_memory.h"
@@ -218,7 +219,12 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
                                           : std::string("continue with the same command and --resume"));
 }
 
-void index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
+void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
+    // --model as the folder the embedder reads (absolute; a Hub id or cache folder as its snapshot), so that a rerun
+    // with --resume compares it with the recorded one whatever the spelling
+    IndexBuildOptions opts = given;
+    if (opts.kind == "dense" && opts.embedder != "bow" && !opts.bert.model_dir.empty())
+        opts.bert.model_dir = embedder_model_folder(opts.embedder, opts.bert.model_dir);
     if (opts.kind == "bm25") return bm25_index_build(ctx, opts);
     if (opts.kind != "dense") user_error_in("--kind", "must be dense or bm25, not '" + opts.kind + "'");
     index_check_search_options(opts.nprobe, opts.ef_search);

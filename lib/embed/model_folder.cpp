@@ -1,0 +1,103 @@
+// Implementation of model_folder.h.
+#include "embed/model_folder.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+
+namespace retro {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
+}
+
+// ORG/NAME or NAME as the Hub spells repository ids (letters, digits, '-', '_', '.'; not starting with '.' or '-').
+bool looks_like_hub_id(const std::string& s) {
+    const auto part_ok = [](const std::string& p) {
+        if (p.empty() || p.size() > 96 || p[0] == '.' || p[0] == '-') return false;
+        for (char c : p)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+        return true;
+    };
+    const std::size_t slash = s.find('/');
+    if (slash == std::string::npos) return part_ok(s);
+    return part_ok(s.substr(0, slash)) && part_ok(s.substr(slash + 1));
+}
+
+// A cache folder of one model: `snapshots/` beside `refs/` (or `blobs/`), no config.json of its own.
+bool is_cache_repo_folder(const fs::path& dir) {
+    return fs::is_directory(dir / "snapshots") && (fs::is_directory(dir / "refs") || fs::is_directory(dir / "blobs")) &&
+           !fs::exists(dir / "config.json");
+}
+
+// The snapshot refs/main names, else the only snapshot there is.
+fs::path cache_snapshot(const fs::path& repo, const std::string& given) {
+    std::string ref;
+    if (std::ifstream in(repo / "refs" / "main"); in) std::getline(in, ref);
+    while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r' || ref.back() == ' ')) ref.pop_back();
+    if (!ref.empty() && fs::is_directory(repo / "snapshots" / ref)) return repo / "snapshots" / ref;
+    std::vector<fs::path> snapshots;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(repo / "snapshots", ec))
+        if (e.is_directory()) snapshots.push_back(e.path());
+    if (snapshots.size() == 1) return snapshots[0];
+    user_error_in(given, (snapshots.empty() ? std::string("is a Hugging Face cache folder without a snapshot")
+                                            : cat("is a Hugging Face cache folder of ", snapshots.size(),
+                                                  " snapshots and no refs/main naming one")),
+                  snapshots.empty() ? "download the model again (huggingface-cli download ...)"
+                                    : "give one of them: " + (repo / "snapshots" / "HASH").string());
+}
+
+std::string absolute_normal(const fs::path& p) {
+    std::error_code ec;
+    const fs::path abs = fs::absolute(p, ec);
+    std::string s = (ec ? p : abs).lexically_normal().string();
+    if (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+std::string hf_hub_cache_dir() {
+    if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) return v;
+    if (std::string v = env_or_empty("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
+    if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
+    return (fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "hub").string();
+}
+
+std::string model_folder_resolve(const std::string& given, const std::string& embedder, const std::string& holds) {
+    if (given.empty()) user_error_in("--model", "the " + embedder + " embedder needs a model folder", "pass --model DIR");
+    const std::string fix = "give a Hugging Face " + embedder + " checkpoint folder (" + holds + ")";
+    if (fs::is_directory(given)) {
+        const fs::path dir(given);
+        return absolute_normal(is_cache_repo_folder(dir) ? cache_snapshot(dir, given) : dir);
+    }
+    if (fs::exists(given)) user_error_in(given, "is not a folder", fix);
+    if (!looks_like_hub_id(given)) user_error_in(given, "is not a folder", fix);
+    // a Hub id: models--ORG--NAME in the cache, as huggingface_hub names its folders
+    std::string repo_name = "models--" + given;
+    for (std::size_t at = repo_name.find('/'); at != std::string::npos; at = repo_name.find('/')) repo_name.replace(at, 1, "--");
+    const fs::path cache = hf_hub_cache_dir(), repo = cache / repo_name;
+    if (!fs::is_directory(repo))
+        user_error_in(given, "is not a folder, nor a model in the Hugging Face cache " + cache.string(),
+                      fix + ", or download it first: huggingface-cli download " + given);
+    return absolute_normal(cache_snapshot(repo, given));
+}
+
+std::string embedder_model_folder(const std::string& embedder, const std::string& given) {
+    const char* holds = embedder == "t5"     ? "config.json, model.safetensors, spiece.model; or a sentence-transformers one"
+                        : embedder == "clip" ? "config.json, model.safetensors, vocab.json, merges.txt"
+                                             : "config.json, model.safetensors, vocab.txt";
+    return model_folder_resolve(given, embedder, holds);
+}
+
+}  // namespace retro

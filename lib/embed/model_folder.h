@@ -1,0 +1,22 @@
+// Where an embedder's --model points. A checkpoint folder as it is; a Hugging Face cache folder of one model
+// (`models--ORG--NAME`, which holds `refs/` and `snapshots/`) as the snapshot its `refs/main` names; and a Hub id
+// (`ORG/NAME`, or a bare `NAME`) that is not a path, as that snapshot in the local Hugging Face cache — the folder
+// `huggingface_hub` downloads into and transformers reads from. Nothing is downloaded: a model not in the cache
+// is refused with the command that fetches it.
+#pragma once
+#include <string>
+
+namespace retro {
+
+// The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub (huggingface_hub's own order).
+std::string hf_hub_cache_dir();
+
+// The absolute, normalised checkpoint folder `given` names (above), or a one-line UserError: an empty `given`
+// ("the EMBEDDER embedder needs a model folder"), a path or id that names no folder, a cache folder whose snapshot
+// cannot be told. `holds` says what a checkpoint folder of this embedder holds, for the messages.
+std::string model_folder_resolve(const std::string& given, const std::string& embedder, const std::string& holds);
+// model_folder_resolve with what a checkpoint folder of `embedder` (bert, t5, clip) holds.
+std::string embedder_model_folder(const std::string& embedder, const std::string& given);
+
+}  // namespace retro
