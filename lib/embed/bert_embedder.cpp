@@ -9,6 +9,7 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
 #include "embed/packed_batches.h"
@@ -28,7 +29,9 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
         {"vocab.txt", "copy the checkpoint's vocab.txt into the folder"}};
     for (auto& w : what) {
         fs::path p = fs::path(o.model_dir) / w[0];
-        if (!fs::exists(p)) user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
+        const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
+        if (weights ? !CheckpointWeights::present(o.model_dir) : !fs::exists(p))
+            user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
     }
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
@@ -43,7 +46,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       tokenizer_(tokenizer),
       model_(opts_.model_dir),
       wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
-      fingerprint_(fingerprint_file((fs::path(opts_.model_dir) / "model.safetensors").string())),
+      fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_position)
@@ -113,8 +116,9 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     o.max_length = s.max_length;
     o.batch = s.batch;
     if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;
-    const std::string st = (fs::path(o.model_dir) / "model.safetensors").string();
-    if (fs::exists(st)) encoder_settings_check(s, fingerprint_file(st), s.dim, st);   // refuse a changed model before loading it
+    const std::string st = CheckpointWeights::path_of(o.model_dir);
+    if (CheckpointWeights::present(o.model_dir))   // refuse a changed model before loading it
+        encoder_settings_check(s, CheckpointWeights::fingerprint(o.model_dir), s.dim, st);
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), st);
     // indices built before 2026-12-02 recorded the weights alone: their vocabulary cannot be checked

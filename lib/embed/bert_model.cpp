@@ -26,6 +26,7 @@
 #include "embed/activation.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
 #include "embed/packed_batches.h"
 #include "nn/fast_math.h"
@@ -49,7 +50,7 @@ std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[
 
 
 // Loads a tensor of the expected shape as fp32, trying "<prefix>name" and the old gamma/beta names.
-std::vector<float> load(const SafetensorsFile& st, const std::string& prefix, const std::string& name,
+std::vector<float> load(const CheckpointWeights& st, const std::string& prefix, const std::string& name,
                         const std::vector<std::int64_t>& shape) {
     std::string full = prefix + name;
     if (!st.has(full)) {
@@ -141,11 +142,8 @@ BertConfig bert_config_read(const std::string& path) {
 
 BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLayers>()) {
     cfg_ = bert_config_read((fs::path(dir) / "config.json").string());
-    std::string st_path = (fs::path(dir) / "model.safetensors").string();
-    if (!fs::exists(st_path))
-        user_error_in(st_path, "missing (a BERT model folder needs model.safetensors)",
-                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
-    SafetensorsFile st(st_path);
+    CheckpointWeights st(dir, "a BERT model folder");
+    const std::string& st_path = st.path();
     // The prefix in front of "embeddings.word_embeddings.weight": "" (BertModel), "bert." (BertForXxx), ...
     std::string prefix;
     const std::string key = "embeddings.word_embeddings.weight";

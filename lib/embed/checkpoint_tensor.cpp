@@ -6,10 +6,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "embed/checkpoint_weights.h"
 
 namespace retro {
 
-bool checkpoint_prefix(const SafetensorsFile& st, const std::string& key, std::string& prefix) {
+bool checkpoint_prefix(const CheckpointWeights& st, const std::string& key, std::string& prefix) {
     bool found = false;
     for (const auto& [name, view] : st.tensors()) {
         if (name.size() >= key.size() && name.compare(name.size() - key.size(), key.size(), key) == 0 &&
@@ -21,11 +22,11 @@ bool checkpoint_prefix(const SafetensorsFile& st, const std::string& key, std::s
     return found;
 }
 
-std::vector<float> checkpoint_tensor_f32(const SafetensorsFile& st, const std::string& name,
+std::vector<float> checkpoint_tensor_f32(const CheckpointWeights& st, const std::string& name,
                                          const std::vector<std::int64_t>& shape, const std::string& config) {
     const TensorView& t = st.get(name);
     if (t.shape != shape)
-        user_error_in(st.path(), "tensor '" + name + "' has shape " + shape_string(t.shape) + ", " + config + " implies " +
+        user_error_in(st.file_of(name), "tensor '" + name + "' has shape " + shape_string(t.shape) + ", " + config + " implies " +
                                      shape_string(shape),
                       "keep " + config + " and the weights from the same checkpoint");
     std::vector<float> v(static_cast<std::size_t>(t.numel()));
@@ -38,7 +39,7 @@ std::vector<float> checkpoint_tensor_f32(const SafetensorsFile& st, const std::s
             for (std::size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_f32(static_cast<const std::uint16_t*>(t.data)[i]);
             break;
         default:
-            user_error_in(st.path(), "tensor '" + name + "' has dtype " + dtype_name(t.dtype),
+            user_error_in(st.file_of(name), "tensor '" + name + "' has dtype " + dtype_name(t.dtype),
                           "convert the checkpoint to F32, F16 or BF16");
     }
     return v;

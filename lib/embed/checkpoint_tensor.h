@@ -9,14 +9,14 @@
 
 namespace retro {
 
-class SafetensorsFile;
+class CheckpointWeights;
 
 // The shortest prefix p such that p + key is a tensor of `st`; false when no tensor name ends in `key`.
-bool checkpoint_prefix(const SafetensorsFile& st, const std::string& key, std::string& prefix);
+bool checkpoint_prefix(const CheckpointWeights& st, const std::string& key, std::string& prefix);
 
 // Tensor `name` as fp32, checked against `shape` (`config` names the file the shape comes from, for
 // the message). UserError when the shape differs or the dtype is not F32/F16/BF16.
-std::vector<float> checkpoint_tensor_f32(const SafetensorsFile& st, const std::string& name,
+std::vector<float> checkpoint_tensor_f32(const CheckpointWeights& st, const std::string& name,
                                          const std::vector<std::int64_t>& shape, const std::string& config = "config.json");
 
 }  // namespace retro

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/fingerprint.h"
 #include "core/threads.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
 #include "embed/packed_batches.h"
@@ -30,7 +31,7 @@ ClipEmbedderOptions checked(ClipEmbedderOptions o) {
 ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer)
     : opts_(checked(opts)), tokenizer_(tokenizer), model_(opts_.model_dir) {
     const std::string pre = (fs::path(opts_.model_dir) / "preprocessor_config.json").string();
-    std::string all = fingerprint_file(model_.weights_path());
+    std::string all = CheckpointWeights::fingerprint(opts_.model_dir);
     if (model_.has_vision()) {
         image_cfg_ = clip_image_config_read(pre);
         const int side = model_.config().vision.image_size;

@@ -18,6 +18,7 @@
 #include "core/threads.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
 #include "nn/packed_linear.h"
 
@@ -130,11 +131,8 @@ const ClipModel::Encoder::Packed& ClipModel::Encoder::pack() const {
 
 ClipModel::ClipModel(const std::string& dir) {
     cfg_ = clip_config_read((fs::path(dir) / "config.json").string());
-    st_path_ = (fs::path(dir) / "model.safetensors").string();
-    if (!fs::exists(st_path_))
-        user_error_in(st_path_, "missing (a CLIP model folder needs model.safetensors)",
-                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
-    SafetensorsFile st(st_path_);
+    CheckpointWeights st(dir, "a CLIP model folder");
+    st_path_ = st.path();
     const std::int64_t P = cfg_.projection_dim;
     auto tower = [&](ClipTowerConfig& c, Encoder& enc, const std::string& key, const std::string& tower_name,
                      const std::string& proj_name, std::vector<float>& proj, auto&& load_embeddings) {

@@ -9,6 +9,7 @@
 #include "core/manifest.h"
 #include "core/safetensors.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/checkpoint_weights.h"
 
 namespace retro {
 
@@ -56,15 +57,15 @@ StDense read_dense(const std::string& dir) {
     if (act != "Identity" && act != "Tanh")
         user_error_in(cfg, "activation_function \"" + act + "\" is not supported", "use a model whose Dense is Identity or Tanh");
     d.tanh = act == "Tanh";
-    const std::string st_path = (fs::path(dir) / "model.safetensors").string();
-    if (!fs::exists(st_path)) {
+    const std::string st_path = CheckpointWeights::path_of(dir);
+    if (!CheckpointWeights::present(dir)) {
         const bool bin = fs::exists(fs::path(dir) / "pytorch_model.bin");
         if (bin)
             user_error_in(st_path, "missing (the Dense weights are only in pytorch_model.bin)",
                           "convert once in Python: safetensors.torch.save_file(torch.load('pytorch_model.bin'), 'model.safetensors')");
         user_error_in(st_path, "missing (the Dense module's weights)", "copy the model's Dense folder whole");
     }
-    SafetensorsFile st(st_path);
+    CheckpointWeights st(dir, "a Dense module's folder");
     if (!st.has("linear.weight")) user_error_in(st_path, "has no tensor 'linear.weight'", "give the Dense module's weights");
     const std::vector<float> w = checkpoint_tensor_f32(st, "linear.weight", {d.out, d.in}, cfg);
     std::vector<float> b;
@@ -112,7 +113,7 @@ StModules st_modules_read(const std::string& dir) {
         } else if (type == "Dense") {
             if (!m.pooling_dim) user_error_in(path, "lists a Dense module before Pooling");
             m.dense.push_back(read_dense(sub));
-            m.files.push_back((fs::path(sub) / "model.safetensors").string());
+            m.files.push_back(CheckpointWeights::path_of(sub));
             const std::size_t n = m.dense.size();
             if (n > 1 && m.dense[n - 1].in != m.dense[n - 2].out)
                 user_error_in((fs::path(sub) / "config.json").string(),

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
 #include "embed/packed_batches.h"
@@ -31,13 +32,15 @@ const std::string& require_files(const std::string& dir) {
         {"spiece.model", "copy the checkpoint's sentencepiece model (spiece.model) into the folder"}};
     for (auto& w : what) {
         fs::path p = fs::path(dir) / w[0];
-        if (!fs::exists(p)) user_error_in(p.string(), "missing (a t5 model folder needs it)", w[1]);
+        const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
+        if (weights ? !CheckpointWeights::present(dir) : !fs::exists(p))
+            user_error_in(p.string(), "missing (a t5 model folder needs it)", w[1]);
     }
     return dir;
 }
 
 std::string t5_fingerprint(const std::string& transformer_dir, const StModules& m) {
-    std::string all = fingerprint_file((fs::path(transformer_dir) / "model.safetensors").string()) + " " +
+    std::string all = CheckpointWeights::fingerprint(transformer_dir) + " " +
                       fingerprint_file((fs::path(transformer_dir) / "spiece.model").string());
     for (const auto& f : m.files) all += " " + fingerprint_file(f);
     return fingerprint_bytes(all.data(), all.size());

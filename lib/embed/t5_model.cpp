@@ -19,6 +19,7 @@
 #include "core/threads.h"
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
+#include "embed/checkpoint_weights.h"
 #include "embed/packed_batches.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
@@ -149,11 +150,8 @@ const T5Model::PackedLayers& T5Model::packed() const {
 
 T5Model::T5Model(const std::string& dir) : packed_(std::make_shared<PackedLayers>()) {
     cfg_ = t5_config_read((fs::path(dir) / "config.json").string());
-    const std::string st_path = (fs::path(dir) / "model.safetensors").string();
-    if (!fs::exists(st_path))
-        user_error_in(st_path, "missing (a T5 model folder needs model.safetensors)",
-                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
-    SafetensorsFile st(st_path);
+    CheckpointWeights st(dir, "a T5 model folder");
+    const std::string& st_path = st.path();
     const std::string key = "encoder.block.0.layer.0.SelfAttention.q.weight";
     std::string prefix;
     if (!checkpoint_prefix(st, key, prefix)) {

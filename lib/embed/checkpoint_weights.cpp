@@ -1,0 +1,108 @@
+// Implementation of checkpoint_weights.h.
+#include "embed/checkpoint_weights.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/manifest.h"
+
+namespace retro {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kSingle = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+// The index's weight_map, each shard a plain file name in the folder.
+std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
+    const nlohmann::json j = json_read_file(index_path);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
+        user_error_in(index_path, "has no \"weight_map\" of tensor names to shard files", "restore the checkpoint's index file");
+    std::map<std::string, std::string> map;
+    for (const auto& [name, file] : j["weight_map"].items()) {
+        if (!file.is_string()) user_error_in(index_path, "maps '" + name + "' to something other than a file name");
+        const std::string f = file.get<std::string>();
+        if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+            user_error_in(index_path, "maps '" + name + "' to '" + f + "', not a file beside it", "restore the checkpoint's index file");
+        map[name] = f;
+    }
+    return map;
+}
+
+std::set<std::string> shard_names(const std::map<std::string, std::string>& map) {
+    std::set<std::string> names;
+    for (const auto& [tensor, file] : map) names.insert(file);
+    return names;
+}
+
+}  // namespace
+
+bool CheckpointWeights::present(const std::string& dir) {
+    return fs::exists(fs::path(dir) / kSingle) || fs::exists(fs::path(dir) / kIndex);
+}
+
+std::string CheckpointWeights::path_of(const std::string& dir) {
+    const fs::path single = fs::path(dir) / kSingle, index = fs::path(dir) / kIndex;
+    return (!fs::exists(single) && fs::exists(index) ? index : single).string();
+}
+
+std::string CheckpointWeights::fingerprint(const std::string& dir) {
+    const std::string path = path_of(dir);
+    if (fs::path(path).filename() == kSingle) return fingerprint_file(path);
+    std::string all = fingerprint_file(path);
+    for (const std::string& shard : shard_names(read_weight_map(path))) {
+        const fs::path p = fs::path(dir) / shard;
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + std::string(kIndex) + " names)", "download the checkpoint's shards whole");
+        all += " " + fingerprint_file(p.string());
+    }
+    return fingerprint_bytes(all.data(), all.size());
+}
+
+CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& folder_kind) : path_(path_of(dir)) {
+    if (!present(dir))
+        user_error_in(path_, "missing (" + folder_kind + " needs " + kSingle + ", or " + kIndex + " and its shards)",
+                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
+    if (fs::path(path_).filename() == kSingle) {
+        files_.push_back(std::make_unique<SafetensorsFile>(path_));
+        for (const auto& [name, view] : files_[0]->tensors()) {
+            tensors_[name] = &view;
+            owner_[name] = files_[0].get();
+        }
+        return;
+    }
+    const std::map<std::string, std::string> map = read_weight_map(path_);
+    std::map<std::string, const SafetensorsFile*> by_name;
+    for (const std::string& shard : shard_names(map)) {
+        const fs::path p = fs::path(dir) / shard;
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + std::string(kIndex) + " names)", "download the checkpoint's shards whole");
+        files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
+        by_name[shard] = files_.back().get();
+    }
+    for (const auto& [name, shard] : map) {
+        const SafetensorsFile* f = by_name.at(shard);
+        if (!f->has(name))
+            user_error_in(path_, "maps '" + name + "' to " + shard + ", which has no such tensor", "download the checkpoint's shards whole");
+        tensors_[name] = &f->get(name);
+        owner_[name] = f;
+    }
+}
+
+CheckpointWeights::~CheckpointWeights() = default;
+
+const TensorView& CheckpointWeights::get(const std::string& name) const {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) user_error_in(path_, "has no tensor '" + name + "'");
+    return *it->second;
+}
+
+const std::string& CheckpointWeights::file_of(const std::string& name) const {
+    const auto it = owner_.find(name);
+    return it == owner_.end() ? path_ : it->second->path();
+}
+
+}  // namespace retro
