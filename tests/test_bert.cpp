@@ -290,7 +290,7 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
             FAIL("the changed tokenizer files were accepted");
         } catch (const UserError& err) {
             const std::string msg = err.what();
-            CHECK(msg.find((model / "vocab.txt").string() + ": or tokenizer_config.json beside it changed") == 0);
+            CHECK(msg.find((model / "vocab.txt").string() + ": differs from the vocabulary the index was built with") == 0);
             CHECK(msg.find("the index recorded " + j["tokenizer_fingerprint"].get<std::string>()) != std::string::npos);
             CHECK(msg.find('\n') == std::string::npos);
         }
@@ -309,8 +309,17 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
         std::ofstream(model / "vocab.txt", std::ios::binary) << vocab;
         CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
     }
-    fs::remove(model / "tokenizer_config.json");
+    fs::remove(model / "tokenizer_config.json");   // strip_accents and tokenize_chinese_chars unset
     expect_tokenizer_refused("tokenizer_config.json removed");
+    nlohmann::json resaved = nlohmann::json::parse(config);
+    resaved["strip_accents"] = false;
+    test::write_text(model / "tokenizer_config.json", resaved.dump(1));
+    expect_tokenizer_refused("strip_accents set");
+    resaved = nlohmann::json::parse(config);   // a re-save by a newer transformers: fields the ids do not depend on
+    resaved["model_max_length"] = 512;
+    resaved["name_or_path"] = "elsewhere";
+    test::write_text(model / "tokenizer_config.json", resaved.dump(4));
+    CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
     std::ofstream(model / "tokenizer_config.json", std::ios::binary) << config;
     CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
 

@@ -105,6 +105,40 @@ std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// A flat grey w x h JPEG of one progressive scan of DC coefficients, Huffman tables optimised: a bit a block, the
+// least a Huffman-coded file can spend (the refusal's bound with only the headers to spare).
+std::string dc_only_grey_jpeg(const fs::path& path, int w, int h) {
+    jpeg_compress_struct c;
+    jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = static_cast<JDIMENSION>(w);
+    c.image_height = static_cast<JDIMENSION>(h);
+    c.input_components = 1;
+    c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    c.optimize_coding = TRUE;
+    jpeg_scan_info dc{};
+    dc.comps_in_scan = 1;
+    dc.component_index[0] = 0;   // Ss = Se = Ah = Al = 0: the DC coefficients, whole
+    c.scan_info = &dc;
+    c.num_scans = 1;
+    jpeg_start_compress(&c, TRUE);
+    std::vector<JSAMPLE> row(static_cast<std::size_t>(w), 128);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW p = row.data();
+        jpeg_write_scanlines(&c, &p, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    std::fclose(f);
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // `jpg` with its frame header (the first SOFn marker) claiming w x h.
 std::string with_frame_size(std::string jpg, int w, int h) {
     for (std::size_t i = 2; i + 9 < jpg.size(); ++i) {
@@ -125,8 +159,7 @@ TEST_CASE("image: a JPEG's header claiming more 8 x 8 blocks than its data can c
     // A progressive JPEG's decoder allocates the whole image's coefficients before reading a scan: a 2048 x 2048
     // progressive file (~25 KB) with its header saying 16384 x 16384 reserved 805 MB of address space (its pages
     // zeroed as scans reach them: 1.3 MB resident) and failed only at the end of its data, "premature end".
-    const fs::path dir = fs::temp_directory_path() / ("retro-jpeg-blocks-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
+    test::TempDir dir("jpeg-blocks");
     const fs::path progressive = dir / "progressive.jpg";
     const std::string prog = flat_jpeg(progressive, 2048, 2048, true, false);
     const RgbImage whole = image_decode(progressive.string());   // the file itself decodes
@@ -161,7 +194,15 @@ TEST_CASE("image: a JPEG's header claiming more 8 x 8 blocks than its data can c
     const fs::path small = dir / "arith_small.jpg";
     flat_jpeg(small, 64, 48, false, true);
     CHECK(image_decode(small.string()).width == 64);
-    fs::remove_all(dir);
+    // at the bound: 65,536 blocks of a bit each in 8,192 bytes and the headers (a rule of 2 bits a block fails here)
+    const fs::path tight = dir / "dc_only.jpg";
+    const std::string dc = dc_only_grey_jpeg(tight, 2048, 2048);
+    CAPTURE(dc.size());
+    CHECK(dc.size() >= 8192);
+    CHECK(dc.size() < 8192 + 1024);
+    const RgbImage grey = image_decode(tight.string());
+    CHECK(grey.width == 2048);
+    CHECK(grey.rgb[0] == grey.rgb.back());
 }
 
 TEST_CASE("image: a 16384 x 16384 header on a few bytes is refused before its 805 MB of pixels are allocated") {

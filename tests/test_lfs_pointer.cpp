@@ -121,3 +121,54 @@ TEST_CASE("lfs pointer: retro-index over a checkpoint cloned without git-lfs is 
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(tmp / "idx" / "manifest.json"));
 }
+
+TEST_CASE("lfs pointer: a verified folder's file, a bm25 index, and corpus files read with a warning") {
+    test::TempDir tmp("lfs-pointer-folders");
+    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 4), db = tmp / "db";
+    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const auto expect_pointer_line = [](const test::RunResult& r, const fs::path& file) {
+        CAPTURE(r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find(file.string() + ": is a Git LFS pointer to a 90868376-byte file") != std::string::npos);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    };
+    {   // verified against the manifest first (the default): the pointer is named, not "has changed since"
+        const fs::path idx = tmp / "idx";
+        REQUIRE(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --quiet").exit_code == 0);
+        test::write_text(idx / "index.faiss", kPointer);
+        expect_pointer_line(test::run_tool("retro-knn", idx.string() + " --db " + db.string() + " --out " + (tmp / "knn").string()),
+                            idx / "index.faiss");
+        expect_pointer_line(test::run_tool("retro-index", "query " + idx.string() + " hello --no-verify"),
+                            idx / "index.faiss");
+    }
+    {
+        const fs::path bm25 = tmp / "bm25";
+        REQUIRE(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --quiet").exit_code == 0);
+        test::write_text(bm25 / "bm25.glass", kPointer);
+        expect_pointer_line(test::run_tool("retro-index", "query " + bm25.string() + " hello"), bm25 / "bm25.glass");
+        expect_pointer_line(test::run_tool("retro-index", "query " + bm25.string() + " hello --no-verify"),
+                            bm25 / "bm25.glass");
+    }
+    {   // a pointer among text files is text (a corpus of repositories may hold them), said once; a .jsonl one skipped
+        const fs::path texts = tmp / "texts";
+        fs::create_directories(texts);
+        test::write_text(texts / "a.txt", "A real document about retrieval and language models.\n");
+        test::write_text(texts / "b.txt", kPointer);
+        const test::RunResult r = test::run_tool("retro-chunk", texts.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                                    " --chunk-size 16 --seq-len 64 --out " + (tmp / "dbt").string());
+        CAPTURE(r.err);
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find((texts / "b.txt").string() + ": is a Git LFS pointer (a clone without git-lfs), read as the text it is") !=
+              std::string::npos);
+        const fs::path jsonl = tmp / "p.jsonl";
+        test::write_text(jsonl, kPointer);
+        const test::RunResult s = test::run_tool("retro-chunk", corpus.string() + " " + jsonl.string() + " --on-error skip --tokenizer " +
+                                                                    test::chunk_test_tokenizer() + " --chunk-size 16 --seq-len 64 --out " +
+                                                                    (tmp / "dbj").string());
+        CAPTURE(s.err);
+        CHECK(s.exit_code == 0);
+        CHECK(s.err.find(jsonl.string() + ": is a Git LFS pointer (a clone without git-lfs): its lines are skipped") != std::string::npos);
+    }
+}

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/interrupt_note.h"
+#include "core/lfs_pointer.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "retrokit/version.h"
@@ -223,11 +224,13 @@ void verify_files(const std::string& dir, const std::vector<std::pair<std::strin
     std::unique_ptr<Progress> progress;
     if (bytes > (std::int64_t(256) << 20)) progress = std::make_unique<Progress>("verifying " + dir, bytes, "B");
     for (const auto& [path, recorded] : files)
-        if (fingerprint_file(path, progress.get()) != recorded)
+        if (fingerprint_file(path, progress.get()) != recorded) {
+            refuse_lfs_pointer_file(path);   // a folder copied through a clone without git-lfs
             user_error_in(path,
                           "has changed since " + writer + " wrote it: its bytes no longer match the fingerprint in " +
                               record + " (edited, replaced or damaged)",
                           fix);
+        }
     if (progress) progress->finish();
 }
 }  // namespace

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/lfs_pointer.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -97,9 +99,23 @@ nlohmann::json BertEmbedder::to_json() const {
 }
 
 std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
-    std::string all = fingerprint_file((fs::path(model_dir) / "vocab.txt").string());
+    const std::string vocab = (fs::path(model_dir) / "vocab.txt").string();
+    refuse_lfs_pointer_file(vocab);
+    std::string all = fingerprint_file(vocab);
     const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
-    if (fs::exists(config)) all += " " + fingerprint_file(config.string());
+    nlohmann::json j = nlohmann::json::object();
+    if (fs::exists(config)) {
+        try {
+            std::ifstream in(config);
+            j = nlohmann::json::parse(in);
+        } catch (const std::exception& e) {
+            user_error_in(config.string(), std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's file");
+        }
+    }
+    // the options WordPiece reads besides do_lower_case (an index records lower_case itself); a re-save that
+    // changes other fields (model_max_length, name_or_path) leaves the ids as they were
+    for (const char* key : {"strip_accents", "tokenize_chinese_chars"})
+        all += std::string(" ") + key + "=" + (j.is_object() && j.contains(key) ? j[key].dump() : "unset");
     return fingerprint_bytes(all.data(), all.size());
 }
 
@@ -119,15 +135,19 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     const std::string st = CheckpointWeights::path_of(o.model_dir);
     if (CheckpointWeights::present(o.model_dir))   // refuse a changed model before loading it
         encoder_settings_check(s, CheckpointWeights::fingerprint(o.model_dir), s.dim, st);
+    // before the model is loaded; indices built before 2026-12-02 recorded the weights alone: their vocabulary
+    // cannot be checked
+    if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() &&
+        fs::exists(fs::path(o.model_dir) / "vocab.txt")) {
+        const std::string now = bert_tokenizer_fingerprint(o.model_dir), then = j["tokenizer_fingerprint"].get<std::string>();
+        if (now != then)
+            user_error_in((fs::path(o.model_dir) / "vocab.txt").string(),
+                          "differs from the vocabulary the index was built with, or tokenizer_config.json's strip_accents or "
+                          "tokenize_chinese_chars do (tokenizer fingerprint " + now + ", the index recorded " + then + ")",
+                          "restore the checkpoint's tokenizer files or rebuild the index with retro-index");
+    }
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), st);
-    // indices built before 2026-12-02 recorded the weights alone: their vocabulary cannot be checked
-    if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() &&
-        j["tokenizer_fingerprint"].get<std::string>() != e->tokenizer_fingerprint())
-        user_error_in((fs::path(o.model_dir) / "vocab.txt").string(),
-                      "or tokenizer_config.json beside it changed since the index was built (tokenizer fingerprint " +
-                          e->tokenizer_fingerprint() + ", the index recorded " + j["tokenizer_fingerprint"].get<std::string>() + ")",
-                      "restore the checkpoint's tokenizer files or rebuild the index with retro-index");
     return e;
 }
 

@@ -55,9 +55,10 @@ private:
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 
-// xxh3-64 of the fingerprints of `model_dir`'s vocab.txt and, where there is one, tokenizer_config.json (its
-// do_lower_case, strip_accents and tokenize_chinese_chars change the ids), joined by a space: recorded beside the
-// weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as with other weights.
+// xxh3-64 of `model_dir`'s vocab.txt fingerprint and tokenizer_config.json's strip_accents and
+// tokenize_chinese_chars as written there ("unset" where absent; do_lower_case is the index's own lower_case field):
+// recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
+// with other weights.
 std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/lfs_pointer.h"
 #include "core/manifest.h"
 
 namespace retro {
@@ -53,11 +54,13 @@ std::string CheckpointWeights::path_of(const std::string& dir) {
 
 std::string CheckpointWeights::fingerprint(const std::string& dir) {
     const std::string path = path_of(dir);
+    refuse_lfs_pointer_file(path);   // before its fingerprint is compared with a recorded one
     if (fs::path(path).filename() == kSingle) return fingerprint_file(path);
     std::string all = fingerprint_file(path);
     for (const std::string& shard : shard_names(read_weight_map(path))) {
         const fs::path p = fs::path(dir) / shard;
         if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + std::string(kIndex) + " names)", "download the checkpoint's shards whole");
+        refuse_lfs_pointer_file(p.string());
         all += " " + fingerprint_file(p.string());
     }
     return fingerprint_bytes(all.data(), all.size());

@@ -9,6 +9,7 @@
 #include <xapian.h>
 
 #include "core/error.h"
+#include "core/lfs_pointer.h"
 
 namespace retro {
 namespace {
@@ -43,6 +44,7 @@ Bm25Searcher::Bm25Searcher(const std::string& path, const Bm25Params& p, std::in
         s_->enquire.set_weighting_scheme(Xapian::BM25Weight(p.k1, p.k2, p.k3, p.b, p.min_normlen));
         s_->enquire.set_docid_order(Xapian::Enquire::ASCENDING);   // ties: lower chunk id first
     } catch (const Xapian::Error& e) {
+        refuse_lfs_pointer_file(path);   // bm25.glass from a clone without git-lfs
         user_error_in(path, "corrupt or unreadable Xapian database (" + e.get_description() + ")",
                       "rebuild the index with retro-index --kind bm25");
     }

@@ -176,6 +176,17 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     log_info("wrote " + out + ": " + std::to_string(n) + " vectors of dimension " + std::to_string(d) + ", index " + fitted);
 }
 
+// Two states' values of `key` as compared for --resume and merge: an index started before 2026-12-02 recorded no
+// embedder.tokenizer_fingerprint (bert), so where one side lacks it, neither is held to it.
+std::pair<nlohmann::json, nlohmann::json> comparable(const char* key, nlohmann::json a, nlohmann::json b) {
+    if (std::string(key) == "embedder" && a.is_object() && b.is_object() &&
+        (!a.contains("tokenizer_fingerprint") || !b.contains("tokenizer_fingerprint"))) {
+        a.erase("tokenizer_fingerprint");
+        b.erase("tokenizer_fingerprint");
+    }
+    return {std::move(a), std::move(b)};
+}
+
 }  // namespace
 
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
@@ -297,9 +308,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     if (opts.resume && fs::exists(state_path(opts.out))) {
         nlohmann::json old = json_read_file(state_path(opts.out));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
-            if (old[key] != state[key])
-                user_error_in(state_path(opts.out),
-                              "records another job: " + json_first_difference(old[key], state[key], key),
+            if (const auto [was, now] = comparable(key, old[key], state[key]); was != now)
+                user_error_in(state_path(opts.out), "records another job: " + json_first_difference(was, now, key),
                               "rerun with the folder's settings to resume it, or --force to start over");
     }
     state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
@@ -322,7 +332,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     for (const auto& d : shard_dirs) {
         nlohmann::json s = json_read_file(state_path(d));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
-            if (s[key] != first[key])
+            if (const auto [here, there] = comparable(key, s[key], first[key]); here != there)
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
     }
     std::vector<OutputInput> shards;

@@ -155,6 +155,9 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
     if (!file.jsonl) {
         doc.text = read_whole_file(file.path);
         counts.bytes += static_cast<std::int64_t>(doc.text.size());
+        if (doc.text.size() < 1024 && is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(doc.text.data()), doc.text.size()))
+            log_warn(file.path + ": is a Git LFS pointer (a clone without git-lfs), read as the text it is; fetch the file with "
+                                 "`git lfs pull`, or leave it out with --glob");
         // git's rule: a NUL byte in the first 8000 is a binary file (an image, an archive; UTF-16 text of Latin
         // script has one in every other byte), which would enter the database as replacement characters. A NUL
         // later (a crawled page's stray byte, a zero-filled tail after a crash) is replaced and counted as invalid.
@@ -203,6 +206,9 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
                     refuse_lfs_pointer_file(file.path);   // a .jsonl left behind by a clone without git-lfs
                 user_error_in(where, problem, "fix the line, or pass --on-error skip");
             }
+            if (reader.line_number() == 1 && is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(line.data()), line.size()))
+                log_warn(file.path + ": is a Git LFS pointer (a clone without git-lfs): its lines are skipped; fetch the "
+                                     "file with `git lfs pull`");
             counts.malformed_skipped++;
             log_debug(where + ": skipped: " + problem);
             continue;

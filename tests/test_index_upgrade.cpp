@@ -1,0 +1,49 @@
+// A retro-index job started by an older RetroKit and finished by this one: a bert shard whose state.json has no
+// embedder.tokenizer_fingerprint (written before 2026-12-02) resumes, and merges with a shard that has it.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/manifest.h"
+#include "test_chunk_util.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and merges with one that has it") {
+    test::TempDir tmp("index-upgrade");
+    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 6), db = tmp / "db";
+    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const fs::path model = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
+    const auto shard = [&](int i, const std::string& extra) {
+        return test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() + " --out " +
+                                                 (tmp / ("s" + std::to_string(i))).string() + " --shard " + std::to_string(i) +
+                                                 "/2 --quiet" + extra);
+    };
+    REQUIRE(shard(0, "").exit_code == 0);
+    REQUIRE(shard(1, "").exit_code == 0);
+    // shard 0 as the older tool left it
+    const fs::path state = tmp / "s0" / "state.json";
+    nlohmann::json old = json_read_file(state.string());
+    REQUIRE(old["embedder"].contains("tokenizer_fingerprint"));
+    old["embedder"].erase("tokenizer_fingerprint");
+    test::write_text(state, old.dump(2));
+    const test::RunResult resumed = shard(0, " --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+    test::write_text(state, old.dump(2));   // (the resume wrote it again, with the field)
+    const test::RunResult merged = test::run_tool("retro-index", "merge " + (tmp / "s0").string() + " " + (tmp / "s1").string() +
+                                                                     " --out " + (tmp / "idx").string() + " --quiet");
+    CHECK_MESSAGE(merged.exit_code == 0, merged.err);
+    CHECK(fs::exists(tmp / "idx" / "manifest.json"));
+    // another vocabulary is still another job where both record it
+    nlohmann::json other = json_read_file((tmp / "s1" / "state.json").string());
+    other["embedder"]["tokenizer_fingerprint"] = "0000000000000000";
+    test::write_text(tmp / "s1" / "state.json", other.dump(2));
+    const test::RunResult refused = shard(1, " --resume");
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("embedder.tokenizer_fingerprint") != std::string::npos);
+}
