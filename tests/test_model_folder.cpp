@@ -4,6 +4,7 @@
 // the snapshot and taking the same index again with --resume whatever --model's spelling.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -81,9 +82,15 @@ TEST_CASE("model folder: a Hub id or a cache folder is the snapshot refs/main na
     CHECK(refusal("").find("--model: the bert embedder needs a model folder") == 0);
     {   // huggingface_hub's order of variables
         test::ScopedEnv no_cache("HF_HUB_CACHE", std::nullopt);
+        test::ScopedEnv legacy("HUGGINGFACE_HUB_CACHE", (tmp / "legacy").string());
+        CHECK(hf_hub_cache_dir() == (tmp / "legacy").string());
+        test::ScopedEnv no_legacy("HUGGINGFACE_HUB_CACHE", std::nullopt);
         test::ScopedEnv home("HF_HOME", (tmp / "hf").string());
         CHECK(hf_hub_cache_dir() == (tmp / "hf" / "hub").string());
+        test::ScopedEnv tilde("HF_HOME", std::string("~/hf"));
+        CHECK(hf_hub_cache_dir() == std::string(std::getenv("HOME")) + "/hf/hub");
         test::ScopedEnv no_home("HF_HOME", std::nullopt);
+        test::ScopedEnv no_tilde("HF_HOME", std::nullopt);
         test::ScopedEnv xdg("XDG_CACHE_HOME", (tmp / "xdg").string());
         CHECK(hf_hub_cache_dir() == (tmp / "xdg" / "huggingface" / "hub").string());
     }

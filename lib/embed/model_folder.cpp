@@ -15,9 +15,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The variable's value with a leading "~/" expanded, as huggingface_hub's os.path.expanduser does.
 std::string env_or_empty(const char* name) {
     const char* v = std::getenv(name);
-    return v ? std::string(v) : std::string();
+    std::string s = v ? std::string(v) : std::string();
+    if ((s == "~" || s.rfind("~/", 0) == 0) && std::getenv("HOME")) s = std::string(std::getenv("HOME")) + s.substr(1);
+    return s;
 }
 
 // ORG/NAME or NAME as the Hub spells repository ids (letters, digits, '-', '_', '.'; not starting with '.' or '-').
@@ -69,6 +72,7 @@ std::string absolute_normal(const fs::path& p) {
 
 std::string hf_hub_cache_dir() {
     if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) return v;
+    if (std::string v = env_or_empty("HUGGINGFACE_HUB_CACHE"); !v.empty()) return v;   // its older name
     if (std::string v = env_or_empty("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
     if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
     return (fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "hub").string();
