@@ -342,15 +342,22 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
         std::ofstream(model / "vocab.txt", std::ios::binary) << vocab;
         CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
     }
-    fs::remove(model / "tokenizer_config.json");   // strip_accents and tokenize_chinese_chars unset
-    expect_tokenizer_refused("tokenizer_config.json removed");
+    // the values WordPiece takes count, not the file: strip_accents null and tokenize_chinese_chars true are the
+    // defaults, so the file removed (or re-saved with other fields) gives the same ids and is taken
+    fs::remove(model / "tokenizer_config.json");
+    CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
     nlohmann::json resaved = nlohmann::json::parse(config);
     resaved["strip_accents"] = false;
     test::write_text(model / "tokenizer_config.json", resaved.dump(1));
     expect_tokenizer_refused("strip_accents set");
+    resaved = nlohmann::json::parse(config);
+    resaved["tokenize_chinese_chars"] = false;
+    test::write_text(model / "tokenizer_config.json", resaved.dump(1));
+    expect_tokenizer_refused("tokenize_chinese_chars off");
     resaved = nlohmann::json::parse(config);   // a re-save by a newer transformers: fields the ids do not depend on
     resaved["model_max_length"] = 512;
     resaved["name_or_path"] = "elsewhere";
+    resaved.erase("strip_accents");
     test::write_text(model / "tokenizer_config.json", resaved.dump(4));
     CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr));
     std::ofstream(model / "tokenizer_config.json", std::ios::binary) << config;
@@ -386,4 +393,47 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
             CHECK(msg.find("fix:") != std::string::npos);
         }
     }
+}
+
+TEST_CASE("bert: a sentence-transformers folder pooling otherwise than by the mean, or with a Dense module, is refused") {
+    // the bert embedder takes the mean of every token and L2: msmarco-distilbert-base-tas-b or bge-* (CLS) and
+    // distiluse-* (a Dense after the pooling) embedded without a word before
+    test::TempDir tmp("bert-modules");
+    const fs::path model = tmp / "model";
+    fs::create_directories(model / "1_Pooling");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}) fs::copy_file(tiny_dir() / f, model / f);
+    const auto modules = [&](bool dense) {
+        nlohmann::json m = nlohmann::json::array(
+            {{{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}},
+             {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}}});
+        if (dense) m.push_back({{"idx", 2}, {"name", "2"}, {"path", "2_Dense"}, {"type", "sentence_transformers.models.Dense"}});
+        m.push_back({{"idx", 3}, {"name", "3"}, {"path", "3_Normalize"}, {"type", "sentence_transformers.models.Normalize"}});
+        test::write_text(model / "modules.json", m.dump(1));
+    };
+    const auto pooling = [&](const char* mode) {
+        test::write_text(model / "1_Pooling" / "config.json",
+                         nlohmann::json{{"word_embedding_dimension", 32}, {std::string("pooling_mode_") + mode, true}}.dump());
+    };
+    BertEmbedderOptions o;
+    o.model_dir = model.string();
+    const auto refusal = [&]() -> std::string {
+        try {
+            BertEmbedder e(o, nullptr);
+        } catch (const UserError& err) {
+            return err.what();
+        }
+        return "(accepted)";
+    };
+    modules(false);
+    pooling("mean_tokens");
+    CHECK(refusal() == "(accepted)");
+    pooling("cls_token");
+    CHECK(refusal().find("1_Pooling/config.json: asks for pooling other than exactly one of mean or max tokens") != std::string::npos);
+    pooling("max_tokens");
+    CHECK(refusal().find("modules.json: lists max pooling: the bert embedder pools by the mean of every token") != std::string::npos);
+    pooling("mean_tokens");
+    fs::copy(test::source_dir() / "tests/reference/golden/t5_tiny/st/2_Dense", model / "2_Dense", fs::copy_options::recursive);
+    modules(true);
+    CHECK(refusal().find("2_Dense/config.json: is a Dense module after the pooling, which the bert embedder does not apply") !=
+          std::string::npos);
 }

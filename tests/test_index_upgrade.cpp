@@ -12,7 +12,7 @@
 using namespace retro;
 namespace fs = std::filesystem;
 
-TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and merges with one that has it") {
+TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and merges with ones that have it") {
     test::TempDir tmp("index-upgrade");
     const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 6), db = tmp / "db";
     const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
@@ -22,10 +22,9 @@ TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and
     const auto shard = [&](int i, const std::string& extra) {
         return test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() + " --out " +
                                                  (tmp / ("s" + std::to_string(i))).string() + " --shard " + std::to_string(i) +
-                                                 "/2 --quiet" + extra);
+                                                 "/3 --quiet" + extra);
     };
-    REQUIRE(shard(0, "").exit_code == 0);
-    REQUIRE(shard(1, "").exit_code == 0);
+    for (int i = 0; i < 3; ++i) REQUIRE(shard(i, "").exit_code == 0);
     // shard 0 as the older tool left it
     const fs::path state = tmp / "s0" / "state.json";
     nlohmann::json old = json_read_file(state.string());
@@ -35,10 +34,27 @@ TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and
     const test::RunResult resumed = shard(0, " --resume");
     CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
     test::write_text(state, old.dump(2));   // (the resume wrote it again, with the field)
-    const test::RunResult merged = test::run_tool("retro-index", "merge " + (tmp / "s0").string() + " " + (tmp / "s1").string() +
-                                                                     " --out " + (tmp / "idx").string() + " --quiet");
+    const auto merge = [&](const std::string& out) {
+        return test::run_tool("retro-index", "merge " + (tmp / "s0").string() + " " + (tmp / "s1").string() + " " +
+                                                 (tmp / "s2").string() + " --out " + (tmp / out).string() + " --quiet");
+    };
+    const test::RunResult merged = merge("idx");
     CHECK_MESSAGE(merged.exit_code == 0, merged.err);
-    CHECK(fs::exists(tmp / "idx" / "manifest.json"));
+    REQUIRE(fs::exists(tmp / "idx" / "manifest.json"));
+    // the merged index records the fingerprint the newer shards agree on, though the first shard has none
+    const nlohmann::json m = json_read_file((tmp / "idx" / "manifest.json").string());
+    CHECK(m["embedder"]["tokenizer_fingerprint"] == json_read_file((tmp / "s1" / "state.json").string())["embedder"]["tokenizer_fingerprint"]);
+    {   // two newer shards that disagree are two jobs, even behind an older first shard
+        nlohmann::json third = json_read_file((tmp / "s2" / "state.json").string());
+        const nlohmann::json kept = third;
+        third["embedder"]["tokenizer_fingerprint"] = "1111111111111111";
+        test::write_text(tmp / "s2" / "state.json", third.dump(2));
+        const test::RunResult two_jobs = merge("idx2");
+        CHECK(two_jobs.exit_code == 2);
+        CHECK(two_jobs.err.find("s2/state.json: belongs to another job than " + (tmp / "s1").string() +
+                                " (embedder.tokenizer_fingerprint differs)") != std::string::npos);
+        test::write_text(tmp / "s2" / "state.json", kept.dump(2));
+    }
     // another vocabulary is still another job where both record it
     nlohmann::json other = json_read_file((tmp / "s1" / "state.json").string());
     other["embedder"]["tokenizer_fingerprint"] = "0000000000000000";

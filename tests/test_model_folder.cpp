@@ -74,7 +74,7 @@ TEST_CASE("model folder: a Hub id or a cache folder is the snapshot refs/main na
     {   // not in the cache: the command that fetches it
         const std::string msg = refusal("org/absent");
         CHECK(msg.find("org/absent: is not a folder, nor a model in the Hugging Face cache " + hub.string()) == 0);
-        CHECK(msg.find("huggingface-cli download org/absent") != std::string::npos);
+        CHECK(msg.find("hf download org/absent") != std::string::npos);
         CHECK(msg.find('\n') == std::string::npos);
     }
     CHECK(refusal("./no/such/dir").find("./no/such/dir: is not a folder (fix: give a Hugging Face bert checkpoint folder") == 0);

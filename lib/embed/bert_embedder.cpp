@@ -15,6 +15,7 @@
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
 #include "embed/packed_batches.h"
+#include "embed/st_modules.h"
 
 namespace retro {
 
@@ -34,6 +35,19 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
         const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
         if (weights ? !CheckpointWeights::present(o.model_dir) : !fs::exists(p))
             user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
+    }
+    // a sentence-transformers folder whose modules pool otherwise than the bert embedder (mean over every token,
+    // then L2): CLS pooling (msmarco-distilbert-base-tas-b, bge-*) or a Dense module would embed without a word
+    if (fs::exists(fs::path(o.model_dir) / "modules.json")) {
+        const StModules m = st_modules_read(o.model_dir);   // refuses CLS and other poolings itself
+        if (m.pooling != "mean")
+            user_error_in((fs::path(o.model_dir) / "modules.json").string(),
+                          "lists " + m.pooling + " pooling: the bert embedder pools by the mean of every token",
+                          "use a model with mean pooling (its 1_Pooling/config.json)");
+        if (!m.dense.empty())
+            user_error_in((fs::path(m.dense[0].dir) / "config.json").string(),
+                          "is a Dense module after the pooling, which the bert embedder does not apply",
+                          "use a model without Dense modules, or a T5 one with --embedder t5");
     }
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
@@ -112,10 +126,16 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
             user_error_in(config.string(), std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's file");
         }
     }
-    // the options WordPiece reads besides do_lower_case (an index records lower_case itself); a re-save that
-    // changes other fields (model_max_length, name_or_path) leaves the ids as they were
-    for (const char* key : {"strip_accents", "tokenize_chinese_chars"})
-        all += std::string(" ") + key + "=" + (j.is_object() && j.contains(key) ? j[key].dump() : "unset");
+    // the values WordPiece takes (WordPiece::from_dir) of the options it reads besides do_lower_case (an index
+    // records lower_case itself): a re-save that writes the defaults out, or changes other fields
+    // (model_max_length, name_or_path), leaves the ids and the fingerprint as they were
+    const auto flag = [&](const char* key) -> const nlohmann::json* {
+        return j.is_object() && j.contains(key) && j[key].is_boolean() ? &j[key] : nullptr;
+    };
+    const nlohmann::json* strip = flag("strip_accents");
+    const nlohmann::json* chinese = flag("tokenize_chinese_chars");
+    all += std::string(" strip_accents=") + (strip ? strip->dump() : "unset") +
+           " tokenize_chinese_chars=" + (chinese ? chinese->dump() : "true");
     return fingerprint_bytes(all.data(), all.size());
 }
 

@@ -55,8 +55,9 @@ private:
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 
-// xxh3-64 of `model_dir`'s vocab.txt fingerprint and tokenizer_config.json's strip_accents and
-// tokenize_chinese_chars as written there ("unset" where absent; do_lower_case is the index's own lower_case field):
+// xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
+// from tokenizer_config.json (strip_accents "unset" where not a boolean, tokenize_chinese_chars true; do_lower_case is
+// the index's own lower_case field):
 // recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
 // with other weights.
 std::string bert_tokenizer_fingerprint(const std::string& model_dir);

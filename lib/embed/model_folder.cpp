@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace retro {
 
@@ -52,11 +53,16 @@ fs::path cache_snapshot(const fs::path& repo, const std::string& given) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(repo / "snapshots", ec))
         if (e.is_directory()) snapshots.push_back(e.path());
-    if (snapshots.size() == 1) return snapshots[0];
+    if (snapshots.size() == 1) {
+        if (!ref.empty())
+            log_warn(given + ": refs/main names snapshot " + ref + ", which is not in the cache; reading the only one there, " +
+                     snapshots[0].filename().string());
+        return snapshots[0];
+    }
     user_error_in(given, (snapshots.empty() ? std::string("is a Hugging Face cache folder without a snapshot")
                                             : cat("is a Hugging Face cache folder of ", snapshots.size(),
                                                   " snapshots and no refs/main naming one")),
-                  snapshots.empty() ? "download the model again (huggingface-cli download ...)"
+                  snapshots.empty() ? "download the model again (hf download ORG/NAME)"
                                     : "give one of them: " + (repo / "snapshots" / "HASH").string());
 }
 
@@ -93,7 +99,7 @@ std::string model_folder_resolve(const std::string& given, const std::string& em
     const fs::path cache = hf_hub_cache_dir(), repo = cache / repo_name;
     if (!fs::is_directory(repo))
         user_error_in(given, "is not a folder, nor a model in the Hugging Face cache " + cache.string(),
-                      fix + ", or download it first: huggingface-cli download " + given);
+                      fix + ", or download it first: hf download " + given + " (huggingface-cli download in older huggingface_hub)");
     return absolute_normal(cache_snapshot(repo, given));
 }
 

@@ -113,7 +113,7 @@ StModules st_modules_read(const std::string& dir) {
         } else if (type == "Dense") {
             if (!m.pooling_dim) user_error_in(path, "lists a Dense module before Pooling");
             m.dense.push_back(read_dense(sub));
-            m.files.push_back(CheckpointWeights::path_of(sub));
+            m.files.push_back(sub);
             const std::size_t n = m.dense.size();
             if (n > 1 && m.dense[n - 1].in != m.dense[n - 2].out)
                 user_error_in((fs::path(sub) / "config.json").string(),

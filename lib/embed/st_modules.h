@@ -34,7 +34,7 @@ struct StModules {
     std::vector<StDense> dense;       // applied in order after pooling
     bool normalize = false;           // a Normalize module is listed (RetroKit normalises in any case)
     int max_seq_length = 0;           // sentence_bert_config.json, 0 when absent
-    std::vector<std::string> files;   // the weight files read (for the fingerprint), transformer's excluded
+    std::vector<std::string> files;   // the Dense modules' folders, in order (their weights' fingerprints: CheckpointWeights)
 };
 
 // Reads dir/modules.json and the files of its modules; a folder without modules.json gives the

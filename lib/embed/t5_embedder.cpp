@@ -42,7 +42,7 @@ const std::string& require_files(const std::string& dir) {
 std::string t5_fingerprint(const std::string& transformer_dir, const StModules& m) {
     std::string all = CheckpointWeights::fingerprint(transformer_dir) + " " +
                       fingerprint_file((fs::path(transformer_dir) / "spiece.model").string());
-    for (const auto& f : m.files) all += " " + fingerprint_file(f);
+    for (const auto& dense_dir : m.files) all += " " + CheckpointWeights::fingerprint(dense_dir);
     return fingerprint_bytes(all.data(), all.size());
 }
 

@@ -329,12 +329,23 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
+    std::string vocabulary, vocabulary_shard;   // the first tokenizer_fingerprint a shard records, and that shard
     for (const auto& d : shard_dirs) {
         nlohmann::json s = json_read_file(state_path(d));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
             if (const auto [here, there] = comparable(key, s[key], first[key]); here != there)
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
+        // shards of older RetroKit versions record none; those that do must agree among themselves too
+        const nlohmann::json& e = s["embedder"];
+        if (!e.is_object() || !e.contains("tokenizer_fingerprint") || !e["tokenizer_fingerprint"].is_string()) continue;
+        if (vocabulary.empty()) {
+            vocabulary = e["tokenizer_fingerprint"].get<std::string>();
+            vocabulary_shard = d;
+        } else if (e["tokenizer_fingerprint"].get<std::string>() != vocabulary) {
+            user_error_in(state_path(d), "belongs to another job than " + vocabulary_shard + " (embedder.tokenizer_fingerprint differs)");
+        }
     }
+    if (!vocabulary.empty() && first["embedder"].is_object()) first["embedder"]["tokenizer_fingerprint"] = vocabulary;
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
