@@ -437,3 +437,49 @@ TEST_CASE("bert: a sentence-transformers folder pooling otherwise than by the me
     CHECK(refusal().find("2_Dense/config.json: is a Dense module after the pooling, which the bert embedder does not apply") !=
           std::string::npos);
 }
+
+TEST_CASE("bert: a checkpoint saved by transformers 5 (tokenizer.json, no vocab.txt) embeds as with vocab.txt") {
+    // tests/reference/make_bert_golden.py --only bert_tiny_fast: bert_tiny's vocabulary saved by transformers 5's
+    // BertTokenizer (the fast one), beside bert_tiny's weights
+    const fs::path fast = test::source_dir() / "tests/reference/golden/bert_tiny_fast";
+    test::TempDir tmp("bert-fast");
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(tiny_dir() / f, tmp / f);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(fast / f, tmp / f);
+    CHECK(WordPiece::vocabulary_file(tmp.path.string()) == (tmp / "tokenizer.json").string());
+    BertEmbedderOptions o;
+    o.model_dir = tmp.path.string();
+    o.batch = 7;
+    BertEmbedder e(o, nullptr);
+    const WordPiece slow = WordPiece::from_dir(tiny_dir().string());
+    REQUIRE(e.wordpiece().vocab_size() == slow.vocab_size());
+    for (int id = 0; id < slow.vocab_size(); ++id) CHECK(e.wordpiece().token(id) == slow.token(id));
+    CHECK(e.wordpiece().options().lower_case);
+    // the fast tokenizer's own ids, where it agrees with the slow one RetroKit follows (bert_tiny's golden notes where not)
+    const auto golden = test::golden_json(fast / "golden.json");
+    const auto tiny = test::golden_json(tiny_dir() / "golden.json");
+    const auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    const auto& uncased = tiny["cases"][0];
+    REQUIRE(uncased["tag"] == "uncased");
+    const auto disagree = uncased["fast_tokenizer_disagrees_on"].get<std::vector<std::size_t>>();
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+        CAPTURE(i);
+        const std::vector<int> ours = e.wordpiece().encode(sentences[i], 128);
+        CHECK(ours == uncased["ids"][i].get<std::vector<int>>());
+        if (std::find(disagree.begin(), disagree.end(), i) == disagree.end()) CHECK(ours == golden["ids"][i].get<std::vector<int>>());
+    }
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    test::check_embeddings(out, tiny_dir() / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
+    // the index's tokenizer fingerprint is the tokenizer.json's
+    CHECK(e.tokenizer_fingerprint() == bert_tokenizer_fingerprint(tmp.path.string()));
+    // a tokenizer.json of another model kind is refused naming it
+    nlohmann::json other = nlohmann::json::parse(test::read_text(fast / "tokenizer.json"));
+    other["model"]["type"] = "BPE";
+    test::write_text(tmp / "tokenizer.json", other.dump());
+    try {
+        BertEmbedder refused(o, nullptr);
+        FAIL("a BPE tokenizer.json was read as WordPiece");
+    } catch (const UserError& err) {
+        CHECK(std::string(err.what()).find("tokenizer.json: is not a WordPiece tokenizer (model.type BPE)") != std::string::npos);
+    }
+}

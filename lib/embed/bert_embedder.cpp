@@ -29,11 +29,12 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
     const char* what[][2] = {
         {"config.json", "copy the checkpoint's config.json into the folder"},
         {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
-        {"vocab.txt", "copy the checkpoint's vocab.txt into the folder"}};
+        {"vocab.txt", "copy the checkpoint's vocab.txt (or the tokenizer.json of its BertTokenizer) into the folder"}};
     for (auto& w : what) {
         fs::path p = fs::path(o.model_dir) / w[0];
         const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
-        if (weights ? !CheckpointWeights::present(o.model_dir) : !fs::exists(p))
+        const bool vocab = p.filename() == "vocab.txt";             // or a fast tokenizer's tokenizer.json
+        if (weights ? !CheckpointWeights::present(o.model_dir) : vocab ? WordPiece::vocabulary_file(o.model_dir).empty() : !fs::exists(p))
             user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
     }
     // a sentence-transformers folder whose modules pool otherwise than the bert embedder (mean over every token,
@@ -113,7 +114,7 @@ nlohmann::json BertEmbedder::to_json() const {
 }
 
 std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
-    const std::string vocab = (fs::path(model_dir) / "vocab.txt").string();
+    const std::string vocab = WordPiece::vocabulary_file(model_dir);   // vocab.txt, or tokenizer.json
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
     const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
@@ -158,10 +159,10 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     // before the model is loaded; indices built before 2026-12-02 recorded the weights alone: their vocabulary
     // cannot be checked
     if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() &&
-        fs::exists(fs::path(o.model_dir) / "vocab.txt")) {
+        !WordPiece::vocabulary_file(o.model_dir).empty()) {
         const std::string now = bert_tokenizer_fingerprint(o.model_dir), then = j["tokenizer_fingerprint"].get<std::string>();
         if (now != then)
-            user_error_in((fs::path(o.model_dir) / "vocab.txt").string(),
+            user_error_in(WordPiece::vocabulary_file(o.model_dir),
                           "differs from the vocabulary the index was built with, or tokenizer_config.json's strip_accents or "
                           "tokenize_chinese_chars do (tokenizer fingerprint " + now + ", the index recorded " + then + ")",
                           "restore the checkpoint's tokenizer files or rebuild the index with retro-index");

@@ -214,14 +214,23 @@ WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts
     std::string line;
     while (std::getline(in, line)) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        // HF load_vocab: token = line.rstrip("\n"); a repeated token keeps its last id.
-        ids_[line] = static_cast<int>(tokens_.size());
         tokens_.push_back(line);
     }
-    if (tokens_.empty()) user_error_in(vocab_path, "the vocabulary is empty", "give the vocab.txt of the checkpoint");
+    index_tokens(vocab_path);
+}
+
+WordPiece::WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const std::string& where)
+    : opts_(opts), tokens_(std::move(tokens)) {
+    index_tokens(where);
+}
+
+void WordPiece::index_tokens(const std::string& where) {
+    // HF load_vocab: token = line.rstrip("\n"); a repeated token keeps its last id.
+    for (std::size_t i = 0; i < tokens_.size(); ++i) ids_[tokens_[i]] = static_cast<int>(i);
+    if (tokens_.empty()) user_error_in(where, "the vocabulary is empty", "give the vocab.txt of the checkpoint");
     auto need = [&](const char* tok) {
         int id = token_id(tok);
-        if (id < 0) user_error_in(vocab_path, std::string("has no ") + tok + " token", "give a BERT vocab.txt");
+        if (id < 0) user_error_in(where, std::string("has no ") + tok + " token", "give a BERT vocab.txt");
         return id;
     };
     unk_ = need("[UNK]");
@@ -235,14 +244,74 @@ WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts
         }
 }
 
+std::string WordPiece::vocabulary_file(const std::string& dir) {
+    namespace fs = std::filesystem;
+    for (const char* name : {"vocab.txt", "tokenizer.json"})
+        if (fs::exists(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+    return {};
+}
+
+namespace {
+
+// The vocabulary of a fast tokenizer's tokenizer.json, and its BertNormalizer's options as defaults.
+std::vector<std::string> tokenizer_json_vocabulary(const std::string& path, WordPieceOptions& opts, bool& lower_known) {
+    refuse_lfs_pointer_file(path);
+    nlohmann::json j;
+    try {
+        std::ifstream in(path);
+        j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+        user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's tokenizer.json");
+    }
+    const nlohmann::json* model = j.is_object() && j.contains("model") && j["model"].is_object() ? &j["model"] : nullptr;
+    if (!model || model->value("type", std::string()) != "WordPiece")
+        user_error_in(path, "is not a WordPiece tokenizer (model.type " + (model ? model->value("type", std::string("absent")) : "absent") + ")",
+                      "give a BERT checkpoint (its vocab.txt, or the tokenizer.json of a BertTokenizer)");
+    if (model->value("continuing_subword_prefix", std::string("##")) != "##")
+        user_error_in(path, "continues words with '" + model->value("continuing_subword_prefix", std::string()) + "', not '##'",
+                      "give a BERT checkpoint's tokenizer");
+    if (!model->contains("vocab") || !(*model)["vocab"].is_object() || (*model)["vocab"].empty())
+        user_error_in(path, "has no model.vocab of tokens to ids", "restore the checkpoint's tokenizer.json");
+    const nlohmann::json& vocab = (*model)["vocab"];
+    std::vector<std::string> tokens(vocab.size());
+    std::vector<bool> seen(vocab.size(), false);
+    for (const auto& [token, id] : vocab.items()) {
+        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= static_cast<std::int64_t>(tokens.size()) ||
+            seen[id.get<std::size_t>()])
+            user_error_in(path, "model.vocab maps '" + token + "' to " + id.dump() + ", not one of the ids 0.." +
+                                    std::to_string(tokens.size() - 1) + " once each", "restore the checkpoint's tokenizer.json");
+        tokens[id.get<std::size_t>()] = token;
+        seen[id.get<std::size_t>()] = true;
+    }
+    if (model->contains("max_input_chars_per_word") && (*model)["max_input_chars_per_word"].is_number_integer())
+        opts.max_input_chars_per_word = (*model)["max_input_chars_per_word"].get<int>();
+    if (j.contains("normalizer") && j["normalizer"].is_object() && j["normalizer"].value("type", std::string()) == "BertNormalizer") {
+        const nlohmann::json& n = j["normalizer"];
+        if (n.contains("lowercase") && n["lowercase"].is_boolean()) {
+            opts.lower_case = n["lowercase"].get<bool>();
+            lower_known = true;
+        }
+        if (n.contains("strip_accents") && n["strip_accents"].is_boolean()) opts.strip_accents = n["strip_accents"].get<bool>() ? 1 : 0;
+        if (n.contains("handle_chinese_chars") && n["handle_chinese_chars"].is_boolean())
+            opts.tokenize_chinese_chars = n["handle_chinese_chars"].get<bool>();
+    }
+    return tokens;
+}
+
+}  // namespace
+
 WordPiece WordPiece::from_dir(const std::string& dir, int lower_case) {
     namespace fs = std::filesystem;
-    std::string vocab = (fs::path(dir) / "vocab.txt").string();
-    if (!fs::exists(vocab))
-        user_error_in(vocab, "missing (a BERT model folder needs vocab.txt)",
-                      "copy the checkpoint's vocab.txt beside config.json");
+    const std::string vocab = vocabulary_file(dir);
+    if (vocab.empty())
+        user_error_in((fs::path(dir) / "vocab.txt").string(),
+                      "missing (a BERT model folder needs vocab.txt, or the tokenizer.json of a BertTokenizer)",
+                      "copy the checkpoint's vocab.txt (or tokenizer.json) beside config.json");
+    const bool from_json = fs::path(vocab).filename() == "tokenizer.json";
     WordPieceOptions opts;
     bool lower_known = false;
+    std::vector<std::string> json_tokens;
+    if (from_json) json_tokens = tokenizer_json_vocabulary(vocab, opts, lower_known);
     std::string config = (fs::path(dir) / "tokenizer_config.json").string();
     if (fs::exists(config)) {
         nlohmann::json j;
@@ -265,7 +334,7 @@ WordPiece WordPiece::from_dir(const std::string& dir, int lower_case) {
         opts.lower_case = lower_case == 1;
         lower_known = true;
     }
-    WordPiece wp(vocab, opts);
+    WordPiece wp = from_json ? WordPiece(std::move(json_tokens), opts, vocab) : WordPiece(vocab, opts);
     if (!lower_known) {   // an uncased vocab has no upper-case ASCII letters outside its specials
         bool upper = false;
         for (const auto& t : wp.tokens_) {

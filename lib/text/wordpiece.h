@@ -24,11 +24,15 @@ class WordPiece {
 public:
     // Reads vocab.txt (one token a line, id = line number). Throws UserError naming the file.
     WordPiece(const std::string& vocab_path, const WordPieceOptions& opts);
-    // Reads vocab.txt from `dir`, and do_lower_case / strip_accents / tokenize_chinese_chars from
-    // tokenizer_config.json when present. `lower_case` 0/1 overrides do_lower_case; with -1 and no
-    // do_lower_case in the file it is guessed from the vocabulary (uncased when no token other
-    // than the specials has an upper-case ASCII letter).
+    // Reads vocab.txt from `dir` — or, where there is none, the vocabulary of a fast tokenizer's tokenizer.json
+    // (transformers 5 saves no vocab.txt): a WordPiece model with "##" continuations, ids 0..n-1; its
+    // BertNormalizer's lowercase / strip_accents / handle_chinese_chars are the defaults of the options below —,
+    // and do_lower_case / strip_accents / tokenize_chinese_chars from tokenizer_config.json when present.
+    // `lower_case` 0/1 overrides do_lower_case; with -1 and no do_lower_case in the files it is guessed from the
+    // vocabulary (uncased when no token other than the specials has an upper-case ASCII letter).
     static WordPiece from_dir(const std::string& dir, int lower_case = -1);
+    // The file from_dir reads the vocabulary from: DIR/vocab.txt, else DIR/tokenizer.json where it exists, else "".
+    static std::string vocabulary_file(const std::string& dir);
 
     // Word pieces of `text` (no [CLS]/[SEP]).
     std::vector<std::string> tokenize(std::string_view text) const;
@@ -46,6 +50,8 @@ public:
     int unk_id() const { return unk_; }
 
 private:
+    WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const std::string& where);
+    void index_tokens(const std::string& where);   // ids_, the specials; UserError naming `where`
     void basic_tokenize(std::u32string_view text, std::vector<std::u32string>& words) const;
     void wordpiece(const std::u32string& word, std::vector<int>& ids) const;
 

