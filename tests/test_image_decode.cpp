@@ -11,6 +11,7 @@
 #include <cstdio>   // before jpeglib.h, which uses FILE
 #include <iterator>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -74,8 +75,9 @@ std::string png_file(std::uint32_t w, std::uint32_t h, int bit_depth, int color_
     return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", "");
 }
 
-// A flat-coloured w x h RGB JPEG (quality 90, 4:2:0) written by libjpeg-turbo, progressive and/or arithmetic-coded.
-std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool arithmetic) {
+// A flat w x h JPEG written by libjpeg-turbo (RGB 120/130/140 or, with one component, grey 128), `configure` setting
+// the compressor after jpeg_set_defaults; the file's bytes.
+std::string flat_jpeg_with(const fs::path& path, int w, int h, int components, const std::function<void(jpeg_compress_struct&)>& configure) {
     jpeg_compress_struct c;
     jpeg_error_mgr err;
     c.err = jpeg_std_error(&err);
@@ -85,15 +87,14 @@ std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool
     jpeg_stdio_dest(&c, f);
     c.image_width = static_cast<JDIMENSION>(w);
     c.image_height = static_cast<JDIMENSION>(h);
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
+    c.input_components = components;
+    c.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    if (progressive) jpeg_simple_progression(&c);
-    c.arith_code = arithmetic ? TRUE : FALSE;
+    configure(c);
     jpeg_start_compress(&c, TRUE);
-    std::vector<JSAMPLE> row(static_cast<std::size_t>(w) * 3);
-    for (int x = 0; x < w; ++x) row[3 * x] = 120, row[3 * x + 1] = 130, row[3 * x + 2] = 140;
+    std::vector<JSAMPLE> row(static_cast<std::size_t>(w) * components, 128);
+    if (components == 3)
+        for (int x = 0; x < w; ++x) row[3 * x] = 120, row[3 * x + 1] = 130, row[3 * x + 2] = 140;
     while (c.next_scanline < c.image_height) {
         JSAMPROW p = row.data();
         jpeg_write_scanlines(&c, &p, 1);
@@ -105,38 +106,26 @@ std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A flat grey w x h JPEG of one progressive scan of DC coefficients, Huffman tables optimised: a bit a block, the
-// least a Huffman-coded file can spend (the refusal's bound with only the headers to spare).
+// RGB, quality 90, 4:2:0, progressive and/or arithmetic-coded.
+std::string flat_jpeg(const fs::path& path, int w, int h, bool progressive, bool arithmetic) {
+    return flat_jpeg_with(path, w, h, 3, [&](jpeg_compress_struct& c) {
+        jpeg_set_quality(&c, 90, TRUE);
+        if (progressive) jpeg_simple_progression(&c);
+        c.arith_code = arithmetic ? TRUE : FALSE;
+    });
+}
+
+// Grey, one progressive scan of DC coefficients, Huffman tables optimised: a bit a block, the least a Huffman-coded
+// file can spend (the refusal's bound with only the headers to spare).
 std::string dc_only_grey_jpeg(const fs::path& path, int w, int h) {
-    jpeg_compress_struct c;
-    jpeg_error_mgr err;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    FILE* f = std::fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = static_cast<JDIMENSION>(w);
-    c.image_height = static_cast<JDIMENSION>(h);
-    c.input_components = 1;
-    c.in_color_space = JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    c.optimize_coding = TRUE;
     jpeg_scan_info dc{};
     dc.comps_in_scan = 1;
     dc.component_index[0] = 0;   // Ss = Se = Ah = Al = 0: the DC coefficients, whole
-    c.scan_info = &dc;
-    c.num_scans = 1;
-    jpeg_start_compress(&c, TRUE);
-    std::vector<JSAMPLE> row(static_cast<std::size_t>(w), 128);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW p = row.data();
-        jpeg_write_scanlines(&c, &p, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    std::fclose(f);
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return flat_jpeg_with(path, w, h, 1, [&](jpeg_compress_struct& c) {
+        c.optimize_coding = TRUE;
+        c.scan_info = &dc;
+        c.num_scans = 1;
+    });
 }
 
 // `jpg` with its frame header (the first SOFn marker) claiming w x h.

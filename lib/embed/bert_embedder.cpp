@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
+#include "core/manifest.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -118,15 +118,7 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
     const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
-    nlohmann::json j = nlohmann::json::object();
-    if (fs::exists(config)) {
-        try {
-            std::ifstream in(config);
-            j = nlohmann::json::parse(in);
-        } catch (const std::exception& e) {
-            user_error_in(config.string(), std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's file");
-        }
-    }
+    const nlohmann::json j = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json::object();
     // the values WordPiece takes (WordPiece::from_dir) of the options it reads besides do_lower_case (an index
     // records lower_case itself): a re-save that writes the defaults out, or changes other fields
     // (model_max_length, name_or_path), leaves the ids and the fingerprint as they were

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/lfs_pointer.h"
+#include "core/manifest.h"
 
 namespace retro {
 
@@ -256,13 +257,7 @@ namespace {
 // The vocabulary of a fast tokenizer's tokenizer.json, and its BertNormalizer's options as defaults.
 std::vector<std::string> tokenizer_json_vocabulary(const std::string& path, WordPieceOptions& opts, bool& lower_known) {
     refuse_lfs_pointer_file(path);
-    nlohmann::json j;
-    try {
-        std::ifstream in(path);
-        j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-        user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's tokenizer.json");
-    }
+    const nlohmann::json j = json_read_file(path);
     const nlohmann::json* model = j.is_object() && j.contains("model") && j["model"].is_object() ? &j["model"] : nullptr;
     if (!model || model->value("type", std::string()) != "WordPiece")
         user_error_in(path, "is not a WordPiece tokenizer (model.type " + (model ? model->value("type", std::string("absent")) : "absent") + ")",

@@ -333,16 +333,7 @@ def make_tiny(out_dir):
                                   num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
                                   layer_norm_eps=1e-12, hidden_act="gelu", initializer_range=0.2)
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
-    with torch.no_grad():   # non-trivial LayerNorm parameters, so a wrong LN shows
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:
-                p.copy_(1.0 + 0.3 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-    model.save_pretrained(out_dir, safe_serialization=True)
-    for extra in ("generation_config.json",):
-        if os.path.exists(os.path.join(out_dir, extra)):
-            os.remove(os.path.join(out_dir, extra))
+    perturb_and_save(torch, model, out_dir)
 
     vocab_path = os.path.join(out_dir, "vocab.txt")
     golden = {"transformers": transformers.__version__, "torch": torch.__version__,
@@ -369,27 +360,21 @@ def make_tiny(out_dir):
     print(f"wrote {out_dir}: vocab {len(vocab)}, {len(SENTENCES)} sentences")
 
 
-def make_distil_tiny(out_dir):
-    """A random transformers.DistilBertModel (dim 32, 2 layers, 4 heads, hidden_dim 64, seed 4321) over bert_tiny's
-    vocabulary and tokenizer settings: the uncased ids and mean-pooled, L2-normalised last hidden states of SENTENCES
-    (DistilBERT takes no token type ids)."""
-    import numpy as np
-    import torch
-    import transformers
-    Slow, _ = slow_tokenizer_class()
+def write_tiny_tokenizer(out_dir, tokenizer_class):
+    """bert_tiny's vocabulary and uncased tokenizer_config.json into out_dir; returns the vocabulary."""
     os.makedirs(out_dir, exist_ok=True)
     vocab = build_vocab()
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(vocab) + "\n")
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
-                   "tokenizer_class": "DistilBertTokenizer", "model_max_length": 128}, f, indent=1)
-    torch.manual_seed(4321)
-    cfg = transformers.DistilBertConfig(vocab_size=len(vocab), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                        max_position_embeddings=128, activation="gelu", initializer_range=0.2,
-                                        sinusoidal_pos_embds=False)
-    model = transformers.DistilBertModel(cfg).eval()
-    with torch.no_grad():   # non-trivial LayerNorm parameters and biases, so a wrong one shows
+                   "tokenizer_class": tokenizer_class, "model_max_length": 128}, f, indent=1)
+    return vocab
+
+
+def perturb_and_save(torch, model, out_dir):
+    """Non-trivial LayerNorm parameters and biases (so a wrong one shows), then save_pretrained as safetensors."""
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if "layer_norm.weight" in name or "LayerNorm.weight" in name:
                 p.copy_(1.0 + 0.3 * torch.randn_like(p))
@@ -399,6 +384,23 @@ def make_distil_tiny(out_dir):
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(out_dir, extra)):
             os.remove(os.path.join(out_dir, extra))
+
+
+def make_distil_tiny(out_dir):
+    """A random transformers.DistilBertModel (dim 32, 2 layers, 4 heads, hidden_dim 64, seed 4321) over bert_tiny's
+    vocabulary and tokenizer settings: the uncased ids and mean-pooled, L2-normalised last hidden states of SENTENCES
+    (DistilBERT takes no token type ids)."""
+    import numpy as np
+    import torch
+    import transformers
+    Slow, _ = slow_tokenizer_class()
+    vocab = write_tiny_tokenizer(out_dir, "DistilBertTokenizer")
+    torch.manual_seed(4321)
+    cfg = transformers.DistilBertConfig(vocab_size=len(vocab), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                        max_position_embeddings=128, activation="gelu", initializer_range=0.2,
+                                        sinusoidal_pos_embds=False)
+    model = transformers.DistilBertModel(cfg).eval()
+    perturb_and_save(torch, model, out_dir)
     tok = Slow(os.path.join(out_dir, "vocab.txt"), do_lower_case=True)
     ids, enc = encode(tok, SENTENCES, 128)
     with torch.no_grad():
@@ -421,28 +423,13 @@ def make_electra_tiny(out_dir):
     import torch
     import transformers
     Slow, _ = slow_tokenizer_class()
-    os.makedirs(out_dir, exist_ok=True)
-    vocab = build_vocab()
-    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(vocab) + "\n")
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
-                   "tokenizer_class": "ElectraTokenizer", "model_max_length": 128}, f, indent=1)
+    vocab = write_tiny_tokenizer(out_dir, "ElectraTokenizer")
     torch.manual_seed(2468)
     cfg = transformers.ElectraConfig(vocab_size=len(vocab), embedding_size=32, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
                                      hidden_act="gelu", initializer_range=0.2)
     model = transformers.ElectraModel(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:
-                p.copy_(1.0 + 0.3 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-    model.save_pretrained(out_dir, safe_serialization=True)
-    for extra in ("generation_config.json",):
-        if os.path.exists(os.path.join(out_dir, extra)):
-            os.remove(os.path.join(out_dir, extra))
+    perturb_and_save(torch, model, out_dir)
     tok = Slow(os.path.join(out_dir, "vocab.txt"), do_lower_case=True)
     ids, enc = encode(tok, SENTENCES, 128)
     emb = mean_pool_normalise(torch, model, enc)
