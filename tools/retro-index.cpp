@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
             app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
             app.add_option("--embedder", o.embedder, "bow (no weights), bert, t5 or clip (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5", "clip"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
-            app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder, or a Hub id (ORG/NAME) in the local Hugging Face cache (never downloaded) (bert: config.json, model.safetensors, vocab.txt; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
+            app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder, or a Hub id (ORG/NAME) in the local Hugging Face cache (never downloaded) (bert, DistilBERT, ELECTRA: config.json, model.safetensors (or its shards), vocab.txt or tokenizer.json; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
             app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE); clip: its text positions (77) unless given, at most those");
             app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
