@@ -174,7 +174,7 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     }
 }
 
-TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers; a projected one is refused") {
+TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers, and a projected one is refused") {
     // tests/reference/make_bert_golden.py --only electra_tiny: BERT's layers and tensor names, model_type electra
     const fs::path dir = test::source_dir() / "tests/reference/golden/electra_tiny";
     auto golden = test::golden_json(dir / "golden.json");
