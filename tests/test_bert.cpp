@@ -18,6 +18,7 @@
 #include "test_embed_util.h"
 #include "test_util.h"
 #include "text/tokenizer.h"
+#include "embed/t5_embedder.h"
 #include "text/wordpiece.h"
 
 using namespace retro;
@@ -421,9 +422,9 @@ TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model
     }
 }
 
-TEST_CASE("bert: a sentence-transformers folder pooling otherwise than by the mean, or with a Dense module, is refused") {
-    // the bert embedder takes the mean of every token and L2: msmarco-distilbert-base-tas-b or bge-* (CLS) and
-    // distiluse-* (a Dense after the pooling) embedded without a word before
+TEST_CASE("bert: a sentence-transformers folder pooling by the CLS token embeds so, and max pooling or a Dense module is refused") {
+    // bge-* and msmarco-distilbert-base-tas-b (CLS), max pooling and distiluse-* (a Dense after the pooling) embedded
+    // by the mean without a word before
     test::TempDir tmp("bert-modules");
     const fs::path model = tmp / "model";
     fs::create_directories(model / "1_Pooling");
@@ -453,15 +454,62 @@ TEST_CASE("bert: a sentence-transformers folder pooling otherwise than by the me
     modules(false);
     pooling("mean_tokens");
     CHECK(refusal() == "(accepted)");
-    pooling("cls_token");
-    CHECK(refusal().find("1_Pooling/config.json: asks for pooling other than exactly one of mean or max tokens") != std::string::npos);
+    {   // CLS pooling (bge-*): the first token's state, as transformers' last_hidden_state[:, 0] then L2
+        pooling("cls_token");
+        CHECK(refusal() == "(accepted)");
+        BertEmbedderOptions cls = o;
+        cls.lower_case = 1;
+        cls.batch = 7;
+        BertEmbedder e(cls, nullptr);
+        CHECK(e.pooling() == "cls");
+        const auto golden = test::golden_json(tiny_dir() / "golden.json");
+        const auto sentences = golden["sentences"].get<std::vector<std::string>>();
+        std::vector<float> out(sentences.size() * e.dim());
+        e.embed_texts(sentences, out.data());
+        test::check_embeddings(out, tiny_dir() / "embeddings_cls_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
+        // recorded in the index (a mean index's JSON stays as it was), and a folder pooling otherwise since is refused
+        const nlohmann::json j = e.to_json();
+        CHECK(j["pooling"] == "cls");
+        pooling("mean_tokens");
+        CHECK(make_bert_embedder(o, nullptr)->to_json().contains("pooling") == false);
+        try {
+            make_bert_embedder_from_json(j, nullptr);
+            FAIL("a mean-pooling folder rebuilt a CLS index's embedder");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find("modules.json: gives mean pooling, the index was built with cls pooling") != std::string::npos);
+        }
+        cls.device = "cuda";
+        pooling("cls_token");
+        try {
+            BertEmbedder on_gpu(cls, nullptr);
+            FAIL("CLS pooling was taken on the CUDA encoder");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find("--device cuda: the CUDA encoder pools by the mean") == 0);
+        }
+    }
+    pooling("weightedmean_tokens");
+    CHECK(refusal().find("1_Pooling/config.json: asks for pooling other than exactly one of mean tokens, max tokens or the CLS token") !=
+          std::string::npos);
     pooling("max_tokens");
-    CHECK(refusal().find("modules.json: lists max pooling: the bert embedder pools by the mean of every token") != std::string::npos);
+    CHECK(refusal().find("modules.json: lists max pooling: the bert embedder pools by the mean of every token or by the CLS token") !=
+          std::string::npos);
     pooling("mean_tokens");
     fs::copy(test::source_dir() / "tests/reference/golden/t5_tiny/st/2_Dense", model / "2_Dense", fs::copy_options::recursive);
     modules(true);
     CHECK(refusal().find("2_Dense/config.json: is a Dense module after the pooling, which the bert embedder does not apply") !=
           std::string::npos);
+    // a T5 encoder has no CLS token: its sentence-transformers folder with CLS pooling is refused
+    const fs::path t5 = tmp / "t5";
+    fs::copy(test::source_dir() / "tests/reference/golden/t5_tiny/st", t5, fs::copy_options::recursive);
+    nlohmann::json t5_pooling = nlohmann::json::parse(test::read_text(t5 / "1_Pooling" / "config.json"));
+    t5_pooling["pooling_mode"] = "cls";   // sentence-transformers 6's form of the setting
+    test::write_text(t5 / "1_Pooling" / "config.json", t5_pooling.dump());
+    try {
+        T5Embedder refused({t5.string(), 64, 8}, nullptr);
+        FAIL("a T5 folder with CLS pooling was read");
+    } catch (const UserError& err) {
+        CHECK(std::string(err.what()).find("modules.json: lists CLS pooling, which a T5 encoder has no token for") != std::string::npos);
+    }
 }
 
 TEST_CASE("bert: a checkpoint saved by transformers 5 (tokenizer.json, no vocab.txt) embeds as with vocab.txt") {

