@@ -11,6 +11,7 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "cuda_check.cuh"
+#include "embed/activation.h"
 #include "embed/bert_cuda.h"
 
 namespace retro {
@@ -210,8 +211,11 @@ CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     RETRO_CUDA_CHECK(cudaSetDevice(0));
     State& s = s_;
     s.cfg = model.config();
-    const std::string& a = s.cfg.hidden_act;
-    s.act = a == "gelu" ? Act::gelu_erf : a == "relu" ? Act::relu : Act::gelu_tanh;
+    Activation act = Activation::GELU_ERF;
+    activation_from_name(s.cfg.hidden_act, act);   // BertEmbedder refuses the others before the upload
+    RETRO_CHECK(act == Activation::GELU_ERF || act == Activation::GELU_TANH || act == Activation::RELU,
+                "the CUDA encoder has no ", s.cfg.hidden_act, " feed-forward");
+    s.act = act == Activation::GELU_ERF ? Act::gelu_erf : act == Activation::RELU ? Act::relu : Act::gelu_tanh;
     const auto e = model.embeddings();
     const cudaStream_t st = stream;
     s.word.upload(e.word, st), s.pos.upload(e.pos, st), s.type.upload(e.type, st), s.emb_g.upload(e.ln_g, st),

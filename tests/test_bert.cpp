@@ -160,6 +160,24 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     e.embed_texts(sentences, out.data());
     const double worst = test::check_embeddings(out, dir / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
     MESSAGE("distilbert_tiny: min cosine " << worst);
+    {   // a feed-forward the CUDA encoder does not compute (it took any such as tanh-GELU) is refused there, not on the CPU
+        test::TempDir silu("bert-silu");
+        for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(tiny_dir() / f, silu / f);
+        nlohmann::json cfg = nlohmann::json::parse(test::read_text(silu / "config.json"));
+        cfg["hidden_act"] = "silu";
+        test::write_text(silu / "config.json", cfg.dump(1));
+        BertEmbedderOptions s;
+        s.model_dir = silu.path.string();
+        CHECK_NOTHROW(BertEmbedder(s, nullptr));
+        s.device = "cuda";
+        try {
+            BertEmbedder on_gpu(s, nullptr);
+            FAIL("a silu feed-forward was taken on the CUDA encoder");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find("--device cuda: the CUDA encoder computes gelu, gelu_new and relu feed-forwards") == 0);
+            CHECK(std::string(err.what()).find("hidden_act is silu") != std::string::npos);
+        }
+    }
     // a RoBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
     test::TempDir tmp("bert-arch");
     for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(tiny_dir() / f, tmp / f);

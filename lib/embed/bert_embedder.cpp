@@ -11,6 +11,7 @@
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "embed/activation.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -83,6 +84,13 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
     if (opts_.device == "cuda") {
         if (pooling_ != "mean")
             user_error_in("--device cuda", "the CUDA encoder pools by the mean; " + opts_.model_dir + " pools by the " + pooling_ + " token",
+                          "embed on the CPU (--device cpu)");
+        // the CUDA encoder's feed-forward computes erf-GELU, tanh-GELU and ReLU (kernels/bert_cuda.cu)
+        Activation act = Activation::GELU_ERF;
+        activation_from_name(c.hidden_act, act);   // checked by bert_config_read
+        if (act != Activation::GELU_ERF && act != Activation::GELU_TANH && act != Activation::RELU)
+            user_error_in("--device cuda", "the CUDA encoder computes gelu, gelu_new and relu feed-forwards; " + opts_.model_dir +
+                                               "'s hidden_act is " + c.hidden_act,
                           "embed on the CPU (--device cpu)");
         cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
         if constexpr (kCudaBuilt) {
