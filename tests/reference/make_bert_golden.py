@@ -317,18 +317,24 @@ def encode(tok, texts, max_length):
     return ids, {"input_ids": input_ids, "attention_mask": mask}
 
 
-def make_tiny(out_dir):
-    import numpy as np
-    import torch
-    import transformers
-    Slow, Fast = slow_tokenizer_class()
+def write_tiny_tokenizer(out_dir, tokenizer_class):
+    """bert_tiny's vocabulary and uncased tokenizer_config.json into out_dir; returns the vocabulary."""
     os.makedirs(out_dir, exist_ok=True)
     vocab = build_vocab()
     with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(vocab) + "\n")
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
-                   "tokenizer_class": "BertTokenizer", "model_max_length": 128}, f, indent=1)
+                   "tokenizer_class": tokenizer_class, "model_max_length": 128}, f, indent=1)
+    return vocab
+
+
+def make_tiny(out_dir):
+    import numpy as np
+    import torch
+    import transformers
+    Slow, Fast = slow_tokenizer_class()
+    vocab = write_tiny_tokenizer(out_dir, "BertTokenizer")
     torch.manual_seed(1234)
     cfg = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                                   num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
@@ -359,18 +365,6 @@ def make_tiny(out_dir):
     with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
         json.dump(golden, f, ensure_ascii=True, indent=None)
     print(f"wrote {out_dir}: vocab {len(vocab)}, {len(SENTENCES)} sentences")
-
-
-def write_tiny_tokenizer(out_dir, tokenizer_class):
-    """bert_tiny's vocabulary and uncased tokenizer_config.json into out_dir; returns the vocabulary."""
-    os.makedirs(out_dir, exist_ok=True)
-    vocab = build_vocab()
-    with open(os.path.join(out_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(vocab) + "\n")
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
-                   "tokenizer_class": tokenizer_class, "model_max_length": 128}, f, indent=1)
-    return vocab
 
 
 def perturb_and_save(torch, model, out_dir):
