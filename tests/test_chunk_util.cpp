@@ -34,6 +34,14 @@ fs::path chunk_test_jsonl(const TempDir& dir, const std::string& name, std::int6
     return p;
 }
 
+fs::path chunk_test_db(const TempDir& dir, std::uint64_t seed) {
+    const fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 3000, 300, seed), db = dir / "db";
+    const RunResult r = run_tool("retro-chunk", corpus.string() + " --tokenizer " + chunk_test_tokenizer() +
+                                                    " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return db;
+}
+
 const std::vector<std::string>& chunk_output_names() {
     static const std::vector<std::string> names{"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy",
                                                 "sources.jsonl"};

@@ -1,6 +1,7 @@
 // Helpers for the retro-chunk tests: one small tokenizer per test process (vocab 400, byte
 // fallback, trained on pseudo-word text), corpus writers, and byte comparison of two databases.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@ const std::string& chunk_test_tokenizer();
 // A .jsonl corpus of about `bytes` bytes of text in documents of about `mean_doc` bytes.
 std::filesystem::path chunk_test_jsonl(const TempDir& dir, const std::string& name, std::int64_t bytes,
                                        std::int64_t mean_doc, std::uint64_t seed = 1);
+// A small database made by retro-chunk in dir/db (chunks of 16, sequences of 64) from dir/c.jsonl (~3,000 bytes of
+// `seed`'s text, chunk_test_tokenizer); REQUIREs that the tool succeeded. Returns dir/db.
+std::filesystem::path chunk_test_db(const TempDir& dir, std::uint64_t seed);
 // The five output files of a database, in manifest order.
 const std::vector<std::string>& chunk_output_names();
 // CHECKs that every output file of `a` equals the one of `b` byte for byte.

@@ -14,10 +14,7 @@ namespace fs = std::filesystem;
 
 TEST_CASE("index upgrade: a bert shard without tokenizer_fingerprint resumes and merges with ones that have it") {
     test::TempDir tmp("index-upgrade");
-    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 6), db = tmp / "db";
-    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
-                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
-    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const fs::path db = test::chunk_test_db(tmp, 6);
     const fs::path model = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
     const auto shard = [&](int i, const std::string& extra) {
         return test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() + " --out " +

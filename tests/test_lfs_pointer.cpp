@@ -109,10 +109,7 @@ TEST_CASE("lfs pointer: retro-index over a checkpoint cloned without git-lfs is 
     const fs::path golden = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
     for (const char* f : {"config.json", "vocab.txt", "tokenizer_config.json"}) fs::copy_file(golden / f, model / f);
     test::write_text(model / "model.safetensors", kPointer);
-    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 3), db = tmp / "db";
-    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
-                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
-    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const fs::path db = test::chunk_test_db(tmp, 3);
     const test::RunResult r = test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() +
                                                                 " --out " + (tmp / "idx").string() + " --quiet");
     CAPTURE(r.err);
@@ -124,10 +121,7 @@ TEST_CASE("lfs pointer: retro-index over a checkpoint cloned without git-lfs is 
 
 TEST_CASE("lfs pointer: a verified folder's file, a bm25 index, and corpus files read with a warning") {
     test::TempDir tmp("lfs-pointer-folders");
-    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 4), db = tmp / "db";
-    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
-                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
-    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const fs::path db = test::chunk_test_db(tmp, 4), corpus = tmp / "c.jsonl";
     const auto expect_pointer_line = [](const test::RunResult& r, const fs::path& file) {
         CAPTURE(r.err);
         CHECK(r.exit_code == 2);

@@ -101,10 +101,7 @@ TEST_CASE("model folder: retro-index records the snapshot, and --resume takes an
     const fs::path hub = tmp / "hub";
     const fs::path snap = cached_tiny_bert(hub, "models--org--tiny-bert", "0123abcd");
     test::ScopedEnv cache("HF_HUB_CACHE", hub.string());
-    const fs::path corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 3000, 300, 5), db = tmp / "db", idx = tmp / "idx";
-    const test::RunResult chunked = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
-                                                                     " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
-    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    const fs::path db = test::chunk_test_db(tmp, 5), idx = tmp / "idx";
     const std::string common = db.string() + " --embedder bert --out " + idx.string() + " --quiet --model ";
     const test::RunResult built = test::run_tool("retro-index", common + "org/tiny-bert");
     REQUIRE_MESSAGE(built.exit_code == 0, built.err);
