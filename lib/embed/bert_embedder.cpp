@@ -55,7 +55,6 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
         if (weights ? !CheckpointWeights::present(o.model_dir) : vocab ? WordPiece::vocabulary_file(o.model_dir).empty() : !fs::exists(p))
             user_error_in(p.string(), "missing (a bert model folder needs it)", w[1]);
     }
-    bert_pooling(o.model_dir);   // a pooling the embedder cannot follow is refused before the weights are read
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     if (o.device != "cpu" && o.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
@@ -67,11 +66,11 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
 BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer)
     : opts_(checked(opts)),
       tokenizer_(tokenizer),
+      pooling_(bert_pooling(opts_.model_dir)),
       model_(opts_.model_dir),
       wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
-      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)),
-      pooling_(bert_pooling(opts_.model_dir)) {
+      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_position)
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_position, " positions"),

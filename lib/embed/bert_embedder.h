@@ -49,12 +49,12 @@ private:
     void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
     BertEmbedderOptions opts_;
     const Tokenizer* tokenizer_;
+    std::string pooling_;   // read before the weights: a pooling the embedder cannot follow is refused first
     BertModel model_;
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     WordPiece wordpiece_;
     std::string fingerprint_, tokenizer_fingerprint_;
-    std::string pooling_;
 };
 
 // xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
