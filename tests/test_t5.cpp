@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
+#include "embed/relative_position.h"
 #include "embed/t5_embedder.h"
 #include "test_chunk_util.h"
 #include "test_embed_util.h"
@@ -68,19 +69,19 @@ TEST_CASE("t5: relative position buckets equal transformers' _relative_position_
             CAPTURE(nb);
             CAPTURE(md);
             CAPTURE(rp);
-            CHECK(t5_relative_bucket(rp, nb, md) == want[i]);
-            differ += t5_relative_bucket(rp, nb, md) != want[i];
+            CHECK(relative_position_bucket(rp, nb, md) == want[i]);
+            differ += relative_position_bucket(rp, nb, md) != want[i];
         }
         CHECK(differ == 0);
     }
     // T5's own settings over a long range: monotone in |rp|, the two directions in their own halves.
     for (int rp = 1; rp < 2000; ++rp) {
-        CHECK(t5_relative_bucket(rp, 32, 128) >= 16);
-        CHECK(t5_relative_bucket(-rp, 32, 128) < 16);
-        CHECK(t5_relative_bucket(rp, 32, 128) >= t5_relative_bucket(rp - 1, 32, 128) - (rp == 1 ? 16 : 0));
+        CHECK(relative_position_bucket(rp, 32, 128) >= 16);
+        CHECK(relative_position_bucket(-rp, 32, 128) < 16);
+        CHECK(relative_position_bucket(rp, 32, 128) >= relative_position_bucket(rp - 1, 32, 128) - (rp == 1 ? 16 : 0));
     }
-    CHECK(t5_relative_bucket(100000, 32, 128) == 31);
-    CHECK(t5_relative_bucket(0, 32, 128) == 0);
+    CHECK(relative_position_bucket(100000, 32, 128) == 31);
+    CHECK(relative_position_bucket(0, 32, 128) == 0);
 }
 
 TEST_CASE("t5: spiece ids plus </s> equal transformers' T5Tokenizer, truncated or not") {

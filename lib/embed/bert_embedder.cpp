@@ -68,19 +68,22 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       tokenizer_(tokenizer),
       pooling_(bert_pooling(opts_.model_dir)),
       model_(opts_.model_dir),
-      wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case)),
+      wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case, bert_family_specials(model_.config()))),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
-    if (opts_.max_length > c.max_position)
-        user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_position, " positions"),
-                      cat("pass --max-length ", c.max_position, " or less"));
+    if (opts_.max_length > c.max_tokens())
+        user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_tokens(), " tokens"),
+                      cat("pass --max-length ", c.max_tokens(), " or less"));
     if (wordpiece_.vocab_size() > c.vocab_size)
         user_error_in((fs::path(opts_.model_dir) / "vocab.txt").string(),
                       cat("has ", wordpiece_.vocab_size(), " tokens, config.json says vocab_size ", c.vocab_size),
                       "keep vocab.txt and the weights from the same checkpoint");
     opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
     if (opts_.device == "cuda") {
+        if (c.mpnet)
+            user_error_in("--device cuda", "the CUDA encoder has no relative-position bias; " + opts_.model_dir + " is an MPNet checkpoint",
+                          "embed on the CPU (--device cpu)");
         if (pooling_ != "mean")
             user_error_in("--device cuda", "the CUDA encoder pools by the mean; " + opts_.model_dir + " pools by the " + pooling_ + " token",
                           "embed on the CPU (--device cpu)");
@@ -132,6 +135,10 @@ nlohmann::json BertEmbedder::to_json() const {
     return j;
 }
 
+WordPieceSpecials bert_family_specials(const BertConfig& config) {
+    return config.mpnet ? WordPieceSpecials::mpnet() : WordPieceSpecials();
+}
+
 std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
     const std::string vocab = WordPiece::vocabulary_file(model_dir);   // vocab.txt, or tokenizer.json
     refuse_lfs_pointer_file(vocab);
@@ -148,6 +155,21 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
     const nlohmann::json* chinese = flag("tokenize_chinese_chars");
     all += std::string(" strip_accents=") + (strip ? strip->dump() : "unset") +
            " tokenize_chinese_chars=" + (chinese ? chinese->dump() : "true");
+    // the special tokens (since 2026-12-02 MPNet's <s> ... </s>, or names the tokenizer files give) where they are not
+    // BERT's five: an index of a BERT checkpoint keeps the fingerprint it had
+    const fs::path config_json = fs::path(model_dir) / "config.json";
+    WordPieceSpecials family;
+    if (fs::exists(config_json)) {
+        const nlohmann::json c = json_read_file(config_json.string());
+        if (c.is_object() && c.value("model_type", std::string()) == "mpnet") family = WordPieceSpecials::mpnet();
+    }
+    const WordPieceSpecials specials = WordPieceSpecials::from_dir(model_dir, family);
+    const WordPieceSpecials bert;
+    if (specials.cls != bert.cls || specials.sep != bert.sep || specials.unk != bert.unk || specials.pad != bert.pad ||
+        specials.split_set() != bert.split_set()) {
+        all += " specials=" + specials.cls + " " + specials.sep + " " + specials.unk + " " + specials.pad + " split:";
+        for (const std::string& t : specials.split_set()) all += " " + t;
+    }
     return fingerprint_bytes(all.data(), all.size());
 }
 

@@ -1,4 +1,4 @@
-// The `bert` embedder: a local Hugging Face BERT-family checkpoint (config.json,
+// The `bert` embedder: a local Hugging Face BERT-family checkpoint (BERT, DistilBERT, ELECTRA, MPNet; config.json,
 // model.safetensors, vocab.txt). Chunk ids -> text (sentencepiece decode) -> WordPiece ->
 // BERT encoder -> mean pool over real tokens -> L2 norm. CPU via OpenBLAS (BertModel); with device "cuda" the
 // encoder runs on the GPU via cuBLAS (embed/bert_cuda.h).
@@ -57,11 +57,15 @@ private:
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 
+// The special tokens of the tokenizer of a checkpoint of this architecture before its tokenizer files name any:
+// BERT's [CLS] ... [SEP], or MPNet's <s> ... </s>.
+WordPieceSpecials bert_family_specials(const BertConfig& config);
+
 // xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
 // from tokenizer_config.json (strip_accents "unset" where not a boolean, tokenize_chinese_chars true; do_lower_case is
 // the index's own lower_case field):
 // recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
-// with other weights.
+// with other weights; and the special tokens (WordPieceSpecials::from_dir) where they are not BERT's five.
 std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.

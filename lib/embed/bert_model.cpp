@@ -29,6 +29,7 @@
 #include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
 #include "embed/packed_batches.h"
+#include "embed/relative_position.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -110,19 +111,20 @@ BertConfig bert_config_read(const std::string& path) {
         user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's config.json");
     }
     BertConfig c;
-    // another architecture's config (roberta, xlm-roberta, mpnet, deberta: other positions, attention or
-    // tokenizer) would load as BERT where its tensor names happen to agree, and embed wrongly
+    // another architecture's config (roberta, xlm-roberta, deberta: other positions, attention or tokenizer) would
+    // load as BERT where its tensor names happen to agree, and embed wrongly
     const std::string model_type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                        ? j["model_type"].get<std::string>() : std::string("bert");
     // ELECTRA's encoder is BERT's under BERT's names, where its embeddings need no projection to the hidden size
-    if (model_type != "bert" && model_type != "distilbert" && model_type != "electra")
-        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT or ELECTRA",
-                      "give a BERT-family checkpoint (model_type bert, distilbert or electra), or a T5 one with --embedder t5");
+    if (model_type != "bert" && model_type != "distilbert" && model_type != "electra" && model_type != "mpnet")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA or MPNet",
+                      "give a BERT-family checkpoint (model_type bert, distilbert, electra or mpnet), or a T5 one with --embedder t5");
     if (model_type == "electra" && j.contains("embedding_size") && j.contains("hidden_size") && j["embedding_size"] != j["hidden_size"])
         user_error_in(path, "is an ELECTRA checkpoint whose embedding_size " + j["embedding_size"].dump() + " is not its hidden_size " +
                                 j["hidden_size"].dump() + " (an embeddings_project layer the bert embedder does not apply)",
                       "use ELECTRA base or large, or a BERT checkpoint");
     c.distilbert = model_type == "distilbert";
+    c.mpnet = model_type == "mpnet";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {
             out = j[key].get<int>();
@@ -147,6 +149,17 @@ BertConfig bert_config_read(const std::string& path) {
         get_int("num_attention_heads", c.heads, true);
         get_int("intermediate_size", c.intermediate, true);
         get_int("type_vocab_size", c.type_vocab, false);
+        if (c.mpnet) {   // MPNetConfig: no token types; transformers' MPNetEncoder buckets relative positions into 32
+            c.type_vocab = 0;
+            c.relative_buckets = 32;
+            get_int("relative_attention_num_buckets", c.relative_buckets, false);
+            if (c.relative_buckets < 32)
+                user_error_in(path, cat("relative_attention_num_buckets is ", c.relative_buckets,
+                                        ": transformers' MPNet reads 32 buckets of the table"), "give an MPNet config.json");
+            if (c.max_position <= 2)
+                user_error_in(path, cat("max_position_embeddings is ", c.max_position, ": MPNet's positions start at 2"),
+                              "give an MPNet config.json");
+        }
         if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
         if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
     }
@@ -175,9 +188,9 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
     const std::int64_t H = cfg_.hidden, I = cfg_.intermediate;
     word_ = load(st, prefix, "embeddings.word_embeddings.weight", {cfg_.vocab_size, H});
     pos_ = load(st, prefix, "embeddings.position_embeddings.weight", {cfg_.max_position, H});
-    // DistilBERT has no token type embeddings: type 0's row is zeros
-    type_ = cfg_.distilbert ? std::vector<float>(static_cast<std::size_t>(H), 0.0f)
-                            : load(st, prefix, "embeddings.token_type_embeddings.weight", {cfg_.type_vocab, H});
+    // DistilBERT and MPNet have no token type embeddings: type 0's row is zeros
+    type_ = cfg_.type_vocab == 0 ? std::vector<float>(static_cast<std::size_t>(H), 0.0f)
+                                 : load(st, prefix, "embeddings.token_type_embeddings.weight", {cfg_.type_vocab, H});
     emb_ln_g_ = load(st, prefix, "embeddings.LayerNorm.weight", {H});
     emb_ln_b_ = load(st, prefix, "embeddings.LayerNorm.bias", {H});
     // a layer's tensors, BERT's names and DistilBERT's (transformers' modeling_distilbert.TransformerBlock)
@@ -189,7 +202,11 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
                                  "output.dense", "output.LayerNorm"};
     static constexpr Names kDistil{"transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
                                    "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"};
-    const Names& n = cfg_.distilbert ? kDistil : kBert;
+    static constexpr Names kMpnet{"encoder.layer.", "attention.attn.q", "attention.attn.k", "attention.attn.v",
+                                  "attention.attn.o", "attention.LayerNorm", "intermediate.dense", "output.dense",
+                                  "output.LayerNorm"};
+    const Names& n = cfg_.distilbert ? kDistil : cfg_.mpnet ? kMpnet : kBert;
+    if (cfg_.mpnet) rel_bias_ = load(st, prefix, "encoder.relative_attention_bias.weight", {cfg_.relative_buckets, cfg_.heads});
     layers_.resize(cfg_.layers);
     for (int l = 0; l < cfg_.layers; ++l) {
         const std::string p = n.layer + std::to_string(l) + ".";
@@ -218,10 +235,12 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     const std::int64_t N = offsets[count] - offsets[0];
     const std::int64_t base = offsets[0];
     if (N == 0) return;
+    int max_len = 0;
     for (int s = 0; s < count; ++s) {
         std::int64_t len = offsets[s + 1] - offsets[s];
-        RETRO_CHECK(len >= 0 && len <= cfg_.max_position, "sequence ", s, " has length ", len, ", the model allows ",
-                    cfg_.max_position);
+        RETRO_CHECK(len >= 0 && len <= cfg_.max_tokens(), "sequence ", s, " has length ", len, ", the model allows ",
+                    cfg_.max_tokens());
+        max_len = std::max(max_len, static_cast<int>(len));
     }
     for (std::int64_t i = 0; i < N; ++i)
         RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],
@@ -231,12 +250,18 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     Activation act = Activation::GELU_ERF;
     activation_from_name(cfg_.hidden_act, act);   // checked by bert_config_read
 
-    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm.
+    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm. MPNet's positions are
+    // fairseq's (transformers' create_position_ids_from_input_ids, padding_idx 1): token id 1 sits at position 1, every
+    // other token at 1 + the count of tokens other than id 1 up to it (2, 3, ... in a text without a literal <pad>).
+    constexpr int kMpnetPaddingIdx = 1;
     parallel_for(count, [&](std::int64_t s) {
+        std::int64_t seen = 0;
         for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
             float* row = x + (r - base) * H;
             const float* w = word_.data() + static_cast<std::int64_t>(ids[r]) * H;
-            const float* p = pos_.data() + (r - offsets[s]) * H;
+            std::int64_t position = r - offsets[s];
+            if (cfg_.mpnet) position = ids[r] == kMpnetPaddingIdx ? kMpnetPaddingIdx : kMpnetPaddingIdx + ++seen;
+            const float* p = pos_.data() + position * H;
             for (int j = 0; j < H; ++j) row[j] = w[j] + p[j] + type_[j];
             add_layer_norm_rows(row, nullptr, 1, H, emb_ln_g_.data(), emb_ln_b_.data(), eps);
         }
@@ -256,6 +281,11 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
         mid_buf[t] = scratch(rows * I);
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    // MPNet: bias[h][max_len - 1 + (j - i)] for every offset (MPNetEncoder.compute_position_bias: 32 buckets, distance 128)
+    constexpr int kMpnetBuckets = 32, kMpnetMaxDistance = 128;
+    const std::int64_t span = 2 * static_cast<std::int64_t>(max_len) - 1;
+    const std::vector<float> bias =
+        cfg_.mpnet ? relative_bias_by_offset(rel_bias_, heads, kMpnetBuckets, kMpnetMaxDistance, max_len) : std::vector<float>();
     for (std::size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = packed_layers.layers[l];
@@ -268,7 +298,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
                 int len = static_cast<int>(offsets[s + 1] - offsets[s]);
                 const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
                 bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d,
-                                    H, attention_scratch[thread]);
+                                    H, attention_scratch[thread], bias.empty() ? nullptr : bias.data() + h * span + (max_len - len));
             }
         });
         // (C) X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row block of

@@ -1,5 +1,9 @@
 // BERT encoder forward in fp32 on the CPU (Devlin et al. 2018; transformers' BertModel):
 //   x = LN(word[id] + pos[t] + type[0]);  per layer:  x = LN(x + Attn(x));  x = LN(x + W2·gelu(W1·x))
+// The same encoder serves DistilBERT and ELECTRA (other names, no token types) and MPNet (Song et al. 2020;
+// transformers' MPNetModel, as all-mpnet-base-v2): no token types, positions from 2 (fairseq's padding_idx 1 + 1),
+// and every layer's scores q·k/√d plus a relative-position bias table[bucket(j - i), head] shared by all layers
+// (T5's bidirectional buckets: 32, max distance 128; relative_position.h).
 // Sequences are packed back to back without padding ([N_total, H] rows, N_total = Σ lengths), so
 // every linear is one cblas_sgemm over all tokens of the batch and self-attention runs per
 // (sequence, head) over that sequence's real tokens only, which equals HF's padding mask.
@@ -21,6 +25,11 @@ struct BertConfig {
     // DistilBERT (model_type "distilbert": dim, n_layers, n_heads, hidden_dim, activation): BERT's post-LayerNorm
     // layers under other tensor names, without token type embeddings (type_vocab 0)
     bool distilbert = false;
+    // MPNet (model_type "mpnet"): BERT's config names, no token types, positions offset by 2, relative-position bias
+    bool mpnet = false;
+    int relative_buckets = 0;   // MPNet: rows of encoder.relative_attention_bias (transformers reads the first 32)
+    // tokens a sequence may hold: max_position_embeddings, less MPNet's 2 position rows before the first token
+    int max_tokens() const { return mpnet ? max_position - 2 : max_position; }
 };
 
 // Reads config.json (BertConfig fields as HF writes them, or DistilBertConfig's); throws UserError naming the file.
@@ -33,7 +42,7 @@ public:
     const BertConfig& config() const { return cfg_; }
 
     // Last hidden states of `count` sequences packed back to back: ids[offsets[s] .. offsets[s+1]),
-    // each at most config().max_position long. out: [offsets[count], hidden].
+    // each at most config().max_tokens() long. out: [offsets[count], hidden].
     void forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     // forward, then the mean of each sequence's hidden states (all its tokens, [CLS] and [SEP]
     // included, as sentence-transformers' mean pooling over the attention mask): out [count, hidden].
@@ -56,6 +65,8 @@ public:
         const std::vector<float>& ln_b;
     };
     Embeddings embeddings() const { return {word_, pos_, type_, emb_ln_g_, emb_ln_b_}; }
+    // MPNet's relative-position bias table [relative_buckets, heads] (empty for the other architectures)
+    const std::vector<float>& relative_bias() const { return rel_bias_; }
     const std::vector<Layer>& layers() const { return layers_; }
 
 private:
@@ -63,7 +74,7 @@ private:
     const PackedLayers& packed() const;
 
     BertConfig cfg_;
-    std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_;
+    std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_, rel_bias_;
     std::vector<Layer> layers_;
     std::shared_ptr<PackedLayers> packed_;
 };

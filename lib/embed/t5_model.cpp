@@ -21,6 +21,7 @@
 #include "embed/checkpoint_tensor.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/packed_batches.h"
+#include "embed/relative_position.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -69,21 +70,6 @@ void gate_rows(float* h, std::int64_t rows, int d_ff, Activation act, float* g) 
 }
 
 }  // namespace
-
-int t5_relative_bucket(int relative_position, int num_buckets, int max_distance) {
-    int bucket = 0;
-    const int half = num_buckets / 2;
-    if (relative_position > 0) bucket += half;
-    const int rp = relative_position < 0 ? -relative_position : relative_position;
-    const int max_exact = half / 2;
-    if (rp < max_exact) return bucket + rp;
-    // float32 throughout, as torch computes log(rp.float() / max_exact) / log(max_distance / max_exact) · (half - max_exact)
-    const float scaled = std::log(static_cast<float>(rp) / static_cast<float>(max_exact)) /
-                         static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact)) *
-                         static_cast<float>(half - max_exact);
-    const int large = std::min(max_exact + static_cast<int>(scaled), half - 1);
-    return bucket + large;
-}
 
 T5Config t5_config_read(const std::string& path) {
     if (!fs::exists(path))
@@ -221,11 +207,7 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
     // Relative bias per head for every key - query offset of the longest sequence:
     // bias[h][max_len - 1 + (j - i)]; a sequence of length len reads from max_len - len on.
     const std::int64_t span = 2 * static_cast<std::int64_t>(max_len) - 1;
-    std::vector<float> bias(static_cast<std::size_t>(heads * span));
-    for (std::int64_t o = 0; o < span; ++o) {
-        const int b = t5_relative_bucket(static_cast<int>(o - (max_len - 1)), cfg_.num_buckets, cfg_.max_distance);
-        for (int h = 0; h < heads; ++h) bias[h * span + o] = rel_bias_[static_cast<std::size_t>(b) * heads + h];
-    }
+    const std::vector<float> bias = relative_bias_by_offset(rel_bias_, heads, cfg_.num_buckets, cfg_.max_distance, max_len);
 
     parallel_for(N, [&](std::int64_t r) {
         std::copy_n(embed_.data() + static_cast<std::int64_t>(ids[base + r]) * D, D, x + r * D);

@@ -33,10 +33,6 @@ struct T5Config {
 // decoder config ("is_decoder": true) is refused.
 T5Config t5_config_read(const std::string& path);
 
-// transformers' T5Attention._relative_position_bucket(relative_position = key - query,
-// bidirectional=True, num_buckets, max_distance), the log-spaced part computed in float as torch does.
-int t5_relative_bucket(int relative_position, int num_buckets, int max_distance);
-
 class T5Model {
 public:
     // Reads dir/config.json and dir/model.safetensors; UserError naming a missing or bad file.

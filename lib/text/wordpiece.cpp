@@ -208,7 +208,76 @@ void split_whitespace(const std::u32string& s, std::vector<std::u32string>& out)
 
 }  // namespace
 
-WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts) : opts_(opts) {
+WordPieceSpecials WordPieceSpecials::mpnet() {
+    WordPieceSpecials s;
+    s.cls = "<s>";
+    s.sep = "</s>";
+    s.pad = "<pad>";
+    s.mask = "<mask>";
+    s.added = {"<s>", "</s>"};   // bos_token, eos_token
+    return s;
+}
+
+std::vector<std::string> WordPieceSpecials::split_set() const {
+    std::vector<std::string> all = added;
+    for (const std::string* t : {&cls, &sep, &unk, &pad, &mask}) all.push_back(*t);
+    all.erase(std::remove(all.begin(), all.end(), std::string()), all.end());
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return all;
+}
+
+namespace {
+
+// A special token as tokenizer files write it: "text", or an AddedToken {"content": "text", ...}; "" otherwise.
+std::string special_token_text(const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return {};
+}
+
+// The named special tokens and added tokens of one tokenizer file (special_tokens_map.json, tokenizer_config.json).
+void read_special_tokens(const nlohmann::json& j, WordPieceSpecials& s) {
+    if (!j.is_object()) return;
+    const std::pair<const char*, std::string*> named[] = {
+        {"cls_token", &s.cls}, {"sep_token", &s.sep}, {"unk_token", &s.unk}, {"pad_token", &s.pad}, {"mask_token", &s.mask}};
+    for (const auto& [key, field] : named)
+        if (j.contains(key) && !special_token_text(j[key]).empty()) *field = special_token_text(j[key]);
+    for (const char* key : {"bos_token", "eos_token"})
+        if (j.contains(key) && !special_token_text(j[key]).empty()) s.added.push_back(special_token_text(j[key]));
+    if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array())
+        for (const auto& t : j["additional_special_tokens"])
+            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+    if (j.contains("added_tokens_decoder") && j["added_tokens_decoder"].is_object())
+        for (const auto& [id, t] : j["added_tokens_decoder"].items())
+            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+}
+
+}  // namespace
+
+WordPieceSpecials WordPieceSpecials::from_dir(const std::string& dir, const WordPieceSpecials& defaults) {
+    namespace fs = std::filesystem;
+    WordPieceSpecials s = defaults;
+    for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
+        const fs::path p = fs::path(dir) / name;
+        if (!fs::exists(p)) continue;
+        refuse_lfs_pointer_file(p.string());
+        read_special_tokens(json_read_file(p.string()), s);
+    }
+    // a fast tokenizer's added tokens (HF splits every one of them out of the text)
+    const fs::path tj = fs::path(dir) / "tokenizer.json";
+    if (fs::exists(tj)) {
+        refuse_lfs_pointer_file(tj.string());
+        const nlohmann::json j = json_read_file(tj.string());
+        if (j.is_object() && j.contains("added_tokens") && j["added_tokens"].is_array())
+            for (const auto& t : j["added_tokens"])
+                if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+    }
+    return s;
+}
+
+WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts, const WordPieceSpecials& specials)
+    : opts_(opts), specials_def_(specials) {
     std::ifstream in(vocab_path, std::ios::binary);
     if (!in) user_error_in(vocab_path, "cannot read the WordPiece vocabulary", "give a model folder with vocab.txt");
     refuse_lfs_pointer_file(vocab_path);
@@ -220,8 +289,9 @@ WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts
     index_tokens(vocab_path);
 }
 
-WordPiece::WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const std::string& where)
-    : opts_(opts), tokens_(std::move(tokens)) {
+WordPiece::WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const WordPieceSpecials& specials,
+                     const std::string& where)
+    : opts_(opts), tokens_(std::move(tokens)), specials_def_(specials) {
     index_tokens(where);
 }
 
@@ -229,19 +299,22 @@ void WordPiece::index_tokens(const std::string& where) {
     // HF load_vocab: token = line.rstrip("\n"); a repeated token keeps its last id.
     for (std::size_t i = 0; i < tokens_.size(); ++i) ids_[tokens_[i]] = static_cast<int>(i);
     if (tokens_.empty()) user_error_in(where, "the vocabulary is empty", "give the vocab.txt of the checkpoint");
-    auto need = [&](const char* tok) {
+    auto need = [&](const std::string& tok, const char* role) {
         int id = token_id(tok);
-        if (id < 0) user_error_in(where, std::string("has no ") + tok + " token", "give a BERT vocab.txt");
+        if (id < 0)
+            user_error_in(where, "has no " + tok + " token (the tokenizer's " + role + ")",
+                          "give the vocabulary of the checkpoint, beside its tokenizer_config.json");
         return id;
     };
-    unk_ = need("[UNK]");
-    cls_ = need("[CLS]");
-    sep_ = need("[SEP]");
-    pad_ = token_id("[PAD]") >= 0 ? token_id("[PAD]") : 0;
-    for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    unk_ = need(specials_def_.unk, "unk_token");
+    cls_ = need(specials_def_.cls, "cls_token");
+    sep_ = need(specials_def_.sep, "sep_token");
+    pad_ = token_id(specials_def_.pad) >= 0 ? token_id(specials_def_.pad) : 0;
+    for (const std::string& s : specials_def_.split_set())
         if (token_id(s) >= 0) {
-            specials_.emplace_back(s);
+            specials_.push_back(s);
             specials_u32_.push_back(unicode::utf8_to_u32(s));
+            if (special_starts_.find(specials_u32_.back()[0]) == std::u32string::npos) special_starts_ += specials_u32_.back()[0];
         }
 }
 
@@ -295,7 +368,7 @@ std::vector<std::string> tokenizer_json_vocabulary(const std::string& path, Word
 
 }  // namespace
 
-WordPiece WordPiece::from_dir(const std::string& dir, int lower_case) {
+WordPiece WordPiece::from_dir(const std::string& dir, int lower_case, const WordPieceSpecials& defaults) {
     namespace fs = std::filesystem;
     const std::string vocab = vocabulary_file(dir);
     if (vocab.empty())
@@ -329,11 +402,13 @@ WordPiece WordPiece::from_dir(const std::string& dir, int lower_case) {
         opts.lower_case = lower_case == 1;
         lower_known = true;
     }
-    WordPiece wp = from_json ? WordPiece(std::move(json_tokens), opts, vocab) : WordPiece(vocab, opts);
+    const WordPieceSpecials specials = WordPieceSpecials::from_dir(dir, defaults);
+    WordPiece wp = from_json ? WordPiece(std::move(json_tokens), opts, specials, vocab) : WordPiece(vocab, opts, specials);
     if (!lower_known) {   // an uncased vocab has no upper-case ASCII letters outside its specials
         bool upper = false;
         for (const auto& t : wp.tokens_) {
             if (!t.empty() && t.front() == '[' && t.back() == ']') continue;
+            if (std::find(wp.specials_.begin(), wp.specials_.end(), t) != wp.specials_.end()) continue;
             if (std::any_of(t.begin(), t.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) upper = true;
         }
         wp.opts_.lower_case = !upper;
@@ -446,10 +521,12 @@ std::vector<int> WordPiece::tokenize_ids(std::string_view text) const {
         }
     };
     while (i < s.size()) {
-        int matched = -1;
-        if (s[i] == U'[') {
+        int matched = -1;   // the longest special token starting at i (as the trie's leftmost-longest match)
+        if (special_starts_.find(s[i]) != std::u32string::npos) {
             for (std::size_t k = 0; k < specials.size(); ++k)
-                if (s.compare(i, specials[k].size(), specials[k]) == 0) matched = static_cast<int>(k);
+                if (s.compare(i, specials[k].size(), specials[k]) == 0 &&
+                    (matched < 0 || specials[k].size() > specials[matched].size()))
+                    matched = static_cast<int>(k);
         }
         if (matched < 0) {
             ++i;

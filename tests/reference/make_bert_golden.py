@@ -16,6 +16,7 @@ distilbert_tiny: a random transformers.DistilBertModel of the same size over the
 bert_tiny_cls: bert_tiny's CLS-pooled embeddings (embeddings_cls_uncased.npy, from the committed weights).
 electra_tiny: a random transformers.ElectraModel (embedding_size = hidden_size) over that vocabulary.
 bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
+mpnet_tiny: a random transformers.MPNetModel over that vocabulary with MPNet's specials, as a sentence-transformers folder.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -475,6 +476,85 @@ def make_fast_tokenizer(out_dir):
     print(f"wrote {out_dir}: {type(fast).__name__} saved by transformers {transformers.__version__}: {sorted(os.listdir(out_dir))}")
 
 
+MPNET_SENTENCES = SENTENCES + [
+    "<s> starts and </s> ends, a <pad> and <mask> and [SEP] [CLS] [UNK]x <unk> inside the text",
+    "Relative positions far apart: " + "one two three four five six seven eight nine ten " * 12,
+]
+MPNET_TOKENIZER_CONFIG = {
+    # as sentence-transformers/all-mpnet-base-v2 ships it
+    "do_lower_case": True, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "[UNK]", "sep_token": "</s>",
+    "pad_token": "<pad>", "cls_token": "<s>",
+    "mask_token": {"content": "<mask>", "single_word": False, "lstrip": True, "rstrip": False, "normalized": True,
+                   "__type": "AddedToken"},
+    "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": 512, "tokenizer_class": "MPNetTokenizer"}
+
+
+def make_mpnet_tiny(out_dir):
+    """A random transformers.MPNetModel (hidden 32, 2 layers, 4 heads, intermediate 64, 130 positions, seed 8642) over
+    bert_tiny's vocabulary with MPNet's specials (<s> <pad> </s> <unk> first, <mask> last, as all-mpnet-base-v2's
+    vocab.txt), in a sentence-transformers folder (mean pooling, Normalize). Ids of the pure-Python BertTokenizerLegacy
+    given MPNet's specials (the reference RetroKit's WordPiece follows) and of transformers' MPNetTokenizer (fast),
+    their disagreements recorded; embeddings (mean over the attention mask, L2) from the former, padded with <pad> = 1
+    as MPNet's positions need. fast/: that tokenizer as transformers 5 saves it (tokenizer.json, no vocab.txt)."""
+    import numpy as np
+    import torch
+    import transformers
+    Slow, _ = slow_tokenizer_class()
+    os.makedirs(out_dir, exist_ok=True)
+    vocab = ["<s>", "<pad>", "</s>", "<unk>"] + build_vocab() + ["<mask>"]
+    vocab_path = os.path.join(out_dir, "vocab.txt")
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(MPNET_TOKENIZER_CONFIG, f, indent=1)
+    with open(os.path.join(out_dir, "modules.json"), "w") as f:
+        json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], f, indent=1)
+    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+                   "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}, f, indent=1)
+    with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": 128, "do_lower_case": False}, f)
+    torch.manual_seed(8642)
+    cfg = transformers.MPNetConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, max_position_embeddings=130, layer_norm_eps=1e-5,
+                                   hidden_act="gelu", relative_attention_num_buckets=32, initializer_range=0.2)
+    model = transformers.MPNetModel(cfg, add_pooling_layer=False).eval()
+    with torch.no_grad():   # a bias large enough that a wrong bucket or sign shows
+        model.encoder.relative_attention_bias.weight.copy_(torch.randn_like(model.encoder.relative_attention_bias.weight))
+    perturb_and_save(torch, model, out_dir)
+    specials = dict(unk_token="[UNK]", sep_token="</s>", cls_token="<s>", pad_token="<pad>", mask_token="<mask>",
+                    bos_token="<s>", eos_token="</s>")
+    slow = Slow(vocab_path, do_lower_case=True, **specials)
+    fast = transformers.MPNetTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    ids = [slow(t, truncation=True, max_length=128)["input_ids"] for t in MPNET_SENTENCES]
+    fast_ids = [fast(t, truncation=True, max_length=128)["input_ids"] for t in MPNET_SENTENCES]
+    disagree = [i for i in range(len(ids)) if ids[i] != fast_ids[i]]
+    for i in disagree:
+        print(f"note: fast MPNetTokenizer differs on {MPNET_SENTENCES[i]!r}:\n  slow {ids[i]}\n  fast {fast_ids[i]}")
+    width = max(len(x) for x in ids)
+    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
+    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).to(out.dtype)
+    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    np.save(os.path.join(out_dir, "embeddings_uncased.npy"),
+            torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    fast_dir = os.path.join(out_dir, "fast")
+    fast.save_pretrained(fast_dir)
+    for name in os.listdir(fast_dir):   # only what the test reads
+        if name not in ("tokenizer.json", "tokenizer_config.json"):
+            os.remove(os.path.join(fast_dir, name))
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__, "python": sys.version.split()[0],
+                   "sentences": MPNET_SENTENCES, "max_length": 128, "ids": ids, "fast_ids": fast_ids,
+                   "fast_tokenizer_disagrees_on": disagree}, f, ensure_ascii=True)
+    print(f"wrote {out_dir}: MPNet, vocab {len(vocab)}, {len(MPNET_SENTENCES)} sentences, fast/ {sorted(os.listdir(fast_dir))}")
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -529,14 +609,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -547,6 +627,8 @@ def main():
         make_electra_tiny(os.path.join(args.out, "electra_tiny"))
     if "bert_tiny_fast" in only:
         make_fast_tokenizer(os.path.join(args.out, "bert_tiny_fast"))
+    if "mpnet_tiny" in only:
+        make_mpnet_tiny(os.path.join(args.out, "mpnet_tiny"))
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 
