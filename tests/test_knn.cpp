@@ -325,6 +325,13 @@ TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking
     // a bad factory string
     expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i3").string() + " --index Bogus42"),
                "FAISS does not understand", s.tmp / "i3");
+    // ... with a model embedder: refused before any chunk is embedded (it was refused after embedding them all, and
+    // left the folder for --resume), and no folder is left behind
+    const auto lower = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i3b").string() + " --index flat --embedder bert --model " +
+                                                         (test::source_dir() / "tests/reference/golden/bert_tiny").string());
+    expect_bad(lower, "FAISS does not understand 'flat'", s.tmp / "i3b");
+    CHECK(lower.err.find("embedding chunks") == std::string::npos);
+    CHECK(!fs::exists(s.tmp / "i3b"));
     // missing bert model files
     fs::create_directories(s.tmp / "emptymodel");
     expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i4").string() + " --embedder bert --model " +

@@ -41,13 +41,31 @@ std::string bert_pooling(const std::string& dir) {
     return m.pooling;
 }
 
+constexpr const char* kXlmrSpiece = "sentencepiece.bpe.model";
+
+// config.json's model_type where the file is readable JSON with one ("bert" otherwise: bert_config_read names the
+// problems).
+std::string folder_model_type(const std::string& dir) {
+    const fs::path config = fs::path(dir) / "config.json";
+    try {
+        if (!fs::exists(config)) return "bert";
+        const nlohmann::json j = json_read_file(config.string());
+        return j.is_object() && j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "bert";
+    } catch (const std::exception&) {
+        return "bert";
+    }
+}
+
 // Names the first missing model file, and checks the numeric options.
 BertEmbedderOptions checked(BertEmbedderOptions o) {
     o.model_dir = embedder_model_folder("bert", o.model_dir);
+    const bool xlmr = fs::exists(fs::path(o.model_dir) / "config.json") && folder_model_type(o.model_dir) == "xlm-roberta";
     const char* what[][2] = {
         {"config.json", "copy the checkpoint's config.json into the folder"},
         {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
-        {"vocab.txt", "copy the checkpoint's vocab.txt (or the tokenizer.json of its BertTokenizer) into the folder"}};
+        {xlmr ? kXlmrSpiece : "vocab.txt",
+         xlmr ? "copy the checkpoint's sentencepiece.bpe.model into the folder (RetroKit tokenises XLM-R with it, not tokenizer.json)"
+              : "copy the checkpoint's vocab.txt (or the tokenizer.json of its BertTokenizer) into the folder"}};
     for (auto& w : what) {
         fs::path p = fs::path(o.model_dir) / w[0];
         const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
@@ -68,21 +86,29 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       tokenizer_(tokenizer),
       pooling_(bert_pooling(opts_.model_dir)),
       model_(opts_.model_dir),
-      wordpiece_(WordPiece::from_dir(opts_.model_dir, opts_.lower_case, bert_family_specials(model_.config()))),
+      wordpiece_(model_.config().xlm_roberta
+                     ? std::nullopt
+                     : std::optional<WordPiece>(WordPiece::from_dir(opts_.model_dir, opts_.lower_case, bert_family_specials(model_.config())))),
+      xlmr_(model_.config().xlm_roberta ? std::optional<XlmrTokenizer>(XlmrTokenizer((fs::path(opts_.model_dir) / kXlmrSpiece).string()))
+                                        : std::nullopt),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_tokens())
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_tokens(), " tokens"),
                       cat("pass --max-length ", c.max_tokens(), " or less"));
-    if (wordpiece_.vocab_size() > c.vocab_size)
-        user_error_in((fs::path(opts_.model_dir) / "vocab.txt").string(),
-                      cat("has ", wordpiece_.vocab_size(), " tokens, config.json says vocab_size ", c.vocab_size),
-                      "keep vocab.txt and the weights from the same checkpoint");
-    opts_.lower_case = wordpiece_.options().lower_case ? 1 : 0;
+    const int tokens = wordpiece_ ? wordpiece_->vocab_size() : xlmr_->vocab_size();
+    if (tokens > c.vocab_size)
+        user_error_in(bert_tokenizer_file(opts_.model_dir), cat("has ", tokens, " tokens, config.json says vocab_size ", c.vocab_size),
+                      "keep the tokenizer and the weights from the same checkpoint");
+    opts_.lower_case = wordpiece_ && wordpiece_->options().lower_case ? 1 : 0;   // XLM-R: sentencepiece's normaliser
     if (opts_.device == "cuda") {
         if (c.mpnet)
             user_error_in("--device cuda", "the CUDA encoder has no relative-position bias; " + opts_.model_dir + " is an MPNet checkpoint",
+                          "embed on the CPU (--device cpu)");
+        if (c.position_padding_idx >= 0)
+            user_error_in("--device cuda", "the CUDA encoder numbers positions from 0; " + opts_.model_dir +
+                                               " is an XLM-RoBERTa checkpoint (fairseq's positions)",
                           "embed on the CPU (--device cpu)");
         if (pooling_ != "mean")
             user_error_in("--device cuda", "the CUDA encoder pools by the mean; " + opts_.model_dir + " pools by the " + pooling_ + " token",
@@ -110,16 +136,23 @@ void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* o
     }, out);
 }
 
+const WordPiece& BertEmbedder::wordpiece() const {
+    RETRO_CHECK(wordpiece_.has_value(), "the bert embedder of ", opts_.model_dir, " tokenises with sentencepiece, not WordPiece");
+    return *wordpiece_;
+}
+
+std::vector<int> BertEmbedder::encode_text(const std::string& text) const {
+    return wordpiece_ ? wordpiece_->encode(text, opts_.max_length) : xlmr_->encode(text, opts_.max_length);
+}
+
 void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
-    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }), out);
+    embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return encode_text(t); }), out);
 }
 
 void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
     // [CLS] [SEP] alone: a text without any WordPiece token, a zero row
-    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2,
-                                [&](const std::string& t) { return wordpiece_.encode(t, opts_.max_length); }),
-              out);
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2, [&](const std::string& t) { return encode_text(t); }), out);
 }
 
 nlohmann::json BertEmbedder::to_json() const {
@@ -139,10 +172,22 @@ WordPieceSpecials bert_family_specials(const BertConfig& config) {
     return config.mpnet ? WordPieceSpecials::mpnet() : WordPieceSpecials();
 }
 
+std::string bert_tokenizer_file(const std::string& model_dir) {
+    if (folder_model_type(model_dir) == "xlm-roberta") {
+        const fs::path spiece = fs::path(model_dir) / kXlmrSpiece;
+        return fs::exists(spiece) ? spiece.string() : std::string();
+    }
+    return WordPiece::vocabulary_file(model_dir);   // vocab.txt, or tokenizer.json
+}
+
 std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
-    const std::string vocab = WordPiece::vocabulary_file(model_dir);   // vocab.txt, or tokenizer.json
+    const std::string vocab = bert_tokenizer_file(model_dir);
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
+    if (folder_model_type(model_dir) == "xlm-roberta") {   // the ids follow the sentencepiece model alone
+        all += " xlm-roberta";
+        return fingerprint_bytes(all.data(), all.size());
+    }
     const fs::path config = fs::path(model_dir) / "tokenizer_config.json";
     const nlohmann::json j = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json::object();
     // the values WordPiece takes (WordPiece::from_dir) of the options it reads besides do_lower_case (an index
@@ -157,12 +202,7 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
            " tokenize_chinese_chars=" + (chinese ? chinese->dump() : "true");
     // the special tokens (since 2026-12-02 MPNet's <s> ... </s>, or names the tokenizer files give) where they are not
     // BERT's five: an index of a BERT checkpoint keeps the fingerprint it had
-    const fs::path config_json = fs::path(model_dir) / "config.json";
-    WordPieceSpecials family;
-    if (fs::exists(config_json)) {
-        const nlohmann::json c = json_read_file(config_json.string());
-        if (c.is_object() && c.value("model_type", std::string()) == "mpnet") family = WordPieceSpecials::mpnet();
-    }
+    const WordPieceSpecials family = folder_model_type(model_dir) == "mpnet" ? WordPieceSpecials::mpnet() : WordPieceSpecials();
     const WordPieceSpecials specials = WordPieceSpecials::from_dir(model_dir, family);
     const WordPieceSpecials bert;
     if (specials.cls != bert.cls || specials.sep != bert.sep || specials.unk != bert.unk || specials.pad != bert.pad ||
@@ -191,11 +231,10 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
         encoder_settings_check(s, CheckpointWeights::fingerprint(o.model_dir), s.dim, st);
     // before the model is loaded; indices built before 2026-12-02 recorded the weights alone: their vocabulary
     // cannot be checked
-    if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() &&
-        !WordPiece::vocabulary_file(o.model_dir).empty()) {
+    if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() && !bert_tokenizer_file(o.model_dir).empty()) {
         const std::string now = bert_tokenizer_fingerprint(o.model_dir), then = j["tokenizer_fingerprint"].get<std::string>();
         if (now != then)
-            user_error_in(WordPiece::vocabulary_file(o.model_dir),
+            user_error_in(bert_tokenizer_file(o.model_dir),
                           "differs from the vocabulary the index was built with, or tokenizer_config.json's strip_accents or "
                           "tokenize_chinese_chars do (tokenizer fingerprint " + now + ", the index recorded " + then + ")",
                           "restore the checkpoint's tokenizer files or rebuild the index with retro-index");

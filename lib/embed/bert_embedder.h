@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,12 @@
 #include "embed/bert_model.h"
 #include "embed/embedder.h"
 #include "text/wordpiece.h"
+#include "text/xlmr_tokenizer.h"
 
 namespace retro {
 
 struct BertEmbedderOptions {
-    std::string model_dir;     // folder with config.json, model.safetensors, vocab.txt
+    std::string model_dir;     // folder with config.json, model.safetensors, vocab.txt (XLM-R: sentencepiece.bpe.model)
     int max_length = 128;      // WordPiece tokens per chunk, [CLS] and [SEP] included
     int batch = 64;            // chunks per forward pass
     int lower_case = -1;       // 1 uncased, 0 cased, -1 do_lower_case of tokenizer_config.json (else guessed from vocab.txt)
@@ -36,10 +38,12 @@ public:
     // (fingerprint: xxh3 of model.safetensors; tokenizer_fingerprint: bert_tokenizer_fingerprint)
     nlohmann::json to_json() const override;
 
-    // [CLS] WordPiece [SEP] (truncated to max_length) -> encoder -> mean over all the sequence's
-    // tokens -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
+    // [CLS] WordPiece [SEP] (XLM-R: <s> sentencepiece </s>; truncated to max_length) -> encoder -> mean over all the
+    // sequence's tokens -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
     void embed_texts(const std::vector<std::string>& texts, float* out) const;
-    const WordPiece& wordpiece() const { return wordpiece_; }
+    // The ids embed_texts gives the encoder for `text` (the checkpoint's tokenizer, truncated to max_length).
+    std::vector<int> encode_text(const std::string& text) const;
+    const WordPiece& wordpiece() const;   // the WordPiece tokenizer (not XLM-R's: InternalError there)
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
@@ -53,7 +57,8 @@ private:
     BertModel model_;
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
-    WordPiece wordpiece_;
+    std::optional<WordPiece> wordpiece_;   // BERT, DistilBERT, ELECTRA, MPNet
+    std::optional<XlmrTokenizer> xlmr_;    // XLM-RoBERTa
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 
@@ -61,11 +66,16 @@ private:
 // BERT's [CLS] ... [SEP], or MPNet's <s> ... </s>.
 WordPieceSpecials bert_family_specials(const BertConfig& config);
 
+// The file a model folder's tokenizer is read from: vocab.txt or tokenizer.json (WordPiece::vocabulary_file), an
+// XLM-RoBERTa checkpoint's sentencepiece.bpe.model; "" where the folder has none.
+std::string bert_tokenizer_file(const std::string& model_dir);
+
 // xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
 // from tokenizer_config.json (strip_accents "unset" where not a boolean, tokenize_chinese_chars true; do_lower_case is
 // the index's own lower_case field):
 // recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
 // with other weights; and the special tokens (WordPieceSpecials::from_dir) where they are not BERT's five.
+// XLM-RoBERTa: xxh3-64 of "FP xlm-roberta", FP sentencepiece.bpe.model's fingerprint.
 std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.

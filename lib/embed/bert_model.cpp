@@ -111,20 +111,25 @@ BertConfig bert_config_read(const std::string& path) {
         user_error_in(path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's config.json");
     }
     BertConfig c;
-    // another architecture's config (roberta, xlm-roberta, deberta: other positions, attention or tokenizer) would
+    // another architecture's config (roberta, camembert, deberta: other positions, attention or tokenizer) would
     // load as BERT where its tensor names happen to agree, and embed wrongly
     const std::string model_type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                        ? j["model_type"].get<std::string>() : std::string("bert");
     // ELECTRA's encoder is BERT's under BERT's names, where its embeddings need no projection to the hidden size
-    if (model_type != "bert" && model_type != "distilbert" && model_type != "electra" && model_type != "mpnet")
-        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA or MPNet",
-                      "give a BERT-family checkpoint (model_type bert, distilbert, electra or mpnet), or a T5 one with --embedder t5");
+    if (model_type == "roberta")   // the encoder is XLM-R's; the tokenizer is GPT-2's byte-level BPE
+        user_error_in(path, "is a \"roberta\" checkpoint, whose byte-level BPE tokenizer (vocab.json, merges.txt) the bert embedder does not have",
+                      "use a BERT, MPNet or XLM-RoBERTa checkpoint (all-mpnet-base-v2 in place of all-distilroberta-v1)");
+    if (model_type != "bert" && model_type != "distilbert" && model_type != "electra" && model_type != "mpnet" &&
+        model_type != "xlm-roberta")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet or XLM-RoBERTa",
+                      "give a BERT-family checkpoint (model_type bert, distilbert, electra, mpnet or xlm-roberta), or a T5 one with --embedder t5");
     if (model_type == "electra" && j.contains("embedding_size") && j.contains("hidden_size") && j["embedding_size"] != j["hidden_size"])
         user_error_in(path, "is an ELECTRA checkpoint whose embedding_size " + j["embedding_size"].dump() + " is not its hidden_size " +
                                 j["hidden_size"].dump() + " (an embeddings_project layer the bert embedder does not apply)",
                       "use ELECTRA base or large, or a BERT checkpoint");
     c.distilbert = model_type == "distilbert";
     c.mpnet = model_type == "mpnet";
+    c.xlm_roberta = model_type == "xlm-roberta";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {
             out = j[key].get<int>();
@@ -156,10 +161,18 @@ BertConfig bert_config_read(const std::string& path) {
             if (c.relative_buckets < 32)
                 user_error_in(path, cat("relative_attention_num_buckets is ", c.relative_buckets,
                                         ": transformers' MPNet reads 32 buckets of the table"), "give an MPNet config.json");
-            if (c.max_position <= 2)
-                user_error_in(path, cat("max_position_embeddings is ", c.max_position, ": MPNet's positions start at 2"),
-                              "give an MPNet config.json");
+            c.position_padding_idx = 1;   // MPNetEmbeddings.padding_idx, whatever pad_token_id says
         }
+        if (c.xlm_roberta) {   // RobertaEmbeddings.padding_idx = pad_token_id (1 in every XLM-R)
+            c.position_padding_idx = 1;
+            if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.position_padding_idx = j["pad_token_id"].get<int>();
+            if (c.position_padding_idx < 0)
+                user_error_in(path, cat("pad_token_id is ", c.position_padding_idx, ": XLM-RoBERTa's positions follow it"),
+                              "give an XLM-RoBERTa config.json");
+        }
+        if (c.position_padding_idx >= 0 && c.max_tokens() < 1)
+            user_error_in(path, cat("max_position_embeddings is ", c.max_position, ": the positions start at ", c.position_padding_idx + 1),
+                          "give the checkpoint's config.json");
         if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
         if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
     }
@@ -250,17 +263,18 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     Activation act = Activation::GELU_ERF;
     activation_from_name(cfg_.hidden_act, act);   // checked by bert_config_read
 
-    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm. MPNet's positions are
-    // fairseq's (transformers' create_position_ids_from_input_ids, padding_idx 1): token id 1 sits at position 1, every
-    // other token at 1 + the count of tokens other than id 1 up to it (2, 3, ... in a text without a literal <pad>).
-    constexpr int kMpnetPaddingIdx = 1;
+    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm. MPNet's and XLM-R's
+    // positions are fairseq's (transformers' create_position_ids_from_input_ids, padding_idx P = 1): token id P sits at
+    // position P, every other token at P + the count of tokens other than id P up to it (P + 1, P + 2, ... in a text
+    // without a literal <pad>).
+    const int pad_idx = cfg_.position_padding_idx;
     parallel_for(count, [&](std::int64_t s) {
         std::int64_t seen = 0;
         for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
             float* row = x + (r - base) * H;
             const float* w = word_.data() + static_cast<std::int64_t>(ids[r]) * H;
             std::int64_t position = r - offsets[s];
-            if (cfg_.mpnet) position = ids[r] == kMpnetPaddingIdx ? kMpnetPaddingIdx : kMpnetPaddingIdx + ++seen;
+            if (pad_idx >= 0) position = ids[r] == pad_idx ? pad_idx : pad_idx + ++seen;
             const float* p = pos_.data() + position * H;
             for (int j = 0; j < H; ++j) row[j] = w[j] + p[j] + type_[j];
             add_layer_norm_rows(row, nullptr, 1, H, emb_ln_g_.data(), emb_ln_b_.data(), eps);

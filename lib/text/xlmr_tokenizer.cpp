@@ -1,0 +1,82 @@
+// Implementation of xlmr_tokenizer.h over libsentencepiece.
+#include "text/xlmr_tokenizer.h"
+
+#include <sentencepiece_processor.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/lfs_pointer.h"
+
+namespace retro {
+
+XlmrTokenizer::XlmrTokenizer(const std::string& model_path)
+    : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+    if (!std::filesystem::is_regular_file(model_path))
+        user_error_in(model_path, "missing (an XLM-RoBERTa checkpoint's sentencepiece tokenizer)",
+                      "copy the checkpoint's sentencepiece.bpe.model into the folder");
+    refuse_lfs_pointer_file(model_path);
+    auto status = sp_->Load(model_path);
+    if (!status.ok())
+        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's sentencepiece.bpe.model");
+    // fairseq's mapping sends sentencepiece's unknown (id 0) to <unk> and shifts every other piece by one
+    if (sp_->unk_id() != 0)
+        user_error_in(model_path, "has its unknown piece at id " + std::to_string(sp_->unk_id()) + ", XLM-RoBERTa's is at 0",
+                      "give the sentencepiece.bpe.model of an XLM-RoBERTa checkpoint");
+}
+
+XlmrTokenizer::~XlmrTokenizer() = default;
+XlmrTokenizer::XlmrTokenizer(XlmrTokenizer&&) noexcept = default;
+XlmrTokenizer& XlmrTokenizer::operator=(XlmrTokenizer&&) noexcept = default;
+
+int XlmrTokenizer::vocab_size() const { return sp_->GetPieceSize() + 2; }
+
+void XlmrTokenizer::encode_segment(std::string_view segment, std::vector<int>& ids) const {
+    if (segment.empty()) return;
+    std::vector<int> pieces;
+    auto status = sp_->Encode(absl::string_view(segment.data(), segment.size()), &pieces);
+    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    // transformers' _convert_token_to_id: PieceToId(piece) + 1, or <unk> where sentencepiece has none (id 0)
+    for (int p : pieces) ids.push_back(p == 0 ? kUnk : p + 1);
+}
+
+std::vector<int> XlmrTokenizer::tokenize_ids(std::string_view text) const {
+    const std::pair<std::string_view, int> specials[] = {
+        {"<s>", kBos}, {"<pad>", kPad}, {"</s>", kEos}, {"<unk>", kUnk}, {"<mask>", mask_id()}};
+    std::vector<int> ids;
+    std::size_t seg = 0, i = 0;
+    while (i < text.size()) {
+        int matched = -1;
+        std::size_t length = 0;
+        if (text[i] == '<')
+            for (const auto& [spelling, id] : specials)
+                if (text.substr(i, spelling.size()) == spelling && spelling.size() > length) {
+                    matched = id;
+                    length = spelling.size();
+                }
+        if (matched < 0) {
+            ++i;
+            continue;
+        }
+        encode_segment(text.substr(seg, i - seg), ids);
+        ids.push_back(matched);
+        i += length;
+        seg = i;
+    }
+    encode_segment(text.substr(seg), ids);
+    return ids;
+}
+
+std::vector<int> XlmrTokenizer::encode(std::string_view text, int max_length) const {
+    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for <s> and </s>");
+    std::vector<int> pieces = tokenize_ids(text);
+    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
+    std::vector<int> ids;
+    ids.reserve(pieces.size() + 2);
+    ids.push_back(kBos);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    ids.push_back(kEos);
+    return ids;
+}
+
+}  // namespace retro
