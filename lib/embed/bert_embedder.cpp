@@ -56,10 +56,28 @@ std::string folder_model_type(const std::string& dir) {
     }
 }
 
+// Whether the folder's text goes through XLM-R's sentencepiece tokenizer (xlmr_tokenizer.h) rather than WordPiece:
+// an XLM-RoBERTa checkpoint, or a BERT one whose tokenizer_config.json names XLM-R's tokenizer (Multilingual-MiniLM and
+// paraphrase-multilingual-MiniLM-L12-v2: BertModel over XLM-R's vocabulary), or a folder with sentencepiece.bpe.model
+// and no vocab.txt.
+bool uses_xlmr_tokenizer(const std::string& dir) {
+    if (folder_model_type(dir) == "xlm-roberta") return true;
+    const fs::path config = fs::path(dir) / "tokenizer_config.json";
+    try {
+        if (fs::exists(config)) {
+            const nlohmann::json j = json_read_file(config.string());
+            if (j.is_object() && j.contains("tokenizer_class") && j["tokenizer_class"].is_string())
+                return j["tokenizer_class"].get<std::string>().rfind("XLMRobertaTokenizer", 0) == 0;
+        }
+    } catch (const std::exception&) {   // WordPiece names a tokenizer_config.json that is not JSON
+    }
+    return !fs::exists(fs::path(dir) / "vocab.txt") && fs::exists(fs::path(dir) / kXlmrSpiece);
+}
+
 // Names the first missing model file, and checks the numeric options.
 BertEmbedderOptions checked(BertEmbedderOptions o) {
     o.model_dir = embedder_model_folder("bert", o.model_dir);
-    const bool xlmr = fs::exists(fs::path(o.model_dir) / "config.json") && folder_model_type(o.model_dir) == "xlm-roberta";
+    const bool xlmr = uses_xlmr_tokenizer(o.model_dir);
     const char* what[][2] = {
         {"config.json", "copy the checkpoint's config.json into the folder"},
         {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
@@ -86,11 +104,12 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       tokenizer_(tokenizer),
       pooling_(bert_pooling(opts_.model_dir)),
       model_(opts_.model_dir),
-      wordpiece_(model_.config().xlm_roberta
+      wordpiece_(uses_xlmr_tokenizer(opts_.model_dir)
                      ? std::nullopt
                      : std::optional<WordPiece>(WordPiece::from_dir(opts_.model_dir, opts_.lower_case, bert_family_specials(model_.config())))),
-      xlmr_(model_.config().xlm_roberta ? std::optional<XlmrTokenizer>(XlmrTokenizer((fs::path(opts_.model_dir) / kXlmrSpiece).string()))
-                                        : std::nullopt),
+      xlmr_(uses_xlmr_tokenizer(opts_.model_dir)
+                ? std::optional<XlmrTokenizer>(XlmrTokenizer((fs::path(opts_.model_dir) / kXlmrSpiece).string()))
+                : std::nullopt),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
     const BertConfig& c = model_.config();
@@ -173,7 +192,7 @@ WordPieceSpecials bert_family_specials(const BertConfig& config) {
 }
 
 std::string bert_tokenizer_file(const std::string& model_dir) {
-    if (folder_model_type(model_dir) == "xlm-roberta") {
+    if (uses_xlmr_tokenizer(model_dir)) {
         const fs::path spiece = fs::path(model_dir) / kXlmrSpiece;
         return fs::exists(spiece) ? spiece.string() : std::string();
     }
@@ -184,7 +203,7 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
     const std::string vocab = bert_tokenizer_file(model_dir);
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
-    if (folder_model_type(model_dir) == "xlm-roberta") {   // the ids follow the sentencepiece model alone
+    if (uses_xlmr_tokenizer(model_dir)) {   // the ids follow the sentencepiece model alone
         all += " xlm-roberta";
         return fingerprint_bytes(all.data(), all.size());
     }

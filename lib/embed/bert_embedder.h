@@ -58,7 +58,7 @@ private:
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     std::optional<WordPiece> wordpiece_;   // BERT, DistilBERT, ELECTRA, MPNet
-    std::optional<XlmrTokenizer> xlmr_;    // XLM-RoBERTa
+    std::optional<XlmrTokenizer> xlmr_;    // XLM-RoBERTa, and BERT checkpoints over XLM-R's vocabulary
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 
@@ -66,8 +66,9 @@ private:
 // BERT's [CLS] ... [SEP], or MPNet's <s> ... </s>.
 WordPieceSpecials bert_family_specials(const BertConfig& config);
 
-// The file a model folder's tokenizer is read from: vocab.txt or tokenizer.json (WordPiece::vocabulary_file), an
-// XLM-RoBERTa checkpoint's sentencepiece.bpe.model; "" where the folder has none.
+// The file a model folder's tokenizer is read from: vocab.txt or tokenizer.json (WordPiece::vocabulary_file), or the
+// sentencepiece.bpe.model of a folder tokenised as XLM-R (model_type xlm-roberta, tokenizer_class XLMRobertaTokenizer,
+// or that file without vocab.txt); "" where the folder has none.
 std::string bert_tokenizer_file(const std::string& model_dir);
 
 // xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
