@@ -3,14 +3,15 @@
 //   NFC --> every run of white space -> one space --> lower case (per character, as Rust's
 //   char::to_lowercase) --> pieces by CLIP's regex  's|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+
 //   --> each piece's UTF-8 bytes as GPT-2's byte-to-unicode characters, "</w>" on the last -->
-//   BPE merges, lowest rank first (leftmost on ties; a heap, O(n log n) in a piece's length) --> ids; <|startoftext|> ids <|endoftext|>,
+//   BPE merges, lowest rank first (leftmost on ties; byte_bpe.h) --> ids; <|startoftext|> ids <|endoftext|>,
 //   the pieces truncated to max_length - 2.
 // Not handled: the special-token spellings written in a text (encoded as plain characters).
 #pragma once
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "text/byte_bpe.h"
 
 namespace retro {
 
@@ -22,14 +23,11 @@ public:
     std::vector<int> encode(const std::string& text, int max_length = 77) const;
     int bos_id() const { return bos_; }
     int eos_id() const { return eos_; }
-    int vocab_size() const { return vocab_size_; }
+    int vocab_size() const { return bpe_.vocab_size(); }
 
 private:
-    void bpe(const std::u32string& word, std::vector<int>& ids) const;
-    std::unordered_map<std::u32string, int> vocab_;
-    std::unordered_map<std::u32string, int> ranks_;   // "left right" (U+0020 between) -> merge rank
-    char32_t byte_char_[256];
-    int bos_ = -1, eos_ = -1, unk_ = -1, vocab_size_ = 0;
+    ByteLevelBpe bpe_;   // vocab.json, merges.txt, "</w>" on a piece's last symbol
+    int bos_ = -1, eos_ = -1, unk_ = -1;
     std::string dir_;
 };
 

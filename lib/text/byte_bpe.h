@@ -1,0 +1,37 @@
+// GPT-2's byte-level BPE core, shared by CLIP's tokenizer (clip_bpe.h) and RoBERTa's (roberta_bpe.h):
+// vocab.json (token -> id) and merges.txt (ranked symbol pairs, an optional "#version" first line); a pre-tokenised
+// piece's UTF-8 bytes become GPT-2's bytes_to_unicode characters (printable bytes themselves, the others 256 + n),
+// an end-of-word suffix goes on the last one (CLIP's "</w>"; none for GPT-2 and RoBERTa), then the merges apply
+// lowest rank first, leftmost on ties (a heap: O(n log n) in the piece's length), and each symbol maps to its id.
+#pragma once
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace retro {
+
+class ByteLevelBpe {
+public:
+    // Reads vocab.json and merges.txt; UserError naming a missing (or Git LFS pointer) or malformed file, with
+    // `owner` ("CLIP's BPE tokenizer") saying who needs them.
+    ByteLevelBpe(const std::string& vocab_path, const std::string& merges_path, const std::string& owner,
+                 std::u32string end_of_word);
+    // Appends the ids of one pre-tokenised piece (code points; its UTF-8 bytes are what is merged); a symbol the
+    // vocabulary lacks gives `unk`.
+    void encode_piece(std::u32string_view piece, int unk, std::vector<int>& ids) const;
+    int token_id(const std::u32string& token) const;   // -1 when absent
+    int vocab_size() const { return vocab_size_; }     // the largest id + 1
+    const std::string& vocab_path() const { return vocab_path_; }
+
+private:
+    void merge(const std::u32string& word, int unk, std::vector<int>& ids) const;
+    std::unordered_map<std::u32string, int> vocab_;
+    std::unordered_map<std::u32string, int> ranks_;   // "left right" (U+0020 between) -> merge rank
+    char32_t byte_char_[256];
+    std::u32string end_of_word_;
+    int vocab_size_ = 0;
+    std::string vocab_path_;
+};
+
+}  // namespace retro
