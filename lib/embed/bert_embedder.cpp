@@ -187,8 +187,8 @@ nlohmann::json BertEmbedder::to_json() const {
     return j;
 }
 
-WordPieceSpecials bert_family_specials(const BertConfig& config) {
-    return config.mpnet ? WordPieceSpecials::mpnet() : WordPieceSpecials();
+SpecialTokens bert_family_specials(const BertConfig& config) {
+    return config.mpnet ? SpecialTokens::mpnet() : SpecialTokens();
 }
 
 std::string bert_tokenizer_file(const std::string& model_dir) {
@@ -221,9 +221,9 @@ std::string bert_tokenizer_fingerprint(const std::string& model_dir) {
            " tokenize_chinese_chars=" + (chinese ? chinese->dump() : "true");
     // the special tokens (since 2026-12-02 MPNet's <s> ... </s>, or names the tokenizer files give) where they are not
     // BERT's five: an index of a BERT checkpoint keeps the fingerprint it had
-    const WordPieceSpecials family = folder_model_type(model_dir) == "mpnet" ? WordPieceSpecials::mpnet() : WordPieceSpecials();
-    const WordPieceSpecials specials = WordPieceSpecials::from_dir(model_dir, family);
-    const WordPieceSpecials bert;
+    const SpecialTokens family = folder_model_type(model_dir) == "mpnet" ? SpecialTokens::mpnet() : SpecialTokens();
+    const SpecialTokens specials = SpecialTokens::from_dir(model_dir, family);
+    const SpecialTokens bert;
     if (specials.cls != bert.cls || specials.sep != bert.sep || specials.unk != bert.unk || specials.pad != bert.pad ||
         specials.split_set() != bert.split_set()) {
         all += " specials=" + specials.cls + " " + specials.sep + " " + specials.unk + " " + specials.pad + " split:";

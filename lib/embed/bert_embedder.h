@@ -64,7 +64,7 @@ private:
 
 // The special tokens of the tokenizer of a checkpoint of this architecture before its tokenizer files name any:
 // BERT's [CLS] ... [SEP], or MPNet's <s> ... </s>.
-WordPieceSpecials bert_family_specials(const BertConfig& config);
+SpecialTokens bert_family_specials(const BertConfig& config);
 
 // The file a model folder's tokenizer is read from: vocab.txt or tokenizer.json (WordPiece::vocabulary_file), or the
 // sentencepiece.bpe.model of a folder tokenised as XLM-R (model_type xlm-roberta, tokenizer_class XLMRobertaTokenizer,
@@ -75,7 +75,7 @@ std::string bert_tokenizer_file(const std::string& model_dir);
 // from tokenizer_config.json (strip_accents "unset" where not a boolean, tokenize_chinese_chars true; do_lower_case is
 // the index's own lower_case field):
 // recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
-// with other weights; and the special tokens (WordPieceSpecials::from_dir) where they are not BERT's five.
+// with other weights; and the special tokens (SpecialTokens::from_dir) where they are not BERT's five.
 // XLM-RoBERTa: xxh3-64 of "FP xlm-roberta", FP sentencepiece.bpe.model's fingerprint.
 std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 

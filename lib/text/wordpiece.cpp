@@ -208,75 +208,7 @@ void split_whitespace(const std::u32string& s, std::vector<std::u32string>& out)
 
 }  // namespace
 
-WordPieceSpecials WordPieceSpecials::mpnet() {
-    WordPieceSpecials s;
-    s.cls = "<s>";
-    s.sep = "</s>";
-    s.pad = "<pad>";
-    s.mask = "<mask>";
-    s.added = {"<s>", "</s>"};   // bos_token, eos_token
-    return s;
-}
-
-std::vector<std::string> WordPieceSpecials::split_set() const {
-    std::vector<std::string> all = added;
-    for (const std::string* t : {&cls, &sep, &unk, &pad, &mask}) all.push_back(*t);
-    all.erase(std::remove(all.begin(), all.end(), std::string()), all.end());
-    std::sort(all.begin(), all.end());
-    all.erase(std::unique(all.begin(), all.end()), all.end());
-    return all;
-}
-
-namespace {
-
-// A special token as tokenizer files write it: "text", or an AddedToken {"content": "text", ...}; "" otherwise.
-std::string special_token_text(const nlohmann::json& v) {
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-    return {};
-}
-
-// The named special tokens and added tokens of one tokenizer file (special_tokens_map.json, tokenizer_config.json).
-void read_special_tokens(const nlohmann::json& j, WordPieceSpecials& s) {
-    if (!j.is_object()) return;
-    const std::pair<const char*, std::string*> named[] = {
-        {"cls_token", &s.cls}, {"sep_token", &s.sep}, {"unk_token", &s.unk}, {"pad_token", &s.pad}, {"mask_token", &s.mask}};
-    for (const auto& [key, field] : named)
-        if (j.contains(key) && !special_token_text(j[key]).empty()) *field = special_token_text(j[key]);
-    for (const char* key : {"bos_token", "eos_token"})
-        if (j.contains(key) && !special_token_text(j[key]).empty()) s.added.push_back(special_token_text(j[key]));
-    if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array())
-        for (const auto& t : j["additional_special_tokens"])
-            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
-    if (j.contains("added_tokens_decoder") && j["added_tokens_decoder"].is_object())
-        for (const auto& [id, t] : j["added_tokens_decoder"].items())
-            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
-}
-
-}  // namespace
-
-WordPieceSpecials WordPieceSpecials::from_dir(const std::string& dir, const WordPieceSpecials& defaults) {
-    namespace fs = std::filesystem;
-    WordPieceSpecials s = defaults;
-    for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
-        const fs::path p = fs::path(dir) / name;
-        if (!fs::exists(p)) continue;
-        refuse_lfs_pointer_file(p.string());
-        read_special_tokens(json_read_file(p.string()), s);
-    }
-    // a fast tokenizer's added tokens (HF splits every one of them out of the text)
-    const fs::path tj = fs::path(dir) / "tokenizer.json";
-    if (fs::exists(tj)) {
-        refuse_lfs_pointer_file(tj.string());
-        const nlohmann::json j = json_read_file(tj.string());
-        if (j.is_object() && j.contains("added_tokens") && j["added_tokens"].is_array())
-            for (const auto& t : j["added_tokens"])
-                if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
-    }
-    return s;
-}
-
-WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts, const WordPieceSpecials& specials)
+WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts, const SpecialTokens& specials)
     : opts_(opts), specials_def_(specials) {
     std::ifstream in(vocab_path, std::ios::binary);
     if (!in) user_error_in(vocab_path, "cannot read the WordPiece vocabulary", "give a model folder with vocab.txt");
@@ -289,7 +221,7 @@ WordPiece::WordPiece(const std::string& vocab_path, const WordPieceOptions& opts
     index_tokens(vocab_path);
 }
 
-WordPiece::WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const WordPieceSpecials& specials,
+WordPiece::WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const SpecialTokens& specials,
                      const std::string& where)
     : opts_(opts), tokens_(std::move(tokens)), specials_def_(specials) {
     index_tokens(where);
@@ -314,7 +246,6 @@ void WordPiece::index_tokens(const std::string& where) {
         if (token_id(s) >= 0) {
             specials_.push_back(s);
             specials_u32_.push_back(unicode::utf8_to_u32(s));
-            if (special_starts_.find(specials_u32_.back()[0]) == std::u32string::npos) special_starts_ += specials_u32_.back()[0];
         }
 }
 
@@ -368,7 +299,7 @@ std::vector<std::string> tokenizer_json_vocabulary(const std::string& path, Word
 
 }  // namespace
 
-WordPiece WordPiece::from_dir(const std::string& dir, int lower_case, const WordPieceSpecials& defaults) {
+WordPiece WordPiece::from_dir(const std::string& dir, int lower_case, const SpecialTokens& defaults) {
     namespace fs = std::filesystem;
     const std::string vocab = vocabulary_file(dir);
     if (vocab.empty())
@@ -402,7 +333,7 @@ WordPiece WordPiece::from_dir(const std::string& dir, int lower_case, const Word
         opts.lower_case = lower_case == 1;
         lower_known = true;
     }
-    const WordPieceSpecials specials = WordPieceSpecials::from_dir(dir, defaults);
+    const SpecialTokens specials = SpecialTokens::from_dir(dir, defaults);
     WordPiece wp = from_json ? WordPiece(std::move(json_tokens), opts, specials, vocab) : WordPiece(vocab, opts, specials);
     if (!lower_known) {   // an uncased vocab has no upper-case ASCII letters outside its specials
         bool upper = false;
@@ -506,38 +437,19 @@ void WordPiece::wordpiece(const std::u32string& word, std::vector<int>& ids) con
 }
 
 std::vector<int> WordPiece::tokenize_ids(std::string_view text) const {
+    // Special tokens present in the vocabulary are split out first, case-sensitively (HF's added-tokens trie), and
+    // map to their own ids.
     std::vector<int> ids;
-    std::u32string s = unicode::utf8_to_u32(text);
-    // Special tokens present in the vocabulary are split out first, case-sensitively (HF's
-    // added-tokens trie), and map to their own ids.
-    const auto& specials = specials_u32_;
     std::vector<std::u32string> words;
-    std::size_t seg = 0, i = 0;
-    auto flush = [&](std::size_t end) {
-        if (end > seg) {
-            words.clear();
-            basic_tokenize(std::u32string_view(s).substr(seg, end - seg), words);
-            for (const auto& w : words) wordpiece(w, ids);
-        }
-    };
-    while (i < s.size()) {
-        int matched = -1;   // the longest special token starting at i (as the trie's leftmost-longest match)
-        if (special_starts_.find(s[i]) != std::u32string::npos) {
-            for (std::size_t k = 0; k < specials.size(); ++k)
-                if (s.compare(i, specials[k].size(), specials[k]) == 0 &&
-                    (matched < 0 || specials[k].size() > specials[matched].size()))
-                    matched = static_cast<int>(k);
-        }
-        if (matched < 0) {
-            ++i;
+    for (const SpecialSplit& part : split_special_tokens(text, specials_)) {
+        if (part.special >= 0) {
+            ids.push_back(token_id(specials_[part.special]));
             continue;
         }
-        flush(i);
-        ids.push_back(token_id(specials_[matched]));
-        i += specials[matched].size();
-        seg = i;
+        words.clear();
+        basic_tokenize(unicode::utf8_to_u32(part.text), words);
+        for (const auto& w : words) wordpiece(w, ids);
     }
-    flush(s.size());
     return ids;
 }
 

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/special_tokens.h"
+
 namespace retro {
 
 struct WordPieceOptions {
@@ -20,33 +22,19 @@ struct WordPieceOptions {
     int max_input_chars_per_word = 100;
 };
 
-// The special tokens a WordPiece tokenizer wraps a text in ([CLS] pieces [SEP]) and splits out of the text before
-// tokenising it (HF's added-tokens trie). BERT's by default; MPNet's tokenizer (transformers' MPNetTokenizer) wraps
-// in <s> ... </s>. `added`: further tokens split out (tokenizer.json's added_tokens, tokenizer_config.json's
-// added_tokens_decoder, bos/eos and additional_special_tokens). Only tokens present in the vocabulary are split out.
-struct WordPieceSpecials {
-    std::string cls = "[CLS]", sep = "[SEP]", unk = "[UNK]", pad = "[PAD]", mask = "[MASK]";
-    std::vector<std::string> added;
-    static WordPieceSpecials mpnet();   // <s> </s> [UNK] <pad> <mask>, and bos/eos <s> </s>
-    // Every token split out: the five named ones and `added`, sorted, each once.
-    std::vector<std::string> split_set() const;
-    // `defaults` with the named tokens and added tokens DIR's tokenizer files give (special_tokens_map.json, then
-    // tokenizer_config.json, then tokenizer.json's added_tokens); UserError naming a file that is not JSON.
-    static WordPieceSpecials from_dir(const std::string& dir, const WordPieceSpecials& defaults);
-};
-
 class WordPiece {
 public:
     // Reads vocab.txt (one token a line, id = line number). Throws UserError naming the file.
-    WordPiece(const std::string& vocab_path, const WordPieceOptions& opts, const WordPieceSpecials& specials = {});
+    WordPiece(const std::string& vocab_path, const WordPieceOptions& opts, const SpecialTokens& specials = {});
     // Reads vocab.txt from `dir` — or, where there is none, the vocabulary of a fast tokenizer's tokenizer.json
     // (transformers 5 saves no vocab.txt): a WordPiece model with "##" continuations, ids 0..n-1; its
     // BertNormalizer's lowercase / strip_accents / handle_chinese_chars are the defaults of the options below —,
     // and do_lower_case / strip_accents / tokenize_chinese_chars from tokenizer_config.json when present.
     // `lower_case` 0/1 overrides do_lower_case; with -1 and no do_lower_case in the files it is guessed from the
     // vocabulary (uncased when no token other than the specials has an upper-case ASCII letter).
-    // The special tokens are `defaults` as DIR's tokenizer files name them (WordPieceSpecials::from_dir).
-    static WordPiece from_dir(const std::string& dir, int lower_case = -1, const WordPieceSpecials& defaults = {});
+    // The special tokens are `defaults` as DIR's tokenizer files name them (SpecialTokens::from_dir; special_tokens.h):
+    // only those the vocabulary holds are split out of a text.
+    static WordPiece from_dir(const std::string& dir, int lower_case = -1, const SpecialTokens& defaults = {});
     // The file from_dir reads the vocabulary from: DIR/vocab.txt, else DIR/tokenizer.json where it exists, else "".
     static std::string vocabulary_file(const std::string& dir);
 
@@ -64,10 +52,10 @@ public:
     int sep_id() const { return sep_; }
     int pad_id() const { return pad_; }
     int unk_id() const { return unk_; }
-    const WordPieceSpecials& specials() const { return specials_def_; }
+    const SpecialTokens& specials() const { return specials_def_; }
 
 private:
-    WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const WordPieceSpecials& specials,
+    WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const SpecialTokens& specials,
               const std::string& where);
     void index_tokens(const std::string& where);   // ids_, the specials; UserError naming `where`
     void basic_tokenize(std::u32string_view text, std::vector<std::u32string>& words) const;
@@ -76,10 +64,9 @@ private:
     WordPieceOptions opts_;
     std::vector<std::string> tokens_;
     std::unordered_map<std::string, int> ids_;
-    WordPieceSpecials specials_def_;
+    SpecialTokens specials_def_;
     std::vector<std::string> specials_;   // specials_def_.split_set() present in the vocab
     std::vector<std::u32string> specials_u32_;
-    std::u32string special_starts_;       // the first character of each (a text position that starts none is skipped)
     int cls_ = -1, sep_ = -1, pad_ = 0, unk_ = -1;
 };
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/lfs_pointer.h"
+#include "text/special_tokens.h"
 
 namespace retro {
 
@@ -41,29 +42,13 @@ void XlmrTokenizer::encode_segment(std::string_view segment, std::vector<int>& i
 }
 
 std::vector<int> XlmrTokenizer::tokenize_ids(std::string_view text) const {
-    const std::pair<std::string_view, int> specials[] = {
-        {"<s>", kBos}, {"<pad>", kPad}, {"</s>", kEos}, {"<unk>", kUnk}, {"<mask>", mask_id()}};
+    static const std::vector<std::string> specials = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+    const int special_ids[] = {kBos, kPad, kEos, kUnk, mask_id()};
     std::vector<int> ids;
-    std::size_t seg = 0, i = 0;
-    while (i < text.size()) {
-        int matched = -1;
-        std::size_t length = 0;
-        if (text[i] == '<')
-            for (const auto& [spelling, id] : specials)
-                if (text.substr(i, spelling.size()) == spelling && spelling.size() > length) {
-                    matched = id;
-                    length = spelling.size();
-                }
-        if (matched < 0) {
-            ++i;
-            continue;
-        }
-        encode_segment(text.substr(seg, i - seg), ids);
-        ids.push_back(matched);
-        i += length;
-        seg = i;
+    for (const SpecialSplit& part : split_special_tokens(text, specials)) {
+        if (part.special >= 0) ids.push_back(special_ids[part.special]);
+        else encode_segment(part.text, ids);
     }
-    encode_segment(text.substr(seg), ids);
     return ids;
 }
 

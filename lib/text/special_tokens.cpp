@@ -1,0 +1,119 @@
+// Implementation of special_tokens.h.
+#include "text/special_tokens.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/lfs_pointer.h"
+#include "core/manifest.h"
+
+namespace retro {
+
+SpecialTokens SpecialTokens::fairseq() {
+    SpecialTokens s;
+    s.cls = "<s>";
+    s.sep = "</s>";
+    s.unk = "<unk>";
+    s.pad = "<pad>";
+    s.mask = "<mask>";
+    s.added = {"<s>", "</s>"};   // bos_token, eos_token
+    return s;
+}
+
+SpecialTokens SpecialTokens::mpnet() {
+    SpecialTokens s = fairseq();
+    s.unk = "[UNK]";
+    return s;
+}
+
+std::vector<std::string> SpecialTokens::split_set() const {
+    std::vector<std::string> all = added;
+    for (const std::string* t : {&cls, &sep, &unk, &pad, &mask}) all.push_back(*t);
+    all.erase(std::remove(all.begin(), all.end(), std::string()), all.end());
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return all;
+}
+
+namespace {
+
+// A special token as tokenizer files write it: "text", or an AddedToken {"content": "text", ...}; "" otherwise.
+std::string special_token_text(const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return {};
+}
+
+// The named special tokens and added tokens of one tokenizer file (special_tokens_map.json, tokenizer_config.json).
+void read_special_tokens(const nlohmann::json& j, SpecialTokens& s) {
+    if (!j.is_object()) return;
+    const std::pair<const char*, std::string*> named[] = {
+        {"cls_token", &s.cls}, {"sep_token", &s.sep}, {"unk_token", &s.unk}, {"pad_token", &s.pad}, {"mask_token", &s.mask}};
+    for (const auto& [key, field] : named)
+        if (j.contains(key) && !special_token_text(j[key]).empty()) *field = special_token_text(j[key]);
+    for (const char* key : {"bos_token", "eos_token"})
+        if (j.contains(key) && !special_token_text(j[key]).empty()) s.added.push_back(special_token_text(j[key]));
+    if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array())
+        for (const auto& t : j["additional_special_tokens"])
+            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+    if (j.contains("added_tokens_decoder") && j["added_tokens_decoder"].is_object())
+        for (const auto& [id, t] : j["added_tokens_decoder"].items())
+            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+}
+
+}  // namespace
+
+SpecialTokens SpecialTokens::from_dir(const std::string& dir, const SpecialTokens& defaults) {
+    namespace fs = std::filesystem;
+    SpecialTokens s = defaults;
+    for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
+        const fs::path p = fs::path(dir) / name;
+        if (!fs::exists(p)) continue;
+        refuse_lfs_pointer_file(p.string());
+        read_special_tokens(json_read_file(p.string()), s);
+    }
+    // a fast tokenizer's added tokens (HF splits every one of them out of the text)
+    const fs::path tj = fs::path(dir) / "tokenizer.json";
+    if (fs::exists(tj)) {
+        refuse_lfs_pointer_file(tj.string());
+        const nlohmann::json j = json_read_file(tj.string());
+        if (j.is_object() && j.contains("added_tokens") && j["added_tokens"].is_array())
+            for (const auto& t : j["added_tokens"])
+                if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+    }
+    return s;
+}
+
+std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std::vector<std::string>& tokens,
+                                               const std::vector<bool>& lstrip) {
+    std::string starts;   // the first byte of each token: a position that starts none is passed over at once
+    for (const std::string& t : tokens)
+        if (!t.empty() && starts.find(t[0]) == std::string::npos) starts += t[0];
+    const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+    std::vector<SpecialSplit> out;
+    std::size_t seg = 0, i = 0;
+    while (i < text.size()) {
+        int matched = -1;
+        if (starts.find(text[i]) != std::string::npos)
+            for (std::size_t k = 0; k < tokens.size(); ++k)
+                if (!tokens[k].empty() && text.compare(i, tokens[k].size(), tokens[k]) == 0 &&
+                    (matched < 0 || tokens[k].size() > tokens[matched].size()))
+                    matched = static_cast<int>(k);
+        if (matched < 0) {
+            ++i;
+            continue;
+        }
+        std::size_t end = i;   // the plain text before the token, less the white space an lstrip token takes
+        if (static_cast<std::size_t>(matched) < lstrip.size() && lstrip[matched])
+            while (end > seg && is_space(text[end - 1])) --end;
+        if (end > seg) out.push_back({text.substr(seg, end - seg), -1});
+        out.push_back({text.substr(i, tokens[matched].size()), matched});
+        i += tokens[matched].size();
+        seg = i;
+    }
+    if (seg < text.size()) out.push_back({text.substr(seg), -1});
+    return out;
+}
+
+}  // namespace retro
