@@ -5,15 +5,13 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
 #include "embed/embedder.h"
-#include "text/wordpiece.h"
-#include "text/xlmr_tokenizer.h"
+#include "embed/bert_tokenizer.h"
 
 namespace retro {
 
@@ -38,12 +36,13 @@ public:
     // (fingerprint: xxh3 of model.safetensors; tokenizer_fingerprint: bert_tokenizer_fingerprint)
     nlohmann::json to_json() const override;
 
-    // [CLS] WordPiece [SEP] (XLM-R: <s> sentencepiece </s>; truncated to max_length) -> encoder -> mean over all the
+    // [CLS] WordPiece [SEP] (XLM-R, RoBERTa: <s> pieces </s>; truncated to max_length) -> encoder -> mean over all the
     // sequence's tokens -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
     void embed_texts(const std::vector<std::string>& texts, float* out) const;
     // The ids embed_texts gives the encoder for `text` (the checkpoint's tokenizer, truncated to max_length).
     std::vector<int> encode_text(const std::string& text) const;
-    const WordPiece& wordpiece() const;   // the WordPiece tokenizer (not XLM-R's: InternalError there)
+    const WordPiece& wordpiece() const;   // the WordPiece tokenizer (InternalError for XLM-R's and RoBERTa's)
+    BertTokenizerKind tokenizer_kind() const { return text_tokenizer_.kind(); }
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
@@ -57,27 +56,9 @@ private:
     BertModel model_;
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
-    std::optional<WordPiece> wordpiece_;   // BERT, DistilBERT, ELECTRA, MPNet
-    std::optional<XlmrTokenizer> xlmr_;    // XLM-RoBERTa, and BERT checkpoints over XLM-R's vocabulary
+    BertTextTokenizer text_tokenizer_;   // WordPiece, XLM-R's sentencepiece or RoBERTa's BPE (bert_tokenizer.h)
     std::string fingerprint_, tokenizer_fingerprint_;
 };
-
-// The special tokens of the tokenizer of a checkpoint of this architecture before its tokenizer files name any:
-// BERT's [CLS] ... [SEP], or MPNet's <s> ... </s>.
-SpecialTokens bert_family_specials(const BertConfig& config);
-
-// The file a model folder's tokenizer is read from: vocab.txt or tokenizer.json (WordPiece::vocabulary_file), or the
-// sentencepiece.bpe.model of a folder tokenised as XLM-R (model_type xlm-roberta, tokenizer_class XLMRobertaTokenizer,
-// or that file without vocab.txt); "" where the folder has none.
-std::string bert_tokenizer_file(const std::string& model_dir);
-
-// xxh3-64 of `model_dir`'s vocab.txt fingerprint and the strip_accents and tokenize_chinese_chars WordPiece takes
-// from tokenizer_config.json (strip_accents "unset" where not a boolean, tokenize_chinese_chars true; do_lower_case is
-// the index's own lower_case field):
-// recorded beside the weights' fingerprint since 2026-12-02, so that an index is refused with another vocabulary as
-// with other weights; and the special tokens (SpecialTokens::from_dir) where they are not BERT's five.
-// XLM-RoBERTa: xxh3-64 of "FP xlm-roberta", FP sentencepiece.bpe.model's fingerprint.
-std::string bert_tokenizer_fingerprint(const std::string& model_dir);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);

@@ -116,20 +116,18 @@ BertConfig bert_config_read(const std::string& path) {
     const std::string model_type = j.is_object() && j.contains("model_type") && j["model_type"].is_string()
                                        ? j["model_type"].get<std::string>() : std::string("bert");
     // ELECTRA's encoder is BERT's under BERT's names, where its embeddings need no projection to the hidden size
-    if (model_type == "roberta")   // the encoder is XLM-R's; the tokenizer is GPT-2's byte-level BPE
-        user_error_in(path, "is a \"roberta\" checkpoint, whose byte-level BPE tokenizer (vocab.json, merges.txt) the bert embedder does not have",
-                      "use a BERT, MPNet or XLM-RoBERTa checkpoint (all-mpnet-base-v2 in place of all-distilroberta-v1)");
     if (model_type != "bert" && model_type != "distilbert" && model_type != "electra" && model_type != "mpnet" &&
-        model_type != "xlm-roberta")
-        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet or XLM-RoBERTa",
-                      "give a BERT-family checkpoint (model_type bert, distilbert, electra, mpnet or xlm-roberta), or a T5 one with --embedder t5");
+        model_type != "roberta" && model_type != "xlm-roberta")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa or XLM-RoBERTa",
+                      "give a BERT-family checkpoint (model_type bert, distilbert, electra, mpnet, roberta or xlm-roberta), or a T5 one with --embedder t5");
     if (model_type == "electra" && j.contains("embedding_size") && j.contains("hidden_size") && j["embedding_size"] != j["hidden_size"])
         user_error_in(path, "is an ELECTRA checkpoint whose embedding_size " + j["embedding_size"].dump() + " is not its hidden_size " +
                                 j["hidden_size"].dump() + " (an embeddings_project layer the bert embedder does not apply)",
                       "use ELECTRA base or large, or a BERT checkpoint");
     c.distilbert = model_type == "distilbert";
     c.mpnet = model_type == "mpnet";
-    c.xlm_roberta = model_type == "xlm-roberta";
+    c.model_type = model_type;
+    const bool fairseq_positions = model_type == "roberta" || model_type == "xlm-roberta";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {
             out = j[key].get<int>();
@@ -163,12 +161,12 @@ BertConfig bert_config_read(const std::string& path) {
                                         ": transformers' MPNet reads 32 buckets of the table"), "give an MPNet config.json");
             c.position_padding_idx = 1;   // MPNetEmbeddings.padding_idx, whatever pad_token_id says
         }
-        if (c.xlm_roberta) {   // RobertaEmbeddings.padding_idx = pad_token_id (1 in every XLM-R)
+        if (fairseq_positions) {   // RobertaEmbeddings.padding_idx = pad_token_id (1 in every RoBERTa and XLM-R)
             c.position_padding_idx = 1;
             if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.position_padding_idx = j["pad_token_id"].get<int>();
-            if (c.position_padding_idx < 0)
-                user_error_in(path, cat("pad_token_id is ", c.position_padding_idx, ": XLM-RoBERTa's positions follow it"),
-                              "give an XLM-RoBERTa config.json");
+            if (c.position_padding_idx < 0 || c.position_padding_idx >= c.vocab_size)
+                user_error_in(path, cat("pad_token_id is ", c.position_padding_idx, ": RoBERTa's positions follow it, a token id below vocab_size ",
+                                        c.vocab_size), "give the checkpoint's config.json");
         }
         if (c.position_padding_idx >= 0 && c.max_tokens() < 1)
             user_error_in(path, cat("max_position_embeddings is ", c.max_position, ": the positions start at ", c.position_padding_idx + 1),

@@ -3,8 +3,8 @@
 // The same encoder serves DistilBERT and ELECTRA (other names, no token types) and MPNet (Song et al. 2020;
 // transformers' MPNetModel, as all-mpnet-base-v2): no token types, positions from 2 (fairseq's padding_idx 1 + 1),
 // and every layer's scores q·k/√d plus a relative-position bias table[bucket(j - i), head] shared by all layers
-// (T5's bidirectional buckets: 32, max distance 128; relative_position.h); and XLM-RoBERTa (Conneau et al. 2020;
-// transformers' XLMRobertaModel: BERT's layers and names, fairseq's positions from pad_token_id + 1).
+// (T5's bidirectional buckets: 32, max distance 128; relative_position.h); and RoBERTa / XLM-RoBERTa (Liu et al. 2019,
+// Conneau et al. 2020; transformers' RobertaModel: BERT's layers and names, fairseq's positions from pad_token_id + 1).
 // Sequences are packed back to back without padding ([N_total, H] rows, N_total = Σ lengths), so
 // every linear is one cblas_sgemm over all tokens of the batch and self-attention runs per
 // (sequence, head) over that sequence's real tokens only, which equals HF's padding mask.
@@ -29,7 +29,7 @@ struct BertConfig {
     // MPNet (model_type "mpnet"): BERT's config names, no token types, positions offset by 2, relative-position bias
     bool mpnet = false;
     int relative_buckets = 0;   // MPNet: rows of encoder.relative_attention_bias (transformers reads the first 32)
-    bool xlm_roberta = false;   // model_type "xlm-roberta": BERT's names; its tokenizer is sentencepiece (xlmr_tokenizer.h)
+    std::string model_type = "bert";   // config.json's: bert, distilbert, electra, mpnet, roberta, xlm-roberta
     // fairseq's positions (MPNet: 1, XLM-R: pad_token_id; -1 = BERT's 0, 1, 2, ...): a token with this id sits at this
     // position, every other one at it + the count of such other tokens up to it
     int position_padding_idx = -1;

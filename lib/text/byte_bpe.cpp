@@ -13,6 +13,11 @@
 
 namespace retro {
 
+bool unicode_white_space(char32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
 ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& merges_path, const std::string& owner,
                            std::u32string end_of_word)
     : end_of_word_(std::move(end_of_word)), vocab_path_(vocab_path) {

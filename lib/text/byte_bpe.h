@@ -34,4 +34,7 @@ private:
     std::string vocab_path_;
 };
 
+// Unicode White_Space: what \s matches in the pre-tokeniser regexes of the tokenizers library (CLIP's, GPT-2's).
+bool unicode_white_space(char32_t c);
+
 }  // namespace retro

@@ -12,11 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Unicode White_Space (what the tokenizers regex \s matches).
-bool is_space(char32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
+bool is_space(char32_t c) { return unicode_white_space(c); }   // \s of the tokenizers regex
 
 // NFC, white-space runs -> " ", per-character lower case (U+0130 -> "i̇" as Rust's full mapping).
 std::u32string normalise(const std::string& text) {

@@ -1,0 +1,130 @@
+// Implementation of roberta_bpe.h.
+#include "text/roberta_bpe.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/lfs_pointer.h"
+#include "core/manifest.h"
+#include "text/clip_bpe.h"
+#include "text/wordpiece.h"
+
+namespace retro {
+
+namespace fs = std::filesystem;
+
+// The alternatives of GPT-2's regex tried in order at each position, as the tokenizers library's ByteLevel
+// pre-tokenizer runs it. White space: a run followed by a non-space character leaves its last character to the next
+// piece (\s+(?!\S) backs off one), where a single space joins a letter, number or symbol run (" ?\p{L}+"); a run at
+// the end of the text is one piece.
+std::vector<std::u32string> gpt2_pieces(const std::u32string& s) {
+    using clip_unicode::is_letter;
+    using clip_unicode::is_number;
+    const auto is_space = unicode_white_space;
+    const auto is_other = [&](char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+    std::vector<std::u32string> pieces;
+    const std::size_t n = s.size();
+    std::size_t i = 0;
+    while (i < n) {
+        if (s[i] == U'\'') {
+            std::size_t len = 0;
+            for (const char32_t* con : {U"'s", U"'t", U"'re", U"'ve", U"'m", U"'ll", U"'d"}) {
+                const std::u32string_view v(con);
+                if (s.compare(i, v.size(), v.data(), v.size()) == 0) {
+                    len = v.size();
+                    break;
+                }
+            }
+            if (len) {
+                pieces.emplace_back(s.substr(i, len));
+                i += len;
+                continue;
+            }
+        }
+        const std::size_t start = s[i] == U' ' && i + 1 < n ? i + 1 : i;   // " ?" takes one literal space
+        std::size_t j = start;
+        if (is_letter(s[start])) {
+            while (j < n && is_letter(s[j])) ++j;
+        } else if (is_number(s[start])) {
+            while (j < n && is_number(s[j])) ++j;
+        } else if (is_other(s[start])) {
+            while (j < n && is_other(s[j])) ++j;
+        }
+        if (j > start) {
+            pieces.emplace_back(s.substr(i, j - i));
+            i = j;
+            continue;
+        }
+        // s[i] is white space: \s+(?!\S), else \s+
+        std::size_t k = i;
+        while (k < n && is_space(s[k])) ++k;
+        if (k < n && k - i >= 2) --k;   // the last one goes with what follows
+        pieces.emplace_back(s.substr(i, k - i));
+        i = k;
+    }
+    return pieces;
+}
+
+RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir)
+    : bpe_((fs::path(dir) / "vocab.json").string(), (fs::path(dir) / "merges.txt").string(), "RoBERTa's BPE tokenizer", U"") {
+    const SpecialTokens named = SpecialTokens::from_dir(dir, SpecialTokens::fairseq());
+    const auto need = [&](const std::string& token, const char* role) {
+        const int id = bpe_.token_id(unicode::utf8_to_u32(token));
+        if (id < 0)
+            user_error_in(bpe_.vocab_path(), "has no " + token + " token (the tokenizer's " + role + ")",
+                          "give the vocab.json of the checkpoint, beside its tokenizer_config.json");
+        return id;
+    };
+    cls_ = need(named.cls, "cls_token");
+    sep_ = need(named.sep, "sep_token");
+    unk_ = need(named.unk, "unk_token");
+    for (const std::string& t : named.split_set()) {
+        const int id = bpe_.token_id(unicode::utf8_to_u32(t));
+        if (id < 0) continue;
+        specials_.push_back(t);
+        special_ids_.push_back(id);
+        special_lstrip_.push_back(t == named.mask);   // RobertaTokenizer's AddedToken(mask_token, lstrip=True)
+    }
+    // add_prefix_space: tokenizer_config.json, else the ByteLevel pre-tokenizer of tokenizer.json, else false
+    const fs::path config = fs::path(dir) / "tokenizer_config.json", tj = fs::path(dir) / "tokenizer.json";
+    const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
+    if (c.is_object() && c.contains("add_prefix_space") && c["add_prefix_space"].is_boolean()) {
+        add_prefix_space_ = c["add_prefix_space"].get<bool>();
+    } else if (fs::exists(tj)) {
+        refuse_lfs_pointer_file(tj.string());
+        const nlohmann::json t = json_read_file(tj.string());
+        if (t.is_object() && t.contains("pre_tokenizer") && t["pre_tokenizer"].is_object() &&
+            t["pre_tokenizer"].value("type", std::string()) == "ByteLevel" && t["pre_tokenizer"].contains("add_prefix_space") &&
+            t["pre_tokenizer"]["add_prefix_space"].is_boolean())
+            add_prefix_space_ = t["pre_tokenizer"]["add_prefix_space"].get<bool>();
+    }
+}
+
+std::vector<int> RobertaBpeTokenizer::tokenize_ids(std::string_view text) const {
+    std::vector<int> ids;
+    for (const SpecialSplit& part : split_special_tokens(text, specials_, special_lstrip_)) {
+        if (part.special >= 0) {
+            ids.push_back(special_ids_[part.special]);
+            continue;
+        }
+        std::u32string s = unicode::utf8_to_u32(part.text);
+        if (add_prefix_space_ && (s.empty() || s[0] != U' ')) s.insert(s.begin(), U' ');
+        for (const std::u32string& piece : gpt2_pieces(s)) bpe_.encode_piece(piece, unk_, ids);
+    }
+    return ids;
+}
+
+std::vector<int> RobertaBpeTokenizer::encode(std::string_view text, int max_length) const {
+    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for <s> and </s>");
+    std::vector<int> pieces = tokenize_ids(text);
+    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
+    std::vector<int> ids;
+    ids.reserve(pieces.size() + 2);
+    ids.push_back(cls_);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    ids.push_back(sep_);
+    return ids;
+}
+
+}  // namespace retro

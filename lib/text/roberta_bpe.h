@@ -1,0 +1,43 @@
+// RoBERTa's tokenizer (vocab.json + merges.txt), id for id as transformers' RobertaTokenizer (the tokenizers-backed
+// one, which sentence-transformers runs for all-distilroberta-v1, all-roberta-large-v1):
+//   the special tokens split out of the text first (special_tokens.h; <mask> also takes the white space before it)
+//   --> each run of plain text ("add_prefix_space": a space put before one that does not start with one) -->
+//   pieces by GPT-2's regex  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+  (no
+//   normalisation, case kept) --> byte-level BPE without an end-of-word suffix (byte_bpe.h) --> <s> ids </s>,
+//   the pieces truncated to max_length - 2.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/byte_bpe.h"
+#include "text/special_tokens.h"
+
+namespace retro {
+
+class RobertaBpeTokenizer {
+public:
+    // Reads dir/vocab.json, dir/merges.txt, and the special tokens and add_prefix_space of tokenizer_config.json (or
+    // tokenizer.json's ByteLevel pre-tokenizer); UserError naming a missing or malformed file.
+    explicit RobertaBpeTokenizer(const std::string& dir);
+    std::vector<int> tokenize_ids(std::string_view text) const;   // without <s> and </s>
+    std::vector<int> encode(std::string_view text, int max_length) const;
+    int vocab_size() const { return bpe_.vocab_size(); }
+    int cls_id() const { return cls_; }
+    int sep_id() const { return sep_; }
+    bool add_prefix_space() const { return add_prefix_space_; }
+    const std::string& vocab_path() const { return bpe_.vocab_path(); }
+
+private:
+    ByteLevelBpe bpe_;
+    std::vector<std::string> specials_;   // split out of a text: those of SpecialTokens::split_set() the vocabulary has
+    std::vector<int> special_ids_;
+    std::vector<bool> special_lstrip_;
+    int cls_ = -1, sep_ = -1, unk_ = -1;
+    bool add_prefix_space_ = false;
+};
+
+// GPT-2's pre-tokeniser regex over code points (exposed for tests).
+std::vector<std::u32string> gpt2_pieces(const std::u32string& s);
+
+}  // namespace retro
