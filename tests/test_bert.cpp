@@ -352,6 +352,66 @@ TEST_CASE("bert: a tiny random XLMRobertaModel (multilingual-e5's form) with its
     CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder numbers positions from 0") == 0);
 }
 
+TEST_CASE("bert: a tiny random RobertaModel (all-distilroberta-v1's form) with its byte-level BPE matches transformers") {
+    // tests/reference/make_bert_golden.py --only roberta_tiny: GPT-2's pre-tokeniser and byte-level BPE, <mask> taking
+    // the space before it, add_prefix_space both ways, positions from pad_token_id + 1
+    const fs::path dir = test::source_dir() / "tests/reference/golden/roberta_tiny";
+    auto golden = test::golden_json(dir / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    o.max_length = golden["max_length"].get<int>();
+    o.batch = 9;
+    BertEmbedder e(o, nullptr);
+    CHECK(e.tokenizer_kind() == BertTokenizerKind::ROBERTA_BPE);
+    CHECK(e.model().config().model_type == "roberta");
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+        CAPTURE(sentences[i]);
+        CHECK(e.encode_text(sentences[i]) == golden["ids"][i].get<std::vector<int>>());
+    }
+    std::vector<float> out(sentences.size() * e.dim());
+    e.embed_texts(sentences, out.data());
+    MESSAGE("roberta_tiny: min cosine " << test::check_embeddings(out, dir / "embeddings.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS));
+    const std::string plain = bert_tokenizer_fingerprint(dir.string());
+    {   // add_prefix_space true (tokenizer_config.json): a space before each run of text that lacks one
+        test::TempDir prefixed("roberta-prefix");
+        for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) fs::copy_file(dir / f, prefixed / f);
+        nlohmann::json config = nlohmann::json::parse(test::read_text(dir / "tokenizer_config.json"));
+        config["add_prefix_space"] = true;
+        test::write_text(prefixed / "tokenizer_config.json", config.dump());
+        BertEmbedderOptions p = o;
+        p.model_dir = prefixed.path.string();
+        BertEmbedder ep(p, nullptr);
+        for (std::size_t i = 0; i < sentences.size(); ++i) {
+            CAPTURE(sentences[i]);
+            CHECK(ep.encode_text(sentences[i]) == golden["ids_prefix_space"][i].get<std::vector<int>>());
+        }
+        CHECK(ep.tokenizer_fingerprint() != plain);   // the option changes the ids: the index records it
+        fs::remove(prefixed / "merges.txt");
+        CHECK(bert_refusal(p).find("merges.txt: missing (a bert model folder needs it)") != std::string::npos);
+    }
+    o.device = "cuda";
+    CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder numbers positions from 0") == 0);
+}
+
+TEST_CASE("bert: GPT-2's pre-tokeniser splits white space, contractions and symbol runs as its regex does") {
+    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    const auto pieces = [](const char* text) {
+        std::vector<std::string> out;
+        for (const auto& p : gpt2_pieces(unicode::utf8_to_u32(text))) out.push_back(unicode::u32_to_utf8(p));
+        return out;
+    };
+    using V = std::vector<std::string>;
+    CHECK(pieces("Hello world") == V{"Hello", " world"});
+    CHECK(pieces("a  b") == V{"a", " ", " b"});           // a run leaves its last space to the word after it
+    CHECK(pieces("a\n\nb") == V{"a", "\n", "\n", "b"});   // ... which takes only a literal space
+    CHECK(pieces("a   ") == V{"a", "   "});               // a run at the end is one piece
+    CHECK(pieces("don't I'M") == V{"don", "'t", " I", "'", "M"});   // contractions are lower case only
+    CHECK(pieces("x 123 4,5!!") == V{"x", " 123", " 4", ",", "5", "!!"});
+    CHECK(pieces(" ") == V{" "});
+    CHECK(pieces("") == V{});
+}
+
 TEST_CASE("bert: a BERT checkpoint over XLM-R's sentencepiece vocabulary (paraphrase-multilingual-MiniLM-L12-v2's form)") {
     // BertModel layers and positions, XLMRobertaTokenizer named by tokenizer_config.json (or sentencepiece.bpe.model
     // without vocab.txt): the ids are xlmr_tiny's, the encoder bert_tiny's (each held to transformers by its own golden)

@@ -18,6 +18,7 @@ electra_tiny: a random transformers.ElectraModel (embedding_size = hidden_size) 
 bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokenizer.json, no vocab.txt.
 mpnet_tiny: a random transformers.MPNetModel over that vocabulary with MPNet's specials, as a sentence-transformers folder.
 xlmr_tiny: a random transformers.XLMRobertaModel over a tiny sentencepiece model trained here (pip install sentencepiece).
+roberta_tiny: a random transformers.RobertaModel over a tiny byte-level BPE trained here (the tokenizers library).
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -645,6 +646,65 @@ def make_xlmr_tiny(out_dir):
     print(f"wrote {out_dir}: XLM-RoBERTa, {sp.get_piece_size()} pieces, {len(sentences)} sentences, {len(disagree)} disagreements")
 
 
+ROBERTA_EXTRA_SENTENCES = [
+    "hello <mask> world, <s>starts</s> and <pad> <unk> inside",
+    "don't I'M we'll it's they've 'quoted' ''",
+    "a  b\n\nc \t d   \u3000e  ",
+    "numbers 12345 67,89 and 3.14159",
+    "   leading spaces",
+    "trailing spaces   ",
+    "Le café du coin; Собака бежит; 中文字符 😀 ✓",
+]
+
+
+def make_roberta_tiny(out_dir):
+    """A random transformers.RobertaModel (hidden 32, 2 layers, 4 heads, intermediate 64, 130 positions, seed 7531) over
+    a tiny byte-level BPE (vocab.json, merges.txt) trained here with the tokenizers library, as all-distilroberta-v1
+    ships it: transformers' RobertaTokenizer's ids (add_prefix_space false, and true in ids_prefix_space) and the
+    embeddings (mean over the attention mask, L2) from the former, padded with <pad> = 1."""
+    import numpy as np
+    import tokenizers
+    import torch
+    import transformers
+    os.makedirs(out_dir, exist_ok=True)
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(XLMR_TRAINING_TEXT * 3 + [s for s in SENTENCES if s] + WORDS, vocab_size=600, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    bpe.save_model(out_dir)
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_prefix_space": False, "bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "errors": "replace",
+                   "mask_token": {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False,
+                                  "__type": "AddedToken"},
+                   "model_max_length": 512, "pad_token": "<pad>", "sep_token": "</s>", "trim_offsets": True,
+                   "unk_token": "<unk>", "tokenizer_class": "RobertaTokenizer"}, f, indent=1)
+    sentences = SENTENCES + ROBERTA_EXTRA_SENTENCES + [
+        "Relative positions far apart: " + "one two three four five six seven eight nine ten " * 12]
+    tok = transformers.RobertaTokenizer.from_pretrained(out_dir)
+    ids = [tok(t, truncation=True, max_length=128)["input_ids"] for t in sentences]
+    prefixed = transformers.RobertaTokenizer.from_pretrained(out_dir, add_prefix_space=True)
+    ids_prefix = [prefixed(t, truncation=True, max_length=128)["input_ids"] for t in sentences]
+    vocab = json.load(open(os.path.join(out_dir, "vocab.json"), encoding="utf-8"))
+    torch.manual_seed(7531)
+    cfg = transformers.RobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=130, type_vocab_size=1, pad_token_id=1,
+                                     bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, hidden_act="gelu",
+                                     initializer_range=0.2)
+    model = transformers.RobertaModel(cfg, add_pooling_layer=False).eval()
+    perturb_and_save(torch, model, out_dir)
+    width = max(len(x) for x in ids)
+    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
+    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).to(out.dtype)
+    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    np.save(os.path.join(out_dir, "embeddings.npy"), torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "tokenizers": tokenizers.__version__, "torch": torch.__version__,
+                   "sentences": sentences, "max_length": 128, "ids": ids, "ids_prefix_space": ids_prefix}, f, ensure_ascii=True)
+    print(f"wrote {out_dir}: RoBERTa, vocab {len(vocab)}, {len(sentences)} sentences")
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -699,14 +759,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -721,6 +781,8 @@ def main():
         make_mpnet_tiny(os.path.join(args.out, "mpnet_tiny"))
     if "xlmr_tiny" in only:
         make_xlmr_tiny(os.path.join(args.out, "xlmr_tiny"))
+    if "roberta_tiny" in only:
+        make_roberta_tiny(os.path.join(args.out, "roberta_tiny"))
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 
