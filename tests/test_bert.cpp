@@ -194,6 +194,12 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     test::TempDir tmp("bert-arch");
     o.model_dir = copy_with_config(tmp, tiny_dir(), "model_type", "roberta").string();
     CHECK(bert_refusal(o).find("vocab.json: missing (a bert model folder needs it)") != std::string::npos);   // RoBERTa's tokenizer
+    {   // a count past 32 bits was read modulo 2^32 (num_hidden_layers 2^32 + 2 loaded as 2 layers)
+        test::TempDir wide("bert-wide");
+        BertEmbedderOptions w;
+        w.model_dir = copy_with_config(wide, tiny_dir(), "num_hidden_layers", (std::int64_t(1) << 32) + 2).string();
+        CHECK(bert_refusal(w).find("needs a positive integer \"num_hidden_layers\"") != std::string::npos);
+    }
     test::TempDir tmp2("bert-arch2");
     o.model_dir = copy_with_config(tmp2, tiny_dir(), "model_type", "deberta-v2").string();
     CHECK(bert_refusal(o).find("config.json: is a \"deberta-v2\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa or XLM-RoBERTa") !=
@@ -392,6 +398,41 @@ TEST_CASE("bert: a tiny random RobertaModel (all-distilroberta-v1's form) with i
     }
     o.device = "cuda";
     CHECK(bert_refusal(o).find("--device cuda: the CUDA encoder numbers positions from 0") == 0);
+}
+
+TEST_CASE("bert: tokens added after training (new ids) are split out with the ids the tokenizer files give, in all three tokenizers") {
+    // tests/reference/make_bert_golden.py --only added_tokens: tokenizer.add_tokens(["<ent>"]) and an additional special
+    // token "[E1]", saved by transformers 5 (tokenizer.json; the legacy BertTokenizer: vocab.txt + added_tokens.json)
+    const fs::path root = test::source_dir() / "tests/reference/golden/added_tokens";
+    auto golden = test::golden_json(root / "golden.json");
+    auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    for (const char* name : {"bert_fast", "bert_slow", "roberta", "xlmr"}) {
+        CAPTURE(name);
+        test::TempDir dir("added-tokens");
+        for (const auto& f : fs::directory_iterator(root / name)) fs::copy_file(f.path(), dir / f.path().filename());
+        if (std::string(name) == "xlmr")
+            fs::copy_file(test::source_dir() / "tests/reference/golden/xlmr_tiny/sentencepiece.bpe.model", dir / "sentencepiece.bpe.model");
+        const BertTextTokenizer tok(dir.path.string(), -1);
+        for (std::size_t i = 0; i < sentences.size(); ++i) {
+            CAPTURE(sentences[i]);
+            CHECK(tok.encode(sentences[i], 128) == golden["ids"][name][i].get<std::vector<int>>());
+        }
+        const auto first = golden["ids"][name][0].get<std::vector<int>>();
+        CHECK(tok.vocab_size() == *std::max_element(first.begin(), first.end()) + 1);   // [E1]'s id, the last added, counts
+    }
+    // a model whose embeddings were not resized for them is refused, naming the tokenizer and the sizes
+    test::TempDir dir("added-unresized");
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(tiny_dir() / f, dir / f);
+    for (const auto& f : fs::directory_iterator(root / "bert_slow")) fs::copy_file(f.path(), dir / f.path().filename());
+    BertEmbedderOptions o;
+    o.model_dir = dir.path.string();
+    const std::string msg = bert_refusal(o);
+    CHECK_MESSAGE(msg.find("vocab.txt: has 403 tokens, config.json says vocab_size 401") != std::string::npos, msg);
+    // an added token's id that a vocabulary line already holds cannot be followed
+    test::write_text(dir / "added_tokens.json", R"({"<ent>": 7})");
+    CHECK(bert_refusal(o).find("where the tokenizer files put the added token '<ent>'") != std::string::npos);
+    test::write_text(dir / "added_tokens.json", R"({"<ent>": -3})");
+    CHECK(bert_refusal(o).find("added_tokens.json: gives the added token '<ent>' the id -3, not a token id") != std::string::npos);
 }
 
 TEST_CASE("bert: GPT-2's pre-tokeniser splits white space, contractions and symbol runs as its regex does") {

@@ -1,6 +1,7 @@
 // Self-attention of one (sequence, head) for the CPU BERT and T5 encoders (bert_model.cpp, t5_model.cpp):
 //   ctx[i, :] = Σ_j softmax_j(scale · q_i·k_j + bias[len-1 + j-i]) · v_j[:]        for i, j < len
-// where `bias` (2·len-1 floats, or null for none) is a relative-position bias (T5's, scale 1).
+// where `bias` (2·len-1 floats, or null for none) is a relative-position bias (T5's with scale 1, MPNet's with
+// scale 1/√d: relative_position.h).
 // over the sequence's real tokens only (what HF's padding mask gives). q, k, v point at the head's
 // first row in the packed QKV buffer (row stride ld); ctx rows are written at stride ldc.
 //

@@ -162,8 +162,9 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
         const std::string now = bert_tokenizer_fingerprint(o.model_dir), then = j["tokenizer_fingerprint"].get<std::string>();
         if (now != then)
             user_error_in(bert_tokenizer_file(o.model_dir),
-                          "differs from the vocabulary the index was built with, or tokenizer_config.json's strip_accents or "
-                          "tokenize_chinese_chars do (tokenizer fingerprint " + now + ", the index recorded " + then + ")",
+                          "differs from the vocabulary the index was built with, or the tokenizer's special tokens, "
+                          "strip_accents, tokenize_chinese_chars or add_prefix_space do (tokenizer fingerprint " + now +
+                              ", the index recorded " + then + ")",
                           "restore the checkpoint's tokenizer files or rebuild the index with retro-index");
     }
     auto e = std::make_unique<BertEmbedder>(o, tokenizer);

@@ -14,6 +14,7 @@
 #include <bit>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -130,7 +131,8 @@ BertConfig bert_config_read(const std::string& path) {
     const bool fairseq_positions = model_type == "roberta" || model_type == "xlm-roberta";
     auto get_int = [&](const char* key, int& out, bool required) {
         if (j.contains(key) && j[key].is_number_integer()) {
-            out = j[key].get<int>();
+            const std::int64_t wide = j[key].get<std::int64_t>();   // get<int> would wrap 2^32 + 1 to 1
+            out = wide > std::numeric_limits<int>::max() ? 0 : static_cast<int>(wide);
             if (out > 0) return;
         } else if (!required) {
             return;
@@ -163,10 +165,12 @@ BertConfig bert_config_read(const std::string& path) {
         }
         if (fairseq_positions) {   // RobertaEmbeddings.padding_idx = pad_token_id (1 in every RoBERTa and XLM-R)
             c.position_padding_idx = 1;
-            if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.position_padding_idx = j["pad_token_id"].get<int>();
-            if (c.position_padding_idx < 0 || c.position_padding_idx >= c.vocab_size)
-                user_error_in(path, cat("pad_token_id is ", c.position_padding_idx, ": RoBERTa's positions follow it, a token id below vocab_size ",
-                                        c.vocab_size), "give the checkpoint's config.json");
+            std::int64_t pad = 1;
+            if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) pad = j["pad_token_id"].get<std::int64_t>();
+            if (pad < 0 || pad >= c.vocab_size)
+                user_error_in(path, cat("pad_token_id is ", pad, ": RoBERTa's positions follow it, a token id below vocab_size ", c.vocab_size),
+                              "give the checkpoint's config.json");
+            c.position_padding_idx = static_cast<int>(pad);
         }
         if (c.position_padding_idx >= 0 && c.max_tokens() < 1)
             user_error_in(path, cat("max_position_embeddings is ", c.max_position, ": the positions start at ", c.position_padding_idx + 1),

@@ -43,6 +43,8 @@ std::string specials_note(const std::string& dir, const SpecialTokens& defaults,
         return {};
     std::string note = " specials=" + s.cls + " " + s.sep + " " + s.unk + " " + s.pad + " split:";
     for (const std::string& t : s.split_set()) note += " " + t;
+    if (!s.added_ids.empty()) note += " ids:";
+    for (const auto& [t, id] : s.added_ids) note += " " + t + "=" + std::to_string(id);
     return note;
 }
 
@@ -85,8 +87,11 @@ void bert_tokenizer_require_files(const std::string& dir) {
             require(kXlmrSpiece, "copy the checkpoint's sentencepiece.bpe.model into the folder (RetroKit tokenises XLM-R with it, not tokenizer.json)");
             return;
         case BertTokenizerKind::ROBERTA_BPE:
-            require("vocab.json", "copy the checkpoint's vocab.json and merges.txt into the folder");
-            require("merges.txt", "copy the checkpoint's vocab.json and merges.txt into the folder");
+            if (fs::exists(fs::path(dir) / "tokenizer.json") && !fs::exists(fs::path(dir) / "vocab.json") &&
+                !fs::exists(fs::path(dir) / "merges.txt"))
+                return;   // transformers 5's save: the BPE model inside tokenizer.json
+            require("vocab.json", "copy the checkpoint's vocab.json and merges.txt (or its tokenizer.json) into the folder");
+            require("merges.txt", "copy the checkpoint's vocab.json and merges.txt (or its tokenizer.json) into the folder");
             return;
     }
 }
@@ -97,7 +102,9 @@ std::string bert_tokenizer_file(const std::string& dir) {
     };
     switch (bert_tokenizer_kind(dir)) {
         case BertTokenizerKind::XLMR_SENTENCEPIECE: return present(kXlmrSpiece);
-        case BertTokenizerKind::ROBERTA_BPE: return present("merges.txt").empty() ? std::string() : present("vocab.json");
+        case BertTokenizerKind::ROBERTA_BPE:
+            if (present("vocab.json").empty() && present("merges.txt").empty()) return present("tokenizer.json");
+            return present("merges.txt").empty() ? std::string() : present("vocab.json");
         case BertTokenizerKind::WORDPIECE: break;
     }
     return WordPiece::vocabulary_file(dir);   // vocab.txt, or tokenizer.json
@@ -108,14 +115,17 @@ std::string bert_tokenizer_fingerprint(const std::string& dir) {
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
     const BertTokenizerKind kind = bert_tokenizer_kind(dir);
-    if (kind == BertTokenizerKind::XLMR_SENTENCEPIECE) {   // the ids follow the sentencepiece model alone
-        all += " xlm-roberta";
+    if (kind == BertTokenizerKind::XLMR_SENTENCEPIECE) {   // the ids follow the sentencepiece model, and added tokens
+        all += " xlm-roberta" + specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq());
         return fingerprint_bytes(all.data(), all.size());
     }
     if (kind == BertTokenizerKind::ROBERTA_BPE) {
         const std::string merges = (fs::path(dir) / "merges.txt").string();
-        refuse_lfs_pointer_file(merges);
-        all += " " + fingerprint_file(merges) + " roberta-bpe add_prefix_space=" +
+        if (fs::exists(merges)) {   // else tokenizer.json holds both
+            refuse_lfs_pointer_file(merges);
+            all += " " + fingerprint_file(merges);
+        }
+        all += std::string(" roberta-bpe add_prefix_space=") +
                (RobertaBpeTokenizer(dir).add_prefix_space() ? "true" : "false") +
                specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq());
         return fingerprint_bytes(all.data(), all.size());
@@ -142,7 +152,8 @@ namespace {
 
 BertTextTokenizer::Variant make_tokenizer(const std::string& dir, int lower_case) {
     switch (bert_tokenizer_kind(dir)) {
-        case BertTokenizerKind::XLMR_SENTENCEPIECE: return XlmrTokenizer((fs::path(dir) / kXlmrSpiece).string());
+        case BertTokenizerKind::XLMR_SENTENCEPIECE:
+            return XlmrTokenizer((fs::path(dir) / kXlmrSpiece).string(), SpecialTokens::from_dir(dir, SpecialTokens::fairseq()));
         case BertTokenizerKind::ROBERTA_BPE: return RobertaBpeTokenizer(dir);
         case BertTokenizerKind::WORDPIECE: break;
     }

@@ -9,24 +9,39 @@
 
 #include "core/error.h"
 #include "core/lfs_pointer.h"
+#include "core/manifest.h"
 #include "text/wordpiece.h"
 
 namespace retro {
 
-bool unicode_white_space(char32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& merges_path, const std::string& owner,
-                           std::u32string end_of_word)
-    : end_of_word_(std::move(end_of_word)), vocab_path_(vocab_path) {
+ByteLevelBpe::ByteLevelBpe(std::u32string end_of_word, std::string vocab_path)
+    : end_of_word_(std::move(end_of_word)), vocab_path_(std::move(vocab_path)) {
     // GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to 256 + n.
     int n = 0;
     for (int b = 0; b < 256; ++b) {
         const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
         byte_char_[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
     }
+}
+
+void ByteLevelBpe::read_vocab(const nlohmann::json& v, const std::string& path) {
+    if (!v.is_object() || v.empty()) user_error_in(path, "has no object of token -> id", "restore the checkpoint's tokenizer files");
+    for (const auto& [tok, id] : v.items()) {
+        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= (1 << 30))
+            user_error_in(path, "maps '" + tok + "' to something other than an id");
+        vocab_[unicode::utf8_to_u32(tok)] = id.get<int>();
+        vocab_size_ = std::max(vocab_size_, id.get<int>() + 1);
+    }
+}
+
+void ByteLevelBpe::add_merge(const std::string& left, const std::string& right) {
+    const int rank = static_cast<int>(ranks_.size());
+    ranks_.emplace(unicode::utf8_to_u32(left + " " + right), rank);   // a repeated pair keeps its first (lowest) rank
+}
+
+ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& merges_path, const std::string& owner,
+                           std::u32string end_of_word)
+    : ByteLevelBpe(std::move(end_of_word), vocab_path) {
     for (const auto& p : {vocab_path, merges_path}) {
         if (!std::filesystem::exists(p))
             user_error_in(p, "missing (" + owner + " needs vocab.json and merges.txt)", "copy the checkpoint's tokenizer files into the folder");
@@ -39,16 +54,10 @@ ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& mer
     } catch (const std::exception& e) {
         user_error_in(vocab_path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's vocab.json");
     }
-    if (!v.is_object() || v.empty()) user_error_in(vocab_path, "is not an object of token -> id", "restore the checkpoint's vocab.json");
-    for (const auto& [tok, id] : v.items()) {
-        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= (1 << 30))
-            user_error_in(vocab_path, "maps '" + tok + "' to something other than an id");
-        vocab_[unicode::utf8_to_u32(tok)] = id.get<int>();
-        vocab_size_ = std::max(vocab_size_, id.get<int>() + 1);
-    }
+    read_vocab(v, vocab_path);
     std::ifstream in(merges_path);
     std::string line;
-    int rank = 0, line_no = 0;
+    int line_no = 0;
     while (std::getline(in, line)) {
         ++line_no;
         if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -56,8 +65,36 @@ ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& mer
         const std::size_t sp = line.find(' ');
         if (sp == std::string::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string::npos)
             user_error_in(merges_path, cat("line ", line_no, " is not two symbols separated by one space"), "restore the checkpoint's merges.txt");
-        ranks_.emplace(unicode::utf8_to_u32(line), rank++);   // a repeated pair keeps its first (lowest) rank
+        add_merge(line.substr(0, sp), line.substr(sp + 1));
     }
+}
+
+ByteLevelBpe ByteLevelBpe::from_tokenizer_json(const std::string& path, const std::string& owner, std::u32string end_of_word) {
+    if (!std::filesystem::exists(path)) user_error_in(path, "missing (" + owner + " needs it)", "copy the checkpoint's tokenizer files into the folder");
+    refuse_lfs_pointer_file(path);
+    const nlohmann::json j = json_read_file(path);
+    const nlohmann::json* model = j.is_object() && j.contains("model") && j["model"].is_object() ? &j["model"] : nullptr;
+    if (!model || model->value("type", std::string()) != "BPE")
+        user_error_in(path, "is not a BPE tokenizer (model.type " + (model ? model->value("type", std::string("absent")) : "absent") + ")",
+                      "give the checkpoint's tokenizer.json, or its vocab.json and merges.txt");
+    ByteLevelBpe bpe(std::move(end_of_word), path);
+    bpe.read_vocab(model->contains("vocab") ? (*model)["vocab"] : nlohmann::json(), path);
+    if (!model->contains("merges") || !(*model)["merges"].is_array())
+        user_error_in(path, "has no model.merges list", "restore the checkpoint's tokenizer.json");
+    for (const auto& m : (*model)["merges"]) {
+        if (m.is_string()) {   // "left right" (tokenizers before 0.20)
+            const std::string line = m.get<std::string>();
+            const std::size_t sp = line.find(' ');
+            if (sp == std::string::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string::npos)
+                user_error_in(path, "has the merge " + m.dump() + ", not two symbols separated by one space", "restore the checkpoint's tokenizer.json");
+            bpe.add_merge(line.substr(0, sp), line.substr(sp + 1));
+        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+            bpe.add_merge(m[0].get<std::string>(), m[1].get<std::string>());
+        } else {
+            user_error_in(path, "has the merge " + m.dump().substr(0, 80) + ", not a pair of symbols", "restore the checkpoint's tokenizer.json");
+        }
+    }
+    return bpe;
 }
 
 int ByteLevelBpe::token_id(const std::u32string& token) const {

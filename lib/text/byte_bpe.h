@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace retro {
 
 class ByteLevelBpe {
@@ -17,6 +19,10 @@ public:
     // `owner` ("CLIP's BPE tokenizer") saying who needs them.
     ByteLevelBpe(const std::string& vocab_path, const std::string& merges_path, const std::string& owner,
                  std::u32string end_of_word);
+    // The same from a fast tokenizer's tokenizer.json (transformers 5 saves no vocab.json and merges.txt): its
+    // model.vocab and model.merges ("a b" strings or ["a", "b"] pairs) of a "BPE" model; UserError naming the file
+    // where it is not one.
+    static ByteLevelBpe from_tokenizer_json(const std::string& path, const std::string& owner, std::u32string end_of_word);
     // Appends the ids of one pre-tokenised piece (code points; its UTF-8 bytes are what is merged); a symbol the
     // vocabulary lacks gives `unk`.
     void encode_piece(std::u32string_view piece, int unk, std::vector<int>& ids) const;
@@ -25,6 +31,9 @@ public:
     const std::string& vocab_path() const { return vocab_path_; }
 
 private:
+    ByteLevelBpe(std::u32string end_of_word, std::string vocab_path);
+    void read_vocab(const nlohmann::json& v, const std::string& path);   // token -> id
+    void add_merge(const std::string& left, const std::string& right);     // the next rank
     void merge(const std::u32string& word, int unk, std::vector<int>& ids) const;
     std::unordered_map<std::u32string, int> vocab_;
     std::unordered_map<std::u32string, int> ranks_;   // "left right" (U+0020 between) -> merge rank
@@ -33,8 +42,5 @@ private:
     int vocab_size_ = 0;
     std::string vocab_path_;
 };
-
-// Unicode White_Space: what \s matches in the pre-tokeniser regexes of the tokenizers library (CLIP's, GPT-2's).
-bool unicode_white_space(char32_t c);
 
 }  // namespace retro

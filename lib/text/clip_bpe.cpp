@@ -12,7 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_space(char32_t c) { return unicode_white_space(c); }   // \s of the tokenizers regex
+bool is_space(char32_t c) { return unicode::is_white_space(c); }   // \s of the tokenizers regex
 
 // NFC, white-space runs -> " ", per-character lower case (U+0130 -> "i̇" as Rust's full mapping).
 std::u32string normalise(const std::string& text) {

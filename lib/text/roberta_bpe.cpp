@@ -1,6 +1,7 @@
 // Implementation of roberta_bpe.h.
 #include "text/roberta_bpe.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 std::vector<std::u32string> gpt2_pieces(const std::u32string& s) {
     using clip_unicode::is_letter;
     using clip_unicode::is_number;
-    const auto is_space = unicode_white_space;
+    const auto is_space = unicode::is_white_space;
     const auto is_other = [&](char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
     std::vector<std::u32string> pieces;
     const std::size_t n = s.size();
@@ -66,8 +67,19 @@ std::vector<std::u32string> gpt2_pieces(const std::u32string& s) {
     return pieces;
 }
 
-RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir)
-    : bpe_((fs::path(dir) / "vocab.json").string(), (fs::path(dir) / "merges.txt").string(), "RoBERTa's BPE tokenizer", U"") {
+namespace {
+
+// vocab.json and merges.txt, or (transformers 5 saves only that) tokenizer.json's BPE model
+ByteLevelBpe roberta_bpe(const std::string& dir) {
+    const fs::path vocab = fs::path(dir) / "vocab.json", merges = fs::path(dir) / "merges.txt", tj = fs::path(dir) / "tokenizer.json";
+    if (!fs::exists(vocab) && !fs::exists(merges) && fs::exists(tj))
+        return ByteLevelBpe::from_tokenizer_json(tj.string(), "RoBERTa's BPE tokenizer", U"");
+    return ByteLevelBpe(vocab.string(), merges.string(), "RoBERTa's BPE tokenizer", U"");
+}
+
+}  // namespace
+
+RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_bpe(dir)) {
     const SpecialTokens named = SpecialTokens::from_dir(dir, SpecialTokens::fairseq());
     const auto need = [&](const std::string& token, const char* role) {
         const int id = bpe_.token_id(unicode::utf8_to_u32(token));
@@ -80,7 +92,7 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir)
     sep_ = need(named.sep, "sep_token");
     unk_ = need(named.unk, "unk_token");
     for (const std::string& t : named.split_set()) {
-        const int id = bpe_.token_id(unicode::utf8_to_u32(t));
+        const int id = named.id_of(t, bpe_.token_id(unicode::utf8_to_u32(t)));
         if (id < 0) continue;
         specials_.push_back(t);
         special_ids_.push_back(id);
@@ -99,6 +111,12 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir)
             t["pre_tokenizer"]["add_prefix_space"].is_boolean())
             add_prefix_space_ = t["pre_tokenizer"]["add_prefix_space"].get<bool>();
     }
+}
+
+int RobertaBpeTokenizer::vocab_size() const {
+    int n = bpe_.vocab_size();
+    for (int id : special_ids_) n = std::max(n, id + 1);
+    return n;
 }
 
 std::vector<int> RobertaBpeTokenizer::tokenize_ids(std::string_view text) const {

@@ -17,12 +17,13 @@ namespace retro {
 
 class RobertaBpeTokenizer {
 public:
-    // Reads dir/vocab.json, dir/merges.txt, and the special tokens and add_prefix_space of tokenizer_config.json (or
-    // tokenizer.json's ByteLevel pre-tokenizer); UserError naming a missing or malformed file.
+    // Reads dir/vocab.json and dir/merges.txt (where neither is there, tokenizer.json's BPE model), and the special
+    // tokens and add_prefix_space of tokenizer_config.json (or tokenizer.json's ByteLevel pre-tokenizer); UserError
+    // naming a missing or malformed file.
     explicit RobertaBpeTokenizer(const std::string& dir);
     std::vector<int> tokenize_ids(std::string_view text) const;   // without <s> and </s>
     std::vector<int> encode(std::string_view text, int max_length) const;
-    int vocab_size() const { return bpe_.vocab_size(); }
+    int vocab_size() const;   // vocab.json's, or past the added tokens' ids
     int cls_id() const { return cls_; }
     int sep_id() const { return sep_; }
     bool add_prefix_space() const { return add_prefix_space_; }

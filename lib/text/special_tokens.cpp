@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "text/wordpiece.h"
 
 namespace retro {
 
@@ -45,8 +47,23 @@ std::string special_token_text(const nlohmann::json& v) {
     return {};
 }
 
+// added_ids[token] = id, the id as a file writes it (a number, or a decimal key of added_tokens_decoder)
+void add_id(SpecialTokens& s, const std::string& token, const nlohmann::json& id, const std::string& path) {
+    std::int64_t value = -1;
+    const std::string digits = id.is_string() ? id.get<std::string>() : std::string();
+    if (id.is_number_integer()) {
+        value = id.get<std::int64_t>();
+    } else if (!digits.empty() && digits.size() < 11 && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        value = std::stoll(digits);
+    }
+    if (value < 0 || value >= (std::int64_t(1) << 30))
+        user_error_in(path, "gives the added token '" + token + "' the id " + id.dump() + ", not a token id",
+                      "restore the checkpoint's tokenizer files");
+    s.added_ids[token] = static_cast<int>(value);
+}
+
 // The named special tokens and added tokens of one tokenizer file (special_tokens_map.json, tokenizer_config.json).
-void read_special_tokens(const nlohmann::json& j, SpecialTokens& s) {
+void read_special_tokens(const nlohmann::json& j, SpecialTokens& s, const std::string& path) {
     if (!j.is_object()) return;
     const std::pair<const char*, std::string*> named[] = {
         {"cls_token", &s.cls}, {"sep_token", &s.sep}, {"unk_token", &s.unk}, {"pad_token", &s.pad}, {"mask_token", &s.mask}};
@@ -54,12 +71,16 @@ void read_special_tokens(const nlohmann::json& j, SpecialTokens& s) {
         if (j.contains(key) && !special_token_text(j[key]).empty()) *field = special_token_text(j[key]);
     for (const char* key : {"bos_token", "eos_token"})
         if (j.contains(key) && !special_token_text(j[key]).empty()) s.added.push_back(special_token_text(j[key]));
-    if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array())
-        for (const auto& t : j["additional_special_tokens"])
-            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+    for (const char* key : {"additional_special_tokens", "extra_special_tokens"})   // the latter: transformers 5's name
+        if (j.contains(key) && j[key].is_array())
+            for (const auto& t : j[key])
+                if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
     if (j.contains("added_tokens_decoder") && j["added_tokens_decoder"].is_object())
         for (const auto& [id, t] : j["added_tokens_decoder"].items())
-            if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+            if (!special_token_text(t).empty()) {
+                s.added.push_back(special_token_text(t));
+                add_id(s, special_token_text(t), id, path);
+            }
 }
 
 }  // namespace
@@ -71,7 +92,19 @@ SpecialTokens SpecialTokens::from_dir(const std::string& dir, const SpecialToken
         const fs::path p = fs::path(dir) / name;
         if (!fs::exists(p)) continue;
         refuse_lfs_pointer_file(p.string());
-        read_special_tokens(json_read_file(p.string()), s);
+        read_special_tokens(json_read_file(p.string()), s, p.string());
+    }
+    // the slow tokenizers' record of tokens added after training: {"token": id, ...}
+    const fs::path added = fs::path(dir) / "added_tokens.json";
+    if (fs::exists(added)) {
+        refuse_lfs_pointer_file(added.string());
+        const nlohmann::json j = json_read_file(added.string());
+        if (j.is_object())
+            for (const auto& [token, id] : j.items())
+                if (!token.empty()) {
+                    s.added.push_back(token);
+                    add_id(s, token, id, added.string());
+                }
     }
     // a fast tokenizer's added tokens (HF splits every one of them out of the text)
     const fs::path tj = fs::path(dir) / "tokenizer.json";
@@ -80,9 +113,18 @@ SpecialTokens SpecialTokens::from_dir(const std::string& dir, const SpecialToken
         const nlohmann::json j = json_read_file(tj.string());
         if (j.is_object() && j.contains("added_tokens") && j["added_tokens"].is_array())
             for (const auto& t : j["added_tokens"])
-                if (!special_token_text(t).empty()) s.added.push_back(special_token_text(t));
+                if (!special_token_text(t).empty()) {
+                    s.added.push_back(special_token_text(t));
+                    if (t.is_object() && t.contains("id")) add_id(s, special_token_text(t), t["id"], tj.string());
+                }
     }
     return s;
+}
+
+int SpecialTokens::id_of(const std::string& token, int vocab_id) const {
+    if (vocab_id >= 0) return vocab_id;
+    const auto it = added_ids.find(token);
+    return it == added_ids.end() ? -1 : it->second;
 }
 
 std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std::vector<std::string>& tokens,
@@ -90,7 +132,17 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
     std::string starts;   // the first byte of each token: a position that starts none is passed over at once
     for (const std::string& t : tokens)
         if (!t.empty() && starts.find(t[0]) == std::string::npos) starts += t[0];
-    const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+    // the white space (Rust's char::is_whitespace, as tokenizers' lstrip) ending text[seg, end): its first byte
+    const auto strip_space = [&](std::size_t seg_begin, std::size_t end) {
+        while (end > seg_begin) {
+            std::size_t c = end - 1;
+            while (c > seg_begin && (static_cast<unsigned char>(text[c]) & 0xC0) == 0x80) --c;   // back to a lead byte
+            const std::u32string cp = unicode::utf8_to_u32(text.substr(c, end - c));
+            if (cp.size() != 1 || !unicode::is_white_space(cp[0])) break;
+            end = c;
+        }
+        return end;
+    };
     std::vector<SpecialSplit> out;
     std::size_t seg = 0, i = 0;
     while (i < text.size()) {
@@ -105,8 +157,7 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
             continue;
         }
         std::size_t end = i;   // the plain text before the token, less the white space an lstrip token takes
-        if (static_cast<std::size_t>(matched) < lstrip.size() && lstrip[matched])
-            while (end > seg && is_space(text[end - 1])) --end;
+        if (static_cast<std::size_t>(matched) < lstrip.size() && lstrip[matched]) end = strip_space(seg, end);
         if (end > seg) out.push_back({text.substr(seg, end - seg), -1});
         out.push_back({text.substr(i, tokens[matched].size()), matched});
         i += tokens[matched].size();

@@ -1,9 +1,10 @@
 // The special tokens of a Hugging Face tokenizer folder, and the split of a text on them (HF's added-tokens trie),
-// shared by WordPiece (wordpiece.h), XLM-R's sentencepiece tokenizer (xlmr_tokenizer.h) and RoBERTa's byte-level BPE
-// (roberta_bpe.h). The named tokens wrap a text (cls ... sep) or stand for padding, unknown pieces and masks; every
+// shared by WordPiece (wordpiece.h), XLM-R's sentencepiece tokenizer (xlmr_tokenizer.h: its five fixed spellings and
+// the files' added tokens) and RoBERTa's byte-level BPE (roberta_bpe.h). The named tokens wrap a text (cls ... sep) or stand for padding, unknown pieces and masks; every
 // special token and added token written in a text is split out of it first, the longest match at each position, and
 // maps to its own id.
 #pragma once
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,13 +17,23 @@ namespace retro {
 struct SpecialTokens {
     std::string cls = "[CLS]", sep = "[SEP]", unk = "[UNK]", pad = "[PAD]", mask = "[MASK]";
     std::vector<std::string> added;
+    // The ids the tokenizer files give added tokens (tokenizer.json's added_tokens, tokenizer_config.json's
+    // added_tokens_decoder, added_tokens.json): the id of one the vocabulary lacks (tokenizer.add_tokens(...) after
+    // training, the model's embeddings resized to hold it).
+    std::map<std::string, int> added_ids;
     static SpecialTokens fairseq();   // <s> </s> <unk> <pad> <mask>, bos/eos <s> </s> (RoBERTa, XLM-R)
     static SpecialTokens mpnet();     // fairseq's with BERT's [UNK] (MPNetTokenizer's unk_token)
     // Every token split out: the five named ones and `added`, sorted, each once (empty names left out).
     std::vector<std::string> split_set() const;
     // `defaults` with the named tokens and added tokens DIR's tokenizer files give (special_tokens_map.json, then
-    // tokenizer_config.json, then tokenizer.json's added_tokens); UserError naming a file that is not JSON.
+    // tokenizer_config.json, added_tokens.json, then tokenizer.json's added_tokens); UserError naming a file that is not
+    // JSON or gives an id that is not a non-negative integer.
+    //
+    // Not followed: an added token's "normalized": true (HF matches it in the normalised text: "<MASK>" as "<mask>"
+    // where the tokenizer lowercases) and "single_word"; they are matched as written.
     static SpecialTokens from_dir(const std::string& dir, const SpecialTokens& defaults);
+    // A token's id: `vocab_id` where the vocabulary holds it (>= 0), else added_ids' entry, else -1.
+    int id_of(const std::string& token, int vocab_id) const;
 };
 
 // One piece of a text split on special tokens: a run of plain text (special < 0), or special token `special`.

@@ -15,6 +15,11 @@ namespace retro {
 
 namespace unicode {
 
+bool is_white_space(char32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
 std::u32string utf8_to_u32(std::string_view s) {
     std::u32string out;
     out.reserve(s.size());
@@ -231,8 +236,17 @@ void WordPiece::index_tokens(const std::string& where) {
     // HF load_vocab: token = line.rstrip("\n"); a repeated token keeps its last id.
     for (std::size_t i = 0; i < tokens_.size(); ++i) ids_[tokens_[i]] = static_cast<int>(i);
     if (tokens_.empty()) user_error_in(where, "the vocabulary is empty", "give the vocab.txt of the checkpoint");
+    // added tokens the vocabulary lacks take the ids the tokenizer files give them (the model's embeddings resized)
+    for (const auto& [token, id] : specials_def_.added_ids) {
+        if (token_id(token) >= 0) continue;
+        if (static_cast<std::size_t>(id) >= tokens_.size()) tokens_.resize(static_cast<std::size_t>(id) + 1);
+        if (!tokens_[id].empty() && tokens_[id] != token)
+            user_error_in(where, cat("holds '", tokens_[id], "' at id ", id, ", where the tokenizer files put the added token '", token, "'"),
+                          "keep the vocabulary and the tokenizer files of the same checkpoint");
+        tokens_[id] = token;
+    }
     auto need = [&](const std::string& tok, const char* role) {
-        int id = token_id(tok);
+        const int id = specials_def_.id_of(tok, token_id(tok));
         if (id < 0)
             user_error_in(where, "has no " + tok + " token (the tokenizer's " + role + ")",
                           "give the vocabulary of the checkpoint, beside its tokenizer_config.json");
@@ -241,10 +255,11 @@ void WordPiece::index_tokens(const std::string& where) {
     unk_ = need(specials_def_.unk, "unk_token");
     cls_ = need(specials_def_.cls, "cls_token");
     sep_ = need(specials_def_.sep, "sep_token");
-    pad_ = token_id(specials_def_.pad) >= 0 ? token_id(specials_def_.pad) : 0;
+    pad_ = std::max(specials_def_.id_of(specials_def_.pad, token_id(specials_def_.pad)), 0);
     for (const std::string& s : specials_def_.split_set())
-        if (token_id(s) >= 0) {
+        if (const int id = specials_def_.id_of(s, token_id(s)); id >= 0) {
             specials_.push_back(s);
+            special_ids_.push_back(id);
             specials_u32_.push_back(unicode::utf8_to_u32(s));
         }
 }
@@ -443,7 +458,7 @@ std::vector<int> WordPiece::tokenize_ids(std::string_view text) const {
     std::vector<std::u32string> words;
     for (const SpecialSplit& part : split_special_tokens(text, specials_)) {
         if (part.special >= 0) {
-            ids.push_back(token_id(specials_[part.special]));
+            ids.push_back(special_ids_[part.special]);
             continue;
         }
         words.clear();

@@ -45,7 +45,7 @@ public:
     std::vector<int> encode(std::string_view text, int max_length) const;
 
     int token_id(const std::string& token) const;   // -1 when absent
-    int vocab_size() const { return static_cast<int>(tokens_.size()); }
+    int vocab_size() const { return static_cast<int>(tokens_.size()); }   // added tokens' ids included
     const std::string& token(int id) const { return tokens_.at(id); }
     const WordPieceOptions& options() const { return opts_; }
     int cls_id() const { return cls_; }
@@ -65,7 +65,8 @@ private:
     std::vector<std::string> tokens_;
     std::unordered_map<std::string, int> ids_;
     SpecialTokens specials_def_;
-    std::vector<std::string> specials_;   // specials_def_.split_set() present in the vocab
+    std::vector<std::string> specials_;   // specials_def_.split_set() present in the vocab or given an id by the files
+    std::vector<int> special_ids_;
     std::vector<std::u32string> specials_u32_;
     int cls_ = -1, sep_ = -1, pad_ = 0, unk_ = -1;
 };
@@ -87,6 +88,8 @@ std::u32string nfd(std::u32string_view s);
 std::u32string nfc(std::u32string_view s);
 std::u32string lower(std::u32string_view s);      // Python str.lower(), final sigma included
 bool is_chinese_char(char32_t c);                 // HF BasicTokenizer._is_chinese_char
+// Unicode White_Space: \s in the tokenizers library's regexes (CLIP's, GPT-2's), Rust's char::is_whitespace
+bool is_white_space(char32_t c);
 }  // namespace unicode
 
 }  // namespace retro

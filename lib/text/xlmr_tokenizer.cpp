@@ -3,6 +3,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -11,7 +12,7 @@
 
 namespace retro {
 
-XlmrTokenizer::XlmrTokenizer(const std::string& model_path)
+XlmrTokenizer::XlmrTokenizer(const std::string& model_path, const SpecialTokens& files)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
     if (!std::filesystem::is_regular_file(model_path))
         user_error_in(model_path, "missing (an XLM-RoBERTa checkpoint's sentencepiece tokenizer)",
@@ -24,13 +25,29 @@ XlmrTokenizer::XlmrTokenizer(const std::string& model_path)
     if (sp_->unk_id() != 0)
         user_error_in(model_path, "has its unknown piece at id " + std::to_string(sp_->unk_id()) + ", XLM-RoBERTa's is at 0",
                       "give the sentencepiece.bpe.model of an XLM-RoBERTa checkpoint");
+    specials_ = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
+    special_ids_ = {kBos, kPad, kEos, kUnk, mask_id()};
+    for (const std::string& t : files.split_set()) {
+        if (std::find(specials_.begin(), specials_.end(), t) != specials_.end()) continue;
+        const int piece = sp_->PieceToId(absl::string_view(t.data(), t.size()));
+        const int id = files.id_of(t, piece > 0 ? piece + 1 : -1);
+        if (id < 0) continue;
+        specials_.push_back(t);
+        special_ids_.push_back(id);
+    }
 }
 
 XlmrTokenizer::~XlmrTokenizer() = default;
 XlmrTokenizer::XlmrTokenizer(XlmrTokenizer&&) noexcept = default;
 XlmrTokenizer& XlmrTokenizer::operator=(XlmrTokenizer&&) noexcept = default;
 
-int XlmrTokenizer::vocab_size() const { return sp_->GetPieceSize() + 2; }
+int XlmrTokenizer::mask_id() const { return sp_->GetPieceSize() + 1; }
+
+int XlmrTokenizer::vocab_size() const {
+    int n = sp_->GetPieceSize() + 2;
+    for (int id : special_ids_) n = std::max(n, id + 1);
+    return n;
+}
 
 void XlmrTokenizer::encode_segment(std::string_view segment, std::vector<int>& ids) const {
     if (segment.empty()) return;
@@ -42,11 +59,9 @@ void XlmrTokenizer::encode_segment(std::string_view segment, std::vector<int>& i
 }
 
 std::vector<int> XlmrTokenizer::tokenize_ids(std::string_view text) const {
-    static const std::vector<std::string> specials = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"};
-    const int special_ids[] = {kBos, kPad, kEos, kUnk, mask_id()};
     std::vector<int> ids;
-    for (const SpecialSplit& part : split_special_tokens(text, specials)) {
-        if (part.special >= 0) ids.push_back(special_ids[part.special]);
+    for (const SpecialSplit& part : split_special_tokens(text, specials_)) {
+        if (part.special >= 0) ids.push_back(special_ids_[part.special]);
         else encode_segment(part.text, ids);
     }
     return ids;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/special_tokens.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -21,7 +23,9 @@ class XlmrTokenizer {
 public:
     // Throws UserError naming the file when it is missing, unreadable (a Git LFS pointer named so) or not a
     // sentencepiece model with the unknown piece at id 0.
-    explicit XlmrTokenizer(const std::string& model_path);
+    // `files`: the folder's special tokens (SpecialTokens::from_dir): added tokens beyond the five are split out too,
+    // with the id the files give (else their piece's id + 1; else they are plain text).
+    explicit XlmrTokenizer(const std::string& model_path, const SpecialTokens& files = SpecialTokens::fairseq());
     ~XlmrTokenizer();
     XlmrTokenizer(XlmrTokenizer&&) noexcept;
     XlmrTokenizer& operator=(XlmrTokenizer&&) noexcept;
@@ -30,15 +34,17 @@ public:
     std::vector<int> tokenize_ids(std::string_view text) const;
     // <s> ids </s>, the ids truncated so that the whole is at most max_length (>= 2) long.
     std::vector<int> encode(std::string_view text, int max_length) const;
-    int vocab_size() const;   // sentencepiece pieces + 2 (fairseq's shift of one, and <mask>)
+    int vocab_size() const;   // sentencepiece pieces + 2 (fairseq's shift of one, and <mask>), or past the added ids
     static constexpr int kBos = 0, kPad = 1, kEos = 2, kUnk = 3;
-    int mask_id() const { return vocab_size() - 1; }
+    int mask_id() const;      // pieces + 1
     const std::string& path() const { return path_; }
 
 private:
     void encode_segment(std::string_view segment, std::vector<int>& ids) const;
     std::string path_;
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+    std::vector<std::string> specials_;   // <s> <pad> </s> <unk> <mask>, then the files' added tokens
+    std::vector<int> special_ids_;
 };
 
 }  // namespace retro

@@ -19,6 +19,7 @@ bert_tiny_fast: that vocabulary as transformers 5 saves a BertTokenizer: tokeniz
 mpnet_tiny: a random transformers.MPNetModel over that vocabulary with MPNet's specials, as a sentence-transformers folder.
 xlmr_tiny: a random transformers.XLMRobertaModel over a tiny sentencepiece model trained here (pip install sentencepiece).
 roberta_tiny: a random transformers.RobertaModel over a tiny byte-level BPE trained here (the tokenizers library).
+added_tokens: tokens added after training (new ids) saved with bert_tiny's, roberta_tiny's and xlmr_tiny's tokenizers.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -705,6 +706,48 @@ def make_roberta_tiny(out_dir):
     print(f"wrote {out_dir}: RoBERTa, vocab {len(vocab)}, {len(sentences)} sentences")
 
 
+ADDED_SENTENCES = [
+    "an <ent> and [E1] here, <ent><ent>[E1] glued",
+    "The café served <ent> a naïve [E1]",
+    "no added tokens at all",
+]
+
+
+def make_added_tokens(out_dir):
+    """Tokens added after training (tokenizer.add_tokens, additional_special_tokens), absent from the vocabulary and
+    given new ids, as a fine-tuned checkpoint saves them: bert_fast (transformers 5's BertTokenizer: tokenizer.json),
+    bert_slow (BertTokenizerLegacy: vocab.txt + added_tokens.json), roberta and xlmr (over roberta_tiny's and xlmr_tiny's
+    tokenizer files). Each folder holds the tokenizer files only, and golden.json the ids of ADDED_SENTENCES."""
+    import shutil
+    import transformers
+    Slow, Fast = slow_tokenizer_class()
+    golden = os.path.join(HERE, "golden")
+    made = {
+        "bert_fast": lambda: Fast(vocab={t: i for i, t in enumerate(build_vocab())}, do_lower_case=True),
+        "bert_slow": lambda: Slow(os.path.join(golden, "bert_tiny", "vocab.txt"), do_lower_case=True),
+        "roberta": lambda: transformers.RobertaTokenizer.from_pretrained(os.path.join(golden, "roberta_tiny")),
+        "xlmr": lambda: transformers.XLMRobertaTokenizer.from_pretrained(os.path.join(golden, "xlmr_tiny")),
+    }
+    ids = {}
+    for name, make in made.items():
+        tok = make()
+        tok.add_tokens(["<ent>"])
+        tok.add_special_tokens({"additional_special_tokens": ["[E1]"]})
+        folder = os.path.join(out_dir, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        tok.save_pretrained(folder)
+        if name == "xlmr":   # only what RetroKit reads of it (its 340 KB are the normaliser's tables): the test copies
+            # xlmr_tiny's sentencepiece.bpe.model beside it
+            tj = os.path.join(folder, "tokenizer.json")
+            added = json.load(open(tj, encoding="utf-8"))["added_tokens"]
+            with open(tj, "w", encoding="utf-8") as f:
+                json.dump({"added_tokens": added, "note": "trimmed to added_tokens by make_bert_golden.py"}, f, indent=1)
+        ids[name] = [tok(t)["input_ids"] for t in ADDED_SENTENCES]
+        print(f"added_tokens/{name}: {type(tok).__name__}, {sorted(os.listdir(folder))}, <ent> = {tok.convert_tokens_to_ids('<ent>')}")
+    with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "sentences": ADDED_SENTENCES, "ids": ids}, f, ensure_ascii=True)
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -759,14 +802,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -783,6 +826,8 @@ def main():
         make_xlmr_tiny(os.path.join(args.out, "xlmr_tiny"))
     if "roberta_tiny" in only:
         make_roberta_tiny(os.path.join(args.out, "roberta_tiny"))
+    if "added_tokens" in only:
+        make_added_tokens(os.path.join(args.out, "added_tokens"))
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 
