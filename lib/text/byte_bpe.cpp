@@ -97,6 +97,15 @@ ByteLevelBpe ByteLevelBpe::from_tokenizer_json(const std::string& path, const st
     return bpe;
 }
 
+std::size_t regex_contraction_length(const std::u32string& s, std::size_t i) {
+    if (i >= s.size() || s[i] != U'\'') return 0;
+    for (const char32_t* con : {U"'s", U"'t", U"'re", U"'ve", U"'m", U"'ll", U"'d"}) {
+        const std::u32string_view v(con);
+        if (s.compare(i, v.size(), v.data(), v.size()) == 0) return v.size();
+    }
+    return 0;
+}
+
 int ByteLevelBpe::token_id(const std::u32string& token) const {
     const auto it = vocab_.find(token);
     return it == vocab_.end() ? -1 : it->second;

@@ -43,4 +43,8 @@ private:
     std::string vocab_path_;
 };
 
+// The length of the contraction 's 't 're 've 'm 'll 'd at s[i] (the first alternatives of CLIP's and GPT-2's
+// pre-tokeniser regexes; lower case only), 0 where none starts there.
+std::size_t regex_contraction_length(const std::u32string& s, std::size_t i);
+
 }  // namespace retro

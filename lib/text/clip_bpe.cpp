@@ -41,20 +41,10 @@ std::vector<std::u32string> split_pieces(const std::u32string& s) {
     const std::size_t n = s.size();
     while (i < n) {
         const char32_t c = s[i];
-        if (c == U'\'' && i + 1 < n) {
-            std::size_t len = 0;
-            for (const char32_t* con : {U"'s", U"'t", U"'re", U"'ve", U"'m", U"'ll", U"'d"}) {
-                std::u32string_view v(con);
-                if (s.compare(i, v.size(), v.data(), v.size()) == 0) {
-                    len = v.size();
-                    break;
-                }
-            }
-            if (len) {
-                pieces.emplace_back(s.substr(i, len));
-                i += len;
-                continue;
-            }
+        if (const std::size_t len = regex_contraction_length(s, i)) {
+            pieces.emplace_back(s.substr(i, len));
+            i += len;
+            continue;
         }
         if (is_letter(c)) {
             std::size_t j = i;

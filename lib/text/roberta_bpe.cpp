@@ -28,20 +28,10 @@ std::vector<std::u32string> gpt2_pieces(const std::u32string& s) {
     const std::size_t n = s.size();
     std::size_t i = 0;
     while (i < n) {
-        if (s[i] == U'\'') {
-            std::size_t len = 0;
-            for (const char32_t* con : {U"'s", U"'t", U"'re", U"'ve", U"'m", U"'ll", U"'d"}) {
-                const std::u32string_view v(con);
-                if (s.compare(i, v.size(), v.data(), v.size()) == 0) {
-                    len = v.size();
-                    break;
-                }
-            }
-            if (len) {
-                pieces.emplace_back(s.substr(i, len));
-                i += len;
-                continue;
-            }
+        if (const std::size_t len = regex_contraction_length(s, i)) {
+            pieces.emplace_back(s.substr(i, len));
+            i += len;
+            continue;
         }
         const std::size_t start = s[i] == U' ' && i + 1 < n ? i + 1 : i;   // " ?" takes one literal space
         std::size_t j = start;
@@ -134,15 +124,7 @@ std::vector<int> RobertaBpeTokenizer::tokenize_ids(std::string_view text) const 
 }
 
 std::vector<int> RobertaBpeTokenizer::encode(std::string_view text, int max_length) const {
-    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for <s> and </s>");
-    std::vector<int> pieces = tokenize_ids(text);
-    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
-    std::vector<int> ids;
-    ids.reserve(pieces.size() + 2);
-    ids.push_back(cls_);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    ids.push_back(sep_);
-    return ids;
+    return wrap_truncated(cls_, tokenize_ids(text), sep_, max_length);
 }
 
 }  // namespace retro

@@ -167,4 +167,12 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
     return out;
 }
 
+std::vector<int> wrap_truncated(int first, std::vector<int> pieces, int last, int max_length) {
+    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for the two special tokens around a text");
+    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
+    pieces.insert(pieces.begin(), first);
+    pieces.push_back(last);
+    return pieces;
+}
+
 }  // namespace retro

@@ -48,4 +48,7 @@ struct SpecialSplit {
 std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std::vector<std::string>& tokens,
                                                const std::vector<bool>& lstrip = {});
 
+// first, `pieces` cut to max_length - 2, last: the ids of one text as a tokenizer wraps it ([CLS] ... [SEP], <s> ... </s>).
+std::vector<int> wrap_truncated(int first, std::vector<int> pieces, int last, int max_length);
+
 }  // namespace retro

@@ -475,15 +475,7 @@ std::vector<std::string> WordPiece::tokenize(std::string_view text) const {
 }
 
 std::vector<int> WordPiece::encode(std::string_view text, int max_length) const {
-    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for [CLS] and [SEP]");
-    std::vector<int> pieces = tokenize_ids(text);
-    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
-    std::vector<int> ids;
-    ids.reserve(pieces.size() + 2);
-    ids.push_back(cls_);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    ids.push_back(sep_);
-    return ids;
+    return wrap_truncated(cls_, tokenize_ids(text), sep_, max_length);
 }
 
 }  // namespace retro

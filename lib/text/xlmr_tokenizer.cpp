@@ -68,15 +68,7 @@ std::vector<int> XlmrTokenizer::tokenize_ids(std::string_view text) const {
 }
 
 std::vector<int> XlmrTokenizer::encode(std::string_view text, int max_length) const {
-    RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for <s> and </s>");
-    std::vector<int> pieces = tokenize_ids(text);
-    if (static_cast<int>(pieces.size()) > max_length - 2) pieces.resize(max_length - 2);
-    std::vector<int> ids;
-    ids.reserve(pieces.size() + 2);
-    ids.push_back(kBos);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    ids.push_back(kEos);
-    return ids;
+    return wrap_truncated(kBos, tokenize_ids(text), kEos, max_length);
 }
 
 }  // namespace retro

@@ -1,6 +1,7 @@
-// libFuzzer target: the UTF-8 handling (text/utf8.h, unicode::utf8_to_u32) and the two tokenizers that take a
-// user's text as it is (WordPiece for BERT, CLIP's byte-level BPE) must turn any bytes into ids, never a crash, a
-// hang or an exception (`make fuzz`). Vocabularies: the tiny test models under tests/reference/golden.
+// libFuzzer target: the UTF-8 handling (text/utf8.h, unicode::utf8_to_u32), the special-token splitter and the
+// tokenizers that take a user's text as it is (WordPiece for BERT and MPNet, XLM-R's sentencepiece, RoBERTa's and
+// CLIP's byte-level BPE) must turn any bytes into ids, never a crash, a hang or an exception (`make fuzz`).
+// Vocabularies: the tiny test models under tests/reference/golden.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -9,8 +10,11 @@
 #include <string_view>
 
 #include "text/clip_bpe.h"
+#include "text/roberta_bpe.h"
+#include "text/special_tokens.h"
 #include "text/utf8.h"
 #include "text/wordpiece.h"
+#include "text/xlmr_tokenizer.h"
 
 namespace {
 
@@ -32,6 +36,10 @@ fs::path golden_dir() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const retro::WordPiece bert = retro::WordPiece::from_dir((golden_dir() / "bert_tiny").string());
     static const retro::ClipBpeTokenizer clip((golden_dir() / "clip_tiny" / "tiny").string());
+    static const retro::WordPiece mpnet =
+        retro::WordPiece::from_dir((golden_dir() / "mpnet_tiny").string(), -1, retro::SpecialTokens::mpnet());
+    static const retro::XlmrTokenizer xlmr((golden_dir() / "xlmr_tiny" / "sentencepiece.bpe.model").string());
+    static const retro::RobertaBpeTokenizer roberta((golden_dir() / "roberta_tiny").string());
     const std::string_view raw(reinterpret_cast<const char*>(data), size);
 
     // sanitizing: valid UTF-8 afterwards, idempotent, and the tokenizers' decoder reads it back unchanged
@@ -52,5 +60,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (c.size() < 2 || c.size() > 77 || c.front() != clip.bos_id() || c.back() != clip.eos_id()) fail("a bad CLIP encoding");
     for (const int id : c)
         if (id < 0 || id >= clip.vocab_size()) fail("a CLIP id outside the vocabulary");
+    const auto check = [&](const std::vector<int>& ids, int first, int last, int vocab, const char* what) {
+        if (ids.size() < 2 || ids.size() > 16 || ids.front() != first || ids.back() != last) fail(what);
+        for (const int id : ids)
+            if (id < 0 || id >= vocab) fail(what);
+    };
+    check(mpnet.encode(raw, 16), mpnet.cls_id(), mpnet.sep_id(), mpnet.vocab_size(), "a bad MPNet encoding");
+    check(xlmr.encode(raw, 16), retro::XlmrTokenizer::kBos, retro::XlmrTokenizer::kEos, xlmr.vocab_size(), "a bad XLM-R encoding");
+    check(roberta.encode(raw, 16), roberta.cls_id(), roberta.sep_id(), roberta.vocab_size(), "a bad RoBERTa encoding");
+
+    // the splitter: the pieces, in order, are the text less only the white space an lstrip token took
+    static const std::vector<std::string> tokens = {"<s>", "</s>", "<mask>", "<", "[UNK]", "\xE4\xB8\xAD"};
+    static const std::vector<bool> lstrip = {false, false, true, false, false, true};
+    std::size_t at = 0;
+    for (const retro::SpecialSplit& part : retro::split_special_tokens(raw, tokens, lstrip)) {
+        if (part.text.empty() || part.text.data() < raw.data() + at || part.text.data() + part.text.size() > raw.data() + raw.size())
+            fail("a split piece not in order");
+        const std::size_t found = static_cast<std::size_t>(part.text.data() - raw.data());
+        if (part.special >= 0 && part.text != tokens[part.special]) fail("a split special that is not its token");
+        if (found > at) {   // skipped bytes: only white space before an lstrip token
+            if (part.special < 0 || !lstrip[part.special]) fail("a split skipped text");
+            for (const char32_t c : retro::unicode::utf8_to_u32(raw.substr(at, found - at)))
+                if (!retro::unicode::is_white_space(c)) fail("a split skipped more than white space");
+        }
+        at = found + part.text.size();
+    }
+    if (at != raw.size()) fail("a split dropped the end of the text");
     return 0;
 }

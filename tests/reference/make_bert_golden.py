@@ -303,6 +303,19 @@ def mean_pool_normalise(torch, model, enc):
     return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32")
 
 
+def fairseq_mean_pool(torch, model, ids):
+    """L2(mean over the attention mask of last_hidden_state) of `ids` padded with <pad> = 1, as MPNet's and RoBERTa's
+    positions need (fairseq's: the padding id sits at position 1, not counted)."""
+    width = max(len(x) for x in ids)
+    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
+    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).to(out.dtype)
+    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32")
+
+
 def slow_tokenizer_class():
     import transformers
     # transformers 5 renamed the pure-Python tokenizer BertTokenizerLegacy; BertTokenizer is the fast one.
@@ -537,15 +550,7 @@ def make_mpnet_tiny(out_dir):
     disagree = [i for i in range(len(ids)) if ids[i] != fast_ids[i]]
     for i in disagree:
         print(f"note: fast MPNetTokenizer differs on {MPNET_SENTENCES[i]!r}:\n  slow {ids[i]}\n  fast {fast_ids[i]}")
-    width = max(len(x) for x in ids)
-    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
-    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-    m = mask.unsqueeze(-1).to(out.dtype)
-    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    np.save(os.path.join(out_dir, "embeddings_uncased.npy"),
-            torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    np.save(os.path.join(out_dir, "embeddings_uncased.npy"), fairseq_mean_pool(torch, model, ids))
     fast_dir = os.path.join(out_dir, "fast")
     fast.save_pretrained(fast_dir)
     for name in os.listdir(fast_dir):   # only what the test reads
@@ -632,14 +637,7 @@ def make_xlmr_tiny(out_dir):
     disagree = [i for i in range(len(ids)) if fast_ids and ids[i] != fast_ids[i]]
     for i in disagree:
         print(f"note: transformers' XLMRobertaTokenizer differs on {sentences[i]!r}:\n  reference {ids[i]}\n  transformers {fast_ids[i]}")
-    width = max(len(x) for x in ids)
-    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
-    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-    m = mask.unsqueeze(-1).to(out.dtype)
-    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    np.save(os.path.join(out_dir, "embeddings.npy"), torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    np.save(os.path.join(out_dir, "embeddings.npy"), fairseq_mean_pool(torch, model, ids))
     with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
         json.dump({"transformers": transformers.__version__, "torch": torch.__version__, "sentencepiece": spm.__version__,
                    "sentences": sentences, "max_length": 128, "ids": ids, "transformers_ids": fast_ids,
@@ -692,14 +690,7 @@ def make_roberta_tiny(out_dir):
                                      initializer_range=0.2)
     model = transformers.RobertaModel(cfg, add_pooling_layer=False).eval()
     perturb_and_save(torch, model, out_dir)
-    width = max(len(x) for x in ids)
-    input_ids = torch.tensor([x + [1] * (width - len(x)) for x in ids])
-    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
-    with torch.no_grad():
-        out = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-    m = mask.unsqueeze(-1).to(out.dtype)
-    pooled = (out * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    np.save(os.path.join(out_dir, "embeddings.npy"), torch.nn.functional.normalize(pooled, p=2, dim=1).numpy().astype("float32"))
+    np.save(os.path.join(out_dir, "embeddings.npy"), fairseq_mean_pool(torch, model, ids))
     with open(os.path.join(out_dir, "golden.json"), "w", encoding="utf-8") as f:
         json.dump({"transformers": transformers.__version__, "tokenizers": tokenizers.__version__, "torch": torch.__version__,
                    "sentences": sentences, "max_length": 128, "ids": ids, "ids_prefix_space": ids_prefix}, f, ensure_ascii=True)
