@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
             app.add_option("--bm25-min-normlen", o.bm25.min_normlen, "bm25: floor of chunk length / average length");
             app.add_option("--embedder", o.embedder, "bow (no weights), bert, t5 or clip (--model DIR)")->check(CLI::IsMember({"bow", "bert", "t5", "clip"}));
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
-            app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder, or a Hub id (ORG/NAME) in the local Hugging Face cache (never downloaded) (bert, DistilBERT, ELECTRA: config.json, model.safetensors (or its shards), vocab.txt or tokenizer.json; t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
+            app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder, or a Hub id (ORG/NAME) in the local Hugging Face cache (never downloaded) (bert: BERT, DistilBERT, ELECTRA, MPNet, RoBERTa, XLM-RoBERTa: config.json, model.safetensors (or its shards), and vocab.txt or tokenizer.json (XLM-R: sentencepiece.bpe.model; RoBERTa: vocab.json + merges.txt); t5: spiece.model instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
+            static std::string prompt;
+            app.add_option("--prompt", prompt, "bert: text put before every chunk's, as sentence-transformers' prompts (e5: \"query: \" or \"passage: \"); default: the model's default prompt (config_sentence_transformers.json), \"\" for none");
             app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE); clip: its text positions (77) unless given, at most those");
             app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0)")
@@ -77,8 +79,12 @@ int main(int argc, char** argv) {
                     return retro::image_index_build(ctx, io);
                 }
                 if (o.embedder == "clip" && app.count("--max-length") == 0) o.bert.max_length = 0;   // the model's text positions
+                if (app.count("--prompt") > 0) {
+                    if (o.embedder != "bert") retro::user_error_in("--prompt", "applies to --embedder bert only", "drop it");
+                    o.bert.prompt = prompt;
+                }
                 if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
-                for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--index",
+                for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--prompt", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})
                     if (o.kind == "bm25" && app.count(f) > 0) retro::user_error_in(f, "does not apply to --kind bm25", "drop it");
                 for (const char* f : {"--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})

@@ -76,6 +76,20 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         user_error_in(bert_tokenizer_file(opts_.model_dir), cat("has ", tokens, " tokens, config.json says vocab_size ", c.vocab_size),
                       "keep the tokenizer and the weights from the same checkpoint");
     opts_.lower_case = text_tokenizer_.lower_case() ? 1 : 0;   // XLM-R, RoBERTa: false (no such option)
+    prompt_ = bert_prompt(opts_);
+    if (!prompt_.empty()) {
+        if (fs::exists(fs::path(opts_.model_dir) / "modules.json") && !st_modules_read(opts_.model_dir).include_prompt)
+            user_error_in((fs::path(opts_.model_dir) / "1_Pooling" / "config.json").string(),
+                          "leaves the prompt's tokens out of the pool (include_prompt false), which the bert embedder does not",
+                          "embed without a prompt (--prompt \"\"), or use another model");
+        // the ids the prompt adds before a text's (a byte-level BPE gives "query: " alone a trailing space piece that
+        // joins the text's first word once a text follows)
+        const std::size_t with = text_tokenizer_.encode(prompt_ + "x", 1 << 30).size(), without = text_tokenizer_.encode("x", 1 << 30).size();
+        prompt_pieces_ = with > without ? with - without : 0;
+        if (static_cast<int>(prompt_pieces_) + 2 >= opts_.max_length)
+            user_error_in("--prompt", cat("is ", prompt_pieces_, " tokens, which leave no room for a chunk's text in --max-length ", opts_.max_length),
+                          "give a shorter prompt or a larger --max-length");
+    }
     if (opts_.device == "cuda") {
         if (c.mpnet)
             user_error_in("--device cuda", "the CUDA encoder has no relative-position bias; " + opts_.model_dir + " is an MPNet checkpoint",
@@ -115,7 +129,9 @@ const WordPiece& BertEmbedder::wordpiece() const {
     return *text_tokenizer_.wordpiece();
 }
 
-std::vector<int> BertEmbedder::encode_text(const std::string& text) const { return text_tokenizer_.encode(text, opts_.max_length); }
+std::vector<int> BertEmbedder::encode_text(const std::string& text) const {
+    return text_tokenizer_.encode(prompt_.empty() ? text : prompt_ + text, opts_.max_length);
+}
 
 void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out) const {
     embed_ids(encoder_text_ids(texts, [&](const std::string& t) { return encode_text(t); }), out);
@@ -123,8 +139,9 @@ void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out
 
 void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
-    // [CLS] [SEP] alone: a text without any WordPiece token, a zero row
-    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2, [&](const std::string& t) { return encode_text(t); }), out);
+    // [CLS] (prompt) [SEP] alone: a text without any token of its own, a zero row
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2 + prompt_pieces_, [&](const std::string& t) { return encode_text(t); }),
+              out);
 }
 
 nlohmann::json BertEmbedder::to_json() const {
@@ -137,7 +154,12 @@ nlohmann::json BertEmbedder::to_json() const {
             {"fingerprint", fingerprint_},
             {"tokenizer_fingerprint", tokenizer_fingerprint_}};
     if (pooling_ != "mean") j["pooling"] = pooling_;   // absent = mean, as every index before 2026-12-02
+    if (!prompt_.empty()) j["prompt"] = prompt_;        // absent = none, as every index before 2026-12-02
     return j;
+}
+
+std::string bert_prompt(const BertEmbedderOptions& opts) {
+    return opts.prompt ? *opts.prompt : st_default_prompt(embedder_model_folder("bert", opts.model_dir));
 }
 
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer) {
@@ -153,6 +175,8 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     o.max_length = s.max_length;
     o.batch = s.batch;
     if (j.contains("lower_case") && j["lower_case"].is_boolean()) o.lower_case = j["lower_case"].get<bool>() ? 1 : 0;
+    // the prompt the index was built with (none where absent), never the folder's default of today
+    o.prompt = j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string();
     const std::string st = CheckpointWeights::path_of(o.model_dir);
     if (CheckpointWeights::present(o.model_dir))   // refuse a changed model before loading it
         encoder_settings_check(s, CheckpointWeights::fingerprint(o.model_dir), s.dim, st);

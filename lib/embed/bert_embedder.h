@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct BertEmbedderOptions {
     int batch = 64;            // chunks per forward pass
     int lower_case = -1;       // 1 uncased, 0 cased, -1 do_lower_case of tokenizer_config.json (else guessed from vocab.txt)
     std::string device = "cpu";   // cpu | cuda (where the encoder runs; not part of the recorded settings)
+    // Text put before every chunk's (sentence-transformers' prompts: e5's "query: ", bge's instruction); unset: the
+    // model folder's default prompt (config_sentence_transformers.json), "" for none.
+    std::optional<std::string> prompt;
 };
 
 class BertEmbedder : public Embedder {
@@ -32,7 +36,8 @@ public:
     // Chunk ids -> text (pad/bos/eos dropped, Tokenizer::decode) -> embed_texts. A chunk whose
     // text gives no WordPiece token (all padding, say) gets a zero row.
     void embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const override;
-    // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint","tokenizer_fingerprint"}
+    // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint","tokenizer_fingerprint"}, and
+    // "pooling" where not the mean, "prompt" where there is one
     // (fingerprint: xxh3 of model.safetensors; tokenizer_fingerprint: bert_tokenizer_fingerprint)
     nlohmann::json to_json() const override;
 
@@ -47,6 +52,7 @@ public:
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
     const std::string& pooling() const { return pooling_; }   // "mean" or "cls" (modules.json)
+    const std::string& prompt() const { return prompt_; }     // put before every text ("" for none)
 
 private:
     void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
@@ -57,8 +63,13 @@ private:
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     BertTextTokenizer text_tokenizer_;   // WordPiece, XLM-R's sentencepiece or RoBERTa's BPE (bert_tokenizer.h)
+    std::string prompt_;
+    std::size_t prompt_pieces_ = 0;      // the prompt's ids between the two specials
     std::string fingerprint_, tokenizer_fingerprint_;
 };
+
+// The prompt a BertEmbedder of `opts` puts before its texts: opts.prompt, else the folder's default (st_modules.h).
+std::string bert_prompt(const BertEmbedderOptions& opts);
 
 // Throws UserError naming the missing/corrupt file. `tokenizer` decodes chunk ids to text.
 std::unique_ptr<Embedder> make_bert_embedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);

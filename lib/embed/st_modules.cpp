@@ -36,6 +36,7 @@ void read_pooling(const std::string& dir, StModules& m) {
         user_error_in(path, "asks for pooling other than exactly one of mean tokens, max tokens or the CLS token",
                       "use a model with mean, max or CLS pooling");
     m.pooling = on[0].rfind("mean", 0) == 0 ? "mean" : on[0].rfind("max", 0) == 0 ? "max" : "cls";
+    if (j.contains("include_prompt") && j["include_prompt"].is_boolean()) m.include_prompt = j["include_prompt"].get<bool>();
     // "word_embedding_dimension" (sentence-transformers 2-5, as GTR and Sentence-T5 ship) or "embedding_dimension" (6)
     const char* key = j.contains("word_embedding_dimension") ? "word_embedding_dimension" : "embedding_dimension";
     if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int>() <= 0)
@@ -135,6 +136,18 @@ StModules st_modules_read(const std::string& dir) {
         if (c.contains("max_seq_length") && c["max_seq_length"].is_number_integer()) m.max_seq_length = c["max_seq_length"].get<int>();
     }
     return m;
+}
+
+std::string st_default_prompt(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "config_sentence_transformers.json").string();
+    if (!fs::exists(path)) return {};
+    const nlohmann::json j = json_read_file(path);
+    if (!j.is_object() || !j.contains("default_prompt_name") || !j["default_prompt_name"].is_string()) return {};
+    const std::string name = j["default_prompt_name"].get<std::string>();
+    if (!j.contains("prompts") || !j["prompts"].is_object() || !j["prompts"].contains(name) || !j["prompts"][name].is_string())
+        user_error_in(path, "names the default prompt \"" + name + "\", which its \"prompts\" do not hold",
+                      "restore the model's config_sentence_transformers.json");
+    return j["prompts"][name].get<std::string>();
 }
 
 }  // namespace retro

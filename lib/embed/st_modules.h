@@ -30,12 +30,18 @@ struct StModules {
     bool present = false;             // modules.json was found
     std::string transformer_dir;      // folder of the encoder checkpoint
     std::string pooling = "mean";     // mean | max | cls (the first token's state)
+    bool include_prompt = true;       // 1_Pooling's include_prompt: false leaves a prompt's tokens out of the pool
     int pooling_dim = 0;              // 1_Pooling's word_embedding_dimension (0: no Pooling module)
     std::vector<StDense> dense;       // applied in order after pooling
     bool normalize = false;           // a Normalize module is listed (RetroKit normalises in any case)
     int max_seq_length = 0;           // sentence_bert_config.json, 0 when absent
     std::vector<std::string> files;   // the Dense modules' folders, in order (their weights' fingerprints: CheckpointWeights)
 };
+
+// The prompt sentence-transformers puts before every text of DIR's model unless told otherwise:
+// config_sentence_transformers.json's prompts[default_prompt_name] ("" where the file, the name or the prompt is not
+// there); UserError naming the file where it is not JSON or names a prompt it does not hold.
+std::string st_default_prompt(const std::string& dir);
 
 // Reads dir/modules.json and the files of its modules; a folder without modules.json gives the
 // defaults (transformer_dir = dir). UserError naming the file for anything missing or unsupported.

@@ -279,6 +279,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             return cat("--dim is ", opts.bow.dim, ", the folder's ", embedder.value("dim", std::int64_t(0)));
         if (opts.embedder != "bow" && embedder.value("model", std::string()) != opts.bert.model_dir)
             return "--model is " + opts.bert.model_dir + ", the folder's " + embedder.value("model", std::string());
+        if (opts.embedder == "bert" && embedder.value("prompt", std::string()) != bert_prompt(opts.bert))
+            return "the prompt is \"" + bert_prompt(opts.bert) + "\", the folder's \"" + embedder.value("prompt", std::string()) + "\"";
         return std::string();
     };
     if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;

@@ -20,6 +20,7 @@ mpnet_tiny: a random transformers.MPNetModel over that vocabulary with MPNet's s
 xlmr_tiny: a random transformers.XLMRobertaModel over a tiny sentencepiece model trained here (pip install sentencepiece).
 roberta_tiny: a random transformers.RobertaModel over a tiny byte-level BPE trained here (the tokenizers library).
 added_tokens: tokens added after training (new ids) saved with bert_tiny's, roberta_tiny's and xlmr_tiny's tokenizers.
+st_prompt: sentence-transformers' encode(prompt="passage: ") over mpnet_tiny, xlmr_tiny, roberta_tiny.
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
@@ -739,6 +740,35 @@ def make_added_tokens(out_dir):
         json.dump({"transformers": transformers.__version__, "sentences": ADDED_SENTENCES, "ids": ids}, f, ensure_ascii=True)
 
 
+def make_st_prompt(golden):
+    """sentence-transformers itself (pip install sentence-transformers) over mpnet_tiny, xlmr_tiny and roberta_tiny:
+    embeddings_st_prompt.npy = encode(texts, prompt="passage: ", normalize_embeddings=True) and st_prompt.json the texts
+    (each folder's golden sentences but those its fast tokenizer tokenises otherwise than the reference), and the
+    largest difference of encode() without a prompt from the folder's transformers golden, printed."""
+    import numpy as np
+    import sentence_transformers
+    from sentence_transformers import SentenceTransformer
+    for name, npy, skip_key in (("mpnet_tiny", "embeddings_uncased.npy", "fast_tokenizer_disagrees_on"),
+                                ("xlmr_tiny", "embeddings.npy", "transformers_tokenizer_disagrees_on"),
+                                ("roberta_tiny", "embeddings.npy", None)):
+        d = os.path.join(golden, name)
+        g = json.load(open(os.path.join(d, "golden.json"), encoding="utf-8"))
+        skip = set(g.get(skip_key, []) if skip_key else [])
+        keep = [i for i in range(len(g["sentences"])) if i not in skip]
+        texts = [g["sentences"][i] for i in keep]
+        model = SentenceTransformer(d, device="cpu")
+        model.max_seq_length = g.get("max_length", 128)
+        plain = model.encode(texts, normalize_embeddings=True, batch_size=8)
+        ref = np.load(os.path.join(d, npy))[keep]
+        print(f"{name}: sentence-transformers {sentence_transformers.__version__} vs the transformers golden: "
+              f"max |difference| {np.abs(plain - ref).max():.2e}")
+        emb = model.encode(texts, prompt="passage: ", normalize_embeddings=True, batch_size=8).astype("float32")
+        np.save(os.path.join(d, "embeddings_st_prompt.npy"), emb)
+        with open(os.path.join(d, "st_prompt.json"), "w", encoding="utf-8") as f:
+            json.dump({"sentence_transformers": sentence_transformers.__version__, "prompt": "passage: ",
+                       "max_length": model.max_seq_length, "texts": texts}, f, ensure_ascii=True)
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -793,14 +823,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -819,6 +849,8 @@ def main():
         make_roberta_tiny(os.path.join(args.out, "roberta_tiny"))
     if "added_tokens" in only:
         make_added_tokens(os.path.join(args.out, "added_tokens"))
+    if "st_prompt" in only:
+        make_st_prompt(args.out)
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
 
