@@ -68,8 +68,8 @@ BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
     eo.device = o.device;
     auto e = std::make_unique<BertEmbedder>(eo, nullptr);
     const BertEmbedder* bert = e.get();
-    b.count = [bert](const std::string& w) { return static_cast<int>(bert->wordpiece().tokenize_ids(w).size()); };
-    b.tokenize = [bert, &o](const std::string& t) { return bert->wordpiece().encode(t, o.max_length).size(); };
+    b.count = [bert](const std::string& w) { return static_cast<int>(bert->text_tokenizer().tokenize_ids(w).size()); };
+    b.tokenize = [bert](const std::string& t) { return bert->encode_text(t).size(); };   // the prompt's ids included
     b.embed_texts = [bert](const std::vector<std::string>& t, float* out) { bert->embed_texts(t, out); };
     b.owner = std::move(e);
     return b;

@@ -48,6 +48,7 @@ public:
     std::vector<int> encode_text(const std::string& text) const;
     const WordPiece& wordpiece() const;   // the WordPiece tokenizer (InternalError for XLM-R's and RoBERTa's)
     BertTokenizerKind tokenizer_kind() const { return text_tokenizer_.kind(); }
+    const BertTextTokenizer& text_tokenizer() const { return text_tokenizer_; }
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }

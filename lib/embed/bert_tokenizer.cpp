@@ -168,6 +168,10 @@ std::vector<int> BertTextTokenizer::encode(std::string_view text, int max_length
     return std::visit([&](const auto& t) { return t.encode(text, max_length); }, t_);
 }
 
+std::vector<int> BertTextTokenizer::tokenize_ids(std::string_view text) const {
+    return std::visit([&](const auto& t) { return t.tokenize_ids(text); }, t_);
+}
+
 int BertTextTokenizer::vocab_size() const {
     return std::visit([](const auto& t) { return t.vocab_size(); }, t_);
 }

@@ -43,6 +43,7 @@ public:
     BertTextTokenizer(const std::string& dir, int lower_case);
     // cls pieces sep, truncated to at most max_length ids.
     std::vector<int> encode(std::string_view text, int max_length) const;
+    std::vector<int> tokenize_ids(std::string_view text) const;   // the pieces alone
     int vocab_size() const;
     BertTokenizerKind kind() const { return static_cast<BertTokenizerKind>(t_.index()); }
     const WordPiece* wordpiece() const { return std::get_if<WordPiece>(&t_); }   // null for the other kinds

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peer for `retro-bench embed`: Hugging Face transformers (torch, CPU) embedding the same texts
 with the same model, threads, batch and max_length, the way sentence-transformers does it: fast
-tokenizer, BertModel, mean pooling over the attention mask, L2 normalisation. Batches are cut in
+tokenizer, AutoModel (BertModel, MPNetModel, XLMRobertaModel, ...), mean pooling over the attention mask, L2 normalisation. Batches are cut in
 the given order (a plain transformers loop), or with --sort-by-length longest first as
 sentence-transformers' encode does, which pads less. Prints one JSON line with the fields
 retro-bench embed prints for RetroKit.
@@ -44,7 +44,11 @@ def main():
     with open(args.texts, encoding="utf-8") as f:
         texts = [json.loads(line) for line in f if line.strip()]
     tok = transformers.AutoTokenizer.from_pretrained(args.model)   # the fast tokenizer, as deployed
-    model = transformers.BertModel.from_pretrained(args.model, add_pooling_layer=False).eval().to(args.device)
+    try:   # BERT, MPNet, RoBERTa, XLM-R: no pooler; DistilBERT has none to leave out
+        model = transformers.AutoModel.from_pretrained(args.model, add_pooling_layer=False)
+    except TypeError:
+        model = transformers.AutoModel.from_pretrained(args.model)
+    model = model.eval().to(args.device)
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
 
