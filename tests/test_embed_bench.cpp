@@ -101,6 +101,23 @@ TEST_CASE("embed bench: without --peer a single run is timed and no ratio is rep
     CHECK_FALSE(j.contains("rounds"));
 }
 
+TEST_CASE("embed bench: MPNet, XLM-R and RoBERTa models cut texts of --tokens of their own tokenizer's pieces") {
+    // (it took WordPiece's for every model, and stopped on XLM-R's and RoBERTa's, which have none)
+    for (const char* name : {"mpnet_tiny", "xlmr_tiny", "roberta_tiny"}) {
+        CAPTURE(name);
+        TempDir dir("embed-bench-families");
+        const std::string model = (source_dir() / "tests/reference/golden" / name).string();
+        auto r = run_tool("retro-bench", "--threads 1 embed --model " + model + " --chunks 6 --tokens 20 --repeats 1 --json " +
+                                             (dir / "embed.json").string());
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        const auto j = nlohmann::json::parse(read_text(dir / "embed.json"));
+        // about 20 pieces a text, with its two specials (texts end at word boundaries, so a little over or under)
+        CHECK(j["retrokit"]["tokens_per_chunk"].get<double>() > 16);
+        CHECK(j["retrokit"]["tokens_per_chunk"].get<double>() < 26);
+    }
+}
+
 TEST_CASE("embed bench: PNG and JPEG writers round-trip through the decoder, synthetic images are deterministic and odd-sized") {
     TempDir dir("image-encode");
     const RgbImage a = bench::synthetic_image(7, 3), b = bench::synthetic_image(7, 3), c = bench::synthetic_image(8, 3);
