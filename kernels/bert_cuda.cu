@@ -156,10 +156,10 @@ __global__ void attention(const float* qkv, const long long* offsets, long long 
     }
 }
 
-// out[s] = mean of sequence s's rows of x.
-__global__ void mean_rows(const float* x, const long long* offsets, long long base, int H, float* out) {
+// out[s] = mean of sequence s's rows of x; with first_only, its first row (CLS pooling; zeros for an empty sequence).
+__global__ void mean_rows(const float* x, const long long* offsets, long long base, int H, float* out, bool first_only) {
     const int s = blockIdx.x;
-    const long long r0 = offsets[s] - base, len = offsets[s + 1] - offsets[s];
+    const long long r0 = offsets[s] - base, all = offsets[s + 1] - offsets[s], len = first_only && all > 1 ? 1 : all;
     const float inv = 1.0f / fmaxf(static_cast<float>(len), 1e-9f);
     for (int c = threadIdx.x; c < H; c += blockDim.x) {
         float acc = 0;
@@ -199,9 +199,16 @@ class CudaBertImpl final : public CudaBert {
 public:
     CudaBertImpl(const BertModel& model, CudaStream stream);
     void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
-                      CudaStream stream) override;
+                      CudaStream stream) override {
+        forward(ids, offsets, count, out, false, stream);
+    }
+    void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                     CudaStream stream) override {
+        forward(ids, offsets, count, out, true, stream);
+    }
 
 private:
+    void forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out, bool cls, CudaStream stream);
     State s_;
 };
 
@@ -234,9 +241,9 @@ CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));   // the weights are in place for work on any stream
 }
 
-void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
-                                CudaStream stream) {
-    cuda_stream_require(stream, "CudaBert::forward_mean");
+void CudaBertImpl::forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out, bool cls,
+                           CudaStream stream) {
+    cuda_stream_require(stream, cls ? "CudaBert::forward_cls" : "CudaBert::forward_mean");
     State& s = s_;
     const BertConfig& c = s.cfg;
     const int H = c.hidden, I = c.intermediate, heads = c.heads, d = H / heads;
@@ -246,9 +253,9 @@ void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* off
     int max_len = 0;
     for (int q = 0; q < count; ++q) {
         const std::int64_t len = offsets[q + 1] - offsets[q];
-        RETRO_CHECK(len >= 0 && len <= c.max_position, "sequence ", q, " has length ", len, ", the model allows ", c.max_position);
+        RETRO_CHECK(len >= 0 && len <= c.max_tokens(), "sequence ", q, " has length ", len, ", the model allows ", c.max_tokens());
         max_len = std::max<int>(max_len, static_cast<int>(len));
-        for (std::int64_t t = 0; t < len; ++t) pos[static_cast<std::size_t>(offsets[q] - base + t)] = static_cast<int>(t);
+        bert_position_ids(c, ids + offsets[q], len, pos.data() + (offsets[q] - base));   // 0, 1, ... or fairseq's
     }
     for (long long i = 0; i < N; ++i)
         RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < c.vocab_size, "token id ", ids[base + i],
@@ -292,7 +299,7 @@ void CudaBertImpl::forward_mean(const std::int32_t* ids, const std::int64_t* off
         add_bias_ln_rows<<<rows, kThreads, 0, st>>>(x, y, L.b_2.p, L.ln2_g.p, L.ln2_b.p, H, eps);
         RETRO_CUDA_LAUNCH_CHECK("add_bias_ln_rows (ffn)", st);
     }
-    mean_rows<<<static_cast<unsigned>(count), kThreads, 0, st>>>(x, doff, base, H, pooled);
+    mean_rows<<<static_cast<unsigned>(count), kThreads, 0, st>>>(x, doff, base, H, pooled, cls);
     RETRO_CUDA_LAUNCH_CHECK("mean_rows", st);
     RETRO_CUDA_CHECK(cudaMemcpyAsync(out, pooled, static_cast<std::size_t>(count) * H * sizeof(float),
                                      cudaMemcpyDeviceToHost, st));

@@ -1,4 +1,5 @@
-// CudaBert: the BERT encoder forward + mean pool of embed/bert_model.h on the GPU, for `retro-index
+// CudaBert: the BERT encoder forward + mean (or CLS) pool of embed/bert_model.h on the GPU — BERT, DistilBERT, ELECTRA,
+// RoBERTa and XLM-R (positions from bert_position_ids, on the host); not MPNet (no relative-position bias here) — for `retro-index
 // --embedder bert --device cuda` (defined by kernels/bert_cuda.cu; a CPU-only build names it only under
 // `if constexpr (kCudaBuilt)`, core/cuda_device.h). Same packing (sequences back to back, no padding), same math
 // in fp32: every dense layer is one cublasSgemm over all tokens of the batch (pedantic math: no TF32), attention
@@ -25,6 +26,9 @@ public:
     // (the mean of each sequence's last hidden states), on `stream`. Not thread-safe (reused buffers).
     virtual void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
                               CudaStream stream) = 0;
+    // The same with each sequence's first token's state in place of the mean (BertModel::forward_cls).
+    virtual void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                             CudaStream stream) = 0;
 };
 
 }  // namespace retro

@@ -94,13 +94,6 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         if (c.mpnet)
             user_error_in("--device cuda", "the CUDA encoder has no relative-position bias; " + opts_.model_dir + " is an MPNet checkpoint",
                           "embed on the CPU (--device cpu)");
-        if (c.position_padding_idx >= 0)
-            user_error_in("--device cuda", "the CUDA encoder numbers positions from 0; " + opts_.model_dir + " is a " + c.model_type +
-                                               " checkpoint (fairseq's positions)",
-                          "embed on the CPU (--device cpu)");
-        if (pooling_ != "mean")
-            user_error_in("--device cuda", "the CUDA encoder pools by the mean; " + opts_.model_dir + " pools by the " + pooling_ + " token",
-                          "embed on the CPU (--device cpu)");
         // the CUDA encoder's feed-forward computes erf-GELU, tanh-GELU and ReLU (kernels/bert_cuda.cu)
         Activation act = Activation::GELU_ERF;
         activation_from_name(c.hidden_act, act);   // checked by bert_config_read
@@ -118,7 +111,8 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
 
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
     embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
-        if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled, cuda_stream_->get());
+        if (cuda_ && pooling_ == "cls") cuda_->forward_cls(ids, offsets, count, pooled, cuda_stream_->get());
+        else if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled, cuda_stream_->get());
         else if (pooling_ == "cls") model_.forward_cls(ids, offsets, count, pooled);
         else model_.forward_mean(ids, offsets, count, pooled);
     }, out);

@@ -190,6 +190,13 @@ BertConfig bert_config_read(const std::string& path) {
     return c;
 }
 
+void bert_position_ids(const BertConfig& config, const std::int32_t* ids, std::int64_t len, std::int32_t* positions) {
+    const int pad = config.position_padding_idx;
+    std::int32_t seen = 0;
+    for (std::int64_t t = 0; t < len; ++t)
+        positions[t] = pad < 0 ? static_cast<std::int32_t>(t) : ids[t] == pad ? pad : pad + ++seen;
+}
+
 BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLayers>()) {
     cfg_ = bert_config_read((fs::path(dir) / "config.json").string());
     CheckpointWeights st(dir, "a BERT model folder");
@@ -265,19 +272,14 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     Activation act = Activation::GELU_ERF;
     activation_from_name(cfg_.hidden_act, act);   // checked by bert_config_read
 
-    // Embeddings: word + position (from 0 in each sequence) + token type 0, then LayerNorm. MPNet's and XLM-R's
-    // positions are fairseq's (transformers' create_position_ids_from_input_ids, padding_idx P = 1): token id P sits at
-    // position P, every other token at P + the count of tokens other than id P up to it (P + 1, P + 2, ... in a text
-    // without a literal <pad>).
-    const int pad_idx = cfg_.position_padding_idx;
+    // Embeddings: word + position (bert_position_ids: from 0, or fairseq's) + token type 0, then LayerNorm.
     parallel_for(count, [&](std::int64_t s) {
-        std::int64_t seen = 0;
+        std::vector<std::int32_t> positions(static_cast<std::size_t>(offsets[s + 1] - offsets[s]));
+        bert_position_ids(cfg_, ids + offsets[s], offsets[s + 1] - offsets[s], positions.data());
         for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) {
             float* row = x + (r - base) * H;
             const float* w = word_.data() + static_cast<std::int64_t>(ids[r]) * H;
-            std::int64_t position = r - offsets[s];
-            if (pad_idx >= 0) position = ids[r] == pad_idx ? pad_idx : pad_idx + ++seen;
-            const float* p = pos_.data() + position * H;
+            const float* p = pos_.data() + static_cast<std::int64_t>(positions[r - offsets[s]]) * H;
             for (int j = 0; j < H; ++j) row[j] = w[j] + p[j] + type_[j];
             add_layer_norm_rows(row, nullptr, 1, H, emb_ln_g_.data(), emb_ln_b_.data(), eps);
         }

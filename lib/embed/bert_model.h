@@ -40,6 +40,11 @@ struct BertConfig {
 // Reads config.json (BertConfig fields as HF writes them, or DistilBertConfig's); throws UserError naming the file.
 BertConfig bert_config_read(const std::string& path);
 
+// The position ids of one sequence of `len` token ids (the CPU and CUDA encoders' embeddings): 0, 1, 2, ... (BERT);
+// fairseq's for MPNet and RoBERTa / XLM-R (transformers' create_position_ids_from_input_ids, padding_idx P): a token
+// with id P sits at position P, every other token at P + the count of tokens other than id P up to it.
+void bert_position_ids(const BertConfig& config, const std::int32_t* ids, std::int64_t len, std::int32_t* positions);
+
 class BertModel {
 public:
     // Reads dir/config.json and dir/model.safetensors; throws UserError naming a missing or bad file.
