@@ -23,6 +23,8 @@
 #include "test_util.h"
 #include "text/tokenizer.h"
 #include "embed/t5_embedder.h"
+#include "text/regex_unicode.h"
+#include "text/roberta_bpe.h"
 #include "text/wordpiece.h"
 
 using namespace retro;
@@ -401,6 +403,22 @@ TEST_CASE("bert: a tiny random RobertaModel (all-distilroberta-v1's form) with i
     }
     o.device = "cuda";
     if (cuda_device_count() == 0) CHECK(bert_refusal(o).find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
+}
+
+TEST_CASE("bert: RoBERTa's pre-tokeniser knows the letters and numbers of Unicode 15 and 16, as the tokenizers library") {
+    // tests/reference/make_bert_golden.py --only roberta_unicode: the tables came from Python 3.11's unicodedata (14.0)
+    // before session 41 and split U+13E2C or U+1C89 from the letters around them (tests/reference/make_regex_unicode.py)
+    const fs::path dir = test::source_dir() / "tests/reference/golden/roberta_tiny";
+    const auto golden = test::golden_json(dir / "unicode16.json");
+    const RobertaBpeTokenizer tok(dir.string());
+    for (std::size_t i = 0; i < golden["texts"].size(); ++i) {
+        CAPTURE(i);
+        CHECK(tok.encode(golden["texts"][i].get<std::string>(), 128) == golden["ids"][i].get<std::vector<int>>());
+    }
+    CHECK(regex_unicode::is_letter(0x1C89));    // Unicode 16: Cyrillic capital tje
+    CHECK(regex_unicode::is_letter(0x2EBF0));   // CJK extension I
+    CHECK(regex_unicode::is_number(0x1E4F0));   // Nag Mundari digit zero (15.0)
+    CHECK(!regex_unicode::is_letter(0x0558));   // unassigned there
 }
 
 TEST_CASE("bert: tokens added after training (new ids) are split out with the ids the tokenizer files give, in all three tokenizers") {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "text/regex_unicode.h"
 #include "text/wordpiece.h"
 
 namespace retro {
@@ -12,7 +13,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_space(char32_t c) { return unicode::is_white_space(c); }   // \s of the tokenizers regex
+using regex_unicode::is_white_space;
+constexpr auto is_space = is_white_space;   // \s of the tokenizers regex
+
 
 // NFC, white-space runs -> " ", per-character lower case (U+0130 -> "i̇" as Rust's full mapping).
 std::u32string normalise(const std::string& text) {
@@ -34,8 +37,8 @@ std::u32string normalise(const std::string& text) {
 
 // The pieces of CLIP's pre-tokeniser regex (its alternatives tried in order at each position).
 std::vector<std::u32string> split_pieces(const std::u32string& s) {
-    using clip_unicode::is_letter;
-    using clip_unicode::is_number;
+    using regex_unicode::is_letter;
+    using regex_unicode::is_number;
     std::vector<std::u32string> pieces;
     std::size_t i = 0;
     const std::size_t n = s.size();

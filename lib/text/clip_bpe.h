@@ -31,9 +31,4 @@ private:
     std::string dir_;
 };
 
-namespace clip_unicode {
-bool is_letter(char32_t c);   // general category L* (lib/text/clip_unicode.cpp, generated)
-bool is_number(char32_t c);   // N*
-}  // namespace clip_unicode
-
 }  // namespace retro

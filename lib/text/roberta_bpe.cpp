@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
-#include "text/clip_bpe.h"
+#include "text/regex_unicode.h"
 #include "text/wordpiece.h"
 
 namespace retro {
@@ -20,9 +20,9 @@ namespace fs = std::filesystem;
 // piece (\s+(?!\S) backs off one), where a single space joins a letter, number or symbol run (" ?\p{L}+"); a run at
 // the end of the text is one piece.
 std::vector<std::u32string> gpt2_pieces(const std::u32string& s) {
-    using clip_unicode::is_letter;
-    using clip_unicode::is_number;
-    const auto is_space = unicode::is_white_space;
+    using regex_unicode::is_letter;
+    using regex_unicode::is_number;
+    const auto is_space = regex_unicode::is_white_space;
     const auto is_other = [&](char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
     std::vector<std::u32string> pieces;
     const std::size_t n = s.size();

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "text/regex_unicode.h"
 #include "text/wordpiece.h"
 
 namespace retro {
@@ -138,7 +139,7 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
             std::size_t c = end - 1;
             while (c > seg_begin && (static_cast<unsigned char>(text[c]) & 0xC0) == 0x80) --c;   // back to a lead byte
             const std::u32string cp = unicode::utf8_to_u32(text.substr(c, end - c));
-            if (cp.size() != 1 || !unicode::is_white_space(cp[0])) break;
+            if (cp.size() != 1 || !regex_unicode::is_white_space(cp[0])) break;
             end = c;
         }
         return end;

@@ -15,11 +15,6 @@ namespace retro {
 
 namespace unicode {
 
-bool is_white_space(char32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
 std::u32string utf8_to_u32(std::string_view s) {
     std::u32string out;
     out.reserve(s.size());

@@ -88,8 +88,7 @@ std::u32string nfd(std::u32string_view s);
 std::u32string nfc(std::u32string_view s);
 std::u32string lower(std::u32string_view s);      // Python str.lower(), final sigma included
 bool is_chinese_char(char32_t c);                 // HF BasicTokenizer._is_chinese_char
-// Unicode White_Space: \s in the tokenizers library's regexes (CLIP's, GPT-2's), Rust's char::is_whitespace
-bool is_white_space(char32_t c);
+
 }  // namespace unicode
 
 }  // namespace retro

@@ -11,6 +11,7 @@
 
 #include "text/clip_bpe.h"
 #include "text/roberta_bpe.h"
+#include "text/regex_unicode.h"
 #include "text/special_tokens.h"
 #include "text/utf8.h"
 #include "text/wordpiece.h"
@@ -81,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (found > at) {   // skipped bytes: only white space before an lstrip token
             if (part.special < 0 || !lstrip[part.special]) fail("a split skipped text");
             for (const char32_t c : retro::unicode::utf8_to_u32(raw.substr(at, found - at)))
-                if (!retro::unicode::is_white_space(c)) fail("a split skipped more than white space");
+                if (!retro::regex_unicode::is_white_space(c)) fail("a split skipped more than white space");
         }
         at = found + part.text.size();
     }

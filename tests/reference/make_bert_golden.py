@@ -740,6 +740,20 @@ def make_added_tokens(out_dir):
         json.dump({"transformers": transformers.__version__, "sentences": ADDED_SENTENCES, "ids": ids}, f, ensure_ascii=True)
 
 
+UNICODE16_TEXTS = ["\U00013E2C\u8169", "x\u1C89", "a\U0002EBF0b 1\U0001E4F0\u0558", "\U00016D40\U00016D41 \U000110D0x"]
+
+
+def make_roberta_unicode(out_dir):
+    """transformers' RobertaTokenizer over roberta_tiny on letters and numbers of Unicode 15-16 (the tokenizers library's
+    tables; Python 3.11's unicodedata is 14.0): roberta_tiny/unicode16.json."""
+    import transformers
+    tok = transformers.RobertaTokenizer.from_pretrained(os.path.join(out_dir, "roberta_tiny"))
+    ids = [tok(t)["input_ids"] for t in UNICODE16_TEXTS]
+    with open(os.path.join(out_dir, "roberta_tiny", "unicode16.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "texts": UNICODE16_TEXTS, "ids": ids}, f, ensure_ascii=True)
+    print(f"wrote roberta_tiny/unicode16.json: {ids}")
+
+
 def make_st_prompt(golden):
     """sentence-transformers itself (pip install sentence-transformers) over mpnet_tiny, xlmr_tiny and roberta_tiny:
     embeddings_st_prompt.npy = encode(texts, prompt="passage: ", normalize_embeddings=True) and st_prompt.json the texts
@@ -823,14 +837,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -849,6 +863,8 @@ def main():
         make_roberta_tiny(os.path.join(args.out, "roberta_tiny"))
     if "added_tokens" in only:
         make_added_tokens(os.path.join(args.out, "added_tokens"))
+    if "roberta_unicode" in only:
+        make_roberta_unicode(args.out)
     if "st_prompt" in only:
         make_st_prompt(args.out)
     if "minilm" in only:
