@@ -427,7 +427,7 @@ TEST_CASE("bert: tokens added after training (new ids) are split out with the id
     const fs::path root = test::source_dir() / "tests/reference/golden/added_tokens";
     auto golden = test::golden_json(root / "golden.json");
     auto sentences = golden["sentences"].get<std::vector<std::string>>();
-    for (const char* name : {"bert_fast", "bert_slow", "roberta", "xlmr"}) {
+    for (const char* name : {"bert_fast", "bert_slow", "roberta", "xlmr", "roberta_strip"}) {
         CAPTURE(name);
         test::TempDir dir("added-tokens");
         for (const auto& f : fs::directory_iterator(root / name)) fs::copy_file(f.path(), dir / f.path().filename());
@@ -542,6 +542,37 @@ TEST_CASE("bert: retro-index --prompt is recorded, a resume with another prompt 
     r = test::run_tool("retro-index", db.string() + " --dim 16 --prompt 'query: ' --out " + (tmp / "bow").string());
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--prompt: applies to --embedder bert only") != std::string::npos);
+}
+
+TEST_CASE("bert: the tokenizer follows what transformers reads: tokenizer_class, add_prefix_space, the prompt's text") {
+    const fs::path roberta = test::source_dir() / "tests/reference/golden/roberta_tiny";
+    const auto golden = test::golden_json(roberta / "golden.json");
+    const auto sentences = golden["sentences"].get<std::vector<std::string>>();
+    test::TempDir dir("bert-tokenizer-choice");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) fs::copy_file(roberta / f, dir / f);
+    // transformers' RobertaTokenizer builds its pre-tokenizer from tokenizer_config.json's add_prefix_space (false
+    // where absent), not from tokenizer.json's ByteLevel entry
+    test::write_text(dir / "tokenizer_config.json", R"({"tokenizer_class": "RobertaTokenizer"})");
+    test::write_text(dir / "tokenizer.json", R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "added_tokens": []})");
+    BertEmbedderOptions o;
+    o.model_dir = dir.path.string();
+    {
+        BertEmbedder e(o, nullptr);
+        for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(e.encode_text(sentences[i]) == golden["ids"][i].get<std::vector<int>>());
+    }
+    // a tokenizer RetroKit does not have is refused, not guessed from the files (HerBERT's: vocab.json + merges.txt)
+    test::write_text(dir / "tokenizer_config.json", R"({"tokenizer_class": "HerbertTokenizer"})");
+    CHECK(bert_refusal(o).find("tokenizer_config.json: names the tokenizer_class HerbertTokenizer, which the bert embedder does not have") !=
+          std::string::npos);
+    test::write_text(dir / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");   // generic: the files decide
+    CHECK(bert_refusal(o) == "(accepted)");
+    // a prompt must be UTF-8 text; a default prompt of null is none, as in sentence-transformers
+    o.prompt = std::string("\xff\xfe: ");
+    CHECK(bert_refusal(o).find("--prompt: is not valid UTF-8") == 0);
+    o.prompt.reset();
+    test::write_text(dir / "config_sentence_transformers.json", R"({"prompts": {"query": null}, "default_prompt_name": "query"})");
+    BertEmbedder none(o, nullptr);
+    CHECK(none.prompt().empty());
 }
 
 TEST_CASE("bert: GPT-2's pre-tokeniser splits white space, contractions and symbol runs as its regex does") {
@@ -790,6 +821,22 @@ TEST_CASE("bert: chunk ids are decoded to text with pad and bos and eos dropped 
     double dot = 0;
     for (int j = 0; j < D; ++j) dot += got[j] * got[D + j];
     CHECK(dot < 0.999);
+    // with a prompt, as without: an all-padding chunk is a zero row (not the prompt's vector: a byte-level BPE gives
+    // "query: " alone a trailing space piece, so counting the prompt's ids did not tell an empty text) and the others
+    // embed as their texts with the prompt
+    for (const char* name : {"mpnet_tiny", "xlmr_tiny", "roberta_tiny"}) {
+        CAPTURE(name);
+        BertEmbedderOptions p;
+        p.model_dir = (test::source_dir() / "tests/reference/golden" / name).string();
+        p.prompt = "query: ";
+        auto with_prompt = make_bert_embedder(p, &tok);
+        std::vector<float> pg(texts.size() * D, 7.0f), pw((texts.size() - 1) * D);
+        with_prompt->embed(chunks.data(), static_cast<std::int64_t>(texts.size()), cs, pg.data());
+        dynamic_cast<const BertEmbedder&>(*with_prompt).embed_texts({texts.begin(), texts.end() - 1}, pw.data());
+        for (std::size_t i = 0; i + 1 < texts.size(); ++i)
+            for (int j = 0; j < D; ++j) CHECK(pg[i * D + j] == doctest::Approx(pw[i * D + j]).epsilon(1e-5));
+        for (int j = 0; j < D; ++j) CHECK(pg[3 * D + j] == 0.0f);
+    }
 }
 
 TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model folder is refused") {

@@ -1,5 +1,5 @@
 // Implementation of embed_bench.h. Texts are cut from a source (a file, or synthetic words) so that
-// each holds about `tokens` model tokens (WordPiece for bert, spiece pieces for t5); RetroKit embeds
+// each holds about `tokens` model tokens (the bert model's own tokenizer: WordPiece, XLM-R's sentencepiece or RoBERTa's BPE; spiece pieces for t5); RetroKit embeds
 // them with BertEmbedder / T5Embedder::embed_texts (tokenisation included in the time), the peer
 // reads the same texts from --texts-out.
 #include "bench/embed_bench.h"
@@ -66,6 +66,7 @@ BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
     eo.batch = o.batch;
     eo.max_length = o.max_length;
     eo.device = o.device;
+    eo.prompt = "";   // no prompt, whatever the folder's default: the peer (hf_embed.py) embeds the texts as they are
     auto e = std::make_unique<BertEmbedder>(eo, nullptr);
     const BertEmbedder* bert = e.get();
     b.count = [bert](const std::string& w) { return static_cast<int>(bert->text_tokenizer().tokenize_ids(w).size()); };

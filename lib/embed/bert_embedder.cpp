@@ -17,6 +17,7 @@
 #include "embed/model_folder.h"
 #include "embed/packed_batches.h"
 #include "embed/st_modules.h"
+#include "text/utf8.h"
 
 namespace retro {
 
@@ -77,17 +78,17 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
                       "keep the tokenizer and the weights from the same checkpoint");
     opts_.lower_case = text_tokenizer_.lower_case() ? 1 : 0;   // XLM-R, RoBERTa: false (no such option)
     prompt_ = bert_prompt(opts_);
+    if (std::string valid = prompt_; utf8_sanitize(valid) != 0)
+        user_error_in("--prompt", "is not valid UTF-8 (from the command line, an index's manifest or config_sentence_transformers.json)",
+                      "give the prompt as UTF-8 text");
     if (!prompt_.empty()) {
         if (fs::exists(fs::path(opts_.model_dir) / "modules.json") && !st_modules_read(opts_.model_dir).include_prompt)
             user_error_in((fs::path(opts_.model_dir) / "1_Pooling" / "config.json").string(),
                           "leaves the prompt's tokens out of the pool (include_prompt false), which the bert embedder does not",
                           "embed without a prompt (--prompt \"\"), or use another model");
-        // the ids the prompt adds before a text's (a byte-level BPE gives "query: " alone a trailing space piece that
-        // joins the text's first word once a text follows)
-        const std::size_t with = text_tokenizer_.encode(prompt_ + "x", 1 << 30).size(), without = text_tokenizer_.encode("x", 1 << 30).size();
-        prompt_pieces_ = with > without ? with - without : 0;
-        if (static_cast<int>(prompt_pieces_) + 2 >= opts_.max_length)
-            user_error_in("--prompt", cat("is ", prompt_pieces_, " tokens, which leave no room for a chunk's text in --max-length ", opts_.max_length),
+        const std::size_t prompt_pieces = text_tokenizer_.tokenize_ids(prompt_).size();
+        if (static_cast<int>(prompt_pieces) + 2 >= opts_.max_length)
+            user_error_in("--prompt", cat("is ", prompt_pieces, " tokens, which leave no room for a chunk's text in --max-length ", opts_.max_length),
                           "give a shorter prompt or a larger --max-length");
     }
     if (opts_.device == "cuda") {
@@ -134,8 +135,13 @@ void BertEmbedder::embed_texts(const std::vector<std::string>& texts, float* out
 void BertEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const {
     RETRO_CHECK(tokenizer_ != nullptr, "the bert embedder needs the database's tokenizer to decode chunks");
     // [CLS] (prompt) [SEP] alone: a text without any token of its own, a zero row
-    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2 + prompt_pieces_, [&](const std::string& t) { return encode_text(t); }),
-              out);
+    // with a prompt the ids of a text without tokens of its own are more than the two specials: such a text is told by
+    // its own pieces (a byte-level BPE joins the prompt's trailing space to the text's first word, so no count of the
+    // prompt's ids would do)
+    const TextEncode encode = [&](const std::string& t) {
+        return prompt_.empty() || !text_tokenizer_.tokenize_ids(t).empty() ? encode_text(t) : std::vector<int>();
+    };
+    embed_ids(encoder_chunk_ids(*tokenizer_, tokens, n, chunk_size, 2, encode), out);
 }
 
 nlohmann::json BertEmbedder::to_json() const {

@@ -65,7 +65,6 @@ private:
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     BertTextTokenizer text_tokenizer_;   // WordPiece, XLM-R's sentencepiece or RoBERTa's BPE (bert_tokenizer.h)
     std::string prompt_;
-    std::size_t prompt_pieces_ = 0;      // the prompt's ids between the two specials
     std::string fingerprint_, tokenizer_fingerprint_;
 };
 

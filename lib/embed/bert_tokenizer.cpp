@@ -35,16 +35,19 @@ SpecialTokens wordpiece_family(const std::string& dir) {
     return bert_folder_model_type(dir) == "mpnet" ? SpecialTokens::mpnet() : SpecialTokens();
 }
 
-// " specials=CLS SEP UNK PAD split: T1 T2 ..." where DIR's special tokens differ from `family`'s own, else ""
-std::string specials_note(const std::string& dir, const SpecialTokens& defaults, const SpecialTokens& reference) {
+// " specials=CLS SEP UNK PAD split: T1 T2 ..." where DIR's special tokens differ from `reference`'s, then " ids: T=ID ..."
+// of the tokens whose ids the files gave (the vocabulary lacking them); "" where neither
+std::string specials_note(const std::string& dir, const SpecialTokens& defaults, const SpecialTokens& reference,
+                          const std::vector<std::pair<std::string, int>>& file_ids) {
     const SpecialTokens s = SpecialTokens::from_dir(dir, defaults);
-    if (s.cls == reference.cls && s.sep == reference.sep && s.unk == reference.unk && s.pad == reference.pad &&
-        s.split_set() == reference.split_set())
-        return {};
-    std::string note = " specials=" + s.cls + " " + s.sep + " " + s.unk + " " + s.pad + " split:";
-    for (const std::string& t : s.split_set()) note += " " + t;
-    if (!s.added_ids.empty()) note += " ids:";
-    for (const auto& [t, id] : s.added_ids) note += " " + t + "=" + std::to_string(id);
+    std::string note;
+    if (s.cls != reference.cls || s.sep != reference.sep || s.unk != reference.unk || s.pad != reference.pad ||
+        s.split_set() != reference.split_set()) {
+        note = " specials=" + s.cls + " " + s.sep + " " + s.unk + " " + s.pad + " split:";
+        for (const std::string& t : s.split_set()) note += " " + t;
+    }
+    if (!file_ids.empty()) note += " ids:";
+    for (const auto& [t, id] : file_ids) note += " " + t + "=" + std::to_string(id);
     return note;
 }
 
@@ -63,6 +66,12 @@ BertTokenizerKind bert_tokenizer_kind(const std::string& dir) {
     if (starts_with(cls, "RobertaTokenizer")) return BertTokenizerKind::ROBERTA_BPE;
     for (const char* wordpiece : {"BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "MPNetTokenizer"})
         if (starts_with(cls, wordpiece)) return BertTokenizerKind::WORDPIECE;
+    // another tokenizer (HerBERT's, CamemBERT's, a Japanese BERT's MeCab one) would be guessed from the files below
+    // and tokenise wrongly without a word; the generic fast classes name no algorithm: the files decide
+    if (!cls.empty() && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend" && cls != "PreTrainedTokenizer")
+        user_error_in((fs::path(dir) / "tokenizer_config.json").string(),
+                      "names the tokenizer_class " + cls + ", which the bert embedder does not have",
+                      "use a checkpoint tokenised by WordPiece (BERT, DistilBERT, ELECTRA, MPNet), XLM-R's sentencepiece or RoBERTa's BPE");
     const std::string type = bert_folder_model_type(dir);
     if (type == "xlm-roberta") return BertTokenizerKind::XLMR_SENTENCEPIECE;
     if (type == "roberta") return BertTokenizerKind::ROBERTA_BPE;
@@ -115,8 +124,9 @@ std::string bert_tokenizer_fingerprint(const std::string& dir) {
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
     const BertTokenizerKind kind = bert_tokenizer_kind(dir);
+    const BertTextTokenizer tokenizer(dir, -1);   // what the files resolve to: added tokens' ids, add_prefix_space
     if (kind == BertTokenizerKind::XLMR_SENTENCEPIECE) {   // the ids follow the sentencepiece model, and added tokens
-        all += " xlm-roberta" + specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq());
+        all += " xlm-roberta" + specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq(), tokenizer.file_ids());
         return fingerprint_bytes(all.data(), all.size());
     }
     if (kind == BertTokenizerKind::ROBERTA_BPE) {
@@ -125,9 +135,8 @@ std::string bert_tokenizer_fingerprint(const std::string& dir) {
             refuse_lfs_pointer_file(merges);
             all += " " + fingerprint_file(merges);
         }
-        all += std::string(" roberta-bpe add_prefix_space=") +
-               (RobertaBpeTokenizer(dir).add_prefix_space() ? "true" : "false") +
-               specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq());
+        all += std::string(" roberta-bpe add_prefix_space=") + (tokenizer.add_prefix_space() ? "true" : "false") +
+               specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq(), tokenizer.file_ids());
         return fingerprint_bytes(all.data(), all.size());
     }
     const fs::path config = fs::path(dir) / "tokenizer_config.json";
@@ -144,7 +153,7 @@ std::string bert_tokenizer_fingerprint(const std::string& dir) {
            " tokenize_chinese_chars=" + (chinese ? chinese->dump() : "true");
     // the special tokens (since 2026-12-02 MPNet's <s> ... </s>, or names the tokenizer files give) where they are not
     // BERT's five: an index of a BERT checkpoint keeps the fingerprint it had
-    all += specials_note(dir, wordpiece_family(dir), SpecialTokens());
+    all += specials_note(dir, wordpiece_family(dir), SpecialTokens(), tokenizer.file_ids());
     return fingerprint_bytes(all.data(), all.size());
 }
 

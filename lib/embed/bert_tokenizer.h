@@ -48,6 +48,14 @@ public:
     BertTokenizerKind kind() const { return static_cast<BertTokenizerKind>(t_.index()); }
     const WordPiece* wordpiece() const { return std::get_if<WordPiece>(&t_); }   // null for the other kinds
     bool lower_case() const { return wordpiece() && wordpiece()->options().lower_case; }
+    // The tokens whose ids the tokenizer files gave, the vocabulary lacking them (tokens added after training).
+    const std::vector<std::pair<std::string, int>>& file_ids() const {
+        return std::visit([](const auto& t) -> const std::vector<std::pair<std::string, int>>& { return t.file_ids(); }, t_);
+    }
+    bool add_prefix_space() const {   // RoBERTa's option (false for the others)
+        const RobertaBpeTokenizer* r = std::get_if<RobertaBpeTokenizer>(&t_);
+        return r && r->add_prefix_space();
+    }
 
     using Variant = std::variant<WordPiece, XlmrTokenizer, RobertaBpeTokenizer>;   // in BertTokenizerKind's order
 

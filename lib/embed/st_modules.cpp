@@ -144,6 +144,8 @@ std::string st_default_prompt(const std::string& dir) {
     const nlohmann::json j = json_read_file(path);
     if (!j.is_object() || !j.contains("default_prompt_name") || !j["default_prompt_name"].is_string()) return {};
     const std::string name = j["default_prompt_name"].get<std::string>();
+    if (j.contains("prompts") && j["prompts"].is_object() && j["prompts"].contains(name) && j["prompts"][name].is_null())
+        return {};   // sentence-transformers: no prompt
     if (!j.contains("prompts") || !j["prompts"].is_object() || !j["prompts"].contains(name) || !j["prompts"][name].is_string())
         user_error_in(path, "names the default prompt \"" + name + "\", which its \"prompts\" do not hold",
                       "restore the model's config_sentence_transformers.json");

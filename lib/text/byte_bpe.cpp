@@ -88,8 +88,10 @@ ByteLevelBpe ByteLevelBpe::from_tokenizer_json(const std::string& path, const st
             if (sp == std::string::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string::npos)
                 user_error_in(path, "has the merge " + m.dump() + ", not two symbols separated by one space", "restore the checkpoint's tokenizer.json");
             bpe.add_merge(line.substr(0, sp), line.substr(sp + 1));
-        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            bpe.add_merge(m[0].get<std::string>(), m[1].get<std::string>());
+        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string() &&
+                   m[0].get<std::string>().find(' ') == std::string::npos && m[1].get<std::string>().find(' ') == std::string::npos &&
+                   !m[0].get<std::string>().empty() && !m[1].get<std::string>().empty()) {
+            bpe.add_merge(m[0].get<std::string>(), m[1].get<std::string>());   // (a space inside would be ambiguous)
         } else {
             user_error_in(path, "has the merge " + m.dump().substr(0, 80) + ", not a pair of symbols", "restore the checkpoint's tokenizer.json");
         }

@@ -75,7 +75,7 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_
         const int id = bpe_.token_id(unicode::utf8_to_u32(token));
         if (id < 0)
             user_error_in(bpe_.vocab_path(), "has no " + token + " token (the tokenizer's " + role + ")",
-                          "give the vocab.json of the checkpoint, beside its tokenizer_config.json");
+                          "give the checkpoint's tokenizer files together (vocab.json and merges.txt, or tokenizer.json, with its tokenizer_config.json)");
         return id;
     };
     cls_ = need(named.cls, "cls_token");
@@ -84,23 +84,18 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_
     for (const std::string& t : named.split_set()) {
         const int id = named.id_of(t, bpe_.token_id(unicode::utf8_to_u32(t)));
         if (id < 0) continue;
+        if (bpe_.token_id(unicode::utf8_to_u32(t)) < 0) file_ids_.emplace_back(t, id);
         specials_.push_back(t);
         special_ids_.push_back(id);
-        special_lstrip_.push_back(t == named.mask);   // RobertaTokenizer's AddedToken(mask_token, lstrip=True)
+        // the files' lstrip / rstrip; where they say none, RobertaTokenizer's AddedToken(mask_token, lstrip=True)
+        const auto given = named.strip.find(t);
+        special_strip_.push_back(given != named.strip.end() ? given->second : SpecialTokens::Strip{t == named.mask, false});
     }
-    // add_prefix_space: tokenizer_config.json, else the ByteLevel pre-tokenizer of tokenizer.json, else false
-    const fs::path config = fs::path(dir) / "tokenizer_config.json", tj = fs::path(dir) / "tokenizer.json";
+    // add_prefix_space: tokenizer_config.json's, else false — transformers' RobertaTokenizer builds its ByteLevel
+    // pre-tokenizer from that argument, whatever tokenizer.json's says
+    const fs::path config = fs::path(dir) / "tokenizer_config.json";
     const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
-    if (c.is_object() && c.contains("add_prefix_space") && c["add_prefix_space"].is_boolean()) {
-        add_prefix_space_ = c["add_prefix_space"].get<bool>();
-    } else if (fs::exists(tj)) {
-        refuse_lfs_pointer_file(tj.string());
-        const nlohmann::json t = json_read_file(tj.string());
-        if (t.is_object() && t.contains("pre_tokenizer") && t["pre_tokenizer"].is_object() &&
-            t["pre_tokenizer"].value("type", std::string()) == "ByteLevel" && t["pre_tokenizer"].contains("add_prefix_space") &&
-            t["pre_tokenizer"]["add_prefix_space"].is_boolean())
-            add_prefix_space_ = t["pre_tokenizer"]["add_prefix_space"].get<bool>();
-    }
+    if (c.is_object() && c.contains("add_prefix_space") && c["add_prefix_space"].is_boolean()) add_prefix_space_ = c["add_prefix_space"].get<bool>();
 }
 
 int RobertaBpeTokenizer::vocab_size() const {
@@ -111,7 +106,7 @@ int RobertaBpeTokenizer::vocab_size() const {
 
 std::vector<int> RobertaBpeTokenizer::tokenize_ids(std::string_view text) const {
     std::vector<int> ids;
-    for (const SpecialSplit& part : split_special_tokens(text, specials_, special_lstrip_)) {
+    for (const SpecialSplit& part : split_special_tokens(text, specials_, special_strip_)) {
         if (part.special >= 0) {
             ids.push_back(special_ids_[part.special]);
             continue;

@@ -28,12 +28,15 @@ public:
     int sep_id() const { return sep_; }
     bool add_prefix_space() const { return add_prefix_space_; }
     const std::string& vocab_path() const { return bpe_.vocab_path(); }
+    // The special and added tokens whose ids the tokenizer files gave (vocab.json lacks them), sorted.
+    const std::vector<std::pair<std::string, int>>& file_ids() const { return file_ids_; }
 
 private:
     ByteLevelBpe bpe_;
     std::vector<std::string> specials_;   // split out of a text: those of SpecialTokens::split_set() the vocabulary has
     std::vector<int> special_ids_;
-    std::vector<bool> special_lstrip_;
+    std::vector<SpecialTokens::Strip> special_strip_;
+    std::vector<std::pair<std::string, int>> file_ids_;
     int cls_ = -1, sep_ = -1, unk_ = -1;
     bool add_prefix_space_ = false;
 };

@@ -48,6 +48,14 @@ std::string special_token_text(const nlohmann::json& v) {
     return {};
 }
 
+// strip[token] = an AddedToken object's lstrip / rstrip, where it writes either
+void add_strip(SpecialTokens& s, const nlohmann::json& v) {
+    if (!v.is_object() || (!v.contains("lstrip") && !v.contains("rstrip"))) return;
+    SpecialTokens::Strip& st = s.strip[special_token_text(v)];
+    if (v.contains("lstrip") && v["lstrip"].is_boolean()) st.left = v["lstrip"].get<bool>();
+    if (v.contains("rstrip") && v["rstrip"].is_boolean()) st.right = v["rstrip"].get<bool>();
+}
+
 // added_ids[token] = id, the id as a file writes it (a number, or a decimal key of added_tokens_decoder)
 void add_id(SpecialTokens& s, const std::string& token, const nlohmann::json& id, const std::string& path) {
     std::int64_t value = -1;
@@ -69,7 +77,10 @@ void read_special_tokens(const nlohmann::json& j, SpecialTokens& s, const std::s
     const std::pair<const char*, std::string*> named[] = {
         {"cls_token", &s.cls}, {"sep_token", &s.sep}, {"unk_token", &s.unk}, {"pad_token", &s.pad}, {"mask_token", &s.mask}};
     for (const auto& [key, field] : named)
-        if (j.contains(key) && !special_token_text(j[key]).empty()) *field = special_token_text(j[key]);
+        if (j.contains(key) && !special_token_text(j[key]).empty()) {
+            *field = special_token_text(j[key]);
+            add_strip(s, j[key]);
+        }
     for (const char* key : {"bos_token", "eos_token"})
         if (j.contains(key) && !special_token_text(j[key]).empty()) s.added.push_back(special_token_text(j[key]));
     for (const char* key : {"additional_special_tokens", "extra_special_tokens"})   // the latter: transformers 5's name
@@ -81,6 +92,7 @@ void read_special_tokens(const nlohmann::json& j, SpecialTokens& s, const std::s
             if (!special_token_text(t).empty()) {
                 s.added.push_back(special_token_text(t));
                 add_id(s, special_token_text(t), id, path);
+                add_strip(s, t);
             }
 }
 
@@ -117,6 +129,7 @@ SpecialTokens SpecialTokens::from_dir(const std::string& dir, const SpecialToken
                 if (!special_token_text(t).empty()) {
                     s.added.push_back(special_token_text(t));
                     if (t.is_object() && t.contains("id")) add_id(s, special_token_text(t), t["id"], tj.string());
+                    add_strip(s, t);
                 }
     }
     return s;
@@ -129,12 +142,12 @@ int SpecialTokens::id_of(const std::string& token, int vocab_id) const {
 }
 
 std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std::vector<std::string>& tokens,
-                                               const std::vector<bool>& lstrip) {
+                                               const std::vector<SpecialTokens::Strip>& strip) {
     std::string starts;   // the first byte of each token: a position that starts none is passed over at once
     for (const std::string& t : tokens)
         if (!t.empty() && starts.find(t[0]) == std::string::npos) starts += t[0];
     // the white space (Rust's char::is_whitespace, as tokenizers' lstrip) ending text[seg, end): its first byte
-    const auto strip_space = [&](std::size_t seg_begin, std::size_t end) {
+    const auto strip_back = [&](std::size_t seg_begin, std::size_t end) {
         while (end > seg_begin) {
             std::size_t c = end - 1;
             while (c > seg_begin && (static_cast<unsigned char>(text[c]) & 0xC0) == 0x80) --c;   // back to a lead byte
@@ -143,6 +156,17 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
             end = c;
         }
         return end;
+    };
+    // ... and beginning text[from, ...): the byte after it (rstrip)
+    const auto strip_forward = [&](std::size_t from) {
+        while (from < text.size()) {
+            std::size_t c = from + 1;
+            while (c < text.size() && (static_cast<unsigned char>(text[c]) & 0xC0) == 0x80) ++c;   // to the next lead byte
+            const std::u32string cp = unicode::utf8_to_u32(text.substr(from, c - from));
+            if (cp.size() != 1 || !regex_unicode::is_white_space(cp[0])) break;
+            from = c;
+        }
+        return from;
     };
     std::vector<SpecialSplit> out;
     std::size_t seg = 0, i = 0;
@@ -157,11 +181,13 @@ std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std:
             ++i;
             continue;
         }
+        const SpecialTokens::Strip how = static_cast<std::size_t>(matched) < strip.size() ? strip[matched] : SpecialTokens::Strip{};
         std::size_t end = i;   // the plain text before the token, less the white space an lstrip token takes
-        if (static_cast<std::size_t>(matched) < lstrip.size() && lstrip[matched]) end = strip_space(seg, end);
+        if (how.left) end = strip_back(seg, end);
         if (end > seg) out.push_back({text.substr(seg, end - seg), -1});
         out.push_back({text.substr(i, tokens[matched].size()), matched});
         i += tokens[matched].size();
+        if (how.right) i = strip_forward(i);
         seg = i;
     }
     if (seg < text.size()) out.push_back({text.substr(seg), -1});

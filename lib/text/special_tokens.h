@@ -21,6 +21,12 @@ struct SpecialTokens {
     // added_tokens_decoder, added_tokens.json): the id of one the vocabulary lacks (tokenizer.add_tokens(...) after
     // training, the model's embeddings resized to hold it).
     std::map<std::string, int> added_ids;
+    // An added token's "lstrip" / "rstrip" as the files write them (an AddedToken object): it also takes the white
+    // space before / after it. Absent: the tokenizer's default (false; RoBERTa's <mask>: lstrip).
+    struct Strip {
+        bool left = false, right = false;
+    };
+    std::map<std::string, Strip> strip;
     static SpecialTokens fairseq();   // <s> </s> <unk> <pad> <mask>, bos/eos <s> </s> (RoBERTa, XLM-R)
     static SpecialTokens mpnet();     // fairseq's with BERT's [UNK] (MPNetTokenizer's unk_token)
     // Every token split out: the five named ones and `added`, sorted, each once (empty names left out).
@@ -43,10 +49,10 @@ struct SpecialSplit {
 };
 
 // `text` cut at every occurrence of `tokens` (UTF-8, matched byte for byte, the longest at each position, leftmost
-// first); empty runs of plain text are left out. A token whose `lstrip[k]` is set also takes the white space before
-// it (RoBERTa's <mask>: AddedToken(lstrip=True)); `lstrip` may be empty.
+// first); empty runs of plain text are left out. A token whose `strip[k].left` (`.right`) is set also takes the white
+// space before (after) it (RoBERTa's <mask>: AddedToken(lstrip=True)); `strip` may be empty (none strips).
 std::vector<SpecialSplit> split_special_tokens(std::string_view text, const std::vector<std::string>& tokens,
-                                               const std::vector<bool>& lstrip = {});
+                                               const std::vector<SpecialTokens::Strip>& strip = {});
 
 // first, `pieces` cut to max_length - 2, last: the ids of one text as a tokenizer wraps it ([CLS] ... [SEP], <s> ... </s>).
 std::vector<int> wrap_truncated(int first, std::vector<int> pieces, int last, int max_length);

@@ -253,6 +253,7 @@ void WordPiece::index_tokens(const std::string& where) {
     pad_ = std::max(specials_def_.id_of(specials_def_.pad, token_id(specials_def_.pad)), 0);
     for (const std::string& s : specials_def_.split_set())
         if (const int id = specials_def_.id_of(s, token_id(s)); id >= 0) {
+            if (token_id(s) < 0) file_ids_.emplace_back(s, id);
             specials_.push_back(s);
             special_ids_.push_back(id);
             specials_u32_.push_back(unicode::utf8_to_u32(s));

@@ -53,6 +53,8 @@ public:
     int pad_id() const { return pad_; }
     int unk_id() const { return unk_; }
     const SpecialTokens& specials() const { return specials_def_; }
+    // The special and added tokens whose ids the tokenizer files gave (the vocabulary lacks them), sorted.
+    const std::vector<std::pair<std::string, int>>& file_ids() const { return file_ids_; }
 
 private:
     WordPiece(std::vector<std::string> tokens, const WordPieceOptions& opts, const SpecialTokens& specials,
@@ -67,6 +69,7 @@ private:
     SpecialTokens specials_def_;
     std::vector<std::string> specials_;   // specials_def_.split_set() present in the vocab or given an id by the files
     std::vector<int> special_ids_;
+    std::vector<std::pair<std::string, int>> file_ids_;
     std::vector<std::u32string> specials_u32_;
     int cls_ = -1, sep_ = -1, pad_ = 0, unk_ = -1;
 };

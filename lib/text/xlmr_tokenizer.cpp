@@ -32,6 +32,7 @@ XlmrTokenizer::XlmrTokenizer(const std::string& model_path, const SpecialTokens&
         const int piece = sp_->PieceToId(absl::string_view(t.data(), t.size()));
         const int id = files.id_of(t, piece > 0 ? piece + 1 : -1);
         if (id < 0) continue;
+        if (piece <= 0) file_ids_.emplace_back(t, id);
         specials_.push_back(t);
         special_ids_.push_back(id);
     }

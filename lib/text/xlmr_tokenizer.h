@@ -38,6 +38,8 @@ public:
     static constexpr int kBos = 0, kPad = 1, kEos = 2, kUnk = 3;
     int mask_id() const;      // pieces + 1
     const std::string& path() const { return path_; }
+    // The added tokens beyond the five whose ids the tokenizer files gave (sentencepiece lacks them), sorted.
+    const std::vector<std::pair<std::string, int>>& file_ids() const { return file_ids_; }
 
 private:
     void encode_segment(std::string_view segment, std::vector<int>& ids) const;
@@ -45,6 +47,7 @@ private:
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
     std::vector<std::string> specials_;   // <s> <pad> </s> <unk> <mask>, then the files' added tokens
     std::vector<int> special_ids_;
+    std::vector<std::pair<std::string, int>> file_ids_;
 };
 
 }  // namespace retro

@@ -72,20 +72,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     // the splitter: the pieces, in order, are the text less only the white space an lstrip token took
     static const std::vector<std::string> tokens = {"<s>", "</s>", "<mask>", "<", "[UNK]", "\xE4\xB8\xAD"};
-    static const std::vector<bool> lstrip = {false, false, true, false, false, true};
+    static const std::vector<retro::SpecialTokens::Strip> strip = {{false, false}, {false, true}, {true, false}, {false, false},
+                                                                   {true, true}, {true, false}};
     std::size_t at = 0;
-    for (const retro::SpecialSplit& part : retro::split_special_tokens(raw, tokens, lstrip)) {
+    int last_special = -1;
+    for (const retro::SpecialSplit& part : retro::split_special_tokens(raw, tokens, strip)) {
         if (part.text.empty() || part.text.data() < raw.data() + at || part.text.data() + part.text.size() > raw.data() + raw.size())
             fail("a split piece not in order");
         const std::size_t found = static_cast<std::size_t>(part.text.data() - raw.data());
         if (part.special >= 0 && part.text != tokens[part.special]) fail("a split special that is not its token");
-        if (found > at) {   // skipped bytes: only white space before an lstrip token
-            if (part.special < 0 || !lstrip[part.special]) fail("a split skipped text");
+        if (found > at) {   // skipped bytes: only white space before an lstrip token or after an rstrip one
+            if ((part.special < 0 || !strip[part.special].left) && (last_special < 0 || !strip[last_special].right))
+                fail("a split skipped text");
             for (const char32_t c : retro::unicode::utf8_to_u32(raw.substr(at, found - at)))
                 if (!retro::regex_unicode::is_white_space(c)) fail("a split skipped more than white space");
         }
         at = found + part.text.size();
+        last_special = part.special;
     }
-    if (at != raw.size()) fail("a split dropped the end of the text");
+    if (at != raw.size()) {   // only white space after a final rstrip token
+        if (last_special < 0 || !strip[last_special].right) fail("a split dropped the end of the text");
+        for (const char32_t c : retro::unicode::utf8_to_u32(raw.substr(at)))
+            if (!retro::regex_unicode::is_white_space(c)) fail("a split dropped more than white space");
+    }
     return 0;
 }

@@ -702,6 +702,7 @@ ADDED_SENTENCES = [
     "an <ent> and [E1] here, <ent><ent>[E1] glued",
     "The café served <ent> a naïve [E1]",
     "no added tokens at all",
+    "a <ent> b and x <mask> y,\u3000<ent>\u3000z",
 ]
 
 
@@ -712,6 +713,7 @@ def make_added_tokens(out_dir):
     tokenizer files). Each folder holds the tokenizer files only, and golden.json the ids of ADDED_SENTENCES."""
     import shutil
     import transformers
+    from tokenizers import AddedToken
     Slow, Fast = slow_tokenizer_class()
     golden = os.path.join(HERE, "golden")
     made = {
@@ -719,11 +721,14 @@ def make_added_tokens(out_dir):
         "bert_slow": lambda: Slow(os.path.join(golden, "bert_tiny", "vocab.txt"), do_lower_case=True),
         "roberta": lambda: transformers.RobertaTokenizer.from_pretrained(os.path.join(golden, "roberta_tiny")),
         "xlmr": lambda: transformers.XLMRobertaTokenizer.from_pretrained(os.path.join(golden, "xlmr_tiny")),
+        # lstrip / rstrip as the files write them: <ent> taking the white space on both sides, <mask> none
+        "roberta_strip": lambda: transformers.RobertaTokenizer.from_pretrained(
+            os.path.join(golden, "roberta_tiny"), mask_token=AddedToken("<mask>", lstrip=False, rstrip=False, special=True)),
     }
     ids = {}
     for name, make in made.items():
         tok = make()
-        tok.add_tokens(["<ent>"])
+        tok.add_tokens([AddedToken("<ent>", lstrip=True, rstrip=True) if name == "roberta_strip" else "<ent>"])
         tok.add_special_tokens({"additional_special_tokens": ["[E1]"]})
         folder = os.path.join(out_dir, name)
         shutil.rmtree(folder, ignore_errors=True)
