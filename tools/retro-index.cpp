@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
                 if (!images.empty()) {
                     if (!o.db.empty()) retro::user_error_in("--images", "indexes a folder of images; a database argument does not go with it", "drop one of them");
                     if (o.embedder != "clip") retro::user_error_in("--images", "needs --embedder clip", "add --embedder clip --model DIR");
-                    for (const char* f : {"--kind", "--dim", "--device", "--tokenizer", "--embedding-dtype", "--block", "--shard", "--resume",
+                    for (const char* f : {"--kind", "--dim", "--device", "--tokenizer", "--prompt", "--embedding-dtype", "--block", "--shard", "--resume",
                                           "--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})
                         if (app.count(f) > 0) retro::user_error_in(f, "does not apply to --images", "drop it");
                     retro::ImageIndexOptions io{images, o.out, {o.bert.model_dir, o.bert.max_length, o.bert.batch}, o.factory, o.nprobe, o.ef_search, o.force};
