@@ -285,7 +285,9 @@ TEST_CASE("bert: the CUDA encoder (--device cuda) matches transformers on the sa
             CHECK(std::string(err.what()).find(kCudaBuilt ? "no CUDA device found" : "built without CUDA") != std::string::npos);
         }
         // the device reaches an embedder rebuilt from an index manifest too (retro-knn --exact --device cuda)
-        auto j = BertEmbedder(BertEmbedderOptions{tiny_dir().string()}, nullptr).to_json();
+        BertEmbedderOptions on_cpu;
+        on_cpu.model_dir = tiny_dir().string();
+        auto j = BertEmbedder(on_cpu, nullptr).to_json();
         CHECK_THROWS_AS(make_bert_embedder_from_json(j, nullptr, "cuda"), UserError);
         CHECK_NOTHROW(make_bert_embedder_from_json(j, nullptr, "cpu"));
         RETRO_SKIP("no CUDA device");

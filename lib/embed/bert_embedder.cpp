@@ -67,7 +67,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       model_(opts_.model_dir),
       text_tokenizer_(opts_.model_dir, opts_.lower_case),
       fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
-      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir)) {
+      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir, text_tokenizer_)) {
     const BertConfig& c = model_.config();
     if (opts_.max_length > c.max_tokens())
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_tokens(), " tokens"),

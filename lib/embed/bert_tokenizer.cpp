@@ -120,11 +120,14 @@ std::string bert_tokenizer_file(const std::string& dir) {
 }
 
 std::string bert_tokenizer_fingerprint(const std::string& dir) {
+    return bert_tokenizer_fingerprint(dir, BertTextTokenizer(dir, -1));   // what the files resolve to
+}
+
+std::string bert_tokenizer_fingerprint(const std::string& dir, const BertTextTokenizer& tokenizer) {
     const std::string vocab = bert_tokenizer_file(dir);
     refuse_lfs_pointer_file(vocab);
     std::string all = fingerprint_file(vocab);
-    const BertTokenizerKind kind = bert_tokenizer_kind(dir);
-    const BertTextTokenizer tokenizer(dir, -1);   // what the files resolve to: added tokens' ids, add_prefix_space
+    const BertTokenizerKind kind = tokenizer.kind();   // added tokens' ids and add_prefix_space are read from it
     if (kind == BertTokenizerKind::XLMR_SENTENCEPIECE) {   // the ids follow the sentencepiece model, and added tokens
         all += " xlm-roberta" + specials_note(dir, SpecialTokens::fairseq(), SpecialTokens::fairseq(), tokenizer.file_ids());
         return fingerprint_bytes(all.data(), all.size());

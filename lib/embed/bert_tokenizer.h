@@ -37,6 +37,10 @@ std::string bert_tokenizer_file(const std::string& dir);
 // another vocabulary as with other weights.
 std::string bert_tokenizer_fingerprint(const std::string& dir);
 
+class BertTextTokenizer;
+// The same from `tokenizer`, DIR's tokenizer already built (it is not built again).
+std::string bert_tokenizer_fingerprint(const std::string& dir, const BertTextTokenizer& tokenizer);
+
 class BertTextTokenizer {
 public:
     // `lower_case` 0/1 overrides WordPiece's do_lower_case (-1: the files'); the others have no such option.

@@ -47,14 +47,7 @@ ByteLevelBpe::ByteLevelBpe(const std::string& vocab_path, const std::string& mer
             user_error_in(p, "missing (" + owner + " needs vocab.json and merges.txt)", "copy the checkpoint's tokenizer files into the folder");
         refuse_lfs_pointer_file(p);
     }
-    nlohmann::json v;
-    try {
-        std::ifstream in(vocab_path);
-        v = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-        user_error_in(vocab_path, std::string("is not valid JSON: ") + e.what(), "restore the checkpoint's vocab.json");
-    }
-    read_vocab(v, vocab_path);
+    read_vocab(json_read_file(vocab_path), vocab_path);
     std::ifstream in(merges_path);
     std::string line;
     int line_no = 0;
