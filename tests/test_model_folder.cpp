@@ -94,6 +94,23 @@ TEST_CASE("model folder: a Hub id or a cache folder is the snapshot refs/main na
         test::ScopedEnv xdg("XDG_CACHE_HOME", (tmp / "xdg").string());
         CHECK(hf_hub_cache_dir() == (tmp / "xdg" / "huggingface" / "hub").string());
     }
+    {   // expanduser, then expandvars, over the whole path, as huggingface_hub's constants do
+        test::ScopedEnv no_cache("HF_HUB_CACHE", std::nullopt);
+        test::ScopedEnv no_legacy("HUGGINGFACE_HUB_CACHE", std::nullopt);
+        test::ScopedEnv root("RETRO_TEST_ROOT", tmp.path.string());
+        test::ScopedEnv unset("RETRO_TEST_UNSET", std::nullopt);
+        test::ScopedEnv plain("HF_HOME", std::string("$RETRO_TEST_ROOT/hf"));
+        CHECK(hf_hub_cache_dir() == (tmp / "hf" / "hub").string());
+        test::ScopedEnv braced("HF_HOME", std::string("${RETRO_TEST_ROOT}x/$RETRO_TEST_UNSET/${RETRO_TEST_UNSET}/$/${"));
+        CHECK(hf_hub_cache_dir() == tmp.path.string() + "x/$RETRO_TEST_UNSET/${RETRO_TEST_UNSET}/$/${/hub");
+        test::ScopedEnv no_home("HF_HOME", std::nullopt);
+        test::ScopedEnv xdg("XDG_CACHE_HOME", std::string("~/$RETRO_TEST_UNSET"));
+        CHECK(hf_hub_cache_dir() == std::string(std::getenv("HOME")) + "/$RETRO_TEST_UNSET/huggingface/hub");
+        test::ScopedEnv hub_cache("HF_HUB_CACHE", std::string("~root/c"));
+        CHECK(hf_hub_cache_dir() == "/root/c");   // Debian's root home, from the password file
+        test::ScopedEnv no_such_user("HF_HUB_CACHE", std::string("~no-such-user-retro/c"));
+        CHECK(hf_hub_cache_dir() == "~no-such-user-retro/c");
+    }
 }
 
 TEST_CASE("model folder: retro-index records the snapshot, and --resume takes any spelling of the same folder") {

@@ -1,11 +1,15 @@
 // Implementation of model_folder.h.
 #include "embed/model_folder.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
+
+#include <pwd.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -16,12 +20,66 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The variable's value with a leading "~/" expanded, as huggingface_hub's os.path.expanduser does.
+// The variable's value, or "" where it is unset.
 std::string env_or_empty(const char* name) {
     const char* v = std::getenv(name);
-    std::string s = v ? std::string(v) : std::string();
-    if ((s == "~" || s.rfind("~/", 0) == 0) && std::getenv("HOME")) s = std::string(std::getenv("HOME")) + s.substr(1);
-    return s;
+    return v ? std::string(v) : std::string();
+}
+
+// Python's os.path.expanduser on POSIX: a leading "~" or "~/" becomes $HOME (the password file's home where HOME
+// is unset), "~USER" that user's home; anything else, or an unknown user, is left as it is.
+std::string expand_user(const std::string& path) {
+    if (path.empty() || path[0] != '~') return path;
+    const std::size_t slash = std::min(path.find('/', 1), path.size());
+    std::string home;
+    if (slash == 1) {
+        if (const char* h = std::getenv("HOME")) home = h;
+        else if (const passwd* pw = getpwuid(getuid())) home = pw->pw_dir;
+        else return path;
+    } else {
+        const passwd* pw = getpwnam(path.substr(1, slash - 1).c_str());
+        if (!pw) return path;
+        home = pw->pw_dir;
+    }
+    while (!home.empty() && home.back() == '/') home.pop_back();
+    const std::string out = home + path.substr(slash);
+    return out.empty() ? "/" : out;
+}
+
+// Python's os.path.expandvars on POSIX: $NAME and ${NAME} (NAME of ASCII letters, digits, '_') replaced by the
+// variable's value where it is set, left as written where it is not.
+std::string expand_vars(const std::string& path) {
+    std::string out;
+    std::size_t i = 0;
+    while (i < path.size()) {
+        if (path[i] != '$') {
+            out += path[i++];
+            continue;
+        }
+        std::size_t name_begin = i + 1, name_end = name_begin, next = name_begin;
+        if (name_begin < path.size() && path[name_begin] == '{') {
+            const std::size_t close = path.find('}', name_begin + 1);
+            if (close == std::string::npos) {   // "${" unclosed: not a reference
+                out += path[i++];
+                continue;
+            }
+            name_begin += 1, name_end = close, next = close + 1;
+        } else {
+            while (name_end < path.size() &&
+                   (std::isalnum(static_cast<unsigned char>(path[name_end])) || path[name_end] == '_'))
+                ++name_end;
+            next = name_end;
+            if (name_end == name_begin) {   // a lone '$'
+                out += path[i++];
+                continue;
+            }
+        }
+        const std::string name = path.substr(name_begin, name_end - name_begin);
+        const char* value = name.empty() ? nullptr : std::getenv(name.c_str());
+        out += value ? std::string(value) : path.substr(i, next - i);
+        i = next;
+    }
+    return out;
 }
 
 // ORG/NAME or NAME as the Hub spells repository ids (letters, digits, '-', '_', '.'; not starting with '.' or '-').
@@ -77,11 +135,14 @@ std::string absolute_normal(const fs::path& p) {
 }  // namespace
 
 std::string hf_hub_cache_dir() {
-    if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) return v;
-    if (std::string v = env_or_empty("HUGGINGFACE_HUB_CACHE"); !v.empty()) return v;   // its older name
-    if (std::string v = env_or_empty("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
-    if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) return (fs::path(v) / "huggingface" / "hub").string();
-    return (fs::path(env_or_empty("HOME")) / ".cache" / "huggingface" / "hub").string();
+    // huggingface_hub's constants: the first variable set, then expanduser and expandvars over the whole path
+    std::string dir;
+    if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) dir = v;
+    else if (std::string v = env_or_empty("HUGGINGFACE_HUB_CACHE"); !v.empty()) dir = v;   // its older name
+    else if (std::string v = env_or_empty("HF_HOME"); !v.empty()) dir = (fs::path(v) / "hub").string();
+    else if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) dir = (fs::path(v) / "huggingface" / "hub").string();
+    else dir = (fs::path(expand_user("~")) / ".cache" / "huggingface" / "hub").string();
+    return expand_vars(expand_user(dir));
 }
 
 std::string model_folder_resolve(const std::string& given, const std::string& embedder, const std::string& holds) {

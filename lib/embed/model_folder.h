@@ -9,7 +9,8 @@
 namespace retro {
 
 // The Hugging Face hub cache: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's own order; a leading ~/ expanded).
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's own order), then ~ and $VARS
+// expanded as huggingface_hub does (Python's os.path.expanduser, then expandvars: an unset $VAR stays as written).
 std::string hf_hub_cache_dir();
 
 // The absolute, normalised checkpoint folder `given` names (above), or a one-line UserError: an empty `given`
