@@ -8,6 +8,7 @@
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "text/sentencepiece_json.h"
 
 namespace retro {
 
@@ -77,6 +78,7 @@ BertTokenizerKind bert_tokenizer_kind(const std::string& dir) {
     if (type == "roberta") return BertTokenizerKind::ROBERTA_BPE;
     if (fs::exists(fs::path(dir) / "vocab.txt")) return BertTokenizerKind::WORDPIECE;
     if (fs::exists(fs::path(dir) / kXlmrSpiece)) return BertTokenizerKind::XLMR_SENTENCEPIECE;
+    if (tokenizer_json_is_unigram((fs::path(dir) / "tokenizer.json").string())) return BertTokenizerKind::XLMR_SENTENCEPIECE;
     if (fs::exists(fs::path(dir) / "vocab.json") && fs::exists(fs::path(dir) / "merges.txt")) return BertTokenizerKind::ROBERTA_BPE;
     return BertTokenizerKind::WORDPIECE;
 }
@@ -93,7 +95,9 @@ void bert_tokenizer_require_files(const std::string& dir) {
                               "copy the checkpoint's vocab.txt (or the tokenizer.json of its BertTokenizer) into the folder");
             return;
         case BertTokenizerKind::XLMR_SENTENCEPIECE:
-            require(kXlmrSpiece, "copy the checkpoint's sentencepiece.bpe.model into the folder (RetroKit tokenises XLM-R with it, not tokenizer.json)");
+            if (!fs::exists(fs::path(dir) / kXlmrSpiece) && fs::exists(fs::path(dir) / "tokenizer.json"))
+                return;   // transformers 5's save: the Unigram model inside tokenizer.json (text/sentencepiece_json.h)
+            require(kXlmrSpiece, "copy the checkpoint's sentencepiece.bpe.model (or its tokenizer.json) into the folder");
             return;
         case BertTokenizerKind::ROBERTA_BPE:
             if (fs::exists(fs::path(dir) / "tokenizer.json") && !fs::exists(fs::path(dir) / "vocab.json") &&
@@ -110,7 +114,8 @@ std::string bert_tokenizer_file(const std::string& dir) {
         return fs::exists(fs::path(dir) / name) ? (fs::path(dir) / name).string() : std::string();
     };
     switch (bert_tokenizer_kind(dir)) {
-        case BertTokenizerKind::XLMR_SENTENCEPIECE: return present(kXlmrSpiece);
+        case BertTokenizerKind::XLMR_SENTENCEPIECE:
+            return present(kXlmrSpiece).empty() ? present("tokenizer.json") : present(kXlmrSpiece);
         case BertTokenizerKind::ROBERTA_BPE:
             if (present("vocab.json").empty() && present("merges.txt").empty()) return present("tokenizer.json");
             return present("merges.txt").empty() ? std::string() : present("vocab.json");
@@ -165,7 +170,8 @@ namespace {
 BertTextTokenizer::Variant make_tokenizer(const std::string& dir, int lower_case) {
     switch (bert_tokenizer_kind(dir)) {
         case BertTokenizerKind::XLMR_SENTENCEPIECE:
-            return XlmrTokenizer((fs::path(dir) / kXlmrSpiece).string(), SpecialTokens::from_dir(dir, SpecialTokens::fairseq()));
+            return XlmrTokenizer(bert_tokenizer_file(dir).empty() ? (fs::path(dir) / kXlmrSpiece).string() : bert_tokenizer_file(dir),
+                                 SpecialTokens::from_dir(dir, SpecialTokens::fairseq()));
         case BertTokenizerKind::ROBERTA_BPE: return RobertaBpeTokenizer(dir);
         case BertTokenizerKind::WORDPIECE: break;
     }

@@ -24,24 +24,30 @@ T5EmbedderOptions checked(T5EmbedderOptions o) {
     return o;
 }
 
+// The tokenizer file: spiece.model, else the tokenizer.json transformers 5 saves in its place (a Unigram model,
+// rebuilt into the same sentencepiece model: text/sentencepiece_json.h); spiece.model's path where neither is there.
+std::string tokenizer_file(const std::string& dir) {
+    const fs::path spiece = fs::path(dir) / "spiece.model", json = fs::path(dir) / "tokenizer.json";
+    return (!fs::exists(spiece) && fs::exists(json) ? json : spiece).string();
+}
+
 // Names the first missing file of the encoder folder before anything is parsed.
 const std::string& require_files(const std::string& dir) {
-    const char* what[][2] = {
-        {"config.json", "copy the checkpoint's config.json into the folder"},
-        {"model.safetensors", "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)"},
-        {"spiece.model", "copy the checkpoint's sentencepiece model (spiece.model) into the folder"}};
-    for (auto& w : what) {
-        fs::path p = fs::path(dir) / w[0];
-        const bool weights = p.filename() == "model.safetensors";   // or sharded: checkpoint_weights.h
-        if (weights ? !CheckpointWeights::present(dir) : !fs::exists(p))
-            user_error_in(p.string(), "missing (a t5 model folder needs it)", w[1]);
-    }
+    if (!fs::exists(fs::path(dir) / "config.json"))
+        user_error_in((fs::path(dir) / "config.json").string(), "missing (a t5 model folder needs it)",
+                      "copy the checkpoint's config.json into the folder");
+    if (!CheckpointWeights::present(dir))   // or sharded: checkpoint_weights.h
+        user_error_in((fs::path(dir) / "model.safetensors").string(), "missing (a t5 model folder needs it)",
+                      "save the checkpoint with safe_serialization=True (or convert pytorch_model.bin)");
+    if (!fs::exists(tokenizer_file(dir)))
+        user_error_in(tokenizer_file(dir), "missing (a t5 model folder needs it)",
+                      "copy the checkpoint's sentencepiece model (spiece.model), or the tokenizer.json transformers 5 saves "
+                      "in its place, into the folder");
     return dir;
 }
 
 std::string t5_fingerprint(const std::string& transformer_dir, const StModules& m) {
-    std::string all = CheckpointWeights::fingerprint(transformer_dir) + " " +
-                      fingerprint_file((fs::path(transformer_dir) / "spiece.model").string());
+    std::string all = CheckpointWeights::fingerprint(transformer_dir) + " " + fingerprint_file(tokenizer_file(transformer_dir));
     for (const auto& dense_dir : m.files) all += " " + CheckpointWeights::fingerprint(dense_dir);
     return fingerprint_bytes(all.data(), all.size());
 }
@@ -53,7 +59,7 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
       tokenizer_(tokenizer),
       modules_(st_modules_read(opts_.model_dir)),
       model_(require_files(modules_.transformer_dir)),
-      spiece_((fs::path(modules_.transformer_dir) / "spiece.model").string()) {
+      spiece_(tokenizer_file(modules_.transformer_dir)) {
     const T5Config& c = model_.config();
     if (modules_.pooling == "cls")
         user_error_in((fs::path(opts_.model_dir) / "modules.json").string(), "lists CLS pooling, which a T5 encoder has no token for",
@@ -68,7 +74,7 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
                       "keep the Dense folder and the encoder from the same model");
     if (spiece_.vocab_size() > c.vocab_size)
         user_error_in(spiece_.path(), cat("has ", spiece_.vocab_size(), " pieces, config.json says vocab_size ", c.vocab_size),
-                      "keep spiece.model and the weights from the same checkpoint");
+                      "keep the tokenizer and the weights from the same checkpoint");
     dim_ = modules_.dense.empty() ? c.d_model : modules_.dense.back().out;
     fingerprint_ = t5_fingerprint(modules_.transformer_dir, modules_);
 }
@@ -115,7 +121,7 @@ std::unique_ptr<Embedder> make_t5_embedder(const T5EmbedderOptions& opts, const 
 std::unique_ptr<Embedder> make_t5_embedder_from_json(const nlohmann::json& j, const Tokenizer* tokenizer) {
     const EncoderSettings s = encoder_settings_read(j, "t5");
     auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
-    encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights and spiece.model)");
+    encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights and tokenizer)");
     return e;
 }
 

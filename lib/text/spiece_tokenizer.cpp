@@ -6,19 +6,14 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/lfs_pointer.h"
+#include "text/sentencepiece_json.h"
 
 namespace retro {
 
 SpieceTokenizer::SpieceTokenizer(const std::string& model_path)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-    if (!std::filesystem::is_regular_file(model_path))
-        user_error_in(model_path, "missing (the model's sentencepiece tokenizer)", "copy the checkpoint's spiece.model into the folder");
-    auto status = sp_->Load(model_path);
-    if (!status.ok()) {
-        refuse_lfs_pointer_file(model_path);
-        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's spiece.model");
-    }
+    sentencepiece_load(*sp_, model_path, SentencepieceLayout::same_ids, "the model's sentencepiece tokenizer",
+                       std::filesystem::path(model_path).extension() == ".json" ? "tokenizer.json" : "spiece.model");
     if (sp_->eos_id() < 0)
         user_error_in(model_path, "has no eos piece (</s>)", "give the sentencepiece model the checkpoint was trained with");
 }

@@ -7,20 +7,15 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/lfs_pointer.h"
+#include "text/sentencepiece_json.h"
 #include "text/special_tokens.h"
 
 namespace retro {
 
 XlmrTokenizer::XlmrTokenizer(const std::string& model_path, const SpecialTokens& files)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-    if (!std::filesystem::is_regular_file(model_path))
-        user_error_in(model_path, "missing (an XLM-RoBERTa checkpoint's sentencepiece tokenizer)",
-                      "copy the checkpoint's sentencepiece.bpe.model into the folder");
-    refuse_lfs_pointer_file(model_path);
-    auto status = sp_->Load(model_path);
-    if (!status.ok())
-        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's sentencepiece.bpe.model");
+    sentencepiece_load(*sp_, model_path, SentencepieceLayout::fairseq, "an XLM-RoBERTa checkpoint's sentencepiece tokenizer",
+                       std::filesystem::path(model_path).extension() == ".json" ? "tokenizer.json" : "sentencepiece.bpe.model");
     // fairseq's mapping sends sentencepiece's unknown (id 0) to <unk> and shifts every other piece by one
     if (sp_->unk_id() != 0)
         user_error_in(model_path, "has its unknown piece at id " + std::to_string(sp_->unk_id()) + ", XLM-RoBERTa's is at 0",
