@@ -17,8 +17,10 @@
 #include "test_embed_util.h"
 #include "test_util.h"
 #include "text/sentencepiece_json.h"
+#include "text/sentencepiece_load.h"
 #include "text/special_tokens.h"
 #include "text/spiece_tokenizer.h"
+#include "text/tokenizer.h"
 #include "text/xlmr_tokenizer.h"
 
 using namespace retro;
@@ -238,4 +240,37 @@ TEST_CASE("tokenizer.json: what a sentencepiece model cannot hold is refused in 
     CHECK(tokenizer_json_is_unigram((json_dir() / "t5/tokenizer.json").string()));
     CHECK_FALSE(tokenizer_json_is_unigram((tmp / "bpe/tokenizer.json").string()));
     CHECK_FALSE(tokenizer_json_is_unigram((tmp / "absent.json").string()));
+}
+
+TEST_CASE("sentencepiece models: a damaged precompiled character map is refused before libsentencepiece walks it") {
+    // Debian's libsentencepiece walks the map's trie and reads its replacement strings without bounds checks (newer
+    // sentencepiece releases check them): make_tokenizer_json_golden.py damages t5_tiny's map in three ways
+    const fs::path broken = json_dir() / "broken";
+    int refused = 0;
+    for (const char* name : {"value_past_end.model", "root_past_end.model", "trie_size_small.model"}) {
+        CAPTURE(name);
+        const fs::path file = broken / name;
+        for (int kind = 0; kind < 2; ++kind) {   // the t5 embedder's tokenizer, the database's
+            try {
+                if (kind == 0) SpieceTokenizer t(file.string());
+                else Tokenizer t(file.string());
+                FAIL("a damaged character map was loaded");
+            } catch (const UserError& e) {
+                const std::string msg = e.what();
+                CHECK(msg.find(file.string() + ": ") == 0);
+                CHECK(msg.find('\n') == std::string::npos);
+                refused += msg.find("broken normalizer character map") != std::string::npos;
+            }
+        }
+    }
+    CHECK(refused == 6);   // Debian's library segfaults on root_past_end and reads freed memory on value_past_end (checked under ASan)
+    // the genuine maps pass: the tiny models' (a small rule set; XLM-R's full nmt_nfkc) and the rebuilt tokenizer.json
+    for (const fs::path& ok : {golden() / "t5_tiny/v1_0/spiece.model", golden() / "xlmr_tiny/sentencepiece.bpe.model"})
+        CHECK_NOTHROW(sentencepiece_model_bytes(ok.string()));
+    const std::string rebuilt = sentencepiece_model_from_tokenizer_json((json_dir() / "xlmr/tokenizer.json").string(),
+                                                                        SentencepieceLayout::fairseq);
+    CHECK_NOTHROW(sentencepiece_model_check("xlmr", rebuilt));
+    CHECK(precompiled_charsmap_problem("") == "");
+    CHECK(precompiled_charsmap_problem(std::string("\x08\x00\x00\x00\x01\x00\x00\x00", 8)) == "");   // sentencepiece refuses it itself
+    CHECK(precompiled_charsmap_problem(std::string("\x04\x00\x00\x00\x00\xfc\xff\x7f\x00", 9)) == "its trie reaches past its end");
 }

@@ -92,6 +92,37 @@ TEST_CASE("t5: spiece ids plus </s> equal transformers' T5Tokenizer, truncated o
     CHECK(test::check_golden_ids(golden, [&](const std::string& t, int n) { return tok.encode(t, n); }) == 20);
 }
 
+TEST_CASE("t5: special spellings in the text (</s>, <pad>, <extra_id_N>) take their ids, as transformers 5's T5Tokenizer") {
+    // tests/reference/make_tokenizer_json_golden.py: transformers 5.24 on a tokenizer.json with and without T5's 100
+    // extra ids and on a folder with spiece.model alone (T5Tokenizer's default: 100 extra ids after the pieces)
+    const fs::path json_dir = test::source_dir() / "tests/reference/golden/tokenizer_json";
+    const auto g = test::golden_json(json_dir / "ids.json");
+    const auto texts = g["special_texts"].get<std::vector<std::string>>();
+    test::TempDir tmp("t5-specials");
+    fs::create_directories(tmp / "spiece_default");
+    fs::copy_file(golden_dir() / "v1_0/spiece.model", tmp / "spiece_default/spiece.model");
+    const std::pair<std::string, fs::path> folders[] = {{"t5", json_dir / "t5"},
+                                                        {"t5_extra", json_dir / "t5_extra"},
+                                                        {"spiece_default", tmp / "spiece_default"}};
+    for (const auto& [name, dir] : folders) {
+        CAPTURE(name);
+        const fs::path file = fs::exists(dir / "spiece.model") ? dir / "spiece.model" : dir / "tokenizer.json";
+        SpieceTokenizer tok(file.string());
+        const T5SpecialTokens specials = t5_special_tokens(dir.string(), tok, 1000);
+        CHECK(specials.tokens.size() == (name == "t5" ? 3u : 103u));
+        tok.set_special_tokens(specials.tokens, specials.strip);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            CAPTURE(texts[i]);
+            CHECK(tok.encode(texts[i], 1 << 20) == g["special_ids"][name][i].get<std::vector<int>>());
+        }
+        // ids the model's embeddings do not hold stay text (a tiny model's 147 rows; HF would index past them)
+        CHECK(t5_special_tokens(dir.string(), tok, 147).tokens.size() == 3u);
+    }
+    // the embedder splits them out: "</s>" inside a text is the eos id, not its characters
+    T5Embedder e(T5EmbedderOptions{(golden_dir() / "v1_0").string(), 64, 2}, nullptr);
+    CHECK(e.tokenizer().encode("a </s> b", 64) == std::vector<int>{15, 1, 47, 1});
+}
+
 TEST_CASE("t5: embeddings of tiny random T5 encoders and a sentence-transformers folder match (cosine >= 0.9999)") {
     auto golden = test::golden_json(golden_dir() / "golden.json");
     auto texts = golden["texts"].get<std::vector<std::string>>();

@@ -1,10 +1,12 @@
 // Implementation of t5_embedder.h.
 #include "embed/t5_embedder.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/manifest.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -54,6 +56,41 @@ std::string t5_fingerprint(const std::string& transformer_dir, const StModules& 
 
 }  // namespace
 
+T5SpecialTokens t5_special_tokens(const std::string& dir, const SpieceTokenizer& spiece, int vocab_size) {
+    SpecialTokens defaults;   // T5Tokenizer's: no cls, sep or mask
+    defaults.cls = defaults.sep = defaults.mask = "";
+    defaults.unk = "<unk>";
+    defaults.pad = "<pad>";
+    defaults.added = {"</s>"};
+    const SpecialTokens files = SpecialTokens::from_dir(dir, defaults);
+    int extra_ids = 100;
+    const fs::path config = fs::path(dir) / "tokenizer_config.json";
+    if (fs::exists(config)) {
+        const nlohmann::json j = json_read_file(config.string());
+        if (j.is_object() && j.contains("extra_ids") && j["extra_ids"].is_number_integer())
+            extra_ids = static_cast<int>(std::clamp<std::int64_t>(j["extra_ids"].get<std::int64_t>(), 0, 1 << 20));
+    }
+    std::vector<std::string> spellings = files.split_set();
+    for (int i = 0; i < extra_ids; ++i) spellings.push_back("<extra_id_" + std::to_string(i) + ">");
+    std::sort(spellings.begin(), spellings.end());
+    spellings.erase(std::unique(spellings.begin(), spellings.end()), spellings.end());
+    T5SpecialTokens out;
+    for (const std::string& t : spellings) {
+        int id = files.id_of(t, spiece.piece_id(t));
+        if (id < 0 && t.rfind("<extra_id_", 0) == 0) {   // transformers appends them after the pieces, the last first
+            const std::string digits = t.substr(10, t.size() - 11);
+            const bool number = !digits.empty() && digits.size() < 8 && t.back() == '>' &&
+                                digits.find_first_not_of("0123456789") == std::string::npos && (digits == "0" || digits[0] != '0');
+            if (number && std::stoi(digits) < extra_ids) id = spiece.vocab_size() + extra_ids - 1 - std::stoi(digits);
+        }
+        if (id < 0 || id >= vocab_size) continue;
+        out.tokens.emplace_back(t, id);
+        const auto s = files.strip.find(t);
+        out.strip.push_back(s == files.strip.end() ? SpecialTokens::Strip{} : s->second);
+    }
+    return out;
+}
+
 T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer)
     : opts_(checked(opts)),
       tokenizer_(tokenizer),
@@ -75,6 +112,8 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
     if (spiece_.vocab_size() > c.vocab_size)
         user_error_in(spiece_.path(), cat("has ", spiece_.vocab_size(), " pieces, config.json says vocab_size ", c.vocab_size),
                       "keep the tokenizer and the weights from the same checkpoint");
+    const T5SpecialTokens specials = t5_special_tokens(modules_.transformer_dir, spiece_, c.vocab_size);
+    spiece_.set_special_tokens(specials.tokens, specials.strip);
     dim_ = modules_.dense.empty() ? c.d_model : modules_.dense.back().out;
     fingerprint_ = t5_fingerprint(modules_.transformer_dir, modules_);
 }

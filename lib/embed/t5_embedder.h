@@ -1,8 +1,9 @@
-// The `t5` embedder: a local T5 encoder checkpoint (config.json, model.safetensors, spiece.model),
-// plain (T5EncoderModel / T5ForConditionalGeneration) or in the sentence-transformers layout of
-// GTR and Sentence-T5 (modules.json, 1_Pooling, 2_Dense, Normalize: st_modules.h). Chunk ids ->
-// text (the database's sentencepiece decode) -> the model's spiece.model -> ids + </s> (truncated
-// to max_length) -> T5 encoder (t5_model.h) -> mean (or max) pool -> Dense -> L2 norm. CPU only.
+// The `t5` embedder: a local T5 encoder checkpoint (config.json, model.safetensors, spiece.model or the tokenizer.json
+// transformers 5 saves in its place), plain (T5EncoderModel / T5ForConditionalGeneration) or in the
+// sentence-transformers layout of GTR and Sentence-T5 (modules.json, 1_Pooling, 2_Dense, Normalize: st_modules.h).
+// Chunk ids -> text (the database's sentencepiece decode) -> the special tokens split out (t5_special_tokens) and
+// the rest through the model's sentencepiece model -> ids + </s> (truncated to max_length) -> T5 encoder
+// (t5_model.h) -> mean (or max) pool -> Dense -> L2 norm. CPU only.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,18 @@ private:
     int dim_ = 0;
     std::string fingerprint_;
 };
+
+// T5Tokenizer's special tokens as transformers 5 splits them out of a text: its eos, unk and pad tokens (</s>, <unk>,
+// <pad>, or the names special_tokens_map.json / tokenizer_config.json give), <extra_id_0> ... <extra_id_{n-1}> (n:
+// tokenizer_config.json's extra_ids, else T5Tokenizer's default 100; where neither the model nor the files give
+// one, <extra_id_i>'s id is pieces + n - 1 - i, transformers' numbering) and every added token of the files, each
+// with its id and strip settings, sorted. A token whose id the model's embeddings do not hold (id >= vocab_size) is
+// left out: it stays text.
+struct T5SpecialTokens {
+    std::vector<std::pair<std::string, int>> tokens;
+    std::vector<SpecialTokens::Strip> strip;
+};
+T5SpecialTokens t5_special_tokens(const std::string& dir, const SpieceTokenizer& spiece, int vocab_size);
 
 std::unique_ptr<Embedder> make_t5_embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer);
 // Rebuilds from the settings T5Embedder::to_json wrote; refuses a model whose fingerprint changed.

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sentencepiece_processor.h>
 
 #include "core/error.h"
 #include "core/lfs_pointer.h"
@@ -220,17 +219,6 @@ std::pair<std::string, std::string> read_wrapping(const std::string& path, const
 }
 
 }  // namespace
-
-void sentencepiece_load(sentencepiece::SentencePieceProcessor& sp, const std::string& path, SentencepieceLayout layout,
-                        const std::string& what, const std::string& file_name) {
-    if (!std::filesystem::is_regular_file(path))
-        user_error_in(path, "missing (" + what + ")", "copy the checkpoint's " + file_name + " into the folder");
-    refuse_lfs_pointer_file(path);
-    const bool from_json = std::filesystem::path(path).extension() == ".json";
-    const auto status = from_json ? sp.LoadFromSerializedProto(sentencepiece_model_from_tokenizer_json(path, layout)) : sp.Load(path);
-    if (!status.ok())
-        user_error_in(path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's " + file_name);
-}
 
 bool tokenizer_json_is_unigram(const std::string& path) {
     try {

@@ -17,10 +17,6 @@
 #pragma once
 #include <string>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace retro {
 
 // How tokenizer.json's ids relate to the sentencepiece model's.
@@ -33,13 +29,6 @@ enum class SentencepieceLayout {
 // The serialized ModelProto of tokenizer.json at `path` (for SentencePieceProcessor::LoadFromSerializedProto).
 // UserError naming the file for anything above it cannot represent.
 std::string sentencepiece_model_from_tokenizer_json(const std::string& path, SentencepieceLayout layout);
-
-// Loads `path` into `sp`: a sentencepiece .model file, or a tokenizer.json (a name ending in .json) rebuilt as above
-// with `layout`. UserError naming the file: missing ("missing (WHAT)", fix "copy the checkpoint's FILE into the
-// folder"), a Git LFS pointer, or not loadable ("cannot load sentencepiece model: ...", fix "restore the
-// checkpoint's FILE"), FILE being `file_name`.
-void sentencepiece_load(sentencepiece::SentencePieceProcessor& sp, const std::string& path, SentencepieceLayout layout,
-                        const std::string& what, const std::string& file_name);
 
 // Whether `path` is a tokenizer.json whose model is Unigram (false for a missing or malformed file: the loader names
 // those problems).

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "text/sentencepiece_json.h"
+#include "text/sentencepiece_load.h"
 
 namespace retro {
 
@@ -22,11 +22,25 @@ SpieceTokenizer::~SpieceTokenizer() = default;
 SpieceTokenizer::SpieceTokenizer(SpieceTokenizer&&) noexcept = default;
 SpieceTokenizer& SpieceTokenizer::operator=(SpieceTokenizer&&) noexcept = default;
 
+void SpieceTokenizer::encode_segment(std::string_view segment, std::vector<int>& ids) const {
+    if (segment.empty()) return;
+    std::vector<int> pieces;
+    auto status = sp_->Encode(absl::string_view(segment.data(), segment.size()), &pieces);
+    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+}
+
 std::vector<int> SpieceTokenizer::encode(std::string_view text, int max_length) const {
     RETRO_CHECK(max_length >= 2, "max_length ", max_length, " leaves no room for a piece and eos");
     std::vector<int> ids;
-    auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
-    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    if (specials_.empty()) {
+        encode_segment(text, ids);
+    } else {
+        for (const SpecialSplit& part : split_special_tokens(text, special_spellings_, special_strip_)) {
+            if (part.special >= 0) ids.push_back(specials_[static_cast<std::size_t>(part.special)].second);
+            else encode_segment(part.text, ids);
+        }
+    }
     if (static_cast<int>(ids.size()) > max_length - 1) ids.resize(max_length - 1);
     ids.push_back(sp_->eos_id());
     return ids;
@@ -35,5 +49,20 @@ std::vector<int> SpieceTokenizer::encode(std::string_view text, int max_length) 
 int SpieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 int SpieceTokenizer::eos_id() const { return sp_->eos_id(); }
 int SpieceTokenizer::pad_id() const { return sp_->pad_id(); }
+int SpieceTokenizer::unk_id() const { return sp_->unk_id(); }
+
+int SpieceTokenizer::piece_id(const std::string& piece) const {
+    const int id = sp_->PieceToId(absl::string_view(piece.data(), piece.size()));
+    return id >= 0 && id < sp_->GetPieceSize() && sp_->IdToPiece(id) == piece ? id : -1;
+}
+
+void SpieceTokenizer::set_special_tokens(const std::vector<std::pair<std::string, int>>& tokens,
+                                         const std::vector<SpecialTokens::Strip>& strip) {
+    RETRO_CHECK(strip.empty() || strip.size() == tokens.size(), "one strip setting per special token");
+    specials_ = tokens;
+    special_spellings_.clear();
+    for (const auto& t : tokens) special_spellings_.push_back(t.first);
+    special_strip_ = strip;
+}
 
 }  // namespace retro

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/threads.h"
+#include "text/sentencepiece_load.h"
 
 namespace retro {
 
@@ -22,7 +23,8 @@ Tokenizer::Tokenizer(const std::string& model_path)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
     if (!std::filesystem::is_regular_file(model_path))
         user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
-    auto status = sp_->Load(model_path);
+    refuse_lfs_pointer_file(model_path);
+    auto status = sp_->LoadFromSerializedProto(sentencepiece_model_bytes(model_path));   // its character map checked
     if (!status.ok()) {
         refuse_lfs_pointer_file(model_path);
         user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());

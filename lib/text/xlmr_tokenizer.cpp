@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "text/sentencepiece_json.h"
+#include "text/sentencepiece_load.h"
 #include "text/special_tokens.h"
 
 namespace retro {

@@ -14,7 +14,13 @@ golden/xlmr_tiny/sentencepiece.bpe.model) and writes, each folder what transform
   t5_legacy/  t5's tokenizer.json in the form transformers 4's converter wrote (normalizer Precompiled then
               Replace(" {2,}", " "), pre_tokenizer Metaspace alone, prepend_scheme "always")
   xlmr/       XLMRobertaTokenizer(sentencepiece.bpe.model) saved: fairseq's ids in the vocabulary itself
-  ids.json    the texts; per folder the ids of the tokenizers library on that tokenizer.json (with the
+  broken/     t5_tiny's spiece.model with its precompiled character map damaged in three ways that make
+              libsentencepiece read past the map on the first text it normalises (replacement offsets past the
+              strings, a root offset past the trie, a leaf past the trie): RetroKit must refuse each one
+  ids.json    "special_texts" and their ids as transformers 5 gives them, the special spellings split out:
+              "t5" (extra_ids 0), "t5_extra" (its tokenizer.json), "spiece_default" (a folder with spiece.model
+              alone: T5Tokenizer's default 100 extra ids numbered after the pieces);
+              the texts; per folder the ids of the tokenizers library on that tokenizer.json (with the
               special tokens it adds) and of sentencepiece on the original model file (wrapped as transformers'
               slow tokenizers wrap them), and the texts where the two differ (RetroKit follows sentencepiece)
 """
@@ -46,11 +52,53 @@ TEXTS = [
     "a\u0301 combining e\u0301 accents",
 ]
 
+SPECIAL_TEXTS = [
+    "a </s> b",
+    "</s>",
+    "x</s>y and <pad><unk></s>",
+    "<extra_id_0> and <extra_id_99>, <extra_id_5>tail",
+    "<extra_id_100> and <extra_id_01> are not special",
+    "<s>struck through</s> in HTML",
+    "  </s>  spaced  ",
+    "</s",
+    "<extra_id_7",
+]
+
 
 def hf_ids(tokenizer_json, texts):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(tokenizer_json)
     return [tok.encode(t).ids for t in texts]
+
+
+def write_broken(model_file, out):
+    """spiece.model copies whose character map (sentencepiece normalizer.cc: uint32 trie size, darts-clone units,
+    NUL-terminated strings) sends sentencepiece's unchecked trie walk out of bounds."""
+    import struct
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    os.makedirs(out)
+    base = pb.ModelProto()
+    with open(model_file, "rb") as f:
+        base.ParseFromString(f.read())
+    blob = base.normalizer_spec.precompiled_charsmap
+    (trie_bytes,) = struct.unpack_from("<I", blob, 0)
+    units = list(struct.unpack_from(f"<{trie_bytes // 4}I", blob, 4))
+    strings = blob[4 + trie_bytes:]
+
+    def save(name, new_units, new_trie_bytes=None):
+        m = pb.ModelProto()
+        m.CopyFrom(base)
+        n = trie_bytes if new_trie_bytes is None else new_trie_bytes
+        m.normalizer_spec.precompiled_charsmap = struct.pack("<I", n) + struct.pack(f"<{len(new_units)}I", *new_units) + strings
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(m.SerializeToString())
+
+    # value units (bit 31 set: no byte matches their label) pointing past the strings
+    save("value_past_end.model", [u if not u >> 31 else (1 << 31) | (len(strings) + 1000) for u in units])
+    # the root's offset (bits 10..30) far past the array
+    save("root_past_end.model", [(units[0] & 0x3FF) | (0x1FFFFF << 10)] + units[1:])
+    # the size field saying the trie is two units long: the root's children lie past it
+    save("trie_size_small.model", units, 8)
 
 
 def main():
@@ -113,6 +161,19 @@ def main():
         for i in differ:
             print(f"{name}: the tokenizers library and sentencepiece differ on {TEXTS[i]!r}:\n  hf {hf[i]}\n  sp {sp[i]}")
         golden["folders"][name] = {"tokenizers_ids": hf, "sentencepiece_ids": sp, "differ": differ}
+
+    spiece_default = transformers.T5Tokenizer.from_pretrained(os.path.join(tmp, "t5"))
+    golden["special_texts"] = SPECIAL_TEXTS
+    golden["special_ids"] = {
+        "t5": hf_ids(os.path.join(out, "t5", "tokenizer.json"), SPECIAL_TEXTS),
+        "t5_extra": hf_ids(os.path.join(out, "t5_extra", "tokenizer.json"), SPECIAL_TEXTS),
+        "spiece_default": [spiece_default(t)["input_ids"] for t in SPECIAL_TEXTS],
+    }
+    for name, ids in golden["special_ids"].items():
+        for t, i in zip(SPECIAL_TEXTS, ids):
+            print(f"special {name}: {t!r} -> {i}")
+
+    write_broken(t5_model, os.path.join(out, "broken"))
 
     with open(os.path.join(out, "ids.json"), "w", encoding="utf-8") as f:
         json.dump(golden, f, ensure_ascii=True)

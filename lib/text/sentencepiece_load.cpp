@@ -1,0 +1,152 @@
+// Implementation of sentencepiece_load.h.
+//
+// The character map (sentencepiece normalizer.cc, DecodePrecompiledCharsMap): a little-endian uint32 trie size T,
+// T bytes of darts-clone units (uint32 each), then the replacement strings. The normaliser's prefix search (darts.h
+// commonPrefixSearch) reads, for input bytes c1 c2 ...:
+//   node = units[0].offset();  then per byte c:  pos = node ^ c;  u = units[pos];  stop unless label(u) == c;
+//   node = pos ^ u.offset();   and where u has a leaf, the replacement at units[node].value() in the strings.
+// Every position any byte sequence can reach is checked here, each trie node once.
+#include "text/sentencepiece_load.h"
+
+#include <sentencepiece_processor.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+#include "core/lfs_pointer.h"
+
+namespace retro {
+
+namespace {
+
+std::uint32_t load_u32(const char* p) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+    return v;
+}
+
+// darts-clone's DoubleArrayUnit
+std::uint32_t unit_offset(std::uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+bool unit_has_leaf(std::uint32_t u) { return ((u >> 8) & 1) != 0; }
+std::uint32_t unit_value(std::uint32_t u) { return u & ((1u << 31) - 1); }
+std::uint32_t unit_label(std::uint32_t u) { return u & ((1u << 31) | 0xFF); }
+
+// A protocol-buffer reader for the few fields needed: calls `field(number, bytes)` for each length-delimited field of
+// `msg`; false where the bytes are not a protocol buffer.
+template <typename F>
+bool for_each_bytes_field(std::string_view msg, F&& field) {
+    std::size_t i = 0;
+    const auto varint = [&]() -> std::optional<std::uint64_t> {
+        std::uint64_t v = 0;
+        for (int shift = 0; shift < 64 && i < msg.size(); shift += 7) {
+            const auto b = static_cast<unsigned char>(msg[i++]);
+            v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) return v;
+        }
+        return std::nullopt;
+    };
+    while (i < msg.size()) {
+        const auto key = varint();
+        if (!key) return false;
+        const std::uint64_t number = *key >> 3, wire = *key & 7;
+        if (wire == 0) {
+            if (!varint()) return false;
+        } else if (wire == 1 || wire == 5) {
+            const std::size_t n = wire == 1 ? 8 : 4;
+            if (msg.size() - i < n) return false;
+            i += n;
+        } else if (wire == 2) {
+            const auto len = varint();
+            if (!len || *len > msg.size() - i) return false;
+            field(number, msg.substr(i, static_cast<std::size_t>(*len)));
+            i += static_cast<std::size_t>(*len);
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+std::string precompiled_charsmap_problem(std::string_view charsmap) {
+    if (charsmap.size() <= 4) return "";   // sentencepiece: "Blob for normalization rule is broken"
+    const std::uint32_t trie_bytes = load_u32(charsmap.data());
+    if (trie_bytes >= charsmap.size()) return "";   // sentencepiece: "Trie data size exceeds the input blob size"
+    const char* units = charsmap.data() + 4;
+    const std::size_t count = trie_bytes / 4;
+    const std::string_view strings = charsmap.substr(4 + static_cast<std::size_t>(trie_bytes));
+    const std::size_t last_nul = strings.rfind('\0');
+    if (count == 0) return "its trie has no root";
+    const auto unit = [&](std::size_t k) { return load_u32(units + 4 * k); };
+    std::vector<char> seen(count, 0);
+    std::vector<std::uint32_t> nodes = {unit_offset(unit(0))};
+    while (!nodes.empty()) {
+        const std::uint32_t node = nodes.back();
+        nodes.pop_back();
+        // node ^ c for c in 0..255 spans node's aligned block of 256 positions
+        if ((static_cast<std::size_t>(node) | 0xFF) >= count) return "its trie reaches past its end";
+        if (seen[node]) continue;
+        seen[node] = 1;
+        for (std::uint32_t c = 0; c < 256; ++c) {
+            const std::uint32_t pos = node ^ c, u = unit(pos);
+            if (unit_label(u) != c) continue;
+            const std::uint32_t next = pos ^ unit_offset(u);
+            if (unit_has_leaf(u)) {
+                if (next >= count) return "a leaf of its trie lies past its end";
+                const std::uint32_t value = unit_value(unit(next));
+                if (last_nul == std::string_view::npos || value > last_nul)
+                    return "a replacement string starts past its end or is not NUL-terminated";
+            }
+            nodes.push_back(next);
+        }
+    }
+    return "";
+}
+
+void sentencepiece_model_check(const std::string& path, std::string_view model) {
+    for_each_bytes_field(model, [&](std::uint64_t number, std::string_view spec) {
+        if (number != 3 && number != 5) return;   // ModelProto.normalizer_spec, .denormalizer_spec
+        for_each_bytes_field(spec, [&](std::uint64_t field, std::string_view map) {
+            if (field != 2) return;   // NormalizerSpec.precompiled_charsmap
+            const std::string problem = precompiled_charsmap_problem(map);
+            if (!problem.empty())
+                user_error_in(path, "has a broken normalizer character map (" + problem + ")",
+                              "restore the file from the checkpoint or tokenizer it came from");
+        });
+    });
+}
+
+std::string sentencepiece_model_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) user_error_in(path, "cannot be opened", "check that the file exists and is readable");
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) user_error_in(path, "cannot be read", "check the file and the disk");
+    sentencepiece_model_check(path, bytes);
+    return bytes;
+}
+
+void sentencepiece_load(sentencepiece::SentencePieceProcessor& sp, const std::string& path, SentencepieceLayout layout,
+                        const std::string& what, const std::string& file_name) {
+    if (!std::filesystem::is_regular_file(path))
+        user_error_in(path, "missing (" + what + ")", "copy the checkpoint's " + file_name + " into the folder");
+    refuse_lfs_pointer_file(path);
+    std::string bytes;
+    if (std::filesystem::path(path).extension() == ".json") {
+        bytes = sentencepiece_model_from_tokenizer_json(path, layout);
+        sentencepiece_model_check(path, bytes);
+    } else {
+        bytes = sentencepiece_model_bytes(path);
+    }
+    const auto status = sp.LoadFromSerializedProto(bytes);
+    if (!status.ok())
+        user_error_in(path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's " + file_name);
+}
+
+}  // namespace retro
