@@ -1,4 +1,4 @@
-// Implementation of bert_embedder.h: chunk ids -> text -> WordPiece -> BertModel -> mean -> L2.
+// Implementation of bert_embedder.h: chunk ids -> text -> WordPiece -> BertModel -> mean / max / CLS -> Dense -> L2.
 // Sequences are sorted by length and packed without padding, batch by batch.
 #include "embed/bert_embedder.h"
 
@@ -25,21 +25,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The folder's pooling as sentence-transformers' modules.json lists it: "mean" (also without modules.json) or "cls";
-// max pooling or a Dense module after the pooling (distiluse-*) is refused: they embedded wrongly without a word
-// before 2026-12-02.
-std::string bert_pooling(const std::string& dir) {
-    if (!fs::exists(fs::path(dir) / "modules.json")) return "mean";
-    const StModules m = st_modules_read(dir);   // refuses other poolings itself
-    if (m.pooling != "mean" && m.pooling != "cls")
-        user_error_in((fs::path(dir) / "modules.json").string(),
-                      "lists " + m.pooling + " pooling: the bert embedder pools by the mean of every token or by the CLS token",
-                      "use a model with mean or CLS pooling (its 1_Pooling/config.json)");
-    if (!m.dense.empty())
-        user_error_in((fs::path(m.dense[0].dir) / "config.json").string(),
-                      "is a Dense module after the pooling, which the bert embedder does not apply",
-                      "use a model without Dense modules, or a T5 one with --embedder t5");
-    return m.pooling;
+// The folder's sentence-transformers modules (modules.json: mean, max or CLS pooling, then Dense modules as LaBSE and
+// distiluse-* have them; none: the mean of every token), read before the weights so that a module the embedder
+// cannot follow is refused first. Since session 42 max pooling and Dense modules are applied (refused before).
+StModules bert_modules(const std::string& dir) {
+    if (!fs::exists(fs::path(dir) / "modules.json")) return StModules{};
+    return st_modules_read(dir);   // refuses other poolings and modules itself
 }
 
 // Names the first missing model file, and checks the numeric options.
@@ -63,12 +54,20 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
 BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer)
     : opts_(checked(opts)),
       tokenizer_(tokenizer),
-      pooling_(bert_pooling(opts_.model_dir)),
+      modules_(bert_modules(opts_.model_dir)),
       model_(opts_.model_dir),
       text_tokenizer_(opts_.model_dir, opts_.lower_case),
-      fingerprint_(CheckpointWeights::fingerprint(opts_.model_dir)),
+      fingerprint_(bert_fingerprint(opts_.model_dir)),
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir, text_tokenizer_)) {
     const BertConfig& c = model_.config();
+    if (modules_.pooling_dim && modules_.pooling_dim != c.hidden)
+        user_error_in((fs::path(opts_.model_dir) / "1_Pooling/config.json").string(),
+                      cat("has word_embedding_dimension ", modules_.pooling_dim, ", the encoder's hidden_size is ", c.hidden),
+                      "keep the Pooling folder and the encoder from the same model");
+    if (!modules_.dense.empty() && modules_.dense.front().in != c.hidden)
+        user_error_in((fs::path(modules_.dense.front().dir) / "config.json").string(),
+                      cat("has in_features ", modules_.dense.front().in, ", the encoder's hidden_size is ", c.hidden),
+                      "keep the Dense folder and the encoder from the same model");
     if (opts_.max_length > c.max_tokens())
         user_error_in("--max-length", cat("is ", opts_.max_length, ", the model allows ", c.max_tokens(), " tokens"),
                       cat("pass --max-length ", c.max_tokens(), " or less"));
@@ -82,7 +81,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         user_error_in("--prompt", "is not valid UTF-8 (from the command line, an index's manifest or config_sentence_transformers.json)",
                       "give the prompt as UTF-8 text");
     if (!prompt_.empty()) {
-        if (fs::exists(fs::path(opts_.model_dir) / "modules.json") && !st_modules_read(opts_.model_dir).include_prompt)
+        if (modules_.present && !modules_.include_prompt)
             user_error_in((fs::path(opts_.model_dir) / "1_Pooling" / "config.json").string(),
                           "leaves the prompt's tokens out of the pool (include_prompt false), which the bert embedder does not",
                           "embed without a prompt (--prompt \"\"), or use another model");
@@ -102,6 +101,9 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
             user_error_in("--device cuda", "the CUDA encoder computes gelu, gelu_new and relu feed-forwards; " + opts_.model_dir +
                                                "'s hidden_act is " + c.hidden_act,
                           "embed on the CPU (--device cpu)");
+        if (modules_.pooling == "max")
+            user_error_in("--device cuda", "the CUDA encoder pools by the mean or the CLS token; " + opts_.model_dir + " pools by the max",
+                          "embed on the CPU (--device cpu)");
         cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
         if constexpr (kCudaBuilt) {
             cuda_stream_ = std::make_unique<CudaStreamOwner>();
@@ -110,12 +112,27 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
     }
 }
 
+int BertEmbedder::dim() const { return modules_.dense.empty() ? model_.config().hidden : modules_.dense.back().out; }
+
 void BertEmbedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
-    embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
-        if (cuda_ && pooling_ == "cls") cuda_->forward_cls(ids, offsets, count, pooled, cuda_stream_->get());
+    const int H = model_.config().hidden;
+    const std::size_t dense = modules_.dense.size();
+    std::vector<float> a, b;   // pooled rows, then each Dense's output but the last (as the t5 embedder)
+    embed_packed_batches(seqs, opts_.batch, dim(), [&](const std::int32_t* ids, const std::int64_t* offsets, int count, float* result) {
+        a.resize(static_cast<std::size_t>(count) * H);
+        float* pooled = dense == 0 ? result : a.data();
+        const std::string& pooling = modules_.pooling;
+        if (cuda_ && pooling == "cls") cuda_->forward_cls(ids, offsets, count, pooled, cuda_stream_->get());
         else if (cuda_) cuda_->forward_mean(ids, offsets, count, pooled, cuda_stream_->get());
-        else if (pooling_ == "cls") model_.forward_cls(ids, offsets, count, pooled);
+        else if (pooling == "cls") model_.forward_cls(ids, offsets, count, pooled);
+        else if (pooling == "max") model_.forward_max(ids, offsets, count, pooled);
         else model_.forward_mean(ids, offsets, count, pooled);
+        for (std::size_t i = 0; i < dense; ++i) {   // sentence-transformers' Dense modules, on the CPU
+            const StDense& d = modules_.dense[i];
+            b.resize(static_cast<std::size_t>(count) * d.out);
+            d.apply(a.data(), count, i + 1 == dense ? result : b.data());
+            a.swap(b);
+        }
     }, out);
 }
 
@@ -153,9 +170,19 @@ nlohmann::json BertEmbedder::to_json() const {
             {"lower_case", opts_.lower_case == 1},
             {"fingerprint", fingerprint_},
             {"tokenizer_fingerprint", tokenizer_fingerprint_}};
-    if (pooling_ != "mean") j["pooling"] = pooling_;   // absent = mean, as every index before 2026-12-02
+    if (modules_.pooling != "mean") j["pooling"] = modules_.pooling;   // absent = mean, as every index before 2026-12-02
     if (!prompt_.empty()) j["prompt"] = prompt_;        // absent = none, as every index before 2026-12-02
     return j;
+}
+
+std::string bert_fingerprint(const std::string& dir) {
+    const std::string weights = CheckpointWeights::fingerprint(dir);
+    if (!fs::exists(fs::path(dir) / "modules.json")) return weights;
+    const StModules m = st_modules_read(dir);
+    if (m.files.empty()) return weights;   // the fingerprint every index without Dense modules recorded
+    std::string all = weights;
+    for (const auto& dense_dir : m.files) all += " " + CheckpointWeights::fingerprint(dense_dir);
+    return fingerprint_bytes(all.data(), all.size());
 }
 
 std::string bert_prompt(const BertEmbedderOptions& opts) {
@@ -179,7 +206,7 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
     o.prompt = j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string();
     const std::string st = CheckpointWeights::path_of(o.model_dir);
     if (CheckpointWeights::present(o.model_dir))   // refuse a changed model before loading it
-        encoder_settings_check(s, CheckpointWeights::fingerprint(o.model_dir), s.dim, st);
+        encoder_settings_check(s, bert_fingerprint(o.model_dir), s.dim, st);
     // before the model is loaded; indices built before 2026-12-02 recorded the weights alone: their vocabulary
     // cannot be checked
     if (j.contains("tokenizer_fingerprint") && j["tokenizer_fingerprint"].is_string() && !bert_tokenizer_file(o.model_dir).empty()) {

@@ -11,6 +11,7 @@
 
 #include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
+#include "embed/st_modules.h"
 #include "embed/embedder.h"
 #include "embed/bert_tokenizer.h"
 
@@ -32,17 +33,17 @@ public:
     // Loads the model folder; throws UserError naming a missing or inconsistent file.
     BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tokenizer);
     std::string name() const override { return "bert"; }
-    int dim() const override { return model_.config().hidden; }
+    int dim() const override;   // hidden_size, or the last Dense module's out_features
     // Chunk ids -> text (pad/bos/eos dropped, Tokenizer::decode) -> embed_texts. A chunk whose
     // text gives no WordPiece token (all padding, say) gets a zero row.
     void embed(const std::int32_t* tokens, std::int64_t n, int chunk_size, float* out) const override;
     // {"name":"bert","model","max_length","batch","dim","lower_case","fingerprint","tokenizer_fingerprint"}, and
     // "pooling" where not the mean, "prompt" where there is one
-    // (fingerprint: xxh3 of model.safetensors; tokenizer_fingerprint: bert_tokenizer_fingerprint)
+    // (fingerprint: bert_fingerprint; tokenizer_fingerprint: bert_tokenizer_fingerprint)
     nlohmann::json to_json() const override;
 
     // [CLS] WordPiece [SEP] (XLM-R, RoBERTa: <s> pieces </s>; truncated to max_length) -> encoder -> mean over all the
-    // sequence's tokens -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
+    // sequence's tokens (or their max, or the first one's: modules.json) -> its Dense modules -> L2 norm, for `texts` in batches of opts.batch sorted by length: out[texts.size() * dim()].
     void embed_texts(const std::vector<std::string>& texts, float* out) const;
     // The ids embed_texts gives the encoder for `text` (the checkpoint's tokenizer, truncated to max_length).
     std::vector<int> encode_text(const std::string& text) const;
@@ -52,14 +53,15 @@ public:
     const BertModel& model() const { return model_; }
     const std::string& fingerprint() const { return fingerprint_; }
     const std::string& tokenizer_fingerprint() const { return tokenizer_fingerprint_; }
-    const std::string& pooling() const { return pooling_; }   // "mean" or "cls" (modules.json)
+    const std::string& pooling() const { return modules_.pooling; }   // "mean", "max" or "cls" (modules.json)
+    const StModules& modules() const { return modules_; }
     const std::string& prompt() const { return prompt_; }     // put before every text ("" for none)
 
 private:
     void embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const;
     BertEmbedderOptions opts_;
     const Tokenizer* tokenizer_;
-    std::string pooling_;   // read before the weights: a pooling the embedder cannot follow is refused first
+    StModules modules_;   // read before the weights: a module the embedder cannot follow is refused first
     BertModel model_;
     std::unique_ptr<CudaStreamOwner> cuda_stream_;   // the stream cuda_ runs on (declared first: destroyed last)
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
@@ -67,6 +69,10 @@ private:
     std::string prompt_;
     std::string fingerprint_, tokenizer_fingerprint_;
 };
+
+// The fingerprint an index records of DIR's model: xxh3 of model.safetensors (or its shards: CheckpointWeights), or,
+// where modules.json lists Dense modules, xxh3 of that and each Dense module's weights' fingerprint joined by spaces.
+std::string bert_fingerprint(const std::string& dir);
 
 // The prompt a BertEmbedder of `opts` puts before its texts: opts.prompt, else the folder's default (st_modules.h).
 std::string bert_prompt(const BertEmbedderOptions& opts);

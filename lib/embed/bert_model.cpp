@@ -339,12 +339,21 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
 }
 
 void BertModel::forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
+    forward_pooled(ids, offsets, count, out, mean_pool_rows);
+}
+
+void BertModel::forward_max(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const {
+    forward_pooled(ids, offsets, count, out, max_pool_rows);
+}
+
+void BertModel::forward_pooled(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                               void (*pool)(const float*, std::int64_t, int, float*)) const {
     const int H = cfg_.hidden;
     const std::int64_t N = offsets[count] - offsets[0];
     auto hidden = scratch(N * H);
     forward(ids, offsets, count, hidden.get());
     parallel_for(count, [&](std::int64_t s) {
-        mean_pool_rows(hidden.get() + (offsets[s] - offsets[0]) * H, offsets[s + 1] - offsets[s], H, out + s * H);
+        pool(hidden.get() + (offsets[s] - offsets[0]) * H, offsets[s + 1] - offsets[s], H, out + s * H);
     });
 }
 

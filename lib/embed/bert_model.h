@@ -60,6 +60,8 @@ public:
     // The same with each sequence's first token's state ([CLS]) in place of the mean (sentence-transformers'
     // pooling_mode_cls_token: bge-*, msmarco-distilbert-base-tas-b).
     void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
+    // The same with the element-wise max over each sequence's hidden states (pooling_mode_max_tokens).
+    void forward_max(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
 
     // The weights as loaded (fp32, Hugging Face layouts: nn.Linear weights [out, in]); read by the CUDA model.
     struct Layer {
@@ -80,6 +82,9 @@ public:
     const std::vector<Layer>& layers() const { return layers_; }
 
 private:
+    // forward, then `pool` over each sequence's rows (mean_pool_rows, max_pool_rows: embed/packed_batches.h)
+    void forward_pooled(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                        void (*pool)(const float*, std::int64_t, int, float*)) const;
     struct PackedLayers;   // the dense layers packed for the CPU kernel (nn/packed_linear.h), built on first use
     const PackedLayers& packed() const;
 

@@ -15,6 +15,16 @@ void mean_pool_rows(const float* rows, std::int64_t len, int dim, float* out) {
     for (int j = 0; j < dim; ++j) out[j] *= inv;
 }
 
+void max_pool_rows(const float* rows, std::int64_t len, int dim, float* out) {
+    if (len <= 0) {
+        std::fill(out, out + dim, 0.0f);
+        return;
+    }
+    std::copy_n(rows, dim, out);
+    for (std::int64_t r = 1; r < len; ++r)
+        for (int j = 0; j < dim; ++j) out[j] = std::max(out[j], rows[r * dim + j]);
+}
+
 void l2_normalise(const float* x, int n, float* y) {
     double ss = 0;
     for (int j = 0; j < n; ++j) ss += static_cast<double>(x[j]) * x[j];

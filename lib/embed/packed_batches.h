@@ -20,6 +20,10 @@ void embed_packed_batches(const std::vector<std::vector<int>>& seqs, int batch, 
 // out[dim] = the mean of rows[len, dim] (sentence-transformers' mean pooling: sum / max(len, 1e-9)).
 void mean_pool_rows(const float* rows, std::int64_t len, int dim, float* out);
 
+// out[dim] = the element-wise max of rows[len, dim] (sentence-transformers' max pooling over the real tokens); zeros
+// for len 0.
+void max_pool_rows(const float* rows, std::int64_t len, int dim, float* out);
+
 // y[0..n) = x / max(||x||_2, 1e-12) (x and y may be the same).
 void l2_normalise(const float* x, int n, float* y);
 

@@ -21,12 +21,16 @@ xlmr_tiny: a random transformers.XLMRobertaModel over a tiny sentencepiece model
 roberta_tiny: a random transformers.RobertaModel over a tiny byte-level BPE trained here (the tokenizers library).
 added_tokens: tokens added after training (new ids) saved with bert_tiny's, roberta_tiny's and xlmr_tiny's tokenizers.
 st_prompt: sentence-transformers' encode(prompt="passage: ") over mpnet_tiny, xlmr_tiny, roberta_tiny.
+st_dense: sentence-transformers folders with Dense modules and max pooling over bert_tiny / distilbert_tiny (LaBSE's,
+distiluse's forms).
 --only NAME writes one folder (repeatable); --emit-unicode-tables writes the C++ tables WordPiece needs from this
 Python's unicodedata.
 """
 import argparse
 import json
 import os
+import shutil
+import tempfile
 import sys
 import unicodedata
 
@@ -788,6 +792,79 @@ def make_st_prompt(golden):
                        "max_length": model.max_seq_length, "texts": texts}, f, ensure_ascii=True)
 
 
+ST_DENSE_TEXTS = [
+    "Retrieval-enhanced transformers look up neighbours in a large text database.",
+    "The quick brown fox jumps over the lazy dog.",
+    "short",
+    "Dense retrieval with mean pooling over all real tokens, then a projection and L2 normalisation!",
+    "Numbers 3.14159 and 1,000,000; symbols @#$%^&*()",
+    "the cafe served a naive creme brulee",
+]
+
+
+def make_st_dense(golden):
+    """sentence-transformers folders with the modules the bert embedder applies after the encoder since session 42:
+      labse/      bert_tiny, CLS pooling, Dense 32 -> 24 with bias and Tanh, Normalize (LaBSE's form)
+      distiluse/  distilbert_tiny, mean pooling, Dense 32 -> 16 with bias and Tanh (distiluse-base-multilingual's)
+      max/        bert_tiny, max pooling (pooling_mode_max_tokens)
+    Only the module files are kept (modules.json, sentence_bert_config.json, 1_Pooling, 2_Dense, 3_Normalize): the
+    test puts the encoder's own folder (bert_tiny, distilbert_tiny) beside them. golden.json: the texts, the ids the
+    folder's tokenizer gives, and per folder encode(texts, normalize_embeddings=True) in NAME.npy."""
+    import numpy as np
+    import sentence_transformers
+    import torch
+    from sentence_transformers import SentenceTransformer
+    try:
+        from sentence_transformers.sentence_transformer.modules import Transformer, Pooling, Dense, Normalize
+    except ImportError:
+        from sentence_transformers.models import Transformer, Pooling, Dense, Normalize
+    out = os.path.join(golden, "st_dense")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    tmp = tempfile.mkdtemp(prefix="stdense")
+    result = {"sentence_transformers": sentence_transformers.__version__, "texts": ST_DENSE_TEXTS, "max_length": 64,
+              "folders": {}}
+    cases = {"labse": ("bert_tiny", "cls", 24, True, 21), "distiluse": ("distilbert_tiny", "mean", 16, False, 22),
+             "max": ("bert_tiny", "max", 0, False, 23)}
+    for name, (encoder, mode, dense_out, normalize, seed) in cases.items():
+        transformer = Transformer(os.path.join(golden, encoder), max_seq_length=64)
+        modules = [transformer, Pooling(32, pooling_mode=mode)]
+        if dense_out:
+            torch.manual_seed(seed)
+            dense = Dense(in_features=32, out_features=dense_out, bias=True, activation_function=torch.nn.Tanh())
+            with torch.no_grad():
+                dense.linear.weight.copy_(torch.randn_like(dense.linear.weight) * 0.4)
+                dense.linear.bias.copy_(torch.randn_like(dense.linear.bias) * 0.1)
+            modules.append(dense)
+        if normalize:
+            modules.append(Normalize())
+        model = SentenceTransformer(modules=modules, device="cpu").eval()
+        emb = model.encode(ST_DENSE_TEXTS, normalize_embeddings=True, batch_size=4).astype("float32")
+        saved = os.path.join(tmp, name)
+        model.save(saved)
+        again = SentenceTransformer(saved, device="cpu").encode(ST_DENSE_TEXTS, normalize_embeddings=True)
+        print(f"st_dense/{name}: reloaded vs in memory max |difference| {np.abs(again - emb).max():.2e}")
+        d = os.path.join(out, name)
+        os.makedirs(d)
+        for item in os.listdir(saved):
+            if item in ("modules.json", "sentence_bert_config.json") or item[:2] in ("1_", "2_", "3_"):
+                src = os.path.join(saved, item)
+                (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, os.path.join(d, item))
+        dense_dir = os.path.join(d, "2_Dense")
+        if os.path.isdir(dense_dir):
+            for f in os.listdir(dense_dir):
+                if f not in ("config.json", "model.safetensors"):
+                    os.remove(os.path.join(dense_dir, f))
+        np.save(os.path.join(out, f"{name}.npy"), emb)
+        ids = [model.tokenizer(t, truncation=True, max_length=64)["input_ids"] for t in ST_DENSE_TEXTS]
+        result["folders"][name] = {"encoder": encoder, "pooling": mode, "dim": dense_out or 32, "ids": ids}
+        print(f"  files: {sorted(os.listdir(d))}")
+    with open(os.path.join(out, "golden.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=True, indent=1)
+    shutil.rmtree(tmp)
+
+
 MINILM_SENTENCES = [
     "Retrieval-enhanced transformers look up neighbours in a large text database.",
     "The café on the corner serves a naïve but honest crème brûlée.",
@@ -842,14 +919,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -874,6 +951,8 @@ def main():
         make_st_prompt(args.out)
     if "minilm" in only:
         make_minilm(os.path.join(args.out, "minilm"))
+    if "st_dense" in only:
+        make_st_dense(args.out)
 
 
 if __name__ == "__main__":
