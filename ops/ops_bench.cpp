@@ -67,7 +67,7 @@ void run_ops_bench(const OpsBenchOptions& o, const std::string& command_line) {
     std::printf("%s", bench::format_table(table).c_str());
     std::printf("timed: case = the whole case (inputs prepared, op run, outputs read back); ops = only the op's own "
                 "backend calls, each between two synchronizes\n");
-    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    if (!o.json.empty()) bench::bench_json_write(o.json, result, "retro-bench ops", command_line);
 }
 
 }  // namespace retro::ops

@@ -316,6 +316,11 @@ TEST_CASE("retention: retro-bench retention reports the fastest mode at each T a
     REQUIRE(r.exit_code == 0);
     CHECK(r.out.find("fastest") != std::string::npos);
     const auto j = nlohmann::json::parse(retro::test::read_text(json_path));
+    // the envelope every retro-bench --json file shares (bench_json_write), beside this subcommand's own top-level stamp
+    CHECK(j["stamp"]["tool"] == "retro-bench retention");
+    CHECK(j["stamp"]["commit"] == j["commit"]);
+    CHECK(j["machine"]["cpu"].is_string());
+    CHECK(j["machine"]["hardware_threads"].get<int>() >= 1);
     const double gbps = j["copy_gbps"].get<double>();
     CHECK(gbps > 0);
     REQUIRE(j["fastest"].size() == 2);

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/blas_core.h"
 #include "core/error.h"
 #include "core/interrupt_note.h"
@@ -117,6 +118,21 @@ std::string today_utc() {
 nlohmann::json stamp(const std::string& tool, const std::string& command_line) {
     return {{"tool", tool}, {"version", RETROKIT_VERSION}, {"commit", RETROKIT_GIT_COMMIT},
             {"date", today_utc()}, {"command", command_line}};
+}
+
+void bench_json_write(const std::string& path, nlohmann::json result, const std::string& tool, const std::string& command_line) {
+    RETRO_CHECK(result.is_object(), "a bench result is a JSON object");
+    if (!result.contains("stamp") || !result["stamp"].is_object()) {
+        nlohmann::json st = stamp(tool, command_line);
+        for (auto& [key, value] : st.items())   // the subcommand's own stamp fields where it wrote them at the top level
+            if (result.contains(key)) value = result[key];
+        result["stamp"] = st;
+    }
+    if (!result.contains("machine") || !result["machine"].is_object()) result["machine"] = nlohmann::json::object();
+    nlohmann::json& machine = result["machine"];
+    if (!machine.contains("cpu")) machine["cpu"] = cpu_model();
+    if (!machine.contains("hardware_threads")) machine["hardware_threads"] = hardware_threads();
+    write_file_atomic(path, result.dump(2) + "\n");
 }
 
 nlohmann::json run_json_command(const std::string& command) {

@@ -30,6 +30,12 @@ std::string today_utc();   // YYYY-MM-DDTHH:MM:SSZ
 // {"tool", "version", "commit", "date", "command"} for every result file.
 nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 
+// Writes a subcommand's --json result to `path` atomically, with the envelope every result file shares since session
+// 42 added where the subcommand's own layout lacks it (its own keys are kept as they are, for older readers):
+// "stamp" {tool, version, commit, date, command} (chunk, knn and retention also keep those at the top level) and
+// "machine" {cpu, hardware_threads}.
+void bench_json_write(const std::string& path, nlohmann::json result, const std::string& tool, const std::string& command_line);
+
 // Runs a shell command (a peer script) and returns the last stdout line that parses as a JSON object,
 // or null when there is none; the command's stderr passes through.
 nlohmann::json run_json_command(const std::string& command);

@@ -200,7 +200,7 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
               << cpu_model() << "\n"
               << format_table(table);
     if (!o.json.empty()) {
-        write_file_atomic(o.json, result.dump(2) + "\n");   // (an unchecked ofstream said "wrote" for a missing folder)
+        bench_json_write(o.json, result, "retro-bench chunk", command_line);   // (an unchecked ofstream said "wrote" for a missing folder)
         log_info("wrote " + o.json);
     }
     return result;

@@ -191,7 +191,7 @@ void run_clip_embed_bench(const EmbedBenchOptions& o, const std::string& command
     std::printf("%s", format_table(rows).c_str());
     nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", sbs.ours}};
     side_by_side_report(sbs, "images", result);
-    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench", command_line);
 }
 
 }  // namespace retro::bench

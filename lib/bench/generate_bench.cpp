@@ -327,7 +327,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                             {"memory_bound_ms_per_token", bound_ms},
                             {"results", results}};
         if (!profile.is_null()) j["profile"] = profile;
-        write_file_atomic(o.json, j.dump(2) + "\n");
+        bench_json_write(o.json, j, "retro-bench", command_line);
     }
 }
 

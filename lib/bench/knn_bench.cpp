@@ -276,7 +276,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
                     "its own search on the first %lld queries)\n%s",
                     std::max(1, ann.rounds), static_cast<long long>(std::min(q, ann.debian_queries)), format_table(ann_table).c_str());
     }
-    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench knn", command_line);
 }
 
 }  // namespace retro::bench

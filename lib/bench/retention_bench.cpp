@@ -440,7 +440,7 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     for (const auto& r : rows) out["rows"].push_back(row_json(r, gpu ? "cuda" : "cpu", o.chunk_size));
     out["decode"] = decode;
     out["crossover"] = crossover;
-    if (!o.json.empty()) write_file_atomic(o.json, out.dump(2) + "\n");   // checked and whole, or nothing
+    if (!o.json.empty()) bench_json_write(o.json, out, "retro-bench retention", command_line);   // checked and whole, or nothing
     if (!o.plot.empty()) {
         std::ostringstream data, script;
         script << "set logscale xy\nset xlabel 'T'\nset ylabel 'forward ms'\nset key left top\nset title '" << device << "'\nplot ";

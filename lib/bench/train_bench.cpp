@@ -324,7 +324,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
     std::printf("%s", format_table(table).c_str());
     if (!skipped.empty()) std::printf("peer skipped: %s\n", skipped.c_str());
     std::fflush(stdout);
-    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench train", command_line);
     return result;
 }
 
@@ -430,7 +430,7 @@ nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& co
                     r["threads"].get<int>(), r["tokens_per_s"].get<double>(), r["tokens_per_cpu_s"].get<double>());
     if (!skipped.empty()) std::printf("peer skipped: %s\n", skipped.c_str());
     std::fflush(stdout);
-    if (!o.json.empty()) write_file_atomic(o.json, result.dump(2) + "\n");
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench train", command_line);
     return result;
 }
 

@@ -225,7 +225,7 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
                         r["allreduce_model"]["bandwidth_bytes_per_s"].get<double>() / 1e9, r["allreduce_sweep"].size(),
                         r["gradient_bytes"].get<double>() / 1e6);
     std::fflush(stdout);
-    if (!o.step.json.empty()) write_file_atomic(o.step.json, result.dump(2) + "\n");
+    if (!o.step.json.empty()) bench_json_write(o.step.json, result, "retro-bench train --ranks", command_line);
     return result;
 }
 
