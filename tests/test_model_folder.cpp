@@ -110,6 +110,17 @@ TEST_CASE("model folder: a Hub id or a cache folder is the snapshot refs/main na
         CHECK(hf_hub_cache_dir() == "/root/c");   // Debian's root home, from the password file
         test::ScopedEnv no_such_user("HF_HUB_CACHE", std::string("~no-such-user-retro/c"));
         CHECK(hf_hub_cache_dir() == "~no-such-user-retro/c");
+        test::ScopedEnv no_hub("HF_HUB_CACHE", std::nullopt);
+        // expanded twice where huggingface_hub expands twice (HF_HOME, then the hub path under it)
+        test::ScopedEnv twice("HF_HOME", std::string("$RETRO_TEST_A/x"));
+        test::ScopedEnv a("RETRO_TEST_A", std::string("$RETRO_TEST_B"));
+        test::ScopedEnv b("RETRO_TEST_B", std::string("/bb"));
+        CHECK(hf_hub_cache_dir() == "/bb/x/hub");
+        test::ScopedEnv empty("HF_HOME", std::string());   // set to "": os.getenv's "" (the hub cache "hub", relative)
+        CHECK(hf_hub_cache_dir() == "hub");
+        test::ScopedEnv eq("HF_HUB_CACHE", std::string("${RETRO_TEST_A=B}"));
+        test::ScopedEnv aeq("RETRO_TEST_A", std::string("B=C"));   // glibc getenv("RETRO_TEST_A=B") would say "C"
+        CHECK(hf_hub_cache_dir() == "${RETRO_TEST_A=B}");
     }
 }
 

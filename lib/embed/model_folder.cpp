@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <vector>
 
@@ -19,12 +20,6 @@ namespace retro {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The variable's value, or "" where it is unset.
-std::string env_or_empty(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? std::string(v) : std::string();
-}
 
 // Python's os.path.expanduser on POSIX: a leading "~" or "~/" becomes $HOME (the password file's home where HOME
 // is unset), "~USER" that user's home; anything else, or an unknown user, is left as it is.
@@ -75,7 +70,8 @@ std::string expand_vars(const std::string& path) {
             }
         }
         const std::string name = path.substr(name_begin, name_end - name_begin);
-        const char* value = name.empty() ? nullptr : std::getenv(name.c_str());
+        // no variable's name holds '=' (glibc's getenv("A=B") would answer A's entry "A=B=C" with "C")
+        const char* value = name.empty() || name.find('=') != std::string::npos ? nullptr : std::getenv(name.c_str());
         out += value ? std::string(value) : path.substr(i, next - i);
         i = next;
     }
@@ -135,14 +131,19 @@ std::string absolute_normal(const fs::path& p) {
 }  // namespace
 
 std::string hf_hub_cache_dir() {
-    // huggingface_hub's constants: the first variable set, then expanduser and expandvars over the whole path
-    std::string dir;
-    if (std::string v = env_or_empty("HF_HUB_CACHE"); !v.empty()) dir = v;
-    else if (std::string v = env_or_empty("HUGGINGFACE_HUB_CACHE"); !v.empty()) dir = v;   // its older name
-    else if (std::string v = env_or_empty("HF_HOME"); !v.empty()) dir = (fs::path(v) / "hub").string();
-    else if (std::string v = env_or_empty("XDG_CACHE_HOME"); !v.empty()) dir = (fs::path(v) / "huggingface" / "hub").string();
-    else dir = (fs::path(expand_user("~")) / ".cache" / "huggingface" / "hub").string();
-    return expand_vars(expand_user(dir));
+    // huggingface_hub's constants.py, step for step (a variable set to "" counts as set, as os.getenv has it):
+    //   HF_HOME = expandvars(expanduser($HF_HOME or join($XDG_CACHE_HOME or ~/.cache, "huggingface")))
+    //   HF_HUB_CACHE = expandvars(expanduser($HF_HUB_CACHE or $HUGGINGFACE_HUB_CACHE or join(HF_HOME, "hub")))
+    const auto env = [](const char* name) -> std::optional<std::string> {
+        const char* v = std::getenv(name);
+        return v ? std::optional<std::string>(v) : std::nullopt;
+    };
+    const auto expand = [](const std::string& p) { return expand_vars(expand_user(p)); };
+    if (auto v = env("HF_HUB_CACHE")) return expand(*v);
+    if (auto v = env("HUGGINGFACE_HUB_CACHE")) return expand(*v);   // its older name
+    const std::string xdg = env("XDG_CACHE_HOME").value_or((fs::path(expand_user("~")) / ".cache").string());
+    const std::string home = expand(env("HF_HOME").value_or((fs::path(xdg) / "huggingface").string()));
+    return expand((fs::path(home) / "hub").string());
 }
 
 std::string model_folder_resolve(const std::string& given, const std::string& embedder, const std::string& holds) {

@@ -9,8 +9,9 @@
 namespace retro {
 
 // The Hugging Face hub cache: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's own order), then ~ and $VARS
-// expanded as huggingface_hub does (Python's os.path.expanduser, then expandvars: an unset $VAR stays as written).
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, with ~ and $VARS expanded where and as often as
+// huggingface_hub expands them (Python's os.path.expanduser, then expandvars: an unset $VAR stays as written; a
+// variable set to "" counts as set, as os.getenv has it).
 std::string hf_hub_cache_dir();
 
 // The absolute, normalised checkpoint folder `given` names (above), or a one-line UserError: an empty `given`

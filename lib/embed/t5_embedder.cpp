@@ -81,7 +81,11 @@ T5SpecialTokens t5_special_tokens(const std::string& dir, const SpieceTokenizer&
             const std::string digits = t.substr(10, t.size() - 11);
             const bool number = !digits.empty() && digits.size() < 8 && t.back() == '>' &&
                                 digits.find_first_not_of("0123456789") == std::string::npos && (digits == "0" || digits[0] != '0');
-            if (number && std::stoi(digits) < extra_ids) id = spiece.vocab_size() + extra_ids - 1 - std::stoi(digits);
+            // numbered after the pieces: from spiece.model the last first (T5's layout), from a tokenizer.json that
+            // lacks them in order (added as additional special tokens), as transformers 5 does each
+            const bool from_json = std::filesystem::path(spiece.path()).extension() == ".json";
+            if (number && std::stoi(digits) < extra_ids)
+                id = spiece.vocab_size() + (from_json ? std::stoi(digits) : extra_ids - 1 - std::stoi(digits));
         }
         if (id < 0 || id >= vocab_size) continue;
         out.tokens.emplace_back(t, id);

@@ -55,7 +55,8 @@ private:
 // T5Tokenizer's special tokens as transformers 5 splits them out of a text: its eos, unk and pad tokens (</s>, <unk>,
 // <pad>, or the names special_tokens_map.json / tokenizer_config.json give), <extra_id_0> ... <extra_id_{n-1}> (n:
 // tokenizer_config.json's extra_ids, else T5Tokenizer's default 100; where neither the model nor the files give
-// one, <extra_id_i>'s id is pieces + n - 1 - i, transformers' numbering) and every added token of the files, each
+// one, <extra_id_i>'s id is pieces + n - 1 - i over spiece.model, pieces + i over a tokenizer.json, transformers 5's
+// numbering of each) and every added token of the files, each
 // with its id and strip settings, sorted. A token whose id the model's embeddings do not hold (id >= vocab_size) is
 // left out: it stays text.
 struct T5SpecialTokens {

@@ -8,9 +8,12 @@
 //                   5 escape_whitespaces
 #include "text/sentencepiece_json.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -60,7 +63,7 @@ private:
     std::string out_;
 };
 
-enum PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kByte = 6 };
+enum PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3 };
 
 struct Piece {
     std::string text;
@@ -126,96 +129,32 @@ void read_precompiled(const std::string& path, const json& n, Normalization& out
     out.charsmap = *bytes;
 }
 
-// Replace(" {2,}" -> " "): transformers 4's converter writes it for sentencepiece's remove_extra_whitespaces.
-bool is_space_folding(const json& n) {
-    const json* pattern = member(n, "pattern");
-    const json* content = member(n, "content");
-    const json* regex = pattern ? member(*pattern, "Regex") : nullptr;
-    return regex && regex->is_string() && *regex == " {2,}" && content && content->is_string() && *content == " ";
-}
-
-Normalization read_normalizer(const std::string& path, const json& n) {
-    Normalization out;
-    if (n.is_null()) return out;
-    const std::string type = type_of(n);
-    const auto one = [&](const json& item) {
-        const std::string t = type_of(item);
-        if (t == "Precompiled") read_precompiled(path, item, out);
-        else if (t == "Replace" && is_space_folding(item)) out.remove_extra_whitespaces = true;
-        else refuse(path, "has a " + t + " normalizer, which a sentencepiece model cannot hold (Precompiled and "
-                              "Replace(\" {2,}\", \" \") can)");
-    };
-    if (type == "Sequence") {
-        const json* items = member(n, "normalizers");
-        if (!items || !items->is_array()) refuse(path, "has a Sequence normalizer without a normalizers list");
-        for (const json& item : *items) one(item);
-    } else {
-        one(n);
-    }
-    return out;
-}
-
-// Metaspace, alone or after WhitespaceSplit.
-void read_pre_tokenizer(const std::string& path, const json& p, Normalization& out) {
-    const json* metaspace = nullptr;
-    if (type_of(p) == "Metaspace") {
-        metaspace = &p;
-    } else if (type_of(p) == "Sequence") {
-        const json* items = member(p, "pretokenizers");
-        if (items && items->is_array() && items->size() == 2 && type_of((*items)[0]) == "WhitespaceSplit" &&
-            type_of((*items)[1]) == "Metaspace") {
-            metaspace = &(*items)[1];
-            out.remove_extra_whitespaces = true;   // whitespace runs end words: sentencepiece folds them
-        }
-    }
-    if (!metaspace)
-        refuse(path, "has a pre_tokenizer other than Metaspace (or WhitespaceSplit then Metaspace): " +
-                         (p.is_null() ? std::string("none") : p.dump().substr(0, 80)));
-    const json* replacement = member(*metaspace, "replacement");
-    if (replacement && (!replacement->is_string() || *replacement != "\xE2\x96\x81"))
-        refuse(path, "has a Metaspace replacement other than U+2581 (sentencepiece's)");
-    if (const json* scheme = member(*metaspace, "prepend_scheme"); scheme && scheme->is_string()) {
-        if (*scheme == "never") out.add_dummy_prefix = false;
-        else if (*scheme != "always" && *scheme != "first")
-            refuse(path, "has a Metaspace prepend_scheme " + scheme->dump() + " (always, first or never)");
-    } else if (const json* prefix = member(*metaspace, "add_prefix_space"); prefix && prefix->is_boolean()) {
-        out.add_dummy_prefix = prefix->get<bool>();
+// The normaliser's precompiled character map, wherever the file's normalizer holds one (alone, or in a Sequence
+// beside the Replace / Strip rules transformers 4's converter wrote): transformers 5's T5Tokenizer and
+// XLMRobertaTokenizer keep that map and nothing else of the file's normaliser.
+void read_charsmap(const std::string& path, const json& n, Normalization& out) {
+    if (type_of(n) == "Precompiled") {
+        read_precompiled(path, n, out);
+    } else if (type_of(n) == "Sequence") {
+        if (const json* items = member(n, "normalizers"); items && items->is_array())
+            for (const json& item : *items) read_charsmap(path, item, out);
     }
 }
 
-// The special tokens post_processor writes around the pieces: {before, after} (names; "" for none). null: none.
-std::pair<std::string, std::string> read_wrapping(const std::string& path, const json& p) {
-    if (p.is_null()) return {"", ""};
-    const std::string type = type_of(p);
-    if (type == "RobertaProcessing") {
-        const json* cls = member(p, "cls");
-        const json* sep = member(p, "sep");
-        if (cls && cls->is_array() && !cls->empty() && (*cls)[0].is_string() && sep && sep->is_array() && !sep->empty() &&
-            (*sep)[0].is_string())
-            return {(*cls)[0].get<std::string>(), (*sep)[0].get<std::string>()};
-    } else if (type == "TemplateProcessing") {
-        const json* single = member(p, "single");
-        if (single && single->is_array()) {
-            std::string before, after;
-            bool seen_sequence = false, ok = true;
-            for (const json& item : *single) {
-                const json* special = member(item, "SpecialToken");
-                const json* id = special ? member(*special, "id") : nullptr;
-                if (member(item, "Sequence")) {
-                    ok = ok && !seen_sequence;
-                    seen_sequence = true;
-                } else if (id && id->is_string()) {
-                    std::string& slot = seen_sequence ? after : before;
-                    ok = ok && slot.empty();
-                    slot = id->get<std::string>();
-                } else {
-                    ok = false;
-                }
-            }
-            if (ok && seen_sequence) return {before, after};
-        }
-    }
-    refuse(path, "has a post_processor RetroKit cannot follow: " + p.dump().substr(0, 120));
+// The tokenizer_config.json beside tokenizer.json (an empty object where there is none, or it is not an object).
+json config_beside(const std::string& path) {
+    const std::filesystem::path config = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+    if (!std::filesystem::exists(config)) return json::object();
+    json c = json_read_file(config.string());
+    return c.is_object() ? c : json::object();
+}
+
+// A special token's name as tokenizer_config.json gives it (a string, or an AddedToken's "content"), or `fallback`.
+std::string config_token(const json& c, const char* key, const std::string& fallback) {
+    const json* t = member(c, key);
+    if (t && t->is_string()) return t->get<std::string>();
+    if (t && t->is_object() && t->contains("content") && (*t)["content"].is_string()) return (*t)["content"].get<std::string>();
+    return fallback;
 }
 
 }  // namespace
@@ -246,19 +185,21 @@ std::string sentencepiece_model_from_tokenizer_json(const std::string& path, Sen
         unk->get<std::int64_t>() >= static_cast<std::int64_t>(vocab->size()))
         refuse(path, "has no unk_id inside its vocab (sentencepiece needs an unknown piece)");
     const int unk_id = unk->get<int>();
-    const json* byte_fallback_j = member(*model, "byte_fallback");
-    const bool byte_fallback = byte_fallback_j && byte_fallback_j->is_boolean() && byte_fallback_j->get<bool>();
+    // (the model's byte_fallback is not read: transformers 5's T5Tokenizer and XLMRobertaTokenizer build their Unigram
+    // with byte_fallback=False whatever the file says, so an unknown character is the unknown piece, never its bytes)
 
     std::vector<Piece> vocab_pieces;
     vocab_pieces.reserve(vocab->size());
     for (std::size_t i = 0; i < vocab->size(); ++i) {
         const json& e = (*vocab)[i];
-        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number())
-            refuse(path, "has vocab entry " + std::to_string(i) + " that is not [piece, score]");
-        vocab_pieces.push_back({e[0].get<std::string>(), e[1].get<float>(), kNormal});
+        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number() ||
+            !(std::fabs(e[1].get<double>()) <= std::numeric_limits<float>::max()))
+            refuse(path, "has vocab entry " + std::to_string(i) + " that is not [piece, score] with a finite float score");
+        vocab_pieces.push_back({e[0].get<std::string>(), static_cast<float>(e[1].get<double>()), kNormal});
     }
-    // types: the unknown piece; added tokens (special: control, never matched in text by sentencepiece; others:
-    // user-defined, matched); byte pieces where the model falls back to bytes
+    // types: the unknown piece; special added tokens are control pieces (sentencepiece never produces them from text;
+    // the callers split every added token out of the raw text first, as transformers does, so a non-special one
+    // stays a normal piece: as a user-defined one sentencepiece would match it again inside its own normalised text)
     std::map<std::int64_t, bool> added_special;
     if (const json* added = member(j, "added_tokens"); added && added->is_array())
         for (const json& a : *added) {
@@ -270,22 +211,24 @@ std::string sentencepiece_model_from_tokenizer_json(const std::string& path, Sen
         Piece& p = vocab_pieces[i];
         const auto a = added_special.find(static_cast<std::int64_t>(i));
         if (static_cast<int>(i) == unk_id) p.type = kUnknown;
-        else if (a != added_special.end()) p.type = a->second ? kControl : kUserDefined;
-        else if (byte_fallback && p.text.size() == 6 && p.text.rfind("<0x", 0) == 0 && p.text[5] == '>') p.type = kByte;
+        else if (a != added_special.end() && a->second) p.type = kControl;
     }
 
-    Normalization norm = read_normalizer(path, j.value("normalizer", json()));
-    read_pre_tokenizer(path, j.value("pre_tokenizer", json()), norm);
-    const auto [before, after] = read_wrapping(path, j.value("post_processor", json()));
+    // the pipeline transformers 5's T5Tokenizer and XLMRobertaTokenizer build whatever the file's pre_tokenizer and
+    // post_processor say: the character map, WhitespaceSplit (white-space runs folded), Metaspace with a prefix
+    // (XLM-R: "never" where add_prefix_space is false), the class's own wrapping
+    const json config = config_beside(path);
+    Normalization norm;
+    read_charsmap(path, j.value("normalizer", json()), norm);
+    norm.remove_extra_whitespaces = true;
+    if (layout == SentencepieceLayout::fairseq && config.contains("add_prefix_space") && config["add_prefix_space"] == false)
+        norm.add_dummy_prefix = false;
 
     std::vector<Piece> pieces;
     std::string unk_piece, bos_piece = "<s>", eos_piece = "</s>", pad_piece = "<pad>";
     if (layout == SentencepieceLayout::same_ids) {
-        if (!before.empty() || after.empty())
-            refuse(path, "wraps a text as " + (before.empty() ? "" : before + " ") + "$A" + (after.empty() ? "" : " " + after) +
-                             ", a T5 tokenizer as $A </s>");
         pieces = std::move(vocab_pieces);
-        eos_piece = after;
+        eos_piece = config_token(config, "eos_token", "</s>");   // T5Tokenizer appends its eos_token's id
         for (Piece& p : pieces)
             if (p.text == eos_piece && p.type != kUnknown) p.type = kControl;   // SpieceTokenizer appends it itself
         unk_piece = pieces[static_cast<std::size_t>(unk_id)].text;
@@ -295,9 +238,6 @@ std::string sentencepiece_model_from_tokenizer_json(const std::string& path, Sen
         bool ok = vocab_pieces.size() > 4 && unk_id == 3;
         for (int i = 0; ok && i < 4; ++i) ok = vocab_pieces[static_cast<std::size_t>(i)].text == fairseq[i];
         if (!ok) refuse(path, "does not start its vocab with fairseq's <s> <pad> </s> <unk> (unk_id 3), as XLM-RoBERTa's does");
-        if (before != "<s>" || after != "</s>")
-            refuse(path, "wraps a text as " + (before.empty() ? "" : before + " ") + "$A" + (after.empty() ? "" : " " + after) +
-                             ", an XLM-RoBERTa tokenizer as <s> $A </s>");
         std::size_t end = vocab_pieces.size();
         if (vocab_pieces.back().text == "<mask>") --end;   // fairseq's <mask>, after the pieces
         pieces = {{"<unk>", 0, kUnknown}, {"<s>", 0, kControl}, {"</s>", 0, kControl}};
@@ -321,7 +261,7 @@ std::string sentencepiece_model_from_tokenizer_json(const std::string& path, Sen
     ProtoWriter trainer;
     trainer.varint_field(3, 1);   // UNIGRAM
     trainer.varint_field(4, static_cast<std::int64_t>(pieces.size()));
-    trainer.varint_field(35, byte_fallback);
+    trainer.varint_field(35, 0);   // byte_fallback off (above)
     trainer.varint_field(40, id_of(unk_piece));
     trainer.varint_field(41, id_of(bos_piece));
     trainer.varint_field(42, id_of(eos_piece));

@@ -6,14 +6,18 @@
 // would be. The same pieces and normaliser tokenise as the original .model does (tests/test_sentencepiece_json.cpp
 // holds the two to the same ids).
 //
-// What is read, and refused in one line naming the file where it is something else:
-//   model           {"type": "Unigram", "vocab": [[piece, score], ...], "unk_id": N, "byte_fallback": B}
-//   normalizer      null; Precompiled (its charsmap); or a Sequence of Precompiled and Replace(" {2,}" -> " ")
-//                   (transformers 4's converter: sentencepiece's remove_extra_whitespaces) and Strip
-//   pre_tokenizer   Metaspace ("▁"; prepend_scheme always / first, or never, or the older add_prefix_space), alone
-//                   or after WhitespaceSplit (transformers 5's form: whitespace runs folded, as sentencepiece does)
-//   post_processor  the wrapping the caller's layout expects (T5: $A </s>; fairseq: <s> $A </s>)
-//   added_tokens    which pieces are control tokens (special) or user-defined ones (matched in the text)
+// What is read — transformers 5's T5Tokenizer and XLMRobertaTokenizer keep only the vocabulary, the character map
+// and the added tokens of the file, and build the rest themselves, so the rebuild does the same:
+//   model           {"type": "Unigram", "vocab": [[piece, score], ...], "unk_id": N} (byte_fallback is not followed:
+//                   both classes turn it off)
+//   normalizer      its Precompiled character map, alone or inside a Sequence (other rules are not kept)
+//   pre_tokenizer   not read: white-space runs folded and a prefix space always (WhitespaceSplit + Metaspace "always";
+//                   XLM-R "never" where tokenizer_config.json's add_prefix_space is false)
+//   post_processor  not read: T5 appends tokenizer_config.json's eos_token (default </s>), XLM-R wraps <s> ... </s>
+//   added_tokens    special ones become control pieces; the others stay normal pieces (the callers split every
+//                   added token out of the raw text first, as transformers does)
+// What it cannot represent (not a Unigram model, no unknown piece, a score outside float, XLM-R without fairseq's
+// four tokens first) is refused in one line naming the file.
 #pragma once
 #include <string>
 

@@ -111,16 +111,38 @@ std::string precompiled_charsmap_problem(std::string_view charsmap) {
 }
 
 void sentencepiece_model_check(const std::string& path, std::string_view model) {
-    for_each_bytes_field(model, [&](std::uint64_t number, std::string_view spec) {
+    // bytes this reader cannot walk to the end (protocol-buffer groups, which no sentencepiece model has, or damage)
+    // are refused: protobuf itself skips a group, and a map behind one would reach libsentencepiece unchecked
+    const auto unreadable = [&] {
+        user_error_in(path, "is not a sentencepiece model RetroKit can check (its protocol buffer does not parse as one)",
+                      "restore the file from the checkpoint or tokenizer it came from");
+    };
+    const bool whole = for_each_bytes_field(model, [&](std::uint64_t number, std::string_view spec) {
         if (number != 3 && number != 5) return;   // ModelProto.normalizer_spec, .denormalizer_spec
-        for_each_bytes_field(spec, [&](std::uint64_t field, std::string_view map) {
+        const bool spec_whole = for_each_bytes_field(spec, [&](std::uint64_t field, std::string_view map) {
             if (field != 2) return;   // NormalizerSpec.precompiled_charsmap
             const std::string problem = precompiled_charsmap_problem(map);
             if (!problem.empty())
                 user_error_in(path, "has a broken normalizer character map (" + problem + ")",
                               "restore the file from the checkpoint or tokenizer it came from");
         });
+        if (!spec_whole) unreadable();
     });
+    if (!whole) unreadable();
+}
+
+void sentencepiece_load_bytes(sentencepiece::SentencePieceProcessor& sp, const std::string& path, const std::string& bytes,
+                                     const std::string& fix) {
+    // libsentencepiece's own checks end in a status, but its trie builder throws (Darts: a zero-length key, from a
+    // piece that normalises to nothing)
+    try {
+        const auto status = sp.LoadFromSerializedProto(bytes);
+        if (!status.ok()) user_error_in(path, "cannot load sentencepiece model: " + status.ToString(), fix);
+    } catch (const UserError&) {
+        throw;
+    } catch (const std::exception& e) {
+        user_error_in(path, std::string("cannot load sentencepiece model: ") + e.what(), fix);
+    }
 }
 
 std::string sentencepiece_model_bytes(const std::string& path) {
@@ -144,9 +166,7 @@ void sentencepiece_load(sentencepiece::SentencePieceProcessor& sp, const std::st
     } else {
         bytes = sentencepiece_model_bytes(path);
     }
-    const auto status = sp.LoadFromSerializedProto(bytes);
-    if (!status.ok())
-        user_error_in(path, "cannot load sentencepiece model: " + status.ToString(), "restore the checkpoint's " + file_name);
+    sentencepiece_load_bytes(sp, path, bytes, "restore the checkpoint's " + file_name);
 }
 
 }  // namespace retro

@@ -29,14 +29,19 @@ void sentencepiece_load(sentencepiece::SentencePieceProcessor& sp, const std::st
 // read or is broken so.
 std::string sentencepiece_model_bytes(const std::string& path);
 
+// sp.LoadFromSerializedProto(bytes) (bytes already checked), its failure — a status, or an exception of its trie
+// builder — a UserError naming `path` with `fix`.
+void sentencepiece_load_bytes(sentencepiece::SentencePieceProcessor& sp, const std::string& path, const std::string& bytes,
+                              const std::string& fix);
+
 // "" when every trie position the normaliser can reach on any input stays inside the map and every replacement it
 // can read ends inside the blob; else what is wrong. A map too short for its header is left to sentencepiece (which
 // refuses it itself).
 std::string precompiled_charsmap_problem(std::string_view charsmap);
 
 // UserError naming `path` when a precompiled character map of the serialized ModelProto `model` (the normaliser's
-// or the denormaliser's, every occurrence) has a problem. Bytes that are not a protocol buffer are left to
-// sentencepiece's own parser.
+// or the denormaliser's, every occurrence) has a problem, or when the bytes do not parse as a protocol buffer of
+// plain fields (a group, which protobuf would skip and no sentencepiece model has, could hide a map from the check).
 void sentencepiece_model_check(const std::string& path, std::string_view model);
 
 }  // namespace retro

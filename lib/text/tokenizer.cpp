@@ -24,11 +24,8 @@ Tokenizer::Tokenizer(const std::string& model_path)
     if (!std::filesystem::is_regular_file(model_path))
         user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
     refuse_lfs_pointer_file(model_path);
-    auto status = sp_->LoadFromSerializedProto(sentencepiece_model_bytes(model_path));   // its character map checked
-    if (!status.ok()) {
-        refuse_lfs_pointer_file(model_path);
-        user_error_in(model_path, "cannot load sentencepiece model: " + status.ToString());
-    }
+    // its character map checked, and the library's refusals (a status or an exception) one line naming the file
+    sentencepiece_load_bytes(*sp_, model_path, sentencepiece_model_bytes(model_path), "train one with: retro-tokenizer train CORPUS --out DIR");
     const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
     const int have[] = {sp_->pad_id(), sp_->unk_id(), sp_->bos_id(), sp_->eos_id()};
     for (int i = 0; i < 4; ++i)

@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         retro::sentencepiece_load(sp, path, layout, "fuzz input", "tokenizer.json");   // rebuilt, checked, loaded
         std::vector<int> ids;
         (void)sp.Encode("The caf\xc3\xa9  serves\tcr\xc3\xa8me \xef\xac\x81ne \xe4\xb8\xad", &ids);
-    } catch (const retro::UserError&) {
+    } catch (const retro::UserError&) {   // nothing else may escape (a library exception must become a UserError)
     }
     return 0;
 }
