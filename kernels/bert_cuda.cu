@@ -225,6 +225,7 @@ CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     s.act = act == Activation::GELU_ERF ? Act::gelu_erf : act == Activation::RELU ? Act::relu : Act::gelu_tanh;
     // MPNet's relative-position bias and shifted positions are CPU-only (BertEmbedder refuses them first)
     RETRO_CHECK(!s.cfg.mpnet, "the CUDA encoder has no relative-position bias (an MPNet checkpoint)");
+    RETRO_CHECK(!s.cfg.modernbert, "the CUDA encoder has no rotary positions, GLU or sliding window (a ModernBERT checkpoint)");
     const auto e = model.embeddings();
     const cudaStream_t st = stream;
     s.word.upload(e.word, st), s.pos.upload(e.pos, st), s.type.upload(e.type, st), s.emb_g.upload(e.ln_g, st),

@@ -186,7 +186,7 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
     }
     test::TempDir tmp2("bert-arch2");
     o.model_dir = copy_with_config(tmp2, tiny_dir(), "model_type", "deberta-v2").string();
-    CHECK(bert_refusal(o).find("config.json: is a \"deberta-v2\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa or XLM-RoBERTa") !=
+    CHECK(bert_refusal(o).find("config.json: is a \"deberta-v2\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa, XLM-RoBERTa or ModernBERT") !=
           std::string::npos);
 }
 

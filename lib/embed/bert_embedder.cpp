@@ -94,6 +94,10 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         if (c.mpnet)
             user_error_in("--device cuda", "the CUDA encoder has no relative-position bias; " + opts_.model_dir + " is an MPNet checkpoint",
                           "embed on the CPU (--device cpu)");
+        if (c.modernbert)
+            user_error_in("--device cuda", "the CUDA encoder has no rotary positions, GLU or sliding window; " + opts_.model_dir +
+                                               " is a ModernBERT checkpoint",
+                          "embed on the CPU (--device cpu)");
         // the CUDA encoder's feed-forward computes erf-GELU, tanh-GELU and ReLU (kernels/bert_cuda.cu)
         Activation act = Activation::GELU_ERF;
         activation_from_name(c.hidden_act, act);   // checked by bert_config_read

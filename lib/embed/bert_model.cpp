@@ -28,6 +28,7 @@
 #include "embed/bert_attention.h"
 #include "embed/checkpoint_tensor.h"
 #include "embed/checkpoint_weights.h"
+#include "embed/bert_model_internal.h"
 #include "embed/layer_norm.h"
 #include "embed/packed_batches.h"
 #include "embed/relative_position.h"
@@ -47,11 +48,13 @@ namespace fs = std::filesystem;
 constexpr std::int64_t ROW_BLOCK_PACKED = 192;
 constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
 
-// Scratch without the zero fill of std::vector (every element is written before it is read).
-std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[]>(new float[std::max<std::int64_t>(n, 1)]); }
+using bert_detail::scratch;
+using bert_detail::load;
 
+}  // namespace
 
-// Loads a tensor of the expected shape as fp32, trying "<prefix>name" and the old gamma/beta names.
+namespace bert_detail {
+
 std::vector<float> load(const CheckpointWeights& st, const std::string& prefix, const std::string& name,
                         const std::vector<std::int64_t>& shape) {
     std::string full = prefix + name;
@@ -73,15 +76,7 @@ std::vector<float> load(const CheckpointWeights& st, const std::string& prefix, 
     return checkpoint_tensor_f32(st, full, shape);
 }
 
-}  // namespace
-
-struct BertModel::PackedLayers {
-    struct Layer {
-        nn::PackedLinear qkv, o, ffn1, ffn2;
-    };
-    std::once_flag once;
-    std::vector<Layer> layers;
-};
+}  // namespace bert_detail
 
 const BertModel::PackedLayers& BertModel::packed() const {
     // Built aside and moved in: if packing throws (out of memory), call_once lets the next call retry
@@ -93,7 +88,7 @@ const BertModel::PackedLayers& BertModel::packed() const {
         for (const Layer& L : layers_)
             built.push_back({nn::PackedLinear(L.w_qkv.data(), L.b_qkv.data(), 3 * H, H),
                              nn::PackedLinear(L.w_o.data(), L.b_o.data(), H, H),
-                             nn::PackedLinear(L.w_1.data(), L.b_1.data(), I, H),
+                             nn::PackedLinear(L.w_1.data(), L.b_1.data(), cfg_.modernbert ? 2 * I : I, H),
                              nn::PackedLinear(L.w_2.data(), L.b_2.data(), H, I)});
         packed_->layers = std::move(built);
     });
@@ -118,15 +113,16 @@ BertConfig bert_config_read(const std::string& path) {
                                        ? j["model_type"].get<std::string>() : std::string("bert");
     // ELECTRA's encoder is BERT's under BERT's names, where its embeddings need no projection to the hidden size
     if (model_type != "bert" && model_type != "distilbert" && model_type != "electra" && model_type != "mpnet" &&
-        model_type != "roberta" && model_type != "xlm-roberta")
-        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa or XLM-RoBERTa",
-                      "give a BERT-family checkpoint (model_type bert, distilbert, electra, mpnet, roberta or xlm-roberta), or a T5 one with --embedder t5");
+        model_type != "roberta" && model_type != "xlm-roberta" && model_type != "modernbert")
+        user_error_in(path, "is a \"" + model_type + "\" checkpoint, not BERT, DistilBERT, ELECTRA, MPNet, RoBERTa, XLM-RoBERTa or ModernBERT",
+                      "give a BERT-family checkpoint (model_type bert, distilbert, electra, mpnet, roberta, xlm-roberta or modernbert), or a T5 one with --embedder t5");
     if (model_type == "electra" && j.contains("embedding_size") && j.contains("hidden_size") && j["embedding_size"] != j["hidden_size"])
         user_error_in(path, "is an ELECTRA checkpoint whose embedding_size " + j["embedding_size"].dump() + " is not its hidden_size " +
                                 j["hidden_size"].dump() + " (an embeddings_project layer the bert embedder does not apply)",
                       "use ELECTRA base or large, or a BERT checkpoint");
     c.distilbert = model_type == "distilbert";
     c.mpnet = model_type == "mpnet";
+    c.modernbert = model_type == "modernbert";
     c.model_type = model_type;
     const bool fairseq_positions = model_type == "roberta" || model_type == "xlm-roberta";
     auto get_int = [&](const char* key, int& out, bool required) {
@@ -177,12 +173,13 @@ BertConfig bert_config_read(const std::string& path) {
                           "give the checkpoint's config.json");
         if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.layer_norm_eps = j["layer_norm_eps"].get<float>();
         if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
+        if (c.modernbert) bert_detail::modernbert_config_read(path, j, c);
     }
     Activation act;
     if (!activation_from_name(c.hidden_act, act))
         user_error_in(path, "hidden_act \"" + c.hidden_act + "\" is not supported",
                       "use a checkpoint with gelu, gelu_new or relu");
-    if (j.contains("position_embedding_type") && j["position_embedding_type"] != "absolute")
+    if (!c.modernbert && j.contains("position_embedding_type") && j["position_embedding_type"] != "absolute")
         user_error_in(path, "position_embedding_type " + j["position_embedding_type"].dump() + " is not supported",
                       "use a checkpoint with absolute position embeddings");
     if (c.hidden % c.heads != 0)
@@ -203,10 +200,14 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
     const std::string& st_path = st.path();
     // The prefix in front of "embeddings.word_embeddings.weight": "" (BertModel), "bert." (BertForXxx), ...
     std::string prefix;
-    const std::string key = "embeddings.word_embeddings.weight";
+    const std::string key = cfg_.modernbert ? "embeddings.tok_embeddings.weight" : "embeddings.word_embeddings.weight";
     const bool found = checkpoint_prefix(st, key, prefix);
     if (!found)
         user_error_in(st_path, "has no tensor '" + key + "'", "give a BERT checkpoint saved by transformers");
+    if (cfg_.modernbert) {
+        load_modernbert(st, prefix);
+        return;
+    }
     const std::int64_t H = cfg_.hidden, I = cfg_.intermediate;
     word_ = load(st, prefix, "embeddings.word_embeddings.weight", {cfg_.vocab_size, H});
     pos_ = load(st, prefix, "embeddings.position_embeddings.weight", {cfg_.max_position, H});
@@ -253,6 +254,10 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
 }
 
 void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x) const {
+    if (cfg_.modernbert) {
+        forward_modernbert(ids, offsets, count, x);
+        return;
+    }
     const int H = cfg_.hidden, I = cfg_.intermediate, heads = cfg_.heads, d = H / heads;
     const std::int64_t N = offsets[count] - offsets[0];
     const std::int64_t base = offsets[0];

@@ -35,6 +35,15 @@ struct BertConfig {
     int position_padding_idx = -1;
     // tokens a sequence may hold: max_position_embeddings, less the position rows before the first token
     int max_tokens() const { return position_padding_idx >= 0 ? max_position - position_padding_idx - 1 : max_position; }
+    // ModernBERT (model_type "modernbert"; Warner et al. 2024, transformers' ModernBertModel): pre-norm layers
+    // (LayerNorm without bias by default; none before layer 0's attention), rotary positions, a GLU feed-forward
+    // (Wi -> [input | gate], act(input) * gate -> Wo), no position or token type tables, a final LayerNorm, and
+    // attention within |i - j| <= sliding_window on the layers not marked global (global_attn_every_n_layers).
+    bool modernbert = false;
+    std::vector<char> layer_global;     // per layer: full attention (1) or the sliding window (0)
+    int sliding_window = 64;            // local_attention / 2
+    double rope_theta_global = 160000.0, rope_theta_local = 10000.0;
+    bool norm_bias = false, attention_bias = false, mlp_bias = false;
 };
 
 // Reads config.json (BertConfig fields as HF writes them, or DistilBertConfig's); throws UserError naming the file.
@@ -77,6 +86,9 @@ public:
         const std::vector<float>& ln_b;
     };
     Embeddings embeddings() const { return {word_, pos_, type_, emb_ln_g_, emb_ln_b_}; }
+    // ModernBERT's final LayerNorm (empty for the other architectures; its embeddings' norm is embeddings().ln_g/ln_b,
+    // layer 0's empty ln1 the identity)
+    const std::vector<float>& final_ln_g() const { return final_ln_g_; }
     // MPNet's relative-position bias table [relative_buckets, heads] (empty for the other architectures)
     const std::vector<float>& relative_bias() const { return rel_bias_; }
     const std::vector<Layer>& layers() const { return layers_; }
@@ -85,11 +97,14 @@ private:
     // forward, then `pool` over each sequence's rows (mean_pool_rows, max_pool_rows: embed/packed_batches.h)
     void forward_pooled(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
                         void (*pool)(const float*, std::int64_t, int, float*)) const;
+    // ModernBERT's tensors (modernbert_model.cpp), read by the constructor, and its forward, called by forward
+    void load_modernbert(const class CheckpointWeights& st, const std::string& prefix);
+    void forward_modernbert(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     struct PackedLayers;   // the dense layers packed for the CPU kernel (nn/packed_linear.h), built on first use
     const PackedLayers& packed() const;
 
     BertConfig cfg_;
-    std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_, rel_bias_;
+    std::vector<float> word_, pos_, type_, emb_ln_g_, emb_ln_b_, rel_bias_, final_ln_g_, final_ln_b_;
     std::vector<Layer> layers_;
     std::shared_ptr<PackedLayers> packed_;
 };

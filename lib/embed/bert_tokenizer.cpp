@@ -75,7 +75,7 @@ BertTokenizerKind bert_tokenizer_kind(const std::string& dir) {
                       "use a checkpoint tokenised by WordPiece (BERT, DistilBERT, ELECTRA, MPNet), XLM-R's sentencepiece or RoBERTa's BPE");
     const std::string type = bert_folder_model_type(dir);
     if (type == "xlm-roberta") return BertTokenizerKind::XLMR_SENTENCEPIECE;
-    if (type == "roberta") return BertTokenizerKind::ROBERTA_BPE;
+    if (type == "roberta" || type == "modernbert") return BertTokenizerKind::ROBERTA_BPE;   // ModernBERT: a byte-level BPE
     if (fs::exists(fs::path(dir) / "vocab.txt")) return BertTokenizerKind::WORDPIECE;
     if (fs::exists(fs::path(dir) / kXlmrSpiece)) return BertTokenizerKind::XLMR_SENTENCEPIECE;
     if (tokenizer_json_is_unigram((fs::path(dir) / "tokenizer.json").string())) return BertTokenizerKind::XLMR_SENTENCEPIECE;

@@ -71,8 +71,9 @@ ByteLevelBpe roberta_bpe(const std::string& dir) {
 
 RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_bpe(dir)) {
     const SpecialTokens named = SpecialTokens::from_dir(dir, SpecialTokens::fairseq());
+    // a named token's id: the vocabulary's, else the files' (ModernBERT's [CLS] is an added token after the BPE vocab)
     const auto need = [&](const std::string& token, const char* role) {
-        const int id = bpe_.token_id(unicode::utf8_to_u32(token));
+        const int id = named.id_of(token, bpe_.token_id(unicode::utf8_to_u32(token)));
         if (id < 0)
             user_error_in(bpe_.vocab_path(), "has no " + token + " token (the tokenizer's " + role + ")",
                           "give the checkpoint's tokenizer files together (vocab.json and merges.txt, or tokenizer.json, with its tokenizer_config.json)");
@@ -91,11 +92,61 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_
         const auto given = named.strip.find(t);
         special_strip_.push_back(given != named.strip.end() ? given->second : SpecialTokens::Strip{t == named.mask, false});
     }
+    const fs::path config = fs::path(dir) / "tokenizer_config.json", tj = fs::path(dir) / "tokenizer.json";
+    const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
+    const std::string tokenizer_class = c.is_object() && c.contains("tokenizer_class") && c["tokenizer_class"].is_string()
+                                            ? c["tokenizer_class"].get<std::string>() : std::string();
+    if (bpe_.vocab_path() == tj.string() && tokenizer_class.rfind("RobertaTokenizer", 0) != 0) {
+        follow_tokenizer_json(tj.string(), named);   // a generic fast tokenizer (ModernBERT's): the file is the pipeline
+        return;
+    }
     // add_prefix_space: tokenizer_config.json's, else false — transformers' RobertaTokenizer builds its ByteLevel
     // pre-tokenizer from that argument, whatever tokenizer.json's says
-    const fs::path config = fs::path(dir) / "tokenizer_config.json";
-    const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
     if (c.is_object() && c.contains("add_prefix_space") && c["add_prefix_space"].is_boolean()) add_prefix_space_ = c["add_prefix_space"].get<bool>();
+}
+
+void RobertaBpeTokenizer::follow_tokenizer_json(const std::string& path, const SpecialTokens& named) {
+    const nlohmann::json j = json_read_file(path);
+    const auto type_of = [](const nlohmann::json& x) {
+        return x.is_object() && x.contains("type") && x["type"].is_string() ? x["type"].get<std::string>() : std::string();
+    };
+    const auto refuse = [&](const std::string& what) {
+        user_error_in(path, what, "use a checkpoint whose byte-level BPE tokenizer is GPT-2's, RoBERTa's or ModernBERT's form");
+    };
+    const nlohmann::json norm = j.value("normalizer", nlohmann::json());
+    if (type_of(norm) == "NFC") nfc_ = true;
+    else if (!norm.is_null()) refuse("has a " + (type_of(norm).empty() ? norm.dump().substr(0, 60) : type_of(norm)) + " normalizer (none or NFC can be followed)");
+    const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
+    if (type_of(pre) != "ByteLevel" || (pre.contains("use_regex") && pre["use_regex"] == false))
+        refuse("has a pre_tokenizer other than ByteLevel with GPT-2's regex: " + pre.dump().substr(0, 80));
+    add_prefix_space_ = !pre.contains("add_prefix_space") || pre["add_prefix_space"] != false;   // the library's default: true
+    // the wrapping: the post-processor's, as the tokenizers library applies it
+    const nlohmann::json post = j.value("post_processor", nlohmann::json());
+    const auto id_of = [&](const std::string& name) {
+        const int id = named.id_of(name, bpe_.token_id(unicode::utf8_to_u32(name)));
+        if (id < 0) refuse("wraps texts in " + name + ", which neither its vocabulary nor its added tokens hold");
+        return id;
+    };
+    if (type_of(post) == "RobertaProcessing" && post["cls"].is_array() && post["sep"].is_array() && !post["cls"].empty() &&
+        !post["sep"].empty() && post["cls"][0].is_string() && post["sep"][0].is_string()) {
+        cls_ = id_of(post["cls"][0].get<std::string>());
+        sep_ = id_of(post["sep"][0].get<std::string>());
+        return;
+    }
+    if (type_of(post) == "TemplateProcessing" && post.contains("single") && post["single"].is_array() && post["single"].size() == 3) {
+        const nlohmann::json& t = post["single"];
+        const auto special = [](const nlohmann::json& item) {
+            return item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object() &&
+                           item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string()
+                       ? item["SpecialToken"]["id"].get<std::string>() : std::string();
+        };
+        if (!special(t[0]).empty() && t[1].is_object() && t[1].contains("Sequence") && !special(t[2]).empty()) {
+            cls_ = id_of(special(t[0]));
+            sep_ = id_of(special(t[2]));
+            return;
+        }
+    }
+    refuse("has a post_processor other than FIRST $A LAST (TemplateProcessing or RobertaProcessing): " + post.dump().substr(0, 100));
 }
 
 int RobertaBpeTokenizer::vocab_size() const {
@@ -112,6 +163,7 @@ std::vector<int> RobertaBpeTokenizer::tokenize_ids(std::string_view text) const 
             continue;
         }
         std::u32string s = unicode::utf8_to_u32(part.text);
+        if (nfc_) s = unicode::nfc(s);   // the tokenizer.json's normaliser (special tokens are matched before it)
         if (add_prefix_space_ && (s.empty() || s[0] != U' ')) s.insert(s.begin(), U' ');
         for (const std::u32string& piece : gpt2_pieces(s)) bpe_.encode_piece(piece, unk_, ids);
     }

@@ -18,8 +18,11 @@ namespace retro {
 class RobertaBpeTokenizer {
 public:
     // Reads dir/vocab.json and dir/merges.txt (where neither is there, tokenizer.json's BPE model), and the special
-    // tokens and add_prefix_space of tokenizer_config.json (or tokenizer.json's ByteLevel pre-tokenizer); UserError
-    // naming a missing or malformed file.
+    // tokens and add_prefix_space of tokenizer_config.json; UserError naming a missing or malformed file. A folder
+    // with tokenizer.json alone whose tokenizer_class is not RobertaTokenizer (a generic fast tokenizer, as
+    // ModernBERT's "PreTrainedTokenizerFast") follows the file itself, as transformers does: its normaliser (none or
+    // NFC), its ByteLevel pre-tokenizer's add_prefix_space, and the special tokens its post-processor wraps a text in
+    // (TemplateProcessing FIRST $A LAST, or RobertaProcessing); anything else there is refused naming the file.
     explicit RobertaBpeTokenizer(const std::string& dir);
     std::vector<int> tokenize_ids(std::string_view text) const;   // without <s> and </s>
     std::vector<int> encode(std::string_view text, int max_length) const;
@@ -32,6 +35,7 @@ public:
     const std::vector<std::pair<std::string, int>>& file_ids() const { return file_ids_; }
 
 private:
+    void follow_tokenizer_json(const std::string& path, const SpecialTokens& named);
     ByteLevelBpe bpe_;
     std::vector<std::string> specials_;   // split out of a text: those of SpecialTokens::split_set() the vocabulary has
     std::vector<int> special_ids_;
@@ -39,6 +43,7 @@ private:
     std::vector<std::pair<std::string, int>> file_ids_;
     int cls_ = -1, sep_ = -1, unk_ = -1;
     bool add_prefix_space_ = false;
+    bool nfc_ = false;   // tokenizer.json's NFC normaliser
 };
 
 // GPT-2's pre-tokeniser regex over code points (exposed for tests).

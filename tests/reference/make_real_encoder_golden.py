@@ -25,6 +25,9 @@ DEFAULT_MODELS = [
     ("sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2", None),   # BERT over XLM-R's vocabulary
     ("BAAI/bge-small-en-v1.5", None),                          # BERT, CLS pooling
     ("sentence-transformers/msmarco-distilbert-base-v4", None),   # DistilBERT
+    ("nomic-ai/modernbert-embed-base", "search_document: "),   # ModernBERT (rotary, GLU, sliding window; BPE tokenizer.json)
+    ("sentence-transformers/LaBSE", None),                     # BERT, CLS pooling, a Dense module with Tanh
+    ("sentence-transformers/distiluse-base-multilingual-cased-v2", None),   # DistilBERT, mean pooling, Dense 768 -> 512
 ]
 
 TEXTS = [
