@@ -97,4 +97,21 @@ TEST_CASE("bert modules: a Pooling or Dense module that does not fit the encoder
     test::write_text(dir / "1_Pooling/config.json", pooling.dump());
     CHECK(test::bert_refusal(o).find("1_Pooling/config.json: has word_embedding_dimension 64, the encoder's hidden_size is 32") !=
           std::string::npos);
+    pooling["word_embedding_dimension"] = 32;
+    test::write_text(dir / "1_Pooling/config.json", pooling.dump());
+    // sentence-transformers 6's Dense options RetroKit does not apply: refused, not embedded wrongly
+    const std::string fp = bert_fingerprint(dir.string());
+    dense["use_residual"] = true;
+    test::write_text(dir / "2_Dense/config.json", dense.dump());
+    CHECK(test::bert_refusal(o).find("2_Dense/config.json: has use_residual true") != std::string::npos);
+    dense.erase("use_residual");
+    dense["module_input_name"] = "token_embeddings";
+    test::write_text(dir / "2_Dense/config.json", dense.dump());
+    CHECK(test::bert_refusal(o).find("has module_input_name \"token_embeddings\"") != std::string::npos);
+    // the Dense settings are in the fingerprint: another activation is another model
+    dense["module_input_name"] = "sentence_embedding";
+    dense["activation_function"] = "torch.nn.modules.linear.Identity";
+    test::write_text(dir / "2_Dense/config.json", dense.dump());
+    CHECK(test::bert_refusal(o) == "(accepted)");
+    CHECK(bert_fingerprint(dir.string()) != fp);
 }

@@ -112,3 +112,22 @@ TEST_CASE("bert: GPT-2's pre-tokeniser splits white space, contractions and symb
     CHECK(pieces(" ") == V{" "});
     CHECK(pieces("") == V{});
 }
+
+TEST_CASE("bert: a RoBERTa tokenizer.json without tokenizer_config.json follows RobertaTokenizer, a generic one the file") {
+    // tests/reference/make_bert_golden.py --only roberta_json_only: saved with add_prefix_space=True, the config then
+    // removed; transformers 5 loads it with RobertaTokenizer (model_type roberta), whose add_prefix_space is false
+    const fs::path dir = test::source_dir() / "tests/reference/golden/roberta_tiny/json_only";
+    const auto g = test::golden_json(dir / "ids.json");
+    const BertTextTokenizer roberta(dir.string(), -1);
+    CHECK_FALSE(roberta.add_prefix_space());
+    for (std::size_t i = 0; i < g["texts"].size(); ++i)
+        CHECK(roberta.encode(g["texts"][i].get<std::string>(), 128) == g["ids"][i].get<std::vector<int>>());
+    // ModernBERT's folder without tokenizer_config.json: the file's post-processor names [CLS] and [SEP]
+    test::TempDir tmp("modernbert-no-config");
+    const fs::path mb = test::source_dir() / "tests/reference/golden/modernbert_tiny";
+    for (const char* f : {"config.json", "tokenizer.json"}) fs::copy_file(mb / f, tmp / f);
+    const auto mg = test::golden_json(mb / "golden.json");
+    const BertTextTokenizer generic(tmp.path.string(), -1);
+    for (std::size_t i = 0; i < mg["sentences"].size(); ++i)
+        CHECK(generic.encode(mg["sentences"][i].get<std::string>(), 256) == mg["ids"][i].get<std::vector<int>>());
+}

@@ -185,7 +185,8 @@ std::string bert_fingerprint(const std::string& dir) {
     const StModules m = st_modules_read(dir);
     if (m.files.empty()) return weights;   // the fingerprint every index without Dense modules recorded
     std::string all = weights;
-    for (const auto& dense_dir : m.files) all += " " + CheckpointWeights::fingerprint(dense_dir);
+    for (const auto& dense_dir : m.files)   // its weights, and its settings (activation, bias)
+        all += " " + CheckpointWeights::fingerprint(dense_dir) + " " + fingerprint_file((fs::path(dense_dir) / "config.json").string());
     return fingerprint_bytes(all.data(), all.size());
 }
 

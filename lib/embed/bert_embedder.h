@@ -71,7 +71,8 @@ private:
 };
 
 // The fingerprint an index records of DIR's model: xxh3 of model.safetensors (or its shards: CheckpointWeights), or,
-// where modules.json lists Dense modules, xxh3 of that and each Dense module's weights' fingerprint joined by spaces.
+// where modules.json lists Dense modules, xxh3 of that and each Dense module's weights' and config.json's
+// fingerprints joined by spaces.
 std::string bert_fingerprint(const std::string& dir);
 
 // The prompt a BertEmbedder of `opts` puts before its texts: opts.prompt, else the folder's default (st_modules.h).

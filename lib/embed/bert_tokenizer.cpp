@@ -172,7 +172,15 @@ BertTextTokenizer::Variant make_tokenizer(const std::string& dir, int lower_case
         case BertTokenizerKind::XLMR_SENTENCEPIECE:
             return XlmrTokenizer(bert_tokenizer_file(dir).empty() ? (fs::path(dir) / kXlmrSpiece).string() : bert_tokenizer_file(dir),
                                  SpecialTokens::from_dir(dir, SpecialTokens::fairseq()));
-        case BertTokenizerKind::ROBERTA_BPE: return RobertaBpeTokenizer(dir);
+        case BertTokenizerKind::ROBERTA_BPE: {
+            // transformers loads a tokenizer.json-only folder with a generic class (PreTrainedTokenizerFast,
+            // TokenizersBackend: ModernBERT's) as the file says, with RobertaTokenizer (named, or chosen by model_type
+            // roberta) by that class's own rules
+            const std::string cls = json_string_field(fs::path(dir) / "tokenizer_config.json", "tokenizer_class");
+            const bool json_only = !fs::exists(fs::path(dir) / "vocab.json") && !fs::exists(fs::path(dir) / "merges.txt");
+            const bool roberta_class = starts_with(cls, "RobertaTokenizer") || (cls.empty() && bert_folder_model_type(dir) == "roberta");
+            return RobertaBpeTokenizer(dir, json_only && !roberta_class);
+        }
         case BertTokenizerKind::WORDPIECE: break;
     }
     return WordPiece::from_dir(dir, lower_case, wordpiece_family(dir));

@@ -60,6 +60,14 @@ StDense read_dense(const std::string& dir) {
     if (act != "Identity" && act != "Tanh")
         user_error_in(cfg, "activation_function \"" + act + "\" is not supported", "use a model whose Dense is Identity or Tanh");
     d.tanh = act == "Tanh";
+    // sentence-transformers 6's Dense options beyond a plain projection of the pooled embedding
+    if (j.contains("use_residual") && j["use_residual"] != false)
+        user_error_in(cfg, "has use_residual " + j["use_residual"].dump() + " (a residual connection around the Dense), which RetroKit does not apply",
+                      "use a model whose Dense modules are plain projections");
+    for (const char* key : {"module_input_name", "module_output_name"})
+        if (j.contains(key) && !j[key].is_null() && j[key] != "sentence_embedding")
+            user_error_in(cfg, std::string("has ") + key + " " + j[key].dump() + ": a Dense over another output than the pooled sentence embedding",
+                          "use a model whose Dense modules project the sentence embedding");
     const std::string st_path = CheckpointWeights::path_of(dir);
     if (!CheckpointWeights::present(dir)) {
         const bool bin = fs::exists(fs::path(dir) / "pytorch_model.bin");

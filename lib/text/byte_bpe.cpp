@@ -155,7 +155,8 @@ void ByteLevelBpe::merge(const std::u32string& word, int unk, std::vector<int>& 
     }
     for (int i = 0; i >= 0; i = sym[i].next) {
         const auto it = vocab_.find(sym[i].text);
-        ids.push_back(it == vocab_.end() ? unk : it->second);
+        if (it != vocab_.end()) ids.push_back(it->second);
+        else if (unk >= 0) ids.push_back(unk);   // none: dropped, as the tokenizers library drops it without unk_token
     }
 }
 

@@ -69,19 +69,8 @@ ByteLevelBpe roberta_bpe(const std::string& dir) {
 
 }  // namespace
 
-RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_bpe(dir)) {
+RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir, bool follow_tokenizer_json_pipeline) : bpe_(roberta_bpe(dir)) {
     const SpecialTokens named = SpecialTokens::from_dir(dir, SpecialTokens::fairseq());
-    // a named token's id: the vocabulary's, else the files' (ModernBERT's [CLS] is an added token after the BPE vocab)
-    const auto need = [&](const std::string& token, const char* role) {
-        const int id = named.id_of(token, bpe_.token_id(unicode::utf8_to_u32(token)));
-        if (id < 0)
-            user_error_in(bpe_.vocab_path(), "has no " + token + " token (the tokenizer's " + role + ")",
-                          "give the checkpoint's tokenizer files together (vocab.json and merges.txt, or tokenizer.json, with its tokenizer_config.json)");
-        return id;
-    };
-    cls_ = need(named.cls, "cls_token");
-    sep_ = need(named.sep, "sep_token");
-    unk_ = need(named.unk, "unk_token");
     for (const std::string& t : named.split_set()) {
         const int id = named.id_of(t, bpe_.token_id(unicode::utf8_to_u32(t)));
         if (id < 0) continue;
@@ -92,16 +81,27 @@ RobertaBpeTokenizer::RobertaBpeTokenizer(const std::string& dir) : bpe_(roberta_
         const auto given = named.strip.find(t);
         special_strip_.push_back(given != named.strip.end() ? given->second : SpecialTokens::Strip{t == named.mask, false});
     }
-    const fs::path config = fs::path(dir) / "tokenizer_config.json", tj = fs::path(dir) / "tokenizer.json";
-    const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
-    const std::string tokenizer_class = c.is_object() && c.contains("tokenizer_class") && c["tokenizer_class"].is_string()
-                                            ? c["tokenizer_class"].get<std::string>() : std::string();
-    if (bpe_.vocab_path() == tj.string() && tokenizer_class.rfind("RobertaTokenizer", 0) != 0) {
+    const fs::path tj = fs::path(dir) / "tokenizer.json";
+    if (follow_tokenizer_json_pipeline) {
+        RETRO_CHECK(bpe_.vocab_path() == tj.string(), "a tokenizer.json pipeline needs the BPE model of ", tj.string());
         follow_tokenizer_json(tj.string(), named);   // a generic fast tokenizer (ModernBERT's): the file is the pipeline
         return;
     }
+    // a named token's id: the vocabulary's, else the files'
+    const auto need = [&](const std::string& token, const char* role) {
+        const int id = named.id_of(token, bpe_.token_id(unicode::utf8_to_u32(token)));
+        if (id < 0)
+            user_error_in(bpe_.vocab_path(), "has no " + token + " token (the tokenizer's " + role + ")",
+                          "give the checkpoint's tokenizer files together (vocab.json and merges.txt, or tokenizer.json, with its tokenizer_config.json)");
+        return id;
+    };
+    cls_ = need(named.cls, "cls_token");
+    sep_ = need(named.sep, "sep_token");
+    unk_ = need(named.unk, "unk_token");
     // add_prefix_space: tokenizer_config.json's, else false — transformers' RobertaTokenizer builds its ByteLevel
     // pre-tokenizer from that argument, whatever tokenizer.json's says
+    const fs::path config = fs::path(dir) / "tokenizer_config.json";
+    const nlohmann::json c = fs::exists(config) ? json_read_file(config.string()) : nlohmann::json();
     if (c.is_object() && c.contains("add_prefix_space") && c["add_prefix_space"].is_boolean()) add_prefix_space_ = c["add_prefix_space"].get<bool>();
 }
 
@@ -127,10 +127,19 @@ void RobertaBpeTokenizer::follow_tokenizer_json(const std::string& path, const S
         if (id < 0) refuse("wraps texts in " + name + ", which neither its vocabulary nor its added tokens hold");
         return id;
     };
-    if (type_of(post) == "RobertaProcessing" && post["cls"].is_array() && post["sep"].is_array() && !post["cls"].empty() &&
-        !post["sep"].empty() && post["cls"][0].is_string() && post["sep"][0].is_string()) {
-        cls_ = id_of(post["cls"][0].get<std::string>());
-        sep_ = id_of(post["sep"][0].get<std::string>());
+    // the unknown token: the BPE model's unk_token, else the files' named one; none (-1): a symbol outside the
+    // vocabulary is dropped, as the library drops it (a byte-level vocabulary holds every byte)
+    const nlohmann::json* model = j.contains("model") ? &j["model"] : nullptr;
+    const std::string unk_name = model && model->is_object() && model->contains("unk_token") && (*model)["unk_token"].is_string()
+                                     ? (*model)["unk_token"].get<std::string>() : named.unk;
+    unk_ = named.id_of(unk_name, bpe_.token_id(unicode::utf8_to_u32(unk_name)));
+    const auto pair_name = [&](const char* key) {   // RobertaProcessing's ["name", id]
+        return post.contains(key) && post[key].is_array() && !post[key].empty() && post[key][0].is_string()
+                   ? post[key][0].get<std::string>() : std::string();
+    };
+    if (type_of(post) == "RobertaProcessing" && !pair_name("cls").empty() && !pair_name("sep").empty()) {
+        cls_ = id_of(pair_name("cls"));
+        sep_ = id_of(pair_name("sep"));
         return;
     }
     if (type_of(post) == "TemplateProcessing" && post.contains("single") && post["single"].is_array() && post["single"].size() == 3) {

@@ -18,12 +18,13 @@ namespace retro {
 class RobertaBpeTokenizer {
 public:
     // Reads dir/vocab.json and dir/merges.txt (where neither is there, tokenizer.json's BPE model), and the special
-    // tokens and add_prefix_space of tokenizer_config.json; UserError naming a missing or malformed file. A folder
-    // with tokenizer.json alone whose tokenizer_class is not RobertaTokenizer (a generic fast tokenizer, as
-    // ModernBERT's "PreTrainedTokenizerFast") follows the file itself, as transformers does: its normaliser (none or
-    // NFC), its ByteLevel pre-tokenizer's add_prefix_space, and the special tokens its post-processor wraps a text in
-    // (TemplateProcessing FIRST $A LAST, or RobertaProcessing); anything else there is refused naming the file.
-    explicit RobertaBpeTokenizer(const std::string& dir);
+    // tokens and add_prefix_space of tokenizer_config.json, as transformers' RobertaTokenizer; UserError naming a
+    // missing or malformed file. With `follow_tokenizer_json_pipeline` (a generic fast tokenizer in tokenizer.json
+    // alone, as ModernBERT's "PreTrainedTokenizerFast": embed/bert_tokenizer.cpp decides) it follows the file itself,
+    // as transformers does: its normaliser (none or NFC), its ByteLevel pre-tokenizer's add_prefix_space, its BPE
+    // model's unk_token, and the special tokens its post-processor wraps a text in (TemplateProcessing FIRST $A LAST,
+    // or RobertaProcessing); anything else there is refused naming the file.
+    explicit RobertaBpeTokenizer(const std::string& dir, bool follow_tokenizer_json_pipeline = false);
     std::vector<int> tokenize_ids(std::string_view text) const;   // without <s> and </s>
     std::vector<int> encode(std::string_view text, int max_length) const;
     int vocab_size() const;   // vocab.json's, or past the added tokens' ids

@@ -4,7 +4,9 @@
 be fetched (a lent GPU machine has no network). Speed does not depend on the weights' values. --arch mpnet (all-mpnet-base-v2:
 --hidden 768 --layers 12 --heads 12 --intermediate 3072) and xlm-roberta (multilingual-e5-small: 384, 12, 12, 1536)
 write those architectures; bert and mpnet take the bert_tiny golden vocabulary (mpnet with MPNet's specials around it),
-xlm-roberta the xlmr_tiny sentencepiece model, so both encoders see the same ids.
+xlm-roberta the xlmr_tiny sentencepiece model, modernbert (modernbert-embed-base: --hidden 768 --layers 22 --heads 12
+--intermediate 1152; local_attention 128, full attention every third layer) the modernbert_tiny tokenizer.json, so both
+encoders see the same ids.
 Usage: python tests/peers/make_bert_shape.py --out /tmp/bert-minilm-shape [--arch bert --hidden 384 --layers 6 --heads 12]
 """
 import argparse
@@ -22,7 +24,7 @@ def main():
     ap.add_argument("--intermediate", type=int, default=1536)
     golden = os.path.join(os.path.dirname(__file__), "..", "reference", "golden")
     ap.add_argument("--vocab", default=os.path.join(golden, "bert_tiny", "vocab.txt"))
-    ap.add_argument("--arch", choices=["bert", "mpnet", "xlm-roberta"], default="bert")
+    ap.add_argument("--arch", choices=["bert", "mpnet", "xlm-roberta", "modernbert"], default="bert")
     a = ap.parse_args()
     import torch
     import transformers
@@ -42,6 +44,18 @@ def main():
         model = transformers.MPNetModel(transformers.MPNetConfig(vocab_size=len(vocab), max_position_embeddings=514,
                                                                  layer_norm_eps=1e-5, **shape), add_pooling_layer=False)
         tokenizer_class = "MPNetTokenizer"
+    elif a.arch == "modernbert":   # its byte-level BPE tokenizer.json (a generic fast tokenizer), rotary, GLU, window
+        tok_dir = os.path.join(golden, "modernbert_tiny")
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(tok_dir, f), os.path.join(a.out, f))
+        tok = transformers.AutoTokenizer.from_pretrained(tok_dir)
+        model = transformers.ModernBertModel(transformers.ModernBertConfig(
+            vocab_size=len(tok), pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
+            bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, hidden_size=a.hidden, num_hidden_layers=a.layers,
+            num_attention_heads=a.heads, intermediate_size=a.intermediate))
+        model.eval().save_pretrained(a.out, safe_serialization=True)
+        print(a.out)
+        return
     else:
         import sentencepiece as spm
         spiece = os.path.join(golden, "xlmr_tiny", "sentencepiece.bpe.model")

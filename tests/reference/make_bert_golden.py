@@ -702,6 +702,30 @@ def make_roberta_tiny(out_dir):
     print(f"wrote {out_dir}: RoBERTa, vocab {len(vocab)}, {len(sentences)} sentences")
 
 
+def make_roberta_json_only(out_dir):
+    """roberta_tiny/json_only/: roberta_tiny's tokenizer as transformers 5 saves it with add_prefix_space=True
+    (tokenizer.json alone: its ByteLevel pre-tokenizer says add_prefix_space true), then without
+    tokenizer_config.json: transformers loads such a folder with RobertaTokenizer (config.json's model_type), whose
+    add_prefix_space defaults to false whatever tokenizer.json says. ids.json: the texts and transformers' ids."""
+    import transformers
+    d = os.path.join(out_dir, "json_only")
+    if os.path.exists(d):
+        shutil.rmtree(d)
+    tok = transformers.AutoTokenizer.from_pretrained(out_dir, add_prefix_space=True)
+    tok.save_pretrained(d)
+    for f in os.listdir(d):
+        if f != "tokenizer.json":
+            os.remove(os.path.join(d, f))
+    shutil.copy(os.path.join(out_dir, "config.json"), d)
+    texts = ["Hello world", "a <mask> b", "  two spaces", "Café", "x"]
+    again = transformers.AutoTokenizer.from_pretrained(d)
+    ids = [again(t)["input_ids"] for t in texts]
+    with open(os.path.join(d, "ids.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "class": type(again).__name__, "texts": texts, "ids": ids}, f,
+                  ensure_ascii=True)
+    print(f"wrote {d}: {type(again).__name__} {ids}")
+
+
 ADDED_SENTENCES = [
     "an <ent> and [E1] here, <ent><ent>[E1] glued",
     "The café served <ent> a naïve [E1]",
@@ -919,14 +943,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -953,6 +977,8 @@ def main():
         make_minilm(os.path.join(args.out, "minilm"))
     if "st_dense" in only:
         make_st_dense(args.out)
+    if "roberta_json_only" in only:
+        make_roberta_json_only(os.path.join(args.out, "roberta_tiny"))
 
 
 if __name__ == "__main__":
