@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "core/error.h"
 #include "core/memory_budget.h"
+#include "embed/bert_embedder.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "test_cli_pipeline.h"
@@ -126,4 +128,25 @@ TEST_CASE("memory: the training estimate counts 4 floats per parameter and grows
     CHECK(train_memory_bytes(c, 1, 32, false) < one);     // no encoder, no CCA
     CHECK(memory_format_bytes(1536.0 * 1024 * 1024) == "1.5 GiB");
     CHECK(memory_format_bytes(17) == "17 B");
+}
+
+TEST_CASE("memory: the bert embedder's --batch and --max-length") {
+    // a forward's activations (batch x max_length rows, each thread's score matrix) are checked before the first batch
+    BertEmbedderOptions o;
+    o.model_dir = (test::source_dir() / "tests/reference/golden/modernbert_tiny").string();
+    o.max_length = 512;   // the tiny model's positions
+    o.batch = 100000;
+    MemoryLimit limit("100000000");
+    try {
+        BertEmbedder e(o, nullptr);
+        FAIL("an encoder forward far beyond the memory limit was accepted");
+    } catch (const UserError& err) {
+        const std::string msg = err.what();
+        CHECK(msg.find("--max-length: ") == 0);
+        CHECK(msg.find("--batch 100000 texts of --max-length 512 tokens") != std::string::npos);
+        CHECK(msg.find('\n') == std::string::npos);
+    }
+    o.max_length = 128;
+    o.batch = 64;
+    CHECK_NOTHROW(BertEmbedder(o, nullptr));
 }

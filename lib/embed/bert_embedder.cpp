@@ -11,6 +11,8 @@
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
+#include "core/threads.h"
 #include "embed/activation.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
@@ -75,6 +77,16 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
     if (tokens > c.vocab_size)
         user_error_in(bert_tokenizer_file(opts_.model_dir), cat("has ", tokens, " tokens, config.json says vocab_size ", c.vocab_size),
                       "keep the tokenizer and the weights from the same checkpoint");
+    if (opts_.device == "cpu") {
+        // a forward's buffers (bert_model.cpp, modernbert_model.cpp): the batch's rows of x, qkv, ctx and the pre-norm
+        // copy (6 H floats a token), each thread's row block of the feed-forward and its attention scratch (a
+        // sequence's score matrix, L x L, and its keys) — refused before the first batch, not ended by the OOM killer
+        const double L = opts_.max_length, rows = static_cast<double>(opts_.batch) * L;
+        const double per_thread = 192.0 * (3.0 * c.intermediate + c.hidden) + L * L + L * (c.hidden / c.heads + 1);
+        memory_require("--max-length", 4.0 * (rows * 6.0 * c.hidden + thread_count() * per_thread),
+                       cat("the encoder's activations for --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
+                       "lower --batch or --max-length");
+    }
     opts_.lower_case = text_tokenizer_.lower_case() ? 1 : 0;   // XLM-R, RoBERTa: false (no such option)
     prompt_ = bert_prompt(opts_);
     if (std::string valid = prompt_; utf8_sanitize(valid) != 0)
