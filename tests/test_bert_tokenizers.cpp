@@ -131,3 +131,17 @@ TEST_CASE("bert: a RoBERTa tokenizer.json without tokenizer_config.json follows 
     for (std::size_t i = 0; i < mg["sentences"].size(); ++i)
         CHECK(generic.encode(mg["sentences"][i].get<std::string>(), 256) == mg["ids"][i].get<std::vector<int>>());
 }
+
+TEST_CASE("bert: added tokens marked normalized are matched in the normalised text, as transformers 5's BertTokenizer") {
+    // tests/reference/make_bert_golden.py --only added_normalized: add_tokens(["NewWord", "<Tag>", "Ångström", "中文X"])
+    // on an uncased tokenizer ("normalized": true: "NEWWORD" and "Ångström" match, their spellings lowercased and
+    // stripped, CJK spaced) beside a special [E1] (normalized false: "[e1]" does not)
+    const fs::path dir = test::source_dir() / "tests/reference/golden/added_tokens";
+    const auto g = test::golden_json(dir / "golden_normalized.json");
+    const WordPiece wp = WordPiece::from_dir((dir / "bert_normalized").string());
+    for (std::size_t i = 0; i < g["sentences"].size(); ++i) {
+        const std::string text = g["sentences"][i].get<std::string>();
+        CAPTURE(text);
+        CHECK(wp.encode(text, 128) == g["ids"][i].get<std::vector<int>>());
+    }
+}

@@ -48,8 +48,9 @@ std::string special_token_text(const nlohmann::json& v) {
     return {};
 }
 
-// strip[token] = an AddedToken object's lstrip / rstrip, where it writes either
+// strip[token] = an AddedToken object's lstrip / rstrip, where it writes either; normalized: where it says true
 void add_strip(SpecialTokens& s, const nlohmann::json& v) {
+    if (v.is_object() && v.contains("normalized") && v["normalized"] == true) s.normalized.insert(special_token_text(v));
     if (!v.is_object() || (!v.contains("lstrip") && !v.contains("rstrip"))) return;
     SpecialTokens::Strip& st = s.strip[special_token_text(v)];
     if (v.contains("lstrip") && v["lstrip"].is_boolean()) st.left = v["lstrip"].get<bool>();

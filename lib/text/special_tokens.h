@@ -5,6 +5,7 @@
 // maps to its own id.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,9 @@ struct SpecialTokens {
         bool left = false, right = false;
     };
     std::map<std::string, Strip> strip;
+    // Added tokens the files mark "normalized": true (what add_tokens writes for a non-special token): HF matches them
+    // in the normalised text, their own spelling normalised too (WordPiece follows this: wordpiece.h).
+    std::set<std::string> normalized;
     static SpecialTokens fairseq();   // <s> </s> <unk> <pad> <mask>, bos/eos <s> </s> (RoBERTa, XLM-R)
     static SpecialTokens mpnet();     // fairseq's with BERT's [UNK] (MPNetTokenizer's unk_token)
     // Every token split out: the five named ones and `added`, sorted, each once (empty names left out).
@@ -35,8 +39,8 @@ struct SpecialTokens {
     // tokenizer_config.json, added_tokens.json, then tokenizer.json's added_tokens); UserError naming a file that is not
     // JSON or gives an id that is not a non-negative integer.
     //
-    // Not followed: an added token's "normalized": true (HF matches it in the normalised text: "<MASK>" as "<mask>"
-    // where the tokenizer lowercases) and "single_word"; they are matched as written.
+    // Not followed: an added token's "single_word"; and "normalized" by the BPE and sentencepiece tokenizers (their
+    // tokens are matched as written; WordPiece matches a normalized one in the normalised text, as HF).
     static SpecialTokens from_dir(const std::string& dir, const SpecialTokens& defaults);
     // A token's id: `vocab_id` where the vocabulary holds it (>= 0), else added_ids' entry, else -1.
     int id_of(const std::string& token, int vocab_id) const;

@@ -254,10 +254,38 @@ void WordPiece::index_tokens(const std::string& where) {
     for (const std::string& s : specials_def_.split_set())
         if (const int id = specials_def_.id_of(s, token_id(s)); id >= 0) {
             if (token_id(s) < 0) file_ids_.emplace_back(s, id);
+            if (specials_def_.normalized.count(s)) {   // matched after normalisation, in its normalised spelling
+                normalized_specials_.push_back(unicode::u32_to_utf8(normalize(unicode::utf8_to_u32(s))));
+                normalized_ids_.push_back(id);
+                continue;
+            }
             specials_.push_back(s);
             special_ids_.push_back(id);
             specials_u32_.push_back(unicode::utf8_to_u32(s));
         }
+}
+
+std::u32string WordPiece::normalize(std::u32string_view text) const {
+    const bool lower = opts_.lower_case;
+    const bool strip = opts_.strip_accents == 1 || (opts_.strip_accents == -1 && lower);
+    std::u32string out;
+    out.reserve(text.size());
+    for (char32_t c : text) {   // clean_text and handle_chinese_chars, as basic_tokenize
+        const CharClass k = unicode::char_class(c);
+        if (c == 0 || c == 0xFFFD || k == CharClass::CONTROL) continue;
+        if (k == CharClass::SPACE) {
+            out += U' ';
+        } else if (opts_.tokenize_chinese_chars && unicode::is_chinese_char(c)) {
+            out += U' ';
+            out += c;
+            out += U' ';
+        } else {
+            out += c;
+        }
+    }
+    if (strip) out = strip_accents(out);
+    if (lower) out = unicode::lower(out);
+    return out;
 }
 
 std::string WordPiece::vocabulary_file(const std::string& dir) {
@@ -451,17 +479,30 @@ std::vector<int> WordPiece::tokenize_ids(std::string_view text) const {
     // Special tokens present in the vocabulary are split out first, case-sensitively (HF's added-tokens trie), and
     // map to their own ids.
     std::vector<int> ids;
-    std::vector<std::u32string> words;
     for (const SpecialSplit& part : split_special_tokens(text, specials_)) {
         if (part.special >= 0) {
             ids.push_back(special_ids_[part.special]);
             continue;
         }
-        words.clear();
-        basic_tokenize(unicode::utf8_to_u32(part.text), words);
-        for (const auto& w : words) wordpiece(w, ids);
+        if (normalized_specials_.empty()) {
+            encode_plain(part.text, ids);
+            continue;
+        }
+        // tokens added with "normalized": true are matched in the normalised text (HF's second pass of its
+        // added-tokens split); the rest of it is tokenised as before (normalising again changes nothing)
+        const std::string normal = unicode::u32_to_utf8(normalize(unicode::utf8_to_u32(part.text)));
+        for (const SpecialSplit& sub : split_special_tokens(normal, normalized_specials_)) {
+            if (sub.special >= 0) ids.push_back(normalized_ids_[sub.special]);
+            else encode_plain(sub.text, ids);
+        }
     }
     return ids;
+}
+
+void WordPiece::encode_plain(std::string_view text, std::vector<int>& ids) const {
+    std::vector<std::u32string> words;
+    basic_tokenize(unicode::utf8_to_u32(text), words);
+    for (const auto& w : words) wordpiece(w, ids);
 }
 
 std::vector<std::string> WordPiece::tokenize(std::string_view text) const {

@@ -61,6 +61,10 @@ private:
               const std::string& where);
     void index_tokens(const std::string& where);   // ids_, the specials; UserError naming `where`
     void basic_tokenize(std::u32string_view text, std::vector<std::u32string>& words) const;
+    // tokenizers' BertNormalizer over a whole text: clean_text, CJK characters spaced, accents stripped, lowercased
+    // (as the options say) — where added tokens marked "normalized" are matched
+    std::u32string normalize(std::u32string_view text) const;
+    void encode_plain(std::string_view text, std::vector<int>& ids) const;   // basic_tokenize + wordpiece
     void wordpiece(const std::u32string& word, std::vector<int>& ids) const;
 
     WordPieceOptions opts_;
@@ -71,6 +75,9 @@ private:
     std::vector<int> special_ids_;
     std::vector<std::pair<std::string, int>> file_ids_;
     std::vector<std::u32string> specials_u32_;
+    // added tokens marked "normalized": their normalised spellings (normalize) and ids, matched in normalised text
+    std::vector<std::string> normalized_specials_;
+    std::vector<int> normalized_ids_;
     int cls_ = -1, sep_ = -1, pad_ = 0, unk_ = -1;
 };
 

@@ -11,6 +11,7 @@
 
 #include "text/clip_bpe.h"
 #include "text/roberta_bpe.h"
+#include "text/spiece_tokenizer.h"
 #include "text/regex_unicode.h"
 #include "text/special_tokens.h"
 #include "text/utf8.h"
@@ -41,6 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         retro::WordPiece::from_dir((golden_dir() / "mpnet_tiny").string(), -1, retro::SpecialTokens::mpnet());
     static const retro::XlmrTokenizer xlmr((golden_dir() / "xlmr_tiny" / "sentencepiece.bpe.model").string());
     static const retro::RobertaBpeTokenizer roberta((golden_dir() / "roberta_tiny").string());
+    // a generic fast BPE following its tokenizer.json (ModernBERT's form: NFC, ByteLevel, [CLS] $A [SEP] as added tokens)
+    static const retro::RobertaBpeTokenizer modernbert((golden_dir() / "modernbert_tiny").string(), true);
+    // T5's sentencepiece model rebuilt from transformers 5's tokenizer.json, and XLM-R's
+    static const retro::SpieceTokenizer t5_json((golden_dir() / "tokenizer_json" / "t5_extra" / "tokenizer.json").string());
+    static const retro::XlmrTokenizer xlmr_json((golden_dir() / "tokenizer_json" / "xlmr" / "tokenizer.json").string());
     const std::string_view raw(reinterpret_cast<const char*>(data), size);
 
     // sanitizing: valid UTF-8 afterwards, idempotent, and the tokenizers' decoder reads it back unchanged
@@ -69,6 +75,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(mpnet.encode(raw, 16), mpnet.cls_id(), mpnet.sep_id(), mpnet.vocab_size(), "a bad MPNet encoding");
     check(xlmr.encode(raw, 16), retro::XlmrTokenizer::kBos, retro::XlmrTokenizer::kEos, xlmr.vocab_size(), "a bad XLM-R encoding");
     check(roberta.encode(raw, 16), roberta.cls_id(), roberta.sep_id(), roberta.vocab_size(), "a bad RoBERTa encoding");
+    check(modernbert.encode(raw, 16), modernbert.cls_id(), modernbert.sep_id(), modernbert.vocab_size(), "a bad ModernBERT encoding");
+    check(xlmr_json.encode(raw, 16), retro::XlmrTokenizer::kBos, retro::XlmrTokenizer::kEos, xlmr_json.vocab_size(),
+          "a bad XLM-R (tokenizer.json) encoding");
+    const std::vector<int> t5 = t5_json.encode(raw, 16);
+    if (t5.empty() || t5.size() > 16 || t5.back() != t5_json.eos_id()) fail("a bad T5 (tokenizer.json) encoding");
+    for (const int id : t5)
+        if (id < 0 || id >= t5_json.vocab_size()) fail("a T5 id outside the vocabulary");
 
     // the splitter: the pieces, in order, are the text less only the white space an lstrip token took
     static const std::vector<std::string> tokens = {"<s>", "</s>", "<mask>", "<", "[UNK]", "\xE4\xB8\xAD"};

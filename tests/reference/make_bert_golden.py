@@ -773,6 +773,40 @@ def make_added_tokens(out_dir):
         json.dump({"transformers": transformers.__version__, "sentences": ADDED_SENTENCES, "ids": ids}, f, ensure_ascii=True)
 
 
+NORMALIZED_SENTENCES = [
+    "newword NEWWORD NewWord",
+    "a <tag> and <Tag> x, <TAG>",
+    "angstrom ANGSTRÖM Ångström Ångström",
+    "anewwordb and New Word",
+    "[E1] and [e1]",
+    "中文x 中文X",
+    "plain text without any",
+]
+
+
+def make_added_normalized(out_dir):
+    """added_tokens/bert_normalized: transformers 5's BertTokenizer (uncased) with tokens added by add_tokens, which
+    saves them "normalized": true — matched in the normalised text (lowercased, accents stripped, CJK spaced), their
+    own spelling normalised too — beside a special one ([E1], normalized false, matched as written). golden_normalized.json:
+    NORMALIZED_SENTENCES and their ids."""
+    import shutil
+    import transformers
+    _, Fast = slow_tokenizer_class()
+    tok = Fast(vocab={t: i for i, t in enumerate(build_vocab())}, do_lower_case=True)
+    tok.add_tokens(["NewWord", "<Tag>", "Ångström", "中文X"])
+    tok.add_special_tokens({"additional_special_tokens": ["[E1]"]})
+    folder = os.path.join(out_dir, "bert_normalized")
+    shutil.rmtree(folder, ignore_errors=True)
+    tok.save_pretrained(folder)
+    ids = [tok(t)["input_ids"] for t in NORMALIZED_SENTENCES]
+    with open(os.path.join(out_dir, "golden_normalized.json"), "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "sentences": NORMALIZED_SENTENCES, "ids": ids,
+                   "tokens": [tok.tokenize(t) for t in NORMALIZED_SENTENCES]}, f, ensure_ascii=True)
+    print(f"added_tokens/bert_normalized: {sorted(os.listdir(folder))}")
+    for t, i in zip(NORMALIZED_SENTENCES, ids):
+        print(f"  {t!r}: {tok.tokenize(t)}")
+
+
 UNICODE16_TEXTS = ["\U00013E2C\u8169", "x\u1C89", "a\U0002EBF0b 1\U0001E4F0\u0558", "\U00016D40\U00016D41 \U000110D0x"]
 
 
@@ -943,14 +977,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--emit-unicode-tables", metavar="CPP", help="write the generated Unicode tables and exit")
     ap.add_argument("--out", default=os.path.join(HERE, "golden"), help="golden folder (default: %(default)s)")
-    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only"],
+    ap.add_argument("--only", choices=["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only", "added_normalized"],
                     action="append",
                     help="write only these golden folders (repeatable; default: all)")
     args = ap.parse_args()
     if args.emit_unicode_tables:
         emit_unicode_tables(args.emit_unicode_tables)
         return
-    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only"])
+    only = set(args.only or ["bert_tiny", "bert_tiny_cls", "distilbert_tiny", "electra_tiny", "bert_tiny_fast", "mpnet_tiny", "xlmr_tiny", "roberta_tiny", "added_tokens", "st_prompt", "roberta_unicode", "minilm", "st_dense", "roberta_json_only", "added_normalized"])
     if "bert_tiny" in only:
         make_tiny(os.path.join(args.out, "bert_tiny"))
     if "bert_tiny_cls" in only:
@@ -977,6 +1011,8 @@ def main():
         make_minilm(os.path.join(args.out, "minilm"))
     if "st_dense" in only:
         make_st_dense(args.out)
+    if "added_normalized" in only:
+        make_added_normalized(os.path.join(args.out, "added_tokens"))
     if "roberta_json_only" in only:
         make_roberta_json_only(os.path.join(args.out, "roberta_tiny"))
 
