@@ -253,6 +253,19 @@ BertModel::BertModel(const std::string& dir) : packed_(std::make_shared<PackedLa
     }
 }
 
+int BertModel::checked_batch(const std::int32_t* ids, const std::int64_t* offsets, int count) const {
+    int max_len = 0;
+    for (int s = 0; s < count; ++s) {
+        const std::int64_t len = offsets[s + 1] - offsets[s];
+        RETRO_CHECK(len >= 0 && len <= cfg_.max_tokens(), "sequence ", s, " has length ", len, ", the model allows ",
+                    cfg_.max_tokens());
+        max_len = std::max(max_len, static_cast<int>(len));
+    }
+    for (std::int64_t i = offsets[0]; i < offsets[count]; ++i)
+        RETRO_CHECK(ids[i] >= 0 && ids[i] < cfg_.vocab_size, "token id ", ids[i], " outside the model's vocabulary of ", cfg_.vocab_size);
+    return max_len;
+}
+
 void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x) const {
     if (cfg_.modernbert) {
         forward_modernbert(ids, offsets, count, x);
@@ -262,16 +275,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     const std::int64_t N = offsets[count] - offsets[0];
     const std::int64_t base = offsets[0];
     if (N == 0) return;
-    int max_len = 0;
-    for (int s = 0; s < count; ++s) {
-        std::int64_t len = offsets[s + 1] - offsets[s];
-        RETRO_CHECK(len >= 0 && len <= cfg_.max_tokens(), "sequence ", s, " has length ", len, ", the model allows ",
-                    cfg_.max_tokens());
-        max_len = std::max(max_len, static_cast<int>(len));
-    }
-    for (std::int64_t i = 0; i < N; ++i)
-        RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],
-                    " outside the model's vocabulary of ", cfg_.vocab_size);
+    const int max_len = checked_batch(ids, offsets, count);
     BlasSingleThread one_blas_thread;
     const float eps = cfg_.layer_norm_eps;
     Activation act = Activation::GELU_ERF;

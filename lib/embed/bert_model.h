@@ -94,6 +94,8 @@ public:
     const std::vector<Layer>& layers() const { return layers_; }
 
 private:
+    // The longest sequence of a batch, each checked against max_tokens() and every id against the vocabulary.
+    int checked_batch(const std::int32_t* ids, const std::int64_t* offsets, int count) const;
     // forward, then `pool` over each sequence's rows (mean_pool_rows, max_pool_rows: embed/packed_batches.h)
     void forward_pooled(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
                         void (*pool)(const float*, std::int64_t, int, float*)) const;

@@ -126,15 +126,7 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
     const int H = cfg_.hidden, I = cfg_.intermediate, heads = cfg_.heads, d = H / heads, half = d / 2;
     const std::int64_t base = offsets[0], N = offsets[count] - offsets[0];
     if (N == 0) return;
-    int max_len = 0;
-    for (int s = 0; s < count; ++s) {
-        const std::int64_t len = offsets[s + 1] - offsets[s];
-        RETRO_CHECK(len >= 0 && len <= cfg_.max_tokens(), "sequence ", s, " has length ", len, ", the model allows ", cfg_.max_tokens());
-        max_len = std::max(max_len, static_cast<int>(len));
-    }
-    for (std::int64_t i = 0; i < N; ++i)
-        RETRO_CHECK(ids[base + i] >= 0 && ids[base + i] < cfg_.vocab_size, "token id ", ids[base + i],
-                    " outside the model's vocabulary of ", cfg_.vocab_size);
+    const int max_len = checked_batch(ids, offsets, count);
     BlasSingleThread one_blas_thread;
     const float eps = cfg_.layer_norm_eps;
     Activation act = Activation::GELU_ERF;

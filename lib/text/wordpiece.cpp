@@ -265,24 +265,30 @@ void WordPiece::index_tokens(const std::string& where) {
         }
 }
 
-std::u32string WordPiece::normalize(std::u32string_view text) const {
-    const bool lower = opts_.lower_case;
-    const bool strip = opts_.strip_accents == 1 || (opts_.strip_accents == -1 && lower);
-    std::u32string out;
-    out.reserve(text.size());
-    for (char32_t c : text) {   // clean_text and handle_chinese_chars, as basic_tokenize
+std::u32string WordPiece::clean_text(std::u32string_view text) const {
+    // _clean_text: drop NUL, U+FFFD and control characters; whitespace -> ' '; then CJK characters spaced
+    std::u32string clean;
+    clean.reserve(text.size());
+    for (char32_t c : text) {
         const CharClass k = unicode::char_class(c);
         if (c == 0 || c == 0xFFFD || k == CharClass::CONTROL) continue;
         if (k == CharClass::SPACE) {
-            out += U' ';
+            clean += U' ';
         } else if (opts_.tokenize_chinese_chars && unicode::is_chinese_char(c)) {
-            out += U' ';
-            out += c;
-            out += U' ';
+            clean += U' ';
+            clean += c;
+            clean += U' ';
         } else {
-            out += c;
+            clean += c;
         }
     }
+    return clean;
+}
+
+std::u32string WordPiece::normalize(std::u32string_view text) const {
+    const bool lower = opts_.lower_case;
+    const bool strip = opts_.strip_accents == 1 || (opts_.strip_accents == -1 && lower);
+    std::u32string out = clean_text(text);
     if (strip) out = strip_accents(out);
     if (lower) out = unicode::lower(out);
     return out;
@@ -395,22 +401,7 @@ int WordPiece::token_id(const std::string& token) const {
 void WordPiece::basic_tokenize(std::u32string_view segment, std::vector<std::u32string>& words) const {
     bool lower = opts_.lower_case;
     bool strip = opts_.strip_accents == 1 || (opts_.strip_accents == -1 && lower);
-    // _clean_text: drop NUL, U+FFFD and control characters; whitespace -> ' '.
-    std::u32string clean;
-    clean.reserve(segment.size());
-    for (char32_t c : segment) {
-        CharClass k = unicode::char_class(c);
-        if (c == 0 || c == 0xFFFD || k == CharClass::CONTROL) continue;
-        if (k == CharClass::SPACE) {
-            clean += U' ';
-        } else if (opts_.tokenize_chinese_chars && unicode::is_chinese_char(c)) {
-            clean += U' ';
-            clean += c;
-            clean += U' ';
-        } else {
-            clean += c;
-        }
-    }
+    const std::u32string clean = clean_text(segment);
     std::vector<std::u32string> tokens;
     split_whitespace(unicode::nfc(clean), tokens);
     for (auto& token : tokens) {

@@ -61,6 +61,9 @@ private:
               const std::string& where);
     void index_tokens(const std::string& where);   // ids_, the specials; UserError naming `where`
     void basic_tokenize(std::u32string_view text, std::vector<std::u32string>& words) const;
+    // BasicTokenizer's _clean_text and _tokenize_chinese_chars: control characters, NUL and U+FFFD dropped, white space
+    // to ' ', CJK characters between spaces (where tokenize_chinese_chars)
+    std::u32string clean_text(std::u32string_view text) const;
     // tokenizers' BertNormalizer over a whole text: clean_text, CJK characters spaced, accents stripped, lowercased
     // (as the options say) — where added tokens marked "normalized" are matched
     std::u32string normalize(std::u32string_view text) const;
