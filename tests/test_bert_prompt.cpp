@@ -117,3 +117,38 @@ TEST_CASE("bert: retro-index --prompt is recorded, a resume with another prompt 
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--prompt: applies to --embedder bert only") != std::string::npos);
 }
+
+TEST_CASE("bert: retro-index query embeds the query with the model's query prompt, as sentence-transformers' encode_query") {
+    // e5's form: prompts {"query": "query: ", "passage": "passage: "}, the chunks embedded with the default "passage: "
+    test::TempDir tmp("bert-query-prompt");
+    const fs::path db = test::chunk_test_db(tmp, 19), model = tmp / "model";
+    fs::copy(test::source_dir() / "tests/reference/golden/mpnet_tiny", model, fs::copy_options::recursive);
+    test::write_text(model / "config_sentence_transformers.json",
+                     R"({"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "passage"})");
+    const fs::path idx = tmp / "idx";
+    auto r = test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() + " --index Flat --quiet --out " + idx.string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(json_read_file((idx / "manifest.json").string())["embedder"]["prompt"] == "passage: ");
+    const auto query = [&](const std::string& extra) {
+        const auto q = test::run_tool("retro-index", "query " + idx.string() + " 'the data of a chunk' --k 3 --json" + extra);
+        REQUIRE_MESSAGE(q.exit_code == 0, q.err);
+        return nlohmann::json::parse(q.out);
+    };
+    const nlohmann::json by_default = query(""), given = query(" --prompt 'query: '"), none = query(" --prompt ''"),
+                         as_chunks = query(" --prompt 'passage: '");
+    CHECK(by_default["prompt"] == "query: ");
+    CHECK(given["results"] == by_default["results"]);   // the same prompt, the same scores
+    CHECK_FALSE(none.contains("prompt"));
+    CHECK(as_chunks["prompt"] == "passage: ");
+    CHECK(none["results"][0]["score"] != by_default["results"][0]["score"]);
+    CHECK(as_chunks["results"][0]["score"] != by_default["results"][0]["score"]);
+    // without a "query" prompt in the model: the chunks' prompt, as before
+    test::write_text(model / "config_sentence_transformers.json", R"({"prompts": {"passage": "passage: "}, "default_prompt_name": "passage"})");
+    CHECK(query("")["results"] == as_chunks["results"]);
+    // other indices refuse --prompt in one line
+    r = test::run_tool("retro-index", db.string() + " --kind bm25 --quiet --out " + (tmp / "bm25").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-index", "query " + (tmp / "bm25").string() + " 'the data' --prompt 'query: '");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--prompt: puts a text before a bert index's queries; this is a bm25 index") != std::string::npos);
+}

@@ -64,9 +64,16 @@ int main(int argc, char** argv) {
             query->add_option("--tokenizer", q.tokenizer, "Tokenizer (default: the database's)");
             query->add_option("--nprobe", q.nprobe, "IVF lists to search (0 = the index's setting)");
             query->add_option("--ef-search", q.ef_search, "HNSW efSearch (0 = the index's setting)");
-            return [&ctx, &app, merge, query] {
+            static std::string query_prompt;
+            auto* prompt_opt = query->add_option("--prompt", query_prompt,
+                                                 "bert: text put before the query (default: the model's \"query\" prompt in config_sentence_transformers.json, "
+                                                 "as sentence-transformers' encode_query, e5's \"query: \"; else the prompt the index's chunks were embedded with); \"\" for none");
+            return [&ctx, &app, merge, query, prompt_opt] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
-                if (*query) return retro::index_query(q);
+                if (*query) {
+                    if (prompt_opt->count()) q.prompt = query_prompt;
+                    return retro::index_query(q);
+                }
                 if (!images.empty()) {
                     if (!o.db.empty()) retro::user_error_in("--images", "indexes a folder of images; a database argument does not go with it", "drop one of them");
                     if (o.embedder != "clip") retro::user_error_in("--images", "needs --embedder clip", "add --embedder clip --model DIR");

@@ -160,4 +160,16 @@ std::string st_default_prompt(const std::string& dir) {
     return j["prompts"][name].get<std::string>();
 }
 
+std::optional<std::string> st_named_prompt(const std::string& dir, const std::string& name) {
+    const std::string path = (fs::path(dir) / "config_sentence_transformers.json").string();
+    if (!fs::exists(path)) return std::nullopt;
+    const nlohmann::json j = json_read_file(path);
+    if (!j.is_object() || !j.contains("prompts") || !j["prompts"].is_object() || !j["prompts"].contains(name)) return std::nullopt;
+    const nlohmann::json& p = j["prompts"][name];
+    if (p.is_null()) return std::string();
+    if (!p.is_string()) user_error_in(path, "holds the prompt \"" + name + "\" as " + p.dump().substr(0, 40) + ", not a text",
+                                      "restore the model's config_sentence_transformers.json");
+    return p.get<std::string>();
+}
+
 }  // namespace retro

@@ -10,6 +10,7 @@
 // against the one before it; the caller checks Pooling and the first Dense against the encoder.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct StModules {
 // config_sentence_transformers.json's prompts[default_prompt_name] ("" where the file, the name or the prompt is not
 // there); UserError naming the file where it is not JSON or names a prompt it does not hold.
 std::string st_default_prompt(const std::string& dir);
+
+// config_sentence_transformers.json's prompts[name] ("" where the file names it null, nullopt where the file or the
+// name is not there); UserError naming the file where it is not JSON.
+std::optional<std::string> st_named_prompt(const std::string& dir, const std::string& name);
 
 // Reads dir/modules.json and the files of its modules; a folder without modules.json gives the
 // defaults (transformer_dir = dir). UserError naming the file for anything missing or unsupported.

@@ -11,6 +11,7 @@
 #include "data/chunk_db.h"
 #include "embed/clip_embedder.h"
 #include "embed/embedder.h"
+#include "embed/st_modules.h"
 #include "index/bm25_params.h"
 #include "index/bm25_search.h"
 #include "index/image_index.h"
@@ -68,11 +69,25 @@ std::vector<IndexQueryHit> image_index_search(const IndexQueryOptions& o) {
 
 }  // namespace
 
+std::string index_query_prompt(const nlohmann::json& embedder, const IndexQueryOptions& o) {
+    if (o.prompt) return *o.prompt;
+    const std::string model = embedder.value("model", std::string());
+    if (!model.empty()) {
+        if (const auto query = st_named_prompt(model, "query")) return *query;
+    }
+    return embedder.contains("prompt") && embedder["prompt"].is_string() ? embedder["prompt"].get<std::string>() : std::string();
+}
+
 std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.k < 1) user_error_in("--k", cat("is ", o.k, ", needs at least 1"));
     if (!o.image.empty() && !o.text.empty()) user_error_in("query", "give a query text or --image FILE, not both");
     if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
-    if (index_folder_kind(o.index) == "image") return image_index_search(o);
+    if (index_folder_kind(o.index) == "image") {
+        if (o.prompt) user_error_in("--prompt", "puts a text before a bert index's queries; this is an image index", "drop --prompt");
+        return image_index_search(o);
+    }
+    if (o.prompt && index_folder_kind(o.index) == "bm25")
+        user_error_in("--prompt", "puts a text before a bert index's queries; this is a bm25 index", "drop --prompt");
     ChunkDb db(db_dir(o));
     Tokenizer tok(db.tokenizer_checked(o.tokenizer));
     std::vector<int> ids = o.image.empty() ? tok.encode(o.text) : std::vector<int>{};
@@ -95,7 +110,10 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
         Bm25Searcher searcher(folder.file(kBm25DbFile), params, db.chunk_count());
         searcher.search(chunk.data(), static_cast<int>(chunk.size()), k, nullptr, -1, found.data(), scores.data());
     } else {
-        auto embedder = embedder_from_json(folder.embedder(), o.index, &tok);
+        nlohmann::json record = folder.embedder();
+        if (record.value("name", std::string()) == "bert") record["prompt"] = index_query_prompt(record, o);
+        else if (o.prompt) user_error_in("--prompt", "puts a text before a bert index's queries; this index's embedder is " + record.value("name", std::string("unknown")), "drop --prompt");
+        auto embedder = embedder_from_json(record, o.index, &tok);
         if (embedder->dim() != folder.dim)
             user_error_in(folder.file("manifest.json"), cat("records dimension ", folder.dim, ", its embedder gives ", embedder->dim()),
                           "rebuild the index with retro-index");
@@ -132,9 +150,15 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
 void index_query(const IndexQueryOptions& o) {
     const auto hits = index_query_search(o);
     const std::string kind = index_folder_kind(o.index);
+    std::string prompt;   // the bert query's prompt, shown with the results
+    if (kind != "image" && kind != "bm25") {
+        const nlohmann::json m = manifest_read(o.index);
+        if (m.contains("embedder") && m["embedder"].value("name", std::string()) == "bert") prompt = index_query_prompt(m["embedder"], o);
+    }
     if (o.json) {
         nlohmann::json j = {{"index", o.index}, {"kind", kind}, {"results", nlohmann::json::array()}};
         if (o.image.empty()) j["query"] = o.text;
+        if (!prompt.empty()) j["prompt"] = prompt;
         else j["query_image"] = o.image;
         for (std::size_t r = 0; r < hits.size(); ++r) {
             if (kind == "image")
@@ -146,6 +170,7 @@ void index_query(const IndexQueryOptions& o) {
         std::printf("%s\n", j.dump().c_str());
         return;
     }
+    if (!prompt.empty()) std::printf("prompt: %s\n", prompt.c_str());
     if (o.image.empty()) std::printf("query: %s\n", o.text.c_str());
     else std::printf("query image: %s\n", o.image.c_str());
     if (kind == "image") {

@@ -8,7 +8,10 @@
 // An image index answers text queries too (CLIP's text tower); its hits are image paths.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace retro {
@@ -23,7 +26,14 @@ struct IndexQueryOptions {
     bool json = false;
     std::string image;               // a query image (JPEG / PNG), "" for a text query (aggregate order: new fields last)
     bool verify = true;              // re-hash index.faiss (and idf.npy) against the manifest before reading them
+    // bert: the text put before the query (unset: index_query_prompt's choice)
+    std::optional<std::string> prompt;
 };
+
+// The prompt a bert index's query is embedded with, as sentence-transformers' encode_query chooses it: --prompt, else
+// the model's "query" prompt (config_sentence_transformers.json: e5's "query: ", nomic's "search_query: "), else the
+// prompt the index's chunks were embedded with. `embedder` is the index manifest's embedder record.
+std::string index_query_prompt(const nlohmann::json& embedder, const IndexQueryOptions& o);
 
 struct IndexQueryHit {
     std::int64_t chunk = -1, doc = -1;
