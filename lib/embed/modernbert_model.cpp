@@ -7,6 +7,9 @@
 // (transformers' sliding_window_bidirectional_overlay: distance <= sliding_window); rope rotates each head's halves
 // (x1, x2) -> (x1·cos - x2·sin, x2·cos + x1·sin) at angle position · θ^(-2k/d), θ the global or the local layers'.
 // Positions count from 0 in every sequence (the packed rows of one sequence), as HF's with right padding.
+#include <cblas.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -20,6 +23,43 @@
 #include "embed/layer_norm.h"
 
 namespace retro {
+
+namespace {
+
+// A local layer's sequence longer than this many windows goes through banded_attention_head: below it the fused
+// kernel over the whole (short) sequence costs less than the band's GEMMs.
+constexpr int kBandFrom = 4;
+
+// One head of a local layer over a sequence much longer than its window: each block of query rows against its band of
+// keys (|i - j| <= w), two GEMMs around a row softmax — O(len · w) work and scratch instead of the whole len x len
+// score matrix (the masked path below: 268 MB a thread at 8,192 tokens). Scores are q·k · scale as HF's eager
+// attention; the softmax is exact (std::exp) over the window, zero outside.
+void banded_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale, int w,
+                           float* ctx, std::int64_t ldc, std::vector<float>& scores) {
+    constexpr int kBlock = 64;
+    for (int i0 = 0; i0 < len; i0 += kBlock) {
+        const int i1 = std::min(len, i0 + kBlock), k0 = std::max(0, i0 - w), k1 = std::min(len, i1 + w);
+        const int rows = i1 - i0, cols = k1 - k0;
+        scores.resize(static_cast<std::size_t>(rows) * cols);
+        float* sc = scores.data();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, scale, q + i0 * ld, static_cast<int>(ld), k + k0 * ld,
+                    static_cast<int>(ld), 0.0f, sc, cols);
+        for (int r = 0; r < rows; ++r) {
+            const int i = i0 + r, lo = std::max(k0, i - w) - k0, hi = std::min(k1, i + w + 1) - k0;   // the row's window
+            float* row = sc + static_cast<std::size_t>(r) * cols;
+            float m = -std::numeric_limits<float>::infinity();
+            for (int j = lo; j < hi; ++j) m = std::max(m, row[j]);
+            double sum = 0;
+            for (int j = lo; j < hi; ++j) sum += (row[j] = std::exp(row[j] - m));
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int j = 0; j < cols; ++j) row[j] = j >= lo && j < hi ? row[j] * inv : 0.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0f, sc, cols, v + k0 * ld, static_cast<int>(ld),
+                    0.0f, ctx + i0 * ldc, static_cast<int>(ldc));
+    }
+}
+
+}  // namespace
 
 namespace bert_detail {
 
@@ -177,6 +217,7 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
         m_buf[static_cast<std::size_t>(t)] = scratch(rows * I);
     }
     std::vector<AttentionScratch> attention_scratch(static_cast<std::size_t>(threads));
+    std::vector<std::vector<float>> band_scratch(static_cast<std::size_t>(threads));
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     // each packed row's position in its sequence
     std::vector<std::int32_t> position(static_cast<std::size_t>(N));
@@ -211,15 +252,21 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
                     }
             }
         });
-        // attention per (sequence, head), the local layers within the window
+        // attention per (sequence, head), the local layers within the window: as a band of keys where the sequence
+        // is far longer than the window, else the fused kernel with the window as a bias
         parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
             for (std::int64_t t = t0; t < t1; ++t) {
                 const std::int64_t s = t / heads, hd = t % heads;
                 const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
                 const float* q = qkv.get() + (offsets[s] - base) * 3 * H + hd * d;
+                float* out = ctx.get() + (offsets[s] - base) * H + hd * d;
                 const bool windowed = !global && len - 1 > cfg_.sliding_window;
-                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + hd * d, H,
-                                    attention_scratch[static_cast<std::size_t>(thread)],
+                if (windowed && len > kBandFrom * cfg_.sliding_window) {
+                    banded_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, cfg_.sliding_window, out, H,
+                                          band_scratch[static_cast<std::size_t>(thread)]);
+                    continue;
+                }
+                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, out, H, attention_scratch[static_cast<std::size_t>(thread)],
                                     windowed ? window.data() + (max_len - len) : nullptr);
             }
         });
