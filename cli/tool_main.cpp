@@ -26,6 +26,17 @@ namespace retro {
 
 namespace {
 
+// CLI11's help ends with an empty line (its options section's own newline, then the footer's); every tool's and
+// subcommand's help here ends with its last line instead.
+class TrimmedHelpFormatter : public CLI::Formatter {
+public:
+    std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+        std::string help = CLI::Formatter::make_help(app, std::move(name), mode);
+        while (help.size() >= 2 && help[help.size() - 1] == '\n' && help[help.size() - 2] == '\n') help.pop_back();
+        return help;
+    }
+};
+
 constexpr int kMaxThreads = 4096;
 
 // CLI11's messages joined onto one line (a few hold newlines), and CLI::PositiveNumber's "Value 0 not in range
@@ -181,6 +192,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
     for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + shell_quote(argv[i]);
     try {
         CLI::App app{description, tool};
+        app.formatter(std::make_shared<TrimmedHelpFormatter>());   // before the subcommands: they take it from the app
         app.set_version_flag("--version", std::string(tool) + " (RetroKit) " + RETROKIT_VERSION +
                                               " commit " + RETROKIT_GIT_COMMIT);
         app.add_flag("--quiet", ctx.quiet, "Print errors only (no progress, no notes)");

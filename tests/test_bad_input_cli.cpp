@@ -564,3 +564,17 @@ TEST_CASE("killed runs: a second run into a folder another process is writing is
     // another folder is free
     CHECK(test::run_tool("retro-train", train_args(p, t / "run2") + " --steps 1").exit_code == 0);
 }
+
+TEST_CASE("cli: every tool's and subcommand's --help ends with its last line, not an empty one") {
+    for (const char* args : {"retro-tokenizer --help", "retro-chunk --help", "retro-index --help", "retro-index query --help",
+                             "retro-knn --help", "retro-train --help", "retro-train eval --help", "retro-generate --help",
+                             "retro-bench --help", "retro-bench knn --help"}) {
+        CAPTURE(args);
+        const std::string cmd(args);
+        const auto r = test::run_tool(cmd.substr(0, cmd.find(' ')), cmd.substr(cmd.find(' ') + 1));
+        CHECK(r.exit_code == 0);
+        REQUIRE(r.out.size() > 2);
+        CHECK(r.out.back() == '\n');
+        CHECK(r.out[r.out.size() - 2] != '\n');
+    }
+}
