@@ -59,7 +59,7 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       modules_(bert_modules(opts_.model_dir)),
       model_(opts_.model_dir),
       text_tokenizer_(opts_.model_dir, opts_.lower_case),
-      fingerprint_(bert_fingerprint(opts_.model_dir)),
+      fingerprint_(bert_fingerprint(opts_.model_dir, modules_)),   // the modules as read above, not read again
       tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir, text_tokenizer_)) {
     const BertConfig& c = model_.config();
     if (modules_.pooling_dim && modules_.pooling_dim != c.hidden)
@@ -192,12 +192,14 @@ nlohmann::json BertEmbedder::to_json() const {
 }
 
 std::string bert_fingerprint(const std::string& dir) {
+    return bert_fingerprint(dir, fs::exists(fs::path(dir) / "modules.json") ? st_modules_read(dir) : StModules{});
+}
+
+std::string bert_fingerprint(const std::string& dir, const StModules& modules) {
     const std::string weights = CheckpointWeights::fingerprint(dir);
-    if (!fs::exists(fs::path(dir) / "modules.json")) return weights;
-    const StModules m = st_modules_read(dir);
-    if (m.files.empty()) return weights;   // the fingerprint every index without Dense modules recorded
+    if (modules.files.empty()) return weights;   // the fingerprint every index without Dense modules recorded
     std::string all = weights;
-    for (const auto& dense_dir : m.files)   // its weights, and its settings (activation, bias)
+    for (const auto& dense_dir : modules.files)   // its weights, and its settings (activation, bias)
         all += " " + CheckpointWeights::fingerprint(dense_dir) + " " + fingerprint_file((fs::path(dense_dir) / "config.json").string());
     return fingerprint_bytes(all.data(), all.size());
 }

@@ -74,6 +74,8 @@ private:
 // where modules.json lists Dense modules, xxh3 of that and each Dense module's weights' and config.json's
 // fingerprints joined by spaces.
 std::string bert_fingerprint(const std::string& dir);
+// The same with DIR's modules already read (st_modules_read: their Dense weights are not loaded again).
+std::string bert_fingerprint(const std::string& dir, const StModules& modules);
 
 // The prompt a BertEmbedder of `opts` puts before its texts: opts.prompt, else the folder's default (st_modules.h).
 std::string bert_prompt(const BertEmbedderOptions& opts);
