@@ -9,6 +9,7 @@
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
+#include "core/torch_checkpoint.h"
 
 namespace retro {
 
@@ -16,8 +17,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The four forms, in the order transformers' from_pretrained takes them.
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
+constexpr const char* kTorchSingle = "pytorch_model.bin";
+constexpr const char* kTorchIndex = "pytorch_model.bin.index.json";
+constexpr const char* kForms[] = {kSingle, kIndex, kTorchSingle, kTorchIndex};
+
+bool is_index(const fs::path& p) { return p.filename() == kIndex || p.filename() == kTorchIndex; }
 
 // The index's weight_map, each shard a plain file name in the folder.
 std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
@@ -43,23 +50,40 @@ std::set<std::string> shard_names(const std::map<std::string, std::string>& map)
 
 }  // namespace
 
+// One weights file: safetensors mapped, or a torch.save file read (core/torch_checkpoint.h).
+struct CheckpointWeights::File {
+    SafetensorsFile safetensors;
+    TorchCheckpointFile torch;
+    bool is_torch = false;
+    explicit File(const std::string& path, bool torch_format) : is_torch(torch_format) {
+        if (torch_format) torch = TorchCheckpointFile(path);
+        else safetensors = SafetensorsFile(path);
+    }
+    const std::map<std::string, TensorView>& tensors() const { return is_torch ? torch.tensors() : safetensors.tensors(); }
+    const std::string& path() const { return is_torch ? torch.path() : safetensors.path(); }
+    bool has(const std::string& name) const { return tensors().count(name) != 0; }
+};
+
 bool CheckpointWeights::present(const std::string& dir) {
-    return fs::exists(fs::path(dir) / kSingle) || fs::exists(fs::path(dir) / kIndex);
+    for (const char* form : kForms)
+        if (fs::exists(fs::path(dir) / form)) return true;
+    return false;
 }
 
 std::string CheckpointWeights::path_of(const std::string& dir) {
-    const fs::path single = fs::path(dir) / kSingle, index = fs::path(dir) / kIndex;
-    return (!fs::exists(single) && fs::exists(index) ? index : single).string();
+    for (const char* form : kForms)
+        if (fs::exists(fs::path(dir) / form)) return (fs::path(dir) / form).string();
+    return (fs::path(dir) / kSingle).string();
 }
 
 std::string CheckpointWeights::fingerprint(const std::string& dir) {
     const std::string path = path_of(dir);
     refuse_lfs_pointer_file(path);   // before its fingerprint is compared with a recorded one
-    if (fs::path(path).filename() == kSingle) return fingerprint_file(path);
+    if (!is_index(path)) return fingerprint_file(path);
     std::string all = fingerprint_file(path);
     for (const std::string& shard : shard_names(read_weight_map(path))) {
         const fs::path p = fs::path(dir) / shard;
-        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + std::string(kIndex) + " names)", "download the checkpoint's shards whole");
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + fs::path(path).filename().string() + " names)", "download the checkpoint's shards whole");
         refuse_lfs_pointer_file(p.string());
         all += " " + fingerprint_file(p.string());
     }
@@ -68,30 +92,33 @@ std::string CheckpointWeights::fingerprint(const std::string& dir) {
 
 CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& folder_kind) : path_(path_of(dir)) {
     if (!present(dir))
-        user_error_in(path_, "missing (" + folder_kind + " needs " + kSingle + ", or " + kIndex + " and its shards)",
-                      "save the checkpoint with safe_serialization=True, or convert pytorch_model.bin");
-    if (fs::path(path_).filename() == kSingle) {
-        files_.push_back(std::make_unique<SafetensorsFile>(path_));
+        user_error_in(path_, "missing (" + folder_kind + " needs " + kSingle + ", or " + kIndex + " and its shards, or " +
+                                 kTorchSingle + ")",
+                      "download the checkpoint's weights file");
+    const fs::path file = path_;
+    const bool torch = file.filename() == kTorchSingle || file.filename() == kTorchIndex;
+    if (!is_index(file)) {
+        files_.push_back(std::make_unique<File>(path_, torch));
         for (const auto& [name, view] : files_[0]->tensors()) {
             tensors_[name] = &view;
-            owner_[name] = files_[0].get();
+            owner_[name] = &files_[0]->path();
         }
         return;
     }
     const std::map<std::string, std::string> map = read_weight_map(path_);
-    std::map<std::string, const SafetensorsFile*> by_name;
+    std::map<std::string, const File*> by_name;
     for (const std::string& shard : shard_names(map)) {
         const fs::path p = fs::path(dir) / shard;
-        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + std::string(kIndex) + " names)", "download the checkpoint's shards whole");
-        files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
+        if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + file.filename().string() + " names)", "download the checkpoint's shards whole");
+        files_.push_back(std::make_unique<File>(p.string(), torch));
         by_name[shard] = files_.back().get();
     }
     for (const auto& [name, shard] : map) {
-        const SafetensorsFile* f = by_name.at(shard);
+        const File* f = by_name.at(shard);
         if (!f->has(name))
             user_error_in(path_, "maps '" + name + "' to " + shard + ", which has no such tensor", "download the checkpoint's shards whole");
-        tensors_[name] = &f->get(name);
-        owner_[name] = f;
+        tensors_[name] = &f->tensors().at(name);
+        owner_[name] = &f->path();
     }
 }
 
@@ -105,7 +132,7 @@ const TensorView& CheckpointWeights::get(const std::string& name) const {
 
 const std::string& CheckpointWeights::file_of(const std::string& name) const {
     const auto it = owner_.find(name);
-    return it == owner_.end() ? path_ : it->second->path();
+    return it == owner_.end() ? path_ : *it->second;
 }
 
 }  // namespace retro

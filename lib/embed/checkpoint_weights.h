@@ -1,7 +1,9 @@
-// A Hugging Face checkpoint folder's weights: DIR/model.safetensors, or where that file is absent, the shards
-// DIR/model.safetensors.index.json names — transformers' save_pretrained splits weights above max_shard_size
-// (5 GB) into model-00001-of-0000N.safetensors files and writes {"metadata": {...}, "weight_map": {tensor: file}}.
-// The encoders (bert, t5, clip, a sentence-transformers Dense module) read their tensors through it.
+// A Hugging Face checkpoint folder's weights, in the order transformers looks for them: DIR/model.safetensors;
+// the shards DIR/model.safetensors.index.json names — save_pretrained splits weights above max_shard_size (5 GB)
+// into model-00001-of-0000N.safetensors files and writes {"metadata": {...}, "weight_map": {tensor: file}};
+// DIR/pytorch_model.bin (torch.save's state_dict, read by core/torch_checkpoint.h without Python); the shards
+// DIR/pytorch_model.bin.index.json names. The encoders (bert, t5, clip, a sentence-transformers Dense module)
+// read their tensors through it.
 #pragma once
 #include <map>
 #include <memory>
@@ -14,18 +16,18 @@ namespace retro {
 
 class CheckpointWeights {
 public:
-    // Opens DIR's weights; UserError naming DIR/model.safetensors when neither form is there (`folder_kind`, e.g.
+    // Opens DIR's weights; UserError naming DIR/model.safetensors when no form is there (`folder_kind`, e.g.
     // "a BERT model folder", says whose folder), naming the index or a shard when they are bad or missing.
     CheckpointWeights(const std::string& dir, const std::string& folder_kind);
     ~CheckpointWeights();
     CheckpointWeights(const CheckpointWeights&) = delete;
     CheckpointWeights& operator=(const CheckpointWeights&) = delete;
 
-    // True when DIR holds model.safetensors or model.safetensors.index.json.
+    // True when DIR holds one of the four forms.
     static bool present(const std::string& dir);
-    // DIR/model.safetensors, or the index where the weights are sharded: the file messages name.
+    // The first form DIR holds (DIR/model.safetensors where none): the file messages name.
     static std::string path_of(const std::string& dir);
-    // The weights' fingerprint: model.safetensors' own (core/fingerprint.h); sharded, xxh3-64 of the index's
+    // The weights' fingerprint: the single file's own (core/fingerprint.h); sharded, xxh3-64 of the index's
     // fingerprint and its shards' (in file-name order) joined by single spaces. UserError as the constructor's.
     static std::string fingerprint(const std::string& dir);
 
@@ -39,10 +41,11 @@ public:
     const std::string& path() const { return path_; }
 
 private:
+    struct File;   // a .safetensors or a torch.save file
     std::string path_;
-    std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    std::vector<std::unique_ptr<File>> files_;
     std::map<std::string, const TensorView*> tensors_;
-    std::map<std::string, const SafetensorsFile*> owner_;
+    std::map<std::string, const std::string*> owner_;   // the path of the file a tensor is in
 };
 
 }  // namespace retro

@@ -69,13 +69,8 @@ StDense read_dense(const std::string& dir) {
             user_error_in(cfg, std::string("has ") + key + " " + j[key].dump() + ": a Dense over another output than the pooled sentence embedding",
                           "use a model whose Dense modules project the sentence embedding");
     const std::string st_path = CheckpointWeights::path_of(dir);
-    if (!CheckpointWeights::present(dir)) {
-        const bool bin = fs::exists(fs::path(dir) / "pytorch_model.bin");
-        if (bin)
-            user_error_in(st_path, "missing (the Dense weights are only in pytorch_model.bin)",
-                          "convert once in Python: safetensors.torch.save_file(torch.load('pytorch_model.bin'), 'model.safetensors')");
+    if (!CheckpointWeights::present(dir))
         user_error_in(st_path, "missing (the Dense module's weights)", "copy the model's Dense folder whole");
-    }
     CheckpointWeights st(dir, "a Dense module's folder");
     if (!st.has("linear.weight")) user_error_in(st_path, "has no tensor 'linear.weight'", "give the Dense module's weights");
     const std::vector<float> w = checkpoint_tensor_f32(st, "linear.weight", {d.out, d.in}, cfg);

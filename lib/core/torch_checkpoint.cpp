@@ -1,0 +1,336 @@
+// Implementation of torch_checkpoint.h. The formats as torch/serialization.py writes them: _save (zip) and
+// _legacy_save; torch._utils._rebuild_tensor_v2 sets a tensor over its storage at an element offset with sizes and
+// strides, which is what tensor_view() below reads back.
+#include "core/torch_checkpoint.h"
+
+#include <zip.h>
+
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "core/error.h"
+#include "core/lfs_pointer.h"
+#include "core/mapped_file.h"
+#include "core/torch_pickle.h"
+
+namespace retro {
+namespace {
+
+using Kind = PickleValue::Kind;
+constexpr const char* kFix = "re-save it with torch.save(model.state_dict(), path), or as model.safetensors";
+
+// A storage record's bytes and the part of them a storage value (a legacy view, or the whole record) covers.
+struct StorageBytes {
+    const std::uint8_t* data = nullptr;
+    std::size_t bytes = 0;
+};
+
+std::string kind_name(Kind k) {
+    switch (k) {
+        case Kind::None: return "None";
+        case Kind::Bool: return "a bool";
+        case Kind::Int: case Kind::BigInt: return "an int";
+        case Kind::Float: return "a float";
+        case Kind::String: return "a string";
+        case Kind::Bytes: return "bytes";
+        case Kind::Tuple: return "a tuple";
+        case Kind::List: return "a list";
+        case Kind::Dict: return "a dict";
+        case Kind::Global: return "a Python object";
+        case Kind::Storage: return "a storage";
+        case Kind::Tensor: return "a tensor";
+    }
+    return "a value";
+}
+
+// The root dict's (name, tensor value) pairs; the last of a repeated name wins, as in Python.
+std::map<std::string, std::uint32_t> state_dict_entries(const PickleResult& r, const std::string& path) {
+    const PickleValue& root = r.values[r.root];
+    if (root.kind != Kind::Dict)
+        user_error_in(path, "holds " + kind_name(root.kind) + ", not a state_dict (a dict of tensor names to tensors)", kFix);
+    std::map<std::string, std::uint32_t> out;
+    for (std::size_t i = 0; i < root.items.size(); i += 2) {
+        const PickleValue& k = r.values[root.items[i]];
+        const PickleValue& v = r.values[root.items[i + 1]];
+        if (k.kind != Kind::String) user_error_in(path, "holds a state_dict key that is " + kind_name(k.kind) + ", not a name", kFix);
+        if (v.kind != Kind::Tensor)
+            user_error_in(path, "holds '" + k.text + "': " + kind_name(v.kind) +
+                                    ", not a tensor (a training checkpoint rather than a state_dict?)",
+                          "save model.state_dict() alone with torch.save, or as model.safetensors");
+        out[k.text] = root.items[i + 1];
+    }
+    return out;
+}
+
+// Sum of (size - 1) * stride over the dimensions: the last element's offset from the first (0 for an empty tensor).
+bool last_element(const PickleValue& t, std::int64_t& out) {
+    __int128 sum = 0;
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.shape[d] == 0) {
+            out = -1;   // empty
+            return true;
+        }
+        sum += static_cast<__int128>(t.shape[d] - 1) * t.stride[d];
+    }
+    if (sum > (static_cast<__int128>(1) << 62)) return false;
+    out = static_cast<std::int64_t>(sum);
+    return true;
+}
+
+}  // namespace
+
+TorchCheckpointFile::TorchCheckpointFile(const std::string& path) : path_(path) {
+    const MappedFile file(path);
+    refuse_lfs_pointer(path, file.data(), file.size());
+    load(file.data(), file.size());
+}
+
+TorchCheckpointFile TorchCheckpointFile::from_bytes(const std::uint8_t* data, std::size_t size, const std::string& name) {
+    TorchCheckpointFile f;
+    f.path_ = name;
+    f.load(data, size);
+    return f;
+}
+
+const TensorView& TorchCheckpointFile::get(const std::string& name) const {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) user_error_in(path_, "has no tensor '" + name + "'");
+    return it->second;
+}
+
+namespace {
+
+// ---- the zip archive (torch >= 1.6) ----
+class ZipArchive {
+public:
+    ZipArchive(const std::uint8_t* data, std::size_t size, const std::string& path) : path_(path) {
+        zip_error_t err;
+        zip_error_init(&err);
+        zip_source_t* src = zip_source_buffer_create(data, size, 0, &err);
+        if (src) za_ = zip_open_from_source(src, ZIP_RDONLY, &err);
+        if (!za_) {
+            if (src) zip_source_free(src);
+            const std::string why = zip_error_strerror(&err);
+            zip_error_fini(&err);
+            user_error_in(path, "not a readable zip archive (" + why + ")", "download the file again; " + std::string(kFix));
+        }
+        zip_error_fini(&err);
+        size_ = size;
+    }
+    ~ZipArchive() {
+        if (za_) zip_discard(za_);
+    }
+    ZipArchive(const ZipArchive&) = delete;
+    ZipArchive& operator=(const ZipArchive&) = delete;
+
+    // The archive's folder: torch writes every record under one ("archive/", or the file's stem).
+    std::string prefix() const {
+        const zip_int64_t n = zip_get_num_entries(za_, 0);
+        std::string found;
+        for (zip_int64_t i = 0; i < n; ++i) {
+            const char* name = zip_get_name(za_, static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
+            if (!name) continue;
+            const std::string s = name;
+            const std::size_t slash = s.find('/');
+            if (slash != std::string::npos && s.compare(slash + 1, std::string::npos, "data.pkl") == 0) {
+                if (!found.empty()) user_error_in(path_, "holds two data.pkl records (two torch.save archives in one zip)", kFix);
+                found = s.substr(0, slash + 1);
+            }
+        }
+        if (found.empty())
+            user_error_in(path_, "is a zip archive without ARCHIVE/data.pkl (not one torch.save wrote)", kFix);
+        return found;
+    }
+
+    bool has(const std::string& name) const { return zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW) >= 0; }
+
+    // A record's bytes. torch stores records uncompressed: a compressed one is refused (no inflating a zip bomb).
+    std::vector<std::uint8_t> read(const std::string& name) const {
+        const zip_int64_t index = zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW);
+        if (index < 0) user_error_in(path_, "has no record '" + name + "' (the archive is incomplete)", "download the file again");
+        zip_stat_t st;
+        zip_stat_init(&st);
+        if (zip_stat_index(za_, static_cast<zip_uint64_t>(index), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+            user_error_in(path_, "cannot read record '" + name + "': " + zip_strerror(za_), "download the file again");
+        if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE)
+            user_error_in(path_, "record '" + name + "' is compressed (torch.save stores its records uncompressed)", kFix);
+        if (st.size > size_) user_error_in(path_, "record '" + name + "' is larger than the file", "download the file again");
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.size));
+        zip_file_t* f = zip_fopen_index(za_, static_cast<zip_uint64_t>(index), 0);
+        if (!f) user_error_in(path_, "cannot open record '" + name + "': " + zip_strerror(za_), "download the file again");
+        std::size_t done = 0;
+        while (done < bytes.size()) {
+            const zip_int64_t got = zip_fread(f, bytes.data() + done, bytes.size() - done);
+            if (got <= 0) {
+                const std::string why = got < 0 ? zip_error_strerror(zip_file_get_error(f)) : "ends early";
+                zip_fclose(f);
+                user_error_in(path_, "cannot read record '" + name + "': " + why, "download the file again");
+            }
+            done += static_cast<std::size_t>(got);
+        }
+        // reading to the end checks the record's CRC-32
+        char extra;
+        const zip_int64_t tail = zip_fread(f, &extra, 1);
+        const std::string why = tail < 0 ? zip_error_strerror(zip_file_get_error(f)) : "";
+        zip_fclose(f);
+        if (tail < 0) user_error_in(path_, "record '" + name + "' is damaged: " + why, "download the file again");
+        return bytes;
+    }
+
+private:
+    std::string path_;
+    zip_t* za_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// The 10-byte little-endian LONG1 the legacy format opens with: torch.serialization.MAGIC_NUMBER.
+constexpr std::uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+}  // namespace
+
+void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
+    const std::string& path = path_;
+    PickleResult pickled;
+    std::map<std::string, std::size_t> record_of;   // storage key -> buffers_ index
+    const bool zip = size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
+    if (zip) {
+        const ZipArchive archive(data, size, path);
+        const std::string prefix = archive.prefix();
+        if (archive.has(prefix + "byteorder")) {
+            const std::vector<std::uint8_t> order = archive.read(prefix + "byteorder");
+            if (std::string(order.begin(), order.end()) != "little")
+                user_error_in(path, "was saved on a big-endian machine (byteorder '" + std::string(order.begin(), order.end()) + "')", kFix);
+        }
+        const std::vector<std::uint8_t> pkl = archive.read(prefix + "data.pkl");
+        pickled = torch_unpickle(pkl.data(), pkl.size(), path);
+        if (pickled.end != pkl.size()) user_error_in(path, "has bytes after its data.pkl's STOP", kFix);
+        for (const PickleValue& v : pickled.values)
+            if (v.kind == Kind::Storage && !record_of.count(v.text)) {
+                record_of[v.text] = buffers_.size();
+                buffers_.push_back(archive.read(prefix + "data/" + v.text));
+            }
+    } else if (size > 262 && std::memcmp(data + 257, "ustar", 5) == 0) {
+        user_error_in(path, "is a tar archive (torch.save before PyTorch 0.4), which RetroKit does not read", kFix);
+    } else if (size >= 2 && data[0] == 0x80) {
+        // legacy: magic, protocol version, system info, the object, the storage keys; then the storages
+        std::size_t at = 0;
+        auto next = [&]() {
+            PickleResult r = torch_unpickle(data + at, size - at, path);
+            at += r.end;
+            return r;
+        };
+        const PickleResult magic = next();
+        const PickleValue& m = magic.values[magic.root];
+        if (m.kind != Kind::BigInt || m.text.size() != sizeof kLegacyMagic || std::memcmp(m.text.data(), kLegacyMagic, sizeof kLegacyMagic) != 0)
+            user_error_in(path, "is a pickle but not a torch.save file (no torch magic number)", kFix);
+        const PickleResult version = next();
+        if (version.values[version.root].kind != Kind::Int || version.values[version.root].integer != 1001)
+            user_error_in(path, "is a torch.save file of an unknown protocol version", kFix);
+        const PickleResult info = next();
+        const PickleValue& sys = info.values[info.root];
+        if (sys.kind != Kind::Dict) user_error_in(path, "has no system-info dict after its version", kFix);
+        for (std::size_t i = 0; i + 1 < sys.items.size(); i += 2) {
+            const PickleValue& k = info.values[sys.items[i]];
+            const PickleValue& v = info.values[sys.items[i + 1]];
+            if (k.kind == Kind::String && k.text == "little_endian" && v.kind == Kind::Bool && v.integer == 0)
+                user_error_in(path, "was saved on a big-endian machine", kFix);
+        }
+        pickled = next();
+        const PickleResult keys = next();
+        const PickleValue& list = keys.values[keys.root];
+        if (list.kind != Kind::List) user_error_in(path, "has no list of storage keys after its object", kFix);
+        std::map<std::string, DType> dtype_of_key;
+        for (const PickleValue& v : pickled.values)
+            if (v.kind == Kind::Storage) dtype_of_key.emplace(v.text, v.dtype);
+        for (const std::uint32_t k : list.items) {
+            const PickleValue& key = keys.values[k];
+            if (key.kind != Kind::String && key.kind != Kind::Bytes) user_error_in(path, "lists a storage key that is not a string", kFix);
+            const auto dt = dtype_of_key.find(key.text);
+            if (dt == dtype_of_key.end()) user_error_in(path, "lists storage '" + key.text + "', which no tensor uses", kFix);
+            if (record_of.count(key.text)) user_error_in(path, "lists storage '" + key.text + "' twice", kFix);
+            if (size - at < 8) user_error_in(path, "ends before storage '" + key.text + "' (truncated)", "download the file again");
+            std::uint64_t count = 0;
+            for (int i = 7; i >= 0; --i) count = (count << 8) | data[at + static_cast<std::size_t>(i)];
+            at += 8;
+            const std::size_t es = dtype_size(dt->second);
+            if (count > (size - at) / es) user_error_in(path, "ends inside storage '" + key.text + "' (truncated)", "download the file again");
+            const std::size_t bytes = static_cast<std::size_t>(count) * es;
+            record_of[key.text] = buffers_.size();
+            buffers_.emplace_back(data + at, data + at + bytes);
+            at += bytes;
+        }
+        if (at != size) user_error_in(path, "has " + std::to_string(size - at) + " bytes after its last storage", "download the file again");
+    } else {
+        user_error_in(path, "not a PyTorch weights file (neither a torch.save zip archive nor a legacy torch.save stream)", kFix);
+    }
+
+    // every tensor over its storage's bytes
+    const std::size_t storage_buffers = buffers_.size();
+    for (const auto& [name, index] : state_dict_entries(pickled, path)) {
+        const PickleValue& t = pickled.values[index];
+        const PickleValue& s = pickled.values[t.storage];
+        const auto rec = record_of.find(s.text);
+        if (rec == record_of.end() || rec->second >= storage_buffers)
+            user_error_in(path, "tensor '" + name + "' refers to storage '" + s.text + "', which the file does not hold", "download the file again");
+        const std::vector<std::uint8_t>& record = buffers_[rec->second];
+        const std::size_t ses = dtype_size(s.dtype);
+        StorageBytes sb;
+        const std::int64_t s_numel = s.view_numel >= 0 ? s.view_numel : s.integer;
+        const std::int64_t s_first = s.view_numel >= 0 ? s.view_offset : 0;
+        if (static_cast<unsigned __int128>(s_first + s_numel) * ses > record.size())
+            user_error_in(path, "storage '" + s.text + "' is shorter than its " + std::to_string(s_numel) + " elements", "download the file again");
+        sb.data = record.data() + static_cast<std::size_t>(s_first) * ses;
+        sb.bytes = static_cast<std::size_t>(s_numel) * ses;
+
+        TensorView v;
+        v.dtype = t.dtype;
+        v.shape = t.shape;
+        const std::int64_t numel = shape_numel(t.shape, path);
+        const std::size_t es = dtype_size(t.dtype);
+        std::int64_t last = 0;
+        if (!last_element(t, last)) user_error_in(path, "tensor '" + name + "' has impossibly large strides", kFix);
+        if (last < 0) {   // an empty tensor
+            v.data = sb.data;
+            v.bytes = 0;
+            tensors_[name] = std::move(v);
+            continue;
+        }
+        if (static_cast<unsigned __int128>(t.offset + last + 1) * es > sb.bytes)
+            user_error_in(path, "tensor '" + name + "' " + shape_string(t.shape) + " reaches past its storage's " +
+                                    std::to_string(sb.bytes) + " bytes", "download the file again");
+        const std::uint8_t* first = sb.data + static_cast<std::size_t>(t.offset) * es;
+        bool contiguous = true;
+        std::int64_t expect = 1;
+        for (std::size_t d = t.shape.size(); d-- > 0;) {
+            if (t.shape[d] != 1 && t.stride[d] != expect) contiguous = false;
+            expect *= t.shape[d];
+        }
+        v.bytes = static_cast<std::size_t>(numel) * es;
+        if (contiguous) {
+            v.data = first;
+        } else {
+            // a strided view (a transposed tensor saved as it was): copied out in row-major order. A view that
+            // repeats elements (stride 0, an expanded tensor) could be far larger than the file: refused.
+            if (v.bytes > sb.bytes)
+                user_error_in(path, "tensor '" + name + "' " + shape_string(t.shape) + " repeats its storage's elements (an expanded view)",
+                              "save it with .contiguous() (or .clone()) in the state_dict");
+            std::vector<std::uint8_t> copy(v.bytes);
+            std::vector<std::int64_t> idx(t.shape.size(), 0);
+            for (std::int64_t e = 0; e < numel; ++e) {
+                std::int64_t off = 0;
+                for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.stride[d];
+                std::memcpy(copy.data() + static_cast<std::size_t>(e) * es, first + static_cast<std::size_t>(off) * es, es);
+                for (std::size_t d = idx.size(); d-- > 0;) {
+                    if (++idx[d] < t.shape[d]) break;
+                    idx[d] = 0;
+                }
+            }
+            buffers_.push_back(std::move(copy));
+            v.data = buffers_.back().data();
+        }
+        tensors_[name] = std::move(v);
+    }
+}
+
+}  // namespace retro

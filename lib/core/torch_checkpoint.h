@@ -1,0 +1,42 @@
+// A PyTorch weights file — pytorch_model.bin, a .pt / .pth state_dict — read without Python or libtorch. Both
+// formats torch.save writes: the zip archive (PyTorch >= 1.6: ARCHIVE/data.pkl, ARCHIVE/data/KEY records stored
+// uncompressed, ARCHIVE/byteorder) read through libzip, and the legacy stream (before 1.6: five pickles — magic
+// number, protocol version 1001, system info, the object, the storage keys — then each storage as an int64 count
+// and its bytes). The pickles run on core/torch_pickle.h's restricted machine, so a file that names anything but
+// tensors and dicts is refused, never executed. The object must be a dict of tensor names to tensors (what
+// `torch.save(model.state_dict(), f)` writes); tensors are exposed as safetensors' TensorView (contiguous
+// row-major bytes), a non-contiguous view (a transposed tensor saved as it was) copied into that layout, tensors
+// sharing a storage (tied weights) sharing its bytes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+
+namespace retro {
+
+class TorchCheckpointFile {
+public:
+    TorchCheckpointFile() = default;
+    // Reads the whole file; UserError naming it (one line) on anything it cannot read as a state_dict.
+    explicit TorchCheckpointFile(const std::string& path);
+    // The same over bytes in memory (tests, fuzzing); `name` is the path messages give.
+    static TorchCheckpointFile from_bytes(const std::uint8_t* data, std::size_t size, const std::string& name);
+
+    bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+    // Throws UserError naming the file and tensor when missing.
+    const TensorView& get(const std::string& name) const;
+    const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+    const std::string& path() const { return path_; }
+
+private:
+    void load(const std::uint8_t* data, std::size_t size);
+
+    std::string path_;
+    std::map<std::string, TensorView> tensors_;
+    std::vector<std::vector<std::uint8_t>> buffers_;   // storages' bytes, and copies of non-contiguous views
+};
+
+}  // namespace retro

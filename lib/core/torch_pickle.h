@@ -1,0 +1,48 @@
+// A restricted unpickler for the pickles torch.save writes (the data.pkl of a zip checkpoint, the pickles of the
+// legacy format before PyTorch 1.6): a state_dict of tensors, nothing else. It is a small stack machine over
+// Python's pickle opcodes (protocols 2 to 5; the text opcodes of protocols 0/1 are refused) that builds plain
+// values — None, bools, ints, floats, strings, bytes, tuples, lists, dicts — and knows torch's own few callables:
+// the storage types named by persistent ids, torch._utils._rebuild_tensor(_v2), _rebuild_parameter(_with_state),
+// torch._tensor._rebuild_from_type_v2 and collections.OrderedDict. Any other global (os.system, builtins.eval, a
+// class of the training script) is refused at the GLOBAL opcode in one line naming it: nothing in a pickle runs,
+// unlike torch.load without weights_only. Values live in one arena and refer to each other by index, so a
+// self-referencing or deeply nested pickle costs no recursion.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace retro {
+
+struct PickleValue {
+    enum class Kind : std::uint8_t { None, Bool, Int, BigInt, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
+    Kind kind = Kind::None;
+    std::int64_t integer = 0;           // Bool, Int; Storage: its declared element count
+    double real = 0;                    // Float
+    std::string text;                   // String, Bytes, BigInt (little-endian two's complement bytes),
+                                        // Global ("module.name"), Storage (its key: the record's name)
+    std::vector<std::uint32_t> items;   // Tuple, List; Dict: key, value, key, value, ... (insertion order)
+    // Storage: its element type; a legacy view of another storage (view_metadata) keeps the root's key in
+    // `text` and its element offset and count here.
+    DType dtype = DType::F32;
+    std::int64_t view_offset = 0, view_numel = -1;
+    // Tensor: the storage value's index, the element offset into it, sizes and strides (elements).
+    std::uint32_t storage = 0;
+    std::int64_t offset = 0;
+    std::vector<std::int64_t> shape, stride;
+};
+
+struct PickleResult {
+    std::vector<PickleValue> values;   // the arena
+    std::uint32_t root = 0;            // the value STOP returned
+    std::size_t end = 0;               // bytes read, STOP included (the legacy format reads several pickles in a row)
+};
+
+// Runs the pickle at data[0, size) up to its STOP. UserError naming `path` (and the byte offset) on anything
+// malformed, truncated, refused, or too large (more than 16 M values).
+PickleResult torch_unpickle(const std::uint8_t* data, std::size_t size, const std::string& path);
+
+}  // namespace retro

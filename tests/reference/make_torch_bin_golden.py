@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Golden files for lib/core/torch_checkpoint.h (pytorch_model.bin read without Python).
+
+Run by hand (torch >= 2.1; made with torch 2.15):  python tests/reference/make_torch_bin_golden.py
+Writes tests/reference/golden/torch_bin/:
+  reference.safetensors   every tensor of the state dict below, contiguous: what each .bin must read back as
+  zip_p2.bin              torch.save default (zip archive, pickle protocol 2)
+  zip_p4.bin              pickle_protocol=4 (FRAME, SHORT_BINUNICODE, MEMOIZE opcodes)
+  legacy.bin              _use_new_zipfile_serialization=False (the format before PyTorch 1.6)
+  nested.bin              {"model": state_dict, "epoch": 3}: refused (not a state_dict)
+  expanded.bin            a stride-0 view (an expanded tensor): refused
+  evil.bin                a pickle naming os.system: refused without running anything
+  bert_tiny_bin/          golden/bert_tiny's weights as pytorch_model.bin (zip) — its embeddings are the golden's
+  bert_tiny_bin_sharded/  the same weights as two legacy-format shards + pytorch_model.bin.index.json
+"""
+import json
+import os
+import shutil
+
+import torch
+from safetensors.torch import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "golden", "torch_bin")
+
+
+def state_dict():
+    g = torch.Generator().manual_seed(43)
+    base = torch.randn(5, 7, generator=g)
+    sd = {
+        "dense.weight": torch.randn(4, 6, generator=g),
+        "dense.bias": torch.randn(4, generator=g),
+        "half": torch.randn(3, 5, generator=g).half(),
+        "bf16": torch.randn(2, 3, 4, generator=g).bfloat16(),
+        "double": torch.randn(3, generator=g).double(),
+        "position_ids": torch.arange(9).unsqueeze(0),
+        "mask": torch.tensor([True, False, True]),
+        "int8": torch.tensor([-128, 0, 127], dtype=torch.int8),
+        "uint8": torch.tensor([0, 200, 255], dtype=torch.uint8),
+        "int32": torch.tensor([-(2**31), 7], dtype=torch.int32),
+        "uint16": torch.tensor([0, 65535, 12345], dtype=torch.uint16),   # _rebuild_tensor_v3 (untyped storage)
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+        "transposed": base.t(),                 # strides (1, 7): copied out row-major
+        "rows_2_4": base[2:4],                  # storage offset 14, shares base's storage
+        "column_3": base[:, 3],                 # offset 3, stride 7
+        "base": base,
+        "param": torch.nn.Parameter(torch.randn(2, 2, generator=g)),   # _rebuild_parameter
+    }
+    sd["tied"] = sd["dense.weight"]             # two names, one storage
+    return sd
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    sd = state_dict()
+    ref = {k: v.detach().contiguous().clone() for k, v in sd.items()}
+    save_file(ref, os.path.join(OUT, "reference.safetensors"))
+    torch.save(sd, os.path.join(OUT, "zip_p2.bin"))
+    torch.save(sd, os.path.join(OUT, "zip_p4.bin"), pickle_protocol=4)
+    legacy = {k: v for k, v in sd.items() if k != "uint16"}   # the legacy writer predates uint16
+    torch.save(legacy, os.path.join(OUT, "legacy.bin"), _use_new_zipfile_serialization=False)
+    torch.save({"model": {"w": torch.ones(2)}, "epoch": 3}, os.path.join(OUT, "nested.bin"))
+    torch.save({"w": torch.ones(1, 3).expand(1000, 3)}, os.path.join(OUT, "expanded.bin"))
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    torch.save({"w": torch.ones(2), "x": Evil()}, os.path.join(OUT, "evil.bin"))
+
+    # bert_tiny as pytorch_model.bin, whole (zip) and in two legacy shards with transformers' index
+    bert = os.path.join(HERE, "golden", "bert_tiny")
+    weights = load_file(os.path.join(bert, "model.safetensors"))
+    one = os.path.join(OUT, "bert_tiny_bin")
+    two = os.path.join(OUT, "bert_tiny_bin_sharded")
+    for d in (one, two):
+        os.makedirs(d, exist_ok=True)
+        for f in ("config.json", "vocab.txt", "tokenizer_config.json"):
+            shutil.copy(os.path.join(bert, f), d)
+    torch.save(weights, os.path.join(one, "pytorch_model.bin"))
+    names = sorted(weights)
+    halves = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for i, part in enumerate(halves):
+        fname = f"pytorch_model-{i + 1:05d}-of-00002.bin"
+        torch.save({k: weights[k] for k in part}, os.path.join(two, fname), _use_new_zipfile_serialization=False)
+        weight_map.update({k: fname for k in part})
+    total = sum(v.numel() * v.element_size() for v in weights.values())
+    with open(os.path.join(two, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    print("wrote", OUT, "with torch", torch.__version__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+// torch.save files read without Python (core/torch_checkpoint.h, core/torch_pickle.h), held to golden files torch
+// 2.15 wrote (tests/reference/make_torch_bin_golden.py): every tensor of the zip format (pickle protocols 2 and 4)
+// and the legacy format equals the reference safetensors bit for bit — every dtype, a 0-d and an empty tensor,
+// strided views (transposed, a column, a row slice at a storage offset), tied names, a Parameter, uint16 through
+// _rebuild_tensor_v3; bert_tiny's weights as pytorch_model.bin (zip) and as legacy shards with transformers' index
+// embed exactly as its model.safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
+// expanded view are refused in one line; every truncation and random byte damage is a UserError, never a crash.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/safetensors.h"
+#include "core/torch_checkpoint.h"
+#include "embed/bert_embedder.h"
+#include "embed/checkpoint_weights.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kDir = test::source_dir() / "tests" / "reference" / "golden" / "torch_bin";
+
+std::vector<std::uint8_t> file_bytes(const fs::path& p) {
+    const std::string s = test::read_text(p);
+    return std::vector<std::uint8_t>(s.begin(), s.end());
+}
+
+std::string refusal_of(const std::vector<std::uint8_t>& bytes) {
+    try {
+        TorchCheckpointFile::from_bytes(bytes.data(), bytes.size(), "x.bin");
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+std::string refusal_of(const fs::path& p) {
+    try {
+        TorchCheckpointFile f(p.string());
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+std::vector<float> embed(const fs::path& dir, const std::vector<std::string>& texts, std::string* fingerprint = nullptr) {
+    BertEmbedderOptions o;
+    o.model_dir = dir.string();
+    BertEmbedder e(o, nullptr);
+    std::vector<float> out(texts.size() * e.dim());
+    e.embed_texts(texts, out.data());
+    if (fingerprint) *fingerprint = e.fingerprint();
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("torch checkpoint: zip (protocols 2, 4) and legacy files read back every tensor bit for bit") {
+    const SafetensorsFile ref((kDir / "reference.safetensors").string());
+    for (const std::string name : {"zip_p2.bin", "zip_p4.bin", "legacy.bin"}) {
+        CAPTURE(name);
+        const bool legacy = name == "legacy.bin";
+        const TorchCheckpointFile f((kDir / name).string());
+        CHECK(f.tensors().size() == ref.tensors().size() - (legacy ? 1 : 0));   // legacy has no uint16
+        for (const auto& [tensor, want] : ref.tensors()) {
+            CAPTURE(tensor);
+            if (legacy && tensor == "uint16") continue;
+            REQUIRE(f.has(tensor));
+            const TensorView& got = f.get(tensor);
+            CHECK(dtype_name(got.dtype) == dtype_name(want.dtype));
+            CHECK(got.shape == want.shape);
+            REQUIRE(got.bytes == want.bytes);
+            CHECK(std::memcmp(got.data, want.data, want.bytes) == 0);
+        }
+        // tied names share one storage's bytes (no copy); a contiguous slice points into its base's storage
+        CHECK(f.get("tied").data == f.get("dense.weight").data);
+        CHECK(static_cast<const float*>(f.get("rows_2_4").data) == static_cast<const float*>(f.get("base").data) + 14);
+        CHECK(f.get("scalar").shape.empty());
+        CHECK(f.get("empty").bytes == 0);
+        CHECK_THROWS_AS(f.get("missing"), UserError);
+    }
+}
+
+TEST_CASE("torch checkpoint: bert_tiny as pytorch_model.bin and as legacy shards embeds as its model.safetensors") {
+    const fs::path golden = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
+    const std::vector<std::string> texts = {"hello world", "the lazy dog sleeps in the sun", "a"};
+    std::string fp_st, fp_bin, fp_sharded;
+    const std::vector<float> want = embed(golden, texts, &fp_st);
+    CHECK(embed(kDir / "bert_tiny_bin", texts, &fp_bin) == want);
+    CHECK(embed(kDir / "bert_tiny_bin_sharded", texts, &fp_sharded) == want);
+    // the fingerprints are the files' own (the index's and its shards' joined where sharded), as for safetensors
+    CHECK(fp_bin == fingerprint_file((kDir / "bert_tiny_bin" / "pytorch_model.bin").string()));
+    const fs::path s = kDir / "bert_tiny_bin_sharded";
+    const std::string joined = fingerprint_file((s / "pytorch_model.bin.index.json").string()) + " " +
+                               fingerprint_file((s / "pytorch_model-00001-of-00002.bin").string()) + " " +
+                               fingerprint_file((s / "pytorch_model-00002-of-00002.bin").string());
+    CHECK(fp_sharded == fingerprint_bytes(joined.data(), joined.size()));
+    CHECK(fp_bin != fp_st);
+
+    // model.safetensors wins where a folder holds both, as in transformers
+    test::TempDir tmp("torchbin");
+    fs::copy(kDir / "bert_tiny_bin", tmp.path / "both");
+    fs::copy_file(golden / "model.safetensors", tmp.path / "both" / "model.safetensors");
+    CHECK(CheckpointWeights::path_of((tmp.path / "both").string()) == (tmp.path / "both" / "model.safetensors").string());
+    std::string fp_both;
+    CHECK(embed(tmp.path / "both", texts, &fp_both) == want);
+    CHECK(fp_both == fp_st);
+
+    // a shard the index names but the folder lacks: one line naming it
+    fs::copy(s, tmp.path / "partial");
+    fs::remove(tmp.path / "partial" / "pytorch_model-00002-of-00002.bin");
+    try {
+        CheckpointWeights w((tmp.path / "partial").string(), "a test folder");
+        FAIL("accepted a missing shard");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("pytorch_model-00002-of-00002.bin: missing") != std::string::npos);
+    }
+}
+
+TEST_CASE("torch checkpoint: code in a pickle, a training checkpoint and an expanded view are refused in one line") {
+    const std::string evil = refusal_of(kDir / "evil.bin");
+    CHECK(evil.find("posix.system") != std::string::npos);
+    CHECK(evil.find("refused") != std::string::npos);
+    CHECK(evil.find('\n') == std::string::npos);
+    const std::string nested = refusal_of(kDir / "nested.bin");
+    CHECK(nested.find("holds 'model': a dict") != std::string::npos);
+    CHECK(nested.find("not a tensor") != std::string::npos);
+    CHECK(refusal_of(kDir / "expanded.bin").find("expanded view") != std::string::npos);
+    CHECK(refusal_of(std::vector<std::uint8_t>{}).find("not a PyTorch weights file") != std::string::npos);
+    const std::string text = "just some text, not weights\n";
+    CHECK(refusal_of(std::vector<std::uint8_t>(text.begin(), text.end())).find("not a PyTorch weights file") != std::string::npos);
+}
+
+TEST_CASE("torch checkpoint: every truncation and random byte damage is a UserError or reads, never a crash") {
+    std::mt19937 rng(43);
+    for (const std::string name : {"zip_p2.bin", "legacy.bin", "zip_p4.bin"}) {
+        CAPTURE(name);
+        const std::vector<std::uint8_t> whole = file_bytes(kDir / name);
+        int refused = 0;
+        for (std::size_t n = 0; n < whole.size(); ++n) {   // every prefix
+            const std::vector<std::uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n));
+            if (refusal_of(cut) != "(accepted)") ++refused;
+        }
+        CHECK(refused == static_cast<int>(whole.size()));   // a truncated file never reads as complete
+        for (int trial = 0; trial < 3000; ++trial) {   // one to four damaged bytes; libzip's CRC catches most in data
+            std::vector<std::uint8_t> bad = whole;
+            const int flips = 1 + trial % 4;
+            for (int i = 0; i < flips; ++i) bad[rng() % bad.size()] = static_cast<std::uint8_t>(rng());
+            try {
+                TorchCheckpointFile::from_bytes(bad.data(), bad.size(), "x.bin");
+            } catch (const UserError&) {
+            }
+        }
+    }
+}
