@@ -3,7 +3,7 @@
 // and the legacy format equals the reference safetensors bit for bit — every dtype, a 0-d and an empty tensor,
 // strided views (transposed, a column, a row slice at a storage offset), tied names, a Parameter, uint16 through
 // _rebuild_tensor_v3; bert_tiny's weights as pytorch_model.bin (zip) and as legacy shards with transformers' index
-// embed exactly as its model.safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
+// embed exactly as its model.safetensors, and LaBSE's Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
 // expanded view are refused in one line; every truncation and random byte damage is a UserError, never a crash.
 #include <doctest/doctest.h>
 
@@ -123,6 +123,22 @@ TEST_CASE("torch checkpoint: bert_tiny as pytorch_model.bin and as legacy shards
     } catch (const UserError& e) {
         CHECK(std::string(e.what()).find("pytorch_model-00002-of-00002.bin: missing") != std::string::npos);
     }
+}
+
+TEST_CASE("torch checkpoint: a sentence-transformers Dense module saved as pytorch_model.bin (LaBSE's form)") {
+    const fs::path golden = test::source_dir() / "tests" / "reference" / "golden";
+    test::TempDir tmp("torchbin-dense");
+    const fs::path st = tmp / "st", bin = tmp / "bin";
+    for (const fs::path& d : {st, bin}) {
+        fs::copy(golden / "bert_tiny", d, fs::copy_options::recursive);
+        fs::copy(golden / "st_dense" / "labse", d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    }
+    fs::remove(bin / "2_Dense" / "model.safetensors");
+    fs::copy_file(kDir / "labse_dense_bin" / "pytorch_model.bin", bin / "2_Dense" / "pytorch_model.bin");
+    const std::vector<std::string> texts = {"hello world", "the lazy dog sleeps in the sun"};
+    std::string fp_st, fp_bin;
+    CHECK(embed(bin, texts, &fp_bin) == embed(st, texts, &fp_st));
+    CHECK(fp_bin != fp_st);   // the Dense weights' file is in the fingerprint
 }
 
 TEST_CASE("torch checkpoint: code in a pickle, a training checkpoint and an expanded view are refused in one line") {

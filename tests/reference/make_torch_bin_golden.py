@@ -12,6 +12,7 @@ Writes tests/reference/golden/torch_bin/:
   evil.bin                a pickle naming os.system: refused without running anything
   bert_tiny_bin/          golden/bert_tiny's weights as pytorch_model.bin (zip) — its embeddings are the golden's
   bert_tiny_bin_sharded/  the same weights as two legacy-format shards + pytorch_model.bin.index.json
+  labse_dense_bin/        golden/st_dense/labse's Dense weights as pytorch_model.bin (older sentence-transformers)
 """
 import json
 import os
@@ -89,6 +90,11 @@ def main():
     total = sum(v.numel() * v.element_size() for v in weights.values())
     with open(os.path.join(two, "pytorch_model.bin.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    # LaBSE's Dense module as older sentence-transformers saved it: 2_Dense/pytorch_model.bin
+    dense = os.path.join(OUT, "labse_dense_bin")
+    os.makedirs(dense, exist_ok=True)
+    torch.save(load_file(os.path.join(HERE, "golden", "st_dense", "labse", "2_Dense", "model.safetensors")),
+               os.path.join(dense, "pytorch_model.bin"))
     print("wrote", OUT, "with torch", torch.__version__)
 
 
