@@ -30,17 +30,18 @@ demo: demo-deps build
 
 # libFuzzer targets (tests/fuzz/fuzz_NAME.cpp; clang; not part of CI): the .npy and .safetensors parsers, the JPEG
 # and PNG decoders, the corpus readers (text, jsonl, gzip, zstd), the UTF-8 handling and tokenizers, a tokenizer.json
-# rebuilt into a sentencepiece model. Runs each for
+# rebuilt into a sentencepiece model, a torch.save file (pytorch_model.bin) and its unpickler. Runs each for
 # FUZZ_SECONDS, one after another; its corpus grows in fuzz-out/NAME/corpus, a crash, leak, timeout or OOM input
 # lands in fuzz-out/NAME/. FUZZ_TARGETS=image runs only some.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= npy safetensors image corpus text tokenizer_json
+FUZZ_TARGETS ?= npy safetensors image corpus text tokenizer_json torch_checkpoint
 FUZZ_SEEDS_npy = tests/reference/fixtures
 FUZZ_SEEDS_safetensors = tests/reference/fixtures
 FUZZ_SEEDS_image = tests/reference/golden/clip_tiny/images tests/fuzz/seeds/image
 FUZZ_SEEDS_corpus = tests/fuzz/seeds/corpus
 FUZZ_SEEDS_text = tests/fuzz/seeds/text
 FUZZ_SEEDS_tokenizer_json = tests/fuzz/seeds/tokenizer_json
+FUZZ_SEEDS_torch_checkpoint = tests/fuzz/seeds/torch_checkpoint
 define fuzz_run
 @mkdir -p fuzz-out/$(1)/corpus
 build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=fuzz-out/$(1)/ fuzz-out/$(1)/corpus $(FUZZ_SEEDS_$(1))
