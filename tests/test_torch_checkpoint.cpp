@@ -3,7 +3,8 @@
 // and the legacy format equals the reference safetensors bit for bit — every dtype, a 0-d and an empty tensor,
 // strided views (transposed, a column, a row slice at a storage offset), tied names, a Parameter, uint16 through
 // _rebuild_tensor_v3; bert_tiny's weights as pytorch_model.bin (zip) and as legacy shards with transformers' index
-// embed exactly as its model.safetensors, and LaBSE's Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
+// embed exactly as its model.safetensors, retro-train --init-from a RETRO-pytorch state_dict .pt starts where its
+// safetensors does, and LaBSE's Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
 // expanded view are refused in one line; every truncation and random byte damage is a UserError, never a crash.
 #include <doctest/doctest.h>
 
@@ -19,7 +20,11 @@
 #include "core/torch_checkpoint.h"
 #include "embed/bert_embedder.h"
 #include "embed/checkpoint_weights.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "test_train_fixtures.h"
 #include "test_util.h"
+#include "train/init_from.h"
 
 using namespace retro;
 namespace fs = std::filesystem;
@@ -139,6 +144,43 @@ TEST_CASE("torch checkpoint: a sentence-transformers Dense module saved as pytor
     std::string fp_st, fp_bin;
     CHECK(embed(bin, texts, &fp_bin) == embed(st, texts, &fp_st));
     CHECK(fp_bin != fp_st);   // the Dense weights' file is in the fingerprint
+}
+
+TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict saved with torch.save") {
+    const fs::path golden = test::source_dir() / "tests" / "reference" / "golden" / "retro_tiny";
+    const fs::path pt = kDir / "retro_tiny_state_dict.pt";
+    const RetroConfig c = RetroConfig::load((golden / "config.json").string());
+    const ParamLayout layout(c);
+    auto load = [&](const fs::path& base, InitFromInfo& info) {
+        info = init_from_resolve(base.string());
+        std::vector<float> w;
+        params_init(w, layout, 7);
+        init_from_load(info, w, layout, c);
+        return w;
+    };
+    InitFromInfo a, b;
+    const std::vector<float> from_st = load(golden / "weights.safetensors", a), from_pt = load(pt, b);
+    CHECK(from_pt == from_st);
+    CHECK(b.copied == static_cast<std::int64_t>(layout.entries().size()));
+    CHECK(b.fresh == 0);
+    CHECK(b.ignored == a.ignored);
+    CHECK(b.fingerprint == fingerprint_file(pt.string()));
+
+    // the tool: every tensor copied, none fresh, and the first loss is the base's own
+    test::TempDir dir("torchbin-initfrom");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 12, 9);
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               test::config_path() + " --steps 1 --batch-size 2 --threads 1 --init-from ";
+    const auto r1 = test::run_tool("retro-train", common + pt.string() + " --out " + (dir / "pt").string());
+    CHECK_MESSAGE(r1.exit_code == 0, r1.err);
+    CHECK(r1.err.find(std::to_string(layout.entries().size()) + " tensors copied, 0 fresh") != std::string::npos);
+    const auto r2 = test::run_tool("retro-train", common + (golden / "weights.safetensors").string() + " --out " + (dir / "st").string());
+    CHECK_MESSAGE(r2.exit_code == 0, r2.err);
+    CHECK(test::losses(dir / "pt") == test::losses(dir / "st"));
+    // a torch file that is not a state_dict: one line, exit 2
+    const auto bad = test::run_tool("retro-train", common + (kDir / "nested.bin").string() + " --out " + (dir / "bad").string());
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("nested.bin: holds 'model': a dict, not a tensor") != std::string::npos);
 }
 
 TEST_CASE("torch checkpoint: code in a pickle, a training checkpoint and an expanded view are refused in one line") {

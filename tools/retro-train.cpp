@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
             app.add_option("--init-from", o.init_from,
-                           "Retro-fit: start from a trained run's weights (run folder, checkpoint folder or "
-                           ".safetensors); tensors the base lacks keep the --seed init, the decoder must match");
+                           "Retro-fit: start from a trained run's weights (run folder, checkpoint folder, "
+                           ".safetensors, or a RETRO-pytorch state_dict saved with torch.save); tensors the base "
+                           "lacks keep the --seed init, the decoder must match");
             app.add_option("--train-only", o.train_only,
                            "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
                                "; token embedding and head are in decoder)")

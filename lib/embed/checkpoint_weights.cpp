@@ -9,7 +9,7 @@
 #include "core/fingerprint.h"
 #include "core/lfs_pointer.h"
 #include "core/manifest.h"
-#include "core/torch_checkpoint.h"
+#include "core/weights_file.h"
 
 namespace retro {
 
@@ -50,20 +50,6 @@ std::set<std::string> shard_names(const std::map<std::string, std::string>& map)
 
 }  // namespace
 
-// One weights file: safetensors mapped, or a torch.save file read (core/torch_checkpoint.h).
-struct CheckpointWeights::File {
-    SafetensorsFile safetensors;
-    TorchCheckpointFile torch;
-    bool is_torch = false;
-    explicit File(const std::string& path, bool torch_format) : is_torch(torch_format) {
-        if (torch_format) torch = TorchCheckpointFile(path);
-        else safetensors = SafetensorsFile(path);
-    }
-    const std::map<std::string, TensorView>& tensors() const { return is_torch ? torch.tensors() : safetensors.tensors(); }
-    const std::string& path() const { return is_torch ? torch.path() : safetensors.path(); }
-    bool has(const std::string& name) const { return tensors().count(name) != 0; }
-};
-
 bool CheckpointWeights::present(const std::string& dir) {
     for (const char* form : kForms)
         if (fs::exists(fs::path(dir) / form)) return true;
@@ -96,9 +82,8 @@ CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& 
                                  kTorchSingle + ")",
                       "download the checkpoint's weights file");
     const fs::path file = path_;
-    const bool torch = file.filename() == kTorchSingle || file.filename() == kTorchIndex;
     if (!is_index(file)) {
-        files_.push_back(std::make_unique<File>(path_, torch));
+        files_.push_back(std::make_unique<WeightsFile>(path_));
         for (const auto& [name, view] : files_[0]->tensors()) {
             tensors_[name] = &view;
             owner_[name] = &files_[0]->path();
@@ -106,15 +91,15 @@ CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& 
         return;
     }
     const std::map<std::string, std::string> map = read_weight_map(path_);
-    std::map<std::string, const File*> by_name;
+    std::map<std::string, const WeightsFile*> by_name;
     for (const std::string& shard : shard_names(map)) {
         const fs::path p = fs::path(dir) / shard;
         if (!fs::exists(p)) user_error_in(p.string(), "missing (a shard " + file.filename().string() + " names)", "download the checkpoint's shards whole");
-        files_.push_back(std::make_unique<File>(p.string(), torch));
+        files_.push_back(std::make_unique<WeightsFile>(p.string()));
         by_name[shard] = files_.back().get();
     }
     for (const auto& [name, shard] : map) {
-        const File* f = by_name.at(shard);
+        const WeightsFile* f = by_name.at(shard);
         if (!f->has(name))
             user_error_in(path_, "maps '" + name + "' to " + shard + ", which has no such tensor", "download the checkpoint's shards whole");
         tensors_[name] = &f->tensors().at(name);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "core/weights_file.h"
 
 namespace retro {
 
@@ -41,9 +41,8 @@ public:
     const std::string& path() const { return path_; }
 
 private:
-    struct File;   // a .safetensors or a torch.save file
     std::string path_;
-    std::vector<std::unique_ptr<File>> files_;
+    std::vector<std::unique_ptr<WeightsFile>> files_;
     std::map<std::string, const TensorView*> tensors_;
     std::map<std::string, const std::string*> owner_;   // the path of the file a tensor is in
 };

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
-#include "core/safetensors.h"
+#include "core/weights_file.h"
 #include "model/param_groups.h"
 
 namespace fs = std::filesystem;
@@ -25,7 +25,8 @@ InitFromInfo init_from_resolve(const std::string& base) {
                           "pass a finished run folder, one of its checkpoints/step_* folders or a .safetensors file");
         info.weights = (p / "model.safetensors").string();
     } else {
-        user_error_in(base, "not found", "--init-from takes a run folder, a checkpoint folder or a .safetensors file");
+        user_error_in(base, "not found",
+                      "--init-from takes a run folder, a checkpoint folder, a .safetensors file or a torch.save state_dict");
     }
     info.fingerprint = fingerprint_file(info.weights);
     if (fs::is_directory(p) && fs::exists(p / "manifest.json")) {   // a finished run: its manifest records the weights
@@ -42,7 +43,7 @@ InitFromInfo init_from_resolve(const std::string& base) {
 
 namespace {
 // The base's recorded RetroKit config (params_save's metadata), or null when absent (e.g. RP's own weights).
-nlohmann::json base_config(const SafetensorsFile& f) {
+nlohmann::json base_config(const WeightsFile& f) {
     auto it = f.metadata().find("retrokit_config");
     if (it == f.metadata().end()) return nullptr;
     try {
@@ -55,7 +56,7 @@ nlohmann::json base_config(const SafetensorsFile& f) {
 
 template <typename T>
 void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayout& layout, const RetroConfig& config) {
-    SafetensorsFile f(info.weights);
+    const WeightsFile f(info.weights);   // .safetensors, or a RETRO-pytorch state_dict saved with torch.save
     const std::string& path = info.weights;
     const auto bc = base_config(f);
     for (const char* key : {"heads", "dim_head"})

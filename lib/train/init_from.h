@@ -1,6 +1,7 @@
 // `retro-train --init-from BASE` (retro-fitting, RETRO paper §4.2): a new run's step-0 weights from a trained
-// run's. BASE is a run folder (its model.safetensors), a checkpoint folder (checkpoints/step_*/) or a
-// .safetensors file. Tensors present in both with equal shapes are copied; tensors of the new config the base
+// run's. BASE is a run folder (its model.safetensors), a checkpoint folder (checkpoints/step_*/), a
+// .safetensors file, or a state_dict saved with torch.save (RETRO-pytorch's `torch.save(retro.state_dict(), f)`:
+// the same tensor names; core/weights_file.h). Tensors present in both with equal shapes are copied; tensors of the new config the base
 // lacks (CCA layers, a deeper encoder) keep their fresh initialisation. The decoder (model/param_groups.h:
 // group `decoder`) must match exactly: a decoder tensor missing from the base, of another shape, or in the
 // base but not in the new config, and differing heads/dim_head in the base's recorded config, are UserErrors
@@ -16,7 +17,7 @@
 namespace retro {
 
 struct InitFromInfo {
-    std::string weights;       // the .safetensors read
+    std::string weights;       // the file read (.safetensors or torch.save)
     std::string fingerprint;   // its xxh3 (core/fingerprint.h), recorded for provenance and checked on --resume
     std::int64_t copied = 0, fresh = 0, ignored = 0;   // tensors copied, kept fresh, of the base not used
 };

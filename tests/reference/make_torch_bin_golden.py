@@ -13,6 +13,7 @@ Writes tests/reference/golden/torch_bin/:
   bert_tiny_bin/          golden/bert_tiny's weights as pytorch_model.bin (zip) — its embeddings are the golden's
   bert_tiny_bin_sharded/  the same weights as two legacy-format shards + pytorch_model.bin.index.json
   labse_dense_bin/        golden/st_dense/labse's Dense weights as pytorch_model.bin (older sentence-transformers)
+  retro_tiny_state_dict.pt  golden/retro_tiny's RETRO-pytorch weights as torch.save(model.state_dict()) writes them
 """
 import json
 import os
@@ -95,6 +96,10 @@ def main():
     os.makedirs(dense, exist_ok=True)
     torch.save(load_file(os.path.join(HERE, "golden", "st_dense", "labse", "2_Dense", "model.safetensors")),
                os.path.join(dense, "pytorch_model.bin"))
+    # a RETRO-pytorch state_dict as torch.save writes it (golden/retro_tiny's weights are RP 0.3.9's
+    # model.state_dict() at examples/configs/tiny.json): retro-train --init-from reads it
+    torch.save(load_file(os.path.join(HERE, "golden", "retro_tiny", "weights.safetensors")),
+               os.path.join(OUT, "retro_tiny_state_dict.pt"))
     print("wrote", OUT, "with torch", torch.__version__)
 
 
