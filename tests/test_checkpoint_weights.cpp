@@ -123,7 +123,7 @@ TEST_CASE("checkpoint weights: a missing shard, a shard path outside the folder 
         fs::create_directories(dir);
         CHECK_FALSE(CheckpointWeights::present(dir.string()));
         CHECK(refusal(dir).find((dir / "model.safetensors").string() +
-                                ": missing (a test folder needs model.safetensors, or model.safetensors.index.json and its shards, or pytorch_model.bin)") == 0);
+                                ": missing (a test folder needs model.safetensors, or model.safetensors.index.json and its shards, or pytorch_model.bin, or pytorch_model.bin.index.json and its shards)") == 0);
         test::write_text(dir / "model.safetensors.index.json", "{\"weight_map\": {}}");
         CHECK(refusal(dir).find("model.safetensors.index.json: has no \"weight_map\"") != std::string::npos);
     }

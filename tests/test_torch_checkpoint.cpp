@@ -5,7 +5,8 @@
 // _rebuild_tensor_v3; bert_tiny's weights as pytorch_model.bin (zip) and as legacy shards with transformers' index
 // embed exactly as its model.safetensors, retro-train --init-from a RETRO-pytorch state_dict .pt starts where its
 // safetensors does, and LaBSE's Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
-// expanded view are refused in one line; every truncation and random byte damage is a UserError, never a crash.
+// expanded view are refused in one line; files without CRC, with a non-tensor _extra_state, from Python 2, and one
+// view under two names read (a negated view, a complex tensor, a view whose size wraps 64 bits refused); every truncation and random byte damage is a UserError, never a crash.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -195,6 +196,33 @@ TEST_CASE("torch checkpoint: code in a pickle, a training checkpoint and an expa
     CHECK(refusal_of(std::vector<std::uint8_t>{}).find("not a PyTorch weights file") != std::string::npos);
     const std::string text = "just some text, not weights\n";
     CHECK(refusal_of(std::vector<std::uint8_t>(text.begin(), text.end())).find("not a PyTorch weights file") != std::string::npos);
+}
+
+TEST_CASE("torch checkpoint: files torch writes less often (no CRC, extra state, Python 2, shared views) and lazy views") {
+    auto floats = [](const TensorView& v) {
+        std::vector<float> out(v.bytes / 4);
+        std::memcpy(out.data(), v.data, v.bytes);
+        return out;
+    };
+    // compute_crc32 = False: the records' CRC-32 is 0 and not checked (torch checks none)
+    CHECK(floats(TorchCheckpointFile((kDir / "nocrc.bin").string()).get("w")) == std::vector<float>{0, 1, 2, 3, 4, 5});
+    // a module's non-tensor _extra_state is left out; the tensors read
+    const TorchCheckpointFile extra((kDir / "extra_state.bin").string());
+    CHECK(extra.has("w"));
+    CHECK_FALSE(extra.has("_extra_state"));
+    // Python 2's legacy pickles: str keys as SHORT_BINSTRING, OrderedDict([[k, v], ...]), OrderedDict([]) hooks
+    const TorchCheckpointFile py2((kDir / "py2_legacy.bin").string());
+    CHECK(floats(py2.get("a.weight")) == std::vector<float>{0, 1.5f, 3});
+    CHECK(floats(py2.get("a.bias")) == std::vector<float>{0, 1.5f});
+    // one strided view under two names: one copy, row-major
+    const TorchCheckpointFile shared((kDir / "shared_view.bin").string());
+    CHECK(shared.get("a").data == shared.get("b").data);
+    CHECK(floats(shared.get("a")) == std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+    // refused, naming why: a lazily negated view (its bytes are not its values), a complex tensor, and a stride-0
+    // view whose byte count wraps 64 bits (9 x (2^61 + 7)/9 doubles: a size_t product says 56 bytes)
+    CHECK(refusal_of(kDir / "neg_view.bin").find("lazy view (metadata 'neg'") != std::string::npos);
+    CHECK(refusal_of(kDir / "complex.bin").find("a tensor of type torch.ComplexFloatStorage, which RetroKit does not read") != std::string::npos);
+    CHECK(refusal_of(kDir / "wrap.bin").find("repeats its storage's elements") != std::string::npos);
 }
 
 TEST_CASE("torch checkpoint: every truncation and random byte damage is a UserError or reads, never a crash") {

@@ -44,22 +44,31 @@ std::string kind_name(Kind k) {
     return "a value";
 }
 
-// The root dict's (name, tensor value) pairs; the last of a repeated name wins, as in Python.
+// The root dict's (name, tensor value) pairs; the last of a repeated name wins, as in Python. Entries that are not
+// tensors (a module's `_extra_state`) are left out where the dict holds tensors; a dict without any tensor (a
+// training checkpoint: {"model": {...}, "epoch": 3}) is refused naming its first entry.
 std::map<std::string, std::uint32_t> state_dict_entries(const PickleResult& r, const std::string& path) {
     const PickleValue& root = r.values[r.root];
     if (root.kind != Kind::Dict)
         user_error_in(path, "holds " + kind_name(root.kind) + ", not a state_dict (a dict of tensor names to tensors)", kFix);
     std::map<std::string, std::uint32_t> out;
+    std::string first_other;
     for (std::size_t i = 0; i < root.items.size(); i += 2) {
         const PickleValue& k = r.values[root.items[i]];
         const PickleValue& v = r.values[root.items[i + 1]];
-        if (k.kind != Kind::String) user_error_in(path, "holds a state_dict key that is " + kind_name(k.kind) + ", not a name", kFix);
-        if (v.kind != Kind::Tensor)
-            user_error_in(path, "holds '" + k.text + "': " + kind_name(v.kind) +
-                                    ", not a tensor (a training checkpoint rather than a state_dict?)",
-                          "save model.state_dict() alone with torch.save, or as model.safetensors");
-        out[k.text] = root.items[i + 1];
+        // Python 2's str keys come as bytes (torch's _maybe_decode_ascii)
+        if (k.kind != Kind::String && k.kind != Kind::Bytes)
+            user_error_in(path, "holds a state_dict key that is " + kind_name(k.kind) + ", not a name", kFix);
+        if (v.kind == Kind::Tensor) {
+            out[k.text] = root.items[i + 1];
+        } else {
+            out.erase(k.text);
+            if (first_other.empty()) first_other = "'" + quoted(k.text) + "': " + kind_name(v.kind);
+        }
     }
+    if (out.empty() && !first_other.empty())
+        user_error_in(path, "holds " + first_other + ", not a tensor (a training checkpoint rather than a state_dict?)",
+                      "save model.state_dict() alone with torch.save, or as model.safetensors");
     return out;
 }
 
@@ -148,33 +157,38 @@ public:
     // A record's bytes. torch stores records uncompressed: a compressed one is refused (no inflating a zip bomb).
     std::vector<std::uint8_t> read(const std::string& name) const {
         const zip_int64_t index = zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW);
-        if (index < 0) user_error_in(path_, "has no record '" + name + "' (the archive is incomplete)", "download the file again");
+        if (index < 0) user_error_in(path_, "has no record '" + quoted(name) + "' (the archive is incomplete)", "download the file again");
         zip_stat_t st;
         zip_stat_init(&st);
         if (zip_stat_index(za_, static_cast<zip_uint64_t>(index), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-            user_error_in(path_, "cannot read record '" + name + "': " + zip_strerror(za_), "download the file again");
+            user_error_in(path_, "cannot read record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
         if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE)
-            user_error_in(path_, "record '" + name + "' is compressed (torch.save stores its records uncompressed)", kFix);
-        if (st.size > size_) user_error_in(path_, "record '" + name + "' is larger than the file", "download the file again");
+            user_error_in(path_, "record '" + quoted(name) + "' is compressed (torch.save stores its records uncompressed)", kFix);
+        if (st.size > size_) user_error_in(path_, "record '" + quoted(name) + "' is larger than the file", "download the file again");
         std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.size));
         zip_file_t* f = zip_fopen_index(za_, static_cast<zip_uint64_t>(index), 0);
-        if (!f) user_error_in(path_, "cannot open record '" + name + "': " + zip_strerror(za_), "download the file again");
+        if (!f) user_error_in(path_, "cannot open record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
         std::size_t done = 0;
         while (done < bytes.size()) {
             const zip_int64_t got = zip_fread(f, bytes.data() + done, bytes.size() - done);
             if (got <= 0) {
                 const std::string why = got < 0 ? zip_error_strerror(zip_file_get_error(f)) : "ends early";
                 zip_fclose(f);
-                user_error_in(path_, "cannot read record '" + name + "': " + why, "download the file again");
+                user_error_in(path_, "cannot read record '" + quoted(name) + "': " + why, "download the file again");
             }
             done += static_cast<std::size_t>(got);
         }
-        // reading to the end checks the record's CRC-32
+        // reading to the end checks the record's CRC-32, where the file has one: torch.save with
+        // torch.serialization.config.save.compute_crc32 = False writes 0 (and its own reader checks none)
+        if ((st.valid & ZIP_STAT_CRC) && st.crc == 0 && !bytes.empty()) {
+            zip_fclose(f);
+            return bytes;
+        }
         char extra;
         const zip_int64_t tail = zip_fread(f, &extra, 1);
         const std::string why = tail < 0 ? zip_error_strerror(zip_file_get_error(f)) : "";
         zip_fclose(f);
-        if (tail < 0) user_error_in(path_, "record '" + name + "' is damaged: " + why, "download the file again");
+        if (tail < 0) user_error_in(path_, "record '" + quoted(name) + "' is damaged: " + why, "download the file again");
         return bytes;
     }
 
@@ -192,6 +206,7 @@ constexpr std::uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6
 void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     const std::string& path = path_;
     PickleResult pickled;
+    std::map<std::string, std::uint32_t> entries;
     std::map<std::string, std::size_t> record_of;   // storage key -> buffers_ index
     const bool zip = size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
     if (zip) {
@@ -199,19 +214,30 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         const std::string prefix = archive.prefix();
         if (archive.has(prefix + "byteorder")) {
             const std::vector<std::uint8_t> order = archive.read(prefix + "byteorder");
-            if (std::string(order.begin(), order.end()) != "little")
-                user_error_in(path, "was saved on a big-endian machine (byteorder '" + std::string(order.begin(), order.end()) + "')", kFix);
+            const std::string o(order.begin(), order.end());
+            if (o != "little") user_error_in(path, "was saved on a big-endian machine (byteorder '" + quoted(o) + "')", kFix);
         }
         const std::vector<std::uint8_t> pkl = archive.read(prefix + "data.pkl");
         pickled = torch_unpickle(pkl.data(), pkl.size(), path);
         if (pickled.end != pkl.size()) user_error_in(path, "has bytes after its data.pkl's STOP", kFix);
-        for (const PickleValue& v : pickled.values)
-            if (v.kind == Kind::Storage && !record_of.count(v.text)) {
-                record_of[v.text] = buffers_.size();
-                buffers_.push_back(archive.read(prefix + "data/" + v.text));
-            }
-    } else if (size > 262 && std::memcmp(data + 257, "ustar", 5) == 0) {
-        user_error_in(path, "is a tar archive (torch.save before PyTorch 0.4), which RetroKit does not read", kFix);
+        entries = state_dict_entries(pickled, path);
+        // the records the tensors use, each once; stored records cannot add up to more than the file (overlapping
+        // entries of a crafted archive could)
+        std::size_t total = 0;
+        for (const auto& [name, index] : entries) {
+            const PickleValue& s = pickled.values[pickled.values[index].storage];
+            if (record_of.count(s.text)) continue;
+            std::vector<std::uint8_t> record = archive.read(prefix + "data/" + s.text);
+            // torch refuses a record whose size is not its storage's (torch/serialization.py load_tensor)
+            if (static_cast<unsigned __int128>(s.integer) * dtype_size(s.dtype) != record.size())
+                user_error_in(path, "record 'data/" + quoted(s.text) + "' holds " + std::to_string(record.size()) +
+                                        " bytes, its storage " + std::to_string(s.integer) + " elements of " + dtype_name(s.dtype),
+                              "download the file again");
+            total += record.size();
+            if (total > size) user_error_in(path, "has records that add up to more than the file (overlapping zip entries)", kFix);
+            record_of[s.text] = buffers_.size();
+            buffers_.push_back(std::move(record));
+        }
     } else if (size >= 2 && data[0] == 0x80) {
         // legacy: magic, protocol version, system info, the object, the storage keys; then the storages
         std::size_t at = 0;
@@ -237,49 +263,64 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
                 user_error_in(path, "was saved on a big-endian machine", kFix);
         }
         pickled = next();
+        entries = state_dict_entries(pickled, path);
         const PickleResult keys = next();
         const PickleValue& list = keys.values[keys.root];
         if (list.kind != Kind::List) user_error_in(path, "has no list of storage keys after its object", kFix);
+        // every storage the stream holds, in the list's order (its element size from a storage value naming it)
         std::map<std::string, DType> dtype_of_key;
         for (const PickleValue& v : pickled.values)
             if (v.kind == Kind::Storage) dtype_of_key.emplace(v.text, v.dtype);
+        std::set<std::string> used;
+        for (const auto& [name, index] : entries) used.insert(pickled.values[pickled.values[index].storage].text);
         for (const std::uint32_t k : list.items) {
             const PickleValue& key = keys.values[k];
             if (key.kind != Kind::String && key.kind != Kind::Bytes) user_error_in(path, "lists a storage key that is not a string", kFix);
             const auto dt = dtype_of_key.find(key.text);
-            if (dt == dtype_of_key.end()) user_error_in(path, "lists storage '" + key.text + "', which no tensor uses", kFix);
-            if (record_of.count(key.text)) user_error_in(path, "lists storage '" + key.text + "' twice", kFix);
-            if (size - at < 8) user_error_in(path, "ends before storage '" + key.text + "' (truncated)", "download the file again");
+            if (dt == dtype_of_key.end()) user_error_in(path, "lists storage '" + quoted(key.text) + "', which no tensor uses", kFix);
+            if (record_of.count(key.text)) user_error_in(path, "lists storage '" + quoted(key.text) + "' twice", kFix);
+            if (size - at < 8) user_error_in(path, "ends before storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             std::uint64_t count = 0;
             for (int i = 7; i >= 0; --i) count = (count << 8) | data[at + static_cast<std::size_t>(i)];
             at += 8;
             const std::size_t es = dtype_size(dt->second);
-            if (count > (size - at) / es) user_error_in(path, "ends inside storage '" + key.text + "' (truncated)", "download the file again");
+            if (count > (size - at) / es)
+                user_error_in(path, "ends inside storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             const std::size_t bytes = static_cast<std::size_t>(count) * es;
             record_of[key.text] = buffers_.size();
-            buffers_.emplace_back(data + at, data + at + bytes);
+            if (used.count(key.text)) buffers_.emplace_back(data + at, data + at + bytes);
+            else buffers_.emplace_back();   // a storage only non-tensor entries use: skipped, not copied
             at += bytes;
         }
         if (at != size) user_error_in(path, "has " + std::to_string(size - at) + " bytes after its last storage", "download the file again");
+    } else if (size > 262 && std::memcmp(data + 257, "ustar", 5) == 0) {
+        user_error_in(path, "is a tar archive (torch.save before PyTorch 0.4), which RetroKit does not read", kFix);
     } else {
         user_error_in(path, "not a PyTorch weights file (neither a torch.save zip archive nor a legacy torch.save stream)", kFix);
     }
 
-    // every tensor over its storage's bytes
+    // every tensor over its storage's bytes; a strided view copied out once (per tensor value, so names that share
+    // one share the copy), all copies together at most the storages' bytes and 64 MiB
     const std::size_t storage_buffers = buffers_.size();
-    for (const auto& [name, index] : state_dict_entries(pickled, path)) {
+    std::size_t storage_bytes = 0, copied_bytes = 0;
+    for (std::size_t b = 0; b < storage_buffers; ++b) storage_bytes += buffers_[b].size();
+    std::map<std::uint32_t, const std::uint8_t*> copy_of;   // tensor value -> its copy
+    for (const auto& [name, index] : entries) {
+        const std::string qname = quoted(name);
         const PickleValue& t = pickled.values[index];
         const PickleValue& s = pickled.values[t.storage];
         const auto rec = record_of.find(s.text);
         if (rec == record_of.end() || rec->second >= storage_buffers)
-            user_error_in(path, "tensor '" + name + "' refers to storage '" + s.text + "', which the file does not hold", "download the file again");
+            user_error_in(path, "tensor '" + qname + "' refers to storage '" + quoted(s.text) + "', which the file does not hold",
+                          "download the file again");
         const std::vector<std::uint8_t>& record = buffers_[rec->second];
         const std::size_t ses = dtype_size(s.dtype);
-        StorageBytes sb;
         const std::int64_t s_numel = s.view_numel >= 0 ? s.view_numel : s.integer;
         const std::int64_t s_first = s.view_numel >= 0 ? s.view_offset : 0;
-        if (static_cast<unsigned __int128>(s_first + s_numel) * ses > record.size())
-            user_error_in(path, "storage '" + s.text + "' is shorter than its " + std::to_string(s_numel) + " elements", "download the file again");
+        if ((static_cast<unsigned __int128>(s_first) + static_cast<unsigned __int128>(s_numel)) * ses > record.size())
+            user_error_in(path, "storage '" + quoted(s.text) + "' is shorter than its " + std::to_string(s_numel) + " elements",
+                          "download the file again");
+        StorageBytes sb;
         sb.data = record.data() + static_cast<std::size_t>(s_first) * ses;
         sb.bytes = static_cast<std::size_t>(s_numel) * ses;
 
@@ -289,15 +330,15 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         const std::int64_t numel = shape_numel(t.shape, path);
         const std::size_t es = dtype_size(t.dtype);
         std::int64_t last = 0;
-        if (!last_element(t, last)) user_error_in(path, "tensor '" + name + "' has impossibly large strides", kFix);
+        if (!last_element(t, last)) user_error_in(path, "tensor '" + qname + "' has impossibly large strides", kFix);
         if (last < 0) {   // an empty tensor
             v.data = sb.data;
             v.bytes = 0;
             tensors_[name] = std::move(v);
             continue;
         }
-        if (static_cast<unsigned __int128>(t.offset + last + 1) * es > sb.bytes)
-            user_error_in(path, "tensor '" + name + "' " + shape_string(t.shape) + " reaches past its storage's " +
+        if ((static_cast<unsigned __int128>(t.offset) + static_cast<unsigned __int128>(last) + 1) * es > sb.bytes)
+            user_error_in(path, "tensor '" + qname + "' " + shape_string(t.shape) + " reaches past its storage's " +
                                     std::to_string(sb.bytes) + " bytes", "download the file again");
         const std::uint8_t* first = sb.data + static_cast<std::size_t>(t.offset) * es;
         bool contiguous = true;
@@ -306,15 +347,25 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
             if (t.shape[d] != 1 && t.stride[d] != expect) contiguous = false;
             expect *= t.shape[d];
         }
-        v.bytes = static_cast<std::size_t>(numel) * es;
-        if (contiguous) {
+        // the view's bytes in 128 bits: 2^62 elements of 8 bytes wrap a size_t
+        const unsigned __int128 view_bytes = static_cast<unsigned __int128>(numel) * es;
+        if (contiguous) {   // (within the storage, as checked above)
             v.data = first;
+            v.bytes = static_cast<std::size_t>(view_bytes);
+        } else if (const auto it = copy_of.find(index); it != copy_of.end()) {
+            v.data = it->second;
+            v.bytes = static_cast<std::size_t>(view_bytes);
         } else {
             // a strided view (a transposed tensor saved as it was): copied out in row-major order. A view that
             // repeats elements (stride 0, an expanded tensor) could be far larger than the file: refused.
-            if (v.bytes > sb.bytes)
-                user_error_in(path, "tensor '" + name + "' " + shape_string(t.shape) + " repeats its storage's elements (an expanded view)",
+            if (view_bytes > sb.bytes)
+                user_error_in(path, "tensor '" + qname + "' " + shape_string(t.shape) + " repeats its storage's elements (an expanded view)",
                               "save it with .contiguous() (or .clone()) in the state_dict");
+            v.bytes = static_cast<std::size_t>(view_bytes);
+            copied_bytes += v.bytes;
+            if (copied_bytes > storage_bytes + (std::size_t(64) << 20))
+                user_error_in(path, "holds strided views that add up to more than its storages (views of views of one storage)",
+                              "save the state_dict with contiguous tensors (.contiguous())");
             std::vector<std::uint8_t> copy(v.bytes);
             std::vector<std::int64_t> idx(t.shape.size(), 0);
             for (std::int64_t e = 0; e < numel; ++e) {
@@ -328,6 +379,7 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
             }
             buffers_.push_back(std::move(copy));
             v.data = buffers_.back().data();
+            copy_of[index] = buffers_.back().data();
         }
         tensors_[name] = std::move(v);
     }

@@ -13,7 +13,10 @@ namespace retro {
 namespace {
 
 using Kind = PickleValue::Kind;
-constexpr std::size_t kMaxValues = 16u << 20;
+// What the arena may hold, in bytes (values and their vectors and strings): a pickle of a few bytes can build a
+// value of a kilobyte (a 64-dimension tensor from memoised arguments), so the count of values alone bounds nothing.
+// A real state_dict's pickle costs ~5 KB of arena a tensor: 1 GiB is ~200,000 tensors.
+constexpr std::size_t kMaxArenaBytes = std::size_t(1) << 30;
 constexpr std::size_t kMaxDims = 64;
 
 // torch.<Name>Storage (the typed storages torch.save names in persistent ids) and the dtype globals
@@ -35,6 +38,28 @@ bool storage_dtype(const std::string& global, DType& out) {
         }
     return false;
 }
+
+}  // namespace
+
+std::string quoted(const std::string& text) {
+    std::string out;
+    for (const unsigned char c : text) {
+        if (out.size() >= 80) {
+            out += "...";
+            break;
+        }
+        if (c < 0x20 || c == 0x7f) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02x", c);
+            out += hex;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+namespace {
 
 bool allowed_callable(const std::string& g) {
     return g == "collections.OrderedDict" || g == "torch._utils._rebuild_tensor" || g == "torch._utils._rebuild_tensor_v2" ||
@@ -70,8 +95,9 @@ private:
     std::vector<std::uint32_t> stack_;
     std::vector<std::size_t> marks_;
     std::unordered_map<std::uint64_t, std::uint32_t> memo_;
+    std::size_t arena_bytes_ = 0;
 
-    [[noreturn]] void fail(const std::string& why) const {
+    [[noreturn]] void fail(const std::string& why) const {   // `why` quotes the file's text only through quoted()
         user_error_in(path_, "not a weights pickle torch.save writes: " + why + " (at byte " + std::to_string(op_at_) + ")",
                       "re-save the state_dict with torch.save, or save it as model.safetensors");
     }
@@ -104,8 +130,12 @@ private:
     }
 
     // ---- values and the stack ----
+    void charge(std::size_t bytes) {
+        arena_bytes_ += bytes;
+        if (arena_bytes_ > kMaxArenaBytes) fail("it builds more than 1 GiB of objects");
+    }
     std::uint32_t make(PickleValue v) {
-        if (values_.size() >= kMaxValues) fail("more than " + std::to_string(kMaxValues) + " objects");
+        charge(sizeof(PickleValue) + v.text.size() + 4 * v.items.size() + 16 * v.shape.size());
         values_.push_back(std::move(v));
         return static_cast<std::uint32_t>(values_.size() - 1);
     }
@@ -156,21 +186,31 @@ private:
 
     void append_to(std::uint32_t list, const std::vector<std::uint32_t>& items) {
         if (at(list).kind != Kind::List) fail("APPEND to something other than a list");
+        charge(4 * items.size());
         at(list).items.insert(at(list).items.end(), items.begin(), items.end());
     }
     void set_items(std::uint32_t dict, const std::vector<std::uint32_t>& kv) {
         if (at(dict).kind != Kind::Dict) fail("SETITEM on something other than a dict");
         if (kv.size() % 2) fail("SETITEMS with an odd number of values");
         // kept in order, a repeated key too: the reader of the dict lets the last one win, as Python does
+        charge(4 * kv.size());
         at(dict).items.insert(at(dict).items.end(), kv.begin(), kv.end());
     }
 
     std::uint32_t global(const std::string& module, const std::string& name) {
         const std::string g = module + "." + name;
         DType t;
-        if (!allowed_callable(g) && !storage_dtype(g, t))
-            fail("it names the Python object '" + g + "', which no weights file needs (refused: loading it would run code)");
-        return make_text(Kind::Global, g);
+        if (allowed_callable(g) || storage_dtype(g, t)) return make_text(Kind::Global, g);
+        if (module == "torch" && (name.find("Storage") != std::string::npos || name.rfind("float8", 0) == 0 ||
+                                  name.rfind("complex", 0) == 0 || name.rfind("quint", 0) == 0 || name.rfind("qint", 0) == 0 ||
+                                  name.rfind("bits", 0) == 0 || name.rfind("int1", 0) == 0 || name.rfind("uint1", 0) == 0 ||
+                                  name.rfind("float4", 0) == 0))
+            fail("a tensor of type torch." + quoted(name) + ", which RetroKit does not read (float, int and bool tensors only)");
+        if (g == "torch._utils._rebuild_meta_tensor_no_storage" || g == "torch._utils._rebuild_wrapper_subclass")
+            fail("a tensor without data (" + quoted(g) + "): the file was saved from a meta device or a tensor subclass");
+        if (g == "torch._utils._rebuild_qtensor" || g == "torch._utils._rebuild_sparse_tensor" || g == "torch._utils._rebuild_nested_tensor")
+            fail("a quantized, sparse or nested tensor (" + quoted(g) + "), which RetroKit does not read");
+        fail("it names the Python object '" + quoted(g) + "', which no weights file needs (refused: loading it would run code)");
     }
 
     // ---- torch's callables ----
@@ -178,7 +218,7 @@ private:
         if (at(v).kind != Kind::Int && at(v).kind != Kind::Bool) fail(std::string(what) + " is not an integer");
         return at(v).integer;
     }
-    std::string as_text(std::uint32_t v, const char* what) {   // torch's _maybe_decode_ascii: str or bytes
+    std::string as_text(std::uint32_t v, const char* what) {   // (quote it in messages)   // torch's _maybe_decode_ascii: str or bytes
         if (at(v).kind != Kind::String && at(v).kind != Kind::Bytes) fail(std::string(what) + " is not a string");
         return at(v).text;
     }
@@ -234,6 +274,19 @@ private:
             if (at(a[6]).kind != Kind::Global || !storage_dtype(at(a[6]).text, t.dtype) || at(a[6]).text.find("Storage") != std::string::npos)
                 fail("a tensor of an unknown dtype");
         }
+        // the optional metadata dict (torch._utils.get_tensor_metadata): {'neg': True} or {'conj': True} marks a
+        // lazily negated or conjugated view whose bytes are not its values
+        const std::size_t meta = v3 ? 7 : 6;
+        if (a.size() > meta && at(a[meta]).kind != Kind::None) {
+            const PickleValue& m = at(a[meta]);
+            if (m.kind != Kind::Dict) fail("a tensor whose metadata is not a dict");
+            for (std::size_t i = 0; i + 1 < m.items.size(); i += 2) {
+                const PickleValue& flag = at(m.items[i + 1]);
+                if (flag.kind == Kind::Bool && flag.integer == 0) continue;
+                fail("a tensor saved as a lazy view (metadata '" + quoted(at(m.items[i]).text) +
+                     "': a negated or conjugated view); save it with .resolve_neg().resolve_conj() or .clone()");
+            }
+        }
         return make(std::move(t));
     }
 
@@ -243,9 +296,20 @@ private:
         if (at(args_v).kind != Kind::Tuple) fail("REDUCE without an argument tuple");
         const std::string g = at(fn).text;
         const std::vector<std::uint32_t> a = at(args_v).items;
-        if (g == "collections.OrderedDict") {
-            if (!a.empty()) fail("OrderedDict built from arguments");
-            return make_seq(Kind::Dict, {});
+        if (g == "collections.OrderedDict") {   // OrderedDict(), or Python 2's OrderedDict([[k, v], ...])
+            if (a.empty()) return make_seq(Kind::Dict, {});
+            if (a.size() != 1 || (at(a[0]).kind != Kind::List && at(a[0]).kind != Kind::Tuple))
+                fail("OrderedDict built from something other than a list of pairs");
+            std::vector<std::uint32_t> kv;
+            for (const std::uint32_t pair : at(a[0]).items) {
+                if ((at(pair).kind != Kind::List && at(pair).kind != Kind::Tuple) || at(pair).items.size() != 2)
+                    fail("OrderedDict built from something other than a list of pairs");
+                kv.push_back(at(pair).items[0]);
+                kv.push_back(at(pair).items[1]);
+            }
+            const std::uint32_t d = make_seq(Kind::Dict, {});
+            set_items(d, kv);
+            return d;
         }
         if (g == "torch._utils._rebuild_tensor") return rebuild_tensor(a, 4, 4, false);
         if (g == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(a, 6, 7, false);
@@ -267,8 +331,10 @@ private:
 
     // BUILD: OrderedDict's __dict__ (state_dict()'s _metadata) and a tensor's python state carry nothing RetroKit
     // reads; anything else built is refused.
-    void build(std::uint32_t obj) {
+    void build(std::uint32_t obj, std::uint32_t state) {
         if (at(obj).kind != Kind::Dict && at(obj).kind != Kind::Tensor) fail("BUILD on something other than a dict or tensor");
+        if (at(obj).kind == Kind::Tensor && at(state).kind != Kind::Dict && at(state).kind != Kind::None)
+            fail("a tensor whose state re-points its data (Tensor.__setstate__ with a tuple)");
     }
 
     // one opcode; true at STOP
@@ -363,6 +429,8 @@ private:
             case 0x93: {   // STACK_GLOBAL
                 const std::uint32_t name = pop(), module = pop();
                 if (at(module).kind != Kind::String || at(name).kind != Kind::String) fail("STACK_GLOBAL of non-strings");
+                if (at(module).text.find('\n') != std::string::npos || at(name).text.find('\n') != std::string::npos)
+                    fail("STACK_GLOBAL of a name with a line break");
                 push(global(at(module).text, at(name).text));
                 return false;
             }
@@ -372,7 +440,7 @@ private:
                 push(call(fn, args));
                 return false;
             }
-            case 'b': { pop(); build(top()); return false; }   // BUILD (state dropped: see build())
+            case 'b': { const std::uint32_t state = pop(); build(top(), state); return false; }   // BUILD (see build())
             default: break;
         }
         char hex[8];

@@ -42,7 +42,10 @@ struct PickleResult {
 };
 
 // Runs the pickle at data[0, size) up to its STOP. UserError naming `path` (and the byte offset) on anything
-// malformed, truncated, refused, or too large (more than 16 M values).
+// malformed, truncated, refused, or too large (objects of more than 1 GiB).
 PickleResult torch_unpickle(const std::uint8_t* data, std::size_t size, const std::string& path);
+
+// Text a file holds (a key, a name), fit for a one-line message: control bytes as \xNN, at most 80 bytes.
+std::string quoted(const std::string& text);
 
 }  // namespace retro

@@ -79,7 +79,7 @@ std::string CheckpointWeights::fingerprint(const std::string& dir) {
 CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& folder_kind) : path_(path_of(dir)) {
     if (!present(dir))
         user_error_in(path_, "missing (" + folder_kind + " needs " + kSingle + ", or " + kIndex + " and its shards, or " +
-                                 kTorchSingle + ")",
+                                 kTorchSingle + ", or " + kTorchIndex + " and its shards)",
                       "download the checkpoint's weights file");
     const fs::path file = path_;
     if (!is_index(file)) {

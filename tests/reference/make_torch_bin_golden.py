@@ -10,6 +10,13 @@ Writes tests/reference/golden/torch_bin/:
   nested.bin              {"model": state_dict, "epoch": 3}: refused (not a state_dict)
   expanded.bin            a stride-0 view (an expanded tensor): refused
   evil.bin                a pickle naming os.system: refused without running anything
+  nocrc.bin               {"w": ...} saved with compute_crc32 = False (records without CRC-32): read
+  extra_state.bin         a state_dict with a non-tensor `_extra_state` entry: the tensors read, the entry left out
+  shared_view.bin         one transposed view under two names: copied once
+  neg_view.bin, complex.bin   a lazily negated view, a complex tensor: refused, naming why
+  py2_legacy.bin          hand-written: a legacy file as Python 2 pickled it (str keys as SHORT_BINSTRING,
+                          OrderedDict([[k, v], ...])): read
+  wrap.bin                hand-written: a stride-0 f64 view of 2^61 + 7 elements (its bytes wrap 64 bits): refused
   bert_tiny_bin/          golden/bert_tiny's weights as pytorch_model.bin (zip) — its embeddings are the golden's
   bert_tiny_bin_sharded/  the same weights as two legacy-format shards + pytorch_model.bin.index.json
   labse_dense_bin/        golden/st_dense/labse's Dense weights as pytorch_model.bin (older sentence-transformers)
@@ -18,6 +25,8 @@ Writes tests/reference/golden/torch_bin/:
 import json
 import os
 import shutil
+import struct
+import zipfile
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -53,6 +62,56 @@ def state_dict():
     return sd
 
 
+# Pickle opcodes written out by hand, for files torch 2 no longer writes or never writes.
+def _str(x, short=False):
+    b = x.encode()
+    return (b"U" + bytes([len(b)]) if short else b"X" + struct.pack("<I", len(b))) + b
+
+
+def _int(n):
+    if 0 <= n < 256:
+        return b"K" + bytes([n])
+    b = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(b)]) + b
+
+
+def _global(module, name):
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def _tuple(*items):
+    return b"(" + b"".join(items) + b"t"
+
+
+def _tensor(storage_type, key, numel, shape, stride, short, legacy):
+    pid = [_str("storage", short), _global("torch", storage_type), _str(key, short), _str("cpu", short), _int(numel)]
+    if legacy:
+        pid.append(b"N")   # view_metadata
+    hooks = _global("collections", "OrderedDict") + (b"]\x85R" if short else b")R")   # Python 2: OrderedDict([])
+    return (_global("torch._utils", "_rebuild_tensor_v2") +
+            _tuple(_tuple(*pid) + b"Q", _int(0), _tuple(*map(_int, shape)), _tuple(*map(_int, stride)), b"\x89", hooks) + b"R")
+
+
+def write_handmade():
+    magic = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
+    # Python 2's OrderedDict.__reduce__: OrderedDict([[k, v], ...]); its str keys: SHORT_BINSTRING
+    pairs = [(_str("a.weight", True), _tensor("FloatStorage", "0", 3, (3,), (1,), True, True)),
+             (_str("a.bias", True), _tensor("FloatStorage", "1", 2, (2,), (1,), True, True))]
+    obj = b"\x80\x02" + _global("collections", "OrderedDict") + b"(](" + b"".join(b"](" + k + v + b"e" for k, v in pairs) + b"etR."
+    with open(os.path.join(OUT, "py2_legacy.bin"), "wb") as f:
+        f.write(magic + b"\x80\x02M\xe9\x03." + b"\x80\x02}(" + _str("little_endian", True) + b"\x88u.")
+        f.write(obj + b"\x80\x02](" + _str("0", True) + _str("1", True) + b"e.")
+        for n in (3, 2):
+            f.write(struct.pack("<q", n) + struct.pack("<%df" % n, *[1.5 * k for k in range(n)]))
+    # shape (9, m) with strides 0: 9 * m * 8 bytes = 2^64 + 56 (a size_t product would say 56)
+    m = (2 ** 61 + 7) // 9
+    pkl = b"\x80\x02}(" + _str("w") + _tensor("DoubleStorage", "0", 8, (9, m), (0, 0), False, False) + b"u."
+    with zipfile.ZipFile(os.path.join(OUT, "wrap.bin"), "w") as z:
+        z.writestr("archive/data.pkl", pkl)
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/data/0", struct.pack("<8d", *range(8)))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     sd = state_dict()
@@ -70,6 +129,17 @@ def main():
             return (os.system, ("true",))
 
     torch.save({"w": torch.ones(2), "x": Evil()}, os.path.join(OUT, "evil.bin"))
+
+    from torch.utils.serialization import config
+    config.save.compute_crc32 = False
+    torch.save({"w": torch.arange(6.0).reshape(2, 3)}, os.path.join(OUT, "nocrc.bin"))
+    config.save.compute_crc32 = True
+    torch.save({"w": torch.ones(2), "_extra_state": {"a": 1}}, os.path.join(OUT, "extra_state.bin"))
+    view = torch.arange(12.0).reshape(3, 4).t()
+    torch.save({"a": view, "b": view}, os.path.join(OUT, "shared_view.bin"))
+    torch.save({"n": torch._neg_view(torch.ones(3))}, os.path.join(OUT, "neg_view.bin"))
+    torch.save({"c": torch.ones(2, dtype=torch.cfloat)}, os.path.join(OUT, "complex.bin"))
+    write_handmade()
 
     # bert_tiny as pytorch_model.bin, whole (zip) and in two legacy shards with transformers' index
     bert = os.path.join(HERE, "golden", "bert_tiny")
