@@ -123,7 +123,15 @@ TEST_CASE("checkpoint weights: a missing shard, a shard path outside the folder 
         fs::create_directories(dir);
         CHECK_FALSE(CheckpointWeights::present(dir.string()));
         CHECK(refusal(dir).find((dir / "model.safetensors").string() +
-                                ": missing (a test folder needs model.safetensors, or model.safetensors.index.json and its shards, or pytorch_model.bin, or pytorch_model.bin.index.json and its shards)") == 0);
+                                ": missing (a test folder needs model.safetensors or pytorch_model.bin, or their shards and index)") == 0);
+        // another framework's weights only: named, with the conversion
+        test::write_text(dir / "tf_model.h5", "x");
+        CHECK(refusal(dir).find("the folder holds only TensorFlow weights (tf_model.h5)) (fix: convert them once in Python: "
+                                "AutoModel.from_pretrained(DIR, from_tf=True)") != std::string::npos);
+        fs::remove(dir / "tf_model.h5");
+        test::write_text(dir / "flax_model.msgpack", "x");
+        CHECK(refusal(dir).find("only Flax weights (flax_model.msgpack)") != std::string::npos);
+        fs::remove(dir / "flax_model.msgpack");
         test::write_text(dir / "model.safetensors.index.json", "{\"weight_map\": {}}");
         CHECK(refusal(dir).find("model.safetensors.index.json: has no \"weight_map\"") != std::string::npos);
     }

@@ -41,9 +41,7 @@ BertEmbedderOptions checked(BertEmbedderOptions o) {
     if (!fs::exists(fs::path(o.model_dir) / "config.json"))
         user_error_in((fs::path(o.model_dir) / "config.json").string(), "missing (a bert model folder needs it)",
                       "copy the checkpoint's config.json into the folder");
-    if (!CheckpointWeights::present(o.model_dir))   // or sharded, or pytorch_model.bin: checkpoint_weights.h
-        user_error_in((fs::path(o.model_dir) / "model.safetensors").string(), "missing (a bert model folder needs it)",
-                      "copy the checkpoint's weights (model.safetensors or pytorch_model.bin) into the folder");
+    CheckpointWeights::require(o.model_dir, "a bert model folder");   // or sharded, or pytorch_model.bin
     bert_tokenizer_require_files(o.model_dir);
     if (o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));

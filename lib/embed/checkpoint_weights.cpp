@@ -56,6 +56,27 @@ bool CheckpointWeights::present(const std::string& dir) {
     return false;
 }
 
+void CheckpointWeights::require(const std::string& dir, const std::string& folder_kind) {
+    if (present(dir)) return;
+    const fs::path d(dir);
+    std::string other, fix = "download the checkpoint's weights (model.safetensors or pytorch_model.bin) into the folder";
+    if (fs::exists(d / "tf_model.h5")) {
+        other = "TensorFlow weights (tf_model.h5)";
+        fix = "convert them once in Python: AutoModel.from_pretrained(DIR, from_tf=True).save_pretrained(DIR)";
+    } else if (fs::exists(d / "flax_model.msgpack")) {
+        other = "Flax weights (flax_model.msgpack)";
+        fix = "convert them once in Python: AutoModel.from_pretrained(DIR, from_flax=True).save_pretrained(DIR)";
+    } else if (fs::exists(d / "model.onnx") || fs::exists(d / "onnx")) {
+        other = "ONNX weights";
+    } else if (fs::exists(d / "openvino") || fs::exists(d / "openvino_model.xml")) {
+        other = "OpenVINO weights";
+    }
+    user_error_in((d / kSingle).string(),
+                  "missing (" + folder_kind + " needs " + kSingle + " or " + kTorchSingle + ", or their shards and index" +
+                      (other.empty() ? std::string(")") : "; the folder holds only " + other + ")"),
+                  fix);
+}
+
 std::string CheckpointWeights::path_of(const std::string& dir) {
     for (const char* form : kForms)
         if (fs::exists(fs::path(dir) / form)) return (fs::path(dir) / form).string();
@@ -77,10 +98,7 @@ std::string CheckpointWeights::fingerprint(const std::string& dir) {
 }
 
 CheckpointWeights::CheckpointWeights(const std::string& dir, const std::string& folder_kind) : path_(path_of(dir)) {
-    if (!present(dir))
-        user_error_in(path_, "missing (" + folder_kind + " needs " + kSingle + ", or " + kIndex + " and its shards, or " +
-                                 kTorchSingle + ", or " + kTorchIndex + " and its shards)",
-                      "download the checkpoint's weights file");
+    require(dir, folder_kind);
     const fs::path file = path_;
     if (!is_index(file)) {
         files_.push_back(std::make_unique<WeightsFile>(path_));

@@ -25,6 +25,10 @@ public:
 
     // True when DIR holds one of the four forms.
     static bool present(const std::string& dir);
+    // UserError naming DIR/model.safetensors when DIR holds none of them (`folder_kind` as the constructor's); where
+    // it holds another framework's weights only (TensorFlow's tf_model.h5, Flax's flax_model.msgpack, ONNX,
+    // OpenVINO), the line says which and how to convert them.
+    static void require(const std::string& dir, const std::string& folder_kind);
     // The first form DIR holds (DIR/model.safetensors where none): the file messages name.
     static std::string path_of(const std::string& dir);
     // The weights' fingerprint: the single file's own (core/fingerprint.h); sharded, xxh3-64 of the index's

@@ -38,9 +38,7 @@ const std::string& require_files(const std::string& dir) {
     if (!fs::exists(fs::path(dir) / "config.json"))
         user_error_in((fs::path(dir) / "config.json").string(), "missing (a t5 model folder needs it)",
                       "copy the checkpoint's config.json into the folder");
-    if (!CheckpointWeights::present(dir))   // or sharded, or pytorch_model.bin: checkpoint_weights.h
-        user_error_in((fs::path(dir) / "model.safetensors").string(), "missing (a t5 model folder needs it)",
-                      "copy the checkpoint's weights (model.safetensors or pytorch_model.bin) into the folder");
+    CheckpointWeights::require(dir, "a t5 model folder");   // or sharded, or pytorch_model.bin
     if (!fs::exists(tokenizer_file(dir)))
         user_error_in(tokenizer_file(dir), "missing (a t5 model folder needs it)",
                       "copy the checkpoint's sentencepiece model (spiece.model), or the tokenizer.json transformers 5 saves "
