@@ -19,6 +19,7 @@
 #include "core/fingerprint.h"
 #include "core/safetensors.h"
 #include "core/torch_checkpoint.h"
+#include "core/weights_file.h"
 #include "embed/bert_embedder.h"
 #include "embed/checkpoint_weights.h"
 #include "model/config.h"
@@ -223,6 +224,28 @@ TEST_CASE("torch checkpoint: files torch writes less often (no CRC, extra state,
     CHECK(refusal_of(kDir / "neg_view.bin").find("lazy view (metadata 'neg'") != std::string::npos);
     CHECK(refusal_of(kDir / "complex.bin").find("a tensor of type torch.ComplexFloatStorage, which RetroKit does not read") != std::string::npos);
     CHECK(refusal_of(kDir / "wrap.bin").find("repeats its storage's elements") != std::string::npos);
+}
+
+TEST_CASE("torch checkpoint: WeightsFile tells torch files from safetensors by their bytes, not their names") {
+    test::TempDir tmp("torchbin-detect");
+    // a .safetensors file whose header length starts 0x80 0x02 (as a protocol-2 pickle does): still safetensors
+    const float w[3] = {1, 2, 3};
+    fs::path st;
+    for (int pad = 0; pad < 700 && st.empty(); ++pad) {
+        const fs::path p = tmp / ("w" + std::to_string(pad) + ".pt");   // the name says torch; the bytes do not
+        safetensors_save(p.string(), {{"w", DType::F32, {3}, w}}, {{"pad", std::string(static_cast<std::size_t>(pad), 'x')}});
+        const std::vector<std::uint8_t> b = file_bytes(p);
+        if (b[0] == 0x80 && b[1] == 0x02) st = p;
+    }
+    REQUIRE_FALSE(st.empty());
+    const WeightsFile a(st.string());
+    CHECK_FALSE(a.is_torch());
+    CHECK(a.get("w").bytes == 12);
+    // a torch.save file named .safetensors: read as torch
+    fs::copy_file(kDir / "legacy.bin", tmp / "legacy.safetensors");
+    fs::copy_file(kDir / "zip_p2.bin", tmp / "zip.safetensors");
+    CHECK(WeightsFile((tmp / "legacy.safetensors").string()).is_torch());
+    CHECK(WeightsFile((tmp / "zip.safetensors").string()).has("dense.weight"));
 }
 
 TEST_CASE("torch checkpoint: every truncation and random byte damage is a UserError or reads, never a crash") {
