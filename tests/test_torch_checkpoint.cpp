@@ -168,6 +168,23 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
     CHECK(b.ignored == a.ignored);
     CHECK(b.fingerprint == fingerprint_file(pt.string()));
 
+    // a state_dict saved through DistributedDataParallel and torch.compile: every name under "module._orig_mod."
+    test::TempDir wrapped("torchbin-wrapped");
+    {
+        const SafetensorsFile plain((golden / "weights.safetensors").string());
+        std::vector<TensorToWrite> renamed;
+        for (const auto& [name, view] : plain.tensors()) renamed.push_back({"module._orig_mod." + name, view.dtype, view.shape, view.data});
+        safetensors_save((wrapped / "ddp.safetensors").string(), renamed);
+        InitFromInfo w;
+        CHECK(load(wrapped / "ddp.safetensors", w) == from_st);
+        CHECK(w.copied == a.copied);
+        CHECK(w.ignored == a.ignored);
+        // only some names under the prefix: not a wrapper's, so the decoder's names are missing
+        renamed.push_back({"extra", DType::F32, {1}, renamed.front().data});
+        safetensors_save((wrapped / "mixed.safetensors").string(), renamed);
+        CHECK_THROWS_AS(load(wrapped / "mixed.safetensors", w), UserError);
+    }
+
     // the tool: every tensor copied, none fresh, and the first loss is the base's own
     test::TempDir dir("torchbin-initfrom");
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 12, 9);

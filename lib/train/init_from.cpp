@@ -52,6 +52,27 @@ nlohmann::json base_config(const WeightsFile& f) {
         user_error_in(f.path(), "has an unreadable \"retrokit_config\" metadata entry");
     }
 }
+
+// The prefix PyTorch's wrappers put before every name of a state_dict saved through them — "module." from
+// DataParallel / DistributedDataParallel, "_orig_mod." from torch.compile, in any nesting — where every tensor has
+// it (RETRO-pytorch users save such state_dicts as often as plain ones); "" otherwise.
+std::string wrapper_prefix(const WeightsFile& f) {
+    std::string prefix;
+    for (;;) {
+        bool extended = false;
+        for (const char* wrapper : {"module.", "_orig_mod."}) {
+            const std::string p = prefix + wrapper;
+            bool all = !f.tensors().empty();
+            for (const auto& [name, view] : f.tensors()) all = all && name.compare(0, p.size(), p) == 0;
+            if (all) {
+                prefix = p;
+                extended = true;
+            }
+        }
+        if (!extended) return prefix;
+    }
+}
+
 }  // namespace
 
 template <typename T>
@@ -71,17 +92,18 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
     if (f.has("m") && f.has("v") && !f.has(layout.entries().front().name))   // (AdamW's moments, train/adamw.h)
         user_error_in(path, "is a checkpoint's optimizer state (AdamW's moments), not model weights",
                       "give the checkpoint folder, or the model.safetensors beside it");
+    const std::string prefix = wrapper_prefix(f);
     info.copied = info.fresh = info.ignored = 0;
     for (const auto& e : layout.entries()) {
         const bool decoder = param_group(e.name) == ParamGroup::DECODER;
-        if (!f.has(e.name)) {
+        if (!f.has(prefix + e.name)) {
             if (decoder)
                 user_error_in(path, "has no decoder tensor \"" + e.name + "\"",
                               "retro-fit with the base's decoder shape (depth, widths, vocabulary, max_seq_len)");
             info.fresh++;
             continue;
         }
-        const TensorView& v = f.get(e.name);
+        const TensorView& v = f.get(prefix + e.name);
         if (v.shape != e.shape) {
             if (decoder)
                 user_error_in(path, "decoder tensor \"" + e.name + "\" has shape " + shape_string(v.shape) +
@@ -93,7 +115,8 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
         params_read_tensor(path, e, v, params.data() + e.offset);
         info.copied++;
     }
-    for (const auto& [name, view] : f.tensors()) {
+    for (const auto& [full_name, view] : f.tensors()) {
+        const std::string name = full_name.substr(prefix.size());
         if (layout.has(name) || name.find("rotary_pos_emb.inv_freq") != std::string::npos) continue;
         if (param_group(name) == ParamGroup::DECODER)
             user_error_in(path, "has decoder tensor \"" + name + "\" that the config lacks",

@@ -1,7 +1,8 @@
 // `retro-train --init-from BASE` (retro-fitting, RETRO paper §4.2): a new run's step-0 weights from a trained
 // run's. BASE is a run folder (its model.safetensors), a checkpoint folder (checkpoints/step_*/), a
 // .safetensors file, or a state_dict saved with torch.save (RETRO-pytorch's `torch.save(retro.state_dict(), f)`:
-// the same tensor names; core/weights_file.h). Tensors present in both with equal shapes are copied; tensors of the new config the base
+// the same tensor names; core/weights_file.h), its names under "module." (DataParallel, DDP) or "_orig_mod."
+// (torch.compile) where every tensor has that prefix. Tensors present in both with equal shapes are copied; tensors of the new config the base
 // lacks (CCA layers, a deeper encoder) keep their fresh initialisation. The decoder (model/param_groups.h:
 // group `decoder`) must match exactly: a decoder tensor missing from the base, of another shape, or in the
 // base but not in the new config, and differing heads/dim_head in the base's recorded config, are UserErrors
