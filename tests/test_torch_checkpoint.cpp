@@ -4,9 +4,12 @@
 // strided views (transposed, a column, a row slice at a storage offset), tied names, a Parameter, uint16 through
 // _rebuild_tensor_v3; bert_tiny's weights as pytorch_model.bin (zip) and as legacy shards with transformers' index
 // embed exactly as its model.safetensors, retro-train --init-from a RETRO-pytorch state_dict .pt starts where its
-// safetensors does, and LaBSE's Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system, a training checkpoint's nested dict and an
+// safetensors does (also from a research checkpoint {"model": ..., "args": Namespace, "step": ...}), and LaBSE's
+// Dense module as pytorch_model.bin as its safetensors; a pickle naming os.system reads its tensor and leaves the
+// object out (nothing runs), research checkpoints give the state_dict under "model", a file without tensors and an
 // expanded view are refused in one line; files without CRC, with a non-tensor _extra_state, from Python 2, and one
-// view under two names read (a negated view, a complex tensor, a view whose size wraps 64 bits refused); every truncation and random byte damage is a UserError, never a crash.
+// view under two names read (a negated view and a complex tensor left out naming why, a view whose size wraps 64
+// bits refused); every truncation and random byte damage is a UserError, never a crash.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -196,20 +199,39 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
     const auto r2 = test::run_tool("retro-train", common + (golden / "weights.safetensors").string() + " --out " + (dir / "st").string());
     CHECK_MESSAGE(r2.exit_code == 0, r2.err);
     CHECK(test::losses(dir / "pt") == test::losses(dir / "st"));
-    // a torch file that is not a state_dict: one line, exit 2
-    const auto bad = test::run_tool("retro-train", common + (kDir / "nested.bin").string() + " --out " + (dir / "bad").string());
+    // research code's checkpoint: {"model": state_dict, "args": argparse.Namespace, "step": 100}
+    const auto r3 = test::run_tool("retro-train", common + (kDir / "retro_tiny_checkpoint.pt").string() + " --out " + (dir / "ck").string());
+    CHECK_MESSAGE(r3.exit_code == 0, r3.err);
+    CHECK(r3.err.find("(the state_dict under 'model')") != std::string::npos);
+    CHECK(test::losses(dir / "ck") == test::losses(dir / "st"));
+    // a torch file without tensors: one line, exit 2
+    const auto bad = test::run_tool("retro-train", common + (kDir / "no_tensors.bin").string() + " --out " + (dir / "bad").string());
     CHECK(bad.exit_code == 2);
-    CHECK(bad.err.find("nested.bin: holds 'model': a dict, not a tensor") != std::string::npos);
+    CHECK(bad.err.find("no_tensors.bin: holds no tensor at its top level, nor a state_dict under 'state_dict', 'model' or the like: "
+                       "'args' (the Python object argparse.Namespace), 'epoch' (an int)") != std::string::npos);
 }
 
-TEST_CASE("torch checkpoint: code in a pickle, a training checkpoint and an expanded view are refused in one line") {
-    const std::string evil = refusal_of(kDir / "evil.bin");
-    CHECK(evil.find("posix.system") != std::string::npos);
-    CHECK(evil.find("refused") != std::string::npos);
-    CHECK(evil.find('\n') == std::string::npos);
-    const std::string nested = refusal_of(kDir / "nested.bin");
-    CHECK(nested.find("holds 'model': a dict") != std::string::npos);
-    CHECK(nested.find("not a tensor") != std::string::npos);
+TEST_CASE("torch checkpoint: nothing in a pickle runs; research checkpoints; files without tensors refused") {
+    // os.system in a pickle: an inert object, left out (the tensor beside it reads); asked for, it is named
+    const TorchCheckpointFile evil((kDir / "evil.bin").string());
+    CHECK(evil.has("w"));
+    CHECK_FALSE(evil.has("x"));
+    CHECK(evil.why_not("x") == "the Python object posix.system");
+    try {
+        evil.get("x");
+        FAIL("an object read as a tensor");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("holds 'x' as the Python object posix.system, not a tensor RetroKit reads") != std::string::npos);
+    }
+    // the state_dict under "model" of a dict without tensors at its top
+    const TorchCheckpointFile nested((kDir / "nested.bin").string());
+    CHECK(nested.nested_key() == "model");
+    CHECK(nested.has("w"));
+    const TorchCheckpointFile research((kDir / "research.bin").string());
+    CHECK(research.nested_key() == "model");
+    CHECK(research.tensors().size() == 2);   // Linear(3, 2): weight, bias (the optimizer's moments not taken)
+    CHECK(research.get("weight").shape == std::vector<std::int64_t>{2, 3});
+    CHECK(refusal_of(kDir / "no_tensors.bin").find("holds no tensor at its top level") != std::string::npos);
     CHECK(refusal_of(kDir / "expanded.bin").find("expanded view") != std::string::npos);
     CHECK(refusal_of(std::vector<std::uint8_t>{}).find("not a PyTorch weights file") != std::string::npos);
     const std::string text = "just some text, not weights\n";
@@ -236,10 +258,13 @@ TEST_CASE("torch checkpoint: files torch writes less often (no CRC, extra state,
     const TorchCheckpointFile shared((kDir / "shared_view.bin").string());
     CHECK(shared.get("a").data == shared.get("b").data);
     CHECK(floats(shared.get("a")) == std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
-    // refused, naming why: a lazily negated view (its bytes are not its values), a complex tensor, and a stride-0
-    // view whose byte count wraps 64 bits (9 x (2^61 + 7)/9 doubles: a size_t product says 56 bytes)
-    CHECK(refusal_of(kDir / "neg_view.bin").find("lazy view (metadata 'neg'") != std::string::npos);
-    CHECK(refusal_of(kDir / "complex.bin").find("a tensor of type torch.ComplexFloatStorage, which RetroKit does not read") != std::string::npos);
+    // left out, naming why: a lazily negated view (its bytes are not its values) and a complex tensor; refused: a
+    // stride-0 view whose byte count wraps 64 bits (9 x (2^61 + 7)/9 doubles: a size_t product says 56 bytes)
+    const TorchCheckpointFile neg((kDir / "neg_view.bin").string()), complex((kDir / "complex.bin").string());
+    CHECK(neg.has("w"));
+    CHECK(neg.why_not("n").find("a lazily negated or conjugated view (metadata 'neg'") == 0);
+    CHECK(complex.has("w"));
+    CHECK(complex.why_not("c") == "a tensor of type torch.ComplexFloatStorage");
     CHECK(refusal_of(kDir / "wrap.bin").find("repeats its storage's elements") != std::string::npos);
 }
 

@@ -26,8 +26,8 @@ struct StorageBytes {
     std::size_t bytes = 0;
 };
 
-std::string kind_name(Kind k) {
-    switch (k) {
+std::string kind_name(const PickleValue& v) {
+    switch (v.kind) {
         case Kind::None: return "None";
         case Kind::Bool: return "a bool";
         case Kind::Int: case Kind::BigInt: return "an int";
@@ -37,39 +37,71 @@ std::string kind_name(Kind k) {
         case Kind::Tuple: return "a tuple";
         case Kind::List: return "a list";
         case Kind::Dict: return "a dict";
-        case Kind::Global: return "a Python object";
+        case Kind::Global: return "a Python callable";
         case Kind::Storage: return "a storage";
         case Kind::Tensor: return "a tensor";
+        case Kind::Object: return v.text;
     }
     return "a value";
 }
 
-// The root dict's (name, tensor value) pairs; the last of a repeated name wins, as in Python. Entries that are not
-// tensors (a module's `_extra_state`) are left out where the dict holds tensors; a dict without any tensor (a
-// training checkpoint: {"model": {...}, "epoch": 3}) is refused naming its first entry.
-std::map<std::string, std::uint32_t> state_dict_entries(const PickleResult& r, const std::string& path) {
-    const PickleValue& root = r.values[r.root];
-    if (root.kind != Kind::Dict)
-        user_error_in(path, "holds " + kind_name(root.kind) + ", not a state_dict (a dict of tensor names to tensors)", kFix);
-    std::map<std::string, std::uint32_t> out;
-    std::string first_other;
-    for (std::size_t i = 0; i < root.items.size(); i += 2) {
-        const PickleValue& k = r.values[root.items[i]];
-        const PickleValue& v = r.values[root.items[i + 1]];
-        // Python 2's str keys come as bytes (torch's _maybe_decode_ascii)
-        if (k.kind != Kind::String && k.kind != Kind::Bytes)
-            user_error_in(path, "holds a state_dict key that is " + kind_name(k.kind) + ", not a name", kFix);
+// The keys under which research code saves a model's state_dict beside other things ({"model": ..., "optimizer":
+// ..., "epoch": ...}; PyTorch Lightning's "state_dict"), in the order they are tried where the top level holds no
+// tensor.
+constexpr const char* kNestedKeys[] = {"state_dict", "model_state_dict", "model", "module", "net", "network", "weights"};
+
+struct StateDict {
+    std::map<std::string, std::uint32_t> tensors;   // name -> tensor value; the last of a repeated name wins
+    std::map<std::string, std::string> skipped;     // name -> what it is, for entries that are not tensors
+    std::string nested;                             // the key the state_dict was under ("" = the top level)
+};
+
+StateDict entries_of(const PickleResult& r, const PickleValue& dict) {
+    StateDict sd;
+    for (std::size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+        const PickleValue& k = r.values[dict.items[i]];
+        const PickleValue& v = r.values[dict.items[i + 1]];
+        if (k.kind != Kind::String && k.kind != Kind::Bytes) continue;   // (Python 2's str keys come as bytes)
         if (v.kind == Kind::Tensor) {
-            out[k.text] = root.items[i + 1];
+            sd.tensors[k.text] = dict.items[i + 1];
+            sd.skipped.erase(k.text);
         } else {
-            out.erase(k.text);
-            if (first_other.empty()) first_other = "'" + quoted(k.text) + "': " + kind_name(v.kind);
+            sd.tensors.erase(k.text);
+            sd.skipped[k.text] = kind_name(v);
         }
     }
-    if (out.empty() && !first_other.empty())
-        user_error_in(path, "holds " + first_other + ", not a tensor (a training checkpoint rather than a state_dict?)",
-                      "save model.state_dict() alone with torch.save, or as model.safetensors");
-    return out;
+    return sd;
+}
+
+// The tensors of the root dict; where it holds none, those of the first dict of tensors under kNestedKeys. Entries
+// that are not tensors (a module's `_extra_state`, a value RetroKit cannot read) are left out and remembered.
+StateDict state_dict_of(const PickleResult& r, const std::string& path) {
+    const PickleValue& root = r.values[r.root];
+    if (root.kind != Kind::Dict)
+        user_error_in(path, "holds " + kind_name(root) + ", not a state_dict (a dict of tensor names to tensors)", kFix);
+    StateDict sd = entries_of(r, root);
+    if (!sd.tensors.empty() || root.items.empty()) return sd;
+    for (const char* key : kNestedKeys)
+        for (std::size_t i = 0; i + 1 < root.items.size(); i += 2) {
+            const PickleValue& k = r.values[root.items[i]];
+            const PickleValue& v = r.values[root.items[i + 1]];
+            if ((k.kind != Kind::String && k.kind != Kind::Bytes) || k.text != key || v.kind != Kind::Dict) continue;
+            StateDict inner = entries_of(r, v);
+            if (inner.tensors.empty()) continue;
+            inner.nested = key;
+            return inner;
+        }
+    std::string listed;
+    int shown = 0;
+    for (const auto& [name, what] : sd.skipped) {
+        if (shown++ == 5) {
+            listed += ", ...";
+            break;
+        }
+        listed += (listed.empty() ? "'" : ", '") + quoted(name) + "' (" + what + ")";
+    }
+    user_error_in(path, "holds no tensor at its top level, nor a state_dict under 'state_dict', 'model' or the like: " + listed,
+                  "save model.state_dict() with torch.save, or as model.safetensors");
 }
 
 // Sum of (size - 1) * stride over the dimensions: the last element's offset from the first (0 for an empty tensor).
@@ -104,8 +136,16 @@ TorchCheckpointFile TorchCheckpointFile::from_bytes(const std::uint8_t* data, st
 
 const TensorView& TorchCheckpointFile::get(const std::string& name) const {
     const auto it = tensors_.find(name);
-    if (it == tensors_.end()) user_error_in(path_, "has no tensor '" + name + "'");
+    if (it == tensors_.end()) {
+        const std::string why = why_not(name);
+        user_error_in(path_, why.empty() ? "has no tensor '" + name + "'" : "holds '" + name + "' as " + why + ", not a tensor RetroKit reads");
+    }
     return it->second;
+}
+
+std::string TorchCheckpointFile::why_not(const std::string& name) const {
+    const auto it = skipped_.find(name);
+    return it == skipped_.end() ? std::string() : it->second;
 }
 
 namespace {
@@ -206,7 +246,7 @@ constexpr std::uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6
 void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     const std::string& path = path_;
     PickleResult pickled;
-    std::map<std::string, std::uint32_t> entries;
+    StateDict sd;
     std::map<std::string, std::size_t> record_of;   // storage key -> buffers_ index
     const bool zip = size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
     if (zip) {
@@ -220,11 +260,11 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         const std::vector<std::uint8_t> pkl = archive.read(prefix + "data.pkl");
         pickled = torch_unpickle(pkl.data(), pkl.size(), path);
         if (pickled.end != pkl.size()) user_error_in(path, "has bytes after its data.pkl's STOP", kFix);
-        entries = state_dict_entries(pickled, path);
+        sd = state_dict_of(pickled, path);
         // the records the tensors use, each once; stored records cannot add up to more than the file (overlapping
         // entries of a crafted archive could)
         std::size_t total = 0;
-        for (const auto& [name, index] : entries) {
+        for (const auto& [name, index] : sd.tensors) {
             const PickleValue& s = pickled.values[pickled.values[index].storage];
             if (record_of.count(s.text)) continue;
             std::vector<std::uint8_t> record = archive.read(prefix + "data/" + s.text);
@@ -263,7 +303,7 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
                 user_error_in(path, "was saved on a big-endian machine", kFix);
         }
         pickled = next();
-        entries = state_dict_entries(pickled, path);
+        sd = state_dict_of(pickled, path);
         const PickleResult keys = next();
         const PickleValue& list = keys.values[keys.root];
         if (list.kind != Kind::List) user_error_in(path, "has no list of storage keys after its object", kFix);
@@ -272,7 +312,7 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         for (const PickleValue& v : pickled.values)
             if (v.kind == Kind::Storage) dtype_of_key.emplace(v.text, v.dtype);
         std::set<std::string> used;
-        for (const auto& [name, index] : entries) used.insert(pickled.values[pickled.values[index].storage].text);
+        for (const auto& [name, index] : sd.tensors) used.insert(pickled.values[pickled.values[index].storage].text);
         for (const std::uint32_t k : list.items) {
             const PickleValue& key = keys.values[k];
             if (key.kind != Kind::String && key.kind != Kind::Bytes) user_error_in(path, "lists a storage key that is not a string", kFix);
@@ -305,7 +345,9 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     std::size_t storage_bytes = 0, copied_bytes = 0;
     for (std::size_t b = 0; b < storage_buffers; ++b) storage_bytes += buffers_[b].size();
     std::map<std::uint32_t, const std::uint8_t*> copy_of;   // tensor value -> its copy
-    for (const auto& [name, index] : entries) {
+    skipped_ = sd.skipped;
+    nested_ = sd.nested;
+    for (const auto& [name, index] : sd.tensors) {
         const std::string qname = quoted(name);
         const PickleValue& t = pickled.values[index];
         const PickleValue& s = pickled.values[t.storage];

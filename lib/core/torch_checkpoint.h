@@ -2,11 +2,13 @@
 // formats torch.save writes: the zip archive (PyTorch >= 1.6: ARCHIVE/data.pkl, ARCHIVE/data/KEY records stored
 // uncompressed, ARCHIVE/byteorder) read through libzip, and the legacy stream (before 1.6: five pickles — magic
 // number, protocol version 1001, system info, the object, the storage keys — then each storage as an int64 count
-// and its bytes). The pickles run on core/torch_pickle.h's restricted machine, so a file that names anything but
-// tensors and dicts is refused, never executed. The object must be a dict of tensor names to tensors (what
-// `torch.save(model.state_dict(), f)` writes); tensors are exposed as safetensors' TensorView (contiguous
-// row-major bytes), a non-contiguous view (a transposed tensor saved as it was) copied into that layout, tensors
-// sharing a storage (tied weights) sharing its bytes.
+// and its bytes). The pickles run on core/torch_pickle.h's restricted machine: nothing in them is executed. The
+// object must be a dict of tensor names to tensors (what `torch.save(model.state_dict(), f)` writes), or hold one
+// under 'state_dict', 'model_state_dict', 'model', 'module', 'net', 'network' or 'weights' where its top level holds
+// no tensor (research checkpoints, PyTorch Lightning's); its other entries are left out (why_not says what each
+// was). Tensors are exposed as safetensors' TensorView (contiguous row-major bytes), a non-contiguous view (a
+// transposed tensor saved as it was) copied into that layout, tensors sharing a storage (tied weights) sharing its
+// bytes.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -26,8 +28,13 @@ public:
     static TorchCheckpointFile from_bytes(const std::uint8_t* data, std::size_t size, const std::string& name);
 
     bool has(const std::string& name) const { return tensors_.count(name) != 0; }
-    // Throws UserError naming the file and tensor when missing.
+    // Throws UserError naming the file and tensor when missing (and what the entry is where it is not a tensor).
     const TensorView& get(const std::string& name) const;
+    // What a left-out entry of the state_dict is ("an int", "the Python object argparse.Namespace", "a tensor of
+    // type torch.ComplexFloatStorage", ...); "" where the name is a tensor or absent.
+    std::string why_not(const std::string& name) const;
+    // The key the state_dict was found under ("" = the file's top level).
+    const std::string& nested_key() const { return nested_; }
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
 
@@ -36,6 +43,8 @@ private:
 
     std::string path_;
     std::map<std::string, TensorView> tensors_;
+    std::map<std::string, std::string> skipped_;
+    std::string nested_;
     std::vector<std::vector<std::uint8_t>> buffers_;   // storages' bytes, and copies of non-contiguous views
 };
 

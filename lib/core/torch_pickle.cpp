@@ -205,13 +205,21 @@ private:
                                   name.rfind("complex", 0) == 0 || name.rfind("quint", 0) == 0 || name.rfind("qint", 0) == 0 ||
                                   name.rfind("bits", 0) == 0 || name.rfind("int1", 0) == 0 || name.rfind("uint1", 0) == 0 ||
                                   name.rfind("float4", 0) == 0))
-            fail("a tensor of type torch." + quoted(name) + ", which RetroKit does not read (float, int and bool tensors only)");
+            return object("a tensor of type torch." + quoted(name));
         if (g == "torch._utils._rebuild_meta_tensor_no_storage" || g == "torch._utils._rebuild_wrapper_subclass")
-            fail("a tensor without data (" + quoted(g) + "): the file was saved from a meta device or a tensor subclass");
-        if (g == "torch._utils._rebuild_qtensor" || g == "torch._utils._rebuild_sparse_tensor" || g == "torch._utils._rebuild_nested_tensor")
-            fail("a quantized, sparse or nested tensor (" + quoted(g) + "), which RetroKit does not read");
-        fail("it names the Python object '" + quoted(g) + "', which no weights file needs (refused: loading it would run code)");
+            return object("a tensor without data (" + g + ": saved from a meta device or a tensor subclass)");
+        if (g == "torch._utils._rebuild_qtensor" || g == "torch._utils._rebuild_sparse_tensor" ||
+            g == "torch._utils._rebuild_sparse_csr_tensor" || g == "torch._utils._rebuild_nested_tensor")
+            return object("a quantized, sparse or nested tensor (" + g + ")");
+        return object("the Python object " + quoted(g));   // inert: never called
     }
+
+    std::uint32_t object(std::string what) { return make_text(Kind::Object, std::move(what)); }
+    // what an Object stands for, carried to whatever is made from it (a tensor over an unreadable storage, ...)
+    std::uint32_t object_from(std::uint32_t v) {
+        return at(v).kind == Kind::Object ? object(at(v).text) : object("a value made from " + kind_of(v));
+    }
+    std::string kind_of(std::uint32_t v) { return at(v).kind == Kind::Object ? at(v).text : "another value"; }
 
     // ---- torch's callables ----
     std::int64_t as_int(std::uint32_t v, const char* what) {
@@ -242,6 +250,7 @@ private:
         const std::vector<std::uint32_t> it = t.items;
         PickleValue s;
         s.kind = Kind::Storage;
+        if (at(it[1]).kind == Kind::Object) return object_from(it[1]);   // a storage of a type RetroKit does not read
         if (at(it[1]).kind != Kind::Global || !storage_dtype(at(it[1]).text, s.dtype) || at(it[1]).text.find("Storage") == std::string::npos)
             fail("a storage of an unknown type");
         s.text = as_text(it[2], "a storage key");
@@ -260,6 +269,7 @@ private:
 
     std::uint32_t rebuild_tensor(const std::vector<std::uint32_t>& a, std::size_t min_args, std::size_t max_args, bool v3) {
         if (a.size() < min_args || a.size() > max_args) fail("a tensor rebuilt from " + std::to_string(a.size()) + " arguments");
+        if (at(a[0]).kind == Kind::Object) return object_from(a[0]);
         if (at(a[0]).kind != Kind::Storage) fail("a tensor over something other than a storage");
         PickleValue t;
         t.kind = Kind::Tensor;
@@ -271,6 +281,7 @@ private:
         t.stride = int_tuple(a[3], "a tensor's stride");
         if (t.shape.size() != t.stride.size()) fail("a tensor whose size and stride differ in length");
         if (v3) {
+            if (at(a[6]).kind == Kind::Object) return object_from(a[6]);   // float8, complex, ...
             if (at(a[6]).kind != Kind::Global || !storage_dtype(at(a[6]).text, t.dtype) || at(a[6]).text.find("Storage") != std::string::npos)
                 fail("a tensor of an unknown dtype");
         }
@@ -283,8 +294,8 @@ private:
             for (std::size_t i = 0; i + 1 < m.items.size(); i += 2) {
                 const PickleValue& flag = at(m.items[i + 1]);
                 if (flag.kind == Kind::Bool && flag.integer == 0) continue;
-                fail("a tensor saved as a lazy view (metadata '" + quoted(at(m.items[i]).text) +
-                     "': a negated or conjugated view); save it with .resolve_neg().resolve_conj() or .clone()");
+                return object("a lazily negated or conjugated view (metadata '" + quoted(at(m.items[i]).text) +
+                              "'; save it with .resolve_neg().resolve_conj() or .clone())");
             }
         }
         return make(std::move(t));
@@ -292,7 +303,8 @@ private:
 
     std::uint32_t call(std::uint32_t fn, std::uint32_t args_v, int depth = 0) {
         if (depth > 2) fail("tensor rebuilds nested in each other");
-        if (at(fn).kind != Kind::Global) fail("REDUCE of something other than a known callable");
+        if (at(fn).kind == Kind::Object) return object_from(fn);   // an inert object "called": never run
+        if (at(fn).kind != Kind::Global) fail("REDUCE of something other than a callable");
         if (at(args_v).kind != Kind::Tuple) fail("REDUCE without an argument tuple");
         const std::string g = at(fn).text;
         const std::vector<std::uint32_t> a = at(args_v).items;
@@ -315,26 +327,31 @@ private:
         if (g == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(a, 6, 7, false);
         if (g == "torch._utils._rebuild_tensor_v3") return rebuild_tensor(a, 7, 8, true);
         if (g == "torch._utils._rebuild_parameter" || g == "torch._utils._rebuild_parameter_with_state") {
+            if (!a.empty() && at(a[0]).kind == Kind::Object) return a[0];
             if (a.empty() || at(a[0]).kind != Kind::Tensor) fail("a parameter over something other than a tensor");
             return a[0];
         }
         if (g == "torch._tensor._rebuild_from_type_v2") {   // (func, new_type, args, state): func(*args), typed
-            if (a.size() != 4 || at(a[1]).kind != Kind::Global ||
-                (at(a[1]).text != "torch.Tensor" && at(a[1]).text != "torch.nn.parameter.Parameter"))
+            if (a.size() != 4) fail("a tensor rebuilt from " + std::to_string(a.size()) + " arguments");
+            if (at(a[1]).kind == Kind::Object) return object("a tensor of the subclass " + at(a[1]).text);
+            if (at(a[1]).kind != Kind::Global || (at(a[1]).text != "torch.Tensor" && at(a[1]).text != "torch.nn.parameter.Parameter"))
                 fail("a tensor of a subclass other than torch.Tensor or Parameter");
             const std::uint32_t r = call(a[0], a[2], depth + 1);
-            if (at(r).kind != Kind::Tensor) fail("a rebuilt tensor that is not a tensor");
+            if (at(r).kind != Kind::Tensor && at(r).kind != Kind::Object) fail("a rebuilt tensor that is not a tensor");
             return r;
         }
-        fail("'" + g + "' called");
+        return object("the result of " + g);   // torch.Tensor or Parameter called directly: not a tensor it knows
     }
 
-    // BUILD: OrderedDict's __dict__ (state_dict()'s _metadata) and a tensor's python state carry nothing RetroKit
-    // reads; anything else built is refused.
+    // BUILD: state_dict()'s _metadata on its OrderedDict, a tensor's Python attributes, an object's __dict__ carry
+    // nothing RetroKit reads and are dropped; a tensor's tuple state would re-point its data (Tensor.__setstate__),
+    // so that tensor becomes an Object.
     void build(std::uint32_t obj, std::uint32_t state) {
-        if (at(obj).kind != Kind::Dict && at(obj).kind != Kind::Tensor) fail("BUILD on something other than a dict or tensor");
-        if (at(obj).kind == Kind::Tensor && at(state).kind != Kind::Dict && at(state).kind != Kind::None)
-            fail("a tensor whose state re-points its data (Tensor.__setstate__ with a tuple)");
+        if (at(obj).kind == Kind::Tensor && at(state).kind != Kind::Dict && at(state).kind != Kind::None) {
+            PickleValue& t = at(obj);
+            t.kind = Kind::Object;
+            t.text = "a tensor whose saved state re-points its data (Tensor.__setstate__ with a tuple)";
+        }
     }
 
     // one opcode; true at STOP
@@ -441,11 +458,27 @@ private:
                 return false;
             }
             case 'b': { const std::uint32_t state = pop(); build(top(), state); return false; }   // BUILD (see build())
+            case 0x81: {   // NEWOBJ: cls.__new__(cls, *args), an inert Object
+                pop();
+                const std::uint32_t cls = pop();
+                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + at(cls).text));
+                return false;
+            }
+            case 0x92: {   // NEWOBJ_EX: the same with keyword arguments
+                pop();
+                pop();
+                const std::uint32_t cls = pop();
+                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + at(cls).text));
+                return false;
+            }
+            case 0x8f: push(make_seq(Kind::List, {})); return false;                        // EMPTY_SET, as a list
+            case 0x90: { const std::vector<std::uint32_t> items = pop_to_mark(); append_to(top(), items); return false; }   // ADDITEMS
+            case 0x91: push(make_seq(Kind::List, pop_to_mark())); return false;            // FROZENSET, as a list
             default: break;
         }
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02x", op);
-        fail(std::string("opcode ") + hex + " (a text-protocol, set, extension or object opcode torch.save never writes)");
+        fail(std::string("opcode ") + hex + " (a text-protocol, extension or buffer opcode torch.save never writes)");
     }
 };
 

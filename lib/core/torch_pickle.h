@@ -1,12 +1,15 @@
 // A restricted unpickler for the pickles torch.save writes (the data.pkl of a zip checkpoint, the pickles of the
-// legacy format before PyTorch 1.6): a state_dict of tensors, nothing else. It is a small stack machine over
-// Python's pickle opcodes (protocols 2 to 5; the text opcodes of protocols 0/1 are refused) that builds plain
-// values — None, bools, ints, floats, strings, bytes, tuples, lists, dicts — and knows torch's own few callables:
-// the storage types named by persistent ids, torch._utils._rebuild_tensor(_v2), _rebuild_parameter(_with_state),
-// torch._tensor._rebuild_from_type_v2 and collections.OrderedDict. Any other global (os.system, builtins.eval, a
-// class of the training script) is refused at the GLOBAL opcode in one line naming it: nothing in a pickle runs,
-// unlike torch.load without weights_only. Values live in one arena and refer to each other by index, so a
-// self-referencing or deeply nested pickle costs no recursion.
+// legacy format before PyTorch 1.6). It is a small stack machine over Python's pickle opcodes (protocols 2 to 5; the
+// text opcodes of protocols 0/1 are refused) that builds plain values — None, bools, ints, floats, strings, bytes,
+// tuples, lists (sets as lists), dicts — and knows torch's own few callables: the storage types named by persistent
+// ids, torch._utils._rebuild_tensor(_v2/_v3), _rebuild_parameter(_with_state), torch._tensor._rebuild_from_type_v2
+// and collections.OrderedDict. Nothing in a pickle ever runs: any other global (os.system, argparse.Namespace, a
+// class of the training script) becomes an inert Object, and calling, instantiating or building one gives another
+// Object — so a research checkpoint ({"model": state_dict, "args": Namespace(...), "optimizer": ...}) reads, and
+// its objects are left out, where torch.load would run them (or, with weights_only, refuse the file). A tensor
+// RetroKit cannot read (complex, float8, meta, quantized, a lazily negated view) is an Object whose text says so.
+// Values live in one arena and refer to each other by index, so a self-referencing or deeply nested pickle costs no
+// recursion.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,12 +21,14 @@
 namespace retro {
 
 struct PickleValue {
-    enum class Kind : std::uint8_t { None, Bool, Int, BigInt, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
+    enum class Kind : std::uint8_t { None, Bool, Int, BigInt, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor, Object };
     Kind kind = Kind::None;
     std::int64_t integer = 0;           // Bool, Int; Storage: its declared element count
     double real = 0;                    // Float
     std::string text;                   // String, Bytes, BigInt (little-endian two's complement bytes),
-                                        // Global ("module.name"), Storage (its key: the record's name)
+                                        // Global ("module.name" of a callable RetroKit knows), Storage (its key:
+                                        // the record's name), Object (what it is: "argparse.Namespace", "a tensor
+                                        // of type torch.ComplexFloatStorage", ...)
     std::vector<std::uint32_t> items;   // Tuple, List; Dict: key, value, key, value, ... (insertion order)
     // Storage: its element type; a legacy view of another storage (view_metadata) keeps the root's key in
     // `text` and its element offset and count here.

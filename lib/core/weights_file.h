@@ -23,6 +23,10 @@ public:
     bool has(const std::string& name) const { return tensors().count(name) != 0; }
     // Throws UserError naming the file and tensor when missing.
     const TensorView& get(const std::string& name) const { return is_torch_ ? torch_.get(name) : safetensors_.get(name); }
+    // What a torch file's left-out entry is (TorchCheckpointFile::why_not); "" otherwise.
+    std::string why_not(const std::string& name) const { return is_torch_ ? torch_.why_not(name) : std::string(); }
+    // The key a torch file's state_dict was under ("" = its top level, and for safetensors).
+    std::string nested_key() const { return is_torch_ ? torch_.nested_key() : std::string(); }
     // The safetensors header's __metadata__; empty for a torch file.
     const std::map<std::string, std::string>& metadata() const;
     const std::string& path() const { return path_; }

@@ -129,7 +129,12 @@ CheckpointWeights::~CheckpointWeights() = default;
 
 const TensorView& CheckpointWeights::get(const std::string& name) const {
     const auto it = tensors_.find(name);
-    if (it == tensors_.end()) user_error_in(path_, "has no tensor '" + name + "'");
+    if (it == tensors_.end()) {
+        for (const auto& f : files_)   // a torch file's entry that is not a tensor RetroKit reads: say what it is
+            if (const std::string why = f->why_not(name); !why.empty())
+                user_error_in(f->path(), "holds '" + name + "' as " + why + ", not a tensor RetroKit reads");
+        user_error_in(path_, "has no tensor '" + name + "'");
+    }
     return *it->second;
 }
 

@@ -93,6 +93,8 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
         user_error_in(path, "is a checkpoint's optimizer state (AdamW's moments), not model weights",
                       "give the checkpoint folder, or the model.safetensors beside it");
     const std::string prefix = wrapper_prefix(f);
+    info.within = f.nested_key();
+    info.prefix = prefix;
     info.copied = info.fresh = info.ignored = 0;
     for (const auto& e : layout.entries()) {
         const bool decoder = param_group(e.name) == ParamGroup::DECODER;

@@ -745,8 +745,9 @@ void Trainer::run() {
     if (!o_.init_from.empty()) {
         init_ = init_from_resolve(o_.init_from);
         init_from_load(init_, model_->params(), model_->layout(), config_);
-        log_info(cat("init from ", init_.weights, " (", init_.fingerprint, "): ", init_.copied, " tensors copied, ",
-                     init_.fresh, " fresh from --seed, ", init_.ignored, " of the base unused"));
+        log_info(cat("init from ", init_.weights, init_.within.empty() ? "" : " (the state_dict under '" + init_.within + "')", " (",
+                     init_.fingerprint, "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ",
+                     init_.ignored, " of the base unused"));
     }
     AdamWConfig oc;
     oc.lr = o_.lr;

@@ -7,13 +7,15 @@ Writes tests/reference/golden/torch_bin/:
   zip_p2.bin              torch.save default (zip archive, pickle protocol 2)
   zip_p4.bin              pickle_protocol=4 (FRAME, SHORT_BINUNICODE, MEMOIZE opcodes)
   legacy.bin              _use_new_zipfile_serialization=False (the format before PyTorch 1.6)
-  nested.bin              {"model": state_dict, "epoch": 3}: refused (not a state_dict)
+  nested.bin              {"model": state_dict, "epoch": 3}: the state_dict under "model" read
+  research.bin            {"model": ..., "optimizer": ..., "args": argparse.Namespace, "epoch": 3}: "model" read
+  no_tensors.bin          {"args": argparse.Namespace, "epoch": 3}: refused (no tensor anywhere it looks)
   expanded.bin            a stride-0 view (an expanded tensor): refused
-  evil.bin                a pickle naming os.system: refused without running anything
+  evil.bin                a pickle naming os.system: its tensor read, the object left out, nothing run
   nocrc.bin               {"w": ...} saved with compute_crc32 = False (records without CRC-32): read
   extra_state.bin         a state_dict with a non-tensor `_extra_state` entry: the tensors read, the entry left out
   shared_view.bin         one transposed view under two names: copied once
-  neg_view.bin, complex.bin   a lazily negated view, a complex tensor: refused, naming why
+  neg_view.bin, complex.bin   a lazily negated view, a complex tensor beside a plain one: left out, naming why
   py2_legacy.bin          hand-written: a legacy file as Python 2 pickled it (str keys as SHORT_BINSTRING,
                           OrderedDict([[k, v], ...])): read
   wrap.bin                hand-written: a stride-0 f64 view of 2^61 + 7 elements (its bytes wrap 64 bits): refused
@@ -21,7 +23,9 @@ Writes tests/reference/golden/torch_bin/:
   bert_tiny_bin_sharded/  the same weights as two legacy-format shards + pytorch_model.bin.index.json
   labse_dense_bin/        golden/st_dense/labse's Dense weights as pytorch_model.bin (older sentence-transformers)
   retro_tiny_state_dict.pt  golden/retro_tiny's RETRO-pytorch weights as torch.save(model.state_dict()) writes them
+  retro_tiny_checkpoint.pt  the same under "model" beside argparse arguments and a step, as research code saves them
 """
+import argparse
 import json
 import os
 import shutil
@@ -137,8 +141,16 @@ def main():
     torch.save({"w": torch.ones(2), "_extra_state": {"a": 1}}, os.path.join(OUT, "extra_state.bin"))
     view = torch.arange(12.0).reshape(3, 4).t()
     torch.save({"a": view, "b": view}, os.path.join(OUT, "shared_view.bin"))
-    torch.save({"n": torch._neg_view(torch.ones(3))}, os.path.join(OUT, "neg_view.bin"))
-    torch.save({"c": torch.ones(2, dtype=torch.cfloat)}, os.path.join(OUT, "complex.bin"))
+    torch.save({"n": torch._neg_view(torch.ones(3)), "w": torch.ones(2)}, os.path.join(OUT, "neg_view.bin"))
+    torch.save({"c": torch.ones(2, dtype=torch.cfloat), "w": torch.ones(2)}, os.path.join(OUT, "complex.bin"))
+    # research code's checkpoints: the state_dict beside the optimizer's, the argparse arguments and counters
+    net = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "args": argparse.Namespace(lr=0.1, name="x"),
+                "epoch": 3}, os.path.join(OUT, "research.bin"))
+    torch.save({"args": argparse.Namespace(lr=0.1), "epoch": 3}, os.path.join(OUT, "no_tensors.bin"))
     write_handmade()
 
     # bert_tiny as pytorch_model.bin, whole (zip) and in two legacy shards with transformers' index
@@ -168,8 +180,10 @@ def main():
                os.path.join(dense, "pytorch_model.bin"))
     # a RETRO-pytorch state_dict as torch.save writes it (golden/retro_tiny's weights are RP 0.3.9's
     # model.state_dict() at examples/configs/tiny.json): retro-train --init-from reads it
-    torch.save(load_file(os.path.join(HERE, "golden", "retro_tiny", "weights.safetensors")),
-               os.path.join(OUT, "retro_tiny_state_dict.pt"))
+    retro = load_file(os.path.join(HERE, "golden", "retro_tiny", "weights.safetensors"))
+    torch.save(retro, os.path.join(OUT, "retro_tiny_state_dict.pt"))
+    torch.save({"model": retro, "args": argparse.Namespace(max_seq_len=16, chunk_size=4), "step": 100},
+               os.path.join(OUT, "retro_tiny_checkpoint.pt"))
     print("wrote", OUT, "with torch", torch.__version__)
 
 
