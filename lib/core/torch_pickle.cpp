@@ -216,17 +216,15 @@ private:
 
     std::uint32_t object(std::string what) { return make_text(Kind::Object, std::move(what)); }
     // what an Object stands for, carried to whatever is made from it (a tensor over an unreadable storage, ...)
-    std::uint32_t object_from(std::uint32_t v) {
-        return at(v).kind == Kind::Object ? object(at(v).text) : object("a value made from " + kind_of(v));
-    }
-    std::string kind_of(std::uint32_t v) { return at(v).kind == Kind::Object ? at(v).text : "another value"; }
+    std::uint32_t object_from(std::uint32_t v) { return object(at(v).text); }   // (a copy: the arena may move)
 
     // ---- torch's callables ----
     std::int64_t as_int(std::uint32_t v, const char* what) {
         if (at(v).kind != Kind::Int && at(v).kind != Kind::Bool) fail(std::string(what) + " is not an integer");
         return at(v).integer;
     }
-    std::string as_text(std::uint32_t v, const char* what) {   // (quote it in messages)   // torch's _maybe_decode_ascii: str or bytes
+    // torch's _maybe_decode_ascii: str or bytes (quote the result in messages)
+    std::string as_text(std::uint32_t v, const char* what) {
         if (at(v).kind != Kind::String && at(v).kind != Kind::Bytes) fail(std::string(what) + " is not a string");
         return at(v).text;
     }
