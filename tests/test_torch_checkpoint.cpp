@@ -188,6 +188,17 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
         CHECK_THROWS_AS(load(wrapped / "mixed.safetensors", w), UserError);
     }
 
+    // params_load (retro-generate --checkpoint, retro-train eval --weights): the .pt, the research checkpoint and the
+    // module.-prefixed copy give the safetensors' parameters bit for bit
+    std::vector<float> p_st, p_pt, p_ck, p_ddp;
+    params_load((golden / "weights.safetensors").string(), p_st, layout, c);
+    params_load(pt.string(), p_pt, layout, c);
+    params_load((kDir / "retro_tiny_checkpoint.pt").string(), p_ck, layout, c);
+    params_load((wrapped / "ddp.safetensors").string(), p_ddp, layout, c);
+    CHECK(p_pt == p_st);
+    CHECK(p_ck == p_st);
+    CHECK(p_ddp == p_st);
+
     // the tool: every tensor copied, none fresh, and the first loss is the base's own
     test::TempDir dir("torchbin-initfrom");
     test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 12, 9);

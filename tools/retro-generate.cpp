@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
             app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from");
             app.add_option("--db", g.db, "Chunk database the index was built from (its tokenizer is used)");
             app.add_option("--tokenizer", g.tokenizer, "Tokenizer model (default: the database's)");
-            app.add_option("--checkpoint", g.checkpoint, "Weights other than RUN/model.safetensors: a checkpoint folder or .safetensors");
+            app.add_option("--checkpoint", g.checkpoint, "Weights other than RUN/model.safetensors: a checkpoint folder, a .safetensors file, or a RETRO-pytorch state_dict saved with torch.save");
             app.add_option("--max-tokens", g.max_tokens, "Tokens to generate at most (also capped by the model's max_seq_len)")->capture_default_str();
             app.add_option("--temperature", g.sampler.temperature, "Softmax temperature (> 0)")->capture_default_str();
             app.add_option("--top-k", g.sampler.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();

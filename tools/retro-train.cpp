@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                 "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
                         "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
             ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
-            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors (a .safetensors file or a checkpoint folder)");
+            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors (a .safetensors file, a checkpoint folder, or a RETRO-pytorch state_dict saved with torch.save)");
             ev->add_option("--db", e.db, "Chunk database folder")->required();
             ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
             static std::string eval_index;

@@ -21,6 +21,23 @@ WeightsFile::WeightsFile(const std::string& path) : path_(path), is_torch_(looks
     else safetensors_ = SafetensorsFile(path);
 }
 
+std::string WeightsFile::wrapper_prefix() const {
+    std::string prefix;
+    for (;;) {
+        bool extended = false;
+        for (const char* wrapper : {"module.", "_orig_mod."}) {
+            const std::string p = prefix + wrapper;
+            bool all = !tensors().empty();
+            for (const auto& [name, view] : tensors()) all = all && name.compare(0, p.size(), p) == 0;
+            if (all) {
+                prefix = p;
+                extended = true;
+            }
+        }
+        if (!extended) return prefix;
+    }
+}
+
 const std::map<std::string, std::string>& WeightsFile::metadata() const {
     static const std::map<std::string, std::string> none;
     return is_torch_ ? none : safetensors_.metadata();

@@ -27,6 +27,10 @@ public:
     std::string why_not(const std::string& name) const { return is_torch_ ? torch_.why_not(name) : std::string(); }
     // The key a torch file's state_dict was under ("" = its top level, and for safetensors).
     std::string nested_key() const { return is_torch_ ? torch_.nested_key() : std::string(); }
+    // The prefix PyTorch's wrappers put before every name of a state_dict saved through them — "module." from
+    // DataParallel / DistributedDataParallel, "_orig_mod." from torch.compile, in any nesting — where every tensor
+    // has it; "" otherwise. Readers that look tensors up by their model's names put it before each.
+    std::string wrapper_prefix() const;
     // The safetensors header's __metadata__; empty for a torch file.
     const std::map<std::string, std::string>& metadata() const;
     const std::string& path() const { return path_; }

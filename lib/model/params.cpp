@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/weights_file.h"
 #include "nn/copy_head.h"
 
 namespace retro {
@@ -161,13 +162,14 @@ void params_read_tensor(const std::string& path, const ParamEntry& e, const Tens
 
 template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config) {
-    SafetensorsFile f(path);
+    const WeightsFile f(path);   // .safetensors, or a torch.save state_dict (RETRO-pytorch's names)
+    const std::string prefix = f.wrapper_prefix();
     data.assign(static_cast<std::size_t>(layout.total()), T(0));
     for (const auto& e : layout.entries()) {
-        if (!f.has(e.name))
+        if (!f.has(prefix + e.name))
             user_error_in(path, "has no tensor \"" + e.name + "\"",
                           "the weights were made for another model config (compare depths, widths and CCA layers)");
-        const TensorView& v = f.get(e.name);
+        const TensorView& v = f.get(prefix + e.name);
         if (v.shape != e.shape)
             user_error_in(path, "tensor \"" + e.name + "\" has shape " + shape_string(v.shape) + ", the config needs " +
                                     shape_string(e.shape),
@@ -175,7 +177,8 @@ void params_load(const std::string& path, std::vector<T>& data, const ParamLayou
         params_read_tensor(path, e, v, data.data() + e.offset);
     }
     const auto inv = rp_inv_freq(config);
-    for (const auto& [name, view] : f.tensors()) {
+    for (const auto& [full_name, view] : f.tensors()) {
+        const std::string name = full_name.substr(prefix.size());
         if (layout.has(name)) continue;
         bool is_inv = false;
         for (const char* n : INV_FREQ_NAMES) is_inv = is_inv || name == n;

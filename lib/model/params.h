@@ -54,7 +54,9 @@ void params_save(const std::string& path, const std::vector<T>& data, const Para
 struct TensorView;
 template <typename T>
 void params_read_tensor(const std::string& path, const ParamEntry& e, const TensorView& v, T* dst);
-// Loads every tensor by name; a missing, misshapen or unexpected tensor is a UserError naming the file.
+// Loads every tensor by name from a .safetensors file or a torch.save state_dict (RETRO-pytorch's, under a
+// research checkpoint's "model" or a DDP / torch.compile name prefix too: core/weights_file.h); a missing, misshapen
+// or unexpected tensor is a UserError naming the file.
 template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config);
 

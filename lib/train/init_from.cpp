@@ -53,26 +53,6 @@ nlohmann::json base_config(const WeightsFile& f) {
     }
 }
 
-// The prefix PyTorch's wrappers put before every name of a state_dict saved through them — "module." from
-// DataParallel / DistributedDataParallel, "_orig_mod." from torch.compile, in any nesting — where every tensor has
-// it (RETRO-pytorch users save such state_dicts as often as plain ones); "" otherwise.
-std::string wrapper_prefix(const WeightsFile& f) {
-    std::string prefix;
-    for (;;) {
-        bool extended = false;
-        for (const char* wrapper : {"module.", "_orig_mod."}) {
-            const std::string p = prefix + wrapper;
-            bool all = !f.tensors().empty();
-            for (const auto& [name, view] : f.tensors()) all = all && name.compare(0, p.size(), p) == 0;
-            if (all) {
-                prefix = p;
-                extended = true;
-            }
-        }
-        if (!extended) return prefix;
-    }
-}
-
 }  // namespace
 
 template <typename T>
@@ -92,7 +72,7 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
     if (f.has("m") && f.has("v") && !f.has(layout.entries().front().name))   // (AdamW's moments, train/adamw.h)
         user_error_in(path, "is a checkpoint's optimizer state (AdamW's moments), not model weights",
                       "give the checkpoint folder, or the model.safetensors beside it");
-    const std::string prefix = wrapper_prefix(f);
+    const std::string prefix = f.wrapper_prefix();
     info.within = f.nested_key();
     info.prefix = prefix;
     info.copied = info.fresh = info.ignored = 0;
