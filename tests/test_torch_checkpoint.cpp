@@ -186,6 +186,11 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
         renamed.push_back({"extra", DType::F32, {1}, renamed.front().data});
         safetensors_save((wrapped / "mixed.safetensors").string(), renamed);
         CHECK_THROWS_AS(load(wrapped / "mixed.safetensors", w), UserError);
+        // a LightningModule holding the model as self.retro: every name under "retro."
+        renamed.clear();
+        for (const auto& [name, view] : plain.tensors()) renamed.push_back({"retro." + name, view.dtype, view.shape, view.data});
+        safetensors_save((wrapped / "lightning.safetensors").string(), renamed);
+        CHECK(load(wrapped / "lightning.safetensors", w) == from_st);
     }
 
     // params_load (retro-generate --checkpoint, retro-train eval --weights): the .pt, the research checkpoint and the
@@ -243,6 +248,16 @@ TEST_CASE("torch checkpoint: nothing in a pickle runs; research checkpoints; fil
     CHECK(research.tensors().size() == 2);   // Linear(3, 2): weight, bias (the optimizer's moments not taken)
     CHECK(research.get("weight").shape == std::vector<std::int64_t>{2, 3});
     CHECK(refusal_of(kDir / "no_tensors.bin").find("holds no tensor at its top level") != std::string::npos);
+    // a tensor at the top (best_acc1) beside "state_dict", a dict subclass, a defaultdict and a deque: "state_dict"
+    const TorchCheckpointFile research2((kDir / "research2.bin").string());
+    CHECK(research2.nested_key() == "state_dict");
+    CHECK(research2.tensors().size() == 1);
+    CHECK(research2.has("a.w"));
+    // legacy: a complex tensor's record stepped over beside "model"; a whole module refused
+    const TorchCheckpointFile mixed((kDir / "legacy_mixed.bin").string());
+    CHECK(mixed.nested_key() == "model");
+    CHECK(mixed.get("w").bytes == 12);
+    CHECK(refusal_of(kDir / "legacy_module.bin").find("holds a whole nn.Module saved with torch.save(model), not a state_dict") != std::string::npos);
     CHECK(refusal_of(kDir / "expanded.bin").find("expanded view") != std::string::npos);
     CHECK(refusal_of(std::vector<std::uint8_t>{}).find("not a PyTorch weights file") != std::string::npos);
     const std::string text = "just some text, not weights\n";

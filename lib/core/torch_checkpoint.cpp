@@ -46,9 +46,10 @@ std::string kind_name(const PickleValue& v) {
 }
 
 // The keys under which research code saves a model's state_dict beside other things ({"model": ..., "optimizer":
-// ..., "epoch": ...}; PyTorch Lightning's "state_dict"), in the order they are tried where the top level holds no
-// tensor.
+// ..., "epoch": ...}; PyTorch Lightning's "state_dict"), in the order they are tried.
 constexpr const char* kNestedKeys[] = {"state_dict", "model_state_dict", "model", "module", "net", "network", "weights"};
+// Entries left out whose reason is kept for why_not (a hostile file could list millions).
+constexpr std::size_t kMaxSkipped = 4096;
 
 struct StateDict {
     std::map<std::string, std::uint32_t> tensors;   // name -> tensor value; the last of a repeated name wins
@@ -67,30 +68,35 @@ StateDict entries_of(const PickleResult& r, const PickleValue& dict) {
             sd.skipped.erase(k.text);
         } else {
             sd.tensors.erase(k.text);
-            sd.skipped[k.text] = kind_name(v);
+            if (sd.skipped.size() < kMaxSkipped) sd.skipped[k.text] = kind_name(v);
         }
     }
     return sd;
 }
 
-// The tensors of the root dict; where it holds none, those of the first dict of tensors under kNestedKeys. Entries
-// that are not tensors (a module's `_extra_state`, a value RetroKit cannot read) are left out and remembered.
+// The state_dict: the dict of tensors under the first of kNestedKeys that holds one (a real state_dict's values
+// are tensors, never dicts, so such a key marks a checkpoint around it — whose top level may hold a tensor of its
+// own, `best_acc1` or `loss`); else the root's tensors. Entries that are not tensors (a module's `_extra_state`, a
+// value RetroKit cannot read) are left out and remembered.
 StateDict state_dict_of(const PickleResult& r, const std::string& path) {
     const PickleValue& root = r.values[r.root];
     if (root.kind != Kind::Dict)
         user_error_in(path, "holds " + kind_name(root) + ", not a state_dict (a dict of tensor names to tensors)", kFix);
+    std::map<std::string, std::uint32_t> last;   // the root's keys, each its last value (as Python's dict)
+    for (std::size_t i = 0; i + 1 < root.items.size(); i += 2) {
+        const PickleValue& k = r.values[root.items[i]];
+        if (k.kind == Kind::String || k.kind == Kind::Bytes) last[k.text] = root.items[i + 1];
+    }
+    for (const char* key : kNestedKeys) {
+        const auto it = last.find(key);
+        if (it == last.end() || r.values[it->second].kind != Kind::Dict) continue;
+        StateDict inner = entries_of(r, r.values[it->second]);
+        if (inner.tensors.empty()) continue;
+        inner.nested = key;
+        return inner;
+    }
     StateDict sd = entries_of(r, root);
     if (!sd.tensors.empty() || root.items.empty()) return sd;
-    for (const char* key : kNestedKeys)
-        for (std::size_t i = 0; i + 1 < root.items.size(); i += 2) {
-            const PickleValue& k = r.values[root.items[i]];
-            const PickleValue& v = r.values[root.items[i + 1]];
-            if ((k.kind != Kind::String && k.kind != Kind::Bytes) || k.text != key || v.kind != Kind::Dict) continue;
-            StateDict inner = entries_of(r, v);
-            if (inner.tensors.empty()) continue;
-            inner.nested = key;
-            return inner;
-        }
     std::string listed;
     int shown = 0;
     for (const auto& [name, what] : sd.skipped) {
@@ -316,14 +322,20 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         for (const std::uint32_t k : list.items) {
             const PickleValue& key = keys.values[k];
             if (key.kind != Kind::String && key.kind != Kind::Bytes) user_error_in(path, "lists a storage key that is not a string", kFix);
-            const auto dt = dtype_of_key.find(key.text);
-            if (dt == dtype_of_key.end()) user_error_in(path, "lists storage '" + quoted(key.text) + "', which no tensor uses", kFix);
+            std::size_t es = 0;
+            if (const auto dt = dtype_of_key.find(key.text); dt != dtype_of_key.end()) {
+                es = dtype_size(dt->second);
+            } else if (const auto u = pickled.unreadable_storages.find(key.text); u != pickled.unreadable_storages.end()) {
+                es = u->second;   // a complex or quantized storage: stepped over
+                if (es == 0) user_error_in(path, "holds storage '" + quoted(key.text) + "' of a type RetroKit cannot size", kFix);
+            } else {
+                user_error_in(path, "lists storage '" + quoted(key.text) + "', which no tensor uses", kFix);
+            }
             if (record_of.count(key.text)) user_error_in(path, "lists storage '" + quoted(key.text) + "' twice", kFix);
             if (size - at < 8) user_error_in(path, "ends before storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             std::uint64_t count = 0;
             for (int i = 7; i >= 0; --i) count = (count << 8) | data[at + static_cast<std::size_t>(i)];
             at += 8;
-            const std::size_t es = dtype_size(dt->second);
             if (count > (size - at) / es)
                 user_error_in(path, "ends inside storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             const std::size_t bytes = static_cast<std::size_t>(count) * es;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -41,10 +42,10 @@ bool storage_dtype(const std::string& global, DType& out) {
 
 }  // namespace
 
-std::string quoted(const std::string& text) {
+std::string quoted(const std::string& text, std::size_t max_bytes) {
     std::string out;
     for (const unsigned char c : text) {
-        if (out.size() >= 80) {
+        if (out.size() >= max_bytes) {
             out += "...";
             break;
         }
@@ -60,6 +61,18 @@ std::string quoted(const std::string& text) {
 }
 
 namespace {
+
+// The element size of a torch storage type RetroKit does not read, from its Object text ("a tensor of type
+// torch.ComplexFloatStorage"); 0 where unknown.
+std::size_t unreadable_element_size(const std::string& what) {
+    static const std::pair<const char*, std::size_t> kSizes[] = {
+        {"torch.ComplexHalfStorage", 4}, {"torch.ComplexFloatStorage", 8}, {"torch.ComplexDoubleStorage", 16},
+        {"torch.QInt8Storage", 1},       {"torch.QUInt8Storage", 1},       {"torch.QInt32Storage", 4},
+        {"torch.QUInt4x2Storage", 1},    {"torch.QUInt2x4Storage", 1}};
+    for (const auto& [name, size] : kSizes)
+        if (what.size() >= std::strlen(name) && what.compare(what.size() - std::strlen(name), std::string::npos, name) == 0) return size;
+    return 0;
+}
 
 bool allowed_callable(const std::string& g) {
     return g == "collections.OrderedDict" || g == "torch._utils._rebuild_tensor" || g == "torch._utils._rebuild_tensor_v2" ||
@@ -83,6 +96,7 @@ public:
         PickleResult r;
         r.root = stack_[0];
         r.values = std::move(values_);
+        r.unreadable_storages = std::move(unreadable_);
         r.end = pos_;
         return r;
     }
@@ -96,6 +110,7 @@ private:
     std::vector<std::size_t> marks_;
     std::unordered_map<std::uint64_t, std::uint32_t> memo_;
     std::size_t arena_bytes_ = 0;
+    std::map<std::string, std::size_t> unreadable_;
 
     [[noreturn]] void fail(const std::string& why) const {   // `why` quotes the file's text only through quoted()
         user_error_in(path_, "not a weights pickle torch.save writes: " + why + " (at byte " + std::to_string(op_at_) + ")",
@@ -185,11 +200,13 @@ private:
     }
 
     void append_to(std::uint32_t list, const std::vector<std::uint32_t>& items) {
+        if (at(list).kind == Kind::Object) return;   // a list subclass (deque, a config class): its items dropped
         if (at(list).kind != Kind::List) fail("APPEND to something other than a list");
         charge(4 * items.size());
         at(list).items.insert(at(list).items.end(), items.begin(), items.end());
     }
     void set_items(std::uint32_t dict, const std::vector<std::uint32_t>& kv) {
+        if (at(dict).kind == Kind::Object) return;   // a dict subclass (EasyDict, defaultdict): its items dropped
         if (at(dict).kind != Kind::Dict) fail("SETITEM on something other than a dict");
         if (kv.size() % 2) fail("SETITEMS with an odd number of values");
         // kept in order, a repeated key too: the reader of the dict lets the last one win, as Python does
@@ -198,6 +215,8 @@ private:
     }
 
     std::uint32_t global(const std::string& module, const std::string& name) {
+        if (module.size() > 200 || name.size() > 200)   // no name torch knows is this long (a memoised long string
+            return object("the Python object " + quoted(module) + "." + quoted(name));   // must not be copied per use)
         const std::string g = module + "." + name;
         DType t;
         if (allowed_callable(g) || storage_dtype(g, t)) return make_text(Kind::Global, g);
@@ -214,7 +233,8 @@ private:
         return object("the Python object " + quoted(g));   // inert: never called
     }
 
-    std::uint32_t object(std::string what) { return make_text(Kind::Object, std::move(what)); }
+    // (what it stands for, quoted and at most ~200 bytes: texts from the file never grow it or break its line)
+    std::uint32_t object(const std::string& what) { return make_text(Kind::Object, quoted(what, 200)); }
     // what an Object stands for, carried to whatever is made from it (a tensor over an unreadable storage, ...)
     std::uint32_t object_from(std::uint32_t v) { return object(at(v).text); }   // (a copy: the arena may move)
 
@@ -243,12 +263,19 @@ private:
     // persistent id ('storage', storage_type, key, location, numel[, view_metadata])
     std::uint32_t persistent_storage(std::uint32_t pid) {
         const PickleValue& t = at(pid);
+        if (t.kind == Kind::Tuple && !t.items.empty() && (at(t.items[0]).kind == Kind::String || at(t.items[0]).kind == Kind::Bytes) &&
+            at(t.items[0]).text == "module")   // the legacy format's ('module', class, file, source): a whole module saved
+            return object("a whole nn.Module saved with torch.save(model)");
         if (t.kind != Kind::Tuple || (t.items.size() != 5 && t.items.size() != 6) || as_text(t.items[0], "a persistent id's tag") != "storage")
             fail("a persistent id other than ('storage', type, key, location, numel)");
         const std::vector<std::uint32_t> it = t.items;
         PickleValue s;
         s.kind = Kind::Storage;
-        if (at(it[1]).kind == Kind::Object) return object_from(it[1]);   // a storage of a type RetroKit does not read
+        if (at(it[1]).kind == Kind::Object) {   // a storage of a type RetroKit does not read: its size kept for the legacy
+            const std::string key = as_text(it[2], "a storage key");   // stream, whose records follow one another
+            unreadable_[key] = unreadable_element_size(at(it[1]).text);
+            return object_from(it[1]);
+        }
         if (at(it[1]).kind != Kind::Global || !storage_dtype(at(it[1]).text, s.dtype) || at(it[1]).text.find("Storage") == std::string::npos)
             fail("a storage of an unknown type");
         s.text = as_text(it[2], "a storage key");
@@ -331,7 +358,7 @@ private:
         }
         if (g == "torch._tensor._rebuild_from_type_v2") {   // (func, new_type, args, state): func(*args), typed
             if (a.size() != 4) fail("a tensor rebuilt from " + std::to_string(a.size()) + " arguments");
-            if (at(a[1]).kind == Kind::Object) return object("a tensor of the subclass " + at(a[1]).text);
+            if (at(a[1]).kind == Kind::Object) return object_from(a[1]);   // a tensor of a subclass RetroKit does not know
             if (at(a[1]).kind != Kind::Global || (at(a[1]).text != "torch.Tensor" && at(a[1]).text != "torch.nn.parameter.Parameter"))
                 fail("a tensor of a subclass other than torch.Tensor or Parameter");
             const std::uint32_t r = call(a[0], a[2], depth + 1);
@@ -459,14 +486,14 @@ private:
             case 0x81: {   // NEWOBJ: cls.__new__(cls, *args), an inert Object
                 pop();
                 const std::uint32_t cls = pop();
-                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + at(cls).text));
+                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + quoted(at(cls).text)));
                 return false;
             }
             case 0x92: {   // NEWOBJ_EX: the same with keyword arguments
                 pop();
                 pop();
                 const std::uint32_t cls = pop();
-                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + at(cls).text));
+                push(at(cls).kind == Kind::Object ? object_from(cls) : object("an instance of " + quoted(at(cls).text)));
                 return false;
             }
             case 0x8f: push(make_seq(Kind::List, {})); return false;                        // EMPTY_SET, as a list

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,16 @@ struct PickleResult {
     std::vector<PickleValue> values;   // the arena
     std::uint32_t root = 0;            // the value STOP returned
     std::size_t end = 0;               // bytes read, STOP included (the legacy format reads several pickles in a row)
+    // storages of a type RetroKit does not read (complex, quantized): key -> element size (0 = unknown), so that
+    // the legacy stream's records can be stepped over
+    std::map<std::string, std::size_t> unreadable_storages;
 };
 
 // Runs the pickle at data[0, size) up to its STOP. UserError naming `path` (and the byte offset) on anything
 // malformed, truncated, refused, or too large (objects of more than 1 GiB).
 PickleResult torch_unpickle(const std::uint8_t* data, std::size_t size, const std::string& path);
 
-// Text a file holds (a key, a name), fit for a one-line message: control bytes as \xNN, at most 80 bytes.
-std::string quoted(const std::string& text);
+// Text a file holds (a key, a name), fit for a one-line message: control bytes as \xNN, at most max_bytes bytes.
+std::string quoted(const std::string& text, std::size_t max_bytes = 80);
 
 }  // namespace retro

@@ -27,10 +27,11 @@ public:
     std::string why_not(const std::string& name) const { return is_torch_ ? torch_.why_not(name) : std::string(); }
     // The key a torch file's state_dict was under ("" = its top level, and for safetensors).
     std::string nested_key() const { return is_torch_ ? torch_.nested_key() : std::string(); }
-    // The prefix PyTorch's wrappers put before every name of a state_dict saved through them — "module." from
-    // DataParallel / DistributedDataParallel, "_orig_mod." from torch.compile, in any nesting — where every tensor
-    // has it; "" otherwise. Readers that look tensors up by their model's names put it before each.
-    std::string wrapper_prefix() const;
+    // The prefix every tensor name has where `name` (a tensor the reader needs, e.g. token_emb.weight) is only found
+    // under it: the one PyTorch's wrappers put — "module." (DataParallel / DistributedDataParallel), "_orig_mod."
+    // (torch.compile), in any nesting — or else the longest dotted prefix all names share (a LightningModule's
+    // attribute holding the model, "retro."); "" where `name` is there as it is, or under no such prefix.
+    std::string prefix_holding(const std::string& name) const;
     // The safetensors header's __metadata__; empty for a torch file.
     const std::map<std::string, std::string>& metadata() const;
     const std::string& path() const { return path_; }
@@ -41,5 +42,9 @@ private:
     SafetensorsFile safetensors_;
     TorchCheckpointFile torch_;
 };
+
+// For "has no tensor X" messages: where a torch file's tensors were read from and how many there are
+// (" (of the 12 tensors of the state_dict under 'model')"); "" for safetensors.
+std::string weights_file_where(const WeightsFile& f);
 
 }  // namespace retro

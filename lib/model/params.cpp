@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/torch_pickle.h"
 #include "core/weights_file.h"
 #include "nn/copy_head.h"
 
@@ -163,12 +164,16 @@ void params_read_tensor(const std::string& path, const ParamEntry& e, const Tens
 template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config) {
     const WeightsFile f(path);   // .safetensors, or a torch.save state_dict (RETRO-pytorch's names)
-    const std::string prefix = f.wrapper_prefix();
+    const std::string prefix = f.prefix_holding(layout.entries().front().name);
     data.assign(static_cast<std::size_t>(layout.total()), T(0));
     for (const auto& e : layout.entries()) {
-        if (!f.has(prefix + e.name))
-            user_error_in(path, "has no tensor \"" + e.name + "\"",
+        if (!f.has(prefix + e.name)) {
+            if (const std::string why = f.why_not(prefix + e.name); !why.empty())   // a torch file's entry it left out
+                user_error_in(path, "holds \"" + e.name + "\" as " + why + ", not a tensor RetroKit reads",
+                              "save the weights as plain float tensors");
+            user_error_in(path, "has no tensor \"" + e.name + "\"" + weights_file_where(f),
                           "the weights were made for another model config (compare depths, widths and CCA layers)");
+        }
         const TensorView& v = f.get(prefix + e.name);
         if (v.shape != e.shape)
             user_error_in(path, "tensor \"" + e.name + "\" has shape " + shape_string(v.shape) + ", the config needs " +
@@ -183,10 +188,10 @@ void params_load(const std::string& path, std::vector<T>& data, const ParamLayou
         bool is_inv = false;
         for (const char* n : INV_FREQ_NAMES) is_inv = is_inv || name == n;
         if (!is_inv)
-            user_error_in(path, "has an unexpected tensor \"" + name + "\"",
+            user_error_in(path, "has an unexpected tensor \"" + quoted(name) + "\"",
                           "the weights were made for another model config (CCA or cross-attention layers differ?)");
         if (view.dtype != DType::F32 || view.numel() != static_cast<std::int64_t>(inv.size()))
-            user_error_in(path, "tensor \"" + name + "\" does not match the config's rotary dimension");
+            user_error_in(path, "tensor \"" + quoted(name) + "\" does not match the config's rotary dimension");
     }
 }
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "core/torch_pickle.h"
 #include "core/weights_file.h"
 #include "model/param_groups.h"
 
@@ -72,15 +73,18 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
     if (f.has("m") && f.has("v") && !f.has(layout.entries().front().name))   // (AdamW's moments, train/adamw.h)
         user_error_in(path, "is a checkpoint's optimizer state (AdamW's moments), not model weights",
                       "give the checkpoint folder, or the model.safetensors beside it");
-    const std::string prefix = f.wrapper_prefix();
+    const std::string prefix = f.prefix_holding(layout.entries().front().name);
     info.within = f.nested_key();
     info.prefix = prefix;
     info.copied = info.fresh = info.ignored = 0;
     for (const auto& e : layout.entries()) {
         const bool decoder = param_group(e.name) == ParamGroup::DECODER;
         if (!f.has(prefix + e.name)) {
+            if (const std::string why = f.why_not(prefix + e.name); !why.empty())   // a torch file's entry it left out
+                user_error_in(path, "holds \"" + e.name + "\" as " + why + ", not a tensor RetroKit reads",
+                              "save the weights as plain float tensors");
             if (decoder)
-                user_error_in(path, "has no decoder tensor \"" + e.name + "\"",
+                user_error_in(path, "has no decoder tensor \"" + e.name + "\"" + weights_file_where(f),
                               "retro-fit with the base's decoder shape (depth, widths, vocabulary, max_seq_len)");
             info.fresh++;
             continue;
@@ -101,7 +105,7 @@ void init_from_load(InitFromInfo& info, std::vector<T>& params, const ParamLayou
         const std::string name = full_name.substr(prefix.size());
         if (layout.has(name) || name.find("rotary_pos_emb.inv_freq") != std::string::npos) continue;
         if (param_group(name) == ParamGroup::DECODER)
-            user_error_in(path, "has decoder tensor \"" + name + "\" that the config lacks",
+            user_error_in(path, "has decoder tensor \"" + quoted(name) + "\" that the config lacks",
                           "retro-fit with the base's decoder shape (depth, widths, vocabulary, max_seq_len)");
         info.ignored++;
     }

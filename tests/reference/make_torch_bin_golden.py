@@ -10,6 +10,9 @@ Writes tests/reference/golden/torch_bin/:
   nested.bin              {"model": state_dict, "epoch": 3}: the state_dict under "model" read
   research.bin            {"model": ..., "optimizer": ..., "args": argparse.Namespace, "epoch": 3}: "model" read
   no_tensors.bin          {"args": argparse.Namespace, "epoch": 3}: refused (no tensor anywhere it looks)
+  research2.bin           a tensor at the top beside "state_dict", a dict subclass, a defaultdict, a deque: "state_dict"
+  legacy_mixed.bin        legacy: a complex tensor beside "model" (its record stepped over): "model" read
+  legacy_module.bin       legacy: torch.save(nn.Linear(2, 2)), a whole module: refused
   expanded.bin            a stride-0 view (an expanded tensor): refused
   evil.bin                a pickle naming os.system: its tensor read, the object left out, nothing run
   nocrc.bin               {"w": ...} saved with compute_crc32 = False (records without CRC-32): read
@@ -26,6 +29,7 @@ Writes tests/reference/golden/torch_bin/:
   retro_tiny_checkpoint.pt  the same under "model" beside argparse arguments and a step, as research code saves them
 """
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -64,6 +68,10 @@ def state_dict():
     }
     sd["tied"] = sd["dense.weight"]             # two names, one storage
     return sd
+
+
+class Config(dict):
+    """A dict subclass, as EasyDict-style config classes are."""
 
 
 # Pickle opcodes written out by hand, for files torch 2 no longer writes or never writes.
@@ -151,6 +159,14 @@ def main():
     torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "args": argparse.Namespace(lr=0.1, name="x"),
                 "epoch": 3}, os.path.join(OUT, "research.bin"))
     torch.save({"args": argparse.Namespace(lr=0.1), "epoch": 3}, os.path.join(OUT, "no_tensors.bin"))
+    # a tensor at the top beside the state_dict (pytorch/examples' best_acc1), dict and list subclasses
+    torch.save({"epoch": 3, "best_acc1": torch.tensor(0.5), "state_dict": {"a.w": torch.ones(2)},
+                "args": Config(lr=1), "meter": collections.defaultdict(list, {"loss": [1.0]}),
+                "window": collections.deque([1, 2], maxlen=5)}, os.path.join(OUT, "research2.bin"))
+    # legacy: a complex tensor beside the state_dict (its record stepped over), a whole module
+    torch.save({"model": {"w": torch.arange(3.0)}, "c": torch.ones(2, dtype=torch.cfloat)},
+               os.path.join(OUT, "legacy_mixed.bin"), _use_new_zipfile_serialization=False)
+    torch.save(torch.nn.Linear(2, 2), os.path.join(OUT, "legacy_module.bin"), _use_new_zipfile_serialization=False)
     write_handmade()
 
     # bert_tiny as pytorch_model.bin, whole (zip) and in two legacy shards with transformers' index
