@@ -227,7 +227,7 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
                        "'args' (the Python object argparse.Namespace), 'epoch' (an int)") != std::string::npos);
 }
 
-TEST_CASE("torch checkpoint: nothing in a pickle runs; research checkpoints; files without tensors refused") {
+TEST_CASE("torch checkpoint: nothing in a pickle runs, research checkpoints read, files without tensors refused") {
     // os.system in a pickle: an inert object, left out (the tensor beside it reads); asked for, it is named
     const TorchCheckpointFile evil((kDir / "evil.bin").string());
     CHECK(evil.has("w"));
