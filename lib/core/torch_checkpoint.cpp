@@ -127,6 +127,10 @@ bool last_element(const PickleValue& t, std::int64_t& out) {
 
 }  // namespace
 
+bool starts_as_zip(const std::uint8_t* data, std::size_t size) {
+    return size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
+}
+
 TorchCheckpointFile::TorchCheckpointFile(const std::string& path) : path_(path) {
     const MappedFile file(path);
     refuse_lfs_pointer(path, file.data(), file.size());
@@ -254,7 +258,7 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     PickleResult pickled;
     StateDict sd;
     std::map<std::string, std::size_t> record_of;   // storage key -> buffers_ index
-    const bool zip = size >= 4 && data[0] == 'P' && data[1] == 'K' && ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6));
+    const bool zip = starts_as_zip(data, size);
     if (zip) {
         const ZipArchive archive(data, size, path);
         const std::string prefix = archive.prefix();

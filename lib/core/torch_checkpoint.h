@@ -19,6 +19,10 @@
 
 namespace retro {
 
+// True when `data` starts as a zip archive does (a local file header, or the end record of an empty archive): the
+// form torch.save writes since PyTorch 1.6.
+bool starts_as_zip(const std::uint8_t* data, std::size_t size);
+
 class TorchCheckpointFile {
 public:
     TorchCheckpointFile() = default;

@@ -10,7 +10,7 @@ bool WeightsFile::looks_like_torch(const std::string& path) {
     unsigned char b[9] = {};
     in.read(reinterpret_cast<char*>(b), 9);
     const std::streamsize n = in.gcount();
-    if (n >= 4 && b[0] == 'P' && b[1] == 'K' && ((b[2] == 3 && b[3] == 4) || (b[2] == 5 && b[3] == 6))) return true;
+    if (starts_as_zip(b, static_cast<std::size_t>(n))) return true;
     // the legacy stream opens with PROTO 2..5; a .safetensors file whose header length starts with those two bytes
     // still has its JSON's '{' at byte 8
     return n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5 && !(n == 9 && b[8] == '{');
