@@ -2,27 +2,20 @@
 // neighbours, with checkpoints, metrics.jsonl and --resume (lib/train/trainer.h); `eval` is RETRO's
 // evaluation (loss, perplexity, bpb by overlap; lib/train/eval.h), `plot` draws the curves (lib/train/plot.h).
 // --init-from and --train-only retro-fit a trained model (docs/model.md "Retro-fitting").
-#include <optional>
-
 #include "core/error.h"
-#include "core/log.h"
-#include "index/knn_build.h"
-#include "model/config.h"
 #include "model/param_groups.h"
-#include "train/eval.h"
 #include "train/plot.h"
 #include "train/trainer.h"
 
 #include "deprecated_option.h"
 #include "tool_main.h"
-
+#include "train_eval_command.h"
 
 int main(int argc, char** argv) {
     return retro::tool_main(
         "retro-train", "Train a RETRO model on db/ + knn/ (or without retrieval, the baseline); eval; plot.", argc,
         argv, [](CLI::App& app, retro::ToolContext& ctx) -> retro::ToolAction {
             static retro::TrainOptions o;
-            static retro::EvalOptions e;
             static std::string plot_run, plot_out;
             app.add_option("--db", o.db, "Chunk database folder (retro-chunk)");
             app.add_option("--knn", o.neighbours, "Neighbours folder (retro-knn) holding neighbours.npy");
@@ -126,45 +119,8 @@ int main(int argc, char** argv) {
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             retro::add_no_verify_flag(app, ctx.verify_inputs);
 
-            static std::string eval_json, eval_plot_png;
-            static bool eval_json_stdout = false, eval_no_shuffled = false;
-            auto* ev = app.add_subcommand(
-                "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
-                        "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
-            ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
-            ev->add_option("--weights", e.weights, "Weights to use instead of RUN/model.safetensors (a .safetensors file, a checkpoint folder, or a RETRO-pytorch state_dict saved with torch.save)");
-            ev->add_option("--db", e.db, "Chunk database folder")->required();
-            ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
-            static std::string eval_index;
-            ev->add_option("--index", eval_index,
-                           "Search the neighbours now in this index folder (dense or bm25; own document excluded, "
-                           "as retro-knn) instead of --knn");
-            ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
-            ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
-            ev->add_option("--val-fraction", e.val_fraction,
-                           "Share of documents held out (default: the run's, from its manifest; 0.05 without one)");
-            ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
-            ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
-            ev->add_option("--sample", e.sample,
-                           "Which sequences --max-batches keeps: spread (evenly over the split, which runs in "
-                           "document order) or first")
-                ->check(CLI::IsMember({"spread", "first"}))->capture_default_str();
-            ev->add_option("--alphas", e.alphas, "Overlap filters: chunks with r <= alpha (1 = all chunks is always shown)")
-                ->delimiter(',')->capture_default_str();
-            ev->add_option("--overlap-with", e.overlap_with,
-                           "r against each chunk's own neighbours (own, the paper's) or against what CCA reads when "
-                           "predicting it, the previous chunk's neighbours and continuations (read)")
-                ->check(CLI::IsMember({"own", "read"}))->capture_default_str();
-            ev->add_flag("--no-shuffled", eval_no_shuffled, "Skip the shuffled-neighbours control");
-            ev->add_option("--shuffle-seed", e.shuffle_seed, "Seed of the shuffled neighbours")->transform(retro::non_negative_integer())->capture_default_str();
-            ev->add_flag("--json", eval_json_stdout, "Print the report as JSON instead of the table");
-            ev->add_option("--json-out", eval_json, "Also write the JSON report to this file");
-            ev->add_option("--token-losses", e.token_losses,
-                           "Also write every label's loss as .npy (f32 nats, [modes, sequences, seq_len], NaN at pads; "
-                           "the JSON report names each row's first chunk)");
-            ev->add_option("--plot", eval_plot_png, "Write bits per byte against alpha as a PNG (gnuplot)");
-            ev->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
-            retro::add_no_verify_flag(*ev, e.verify);
+            static retro::TrainEvalCommand eval;
+            auto* ev = retro::train_eval_subcommand_add(app, ctx, eval);
 
             auto* pl = app.add_subcommand("plot", "Write RUN/curves.png (training and validation loss) with gnuplot");
             pl->add_option("run", plot_run, "Run folder")->required();
@@ -172,22 +128,7 @@ int main(int argc, char** argv) {
 
             return [&ctx, ev, pl] {
                 if (*ev) {
-                    if (e.neighbours.empty()) e.neighbours = o.neighbours;   // eval --neighbours DIR
-                    e.shuffled = !eval_no_shuffled;
-                    ctx.verify_inputs = e.verify;   // the search --index runs
-                    std::optional<retro::ScratchKnn> searched;   // --index: neighbours searched now
-                    if (!eval_index.empty()) {
-                        if (!e.neighbours.empty()) retro::user_error_in("--index", "give --knn or --index, not both");
-                        e.search_neighbours = [&](const retro::RetroConfig& config) {   // once the run is verified
-                            searched.emplace(ctx, eval_index, e.db, config.num_neighbours);
-                            return searched->dir();
-                        };
-                    }
-                    retro::eval_outputs_check(eval_json, e.token_losses, eval_plot_png);
-                    auto report = retro::train_eval(e);
-                    e.search_neighbours = nullptr;   // it refers to `searched`, which ends with this block
-                    if (searched) report.knn = "search of " + eval_index;
-                    retro::eval_report_write(report, eval_json_stdout, eval_json, eval_plot_png);
+                    retro::train_eval_command_run(ctx, eval, o.neighbours);   // eval --neighbours DIR: the parent's
                 } else if (*pl) {
                     retro::train_plot(plot_run, plot_out);
                 } else {
