@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@
 #include "test_train_fixtures.h"
 #include "test_util.h"
 #include "train/init_from.h"
+
+#include <nlohmann/json.hpp>
 
 using namespace retro;
 namespace fs = std::filesystem;
@@ -220,6 +223,13 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
     CHECK_MESSAGE(r3.exit_code == 0, r3.err);
     CHECK(r3.err.find("(the state_dict under 'model')") != std::string::npos);
     CHECK(test::losses(dir / "ck") == test::losses(dir / "st"));
+    CHECK(nlohmann::json::parse(std::ifstream(dir / "ck" / "manifest.json"))["parameters"]["init_from"]["within"] == "model");
+    // DDP + torch.compile's names: the prefix logged and recorded
+    const auto r4 = test::run_tool("retro-train", common + (wrapped / "ddp.safetensors").string() + " --out " + (dir / "ddp").string());
+    CHECK_MESSAGE(r4.exit_code == 0, r4.err);
+    CHECK(r4.err.find("(names under 'module._orig_mod.')") != std::string::npos);
+    CHECK(test::losses(dir / "ddp") == test::losses(dir / "st"));
+    CHECK(nlohmann::json::parse(std::ifstream(dir / "ddp" / "manifest.json"))["parameters"]["init_from"]["prefix"] == "module._orig_mod.");
     // a torch file without tensors: one line, exit 2
     const auto bad = test::run_tool("retro-train", common + (kDir / "no_tensors.bin").string() + " --out " + (dir / "bad").string());
     CHECK(bad.exit_code == 2);

@@ -745,9 +745,13 @@ void Trainer::run() {
     if (!o_.init_from.empty()) {
         init_ = init_from_resolve(o_.init_from);
         init_from_load(init_, model_->params(), model_->layout(), config_);
-        log_info(cat("init from ", init_.weights, init_.within.empty() ? "" : " (the state_dict under '" + init_.within + "')", " (",
-                     init_.fingerprint, "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ",
-                     init_.ignored, " of the base unused"));
+        // where in the file the tensors were: a research checkpoint's key, a wrapper's name prefix
+        std::string where;
+        if (!init_.within.empty()) where = "the state_dict under '" + init_.within + "'";
+        if (!init_.prefix.empty()) where += (where.empty() ? "" : "; ") + std::string("names under '") + init_.prefix + "'";
+        log_info(cat("init from ", init_.weights, where.empty() ? "" : " (" + where + ")", " (", init_.fingerprint,
+                     "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ", init_.ignored,
+                     " of the base unused"));
     }
     AdamWConfig oc;
     oc.lr = o_.lr;
@@ -913,6 +917,8 @@ void Trainer::run() {
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {
             {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
+        if (!init_.within.empty()) m.parameters()["init_from"]["within"] = init_.within;
+        if (!init_.prefix.empty()) m.parameters()["init_from"]["prefix"] = init_.prefix;
         m.add_input("init_from", init_.weights);
     }
     if (fs::exists(fs::path(o_.db) / "manifest.json")) m.add_input_folder("db", o_.db);
