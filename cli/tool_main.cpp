@@ -185,6 +185,14 @@ std::string usage_message(const std::string& what) {
     return line;
 }
 
+// A failure's one line, "TOOL: error: ...", and its exit code. Under mpirun a rank other than 0 lets rank 0 print
+// a refusal every rank meets first (core/distributed.h: distributed_before_failure_line).
+int failure_line(const std::string& tool, const char* kind, const std::string& message, int exit_code) {
+    distributed_before_failure_line();
+    std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, message.c_str());
+    return exit_code;
+}
+
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     json_files_read_reset();
     ToolContext ctx;
@@ -225,13 +233,11 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         if (action) action();
         return 0;
     } catch (const UserError& e) {
-        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), e.what());
-        return EXIT_USER;
+        return failure_line(tool, "error", e.what(), EXIT_USER);
     } catch (const std::filesystem::filesystem_error& e) {
         // a path the user gave that cannot be made or written (not a folder, no permission, disk full): exit 2,
         // the path first, as every user error
-        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), filesystem_message(e).c_str());
-        return EXIT_USER;
+        return failure_line(tool, "error", filesystem_message(e), EXIT_USER);
     } catch (const nlohmann::json::exception& e) {
         // reading a field: a value of the wrong type (302, and 304-306 for at(), [] and value() on a non-object), an
         // index or key not there (401, 403). After JSON files were read these are theirs; any other id (316: a
@@ -240,14 +246,11 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         const bool read_side = std::find(std::begin(kReadIds), std::end(kReadIds), e.id) != std::end(kReadIds);
         const std::vector<std::string> files = json_files_read();
         if (files.empty() || !read_side) {
-            std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
-            return EXIT_INTERNAL;
+            return failure_line(tool, "internal error", e.what(), EXIT_INTERNAL);
         }
-        std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), json_field_message(e, files).c_str());
-        return EXIT_USER;
+        return failure_line(tool, "error", json_field_message(e, files), EXIT_USER);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: internal error: %s\n", tool.c_str(), e.what());
-        return EXIT_INTERNAL;
+        return failure_line(tool, "internal error", e.what(), EXIT_INTERNAL);
     }
 }
 

@@ -3,8 +3,10 @@
 #include "core/distributed.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 
 #include "core/error.h"
@@ -21,6 +23,7 @@ namespace retro {
 namespace {
 
 bool g_mpi_started = false;
+int g_mpi_rank = 0;   // this process's rank once MPI started
 
 #ifdef RETRO_HAVE_MPI
 void mpi_check(int rc, const char* what) {
@@ -66,6 +69,7 @@ Distributed& distributed(const std::string& program) {
         g_mpi_started = true;
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &d.rank_), "MPI_Comm_rank");
+        g_mpi_rank = d.rank_;
         mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &d.size_), "MPI_Comm_size");
         if (d.size_ != env.size)
             user_error_in("", "the launcher started " + std::to_string(env.size) + " tasks of " + program + " (" + env.source +
@@ -82,6 +86,10 @@ Distributed& distributed(const std::string& program) {
     }
     started = true;
     return d;
+}
+
+void distributed_before_failure_line() {
+    if (g_mpi_started && g_mpi_rank > 0) std::this_thread::sleep_for(std::chrono::seconds(kRootFirstSeconds));
 }
 
 void distributed_finish(int exit_code) {

@@ -11,7 +11,8 @@
 // promise it). It moves each element as an all-to-all (every rank owns a slice and sums its slice's parts
 // in order), then an all-gather of the sums: the bytes of a ring all-reduce, in windows of bounded memory.
 // allreduce_sum is the MPI library's own all-reduce (its fastest algorithm; order unspecified).
-// provides: kMpiBuilt, Distributed, distributed, distributed_check_launch, distributed_finish
+// provides: kMpiBuilt, Distributed, distributed, distributed_check_launch, distributed_before_failure_line,
+//           distributed_finish
 #pragma once
 #include <cstdint>
 #include <string>
@@ -61,6 +62,14 @@ Distributed& distributed(const std::string& program);
 // The refusals distributed() applies before starting MPI, on their own for tests: UserError when `env` says
 // several ranks and `mpi_built` is false.
 void distributed_check_launch(const LauncherEnv& env, bool mpi_built, const std::string& program);
+
+// To call before a failing process prints its one line. On a rank other than 0 of a started MPI job it first waits
+// kRootFirstSeconds for rank 0 to end the job: a refusal every rank meets (an option, an --out that holds a run) is
+// then printed once, by rank 0 (whose MPI_Abort stops the waiting ranks), where every rank printed the same line; a
+// failure of this rank alone still prints, that much later. Returns at once anywhere else (rank 0, one process,
+// MPI not started: the tools that run as independent shards under a launcher print at once).
+inline constexpr int kRootFirstSeconds = 3;
+void distributed_before_failure_line();
 
 // To call once before the process exits with `exit_code`: ends MPI (MPI_Finalize) after a success; after a
 // failure on one rank aborts the job (MPI_Abort), so the other ranks do not wait forever in a collective.
