@@ -14,6 +14,7 @@
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "embed/clip_embedder.h"
+#include "embed/clip_model.h"
 #include "embed/image_decode.h"
 #include "text/clip_bpe.h"
 #include "test_chunk_util.h"
@@ -193,6 +194,33 @@ TEST_CASE("clip: text and image embeddings of tiny random CLIPModels match trans
         e.embed_images(paths, v.data());
         test::check_embeddings(v, golden_dir() / cat(name, "_image.npy"), 24, paths, MIN_COSINE, MAX_ABS);
     }
+}
+
+TEST_CASE("clip: the text tower's last layer runs for the pooled token alone - tokens after the first end-of-text change nothing") {
+    // ClipModel::Encoder::forward with pooled rows: the last layer's queries, output projection and MLP for the
+    // end-of-text row only, its keys cut at that row (causal). A text whose first eos (633 in the tiny model) is
+    // followed by more tokens must embed as the text cut after it, as transformers' causal mask gives; with the
+    // bound the same fp32 graph summed in another order leaves.
+    const ClipModel m((golden_dir() / "tiny").string());
+    REQUIRE(m.config().text.eos_token_id == 633);
+    const std::vector<std::int32_t> ids = {632, 5, 17, 633, 40, 633, 9, 12,   // eos at 3, then more
+                                           632, 5, 17, 633,                    // the same text cut after its eos
+                                           632, 633};                          // eos right after the start
+    const std::vector<std::int64_t> offsets = {0, 8, 12, 14};
+    const int P = m.config().projection_dim;
+    std::vector<float> out(3 * static_cast<std::size_t>(P)), single(P);
+    m.encode_texts(ids.data(), offsets.data(), 3, out.data());
+    double largest = 0;
+    for (int j = 0; j < P; ++j) largest = std::max(largest, static_cast<double>(std::abs(out[j] - out[P + j])));
+    CHECK(largest <= 1e-6);
+    // each sequence alone gives what it gives in the batch (the pooled rows' gather and put-back)
+    for (int s = 0; s < 3; ++s) {
+        CAPTURE(s);
+        const std::vector<std::int64_t> own = {offsets[s], offsets[s + 1]};
+        m.encode_texts(ids.data(), own.data(), 1, single.data());
+        for (int j = 0; j < P; ++j) CHECK(std::abs(single[j] - out[static_cast<std::size_t>(s) * P + j]) <= 1e-6);
+    }
+    CHECK(std::abs(out[0] - out[2 * P]) > 1e-4);   // another text: another vector
 }
 
 TEST_CASE("clip: retro-index --images, then text and image queries return transformers' ranking") {

@@ -20,6 +20,7 @@
 #include "embed/checkpoint_tensor.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
+#include "nn/attention.h"
 #include "nn/packed_linear.h"
 
 namespace retro {
@@ -203,7 +204,8 @@ ClipModel::ClipModel(const std::string& dir) {
     if (!has_vision() && !has_text()) user_error_in((fs::path(dir) / "config.json").string(), "describes neither a vision nor a text tower");
 }
 
-void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int count, bool causal) const {
+void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int count, bool causal,
+                                 const std::int64_t* pooled) const {
     const int H = cfg->hidden, I = cfg->intermediate, heads = cfg->heads, d = H / heads;
     const std::int64_t base = offsets[0], N = offsets[count] - base;
     if (N == 0) return;
@@ -230,6 +232,10 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const Layer& L = layers[l];
         const Packed::Layer& P = P_all.layers[l];
+        if (pooled && l + 1 == layers.size()) {   // the last layer, for the pooled rows alone
+            last_layer_pooled(x, qkv.get(), offsets, count, causal, pooled);
+            break;
+        }
         parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {   // (A)
             float* y = y_buf[thread].get();
             for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
@@ -263,6 +269,56 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
             }
         });
     }
+}
+
+void ClipModel::Encoder::last_layer_pooled(float* x, float* qkv, const std::int64_t* offsets, int count, bool causal,
+                                           const std::int64_t* pooled) const {
+    const Layer& L = layers.back();
+    const Packed::Layer& P = pack().layers.back();
+    const int H = cfg->hidden, I = cfg->intermediate, heads = cfg->heads, d = H / heads;
+    const std::int64_t base = offsets[0], N = offsets[count] - base;
+    const float eps = cfg->eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
+    parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int) {   // (A) every row: its keys and values are read
+        auto y = scratch(std::min(ROW_BLOCK, end - begin) * H);
+        for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
+            const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
+            layer_norm_rows(x + r0 * H, y.get(), rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+            P.qkv.apply(y.get(), rows, qkv + r0 * 3 * H);
+        }
+    });
+    // (B) one query a sequence: its pooled row against the sequence's keys (causal: keys up to that row, which
+    // is the mask's effect: a masked key's exp(-1e9 - max) is 0). q is scaled first, as nn/attention.h expects.
+    auto xs = scratch(static_cast<std::int64_t>(count) * H), ctx = scratch(static_cast<std::int64_t>(count) * H);
+    parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int) {
+        std::vector<float> q(d), p;
+        for (std::int64_t t = t0; t < t1; ++t) {
+            const std::int64_t s = t / heads, h = t % heads;
+            const std::int64_t first = offsets[s] - base, at = pooled[s] - base;
+            const std::int64_t keys = causal ? at - first + 1 : offsets[s + 1] - offsets[s];
+            const float* row = qkv + at * 3 * H + h * d;
+            for (int j = 0; j < d; ++j) q[j] = row[j] * scale;
+            p.resize(static_cast<std::size_t>(keys));
+            const float* k = qkv + first * 3 * H + H + h * d;
+            nn::attention_head_forward<float>(ctx.get() + s * H + h * d, H, p.data(), q.data(), d, k, k + H, 3 * H, 1,
+                                              keys, d, nullptr, nullptr, nullptr, false);
+        }
+    });
+    // (C) the pooled rows gathered: output projection + residual, LayerNorm, MLP + residual; then put back
+    for (int s = 0; s < count; ++s) std::copy_n(x + (pooled[s] - base) * H, H, xs.get() + static_cast<std::int64_t>(s) * H);
+    const bool erf_tile = cfg->act == Activation::GELU_ERF;
+    parallel_ranges(count, [&](std::int64_t begin, std::int64_t end, int) {
+        const std::int64_t rows = end - begin;
+        float* xb = xs.get() + begin * H;
+        auto y = scratch(rows * H), mid = scratch(rows * I);
+        P.o.apply(ctx.get() + begin * H, rows, y.get());
+        add_rows(xb, y.get(), rows * H);
+        layer_norm_rows(xb, y.get(), rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+        P.fc1.apply(y.get(), rows, mid.get(), erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
+        if (!erf_tile) activation_inplace(mid.get(), rows * I, cfg->act);
+        P.fc2.apply(mid.get(), rows, y.get());
+        add_rows(xb, y.get(), rows * H);
+    });
+    for (int s = 0; s < count; ++s) std::copy_n(xs.get() + static_cast<std::int64_t>(s) * H, H, x + (pooled[s] - base) * H);
 }
 
 namespace {
@@ -305,7 +361,9 @@ void ClipModel::encode_images(const float* pixels, int count, float* out) const 
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(T) * H; ++i) xs[i] += vis_pos_[i];
         add_layer_norm_rows(xs, nullptr, T, H, pre_ln_g_.data(), pre_ln_b_.data(), c.eps);
     });
-    vision_enc_.forward(x.get(), offsets.data(), count, false);
+    std::vector<std::int64_t> class_rows(count);   // the class token: each image's row 0
+    for (int s = 0; s < count; ++s) class_rows[s] = offsets[s];
+    vision_enc_.forward(x.get(), offsets.data(), count, false, class_rows.data());
     std::vector<float> pooled(static_cast<std::size_t>(count) * H);
     for (int s = 0; s < count; ++s)
         layer_norm_rows(x.get() + static_cast<std::int64_t>(s) * T * H, pooled.data() + static_cast<std::size_t>(s) * H, 1, H,
@@ -331,10 +389,8 @@ void ClipModel::encode_texts(const std::int32_t* ids, const std::int64_t* offset
             float* row = x.get() + (t - base) * H;
             for (int j = 0; j < H; ++j) row[j] = e[j] + p[j];
         }
-    text_enc_.forward(x.get(), offsets, count, true);
-    std::vector<float> pooled(static_cast<std::size_t>(count) * H);
+    std::vector<std::int64_t> eos_rows(count);   // transformers' pooling position (clip_model.h)
     for (int s = 0; s < count; ++s) {
-        // transformers' pooling position (clip_model.h)
         std::int64_t at = offsets[s];
         if (c.eos_token_id == 2) {
             for (std::int64_t t = offsets[s]; t < offsets[s + 1]; ++t)
@@ -346,9 +402,13 @@ void ClipModel::encode_texts(const std::int32_t* ids, const std::int64_t* offset
                     break;
                 }
         }
-        layer_norm_rows(x.get() + (at - base) * H, pooled.data() + static_cast<std::size_t>(s) * H, 1, H, final_ln_g_.data(),
-                        final_ln_b_.data(), c.eps);
+        eos_rows[s] = at;
     }
+    text_enc_.forward(x.get(), offsets, count, true, eos_rows.data());
+    std::vector<float> pooled(static_cast<std::size_t>(count) * H);
+    for (int s = 0; s < count; ++s)
+        layer_norm_rows(x.get() + (eos_rows[s] - base) * H, pooled.data() + static_cast<std::size_t>(s) * H, 1, H,
+                        final_ln_g_.data(), final_ln_b_.data(), c.eps);
     project(pooled.data(), count, H, txt_proj_, cfg_.projection_dim, out);
 }
 

@@ -68,9 +68,17 @@ private:
         std::vector<Layer> layers;
         struct Packed;
         std::shared_ptr<Packed> packed;
-        // x [offsets[count] - offsets[0], hidden] through every layer, in place.
-        void forward(float* x, const std::int64_t* offsets, int count, bool causal) const;
+        // x [offsets[count] - offsets[0], hidden] through every layer, in place. `pooled[s]`: the one row of
+        // sequence s (an absolute index in [offsets[s], offsets[s+1])) whose final state the caller reads — the
+        // class token, the end-of-text token: the last layer then runs its attention queries, output projection
+        // and MLP for those rows alone (their keys and values still come from every row), and only those rows of
+        // x hold the final state. Null: every row through every layer.
+        void forward(float* x, const std::int64_t* offsets, int count, bool causal,
+                     const std::int64_t* pooled = nullptr) const;
         const Packed& pack() const;
+        // forward's last layer with `pooled` given; qkv: forward's [N, 3 * hidden] scratch
+        void last_layer_pooled(float* x, float* qkv, const std::int64_t* offsets, int count, bool causal,
+                               const std::int64_t* pooled) const;
     };
     ClipConfig cfg_;
     std::string st_path_;
