@@ -185,7 +185,11 @@ ClipModel::ClipModel(const std::string& dir) {
     tower(cfg_.vision, vision_enc_, "vision_model.embeddings.class_embedding", "vision", "visual_projection.weight", vis_proj_,
           [&](auto& load, const std::string& b) {
               const std::int64_t H = cfg_.vision.hidden, C = cfg_.vision.channels, Ps = cfg_.vision.patch_size;
-              patch_w_ = load(b + "embeddings.patch_embedding.weight", {H, C, Ps, Ps});
+              // the conv (kernel = stride = P, no bias) as a linear layer over flattened patches [c, ky, kx],
+              // packed once here rather than for every batch of images
+              const auto patch_w = load(b + "embeddings.patch_embedding.weight", {H, C, Ps, Ps});
+              patch_ = std::make_shared<const nn::PackedLinear>(patch_w.data(), nullptr, static_cast<int>(H),
+                                                                static_cast<int>(C * Ps * Ps));
               class_emb_ = load(b + "embeddings.class_embedding", {H});
               vis_pos_ = load(b + "embeddings.position_embedding.weight", {cfg_.vision.patches() + 1, H});
               pre_ln_g_ = load(b + "pre_layrnorm.weight", {H});
@@ -341,8 +345,7 @@ void ClipModel::encode_images(const float* pixels, int count, float* out) const 
     auto x = scratch(N * H);
     std::vector<std::int64_t> offsets(count + 1);
     for (int s = 0; s <= count; ++s) offsets[s] = static_cast<std::int64_t>(s) * T;
-    // Patch embedding: the conv (kernel = stride = P, no bias) as a matrix product over flattened patches [c, ky, kx].
-    const nn::PackedLinear patch(patch_w_.data(), nullptr, H, K);
+    const nn::PackedLinear& patch = *patch_;   // the patch embedding (the constructor's comment)
     BlasSingleThread one_blas_thread;
     parallel_for(count, [&](std::int64_t s) {
         const float* img = pixels + s * 3 * static_cast<std::int64_t>(c.image_size) * c.image_size;

@@ -20,6 +20,10 @@
 
 namespace retro {
 
+namespace nn {
+class PackedLinear;
+}
+
 struct ClipTowerConfig {
     bool present = false;
     int hidden = 0, intermediate = 0, layers = 0, heads = 0;
@@ -83,7 +87,8 @@ private:
     ClipConfig cfg_;
     std::string st_path_;
     Encoder vision_enc_, text_enc_;
-    std::vector<float> patch_w_, class_emb_, vis_pos_, pre_ln_g_, pre_ln_b_, post_ln_g_, post_ln_b_, vis_proj_;
+    std::shared_ptr<const nn::PackedLinear> patch_;   // the vision tower's patch embedding, packed
+    std::vector<float> class_emb_, vis_pos_, pre_ln_g_, pre_ln_b_, post_ln_g_, post_ln_b_, vis_proj_;
     std::vector<float> tok_emb_, txt_pos_, final_ln_g_, final_ln_b_, txt_proj_;
 };
 
