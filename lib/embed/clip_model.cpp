@@ -20,7 +20,7 @@
 #include "embed/checkpoint_tensor.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
-#include "nn/attention.h"
+#include "embed/pooled_attention.h"
 #include "nn/packed_linear.h"
 
 namespace retro {
@@ -233,14 +233,23 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         mid_buf[t] = scratch(std::min(ROW_BLOCK, N) * I);
     }
     const bool erf_tile = cfg->act == Activation::GELU_ERF;
+    // The last layer with `pooled`: one query row a sequence (the pooled one; causal: keys up to it, which is the
+    // mask's effect, a masked key's exp(-1e9 - max) being 0), and (C) over those rows gathered into xs.
+    std::vector<std::int64_t> pooled_row, key_first, key_count;
+    std::unique_ptr<float[]> xs;
+    if (pooled) {
+        for (int s = 0; s < count; ++s) {
+            pooled_row.push_back(pooled[s] - base);
+            key_first.push_back(offsets[s] - base);
+            key_count.push_back(causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);
+        }
+        xs = scratch(static_cast<std::int64_t>(count) * H);
+    }
     for (std::size_t l = 0; l < layers.size(); ++l) {
         const Layer& L = layers[l];
         const Packed::Layer& P = P_all.layers[l];
-        if (pooled && l + 1 == layers.size()) {   // the last layer, for the pooled rows alone
-            last_layer_pooled(x, qkv.get(), offsets, count, causal, pooled);
-            break;
-        }
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {   // (A)
+        const bool pooled_only = pooled && l + 1 == layers.size();
+        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {   // (A): every row's keys and values
             float* y = y_buf[thread].get();
             for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
                 const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
@@ -248,81 +257,45 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
                 P.qkv.apply(y, rows, qkv.get() + r0 * 3 * H);
             }
         });
-        parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {   // (B)
-            for (std::int64_t t = t0; t < t1; ++t) {
-                const std::int64_t s = t / heads, h = t % heads;
-                const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
-                const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
-                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d, H,
-                                    attention_scratch[thread], causal ? mask.data() + (max_len - len) : nullptr);
-            }
-        });
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {   // (C)
-            float* y = y_buf[thread].get();
-            float* mid = mid_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
-                const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
-                float* xb = x + r0 * H;
-                P.o.apply(ctx.get() + r0 * H, rows, y);
-                add_rows(xb, y, rows * H);
-                layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-                P.fc1.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
-                if (!erf_tile) activation_inplace(mid, rows * I, cfg->act);
-                P.fc2.apply(mid, rows, y);
-                add_rows(xb, y, rows * H);
-            }
-        });
+        if (pooled_only) {   // (B) for the pooled rows alone: ctx [count, H]
+            pooled_attention(qkv.get(), H, heads, scale, pooled_row.data(), key_first.data(), key_count.data(), count, ctx.get());
+        } else {
+            parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {   // (B)
+                for (std::int64_t t = t0; t < t1; ++t) {
+                    const std::int64_t s = t / heads, h = t % heads;
+                    const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
+                    const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
+                    bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d,
+                                        H, attention_scratch[thread], causal ? mask.data() + (max_len - len) : nullptr);
+                }
+            });
+        }
+        // (C) rows xr [n, H] with their attention ctx: output projection + residual, LayerNorm, MLP + residual
+        const auto dense = [&](float* xr, std::int64_t n) {
+            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+                float* y = y_buf[thread].get();
+                float* mid = mid_buf[thread].get();
+                for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
+                    const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
+                    float* xb = xr + r0 * H;
+                    P.o.apply(ctx.get() + r0 * H, rows, y);
+                    add_rows(xb, y, rows * H);
+                    layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+                    P.fc1.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
+                    if (!erf_tile) activation_inplace(mid, rows * I, cfg->act);
+                    P.fc2.apply(mid, rows, y);
+                    add_rows(xb, y, rows * H);
+                }
+            });
+        };
+        if (!pooled_only) {
+            dense(x, N);
+            continue;
+        }
+        for (int s = 0; s < count; ++s) std::copy_n(x + pooled_row[s] * H, H, xs.get() + static_cast<std::int64_t>(s) * H);
+        dense(xs.get(), count);
+        for (int s = 0; s < count; ++s) std::copy_n(xs.get() + static_cast<std::int64_t>(s) * H, H, x + pooled_row[s] * H);
     }
-}
-
-void ClipModel::Encoder::last_layer_pooled(float* x, float* qkv, const std::int64_t* offsets, int count, bool causal,
-                                           const std::int64_t* pooled) const {
-    const Layer& L = layers.back();
-    const Packed::Layer& P = pack().layers.back();
-    const int H = cfg->hidden, I = cfg->intermediate, heads = cfg->heads, d = H / heads;
-    const std::int64_t base = offsets[0], N = offsets[count] - base;
-    const float eps = cfg->eps, scale = 1.0f / std::sqrt(static_cast<float>(d));
-    parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int) {   // (A) every row: its keys and values are read
-        auto y = scratch(std::min(ROW_BLOCK, end - begin) * H);
-        for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
-            const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
-            layer_norm_rows(x + r0 * H, y.get(), rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
-            P.qkv.apply(y.get(), rows, qkv + r0 * 3 * H);
-        }
-    });
-    // (B) one query a sequence: its pooled row against the sequence's keys (causal: keys up to that row, which
-    // is the mask's effect: a masked key's exp(-1e9 - max) is 0). q is scaled first, as nn/attention.h expects.
-    auto xs = scratch(static_cast<std::int64_t>(count) * H), ctx = scratch(static_cast<std::int64_t>(count) * H);
-    parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int) {
-        std::vector<float> q(d), p;
-        for (std::int64_t t = t0; t < t1; ++t) {
-            const std::int64_t s = t / heads, h = t % heads;
-            const std::int64_t first = offsets[s] - base, at = pooled[s] - base;
-            const std::int64_t keys = causal ? at - first + 1 : offsets[s + 1] - offsets[s];
-            const float* row = qkv + at * 3 * H + h * d;
-            for (int j = 0; j < d; ++j) q[j] = row[j] * scale;
-            p.resize(static_cast<std::size_t>(keys));
-            const float* k = qkv + first * 3 * H + H + h * d;
-            nn::attention_head_forward<float>(ctx.get() + s * H + h * d, H, p.data(), q.data(), d, k, k + H, 3 * H, 1,
-                                              keys, d, nullptr, nullptr, nullptr, false);
-        }
-    });
-    // (C) the pooled rows gathered: output projection + residual, LayerNorm, MLP + residual; then put back
-    for (int s = 0; s < count; ++s) std::copy_n(x + (pooled[s] - base) * H, H, xs.get() + static_cast<std::int64_t>(s) * H);
-    const bool erf_tile = cfg->act == Activation::GELU_ERF;
-    parallel_ranges(count, [&](std::int64_t begin, std::int64_t end, int) {
-        const std::int64_t rows = end - begin;
-        float* xb = xs.get() + begin * H;
-        auto y = scratch(rows * H), mid = scratch(rows * I);
-        P.o.apply(ctx.get() + begin * H, rows, y.get());
-        add_rows(xb, y.get(), rows * H);
-        layer_norm_rows(xb, y.get(), rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-        P.fc1.apply(y.get(), rows, mid.get(), erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
-        if (!erf_tile) activation_inplace(mid.get(), rows * I, cfg->act);
-        P.fc2.apply(mid.get(), rows, y.get());
-        add_rows(xb, y.get(), rows * H);
-    });
-    for (int s = 0; s < count; ++s) std::copy_n(xs.get() + static_cast<std::int64_t>(s) * H, H, x + (pooled[s] - base) * H);
 }
 
 namespace {

@@ -80,9 +80,6 @@ private:
         void forward(float* x, const std::int64_t* offsets, int count, bool causal,
                      const std::int64_t* pooled = nullptr) const;
         const Packed& pack() const;
-        // forward's last layer with `pooled` given; qkv: forward's [N, 3 * hidden] scratch
-        void last_layer_pooled(float* x, float* qkv, const std::int64_t* offsets, int count, bool causal,
-                               const std::int64_t* pooled) const;
     };
     ClipConfig cfg_;
     std::string st_path_;
