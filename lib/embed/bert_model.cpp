@@ -31,6 +31,7 @@
 #include "embed/bert_model_internal.h"
 #include "embed/layer_norm.h"
 #include "embed/packed_batches.h"
+#include "embed/pooled_attention.h"
 #include "embed/relative_position.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
@@ -267,6 +268,11 @@ int BertModel::checked_batch(const std::int32_t* ids, const std::int64_t* offset
 }
 
 void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x) const {
+    forward_rows(ids, offsets, count, x, false);
+}
+
+void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x,
+                             bool first_rows_only) const {
     if (cfg_.modernbert) {
         forward_modernbert(ids, offsets, count, x);
         return;
@@ -313,37 +319,66 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
     const std::int64_t span = 2 * static_cast<std::int64_t>(max_len) - 1;
     const std::vector<float> bias =
         cfg_.mpnet ? relative_bias_by_offset(rel_bias_, heads, kMpnetBuckets, kMpnetMaxDistance, max_len) : std::vector<float>();
+    // first_rows_only: the last layer's queries, output projection and feed-forward for each non-empty sequence's
+    // first row alone (CLS pooling reads nothing else), gathered into xs; MPNet's relative bias keeps every row
+    std::vector<std::int64_t> first_row, key_first, key_count;
+    std::unique_ptr<float[]> xs;
+    if (first_rows_only && bias.empty()) {
+        for (int s = 0; s < count; ++s)
+            if (offsets[s + 1] > offsets[s]) {
+                first_row.push_back(offsets[s] - base);
+                key_first.push_back(offsets[s] - base);
+                key_count.push_back(offsets[s + 1] - offsets[s]);
+            }
+        xs = scratch(static_cast<std::int64_t>(first_row.size()) * H);
+    }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = packed_layers.layers[l];
-        // (A) QKV = X · Wqkv^T + b, each thread over its rows
+        const bool pooled_only = xs && l + 1 == layers_.size();
+        // (A) QKV = X · Wqkv^T + b, each thread over its rows (every row: its keys and values are read)
         parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) { P.qkv.apply(x + r0 * H, r1 - r0, qkv.get() + r0 * 3 * H); });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
-        parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
-            for (std::int64_t t = t0; t < t1; ++t) {
-                std::int64_t s = t / heads, h = t % heads;
-                int len = static_cast<int>(offsets[s + 1] - offsets[s]);
-                const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
-                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d,
-                                    H, attention_scratch[thread], bias.empty() ? nullptr : bias.data() + h * span + (max_len - len));
-            }
-        });
-        // (C) X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row block of
-        // each thread's rows.
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {
-            float* y = y_buf[thread].get();
-            float* mid = mid_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
-                std::int64_t rows = std::min(row_block, end - r0);
-                float* xb = x + r0 * H;
-                P.o.apply(ctx.get() + r0 * H, rows, y);
-                add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
-                P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
-                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
-                P.ffn2.apply(mid, rows, y);
-                add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-            }
-        });
+        if (pooled_only) {   // the first rows' queries alone: ctx [first_row.size(), H]
+            pooled_attention(qkv.get(), H, heads, scale, first_row.data(), key_first.data(), key_count.data(),
+                             static_cast<std::int64_t>(first_row.size()), ctx.get());
+        } else {
+            parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
+                for (std::int64_t t = t0; t < t1; ++t) {
+                    std::int64_t s = t / heads, h = t % heads;
+                    int len = static_cast<int>(offsets[s + 1] - offsets[s]);
+                    const float* q = qkv.get() + (offsets[s] - base) * 3 * H + h * d;
+                    bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, ctx.get() + (offsets[s] - base) * H + h * d,
+                                        H, attention_scratch[thread], bias.empty() ? nullptr : bias.data() + h * span + (max_len - len));
+                }
+            });
+        }
+        // (C) rows xr [n, H] with their ctx: X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row
+        // block of each thread's rows.
+        const auto dense = [&](float* xr, std::int64_t n) {
+            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+                float* y = y_buf[thread].get();
+                float* mid = mid_buf[thread].get();
+                for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
+                    std::int64_t rows = std::min(row_block, end - r0);
+                    float* xb = xr + r0 * H;
+                    P.o.apply(ctx.get() + r0 * H, rows, y);
+                    add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+                    P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
+                    if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
+                    P.ffn2.apply(mid, rows, y);
+                    add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+                }
+            });
+        };
+        if (!pooled_only) {
+            dense(x, N);
+            continue;
+        }
+        const std::int64_t n = static_cast<std::int64_t>(first_row.size());
+        for (std::int64_t i = 0; i < n; ++i) std::copy_n(x + first_row[i] * H, H, xs.get() + i * H);
+        dense(xs.get(), n);
+        for (std::int64_t i = 0; i < n; ++i) std::copy_n(xs.get() + i * H, H, x + first_row[i] * H);
     }
 }
 
@@ -370,7 +405,7 @@ void BertModel::forward_cls(const std::int32_t* ids, const std::int64_t* offsets
     const int H = cfg_.hidden;
     const std::int64_t N = offsets[count] - offsets[0];
     auto hidden = scratch(N * H);
-    forward(ids, offsets, count, hidden.get());
+    forward_rows(ids, offsets, count, hidden.get(), true);   // only each sequence's first row is read
     for (int s = 0; s < count; ++s) {
         float* row = out + static_cast<std::int64_t>(s) * H;
         if (offsets[s + 1] == offsets[s]) std::fill(row, row + H, 0.0f);   // an empty sequence: a zero row, as the mean's

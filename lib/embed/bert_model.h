@@ -67,7 +67,9 @@ public:
     // included, as sentence-transformers' mean pooling over the attention mask): out [count, hidden].
     void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     // The same with each sequence's first token's state ([CLS]) in place of the mean (sentence-transformers'
-    // pooling_mode_cls_token: bge-*, msmarco-distilbert-base-tas-b).
+    // pooling_mode_cls_token: bge-*, msmarco-distilbert-base-tas-b). The last layer then runs its queries, output
+    // projection and feed-forward for the first rows alone (embed/pooled_attention.h; not for MPNet's relative bias
+    // or ModernBERT, which run every row).
     void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     // The same with the element-wise max over each sequence's hidden states (pooling_mode_max_tokens).
     void forward_max(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
@@ -96,6 +98,9 @@ public:
 private:
     // The longest sequence of a batch, each checked against max_tokens() and every id against the vocabulary.
     int checked_batch(const std::int32_t* ids, const std::int64_t* offsets, int count) const;
+    // forward; with first_rows_only only each sequence's first row of `out` holds its final state (forward_cls)
+    void forward_rows(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                      bool first_rows_only) const;
     // forward, then `pool` over each sequence's rows (mean_pool_rows, max_pool_rows: embed/packed_batches.h)
     void forward_pooled(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
                         void (*pool)(const float*, std::int64_t, int, float*)) const;
