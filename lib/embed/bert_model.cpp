@@ -274,7 +274,7 @@ void BertModel::forward(const std::int32_t* ids, const std::int64_t* offsets, in
 void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x,
                              bool first_rows_only) const {
     if (cfg_.modernbert) {
-        forward_modernbert(ids, offsets, count, x);
+        forward_modernbert(ids, offsets, count, x, first_rows_only);
         return;
     }
     const int H = cfg_.hidden, I = cfg_.intermediate, heads = cfg_.heads, d = H / heads;

@@ -68,8 +68,8 @@ public:
     void forward_mean(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     // The same with each sequence's first token's state ([CLS]) in place of the mean (sentence-transformers'
     // pooling_mode_cls_token: bge-*, msmarco-distilbert-base-tas-b). The last layer then runs its queries, output
-    // projection and feed-forward for the first rows alone (embed/pooled_attention.h; not for MPNet's relative bias
-    // or ModernBERT, which run every row).
+    // projection and feed-forward for the first rows alone (embed/pooled_attention.h; not for MPNet's relative bias,
+    // which runs every row).
     void forward_cls(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
     // The same with the element-wise max over each sequence's hidden states (pooling_mode_max_tokens).
     void forward_max(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
@@ -106,7 +106,8 @@ private:
                         void (*pool)(const float*, std::int64_t, int, float*)) const;
     // ModernBERT's tensors (modernbert_model.cpp), read by the constructor, and its forward, called by forward
     void load_modernbert(const class CheckpointWeights& st, const std::string& prefix);
-    void forward_modernbert(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out) const;
+    void forward_modernbert(const std::int32_t* ids, const std::int64_t* offsets, int count, float* out,
+                            bool first_rows_only) const;
     struct PackedLayers;   // the dense layers packed for the CPU kernel (nn/packed_linear.h), built on first use
     const PackedLayers& packed() const;
 

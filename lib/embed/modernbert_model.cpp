@@ -21,6 +21,7 @@
 #include "embed/bert_attention.h"
 #include "embed/bert_model_internal.h"
 #include "embed/layer_norm.h"
+#include "embed/pooled_attention.h"
 
 namespace retro {
 
@@ -161,7 +162,8 @@ void BertModel::load_modernbert(const CheckpointWeights& st, const std::string& 
     }
 }
 
-void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x) const {
+void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* offsets, int count, float* x,
+                                   bool first_rows_only) const {
     using bert_detail::scratch;
     const int H = cfg_.hidden, I = cfg_.intermediate, heads = cfg_.heads, d = H / heads, half = d / 2;
     const std::int64_t base = offsets[0], N = offsets[count] - offsets[0];
@@ -224,10 +226,24 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
     for (int s = 0; s < count; ++s)
         for (std::int64_t r = offsets[s]; r < offsets[s + 1]; ++r) position[static_cast<std::size_t>(r - base)] = static_cast<std::int32_t>(r - offsets[s]);
 
+    // first_rows_only (CLS pooling: gte-modernbert): the last layer's queries, output projection and feed-forward for
+    // each non-empty sequence's first row alone (position 0: a local layer's window holds keys 0 .. sliding_window)
+    std::vector<std::int64_t> first_row, key_first, key_count;
+    std::unique_ptr<float[]> xs;
+    if (first_rows_only) {
+        for (int s = 0; s < count; ++s)
+            if (offsets[s + 1] > offsets[s]) {
+                first_row.push_back(offsets[s] - base);
+                key_first.push_back(offsets[s] - base);
+                key_count.push_back(offsets[s + 1] - offsets[s]);
+            }
+        xs = scratch(static_cast<std::int64_t>(first_row.size()) * H);
+    }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = packed_layers.layers[l];
         const bool global = cfg_.layer_global[l] != 0;
+        const bool pooled_only = xs && l + 1 == layers_.size();
         const std::vector<float>& cs = global ? cos_global : cos_local;
         const std::vector<float>& sn = global ? sin_global : sin_local;
         // qkv = Wqkv · LN_attn(x) + b, then q and k rotated by their row's position
@@ -252,44 +268,63 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
                     }
             }
         });
-        // attention per (sequence, head), the local layers within the window: as a band of keys where the sequence
-        // is far longer than the window, else the fused kernel with the window as a bias
-        parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
-            for (std::int64_t t = t0; t < t1; ++t) {
-                const std::int64_t s = t / heads, hd = t % heads;
-                const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
-                const float* q = qkv.get() + (offsets[s] - base) * 3 * H + hd * d;
-                float* out = ctx.get() + (offsets[s] - base) * H + hd * d;
-                const bool windowed = !global && len - 1 > cfg_.sliding_window;
-                if (windowed && len > kBandFrom * cfg_.sliding_window) {
-                    banded_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, cfg_.sliding_window, out, H,
-                                          band_scratch[static_cast<std::size_t>(thread)]);
-                    continue;
+        if (pooled_only) {   // the first rows' queries alone: ctx [first_row.size(), H]
+            std::vector<std::int64_t> keys = key_count;
+            if (!global)
+                for (auto& k : keys) k = std::min<std::int64_t>(k, cfg_.sliding_window + 1);
+            pooled_attention(qkv.get(), H, heads, scale, first_row.data(), key_first.data(), keys.data(),
+                             static_cast<std::int64_t>(first_row.size()), ctx.get());
+        } else {
+            // attention per (sequence, head), the local layers within the window: as a band of keys where the sequence
+            // is far longer than the window, else the fused kernel with the window as a bias
+            parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
+                for (std::int64_t t = t0; t < t1; ++t) {
+                    const std::int64_t s = t / heads, hd = t % heads;
+                    const int len = static_cast<int>(offsets[s + 1] - offsets[s]);
+                    const float* q = qkv.get() + (offsets[s] - base) * 3 * H + hd * d;
+                    float* out = ctx.get() + (offsets[s] - base) * H + hd * d;
+                    const bool windowed = !global && len - 1 > cfg_.sliding_window;
+                    if (windowed && len > kBandFrom * cfg_.sliding_window) {
+                        banded_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, cfg_.sliding_window, out, H,
+                                              band_scratch[static_cast<std::size_t>(thread)]);
+                        continue;
+                    }
+                    bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, out, H, attention_scratch[static_cast<std::size_t>(thread)],
+                                        windowed ? window.data() + (max_len - len) : nullptr);
                 }
-                bert_attention_head(q, q + H, q + 2 * H, 3 * H, len, d, scale, out, H, attention_scratch[static_cast<std::size_t>(thread)],
-                                    windowed ? window.data() + (max_len - len) : nullptr);
-            }
-        });
-        // x += Wo·ctx + b;  x += Wo'·(act(u) ⊙ g) + b', [u | g] = Wi·LN_mlp(x) + bi, per row block
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {
-            float* y = y_buf[static_cast<std::size_t>(thread)].get();
-            float* g = g_buf[static_cast<std::size_t>(thread)].get();
-            float* m = m_buf[static_cast<std::size_t>(thread)].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += kRowBlock) {
-                const std::int64_t rows = std::min(kRowBlock, end - r0);
-                float* xb = x + r0 * H;
-                P.o.apply(ctx.get() + r0 * H, rows, y);
-                for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
-                layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-                P.ffn1.apply(y, rows, g);
-                for (std::int64_t r = 0; r < rows; ++r) std::memcpy(m + r * I, g + r * 2 * I, sizeof(float) * static_cast<std::size_t>(I));
-                activation_inplace(m, rows * I, act);
-                for (std::int64_t r = 0; r < rows; ++r)
-                    for (int k = 0; k < I; ++k) m[r * I + k] *= g[r * 2 * I + I + k];
-                P.ffn2.apply(m, rows, y);
-                for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
-            }
-        });
+            });
+        }
+        // rows xr [n, H] with their ctx: x += Wo·ctx + b;  x += Wo'·(act(u) ⊙ g) + b', [u | g] = Wi·LN_mlp(x) + bi,
+        // per row block
+        const auto dense = [&](float* xr, std::int64_t n) {
+            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+                float* y = y_buf[static_cast<std::size_t>(thread)].get();
+                float* g = g_buf[static_cast<std::size_t>(thread)].get();
+                float* m = m_buf[static_cast<std::size_t>(thread)].get();
+                for (std::int64_t r0 = begin; r0 < end; r0 += kRowBlock) {
+                    const std::int64_t rows = std::min(kRowBlock, end - r0);
+                    float* xb = xr + r0 * H;
+                    P.o.apply(ctx.get() + r0 * H, rows, y);
+                    for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
+                    layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+                    P.ffn1.apply(y, rows, g);
+                    for (std::int64_t r = 0; r < rows; ++r) std::memcpy(m + r * I, g + r * 2 * I, sizeof(float) * static_cast<std::size_t>(I));
+                    activation_inplace(m, rows * I, act);
+                    for (std::int64_t r = 0; r < rows; ++r)
+                        for (int k = 0; k < I; ++k) m[r * I + k] *= g[r * 2 * I + I + k];
+                    P.ffn2.apply(m, rows, y);
+                    for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
+                }
+            });
+        };
+        if (!pooled_only) {
+            dense(x, N);
+            continue;
+        }
+        const std::int64_t n = static_cast<std::int64_t>(first_row.size());
+        for (std::int64_t i = 0; i < n; ++i) std::copy_n(x + first_row[i] * H, H, xs.get() + i * H);
+        dense(xs.get(), n);
+        for (std::int64_t i = 0; i < n; ++i) std::copy_n(xs.get() + i * H, H, x + first_row[i] * H);
     }
     parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) {
         add_layer_norm_rows(x + r0 * H, nullptr, r1 - r0, H, final_ln_g_.data(), final_ln_b_.data(), eps);
