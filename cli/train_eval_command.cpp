@@ -54,12 +54,12 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     return ev;
 }
 
-void train_eval_command_run(ToolContext& ctx, TrainEvalCommand& cmd, const std::string& top_level_knn) {
-    EvalOptions& e = cmd.options;
+void train_eval_command_run(ToolContext& ctx, const TrainEvalCommand& cmd, const std::string& top_level_knn) {
+    EvalOptions e = cmd.options;   // a copy: its search_neighbours refers to `searched` below, which ends with this call
     if (e.neighbours.empty()) e.neighbours = top_level_knn;
     e.shuffled = !cmd.no_shuffled;
     ctx.verify_inputs = e.verify;   // the search --index runs
-    std::optional<ScratchKnn> searched;   // --index: neighbours searched now, removed with this scope
+    std::optional<ScratchKnn> searched;   // --index: neighbours searched now, removed at the end of this call
     if (!cmd.index.empty()) {
         if (!e.neighbours.empty()) user_error_in("--index", "give --knn or --index, not both");
         e.search_neighbours = [&](const RetroConfig& config) {   // once the run is verified
@@ -69,7 +69,6 @@ void train_eval_command_run(ToolContext& ctx, TrainEvalCommand& cmd, const std::
     }
     eval_outputs_check(cmd.json_out, e.token_losses, cmd.plot_png);
     auto report = train_eval(e);
-    e.search_neighbours = nullptr;   // it refers to `searched`, which ends with this scope
     if (searched) report.knn = "search of " + cmd.index;
     eval_report_write(report, cmd.json_stdout, cmd.json_out, cmd.plot_png);
 }

@@ -24,6 +24,6 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
 
 // Runs the evaluation and writes its report. `top_level_knn`: the parent's --knn / --neighbours, used where
 // eval's own --knn is empty (`eval --neighbours DIR` falls through to the parent, which knows that spelling).
-void train_eval_command_run(ToolContext& ctx, TrainEvalCommand& cmd, const std::string& top_level_knn);
+void train_eval_command_run(ToolContext& ctx, const TrainEvalCommand& cmd, const std::string& top_level_knn);
 
 }  // namespace retro

@@ -214,7 +214,7 @@ TEST_CASE("bert: CLS pooling's last layer for the first rows alone gives the ful
     // BertModel::forward_cls runs the last layer's queries, output projection and feed-forward for each sequence's
     // first row only (embed/pooled_attention.h); the full forward (held to transformers by the goldens) is the
     // reference, within the bound of the same fp32 graph summed in another order. MPNet and ModernBERT take the full
-    // forward. Sequences of 1, 2, 7 and 40 tokens and an empty one, in one batch.
+    // forward. Sequences of 1, 2, 7 and 40 tokens and empty ones, in one batch.
     const fs::path golden = test::source_dir() / "tests/reference/golden";
     for (const char* name : {"bert_tiny", "distilbert_tiny", "electra_tiny", "roberta_tiny", "xlmr_tiny", "mpnet_tiny",
                              "modernbert_tiny"}) {
@@ -223,20 +223,25 @@ TEST_CASE("bert: CLS pooling's last layer for the first rows alone gives the ful
         const int H = m.config().hidden;
         std::mt19937 rng(7);
         std::uniform_int_distribution<int> id(5, m.config().vocab_size - 1);
-        const std::vector<std::int64_t> offsets = {0, 1, 3, 10, 10, 50};
-        std::vector<std::int32_t> ids(static_cast<std::size_t>(offsets.back()));
+        std::vector<std::int32_t> ids(60);
         for (auto& t : ids) t = id(rng);
-        const int count = static_cast<int>(offsets.size()) - 1;
-        std::vector<float> full(ids.size() * H), cls(static_cast<std::size_t>(count) * H);
-        m.forward(ids.data(), offsets.data(), count, full.data());
-        m.forward_cls(ids.data(), offsets.data(), count, cls.data());
         double largest = 0, scale = 0;
-        for (int s = 0; s < count; ++s)
-            for (int j = 0; j < H; ++j) {
-                const double want = offsets[s + 1] == offsets[s] ? 0.0 : full[offsets[s] * H + j];
-                largest = std::max(largest, std::abs(want - cls[static_cast<std::size_t>(s) * H + j]));
-                scale = std::max(scale, std::abs(want));
-            }
+        // from the batch's start; and from row 5 (offsets are absolute, the rows relative to offsets[0]) with empty
+        // first and last sequences
+        for (const std::vector<std::int64_t>& offsets : {std::vector<std::int64_t>{0, 1, 3, 10, 10, 50},
+                                                         std::vector<std::int64_t>{5, 5, 6, 8, 15, 15, 55, 55}}) {
+            const int count = static_cast<int>(offsets.size()) - 1;
+            const std::int64_t base = offsets.front();
+            std::vector<float> full((offsets.back() - base) * H), cls(static_cast<std::size_t>(count) * H);
+            m.forward(ids.data(), offsets.data(), count, full.data());
+            m.forward_cls(ids.data(), offsets.data(), count, cls.data());
+            for (int s = 0; s < count; ++s)
+                for (int j = 0; j < H; ++j) {
+                    const double want = offsets[s + 1] == offsets[s] ? 0.0 : full[(offsets[s] - base) * H + j];
+                    largest = std::max(largest, std::abs(want - cls[static_cast<std::size_t>(s) * H + j]));
+                    scale = std::max(scale, std::abs(want));
+                }
+        }
         MESSAGE(std::string(name) << ": max |CLS - full forward's first row| " << largest << " (values up to " << scale << ")");
         CHECK(largest <= 2e-5 * std::max(1.0, scale));
     }

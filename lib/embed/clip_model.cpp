@@ -239,6 +239,8 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
     std::unique_ptr<float[]> xs;
     if (pooled) {
         for (int s = 0; s < count; ++s) {
+            RETRO_CHECK(pooled[s] >= offsets[s] && pooled[s] < offsets[s + 1], "pooled row ", pooled[s], " outside sequence ",
+                        s, " [", offsets[s], ", ", offsets[s + 1], ")");   // so count <= N: the row buffers hold the gathered rows
             pooled_row.push_back(pooled[s] - base);
             key_first.push_back(offsets[s] - base);
             key_count.push_back(causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/blas_threads.h"
 #include "core/threads.h"
 #include "nn/attention.h"
 
@@ -11,6 +12,7 @@ namespace retro {
 void pooled_attention(const float* qkv, int H, int heads, float scale, const std::int64_t* query_row,
                       const std::int64_t* key_first, const std::int64_t* key_count, std::int64_t n, float* ctx) {
     const int d = H / heads;
+    BlasSingleThread one_blas_thread;   // each thread's GEMV may be an sgemm (RETRO_GEMV=blas, no AVX-512)
     const std::int64_t ld = 3 * static_cast<std::int64_t>(H);
     parallel_ranges(n * heads, [&](std::int64_t t0, std::int64_t t1, int) {
         std::vector<float> q(static_cast<std::size_t>(d)), p;
