@@ -321,16 +321,11 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
         cfg_.mpnet ? relative_bias_by_offset(rel_bias_, heads, kMpnetBuckets, kMpnetMaxDistance, max_len) : std::vector<float>();
     // first_rows_only: the last layer's queries, output projection and feed-forward for each non-empty sequence's
     // first row alone (CLS pooling reads nothing else), gathered into xs; MPNet's relative bias keeps every row
-    std::vector<std::int64_t> first_row, key_first, key_count;
+    PooledRows first;
     std::unique_ptr<float[]> xs;
     if (first_rows_only && bias.empty()) {
-        for (int s = 0; s < count; ++s)
-            if (offsets[s + 1] > offsets[s]) {
-                first_row.push_back(offsets[s] - base);
-                key_first.push_back(offsets[s] - base);
-                key_count.push_back(offsets[s + 1] - offsets[s]);
-            }
-        xs = scratch(static_cast<std::int64_t>(first_row.size()) * H);
+        first = pooled_first_rows(offsets, count);
+        xs = scratch(first.size() * H);
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
@@ -339,9 +334,8 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
         // (A) QKV = X · Wqkv^T + b, each thread over its rows (every row: its keys and values are read)
         parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) { P.qkv.apply(x + r0 * H, r1 - r0, qkv.get() + r0 * 3 * H); });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
-        if (pooled_only) {   // the first rows' queries alone: ctx [first_row.size(), H]
-            pooled_attention(qkv.get(), H, heads, scale, first_row.data(), key_first.data(), key_count.data(),
-                             static_cast<std::int64_t>(first_row.size()), ctx.get());
+        if (pooled_only) {   // the first rows' queries alone: ctx [first.size(), H]
+            pooled_attention(qkv.get(), H, heads, scale, first, ctx.get());
         } else {
             parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
                 for (std::int64_t t = t0; t < t1; ++t) {
@@ -371,14 +365,8 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
                 }
             });
         };
-        if (!pooled_only) {
-            dense(x, N);
-            continue;
-        }
-        const std::int64_t n = static_cast<std::int64_t>(first_row.size());
-        for (std::int64_t i = 0; i < n; ++i) std::copy_n(x + first_row[i] * H, H, xs.get() + i * H);
-        dense(xs.get(), n);
-        for (std::int64_t i = 0; i < n; ++i) std::copy_n(xs.get() + i * H, H, x + first_row[i] * H);
+        if (pooled_only) pooled_rows_apply(x, H, first, xs.get(), dense);
+        else dense(x, N);
     }
 }
 

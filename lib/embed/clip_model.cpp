@@ -235,15 +235,13 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
     const bool erf_tile = cfg->act == Activation::GELU_ERF;
     // The last layer with `pooled`: one query row a sequence (the pooled one; causal: keys up to it, which is the
     // mask's effect, a masked key's exp(-1e9 - max) being 0), and (C) over those rows gathered into xs.
-    std::vector<std::int64_t> pooled_row, key_first, key_count;
+    PooledRows rows;
     std::unique_ptr<float[]> xs;
     if (pooled) {
         for (int s = 0; s < count; ++s) {
             RETRO_CHECK(pooled[s] >= offsets[s] && pooled[s] < offsets[s + 1], "pooled row ", pooled[s], " outside sequence ",
                         s, " [", offsets[s], ", ", offsets[s + 1], ")");   // so count <= N: the row buffers hold the gathered rows
-            pooled_row.push_back(pooled[s] - base);
-            key_first.push_back(offsets[s] - base);
-            key_count.push_back(causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);
+            rows.add(pooled[s] - base, offsets[s] - base, causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);
         }
         xs = scratch(static_cast<std::int64_t>(count) * H);
     }
@@ -260,7 +258,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
             }
         });
         if (pooled_only) {   // (B) for the pooled rows alone: ctx [count, H]
-            pooled_attention(qkv.get(), H, heads, scale, pooled_row.data(), key_first.data(), key_count.data(), count, ctx.get());
+            pooled_attention(qkv.get(), H, heads, scale, rows, ctx.get());
         } else {
             parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {   // (B)
                 for (std::int64_t t = t0; t < t1; ++t) {
@@ -290,13 +288,8 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
                 }
             });
         };
-        if (!pooled_only) {
-            dense(x, N);
-            continue;
-        }
-        for (int s = 0; s < count; ++s) std::copy_n(x + pooled_row[s] * H, H, xs.get() + static_cast<std::int64_t>(s) * H);
-        dense(xs.get(), count);
-        for (int s = 0; s < count; ++s) std::copy_n(xs.get() + static_cast<std::int64_t>(s) * H, H, x + pooled_row[s] * H);
+        if (pooled_only) pooled_rows_apply(x, H, rows, xs.get(), dense);
+        else dense(x, N);
     }
 }
 

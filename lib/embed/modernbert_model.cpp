@@ -228,16 +228,12 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
 
     // first_rows_only (CLS pooling: gte-modernbert): the last layer's queries, output projection and feed-forward for
     // each non-empty sequence's first row alone (position 0: a local layer's window holds keys 0 .. sliding_window)
-    std::vector<std::int64_t> first_row, key_first, key_count;
+    PooledRows first, first_local;   // a local layer's: keys cut at the window
     std::unique_ptr<float[]> xs;
     if (first_rows_only) {
-        for (int s = 0; s < count; ++s)
-            if (offsets[s + 1] > offsets[s]) {
-                first_row.push_back(offsets[s] - base);
-                key_first.push_back(offsets[s] - base);
-                key_count.push_back(offsets[s + 1] - offsets[s]);
-            }
-        xs = scratch(static_cast<std::int64_t>(first_row.size()) * H);
+        first = first_local = pooled_first_rows(offsets, count);
+        for (auto& k : first_local.key_count) k = std::min<std::int64_t>(k, cfg_.sliding_window + 1);
+        xs = scratch(first.size() * H);
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
@@ -268,12 +264,8 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
                     }
             }
         });
-        if (pooled_only) {   // the first rows' queries alone: ctx [first_row.size(), H]
-            std::vector<std::int64_t> keys = key_count;
-            if (!global)
-                for (auto& k : keys) k = std::min<std::int64_t>(k, cfg_.sliding_window + 1);
-            pooled_attention(qkv.get(), H, heads, scale, first_row.data(), key_first.data(), keys.data(),
-                             static_cast<std::int64_t>(first_row.size()), ctx.get());
+        if (pooled_only) {   // the first rows' queries alone: ctx [first.size(), H]
+            pooled_attention(qkv.get(), H, heads, scale, global ? first : first_local, ctx.get());
         } else {
             // attention per (sequence, head), the local layers within the window: as a band of keys where the sequence
             // is far longer than the window, else the fused kernel with the window as a bias
@@ -317,14 +309,8 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
                 }
             });
         };
-        if (!pooled_only) {
-            dense(x, N);
-            continue;
-        }
-        const std::int64_t n = static_cast<std::int64_t>(first_row.size());
-        for (std::int64_t i = 0; i < n; ++i) std::copy_n(x + first_row[i] * H, H, xs.get() + i * H);
-        dense(xs.get(), n);
-        for (std::int64_t i = 0; i < n; ++i) std::copy_n(xs.get() + i * H, H, x + first_row[i] * H);
+        if (pooled_only) pooled_rows_apply(x, H, first, xs.get(), dense);
+        else dense(x, N);
     }
     parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) {
         add_layer_norm_rows(x + r0 * H, nullptr, r1 - r0, H, final_ln_g_.data(), final_ln_b_.data(), eps);
