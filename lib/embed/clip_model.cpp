@@ -235,13 +235,13 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
     const bool erf_tile = cfg->act == Activation::GELU_ERF;
     // The last layer with `pooled`: one query row a sequence (the pooled one; causal: keys up to it, which is the
     // mask's effect, a masked key's exp(-1e9 - max) being 0), and (C) over those rows gathered into xs.
-    PooledRows rows;
+    PooledRows pooled_rows;
     std::unique_ptr<float[]> xs;
     if (pooled) {
         for (int s = 0; s < count; ++s) {
             RETRO_CHECK(pooled[s] >= offsets[s] && pooled[s] < offsets[s + 1], "pooled row ", pooled[s], " outside sequence ",
                         s, " [", offsets[s], ", ", offsets[s + 1], ")");   // so count <= N: the row buffers hold the gathered rows
-            rows.add(pooled[s] - base, offsets[s] - base, causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);
+            pooled_rows.add(pooled[s] - base, offsets[s] - base, causal ? pooled[s] - offsets[s] + 1 : offsets[s + 1] - offsets[s]);
         }
         xs = scratch(static_cast<std::int64_t>(count) * H);
     }
@@ -258,7 +258,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
             }
         });
         if (pooled_only) {   // (B) for the pooled rows alone: ctx [count, H]
-            pooled_attention(qkv.get(), H, heads, scale, rows, ctx.get());
+            pooled_attention(qkv.get(), H, heads, scale, pooled_rows, ctx.get());
         } else {
             parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {   // (B)
                 for (std::int64_t t = t0; t < t1; ++t) {
@@ -288,7 +288,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
                 }
             });
         };
-        if (pooled_only) pooled_rows_apply(x, H, rows, xs.get(), dense);
+        if (pooled_only) pooled_rows_apply(x, H, pooled_rows, xs.get(), dense);
         else dense(x, N);
     }
 }
