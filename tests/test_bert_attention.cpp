@@ -117,3 +117,38 @@ TEST_CASE("bert attention: a relative-position bias (T5) is added to the scores 
     }
     bert_attention_set_fused(true);
 }
+
+TEST_CASE("bert attention: a long head is taken a block of query rows at a time, its scratch far under len x len") {
+    // fused blocks are 96 rows at 257 keys, 24 at 2,100; cblas blocks 256 rows: every length here spans several
+    const int lens[] = {97, 257, 700, 2100};
+    const int dims[] = {32, 64, 80};
+    for (bool fused : {true, false}) {
+        bert_attention_set_fused(fused);
+        for (int d : dims)
+            for (int len : lens)
+                for (bool with_bias : {false, true}) {
+                    if (with_bias && len > 700) continue;   // the double reference's time
+                    HeadCase c = make_case(len, d, static_cast<std::uint32_t>(len * 13 + d), 1.0f);
+                    std::vector<float> bias;
+                    if (with_bias) {
+                        std::mt19937 g(static_cast<std::uint32_t>(len + 5 * d));
+                        std::normal_distribution<float> n(0.0f, 2.0f);
+                        bias.resize(2 * static_cast<std::size_t>(len) - 1);
+                        for (auto& b : bias) b = n(g);
+                    }
+                    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+                    AttentionScratch scratch;
+                    bert_attention_head(c.q(), c.k(), c.v(), c.ld, len, d, scale, c.ctx.data(), c.ldc, scratch,
+                                        with_bias ? bias.data() : nullptr);
+                    CAPTURE(fused);
+                    CAPTURE(d);
+                    CAPTURE(len);
+                    CAPTURE(with_bias);
+                    CHECK(max_rel_error(c, scale, bias) < 2e-5);
+                    const std::size_t held = scratch.kt.size() + scratch.p.size() + scratch.sum.size();
+                    CHECK(held <= bert_attention_scratch_floats(len, d));
+                    if (len >= 700) CHECK(held * 2 < static_cast<std::size_t>(len) * len);
+                }
+    }
+    bert_attention_set_fused(true);
+}

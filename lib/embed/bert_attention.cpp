@@ -41,6 +41,22 @@ namespace {
 
 std::atomic<bool> g_fused{true};
 
+// Both paths take the queries a block of rows at a time, so a thread's scores are [block, len], not [len, len]
+// (8,192 tokens: 268 MB): the cblas path kCblasQueryBlock rows (GEMMs of that height run at full speed); the fused
+// path as many rows as keep the block near kFusedScoreBlockFloats (256 KB, in L2), in whole 12-row score tiles (the
+// ctx tiles, 12 or 6 rows, divide them too), from one tile to kFusedQueryBlockMax rows.
+constexpr int kCblasQueryBlock = 256;
+constexpr int kFusedTileRows = 12;
+constexpr int kFusedScoreBlockFloats = 64 * 1024;
+constexpr int kFusedQueryBlockMax = 8 * kFusedTileRows;
+
+int padded_keys(int len) { return (len + 15) / 16 * 16; }
+
+int fused_query_block(int len) {
+    return std::clamp(kFusedScoreBlockFloats / padded_keys(len) / kFusedTileRows * kFusedTileRows, kFusedTileRows,
+                      kFusedQueryBlockMax);
+}
+
 template <typename T>
 T* grown(std::vector<T>& v, std::size_t n) {
     if (v.size() < n) v.resize(n);
@@ -82,14 +98,18 @@ void add_bias_row(float* row, int i, int len, const float* bias) {
 
 void attention_cblas(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
                      float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias) {
-    float* scores = grown(scratch.p, static_cast<std::size_t>(len) * len);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, d, scale, q, static_cast<int>(ld), k,
-                static_cast<int>(ld), 0.0f, scores, len);
-    if (bias)
-        for (int i = 0; i < len; ++i) add_bias_row(scores + static_cast<std::int64_t>(i) * len, i, len, bias);
-    softmax_rows(scores, len, len);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, d, len, 1.0f, scores, len, v, static_cast<int>(ld),
-                0.0f, ctx, static_cast<int>(ldc));
+    const int block = std::min(len, kCblasQueryBlock);
+    float* scores = grown(scratch.p, static_cast<std::size_t>(block) * len);
+    for (int i0 = 0; i0 < len; i0 += block) {
+        const int rows = std::min(block, len - i0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, len, d, scale, q + i0 * ld, static_cast<int>(ld), k,
+                    static_cast<int>(ld), 0.0f, scores, len);
+        if (bias)
+            for (int r = 0; r < rows; ++r) add_bias_row(scores + static_cast<std::int64_t>(r) * len, i0 + r, len, bias);
+        softmax_rows(scores, rows, len);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, len, 1.0f, scores, len, v, static_cast<int>(ld),
+                    0.0f, ctx + i0 * ldc, static_cast<int>(ldc));
+    }
 }
 
 #ifdef RETRO_HAVE_ATTENTION_AVX512
@@ -97,6 +117,7 @@ void attention_cblas(const float* q, const float* k, const float* v, std::int64_
 
 constexpr int QK_ROWS = 12;   // query rows per score tile (x 2 zmm of keys: 24 accumulators)
 constexpr int PV_MAX_DV = 4;  // d <= 64
+static_assert(QK_ROWS == kFusedTileRows, "the score blocks are whole score tiles");
 
 // s[r][j0 .. j0 + 16·NV) = q_r · k_j for R query rows; kt row stride lp, s row stride lp.
 template <int R, int NV>
@@ -235,34 +256,41 @@ constexpr std::array<std::array<PvFn, 12>, PV_MAX_DV> kPv = {
 
 void attention_fused(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
                      float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias) {
-    const int lp = (len + 15) / 16 * 16;
+    const int lp = padded_keys(len);
+    const int block = fused_query_block(len);
     float* kt = grown(scratch.kt, static_cast<std::size_t>(d) * lp);
-    float* s = grown(scratch.p, static_cast<std::size_t>(len) * lp);
-    float* inv = grown(scratch.sum, static_cast<std::size_t>(len));
+    float* s = grown(scratch.p, static_cast<std::size_t>(std::min(len, block)) * lp);
+    float* inv = grown(scratch.sum, static_cast<std::size_t>(std::min(len, block)));
     for (int j0 = 0; j0 < lp; j0 += 16)
         for (int t0 = 0; t0 < d; t0 += 16) transpose_block(k, ld, j0, len, t0, d, kt, lp);
-    for (int i0 = 0; i0 < len; i0 += QK_ROWS) {
-        const int rows = std::min(QK_ROWS, len - i0);
-        int j0 = 0;
-        for (; j0 + 32 <= lp; j0 += 32) kQk[1][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, s + static_cast<std::int64_t>(i0) * lp + j0);
-        if (j0 < lp) kQk[0][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, s + static_cast<std::int64_t>(i0) * lp + j0);
-    }
-    if (bias) {
-        for (int i = 0; i < len; ++i) {
-            float* row = s + static_cast<std::int64_t>(i) * lp;
-            for (int j = 0; j < len; ++j) row[j] *= scale;
-            add_bias_row(row, i, len, bias);
-            inv[i] = 1.0f / exp_row(row, len, 1.0f);
-        }
-    } else {
-        for (int i = 0; i < len; ++i) inv[i] = 1.0f / exp_row(s + static_cast<std::int64_t>(i) * lp, len, scale);
-    }
     const int dv = (d + 15) / 16;
     const __mmask16 last = static_cast<__mmask16>(d % 16 == 0 ? 0xFFFF : (1u << (d % 16)) - 1u);
     const int prow = pv_rows(dv);
-    for (int i0 = 0; i0 < len; i0 += prow) {
-        const int rows = std::min(prow, len - i0);
-        kPv[dv - 1][rows - 1](s + static_cast<std::int64_t>(i0) * lp, lp, v, ld, len, last, inv + i0, ctx + i0 * ldc, ldc);
+    // query rows [b0, b1) at a time: their scores s[i - b0][j], softmax, then ctx (the tiles start at multiples of
+    // QK_ROWS and prow as over the whole sequence, and a row's sums do not depend on its tile: the same bits)
+    for (int b0 = 0; b0 < len; b0 += block) {
+        const int b1 = std::min(len, b0 + block);
+        for (int i0 = b0; i0 < b1; i0 += QK_ROWS) {
+            const int rows = std::min(QK_ROWS, b1 - i0);
+            float* si = s + static_cast<std::int64_t>(i0 - b0) * lp;
+            int j0 = 0;
+            for (; j0 + 32 <= lp; j0 += 32) kQk[1][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, si + j0);
+            if (j0 < lp) kQk[0][rows - 1](q + i0 * ld, ld, kt + j0, lp, d, si + j0);
+        }
+        for (int i = b0; i < b1; ++i) {
+            float* row = s + static_cast<std::int64_t>(i - b0) * lp;
+            if (bias) {
+                for (int j = 0; j < len; ++j) row[j] *= scale;
+                add_bias_row(row, i, len, bias);
+                inv[i - b0] = 1.0f / exp_row(row, len, 1.0f);
+            } else {
+                inv[i - b0] = 1.0f / exp_row(row, len, scale);
+            }
+        }
+        for (int i0 = b0; i0 < b1; i0 += prow) {
+            const int rows = std::min(prow, b1 - i0);
+            kPv[dv - 1][rows - 1](s + static_cast<std::int64_t>(i0 - b0) * lp, lp, v, ld, len, last, inv + (i0 - b0), ctx + i0 * ldc, ldc);
+        }
     }
 }
 
@@ -277,6 +305,14 @@ bool avx512_available() { return false; }
 }  // namespace
 
 RETRO_FAST_MATH_END
+
+std::size_t bert_attention_scratch_floats(int len, int d) {
+    if (len <= 0) return 0;
+    const auto L = static_cast<std::size_t>(len), lp = static_cast<std::size_t>(padded_keys(len));
+    const auto fused_rows = static_cast<std::size_t>(std::min(len, fused_query_block(len)));
+    const std::size_t cblas_scores = static_cast<std::size_t>(std::min(len, kCblasQueryBlock)) * L;
+    return static_cast<std::size_t>(d) * lp + std::max(fused_rows * lp, cblas_scores) + fused_rows;   // kt, p, sum
+}
 
 bool bert_attention_fused_available(int d) { return avx512_available() && d >= 1 && d <= 64; }
 

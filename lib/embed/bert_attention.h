@@ -10,7 +10,10 @@
 // left unnormalised (exp(scale·(s - max))) and each output row is divided by its sum at the end,
 // so the scores are read and written twice instead of six times through two sgemm calls.
 // Otherwise: two cblas_sgemm calls around a row softmax.
+// Both take the query rows a block at a time (bert_attention.cpp), so the scratch holds a block's scores, not the
+// sequence's len x len matrix: at most bert_attention_scratch_floats(len, d) floats.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +26,10 @@ struct AttentionScratch {
 
 void bert_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale,
                          float* ctx, std::int64_t ldc, AttentionScratch& scratch, const float* bias = nullptr);
+
+// The floats an AttentionScratch grows to for one head of len tokens and head size d (either path): what a forward's
+// memory check counts a thread.
+std::size_t bert_attention_scratch_floats(int len, int d);
 
 // Test hook: false forces the cblas path (both paths are compared against a double reference).
 void bert_attention_set_fused(bool enabled);

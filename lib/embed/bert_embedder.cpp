@@ -14,6 +14,7 @@
 #include "core/memory_budget.h"
 #include "core/threads.h"
 #include "embed/activation.h"
+#include "embed/bert_attention.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -77,10 +78,11 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
                       "keep the tokenizer and the weights from the same checkpoint");
     if (opts_.device == "cpu") {
         // a forward's buffers (bert_model.cpp, modernbert_model.cpp): the batch's rows of x, qkv, ctx and the pre-norm
-        // copy (6 H floats a token), each thread's row block of the feed-forward and its attention scratch (a
-        // sequence's score matrix, L x L, and its keys) — refused before the first batch, not ended by the OOM killer
+        // copy (6 H floats a token), each thread's row block of the feed-forward and its attention scratch (a block of
+        // query rows' scores and the keys: bert_attention.h) — refused before the first batch, not ended by the OOM killer
         const double L = opts_.max_length, rows = static_cast<double>(opts_.batch) * L;
-        const double per_thread = 192.0 * (3.0 * c.intermediate + c.hidden) + L * L + L * (c.hidden / c.heads + 1);
+        const double per_thread = 192.0 * (3.0 * c.intermediate + c.hidden) +
+                                  static_cast<double>(bert_attention_scratch_floats(opts_.max_length, c.hidden / c.heads));
         memory_require("--max-length", 4.0 * (rows * 6.0 * c.hidden + thread_count() * per_thread),
                        cat("the encoder's activations for --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
                        "lower --batch or --max-length");

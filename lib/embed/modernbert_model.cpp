@@ -32,8 +32,8 @@ namespace {
 constexpr int kBandFrom = 4;
 
 // One head of a local layer over a sequence much longer than its window: each block of query rows against its band of
-// keys (|i - j| <= w), two GEMMs around a row softmax — O(len · w) work and scratch instead of the whole len x len
-// score matrix (the masked path below: 268 MB a thread at 8,192 tokens). Scores are q·k · scale as HF's eager
+// keys (|i - j| <= w), two GEMMs around a row softmax — O(len · w) work and scratch, where the masked path below
+// (bert_attention_head with the window as a bias) computes every score, O(len²). Scores are q·k · scale as HF's eager
 // attention; the softmax is exact (std::exp) over the window, zero outside.
 void banded_attention_head(const float* q, const float* k, const float* v, std::int64_t ld, int len, int d, float scale, int w,
                            float* ctx, std::int64_t ldc, std::vector<float>& scores) {
