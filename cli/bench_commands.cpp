@@ -76,10 +76,12 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
 
 void add_embed(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<EmbedBenchOptions>();
-    auto* sub = bench.add_subcommand("embed", "bert or t5 embedder chunks/s (tokenizer + encoder + pooling), or clip images/s "
-                                              "(decode + preprocess + vision tower), optionally beside Hugging Face (--peer "
-                                              "tests/peers/hf_embed.py; t5: tests/peers/st_embed.py; clip: tests/peers/clip_embed.py)");
-    sub->add_option("--embedder", o->embedder, "bert, t5 or clip")->check(CLI::IsMember({"bert", "t5", "clip"}));
+    auto* sub = bench.add_subcommand("embed", "bert or t5 embedder chunks/s (tokenizer + encoder + pooling), clip images/s "
+                                              "(decode + preprocess + vision tower) or clip-text chunks/s (BPE + text tower), "
+                                              "optionally beside Hugging Face (--peer tests/peers/hf_embed.py; t5: "
+                                              "tests/peers/st_embed.py; clip, clip-text: tests/peers/clip_embed.py)");
+    sub->add_option("--embedder", o->embedder, "bert, t5, clip (its images) or clip-text (its texts, at most 77 tokens)")
+        ->check(CLI::IsMember({"bert", "t5", "clip", "clip-text"}));
     sub->add_option("--model", o->model, "BERT checkpoint folder (config.json, model.safetensors, vocab.txt), or a T5 one "
                                          "(spiece.model instead of vocab.txt; or a sentence-transformers folder), or a "
                                          "CLIPModel one (clip); or a Hub id (ORG/NAME) in the local Hugging Face cache")

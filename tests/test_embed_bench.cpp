@@ -215,3 +215,36 @@ TEST_CASE("embed bench: --embedder clip on an image folder beside a peer: the fi
     CHECK(j["peer"]["images_per_s"].get<double>() == doctest::Approx(20.0));
     CHECK(r.out.find("medians of 3 rounds") != std::string::npos);
 }
+
+TEST_CASE("embed bench: --embedder clip-text times the text path, texts of CLIP BPE pieces, the peer given 77 tokens") {
+    TempDir dir("embed-bench-clip-text");
+    const std::string model = (source_dir() / "tests/reference/golden/clip_tiny/tiny").string();
+    const std::string peer = fake_peer(dir);
+    // --max-length 128 is past the model's 77 text positions: the embedder takes 77, and so is the peer told
+    auto r = run_tool("retro-bench", "--threads 1 embed --embedder clip-text --model " + model +
+                                         " --chunks 6 --tokens 20 --max-length 128 --batch 4 --repeats 1 --python sh --peer " +
+                                         peer + " --json " + (dir / "clip-text.json").string());
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("clip text tower") != std::string::npos);
+    const std::string args = read_text(dir / "args");
+    CHECK(args.find("--max-length 77") != std::string::npos);
+    CHECK(args.find("--batch 4") != std::string::npos);
+    const auto j = nlohmann::json::parse(read_text(dir / "clip-text.json"));
+    const auto& k = j["retrokit"];
+    CHECK(k["impl"] == "retrokit clip");
+    CHECK(k["chunks"] == 6);
+    CHECK(k["max_length"] == 77);
+    // about 20 BPE pieces a text and its two specials (texts end at word boundaries)
+    CHECK(k["tokens_per_chunk"].get<double>() > 18);
+    CHECK(k["tokens_per_chunk"].get<double>() < 28);
+    CHECK(k["chunks_per_s"].get<double>() > 0);
+    CHECK(j["ratio"].get<double>() == doctest::Approx(k["chunks_per_s"].get<double>() / 10.0));
+    // texts longer than the model takes are cut at 77 ids: tokens_per_chunk says so
+    auto longer = run_tool("retro-bench", "--threads 1 embed --embedder clip-text --model " + model +
+                                              " --chunks 3 --tokens 200 --repeats 1 --json " + (dir / "long.json").string());
+    REQUIRE(longer.exit_code == 0);
+    CHECK(nlohmann::json::parse(read_text(dir / "long.json"))["retrokit"]["tokens_per_chunk"].get<double>() == 77.0);
+    auto cuda = run_tool("retro-bench", "embed --embedder clip-text --device cuda --model " + model);
+    CHECK(cuda.exit_code == 2);
+}

@@ -1,6 +1,7 @@
 // Implementation of embed_bench.h. Texts are cut from a source (a file, or synthetic words) so that
-// each holds about `tokens` model tokens (the bert model's own tokenizer: WordPiece, XLM-R's sentencepiece or RoBERTa's BPE; spiece pieces for t5); RetroKit embeds
-// them with BertEmbedder / T5Embedder::embed_texts (tokenisation included in the time), the peer
+// each holds about `tokens` model tokens (the bert model's own tokenizer: WordPiece, XLM-R's sentencepiece or RoBERTa's
+// BPE; spiece pieces for t5; CLIP's BPE for clip-text); RetroKit embeds them with BertEmbedder / T5Embedder /
+// ClipEmbedder::embed_texts (tokenisation included in the time), the peer
 // reads the same texts from --texts-out.
 #include "bench/embed_bench.h"
 
@@ -25,6 +26,7 @@
 #include "core/threads.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/clip_embedder.h"
 #include "embed/model_folder.h"
 #include "embed/t5_embedder.h"
 
@@ -46,10 +48,26 @@ struct BenchEmbedder {
     std::function<int(const std::string&)> count;               // model tokens of a word
     std::function<std::size_t(const std::string&)> tokenize;    // model tokens of a text, specials included, truncated
     std::function<void(const std::vector<std::string>&, float*)> embed_texts;
+    int max_length = 0;   // tokens a text at most as the embedder takes them (what the peer is given)
 };
 
 BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
     BenchEmbedder b;
+    b.max_length = o.max_length;
+    if (o.embedder == "clip-text") {   // CLIP's text tower: BPE, the tower to the first end-of-text token, projection
+        if (o.device != "cpu") user_error_in("--device " + o.device, "the clip embedder runs on the CPU only", "drop --device");
+        auto e = std::make_unique<ClipEmbedder>(ClipEmbedderOptions{o.model, o.max_length, o.batch});
+        if (!e->model().has_text())
+            user_error_in(e->model().weights_path(), "holds no text tower (a vision-only CLIP checkpoint)",
+                          "give a CLIPModel checkpoint with text_model");
+        const ClipEmbedder* clip = e.get();
+        b.max_length = clip->max_length();   // 77 where --max-length asks for more (the embedder warns)
+        b.count = [clip](const std::string& w) { return static_cast<int>(clip->tokenizer().encode(w, 1 << 20).size()) - 2; };
+        b.tokenize = [clip](const std::string& t) { return clip->tokenizer().encode(t, clip->max_length()).size(); };
+        b.embed_texts = [clip](const std::vector<std::string>& t, float* out) { clip->embed_texts(t, out); };
+        b.owner = std::move(e);
+        return b;
+    }
     if (o.embedder == "t5") {
         if (o.device != "cpu") user_error_in("--device " + o.device, "the t5 embedder runs on the CPU only", "drop --device");
         auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{o.model, o.max_length, o.batch}, nullptr);
@@ -116,11 +134,11 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const std::funct
     return texts;
 }
 
-nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads) {
+nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_path, int threads, int max_length) {
     return run_peer_script(o.python, o.peer,
                            "--model " + shell_quote(o.model) + " --texts " + shell_quote(texts_path) + " --threads " +
                                std::to_string(threads) + " --batch " + std::to_string(o.batch) + " --max-length " +
-                               std::to_string(o.max_length) + " --repeats " + std::to_string(o.repeats) + " --device " +
+                               std::to_string(max_length) + " --repeats " + std::to_string(o.repeats) + " --device " +
                                o.device + (o.peer_sorted ? " --sort-by-length" : ""));
 }
 
@@ -130,7 +148,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     // --model as the folder read (a Hub id or cache folder as its snapshot), after the options' own checks: the
     // peer is given the same folder
     EmbedBenchOptions o = given;
-    const auto resolve_model = [&] { o.model = embedder_model_folder(o.embedder, o.model); };
+    const auto resolve_model = [&] { o.model = embedder_model_folder(o.embedder == "clip-text" ? "clip" : o.embedder, o.model); };
     if (o.embedder == "clip") {
         if (!o.model.empty()) resolve_model();
         return run_clip_embed_bench(o, command_line);
@@ -145,7 +163,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
                    cat("the texts and embeddings of ", o.chunks, " chunks of ", o.tokens, " tokens"),
                    "a smaller --chunks or --tokens");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
-    if (o.embedder == "bert" || o.embedder == "t5") resolve_model();
+    resolve_model();
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;
     const int threads = thread_count();
@@ -169,7 +187,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
                               {"chunks", static_cast<std::int64_t>(texts.size())},
                               {"tokens_per_chunk", mean_len},
                               {"batch", o.batch},
-                              {"max_length", o.max_length},
+                              {"max_length", bench.max_length},
                               {"threads", threads},
                               {"seconds", secs},
                               {"cpu_seconds", cpu_secs},
@@ -194,7 +212,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
             const WallCpu t = median_wall_cpu([&] { bench.embed_texts(texts, out.data()); }, o.repeats);
             return ours_json(t.wall, t.cpu);
         },
-        o.peer.empty() ? std::function<nlohmann::json()>() : [&] { return run_peer(o, texts_path, threads); });
+        o.peer.empty() ? std::function<nlohmann::json()>() : [&] { return run_peer(o, texts_path, threads, bench.max_length); });
     const nlohmann::json& ours = sbs.ours;
     const nlohmann::json& peer = sbs.peer;
 
@@ -209,8 +227,8 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
                         format_fixed((*r)["seconds"].get<double>(), 3), format_fixed((*r)["cpu_seconds"].get<double>(), 3),
                         format_fixed((*r)["chunks_per_s"].get<double>(), 1), format_fixed((*r)["chunks_per_cpu_s"].get<double>(), 1)});
     }
-    std::printf("retro-bench embed: %s, model %s (dim %d), %s\n", cpu_model().c_str(),
-                ours["model"].get<std::string>().c_str(), emb.dim(),
+    std::printf("retro-bench embed: %s, model %s (%sdim %d), %s\n", cpu_model().c_str(),
+                ours["model"].get<std::string>().c_str(), o.embedder == "clip-text" ? "clip text tower, " : "", emb.dim(),
                 (o.texts.empty() ? std::string("synthetic words") : "text of " + o.texts).c_str());
     std::printf("%s", format_table(rows).c_str());
     nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};

@@ -3,7 +3,8 @@
 // model tokens each, and, with --peer, of Hugging Face transformers (tests/peers/hf_embed.py for
 // bert, tests/peers/st_embed.py: sentence-transformers, for t5; torch CPU) on the same texts, model,
 // threads, batch and max_length, side by side in one run with the ratio (--rounds: side_by_side.h).
-// With --embedder clip, images/s of the clip embedder's vision path instead (clip_embed_bench.h).
+// With --embedder clip, images/s of the clip embedder's vision path instead (clip_embed_bench.h); with clip-text,
+// chunks/s of its text path (CLIP BPE + text tower + projection + L2; peer tests/peers/clip_embed.py --texts).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +12,7 @@
 namespace retro::bench {
 
 struct EmbedBenchOptions {
-    std::string embedder = "bert";  // bert | t5 | clip
+    std::string embedder = "bert";  // bert | t5 | clip | clip-text
     std::string model;              // BERT checkpoint folder (config.json, model.safetensors, vocab.txt) or T5 folder
     std::int64_t chunks = 512;      // texts embedded per timed run
     int tokens = 64;                // model tokens per text ([CLS]/[SEP] or </s> not counted)

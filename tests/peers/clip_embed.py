@@ -13,6 +13,11 @@ retro-bench embed prints for RetroKit.
 files.jsonl: one JSON string (an image path) per line; retro-bench embed --embedder clip --peer
 writes it. --images DIR instead takes the *.jpg/*.jpeg/*.png files below DIR in the order
 retro-bench uses (sorted relative paths).
+
+--texts texts.jsonl (one JSON string a line; `retro-bench embed --embedder clip-text --peer` writes it) times the
+text path instead: per batch the folder's fast CLIPTokenizer (padding, truncation at --max-length),
+CLIPModel.get_text_features (text tower + text projection) and L2 normalisation, as RetroKit's BPE + text
+tower + projection + normalise; the JSON then has retro-bench embed's text fields (chunks, tokens_per_chunk, ...).
 """
 import argparse
 import json
@@ -38,6 +43,9 @@ def main():
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--files", help="one JSON string (an image path) per line")
     src.add_argument("--images", help="a folder of JPEG / PNG files")
+    src.add_argument("--texts", help="one JSON string (a text) per line: time the text tower")
+    ap.add_argument("--max-length", type=int, default=77, help="--texts: tokens a text at most, specials included")
+    ap.add_argument("--device", default="cpu", choices=["cpu"], help="cpu only (as RetroKit's clip embedder)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
@@ -56,6 +64,8 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
+    if args.texts:
+        return embed_texts(args)
     if args.files:
         with open(args.files, encoding="utf-8") as f:
             paths = [json.loads(line) for line in f if line.strip()]
@@ -110,6 +120,53 @@ def main():
         "preprocess_seconds": pre_s,
         "images_per_s": len(paths) / secs,
         "images_per_cpu_s": len(paths) / cpu_secs,
+        "python": platform.python_version(),
+    }))
+
+
+def embed_texts(args):
+    import numpy as np
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, CLIPModel
+
+    with open(args.texts, encoding="utf-8") as f:
+        texts = [json.loads(line) for line in f if line.strip()]
+    if not texts:
+        sys.exit("no texts")
+    tok = AutoTokenizer.from_pretrained(args.model)   # the fast CLIPTokenizer, as deployed
+    model = CLIPModel.from_pretrained(args.model).eval()
+
+    def tokenize():
+        return [tok(texts[i:i + args.batch], padding=True, truncation=True, max_length=args.max_length,
+                    return_tensors="pt") for i in range(0, len(texts), args.batch)]
+
+    def features(enc):
+        out = model.get_text_features(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+        return out if torch.is_tensor(out) else out.pooler_output   # transformers 5 returns the output object
+
+    def embed():
+        return torch.cat([torch.nn.functional.normalize(features(enc), p=2, dim=1) for enc in tokenize()])
+
+    tok_s, _ = peer_timing.median_seconds(tokenize, args.repeats)
+    secs, cpu_secs = peer_timing.median_seconds(embed, args.repeats)
+    if args.save:
+        np.save(args.save, embed().numpy().astype("float32"))
+    lengths = [len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]]
+    print(json.dumps({
+        "impl": f"transformers {transformers.__version__} torch {torch.__version__}",
+        "model": os.path.abspath(args.model),
+        "chunks": len(texts),
+        "tokens_per_chunk": sum(lengths) / len(lengths),
+        "batch": args.batch,
+        "max_length": args.max_length,
+        "threads": args.threads,
+        "device": "cpu",
+        "seconds": secs,
+        "cpu_seconds": cpu_secs,
+        "tokenize_seconds": tok_s,
+        "chunks_per_s": len(texts) / secs,
+        "chunks_per_cpu_s": len(texts) / cpu_secs,
         "python": platform.python_version(),
     }))
 

@@ -4,9 +4,11 @@
 loads (config.json, model.safetensors in F32, preprocessor_config.json: shortest edge 224, crop 224, bicubic, CLIP's
 mean and std, as the real checkpoint's), for timing `retro-bench embed --embedder clip` beside transformers
 (tests/peers/clip_embed.py) where the real weights cannot be fetched. Speed does not depend on the weights' values.
-The text tower is a small valid one (hidden 64, 1 layer, 2 heads; the benchmark does not run it) with the tiny
-golden tokenizer (tests/reference/golden/clip_tiny/tiny/vocab.json + merges.txt), which the loader requires.
+The text tower has the checkpoint's shape too (hidden 512, 12 layers, 8 heads, MLP 2048, 77 positions: `retro-bench embed
+--embedder clip-text` times it) over the tiny golden tokenizer (tests/reference/golden/clip_tiny/tiny/vocab.json +
+merges.txt: a 634-token vocabulary, so both sides see the same ids; only the embedding table is smaller).
 Usage: python tests/peers/make_clip_shape.py --out /tmp/clip-b32-shape [--layers 12 --hidden 768 --patch 32]
+       [--text-layers 12 --text-hidden 512 --text-heads 8 --text-intermediate 2048]
 """
 import argparse
 import json
@@ -24,6 +26,10 @@ def main():
     ap.add_argument("--patch", type=int, default=32)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--projection", type=int, default=512)
+    ap.add_argument("--text-hidden", type=int, default=512)
+    ap.add_argument("--text-layers", type=int, default=12)
+    ap.add_argument("--text-heads", type=int, default=8)
+    ap.add_argument("--text-intermediate", type=int, default=2048)
     ap.add_argument("--tokenizer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference",
                                                          "golden", "clip_tiny", "tiny"),
                     help="folder holding vocab.json and merges.txt")
@@ -38,8 +44,9 @@ def main():
     bos, eos = vocab["<|startoftext|>"], vocab["<|endoftext|>"]
     torch.manual_seed(0)
     cfg = CLIPConfig(
-        text_config=dict(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                         num_attention_heads=2, max_position_embeddings=77, hidden_act="quick_gelu",
+        text_config=dict(vocab_size=len(vocab), hidden_size=a.text_hidden, intermediate_size=a.text_intermediate,
+                         num_hidden_layers=a.text_layers, num_attention_heads=a.text_heads, max_position_embeddings=77,
+                         hidden_act="quick_gelu",
                          bos_token_id=bos, eos_token_id=eos, pad_token_id=eos),
         vision_config=dict(hidden_size=a.hidden, intermediate_size=a.intermediate, num_hidden_layers=a.layers,
                            num_attention_heads=a.heads, image_size=a.image_size, patch_size=a.patch,
