@@ -4,7 +4,9 @@
 #include "core/torch_checkpoint.h"
 
 #include <zip.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -132,16 +134,25 @@ bool starts_as_zip(const std::uint8_t* data, std::size_t size) {
 }
 
 TorchCheckpointFile::TorchCheckpointFile(const std::string& path) : path_(path) {
-    const MappedFile file(path);
-    refuse_lfs_pointer(path, file.data(), file.size());
-    load(file.data(), file.size());
+    auto file = std::make_shared<const MappedFile>(path);
+    refuse_lfs_pointer(path, file->data(), file->size());
+    load(file->data(), file->size());
+    bytes_ = std::move(file);
 }
 
 TorchCheckpointFile TorchCheckpointFile::from_bytes(const std::uint8_t* data, std::size_t size, const std::string& name) {
+    auto copy = std::make_shared<const std::vector<std::uint8_t>>(data, data + size);
     TorchCheckpointFile f;
     f.path_ = name;
-    f.load(data, size);
+    f.load(copy->data(), copy->size());
+    f.bytes_ = std::move(copy);
     return f;
+}
+
+std::size_t TorchCheckpointFile::copied_bytes() const {
+    std::size_t n = 0;
+    for (const auto& b : buffers_) n += b.size();
+    return n;
 }
 
 const TensorView& TorchCheckpointFile::get(const std::string& name) const {
@@ -161,12 +172,62 @@ std::string TorchCheckpointFile::why_not(const std::string& name) const {
 namespace {
 
 // ---- the zip archive (torch >= 1.6) ----
+
+// A libzip source over bytes in memory (what zip_source_buffer_create gives) that also remembers where its last read
+// began: reading a stored record's first byte through libzip shows where the record's data lie (libzip 1.7 has no
+// public call for a record's offset).
+struct MemorySource {
+    const std::uint8_t* data = nullptr;
+    std::uint64_t size = 0, position = 0, last_read = 0;
+    zip_error_t error;
+};
+
+zip_int64_t memory_source(void* state, void* out, zip_uint64_t len, zip_source_cmd_t cmd) {
+    auto& s = *static_cast<MemorySource*>(state);
+    switch (cmd) {
+        case ZIP_SOURCE_OPEN: s.position = 0; return 0;
+        case ZIP_SOURCE_READ: {
+            const std::uint64_t n = std::min<std::uint64_t>(len, s.size - s.position);
+            s.last_read = s.position;
+            if (n) std::memcpy(out, s.data + s.position, static_cast<std::size_t>(n));
+            s.position += n;
+            return static_cast<zip_int64_t>(n);
+        }
+        case ZIP_SOURCE_CLOSE: case ZIP_SOURCE_FREE: return 0;   // (the state is the archive's member)
+        case ZIP_SOURCE_STAT: {
+            auto* st = static_cast<zip_stat_t*>(out);
+            zip_stat_init(st);
+            st->size = st->comp_size = s.size;
+            st->comp_method = ZIP_CM_STORE;
+            st->encryption_method = ZIP_EM_NONE;
+            st->valid = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
+            return sizeof(zip_stat_t);
+        }
+        case ZIP_SOURCE_ERROR: return zip_error_to_data(&s.error, out, len);
+        case ZIP_SOURCE_SEEK: {
+            const zip_int64_t at = zip_source_seek_compute_offset(s.position, s.size, out, len, &s.error);
+            if (at < 0) return -1;
+            s.position = static_cast<std::uint64_t>(at);
+            return 0;
+        }
+        case ZIP_SOURCE_TELL: return static_cast<zip_int64_t>(s.position);
+        case ZIP_SOURCE_SUPPORTS:
+            return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                                  ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, ZIP_SOURCE_SEEK, ZIP_SOURCE_TELL,
+                                                  ZIP_SOURCE_SUPPORTS, -1);
+        default: zip_error_set(&s.error, ZIP_ER_OPNOTSUPP, 0); return -1;
+    }
+}
+
 class ZipArchive {
 public:
     ZipArchive(const std::uint8_t* data, std::size_t size, const std::string& path) : path_(path) {
+        source_.data = data;
+        source_.size = size;
+        zip_error_init(&source_.error);
         zip_error_t err;
         zip_error_init(&err);
-        zip_source_t* src = zip_source_buffer_create(data, size, 0, &err);
+        zip_source_t* src = zip_source_function_create(memory_source, &source_, &err);
         if (src) za_ = zip_open_from_source(src, ZIP_RDONLY, &err);
         if (!za_) {
             if (src) zip_source_free(src);
@@ -179,6 +240,7 @@ public:
     }
     ~ZipArchive() {
         if (za_) zip_discard(za_);
+        zip_error_fini(&source_.error);
     }
     ZipArchive(const ZipArchive&) = delete;
     ZipArchive& operator=(const ZipArchive&) = delete;
@@ -204,19 +266,41 @@ public:
 
     bool has(const std::string& name) const { return zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW) >= 0; }
 
-    // A record's bytes. torch stores records uncompressed: a compressed one is refused (no inflating a zip bomb).
+    // Where a stored record's bytes lie in the file: libzip reads its first and its last byte (the source sees
+    // where, and the bytes are compared), and its CRC-32 is checked over that range where the file has one (a
+    // damaged record is refused as read() refuses it). False where that does not hold (an empty record, a reader
+    // that read elsewhere): then read() copies it.
+    bool locate(const std::string& name, std::size_t& offset, std::size_t& bytes) {
+        zip_uint64_t index = 0;
+        const zip_stat_t st = stat_record(name, index);
+        if (st.size == 0) return false;
+        zip_file_t* f = zip_fopen_index(za_, index, 0);
+        if (!f) user_error_in(path_, "cannot open record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
+        const std::uint64_t n = st.size;
+        std::uint8_t first = 0, last = 0;
+        bool found = zip_fread(f, &first, 1) == 1;
+        const std::uint64_t at = source_.last_read;
+        found = found && at < source_.size && n <= source_.size - at && source_.data[at] == first;
+        if (found && n > 1)
+            found = zip_fseek(f, static_cast<zip_int64_t>(n - 1), SEEK_SET) == 0 && zip_fread(f, &last, 1) == 1 &&
+                    source_.last_read == at + n - 1 && source_.data[at + n - 1] == last;
+        zip_fclose(f);
+        if (!found) return false;
+        // torch.save with torch.serialization.config.save.compute_crc32 = False writes 0 (and its reader checks none)
+        if ((st.valid & ZIP_STAT_CRC) && st.crc != 0 && crc32_z(0, source_.data + at, static_cast<std::size_t>(n)) != st.crc)
+            user_error_in(path_, "record '" + quoted(name) + "' is damaged: its CRC-32 does not match", "download the file again");
+        offset = static_cast<std::size_t>(at);
+        bytes = static_cast<std::size_t>(n);
+        return true;
+    }
+
+    // A record's bytes, copied. torch stores records uncompressed: a compressed one is refused (no inflating a zip
+    // bomb).
     std::vector<std::uint8_t> read(const std::string& name) const {
-        const zip_int64_t index = zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW);
-        if (index < 0) user_error_in(path_, "has no record '" + quoted(name) + "' (the archive is incomplete)", "download the file again");
-        zip_stat_t st;
-        zip_stat_init(&st);
-        if (zip_stat_index(za_, static_cast<zip_uint64_t>(index), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-            user_error_in(path_, "cannot read record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
-        if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE)
-            user_error_in(path_, "record '" + quoted(name) + "' is compressed (torch.save stores its records uncompressed)", kFix);
-        if (st.size > size_) user_error_in(path_, "record '" + quoted(name) + "' is larger than the file", "download the file again");
+        zip_uint64_t index = 0;
+        const zip_stat_t st = stat_record(name, index);
         std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.size));
-        zip_file_t* f = zip_fopen_index(za_, static_cast<zip_uint64_t>(index), 0);
+        zip_file_t* f = zip_fopen_index(za_, index, 0);
         if (!f) user_error_in(path_, "cannot open record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
         std::size_t done = 0;
         while (done < bytes.size()) {
@@ -243,7 +327,23 @@ public:
     }
 
 private:
+    // A record's index and stat: UserError where it is missing, compressed or larger than the file.
+    zip_stat_t stat_record(const std::string& name, zip_uint64_t& index) const {
+        const zip_int64_t i = zip_name_locate(za_, name.c_str(), ZIP_FL_ENC_RAW);
+        if (i < 0) user_error_in(path_, "has no record '" + quoted(name) + "' (the archive is incomplete)", "download the file again");
+        index = static_cast<zip_uint64_t>(i);
+        zip_stat_t st;
+        zip_stat_init(&st);
+        if (zip_stat_index(za_, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+            user_error_in(path_, "cannot read record '" + quoted(name) + "': " + zip_strerror(za_), "download the file again");
+        if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE)
+            user_error_in(path_, "record '" + quoted(name) + "' is compressed (torch.save stores its records uncompressed)", kFix);
+        if (st.size > size_) user_error_in(path_, "record '" + quoted(name) + "' is larger than the file", "download the file again");
+        return st;
+    }
+
     std::string path_;
+    MemorySource source_;
     zip_t* za_ = nullptr;
     std::size_t size_ = 0;
 };
@@ -257,10 +357,11 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     const std::string& path = path_;
     PickleResult pickled;
     StateDict sd;
-    std::map<std::string, std::size_t> record_of;   // storage key -> buffers_ index
+    std::map<std::string, std::size_t> record_of;   // storage key -> storages index
+    std::vector<StorageBytes> storages;              // each record's bytes: in the file, or a copy in buffers_
     const bool zip = starts_as_zip(data, size);
     if (zip) {
-        const ZipArchive archive(data, size, path);
+        ZipArchive archive(data, size, path);
         const std::string prefix = archive.prefix();
         if (archive.has(prefix + "byteorder")) {
             const std::vector<std::uint8_t> order = archive.read(prefix + "byteorder");
@@ -277,16 +378,24 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         for (const auto& [name, index] : sd.tensors) {
             const PickleValue& s = pickled.values[pickled.values[index].storage];
             if (record_of.count(s.text)) continue;
-            std::vector<std::uint8_t> record = archive.read(prefix + "data/" + s.text);
+            const std::string record_name = prefix + "data/" + s.text;
+            StorageBytes record;
+            std::size_t offset = 0;
+            if (archive.locate(record_name, offset, record.bytes)) {
+                record.data = data + offset;
+            } else {
+                buffers_.push_back(archive.read(record_name));
+                record = {buffers_.back().data(), buffers_.back().size()};
+            }
             // torch refuses a record whose size is not its storage's (torch/serialization.py load_tensor)
-            if (static_cast<unsigned __int128>(s.integer) * dtype_size(s.dtype) != record.size())
-                user_error_in(path, "record 'data/" + quoted(s.text) + "' holds " + std::to_string(record.size()) +
+            if (static_cast<unsigned __int128>(s.integer) * dtype_size(s.dtype) != record.bytes)
+                user_error_in(path, "record 'data/" + quoted(s.text) + "' holds " + std::to_string(record.bytes) +
                                         " bytes, its storage " + std::to_string(s.integer) + " elements of " + dtype_name(s.dtype),
                               "download the file again");
-            total += record.size();
+            total += record.bytes;
             if (total > size) user_error_in(path, "has records that add up to more than the file (overlapping zip entries)", kFix);
-            record_of[s.text] = buffers_.size();
-            buffers_.push_back(std::move(record));
+            record_of[s.text] = storages.size();
+            storages.push_back(record);
         }
     } else if (size >= 2 && data[0] == 0x80) {
         // legacy: magic, protocol version, system info, the object, the storage keys; then the storages
@@ -343,9 +452,8 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
             if (count > (size - at) / es)
                 user_error_in(path, "ends inside storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             const std::size_t bytes = static_cast<std::size_t>(count) * es;
-            record_of[key.text] = buffers_.size();
-            if (used.count(key.text)) buffers_.emplace_back(data + at, data + at + bytes);
-            else buffers_.emplace_back();   // a storage only non-tensor entries use: skipped, not copied
+            record_of[key.text] = storages.size();
+            storages.push_back({data + at, used.count(key.text) ? bytes : 0});   // (one only non-tensor entries use: empty)
             at += bytes;
         }
         if (at != size) user_error_in(path, "has " + std::to_string(size - at) + " bytes after its last storage", "download the file again");
@@ -357,9 +465,8 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
 
     // every tensor over its storage's bytes; a strided view copied out once (per tensor value, so names that share
     // one share the copy), all copies together at most the storages' bytes and 64 MiB
-    const std::size_t storage_buffers = buffers_.size();
     std::size_t storage_bytes = 0, copied_bytes = 0;
-    for (std::size_t b = 0; b < storage_buffers; ++b) storage_bytes += buffers_[b].size();
+    for (const StorageBytes& b : storages) storage_bytes += b.bytes;
     std::map<std::uint32_t, const std::uint8_t*> copy_of;   // tensor value -> its copy
     skipped_ = sd.skipped;
     nested_ = sd.nested;
@@ -368,18 +475,18 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
         const PickleValue& t = pickled.values[index];
         const PickleValue& s = pickled.values[t.storage];
         const auto rec = record_of.find(s.text);
-        if (rec == record_of.end() || rec->second >= storage_buffers)
+        if (rec == record_of.end())
             user_error_in(path, "tensor '" + qname + "' refers to storage '" + quoted(s.text) + "', which the file does not hold",
                           "download the file again");
-        const std::vector<std::uint8_t>& record = buffers_[rec->second];
+        const StorageBytes& record = storages[rec->second];
         const std::size_t ses = dtype_size(s.dtype);
         const std::int64_t s_numel = s.view_numel >= 0 ? s.view_numel : s.integer;
         const std::int64_t s_first = s.view_numel >= 0 ? s.view_offset : 0;
-        if ((static_cast<unsigned __int128>(s_first) + static_cast<unsigned __int128>(s_numel)) * ses > record.size())
+        if ((static_cast<unsigned __int128>(s_first) + static_cast<unsigned __int128>(s_numel)) * ses > record.bytes)
             user_error_in(path, "storage '" + quoted(s.text) + "' is shorter than its " + std::to_string(s_numel) + " elements",
                           "download the file again");
         StorageBytes sb;
-        sb.data = record.data() + static_cast<std::size_t>(s_first) * ses;
+        sb.data = record.data + static_cast<std::size_t>(s_first) * ses;
         sb.bytes = static_cast<std::size_t>(s_numel) * ses;
 
         TensorView v;

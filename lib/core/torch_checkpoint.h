@@ -6,12 +6,14 @@
 // object must be a dict of tensor names to tensors (what `torch.save(model.state_dict(), f)` writes), or hold one
 // under 'state_dict', 'model_state_dict', 'model', 'module', 'net', 'network' or 'weights' where its top level holds
 // no tensor (research checkpoints, PyTorch Lightning's); its other entries are left out (why_not says what each
-// was). Tensors are exposed as safetensors' TensorView (contiguous row-major bytes), a non-contiguous view (a
-// transposed tensor saved as it was) copied into that layout, tensors sharing a storage (tied weights) sharing its
-// bytes.
+// was). Tensors are exposed as safetensors' TensorView (contiguous row-major bytes) pointing into the memory-mapped
+// file itself (a zip record's bytes where libzip reads them, a legacy storage where it lies in the stream: no copy),
+// a non-contiguous view (a transposed tensor saved as it was) copied into that layout, tensors sharing a storage
+// (tied weights) sharing its bytes.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,9 +28,10 @@ bool starts_as_zip(const std::uint8_t* data, std::size_t size);
 class TorchCheckpointFile {
 public:
     TorchCheckpointFile() = default;
-    // Reads the whole file; UserError naming it (one line) on anything it cannot read as a state_dict.
+    // Maps the file and reads it; UserError naming it (one line) on anything it cannot read as a state_dict. The
+    // tensors' bytes stay in the mapping (kept as long as this object or a move of it lives).
     explicit TorchCheckpointFile(const std::string& path);
-    // The same over bytes in memory (tests, fuzzing); `name` is the path messages give.
+    // The same over a copy of bytes in memory (tests, fuzzing); `name` is the path messages give.
     static TorchCheckpointFile from_bytes(const std::uint8_t* data, std::size_t size, const std::string& name);
 
     bool has(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -41,6 +44,9 @@ public:
     const std::string& nested_key() const { return nested_; }
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
+    // Bytes this object holds besides the file's: strided views copied out, and records that could not be located
+    // in the file (0 for what torch.save writes from a state_dict of contiguous tensors).
+    std::size_t copied_bytes() const;
 
 private:
     void load(const std::uint8_t* data, std::size_t size);
@@ -49,7 +55,8 @@ private:
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> skipped_;
     std::string nested_;
-    std::vector<std::vector<std::uint8_t>> buffers_;   // storages' bytes, and copies of non-contiguous views
+    std::shared_ptr<const void> bytes_;                 // the mapped file (or from_bytes' copy) the views point into
+    std::vector<std::vector<std::uint8_t>> buffers_;   // copies: non-contiguous views, records not located in the file
 };
 
 }  // namespace retro
