@@ -28,6 +28,11 @@ bool starts_as_zip(const std::uint8_t* data, std::size_t size);
 class TorchCheckpointFile {
 public:
     TorchCheckpointFile() = default;
+    // Move-only: the views of copied-out tensors point into this object's buffers.
+    TorchCheckpointFile(TorchCheckpointFile&&) = default;
+    TorchCheckpointFile& operator=(TorchCheckpointFile&&) = default;
+    TorchCheckpointFile(const TorchCheckpointFile&) = delete;
+    TorchCheckpointFile& operator=(const TorchCheckpointFile&) = delete;
     // Maps the file and reads it; UserError naming it (one line) on anything it cannot read as a state_dict. The
     // tensors' bytes stay in the mapping (kept as long as this object or a move of it lives).
     explicit TorchCheckpointFile(const std::string& path);
