@@ -13,6 +13,7 @@
 #include "bench/train_bench.h"
 #include "bench/train_scaling_bench.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "core/output_folder.h"
 #include "op_registry.h"
 #include "tool_main.h"
@@ -87,18 +88,20 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
                                          "CLIPModel one (clip); or a Hub id (ORG/NAME) in the local Hugging Face cache")
         ->required();
     sub->add_option("--images", o->images, "clip: embed the *.jpg/*.jpeg/*.png files below this folder (default: synthetic images)");
-    sub->add_option("--image-count", o->image_count, "clip: synthetic images per timed run")->check(CLI::PositiveNumber);
+    auto* image_count = sub->add_option("--image-count", o->image_count, "clip: synthetic images per timed run")->check(CLI::PositiveNumber);
     sub->add_option("--images-out", o->images_out, "clip: write the synthetic images to this folder and keep them");
     sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
-    sub->add_option("--tokens", o->tokens, "Model tokens per text ([CLS]/[SEP] or </s> not counted)")
+    sub->add_option("--tokens", o->tokens, "Model tokens per text (the specials — [CLS]/[SEP], </s>, CLIP's start/end of text — not counted)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--min-tokens", o->min_tokens,
                     "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
     sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
     sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
         ->check(CLI::IsMember({"cpu", "cuda"}));
-    sub->add_option("--max-length", o->max_length, "Model tokens per text at most, [CLS] and [SEP] (or </s>) included")
-        ->check(CLI::PositiveNumber);
+    auto* max_length = sub->add_option("--max-length", o->max_length,
+                                       "Model tokens per text at most, the specials included (clip-text: the model's text "
+                                       "positions, 77, unless given)")
+                           ->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats (median reported, after one warm-up)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
@@ -113,7 +116,12 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--peer-sorted", o->peer_sorted,
                   "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
     sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
-    sub->callback([o, &ctx] { run_embed_bench(*o, ctx.command_line); });
+    sub->callback([o, &ctx, image_count, max_length] {
+        if (image_count->count() && o->embedder != "clip")
+            retro::user_error_in("--image-count", "applies to --embedder clip only", "drop it, or pass --embedder clip");
+        if (o->embedder == "clip-text" && !max_length->count()) o->max_length = 0;   // the model's text positions
+        run_embed_bench(*o, ctx.command_line);
+    });
 }
 
 void add_knn(CLI::App& bench, ToolContext& ctx) {

@@ -186,10 +186,9 @@ std::string usage_message(const std::string& what) {
 }
 
 // A failure's one line, "TOOL: error: ...", and its exit code. Under mpirun a rank other than 0 lets rank 0 print
-// a refusal every rank meets first (core/distributed.h: distributed_before_failure_line); an internal error is this
-// rank's own finding (its line says where it failed) and prints at once.
+// a refusal every rank meets first (core/distributed.h: distributed_before_failure_line).
 int failure_line(const std::string& tool, const char* kind, const std::string& message, int exit_code) {
-    if (exit_code == EXIT_USER) distributed_before_failure_line();
+    distributed_before_failure_line();
     std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, message.c_str());
     return exit_code;
 }

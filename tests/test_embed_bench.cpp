@@ -232,7 +232,7 @@ TEST_CASE("embed bench: --embedder clip-text times the text path, texts of CLIP 
     CHECK(args.find("--batch 4") != std::string::npos);
     const auto j = nlohmann::json::parse(read_text(dir / "clip-text.json"));
     const auto& k = j["retrokit"];
-    CHECK(k["impl"] == "retrokit clip");
+    CHECK(k["impl"] == "retrokit clip (text)");
     CHECK(k["chunks"] == 6);
     CHECK(k["max_length"] == 77);
     // about 20 BPE pieces a text and its two specials (texts end at word boundaries)
@@ -241,10 +241,20 @@ TEST_CASE("embed bench: --embedder clip-text times the text path, texts of CLIP 
     CHECK(k["chunks_per_s"].get<double>() > 0);
     CHECK(j["ratio"].get<double>() == doctest::Approx(k["chunks_per_s"].get<double>() / 10.0));
     // texts longer than the model takes are cut at 77 ids: tokens_per_chunk says so
+    // (without --max-length: the model's 77, no warning)
     auto longer = run_tool("retro-bench", "--threads 1 embed --embedder clip-text --model " + model +
                                               " --chunks 3 --tokens 200 --repeats 1 --json " + (dir / "long.json").string());
     REQUIRE(longer.exit_code == 0);
+    CHECK(longer.err.find("warning") == std::string::npos);
     CHECK(nlohmann::json::parse(read_text(dir / "long.json"))["retrokit"]["tokens_per_chunk"].get<double>() == 77.0);
+    // refused in one line: the GPU (before asking for a CUDA build), the peer's length sort, the image count
     auto cuda = run_tool("retro-bench", "embed --embedder clip-text --device cuda --model " + model);
     CHECK(cuda.exit_code == 2);
+    CHECK(cuda.err.find("runs on the CPU only") != std::string::npos);
+    auto sorted = run_tool("retro-bench", "embed --embedder clip-text --peer-sorted --model " + model);
+    CHECK(sorted.exit_code == 2);
+    CHECK(sorted.err.find("--peer-sorted") != std::string::npos);
+    auto images = run_tool("retro-bench", "embed --embedder clip-text --image-count 5 --model " + model);
+    CHECK(images.exit_code == 2);
+    CHECK(images.err.find("--image-count") != std::string::npos);
 }

@@ -55,7 +55,6 @@ BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
     BenchEmbedder b;
     b.max_length = o.max_length;
     if (o.embedder == "clip-text") {   // CLIP's text tower: BPE, the tower to the first end-of-text token, projection
-        if (o.device != "cpu") user_error_in("--device " + o.device, "the clip embedder runs on the CPU only", "drop --device");
         auto e = std::make_unique<ClipEmbedder>(ClipEmbedderOptions{o.model, o.max_length, o.batch});
         if (!e->model().has_text())
             user_error_in(e->model().weights_path(), "holds no text tower (a vision-only CLIP checkpoint)",
@@ -155,7 +154,13 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     }
     if (!o.images.empty() || !o.images_out.empty())
         user_error_in("--images/--images-out", "apply to --embedder clip only", "drop them, or pass --embedder clip");
-    if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT or T5 model folder", "pass --model DIR");
+    if (o.model.empty()) user_error_in("--model", "retro-bench embed needs a BERT, T5 or CLIP model folder", "pass --model DIR");
+    if (o.embedder == "clip-text") {   // (before --device cuda asks for a CUDA build: none would help)
+        if (o.device != "cpu") user_error_in("--device " + o.device, "the clip embedder runs on the CPU only", "drop --device");
+        if (o.peer_sorted)
+            user_error_in("--peer-sorted", "does not apply to --embedder clip-text (its peer batches the texts in the given order)",
+                          "drop it");
+    }
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
     // the synthetic texts (about 8 bytes a token, twice: the source and the chunks) and their embeddings
@@ -182,7 +187,8 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     mean_len /= static_cast<double>(lengths.size());
     std::vector<float> out(texts.size() * emb.dim());
     auto ours_json = [&](double secs, double cpu_secs) {
-        return nlohmann::json{{"impl", "retrokit " + emb.name() + (o.device == "cuda" ? " (cuda)" : "")},
+        return nlohmann::json{{"impl", "retrokit " + emb.name() + (o.embedder == "clip-text" ? " (text)" : "") +
+                                           (o.device == "cuda" ? " (cuda)" : "")},
                               {"model", emb.to_json()["model"]},
                               {"chunks", static_cast<std::int64_t>(texts.size())},
                               {"tokens_per_chunk", mean_len},

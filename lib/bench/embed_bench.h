@@ -18,7 +18,7 @@ struct EmbedBenchOptions {
     int tokens = 64;                // model tokens per text ([CLS]/[SEP] or </s> not counted)
     int min_tokens = 0;             // > 0: lengths drawn uniformly from [min_tokens, tokens]
     int batch = 64;
-    int max_length = 128;
+    int max_length = 128;           // clip-text: 0 = the model's text positions (the CLI's default there)
     int repeats = 3;
     std::string texts;              // source text (any UTF-8 file) cut into chunks; empty = synthetic words
     std::uint64_t seed = 1;

@@ -63,13 +63,14 @@ Distributed& distributed(const std::string& program);
 // several ranks and `mpi_built` is false.
 void distributed_check_launch(const LauncherEnv& env, bool mpi_built, const std::string& program);
 
-// To call before a failing process prints its one line of a refusal (bad input: exit 2; an internal error prints at
-// once, cli/tool_main.cpp's failure_line). On a rank other than 0 of a started MPI job it first waits
+// To call before a failing process prints its one line. On a rank other than 0 of a started MPI job it first waits
 // kRootFirstSeconds for rank 0 to end the job: a refusal every rank meets once MPI has started (--grad-accum that does
 // not split over the ranks, an --out that holds a run) is then printed once, by rank 0 (whose MPI_Abort stops the
 // waiting ranks), where every rank printed the same line; a failure of this rank alone still prints, that much later
 // (rank 0 waits in its next collective meanwhile). Refusals before MPI starts (usage errors, --threads) still print on
 // every rank. The price: where rank 0 fails too within the wait, for another reason, this rank's line is not printed.
+// Internal errors wait too (session 45 tried printing them at once: a check every rank makes alike, such as
+// trainer.cpp's check_ranks_agree, then printed its line once per rank; a rank's own still prints, 3 s later).
 // Returns at once anywhere else (rank 0, one process, MPI not started: the tools that run as independent shards
 // under a launcher print at once).
 inline constexpr int kRootFirstSeconds = 3;

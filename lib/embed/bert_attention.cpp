@@ -57,9 +57,14 @@ int fused_query_block(int len) {
                       kFusedQueryBlockMax);
 }
 
+// v at least n long; its capacity exactly the largest n asked for (a resize alone may double it: the memory check
+// counts bert_attention_scratch_floats, not a growth factor over it)
 template <typename T>
 T* grown(std::vector<T>& v, std::size_t n) {
-    if (v.size() < n) v.resize(n);
+    if (v.size() < n) {
+        v.reserve(n);
+        v.resize(n);
+    }
     return v.data();
 }
 
