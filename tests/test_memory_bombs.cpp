@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "embed/bert_embedder.h"
+#include "embed/t5_embedder.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "test_cli_pipeline.h"
@@ -149,4 +150,24 @@ TEST_CASE("memory: the bert embedder's --batch and --max-length") {
     o.max_length = 128;
     o.batch = 64;
     CHECK_NOTHROW(BertEmbedder(o, nullptr));
+}
+
+TEST_CASE("memory: the t5 embedder's --batch and --max-length") {
+    // T5's relative positions take any length: a forward far beyond the memory is refused before the first batch
+    T5EmbedderOptions o;
+    o.model_dir = (test::source_dir() / "tests/reference/golden/t5_tiny/v1_1").string();
+    o.max_length = 100000;
+    o.batch = 64;
+    MemoryLimit limit("100000000");
+    try {
+        T5Embedder e(o, nullptr);
+        FAIL("an encoder forward far beyond the memory limit was accepted");
+    } catch (const UserError& err) {
+        const std::string msg = err.what();
+        CHECK(msg.find("--max-length: ") == 0);
+        CHECK(msg.find("--batch 64 texts of --max-length 100000 tokens") != std::string::npos);
+        CHECK(msg.find('\n') == std::string::npos);
+    }
+    o.max_length = 128;
+    CHECK_NOTHROW(T5Embedder(o, nullptr));
 }

@@ -7,6 +7,9 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
+#include "core/threads.h"
+#include "embed/bert_attention.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -118,6 +121,18 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
     spiece_.set_special_tokens(specials.tokens, specials.strip);
     dim_ = modules_.dense.empty() ? c.d_model : modules_.dense.back().out;
     fingerprint_ = t5_fingerprint(modules_.transformer_dir, modules_);
+    // a forward's buffers (t5_model.cpp): the batch's rows of x, q|k|v, ctx and the hidden states (2 d_model + 4 inner
+    // floats a token), the relative bias of every head and offset, each thread's row block of the feed-forward (up to
+    // 1,024 rows where the layers are not packed for AVX-512) and its attention scratch (bert_attention.h) — refused
+    // before the first batch, not ended by the OOM killer (T5's relative positions set no --max-length limit)
+    const double L = opts_.max_length, rows = static_cast<double>(opts_.batch) * L;
+    const double ff = c.gated ? 3.0 * c.d_ff : c.d_ff;
+    const double per_thread = std::min(1024.0, rows) * (c.d_model + ff) +
+                              static_cast<double>(bert_attention_scratch_floats(opts_.max_length, c.d_kv));
+    memory_require("--max-length",
+                   4.0 * (rows * (2.0 * c.d_model + 4.0 * c.inner()) + c.heads * 2.0 * L + thread_count() * per_thread),
+                   cat("the encoder's activations for --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
+                   "lower --batch or --max-length");
 }
 
 void T5Embedder::embed_ids(const std::vector<std::vector<int>>& seqs, float* out) const {
