@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "embed/bert_embedder.h"
+#include "embed/clip_embedder.h"
 #include "embed/t5_embedder.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -170,4 +171,20 @@ TEST_CASE("memory: the t5 embedder's --batch and --max-length") {
     }
     o.max_length = 128;
     CHECK_NOTHROW(T5Embedder(o, nullptr));
+}
+
+TEST_CASE("memory: the clip embedder's --batch") {
+    // the larger tower's activations for --batch texts or images, checked when the embedder is made
+    ClipEmbedderOptions o{(test::source_dir() / "tests/reference/golden/clip_tiny/tiny").string(), 77, 10000000};
+    MemoryLimit limit("100000000");
+    try {
+        ClipEmbedder e(o, nullptr);
+        FAIL("a clip forward far beyond the memory limit was accepted");
+    } catch (const UserError& err) {
+        const std::string msg = err.what();
+        CHECK(msg.find("--batch: ") == 0);
+        CHECK(msg.find("--batch 10000000 texts or images") != std::string::npos);
+    }
+    o.batch = 32;
+    CHECK_NOTHROW(ClipEmbedder(o, nullptr));
 }

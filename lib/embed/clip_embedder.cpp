@@ -7,7 +7,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/fingerprint.h"
+#include "core/memory_budget.h"
 #include "core/threads.h"
+#include "embed/bert_attention.h"
 #include "embed/checkpoint_weights.h"
 #include "embed/encoder_settings.h"
 #include "embed/model_folder.h"
@@ -24,6 +26,16 @@ ClipEmbedderOptions checked(ClipEmbedderOptions o) {
     if (o.max_length != 0 && o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;
+}
+
+// Bytes a forward of `batch` items of `tokens` tokens takes in one tower (clip_model.cpp): each token's x, q|k|v, ctx
+// and the pre-norm copy (6 hidden floats), `per_item` floats more an item (a vision batch's pixels), each thread's
+// row block of the MLP and its attention scratch (bert_attention.h).
+double tower_bytes(const ClipTowerConfig& c, int batch, int tokens, double per_item) {
+    const double rows = static_cast<double>(batch) * tokens;
+    const double per_thread = 192.0 * (c.hidden + c.intermediate) +
+                              static_cast<double>(bert_attention_scratch_floats(tokens, c.hidden / std::max(1, c.heads)));
+    return 4.0 * (rows * 6.0 * c.hidden + batch * per_item + thread_count() * per_thread);
 }
 
 }  // namespace
@@ -58,6 +70,15 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
                fingerprint_file((fs::path(opts_.model_dir) / "merges.txt").string());
     }
     fingerprint_ = fingerprint_bytes(all.data(), all.size());
+    // the larger tower's forward of --batch texts or images, refused before the first batch (not ended by the OOM killer)
+    const ClipConfig& c = model_.config();
+    double bytes = 0;
+    if (model_.has_text()) bytes = tower_bytes(c.text, opts_.batch, opts_.max_length, 0);
+    if (model_.has_vision())
+        bytes = std::max(bytes, tower_bytes(c.vision, opts_.batch, c.vision.patches() + 1,
+                                            3.0 * c.vision.image_size * c.vision.image_size));
+    memory_require("--batch", bytes, cat("the clip encoder's activations for --batch ", opts_.batch, " texts or images"),
+                   "lower --batch");
 }
 
 const ClipBpeTokenizer& ClipEmbedder::tokenizer() const {
