@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -359,6 +360,14 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
     StateDict sd;
     std::map<std::string, std::size_t> record_of;   // storage key -> storages index
     std::vector<StorageBytes> storages;              // each record's bytes: in the file, or a copy in buffers_
+    // A storage's bytes where they lie, if 8-byte aligned (readers cast the pointer to float*, double*, ...: torch's
+    // zip records are 64-byte aligned, a legacy stream's storages follow the pickles at any offset), else a copy
+    // (heap memory is aligned for every element type).
+    const auto aligned_or_copied = [&](const std::uint8_t* at, std::size_t bytes) -> StorageBytes {
+        if (bytes == 0 || reinterpret_cast<std::uintptr_t>(at) % 8 == 0) return {at, bytes};
+        buffers_.emplace_back(at, at + bytes);
+        return {buffers_.back().data(), bytes};
+    };
     const bool zip = starts_as_zip(data, size);
     if (zip) {
         ZipArchive archive(data, size, path);
@@ -382,7 +391,7 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
             StorageBytes record;
             std::size_t offset = 0;
             if (archive.locate(record_name, offset, record.bytes)) {
-                record.data = data + offset;
+                record = aligned_or_copied(data + offset, record.bytes);
             } else {
                 buffers_.push_back(archive.read(record_name));
                 record = {buffers_.back().data(), buffers_.back().size()};
@@ -453,7 +462,8 @@ void TorchCheckpointFile::load(const std::uint8_t* data, std::size_t size) {
                 user_error_in(path, "ends inside storage '" + quoted(key.text) + "' (truncated)", "download the file again");
             const std::size_t bytes = static_cast<std::size_t>(count) * es;
             record_of[key.text] = storages.size();
-            storages.push_back({data + at, used.count(key.text) ? bytes : 0});   // (one only non-tensor entries use: empty)
+            storages.push_back(used.count(key.text) ? aligned_or_copied(data + at, bytes)
+                                                    : StorageBytes{data + at, 0});   // (only non-tensor entries use it: empty)
             at += bytes;
         }
         if (at != size) user_error_in(path, "has " + std::to_string(size - at) + " bytes after its last storage", "download the file again");

@@ -7,7 +7,8 @@
 // under 'state_dict', 'model_state_dict', 'model', 'module', 'net', 'network' or 'weights' where its top level holds
 // no tensor (research checkpoints, PyTorch Lightning's); its other entries are left out (why_not says what each
 // was). Tensors are exposed as safetensors' TensorView (contiguous row-major bytes) pointing into the memory-mapped
-// file itself (a zip record's bytes where libzip reads them, a legacy storage where it lies in the stream: no copy),
+// file itself (a zip record's bytes where libzip reads them, a legacy storage where it lies in the stream, when
+// 8-byte aligned: no copy),
 // a non-contiguous view (a transposed tensor saved as it was) copied into that layout, tensors sharing a storage
 // (tied weights) sharing its bytes.
 #pragma once
@@ -49,8 +50,9 @@ public:
     const std::string& nested_key() const { return nested_; }
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
-    // Bytes this object holds besides the file's: strided views copied out, and records that could not be located
-    // in the file (0 for what torch.save writes from a state_dict of contiguous tensors).
+    // Bytes this object holds besides the file's: strided views copied out, records that could not be located in
+    // the file and storages not 8-byte aligned in it (a legacy stream's, mostly); 0 for a zip file torch.save wrote
+    // from a state_dict of contiguous tensors.
     std::size_t copied_bytes() const;
 
 private:
