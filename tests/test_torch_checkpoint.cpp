@@ -349,7 +349,7 @@ TEST_CASE("torch checkpoint: every truncation and random byte damage is a UserEr
     }
 }
 
-TEST_CASE("torch checkpoint: tensors are read in place in the file; a byte flipped anywhere in a zip reads the same or is refused") {
+TEST_CASE("torch checkpoint: tensors are read in place in the file, and a byte flipped anywhere in a zip reads the same or is refused") {
     // contiguous tensors are not copied: a zip record's bytes where libzip finds them (torch aligns them to 64 bytes)
     CHECK(TorchCheckpointFile((kDir / "nocrc.bin").string()).copied_bytes() == 0);
     CHECK(TorchCheckpointFile((kDir / "bert_tiny_bin" / "pytorch_model.bin").string()).copied_bytes() == 0);
