@@ -95,23 +95,9 @@ def main():
     if args.save:
         np.save(args.save, emb.numpy().astype("float32"))
     lengths = [len(x) for x in tok(texts, truncation=True, max_length=args.max_length)["input_ids"]]
-    print(json.dumps({
-        "impl": f"transformers {transformers.__version__} torch {torch.__version__}"
+    peer_timing.print_text_result(f"transformers {transformers.__version__} torch {torch.__version__}"
                 + (" (length-sorted)" if args.sort_by_length else ""),
-        "model": os.path.abspath(args.model),
-        "chunks": len(texts),
-        "tokens_per_chunk": sum(lengths) / len(lengths),
-        "batch": args.batch,
-        "max_length": args.max_length,
-        "threads": args.threads,
-        "device": args.device,
-        "seconds": secs,
-        "cpu_seconds": cpu_secs,
-        "tokenize_seconds": tok_s,
-        "chunks_per_s": len(texts) / secs,
-        "chunks_per_cpu_s": len(texts) / cpu_secs,
-        "python": platform.python_version(),
-    }))
+                                  args, texts, lengths, secs, cpu_secs, tok_s)
 
 
 if __name__ == "__main__":

@@ -64,22 +64,8 @@ def main():
     if args.save:
         np.save(args.save, emb.astype("float32"))
     lengths = [int(x.sum()) for x in model.tokenize(texts)["attention_mask"]]
-    print(json.dumps({
-        "impl": f"sentence-transformers {sentence_transformers.__version__} torch {torch.__version__} (length-sorted)",
-        "model": os.path.abspath(args.model),
-        "chunks": len(texts),
-        "tokens_per_chunk": sum(lengths) / len(lengths),
-        "batch": args.batch,
-        "max_length": args.max_length,
-        "threads": args.threads,
-        "device": args.device,
-        "seconds": secs,
-        "cpu_seconds": cpu_secs,
-        "tokenize_seconds": tok_s,
-        "chunks_per_s": len(texts) / secs,
-        "chunks_per_cpu_s": len(texts) / cpu_secs,
-        "python": platform.python_version(),
-    }))
+    peer_timing.print_text_result(f"sentence-transformers {sentence_transformers.__version__} torch {torch.__version__} (length-sorted)",
+                                  args, texts, lengths, secs, cpu_secs, tok_s)
 
 
 if __name__ == "__main__":
