@@ -59,7 +59,8 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
       model_(opts_.model_dir),
       text_tokenizer_(opts_.model_dir, opts_.lower_case),
       fingerprint_(bert_fingerprint(opts_.model_dir, modules_)),   // the modules as read above, not read again
-      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir, text_tokenizer_)) {
+      tokenizer_fingerprint_(bert_tokenizer_fingerprint(opts_.model_dir, text_tokenizer_)),
+      config_fingerprint_(encoder_config_fingerprint(opts_.model_dir, opts_.model_dir)) {
     const BertConfig& c = model_.config();
     if (modules_.pooling_dim && modules_.pooling_dim != c.hidden)
         user_error_in((fs::path(opts_.model_dir) / "1_Pooling/config.json").string(),
@@ -185,7 +186,8 @@ nlohmann::json BertEmbedder::to_json() const {
             {"dim", dim()},
             {"lower_case", opts_.lower_case == 1},
             {"fingerprint", fingerprint_},
-            {"tokenizer_fingerprint", tokenizer_fingerprint_}};
+            {"tokenizer_fingerprint", tokenizer_fingerprint_},
+            {"config_fingerprint", config_fingerprint_}};
     if (modules_.pooling != "mean") j["pooling"] = modules_.pooling;   // absent = mean, as every index before 2026-12-02
     if (!prompt_.empty()) j["prompt"] = prompt_;        // absent = none, as every index before 2026-12-02
     return j;
@@ -244,6 +246,7 @@ std::unique_ptr<Embedder> make_bert_embedder_from_json(const nlohmann::json& j, 
         user_error_in((fs::path(o.model_dir) / "modules.json").string(),
                       "gives " + e->pooling() + " pooling, the index was built with " + recorded + " pooling",
                       "restore the model's modules.json and 1_Pooling, or rebuild the index with retro-index");
+    encoder_config_check(j, e->to_json()["config_fingerprint"].get<std::string>(), o.model_dir);   // (after the named checks)
     return e;
 }
 

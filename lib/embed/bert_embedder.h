@@ -67,7 +67,7 @@ private:
     std::unique_ptr<CudaBert> cuda_;                 // set when opts.device == "cuda"
     BertTextTokenizer text_tokenizer_;   // WordPiece, XLM-R's sentencepiece or RoBERTa's BPE (bert_tokenizer.h)
     std::string prompt_;
-    std::string fingerprint_, tokenizer_fingerprint_;
+    std::string fingerprint_, tokenizer_fingerprint_, config_fingerprint_;   // (encoder_settings.h)
 };
 
 // The fingerprint an index records of DIR's model: xxh3 of model.safetensors (or its shards: CheckpointWeights), or,

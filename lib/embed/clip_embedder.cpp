@@ -70,6 +70,7 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
                fingerprint_file((fs::path(opts_.model_dir) / "merges.txt").string());
     }
     fingerprint_ = fingerprint_bytes(all.data(), all.size());
+    config_fingerprint_ = encoder_config_fingerprint(opts_.model_dir, opts_.model_dir);
     // the larger tower's forward of --batch texts or images, refused before the first batch (not ended by the OOM killer)
     const ClipConfig& c = model_.config();
     double bytes = 0;
@@ -129,7 +130,8 @@ void ClipEmbedder::embed_images(const std::vector<std::string>& paths, float* ou
 
 nlohmann::json ClipEmbedder::to_json() const {
     return {{"name", "clip"}, {"model", opts_.model_dir}, {"max_length", opts_.max_length},
-            {"batch", opts_.batch}, {"dim", dim()},        {"fingerprint", fingerprint_}};
+            {"batch", opts_.batch}, {"dim", dim()},        {"fingerprint", fingerprint_},
+            {"config_fingerprint", config_fingerprint_}};
 }
 
 std::unique_ptr<Embedder> make_clip_embedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer) {
@@ -140,6 +142,7 @@ std::unique_ptr<ClipEmbedder> make_clip_embedder_from_json(const nlohmann::json&
     const EncoderSettings s = encoder_settings_read(j, "clip");
     auto e = std::make_unique<ClipEmbedder>(ClipEmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights, tokenizer and preprocessor files)");
+    encoder_config_check(j, e->to_json()["config_fingerprint"].get<std::string>(), s.model_dir);
     return e;
 }
 

@@ -56,7 +56,7 @@ private:
     ClipModel model_;
     ClipImageConfig image_cfg_;
     std::optional<ClipBpeTokenizer> bpe_;
-    std::string fingerprint_;
+    std::string fingerprint_, config_fingerprint_;   // (encoder_settings.h)
 };
 
 std::unique_ptr<Embedder> make_clip_embedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer);

@@ -1,7 +1,11 @@
 // Implementation of encoder_settings.h.
 #include "embed/encoder_settings.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/threads.h"
 #include "embed/embedder.h"
 
@@ -47,6 +51,36 @@ void encoder_settings_check(const EncoderSettings& s, const std::string& fingerp
     if (s.dim != 0 && s.dim != dim)
         user_error_in(s.model_dir, cat("gives ", dim, "-d embeddings, the index holds ", s.dim, "-d"),
                       "restore that model or rebuild the index with retro-index");
+}
+
+std::string encoder_config_fingerprint(const std::string& model_dir, const std::string& transformer_dir) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::path(model_dir).lexically_normal(), encoder = fs::path(transformer_dir).lexically_normal();
+    std::vector<fs::path> files = {encoder / "config.json", root / "modules.json"};
+    std::vector<fs::path> modules;   // each module folder's config.json, in name order
+    std::error_code ec;
+    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+        const fs::path dir = it->path().lexically_normal();
+        if (dir != encoder && fs::is_directory(dir, ec) && fs::is_regular_file(dir / "config.json", ec))
+            modules.push_back(dir / "config.json");
+    }
+    std::sort(modules.begin(), modules.end());
+    files.insert(files.end(), modules.begin(), modules.end());
+    std::string all;
+    for (const fs::path& f : files)
+        if (fs::is_regular_file(f, ec)) all += f.lexically_relative(root).generic_string() + " " + fingerprint_file(f.string()) + "\n";
+    return fingerprint_bytes(all.data(), all.size());
+}
+
+void encoder_config_check(const nlohmann::json& recorded, const std::string& now, const std::string& model_dir) {
+    if (!recorded.is_object() || !recorded.contains("config_fingerprint") || !recorded["config_fingerprint"].is_string()) return;
+    const std::string then = recorded["config_fingerprint"].get<std::string>();
+    if (then != now)
+        user_error_in((std::filesystem::path(model_dir) / "config.json").string(),
+                      "or the sentence-transformers module settings beside it (modules.json, 1_Pooling/config.json, "
+                      "2_Dense/config.json, ...) differ from those the index was built with (settings fingerprint " + now +
+                          ", the index recorded " + then + ")",
+                      "restore the model's settings files or rebuild the index with retro-index");
 }
 
 }  // namespace retro

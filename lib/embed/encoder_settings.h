@@ -35,4 +35,13 @@ EncoderSettings encoder_settings_read(const nlohmann::json& j, const std::string
 // UserError naming `where` when the rebuilt embedder has another fingerprint or dimension than recorded.
 void encoder_settings_check(const EncoderSettings& s, const std::string& fingerprint, int dim, const std::string& where);
 
+// One fingerprint of the settings files an encoder reads beside its weights and tokenizer: the encoder's config.json
+// (in transformer_dir) and, in a sentence-transformers folder, modules.json and each module folder's config.json
+// (1_Pooling, 2_Dense, ...). An index records it (embedder.config_fingerprint) so that a resumed or queried index
+// whose model's settings changed (an activation, the pooling, a Dense module's function) is refused, not mixed.
+std::string encoder_config_fingerprint(const std::string& model_dir, const std::string& transformer_dir);
+// UserError naming the model's settings when `recorded` (an embedder's JSON) holds a config_fingerprint other than
+// `now`; an index built before 2026-12-03 recorded none and is not held to it.
+void encoder_config_check(const nlohmann::json& recorded, const std::string& now, const std::string& model_dir);
+
 }  // namespace retro

@@ -121,6 +121,7 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
     spiece_.set_special_tokens(specials.tokens, specials.strip);
     dim_ = modules_.dense.empty() ? c.d_model : modules_.dense.back().out;
     fingerprint_ = t5_fingerprint(modules_.transformer_dir, modules_);
+    config_fingerprint_ = encoder_config_fingerprint(opts_.model_dir, modules_.transformer_dir);
     // a forward's buffers (t5_model.cpp): the batch's rows of x, q|k|v, ctx and the hidden states (2 d_model + 4 inner
     // floats a token), the relative bias of every head and offset, each thread's row block of the feed-forward (up to
     // 1,024 rows where the layers are not packed for AVX-512) and its attention scratch (bert_attention.h) — refused
@@ -167,7 +168,8 @@ void T5Embedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_siz
 
 nlohmann::json T5Embedder::to_json() const {
     return {{"name", "t5"},           {"model", opts_.model_dir}, {"max_length", opts_.max_length},
-            {"batch", opts_.batch},   {"dim", dim_},              {"fingerprint", fingerprint_}};
+            {"batch", opts_.batch},   {"dim", dim_},              {"fingerprint", fingerprint_},
+            {"config_fingerprint", config_fingerprint_}};
 }
 
 std::unique_ptr<Embedder> make_t5_embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer) {
@@ -178,6 +180,7 @@ std::unique_ptr<Embedder> make_t5_embedder_from_json(const nlohmann::json& j, co
     const EncoderSettings s = encoder_settings_read(j, "t5");
     auto e = std::make_unique<T5Embedder>(T5EmbedderOptions{s.model_dir, s.max_length, s.batch}, tokenizer);
     encoder_settings_check(s, e->fingerprint(), e->dim(), e->to_json()["model"].get<std::string>() + " (weights and tokenizer)");
+    encoder_config_check(j, e->to_json()["config_fingerprint"].get<std::string>(), s.model_dir);
     return e;
 }
 

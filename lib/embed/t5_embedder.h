@@ -49,7 +49,7 @@ private:
     T5Model model_;
     SpieceTokenizer spiece_;
     int dim_ = 0;
-    std::string fingerprint_;
+    std::string fingerprint_, config_fingerprint_;   // (encoder_settings.h)
 };
 
 // T5Tokenizer's special tokens as transformers 5 splits them out of a text: its eos, unk and pad tokens (</s>, <unk>,

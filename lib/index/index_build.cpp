@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "core/atomic_file.h"
@@ -177,13 +178,15 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 }
 
 // Two states' values of `key` as compared for --resume and merge: an index started before 2026-12-02 recorded no
-// embedder.tokenizer_fingerprint (bert), so where one side lacks it, neither is held to it.
+// embedder.tokenizer_fingerprint (bert), one before 2026-12-03 no embedder.config_fingerprint, so where one side
+// lacks one, neither is held to it.
 std::pair<nlohmann::json, nlohmann::json> comparable(const char* key, nlohmann::json a, nlohmann::json b) {
-    if (std::string(key) == "embedder" && a.is_object() && b.is_object() &&
-        (!a.contains("tokenizer_fingerprint") || !b.contains("tokenizer_fingerprint"))) {
-        a.erase("tokenizer_fingerprint");
-        b.erase("tokenizer_fingerprint");
-    }
+    if (std::string(key) == "embedder" && a.is_object() && b.is_object())
+        for (const char* later : {"tokenizer_fingerprint", "config_fingerprint"})   // recorded since 2026-12-02, -03
+            if (!a.contains(later) || !b.contains(later)) {
+                a.erase(later);
+                b.erase(later);
+            }
     return {std::move(a), std::move(b)};
 }
 
@@ -333,7 +336,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
-    std::string vocabulary, vocabulary_shard;   // the first tokenizer_fingerprint a shard records, and that shard
+    // the fingerprints older RetroKit versions did not record: the first value a shard records, and that shard
+    std::map<std::string, std::pair<std::string, std::string>> later;
     for (const auto& d : shard_dirs) {
         nlohmann::json s = json_read_file(state_path(d));
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
@@ -341,15 +345,19 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
                 user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
         // shards of older RetroKit versions record none; those that do must agree among themselves too
         const nlohmann::json& e = s["embedder"];
-        if (!e.is_object() || !e.contains("tokenizer_fingerprint") || !e["tokenizer_fingerprint"].is_string()) continue;
-        if (vocabulary.empty()) {
-            vocabulary = e["tokenizer_fingerprint"].get<std::string>();
-            vocabulary_shard = d;
-        } else if (e["tokenizer_fingerprint"].get<std::string>() != vocabulary) {
-            user_error_in(state_path(d), "belongs to another job than " + vocabulary_shard + " (embedder.tokenizer_fingerprint differs)");
+        for (const char* field : {"tokenizer_fingerprint", "config_fingerprint"}) {
+            if (!e.is_object() || !e.contains(field) || !e[field].is_string()) continue;
+            auto& [value, shard] = later[field];
+            if (value.empty()) {
+                value = e[field].get<std::string>();
+                shard = d;
+            } else if (e[field].get<std::string>() != value) {
+                user_error_in(state_path(d), "belongs to another job than " + shard + " (embedder." + field + " differs)");
+            }
         }
     }
-    if (!vocabulary.empty() && first["embedder"].is_object()) first["embedder"]["tokenizer_fingerprint"] = vocabulary;
+    for (const auto& [field, found] : later)
+        if (first["embedder"].is_object()) first["embedder"][field] = found.first;
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
