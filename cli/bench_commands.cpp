@@ -119,6 +119,8 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->callback([o, &ctx, image_count, max_length] {
         if (image_count->count() && o->embedder != "clip")
             retro::user_error_in("--image-count", "applies to --embedder clip only", "drop it, or pass --embedder clip");
+        if (image_count->count() && !o->images.empty())
+            retro::user_error_in("--image-count", "counts synthetic images, which --images DIR replaces", "drop one of them");
         if (o->embedder == "clip-text" && !max_length->count()) o->max_length = 0;   // the model's text positions
         run_embed_bench(*o, ctx.command_line);
     });

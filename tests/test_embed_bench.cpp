@@ -6,6 +6,7 @@
 // decodable, deterministic) or a folder, the JSON fields, and the same rounds with a fake peer.
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 
 using namespace retro;
 using namespace retro::test;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -257,4 +259,43 @@ TEST_CASE("embed bench: --embedder clip-text times the text path, texts of CLIP 
     auto images = run_tool("retro-bench", "embed --embedder clip-text --image-count 5 --model " + model);
     CHECK(images.exit_code == 2);
     CHECK(images.err.find("--image-count") != std::string::npos);
+}
+
+TEST_CASE("embed bench: an output over an input, texts that are not UTF-8, and impossible counts are refused in one line") {
+    TempDir dir("embed-bench-refusals");
+    fs::copy(source_dir() / "tests/reference/golden/bert_tiny", dir / "m", fs::copy_options::recursive);
+    const std::string model = (dir / "m").string(), vocab = read_text(dir / "m" / "vocab.txt");
+    write_text(dir / "source.txt", "some words to cut into texts for the bench\n");
+    const auto refused = [&](const std::string& args, const std::string& named) {
+        const auto r = run_tool("retro-bench", "--threads 1 embed --model " + model + " --chunks 2 --tokens 8 --repeats 1 " + args);
+        CAPTURE(args);
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(named) != std::string::npos, r.err);
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    };
+    // --texts-out into the model folder replaced its vocab.txt; over --texts it replaced the source
+    refused("--texts-out " + (dir / "m" / "vocab.txt").string(), "--texts-out: is " + (dir / "m" / "vocab.txt").string() + ", inside the --model folder");
+    refused("--texts " + (dir / "source.txt").string() + " --texts-out " + (dir / "source.txt").string(), "writing it would replace an input");
+    refused("--texts " + (dir / "source.txt").string() + " --json " + (dir / "source.txt").string(), "--json: is ");
+    CHECK(read_text(dir / "m" / "vocab.txt") == vocab);
+    CHECK(read_text(dir / "source.txt") == "some words to cut into texts for the bench\n");
+    // texts that are not UTF-8 name the file (they were an internal error when written for the peer)
+    write_text(dir / "latin1.txt", std::string("caf\xe9 au lait ") + "and more words here\n");
+    refused("--texts " + (dir / "latin1.txt").string() + " --texts-out " + (dir / "t.jsonl").string(),
+            (dir / "latin1.txt").string() + ": is not valid UTF-8");
+    CHECK_FALSE(fs::exists(dir / "t.jsonl"));
+    refused("--min-tokens 9", "--min-tokens: is 9");
+    refused("--min-tokens -5", "--min-tokens: is -5");
+    refused("--tokens 100000000 --chunks 100000000", "of memory available");
+    // clip: more synthetic images than it writes, and options that --images replaces
+    const std::string clip = (source_dir() / "tests/reference/golden/clip_tiny/tiny").string(),
+                      images = (source_dir() / "tests/reference/golden/clip_tiny/images").string();
+    auto r = run_tool("retro-bench", "embed --embedder clip --model " + clip + " --image-count 100000000");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--image-count: is 100000000") != std::string::npos);
+    r = run_tool("retro-bench", "embed --embedder clip --model " + clip + " --images " + images + " --image-count 5");
+    CHECK(r.exit_code == 2);
+    r = run_tool("retro-bench", "embed --embedder clip --model " + clip + " --images " + images + " --images-out " + (dir / "o").string());
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(fs::exists(dir / "o"));
 }

@@ -26,6 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::int64_t kMaxSyntheticImages = 100000;   // (~150 KB each: 15 GB)
+
 std::uint8_t clamp8(double v) { return static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0)); }
 
 void refuse_text_options(const EmbedBenchOptions& o) {
@@ -34,6 +36,12 @@ void refuse_text_options(const EmbedBenchOptions& o) {
         user_error_in("--texts/--texts-out/--peer-sorted", "do not apply to --embedder clip (it embeds images)",
                       "drop them; --images DIR or --image-count N choose the images");
     if (o.batch < 1 || o.repeats < 1 || o.image_count < 1) user_error_in("--batch/--repeats/--image-count", "must be positive");
+    if (o.image_count > kMaxSyntheticImages)
+        user_error_in("--image-count", cat("is ", o.image_count, ", more than the ", kMaxSyntheticImages,
+                                           " synthetic images this bench writes to disk before timing them"),
+                      "give --images DIR for more");
+    if (!o.images.empty() && !o.images_out.empty())
+        user_error_in("--images-out", "writes synthetic images, which --images DIR replaces", "drop one of them");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "core/cuda_device.h"
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "core/output_folder.h"
 #include "core/log.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
@@ -29,6 +30,7 @@
 #include "embed/clip_embedder.h"
 #include "embed/model_folder.h"
 #include "embed/t5_embedder.h"
+#include "text/utf8.h"
 
 namespace retro::bench {
 
@@ -102,6 +104,10 @@ std::vector<std::string> make_texts(const EmbedBenchOptions& o, const std::funct
         std::stringstream ss;
         ss << in.rdbuf();
         source = ss.str();
+        std::string valid = source;
+        if (const std::int64_t bad = utf8_sanitize(valid); bad > 0)   // (the texts reach the peer as JSON strings)
+            user_error_in(o.texts, cat("is not valid UTF-8 (", bad, " bad byte sequences)"),
+                          "convert it to UTF-8 (iconv -f LATIN1 -t UTF-8 FILE)");
     } else {
         source = synthetic_text(o.seed, static_cast<std::size_t>(o.chunks) * o.tokens * 8 + 4096);
     }
@@ -141,6 +147,22 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
                                o.device + (o.peer_sorted ? " --sort-by-length" : ""));
 }
 
+// An output option naming an input of the run (the model folder, --texts, --images) or a path inside one: refused
+// before anything is written (--texts-out into the model folder replaced its vocab.txt).
+void refuse_outputs_over_inputs(const EmbedBenchOptions& o) {
+    const std::vector<std::pair<const char*, const std::string*>> inputs = {
+        {"the --model folder", &o.model}, {"--texts", &o.texts}, {"--images", &o.images}};
+    for (const auto& [option, out] : {std::pair<const char*, const std::string*>{"--texts-out", &o.texts_out},
+                                      {"--json", &o.json}, {"--images-out", &o.images_out}}) {
+        if (out->empty()) continue;
+        for (const auto& [what, in] : inputs)
+            if (!in->empty() && path_inside(path_resolved(*out), path_resolved(*in)))
+                user_error_in(option, "is " + *out + ", " + (path_resolved(*out) == path_resolved(*in) ? "" : "inside ") + what +
+                                          " " + *in + ": writing it would replace an input of this run",
+                              "give a path outside the run's inputs");
+    }
+}
+
 }  // namespace
 
 void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_line) {
@@ -150,6 +172,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     const auto resolve_model = [&] { o.model = embedder_model_folder(o.embedder == "clip-text" ? "clip" : o.embedder, o.model); };
     if (o.embedder == "clip") {
         if (!o.model.empty()) resolve_model();
+        refuse_outputs_over_inputs(o);
         return run_clip_embed_bench(o, command_line);
     }
     if (!o.images.empty() || !o.images_out.empty())
@@ -163,12 +186,17 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     }
     if (o.chunks < 1 || o.tokens < 1 || o.repeats < 1)
         user_error_in("--chunks/--tokens/--repeats", "must be positive");
-    // the synthetic texts (about 8 bytes a token, twice: the source and the chunks) and their embeddings
-    memory_require("--chunks", double(o.chunks) * (double(o.tokens) * 16 + 4096),
+    if (o.min_tokens < 0 || o.min_tokens > o.tokens)
+        user_error_in("--min-tokens", cat("is ", o.min_tokens, ": the shortest text's tokens, from 0 to --tokens (", o.tokens, ")"),
+                      "give a --min-tokens of at most --tokens");
+    // the texts: the source (~8 bytes a token), its words (a std::string and a count each), the cut texts and their
+    // embeddings — ~64 bytes a token
+    memory_require("--chunks", double(o.chunks) * (double(o.tokens) * 64 + 4096),
                    cat("the texts and embeddings of ", o.chunks, " chunks of ", o.tokens, " tokens"),
                    "a smaller --chunks or --tokens");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
     resolve_model();
+    refuse_outputs_over_inputs(o);
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;
     const int threads = thread_count();
