@@ -415,3 +415,63 @@ TEST_CASE("clip: bad images and checkpoints are one line naming the file, exit 2
     CHECK(test::line_count(r.err) == 1);
     CHECK(r.err.find("no *.jpg") != std::string::npos);
 }
+
+TEST_CASE("clip: a resize window equals that part of the whole resize, and a very wide image is resized only where it is cropped") {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 60; ++trial) {
+        RgbImage img;
+        img.width = 1 + static_cast<int>(rng() % 90);
+        img.height = 1 + static_cast<int>(rng() % 90);
+        img.rgb.resize(static_cast<std::size_t>(img.width) * img.height * 3);
+        for (auto& b : img.rgb) b = static_cast<std::uint8_t>(rng());
+        // up, down, or one side kept (a single pass)
+        const int w = trial % 5 == 0 ? img.width : 1 + static_cast<int>(rng() % 120);
+        const int h = trial % 7 == 0 ? img.height : 1 + static_cast<int>(rng() % 120);
+        if (w == img.width && h == img.height) continue;
+        const PilFilter filter = trial % 3 == 0 ? PilFilter::BILINEAR : trial % 3 == 1 ? PilFilter::BICUBIC : PilFilter::LANCZOS;
+        const RgbImage whole = pil_resize(img, w, h, filter);
+        const int x0 = static_cast<int>(rng() % w), x1 = x0 + 1 + static_cast<int>(rng() % (w - x0));
+        const int y0 = static_cast<int>(rng() % h), y1 = y0 + 1 + static_cast<int>(rng() % (h - y0));
+        const RgbImage win = pil_resize_window(img, w, h, filter, x0, x1, y0, y1);
+        CAPTURE(trial);
+        REQUIRE(win.width == x1 - x0);
+        REQUIRE(win.height == y1 - y0);
+        bool same = true;
+        for (int y = y0; y < y1; ++y)
+            for (int x = x0; x < x1; ++x)
+                for (int c = 0; c < 3; ++c)
+                    same = same && win.rgb[(static_cast<std::size_t>(y - y0) * win.width + (x - x0)) * 3 + c] ==
+                                       whole.rgb[(static_cast<std::size_t>(y) * w + x) * 3 + c];
+        CHECK(same);
+    }
+    // a 20,000 x 1 image (resized whole to CLIP's 224 shortest edge: 4.48 M x 224 pixels, 3 GB) gives the crop of the
+    // whole resize at 32 (the window alone is resized)
+    ClipImageConfig cfg;
+    cfg.shortest_edge = 32;
+    cfg.crop_height = cfg.crop_width = 32;
+    RgbImage wide;
+    wide.width = 20000;
+    wide.height = 1;
+    wide.rgb.resize(20000 * 3);
+    for (auto& b : wide.rgb) b = static_cast<std::uint8_t>(rng());
+    const RgbImage got = clip_resize_crop(wide, cfg);
+    const RgbImage whole = pil_resize(wide, 640000, 32, cfg.resample);   // 61 MB
+    const int left = (640000 - 32) / 2;
+    bool same = got.width == 32 && got.height == 32;
+    for (int y = 0; y < 32 && same; ++y)
+        for (int x = 0; x < 32; ++x)
+            for (int c = 0; c < 3; ++c)
+                same = same && got.rgb[(static_cast<std::size_t>(y) * 32 + x) * 3 + c] == whole.rgb[(static_cast<std::size_t>(y) * 640000 + left + x) * 3 + c];
+    CHECK(same);
+    // an aspect ratio whose resized long edge passes 2^24 pixels is refused, naming the image
+    RgbImage line;
+    line.width = 1;
+    line.height = 1000000;
+    line.rgb.assign(3000000, 128);
+    try {
+        clip_resize_crop(line, cfg, "tall.png");
+        FAIL("a 1 x 1,000,000 image was resized to a 32,000,000-pixel edge");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("tall.png: is 1 x 1000000 pixels") == 0);
+    }
+}

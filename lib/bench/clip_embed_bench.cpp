@@ -140,7 +140,7 @@ void run_clip_embed_bench(const EmbedBenchOptions& o, const std::string& command
                     const RgbImage img = image_decode(paths[b0 + i]);
                     widths[b0 + i] = img.width;
                     heights[b0 + i] = img.height;
-                    clip_pixel_values(img, emb.image_config(), pixels.data() + i * per);
+                    clip_pixel_values(img, emb.image_config(), pixels.data() + i * per, paths[b0 + i]);
                 });
             }
         },

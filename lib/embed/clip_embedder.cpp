@@ -122,7 +122,7 @@ void ClipEmbedder::embed_images(const std::vector<std::string>& paths, float* ou
         const std::size_t b1 = std::min(paths.size(), b0 + static_cast<std::size_t>(opts_.batch));
         pixels.resize((b1 - b0) * per);
         parallel_for(static_cast<std::int64_t>(b1 - b0), [&](std::int64_t i) {
-            clip_pixel_values(image_decode(paths[b0 + i]), image_cfg_, pixels.data() + i * per);
+            clip_pixel_values(image_decode(paths[b0 + i]), image_cfg_, pixels.data() + i * per, paths[b0 + i]);
         });
         embed_pixels(pixels.data(), static_cast<int>(b1 - b0), out + b0 * dim());
     }

@@ -63,18 +63,19 @@ struct Coeffs {
     std::vector<int> first, count, k;
 };
 
-Coeffs precompute_coeffs(int in_size, int out_size, PilFilter filter) {
+// Pillow's coefficients for the output pixels [begin, end) of a resize from in_size to out_size (indexed from begin).
+Coeffs precompute_coeffs(int in_size, int out_size, PilFilter filter, int begin, int end) {
     const double in0 = 0.0, in1 = in_size;
     const double scale = (in1 - in0) / out_size;
     const double filterscale = std::max(scale, 1.0);
     const double support = filter_support(filter) * filterscale;
     Coeffs c;
     c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
-    c.first.resize(out_size);
-    c.count.resize(out_size);
-    c.k.assign(static_cast<std::size_t>(out_size) * c.ksize, 0);
+    c.first.resize(static_cast<std::size_t>(end - begin));
+    c.count.resize(static_cast<std::size_t>(end - begin));
+    c.k.assign(static_cast<std::size_t>(end - begin) * c.ksize, 0);
     std::vector<double> w(c.ksize);
-    for (int xx = 0; xx < out_size; ++xx) {
+    for (int xx = begin; xx < end; ++xx) {
         const double center = in0 + (xx + 0.5) * scale;
         const double ss = 1.0 / filterscale;
         int xmin = static_cast<int>(center - support + 0.5);   // C's truncation, as Pillow
@@ -87,13 +88,14 @@ Coeffs precompute_coeffs(int in_size, int out_size, PilFilter filter) {
             w[x] = filter_value(filter, (x + xmin - center + 0.5) * ss);
             ww += w[x];
         }
+        const std::size_t at = static_cast<std::size_t>(xx - begin);
         for (int x = 0; x < xmax; ++x) {
             const double v = ww != 0.0 ? w[x] / ww : w[x];
-            c.k[static_cast<std::size_t>(xx) * c.ksize + x] =
+            c.k[at * c.ksize + x] =
                 v < 0 ? static_cast<int>(-0.5 + v * (1 << PRECISION_BITS)) : static_cast<int>(0.5 + v * (1 << PRECISION_BITS));
         }
-        c.first[xx] = xmin;
-        c.count[xx] = xmax;
+        c.first[at] = xmin;
+        c.count[at] = xmax;
     }
     return c;
 }
@@ -103,93 +105,128 @@ std::uint8_t clip8(int v) {
     return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-RgbImage resample_horizontal(const RgbImage& in, int out_w, PilFilter filter) {
-    const Coeffs c = precompute_coeffs(in.width, out_w, filter);
-    RgbImage out;
-    out.width = out_w;
-    out.height = in.height;
-    out.rgb.resize(static_cast<std::size_t>(out_w) * in.height * 3);
-    for (int y = 0; y < in.height; ++y) {
-        const std::uint8_t* row = in.rgb.data() + static_cast<std::size_t>(y) * in.width * 3;
-        std::uint8_t* o = out.rgb.data() + static_cast<std::size_t>(y) * out_w * 3;
-        for (int xx = 0; xx < out_w; ++xx) {
-            const int* k = c.k.data() + static_cast<std::size_t>(xx) * c.ksize;
-            for (int ch = 0; ch < 3; ++ch) {
+}  // namespace
+
+// Each output pixel is its own sum over its input support (Pillow's two passes, horizontal first, each rounded to
+// 8 bits), so a window of the output is computed alone with the same bits: the horizontal pass over the input rows
+// the window's rows read, for the window's columns, then the vertical pass for its rows.
+RgbImage pil_resize_window(const RgbImage& img, int width, int height, PilFilter filter, int x0, int x1, int y0, int y1) {
+    RETRO_CHECK(width > 0 && height > 0, "resize to ", width, " x ", height);
+    RETRO_CHECK(filter != PilFilter::NEAREST, "nearest resampling is not implemented");
+    RETRO_CHECK(0 <= x0 && x0 < x1 && x1 <= width && 0 <= y0 && y0 < y1 && y1 <= height, "resize window [", x0, ", ", x1,
+                ") x [", y0, ", ", y1, ") of ", width, " x ", height);
+    const bool horizontal = width != img.width, vertical = height != img.height;
+    // the input rows [r0, r1) the window's rows read
+    Coeffs cv;
+    int r0 = y0, r1 = y1;
+    if (vertical) {
+        cv = precompute_coeffs(img.height, height, filter, y0, y1);
+        r0 = img.height;
+        r1 = 0;
+        for (int i = 0; i < y1 - y0; ++i) {
+            r0 = std::min(r0, cv.first[i]);
+            r1 = std::max(r1, cv.first[i] + cv.count[i]);
+        }
+        if (r1 <= r0) r0 = r1 = 0;
+    }
+    // horizontal pass (or the columns as they are): rows [r0, r1), columns [x0, x1)
+    const int ww = x1 - x0;
+    RgbImage h;
+    h.width = ww;
+    h.height = r1 - r0;
+    h.rgb.resize(static_cast<std::size_t>(ww) * h.height * 3);
+    const Coeffs ch = horizontal ? precompute_coeffs(img.width, width, filter, x0, x1) : Coeffs{};
+    for (int y = r0; y < r1; ++y) {
+        const std::uint8_t* row = img.rgb.data() + static_cast<std::size_t>(y) * img.width * 3;
+        std::uint8_t* o = h.rgb.data() + static_cast<std::size_t>(y - r0) * ww * 3;
+        if (!horizontal) {
+            std::copy(row + static_cast<std::size_t>(x0) * 3, row + static_cast<std::size_t>(x1) * 3, o);
+            continue;
+        }
+        for (int xx = 0; xx < ww; ++xx) {
+            const int* k = ch.k.data() + static_cast<std::size_t>(xx) * ch.ksize;
+            for (int c = 0; c < 3; ++c) {
                 int ss = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < c.count[xx]; ++x) ss += row[(x + c.first[xx]) * 3 + ch] * k[x];
-                o[xx * 3 + ch] = clip8(ss);
+                for (int x = 0; x < ch.count[xx]; ++x) ss += row[(x + ch.first[xx]) * 3 + c] * k[x];
+                o[xx * 3 + c] = clip8(ss);
             }
         }
     }
-    return out;
-}
-
-RgbImage resample_vertical(const RgbImage& in, int out_h, PilFilter filter) {
-    const Coeffs c = precompute_coeffs(in.height, out_h, filter);
+    if (!vertical) return h;
     RgbImage out;
-    out.width = in.width;
-    out.height = out_h;
-    const std::size_t stride = static_cast<std::size_t>(in.width) * 3;
-    out.rgb.resize(stride * out_h);
-    for (int yy = 0; yy < out_h; ++yy) {
-        const int* k = c.k.data() + static_cast<std::size_t>(yy) * c.ksize;
+    out.width = ww;
+    out.height = y1 - y0;
+    const std::size_t stride = static_cast<std::size_t>(ww) * 3;
+    out.rgb.resize(stride * out.height);
+    for (int yy = 0; yy < out.height; ++yy) {
+        const int* k = cv.k.data() + static_cast<std::size_t>(yy) * cv.ksize;
         std::uint8_t* o = out.rgb.data() + stride * yy;
         for (std::size_t i = 0; i < stride; ++i) {
             int ss = 1 << (PRECISION_BITS - 1);
-            for (int y = 0; y < c.count[yy]; ++y) ss += in.rgb[stride * (y + c.first[yy]) + i] * k[y];
+            for (int y = 0; y < cv.count[yy]; ++y) ss += h.rgb[stride * (y + cv.first[yy] - r0) + i] * k[y];
             o[i] = clip8(ss);
         }
     }
     return out;
 }
 
-}  // namespace
-
 RgbImage pil_resize(const RgbImage& img, int width, int height, PilFilter filter) {
-    RETRO_CHECK(width > 0 && height > 0, "resize to ", width, " x ", height);
-    RETRO_CHECK(filter != PilFilter::NEAREST, "nearest resampling is not implemented");
     if (width == img.width && height == img.height) return img;
-    const bool horizontal = width != img.width, vertical = height != img.height;
-    if (horizontal && vertical) return resample_vertical(resample_horizontal(img, width, filter), height, filter);
-    if (horizontal) return resample_horizontal(img, width, filter);
-    return resample_vertical(img, height, filter);
+    return pil_resize_window(img, width, height, filter, 0, width, 0, height);
 }
 
-RgbImage clip_resize_crop(const RgbImage& img, const ClipImageConfig& cfg) {
-    RgbImage r = img;
+RgbImage clip_resize_crop(const RgbImage& img, const ClipImageConfig& cfg, const std::string& source) {
+    int w = img.width, h = img.height;
     if (cfg.do_resize) {
         // transformers' get_resize_output_image_size(default_to_square=False): int(size · long / short)
-        const int s = cfg.shortest_edge;
-        int w = s, h = s;
-        if (img.width <= img.height) h = static_cast<int>(static_cast<double>(s) * img.height / img.width);
-        else w = static_cast<int>(static_cast<double>(s) * img.width / img.height);
-        r = pil_resize(img, w, h, cfg.resample);
+        const double s = cfg.shortest_edge;
+        const double long_edge = img.width <= img.height ? s * img.height / img.width : s * img.width / img.height;
+        if (long_edge > kMaxResizedEdge)
+            user_error_in(source, cat("is ", img.width, " x ", img.height, " pixels: resized to a shortest edge of ", cfg.shortest_edge,
+                                      " its long edge would be ", static_cast<std::int64_t>(long_edge), " pixels (an aspect ratio CLIP "
+                                      "cannot use)"),
+                          "crop the image to a usual aspect ratio");
+        if (img.width <= img.height) {
+            w = cfg.shortest_edge;
+            h = static_cast<int>(long_edge);
+        } else {
+            w = static_cast<int>(long_edge);
+            h = cfg.shortest_edge;
+        }
     }
-    if (!cfg.do_center_crop) return r;
+    if (!cfg.do_center_crop) return cfg.do_resize ? pil_resize(img, w, h, cfg.resample) : img;
     const int ch = cfg.crop_height, cw = cfg.crop_width;
     // Zero padding first when the image is smaller than the crop (left/top get the smaller half).
-    const int pad_l = cw > r.width ? (cw - r.width) / 2 : 0, pad_t = ch > r.height ? (ch - r.height) / 2 : 0;
-    const int pw = std::max(cw, r.width), ph = std::max(ch, r.height);
+    const int pad_l = cw > w ? (cw - w) / 2 : 0, pad_t = ch > h ? (ch - h) / 2 : 0;
+    const int pw = std::max(cw, w), ph = std::max(ch, h);
     const int top = (ph - ch) / 2, left = (pw - cw) / 2;
+    // the crop's part of the resized image, [x0, x1) x [y0, y1): only it is resized (pil_resize_window)
+    const int x0 = std::max(0, left - pad_l), x1 = std::min(w, left - pad_l + cw);
+    const int y0 = std::max(0, top - pad_t), y1 = std::min(h, top - pad_t + ch);
+    const bool resized = cfg.do_resize && (w != img.width || h != img.height);
+    const RgbImage r = resized ? pil_resize_window(img, w, h, cfg.resample, x0, x1, y0, y1) : RgbImage{};
+    const RgbImage& from = resized ? r : img;
+    const int fx = resized ? x0 : 0, fy = resized ? y0 : 0;   // where `from` starts in the resized image
     RgbImage out;
     out.width = cw;
     out.height = ch;
     out.rgb.assign(static_cast<std::size_t>(cw) * ch * 3, 0);
     for (int y = 0; y < ch; ++y) {
         const int sy = y + top - pad_t;
-        if (sy < 0 || sy >= r.height) continue;
+        if (sy < 0 || sy >= h) continue;
         for (int x = 0; x < cw; ++x) {
             const int sx = x + left - pad_l;
-            if (sx < 0 || sx >= r.width) continue;
+            if (sx < 0 || sx >= w) continue;
             for (int c = 0; c < 3; ++c)
-                out.rgb[(static_cast<std::size_t>(y) * cw + x) * 3 + c] = r.rgb[(static_cast<std::size_t>(sy) * r.width + sx) * 3 + c];
+                out.rgb[(static_cast<std::size_t>(y) * cw + x) * 3 + c] =
+                    from.rgb[(static_cast<std::size_t>(sy - fy) * from.width + (sx - fx)) * 3 + c];
         }
     }
     return out;
 }
 
-void clip_pixel_values(const RgbImage& img, const ClipImageConfig& cfg, float* out) {
-    const RgbImage r = clip_resize_crop(img, cfg);
+void clip_pixel_values(const RgbImage& img, const ClipImageConfig& cfg, float* out, const std::string& source) {
+    const RgbImage r = clip_resize_crop(img, cfg, source);
     const std::size_t plane = static_cast<std::size_t>(r.width) * r.height;
     for (std::size_t i = 0; i < plane; ++i)
         for (int c = 0; c < 3; ++c) {

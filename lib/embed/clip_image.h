@@ -34,10 +34,18 @@ ClipImageConfig clip_image_config_read(const std::string& path);
 
 // PIL's Image.resize(img, (width, height), resample) for 8-bit RGB (NEAREST is not implemented).
 RgbImage pil_resize(const RgbImage& img, int width, int height, PilFilter filter);
+// The window [x0, x1) x [y0, y1) of pil_resize(img, width, height, filter), the same bits, computed alone (its
+// memory the window's and the input rows it reads).
+RgbImage pil_resize_window(const RgbImage& img, int width, int height, PilFilter filter, int x0, int x1, int y0, int y1);
 
-// Resize and centre crop (the 8-bit pixels the model sees, before rescale and normalisation).
-RgbImage clip_resize_crop(const RgbImage& img, const ClipImageConfig& cfg);
+// A resized image's long edge at most (an aspect ratio beyond ~75,000:1 at CLIP's 224): past it, refused.
+inline constexpr double kMaxResizedEdge = 1 << 24;
+
+// Resize and centre crop (the 8-bit pixels the model sees, before rescale and normalisation): only the crop's part
+// of the resized image is computed (a 200,000 x 1 image resized whole took 640 MB). UserError naming `source`
+// where the resized long edge would pass kMaxResizedEdge.
+RgbImage clip_resize_crop(const RgbImage& img, const ClipImageConfig& cfg, const std::string& source = "the image");
 // clip_resize_crop, then rescale and normalise: out [3, crop_height, crop_width] (channels first).
-void clip_pixel_values(const RgbImage& img, const ClipImageConfig& cfg, float* out);
+void clip_pixel_values(const RgbImage& img, const ClipImageConfig& cfg, float* out, const std::string& source = "the image");
 
 }  // namespace retro
