@@ -45,9 +45,7 @@ std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const Chu
             nlohmann::json j = BowEmbedder(opts.bow, std::vector<float>(std::size_t(1) << opts.bow.hash_bits)).to_json();
             return bow_embedder_from_json(j, out);
         }
-        auto e = std::make_unique<BowEmbedder>(opts.bow, bow_fit_idf(db, opts.bow));
-        e->save_idf(out);
-        return e;
+        return std::make_unique<BowEmbedder>(opts.bow, bow_fit_idf(db, opts.bow));   // (its idf.npy saved once the job is checked)
     }
     if (opts.embedder == "bert") return make_bert_embedder(opts.bert, tok);
     if (opts.embedder == "t5") return make_t5_embedder({opts.bert.model_dir, opts.bert.max_length, opts.bert.batch}, tok);
@@ -321,6 +319,9 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     }
     state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
     write_file_atomic(state_path(opts.out), state.dump(2));
+    // bow's fitted weights, once the resume check above has passed (a refused --resume left them in another job's folder)
+    if (const auto* bow = dynamic_cast<const BowEmbedder*>(emb.get()); bow && !fs::exists(fs::path(opts.out) / "idf.npy"))
+        bow->save_idf(opts.out);
     new_out.keep();   // from here the folder holds resumable blocks
 
     BlockParts parts(opts.out, "embeddings", db.chunk_count(), opts.block);
@@ -360,6 +361,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
         if (first["embedder"].is_object()) first["embedder"][field] = found.first;
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
     auto files = parts.collect(shard_dirs);
@@ -368,6 +370,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     std::string db_dir = first.value("db", "");
     if (db_dir.empty()) user_error_in(state_path(shard_dirs.front()), "does not record the database folder");
     finalize(ctx, first, files, out, db_dir);
+    new_out.keep();
 }
 
 }  // namespace retro

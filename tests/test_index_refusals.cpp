@@ -1,0 +1,58 @@
+// retro-index and retro-knn refusals that must leave nothing behind: a merge refused for a shard's missing blocks
+// leaves no --out folder (the corrected merge then ran into "already exists"), and a --resume refused as another job
+// writes nothing into the folder (bow's idf.npy was written first, and later listed by the other job's manifest).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "test_chunk_util.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+TEST_CASE("index refusals: a refused merge leaves no folder, a refused --resume writes nothing") {
+    test::TempDir tmp("index-refusals");
+    const fs::path db = test::chunk_test_db(tmp, 11);
+    const auto index_shard = [&](int i) {
+        return test::run_tool("retro-index", db.string() + " --out " + (tmp / ("s" + std::to_string(i))).string() +
+                                                 " --block 8 --shard " + std::to_string(i) + "/2 --quiet");
+    };
+    REQUIRE(index_shard(0).exit_code == 0);
+    // the merge without shard 1: refused, no folder
+    const auto merge = [&](const std::string& shards) {
+        return test::run_tool("retro-index", "merge " + shards + " --out " + (tmp / "idx").string() + " --quiet");
+    };
+    const test::RunResult partial = merge((tmp / "s0").string());
+    CHECK(partial.exit_code == 2);
+    CHECK_FALSE(fs::exists(tmp / "idx"));
+    REQUIRE(index_shard(1).exit_code == 0);
+    const test::RunResult whole = merge((tmp / "s0").string() + " " + (tmp / "s1").string());
+    CHECK_MESSAGE(whole.exit_code == 0, whole.err);
+    CHECK(fs::exists(tmp / "idx" / "manifest.json"));
+
+    // retro-knn's merge the same
+    const auto knn_shard = [&](int i) {
+        return test::run_tool("retro-knn", (tmp / "idx").string() + " --db " + db.string() + " --out " +
+                                               (tmp / ("k" + std::to_string(i))).string() + " --block 8 --shard " +
+                                               std::to_string(i) + "/2 --quiet");
+    };
+    const test::RunResult k0 = knn_shard(0);
+    REQUIRE_MESSAGE(k0.exit_code == 0, k0.err);
+    const test::RunResult knn_partial =
+        test::run_tool("retro-knn", "merge " + (tmp / "k0").string() + " --out " + (tmp / "nb").string() + " --quiet");
+    CHECK(knn_partial.exit_code == 2);
+    CHECK_FALSE(fs::exists(tmp / "nb"));
+
+    // a bert job stopped early, resumed as bow: refused, and no idf.npy written into the bert job's folder
+    const fs::path model = test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny";
+    const test::RunResult bert = test::run_tool("retro-index", db.string() + " --embedder bert --model " + model.string() +
+                                                                   " --out " + (tmp / "b").string() + " --shard 0/2 --quiet");
+    REQUIRE(bert.exit_code == 0);
+    const test::RunResult as_bow =
+        test::run_tool("retro-index", db.string() + " --out " + (tmp / "b").string() + " --shard 0/2 --resume --quiet");
+    CHECK(as_bow.exit_code == 2);
+    CHECK(as_bow.err.find("records another job") != std::string::npos);
+    CHECK_FALSE(fs::exists(tmp / "b" / "idf.npy"));
+}
