@@ -285,6 +285,9 @@ TEST_CASE("embed bench: an output over an input, texts that are not UTF-8, and i
             (dir / "latin1.txt").string() + ": is not valid UTF-8");
     CHECK_FALSE(fs::exists(dir / "t.jsonl"));
     refused("--min-tokens 9", "--min-tokens: is 9");
+    // a folder of another embedder's kind is named as such (a t5 folder was "vocab.txt: missing")
+    refused("--texts-out " + (dir / "x.jsonl").string() + " --model " + (source_dir() / "tests/reference/golden/t5_tiny/v1_1").string(),
+            "is a \"t5\" checkpoint (its model_type), which --embedder bert does not read (fix: pass --embedder t5)");
     refused("--min-tokens -5", "--min-tokens: is -5");
     refused("--tokens 100000000 --chunks 100000000", "of memory available");
     // clip: more synthetic images than it writes, and options that --images replaces

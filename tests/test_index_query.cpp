@@ -106,6 +106,7 @@ TEST_CASE("index query: retro-index query prints text and JSON, and bad input is
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"query " + (s.tmp / "nowhere").string() + " 'some words'", "nowhere"},
         {"query " + idx.string() + " '   '", "empty"},
+        {"query " + idx.string() + " " + shell_quote("cat \xff dog"), "not valid UTF-8"},
         {"query " + idx.string() + " 'some words' --k 0", "--k"},
         {"query " + idx.string() + " 'some words' --db " + (s.tmp / "nodb").string(), "nodb"},
     };

@@ -39,6 +39,7 @@ StModules bert_modules(const std::string& dir) {
 // Names the first missing model file, and checks the numeric options.
 BertEmbedderOptions checked(BertEmbedderOptions o) {
     o.model_dir = embedder_model_folder("bert", o.model_dir);
+    embedder_folder_kind_check("bert", o.model_dir);
     if (!fs::exists(fs::path(o.model_dir) / "config.json"))
         user_error_in((fs::path(o.model_dir) / "config.json").string(), "missing (a bert model folder needs it)",
                       "copy the checkpoint's config.json into the folder");

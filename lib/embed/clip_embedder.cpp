@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 
 ClipEmbedderOptions checked(ClipEmbedderOptions o) {
     o.model_dir = embedder_model_folder("clip", o.model_dir);
+    embedder_folder_kind_check("clip", o.model_dir);
     if (o.max_length != 0 && o.max_length < 3) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 3 (start, a token, end)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;

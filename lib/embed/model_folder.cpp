@@ -12,6 +12,8 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/log.h"
 
@@ -163,6 +165,23 @@ std::string model_folder_resolve(const std::string& given, const std::string& em
         user_error_in(given, "is not a folder, nor a model in the Hugging Face cache " + cache.string(),
                       fix + ", or download it first: hf download " + given + " (huggingface-cli download in older huggingface_hub)");
     return absolute_normal(cache_snapshot(repo, given));
+}
+
+void embedder_folder_kind_check(const std::string& embedder, const std::string& dir) {
+    const fs::path config = fs::path(dir) / "config.json";
+    std::ifstream in(config);
+    if (!in) return;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("model_type") || !j["model_type"].is_string()) return;
+    const std::string type = j["model_type"].get<std::string>();
+    static const std::vector<std::pair<std::string, std::vector<std::string>>> kFamilies = {
+        {"bert", {"bert", "distilbert", "electra", "mpnet", "roberta", "xlm-roberta", "modernbert"}},
+        {"t5", {"t5", "mt5"}},
+        {"clip", {"clip", "clip_vision_model", "clip_text_model"}}};
+    for (const auto& [family, types] : kFamilies)
+        if (family != embedder && std::find(types.begin(), types.end(), type) != types.end())
+            user_error_in(config.string(), "is a \"" + type + "\" checkpoint (its model_type), which --embedder " + embedder +
+                                               " does not read", "pass --embedder " + family);
 }
 
 std::string embedder_model_folder(const std::string& embedder, const std::string& given) {

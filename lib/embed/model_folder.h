@@ -21,4 +21,9 @@ std::string model_folder_resolve(const std::string& given, const std::string& em
 // model_folder_resolve with what a checkpoint folder of `embedder` (bert, t5, clip) holds.
 std::string embedder_model_folder(const std::string& embedder, const std::string& given);
 
+// UserError naming DIR/config.json where its model_type is one another of the embedders reads (a t5 folder given to
+// --embedder bert was "vocab.txt: missing"), with the --embedder to pass; nothing where the file is absent, not JSON
+// or its model_type unknown (the embedder's own reading then says what is wrong).
+void embedder_folder_kind_check(const std::string& embedder, const std::string& dir);
+
 }  // namespace retro

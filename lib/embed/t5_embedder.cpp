@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 // The absolute folder, and the numeric options checked.
 T5EmbedderOptions checked(T5EmbedderOptions o) {
     o.model_dir = embedder_model_folder("t5", o.model_dir);
+    embedder_folder_kind_check("t5", o.model_dir);
     if (o.max_length < 2) user_error_in("--max-length", cat("is ", o.max_length, ", needs at least 2 (a piece and </s>)"));
     if (o.batch < 1) user_error_in("--batch", cat("is ", o.batch, ", needs at least 1"));
     return o;

@@ -18,6 +18,7 @@
 #include "index/index_folder.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
+#include "text/utf8.h"
 
 namespace fs = std::filesystem;
 
@@ -82,6 +83,8 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.k < 1) user_error_in("--k", cat("is ", o.k, ", needs at least 1"));
     if (!o.image.empty() && !o.text.empty()) user_error_in("query", "give a query text or --image FILE, not both");
     if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
+    if (std::string valid = o.text; o.image.empty() && utf8_sanitize(valid) != 0)   // (as --prompt: the JSON output needs UTF-8)
+        user_error_in("query", "the query text is not valid UTF-8", "give the text in UTF-8");
     if (index_folder_kind(o.index) == "image") {
         if (o.prompt) user_error_in("--prompt", "puts a text before a bert index's queries; this is an image index", "drop --prompt");
         return image_index_search(o);
