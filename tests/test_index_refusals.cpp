@@ -53,6 +53,6 @@ TEST_CASE("index refusals: a refused merge leaves no folder, a refused --resume 
     const test::RunResult as_bow =
         test::run_tool("retro-index", db.string() + " --out " + (tmp / "b").string() + " --shard 0/2 --resume --quiet");
     CHECK(as_bow.exit_code == 2);
-    CHECK(as_bow.err.find("records another job") != std::string::npos);
+    CHECK_MESSAGE(as_bow.err.find("records another job: --embedder is bow, the folder's bert") != std::string::npos, as_bow.err);
     CHECK_FALSE(fs::exists(tmp / "b" / "idf.npy"));
 }

@@ -312,6 +312,11 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
                             {"parameters", params}};
     if (opts.resume && fs::exists(state_path(opts.out))) {
         nlohmann::json old = json_read_file(state_path(opts.out));
+        // another embedder first, by name (the first differing field would be its dim or batch)
+        if (const std::string was = old["embedder"].is_object() ? old["embedder"].value("name", std::string()) : std::string();
+            !was.empty() && was != opts.embedder)
+            user_error_in(state_path(opts.out), "records another job: --embedder is " + opts.embedder + ", the folder's " + was,
+                          "rerun with the folder's settings to resume it, or --force to start over");
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
             if (const auto [was, now] = comparable(key, old[key], state[key]); was != now)
                 user_error_in(state_path(opts.out), "records another job: " + json_first_difference(was, now, key),
