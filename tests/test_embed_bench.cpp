@@ -302,3 +302,29 @@ TEST_CASE("embed bench: an output over an input, texts that are not UTF-8, and i
     CHECK(r.exit_code == 2);
     CHECK_FALSE(fs::exists(dir / "o"));
 }
+
+TEST_CASE("embed bench: a peer result the tables cannot read is skipped naming the field, not blamed on the model") {
+    const std::string model = (source_dir() / "tests/reference/golden/bert_tiny").string();
+    TempDir dir("embed-bench-bad-peer");
+    const std::string good = "\"impl\": \"p\", \"chunks\": 6, \"tokens_per_chunk\": 14.0, \"batch\": 4, \"max_length\": 32, "
+                             "\"threads\": 1, \"seconds\": 1.0, \"cpu_seconds\": 1.0, \"tokenize_seconds\": 0.01";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {good + ", \"chunks_per_s\": 0, \"chunks_per_cpu_s\": 5", "\"chunks_per_s\" is 0, not a positive rate"},
+        {good + ", \"chunks_per_s\": -3, \"chunks_per_cpu_s\": 5", "\"chunks_per_s\" is -3, not a positive rate"},
+        {good + ", \"chunks_per_s\": \"fast\", \"chunks_per_cpu_s\": 5", "\"chunks_per_s\" is \"fast\", not a number"},
+        {"\"impl\": \"p\", \"chunks_per_s\": 5, \"chunks_per_cpu_s\": 5", "has no \"batch\""},
+    };
+    for (const auto& [fields, why] : cases) {
+        CAPTURE(fields);
+        write_text(dir / "peer.sh", "echo '{" + fields + "}'\n");
+        auto r = run_tool("retro-bench", "--threads 1 embed --model " + model + " --chunks 6 --tokens 12 --batch 4 " +
+                                             "--max-length 32 --repeats 1 --python sh --peer " + (dir / "peer.sh").string() +
+                                             " --json " + (dir / "embed.json").string());
+        CAPTURE(r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("peer skipped: its result") != std::string::npos);
+        CHECK(r.err.find(why) != std::string::npos);
+        CHECK(r.out.find("retrokit bert") != std::string::npos);
+        CHECK_FALSE(nlohmann::json::parse(read_text(dir / "embed.json")).contains("ratio"));
+    }
+}

@@ -1,6 +1,8 @@
 // Implementation of side_by_side.h.
 #include "bench/side_by_side.h"
 
+#include <cmath>
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -74,6 +76,30 @@ nlohmann::json run_peer_script(const std::string& python, const std::string& scr
     return r;
 }
 
+namespace {
+
+// What keeps a peer's result from standing beside ours ("" where nothing): each field ours has but "model", with a value of the
+// same kind (a number, a string), and positive, finite rates (a peer printing 0 s gave "infx", a negative time a
+// negative ratio, a string where a number belongs an error blaming the model's JSON files).
+std::string peer_result_problem(const nlohmann::json& ours, const nlohmann::json& peer, const std::string& rate,
+                                const std::string& cpu_rate) {
+    if (!peer.is_object()) return "its result is not a JSON object";
+    for (const auto& [key, value] : ours.items()) {
+        if (key == "model") continue;   // (ours names the folder; the tables do not read the peer's)
+        if (!peer.contains(key)) return "its result has no \"" + key + "\"";
+        const nlohmann::json& v = peer[key];
+        if ((value.is_number() && !v.is_number()) || (value.is_string() && !v.is_string()))
+            return "its result's \"" + key + "\" is " + v.dump() + ", not a " + (value.is_number() ? "number" : "string");
+    }
+    for (const std::string& r : {rate, cpu_rate}) {
+        const double x = peer[r].get<double>();
+        if (!(x > 0) || !std::isfinite(x)) return "its result's \"" + r + "\" is " + peer[r].dump() + ", not a positive rate";
+    }
+    return "";
+}
+
+}  // namespace
+
 SideBySide run_side_by_side(int rounds, const std::string& unit, const std::function<nlohmann::json()>& ours,
                             const std::function<nlohmann::json()>& peer) {
     const std::string rate = unit + "_per_s", cpu_rate = unit + "_per_cpu_s";
@@ -92,6 +118,9 @@ SideBySide run_side_by_side(int rounds, const std::string& unit, const std::func
             peer_runs.push_back(peer());
             ours_runs.push_back(ours());
         }
+        if (!peer_runs.back().contains("skipped"))
+            if (const std::string why = peer_result_problem(ours_runs.back(), peer_runs.back(), rate, cpu_rate); !why.empty())
+                peer_runs.back() = nlohmann::json{{"skipped", why}};
         if (peer_runs.back().contains("skipped")) {   // the peer cannot run: our rows alone, the reason in the peer's place
             log_warn("peer skipped: " + peer_runs.back()["skipped"].get<std::string>());
             s.ours = median_run(ours_runs, rate);
