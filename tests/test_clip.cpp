@@ -401,7 +401,27 @@ TEST_CASE("clip: bad images and checkpoints are one line naming the file, exit 2
     const fs::path crop = tmp / "crop";
     fs::copy(model, crop, fs::copy_options::recursive);
     test::edit_json(crop / "preprocessor_config.json", [](nlohmann::json& j) { j["crop_size"] = {{"height", 30}, {"width", 32}}; });
-    CHECK(load_error(crop).find("preprocessor_config.json") != std::string::npos);
+    {   // a crop the vision tower cannot take: texts still embed (a text index needs no preprocessing), images are refused
+        const ClipEmbedder e(ClipEmbedderOptions{crop.string()});
+        std::vector<float> v(static_cast<std::size_t>(e.dim()));
+        CHECK_NOTHROW(e.embed_texts({"a photo"}, v.data()));
+        try {
+            e.embed_images({image_paths()[0]}, v.data());
+            FAIL("an image was embedded with a crop the vision tower cannot take");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find((crop / "preprocessor_config.json").string() + ": crops to 30 x 32") == 0);
+        }
+        fs::remove(crop / "preprocessor_config.json");   // absent: CLIP's defaults (224) named as such
+        const ClipEmbedder none(ClipEmbedderOptions{crop.string()});
+        CHECK_NOTHROW(none.embed_texts({"a photo"}, v.data()));
+        try {
+            none.embed_images({image_paths()[0]}, v.data());
+            FAIL("an image was embedded with CLIP's default crop on a 32-pixel tower");
+        } catch (const UserError& err) {
+            CHECK(std::string(err.what()).find("preprocessor_config.json: missing, and CLIP's default preprocessing crops to 224 x 224") !=
+                  std::string::npos);
+        }
+    }
     // missing tokenizer files are named
     const fs::path no_merges = tmp / "no-merges";
     fs::copy(model, no_merges, fs::copy_options::recursive);

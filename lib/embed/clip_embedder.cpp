@@ -48,10 +48,14 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
     if (model_.has_vision()) {
         image_cfg_ = clip_image_config_read(pre);
         const int side = model_.config().vision.image_size;
+        // refused when an image is embedded (a text index of the same folder needs no preprocessing)
         if (image_cfg_.do_center_crop ? (image_cfg_.crop_height != side || image_cfg_.crop_width != side) : true)
-            user_error_in(pre, cat("crops to ", image_cfg_.crop_height, " x ", image_cfg_.crop_width, " (or does not crop), the vision tower takes ",
-                                   side, " x ", side),
-                          "keep preprocessor_config.json and config.json from the same checkpoint");
+            image_refusal_ = {pre, fs::exists(pre) ? cat("crops to ", image_cfg_.crop_height, " x ", image_cfg_.crop_width,
+                                                         " (or does not crop), the vision tower takes ", side, " x ", side)
+                                                   : cat("missing, and CLIP's default preprocessing crops to ", image_cfg_.crop_height,
+                                                         " x ", image_cfg_.crop_width, " where the vision tower takes ", side, " x ", side),
+                              fs::exists(pre) ? "keep preprocessor_config.json and config.json from the same checkpoint"
+                                              : "copy the checkpoint's preprocessor_config.json into the folder"};
         if (fs::exists(pre)) all += " " + fingerprint_file(pre);
     }
     if (opts_.max_length == 0) opts_.max_length = model_.has_text() ? model_.config().text.max_position : 77;
@@ -83,6 +87,10 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
                    "lower --batch");
 }
 
+void ClipEmbedder::require_image_preprocessing() const {
+    if (!image_refusal_.empty()) user_error_in(image_refusal_[0], image_refusal_[1], image_refusal_[2]);
+}
+
 const ClipBpeTokenizer& ClipEmbedder::tokenizer() const {
     if (!bpe_) user_error_in(model_.weights_path(), "holds no text tower (a vision-only CLIP checkpoint)", "give a CLIPModel checkpoint with text_model");
     return *bpe_;
@@ -110,12 +118,14 @@ void ClipEmbedder::embed(const std::int32_t* tokens, std::int64_t n, int chunk_s
 }
 
 void ClipEmbedder::embed_pixels(const float* pixels, int count, float* out) const {
+    require_image_preprocessing();
     model_.encode_images(pixels, count, out);
     for (int i = 0; i < count; ++i) l2_normalise(out + static_cast<std::size_t>(i) * dim(), dim(), out + static_cast<std::size_t>(i) * dim());
 }
 
 void ClipEmbedder::embed_images(const std::vector<std::string>& paths, float* out) const {
     if (!model_.has_vision()) user_error_in(model_.weights_path(), "holds no vision tower (a text-only CLIP checkpoint)", "give a CLIPModel checkpoint with vision_model");
+    require_image_preprocessing();
     const int side = model_.config().vision.image_size;
     const std::size_t per = 3 * static_cast<std::size_t>(side) * side;
     std::vector<float> pixels;

@@ -57,6 +57,9 @@ private:
     ClipImageConfig image_cfg_;
     std::optional<ClipBpeTokenizer> bpe_;
     std::string fingerprint_, config_fingerprint_;   // (encoder_settings.h)
+    std::vector<std::string> image_refusal_;           // {where, what, fix} where images cannot be preprocessed
+    // UserError (image_refusal_) where the folder's preprocessing does not give the vision tower's input size.
+    void require_image_preprocessing() const;
 };
 
 std::unique_ptr<Embedder> make_clip_embedder(const ClipEmbedderOptions& opts, const Tokenizer* tokenizer);
