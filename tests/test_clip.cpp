@@ -16,6 +16,7 @@
 #include "embed/clip_embedder.h"
 #include "embed/clip_model.h"
 #include "embed/image_decode.h"
+#include "index/image_index.h"
 #include "text/clip_bpe.h"
 #include "test_chunk_util.h"
 #include "test_embed_util.h"
@@ -494,4 +495,21 @@ TEST_CASE("clip: a resize window equals that part of the whole resize, and a ver
     } catch (const UserError& e) {
         CHECK(std::string(e.what()).find("tall.png: is 1 x 1000000 pixels") == 0);
     }
+}
+
+TEST_CASE("clip: an image folder lists files under linked folders and linked files by the paths walked") {
+    test::TempDir tmp("clip-image-links");
+    const fs::path root = tmp / "imgs", elsewhere = tmp / "elsewhere";
+    fs::create_directories(root / "sub");
+    fs::create_directories(elsewhere / "deep");
+    const fs::path src = image_paths()[0];
+    fs::copy_file(src, root / "sub" / "a.png");
+    fs::copy_file(src, elsewhere / "deep" / "b.png");
+    fs::create_directory_symlink(elsewhere / "deep", root / "linked");   // a linked folder
+    fs::create_symlink(elsewhere / "deep" / "b.png", root / "c.png");      // a linked file
+    std::int64_t skipped = -1;
+    const std::vector<std::string> got = image_folder_list(root.string(), &skipped);
+    // (fs::relative resolved the links: "../elsewhere/deep/b.png" twice)
+    CHECK(got == std::vector<std::string>{"c.png", "linked/b.png", "sub/a.png"});
+    CHECK(skipped == 0);
 }

@@ -42,7 +42,9 @@ std::vector<std::string> image_folder_list(const std::string& dir, std::int64_t*
     std::int64_t other = 0;
     for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink); it != fs::recursive_directory_iterator(); ++it) {
         if (!it->is_regular_file()) continue;
-        if (image_name(it->path())) rel.push_back(fs::relative(it->path(), dir).generic_string());
+        // the path under the folder as walked (fs::relative resolved symlinks: a linked file was recorded as
+        // "../../target/x.png", a linked folder's files under the target's path)
+        if (image_name(it->path())) rel.push_back(it->path().lexically_relative(dir).generic_string());
         else ++other;
     }
     std::sort(rel.begin(), rel.end());
