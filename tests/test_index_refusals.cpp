@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_chunk_util.h"
 #include "test_util.h"
@@ -55,4 +57,23 @@ TEST_CASE("index refusals: a refused merge leaves no folder, a refused --resume 
     CHECK(as_bow.exit_code == 2);
     CHECK_MESSAGE(as_bow.err.find("records another job: --embedder is bow, the folder's bert") != std::string::npos, as_bow.err);
     CHECK_FALSE(fs::exists(tmp / "b" / "idf.npy"));
+}
+
+TEST_CASE("index refusals: options of another embedder are refused, not ignored") {
+    test::TempDir tmp("index-refusals-options");
+    const fs::path db = test::chunk_test_db(tmp, 12);
+    const std::string model = (test::source_dir() / "tests" / "reference" / "golden" / "bert_tiny").string();
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {" --model " + model, "--model: does not apply to --embedder bow"},
+        {" --max-length 64", "--max-length: does not apply to --embedder bow"},
+        {" --batch 8", "--batch: does not apply to --embedder bow"},
+        {" --embedder bert --model " + model + " --dim 64", "--dim: applies to --embedder bow only"},
+    };
+    for (const auto& [args, why] : cases) {
+        const test::RunResult r = test::run_tool("retro-index", db.string() + " --out " + (tmp / "i").string() + args);
+        CAPTURE(args);
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(why) != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(tmp / "i"));
+    }
 }
