@@ -247,7 +247,8 @@ TEST_CASE("embed bench: --embedder clip-text times the text path, texts of CLIP 
     auto longer = run_tool("retro-bench", "--threads 1 embed --embedder clip-text --model " + model +
                                               " --chunks 3 --tokens 200 --repeats 1 --json " + (dir / "long.json").string());
     REQUIRE(longer.exit_code == 0);
-    CHECK(longer.err.find("warning") == std::string::npos);
+    CHECK(longer.err.find("text positions") == std::string::npos);   // (no --max-length lowered)
+    CHECK(longer.err.find("--tokens 200 with the specials is more than --max-length 77: the texts are cut there") != std::string::npos);
     CHECK(nlohmann::json::parse(read_text(dir / "long.json"))["retrokit"]["tokens_per_chunk"].get<double>() == 77.0);
     // refused in one line: the GPU (before asking for a CUDA build), the peer's length sort, the image count
     auto cuda = run_tool("retro-bench", "embed --embedder clip-text --device cuda --model " + model);

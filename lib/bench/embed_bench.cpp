@@ -200,6 +200,10 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;
     const int threads = thread_count();
+    // texts longer than the embedder takes are cut (their specials included): say so, as clip-text's 77 is said
+    if (o.tokens + 2 > bench.max_length)
+        log_warn(cat("--tokens ", o.tokens, " with the specials is more than --max-length ", bench.max_length,
+                     ": the texts are cut there (the timed tokens a text are at most ", bench.max_length, ")"));
     std::vector<std::string> texts = make_texts(o, bench.count);
 
     std::vector<std::int64_t> lengths(texts.size());
