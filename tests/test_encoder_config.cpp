@@ -45,7 +45,7 @@ const char* kChanged = "differ from those the index was built with";
 
 }  // namespace
 
-TEST_CASE("encoder config: a changed config.json or module config refuses an index's embedder; an older index is not held to it") {
+TEST_CASE("encoder config: a changed config.json or module config refuses an index's embedder, and an older index is not held to it") {
     test::TempDir tmp("encoder-config");
     SUBCASE("bert: the activation in config.json") {
         fs::copy(kGolden / "bert_tiny", tmp / "m", fs::copy_options::recursive);
