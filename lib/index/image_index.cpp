@@ -8,6 +8,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/folder_walk.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/npy.h"
@@ -40,13 +41,18 @@ std::vector<std::string> image_folder_list(const std::string& dir, std::int64_t*
     if (!fs::is_directory(dir)) user_error_in(dir, "is not a folder", "give the folder of JPEG / PNG images to index");
     std::vector<std::string> rel;
     std::int64_t other = 0;
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink); it != fs::recursive_directory_iterator(); ++it) {
-        if (!it->is_regular_file()) continue;
+    FolderWalkVisitor visit;
+    visit.on_file = [&](const fs::path& file) {
         // the path under the folder as walked (fs::relative resolved symlinks: a linked file was recorded as
         // "../../target/x.png", a linked folder's files under the target's path)
-        if (image_name(it->path())) rel.push_back(it->path().lexically_relative(dir).generic_string());
+        if (image_name(file)) rel.push_back(file.lexically_relative(dir).generic_string());
         else ++other;
-    }
+    };
+    visit.on_broken_link = [&](const fs::path& link, const std::string& why) {
+        if (image_name(link)) log_warn("skipping " + link.string() + ": " + why);
+        ++other;
+    };
+    folder_walk(dir, visit);
     std::sort(rel.begin(), rel.end());
     if (rel.empty()) user_error_in(dir, "holds no *.jpg, *.jpeg or *.png file", "give the folder of images to index");
     if (skipped) *skipped = other;

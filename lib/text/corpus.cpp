@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/folder_walk.h"
 #include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "core/output_folder.h"
@@ -93,26 +94,29 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
         std::error_code ec;
         if (fs::is_directory(in, ec)) {
             std::vector<std::string> found;
-            for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink, ec);
-                 !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-                // a RetroKit output inside the corpus (`--out corpus/tok`) is not text: its files are never read.
-                // Only a folder its manifest.json or state.json says a retro- tool wrote: the looser signs of an
-                // unfinished run (a progress.json, a config.json) may be the user's own files
-                if (std::error_code dir_ec; it->is_directory(dir_ec)) {
-                    const FolderOwner owner = folder_owner(it->path().string());
-                    const bool claimed = owner.finished || fs::exists(it->path() / "state.json", dir_ec);
-                    if (claimed && owner.tool.rfind("retro-", 0) == 0) {
-                        it.disable_recursion_pending();
-                        log_warn(cat("skipping ", it->path().string(), ": ", owner.tool,
-                                     owner.finished ? "'s output" : "'s unfinished run", ", not corpus text"));
-                    }
-                    continue;
+            FolderWalkVisitor visit;
+            // a RetroKit output inside the corpus (`--out corpus/tok`) is not text: its files are never read.
+            // Only a folder its manifest.json or state.json says a retro- tool wrote: the looser signs of an
+            // unfinished run (a progress.json, a config.json) may be the user's own files
+            visit.enter_folder = [](const fs::path& folder) {
+                std::error_code dir_ec;
+                const FolderOwner owner = folder_owner(folder.string());
+                const bool claimed = owner.finished || fs::exists(folder / "state.json", dir_ec);
+                if (claimed && owner.tool.rfind("retro-", 0) == 0) {
+                    log_warn(cat("skipping ", folder.string(), ": ", owner.tool,
+                                 owner.finished ? "'s output" : "'s unfinished run", ", not corpus text"));
+                    return false;
                 }
-                if (!it->is_regular_file()) continue;
-                std::string rel = fs::relative(it->path(), in).generic_string();
-                if (glob_match(opts.glob, rel)) found.push_back(it->path().string());
-            }
-            if (ec) user_error_in(in, "cannot list folder: " + ec.message());
+                return true;
+            };
+            visit.on_file = [&](const fs::path& file) {
+                if (glob_match(opts.glob, file.lexically_relative(in).generic_string())) found.push_back(file.string());
+            };
+            visit.on_broken_link = [&](const fs::path& link, const std::string& why) {
+                if (glob_match(opts.glob, link.lexically_relative(in).generic_string()))
+                    log_warn("skipping " + link.string() + ": " + why);
+            };
+            folder_walk(in, visit);
             if (found.empty()) user_error_in(in, "no file matches '" + opts.glob + "'", "pass --glob PATTERN");
             std::sort(found.begin(), found.end());
             for (auto& f : found) out.push_back({f, is_jsonl(f)});

@@ -1,0 +1,106 @@
+// Implementation of folder_walk.h.
+#include "core/folder_walk.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+namespace {
+
+using FolderId = std::pair<dev_t, ino_t>;
+
+bool folder_id(const fs::path& p, FolderId& id) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return false;
+    id = {st.st_dev, st.st_ino};
+    return true;
+}
+
+class FolderWalk {
+public:
+    explicit FolderWalk(const FolderWalkVisitor& v) : visitor_(v) {}
+
+    void run(const fs::path& root) {
+        FolderId id{};
+        if (!folder_id(root, id)) user_error_in(root.string(), "cannot be read");
+        seen_.insert(id);
+        first_path_[id] = root;
+        walk(root);
+        // the linked folders, in the order met; a link met while walking one is queued behind the rest
+        while (!links_.empty()) {
+            const fs::path link = links_.front();
+            links_.pop_front();
+            if (!folder_id(link, id)) continue;   // checked when queued; gone since
+            if (!seen_.insert(id).second) {
+                log_warn("skipping " + link.string() + ": a link to a folder already read as " + first_path_[id].string());
+                continue;
+            }
+            first_path_[id] = link;
+            if (visitor_.enter_folder && !visitor_.enter_folder(link)) continue;
+            walk(link);
+        }
+    }
+
+private:
+    // The folder's own entries: files reported, real folders walked at once, linked folders queued.
+    void walk(const fs::path& folder) {
+        std::error_code ec;
+        std::vector<fs::directory_entry> entries;
+        for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+            entries.push_back(*it);
+        if (ec) user_error_in(folder.string(), "cannot list folder: " + ec.message());
+        std::sort(entries.begin(), entries.end(),
+                  [](const fs::directory_entry& a, const fs::directory_entry& b) { return a.path().filename() < b.path().filename(); });
+        for (const auto& e : entries) {
+            std::error_code link_ec, st_ec;
+            const bool is_link = e.is_symlink(link_ec);
+            const fs::file_status st = e.status(st_ec);   // follows links
+            if (st_ec || st.type() == fs::file_type::not_found) {
+                if (is_link) {
+                    const std::string why = st_ec.value() == ELOOP ? "a link that loops on itself" : "a link to nothing (its target is gone)";
+                    if (visitor_.on_broken_link) visitor_.on_broken_link(e.path(), why);
+                    else log_warn("skipping " + e.path().string() + ": " + why);
+                } else
+                    log_warn("skipping " + e.path().string() + ": " + st_ec.message());
+                continue;
+            }
+            if (fs::is_directory(st)) {
+                if (is_link) {
+                    links_.push_back(e.path());
+                    continue;
+                }
+                FolderId id{};
+                if (!folder_id(e.path(), id) || !seen_.insert(id).second) continue;   // met before: through a link to one of its ancestors
+                first_path_[id] = e.path();
+                if (visitor_.enter_folder && !visitor_.enter_folder(e.path())) continue;
+                walk(e.path());
+            } else if (fs::is_regular_file(st)) {
+                if (visitor_.on_file) visitor_.on_file(e.path());
+            }
+        }
+    }
+
+    const FolderWalkVisitor& visitor_;
+    std::set<FolderId> seen_;
+    std::map<FolderId, fs::path> first_path_;
+    std::deque<fs::path> links_;
+};
+
+}  // namespace
+
+void folder_walk(const std::string& root, const FolderWalkVisitor& visitor) { FolderWalk(visitor).run(fs::path(root)); }
+
+}  // namespace retro

@@ -1,0 +1,119 @@
+// The folder walk the corpus and image readers share (core/folder_walk.h): every file once, links to folders
+// followed, a link back up the tree or a second link to a folder already read skipped (the real path kept),
+// broken and self-looping links reported, lexical order; and through the tools, a corpus folder with loops.
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "core/folder_walk.h"
+#include "index/image_index.h"
+#include "test_util.h"
+#include "text/corpus.h"
+
+namespace fs = std::filesystem;
+using namespace retro;
+
+namespace {
+
+struct WalkResult {
+    std::vector<std::string> files, entered;
+    std::map<std::string, std::string> broken;   // link -> why
+};
+
+WalkResult walk(const fs::path& root) {
+    WalkResult r;
+    FolderWalkVisitor v;
+    v.enter_folder = [&](const fs::path& f) {
+        r.entered.push_back(f.lexically_relative(root).generic_string());
+        return true;
+    };
+    v.on_file = [&](const fs::path& f) { r.files.push_back(f.lexically_relative(root).generic_string()); };
+    v.on_broken_link = [&](const fs::path& l, const std::string& why) { r.broken[l.lexically_relative(root).generic_string()] = why; };
+    folder_walk(root.string(), v);
+    return r;
+}
+
+void put(const fs::path& file, const std::string& text = "x") {
+    fs::create_directories(file.parent_path());
+    test::write_text(file, text);
+}
+
+}  // namespace
+
+TEST_CASE("folder walk: links back up the tree and second links to a folder are read once, broken links reported") {
+    test::TempDir tmp("folder-walk");
+    const fs::path root = tmp / "c", outside = tmp / "outside";
+    put(root / "b.txt");
+    put(root / "a/x.txt");
+    put(root / "z/real/y.txt");
+    put(outside / "o.txt");
+    fs::create_directory_symlink(".", root / "self");                  // the root again
+    fs::create_directory_symlink("..", root / "a" / "up");             // the root again, from below
+    fs::create_directory_symlink("z/real", root / "alias");            // a folder of the tree, sorted before it
+    fs::create_directory_symlink(outside, root / "linked");            // a folder outside the tree: read
+    fs::create_directory_symlink(outside, root / "linked2");           // the same again: skipped
+    fs::create_symlink("gone.txt", root / "broken.txt");               // a link to nothing
+    fs::create_symlink("loop.txt", root / "loop.txt");                 // a link to itself
+    fs::create_symlink("b.txt", root / "file-link.txt");               // a link to a file: a file
+    const WalkResult r = walk(root);
+    // the real folders keep their paths (z/real, not alias); the outside folder is read once, as "linked"
+    CHECK(r.files == std::vector<std::string>{"a/x.txt", "b.txt", "file-link.txt", "z/real/y.txt", "linked/o.txt"});
+    CHECK(r.entered == std::vector<std::string>{"a", "z", "z/real", "linked"});
+    REQUIRE(r.broken.size() == 2);
+    CHECK(r.broken.at("broken.txt").find("its target is gone") != std::string::npos);
+    CHECK(r.broken.at("loop.txt").find("loops") != std::string::npos);
+    // a folder the visitor leaves out is not entered, and its files are not listed
+    FolderWalkVisitor v;
+    std::vector<std::string> files;
+    v.enter_folder = [](const fs::path& f) { return f.filename() != "a"; };
+    v.on_file = [&](const fs::path& f) { files.push_back(f.filename().string()); };
+    folder_walk(root.string(), v);
+    CHECK(std::find(files.begin(), files.end(), "x.txt") == files.end());
+    CHECK(std::find(files.begin(), files.end(), "y.txt") != files.end());
+}
+
+TEST_CASE("folder walk: many links to the root end at once, not 2^depth or at ELOOP 40 links deep") {
+    // Before: std::filesystem's recursive walk followed c/l1/l1/... until "Too many levels of symbolic links" (an
+    // error for the whole corpus), and with k such links it would walk k^40 paths first.
+    test::TempDir tmp("folder-walk-loops");
+    const fs::path root = tmp / "c";
+    put(root / "doc.txt", "hello world");
+    for (int i = 0; i < 8; ++i) fs::create_directory_symlink(".", root / ("l" + std::to_string(i)));
+    const WalkResult r = walk(root);
+    CHECK(r.files == std::vector<std::string>{"doc.txt"});
+    CHECK(r.entered.empty());
+    CorpusOptions opts;
+    CHECK(corpus_list_files({root.string()}, opts).size() == 1);
+    // the tools: read once, each link named in a warning
+    const test::RunResult t = test::run_tool("retro-tokenizer", "train " + root.string() + " --vocab-size 300 --out " + (tmp / "tok").string());
+    CHECK(t.exit_code == 0);
+    CHECK(t.err.find("l3: a link to a folder already read as " + root.string()) != std::string::npos);
+    CHECK(t.err.find("1 document") != std::string::npos);
+}
+
+TEST_CASE("folder walk: image folders - a loop and a broken image link are skipped and counted, other broken links silent") {
+    test::TempDir tmp("folder-walk-images");
+    const fs::path root = tmp / "imgs";
+    put(root / "sub/a.png", "not decoded here");
+    fs::create_directory_symlink("..", root / "sub" / "back");
+    fs::create_symlink("missing.png", root / "gone.png");
+    std::int64_t skipped = -1;
+    CHECK(image_folder_list(root.string(), &skipped) == std::vector<std::string>{"sub/a.png"});
+    CHECK(skipped == 1);   // the broken link, left out with a warning
+    // the corpus reader warns only about a broken link its glob would have read
+    put(tmp / "c/a.txt", "text");
+    fs::create_symlink("nothing", tmp / "c" / "n.md");
+    CorpusOptions opts;
+    CHECK(corpus_list_files({(tmp / "c").string()}, opts).size() == 1);
+}
+
+TEST_CASE("folder walk: a root that is gone is an error naming it") {
+    test::TempDir tmp("folder-walk-gone");
+    std::string msg;
+    try {
+        walk(tmp / "missing");
+    } catch (const UserError& e) {
+        msg = e.what();
+    }
+    CHECK(msg.find("missing: cannot be read") != std::string::npos);
+}
