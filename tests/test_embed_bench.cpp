@@ -286,6 +286,8 @@ TEST_CASE("embed bench: an output over an input, texts that are not UTF-8, and i
             (dir / "latin1.txt").string() + ": is not valid UTF-8");
     CHECK_FALSE(fs::exists(dir / "t.jsonl"));
     refused("--min-tokens 9", "--min-tokens: is 9");
+    // a folder where the file goes was "holds no words" (its bytes read as none)
+    refused("--texts " + dir.path.string(), dir.path.string() + ": is a folder, not a text file (fix: give one UTF-8 text file)");
     // a folder of another embedder's kind is named as such (a t5 folder was "vocab.txt: missing")
     refused("--texts-out " + (dir / "x.jsonl").string() + " --model " + (source_dir() / "tests/reference/golden/t5_tiny/v1_1").string(),
             "is a \"t5\" checkpoint (its model_type), which --embedder bert does not read (fix: pass --embedder t5)");

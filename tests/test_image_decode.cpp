@@ -290,3 +290,11 @@ TEST_CASE("image: a 16-bit greyscale PNG and an Adobe CMYK JPEG decode to Pillow
                                            99, 50, 48, 6,  18, 43, 60, 23, 29, 32, 53, 69, 111, 60, 12, 9};
     CHECK(cmyk.rgb == pil);
 }
+
+TEST_CASE("image: a folder given as an image is named as a folder") {
+    // (`retro-index query IDX --image DIR`: an ifstream opens a folder and reads no bytes, and it was refused as
+    // "not a JPEG or PNG file")
+    test::TempDir tmp("image-folder");
+    const std::string says = tmp.path.string() + ": is a folder, not an image file (fix: give one JPEG or PNG file)";
+    CHECK_THROWS_WITH(image_decode(tmp.path.string()), doctest::Contains(says.c_str()));
+}

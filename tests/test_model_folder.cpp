@@ -70,6 +70,11 @@ TEST_CASE("model folder: a Hub id or a cache folder is the snapshot refs/main na
         const std::string msg = refusal("org/noref");
         CHECK(msg.find("org/noref: is a Hugging Face cache folder of 2 snapshots and no refs/main naming one") == 0);
         CHECK(msg.find((hub / "models--org--noref" / "snapshots" / "HASH").string()) != std::string::npos);
+        // refs/main naming a snapshot that is not there (a partial copy of a cache): said so, not "no refs/main"
+        fs::create_directories(hub / "models--org--noref" / "refs");
+        test::write_text(hub / "models--org--noref" / "refs" / "main", "cccc\n");
+        CHECK(refusal("org/noref").find("org/noref: is a Hugging Face cache folder of 2 snapshots, and refs/main names cccc, "
+                                        "which is not among them (fix: give one of them: ") == 0);
     }
     {   // not in the cache: the command that fetches it
         const std::string msg = refusal("org/absent");

@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -99,6 +100,8 @@ BenchEmbedder make_bench_embedder(const EmbedBenchOptions& o) {
 std::vector<std::string> make_texts(const EmbedBenchOptions& o, const std::function<int(const std::string&)>& count) {
     std::string source;
     if (!o.texts.empty()) {
+        if (std::error_code ec; std::filesystem::is_directory(o.texts, ec))   // (an ifstream opens a folder and reads nothing)
+            user_error_in(o.texts, "is a folder, not a text file", "give one UTF-8 text file");
         std::ifstream in(o.texts, std::ios::binary);
         if (!in) user_error_in(o.texts, "cannot read the source text", "give a readable UTF-8 text file");
         std::stringstream ss;

@@ -85,8 +85,8 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         const double L = opts_.max_length, rows = static_cast<double>(opts_.batch) * L;
         const double per_thread = 192.0 * (3.0 * c.intermediate + c.hidden) +
                                   static_cast<double>(bert_attention_scratch_floats(opts_.max_length, c.hidden / c.heads));
-        memory_require("--max-length", 4.0 * (rows * 6.0 * c.hidden + thread_count() * per_thread),
-                       cat("the encoder's activations for --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
+        memory_require("--batch and --max-length", 4.0 * (rows * 6.0 * c.hidden + thread_count() * per_thread),
+                       cat("a forward pass over --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
                        "lower --batch or --max-length");
     }
     opts_.lower_case = text_tokenizer_.lower_case() ? 1 : 0;   // XLM-R, RoBERTa: false (no such option)

@@ -83,7 +83,7 @@ ClipEmbedder::ClipEmbedder(const ClipEmbedderOptions& opts, const Tokenizer* tok
     if (model_.has_vision())
         bytes = std::max(bytes, tower_bytes(c.vision, opts_.batch, c.vision.patches() + 1,
                                             3.0 * c.vision.image_size * c.vision.image_size));
-    memory_require("--batch", bytes, cat("the clip encoder's activations for --batch ", opts_.batch, " texts or images"),
+    memory_require("--batch", bytes, cat("a forward pass over --batch ", opts_.batch, " texts or images"),
                    "lower --batch");
 }
 

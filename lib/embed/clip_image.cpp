@@ -264,23 +264,23 @@ ClipImageConfig clip_image_config_read(const std::string& path) {
         else if (s.is_object() && s.contains("height") && s.contains("width")) {
             c.crop_height = s["height"].get<int>();
             c.crop_width = s["width"].get<int>();
-        } else user_error_in(path, "has a \"crop_size\" other than {\"height\": H, \"width\": W}");
+        } else user_error_in(path, "has a \"crop_size\" other than {\"height\": H, \"width\": W}", "restore the checkpoint's own preprocessor_config.json");
     }
     if (c.shortest_edge < 1 || c.crop_height < 1 || c.crop_width < 1)
-        user_error_in(path, "has a size or crop_size below 1 pixel");
+        user_error_in(path, "has a size or crop_size below 1 pixel", "restore the checkpoint's own preprocessor_config.json");
     if (j.contains("resample")) {
         const int r = j["resample"].is_number_integer() ? j["resample"].get<int>() : -1;
-        if (r < 1 || r > 5) user_error_in(path, cat("has resample ", j["resample"].dump(), "; supported: PIL's 1..5 (lanczos, bilinear, bicubic, box, hamming)"));
+        if (r < 1 || r > 5) user_error_in(path, cat("has resample ", j["resample"].dump(), "; supported: PIL's 1..5 (lanczos, bilinear, bicubic, box, hamming)"), "restore the checkpoint's own preprocessor_config.json");
         c.resample = static_cast<PilFilter>(r);
     }
     if (j.contains("rescale_factor") && j["rescale_factor"].is_number()) c.rescale_factor = j["rescale_factor"].get<double>();
     for (auto [key, arr] : {std::pair{"image_mean", &c.mean}, std::pair{"image_std", &c.std}}) {
         if (!j.contains(key)) continue;
-        if (!j[key].is_array() || j[key].size() != 3) user_error_in(path, std::string("\"") + key + "\" is not 3 numbers");
+        if (!j[key].is_array() || j[key].size() != 3) user_error_in(path, std::string("\"") + key + "\" is not 3 numbers", "restore the checkpoint's own preprocessor_config.json");
         for (int i = 0; i < 3; ++i) (*arr)[i] = j[key][i].get<float>();
     }
     for (float s : c.std)
-        if (!(s > 0)) user_error_in(path, "has an image_std that is not positive");
+        if (!(s > 0)) user_error_in(path, "has an image_std that is not positive", "restore the checkpoint's own preprocessor_config.json");
     return c;
 }
 

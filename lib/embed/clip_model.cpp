@@ -63,17 +63,17 @@ ClipTowerConfig tower_read(const nlohmann::json& j, const std::string& path, boo
         get_int("image_size", c.image_size);
         get_int("patch_size", c.patch_size);
         if (c.patch_size < 1 || c.image_size < c.patch_size || c.image_size % c.patch_size != 0)
-            user_error_in(path, cat(where, ": image_size ", c.image_size, " is not a multiple of patch_size ", c.patch_size));
-        if (c.channels != 3) user_error_in(path, cat(where, ": num_channels is ", c.channels, "; images are RGB (3)"));
+            user_error_in(path, cat(where, ": image_size ", c.image_size, " is not a multiple of patch_size ", c.patch_size), "restore the checkpoint's own config.json");
+        if (c.channels != 3) user_error_in(path, cat(where, ": num_channels is ", c.channels, "; images are RGB (3)"), "restore the checkpoint's own config.json");
     } else {
         get_int("vocab_size", c.vocab_size);
         get_int("max_position_embeddings", c.max_position);
         if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_id = j["eos_token_id"].get<int>();
-        if (c.max_position < 2) user_error_in(path, where + ": max_position_embeddings is below 2");
+        if (c.max_position < 2) user_error_in(path, where + ": max_position_embeddings is below 2", "restore the checkpoint's own config.json");
     }
     if (c.hidden < 1 || c.heads < 1 || c.hidden % c.heads != 0)
-        user_error_in(path, cat(where, ": hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.heads));
-    if (c.intermediate < 1 || c.layers < 1) user_error_in(path, where + ": intermediate_size and num_hidden_layers must be positive");
+        user_error_in(path, cat(where, ": hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.heads), "restore the checkpoint's own config.json");
+    if (c.intermediate < 1 || c.layers < 1) user_error_in(path, where + ": intermediate_size and num_hidden_layers must be positive", "restore the checkpoint's own config.json");
     if (j.contains("layer_norm_eps") && j["layer_norm_eps"].is_number()) c.eps = j["layer_norm_eps"].get<float>();
     if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
     if (!activation_from_name(c.hidden_act, c.act))
@@ -105,7 +105,7 @@ ClipConfig clip_config_read(const std::string& path) {
                       "give a CLIPModel checkpoint saved by transformers");
     }
     if (j.contains("projection_dim") && j["projection_dim"].is_number_integer()) c.projection_dim = j["projection_dim"].get<int>();
-    if (c.projection_dim < 1) user_error_in(path, "projection_dim must be positive");
+    if (c.projection_dim < 1) user_error_in(path, "projection_dim must be positive", "restore the checkpoint's own config.json");
     return c;
 }
 
@@ -205,7 +205,7 @@ ClipModel::ClipModel(const std::string& dir) {
               final_ln_g_ = load(b + "final_layer_norm.weight", {H});
               final_ln_b_ = load(b + "final_layer_norm.bias", {H});
           });
-    if (!has_vision() && !has_text()) user_error_in((fs::path(dir) / "config.json").string(), "describes neither a vision nor a text tower");
+    if (!has_vision() && !has_text()) user_error_in((fs::path(dir) / "config.json").string(), "describes neither a vision nor a text tower", "restore the checkpoint's own config.json");
 }
 
 void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int count, bool causal,

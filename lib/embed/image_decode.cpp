@@ -6,6 +6,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -41,6 +42,8 @@ enum class Format { JPEG, PNG, OTHER };
 // The format by the first bytes; for a PNG also the IHDR size, so that 0 x N is named as such
 // (libpng's own message would be "Image width is zero in IHDR").
 Format sniff(const std::string& path, std::size_t& size, std::int64_t* png_w = nullptr, std::int64_t* png_h = nullptr) {
+    if (std::error_code ec; std::filesystem::is_directory(path, ec))   // (an ifstream opens a folder and reads nothing)
+        user_error_in(path, "is a folder, not an image file", "give one JPEG or PNG file");
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) user_error_in(path, "cannot be opened", "check the path and its permissions");
     size = static_cast<std::size_t>(in.tellg());
@@ -65,7 +68,8 @@ Format sniff(const std::string& path, std::size_t& size, std::int64_t* png_w = n
 
 void check_size(const std::string& path, std::int64_t w, std::int64_t h) {
     if (w <= 0 || h <= 0) user_error_in(path, cat("is an image of ", w, " x ", h, " pixels (nothing to embed)"), "remove it");
-    if (w * h > kMaxPixels) user_error_in(path, cat("is ", w, " x ", h, " pixels, more than the ", kMaxPixels, " this decoder accepts"));
+    if (w * h > kMaxPixels) user_error_in(path, cat("is ", w, " x ", h, " pixels, more than the ", kMaxPixels, " this decoder accepts"),
+                                      "downscale it (e.g. ImageMagick's `convert IN -resize 8192x8192 OUT`) or remove it");
 }
 
 // ---- JPEG ----

@@ -115,9 +115,11 @@ fs::path cache_snapshot(const fs::path& repo, const std::string& given) {
                      snapshots[0].filename().string());
         return snapshots[0];
     }
-    user_error_in(given, (snapshots.empty() ? std::string("is a Hugging Face cache folder without a snapshot")
-                                            : cat("is a Hugging Face cache folder of ", snapshots.size(),
-                                                  " snapshots and no refs/main naming one")),
+    const std::string refs_main = ref.empty() ? std::string(" and no refs/main naming one")
+                                              : ", and refs/main names " + ref + ", which is not among them";
+    user_error_in(given, (snapshots.empty() ? "is a Hugging Face cache folder without a snapshot" +
+                                                  (ref.empty() ? std::string() : " (refs/main names " + ref + ")")
+                                            : cat("is a Hugging Face cache folder of ", snapshots.size(), " snapshots", refs_main)),
                   snapshots.empty() ? "download the model again (hf download ORG/NAME)"
                                     : "give one of them: " + (repo / "snapshots" / "HASH").string());
 }

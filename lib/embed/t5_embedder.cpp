@@ -131,9 +131,9 @@ T5Embedder::T5Embedder(const T5EmbedderOptions& opts, const Tokenizer* tokenizer
     const double ff = c.gated ? 3.0 * c.d_ff : c.d_ff;
     const double per_thread = std::min(1024.0, rows) * (c.d_model + ff) +
                               static_cast<double>(bert_attention_scratch_floats(opts_.max_length, c.d_kv));
-    memory_require("--max-length",
+    memory_require("--batch and --max-length",
                    4.0 * (rows * (2.0 * c.d_model + 4.0 * c.inner()) + c.heads * 2.0 * L + thread_count() * per_thread),
-                   cat("the encoder's activations for --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
+                   cat("a forward pass over --batch ", opts_.batch, " texts of --max-length ", opts_.max_length, " tokens"),
                    "lower --batch or --max-length");
 }
 

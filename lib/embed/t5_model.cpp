@@ -96,7 +96,7 @@ T5Config t5_config_read(const std::string& path) {
     get_int("num_heads", c.heads, true);
     get_int("relative_attention_num_buckets", c.num_buckets, false);
     get_int("relative_attention_max_distance", c.max_distance, false);
-    if (c.num_buckets < 4) user_error_in(path, cat("relative_attention_num_buckets ", c.num_buckets, " is below 4"));
+    if (c.num_buckets < 4) user_error_in(path, cat("relative_attention_num_buckets ", c.num_buckets, " is below 4"), "restore the checkpoint's own config.json");
     if (j.contains("layer_norm_epsilon") && j["layer_norm_epsilon"].is_number()) c.eps = j["layer_norm_epsilon"].get<float>();
     if (j.contains("feed_forward_proj") && j["feed_forward_proj"].is_string()) c.feed_forward_proj = j["feed_forward_proj"].get<std::string>();
     // transformers' T5Config: "[gated-]ACT"; "gated-gelu" means gelu_new.
