@@ -176,6 +176,46 @@ TEST_CASE("core: safetensors round trip through our writer - bf16 included") {
     CHECK(f.metadata().at("k") == "v");
 }
 
+TEST_CASE("core: safetensors tensors at offsets not aligned for their dtype are read through aligned copies") {
+    // The format has no padding between tensors and any header length: an f16 tensor of odd length puts the next f32
+    // at a 2-byte offset (our writer keeps the caller's order), a header of 13 bytes every tensor. The readers cast
+    // `data` to the element type, which must then be aligned.
+    test::TempDir tmp("st-unaligned");
+    const std::vector<std::uint16_t> h{f32_to_f16(1.5f), f32_to_f16(-2.0f), f32_to_f16(0.25f)};
+    const std::vector<float> w{3.5f, -7.25f};
+    const std::vector<double> d{1e300};
+    const std::string ours = (tmp / "ours.safetensors").string();
+    safetensors_save(ours, {{"h", DType::F16, {3}, h.data()}, {"w", DType::F32, {2}, w.data()}, {"d", DType::F64, {1}, d.data()}});
+    std::string json = R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},"w":{"dtype":"F32","shape":[2],"data_offsets":[6,14]},)"
+                       R"("d":{"dtype":"F64","shape":[1],"data_offsets":[14,22]}})";
+    if (json.size() % 2 == 0) json += " ";   // an odd header length: the data starts at an odd offset
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    bytes += json;
+    bytes.append(reinterpret_cast<const char*>(h.data()), 6);
+    bytes.append(reinterpret_cast<const char*>(w.data()), 8);
+    bytes.append(reinterpret_cast<const char*>(d.data()), 8);
+    const std::string odd = (tmp / "odd.safetensors").string();
+    write_bytes(odd, bytes);
+    for (const std::string& path : {ours, odd}) {
+        CAPTURE(path);
+        SafetensorsFile f(path);
+        const auto& hv = f.get("h", DType::F16, {3});
+        const auto& wv = f.get("w", DType::F32, {2});
+        const auto& dv = f.get("d", DType::F64, {1});
+        CHECK(reinterpret_cast<std::uintptr_t>(hv.data) % 2 == 0);
+        CHECK(reinterpret_cast<std::uintptr_t>(wv.data) % 4 == 0);
+        CHECK(reinterpret_cast<std::uintptr_t>(dv.data) % 8 == 0);
+        CHECK(std::memcmp(hv.data, h.data(), 6) == 0);
+        CHECK(static_cast<const float*>(wv.data)[0] == 3.5f);
+        CHECK(static_cast<const float*>(wv.data)[1] == -7.25f);
+        CHECK(static_cast<const double*>(dv.data)[0] == 1e300);
+        CHECK(f.copied_bytes() == (path == odd ? 22u : 16u));   // ours: h lies aligned, w and d do not
+    }
+    // the reference library's files (aligned) are read in place
+    CHECK(SafetensorsFile(fixture("tensors.safetensors")).copied_bytes() == 0);
+}
+
 TEST_CASE("core: corrupt safetensors headers are user errors naming the file") {
     test::TempDir tmp("stbad");
     std::string good = test::read_text(fixture("tensors.safetensors"));

@@ -2,6 +2,7 @@
 #include "core/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                 " bytes but data_offsets span " + std::to_string(end - begin));
         v.data = data + begin;
         v.bytes = end - begin;
+        if (reinterpret_cast<std::uintptr_t>(v.data) % dtype_size(v.dtype) != 0 && v.bytes > 0) {
+            copies_.emplace_back((v.bytes + 7) / 8);
+            std::memcpy(copies_.back().data(), v.data, v.bytes);
+            v.data = copies_.back().data();
+            copied_bytes_ += v.bytes;
+        }
         ranges.emplace_back(begin, end);
         tensors_[name] = v;
     }

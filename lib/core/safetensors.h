@@ -33,9 +33,15 @@ public:
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
     const std::string& path() const { return file_.path(); }
+    // Bytes of tensors copied out of the mapping because their offset in the file is not a multiple of their element
+    // size (the format allows it: no padding between tensors, any header length); the readers cast `data` to
+    // float*, uint16_t*, ..., which must be aligned. 0 for every file the reference library or we write.
+    std::size_t copied_bytes() const { return copied_bytes_; }
 
 private:
     MappedFile file_;
+    std::vector<std::vector<std::uint64_t>> copies_;   // the unaligned tensors' aligned copies (8-byte storage)
+    std::size_t copied_bytes_ = 0;
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
 };
