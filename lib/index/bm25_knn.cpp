@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -10,11 +11,13 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "core/threads.h"
 #include "data/chunk_db.h"
 #include "index/bm25_params.h"
+#include "index/bm25_postings.h"
 #include "index/bm25_search.h"
 #include "index/index_folder.h"
 
@@ -64,11 +67,31 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         docs.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) docs[static_cast<std::size_t>(i)] = db.doc_of(i);
     }
-    // one searcher (one Xapian::Database) per thread, each opened and checked before any output
+    // The index's postings in memory, searched term at a time (bm25_postings.h), where they fit; else Xapian's
+    // matcher, one searcher (one Xapian::Database) per thread. Either is opened and checked before any output.
+    const std::string db_file = folder.file(kBm25DbFile);
+    std::unique_ptr<Bm25Postings> postings;
+    std::vector<std::unique_ptr<Bm25PostingsSearcher>> fast;
     std::vector<std::unique_ptr<Bm25Searcher>> searchers;
-    for (int t = 0; t < thread_count(); ++t)
-        searchers.push_back(std::make_unique<Bm25Searcher>(folder.file(kBm25DbFile), params, db.chunk_count()));
-    log_info("search: bm25 (Xapian BM25Weight, " + std::to_string(searchers.size()) + " threads)");
+    const char* forced = std::getenv("RETRO_BM25_SEARCH");
+    if (forced && std::string(forced) != "xapian" && std::string(forced) != "postings")
+        user_error_in("RETRO_BM25_SEARCH", cat("is '", forced, "'; expected xapian or postings"), "unset it");
+    const std::int64_t total_length = bm25_total_length(db_file);
+    const double need = bm25_postings_bytes(db.chunk_count(), total_length, db.chunk_size(), thread_count());
+    const bool fits = need >= 0 && need <= 0.5 * static_cast<double>(memory_available_bytes());
+    if (forced ? std::string(forced) == "postings" : fits) {
+        if (!fits) memory_require("RETRO_BM25_SEARCH=postings", need < 0 ? 1e300 : need, "the bm25 index's postings in memory", "unset it");
+        postings = std::make_unique<Bm25Postings>(db_file, params, db.chunk_count());
+        for (int t = 0; t < thread_count(); ++t) fast.push_back(std::make_unique<Bm25PostingsSearcher>(*postings));
+        log_info(cat("search: bm25 (the index's ", postings->postings(), " postings in memory, ", memory_format_bytes(need),
+                     ", scored term at a time as Xapian's BM25Weight; ", fast.size(), " threads)"));
+    } else {
+        for (int t = 0; t < thread_count(); ++t)
+            searchers.push_back(std::make_unique<Bm25Searcher>(db_file, params, db.chunk_count()));
+        log_info(cat("search: bm25 (Xapian BM25Weight, ", searchers.size(), " threads", forced ? ": RETRO_BM25_SEARCH=xapian" :
+                     cat("; the postings in memory would need ", need < 0 ? std::string("a wider form") : memory_format_bytes(need),
+                         ", more than half the memory available"), ")"));
+    }
 
     nlohmann::json pj = {{"kind", "bm25"}, {"neighbours", opts.k}, {"block", opts.block},
                          {"same_document_filter", self_mode}, {"bm25", bm25_params_to_json(params)}};
@@ -97,13 +120,15 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         ids.assign(static_cast<std::size_t>(n * k), -1);
         scores.assign(ids.size(), 0.0f);
         std::atomic<std::int64_t> next{0};   // slices of 64 queries, taken by whichever thread is free
-        parallel_ranges(static_cast<std::int64_t>(searchers.size()), [&](std::int64_t, std::int64_t, int t) {
+        parallel_ranges(thread_count(), [&](std::int64_t, std::int64_t, int t) {
             for (std::int64_t i0; (i0 = next.fetch_add(64)) < n;) {
                 const std::int64_t i1 = std::min(n, i0 + 64);
-                for (std::int64_t i = i0; i < i1; ++i)
-                    searchers[static_cast<std::size_t>(t)]->search(tokens.data() + i * cs, cs, k, self_mode ? docs.data() : nullptr,
-                                                                   self_mode ? docs[static_cast<std::size_t>(b0 + i)] : -1,
-                                                                   ids.data() + i * k, scores.data() + i * k);
+                for (std::int64_t i = i0; i < i1; ++i) {
+                    const std::int64_t* filter = self_mode ? docs.data() : nullptr;
+                    const std::int64_t skip = self_mode ? docs[static_cast<std::size_t>(b0 + i)] : -1;
+                    if (postings) fast[static_cast<std::size_t>(t)]->search(tokens.data() + i * cs, cs, k, filter, skip, ids.data() + i * k, scores.data() + i * k);
+                    else searchers[static_cast<std::size_t>(t)]->search(tokens.data() + i * cs, cs, k, filter, skip, ids.data() + i * k, scores.data() + i * k);
+                }
                 progress.add(i1 - i0);
             }
         });
