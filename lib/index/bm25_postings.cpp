@@ -1,7 +1,7 @@
 // Implementation of bm25_postings.h. The arithmetic is Xapian 1.4's BM25Weight (weight/bm25weight.cc, with
 // k2 = 0, no relevance set and a query factor of 1), expression for expression, so that each term's share of a
-// score has the bits Xapian gives it; only the order in which a chunk's shares are added differs (ascending token
-// id here, Xapian's OR tree there).
+// score has the bits Xapian gives it; the shares are then added exactly (as integers of a fine unit), where Xapian
+// adds doubles in its OR tree's order.
 #include "index/bm25_postings.h"
 
 #include <algorithm>
@@ -39,7 +39,7 @@ std::int64_t term_token(const std::string& term) {
 
 // The worse of two candidates: the lower score, or on equal scores the higher chunk id (Xapian's relevance order
 // with ascending docids ranks it after).
-bool ranks_after(const std::pair<double, std::int64_t>& a, const std::pair<double, std::int64_t>& b) {
+bool ranks_after(const std::pair<std::int64_t, std::int64_t>& a, const std::pair<std::int64_t, std::int64_t>& b) {
     return a.first != b.first ? a.first < b.first : a.second > b.second;
 }
 
@@ -120,7 +120,7 @@ Bm25Postings::Bm25Postings(const std::string& path, const Bm25Params& params, st
 }
 
 Bm25PostingsSearcher::Bm25PostingsSearcher(const Bm25Postings& postings)
-    : p_(postings), acc_(static_cast<std::size_t>(postings.chunks()), 0.0) {
+    : p_(postings), acc_(static_cast<std::size_t>(postings.chunks()), 0) {
     touched_.reserve(acc_.size());
 }
 
@@ -130,30 +130,44 @@ void Bm25PostingsSearcher::search(const std::int32_t* tokens, int n, int k, cons
     for (int i = 0; i < n; ++i)
         if (bm25_indexes(tokens[i])) ++counts_[tokens[i]];
     const Bm25Params& prm = p_.params_;
-    const std::uint32_t* doc = p_.doc_.data();
-    const std::uint16_t* wdf = p_.wdf_.data();
-    const double* base = p_.base_.data();
-    double* acc = acc_.data();
-    touched_.clear();
+    // each query term's weight (BM25Weight::init: log(tw) * factor (1), times the wqf saturation where k3 != 0, times
+    // k1 + 1), for the terms some chunk holds
+    weights_.clear();
     auto term = p_.terms_.begin();
+    double bound = 0;   // no score reaches the sum of the weights (a chunk's share of a term is below its weight)
     for (const auto& [token, count] : counts_) {   // ascending token ids, as the terms
         term = std::lower_bound(term, p_.terms_.end(), token,
                                 [](const Bm25Postings::Term& t, std::int32_t id) { return t.token < id; });
         if (term == p_.terms_.end()) break;
         if (term->token != token) continue;   // a query term no chunk holds (a --queries database's)
-        // BM25Weight::init: log(tw) * factor (1), times the wqf saturation where k3 != 0, times k1 + 1
         double termweight = term->log_tw;
         if (prm.k3 != 0) {
             const double wqf_double = count;
             termweight *= (prm.k3 + 1) * wqf_double / (prm.k3 + wqf_double);
         }
         termweight *= (prm.k1 + 1);
-        for (std::int64_t j = term->begin; j < term->end; ++j) {
+        weights_.emplace_back(static_cast<std::size_t>(term - p_.terms_.begin()), termweight);
+        bound += termweight;
+    }
+    // Each share (get_sumpart's value, in double as Xapian computes it) is added as an integer of 2^-e units, e the
+    // largest that keeps the query's bound under 2^61: integer sums do not depend on the order of the shares, so two
+    // chunks whose shares are the same numbers have the same score and tie (by chunk id), which a double sum in
+    // another order can break by an ulp (Xapian's own OR tree does). The rounding is below 2^-58 of the bound.
+    const int e = bound > 0 ? 60 - std::ilogb(bound) : 0;
+    const double scale = std::ldexp(1.0, e);
+    const std::uint32_t* doc = p_.doc_.data();
+    const std::uint16_t* wdf = p_.wdf_.data();
+    const double* base = p_.base_.data();
+    std::int64_t* acc = acc_.data();
+    touched_.clear();
+    for (const auto& [t, termweight] : weights_) {
+        const Bm25Postings::Term& tm = p_.terms_[t];
+        for (std::int64_t j = tm.begin; j < tm.end; ++j) {
             const std::uint32_t c = doc[j];
             const double wdf_double = wdf[j];
             const double share = termweight * (wdf_double / (base[c] + wdf_double));   // get_sumpart
             if (acc[c] == 0) touched_.push_back(c);
-            acc[c] += share;
+            acc[c] += std::max<std::int64_t>(1, static_cast<std::int64_t>(share * scale + 0.5));   // (never 0: "reached")
         }
     }
     // the k best (score desc, id asc) among the chunks reached, outside the query's document
@@ -161,10 +175,9 @@ void Bm25PostingsSearcher::search(const std::int32_t* tokens, int n, int k, cons
     // a max-heap of the candidates by how far they rank after: its front is the worst kept
     const auto worse_first = [](const auto& a, const auto& b) { return ranks_after(b, a); };
     for (const std::uint32_t c : touched_) {
-        const double s = acc[c];
+        const std::pair<std::int64_t, std::int64_t> cand{acc[c], static_cast<std::int64_t>(c)};   // (in the query's unit)
         acc[c] = 0;
         if (docs && docs[c] == skip_doc) continue;
-        const std::pair<double, std::int64_t> cand{s, static_cast<std::int64_t>(c)};
         if (static_cast<int>(heap_.size()) < k) {
             heap_.push_back(cand);
             std::push_heap(heap_.begin(), heap_.end(), worse_first);
@@ -178,7 +191,7 @@ void Bm25PostingsSearcher::search(const std::int32_t* tokens, int n, int k, cons
     int got = 0;
     for (; got < static_cast<int>(heap_.size()); ++got) {
         ids[got] = heap_[static_cast<std::size_t>(got)].second;
-        scores[got] = static_cast<float>(heap_[static_cast<std::size_t>(got)].first);
+        scores[got] = static_cast<float>(std::ldexp(static_cast<double>(heap_[static_cast<std::size_t>(got)].first), -e));
     }
     for (; got < k; ++got) {
         ids[got] = -1;

@@ -1,7 +1,8 @@
 // BM25 search for many queries against one bm25 index (retro-knn's self-join): every posting of the
 // index's Xapian database read once into memory, then each query scored term at a time into a dense
-// accumulator — the same scores as Xapian's BM25Weight (each term's share computed with its expression,
-// in double) and the same order (score desc, chunk id asc; the same-document filter; -1 padding).
+// accumulator — the scores of Xapian's BM25Weight (each term's share computed with its expression, in
+// double, the shares added exactly) and its order (score desc, chunk id asc; the same-document filter; -1
+// padding), where two chunks whose shares are the same numbers always tie.
 //
 // Why not Xapian's own matcher for this: it is made for short queries. A chunk used as a query holds
 // ~50 distinct terms of which several are in most chunks (`▁`, newline, `.`), and its document-at-a-time
@@ -63,10 +64,11 @@ public:
 
 private:
     const Bm25Postings& p_;
-    std::vector<double> acc_;              // each chunk's score so far; 0 = not reached (every share is > 0)
+    std::vector<std::int64_t> acc_;        // each chunk's score so far in the query's fixed-point unit; 0 = not reached
+    std::vector<std::pair<std::size_t, double>> weights_;   // the query's terms (index into terms_) and their weights
     std::vector<std::uint32_t> touched_;   // the chunks reached, to select from and to clear
     std::map<std::int32_t, unsigned> counts_;
-    std::vector<std::pair<double, std::int64_t>> heap_;
+    std::vector<std::pair<std::int64_t, std::int64_t>> heap_;   // (score in the query's unit, chunk)
 };
 
 }  // namespace retro
