@@ -8,6 +8,7 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "data/run_tokenizer.h"
 #include "core/memory_budget.h"
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
@@ -25,13 +26,6 @@ namespace retro {
 
 namespace {
 
-
-// The fingerprint of the tokenizer a database was chunked with: retro-chunk records it among the manifest's
-// inputs (role "tokenizer"); "" when the manifest is missing or records none.
-std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
-    if (!db_manifest.is_object()) return "";
-    return manifest_input(db_manifest, "tokenizer", "fingerprint");
-}
 
 // Holds back a trailing incomplete character (a byte-fallback sequence still being generated decodes to
 // U+FFFD) so streamed text is never taken back.

@@ -47,9 +47,9 @@ bool ranks_after(const std::pair<std::int64_t, std::int64_t>& a, const std::pair
 
 double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int chunk_size, int threads) {
     if (chunks >= (std::int64_t(1) << 32) || chunk_size > kMaxWdf) return -1;
-    // postings (4 + 2 bytes) and the chunks' denominators (8), read at once; per thread an accumulator (8) and the
-    // list of chunks reached (4)
-    return 6.0 * static_cast<double>(total_length) + 8.0 * static_cast<double>(chunks) +
+    // postings (4 + 2 bytes) and the chunks' denominators (8) and lengths while reading (8); per thread an
+    // accumulator (8) and the list of chunks reached (4)
+    return 6.0 * static_cast<double>(total_length) + 16.0 * static_cast<double>(chunks) +
            12.0 * static_cast<double>(chunks) * std::max(1, threads);
 }
 
@@ -82,8 +82,10 @@ Bm25Postings::Bm25Postings(const std::string& path, const Bm25Params& params, st
             for (auto p = db.postlist_begin(term); p != db.postlist_end(term); ++p) {
                 const std::int64_t row = static_cast<std::int64_t>(*p) - 1;
                 const std::int64_t wdf = p.get_wdf();
-                RETRO_CHECK(row >= 0 && row < chunks && wdf >= 1 && wdf <= kMaxWdf, path, ": posting of ", term, " in document ",
-                            row + 1, " with wdf ", wdf, " does not fit the in-memory postings");
+                if (row < 0 || row >= chunks || wdf < 1 || wdf > kMaxWdf)   // (a chunk holds at most 65,535 tokens: checked before)
+                    user_error_in(path, cat("is corrupt: term ", term, " has a posting in document ", row + 1, " with wdf ", wdf,
+                                            " (documents 1 to ", chunks, ", wdf 1 to a chunk's length)"),
+                                  "rebuild the index with retro-index --kind bm25");
                 doc_.push_back(static_cast<std::uint32_t>(row));
                 wdf_.push_back(static_cast<std::uint16_t>(wdf));
                 length[static_cast<std::size_t>(row)] += wdf;

@@ -25,8 +25,8 @@ namespace retro {
 class Bm25Postings {
 public:
     // Reads every term's postings of the Xapian database at `path` (`chunks` documents, docid = row + 1).
-    // UserError naming the file as Bm25Searcher's; InternalError where a posting does not fit the compact form
-    // (a wdf over 65,535: bm25_postings_bytes says where that cannot happen).
+    // UserError naming the file as Bm25Searcher's, and where a posting is not one a bm25 index of `chunks` chunks of
+    // at most 65,535 tokens can hold (bm25_postings_bytes says where the compact form fits).
     Bm25Postings(const std::string& path, const Bm25Params& params, std::int64_t chunks);
     std::int64_t chunks() const { return static_cast<std::int64_t>(base_.size()); }
     std::int64_t postings() const { return static_cast<std::int64_t>(doc_.size()); }

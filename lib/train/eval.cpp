@@ -21,6 +21,7 @@
 #include "model/retro.h"
 #include "text/token_bytes.h"
 #include "text/tokenizer.h"
+#include "data/run_tokenizer.h"
 #include "train/chunk_overlap.h"
 #include "train/data.h"
 #include "train/train_memory.h"
@@ -152,6 +153,15 @@ EvalReport train_eval(const EvalOptions& o) {
                           "has another vocabulary, chunk size or pad id than " + o.run,
                           "compare runs trained on the same database");
     }
+    // ids of another tokenizer would be scored as if they were this model's: the numbers look right and mean nothing
+    const RunTokenizer run_tok = run_tokenizer(o.run);
+    if (fs::exists(fs::path(o.db) / "manifest.json"))
+        require_same_tokenizer(o.db, db_tokenizer_fingerprint(manifest_read(o.db)),
+                               "the database " + o.run + " was trained on (" + run_tok.db + ")", run_tok.fingerprint,
+                               "evaluate on a database chunked with the run's tokenizer");
+    if (!o.baseline.empty())
+        require_same_tokenizer(o.baseline, run_tokenizer(o.baseline).fingerprint, o.run + " (its database's)", run_tok.fingerprint,
+                               "compare runs trained on databases of the same tokenizer");
     const double val_fraction = resolve_val_fraction(o);
     const double held_out = o.split == "all" ? 0.0 : val_fraction;
     // The split must hold sequences and a batch must fit: refused before a search (--index) can take minutes.

@@ -39,6 +39,7 @@
 #include "train/adamw.h"
 #include "train/data.h"
 #include "train/init_from.h"
+#include "data/run_tokenizer.h"
 #include "train/run_folder.h"
 #include "train/train_memory.h"
 
@@ -744,6 +745,11 @@ void Trainer::run() {
     model_->set_trainable(trainable_);
     if (!o_.init_from.empty()) {
         init_ = init_from_resolve(o_.init_from);
+        if (fs::exists(fs::path(o_.db) / "manifest.json")) {   // a run's weights learnt another tokenizer's ids
+            const RunTokenizer base = run_tokenizer(o_.init_from);
+            require_same_tokenizer(o_.init_from, base.fingerprint, "--db " + o_.db, db_tokenizer_fingerprint(manifest_read(o_.db)),
+                                   "retro-fit a base trained on a database of the same tokenizer");
+        }
         init_from_load(init_, model_->params(), model_->layout(), config_);
         // where in the file the tensors were: a research checkpoint's key, a wrapper's name prefix
         std::string where;

@@ -1,0 +1,43 @@
+// Implementation of run_tokenizer.h.
+#include "data/run_tokenizer.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/manifest.h"
+
+namespace fs = std::filesystem;
+
+namespace retro {
+
+std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
+    if (!db_manifest.is_object()) return "";
+    return manifest_input(db_manifest, "tokenizer", "fingerprint");
+}
+
+RunTokenizer run_tokenizer(const std::string& path) {
+    std::error_code ec;
+    fs::path run = fs::absolute(path, ec).lexically_normal();
+    if (!fs::is_directory(run, ec)) run = run.parent_path();                       // a weights file
+    if (run.parent_path().filename() == "checkpoints") run = run.parent_path().parent_path();   // a checkpoint
+    if (!fs::exists(run / "manifest.json", ec)) return {};
+    RunTokenizer out;
+    try {
+        const nlohmann::json m = manifest_read(run.string());
+        if (m.value("tool", std::string()) != "retro-train") return {};
+        out.db = manifest_input(m, "db", "path");
+        if (out.db.empty() || !fs::exists(fs::path(out.db) / "manifest.json", ec)) return out;
+        out.fingerprint = db_tokenizer_fingerprint(manifest_read(out.db));
+    } catch (const UserError&) {
+        return {};   // an unreadable manifest tells nothing here; the reader of the weights names it
+    }
+    return out;
+}
+
+void require_same_tokenizer(const std::string& where, const std::string& fingerprint, const std::string& other_what,
+                            const std::string& other_fingerprint, const std::string& fix) {
+    if (!fingerprint.empty() && !other_fingerprint.empty() && fingerprint != other_fingerprint)
+        user_error_in(where, "uses another tokenizer than " + other_what, fix);
+}
+
+}  // namespace retro
