@@ -2,6 +2,7 @@
 #include "tool_main.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -144,6 +145,22 @@ void refuse_parent_options(const CLI::App& app) {
 // a word: a typo (a value left out) would go unnoticed in a benchmark's rows. Refused, naming the option. The value
 // is read from argv as given: `--T=32,,64`, or the words after `--T` up to the next option (a list option takes them
 // all: `--T 32 ,,64`), joined as they stand, so `--T 32, 64` is the list 32,64 it is to CLI11 too.
+// A number option given NaN or an infinity (CLI11 reads "nan" and "inf" as doubles, and its Range and
+// PositiveNumber checks let NaN through: `--retrieval-dropout nan` trained as if 0 and wrote null into the run's
+// state, which no --resume could read back). No option of the tools takes a non-finite value.
+void refuse_non_finite_numbers(const CLI::App& app) {
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->count() == 0 || opt->get_type_name().find("FLOAT") == std::string::npos) continue;
+        for (const std::string& v : opt->results()) {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || std::isfinite(x)) continue;
+            user_error_in(opt->get_name(), "'" + v + "' is not a finite number", "give a number");
+        }
+    }
+    for (const CLI::App* sub : app.get_subcommands()) refuse_non_finite_numbers(*sub);
+}
+
 void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
     const auto is_option_word = [](const std::string& w) {   // "-5" or "-.5" is a value, "-x" / "--x" an option
         return w.size() > 1 && w[0] == '-' && !(std::isdigit(static_cast<unsigned char>(w[1])) || w[1] == '.');
@@ -212,6 +229,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             // before any subcommand's callback: retro-bench runs its benchmark inside parse()
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
+            refuse_non_finite_numbers(app);
             if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)
                 user_error_in("--threads", cat(ctx.threads, " is not a thread count in [0, ", kMaxThreads, "]"),
                               "give 0 for all cores");

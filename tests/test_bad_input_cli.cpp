@@ -129,11 +129,18 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--lr", "nan"}, {"--lr", "inf"}, {"--weight-decay", "nan"}, {"--beta1", "1"}, {"--beta2", "-1"},
              {"--eps", "0"}, {"--clip", "-1"}, {"--min-lr-ratio", "2"}, {"--val-every", "-1"},
-             {"--checkpoint-every", "-3"}}) {
+             {"--checkpoint-every", "-3"},
+             // NaN passed CLI11's Range / PositiveNumber checks: trained as if 0, the state's null unreadable on --resume
+             {"--retrieval-dropout", "nan"}, {"--oracle-neighbours", "NaN"}, {"--val-fraction", "nan"},
+             {"--retrieval-lr-scale", "nan"}, {"--grad-accum", "99999999999"}}) {
         CAPTURE(flag);
         expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 " + flag + " " + value), {flag});
         CHECK(!fs::exists(r / "manifest.json"));
     }
+
+    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --resume --force"), {"--resume: and --force contradict"});
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --temperature nan x"),
+                   {"--temperature: 'nan' is not a finite number"});
 
     // a learning rate that overflows the weights: the step's metrics line, then one line, and no model
     expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 3 --warmup 0 --clip 0 --lr 1e30"),
@@ -308,7 +315,7 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T 1000000 --modes naive,chunkwise --naive-max-T 1000000"),
                    {"--T", "T = 1000000", "needs about", "of memory available"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0"), {"--size-mb", "not a corpus size"});
-    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb inf"), {"--size-mb", "not a corpus size"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb inf"), {"--size-mb", "is not a finite number"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 1 --chunk-threads 1,-1"), {"--chunk-threads"});
     expect_refused(test::run_tool("retro-tokenizer", "train x --out y --character-coverage 0.9"),
                    {"--character-coverage", "outside [0.98, 1]"});

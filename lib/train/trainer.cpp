@@ -678,7 +678,10 @@ void Trainer::run() {
         user_error_in("--checkpoint-every", cat(o_.checkpoint_every, " is not a number of steps"), "give 0 to save at the end only");
     if (o_.keep_checkpoints < 0)
         user_error_in("--keep-checkpoints", cat(o_.keep_checkpoints, " is not a number of checkpoints"), "give 0 to keep them all");
-    if (o_.val_fraction < 0 || o_.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
+    if (!(o_.val_fraction >= 0 && o_.val_fraction < 1)) user_error_in("--val-fraction", "must be in [0, 1)");   // (NaN too)
+    if (o_.resume && o_.force)
+        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+                      "drop one of them");
     if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
     if (o_.reduce == "nccl" && o_.device == "cpu")
@@ -729,6 +732,14 @@ void Trainer::run() {
     }
     if (!o_.no_retrieval && o_.neighbours.empty())
         user_error_in("--knn", "is required (or train the baseline with --no-retrieval)");
+    {   // a step of more sequences than the training split holds reads each many times over (and a huge
+        // --grad-accum sized per-micro-batch buffers: "internal error: std::bad_alloc")
+        const auto train_seqs = static_cast<double>(data_->train_seqs().size());
+        if (static_cast<double>(o_.batch_size) * static_cast<double>(o_.grad_accum) > std::max(1.0, train_seqs))
+            user_error_in("--grad-accum", cat("x --batch-size is a step of ", o_.grad_accum, " x ", o_.batch_size,
+                                              " sequences; the training split of ", o_.db, " holds ", data_->train_seqs().size()),
+                          "a step of at most the training split: smaller --grad-accum or --batch-size");
+    }
     // the CPU path's host memory (a GPU run checks the device's in setup_device)
     const double need = o_.device == "cpu" ? train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval)
                                            : double(ParamLayout(config_).total()) * 16;
