@@ -161,6 +161,18 @@ void refuse_non_finite_numbers(const CLI::App& app) {
     for (const CLI::App* sub : app.get_subcommands()) refuse_non_finite_numbers(*sub);
 }
 
+// A text option given "" (a script's unset variable: `--init-from "$BASE"` trained from scratch, `--json ""` wrote
+// nothing, both with exit 0, as if the option were not there). `--prompt ""` means "no prompt" and stays.
+void refuse_empty_text_values(const CLI::App& app) {
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->count() == 0 || opt->get_lnames().empty() || opt->get_type_name().find("TEXT") == std::string::npos) continue;
+        if (opt->check_lname("prompt")) continue;
+        for (const std::string& v : opt->results())
+            if (v.empty()) user_error_in(opt->get_name(), "is empty", "give a value, or leave the option out");
+    }
+    for (const CLI::App* sub : app.get_subcommands()) refuse_empty_text_values(*sub);
+}
+
 void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
     const auto is_option_word = [](const std::string& w) {   // "-5" or "-.5" is a value, "-x" / "--x" an option
         return w.size() > 1 && w[0] == '-' && !(std::isdigit(static_cast<unsigned char>(w[1])) || w[1] == '.');
@@ -230,6 +242,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
             refuse_non_finite_numbers(app);
+            refuse_empty_text_values(app);
             if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)
                 user_error_in("--threads", cat(ctx.threads, " is not a thread count in [0, ", kMaxThreads, "]"),
                               "give 0 for all cores");
