@@ -218,6 +218,13 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(late.err.find("late.jsonl:4: is empty") != std::string::npos);
         CHECK_FALSE(fs::exists(p.tmp / "late-out.jsonl.partial"));
         CHECK_FALSE(fs::exists(p.tmp / "late-out.jsonl"));
+        // a prompt longer than any max_seq_len-token text is refused by its size, before sentencepiece's lattice over
+        // it (10 MB of text took 2.5 GB and 4 s before its token count refused it)
+        const std::string huge((std::size_t(1) << 20) + 1, 'x');
+        auto big = test::run_tool("retro-generate", base + " --max-tokens 2", huge);
+        CHECK(big.exit_code == 2);
+        CHECK(one_line(big));
+        CHECK(big.err.find("prompt: is 1048577 bytes, longer than any prompt the model's max_seq_len") != std::string::npos);
     }
 
     // stopped after two prompts (--stop-after, as if killed): OUT.partial keeps them; without --resume, or with another

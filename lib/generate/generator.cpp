@@ -230,6 +230,15 @@ std::vector<std::int32_t> Generator::prompt_ids(const std::vector<std::string>& 
                               : prompts.size() == 1     ? std::string("prompt")
                                                         : cat("prompt ", i + 1);
     if (prompts[at].empty()) user_error_in(where, "is empty", "give some text to continue");
+    // Refused by its size before it is tokenised: sentencepiece's lattice over a long text takes ~200 bytes of memory
+    // a byte (a 10 MB prompt cost 2.5 GB and 4 s before its token count refused it; 100 MB would not fit). No text of
+    // max_seq_len tokens is longer than this: a piece is at most 16 characters (64 bytes), times 4 for the runs of
+    // whitespace the normaliser folds into one.
+    const std::int64_t byte_cap = std::max<std::int64_t>(std::int64_t(1) << 20, config().max_seq_len * 64 * 4);
+    if (static_cast<std::int64_t>(prompts[at].size()) > byte_cap)
+        user_error_in(where, cat("is ", prompts[at].size(), " bytes, longer than any prompt the model's max_seq_len of ",
+                                 config().max_seq_len, " tokens can hold (", byte_cap, " bytes at most)"),
+                      "shorten the prompt");
     const auto ids = tokenizer_->encode(prompts[at]);
     std::vector<std::int32_t> out;
     out.reserve(ids.size() + 1);
