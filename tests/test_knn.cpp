@@ -531,3 +531,29 @@ TEST_CASE("knn: negative --nprobe - --ef-search - --measure-recall are refused n
     CHECK_MESSAGE(over.exit_code == 0, over.err);
     CHECK(over.err.find("--nprobe 1000 is more than the index's " + std::to_string(nlist) + " lists") != std::string::npos);
 }
+
+TEST_CASE("knn: --neighbours no row can fill is refused at once, and -1 slots after a search that compared every chunk say so") {
+    // --neighbours 20000 over 14,444 chunks ran a minute, then warned of -1 slots with "a larger --nprobe" as the fix
+    SmallDb s(20000, 9);
+    const std::int64_t chunks = ChunkDb(s.db.string()).chunk_count();
+    const fs::path idx = s.tmp / "index", bm = s.tmp / "bm25";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + bm.string() + " --kind bm25 --quiet").exit_code == 0);
+    for (const fs::path& index : {idx, bm}) {
+        CAPTURE(index);
+        auto r = test::run_tool("retro-knn", index.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                                 " --neighbours " + std::to_string(chunks));
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("--neighbours: " + std::to_string(chunks) + " is not below the " + std::to_string(chunks) + " chunks of ") !=
+              std::string::npos);
+        CHECK(r.err.find("(fix: give at most " + std::to_string(chunks - 1) + ")") != std::string::npos);
+        CHECK_FALSE(fs::exists(s.tmp / "k" / "manifest.json"));
+    }
+    // the most a row can hold: every other chunk, of which its own document's are left out: -1 slots, and a Flat
+    // index compared every chunk already (no --nprobe to raise)
+    auto r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k2").string() +
+                                             " --neighbours " + std::to_string(chunks - 1));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("every chunk was compared") != std::string::npos);
+    CHECK(r.err.find("--nprobe") == std::string::npos);
+}

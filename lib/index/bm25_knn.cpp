@@ -55,6 +55,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         self_mode = folder_fingerprint(qdb->manifest()) == folder_fingerprint(db.manifest());
         if (self_mode) qdb.reset();
     }
+    knn_check_k(opts.k, db.chunk_count(), self_mode, opts.db);
     if (ctx.verify_inputs) {   // the Xapian database is searched for every query; the query chunks are read whole unsharded
         manifest_verify_outputs(opts.index, {kBm25DbFile});
         if (self_mode) db.verify(opts.shard.active() ? ChunkDb::Verify::kLayout : ChunkDb::Verify::kRows);

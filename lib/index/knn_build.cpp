@@ -223,7 +223,16 @@ void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, con
         if (frac > 0.01) {
             const nlohmann::json& p = state["parameters"];
             const bool own_db = state["queries"].get<std::string>().empty();
-            const std::int64_t docs = own_db ? ChunkDb(state["db"].get<std::string>()).doc_count() : 0;
+            const ChunkDb searched(state["db"].get<std::string>());
+            const std::int64_t docs = own_db ? searched.doc_count() : 0, k = p.value("neighbours", std::int64_t(0));
+            // an index that holds no approximation (Flat): every chunk was compared, --nprobe cannot help
+            std::string factory;
+            if (p.value("kind", "") != "bm25") {
+                const nlohmann::json im = manifest_read(state["index"].get<std::string>());
+                if (im.contains("index") && im["index"].is_object()) factory = im["index"].value("factory", std::string());
+            }
+            const bool exhaustive = p.value("exact", false) ||
+                                    (!factory.empty() && factory.find("IVF") == std::string::npos && factory.find("HNSW") == std::string::npos);
             char pct[16];
             std::snprintf(pct, sizeof pct, "%.1f%%", 100 * frac);
             std::string why;
@@ -232,8 +241,9 @@ void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, con
                       "documents, e.g. one a file)";
             else if (p.value("kind", "") == "bm25")
                 why = "(BM25: fewer chunks of other documents share a token with the query)";
-            else if (p.value("exact", false))
-                why = "(the database has too few chunks outside each query's document)";
+            else if (exhaustive)
+                why = cat("(every chunk was compared: the database has too few chunks outside a query's document for ", k,
+                          " neighbours; lower --neighbours)");
             else
                 why = "(fix: a larger --nprobe or --ef-search, or --exact, which filters inside the search)";
             log_warn(std::string(pct) + " of neighbour slots are -1: fewer than k neighbours outside the query's document "
@@ -330,6 +340,13 @@ bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
     return true;
 }
 
+void knn_check_k(std::int64_t k, std::int64_t chunks, bool self_mode, const std::string& db) {
+    if (self_mode ? k >= chunks : k > chunks)
+        user_error_in("--neighbours", cat(k, " is ", self_mode ? "not below" : "more than", " the ", chunks, " chunks of ", db,
+                                          self_mode ? " (a chunk is never its own neighbour)" : ""),
+                      cat("give at most ", self_mode ? chunks - 1 : chunks));
+}
+
 void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.k < 1) user_error_in("--neighbours", "must be at least 1");
     if (opts.extra < 0) user_error_in("--extra", "must not be negative");
@@ -371,6 +388,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         self_mode = folder_fingerprint(qdb->manifest()) == db_fp;
         if (self_mode) qdb.reset();
     }
+    knn_check_k(opts.k, db.chunk_count(), self_mode, opts.db);
     if (ctx.verify_inputs) {   // the files read whole below (index.faiss was checked as it was opened)
         const bool whole = !opts.shard.active();
         if (opts.exact || opts.measure_recall > 0 || (self_mode && whole))

@@ -64,6 +64,11 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
 void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, const std::string& out, double recall,
                         std::int64_t recall_sample);
 
+// Refuses --neighbours k that no row can fill: k at or above the database's chunk count when it is searched against
+// itself (a chunk is never its own neighbour), above it for another database's queries (--neighbours 20000 over
+// 14,444 chunks ran a minute, then warned of -1 slots and suggested a larger --nprobe).
+void knn_check_k(std::int64_t k, std::int64_t chunks, bool self_mode, const std::string& db);
+
 // Drops candidates that are the query itself (`self` >= 0) or of document `doc` (when docs is not
 // null), keeps the first k in order, pads with -1 / -inf.
 void knn_filter_row(const std::int64_t* cand_ids, const float* cand_scores, int candidates, std::int64_t self,
