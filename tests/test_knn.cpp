@@ -243,7 +243,17 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k1").string() + " --shard 1/3").exit_code == 0);
     auto missing = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " --out " + (s.tmp / "km").string());
     CHECK(missing.exit_code == 2);   // shard 2/3 not done
-    CHECK(missing.err.find("is in none of the folders") != std::string::npos);
+    // named as the missing shard (it was "k0: block 2 ... is in none of the folders"), and the same folder twice
+    CHECK(missing.err.find("shard 2/3: is missing: the folders given hold 2 of the 3 shards (fix: run retro-knn with --shard 2/3") !=
+          std::string::npos);
+    auto twice = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " " +
+                                                 (s.tmp / "k1").string() + " --out " + (s.tmp / "km").string());
+    CHECK(twice.exit_code == 2);
+    CHECK(twice.err.find((s.tmp / "k1").string() + ": is given twice") != std::string::npos);
+    // a finished shard given where a finished folder goes is named as a shard (it said "unfinished: --resume")
+    auto as_input = test::run_tool("retro-knn", "show " + (s.tmp / "k0").string() + " --db " + s.db.string());
+    CHECK(as_input.exit_code == 2);
+    CHECK(as_input.err.find("is shard 0/3 of a sharded retro-knn run, finished") != std::string::npos);
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k2").string() + " --shard 2/3").exit_code == 0);
     r = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " " +
                                         (s.tmp / "k2").string() + " --out " + (s.tmp / "km").string() + " --force --quiet");

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -177,6 +179,17 @@ nlohmann::json manifest_read(const std::string& dir) {
         // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
         std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
         if (tool.empty() && fs::exists(fs::path(dir) / "progress.json")) tool = "retro-chunk";
+        if (!tool.empty()) {
+            std::string shard;
+            try {
+                shard = json_read_file((fs::path(dir) / "state.json").string()).value("shard_done", std::string());
+            } catch (const std::exception&) {
+            }
+            if (!shard.empty())
+                user_error_in(path, "missing: the folder is shard " + shard + " of a sharded " + tool +
+                                        " run, finished; the shards' merge writes the complete folder",
+                              tool + " merge SHARD_DIRS... --out DIR, and give that folder");
+        }
         if (!tool.empty())
             user_error_in(path, "missing: the folder is an unfinished " + tool + " run (stopped before its end)",
                           "finish it: run the same " + tool + " command again with --resume");
@@ -191,6 +204,42 @@ nlohmann::json manifest_read(const std::string& dir) {
     } catch (const nlohmann::json::exception& e) {
         user_error_in(path, std::string("malformed manifest: ") + e.what());
     }
+}
+
+void state_mark_shard_done(const std::string& dir, int index, int count) {
+    const std::string path = (fs::path(dir) / "state.json").string();
+    nlohmann::json st = json_read_file(path);
+    st["shard_done"] = std::to_string(index) + "/" + std::to_string(count);
+    write_file_atomic(path, st.dump(2));
+}
+
+void shards_check_complete(const std::vector<std::string>& dirs, const std::string& tool) {
+    std::map<int, std::string> seen;   // shard index -> its folder
+    int count = -1;
+    std::string count_dir;
+    for (const auto& d : dirs) {
+        std::string done;
+        try {
+            done = json_read_file((fs::path(d) / "state.json").string()).value("shard_done", std::string());
+        } catch (const std::exception&) {
+            return;
+        }
+        int i = -1, n = -1;
+        if (done.empty() || std::sscanf(done.c_str(), "%d/%d", &i, &n) != 2 || i < 0 || n < 1 || i >= n) return;
+        if (count >= 0 && n != count)
+            user_error_in(d, cat("is shard ", done, ", ", count_dir, " a shard of ", count),
+                          "merge the shards of one --shard i/n run");
+        count = n, count_dir = d;
+        if (const auto it = seen.find(i); it != seen.end())
+            user_error_in(d, it->second == d ? cat("is given twice") : cat("is shard ", done, " again (", it->second, " is too)"),
+                          "give each shard's folder once");
+        seen[i] = d;
+    }
+    for (int i = 0; i < count; ++i)
+        if (!seen.count(i))
+            user_error_in(cat("shard ", i, "/", count), cat("is missing: the folders given hold ", seen.size(), " of the ", count,
+                                                             " shards"),
+                          cat("run ", tool, " with --shard ", i, "/", count, " into a folder of its own and add it"));
 }
 
 std::string json_file_tool(const std::string& path) {

@@ -44,6 +44,14 @@ nlohmann::json json_read_file(const std::string& path);
 nlohmann::json manifest_read(const std::string& dir);
 // The "tool" a JSON file records (a manifest.json, a state.json), or "" when it is missing, unreadable or has none.
 std::string json_file_tool(const std::string& path);
+// Marks dir/state.json as a finished shard (`shard_done`: "i/n") of a sharded retro-index or retro-knn run, whose
+// merge writes the manifest: manifest_read then names a shard given as an input as such (it said "unfinished run:
+// --resume", and --resume said "shard done"). A --resume rewrites state.json and marks it again at its end.
+void state_mark_shard_done(const std::string& dir, int index, int count);
+// Before a merge: where every folder in `dirs` records its shard (state_mark_shard_done), they must be the shards
+// 0/n .. n-1/n of one count, each once — else a UserError naming the missing shard, a repeated one, or the counts
+// (the merge named only "block 2 is in none of the folders"). Folders that record none are left to the merge's checks.
+void shards_check_complete(const std::vector<std::string>& dirs, const std::string& tool);
 // Where `now` first differs from `recorded` (keys in order, arrays by position), as a refusal names it:
 // `parameters.k is 3, the folder's 2` ("absent" for a missing key; values as compact JSON, cut to 60 characters);
 // "" when they are equal. `path` prefixes the key path; `whose` names the record ("the journal's").

@@ -332,6 +332,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     BlockParts parts(opts.out, "embeddings", db.chunk_count(), opts.block);
     embed_blocks(db, *emb, parts, opts.shard, opts.embedding_dtype);
     if (opts.shard.active()) {
+        state_mark_shard_done(opts.out, opts.shard.index, opts.shard.count);
         log_info("shard " + std::to_string(opts.shard.index) + "/" + std::to_string(opts.shard.count) +
                  " done; join the shards with: retro-index merge SHARD_DIRS... --out DIR");
         return;
@@ -341,6 +342,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
 
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    shards_check_complete(shard_dirs, "retro-index");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     // the fingerprints older RetroKit versions did not record: the first value a shard records, and that shard
     std::map<std::string, std::pair<std::string, std::string>> later;

@@ -307,6 +307,7 @@ double measure_recall(Searcher& s, QuerySource& queries, const std::string& out,
 
 bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockParts& ds) {
     if (opts.shard.active()) {
+        state_mark_shard_done(opts.out, opts.shard.index, opts.shard.count);
         log_info("shard done; join the shards with: retro-knn merge SHARD_DIRS... --out DIR");
         return false;
     }
@@ -493,12 +494,15 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
 
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    shards_check_complete(shard_dirs, "retro-knn");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     for (const auto& d : shard_dirs) {
         nlohmann::json st = json_read_file(state_path(d));
         for (const char* key : {"index_fingerprint", "rows", "parameters", "queries"})
             if (st[key] != first[key])
-                user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
+                user_error_in(state_path(d), "belongs to another job than " + shard_dirs.front() + ": " +
+                                                 json_first_difference(first[key], st[key], key, "the first shard's"),
+                              "merge the shards of one retro-knn command");
     }
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
