@@ -159,7 +159,17 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
     sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
         ->delimiter(',');
-    sub->callback([o, &ctx] { run_knn_bench(*o, ctx.command_line); });
+    sub->callback([o, &ctx, sub] {
+        // vectors from files replace the synthetic ones and their sizes; a query file alone was dropped unread
+        if (!o->queries_npy.empty() && o->base_npy.empty())
+            retro::user_error_in("--queries-npy", "needs --base-npy too (the synthetic base has no such queries)", "add --base-npy FILE");
+        if (!o->base_npy.empty())
+            for (const char* f : {"--n", "--dim", "--queries", "--clusters"})
+                if (sub->count(f) > 0) retro::user_error_in(f, "sizes the synthetic vectors, which --base-npy replaces", "drop it");
+        if (o->query_block < 0) retro::user_error_in("--query-block", retro::cat(o->query_block, " is not a block size"), "give 0 for the default");
+        if (o->base_block < 0) retro::user_error_in("--base-block", retro::cat(o->base_block, " is not a block size"), "give 0 for the default");
+        run_knn_bench(*o, ctx.command_line);
+    });
 }
 
 void add_train(CLI::App& bench, ToolContext& ctx) {
@@ -205,7 +215,14 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--reduce", scaling->reduce, "With --ranks: fast (MPI all-reduce) or deterministic")
         ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
     sub->add_option("--rank-worker", *worker, "Internal: one rank of a --ranks launch, rank 0 writes FILE")->group("");
-    sub->callback([o, scaling, worker, &ctx] {
+    sub->callback([o, scaling, worker, &ctx, sub] {
+        // options a row would silently ignore (a run without --ranks launched nothing; --peer-script without --peer)
+        if (scaling->ranks.empty() && worker->empty())
+            for (const char* f : {"--launcher", "--threads-per-rank", "--reduce"})
+                if (sub->count(f) > 0) retro::user_error_in(f, "applies with --ranks only", "add --ranks N,M, or drop it");
+        if (!o->peer)
+            for (const char* f : {"--peer-script", "--python"})
+                if (sub->count(f) > 0) retro::user_error_in(f, "applies with --peer only", "add --peer, or drop it");
         TrainBenchOptions run = *o;
         if (!scaling->ranks.empty() || !worker->empty()) {
             scaling->step = run;

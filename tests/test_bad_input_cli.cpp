@@ -311,6 +311,12 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     const std::string knn = "knn --n 1000 --dim 16 --queries 10 --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1 ";
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
+    // options a row would ignore (session 46's exploratory pass): refused instead
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--queries-npy q.npy"), {"--queries-npy: needs --base-npy"});
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy b.npy --queries-npy q.npy --dim 8"), {"--dim", "--base-npy replaces"});
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--query-block -1"), {"--query-block", "not a block size"});
+    expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
+    expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script x.py --steps 1"), {"--peer-script: applies with --peer only"});
     // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),
                    {"--ivf-nlist", "there are 100", "or 0 for no IVF rows"});

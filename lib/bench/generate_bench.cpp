@@ -168,9 +168,12 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     if (o.batch > 1 && o.peer_steps > 0 && !o.peer.empty())
         user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);
-    const double longest = static_cast<double>(c.max_seq_len);   // the prefill's causal scores: heads x T x T floats
+    // the prefill's causal scores: heads x P x P floats for the longest prompt P (the decode steps' are 1 x T; it was
+    // sized by the config's max_seq_len, 2,048 by default: --batch 1000 --prompt 512 was refused for 125 GiB)
+    const std::int64_t prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
+    const double longest = static_cast<double>(prompt);
     memory_require(o.batch > 1 ? "--batch" : "--prompt", double(o.batch) * double(c.heads) * longest * longest * 4,
-                   cat("the attention scores of ", o.batch, " x a ", c.max_seq_len, "-token prefill"),
+                   cat("the attention scores of ", o.batch, " x a ", prompt, "-token prefill"),
                    o.batch > 1 ? "a smaller --batch, or a shorter --prompt or --output" : "a shorter --prompt or --output");
     heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);

@@ -130,6 +130,8 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         if (load(o.queries_npy, queries) != d) user_error_in(o.queries_npy, "has another dimension than --base-npy");
         n = static_cast<std::int64_t>(base.size()) / d;
         q = static_cast<std::int64_t>(queries.size()) / d;
+        if (k > n) user_error_in("--k", cat(k, " neighbours of the ", n, " vectors of ", o.base_npy), cat("give a --k of at most ", n));
+        if (q < 1) user_error_in(o.queries_npy, "holds no vectors");
         data_key = std::filesystem::path(o.base_npy).stem().string() + "_" + std::to_string(n) + "x" + std::to_string(d);
     } else {
         log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
