@@ -165,10 +165,13 @@ void refuse_non_finite_numbers(const CLI::App& app) {
 // nothing, both with exit 0, as if the option were not there). `--prompt ""` means "no prompt" and stays.
 void refuse_empty_text_values(const CLI::App& app) {
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->count() == 0 || opt->get_lnames().empty() || opt->get_type_name().find("TEXT") == std::string::npos) continue;
-        if (opt->check_lname("prompt")) continue;
+        if (opt->count() == 0 || opt->get_type_name().find("TEXT") == std::string::npos) continue;
+        // texts that may be empty: --prompt ""; the prompt and query-text arguments refuse "" themselves
+        if (opt->check_lname("prompt") || (opt->get_lnames().empty() && (opt->get_name() == "prompt" || opt->get_name() == "text")))
+            continue;
         for (const std::string& v : opt->results())
-            if (v.empty()) user_error_in(opt->get_name(), "is empty", "give a value, or leave the option out");
+            if (v.empty())
+                user_error_in(opt->get_name(), "is empty", opt->get_lnames().empty() ? "give a value" : "give a value, or leave the option out");
     }
     for (const CLI::App* sub : app.get_subcommands()) refuse_empty_text_values(*sub);
 }
@@ -211,6 +214,11 @@ std::string usage_message(const std::string& what) {
     std::smatch m;
     const std::string line = one_line(what);
     if (std::regex_search(line, m, override_value)) return "--" + m[1].str() + " takes no value: give the flag alone";
+    // CLI11's "Could not convert: --neighbours = 99999999999" (a value out of the option's integer range, or not a
+    // number of its kind): the option first, as every refusal
+    static const std::regex not_converted(R"(^Could not convert: (\S+) = (.*)$)");
+    if (std::regex_search(line, m, not_converted))
+        return m[1].str() + ": '" + m[2].str() + "' is not a value it takes (a number out of its range, or not a number of its kind)";
     return line;
 }
 

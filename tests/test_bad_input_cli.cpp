@@ -144,6 +144,20 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --checkpoint '' x"),
                    {"--checkpoint: is empty"});
     expect_refused(test::run_tool("retro-bench", "generate --json ''"), {"--json: is empty"});
+    expect_refused(test::run_tool("retro-generate", "'' --index " + p.index.string() + " x"), {"run: is empty (fix: give a value)"});
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --prompts " + p.db.string() +
+                                                        " --output " + (t / "o.jsonl").string()),
+                   {"is a folder, not a prompts file"});
+    // retro-knn's count given to retro-train's --neighbours (the old name of --knn): "2/manifest.json: missing"
+    {
+        const auto count = test::run_tool("retro-train", "--db " + p.db.string() + " --neighbours 2 --config " + p.config.string() +
+                                                             " --out " + r.string() + " --steps 1");
+        CHECK(count.exit_code == 2);   // (after the deprecation warning's line)
+        CHECK(count.err.find("--knn: '2' is a number, not a neighbours folder") != std::string::npos);
+    }
+    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + (t / "k").string() +
+                                                   " --neighbours 99999999999"),
+                   {"--neighbours: '99999999999' is not a value it takes"});
     CHECK(!fs::exists(r / "manifest.json"));
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --temperature nan x"),
                    {"--temperature: 'nan' is not a finite number"});

@@ -74,7 +74,9 @@ RetroConfig train_bench_config(const TrainBenchOptions& o, std::int64_t& n) {
     if (o.seq_len < 0 || n % c.chunk_size != 0)
         user_error_in("--seq-len", cat(o.seq_len, " is not a positive multiple of the config's chunk_size ", c.chunk_size),
                       "give 0 for the config's max_seq_len");
-    if (o.batch < 1 || o.steps < 1 || o.warmup < 0) user_error_in("--batch/--steps/--warmup", "must be positive");
+    if (o.batch < 1) user_error_in("--batch", cat(o.batch, " is not a number of sequences"), "give 1 or more");
+    if (o.steps < 1) user_error_in("--steps", cat(o.steps, " is not a number of timed steps"), "give 1 or more");
+    if (o.warmup < 0) user_error_in("--warmup", cat(o.warmup, " is not a number of steps"), "give 0 for none");
     return c;
 }
 

@@ -39,6 +39,8 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
     const bool from_stdin = path == "-";   // a pipe: `jq -c ... | retro-generate run/ --prompts - --output out.jsonl`
     std::ifstream file;
     if (!from_stdin) {
+        if (std::error_code ec; std::filesystem::is_directory(path, ec))   // (an ifstream opens one and reads no line)
+            user_error_in(path, "is a folder, not a prompts file", "give a .jsonl file of prompts, one a line");
         file.open(path);
         if (!file) user_error_in(path, "cannot be opened");
     }

@@ -682,6 +682,10 @@ void Trainer::run() {
     if (o_.resume && o_.force)
         user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
                       "drop one of them");
+    if (!o_.neighbours.empty() && o_.neighbours.find_first_not_of("0123456789") == std::string::npos &&
+        !fs::exists(o_.neighbours))   // retro-knn's --neighbours is k; here it is the old name of --knn (a folder)
+        user_error_in("--knn", "'" + o_.neighbours + "' is a number, not a neighbours folder (the count is retro-knn's --neighbours)",
+                      "give the folder retro-knn --out wrote");
     if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
     if (o_.reduce == "nccl" && o_.device == "cpu")
