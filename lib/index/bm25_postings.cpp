@@ -47,9 +47,9 @@ bool ranks_after(const std::pair<std::int64_t, std::int64_t>& a, const std::pair
 
 double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int chunk_size, int threads) {
     if (chunks >= (std::int64_t(1) << 32) || chunk_size > kMaxWdf) return -1;
-    // postings (4 + 2 bytes) and the chunks' denominators (8) and lengths while reading (8); per thread an
-    // accumulator (8) and the list of chunks reached (4)
-    return 6.0 * static_cast<double>(total_length) + 16.0 * static_cast<double>(chunks) +
+    // postings (a chunk row, 4 bytes, and its share of the denominator, 8; a wdf of 2 while reading) and the chunks'
+    // lengths and denominators while reading (16); per thread an accumulator (8) and the list of chunks reached (4)
+    return 14.0 * static_cast<double>(total_length) + 16.0 * static_cast<double>(chunks) +
            12.0 * static_cast<double>(chunks) * std::max(1, threads);
 }
 
@@ -113,12 +113,21 @@ Bm25Postings::Bm25Postings(const std::string& path, const Bm25Params& params, st
         len_factor = chunks > 0 ? static_cast<double>(total) / static_cast<double>(chunks) : 0.0;
         if (len_factor != 0) len_factor = 1 / len_factor;
     }
-    base_.resize(static_cast<std::size_t>(chunks));
+    std::vector<double> base(static_cast<std::size_t>(chunks));
     for (std::int64_t c = 0; c < chunks; ++c) {
         const Xapian::termcount len = static_cast<Xapian::termcount>(length[static_cast<std::size_t>(c)]);
         const double normlen = std::max(len * len_factor, params_.min_normlen);
-        base_[static_cast<std::size_t>(c)] = params_.k1 * (normlen * params_.b + (1 - params_.b));
+        base[static_cast<std::size_t>(c)] = params_.k1 * (normlen * params_.b + (1 - params_.b));
     }
+    // each posting's wdf / (k1 (normlen b + (1 - b)) + wdf), the double get_sumpart multiplies the term weight by: the
+    // search then multiplies and adds (a division a posting was half its time)
+    part_.resize(doc_.size());
+    for (std::size_t j = 0; j < doc_.size(); ++j) {
+        const double wdf_double = wdf_[j];
+        part_[j] = wdf_double / (base[doc_[j]] + wdf_double);
+    }
+    std::vector<std::uint16_t>().swap(wdf_);
+    chunks_ = chunks;
 }
 
 Bm25PostingsSearcher::Bm25PostingsSearcher(const Bm25Postings& postings)
@@ -158,18 +167,18 @@ void Bm25PostingsSearcher::search(const std::int32_t* tokens, int n, int k, cons
     const int e = bound > 0 ? 60 - std::ilogb(bound) : 0;
     const double scale = std::ldexp(1.0, e);
     const std::uint32_t* doc = p_.doc_.data();
-    const std::uint16_t* wdf = p_.wdf_.data();
-    const double* base = p_.base_.data();
+    const double* part = p_.part_.data();
     std::int64_t* acc = acc_.data();
     touched_.clear();
     for (const auto& [t, termweight] : weights_) {
         const Bm25Postings::Term& tm = p_.terms_[t];
+        // get_sumpart's termweight * (wdf / denom) in units of 2^-e: the power of two taken into the weight first
+        // changes no bit of the product (an exact scaling), and saves a multiplication a posting
+        const double scaled = termweight * scale;
         for (std::int64_t j = tm.begin; j < tm.end; ++j) {
             const std::uint32_t c = doc[j];
-            const double wdf_double = wdf[j];
-            const double share = termweight * (wdf_double / (base[c] + wdf_double));   // get_sumpart
             if (acc[c] == 0) touched_.push_back(c);
-            acc[c] += std::max<std::int64_t>(1, static_cast<std::int64_t>(share * scale + 0.5));   // (never 0: "reached")
+            acc[c] += std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled * part[j] + 0.5));   // (never 0: "reached")
         }
     }
     // the k best (score desc, id asc) among the chunks reached, outside the query's document

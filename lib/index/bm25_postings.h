@@ -28,21 +28,22 @@ public:
     // UserError naming the file as Bm25Searcher's, and where a posting is not one a bm25 index of `chunks` chunks of
     // at most 65,535 tokens can hold (bm25_postings_bytes says where the compact form fits).
     Bm25Postings(const std::string& path, const Bm25Params& params, std::int64_t chunks);
-    std::int64_t chunks() const { return static_cast<std::int64_t>(base_.size()); }
+    std::int64_t chunks() const { return chunks_; }
     std::int64_t postings() const { return static_cast<std::int64_t>(doc_.size()); }
 
 private:
     friend class Bm25PostingsSearcher;
     struct Term {
         std::int32_t token;
-        std::int64_t begin, end;   // [begin, end) of doc_ / wdf_
+        std::int64_t begin, end;   // [begin, end) of doc_ / part_
         double log_tw;             // ln r_t after Xapian's r < 2 rule
     };
     Bm25Params params_;
     std::vector<Term> terms_;           // sorted by token
     std::vector<std::uint32_t> doc_;    // chunk rows, ascending within a term
-    std::vector<std::uint16_t> wdf_;    // the term's count in that chunk
-    std::vector<double> base_;          // per chunk: k1 (normlen b + (1 - b)), the wdf-free part of BM25's denominator
+    std::vector<double> part_;          // wdf / (k1 (normlen b + (1 - b)) + wdf) of the term in that chunk
+    std::vector<std::uint16_t> wdf_;    // the term's count in that chunk, while reading
+    std::int64_t chunks_ = 0;
 };
 
 // The bytes a Bm25Postings and `threads` searchers over a database of `chunks` documents and `total_length`
