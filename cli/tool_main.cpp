@@ -151,12 +151,17 @@ void refuse_parent_options(const CLI::App& app) {
 void refuse_non_finite_numbers(const CLI::App& app) {
     for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() == 0 || opt->get_type_name().find("FLOAT") == std::string::npos) continue;
-        for (const std::string& v : opt->results()) {
-            char* end = nullptr;
-            const double x = std::strtod(v.c_str(), &end);
-            if (end == v.c_str() || *end != '\0' || std::isfinite(x)) continue;
-            user_error_in(opt->get_name(), "'" + v + "' is not a finite number", "give a number");
+        std::vector<double> values;   // as CLI11 converted them (its own syntax: separators, spaces)
+        try {
+            values = opt->as<std::vector<double>>();
+        } catch (const CLI::Error&) {
+            continue;
         }
+        for (std::size_t i = 0; i < values.size(); ++i)
+            if (!std::isfinite(values[i]))
+                user_error_in(opt->get_name(), "'" + (i < opt->results().size() ? opt->results()[i] : cat(values[i])) +
+                                                   "' is not a finite number",
+                              "give a number");
     }
     for (const CLI::App* sub : app.get_subcommands()) refuse_non_finite_numbers(*sub);
 }

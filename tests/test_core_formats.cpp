@@ -216,6 +216,26 @@ TEST_CASE("core: safetensors tensors at offsets not aligned for their dtype are 
     CHECK(SafetensorsFile(fixture("tensors.safetensors")).copied_bytes() == 0);
 }
 
+TEST_CASE("core: a safetensors header of many entries over one unaligned range is refused before anything is copied") {
+    // 20,000 F32 entries over the same 4 MB at offset 1: copied once an entry before the overlap check ran (80 GB:
+    // bad_alloc, an internal error); the ranges are checked first, so the copies together never pass the data's size
+    test::TempDir tmp("st-bomb");
+    const std::int64_t floats = 1 << 20;
+    std::string json = "{";
+    for (int i = 0; i < 20000; ++i)
+        json += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[" +
+                std::to_string(floats) + "],\"data_offsets\":[1," + std::to_string(1 + 4 * floats) + "]}";
+    json += "}";
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    bytes += json;
+    bytes.append(static_cast<std::size_t>(4 * floats + 1), '\0');
+    const std::string path = (tmp / "bomb.safetensors").string();
+    write_bytes(path, bytes);
+    const std::string m = user_error_message([&] { SafetensorsFile f(path); });
+    CHECK(m.find("tensors overlap") != std::string::npos);
+}
+
 TEST_CASE("core: corrupt safetensors headers are user errors naming the file") {
     test::TempDir tmp("stbad");
     std::string good = test::read_text(fixture("tensors.safetensors"));

@@ -70,6 +70,17 @@ TEST_CASE("folder walk: links back up the tree and second links to a folder are 
     folder_walk(root.string(), v);
     CHECK(std::find(files.begin(), files.end(), "x.txt") == files.end());
     CHECK(std::find(files.begin(), files.end(), "y.txt") != files.end());
+    // a link to a folder the visitor left out is not read through either, nor offered again
+    fs::create_directory_symlink("a", root / "to-a");
+    int offered = 0;
+    files.clear();
+    v.enter_folder = [&](const fs::path& f) {
+        offered += f.filename() == "a" || f.filename() == "to-a";
+        return f.filename() != "a";
+    };
+    folder_walk(root.string(), v);
+    CHECK(offered == 1);
+    CHECK(std::find(files.begin(), files.end(), "x.txt") == files.end());
 }
 
 TEST_CASE("folder walk: many links to the root end at once, not 2^depth or at ELOOP 40 links deep") {

@@ -36,7 +36,6 @@ public:
     void run(const fs::path& root) {
         FolderId id{};
         if (!folder_id(root, id)) user_error_in(root.string(), "cannot be read");
-        seen_.insert(id);
         first_path_[id] = root;
         walk(root);
         // the linked folders, in the order met; a link met while walking one is queued behind the rest
@@ -44,17 +43,30 @@ public:
             const fs::path link = links_.front();
             links_.pop_front();
             if (!folder_id(link, id)) continue;   // checked when queued; gone since
-            if (!seen_.insert(id).second) {
-                log_warn("skipping " + link.string() + ": a link to a folder already read as " + first_path_[id].string());
-                continue;
-            }
-            first_path_[id] = link;
-            if (visitor_.enter_folder && !visitor_.enter_folder(link)) continue;
+            if (!enter(link, id, true)) continue;
             walk(link);
         }
     }
 
 private:
+    // Whether to walk `folder` (reached through a link when `via_link`): not a folder read before (said, with the path
+    // it was read under; a real folder met again below a linked one's tree is one), not one the visitor left out (it
+    // said why; a link to it is skipped silently).
+    bool enter(const fs::path& folder, const FolderId& id, bool via_link) {
+        if (left_out_.count(id)) return false;
+        if (const auto it = first_path_.find(id); it != first_path_.end()) {
+            log_warn("skipping " + folder.string() + ": " + (via_link ? "a link to a folder" : "a folder") + " already read as " +
+                     it->second.string());
+            return false;
+        }
+        if (visitor_.enter_folder && !visitor_.enter_folder(folder)) {
+            left_out_.insert(id);
+            return false;
+        }
+        first_path_[id] = folder;
+        return true;
+    }
+
     // The folder's own entries: files reported, real folders walked at once, linked folders queued.
     void walk(const fs::path& folder) {
         std::error_code ec;
@@ -83,9 +95,7 @@ private:
                     continue;
                 }
                 FolderId id{};
-                if (!folder_id(e.path(), id) || !seen_.insert(id).second) continue;   // met before: through a link to one of its ancestors
-                first_path_[id] = e.path();
-                if (visitor_.enter_folder && !visitor_.enter_folder(e.path())) continue;
+                if (!folder_id(e.path(), id) || !enter(e.path(), id, false)) continue;
                 walk(e.path());
             } else if (fs::is_regular_file(st)) {
                 if (visitor_.on_file) visitor_.on_file(e.path());
@@ -94,8 +104,8 @@ private:
     }
 
     const FolderWalkVisitor& visitor_;
-    std::set<FolderId> seen_;
-    std::map<FolderId, fs::path> first_path_;
+    std::map<FolderId, fs::path> first_path_;   // the folders read, each with the path it was read under
+    std::set<FolderId> left_out_;               // the folders the visitor refused
     std::deque<fs::path> links_;
 };
 

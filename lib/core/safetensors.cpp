@@ -70,12 +70,6 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                 " bytes but data_offsets span " + std::to_string(end - begin));
         v.data = data + begin;
         v.bytes = end - begin;
-        if (reinterpret_cast<std::uintptr_t>(v.data) % dtype_size(v.dtype) != 0 && v.bytes > 0) {
-            copies_.emplace_back((v.bytes + 7) / 8);
-            std::memcpy(copies_.back().data(), v.data, v.bytes);
-            v.data = copies_.back().data();
-            copied_bytes_ += v.bytes;
-        }
         ranges.emplace_back(begin, end);
         tensors_[name] = v;
     }
@@ -83,6 +77,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     for (std::size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].first < ranges[i - 1].second)
             user_error_in(path, "corrupt .safetensors header: tensors overlap");
+    // only now, the ranges disjoint (so the copies together are at most the file's data): a header of many entries
+    // over one unaligned range would otherwise have been copied once an entry
+    for (auto& [name, v] : tensors_)
+        if (reinterpret_cast<std::uintptr_t>(v.data) % dtype_size(v.dtype) != 0 && v.bytes > 0) {
+            copies_.emplace_back((v.bytes + 7) / 8);
+            std::memcpy(copies_.back().data(), v.data, v.bytes);
+            v.data = copies_.back().data();
+            copied_bytes_ += v.bytes;
+        }
 }
 
 const TensorView& SafetensorsFile::get(const std::string& name) const {

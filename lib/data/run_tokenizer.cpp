@@ -18,6 +18,7 @@ std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
 RunTokenizer run_tokenizer(const std::string& path) {
     std::error_code ec;
     fs::path run = fs::absolute(path, ec).lexically_normal();
+    if (run.filename().empty()) run = run.parent_path();                          // "run/checkpoints/step_5/"
     if (!fs::is_directory(run, ec)) run = run.parent_path();                       // a weights file
     if (run.parent_path().filename() == "checkpoints") run = run.parent_path().parent_path();   // a checkpoint
     if (!fs::exists(run / "manifest.json", ec)) return {};
@@ -27,7 +28,11 @@ RunTokenizer run_tokenizer(const std::string& path) {
         if (m.value("tool", std::string()) != "retro-train") return {};
         out.db = manifest_input(m, "db", "path");
         if (out.db.empty() || !fs::exists(fs::path(out.db) / "manifest.json", ec)) return out;
-        out.fingerprint = db_tokenizer_fingerprint(manifest_read(out.db));
+        const nlohmann::json db = manifest_read(out.db);
+        // the folder there now must be the one the run read: a database rebuilt since (another tokenizer, --force)
+        // tells nothing about the run's ids
+        if (folder_fingerprint(db) != manifest_input(m, "db", "fingerprint")) return out;
+        out.fingerprint = db_tokenizer_fingerprint(db);
     } catch (const UserError&) {
         return {};   // an unreadable manifest tells nothing here; the reader of the weights names it
     }

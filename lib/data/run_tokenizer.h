@@ -14,7 +14,8 @@ namespace retro {
 std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest);
 
 struct RunTokenizer {
-    std::string fingerprint;   // "" where it cannot be told (no manifest, a database moved away, a bare weights file)
+    std::string fingerprint;   // "" where it cannot be told (no manifest yet, a database moved away or rebuilt since,
+                               // a bare weights file)
     std::string db;            // the database the run trained on, as its manifest records it
 };
 // The tokenizer of the database the run at `path` trained on: `path` is a run folder, one of its checkpoints

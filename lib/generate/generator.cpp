@@ -236,8 +236,8 @@ std::vector<std::int32_t> Generator::prompt_ids(const std::vector<std::string>& 
     // whitespace the normaliser folds into one.
     const std::int64_t byte_cap = std::max<std::int64_t>(std::int64_t(1) << 20, config().max_seq_len * 64 * 4);
     if (static_cast<std::int64_t>(prompts[at].size()) > byte_cap)
-        user_error_in(where, cat("is ", prompts[at].size(), " bytes, longer than any prompt the model's max_seq_len of ",
-                                 config().max_seq_len, " tokens can hold (", byte_cap, " bytes at most)"),
+        user_error_in(where, cat("is ", prompts[at].size(), " bytes, more than retro-generate tokenises for a model of max_seq_len ",
+                                 config().max_seq_len, " (", byte_cap, " bytes: 256 a token)"),
                       "shorten the prompt");
     const auto ids = tokenizer_->encode(prompts[at]);
     std::vector<std::int32_t> out;

@@ -78,10 +78,12 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     if (forced && std::string(forced) != "xapian" && std::string(forced) != "postings")
         user_error_in("RETRO_BM25_SEARCH", cat("is '", forced, "'; expected xapian or postings"), "unset it");
     const std::int64_t total_length = bm25_total_length(db_file);
-    const double need = bm25_postings_bytes(db.chunk_count(), total_length, db.chunk_size(), thread_count());
-    const bool fits = need >= 0 && need <= 0.5 * static_cast<double>(memory_available_bytes());
-    if (forced ? std::string(forced) == "postings" : fits) {
-        if (!fits) memory_require("RETRO_BM25_SEARCH=postings", need < 0 ? 1e300 : need, "the bm25 index's postings in memory", "unset it");
+    const std::string unfit = bm25_postings_unfit(db.chunk_count(), db.chunk_size(), params);
+    const double need = bm25_postings_bytes(db.chunk_count(), total_length, thread_count());
+    const bool fits = need <= 0.5 * static_cast<double>(memory_available_bytes());
+    if (forced ? std::string(forced) == "postings" : unfit.empty() && fits) {
+        if (!unfit.empty()) user_error_in("RETRO_BM25_SEARCH=postings", unfit, "unset it");
+        if (!fits) memory_require("RETRO_BM25_SEARCH=postings", need, "the bm25 index's postings in memory", "unset it");
         postings = std::make_unique<Bm25Postings>(db_file, params, db.chunk_count());
         for (int t = 0; t < thread_count(); ++t) fast.push_back(std::make_unique<Bm25PostingsSearcher>(*postings));
         log_info(cat("search: bm25 (the index's ", postings->postings(), " postings in memory, ", memory_format_bytes(need),
@@ -89,11 +91,12 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     } else {
         for (int t = 0; t < thread_count(); ++t)
             searchers.push_back(std::make_unique<Bm25Searcher>(db_file, params, db.chunk_count()));
-        log_info(cat("search: bm25 (Xapian BM25Weight, ", searchers.size(), " threads", forced ? ": RETRO_BM25_SEARCH=xapian" :
-                     cat("; the postings in memory would need ", need < 0 ? std::string("a wider form") : memory_format_bytes(need),
-                         ", more than half the memory available"), ")"));
+        const std::string why = forced        ? std::string("RETRO_BM25_SEARCH=xapian")
+                                : !unfit.empty() ? unfit
+                                                 : "the postings in memory would need " + memory_format_bytes(need) +
+                                                       ", more than half the memory available";
+        log_info(cat("search: bm25 (Xapian BM25Weight, ", searchers.size(), " threads: ", why, ")"));
     }
-
     nlohmann::json pj = {{"kind", "bm25"}, {"neighbours", opts.k}, {"block", opts.block},
                          {"same_document_filter", self_mode}, {"bm25", bm25_params_to_json(params)}};
     nlohmann::json state = {{"tool", "retro-knn"},

@@ -45,8 +45,14 @@ bool ranks_after(const std::pair<std::int64_t, std::int64_t>& a, const std::pair
 
 }  // namespace
 
-double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int chunk_size, int threads) {
-    if (chunks >= (std::int64_t(1) << 32) || chunk_size > kMaxWdf) return -1;
+std::string bm25_postings_unfit(std::int64_t chunks, int chunk_size, const Bm25Params& params) {
+    if (chunks >= (std::int64_t(1) << 32)) return cat("the in-memory postings hold 32-bit chunk rows; this database has ", chunks, " chunks");
+    if (chunk_size > kMaxWdf) return cat("the in-memory postings count at most 65,535 tokens a chunk; this database's chunks hold ", chunk_size);
+    if (!(params.k1 <= 1e100)) return cat("k1 ", params.k1, " is beyond what the in-memory postings score (1e100)");
+    return "";
+}
+
+double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int threads) {
     // postings (a chunk row, 4 bytes, and its share of the denominator, 8; a wdf of 2 while reading) and the chunks'
     // lengths and denominators while reading (16); per thread an accumulator (8) and the list of chunks reached (4)
     return 14.0 * static_cast<double>(total_length) + 16.0 * static_cast<double>(chunks) +
@@ -82,7 +88,7 @@ Bm25Postings::Bm25Postings(const std::string& path, const Bm25Params& params, st
             for (auto p = db.postlist_begin(term); p != db.postlist_end(term); ++p) {
                 const std::int64_t row = static_cast<std::int64_t>(*p) - 1;
                 const std::int64_t wdf = p.get_wdf();
-                if (row < 0 || row >= chunks || wdf < 1 || wdf > kMaxWdf)   // (a chunk holds at most 65,535 tokens: checked before)
+                if (row < 0 || row >= chunks || wdf < 1 || wdf > kMaxWdf)   // (a chunk holds at most 65,535 tokens: bm25_postings_unfit)
                     user_error_in(path, cat("is corrupt: term ", term, " has a posting in document ", row + 1, " with wdf ", wdf,
                                             " (documents 1 to ", chunks, ", wdf 1 to a chunk's length)"),
                                   "rebuild the index with retro-index --kind bm25");
@@ -164,6 +170,7 @@ void Bm25PostingsSearcher::search(const std::int32_t* tokens, int n, int k, cons
     // largest that keeps the query's bound under 2^61: integer sums do not depend on the order of the shares, so two
     // chunks whose shares are the same numbers have the same score and tie (by chunk id), which a double sum in
     // another order can break by an ulp (Xapian's own OR tree does). The rounding is below 2^-58 of the bound.
+    RETRO_CHECK(std::isfinite(bound), "bm25 postings: a query's score bound ", bound, " is not finite (bm25_postings_unfit)");
     const int e = bound > 0 ? 60 - std::ilogb(bound) : 0;
     const double scale = std::ldexp(1.0, e);
     const std::uint32_t* doc = p_.doc_.data();

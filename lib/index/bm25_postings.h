@@ -47,9 +47,12 @@ private:
 };
 
 // The bytes a Bm25Postings and `threads` searchers over a database of `chunks` documents and `total_length`
-// indexed tokens take at most (a posting per distinct term of a chunk: at most one per token); -1 where the
-// compact form cannot hold it (4 G chunks or more, or a chunk of more than 65,535 tokens).
-double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int chunk_size, int threads);
+// indexed tokens take at most (a posting per distinct term of a chunk: at most one per token).
+double bm25_postings_bytes(std::int64_t chunks, std::int64_t total_length, int threads);
+// Why the postings search cannot take a database of `chunks` chunks of `chunk_size` tokens under `params` ("" where
+// it can): 2^32 chunks or more (32-bit rows), chunks of more than 65,535 tokens (16-bit counts while reading), a k1
+// so large that the score bound is not a finite double.
+std::string bm25_postings_unfit(std::int64_t chunks, int chunk_size, const Bm25Params& params);
 // The indexed tokens of the Xapian database at `path` (its statistics); UserError naming it when unreadable.
 std::int64_t bm25_total_length(const std::string& path);
 
