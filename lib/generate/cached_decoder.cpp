@@ -73,6 +73,60 @@ void CachedDecoder<T>::reset(std::int64_t s) {
 
 template <typename T>
 void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
+    RETRO_CHECK(static_cast<std::int64_t>(tokens.size()) == sequences(), "decoder step: tokens for ", tokens.size(),
+                " sequences, the decoder has ", sequences());
+    // Batch invariance (header): the sequences that feed one token go together, their linears row by row; each one
+    // that feeds more (a prompt) goes alone, as it would in a batch of one.
+    std::vector<std::int64_t> alone;
+    bool singles = false;
+    for (std::int64_t s = 0; s < sequences(); s++) {
+        const std::size_t n = tokens[static_cast<std::size_t>(s)].size();
+        if (n > 1) alone.push_back(s);
+        singles = singles || n == 1;
+    }
+    if (alone.empty()) {
+        const nn::RowInvariantLinearScope row_by_row(true);
+        return step_group(tokens, all_logits);
+    }
+    if (alone.size() == 1 && !singles) return step_group(tokens, all_logits);
+
+    // several groups: each one's rows of logits kept per sequence, then laid out in sequence order
+    const std::int64_t S = sequences(), V = c_.num_tokens;
+    std::vector<std::vector<T>> rows_of(static_cast<std::size_t>(S));
+    std::vector<std::vector<std::int32_t>> part(tokens.size());
+    auto run = [&](const std::vector<std::int64_t>& members, bool row_invariant) {
+        for (auto& p : part) p.clear();
+        for (const std::int64_t s : members) part[static_cast<std::size_t>(s)] = tokens[static_cast<std::size_t>(s)];
+        {
+            const nn::RowInvariantLinearScope rows(row_invariant);
+            step_group(part, all_logits);
+        }
+        for (const std::int64_t s : members) {
+            const std::int64_t last = last_row_[static_cast<std::size_t>(s)];
+            if (last < 0) continue;
+            const std::int64_t first = all_logits ? row_begin_[static_cast<std::size_t>(s)] : last;
+            rows_of[static_cast<std::size_t>(s)].assign(logits_.begin() + first * V, logits_.begin() + (last + 1) * V);
+        }
+    };
+    for (const std::int64_t s : alone) run({s}, false);
+    if (singles) {
+        std::vector<std::int64_t> members;
+        for (std::int64_t s = 0; s < S; s++)
+            if (tokens[static_cast<std::size_t>(s)].size() == 1) members.push_back(s);
+        run(members, true);
+    }
+    logits_.clear();
+    std::int64_t row = 0;
+    for (std::int64_t s = 0; s < S; s++) {
+        const auto& r = rows_of[static_cast<std::size_t>(s)];
+        logits_.insert(logits_.end(), r.begin(), r.end());
+        row += static_cast<std::int64_t>(r.size()) / V;
+        last_row_[static_cast<std::size_t>(s)] = r.empty() ? -1 : row - 1;
+    }
+}
+
+template <typename T>
+void CachedDecoder<T>::step_group(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits) {
     const nn::DecodeWeightsScope weights(bf16_);   // null: every linear reads its fp32 weights
     const std::int64_t S = sequences(), Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens;
     std::vector<std::int64_t> lengths, chunks;
@@ -181,46 +235,44 @@ void CachedDecoder<T>::add_copy_head(const std::vector<std::int64_t>& src, const
 
 template <typename T>
 void CachedDecoder<T>::encode_finished_chunks() {
-    const std::int64_t cs = c_.chunk_size, Cd = c_.dec_dim, S = sequences(), KR = k_ * r_, HD = c_.inner_dim();
-    struct Job {
-        std::int64_t s, u;
-    };
-    std::vector<Job> jobs;
-    for (std::int64_t s = 0; s < S; s++) {
+    // one encoder batch a sequence (its chunks finished in this step), its linears through sgemm even in a step of
+    // decode rows: the same calls as when the sequence is decoded alone
+    const nn::RowInvariantLinearScope sgemm(false);
+    for (std::int64_t s = 0; s < sequences(); s++) {
         const auto& q = seqs_[static_cast<std::size_t>(s)];
         const std::int64_t fed = q.n + row_begin_[static_cast<std::size_t>(s + 1)] - row_begin_[static_cast<std::size_t>(s)];
-        for (std::int64_t u = q.encoded; u < fed / cs; u++) jobs.push_back({s, u});
+        if (fed / c_.chunk_size > q.encoded) encode_chunks(s, q.encoded, fed / c_.chunk_size - q.encoded);
     }
-    if (jobs.empty()) return;
-    // every finished chunk of every sequence in one encoder batch: M = J*k neighbours of r tokens
-    const std::int64_t J = static_cast<std::int64_t>(jobs.size()), M = J * k_, R = M * r_;
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(R));
+}
+
+template <typename T>
+void CachedDecoder<T>::encode_chunks(std::int64_t s, std::int64_t u0, std::int64_t J) {
+    const std::int64_t cs = c_.chunk_size, Cd = c_.dec_dim, KR = k_ * r_, HD = c_.inner_dim();
+    auto& q = seqs_[static_cast<std::size_t>(s)];
+    // J chunks: M = J*k neighbours of r tokens
+    const std::int64_t M = J * k_, R = M * r_;
+    std::vector<std::int32_t> ids(q.retrieved.begin() + u0 * KR, q.retrieved.begin() + (u0 + J) * KR);
     std::vector<std::uint8_t> mask(ids.size());
     std::vector<T> ctx(static_cast<std::size_t>(M * cs * Cd));
-    for (std::int64_t j = 0; j < J; j++) {
-        const auto& q = seqs_[static_cast<std::size_t>(jobs[j].s)];
-        std::copy_n(q.retrieved.begin() + jobs[j].u * KR, KR, ids.begin() + j * KR);
-        encoder_context(ctx.data() + j * k_ * cs * Cd, q.ctx.data() + jobs[j].u * cs * Cd, k_, cs, Cd);
-    }
+    for (std::int64_t j = 0; j < J; j++)
+        encoder_context(ctx.data() + j * k_ * cs * Cd, q.ctx.data() + (u0 + j) * cs * Cd, k_, cs, Cd);
     for (std::size_t i = 0; i < ids.size(); i++) mask[i] = ids[i] != c_.pad_id;
     std::vector<T> E(static_cast<std::size_t>(R * Cd));
     encoder_forward(E.data(), encoder_, ids.data(), mask.data(), ctx.data(), M, r_, p_, c_);
 
-    // each CCA layer's keys and values of E_u, kept per sequence with the pad mask
+    // each CCA layer's keys and values of E_u, kept with the pad mask
     const auto cca = decoder_cca_shape(c_, 1, 0, k_, r_);
     std::vector<T> K(static_cast<std::size_t>(R * HD)), Vv(K.size());
     for (std::size_t li = 0; li < p_.decoder.size(); li++) {
         const auto& L = p_.decoder[li];
         if (!L.has_cca) continue;
         nn::cca_context_forward(K.data(), Vv.data(), E.data(), J, L.cca, cca);
-        for (std::int64_t j = 0; j < J; j++) {
-            auto& kv = cca_kv_[li][static_cast<std::size_t>(jobs[j].s)];
-            kv.k.insert(kv.k.end(), K.begin() + j * KR * HD, K.begin() + (j + 1) * KR * HD);
-            kv.v.insert(kv.v.end(), Vv.begin() + j * KR * HD, Vv.begin() + (j + 1) * KR * HD);
-            kv.mask.insert(kv.mask.end(), mask.begin() + j * KR, mask.begin() + (j + 1) * KR);
-        }
+        auto& kv = cca_kv_[li][static_cast<std::size_t>(s)];
+        kv.k.insert(kv.k.end(), K.begin(), K.end());
+        kv.v.insert(kv.v.end(), Vv.begin(), Vv.end());
+        kv.mask.insert(kv.mask.end(), mask.begin(), mask.end());
     }
-    for (const auto& job : jobs) seqs_[static_cast<std::size_t>(job.s)].encoded = job.u + 1;
+    q.encoded = u0 + J;
 }
 
 std::unique_ptr<nn::DecodeWeightsBf16> linear_weights_bf16(const RetroModel<float>& model) {

@@ -70,7 +70,11 @@ private:
         std::vector<std::int32_t> tokens;        // the ids fed so far (the copy head's history)
         std::int64_t encoded = 0;                // chunks whose E_u is in the CCA caches
     };
+    // step() for one group of sequences (the others feed nothing)
+    void step_group(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits);
     void encode_finished_chunks();
+    // E_u of sequence s's chunks u0 .. u0 + J - 1 (one encoder batch), into each CCA layer's cache
+    void encode_chunks(std::int64_t s, std::int64_t u0, std::int64_t J);
     // config copy_head: adds the gates of rows `src` (indices into this step's rows) to logits_ (xn: their
     // normalised final states).
     void add_copy_head(const std::vector<std::int64_t>& src, const std::vector<T>& xn);

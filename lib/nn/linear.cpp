@@ -1,6 +1,7 @@
 #include "nn/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "nn/blas.h"
@@ -48,7 +49,30 @@ void few_rows(const FewRows& k, std::int64_t N, std::int64_t I, std::int64_t O, 
     for (std::int64_t n = 0; n < N; n++)
         gemv(false, o1 - o0, I, T(1), W + o0 * I, I, x + n * I, accumulate ? T(1) : T(0), y + n * O + o0);
 }
+
+// Outputs [o0, o1) of any number of rows through the few-row kernel: W's rows in blocks of about 128 KiB (an L2's
+// share), each block against every group of max_rows() rows before the next block, so W comes from memory once.
+// A row's sums are the few-row kernel's whatever N (nn/gemv_avx512.h: they depend on neither the group nor the
+// outputs' range).
+template <typename T>
+void few_rows_blocked(const FewRows& k, std::int64_t N, std::int64_t I, std::int64_t O, std::int64_t o0, std::int64_t o1,
+                      const T* W, const T* x, T* y, bool accumulate) {
+    const std::int64_t G = k.max_rows();
+    if (N <= G) return few_rows(k, N, I, O, o0, o1, W, x, y, accumulate);
+    const std::int64_t elem = k.w16 ? 2 : static_cast<std::int64_t>(sizeof(T));
+    const std::int64_t block = std::max<std::int64_t>(16, (std::int64_t(128) << 10) / std::max<std::int64_t>(1, I * elem));
+    for (std::int64_t b0 = o0; b0 < o1; b0 += block) {
+        const std::int64_t b1 = std::min(o1, b0 + block);
+        for (std::int64_t n0 = 0; n0 < N; n0 += G)
+            few_rows(k, std::min(G, N - n0), I, O, b0, b1, W, x + n0 * I, y + n0 * O, accumulate);
+    }
+}
+
+std::atomic<bool> g_row_invariant{false};
 }  // namespace
+
+RowInvariantLinearScope::RowInvariantLinearScope(bool on) : previous_(g_row_invariant.exchange(on)) {}
+RowInvariantLinearScope::~RowInvariantLinearScope() { g_row_invariant.store(previous_); }
 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O) {
@@ -60,11 +84,12 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
     };
     BlasSingleThread single;
     const FewRows kernel = few_rows_kernel(W, I, O);
-    if (N <= kernel.max_rows()) {   // KV-cached decoding: threads take blocks of outputs
+    // KV-cached decoding (and every row count in a RowInvariantLinearScope): threads take blocks of outputs
+    if (N <= kernel.max_rows() || (std::is_same_v<T, float> && g_row_invariant.load(std::memory_order_relaxed))) {
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
             if (b)
                 for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
-            few_rows(kernel, N, I, O, o0, o1, W, x, y, b != nullptr);
+            few_rows_blocked(kernel, N, I, O, o0, o1, W, x, y, b != nullptr);
         };
         if (!split(N * I * O)) outputs(0, O);
         else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
