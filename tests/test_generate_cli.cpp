@@ -192,7 +192,8 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(rows[2].at("id") == 2);
         CHECK(rows[0].at("neighbours").size() >= 3);
         if (bs == 1) first_sizes = completions;
-        CHECK(completions == first_sizes);   // the batch size changes nothing
+        CHECK(completions == first_sizes);   // the batch size changes nothing: not the text, nor the neighbours' scores
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
     }
 
     // a pipe: prompts from standard input, the lines streamed to standard output in input order (no journal)

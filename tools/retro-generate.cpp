@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
                                                    "standard output in input order");
             app.add_flag("--resume", cli.resume, "Batch mode: keep the prompts an interrupted run finished (OUTPUT.partial) "
                                                  "and decode the others; the same command otherwise");
-            app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together (1: each alone, text independent of the other prompts; larger groups can change a rare token, docs/generate.md)")->capture_default_str();
+            app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
             app.add_flag("--ignore-eos", cli.ignore_eos, "Keep going after an end-of-text token");
             app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");

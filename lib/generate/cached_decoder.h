@@ -13,13 +13,16 @@
 //                   row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1; rows p < cs - 1 get 0.
 //   copy head       (config copy_head, nn/copy_head.h) each output row's gates, from the sequence's ids so far
 //                   and chunk u(p)'s neighbours, as RetroModel::forward computes them.
-// Several sequences advance together: the rows of all sequences share each linear's GEMM, attention
-// runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's
-// forward without neighbours.
+// Several sequences advance together, batch-invariantly (a sequence's logits are the bits it gets decoded alone,
+// docs/generate.md): the sequences that feed one token go through a step together, their linears row by row
+// (nn::RowInvariantLinearScope: the few-row GEMV in groups of 8, never sgemm, whose sums for a row depend on the
+// rows beside it); a sequence that feeds more (its prompt) goes through the step alone; the encoder runs a sequence
+// at a time; attention runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as
+// RP's forward without neighbours.
 // bf16 weights (retro-generate --dtype bf16): given a table of the model's linear weights in bf16
-// (linear_weights_bf16 below), each step's linears of at most 8 rows read those (nn/decode_weights_bf16.h): half
-// the bytes, fp32 activations and sums; linears of more rows (the prefill, the encoder over k neighbours x 2 cs
-// tokens, more than 8 sequences) keep the fp32 weights.
+// (linear_weights_bf16 below), the decode rows' linears (and a prompt of at most 8 tokens) read those
+// (nn/decode_weights_bf16.h): half the bytes, fp32 activations and sums; the GEMMs (a longer prompt, the encoder
+// over k neighbours x 2 cs tokens) keep the fp32 weights.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -56,7 +59,8 @@ public:
     void reset(std::int64_t s);
 
     // Feeds tokens[s] (possibly none) to each sequence s. Logits of the new rows, in sequence order, are
-    // then in logits(): all of them when all_logits, else only each advancing sequence's last row.
+    // then in logits(): all of them when all_logits, else only each advancing sequence's last row. Each sequence
+    // that feeds more than one token goes through the layers alone (batch invariance, above).
     void step(const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits = false);
     const std::vector<T>& logits() const { return logits_; }       // [rows, num_tokens]
     // Row in logits() of sequence s's last new position after step(), or -1 when s did not advance.

@@ -13,7 +13,6 @@
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
 #include "generate/next_tokens.h"
-#include "nn/gemv_avx512.h"
 #include "nn/nn_backend_cuda.h"
 #include "nn/nn_backend_host.h"
 #include "model/params.h"
@@ -144,10 +143,6 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     params_load(generate_weights_path(o), model_->params(), model_->layout(), config);
     if (o.dtype == "bf16") {
         bf16_weights_ = linear_weights_bf16(*model_);
-        if (o.batch_size > nn::kGemvMaxRows)
-            log_warn(cat("--dtype bf16: steps of more than ", nn::kGemvMaxRows, " sequences read the fp32 weights (one GEMM ",
-                         "a layer); with --batch-size ", o.batch_size, " the bf16 weights serve only the last few ",
-                         "sequences of a group (fix: --batch-size ", nn::kGemvMaxRows, " or less)"));
     }
     if (o.device != "cpu") setup_device();
 
@@ -298,10 +293,10 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         base_text[static_cast<std::size_t>(s)] = tokenizer_->decode(as_int(res.prompt_ids));
     }
 
-    // neighbours for the chunks listed (sequence, chunk), all searched at once
-    auto retrieve = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& todo) {
-        if (todo.empty()) return;
-        const std::int64_t n = static_cast<std::int64_t>(todo.size());
+    // neighbours for the chunks listed (sequence, chunk; a sequence's chunks together), searched a sequence at a time:
+    // the calls a prompt decoded alone makes, so its neighbours do not depend on the batch (the embedder pads a batch
+    // to its longest chunk, FAISS's exhaustive search switches to sgemm from 20 queries)
+    auto retrieve_one = [&](const std::pair<std::int64_t, std::int64_t>* todo, std::int64_t n) {
         std::vector<std::int32_t> chunks(static_cast<std::size_t>(n * cs)), tokens(static_cast<std::size_t>(n * k * r));
         for (std::int64_t j = 0; j < n; j++) {
             const auto& q = seq[static_cast<std::size_t>(todo[j].first)];
@@ -319,6 +314,14 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
             cn.found = std::move(found[static_cast<std::size_t>(j)]);
             if (cb.on_retrieval) cb.on_retrieval(first + s, cn);
             out[static_cast<std::size_t>(first + s)].neighbours.push_back(std::move(cn));
+        }
+    };
+    auto retrieve = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& todo) {
+        for (std::size_t a = 0; a < todo.size();) {
+            std::size_t e = a;
+            while (e < todo.size() && todo[e].first == todo[a].first) e++;
+            retrieve_one(todo.data() + a, static_cast<std::int64_t>(e - a));
+            a = e;
         }
     };
 

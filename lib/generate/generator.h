@@ -5,9 +5,10 @@
 //   then per token: sample (generate/sampler.h), stop at eos or at the length limit; when the length becomes a
 //   multiple of the chunk size, retrieve for that chunk (all sequences of the group in one search) before
 //   the token is fed, so the chunk's last token already reads its neighbours (the chunk grid of B.6).
-// Each prompt has its own random stream (seed, prompt index): its random numbers do not depend on the batch; its
-// logits can in the last bits (the linear layers' kernel is chosen by the group's row count: docs/generate.md), so
-// only --batch-size 1 makes a prompt's text depend on nothing but the prompt and the seed.
+// Each prompt has its own random stream (seed, prompt index): its random numbers do not depend on the batch, and on
+// the CPU nor do its logits (CachedDecoder is batch-invariant, and retrieval searches a prompt's chunks in a call of
+// their own), so its text depends on nothing but the prompt and the seed; on a backend (the GPU) the prompts of a
+// group share each GEMM, and only --batch-size 1 does that (docs/generate.md).
 #pragma once
 #include <cstdint>
 #include <functional>
