@@ -85,10 +85,13 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
         singles = singles || n == 1;
     }
     if (alone.empty()) {
-        const nn::RowInvariantLinearScope row_by_row(true);
+        const nn::LinearSumsScope row_by_row(nn::LinearSums::row_invariant);
         return step_group(tokens, all_logits);
     }
-    if (alone.size() == 1 && !singles) return step_group(tokens, all_logits);
+    if (alone.size() == 1 && !singles) {
+        const nn::LinearSumsScope tiles(nn::LinearSums::thread_invariant);
+        return step_group(tokens, all_logits);
+    }
 
     // several groups: each one's rows of logits kept per sequence, then laid out in sequence order
     const std::int64_t S = sequences(), V = c_.num_tokens;
@@ -98,7 +101,7 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
         for (auto& p : part) p.clear();
         for (const std::int64_t s : members) part[static_cast<std::size_t>(s)] = tokens[static_cast<std::size_t>(s)];
         {
-            const nn::RowInvariantLinearScope rows(row_invariant);
+            const nn::LinearSumsScope rows(row_invariant ? nn::LinearSums::row_invariant : nn::LinearSums::thread_invariant);
             step_group(part, all_logits);
         }
         for (const std::int64_t s : members) {
@@ -235,9 +238,9 @@ void CachedDecoder<T>::add_copy_head(const std::vector<std::int64_t>& src, const
 
 template <typename T>
 void CachedDecoder<T>::encode_finished_chunks() {
-    // one encoder batch a sequence (its chunks finished in this step), its linears through sgemm even in a step of
-    // decode rows: the same calls as when the sequence is decoded alone
-    const nn::RowInvariantLinearScope sgemm(false);
+    // one encoder batch a sequence (its chunks finished in this step), its linears through sgemm's thread-invariant
+    // tiles even in a step of decode rows: the same calls as when the sequence is decoded alone
+    const nn::LinearSumsScope tiles(nn::LinearSums::thread_invariant);
     for (std::int64_t s = 0; s < sequences(); s++) {
         const auto& q = seqs_[static_cast<std::size_t>(s)];
         const std::int64_t fed = q.n + row_begin_[static_cast<std::size_t>(s + 1)] - row_begin_[static_cast<std::size_t>(s)];

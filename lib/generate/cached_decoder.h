@@ -13,12 +13,13 @@
 //                   row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1; rows p < cs - 1 get 0.
 //   copy head       (config copy_head, nn/copy_head.h) each output row's gates, from the sequence's ids so far
 //                   and chunk u(p)'s neighbours, as RetroModel::forward computes them.
-// Several sequences advance together, batch-invariantly (a sequence's logits are the bits it gets decoded alone,
-// docs/generate.md): the sequences that feed one token go through a step together, their linears row by row
-// (nn::RowInvariantLinearScope: the few-row GEMV in groups of 8, never sgemm, whose sums for a row depend on the
-// rows beside it); a sequence that feeds more (its prompt) goes through the step alone; the encoder runs a sequence
-// at a time; attention runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as
-// RP's forward without neighbours.
+// Several sequences advance together, batch- and thread-invariantly (a sequence's logits are the bits it gets decoded
+// alone, at any thread count: docs/generate.md): the sequences that feed one token go through a step together, their
+// linears row by row (nn::LinearSums::row_invariant: the few-row GEMV in groups of 8, never sgemm, whose sums for a
+// row depend on the rows beside it); a sequence that feeds more (its prompt) goes through the step alone; the encoder
+// runs a sequence at a time; those GEMMs over tiles fixed by their shapes (nn::LinearSums::thread_invariant);
+// attention runs per (sequence, head). Without retrieval the model is a plain decoder (CCA skipped), as RP's forward
+// without neighbours.
 // bf16 weights (retro-generate --dtype bf16): given a table of the model's linear weights in bf16
 // (linear_weights_bf16 below), the decode rows' linears (and a prompt of at most 8 tokens) read those
 // (nn/decode_weights_bf16.h): half the bytes, fp32 activations and sums; the GEMMs (a longer prompt, the encoder

@@ -68,11 +68,15 @@ void few_rows_blocked(const FewRows& k, std::int64_t N, std::int64_t I, std::int
     }
 }
 
-std::atomic<bool> g_row_invariant{false};
+std::atomic<LinearSums> g_sums{LinearSums::fastest};
+
+// The thread-invariant tiles: rows and outputs in blocks fixed by the shapes (within 5 % of one sgemm call on the
+// dev box, and balanced enough for a few threads: a 512-wide layer gives 4 tiles a block of rows).
+constexpr std::int64_t kTileRows = 256, kTileOutputs = 128;
 }  // namespace
 
-RowInvariantLinearScope::RowInvariantLinearScope(bool on) : previous_(g_row_invariant.exchange(on)) {}
-RowInvariantLinearScope::~RowInvariantLinearScope() { g_row_invariant.store(previous_); }
+LinearSumsScope::LinearSumsScope(LinearSums mode) : previous_(g_sums.exchange(mode)) {}
+LinearSumsScope::~LinearSumsScope() { g_sums.store(previous_); }
 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O) {
@@ -84,8 +88,9 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
     };
     BlasSingleThread single;
     const FewRows kernel = few_rows_kernel(W, I, O);
-    // KV-cached decoding (and every row count in a RowInvariantLinearScope): threads take blocks of outputs
-    if (N <= kernel.max_rows() || (std::is_same_v<T, float> && g_row_invariant.load(std::memory_order_relaxed))) {
+    const LinearSums mode = std::is_same_v<T, float> ? g_sums.load(std::memory_order_relaxed) : LinearSums::fastest;
+    // KV-cached decoding (and every row count when row_invariant): threads take blocks of outputs
+    if (N <= kernel.max_rows() || mode == LinearSums::row_invariant) {
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
             if (b)
                 for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
@@ -93,6 +98,17 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         };
         if (!split(N * I * O)) outputs(0, O);
         else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
+        return;
+    }
+    if (mode == LinearSums::thread_invariant) {
+        const std::int64_t row_tiles = (N + kTileRows - 1) / kTileRows, out_tiles = (O + kTileOutputs - 1) / kTileOutputs;
+        for_each(row_tiles * out_tiles, N * I * O, [&](std::int64_t t) {
+            const std::int64_t r0 = t / out_tiles * kTileRows, r1 = std::min(N, r0 + kTileRows);
+            const std::int64_t o0 = t % out_tiles * kTileOutputs, o1 = std::min(O, o0 + kTileOutputs);
+            if (b)
+                for (std::int64_t n = r0; n < r1; n++) std::copy(b + o0, b + o1, y + n * O + o0);
+            gemm(false, true, r1 - r0, o1 - o0, I, T(1), x + r0 * I, I, W + o0 * I, I, b ? T(1) : T(0), y + r0 * O + o0, O);
+        });
         return;
     }
     if (!split(N * I * O)) {

@@ -10,22 +10,30 @@ namespace retro::nn {
 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O);
-// While a RowInvariantLinearScope(true) lives, linear_forward in fp32 gives each row the bits it gets alone, whatever
-// the row count N: every row goes through the few-row kernel (in groups of at most 8, a block of W's rows at a time
-// for every group so the block is read from cache), never through sgemm, whose sums for a row depend on N and on the
-// row's place in the block (tests/test_generate_batch_invariance.cpp). For the decode rows of a CPU decoding step
-// (one a sequence: generate/cached_decoder.h), so that a sequence's text does not depend on the others decoded with
-// it. Process-wide, like nn::DecodeWeightsScope (the GEMV runs on OpenMP's threads); made and destroyed outside
-// parallel regions; restores the previous setting.
-class RowInvariantLinearScope {
+// How linear_forward (fp32) adds up a row's sums, a process-wide setting for the CPU decoder (generate/cached_decoder.h):
+//   fastest           the default: sgemm over the rows split among the threads (up to 8 rows: the few-row GEMV). A
+//                     row's bits depend on the call's row count, the row's place among them and the thread count
+//                     (OpenBLAS's sgemm sums a row by its tile: tests/test_generate_batch_invariance.cpp).
+//   thread_invariant  the same bits at every thread count: sgemm over tiles the shapes alone fix (all the rows
+//                     in blocks of 256, the outputs in blocks of 128), the threads taking whole tiles; costs
+//                     nothing measurable on one thread (docs/performance.md "Session 47").
+//   row_invariant     each row the bits it gets alone, whatever the rows beside it and the thread count: every row
+//                     through the few-row kernel (nn/gemv_avx512.h) in groups of 8, a block of W's rows at a time
+//                     for every group so the block is read from cache; ~70 % of sgemm's rate on many rows, so for
+//                     the decode rows (one a sequence) only.
+enum class LinearSums { fastest, thread_invariant, row_invariant };
+
+// Sets the mode for the scope's lifetime and restores the previous one. Process-wide, like nn::DecodeWeightsScope
+// (the products run on OpenMP's threads): made and destroyed outside parallel regions.
+class LinearSumsScope {
 public:
-    explicit RowInvariantLinearScope(bool on);
-    ~RowInvariantLinearScope();
-    RowInvariantLinearScope(const RowInvariantLinearScope&) = delete;
-    RowInvariantLinearScope& operator=(const RowInvariantLinearScope&) = delete;
+    explicit LinearSumsScope(LinearSums mode);
+    ~LinearSumsScope();
+    LinearSumsScope(const LinearSumsScope&) = delete;
+    LinearSumsScope& operator=(const LinearSumsScope&) = delete;
 
 private:
-    bool previous_;
+    LinearSums previous_;
 };
 
 template <typename T>
