@@ -167,16 +167,20 @@ void refuse_non_finite_numbers(const CLI::App& app) {
 }
 
 // A text option given "" (a script's unset variable: `--init-from "$BASE"` trained from scratch, `--json ""` wrote
-// nothing, both with exit 0, as if the option were not there). `--prompt ""` means "no prompt" and stays.
+// nothing, both with exit 0, as if the option were not there), or "--" (`--output --` wrote a file named "--").
+// `--prompt ""` means "no prompt" and stays.
 void refuse_empty_text_values(const CLI::App& app) {
     for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() == 0 || opt->get_type_name().find("TEXT") == std::string::npos) continue;
         // texts that may be empty: --prompt ""; the prompt and query-text arguments refuse "" themselves
         if (opt->check_lname("prompt") || (opt->get_lnames().empty() && (opt->get_name() == "prompt" || opt->get_name() == "text")))
             continue;
-        for (const std::string& v : opt->results())
+        for (const std::string& v : opt->results()) {
             if (v.empty())
                 user_error_in(opt->get_name(), "is empty", opt->get_lnames().empty() ? "give a value" : "give a value, or leave the option out");
+            if (v == "--")   // `--output --` wrote a file named "--": a value left out before the end of the options
+                user_error_in(opt->get_name(), "is \"--\" (the end of the options), not a value", "give a value");
+        }
     }
     for (const CLI::App* sub : app.get_subcommands()) refuse_empty_text_values(*sub);
 }
