@@ -166,12 +166,13 @@ void refuse_non_finite_numbers(const CLI::App& app) {
     for (const CLI::App* sub : app.get_subcommands()) refuse_non_finite_numbers(*sub);
 }
 
-// A text option given "" (a script's unset variable: `--init-from "$BASE"` trained from scratch, `--json ""` wrote
+// An option given "" (a script's unset variable: `--init-from "$BASE"` trained from scratch, `--json ""` wrote
 // nothing, both with exit 0, as if the option were not there), or "--" (`--output --` wrote a file named "--").
 // `--prompt ""` means "no prompt" and stays.
-void refuse_empty_text_values(const CLI::App& app) {
+void refuse_empty_values(const CLI::App& app) {
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->count() == 0 || opt->get_type_name().find("TEXT") == std::string::npos) continue;
+        // every option that takes a value (a number list given "" read as 0: `--alphas ""` said "got 0"); not flags
+        if (opt->count() == 0 || opt->get_type_size() == 0) continue;
         // texts that may be empty: --prompt ""; the prompt and query-text arguments refuse "" themselves
         if (opt->check_lname("prompt") || (opt->get_lnames().empty() && (opt->get_name() == "prompt" || opt->get_name() == "text")))
             continue;
@@ -182,7 +183,7 @@ void refuse_empty_text_values(const CLI::App& app) {
                 user_error_in(opt->get_name(), "is \"--\" (the end of the options), not a value", "give a value");
         }
     }
-    for (const CLI::App* sub : app.get_subcommands()) refuse_empty_text_values(*sub);
+    for (const CLI::App* sub : app.get_subcommands()) refuse_empty_values(*sub);
 }
 
 void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
@@ -259,7 +260,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
             refuse_non_finite_numbers(app);
-            refuse_empty_text_values(app);
+            refuse_empty_values(app);
             if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)
                 user_error_in("--threads", cat(ctx.threads, " is not a thread count in [0, ", kMaxThreads, "]"),
                               "give 0 for all cores");

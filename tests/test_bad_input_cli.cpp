@@ -144,6 +144,9 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --checkpoint '' x"),
                    {"--checkpoint: is empty"});
     expect_refused(test::run_tool("retro-bench", "generate --json ''"), {"--json: is empty"});
+    // a number list given "": read as 0 ("each alpha must be in (0, 1], got 0")
+    expect_refused(test::run_tool("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --alphas ''"),
+                   {"--alphas: is empty"});
     // "--" as a value: `--output --` wrote a file named "--"
     expect_refused(test::run_tool("retro-bench", "generate --json --"), {"--json: is \"--\" (the end of the options), not a value"});
     expect_refused(test::run_tool("retro-generate", "'' --index " + p.index.string() + " x"), {"run: is empty (fix: give a value)"});
