@@ -195,6 +195,14 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(completions == first_sizes);   // the batch size changes nothing: not the text, nor the neighbours' scores
         CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
     }
+    {   // nor does the thread count (the later --threads wins)
+        const fs::path out = p.tmp / "out-threads.jsonl";
+        auto b = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "prompts.jsonl").string() + " --output " +
+                                                      out.string() + " --max-tokens 20 --seed 3 --batch-size 2 --threads 2");
+        INFO(b.err);
+        REQUIRE(b.exit_code == 0);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+    }
 
     // a pipe: prompts from standard input, the lines streamed to standard output in input order (no journal)
     {
