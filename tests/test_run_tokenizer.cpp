@@ -1,7 +1,8 @@
 // Runs, databases and weights of different tokenizers are not mixed (data/run_tokenizer.h): retro-train eval on a
 // database chunked with another tokenizer than the run's, eval --baseline of such a run, and --init-from such a
-// run's weights are refused in one line naming the folder (each exited 0 with numbers that meant nothing); the same
-// tokenizer passes, and a database that records no tokenizer is not held to it.
+// run's weights are refused in one line naming the folder (each exited 0 with numbers that meant nothing), also a run
+// stopped before its manifest (its checkpoints' state.json); the same tokenizer passes, and a database that records
+// no tokenizer is not held to it.
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -59,6 +60,16 @@ TEST_CASE("run tokenizer: eval, --baseline and --init-from refuse another tokeni
     CHECK_FALSE(fs::exists(dir / "fit" / "model.safetensors"));
     r = train(dir.path, "a", "fit2", " --init-from " + (dir / "run-b" / "model.safetensors").string());   // its weights file
     CHECK(r.exit_code == 2);
+    // a run stopped before its manifest (or still training): its finished checkpoints record the tokenizer
+    REQUIRE(train(dir.path, "b", "run-b-stopped", " --checkpoint-every 1").exit_code == 0);
+    fs::remove(dir / "run-b-stopped" / "manifest.json");
+    for (const fs::path& base : {dir / "run-b-stopped", dir / "run-b-stopped" / "checkpoints" / "step_00000001"}) {
+        CAPTURE(base);
+        REQUIRE(fs::exists(base));
+        r = train(dir.path, "a", "fit4", " --init-from " + base.string());
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find(base.string() + ": uses another tokenizer than --db ") != std::string::npos);
+    }
     // the same tokenizer, and a database that cannot tell, pass
     for (const char* db : {"a", "a2", "none"}) {
         CAPTURE(db);

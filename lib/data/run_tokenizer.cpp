@@ -15,13 +15,42 @@ std::string db_tokenizer_fingerprint(const nlohmann::json& db_manifest) {
     return manifest_input(db_manifest, "tokenizer", "fingerprint");
 }
 
+namespace {
+
+// The tokenizer fingerprint a finished checkpoint's state.json records (since session 47), or "".
+std::string checkpoint_tokenizer(const fs::path& checkpoint) {
+    std::error_code ec;
+    if (!fs::exists(checkpoint / "DONE", ec)) return "";
+    try {
+        const nlohmann::json st = json_read_file((checkpoint / "state.json").string());
+        return st.is_object() ? st.value("tokenizer_fingerprint", std::string()) : std::string();
+    } catch (const std::exception&) {
+        return "";   // an unreadable state tells nothing here; the reader of the weights names it
+    }
+}
+
+// A run without a manifest (stopped or still training): what its checkpoints record (given one, that one; else the
+// first finished one that records it — every checkpoint of a run read the same database).
+std::string unfinished_run_tokenizer(const fs::path& run, const fs::path& checkpoint) {
+    if (!checkpoint.empty()) return checkpoint_tokenizer(checkpoint);
+    std::error_code ec;
+    for (fs::directory_iterator it(run / "checkpoints", ec), end; !ec && it != end; it.increment(ec))
+        if (const std::string fp = checkpoint_tokenizer(it->path()); !fp.empty()) return fp;
+    return "";
+}
+
+}  // namespace
+
 RunTokenizer run_tokenizer(const std::string& path) {
     std::error_code ec;
-    fs::path run = fs::absolute(path, ec).lexically_normal();
+    fs::path run = fs::absolute(path, ec).lexically_normal(), checkpoint;
     if (run.filename().empty()) run = run.parent_path();                          // "run/checkpoints/step_5/"
     if (!fs::is_directory(run, ec)) run = run.parent_path();                       // a weights file
-    if (run.parent_path().filename() == "checkpoints") run = run.parent_path().parent_path();   // a checkpoint
-    if (!fs::exists(run / "manifest.json", ec)) return {};
+    if (run.parent_path().filename() == "checkpoints") {                          // a checkpoint
+        checkpoint = run;
+        run = run.parent_path().parent_path();
+    }
+    if (!fs::exists(run / "manifest.json", ec)) return {unfinished_run_tokenizer(run, checkpoint), ""};
     RunTokenizer out;
     try {
         const nlohmann::json m = manifest_read(run.string());

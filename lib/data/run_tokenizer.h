@@ -19,7 +19,8 @@ struct RunTokenizer {
     std::string db;            // the database the run trained on, as its manifest records it
 };
 // The tokenizer of the database the run at `path` trained on: `path` is a run folder, one of its checkpoints
-// (RUN/checkpoints/step_N) or a file inside either (a weights file given to --init-from).
+// (RUN/checkpoints/step_N) or a file inside either (a weights file given to --init-from). From the run's manifest;
+// for a run without one (stopped, or still training), from its finished checkpoints' state.json.
 RunTokenizer run_tokenizer(const std::string& path);
 
 // UserError naming `where` when both fingerprints are known and differ: "`where`: uses another tokenizer than

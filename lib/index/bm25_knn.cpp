@@ -69,11 +69,9 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) docs[static_cast<std::size_t>(i)] = db.doc_of(i);
     }
     // The index's postings in memory, searched term at a time (bm25_postings.h), where they fit; else Xapian's
-    // matcher, one searcher (one Xapian::Database) per thread. Either is opened and checked before any output.
+    // matcher, one searcher (one Xapian::Database) per thread. The choice is made (and the database opened, by its
+    // total length) before any output; the postings are read once there is a block left to search.
     const std::string db_file = folder.file(kBm25DbFile);
-    std::unique_ptr<Bm25Postings> postings;
-    std::vector<std::unique_ptr<Bm25PostingsSearcher>> fast;
-    std::vector<std::unique_ptr<Bm25Searcher>> searchers;
     const char* forced = std::getenv("RETRO_BM25_SEARCH");
     if (forced && std::string(forced) != "xapian" && std::string(forced) != "postings")
         user_error_in("RETRO_BM25_SEARCH", cat("is '", forced, "'; expected xapian or postings"), "unset it");
@@ -81,22 +79,9 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     const std::string unfit = bm25_postings_unfit(db.chunk_count(), db.chunk_size(), params);
     const double need = bm25_postings_bytes(db.chunk_count(), total_length, thread_count());
     const bool fits = need <= 0.5 * static_cast<double>(memory_available_bytes());
-    if (forced ? std::string(forced) == "postings" : unfit.empty() && fits) {
-        if (!unfit.empty()) user_error_in("RETRO_BM25_SEARCH=postings", unfit, "unset it");
-        if (!fits) memory_require("RETRO_BM25_SEARCH=postings", need, "the bm25 index's postings in memory", "unset it");
-        postings = std::make_unique<Bm25Postings>(db_file, params, db.chunk_count());
-        for (int t = 0; t < thread_count(); ++t) fast.push_back(std::make_unique<Bm25PostingsSearcher>(*postings));
-        log_info(cat("search: bm25 (the index's ", postings->postings(), " postings in memory, ", memory_format_bytes(need),
-                     ", scored term at a time as Xapian's BM25Weight; ", fast.size(), " threads)"));
-    } else {
-        for (int t = 0; t < thread_count(); ++t)
-            searchers.push_back(std::make_unique<Bm25Searcher>(db_file, params, db.chunk_count()));
-        const std::string why = forced        ? std::string("RETRO_BM25_SEARCH=xapian")
-                                : !unfit.empty() ? unfit
-                                                 : "the postings in memory would need " + memory_format_bytes(need) +
-                                                       ", more than half the memory available";
-        log_info(cat("search: bm25 (Xapian BM25Weight, ", searchers.size(), " threads: ", why, ")"));
-    }
+    const bool in_memory = forced ? std::string(forced) == "postings" : unfit.empty() && fits;
+    if (in_memory && !unfit.empty()) user_error_in("RETRO_BM25_SEARCH=postings", unfit, "unset it");
+    if (in_memory && !fits) memory_require("RETRO_BM25_SEARCH=postings", need, "the bm25 index's postings in memory", "unset it");
     nlohmann::json pj = {{"kind", "bm25"}, {"neighbours", opts.k}, {"block", opts.block},
                          {"same_document_filter", self_mode}, {"bm25", bm25_params_to_json(params)}};
     nlohmann::json state = {{"tool", "retro-knn"},
@@ -113,6 +98,25 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     const auto todo = nb.pending_with(ds, opts.shard);
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
+    std::unique_ptr<Bm25Postings> postings;
+    std::vector<std::unique_ptr<Bm25PostingsSearcher>> fast;
+    std::vector<std::unique_ptr<Bm25Searcher>> searchers;
+    if (todo.empty()) {
+        log_info(opts.out + ": every block was searched before (--resume): nothing left to search");
+    } else if (in_memory) {
+        postings = std::make_unique<Bm25Postings>(db_file, params, db.chunk_count());
+        for (int t = 0; t < thread_count(); ++t) fast.push_back(std::make_unique<Bm25PostingsSearcher>(*postings));
+        log_info(cat("search: bm25 (the index's ", postings->postings(), " postings in memory, ", memory_format_bytes(need),
+                     ", scored term at a time as Xapian's BM25Weight; ", fast.size(), " threads)"));
+    } else {
+        for (int t = 0; t < thread_count(); ++t)
+            searchers.push_back(std::make_unique<Bm25Searcher>(db_file, params, db.chunk_count()));
+        const std::string why = forced        ? std::string("RETRO_BM25_SEARCH=xapian")
+                                : !unfit.empty() ? unfit
+                                                 : "the postings in memory would need " + memory_format_bytes(need) +
+                                                       ", more than half the memory available";
+        log_info(cat("search: bm25 (Xapian BM25Weight, ", searchers.size(), " threads: ", why, ")"));
+    }
     Progress progress("bm25 search", total, "queries");
     std::vector<std::int32_t> tokens;
     std::vector<std::int64_t> ids;

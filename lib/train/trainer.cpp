@@ -543,6 +543,11 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"train_sequences", data_->train_seqs().size()},
                          {"chunks", data_->db().chunk_count()},
                          {"db_outputs", folder_outputs_stamp(o_.db)},
+                         // which tokenizer the ids are (data/run_tokenizer.h): --init-from a checkpoint of a run that
+                         // has no manifest yet is then checked too
+                         {"tokenizer_fingerprint", fs::exists(fs::path(o_.db) / "manifest.json")
+                                                       ? db_tokenizer_fingerprint(manifest_read(o_.db))
+                                                       : std::string()},
                          {"neighbours_outputs", o_.no_retrieval ? std::string() : folder_outputs_stamp(o_.neighbours)},
                          {"config", config_.to_json()},
                          {"no_retrieval", o_.no_retrieval},
