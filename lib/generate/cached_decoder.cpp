@@ -88,10 +88,7 @@ void CachedDecoder<T>::step(const std::vector<std::vector<std::int32_t>>& tokens
         const nn::LinearSumsScope row_by_row(nn::LinearSums::row_invariant);
         return step_group(tokens, all_logits);
     }
-    if (alone.size() == 1 && !singles) {
-        const nn::LinearSumsScope tiles(nn::LinearSums::thread_invariant);
-        return step_group(tokens, all_logits);
-    }
+    if (alone.size() == 1 && !singles) return step_group(tokens, all_logits);
 
     // several groups: each one's rows of logits kept per sequence, then laid out in sequence order
     const std::int64_t S = sequences(), V = c_.num_tokens;
@@ -238,8 +235,8 @@ void CachedDecoder<T>::add_copy_head(const std::vector<std::int64_t>& src, const
 
 template <typename T>
 void CachedDecoder<T>::encode_finished_chunks() {
-    // one encoder batch a sequence (its chunks finished in this step), its linears through sgemm's thread-invariant
-    // tiles even in a step of decode rows: the same calls as when the sequence is decoded alone
+    // one encoder batch a sequence (its chunks finished in this step), its linears through sgemm's tiles even in a
+    // step of decode rows: the same calls as when the sequence is decoded alone
     const nn::LinearSumsScope tiles(nn::LinearSums::thread_invariant);
     for (std::int64_t s = 0; s < sequences(); s++) {
         const auto& q = seqs_[static_cast<std::size_t>(s)];

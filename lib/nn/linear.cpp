@@ -11,8 +11,8 @@
 
 namespace retro::nn {
 
-// OpenBLAS always runs single-threaded here; with more than one thread a large GEMM is split into row
-// blocks over our OpenMP threads instead. OpenBLAS's own pthreads spin after every call and would compete
+// OpenBLAS always runs single-threaded here; a GEMM is cut into tiles the shapes alone fix, which our OpenMP threads
+// take whole (so the sums do not depend on the thread count: linear.h). OpenBLAS's own pthreads spin after every call and would compete
 // with the OpenMP team of the element-wise loops that follow: one pool of threads for the whole step.
 namespace {
 inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
@@ -68,7 +68,7 @@ void few_rows_blocked(const FewRows& k, std::int64_t N, std::int64_t I, std::int
     }
 }
 
-std::atomic<LinearSums> g_sums{LinearSums::fastest};
+std::atomic<LinearSums> g_sums{LinearSums::thread_invariant};
 
 // The thread-invariant tiles: rows and outputs in blocks fixed by the shapes (within 5 % of one sgemm call on the
 // dev box, and balanced enough for a few threads: a 512-wide layer gives 4 tiles a block of rows).
@@ -78,19 +78,28 @@ constexpr std::int64_t kTileRows = 256, kTileOutputs = 128;
 LinearSumsScope::LinearSumsScope(LinearSums mode) : previous_(g_sums.exchange(mode)) {}
 LinearSumsScope::~LinearSumsScope() { g_sums.store(previous_); }
 
+// Tiles the shapes alone fix, taken whole by the threads (thread_invariant, linear.h).
+struct Tiles {
+    std::int64_t rows, cols, tile_rows, tile_cols;
+    std::int64_t count() const { return ((rows + tile_rows - 1) / tile_rows) * ((cols + tile_cols - 1) / tile_cols); }
+    // tile t's rows [r0, r1) and columns [c0, c1)
+    void at(std::int64_t t, std::int64_t& r0, std::int64_t& r1, std::int64_t& c0, std::int64_t& c1) const {
+        const std::int64_t per_row = (cols + tile_cols - 1) / tile_cols;
+        r0 = t / per_row * tile_rows;
+        r1 = std::min(rows, r0 + tile_rows);
+        c0 = t % per_row * tile_cols;
+        c1 = std::min(cols, c0 + tile_cols);
+    }
+};
+
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O) {
     if (N == 0) return;
-    auto rows = [&](std::int64_t r0, std::int64_t r1) {   // y starts as the bias, sgemm adds with beta = 1
-        if (b)                                               // (beta = 0 makes OpenBLAS clear y first)
-            for (std::int64_t n = r0; n < r1; n++) std::copy(b, b + O, y + n * O);
-        gemm(false, true, r1 - r0, O, I, T(1), x + r0 * I, I, W, I, b ? T(1) : T(0), y + r0 * O, O);
-    };
     BlasSingleThread single;
     const FewRows kernel = few_rows_kernel(W, I, O);
-    const LinearSums mode = std::is_same_v<T, float> ? g_sums.load(std::memory_order_relaxed) : LinearSums::fastest;
+    const bool row_invariant = std::is_same_v<T, float> && g_sums.load(std::memory_order_relaxed) == LinearSums::row_invariant;
     // KV-cached decoding (and every row count when row_invariant): threads take blocks of outputs
-    if (N <= kernel.max_rows() || mode == LinearSums::row_invariant) {
+    if (N <= kernel.max_rows() || row_invariant) {
         auto outputs = [&](std::int64_t o0, std::int64_t o1) {
             if (b)
                 for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
@@ -100,45 +109,41 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
         else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
         return;
     }
-    if (mode == LinearSums::thread_invariant) {
-        const std::int64_t row_tiles = (N + kTileRows - 1) / kTileRows, out_tiles = (O + kTileOutputs - 1) / kTileOutputs;
-        for_each(row_tiles * out_tiles, N * I * O, [&](std::int64_t t) {
-            const std::int64_t r0 = t / out_tiles * kTileRows, r1 = std::min(N, r0 + kTileRows);
-            const std::int64_t o0 = t % out_tiles * kTileOutputs, o1 = std::min(O, o0 + kTileOutputs);
-            if (b)
-                for (std::int64_t n = r0; n < r1; n++) std::copy(b + o0, b + o1, y + n * O + o0);
-            gemm(false, true, r1 - r0, o1 - o0, I, T(1), x + r0 * I, I, W + o0 * I, I, b ? T(1) : T(0), y + r0 * O + o0, O);
-        });
-        return;
-    }
-    if (!split(N * I * O)) {
-        rows(0, N);
-        return;
-    }
-    ranges(N, N * I * O, [&](std::int64_t r0, std::int64_t r1, int) { rows(r0, r1); });
+    // y starts as the bias, the GEMM adds with beta = 1 (beta = 0 makes OpenBLAS clear y first)
+    const Tiles tiles{N, O, kTileRows, kTileOutputs};
+    for_each(tiles.count(), N * I * O, [&](std::int64_t t) {
+        std::int64_t r0, r1, o0, o1;
+        tiles.at(t, r0, r1, o0, o1);
+        if (b)
+            for (std::int64_t n = r0; n < r1; n++) std::copy(b + o0, b + o1, y + n * O + o0);
+        gemm(false, true, r1 - r0, o1 - o0, I, T(1), x + r0 * I, I, W + o0 * I, I, b ? T(1) : T(0), y + r0 * O + o0, O);
+    });
 }
 
 template <typename T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, std::int64_t N, std::int64_t I,
                      std::int64_t O) {
     if (N == 0) return;
-    auto dx_rows = [&](std::int64_t r0, std::int64_t r1) {
-        gemm(false, false, r1 - r0, I, O, T(1), dy + r0 * O, O, W, I, T(0), dx + r0 * I, I);
-    };
-    auto dw_rows = [&](std::int64_t o0, std::int64_t o1) {   // dW[o0:o1] += dy[:, o0:o1]^T x, db[o0:o1]
-        gemm(true, false, o1 - o0, I, N, T(1), dy + o0, O, x, I, T(1), dW + o0 * I, I);
-        if (db)
-            for (std::int64_t n = 0; n < N; n++)
-                for (std::int64_t o = o0; o < o1; o++) db[o] += dy[n * O + o];
-    };
     BlasSingleThread single;
-    if (!split(N * I * O)) {
-        if (dx) dx_rows(0, N);
-        if (dW) dw_rows(0, O);
-        return;
+    if (dx) {   // dx[r0:r1, i0:i1] = dy[r0:r1] W[:, i0:i1]
+        const Tiles tiles{N, I, kTileRows, kTileOutputs};
+        for_each(tiles.count(), N * I * O, [&](std::int64_t t) {
+            std::int64_t r0, r1, i0, i1;
+            tiles.at(t, r0, r1, i0, i1);
+            gemm(false, false, r1 - r0, i1 - i0, O, T(1), dy + r0 * O, O, W + i0, I, T(0), dx + r0 * I + i0, I);
+        });
     }
-    if (dx) ranges(N, N * I * O, [&](std::int64_t r0, std::int64_t r1, int) { dx_rows(r0, r1); });
-    if (dW) ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { dw_rows(o0, o1); });
+    if (dW) {   // dW[o0:o1, i0:i1] += dy[:, o0:o1]^T x[:, i0:i1]; db[o0:o1] with the tiles of i0 = 0, rows in order
+        const Tiles tiles{O, I, kTileOutputs, kTileRows};
+        for_each(tiles.count(), N * I * O, [&](std::int64_t t) {
+            std::int64_t o0, o1, i0, i1;
+            tiles.at(t, o0, o1, i0, i1);
+            gemm(true, false, o1 - o0, i1 - i0, N, T(1), dy + o0, O, x + i0, I, T(1), dW + o0 * I + i0, I);
+            if (db && i0 == 0)
+                for (std::int64_t n = 0; n < N; n++)
+                    for (std::int64_t o = o0; o < o1; o++) db[o] += dy[n * O + o];
+        });
+    }
 }
 
 template void linear_forward<float>(float*, const float*, const float*, const float*, std::int64_t, std::int64_t,

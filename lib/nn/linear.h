@@ -1,6 +1,7 @@
 // Linear layer, torch.nn.Linear layout (weight [O, I]), through OpenBLAS sgemm/dgemm:
 //   forward:  y[N, O] = x[N, I] W^T + b            (b may be null: no bias)
 //             (up to 8 rows in fp32 through the few-row GEMV of nn/gemv_avx512.h, or cblas_sgemv per row)
+// The sums do not depend on the thread count (LinearSums below).
 //   backward: dx[N, I]  = dy W                       (activations: =; dx may be null to skip)
 //             dW[O, I] += dy^T x,  db[O] += sum_n dy (parameters: +=; dW null skips both, for frozen weights)
 #pragma once
@@ -10,18 +11,16 @@ namespace retro::nn {
 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, std::int64_t I, std::int64_t O);
-// How linear_forward (fp32) adds up a row's sums, a process-wide setting for the CPU decoder (generate/cached_decoder.h):
-//   fastest           the default: sgemm over the rows split among the threads (up to 8 rows: the few-row GEMV). A
-//                     row's bits depend on the call's row count, the row's place among them and the thread count
-//                     (OpenBLAS's sgemm sums a row by its tile: tests/test_generate_batch_invariance.cpp).
-//   thread_invariant  the same bits at every thread count: sgemm over tiles the shapes alone fix (all the rows
-//                     in blocks of 256, the outputs in blocks of 128), the threads taking whole tiles; costs
-//                     nothing measurable on one thread (docs/performance.md "Session 47").
-//   row_invariant     each row the bits it gets alone, whatever the rows beside it and the thread count: every row
-//                     through the few-row kernel (nn/gemv_avx512.h) in groups of 8, a block of W's rows at a time
-//                     for every group so the block is read from cache; ~70 % of sgemm's rate on many rows, so for
-//                     the decode rows (one a sequence) only.
-enum class LinearSums { fastest, thread_invariant, row_invariant };
+// How linear_forward adds up a row's sums. Either way the bits do not depend on the thread count: a GEMM is cut
+// into tiles the shapes alone fix (256 rows x 128 outputs; the backward's dx and dW likewise), which the threads take
+// whole — OpenBLAS's sgemm sums a row by its tile, so splitting the rows among the threads made the bits depend on
+// their number (tests/test_train_threads.cpp, tests/test_generate_batch_invariance.cpp). The modes:
+//   thread_invariant  the default: a row's bits depend on the call's row count and the row's place among them.
+//   row_invariant     (fp32) each row the bits it gets alone, whatever the rows beside it: every row through the
+//                     few-row kernel (nn/gemv_avx512.h) in groups of 8, a block of W's rows at a time for every
+//                     group so the block is read from cache; ~70 % of sgemm's rate on many rows, so for the CPU
+//                     decoder's decode rows (one a sequence: generate/cached_decoder.h) only.
+enum class LinearSums { thread_invariant, row_invariant };
 
 // Sets the mode for the scope's lifetime and restores the previous one. Process-wide, like nn::DecodeWeightsScope
 // (the products run on OpenMP's threads): made and destroyed outside parallel regions.

@@ -76,15 +76,19 @@ void rmsnorm_forward(T* y, T* norm, const T* x, const T* gamma, std::int64_t N, 
 template <typename T>
 void rmsnorm_backward(T* dx, T* dgamma, const T* dy, const T* x, const T* gamma, const T* norm, std::int64_t N,
                       std::int64_t C) {
-    const int nt = thread_count();
-    std::vector<T> part(static_cast<std::size_t>(nt) * C, T(0));
-    ranges(N, 8 * N * C, [&](std::int64_t b, std::int64_t e, int t) {
-        T* pg = part.data() + static_cast<std::int64_t>(t) * C;
+    // dgamma: a partial sum per block of kBlockRows rows (in row order), the partials added in block order: blocks
+    // the shape alone fixes, so the sums do not depend on the thread count (as nn/linear.h's tiles)
+    constexpr std::int64_t kBlockRows = 256;
+    const std::int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
+    std::vector<T> part(static_cast<std::size_t>(blocks * C), T(0));
+    for_each(blocks, 8 * N * C, [&](std::int64_t k) {
+        T* pg = part.data() + k * C;
+        const std::int64_t b = k * kBlockRows, e = std::min(N, b + kBlockRows);
         if constexpr (std::is_same_v<T, float>) backward_rows_f32(dx, pg, dy, x, gamma, norm, b, e, C);
         else backward_rows(dx, pg, dy, x, gamma, norm, b, e, C);
     });
-    for (int t = 0; t < nt; t++)
-        for (std::int64_t c = 0; c < C; c++) dgamma[c] += part[static_cast<std::size_t>(t) * C + c];
+    for (std::int64_t k = 0; k < blocks; k++)
+        for (std::int64_t c = 0; c < C; c++) dgamma[c] += part[static_cast<std::size_t>(k * C + c)];
 }
 
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, std::int64_t, std::int64_t);
