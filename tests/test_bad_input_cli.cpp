@@ -421,6 +421,10 @@ TEST_CASE("bad input: a run refused after its --out was made leaves nothing that
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "bm").string() +
                                                      " --kind bm25 --bm25-k1 nan --quiet"),
                    {"--bm25-k1", "nan"});
+    // finite but overflowing: every score was inf (null in JSON, inf in distances.npy)
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "bm").string() +
+                                                     " --kind bm25 --bm25-k1 1e308 --quiet"),
+                   {"--bm25-k1: 1e+308 is not a number from 0 to 1,000,000"});
 
     const fs::path empty = t / "empty.jsonl", db = t / "db";
     test::write_text(empty, "");

@@ -237,10 +237,33 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(test::read_text(idx / "embeddings.npy") == test::read_text(s.tmp / "im/embeddings.npy"));
     CHECK(test::read_text(idx / "index.faiss") == test::read_text(s.tmp / "im/index.faiss"));
+    // a shard resumed as another shard (a requeued --shard auto job given another rank) is refused: it added its
+    // blocks to the other's and relabelled the folder
+    r = test::run_tool("retro-index", base + " --out " + (s.tmp / "i1").string() + " --shard 0/2 --resume");
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find("records shard 1/2, this is shard 0/2") != std::string::npos, r.err);
+    // a part damaged while the shard waited for its merge is refused by name (it was merged, its rows 1e15 long,
+    // and every later check passed against the manifest's fingerprint of the damage)
+    fs::copy(s.tmp / "i1", s.tmp / "i1d", fs::copy_options::recursive);
+    {
+        const fs::path part = s.tmp / "i1d" / "parts" / "embeddings.1.npy";
+        REQUIRE(fs::exists(part));
+        std::string bytes = test::read_text(part);
+        bytes[bytes.size() - 5] ^= 0x40;
+        test::write_text(part, bytes);
+        r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "i1d").string() + " --out " +
+                                              (s.tmp / "imd").string() + " --quiet");
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(part.string() + ": has changed since it was written") != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(s.tmp / "imd" / "manifest.json"));
+    }
     std::string kbase = idx.string() + " --db " + s.db.string() + " --neighbours 2 --block 64 --exact --quiet";
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string()).exit_code == 0);
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k0").string() + " --shard 0/3").exit_code == 0);
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k1").string() + " --shard 1/3").exit_code == 0);
+    r = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k1").string() + " --shard 0/3 --resume");
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find("records shard 1/3, this is shard 0/3") != std::string::npos, r.err);
     auto missing = test::run_tool("retro-knn", "merge " + (s.tmp / "k0").string() + " " + (s.tmp / "k1").string() + " --out " + (s.tmp / "km").string());
     CHECK(missing.exit_code == 2);   // shard 2/3 not done
     // named as the missing shard (it was "k0: block 2 ... is in none of the folders"), and the same folder twice

@@ -60,14 +60,29 @@ TEST_CASE("memory: index sizes (IVF lists, PQ codes, HNSW M) are refused before 
     expect_refused(test::run_tool("retro-index", base + "HNSW100000000"), "--index", out, "HNSW M must be between 2 and 4,096");
     expect_refused(test::run_tool("retro-index", base + "IVF4,PQ8x24"), "--index", out, "24 bits are not supported");
     expect_refused(test::run_tool("retro-index", base + "IVF4,PQ7"), "--index", out, "divisible by 7");
+    // sizes of 0, NSG graphs and a PCA beyond the dimension: FAISS segfaulted, asserted, divided by zero, never
+    // finished or failed after every chunk was embedded; refused before any output now
+    for (const char* factory : {"HNSW0", "IVF16_HNSW0,Flat", "PCAR0,Flat", "IVF0,Flat", "RR0,Flat", "PQ8x0"}) {
+        CAPTURE(factory);
+        expect_refused(test::run_tool("retro-index", base + factory), "--index", out, "has a size of 0");
+        CHECK_FALSE(fs::exists(out / "state.json"));
+    }
+    for (const char* factory : {"NSG4", "IVF64_NSG32,Flat"}) {
+        CAPTURE(factory);
+        expect_refused(test::run_tool("retro-index", base + factory), "--index", out, "NSG graphs are not supported");
+    }
+    expect_refused(test::run_tool("retro-index", base + "PCA64,Flat"), "--index", out, "a PCA to 64 dimensions, but the vectors have 16");
+    CHECK_FALSE(fs::exists(out / "state.json"));
     {   // sizes FAISS accepts, on a machine too small for them
         MemoryLimit limit("100000");   // 100 kB
         expect_refused(test::run_tool("retro-index", base + "HNSW4000"), "--index", out, "of memory available");
         expect_refused(test::run_tool("retro-index", base + "IVF8,Flat"), "--index", out, "of memory available");
     }
-    {
-        MemoryLimit limit("1000000");   // room for the Flat index of 1,106 vectors, not for a block of a million
-        expect_refused(test::run_tool("retro-index", base + "Flat --block 1000000"), "--block", out);
+    {   // a --block beyond the database is sized as the database's 1,106 chunks (124 kB), where it was refused as
+        // "a block of 1,000,000 chunks" (112 MB)
+        MemoryLimit limit("10000000");
+        const auto capped = test::run_tool("retro-index", base + "Flat --block 1000000 --quiet");
+        CHECK_MESSAGE(capped.exit_code == 0, capped.err);
     }
     // nlist beyond the data is fitted (Megatron-LM #699), never allocated as asked
     auto r = test::run_tool("retro-index", base + "IVF999999999,Flat");

@@ -133,6 +133,12 @@ TEST_CASE("tokenizer: CLI help - version and bad input") {
     CHECK_MESSAGE(zero.err.find("retro-tokenizer: error: --max-sentences: must be at least 1 (got 0)") == 0, zero.err);
     CHECK(std::count(zero.err.begin(), zero.err.end(), '\n') == 1);
     CHECK(!fs::exists(tmp / "o/manifest.json"));
+    // a seed beyond sentencepiece's 32 bits: 2^32 + 1 trained as 1, the manifest saying 4294967297
+    auto seed = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "o").string() +
+                                                      " --vocab-size 300 --seed 4294967297 --quiet");
+    CHECK(seed.exit_code == 2);
+    CHECK_MESSAGE(seed.err.find("--seed: 4294967297 is above 4,294,967,295") != std::string::npos, seed.err);
+    CHECK(!fs::exists(tmp / "o/manifest.json"));
     // more distinct characters than the vocabulary holds: the fix is a larger vocabulary, not a smaller one
     std::string many;
     for (char32_t c = 0x4e00; c < 0x4e00 + 600; ++c)   // 600 CJK ideographs, each a few times

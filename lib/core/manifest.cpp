@@ -213,6 +213,19 @@ void state_mark_shard_done(const std::string& dir, int index, int count) {
     write_file_atomic(path, st.dump(2));
 }
 
+nlohmann::json state_shard_record(int index, int count) { return {{"index", index}, {"count", count}}; }
+
+void state_check_same_shard(const nlohmann::json& old, const std::string& path, int index, int count) {
+    if (count <= 1) return;   // the whole job may finish any folder: a shard's parts are what a killed run leaves
+    const nlohmann::json was = old.is_object() ? old.value("shard", nlohmann::json()) : nlohmann::json();
+    if (!was.is_object()) return;
+    const int was_index = was.value("index", -1), was_count = was.value("count", -1);
+    if (was_index == index && was_count == count) return;
+    auto name = [](int i, int n) { return n <= 1 ? std::string("the whole job (no --shard)") : "shard " + std::to_string(i) + "/" + std::to_string(n); };
+    user_error_in(path, "records " + name(was_index, was_count) + ", this is " + name(index, count),
+                  "resume each shard in its own folder, with its own --shard");
+}
+
 void shards_check_complete(const std::vector<std::string>& dirs, const std::string& tool) {
     std::map<int, std::string> seen;   // shard index -> its folder
     int count = -1;

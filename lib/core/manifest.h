@@ -48,6 +48,13 @@ std::string json_file_tool(const std::string& path);
 // merge writes the manifest: manifest_read then names a shard given as an input as such (it said "unfinished run:
 // --resume", and --resume said "shard done"). A --resume rewrites state.json and marks it again at its end.
 void state_mark_shard_done(const std::string& dir, int index, int count);
+// On a --resume of dir (state.json `old` at `path`) as shard index/count: UserError when it records another shard
+// or the whole job (`shard`: {index, count}) — another shard's blocks would join this one's and the folder be
+// relabelled (a requeued `--shard auto` job given another rank). Resumed as the whole job (count 1) any folder may be
+// finished (a shard's parts are what a killed run leaves). A state of older versions records none: nothing to check.
+void state_check_same_shard(const nlohmann::json& old, const std::string& path, int index, int count);
+// The `shard` record state_check_same_shard compares.
+nlohmann::json state_shard_record(int index, int count);
 // Before a merge: where every folder in `dirs` records its shard (state_mark_shard_done), they must be the shards
 // 0/n .. n-1/n of one count, each once — else a UserError naming the missing shard, a repeated one, or the counts
 // (the merge named only "block 2 is in none of the folders"). Folders that record none are left to the merge's checks.

@@ -3,10 +3,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/npy.h"
 
 namespace fs = std::filesystem;
@@ -24,7 +27,28 @@ std::string BlockParts::part_path(std::int64_t b) const {
     return (fs::path(dir_) / "parts" / (name_ + "." + std::to_string(b) + ".npy")).string();
 }
 
-bool BlockParts::part_done(std::int64_t b) const { return fs::exists(part_path(b)); }
+namespace {
+std::string seal_path(const std::string& part) { return part + ".fingerprint"; }
+
+// UserError when `part` has a seal its bytes no longer match.
+void check_seal(const std::string& part) {
+    const std::string seal = seal_path(part);
+    if (!fs::exists(seal)) return;   // written by a version before the seals
+    std::ifstream in(seal);
+    std::string recorded;
+    std::getline(in, recorded);
+    if (fingerprint_file(part) != recorded)
+        user_error_in(part, "has changed since it was written (its bytes no longer match " + fs::path(seal).filename().string() + ")",
+                      "delete it and its .fingerprint, and rerun the command that wrote its folder with --resume: the block is made again");
+}
+}  // namespace
+
+void BlockParts::seal(std::int64_t b) const {
+    const std::string part = part_path(b);
+    write_file_atomic(seal_path(part), fingerprint_file(part) + "\n");
+}
+
+bool BlockParts::part_done(std::int64_t b) const { return fs::exists(part_path(b)) && fs::exists(seal_path(part_path(b))); }
 
 std::vector<std::int64_t> BlockParts::pending(const Shard& shard) const {
     std::vector<std::int64_t> out;
@@ -55,6 +79,7 @@ std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dir
             user_error_in(dirs.empty() ? dir_ : dirs.front(), "block " + std::to_string(b) + " of " + name_ +
                                                                   " is in none of the folders",
                           "finish every shard (re-run it with --resume) before merging");
+        check_seal(found);
         out.push_back(found);
     }
     return out;

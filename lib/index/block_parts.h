@@ -1,7 +1,10 @@
 // Resumable, shardable block work shared by retro-index and retro-knn: rows [0, N) are cut into
 // blocks of B rows; block b's result is written atomically to DIR/parts/NAME.b.npy, so a killed
 // run resumes by skipping finished parts, `--shard i/n` does blocks with b % n == i, and merge
-// (or the last step of an unsharded run) concatenates every part in block order.
+// (or the last step of an unsharded run) concatenates every part in block order. Each part is sealed with its
+// fingerprint (DIR/parts/NAME.b.npy.fingerprint, written after it): a block is done when both are there, and the
+// parts a merge or the last step joins are held to their seals, so a part damaged while a run was stopped or a
+// shard waited is refused by name instead of being built into the index.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,6 +23,8 @@ public:
     std::int64_t block_begin(std::int64_t b) const { return b * block_rows_; }
     std::int64_t block_end(std::int64_t b) const;
     std::string part_path(std::int64_t b) const;
+    // Writes the seal of part b (after the part itself: the pair marks the block done).
+    void seal(std::int64_t b) const;
     bool part_done(std::int64_t b) const;
     // The blocks this shard still has to do.
     std::vector<std::int64_t> pending(const Shard& shard) const;
@@ -27,7 +32,7 @@ public:
     // block is done when both parts are (a run killed while it removed the parts at its end leaves one of a pair).
     std::vector<std::int64_t> pending_with(const BlockParts& other, const Shard& shard) const;
     // Part files of every block found in any of `dirs` (for merge); UserError naming the first
-    // missing block.
+    // missing block, or a part whose bytes differ from its seal (parts of versions before the seals have none).
     std::vector<std::string> collect(const std::vector<std::string>& dirs) const;
 
 private:

@@ -141,7 +141,9 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
             }
         });
         npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(k)}, scores.data());
-        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(k)}, ids.data());   // written last: marks the block done
+        ds.seal(b);
+        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(k)}, ids.data());
+        nb.seal(b);   // written last: marks the block done
     }
     progress.finish();
     if (!knn_join_parts(opts, nb, ds)) return;

@@ -9,10 +9,12 @@
 namespace retro {
 
 void bm25_params_check(const Bm25Params& p) {
-    // written as !(ok) so that NaN is refused too; "a number >= 0" says so
-    if (!(p.k1 >= 0 && std::isfinite(p.k1))) user_error_in("--bm25-k1", cat(p.k1, " is not a number >= 0"));
+    // written as !(ok) so that NaN is refused too. k1 and k3 above a million weigh a term by its count alone as
+    // closely as floats tell, and near 1e308 the weights overflow to inf (every score null, every distance inf)
+    constexpr double kMax = 1e6;
+    if (!(p.k1 >= 0 && p.k1 <= kMax)) user_error_in("--bm25-k1", cat(p.k1, " is not a number from 0 to 1,000,000"), "1.2 is usual");
     if (p.k2 != 0) user_error_in("--bm25-k2", "must be 0 (the query-length term is not used)");
-    if (!(p.k3 >= 0 && std::isfinite(p.k3))) user_error_in("--bm25-k3", cat(p.k3, " is not a number >= 0"));
+    if (!(p.k3 >= 0 && p.k3 <= kMax)) user_error_in("--bm25-k3", cat(p.k3, " is not a number from 0 to 1,000,000"));
     if (!(p.b >= 0 && p.b <= 1)) user_error_in("--bm25-b", "must be between 0 and 1");
     if (!(p.min_normlen >= 0 && std::isfinite(p.min_normlen)))
         user_error_in("--bm25-min-normlen", cat(p.min_normlen, " is not a number >= 0"));

@@ -11,6 +11,7 @@
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -48,7 +49,24 @@ std::int64_t index_factory_nlist(const std::string& factory) {
     return 0;
 }
 
+void index_check_factory(const std::string& factory) {
+    const std::string q = "'" + factory + "'";
+    static const std::regex zero("(^|[^0-9])0+($|[^0-9])");
+    std::size_t begin = 0;
+    while (begin <= factory.size()) {
+        const std::size_t end = std::min(factory.find(',', begin), factory.size());
+        const std::string part = factory.substr(begin, end - begin);
+        if (std::regex_search(part, zero))
+            user_error_in("--index", q + ": " + part + " has a size of 0", "give each number of the factory string a positive value");
+        if (part.find("NSG") != std::string::npos)
+            user_error_in("--index", q + ": NSG graphs are not supported (FAISS crashed or did not finish building them)",
+                          "use HNSW32 (or IVFn_HNSW32,Flat beyond a few million chunks)");
+        begin = end + 1;
+    }
+}
+
 std::string index_fit_factory(const std::string& factory, std::int64_t n_train, std::string& note) {
+    index_check_factory(factory);
     note.clear();
     std::int64_t nlist = index_factory_nlist(factory);
     if (nlist == 0 || n_train >= 39 * nlist) return factory;

@@ -25,6 +25,11 @@ std::string index_default_factory(std::int64_t n);
 // 4 sqrt(n) rounded down to a power of two (FAISS's guideline).
 std::int64_t index_ivf_nlist(std::int64_t n);
 
+// UserError naming --index for a factory string FAISS would crash or hang on instead of refusing: a part of size 0
+// (HNSW0, IVF0, PCA0, RR0, PQ8x0 ...: segfaults, assertions, or an index of dimension 0), or an NSG graph (a
+// floating-point exception under IVF, no end with NSG4). index_fit_factory calls it first.
+void index_check_factory(const std::string& factory);
+
 // If `factory` names IVFn and n_train < 39*n, returns it with n lowered to n_train/39 (>= 1) and
 // sets `note` to say so; otherwise returns it unchanged.
 std::string index_fit_factory(const std::string& factory, std::int64_t n_train, std::string& note);

@@ -81,6 +81,7 @@ void embed_blocks(const ChunkDb& db, const Embedder& emb, const BlockParts& part
         } else {
             npy_save(parts.part_path(b), {n, static_cast<std::int64_t>(d)}, out.data());
         }
+        parts.seal(b);
     }
     progress.finish();
 }
@@ -98,7 +99,8 @@ void rows_f32(const NpyArray& emb, std::int64_t b, std::int64_t e, std::vector<f
 }
 
 // An embedding block in memory: its f32 rows (and an f16 copy), its token ids.
-void check_block_memory(std::int64_t block, int chunk_size, int d) {
+void check_block_memory(std::int64_t block, std::int64_t chunks, int chunk_size, int d) {
+    block = std::min(block, chunks);   // no block holds more chunks than the database
     memory_require("--block", double(block) * (double(d) * 6 + double(chunk_size) * 4),
                    "a block of " + std::to_string(block) + " chunks", "a smaller --block (65,536 is the default)");
 }
@@ -261,7 +263,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         const std::string fitted = index_fit_factory(factory, n_train, note);
         if (opts.embedder == "bow") {   // bert's and t5's dim is known once the config is read (below)
             index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train);
-            check_block_memory(opts.block, db.chunk_size(), opts.bow.dim);
+            check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), opts.bow.dim);
         }
         index_check_trainable(fitted, n_train);
         if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
@@ -295,7 +297,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         const std::int64_t n_train = training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
         index_check_sizes(fitted, db.chunk_count(), emb->dim(), n_train);
-        check_block_memory(opts.block, db.chunk_size(), emb->dim());
+        check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), emb->dim());
         FaissIndex probe(fitted, emb->dim());   // a factory FAISS rejects ("flat"), before the chunks are embedded
     }
 
@@ -321,8 +323,9 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             if (const auto [was, now] = comparable(key, old[key], state[key]); was != now)
                 user_error_in(state_path(opts.out), "records another job: " + json_first_difference(was, now, key),
                               "rerun with the folder's settings to resume it, or --force to start over");
+        state_check_same_shard(old, state_path(opts.out), opts.shard.index, opts.shard.count);
     }
-    state["shard"] = {{"index", opts.shard.index}, {"count", opts.shard.count}};
+    state["shard"] = state_shard_record(opts.shard.index, opts.shard.count);
     write_file_atomic(state_path(opts.out), state.dump(2));
     // bow's fitted weights, once the resume check above has passed (a refused --resume left them in another job's folder)
     if (const auto* bow = dynamic_cast<const BowEmbedder*>(emb.get()); bow && !fs::exists(fs::path(opts.out) / "idf.npy"))

@@ -75,6 +75,12 @@ void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::i
     const std::string q = "'" + factory + "'";
     const std::int64_t dd = p.opq_out > 0 ? p.opq_out : d;
     if (p.opq_out > 65536) user_error_in("--index", q + ": an OPQ output dimension above 65,536 is not supported");
+    {   // a PCA keeps at most the input's dimensions (FAISS fails when training it, after every chunk was embedded)
+        std::smatch m;
+        if (std::regex_search(factory, m, std::regex("(^|,)PCAW?R?([0-9]+)")) && to_int(m[2].str()) > d)
+            user_error_in("--index", q + ": a PCA to " + m[2].str() + " dimensions, but the vectors have " + std::to_string(d),
+                          "give the PCA at most " + std::to_string(d) + " dimensions");
+    }
     if (p.pq_m > 0) {
         if (p.pq_bits < 1 || p.pq_bits > 16)
             user_error_in("--index", q + ": PQ codes of " + std::to_string(p.pq_bits) + " bits are not supported (1 to 16)",

@@ -336,8 +336,11 @@ bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
                 user_error_in(state_path(opts.out),
                               "records another job: " + json_first_difference(old[key], state[key], key),
                               "rerun with the folder's settings to resume it, or --force to start over");
+        state_check_same_shard(old, state_path(opts.out), opts.shard.index, opts.shard.count);
     }
-    write_file_atomic(state_path(opts.out), state.dump(2));
+    nlohmann::json written = state;
+    written["shard"] = state_shard_record(opts.shard.index, opts.shard.count);
+    write_file_atomic(state_path(opts.out), written.dump(2));
     return true;
 }
 
@@ -457,7 +460,9 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                            [&](std::int64_t b, const std::int64_t* bids, const float* bscores) {
                                const std::int64_t n = nb.block_end(b) - nb.block_begin(b);
                                npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, bscores);
-                               npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, bids);   // marks the block done
+                               ds.seal(b);
+                               npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, bids);
+                               nb.seal(b);   // marks the block done
                                progress.add(n);
                            });
         todo.clear();
@@ -476,7 +481,9 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
             progress.add(e - r);
         }
         npy_save(ds.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, scores.data());
-        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, ids.data());   // written last: marks the block done
+        ds.seal(b);
+        npy_save(nb.part_path(b), {n, static_cast<std::int64_t>(opts.k)}, ids.data());
+        nb.seal(b);   // written last: marks the block done
     }
     progress.finish();
     if (!knn_join_parts(opts, nb, ds)) return;

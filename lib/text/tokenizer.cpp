@@ -113,6 +113,9 @@ void tokenizer_train_options_check(const TokenizerTrainOptions& opts) {
     if (opts.max_sentences < 1)
         user_error_in("--max-sentences", "must be at least 1 (got " + std::to_string(opts.max_sentences) + ")",
                       "the default 2,000,000 keeps memory bounded");
+    // sentencepiece's trainer takes an unsigned int: 2^32 + 1 trained as 1 while the manifest said 4294967297
+    if (opts.seed > 0xFFFFFFFFull)
+        user_error_in("--seed", cat(opts.seed, " is above 4,294,967,295, the largest seed sentencepiece's trainer takes"));
 }
 
 TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const CorpusOptions& corpus,
