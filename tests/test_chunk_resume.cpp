@@ -137,4 +137,21 @@ TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses o
     r = run_tool("retro-chunk", common + (dir / "straight").string() + " --on-error skip");
     REQUIRE(r.exit_code == 0);
     chunk_check_same_bytes(dir / "straight", dir / "db");
+
+    // the input edited in place, its size kept (the malformed line "fixed"): its old blocks would have been continued
+    // with its new text, under a manifest fingerprinting the new file; refused naming the file
+    r = run_tool("retro-chunk", common + (dir / "db2").string());
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(fs::exists(dir / "db2" / "progress.json"));
+    std::string edited = read_text(corpus);
+    edited.replace(edited.find("{\"text\": broken"), 15, "{\"text\":\"fixe\"}");   // 15 bytes for 15
+    REQUIRE(edited.size() == read_text(corpus).size());
+    write_text(corpus, edited);
+    r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK_MESSAGE(r.err.find(fs::absolute(corpus).lexically_normal().string() + ": has changed since the stopped run read it") !=
+                      std::string::npos,
+                  r.err);
+    chunk_check_nothing_complete(dir / "db2");
 }

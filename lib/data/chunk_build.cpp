@@ -102,8 +102,16 @@ nlohmann::json checkpoint_params(const nlohmann::json& parameters, const std::st
     nlohmann::json p = parameters;
     p.erase("on_error");   // lines before a malformed one are the same either way
     p["tokenizer_fingerprint"] = fingerprint_file(tok_path);
+    // each input by its absolute path (the same file named from another folder is the same input), size and
+    // modification time: an input edited in place keeping its size (a line "fixed" as an error said) would otherwise
+    // continue from blocks of its old text, under a manifest fingerprinting the new
     nlohmann::json in = nlohmann::json::array();
-    for (const auto& f : files) in.push_back({f.path, fs::file_size(f.path)});
+    for (const auto& f : files)
+        in.push_back({{"path", fs::absolute(f.path).lexically_normal().string()},
+                      {"size", fs::file_size(f.path)},
+                      {"modified_ns", static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                                   fs::last_write_time(f.path).time_since_epoch())
+                                                                   .count())}});
     p["inputs"] = in;
     return p;
 }
@@ -204,9 +212,24 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     const nlohmann::json* state = nullptr;
     BlockPlan plan{o.block_docs, o.block_bytes, o.shard_index, o.shard_count, 0};
     if (!checkpoint.is_null()) {
-        if (checkpoint.value("params", nlohmann::json()) != cp_params)
-            user_error_in(cp_path, "was written by a run with other inputs, tokenizer or parameters",
-                          "repeat the first run's command with --resume, or start again with --force");
+        if (const nlohmann::json was = checkpoint.value("params", nlohmann::json()); was != cp_params) {
+            // the same files, one of them changed since (an edit in place): named as such
+            const nlohmann::json& was_in = was.is_object() ? was.value("inputs", nlohmann::json()) : nlohmann::json();
+            const nlohmann::json& now_in = cp_params["inputs"];
+            nlohmann::json was_rest = was, now_rest = cp_params;
+            if (was_rest.is_object()) was_rest.erase("inputs");
+            now_rest.erase("inputs");
+            if (was_rest == now_rest && was_in.is_array() && was_in.size() == now_in.size())
+                for (std::size_t i = 0; i < now_in.size(); i++)
+                    if (was_in[i].is_object() && was_in[i].value("path", std::string()) == now_in[i]["path"] && was_in[i] != now_in[i])
+                        user_error_in(now_in[i]["path"].get<std::string>(),
+                                      "has changed since the stopped run read it (its size or modification time differs): the "
+                                      "chunks so far hold its old text",
+                                      "start again with --force");
+            user_error_in(cp_path, "was written by a run with other inputs, tokenizer or parameters: " +
+                                       json_first_difference(was, cp_params, "params"),
+                          "repeat the first run's command with --resume (inputs unchanged), or start again with --force");
+        }
         state = &checkpoint.at("writer");
         plan.first_block = checkpoint.at("next_block").get<std::int64_t>();
         log_info("resuming at input block " + std::to_string(plan.first_block) + " (" +
