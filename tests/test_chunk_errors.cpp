@@ -89,6 +89,28 @@ TEST_CASE("retro-chunk replaces and counts invalid UTF-8 - skips and counts empt
     CHECK(nlohmann::json::parse(r.out)["text"] == "Kamiro \xef\xbf\xbd tel \xef\xbf\xbd lan.");
 }
 
+TEST_CASE("retro-chunk reads a file reached twice once, with a warning - and warns of JSON Lines in a .json file") {
+    Case c;
+    fs::create_directories(c.dir / "corpus" / "sub");
+    write_text(c.dir / "corpus" / "a.txt", "Kamiro tel sulan.");
+    write_text(c.dir / "corpus" / "sub" / "b.txt", "Vi ta ro.");
+    fs::create_symlink(c.dir / "corpus" / "a.txt", c.dir / "link.txt");
+    // the folder, a file in it again, the same file through a link, and a folder inside the first
+    auto r = run_tool("retro-chunk", (c.dir / "corpus").string() + " " + (c.dir / "corpus" / "a.txt").string() + " " +
+                                         (c.dir / "link.txt").string() + " " + (c.dir / "corpus" / "sub").string() +
+                                         " --tokenizer " + c.tok + " --out " + c.db.string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(retro::manifest_read(c.db.string())["corpus"]["documents"] == 2);   // it was 5: copies as documents of their own
+    CHECK(r.err.find((c.dir / "link.txt").string() + ": the same file as " + (c.dir / "corpus" / "a.txt").string() + ", read once") !=
+          std::string::npos);
+    CHECK(r.err.find((c.dir / "corpus" / "sub" / "b.txt").string() + ": given twice, read once") != std::string::npos);
+    write_text(c.dir / "data.json", "{\"text\": \"Kamiro tel.\"}\n");
+    r = run_tool("retro-chunk", (c.dir / "data.json").string() + " --tokenizer " + c.tok + " --out " + (c.dir / "db2").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("data.json: read as plain text, one document") != std::string::npos);
+}
+
 TEST_CASE("retro-chunk refuses a corpus with no document") {
     Case c;
     fs::path p = c.dir / "empty.jsonl";

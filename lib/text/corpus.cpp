@@ -1,8 +1,11 @@
 // Implementation of corpus.h.
 #include "text/corpus.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -121,6 +124,10 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             std::sort(found.begin(), found.end());
             for (auto& f : found) out.push_back({f, is_jsonl(f)});
         } else if (fs::is_regular_file(in, ec)) {
+            const std::string ext = fs::path(in).extension().string();
+            if (!is_jsonl(in) && (ext == ".json" || ext == ".ndjson" || ext == ".gz" || ext == ".zst"))
+                log_warn(in + ": read as plain text, one document (JSON Lines are read from .jsonl, .jsonl.gz and .jsonl.zst "
+                              "files)");
             out.push_back({in, is_jsonl(in)});
         } else if (fs::exists(in, ec)) {
             user_error_in(in, "is not a regular file or a folder (a device, a pipe or a socket)",
@@ -129,7 +136,25 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             user_error_in(in, "no such file or folder");
         }
     }
-    return out;
+    // a file reached twice (named twice, through a link, or by overlapping folders) is read once: a second copy would
+    // be another document, which the same-document filter of retro-knn cannot tell from the first
+    std::map<std::pair<std::uintmax_t, std::uintmax_t>, std::string> first;
+    std::vector<CorpusFile> unique;
+    for (auto& f : out) {
+        struct stat st {};
+        if (::stat(f.path.c_str(), &st) != 0) {
+            unique.push_back(std::move(f));
+            continue;
+        }
+        const auto id = std::make_pair(static_cast<std::uintmax_t>(st.st_dev), static_cast<std::uintmax_t>(st.st_ino));
+        if (const auto it = first.find(id); it != first.end()) {
+            log_warn(f.path + (f.path == it->second ? ": given twice" : ": the same file as " + it->second) + ", read once");
+            continue;
+        }
+        first.emplace(id, f.path);
+        unique.push_back(std::move(f));
+    }
+    return unique;
 }
 
 namespace {

@@ -44,7 +44,8 @@ struct CorpusCounts {
 bool glob_match(const std::string& glob, const std::string& relative);
 
 // Expands inputs (folders and files) into the sorted list of files to read. A folder with no
-// matching file, or a missing path, is a UserError naming it.
+// matching file, or a missing path, is a UserError naming it. A file reached twice (named twice, through a
+// link, by overlapping folders) is listed once, with a warning.
 std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs, const CorpusOptions& opts);
 
 // Calls fn for every non-empty document of one file, in order. Malformed jsonl lines fail with
