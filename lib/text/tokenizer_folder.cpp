@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/output_folder.h"
+#include "core/threads.h"
 
 namespace fs = std::filesystem;
 
@@ -57,6 +58,8 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                            {"long_lines_split", r.long_lines_split},
                            {"sentences_used", r.sentences_used}};
     m.extra()["vocab_size"] = r.vocab_size;
+    // sentencepiece's trainer splits its work by thread, and the model can differ with their number
+    m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
