@@ -111,6 +111,25 @@ TEST_CASE("retro-chunk reads a file reached twice once, with a warning - and war
     CHECK(r.err.find("data.json: read as plain text, one document") != std::string::npos);
 }
 
+TEST_CASE("retro-chunk inspect names chunks.npy for a token id outside the vocabulary, not the tokenizer") {
+    Case c;
+    const fs::path p = c.dir / "a.jsonl";
+    write_text(p, "{\"text\": \"Kamiro tel sulan vi ta ro.\"}\n");
+    REQUIRE(c.run(p.string()).exit_code == 0);
+    const fs::path chunks = c.db / "chunks.npy";
+    std::string bytes = read_text(chunks);
+    const retro::NpyHeader h = retro::npy_parse(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), chunks.string());
+    REQUIRE(h.dtype == retro::DType::U16);
+    const std::uint16_t big = 65000;
+    std::memcpy(bytes.data() + h.data_offset + 2, &big, 2);   // row 0, the token after bos
+    write_text(chunks, bytes);
+    for (const char* what : {"--chunk 0", "--doc 0"}) {
+        CAPTURE(what);
+        check_user_error(run_tool("retro-chunk", "inspect " + c.db.string() + " " + what),
+                         chunks.string() + ": row 0 holds token id 65000, outside the tokenizer's vocabulary");
+    }
+}
+
 TEST_CASE("retro-chunk refuses a corpus with no document") {
     Case c;
     fs::path p = c.dir / "empty.jsonl";

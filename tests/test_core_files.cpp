@@ -174,6 +174,11 @@ TEST_CASE("core: manifest_read of an interrupted run's folder names the tool and
     fs::create_directories(tmp / "other");
     CHECK_THROWS_WITH_AS(manifest_read((tmp / "other").string()),
                          doctest::Contains("missing: the folder is incomplete or was not made by a RetroKit tool"), UserError);
+    // a folder that is not there, or a file, is named as such (it said "NAME/manifest.json: missing: the folder is
+    // incomplete")
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "nonexistent").string()), doctest::Contains("nonexistent: no such folder"), UserError);
+    test::write_text(tmp / "file", "x");
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "file").string()), doctest::Contains("file: is a file, not a folder"), UserError);
 }
 
 TEST_CASE("core: manifest records inputs and outputs - and verification catches a change") {

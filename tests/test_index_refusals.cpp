@@ -67,6 +67,7 @@ TEST_CASE("index refusals: options of another embedder are refused, not ignored"
         {" --model " + model, "--model: does not apply to --embedder bow"},
         {" --max-length 64", "--max-length: does not apply to --embedder bow"},
         {" --batch 8", "--batch: does not apply to --embedder bow"},
+        {" --tokenizer /nonexistent", "--tokenizer: does not apply to --embedder bow"},   // was ignored, even missing
         {" --embedder bert --model " + model + " --dim 64", "--dim: applies to --embedder bow only"},
     };
     for (const auto& [args, why] : cases) {

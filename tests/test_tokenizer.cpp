@@ -122,6 +122,14 @@ TEST_CASE("tokenizer: CLI help - version and bad input") {
     auto nomatch = test::run_tool("retro-tokenizer", "train " + (tmp / "emptydir").string() + " --out " + (tmp / "o").string());
     CHECK(nomatch.exit_code == 2);
     CHECK(nomatch.err.find("no file matches") != std::string::npos);
+    // an empty model file (sentencepiece said "Internal: unk is not defined."), and a device
+    test::write_text(tmp / "empty.model", "");
+    auto empty_model = test::run_tool("retro-tokenizer", "encode --model " + (tmp / "empty.model").string(), "x\n");
+    CHECK(empty_model.exit_code == 2);
+    CHECK_MESSAGE(empty_model.err.find("empty.model: is empty (0 bytes), not a sentencepiece model") != std::string::npos, empty_model.err);
+    auto device = test::run_tool("retro-tokenizer", "encode --model /dev/null", "x\n");
+    CHECK(device.exit_code == 2);
+    CHECK_MESSAGE(device.err.find("/dev/null: is not a tokenizer model file") != std::string::npos, device.err);
     auto badflag = test::run_tool("retro-tokenizer", "train x --vocab-size lots");
     CHECK(badflag.exit_code == 2);
     // --max-sentences 0 samples nothing: named, not "the corpus holds no text"

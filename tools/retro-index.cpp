@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
                 for (const char* f : {"--bm25-k1", "--bm25-b", "--bm25-k3", "--bm25-min-normlen"})
                     if (o.kind != "bm25" && app.count(f) > 0) retro::user_error_in(f, "applies to --kind bm25 only", "add --kind bm25, or drop it");
                 // the options one embedder has and the others would silently ignore
-                for (const char* f : {"--model", "--max-length", "--batch"})   // (--device: its own message)
+                for (const char* f : {"--model", "--max-length", "--batch", "--tokenizer"})   // (--device: its own message)
                     if (o.kind != "bm25" && o.embedder == "bow" && app.count(f) > 0)
                         retro::user_error_in(f, "does not apply to --embedder bow", "drop it, or pass --embedder bert, t5 or clip");
                 if (o.kind != "bm25" && o.embedder != "bow" && app.count("--dim") > 0)

@@ -176,6 +176,9 @@ nlohmann::json manifest_read(const std::string& dir) {
     note_json_file(path);
     std::ifstream in(path);
     if (!in) {
+        std::error_code ec;
+        if (!fs::exists(dir, ec)) user_error_in(dir, "no such folder");
+        if (!fs::is_directory(dir, ec)) user_error_in(dir, "is a file, not a folder", "give the folder a RetroKit tool wrote");
         // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
         std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
         if (tool.empty() && fs::exists(fs::path(dir) / "progress.json")) tool = "retro-chunk";

@@ -54,6 +54,17 @@ void check_id(const char* flag, std::int64_t id, std::int64_t count, const std::
         user_error_in(flag, std::to_string(id) + " is outside [0, " + std::to_string(count) + ") of " + dir);
 }
 
+
+// UserError naming chunks.npy's row when one of its ids is outside the tokenizer's vocabulary (the tokenizer's
+// decode named the model, as if it were the one at fault)
+void check_row_ids(const ChunkDb& db, const Tokenizer& tok, std::int64_t row, const std::vector<int>& ids) {
+    for (const int t : ids)
+        if (t < 0 || t >= tok.vocab_size())
+            user_error_in((fs::path(db.dir()) / "chunks.npy").string(),
+                          cat("row ", row, " holds token id ", t, ", outside the tokenizer's vocabulary [0, ", tok.vocab_size(), ")"),
+                          "rebuild the database with retro-chunk");
+}
+
 void inspect_chunk(const ChunkDb& db, const InspectOptions& o, std::ostream& out) {
     check_id("--chunk", o.chunk, db.chunk_count(), db.dir());
     auto tok = open_tokenizer(db, o, true);
@@ -61,6 +72,7 @@ void inspect_chunk(const ChunkDb& db, const InspectOptions& o, std::ostream& out
     std::vector<std::int32_t> rows;
     db.rows(o.chunk, o.chunk + 1, rows);
     std::vector<int> ids = non_pad(rows);
+    check_row_ids(db, *tok, o.chunk, ids);
     DocSource src = db.source(doc);
     json j = {{"chunk", o.chunk},
               {"doc", doc},
@@ -97,6 +109,7 @@ void inspect_doc(const ChunkDb& db, const InspectOptions& o, std::ostream& out) 
         std::vector<std::int32_t> rows;
         db.rows(c, c + 1, rows);
         std::vector<int> ids = non_pad(rows);
+        check_row_ids(db, *tok, c, ids);
         tokens += static_cast<std::int64_t>(ids.size());
         all.insert(all.end(), ids.begin(), ids.end());
         chunks.push_back({{"chunk", c}, {"tokens", ids.size()}, {"text", tok->decode(ids)}});

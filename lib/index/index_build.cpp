@@ -157,8 +157,10 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     if (nprobe > 0 && fitted_nlist <= 0)
         log_warn(cat("--nprobe ", nprobe, ": the index (", fitted, ") has no inverted lists; nothing to set"));
     int ef = state.value("ef_search", 0);
-    if (ef > 0 && !index.set_ef_search(ef))
+    if (ef > 0 && !index.set_ef_search(ef)) {
         log_warn(cat("--ef-search ", ef, ": the index (", fitted, ") has no HNSW graph; nothing to set"));
+        ef = 0;   // the manifest records what the index holds
+    }
     index.save((fs::path(out) / "index.faiss").string());
 
     Manifest m(ctx);

@@ -21,8 +21,13 @@ namespace retro {
 
 Tokenizer::Tokenizer(const std::string& model_path)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-    if (!std::filesystem::is_regular_file(model_path))
+    std::error_code ec;
+    if (!std::filesystem::exists(model_path, ec))
         user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
+    if (!std::filesystem::is_regular_file(model_path, ec))
+        user_error_in(model_path, "is not a tokenizer model file (a device, a pipe or a folder)", "give a tok.model file");
+    if (std::filesystem::file_size(model_path, ec) == 0)   // sentencepiece said "Internal: unk is not defined."
+        user_error_in(model_path, "is empty (0 bytes), not a sentencepiece model", "train one with: retro-tokenizer train CORPUS --out DIR");
     refuse_lfs_pointer_file(model_path);
     // its character map checked, and the library's refusals (a status or an exception) one line naming the file
     sentencepiece_load_bytes(*sp_, model_path, sentencepiece_model_bytes(model_path), "train one with: retro-tokenizer train CORPUS --out DIR");
