@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
             static bool force = false;
             static std::string on_error = "fail";
 
+            // before the subcommand too, as in the other tools (`retro-tokenizer --threads 1 encode ...`)
+            app.add_option("--threads", ctx.threads, "Threads for train and encode (0 = all cores)");
             auto* train = app.add_subcommand("train", "Train a tokenizer on a corpus; writes OUT/tok.model and OUT/manifest.json");
             train->add_option("corpus", inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files")->required();
             train->add_option("--out", out_dir, "Output folder");

@@ -233,7 +233,13 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             if (opts.on_error == OnError::FAIL) {
                 if (reader.line_number() == 1 && is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(line.data()), line.size()))
                     refuse_lfs_pointer_file(file.path);   // a .jsonl left behind by a clone without git-lfs
-                user_error_in(where, problem, "fix the line, or pass --on-error skip");
+                // in a compressed file, damaged bytes come out as a garbled line before the stream's own check fails
+                const bool compressed = file.path.size() > 3 && (file.path.compare(file.path.size() - 3, 3, ".gz") == 0 ||
+                                                                  file.path.compare(file.path.size() - 4, 4, ".zst") == 0);
+                user_error_in(where, problem,
+                              compressed ? "fix the line, or pass --on-error skip; if the line looks garbled, the compressed "
+                                           "file may be damaged (check it with gzip -t or zstd -t)"
+                                         : "fix the line, or pass --on-error skip");
             }
             if (reader.line_number() == 1 && is_lfs_pointer(reinterpret_cast<const std::uint8_t*>(line.data()), line.size()))
                 log_warn(file.path + ": is a Git LFS pointer (a clone without git-lfs): its lines are skipped; fetch the "
