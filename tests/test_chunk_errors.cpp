@@ -188,7 +188,11 @@ TEST_CASE("retro-chunk merge refuses missing or mismatched shards") {
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " --out " + c.db.string()),
                      "is shard 0 of 3, but 2 shards were given");
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s1 + " --out " + c.db.string()),
-                     "shard 2 is missing or given twice");
+                     s1 + ": is given twice");   // it said "shard 2 is missing or given twice"
+    // a folder that is not there is named, before the count (it said "s0: is shard 0 of 3, but 4 shards were given")
+    check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s2 + " " + (c.dir / "nope").string() + " --out " +
+                                                 c.db.string()),
+                     (c.dir / "nope").string() + ": no such folder");
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "x2").string() + " --out " + c.db.string()),
                      "was made from other inputs, tokenizer or parameters");
     chunk_check_nothing_complete(c.db);

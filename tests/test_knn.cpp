@@ -237,6 +237,24 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(test::read_text(idx / "embeddings.npy") == test::read_text(s.tmp / "im/embeddings.npy"));
     CHECK(test::read_text(idx / "index.faiss") == test::read_text(s.tmp / "im/index.faiss"));
+    // folders that are not shards are named as such (a finished index said "state.json: missing")
+    r = test::run_tool("retro-index", "merge " + idx.string() + " " + (s.tmp / "i1").string() + " --out " + (s.tmp / "imx").string());
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find(idx.string() + ": is a finished retro-index folder, not a shard of a --shard run") != std::string::npos, r.err);
+    r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "nope").string() + " --out " +
+                                          (s.tmp / "imx").string());
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find((s.tmp / "nope").string() + ": no such folder") != std::string::npos, r.err);
+    {   // an unfinished shard is named (the merge said "i0: block 1 ... is in none of the folders")
+        fs::copy(s.tmp / "i1", s.tmp / "i1u", fs::copy_options::recursive);
+        nlohmann::json st = nlohmann::json::parse(test::read_text(s.tmp / "i1u" / "state.json"));
+        st.erase("shard_done");
+        test::write_text(s.tmp / "i1u" / "state.json", st.dump());
+        r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "i1u").string() + " --out " +
+                                              (s.tmp / "imx").string());
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find((s.tmp / "i1u").string() + ": is shard 1/2, unfinished") != std::string::npos, r.err);
+    }
     // a shard resumed as another shard (a requeued --shard auto job given another rank) is refused: it added its
     // blocks to the other's and relabelled the folder
     r = test::run_tool("retro-index", base + " --out " + (s.tmp / "i1").string() + " --shard 0/2 --resume");

@@ -233,13 +233,29 @@ void shards_check_complete(const std::vector<std::string>& dirs, const std::stri
     std::map<int, std::string> seen;   // shard index -> its folder
     int count = -1;
     std::string count_dir;
+    for (const auto& d : dirs) {   // folders that are not shards, named before any is compared
+        std::error_code ec;
+        if (!fs::exists(d, ec)) user_error_in(d, "no such folder");
+        if (fs::exists(fs::path(d) / "state.json", ec)) continue;
+        if (fs::exists(fs::path(d) / "manifest.json", ec))
+            user_error_in(d, "is a finished " + json_file_tool((fs::path(d) / "manifest.json").string()) +
+                                 " folder, not a shard of a --shard run: there is nothing to merge",
+                          "give the folders of a --shard i/n run");
+        user_error_in(d, "holds no state.json: not a shard folder of " + tool, "give the folders of a --shard i/n run");
+    }
     for (const auto& d : dirs) {
         std::string done;
+        nlohmann::json st;
         try {
-            done = json_read_file((fs::path(d) / "state.json").string()).value("shard_done", std::string());
+            st = json_read_file((fs::path(d) / "state.json").string());
+            done = st.value("shard_done", std::string());
         } catch (const std::exception&) {
             return;
         }
+        if (const nlohmann::json shard = st.value("shard", nlohmann::json()); done.empty() && shard.is_object() &&
+                                                                             shard.value("count", 1) > 1)
+            user_error_in(d, cat("is shard ", shard.value("index", -1), "/", shard.value("count", -1), ", unfinished (stopped before its end)"),
+                          "finish it: rerun its command with --resume, then merge");
         int i = -1, n = -1;
         if (done.empty() || std::sscanf(done.c_str(), "%d/%d", &i, &n) != 2 || i < 0 || n < 1 || i >= n) return;
         if (count >= 0 && n != count)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "core/error.h"
@@ -57,8 +58,19 @@ void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
 
 void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     std::vector<Shard> shards(o.shards.size());
+    // every folder opened before any is compared: a missing one is named as such, not as a count that differs
+    for (std::size_t i = 0; i < o.shards.size(); ++i) shards[i].db = std::make_unique<ChunkDb>(o.shards[i]);
+    {   // the same folder twice is named (it said "shard 2 is missing or given twice" of another folder)
+        std::map<std::string, std::string> seen;
+        for (const auto& d : o.shards) {
+            std::error_code ec;
+            const std::string key = fs::weakly_canonical(d, ec).string();
+            if (const auto it = seen.find(key); it != seen.end())
+                user_error_in(d, "is given twice (as " + it->second + " too)", "pass every shard of the run once");
+            seen.emplace(key, d);
+        }
+    }
     for (std::size_t i = 0; i < o.shards.size(); ++i) {
-        shards[i].db = std::make_unique<ChunkDb>(o.shards[i]);
         if (ctx.verify_inputs) shards[i].db->verify(ChunkDb::Verify::kAll);
         shards[i].db->check_arrays();   // the merge copies every row anyway
         const auto& p = shards[i].db->manifest().at("parameters");
