@@ -82,6 +82,8 @@ std::string index_query_prompt(const nlohmann::json& embedder, const IndexQueryO
 std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.k < 1) user_error_in("--k", cat("is ", o.k, ", needs at least 1"));
     if (!o.image.empty() && !o.text.empty()) user_error_in("query", "give a query text or --image FILE, not both");
+    if (o.image.empty() && o.text.empty())   // nothing given at all: the usage, not an "empty" text
+        user_error_in("query", "no query given", "retro-index query INDEX \"some words\" (or --image FILE)");
     if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
     if (std::string valid = o.text; o.image.empty() && utf8_sanitize(valid) != 0)   // (as --prompt: the JSON output needs UTF-8)
         user_error_in("query", "the query text is not valid UTF-8", "give the text in UTF-8");
