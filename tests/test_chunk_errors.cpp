@@ -130,6 +130,20 @@ TEST_CASE("retro-chunk inspect names chunks.npy for a token id outside the vocab
     }
 }
 
+TEST_CASE("retro-chunk inspect prints a chunk's control characters as text, and --json as they are") {
+    Case c;
+    const fs::path p = c.dir / "esc.jsonl";
+    write_text(p, "{\"text\": \"red \\u001b[31mALERT\\u001b[0m done\"}\n");
+    REQUIRE(c.run(p.string()).exit_code == 0);
+    const auto shown = run_tool("retro-chunk", "inspect " + c.db.string() + " --chunk 0");
+    REQUIRE(shown.exit_code == 0);
+    CHECK(shown.out.find('\x1b') == std::string::npos);   // it switched the terminal to red
+    CHECK(shown.out.find("\\x1b[3") != std::string::npos);
+    const auto json = run_tool("retro-chunk", "inspect " + c.db.string() + " --chunk 0 --json");
+    REQUIRE(json.exit_code == 0);
+    CHECK(nlohmann::json::parse(json.out)["text"].get<std::string>().find('\x1b') != std::string::npos);
+}
+
 TEST_CASE("retro-chunk refuses a corpus with no document") {
     Case c;
     fs::path p = c.dir / "empty.jsonl";

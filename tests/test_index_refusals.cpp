@@ -57,6 +57,11 @@ TEST_CASE("index refusals: a refused merge leaves no folder, a refused --resume 
     CHECK(as_bow.exit_code == 2);
     CHECK_MESSAGE(as_bow.err.find("records another job: --embedder is bow, the folder's bert") != std::string::npos, as_bow.err);
     CHECK_FALSE(fs::exists(tmp / "b" / "idf.npy"));
+    // an unfinished shard resumed with another index: refused, as a finished folder refuses it (it was accepted)
+    const test::RunResult other_index = test::run_tool("retro-index", db.string() + " --out " + (tmp / "s1").string() +
+                                                                           " --block 8 --shard 1/2 --resume --index HNSW16 --quiet");
+    CHECK(other_index.exit_code == 2);
+    CHECK_MESSAGE(other_index.err.find("records another job: factory is \"HNSW16\"") != std::string::npos, other_index.err);
 }
 
 TEST_CASE("index refusals: options of another embedder are refused, not ignored") {

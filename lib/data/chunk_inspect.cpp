@@ -55,6 +55,25 @@ void check_id(const char* flag, std::int64_t id, std::int64_t count, const std::
 }
 
 
+// Text for a terminal: control characters other than tab and newline shown as \xNN, so a chunk's escape sequences
+// (a corpus of terminal logs) print as text instead of acting on the terminal. --json keeps the text as it is.
+std::string terminal_text(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
 // UserError naming chunks.npy's row when one of its ids is outside the tokenizer's vocabulary (the tokenizer's
 // decode named the model, as if it were the one at fault)
 void check_row_ids(const ChunkDb& db, const Tokenizer& tok, std::int64_t row, const std::vector<int>& ids) {
@@ -93,7 +112,7 @@ void inspect_chunk(const ChunkDb& db, const InspectOptions& o, std::ostream& out
         << ".." << (o.chunk - first) * db.chunk_size() + static_cast<std::int64_t>(ids.size()) - 1 << " ("
         << rows.size() - ids.size() << " padding)\n"
         << "source: " << source_text(src) << "\n"
-        << "text: " << j["text"].get<std::string>() << "\n";
+        << "text: " << terminal_text(j["text"].get<std::string>()) << "\n";
 }
 
 void inspect_doc(const ChunkDb& db, const InspectOptions& o, std::ostream& out) {
@@ -123,7 +142,7 @@ void inspect_doc(const ChunkDb& db, const InspectOptions& o, std::ostream& out) 
     out << "document " << o.doc << " of " << db.doc_count() << ": chunks " << first << ".." << end - 1 << ", "
         << tokens << " tokens (bos and eos included)\nsource: " << source_text(src) << "\n";
     for (const auto& c : chunks)
-        out << "[chunk " << c["chunk"].get<std::int64_t>() << "] " << c["text"].get<std::string>() << "\n";
+        out << "[chunk " << c["chunk"].get<std::int64_t>() << "] " << terminal_text(c["text"].get<std::string>()) << "\n";
 }
 
 // min / median / mean / max of a list of counts.
@@ -226,7 +245,7 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
     line("chunks per document", j["chunks_per_doc"]);
     out << "distinct tokens: " << j["distinct_tokens"] << "; most frequent:";
     for (const auto& t : top)
-        out << " " << t["id"] << (t.contains("piece") ? "'" + t["piece"].get<std::string>() + "'" : "") << "×"
+        out << " " << t["id"] << (t.contains("piece") ? "'" + terminal_text(t["piece"].get<std::string>()) + "'" : "") << "×"
             << t["count"];
     out << "\n";
 }

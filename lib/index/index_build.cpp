@@ -183,6 +183,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
 // embedder.tokenizer_fingerprint (bert), one before 2026-12-03 no embedder.config_fingerprint, so where one side
 // lacks one, neither is held to it.
 std::pair<nlohmann::json, nlohmann::json> comparable(const char* key, nlohmann::json a, nlohmann::json b) {
+    if (a.is_null() || b.is_null()) return {a, a};   // a key an older version did not record: nothing to compare
     if (std::string(key) == "embedder" && a.is_object() && b.is_object())
         for (const char* later : {"tokenizer_fingerprint", "config_fingerprint"})   // recorded since 2026-12-02, -03
             if (!a.contains(later) || !b.contains(later)) {
@@ -321,7 +322,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             !was.empty() && was != opts.embedder)
             user_error_in(state_path(opts.out), "records another job: --embedder is " + opts.embedder + ", the folder's " + was,
                           "rerun with the folder's settings to resume it, or --force to start over");
-        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype"})
+        // (the index settings too: the finished-folder check refuses them, so an unfinished one does as well)
+        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory", "nprobe", "ef_search"})
             if (const auto [was, now] = comparable(key, old[key], state[key]); was != now)
                 user_error_in(state_path(opts.out), "records another job: " + json_first_difference(was, now, key),
                               "rerun with the folder's settings to resume it, or --force to start over");
