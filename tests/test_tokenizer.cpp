@@ -122,6 +122,11 @@ TEST_CASE("tokenizer: CLI help - version and bad input") {
     auto nomatch = test::run_tool("retro-tokenizer", "train " + (tmp / "emptydir").string() + " --out " + (tmp / "o").string());
     CHECK(nomatch.exit_code == 2);
     CHECK(nomatch.err.find("no file matches") != std::string::npos);
+    // a glob of a syntax it does not have says so (it said only "no file matches")
+    test::write_text(tmp / "emptydir" / "a.txt", "Kamiro tel.");
+    auto braces = test::run_tool("retro-tokenizer", "train " + (tmp / "emptydir").string() + " --glob '*.{txt,md}' --out " + (tmp / "o").string());
+    CHECK(braces.exit_code == 2);
+    CHECK_MESSAGE(braces.err.find("--glob knows *, ? and ** only") != std::string::npos, braces.err);
     // an empty model file (sentencepiece said "Internal: unk is not defined."), and a device
     test::write_text(tmp / "empty.model", "");
     auto empty_model = test::run_tool("retro-tokenizer", "encode --model " + (tmp / "empty.model").string(), "x\n");

@@ -120,7 +120,11 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                     log_warn("skipping " + link.string() + ": " + why);
             };
             folder_walk(in, visit);
-            if (found.empty()) user_error_in(in, "no file matches '" + opts.glob + "'", "pass --glob PATTERN");
+            if (found.empty())
+                user_error_in(in, "no file matches '" + opts.glob + "'",
+                              opts.glob.find_first_of("[{") != std::string::npos
+                                  ? "--glob knows *, ? and ** only ([..] and {..} are taken as the characters themselves)"
+                                  : "pass --glob PATTERN");
             std::sort(found.begin(), found.end());
             for (auto& f : found) out.push_back({f, is_jsonl(f)});
         } else if (fs::is_regular_file(in, ec)) {
