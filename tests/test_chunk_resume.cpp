@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "test_chunk_util.h"
 
 namespace fs = std::filesystem;
@@ -154,4 +156,14 @@ TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses o
                       std::string::npos,
                   r.err);
     chunk_check_nothing_complete(dir / "db2");
+    // a progress.json of an earlier version (inputs as [path as given, size]) is resumed, held to path and size
+    {
+        nlohmann::json cp = nlohmann::json::parse(read_text(dir / "db2" / "progress.json"));
+        nlohmann::json legacy = nlohmann::json::array();
+        legacy.push_back({corpus.string(), fs::file_size(corpus)});
+        cp["params"]["inputs"] = legacy;
+        write_text(dir / "db2" / "progress.json", cp.dump());
+        r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+    }
 }

@@ -275,6 +275,14 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
         CHECK_MESSAGE(r.err.find(part.string() + ": has changed since it was written") != std::string::npos, r.err);
         CHECK_FALSE(fs::exists(s.tmp / "imd" / "manifest.json"));
     }
+    {   // a part whose seal is gone, in a folder that seals its parts (a kill between the two, or a removal): refused
+        fs::copy(s.tmp / "i1", s.tmp / "i1s", fs::copy_options::recursive);
+        fs::remove(s.tmp / "i1s" / "parts" / "embeddings.1.npy.fingerprint");
+        r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "i1s").string() + " --out " +
+                                              (s.tmp / "ims").string() + " --quiet");
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find("embeddings.1.npy: has no embeddings.1.npy.fingerprint") != std::string::npos, r.err);
+    }
     std::string kbase = idx.string() + " --db " + s.db.string() + " --neighbours 2 --block 64 --exact --quiet";
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string()).exit_code == 0);
     REQUIRE(test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k0").string() + " --shard 0/3").exit_code == 0);

@@ -212,7 +212,16 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     const nlohmann::json* state = nullptr;
     BlockPlan plan{o.block_docs, o.block_bytes, o.shard_index, o.shard_count, 0};
     if (!checkpoint.is_null()) {
-        if (const nlohmann::json was = checkpoint.value("params", nlohmann::json()); was != cp_params) {
+        nlohmann::json was = checkpoint.value("params", nlohmann::json());
+        // a checkpoint of a version before session 47 records each input as [path as given, size]: held to those
+        if (was.is_object() && was.value("inputs", nlohmann::json()).is_array() && !was["inputs"].empty() &&
+            was["inputs"][0].is_array()) {
+            nlohmann::json legacy = cp_params;
+            legacy["inputs"] = nlohmann::json::array();
+            for (const auto& f : files) legacy["inputs"].push_back({f.path, fs::file_size(f.path)});
+            if (was == legacy) was = cp_params;
+        }
+        if (was != cp_params) {
             // the same files, one of them changed since (an edit in place): named as such
             const nlohmann::json& was_in = was.is_object() ? was.value("inputs", nlohmann::json()) : nlohmann::json();
             const nlohmann::json& now_in = cp_params["inputs"];

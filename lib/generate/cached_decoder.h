@@ -13,8 +13,9 @@
 //                   row at p >= cs - 1 reads chunk u(p) = floor((p + 1)/cs) - 1; rows p < cs - 1 get 0.
 //   copy head       (config copy_head, nn/copy_head.h) each output row's gates, from the sequence's ids so far
 //                   and chunk u(p)'s neighbours, as RetroModel::forward computes them.
-// Several sequences advance together, batch- and thread-invariantly (a sequence's logits are the bits it gets decoded
-// alone, at any thread count: docs/generate.md): the sequences that feed one token go through a step together, their
+// Several sequences advance together, batch- and thread-invariantly in fp32 (a sequence's logits are the bits it gets
+// decoded alone, at any thread count: docs/generate.md; the double decoder, a test reference, is thread- but not
+// batch-invariant): the sequences that feed one token go through a step together, their
 // linears row by row (nn::LinearSums::row_invariant: the few-row GEMV in groups of 8, never sgemm, whose sums for a
 // row depend on the rows beside it); a sequence that feeds more (its prompt) goes through the step alone; the encoder
 // runs a sequence at a time; those GEMMs over tiles fixed by their shapes (nn::LinearSums::thread_invariant);

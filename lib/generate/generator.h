@@ -3,7 +3,7 @@
 // they belong together, then decodes prompts in groups of --batch-size with a CachedDecoder:
 //   ids = [bos] + encode(prompt); neighbours for every complete prompt chunk; one step over the prompt;
 //   then per token: sample (generate/sampler.h), stop at eos or at the length limit; when the length becomes a
-//   multiple of the chunk size, retrieve for that chunk (all sequences of the group in one search) before
+//   multiple of the chunk size, retrieve for that chunk (one search a sequence: batch invariance) before
 //   the token is fed, so the chunk's last token already reads its neighbours (the chunk grid of B.6).
 // Each prompt has its own random stream (seed, prompt index): its random numbers do not depend on the batch, and on
 // the CPU nor do its logits (CachedDecoder is batch-invariant, and retrieval searches a prompt's chunks in a call of

@@ -12,6 +12,8 @@
 #include "core/fingerprint.h"
 #include "core/npy.h"
 
+#include <nlohmann/json.hpp>
+
 namespace fs = std::filesystem;
 
 namespace retro {
@@ -30,10 +32,29 @@ std::string BlockParts::part_path(std::int64_t b) const {
 namespace {
 std::string seal_path(const std::string& part) { return part + ".fingerprint"; }
 
-// UserError when `part` has a seal its bytes no longer match.
+// Whether the folder holding parts/`part` was written by a version that seals its parts (its state.json says so).
+bool folder_seals_parts(const std::string& part) {
+    const fs::path state = fs::path(part).parent_path().parent_path() / "state.json";
+    std::ifstream in(state);
+    if (!in) return false;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(in);
+        return j.is_object() && j.value("parts_sealed", false);
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+}
+
+// UserError when `part` has a seal its bytes no longer match, or none where its folder seals every part.
 void check_seal(const std::string& part) {
     const std::string seal = seal_path(part);
-    if (!fs::exists(seal)) return;   // written by a version before the seals
+    if (!fs::exists(seal)) {
+        if (folder_seals_parts(part))   // killed between the part and its seal, or the seal removed
+            user_error_in(part, "has no " + fs::path(seal).filename().string() + " (its run stopped before sealing it, or "
+                                "the seal was removed)",
+                          "delete it and rerun the command that wrote its folder with --resume: the block is made again");
+        return;   // written by a version before the seals
+    }
     std::ifstream in(seal);
     std::string recorded;
     std::getline(in, recorded);

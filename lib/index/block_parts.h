@@ -4,7 +4,8 @@
 // (or the last step of an unsharded run) concatenates every part in block order. Each part is sealed with its
 // fingerprint (DIR/parts/NAME.b.npy.fingerprint, written after it): a block is done when both are there, and the
 // parts a merge or the last step joins are held to their seals, so a part damaged while a run was stopped or a
-// shard waited is refused by name instead of being built into the index.
+// shard waited is refused by name instead of being built into the index. A folder whose state.json records
+// `"parts_sealed": true` (written by this version) has every part sealed: a part without its seal is refused too.
 #pragma once
 #include <cstdint>
 #include <string>

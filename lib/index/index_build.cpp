@@ -330,6 +330,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         state_check_same_shard(old, state_path(opts.out), opts.shard.index, opts.shard.count);
     }
     state["shard"] = state_shard_record(opts.shard.index, opts.shard.count);
+    state["parts_sealed"] = true;   // block_parts.h: every part of this folder gets its seal
     write_file_atomic(state_path(opts.out), state.dump(2));
     // bow's fitted weights, once the resume check above has passed (a refused --resume left them in another job's folder)
     if (const auto* bow = dynamic_cast<const BowEmbedder*>(emb.get()); bow && !fs::exists(fs::path(opts.out) / "idf.npy"))

@@ -340,6 +340,7 @@ bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
     }
     nlohmann::json written = state;
     written["shard"] = state_shard_record(opts.shard.index, opts.shard.count);
+    written["parts_sealed"] = true;   // block_parts.h: every part of this folder gets its seal
     write_file_atomic(state_path(opts.out), written.dump(2));
     return true;
 }

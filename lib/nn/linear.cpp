@@ -105,8 +105,15 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
                 for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
             few_rows_blocked(kernel, N, I, O, o0, o1, W, x, y, b != nullptr);
         };
-        if (!split(N * I * O)) outputs(0, O);
-        else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
+        if (kernel.w16 || kernel.avx512) {   // RetroKit's GEMV: a row's sums depend on neither N nor the outputs' range
+            if (!split(N * I * O)) outputs(0, O);
+            else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
+            return;
+        }
+        // cblas_sgemv (no AVX-512, or RETRO_GEMV=blas) sums an output by how the outputs are cut: fixed tiles of
+        // outputs, as the GEMMs below, so that a row's bits depend on neither N nor the thread count
+        const std::int64_t tiles = (O + kTileOutputs - 1) / kTileOutputs;
+        for_each(tiles, N * I * O, [&](std::int64_t t) { outputs(t * kTileOutputs, std::min(O, (t + 1) * kTileOutputs)); });
         return;
     }
     // y starts as the bias, the GEMM adds with beta = 1 (beta = 0 makes OpenBLAS clear y first)
