@@ -15,11 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <vector>
 
 #include "core/error.h"
 #include "core/lfs_pointer.h"
+#include "text/protobuf_wire.h"
 
 namespace retro {
 
@@ -36,42 +36,6 @@ std::uint32_t unit_offset(std::uint32_t u) { return (u >> 10) << ((u & (1u << 9)
 bool unit_has_leaf(std::uint32_t u) { return ((u >> 8) & 1) != 0; }
 std::uint32_t unit_value(std::uint32_t u) { return u & ((1u << 31) - 1); }
 std::uint32_t unit_label(std::uint32_t u) { return u & ((1u << 31) | 0xFF); }
-
-// A protocol-buffer reader for the few fields needed: calls `field(number, bytes)` for each length-delimited field of
-// `msg`; false where the bytes are not a protocol buffer.
-template <typename F>
-bool for_each_bytes_field(std::string_view msg, F&& field) {
-    std::size_t i = 0;
-    const auto varint = [&]() -> std::optional<std::uint64_t> {
-        std::uint64_t v = 0;
-        for (int shift = 0; shift < 64 && i < msg.size(); shift += 7) {
-            const auto b = static_cast<unsigned char>(msg[i++]);
-            v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-            if (!(b & 0x80)) return v;
-        }
-        return std::nullopt;
-    };
-    while (i < msg.size()) {
-        const auto key = varint();
-        if (!key) return false;
-        const std::uint64_t number = *key >> 3, wire = *key & 7;
-        if (wire == 0) {
-            if (!varint()) return false;
-        } else if (wire == 1 || wire == 5) {
-            const std::size_t n = wire == 1 ? 8 : 4;
-            if (msg.size() - i < n) return false;
-            i += n;
-        } else if (wire == 2) {
-            const auto len = varint();
-            if (!len || *len > msg.size() - i) return false;
-            field(number, msg.substr(i, static_cast<std::size_t>(*len)));
-            i += static_cast<std::size_t>(*len);
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
 
 }  // namespace
 
@@ -117,9 +81,9 @@ void sentencepiece_model_check(const std::string& path, std::string_view model) 
         user_error_in(path, "is not a sentencepiece model RetroKit can check (its protocol buffer does not parse as one)",
                       "restore the file from the checkpoint or tokenizer it came from");
     };
-    const bool whole = for_each_bytes_field(model, [&](std::uint64_t number, std::string_view spec) {
+    const bool whole = protobuf_for_each_bytes_field(model, [&](std::uint64_t number, std::string_view spec) {
         if (number != 3 && number != 5) return;   // ModelProto.normalizer_spec, .denormalizer_spec
-        const bool spec_whole = for_each_bytes_field(spec, [&](std::uint64_t field, std::string_view map) {
+        const bool spec_whole = protobuf_for_each_bytes_field(spec, [&](std::uint64_t field, std::string_view map) {
             if (field != 2) return;   // NormalizerSpec.precompiled_charsmap
             const std::string problem = precompiled_charsmap_problem(map);
             if (!problem.empty())

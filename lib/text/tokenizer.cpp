@@ -30,7 +30,8 @@ Tokenizer::Tokenizer(const std::string& model_path)
         user_error_in(model_path, "is empty (0 bytes), not a sentencepiece model", "train one with: retro-tokenizer train CORPUS --out DIR");
     refuse_lfs_pointer_file(model_path);
     // its character map checked, and the library's refusals (a status or an exception) one line naming the file
-    sentencepiece_load_bytes(*sp_, model_path, sentencepiece_model_bytes(model_path), "train one with: retro-tokenizer train CORPUS --out DIR");
+    const std::string bytes = sentencepiece_model_bytes(model_path);
+    sentencepiece_load_bytes(*sp_, model_path, bytes, "train one with: retro-tokenizer train CORPUS --out DIR");
     const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
     const int have[] = {sp_->pad_id(), sp_->unk_id(), sp_->bos_id(), sp_->eos_id()};
     for (int i = 0; i < 4; ++i)
@@ -39,16 +40,30 @@ Tokenizer::Tokenizer(const std::string& model_path)
                           std::string("special ids must be pad=0 unk=1 bos=2 eos=3, but ") + want[i].second + "=" +
                               std::to_string(have[i]),
                           "train it with retro-tokenizer train, or with spm_train --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3");
+    cuts_ = SentencepieceCuts(*sp_, bytes);
 }
 
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-std::vector<int> Tokenizer::encode(std::string_view text) const {
+std::vector<int> Tokenizer::encode_whole(std::string_view text) const {
     std::vector<int> ids;
     auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
     if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    return ids;
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text, std::size_t max_part_bytes) const {
+    std::size_t longest = 0;
+    std::vector<int> ids = cuts_.encode(
+        text, max_part_bytes, [&](std::string_view part, std::vector<int>& out) { out = encode_whole(part); }, &longest);
+    constexpr std::size_t kWarnUncutBytes = std::size_t{16} << 20;
+    if (longest > kWarnUncutBytes && !warned_uncut_->exchange(true))
+        log_warn(cat(path_, ": a text of ", longest >> 20, " MiB was encoded at once (",
+                     cuts_.why_whole().empty() ? "no single space or line break to cut it at"
+                                               : "the model allows no cut: " + cuts_.why_whole(),
+                     "): sentencepiece holds about 60 bytes of memory a byte of it while it encodes"));
     return ids;
 }
 

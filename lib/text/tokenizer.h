@@ -1,6 +1,7 @@
 // The sentencepiece model shared by the LM and the database (ARCHITECTURE.md Decision 3), with
 // fixed special ids pad=0 unk=1 bos=2 eos=3. Loading refuses a model with other special ids.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "text/corpus.h"
+#include "text/sentencepiece_cuts.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -24,7 +26,12 @@ public:
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;
 
-    std::vector<int> encode(std::string_view text) const;     // thread-safe
+    // The ids of `text` (thread-safe): sentencepiece's over the whole text, given to it in parts of at most
+    // max_part_bytes where the model allows an exact cut (text/sentencepiece_cuts.h: bounded memory on a long text).
+    // A text that cannot be cut for more than 16 MiB is encoded so, with a warning (once) of the memory it takes.
+    std::vector<int> encode(std::string_view text, std::size_t max_part_bytes = kEncodePartBytes) const;
+    std::vector<int> encode_whole(std::string_view text) const;   // sentencepiece's Encode as is (the reference)
+    const SentencepieceCuts& cuts() const { return cuts_; }
     std::vector<std::string> encode_pieces(std::string_view text) const;
     std::string decode(const std::vector<int>& ids) const;    // special ids decode to nothing
     int vocab_size() const;
@@ -34,6 +41,8 @@ public:
 private:
     std::string path_;
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+    SentencepieceCuts cuts_;
+    std::unique_ptr<std::atomic<bool>> warned_uncut_ = std::make_unique<std::atomic<bool>>(false);
 };
 
 struct TokenizerTrainOptions {
