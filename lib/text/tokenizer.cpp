@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/lfs_pointer.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/progress.h"
 #include "core/threads.h"
 #include "text/sentencepiece_load.h"
@@ -59,11 +60,15 @@ std::vector<int> Tokenizer::encode(std::string_view text, std::size_t max_part_b
     std::vector<int> ids = cuts_.encode(
         text, max_part_bytes, [&](std::string_view part, std::vector<int>& out) { out = encode_whole(part); }, &longest);
     constexpr std::size_t kWarnUncutBytes = std::size_t{16} << 20;
-    if (longest > kWarnUncutBytes && !warned_uncut_->exchange(true))
+    if (longest > kWarnUncutBytes && !warned_uncut_->exchange(true)) {
+        // measured: 76 bytes a byte on prose, 121 on a run of two letters (docs/chunk.md, "Long documents")
+        const double bytes = static_cast<double>(longest);
         log_warn(cat(path_, ": a text of ", longest >> 20, " MiB was encoded at once (",
-                     cuts_.why_whole().empty() ? "no single space or line break to cut it at"
+                     cuts_.why_whole().empty() ? "it has no single space or line break to cut it at"
                                                : "the model allows no cut: " + cuts_.why_whole(),
-                     "): sentencepiece holds about 60 bytes of memory a byte of it while it encodes"));
+                     "): sentencepiece takes 75-120 bytes of memory a byte while it encodes, ", memory_format_bytes(76 * bytes),
+                     " to ", memory_format_bytes(121 * bytes), " here"));
+    }
     return ids;
 }
 
