@@ -119,6 +119,12 @@ TEST_CASE("tokenizer long texts: unigram parts cut at single spaces and line fee
         check_parts(tok, &score, ids, whole);
         check_parts(tok, &score, tok.encode(one_line, part), whole_line);
     }
+    std::string big = one_line;   // over kEncodePartBytes: `encode --pieces` cuts as the ids do
+    while (big.size() <= 2 * kEncodePartBytes) big += " " + one_line;
+    std::vector<std::string> pieces_of_ids;
+    for (int id : tok.encode(big)) pieces_of_ids.push_back(tok.piece(id));
+    const bool same_pieces = tok.encode_pieces(big) == pieces_of_ids;
+    CHECK(same_pieces);
     const std::string within = text.substr(0, kEncodePartBytes);   // one part: sentencepiece's ids as they are
     const bool same_ids = tok.encode(within) == tok.encode_whole(within);
     CHECK(same_ids);

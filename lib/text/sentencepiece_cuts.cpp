@@ -86,33 +86,32 @@ std::size_t SentencepieceCuts::next_cut(std::string_view text, std::size_t start
     return text.size();
 }
 
+std::size_t SentencepieceCuts::for_each_part(std::string_view text, std::size_t max_part_bytes,
+                                             const std::function<void(std::string_view, bool)>& part) const {
+    std::size_t start = 0, longest = 0;
+    bool drop_dummy = false;
+    while (true) {
+        const std::size_t end = next_cut(text, start, max_part_bytes);
+        part(text.substr(start, end - start), drop_dummy);
+        longest = std::max(longest, end - start);
+        if (end == text.size()) return longest;
+        drop_dummy = text[end] != ' ';
+        start = drop_dummy ? end : end + 1;   // a space's '▁' is the next part's dummy prefix
+    }
+}
+
 std::vector<int> SentencepieceCuts::encode(std::string_view text, std::size_t max_part_bytes,
                                            const std::function<void(std::string_view, std::vector<int>&)>& encode_part,
                                            std::size_t* longest_part) const {
     std::vector<int> ids, part_ids;
-    std::size_t start = 0, longest = 0;
-    bool drop_dummy = false;   // the part starts at a byte no piece holds: its dummy prefix is not the text's
-    while (true) {
-        const std::size_t end = next_cut(text, start, max_part_bytes);
-        if (end == text.size() && start == 0) {   // one part: the ids straight from sentencepiece
-            encode_part(text, ids);
-            longest = text.size();
-            break;
-        }
+    const std::size_t longest = for_each_part(text, max_part_bytes, [&](std::string_view part, bool drop_dummy) {
+        if (part.size() == text.size()) return encode_part(text, ids);   // one part: sentencepiece's ids as they are
         part_ids.clear();
-        encode_part(text.substr(start, end - start), part_ids);
-        longest = std::max(longest, end - start);
-        std::size_t skip = 0;
-        if (drop_dummy) {
-            if (part_ids.empty() || part_ids[0] != dummy_id_)
-                throw InternalError("a part of a long text cut before a byte no piece holds did not start with '▁'");
-            skip = 1;
-        }
-        ids.insert(ids.end(), part_ids.begin() + static_cast<std::ptrdiff_t>(skip), part_ids.end());
-        if (end == text.size()) break;
-        drop_dummy = text[end] != ' ';
-        start = drop_dummy ? end : end + 1;   // a space's '▁' is the next part's dummy prefix
-    }
+        encode_part(part, part_ids);
+        if (drop_dummy && (part_ids.empty() || part_ids[0] != dummy_id_))
+            throw InternalError("a part of a long text cut before a byte no piece holds did not start with '▁'");
+        ids.insert(ids.end(), part_ids.begin() + (drop_dummy ? 1 : 0), part_ids.end());
+    });
     if (longest_part) *longest_part = longest;
     return ids;
 }

@@ -50,6 +50,13 @@ public:
     // "" where the model allows cuts, else which of the conditions above it breaks.
     const std::string& why_whole() const { return why_whole_; }
 
+    // Calls part(text_of_part, drop_dummy) for each part of `text` in order, of at most max_part_bytes bytes where cuts
+    // allow (a part with no cut within that size runs to the first cut after it, or to the text's end); drop_dummy:
+    // the part starts at a byte no piece holds, and its encoding's first piece, the dummy prefix '▁' alone, is not the
+    // text's. Returns the longest part's size.
+    std::size_t for_each_part(std::string_view text, std::size_t max_part_bytes,
+                              const std::function<void(std::string_view, bool)>& part) const;
+
     // The ids of `text`, encoded by encode_part(part, ids) in parts of at most max_part_bytes bytes where cuts allow
     // (a part with no cut within that size runs to the first cut after it, or to the text's end). *longest_part, when
     // given, is set to the longest part's size.

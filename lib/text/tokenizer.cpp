@@ -73,9 +73,15 @@ std::vector<int> Tokenizer::encode(std::string_view text, std::size_t max_part_b
 }
 
 std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
-    std::vector<std::string> pieces;
-    auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &pieces);
-    if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+    std::vector<std::string> pieces, part_pieces;
+    cuts_.for_each_part(text, kEncodePartBytes, [&](std::string_view part, bool drop_dummy) {
+        auto status = sp_->Encode(absl::string_view(part.data(), part.size()), &part_pieces);
+        if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
+        if (drop_dummy && (part_pieces.empty() || part_pieces[0] != "\xE2\x96\x81"))
+            throw InternalError("a part of a long text cut before a byte no piece holds did not start with '▁'");
+        pieces.insert(pieces.end(), std::make_move_iterator(part_pieces.begin() + (drop_dummy ? 1 : 0)),
+                      std::make_move_iterator(part_pieces.end()));
+    });
     return pieces;
 }
 

@@ -32,7 +32,7 @@ public:
     std::vector<int> encode(std::string_view text, std::size_t max_part_bytes = kEncodePartBytes) const;
     std::vector<int> encode_whole(std::string_view text) const;   // sentencepiece's Encode as is (the reference)
     const SentencepieceCuts& cuts() const { return cuts_; }
-    std::vector<std::string> encode_pieces(std::string_view text) const;
+    std::vector<std::string> encode_pieces(std::string_view text) const;   // encode's pieces, cut as encode cuts
     std::string decode(const std::vector<int>& ids) const;    // special ids decode to nothing
     int vocab_size() const;
     std::string piece(int id) const;
