@@ -2,8 +2,8 @@
 // blocks, (B) attention per (sequence, head) (bert_attention.h: fused AVX-512 kernels), (C) output projection +
 // residual + LayerNorm + FFN + residual + LayerNorm fused per row block, so each block's
 // activations stay in cache. The dense layers are nn::PackedLinear (weights packed once on first
-// use, an AVX-512 kernel, or single-threaded OpenBLAS without AVX-512) over blocks of rows that the row count alone
-// fixes, each taken whole by one thread (row_blocks.h): no row's bits depend on the thread count.
+// use, an AVX-512 kernel, or single-threaded OpenBLAS without AVX-512), their rows spread over the threads in blocks
+// (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/bert_model.h"
 
 #include <cblas.h>
@@ -302,7 +302,8 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
     });
 
     const PackedLayers& packed_layers = packed();
-    const std::int64_t row_block = packed_layers.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const bool row_invariant = packed_layers.layers[0].o.uses_avx512();
+    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
     // The packed kernel applies the erf GELU on the tile; other activations get their own pass.
     const nn::LinearEpilogue ffn1_epilogue = act == Activation::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);
@@ -333,7 +334,7 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
         const PackedLayers::Layer& P = packed_layers.layers[l];
         const bool pooled_only = xs && l + 1 == layers_.size();
         // (A) QKV = X · Wqkv^T + b, per row block (every row: its keys and values are read)
-        parallel_row_blocks(N, row_block, [&](std::int64_t r0, std::int64_t rows, int) {
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int) {
             P.qkv.apply(x + r0 * H, rows, qkv.get() + r0 * 3 * H);
         });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
@@ -353,7 +354,7 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
         // (C) rows xr [n, H] with their ctx: X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row
         // block.
         const auto dense = [&](float* xr, std::int64_t n) {
-            parallel_row_blocks(n, row_block, [&](std::int64_t r0, std::int64_t rows, int thread) {
+            parallel_row_blocks(n, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
                 float* y = y_buf[thread].get();
                 float* mid = mid_buf[thread].get();
                 float* xb = xr + r0 * H;

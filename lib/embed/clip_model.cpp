@@ -2,8 +2,8 @@
 // (A) LayerNorm and the fused QKV projection per row block, (B) attention per (sequence, head)
 // (bert_attention.h; the causal mask of the text tower as an additive bias per key - query
 // offset), (C) output projection + residual, LayerNorm, MLP + residual per row block. The dense
-// layers are nn::PackedLinear with their biases, over blocks of rows that the row count alone fixes,
-// each taken whole by one thread (row_blocks.h): no row's bits depend on the thread count.
+// layers are nn::PackedLinear with their biases, their rows spread over the threads in blocks
+// (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/clip_model.h"
 
 #include <algorithm>
@@ -235,6 +235,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         mid_buf[t] = scratch(std::min(ROW_BLOCK, N) * I);
     }
     const bool erf_tile = cfg->act == Activation::GELU_ERF;
+    const bool row_invariant = P_all.layers[0].o.uses_avx512();   // row_blocks.h
     // The last layer with `pooled`: one query row a sequence (the pooled one; causal: keys up to it, which is the
     // mask's effect, a masked key's exp(-1e9 - max) being 0), and (C) over those rows gathered into xs.
     PooledRows pooled_rows;
@@ -251,7 +252,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         const Layer& L = layers[l];
         const Packed::Layer& P = P_all.layers[l];
         const bool pooled_only = pooled && l + 1 == layers.size();
-        parallel_row_blocks(N, ROW_BLOCK, [&](std::int64_t r0, std::int64_t rows, int thread) {   // (A): every row's keys and values
+        parallel_row_blocks(N, ROW_BLOCK, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {   // (A): every row's keys and values
             float* y = y_buf[thread].get();
             layer_norm_rows(x + r0 * H, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
             P.qkv.apply(y, rows, qkv.get() + r0 * 3 * H);
@@ -271,7 +272,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         }
         // (C) rows xr [n, H] with their attention ctx: output projection + residual, LayerNorm, MLP + residual
         const auto dense = [&](float* xr, std::int64_t n) {
-            parallel_row_blocks(n, ROW_BLOCK, [&](std::int64_t r0, std::int64_t rows, int thread) {
+            parallel_row_blocks(n, ROW_BLOCK, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
                 float* y = y_buf[thread].get();
                 float* mid = mid_buf[thread].get();
                 float* xb = xr + r0 * H;

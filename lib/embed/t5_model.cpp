@@ -1,9 +1,8 @@
 // Implementation of t5_model.h. A layer runs in three phases as in bert_model.cpp: (A) RMS norm and
 // the fused QKV projection per row block, (B) attention per (sequence, head) with the relative
 // bias (bert_attention.h, scale 1), (C) output projection + residual, RMS norm, feed-forward +
-// residual, fused per row block. The dense layers are nn::PackedLinear without bias, over blocks of
-// rows that the row count alone fixes, each taken whole by one thread (row_blocks.h): no row's bits
-// depend on the thread count.
+// residual, fused per row block. The dense layers are nn::PackedLinear without bias, their rows
+// spread over the threads in blocks (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/t5_model.h"
 
 #include <algorithm>
@@ -216,7 +215,8 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
     });
 
     const PackedLayers& P_all = packed();
-    const std::int64_t row_block = P_all.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const bool row_invariant = P_all.layers[0].o.uses_avx512();
+    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
     auto qkv = scratch(N * 3 * I), ctx = scratch(N * I);
     const int threads = thread_count();
     const int wi_out = cfg_.gated ? 2 * F : F;
@@ -232,7 +232,7 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = P_all.layers[l];
         // (A) QKV = RMS(X)·g0 · Wqkv^T
-        parallel_row_blocks(N, row_block, [&](std::int64_t r0, std::int64_t rows, int thread) {
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
             float* y = y_buf[thread].get();
             rms_norm_rows(x + r0 * D, y, rows, D, L.ln0.data(), eps);
             P.qkv.apply(y, rows, qkv.get() + r0 * 3 * I);
@@ -248,7 +248,7 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
             }
         });
         // (C) X += ctx·Wo^T;  X += wo·ff(RMS(X)·g1), per row block.
-        parallel_row_blocks(N, row_block, [&](std::int64_t r0, std::int64_t rows, int thread) {
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
             float* y = y_buf[thread].get();
             float* mid = mid_buf[thread].get();
             float* gate = gate_buf[thread].get();
