@@ -2,13 +2,16 @@
 // the same float bytes (memcmp), for every family the tests hold a tiny model of (BERT, DistilBERT, ELECTRA, RoBERTa,
 // XLM-R, MPNet, ModernBERT, T5 v1.0 and v1.1, CLIP's text and image towers) and a wider random BERT (hidden 256, FFN
 // 1,024: GEMMs of real depth), mean and CLS pooling, each with the AVX-512 packed layers and with the cblas_sgemm path
-// of a CPU without AVX-512 (nn::PackedLinear::set_avx512_allowed(false), the attention's cblas path with it). Before
-// session 48 each thread ran its dense layers over its own range of the batch's rows, so which rows shared a GEMM call
-// followed the thread count, and OpenBLAS's sgemm sums a row by the call's row count: on the cblas path 1 and 2
-// threads gave other bits (near-tied neighbours could swap between `retro-index --threads 1` and `--threads 2`). Now
-// the rows are cut into blocks the batch alone fixes, each taken whole by one thread (embed/row_blocks.h).
+// of a CPU without AVX-512 (nn::PackedLinear::set_avx512_allowed(false), the attention's cblas path with it). Until
+// 2026-12-04 each thread ran its dense layers over its own range of the batch's rows on both paths, so which rows
+// shared a GEMM call followed the thread count, and OpenBLAS's sgemm sums a row by the call's row count: on the cblas
+// path CLS pooling (BERT, DistilBERT, ELECTRA, RoBERTa, XLM-R) and CLIP's texts and images gave other bits at 2 and 3
+// threads than at 1 (near-tied neighbours could swap between `retro-index --threads 1` and `--threads 2`); the packed
+// kernel, whose rows do not depend on the call, was invariant already. Now the cblas path cuts the rows into blocks
+// the row count alone fixes, each taken whole by one thread (embed/row_blocks.h).
 // The batches: sequences of random lengths (1 to the model's limit, ~2,500-3,500 rows: several 192-row and 1,024-row
-// blocks). ctest runs these cases once more with RETRO_GEMV=blas (the pooled rows' attention through OpenBLAS: CMakeLists.txt).
+// blocks). ctest runs these cases once more with RETRO_GEMV=blas (the pooled rows' attention through OpenBLAS:
+// CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -200,7 +203,8 @@ TEST_CASE("embed threads: CLIP embeds the same text and image bytes on 1, 2 and 
                 return out;
             });
             const int images = 150;   // x 17 rows (16 patches and the class token)
-            std::vector<float> pixels(static_cast<std::size_t>(images) * c.vision.channels * c.vision.image_size * c.vision.image_size);
+            const std::size_t image_floats = static_cast<std::size_t>(c.vision.channels) * c.vision.image_size * c.vision.image_size;
+            std::vector<float> pixels(images * image_floats);
             std::mt19937 rng(6);
             std::normal_distribution<float> normal(0.0f, 1.0f);
             for (auto& x : pixels) x = normal(rng);

@@ -3,10 +3,11 @@
 // - On nn::PackedLinear's AVX-512 kernel a row's outputs are the same whatever rows share the call (packed_linear.h:
 //   one FMA chain per output in k order), so each thread takes an equal contiguous share of the rows, in blocks of
 //   `block` rows (a block's activations stay near the core): the balance of splitting by thread, at no cost.
-// - On the cblas_sgemm path (no AVX-512F) OpenBLAS sums a row by the call's row count (its small-matrix kernel
-//   above all), so the blocks are fixed by the row count alone: the fewest blocks of at most `block` rows whose
-//   number is a multiple of 4, of equal size (a multiple of 8 rows), each taken whole by one thread. The same rows
-//   then share a call at any thread count, and 2 and 4 threads get equal work.
+// - On the cblas_sgemm path (no AVX-512F) OpenBLAS sums a row by the call's row count (measured: the pooled rows'
+//   calls of a few dozen rows, split among the threads, gave other bits), so the blocks are fixed by the row count
+//   alone: the fewest blocks of at most `block` rows whose number is a multiple of 4, of equal size (a multiple of 8
+//   rows), each taken whole by one thread. The same rows then share a call at any thread count, and 2 and 4 threads
+//   get equal work.
 // tests/test_embed_threads.cpp holds every dense embedder to both, at 1, 2 and 3 threads.
 #pragma once
 #include <algorithm>
