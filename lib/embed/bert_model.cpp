@@ -2,8 +2,8 @@
 // blocks, (B) attention per (sequence, head) (bert_attention.h: fused AVX-512 kernels), (C) output projection +
 // residual + LayerNorm + FFN + residual + LayerNorm fused per row block, so each block's
 // activations stay in cache. The dense layers are nn::PackedLinear (weights packed once on first
-// use, an AVX-512 kernel, or single-threaded OpenBLAS without AVX-512); OpenMP threads each take
-// their own rows.
+// use, an AVX-512 kernel, or single-threaded OpenBLAS without AVX-512), their rows spread over the threads in blocks
+// (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/bert_model.h"
 
 #include <cblas.h>
@@ -33,6 +33,7 @@
 #include "embed/packed_batches.h"
 #include "embed/pooled_attention.h"
 #include "embed/relative_position.h"
+#include "embed/row_blocks.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -45,7 +46,7 @@ namespace fs = std::filesystem;
 // Rows per fused block in phase C. With the packed layers a block only needs to keep its
 // activations (mid: rows x intermediate) near the core; with the OpenBLAS fallback, which packs the
 // weights on every call, it must be large enough for that packing to stay a few percent of the
-// multiply (64-row blocks cost ~40% on MiniLM, 384-row blocks ~10%).
+// multiply (64-row blocks cost ~40% on MiniLM, 384-row blocks ~10%). Phase A's QKV projection takes the same blocks.
 constexpr std::int64_t ROW_BLOCK_PACKED = 192;
 constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
 
@@ -301,7 +302,8 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
     });
 
     const PackedLayers& packed_layers = packed();
-    const std::int64_t row_block = packed_layers.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const bool row_invariant = packed_layers.layers[0].o.uses_avx512();
+    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
     // The packed kernel applies the erf GELU on the tile; other activations get their own pass.
     const nn::LinearEpilogue ffn1_epilogue = act == Activation::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);
@@ -331,8 +333,10 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = packed_layers.layers[l];
         const bool pooled_only = xs && l + 1 == layers_.size();
-        // (A) QKV = X · Wqkv^T + b, each thread over its rows (every row: its keys and values are read)
-        parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) { P.qkv.apply(x + r0 * H, r1 - r0, qkv.get() + r0 * 3 * H); });
+        // (A) QKV = X · Wqkv^T + b, per row block (every row: its keys and values are read)
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int) {
+            P.qkv.apply(x + r0 * H, rows, qkv.get() + r0 * 3 * H);
+        });
         // (B) per (sequence, head): ctx = softmax(Q K^T / sqrt(d)) V over the sequence's tokens.
         if (pooled_only) {   // the first rows' queries alone: ctx [first.size(), H]
             pooled_attention(qkv.get(), H, heads, scale, first, ctx.get());
@@ -348,21 +352,18 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
             });
         }
         // (C) rows xr [n, H] with their ctx: X = LN1(X + ctx·Wo^T + bo); X = LN2(X + W2·act(W1·X + b1) + b2), per row
-        // block of each thread's rows.
+        // block.
         const auto dense = [&](float* xr, std::int64_t n) {
-            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+            parallel_row_blocks(n, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
                 float* y = y_buf[thread].get();
                 float* mid = mid_buf[thread].get();
-                for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
-                    std::int64_t rows = std::min(row_block, end - r0);
-                    float* xb = xr + r0 * H;
-                    P.o.apply(ctx.get() + r0 * H, rows, y);
-                    add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
-                    P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
-                    if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
-                    P.ffn2.apply(mid, rows, y);
-                    add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-                }
+                float* xb = xr + r0 * H;
+                P.o.apply(ctx.get() + r0 * H, rows, y);
+                add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+                P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
+                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
+                P.ffn2.apply(mid, rows, y);
+                add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
             });
         };
         if (pooled_only) pooled_rows_apply(x, H, first, xs.get(), dense);

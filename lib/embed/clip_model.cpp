@@ -2,7 +2,8 @@
 // (A) LayerNorm and the fused QKV projection per row block, (B) attention per (sequence, head)
 // (bert_attention.h; the causal mask of the text tower as an additive bias per key - query
 // offset), (C) output projection + residual, LayerNorm, MLP + residual per row block. The dense
-// layers are nn::PackedLinear with their biases; OpenMP threads each take their own rows.
+// layers are nn::PackedLinear with their biases, their rows spread over the threads in blocks
+// (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/clip_model.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "embed/checkpoint_weights.h"
 #include "embed/layer_norm.h"
 #include "embed/pooled_attention.h"
+#include "embed/row_blocks.h"
 #include "nn/packed_linear.h"
 
 namespace retro {
@@ -233,6 +235,7 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         mid_buf[t] = scratch(std::min(ROW_BLOCK, N) * I);
     }
     const bool erf_tile = cfg->act == Activation::GELU_ERF;
+    const bool row_invariant = P_all.layers[0].o.uses_avx512();   // row_blocks.h
     // The last layer with `pooled`: one query row a sequence (the pooled one; causal: keys up to it, which is the
     // mask's effect, a masked key's exp(-1e9 - max) being 0), and (C) over those rows gathered into xs.
     PooledRows pooled_rows;
@@ -249,13 +252,10 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         const Layer& L = layers[l];
         const Packed::Layer& P = P_all.layers[l];
         const bool pooled_only = pooled && l + 1 == layers.size();
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {   // (A): every row's keys and values
+        parallel_row_blocks(N, ROW_BLOCK, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {   // (A): every row's keys and values
             float* y = y_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
-                const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
-                layer_norm_rows(x + r0 * H, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
-                P.qkv.apply(y, rows, qkv.get() + r0 * 3 * H);
-            }
+            layer_norm_rows(x + r0 * H, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+            P.qkv.apply(y, rows, qkv.get() + r0 * 3 * H);
         });
         if (pooled_only) {   // (B) for the pooled rows alone: ctx [count, H]
             pooled_attention(qkv.get(), H, heads, scale, pooled_rows, ctx.get());
@@ -272,20 +272,17 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
         }
         // (C) rows xr [n, H] with their attention ctx: output projection + residual, LayerNorm, MLP + residual
         const auto dense = [&](float* xr, std::int64_t n) {
-            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+            parallel_row_blocks(n, ROW_BLOCK, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
                 float* y = y_buf[thread].get();
                 float* mid = mid_buf[thread].get();
-                for (std::int64_t r0 = begin; r0 < end; r0 += ROW_BLOCK) {
-                    const std::int64_t rows = std::min(ROW_BLOCK, end - r0);
-                    float* xb = xr + r0 * H;
-                    P.o.apply(ctx.get() + r0 * H, rows, y);
-                    add_rows(xb, y, rows * H);
-                    layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-                    P.fc1.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
-                    if (!erf_tile) activation_inplace(mid, rows * I, cfg->act);
-                    P.fc2.apply(mid, rows, y);
-                    add_rows(xb, y, rows * H);
-                }
+                float* xb = xr + r0 * H;
+                P.o.apply(ctx.get() + r0 * H, rows, y);
+                add_rows(xb, y, rows * H);
+                layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+                P.fc1.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
+                if (!erf_tile) activation_inplace(mid, rows * I, cfg->act);
+                P.fc2.apply(mid, rows, y);
+                add_rows(xb, y, rows * H);
             });
         };
         if (pooled_only) pooled_rows_apply(x, H, pooled_rows, xs.get(), dense);

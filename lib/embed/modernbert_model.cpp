@@ -22,6 +22,7 @@
 #include "embed/bert_model_internal.h"
 #include "embed/layer_norm.h"
 #include "embed/pooled_attention.h"
+#include "embed/row_blocks.h"
 
 namespace retro {
 
@@ -209,7 +210,12 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
     const PackedLayers& packed_layers = packed();
     auto h = scratch(N * H), qkv = scratch(N * 3 * H), ctx = scratch(N * H);
     const int threads = thread_count();
-    constexpr std::int64_t kRowBlock = 192;   // as BertModel's packed phase C: a block's activations stay near the core
+    // Rows spread over the threads in blocks (row_blocks.h: no row's bits depend on the thread count). The dense part:
+    // as BertModel's packed phase C, a block's activations stay near the core. The QKV projection: as BertModel's,
+    // larger blocks on the OpenBLAS fallback, which packs the weights on every call.
+    constexpr std::int64_t kRowBlock = 192;
+    const bool row_invariant = packed_layers.layers[0].qkv.uses_avx512();
+    const std::int64_t qkv_block = row_invariant ? kRowBlock : 1024;
     std::vector<std::unique_ptr<float[]>> y_buf(static_cast<std::size_t>(threads)), g_buf(static_cast<std::size_t>(threads)),
         m_buf(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
@@ -243,13 +249,14 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
         const std::vector<float>& cs = global ? cos_global : cos_local;
         const std::vector<float>& sn = global ? sin_global : sin_local;
         // qkv = Wqkv · LN_attn(x) + b, then q and k rotated by their row's position
-        parallel_ranges(N, [&](std::int64_t r0, std::int64_t r1, int) {
+        parallel_row_blocks(N, qkv_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int) {
+            const std::int64_t r1 = r0 + rows;
             const float* in = x + r0 * H;
             if (l > 0) {
-                layer_norm_rows(x + r0 * H, h.get() + r0 * H, r1 - r0, H, L.ln1_g.data(), L.ln1_b.data(), eps);
+                layer_norm_rows(x + r0 * H, h.get() + r0 * H, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
                 in = h.get() + r0 * H;
             }
-            P.qkv.apply(in, r1 - r0, qkv.get() + r0 * 3 * H);
+            P.qkv.apply(in, rows, qkv.get() + r0 * 3 * H);
             for (std::int64_t r = r0; r < r1; ++r) {
                 const float* c = cs.data() + static_cast<std::size_t>(position[static_cast<std::size_t>(r)]) * half;
                 const float* sv = sn.data() + static_cast<std::size_t>(position[static_cast<std::size_t>(r)]) * half;
@@ -289,24 +296,21 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
         // rows xr [n, H] with their ctx: x += Wo·ctx + b;  x += Wo'·(act(u) ⊙ g) + b', [u | g] = Wi·LN_mlp(x) + bi,
         // per row block
         const auto dense = [&](float* xr, std::int64_t n) {
-            parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int thread) {
+            parallel_row_blocks(n, kRowBlock, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
                 float* y = y_buf[static_cast<std::size_t>(thread)].get();
                 float* g = g_buf[static_cast<std::size_t>(thread)].get();
                 float* m = m_buf[static_cast<std::size_t>(thread)].get();
-                for (std::int64_t r0 = begin; r0 < end; r0 += kRowBlock) {
-                    const std::int64_t rows = std::min(kRowBlock, end - r0);
-                    float* xb = xr + r0 * H;
-                    P.o.apply(ctx.get() + r0 * H, rows, y);
-                    for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
-                    layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
-                    P.ffn1.apply(y, rows, g);
-                    for (std::int64_t r = 0; r < rows; ++r) std::memcpy(m + r * I, g + r * 2 * I, sizeof(float) * static_cast<std::size_t>(I));
-                    activation_inplace(m, rows * I, act);
-                    for (std::int64_t r = 0; r < rows; ++r)
-                        for (int k = 0; k < I; ++k) m[r * I + k] *= g[r * 2 * I + I + k];
-                    P.ffn2.apply(m, rows, y);
-                    for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
-                }
+                float* xb = xr + r0 * H;
+                P.o.apply(ctx.get() + r0 * H, rows, y);
+                for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
+                layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
+                P.ffn1.apply(y, rows, g);
+                for (std::int64_t r = 0; r < rows; ++r) std::memcpy(m + r * I, g + r * 2 * I, sizeof(float) * static_cast<std::size_t>(I));
+                activation_inplace(m, rows * I, act);
+                for (std::int64_t r = 0; r < rows; ++r)
+                    for (int k = 0; k < I; ++k) m[r * I + k] *= g[r * 2 * I + I + k];
+                P.ffn2.apply(m, rows, y);
+                for (std::int64_t i = 0; i < rows * H; ++i) xb[i] += y[i];
             });
         };
         if (pooled_only) pooled_rows_apply(x, H, first, xs.get(), dense);

@@ -1,8 +1,8 @@
 // Implementation of t5_model.h. A layer runs in three phases as in bert_model.cpp: (A) RMS norm and
 // the fused QKV projection per row block, (B) attention per (sequence, head) with the relative
 // bias (bert_attention.h, scale 1), (C) output projection + residual, RMS norm, feed-forward +
-// residual, fused per row block. The dense layers are nn::PackedLinear without bias; OpenMP
-// threads each take their own rows.
+// residual, fused per row block. The dense layers are nn::PackedLinear without bias, their rows
+// spread over the threads in blocks (row_blocks.h) so that no row's bits depend on the thread count.
 #include "embed/t5_model.h"
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "embed/checkpoint_weights.h"
 #include "embed/packed_batches.h"
 #include "embed/relative_position.h"
+#include "embed/row_blocks.h"
 #include "nn/fast_math.h"
 #include "nn/packed_linear.h"
 
@@ -214,7 +215,8 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
     });
 
     const PackedLayers& P_all = packed();
-    const std::int64_t row_block = P_all.layers[0].o.uses_avx512() ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const bool row_invariant = P_all.layers[0].o.uses_avx512();
+    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
     auto qkv = scratch(N * 3 * I), ctx = scratch(N * I);
     const int threads = thread_count();
     const int wi_out = cfg_.gated ? 2 * F : F;
@@ -230,13 +232,10 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
         const Layer& L = layers_[l];
         const PackedLayers::Layer& P = P_all.layers[l];
         // (A) QKV = RMS(X)·g0 · Wqkv^T
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
             float* y = y_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
-                const std::int64_t rows = std::min(row_block, end - r0);
-                rms_norm_rows(x + r0 * D, y, rows, D, L.ln0.data(), eps);
-                P.qkv.apply(y, rows, qkv.get() + r0 * 3 * I);
-            }
+            rms_norm_rows(x + r0 * D, y, rows, D, L.ln0.data(), eps);
+            P.qkv.apply(y, rows, qkv.get() + r0 * 3 * I);
         });
         // (B) per (sequence, head): ctx = softmax(Q K^T + bias) V over the sequence's tokens.
         parallel_ranges(static_cast<std::int64_t>(count) * heads, [&](std::int64_t t0, std::int64_t t1, int thread) {
@@ -248,28 +247,25 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
                                     attention_scratch[thread], bias.data() + h * span + (max_len - len));
             }
         });
-        // (C) X += ctx·Wo^T;  X += wo·ff(RMS(X)·g1), per row block of each thread's rows.
-        parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int thread) {
+        // (C) X += ctx·Wo^T;  X += wo·ff(RMS(X)·g1), per row block.
+        parallel_row_blocks(N, row_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int thread) {
             float* y = y_buf[thread].get();
             float* mid = mid_buf[thread].get();
             float* gate = gate_buf[thread].get();
-            for (std::int64_t r0 = begin; r0 < end; r0 += row_block) {
-                const std::int64_t rows = std::min(row_block, end - r0);
-                float* xb = x + r0 * D;
-                P.o.apply(ctx.get() + r0 * I, rows, y);
-                add_rows(xb, y, rows * D);
-                rms_norm_rows(xb, y, rows, D, L.ln1.data(), eps);
-                const bool erf_tile = !cfg_.gated && cfg_.act == Activation::GELU_ERF;
-                P.wi.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
-                if (cfg_.gated) {
-                    gate_rows(mid, rows, F, cfg_.act, gate);
-                    P.wo.apply(gate, rows, y);
-                } else {
-                    if (!erf_tile) activation_inplace(mid, rows * F, cfg_.act);
-                    P.wo.apply(mid, rows, y);
-                }
-                add_rows(xb, y, rows * D);
+            float* xb = x + r0 * D;
+            P.o.apply(ctx.get() + r0 * I, rows, y);
+            add_rows(xb, y, rows * D);
+            rms_norm_rows(xb, y, rows, D, L.ln1.data(), eps);
+            const bool erf_tile = !cfg_.gated && cfg_.act == Activation::GELU_ERF;
+            P.wi.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
+            if (cfg_.gated) {
+                gate_rows(mid, rows, F, cfg_.act, gate);
+                P.wo.apply(gate, rows, y);
+            } else {
+                if (!erf_tile) activation_inplace(mid, rows * F, cfg_.act);
+                P.wo.apply(mid, rows, y);
             }
+            add_rows(xb, y, rows * D);
         });
     }
     parallel_ranges(N, [&](std::int64_t begin, std::int64_t end, int) {

@@ -21,6 +21,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -44,6 +45,8 @@ constexpr int KC_MAX = 384;                // K block
 constexpr int MC = 192;                    // rows per x block (24 tiles)
 constexpr int W_BLOCK_FLOATS = 147456;     // 576 KiB of packed W per L2 block
 constexpr int W_PREFETCH_STEPS = 8;        // k steps ahead
+
+std::atomic<bool> g_avx512_allowed{true};   // set_avx512_allowed
 
 float* aligned_floats(std::int64_t n) {
     std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
@@ -193,9 +196,10 @@ RETRO_FAST_MATH_END
 void gelu_erf_inplace(float* x, std::int64_t n) { gelu_erf_loop(x, n); }
 
 bool PackedLinear::avx512_supported() { return cpu_has_avx512(); }
+void PackedLinear::set_avx512_allowed(bool allowed) { g_avx512_allowed = allowed; }
 
 PackedLinear::PackedLinear(const float* w, const float* b, int out, int in, bool allow_avx512)
-    : out_(out), in_(in), avx512_(allow_avx512 && avx512_supported()) {
+    : out_(out), in_(in), avx512_(allow_avx512 && g_avx512_allowed && avx512_supported()) {
     RETRO_CHECK(out > 0 && in > 0, "PackedLinear of shape [", out, ", ", in, "]");
     const int panels = (out + NR - 1) / NR;
     b_.reset(aligned_floats(static_cast<std::int64_t>(panels) * NR));

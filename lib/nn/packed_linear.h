@@ -35,6 +35,9 @@ public:
     bool uses_avx512() const { return avx512_; }
     // Whether this CPU (and build) can run the packed kernel.
     static bool avx512_supported();
+    // Test hook: false makes the layers built after it take the cblas_sgemm path, a CPU without AVX-512's (default
+    // true). A model packs its layers on its first forward.
+    static void set_avx512_allowed(bool allowed);
 
 private:
     struct Free {
