@@ -43,12 +43,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rows per fused block in phase C. With the packed layers a block only needs to keep its
-// activations (mid: rows x intermediate) near the core; with the OpenBLAS fallback, which packs the
-// weights on every call, it must be large enough for that packing to stay a few percent of the
-// multiply (64-row blocks cost ~40% on MiniLM, 384-row blocks ~10%). Phase A's QKV projection takes the same blocks.
-constexpr std::int64_t ROW_BLOCK_PACKED = 192;
-constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
+// Rows per fused block in phases A and C: a block's activations (mid: rows x intermediate) stay near the core. The
+// OpenBLAS fallback takes blocks of at most 128 rows (row_blocks.h: its packing of the weights on every call costs
+// nothing measurable there against 1,024-row blocks; 64-row blocks ~10 %).
+constexpr std::int64_t ROW_BLOCK = 192;
 
 using bert_detail::scratch;
 using bert_detail::load;
@@ -303,7 +301,7 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
 
     const PackedLayers& packed_layers = packed();
     const bool row_invariant = packed_layers.layers[0].o.uses_avx512();
-    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const std::int64_t row_block = ROW_BLOCK;
     // The packed kernel applies the erf GELU on the tile; other activations get their own pass.
     const nn::LinearEpilogue ffn1_epilogue = act == Activation::GELU_ERF ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE;
     auto qkv = scratch(N * 3 * H), ctx = scratch(N * H);

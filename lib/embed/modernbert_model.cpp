@@ -210,12 +210,10 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
     const PackedLayers& packed_layers = packed();
     auto h = scratch(N * H), qkv = scratch(N * 3 * H), ctx = scratch(N * H);
     const int threads = thread_count();
-    // Rows spread over the threads in blocks (row_blocks.h: no row's bits depend on the thread count). The dense part:
-    // as BertModel's packed phase C, a block's activations stay near the core. The QKV projection: as BertModel's,
-    // larger blocks on the OpenBLAS fallback, which packs the weights on every call.
+    // Rows spread over the threads in blocks (row_blocks.h: no row's bits depend on the thread count), as BertModel's
+    // phases A and C: a block's activations stay near the core.
     constexpr std::int64_t kRowBlock = 192;
     const bool row_invariant = packed_layers.layers[0].qkv.uses_avx512();
-    const std::int64_t qkv_block = row_invariant ? kRowBlock : 1024;
     std::vector<std::unique_ptr<float[]>> y_buf(static_cast<std::size_t>(threads)), g_buf(static_cast<std::size_t>(threads)),
         m_buf(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
@@ -249,7 +247,7 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
         const std::vector<float>& cs = global ? cos_global : cos_local;
         const std::vector<float>& sn = global ? sin_global : sin_local;
         // qkv = Wqkv · LN_attn(x) + b, then q and k rotated by their row's position
-        parallel_row_blocks(N, qkv_block, row_invariant, [&](std::int64_t r0, std::int64_t rows, int) {
+        parallel_row_blocks(N, kRowBlock, row_invariant, [&](std::int64_t r0, std::int64_t rows, int) {
             const std::int64_t r1 = r0 + rows;
             const float* in = x + r0 * H;
             if (l > 0) {

@@ -5,9 +5,12 @@
 //   `block` rows (a block's activations stay near the core): the balance of splitting by thread, at no cost.
 // - On the cblas_sgemm path (no AVX-512F) OpenBLAS sums a row by the call's row count (measured: the pooled rows'
 //   calls of a few dozen rows, split among the threads, gave other bits), so the blocks are fixed by the row count
-//   alone: the fewest blocks of at most `block` rows whose number is a multiple of 4, of equal size (a multiple of 8
-//   rows), each taken whole by one thread. The same rows then share a call at any thread count, and 2 and 4 threads
-//   get equal work.
+//   alone: equal blocks of at most min(block, 128) rows (a multiple of 8, at least 32), their number near a multiple
+//   of 8, each taken whole by one thread. The same rows then share a call at any thread count, 2, 4 and 8 threads
+//   get near-equal work, and a batch of N rows keeps up to N / 128 threads busy (a default batch of 64 chunks,
+//   ~4,200 rows: 38). Blocks of 128 rows against 1,024 through OpenBLAS's Haswell kernels (MiniLM's shape, 3,059 rows,
+//   1 and 2 threads; docs/performance.md "Session 48"): 0-10 % slower, within this box's noise; 64 rows ~10 %. At
+//   most 8 blocks (1,024 rows) had kept a many-core CPU without AVX-512 to 8 busy threads.
 // tests/test_embed_threads.cpp holds every dense embedder to both, at 1, 2 and 3 threads.
 #pragma once
 #include <algorithm>
@@ -28,8 +31,9 @@ void parallel_row_blocks(std::int64_t n, std::int64_t block, bool row_invariant,
         });
         return;
     }
-    const std::int64_t count = ((n + block - 1) / block + 3) / 4 * 4;
-    const std::int64_t size = std::min(block, ((n + count - 1) / count + 7) / 8 * 8);
+    const std::int64_t most = std::min<std::int64_t>(block, 128);
+    const std::int64_t count = ((n + most - 1) / most + 7) / 8 * 8;
+    const std::int64_t size = std::min(most, std::max<std::int64_t>(32, ((n + count - 1) / count + 7) / 8 * 8));
     parallel_ranges((n + size - 1) / size, [&](std::int64_t b0, std::int64_t b1, int thread) {
         for (std::int64_t b = b0; b < b1; ++b) fn(b * size, std::min(size, n - b * size), thread);
     });

@@ -32,8 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::int64_t ROW_BLOCK_PACKED = 192;   // as bert_model.cpp: see the reasons there
-constexpr std::int64_t ROW_BLOCK_BLAS = 1024;
+constexpr std::int64_t ROW_BLOCK = 192;   // as bert_model.cpp: see the reasons there
 
 std::unique_ptr<float[]> scratch(std::int64_t n) { return std::unique_ptr<float[]>(new float[std::max<std::int64_t>(n, 1)]); }
 
@@ -216,7 +215,7 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
 
     const PackedLayers& P_all = packed();
     const bool row_invariant = P_all.layers[0].o.uses_avx512();
-    const std::int64_t row_block = row_invariant ? ROW_BLOCK_PACKED : ROW_BLOCK_BLAS;
+    const std::int64_t row_block = ROW_BLOCK;
     auto qkv = scratch(N * 3 * I), ctx = scratch(N * I);
     const int threads = thread_count();
     const int wi_out = cfg_.gated ? 2 * F : F;
