@@ -9,7 +9,7 @@
 // threads than at 1 (near-tied neighbours could swap between `retro-index --threads 1` and `--threads 2`); the packed
 // kernel, whose rows do not depend on the call, was invariant already. Now the cblas path cuts the rows into blocks
 // the row count alone fixes, each taken whole by one thread (embed/row_blocks.h).
-// The batches: sequences of random lengths (1 to the model's limit, ~2,500-3,500 rows: several 192-row and 1,024-row
+// The batches: sequences of random lengths (1 to the model's limit, ~2,500-3,500 rows: several 192-row and 128-row
 // blocks). ctest runs these cases once more with RETRO_GEMV=blas (the pooled rows' attention through OpenBLAS:
 // CMakeLists.txt).
 #include <doctest/doctest.h>

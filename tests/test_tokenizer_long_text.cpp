@@ -79,7 +79,7 @@ void check_parts(const Tokenizer& tok, const UnigramScore* score, const std::vec
 // and the characters around them, each encoded in parts of 1 to 40 bytes against the whole.
 void check_random_strings(const Tokenizer& tok, const UnigramScore* score, unsigned seed) {
     const std::vector<std::string> alphabet = {"a", "e", "th", "the", "ing", " ", " ", "  ", "\n", "\n\n", "\t", ".",
-                                               ",", "é", "中", "☃", "0", "7", "#", "-", "`", "|", "ß", "\r"};
+                                               ",", "é", "中", "☃", "0", "7", "#", "-", "`", "|", "ß", "\r", "▁"};
     std::mt19937 rng(seed);
     int cut_texts = 0;
     for (int n = 0; n < 400; ++n) {
@@ -119,8 +119,8 @@ TEST_CASE("tokenizer long texts: unigram parts cut at single spaces and line fee
         check_parts(tok, &score, ids, whole);
         check_parts(tok, &score, tok.encode(one_line, part), whole_line);
     }
-    std::string big = one_line;   // over kEncodePartBytes: `encode --pieces` cuts as the ids do
-    while (big.size() <= 2 * kEncodePartBytes) big += " " + one_line;
+    std::string big = text;   // over kEncodePartBytes: `encode --pieces` cuts as the ids do, at line feeds too
+    while (big.size() <= 2 * kEncodePartBytes) big += "\n" + text;
     std::vector<std::string> pieces_of_ids;
     for (int id : tok.encode(big)) pieces_of_ids.push_back(tok.piece(id));
     const bool same_pieces = tok.encode_pieces(big) == pieces_of_ids;
@@ -139,6 +139,29 @@ TEST_CASE("tokenizer long texts: BPE parts give the whole text's ids") {
     const bool same_ids = tok.encode(text, 512) == tok.encode_whole(text);
     CHECK(same_ids);
     check_random_strings(tok, nullptr, 12);
+}
+
+TEST_CASE("tokenizer long texts: identity models of spm_train - extra whitespace removed, with and without byte fallback") {
+    // sentencepiece's defaults: remove_extra_whitespaces strips a text's trailing '▁' (a '▁' of its own too), so no
+    // cut follows one; without byte fallback a run of unknown characters may be one piece, so cuts are at spaces only
+    test::TempDir tmp("toklong_spm");
+    fs::create_directories(tmp / "c");
+    test::write_text(tmp / "c" / "docs.txt", docs_text(200'000));
+    for (const std::string fallback : {"true", "false"}) {
+        CAPTURE(fallback);
+        const std::string prefix = (tmp / ("identity_" + fallback)).string();
+        auto status = sentencepiece::SentencePieceTrainer::Train(
+            "--input=" + (tmp / "c" / "docs.txt").string() + " --model_prefix=" + prefix +
+            " --vocab_size=600 --normalization_rule_name=identity --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3"
+            " --byte_fallback=" + fallback + " --minloglevel=2");
+        REQUIRE(status.ok());
+        Tokenizer tok(prefix + ".model");
+        REQUIRE_MESSAGE(tok.cuts().why_whole().empty(), tok.cuts().why_whole());
+        const UnigramScore score(prefix + ".model");
+        check_random_strings(tok, &score, 13);
+        const std::string text = docs_text(100'000);
+        check_parts(tok, &score, tok.encode(text, 256), tok.encode_whole(text));
+    }
 }
 
 TEST_CASE("tokenizer long texts: a model that normalises is encoded whole and says why") {

@@ -5,8 +5,8 @@
 //   `block` rows (a block's activations stay near the core): the balance of splitting by thread, at no cost.
 // - On the cblas_sgemm path (no AVX-512F) OpenBLAS sums a row by the call's row count (measured: the pooled rows'
 //   calls of a few dozen rows, split among the threads, gave other bits), so the blocks are fixed by the row count
-//   alone: equal blocks of at most min(block, 128) rows (a multiple of 8, at least 32), their number near a multiple
-//   of 8, each taken whole by one thread. The same rows then share a call at any thread count, 2, 4 and 8 threads
+//   alone: blocks of at most min(block, 128) rows, equal but the last (a multiple of 8, at least 32 where block
+//   allows), their number near a multiple of 8, each taken whole by one thread. The same rows then share a call at any thread count, 2, 4 and 8 threads
 //   get near-equal work, and a batch of N rows keeps up to N / 128 threads busy (a default batch of 64 chunks,
 //   ~4,200 rows: 38). Blocks of 128 rows against 1,024 through OpenBLAS's Haswell kernels (MiniLM's shape, 3,059 rows,
 //   1 and 2 threads; docs/performance.md "Session 48"): 0-10 % slower, within this box's noise; 64 rows ~10 %. At

@@ -1,6 +1,7 @@
 // Implementation of sentencepiece_cuts.h. The ModelProto fields read (sentencepiece_model.proto): ModelProto
-// trainer_spec = 2 (TrainerSpec.treat_whitespace_as_suffix = 24, default false), normalizer_spec = 3
-// (NormalizerSpec.precompiled_charsmap = 2, add_dummy_prefix = 3, escape_whitespaces = 5, both default true).
+// trainer_spec = 2 (TrainerSpec.treat_whitespace_as_suffix = 24, byte_fallback = 35, both default false),
+// normalizer_spec = 3 (NormalizerSpec.precompiled_charsmap = 2, add_dummy_prefix = 3, remove_extra_whitespaces = 4,
+// escape_whitespaces = 5, the three default true).
 #include "text/sentencepiece_cuts.h"
 
 #include <sentencepiece_processor.h>
@@ -22,33 +23,36 @@ SentencepieceCuts::SentencepieceCuts(const sentencepiece::SentencePieceProcessor
 }
 
 std::string SentencepieceCuts::read_model(const sentencepiece::SentencePieceProcessor& sp, std::string_view model) {
-    bool has_normalizer = false, charsmap = false, dummy_prefix = true, escape = true, suffix = false;
+    bool has_normalizer = false, charsmap = false, dummy_prefix = true, escape = true, suffix = false,
+         byte_fallback = false, specs_parsed = true;
     const bool parsed = protobuf_for_each_field(
         model,
         [&](std::uint64_t number, std::string_view spec) {
             if (number == 3) {
                 has_normalizer = true;
-                protobuf_for_each_field(
+                specs_parsed &= protobuf_for_each_field(
                     spec, [&](std::uint64_t f, std::string_view bytes) { charsmap |= f == 2 && !bytes.empty(); },
                     [&](std::uint64_t f, std::uint64_t v) {
                         if (f == 3) dummy_prefix = v != 0;
+                        if (f == 4) remove_extra_whitespaces_ = v != 0;
                         if (f == 5) escape = v != 0;
                     });
             } else if (number == 2) {
-                protobuf_for_each_field(
+                specs_parsed &= protobuf_for_each_field(
                     spec, [](std::uint64_t, std::string_view) {},
                     [&](std::uint64_t f, std::uint64_t v) {
                         if (f == 24) suffix = v != 0;
+                        if (f == 35) byte_fallback = v != 0;
                     });
             }
         },
         [](std::uint64_t, std::uint64_t) {});
-    if (!parsed || !has_normalizer) return "its normaliser spec is not readable";
+    if (!parsed || !specs_parsed || !has_normalizer) return "its normaliser spec is not readable";
     if (charsmap) return "its normaliser has a character map (not the identity)";
     if (!dummy_prefix || !escape || suffix)
         return "it adds no dummy prefix, keeps spaces as spaces or puts '▁' after a word";
     const int dummy = sp.PieceToId(kSpaceSymbol);
-    if (sp.IsUnknown(dummy) || sp.IsControl(dummy) || sp.IsByte(dummy)) return "it has no piece '▁'";
+    if (sp.IsUnknown(dummy) || sp.IsControl(dummy) || sp.IsByte(dummy) || sp.IsUnused(dummy)) return "it has no piece '▁'";
     bool held[128] = {};
     for (int id = 0; id < sp.GetPieceSize(); ++id) {
         if (sp.IsControl(id) || sp.IsUnknown(id) || sp.IsByte(id)) continue;   // never matched against text
@@ -58,7 +62,9 @@ std::string SentencepieceCuts::read_model(const sentencepiece::SentencePieceProc
         for (char c : piece)
             if (static_cast<unsigned char>(c) < 128) held[static_cast<unsigned char>(c)] = true;
     }
-    for (int b = 1; b < 128; ++b) {
+    // without byte fallback sentencepiece may join a run of unknown characters into one unknown piece, so a byte no
+    // piece holds would not be a boundary
+    for (int b = 1; b < 128 && byte_fallback; ++b) {
         if (b == ' ' || held[b]) continue;
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -69,9 +75,12 @@ std::string SentencepieceCuts::read_model(const sentencepiece::SentencePieceProc
 }
 
 bool SentencepieceCuts::is_cut(std::string_view text, std::size_t i) const {
-    // 0 < i < size: a single space, or a byte no piece holds after a non-space
+    // 0 < i < size: a single space, or a byte no piece holds after a non-space. remove_extra_whitespaces strips a
+    // text's trailing '▁' after escaping, a '▁' of the text itself too: no cut after one there.
     const auto c = static_cast<unsigned char>(text[i]);
     if (text[i - 1] == ' ') return false;
+    if (remove_extra_whitespaces_ && i >= kSpaceSymbol.size() && text.substr(i - kSpaceSymbol.size(), kSpaceSymbol.size()) == kSpaceSymbol)
+        return false;
     if (c == ' ') return i + 1 < text.size() && text[i + 1] != ' ';
     return c < 128 && free_byte_[c];
 }

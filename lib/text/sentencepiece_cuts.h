@@ -13,9 +13,10 @@
 //   best one of the whole text is its spans' best ones side by side.
 // - A cut at a single space (neither neighbour a space): the part after it, encoded alone, gets the dummy prefix '▁'
 //   where the whole has that space's '▁' — the same span. remove_extra_whitespaces, where a model has it, keeps a
-//   single space between two non-spaces and strips nothing else from either part.
-// - A cut before a byte no piece holds (the line feed, for retro-tokenizer's models), with byte fallback: each such
-//   byte is its own byte piece, so no piece spans it; the part starting there gets a dummy '▁' the whole has not, and
+//   single space between two non-spaces; it strips a text's trailing '▁' (a '▁' of the text itself too), so then no
+//   cut follows a '▁'.
+// - A cut before an ASCII byte no piece holds (the line feed for retro-tokenizer's models, which never train on one,
+//   and any other byte the corpus never taught the model), with byte fallback: each such byte is its own byte piece, so no piece spans it; the part starting there gets a dummy '▁' the whole has not, and
 //   its first id, '▁' alone (no piece starts with '▁' and that byte), is dropped.
 // BPE's ids are then the whole text's exactly (its merges compare scores, they sum none). Unigram's are in exact
 // arithmetic, but sentencepiece sums the path's scores in float along the text, so where two segmentations of a span
@@ -73,7 +74,8 @@ private:
     std::string read_model(const sentencepiece::SentencePieceProcessor& sp, std::string_view model);
     bool is_cut(std::string_view text, std::size_t i) const;
     std::string why_whole_ = "no model";
-    bool free_byte_[128] = {};   // ASCII bytes no piece holds, each with its byte piece
+    bool free_byte_[128] = {};   // ASCII bytes no piece holds, each with its byte piece (byte fallback on)
+    bool remove_extra_whitespaces_ = true;
     int dummy_id_ = -1;          // the piece "▁"
 };
 

@@ -55,26 +55,30 @@ std::vector<int> Tokenizer::encode_whole(std::string_view text) const {
     return ids;
 }
 
+// A stretch of a text encoded at once beyond 16 MiB: a warning (once) of the memory sentencepiece takes for it.
+void Tokenizer::warn_uncut(std::size_t longest) const {
+    constexpr std::size_t kWarnUncutBytes = std::size_t{16} << 20;
+    if (longest <= kWarnUncutBytes || warned_uncut_->exchange(true)) return;
+    // measured: 76 bytes a byte on prose, 121 on a run of two letters (docs/chunk.md, "Long documents")
+    const double bytes = static_cast<double>(longest);
+    log_warn(cat(path_, ": a stretch of ", memory_format_bytes(bytes), " of a text had no place to cut it (",
+                 cuts_.why_whole().empty() ? "no single space and no byte the model's pieces never hold"
+                                           : "the model allows no cut: " + cuts_.why_whole(),
+                 ") and was encoded at once: sentencepiece takes 76-121 bytes of memory a byte while it encodes, ",
+                 memory_format_bytes(76 * bytes), " to ", memory_format_bytes(121 * bytes), " here"));
+}
+
 std::vector<int> Tokenizer::encode(std::string_view text, std::size_t max_part_bytes) const {
     std::size_t longest = 0;
     std::vector<int> ids = cuts_.encode(
         text, max_part_bytes, [&](std::string_view part, std::vector<int>& out) { out = encode_whole(part); }, &longest);
-    constexpr std::size_t kWarnUncutBytes = std::size_t{16} << 20;
-    if (longest > kWarnUncutBytes && !warned_uncut_->exchange(true)) {
-        // measured: 76 bytes a byte on prose, 121 on a run of two letters (docs/chunk.md, "Long documents")
-        const double bytes = static_cast<double>(longest);
-        log_warn(cat(path_, ": a text of ", longest >> 20, " MiB was encoded at once (",
-                     cuts_.why_whole().empty() ? "it has no single space or line break to cut it at"
-                                               : "the model allows no cut: " + cuts_.why_whole(),
-                     "): sentencepiece takes 75-120 bytes of memory a byte while it encodes, ", memory_format_bytes(76 * bytes),
-                     " to ", memory_format_bytes(121 * bytes), " here"));
-    }
+    warn_uncut(longest);
     return ids;
 }
 
 std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
     std::vector<std::string> pieces, part_pieces;
-    cuts_.for_each_part(text, kEncodePartBytes, [&](std::string_view part, bool drop_dummy) {
+    const std::size_t longest = cuts_.for_each_part(text, kEncodePartBytes, [&](std::string_view part, bool drop_dummy) {
         auto status = sp_->Encode(absl::string_view(part.data(), part.size()), &part_pieces);
         if (!status.ok()) throw InternalError("sentencepiece encode failed: " + status.ToString());
         if (drop_dummy && (part_pieces.empty() || part_pieces[0] != "\xE2\x96\x81"))
@@ -82,6 +86,7 @@ std::vector<std::string> Tokenizer::encode_pieces(std::string_view text) const {
         pieces.insert(pieces.end(), std::make_move_iterator(part_pieces.begin() + (drop_dummy ? 1 : 0)),
                       std::make_move_iterator(part_pieces.end()));
     });
+    warn_uncut(longest);
     return pieces;
 }
 

@@ -28,7 +28,7 @@ public:
 
     // The ids of `text` (thread-safe): sentencepiece's over the whole text, given to it in parts of at most
     // max_part_bytes where the model allows an exact cut (text/sentencepiece_cuts.h: bounded memory on a long text).
-    // A text that cannot be cut for more than 16 MiB is encoded so, with a warning (once) of the memory it takes.
+    // A stretch with no cut for more than 16 MiB is encoded at once with a warning (once) of the memory it takes.
     std::vector<int> encode(std::string_view text, std::size_t max_part_bytes = kEncodePartBytes) const;
     std::vector<int> encode_whole(std::string_view text) const;   // sentencepiece's Encode as is (the reference)
     const SentencepieceCuts& cuts() const { return cuts_; }
@@ -40,6 +40,7 @@ public:
 
 private:
     std::string path_;
+    void warn_uncut(std::size_t longest) const;
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
     SentencepieceCuts cuts_;
     std::unique_ptr<std::atomic<bool>> warned_uncut_ = std::make_unique<std::atomic<bool>>(false);
