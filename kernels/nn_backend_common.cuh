@@ -239,6 +239,7 @@ public:
     void scale(float* x, float s, std::int64_t n) override;
     std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const override;
     std::int64_t attention_output_bf16_offset(const AttentionShape& s, bool key_mask) const override;
+    std::int64_t out_lo_at(const AttentionShape& s, bool key_mask) const;   // the stash's remainder of out, or -1
     bool cross_entropy_linear_backward_uses_dlogits(bool with_dW, bool with_db) const override;
     void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
                            const float* null_k, const float* null_v, const std::uint8_t* key_mask,

@@ -372,11 +372,11 @@ __global__ void round_out_bf16(std::uint16_t* __restrict__ y, const float* __res
 // STAGES = 2 (bf16 operands only): the next key or query block's tiles by cp.async while this one computes
 template <int D, typename In, int STAGES = 1>
 void forward_mma(float* out, std::uint16_t* out_bf16, float* lse, const In* q, const In* k, const In* v,
-                 const FlashDims& m, cudaStream_t st) {
+                 const FlashDims& m, cudaStream_t st, std::uint16_t* out_lo = nullptr) {
     constexpr int smem = flash::forward_smem<D, STAGES>();
     allow_smem<flash::flash_mma_forward<D, In, STAGES>>(smem);
     flash::flash_mma_forward<D, In, STAGES><<<flash_mma_grid(m.Nq, m), flash::kThreads, smem, st>>>(out, out_bf16, lse,
-                                                                                                 q, k, v, m);
+                                                                                                 q, k, v, m, out_lo);
     RETRO_CUDA_LAUNCH_CHECK(STAGES == 2 ? "flash_mma_forward (two stages)" : "flash_mma_forward", st);
 }
 
@@ -415,9 +415,9 @@ void backward_mma(float* dq, float* dk, float* dv, float* dnk_items, float* dnv_
 }
 
 template <int D>
-void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, const float* k, const float* v,
-               const FlashDims& m, bool wmma, cudaStream_t st) {
-    if (wmma) {   // self-attention only (flash_applies)
+void forward_d(float* out, std::uint16_t* out_bf16, std::uint16_t* out_lo, float* lse, const float* q, const float* k,
+               const float* v, const FlashDims& m, bool wmma, cudaStream_t st) {
+    if (wmma) {   // self-attention only (flash_applies), so never out_lo (CudaNnBackend::out_lo_at)
         constexpr int smem = forward_smem<D>();
         allow_smem<flash_forward<D>>(smem);
         flash_forward<D><<<flash_grid(m.Nq, m), kFlashThreads, smem, st>>>(out, lse, q, k, v, m);
@@ -427,7 +427,7 @@ void forward_d(float* out, std::uint16_t* out_bf16, float* lse, const float* q, 
         RETRO_CUDA_LAUNCH_CHECK("round_out_bf16", st);
         return;
     }
-    forward_mma<D>(out, out_bf16, lse, q, k, v, m, st);
+    forward_mma<D>(out, out_bf16, lse, q, k, v, m, st, out_lo);
 }
 
 template <int D>
@@ -492,10 +492,22 @@ bool CudaNnBackend::stash_only(const AttentionShape& s, bool key_mask) const {
     return !unfused(FusedOp::attention_saved_floats) && flash_applies(s, key_mask ? &any_mask : nullptr);
 }
 
+// Where the stash also keeps out's remainder bf16(o - bf16(o)) for Delta (flash_mma_delta): with the null column or a
+// key mask (CCA, the encoder's self-attention), whose rows can put most of their probability on one column, so that
+// dP - Delta cancels and the copy's rounding would stay whole in dS; and only where the probabilities' floats hold
+// it, so that a caller's probabilities-sized buffer still takes the stash. The float offset in probs, else -1.
+std::int64_t CudaNnBackend::out_lo_at(const AttentionShape& s, bool key_mask) const {
+    if (!(s.null_kv || key_mask) || !stash_only(s, key_mask)) return -1;
+    const std::int64_t rows = s.B * s.H * s.Nq, half = (s.B * s.Nq * s.H * s.D + 1) / 2;
+    const std::int64_t at = bf16_copy_at(bf16_copy_at(rows) + half);
+    return at + half <= rows * s.keys() ? at : -1;
+}
+
 std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
     if (!stash_only(s, key_mask))
         return NnBackend::attention_saved_floats(s, key_mask);   // the probabilities (also RETRO_UNFUSE's A/B)
-    return bf16_copy_at(s.B * s.H * s.Nq) + (s.B * s.Nq * s.H * s.D + 1) / 2;
+    const std::int64_t half = (s.B * s.Nq * s.H * s.D + 1) / 2, lo = out_lo_at(s, key_mask);
+    return lo >= 0 ? lo + half : bf16_copy_at(s.B * s.H * s.Nq) + half;
 }
 
 // The mma kernels' stash holds out's bf16 copy after lse: where the layers keep the output only so (bf16 activations;
@@ -528,6 +540,8 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
     float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]; out null: only that copy
     auto* ob = reinterpret_cast<std::uint16_t*>(probs + bf16_copy_at(m.B * m.H * m.Nq));
+    const std::int64_t lo_at = out_lo_at(s, key_mask != nullptr);   // (never the bf16-operand shapes below)
+    auto* lo = lo_at >= 0 ? reinterpret_cast<std::uint16_t*>(probs + lo_at) : nullptr;
     if (flash_bf16_operands(s, key_mask)) {   // the decoder's causal self-attention: q, k, v as bf16 once, tiles by cp.async
         const auto* q16 = static_cast<const std::uint16_t*>(to_bf16(0, q, m.B * m.Nq * m.HD));
         const auto* k16 = static_cast<const std::uint16_t*>(to_bf16(1, k, m.B * m.Nk * m.HD));
@@ -547,9 +561,9 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
         return;
     }
     switch (m.D) {
-    case 32: forward_d<32>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
-    case 64: forward_d<64>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
-    default: forward_d<128>(out, ob, lse, q, k, v, m, flash_wmma_, stream_); break;
+    case 32: forward_d<32>(out, ob, lo, lse, q, k, v, m, flash_wmma_, stream_); break;
+    case 64: forward_d<64>(out, ob, lo, lse, q, k, v, m, flash_wmma_, stream_); break;
+    default: forward_d<128>(out, ob, lo, lse, q, k, v, m, flash_wmma_, stream_); break;
     }
 }
 
@@ -562,12 +576,14 @@ void CudaNnBackend::flash_backward(float* dq, float* dk, float* dv, float* dnull
     const ll rows = m.B * m.H * m.Nq;
     const float* lse = probs;
     const auto* o = reinterpret_cast<const std::uint16_t*>(probs + bf16_copy_at(rows));   // out's bf16 copy
+    const std::int64_t lo_at = out_lo_at(s, key_mask != nullptr);   // and its remainder, where kept
+    const auto* lo = lo_at >= 0 ? reinterpret_cast<const std::uint16_t*>(probs + lo_at) : nullptr;
     // scratch: Delta [B, H, Nq], then (null column) the per-item null key and value gradients [B, H*D] each
     const ll items = m.null_kv ? m.B * m.HD : 0;
     float* delta = static_cast<float*>(scratch(ds_, static_cast<std::size_t>(rows + 2 * items) * sizeof(float)));
     float *dnk_items = delta + rows, *dnv_items = dnk_items + items;
     flash::flash_mma_delta<<<static_cast<unsigned>((rows + flash::kWarps - 1) / flash::kWarps), flash::kThreads, 0,
-                             stream_>>>(delta, dout, o, m);
+                             stream_>>>(delta, dout, o, m, lo);
     RETRO_CUDA_LAUNCH_CHECK("flash_mma_delta", stream_);
     // at most 64 queries (CCA), or 128 at D <= 64 without the causal mask (the encoder): the one-block kernel over one
     // or two query blocks, unless RETRO_UNFUSE names it or its shared memory does not fit

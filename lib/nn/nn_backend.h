@@ -289,7 +289,8 @@ public:
                                     const std::uint8_t* key_mask, const AttentionShape& s) = 0;
     // The floats of `probs` attention_forward writes for shape s (with a key mask or not) and attention_backward
     // reads: the probabilities B·H·Nq·keys, or, where the CUDA backend's fused attention takes the shape in its
-    // current mode, only what its backward needs (lse and out's bf16 copy, B·H·Nq·(1 + D/2)). A caller may size probs
+    // current mode, only what its backward needs (lse and out's bf16 copy, B·H·Nq·(1 + D/2); with the null column or
+    // a key mask also the copy's remainder, B·H·Nq·(1 + D), where that is within the probabilities). A caller may size probs
     // to this (model/backend_model.h's arena) as long as the mode stays as it was when asked.
     virtual std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const {
         (void)key_mask;
