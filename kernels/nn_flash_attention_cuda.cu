@@ -486,7 +486,8 @@ bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* k
 }
 
 // The fused path's `probs` (flash_forward / flash_backward): lse [B, H, Nq], then (at NnBackend::bf16_copy_at: 256-byte
-// aligned) out's bf16 copy [B, Nq, H*D] packed two to a float.
+// aligned) out's bf16 copy [B, Nq, H*D] packed two to a float, then where out_lo_at says (256-byte aligned again) the
+// copy's remainder, the same size.
 bool CudaNnBackend::stash_only(const AttentionShape& s, bool key_mask) const {
     static const std::uint8_t any_mask = 1;   // flash_applies asks only whether there is one
     return !unfused(FusedOp::attention_saved_floats) && flash_applies(s, key_mask ? &any_mask : nullptr);
@@ -538,7 +539,7 @@ void CudaNnBackend::flash_forward(float* out, float* probs, const float* q, cons
                                   const AttentionShape& s) {
     RETRO_CHECK(out || !flash_wmma_, "flash_forward: the wmma kernels need out");
     const FlashDims m = flash_dims(s, null_k, null_v, key_mask);
-    float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D]; out null: only that copy
+    float* lse = probs;   // [B, H, Nq], then out's bf16 copy [B, Nq, H*D] (and its remainder); out null: only the copy
     auto* ob = reinterpret_cast<std::uint16_t*>(probs + bf16_copy_at(m.B * m.H * m.Nq));
     const std::int64_t lo_at = out_lo_at(s, key_mask != nullptr);   // (never the bf16-operand shapes below)
     auto* lo = lo_at >= 0 ? reinterpret_cast<std::uint16_t*>(probs + lo_at) : nullptr;

@@ -394,7 +394,7 @@ RETRO_SIMT_UNROLL
             if (rows[r] < m.Nq)
 RETRO_SIMT_UNROLL
                 for (int u = 0; u < D / 8; ++u) {
-                    const float x0 = o[u][2 * r] * inv[r], x1 = o[u][2 * r + 1] * inv[r];
+                    const float x0 = simt::mul_rn(o[u][2 * r], inv[r]), x1 = simt::mul_rn(o[u][2 * r + 1], inv[r]);
                     *reinterpret_cast<u32*>(cl + rows[r] * m.HD + u * 8 + 2 * t) =
                         simt::pack_bf16x2(x0 - simt::bf16_value(simt::bf16_bits(x0)),
                                           x1 - simt::bf16_value(simt::bf16_bits(x1)));
@@ -412,7 +412,8 @@ RETRO_SIMT_UNROLL
 // reference, not the rounding of dO. o_lo (or null): the forward's out_lo, added to the copy. Where a row's
 // probabilities sit mostly on one column (the null column, or few unmasked neighbours) dP - Delta cancels to a
 // small dS, and the copy's rounding in Delta stays whole: the op harness's nn.flash_cca case had dnull_k at 6.6e-3
-// of its rms from the copy alone, 2.0e-3 with hi + lo (dq 2.35e-3 -> 1.78e-3; session 49, H200 and host emulator).
+// of its rms from the copy alone (the H200 and the host emulator alike, session 49), 2.0e-3 with hi + lo on the
+// host emulator (dq 2.35e-3 -> 1.78e-3).
 template <typename O16>
 RETRO_SIMT_KERNEL(kThreads)
 flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const O16* __restrict__ o, FlashDims m,
@@ -424,9 +425,11 @@ flash_mma_delta(float* __restrict__ delta, const float* __restrict__ dout, const
     if (in) {
         const ll bh = r / m.Nq, i = r % m.Nq, b = bh / m.H, h = bh % m.H;
         const ll at = (b * m.Nq + i) * m.HD + h * m.D;
-        for (ll d = lane; d < m.D; d += 32)
-            acc += simt::bf16_value(simt::bf16_bits(dout[at + d])) *
-                   (o_lo ? simt::bf16_value(o[at + d]) + simt::bf16_value(o_lo[at + d]) : simt::bf16_value(o[at + d]));
+        for (ll d = lane; d < m.D; d += 32) {   // (products of two bf16 values are exact: an fma gives the same sum)
+            const float g = simt::bf16_value(simt::bf16_bits(dout[at + d]));
+            acc += g * simt::bf16_value(o[at + d]);
+            if (o_lo) acc += g * simt::bf16_value(o_lo[at + d]);
+        }
     }
     for (int w = 16; w > 0; w >>= 1) acc += simt::shfl_xor(acc, w);
     if (in && lane == 0) delta[r] = acc;

@@ -146,6 +146,8 @@ RETRO_SIMT_DEVICE int opaque(int x) {
     asm volatile("" : "+r"(x));
     return x;
 }
+// a b rounded once, never fused with a later add into an fma: the same float on the device and the host emulator
+RETRO_SIMT_DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 // d += a b on the tensor cores (one warp, every lane with its fragments)
 RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
     asm volatile(
@@ -191,6 +193,10 @@ inline void launch_dependents() {}
 inline void prefetch_l2(const void*) {}
 inline float opaque(float x) { return x; }
 inline int opaque(int x) { return x; }
+inline float mul_rn(float a, float b) {
+    volatile float p = a * b;   // (a store: the host compiler cannot contract it into a later add either)
+    return p;
+}
 inline std::uint16_t bf16_bits(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, 4);
