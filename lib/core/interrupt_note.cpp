@@ -12,9 +12,10 @@ namespace {
 
 char g_note[768];
 bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
+volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
 extern "C" void on_interrupt_note(int sig) {
-    ssize_t w = ::write(2, g_note, std::strlen(g_note));
+    ssize_t w = ::write(g_note_fd, g_note, std::strlen(g_note));
     (void)w;
     interrupt_note_die(sig);
 }
@@ -48,6 +49,8 @@ void interrupt_handlers_install(void (*handler)(int)) {
     g_installed = true;
     set_unless_ignored(handler);
 }
+
+void interrupt_note_fd(int fd) { g_note_fd = fd; }
 
 void interrupt_note_clear() {
     if (!g_installed) return;   // (a library caller's or a test runner's handlers stay theirs)

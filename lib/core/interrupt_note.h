@@ -4,7 +4,8 @@
 // retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear
+// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
+//           interrupt_note_fd
 #pragma once
 #include <string>
 
@@ -21,6 +22,10 @@ void interrupt_note_install(const std::string& tool, const std::string& out, con
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.
 void interrupt_handlers_install(void (*handler)(int));
 [[noreturn]] void interrupt_note_die(int sig);
+
+// Where the note is written: fd 2, or the real stderr while core/stderr_capture.h sends fd 2 to a file (set and reset
+// there, so that a Ctrl-C during a captured library call still shows the note). Async-signal-safe to read.
+void interrupt_note_fd(int fd);
 
 // The folder is complete (Manifest::write calls this once manifest.json is in place): SIGINT and SIGTERM go back to
 // their default action (still ignored where inherited as ignored), so a Ctrl-C after the end no longer says to

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/lfs_pointer.h"
 #include "core/log.h"
+#include "core/stderr_capture.h"
 #include "index/fast_flat_storage.h"
 
 namespace retro {
@@ -151,7 +152,9 @@ bool FaissIndex::needs_training() const { return !index_->is_trained; }
 
 void FaissIndex::train(std::int64_t n, const float* x) {
     try {
-        index_->train(static_cast<idx_t>(n), x);
+        // k-means warns on stderr by itself when the training set is small for its centroids: through the log
+        // instead, so that --quiet silences it
+        pass_on_library_lines("FAISS", capture_stderr([&] { index_->train(static_cast<idx_t>(n), x); }));
     } catch (const faiss::FaissException& e) {
         std::string what = e.what();
         user_error_in(where_, "training failed with " + std::to_string(n) + " points: " + what.substr(0, what.find('\n')),

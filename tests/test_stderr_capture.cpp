@@ -1,0 +1,126 @@
+// core/stderr_capture.h: what a library prints to fd 2 comes back as text with stderr put back (nested, through
+// exceptions), the interrupt note still reaches the real stderr meanwhile, and FAISS's k-means warning on a small
+// training set goes through the log (so --quiet silences it) instead of through raw.
+#include "core/interrupt_note.h"
+#include "core/log.h"
+#include "core/stderr_capture.h"
+#include "index/faiss_index.h"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace retro;
+
+namespace {
+ino_t stderr_inode() {
+    struct stat st {};
+    REQUIRE(::fstat(2, &st) == 0);
+    return st.st_ino;
+}
+}  // namespace
+
+TEST_CASE("core: capture_stderr returns what fd 2 got, nests, and puts stderr back, also after an exception") {
+    const ino_t before = stderr_inode();
+    std::string inner;
+    const std::string outer = capture_stderr([&] {
+        std::fprintf(stderr, "one %d\n", 1);
+        inner = capture_stderr([] {
+            const char line[] = "two\n";
+            CHECK(::write(2, line, sizeof line - 1) == 4);
+        });
+        std::fputs("three\n", stderr);
+    });
+    CHECK(inner == "two\n");
+    CHECK(outer == "one 1\nthree\n");
+    CHECK(stderr_inode() == before);
+    std::string thrown;
+    try {
+        (void)capture_stderr([] {
+            std::fputs("lost with the exception\n", stderr);
+            throw std::runtime_error("from fn");
+        });
+    } catch (const std::runtime_error& e) {
+        thrown = e.what();
+    }
+    CHECK(thrown == "from fn");
+    CHECK(stderr_inode() == before);
+}
+
+TEST_CASE("core: pass_on_library_lines gives each line as the library's warning, or nothing under --quiet") {
+    const LogLevel level = log_level();
+    log_set_level(LogLevel::LOG_WARN);
+    const std::string said = capture_stderr(
+        [] { pass_on_library_lines("FAISS", "WARNING clustering 10 points to 4 centroids\n\n  WARNING: other \r\nplain"); });
+    CHECK(said == "warning: FAISS: clustering 10 points to 4 centroids\nwarning: FAISS: other\nwarning: FAISS: plain\n");
+    log_set_level(LogLevel::LOG_ERROR);
+    CHECK(capture_stderr([] { pass_on_library_lines("FAISS", "WARNING clustering\n"); }).empty());
+    log_set_level(level);
+}
+
+TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt note on the real stderr") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();   // a child: the handlers are the process's
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::dup2(fds[1], 2);
+        interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
+        (void)capture_stderr([] {
+            std::fputs("captured\n", stderr);
+            ::raise(SIGINT);
+        });
+        ::_exit(0);   // (not reached: the note's handler ends the process by the signal)
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGINT);
+    CHECK(got.find("retro-test: interrupted; out keeps its finished parts: continue with the same command") !=
+          std::string::npos);
+    CHECK(got.find("captured") == std::string::npos);
+}
+
+TEST_CASE("index: FAISS's k-means warning on a small training set goes through the log, and --quiet silences it") {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    const int d = 16;
+    const std::int64_t n = 1000;   // fewer than 39 points for each of a sub-quantizer's 256 centroids
+    std::vector<float> x(static_cast<std::size_t>(n * d));
+    for (auto& v : x) v = normal(rng);
+    const LogLevel level = log_level();
+    for (const LogLevel l : {LogLevel::LOG_WARN, LogLevel::LOG_ERROR}) {
+        CAPTURE(static_cast<int>(l));
+        log_set_level(l);
+        FaissIndex index("PQ2", d);
+        const std::string said = capture_stderr([&] { index.train(n, x.data()); });
+        CHECK_FALSE(index.needs_training());
+        if (l == LogLevel::LOG_ERROR) {
+            CHECK(said.empty());
+            continue;
+        }
+        std::istringstream lines(said);
+        int count = 0;
+        for (std::string line; std::getline(lines, line); ++count) {
+            CAPTURE(line);
+            CHECK(line.rfind("warning: FAISS: clustering 1000 points to 256 centroids", 0) == 0);
+        }
+        CHECK(count >= 1);
+    }
+    log_set_level(level);
+}
