@@ -489,6 +489,10 @@ TEST_CASE("backend model: on a CUDA device in the fused bf16 mode, an attention 
         const nn::AttentionShape few{1, 64, 64, 1, 64, false, false};
         CHECK(be->attention_saved_floats(few, true) == 64 + (64 * 64) / 2);
         CHECK(be->attention_saved_floats(few, true) <= 64 * 64);
+        // a stash that would not fit the probabilities (lse's 3 floats padded to 64, then 96 for the copy, against 99):
+        // the unfused ops
+        const nn::AttentionShape tiny{1, 3, 33, 1, 64, false, false};
+        CHECK(be->attention_saved_floats(tiny, false) == 3 * 33);
         const nn::AttentionShape odd{1, 3, 3 * 64, 1, 64, false, false};   // lse 3 floats: the copy at 64
         CHECK(be->attention_saved_floats(odd, false) == 64 + (3 * 64) / 2);
         const std::int64_t copy_at = be->bf16_activations() ? 2 * 4 * 256 : -1;
