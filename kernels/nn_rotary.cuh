@@ -3,7 +3,7 @@
 // the block emulator:
 //   rotary_rows: a block per row of x [rows, H*D] (block-stride over rows), its table row row % N read once; the
 //   threads first over the row's H * R/2 rotated pairs (t, t + R/2) of each head, then over its H * (D - R) passed
-//   channels. The index arithmetic is 32-bit within a row: the kernel before it (one thread per pair over the whole
+//   channels (none in place without a scale: they hold their result already). The index arithmetic is 32-bit within a row: the kernel before it (one thread per pair over the whole
 //   tensor) paid five 64-bit divisions an element, and ran the training step's 76 rotary calls at several times their
 //   memory traffic (docs/performance.md, session 23's profile: 4.7 ms a step).
 // Heads h < scaled_heads read x * scale (rotary_scale_forward: the queries' dim_head^-1/2, the same float as a scale
@@ -39,7 +39,12 @@ template <bool BACKWARD>
 RETRO_SIMT_KERNEL(kThreads)
 rotary_rows(float* y, const float* x, const float* cos, const float* sin, ll rows, ll N, int H, int D, int R,
             float scale, int scaled_heads, float out_scale) {
-    const int half = R / 2, pass = D - R;
+    const int half = R / 2;
+    // In place with nothing to scale, the passed channels already hold their result: no pass over them. That is
+    // rotary_forward and rotary_backward as the model calls them (k and dk in place), where R = 32 of D = 64 leaves half
+    // of every row passed: half of those calls' bytes (session 49's 172M profile: 7.7 ms of a 161 ms step at 32 x
+    // 1024 in the two).
+    const int pass = y != x || out_scale != 1.0f || (scaled_heads > 0 && scale != 1.0f) ? D - R : 0;
     for (ll row = simt::block_x(); row < rows; row += simt::grid_x()) {
         const float* c = cos + (row % N) * R;
         const float* s = sin + (row % N) * R;
