@@ -164,16 +164,18 @@ struct GeluGradTerm {   // gelu_linear_backward's dy[n, j] = GeluBackwardOp(dg, 
 };
 
 // ---------------- rotary ----------------
-// kernels/nn_rotary.cuh's rotary_rows: a block per row, the row's pairs and then its passed channels.
+// kernels/nn_rotary.cuh's rotary_rows: a block per group of rows, their pairs and then their passed channels.
 template <bool BACKWARD>
 void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll H, ll D, cudaStream_t stream,
                    float scale = 1.0f, ll scaled_heads = 0, float out_scale = 1.0f) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
-    RETRO_CHECK(H * D <= INT_MAX, "rotary: a row of ", H, " heads of ", D, " does not fit an int");
+    RETRO_CHECK(H * D <= INT_MAX / rotary::kThreads, "rotary: a row of ", H, " heads of ", D, " does not fit an int");
+    RETRO_CHECK(N <= INT_MAX - rotary::kThreads, "rotary: ", N, " positions do not fit an int");
     const ll rows = B * N;
     if (rows == 0 || H * D == 0) return;
-    rotary::rotary_rows<BACKWARD><<<grid_for(rows, 1), rotary::kThreads, 0, stream>>>(
+    const int group = rotary::rows_per_block(static_cast<int>(H), static_cast<int>(t.rot_dim));
+    rotary::rotary_rows<BACKWARD><<<grid_for(rows, group), rotary::kThreads, 0, stream>>>(
         y, x, t.cos, t.sin, rows, N, static_cast<int>(H), static_cast<int>(D), static_cast<int>(t.rot_dim), scale,
         static_cast<int>(std::min(scaled_heads, H)), out_scale);
     RETRO_CUDA_LAUNCH_CHECK(BACKWARD ? "rotary_backward" : "rotary_forward", stream);
