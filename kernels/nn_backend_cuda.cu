@@ -170,7 +170,8 @@ void launch_rotary(float* y, const float* x, const RotaryView& t, ll B, ll N, ll
                    float scale = 1.0f, ll scaled_heads = 0, float out_scale = 1.0f) {
     RETRO_CHECK(t.rows == N, "rotary table has ", t.rows, " rows for ", N, " positions");
     RETRO_CHECK(t.rot_dim <= D && t.rot_dim % 2 == 0, "rotary dim ", t.rot_dim, " for head dim ", D);
-    RETRO_CHECK(H * D <= INT_MAX / rotary::kThreads, "rotary: a row of ", H, " heads of ", D, " does not fit an int");
+    RETRO_CHECK(H * D <= INT_MAX / rotary::kThreads, "rotary: a row of ", H, " heads of ", D,
+                " is past the kernel's 32-bit index within a group of rows");
     RETRO_CHECK(N <= INT_MAX - rotary::kThreads, "rotary: ", N, " positions do not fit an int");
     const ll rows = B * N;
     if (rows == 0 || H * D == 0) return;

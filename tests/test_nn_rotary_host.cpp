@@ -46,7 +46,9 @@ void check(const Shape& sh) {
     std::vector<float> x(static_cast<std::size_t>(n));
     for (auto& e : x) e = nd(rng);
     const auto table = nn::rotary_table_range<float>(sh.N, sh.R);
-    const long long blocks = std::max<long long>(1, rows / 3);
+    // fewer blocks than groups of rows (rt::rows_per_block), so that the block-stride loop runs
+    const long long groups = (rows + rt::rows_per_block(sh.H, sh.R) - 1) / rt::rows_per_block(sh.H, sh.R);
+    const long long blocks = std::max<long long>(1, std::min(rows / 3, groups / 2));
 
     std::vector<float> y(x.size(), NAN), inplace(x);
     auto run = [&](float* out, const float* in) {
@@ -80,6 +82,8 @@ TEST_CASE("nn rotary kernel on the host emulator: forward, backward and the scal
         {3, 4, 2, 12, 6, 1.0f, 0, 0.125f},       // an out scale (rotary_backward_scale)
         {1, 3, 40, 32, 32, 0.5f, 40, 1.0f},      // a row of 640 pairs: wider than a block
         {2, 3, 24, 48, 16, 1.0f, 12, 1.0f},      // 768 passed channels a row: wider than a block
+        {4, 9, 2, 64, 32, 1.0f, 0, 1.0f},        // 8 rows a block (32 pairs a row), 36 rows: 5 groups on 2 blocks
+        {3, 6, 4, 64, 32, 1.0f, 2, 1.0f},        // scaled heads at a scale of 1: in place, nothing to pass
     };
     for (const auto& sh : shapes) {
         check<false>(sh);
