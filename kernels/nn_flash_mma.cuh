@@ -381,25 +381,21 @@ RETRO_SIMT_UNROLL
         float* ob = out + hd.q_base;
         store_rows<D>(out_row(ob, rows[0], m.Nq, m), out_row(ob, rows[1], m.Nq, m), o, inv[0], inv[1], lane);
     }
-    u16* cb = out_bf16 + hd.q_base;   // the same values rounded, pairs as one 32-bit store (D and H*D are even)
+    // the same values rounded, pairs as one 32-bit store (D and H*D are even); with out_lo the rounding's remainder
+    // too (hi + lo holds o to about 16 bits), from the product rounded once (simt::mul_rn: no fma with the subtraction)
+    u16* cb = out_bf16 + hd.q_base;
     for (int r = 0; r < 2; ++r)
         if (rows[r] < m.Nq)
 RETRO_SIMT_UNROLL
-            for (int u = 0; u < D / 8; ++u)
-                *reinterpret_cast<u32*>(cb + rows[r] * m.HD + u * 8 + 2 * t) =
-                    simt::pack_bf16x2(o[u][2 * r] * inv[r], o[u][2 * r + 1] * inv[r]);
-    if (out_lo) {   // the rounding's remainder: hi + lo holds o to about 16 bits
-        u16* cl = out_lo + hd.q_base;
-        for (int r = 0; r < 2; ++r)
-            if (rows[r] < m.Nq)
-RETRO_SIMT_UNROLL
-                for (int u = 0; u < D / 8; ++u) {
-                    const float x0 = simt::mul_rn(o[u][2 * r], inv[r]), x1 = simt::mul_rn(o[u][2 * r + 1], inv[r]);
-                    *reinterpret_cast<u32*>(cl + rows[r] * m.HD + u * 8 + 2 * t) =
+            for (int u = 0; u < D / 8; ++u) {
+                const float x0 = simt::mul_rn(o[u][2 * r], inv[r]), x1 = simt::mul_rn(o[u][2 * r + 1], inv[r]);
+                const ll at = rows[r] * m.HD + u * 8 + 2 * t;
+                *reinterpret_cast<u32*>(cb + at) = simt::pack_bf16x2(x0, x1);
+                if (out_lo)
+                    *reinterpret_cast<u32*>(out_lo + hd.q_base + at) =
                         simt::pack_bf16x2(x0 - simt::bf16_value(simt::bf16_bits(x0)),
                                           x1 - simt::bf16_value(simt::bf16_bits(x1)));
-                }
-    }
+            }
     if (t == 0)
         for (int r = 0; r < 2; ++r)   // max -FLT_MAX: every key the row saw was masked (p = 1 / Nk each)
             if (rows[r] < m.Nq) lse[hd.bh * m.Nq + rows[r]] = mrow[r] == -FLT_MAX ? INFINITY : mref[r] + logf(lrow[r]);

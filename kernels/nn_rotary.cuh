@@ -62,7 +62,8 @@ rotary_rows(float* y, const float* x, const float* cos, const float* sin, ll row
         const int n0 = static_cast<int>(row0 % N);   // the group's first table row (one 64-bit division a group)
         for (int e = simt::thread_x(); e < in_group * pairs; e += kThreads) {
             const int g = e / pairs, j = e - g * pairs, h = j / half, t = j - h * half;
-            const ll n = (n0 + g) % n_rows;
+            const int n_in = n0 + g;   // the table row: a division only where the group wraps past N
+            const ll n = n_in < n_rows ? n_in : n_in % n_rows;
             const ll at = ((row0 + g) * H + h) * D + t;
             const float m = h < scaled_heads ? scale : 1.0f;
             float y1, y2;
