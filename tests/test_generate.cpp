@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/cuda_device.h"
 #include "generate/backend_decoder.h"
+#include "nn/decode_program.h"
 #include "generate/cached_decoder.h"
 #include "generate/sampler.h"
 #include "model/params.h"
@@ -163,8 +164,10 @@ void check_cached_equals_full(bool retrieval, double tol) {
 // The same check for BackendDecoder (generate/backend_decoder.h) on `be`, the weights uploaded there.
 // With `graphs` the decode steps run as captured graphs (BackendDecoder::set_graphs): the same logits, and graphs were
 // captured (one per chunk read, and again when a sequence stops) and replayed.
+// With a decode program mode (nn/decode_program.h) the graph-eligible steps run from a recording where it takes them.
 void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double tol,
-                                       const RetroConfig& c = decode_config(), bool graphs = false) {
+                                       const RetroConfig& c = decode_config(), bool graphs = false,
+                                       nn::DecodeProgramMode program = nn::DecodeProgramMode::off) {
     std::unique_ptr<nn::BackendBuffer> weights;
     check_cached_equals_full<float>(
         retrieval, tol,
@@ -173,10 +176,18 @@ void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double
             be.upload(weights->get(), m.params().data(), m.params().size() * sizeof(float));
             auto d = std::make_unique<BackendDecoder>(m.config(), weights->f(), be, 2, ret);
             d->set_graphs(graphs);
+            d->set_decode_program(program);
             return d;
         },
         c,
         [&](const BackendDecoder& d) {
+            if (program != nn::DecodeProgramMode::off) {
+                MESSAGE("decode programs: " << d.program_steps() << " steps (" << d.fused_steps() << " fused), "
+                        << d.graph_launches() << " graph launches; last fallback: " << d.program_fallback());
+                if (program == nn::DecodeProgramMode::interpret && !c.copy_head) CHECK(d.program_steps() > 0);
+                if (c.copy_head) CHECK(d.program_steps() == 0);   // the copy head is not recordable
+                return;
+            }
             if (!graphs) {
                 CHECK(d.graph_launches() == 0);
                 return;
@@ -261,11 +272,16 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
 namespace {
 // Every step's last-row logits of one sequence decoded on `be` (a 5-token prompt, then one token a step, neighbours
 // added as chunks finish), eager or as graphs: the same ids and neighbours for every backend.
-std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs) {
+// With a decode program mode the graph-eligible steps run from a recording (nn/decode_program.h) where it takes them;
+// *program_steps (when given) gets how many did, *fused_steps how many of them ran fused.
+std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs,
+                                 nn::DecodeProgramMode program = nn::DecodeProgramMode::off,
+                                 std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr) {
     nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
     be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
     BackendDecoder dec(c, weights.f(), be, 1, true);
     dec.set_graphs(graphs);
+    dec.set_decode_program(program);
     std::mt19937 rng(17);
     std::vector<std::int32_t> ids;
     for (int i = 0; i < 24; i++) ids.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
@@ -278,7 +294,10 @@ std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const 
         const float* row = dec.logits().data() + dec.last_row(0) * c.num_tokens;
         out.insert(out.end(), row, row + c.num_tokens);
     }
-    CHECK((dec.graph_launches() > 0) == graphs);   // the graphs were replayed where asked for
+    if (program == nn::DecodeProgramMode::off) CHECK((dec.graph_launches() > 0) == graphs);   // replayed where asked for
+    if (program_steps) *program_steps = dec.program_steps();
+    if (fused_steps) *fused_steps = dec.fused_steps();
+    if (program != nn::DecodeProgramMode::off) MESSAGE("last decode program fallback: " << dec.program_fallback());
     return out;
 }
 }  // namespace
@@ -292,6 +311,76 @@ TEST_CASE("generate: the backend decoder's steps as graphs give the eager steps'
     const auto eager = decode_logits(be, c, model, false), graphs = decode_logits(be, c, model, true);
     REQUIRE(eager.size() == graphs.size());
     CHECK(std::memcmp(eager.data(), graphs.data(), eager.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("generate: the backend decoder's steps from a recorded decode program give the eager steps' bits (host backend)") {
+    // run_step recorded into a DecodeProgram (nn/decode_program.h) and interpreted op by op: the same ops with the
+    // same arguments, so the same bits; the steps before the first chunk is read (CCA's zero rows: not recordable)
+    // fall back to a captured graph. `fused` on the host backend (no fused form) falls back to graphs throughout.
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend be;
+    const auto eager = decode_logits(be, c, model, false);
+    std::int64_t steps = 0, fused = 0;
+    const auto interpreted = decode_logits(be, c, model, true, nn::DecodeProgramMode::interpret, &steps, &fused);
+    REQUIRE(eager.size() == interpreted.size());
+    CHECK(std::memcmp(eager.data(), interpreted.data(), eager.size() * sizeof(float)) == 0);
+    CHECK(steps > 0);
+    CHECK(fused == 0);
+    const auto fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
+    CHECK(std::memcmp(eager.data(), fallback.data(), eager.size() * sizeof(float)) == 0);
+    CHECK(steps == 0);
+    // two sequences (two rows a step: the norm apart from the projections), one sitting out at the end
+    check_backend_decoder_equals_full(be, true, 1e-5, decode_config(), true, nn::DecodeProgramMode::interpret);
+    check_backend_decoder_equals_full(be, false, 1e-5, decode_config(), true, nn::DecodeProgramMode::interpret);
+    check_backend_decoder_equals_full(be, true, 1e-5, same_width_decode_config(), true,
+                                      nn::DecodeProgramMode::interpret);
+    check_backend_decoder_equals_full(be, true, 1e-5, copy_head_decode_config(), true,
+                                      nn::DecodeProgramMode::interpret);
+}
+
+TEST_CASE("generate: the decode program's recorder lists a step's ops and refuses what a fused step cannot run") {
+    nn::DecodeProgramRecorder rec;
+    float a[4] = {}, b[4] = {};
+    rec.linear_forward(a, b, b, nullptr, 1, 4, 4);
+    rec.scatter_rows(a, b, nullptr, 1, 4);
+    CHECK(rec.ok());
+    REQUIRE(rec.program.ops.size() == 2);
+    CHECK(rec.program.ops[0].kind == nn::DecodeOpKind::linear);
+    CHECK(rec.program.ops[0].out == a);
+    CHECK(rec.program.ops[1].kind == nn::DecodeOpKind::scatter_rows);
+    rec.gather_rows(a, b, nullptr, 1, 4);
+    rec.copy(a, b, 16);
+    CHECK_FALSE(rec.ok());
+    CHECK(rec.why() == "gather_rows");   // the first refusal
+    CHECK(nn::decode_program_mode_requested(nullptr) == nn::DecodeProgramMode::off);
+    CHECK(nn::decode_program_mode_requested("interpret") == nn::DecodeProgramMode::interpret);
+    CHECK(nn::decode_program_mode_requested("fused") == nn::DecodeProgramMode::fused);
+    CHECK_THROWS_AS(nn::decode_program_mode_requested("fast"), UserError);
+}
+
+TEST_CASE("generate: on a CUDA device, the fused decode step gives the launched ops' bits") {
+    // the fused step (one cooperative kernel, kernels/nn_decode_program_cuda.cu) runs each recorded op's own device
+    // code between grid-wide barriers: its logits must be the captured graphs' bits, token for token, through chunk
+    // boundaries (the encoder's eager steps between fused ones) and the CCA layers
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        for (const RetroConfig& c : {decode_config(), same_width_decode_config()}) {
+            RetroModel<float> model(c);
+            params_init(model.params(), model.layout(), 3);
+            CudaStreamOwner stream;
+            auto be = nn::cuda_nn_backend(stream.get());
+            const auto graphs = decode_logits(*be, c, model, true);
+            std::int64_t steps = 0, fused = 0;
+            const auto one_kernel = decode_logits(*be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
+            MESSAGE("fused decode steps: " << fused << " of " << steps << " recorded");
+            CHECK(fused > 0);
+            REQUIRE(graphs.size() == one_kernel.size());
+            CHECK(std::memcmp(graphs.data(), one_kernel.data(), graphs.size() * sizeof(float)) == 0);
+            check_backend_decoder_equals_full(*be, true, 1e-5, c, true, nn::DecodeProgramMode::fused);
+        }
+    }
 }
 
 TEST_CASE("generate: on a CUDA device, the decode kernels as programmatic dependent launches give RETRO_PDL=0's bits") {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <type_traits>
 
 #include "core/error.h"
 #include "generate/decode_rows.h"
@@ -62,7 +64,7 @@ std::size_t BackendDecoder::step_bytes_bound(const RetroConfig& c, int64_t S, bo
 
 BackendDecoder::BackendDecoder(const RetroConfig& config, const float* params, nn::NnBackend& be, int64_t sequences,
                                bool retrieval)
-    : c_(config), be_(be) {
+    : c_(config), be_(be), program_mode_(nn::decode_program_mode_requested(std::getenv("RETRO_DECODE_PROGRAM"))) {
     RETRO_CHECK(sequences > 0, "decoder needs at least one sequence");
     const ParamLayout layout(c_);
     p_ = bind_params(const_cast<float*>(params), layout, c_);
@@ -135,29 +137,61 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     prepare_step(rows, all_logits);
     const StepPlan& P = plan_;
     if (use_graphs_ && P.graph_key.has_value()) {
-        // the step as a graph (NnBackend::begin_capture): captured when its key (buffers, rows, chunks read) is new,
-        // replayed while it holds; what changes from token to token is in the buffers prepare_step uploaded
-        if (!graph_ || graph_key_ != *P.graph_key) {
-            graph_.reset();
-            be_.begin_capture();
-            try {
-                run_step();
-            } catch (...) {
-                be_.end_capture();
-                throw;
+        // the step replayed (a graph, or a recorded program: NnBackend::begin_capture, nn/decode_program.h): made
+        // when its key (buffers, rows, chunks read) is new, replayed while it holds; what changes from token to
+        // token is in the buffers prepare_step uploaded
+        if ((!graph_ && !program_) || graph_key_ != *P.graph_key) make_replay();
+        if (program_) {
+            nn::run_decode_program(be_, *program_);
+            program_steps_++;
+        } else {
+            be_.launch_graph(*graph_);
+            graph_launches_++;
+            if (replay_fused_) {
+                program_steps_++;
+                fused_steps_++;
             }
-            graph_ = be_.end_capture();
-            graph_key_ = *P.graph_key;
-            graph_captures_++;
         }
-        be_.launch_graph(*graph_);
-        graph_launches_++;
     } else {
-        run_step();
+        run_step(be_);
     }
     for (int64_t s = 0; s < S; s++)
         seqs_[static_cast<std::size_t>(s)].n += P.row_begin[static_cast<std::size_t>(s + 1)] - P.row_begin[static_cast<std::size_t>(s)];
     logits_pending_ = true;
+}
+
+void BackendDecoder::make_replay() {
+    graph_.reset();
+    program_.reset();
+    graph_key_ = *plan_.graph_key;
+    replay_fused_ = false;
+    program_why_ = "off";
+    if (program_mode_ != nn::DecodeProgramMode::off) {
+        nn::DecodeProgramRecorder rec;
+        run_step(rec);
+        program_why_ = rec.why();
+        if (rec.ok() && program_mode_ == nn::DecodeProgramMode::interpret) {
+            program_ = std::move(rec.program);
+            return;
+        }
+        if (rec.ok()) {
+            graph_ = be_.fuse_decode_program(rec.program, &program_why_);
+            if (graph_) {
+                program_why_.clear();
+                replay_fused_ = true;
+                return;
+            }
+        }
+    }
+    be_.begin_capture();
+    try {
+        run_step(be_);
+    } catch (...) {
+        be_.end_capture();
+        throw;
+    }
+    graph_ = be_.end_capture();
+    graph_captures_++;
 }
 
 const std::vector<float>& BackendDecoder::logits() const {
@@ -358,8 +392,9 @@ void BackendDecoder::prepare_step(const DecodeRows& rows, bool all_logits) {
 }
 
 // The step's compute, on prepare_step's buffers only (no upload, download or host decision but the encoder's, which
-// only an eager step runs).
-void BackendDecoder::run_step() {
+// only an eager step runs), called on the backend or on a DecodeProgramRecorder (which then lists the ops).
+template <class Ops>
+void BackendDecoder::run_step(Ops& ops) {
     const StepPlan& P = plan_;
     const int64_t S = sequences(), R = P.R, Ce = c_.enc_dim, Cd = c_.dec_dim, V = c_.num_tokens, HD = c_.inner_dim(),
                   H = c_.heads, Dh = c_.dim_head;
@@ -368,8 +403,8 @@ void BackendDecoder::run_step() {
     // embeddings: token_emb[id] + pos_emb[pos], then to the decoder width
     // (without the projection, enc_dim = dec_dim: straight into x, one launch and no copy node in a captured step)
     float* e = p_.to_dec_w ? P.e : x;
-    be_.embedding_position_forward(e, P.ids, p_.token_emb, P.pos, p_.pos_emb, R, V, Ce);   // e[i] += pos_emb[pos[i]]
-    if (p_.to_dec_w) be_.linear_forward(x, e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
+    ops.embedding_position_forward(e, P.ids, p_.token_emb, P.pos, p_.pos_emb, R, V, Ce);   // e[i] += pos_emb[pos[i]]
+    if (p_.to_dec_w) ops.linear_forward(x, e, p_.to_dec_w, p_.to_dec_b, R, Ce, Cd);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     // pre-norm blocks over the stream x: each norm rides in the projection that reads it (rmsnorm_linear_forward,
     // linear_rotary_forward), the queries' and keys' rotation in their projection (linear_rotary_forward) and each
@@ -386,15 +421,15 @@ void BackendDecoder::run_step() {
             // q and k then rotate as one row of 2H heads at the same position, the first H scaled on the way
             // (linear_rotary_forward: with the norm before it, one launch on the GPU). Decoding is launch-bound
             // (docs/performance.md)
-            be_.linear_rotary_forward(q, xn, norm, x, L.g_attn, L.attn.to_q, nullptr, 1, Cd, 3 * HD,
+            ops.linear_rotary_forward(q, xn, norm, x, L.g_attn, L.attn.to_q, nullptr, 1, Cd, 3 * HD,
                                       {P.rot, 2 * H, Dh, scale, H});
         } else {
-            be_.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
-            be_.linear_rotary_forward(q, nullptr, nullptr, xn, nullptr, L.attn.to_q, nullptr, R, Cd, HD,
+            ops.rmsnorm_forward(xn, norm, x, L.g_attn, R, Cd);
+            ops.linear_rotary_forward(q, nullptr, nullptr, xn, nullptr, L.attn.to_q, nullptr, R, Cd, HD,
                                       {P.rot, H, Dh, scale, H});
-            be_.linear_rotary_forward(kr, nullptr, nullptr, xn, nullptr, L.attn.to_k, nullptr, R, Cd, HD,
+            ops.linear_rotary_forward(kr, nullptr, nullptr, xn, nullptr, L.attn.to_k, nullptr, R, Cd, HD,
                                       {P.rot, H, Dh, 1.0f, 0});
-            be_.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
+            ops.linear_forward(vr, xn, L.attn.to_v, nullptr, R, Cd, HD);
         }
         if (P.one_row_each) {   // every advancing sequence feeds one row: one call, the cache writes included
             nn::NnBackend::DecodeCache cache{kc_[li].f(), vc_[li].f(), L_};
@@ -402,7 +437,7 @@ void BackendDecoder::run_step() {
             cache.v_new = vr;
             cache.workspace = P.decode_ws;
             cache.counters = P.decode_counters;
-            be_.attention_decode(o, q, cache, P.pos, P.seq, R, H, Dh);
+            ops.attention_decode(o, q, cache, P.pos, P.seq, R, H, Dh);
         } else {
             for (int64_t s = 0; s < S; s++) {
                 const int64_t b = P.row_begin[static_cast<std::size_t>(s)], en = P.row_begin[static_cast<std::size_t>(s + 1)];
@@ -410,38 +445,41 @@ void BackendDecoder::run_step() {
                 const int64_t n0 = P.n0[static_cast<std::size_t>(s)];
                 float* kcache = kc_[li].f() + s * L_ * HD;
                 float* vcache = vc_[li].f() + s * L_ * HD;
-                be_.copy(kcache + n0 * HD, kr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
-                be_.copy(vcache + n0 * HD, vr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+                ops.copy(kcache + n0 * HD, kr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
+                ops.copy(vcache + n0 * HD, vr + b * HD, static_cast<std::size_t>((en - b) * HD) * sizeof(float));
                 const nn::AttentionShape sh{1, en - b, n0 + en - b, H, Dh, true, false};
-                be_.attention_forward(o + b * HD, P.probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
+                ops.attention_forward(o + b * HD, P.probs, q + b * HD, kcache, vcache, nullptr, nullptr, nullptr, sh);
             }
         }
-        be_.linear_residual_forward(x1, y, x, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);   // x1 = x + attention
+        ops.linear_residual_forward(x1, y, x, o, L.attn.to_out_w, L.attn.to_out_b, R, HD, Cd);   // x1 = x + attention
         const float* xin = x1;
         if (L.has_cca && retrieval_) {
             if (L.index == first_cca_) {   // the encoder's context: this layer's x1, kept per sequence and position
-                be_.scatter_rows(ctx_.f(), x1, P.ctx_rows, R, Cd);
-                if (P.encode) encode_finished_chunks(P.row_begin);
+                ops.scatter_rows(ctx_.f(), x1, P.ctx_rows, R, Cd);
+                if (P.encode) {
+                    if constexpr (std::is_same_v<Ops, nn::NnBackend>) encode_finished_chunks(P.row_begin);
+                    else ops.unsupported("the encoder");
+                }
             }
-            cca_rows(x2, x1, L, li);   // x2 = x1 + CCA(rmsnorm(x1))
+            cca_rows(ops, x2, x1, L, li);   // x2 = x1 + CCA(rmsnorm(x1))
             xin = x2;
         }
         // the feed-forward: x = xin + ff(rmsnorm(xin))
-        be_.rmsnorm_linear_forward(P.ff.g, xn, norm, xin, L.g_ff, L.ff.w1, L.ff.b1, R, Cd, ff_inner(Cd), true);
-        be_.linear_residual_forward(x, y, xin, P.ff.g, L.ff.w2, L.ff.b2, R, ff_inner(Cd), Cd);
+        ops.rmsnorm_linear_forward(P.ff.g, xn, norm, xin, L.g_ff, L.ff.w1, L.ff.b1, R, Cd, ff_inner(Cd), true);
+        ops.linear_residual_forward(x, y, xin, P.ff.g, L.ff.w2, L.ff.b2, R, ff_inner(Cd), Cd);
     }
     // the logits of the picked rows (and the copy head's gates on their normalised rows)
     const float* xo = x;
     if (!P.pick_every_row) {
-        be_.gather_rows(P.xs, x, P.pick, P.out_rows, Cd);
+        ops.gather_rows(P.xs, x, P.pick, P.out_rows, Cd);
         xo = P.xs;
     }
     if (P.cand) {
-        be_.rmsnorm_forward(xn, norm, xo, p_.dec_norm_out, P.out_rows, Cd);
-        be_.linear_forward(P.lg, xn, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd, V);
-        be_.copy_head_forward(P.lg, xn, P.cand, P.out_rows, k_, V, Cd, p_.copy_bias, p_.copy_weight);
+        ops.rmsnorm_forward(xn, norm, xo, p_.dec_norm_out, P.out_rows, Cd);
+        ops.linear_forward(P.lg, xn, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd, V);
+        ops.copy_head_forward(P.lg, xn, P.cand, P.out_rows, k_, V, Cd, p_.copy_bias, p_.copy_weight);
     } else {
-        be_.rmsnorm_linear_forward(P.lg, xn, norm, xo, p_.dec_norm_out, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd,
+        ops.rmsnorm_linear_forward(P.lg, xn, norm, xo, p_.dec_norm_out, p_.to_logits_w, p_.to_logits_b, P.out_rows, Cd,
                                    V, false);
     }
 }
@@ -450,12 +488,14 @@ void BackendDecoder::run_step() {
 // x + CCA(rmsnorm(x)) (out is not x). The selected rows' queries rotated at the CCA query positions, each (sequence,
 // chunk) segment against that chunk's cached keys and values, the outputs back in row order (0 for the rows that
 // read no chunk).
-void BackendDecoder::cca_rows(float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer) {
+template <class Ops>
+void BackendDecoder::cca_rows(Ops& ops, float* out, const float* x, const DecoderLayerParams<float>& L,
+                              std::size_t layer) {
     const StepPlan& P = plan_;
     const int64_t R = P.R, Cd = c_.dec_dim, HD = c_.inner_dim(), H = c_.heads, Dh = c_.dim_head, KR = k_ * r_, Rs = P.Rs;
     if (Rs == 0) {
-        be_.zero(P.y, static_cast<std::size_t>(R * Cd) * sizeof(float));
-        be_.residual_sum(out, x, P.y, R * Cd);
+        ops.zero(P.y, static_cast<std::size_t>(R * Cd) * sizeof(float));
+        ops.residual_sum(out, x, P.y, R * Cd);
         return;
     }
     // every row reads a chunk (every decode step past the first chunk): the selection is the identity, so the rows
@@ -463,10 +503,10 @@ void BackendDecoder::cca_rows(float* out, const float* x, const DecoderLayerPara
     // gather
     const float* xs = x;
     if (!P.cca_every_row) {
-        be_.gather_rows(P.xs, x, P.sel, Rs, Cd);
+        ops.gather_rows(P.xs, x, P.sel, Rs, Cd);
         xs = P.xs;
     }
-    be_.linear_rotary_forward(P.q, P.xn, P.norm, xs, L.g_cca, L.cca.to_q, nullptr, Rs, Cd, HD,
+    ops.linear_rotary_forward(P.q, P.xn, P.norm, xs, L.g_cca, L.cca.to_q, nullptr, Rs, Cd, HD,
                               {P.qrot, H, Dh, static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))), H});
     if (P.cca_slot) {   // a decode step: every selected row against its chunk's slot in one call
         nn::NnBackend::DecodeCache cache{cca_k_[layer].f(), cca_v_[layer].f(), KR};
@@ -475,22 +515,22 @@ void BackendDecoder::cca_rows(float* out, const float* x, const DecoderLayerPara
         cache.key_mask = static_cast<const std::uint8_t*>(cca_mask_.get());
         cache.workspace = P.decode_ws;
         cache.counters = P.decode_counters;
-        be_.attention_decode(P.o, P.q, cache, P.cca_last, P.cca_slot, Rs, H, Dh);
+        ops.attention_decode(P.o, P.q, cache, P.cca_last, P.cca_slot, Rs, H, Dh);
     } else {
         for (const auto& g : P.segments) {
             const int64_t at = g.s * chunks_ + g.u;
             const nn::AttentionShape sh{1, g.rows, KR, H, Dh, false, true};
-            be_.attention_forward(P.o + g.first * HD, P.probs, P.q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
+            ops.attention_forward(P.o + g.first * HD, P.probs, P.q + g.first * HD, cca_k_[layer].f() + at * KR * HD,
                                   cca_v_[layer].f() + at * KR * HD, L.cca.null_k, L.cca.null_v,
                                   static_cast<const std::uint8_t*>(cca_mask_.get()) + at * KR, sh);
         }
     }
     if (P.cca_every_row) {
-        be_.linear_residual_forward(out, P.y, x, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+        ops.linear_residual_forward(out, P.y, x, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
     } else {
-        be_.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
-        be_.gather_rows(P.y, P.ys, P.unsel, R, Cd);
-        be_.residual_sum(out, x, P.y, R * Cd);
+        ops.linear_forward(P.ys, P.o, L.cca.to_out_w, L.cca.to_out_b, Rs, HD, Cd);
+        ops.gather_rows(P.y, P.ys, P.unsel, R, Cd);
+        ops.residual_sum(out, x, P.y, R * Cd);
     }
 }
 

@@ -14,12 +14,14 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "model/layer_params.h"
 #include "model/backend_layers.h"
 #include "model/params.h"
+#include "nn/decode_program.h"
 #include "nn/nn_backend.h"
 
 namespace retro {
@@ -67,6 +69,16 @@ public:
     void set_graphs(bool on) { use_graphs_ = on; }
     std::int64_t graph_captures() const { return graph_captures_; }
     std::int64_t graph_launches() const { return graph_launches_; }
+    // With graphs on, how a graph-eligible step runs (nn/decode_program.h): off (a captured graph), interpret (its
+    // ops recorded and called one by one), fused (the backend's one-kernel step, where it takes the recording; else a
+    // captured graph). Default: RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a
+    // recording (interpreted or fused), fused_steps() those of them fused; program_fallback() says why the last
+    // recording was not fused ("" when it was).
+    void set_decode_program(nn::DecodeProgramMode m) { program_mode_ = m; }
+    nn::DecodeProgramMode decode_program() const { return program_mode_; }
+    std::int64_t program_steps() const { return program_steps_; }
+    std::int64_t fused_steps() const { return fused_steps_; }
+    const std::string& program_fallback() const { return program_why_; }
 
 private:
     struct Sequence {
@@ -119,9 +131,14 @@ private:
     template <typename T>
     T* grow(Grow& g, std::int64_t count);
     void prepare_step(const DecodeRows& rows, bool all_logits);
-    void run_step();
+    // the step's compute on `ops`: the backend, or a DecodeProgramRecorder listing it
+    template <class Ops>
+    void run_step(Ops& ops);
     void encode_finished_chunks(const std::vector<std::int64_t>& row_begin);
-    void cca_rows(float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer);
+    template <class Ops>
+    void cca_rows(Ops& ops, float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer);
+    // a graph-eligible step's replay: made (captured, or recorded and fused) when its key is new
+    void make_replay();
 
     RetroConfig c_;
     nn::NnBackend& be_;
@@ -144,6 +161,11 @@ private:
     std::unique_ptr<nn::BackendGraph> graph_;   // declared after the buffers it uses: released first
     std::vector<std::int64_t> graph_key_;
     std::int64_t graph_captures_ = 0, graph_launches_ = 0;
+    nn::DecodeProgramMode program_mode_ = nn::DecodeProgramMode::off;
+    std::optional<nn::DecodeProgram> program_;   // the interpreted recording (interpret mode), for graph_key_
+    std::string program_why_;
+    std::int64_t program_steps_ = 0, fused_steps_ = 0;
+    bool replay_fused_ = false;   // graph_ is the backend's fused step
 };
 
 }  // namespace retro

@@ -44,6 +44,8 @@ struct RotaryView {
     std::int64_t rows = 0, rot_dim = 0;
 };
 
+struct DecodeProgram;   // nn/decode_program.h
+
 // A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
 class BackendGraph {
 public:
@@ -91,6 +93,14 @@ public:
     virtual std::unique_ptr<BackendGraph> end_capture() = 0;
     virtual void launch_graph(const BackendGraph& graph) = 0;
     bool capturing() const { return capturing_; }
+    // A decode step's recorded ops (nn/decode_program.h) as one runnable whole, launched like a graph by
+    // launch_graph(): on the GPU one cooperative kernel running the ops in turn with a grid-wide barrier between
+    // them, the launched ops' bits. Null where the backend has no such form or the program has an op, shape or
+    // alignment it does not take (`why` then says which, when given); the caller captures a graph instead.
+    virtual std::unique_ptr<BackendGraph> fuse_decode_program(const DecodeProgram&, std::string* why = nullptr) {
+        if (why) *why = "no fused decode step on this backend";
+        return nullptr;
+    }
 
     // Memory. alloc() returns memory aligned to 256 bytes, or throws InternalError; release(nullptr) does nothing.
     virtual void* alloc(std::size_t bytes) = 0;

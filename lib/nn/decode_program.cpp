@@ -1,0 +1,127 @@
+#include "nn/decode_program.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace retro::nn {
+
+const char* decode_op_name(DecodeOpKind k) {
+    switch (k) {
+        case DecodeOpKind::embedding_position: return "embedding_position_forward";
+        case DecodeOpKind::linear: return "linear_forward";
+        case DecodeOpKind::rmsnorm_linear: return "rmsnorm_linear_forward";
+        case DecodeOpKind::linear_residual: return "linear_residual_forward";
+        case DecodeOpKind::linear_rotary: return "linear_rotary_forward";
+        case DecodeOpKind::rmsnorm: return "rmsnorm_forward";
+        case DecodeOpKind::attention_decode: return "attention_decode";
+        case DecodeOpKind::scatter_rows: return "scatter_rows";
+    }
+    return "?";
+}
+
+void DecodeProgramRecorder::embedding_position_forward(float* out, const std::int32_t* ids, const float* table,
+                                                       const std::int64_t* pos_index, const float* pos_table,
+                                                       std::int64_t N, std::int64_t V, std::int64_t C) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::embedding_position;
+    o.out = out, o.ids = ids, o.table = table, o.index = pos_index, o.pos_table = pos_table;
+    o.N = N, o.I = V, o.O = C;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N,
+                                           std::int64_t I, std::int64_t O) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::linear;
+    o.out = y, o.x = x, o.W = W, o.b = b, o.N = N, o.I = I, o.O = O;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::rmsnorm_linear_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                                   const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                                   std::int64_t O, bool gelu) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::rmsnorm_linear;
+    o.out = y, o.xn = xn, o.norm = norm, o.x = x, o.gamma = gamma, o.W = W, o.b = b, o.N = N, o.I = I, o.O = O;
+    o.gelu = gelu;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::linear_residual_forward(float* out, float* t, const float* res, const float* x,
+                                                    const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                                    std::int64_t O) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::linear_residual;
+    o.out = out, o.xn = t, o.res = res, o.x = x, o.W = W, o.b = b, o.N = N, o.I = I, o.O = O;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::linear_rotary_forward(float* y, float* xn, float* norm, const float* x, const float* gamma,
+                                                  const float* W, const float* b, std::int64_t N, std::int64_t I,
+                                                  std::int64_t O, const NnBackend::LinearRotary& r) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::linear_rotary;
+    o.out = y, o.xn = xn, o.norm = norm, o.x = x, o.gamma = gamma, o.W = W, o.b = b, o.N = N, o.I = I, o.O = O;
+    o.rot = r;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::rmsnorm_forward(float* y, float* norm, const float* x, const float* gamma, std::int64_t N,
+                                            std::int64_t C) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::rmsnorm;
+    o.out = y, o.norm = norm, o.x = x, o.gamma = gamma, o.N = N, o.I = C;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::attention_decode(float* out, const float* q, const NnBackend::DecodeCache& c,
+                                             const std::int64_t* pos, const std::int64_t* seq, std::int64_t rows,
+                                             std::int64_t H, std::int64_t D) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::attention_decode;
+    o.out = out, o.x = q, o.cache = c, o.index = pos, o.seq = seq, o.N = rows, o.heads = H, o.D = D;
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows,
+                                         std::int64_t C) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::scatter_rows;
+    o.out = dst, o.x = src, o.index = index, o.N = rows, o.I = C;
+    program.ops.push_back(o);
+}
+
+void run_decode_program(NnBackend& be, const DecodeProgram& p) {
+    for (const DecodeOp& o : p.ops) {
+        switch (o.kind) {
+            case DecodeOpKind::embedding_position:
+                be.embedding_position_forward(o.out, o.ids, o.table, o.index, o.pos_table, o.N, o.I, o.O);
+                break;
+            case DecodeOpKind::linear: be.linear_forward(o.out, o.x, o.W, o.b, o.N, o.I, o.O); break;
+            case DecodeOpKind::rmsnorm_linear:
+                be.rmsnorm_linear_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.gelu);
+                break;
+            case DecodeOpKind::linear_residual:
+                be.linear_residual_forward(o.out, o.xn, o.res, o.x, o.W, o.b, o.N, o.I, o.O);
+                break;
+            case DecodeOpKind::linear_rotary:
+                be.linear_rotary_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.rot);
+                break;
+            case DecodeOpKind::rmsnorm: be.rmsnorm_forward(o.out, o.norm, o.x, o.gamma, o.N, o.I); break;
+            case DecodeOpKind::attention_decode:
+                be.attention_decode(o.out, o.x, o.cache, o.index, o.seq, o.N, o.heads, o.D);
+                break;
+            case DecodeOpKind::scatter_rows: be.scatter_rows(o.out, o.x, o.index, o.N, o.I); break;
+        }
+    }
+}
+
+DecodeProgramMode decode_program_mode_requested(const char* env) {
+    if (!env || !*env || std::strcmp(env, "off") == 0 || std::strcmp(env, "0") == 0) return DecodeProgramMode::off;
+    if (std::strcmp(env, "interpret") == 0) return DecodeProgramMode::interpret;
+    if (std::strcmp(env, "fused") == 0 || std::strcmp(env, "1") == 0) return DecodeProgramMode::fused;
+    user_error_in("RETRO_DECODE_PROGRAM", cat("'", env, "' is not one of off, interpret, fused"));
+}
+
+}  // namespace retro::nn
