@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "core/cuda_device.h"
@@ -22,6 +23,10 @@
 #include "nn/fused_ops.h"
 #include "nn/nn_backend.h"
 #include "nn_rows.cuh"
+
+namespace retro::nn {
+struct DecodeOp;   // nn/decode_program.h
+}
 
 namespace retro::nn::detail {
 
@@ -172,6 +177,8 @@ public:
     void begin_capture() override;
     std::unique_ptr<BackendGraph> end_capture() override;
     void launch_graph(const BackendGraph& graph) override;
+    // a decode step's ops as one cooperative kernel (kernels/nn_decode_program_cuda.cu)
+    std::unique_ptr<BackendGraph> fuse_decode_program(const DecodeProgram& p, std::string* why = nullptr) override;
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
                         std::int64_t O) override;
@@ -331,6 +338,10 @@ private:
     bool dependent_launch_ = false;    // sm_90+ and not RETRO_PDL=0: the decode kernels as programmatic dependents
     unsigned unfused_ = 0;             // RETRO_UNFUSE: a bit per FusedOp run as the ops it stands for
     bool unfused(FusedOp op) const { return (unfused_ >> static_cast<unsigned>(op)) & 1u; }
+    // kernels/nn_decode_program_cuda.cu: why an op would not run fused as its own call runs ("" when it would); the
+    // fused step's launch (false when `graph` is a captured CUDA graph instead)
+    std::string decode_op_refusal(const DecodeOp& op, std::int64_t rows) const;
+    bool launch_fused_decode(const BackendGraph& graph);
     // cross_entropy_linear_backward's one-pass form applies (kernels/nn_loss_cuda.cu)
     bool fused_cross_entropy_linear_backward(bool with_dW, bool with_db) const {
         return gemm_inputs_ == GemmInputs::bf16 && with_dW && with_db && !unfused(FusedOp::cross_entropy_linear_backward);

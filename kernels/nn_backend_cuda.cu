@@ -337,6 +337,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::end_capture() {
 
 void CudaNnBackend::launch_graph(const BackendGraph& graph) {
     refuse_while_capturing("launch_graph");
+    if (launch_fused_decode(graph)) return;   // a fused decode step (fuse_decode_program)
     RETRO_CUDA_CHECK(cudaGraphLaunch(dynamic_cast<const CudaGraph&>(graph).exec, stream_));
 }
 

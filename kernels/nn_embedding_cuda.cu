@@ -17,24 +17,19 @@
 #include "cuda_check.cuh"
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
+#include "nn_row_copies.cuh"
 
 namespace retro::nn::detail {
 namespace {
 
 using ll = long long;
 
-// out[n, c] = table[ids[n], c], plus pos_table[pos_index[n], c] where pos_index is given and pos_index[n] >= 0 (the
-// sum gather_add_rows would make after it: the same float)
+// (kernels/nn_row_copies.cuh's embedding_rows: also a fused decode step's op)
 __global__ void embedding_forward_k(float* __restrict__ out, const std::int32_t* __restrict__ ids,
                                     const float* __restrict__ table, ll N, ll C,
                                     const std::int64_t* __restrict__ pos_index = nullptr,
                                     const float* __restrict__ pos_table = nullptr) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < N * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll n = e / C, c = e % C;
-        const float t = table[static_cast<ll>(ids[n]) * C + c];
-        const ll p = pos_index ? pos_index[n] : -1;
-        out[e] = p >= 0 ? t + pos_table[p * C + c] : t;
-    }
+    copies::embedding_rows(out, ids, table, N, C, pos_index, pos_table);
 }
 
 __global__ void row_numbers_k(std::int32_t* __restrict__ rows, ll N) {

@@ -86,24 +86,14 @@ RETRO_SIMT_DEVICE void dot_rows(float (&acc)[NR], const float* __restrict__ w, c
     for (int r = 0; r < NR; r++) acc[r] = rows::warp_sum(acc[r]);
 }
 
-// grid: any (grid-stride over o, kWarps columns a block), kThreads threads, smem_bytes(NR, I, NORM). VEC4: I % 4 == 0
-// and W (and x, without NORM) 16-byte aligned. scale = I^-1/2 and eps: NORM's (ignored otherwise).
+// The kernel's work after its launch prologue, for linear_rows_gemv and for a fused decode step's op
+// (kernels/nn_decode_program_cuda.cu: the same columns to the same warps of a grid of any size, so the same bits).
 template <int NR, bool VEC4, bool NORM>
-RETRO_SIMT_KERNEL(kThreads)
-linear_rows_gemv(float* y, float* __restrict__ h, const float* __restrict__ x, const float* __restrict__ W,
-                 const float* __restrict__ b, const float* res, const float* __restrict__ gamma, ll I, ll O, int out,
-                 float scale, float eps, GemvRotary rot = {}) {
+RETRO_SIMT_DEVICE void linear_rows_gemv_body(float* y, float* __restrict__ h, const float* __restrict__ x,
+                                             const float* __restrict__ W, const float* __restrict__ b, const float* res,
+                                             const float* __restrict__ gamma, ll I, ll O, int out, float scale,
+                                             float eps, const GemvRotary& rot) {
     const int lane = simt::thread_x() % 32, warp = simt::thread_x() / 32;
-    // a programmatic dependent launch (nn_backend_common.cuh's launch_kernel, sm_90+): the next kernel may start
-    // launching now; this one fetches its first weight rows into L2 while the kernel before it finishes, then waits
-    // for it before reading x or res or writing y
-    simt::launch_dependents();
-    {
-        const ll u0 = (simt::block_x() * kThreads + simt::thread_x()) / 32;
-        if (u0 < O)
-            for (ll i = 32 * lane; i < I; i += 32 * 32) simt::prefetch_l2(W + u0 * I + i);
-    }
-    simt::grid_dependency_wait();
     const float* xin = x;
     if constexpr (NORM) {
         float* xs = reinterpret_cast<float*>(simt::dynamic_smem());
@@ -169,6 +159,27 @@ linear_rows_gemv(float* y, float* __restrict__ h, const float* __restrict__ x, c
                 }
             }
     }
+}
+
+// grid: any (grid-stride over o, kWarps columns a block), kThreads threads, smem_bytes(NR, I, NORM). VEC4: I % 4 == 0
+// and W (and x, without NORM) 16-byte aligned. scale = I^-1/2 and eps: NORM's (ignored otherwise).
+template <int NR, bool VEC4, bool NORM>
+RETRO_SIMT_KERNEL(kThreads)
+linear_rows_gemv(float* y, float* __restrict__ h, const float* __restrict__ x, const float* __restrict__ W,
+                 const float* __restrict__ b, const float* res, const float* __restrict__ gamma, ll I, ll O, int out,
+                 float scale, float eps, GemvRotary rot = {}) {
+    // a programmatic dependent launch (nn_backend_common.cuh's launch_kernel, sm_90+): the next kernel may start
+    // launching now; this one fetches its first weight rows into L2 while the kernel before it finishes, then waits
+    // for it before reading x or res or writing y
+    simt::launch_dependents();
+    {
+        const int lane = simt::thread_x() % 32;
+        const ll u0 = (simt::block_x() * kThreads + simt::thread_x()) / 32;
+        if (u0 < O)
+            for (ll i = 32 * lane; i < I; i += 32 * 32) simt::prefetch_l2(W + u0 * I + i);
+    }
+    simt::grid_dependency_wait();
+    linear_rows_gemv_body<NR, VEC4, NORM>(y, h, x, W, b, res, gamma, I, O, out, scale, eps, rot);
 }
 
 }  // namespace retro::nn::gemv

@@ -19,6 +19,7 @@
 #include "cuda_check.cuh"
 #include "nn/nn_backend_cuda.h"
 #include "nn_backend_common.cuh"
+#include "nn_row_copies.cuh"
 
 namespace retro::nn::detail {
 namespace {
@@ -82,10 +83,7 @@ __global__ void gather_rows_k(float* __restrict__ dst, const float* __restrict__
 
 __global__ void scatter_rows_k(float* __restrict__ dst, const float* __restrict__ src,
                                const std::int64_t* __restrict__ index, ll rows, ll C) {
-    for (ll e = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; e < rows * C; e += static_cast<ll>(gridDim.x) * blockDim.x) {
-        const ll r = index[e / C];
-        if (r >= 0) dst[r * C + e % C] = src[e];
-    }
+    copies::scatter_rows_elements(dst, src, index, rows, C);   // (kernels/nn_row_copies.cuh: also a fused op)
 }
 
 __global__ void sum_squares_blocks(double* __restrict__ partials, const float* __restrict__ x, ll n) {

@@ -41,11 +41,11 @@ RETRO_SIMT_DEVICE float clamped_inverse(float norm, float eps) { return 1.0f / (
 // norm[n] = ||x[n]|| * scale (scale = C^-1/2), y[n, c] = x[n, c] / max(norm, eps) * gamma[c]; RESIDUAL: x = a + b
 // first; BF16_OUT: y stored only as its bf16 bits y16 (round to nearest even; y unused). grid: any (grid-stride over
 // rows, kWarps rows a block), kThreads threads, no shared memory.
+// (rmsnorm_forward_rows: the kernel's body, also a fused decode step's op: kernels/nn_decode_program_cuda.cu)
 template <bool RESIDUAL, bool BF16_OUT = false>
-RETRO_SIMT_KERNEL(kThreads)
-rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a, const float* b,
-                      const float* __restrict__ gamma, ll N, ll C, float scale, float eps,
-                      std::uint16_t* __restrict__ y16 = nullptr) {
+RETRO_SIMT_DEVICE void rmsnorm_forward_rows(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a,
+                                            const float* b, const float* __restrict__ gamma, ll N, ll C, float scale,
+                                            float eps, std::uint16_t* __restrict__ y16) {
     const int lane = simt::thread_x() % 32;
     for (ll n = simt::block_x() * kWarps + simt::thread_x() / 32; n < N; n += simt::grid_x() * kWarps) {
         float* xr = x + n * C;
@@ -71,6 +71,14 @@ rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x,
             for (ll c = lane; c < C; c += 32) yr[c] = xr[c] * inv * gamma[c];
         }
     }
+}
+
+template <bool RESIDUAL, bool BF16_OUT = false>
+RETRO_SIMT_KERNEL(kThreads)
+rmsnorm_forward_warps(float* __restrict__ y, float* __restrict__ norm, float* x, const float* a, const float* b,
+                      const float* __restrict__ gamma, ll N, ll C, float scale, float eps,
+                      std::uint16_t* __restrict__ y16 = nullptr) {
+    rmsnorm_forward_rows<RESIDUAL, BF16_OUT>(y, norm, x, a, b, gamma, N, C, scale, eps, y16);
 }
 
 // dx[n, c] = gamma[c] dy[n, c] / d - [norm >= eps] x[n, c] (sum_j gamma_j dy_j x_j) / (d^2 norm C), d = max(norm, eps)
