@@ -23,6 +23,7 @@
 #include "core/threads.h"
 #include "core/cuda_device.h"
 #include "generate/backend_decoder.h"
+#include "nn/decode_program.h"
 #include "generate/cached_decoder.h"
 #include "generate/next_tokens.h"
 #include "generate/sampler.h"
@@ -70,6 +71,8 @@ RetroConfig bench_config(const GenerateBenchOptions& o) {
 struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
     std::vector<std::int32_t> ids;   // the prompt and what was sampled
+    std::int64_t fused_steps = 0;    // BackendDecoder: steps run as the backend's fused step (nn/decode_program.h)
+    std::string program_fallback;    // and why the last recording was not fused ("" when it was)
 };
 
 // `batch` sequences (the decoder's, made for that many): each its own random prompt of P ids, prefilled together in
@@ -113,7 +116,7 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     std::vector<std::int32_t> all;
     for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
     return {prefill * 1e3, decode * 1e3 / static_cast<double>(output),
-            static_cast<double>(batch * output) / (prefill + decode), std::move(all)};
+            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, {}};
 }
 
 // The weights on a backend (--device cuda / host-backend), with the backend and its stream.
@@ -127,11 +130,16 @@ struct DeviceModel {
 // it has a backend (BackendDecoder), else with CachedDecoder.
 OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>& neighbours, std::int64_t P,
                 std::int64_t output, bool retrieval, std::uint64_t seed, DeviceModel& device, std::int64_t batch,
-                bool graphs = false, const nn::DecodeWeightsBf16* bf16 = nullptr) {
+                bool graphs = false, const nn::DecodeWeightsBf16* bf16 = nullptr,
+                nn::DecodeProgramMode program = nn::DecodeProgramMode::off) {
     if (device.be) {
         BackendDecoder dec(model.config(), device.weights.f(), *device.be, batch, retrieval);
         dec.set_graphs(graphs);
-        return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
+        dec.set_decode_program(program);   // (explicit: RETRO_DECODE_PROGRAM does not change the graphs' column)
+        OurRun run = run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
+        run.fused_steps = dec.fused_steps();
+        run.program_fallback = dec.program_fallback();
+        return run;
     }
     CachedDecoder<float> dec(model, batch, retrieval, bf16);
     return run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
@@ -234,11 +242,25 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     const std::int64_t warm_prompt = std::min<std::int64_t>(o.prompts[0], 64), warm_output = std::min<std::int64_t>(o.output, 16);
     run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B);
     if (graphs) run_ours(model, neighbours, warm_prompt, warm_output, retrieval, o.seed, device, B, true);
+    // on the GPU, graph-eligible steps also as one fused kernel each (nn/decode_program.h), timed beside the graphs;
+    // an error there (a kernel not yet run on this device) costs its column only
+    bool fused = graphs && o.device == "cuda";
+    auto fused_run = [&](std::int64_t P, std::int64_t n) -> std::optional<OurRun> {
+        try {
+            return run_ours(model, neighbours, P, n, retrieval, o.seed, device, B, true, nullptr,
+                            nn::DecodeProgramMode::fused);
+        } catch (const std::exception& e) {
+            log_warn(std::string("the fused decode step failed: ") + e.what());
+            return std::nullopt;
+        }
+    };
+    if (fused && !fused_run(warm_prompt, warm_output)) fused = false;
     const std::unique_ptr<nn::DecodeWeightsBf16> bf16 = o.bf16 ? linear_weights_bf16(model) : nullptr;
 
     std::vector<std::vector<std::string>> rows = {{"prompt", "output", "prefill ms", "ms/token", "x bound", "tokens/s",
                                                    "RP ms/token", "RP tokens/s", "speed-up"}};
     if (graphs) rows[0].insert(rows[0].begin() + 6, {"graph ms/token", "graph x bound"});
+    if (fused) rows[0].insert(rows[0].begin() + 8, {"fused ms/token", "fused x bound"});
     if (bf16) rows[0].insert(rows[0].begin() + 6, {"bf16 ms/token", "bf16 speed-up", "same ids"});
     nlohmann::json results = nlohmann::json::array();
     for (auto P : o.prompts) {
@@ -262,6 +284,23 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
             row["graph_of_memory_bound"] = bound_ms > 0 ? graphed.decode_ms_per_token / bound_ms : 0.0;
             cells.push_back(format_fixed(graphed.decode_ms_per_token, 3));
             cells.push_back(bound_ms > 0 ? format_fixed(graphed.decode_ms_per_token / bound_ms, 1) : "-");
+        }
+        if (fused) {   // the same decode with each graph-eligible step one cooperative kernel: the same tokens expected
+            const std::optional<OurRun> f = fused_run(P, o.output);
+            if (f) {
+                row["fused_same_tokens"] = f->ids == ours.ids;
+                if (f->ids != ours.ids) log_warn(cat("prompt ", P, ": the fused decode step sampled other tokens"));
+                row["fused_decode_ms_per_token"] = f->decode_ms_per_token;
+                row["fused_of_memory_bound"] = bound_ms > 0 ? f->decode_ms_per_token / bound_ms : 0.0;
+                row["fused_steps"] = f->fused_steps;
+                row["fused_fallback"] = f->program_fallback;   // why the last recording ran as a graph ("" fused)
+                if (f->fused_steps == 0) log_warn("no decode step ran fused: " + f->program_fallback);
+                cells.push_back(format_fixed(f->decode_ms_per_token, 3));
+                cells.push_back(bound_ms > 0 ? format_fixed(f->decode_ms_per_token / bound_ms, 1) : "-");
+            } else {
+                row["fused_error"] = true;
+                cells.insert(cells.end(), {"failed", "-"});
+            }
         }
         if (bf16) {   // the same prompt with bf16 decode weights: its time, and how many sampled ids stay the fp32 run's
             const OurRun half = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B, false, bf16.get());
@@ -317,6 +356,10 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 "above; tokens/s: output tokens over prefill + decode time; RP: its first %lld steps from the prompt\n",
                 B > 1 ? (", each a token for every one of the " + std::to_string(B) + " sequences (tokens/s counts them all)").c_str() : "",
                 static_cast<long long>(o.peer_steps));
+    if (graphs) std::printf("graph: each decode step one captured graph%s\n",
+                            fused ? "; fused: each one cooperative kernel (nn/decode_program.h), the steps a graph cannot "
+                                    "replay (a chunk to encode) as launched ops in both"
+                                  : "");
     if (!o.json.empty()) {
         nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},
                             {"cpu", cpu_model()},
