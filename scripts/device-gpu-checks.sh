@@ -23,6 +23,9 @@
 #        .devkit/devkit-prev.tar.gz from scripts/devkit-stage.sh --keep-prev),
 #        pdl (the decode kernels as programmatic dependent launches against RETRO_PDL=0: the generate tests with each,
 #        then retro-bench generate with graphs at prompt 512 alternating, PDL_RUNS),
+#        fused (the fused decode step, one cooperative kernel a token: its test plain and under memcheck, then
+#        retro-bench generate's graph and fused columns with RETRO_DECODE_BLOCKS_PER_SM in FUSED_BLOCKS ("2 1"), the demo
+#        config at prompts 64 and 512 and the 172M config at 512),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
 #        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
@@ -54,7 +57,7 @@ configure() {
     KIT=${KIT:-/tmp/devkit}
     STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
     CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*,generate: retro-generate end to end*'}   # doctest filters ignore case
-    SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*,*sample_rows draws*'}
+    SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*,*sample_rows draws*,*fused decode step gives*'}
     RACECHECK_TESTS=${RACECHECK_TESTS:-'ops: every backend and dtype*,*sample_rows draws*'}
     UNFUSED_TESTS=${UNFUSED_TESTS:-'backend model: on a CUDA*,train device: on a CUDA*,generate: the backend decoder on a CUDA*,*RETRO_UNFUSE=all*'}
     TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
@@ -350,6 +353,33 @@ step_pdl() {
             grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ ' "$OUT/pdl_${kind}_$i.log" | sed "s/^/pdl=$kind $i: /" | tee -a "$OUT/pdl.txt"
         done
     done
+}
+
+step_fused() {
+    # the fused decode step (kernels/nn_decode_program_cuda.cu, session 50: one cooperative kernel a token): its test
+    # (the captured graphs' bits) plain and under memcheck, then retro-bench generate (its graph and fused columns side
+    # by side, and whether the fused steps sampled the same tokens) with RETRO_DECODE_BLOCKS_PER_SM in FUSED_BLOCKS
+    # (2 1) on the demo config at prompts 64 and 512, and the 172M config at 512 (weights 5x the demo's: launch costs
+    # weigh less); rows in $OUT/fused.txt
+    local b blocks=${FUSED_BLOCKS:-2 1}
+    rk "$KIT/bin/retro_tests" -tc='*fused decode step*' -s >"$OUT/fused_tests.log" 2>&1
+    track $?
+    grep -E 'fused decode steps|test cases|ERROR' "$OUT/fused_tests.log" | sed 's/^/fused tests: /' | tee -a "$OUT/fused.txt"
+    rk compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" \
+        -tc='*fused decode step gives*' >"$OUT/fused_memcheck.log" 2>&1
+    track $?
+    tail -3 "$OUT/fused_memcheck.log" | sed 's/^/fused memcheck: /' | tee -a "$OUT/fused.txt"
+    for b in $blocks; do
+        RETRO_DECODE_BLOCKS_PER_SM=$b rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs --prompt 64,512 \
+            --output 128 --peer-steps 0 --json "$OUT/fused_demo_$b.json" >"$OUT/fused_demo_$b.log" 2>&1
+        track $?
+        grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning' "$OUT/fused_demo_$b.log" | sed "s/^/demo blocks=$b: /" | tee -a "$OUT/fused.txt"
+    done
+    RETRO_DECODE_BLOCKS_PER_SM=${blocks%% *} rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs \
+        --config examples/configs/retro-172m.json --prompt 512 --output 128 --peer-steps 0 \
+        --json "$OUT/fused_172m.json" >"$OUT/fused_172m.log" 2>&1
+    track $?
+    grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |memory bound|warning' "$OUT/fused_172m.log" | sed 's/^/172m: /' | tee -a "$OUT/fused.txt"
 }
 
 step_ab() {
