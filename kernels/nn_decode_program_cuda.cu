@@ -9,15 +9,15 @@
 // (kernels/nn_attention_decode.cuh: its splits and the last split's combine), the rows' RMSNorm
 // (kernels/nn_rows.cuh), the embedding and scatter copies (kernels/nn_row_copies.cuh) — over the same work items by
 // grid-stride, so each output's arithmetic, and its bits, are the launched kernel's whatever the grid's size. Between
-// two ops a grid-wide barrier (cooperative_groups' grid.sync(): the writes of one op visible to the next); before
-// it each block asks L2 for its share of the next op's weights (they depend on nothing the step computes), so the
-// weight fetch overlaps the barrier's wait.
+// two ops a grid-wide barrier (cooperative_groups' grid.sync(): the writes of one op visible to the next). As each
+// op starts, the grid asks L2 for the coming ops' weights (they depend on nothing the step computes) up to a window
+// ahead (RETRO_DECODE_PREFETCH_MB, 16), so DRAM streams them while the grid computes and waits at barriers.
 // The same choices as the ops (CudaNnBackend's few-row paths): fuse_decode_program refuses (and the decoder
 // captures a graph instead) any op whose own call would not take its few-row form — more than gemv::kMaxRows rows,
 // a norm's rows past the shared memory the GEMV takes, the bf16 GEMM mode, RETRO_UNFUSE of a fused decode op, a
 // head dimension past attention_decode's — so a fused step is always the launched ops' arithmetic. Opt-in
 // (RETRO_DECODE_PROGRAM=fused) until timed on a GPU; RETRO_DECODE_BLOCKS_PER_SM sets the grid (default 2 an SM,
-// capped by what fits).
+// capped by what fits); RETRO_DECODE_PREFETCH_MB the look-ahead (0: each op asks only for the next op's weights).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -25,7 +25,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "cuda_check.cuh"
@@ -43,7 +45,7 @@ namespace {
 
 using ll = long long;
 constexpr float kEps = static_cast<float>(RMSNORM_EPS);   // the few-row GEMV's and the rows kernel's eps
-constexpr ll kPrefetchMaxBytes = 16ll << 20;              // of the next op's weights asked into L2 (of 50 MB)
+constexpr ll kPrefetchMaxBytes = 16ll << 20;              // of an op's weights in the prefetch stream (L2: 50 MB)
 
 // I^-1/2 as the host computes it for the launched kernels (double, then rounded once: both correctly rounded)
 __device__ __forceinline__ float inverse_sqrt_of(ll I) { return static_cast<float>(1.0 / sqrt(static_cast<double>(I > 1 ? I : 1))); }
@@ -102,42 +104,62 @@ __device__ __forceinline__ void run_op(const DecodeOp& op) {
     }
 }
 
-// this block's share of an op's weights into L2 (128-byte lines, at most kPrefetchMaxBytes of them)
-__device__ __forceinline__ void prefetch_weights(const DecodeOp& op) {
-    if (!op.W) return;
-    const ll all = op.I * op.O * static_cast<ll>(sizeof(float)), bytes = all < kPrefetchMaxBytes ? all : kPrefetchMaxBytes;
-    const char* w = reinterpret_cast<const char*>(op.W);
-    for (ll line = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; line * 128 < bytes;
-         line += static_cast<ll>(gridDim.x) * blockDim.x)
-        simt::prefetch_l2(w + line * 128);
+// The weights of the step's GEMV ops form one stream, op after op (each op's first kPrefetchMaxBytes: a matrix larger
+// than that, e.g. a 172M config's 98 MB logits, would only evict what comes before it); op i asks L2, as it starts, for
+// the stream's bytes [from, to): everything up to the end of op i + 1's weights plus a window of RETRO_DECODE_PREFETCH_MB
+// (16) beyond, less what earlier ops asked for. So DRAM keeps streaming the coming ops' weights while the grid works
+// on L2-resident ones and waits at barriers (the weights depend on nothing a step computes).
+struct StreamPiece {   // one op's part of the stream
+    const char* w;
+    ll begin, bytes;   // stream offset, bytes
+};
+struct PrefetchSpan {   // what op i asks for
+    ll from, to;
+};
+
+// this block's share of the stream's bytes [span.from, span.to) into L2, 128-byte lines over every thread of the grid
+__device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pieces, int pieces_n, PrefetchSpan span) {
+    if (span.to <= span.from) return;
+    const ll t = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x, threads = static_cast<ll>(gridDim.x) * blockDim.x;
+    for (int k = 0; k < pieces_n; k++) {
+        const StreamPiece pc = pieces[k];
+        const ll a = span.from > pc.begin ? span.from : pc.begin, end = pc.begin + pc.bytes,
+                 b = span.to < end ? span.to : end;
+        if (a >= b) continue;
+        for (ll line = (a - pc.begin) / 128 + t; line * 128 < b - pc.begin; line += threads)
+            simt::prefetch_l2(pc.w + line * 128);
+    }
 }
 
 // grid: cooperative, at most what fits at once; kThreads threads; dynamic shared memory: the largest norm prologue's
 template <int NR>
-__global__ __launch_bounds__(kThreads, 2) void decode_program_k(const DecodeOp* __restrict__ ops, int n) {
+__global__ __launch_bounds__(kThreads, 2) void decode_program_k(const DecodeOp* __restrict__ ops, int n,
+                                                                const StreamPiece* __restrict__ pieces, int pieces_n,
+                                                                const PrefetchSpan* __restrict__ spans) {
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     for (int i = 0; i < n; i++) {
         if (i + 1 == n) simt::launch_dependents();   // the sampler after the step may start launching (it waits)
+        prefetch_span(pieces, pieces_n, spans[i]);
         run_op<NR>(ops[i]);
-        if (i + 1 < n) {
-            prefetch_weights(ops[i + 1]);
-            grid.sync();
-        }
+        if (i + 1 < n) grid.sync();
     }
 }
 
-using ProgramKernel = void (*)(const DecodeOp*, int);
+using ProgramKernel = void (*)(const DecodeOp*, int, const StreamPiece*, int, const PrefetchSpan*);
 constexpr ProgramKernel kProgramKernels[gemv::kMaxRows] = {decode_program_k<1>, decode_program_k<2>, decode_program_k<3>,
                                                            decode_program_k<4>, decode_program_k<5>, decode_program_k<6>,
                                                            decode_program_k<7>, decode_program_k<8>};
 
 struct FusedDecodeStep final : BackendGraph {
-    DecodeOp* ops = nullptr;   // device copy of the program
-    int n = 0;
+    void* block = nullptr;   // device copy of the program: the ops, the stream's pieces, each op's prefetch span
+    const DecodeOp* ops = nullptr;
+    const StreamPiece* pieces = nullptr;
+    const PrefetchSpan* spans = nullptr;
+    int n = 0, pieces_n = 0;
     unsigned blocks = 0;
     std::size_t smem = 0;
     ProgramKernel kernel = nullptr;
-    ~FusedDecodeStep() override { RETRO_CUDA_CHECK_NOTHROW(cudaFree(ops)); }
+    ~FusedDecodeStep() override { RETRO_CUDA_CHECK_NOTHROW(cudaFree(block)); }
 };
 
 bool gemv_kind(DecodeOpKind k) {
@@ -220,11 +242,47 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     int per_sm = 2;
     if (const char* env = std::getenv("RETRO_DECODE_BLOCKS_PER_SM")) per_sm = std::max(1, std::atoi(env));
     step->blocks = static_cast<unsigned>(std::min(per_sm, fit) * sms);
+    // the prefetch stream (StreamPiece, PrefetchSpan above): op i asks for everything up to the end of op i + 1's
+    // weights and `window` bytes beyond
+    ll window = 16ll << 20;
+    if (const char* env = std::getenv("RETRO_DECODE_PREFETCH_MB")) window = std::max(0LL, std::atoll(env)) << 20;
+    std::vector<StreamPiece> pieces;
+    std::vector<ll> op_end(p.ops.size());   // stream offset at the end of each op's weights
+    ll total = 0;
+    for (std::size_t i = 0; i < p.ops.size(); i++) {
+        const DecodeOp& op = p.ops[i];
+        if (gemv_kind(op.kind)) {
+            const ll bytes = std::min<ll>(op.I * op.O * static_cast<ll>(sizeof(float)), kPrefetchMaxBytes);
+            pieces.push_back({reinterpret_cast<const char*>(op.W), total, bytes});
+            total += bytes;
+        }
+        op_end[i] = total;
+    }
+    std::vector<PrefetchSpan> spans(p.ops.size());
+    ll asked = 0;
+    for (std::size_t i = 0; i < p.ops.size(); i++) {
+        const ll next_end = op_end[std::min(i + 1, p.ops.size() - 1)];
+        const ll to = std::min(total, next_end + window);
+        spans[i] = {asked, std::max(asked, to)};
+        asked = std::max(asked, to);
+    }
+    step->pieces_n = static_cast<int>(pieces.size());
+    // one device block: the ops, then the pieces, then the spans (each at a 256-byte offset)
+    auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+    const std::size_t at_pieces = up(p.ops.size() * sizeof(DecodeOp)), at_spans = at_pieces + up(pieces.size() * sizeof(StreamPiece)),
+                      bytes = at_spans + spans.size() * sizeof(PrefetchSpan);
+    std::vector<char> host(bytes);
+    std::memcpy(host.data(), p.ops.data(), p.ops.size() * sizeof(DecodeOp));
+    if (!pieces.empty()) std::memcpy(host.data() + at_pieces, pieces.data(), pieces.size() * sizeof(StreamPiece));
+    std::memcpy(host.data() + at_spans, spans.data(), spans.size() * sizeof(PrefetchSpan));
     refuse_while_capturing("fuse_decode_program");
-    RETRO_CUDA_CHECK(cudaMalloc(&step->ops, p.ops.size() * sizeof(DecodeOp)));
-    RETRO_CUDA_CHECK(cudaMemcpyAsync(step->ops, p.ops.data(), p.ops.size() * sizeof(DecodeOp), cudaMemcpyHostToDevice,
-                                     stream_));
-    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host's list is the caller's again
+    RETRO_CUDA_CHECK(cudaMalloc(&step->block, bytes));
+    RETRO_CUDA_CHECK(cudaMemcpyAsync(step->block, host.data(), bytes, cudaMemcpyHostToDevice, stream_));
+    RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host copy is ours to free
+    char* base = static_cast<char*>(step->block);
+    step->ops = reinterpret_cast<const DecodeOp*>(base);
+    step->pieces = reinterpret_cast<const StreamPiece*>(base + at_pieces);
+    step->spans = reinterpret_cast<const PrefetchSpan*>(base + at_spans);
     if (why) why->clear();
     return step;
 }
@@ -233,8 +291,10 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
     const auto* step = dynamic_cast<const FusedDecodeStep*>(&graph);
     if (!step) return false;
     const DecodeOp* ops = step->ops;
-    int n = step->n;
-    void* args[] = {&ops, &n};
+    const StreamPiece* pieces = step->pieces;
+    const PrefetchSpan* spans = step->spans;
+    int n = step->n, pieces_n = step->pieces_n;
+    void* args[] = {&ops, &n, &pieces, &pieces_n, &spans};
     RETRO_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel), dim3(step->blocks),
                                                  dim3(kThreads), args, step->smem, stream_));
     RETRO_CUDA_LAUNCH_CHECK("decode_program (fused decode step)", stream_);
