@@ -24,8 +24,9 @@
 #        pdl (the decode kernels as programmatic dependent launches against RETRO_PDL=0: the generate tests with each,
 #        then retro-bench generate with graphs at prompt 512 alternating, PDL_RUNS),
 #        fused (the fused decode step, one cooperative kernel a token: its test plain and under memcheck, then
-#        retro-bench generate's graph and fused columns with RETRO_DECODE_BLOCKS_PER_SM in FUSED_BLOCKS ("2 1"), the demo
-#        config at prompts 64 and 512 and the 172M config at 512),
+#        retro-bench generate's graph and fused columns with RETRO_DECODE_BLOCKS_PER_SM in FUSED_BLOCKS ("2 1") and
+#        RETRO_DECODE_PREFETCH_MB in FUSED_PREFETCH_MB ("16 0"), the demo config at prompts 64 and 512 and the 172M
+#        config at 512),
 #        kernels (each kernel of eager decode steps timed alone by Nsight Compute, summed by name:
 #        scripts/ncu-kernel-table.py; NCU_SKIP / NCU_COUNT launches), retrofit (examples/retrofit-study.sh with DEVICE=cuda on CURVE_DATA, seeds RETROFIT_SEEDS), studies (issue 17's
 #        from-scratch and retro-fit studies on part of the documents, side by side; STUDY_* below). Needs
@@ -359,8 +360,8 @@ step_fused() {
     # the fused decode step (kernels/nn_decode_program_cuda.cu, session 50: one cooperative kernel a token): its test
     # (the captured graphs' bits) plain and under memcheck, then retro-bench generate (its graph and fused columns side
     # by side, and whether the fused steps sampled the same tokens) with RETRO_DECODE_BLOCKS_PER_SM in FUSED_BLOCKS
-    # (2 1) on the demo config at prompts 64 and 512, and the 172M config at 512 (weights 5x the demo's: launch costs
-    # weigh less); rows in $OUT/fused.txt
+    # (2 1) and RETRO_DECODE_PREFETCH_MB in FUSED_PREFETCH_MB (16 0) on the demo config at prompts 64 and 512, and the
+    # 172M config at 512 (weights 5x the demo's: launch costs weigh less); rows in $OUT/fused.txt
     local b blocks=${FUSED_BLOCKS:-2 1}
     rk "$KIT/bin/retro_tests" -tc='*fused decode step*' -s >"$OUT/fused_tests.log" 2>&1
     track $?
@@ -369,11 +370,16 @@ step_fused() {
         -tc='*fused decode step gives*' >"$OUT/fused_memcheck.log" 2>&1
     track $?
     tail -3 "$OUT/fused_memcheck.log" | sed 's/^/fused memcheck: /' | tee -a "$OUT/fused.txt"
+    local mb
     for b in $blocks; do
-        RETRO_DECODE_BLOCKS_PER_SM=$b rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs --prompt 64,512 \
-            --output 128 --peer-steps 0 --json "$OUT/fused_demo_$b.json" >"$OUT/fused_demo_$b.log" 2>&1
-        track $?
-        grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning' "$OUT/fused_demo_$b.log" | sed "s/^/demo blocks=$b: /" | tee -a "$OUT/fused.txt"
+        for mb in ${FUSED_PREFETCH_MB:-16 0}; do
+            RETRO_DECODE_BLOCKS_PER_SM=$b RETRO_DECODE_PREFETCH_MB=$mb rk "$KIT/bin/retro-bench" generate --device cuda \
+                --cuda-graphs --prompt 64,512 --output 128 --peer-steps 0 --json "$OUT/fused_demo_${b}_$mb.json" \
+                >"$OUT/fused_demo_${b}_$mb.log" 2>&1
+            track $?
+            grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning' "$OUT/fused_demo_${b}_$mb.log" |
+                sed "s/^/demo blocks=$b prefetch=${mb}MB: /" | tee -a "$OUT/fused.txt"
+        done
     done
     RETRO_DECODE_BLOCKS_PER_SM=${blocks%% *} rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs \
         --config examples/configs/retro-172m.json --prompt 512 --output 128 --peer-steps 0 \
