@@ -131,9 +131,11 @@ __device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pi
     }
 }
 
-// grid: cooperative, at most what fits at once; kThreads threads; dynamic shared memory: the largest norm prologue's
-template <int NR>
-__global__ __launch_bounds__(kThreads, 2) void decode_program_k(const DecodeOp* __restrict__ ops, int n,
+// grid: cooperative, at most what fits at once; kThreads threads; dynamic shared memory: the largest norm prologue's.
+// BLOCKS_PER_SM: the registers ptxas is held to (2: 128, a few hundred bytes of spills at 8 rows, two blocks an SM;
+// 1: ~180-196, no spills, one block an SM) — which wins is for the GPU to say (RETRO_DECODE_BLOCKS_PER_SM).
+template <int NR, int BLOCKS_PER_SM>
+__global__ __launch_bounds__(kThreads, BLOCKS_PER_SM) void decode_program_k(const DecodeOp* __restrict__ ops, int n,
                                                                 const StreamPiece* __restrict__ pieces, int pieces_n,
                                                                 const PrefetchSpan* __restrict__ spans) {
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
@@ -146,9 +148,12 @@ __global__ __launch_bounds__(kThreads, 2) void decode_program_k(const DecodeOp* 
 }
 
 using ProgramKernel = void (*)(const DecodeOp*, int, const StreamPiece*, int, const PrefetchSpan*);
-constexpr ProgramKernel kProgramKernels[gemv::kMaxRows] = {decode_program_k<1>, decode_program_k<2>, decode_program_k<3>,
-                                                           decode_program_k<4>, decode_program_k<5>, decode_program_k<6>,
-                                                           decode_program_k<7>, decode_program_k<8>};
+// two blocks an SM for every row count; one block an SM (no spills) for one row only, the latency case (each
+// instantiation is ~5 s of nvcc)
+constexpr ProgramKernel kProgramKernels[gemv::kMaxRows] = {
+    decode_program_k<1, 2>, decode_program_k<2, 2>, decode_program_k<3, 2>, decode_program_k<4, 2>,
+    decode_program_k<5, 2>, decode_program_k<6, 2>, decode_program_k<7, 2>, decode_program_k<8, 2>};
+constexpr ProgramKernel kOneRowOneBlockKernel = decode_program_k<1, 1>;
 
 struct FusedDecodeStep final : BackendGraph {
     void* block = nullptr;   // device copy of the program: the ops, the stream's pieces, each op's prefetch span
@@ -201,7 +206,11 @@ std::string CudaNnBackend::decode_op_refusal(const DecodeOp& op, std::int64_t ro
         case DecodeOpKind::embedding_position:
             if (unfused(FusedOp::embedding_position_forward)) return name + ": RETRO_UNFUSE";
             break;
+        case DecodeOpKind::rmsnorm:
+            if (op.I <= 0) return name + ": empty rows";
+            break;
         case DecodeOpKind::attention_decode:
+            if (op.heads <= 0 || op.D <= 0) return name + ": no heads";   // (its own call returns at once)
             if (op.D > kAttentionDecodeMaxD) return name + ": head dimension past attention_decode's";
             if (!op.cache.workspace || !op.cache.counters) return name + ": no workspace or counters";
             break;
@@ -215,6 +224,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
         if (why) *why = reason;
         return nullptr;
     };
+    refuse_while_capturing("fuse_decode_program");
     if (p.ops.empty()) return refuse("an empty step");
     const std::int64_t rows = p.ops.front().N;
     if (rows < 1 || rows > gemv::kMaxRows) return refuse(std::to_string(rows) + " rows a step (at most 8 fused)");
@@ -231,21 +241,24 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     for (const DecodeOp& op : p.ops)
         if (op.gamma && gemv_kind(op.kind))
             smem = std::max(smem, static_cast<std::size_t>(gemv::smem_bytes(static_cast<int>(rows), op.I, true)));
+    int per_sm = 2;
+    if (const char* env = std::getenv("RETRO_DECODE_BLOCKS_PER_SM")) per_sm = std::clamp(std::atoi(env), 1, 32);
     auto step = std::make_unique<FusedDecodeStep>();
-    step->kernel = kProgramKernels[rows - 1];
+    step->kernel = per_sm == 1 && rows == 1 ? kOneRowOneBlockKernel : kProgramKernels[rows - 1];
     step->smem = smem;
     step->n = static_cast<int>(p.ops.size());
-    RETRO_CUDA_CHECK(cudaFuncSetAttribute(step->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // the largest any program takes (a norm's rows within gemv::kNormSmemLimit), so that fusing a program with less
+    // never lowers the limit under a step made before with more (the attribute is the kernel's, not the launch's)
+    RETRO_CUDA_CHECK(cudaFuncSetAttribute(step->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(gemv::kNormSmemLimit)));
     int fit = 0;
     RETRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step->kernel, kThreads, smem));
     if (fit < 1) return refuse("the fused kernel does not fit an SM");
-    int per_sm = 2;
-    if (const char* env = std::getenv("RETRO_DECODE_BLOCKS_PER_SM")) per_sm = std::max(1, std::atoi(env));
     step->blocks = static_cast<unsigned>(std::min(per_sm, fit) * sms);
     // the prefetch stream (StreamPiece, PrefetchSpan above): op i asks for everything up to the end of op i + 1's
     // weights and `window` bytes beyond
     ll window = 16ll << 20;
-    if (const char* env = std::getenv("RETRO_DECODE_PREFETCH_MB")) window = std::max(0LL, std::atoll(env)) << 20;
+    if (const char* env = std::getenv("RETRO_DECODE_PREFETCH_MB")) window = std::clamp(std::atoll(env), 0LL, 1LL << 20) << 20;
     std::vector<StreamPiece> pieces;
     std::vector<ll> op_end(p.ops.size());   // stream offset at the end of each op's weights
     ll total = 0;
@@ -275,7 +288,6 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     std::memcpy(host.data(), p.ops.data(), p.ops.size() * sizeof(DecodeOp));
     if (!pieces.empty()) std::memcpy(host.data() + at_pieces, pieces.data(), pieces.size() * sizeof(StreamPiece));
     std::memcpy(host.data() + at_spans, spans.data(), spans.size() * sizeof(PrefetchSpan));
-    refuse_while_capturing("fuse_decode_program");
     RETRO_CUDA_CHECK(cudaMalloc(&step->block, bytes));
     RETRO_CUDA_CHECK(cudaMemcpyAsync(step->block, host.data(), bytes, cudaMemcpyHostToDevice, stream_));
     RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host copy is ours to free

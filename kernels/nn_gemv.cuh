@@ -70,7 +70,7 @@ RETRO_SIMT_DEVICE void dot_rows(float (&acc)[NR], const float* __restrict__ w, c
         RETRO_GEMV_UNROLL4
         for (ll q = lane; q < I / 4; q += 32) {
             float wv[4];
-            simt::load_float4(wv, w + 4 * q);
+            simt::load_float4_ro(wv, w + 4 * q);   // (W: read-only while any kernel runs)
             for (int r = 0; r < NR; r++) {
                 float xv[4];
                 simt::load_float4(xv, xin + r * I + 4 * q);
@@ -79,7 +79,7 @@ RETRO_SIMT_DEVICE void dot_rows(float (&acc)[NR], const float* __restrict__ w, c
         }
     } else {
         for (ll i = lane; i < I; i += 32) {
-            const float wv = w[i];
+            const float wv = simt::load_ro(w + i);
             for (int r = 0; r < NR; r++) acc[r] += wv * xin[r * I + i];
         }
     }

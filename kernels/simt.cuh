@@ -104,6 +104,14 @@ RETRO_SIMT_DEVICE void load_float4(float (&x)[4], const float* p) {
     const float4 f = *reinterpret_cast<const float4*>(p);
     x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
 }
+// The same through the read-only data path (ld.global.nc: memory no thread writes while the kernel runs, e.g. a
+// layer's weights), which the compiler picks by itself only where it can prove that (a `const __restrict__`
+// kernel parameter), not for a pointer read from a struct in memory (a fused decode step's ops); one float alike.
+RETRO_SIMT_DEVICE void load_float4_ro(float (&x)[4], const float* p) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+    x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
+}
+RETRO_SIMT_DEVICE float load_ro(const float* p) { return __ldg(p); }
 // Four 8 x 8 matrices of 16-bit elements from shared memory in one warp instruction (ldmatrix.sync.aligned.m8n8.x4,
 // sm_75+): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); with g = l / 4,
 // t = l % 4, r[i] gets matrix i's elements [g][2t] (low half) and [g][2t+1], or with TRANS [2t][g] and [2t+1][g]:
@@ -186,6 +194,8 @@ inline void load_float4(float (&x)[4], const float* p) {   // (a misaligned floa
     if (reinterpret_cast<std::uintptr_t>(p) % 16) throw std::logic_error("simt host: float4 load not 16-byte aligned");
     std::memcpy(x, p, sizeof x);
 }
+inline void load_float4_ro(float (&x)[4], const float* p) { load_float4(x, p); }
+inline float load_ro(const float* p) { return *p; }
 template <bool TRANS>
 inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr) { host::ldmatrix_x4(r, row_addr, TRANS); }
 inline void grid_dependency_wait() {}

@@ -59,7 +59,7 @@ configure() {
     STEP_TIMEOUT=${STEP_TIMEOUT:-300}   # seconds per command, so one slow step cannot eat the whole call
     CUDA_TESTS=${CUDA_TESTS:-'*CUDA*,ops: every backend and dtype*,generate: retro-generate end to end*'}   # doctest filters ignore case
     SANITIZE_TESTS=${SANITIZE_TESTS:-'ops: every backend and dtype*,knn: CUDA exact search*,backend model: on a CUDA*,*sample_rows draws*,*fused decode step gives*'}
-    RACECHECK_TESTS=${RACECHECK_TESTS:-'ops: every backend and dtype*,*sample_rows draws*'}
+    RACECHECK_TESTS=${RACECHECK_TESTS:-'ops: every backend and dtype*,*sample_rows draws*,*fused decode step gives*'}
     UNFUSED_TESTS=${UNFUSED_TESTS:-'backend model: on a CUDA*,train device: on a CUDA*,generate: the backend decoder on a CUDA*,*RETRO_UNFUSE=all*'}
     TRAIN_CONFIG=${TRAIN_CONFIG:-examples/configs/retro-172m.json}
     TRAIN_BATCH=${TRAIN_BATCH:-8}

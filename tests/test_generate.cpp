@@ -276,23 +276,32 @@ namespace {
 // *program_steps (when given) gets how many did, *fused_steps how many of them ran fused.
 std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs,
                                  nn::DecodeProgramMode program = nn::DecodeProgramMode::off,
-                                 std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr) {
+                                 std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr,
+                                 std::int64_t sequences = 1) {
     nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
     be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
-    BackendDecoder dec(c, weights.f(), be, 1, true);
+    BackendDecoder dec(c, weights.f(), be, sequences, true);
     dec.set_graphs(graphs);
     dec.set_decode_program(program);
     std::mt19937 rng(17);
-    std::vector<std::int32_t> ids;
-    for (int i = 0; i < 24; i++) ids.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
+    std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(sequences));
+    for (auto& seq : ids)
+        for (int i = 0; i < 24; i++) seq.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
     std::vector<float> out;
     std::int64_t len = 0;
     for (const std::int64_t target : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}) {
-        while (dec.neighbour_chunks(0) < target / c.chunk_size) dec.add_neighbours(0, random_neighbours(c, rng).data());
-        dec.step({std::vector<std::int32_t>(ids.begin() + len, ids.begin() + target)}, false);
+        std::vector<std::vector<std::int32_t>> feed;
+        for (std::int64_t s = 0; s < sequences; s++) {
+            while (dec.neighbour_chunks(s) < target / c.chunk_size) dec.add_neighbours(s, random_neighbours(c, rng).data());
+            const auto& seq = ids[static_cast<std::size_t>(s)];
+            feed.emplace_back(seq.begin() + len, seq.begin() + target);
+        }
+        dec.step(feed, false);
         len = target;
-        const float* row = dec.logits().data() + dec.last_row(0) * c.num_tokens;
-        out.insert(out.end(), row, row + c.num_tokens);
+        for (std::int64_t s = 0; s < sequences; s++) {
+            const float* row = dec.logits().data() + dec.last_row(s) * c.num_tokens;
+            out.insert(out.end(), row, row + c.num_tokens);
+        }
     }
     if (program == nn::DecodeProgramMode::off) CHECK((dec.graph_launches() > 0) == graphs);   // replayed where asked for
     if (program_steps) *program_steps = dec.program_steps();
@@ -331,6 +340,12 @@ TEST_CASE("generate: the backend decoder's steps from a recorded decode program 
     const auto fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
     CHECK(std::memcmp(eager.data(), fallback.data(), eager.size() * sizeof(float)) == 0);
     CHECK(steps == 0);
+    // two sequences a step (two rows: the norm apart from the q, k, v projections, attention over two caches)
+    const auto eager2 = decode_logits(be, c, model, false, nn::DecodeProgramMode::off, nullptr, nullptr, 2);
+    const auto interpreted2 = decode_logits(be, c, model, true, nn::DecodeProgramMode::interpret, &steps, &fused, 2);
+    REQUIRE(eager2.size() == interpreted2.size());
+    CHECK(std::memcmp(eager2.data(), interpreted2.data(), eager2.size() * sizeof(float)) == 0);
+    CHECK(steps > 0);
     // two sequences (two rows a step: the norm apart from the projections), one sitting out at the end
     check_backend_decoder_equals_full(be, true, 1e-5, decode_config(), true, nn::DecodeProgramMode::interpret);
     check_backend_decoder_equals_full(be, false, 1e-5, decode_config(), true, nn::DecodeProgramMode::interpret);
@@ -371,13 +386,18 @@ TEST_CASE("generate: on a CUDA device, the fused decode step gives the launched 
             params_init(model.params(), model.layout(), 3);
             CudaStreamOwner stream;
             auto be = nn::cuda_nn_backend(stream.get());
-            const auto graphs = decode_logits(*be, c, model, true);
-            std::int64_t steps = 0, fused = 0;
-            const auto one_kernel = decode_logits(*be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
-            MESSAGE("fused decode steps: " << fused << " of " << steps << " recorded");
-            CHECK(fused > 0);
-            REQUIRE(graphs.size() == one_kernel.size());
-            CHECK(std::memcmp(graphs.data(), one_kernel.data(), graphs.size() * sizeof(float)) == 0);
+            for (const std::int64_t sequences : {1, 2}) {   // one row a step (the fused q|k|v), two (the norm apart)
+                CAPTURE(sequences);
+                const auto graphs = decode_logits(*be, c, model, true, nn::DecodeProgramMode::off, nullptr, nullptr,
+                                                  sequences);
+                std::int64_t steps = 0, fused = 0;
+                const auto one_kernel = decode_logits(*be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused,
+                                                      sequences);
+                MESSAGE("fused decode steps: " << fused << " of " << steps << " recorded");
+                CHECK(fused > 0);
+                REQUIRE(graphs.size() == one_kernel.size());
+                CHECK(std::memcmp(graphs.data(), one_kernel.data(), graphs.size() * sizeof(float)) == 0);
+            }
             check_backend_decoder_equals_full(*be, true, 1e-5, c, true, nn::DecodeProgramMode::fused);
         }
     }

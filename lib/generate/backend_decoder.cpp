@@ -146,10 +146,11 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
             program_steps_++;
         } else {
             be_.launch_graph(*graph_);
-            graph_launches_++;
-            if (replay_fused_) {
+            if (replay_fused_) {   // the backend's fused step
                 program_steps_++;
                 fused_steps_++;
+            } else {
+                graph_launches_++;
             }
         }
     } else {

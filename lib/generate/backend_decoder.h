@@ -72,9 +72,16 @@ public:
     // With graphs on, how a graph-eligible step runs (nn/decode_program.h): off (a captured graph), interpret (its
     // ops recorded and called one by one), fused (the backend's one-kernel step, where it takes the recording; else a
     // captured graph). Default: RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a
-    // recording (interpreted or fused), fused_steps() those of them fused; program_fallback() says why the last
-    // recording was not fused ("" when it was).
-    void set_decode_program(nn::DecodeProgramMode m) { program_mode_ = m; }
+    // recording (interpreted or fused), fused_steps() those of them fused (graph_launches() counts captured graphs
+    // only); program_fallback() says why the last recording was not fused ("" when it was). As a captured graph, a
+    // fused step bakes in the backend's state when it is made (the GEMM-input mode, the device): change neither
+    // while decoding.
+    void set_decode_program(nn::DecodeProgramMode m) {
+        if (m == program_mode_) return;
+        program_mode_ = m;
+        graph_.reset();   // the replay made in the other mode
+        program_.reset();
+    }
     nn::DecodeProgramMode decode_program() const { return program_mode_; }
     std::int64_t program_steps() const { return program_steps_; }
     std::int64_t fused_steps() const { return fused_steps_; }
