@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -194,6 +195,26 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         if (bs == 1) first_sizes = completions;
         CHECK(completions == first_sizes);   // the batch size changes nothing: not the text, nor the neighbours' scores
         CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+    }
+    {   // --show-neighbours --json in batch mode: each line names its prompt by index and by the id its result has
+        auto b = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "prompts.jsonl").string() +
+                                                      " --output " + (p.tmp / "out-shown.jsonl").string() +
+                                                      " --max-tokens 8 --seed 3 --batch-size 2 --show-neighbours --json");
+        INFO(b.err);
+        REQUIRE(b.exit_code == 0);
+        const std::vector<nlohmann::json> want_ids = {0, "second", 2};
+        std::set<std::int64_t> seen;
+        std::istringstream err(b.err);
+        for (std::string line; std::getline(err, line);) {
+            if (line.empty() || line[0] != '{') continue;
+            const auto j = nlohmann::json::parse(line);
+            const auto prompt = j.at("prompt").get<std::int64_t>();
+            REQUIRE(prompt >= 0);
+            REQUIRE(prompt < 3);
+            CHECK(j.at("id") == want_ids[static_cast<std::size_t>(prompt)]);
+            seen.insert(prompt);
+        }
+        CHECK(seen.size() == 3);
     }
     {   // nor does the thread count (the later --threads wins)
         const fs::path out = p.tmp / "out-threads.jsonl";

@@ -88,11 +88,15 @@ std::string one_line(std::string s, std::size_t max = 160) {
     return s;
 }
 
+// `prompt`: the prompt's 0-based index; `id` (batch mode): its id, as its result line has it (to join the two).
 void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeighbours& n, bool json,
-                      bool batch) {
+                      bool batch, const nlohmann::json& id) {
     if (json) {
         nlohmann::json j = neighbours_json(gen, n, true);
-        if (batch) j["prompt"] = prompt;
+        if (batch) {
+            j["prompt"] = prompt;
+            j["id"] = id;
+        }
         std::fprintf(stderr, "%s\n", j.dump().c_str());
         return;
     }
@@ -241,7 +245,9 @@ void generate_run(GenerateRunOptions cli) {
         if (cli.show_neighbours && gen.retrieval())
             cb.on_retrieval = [&](std::int64_t i, const ChunkNeighbours& n) {
                 std::fflush(stdout);
-                print_neighbours(gen, todo[static_cast<std::size_t>(i)], n, cli.json, batch);
+                const std::int64_t index = todo[static_cast<std::size_t>(i)];
+                print_neighbours(gen, index, n, cli.json, batch,
+                                 batch ? ids[static_cast<std::size_t>(index)] : nlohmann::json());
             };
         std::unique_ptr<Progress> progress;
         std::int64_t finished_now = 0, printed = 0;
