@@ -101,6 +101,8 @@ __device__ __forceinline__ void run_op(const DecodeOp& op) {
                                           decode::attention_decode_vec4(op.D, op.cache.kcache));
             break;
         case DecodeOpKind::scatter_rows: copies::scatter_rows_elements(op.out, op.x, op.index, op.N, op.I); break;
+        case DecodeOpKind::zero: copies::zero_elements(op.out, op.I); break;
+        case DecodeOpKind::residual_sum: copies::sum_elements(op.out, op.x, op.res, op.I); break;
     }
 }
 
@@ -167,6 +169,8 @@ struct FusedDecodeStep final : BackendGraph {
     ~FusedDecodeStep() override { RETRO_CUDA_CHECK_NOTHROW(cudaFree(block)); }
 };
 
+bool element_wise(DecodeOpKind k) { return k == DecodeOpKind::zero || k == DecodeOpKind::residual_sum; }
+
 bool gemv_kind(DecodeOpKind k) {
     return k == DecodeOpKind::linear || k == DecodeOpKind::rmsnorm_linear || k == DecodeOpKind::linear_residual ||
            k == DecodeOpKind::linear_rotary;
@@ -177,6 +181,7 @@ bool gemv_kind(DecodeOpKind k) {
 // Why `op` would not run as the fused kernel runs it (its own call would take another path), or "" when it would.
 std::string CudaNnBackend::decode_op_refusal(const DecodeOp& op, std::int64_t rows) const {
     const std::string name = decode_op_name(op.kind);
+    if (element_wise(op.kind)) return "";   // (no rows: any count of elements)
     if (op.N != rows) return name + ": " + std::to_string(op.N) + " rows in a step of " + std::to_string(rows);
     if (gemv_kind(op.kind)) {
         if (gemm_inputs_ != GemmInputs::fp32) return name + ": the bf16 GEMM mode";
@@ -226,7 +231,12 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     };
     refuse_while_capturing("fuse_decode_program");
     if (p.ops.empty()) return refuse("an empty step");
-    const std::int64_t rows = p.ops.front().N;
+    std::int64_t rows = 0;   // the first op with rows: every such op must have as many
+    for (const DecodeOp& op : p.ops)
+        if (!element_wise(op.kind)) {
+            rows = op.N;
+            break;
+        }
     if (rows < 1 || rows > gemv::kMaxRows) return refuse(std::to_string(rows) + " rows a step (at most 8 fused)");
     if (p.ops.size() > static_cast<std::size_t>(INT_MAX)) return refuse("too many ops");
     for (const DecodeOp& op : p.ops) {

@@ -1,7 +1,7 @@
 // Element-per-thread row copies of a decode step, as device functions: the kernels of kernels/nn_embedding_cuda.cu
 // and kernels/nn_loss_cuda.cu call them, and so does a fused decode step (kernels/nn_decode_program_cuda.cu), so the
 // two give the same bits. Grid-stride over the elements: any grid.
-// provides: embedding_rows, scatter_rows_elements
+// provides: embedding_rows, scatter_rows_elements, zero_elements, sum_elements
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,15 @@ __device__ __forceinline__ void scatter_rows_elements(float* __restrict__ dst, c
         const ll r = index[e / C];
         if (r >= 0) dst[r * C + e % C] = src[e];
     }
+}
+
+// out[i] = 0 (cudaMemsetAsync's bits) and out[i] = a[i] + b[i] (map_elements' SumOp, float4 or not: the same sums)
+// for i < n: a fused decode step's zero and residual_sum
+__device__ __forceinline__ void zero_elements(float* __restrict__ out, ll n) {
+    for (ll i = first_element(); i < n; i += element_stride()) out[i] = 0.0f;
+}
+__device__ __forceinline__ void sum_elements(float* out, const float* a, const float* b, ll n) {
+    for (ll i = first_element(); i < n; i += element_stride()) out[i] = a[i] + b[i];
 }
 
 }  // namespace retro::nn::detail::copies

@@ -184,7 +184,10 @@ void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double
             if (program != nn::DecodeProgramMode::off) {
                 MESSAGE("decode programs: " << d.program_steps() << " steps (" << d.fused_steps() << " fused), "
                         << d.graph_launches() << " graph launches; last fallback: " << d.program_fallback());
-                if (program == nn::DecodeProgramMode::interpret && !c.copy_head) CHECK(d.program_steps() > 0);
+                if (program == nn::DecodeProgramMode::interpret && !c.copy_head) {
+                    CHECK(d.program_steps() > 0);
+                    CHECK(d.graph_launches() == 0);   // every graph-eligible step recordable, CCA's zero rows too
+                }
                 if (c.copy_head) CHECK(d.program_steps() == 0);   // the copy head is not recordable
                 return;
             }

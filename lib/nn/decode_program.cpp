@@ -16,6 +16,8 @@ const char* decode_op_name(DecodeOpKind k) {
         case DecodeOpKind::rmsnorm: return "rmsnorm_forward";
         case DecodeOpKind::attention_decode: return "attention_decode";
         case DecodeOpKind::scatter_rows: return "scatter_rows";
+        case DecodeOpKind::zero: return "zero";
+        case DecodeOpKind::residual_sum: return "residual_sum";
     }
     return "?";
 }
@@ -92,6 +94,21 @@ void DecodeProgramRecorder::scatter_rows(float* dst, const float* src, const std
     program.ops.push_back(o);
 }
 
+void DecodeProgramRecorder::zero(void* p, std::size_t bytes) {
+    if (bytes % sizeof(float) != 0) return unsupported("zero (not of floats)");
+    DecodeOp o;
+    o.kind = DecodeOpKind::zero;
+    o.out = static_cast<float*>(p), o.I = static_cast<std::int64_t>(bytes / sizeof(float));
+    program.ops.push_back(o);
+}
+
+void DecodeProgramRecorder::residual_sum(float* dst, const float* a, const float* b, std::int64_t n) {
+    DecodeOp o;
+    o.kind = DecodeOpKind::residual_sum;
+    o.out = dst, o.x = a, o.res = b, o.I = n;
+    program.ops.push_back(o);
+}
+
 void run_decode_program(NnBackend& be, const DecodeProgram& p) {
     for (const DecodeOp& o : p.ops) {
         switch (o.kind) {
@@ -113,6 +130,8 @@ void run_decode_program(NnBackend& be, const DecodeProgram& p) {
                 be.attention_decode(o.out, o.x, o.cache, o.index, o.seq, o.N, o.heads, o.D);
                 break;
             case DecodeOpKind::scatter_rows: be.scatter_rows(o.out, o.x, o.index, o.N, o.I); break;
+            case DecodeOpKind::zero: be.zero(o.out, static_cast<std::size_t>(o.I) * sizeof(float)); break;
+            case DecodeOpKind::residual_sum: be.residual_sum(o.out, o.x, o.res, o.I); break;
         }
     }
 }

@@ -8,9 +8,9 @@
 //     µs each (docs/performance.md "Session 49": 0.294 ms a token, 9.8x the bound; each launch ~2.4 µs before any
 //     byte moves). The kernel runs each op's own device code (the few-row GEMV, attention_decode, ...), so a fused
 //     step gives the launched ops' bits.
-// Only the ops the fused kernel can run are recordable (the few-row forms of a decode step); any other op the step
-// would call (a gather, a copy, the copy head, the encoder) leaves the recorder not ok and the caller falls back to
-// a captured graph.
+// Only the ops the fused kernel can run are recordable (the few-row forms of a decode step, and the zero rows and
+// residual sum CCA makes before a sequence's first chunk); any other op the step would call (a gather, a copy, the
+// copy head, the encoder) leaves the recorder not ok and the caller falls back to a captured graph.
 // provides: DecodeOpKind, DecodeOp, DecodeProgram, DecodeProgramRecorder, run_decode_program, DecodeProgramMode,
 //           decode_program_mode_requested
 #pragma once
@@ -31,6 +31,8 @@ enum class DecodeOpKind : std::int32_t {
     rmsnorm,              // rmsnorm_forward(out, norm, x, gamma, N, C = I)
     attention_decode,     // attention_decode(out, x = q, cache, index = pos, seq, N = rows, heads, D)
     scatter_rows,         // scatter_rows(out, x, index, N = rows, C = I)
+    zero,                 // zero(out, I floats)                      (element-wise: N = 0)
+    residual_sum,         // residual_sum(out, x, res, n = I)          (element-wise: N = 0)
 };
 const char* decode_op_name(DecodeOpKind k);
 
@@ -88,13 +90,13 @@ public:
     void attention_decode(float* out, const float* q, const NnBackend::DecodeCache& c, const std::int64_t* pos,
                           const std::int64_t* seq, std::int64_t rows, std::int64_t H, std::int64_t D);
     void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t rows, std::int64_t C);
+    void zero(void* p, std::size_t bytes);   // (of floats: the rows CCA leaves at 0 before the first chunk)
+    void residual_sum(float* dst, const float* a, const float* b, std::int64_t n);
 
     // what a decode step may call that a fused step cannot run
     void attention_forward(float*, float*, const float*, const float*, const float*, const float*, const float*,
                            const std::uint8_t*, const AttentionShape&) { unsupported("attention_forward"); }
     void copy(void*, const void*, std::size_t) { unsupported("copy"); }
-    void zero(void*, std::size_t) { unsupported("zero"); }
-    void residual_sum(float*, const float*, const float*, std::int64_t) { unsupported("residual_sum"); }
     void gather_rows(float*, const float*, const std::int64_t*, std::int64_t, std::int64_t) { unsupported("gather_rows"); }
     void copy_head_forward(float*, const float*, const CopyCandidate*, std::int64_t, std::int64_t, std::int64_t,
                            std::int64_t, const float*, const float*) {
