@@ -365,7 +365,11 @@ step_fused() {
     local b blocks=${FUSED_BLOCKS:-2 1}
     rk "$KIT/bin/retro_tests" -tc='*fused decode step*' -s >"$OUT/fused_tests.log" 2>&1
     track $?
-    grep -E 'fused decode steps|test cases|ERROR' "$OUT/fused_tests.log" | sed 's/^/fused tests: /' | tee -a "$OUT/fused.txt"
+    grep -E 'fused decode steps|test cases|ERROR|skipped' "$OUT/fused_tests.log" | sed 's/^/fused tests: /' | tee -a "$OUT/fused.txt"
+    if grep -q "skipped: no CUDA device" "$OUT/fused_tests.log"; then   # a pass without the GPU is no pass here
+        echo "the fused test saw no device"
+        track 1
+    fi
     rk compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$KIT/bin/retro_tests" \
         -tc='*fused decode step gives*' >"$OUT/fused_memcheck.log" 2>&1
     track $?
@@ -377,7 +381,7 @@ step_fused() {
                 --cuda-graphs --prompt 64,512 --output 128 --peer-steps 0 --json "$OUT/fused_demo_${b}_$mb.json" \
                 >"$OUT/fused_demo_${b}_$mb.log" 2>&1
             track $?
-            grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning' "$OUT/fused_demo_${b}_$mb.log" |
+            grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning|error' "$OUT/fused_demo_${b}_$mb.log" |
                 sed "s/^/demo blocks=$b prefetch=${mb}MB: /" | tee -a "$OUT/fused.txt"
         done
     done
@@ -385,7 +389,7 @@ step_fused() {
         --config examples/configs/retro-172m.json --prompt 512 --output 128 --peer-steps 0 \
         --json "$OUT/fused_172m.json" >"$OUT/fused_172m.log" 2>&1
     track $?
-    grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |memory bound|warning' "$OUT/fused_172m.log" | sed 's/^/172m: /' | tee -a "$OUT/fused.txt"
+    grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |memory bound|warning|error' "$OUT/fused_172m.log" | sed 's/^/172m: /' | tee -a "$OUT/fused.txt"
 }
 
 step_ab() {
@@ -512,7 +516,7 @@ main() {
     local s
     for s in "${steps[@]}"; do
         if ! declare -F "step_$s" >/dev/null; then
-            echo "unknown step $s (steps: env tests sanitize racecheck synccheck retwalk retention fla knn embed train generate curve profile kernels pdl ab retrofit studies)" >&2
+            echo "unknown step $s (steps: env tests sanitize racecheck synccheck retwalk retention fla knn embed train generate curve profile kernels pdl fused ab retrofit studies)" >&2
             exit 2
         fi
     done
