@@ -9,7 +9,9 @@
 // (kernels/nn_attention_decode.cuh: its splits and the last split's combine), the rows' RMSNorm
 // (kernels/nn_rows.cuh), the embedding and scatter copies (kernels/nn_row_copies.cuh) — over the same work items by
 // grid-stride, so each output's arithmetic, and its bits, are the launched kernel's whatever the grid's size. Between
-// two ops a grid-wide barrier (cooperative_groups' grid.sync(): the writes of one op visible to the next). As each
+// two ops a grid-wide barrier (cooperative_groups' grid.sync(): the writes of one op visible to the next), unless
+// the op touches nothing its phase writes nor writes what it reads (nn::decode_barriers: the block then syncs only its
+// own threads, for its shared memory). As each
 // op starts, the grid asks L2 for the coming ops' weights (they depend on nothing the step computes) up to a window
 // ahead (RETRO_DECODE_PREFETCH_MB, 16), so DRAM streams them while the grid computes and waits at barriers.
 // The same choices as the ops (CudaNnBackend's few-row paths): fuse_decode_program refuses (and the decoder
@@ -115,12 +117,13 @@ struct StreamPiece {   // one op's part of the stream
     const char* w;
     ll begin, bytes;   // stream offset, bytes
 };
-struct PrefetchSpan {   // what op i asks for
+struct OpSchedule {   // op i: the stream's bytes it asks for, and whether it waits at a grid barrier first
     ll from, to;
+    int barrier_before;   // nn::decode_barriers: 0 where the op joins the phase of the ops before it
 };
 
 // this block's share of the stream's bytes [span.from, span.to) into L2, 128-byte lines over every thread of the grid
-__device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pieces, int pieces_n, PrefetchSpan span) {
+__device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pieces, int pieces_n, const OpSchedule& span) {
     if (span.to <= span.from) return;
     const ll t = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x, threads = static_cast<ll>(gridDim.x) * blockDim.x;
     for (int k = 0; k < pieces_n; k++) {
@@ -139,17 +142,22 @@ __device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pi
 template <int NR, int BLOCKS_PER_SM>
 __global__ __launch_bounds__(kThreads, BLOCKS_PER_SM) void decode_program_k(const DecodeOp* __restrict__ ops, int n,
                                                                 const StreamPiece* __restrict__ pieces, int pieces_n,
-                                                                const PrefetchSpan* __restrict__ spans) {
+                                                                const OpSchedule* __restrict__ schedule) {
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     for (int i = 0; i < n; i++) {
+        // a grid barrier where the op reads or writes what an op of the phase before wrote (or writes what it read);
+        // else only the block's own (its shared memory: the norm prologue's rows, attention's arrays)
+        if (i > 0) {
+            if (schedule[i].barrier_before) grid.sync();
+            else __syncthreads();
+        }
         if (i + 1 == n) simt::launch_dependents();   // the sampler after the step may start launching (it waits)
-        prefetch_span(pieces, pieces_n, spans[i]);
+        prefetch_span(pieces, pieces_n, schedule[i]);
         run_op<NR>(ops[i]);
-        if (i + 1 < n) grid.sync();
     }
 }
 
-using ProgramKernel = void (*)(const DecodeOp*, int, const StreamPiece*, int, const PrefetchSpan*);
+using ProgramKernel = void (*)(const DecodeOp*, int, const StreamPiece*, int, const OpSchedule*);
 // two blocks an SM for every row count; one block an SM (no spills) for one row only, the latency case (each
 // instantiation is ~5 s of nvcc)
 constexpr ProgramKernel kProgramKernels[gemv::kMaxRows] = {
@@ -158,10 +166,10 @@ constexpr ProgramKernel kProgramKernels[gemv::kMaxRows] = {
 constexpr ProgramKernel kOneRowOneBlockKernel = decode_program_k<1, 1>;
 
 struct FusedDecodeStep final : BackendGraph {
-    void* block = nullptr;   // device copy of the program: the ops, the stream's pieces, each op's prefetch span
+    void* block = nullptr;   // device copy of the program: the ops, the stream's pieces, each op's schedule
     const DecodeOp* ops = nullptr;
     const StreamPiece* pieces = nullptr;
-    const PrefetchSpan* spans = nullptr;
+    const OpSchedule* schedule = nullptr;
     int n = 0, pieces_n = 0;
     unsigned blocks = 0;
     std::size_t smem = 0;
@@ -265,7 +273,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     RETRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step->kernel, kThreads, smem));
     if (fit < 1) return refuse("the fused kernel does not fit an SM");
     step->blocks = static_cast<unsigned>(std::min(per_sm, fit) * sms);
-    // the prefetch stream (StreamPiece, PrefetchSpan above): op i asks for everything up to the end of op i + 1's
+    // the prefetch stream (StreamPiece, OpSchedule above): op i asks for everything up to the end of op i + 1's
     // weights and `window` bytes beyond
     ll window = 16ll << 20;
     if (const char* env = std::getenv("RETRO_DECODE_PREFETCH_MB")) window = std::clamp(std::atoll(env), 0LL, 1LL << 20) << 20;
@@ -281,30 +289,31 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
         }
         op_end[i] = total;
     }
-    std::vector<PrefetchSpan> spans(p.ops.size());
+    std::vector<OpSchedule> spans(p.ops.size());
+    const std::vector<bool> barriers = decode_barriers(p);
     ll asked = 0;
     for (std::size_t i = 0; i < p.ops.size(); i++) {
         const ll next_end = op_end[std::min(i + 1, p.ops.size() - 1)];
         const ll to = std::min(total, next_end + window);
-        spans[i] = {asked, std::max(asked, to)};
+        spans[i] = {asked, std::max(asked, to), barriers[i] ? 1 : 0};
         asked = std::max(asked, to);
     }
     step->pieces_n = static_cast<int>(pieces.size());
     // one device block: the ops, then the pieces, then the spans (each at a 256-byte offset)
     auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
     const std::size_t at_pieces = up(p.ops.size() * sizeof(DecodeOp)), at_spans = at_pieces + up(pieces.size() * sizeof(StreamPiece)),
-                      bytes = at_spans + spans.size() * sizeof(PrefetchSpan);
+                      bytes = at_spans + spans.size() * sizeof(OpSchedule);
     std::vector<char> host(bytes);
     std::memcpy(host.data(), p.ops.data(), p.ops.size() * sizeof(DecodeOp));
     if (!pieces.empty()) std::memcpy(host.data() + at_pieces, pieces.data(), pieces.size() * sizeof(StreamPiece));
-    std::memcpy(host.data() + at_spans, spans.data(), spans.size() * sizeof(PrefetchSpan));
+    std::memcpy(host.data() + at_spans, spans.data(), spans.size() * sizeof(OpSchedule));
     RETRO_CUDA_CHECK(cudaMalloc(&step->block, bytes));
     RETRO_CUDA_CHECK(cudaMemcpyAsync(step->block, host.data(), bytes, cudaMemcpyHostToDevice, stream_));
     RETRO_CUDA_CHECK(cudaStreamSynchronize(stream_));   // the host copy is ours to free
     char* base = static_cast<char*>(step->block);
     step->ops = reinterpret_cast<const DecodeOp*>(base);
     step->pieces = reinterpret_cast<const StreamPiece*>(base + at_pieces);
-    step->spans = reinterpret_cast<const PrefetchSpan*>(base + at_spans);
+    step->schedule = reinterpret_cast<const OpSchedule*>(base + at_spans);
     if (why) why->clear();
     return step;
 }
@@ -314,9 +323,9 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
     if (!step) return false;
     const DecodeOp* ops = step->ops;
     const StreamPiece* pieces = step->pieces;
-    const PrefetchSpan* spans = step->spans;
+    const OpSchedule* schedule = step->schedule;
     int n = step->n, pieces_n = step->pieces_n;
-    void* args[] = {&ops, &n, &pieces, &pieces_n, &spans};
+    void* args[] = {&ops, &n, &pieces, &pieces_n, &schedule};
     RETRO_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel), dim3(step->blocks),
                                                  dim3(kThreads), args, step->smem, stream_));
     RETRO_CUDA_LAUNCH_CHECK("decode_program (fused decode step)", stream_);

@@ -378,6 +378,38 @@ TEST_CASE("generate: the decode program's recorder lists a step's ops and refuse
     CHECK_THROWS_AS(nn::decode_program_mode_requested("fast"), UserError);
 }
 
+TEST_CASE("generate: the fused decode step waits at a barrier only where an op touches what its phase wrote") {
+    // nn::decode_barriers on hand-made programs over one float buffer (addresses only; nothing runs)
+    std::vector<float> mem(4096);
+    float* m = mem.data();
+    float *x = m, *xn = m + 64, *norm = m + 128, *q = m + 256, *kr = q + 2 * 16, *vr = q + 4 * 16, *o = m + 512,
+          *x1 = m + 640, *y = m + 768;
+    const float* W = m + 2048;   // (weights: never written)
+    const nn::NnBackend::LinearRotary rot{};
+    nn::DecodeProgramRecorder rec;
+    // a two-row step's self-attention block: the norm apart, then q, k and v of the same normalised rows
+    rec.rmsnorm_forward(xn, norm, x, W, 2, 32);
+    rec.linear_rotary_forward(q, nullptr, nullptr, xn, nullptr, W, nullptr, 2, 32, 16, rot);
+    rec.linear_rotary_forward(kr, nullptr, nullptr, xn, nullptr, W, nullptr, 2, 32, 16, rot);
+    rec.linear_forward(vr, xn, W, nullptr, 2, 32, 16);
+    rec.attention_decode(o, q, {}, nullptr, nullptr, 2, 1, 16);
+    rec.linear_residual_forward(x1, y, x, o, W, nullptr, 2, 16, 32);
+    rec.scatter_rows(m + 3000, x1, nullptr, 2, 32);
+    rec.linear_forward(q, x1, W, nullptr, 2, 32, 16);   // after an opaque op: waits though it reads only x1
+    rec.linear_forward(o, x1, W, nullptr, 2, 32, 16);   // the same input, another output: joins
+    rec.linear_forward(x1, y, W, nullptr, 2, 16, 32);   // writes what its phase reads: waits
+    rec.linear_forward(y + 64, xn, W, nullptr, 2, 32, 16);   // past what its phase reads of y: joins
+    rec.linear_forward(y + 64, xn, W, nullptr, 2, 32, 16);   // writes what its phase wrote: waits
+    REQUIRE(rec.ok());
+    const std::vector<bool> want = {true, true, false, false, true, true, true, true, false, true, false, true};
+    const auto got = nn::decode_barriers(rec.program);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); i++) {
+        CAPTURE(i);
+        CHECK(got[i] == want[i]);
+    }
+}
+
 TEST_CASE("generate: on a CUDA device, the fused decode step gives the launched ops' bits") {
     // the fused step (one cooperative kernel, kernels/nn_decode_program_cuda.cu) runs each recorded op's own device
     // code between grid-wide barriers: its logits must be the captured graphs' bits, token for token, through chunk

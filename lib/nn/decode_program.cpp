@@ -1,5 +1,6 @@
 #include "nn/decode_program.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -134,6 +135,84 @@ void run_decode_program(NnBackend& be, const DecodeProgram& p) {
             case DecodeOpKind::residual_sum: be.residual_sum(o.out, o.x, o.res, o.I); break;
         }
     }
+}
+
+namespace {
+
+struct Span {   // bytes [lo, hi) of backend memory
+    std::uintptr_t lo, hi;
+};
+bool overlap(const std::vector<Span>& a, const std::vector<Span>& b) {
+    for (const Span& x : a)
+        for (const Span& y : b)
+            if (x.lo < y.hi && y.lo < x.hi) return true;
+    return false;
+}
+Span floats(const void* p, std::int64_t n) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(p);
+    return {lo, lo + static_cast<std::uintptr_t>(n > 0 ? n : 0) * sizeof(float)};
+}
+bool is_gemv(DecodeOpKind k) {
+    return k == DecodeOpKind::linear || k == DecodeOpKind::rmsnorm_linear || k == DecodeOpKind::linear_residual ||
+           k == DecodeOpKind::linear_rotary;
+}
+
+// The activation memory an op reads and writes, from its arguments (the weights and the step's uploaded inputs —
+// ids, positions, rotary rows — are never written in a step and are left out); false for the ops whose extent is not
+// known on the host (attention_decode's caches, scatter_rows' rows at device-side indices).
+bool op_memory(const DecodeOp& o, std::vector<Span>& reads, std::vector<Span>& writes) {
+    reads.clear();
+    writes.clear();
+    if (is_gemv(o.kind)) {
+        writes.push_back(floats(o.out, o.N * o.O));
+        reads.push_back(floats(o.x, o.N * o.I));
+        if (o.kind == DecodeOpKind::linear_residual) {
+            reads.push_back(floats(o.res, o.N * o.O));
+            writes.push_back(floats(o.xn, o.N * o.O));   // t: the two-op form's scratch
+        }
+        if (o.gamma) {   // the norms' scratch, written by the two-op form
+            writes.push_back(floats(o.xn, o.N * o.I));
+            writes.push_back(floats(o.norm, o.N));
+        }
+        return true;
+    }
+    switch (o.kind) {
+        case DecodeOpKind::embedding_position: writes.push_back(floats(o.out, o.N * o.O)); return true;
+        case DecodeOpKind::rmsnorm:
+            writes.push_back(floats(o.out, o.N * o.I));
+            writes.push_back(floats(o.norm, o.N));
+            reads.push_back(floats(o.x, o.N * o.I));
+            return true;
+        case DecodeOpKind::zero: writes.push_back(floats(o.out, o.I)); return true;
+        case DecodeOpKind::residual_sum:
+            writes.push_back(floats(o.out, o.I));
+            reads.push_back(floats(o.x, o.I));
+            reads.push_back(floats(o.res, o.I));
+            return true;
+        default: return false;
+    }
+}
+
+}  // namespace
+
+std::vector<bool> decode_barriers(const DecodeProgram& p) {
+    std::vector<bool> out(p.ops.size(), true);
+    std::vector<Span> phase_reads, phase_writes, reads, writes;
+    bool phase_known = false;   // every op of the current phase has known memory
+    for (std::size_t i = 0; i < p.ops.size(); i++) {
+        const bool known = op_memory(p.ops[i], reads, writes);
+        const bool joins = i > 0 && known && phase_known && !overlap(reads, phase_writes) &&
+                           !overlap(writes, phase_writes) && !overlap(writes, phase_reads);
+        if (!joins) {
+            phase_reads.clear();
+            phase_writes.clear();
+            phase_known = known;
+        }
+        out[i] = !joins;
+        phase_reads.insert(phase_reads.end(), reads.begin(), reads.end());
+        phase_writes.insert(phase_writes.end(), writes.begin(), writes.end());
+    }
+    return out;
 }
 
 DecodeProgramMode decode_program_mode_requested(const char* env) {

@@ -11,8 +11,8 @@
 // Only the ops the fused kernel can run are recordable (the few-row forms of a decode step, and the zero rows and
 // residual sum CCA makes before a sequence's first chunk); any other op the step would call (a gather, a copy, the
 // copy head, the encoder) leaves the recorder not ok and the caller falls back to a captured graph.
-// provides: DecodeOpKind, DecodeOp, DecodeProgram, DecodeProgramRecorder, run_decode_program, DecodeProgramMode,
-//           decode_program_mode_requested
+// provides: DecodeOpKind, DecodeOp, DecodeProgram, DecodeProgramRecorder, run_decode_program, decode_barriers,
+//           DecodeProgramMode, decode_program_mode_requested
 #pragma once
 #include <cstdint>
 #include <string>
@@ -109,6 +109,14 @@ private:
 
 // Each op of `p` called on `be`, in order.
 void run_decode_program(NnBackend& be, const DecodeProgram& p);
+
+// Which ops of `p` must wait for every op before them (a grid-wide barrier in the fused kernel): out[i] is false only
+// where op i and every op since the last barrier are ops whose memory is known from their arguments (the GEMV kinds,
+// rmsnorm, the embedding, zero, residual_sum) and op i neither reads nor writes what one of them writes, nor writes
+// what one of them reads (e.g. a two-row step's q, k and v projections of one normalised input: one phase instead of
+// three). attention_decode and scatter_rows (caches and rows at device-side indices) always wait and are always
+// waited for; out[0] is true.
+std::vector<bool> decode_barriers(const DecodeProgram& p);
 
 // How BackendDecoder runs a graph-eligible step: `off` (a captured graph: the default), `interpret` (recorded, then
 // run_decode_program: for tests and as the fused kernel's reference), `fused` (recorded, then the backend's fused
