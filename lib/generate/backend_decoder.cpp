@@ -142,7 +142,7 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
         // token is in the buffers prepare_step uploaded
         if ((!graph_ && !program_) || graph_key_ != *P.graph_key) make_replay();
         if (program_) {
-            nn::run_decode_program(be_, *program_);
+            nn::run_decode_program(be_, *program_, /*reverse_phases=*/true);   // (no bit may change: the phases' check)
             program_steps_++;
         } else {
             be_.launch_graph(*graph_);

@@ -70,7 +70,7 @@ public:
     std::int64_t graph_captures() const { return graph_captures_; }
     std::int64_t graph_launches() const { return graph_launches_; }
     // With graphs on, how a graph-eligible step runs (nn/decode_program.h): off (a captured graph), interpret (its
-    // ops recorded and called one by one), fused (the backend's one-kernel step, where it takes the recording; else a
+    // ops recorded and called one by one, each phase's in reverse order: the fused kernel's phases checked), fused (the backend's one-kernel step, where it takes the recording; else a
     // captured graph). Default: RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a
     // recording (interpreted or fused), fused_steps() those of them fused (graph_launches() counts captured graphs
     // only); program_fallback() says why the last recording was not fused ("" when it was). As a captured graph, a

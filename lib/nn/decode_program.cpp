@@ -110,30 +110,44 @@ void DecodeProgramRecorder::residual_sum(float* dst, const float* a, const float
     program.ops.push_back(o);
 }
 
-void run_decode_program(NnBackend& be, const DecodeProgram& p) {
-    for (const DecodeOp& o : p.ops) {
-        switch (o.kind) {
-            case DecodeOpKind::embedding_position:
-                be.embedding_position_forward(o.out, o.ids, o.table, o.index, o.pos_table, o.N, o.I, o.O);
-                break;
-            case DecodeOpKind::linear: be.linear_forward(o.out, o.x, o.W, o.b, o.N, o.I, o.O); break;
-            case DecodeOpKind::rmsnorm_linear:
-                be.rmsnorm_linear_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.gelu);
-                break;
-            case DecodeOpKind::linear_residual:
-                be.linear_residual_forward(o.out, o.xn, o.res, o.x, o.W, o.b, o.N, o.I, o.O);
-                break;
-            case DecodeOpKind::linear_rotary:
-                be.linear_rotary_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.rot);
-                break;
-            case DecodeOpKind::rmsnorm: be.rmsnorm_forward(o.out, o.norm, o.x, o.gamma, o.N, o.I); break;
-            case DecodeOpKind::attention_decode:
-                be.attention_decode(o.out, o.x, o.cache, o.index, o.seq, o.N, o.heads, o.D);
-                break;
-            case DecodeOpKind::scatter_rows: be.scatter_rows(o.out, o.x, o.index, o.N, o.I); break;
-            case DecodeOpKind::zero: be.zero(o.out, static_cast<std::size_t>(o.I) * sizeof(float)); break;
-            case DecodeOpKind::residual_sum: be.residual_sum(o.out, o.x, o.res, o.I); break;
-        }
+namespace {
+void run_op(NnBackend& be, const DecodeOp& o) {
+    switch (o.kind) {
+        case DecodeOpKind::embedding_position:
+            be.embedding_position_forward(o.out, o.ids, o.table, o.index, o.pos_table, o.N, o.I, o.O);
+            break;
+        case DecodeOpKind::linear: be.linear_forward(o.out, o.x, o.W, o.b, o.N, o.I, o.O); break;
+        case DecodeOpKind::rmsnorm_linear:
+            be.rmsnorm_linear_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.gelu);
+            break;
+        case DecodeOpKind::linear_residual:
+            be.linear_residual_forward(o.out, o.xn, o.res, o.x, o.W, o.b, o.N, o.I, o.O);
+            break;
+        case DecodeOpKind::linear_rotary:
+            be.linear_rotary_forward(o.out, o.xn, o.norm, o.x, o.gamma, o.W, o.b, o.N, o.I, o.O, o.rot);
+            break;
+        case DecodeOpKind::rmsnorm: be.rmsnorm_forward(o.out, o.norm, o.x, o.gamma, o.N, o.I); break;
+        case DecodeOpKind::attention_decode:
+            be.attention_decode(o.out, o.x, o.cache, o.index, o.seq, o.N, o.heads, o.D);
+            break;
+        case DecodeOpKind::scatter_rows: be.scatter_rows(o.out, o.x, o.index, o.N, o.I); break;
+        case DecodeOpKind::zero: be.zero(o.out, static_cast<std::size_t>(o.I) * sizeof(float)); break;
+        case DecodeOpKind::residual_sum: be.residual_sum(o.out, o.x, o.res, o.I); break;
+    }
+}
+}  // namespace
+
+void run_decode_program(NnBackend& be, const DecodeProgram& p, bool reverse_phases) {
+    if (!reverse_phases) {
+        for (const DecodeOp& o : p.ops) run_op(be, o);
+        return;
+    }
+    const std::vector<bool> barrier = decode_barriers(p);
+    for (std::size_t begin = 0; begin < p.ops.size();) {
+        std::size_t end = begin + 1;
+        while (end < p.ops.size() && !barrier[end]) end++;
+        for (std::size_t i = end; i-- > begin;) run_op(be, p.ops[i]);
+        begin = end;
     }
 }
 

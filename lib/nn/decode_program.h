@@ -107,8 +107,9 @@ private:
     std::string why_;
 };
 
-// Each op of `p` called on `be`, in order.
-void run_decode_program(NnBackend& be, const DecodeProgram& p);
+// Each op of `p` called on `be`, in order; with `reverse_phases` the ops of each phase (decode_barriers) in reverse
+// order, which changes no bit where the phases are right (BackendDecoder's interpret mode: the tests' check of them).
+void run_decode_program(NnBackend& be, const DecodeProgram& p, bool reverse_phases = false);
 
 // Which ops of `p` must wait for every op before them (a grid-wide barrier in the fused kernel): out[i] is false only
 // where op i and every op since the last barrier are ops whose memory is known from their arguments (the GEMV kinds,
