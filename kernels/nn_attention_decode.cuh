@@ -52,6 +52,15 @@ __device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, f
         float* V = cache.vcache + slot * L * HD + off;
         const std::uint8_t* mask = cache.key_mask ? cache.key_mask + slot * L : nullptr;
         const bool writes = cache.k_new && p / kSplitKeys == s;   // this split holds the new row
+        {   // the split's key and value rows asked into L2 now: the values are read only after the scores' two block
+            // reductions, which would otherwise wait a DRAM round trip more (a hint: no bit depends on it)
+            const int lines = static_cast<int>((D + 31) / 32);   // 128-byte lines a row
+            for (int l = t; l < 2 * n * lines; l += kThreads) {
+                const int row = l / lines % n, part = l % lines;
+                const float* base = l < n * lines ? K : V;
+                simt::prefetch_l2(base + (j0 + row) * HD + 32 * part);
+            }
+        }
         for (ll c = t; c < D; c += kThreads) {
             if (writes) {
                 K[p * HD + c] = cache.k_new[i * HD + off + c];
