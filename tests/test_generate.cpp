@@ -280,7 +280,7 @@ namespace {
 std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs,
                                  nn::DecodeProgramMode program = nn::DecodeProgramMode::off,
                                  std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr,
-                                 std::int64_t sequences = 1) {
+                                 std::int64_t sequences = 1, int replays = 0) {
     nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
     be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
     BackendDecoder dec(c, weights.f(), be, sequences, true);
@@ -300,6 +300,7 @@ std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const 
             feed.emplace_back(seq.begin() + len, seq.begin() + target);
         }
         dec.step(feed, false);
+        if (replays > 0) dec.time_replays(replays);   // (idempotent: must change no logit of this step or later)
         len = target;
         for (std::int64_t s = 0; s < sequences; s++) {
             const float* row = dec.logits().data() + dec.last_row(s) * c.num_tokens;
@@ -343,6 +344,12 @@ TEST_CASE("generate: the backend decoder's steps from a recorded decode program 
     const auto fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
     CHECK(std::memcmp(eager.data(), fallback.data(), eager.size() * sizeof(float)) == 0);
     CHECK(steps == 0);
+    // each replayed step launched twice more (BackendDecoder::time_replays, retro-bench's replay timing): no bit moves
+    const auto replayed = decode_logits(be, c, model, true, nn::DecodeProgramMode::off, nullptr, nullptr, 1, 2);
+    CHECK(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)) == 0);
+    const auto replayed_program =
+        decode_logits(be, c, model, true, nn::DecodeProgramMode::interpret, nullptr, nullptr, 1, 2);
+    CHECK(std::memcmp(eager.data(), replayed_program.data(), eager.size() * sizeof(float)) == 0);
     // two sequences a step (two rows: the norm apart from the q, k, v projections, attention over two caches)
     const auto eager2 = decode_logits(be, c, model, false, nn::DecodeProgramMode::off, nullptr, nullptr, 2);
     const auto interpreted2 = decode_logits(be, c, model, true, nn::DecodeProgramMode::interpret, &steps, &fused, 2);
@@ -426,8 +433,9 @@ TEST_CASE("generate: on a CUDA device, the fused decode step gives the launched 
                 const auto graphs = decode_logits(*be, c, model, true, nn::DecodeProgramMode::off, nullptr, nullptr,
                                                   sequences);
                 std::int64_t steps = 0, fused = 0;
+                // (each fused step launched twice more, as retro-bench's replay timing does: no bit may move)
                 const auto one_kernel = decode_logits(*be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused,
-                                                      sequences);
+                                                      sequences, 2);
                 MESSAGE("fused decode steps: " << fused << " of " << steps << " recorded");
                 CHECK(fused > 0);
                 REQUIRE(graphs.size() == one_kernel.size());

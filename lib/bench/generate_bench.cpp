@@ -72,6 +72,7 @@ struct OurRun {
     double prefill_ms = 0, decode_ms_per_token = 0, tokens_per_s = 0;
     std::vector<std::int32_t> ids;   // the prompt and what was sampled
     std::int64_t fused_steps = 0;    // BackendDecoder: steps run as the backend's fused step (nn/decode_program.h)
+    double replay_ms = -1;           // and its last step replayed back to back (time_replays), ms; -1: none
     std::string program_fallback;    // and why the last recording was not fused ("" when it was)
 };
 
@@ -116,8 +117,10 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     std::vector<std::int32_t> all;
     for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
     return {prefill * 1e3, decode * 1e3 / static_cast<double>(output),
-            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, {}};
+            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, -1, {}};
 }
+
+constexpr int kReplays = 50;   // the last decode step replayed back to back (BackendDecoder::time_replays)
 
 // The weights on a backend (--device cuda / host-backend), with the backend and its stream.
 struct DeviceModel {
@@ -139,6 +142,10 @@ OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>&
         OurRun run = run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
         run.fused_steps = dec.fused_steps();
         run.program_fallback = dec.program_fallback();
+        if (graphs) {
+            const double r = dec.time_replays(kReplays);
+            run.replay_ms = r < 0 ? -1 : r * 1e3;
+        }
         return run;
     }
     CachedDecoder<float> dec(model, batch, retrieval, bf16);
@@ -263,6 +270,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     if (fused) rows[0].insert(rows[0].begin() + 8, {"fused ms/token", "fused x bound"});
     if (bf16) rows[0].insert(rows[0].begin() + 6, {"bf16 ms/token", "bf16 speed-up", "same ids"});
     nlohmann::json results = nlohmann::json::array();
+    std::vector<std::string> replay_lines;   // the device's time for a step alone (BackendDecoder::time_replays)
     for (auto P : o.prompts) {
         const OurRun ours = run_ours(model, neighbours, P, o.output, retrieval, o.seed, device, B);
         nlohmann::json row = {{"prompt", P},
@@ -281,6 +289,11 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
             row["graph_same_tokens"] = graphed.ids == ours.ids;   // same kernels, same arguments: same bits expected
             if (graphed.ids != ours.ids) log_warn("prompt " + std::to_string(P) + ": with --cuda-graphs other tokens were sampled");
             row["graph_decode_ms_per_token"] = graphed.decode_ms_per_token;
+            if (graphed.replay_ms >= 0) {   // the step alone, back to back
+                row["graph_replay_ms"] = graphed.replay_ms;
+                replay_lines.push_back(cat("prompt ", P, ": the last step replayed ", kReplays,
+                                           " times back to back: graph ", format_fixed(graphed.replay_ms, 4), " ms"));
+            }
             row["graph_of_memory_bound"] = bound_ms > 0 ? graphed.decode_ms_per_token / bound_ms : 0.0;
             cells.push_back(format_fixed(graphed.decode_ms_per_token, 3));
             cells.push_back(bound_ms > 0 ? format_fixed(graphed.decode_ms_per_token / bound_ms, 1) : "-");
@@ -293,6 +306,10 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 row["fused_decode_ms_per_token"] = f->decode_ms_per_token;
                 row["fused_of_memory_bound"] = bound_ms > 0 ? f->decode_ms_per_token / bound_ms : 0.0;
                 row["fused_steps"] = f->fused_steps;
+                if (f->replay_ms >= 0) {
+                    row["fused_replay_ms"] = f->replay_ms;
+                    if (!replay_lines.empty()) replay_lines.back() += ", fused " + format_fixed(f->replay_ms, 4) + " ms";
+                }
                 row["fused_fallback"] = f->program_fallback;   // why the last recording ran as a graph ("" fused)
                 if (f->fused_steps == 0) log_warn("no decode step ran fused: " + f->program_fallback);
                 cells.push_back(format_fixed(f->decode_ms_per_token, 3));
@@ -356,6 +373,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 "above; tokens/s: output tokens over prefill + decode time; RP: its first %lld steps from the prompt\n",
                 B > 1 ? (", each a token for every one of the " + std::to_string(B) + " sequences (tokens/s counts them all)").c_str() : "",
                 static_cast<long long>(o.peer_steps));
+    for (const auto& line : replay_lines) std::printf("%s\n", line.c_str());
     if (graphs) std::printf("graph: each decode step one captured graph%s\n",
                             fused ? "; fused: each one cooperative kernel (nn/decode_program.h), the steps a graph cannot "
                                     "replay (a chunk to encode) as launched ops in both"

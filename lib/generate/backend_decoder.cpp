@@ -1,6 +1,7 @@
 #include "generate/backend_decoder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <type_traits>
@@ -193,6 +194,20 @@ void BackendDecoder::make_replay() {
     }
     graph_ = be_.end_capture();
     graph_captures_++;
+}
+
+double BackendDecoder::time_replays(int times) {
+    const bool replayed = use_graphs_ && plan_.graph_key.has_value() && graph_key_ == *plan_.graph_key &&
+                          (graph_ || program_);
+    if (!replayed || times < 1) return -1;
+    be_.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < times; i++) {
+        if (program_) nn::run_decode_program(be_, *program_);
+        else be_.launch_graph(*graph_);
+    }
+    be_.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / times;
 }
 
 const std::vector<float>& BackendDecoder::logits() const {

@@ -76,6 +76,11 @@ public:
     // only); program_fallback() says why the last recording was not fused ("" when it was). As a captured graph, a
     // fused step bakes in the backend's state when it is made (the GEMM-input mode, the device): change neither
     // while decoding.
+    // The last step's replay (its graph, fused step or interpreted program) launched `times` more times back to back,
+    // timed between two synchronizes: seconds per replay, the device's time for a step without the host's work
+    // between tokens (preparing, uploading, drawing, downloading). Replaying is idempotent (the same inputs: the
+    // same cache rows rewritten with the same values, the same outputs). -1 when the last step was not replayed.
+    double time_replays(int times);
     void set_decode_program(nn::DecodeProgramMode m) {
         if (m == program_mode_) return;
         program_mode_ = m;
