@@ -186,6 +186,8 @@ void check_backend_decoder_equals_full(nn::NnBackend& be, bool retrieval, double
                         << d.graph_launches() << " graph launches; last fallback: " << d.program_fallback());
                 if (program == nn::DecodeProgramMode::interpret && !c.copy_head) {
                     CHECK(d.program_steps() > 0);
+                    CHECK(d.program_ops() > 0);
+                    CHECK(d.program_barriers() < d.program_ops());
                     CHECK(d.graph_launches() == 0);   // every graph-eligible step recordable, CCA's zero rows too
                 }
                 if (c.copy_head) CHECK(d.program_steps() == 0);   // the copy head is not recordable

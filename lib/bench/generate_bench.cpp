@@ -73,6 +73,7 @@ struct OurRun {
     std::vector<std::int32_t> ids;   // the prompt and what was sampled
     std::int64_t fused_steps = 0;    // BackendDecoder: steps run as the backend's fused step (nn/decode_program.h)
     double replay_ms = -1;           // and its last step replayed back to back (time_replays), ms; -1: none
+    std::int64_t program_ops = 0, program_barriers = 0;   // the last recorded step's ops and grid barriers
     std::string program_fallback;    // and why the last recording was not fused ("" when it was)
 };
 
@@ -117,7 +118,7 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     std::vector<std::int32_t> all;
     for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
     return {prefill * 1e3, decode * 1e3 / static_cast<double>(output),
-            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, -1, {}};
+            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, -1, 0, 0, {}};
 }
 
 constexpr int kReplays = 50;   // the last decode step replayed back to back (BackendDecoder::time_replays)
@@ -142,6 +143,8 @@ OurRun run_ours(const RetroModel<float>& model, const std::vector<std::int32_t>&
         OurRun run = run_ours_with(dec, model.config(), neighbours, P, output, retrieval, seed, batch);
         run.fused_steps = dec.fused_steps();
         run.program_fallback = dec.program_fallback();
+        run.program_ops = dec.program_ops();
+        run.program_barriers = dec.program_barriers();
         if (graphs) {
             const double r = dec.time_replays(kReplays);
             run.replay_ms = r < 0 ? -1 : r * 1e3;
@@ -308,9 +311,13 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 row["fused_steps"] = f->fused_steps;
                 if (f->replay_ms >= 0) {
                     row["fused_replay_ms"] = f->replay_ms;
-                    if (!replay_lines.empty()) replay_lines.back() += ", fused " + format_fixed(f->replay_ms, 4) + " ms";
+                    if (!replay_lines.empty())
+                        replay_lines.back() += cat(", fused ", format_fixed(f->replay_ms, 4), " ms (", f->program_ops,
+                                                   " ops, ", f->program_barriers, " grid barriers)");
                 }
                 row["fused_fallback"] = f->program_fallback;   // why the last recording ran as a graph ("" fused)
+                row["fused_ops"] = f->program_ops;             // a step's ops, and the grid barriers between them
+                row["fused_barriers"] = f->program_barriers;
                 if (f->fused_steps == 0) log_warn("no decode step ran fused: " + f->program_fallback);
                 cells.push_back(format_fixed(f->decode_ms_per_token, 3));
                 cells.push_back(bound_ms > 0 ? format_fixed(f->decode_ms_per_token / bound_ms, 1) : "-");

@@ -172,6 +172,11 @@ void BackendDecoder::make_replay() {
         nn::DecodeProgramRecorder rec;
         run_step(rec);
         program_why_ = rec.why();
+        if (rec.ok()) {
+            const std::vector<bool> b = nn::decode_barriers(rec.program);
+            program_ops_ = static_cast<std::int64_t>(b.size());
+            program_barriers_ = std::count(b.begin(), b.end(), true) - (b.empty() ? 0 : 1);
+        }
         if (rec.ok() && program_mode_ == nn::DecodeProgramMode::interpret) {
             program_ = std::move(rec.program);
             return;

@@ -91,6 +91,9 @@ public:
     std::int64_t program_steps() const { return program_steps_; }
     std::int64_t fused_steps() const { return fused_steps_; }
     const std::string& program_fallback() const { return program_why_; }
+    // the last recording's op count and grid barriers (nn::decode_barriers: phases after the first); 0 before one
+    std::int64_t program_ops() const { return program_ops_; }
+    std::int64_t program_barriers() const { return program_barriers_; }
 
 private:
     struct Sequence {
@@ -176,7 +179,7 @@ private:
     nn::DecodeProgramMode program_mode_ = nn::DecodeProgramMode::off;
     std::optional<nn::DecodeProgram> program_;   // the interpreted recording (interpret mode), for graph_key_
     std::string program_why_;
-    std::int64_t program_steps_ = 0, fused_steps_ = 0;
+    std::int64_t program_steps_ = 0, fused_steps_ = 0, program_ops_ = 0, program_barriers_ = 0;
     bool replay_fused_ = false;   // graph_ is the backend's fused step
 };
 
