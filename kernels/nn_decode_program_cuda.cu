@@ -174,7 +174,13 @@ struct FusedDecodeStep final : BackendGraph {
     unsigned blocks = 0;
     std::size_t smem = 0;
     ProgramKernel kernel = nullptr;
-    ~FusedDecodeStep() override { RETRO_CUDA_CHECK_NOTHROW(cudaFree(block)); }
+    CudaStream stream = nullptr;   // the backend's: a launch of this step may still be running on it
+    ~FusedDecodeStep() override {
+        if (!block) return;
+        // (as CudaNnBackend::release: cudaFree's own synchronization is documented as "may", not "will")
+        RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream));
+        RETRO_CUDA_CHECK_NOTHROW(cudaFree(block));
+    }
 };
 
 bool element_wise(DecodeOpKind k) { return k == DecodeOpKind::zero || k == DecodeOpKind::residual_sum; }
@@ -262,6 +268,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     int per_sm = 2;
     if (const char* env = std::getenv("RETRO_DECODE_BLOCKS_PER_SM")) per_sm = std::clamp(std::atoi(env), 1, 32);
     auto step = std::make_unique<FusedDecodeStep>();
+    step->stream = stream_;
     step->kernel = per_sm == 1 && rows == 1 ? kOneRowOneBlockKernel : kProgramKernels[rows - 1];
     step->smem = smem;
     step->n = static_cast<int>(p.ops.size());
