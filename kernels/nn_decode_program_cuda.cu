@@ -183,21 +183,14 @@ struct FusedDecodeStep final : BackendGraph {
     }
 };
 
-bool element_wise(DecodeOpKind k) { return k == DecodeOpKind::zero || k == DecodeOpKind::residual_sum; }
-
-bool gemv_kind(DecodeOpKind k) {
-    return k == DecodeOpKind::linear || k == DecodeOpKind::rmsnorm_linear || k == DecodeOpKind::linear_residual ||
-           k == DecodeOpKind::linear_rotary;
-}
-
 }  // namespace
 
 // Why `op` would not run as the fused kernel runs it (its own call would take another path), or "" when it would.
 std::string CudaNnBackend::decode_op_refusal(const DecodeOp& op, std::int64_t rows) const {
     const std::string name = decode_op_name(op.kind);
-    if (element_wise(op.kind)) return "";   // (no rows: any count of elements)
+    if (decode_op_is_element_wise(op.kind)) return "";   // (no rows: any count of elements)
     if (op.N != rows) return name + ": " + std::to_string(op.N) + " rows in a step of " + std::to_string(rows);
-    if (gemv_kind(op.kind)) {
+    if (decode_op_is_gemv(op.kind)) {
         if (gemm_inputs_ != GemmInputs::fp32) return name + ": the bf16 GEMM mode";
         if (op.I <= 0 || op.O <= 0) return name + ": an empty layer";
         const bool norm = op.gamma != nullptr &&
@@ -247,7 +240,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     if (p.ops.empty()) return refuse("an empty step");
     std::int64_t rows = 0;   // the first op with rows: every such op must have as many
     for (const DecodeOp& op : p.ops)
-        if (!element_wise(op.kind)) {
+        if (!decode_op_is_element_wise(op.kind)) {
             rows = op.N;
             break;
         }
@@ -263,7 +256,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     if (!cooperative) return refuse("the device has no cooperative launch");
     std::size_t smem = 0;
     for (const DecodeOp& op : p.ops)
-        if (op.gamma && gemv_kind(op.kind))
+        if (op.gamma && decode_op_is_gemv(op.kind))
             smem = std::max(smem, static_cast<std::size_t>(gemv::smem_bytes(static_cast<int>(rows), op.I, true)));
     int per_sm = 2;
     if (const char* env = std::getenv("RETRO_DECODE_BLOCKS_PER_SM")) per_sm = std::clamp(std::atoi(env), 1, 32);
@@ -289,7 +282,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     ll total = 0;
     for (std::size_t i = 0; i < p.ops.size(); i++) {
         const DecodeOp& op = p.ops[i];
-        if (gemv_kind(op.kind)) {
+        if (decode_op_is_gemv(op.kind)) {
             const ll bytes = std::min<ll>(op.I * op.O * static_cast<ll>(sizeof(float)), kPrefetchMaxBytes);
             pieces.push_back({reinterpret_cast<const char*>(op.W), total, bytes});
             total += bytes;

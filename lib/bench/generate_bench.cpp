@@ -117,8 +117,12 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     const double decode = seconds_since(t1);
     std::vector<std::int32_t> all;
     for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
-    return {prefill * 1e3, decode * 1e3 / static_cast<double>(output),
-            static_cast<double>(batch * output) / (prefill + decode), std::move(all), 0, -1, 0, 0, {}};
+    OurRun run;
+    run.prefill_ms = prefill * 1e3;
+    run.decode_ms_per_token = decode * 1e3 / static_cast<double>(output);
+    run.tokens_per_s = static_cast<double>(batch * output) / (prefill + decode);
+    run.ids = std::move(all);
+    return run;
 }
 
 constexpr int kReplays = 50;   // the last decode step replayed back to back (BackendDecoder::time_replays)

@@ -70,17 +70,12 @@ public:
     std::int64_t graph_captures() const { return graph_captures_; }
     std::int64_t graph_launches() const { return graph_launches_; }
     // With graphs on, how a graph-eligible step runs (nn/decode_program.h): off (a captured graph), interpret (its
-    // ops recorded and called one by one, each phase's in reverse order: the fused kernel's phases checked), fused (the backend's one-kernel step, where it takes the recording; else a
-    // captured graph). Default: RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a
-    // recording (interpreted or fused), fused_steps() those of them fused (graph_launches() counts captured graphs
-    // only); program_fallback() says why the last recording was not fused ("" when it was). As a captured graph, a
-    // fused step bakes in the backend's state when it is made (the GEMM-input mode, the device): change neither
-    // while decoding.
-    // The last step's replay (its graph, fused step or interpreted program) launched `times` more times back to back,
-    // timed between two synchronizes: seconds per replay, the device's time for a step without the host's work
-    // between tokens (preparing, uploading, drawing, downloading). Replaying is idempotent (the same inputs: the
-    // same cache rows rewritten with the same values, the same outputs). -1 when the last step was not replayed.
-    double time_replays(int times);
+    // ops recorded and called one by one, each phase's in reverse order: the fused kernel's phases checked), fused
+    // (the backend's one-kernel step, where it takes the recording; else a captured graph). Default:
+    // RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a recording (interpreted or
+    // fused), fused_steps() those of them fused (graph_launches() counts captured graphs only); program_fallback()
+    // says why the last recording was not fused ("" when it was). As a captured graph, a fused step bakes in the
+    // backend's state when it is made (the GEMM-input mode, the device): change neither while decoding.
     void set_decode_program(nn::DecodeProgramMode m) {
         if (m == program_mode_) return;
         program_mode_ = m;
@@ -94,6 +89,11 @@ public:
     // the last recording's op count and grid barriers (nn::decode_barriers: phases after the first); 0 before one
     std::int64_t program_ops() const { return program_ops_; }
     std::int64_t program_barriers() const { return program_barriers_; }
+    // The last step's replay (its graph, fused step or interpreted program) launched `times` more times back to back,
+    // timed between two synchronizes: seconds per replay, the device's time for a step without the host's work
+    // between tokens (preparing, uploading, drawing, downloading). Replaying is idempotent (the same inputs: the
+    // same cache rows rewritten with the same values, the same outputs). -1 when the last step was not replayed.
+    double time_replays(int times);
 
 private:
     struct Sequence {

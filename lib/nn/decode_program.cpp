@@ -166,10 +166,6 @@ Span floats(const void* p, std::int64_t n) {
     const auto lo = reinterpret_cast<std::uintptr_t>(p);
     return {lo, lo + static_cast<std::uintptr_t>(n > 0 ? n : 0) * sizeof(float)};
 }
-bool is_gemv(DecodeOpKind k) {
-    return k == DecodeOpKind::linear || k == DecodeOpKind::rmsnorm_linear || k == DecodeOpKind::linear_residual ||
-           k == DecodeOpKind::linear_rotary;
-}
 
 // The activation memory an op reads and writes, from its arguments (the weights and the step's uploaded inputs —
 // ids, positions, rotary rows — are never written in a step and are left out); false for the ops whose extent is not
@@ -177,7 +173,7 @@ bool is_gemv(DecodeOpKind k) {
 bool op_memory(const DecodeOp& o, std::vector<Span>& reads, std::vector<Span>& writes) {
     reads.clear();
     writes.clear();
-    if (is_gemv(o.kind)) {
+    if (decode_op_is_gemv(o.kind)) {
         writes.push_back(floats(o.out, o.N * o.O));
         reads.push_back(floats(o.x, o.N * o.I));
         if (o.kind == DecodeOpKind::linear_residual) {

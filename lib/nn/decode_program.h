@@ -4,7 +4,7 @@
 // then
 //   - interpreted (run_decode_program: each op called on a backend, in order: the ops' own bits), or
 //   - handed to NnBackend::fuse_decode_program: on the GPU one cooperative kernel that runs every op in turn with a
-//     grid-wide barrier between them (kernels/nn_decode_program_cuda.cu), where a step took ~40 launches of a few
+//     grid-wide barrier between phases (decode_barriers; kernels/nn_decode_program_cuda.cu), where a step took ~40 launches of a few
 //     µs each (docs/performance.md "Session 49": 0.294 ms a token, 9.8x the bound; each launch ~2.4 µs before any
 //     byte moves). The kernel runs each op's own device code (the few-row GEMV, attention_decode, ...), so a fused
 //     step gives the launched ops' bits.
@@ -35,6 +35,12 @@ enum class DecodeOpKind : std::int32_t {
     residual_sum,         // residual_sum(out, x, res, n = I)          (element-wise: N = 0)
 };
 const char* decode_op_name(DecodeOpKind k);
+// the few-row GEMV's ops (their W is a weight matrix [O, I]), and the element-wise ones (no rows)
+inline bool decode_op_is_gemv(DecodeOpKind k) {
+    return k == DecodeOpKind::linear || k == DecodeOpKind::rmsnorm_linear || k == DecodeOpKind::linear_residual ||
+           k == DecodeOpKind::linear_rotary;
+}
+inline bool decode_op_is_element_wise(DecodeOpKind k) { return k == DecodeOpKind::zero || k == DecodeOpKind::residual_sum; }
 
 // One op's arguments (the fields its kind names; the others null or 0). Plain data: the CUDA backend copies the
 // list to device memory as it is.
