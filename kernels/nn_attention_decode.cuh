@@ -1,6 +1,7 @@
 // attention_decode's device code (kernels/nn_attention_decode_cuda.cu describes the method): the work of the kernel
 // after its launch prologue, for the kernel and for a fused decode step's op (kernels/nn_decode_program_cuda.cu).
-// Every (row, head, split) is taken by grid-stride over blocks, so a grid of any size gives the same bits.
+// Every (row, head, split) is taken by grid-stride over blocks, so a grid of any size gives the same bits. Written
+// against kernels/simt.cuh: the host emulator runs it too (tests/test_nn_decode_program_host.cpp).
 // provides: attention_decode_rows, attention_decode_splits, attention_decode_vec4
 #pragma once
 
@@ -8,7 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "nn_backend_common.cuh"
+#include "nn/nn_backend.h"
+#include "nn_block_reduce.cuh"
 #include "simt.cuh"
 
 namespace retro::nn::detail::decode {
@@ -25,25 +27,25 @@ static_assert(kMaxD % 32 == 0 && kMaxD <= kThreads, "attention_decode's head dim
 
 // splits of a cache of L positions; whether a key's quarter may be read as float4s (every quarter starts 16-byte
 // aligned when D % 16 == 0 and the caches are)
-__host__ __device__ inline ll attention_decode_splits(ll L) { return (L + kSplitKeys - 1) / kSplitKeys; }
-__host__ __device__ inline bool attention_decode_vec4(ll D, const float* kcache) {
+RETRO_SIMT_HOST_DEVICE ll attention_decode_splits(ll L) { return (L + kSplitKeys - 1) / kSplitKeys; }
+RETRO_SIMT_HOST_DEVICE bool attention_decode_vec4(ll D, const float* kcache) {
     return D % (4 * kLanesPerKey) == 0 && reinterpret_cast<std::uintptr_t>(kcache) % 16 == 0;
 }
 
-__device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, float* part, const float* __restrict__ q,
+RETRO_SIMT_DEVICE void attention_decode_rows(float* __restrict__ out, float* part, const float* __restrict__ q,
                                                      const NnBackend::DecodeCache& cache,
                                                      const std::int64_t* __restrict__ pos,
                                                      const std::int64_t* __restrict__ seq, ll rows, ll H, ll D, ll S,
                                                      bool vec4) {
-    __shared__ float sh[kThreads];            // block_reduce
-    __shared__ float qs[kMaxD];               // the head's query
-    __shared__ float ex[kSplitKeys];          // the split's exponentials
-    __shared__ float red[kWarps][kMaxD];      // the warps' partial outputs
-    __shared__ bool last;                     // this block combines its (row, head)
-    const int t = static_cast<int>(threadIdx.x), lane = t % 32, w = t / 32;
+    RETRO_SIMT_STATIC_SHARED(float[kThreads], sh);         // block_reduce
+    RETRO_SIMT_STATIC_SHARED(float[kMaxD], qs);            // the head's query
+    RETRO_SIMT_STATIC_SHARED(float[kSplitKeys], ex);       // the split's exponentials
+    RETRO_SIMT_STATIC_SHARED(float[kWarps][kMaxD], red);   // the warps' partial outputs
+    RETRO_SIMT_STATIC_SHARED(bool, last);                  // this block combines its (row, head)
+    const int t = simt::thread_x(), lane = t % 32, w = t / 32;
     const int key = t / kLanesPerKey, sub = t % kLanesPerKey;
     const ll HD = H * D, L = cache.L, W = D + 2;
-    for (ll b = blockIdx.x; b < rows * H * S; b += gridDim.x) {
+    for (ll b = simt::block_x(); b < rows * H * S; b += simt::grid_x()) {
         const ll e = b / S, s = b % S, i = e / H, h = e % H, j0 = s * kSplitKeys, off = h * D;
         const ll p = pos[i], slot = seq[i];   // both loads in flight together, before the branch needs p
         if (j0 > p) continue;   // past the row's last key (the same for the whole block)
@@ -68,7 +70,7 @@ __device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, f
             }
             qs[c] = q[i * HD + off + c];
         }
-        __syncthreads();   // the new key and value, and the query, visible to the whole block
+        simt::sync_block();   // the new key and value, and the query, visible to the whole block
 
         // the scores: lane `sub` of key `key` sums its quarter of the channels, the butterfly adds the quarters
         // (every lane of the warp takes part; a lane past n or on a masked key adds a 0)
@@ -79,14 +81,15 @@ __device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, f
             if (vec4) {
                 const ll per = D / kLanesPerKey;
                 for (ll c = sub * per; c < (sub + 1) * per; c += 4) {
-                    const float4 kv = *reinterpret_cast<const float4*>(kr + c);
-                    a += qs[c] * kv.x + qs[c + 1] * kv.y + qs[c + 2] * kv.z + qs[c + 3] * kv.w;
+                    float kv[4];
+                    simt::load_float4(kv, kr + c);
+                    a += qs[c] * kv[0] + qs[c + 1] * kv[1] + qs[c + 2] * kv[2] + qs[c + 3] * kv[3];
                 }
             } else {
                 for (ll c = sub; c < D; c += kLanesPerKey) a += qs[c] * kr[c];
             }
         }
-        for (int o = 1; o < kLanesPerKey; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+        for (int o = 1; o < kLanesPerKey; o <<= 1) a += simt::shfl_xor(a, o);
         const float score = !live ? -INFINITY : masked ? -FLT_MAX : a;
 
         const bool with_null = cache.null_k && s == 0;   // the null column belongs to split 0
@@ -103,18 +106,18 @@ __device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, f
 
         // the partial output: warp w the keys w, w + kWarps, ..., lane the channels lane + 32 u, in key order
         float acc[kChannelsPerLane] = {};
-#pragma unroll 4
+        RETRO_SIMT_UNROLL_BY(4)
         for (int j = w; j < n; j += kWarps) {
             const float wj = ex[j];
             const float* vr = V + (j0 + j) * HD;
-#pragma unroll
+            RETRO_SIMT_UNROLL
             for (int u = 0; u < kChannelsPerLane; u++)
                 if (lane + 32 * u < D) acc[u] += wj * vr[lane + 32 * u];
         }
-#pragma unroll
+        RETRO_SIMT_UNROLL
         for (int u = 0; u < kChannelsPerLane; u++)
             if (lane + 32 * u < D) red[w][lane + 32 * u] = acc[u];
-        __syncthreads();
+        simt::sync_block();
         float* dst = part + b * W;
         for (ll c = t; c < D; c += kThreads) {
             float o = with_null ? e_null * cache.null_v[off + c] : 0.0f;
@@ -127,30 +130,30 @@ __device__ __forceinline__ void attention_decode_rows(float* __restrict__ out, f
         }
 
         // the last split of (row, head) e to finish combines: its partials, visible device-wide before it counts
-        __threadfence();
-        __syncthreads();
+        simt::thread_fence();
+        simt::sync_block();
         const ll splits = p / kSplitKeys + 1;
-        if (t == 0) last = atomicAdd(cache.counters + e, 1u) == static_cast<unsigned>(splits - 1);
-        __syncthreads();
+        if (t == 0) last = simt::atomic_add_u32(cache.counters + e, 1u) == static_cast<std::uint32_t>(splits - 1);
+        simt::sync_block();
         if (last) {
-            __threadfence();
+            simt::thread_fence();
             const float* pe = part + e * S * W;
             for (ll c = t; c < D; c += kThreads) {   // L2 loads (__ldcg): the other blocks' partials, not an L1 copy
                 float M = -INFINITY;
-#pragma unroll 8
-                for (ll k = 0; k < splits; k++) M = fmaxf(M, __ldcg(pe + k * W + D));
+                RETRO_SIMT_UNROLL_BY(8)
+                for (ll k = 0; k < splits; k++) M = fmaxf(M, simt::load_cg(pe + k * W + D));
                 float lsum = 0, o = 0;
-#pragma unroll 8
+                RETRO_SIMT_UNROLL_BY(8)
                 for (ll k = 0; k < splits; k++) {
-                    const float scale = expf(__ldcg(pe + k * W + D) - M);
-                    lsum += __ldcg(pe + k * W + D + 1) * scale;
-                    o += __ldcg(pe + k * W + c) * scale;
+                    const float scale = expf(simt::load_cg(pe + k * W + D) - M);
+                    lsum += simt::load_cg(pe + k * W + D + 1) * scale;
+                    o += simt::load_cg(pe + k * W + c) * scale;
                 }
                 out[e * D + c] = o / lsum;
             }
             if (t == 0) cache.counters[e] = 0;   // every split of e has counted: ready for the next call
         }
-        __syncthreads();   // qs, ex, red and last are rewritten for the next (row, head, split)
+        simt::sync_block();   // qs, ex, red and last are rewritten for the next (row, head, split)
     }
 }
 

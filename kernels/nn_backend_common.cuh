@@ -7,7 +7,8 @@
 // grid-stride over a 1-D grid of at most kMaxBlocks blocks, row kernels loop block-stride over rows, so no
 // size reaches a grid limit. Every sum runs in a fixed order (a thread's own elements in index order, then
 // block_reduce's fixed tree): the same inputs give the same bits on the same device.
-// provides: CudaNnBackend, kThreads, kMaxBlocks, grid_for, SumOp, MaxOp, block_reduce, map_elements
+// provides: CudaNnBackend, kMaxBlocks, grid_for, map_elements (and, from nn_block_reduce.cuh, kThreads, SumOp, MaxOp,
+//           block_reduce)
 #pragma once
 #include <algorithm>
 #include <climits>
@@ -22,6 +23,7 @@
 #include "cuda_check.cuh"
 #include "nn/fused_ops.h"
 #include "nn/nn_backend.h"
+#include "nn_block_reduce.cuh"
 #include "nn_rows.cuh"
 
 namespace retro::nn {
@@ -30,7 +32,6 @@ struct DecodeOp;   // nn/decode_program.h
 
 namespace retro::nn::detail {
 
-constexpr int kThreads = 256;                          // threads per block, every kernel (a power of two)
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 16;   // grid-stride / block-stride loops cover the rest
 
 // v as a cuBLAS int, or InternalError naming `what`.
@@ -42,29 +43,6 @@ inline int as_int(std::int64_t v, const char* what) {
 // Blocks for `work` items (elements at one per thread, or rows at one per block with per_block = 1).
 inline unsigned grid_for(std::int64_t work, std::int64_t per_block = kThreads) {
     return static_cast<unsigned>(std::clamp<std::int64_t>((work + per_block - 1) / per_block, 1, kMaxBlocks));
-}
-
-struct SumOp {
-    template <typename T>
-    __device__ T operator()(T a, T b) const { return a + b; }
-};
-struct MaxOp {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-// Reduces one value per thread over the block in a fixed tree (halving strides); every thread gets the result.
-// `sh` is kThreads entries of shared memory; every thread of the block must call it.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, T* sh, Op op) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s >>= 1) {
-        if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-    const T r = sh[0];
-    __syncthreads();   // sh may be reused at once
-    return r;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), or where `dependent` is set the same as a programmatic dependent

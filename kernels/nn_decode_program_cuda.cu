@@ -20,8 +20,8 @@
 // head dimension past attention_decode's — so a fused step is always the launched ops' arithmetic. Opt-in
 // (RETRO_DECODE_PROGRAM=fused) until timed on a GPU; RETRO_DECODE_BLOCKS_PER_SM sets the grid (default 2 an SM,
 // capped by what fits); RETRO_DECODE_PREFETCH_MB the look-ahead (0: each op asks only for the next op's weights).
-#include <cooperative_groups.h>
-
+// The device code and the plan are kernels/nn_decode_program.cuh's, written against kernels/simt.cuh: the host
+// emulator runs them as a cooperative launch (tests/test_nn_decode_program_host.cpp); this file launches them.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -38,103 +38,16 @@
 #include "nn/rmsnorm.h"
 #include "nn_attention_decode.cuh"
 #include "nn_backend_common.cuh"
+#include "nn_decode_program.cuh"
 #include "nn_gemv.cuh"
-#include "nn_row_copies.cuh"
-#include "nn_rows.cuh"
 
 namespace retro::nn::detail {
 namespace {
 
 using ll = long long;
-constexpr float kEps = static_cast<float>(RMSNORM_EPS);   // the few-row GEMV's and the rows kernel's eps
-constexpr ll kPrefetchMaxBytes = 16ll << 20;              // of an op's weights in the prefetch stream (L2: 50 MB)
-
-// I^-1/2 as the host computes it for the launched kernels (double, then rounded once: both correctly rounded)
-__device__ __forceinline__ float inverse_sqrt_of(ll I) { return static_cast<float>(1.0 / sqrt(static_cast<double>(I > 1 ? I : 1))); }
-
-__device__ __forceinline__ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-// the few-row GEMV as launch_gemv_n picks it: float4s where I % 4 == 0 and W (and x, without a norm) are aligned
-template <int NR>
-__device__ __forceinline__ void gemv_op(float* y, const float* x, const float* W, const float* b, const float* res,
-                                        const float* gamma, ll I, ll O, gemv::GemvOut out, const gemv::GemvRotary& rot) {
-    const bool norm = gamma != nullptr, vec4 = I % 4 == 0 && aligned16(W) && (norm || aligned16(x));
-    const float scale = inverse_sqrt_of(I);
-    const int o = static_cast<int>(out);
-    if (norm) {
-        if (vec4) gemv::linear_rows_gemv_body<NR, true, true>(y, nullptr, x, W, b, res, gamma, I, O, o, scale, kEps, rot);
-        else gemv::linear_rows_gemv_body<NR, false, true>(y, nullptr, x, W, b, res, gamma, I, O, o, scale, kEps, rot);
-    } else {
-        if (vec4) gemv::linear_rows_gemv_body<NR, true, false>(y, nullptr, x, W, b, res, gamma, I, O, o, scale, kEps, rot);
-        else gemv::linear_rows_gemv_body<NR, false, false>(y, nullptr, x, W, b, res, gamma, I, O, o, scale, kEps, rot);
-    }
-}
-
-template <int NR>
-__device__ __forceinline__ void run_op(const DecodeOp& op) {
-    switch (op.kind) {
-        case DecodeOpKind::embedding_position:
-            copies::embedding_rows(op.out, op.ids, op.table, op.N, op.O, op.index, op.pos_table);
-            break;
-        case DecodeOpKind::linear:
-            gemv_op<NR>(op.out, op.x, op.W, op.b, nullptr, nullptr, op.I, op.O, gemv::GemvOut::plain, {});
-            break;
-        case DecodeOpKind::rmsnorm_linear:
-            gemv_op<NR>(op.out, op.x, op.W, op.b, nullptr, op.gamma, op.I, op.O,
-                        op.gelu ? gemv::GemvOut::gelu : gemv::GemvOut::plain, {});
-            break;
-        case DecodeOpKind::linear_residual:
-            gemv_op<NR>(op.out, op.x, op.W, op.b, op.res, nullptr, op.I, op.O, gemv::GemvOut::residual, {});
-            break;
-        case DecodeOpKind::linear_rotary: {
-            const gemv::GemvRotary rot{op.rot.table.cos, op.rot.table.sin, static_cast<int>(op.rot.heads),
-                                       static_cast<int>(op.rot.D), static_cast<int>(op.rot.table.rot_dim),
-                                       static_cast<int>(op.rot.scaled_heads), op.rot.scale};
-            gemv_op<NR>(op.out, op.x, op.W, op.b, nullptr, op.gamma, op.I, op.O, gemv::GemvOut::rotary, rot);
-            break;
-        }
-        case DecodeOpKind::rmsnorm:
-            rows::rmsnorm_forward_rows<false>(op.out, op.norm, const_cast<float*>(op.x), nullptr, nullptr, op.gamma,
-                                              op.N, op.I, inverse_sqrt_of(op.I), kEps, nullptr);
-            break;
-        case DecodeOpKind::attention_decode:
-            decode::attention_decode_rows(op.out, op.cache.workspace, op.x, op.cache, op.index, op.seq, op.N, op.heads,
-                                          op.D, decode::attention_decode_splits(op.cache.L),
-                                          decode::attention_decode_vec4(op.D, op.cache.kcache));
-            break;
-        case DecodeOpKind::scatter_rows: copies::scatter_rows_elements(op.out, op.x, op.index, op.N, op.I); break;
-        case DecodeOpKind::zero: copies::zero_elements(op.out, op.I); break;
-        case DecodeOpKind::residual_sum: copies::sum_elements(op.out, op.x, op.res, op.I); break;
-    }
-}
-
-// The weights of the step's GEMV ops form one stream, op after op (each op's first kPrefetchMaxBytes: a matrix larger
-// than that, e.g. a 172M config's 98 MB logits, would only evict what comes before it); op i asks L2, as it starts, for
-// the stream's bytes [from, to): everything up to the end of op i + 1's weights plus a window of RETRO_DECODE_PREFETCH_MB
-// (16) beyond, less what earlier ops asked for. So DRAM keeps streaming the coming ops' weights while the grid works
-// on L2-resident ones and waits at barriers (the weights depend on nothing a step computes).
-struct StreamPiece {   // one op's part of the stream
-    const char* w;
-    ll begin, bytes;   // stream offset, bytes
-};
-struct OpSchedule {   // op i: the stream's bytes it asks for, and whether it waits at a grid barrier first
-    ll from, to;
-    int barrier_before;   // nn::decode_barriers: 0 where the op joins the phase of the ops before it
-};
-
-// this block's share of the stream's bytes [span.from, span.to) into L2, 128-byte lines over every thread of the grid
-__device__ __forceinline__ void prefetch_span(const StreamPiece* __restrict__ pieces, int pieces_n, const OpSchedule& span) {
-    if (span.to <= span.from) return;
-    const ll t = blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x, threads = static_cast<ll>(gridDim.x) * blockDim.x;
-    for (int k = 0; k < pieces_n; k++) {
-        const StreamPiece pc = pieces[k];
-        const ll a = span.from > pc.begin ? span.from : pc.begin, end = pc.begin + pc.bytes,
-                 b = span.to < end ? span.to : end;
-        if (a >= b) continue;
-        for (ll line = (a - pc.begin) / 128 + t; line * 128 < b - pc.begin; line += threads)
-            simt::prefetch_l2(pc.w + line * 128);
-    }
-}
+using program::DecodeProgramPlan;
+using program::OpSchedule;
+using program::StreamPiece;
 
 // grid: cooperative, at most what fits at once; kThreads threads; dynamic shared memory: the largest norm prologue's.
 // BLOCKS_PER_SM: the registers ptxas is held to (2: 128, a few hundred bytes of spills at 8 rows, two blocks an SM;
@@ -143,18 +56,7 @@ template <int NR, int BLOCKS_PER_SM>
 __global__ __launch_bounds__(kThreads, BLOCKS_PER_SM) void decode_program_k(const DecodeOp* __restrict__ ops, int n,
                                                                 const StreamPiece* __restrict__ pieces, int pieces_n,
                                                                 const OpSchedule* __restrict__ schedule) {
-    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    for (int i = 0; i < n; i++) {
-        // a grid barrier where the op reads or writes what an op of the phase before wrote (or writes what it read);
-        // else only the block's own (its shared memory: the norm prologue's rows, attention's arrays)
-        if (i > 0) {
-            if (schedule[i].barrier_before) grid.sync();
-            else __syncthreads();
-        }
-        if (i + 1 == n) simt::launch_dependents();   // the sampler after the step may start launching (it waits)
-        prefetch_span(pieces, pieces_n, schedule[i]);
-        run_op<NR>(ops[i]);
-    }
+    program::decode_program_body<NR>(ops, n, pieces, pieces_n, schedule);
 }
 
 using ProgramKernel = void (*)(const DecodeOp*, int, const StreamPiece*, int, const OpSchedule*);
@@ -273,31 +175,13 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     RETRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step->kernel, kThreads, smem));
     if (fit < 1) return refuse("the fused kernel does not fit an SM");
     step->blocks = static_cast<unsigned>(std::min(per_sm, fit) * sms);
-    // the prefetch stream (StreamPiece, OpSchedule above): op i asks for everything up to the end of op i + 1's
-    // weights and `window` bytes beyond
+    // the prefetch stream and each op's schedule (kernels/nn_decode_program.cuh): op i asks for everything up to the
+    // end of op i + 1's weights and `window` bytes beyond
     ll window = 16ll << 20;
     if (const char* env = std::getenv("RETRO_DECODE_PREFETCH_MB")) window = std::clamp(std::atoll(env), 0LL, 1LL << 20) << 20;
-    std::vector<StreamPiece> pieces;
-    std::vector<ll> op_end(p.ops.size());   // stream offset at the end of each op's weights
-    ll total = 0;
-    for (std::size_t i = 0; i < p.ops.size(); i++) {
-        const DecodeOp& op = p.ops[i];
-        if (decode_op_is_gemv(op.kind)) {
-            const ll bytes = std::min<ll>(op.I * op.O * static_cast<ll>(sizeof(float)), kPrefetchMaxBytes);
-            pieces.push_back({reinterpret_cast<const char*>(op.W), total, bytes});
-            total += bytes;
-        }
-        op_end[i] = total;
-    }
-    std::vector<OpSchedule> spans(p.ops.size());
-    const std::vector<bool> barriers = decode_barriers(p);
-    ll asked = 0;
-    for (std::size_t i = 0; i < p.ops.size(); i++) {
-        const ll next_end = op_end[std::min(i + 1, p.ops.size() - 1)];
-        const ll to = std::min(total, next_end + window);
-        spans[i] = {asked, std::max(asked, to), barriers[i] ? 1 : 0};
-        asked = std::max(asked, to);
-    }
+    const DecodeProgramPlan plan = program::plan_decode_program(p, window);
+    const std::vector<StreamPiece>& pieces = plan.pieces;
+    const std::vector<OpSchedule>& spans = plan.schedule;
     step->pieces_n = static_cast<int>(pieces.size());
     // one device block: the ops, then the pieces, then the spans (each at a 256-byte offset)
     auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };

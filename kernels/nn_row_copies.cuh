@@ -1,21 +1,24 @@
 // Element-per-thread row copies of a decode step, as device functions: the kernels of kernels/nn_embedding_cuda.cu
 // and kernels/nn_loss_cuda.cu call them, and so does a fused decode step (kernels/nn_decode_program_cuda.cu), so the
-// two give the same bits. Grid-stride over the elements: any grid.
+// two give the same bits. Grid-stride over the elements: any grid. Written against kernels/simt.cuh (the host emulator
+// runs them too: tests/test_nn_decode_program_host.cpp).
 // provides: embedding_rows, scatter_rows_elements, zero_elements, sum_elements
 #pragma once
 
 #include <cstdint>
 
+#include "simt.cuh"
+
 namespace retro::nn::detail::copies {
 
 using ll = long long;
 
-__device__ __forceinline__ ll first_element() { return blockIdx.x * static_cast<ll>(blockDim.x) + threadIdx.x; }
-__device__ __forceinline__ ll element_stride() { return static_cast<ll>(gridDim.x) * blockDim.x; }
+RETRO_SIMT_DEVICE ll first_element() { return simt::global_thread(); }
+RETRO_SIMT_DEVICE ll element_stride() { return simt::grid_threads(); }
 
 // out[n, c] = table[ids[n], c], plus pos_table[pos_index[n], c] where pos_index is given and pos_index[n] >= 0 (the
 // sum gather_add_rows would make after it: the same float)
-__device__ __forceinline__ void embedding_rows(float* __restrict__ out, const std::int32_t* __restrict__ ids,
+RETRO_SIMT_DEVICE void embedding_rows(float* __restrict__ out, const std::int32_t* __restrict__ ids,
                                                const float* __restrict__ table, ll N, ll C,
                                                const std::int64_t* __restrict__ pos_index,
                                                const float* __restrict__ pos_table) {
@@ -28,7 +31,7 @@ __device__ __forceinline__ void embedding_rows(float* __restrict__ out, const st
 }
 
 // dst[index[i], :] = src[i, :] where index[i] >= 0
-__device__ __forceinline__ void scatter_rows_elements(float* __restrict__ dst, const float* __restrict__ src,
+RETRO_SIMT_DEVICE void scatter_rows_elements(float* __restrict__ dst, const float* __restrict__ src,
                                                       const std::int64_t* __restrict__ index, ll rows, ll C) {
     for (ll e = first_element(); e < rows * C; e += element_stride()) {
         const ll r = index[e / C];
@@ -38,10 +41,10 @@ __device__ __forceinline__ void scatter_rows_elements(float* __restrict__ dst, c
 
 // out[i] = 0 (cudaMemsetAsync's bits) and out[i] = a[i] + b[i] (map_elements' SumOp, float4 or not: the same sums)
 // for i < n: a fused decode step's zero and residual_sum
-__device__ __forceinline__ void zero_elements(float* __restrict__ out, ll n) {
+RETRO_SIMT_DEVICE void zero_elements(float* __restrict__ out, ll n) {
     for (ll i = first_element(); i < n; i += element_stride()) out[i] = 0.0f;
 }
-__device__ __forceinline__ void sum_elements(float* out, const float* a, const float* b, ll n) {
+RETRO_SIMT_DEVICE void sum_elements(float* out, const float* a, const float* b, ll n) {
     for (ll i = first_element(); i < n; i += element_stride()) out[i] = a[i] + b[i];
 }
 

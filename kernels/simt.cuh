@@ -1,5 +1,5 @@
-// The few warp-level primitives the tensor-core kernels written against it use (kernels/nn_flash_mma.cuh), in two
-// builds of one source:
+// The few block-, warp- and grid-level primitives the kernels written against it use (kernels/nn_flash_mma.cuh, the
+// retention walks, the few-row GEMV, a fused decode step's ops and its grid barriers), in two builds of one source:
 //   - under nvcc: the hardware's (mma.sync.m16n8k16 bf16 -> fp32, __shfl_xor_sync, __syncthreads, ...);
 //   - with RETRO_SIMT_HOST defined, in a host C++ compiler: tests/simt_host.h's emulator, which runs each thread of
 //     a block as a fiber and meets a warp's lanes at every exchange, so the kernels' index arithmetic, fragment
@@ -16,7 +16,10 @@
 
 #include <cstdint>
 
+#define RETRO_SIMT_PRAGMA(x) _Pragma(#x)
+
 #if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #define RETRO_SIMT_DEVICE __device__ __forceinline__
 #define RETRO_SIMT_HOST_DEVICE __host__ __device__ __forceinline__
@@ -24,6 +27,9 @@
 // ... and asks ptxas for registers that let min_blocks blocks share an SM
 #define RETRO_SIMT_KERNEL_MIN_BLOCKS(threads, min_blocks) __global__ void __launch_bounds__(threads, min_blocks)
 #define RETRO_SIMT_UNROLL _Pragma("unroll")
+#define RETRO_SIMT_UNROLL_BY(n) RETRO_SIMT_PRAGMA(unroll n)
+// a block's static shared variable of type T (an array type too): __shared__ on the GPU, one per block in the emulator
+#define RETRO_SIMT_STATIC_SHARED(T, name) __shared__ ::retro::simt::same_type<T> name
 #else
 #include <cmath>
 #include <cstring>
@@ -32,6 +38,9 @@
 #define RETRO_SIMT_KERNEL(threads) inline void
 #define RETRO_SIMT_KERNEL_MIN_BLOCKS(threads, min_blocks) inline void
 #define RETRO_SIMT_UNROLL
+#define RETRO_SIMT_UNROLL_BY(n)
+#define RETRO_SIMT_STATIC_SHARED(T, name) \
+    ::retro::simt::same_type<T>& name = ::retro::simt::host::block_static<::retro::simt::same_type<T>>([] {})
 #ifndef RETRO_SIMT_HOST_EMULATOR
 #error "include tests/simt_host.h (the emulator) before kernels/simt.cuh in a host build"
 #endif
@@ -39,9 +48,13 @@
 
 namespace retro::simt {
 
+template <typename T>
+using same_type = T;   // (RETRO_SIMT_STATIC_SHARED: `__shared__ same_type<float[8]> a` declares an array)
+
 #if defined(__CUDACC__) && !defined(RETRO_SIMT_HOST)
 
 RETRO_SIMT_DEVICE int thread_x() { return static_cast<int>(threadIdx.x); }
+RETRO_SIMT_DEVICE int block_threads() { return static_cast<int>(blockDim.x); }
 RETRO_SIMT_DEVICE long long block_x() { return blockIdx.x; }
 RETRO_SIMT_DEVICE long long block_y() { return blockIdx.y; }
 RETRO_SIMT_DEVICE long long grid_x() { return gridDim.x; }
@@ -51,6 +64,17 @@ RETRO_SIMT_DEVICE unsigned char* dynamic_smem() {
     return retro_simt_smem;
 }
 RETRO_SIMT_DEVICE void sync_block() { __syncthreads(); }
+// Every thread of a cooperative launch (cudaLaunchCooperativeKernel) meets here; writes before it are visible to the
+// whole grid after it.
+RETRO_SIMT_DEVICE void grid_sync() { cooperative_groups::this_grid().sync(); }
+// Orders this thread's writes before its later ones for every thread of the device (__threadfence).
+RETRO_SIMT_DEVICE void thread_fence() { __threadfence(); }
+// *p += v atomically for the whole device; returns the old value.
+RETRO_SIMT_DEVICE std::uint32_t atomic_add_u32(std::uint32_t* p, std::uint32_t v) {
+    return atomicAdd(reinterpret_cast<unsigned*>(p), static_cast<unsigned>(v));
+}
+// A load through L2 only (ld.global.cg: what another block wrote, never a stale L1 copy).
+RETRO_SIMT_DEVICE float load_cg(const float* p) { return __ldcg(p); }
 // A barrier among `threads` threads of the block (whole warps) that meet at named barrier id (1..15; 0 is
 // sync_block's): bar.sync id, threads. Shared-memory writes before it are visible to the others after it.
 RETRO_SIMT_DEVICE void sync_named(int id, int threads) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
@@ -168,11 +192,20 @@ RETRO_SIMT_DEVICE void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4]
 #else
 
 inline int thread_x() { return host::current_thread(); }
+inline int block_threads() { return host::block_threads(); }
 inline long long block_x() { return host::current_block_x(); }
 inline long long block_y() { return host::current_block_y(); }
 inline long long grid_x() { return host::current_grid_x(); }
 inline unsigned char* dynamic_smem() { return host::dynamic_smem(); }
 inline void sync_block() { host::sync_block(); }
+inline void grid_sync() { host::grid_sync(); }
+inline void thread_fence() {}   // (one OS thread: every write is seen at once)
+inline std::uint32_t atomic_add_u32(std::uint32_t* p, std::uint32_t v) {   // fibers switch only at exchanges
+    const std::uint32_t old = *p;
+    *p += v;
+    return old;
+}
+inline float load_cg(const float* p) { return *p; }
 inline void sync_named(int id, int threads) { host::sync_named(id, threads); }
 inline void atomic_add(std::uint64_t* p, std::uint64_t v) { *p += v; }   // fibers switch only at exchanges
 inline std::uint32_t ballot(bool p) { return host::ballot(p); }
@@ -226,6 +259,14 @@ inline void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], const std
 }
 
 #endif
+
+// This thread's index in a 1-D grid and the grid's thread count, as 64-bit integers (from the unsigned block and
+// thread counts, as blockIdx.x * (long long)blockDim.x + threadIdx.x computes them): the grid-stride loops' start and
+// stride.
+RETRO_SIMT_DEVICE long long global_thread() {
+    return block_x() * static_cast<long long>(static_cast<unsigned>(block_threads())) + static_cast<unsigned>(thread_x());
+}
+RETRO_SIMT_DEVICE long long grid_threads() { return grid_x() * static_cast<unsigned>(block_threads()); }
 
 // Two floats as one register of two bf16 (lo in the low half: the lower column or row of the pair), each rounded to
 // nearest even (on the GPU one cvt.rn.bf16x2.f32).

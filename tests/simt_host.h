@@ -11,7 +11,12 @@
 // Races between warps of one phase (between two block barriers) show under the warp-serial schedules: each warp runs
 // alone to the next barrier, in ascending or descending order (Schedule; a test runs its launches under each), so a
 // warp that writes shared memory another warp of the same phase still reads changes the result.
-// What it does not: timing, races between lanes of one warp (they run in a fixed order), out-of-bounds global reads.
+// A cooperative launch (launch_cooperative: every block resident at once, grid_sync a grid-wide barrier) runs each
+// phase block after block, ascending or descending (BlockOrder), so a block that reads what another block of the same
+// phase writes sees it in one order and not the other (tests/test_nn_decode_program_host.cpp: the fused decode step).
+// A block's static shared variables (RETRO_SIMT_STATIC_SHARED) are its own, NaN bytes until written.
+// What it does not: timing, races between lanes of one warp (they run in a fixed order), out-of-bounds global reads,
+// memory ordering between blocks (one OS thread: a write is seen at once, so a missing fence does not show).
 // Define RETRO_SIMT_HOST, include this, then the kernel header (tests/test_flash_mma_host.cpp).
 #pragma once
 
@@ -23,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -32,7 +38,7 @@ namespace retro::simt::host {
 
 constexpr int kWarp = 32;
 
-enum class FiberState { ready, at_warp, at_block, done, at_named };
+enum class FiberState { ready, at_warp, at_block, done, at_named, at_grid };
 
 struct Exchange {   // one warp's deposits for one exchange
     std::uint32_t a[kWarp][4];
@@ -62,6 +68,7 @@ struct Block {
     long long bx = 0, by = 0, grid_x = 1;
     int current = -1;
     std::vector<unsigned char> smem;
+    std::map<const void*, std::vector<unsigned char>> statics;   // RETRO_SIMT_STATIC_SHARED's variables
     std::vector<Fiber> fibers;
     std::vector<Exchange> exchange;   // two per warp
     ucontext_t scheduler{};
@@ -97,6 +104,16 @@ inline long long current_block_x() { return g_block->bx; }
 inline long long current_block_y() { return g_block->by; }
 inline long long current_grid_x() { return g_block->grid_x; }
 inline unsigned char* dynamic_smem() { return g_block->smem.data(); }
+inline int block_threads() { return static_cast<int>(g_block->fibers.size()); }
+// The block's variable of RETRO_SIMT_STATIC_SHARED (Tag: the declaration's own lambda type, so each declaration has
+// its own), NaN bytes until written, as dynamic_smem.
+template <typename T, typename Tag>
+T& block_static(Tag) {
+    static const char key = 0;
+    std::vector<unsigned char>& bytes = g_block->statics[&key];
+    if (bytes.empty()) bytes.assign(sizeof(T), 0xff);
+    return *reinterpret_cast<T*>(bytes.data());
+}
 
 inline void wait_as(FiberState s) {
     Fiber& f = g_block->fibers[static_cast<std::size_t>(g_block->current)];
@@ -114,6 +131,8 @@ inline void sync_named(int id, int threads) {
     wait_as(FiberState::at_named);
 }
 inline void sync_warp() { wait_as(FiberState::at_warp); }
+// (outside a cooperative launch nothing releases it: launch() reports a deadlock naming the grid barrier)
+inline void grid_sync() { wait_as(FiberState::at_grid); }
 
 // cp.async: the copy may land any time until the thread's next async_wait_all. Interleaved, it lands at the wait
 // (the latest: a read before the wait sees the old bytes); under a warp-serial schedule at once (the earliest: a
@@ -257,13 +276,16 @@ inline void fiber_entry() {
 
 inline std::string deadlock_report(const Block& blk) {
     std::string s = "simt host: deadlock in block (" + std::to_string(blk.bx) + ", " + std::to_string(blk.by) + "):";
-    const char* names[] = {"ready", "at a warp exchange", "at the block barrier", "done", "at a named barrier"};
+    const char* names[] = {"ready", "at a warp exchange", "at the block barrier", "done", "at a named barrier",
+                           "at the grid barrier"};
     for (std::size_t w = 0; w * kWarp < blk.fibers.size(); ++w) {
         s += " warp " + std::to_string(w) + " [";
         for (int l = 0; l < kWarp; ++l) s += std::to_string(static_cast<int>(blk.fibers[w * kWarp + l].state));
         s += "]";
     }
-    s += std::string(" (") + names[0] + "=0, " + names[1] + "=1, " + names[2] + "=2, " + names[3] + "=3, " + names[4] + "=4)";
+    s += " (";
+    for (int k = 0; k < 6; ++k) s += std::string(k ? ", " : "") + names[k] + "=" + std::to_string(k);
+    s += ")";
     return s;
 }
 
@@ -354,10 +376,9 @@ inline bool release_barriers(Block& blk, int& live) {
     return released;
 }
 
-// Runs one block of the grid to its end; throws std::logic_error on a deadlock.
-inline void run_block(long long bx, long long by, long long grid_x, int threads, std::size_t smem_bytes,
-                      const std::function<void()>& kernel, std::size_t stack_bytes) {
-    Block blk;
+// A block of the grid ready to run kernel(): its fibers at their start, its shared memory NaN bytes.
+inline void init_block(Block& blk, long long bx, long long by, long long grid_x, int threads, std::size_t smem_bytes,
+                       const std::function<void()>& kernel, std::size_t stack_bytes) {
     blk.bx = bx;
     blk.by = by;
     blk.grid_x = grid_x;
@@ -366,23 +387,37 @@ inline void run_block(long long bx, long long by, long long grid_x, int threads,
     blk.fibers.resize(static_cast<std::size_t>(threads));
     blk.exchange.resize(static_cast<std::size_t>(threads / kWarp) * 2);
     for (auto& f : blk.fibers) init_fiber(f, &blk.scheduler, stack_bytes);
+}
+
+// Runs the block's threads until none can go on (each done, or waiting at a barrier the block cannot release by
+// itself: the grid's, or a deadlock); returns how many are not done.
+inline int run_until_stalled(Block& blk) {
     Block* const outer = g_block;
     g_block = &blk;
+    int live = 0;
     for (;;) {
         const bool ran = run_ready(blk);
-        int live = 0;
         const bool released = release_barriers(blk, live);
-        if (live == 0) break;
-        if (!ran && !released) {
-            g_block = outer;
-            throw std::logic_error(deadlock_report(blk));
-        }
+        if (live == 0 || (!ran && !released)) break;
     }
     g_block = outer;
+    return live;
+}
+
+inline void check_copies_waited(const Block& blk) {
     for (std::size_t i = 0; i < blk.fibers.size(); ++i)
         if (!blk.fibers[i].pending.empty())
             throw std::logic_error("simt host: thread " + std::to_string(i) + " ended with " +
                                    std::to_string(blk.fibers[i].pending.size()) + " asynchronous copies never waited for");
+}
+
+// Runs one block of the grid to its end; throws std::logic_error on a deadlock.
+inline void run_block(long long bx, long long by, long long grid_x, int threads, std::size_t smem_bytes,
+                      const std::function<void()>& kernel, std::size_t stack_bytes) {
+    Block blk;
+    init_block(blk, bx, by, grid_x, threads, smem_bytes, kernel, stack_bytes);
+    if (run_until_stalled(blk) > 0) throw std::logic_error(deadlock_report(blk));
+    check_copies_waited(blk);
 }
 
 // Runs kernel() for every block of the grid (grid_x x grid_y) with `threads` threads (a multiple of 32) and
@@ -392,6 +427,43 @@ inline void launch(long long grid_x, long long grid_y, int threads, std::size_t 
     if (threads <= 0 || threads % kWarp) throw std::logic_error("simt host: threads must be a multiple of 32");
     for (long long by = 0; by < grid_y; ++by)
         for (long long bx = 0; bx < grid_x; ++bx) run_block(bx, by, grid_x, threads, smem_bytes, kernel, stack_bytes);
+}
+
+// The order in which a cooperative launch runs its blocks between two grid barriers: each block alone to the next
+// grid barrier (or its end), lowest or highest first, so a block that reads what another block writes in the same
+// phase sees it in one order and not in the other.
+enum class BlockOrder { ascending, descending };
+
+// A cooperative launch (cudaLaunchCooperativeKernel): grid_x blocks all resident at once, so kernel() may call
+// grid_sync(). Each phase (the work between two grid barriers) runs block after block in `order`, each block's warps
+// under the thread's Schedule; a grid barrier opens when every thread of the grid waits at it. Throws
+// std::logic_error on a deadlock, or where some threads end while others wait at the grid barrier (a hang on the GPU).
+inline void launch_cooperative(long long grid_x, int threads, std::size_t smem_bytes, const std::function<void()>& kernel,
+                               BlockOrder order = BlockOrder::ascending, std::size_t stack_bytes = 128 * 1024) {
+    if (threads <= 0 || threads % kWarp) throw std::logic_error("simt host: threads must be a multiple of 32");
+    std::vector<std::unique_ptr<Block>> blocks;
+    for (long long bx = 0; bx < grid_x; ++bx) {
+        blocks.push_back(std::make_unique<Block>());
+        init_block(*blocks.back(), bx, 0, grid_x, threads, smem_bytes, kernel, stack_bytes);
+    }
+    for (;;) {
+        for (long long k = 0; k < grid_x; ++k)
+            run_until_stalled(*blocks[static_cast<std::size_t>(order == BlockOrder::ascending ? k : grid_x - 1 - k)]);
+        std::size_t at_grid = 0, done = 0;
+        for (const auto& blk : blocks)
+            for (const Fiber& f : blk->fibers) {
+                if (f.state == FiberState::at_grid) ++at_grid;
+                else if (f.state == FiberState::done) ++done;
+                else throw std::logic_error(deadlock_report(*blk));
+            }
+        if (at_grid == 0) break;
+        if (done > 0)
+            throw std::logic_error("simt host: " + std::to_string(done) + " threads ended while " +
+                                   std::to_string(at_grid) + " wait at the grid barrier");
+        for (auto& blk : blocks)
+            for (Fiber& f : blk->fibers) f.state = FiberState::ready;
+    }
+    for (const auto& blk : blocks) check_copies_waited(*blk);
 }
 
 }  // namespace retro::simt::host

@@ -26,33 +26,19 @@
 #include "nn/nn_backend_host.h"
 #include "nn/nn_backend_profiler.h"
 #include "sampling_boundary.h"
+#include "test_decode_fixtures.h"
 #include "test_model_fixtures.h"
 #include "test_util.h"
 
 using namespace retro;
 namespace fs = std::filesystem;
 
+using test::decode_config;
+using test::decode_logits;
+using test::rel_err;
+using test::same_width_decode_config;
+
 namespace {
-
-RetroConfig decode_config() {
-    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
-    c.max_seq_len = 32;   // room for several chunks of 4
-    return c;
-}
-
-// Neighbour + continuation ids for one chunk: random ids, one neighbour sometimes all pads (a -1
-// neighbour), continuations sometimes padded (a document end).
-std::vector<std::int32_t> random_neighbours(const RetroConfig& c, std::mt19937& rng) {
-    const std::int64_t k = c.num_neighbours, r = c.retrieved_len(), cs = c.chunk_size;
-    std::vector<std::int32_t> v(static_cast<std::size_t>(k * r));
-    for (auto& x : v) x = 1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1));
-    for (std::int64_t j = 0; j < k; j++) {
-        const auto roll = rng() % 4;
-        if (roll == 0) std::fill(v.begin() + j * r, v.begin() + (j + 1) * r, 0);
-        if (roll == 1) std::fill(v.begin() + j * r + cs, v.begin() + (j + 1) * r, 0);
-    }
-    return v;
-}
 
 // Logits of the full forward at position n-1 of ids[0..n) with the first floor(n/cs) chunks' neighbours.
 template <typename T>
@@ -74,16 +60,6 @@ std::vector<T> full_logits(RetroModel<T>& model, const std::vector<std::int32_t>
     return std::vector<T>(L.begin() + row * c.num_tokens, L.begin() + (row + 1) * c.num_tokens);
 }
 
-template <typename T>
-double rel_err(const T* a, const std::vector<T>& ref) {
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < ref.size(); i++) {
-        diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(ref[i])));
-        scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
-    }
-    return diff / scale;
-}
-
 // Two sequences decoded together (prompts of 6 and 3 tokens, cs = 4), one token per step up to 23 and 17
 // tokens; every step's logits against the full forward of that sequence alone. `make(model, retrieval)` gives the
 // decoder under test (CachedDecoder, or BackendDecoder on a backend); `done(decoder)` runs at the end.
@@ -101,7 +77,7 @@ void check_cached_equals_full(bool retrieval, double tol, Make make, const Retro
     for (int s = 0; s < 2; s++) {
         for (std::int64_t i = 0; i < end[s]; i++) ids[s].push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
         for (std::int64_t u = 0; u < end[s] / cs; u++) {
-            auto v = random_neighbours(c, rng);
+            auto v = test::random_neighbours(c, rng);
             nb[s].insert(nb[s].end(), v.begin(), v.end());
         }
     }
@@ -210,14 +186,6 @@ RetroConfig copy_head_decode_config() {
     return c;
 }
 
-// The encoder as wide as the decoder: no projection between the embedding and the decoder (RETRO-pytorch's
-// Identity), so the backend decoder embeds straight into its stream.
-RetroConfig same_width_decode_config() {
-    RetroConfig c = decode_config();
-    c.enc_dim = c.dec_dim;
-    c.validate("same width");
-    return c;
-}
 
 }  // namespace
 
@@ -273,49 +241,6 @@ TEST_CASE("generate: the backend decoder on a CUDA device equals a full recomput
         check_backend_decoder_equals_full(*be, true, 1e-5, same_width_decode_config(), true);
     }
 }
-
-namespace {
-// Every step's last-row logits of one sequence decoded on `be` (a 5-token prompt, then one token a step, neighbours
-// added as chunks finish), eager or as graphs: the same ids and neighbours for every backend.
-// With a decode program mode the graph-eligible steps run from a recording (nn/decode_program.h) where it takes them;
-// *program_steps (when given) gets how many did, *fused_steps how many of them ran fused.
-std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model, bool graphs,
-                                 nn::DecodeProgramMode program = nn::DecodeProgramMode::off,
-                                 std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr,
-                                 std::int64_t sequences = 1, int replays = 0) {
-    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
-    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
-    BackendDecoder dec(c, weights.f(), be, sequences, true);
-    dec.set_graphs(graphs);
-    dec.set_decode_program(program);
-    std::mt19937 rng(17);
-    std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(sequences));
-    for (auto& seq : ids)
-        for (int i = 0; i < 24; i++) seq.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
-    std::vector<float> out;
-    std::int64_t len = 0;
-    for (const std::int64_t target : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}) {
-        std::vector<std::vector<std::int32_t>> feed;
-        for (std::int64_t s = 0; s < sequences; s++) {
-            while (dec.neighbour_chunks(s) < target / c.chunk_size) dec.add_neighbours(s, random_neighbours(c, rng).data());
-            const auto& seq = ids[static_cast<std::size_t>(s)];
-            feed.emplace_back(seq.begin() + len, seq.begin() + target);
-        }
-        dec.step(feed, false);
-        if (replays > 0) dec.time_replays(replays);   // (idempotent: must change no logit of this step or later)
-        len = target;
-        for (std::int64_t s = 0; s < sequences; s++) {
-            const float* row = dec.logits().data() + dec.last_row(s) * c.num_tokens;
-            out.insert(out.end(), row, row + c.num_tokens);
-        }
-    }
-    if (program == nn::DecodeProgramMode::off) CHECK((dec.graph_launches() > 0) == graphs);   // replayed where asked for
-    if (program_steps) *program_steps = dec.program_steps();
-    if (fused_steps) *fused_steps = dec.fused_steps();
-    if (program != nn::DecodeProgramMode::off) MESSAGE("last decode program fallback: " << dec.program_fallback());
-    return out;
-}
-}  // namespace
 
 TEST_CASE("generate: the backend decoder's steps as graphs give the eager steps' bits (host backend)") {
     // the recorder replays each captured op with its arguments: nothing of a step may differ from running it
@@ -782,7 +707,7 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
     be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
     BackendDecoder dec(c, weights.f(), be, 1, true);
     std::mt19937 rng(5);
-    dec.add_neighbours(0, random_neighbours(c, rng).data());
+    dec.add_neighbours(0, test::random_neighbours(c, rng).data());
     dec.step({{1, 2, 3, 4, 5}}, false);   // the prompt: chunk 0 finishes, the encoder runs
     dec.step({{6}}, false);               // the first one-row step: its buffers grow (attention_decode's counters)
     be.reset();

@@ -1,15 +1,32 @@
 // The tiny RETRO config, batch and weights of the model tests (test_model.cpp, test_backend_model.cpp): every
-// block kind at a few dozen parameters per tensor, a batch with pads, a -1 neighbour and a missing continuation.
+// block kind at a few dozen parameters per tensor, a batch with pads, a -1 neighbour and a missing continuation; random
+// neighbours for a decode (test_generate.cpp, test_nn_decode_program_host.cpp).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "model/params.h"
 #include "model/retro.h"
 
 namespace retro::test {
+
+// Neighbour + continuation ids for one chunk of a decode: random ids, one neighbour sometimes all pads (a -1
+// neighbour), continuations sometimes padded (a document end).
+inline std::vector<std::int32_t> random_neighbours(const RetroConfig& c, std::mt19937& rng) {
+    const std::int64_t k = c.num_neighbours, r = c.retrieved_len(), cs = c.chunk_size;
+    std::vector<std::int32_t> v(static_cast<std::size_t>(k * r));
+    for (auto& x : v) x = 1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1));
+    for (std::int64_t j = 0; j < k; j++) {
+        const auto roll = rng() % 4;
+        if (roll == 0) std::fill(v.begin() + j * r, v.begin() + (j + 1) * r, 0);
+        if (roll == 1) std::fill(v.begin() + j * r + cs, v.begin() + (j + 1) * r, 0);
+    }
+    return v;
+}
 
 inline RetroConfig tiny_config() {
     RetroConfig c;

@@ -1,0 +1,256 @@
+// The fused decode step's device code (kernels/nn_decode_program.cuh: one cooperative kernel a token, issue 21) on the
+// host, through the block emulator's cooperative launch (tests/simt_host.h: every block of the grid resident, grid
+// barriers, each phase run block after block in ascending or descending order under every warp schedule). A backend
+// that is the host backend but for its fused steps — recorded by BackendDecoder as on the GPU, run by the emulator —
+// decodes two configs with retrieval, one and two sequences; each fused step must
+//   - leave every byte of backend memory (activations, KV caches, attention's partials and counters) as the same ops
+//     launched one after another leave it (the GPU test "the fused decode step gives the launched ops' bits" holds the
+//     real kernel to the same): a missing grid barrier, a phase that reads what another block of it writes, or a
+//     grid-stride loop that maps work to threads by the grid's size shows here under one block order or the other;
+//   - and give the host decoder's logits within the op harness's fp32 bound (1e-5), token after token: an op handed
+//     the wrong argument (a pointer, a size, the norm's scratch) shows here, where the bit check, whose two sides run
+//     the same op code, cannot see it.
+// On a GPU the same device code runs as decode_program_k (test_generate.cpp's CUDA case).
+#define RETRO_SIMT_HOST 1
+#include "simt_host.h"
+//
+#include "../kernels/nn_decode_program.cuh"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "nn/decode_program.h"
+#include "nn/nn_backend_host.h"
+#include "test_decode_fixtures.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace prog = retro::nn::detail::program;
+namespace sh = retro::simt::host;
+
+namespace {
+
+constexpr long long kFusedBlocks = 3;    // a small grid: every grid-stride loop goes round, attention's splits spread
+constexpr long long kLaunchedBlocks = 2;   // the ops one by one: another grid (the bits may not depend on it)
+
+struct EmulatedStep final : nn::BackendGraph {
+    nn::DecodeProgram program;
+    prog::DecodeProgramPlan plan;
+    std::size_t smem = 0;
+    int rows = 0;
+};
+
+// op(ops) for the rows of the step (the kernel's NR template)
+template <typename F>
+void with_rows(int rows, F&& f) {
+    switch (rows) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        default: FAIL("a fused step of " << rows << " rows: the test instantiates 1 and 2");
+    }
+}
+
+// The host backend, but its fused decode steps run kernels/nn_decode_program.cuh's device code in the emulator, each
+// launch checked against the same ops launched one by one from the same memory.
+class EmulatedFusedBackend final : public nn::HostNnBackend {
+public:
+    std::int64_t launches = 0, checked = 0;
+    // launches emulated, each compared with its ops one by one: every block order and warp schedule (the later
+    // launches run the host's ops)
+    std::int64_t check_first = 6;
+
+    void* alloc(std::size_t bytes) override {
+        void* p = HostNnBackend::alloc(bytes);
+        live_[p] = bytes;
+        return p;
+    }
+    void release(void* p) noexcept override {
+        live_.erase(p);
+        HostNnBackend::release(p);
+    }
+
+    std::unique_ptr<nn::BackendGraph> fuse_decode_program(const nn::DecodeProgram& p, std::string* why) override {
+        auto step = std::make_unique<EmulatedStep>();
+        for (const nn::DecodeOp& op : p.ops)
+            if (!nn::decode_op_is_element_wise(op.kind)) {
+                step->rows = static_cast<int>(op.N);
+                break;
+            }
+        for (const nn::DecodeOp& op : p.ops)
+            if (!nn::decode_op_is_element_wise(op.kind) && op.N != step->rows) {
+                if (why) *why = "rows differ between ops";
+                return nullptr;
+            }
+        if (step->rows < 1 || step->rows > 2) {
+            if (why) *why = "the test instantiates 1 and 2 rows";
+            return nullptr;
+        }
+        step->program = p;
+        step->plan = prog::plan_decode_program(p, 16ll << 20);
+        for (const nn::DecodeOp& op : p.ops)
+            if (op.gamma && nn::decode_op_is_gemv(op.kind))
+                step->smem = std::max(step->smem, static_cast<std::size_t>(nn::gemv::smem_bytes(step->rows, op.I, true)));
+        if (why) why->clear();
+        return step;
+    }
+
+    void launch_graph(const nn::BackendGraph& g) override {
+        const auto* step = dynamic_cast<const EmulatedStep*>(&g);
+        if (!step) return HostNnBackend::launch_graph(g);
+        // the block order and warp schedule of this launch: every combination in turn
+        const auto order = launches % 2 ? sh::BlockOrder::descending : sh::BlockOrder::ascending;
+        const sh::Schedule schedule = sh::kSchedules[(launches / 2) % 3];
+        launches++;
+        if (checked == check_first) {   // (the emulator's time: the later steps by the host's ops)
+            nn::run_decode_program(*this, step->program);
+            return;
+        }
+        checked++;
+        const Memory before = snapshot();
+        run_fused(*step, order, schedule);
+        const Memory fused = snapshot();
+        restore(before);
+        run_one_by_one(*step);
+        const Memory one_by_one = snapshot();
+        compare(*step, fused, one_by_one, order, schedule);
+        restore(fused);   // the decode goes on from the fused step's memory
+    }
+
+private:
+    using Memory = std::map<void*, std::vector<unsigned char>>;
+    std::map<void*, std::size_t> live_;   // this backend's allocations
+
+    Memory snapshot() const {
+        Memory m;
+        for (const auto& [p, bytes] : live_) {
+            const auto* b = static_cast<const unsigned char*>(p);
+            m[p].assign(b, b + bytes);
+        }
+        return m;
+    }
+    static void restore(const Memory& m) {
+        for (const auto& [p, bytes] : m) std::memcpy(p, bytes.data(), bytes.size());
+    }
+
+    static void run_fused(const EmulatedStep& s, sh::BlockOrder order, sh::Schedule schedule) {
+        const sh::ScheduleScope scope(schedule);
+        with_rows(s.rows, [&](auto nr) {
+            sh::launch_cooperative(kFusedBlocks, nn::detail::kThreads, s.smem, [&] {
+                prog::decode_program_body<decltype(nr)::value>(s.program.ops.data(), static_cast<int>(s.program.ops.size()),
+                                                               s.plan.pieces.data(), static_cast<int>(s.plan.pieces.size()),
+                                                               s.plan.schedule.data());
+            }, order);
+        });
+    }
+    static void run_one_by_one(const EmulatedStep& s) {
+        with_rows(s.rows, [&](auto nr) {
+            for (const nn::DecodeOp& op : s.program.ops)
+                sh::launch(kLaunchedBlocks, 1, nn::detail::kThreads, s.smem,
+                           [&] { prog::run_op<decltype(nr)::value>(op); });
+        });
+    }
+
+    // every allocation equal byte for byte; a difference named by the allocation, the float and the ops that write
+    // into that allocation
+    static void compare(const EmulatedStep& s, const Memory& a, const Memory& b, sh::BlockOrder order,
+                        sh::Schedule schedule) {
+        for (const auto& [p, bytes] : a) {
+            const auto& other = b.at(p);
+            if (std::memcmp(bytes.data(), other.data(), bytes.size()) == 0) continue;
+            std::size_t at = 0;
+            while (at < bytes.size() && bytes[at] == other[at]) at++;
+            const std::size_t f = at / sizeof(float);
+            float x = 0, y = 0;
+            std::memcpy(&x, bytes.data() + f * sizeof(float), sizeof x);
+            std::memcpy(&y, other.data() + f * sizeof(float), sizeof y);
+            std::string writers;
+            const auto* lo = static_cast<const char*>(p);
+            auto inside = [&](const void* q) {
+                return q && static_cast<const char*>(q) >= lo && static_cast<const char*>(q) < lo + bytes.size();
+            };
+            for (std::size_t i = 0; i < s.program.ops.size(); i++) {
+                const nn::DecodeOp& op = s.program.ops[i];
+                if (inside(op.out) || inside(op.xn) || inside(op.norm) || inside(op.cache.kcache) ||
+                    inside(op.cache.vcache) || inside(op.cache.workspace) || inside(op.cache.counters))
+                    writers += " " + std::to_string(i) + ":" + nn::decode_op_name(op.kind);
+            }
+            const std::string how = std::string(order == sh::BlockOrder::ascending ? "blocks ascending" : "blocks descending") +
+                                    ", " + sh::schedule_name(schedule);
+            FAIL_CHECK("fused step (" << how << ") differs from its ops launched one by one in an "
+                       << bytes.size() << "-byte allocation at float " << f << ": " << x << " against " << y
+                       << "; ops writing there:" << writers);
+            return;
+        }
+    }
+};
+
+}  // namespace
+
+TEST_CASE("decode program (host emulator): a fused step leaves the memory of its ops launched one by one, and decodes "
+          "as the host does") {
+    // (two sequences: a two-row step, whose q, k and v projections share a phase; the same-width config, whose
+    // encoder embeds straight into its stream, at one)
+    for (const bool same_width : {false, true}) {
+        const RetroConfig c = same_width ? test::same_width_decode_config() : test::decode_config();
+        RetroModel<float> model(c);
+        params_init(model.params(), model.layout(), 3);
+        for (const std::int64_t sequences : {1, 2}) {
+            if (same_width && sequences == 2) continue;   // (the emulator's time)
+            CAPTURE(same_width);
+            CAPTURE(sequences);
+            nn::HostNnBackend host;
+            const auto reference = test::decode_logits(host, c, model, true, nn::DecodeProgramMode::off, nullptr,
+                                                       nullptr, sequences);
+            EmulatedFusedBackend emulated;
+            std::int64_t fused = 0;
+            const auto logits = test::decode_logits(emulated, c, model, true, nn::DecodeProgramMode::fused, nullptr,
+                                                    &fused, sequences);
+            MESSAGE("fused steps: " << fused << ", launched " << emulated.launches << " times, the first "
+                    << emulated.checked << " emulated and checked against their ops one by one");
+            CHECK(fused > 0);
+            CHECK(emulated.checked == std::min(emulated.launches, emulated.check_first));
+            REQUIRE(logits.size() == reference.size());
+            const std::size_t V = static_cast<std::size_t>(c.num_tokens);
+            for (std::size_t row = 0; row * V < logits.size(); row++) {   // each step's row against the host's
+                CAPTURE(row);
+                const std::vector<float> ref(reference.begin() + row * V, reference.begin() + (row + 1) * V);
+                CHECK(test::rel_err(logits.data() + row * V, ref) <= 1e-5);
+            }
+        }
+    }
+}
+
+TEST_CASE("decode program (host emulator): a cooperative launch waits at grid barriers and refuses divergent ones") {
+    // every block writes its slot, the grid meets, every block reads its neighbour's: the grid barrier orders them
+    // under both block orders; without it, one order reads the slot before it is written
+    for (const auto order : {sh::BlockOrder::ascending, sh::BlockOrder::descending}) {
+        for (const bool barrier : {true, false}) {
+            std::vector<float> slots(4, -1.0f), seen(4, -2.0f);
+            sh::launch_cooperative(4, 64, 0, [&] {
+                const long long b = simt::block_x();
+                if (simt::thread_x() == 0) slots[static_cast<std::size_t>(b)] = static_cast<float>(b);
+                if (barrier) simt::grid_sync();
+                if (simt::thread_x() == 0) seen[static_cast<std::size_t>(b)] = slots[static_cast<std::size_t>((b + 1) % 4)];
+            }, order);
+            bool all = true;
+            for (int b = 0; b < 4; b++) all = all && seen[static_cast<std::size_t>(b)] == static_cast<float>((b + 1) % 4);
+            CAPTURE(barrier);
+            CHECK(all == barrier);
+        }
+    }
+    // a block whose threads end while the others wait would hang the GPU: refused
+    CHECK_THROWS_AS(sh::launch_cooperative(2, 32, 0, [&] {
+                        if (simt::block_x() == 0) simt::grid_sync();
+                    }),
+                    std::logic_error);
+    // and a grid barrier outside a cooperative launch, which nothing releases: a deadlock
+    CHECK_THROWS_AS(sh::launch(1, 1, 32, 0, [&] { simt::grid_sync(); }), std::logic_error);
+}
