@@ -35,14 +35,16 @@ inline RetroConfig same_width_decode_config() {
     return c;
 }
 
-// Every step's last-row logits of one sequence decoded on `be` (a 5-token prompt, then one token a step, neighbours
-// added as chunks finish), eager or as graphs: the same ids and neighbours for every backend.
+// Every step's last-row logits of `sequences` sequences decoded together on `be` (a `prompt`-token prompt, then one
+// token a step up to `end` tokens, neighbours added as chunks finish), eager or as graphs: the same ids and
+// neighbours for every backend.
 // With a decode program mode the graph-eligible steps run from a recording (nn/decode_program.h) where it takes them;
 // *program_steps (when given) gets how many did, *fused_steps how many of them ran fused.
 inline std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c, const RetroModel<float>& model,
                                         bool graphs, nn::DecodeProgramMode program = nn::DecodeProgramMode::off,
                                         std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr,
-                                        std::int64_t sequences = 1, int replays = 0) {
+                                        std::int64_t sequences = 1, int replays = 0, std::int64_t prompt = 5,
+                                        std::int64_t end = 24) {
     nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
     be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
     BackendDecoder dec(c, weights.f(), be, sequences, true);
@@ -51,10 +53,10 @@ inline std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c,
     std::mt19937 rng(17);
     std::vector<std::vector<std::int32_t>> ids(static_cast<std::size_t>(sequences));
     for (auto& seq : ids)
-        for (int i = 0; i < 24; i++) seq.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
+        for (std::int64_t i = 0; i < end; i++) seq.push_back(1 + static_cast<std::int32_t>(rng() % (c.num_tokens - 1)));
     std::vector<float> out;
     std::int64_t len = 0;
-    for (const std::int64_t target : {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}) {
+    for (std::int64_t target = prompt; target <= end; target++) {
         std::vector<std::vector<std::int32_t>> feed;
         for (std::int64_t s = 0; s < sequences; s++) {
             while (dec.neighbour_chunks(s) < target / c.chunk_size) dec.add_neighbours(s, random_neighbours(c, rng).data());

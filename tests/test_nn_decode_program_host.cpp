@@ -197,22 +197,29 @@ private:
 TEST_CASE("decode program (host emulator): a fused step leaves the memory of its ops launched one by one, and decodes "
           "as the host does") {
     // (two sequences: a two-row step, whose q, k and v projections share a phase; the same-width config, whose
-    // encoder embeds straight into its stream, at one)
-    for (const bool same_width : {false, true}) {
-        const RetroConfig c = same_width ? test::same_width_decode_config() : test::decode_config();
+    // encoder embeds straight into its stream; a long prompt: past 128 positions attention_decode takes three splits
+    // of 64 keys, spread over the blocks, and the last to count combines them — another block in each order)
+    struct Case {
+        bool same_width;
+        std::int64_t sequences, prompt, end;
+    };
+    for (const Case& k : {Case{false, 1, 5, 24}, Case{true, 2, 5, 24}, Case{false, 2, 140, 150}}) {
+        RetroConfig c = k.same_width ? test::same_width_decode_config() : test::decode_config();
+        c.max_seq_len = std::max<std::int64_t>(c.max_seq_len, (k.end + 8) / c.chunk_size * c.chunk_size);
         RetroModel<float> model(c);
         params_init(model.params(), model.layout(), 3);
-        for (const std::int64_t sequences : {1, 2}) {
-            if (same_width && sequences == 2) continue;   // (the emulator's time)
-            CAPTURE(same_width);
-            CAPTURE(sequences);
+        {
+            CAPTURE(k.same_width);
+            CAPTURE(k.sequences);
+            CAPTURE(k.prompt);
+            const std::int64_t sequences = k.sequences;
             nn::HostNnBackend host;
             const auto reference = test::decode_logits(host, c, model, true, nn::DecodeProgramMode::off, nullptr,
-                                                       nullptr, sequences);
+                                                       nullptr, sequences, 0, k.prompt, k.end);
             EmulatedFusedBackend emulated;
             std::int64_t fused = 0;
             const auto logits = test::decode_logits(emulated, c, model, true, nn::DecodeProgramMode::fused, nullptr,
-                                                    &fused, sequences);
+                                                    &fused, sequences, 0, k.prompt, k.end);
             MESSAGE("fused steps: " << fused << ", launched " << emulated.launches << " times, the first "
                     << emulated.checked << " emulated and checked against their ops one by one");
             CHECK(fused > 0);
