@@ -24,6 +24,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "model/params.h"
@@ -48,14 +50,13 @@ struct EmulatedStep final : nn::BackendGraph {
     int rows = 0;
 };
 
-// op(ops) for the rows of the step (the kernel's NR template)
+// f(std::integral_constant<int, NR>) for the rows of the step (the kernel's NR template: 1 to gemv::kMaxRows)
 template <typename F>
 void with_rows(int rows, F&& f) {
-    switch (rows) {
-        case 1: f(std::integral_constant<int, 1>{}); break;
-        case 2: f(std::integral_constant<int, 2>{}); break;
-        default: FAIL("a fused step of " << rows << " rows: the test instantiates 1 and 2");
-    }
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+        const bool found = ((rows == R + 1 ? (f(std::integral_constant<int, R + 1>{}), true) : false) || ...);
+        if (!found) FAIL("a fused step of " << rows << " rows");
+    }(std::make_integer_sequence<int, nn::gemv::kMaxRows>{});
 }
 
 // The host backend, but its fused decode steps run kernels/nn_decode_program.cuh's device code in the emulator, each
@@ -89,8 +90,8 @@ public:
                 if (why) *why = "rows differ between ops";
                 return nullptr;
             }
-        if (step->rows < 1 || step->rows > 2) {
-            if (why) *why = "the test instantiates 1 and 2 rows";
+        if (step->rows < 1 || step->rows > nn::gemv::kMaxRows) {
+            if (why) *why = "more than 8 rows a step";
             return nullptr;
         }
         step->program = p;
@@ -231,6 +232,35 @@ TEST_CASE("decode program (host emulator): a fused step leaves the memory of its
                 const std::vector<float> ref(reference.begin() + row * V, reference.begin() + (row + 1) * V);
                 CHECK(test::rel_err(logits.data() + row * V, ref) <= 1e-5);
             }
+        }
+    }
+}
+
+// The same at the demo config's shapes (examples/configs/demo.json: width 128, 8 heads of 32, an 8000-token vocabulary,
+// chunks of 32), one, two and eight rows a step: minutes in the emulator, so run by hand (-tc with its name and
+// --no-skip), not in CI; last run: docs/gpu.md "The fused decode step".
+TEST_CASE("decode program (host emulator): the demo config's shapes, 1, 2 and 8 rows" * doctest::skip()) {
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "demo.json").string());
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    for (const std::int64_t sequences : {1, 2, 8}) {
+        CAPTURE(sequences);
+        nn::HostNnBackend host;
+        const auto reference = test::decode_logits(host, c, model, true, nn::DecodeProgramMode::off, nullptr, nullptr,
+                                                   sequences, 0, 30, 36);
+        EmulatedFusedBackend emulated;
+        emulated.check_first = 3;
+        std::int64_t fused = 0;
+        const auto logits = test::decode_logits(emulated, c, model, true, nn::DecodeProgramMode::fused, nullptr, &fused,
+                                                sequences, 0, 30, 36);
+        MESSAGE("fused steps: " << fused << ", the first " << emulated.checked << " emulated");
+        CHECK(emulated.checked > 0);
+        REQUIRE(logits.size() == reference.size());
+        const std::size_t V = static_cast<std::size_t>(c.num_tokens);
+        for (std::size_t row = 0; row * V < logits.size(); row++) {
+            CAPTURE(row);
+            const std::vector<float> ref(reference.begin() + row * V, reference.begin() + (row + 1) * V);
+            CHECK(test::rel_err(logits.data() + row * V, ref) <= 1e-5);
         }
     }
 }
