@@ -200,11 +200,14 @@ TEST_CASE("decode program (host emulator): a fused step leaves the memory of its
     // (two sequences: a two-row step, whose q, k and v projections share a phase; the same-width config, whose
     // encoder embeds straight into its stream; a long prompt: past 128 positions attention_decode takes three splits
     // of 64 keys, spread over the blocks, and the last to count combines them — another block in each order)
+    // (the long prompt's steps each launched once more, as retro-bench's replay timing does: a replay, whose
+    // attention counters must be back at 0, may change no byte)
     struct Case {
         bool same_width;
         std::int64_t sequences, prompt, end;
+        int replays;
     };
-    for (const Case& k : {Case{false, 1, 5, 24}, Case{true, 2, 5, 24}, Case{false, 2, 140, 150}}) {
+    for (const Case& k : {Case{false, 1, 5, 24, 0}, Case{true, 2, 5, 24, 0}, Case{false, 2, 140, 150, 1}}) {
         RetroConfig c = k.same_width ? test::same_width_decode_config() : test::decode_config();
         c.max_seq_len = std::max<std::int64_t>(c.max_seq_len, (k.end + 8) / c.chunk_size * c.chunk_size);
         RetroModel<float> model(c);
@@ -220,7 +223,7 @@ TEST_CASE("decode program (host emulator): a fused step leaves the memory of its
             EmulatedFusedBackend emulated;
             std::int64_t fused = 0;
             const auto logits = test::decode_logits(emulated, c, model, true, nn::DecodeProgramMode::fused, nullptr,
-                                                    &fused, sequences, 0, k.prompt, k.end);
+                                                    &fused, sequences, k.replays, k.prompt, k.end);
             MESSAGE("fused steps: " << fused << ", launched " << emulated.launches << " times, the first "
                     << emulated.checked << " emulated and checked against their ops one by one");
             CHECK(fused > 0);
