@@ -201,7 +201,7 @@ TEST_CASE("decode program (host emulator): a fused step leaves the memory of its
     // encoder embeds straight into its stream; a long prompt: past 128 positions attention_decode takes three splits
     // of 64 keys, spread over the blocks, and the last to count combines them — another block in each order)
     // (the long prompt's steps each launched once more, as retro-bench's replay timing does: a replay, whose
-    // attention counters must be back at 0, may change no byte)
+    // attention counters must be back at 0, must leave the decode to go on as the host's)
     struct Case {
         bool same_width;
         std::int64_t sequences, prompt, end;
