@@ -242,7 +242,7 @@ public:
     void position_add_backward(float* dpos, const float* dout, std::int64_t B, std::int64_t Tn,
                                std::int64_t C) override;
     void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n, std::int64_t V,
-                     const SamplingParams& p, const double* u) override;
+                     std::int64_t ld, const SamplingParams& p, const double* u) override;
     float cross_entropy_forward(float* lse, std::int64_t* valid, const float* logits, const std::int32_t* targets,
                                 std::int64_t N, std::int64_t V, std::int32_t ignore_index) override;
     void cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,

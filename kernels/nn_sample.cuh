@@ -207,16 +207,16 @@ RETRO_SIMT_DEVICE int ceil_log2(ll v) {
     return s;
 }
 
-// ids[b] = the token drawn from logits row rows[b] (one block a row; u[b] unread when greedy); weights: [rows, V]
-// scratch (unused when greedy).
+// ids[b] = the token drawn from the first V columns of logits row rows[b] (rows ld floats apart; one block a row; u[b]
+// unread when greedy); weights: [rows, V] scratch (unused when greedy).
 template <int THREADS>
-RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* logits, const ll* rows, ll V, Params p,
+RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* logits, const ll* rows, ll V, ll ld, Params p,
                                         const double* u, u64* weights) {
     static_assert(THREADS >= 256 && (THREADS & (THREADS - 1)) == 0, "a power of two, at least a thread a bucket");
     auto* base = reinterpret_cast<u64*>(simt::dynamic_smem());
     const Shared sh{base, base + 256, base + 256 + THREADS};
     const ll b = simt::block_x();
-    const float* z = logits + rows[b] * V;
+    const float* z = logits + rows[b] * ld;   // (its first V columns: the ids drawn from)
     const int t = simt::thread_x();
 
     u64 best = ~u64{0};

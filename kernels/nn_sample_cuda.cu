@@ -16,10 +16,10 @@
 namespace retro::nn::detail {
 
 void CudaNnBackend::sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n,
-                                std::int64_t V, const SamplingParams& p, const double* u) {
+                                std::int64_t V, std::int64_t ld, const SamplingParams& p, const double* u) {
     if (n == 0) return;
-    RETRO_CHECK(n > 0 && n <= INT32_MAX && V > 0 && V <= INT32_MAX, "sample_rows: n ", n, ", V ", V);
-    if (unfused(FusedOp::sample_rows)) return NnBackend::sample_rows(ids, logits, rows, n, V, p, u);
+    RETRO_CHECK(n > 0 && n <= INT32_MAX && V > 0 && V <= INT32_MAX && ld >= V, "sample_rows: n ", n, ", V ", V, ", ld ", ld);
+    if (unfused(FusedOp::sample_rows)) return NnBackend::sample_rows(ids, logits, rows, n, V, ld, p, u);
     // [rows: n int64][u: n double][ids: n int32], the first two uploaded together
     const std::size_t rows_bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t), u_bytes = static_cast<std::size_t>(n) * sizeof(double);
     std::vector<unsigned char> block(rows_bytes + u_bytes, 0);
@@ -35,7 +35,7 @@ void CudaNnBackend::sample_rows(std::int32_t* ids, const float* logits, const st
     const sample::Params kp{p.temperature, p.top_k, p.top_p, p.greedy ? 1 : 0};
     constexpr int threads = sample::kThreads;
     sample::sample_rows_kernel<threads><<<static_cast<unsigned>(n), threads, sample::smem_bytes<threads>(), stream_>>>(
-        ids_dev, logits, reinterpret_cast<const long long*>(dev), V, kp, reinterpret_cast<const double*>(dev + rows_bytes),
+        ids_dev, logits, reinterpret_cast<const long long*>(dev), V, ld, kp, reinterpret_cast<const double*>(dev + rows_bytes),
         weights);
     RETRO_CUDA_LAUNCH_CHECK("sample_rows", stream_);
     download(ids, ids_dev, static_cast<std::size_t>(n) * sizeof(std::int32_t));

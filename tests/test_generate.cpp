@@ -420,15 +420,21 @@ TEST_CASE("generate: the backend decoder draws the next tokens on its backend as
     settings[3].top_p = 0.6;
     settings[3].temperature = 0.7;
     const std::vector<double> u = {0.31, 0.87};
-    for (int pass = 0; pass < 2; pass++) {   // pass 0: nothing downloaded yet; pass 1: after logits()
-        for (const auto& o : settings) {
-            std::vector<std::int32_t> ids;
-            dec.sample_last(o, {1, 0}, u, ids);
-            REQUIRE(ids.size() == 2);
-            for (int j = 0; j < 2; j++) {
-                const std::int64_t s = 1 - j;
-                CHECK(ids[static_cast<std::size_t>(j)] ==
-                      nn::sample_row(dec.logits().data() + dec.last_row(s) * c.num_tokens, c.num_tokens, o, u[static_cast<std::size_t>(j)]));
+    // and with a vocabulary below the model's (a smaller tokenizer): sample_row over each row's first `vocab` logits
+    for (const std::int64_t vocab : {c.num_tokens, std::int64_t{7}}) {
+        CAPTURE(vocab);
+        for (int pass = 0; pass < 2; pass++) {   // pass 0: nothing downloaded yet; pass 1: after logits()
+            for (const auto& o : settings) {
+                std::vector<std::int32_t> ids;
+                dec.sample_last(o, {1, 0}, u, ids, vocab);
+                REQUIRE(ids.size() == 2);
+                for (int j = 0; j < 2; j++) {
+                    const std::int64_t s = 1 - j;
+                    CHECK(ids[static_cast<std::size_t>(j)] < vocab);
+                    CHECK(ids[static_cast<std::size_t>(j)] ==
+                          nn::sample_row(dec.logits().data() + dec.last_row(s) * c.num_tokens, vocab, o,
+                                         u[static_cast<std::size_t>(j)]));
+                }
             }
         }
     }
@@ -471,7 +477,7 @@ TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (g
                     }
                     if (!usable) continue;
                     std::vector<std::int32_t> ids(rows.size(), -1);
-                    be->sample_rows(ids.data(), dev.f(), rows.data(), R, V, o, u.data());
+                    be->sample_rows(ids.data(), dev.f(), rows.data(), R, V, V, o, u.data());
                     for (std::size_t j = 0; j < rows.size(); j++) {
                         INFO("V " << V << " ties " << ties << " k " << o.top_k << " p " << o.top_p << " T "
                                   << o.temperature << " greedy " << o.greedy << " u " << u[j]);

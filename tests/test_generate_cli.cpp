@@ -22,6 +22,7 @@
 #include "generate/chunk_retriever.h"
 #include "data/synthetic_text.h"
 #include "model/config.h"
+#include "model/params.h"
 #include "test_bm25_oracle.h"
 #include "test_util.h"
 
@@ -390,6 +391,102 @@ TEST_CASE("generate: with neighbour_alignment match the retriever reads what tra
         }
     CHECK(dropped > 0);
     CHECK(shifted > 0);
+}
+
+TEST_CASE("generate: runs it should not take at their word - a smaller tokenizer, no retrieval, an endless stdin") {
+    // found by a helper's exploratory pass (session 51); each refused or handled before this, as the comments say
+    Pipeline p;
+    build(p, "a", 1, true);
+    const fs::path knn = p.tmp / "a-knn";
+    // a model whose vocabulary (1,024) is larger than its tokenizer's (400), as on a small corpus: an untrained model
+    // draws ids past 400 more often than not, which the tokenizer cannot decode (before: "token id 517 is outside
+    // the vocabulary", exit 2, most seeds); only the tokenizer's ids are drawn now, greedy too
+    RetroConfig c = RetroConfig::load((p.tmp / "config.json").string());
+    c.num_tokens = 1024;
+    c.save((p.tmp / "wide.json").string());
+    const fs::path wide = p.tmp / "wide-run";
+    auto r = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + knn.string() + " --config " +
+                                               (p.tmp / "wide.json").string() + " --out " + wide.string() +
+                                               " --steps 2 --batch-size 2 --quiet --threads 1");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    for (const std::string flags : {"--seed 1", "--seed 2", "--seed 3 --temperature 3", "--greedy"}) {
+        CAPTURE(flags);
+        r = test::run_tool("retro-generate", wide.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                                                 " --max-tokens 24 --quiet " + flags + " hello");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+    }
+    // eval of the same run: bits per byte from the tokenizer's 400 pieces, the ids past them at 0 bytes (before: no
+    // bpb, silently, for a tokenizer smaller than num_tokens)
+    r = test::run_tool("retro-train", "eval --run " + wide.string() + " --db " + p.db.string() + " --knn " + knn.string() +
+                                          " --max-batches 1 --quiet --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    {
+        const auto j = nlohmann::json::parse(r.out);
+        INFO(r.out);
+        CHECK(j.value("bytes", nlohmann::json()).is_number());
+        REQUIRE(j.contains("filters"));
+        for (const auto& f : j["filters"])
+            for (const auto& m : f["modes"]) CHECK(m.value("bpb", nlohmann::json()).is_number());
+    }
+    // a config whose pad_id is not the database's (before: trained, its pads learnt as text and id 5 masked)
+    RetroConfig padded = c;
+    padded.num_tokens = 400;
+    padded.pad_id = 5;
+    padded.save((p.tmp / "pad5.json").string());
+    r = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + knn.string() + " --config " +
+                                          (p.tmp / "pad5.json").string() + " --out " + (p.tmp / "pad5-run").string() +
+                                          " --steps 2 --batch-size 2 --quiet --threads 1");
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r));
+    CHECK(r.err.find("pads with id 0; the model config's pad_id is 5") != std::string::npos);
+    CHECK_FALSE(fs::exists(p.tmp / "pad5-run" / "manifest.json"));
+    // a run trained with --no-retrieval: its CCA layers and encoder never learnt (before: retrieval through them,
+    // silently); generating without retrieval still runs
+    const fs::path plain = p.tmp / "plain-run";
+    r = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + knn.string() + " --config " +
+                                          (p.tmp / "config.json").string() + " --out " + plain.string() +
+                                          " --steps 2 --batch-size 2 --quiet --threads 1 --no-retrieval");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-generate", plain.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                                             " --quiet hello");
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r));
+    CHECK(r.err.find("was trained with --no-retrieval") != std::string::npos);
+    r = test::run_tool("retro-generate", plain.string() + " --db " + p.db.string() + " --no-retrieval --quiet hello");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    // a prompt on stdin that does not end (before: read into memory until it ran out)
+    // (in a shell of its own: run_command gives the command line its own standard input)
+    r = test::run_command("sh -c " + q("head -c 70000000 /dev/zero | " + test::tool_path("retro-generate") + " " +
+                                       p.run.string() + " --db " + p.db.string() + " --no-retrieval --quiet"));
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("standard input: holds more than 64 MiB") != std::string::npos);
+    // weights that load (finite) but give infinite logits, as a diverged run's can: refused naming the weights, greedy
+    // too (before: token id -1 blamed on the tokenizer, or greedy text of whatever the first infinity was)
+    {
+        const RetroConfig rc = RetroConfig::load((p.run / "config.json").string());
+        const ParamLayout layout(rc);
+        std::vector<float> w;
+        params_load((p.run / "model.safetensors").string(), w, layout, rc);
+        const ParamEntry& emb = layout.at("token_emb.weight");
+        std::fill(w.begin() + emb.offset, w.begin() + emb.offset + emb.numel, 3e38f);
+        const std::string huge = (p.tmp / "huge.safetensors").string();
+        params_save(huge, w, layout, rc);
+        for (const std::string flags : {"", " --greedy"}) {
+            r = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " --no-retrieval --quiet " +
+                                                     "--checkpoint " + huge + flags + " hello");
+            INFO(r.err);
+            CHECK(r.exit_code == 2);
+            CHECK(one_line(r));
+            CHECK(r.err.find(huge + ": gives logits that are not finite") != std::string::npos);
+        }
+    }
+    // a temperature below which the draw is the argmax up to rounding, and overflows for tiny ones (before: 1e-320
+    // drew id -1)
+    r = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " --no-retrieval --quiet "
+                                         "--temperature 1e-320 hello");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--temperature") != std::string::npos);
 }
 
 TEST_CASE("generate: bad input exits 2 with one line") {

@@ -134,6 +134,14 @@ TEST_CASE("memory: vocabulary size, chunking blocks, retro-bench knn") {
                                                      " --chunk-size 4 --seq-len 16 --block-bytes 1000000000000000"),
                    "--block-bytes", out);
     expect_refused(test::run_tool("retro-bench", "knn --n 1000000000000 --dim 256"), "--n");
+    {   // retro-bench generate counts the model's weights (a 1B config's 4.5 GB; before: only the prefill's scores,
+        // and the bench ran to a 9.5 GB peak or ended in std::bad_alloc)
+        MemoryLimit limit("3000000000");
+        expect_refused(test::run_tool("retro-bench", "generate --config " +
+                                                         (test::source_dir() / "examples" / "configs" / "retro-1b.json").string() +
+                                                         " --prompt 8 --output 1 --threads 1"),
+                       "--prompt", {}, "the weights");
+    }
 }
 
 TEST_CASE("memory: the training estimate counts 4 floats per parameter and grows with the batch") {

@@ -221,6 +221,29 @@ TEST_CASE("model: tied embeddings: one table for input and head, gradients of bo
     params_load(path, back, m.layout(), c);
     CHECK(back == m.params());
     CHECK_THROWS_AS(params_load(path, back, ParamLayout(plain), plain), UserError);
+    // weights saved under another config whose tensors have the same shapes (8 heads of 32 against 4 of 64; CCA's
+    // query positions) are refused naming the fields (before: loaded, and the model computed something else); how CCA
+    // starts (cca_zero_init) is not what the weights mean: taken
+    {
+        auto other = c;
+        other.heads = c.heads / 2;
+        other.dim_head = c.dim_head * 2;
+        REQUIRE(ParamLayout(other).total() == ParamLayout(c).total());
+        try {
+            params_load(path, back, ParamLayout(other), other);
+            FAIL("weights of another heads x dim_head loaded");
+        } catch (const UserError& e) {
+            CHECK(std::string(e.what()).find("was saved under another model config: \"dim_head\" ") != std::string::npos);
+            CHECK(std::string(e.what()).find("\"heads\" ") != std::string::npos);
+        }
+        auto aligned = c;
+        aligned.cca_query_positions = "aligned";
+        CHECK_THROWS_AS(params_load(path, back, m.layout(), aligned), UserError);
+        auto zero_init = c;
+        zero_init.cca_zero_init = !c.cca_zero_init;
+        params_load(path, back, m.layout(), zero_init);
+        CHECK(back == m.params());
+    }
     // retro-fitting (--train-only cca,encoder) trains neither the shared table nor the head: both are decoder tensors
     const auto trainable = param_trainable(tied, param_groups_parse("cca,encoder", "test"));
     CHECK_FALSE(trainable[static_cast<std::size_t>(&tied.at("token_emb.weight") - tied.entries().data())]);

@@ -26,12 +26,14 @@ namespace {
 constexpr int kHostThreads = 256;   // the emulator runs a fiber a thread: fewer than the GPU's 1024, same code
 
 std::vector<std::int32_t> run_kernel(const std::vector<float>& logits, const std::vector<long long>& rows,
-                                     long long V, const nn::SamplingParams& o, const std::vector<double>& u) {
+                                     long long V, const nn::SamplingParams& o, const std::vector<double>& u,
+                                     long long ld = 0) {
     std::vector<std::int32_t> ids(rows.size(), -1);
     std::vector<std::uint64_t> weights(rows.size() * static_cast<std::size_t>(V), ~std::uint64_t{0});   // scratch
     const ks::Params p{o.temperature, o.top_k, o.top_p, o.greedy ? 1 : 0};
     simt::host::launch(static_cast<long long>(rows.size()), 1, kHostThreads, ks::smem_bytes<kHostThreads>(), [&] {
-        ks::sample_rows_kernel<kHostThreads>(ids.data(), logits.data(), rows.data(), V, p, u.data(), weights.data());
+        ks::sample_rows_kernel<kHostThreads>(ids.data(), logits.data(), rows.data(), V, ld > 0 ? ld : V, p, u.data(),
+                                             weights.data());
     });
     return ids;
 }
@@ -119,5 +121,30 @@ TEST_CASE("nn sample kernel on the host emulator: exact ties at the top-k and to
             CHECK(nn::sample_row(logits.data(), V, o, u) == j);
             CHECK(run_kernel(logits, rows, V, o, {u})[0] == j);
         }
+    }
+}
+
+TEST_CASE("nn sample kernel on the host emulator: rows wider than the ids drawn (a tokenizer smaller than the model)") {
+    // V = 300 ids drawn from rows of 310 logits whose last 10 are the largest: the same ids as from the rows cut to
+    // 300, none past them
+    std::mt19937_64 gen(51);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    const long long V = 300, ld = 310, R = 3;
+    std::vector<float> wide(static_cast<std::size_t>(R * ld)), cut(static_cast<std::size_t>(R * V));
+    for (long long r = 0; r < R; r++)
+        for (long long i = 0; i < ld; i++) {
+            const float z = i < V ? normal(gen) : 50.0f;
+            wide[static_cast<std::size_t>(r * ld + i)] = z;
+            if (i < V) cut[static_cast<std::size_t>(r * V + i)] = z;
+        }
+    const std::vector<long long> rows = {1, 2, 0};
+    const std::vector<double> u = {0.137, 0.561, 0.912};
+    for (const bool greedy : {true, false}) {
+        nn::SamplingParams o;
+        o.greedy = greedy;
+        o.top_p = greedy ? 1.0 : 0.9;
+        const auto a = run_kernel(wide, rows, V, o, u, ld), b = run_kernel(cut, rows, V, o, u);
+        CHECK(a == b);
+        for (const auto id : a) CHECK((id >= 0 && id < V));
     }
 }

@@ -155,17 +155,30 @@ TEST_CASE("train: --keep-checkpoints keeps the newest complete ones, and Ctrl-C 
     CHECK(!fs::exists(dir / "run" / "checkpoints" / "step_00000005"));
     CHECK(test::run_tool("retro-train", base + " --steps 2 --keep-checkpoints -1 --out " + (dir / "bad").string()).exit_code == 2);
 
-    // SIGINT (Ctrl-C) once a checkpoint exists: exit 130 and one line naming the folder, the step and --resume
+    // SIGINT (Ctrl-C) while steps run: the step under way finishes and its checkpoint is saved (no finished step is
+    // lost: --checkpoint-every 1000 would otherwise keep none), then exit 130 and one line naming the folder, the step
+    // and --resume
     const std::string cmd = "timeout --preserve-status -s INT 6 " + test::tool_path("retro-train") + " " + base +
-                            " --steps 1000000 --val-every 0 --quiet --out " + (dir / "int").string();
+                            " --steps 1000000 --val-every 0 --checkpoint-every 1000 --quiet --out " + (dir / "int").string();
     const test::RunResult stopped = test::run_command(cmd);
     INFO("stderr: ", stopped.err);
     CHECK(stopped.exit_code == 130);
     CHECK(stopped.err.find("retro-train: interrupted; ") != std::string::npos);
     CHECK(stopped.err.find("--resume") != std::string::npos);
-    if (fs::exists(dir / "int" / "checkpoints" / "step_00000001" / "DONE"))   // (a loaded machine may not get there)
-        CHECK(stopped.err.find("continue with the same command and --resume: " + (dir / "int").string() +
-                               " holds a complete checkpoint at step ") != std::string::npos);
+    const std::string held = "continue with the same command and --resume: " + (dir / "int").string() +
+                             " holds a complete checkpoint at step ";
+    if (const auto at = stopped.err.find(held); at != std::string::npos) {   // (a loaded machine may still be setting up)
+        CHECK(stopped.err.find("stopping after this step") != std::string::npos);
+        const long long step = std::stoll(stopped.err.substr(at + held.size()));
+        char name[32];
+        std::snprintf(name, sizeof name, "step_%08lld", step);
+        CHECK(fs::exists(dir / "int" / "checkpoints" / name / "DONE"));
+        // every step metrics.jsonl records is in that checkpoint (the signal's own step, not --checkpoint-every's)
+        std::ifstream metrics(dir / "int" / "metrics.jsonl");
+        long long lines = 0;
+        for (std::string line; std::getline(metrics, line);) lines++;
+        CHECK(lines == step);
+    }
 }
 
 TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {

@@ -21,6 +21,7 @@
 #include "core/scratch_dir.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
+#include "generate/generator.h"
 #include "core/cuda_device.h"
 #include "generate/backend_decoder.h"
 #include "nn/decode_program.h"
@@ -104,7 +105,7 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     std::vector<std::int32_t> drawn;
     for (std::int64_t i = 0; i < output; i++) {
         // drawn where the logits are (next_tokens: on the GPU only the ids come back); one stream, in sequence order
-        next_tokens(dec, c.num_tokens, so, all_seqs, [&](std::int64_t) { return rng.uniform(); }, drawn);
+        next_tokens(dec, c.num_tokens, c.num_tokens, so, all_seqs, [&](std::int64_t) { return rng.uniform(); }, drawn);
         for (std::int64_t s = 0; s < batch; s++) {
             auto& seq = ids[static_cast<std::size_t>(s)];
             seq.push_back(drawn[static_cast<std::size_t>(s)]);
@@ -194,8 +195,13 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
     // sized by the config's max_seq_len, 2,048 by default: --batch 1000 --prompt 512 was refused for 125 GiB)
     const std::int64_t prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
     const double longest = static_cast<double>(prompt);
-    memory_require(o.batch > 1 ? "--batch" : "--prompt", double(o.batch) * double(c.heads) * longest * longest * 4,
-                   cat("the attention scores of ", o.batch, " x a ", prompt, "-token prefill"),
+    // and the model's weights and the decoder's caches (retro-generate's estimate: a 1B config's 4.5 GB of weights
+    // were left out)
+    memory_require(o.batch > 1 ? "--batch" : "--prompt",
+                   decode_memory_bytes(c, o.device == "cpu" ? o.batch : 0) +   // (the GPU's caches are its own)
+                       double(o.batch) * double(c.heads) * longest * longest * 4,
+                   cat("the weights, ", o.batch, " sequences' caches and the attention scores of a ", prompt,
+                       "-token prefill"),
                    o.batch > 1 ? "a smaller --batch, or a shorter --prompt or --output" : "a shorter --prompt or --output");
     heap_keep_freed_memory();   // as retro-generate does
     RetroModel<float> model(c);

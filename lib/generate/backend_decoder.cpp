@@ -225,7 +225,7 @@ const std::vector<float>& BackendDecoder::logits() const {
 }
 
 void BackendDecoder::sample_last(const nn::SamplingParams& o, const std::vector<std::int64_t>& seqs,
-                                 const std::vector<double>& u, std::vector<std::int32_t>& ids) {
+                                 const std::vector<double>& u, std::vector<std::int32_t>& ids, std::int64_t vocab) {
     std::vector<std::int64_t> rows;
     rows.reserve(seqs.size());
     for (const std::int64_t s : seqs) {
@@ -234,8 +234,9 @@ void BackendDecoder::sample_last(const nn::SamplingParams& o, const std::vector<
     }
     RETRO_CHECK(o.greedy || u.size() >= seqs.size(), "sample_last: ", u.size(), " uniforms for ", seqs.size(), " sequences");
     ids.assign(seqs.size(), -1);
-    be_.sample_rows(ids.data(), plan_.lg, rows.data(), static_cast<std::int64_t>(rows.size()), c_.num_tokens, o,
-                    o.greedy ? nullptr : u.data());
+    RETRO_CHECK(vocab >= 0 && vocab <= c_.num_tokens, "sample_last: vocabulary ", vocab, " of ", c_.num_tokens);
+    be_.sample_rows(ids.data(), plan_.lg, rows.data(), static_cast<std::int64_t>(rows.size()),
+                    vocab > 0 ? vocab : c_.num_tokens, c_.num_tokens, o, o.greedy ? nullptr : u.data());
 }
 
 // Every host-side decision of a step and every upload it needs, before anything runs: the rows' ids, positions,

@@ -57,9 +57,10 @@ public:
     const std::vector<float>& logits() const;
     // ids[j] = the next token of sequence seqs[j] drawn from its last row's logits with uniform u[j] (unread when
     // o.greedy), on the backend (NnBackend::sample_rows: on the GPU only the ids come back). Each seqs[j] advanced in
-    // the last step.
+    // the last step. Only ids below `vocab` are drawn (0: num_tokens; a tokenizer's vocabulary smaller than the
+    // model's: ids it cannot decode are never drawn).
     void sample_last(const nn::SamplingParams& o, const std::vector<std::int64_t>& seqs, const std::vector<double>& u,
-                     std::vector<std::int32_t>& ids);
+                     std::vector<std::int32_t>& ids, std::int64_t vocab = 0);
     std::int64_t last_row(std::int64_t s) const { return last_row_[static_cast<std::size_t>(s)]; }
 
     // Graphs (NnBackend::begin_capture; CUDA graphs on the GPU; off by default): a decode step in which every

@@ -181,9 +181,18 @@ void generate_run(GenerateRunOptions cli) {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
         if (cli.prompt.empty()) {   // read the prompt from stdin
-            std::ostringstream ss;
-            ss << std::cin.rdbuf();
-            cli.prompt = ss.str();
+            // at most kStdinPromptMax bytes (a prompt the generator takes is far shorter: it refuses the rest by size
+            // and token count), so that a stream without end (/dev/zero, a runaway pipe) is refused, not read into memory
+            constexpr std::size_t kStdinPromptMax = std::size_t{64} << 20;
+            if (isatty(STDIN_FILENO)) log_info("reading the prompt from standard input (end it with Ctrl-D)");
+            std::string text;
+            char buf[1 << 16];
+            while (text.size() <= kStdinPromptMax && std::cin.read(buf, sizeof buf).gcount() > 0)
+                text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+            if (text.size() > kStdinPromptMax)
+                user_error_in("standard input", cat("holds more than ", kStdinPromptMax >> 20, " MiB: not a prompt"),
+                              "give the prompt as an argument, or a --prompts file");
+            cli.prompt = std::move(text);
             while (!cli.prompt.empty() && (cli.prompt.back() == '\n' || cli.prompt.back() == '\r')) cli.prompt.pop_back();
         }
         prompts.push_back(cli.prompt);

@@ -66,11 +66,6 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 
 Generator::~Generator() = default;
 
-namespace {
-
-// The weights, and per sequence decoded together the caches CachedDecoder keeps at full length:
-// self-attention keys and values per decoder layer, the encoder context, the CCA keys and values of
-// every chunk's k·r retrieved tokens per CCA layer, and a row of logits.
 double decode_memory_bytes(const RetroConfig& c, std::int64_t batch) {
     double cca_layers = 0;
     for (std::int64_t l = 1; l <= c.dec_depth; ++l) cca_layers += c.dec_has_cross(l) ? 1 : 0;
@@ -80,8 +75,6 @@ double decode_memory_bytes(const RetroConfig& c, std::int64_t batch) {
                            double(c.num_tokens);
     return (double(ParamLayout(c).total()) + double(batch) * per_seq) * 4;
 }
-
-}  // namespace
 
 // --device cuda / host-backend: the backend, the weights uploaded once, and the GPU's memory checked for the caches
 // of a group of --batch-size sequences (generate/backend_decoder.h).
@@ -199,6 +192,14 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                                     config.num_tokens));
 
     if (!o.no_retrieval) {
+        // a run trained without retrieval has CCA layers and an encoder that never learnt (retro-train --no-retrieval);
+        // retrieving through them would only add noise to its text
+        const nlohmann::json* run_params =
+            run_manifest.is_object() && run_manifest.contains("parameters") ? &run_manifest["parameters"] : nullptr;
+        if (run_params && run_params->is_object() && run_params->contains("no_retrieval") &&
+            (*run_params)["no_retrieval"] == true)
+            user_error_in(o.run, "was trained with --no-retrieval: its CCA layers and encoder are untrained",
+                          "add --no-retrieval, or retro-fit it with retrieval first (retro-train --init-from " + o.run + ")");
         if (o.index.empty() || o.db.empty())
             user_error_in("--index", "retrieval needs --index and --db", "pass both, or --no-retrieval");
         if (config.first_cca_layer() == 0) {
@@ -219,11 +220,14 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     }
 }
 
+std::string Generator::prompt_label(const std::vector<std::string>& prompts, std::int64_t i) const {
+    const auto at = static_cast<std::size_t>(i);
+    return at < prompt_names_.size() ? prompt_names_[at] : prompts.size() == 1 ? std::string("prompt") : cat("prompt ", i + 1);
+}
+
 std::vector<std::int32_t> Generator::prompt_ids(const std::vector<std::string>& prompts, std::int64_t i) const {
     const auto at = static_cast<std::size_t>(i);
-    const std::string where = at < prompt_names_.size() ? prompt_names_[at]
-                              : prompts.size() == 1     ? std::string("prompt")
-                                                        : cat("prompt ", i + 1);
+    const std::string where = prompt_label(prompts, i);
     if (prompts[at].empty()) user_error_in(where, "is empty", "give some text to continue");
     // Refused by its size before it is tokenised: sentencepiece's lattice over a long text takes ~200 bytes of memory
     // a byte (a 10 MB prompt cost 2.5 GB and 4 s before its token count refused it; 100 MB would not fit). No text of
@@ -275,6 +279,7 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
                              std::int64_t count, std::vector<GenerateResult>& out, const GenerateCallbacks& cb) {
     const RetroConfig& c = config();
     const std::int64_t cs = c.chunk_size, V = c.num_tokens, k = c.num_neighbours, r = c.retrieved_len();
+    const std::int64_t vocab = std::min<std::int64_t>(V, tokenizer_->vocab_size());
     std::vector<std::vector<std::int32_t>> seq(static_cast<std::size_t>(count)), feed(seq.size());
     std::vector<std::int64_t> limit(seq.size());
     std::vector<SplitMix64> rng;
@@ -343,9 +348,20 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         drawing.clear();
         for (std::int64_t s = 0; s < count; s++)
             if (active[static_cast<std::size_t>(s)]) drawing.push_back(s);
-        next_tokens(dec, V, o_.sampler, drawing, [&](std::int64_t s) { return rng[static_cast<std::size_t>(s)].uniform(); },
-                    ids);
-        for (std::size_t j = 0; j < drawing.size(); j++) drawn[static_cast<std::size_t>(drawing[j])] = ids[j];
+        // (only ids the tokenizer has: a model trained with a tokenizer smaller than its num_tokens can still give the
+        // ids beyond some probability)
+        next_tokens(dec, V, vocab, o_.sampler, drawing,
+                    [&](std::int64_t s) { return rng[static_cast<std::size_t>(s)].uniform(); }, ids);
+        for (std::size_t j = 0; j < drawing.size(); j++) {
+            if (ids[j] < 0 || ids[j] >= vocab)   // a row of logits that is not finite (nn::sample_row, next_tokens)
+                user_error_in(generate_weights_path(o_),
+                              cat("gives logits that are not finite (NaN or infinite) for ",
+                                  prompt_label(prompts, first + drawing[j]), " after ",
+                                  out[static_cast<std::size_t>(first + drawing[j])].ids.size(), " generated tokens"),
+                              "the weights are damaged or training diverged: check the run's losses, or use an earlier "
+                              "checkpoint");
+            drawn[static_cast<std::size_t>(drawing[j])] = ids[j];
+        }
         for (std::int64_t s = 0; s < count; s++) {
             auto& f = feed[static_cast<std::size_t>(s)];
             f.clear();

@@ -73,6 +73,12 @@ struct GenerateCallbacks {
     std::function<void(std::int64_t i, const GenerateResult& r)> on_done;
 };
 
+// Bytes the CPU decoder takes: the weights, and per sequence decoded together the caches CachedDecoder keeps at full
+// length (self-attention keys and values per decoder layer, the encoder context, the CCA keys and values of every
+// chunk's k·r retrieved tokens per CCA layer) and a row of logits. retro-generate's and retro-bench generate's memory
+// checks.
+double decode_memory_bytes(const RetroConfig& c, std::int64_t batch);
+
 class Generator {
 public:
     explicit Generator(const GenerateOptions& o);
@@ -98,6 +104,8 @@ private:
     std::vector<std::int64_t> prompt_streams_;
     // bos + the tokens of prompts[i], or UserError naming it (prompt_names_) when empty or too long
     std::vector<std::int32_t> prompt_ids(const std::vector<std::string>& prompts, std::int64_t i) const;
+    // how errors name prompt i: its id in a prompts file, "prompt" for a single one, else "prompt N"
+    std::string prompt_label(const std::vector<std::string>& prompts, std::int64_t i) const;
     void generate_group(const std::vector<std::string>& prompts, std::int64_t first, std::int64_t count,
                         std::vector<GenerateResult>& out, const GenerateCallbacks& cb);
     void setup_device();

@@ -4,6 +4,7 @@
 // sequence unless greedy, and the arithmetic is nn/sampling.h's sample_row.
 // provides: next_tokens
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -11,18 +12,25 @@
 
 namespace retro {
 
-// ids[j] = the next token of sequence seqs[j] (each advanced in dec's last step); uniform(s) gives its draw's u.
+// ids[j] = the next token of sequence seqs[j] (each advanced in dec's last step) among ids [0, vocab) of the logits'
+// V (vocab <= V: a tokenizer smaller than the model's vocabulary); uniform(s) gives its draw's u. On the host, a row
+// with a logit that is not finite gives -1 (the caller names the weights: a draw over NaN or infinite logits, or a
+// greedy pick among them, means nothing).
 template <typename Decoder, typename Uniform>
-void next_tokens(Decoder& dec, std::int64_t V, const SamplerOptions& o, const std::vector<std::int64_t>& seqs,
-                 Uniform&& uniform, std::vector<std::int32_t>& ids) {
+void next_tokens(Decoder& dec, std::int64_t V, std::int64_t vocab, const SamplerOptions& o,
+                 const std::vector<std::int64_t>& seqs, Uniform&& uniform, std::vector<std::int32_t>& ids) {
     std::vector<double> u(o.greedy ? 0 : seqs.size());
     for (std::size_t j = 0; j < u.size(); j++) u[j] = uniform(seqs[j]);
-    if constexpr (requires { dec.sample_last(o, seqs, u, ids); }) {
-        dec.sample_last(o, seqs, u, ids);
+    if constexpr (requires { dec.sample_last(o, seqs, u, ids, vocab); }) {
+        dec.sample_last(o, seqs, u, ids, vocab);
     } else {
         ids.assign(seqs.size(), -1);
-        for (std::size_t j = 0; j < seqs.size(); j++)
-            ids[j] = nn::sample_row(dec.logits().data() + dec.last_row(seqs[j]) * V, V, o, o.greedy ? 0.0 : u[j]);
+        for (std::size_t j = 0; j < seqs.size(); j++) {
+            const float* row = dec.logits().data() + dec.last_row(seqs[j]) * V;
+            bool finite = true;
+            for (std::int64_t i = 0; i < vocab; i++) finite = finite && std::isfinite(row[i]);
+            ids[j] = finite ? nn::sample_row(row, vocab, o, o.greedy ? 0.0 : u[j]) : -1;
+        }
     }
 }
 

@@ -14,7 +14,9 @@ namespace retro {
 
 using SamplerOptions = nn::SamplingParams;   // temperature, top_k (0 = off), top_p (1 = off), greedy
 
-// UserError (naming the flag) for T <= 0, top_k < 0, p outside (0, 1].
+// The smallest temperature a draw takes (below it, the argmax up to rounding: --greedy).
+inline constexpr double kMinTemperature = 1e-6;
+// UserError (naming the flag) for T < kMinTemperature, top_k < 0, p outside (0, 1].
 void sampler_validate(const SamplerOptions& o);
 
 

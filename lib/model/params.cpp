@@ -2,6 +2,10 @@
 
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -161,9 +165,43 @@ void params_read_tensor(const std::string& path, const ParamEntry& e, const Tens
             user_error_in(path, "tensor \"" + e.name + "\" holds a non-finite value");
 }
 
+namespace {
+
+// Weights saved by params_save record their config ("retrokit_config"): where it differs from `config` in anything
+// but how fresh weights are drawn, the tensors can have the config's shapes (heads x dim_head, CCA's query positions,
+// the neighbours' alignment) and still mean something else, so loading them is refused naming the fields. Files
+// without the record (RETRO-pytorch's, torch state_dicts) are held to their names and shapes alone.
+void check_saved_config(const WeightsFile& f, const RetroConfig& config) {
+    const auto it = f.metadata().find("retrokit_config");
+    if (it == f.metadata().end()) return;
+    nlohmann::json saved;
+    try {
+        saved = RetroConfig::from_json(nlohmann::json::parse(it->second), f.path() + " (its recorded config)").to_json();
+    } catch (const nlohmann::json::exception&) {
+        user_error_in(f.path(), "has an unreadable \"retrokit_config\" metadata entry");
+    }
+    nlohmann::json now = config.to_json();
+    for (nlohmann::json* j : {&saved, &now}) j->erase("cca_zero_init");   // (how CCA starts: not what the weights mean)
+    std::set<std::string> keys;
+    for (const nlohmann::json* j : {&now, &saved})
+        for (const auto& item : j->items()) keys.insert(item.key());
+    std::string differ;
+    for (const std::string& key : keys) {
+        const nlohmann::json a = saved.contains(key) ? saved[key] : nlohmann::json("(not set)");
+        const nlohmann::json b = now.contains(key) ? now[key] : nlohmann::json("(not set)");
+        if (a != b) differ += cat(differ.empty() ? "" : ", ", "\"", key, "\" ", a.dump(), " (the config: ", b.dump(), ")");
+    }
+    if (!differ.empty())
+        user_error_in(f.path(), "was saved under another model config: " + differ,
+                      "pass weights trained with this config (the run they came from, or its checkpoints)");
+}
+
+}  // namespace
+
 template <typename T>
 void params_load(const std::string& path, std::vector<T>& data, const ParamLayout& layout, const RetroConfig& config) {
     const WeightsFile f(path);   // .safetensors, or a torch.save state_dict (RETRO-pytorch's names)
+    check_saved_config(f, config);
     const std::string prefix = f.prefix_holding(layout.entries().front().name);
     data.assign(static_cast<std::size_t>(layout.total()), T(0));
     for (const auto& e : layout.entries()) {

@@ -160,8 +160,8 @@ void ProfilingNnBackend::embedding_position_forward(float* out, const std::int32
           [&] { inner_.embedding_position_forward(out, ids, table, pos_index, pos_table, N, V, C); });
 }
 void ProfilingNnBackend::sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n,
-                                     std::int64_t V, const SamplingParams& p, const double* u) {
-    timed("sample_rows", dims({n, V}), 0, [&] { inner_.sample_rows(ids, logits, rows, n, V, p, u); });
+                                     std::int64_t V, std::int64_t ld, const SamplingParams& p, const double* u) {
+    timed("sample_rows", dims({n, V}), 0, [&] { inner_.sample_rows(ids, logits, rows, n, V, ld, p, u); });
 }
 void ProfilingNnBackend::cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
                                                        const float* logits, const float* lse,

@@ -85,7 +85,7 @@ public:
                                     const std::int64_t* pos_index, const float* pos_table, std::int64_t N,
                                     std::int64_t V, std::int64_t C) override;
     void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n, std::int64_t V,
-                     const SamplingParams& p, const double* u) override;
+                     std::int64_t ld, const SamplingParams& p, const double* u) override;
     void cross_entropy_linear_backward(float* dx, float* dW, float* db, float* dlogits, float dloss,
                                        const float* logits, const float* lse, const std::int32_t* targets,
                                        std::int32_t ignore_index, std::int64_t valid, const float* x, const float* W,

@@ -37,6 +37,14 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
                       cat("rebuild the database with retro-chunk --seq-len ", c.max_seq_len,
                           " (or less, a multiple of the chunk size), or use a config with a max_seq_len of ", seq_len_));
     if (seq_len_ % cs_ != 0) user_error_in(db_dir, cat("seq_len ", seq_len_, " is not a multiple of the chunk size"));
+    // the database pads its documents with its tokenizer's pad id: a config with another pad_id would learn those pads
+    // as text and mask a real token instead
+    if (params.contains("special_ids") && params.at("special_ids").is_object() && params.at("special_ids").contains("pad") &&
+        params.at("special_ids").at("pad").is_number_integer() &&
+        params.at("special_ids").at("pad").get<std::int64_t>() != c.pad_id)
+        user_error_in(db_dir, cat("pads with id ", params.at("special_ids").at("pad").get<std::int64_t>(),
+                                  "; the model config's pad_id is ", c.pad_id),
+                      cat("set \"pad_id\": ", params.at("special_ids").at("pad").get<std::int64_t>(), " in the config"));
     k_ = c.num_neighbours;
     if (!knn_dir.empty()) {
         const std::string path = (fs::path(knn_dir) / "neighbours.npy").string();

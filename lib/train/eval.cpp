@@ -69,13 +69,15 @@ double resolve_val_fraction(const EvalOptions& o) {
     return o.val_fraction;
 }
 
-// Byte lengths of the database's tokens (empty when its tokenizer cannot be opened or does not cover the
-// model's vocabulary: no bpb).
+// Byte lengths of the database's tokens, at least `vocab` of them (empty when its tokenizer cannot be opened: no
+// bpb). A tokenizer smaller than the model's vocabulary (a small corpus) leaves the ids past its own at 0 bytes: the
+// database's tokens, all from it, never take them.
 std::vector<std::int32_t> database_token_bytes(const ChunkDb& db, int vocab) {
     try {
         Tokenizer tok(db.tokenizer_checked(""));   // missing, or not the one the database was chunked with: no bpb
-        if (tok.vocab_size() < vocab) return {};
-        return token_byte_lengths(tok);
+        std::vector<std::int32_t> bytes = token_byte_lengths(tok);
+        bytes.resize(std::max(bytes.size(), static_cast<std::size_t>(vocab)), 0);
+        return bytes;
     } catch (const UserError&) {
         return {};
     }
@@ -177,6 +179,12 @@ EvalReport train_eval(const EvalOptions& o) {
     RetroData data(o.db, neighbours, config, held_out, o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const bool knn = !neighbours.empty();
     check_split(data, knn);
+    if (knn && o.weights.empty() && fs::exists(fs::path(o.run) / "manifest.json")) {
+        const nlohmann::json params = manifest_read(o.run).value("parameters", nlohmann::json::object());
+        if (params.is_object() && params.contains("no_retrieval") && params["no_retrieval"] == true)
+            log_warn(o.run + " was trained with --no-retrieval: its retrieval rows run CCA layers and an encoder that "
+                             "never learnt (compare it with a retro-fitted run instead)");
+    }
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
 

@@ -141,11 +141,32 @@ std::string num(double v) {
 const char* g_stop_head = "retro-train: interrupted; ";
 char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
 
+// A one-process run's first SIGINT or SIGTERM once training steps run (g_stop_after_step set): the step under way
+// finishes and a checkpoint is saved before the run stops (Trainer::run), so no finished step is lost; a second
+// signal, or one under a launcher (whose other ranks are being stopped too), stops at once as before.
+volatile std::sig_atomic_t g_stop_after_step = 0;   // 1: stop gracefully when signalled
+volatile std::sig_atomic_t g_stop_signal = 0;       // the signal that asked for it
+
 extern "C" void on_stop_signal(int sig) {
+    if (g_stop_after_step && !g_stop_signal) {
+        g_stop_signal = sig;
+        const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to stop at "
+                        "once)\n";
+        ssize_t w = ::write(2, m, std::strlen(m));
+        (void)w;
+        return;
+    }
     ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
     w = ::write(2, g_stop_message, std::strlen(g_stop_message));
     (void)w;
     interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
+}
+
+// The stop a signal asked for, once the run is ready for it: the note, then the signal's own death (exit 128 + sig).
+[[noreturn]] void on_stop_signal_now(int sig) {
+    g_stop_after_step = 0;
+    on_stop_signal(sig);
+    interrupt_note_die(sig);   // (on_stop_signal ends there already)
 }
 
 void set_stop_message(const std::string& out, std::int64_t step) {
@@ -865,6 +886,7 @@ void Trainer::run() {
                      " at the last step) and never decays; a warmup of about a tenth of the steps is usual"));
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
+    g_stop_after_step = root && !dist_->active() ? 1 : 0;
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
         double loss = 0, norm = 0;
@@ -915,13 +937,19 @@ void Trainer::run() {
                                       "); no model written"),
                           cat("a smaller --lr than ", o_.lr, (o_.clip > 0 ? "" : ", or --clip 1"),
                               "; the checkpoints before this step are kept"));
-        if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last) {
+        const int stop = g_stop_signal;   // (a signal after this line waits for the next step)
+        if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last || stop) {
             if (dmodel_) device_download_state();
             check_ranks_agree(step);
             if (root) save_checkpoint(step);
         }
+        if (stop && !last) {   // the step's checkpoint is complete: stop, as the signal asked, saying where to resume
+            set_stop_message(o_.out, step);
+            on_stop_signal_now(stop);
+        }
         if (o_.stop_after > 0 && done_now >= o_.stop_after) return;   // as if killed here
     }
+    g_stop_after_step = 0;   // (the last step's checkpoint is saved: a signal now stops at once, as before the steps)
     if (!root) return;   // rank 0 writes the run's final files
     params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     Manifest m(ctx_);
