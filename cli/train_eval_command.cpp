@@ -27,7 +27,8 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
     ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
     ev->add_option("--val-fraction", e.val_fraction,
-                   "Share of documents held out (default: the run's, from its manifest; 0.05 without one)");
+                   "Share of documents held out (default: the run's, from its manifest; 0.05 without one)")
+        ->default_str("");   // (not the NaN that stands for "the run's")
     ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
     ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
     ev->add_option("--sample", e.sample,
