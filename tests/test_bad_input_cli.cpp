@@ -132,7 +132,8 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
              {"--checkpoint-every", "-3"},
              // NaN passed CLI11's Range / PositiveNumber checks: trained as if 0, the state's null unreadable on --resume
              {"--retrieval-dropout", "nan"}, {"--oracle-neighbours", "NaN"}, {"--val-fraction", "nan"},
-             {"--retrieval-lr-scale", "nan"}, {"--grad-accum", "99999999999"}}) {
+             {"--retrieval-lr-scale", "nan"}, {"--grad-accum", "99999999999"},
+             {"--batch-size", "100000"}}) {   // (named first: before, "--grad-accum: x --batch-size is a step of 1 x 100000")
         CAPTURE(flag);
         expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 " + flag + " " + value), {flag});
         CHECK(!fs::exists(r / "manifest.json"));

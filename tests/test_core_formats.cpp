@@ -174,6 +174,14 @@ TEST_CASE("core: safetensors round trip through our writer - bf16 included") {
     const auto* back = static_cast<const std::uint16_t*>(f.get("a.bf16", DType::BF16, {6}).data);
     for (int i = 0; i < 6; ++i) CHECK(bf16_to_f32(back[i]) == a[i]);   // all exactly representable
     CHECK(f.metadata().at("k") == "v");
+    // a JSON text file given for weights (a config: retro-train --init-from config.json) is named as such, where it
+    // was "corrupt .safetensors header: length 7885080994160577147 ..."; a truncated real file still says corrupt
+    test::write_text(tmp / "config.json", "{\n  \"num_tokens\": 8000,\n  \"dec_dim\": 128\n}\n");
+    CHECK_THROWS_WITH(SafetensorsFile((tmp / "config.json").string()),
+                      doctest::Contains("is a JSON text file, not a .safetensors file of weights"));
+    const std::string whole = test::read_text(path);
+    test::write_text(tmp / "cut.safetensors", whole.substr(0, 40));
+    CHECK_THROWS_WITH(SafetensorsFile((tmp / "cut.safetensors").string()), doctest::Contains("corrupt .safetensors header"));
 }
 
 TEST_CASE("core: safetensors tensors at offsets not aligned for their dtype are read through aligned copies") {

@@ -487,6 +487,14 @@ TEST_CASE("generate: runs it should not take at their word - a smaller tokenizer
                                          "--temperature 1e-320 hello");
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--temperature") != std::string::npos);
+    // the tokenizer moved after chunking: named, with the way out (before: "cannot open: No such file or directory")
+    fs::rename(p.tmp / "a-tok", p.tmp / "a-tok-moved");
+    r = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " --no-retrieval --quiet hello");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("has moved or was removed (fix: pass --tokenizer") != std::string::npos);
+    r = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " --no-retrieval --quiet --tokenizer " +
+                                             (p.tmp / "a-tok-moved").string() + " hello");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
 }
 
 TEST_CASE("generate: bad input exits 2 with one line") {

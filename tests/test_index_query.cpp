@@ -92,6 +92,7 @@ TEST_CASE("index query: retro-index query prints text and JSON, and bad input is
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     nlohmann::json j = nlohmann::json::parse(r.out);
     CHECK(j["query"] == text);
+    CHECK_FALSE(j.contains("query_image"));   // (a text query: before, "query_image": "" beside it)
     CHECK(j["kind"] == "dense");
     REQUIRE(j["results"].size() == 3);
     CHECK(j["results"][0]["rank"] == 1);

@@ -22,8 +22,18 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     if (size < 8) user_error_in(path, "not a .safetensors file (shorter than its 8-byte header length)");
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | p[i];
-    if (n > kMaxHeader || n > size - 8)
+    if (n > kMaxHeader || n > size - 8) {
+        // a text file given for weights (a config.json, a manifest) opens with '{' or '[' after blanks, where a
+        // .safetensors file's first 8 bytes are a little-endian length (under 100 MB: its high bytes 0, not text)
+        std::size_t at = 0;
+        while (at < size && at < 64 && (p[at] == ' ' || p[at] == '\n' || p[at] == '\r' || p[at] == '\t')) ++at;
+        bool text = at + 8 <= size;
+        for (std::size_t i = at; text && i < at + 8; ++i) text = p[i] >= 0x20 || p[i] == '\n' || p[i] == '\r' || p[i] == '\t';
+        if (text && (p[at] == '{' || p[at] == '['))
+            user_error_in(path, "is a JSON text file, not a .safetensors file of weights",
+                          "pass the weights (a run's model.safetensors, or a checkpoint folder)");
         user_error_in(path, "corrupt .safetensors header: length " + std::to_string(n) + " does not fit the file");
+    }
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(p + 8, p + 8 + n);

@@ -163,8 +163,8 @@ void index_query(const IndexQueryOptions& o) {
     if (o.json) {
         nlohmann::json j = {{"index", o.index}, {"kind", kind}, {"results", nlohmann::json::array()}};
         if (o.image.empty()) j["query"] = o.text;
-        if (!prompt.empty()) j["prompt"] = prompt;
         else j["query_image"] = o.image;
+        if (!prompt.empty()) j["prompt"] = prompt;
         for (std::size_t r = 0; r < hits.size(); ++r) {
             if (kind == "image")
                 j["results"].push_back({{"rank", r + 1}, {"row", hits[r].chunk}, {"score", hits[r].score}, {"image", hits[r].image}});

@@ -766,9 +766,11 @@ void Trainer::run() {
         // --grad-accum sized per-micro-batch buffers: "internal error: std::bad_alloc")
         const auto train_seqs = static_cast<double>(data_->train_seqs().size());
         if (static_cast<double>(o_.batch_size) * static_cast<double>(o_.grad_accum) > std::max(1.0, train_seqs))
-            user_error_in("--grad-accum", cat("x --batch-size is a step of ", o_.grad_accum, " x ", o_.batch_size,
-                                              " sequences; the training split of ", o_.db, " holds ", data_->train_seqs().size()),
-                          "a step of at most the training split: smaller --grad-accum or --batch-size");
+            user_error_in(o_.grad_accum > 1 ? "--batch-size x --grad-accum" : "--batch-size",
+                          cat(o_.grad_accum > 1 ? cat(o_.batch_size, " x ", o_.grad_accum, " = ") : std::string(),
+                              o_.batch_size * o_.grad_accum, " sequences a step; the training split of ", o_.db,
+                              " holds ", data_->train_seqs().size()),
+                          "a step of at most the training split: a smaller --batch-size (or --grad-accum)");
     }
     // the CPU path's host memory (a GPU run checks the device's in setup_device)
     const double need = o_.device == "cpu" ? train_memory_bytes(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval)
