@@ -382,6 +382,9 @@ void Trainer::setup_groups() {
     if (o_.no_retrieval && !used_without_retrieval)
         user_error_in("--train-only", "\"" + train_only_ + "\" trains nothing with --no-retrieval (CCA and the encoder "
                       "are skipped without neighbours)", "give --knn, or add `decoder`");
+    if (!o_.train_only.empty() && !used_without_retrieval && o_.init_from.empty() && !o_.resume)
+        log_warn("--train-only " + train_only_ + " without --init-from trains over a decoder that stays as initialised "
+                 "(random): retro-fitting starts from a trained base (--init-from RUN)");
     const std::int64_t total = model_->layout().total();
     log_info(cat("parameters: ", trainable_count_, " trainable (", train_only_, "), ", total - trainable_count_,
                  " frozen"));
