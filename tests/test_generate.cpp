@@ -465,23 +465,27 @@ TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (g
                 settings[3].top_k = 40;
                 settings[4].top_p = 0.9;
                 settings[5].top_k = 200, settings[5].top_p = 0.7, settings[5].temperature = 1.3;
-                for (const auto& o : settings) {
-                    std::vector<double> u(rows.size());
-                    bool usable = true;
-                    for (std::size_t j = 0; j < rows.size(); j++) {
-                        int tries = 0;
-                        do u[j] = unit(gen);
-                        while (!o.greedy && test::near_sampling_boundary(logits.data() + rows[j] * V, V, o, u[j]) &&
-                               ++tries < 20);
-                        usable = usable && tries < 20;
-                    }
-                    if (!usable) continue;
-                    std::vector<std::int32_t> ids(rows.size(), -1);
-                    be->sample_rows(ids.data(), dev.f(), rows.data(), R, V, V, o, u.data());
-                    for (std::size_t j = 0; j < rows.size(); j++) {
-                        INFO("V " << V << " ties " << ties << " k " << o.top_k << " p " << o.top_p << " T "
-                                  << o.temperature << " greedy " << o.greedy << " u " << u[j]);
-                        CHECK(ids[j] == nn::sample_row(logits.data() + rows[j] * V, V, o, u[j]));
+                // D: the ids drawn, all V or the first 7/8 of each row (a tokenizer smaller than the model's vocabulary)
+                for (const std::int64_t D : {V, V >= 8 ? V - V / 8 : std::int64_t{0}}) {
+                    if (D == 0) continue;
+                    for (const auto& o : settings) {
+                        std::vector<double> u(rows.size());
+                        bool usable = true;
+                        for (std::size_t j = 0; j < rows.size(); j++) {
+                            int tries = 0;
+                            do u[j] = unit(gen);
+                            while (!o.greedy && test::near_sampling_boundary(logits.data() + rows[j] * V, D, o, u[j]) &&
+                                   ++tries < 20);
+                            usable = usable && tries < 20;
+                        }
+                        if (!usable) continue;
+                        std::vector<std::int32_t> ids(rows.size(), -1);
+                        be->sample_rows(ids.data(), dev.f(), rows.data(), R, D, V, o, u.data());
+                        for (std::size_t j = 0; j < rows.size(); j++) {
+                            INFO("V " << V << " D " << D << " ties " << ties << " k " << o.top_k << " p " << o.top_p
+                                      << " T " << o.temperature << " greedy " << o.greedy << " u " << u[j]);
+                            CHECK(ids[j] == nn::sample_row(logits.data() + rows[j] * V, D, o, u[j]));
+                        }
                     }
                 }
             }
