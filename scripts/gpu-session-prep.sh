@@ -38,5 +38,6 @@ for p in .devkit/ .whl/; do grep -qxF "$p" "$exclude" 2>/dev/null || echo "$p" >
 
 echo "gpu-session-prep: ready at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (uncommitted changes in the build)');" \
     ".devkit: $(ls .devkit | tr '\n' ' ')| .whl: $(ls .whl | tr '\n' ' ')"
+# (the runbook's first call, as docs/gpu.md "The next GPU session" names it: keep the two in step)
 echo "gpu-session-prep: carry [\".devkit\", \".whl\"]; first call (docs/gpu.md runbook):" \
-    "STEP_TIMEOUT=200 GPU_CHECKS_BUDGET=420 scripts/device-gpu-checks.sh env tests pdl"
+    "STEP_TIMEOUT=200 GPU_CHECKS_BUDGET=540 scripts/device-gpu-checks.sh env tests fused sanitize"
