@@ -39,6 +39,11 @@ void run_ops_bench(const OpsBenchOptions& o, const std::string& command_line) {
         for (const auto& want : o.ops) take = take || op.name.rfind(want, 0) == 0;
         if (take) chosen.push_back(&op);
     }
+    for (const auto& want : o.ops) {   // each item names an op or a prefix of some (a misspelt one was dropped silently)
+        bool found = false;
+        for (const auto& op : registry()) found = found || op.name.rfind(want, 0) == 0;
+        if (!found) user_error_in("--ops", "'" + want + "' names no registered op", "see retro-bench ops --list");
+    }
     if (chosen.empty()) user_error_in("--ops", "names no registered op", "see retro-bench ops --list");
     nlohmann::json result = bench::stamp("retro-bench ops", command_line);
     result["machine"] = {{"cpu", bench::cpu_model()}, {"device", o.device}};

@@ -386,6 +386,49 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--debian-queries -1"), {"--debian-queries"});
 }
 
+TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses sizes that end in bad_alloc") {
+    // a helper's exploratory pass (session 51): every subcommand but embed wrote its --json over the --config,
+    // --base-npy or corpus it read (exit 0), and chunk's --work-dir replaced a real database
+    test::TempDir t("bench-over");
+    const fs::path cfg = t / "c.json";
+    test::write_text(cfg, test::read_text(test::source_dir() / "examples" / "configs" / "tiny.json"));
+    const std::string before = test::read_text(cfg);
+    expect_refused(test::run_tool("retro-bench", "--quiet train --config " + cfg.string() + " --batch 1 --steps 1 --json " +
+                                                     cfg.string()),
+                   {"--json: is " + cfg.string() + ", --config", "would replace an input"});
+    expect_refused(test::run_tool("retro-bench", "--quiet generate --config " + cfg.string() + " --prompt 4 --output 1 --json " +
+                                                     cfg.string()),
+                   {"--json: is ", "would replace an input"});
+    CHECK(test::read_text(cfg) == before);
+    std::vector<float> v(64 * 8, 0.5f);
+    npy_save((t / "e.npy").string(), {64, 8}, v.data());
+    npy_save((t / "q.npy").string(), {4, 8}, v.data());
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy " + (t / "e.npy").string() + " --queries-npy " +
+                                                     (t / "q.npy").string() + " --ivf-nlist 0 --pq-m 0 --debian-queries 0 "
+                                                     "--thread-counts 1 --json " + (t / "e.npy").string()),
+                   {"--json: is ", "--base-npy"});
+    CHECK(NpyArray((t / "e.npy").string()).dim(0) == 64);
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --T 64 --json " + (t / "r.png").string() + " --plot " +
+                                                     (t / "r.png").string()),
+                   {"--plot: is ", "the file --json writes too"});
+    // a --work-dir of the user's (a file of theirs in it) is refused, the file untouched; a new one is the bench's
+    fs::create_directories(t / "wd");
+    test::write_text(t / "wd" / "corpus.jsonl", "{\"text\": \"mine\"}\n");
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0.05 --encode-mb 0.05 --vocab-size 300 "
+                                                     "--chunk-threads 1 --work-dir " + (t / "wd").string()),
+                   {"--work-dir: ", "did not make"});
+    CHECK(test::read_text(t / "wd" / "corpus.jsonl") == "{\"text\": \"mine\"}\n");
+    // a misspelt --ops item (dropped silently before), a negative --peer-steps (skipped the peer), sizes FAISS or the
+    // synthetic data would die on (std::bad_alloc, exit 1)
+    expect_refused(test::run_tool("retro-bench", "--quiet ops --ops nn.linear,bogus"), {"--ops: 'bogus' names no registered op"});
+    expect_refused(test::run_tool("retro-bench", "--quiet generate --config " + cfg.string() + " --prompt 4 --output 1 "
+                                                     "--peer-steps -3"),
+                   {"--peer-steps"});
+    const std::string knn = "--quiet knn --n 2000 --dim 8 --queries 16 --ivf-nlist 0 --pq-m 0 --thread-counts 1 --debian-queries 0 ";
+    expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 50000 --clusters 10"), {"--hnsw-m"});
+    expect_refused(test::run_tool("retro-bench", knn + "--clusters 2000000000"), {"--clusters"});
+}
+
 TEST_CASE("bad input: an output file's name held by a link, a pipe or a folder is refused, not replaced") {
     test::TempDir t("bad-out-kind");
     test::write_text(t / "target.json", "keep");

@@ -2,6 +2,8 @@
 // peer commands through popen).
 #include "bench/bench_util.h"
 
+#include "core/output_folder.h"
+
 #include <cblas.h>
 #include <sys/wait.h>
 
@@ -206,6 +208,23 @@ bool gnuplot_png(const std::string& png, const std::string& script_body, const s
     std::filesystem::remove(base + ".dat");
     if (rc != 0) log_warn("--plot: gnuplot failed (exit " + std::to_string(rc) + ")");
     return rc == 0;
+}
+
+void bench_refuse_outputs_over_inputs(const std::vector<BenchPath>& outputs, const std::vector<BenchPath>& inputs) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const BenchPath& out = outputs[i];
+        if (out.path.empty()) continue;
+        const auto at = path_resolved(out.path);
+        for (const BenchPath& in : inputs)
+            if (!in.path.empty() && path_inside(at, path_resolved(in.path)))
+                user_error_in(out.what, "is " + out.path + ", " + (at == path_resolved(in.path) ? "" : "inside ") + in.what +
+                                            " " + in.path + ": writing it would replace an input of this run",
+                              "give a path outside the run's inputs");
+        for (std::size_t j = 0; j < i; ++j)
+            if (!outputs[j].path.empty() && at == path_resolved(outputs[j].path))
+                user_error_in(out.what, "is " + out.path + ", the file " + outputs[j].what + " writes too",
+                              "give each output its own file");
+    }
 }
 
 }  // namespace retro::bench

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,15 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 // "stamp" {tool, version, commit, date, command} (chunk, knn and retention also keep those at the top level) and
 // "machine" {cpu, hardware_threads}.
 void bench_json_write(const std::string& path, nlohmann::json result, const std::string& tool, const std::string& command_line);
+
+// An output option (--json, --plot, ...) that names an input of the run (a file or a folder it reads) or a path
+// inside one, or two outputs that name the same file: UserError naming the option, before any work (every
+// subcommand's --json wrote over its --config, --base-npy, --corpus or tokenizer, exit 0). Empty paths are skipped.
+struct BenchPath {
+    std::string what;   // "--config", "the --model folder", ...
+    std::string path;
+};
+void bench_refuse_outputs_over_inputs(const std::vector<BenchPath>& outputs, const std::vector<BenchPath>& inputs);
 
 // Runs a shell command (a peer script) and returns the last stdout line that parses as a JSON object,
 // or null when there is none; the command's stderr passes through.

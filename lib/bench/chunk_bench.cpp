@@ -97,10 +97,24 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         if (t < 1) user_error_in("--chunk-threads", cat(t, " is not a thread count"), "give counts >= 1, e.g. 1,2");
     if (!(o.encode_mb > 0 && std::isfinite(o.encode_mb)))
         user_error_in("--encode-mb", cat(o.encode_mb, " is not a size"), "give the MB of text for the Encode loop, e.g. 8");
+    std::vector<BenchPath> ins;
+    for (const auto& c : o.corpus) ins.push_back({"the corpus", c});
+    ins.push_back({"--tokenizer", o.tokenizer});
+    ins.push_back({"--chunk-bin", o.chunk_bin});
+    bench_refuse_outputs_over_inputs({{"--json", o.json}, {"--work-dir", o.work_dir}}, ins);
+    // a --work-dir of its own: made here, or holding only what an earlier run of this bench made (its mark), never a
+    // folder of the user's (its corpus.jsonl, tok.model and db/ are written over; a real database was replaced)
+    constexpr const char* kWorkMark = "retro-bench-chunk.work";
+    if (!o.work_dir.empty() && fs::is_directory(o.work_dir) && !fs::is_empty(o.work_dir) &&
+        !fs::exists(fs::path(o.work_dir) / kWorkMark))
+        user_error_in("--work-dir", o.work_dir + " holds files retro-bench chunk did not make (it writes corpus.jsonl, "
+                                    "tok.model and db/ there)",
+                      "give an empty or new folder");
     std::optional<ScratchDir> scratch;   // removed at the end, and on Ctrl-C (core/scratch_dir.h)
     if (o.work_dir.empty()) scratch.emplace("retro-bench-chunk");
     const fs::path work = scratch ? fs::path(scratch->path()) : fs::path(o.work_dir);
     fs::create_directories(work);
+    write_file_atomic((work / kWorkMark).string(), "a work folder of retro-bench chunk: its files are written over\n");
 
     std::vector<std::string> inputs = o.corpus;
     bool generated = inputs.empty();

@@ -153,17 +153,8 @@ nlohmann::json run_peer(const EmbedBenchOptions& o, const std::string& texts_pat
 // An output option naming an input of the run (the model folder, --texts, --images) or a path inside one: refused
 // before anything is written (--texts-out into the model folder replaced its vocab.txt).
 void refuse_outputs_over_inputs(const EmbedBenchOptions& o) {
-    const std::vector<std::pair<const char*, const std::string*>> inputs = {
-        {"the --model folder", &o.model}, {"--texts", &o.texts}, {"--images", &o.images}};
-    for (const auto& [option, out] : {std::pair<const char*, const std::string*>{"--texts-out", &o.texts_out},
-                                      {"--json", &o.json}, {"--images-out", &o.images_out}}) {
-        if (out->empty()) continue;
-        for (const auto& [what, in] : inputs)
-            if (!in->empty() && path_inside(path_resolved(*out), path_resolved(*in)))
-                user_error_in(option, "is " + *out + ", " + (path_resolved(*out) == path_resolved(*in) ? "" : "inside ") + what +
-                                          " " + *in + ": writing it would replace an input of this run",
-                              "give a path outside the run's inputs");
-    }
+    bench_refuse_outputs_over_inputs({{"--texts-out", o.texts_out}, {"--json", o.json}, {"--images-out", o.images_out}},
+                                     {{"the --model folder", o.model}, {"--texts", o.texts}, {"--images", o.images}});
 }
 
 }  // namespace

@@ -177,6 +177,9 @@ nlohmann::json run_peer(const GenerateBenchOptions& o, const std::string& dir, s
 
 void run_generate_bench(const GenerateBenchOptions& o, const std::string& command_line) {
     if (o.prompts.empty() || o.output < 1) user_error_in("--prompt/--output", "need at least one prompt length and one token");
+    bench_refuse_outputs_over_inputs({{"--json", o.json}}, {{"--config", o.config}, {"--peer", o.peer}});
+    if (o.peer_steps < 0)   // (-3 skipped the peer, and the footer read "its first -3 steps")
+        user_error_in("--peer-steps", cat(o.peer_steps, " is not a number of steps"), "give 0 for no peer rows, or more");
     if (o.cuda_graphs.value_or(false) && o.device == "cpu")
         user_error_in("--cuda-graphs", "times the GPU decoder", "add --device cuda");
     const bool graphs = o.cuda_graphs.value_or(o.device == "cuda");

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "core/fingerprint.h"
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
@@ -87,6 +88,8 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     const int k = o.k;
     std::int64_t n = o.n, q = o.queries;
     if (o.cuda) cuda_require("--cuda", "retro-bench");   // before minutes of CPU rows, not after
+    bench_refuse_outputs_over_inputs({{"--json", o.json}}, {{"--base-npy", o.base_npy}, {"--queries-npy", o.queries_npy},
+                                                            {"--peer", o.peer}, {"--index-cache", o.ann.index_cache}});
     if (o.base_npy.empty() && n < 1) user_error_in("--n", cat(n, " is not a number of base vectors"));
     if (o.base_npy.empty() && q < 1) user_error_in("--queries", cat(q, " is not a number of queries"));
     if (o.base_npy.empty() && d < 1) user_error_in("--dim", cat(d, " is not a dimension"));
@@ -94,6 +97,10 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.base_npy.empty() && k > n)   // recall@k over fewer than k vectors means nothing
         user_error_in("--k", cat(k, " neighbours of ", n, " base vectors"), "give a --k of at most --n");
     if (o.base_npy.empty() && o.clusters < 1) user_error_in("--clusters", cat(o.clusters, " is not a number of centres"));
+    if (o.base_npy.empty() && o.clusters > n)   // (2e9 centres: a bad_alloc, exit 1)
+        user_error_in("--clusters", cat(o.clusters, " centres for ", n, " base vectors"), "give at most --n centres");
+    if (o.ann.hnsw_m > 4096)   // retro-index's bound (2 to 4,096): 50,000 asked FAISS for ~40 GB of links
+        user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " neighbours a node is past HNSW's 4,096"), "give e.g. 32");
     if (o.ann.ivf_nlist < 0) user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " is not a list count"), "give 0 for no IVF rows");
     if (o.ann.pq_m < 0) user_error_in("--pq-m", cat(o.ann.pq_m, " is not a sub-quantizer count"), "give 0 for no IVF-PQ rows");
     if (o.ann.hnsw_m < 0) user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " is not a neighbour count"), "give 0 for no HNSW rows");
@@ -132,7 +139,10 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         q = static_cast<std::int64_t>(queries.size()) / d;
         if (k > n) user_error_in("--k", cat(k, " neighbours of the ", n, " vectors of ", o.base_npy), cat("give a --k of at most ", n));
         if (q < 1) user_error_in(o.queries_npy, "holds no vectors");
-        data_key = std::filesystem::path(o.base_npy).stem().string() + "_" + std::to_string(n) + "x" + std::to_string(d);
+        // (the vectors' own bytes in the key: two files of one name and shape, e.g. two indices' embeddings.npy, once
+        // shared a cached index, and the second reported recall 0)
+        data_key = std::filesystem::path(o.base_npy).stem().string() + "_" + std::to_string(n) + "x" + std::to_string(d) +
+                   "_" + fingerprint_bytes(base.data(), base.size() * sizeof(float)).substr(0, 12);
     } else {
         log_info("generating " + std::to_string(n) + " base and " + std::to_string(q) + " query vectors, d=" + std::to_string(d));
         std::vector<float> centres(static_cast<std::size_t>(o.clusters) * d);

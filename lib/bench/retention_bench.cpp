@@ -274,6 +274,7 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     const bool gpu = o.device == "cuda";
     if (!gpu && o.device != "cpu") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
     if (gpu) cuda_require("--device cuda", "retro-bench");   // the CUDA calls below compile away without CUDA
+    bench_refuse_outputs_over_inputs({{"--json", o.json}, {"--plot", o.plot}}, {});
     for (const auto& m : o.modes)
         if (m != "naive" && m != "parallel" && m != "recurrent" && m != "chunkwise")
             user_error_in("--modes", "unknown mode '" + m + "' (expected naive, parallel, recurrent, chunkwise)");

@@ -334,6 +334,7 @@ nlohmann::json run_train_bench_device(const TrainBenchOptions& o, const std::str
 
 nlohmann::json run_train_bench(const TrainBenchOptions& o, const std::string& command_line) {
     heap_keep_freed_memory();   // as retro-train does (core/heap.h)
+    bench_refuse_outputs_over_inputs({{"--json", o.json}}, {{"--config", o.config}, {"--peer-script", o.peer_script}});
     if (o.device != "cpu") return run_train_bench_device(o, command_line);
     if (o.dtypes != std::vector<std::string>{"fp32"}) user_error_in("--dtype", "bf16 needs --device cuda");
     if (o.profile_steps > 0) user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");
