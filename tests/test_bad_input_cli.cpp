@@ -386,6 +386,43 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--debian-queries -1"), {"--debian-queries"});
 }
 
+TEST_CASE("bad input: an index whose manifest no longer gives its vectors is refused by retro-knn --queries and retro-generate") {
+    // the manifest is not fingerprinted: bow's seed edited in it embedded every query chunk unlike the index's rows
+    // (top-1 score 0.23 against 0.9999), silently (a helper's pass, session 51)
+    const Pipeline& p = pipeline();
+    test::TempDir t("edited-index");
+    const fs::path idx = t / "index";
+    fs::copy(p.index, idx, fs::copy_options::recursive);
+    auto m = nlohmann::json::parse(test::read_text(idx / "manifest.json"));
+    REQUIRE(m["embedder"].value("name", "") == "bow");
+    // (+1 would not do: the seed is xored into (feature * 256 + projection), so its lowest bits only permute a
+    // feature's projections among themselves — the same vector)
+    m["embedder"]["seed"] = m["embedder"].value("seed", 0) + (1 << 20);
+    test::write_text(idx / "manifest.json", m.dump(2));
+    // (queries from another database, of one of the corpus's files: the database's own chunks as queries are a
+    // self-join over embeddings.npy, without the embedder)
+    const fs::path qdb = t / "qdb", qcorpus = t / "qcorpus";
+    fs::create_directories(qcorpus);
+    for (const auto& e : fs::directory_iterator(p.corpus)) {
+        fs::copy_file(e.path(), qcorpus / e.path().filename());
+        break;
+    }
+    const test::RunResult chunked = test::run_tool("retro-chunk", qcorpus.string() + " --tokenizer " + p.tok.string() +
+                                                                     " --out " + qdb.string() + " --chunk-size 4 --seq-len 16 --quiet");
+    REQUIRE_MESSAGE(chunked.exit_code == 0, chunked.err);
+    expect_refused(test::run_tool("retro-knn", idx.string() + " --db " + p.db.string() + " --queries " + qdb.string() +
+                                                   " --out " + (t / "knn").string() + " --quiet"),
+                   {"manifest.json: its embedder settings do not give the vectors the index holds"});
+    CHECK_FALSE(fs::exists(t / "knn" / "manifest.json"));
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + idx.string() + " --db " + p.db.string() +
+                                                        " --quiet hello"),
+                   {"its embedder settings do not give the vectors"});
+    // the folder as retro-index wrote it passes (the same commands)
+    const test::RunResult ok = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --queries " +
+                                                               qdb.string() + " --out " + (t / "knn-ok").string() + " --quiet");
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+}
+
 TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses sizes that end in bad_alloc") {
     // a helper's exploratory pass (session 51): every subcommand but embed wrote its --json over the --config,
     // --base-npy or corpus it read (exit 0), and chunk's --work-dir replaced a real database

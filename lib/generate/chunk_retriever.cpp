@@ -29,6 +29,7 @@ ChunkRetriever::ChunkRetriever(const RetrieverOptions& o, const Tokenizer* token
     embedder_ = embedder_from_json(folder.embedder(), o.index, tokenizer);
     if (folder.dim != embedder_->dim())
         user_error_in(folder.file("index.faiss"), cat("has dimension ", folder.dim, ", the embedder makes ", embedder_->dim()));
+    index_folder_check_embedder(folder, *db_, *embedder_);   // (the manifest's settings give the index's vectors)
     index_ = std::move(folder.index);
 }
 

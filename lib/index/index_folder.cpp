@@ -1,11 +1,14 @@
 // Implementation of index_folder.h.
 #include "index/index_folder.h"
 
+#include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 #include "core/manifest.h"
 #include "data/chunk_db.h"
+#include "embed/embedder.h"
 
 namespace fs = std::filesystem;
 
@@ -72,6 +75,38 @@ NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db) {
 
 std::string index_folder_kind(const std::string& dir) {
     return kind_of(manifest_read(dir));
+}
+
+void index_folder_check_embedder(const IndexFolder& f, const ChunkDb& db, const Embedder& embedder) {
+    const std::string name = f.embedder().is_object() ? f.embedder().value("name", std::string()) : std::string();
+    if (name != "bow" && name != "bert" && name != "t5") return;
+    if (!fs::exists(f.file("embeddings.npy"))) return;
+    const NpyArray emb = index_folder_embeddings(f, db);
+    const int cs = db.chunk_size(), d = f.dim;
+    std::vector<std::int32_t> ids;
+    std::vector<float> mine(static_cast<std::size_t>(d));
+    int compared = 0;
+    for (std::int64_t c = 0; c < db.chunk_count() && c < 64 && compared < 4; ++c) {
+        ids.clear();
+        db.rows(c, c + 1, ids);
+        embedder.embed(ids.data(), 1, cs, mine.data());
+        double dot = 0, a2 = 0, b2 = 0;
+        for (int i = 0; i < d; ++i) {
+            const double stored = emb.dtype() == DType::F32 ? emb.data<float>()[c * d + i]
+                                                            : f16_to_f32(static_cast<const std::uint16_t*>(emb.raw())[c * d + i]);
+            dot += stored * mine[static_cast<std::size_t>(i)];
+            a2 += stored * stored;
+            b2 += static_cast<double>(mine[static_cast<std::size_t>(i)]) * mine[static_cast<std::size_t>(i)];
+        }
+        if (a2 == 0 && b2 == 0) continue;   // an all-padding chunk: a zero row either way
+        const double cosine = a2 > 0 && b2 > 0 ? dot / std::sqrt(a2 * b2) : 0.0;
+        if (cosine < 0.99)
+            user_error_in((fs::path(f.dir) / "manifest.json").string(),
+                          cat("its embedder settings do not give the vectors the index holds (chunk ", c, ": cosine ",
+                              cosine, "): edited since retro-index wrote it?"),
+                          "restore the manifest, or rebuild the index with retro-index");
+        ++compared;
+    }
 }
 
 }  // namespace retro

@@ -39,6 +39,13 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
 // The folder's embeddings.npy mapped, once it is seen to be a 2-D f32 or f16 array of the manifest's dimension
 // with one row per chunk of `db` (index_folder_open holds index.faiss to the same count); O(1): the header only.
 NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db);
+// The embedder rebuilt from the folder's manifest gives the vectors the index holds: the first few chunks of `db` that
+// are not all padding embedded now against their rows of embeddings.npy (cosine >= 0.99: f16 rows and another device
+// pass). The manifest is not fingerprinted, so an edited setting (bow's seed) embedded every query chunk differently
+// from the index, silently. UserError naming the manifest when they differ; nothing checked without embeddings.npy or
+// for an embedder other than bow, bert and t5.
+class Embedder;
+void index_folder_check_embedder(const IndexFolder& f, const ChunkDb& db, const Embedder& embedder);
 // The manifest's kind ("dense" when it records none); UserError when the folder has no manifest.
 std::string index_folder_kind(const std::string& dir);
 

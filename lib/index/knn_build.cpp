@@ -86,6 +86,8 @@ public:
         if (kind == "bert" || kind == "t5" || kind == "clip")
             tok_ = std::make_unique<Tokenizer>(query_db_->tokenizer_checked(""));
         embedder_ = embedder_from_json(folder.embedder(), folder.dir, tok_.get(), device);
+        if (embedder_->dim() == folder.dim)   // (a dimension that differs is refused by its own check, naming it)
+            index_folder_check_embedder(folder, db, *embedder_);   // the manifest's settings give the index's vectors
     }
     std::int64_t rows() const { return query_db_ ? query_db_->chunk_count() : emb_.dim(0); }
     void get(std::int64_t b, std::int64_t e, int d, std::vector<float>& out) {
