@@ -499,7 +499,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (s.widened_rows_ > 0)   // FAISS's own search only
         log_info("searched " + std::to_string(s.widened_rows_) + " rows again with more candidates (their own document filled "
                  "the first " + std::to_string(opts.k + opts.extra) + ")");
-    knn_write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : opts.measure_recall);
+    // (the queries measured: --measure-recall past the query count measures them all, and the manifest said the asked number)
+    knn_write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : std::min(opts.measure_recall, queries.rows()));
 }
 
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
