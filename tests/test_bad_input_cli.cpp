@@ -464,6 +464,9 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
     const std::string knn = "--quiet knn --n 2000 --dim 8 --queries 16 --ivf-nlist 0 --pq-m 0 --thread-counts 1 --debian-queries 0 ";
     expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 50000 --clusters 10"), {"--hnsw-m"});
     expect_refused(test::run_tool("retro-bench", knn + "--clusters 2000000000"), {"--clusters"});
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --n 20000 --dim 32 --queries 16 --ivf-nlist 16 --pq-m 5 "
+                                                 "--thread-counts 1 --debian-queries 0"),
+                   {"--pq-m: 5 sub-quantizers do not divide the dimension 32"});
 }
 
 TEST_CASE("bad input: an output file's name held by a link, a pipe or a folder is refused, not replaced") {

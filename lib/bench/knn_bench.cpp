@@ -158,6 +158,9 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.ann.ivf_nlist > n)
         user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " lists need at least as many base vectors; there are ", n),
                       cat("give --ivf-nlist ", std::max<std::int64_t>(1, n / 39), " (39 vectors a list) or 0 for no IVF rows"));
+    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && d % o.ann.pq_m != 0)   // (FAISS refused it after the IVF-Flat rows, as "--index")
+        user_error_in("--pq-m", cat(o.ann.pq_m, " sub-quantizers do not divide the dimension ", d),
+                      "give a divisor of the dimension, or 0 for no IVF-PQ rows");
     if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && n < 39 * 256)
         user_error_in("--pq-m", cat("IVF-PQ's codebooks need at least ", 39 * 256, " base vectors to train; there are ", n),
                       "give --pq-m 0 for no IVF-PQ rows");
