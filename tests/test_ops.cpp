@@ -148,7 +148,7 @@ TEST_CASE("ops: retro-bench ops lists the registry and times the chosen ops as a
     }
     auto bad = test::run_tool("retro-bench", "ops --ops no.such");
     CHECK(bad.exit_code == 2);
-    CHECK(bad.err.find("--ops: names no registered op") != std::string::npos);
+    CHECK(bad.err.find("--ops: 'no.such' names no registered op") != std::string::npos);
     if (cuda_device_count() == 0) {
         auto gpu = test::run_tool("retro-bench", "ops --device cuda");
         CHECK(gpu.exit_code == 2);

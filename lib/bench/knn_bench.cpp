@@ -97,8 +97,9 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.base_npy.empty() && k > n)   // recall@k over fewer than k vectors means nothing
         user_error_in("--k", cat(k, " neighbours of ", n, " base vectors"), "give a --k of at most --n");
     if (o.base_npy.empty() && o.clusters < 1) user_error_in("--clusters", cat(o.clusters, " is not a number of centres"));
-    if (o.base_npy.empty() && o.clusters > n)   // (2e9 centres: a bad_alloc, exit 1)
-        user_error_in("--clusters", cat(o.clusters, " centres for ", n, " base vectors"), "give at most --n centres");
+    if (o.base_npy.empty() && o.clusters > std::max<std::int64_t>(n, 10000))   // (2e9 centres: a bad_alloc, exit 1)
+        user_error_in("--clusters", cat(o.clusters, " centres for ", n, " base vectors"),
+                      "give at most --n centres (or the default 10,000)");
     if (o.ann.hnsw_m > 4096)   // retro-index's bound (2 to 4,096): 50,000 asked FAISS for ~40 GB of links
         user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " neighbours a node is past HNSW's 4,096"), "give e.g. 32");
     if (o.ann.ivf_nlist < 0) user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " is not a list count"), "give 0 for no IVF rows");
@@ -158,12 +159,12 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.ann.ivf_nlist > n)
         user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " lists need at least as many base vectors; there are ", n),
                       cat("give --ivf-nlist ", std::max<std::int64_t>(1, n / 39), " (39 vectors a list) or 0 for no IVF rows"));
-    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && d % o.ann.pq_m != 0)   // (FAISS refused it after the IVF-Flat rows, as "--index")
-        user_error_in("--pq-m", cat(o.ann.pq_m, " sub-quantizers do not divide the dimension ", d),
-                      "give a divisor of the dimension, or 0 for no IVF-PQ rows");
     if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && n < 39 * 256)
         user_error_in("--pq-m", cat("IVF-PQ's codebooks need at least ", 39 * 256, " base vectors to train; there are ", n),
                       "give --pq-m 0 for no IVF-PQ rows");
+    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && d % o.ann.pq_m != 0)   // (FAISS refused it after the IVF-Flat rows, as "--index")
+        user_error_in("--pq-m", cat(o.ann.pq_m, " sub-quantizers do not divide the dimension ", d),
+                      "give a divisor of the dimension, or 0 for no IVF-PQ rows");
     const double gflop = 2.0 * q * n * d / 1e9;
     std::vector<std::string> kernels = o.kernels;
     if (kernels.empty()) {
