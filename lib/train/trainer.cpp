@@ -39,7 +39,9 @@
 #include "train/adamw.h"
 #include "train/data.h"
 #include "train/init_from.h"
+#include "train/train_stop.h"
 #include "data/run_tokenizer.h"
+#include "train/resume_checks.h"
 #include "train/run_folder.h"
 #include "train/train_memory.h"
 
@@ -56,65 +58,6 @@ double train_lr_at(const TrainOptions& o, std::int64_t step) {
 }
 
 namespace {
-
-// A resume that changes a recipe option is refused in one line: the checkpoint's value of `key` (`older` where a
-// checkpoint from before the option lacks it) against this run's.
-template <typename T>
-void refuse_other_option(const std::string& state_path, const nlohmann::json& st, const char* key, T older, T now,
-                         const char* flag) {
-    const T was = st.value(key, older);
-    if (was == now) return;
-    if constexpr (std::is_same_v<T, bool>)
-        user_error_in(state_path, cat("checkpoint was made ", was ? "with " : "without ", flag),
-                      cat("resume ", was ? "with " : "without ", flag));
-    else
-        user_error_in(state_path, cat("checkpoint was made with ", flag, " ", was), cat("resume with the same ", flag));
-}
-
-// The global batch a checkpoint was trained with (batch_size x grad_accum, recorded since 2026-12-01; an older
-// checkpoint lacks it and is taken as it is): the data cursor counts sequences of that batch, so another one would
-// train on other sequences per step than the straight run. The same product split otherwise (a smaller
-// --batch-size with more --grad-accum, as the memory check advises) reads the same sequences.
-void refuse_other_global_batch(const std::string& state_path, const nlohmann::json& st, std::int64_t batch,
-                               std::int64_t accum) {
-    if (!st.contains("batch_size") || !st["batch_size"].is_number_integer() || !st.contains("grad_accum") ||
-        !st["grad_accum"].is_number_integer())
-        return;
-    const std::int64_t was_batch = st["batch_size"].get<std::int64_t>(), was_accum = st["grad_accum"].get<std::int64_t>();
-    if (was_batch * was_accum == batch * accum) {
-        if (was_batch != batch)
-            log_info(cat("resume: --batch-size ", batch, " x --grad-accum ", accum, " (was ", was_batch, " x ", was_accum,
-                         "): the same global batch of ", batch * accum, " sequences"));
-        return;
-    }
-    user_error_in(state_path,
-                  cat("checkpoint was made with a global batch of ", was_batch * was_accum, " sequences (--batch-size ",
-                      was_batch, " x --grad-accum ", was_accum, "), not ", batch * accum),
-                  cat("resume with --batch-size x --grad-accum = ", was_batch * was_accum,
-                      " (the data cursor counts sequences of that batch), or start over with --force"));
-}
-
-// A value as it was typed: integers without a decimal point, doubles in their shortest round-trip form.
-std::string option_value(double v) {
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
-    return std::string(buf, r.ptr);
-}
-
-// The schedule and optimizer options may change on a resume on purpose (a longer run, a lower lr after a loss
-// spike), but never unannounced: one line naming each option whose value differs from the checkpoint's.
-void note_changed_schedule(const nlohmann::json& st, std::int64_t step,
-                           std::initializer_list<std::tuple<const char*, const char*, double>> options) {
-    std::string changed;
-    for (const auto& [key, flag, now] : options) {
-        if (!st.contains(key) || !st[key].is_number()) continue;
-        const double was = st[key].get<double>();
-        if (was == now) continue;
-        changed += cat(changed.empty() ? "" : ", ", flag, " ", option_value(now), " (was ", option_value(was), ")");
-    }
-    if (!changed.empty())
-        log_info(cat("resume: ", changed, "; the run continues from step ", step, " under the new values"));
-}
 
 // Data order: epoch e visits the training sequences in a Fisher-Yates permutation drawn from
 // mt19937_64(seed, e); the cursor (epoch, position) is the whole RNG state a checkpoint needs.
@@ -133,46 +76,6 @@ std::string num(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return buf;
-}
-
-// Rank 0's last words when the run is stopped: by the launcher (a rank died, or the job was cancelled: mpirun and
-// srun send the survivors SIGTERM), or, one process, by Ctrl-C (SIGINT) or SIGTERM. Written from the signal
-// handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
-const char* g_stop_head = "retro-train: interrupted; ";
-char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
-
-// A one-process run's first SIGINT or SIGTERM once training steps run (g_stop_after_step set): the step under way
-// finishes and a checkpoint is saved before the run stops (Trainer::run), so no finished step is lost; a second
-// signal, or one under a launcher (whose other ranks are being stopped too), stops at once as before.
-volatile std::sig_atomic_t g_stop_after_step = 0;   // 1: stop gracefully when signalled
-volatile std::sig_atomic_t g_stop_signal = 0;       // the signal that asked for it
-
-extern "C" void on_stop_signal(int sig) {
-    if (g_stop_after_step && !g_stop_signal) {
-        g_stop_signal = sig;
-        const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to stop at "
-                        "once)\n";
-        ssize_t w = ::write(2, m, std::strlen(m));
-        (void)w;
-        return;
-    }
-    ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
-    w = ::write(2, g_stop_message, std::strlen(g_stop_message));
-    (void)w;
-    interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
-}
-
-// The stop a signal asked for, once the run is ready for it: the note, then the signal's own death (exit 128 + sig).
-[[noreturn]] void on_stop_signal_now(int sig) {
-    g_stop_after_step = 0;
-    on_stop_signal(sig);
-    interrupt_note_die(sig);   // (on_stop_signal ends there already)
-}
-
-void set_stop_message(const std::string& out, std::int64_t step) {
-    std::snprintf(g_stop_message, sizeof g_stop_message,
-                  "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
-                  out.c_str(), static_cast<long long>(step));
 }
 
 class Trainer {
@@ -602,7 +505,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
         st["fingerprints"][name] = fingerprint_file((fs::path(dir) / name).string());
     write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
     write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
-    set_stop_message(o_.out, step);
+    train_stop_set_resume_step(o_.out, step);
     prune_checkpoints(o_.out, o_.keep_checkpoints);
 }
 
@@ -855,8 +758,7 @@ void Trainer::run() {
         for (const char* own : kForceRemoves) fs::remove_all(out / own);
     if (root) fs::create_directories(out);
     if (root) {   // rank 0 says where to resume when the run is stopped (the launcher stops the others)
-        if (dist_->active()) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
-        interrupt_handlers_install(on_stop_signal);
+        train_stop_install(dist_->active());
     }
 
     std::int64_t step = 0;
@@ -877,7 +779,7 @@ void Trainer::run() {
         } else {
             log_info("no complete checkpoint to resume from: starting at step 0");
         }
-        if (!ck.empty()) set_stop_message(o_.out, step);
+        if (!ck.empty()) train_stop_set_resume_step(o_.out, step);
         // keep the metrics of the steps the checkpoint covers
         const fs::path mp = out / "metrics.jsonl";
         if (root && (fs::exists(mp) || step > 0)) metrics_missing_ = metrics_keep_through(mp.string(), step, metrics_missing_);
@@ -891,7 +793,7 @@ void Trainer::run() {
                      " at the last step) and never decays; a warmup of about a tenth of the steps is usual"));
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
-    g_stop_after_step = root && !dist_->active() ? 1 : 0;
+    train_stop_after_step(root && !dist_->active());
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
         double loss = 0, norm = 0;
@@ -942,19 +844,19 @@ void Trainer::run() {
                                       "); no model written"),
                           cat("a smaller --lr than ", o_.lr, (o_.clip > 0 ? "" : ", or --clip 1"),
                               "; the checkpoints before this step are kept"));
-        const int stop = g_stop_signal;   // (a signal after this line waits for the next step)
+        const int stop = train_stop_requested();   // (a signal after this line waits for the next step)
         if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last || stop) {
             if (dmodel_) device_download_state();
             check_ranks_agree(step);
             if (root) save_checkpoint(step);
         }
         if (stop && !last) {   // the step's checkpoint is complete: stop, as the signal asked, saying where to resume
-            set_stop_message(o_.out, step);
-            on_stop_signal_now(stop);
+            train_stop_set_resume_step(o_.out, step);
+            train_stop_now(stop);
         }
         if (o_.stop_after > 0 && done_now >= o_.stop_after) return;   // as if killed here
     }
-    g_stop_after_step = 0;   // (the last step's checkpoint is saved: a signal now stops at once, as before the steps)
+    train_stop_after_step(false);   // (the last step's checkpoint is saved: a signal now stops at once, as before the steps)
     if (!root) return;   // rank 0 writes the run's final files
     params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     Manifest m(ctx_);

@@ -1,0 +1,66 @@
+// Implementation of train_stop.h.
+#include "train/train_stop.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "core/interrupt_note.h"
+
+namespace retro {
+
+namespace {
+
+// Rank 0's last words when the run is stopped: by the launcher (a rank died, or the job was cancelled: mpirun and
+// srun send the survivors SIGTERM), or, one process, by Ctrl-C (SIGINT) or SIGTERM. Written from the signal
+// handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
+const char* g_stop_head = "retro-train: interrupted; ";
+char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
+
+// A one-process run's first SIGINT or SIGTERM once training steps run (g_stop_after_step set): the step under way
+// finishes and a checkpoint is saved before the run stops (Trainer::run), so no finished step is lost; a second
+// signal, or one under a launcher (whose other ranks are being stopped too), stops at once as before.
+volatile std::sig_atomic_t g_stop_after_step = 0;   // 1: stop gracefully when signalled
+volatile std::sig_atomic_t g_stop_signal = 0;       // the signal that asked for it
+
+extern "C" void on_stop_signal(int sig) {
+    if (g_stop_after_step && !g_stop_signal) {
+        g_stop_signal = sig;
+        const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to stop at "
+                        "once)\n";
+        ssize_t w = ::write(2, m, std::strlen(m));
+        (void)w;
+        return;
+    }
+    ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
+    w = ::write(2, g_stop_message, std::strlen(g_stop_message));
+    (void)w;
+    interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
+}
+
+}  // namespace
+
+[[noreturn]] void train_stop_now(int sig) {
+    g_stop_after_step = 0;
+    on_stop_signal(sig);
+    interrupt_note_die(sig);   // (on_stop_signal ends there already)
+}
+
+void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
+    std::snprintf(g_stop_message, sizeof g_stop_message,
+                  "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
+                  out.c_str(), static_cast<long long>(step));
+}
+
+void train_stop_install(bool launcher) {
+    if (launcher) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
+    interrupt_handlers_install(on_stop_signal);
+}
+
+void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
+
+int train_stop_requested() { return g_stop_signal; }
+
+}  // namespace retro
