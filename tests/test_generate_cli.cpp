@@ -291,6 +291,68 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(again2.exit_code == 0);
         CHECK(again2.err.find("nothing to resume") != std::string::npos);
         CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+        // without --resume the finished file is kept: refused in one line; --force replaces it
+        const std::string finished = test::read_text(out);
+        auto kept = test::run_tool("retro-generate", base + cmd + " --seed 4");
+        CHECK(kept.exit_code == 2);
+        CHECK(one_line(kept));
+        CHECK(kept.err.find("resumed.jsonl: exists") != std::string::npos);
+        CHECK(kept.err.find("--force") != std::string::npos);
+        CHECK(test::read_text(out) == finished);
+        auto forced = test::run_tool("retro-generate", base + cmd + " --seed 3 --force");
+        INFO(forced.err);
+        CHECK(forced.exit_code == 0);
+        CHECK(test::read_text(out) == finished);
+    }
+
+    // a damaged line inside the journal (not a last line cut short) costs only its prompt: --resume drops it with a
+    // warning naming the line, decodes that prompt again and writes the uninterrupted run's bytes
+    {
+        const fs::path out = p.tmp / "damaged.jsonl", journal = p.tmp / "damaged.jsonl.partial";
+        const std::string cmd = " --prompts " + (p.tmp / "prompts.jsonl").string() + " --output " + out.string() +
+                                " --max-tokens 20 --batch-size 1 --seed 3";
+        auto k = test::run_tool("retro-generate", base + cmd + " --stop-after 2");
+        REQUIRE(k.exit_code == 0);
+        std::istringstream in(test::read_text(journal));
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        REQUIRE(lines.size() == 3);   // the job, two prompts
+        lines[1] = lines[1].substr(0, lines[1].size() / 2) + "#" + lines[1].substr(lines[1].size() / 2);
+        test::write_text(journal, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[2] + "\n");
+        auto r = test::run_tool("retro-generate", base + cmd + " --resume");
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("damaged.jsonl.partial: lines 2, 4 are damaged") != std::string::npos);
+        CHECK(r.err.find("holds 1 of 3 prompts") != std::string::npos);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+        CHECK_FALSE(fs::exists(journal));
+    }
+
+    // two prompts with one id cannot be joined to their results: refused, naming both lines (a line without "id"
+    // takes its position)
+    {
+        test::write_text(p.tmp / "dup.jsonl", "\"a b\"\n" + nlohmann::json{{"prompt", "c d"}, {"id", 0}}.dump() + "\n");
+        auto d = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "dup.jsonl").string() + " --output " +
+                                                      (p.tmp / "dup-out.jsonl").string() + " --max-tokens 4");
+        CHECK(d.exit_code == 2);
+        CHECK(one_line(d));
+        CHECK(d.err.find("dup.jsonl:2: has the id 0, as " + (p.tmp / "dup.jsonl").string() + ":1 has") != std::string::npos);
+        // a batch option on a single prompt is named, not silently ignored
+        auto w = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 4 --batch-size 4");
+        CHECK(w.exit_code == 0);
+        CHECK(w.err.find("--batch-size has no effect on a single prompt") != std::string::npos);
+    }
+
+    // standard output that cannot be written stops the run at the first write, named, before any summary
+    if (fs::exists("/dev/full")) {
+        auto full = test::run_command("(" + test::tool_path("retro-generate") + " " + base + " " + q(prompt) +
+                                      " --max-tokens 20 > /dev/full)");
+        CHECK(full.exit_code == 2);
+        CHECK(one_line(full));
+        CHECK(full.err.find("standard output: write failed") != std::string::npos);
+        CHECK(full.err.find("tokens/s") == std::string::npos);
+    } else {
+        MESSAGE("skipped: no /dev/full");
     }
 
     // an --output that is not a file, or lies in an input folder, is refused before any decoding

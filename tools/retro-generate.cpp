@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
                                                    "standard output in input order");
             app.add_flag("--resume", cli.resume, "Batch mode: keep the prompts an interrupted run finished (OUTPUT.partial) "
                                                  "and decode the others; the same command otherwise");
-            app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
+            app.add_flag("--force", cli.force, "Batch mode: replace an existing --output (without it a finished "
+                                               "file is kept: refused, or with --resume nothing to do)");
+            auto* batch_size = app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
             app.add_flag("--ignore-eos", cli.ignore_eos, "Keep going after an end-of-text token");
             app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
                 ->transform(retro::non_negative_integer())
                 ->group("");
             retro::add_no_verify_flag(app, g.verify);
-            return [] { retro::generate_run(cli); };
+            return [batch_size] {
+                cli.batch_size_given = batch_size->count() > 0;
+                retro::generate_run(cli);
+            };
         });
 }

@@ -55,6 +55,7 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
             user_error_in(path_, std::string("cannot be written: ") + std::strerror(errno));
         log_info(cat(path_, ": dropped a last line cut short (", size - cut, " bytes)"));
     }
+    if (!damaged_.empty()) rewrite_without_damaged();   // the journal the run appends to holds only good lines
     fresh_ = false;
 }
 
@@ -93,16 +94,37 @@ void GenerateJournal::load(nlohmann::json& recorded_job, std::int64_t prompts, s
             cut = pos;
             continue;
         }
-        if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j.at("index").is_number_integer() ||
-            !j.contains("result") || !j.at("result").is_object())
-            user_error_in(where, "is damaged (not a finished prompt's line)", "remove " + path_ + " to start again");
-        const std::int64_t index = j.at("index").get<std::int64_t>();
-        if (index < 0 || index >= prompts)
-            user_error_in(where, cat("names prompt ", index, " of ", prompts), "remove " + path_ + " to start again");
-        if (done_.count(index)) user_error_in(where, cat("names prompt ", index, " a second time"), "remove " + path_ + " to start again");
-        done_[index] = j.at("result");
         cut = pos;
+        // a damaged line (a disk error, a hand edit) costs only its prompt: it is decoded again
+        if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j.at("index").is_number_integer() ||
+            !j.contains("result") || !j.at("result").is_object()) {
+            damaged_.push_back(line_no);
+            continue;
+        }
+        const std::int64_t index = j.at("index").get<std::int64_t>();
+        if (index < 0 || index >= prompts || done_.count(index)) {   // beyond the prompts, or a prompt's second line
+            damaged_.push_back(line_no);
+            continue;
+        }
+        done_[index] = j.at("result");
     }
+}
+
+void GenerateJournal::rewrite_without_damaged() {
+    std::string lines = journal_header(job_).dump() + "\n";
+    for (const auto& [index, result] : done_)
+        lines += nlohmann::json{{"index", index}, {"result", result}}.dump(-1, ' ', false,
+                                                                       nlohmann::json::error_handler_t::replace) +
+                 "\n";
+    AtomicFile f(path_);
+    f.write(lines);
+    f.commit();
+    std::string which;
+    for (std::size_t i = 0; i < damaged_.size() && i < 8; i++) which += (i ? ", " : "") + std::to_string(damaged_[i]);
+    if (damaged_.size() > 8) which += cat(" and ", damaged_.size() - 8, " more");
+    log_warn(cat(path_, ": ", damaged_.size() == 1 ? "line " : "lines ", which,
+                 damaged_.size() == 1 ? " is" : " are",
+                 " damaged (not a finished prompt's line, or a prompt's second): dropped, their prompts decoded again"));
 }
 
 void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {

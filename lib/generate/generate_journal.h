@@ -2,13 +2,15 @@
 // interrupted run (Ctrl-C, a kill, a full disk) keeps every prompt it finished. Line 1 records the job (the inputs
 // and every option that changes the text); each further line is one finished prompt: {"index": i, "result": {...}},
 // the result being the line out.jsonl will hold. Lines are appended and fdatasync'd as prompts finish; `--resume`
-// reads them back (a last line cut short by a kill is dropped) and only the others are decoded. Each prompt has its
+// reads them back (a last line cut short by a kill is dropped; a damaged line, or a prompt's second, is dropped with a
+// warning and its prompt decoded again) and only the others are decoded. Each prompt has its
 // own random stream (generate/generator.h), so the resumed file equals an uninterrupted run's byte for byte.
 // The journal is removed once out.jsonl is committed.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,9 @@ private:
     bool fresh_ = true;   // no finished prompt on disk: add() writes the file anew, the job line first
     int fd_ = -1;
     std::map<std::int64_t, nlohmann::json> done_;
+    std::vector<std::int64_t> damaged_;   // line numbers of lines not taken (their prompts are decoded again)
+    // --resume over a journal with damaged lines: written again (atomically) with its job line and the good ones.
+    void rewrite_without_damaged();
 };
 
 }  // namespace retro

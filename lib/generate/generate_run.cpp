@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -67,6 +68,21 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
         ids.push_back(j.contains("id") ? j.at("id") : nlohmann::json(static_cast<std::int64_t>(prompts.size() - 1)));
     }
     if (prompts.empty()) user_error_in(name, "holds no prompts");
+    // an id joins a result (and its --show-neighbours lines) to its prompt: two prompts with one id cannot be told
+    // apart (a line without "id" takes its 0-based position, which an explicit id may repeat)
+    std::map<std::string, std::size_t> seen;
+    for (std::size_t i = 0; i < ids.size(); i++)
+        if (const auto [it, fresh] = seen.emplace(ids[i].dump(), i); !fresh)
+            user_error_in(names[i], cat("has the id ", ids[i].dump(), ", as ", names[it->second], " has"),
+                          "give each prompt its own \"id\" (a line without one takes its 0-based position)");
+}
+
+// Text written to standard output must arrive: a full disk or a closed pipe ends the run at once, named, rather than
+// after decoding every token (and its summary line) for nothing.
+void stdout_check() {
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+        user_error_in("standard output", std::string("write failed") + (errno ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 nlohmann::json neighbours_json(const Generator& gen, const ChunkNeighbours& n, bool with_text) {
@@ -178,6 +194,8 @@ void generate_run(GenerateRunOptions cli) {
                           "give --output FILE to be able to resume");
         if (!to_stdout) generate_output_check(cli);   // the results are written at the end: checked before the work
     } else {
+        if (cli.batch_size_given) log_warn("--batch-size has no effect on a single prompt (it is for --prompts)");
+        if (cli.force) log_warn("--force has no effect on a single prompt (it replaces a --prompts run's --output)");
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
         if (cli.prompt.empty()) {   // read the prompt from stdin
@@ -221,6 +239,12 @@ void generate_run(GenerateRunOptions cli) {
                      " prompts: nothing to resume (its options are not recorded: remove it to decode again)");
             return;
         }
+        // a finished --output is kept unless --force: a run into it replaces it only when asked, or when it resumes a
+        // journal (the interrupted job was going to replace it)
+        if (!cli.force && fs::is_regular_file(cli.output) && !(cli.resume && !journal->done().empty()))
+            user_error_in(cli.output, cli.resume ? "exists, and is not this job's finished output (nor is there a journal to resume)"
+                                                 : "exists (the results of an earlier run)",
+                          "give --force to replace it, or another --output");
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)
             if (!journal->done().count(i)) todo.push_back(i);
         if (cli.resume)
@@ -277,7 +301,7 @@ void generate_run(GenerateRunOptions cli) {
                         std::fwrite(text.data(), 1, text.size(), stdout);
                         finished.erase(it);
                     }
-                    std::fflush(stdout);
+                    stdout_check();
                 }
                 progress->add(1);
                 if (cli.stop_after > 0 && ++finished_now >= cli.stop_after) throw StopAfterForTesting{};
@@ -285,7 +309,7 @@ void generate_run(GenerateRunOptions cli) {
         } else {
             cb.on_text = [](std::int64_t, const std::string& text) {
                 std::fwrite(text.data(), 1, text.size(), stdout);
-                std::fflush(stdout);
+                stdout_check();
             };
         }
         std::vector<GenerateResult> results;
@@ -313,7 +337,7 @@ void generate_run(GenerateRunOptions cli) {
         interrupt_note_clear();   // nothing left to keep: the interrupt line would name a removed journal
     } else if (!batch) {
         std::fputc('\n', stdout);
-        std::fflush(stdout);
+        stdout_check();
     }
     const double made = static_cast<double>(tokens_made);
     const std::size_t kept = prompts.size() - todo.size();

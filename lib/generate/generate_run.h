@@ -16,6 +16,8 @@ struct GenerateRunOptions {
     std::string output;         // batch mode output (.jsonl)
     bool show_neighbours = false, json = false, ignore_eos = false;
     bool resume = false;          // batch mode: keep the finished prompts OUT.partial holds, decode the others
+    bool force = false;           // batch mode: replace an existing --output (refused otherwise)
+    bool batch_size_given = false;   // --batch-size on the command line (a single prompt has no batch: warned)
     std::int64_t stop_after = 0;  // testing: batch mode stops after this many prompts, as if killed (0 = off)
 };
 
