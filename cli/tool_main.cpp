@@ -12,6 +12,7 @@
 #include <iterator>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <vector>
 
 #include "core/blas_core.h"
@@ -218,6 +219,22 @@ void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
     }
 }
 
+// A value twice in a comma-separated list (`--nprobe 8,8`, `--threads 1,1`): each item makes a row or a run of its own,
+// so a repeat timed the same row twice under one label (two rows for one setting in the JSON). Refused, naming it.
+void refuse_repeated_list_items(const CLI::App& app) {
+    std::vector<const CLI::App*> apps{&app};
+    for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+    for (const CLI::App* a : apps)
+        for (const CLI::Option* opt : a->get_options()) {
+            if (opt->count() == 0 || opt->get_delimiter() != ',' || opt->get_lnames().empty()) continue;
+            std::set<std::string> seen;
+            for (const std::string& item : opt->results())
+                if (!seen.insert(item).second)
+                    user_error_in("--" + opt->get_lnames().front(), cat("lists ", item, " twice"),
+                                  "give each value once: each makes a row of its own");
+        }
+}
+
 // CLI11's message on one line, in our words where its own are obscure.
 std::string usage_message(const std::string& what) {
     static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
@@ -259,6 +276,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             // before any subcommand's callback: retro-bench runs its benchmark inside parse()
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
+            refuse_repeated_list_items(app);
             refuse_non_finite_numbers(app);
             refuse_empty_values(app);
             if (ctx.threads < 0 || ctx.threads > kMaxThreads)   // every tool's --threads (0 = all cores)

@@ -15,11 +15,11 @@
 //     P = ceil(p Q), descend to target P - 1 (the reference keeps id i while the mass ranked before it is < p Q); the
 //     draw: target floor(u Q_kept), by descend where top-k or top-p is on and by the scan in id order otherwise (the
 //     reference walks the kept ids in rank order, or all ids in id order).
-// Against the reference: greedy the same id (NaN logits rank last, as the reference never picks one); a draw the same
-// id unless u, or p Q, lies within the fixed point's rounding of a boundary between two ids' cumulative weights (at
-// most V^2 2^-64 of the total: 6e-11 at V = 32,000; a typical row's roundings cancel to ~1e-13) or within a unit in
-// the last place of exp, which the GPU and libm may round differently. Rows with +inf, or every logit -inf, draw the
-// top-ranked id (the reference's NaN sums fall through to its last id). Passes over the row: 1 (greedy), 3 (T
+// Against the reference: greedy the same id; a draw the same id unless u, or p Q, lies within the fixed point's
+// rounding of a boundary between two ids' cumulative weights (at most V^2 2^-64 of the total: 6e-11 at V = 32,000; a
+// typical row's roundings cancel to ~1e-13) or within a unit in the last place of exp, which the GPU and libm may round
+// differently. A row with a logit that is not finite (NaN, +-inf) among its first V gives -1, as the host's
+// next_tokens (generate/next_tokens.h) does before it calls the reference: no draw over it means anything. Passes over the row: 1 (greedy), 3 (T
 // only), up to 17 (top-k and top-p); each id's weight is computed once into the caller's scratch (a double exp: ~6 µs
 // a pass of V = 32,000 on an H100's FP64 units) and read by the later passes.
 #pragma once
@@ -219,12 +219,21 @@ RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* lo
     const float* z = logits + rows[b] * ld;   // (its first V columns: the ids drawn from)
     const int t = simt::thread_x();
 
+    // a logit that is not finite (NaN, +-inf: damaged weights, a diverged run) ranks as key 0, which no finite logit
+    // has (+inf's would be 0x007fffff << 32 at the smallest): the min below then says so at no extra pass, and the row
+    // gives -1, as the host's next_tokens does (generate/next_tokens.h: the caller names the weights)
     u64 best = ~u64{0};
     for (ll i = t; i < V; i += THREADS) {
-        const u64 r = rank_of(z[i], i);
+        const float x = z[i];
+        const bool finite = (simt::float_bits(x) & 0x7f800000u) != 0x7f800000u;   // exponent all ones: NaN or +-inf
+        const u64 r = finite ? rank_of(x, i) : u64{0};
         best = r < best ? r : best;
     }
     best = block_reduce<THREADS, true>(best, sh);
+    if (best == 0) {
+        if (t == 0) ids[b] = -1;
+        return;
+    }
     const auto top = static_cast<std::int32_t>(best & 0xffffffffu);
     if (p.greedy) {
         if (t == 0) ids[b] = top;
@@ -251,10 +260,7 @@ RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* lo
         if (rank_of(z[i], i) <= bound) local += q[i];
     }
     u64 kept = block_reduce<THREADS, false>(local, sh);   // its barriers also make q the block's
-    if (kept == 0) {   // non-finite logits: no weight anywhere
-        if (t == 0) ids[b] = top;
-        return;
-    }
+    // (kept > 0: the top id's weight is exp(0) = 1, its fixed point 2^S, for the finite row every row here is)
     if (top_p) {
         const double want = ::ceil(p.top_p * static_cast<double>(kept));
         u64 P = want < 1 ? u64{1} : static_cast<u64>(want);

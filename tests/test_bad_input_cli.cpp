@@ -382,6 +382,12 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "retention --T 32 ,,64 --B 1 --H 1"), {"--T", "'32,,64' has an empty item"});
     expect_refused(test::run_tool("retro-bench", "retention --B 1 --T 32 ,"), {"--T", "'32,' has an empty item"});
     expect_refused(test::run_tool("retro-bench", "knn --nprobe ,8"), {"--nprobe", "',8' has an empty item"});
+    expect_refused(test::run_tool("retro-bench", "chunk --size-mb 1e-9"), {"--size-mb", "less than a kilobyte"});
+    // a value twice: two rows of one setting under one label (session 52)
+    const test::RunResult repeated = test::run_tool("retro-bench", "retention --T 32,64,32 --B 1 --H 1");
+    expect_refused(repeated, {"--T", "lists 32 twice"});
+    CHECK(repeated.out.empty());
+    expect_refused(test::run_tool("retro-bench", "knn --thread-counts 1 --thread-counts 1"), {"--thread-counts", "lists 1 twice"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--rounds 0"), {"--rounds", "0 is not a number of rounds"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--debian-queries -1"), {"--debian-queries"});
 }

@@ -284,6 +284,16 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
         CHECK_MESSAGE(r.err.find(part.string() + ": has changed since it was written") != std::string::npos, r.err);
         CHECK_FALSE(fs::exists(s.tmp / "imd" / "manifest.json"));
     }
+    {   // a part removed from a finished shard: the shard's own folder is named, not the first one given
+        fs::copy(s.tmp / "i1", s.tmp / "i1r", fs::copy_options::recursive);
+        fs::remove(s.tmp / "i1r" / "parts" / "embeddings.1.npy");
+        r = test::run_tool("retro-index", "merge " + (s.tmp / "i0").string() + " " + (s.tmp / "i1r").string() + " --out " +
+                                              (s.tmp / "imr").string() + " --quiet");
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find((s.tmp / "i1r").string() + ": lacks block 1 of embeddings, which its shard 1/2 makes") !=
+                          std::string::npos,
+                      r.err);
+    }
     {   // a part whose seal is gone, in a folder that seals its parts (a kill between the two, or a removal): refused
         fs::copy(s.tmp / "i1", s.tmp / "i1s", fs::copy_options::recursive);
         fs::remove(s.tmp / "i1s" / "parts" / "embeddings.1.npy.fingerprint");
@@ -516,14 +526,19 @@ TEST_CASE("knn: show refuses neighbour ids outside -1 .. N-1 naming the file and
     // -1 pads a short row: shown as no neighbour
     ids[5 * 3 + 2] = -1;
     npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
-    auto ok = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --json");
+    // the edited file is not the one retro-knn wrote: refused by its fingerprint, unless --no-verify
+    auto edited = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --json");
+    CHECK(edited.exit_code == 2);
+    CHECK(edited.err.find("neighbours.npy") != std::string::npos);
+    CHECK(edited.out.empty());
+    auto ok = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --json --no-verify");
     REQUIRE_MESSAGE(ok.exit_code == 0, ok.err);
     CHECK(nlohmann::json::parse(ok.out)["neighbours"].size() == 2);
     for (std::int64_t bad : {std::int64_t{100'000'000'000}, std::int64_t{-5}, n}) {
         CAPTURE(bad);
         ids[6 * 3 + 1] = bad;   // row 6, shown second with --count 2: nothing of row 5 is printed either
         npy_save((knn / "neighbours.npy").string(), {n, 3}, ids.data());
-        auto r = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --count 2");
+        auto r = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --chunk 5 --count 2 --no-verify");
         CHECK(r.exit_code == 2);   // 100000000000 used to end in SIGSEGV, -5 to read the file's header
         CHECK_MESSAGE(r.err.find((knn / "neighbours.npy").string() + ": row 6 names chunk " + std::to_string(bad) + " outside [0, " +
                                  std::to_string(n) + ")") != std::string::npos,
@@ -624,4 +639,72 @@ TEST_CASE("knn: --neighbours no row can fill is refused at once, and -1 slots af
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.err.find("every chunk was compared") != std::string::npos);
     CHECK(r.err.find("--nprobe") == std::string::npos);
+}
+
+TEST_CASE("knn: show of a --queries run shows the query database's chunks beside their neighbours in --db") {
+    SmallDb s(20000, 7);
+    const fs::path corpus = test::chunk_test_jsonl(s.tmp, "q.jsonl", 8000, 600, 8);
+    const fs::path qdb = s.tmp / "qdb", idx = s.tmp / "index", knn = s.tmp / "knn";
+    REQUIRE(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                              " --chunk-size 16 --seq-len 64 --out " + qdb.string() + " --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    auto r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --queries " + qdb.string() + " --out " +
+                                             knn.string() + " --neighbours 3 --exact --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const ChunkDb q(qdb.string()), db(s.db.string());
+    REQUIRE(q.chunk_count() != db.chunk_count());
+    // without --queries: named, with the folder to add (it said "a row per query of another database")
+    auto bare = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string());
+    CHECK(bare.exit_code == 2);
+    CHECK(bare.err.find("add --queries") != std::string::npos);
+    CHECK(bare.out.empty());
+    auto wrong = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --queries " + s.db.string());
+    CHECK(wrong.exit_code == 2);
+    CHECK(wrong.err.find("is not the --queries database") != std::string::npos);
+    const std::int64_t last = q.chunk_count() - 1;
+    auto shown = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --queries " + qdb.string() +
+                                                 " --chunk " + std::to_string(last) + " --json");
+    REQUIRE_MESSAGE(shown.exit_code == 0, shown.err);
+    const auto j = nlohmann::json::parse(shown.out);
+    CHECK(j.at("chunk") == last);
+    CHECK(j.at("doc") == q.doc_of(last));
+    const NpyArray nb((knn / "neighbours.npy").string());
+    REQUIRE(j.at("neighbours").size() == 3);
+    for (int n = 0; n < 3; n++) {
+        const std::int64_t id = nb.data<std::int64_t>()[last * 3 + n];
+        CHECK(j.at("neighbours")[n].at("chunk") == id);
+        CHECK(j.at("neighbours")[n].at("doc") == db.doc_of(id));
+    }
+    // as text: the row is named a query chunk
+    auto text = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --queries " + qdb.string() +
+                                                " --chunk " + std::to_string(last));
+    REQUIRE_MESSAGE(text.exit_code == 0, text.err);
+    CHECK(text.out.rfind("query chunk " + std::to_string(last) + " (document", 0) == 0);
+    // a run over --db's own chunks given --queries: named
+    const fs::path self = s.tmp / "self-knn";
+    REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + self.string() +
+                                            " --neighbours 3 --exact --quiet").exit_code == 0);
+    auto extra = test::run_tool("retro-knn", "show " + self.string() + " --db " + s.db.string() + " --queries " + qdb.string());
+    CHECK(extra.exit_code == 2);
+    CHECK(extra.err.find("drop --queries") != std::string::npos);
+}
+
+TEST_CASE("knn: options --exact would ignore are refused - an --extra past memory is named") {
+    SmallDb s(20000, 9);
+    const fs::path idx = s.tmp / "index";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index IVF4,Flat --quiet").exit_code == 0);
+    for (const std::string flag : {"--faiss-search", "--nprobe 2", "--ef-search 16"}) {
+        CAPTURE(flag);
+        auto r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                                 " --exact " + flag);
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find(flag.substr(0, flag.find(' ')) + ": ") != std::string::npos);
+        CHECK(r.err.find("--exact does not search it") != std::string::npos);
+        CHECK_FALSE(fs::exists(s.tmp / "k"));
+    }
+    auto big = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                               " --extra 1000000000");
+    CHECK(big.exit_code == 2);
+    CHECK(big.err.find("--extra: blocks of 16384 queries with 2 neighbours and 1000000000 extra candidates needs") !=
+          std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <random>
@@ -94,6 +95,33 @@ TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt no
     CHECK(got.find("retro-test: interrupted; out keeps its finished parts: continue with the same command") !=
           std::string::npos);
     CHECK(got.find("captured") == std::string::npos);
+}
+
+TEST_CASE("core: RETRO_INTERRUPT_NOTE=off - a tool run by another tool stops on Ctrl-C without advising a resume") {
+    // retro-bench chunk runs retro-chunk in its scratch folder: "continue with the same command and --resume" named a
+    // command the user never gave (a helper's pass, session 51)
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        ::dup2(fds[1], 2);
+        ::setenv("RETRO_INTERRUPT_NOTE", "off", 1);
+        interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
+        ::raise(SIGINT);
+        ::_exit(0);   // (not reached: SIGINT's default action)
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGINT);
+    CHECK(got.empty());
 }
 
 TEST_CASE("index: FAISS's k-means warning on a small training set goes through the log, and --quiet silences it") {

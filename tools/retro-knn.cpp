@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
             show->add_option("--count", show_opts.count, "How many chunks");
             show->add_option("--tokenizer", show_opts.tokenizer, "Tokenizer (default: the database's)");
             show->add_flag("--json", show_opts.json, "One JSON object per chunk");
+            show->add_option("--queries", show_opts.queries, "The --queries database of a retro-knn --queries run: its chunks are shown beside their neighbours in --db");
+            retro::add_no_verify_flag(*show, show_opts.verify);
             return [&ctx, merge, show] {
                 if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force);
                 if (*show) return retro::knn_show(show_opts);

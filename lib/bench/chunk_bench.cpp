@@ -64,8 +64,16 @@ ChildRun run_child(const std::vector<std::string>& args) {
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     auto t0 = std::chrono::steady_clock::now();
+    // the environment, with retro-chunk's Ctrl-C note off (core/interrupt_note.h): its "continue with the same command
+    // and --resume" names a command the user never gave, in a folder the bench removes
+    std::vector<std::string> env_strings{"RETRO_INTERRUPT_NOTE=off"};
+    for (char** e = environ; *e; ++e)
+        if (std::string(*e).rfind("RETRO_INTERRUPT_NOTE=", 0) != 0) env_strings.push_back(*e);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid = 0;
-    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0)
         user_error_in(args[0], "cannot start");
     // ru_maxrss of a spawned child starts at this process's own peak (the shared mm before exec is
     // counted), so the child's peak is VmHWM of its own /proc status, sampled until it exits.
@@ -93,6 +101,9 @@ ChildRun run_child(const std::vector<std::string>& args) {
 nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& command_line) {
     if (o.corpus.empty() && !(o.size_mb > 0 && std::isfinite(o.size_mb)))
         user_error_in("--size-mb", cat(o.size_mb, " is not a corpus size"), "give the MB of text to generate, e.g. 64");
+    if (o.corpus.empty() && o.size_mb < 0.001)   // (1e-9 generated an empty corpus, then blamed the scratch file)
+        user_error_in("--size-mb", cat(o.size_mb, " MB is less than a kilobyte of text: nothing to time"),
+                      "give the MB of text to generate, e.g. 64 (at least 0.001)");
     for (int t : o.threads)
         if (t < 1) user_error_in("--chunk-threads", cat(t, " is not a thread count"), "give counts >= 1, e.g. 1,2");
     if (!(o.encode_mb > 0 && std::isfinite(o.encode_mb)))

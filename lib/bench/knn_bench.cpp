@@ -122,8 +122,9 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
     if (o.base_npy.empty())
-        memory_require("--n", (double(n) + double(q)) * d * 4 * 2.5, "the synthetic base and queries and their indices",
-                       "a smaller --n");
+        memory_require("--n, --queries and --dim", (double(n) + double(q)) * d * 4 * 2.5,
+                       cat("the synthetic base and queries (", n, " + ", q, " vectors of ", d, " floats) and their indices"),
+                       "a smaller --n, --queries or --dim");
     std::vector<float> base, queries;
     std::string data_key;   // names the vectors in the index cache
     if (!o.base_npy.empty()) {   // real vectors (e.g. an index folder's embeddings.npy)

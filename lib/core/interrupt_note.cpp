@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace retro {
@@ -59,6 +60,8 @@ void interrupt_note_clear() {
 }
 
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
+    if (const char* env = std::getenv("RETRO_INTERRUPT_NOTE"); env && std::string(env) == "off")
+        return;   // run by another tool (retro-bench chunk) whose user did not give this command: its advice misleads
     if (how.empty())
         std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command with --force (it removes only "
                       "%s's files)\n",

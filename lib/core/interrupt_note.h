@@ -15,7 +15,9 @@ namespace retro {
 // (formatted here: a signal handler may only write(2)) and then end the process by the signal itself (its default
 // action), so a shell script running the tool stops too, as it does for a tool without the note. `how`: what to run
 // ("continue with the same command and --resume"); empty: "OUT is incomplete: run the same command with --force".
-// A signal the process inherited as ignored (a background job of a script) stays ignored.
+// A signal the process inherited as ignored (a background job of a script) stays ignored. With RETRO_INTERRUPT_NOTE=off
+// in the environment nothing is installed: a tool run by another (retro-bench chunk's timed retro-chunk runs in a
+// scratch folder) would advise the user to resume a command they never gave.
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how);
 
 // The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -43,6 +44,18 @@ bool folder_seals_parts(const std::string& part) {
     } catch (const nlohmann::json::exception&) {
         return false;
     }
+}
+
+// The --shard i/n a folder of parts records in its state.json ({-1, 0} where it records none).
+std::pair<std::int64_t, std::int64_t> folder_shard(const std::string& dir) {
+    std::ifstream in(fs::path(dir) / "state.json");
+    if (!in) return {-1, 0};
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || !j.contains("shard") || !j.at("shard").is_object()) return {-1, 0};
+    const nlohmann::json& s = j.at("shard");
+    if (!s.value("index", nlohmann::json()).is_number_integer() || !s.value("count", nlohmann::json()).is_number_integer())
+        return {-1, 0};
+    return {s.at("index").get<std::int64_t>(), s.at("count").get<std::int64_t>()};
 }
 
 // UserError when `part` has a seal its bytes no longer match, or none where its folder seals every part.
@@ -96,10 +109,16 @@ std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dir
                 break;
             }
         }
-        if (found.empty())
+        if (found.empty()) {
+            // the folder whose shard owns the block (b % n == i, from its state.json) is the one to finish
+            for (const auto& d : dirs)
+                if (const auto [index, count] = folder_shard(d); count > 1 && b % count == index)
+                    user_error_in(d, cat("lacks block ", b, " of ", name_, ", which its shard ", index, "/", count, " makes"),
+                                  cat("re-run that shard (--shard ", index, "/", count, ") into it with --resume before merging"));
             user_error_in(dirs.empty() ? dir_ : dirs.front(), "block " + std::to_string(b) + " of " + name_ +
                                                                   " is in none of the folders",
                           "finish every shard (re-run it with --resume) before merging");
+        }
         check_seal(found);
         out.push_back(found);
     }

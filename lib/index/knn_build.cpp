@@ -360,11 +360,19 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (opts.block < 1) user_error_in("--block", "must be positive");
     if (opts.measure_recall < 0) user_error_in("--measure-recall", "must not be negative (got " + std::to_string(opts.measure_recall) + ")", "0 measures nothing");
     index_check_search_options(opts.nprobe, opts.ef_search);
+    if (opts.exact) {   // brute force reads embeddings.npy, never index.faiss: these would be ignored silently
+        if (opts.faiss_search) user_error_in("--faiss-search", "chooses how index.faiss is searched; --exact does not search it", "drop one of the two");
+        if (opts.nprobe > 0) user_error_in("--nprobe", "tunes the IVF index's search; --exact does not search it", "drop one of the two");
+        if (opts.ef_search > 0) user_error_in("--ef-search", "tunes the HNSW index's search; --exact does not search it", "drop one of the two");
+    }
     output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);   // before the index is read
     // a block's ids and scores (k per query) and its candidate lists
-    memory_require("--block", double(opts.block) * double(opts.k + opts.extra) * 28,
-                   "blocks of " + std::to_string(opts.block) + " queries with " + std::to_string(opts.k) + " neighbours",
-                   "a smaller --block or --neighbours");
+    // (an --extra above its default and k is what a user must change: `--extra 1000000000` was blamed on --block)
+    const bool extra_to_blame = opts.extra > std::max(opts.k, 8);
+    memory_require(extra_to_blame ? "--extra" : "--block", double(opts.block) * double(opts.k + opts.extra) * 28,
+                   cat("blocks of ", opts.block, " queries with ", opts.k, " neighbours",
+                       opts.extra > 0 ? cat(" and ", opts.extra, " extra candidates") : std::string()),
+                   extra_to_blame ? "a smaller --extra (the default is 8)" : "a smaller --block or --neighbours");
     if (index_folder_kind(opts.index) == "bm25") return knn_build_bm25(ctx, opts);
     if (opts.device != "cpu" && opts.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + opts.device + "'");
     if (opts.device == "cuda") {

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -38,22 +39,44 @@ void knn_show(const KnnShowOptions& o) {
     const std::string knn_db_fp = manifest_input(km, "db", "fingerprint");
     if (!knn_db_fp.empty() && knn_db_fp != db_fp)
         user_error_in(o.db, "is not the database " + o.knn + " was computed for", "pass the same --db as retro-knn");
+    // the rows: --db's own chunks, or those of the run's --queries database (recorded in its manifest)
+    const std::string knn_queries = manifest_input(km, "queries", "path");
+    std::unique_ptr<ChunkDb> qdb_owned;
+    if (!knn_queries.empty()) {
+        if (o.queries.empty())
+            user_error_in(o.knn, "holds the neighbours of the chunks of " + knn_queries + " (retro-knn --queries), not of --db's",
+                          "add --queries " + knn_queries);
+        qdb_owned = std::make_unique<ChunkDb>(o.queries);
+        if (folder_fingerprint(qdb_owned->manifest()) != manifest_input(km, "queries", "fingerprint"))
+            user_error_in(o.queries, "is not the --queries database " + o.knn + " was computed for (" + knn_queries + ")",
+                          "pass the same --queries as retro-knn");
+    } else if (!o.queries.empty()) {
+        user_error_in("--queries", o.knn + " holds the neighbours of --db's own chunks (retro-knn ran without --queries)",
+                      "drop --queries");
+    }
+    const ChunkDb& qdb = qdb_owned ? *qdb_owned : db;
+    const std::string rows_name = qdb_owned ? "the --queries database" : "the database";
+    if (o.verify) manifest_verify_outputs(o.knn, {"neighbours.npy", "distances.npy"});   // only a few rows are read below
     NpyArray nb((fs::path(o.knn) / "neighbours.npy").string()), ds((fs::path(o.knn) / "distances.npy").string());
     if (nb.shape().size() != 2) user_error_in(nb.path(), "must be a 2-D array (queries, k)");
+    nb.data<std::int64_t>();   // (the dtypes, checked before a row is read: a file of another dtype is named)
+    ds.data<float>();
     const std::int64_t k = nb.dim(1);
-    if (nb.dim(0) != db.chunk_count()) user_error_in(nb.path(), "has a row per query of another database (queries from --queries)");
+    if (nb.dim(0) != qdb.chunk_count())
+        user_error_in(nb.path(), cat("has ", nb.dim(0), " rows, ", rows_name, " ", qdb.chunk_count(), " chunks"),
+                      "compute the neighbours again with retro-knn");
     if (ds.shape() != nb.shape())
         user_error_in(ds.path(), "has shape " + shape_string(ds.shape()) + ", neighbours.npy " + shape_string(nb.shape()));
     Tokenizer tok(db.tokenizer_checked(o.tokenizer));
-    if (o.chunk < 0 || o.chunk >= db.chunk_count())
-        user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(db.chunk_count()) + ")");
-    std::int64_t end = std::min(db.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
+    if (o.chunk < 0 || o.chunk >= qdb.chunk_count())
+        user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(qdb.chunk_count()) + ")");
+    std::int64_t end = std::min(qdb.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));
     if (end - o.chunk < o.count)   // a note, not a refusal: the chunks up to the last are shown
-        log_info(cat("--count ", o.count, ": the database ends at chunk ", db.chunk_count() - 1, ", showing ",
+        log_info(cat("--count ", o.count, ": ", rows_name, " ends at chunk ", qdb.chunk_count() - 1, ", showing ",
                      end - o.chunk));
     // the rows shown are checked before anything is printed (only they are read: the file may be huge)
     for (std::int64_t c = o.chunk; c < end; ++c) {
-        db.doc_of_checked(c);
+        qdb.doc_of_checked(c);
         for (std::int64_t r = 0; r < k; ++r) {
             const std::int64_t id = nb.data<std::int64_t>()[c * k + r];   // -1 pads a short row (docs/formats.md)
             if (id < -1 || id >= db.chunk_count())
@@ -63,7 +86,7 @@ void knn_show(const KnnShowOptions& o) {
         }
     }
     for (std::int64_t c = o.chunk; c < end; ++c) {
-        nlohmann::json j = {{"chunk", c}, {"doc", db.doc_of(c)}, {"text", chunk_text(db, tok, c)}, {"neighbours", nlohmann::json::array()}};
+        nlohmann::json j = {{"chunk", c}, {"doc", qdb.doc_of(c)}, {"text", chunk_text(qdb, tok, c)}, {"neighbours", nlohmann::json::array()}};
         for (std::int64_t r = 0; r < k; ++r) {
             std::int64_t id = nb.data<std::int64_t>()[c * k + r];
             if (id < 0) continue;
@@ -74,7 +97,7 @@ void knn_show(const KnnShowOptions& o) {
             std::printf("%s\n", j.dump().c_str());
             continue;
         }
-        std::printf("chunk %lld (document %lld):\n  %s\n", static_cast<long long>(c), static_cast<long long>(j["doc"].get<std::int64_t>()),
+        std::printf("%schunk %lld (document %lld):\n  %s\n", qdb_owned ? "query " : "", static_cast<long long>(c), static_cast<long long>(j["doc"].get<std::int64_t>()),
                     j["text"].get<std::string>().c_str());
         if (j["neighbours"].empty())
             std::printf("  (no neighbour: every slot is -1, none was found outside the chunk's document)\n");

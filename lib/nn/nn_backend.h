@@ -14,6 +14,7 @@
 //           attention_decode_workspace
 #pragma once
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -378,15 +379,18 @@ public:
     // Next tokens (decoding): ids[j] = sample_row(logits row rows[j], V, p, u[j]) for j < n (nn/sampling.h), with
     // logits [*, ld] in backend memory (V <= ld: the first V columns of a row are drawn from; the tokenizer's
     // vocabulary where it is smaller than the model's) and ids, rows and u on the host (u unread when p.greedy); returns when ids are
-    // written. Here the rows are downloaded and drawn on the host; the GPU draws on the device and downloads only the
-    // ids (kernels/nn_sample.cuh: greedy the same id, a draw the same one unless u or the top-p mass falls within
-    // V^2 2^-64 of a boundary between two ids, where its fixed-point weights may round the other way).
+    // written. A row with a logit that is not finite (NaN, +-inf) among its first V gives -1 (the caller names the
+    // weights: generate/next_tokens.h). Here the rows are downloaded and drawn on the host; the GPU draws on the device
+    // and downloads only the ids (kernels/nn_sample.cuh: greedy the same id, a draw the same one unless u or the top-p
+    // mass falls within V^2 2^-64 of a boundary between two ids, where its fixed-point weights may round the other way).
     virtual void sample_rows(std::int32_t* ids, const float* logits, const std::int64_t* rows, std::int64_t n,
                              std::int64_t V, std::int64_t ld, const SamplingParams& p, const double* u) {
         std::vector<float> row(static_cast<std::size_t>(V));
         for (std::int64_t j = 0; j < n; j++) {
             download(row.data(), logits + rows[j] * ld, row.size() * sizeof(float));
-            ids[j] = sample_row(row.data(), V, p, p.greedy ? 0.0 : u[j]);
+            bool finite = true;
+            for (const float x : row) finite = finite && std::isfinite(x);
+            ids[j] = finite ? sample_row(row.data(), V, p, p.greedy ? 0.0 : u[j]) : -1;
         }
     }
 
