@@ -392,7 +392,7 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--debian-queries -1"), {"--debian-queries"});
 }
 
-TEST_CASE("bad input: an index whose manifest no longer gives its vectors is refused by retro-knn --queries and retro-generate") {
+TEST_CASE("bad input: an index whose manifest no longer gives its vectors is refused by retro-knn --queries, retro-index query and retro-generate") {
     // the manifest is not fingerprinted: bow's seed edited in it embedded every query chunk unlike the index's rows
     // (top-1 score 0.23 against 0.9999), silently (a helper's pass, session 51)
     const Pipeline& p = pipeline();
@@ -423,6 +423,11 @@ TEST_CASE("bad input: an index whose manifest no longer gives its vectors is ref
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + idx.string() + " --db " + p.db.string() +
                                                         " --quiet hello"),
                    {"its embedder settings do not give the vectors"});
+    // retro-index query too (session 52's pass: other hits, exit 0)
+    expect_refused(test::run_tool("retro-index", "query " + idx.string() + " hello --quiet"),
+                   {"its embedder settings do not give the vectors"});
+    const test::RunResult query_ok = test::run_tool("retro-index", "query " + p.index.string() + " hello --quiet");
+    CHECK_MESSAGE(query_ok.exit_code == 0, query_ok.err);
     // the folder as retro-index wrote it passes (the same commands)
     const test::RunResult ok = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --queries " +
                                                                qdb.string() + " --out " + (t / "knn-ok").string() + " --quiet");

@@ -121,3 +121,25 @@ TEST_CASE("index query: retro-index query prints text and JSON, and bad input is
         CHECK(r.out.empty());
     }
 }
+
+TEST_CASE("index query: fewer results than --k are said on stderr, with why (the database's size, --nprobe)") {
+    QueryDb s;
+    const ChunkDb db(s.db.string());
+    const fs::path ivf = s.index("ivf", "--embedder bow --dim 32 --index IVF4,Flat --nprobe 1");
+    auto r = test::run_tool("retro-index", "query " + ivf.string() + " hello --k " + std::to_string(db.chunk_count()) + " --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto found = nlohmann::json::parse(r.out)["results"].size();
+    REQUIRE(found < static_cast<std::size_t>(db.chunk_count()));   // one list of 4 holds a part of the chunks
+    CHECK(r.err.find("warning: found " + std::to_string(found) + " of the " + std::to_string(db.chunk_count()) +
+                     " results asked: the inverted lists searched held no more (1 of 4): a larger --nprobe") !=
+          std::string::npos);
+    // every list: all of them, and no warning
+    r = test::run_tool("retro-index", "query " + ivf.string() + " hello --k " + std::to_string(db.chunk_count()) + " --nprobe 4 --json");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(nlohmann::json::parse(r.out)["results"].size() == static_cast<std::size_t>(db.chunk_count()));
+    CHECK(r.err.find("warning") == std::string::npos);
+    // more than the database holds
+    r = test::run_tool("retro-index", "query " + ivf.string() + " hello --k " + std::to_string(db.chunk_count() + 5) + " --nprobe 4");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.err.find("results asked: the database holds " + std::to_string(db.chunk_count()) + " chunks") != std::string::npos);
+}

@@ -77,6 +77,8 @@ TEST_CASE("memory: index sizes (IVF lists, PQ codes, HNSW M) are refused before 
         MemoryLimit limit("100000");   // 100 kB
         expect_refused(test::run_tool("retro-index", base + "HNSW4000"), "--index", out, "of memory available");
         expect_refused(test::run_tool("retro-index", base + "IVF8,Flat"), "--index", out, "of memory available");
+        // an uncompressed index is its vectors: the dimension is named (--dim 10000000 blamed --index)
+        expect_refused(test::run_tool("retro-index", base + "Flat"), "--dim: 'Flat' over", out, "a smaller --dim");
     }
     {   // a --block beyond the database is sized as the database's 1,106 chunks (124 kB), where it was refused as
         // "a block of 1,000,000 chunks" (112 MB)

@@ -143,8 +143,12 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::vector<float> block;
     for (std::int64_t b = 0; b < n; b += 65536) {
         std::int64_t e = std::min(n, b + 65536);
-        rows_f32(emb, b, e, block);
-        index.add(e - b, block.data());
+        if (emb.dtype() == DType::F32) {   // straight from the mapping: no copy of the block (n x d x 4 more at the peak)
+            index.add(e - b, emb.data<float>() + b * d);
+        } else {
+            rows_f32(emb, b, e, block);
+            index.add(e - b, block.data());
+        }
         progress.add(e - b);
     }
     progress.finish();
@@ -265,7 +269,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         const std::int64_t n_train = training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
         if (opts.embedder == "bow") {   // bert's and t5's dim is known once the config is read (below)
-            index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train);
+            index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train, "--dim");
             check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), opts.bow.dim);
         }
         index_check_trainable(fitted, n_train);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/manifest.h"
 #include "data/chunk_db.h"
 #include "embed/clip_embedder.h"
@@ -122,6 +123,10 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
         if (embedder->dim() != folder.dim)
             user_error_in(folder.file("manifest.json"), cat("records dimension ", folder.dim, ", its embedder gives ", embedder->dim()),
                           "rebuild the index with retro-index");
+        // the manifest's settings must give the vectors the index holds (an edited bow seed answered with other hits,
+        // exit 0, where retro-knn --queries and retro-generate refuse it); a bert query prompt other than the
+        // passages' embeds otherwise by design: not compared
+        if (record == folder.embedder()) index_folder_check_embedder(folder, db, *embedder);
         std::vector<float> q(static_cast<std::size_t>(embedder->dim()));
         if (!o.image.empty()) {
             const auto* clip = dynamic_cast<const ClipEmbedder*>(embedder.get());
@@ -148,6 +153,19 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
         db.rows(h.chunk, h.chunk + 1, row);
         chunk_text(tok, row.data(), db.chunk_size(), h.text);
         hits.push_back(std::move(h));
+    }
+    // fewer hits than asked is said (a JSON consumer got a short list and no word of why)
+    if (static_cast<std::int64_t>(hits.size()) < o.k) {
+        const nlohmann::json index = folder.manifest.value("index", nlohmann::json::object());
+        const std::int64_t nlist = index.is_object() ? index.value("nlist", std::int64_t{0}) : 0;
+        std::string why;
+        if (o.k > db.chunk_count()) why = cat("the database holds ", db.chunk_count(), " chunks");
+        else if (folder.kind == "bm25") why = "no other chunk shares a term with the query";
+        else if (nlist > 0)
+            why = cat("the inverted lists searched held no more (", o.nprobe > 0 ? o.nprobe : index.value("nprobe", 0),
+                      " of ", nlist, "): a larger --nprobe searches more");
+        else why = "the index's search found no more (a larger --ef-search searches further in an HNSW graph)";
+        log_warn(cat("found ", hits.size(), " of the ", o.k, " results asked: ", why));
     }
     return hits;
 }
