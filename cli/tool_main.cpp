@@ -293,8 +293,16 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         } catch (const CLI::ParseError& e) {
             if (e.get_exit_code() == 0) return app.exit(e);   // --help, --version: printed to stdout
             // A usage error is one line like every other user error (CLI11's own form is two lines).
-            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), usage_message(e.what()).c_str(),
-                         tool.c_str());
+            std::string message = usage_message(e.what());
+            // "A subcommand is required" after a misspelt one (`retro-tokenizer trian corpus`): name the word and the
+            // subcommands there are
+            if (message.find("A subcommand is required") != std::string::npos && argc > 1 && argv[1][0] != '-') {
+                std::string names;
+                for (const CLI::App* sub : app.get_subcommands({}))
+                    names += (names.empty() ? "" : ", ") + sub->get_name();
+                message = cat("'", argv[1], "' is not a subcommand of ", tool, " (", names, ")");
+            }
+            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), message.c_str(), tool.c_str());
             return EXIT_USER;
         }
         if (action) action();

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
+#include "core/shell_quote.h"
 #include "test_cli_pipeline.h"
 #include "test_util.h"
 
@@ -717,4 +718,24 @@ TEST_CASE("cli: every tool's and subcommand's --help ends with its last line, no
         CHECK(r.out.back() == '\n');
         CHECK(r.out[r.out.size() - 2] != '\n');
     }
+}
+
+TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read, tokenizer sizes - named (session 52's pass)") {
+    const Pipeline& p = pipeline();
+    expect_refused(test::run_tool("retro-tokenizer", "trian corpus"),
+                   {"'trian' is not a subcommand of retro-tokenizer (train, encode, decode)"});
+    expect_refused(test::run_tool("retro-bench", "retntion"), {"'retntion' is not a subcommand of retro-bench (retention,"});
+    // standard input a folder: exit 0 with no output before (the read error was taken for the end of the text)
+    for (const char* sub : {"encode", "decode"}) {
+        const test::RunResult r = test::run_command("sh -c " + shell_quote(test::tool_path("retro-tokenizer") + " " + sub +
+                                                                           " --model " + p.tok.string() + " < /tmp"));
+        expect_refused(r, {"standard input: cannot be read"});
+        CHECK(r.out.empty());
+    }
+    // below byte fallback's 260 pieces: that bound, whatever the size (0 to 7 were told "at least 8", then 8 "260")
+    for (const char* size : {"0", "7", "8", "259"})
+        expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " +
+                                                             (p.tmp / "tok-small").string() + " --vocab-size " + size),
+                       {"--vocab-size", "below the 256 byte pieces and 4 special pieces"});
+    expect_refused(test::run_tool("retro-chunk", ""), {"retro-chunk: error: usage: no corpus given"});
 }

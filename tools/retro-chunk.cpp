@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
             return [&ctx, merge, inspect] {
                 if (*merge) return retro::chunk_merge(ctx, merge_opts);
                 if (*inspect) return retro::chunk_inspect(insp, std::cout);
-                if (opts.inputs.empty()) retro::user_error_in("retro-chunk", "no corpus given", "see retro-chunk --help");
+                if (opts.inputs.empty()) retro::user_error_in("usage", "no corpus given: retro-chunk CORPUS... --tokenizer TOK --out DB", "see retro-chunk --help");
                 if (opts.tokenizer.empty()) retro::user_error_in("--tokenizer", "is required");
                 if (!shard.empty()) retro::chunk_parse_shard(shard, opts);
                 opts.corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;

@@ -136,10 +136,11 @@ void split_long_line(std::string_view line, std::size_t max, Emit emit) {
 }  // namespace
 
 void tokenizer_train_options_check(const TokenizerTrainOptions& opts) {
-    if (opts.vocab_size < 8) user_error_in("--vocab-size", "must be at least 8");
+    // (byte fallback's bound first: 0 to 7 were told "at least 8" and then 8 to 259 "at least 260")
     if (opts.byte_fallback && opts.vocab_size < 260)   // refused before the corpus is read, not after
         user_error_in("--vocab-size", cat(opts.vocab_size, " is below the 256 byte pieces and 4 special pieces byte fallback needs"),
                       "give 260 plus the corpus's distinct characters or more (8,000 to 64,000 is usual)");
+    if (opts.vocab_size < 8) user_error_in("--vocab-size", "must be at least 8");
     // sentencepiece's unigram trainer starts from at most 1M seed pieces: a larger vocabulary can never be
     // reached, and a model's embedding table grows with it (vocabulary x model width)
     if (opts.vocab_size > 1'000'000)
@@ -232,9 +233,11 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
             user_error_in("--vocab-size", cat(m[1].str(), " is smaller than the ", m[2].str(),
                                               " pieces the corpus's characters and the special pieces need"),
                           // below ~300 the 256 byte pieces and 4 special pieces are most of the need: coverage cannot help
-                          std::stoll(m[2].str()) > 300
-                              ? cat("give --vocab-size ", m[2].str(), " or more, or a lower --character-coverage (0.98 at least)")
-                              : cat("give --vocab-size ", m[2].str(), " or more (byte fallback alone takes 256 pieces)"));
+                          std::stoll(m[2].str()) <= 300
+                              ? cat("give --vocab-size ", m[2].str(), " or more (byte fallback alone takes 256 pieces)")
+                          : opts.character_coverage > 0.98   // (at 0.98, the lowest allowed, it advised 0.98)
+                              ? cat("give --vocab-size ", m[2].str(), " or more, or a lower --character-coverage (down to 0.98)")
+                              : cat("give --vocab-size ", m[2].str(), " or more (--character-coverage is at its lowest, 0.98)"));
         user_error_in("", "tokenizer training failed: " + why,
                       why.find("required_chars") != std::string::npos
                           ? "a larger --vocab-size, or a lower --character-coverage"

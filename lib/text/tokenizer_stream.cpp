@@ -24,6 +24,9 @@ bool read_batch(std::istream& in, std::vector<std::string>& lines) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         lines.push_back(std::move(line));
     }
+    // a read that failed (standard input a folder: EISDIR) is not the end of the text: exit 0 with nothing written
+    // hid it, where `cat` says "Is a directory"
+    if (in.bad()) user_error_in("standard input", "cannot be read (a folder, or a read error)", "give the text on standard input");
     return !lines.empty();
 }
 }  // namespace
