@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "test_chunk_util.h"
 #include "test_util.h"
 
@@ -82,4 +84,41 @@ TEST_CASE("index refusals: options of another embedder are refused, not ignored"
         CHECK_MESSAGE(r.err.find(why) != std::string::npos, r.err);
         CHECK_FALSE(fs::exists(tmp / "i"));
     }
+}
+
+TEST_CASE("index refusals: the folder an interrupted merge or bm25 build leaves is known as retro-index's and not resumed") {
+    // a helper's pass (session 52): Ctrl-C in `retro-index merge` or a --kind bm25 build left parts/ (and the merge's
+    // embeddings.npy) with no state.json: retro-tokenizer wrote into it, a dense --resume took it, retro-knn called it
+    // "not made by a RetroKit tool", and the bm25 build's note said "--resume". Both now mark the folder at their
+    // start; here the folder is made as Ctrl-C leaves it (the mark, parts/), and then each consumer is asked
+    test::TempDir tmp("index-unresumable");
+    const fs::path db = test::chunk_test_db(tmp, 12);
+    for (const std::string run : {"a merge", "a --kind bm25 build"}) {
+        CAPTURE(run);
+        const fs::path out = tmp / (run == "a merge" ? "merged" : "bm");
+        fs::create_directories(out / "parts");
+        test::write_text(out / "state.json", nlohmann::json{{"tool", "retro-index"}, {"resumable", false}, {"run", run}}.dump());
+        const test::RunResult resumed = test::run_tool("retro-index", db.string() + " --out " + out.string() + " --resume --quiet");
+        CHECK(resumed.exit_code == 2);
+        CHECK_MESSAGE(resumed.err.find("holds an interrupted retro-index run that cannot be resumed (" + run + ")") !=
+                          std::string::npos,
+                      resumed.err);
+        const test::RunResult tok = test::run_tool("retro-tokenizer", "train " + db.string() + " --out " + out.string());
+        CHECK(tok.exit_code == 2);
+        CHECK_MESSAGE(tok.err.find("holds an unfinished retro-index run, not retro-tokenizer's output (fix: choose another "
+                                   "--out, or run that retro-index command again with --force)") != std::string::npos,
+                      tok.err);
+        const test::RunResult knn = test::run_tool("retro-knn", out.string() + " --db " + db.string() + " --out " +
+                                                                   (tmp / "k").string() + " --quiet");
+        CHECK(knn.exit_code == 2);
+        CHECK_MESSAGE(knn.err.find("unfinished retro-index run (stopped before its end) (fix: run the same retro-index "
+                                   "command again with --force") != std::string::npos,
+                      knn.err);
+        CHECK_FALSE(fs::exists(out / "manifest.json"));
+    }
+    // the bm25 build itself: --resume builds again (nothing to resume), and the finished folder keeps no mark
+    const test::RunResult bm = test::run_tool("retro-index", db.string() + " --out " + (tmp / "bm").string() + " --kind bm25 --resume --quiet");
+    CHECK_MESSAGE(bm.exit_code == 0, bm.err);
+    CHECK(fs::exists(tmp / "bm" / "manifest.json"));
+    CHECK_FALSE(fs::exists(tmp / "bm" / "state.json"));
 }

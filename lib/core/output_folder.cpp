@@ -55,7 +55,11 @@ FolderOwner folder_owner(const std::string& dir) {
     if (std::string t = json_file_tool((d / "manifest.json").string()); !t.empty()) return {t, true};
     // an unfinished run: retro-index's and retro-knn's state.json, retro-chunk's progress.json, retro-train's
     // checkpoints/ (its first files: config.json and metrics.jsonl beside them)
-    if (std::string t = json_file_tool((d / "state.json").string()); !t.empty()) return {t, false};
+    if (std::string t = json_file_tool((d / "state.json").string()); !t.empty()) {
+        std::ifstream in(d / "state.json");
+        const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        return {t, false, !(j.is_object() && j.value("resumable", true) == false)};
+    }
     if (fs::exists(d / "progress.json", ec)) return {"retro-chunk", false};
     if (fs::exists(d / "config.json", ec) && (fs::is_directory(d / "checkpoints", ec) || fs::exists(d / "metrics.jsonl", ec)))
         return {"retro-train", false};
@@ -199,7 +203,8 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
             user_error_in(out, "holds " + owner.tool + "'s output (manifest.json), not " + tool + "'s",
                           "choose another --out: --force replaces only a folder " + tool + " made");
         user_error_in(out, "holds an unfinished " + owner.tool + " run, not " + tool + "'s output",
-                      "choose another --out, or finish it with " + owner.tool + " --resume");
+                      owner.resumable ? "choose another --out, or finish it with " + owner.tool + " --resume"
+                                      : "choose another --out, or run that " + owner.tool + " command again with --force");
     }
     if (lock) output_folder_lock(out, tool);   // last: before the caller clears or writes anything
 }

@@ -22,6 +22,7 @@ bool path_inside(const std::filesystem::path& inner, const std::filesystem::path
 struct FolderOwner {
     std::string tool;
     bool finished = false;
+    bool resumable = true;   // unfinished: false where its state.json says so (a merge, a bm25 build)
 };
 FolderOwner folder_owner(const std::string& dir);
 

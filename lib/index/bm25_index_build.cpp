@@ -58,7 +58,11 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (n == 0) user_error_in(opts.db, "holds no chunks");
     if (ctx.verify_inputs) db.verify(ChunkDb::Verify::kRows);
     db.check_arrays();   // 8 bytes a chunk, beside the chunks the build reads: a bad database fails here, not at retro-knn
-    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
+    // one pass, nothing to resume: Ctrl-C says to run it again with --force (it said "--resume", which then built it
+    // all again), and the folder is marked as an unfinished bm25 build from the start
+    output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);
+    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}}, /*resumable=*/false,
+                          "a --kind bm25 build");
     const fs::path out(opts.out), build = out / "parts" / "bm25.build", final_path = out / kBm25DbFile;
     const std::string tmp = final_path.string() + ".tmp";
     fs::remove(out / "manifest.json");   // --resume: nothing complete-looking while it builds again
@@ -91,6 +95,7 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     m.extra()["bm25"] = bm25;
     m.add_input_folder("db", opts.db);
     m.add_output(opts.out, kBm25DbFile);
+    fs::remove(out / "state.json");
     parts_remove(opts.out);
     m.write(opts.out);
     log_info("wrote " + opts.out + ": " + std::to_string(n) + " chunks, BM25 over Xapian " + Xapian::version_string());

@@ -220,7 +220,7 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
 }
 
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
-                           const std::vector<OutputInput>& inputs, bool resumable) {
+                           const std::vector<OutputInput>& inputs, bool resumable, const std::string& run) {
     if (resumable) output_folder_refuse_existing(tool, out, force, resume);   // (--force with --resume; the callers ran it already)
     std::error_code ec;
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
@@ -232,7 +232,20 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
                           resumable ? "pass --force to replace it or --resume to continue it"
                                     : "pass --force to make it again (it removes only " + tool + "'s files)");
     }
+    // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
+    // leftovers for a resumable run's parts
+    const std::string state = (fs::path(out) / "state.json").string();
+    if (resume && resumable && fs::exists(state)) {
+        const nlohmann::json old = nlohmann::json::parse(std::ifstream(state), nullptr, false);
+        if (old.is_object() && old.value("resumable", true) == false)
+            user_error_in(out, "holds an interrupted " + tool + " run that cannot be resumed (" +
+                                   old.value("run", std::string("a merge")) + ")",
+                          "run that command again with --force, or this one with --force to start over");
+    }
     fs::create_directories(fs::path(out) / "parts");
+    // its mark from the start, so that the folder of an interrupted one is known as this tool's (no other tool writes
+    // into it, and manifest_read says what it is); the run removes it as it writes its manifest
+    if (!resumable) write_file_atomic(state, nlohmann::json{{"tool", tool}, {"resumable", false}, {"run", run}}.dump(2));
     if (tool == "retro-index" || tool == "retro-knn")   // (not a caller's scratch run)
         interrupt_note_install(tool, out,
                                !resumable ? std::string()
@@ -381,7 +394,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
     NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
-    output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
+    output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false, "a merge");
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
     auto files = parts.collect(shard_dirs);
     if (fs::exists(fs::path(shard_dirs.front()) / "idf.npy"))

@@ -54,7 +54,10 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
 // Refuses an existing output folder unless --force (cleared: output_folder_clear) or --resume (kept), and the two
 // together; creates it. Before that, the guard of core/output_folder.h: never an input, never another tool's folder
 // (`tool` = ToolContext::tool). Then Ctrl-C says what to run next (`resumable` false: a merge, again with --force).
+// A run that cannot be resumed marks the folder at once with a state.json of its own ({"tool", "resumable": false,
+// "run": `run`, e.g. "a merge"}): its interrupted folder is then known as the tool's, and a resumable run's --resume
+// into it is refused.
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
-                           const std::vector<OutputInput>& inputs, bool resumable = true);
+                           const std::vector<OutputInput>& inputs, bool resumable = true, const std::string& run = "a merge");
 
 }  // namespace retro

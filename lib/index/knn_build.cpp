@@ -526,7 +526,7 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
     NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
-    output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false);
+    output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false, "a merge");
     std::int64_t rows = first["rows"].get<std::int64_t>(), block = first["parameters"]["block"].get<std::int64_t>();
     BlockParts nb(out, "neighbours", rows, block), ds(out, "distances", rows, block);
     npy_concat_rows(ds.collect(shard_dirs), (fs::path(out) / "distances.npy").string(), DType::F32);
