@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -165,5 +168,62 @@ TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses o
         write_text(dir / "db2" / "progress.json", cp.dump());
         r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
         CHECK_MESSAGE(r.exit_code == 0, r.err);
+    }
+}
+
+TEST_CASE("retro-chunk --resume checks what it keeps - damaged kept bytes and a progress.json that disagrees are refused") {
+    // a helper's pass (session 52): a byte changed in chunks.npy.tmp while the run was stopped was continued into a
+    // database whose manifest fingerprinted the damage; next_block -1 wrote 647 documents from 400 files (exit 0);
+    // chunks + 1 ended in an internal error
+    TempDir dir("chunk-resume-damage");
+    fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 60'000, 300);
+    write_text(corpus, read_text(corpus) + "{\"text\": broken\n" + read_text(chunk_test_jsonl(dir, "d.jsonl", 5'000, 300, 4)));
+    const std::string common = corpus.string() + " --tokenizer " + chunk_test_tokenizer() +
+                               " --block-docs 10 --checkpoint-every 0 --quiet --on-error fail --out ";
+    const auto stopped = [&](const std::string& name) {   // stopped at the malformed line, its checkpoint kept
+        const fs::path db = dir / name;
+        const auto r = run_tool("retro-chunk", common + db.string());
+        REQUIRE(r.exit_code == 2);
+        REQUIRE(fs::exists(db / "progress.json"));
+        return db;
+    };
+    const std::string resume = " --resume --on-error skip";
+    {
+        const fs::path db = stopped("bytes");
+        std::string bytes = read_text(db / "chunks.npy.tmp");
+        REQUIRE(bytes.size() > 300);
+        bytes[200] ^= 0x07;
+        write_text(db / "chunks.npy.tmp", bytes);
+        const auto r = run_tool("retro-chunk", common + db.string() + resume);
+        CHECK(r.exit_code == 2);
+        CHECK(line_count(r.err) == 1);
+        CHECK_MESSAGE(r.err.find("chunks.npy.tmp: has changed since the checkpoint") != std::string::npos, r.err);
+        chunk_check_nothing_complete(db);
+        // the same kept bytes, undamaged, resume (the check reads what the checkpoint fingerprinted)
+        bytes[200] ^= 0x07;
+        write_text(db / "chunks.npy.tmp", bytes);
+        const auto ok = run_tool("retro-chunk", common + db.string() + resume);
+        CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+        REQUIRE(run_tool("retro-chunk", common + (dir / "straight").string() + " --on-error skip").exit_code == 0);
+        chunk_check_same_bytes(dir / "straight", db);
+    }
+    int n = 0;
+    for (const auto& [edit, says] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
+             {[](nlohmann::json& cp) { cp["next_block"] = -1; }, "records next_block -1 after"},
+             {[](nlohmann::json& cp) { cp["writer"]["chunks"] = cp["writer"]["chunks"].get<std::int64_t>() + 1; },
+              "chunks and"},
+             {[](nlohmann::json& cp) { cp["writer"]["seqs"] = cp["writer"]["seqs"].get<std::int64_t>() - 1; }, "sequences and"},
+             {[](nlohmann::json& cp) { cp["next_block"] = cp["next_block"].get<std::int64_t>() + 1000; },
+              "its resume point does not agree with the kept files"}}) {
+        const fs::path db = stopped("cp" + std::to_string(n++));
+        nlohmann::json cp = nlohmann::json::parse(read_text(db / "progress.json"));
+        edit(cp);
+        write_text(db / "progress.json", cp.dump());
+        const auto r = run_tool("retro-chunk", common + db.string() + resume);
+        CHECK(r.exit_code == 2);
+        CHECK(line_count(r.err) == 1);
+        CHECK_MESSAGE(r.err.find("progress.json: ") != std::string::npos, r.err);
+        CHECK_MESSAGE(r.err.find(says) != std::string::npos, r.err);
+        chunk_check_nothing_complete(db);
     }
 }

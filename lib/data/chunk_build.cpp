@@ -241,6 +241,11 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
         }
         state = &checkpoint.at("writer");
         plan.first_block = checkpoint.at("next_block").get<std::int64_t>();
+        // (-1 resumed "at input block -1" and wrote 647 documents from 400 files, exit 0)
+        if (plan.first_block < 0 || (plan.first_block == 0 && state->at("docs").get<std::int64_t>() != 0))
+            user_error_in(cp_path, cat("records next_block ", plan.first_block, " after ", state->at("docs").get<std::int64_t>(),
+                                       " documents, which do not agree"),
+                          "start again with --force");
         log_info("resuming at input block " + std::to_string(plan.first_block) + " (" +
                  std::to_string(state->at("docs").get<std::int64_t>()) + " documents done)");
     }
@@ -294,6 +299,14 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     if (counts.documents == 0)
         user_error_in(o.inputs.front(), "the corpus holds no non-empty document (" + std::to_string(counts.files) +
                                             " files, " + std::to_string(counts.empty_skipped) + " empty skipped)");
+    // the whole corpus in one database (no --shard): every document read is in it, or the resume point was wrong
+    if (o.shard_count <= 1 && writer.counts().docs != counts.documents) {
+        if (!checkpoint.is_null())
+            user_error_in(cp_path, cat("resumed a database that would hold ", writer.counts().docs, " documents of the corpus's ",
+                                       counts.documents, ": its resume point does not agree with the kept files"),
+                          "start again with --force");
+        RETRO_CHECK(false, "the database holds ", writer.counts().docs, " documents, the corpus ", counts.documents);
+    }
     save(next_block);   // a run killed while committing resumes from here
     writer.commit();
     write_manifest(ctx, o, parameters, tok_path, files, counts, writer.counts());

@@ -18,6 +18,12 @@ std::uint64_t state_size(const nlohmann::json* state, const std::string& name) {
     if (!state) return 0;
     return state->at("sizes").at(name).get<std::uint64_t>();
 }
+
+// The fingerprint of a file's kept bytes the checkpoint records ("" for a checkpoint before session 52: not checked).
+std::string state_hash(const nlohmann::json* state, const std::string& name) {
+    if (!state || !state->contains("hashes")) return "";
+    return state->at("hashes").at(name).get<std::string>();
+}
 }  // namespace
 
 nlohmann::json chunk_stats_json(const ChunkDbCounts& k, int chunk_size) {
@@ -42,7 +48,9 @@ ChunkDbWriter::ChunkDbWriter(const std::string& dir, DType token_dtype, int chun
     vec_header_len_ = npy_header_bytes(DType::I64, {kWidest}).size();
     bool resume = state != nullptr;
     auto open = [&](const std::string& name) {
-        return std::make_unique<ResumableOutput>((fs::path(dir_) / name).string(), resume, state_size(state, name));
+        const std::uint64_t header = name == "chunks.npy" ? chunk_header_len_ : name == "sources.jsonl" ? 0 : vec_header_len_;
+        return std::make_unique<ResumableOutput>((fs::path(dir_) / name).string(), resume, state_size(state, name), header,
+                                                 state_hash(state, name));
     };
     chunks_ = open("chunks.npy");
     doc_ids_ = open("doc_ids.npy");
@@ -54,8 +62,23 @@ ChunkDbWriter::ChunkDbWriter(const std::string& dir, DType token_dtype, int chun
         counts_.chunks = state->at("chunks").get<std::int64_t>();
         counts_.seqs = state->at("seqs").get<std::int64_t>();
         counts_.tokens = state->at("tokens").get<std::int64_t>();
-        RETRO_CHECK(chunks_->size() == chunk_header_len_ + std::uint64_t(counts_.chunks) * chunk_size_ * dtype_size(dtype_),
-                    "checkpoint sizes disagree with its counts");
+        // the counts against the lengths (an edited progress.json ended in an internal error, or wrote a wrong
+        // database): each array holds its header and a row per chunk, document or sequence
+        const std::string cp = (fs::path(dir_) / "progress.json").string();
+        const auto expect = [&](const ResumableOutput& f, std::uint64_t header, std::int64_t rows, std::uint64_t row_bytes,
+                                const char* what) {
+            if (rows < 0 || f.size() != header + static_cast<std::uint64_t>(rows) * row_bytes)
+                user_error_in(cp, cat("records ", rows, " ", what, " and ", f.size(), " bytes of ", fs::path(f.path()).filename().string(),
+                                      ", which do not agree"),
+                              "start again with --force");
+        };
+        expect(*chunks_, chunk_header_len_, counts_.chunks, std::uint64_t(chunk_size_) * dtype_size(dtype_), "chunks");
+        expect(*doc_ids_, vec_header_len_, counts_.chunks, 8, "chunks");
+        expect(*doc_offsets_, vec_header_len_, counts_.docs, 8, "documents");
+        expect(*seq_starts_, vec_header_len_, counts_.seqs, 8, "sequences");
+        if (counts_.tokens < 0 || counts_.tokens > counts_.chunks * chunk_size_)
+            user_error_in(cp, cat("records ", counts_.tokens, " tokens in ", counts_.chunks, " chunks of ", chunk_size_),
+                          "start again with --force");
     } else {   // placeholders, rewritten by commit()
         chunks_->write(npy_header_bytes(dtype_, {kWidest, chunk_size_}));
         for (auto* f : {doc_ids_.get(), doc_offsets_.get(), seq_starts_.get()})
@@ -102,13 +125,14 @@ void ChunkDbWriter::flush() {
 
 nlohmann::json ChunkDbWriter::state() {
     flush();
-    nlohmann::json sizes;
+    nlohmann::json sizes, hashes;
     for (auto* f : {chunks_.get(), doc_ids_.get(), doc_offsets_.get(), seq_starts_.get(), sources_.get()}) {
         f->sync();
         sizes[fs::path(f->path()).filename().string()] = f->size();
+        hashes[fs::path(f->path()).filename().string()] = f->hash();
     }
     return {{"docs", counts_.docs}, {"chunks", counts_.chunks}, {"seqs", counts_.seqs},
-            {"tokens", counts_.tokens}, {"sizes", sizes}};
+            {"tokens", counts_.tokens}, {"sizes", sizes}, {"hashes", hashes}};
 }
 
 void ChunkDbWriter::commit() {
