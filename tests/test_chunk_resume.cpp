@@ -227,3 +227,27 @@ TEST_CASE("retro-chunk --resume checks what it keeps - damaged kept bytes and a 
         chunk_check_nothing_complete(db);
     }
 }
+
+TEST_CASE("retro-chunk --resume of an --out inside the corpus: its unfinished folder is not read as corpus text") {
+    // with --glob '**' the resume listed the stopped run's own .tmp files as inputs (a NUL in chunks.npy.tmp, or
+    // inputs that differ from the checkpoint's): it could never resume (a helper's pass, session 52)
+    TempDir dir("chunk-resume-inside");
+    const fs::path corpus = dir / "corpus";
+    fs::create_directories(corpus);
+    fs::copy_file(chunk_test_jsonl(dir, "a.jsonl", 20'000, 300), corpus / "a.jsonl");
+    write_text(corpus / "b.jsonl", "{\"text\": broken\n");
+    const std::string common = corpus.string() + " --glob '**' --tokenizer " + chunk_test_tokenizer() +
+                               " --block-docs 10 --checkpoint-every 0 --quiet --out " + (corpus / "db").string();
+    auto r = run_tool("retro-chunk", common);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(fs::exists(corpus / "db" / "progress.json"));
+    // a file added since: named (the refusal printed both input lists cut to one prefix)
+    write_text(corpus / "c.jsonl", "{\"text\": \"new\"}\n");
+    r = run_tool("retro-chunk", common + " --resume --on-error skip");
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find("c.jsonl: is new in the corpus since the stopped run listed it") != std::string::npos, r.err);
+    fs::remove(corpus / "c.jsonl");
+    r = run_tool("retro-chunk", common + " --resume --on-error skip");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(fs::exists(corpus / "db" / "manifest.json"));
+}

@@ -10,6 +10,7 @@
 #include <future>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -228,6 +229,23 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
             nlohmann::json was_rest = was, now_rest = cp_params;
             if (was_rest.is_object()) was_rest.erase("inputs");
             now_rest.erase("inputs");
+            // files added to or gone from the corpus since: named (the difference printed both lists cut to the same
+            // prefix, a new file nowhere in sight)
+            if (was_rest == now_rest && was_in.is_array()) {
+                std::set<std::string> was_paths, now_paths;
+                for (const auto& f : was_in)
+                    if (f.is_object()) was_paths.insert(f.value("path", std::string()));
+                for (const auto& f : now_in) now_paths.insert(f.value("path", std::string()));
+                for (const auto& p : now_paths)
+                    if (!was_paths.count(p))
+                        user_error_in(p, "is new in the corpus since the stopped run listed it: the blocks to come would "
+                                         "not be the ones it numbered",
+                                      "leave it out (--glob) and resume, or start again with --force");
+                for (const auto& p : was_paths)
+                    if (!now_paths.count(p))
+                        user_error_in(p, "was read by the stopped run and is no longer in the corpus",
+                                      "put it back and resume, or start again with --force");
+            }
             if (was_rest == now_rest && was_in.is_array() && was_in.size() == now_in.size())
                 for (std::size_t i = 0; i < now_in.size(); i++)
                     if (was_in[i].is_object() && was_in[i].value("path", std::string()) == now_in[i]["path"] && was_in[i] != now_in[i])

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,16 @@ void CorpusCounts::merge(const CorpusCounts& o) {
 }
 
 namespace {
+
+// Whether `path` is retro-chunk's --resume checkpoint (data/chunk_build.cpp): an object with its params, next_block
+// and writer state, not a user's file of that name.
+bool retro_chunk_checkpoint(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) return false;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() && j.contains("params") && j.contains("next_block") && j.contains("writer");
+}
+
 // `glob` against `path` from positions (g, s). A call that failed is remembered (failed_[g * (|path| + 1) + s]), so
 // a pattern with many stars ("*a*a*a*a*b") tries each (g, s) once, not every way to split the path among them.
 class GlobMatcher {
@@ -104,7 +115,10 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             visit.enter_folder = [](const fs::path& folder) {
                 std::error_code dir_ec;
                 const FolderOwner owner = folder_owner(folder.string());
-                const bool claimed = owner.finished || fs::exists(folder / "state.json", dir_ec);
+                // (retro-chunk's progress.json by its fields: an unfinished database inside the corpus, e.g. an --out
+                // there resumed with --glob '**', listed its own .tmp files as inputs and could never resume)
+                const bool claimed = owner.finished || fs::exists(folder / "state.json", dir_ec) ||
+                                     (owner.tool == "retro-chunk" && retro_chunk_checkpoint(folder / "progress.json"));
                 if (claimed && owner.tool.rfind("retro-", 0) == 0) {
                     log_warn(cat("skipping ", folder.string(), ": ", owner.tool,
                                  owner.finished ? "'s output" : "'s unfinished run", ", not corpus text"));
