@@ -261,3 +261,17 @@ TEST_CASE("chunk db: doc_ids - doc_offsets - seq_starts out of range are refused
     CHECK(check_arrays_error(seq) == (seq / "seq_starts.npy").string() + ": row " + std::to_string(seqs - 1) + " holds chunk " +
                                          N + " outside [0, " + N + ")" + fix);
 }
+
+TEST_CASE("chunk: a UTF-8 byte-order mark starting a text file is not text - the same chunks as without it") {
+    // (the document's first chunk held U+FEFF: a helper's pass, session 52)
+    TempDir dir("chunk-bom");
+    const std::string text = "The quick brown fox jumps over the lazy dog. " + std::string(200, 'a') + " end\n";
+    for (const std::string name : {"plain", "bom"}) {
+        fs::create_directories(dir / (name + "-corpus"));
+        write_text(dir / (name + "-corpus") / "doc.txt", (name == "bom" ? "\xEF\xBB\xBF" : "") + text);
+        const auto r = run_tool("retro-chunk", (dir / (name + "-corpus")).string() + " --tokenizer " + chunk_test_tokenizer() +
+                                                   " --chunk-size 16 --seq-len 64 --quiet --out " + (dir / name).string());
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    }
+    CHECK(read_text(dir / "bom" / "chunks.npy") == read_text(dir / "plain" / "chunks.npy"));
+}

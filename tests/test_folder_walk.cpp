@@ -1,11 +1,15 @@
 // The folder walk the corpus and image readers share (core/folder_walk.h): every file once, links to folders
 // followed, a link back up the tree or a second link to a folder already read skipped (the real path kept),
 // broken and self-looping links reported, lexical order; and through the tools, a corpus folder with loops.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <map>
 
 #include "core/error.h"
 #include "core/folder_walk.h"
+#include "core/log.h"
+#include "core/stderr_capture.h"
 #include "index/image_index.h"
 #include "test_util.h"
 #include "text/corpus.h"
@@ -127,4 +131,34 @@ TEST_CASE("folder walk: a root that is gone is an error naming it") {
         msg = e.what();
     }
     CHECK(msg.find("missing: cannot be read") != std::string::npos);
+}
+
+TEST_CASE("folder walk: a named pipe or a link to a device is reported, never read (it was skipped without a word)") {
+    test::TempDir tmp("folder-walk-special");
+    const fs::path root = tmp / "c";
+    put(root / "a.txt");
+    REQUIRE(::mkfifo((root / "pipe.txt").c_str(), 0644) == 0);
+    fs::create_symlink("/dev/zero", root / "zero.txt");
+    std::map<std::string, std::string> special;
+    FolderWalkVisitor v;
+    std::vector<std::string> files;
+    v.on_file = [&](const fs::path& f) { files.push_back(f.lexically_relative(root).generic_string()); };
+    v.on_special_file = [&](const fs::path& e, const std::string& what) { special[e.lexically_relative(root).generic_string()] = what; };
+    folder_walk(root.string(), v);
+    CHECK(files == std::vector<std::string>{"a.txt"});
+    CHECK(special["pipe.txt"] == "a named pipe, not a file to read");
+    CHECK(special["zero.txt"] == "a link to a character device, not a file to read");
+    // a corpus: warned by name, the rest read
+    CorpusOptions co;
+    const std::string said = capture_stderr([&] { CHECK(corpus_list_files({root.string()}, co).size() == 1); });
+    CHECK(said.find("skipping " + (root / "pipe.txt").string() + ": a named pipe") != std::string::npos);
+    CHECK(said.find("zero.txt: a link to a character device") != std::string::npos);
+    // corpus options that select nothing in the inputs given: said
+    CorpusOptions odd;
+    odd.text_key = "body";
+    odd.glob = "*.md";
+    const std::string noted = capture_stderr([&] { corpus_list_files({(root / "a.txt").string()}, odd); });
+    CHECK(noted.find("--text-key 'body' names the text of .jsonl lines, and no input is a .jsonl file") != std::string::npos);
+    CHECK(noted.find("--glob '*.md' picks files inside folder inputs, and every input is a file") != std::string::npos);
+    CHECK(capture_stderr([&] { corpus_list_files({(root / "a.txt").string()}, CorpusOptions{}); }).empty());
 }

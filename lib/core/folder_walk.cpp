@@ -99,6 +99,15 @@ private:
                 walk(e.path());
             } else if (fs::is_regular_file(st)) {
                 if (visitor_.on_file) visitor_.on_file(e.path());
+            } else {   // (skipped without a word before: a corpus's count of files left it out silently)
+                const std::string what = fs::is_fifo(st)              ? "a named pipe"
+                                         : fs::is_socket(st)          ? "a socket"
+                                         : fs::is_character_file(st)  ? "a character device"
+                                         : fs::is_block_file(st)      ? "a block device"
+                                                                      : "not a regular file";
+                const std::string said = std::string(is_link ? "a link to " : "") + what + ", not a file to read";
+                if (visitor_.on_special_file) visitor_.on_special_file(e.path(), said);
+                else log_warn("skipping " + e.path().string() + ": " + said);
             }
         }
     }

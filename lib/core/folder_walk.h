@@ -19,6 +19,9 @@ struct FolderWalkVisitor {
     // Called for a link to nothing or a link that loops, with why; unset, each is a warning. A caller that
     // reads only some names warns about those alone.
     std::function<void(const std::filesystem::path& link, const std::string& why)> on_broken_link;
+    // Called for an entry that is neither a folder nor a regular file (a pipe, a socket, a device, or a link to one:
+    // never read, a pipe would block), with what it is; unset, each is a warning.
+    std::function<void(const std::filesystem::path& entry, const std::string& what)> on_special_file;
 };
 
 // Walks `root` (a folder). A folder that cannot be listed is an error naming it (exit 2).

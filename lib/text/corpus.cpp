@@ -133,6 +133,7 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                 if (glob_match(opts.glob, link.lexically_relative(in).generic_string()))
                     log_warn("skipping " + link.string() + ": " + why);
             };
+            visit.on_special_file = visit.on_broken_link;   // a pipe or a device named like corpus text: said, as a link
             folder_walk(in, visit);
             if (found.empty())
                 user_error_in(in, "no file matches '" + opts.glob + "'",
@@ -172,6 +173,16 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
         first.emplace(id, f.path);
         unique.push_back(std::move(f));
     }
+    // options that select nothing in these inputs: said (they were ignored without a word, yet recorded)
+    if (opts.text_key != CorpusOptions{}.text_key &&
+        std::none_of(unique.begin(), unique.end(), [](const CorpusFile& f) { return f.jsonl; }))
+        log_warn("--text-key '" + opts.text_key + "' names the text of .jsonl lines, and no input is a .jsonl file: it does nothing here");
+    if (opts.glob != CorpusOptions{}.glob &&
+        std::none_of(inputs.begin(), inputs.end(), [](const std::string& in) {
+            std::error_code ec;
+            return fs::is_directory(in, ec);
+        }))
+        log_warn("--glob '" + opts.glob + "' picks files inside folder inputs, and every input is a file: it does nothing here");
     return unique;
 }
 
@@ -219,6 +230,9 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
         }
         if (nul != std::string::npos) counts.invalid_utf8_replaced += replace_nul_bytes(doc.text);
         counts.invalid_utf8_replaced += utf8_sanitize(doc.text);
+        // a UTF-8 byte-order mark (Windows editors write one) is a mark, not text: the document's first chunk held
+        // U+FEFF (Python's utf-8-sig drops it as well)
+        if (doc.text.rfind("\xEF\xBB\xBF", 0) == 0) doc.text.erase(0, 3);
         if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             counts.empty_skipped++;
             return;
