@@ -11,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <filesystem>
+#include <new>
 #include <regex>
 #include <set>
 #include <vector>
@@ -324,6 +325,13 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             return failure_line(tool, "internal error", e.what(), EXIT_INTERNAL);
         }
         return failure_line(tool, "error", json_field_message(e, files), EXIT_USER);
+    } catch (const std::bad_alloc&) {
+        // the machine (or a ulimit) refused memory the checks before the work did not foresee: said as such, not as
+        // "internal error: std::bad_alloc"
+        return failure_line(tool, "error",
+                            "out of memory: an allocation was refused (the machine's memory, or a ulimit -v, is too "
+                            "small for this input)",
+                            EXIT_INTERNAL);
     } catch (const std::exception& e) {
         return failure_line(tool, "internal error", e.what(), EXIT_INTERNAL);
     }
