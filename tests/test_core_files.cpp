@@ -17,6 +17,7 @@
 #include "core/interrupt_note.h"
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "core/output_folder.h"
 #include "core/scratch_dir.h"
 #include "test_util.h"
 #include "text/corpus.h"
@@ -500,4 +501,36 @@ TEST_CASE("core: a manifest written ends the interrupt note (a Ctrl-C after it h
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("core: a folder another process is writing (its lock held) is named as such by manifest_read") {
+    // retro-index on a database retro-chunk was still starting to write said "not made by a RetroKit tool" (a
+    // helper's pass, session 52)
+    test::TempDir tmp("writing");
+    const fs::path out = tmp / "db";
+    fs::create_directories(out);
+    int go[2], ready[2];
+    REQUIRE(::pipe(go) == 0);
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        output_folder_lock(out.string(), "retro-chunk");
+        char c = 1;
+        (void)!::write(ready[1], &c, 1);
+        (void)!::read(go[0], &c, 1);   // holds the lock until told
+        ::_exit(0);
+    }
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    CHECK(output_folder_writer(out.string()).rfind("retro-chunk, pid " + std::to_string(pid), 0) == 0);
+    CHECK_THROWS_WITH_AS(manifest_read(out.string()), doctest::Contains("missing: a run is writing the folder now (retro-chunk, pid"),
+                         UserError);
+    (void)!::write(go[1], &c, 1);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    // the lock freed with the process: an ordinary missing manifest again
+    CHECK(output_folder_writer(out.string()).empty());
+    CHECK_THROWS_WITH_AS(manifest_read(out.string()), doctest::Contains("incomplete or was not made by a RetroKit tool"), UserError);
+    for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
 }

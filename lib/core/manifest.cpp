@@ -18,6 +18,7 @@
 #include "core/interrupt_note.h"
 #include "core/lfs_pointer.h"
 #include "core/npy.h"
+#include "core/output_folder.h"
 #include "core/progress.h"
 #include "retrokit/version.h"
 
@@ -179,6 +180,9 @@ nlohmann::json manifest_read(const std::string& dir) {
         std::error_code ec;
         if (!fs::exists(dir, ec)) user_error_in(dir, "no such folder");
         if (!fs::is_directory(dir, ec)) user_error_in(dir, "is a file, not a folder", "give the folder a RetroKit tool wrote");
+        // a run writing the folder now (before its first checkpoint it looks like no tool's)
+        if (const std::string who = output_folder_writer(dir); !who.empty())
+            user_error_in(path, "missing: a run is writing the folder now (" + who + ")", "wait for it to end");
         // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
         std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
         if (tool.empty() && fs::exists(fs::path(dir) / "progress.json")) tool = "retro-chunk";

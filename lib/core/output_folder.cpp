@@ -133,17 +133,52 @@ NewOutputFolder::~NewOutputFolder() {
     if (!fs::exists(fs::path(out_) / "manifest.json", ec)) fs::remove_all(out_, ec);
 }
 
+namespace {
+// The lock file of `key` (a resolved output path), in the lock folder of this user.
+std::string lock_path(const std::string& key) {
+    // /tmp itself, not $TMPDIR: a scheduler's per-job TMPDIR would give two jobs on one node two lock folders
+    std::error_code ec;
+    const fs::path base = fs::is_directory("/tmp", ec) ? fs::path("/tmp") : fs::temp_directory_path(ec);
+    return (base / ("retrokit-locks-" + std::to_string(::getuid())) / (fingerprint_bytes(key.data(), key.size()) + ".lock"))
+        .string();
+}
+
+// The note a lock holder wrote ("retro-chunk, pid 123, since ..."), read from its open file.
+std::string lock_note(int fd) {
+    char buf[512] = {0};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string who = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("another process");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    return who;
+}
+}  // namespace
+
+std::string output_folder_writer(const std::string& out) {
+    const std::string key = path_resolved(out).string();
+    {
+        std::lock_guard<std::mutex> lock(g_locks_mutex);
+        if (g_locks.count(key)) return "";   // this process
+    }
+    const int fd = ::open(lock_path(key).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    std::string who;
+    if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) who = lock_note(fd);
+    } else {
+        ::flock(fd, LOCK_UN);
+    }
+    ::close(fd);
+    return who;
+}
+
 void output_folder_lock(const std::string& out, const std::string& tool) {
     const std::string key = path_resolved(out).string();
     std::lock_guard<std::mutex> lock(g_locks_mutex);
     auto& held = g_locks;
     if (held.count(key)) return;   // this process holds it already (a library caller running a stage again)
-    // /tmp itself, not $TMPDIR: a scheduler's per-job TMPDIR would give two jobs on one node two lock folders
+    const std::string path = lock_path(key);
     std::error_code ec;
-    const fs::path base = fs::is_directory("/tmp", ec) ? fs::path("/tmp") : fs::temp_directory_path(ec);
-    const fs::path dir = base / ("retrokit-locks-" + std::to_string(::getuid()));
-    fs::create_directories(dir, ec);
-    const std::string path = (dir / (fingerprint_bytes(key.data(), key.size()) + ".lock")).string();
+    fs::create_directories(fs::path(path).parent_path(), ec);
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {   // no lock without a lock folder: the run goes on, unguarded against a second one
         log_warn(cat("cannot open the lock ", path, " of ", out, ": ", std::strerror(errno), "; going on without it"));
@@ -152,16 +187,13 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
-        char buf[512] = {0};
-        const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        const std::string who = lock_note(fd);
         ::close(fd);
         if (err != EWOULDBLOCK) {
             log_warn(cat("cannot take the lock ", path, " of ", out, ": ", std::strerror(err), "; going on without it"));
             held[key] = -1;
             return;
         }
-        std::string who = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("another process");
-        while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
         user_error_in(out, "another run is writing into it (" + who + ")",
                       "wait for it to end, or stop it first: two runs in one folder mix their files");
     }

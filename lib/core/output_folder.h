@@ -68,6 +68,9 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
 // nor jobs in private /tmp namespaces). Taken again by the same process, it returns at once. Without a usable lock
 // folder it warns and goes on unguarded. NewOutputFolder removes a folder only while this process holds its lock.
 void output_folder_lock(const std::string& out, const std::string& tool);
+// Who holds `out`'s lock now (the holder's note, "retro-chunk, pid 123, since ..."), or "" when no other process
+// does: a folder without its manifest may be one a run is still writing.
+std::string output_folder_writer(const std::string& out);
 
 // A run refused after it created its --out (an option checked late, an empty corpus) leaves nothing behind that would
 // make the corrected rerun fail with "already exists": made before the folder is created, this removes it when the
