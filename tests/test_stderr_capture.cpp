@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <csignal>
 #include <cstdio>
 #include <random>
@@ -68,28 +69,43 @@ TEST_CASE("core: pass_on_library_lines gives each line as the library's warning,
     log_set_level(level);
 }
 
-TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt note on the real stderr") {
+namespace {
+
+// Runs `body` in a forked child whose fd 2 is a pipe (the handlers a test installs are the process's: a child keeps
+// them from the test runner); returns what the child wrote there, and sets `status` as waitpid gives it.
+std::string child_stderr(const std::function<void()>& body, int& status) {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();   // a child: the handlers are the process's
+    const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         ::close(fds[0]);
         ::dup2(fds[1], 2);
-        interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
-        (void)capture_stderr([] {
-            std::fputs("captured\n", stderr);
-            ::raise(SIGINT);
-        });
-        ::_exit(0);   // (not reached: the note's handler ends the process by the signal)
+        body();
+        ::_exit(0);
     }
     ::close(fds[1]);
     std::string got;
     char buf[512];
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
     ::close(fds[0]);
-    int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
+    return got;
+}
+
+}  // namespace
+
+TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt note on the real stderr") {
+    int status = 0;
+    const std::string got = child_stderr(
+        [] {
+            interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
+            (void)capture_stderr([] {
+                std::fputs("captured\n", stderr);
+                ::raise(SIGINT);   // (the note's handler ends the process by the signal)
+            });
+        },
+        status);
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGINT);
     CHECK(got.find("retro-test: interrupted; out keeps its finished parts: continue with the same command") !=
@@ -100,25 +116,14 @@ TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt no
 TEST_CASE("core: RETRO_INTERRUPT_NOTE=off - a tool run by another tool stops on Ctrl-C without advising a resume") {
     // retro-bench chunk runs retro-chunk in its scratch folder: "continue with the same command and --resume" named a
     // command the user never gave (a helper's pass, session 51)
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        ::close(fds[0]);
-        ::dup2(fds[1], 2);
-        ::setenv("RETRO_INTERRUPT_NOTE", "off", 1);
-        interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
-        ::raise(SIGINT);
-        ::_exit(0);   // (not reached: SIGINT's default action)
-    }
-    ::close(fds[1]);
-    std::string got;
-    char buf[512];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-    ::close(fds[0]);
     int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    const std::string got = child_stderr(
+        [] {
+            ::setenv("RETRO_INTERRUPT_NOTE", "off", 1);
+            interrupt_note_install("retro-test", "out", "continue with the same command and --resume");
+            ::raise(SIGINT);   // (SIGINT's default action)
+        },
+        status);
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGINT);
     CHECK(got.empty());
