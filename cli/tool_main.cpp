@@ -297,11 +297,13 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             std::string message = usage_message(e.what());
             // "A subcommand is required" after a misspelt one (`retro-tokenizer trian corpus`): name the word and the
             // subcommands there are
-            if (message.find("A subcommand is required") != std::string::npos && argc > 1 && argv[1][0] != '-') {
+            // (the first word CLI11 left unparsed: `retro-bench --quiet retntion` as well)
+            if (const std::vector<std::string> left = app.remaining();
+                message.find("A subcommand is required") != std::string::npos && !left.empty() && left.front()[0] != '-') {
                 std::string names;
                 for (const CLI::App* sub : app.get_subcommands({}))
                     names += (names.empty() ? "" : ", ") + sub->get_name();
-                message = cat("'", argv[1], "' is not a subcommand of ", tool, " (", names, ")");
+                message = cat("'", left.front(), "' is not a subcommand of ", tool, " (", names, ")");
             }
             std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), message.c_str(), tool.c_str());
             return EXIT_USER;

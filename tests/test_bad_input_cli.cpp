@@ -725,6 +725,7 @@ TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read,
     expect_refused(test::run_tool("retro-tokenizer", "trian corpus"),
                    {"'trian' is not a subcommand of retro-tokenizer (train, encode, decode)"});
     expect_refused(test::run_tool("retro-bench", "retntion"), {"'retntion' is not a subcommand of retro-bench (retention,"});
+    expect_refused(test::run_tool("retro-bench", "--quiet retntion"), {"'retntion' is not a subcommand of retro-bench"});
     // standard input a folder: exit 0 with no output before (the read error was taken for the end of the text)
     for (const char* sub : {"encode", "decode"}) {
         const test::RunResult r = test::run_command("sh -c " + shell_quote(test::tool_path("retro-tokenizer") + " " + sub +

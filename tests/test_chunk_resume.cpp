@@ -246,6 +246,7 @@ TEST_CASE("retro-chunk --resume of an --out inside the corpus: its unfinished fo
     r = run_tool("retro-chunk", common + " --resume --on-error skip");
     CHECK(r.exit_code == 2);
     CHECK_MESSAGE(r.err.find("c.jsonl: is new in the corpus since the stopped run listed it") != std::string::npos, r.err);
+    CHECK(r.err.find("move it out of the corpus and resume") != std::string::npos);   // (--glob is part of the job)
     fs::remove(corpus / "c.jsonl");
     r = run_tool("retro-chunk", common + " --resume --on-error skip");
     CHECK_MESSAGE(r.exit_code == 0, r.err);

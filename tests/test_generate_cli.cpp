@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -299,10 +300,15 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(kept.err.find("resumed.jsonl: exists") != std::string::npos);
         CHECK(kept.err.find("--force") != std::string::npos);
         CHECK(test::read_text(out) == finished);
-        auto forced = test::run_tool("retro-generate", base + cmd + " --seed 3 --force");
+        // (another seed: the file must be the new run's, as the same job streamed to standard output writes it)
+        auto forced = test::run_tool("retro-generate", base + cmd + " --seed 4 --force");
         INFO(forced.err);
         CHECK(forced.exit_code == 0);
-        CHECK(test::read_text(out) == finished);
+        auto seed4 = test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "prompts.jsonl").string() +
+                                                          " --output - --max-tokens 20 --batch-size 2 --seed 4");
+        REQUIRE(seed4.exit_code == 0);
+        CHECK(test::read_text(out) == seed4.out);
+        CHECK(test::read_text(out) != finished);
     }
 
     // a damaged line inside the journal (not a last line cut short) costs only its prompt: --resume drops it with a
@@ -317,6 +323,7 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         std::vector<std::string> lines;
         for (std::string line; std::getline(in, line);) lines.push_back(line);
         REQUIRE(lines.size() == 3);   // the job, two prompts
+        const std::vector<std::string> kept = lines;
         lines[1] = lines[1].substr(0, lines[1].size() / 2) + "#" + lines[1].substr(lines[1].size() / 2);
         test::write_text(journal, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[2] + "\n");
         auto r = test::run_tool("retro-generate", base + cmd + " --resume");
@@ -326,6 +333,28 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         CHECK(r.err.find("holds 1 of 3 prompts") != std::string::npos);
         CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
         CHECK_FALSE(fs::exists(journal));
+        // damage that leaves valid JSON (a letter of a completion changed) is caught by the line's xxh3; and a journal
+        // whose one finished line is damaged is said, not dropped silently
+        fs::remove(out);
+        std::size_t at = kept[2].find("\"completion\":\"") + 14;
+        REQUIRE(at > 14);
+        while (at < kept[2].size() && (!std::isalpha(static_cast<unsigned char>(kept[2][at])) || kept[2][at - 1] == '\\'))
+            at++;   // an ASCII letter, not an escape's
+        REQUIRE(at < kept[2].size());
+        std::string valid = kept[2];
+        valid[at] = valid[at] == 'a' ? 'b' : 'a';
+        REQUIRE(nlohmann::json::parse(valid, nullptr, false).is_object());
+        test::write_text(journal, kept[0] + "\n" + kept[1] + "\n" + valid + "\n");
+        r = test::run_tool("retro-generate", base + cmd + " --resume");
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("damaged.jsonl.partial: line 3 is damaged") != std::string::npos);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
+        fs::remove(out);
+        test::write_text(journal, kept[0] + "\n" + valid + "\n");
+        r = test::run_tool("retro-generate", base + cmd + " --resume");
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.err.find("its one finished prompt's line is damaged: every prompt is decoded again") != std::string::npos);
+        CHECK(test::read_text(out) == test::read_text(p.tmp / "out1.jsonl"));
     }
 
     // two prompts with one id cannot be joined to their results: refused, naming both lines (a line without "id"

@@ -103,6 +103,12 @@ TEST_CASE("index refusals: the folder an interrupted merge or bm25 build leaves 
         CHECK_MESSAGE(resumed.err.find("holds an interrupted retro-index run that cannot be resumed (" + run + ")") !=
                           std::string::npos,
                       resumed.err);
+        // the same command without --resume: told to use --force only (--resume was offered, then refused)
+        const test::RunResult again = test::run_tool("retro-index", db.string() + " --out " + out.string() + " --quiet");
+        CHECK(again.exit_code == 2);
+        CHECK_MESSAGE(again.err.find("holds an interrupted retro-index run that cannot be resumed (fix: pass --force to make it "
+                                     "again)") != std::string::npos,
+                      again.err);
         const test::RunResult tok = test::run_tool("retro-tokenizer", "train " + db.string() + " --out " + out.string());
         CHECK(tok.exit_code == 2);
         CHECK_MESSAGE(tok.err.find("holds an unfinished retro-index run, not retro-tokenizer's output (fix: choose another "

@@ -81,6 +81,9 @@ std::string child_stderr(const std::function<void()>& body, int& status) {
     if (pid == 0) {
         ::close(fds[0]);
         ::dup2(fds[1], 2);
+        // (a handler an earlier case installed in this process, when the cases run in one: not the child's to keep)
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGTERM, SIG_DFL);
         body();
         ::_exit(0);
     }

@@ -106,6 +106,10 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     for (std::int64_t i = 0; i < output; i++) {
         // drawn where the logits are (next_tokens: on the GPU only the ids come back); one stream, in sequence order
         next_tokens(dec, c.num_tokens, c.num_tokens, so, all_seqs, [&](std::int64_t) { return rng.uniform(); }, drawn);
+        for (const std::int32_t id : drawn)   // -1: a row of logits that is not finite (next_tokens), never fed on
+            if (id < 0)
+                user_error_in("the weights", cat("give logits that are not finite (NaN or infinite) at decode step ", i + 1),
+                              "check the config and weights the row decodes with");
         for (std::int64_t s = 0; s < batch; s++) {
             auto& seq = ids[static_cast<std::size_t>(s)];
             seq.push_back(drawn[static_cast<std::size_t>(s)]);

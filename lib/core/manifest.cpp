@@ -229,11 +229,17 @@ void state_mark_shard_done(const std::string& dir, int index, int count) {
 
 nlohmann::json state_shard_record(int index, int count) { return {{"index", index}, {"count", count}}; }
 
+std::pair<int, int> state_shard(const nlohmann::json& state) {
+    const nlohmann::json s = state.is_object() ? state.value("shard", nlohmann::json()) : nlohmann::json();
+    if (!s.is_object()) return {-1, -1};
+    const nlohmann::json i = s.value("index", nlohmann::json()), n = s.value("count", nlohmann::json());
+    return {i.is_number_integer() ? i.get<int>() : -1, n.is_number_integer() ? n.get<int>() : -1};
+}
+
 void state_check_same_shard(const nlohmann::json& old, const std::string& path, int index, int count) {
     if (count <= 1) return;   // the whole job may finish any folder: a shard's parts are what a killed run leaves
-    const nlohmann::json was = old.is_object() ? old.value("shard", nlohmann::json()) : nlohmann::json();
-    if (!was.is_object()) return;
-    const int was_index = was.value("index", -1), was_count = was.value("count", -1);
+    if (!old.is_object() || !old.value("shard", nlohmann::json()).is_object()) return;
+    const auto [was_index, was_count] = state_shard(old);
     if (was_index == index && was_count == count) return;
     auto name = [](int i, int n) { return n <= 1 ? std::string("the whole job (no --shard)") : "shard " + std::to_string(i) + "/" + std::to_string(n); };
     user_error_in(path, "records " + name(was_index, was_count) + ", this is " + name(index, count),
@@ -263,9 +269,8 @@ void shards_check_complete(const std::vector<std::string>& dirs, const std::stri
         } catch (const std::exception&) {
             return;
         }
-        if (const nlohmann::json shard = st.value("shard", nlohmann::json()); done.empty() && shard.is_object() &&
-                                                                             shard.value("count", 1) > 1)
-            user_error_in(d, cat("is shard ", shard.value("index", -1), "/", shard.value("count", -1), ", unfinished (stopped before its end)"),
+        if (const auto [index, shards] = state_shard(st); done.empty() && shards > 1)
+            user_error_in(d, cat("is shard ", index, "/", shards, ", unfinished (stopped before its end)"),
                           "finish it: rerun its command with --resume, then merge");
         int i = -1, n = -1;
         if (done.empty() || std::sscanf(done.c_str(), "%d/%d", &i, &n) != 2 || i < 0 || n < 1 || i >= n) return;

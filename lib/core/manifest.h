@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -55,6 +56,8 @@ void state_mark_shard_done(const std::string& dir, int index, int count);
 void state_check_same_shard(const nlohmann::json& old, const std::string& path, int index, int count);
 // The `shard` record state_check_same_shard compares.
 nlohmann::json state_shard_record(int index, int count);
+// The {index, count} a state.json records (state_shard_record), or {-1, -1} where it records none.
+std::pair<int, int> state_shard(const nlohmann::json& state);
 // Before a merge: where every folder in `dirs` records its shard (state_mark_shard_done), they must be the shards
 // 0/n .. n-1/n of one count, each once — else a UserError naming the missing shard, a repeated one, or the counts
 // (the merge named only "block 2 is in none of the folders"). Folders that record none are left to the merge's checks.

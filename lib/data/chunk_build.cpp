@@ -240,7 +240,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
                     if (!was_paths.count(p))
                         user_error_in(p, "is new in the corpus since the stopped run listed it: the blocks to come would "
                                          "not be the ones it numbered",
-                                      "leave it out (--glob) and resume, or start again with --force");
+                                      "move it out of the corpus and resume (--glob is part of the job), or start again with --force");
                 for (const auto& p : was_paths)
                     if (!now_paths.count(p))
                         user_error_in(p, "was read by the stopped run and is no longer in the corpus",

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/manifest.h"
 
@@ -27,6 +28,18 @@ nlohmann::json journal_header(const nlohmann::json& job) {
     return {{"tool", "retro-generate"}, {"journal", kJournalVersion}, {"job", job}};
 }
 
+std::string dump_result(const nlohmann::json& result) {
+    return result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A finished prompt's line: its index, its result, and the xxh3 of the result as dumped, so that damage which leaves
+// valid JSON (a changed byte inside a completion) is caught as well as damage which does not.
+std::string journal_line(std::int64_t index, const nlohmann::json& result) {
+    const std::string r = dump_result(result);
+    return nlohmann::json{{"index", index}, {"result", result}, {"xxh3", fingerprint_bytes(r.data(), r.size())}}.dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
 GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json& job, bool resume,
@@ -38,6 +51,9 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
     load(recorded, prompts, cut, size);
     std::error_code ec;
     const bool superseded = fs::exists(output) && fs::last_write_time(output, ec) >= fs::last_write_time(path_, ec);
+    if (done_.empty() && !damaged_.empty() && !superseded)   // (every finished line damaged: said, not dropped silently)
+        log_warn(cat(path_, ": ", damaged_.size() == 1 ? "its one finished prompt's line is" : "all its finished prompts' lines are",
+                     " damaged: every prompt is decoded again"));
     if (done_.empty() || superseded) {   // stale: nothing kept, or already written into the output
         if (superseded && !done_.empty())
             log_info(path_ + " is older than " + output + " (written after it): stale, replaced at the first finished prompt");
@@ -106,16 +122,20 @@ void GenerateJournal::load(nlohmann::json& recorded_job, std::int64_t prompts, s
             damaged_.push_back(line_no);
             continue;
         }
+        if (j.contains("xxh3")) {   // (a journal before session 52 has none: its lines are taken as they parse)
+            const std::string r = dump_result(j.at("result"));
+            if (!j.at("xxh3").is_string() || j.at("xxh3").get<std::string>() != fingerprint_bytes(r.data(), r.size())) {
+                damaged_.push_back(line_no);
+                continue;
+            }
+        }
         done_[index] = j.at("result");
     }
 }
 
 void GenerateJournal::rewrite_without_damaged() {
     std::string lines = journal_header(job_).dump() + "\n";
-    for (const auto& [index, result] : done_)
-        lines += nlohmann::json{{"index", index}, {"result", result}}.dump(-1, ' ', false,
-                                                                       nlohmann::json::error_handler_t::replace) +
-                 "\n";
+    for (const auto& [index, result] : done_) lines += journal_line(index, result) + "\n";
     AtomicFile f(path_);
     f.write(lines);
     f.commit();
@@ -123,8 +143,10 @@ void GenerateJournal::rewrite_without_damaged() {
     for (std::size_t i = 0; i < damaged_.size() && i < 8; i++) which += (i ? ", " : "") + std::to_string(damaged_[i]);
     if (damaged_.size() > 8) which += cat(" and ", damaged_.size() - 8, " more");
     log_warn(cat(path_, ": ", damaged_.size() == 1 ? "line " : "lines ", which,
-                 damaged_.size() == 1 ? " is" : " are",
-                 " damaged (not a finished prompt's line, or a prompt's second): dropped, their prompts decoded again"));
+                 damaged_.size() == 1 ? " is damaged (not a finished prompt's line, or a prompt's second): dropped, its "
+                                        "prompt decoded again"
+                                      : " are damaged (not finished prompts' lines, or a prompt's second): dropped, their "
+                                        "prompts decoded again"));
 }
 
 void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {
@@ -138,9 +160,7 @@ void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {
             fresh_ = false;
         }
     }
-    const std::string line =
-        nlohmann::json{{"index", index}, {"result", result}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-        "\n";
+    const std::string line = journal_line(index, result) + "\n";
     write_all(fd_, line.data(), line.size(), path_);
     if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
     done_[index] = result;

@@ -2,8 +2,9 @@
 // interrupted run (Ctrl-C, a kill, a full disk) keeps every prompt it finished. Line 1 records the job (the inputs
 // and every option that changes the text); each further line is one finished prompt: {"index": i, "result": {...}},
 // the result being the line out.jsonl will hold. Lines are appended and fdatasync'd as prompts finish; `--resume`
-// reads them back (a last line cut short by a kill is dropped; a damaged line, or a prompt's second, is dropped with a
-// warning and its prompt decoded again) and only the others are decoded. Each prompt has its
+// reads them back (a last line cut short by a kill is dropped; a damaged line — not JSON of a finished prompt, or its
+// result no longer giving the xxh3 the line records — or a prompt's second, is dropped with a warning and its prompt
+// decoded again) and only the others are decoded. Each prompt has its
 // own random stream (generate/generator.h), so the resumed file equals an uninterrupted run's byte for byte.
 // The journal is removed once out.jsonl is committed.
 #pragma once

@@ -242,7 +242,8 @@ void generate_run(GenerateRunOptions cli) {
         // a finished --output is kept unless --force: a run into it replaces it only when asked, or when it resumes a
         // journal (the interrupted job was going to replace it)
         if (!cli.force && fs::is_regular_file(cli.output) && !(cli.resume && !journal->done().empty()))
-            user_error_in(cli.output, cli.resume ? "exists, and is not this job's finished output (nor is there a journal to resume)"
+            user_error_in(cli.output, cli.resume ? "exists, and is not this job's finished output (and no journal holds "
+                                                   "finished prompts of it)"
                                                  : "exists (the results of an earlier run)",
                           "give --force to replace it, or another --output");
         for (std::int64_t i = 0; i < static_cast<std::int64_t>(prompts.size()); i++)

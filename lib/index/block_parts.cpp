@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
+#include "core/manifest.h"
 #include "core/npy.h"
 
 #include <nlohmann/json.hpp>
@@ -46,16 +47,10 @@ bool folder_seals_parts(const std::string& part) {
     }
 }
 
-// The --shard i/n a folder of parts records in its state.json ({-1, 0} where it records none).
-std::pair<std::int64_t, std::int64_t> folder_shard(const std::string& dir) {
+// The --shard i/n a folder of parts records in its state.json ({-1, -1} where it records none).
+std::pair<int, int> folder_shard(const std::string& dir) {
     std::ifstream in(fs::path(dir) / "state.json");
-    if (!in) return {-1, 0};
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_object() || !j.contains("shard") || !j.at("shard").is_object()) return {-1, 0};
-    const nlohmann::json& s = j.at("shard");
-    if (!s.value("index", nlohmann::json()).is_number_integer() || !s.value("count", nlohmann::json()).is_number_integer())
-        return {-1, 0};
-    return {s.at("index").get<std::int64_t>(), s.at("count").get<std::int64_t>()};
+    return state_shard(nlohmann::json::parse(in, nullptr, false));
 }
 
 // UserError when `part` has a seal its bytes no longer match, or none where its folder seals every part.

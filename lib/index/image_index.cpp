@@ -84,7 +84,7 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& given) {
     const std::string fitted = index_fit_factory(factory, n, note);
     if (!note.empty()) log_warn(note);
     index_check_trainable(fitted, n);
-    index_check_sizes(fitted, n, d, n);
+    index_check_sizes(fitted, n, d, n, "", static_cast<double>(n) * d * 4, false);   // the vectors held, added at once
     FaissIndex index(fitted, d);
 
     std::vector<std::string> paths;

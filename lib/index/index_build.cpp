@@ -16,6 +16,7 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
+#include "core/output_folder.h"
 #include "core/progress.h"
 #include "data/chunk_db.h"
 #include "embed/model_folder.h"
@@ -127,7 +128,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::string fitted = index_fit_factory(factory, n_train, note);
     if (!note.empty()) log_warn(note);
     index_check_trainable(fitted, n_train);
-    index_check_sizes(fitted, n, d, n_train);
+    index_check_sizes(fitted, n, d, n_train, "", 0, emb.dtype() != DType::F32);
     FaissIndex index(fitted, d);
     if (index.needs_training()) {
         std::vector<float> sample(static_cast<std::size_t>(n_train * d)), row;
@@ -205,8 +206,14 @@ void output_folder_refuse_existing(const std::string& tool, const std::string& o
                       "give one of them");
     if (force || resume) return;
     for (const char* name : {"manifest.json", "state.json"})
-        if (json_file_tool((fs::path(out) / name).string()) == tool)
-            user_error_in(out, "already exists", "pass --force to replace it or --resume to continue it");
+        if (json_file_tool((fs::path(out) / name).string()) == tool) {
+            // the folder of an interrupted merge or bm25 build (output_folder_prepare's mark) has nothing to resume
+            const FolderOwner owner = folder_owner(out);
+            user_error_in(out, owner.finished || owner.resumable ? "already exists"
+                                                                 : "holds an interrupted " + tool + " run that cannot be resumed",
+                          owner.finished || owner.resumable ? "pass --force to replace it or --resume to continue it"
+                                                            : "pass --force to make it again");
+        }
 }
 
 bool output_folder_finished(const std::string& out, bool resume, bool force, const std::string& what,
@@ -282,7 +289,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         const std::int64_t n_train = training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
         if (opts.embedder == "bow") {   // bert's and t5's dim is known once the config is read (below)
-            index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train, "--dim");
+            index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train, "--dim", 0, opts.embedding_dtype != DType::F32);
             check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), opts.bow.dim);
         }
         index_check_trainable(fitted, n_train);
@@ -316,7 +323,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory, note;
         const std::int64_t n_train = training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
-        index_check_sizes(fitted, db.chunk_count(), emb->dim(), n_train);
+        index_check_sizes(fitted, db.chunk_count(), emb->dim(), n_train, "", 0, opts.embedding_dtype != DType::F32);
         check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), emb->dim());
         FaissIndex probe(fitted, emb->dim());   // a factory FAISS rejects ("flat"), before the chunks are embedded
     }

@@ -58,14 +58,17 @@ double hnsw_graph_bytes(double nodes, double m, double d) {
 
 }  // namespace
 
-double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train) {
+double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train, bool add_copies) {
     const FactoryParts p = parse(factory);
     const double dd = p.opq_out > 0 ? static_cast<double>(p.opq_out) : d, N = static_cast<double>(n);
-    // the vectors added a block of 65,536 at a time (index_build.cpp's finalize), and the training sample where the
-    // index trains (a Flat or HNSW-Flat index does not: it was counted, the add block not, and --dim 50000 took 4.9 GB
-    // against an estimate of 3.1 GiB)
-    double bytes = static_cast<double>(std::min<std::int64_t>(n, 65536)) * d * 4;
+    // the vectors added a block of 65,536 at a time, where they are copied to fp32 first (index_build.cpp's finalize:
+    // f16 embeddings; f32 ones are added from the mapping), and the training sample where the index trains (a Flat or
+    // HNSW-Flat index does not: it was counted, the add block not, and --dim 50000 took 4.9 GB against 3.1 GiB)
+    double bytes = add_copies ? static_cast<double>(std::min<std::int64_t>(n, 65536)) * d * 4 : 0.0;
     if (factory_trains(factory)) bytes += static_cast<double>(n_train) * d * 4;
+    // flat storage (Flat, HNSW's) is one vector FAISS resizes at each add: the last add holds the codes so far beside
+    // their grown copy (a review measured 260 MiB against an estimate of 161 at 263,574 x 128 without this term)
+    if (factory_uncompressed(factory)) bytes += std::max(0.0, N - 65536) * dd * 4;
     if (p.opq_out != 0) bytes += double(d) * dd * 4;
     double code = dd * 4;                                   // Flat codes
     if (p.pq_m > 0) {
@@ -85,7 +88,7 @@ double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std
 }
 
 void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::int64_t n_train,
-                       const std::string& dim_option) {
+                       const std::string& dim_option, double held_bytes, bool add_copies) {
     const FactoryParts p = parse(factory);
     const std::string q = "'" + factory + "'";
     const std::int64_t dd = p.opq_out > 0 ? p.opq_out : d;
@@ -110,14 +113,16 @@ void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::i
             user_error_in("--index", q + ": HNSW M must be between 2 and 4,096 (got " + std::to_string(m) + ")",
                           "16 to 64 is usual");
     // an uncompressed index holds n x d floats: a --dim of 10,000,000 is what to change (it blamed --index)
-    const double need = index_memory_bytes(factory, n, d, n_train),
-                 vectors = 2.0 * static_cast<double>(n) * d * 4;   // the stored vectors and the block added (above)
+    const double need = index_memory_bytes(factory, n, d, n_train, add_copies) + held_bytes,
+                 vectors = static_cast<double>(n) * d * 4;   // the stored vectors
     const bool blame_dim = factory_uncompressed(factory) && !dim_option.empty() && vectors >= need / 2;
     memory_require(blame_dim ? dim_option : "--index", need,
                    q + " over " + std::to_string(n) + " vectors of dimension " + std::to_string(d),
-                   factory_uncompressed(factory)
+                   factory_uncompressed(factory) && !blame_dim && parse(factory).hnsw_m > 0
+                       ? std::string("a smaller HNSW M, or a machine with more memory")   // the graph is what grew
+                   : factory_uncompressed(factory)
                        ? (blame_dim ? "a smaller " + dim_option + ", " : std::string()) +
-                             "a compressed index (e.g. --index IVF1024,PQ32), or a machine with more memory"
+                             "an index of compressed codes (IVF and PQ: docs/index.md), or a machine with more memory"
                        : "a smaller nlist, HNSW M or PQ code, or a machine with more memory");
 }
 

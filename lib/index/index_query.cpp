@@ -160,7 +160,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
         const std::int64_t nlist = index.is_object() ? index.value("nlist", std::int64_t{0}) : 0;
         std::string why;
         if (o.k > db.chunk_count()) why = cat("the database holds ", db.chunk_count(), " chunks");
-        else if (folder.kind == "bm25") why = "no other chunk shares a term with the query";
+        else if (folder.kind == "bm25") why = "no more chunks share a term with the query";
         else if (nlist > 0)
             why = cat("the inverted lists searched held no more (", o.nprobe > 0 ? o.nprobe : index.value("nprobe", 0),
                       " of ", nlist, "): a larger --nprobe searches more");

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
@@ -56,7 +57,16 @@ void knn_show(const KnnShowOptions& o) {
     }
     const ChunkDb& qdb = qdb_owned ? *qdb_owned : db;
     const std::string rows_name = qdb_owned ? "the --queries database" : "the database";
-    if (o.verify) manifest_verify_outputs(o.knn, {"neighbours.npy", "distances.npy"});   // only a few rows are read below
+    // the files against the manifest's fingerprints, while that is cheap beside a look at a few rows (1 GiB: ~1 s of
+    // hashing; a billion-chunk run's 16 GB would take a minute for every `show`): above, a note says it was not done
+    if (o.verify) {
+        std::error_code ec;
+        const double bytes = static_cast<double>(fs::file_size(fs::path(o.knn) / "neighbours.npy", ec)) +
+                             static_cast<double>(fs::file_size(fs::path(o.knn) / "distances.npy", ec));
+        if (bytes <= double(std::int64_t{1} << 30)) manifest_verify_outputs(o.knn, {"neighbours.npy", "distances.npy"});
+        else log_info(cat(o.knn, ": neighbours.npy and distances.npy (", memory_format_bytes(bytes), ") not re-hashed for a look at ",
+                          o.count, " rows; retro-train verifies them when it reads them"));
+    }
     NpyArray nb((fs::path(o.knn) / "neighbours.npy").string()), ds((fs::path(o.knn) / "distances.npy").string());
     if (nb.shape().size() != 2) user_error_in(nb.path(), "must be a 2-D array (queries, k)");
     nb.data<std::int64_t>();   // (the dtypes, checked before a row is read: a file of another dtype is named)
@@ -74,7 +84,7 @@ void knn_show(const KnnShowOptions& o) {
     if (end - o.chunk < o.count)   // a note, not a refusal: the chunks up to the last are shown
         log_info(cat("--count ", o.count, ": ", rows_name, " ends at chunk ", qdb.chunk_count() - 1, ", showing ",
                      end - o.chunk));
-    // the rows shown are checked before anything is printed (only they are read: the file may be huge)
+    // the rows shown are checked before anything is printed (only they are read past the verification above)
     for (std::int64_t c = o.chunk; c < end; ++c) {
         qdb.doc_of_checked(c);
         for (std::int64_t r = 0; r < k; ++r) {
