@@ -77,7 +77,10 @@ TEST_CASE("memory: index sizes (IVF lists, PQ codes, HNSW M) are refused before 
         MemoryLimit limit("100000");   // 100 kB
         expect_refused(test::run_tool("retro-index", base + "HNSW4000"), "--index", out, "of memory available");
         expect_refused(test::run_tool("retro-index", base + "IVF8,Flat"), "--index", out, "of memory available");
-        // an uncompressed index is its vectors: the dimension is named (--dim 10000000 blamed --index)
+    }
+    {   // an uncompressed index is its vectors (1,106 x 16 floats: 69 KiB): the dimension is named (--dim 10000000
+        // blamed --index)
+        MemoryLimit limit("50000");
         expect_refused(test::run_tool("retro-index", base + "Flat"), "--dim: 'Flat' over", out, "a smaller --dim");
     }
     {   // a --block beyond the database is sized as the database's 1,106 chunks (124 kB), where it was refused as
