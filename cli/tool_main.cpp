@@ -23,6 +23,7 @@
 #include "core/manifest.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
+#include "text/utf8.h"
 #include "retrokit/version.h"
 
 namespace retro {
@@ -236,6 +237,24 @@ void refuse_repeated_list_items(const CLI::App& app) {
         }
 }
 
+// A command-line word that is not valid UTF-8 (a Latin-1 path): the tools record paths and texts in JSON, which holds
+// UTF-8 only. Found when the manifest was written, after the work ("internal error: [json.exception.type_error.316]"),
+// it left a folder no --resume or --force could finish; refused before anything is read, naming the option.
+void refuse_non_utf8_arguments(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (utf8_valid(word)) continue;
+        const std::string prev = i > 1 ? argv[i - 1] : "";
+        const std::string eq_option = word.rfind("--", 0) == 0 ? word.substr(0, word.find('=')) : "";
+        const std::string option = !eq_option.empty() ? eq_option
+                                   : prev.rfind("-", 0) == 0 && prev.size() > 1 ? prev
+                                                                                 : cat("argument ", i);
+        user_error_in(option, "'" + utf8_escape_invalid(word) + "' is not valid UTF-8 (RetroKit records paths and texts in "
+                                                                "JSON, which holds UTF-8 only)",
+                      "rename the file or folder, e.g. `convmv -f latin1 -t utf8 --notest`, or give the text as UTF-8");
+    }
+}
+
 // CLI11's message on one line, in our words where its own are obscure.
 std::string usage_message(const std::string& what) {
     static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
@@ -275,6 +294,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         // Applied when parsing completes, before any subcommand callback runs.
         app.parse_complete_callback([&ctx, &app, argc, argv] {
             // before any subcommand's callback: retro-bench runs its benchmark inside parse()
+            refuse_non_utf8_arguments(argc, argv);
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
             refuse_repeated_list_items(app);

@@ -740,3 +740,36 @@ TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read,
                        {"--vocab-size", "below the 256 byte pieces and 4 special pieces"});
     expect_refused(test::run_tool("retro-chunk", ""), {"retro-chunk: error: usage: no corpus given"});
 }
+
+TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMIT are refused before any work (session 52's pass)") {
+    // a Latin-1 --out or corpus file name was found when the manifest was written, after the work: "internal error:
+    // [json.exception.type_error.316]", exit 1, and a folder no --resume or --force could finish
+    const Pipeline& p = pipeline();
+    test::TempDir t("non-utf8");
+    const std::string bad_out = (t / "ix").string() + "\xff";
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + shell_quote(bad_out) + " --dim 8"),
+                   {"--out: '", "ix\\xFF' is not valid UTF-8"});
+    CHECK_FALSE(fs::exists(bad_out));
+    const fs::path corpus = t / "corpus";
+    fs::create_directories(corpus);
+    test::write_text(corpus / "a.txt", "some text for a tokenizer\n");
+    test::write_text(corpus / "caf\xe9.txt", "more text\n");
+    expect_refused(test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + (t / "tok").string() + " --vocab-size 300"),
+                   {"caf\\xE9.txt: is a corpus file whose path is not valid UTF-8"});
+    CHECK_FALSE(fs::exists(t / "tok"));
+    // RETRO_MEMORY_LIMIT: units taken (8G was read as 8 bytes), anything else refused naming it (abc was ignored)
+    for (const auto& [value, ok] : std::vector<std::pair<std::string, bool>>{{"8G", true}, {"8e9", true}, {"512M", true},
+                                                                               {"abc", false}, {"-5", false}, {"8Q", false}}) {
+        CAPTURE(value);
+        test::ScopedEnv env("RETRO_MEMORY_LIMIT", value.c_str());
+        const test::RunResult r = test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet");
+        if (ok) {
+            CHECK_MESSAGE(r.exit_code == 0, r.err);
+        } else {
+            expect_refused(r, {"RETRO_MEMORY_LIMIT: '" + value + "' is not a memory size"});
+        }
+    }
+    test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),
+                   {"of memory available (RETRO_MEMORY_LIMIT)"});
+}

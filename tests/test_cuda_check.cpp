@@ -116,7 +116,7 @@ TEST_CASE("cuda check: RETRO_CUDA_SYNC_CHECK is on for any value but unset, empt
 
 namespace {
 constexpr const char* kSampleRowsCase =
-    "generate: the CUDA backend's sample_rows draws the reference's ids (greedy exactly and draws away from boundaries)";
+    "generate: the CUDA backend's sample_rows draws the reference's ids (greedy exactly and draws away from boundaries) - -1 for a non-finite row";
 }
 
 TEST_CASE("cuda check: the GPU check script's test filters pick the CUDA cases (the BERT golden test among them), which skip visibly here") {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -443,7 +444,7 @@ TEST_CASE("generate: the backend decoder draws the next tokens on its backend as
     CHECK_THROWS(dec.sample_last(settings[1], {1}, u, ids));
 }
 
-TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (greedy exactly and draws away from boundaries)") {
+TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (greedy exactly and draws away from boundaries) - -1 for a non-finite row") {
     if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
     if constexpr (kCudaBuilt) {
         CudaStreamOwner stream;
@@ -489,6 +490,32 @@ TEST_CASE("generate: the CUDA backend's sample_rows draws the reference's ids (g
                     }
                 }
             }
+        }
+        // a row with a logit that is not finite among the ids drawn gives -1 (as the host's next_tokens: the caller
+        // names the weights), greedy or drawn; the other rows of the launch their ids; a NaN past the ids drawn unread
+        const std::int64_t V = 8000, D = 7000, R = 5;
+        std::vector<float> logits(static_cast<std::size_t>(R * V));
+        for (auto& z : logits) z = normal(gen);
+        logits[1 * V + 17] = std::numeric_limits<float>::quiet_NaN();
+        logits[2 * V + D - 1] = std::numeric_limits<float>::infinity();
+        logits[3 * V] = -std::numeric_limits<float>::infinity();
+        logits[4 * V + D + 5] = std::numeric_limits<float>::quiet_NaN();
+        nn::BackendBuffer dev(*be, logits.size() * sizeof(float));
+        be->upload(dev.get(), logits.data(), logits.size() * sizeof(float));
+        const std::vector<std::int64_t> rows = {0, 1, 2, 3, 4};
+        const std::vector<double> u = {0.31, 0.52, 0.73, 0.94, 0.15};
+        for (const bool greedy : {true, false}) {
+            nn::SamplingParams o;
+            o.greedy = greedy;
+            o.top_p = greedy ? 1.0 : 0.9;
+            std::vector<std::int32_t> ids(rows.size(), -2);
+            be->sample_rows(ids.data(), dev.f(), rows.data(), R, D, V, o, u.data());
+            INFO("greedy " << greedy);
+            CHECK(ids[0] == nn::sample_row(logits.data(), D, o, u[0]));
+            CHECK(ids[1] == -1);
+            CHECK(ids[2] == -1);
+            CHECK(ids[3] == -1);
+            CHECK(ids[4] == nn::sample_row(logits.data() + 4 * V, D, o, u[4]));
         }
     }
 }

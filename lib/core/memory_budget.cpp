@@ -1,11 +1,15 @@
 // Implementation of memory_budget.h.
 #include "core/memory_budget.h"
 
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -29,6 +33,28 @@ std::int64_t read_number(const char* path) {
     return std::strtoll(s.c_str(), nullptr, 10);
 }
 
+// RETRO_MEMORY_LIMIT as bytes: a number (8000000000, 8e9) with an optional unit, K/M/G/T (powers of 1024, as
+// `ulimit` and `free` take them; KiB/MiB/GiB/TiB and KB/MB/GB/TB alike). "8G" was read as 8 bytes and "abc" ignored,
+// both without a word: anything else is refused naming the variable.
+std::int64_t memory_limit_from_env(const char* env) {
+    const std::string v(env);
+    char* end = nullptr;
+    const double number = std::strtod(v.c_str(), &end);
+    std::string unit(end);
+    for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    double scale = 0;
+    if (unit.empty() || unit == "B") scale = 1;
+    static const char* const kPrefixes = "KMGT";
+    for (int p = 0; p < 4; ++p) {   // K, KB, KIB; M, MB, MIB; ...
+        const std::string k(1, kPrefixes[p]);
+        if (unit == k || unit == k + "B" || unit == k + "IB") scale = std::ldexp(1.0, 10 * (p + 1));
+    }
+    if (end == v.c_str() || scale == 0 || !(number > 0) || !std::isfinite(number) || number * scale > 9.2e18)
+        user_error_in("RETRO_MEMORY_LIMIT", "'" + v + "' is not a memory size",
+                      "give bytes, or a number with K, M, G or T (e.g. 8G), or unset it");
+    return static_cast<std::int64_t>(number * scale);
+}
+
 }  // namespace
 
 std::int64_t memory_available_bytes() {
@@ -38,10 +64,7 @@ std::int64_t memory_available_bytes() {
         const std::int64_t used = std::max<std::int64_t>(0, read_number("/sys/fs/cgroup/memory.current"));
         avail = std::min(avail, std::max<std::int64_t>(0, limit - used));
     }
-    if (const char* env = std::getenv("RETRO_MEMORY_LIMIT")) {
-        const std::int64_t cap = std::strtoll(env, nullptr, 10);
-        if (cap > 0) avail = std::min(avail, cap);
-    }
+    if (const char* env = std::getenv("RETRO_MEMORY_LIMIT"); env && *env) avail = std::min(avail, memory_limit_from_env(env));
     return avail;
 }
 
@@ -57,8 +80,11 @@ std::string memory_format_bytes(double bytes) {
 void memory_require(const std::string& option, double bytes, const std::string& what, const std::string& fix) {
     const std::int64_t avail = memory_available_bytes();
     if (bytes <= static_cast<double>(avail)) return;
+    const char* env = std::getenv("RETRO_MEMORY_LIMIT");   // (the cap named where it is what refuses)
+    const bool capped = env && *env && memory_limit_from_env(env) == avail;
     user_error_in(option, what + " needs about " + memory_format_bytes(bytes) + ", more than the " +
-                              memory_format_bytes(static_cast<double>(avail)) + " of memory available",
+                              memory_format_bytes(static_cast<double>(avail)) + " of memory available" +
+                              (capped ? " (RETRO_MEMORY_LIMIT)" : ""),
                   fix);
 }
 

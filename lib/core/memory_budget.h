@@ -3,7 +3,7 @@
 // what it would need and what the machine has, instead of the kernel's OOM killer ending the run
 // half-way with its output folder half-written.
 // "Available" is the smaller of /proc/meminfo's MemAvailable and the cgroup's memory.max (less what
-// the cgroup already uses); RETRO_MEMORY_LIMIT (bytes, e.g. for tests) lowers it further.
+// the cgroup already uses); RETRO_MEMORY_LIMIT (bytes, or with K/M/G/T: 8G; anything else is refused naming it) lowers it further.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -162,8 +162,9 @@ void GenerateJournal::add(std::int64_t index, const nlohmann::json& result) {
     }
     const std::string line = journal_line(index, result) + "\n";
     write_all(fd_, line.data(), line.size(), path_);
-    if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
     done_[index] = result;
+    if (on_written_) on_written_(done_.size());
+    if (::fdatasync(fd_) != 0) user_error_in(path_, std::string("write failed: ") + std::strerror(errno));
 }
 
 void GenerateJournal::remove() {

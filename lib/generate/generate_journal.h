@@ -9,6 +9,7 @@
 // The journal is removed once out.jsonl is committed.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ public:
     void add(std::int64_t index, const nlohmann::json& result);
     // Removes the journal (after the output is committed).
     void remove();
+    // Called by add() with the count of finished prompts once a line is written, before it is synced (a signal in
+    // the sync finds the line in the file: the caller's interrupt note counts it).
+    void set_on_written(std::function<void(std::size_t)> fn) { on_written_ = std::move(fn); }
 
 private:
     // Reads an existing journal: its job line and finished prompts; `cut` = bytes of whole lines (a last line cut
@@ -47,6 +51,7 @@ private:
     bool fresh_ = true;   // no finished prompt on disk: add() writes the file anew, the job line first
     int fd_ = -1;
     std::map<std::int64_t, nlohmann::json> done_;
+    std::function<void(std::size_t)> on_written_;
     std::vector<std::int64_t> damaged_;   // line numbers of lines not taken (their prompts are decoded again)
     // --resume over a journal with damaged lines: written again (atomically) with its job line and the good ones.
     void rewrite_without_damaged();

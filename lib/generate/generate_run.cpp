@@ -254,6 +254,9 @@ void generate_run(GenerateRunOptions cli) {
                          : cat("--resume: ", journal->path(), " holds ", journal->done().size(), " of ", prompts.size(),
                                " prompts; decoding the other ", todo.size()));
         set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+        // the note counts a prompt once its line is written, before the sync where a run spends most of its writing
+        // time (updated after the sync, a SIGTERM there said one prompt fewer than the journal held)
+        journal->set_on_written([&, total = prompts.size()](std::size_t kept) { set_interrupt_text(journal->path(), kept, total); });
         interrupt_handlers_install(on_generate_interrupt);
     } else {
         todo.push_back(0);
@@ -292,8 +295,7 @@ void generate_run(GenerateRunOptions cli) {
                 const std::int64_t index = todo[static_cast<std::size_t>(i)];
                 nlohmann::json line = result_json(gen, r, ids[static_cast<std::size_t>(index)]);
                 if (journal) {
-                    journal->add(index, line);
-                    set_interrupt_text(journal->path(), journal->done().size(), prompts.size());
+                    journal->add(index, line);   // (the interrupt note follows it: set_on_written below)
                 } else {   // standard output: each line once every earlier prompt's is out
                     finished[index] = std::move(line);
                     for (auto it = finished.find(printed); it != finished.end(); it = finished.find(++printed)) {

@@ -15,6 +15,7 @@
 #include "core/output_folder.h"
 #include "embed/model_folder.h"
 #include "index/index_memory.h"
+#include "text/utf8.h"
 
 namespace fs = std::filesystem;
 
@@ -45,8 +46,12 @@ std::vector<std::string> image_folder_list(const std::string& dir, std::int64_t*
     visit.on_file = [&](const fs::path& file) {
         // the path under the folder as walked (fs::relative resolved symlinks: a linked file was recorded as
         // "../../target/x.png", a linked folder's files under the target's path)
-        if (image_name(file)) rel.push_back(file.lexically_relative(dir).generic_string());
-        else ++other;
+        if (!image_name(file)) {
+            ++other;
+            return;
+        }
+        utf8_require_path(file.string(), "an image");   // (images.json records it)
+        rel.push_back(file.lexically_relative(dir).generic_string());
     };
     visit.on_broken_link = [&](const fs::path& link, const std::string& why) {
         if (image_name(link)) log_warn("skipping " + link.string() + ": " + why);

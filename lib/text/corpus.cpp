@@ -127,7 +127,9 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                 return true;
             };
             visit.on_file = [&](const fs::path& file) {
-                if (glob_match(opts.glob, file.lexically_relative(in).generic_string())) found.push_back(file.string());
+                if (!glob_match(opts.glob, file.lexically_relative(in).generic_string())) return;
+                utf8_require_path(file.string(), "a corpus file");   // before any work, not at the manifest
+                found.push_back(file.string());
             };
             visit.on_broken_link = [&](const fs::path& link, const std::string& why) {
                 if (glob_match(opts.glob, link.lexically_relative(in).generic_string()))
@@ -143,6 +145,7 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             std::sort(found.begin(), found.end());
             for (auto& f : found) out.push_back({f, is_jsonl(f)});
         } else if (fs::is_regular_file(in, ec)) {
+            utf8_require_path(in, "a corpus file");
             const std::string ext = fs::path(in).extension().string();
             if (!is_jsonl(in) && (ext == ".json" || ext == ".ndjson" || ext == ".gz" || ext == ".zst"))
                 log_warn(in + ": read as plain text, one document (JSON Lines are read from .jsonl, .jsonl.gz and .jsonl.zst "

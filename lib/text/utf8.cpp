@@ -2,6 +2,10 @@
 // surrogates are invalid).
 #include "text/utf8.h"
 
+#include <cstdio>
+
+#include "core/error.h"
+
 namespace retro {
 namespace {
 // Length of the valid sequence starting at s[i], or 0 if invalid.
@@ -50,6 +54,43 @@ std::int64_t utf8_sanitize(std::string& s) {
     }
     s.swap(out);
     return replaced;
+}
+
+bool utf8_valid(const std::string& s) {
+    for (std::size_t i = 0; i < s.size();) {
+        if (static_cast<unsigned char>(s[i]) < 0x80) {
+            ++i;
+            continue;
+        }
+        const std::size_t len = valid_length(s, i);
+        if (!len) return false;
+        i += len;
+    }
+    return true;
+}
+
+std::string utf8_escape_invalid(const std::string& s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size();) {
+        const std::size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : valid_length(s, i);
+        if (len) {
+            out.append(s, i, len);
+            i += len;
+            continue;
+        }
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(s[i]));
+        out += buf;
+        ++i;
+    }
+    return out;
+}
+
+void utf8_require_path(const std::string& path, const std::string& what) {
+    if (utf8_valid(path)) return;
+    user_error_in(utf8_escape_invalid(path), "is " + what + " whose path is not valid UTF-8, and RetroKit records paths in "
+                                                      "JSON (manifests, sources.jsonl), which holds UTF-8 only",
+                  "rename it, e.g. `convmv -f latin1 -t utf8 --notest`");
 }
 
 }  // namespace retro
