@@ -769,6 +769,11 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
             expect_refused(r, {"RETRO_MEMORY_LIMIT: '" + value + "' is not a memory size"});
         }
     }
+    // "-" where a file or a folder is written: refused (a file or folder named "-" was made, exit 0)
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out - --dim 8"), {"--out: '-' (standard output) is not a folder"});
+    expect_refused(test::run_tool("retro-bench", "retention --T 32 --B 1 --H 1 --json -"),
+                   {"--json: '-' (standard output) is not taken"});
+    CHECK_FALSE(fs::exists("-"));
     test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),
                    {"of memory available (RETRO_MEMORY_LIMIT)"});

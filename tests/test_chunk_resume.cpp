@@ -252,3 +252,30 @@ TEST_CASE("retro-chunk --resume of an --out inside the corpus: its unfinished fo
     CHECK_MESSAGE(r.exit_code == 0, r.err);
     CHECK(fs::exists(corpus / "db" / "manifest.json"));
 }
+
+TEST_CASE("retro-chunk --resume through another spelling of the corpus - named as such, and a finished database found") {
+    // a helper's pass (session 52): through a linked folder the resume said a file was "new in the corpus"; from
+    // another folder with another relative spelling it was taken, and sources.jsonl held both spellings
+    TempDir dir("chunk-resume-spelling");
+    const fs::path corpus = dir / "corpus";
+    fs::create_directories(corpus);
+    fs::copy_file(chunk_test_jsonl(dir, "a.jsonl", 20'000, 300), corpus / "a.jsonl");
+    write_text(corpus / "b.jsonl", "{\"text\": broken\n");
+    fs::create_directory_symlink(corpus, dir / "link");
+    const std::string rest = " --glob '**/*.jsonl' --tokenizer " + chunk_test_tokenizer() +
+                             " --block-docs 10 --checkpoint-every 0 --quiet --out " + (dir / "db").string();
+    REQUIRE(run_tool("retro-chunk", corpus.string() + rest).exit_code == 2);
+    REQUIRE(fs::exists(dir / "db" / "progress.json"));
+    auto r = run_tool("retro-chunk", (dir / "link").string() + rest + " --resume --on-error skip");
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK_MESSAGE(r.err.find("progress.json: records the corpus file '" + (corpus / "a.jsonl").string() +
+                             "' as the stopped run named it; this run names it '" + (dir / "link" / "a.jsonl").string()) !=
+                      std::string::npos,
+                  r.err);
+    r = run_tool("retro-chunk", corpus.string() + rest + " --resume --on-error skip");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    // the finished database through the link: the same inputs, nothing to resume (it said "made from other inputs")
+    r = run_tool("retro-chunk", (dir / "link").string() + rest + " --resume --on-error skip");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+}

@@ -88,6 +88,9 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
     auto again = test::run_tool("retro-generate", base + " --max-tokens 20 --seed 3", prompt + "\n");   // stdin
     CHECK(again.exit_code == 0);
     CHECK(again.out == a.out);
+    auto dash = test::run_tool("retro-generate", base + " - --max-tokens 20 --seed 3", prompt + "\n");   // `-`: stdin too
+    CHECK(dash.exit_code == 0);
+    CHECK(dash.out == a.out);
     auto other = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 20 --seed 4");
     CHECK(other.exit_code == 0);
     auto greedy1 = test::run_tool("retro-generate", base + " " + q(prompt) + " --max-tokens 12 --greedy");

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
             auto& g = cli.g;
             g.sampler.top_p = 0.9;   // defaults: T = 1, nucleus 0.9, no top-k
             app.add_option("run", g.run, "Run folder from retro-train (config.json, model.safetensors)")->required();
-            app.add_option("prompt", cli.prompt, "Prompt text (default: read from stdin)");
+            app.add_option("prompt", cli.prompt, "Prompt text (default, or -: read from stdin)");
             app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from");
             app.add_option("--db", g.db, "Chunk database the index was built from (its tokenizer is used)");
             app.add_option("--tokenizer", g.tokenizer, "Tokenizer model (default: the database's)");

@@ -67,7 +67,9 @@ FolderOwner folder_owner(const std::string& dir) {
 }
 
 void output_file_guard(const std::string& file, const std::string& option) {
-    if (file.empty() || file == "-") return;
+    if (file.empty()) return;
+    // (these options write files: "-" made a file named "-" where a script meant standard output)
+    if (file == "-") user_error_in(option, "'-' (standard output) is not taken: " + option + " writes a file", "give a path (./- for a file named '-')");
     const fs::path f = path_resolved(file);
     std::error_code ec;
     if (fs::is_directory(f, ec))
@@ -207,6 +209,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock) {
     if (out.empty()) user_error_in("--out", "is empty", "name the output folder");
+    if (out == "-") user_error_in("--out", "'-' (standard output) is not a folder", "give a folder path (./- for a folder named '-')");
     const fs::path o = path_resolved(out);
     std::error_code ec;
     for (const OutputInput& in : inputs) {

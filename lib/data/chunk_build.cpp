@@ -109,11 +109,25 @@ nlohmann::json checkpoint_params(const nlohmann::json& parameters, const std::st
     nlohmann::json in = nlohmann::json::array();
     for (const auto& f : files)
         in.push_back({{"path", fs::absolute(f.path).lexically_normal().string()},
+                      {"given", f.path},   // as sources.jsonl records it (not compared: checkpoint_inputs_match)
                       {"size", fs::file_size(f.path)},
                       {"modified_ns", static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                                    fs::last_write_time(f.path).time_since_epoch())
                                                                    .count())}});
     p["inputs"] = in;
+    return p;
+}
+
+// A checkpoint's params as compared for --resume: each input by its real path (a linked corpus folder, or the folder
+// named from elsewhere, is the same input), without the spelling it was given as (checked on its own, below).
+nlohmann::json checkpoint_params_compared(nlohmann::json p) {
+    if (!p.is_object() || !p.contains("inputs") || !p["inputs"].is_array()) return p;
+    for (auto& f : p["inputs"]) {
+        if (!f.is_object()) continue;
+        f.erase("given");
+        std::error_code ec;
+        if (f.contains("path") && f["path"].is_string()) f["path"] = fs::weakly_canonical(f["path"].get<std::string>(), ec).string();
+    }
     return p;
 }
 
@@ -151,6 +165,13 @@ std::string database_difference(const nlohmann::json& done, const nlohmann::json
         if (in.value("role", "") == "corpus") recorded.push_back(in.value("path", ""));
     for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
     if (recorded == given) return "";
+    // the same files reached another way (a linked folder): the same database
+    if (recorded.size() == given.size() &&
+        std::equal(recorded.begin(), recorded.end(), given.begin(), [](const std::string& a, const std::string& b) {
+            std::error_code ea, eb;
+            return fs::weakly_canonical(a, ea) == fs::weakly_canonical(b, eb);
+        }))
+        return "";
     for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)
         if (recorded[i] != given[i]) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
     return cat("the corpus is ", given.size(), " files, the folder's ", recorded.size());
@@ -222,11 +243,27 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
             for (const auto& f : files) legacy["inputs"].push_back({f.path, fs::file_size(f.path)});
             if (was == legacy) was = cp_params;
         }
+        if (was != cp_params && checkpoint_params_compared(was) == checkpoint_params_compared(cp_params)) {
+            // the same files under another spelling (a linked folder, a path relative to another folder): sources.jsonl
+            // records each file as given, and the database would hold both spellings
+            const nlohmann::json& was_in = was["inputs"];
+            for (std::size_t i = 0; i < was_in.size(); i++)
+                if (was_in[i].contains("given") && was_in[i]["given"] != cp_params["inputs"][i]["given"])
+                    user_error_in(cp_path, cat("records the corpus file '", was_in[i]["given"].get<std::string>(),
+                                               "' as the stopped run named it; this run names it '",
+                                               cp_params["inputs"][i]["given"].get<std::string>(),
+                                               "' (sources.jsonl records each file as given)"),
+                                  "resume with the corpus named as the stopped run named it, from the folder it ran in, or "
+                                  "start again with --force");
+            was = cp_params;   // (a checkpoint of a version that did not record the spelling: the same files)
+        }
         if (was != cp_params) {
+            was = checkpoint_params_compared(was);   // (real paths in the messages below: a new file is new however named)
+            const nlohmann::json cp_compared = checkpoint_params_compared(cp_params);
             // the same files, one of them changed since (an edit in place): named as such
             const nlohmann::json& was_in = was.is_object() ? was.value("inputs", nlohmann::json()) : nlohmann::json();
-            const nlohmann::json& now_in = cp_params["inputs"];
-            nlohmann::json was_rest = was, now_rest = cp_params;
+            const nlohmann::json& now_in = cp_compared["inputs"];
+            nlohmann::json was_rest = was, now_rest = cp_compared;
             if (was_rest.is_object()) was_rest.erase("inputs");
             now_rest.erase("inputs");
             // files added to or gone from the corpus since: named (the difference printed both lists cut to the same
@@ -254,7 +291,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
                                       "chunks so far hold its old text",
                                       "start again with --force");
             user_error_in(cp_path, "was written by a run with other inputs, tokenizer or parameters: " +
-                                       json_first_difference(was, cp_params, "params"),
+                                       json_first_difference(was, cp_compared, "params"),
                           "repeat the first run's command with --resume (inputs unchanged), or start again with --force");
         }
         state = &checkpoint.at("writer");

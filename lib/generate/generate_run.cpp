@@ -198,6 +198,7 @@ void generate_run(GenerateRunOptions cli) {
         if (cli.force) log_warn("--force has no effect on a single prompt (it replaces a --prompts run's --output)");
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
+        if (cli.prompt == "-") cli.prompt.clear();   // `-`: standard input, as --prompts - (it was the prompt "-")
         if (cli.prompt.empty()) {   // read the prompt from stdin
             // at most kStdinPromptMax bytes (a prompt the generator takes is far shorter: it refuses the rest by size
             // and token count), so that a stream without end (/dev/zero, a runaway pipe) is refused, not read into memory

@@ -40,14 +40,15 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     folder_writable_check(out_dir, out_dir);
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
-    write_file_atomic(model_path, r.model_bytes);
+    // the manifest's inputs (the corpus files hashed: seconds on a large corpus) before tok.model is written, so that a
+    // kill leaves a folder without a model rather than a model without its manifest (one in ten kills of a helper's
+    // pass did, and retro-chunk took the unrecorded model)
     Manifest m(ctx);
     m.parameters() = {{"vocab_size", opts.vocab_size},       {"model_type", opts.model_type},
                       {"max_sentences", opts.max_sentences}, {"character_coverage", opts.character_coverage},
                       {"byte_fallback", opts.byte_fallback}, {"seed", opts.seed},
                       {"glob", corpus.glob},                 {"text_key", corpus.text_key},
                       {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
-    for (const auto& f : files) m.add_input("corpus", f.path);
     m.extra()["corpus"] = {{"files", r.counts.files},
                            {"documents", r.counts.documents},
                            {"bytes", r.counts.bytes},
@@ -60,6 +61,8 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     m.extra()["vocab_size"] = r.vocab_size;
     // sentencepiece's trainer splits its work by thread, and the model can differ with their number
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
+    for (const auto& f : files) m.add_input("corpus", f.path);
+    write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
