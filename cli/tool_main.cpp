@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/shell_quote.h"
+#include "core/std_streams.h"
 #include "core/threads.h"
 #include "text/utf8.h"
 #include "retrokit/version.h"
@@ -372,7 +373,9 @@ void add_no_verify_flag(CLI::App& app, bool& verify) {
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup) {
+    std_streams_guard();   // a closed stdin, stdout or stderr filled with /dev/null before any file takes its number
     reexec_for_blas_core(argv);   // OpenBLAS's generic kernels on a CPU it does not know: run again with better ones
+    std_streams_env_clear();
     int rc = tool_run(tool, description, argc, argv, setup);
     // what went to standard output must have arrived: a full disk or /dev/full is an error, not a silent exit 0
     std::cout.flush();

@@ -732,6 +732,9 @@ TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read,
                                                                            " --model " + p.tok.string() + " < /tmp"));
         expect_refused(r, {"standard input: cannot be read"});
         CHECK(r.out.empty());
+        const test::RunResult closed = test::run_command("sh -c " + shell_quote(test::tool_path("retro-tokenizer") + " " + sub +
+                                                                                " --model " + p.tok.string() + " <&-"));
+        expect_refused(closed, {"standard input: is closed"});
     }
     // below byte fallback's 260 pieces: that bound, whatever the size (0 to 7 were told "at least 8", then 8 "260")
     for (const char* size : {"0", "7", "8", "259"})

@@ -556,6 +556,14 @@ TEST_CASE("generate: runs it should not take at their word - a smaller tokenizer
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("standard input: holds more than 64 MiB") != std::string::npos);
+    // standard input closed, or a folder: named (it said "prompt: is empty", or read nothing)
+    for (const auto& [redirect, says] : std::vector<std::pair<std::string, std::string>>{
+             {" <&-", "standard input: is closed"}, {" < /tmp", "standard input: cannot be read"}}) {
+        r = test::run_command("sh -c " + q(test::tool_path("retro-generate") + " " + p.run.string() + " --db " + p.db.string() +
+                                           " --no-retrieval --quiet" + redirect));
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find(says) != std::string::npos, r.err);
+    }
     // weights that load (finite) but give infinite logits, as a diverged run's can: refused naming the weights, greedy
     // too (before: token id -1 blamed on the tokenizer, or greedy text of whatever the first infinity was)
     {

@@ -1,6 +1,8 @@
 // retro-tokenizer: train / encode / decode a sentencepiece model (pad=0 unk=1 bos=2 eos=3).
 #include <iostream>
 
+#include "core/error.h"
+#include "core/std_streams.h"
 #include "text/tokenizer_folder.h"
 #include "text/tokenizer_stream.h"
 
@@ -49,7 +51,11 @@ int main(int argc, char** argv) {
                     corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
                     train_opts.threads = ctx.threads;
                     retro::tokenizer_train_to_folder(ctx, inputs, corpus, train_opts, out_dir, force);
-                } else if (*encode) {
+                } else if (*encode || *decode) {
+                    if (retro::std_stream_was_closed(0))   // (`<&-`: it printed nothing, exit 0)
+                        retro::user_error_in("standard input", "is closed: there are no lines to read", "give the lines on standard input");
+                }
+                if (*encode) {
                     retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
                     std::ios::sync_with_stdio(false);
                     retro::tokenizer_encode_stream(tok, std::cin, std::cout, enc);

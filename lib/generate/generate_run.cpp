@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
+#include "core/std_streams.h"
 #include "generate/batch_output.h"
 #include "generate/generate_journal.h"
 #include "text/tokenizer.h"
@@ -203,11 +204,15 @@ void generate_run(GenerateRunOptions cli) {
             // at most kStdinPromptMax bytes (a prompt the generator takes is far shorter: it refuses the rest by size
             // and token count), so that a stream without end (/dev/zero, a runaway pipe) is refused, not read into memory
             constexpr std::size_t kStdinPromptMax = std::size_t{64} << 20;
+            if (std_stream_was_closed(STDIN_FILENO))   // (`<&-`: it said "prompt: is empty")
+                user_error_in("standard input", "is closed: there is no prompt to read", "give the prompt as an argument");
             if (isatty(STDIN_FILENO)) log_info("reading the prompt from standard input (end it with Ctrl-D)");
             std::string text;
             char buf[1 << 16];
             while (text.size() <= kStdinPromptMax && std::cin.read(buf, sizeof buf).gcount() > 0)
                 text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+            if (std::cin.bad() || std::ferror(stdin))   // a read that failed (a folder: EISDIR) is not an empty prompt
+                user_error_in("standard input", "cannot be read (a folder, or a read error)", "give the prompt as an argument");
             if (text.size() > kStdinPromptMax)
                 user_error_in("standard input", cat("holds more than ", kStdinPromptMax >> 20, " MiB: not a prompt"),
                               "give the prompt as an argument, or a --prompts file");

@@ -1,0 +1,44 @@
+// Implementation of std_streams.h.
+#include "core/std_streams.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace retro {
+namespace {
+bool g_closed[3] = {false, false, false};
+}  // namespace
+
+// The closed streams as the process that filled them saw them, for itself after it runs again (the OpenBLAS kernel
+// restart, core/blas_core.h, is an exec: its streams are /dev/null by then). Read and removed at once, so the tools
+// a tool starts later do not take it as theirs.
+constexpr const char* kClosedEnv = "RETRO_STD_STREAMS_CLOSED";
+
+void std_streams_guard() {
+    if (const char* env = std::getenv(kClosedEnv)) {
+        for (const char* c = env; *c; ++c)
+            if (*c >= '0' && *c <= '2') g_closed[*c - '0'] = true;
+        ::unsetenv(kClosedEnv);
+    }
+    std::string closed;
+    for (int fd = 0; fd < 3; ++fd) {
+        if (::fcntl(fd, F_GETFD) != -1) continue;
+        g_closed[fd] = true;
+        closed += static_cast<char>('0' + fd);
+        const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (opened >= 0 && opened != fd) {   // (a lower number was free: cannot happen in order, kept safe)
+            ::dup2(opened, fd);
+            ::close(opened);
+        }
+    }
+    if (!closed.empty()) ::setenv(kClosedEnv, closed.c_str(), 1);   // (for this process run again; see above)
+}
+
+bool std_stream_was_closed(int fd) { return fd >= 0 && fd < 3 && g_closed[fd]; }
+
+void std_streams_env_clear() { ::unsetenv(kClosedEnv); }
+
+}  // namespace retro

@@ -1,0 +1,17 @@
+// Standard streams a tool was started without (`tool <&-`, `2>&-`): each is filled with /dev/null at once, before
+// the first open() could take its number (the tool would then read a manifest as its prompt, or write its errors into
+// an output file), and remembered, so that a reader of standard input can say it was closed.
+// provides: std_streams_guard, std_stream_was_closed, std_streams_env_clear
+#pragma once
+
+namespace retro {
+
+// Fills each of fds 0, 1 and 2 that is closed with /dev/null; call first thing in main (tool_main does).
+void std_streams_guard();
+// Whether `fd` (0, 1 or 2) was closed when std_streams_guard ran (in this process, or in it before it ran itself
+// again: the OpenBLAS kernel restart passes the answer on in the environment).
+bool std_stream_was_closed(int fd);
+// Once the process will not run itself again: the answer taken out of the environment its children inherit.
+void std_streams_env_clear();
+
+}  // namespace retro
