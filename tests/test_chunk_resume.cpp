@@ -228,14 +228,23 @@ TEST_CASE("retro-chunk --resume checks what it keeps - damaged kept bytes and a 
     }
 }
 
-TEST_CASE("retro-chunk --resume of an --out inside the corpus: its unfinished folder is not read as corpus text") {
-    // with --glob '**' the resume listed the stopped run's own .tmp files as inputs (a NUL in chunks.npy.tmp, or
-    // inputs that differ from the checkpoint's): it could never resume (a helper's pass, session 52)
-    TempDir dir("chunk-resume-inside");
+namespace {
+// dir/corpus holding a.jsonl (text) and b.jsonl (a malformed line: a run with --on-error fail stops there, its
+// checkpoint kept)
+fs::path corpus_stopping_at_b(const TempDir& dir) {
     const fs::path corpus = dir / "corpus";
     fs::create_directories(corpus);
     fs::copy_file(chunk_test_jsonl(dir, "a.jsonl", 20'000, 300), corpus / "a.jsonl");
     write_text(corpus / "b.jsonl", "{\"text\": broken\n");
+    return corpus;
+}
+}  // namespace
+
+TEST_CASE("retro-chunk --resume of an --out inside the corpus: its unfinished folder is not read as corpus text") {
+    // with --glob '**' the resume listed the stopped run's own .tmp files as inputs (a NUL in chunks.npy.tmp, or
+    // inputs that differ from the checkpoint's): it could never resume (a helper's pass, session 52)
+    TempDir dir("chunk-resume-inside");
+    const fs::path corpus = corpus_stopping_at_b(dir);
     const std::string common = corpus.string() + " --glob '**' --tokenizer " + chunk_test_tokenizer() +
                                " --block-docs 10 --checkpoint-every 0 --quiet --out " + (corpus / "db").string();
     auto r = run_tool("retro-chunk", common);
@@ -257,10 +266,7 @@ TEST_CASE("retro-chunk --resume through another spelling of the corpus - named a
     // a helper's pass (session 52): through a linked folder the resume said a file was "new in the corpus"; from
     // another folder with another relative spelling it was taken, and sources.jsonl held both spellings
     TempDir dir("chunk-resume-spelling");
-    const fs::path corpus = dir / "corpus";
-    fs::create_directories(corpus);
-    fs::copy_file(chunk_test_jsonl(dir, "a.jsonl", 20'000, 300), corpus / "a.jsonl");
-    write_text(corpus / "b.jsonl", "{\"text\": broken\n");
+    const fs::path corpus = corpus_stopping_at_b(dir);
     fs::create_directory_symlink(corpus, dir / "link");
     const std::string rest = " --glob '**/*.jsonl' --tokenizer " + chunk_test_tokenizer() +
                              " --block-docs 10 --checkpoint-every 0 --quiet --out " + (dir / "db").string();
