@@ -198,11 +198,7 @@ nlohmann::json manifest_read(const std::string& dir) {
                               tool + " merge SHARD_DIRS... --out DIR, and give that folder");
         }
         if (!tool.empty()) {
-            bool resumable = true;   // a merge or a bm25 build marks its folder as one that cannot be resumed
-            try {
-                resumable = json_read_file((fs::path(dir) / "state.json").string()).value("resumable", true);
-            } catch (const std::exception&) {
-            }
+            const bool resumable = folder_owner(dir).resumable;   // (a merge or a bm25 build marks its folder so)
             user_error_in(path, "missing: the folder is an unfinished " + tool + " run (stopped before its end)",
                           resumable ? "finish it: run the same " + tool + " command again with --resume"
                                     : "run the same " + tool + " command again with --force (it cannot be resumed)");

@@ -242,13 +242,11 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
     // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
     // leftovers for a resumable run's parts
     const std::string state = (fs::path(out) / "state.json").string();
-    if (resume && resumable && fs::exists(state)) {
-        const nlohmann::json old = nlohmann::json::parse(std::ifstream(state), nullptr, false);
-        if (old.is_object() && old.value("resumable", true) == false)
-            user_error_in(out, "holds an interrupted " + tool + " run that cannot be resumed (" +
-                                   old.value("run", std::string("a merge")) + ")",
-                          "run that command again with --force, or this one with --force to start over");
-    }
+    if (const FolderOwner owner = folder_owner(out); resume && resumable && owner.tool == tool && !owner.finished &&
+                                                     !owner.resumable)
+        user_error_in(out, "holds an interrupted " + tool + " run that cannot be resumed (" +
+                               json_read_file(state).value("run", std::string("a merge")) + ")",
+                      "run that command again with --force, or this one with --force to start over");
     fs::create_directories(fs::path(out) / "parts");
     // its mark from the start, so that the folder of an interrupted one is known as this tool's (no other tool writes
     // into it, and manifest_read says what it is); the run removes it as it writes its manifest
