@@ -23,6 +23,7 @@
 #include "core/manifest.h"
 #include "core/shell_quote.h"
 #include "core/std_streams.h"
+#include "core/terminal_text.h"
 #include "core/threads.h"
 #include "text/utf8.h"
 #include "retrokit/version.h"
@@ -274,7 +275,7 @@ std::string usage_message(const std::string& what) {
 // a refusal every rank meets first (core/distributed.h: distributed_before_failure_line).
 int failure_line(const std::string& tool, const char* kind, const std::string& message, int exit_code) {
     distributed_before_failure_line();
-    std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, message.c_str());
+    std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, terminal_text(message).c_str());
     return exit_code;
 }
 

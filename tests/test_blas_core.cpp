@@ -61,3 +61,28 @@ TEST_CASE("blas core: a tool on OpenBLAS's generic kernels where the CPU has bet
     CHECK(kernels_of(chosen.err) == detected);
     CHECK(chosen.err.find("set by RetroKit") == std::string::npos);
 }
+
+TEST_CASE("blas core: an OMP_NUM_THREADS libgomp refuses is warned of once, not again by the restarted tool") {
+    // libgomp warns when the library loads, before main: a restart for better kernels warned a second time. The
+    // restart drops a value libgomp refused (it runs without it either way) and keeps one it takes.
+    const std::string tool = test::tool_path("retro-tokenizer");
+    auto count = [](const std::string& text, const std::string& what) {
+        std::size_t n = 0;
+        for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+        return n;
+    };
+    for (const char* bad : {"abc", "0", "2,", "-1"}) {
+        CAPTURE(bad);
+        const auto r = test::run_command(std::string("env -u OPENBLAS_CORETYPE -u RETRO_BLAS_CORE_FROM -u RETRO_BLAS_CORE "
+                                                     "OMP_NUM_THREADS='") + bad + "' " + tool + " --version");
+        CHECK(r.exit_code == 0);
+        CHECK(count(r.err, "OMP_NUM_THREADS") <= 1);
+    }
+    for (const char* good : {"1", " 2 ", "2,1", "+1"}) {
+        CAPTURE(good);
+        const auto r = test::run_command(std::string("env -u OPENBLAS_CORETYPE -u RETRO_BLAS_CORE_FROM -u RETRO_BLAS_CORE "
+                                                     "OMP_NUM_THREADS='") + good + "' " + tool + " --version");
+        CHECK(r.exit_code == 0);
+        CHECK(count(r.err, "OMP_NUM_THREADS") == 0);
+    }
+}

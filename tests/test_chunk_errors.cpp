@@ -8,6 +8,7 @@
 
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "core/shell_quote.h"
 #include "data/chunk_db.h"
 #include "data/synthetic_text.h"
 #include "test_chunk_util.h"
@@ -142,6 +143,21 @@ TEST_CASE("retro-chunk inspect prints a chunk's control characters as text, and 
     const auto json = run_tool("retro-chunk", "inspect " + c.db.string() + " --chunk 0 --json");
     REQUIRE(json.exit_code == 0);
     CHECK(nlohmann::json::parse(json.out)["text"].get<std::string>().find('\x1b') != std::string::npos);
+
+    // a file name's escape code and newline: escaped in the one-line source field, and in an error naming the path
+    const fs::path named = c.dir / "corpus" / "red\x1b[31m\nname.jsonl";
+    fs::create_directories(named.parent_path());
+    fs::copy_file(p, named);
+    REQUIRE(run_tool("retro-chunk", retro::shell_quote(named.parent_path().string()) + " --glob '*.jsonl' --tokenizer " + c.tok +
+                                        " --out " + (c.dir / "db2").string() + " --quiet").exit_code == 0);
+    const auto doc = run_tool("retro-chunk", "inspect " + (c.dir / "db2").string() + " --doc 0");
+    REQUIRE(doc.exit_code == 0);
+    CHECK(doc.out.find('\x1b') == std::string::npos);
+    CHECK(doc.out.find("red\\x1b[31m\\x0aname.jsonl") != std::string::npos);
+    const auto missing = run_tool("retro-chunk", "inspect " + retro::shell_quote((c.dir / "no\x1b[31mdb").string()));
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.err.find('\x1b') == std::string::npos);
+    CHECK(missing.err.find("no\\x1b[31mdb") != std::string::npos);
 }
 
 TEST_CASE("retro-chunk refuses a corpus with no document") {

@@ -548,6 +548,29 @@ TEST_CASE("knn: show refuses neighbour ids outside -1 .. N-1 naming the file and
     }
 }
 
+TEST_CASE("knn: show prints the chunks' control characters as text, and --json as they are") {
+    test::TempDir tmp("knn-esc");
+    std::string lines;
+    for (int d = 0; d < 12; ++d)
+        lines += "{\"text\": \"alert \\u001b[31m red " + std::to_string(d) + " \\u001b[0m the log line of the build\"}\n";
+    const fs::path corpus = tmp / "esc.jsonl", db = tmp / "db", idx = tmp / "index", knn = tmp / "knn";
+    test::write_text(corpus, lines);
+    REQUIRE(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                              " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --dim 16 --index Flat --quiet").exit_code == 0);
+    REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + db.string() + " --out " + knn.string() + " --neighbours 1 --exact --quiet")
+                .exit_code == 0);
+    const auto shown = test::run_tool("retro-knn", "show " + knn.string() + " --db " + db.string() + " --chunk 0");
+    REQUIRE_MESSAGE(shown.exit_code == 0, shown.err);
+    CHECK(shown.out.find('\x1b') == std::string::npos);   // the query chunk and its neighbour turned the terminal red
+    CHECK_MESSAGE(std::count(shown.out.begin(), shown.out.end(), '\\') == 2, shown.out);   // \x1b in each of the two texts
+    const auto json = test::run_tool("retro-knn", "show " + knn.string() + " --db " + db.string() + " --chunk 0 --json");
+    REQUIRE(json.exit_code == 0);
+    const auto j = nlohmann::json::parse(json.out);
+    CHECK(j["text"].get<std::string>().find('\x1b') != std::string::npos);
+    CHECK(j["neighbours"][0]["text"].get<std::string>().find('\x1b') != std::string::npos);
+}
+
 TEST_CASE("knn: an embeddings.npy of another width or row count than the manifest and the database is refused before any output") {
     SmallDb s(20000, 6);
     fs::path idx = s.tmp / "index";

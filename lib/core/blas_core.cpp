@@ -41,6 +41,24 @@ bool cpu_avx2_fma() {
 #endif
 }
 
+// Whether libgomp refuses `value` for OMP_NUM_THREADS (env.c: a comma-separated list of positive integers, spaces
+// around each). A superset of what it takes counts as valid, so a value it takes is never dropped.
+bool omp_num_threads_refused(std::string_view value) {
+    bool positive = false;   // the current item has a digit other than 0
+    for (std::size_t i = 0; i <= value.size(); ++i) {
+        const char c = i < value.size() ? value[i] : ',';
+        if (c == ',') {
+            if (!positive) return true;
+            positive = false;
+        } else if (c >= '1' && c <= '9') {
+            positive = true;
+        } else if (c != '0' && c != ' ' && c != '\t' && c != '+') {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 std::string blas_core_name() {
@@ -76,6 +94,8 @@ void reexec_for_blas_core(char** argv) {
     if (fs::path(self).filename() != fs::path(argv[0]).filename()) return;
     // (RETRO_BLAS_CORE_FROM first: the restarted program must see it, or it could try again)
     if (::setenv("RETRO_BLAS_CORE_FROM", detected.c_str(), 1) != 0) return;
+    // libgomp warned of a value it refused and runs without it: the restarted program would warn again
+    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && omp_num_threads_refused(omp)) ::unsetenv("OMP_NUM_THREADS");
     if (::setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0)
         ::execv(self, argv);   // returns only on failure: go on with the detected kernels
     ::unsetenv("OPENBLAS_CORETYPE");

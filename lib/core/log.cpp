@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "core/terminal_text.h"
+
 namespace retro {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::LOG_INFO)};
@@ -13,7 +15,7 @@ std::mutex g_mutex;
 void emit(LogLevel level, const char* tag, const std::string& msg) {
     if (static_cast<int>(level) > g_level.load()) return;
     std::lock_guard<std::mutex> lock(g_mutex);
-    std::fprintf(stderr, "%s%s\n", tag, msg.c_str());
+    std::fprintf(stderr, "%s%s\n", tag, terminal_text(msg).c_str());   // a file name's escape codes as text
     std::fflush(stderr);
 }
 }  // namespace

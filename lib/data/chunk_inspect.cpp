@@ -11,6 +11,7 @@
 #include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
@@ -45,7 +46,7 @@ json source_json(const DocSource& s) {
 }
 
 std::string source_text(const DocSource& s) {
-    return s.source + (s.line > 0 ? ":" + std::to_string(s.line) : "") + " (byte offset " +
+    return terminal_text(s.source, true) + (s.line > 0 ? ":" + std::to_string(s.line) : "") + " (byte offset " +
            std::to_string(s.byte_offset) + ")";
 }
 
@@ -54,25 +55,6 @@ void check_id(const char* flag, std::int64_t id, std::int64_t count, const std::
         user_error_in(flag, std::to_string(id) + " is outside [0, " + std::to_string(count) + ") of " + dir);
 }
 
-
-// Text for a terminal: control characters other than tab and newline shown as \xNN, so a chunk's escape sequences
-// (a corpus of terminal logs) print as text instead of acting on the terminal. --json keeps the text as it is.
-std::string terminal_text(const std::string& text) {
-    std::string out;
-    out.reserve(text.size());
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
-            static const char hex[] = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += ch;
-        }
-    }
-    return out;
-}
 
 // UserError naming chunks.npy's row when one of its ids is outside the tokenizer's vocabulary (the tokenizer's
 // decode named the model, as if it were the one at fault)

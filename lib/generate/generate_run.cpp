@@ -25,6 +25,7 @@
 #include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/std_streams.h"
+#include "core/terminal_text.h"
 #include "generate/batch_output.h"
 #include "generate/generate_journal.h"
 #include "text/tokenizer.h"
@@ -101,6 +102,7 @@ nlohmann::json neighbours_json(const Generator& gen, const ChunkNeighbours& n, b
 std::string one_line(std::string s, std::size_t max = 160) {
     for (auto& ch : s)
         if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+    s = terminal_text(s, true);
     if (s.size() > max) s = s.substr(0, max) + "...";
     return s;
 }
@@ -114,7 +116,7 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
             j["prompt"] = prompt;
             j["id"] = id;
         }
-        std::fprintf(stderr, "%s\n", j.dump().c_str());
+        std::fprintf(stderr, "%s\n", json_line(j).c_str());
         return;
     }
     const std::int64_t cs = gen.config().chunk_size;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "embed/clip_embedder.h"
 #include "embed/embedder.h"
@@ -190,20 +191,20 @@ void index_query(const IndexQueryOptions& o) {
                 j["results"].push_back({{"rank", r + 1}, {"chunk", hits[r].chunk}, {"doc", hits[r].doc},
                                         {"score", hits[r].score}, {"text", hits[r].text}});
         }
-        std::printf("%s\n", j.dump().c_str());
+        std::printf("%s\n", json_line(j).c_str());
         return;
     }
-    if (!prompt.empty()) std::printf("prompt: %s\n", prompt.c_str());
-    if (o.image.empty()) std::printf("query: %s\n", o.text.c_str());
-    else std::printf("query image: %s\n", o.image.c_str());
+    if (!prompt.empty()) std::printf("prompt: %s\n", terminal_text(prompt, true).c_str());
+    if (o.image.empty()) std::printf("query: %s\n", terminal_text(o.text, true).c_str());
+    else std::printf("query image: %s\n", terminal_text(o.image, true).c_str());
     if (kind == "image") {
         for (std::size_t r = 0; r < hits.size(); ++r)
-            std::printf("%zu. %s (score %.4f)\n", r + 1, hits[r].image.c_str(), static_cast<double>(hits[r].score));
+            std::printf("%zu. %s (score %.4f)\n", r + 1, terminal_text(hits[r].image, true).c_str(), static_cast<double>(hits[r].score));
         return;
     }
     for (std::size_t r = 0; r < hits.size(); ++r)
         std::printf("%zu. chunk %lld (document %lld, score %.4f):\n    %s\n", r + 1, static_cast<long long>(hits[r].chunk),
-                    static_cast<long long>(hits[r].doc), static_cast<double>(hits[r].score), hits[r].text.c_str());
+                    static_cast<long long>(hits[r].doc), static_cast<double>(hits[r].score), terminal_text(hits[r].text).c_str());
     if (hits.empty()) std::printf("(no chunk shares a term with the query)\n");
 }
 

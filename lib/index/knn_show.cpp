@@ -11,6 +11,7 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
+#include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
@@ -104,16 +105,16 @@ void knn_show(const KnnShowOptions& o) {
                                        {"text", chunk_text(db, tok, id)}});
         }
         if (o.json) {
-            std::printf("%s\n", j.dump().c_str());
+            std::printf("%s\n", json_line(j).c_str());
             continue;
         }
         std::printf("%schunk %lld (document %lld):\n  %s\n", qdb_owned ? "query " : "", static_cast<long long>(c), static_cast<long long>(j["doc"].get<std::int64_t>()),
-                    j["text"].get<std::string>().c_str());
+                    terminal_text(j["text"].get<std::string>()).c_str());
         if (j["neighbours"].empty())
             std::printf("  (no neighbour: every slot is -1, none was found outside the chunk's document)\n");
         for (const auto& n : j["neighbours"])
             std::printf("  neighbour %lld (document %lld, score %.3f):\n    %s\n", static_cast<long long>(n["chunk"].get<std::int64_t>()),
-                        static_cast<long long>(n["doc"].get<std::int64_t>()), n["score"].get<double>(), n["text"].get<std::string>().c_str());
+                        static_cast<long long>(n["doc"].get<std::int64_t>()), n["score"].get<double>(), terminal_text(n["text"].get<std::string>()).c_str());
         std::printf("\n");
     }
 }
