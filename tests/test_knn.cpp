@@ -397,9 +397,11 @@ TEST_CASE("knn: bad input ends with exit 2 - one line - nothing complete-looking
     npy_save((s.tmp / "wrongdim/embeddings.npy").string(), {10, 8}, z.data());
     expect_bad(test::run_tool("retro-knn", (s.tmp / "wrongdim").string() + " --db " + s.db.string() + " --exact --no-verify --out " + (s.tmp / "k3").string()),
                "has dimension 8", s.tmp / "k3");
-    // too few chunks to train a PQ index
-    expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i2").string() + " --dim 16 --index IVF4,PQ8"),
-               "use --index Flat", s.tmp / "i2");
+    // too few chunks to train a PQ index: the factory asked for is named (not the one with nlist lowered to fit), and
+    // no warning of the lowering comes before the refusal
+    const auto pq = test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i2").string() + " --dim 16 --index IVF64,PQ8");
+    expect_bad(pq, "too few chunks to train 'IVF64,PQ8'", s.tmp / "i2");
+    CHECK(pq.err.find("use --index Flat") != std::string::npos);
     // a bad factory string
     expect_bad(test::run_tool("retro-index", s.db.string() + " --out " + (s.tmp / "i3").string() + " --index Bogus42"),
                "FAISS does not understand", s.tmp / "i3");

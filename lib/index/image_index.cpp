@@ -87,8 +87,8 @@ void image_index_build(const ToolContext& ctx, const ImageIndexOptions& given) {
     const int d = emb.dim();
     std::string factory = o.factory.empty() ? index_default_factory(n) : o.factory, note;
     const std::string fitted = index_fit_factory(factory, n, note);
+    index_check_trainable(factory, n);   // the factory asked for named (its PQ part is the fitted one's)
     if (!note.empty()) log_warn(note);
-    index_check_trainable(fitted, n);
     index_check_sizes(fitted, n, d, n, "", static_cast<double>(n) * d * 4, false);   // the vectors held, added at once
     FaissIndex index(fitted, d);
 

@@ -126,8 +126,8 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     std::int64_t n_train = training_count(factory, n);
     std::string note;
     std::string fitted = index_fit_factory(factory, n_train, note);
+    index_check_trainable(factory, n_train);   // the factory asked for named (its PQ part is the fitted one's)
     if (!note.empty()) log_warn(note);
-    index_check_trainable(fitted, n_train);
     index_check_sizes(fitted, n, d, n_train, "", 0, emb.dtype() != DType::F32);
     FaissIndex index(fitted, d);
     if (index.needs_training()) {
@@ -290,7 +290,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train, "--dim", 0, opts.embedding_dtype != DType::F32);
             check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), opts.bow.dim);
         }
-        index_check_trainable(fitted, n_train);
+        index_check_trainable(factory, n_train);   // the factory asked for named (its PQ part is the fitted one's)
         if (opts.embedder == "bow") FaissIndex probe(fitted, opts.bow.dim);
     }
     nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
