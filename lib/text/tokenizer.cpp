@@ -17,6 +17,7 @@
 #include "core/progress.h"
 #include "core/threads.h"
 #include "text/sentencepiece_load.h"
+#include "text/sentencepiece_train_log.h"
 
 namespace retro {
 
@@ -213,7 +214,7 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         {"remove_extra_whitespaces", "false"},
         {"max_sentence_length", std::to_string(kTrainSentenceBytes)},
         {"num_threads", std::to_string(opts.threads > 0 ? opts.threads : thread_count())},
-        {"minloglevel", log_level() >= LogLevel::LOG_DEBUG ? "0" : "2"},
+        {"minloglevel", "0"},   // every line, to SentencepieceTrainLog: progress, and --verbose's debug lines
     };
     log_info("training a " + opts.model_type + " tokenizer, vocabulary " + std::to_string(opts.vocab_size) + ", on " +
              std::to_string(sample.size()) + " of " + std::to_string(result.sentences_seen) + " sentences" +
@@ -222,7 +223,9 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
                                           : std::string()));
     sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
     VectorIterator it(sample);
+    SentencepieceTrainLog train_log(opts.model_type, opts.vocab_size);
     auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);
+    if (status.ok()) train_log.finish();
     if (!status.ok()) {
         // "Vocabulary size is smaller than required_chars": the characters that character_coverage keeps
         // (plus the special and byte pieces) do not fit in the vocabulary
