@@ -115,6 +115,8 @@ void normalize_options(CLI::App& app) {
             opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         const std::string type = opt->get_type_name();
         if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(type[0] == 'I'));
+        // a flag given a value (`--no-retrieval=false` trained with retrieval, `--force=false` forced): refused
+        if (!opt->get_positional() && opt->get_expected_max() == 0) opt->disable_flag_override();
     }
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) normalize_options(*sub);
 }

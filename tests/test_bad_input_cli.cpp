@@ -170,10 +170,25 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
                    {"--temperature: 'nan' is not a finite number"});
 
     // a learning rate that overflows the weights: the step's metrics line, then one line, and no model
-    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 3 --warmup 0 --clip 0 --lr 1e30"),
+    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 3 --warmup 0 --clip 0 --lr 1e30 --weight-decay 0"),
                    {r.string(), "training diverged"});
     CHECK(!fs::exists(r / "manifest.json"));
     CHECK(!fs::exists(r / "model.safetensors"));
+    {   // every metrics line is JSON (the diverged step's loss was written "-nan", which no JSON reader takes)
+        std::ifstream m(r / "metrics.jsonl");
+        std::int64_t lines = 0;
+        for (std::string line; std::getline(m, line); lines++)
+            CHECK_MESSAGE(!nlohmann::json::parse(line, nullptr, false).is_discarded(), line);
+        CHECK(lines >= 1);
+    }
+    // a weight decay that zeroes or flips the weights at the learning rate given: refused before any step (it
+    // diverged steps later, its advice naming --lr alone)
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "wd") + " --steps 3 --weight-decay 1e20"),
+                   {"--weight-decay: 1e+20 x the peak learning rate", "must stay above 0"});
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "wd") + " --steps 3 --lr 0.5 --retrieval-lr-scale 4 --weight-decay 0.5"),
+                   {"--weight-decay: 0.5 x the peak learning rate 2 is 1"});
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "wd") + " --steps 3 --retrieval-lr-scale 1e400"),
+                   {"--retrieval-lr-scale"});
 
     // a checkpoint state a run cannot reach, or one past --steps
     const fs::path run = t / "run";
@@ -328,10 +343,15 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-tokenizer", "train x --out y --vocab-size NaN"), {"retro-tokenizer: error:", "--vocab-size"});
     expect_refused(test::run_tool("retro-knn", "merge --out m"), {"retro-knn: error:", "shards"});
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --retrieval-lr-scale 0"),
-                   {"--retrieval-lr-scale", "must be positive"});
+                   {"--retrieval-lr-scale", "0 is not a positive number"});
     // a value given to a flag that takes none (it was ignored: --fused-attention=false turned fused attention on)
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --fused-attention=false"), {"--fused-attention takes no value"});
     expect_refused(test::run_tool("retro-generate", "run hello --no-verify=false"), {"--no-verify takes no value"});
+    // every flag of every tool (it was --no-verify's and a few others' alone: --no-retrieval=false trained with retrieval)
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --no-retrieval=false"), {"--no-retrieval takes no value"});
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --force=0"), {"--force takes no value"});
+    expect_refused(test::run_tool("retro-chunk", "a --tokenizer t --out o --resume=off"), {"--resume takes no value"});
+    expect_refused(test::run_tool("retro-train", "plot run --help=false"), {"--help takes no value"});
     const std::string knn = "knn --n 1000 --dim 16 --queries 10 --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1 ";
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--clusters 0"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--k 0"), {"--k"});
@@ -780,4 +800,106 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
     test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),
                    {"of memory available (RETRO_MEMORY_LIMIT)"});
+}
+
+TEST_CASE("bad input: retro-train keeps to its own folders - the user's files, another run's checkpoints, its orphans") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("trainfolders");
+
+    // a folder no tool made that holds the user's files (a downloaded model's config.json and model.safetensors,
+    // notes): refused with and without --force (--force replaced config.json and model.safetensors, as advised)
+    const fs::path mine = t / "mine";
+    fs::create_directories(mine);
+    test::write_text(mine / "config.json", "{\"my\": \"own config\"}");
+    test::write_text(mine / "model.safetensors", "precious");
+    test::write_text(mine / "notes.txt", "notes");
+    for (const std::string extra : {"", " --force"}) {
+        CAPTURE(extra);
+        expect_refused(test::run_tool("retro-train", train_args(p, mine) + " --steps 1" + extra),
+                       {mine.string(), "holds files retro-train did not write (config.json, model.safetensors, notes.txt)"});
+    }
+    CHECK(test::read_text(mine / "model.safetensors") == "precious");
+    CHECK(test::read_text(mine / "config.json") == "{\"my\": \"own config\"}");
+    // an empty folder is taken
+    fs::create_directories(t / "empty");
+    CHECK(test::run_tool("retro-train", train_args(p, t / "empty") + " --steps 1").exit_code == 0);
+
+    // --out inside another run's checkpoints/ (a checkpoint, or the folder of them): refused, with or without --force
+    const fs::path other = t / "other";
+    copy_folder(p.run, other);
+    const fs::path step1 = other / "checkpoints" / "step_00000001";
+    REQUIRE(fs::exists(step1 / "DONE"));
+    const std::string before = test::read_text(step1 / "model.safetensors");
+    for (const fs::path& inside : {step1, other / "checkpoints", other / "checkpoints" / "new"})
+        for (const std::string extra : {"", " --force"}) {
+            CAPTURE(inside);
+            CAPTURE(extra);
+            expect_refused(test::run_tool("retro-train", train_args(p, inside) + " --steps 1" + extra),
+                           {inside.string(), "lies inside " + (other / "checkpoints").string() + ", which retro-train keeps for itself"});
+        }
+    CHECK(test::read_text(step1 / "model.safetensors") == before);
+    CHECK(!fs::exists(other / "checkpoints" / "new"));
+
+    // a checkpoint folder a kill left without DONE (cut while written, or while pruned): removed at the next save
+    const fs::path run = t / "run";
+    REQUIRE(test::run_tool("retro-train", train_args(p, run) + " --steps 2 --checkpoint-every 1").exit_code == 0);
+    fs::create_directories(run / "checkpoints" / "step_00000001");
+    fs::remove(run / "checkpoints" / "step_00000001" / "DONE");   // (pruning removes DONE first)
+    fs::create_directories(run / "checkpoints" / "step_00000003");
+    test::write_text(run / "checkpoints" / "step_00000003" / "model.safetensors.tmp", "cut");
+    REQUIRE(test::run_tool("retro-train", train_args(p, run) + " --steps 4 --checkpoint-every 1 --keep-checkpoints 2 --resume").exit_code == 0);
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(run / "checkpoints")) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    CHECK(left == std::vector<std::string>{"step_00000003", "step_00000004"});
+    CHECK(fs::exists(run / "checkpoints" / "step_00000003" / "DONE"));
+    CHECK(!fs::exists(run / "checkpoints" / "step_00000003" / "model.safetensors.tmp"));
+}
+
+TEST_CASE("bad input: retro-train's --val-batches past the split - plot of edited metrics - eval of an edited checkpoint") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("trainmisc");
+    // --val-batches is bounded by the batches the validation split holds (1e8 sized 1.6 GB of slots at the run's end)
+    const fs::path vb = t / "vb";
+    const auto big = test::run_command("sh -c " + retro::shell_quote("ulimit -v 2000000; exec " + test::tool_path("retro-train") + " " +
+                                                                      train_args(p, vb) + " --steps 1 --val-batches 100000000"));
+    CHECK_MESSAGE(big.exit_code == 0, big.err);
+    const fs::path ref = t / "ref";
+    REQUIRE(test::run_tool("retro-train", train_args(p, ref) + " --steps 1 --val-batches 1000").exit_code == 0);
+    auto val_loss = [](const fs::path& run) {
+        std::ifstream m(run / "metrics.jsonl");
+        std::string line, last;
+        while (std::getline(m, line)) last = line;
+        return nlohmann::json::parse(last).value("val_loss", -1.0);
+    };
+    CHECK(val_loss(vb) == val_loss(ref));   // the batches the split holds: the same figure
+
+    // plot: lines whose step or loss is not a number are left out and counted (an internal error before)
+    const fs::path pl = t / "pl";
+    fs::create_directories(pl);
+    test::write_text(pl / "metrics.jsonl", "{\"step\": 1, \"loss\": 5}\n{\"step\": \"2\", \"loss\": 4}\n{\"step\": 3, \"loss\": null}\n"
+                                           "{\"step\": 4, \"loss\": 3, \"val_loss\": \"x\"}\n");
+    const auto plotted = test::run_tool("retro-train", "plot " + pl.string());
+    if (plotted.err.find("gnuplot: not found") == std::string::npos) {
+        CHECK_MESSAGE(plotted.exit_code == 0, plotted.err);
+        CHECK(plotted.err.find("2 lines without a numeric step and loss left out (line 2 first)") != std::string::npos);
+    }
+
+    // eval --weights of a checkpoint (its folder or its file): held to its state.json's fingerprints, as
+    // retro-generate --checkpoint is (a changed byte was evaluated without a word)
+    const fs::path run = t / "run";
+    copy_folder(p.run, run);
+    const fs::path ck = run / "checkpoints" / "step_00000002";
+    std::string bytes = test::read_text(ck / "model.safetensors");
+    bytes[bytes.size() - 3] ^= 0x10;
+    test::write_text(ck / "model.safetensors", bytes);
+    for (const fs::path& w : {ck, ck / "model.safetensors"}) {
+        CAPTURE(w);
+        expect_refused(test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
+                                                         " --weights " + w.string() + " --quiet"),
+                       {(ck / "model.safetensors").string(), "has changed since retro-train wrote it"});
+    }
+    const auto taken = test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
+                                                         " --weights " + ck.string() + " --quiet --no-verify");
+    CHECK_MESSAGE(taken.exit_code == 0, taken.err);
 }

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
             app.add_option("--retrieval-lr-scale", o.retrieval_lr_scale,
                            "The learning rate of CCA and the encoder (the layers that read neighbours) is the "
                            "schedule's times this, as a torch param group with its own lr (docs/retrieval.md)")
-                ->check(CLI::PositiveNumber)->capture_default_str();
+                ->capture_default_str();
             app.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --out");
             app.add_flag("--force", o.force, "Start over in an --out that holds a run");
             app.add_option("--init-from", o.init_from,

@@ -233,6 +233,18 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
             user_error_in(out, "lies inside " + in.option + " " + in.path + " (" + owner.tool + "'s output)",
                           "choose an --out outside it: " + owner.tool + " --force there would delete it");
     }
+    // a folder a tool keeps for itself inside its output (a run's checkpoints/, an index's or knn's parts/): that
+    // tool prunes it, resumes from it or clears it on --force, so nothing else is written there (a run's --out
+    // P/checkpoints/step_N replaced P's checkpoint, which --force, as advised, let it do)
+    for (fs::path dir = o.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+        const FolderOwner above = folder_owner(dir.string());
+        if (above.tool.empty()) continue;
+        const std::string first = o.lexically_relative(dir).begin()->string();
+        if (first == "checkpoints" || first == "parts")
+            user_error_in(out, "lies inside " + (dir / first).string() + ", which " + above.tool + " keeps for itself",
+                          "choose an --out outside " + dir.string());
+        break;   // the nearest folder a tool made decides
+    }
     if (const FolderOwner owner = folder_owner(o.string()); !owner.tool.empty() && owner.tool != tool) {
         if (owner.finished)
             user_error_in(out, "holds " + owner.tool + "'s output (manifest.json), not " + tool + "'s",
@@ -251,7 +263,10 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
     // and nothing else (the user's files beside them stay; before session 37 the whole folder went)
     static const std::map<std::string, std::vector<std::string>> kOutputs = {
         {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy", "bm25.glass", "images.json"}},
-        {"retro-knn", {"neighbours.npy", "distances.npy"}}};
+        {"retro-knn", {"neighbours.npy", "distances.npy"}},
+        // (a folder retro-train does not claim — folder_owner: no manifest.json, no config.json beside checkpoints/ or
+        // metrics.jsonl — and that holds a config.json or model.safetensors holds someone else's model)
+        {"retro-train", {"checkpoints", "metrics.jsonl"}}};
     const auto it = kOutputs.find(tool);
     const std::vector<std::string> names = it == kOutputs.end() ? std::vector<std::string>() : it->second;
     const auto own = [&](const fs::path& e) {

@@ -46,14 +46,16 @@ struct OutputInput {
 //   - `out` is the same folder as an input folder;
 //   - `clears` (the tool is about to empty `out`: --force over a non-empty folder) and an input lies inside `out`;
 //   - `out` exists and is not a folder;
-//   - `out` lies inside an input folder retro-index or retro-knn made (their --force would delete it);
+//   - `out` lies inside an input folder retro-index or retro-knn made (their --force would delete it), or inside the
+//     checkpoints/ or parts/ of any folder a tool made (that tool's own, pruned or cleared by it);
 //   - `out` holds another tool's output or unfinished run (folder_owner);
 //   - `lock` and another process holds `out`'s lock (output_folder_lock).
 // A missing `out`, one no tool claims, or this tool's own (finished or not) passes.
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock = true);
 
-// --force's clearing of `out` for the tools that replace a whole folder (retro-index, retro-knn), after
+// --force's clearing of `out` for the tools that replace a whole folder (retro-index, retro-knn; retro-train: the
+// check alone, before every run, as it writes into a folder without --force too), after
 // output_folder_guard: removes what a run of `tool` writes there (its outputs, manifest.json, state.json, parts/,
 // *.tmp) and nothing else; a folder no tool claims that holds other files (the user's own) is refused naming them.
 // `check_only`: the refusal alone (before a long run that clears the folder at its end).

@@ -46,6 +46,16 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
                           (fs::path(run) / "checkpoints" / "step_N").string());
     if (fs::is_directory(weights)) weights = (fs::path(weights) / "model.safetensors").string();   // a checkpoint folder
     if (verify && weights_in.empty()) manifest_verify_outputs_if_any(run, {"config.json", "model.safetensors"});
+    // --weights of a checkpoint (its folder or its model.safetensors): held to the fingerprints its state.json
+    // records, as retro-generate --checkpoint and --resume hold it (a changed byte was evaluated without a word)
+    const fs::path holder = fs::path(weights).parent_path();
+    if (!weights_in.empty() && fs::path(weights).filename() == "model.safetensors" && fs::exists(holder / "state.json")) {
+        if (!fs::exists(holder / "DONE"))
+            log_warn(holder.string() + " has no DONE: a checkpoint still being written, or cut short by a kill");
+        if (verify) checkpoint_verify_files(holder.string());
+    } else if (verify && !weights_in.empty() && fs::path(weights).filename() == "model.safetensors") {
+        manifest_verify_outputs_if_any(holder.string(), {"model.safetensors"});   // a run's own weights, named as a file
+    }
     config = RetroConfig::load((fs::path(run) / "config.json").string());
     auto model = std::make_unique<RetroModel<float>>(config);
     params_load(weights, model->params(), model->layout(), config);

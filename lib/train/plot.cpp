@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
 #include "train/eval.h"
@@ -66,8 +67,9 @@ void train_plot(const std::string& run, const std::string& out_png_in) {
     std::ifstream in(metrics);
     std::ofstream tr(train_dat), va(val_dat);
     std::string line;
-    std::int64_t rows = 0, vrows = 0;
+    std::int64_t rows = 0, vrows = 0, line_no = 0, odd = 0, first_odd = 0;
     while (std::getline(in, line)) {
+        line_no++;
         if (line.empty()) continue;
         nlohmann::json j;
         try {
@@ -75,14 +77,23 @@ void train_plot(const std::string& run, const std::string& out_png_in) {
         } catch (...) {
             continue;   // a line cut by a kill
         }
-        if (!j.contains("step") || !j.contains("loss")) continue;
+        if (!j.is_object() || !j.contains("step") || !j.contains("loss")) continue;
+        // a step and a loss that are numbers (a diverged step's loss is null; a hand edit may hold anything): the
+        // others are left out and counted, not an internal error
+        if (!j["step"].is_number_integer() || !j["loss"].is_number()) {
+            if (odd++ == 0) first_odd = line_no;
+            continue;
+        }
         tr << j["step"].get<std::int64_t>() << " " << j["loss"].get<double>() << "\n";
         rows++;
-        if (j.contains("val_loss")) {
+        if (j.contains("val_loss") && j["val_loss"].is_number()) {
             va << j["step"].get<std::int64_t>() << " " << j["val_loss"].get<double>() << "\n";
             vrows++;
         }
     }
+    if (odd > 0)
+        log_warn(cat(metrics.string(), ": ", odd, odd == 1 ? " line" : " lines", " without a numeric step and loss left out (line ",
+                     first_odd, odd > 1 ? " first" : "", ")"));
     tr.close();
     va.close();
     if (rows == 0) {

@@ -52,16 +52,27 @@ std::string folder_outputs_stamp(const std::string& dir) {
 
 bool holds_run(const std::string& out, bool any_manifest) {
     const fs::path o(out);
-    return fs::exists(o / "checkpoints") || fs::exists(o / "metrics.jsonl") || fs::exists(o / "model.safetensors") ||
+    std::error_code ec;   // (an empty metrics.jsonl: written with config.json before the first step, which never ended)
+    const bool metrics = fs::exists(o / "metrics.jsonl") && fs::file_size(o / "metrics.jsonl", ec) > 0;
+    return fs::exists(o / "checkpoints") || metrics || fs::exists(o / "model.safetensors") ||
            (any_manifest && fs::exists(o / "manifest.json"));
 }
 
 void prune_checkpoints(const std::string& out, std::int64_t keep) {
     const fs::path dir = fs::path(out) / "checkpoints";
-    if (keep <= 0 || !fs::exists(dir)) return;
+    if (!fs::exists(dir)) return;
     std::vector<fs::path> done;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.is_directory() && fs::exists(e.path() / "DONE")) done.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(dir)) {
+        if (!e.is_directory() || e.path().filename().string().rfind("step_", 0) != 0) continue;
+        if (fs::exists(e.path() / "DONE")) {
+            done.push_back(e.path());
+        } else {
+            // called after a save completed: a step folder without DONE is one a kill cut short (while it was written,
+            // or while pruning removed it), which nothing reads and which stayed for the run's life (3x the model)
+            fs::remove_all(e.path());
+        }
+    }
+    if (keep <= 0) return;
     std::sort(done.begin(), done.end());   // step_%08lld: by name is by step
     for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < done.size(); i++) {
         fs::remove(done[i] / "DONE");   // first: a kill mid-removal leaves an incomplete checkpoint, never a damaged "complete" one

@@ -14,11 +14,11 @@ namespace retro {
 std::string checkpoint_dir(const std::string& out, std::int64_t step);
 // The newest checkpoint with a DONE marker, or "".
 std::string latest_checkpoint(const std::string& out);
-// Removes the oldest complete checkpoints of `out` beyond the newest `keep` (0: none removed). Incomplete ones (no
-// DONE: a write cut short) are left to --resume's own rules.
+// Removes the oldest complete checkpoints of `out` beyond the newest `keep` (0: none removed), and, called after a
+// save completed, every step folder without DONE (a write or a removal a kill cut short).
 void prune_checkpoints(const std::string& out, std::int64_t keep);
-// Whether --out holds a run (a folder holding only config.json, a run refused before its first step, holds nothing
-// to keep). `any_manifest`: a manifest.json counts too (after output_folder_guard has refused other tools' folders).
+// Whether --out holds a run (a folder holding only config.json and an empty metrics.jsonl, a run refused before its
+// first step, holds nothing to keep). `any_manifest`: a manifest.json counts too (after output_folder_guard has refused other tools' folders).
 bool holds_run(const std::string& out, bool any_manifest);
 // The fingerprint of the files training reads from a database or neighbours folder, as its manifest records them
 // (paths and fingerprints; not sources.jsonl, which names where the corpus was, nor distances.npy), "" without a

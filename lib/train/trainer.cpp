@@ -78,6 +78,10 @@ std::string num(double v) {
     return buf;
 }
 
+// A metrics.jsonl value: JSON has no NaN or infinity (a diverged step's "-nan" made the line unreadable to every
+// JSON reader), so those are null.
+std::string json_num(double v) { return std::isfinite(v) ? num(v) : std::string("null"); }
+
 class Trainer {
 public:
     Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
@@ -341,10 +345,14 @@ double Trainer::validate() {
     const auto& val = data_->val_seqs();
     if (val.empty()) return std::nan("");
     const int N = dist_->size(), R = dist_->rank();
-    const std::int64_t slots = (o_.val_batches + N - 1) / N;
+    // the batches the split holds, at most: --val-batches 1e8 sized two doubles per batch asked (3 GB, then "out of
+    // memory" at the run's end); those past the split were empty and added nothing
+    const auto held = static_cast<std::int64_t>(val.size());
+    const std::int64_t batches = std::min(o_.val_batches, (held + o_.batch_size - 1) / o_.batch_size);
+    const std::int64_t slots = (batches + N - 1) / N;
     std::vector<double> mine(static_cast<std::size_t>(2 * slots), 0.0);   // per local batch: loss sum, labels
     RetroBatch batch;
-    for (std::int64_t v = R; v < o_.val_batches; v += N) {
+    for (std::int64_t v = R; v < batches; v += N) {
         std::vector<std::int64_t> seqs;
         for (std::int64_t i = 0; i < o_.batch_size; i++) {
             const std::int64_t j = v * o_.batch_size + i;
@@ -360,7 +368,7 @@ double Trainer::validate() {
     }
     const std::vector<double> all = dist_->allgather(mine);
     double total = 0, labels = 0;
-    for (std::int64_t v = 0; v < o_.val_batches; v++) {
+    for (std::int64_t v = 0; v < batches; v++) {
         const std::size_t at = static_cast<std::size_t>((v % N) * 2 * slots + 2 * (v / N));
         total += all[at];
         labels += all[at + 1];
@@ -595,6 +603,14 @@ void Trainer::run() {
     if (!(o_.lr > 0 && std::isfinite(o_.lr))) user_error_in("--lr", cat(o_.lr, " is not a positive number"));
     if (!(o_.weight_decay >= 0 && std::isfinite(o_.weight_decay)))
         user_error_in("--weight-decay", cat(o_.weight_decay, " is not a number >= 0"));
+    if (!(o_.retrieval_lr_scale > 0 && std::isfinite(o_.retrieval_lr_scale)))
+        user_error_in("--retrieval-lr-scale", cat(o_.retrieval_lr_scale, " is not a positive number"));
+    // AdamW's decoupled decay scales each weight by 1 - lr x weight decay a step (adamw.cpp): at 1 or more it zeroes
+    // or flips every weight, and the run diverged steps later with advice about --lr only
+    if (const double top_lr = o_.lr * std::max(1.0, o_.retrieval_lr_scale); o_.weight_decay * top_lr >= 1)
+        user_error_in("--weight-decay", cat(o_.weight_decay, " x the peak learning rate ", top_lr, " is ", o_.weight_decay * top_lr,
+                                            ": AdamW scales the weights by 1 - lr x weight decay each step, which must stay above 0"),
+                      "a weight decay well below 1 / lr (0.1 is usual)");
     if (!(o_.beta1 >= 0 && o_.beta1 < 1)) user_error_in("--beta1", cat(o_.beta1, " is outside [0, 1)"));
     if (!(o_.beta2 >= 0 && o_.beta2 < 1)) user_error_in("--beta2", cat(o_.beta2, " is outside [0, 1)"));
     if (!(o_.eps > 0 && std::isfinite(o_.eps))) user_error_in("--eps", cat(o_.eps, " is not a positive number"));
@@ -622,7 +638,15 @@ void Trainer::run() {
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
     if (o_.reduce == "nccl" && o_.device == "cpu")
         user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
-    if (holds_run(o_.out, false) && !o_.resume && !o_.force)   // before the data and the model are read and sized
+    const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
+    // before the data and the model are read and sized: an --out that is not this tool's to write (another tool's,
+    // inside a folder a tool keeps for itself, the user's files: output_folder_guard, output_folder_clear), then
+    // one that holds a run
+    output_folder_guard(o_.out, ctx_.tool, inputs, false, false);
+    // a folder no tool claims that holds other files is the user's (their notes, a downloaded model's config.json and
+    // model.safetensors, a corpus): refused with or without --force, which replaced the user's files of a run's names
+    output_folder_clear(o_.out, ctx_.tool, true);
+    if (holds_run(o_.out, false) && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_ = &distributed("retro-train");
     const int N = dist_->size();
@@ -740,8 +764,7 @@ void Trainer::run() {
     const fs::path out(o_.out);
     // --force removes only a run's own files (below); rank 0 alone writes, and holds the folder's lock
     static const char* const kForceRemoves[] = {"checkpoints", "model.safetensors", "metrics.jsonl", "manifest.json"};
-    const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
-    output_folder_guard(o_.out, ctx_.tool, inputs, false, dist_->root());
+    output_folder_guard(o_.out, ctx_.tool, inputs, false, dist_->root());   // again, with the folder's lock
     if (o_.force && !o_.resume)   // an input among the files --force deletes is refused first (a --db beside them is not)
         for (const auto& in : inputs)
             for (const char* own : kForceRemoves)
@@ -784,6 +807,9 @@ void Trainer::run() {
         const fs::path mp = out / "metrics.jsonl";
         if (root && (fs::exists(mp) || step > 0)) metrics_missing_ = metrics_keep_through(mp.string(), step, metrics_missing_);
     }
+    // metrics.jsonl first: a folder that holds config.json is known as a run's only beside it (or checkpoints/), and
+    // a kill during a long first step left config.json alone, a folder no tool claimed
+    if (root && !fs::exists(out / "metrics.jsonl")) write_file_atomic((out / "metrics.jsonl").string(), "");
     if (root) config_.save((out / "config.json").string());
     if (dmodel_) device_upload_state();
 
@@ -823,12 +849,12 @@ void Trainer::run() {
         if (step == o_.kill_step && dist_->rank() == o_.kill_rank) std::raise(SIGKILL);   // testing: a rank dies
         if (dmodel_) backend_->synchronize();   // the step's queued clipping and AdamW belong to this step's time
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + num(loss) + ", \"lr\": " + num(lr) +
-                           ", \"grad_norm\": " + num(norm) + ", \"tokens_per_s\": " + num(tokens_per_step / secs);
+        std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " + json_num(loss) + ", \"lr\": " + json_num(lr) +
+                           ", \"grad_norm\": " + json_num(norm) + ", \"tokens_per_s\": " + json_num(tokens_per_step / secs);
         if (mfu_) {   // model FLOPs utilisation against the device's dense bf16 peak (model/model_flops.h)
             const double flops = train_step_flops(config_, o_.batch_size, data_->seq_len(), !o_.no_retrieval).step() *
                                  static_cast<double>(o_.grad_accum);
-            line += ", \"mfu\": " + (peak_flops_ > 0 ? num(flops / secs / peak_flops_) : std::string("\"n/a\""));
+            line += ", \"mfu\": " + (peak_flops_ > 0 ? json_num(flops / secs / peak_flops_) : std::string("\"n/a\""));
         }
         if (step == 1 && (!init_.weights.empty() || !o_.train_only.empty())) line += provenance_fields();
         const bool last = step == o_.steps;
@@ -842,7 +868,9 @@ void Trainer::run() {
         if (!std::isfinite(loss) || !std::isfinite(norm))   // the weights are lost: stop before a checkpoint keeps them
             user_error_in(o_.out, cat("step ", step, ": training diverged (loss ", num(loss), ", gradient norm ", num(norm),
                                       "); no model written"),
-                          cat("a smaller --lr than ", o_.lr, (o_.clip > 0 ? "" : ", or --clip 1"),
+                          cat("a smaller --lr than ", o_.lr,
+                              o_.retrieval_lr_scale > 1 ? cat(" or --retrieval-lr-scale than ", o_.retrieval_lr_scale) : std::string(),
+                              (o_.clip > 0 ? "" : ", or --clip 1"),
                               "; the checkpoints before this step are kept"));
         const int stop = train_stop_requested();   // (a signal after this line waits for the next step)
         if ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) || last || stop) {
