@@ -22,6 +22,7 @@
 
 #include "core/atomic_file.h"
 #include "core/blas_core.h"
+#include "core/child_process.h"
 #include "core/error.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
@@ -138,12 +139,9 @@ void bench_json_write(const std::string& path, nlohmann::json result, const std:
 }
 
 nlohmann::json run_json_command(const std::string& command) {
-    std::FILE* p = popen(command.c_str(), "r");
-    if (!p) return nullptr;
-    std::string out;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
+    ChildProcess child({"/bin/sh", "-c", command}, {}, true);   // (a signal to the bench reaches the peer too)
+    const std::string out = child.read_all_stdout();
+    child.wait();
     std::istringstream lines(out);
     nlohmann::json last;
     for (std::string line; std::getline(lines, line);)
@@ -155,8 +153,7 @@ nlohmann::json run_json_command(const std::string& command) {
 }
 
 int run_shell(const std::string& command) {
-    const int status = std::system(command.c_str());
-    if (status == -1) return 127;
+    const int status = ChildProcess::shell(command);   // (a SIGINT or SIGTERM to the bench is passed on, then ends it)
     int sig = 0;
     if (WIFSIGNALED(status)) sig = WTERMSIG(status);
     else if (WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM))

@@ -4,7 +4,6 @@
 
 #include "core/atomic_file.h"
 
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "core/child_process.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -60,28 +60,20 @@ struct ChildRun {
 
 // Runs argv (argv[0] = binary) and waits; UserError when it fails.
 ChildRun run_child(const std::vector<std::string>& args) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     auto t0 = std::chrono::steady_clock::now();
     // the environment, with retro-chunk's Ctrl-C note off (core/interrupt_note.h): its "continue with the same command
     // and --resume" names a command the user never gave, in a folder the bench removes
-    std::vector<std::string> env_strings{"RETRO_INTERRUPT_NOTE=off"};
+    std::vector<std::string> env{"RETRO_INTERRUPT_NOTE=off"};
     for (char** e = environ; *e; ++e)
-        if (std::string(*e).rfind("RETRO_INTERRUPT_NOTE=", 0) != 0) env_strings.push_back(*e);
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0)
-        user_error_in(args[0], "cannot start");
+        if (std::string(*e).rfind("RETRO_INTERRUPT_NOTE=", 0) != 0) env.push_back(*e);
+    ChildProcess child(args, env);   // (a SIGINT or SIGTERM to the bench reaches it too)
     // ru_maxrss of a spawned child starts at this process's own peak (the shared mm before exec is
     // counted), so the child's peak is VmHWM of its own /proc status, sampled until it exits.
     int status = 0;
     struct rusage ru{};
     ChildRun r;
-    const std::string status_path = "/proc/" + std::to_string(pid) + "/status";
-    while (wait4(pid, &status, WNOHANG, &ru) == 0) {
+    const std::string status_path = "/proc/" + std::to_string(child.pid()) + "/status";
+    while (!child.poll(status, &ru)) {
         std::ifstream in(status_path);
         for (std::string line; std::getline(in, line);)
             if (line.rfind("VmHWM:", 0) == 0) r.peak_rss_bytes = std::max<std::int64_t>(r.peak_rss_bytes, std::stoll(line.substr(6)) * 1024);
