@@ -3,6 +3,7 @@
 // file or option, with the inputs intact and no output folder that looks complete.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -477,6 +478,13 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
                                                      "--thread-counts 1 --json " + (t / "e.npy").string()),
                    {"--json: is ", "--base-npy"});
     CHECK(NpyArray((t / "e.npy").string()).dim(0) == 64);
+    // a NaN among the base vectors: named as the file's, not FAISS's training assert blamed on an "--index" it lacks
+    std::vector<float> nan_rows = v;
+    nan_rows[5 * 8 + 3] = std::nanf("");
+    npy_save((t / "nan.npy").string(), {64, 8}, nan_rows.data());
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy " + (t / "nan.npy").string() + " --queries-npy " +
+                                                     (t / "q.npy").string() + " --ivf-nlist 0 --pq-m 0 --debian-queries 0 --thread-counts 1"),
+                   {(t / "nan.npy").string() + ": row 5 holds a value that is not finite"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T 64 --json " + (t / "r.png").string() + " --plot " +
                                                      (t / "r.png").string()),
                    {"--plot: is ", "the file --json writes too"});
@@ -487,6 +495,12 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
                                                      "--chunk-threads 1 --work-dir " + (t / "wd").string()),
                    {"--work-dir: ", "did not make"});
     CHECK(test::read_text(t / "wd" / "corpus.jsonl") == "{\"text\": \"mine\"}\n");
+    // --json over a file the bench writes into its --work-dir (the report replaced the corpus, exit 0)
+    fs::create_directories(t / "wd2");
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0.05 --encode-mb 0.05 --vocab-size 300 "
+                                                     "--chunk-threads 1 --work-dir " + (t / "wd2").string() + " --json " +
+                                                     (t / "wd2" / "corpus.jsonl").string()),
+                   {"--json: is ", "the --work-dir's corpus"});
     // a misspelt --ops item (dropped silently before), a negative --peer-steps (skipped the peer), sizes FAISS or the
     // synthetic data would die on (std::bad_alloc, exit 1)
     expect_refused(test::run_tool("retro-bench", "--quiet ops --ops nn.linear,bogus"), {"--ops: 'bogus' names no registered op"});
@@ -495,6 +509,8 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
                    {"--peer-steps"});
     const std::string knn = "--quiet knn --n 2000 --dim 8 --queries 16 --ivf-nlist 0 --pq-m 0 --thread-counts 1 --debian-queries 0 ";
     expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 50000 --clusters 10"), {"--hnsw-m"});
+    // (HNSW1 never finished building, taking gigabytes a second)
+    expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 1 --clusters 10"), {"--hnsw-m: 1 neighbour a node: HNSW needs at least 2"});
     expect_refused(test::run_tool("retro-bench", knn + "--clusters 2000000000"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 20000 --dim 32 --queries 16 --ivf-nlist 16 --pq-m 5 "
                                                  "--thread-counts 1 --debian-queries 0"),

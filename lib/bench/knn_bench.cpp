@@ -60,9 +60,25 @@ std::vector<float> make_vectors(std::int64_t n, int d, int clusters, std::uint64
     return x;
 }
 
-// OpenBLAS's own multithreaded sgemm on the retrieval block shape (4096 x d) * (65536 x d)^T.
-double sgemm_block_gflops(int d, int threads) {
-    const int m = 4096, n = 65536;
+// The block the sgemm reference multiplies: the exact search's retrieval block, up to 4096 queries x 65536 base rows,
+// cut to the run's --queries and --n and to 512 MiB of A, B and C together (it was 4096 x 65536 whatever the sizes:
+// 1 GiB of C for a 1,000-vector base, and 8 GiB of B at --dim 32768).
+struct SgemmBlock {
+    std::int64_t m = 0, n = 0;
+    double bytes(int d) const { return 4.0 * (double(m) * d + double(n) * d + double(m) * double(n)); }
+};
+
+SgemmBlock sgemm_block(std::int64_t queries, std::int64_t base, int d) {
+    SgemmBlock b{std::min<std::int64_t>(4096, queries), std::min<std::int64_t>(65536, base)};
+    const double cap = 512.0 * (1 << 20);
+    while (b.n > 1 && b.bytes(d) > cap) b.n /= 2;
+    while (b.m > 1 && b.bytes(d) > cap) b.m /= 2;
+    return b;
+}
+
+// OpenBLAS's own multithreaded sgemm on that block, (m x d) * (n x d)^T.
+double sgemm_block_gflops(const SgemmBlock& blk, int d, int threads) {
+    const auto m = static_cast<int>(blk.m), n = static_cast<int>(blk.n);
     std::vector<float> a(static_cast<std::size_t>(m) * d, 0.5f), b(static_cast<std::size_t>(n) * d, 0.25f),
         c(static_cast<std::size_t>(m) * n);
     int before = openblas_get_num_threads();
@@ -102,6 +118,8 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
                       "give at most --n centres (or the default 10,000)");
     if (o.ann.hnsw_m > 4096)   // retro-index's bound (2 to 4,096): 50,000 asked FAISS for ~40 GB of links
         user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " neighbours a node is past HNSW's 4,096"), "give e.g. 32");
+    if (o.ann.hnsw_m == 1)   // FAISS's HNSW1 never finished building, its memory growing by GBs a second
+        user_error_in("--hnsw-m", "1 neighbour a node: HNSW needs at least 2", "give e.g. 32, or 0 for no HNSW rows");
     if (o.ann.ivf_nlist < 0) user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " is not a list count"), "give 0 for no IVF rows");
     if (o.ann.pq_m < 0) user_error_in("--pq-m", cat(o.ann.pq_m, " is not a sub-quantizer count"), "give 0 for no IVF-PQ rows");
     if (o.ann.hnsw_m < 0) user_error_in("--hnsw-m", cat(o.ann.hnsw_m, " is not a neighbour count"), "give 0 for no HNSW rows");
@@ -133,6 +151,11 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
             NpyArray a(path);
             if (a.dtype() != DType::F32 || a.shape().size() != 2) user_error_in(path, "must be a 2-d float32 array");
             out.assign(a.data<float>(), a.data<float>() + a.numel());
+            // a NaN or infinity: the exact rows ranked it silently, then FAISS's training asserted, blamed on "--index"
+            for (std::size_t i = 0; i < out.size(); ++i)
+                if (!std::isfinite(out[i]))
+                    user_error_in(path, cat("row ", static_cast<std::int64_t>(i) / a.dim(1), " holds a value that is not finite (", out[i], ")"),
+                                  "give vectors of finite numbers");
             return a.dim(1);
         };
         d = static_cast<int>(load(o.base_npy, base));
@@ -177,9 +200,14 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         if (name == "avx512") exact_kernel_resolve(ExactKernel::AVX512);   // a user error without AVX-512F
     }
 
+    const SgemmBlock blk = sgemm_block(q, n, d);
+    memory_require("--n, --queries and --dim", blk.bytes(d),
+                   cat("the sgemm reference's ", blk.m, " x ", blk.n, " block of ", d, " floats beside the vectors"),
+                   "a smaller --dim");
     nlohmann::json result = stamp("retro-bench knn", command_line);
     result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", hardware_threads()}};
     result["shape"] = {{"n", n}, {"dim", d}, {"queries", q}, {"k", k}, {"clusters", o.clusters}};
+    result["sgemm_block"] = {{"m", blk.m}, {"n", blk.n}, {"k", d}};
     result["flops_formula"] = "2 * queries * n * dim per exact search";
     std::vector<std::vector<std::string>> table{{"threads", "method", "queries/s", "GFLOP/s", "vs sgemm", "recall@k", "note"}};
     std::vector<std::int64_t> truth(static_cast<std::size_t>(q * k));
@@ -199,8 +227,9 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     for (int t : threads) {
         set_thread_count(t);
         openblas_set_num_threads(t);   // FAISS's sgemm too: "t threads" means t cores for every method
-        double sg = sgemm_block_gflops(d, t);
-        log_info("threads " + std::to_string(t) + ": sgemm " + fmt(sg) + " GFLOP/s");
+        double sg = sgemm_block_gflops(blk, d, t);
+        log_info("threads " + std::to_string(t) + ": sgemm " + fmt(sg) + " GFLOP/s on a " + std::to_string(blk.m) + " x " +
+                 std::to_string(blk.n) + " x " + std::to_string(d) + " block");
         std::vector<std::int64_t> ids(static_cast<std::size_t>(q * k));
         std::vector<float> scores(ids.size());
         std::vector<std::pair<std::string, double>> ours;   // kernel, seconds
