@@ -488,6 +488,11 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T 64 --json " + (t / "r.png").string() + " --plot " +
                                                      (t / "r.png").string()),
                    {"--plot: is ", "the file --json writes too"});
+    // a name ending in '/' is a folder's: refused before the timing (it ran them all, then failed to write)
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --T 64 --json " + (t / "newdir").string() + "/"),
+                   {(t / "newdir").string() + "/: ends in '/', a folder's name"});
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --T 64 --plot " + (t / "x.png").string() + "/"),
+                   {"x.png/: ends in '/'"});
     // a --work-dir of the user's (a file of theirs in it) is refused, the file untouched; a new one is the bench's
     fs::create_directories(t / "wd");
     test::write_text(t / "wd" / "corpus.jsonl", "{\"text\": \"mine\"}\n");

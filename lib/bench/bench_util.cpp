@@ -191,11 +191,16 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows) {
     return os.str();
 }
 
+bool gnuplot_missing_warned(const std::string& png) {
+    static bool warned = false;
+    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) return false;
+    if (!warned) log_warn("--plot " + png + ": gnuplot is not installed (fix: apt-get install gnuplot-nox); table and JSON are unaffected");
+    warned = true;
+    return true;
+}
+
 bool gnuplot_png(const std::string& png, const std::string& script_body, const std::string& data) {
-    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        log_warn("--plot " + png + ": gnuplot is not installed (fix: apt-get install gnuplot-nox); table and JSON are unaffected");
-        return false;
-    }
+    if (gnuplot_missing_warned(png)) return false;
     const std::string base = png + ".gp";
     std::ofstream(base + ".dat") << data;
     std::ofstream(base) << "set terminal png size 1000,650\nset output '" << png << "'\n"
@@ -203,7 +208,9 @@ bool gnuplot_png(const std::string& png, const std::string& script_body, const s
     const int rc = std::system(("gnuplot '" + base + "'").c_str());
     std::filesystem::remove(base);
     std::filesystem::remove(base + ".dat");
-    if (rc != 0) log_warn("--plot: gnuplot failed (exit " + std::to_string(rc) + ")");
+    if (rc != 0)   // (a wait status: 256 was exit 1)
+        log_warn("--plot " + png + ": gnuplot failed (" +
+                 (WIFEXITED(rc) ? "exit " + std::to_string(WEXITSTATUS(rc)) : "signal " + std::to_string(WTERMSIG(rc))) + ")");
     return rc == 0;
 }
 

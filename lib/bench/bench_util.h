@@ -66,5 +66,7 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows);
 // Writes a gnuplot script + data and runs gnuplot to make `png`; returns false with a note on stderr
 // (how to install gnuplot) when it is not available.
 bool gnuplot_png(const std::string& png, const std::string& script_body, const std::string& data);
+// Whether gnuplot is missing, warned of once (at --plot's parsing, before the timing, and not again at the end).
+bool gnuplot_missing_warned(const std::string& png);
 
 }  // namespace retro::bench

@@ -275,6 +275,7 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     if (!gpu && o.device != "cpu") user_error_in("--device", "expected cpu or cuda, got '" + o.device + "'");
     if (gpu) cuda_require("--device cuda", "retro-bench");   // the CUDA calls below compile away without CUDA
     bench_refuse_outputs_over_inputs({{"--json", o.json}, {"--plot", o.plot}}, {});
+    if (!o.plot.empty()) gnuplot_missing_warned(o.plot);   // said before the timing, not only at its end
     for (const auto& m : o.modes)
         if (m != "naive" && m != "parallel" && m != "recurrent" && m != "chunkwise")
             user_error_in("--modes", "unknown mode '" + m + "' (expected naive, parallel, recurrent, chunkwise)");

@@ -74,6 +74,8 @@ void output_file_guard(const std::string& file, const std::string& option) {
     std::error_code ec;
     if (fs::is_directory(f, ec))
         user_error_in(file, "is a folder", "give a file for " + option);
+    // (path_resolved drops a trailing '/': `--json newdir/` passed here and failed after the run, its results lost)
+    if (file.back() == '/') user_error_in(file, "ends in '/', a folder's name", "give a file for " + option);
     refuse_non_regular_target(file);   // a device, pipe or link: the write's rename would replace it
     const fs::path parent = f.parent_path();
     if (!fs::is_directory(parent, ec))
