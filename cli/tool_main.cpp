@@ -164,9 +164,13 @@ void refuse_non_finite_numbers(const CLI::App& app) {
         } catch (const CLI::Error&) {
             continue;
         }
+        // (an option given twice keeps its last value: the values are the results' last ones, `--lr 0.5 --lr nan`
+        // quoted '0.5')
+        const std::vector<std::string>& given = opt->results();
+        const std::size_t skip = given.size() > values.size() ? given.size() - values.size() : 0;
         for (std::size_t i = 0; i < values.size(); ++i)
             if (!std::isfinite(values[i]))
-                user_error_in(opt->get_name(), "'" + (i < opt->results().size() ? opt->results()[i] : cat(values[i])) +
+                user_error_in(opt->get_name(), "'" + (skip + i < given.size() ? given[skip + i] : cat(values[i])) +
                                                    "' is not a finite number",
                               "give a number");
     }

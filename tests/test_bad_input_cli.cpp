@@ -348,6 +348,8 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     // a value given to a flag that takes none (it was ignored: --fused-attention=false turned fused attention on)
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --fused-attention=false"), {"--fused-attention takes no value"});
     expect_refused(test::run_tool("retro-generate", "run hello --no-verify=false"), {"--no-verify takes no value"});
+    // an option given twice: its last value, the one refused, is quoted
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --lr 0.5 --lr nan"), {"--lr: 'nan' is not a finite number"});
     // every flag of every tool (it was --no-verify's and a few others' alone: --no-retrieval=false trained with retrieval)
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --no-retrieval=false"), {"--no-retrieval takes no value"});
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --force=0"), {"--force takes no value"});
@@ -361,7 +363,7 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy b.npy --queries-npy q.npy --dim 8"), {"--dim", "--base-npy replaces"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--query-block -1"), {"--query-block", "not a block size"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
-    expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script x.py --steps 1"), {"--peer-script: applies with --peer only"});
+    expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script " + (test::source_dir() / "tests/peers/rp_train.py").string() + " --steps 1"), {"--peer-script: applies with --peer only"});
     // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),
                    {"--ivf-nlist", "there are 100", "or 0 for no IVF rows"});
@@ -516,6 +518,17 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
     expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 50000 --clusters 10"), {"--hnsw-m"});
     // (HNSW1 never finished building, taking gigabytes a second)
     expect_refused(test::run_tool("retro-bench", knn + "--hnsw-m 1 --clusters 10"), {"--hnsw-m: 1 neighbour a node: HNSW needs at least 2"});
+    // a peer script that is not there: refused before the work (exit 0, a warning about faiss-cpu twice); a peer that
+    // fails: said once, with its exit code and command, and kept in the JSON as peer_skipped
+    expect_refused(test::run_tool("retro-bench", knn + "--clusters 10 --peer " + (t / "nothere.py").string()), {"--peer", "nothere.py"});
+    const auto failed = test::run_tool("retro-bench", knn.substr(std::string("--quiet ").size()) + "--clusters 10 --ivf-nlist 4 --peer " +
+                                                          (test::source_dir() / "tests/peers/faiss_knn.py").string() +
+                                                          " --python " + (t / "no-python").string() + " --json " + (t / "kp.json").string());
+    CHECK_MESSAGE(failed.exit_code == 0, failed.err);
+    std::size_t said = 0;
+    for (auto at = failed.err.find("peer script failed"); at != std::string::npos; at = failed.err.find("peer script failed", at + 1)) said++;
+    CHECK(said == 1);
+    CHECK(nlohmann::json::parse(test::read_text(t / "kp.json")).value("peer_skipped", "").find("exit 127") != std::string::npos);
     expect_refused(test::run_tool("retro-bench", knn + "--clusters 2000000000"), {"--clusters"});
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 20000 --dim 32 --queries 16 --ivf-nlist 16 --pq-m 5 "
                                                  "--thread-counts 1 --debian-queries 0"),

@@ -164,8 +164,9 @@ nlohmann::json run_ann_rows(const AnnBenchOptions& o, const AnnBenchData& data, 
                                 std::to_string(k) + " --threads " + threads_arg + " --ann " + shell_quote(spec_path) +
                                 " --truth " + shell_quote(truth_path) + " --out " + shell_quote(peer_out);
         log_info("peer: " + cmd);
-        if (run_shell(cmd) != 0) {
-            log_warn("the peer script failed (is faiss-cpu installed? pip install faiss-cpu numpy)");
+        if (const int rc = run_shell(cmd); rc != 0) {
+            log_warn(cat("the peer script failed (exit ", rc, "; is faiss-cpu installed? pip install faiss-cpu numpy; ",
+                         "run it by hand to see why: ", cmd, ")"));
             peer_ok = false;
             return;
         }

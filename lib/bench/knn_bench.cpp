@@ -293,6 +293,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     const std::string& dir = scratch.path();
     std::string threads_arg;
     for (int t : threads) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
+    bool peer_failed = false;
     if (!o.peer.empty()) {   // the faiss-cpu Python package's IndexFlatIP on the same data (written as .npy)
         npy_save(dir + "/base.npy", {n, static_cast<std::int64_t>(d)}, base.data());
         npy_save(dir + "/queries.npy", {q, static_cast<std::int64_t>(d)}, queries.data());
@@ -300,19 +301,25 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
                           " --queries " + shell_quote(dir + "/queries.npy") + " --k " + std::to_string(k) + " --threads " +
                           threads_arg + " --out " + shell_quote(dir + "/peer.json");
         log_info("peer: " + cmd);
-        if (run_shell(cmd) == 0) {
+        if (const int rc = run_shell(cmd); rc != 0) {
+            // said once (the approximate rows' peer is not tried again) and kept in the JSON: a failed peer and no
+            // peer asked for looked the same there
+            const std::string why = cat("the peer script failed (exit ", rc, "; is faiss-cpu installed? pip install faiss-cpu numpy; ",
+                                        "run it by hand to see why: ", cmd, ")");
+            log_warn(why);
+            result["peer_skipped"] = why;
+            peer_failed = true;
+        } else {
             std::ifstream in(dir + "/peer.json");
             result["peer"] = nlohmann::json::parse(in);
             for (const auto& r : result["peer"]["rows"])
                 std::printf("peer %s threads %d: %.1f queries/s\n", r.value("method", "").c_str(), r.value("threads", 0),
                             r.value("queries_per_s", 0.0));
-        } else {
-            log_warn("the peer script failed (is faiss-cpu installed? pip install faiss-cpu numpy)");
         }
         std::filesystem::remove(dir + "/base.npy");
     }
     AnnBenchOptions ann = o.ann;
-    ann.peer = o.peer;
+    ann.peer = peer_failed ? std::string() : o.peer;
     ann.python = o.python;
     AnnBenchData data{base.data(), n, queries.data(), q, d, k, &truth, data_key, dir};
     std::vector<std::vector<std::string>> ann_table;
