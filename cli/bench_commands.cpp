@@ -71,6 +71,12 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
         ->check(kThreadCount);
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
     sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
+    sub->add_option("--glob", opt->glob, "With --corpus: which files of a folder to read (as retro-chunk)")->capture_default_str();
+    sub->add_option("--text-key", opt->text_key, "With --corpus: JSON key of the document in .jsonl inputs (as retro-chunk)")
+        ->capture_default_str();
+    sub->add_option("--on-error", opt->on_error, "With --corpus: a malformed .jsonl line or a binary file: fail or skip (as retro-chunk)")
+        ->check(CLI::IsMember({"fail", "skip"}))
+        ->capture_default_str();
     sub->add_option("--json", opt->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
 }

@@ -502,6 +502,15 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
                                                      "--chunk-threads 1 --work-dir " + (t / "wd").string()),
                    {"--work-dir: ", "did not make"});
     CHECK(test::read_text(t / "wd" / "corpus.jsonl") == "{\"text\": \"mine\"}\n");
+    // a corpus whose documents are under another key: --text-key, as retro-chunk (the refusal advised options the
+    // bench did not have)
+    std::string body;
+    for (int i = 0; i < 200; ++i) body += "{\"body\": \"document " + std::to_string(i) + " holds a few words of text to chunk\"}\n";
+    test::write_text(t / "body.jsonl", body);
+    const std::string body_chunk = "--quiet chunk --corpus " + (t / "body.jsonl").string() + " --vocab-size 300 --encode-mb 0.01 --chunk-threads 1";
+    expect_refused(test::run_tool("retro-bench", body_chunk), {"has no key 'text'"});
+    const auto keyed = test::run_tool("retro-bench", body_chunk + " --text-key body");
+    CHECK_MESSAGE(keyed.exit_code == 0, keyed.err);
     // --json over a file the bench writes into its --work-dir (the report replaced the corpus, exit 0)
     fs::create_directories(t / "wd2");
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0.05 --encode-mb 0.05 --vocab-size 300 "

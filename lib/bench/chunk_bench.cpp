@@ -145,7 +145,10 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         log_info("generated " + path + " (" + std::to_string(docs) + " documents) in " + format_fixed(seconds_since(t0), 1) + " s");
         inputs.push_back(path);
     }
-    CorpusOptions co;
+    CorpusOptions co;   // (retro-chunk's own reading of the corpus, as its flags below say)
+    co.glob = o.glob;
+    co.text_key = o.text_key;
+    co.on_error = o.on_error == "skip" ? OnError::SKIP : OnError::FAIL;
     auto files = corpus_list_files(inputs, co);
     std::string tok_path = o.tokenizer.empty() ? std::string() : tokenizer_resolve_path(o.tokenizer);
     if (tok_path.empty()) {
@@ -201,7 +204,8 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
         std::vector<std::string> args{bin};
         args.insert(args.end(), inputs.begin(), inputs.end());
         std::vector<std::string> flags{"--tokenizer", tok_path, "--out", (work / "db").string(), "--force",
-                                       "--quiet", "--threads", std::to_string(t)};
+                                       "--quiet", "--threads", std::to_string(t), "--glob", o.glob, "--text-key", o.text_key,
+                                       "--on-error", o.on_error};
         args.insert(args.end(), flags.begin(), flags.end());
         ChildRun r = run_child(args);
         auto m = manifest_read((work / "db").string());

@@ -19,6 +19,8 @@ struct ChunkBenchOptions {
     std::string chunk_bin;             // retro-chunk binary; empty: next to this executable
     std::string work_dir;              // empty: a fresh folder under the temp dir, removed after
     std::string json;                  // write results here when not empty
+    // how the corpus is read, as retro-chunk's options (passed to it): --glob, --text-key, --on-error fail|skip
+    std::string glob = "**/*.txt", text_key = "text", on_error = "fail";
 };
 
 // Runs the benchmark; the table goes to stdout, notes to stderr; returns the JSON results.
