@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_util.h"
 #include "bench/chunk_bench.h"
 #include "bench/embed_bench.h"
 #include "bench/generate_bench.h"
@@ -295,7 +296,8 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
                 all.push_back({{"name", op.name}, {"cpu", op.cpu}, {"cuda", op.cuda.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.cuda)},
                                {"tests", op.tests}});
             }
-            if (!o->json.empty()) write_file_atomic(o->json, all.dump(2) + "\n");   // --list --json: the registry as JSON
+            // --list --json: the registry as JSON, in every --json file's envelope (stamp, machine) under "ops"
+            if (!o->json.empty()) bench_json_write(o->json, {{"ops", all}}, "retro-bench ops --list", ctx.command_line);
             return;
         }
         ops::run_ops_bench(*o, ctx.command_line);

@@ -282,7 +282,9 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     // retro-bench ops --list --json writes the registry (it wrote nothing)
     const test::RunResult listed = test::run_tool("retro-bench", "ops --list --json " + (t / "ops.json").string());
     CHECK(listed.exit_code == 0);
-    CHECK(nlohmann::json::parse(test::read_text(t / "ops.json")).at(0).contains("tests"));
+    const auto ops_json = nlohmann::json::parse(test::read_text(t / "ops.json"));
+    CHECK(ops_json.at("ops").at(0).contains("tests"));
+    CHECK(ops_json.at("stamp").at("tool") == "retro-bench ops --list");   // the envelope every --json file has
     // negative ids and counts are refused, not read as "unset" (inspect --chunk -1 printed the statistics)
     expect_refused(test::run_tool("retro-chunk", "inspect " + p.db.string() + " --chunk -1"), {"--chunk", "negative"});
     expect_refused(test::run_tool("retro-knn", "show " + p.knn.string() + " --db " + p.db.string() + " --chunk 0 --count 0"),

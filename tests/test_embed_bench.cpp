@@ -53,7 +53,7 @@ TEST_CASE("embed bench: --rounds alternates with the peer and reports the median
         CHECK(read_text(dir / "count") == std::to_string(rounds) + "\n");
         CHECK(read_text(dir / "args").find("--sort-by-length") != std::string::npos);
         const auto j = nlohmann::json::parse(read_text(dir / "embed.json"));
-        CHECK(j["stamp"]["tool"] == "retro-bench");   // the shared envelope: stamp, and machine beside the old "cpu"
+        CHECK(j["stamp"]["tool"] == "retro-bench embed");   // the shared envelope: stamp (the subcommand named), machine beside "cpu"
         CHECK(j["machine"]["cpu"] == j["cpu"]);
         REQUIRE(j["rounds"].size() == static_cast<std::size_t>(rounds));
         std::vector<double> ratios;

@@ -197,9 +197,9 @@ void run_clip_embed_bench(const EmbedBenchOptions& o, const std::string& command
     std::printf("retro-bench embed: %s, model %s (clip vision tower, %d x %d input, dim %d), %s\n", cpu_model().c_str(),
                 sbs.ours["model"].get<std::string>().c_str(), side, side, emb.dim(), source.c_str());
     std::printf("%s", format_table(rows).c_str());
-    nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", sbs.ours}};
+    nlohmann::json result = {{"stamp", stamp("retro-bench embed", command_line)}, {"cpu", cpu_model()}, {"retrokit", sbs.ours}};
     side_by_side_report(sbs, "images", result);
-    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench", command_line);
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench embed", command_line);
 }
 
 }  // namespace retro::bench

@@ -263,9 +263,9 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
                 ours["model"].get<std::string>().c_str(), o.embedder == "clip-text" ? "clip text tower, " : "", emb.dim(),
                 (o.texts.empty() ? std::string("synthetic words") : "text of " + o.texts).c_str());
     std::printf("%s", format_table(rows).c_str());
-    nlohmann::json result = {{"stamp", stamp("retro-bench", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
+    nlohmann::json result = {{"stamp", stamp("retro-bench embed", command_line)}, {"cpu", cpu_model()}, {"retrokit", ours}};
     side_by_side_report(sbs, "chunks", result);
-    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench", command_line);
+    if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench embed", command_line);
 }
 
 }  // namespace retro::bench

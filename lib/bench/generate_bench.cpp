@@ -403,7 +403,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                                     "replay (a chunk to encode) as launched ops in both"
                                   : "");
     if (!o.json.empty()) {
-        nlohmann::json j = {{"stamp", stamp("retro-bench", command_line)},
+        nlohmann::json j = {{"stamp", stamp("retro-bench generate", command_line)},
                             {"cpu", cpu_model()},
                             {"device", o.device},
                             {"device_name", device_name},
@@ -415,7 +415,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                             {"memory_bound_ms_per_token", bound_ms},
                             {"results", results}};
         if (!profile.is_null()) j["profile"] = profile;
-        bench_json_write(o.json, j, "retro-bench", command_line);
+        bench_json_write(o.json, j, "retro-bench generate", command_line);
     }
 }
 
