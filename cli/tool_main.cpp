@@ -105,16 +105,38 @@ CLI::Validator decimal_integer(bool signed_values) {
         "");
 }
 
+// A real number option's value in decimal: CLI11 took C's hex floats (`--lr 0x10` trained at 16, `--lr 0x1p-10`) where
+// integer options refuse hex, and a literal too small for a double read as 0 (`--clip 1e-400`: clipping off, the
+// opposite of what was asked). nan and inf pass to refuse_non_finite_numbers, which names them.
+CLI::Validator decimal_number() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            if (value.find_first_of("xX") != std::string::npos)
+                return "value " + value + " is not a decimal number: give digits (hex floats are not read)";
+            const char* text = value.c_str();
+            char* end = nullptr;
+            errno = 0;
+            const double v = std::strtod(text, &end);
+            const bool nonzero_digit = value.find_first_of("123456789") < value.find_first_of("eE");
+            if (errno == ERANGE && v == 0 && nonzero_digit)
+                return "value " + value + " is too small for a double: it would be read as 0";
+            return std::string();
+        },
+        "");
+}
+
 // An option given twice takes its last value, as Python's argparse does (`retro-generate $COMMON --seed 4` overrides a
 // script's default; CLI11's default refuses it: "At Most 1 required but received 2"). Single-value named options
 // only: positional lists (shards, input files) keep every value.
-// Every integer option (and list of integers) also reads its values as decimal (decimal_integer).
+// Every integer option (and list of integers) also reads its values as decimal (decimal_integer), every real number
+// option its values as decimal and not underflowing (decimal_number).
 void normalize_options(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
         if (!opt->get_positional() && opt->get_items_expected_max() == 1)
             opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         const std::string type = opt->get_type_name();
         if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(type[0] == 'I'));
+        if (type.rfind("FLOAT", 0) == 0) opt->transform(decimal_number());
         // a flag given a value (`--no-retrieval=false` trained with retrieval, `--force=false` forced): refused
         if (!opt->get_positional() && opt->get_expected_max() == 0) opt->disable_flag_override();
     }

@@ -350,6 +350,9 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     // a value given to a flag that takes none (it was ignored: --fused-attention=false turned fused attention on)
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --fused-attention=false"), {"--fused-attention takes no value"});
     expect_refused(test::run_tool("retro-generate", "run hello --no-verify=false"), {"--no-verify takes no value"});
+    // a real number in hex (trained at 16), or too small for a double (read as 0: --clip 1e-400 turned clipping off)
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --lr 0x10"), {"--lr: value 0x10 is not a decimal number"});
+    expect_refused(test::run_tool("retro-train", "--db a --config b --out c --clip 1e-400"), {"--clip: value 1e-400 is too small for a double"});
     // an option given twice: its last value, the one refused, is quoted
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --lr 0.5 --lr nan"), {"--lr: 'nan' is not a finite number"});
     // every flag of every tool (it was --no-verify's and a few others' alone: --no-retrieval=false trained with retrieval)
@@ -947,4 +950,32 @@ TEST_CASE("bad input: retro-train's --val-batches past the split - plot of edite
     const auto taken = test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
                                                          " --weights " + ck.string() + " --quiet --no-verify");
     CHECK_MESSAGE(taken.exit_code == 0, taken.err);
+}
+
+TEST_CASE("bad input: retro-train names what is wrong - a group twice, a device, a database as --knn, the default CCA layers") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("trainmsg");
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "a") + " --steps 1 --train-only cca,cca"),
+                   {"--train-only: names \"cca\" twice"});
+    expect_refused(test::run_tool("retro-train", train_args(p, t / "b") + " --steps 1 --init-from /dev/null"),
+                   {"/dev/null: is neither a file nor a folder"});
+    // a database given as --knn: named as such ("db/neighbours.npy: cannot open" before)
+    expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.db.string() + " --config " +
+                                                     p.config.string() + " --out " + (t / "c").string() + " --batch-size 2 --steps 1 --quiet"),
+                   {"--knn: " + p.db.string() + " holds retro-chunk's output, not retro-knn's neighbours"});
+    // a config without dec_cross_attn_layers takes RETRO-pytorch's [1, 3, 6, 9]: said when that is what does not fit
+    nlohmann::json cfg = nlohmann::json::parse(test::read_text(p.config));
+    cfg.erase("dec_cross_attn_layers");
+    test::write_text(t / "nolayers.json", cfg.dump());
+    expect_refused(test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
+                                                     (t / "nolayers.json").string() + " --out " + (t / "d").string() + " --steps 1 --quiet"),
+                   {"names layer 6 but dec_depth is 3 (RETRO-pytorch's default [1, 3, 6, 9]"});
+    // --no-fused-attention on the CPU: taken, and said to do nothing there
+    const auto fused = test::run_tool("retro-train", train_args(p, t / "e") + " --steps 1 --no-fused-attention --quiet");
+    CHECK(fused.exit_code == 0);
+    const auto fused_loud = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + p.knn.string() + " --config " +
+                                                              p.config.string() + " --out " + (t / "f").string() +
+                                                              " --batch-size 2 --threads 1 --steps 1 --no-fused-attention");
+    CHECK(fused_loud.exit_code == 0);
+    CHECK(fused_loud.err.find("--no-fused-attention has no effect on the CPU") != std::string::npos);
 }

@@ -181,8 +181,11 @@ void RetroConfig::validate(const std::string& where) const {
     std::set<std::int64_t> seen;
     for (auto l : dec_cross_attn_layers) {
         if (l < 1 || l > dec_depth)
-            user_error_in(where, cat("\"dec_cross_attn_layers\" names layer ", l, " but dec_depth is ", dec_depth),
-                          "layers are numbered 1..dec_depth");
+            user_error_in(where, cat("\"dec_cross_attn_layers\" names layer ", l, " but dec_depth is ", dec_depth,
+                                     dec_cross_attn_layers == std::vector<std::int64_t>{1, 3, 6, 9}
+                                         ? " (RETRO-pytorch's default [1, 3, 6, 9], taken where the config lists none)"
+                                         : ""),
+                          "layers are numbered 1..dec_depth: list the CCA layers in \"dec_cross_attn_layers\"");
         if (!seen.insert(l).second) user_error_in(where, cat("\"dec_cross_attn_layers\" lists layer ", l, " twice"));
     }
     seen.clear();

@@ -55,7 +55,9 @@ std::vector<ParamGroup> param_groups_parse(const std::string& list, const std::s
         for (auto g : ORDER)
             if (name == param_group_name(g)) {
                 known = true;
-                if (std::find(seen.begin(), seen.end(), g) == seen.end()) seen.push_back(g);
+                if (std::find(seen.begin(), seen.end(), g) != seen.end())   // (as every tool's list options refuse)
+                    user_error_in(where, "names \"" + name + "\" twice", "give each group once");
+                seen.push_back(g);
             }
         if (!known)
             user_error_in(where, name.empty() ? "has an empty group name" : "unknown group \"" + name + "\"",

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 #include "core/splitmix.h"
 
 namespace fs = std::filesystem;
@@ -50,6 +51,10 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
         const std::string path = (fs::path(knn_dir) / "neighbours.npy").string();
         // an interrupted retro-knn's folder (no neighbours.npy, no manifest): manifest_read says so and how to finish
         if (!fs::exists(path) && !fs::exists(fs::path(knn_dir) / "manifest.json")) manifest_read(knn_dir);
+        // another tool's folder given as --knn (a database: "db/neighbours.npy: cannot open")
+        if (const FolderOwner owner = folder_owner(knn_dir); !owner.tool.empty() && owner.tool != "retro-knn")
+            user_error_in("--knn", cat(knn_dir, " holds ", owner.tool, "'s output, not retro-knn's neighbours"),
+                          "give the folder retro-knn --out wrote");
         knn_ = NpyArray(path);
         if (knn_.shape().size() != 2 || knn_.dim(0) != db_->chunk_count())
             user_error_in(path, cat("has shape ", shape_string(knn_.shape()), "; the database has ",

@@ -26,7 +26,8 @@ InitFromInfo init_from_resolve(const std::string& base) {
                           "pass a finished run folder, one of its checkpoints/step_* folders or a .safetensors file");
         info.weights = (p / "model.safetensors").string();
     } else {
-        user_error_in(base, "not found",
+        std::error_code ec;   // (a device or a pipe was "not found")
+        user_error_in(base, fs::exists(p, ec) ? "is neither a file nor a folder" : "not found",
                       "--init-from takes a run folder, a checkpoint folder, a .safetensors file or a torch.save state_dict");
     }
     info.fingerprint = fingerprint_file(info.weights);

@@ -578,13 +578,14 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     if (ctx_.verify_inputs && dist_->root()) checkpoint_verify_files(dir);
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
-    // (after the files' checks: a refused resume says only why)
-    note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
-                                     {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
-                                     {"warmup", "--warmup", double(o_.warmup)},
-                                     {"weight_decay", "--weight-decay", o_.weight_decay},
-                                     {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
-                                     {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
+    // (after the files' checks: a refused resume says only why; not for a run already complete, which continues nothing)
+    if (step < o_.steps)
+        note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
+                                         {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
+                                         {"warmup", "--warmup", double(o_.warmup)},
+                                         {"weight_decay", "--weight-decay", o_.weight_decay},
+                                         {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
+                                         {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
     cursor_.epoch = epoch;
     cursor_.pos = position;
     return step;
@@ -698,7 +699,8 @@ void Trainer::run() {
         if (static_cast<double>(o_.batch_size) * static_cast<double>(o_.grad_accum) > std::max(1.0, train_seqs))
             user_error_in(o_.grad_accum > 1 ? "--batch-size x --grad-accum" : "--batch-size",
                           cat(o_.grad_accum > 1 ? cat(o_.batch_size, " x ", o_.grad_accum, " = ") : std::string(),
-                              o_.batch_size * o_.grad_accum, " sequences a step; the training split of ", o_.db,
+                              static_cast<double>(o_.batch_size) * static_cast<double>(o_.grad_accum),   // (an int64 wrapped)
+                              " sequences a step; the training split of ", o_.db,
                               " holds ", data_->train_seqs().size()),
                           "a step of at most the training split: a smaller --batch-size (or --grad-accum)");
     }
@@ -750,6 +752,8 @@ void Trainer::run() {
         user_error_in("--dtype", "bf16 trains on the GPU only", "add --device cuda, or train the CPU in fp32");
     if (o_.fused_attention.value_or(false) && o_.dtype != "bf16")
         user_error_in("--fused-attention", "the fused attention kernels are bf16", "add --dtype bf16 --device cuda");
+    if (o_.fused_attention.has_value() && !*o_.fused_attention && o_.device == "cpu")   // (taken without a word)
+        log_warn("--no-fused-attention has no effect on the CPU, which has no fused attention kernel");
     if (o_.oracle_splice && o_.oracle_neighbours <= 0)
         user_error_in("--oracle-splice", "splices the oracle neighbours, and there are none", "add --oracle-neighbours P");
     if (o_.oracle_hindsight && o_.oracle_neighbours <= 0)
