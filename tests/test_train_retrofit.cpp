@@ -59,7 +59,8 @@ TEST_CASE("retrofit: parameter groups name every tensor and parse lists") {
     CHECK(param_group("token_emb.weight") == ParamGroup::DECODER);
     CHECK(param_group("to_decoder_model_dim.weight") == ParamGroup::DECODER);
     CHECK(param_group("to_logits.weight") == ParamGroup::DECODER);
-    CHECK(param_groups_string(param_groups_parse("encoder,cca,encoder", "--train-only")) == "cca,encoder");
+    CHECK(param_groups_string(param_groups_parse("encoder,cca", "--train-only")) == "cca,encoder");
+    CHECK_THROWS_AS(param_groups_parse("encoder,cca,encoder", "--train-only"), UserError);   // a group twice
     CHECK_THROWS_AS(param_groups_parse("cca,bogus", "--train-only"), UserError);
     CHECK_THROWS_AS(param_groups_parse("cca,", "--train-only"), UserError);
     ParamLayout layout(c);

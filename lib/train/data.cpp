@@ -52,7 +52,7 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
         // an interrupted retro-knn's folder (no neighbours.npy, no manifest): manifest_read says so and how to finish
         if (!fs::exists(path) && !fs::exists(fs::path(knn_dir) / "manifest.json")) manifest_read(knn_dir);
         // another tool's folder given as --knn (a database: "db/neighbours.npy: cannot open")
-        if (const FolderOwner owner = folder_owner(knn_dir); !owner.tool.empty() && owner.tool != "retro-knn")
+        if (const FolderOwner owner = folder_owner(knn_dir); !fs::exists(path) && !owner.tool.empty() && owner.tool != "retro-knn")
             user_error_in("--knn", cat(knn_dir, " holds ", owner.tool, "'s output, not retro-knn's neighbours"),
                           "give the folder retro-knn --out wrote");
         knn_ = NpyArray(path);
