@@ -29,6 +29,12 @@ namespace {
 // timed row needs its count: 99999 crashed train, 0 and -1 ran on all cores under their own label).
 const CLI::Range kThreadCount(1, 4096);
 
+// An option given to a subcommand whose run ignores it without `needed` (or with `excluded`): refused, naming both
+// (`--python` without `--peer` ran no peer, `--size-mb` with `--corpus` generated nothing, a silent no-op).
+void refuse_ignored(const CLI::App* sub, const char* option, bool ignored, const std::string& why, const std::string& fix) {
+    if (ignored && sub->count(option) > 0) retro::user_error_in(option, why, fix);
+}
+
 CLI::Validator output_file_check(const std::string& option) {
     return CLI::Validator(
         [option](std::string& path) {
@@ -55,7 +61,11 @@ void add_retention(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--naive-max-T", o->naive_max_T, "Skip naive (O(T^2) memory) above this T");
     sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
     sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)")->check(output_file_check("--plot"));
-    sub->callback([o, &ctx] { run_retention_bench(*o, ctx.command_line); });
+    sub->callback([o, &ctx] {
+        if (o->naive_max_T < 0)   // (-1 skipped every naive row: an empty table, exit 0)
+            retro::user_error_in("--naive-max-T", retro::cat(o->naive_max_T, " is not a sequence length"), "give the largest T to run naive at");
+        run_retention_bench(*o, ctx.command_line);
+    });
 }
 
 void add_chunk(CLI::App& bench, ToolContext& ctx) {
@@ -79,7 +89,15 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
         ->check(CLI::IsMember({"fail", "skip"}))
         ->capture_default_str();
     sub->add_option("--json", opt->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
-    sub->callback([opt, &ctx] { run_chunk_bench(*opt, ctx.command_line); });
+    sub->callback([opt, &ctx, sub] {
+        const bool given = !opt->corpus.empty();
+        refuse_ignored(sub, "--size-mb", given, "sizes the generated corpus, which --corpus replaces", "drop one of them");
+        refuse_ignored(sub, "--vocab-size", !opt->tokenizer.empty(), "sizes the tokenizer trained, which --tokenizer replaces",
+                       "drop one of them");
+        for (const char* f : {"--glob", "--text-key", "--on-error"})
+            refuse_ignored(sub, f, !given, "reads a --corpus, and the generated one needs none", "add --corpus, or drop it");
+        run_chunk_bench(*opt, ctx.command_line);
+    });
 }
 
 void add_embed(CLI::App& bench, ToolContext& ctx) {
@@ -98,7 +116,9 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     auto* image_count = sub->add_option("--image-count", o->image_count, "clip: synthetic images per timed run")->check(CLI::PositiveNumber);
     sub->add_option("--images-out", o->images_out, "clip: write the synthetic images to this folder and keep them");
     sub->add_option("--chunks", o->chunks, "Texts embedded per timed run")->check(CLI::PositiveNumber);
-    sub->add_option("--tokens", o->tokens, "Model tokens per text (the specials — [CLS]/[SEP], </s>, CLIP's start/end of text — not counted)")
+    sub->add_option("--tokens", o->tokens, "Model tokens per text, at least: whole words are added until a text holds this many "
+                                           "(the specials — [CLS]/[SEP], </s>, CLIP's start/end of text — not counted here; the "
+                                           "table's tokens/chunk counts them)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--min-tokens", o->min_tokens,
                     "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
@@ -123,7 +143,8 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--peer-sorted", o->peer_sorted,
                   "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
     sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
-    sub->callback([o, &ctx, image_count, max_length] {
+    sub->callback([o, &ctx, image_count, max_length, sub] {
+        refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
         if (image_count->count() && o->embedder != "clip")
             retro::user_error_in("--image-count", "applies to --embedder clip only", "drop it, or pass --embedder clip");
         if (image_count->count() && !o->images.empty())
@@ -173,6 +194,12 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
         if (!o->base_npy.empty())
             for (const char* f : {"--n", "--dim", "--queries", "--clusters"})
                 if (sub->count(f) > 0) retro::user_error_in(f, "sizes the synthetic vectors, which --base-npy replaces", "drop it");
+        refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
+        // (taken without a word: no row reads them)
+        refuse_ignored(sub, "--nprobe", o->ann.ivf_nlist == 0, "applies to the IVF rows, and --ivf-nlist 0 runs none",
+                       "drop it, or give --ivf-nlist");
+        refuse_ignored(sub, "--ef-search", o->ann.hnsw_m == 0, "applies to the HNSW rows, and --hnsw-m 0 runs none",
+                       "drop it, or give --hnsw-m");
         if (o->query_block < 0) retro::user_error_in("--query-block", retro::cat(o->query_block, " is not a block size"), "give 0 for the default");
         if (o->base_block < 0) retro::user_error_in("--base-block", retro::cat(o->base_block, " is not a block size"), "give 0 for the default");
         run_knn_bench(*o, ctx.command_line);
@@ -274,7 +301,10 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                   "Each prompt decoded again with the CPU decoder reading bf16 copies of the linear weights "
                   "(retro-generate --dtype bf16), its ms/token and speed-up beside");
     sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
-    sub->callback([o, &ctx] { run_generate_bench(*o, ctx.command_line); });
+    sub->callback([o, &ctx, sub] {
+        refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
+        run_generate_bench(*o, ctx.command_line);
+    });
 }
 
 void add_ops(CLI::App& bench, ToolContext& ctx) {

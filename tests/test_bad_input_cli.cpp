@@ -368,6 +368,16 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy b.npy --queries-npy q.npy --dim 8"), {"--dim", "--base-npy replaces"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--query-block -1"), {"--query-block", "not a block size"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
+    // options the run would ignore without a word (each ran, exit 0, as if not given)
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--python python3"), {"--python: runs the peer, and there is none"});
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--nprobe 4"), {"--nprobe: applies to the IVF rows"});
+    expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--hnsw-m 0 --ef-search 16"), {"--ef-search: applies to the HNSW rows"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --corpus x.jsonl --size-mb 8"), {"--size-mb", "which --corpus replaces"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --tokenizer t.model --vocab-size 500"), {"--vocab-size", "which --tokenizer replaces"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --text-key body"), {"--text-key: reads a --corpus"});
+    expect_refused(test::run_tool("retro-bench", "--quiet retention --modes naive --naive-max-T -1"), {"--naive-max-T: -1 is not a sequence length"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --chunk-bin /dev/null --size-mb 0.01"), {"--chunk-bin: /dev/null is not an executable file"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --vocab-size 10 --size-mb 0.01"), {"--vocab-size: 10 is below"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script " + (test::source_dir() / "tests/peers/rp_train.py").string() + " --steps 1"), {"--peer-script: applies with --peer only"});
     // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),

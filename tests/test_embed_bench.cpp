@@ -316,6 +316,10 @@ TEST_CASE("embed bench: a peer result the tables cannot read is skipped naming t
         {good + ", \"chunks_per_s\": -3, \"chunks_per_cpu_s\": 5", "\"chunks_per_s\" is -3, not a positive rate"},
         {good + ", \"chunks_per_s\": \"fast\", \"chunks_per_cpu_s\": 5", "\"chunks_per_s\" is \"fast\", not a number"},
         {"\"impl\": \"p\", \"chunks_per_s\": 5, \"chunks_per_cpu_s\": 5", "has no \"batch\""},
+        // other work than ours: a peer that embedded 3 of the 6 texts stood beside ours with a ratio
+        {"\"impl\": \"p\", \"chunks\": 3, \"tokens_per_chunk\": 14.0, \"batch\": 4, \"max_length\": 32, \"threads\": 1, "
+         "\"seconds\": 1.0, \"cpu_seconds\": 1.0, \"tokenize_seconds\": 0.01, \"chunks_per_s\": 5, \"chunks_per_cpu_s\": 5",
+         "its result says 3 chunks, not the 6 RetroKit ran"},
     };
     for (const auto& [fields, why] : cases) {
         CAPTURE(fields);

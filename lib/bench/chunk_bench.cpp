@@ -105,6 +105,15 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
     ins.push_back({"--tokenizer", o.tokenizer});
     ins.push_back({"--chunk-bin", o.chunk_bin});
     bench_refuse_outputs_over_inputs({{"--json", o.json}, {"--work-dir", o.work_dir}}, ins);
+    // before the corpus is generated and the tokenizer trained (both were refused only after them)
+    const std::string bin = o.chunk_bin.empty() ? default_chunk_bin() : o.chunk_bin;
+    if (std::error_code ec; !fs::is_regular_file(bin, ec) || ::access(bin.c_str(), X_OK) != 0)
+        user_error_in("--chunk-bin", bin + " is not an executable file", "give the path of the retro-chunk binary");
+    if (o.tokenizer.empty()) {
+        TokenizerTrainOptions to;
+        to.vocab_size = o.vocab_size;
+        tokenizer_train_options_check(to);
+    }
     // a --work-dir of its own: made here, or holding only what an earlier run of this bench made (its mark), never a
     // folder of the user's (its corpus.jsonl, tok.model and db/ are written over; a real database was replaced)
     constexpr const char* kWorkMark = "retro-bench-chunk.work";
@@ -197,7 +206,6 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
 
     std::vector<int> threads = o.threads.empty() ? std::vector<int>{1, hardware_threads()} : o.threads;
     if (threads.size() == 2 && threads[0] == threads[1]) threads.pop_back();
-    std::string bin = o.chunk_bin.empty() ? default_chunk_bin() : o.chunk_bin;
     nlohmann::json runs = nlohmann::json::array();
     double one_thread_mbs = 0;
     for (int t : threads) {
@@ -208,6 +216,9 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
                                        "--on-error", o.on_error};
         args.insert(args.end(), flags.begin(), flags.end());
         ChildRun r = run_child(args);
+        if (!fs::exists(work / "db" / "manifest.json"))   // (a --chunk-bin that is not retro-chunk: "db: no such folder")
+            user_error_in("--chunk-bin", bin + " ended without writing a database in " + (work / "db").string(),
+                          "give the path of the retro-chunk binary");
         auto m = manifest_read((work / "db").string());
         std::int64_t tokens = m["stats"]["tokens"].get<std::int64_t>();
         double mbs = text_bytes / 1e6 / r.wall_s, tps = tokens / r.wall_s;

@@ -23,6 +23,7 @@
 #include "core/threads.h"
 #include "generate/generator.h"
 #include "core/cuda_device.h"
+#include "core/progress.h"
 #include "generate/backend_decoder.h"
 #include "nn/decode_program.h"
 #include "generate/cached_decoder.h"
@@ -103,7 +104,12 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
     std::vector<std::int64_t> all_seqs(static_cast<std::size_t>(batch));
     std::iota(all_seqs.begin(), all_seqs.end(), std::int64_t{0});
     std::vector<std::int32_t> drawn;
+    // a bar once a row has taken 3 s (a --batch of a million decoded for minutes without a word); none for the usual
+    // sub-second rows, whose stderr stays as it was
+    std::unique_ptr<Progress> progress;
     for (std::int64_t i = 0; i < output; i++) {
+        if (!progress && seconds_since(t1) > 3.0) progress = std::make_unique<Progress>("decoding", output, "steps");
+        if (progress) progress->set(i);
         // drawn where the logits are (next_tokens: on the GPU only the ids come back); one stream, in sequence order
         next_tokens(dec, c.num_tokens, c.num_tokens, so, all_seqs, [&](std::int64_t) { return rng.uniform(); }, drawn);
         for (const std::int32_t id : drawn)   // -1: a row of logits that is not finite (next_tokens), never fed on
@@ -120,6 +126,10 @@ OurRun run_ours_with(Decoder& dec, const RetroConfig& c, const std::vector<std::
         dec.step(next);
     }
     const double decode = seconds_since(t1);
+    if (progress) {
+        progress->set(output);
+        progress->finish();
+    }
     std::vector<std::int32_t> all;
     for (const auto& seq : ids) all.insert(all.end(), seq.begin(), seq.end());
     OurRun run;

@@ -325,9 +325,11 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     std::vector<std::vector<std::string>> ann_table;
     result["approximate"] = run_ann_rows(ann, data, threads, ann_table);
     if (ann_table.size() > 1) {
-        std::printf("\napproximate search (ratio: median over %d round(s) of retrokit q/s / faiss-cpu q/s; debian faiss: "
-                    "its own search on the first %lld queries)\n%s",
-                    std::max(1, ann.rounds), static_cast<long long>(std::min(q, ann.debian_queries)), format_table(ann_table).c_str());
+        const std::string debian = ann.debian_queries > 0 ? cat("; debian faiss: its own search on the first ",
+                                                                std::min(q, ann.debian_queries), " queries")
+                                                            : std::string();
+        std::printf("\napproximate search (ratio: median over %d round(s) of retrokit q/s / faiss-cpu q/s%s)\n%s",
+                    std::max(1, ann.rounds), debian.c_str(), format_table(ann_table).c_str());
     }
     if (!o.json.empty()) bench_json_write(o.json, result, "retro-bench knn", command_line);
 }

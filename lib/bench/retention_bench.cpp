@@ -306,9 +306,9 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
                     bytes += 3.0 * bytes_per * static_cast<double>(T) * T * std::min<double>(thread_count(), base.B * base.H);
                 if (bytes > need) need = bytes, worst_T = T;
             }
-        memory_require("--T", need, cat("T = ", worst_T, " at B = ", base.B, ", H = ", base.H, ", K = ", base.K,
-                                        ", V = ", base.V),
-                       "give smaller --T, --B or --H (or a smaller --naive-max-T)");
+        memory_require("--T, --B, --H, --K and --V", need, cat("T = ", worst_T, " at B = ", base.B, ", H = ", base.H, ", K = ", base.K,
+                                                              ", V = ", base.V),
+                       "give smaller --T, --B, --H, --K or --V (or a smaller --naive-max-T)");
     }
     if (!gpu && o.T.empty() && !o.B && !o.H)
         log_info("CPU defaults are smaller than fla's GPU shapes (B=8, H=32, T up to 16384): B=4, H=8, K=V=128, T=256..4096");

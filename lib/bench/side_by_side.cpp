@@ -95,6 +95,10 @@ std::string peer_result_problem(const nlohmann::json& ours, const nlohmann::json
         const double x = peer[r].get<double>();
         if (!(x > 0) || !std::isfinite(x)) return "its result's \"" + r + "\" is " + peer[r].dump() + ", not a positive rate";
     }
+    // the same work: a peer that embedded 3 of the 16 texts stood beside ours as if it had done them all
+    const std::string unit = rate.substr(0, rate.size() - std::string("_per_s").size());
+    if (ours.contains(unit) && ours[unit].is_number_integer() && peer[unit] != ours[unit])
+        return "its result says " + peer[unit].dump() + " " + unit + ", not the " + ours[unit].dump() + " RetroKit ran";
     return "";
 }
 
@@ -152,14 +156,16 @@ void side_by_side_report(const SideBySide& s, const std::string& unit, nlohmann:
     }
     const double ratio = median_of(s.ratios), cpu_ratio = median_of(s.cpu_ratios);
     const int rounds = static_cast<int>(s.ratios.size());
+    // the peer as it names itself ("transformers", "sentence-transformers", "open_clip"...), not always "transformers"
+    const std::string peer_name = s.peer.contains("impl") && s.peer["impl"].is_string() ? s.peer["impl"].get<std::string>() : "peer";
     if (rounds > 1) {
         const auto [lo, hi] = std::minmax_element(s.ratios.begin(), s.ratios.end());
-        std::printf("retrokit / transformers: %.2fx %s/s (wall), %.2fx %s per CPU-second: medians of %d "
+        std::printf("retrokit / %s: %.2fx %s/s (wall), %.2fx %s per CPU-second: medians of %d "
                     "rounds side by side (wall %.2fx .. %.2fx; the rows above are each side's median round)\n",
-                    ratio, unit.c_str(), cpu_ratio, unit.c_str(), rounds, *lo, *hi);
+                    peer_name.c_str(), ratio, unit.c_str(), cpu_ratio, unit.c_str(), rounds, *lo, *hi);
     } else {
-        std::printf("retrokit / transformers: %.2fx %s/s (wall), %.2fx %s per CPU-second\n", ratio, unit.c_str(), cpu_ratio,
-                    unit.c_str());
+        std::printf("retrokit / %s: %.2fx %s/s (wall), %.2fx %s per CPU-second\n", peer_name.c_str(), ratio, unit.c_str(),
+                    cpu_ratio, unit.c_str());
     }
     result["peer"] = s.peer;
     result["ratio"] = ratio;

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -198,6 +199,8 @@ void RetroConfig::validate(const std::string& where) const {
 }
 
 RetroConfig RetroConfig::load(const std::string& path) {
+    if (std::error_code ec; std::filesystem::is_directory(path, ec))   // (it said "not valid JSON: basic_filebuf::underflow")
+        user_error_in(path, "is a folder, not a model config", "give a .json file such as examples/configs/demo.json");
     std::ifstream in(path);
     if (!in) user_error_in(path, "cannot open model config");
     nlohmann::json j;
