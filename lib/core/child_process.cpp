@@ -107,8 +107,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv_in, const std::v
 
 ChildProcess::~ChildProcess() {
     if (out_fd_ >= 0) ::close(out_fd_);
-    if (pid_ > 0 && !done_) {
-        ::kill(-pid_, SIGTERM);
+    if (pid_ > 0 && !done_) {   // (an exception while it ran: nothing waits for its result, and it may ignore SIGTERM)
+        ::kill(-pid_, SIGKILL);
         int status = 0;
         while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
         }

@@ -20,7 +20,7 @@ class ChildProcess {
 public:
     // `capture_stdout`: the child's standard output goes to a pipe (read_all_stdout), else it is this process's.
     ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}, bool capture_stdout = false);
-    ~ChildProcess();   // a child not waited for is killed (its group) and reaped
+    ~ChildProcess();   // a child not waited for is killed (its group, SIGKILL) and reaped
     ChildProcess(const ChildProcess&) = delete;
     ChildProcess& operator=(const ChildProcess&) = delete;
 
