@@ -61,7 +61,8 @@ std::vector<float> make_vectors(std::int64_t n, int d, int clusters, std::uint64
 }
 
 // The block the sgemm reference multiplies: the exact search's retrieval block, up to 4096 queries x 65536 base rows,
-// cut to the run's --queries and --n and to 512 MiB of A, B and C together (it was 4096 x 65536 whatever the sizes:
+// cut to the run's --queries and --n and to 1.25 GiB of A, B and C together, which keeps the full block (and the
+// figures measured with it) up to a dim of about 900 (it was 4096 x 65536 whatever the sizes:
 // 1 GiB of C for a 1,000-vector base, and 8 GiB of B at --dim 32768).
 struct SgemmBlock {
     std::int64_t m = 0, n = 0;
@@ -70,7 +71,7 @@ struct SgemmBlock {
 
 SgemmBlock sgemm_block(std::int64_t queries, std::int64_t base, int d) {
     SgemmBlock b{std::min<std::int64_t>(4096, queries), std::min<std::int64_t>(65536, base)};
-    const double cap = 512.0 * (1 << 20);
+    const double cap = 1.25 * (1 << 30);
     while (b.n > 1 && b.bytes(d) > cap) b.n /= 2;
     while (b.m > 1 && b.bytes(d) > cap) b.m /= 2;
     return b;
