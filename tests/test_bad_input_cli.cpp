@@ -960,6 +960,24 @@ TEST_CASE("bad input: retro-train's --val-batches past the split - plot of edite
     const auto taken = test::run_tool("retro-train", "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
                                                          " --weights " + ck.string() + " --quiet --no-verify");
     CHECK_MESSAGE(taken.exit_code == 0, taken.err);
+
+    // eval's val split of another database than the run's: said (its documents are held out by their own positions)
+    const fs::path other_db = t / "other-db";
+    fs::create_directories(t / "fewer");
+    for (const auto& e : fs::directory_iterator(p.corpus))
+        if (e.path().filename().string() != "d0.txt") fs::copy_file(e.path(), t / "fewer" / e.path().filename());
+    REQUIRE(test::run_tool("retro-chunk", (t / "fewer").string() + " --tokenizer " + p.tok.string() + " --out " + other_db.string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet").exit_code == 0);
+    const std::string eval_other = "eval --run " + p.run.string() + " --db " + other_db.string()  + " --max-batches 1";
+    const auto warned = test::run_tool("retro-train", eval_other);
+    CHECK_MESSAGE(warned.exit_code == 0, warned.err);
+    CHECK(warned.err.find("is not the database " + p.run.string() + " trained on") != std::string::npos);
+    const auto all = test::run_tool("retro-train", eval_other + " --split all");
+    CHECK(all.exit_code == 0);
+    CHECK(all.err.find("is not the database") == std::string::npos);
+    const auto same = test::run_tool("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --max-batches 1");
+    CHECK(same.exit_code == 0);
+    CHECK(same.err.find("is not the database") == std::string::npos);
 }
 
 TEST_CASE("bad input: retro-train names what is wrong - a group twice, a device, a database as --knn, the default CCA layers") {

@@ -79,6 +79,22 @@ double resolve_val_fraction(const EvalOptions& o) {
     return o.val_fraction;
 }
 
+// A val or train split of another database than the one the run trained on is not the run's split: its documents are
+// numbered and held out by position in that database, so its "val" may be text the run trained on (a corpus chunked
+// again with a file added in front shifts every document). Said, not refused: --split all on another corpus is a
+// held-out figure, and a copy of the database (the same fingerprint) is the same.
+void warn_other_database(const EvalOptions& o) {
+    if (o.split == "all" || !fs::exists(fs::path(o.run) / "manifest.json") || !fs::exists(fs::path(o.db) / "manifest.json"))
+        return;
+    const nlohmann::json inputs = manifest_read(o.run).value("inputs", nlohmann::json::array());
+    for (const auto& in : inputs)
+        if (in.is_object() && in.value("role", "") == "db" && in.contains("fingerprint") && in["fingerprint"].is_string() &&
+            in["fingerprint"] != folder_fingerprint(manifest_read(o.db)))
+            log_warn(cat(o.db, " is not the database ", o.run, " trained on (", in.value("path", std::string("?")),
+                         "): its ", o.split, " split is by its own documents' positions, not the ones the run held out; ",
+                         "--split all evaluates all of it"));
+}
+
 // Byte lengths of the database's tokens, at least `vocab` of them (empty when its tokenizer cannot be opened: no
 // bpb). A tokenizer smaller than the model's vocabulary (a small corpus) leaves the ids past its own at 0 bytes: the
 // database's tokens, all from it, never take them.
@@ -175,6 +191,7 @@ EvalReport train_eval(const EvalOptions& o) {
         require_same_tokenizer(o.baseline, run_tokenizer(o.baseline).fingerprint, o.run + " (its database's)", run_tok.fingerprint,
                                "compare runs trained on databases of the same tokenizer");
     const double val_fraction = resolve_val_fraction(o);
+    warn_other_database(o);
     const double held_out = o.split == "all" ? 0.0 : val_fraction;
     // The split must hold sequences and a batch must fit: refused before a search (--index) can take minutes.
     const auto check_split = [&](const RetroData& d, bool knn) {
