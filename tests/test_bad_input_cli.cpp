@@ -968,7 +968,7 @@ TEST_CASE("bad input: retro-train's --val-batches past the split - plot of edite
         if (e.path().filename().string() != "d0.txt") fs::copy_file(e.path(), t / "fewer" / e.path().filename());
     REQUIRE(test::run_tool("retro-chunk", (t / "fewer").string() + " --tokenizer " + p.tok.string() + " --out " + other_db.string() +
                                               " --chunk-size 4 --seq-len 16 --quiet").exit_code == 0);
-    const std::string eval_other = "eval --run " + p.run.string() + " --db " + other_db.string()  + " --max-batches 1";
+    const std::string eval_other = "eval --run " + p.run.string() + " --db " + other_db.string() + " --max-batches 1";
     const auto warned = test::run_tool("retro-train", eval_other);
     CHECK_MESSAGE(warned.exit_code == 0, warned.err);
     CHECK(warned.err.find("is not the database " + p.run.string() + " trained on") != std::string::npos);
