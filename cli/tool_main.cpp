@@ -303,7 +303,7 @@ std::string usage_message(const std::string& what) {
 // a refusal every rank meets first (core/distributed.h: distributed_before_failure_line).
 int failure_line(const std::string& tool, const char* kind, const std::string& message, int exit_code) {
     distributed_before_failure_line();
-    std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, terminal_text(message).c_str());
+    std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, terminal_text(message, true).c_str());   // one line
     return exit_code;
 }
 

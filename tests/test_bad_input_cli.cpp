@@ -864,23 +864,33 @@ TEST_CASE("bad input: retro-train keeps to its own folders - the user's files, a
     const Pipeline& p = pipeline();
     test::TempDir t("trainfolders");
 
-    // a folder no tool made that holds the user's files (a downloaded model's config.json and model.safetensors,
-    // notes): refused with and without --force (--force replaced config.json and model.safetensors, as advised)
+    // a folder no tool made that holds someone else's model (a downloaded model's config.json and model.safetensors):
+    // refused with and without --force (--force replaced both, as advised)
     const fs::path mine = t / "mine";
     fs::create_directories(mine);
     test::write_text(mine / "config.json", "{\"my\": \"own config\"}");
     test::write_text(mine / "model.safetensors", "precious");
-    test::write_text(mine / "notes.txt", "notes");
     for (const std::string extra : {"", " --force"}) {
         CAPTURE(extra);
         expect_refused(test::run_tool("retro-train", train_args(p, mine) + " --steps 1" + extra),
-                       {mine.string(), "holds files retro-train did not write (config.json, model.safetensors, notes.txt)"});
+                       {mine.string(), "holds a model.safetensors no retro-train run claims"});
     }
-    CHECK(test::read_text(mine / "model.safetensors") == "precious");
+    fs::remove(mine / "model.safetensors");
+    for (const std::string extra : {"", " --force"})
+        expect_refused(test::run_tool("retro-train", train_args(p, mine) + " --steps 1" + extra),
+                       {mine.string(), "holds a config.json that is not --config's"});
     CHECK(test::read_text(mine / "config.json") == "{\"my\": \"own config\"}");
-    // an empty folder is taken
+    // taken: an empty folder, one holding a log written before the run (`| tee run/train.log`, sbatch --output), and
+    // one a run of an earlier version left when killed in its first step (its own config.json alone)
     fs::create_directories(t / "empty");
     CHECK(test::run_tool("retro-train", train_args(p, t / "empty") + " --steps 1").exit_code == 0);
+    fs::create_directories(t / "logged");
+    test::write_text(t / "logged" / "train.log", "started\n");
+    CHECK(test::run_tool("retro-train", train_args(p, t / "logged") + " --steps 1").exit_code == 0);
+    CHECK(test::read_text(t / "logged" / "train.log") == "started\n");
+    fs::create_directories(t / "old");
+    fs::copy_file(p.config, t / "old" / "config.json");
+    CHECK(test::run_tool("retro-train", train_args(p, t / "old") + " --steps 1").exit_code == 0);
 
     // --out inside another run's checkpoints/ (a checkpoint, or the folder of them): refused, with or without --force
     const fs::path other = t / "other";

@@ -33,16 +33,15 @@ TEST_CASE("child process: its output and exit status come back") {
     env.wait();
 }
 
-TEST_CASE("child process: SIGTERM or SIGINT sent to the parent alone reaches the child's group, then ends the parent") {
-    for (const int sig : {SIGTERM, SIGINT}) {
+TEST_CASE("child process: SIGTERM, SIGINT or SIGHUP sent to the parent alone reaches the child's group, then ends the parent") {
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
         CAPTURE(sig);
         test::TempDir t("child");
         const std::string pidfile = (t / "pid").string();
         const pid_t parent = ::fork();
         REQUIRE(parent >= 0);
         if (parent == 0) {
-            ::signal(SIGINT, SIG_DFL);
-            ::signal(SIGTERM, SIG_DFL);
+            for (const int s : {SIGINT, SIGTERM, SIGHUP}) ::signal(s, SIG_DFL);
             ChildProcess::shell("echo $$ > " + shell_quote(pidfile) + ".tmp && mv " + shell_quote(pidfile) + ".tmp " +
                                 shell_quote(pidfile) + " && exec sleep 30");
             ::_exit(0);   // (not reached: the signal ends it)

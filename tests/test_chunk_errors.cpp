@@ -158,6 +158,11 @@ TEST_CASE("retro-chunk inspect prints a chunk's control characters as text, and 
     CHECK(missing.exit_code == 2);
     CHECK(missing.err.find('\x1b') == std::string::npos);
     CHECK(missing.err.find("no\\x1b[31mdb") != std::string::npos);
+    // a newline in a name does not split the error's one line
+    const auto split = run_tool("retro-chunk", "inspect " + retro::shell_quote((c.dir / "no\ndb").string()));
+    CHECK(split.exit_code == 2);
+    CHECK(line_count(split.err) == 1);
+    CHECK(split.err.find("no\\x0adb") != std::string::npos);
 }
 
 TEST_CASE("retro-chunk refuses a corpus with no document") {

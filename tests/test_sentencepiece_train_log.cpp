@@ -3,7 +3,10 @@
 // --quiet) instead of a silence between "training" and "wrote".
 #include <doctest/doctest.h>
 
+#include <iostream>
 #include <string>
+
+#include "core/stderr_capture.h"
 
 #include "test_util.h"
 #include "text/sentencepiece_train_log.h"
@@ -37,6 +40,22 @@ TEST_CASE("sentencepiece progress: a BPE model's merges of the vocabulary less i
     CHECK(p.total() == 2000 - 260 - 81);
     CHECK(p.done() == 20);
     CHECK(!p.feed("unigram_model_trainer.cc(201) LOG(INFO) Initialized 8772 seed sentencepieces"));
+}
+
+TEST_CASE("sentencepiece log: a failed CHECK and its end are warnings, its info lines debug ones") {
+    // sentencepiece 0.1.97's CHECK prints "file.cc(N) [cond] message" untagged, then "Program terminated with an
+    // unrecoverable error." and exits: without --verbose these were lost as debug lines (exit 255 without a word)
+    const std::string err = capture_stderr([] {
+        SentencepieceTrainLog log("unigram", 100);
+        std::cerr << "unigram_model_trainer.cc(201) LOG(INFO) Initialized 10 seed sentencepieces\n"
+                  << "trainer_interface.cc(77) [!sentences_.empty()] no sentence\n"
+                  << "Program terminated with an unrecoverable error.\n"
+                  << "trainer_interface.cc(12) LOG(ERROR) broken\n";
+    });
+    CHECK(err.find("warning: sentencepiece: trainer_interface.cc(77) [!sentences_.empty()] no sentence") != std::string::npos);
+    CHECK(err.find("warning: sentencepiece: Program terminated with an unrecoverable error.") != std::string::npos);
+    CHECK(err.find("warning: sentencepiece: broken") != std::string::npos);
+    CHECK(err.find("Initialized") == std::string::npos);   // (info: --verbose's)
 }
 
 TEST_CASE("retro-tokenizer train shows the training's progress - its lines under --verbose - nothing under --quiet") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -41,8 +42,8 @@ bool cpu_avx2_fma() {
 #endif
 }
 
-// Whether libgomp refuses `value` for OMP_NUM_THREADS (env.c: a comma-separated list of positive integers, spaces
-// around each). A superset of what it takes counts as valid, so a value it takes is never dropped.
+// Whether libgomp refuses `value` for OMP_NUM_THREADS (env.c: a comma-separated list of positive integers, white
+// space around each). A superset of what it takes counts as valid, so a value it takes is never dropped.
 bool omp_num_threads_refused(std::string_view value) {
     bool positive = false;   // the current item has a digit other than 0
     for (std::size_t i = 0; i <= value.size(); ++i) {
@@ -52,7 +53,7 @@ bool omp_num_threads_refused(std::string_view value) {
             positive = false;
         } else if (c >= '1' && c <= '9') {
             positive = true;
-        } else if (c != '0' && c != ' ' && c != '\t' && c != '+') {
+        } else if (c != '0' && c != '+' && !std::isspace(static_cast<unsigned char>(c))) {   // (libgomp skips isspace)
             return true;
         }
     }

@@ -9,49 +9,60 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/interrupt_note.h"
+#include "core/log.h"
 
 extern char** environ;
 
 namespace retro {
 namespace {
 
-volatile std::sig_atomic_t g_child_group = 0;   // the running child's process group, 0: none
-volatile std::sig_atomic_t g_passed_signal = 0;   // the SIGINT or SIGTERM passed to it
-struct sigaction g_old_int {}, g_old_term {};
+// The signals passed to the child's group: those that end a process (a terminal's Ctrl-C, Ctrl-\ and hangup, a
+// scheduler's or timeout's SIGTERM), and the job-control pair (Ctrl-Z stops the child too, fg continues it).
+constexpr int kEnding[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int kJobControl[] = {SIGTSTP, SIGCONT};
+
+volatile std::sig_atomic_t g_child_group = 0;   // the running child's process group, 0: none (yet)
+volatile std::sig_atomic_t g_passed_signal = 0;   // the ending signal that came while it ran
+struct sigaction g_old[NSIG];
 
 extern "C" void pass_to_child(int sig) {
     const int saved = errno;
-    if (g_child_group > 0) ::kill(-static_cast<pid_t>(g_child_group), sig);
-    g_passed_signal = sig;
+    const auto group = static_cast<pid_t>(g_child_group);
+    if (sig == SIGTSTP) {   // stop the child, then this process as SIGTSTP's default would
+        if (group > 0) ::kill(-group, SIGTSTP);
+        ::kill(::getpid(), SIGSTOP);
+    } else if (sig == SIGCONT) {
+        if (group > 0) ::kill(-group, SIGCONT);
+    } else {
+        if (group > 0) ::kill(-group, sig);
+        g_passed_signal = sig;   // (before the group is known: passed on by the constructor)
+    }
     errno = saved;
 }
 
-void block_interrupts(bool block) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    ::sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
-}
-
-// SIGINT's and SIGTERM's handlers for the child's life (not where inherited as ignored: a background job's)
+// The handlers for the child's life; an ending signal inherited as ignored (a background job's) stays ignored.
 void install_passing() {
     struct sigaction pass {};
     pass.sa_handler = pass_to_child;
     sigemptyset(&pass.sa_mask);
     pass.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, nullptr, &g_old_int);
-    ::sigaction(SIGTERM, nullptr, &g_old_term);
-    if (g_old_int.sa_handler != SIG_IGN) ::sigaction(SIGINT, &pass, nullptr);
-    if (g_old_term.sa_handler != SIG_IGN) ::sigaction(SIGTERM, &pass, nullptr);
+    for (const int sig : kEnding) {
+        ::sigaction(sig, nullptr, &g_old[sig]);
+        if (g_old[sig].sa_handler != SIG_IGN) ::sigaction(sig, &pass, nullptr);
+    }
+    for (const int sig : kJobControl) {
+        ::sigaction(sig, nullptr, &g_old[sig]);
+        if (g_old[sig].sa_handler == SIG_DFL) ::sigaction(sig, &pass, nullptr);   // (a shell's own handling kept)
+    }
 }
 
 void restore_handlers() {
-    ::sigaction(SIGINT, &g_old_int, nullptr);
-    ::sigaction(SIGTERM, &g_old_term, nullptr);
+    for (const int sig : kEnding) ::sigaction(sig, &g_old[sig], nullptr);
+    for (const int sig : kJobControl) ::sigaction(sig, &g_old[sig], nullptr);
 }
 
 }  // namespace
@@ -74,35 +85,36 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv_in, const std::v
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     if (capture_stdout) posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-    // its own group (killed as one: sh, python, mpirun and its ranks), the default actions and no blocked signals
+    // its own group (signalled as one: sh, python, mpirun and its ranks), the default actions and no blocked signals
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     posix_spawnattr_setpgroup(&attr, 0);
     sigset_t defaults, none;
     sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
+    for (const int sig : kEnding) sigaddset(&defaults, sig);
+    for (const int sig : kJobControl) sigaddset(&defaults, sig);
     sigaddset(&defaults, SIGPIPE);
     sigemptyset(&none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setsigmask(&attr, &none);
 
-    // a signal between the spawn and the group's recording waits (blocked), then is passed on
-    block_interrupts(true);
+    // the handlers first (a signal any thread takes now is recorded), then the child, then its group is known and a
+    // signal recorded meanwhile is passed on
     g_passed_signal = 0;
+    install_passing();
     const int rc = ::posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), env_in.empty() ? environ : envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (capture_stdout) ::close(pipe_fds[1]);
     if (rc != 0) {
-        block_interrupts(false);
+        restore_handlers();
         if (capture_stdout) ::close(pipe_fds[0]);
         pid_ = -1;
-        user_error_in(argv_in[0], "cannot start");
+        if (const int sig = g_passed_signal; sig != 0) interrupt_note_die(sig);
+        user_error_in(argv_in[0], std::string("cannot start: ") + std::strerror(rc));
     }
     out_fd_ = capture_stdout ? pipe_fds[0] : -1;
     g_child_group = pid_;
-    install_passing();
-    block_interrupts(false);
+    if (const int sig = g_passed_signal; sig != 0) ::kill(-pid_, sig);
 }
 
 ChildProcess::~ChildProcess() {
@@ -140,6 +152,10 @@ bool ChildProcess::poll(int& status, struct rusage* ru, bool block) {
         got = ::wait4(pid_, &status, block ? 0 : WNOHANG, ru ? ru : &own);
     } while (got < 0 && errno == EINTR);
     if (got == 0) return false;
+    if (got < 0) {   // (SIGCHLD inherited as ignored reaps it first: ECHILD) a status that is not a success
+        log_warn(cat("waiting for a child process (pid ", pid_, ") failed: ", std::strerror(errno), "; counted as failed"));
+        status = 127 << 8;
+    }
     done_ = true;
     g_child_group = 0;
     restore_handlers();

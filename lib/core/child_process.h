@@ -14,8 +14,10 @@ namespace retro {
 
 // Starts `argv` (argv[0] a path) in a process group of its own, standard input /dev/null (a group not in the
 // foreground would stop on reading the terminal), with `env` as its environment (empty: this process's). Until the
-// child is waited for, SIGINT and SIGTERM sent to this process are passed to the child's whole group; once it has
-// ended, this process ends by that signal (interrupt_note_die: a script running it stops too). One child at a time.
+// child is waited for, SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process are passed to the child's whole group
+// (and Ctrl-Z's SIGTSTP and SIGCONT, so a stopped bench stops its child); once it has ended, this process ends by
+// that signal (interrupt_note_die: a script running it stops too). A SIGKILL of this process's group cannot be
+// passed on: the child's group is another. One child at a time.
 class ChildProcess {
 public:
     // `capture_stdout`: the child's standard output goes to a pipe (read_all_stdout), else it is this process's.

@@ -15,7 +15,7 @@ std::mutex g_mutex;
 void emit(LogLevel level, const char* tag, const std::string& msg) {
     if (static_cast<int>(level) > g_level.load()) return;
     std::lock_guard<std::mutex> lock(g_mutex);
-    std::fprintf(stderr, "%s%s\n", tag, terminal_text(msg).c_str());   // a file name's escape codes as text
+    std::fprintf(stderr, "%s%s\n", tag, terminal_text(msg, true).c_str());   // a file name's escape codes and newlines as text
     std::fflush(stderr);
 }
 }  // namespace

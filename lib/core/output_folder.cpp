@@ -242,7 +242,9 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
         const FolderOwner above = folder_owner(dir.string());
         if (above.tool.empty()) continue;
         const std::string first = o.lexically_relative(dir).begin()->string();
-        if (first == "checkpoints" || first == "parts")
+        const bool kept = (above.tool == "retro-train" && first == "checkpoints") ||
+                          ((above.tool == "retro-index" || above.tool == "retro-knn") && first == "parts");
+        if (kept)
             user_error_in(out, "lies inside " + (dir / first).string() + ", which " + above.tool + " keeps for itself",
                           "choose an --out outside " + dir.string());
         break;   // the nearest folder a tool made decides
@@ -265,10 +267,7 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
     // and nothing else (the user's files beside them stay; before session 37 the whole folder went)
     static const std::map<std::string, std::vector<std::string>> kOutputs = {
         {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy", "bm25.glass", "images.json"}},
-        {"retro-knn", {"neighbours.npy", "distances.npy"}},
-        // (a folder retro-train does not claim — folder_owner: no manifest.json, no config.json beside checkpoints/ or
-        // metrics.jsonl — and that holds a config.json or model.safetensors holds someone else's model)
-        {"retro-train", {"checkpoints", "metrics.jsonl"}}};
+        {"retro-knn", {"neighbours.npy", "distances.npy"}}};
     const auto it = kOutputs.find(tool);
     const std::vector<std::string> names = it == kOutputs.end() ? std::vector<std::string>() : it->second;
     const auto own = [&](const fs::path& e) {

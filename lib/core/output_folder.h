@@ -54,8 +54,7 @@ struct OutputInput {
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
                          bool clears, bool lock = true);
 
-// --force's clearing of `out` for the tools that replace a whole folder (retro-index, retro-knn; retro-train: the
-// check alone, before every run, as it writes into a folder without --force too), after
+// --force's clearing of `out` for the tools that replace a whole folder (retro-index, retro-knn), after
 // output_folder_guard: removes what a run of `tool` writes there (its outputs, manifest.json, state.json, parts/,
 // *.tmp) and nothing else; a folder no tool claims that holds other files (the user's own) is refused naming them.
 // `check_only`: the refusal alone (before a long run that clears the folder at its end).

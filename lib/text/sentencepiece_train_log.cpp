@@ -112,7 +112,12 @@ void SentencepieceTrainLog::line_done() {
     std::smatch m;
     const bool tagged = std::regex_search(line_, m, prefix);
     const std::string text = "sentencepiece: " + (tagged ? m.suffix().str() : line_);
-    if (tagged && (m[1] == "ERROR" || m[1] == "FATAL")) log_warn(text);
+    // its errors as warnings: LOG(ERROR), and a failed CHECK ("trainer.cc(123) [cond] message", untagged, then
+    // "Program terminated with an unrecoverable error." and exit), which printed whatever minloglevel said
+    static const std::regex check_failed(R"(^[A-Za-z0-9_.]+\(\d+\) \[)");
+    const bool error = (tagged && (m[1] == "ERROR" || m[1] == "FATAL")) || (!tagged && std::regex_search(line_, check_failed)) ||
+                       line_.find("Program terminated with an unrecoverable error") != std::string::npos;
+    if (error) log_warn(text);
     else log_debug(text);
     if (progress_.feed(line_)) {
         if (!bar_) bar_ = std::make_unique<Progress>(progress_.stage(), progress_.total(), "pieces");

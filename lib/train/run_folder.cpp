@@ -15,6 +15,8 @@
 #include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
+#include "model/config.h"
 
 namespace fs = std::filesystem;
 
@@ -56,6 +58,24 @@ bool holds_run(const std::string& out, bool any_manifest) {
     const bool metrics = fs::exists(o / "metrics.jsonl") && fs::file_size(o / "metrics.jsonl", ec) > 0;
     return fs::exists(o / "checkpoints") || metrics || fs::exists(o / "model.safetensors") ||
            (any_manifest && fs::exists(o / "manifest.json"));
+}
+
+void refuse_unclaimed_model_files(const std::string& out, const std::string& config_path) {
+    std::error_code ec;
+    if (!fs::is_directory(out, ec) || !folder_owner(out).tool.empty()) return;
+    const fs::path o(out);
+    const std::string fix = "choose another --out, or move the file away yourself: --force would replace it";
+    if (fs::exists(o / "model.safetensors", ec))
+        user_error_in(out, "holds a model.safetensors no retro-train run claims (no manifest.json, metrics.jsonl or "
+                           "checkpoints/ beside it)", fix);
+    if (!fs::exists(o / "config.json", ec)) return;
+    const nlohmann::json wanted = RetroConfig::load(config_path).to_json();   // (a bad --config named as such)
+    bool same = false;   // (one that does not read as a config is not the run's own)
+    try {
+        same = RetroConfig::load((o / "config.json").string()).to_json() == wanted;
+    } catch (const UserError&) {
+    }
+    if (!same) user_error_in(out, "holds a config.json that is not --config's, and no run of retro-train beside it", fix);
 }
 
 void prune_checkpoints(const std::string& out, std::int64_t keep) {

@@ -644,9 +644,9 @@ void Trainer::run() {
     // inside a folder a tool keeps for itself, the user's files: output_folder_guard, output_folder_clear), then
     // one that holds a run
     output_folder_guard(o_.out, ctx_.tool, inputs, false, false);
-    // a folder no tool claims that holds other files is the user's (their notes, a downloaded model's config.json and
-    // model.safetensors, a corpus): refused with or without --force, which replaced the user's files of a run's names
-    output_folder_clear(o_.out, ctx_.tool, true);
+    // a folder no tool claims that holds a model of someone else's (a downloaded model's config.json and
+    // model.safetensors): refused with or without --force, which replaced them (run_folder.h)
+    refuse_unclaimed_model_files(o_.out, o_.config);
     if (holds_run(o_.out, false) && !o_.resume && !o_.force)
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_ = &distributed("retro-train");
