@@ -378,6 +378,8 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet retention --modes naive --naive-max-T -1"), {"--naive-max-T: -1 is not a sequence length"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --chunk-bin /dev/null --size-mb 0.01"), {"--chunk-bin: /dev/null is not an executable file"});
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --vocab-size 10 --size-mb 0.01"), {"--vocab-size: 10 is below"});
+    expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0.01 --work-dir " + (test::source_dir() / "README.md").string()),
+                   {"--work-dir: ", "README.md is a file, not a folder"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script " + (test::source_dir() / "tests/peers/rp_train.py").string() + " --steps 1"), {"--peer-script: applies with --peer only"});
     // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),

@@ -117,6 +117,8 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
     // a --work-dir of its own: made here, or holding only what an earlier run of this bench made (its mark), never a
     // folder of the user's (its corpus.jsonl, tok.model and db/ are written over; a real database was replaced)
     constexpr const char* kWorkMark = "retro-bench-chunk.work";
+    if (std::error_code ec; !o.work_dir.empty() && fs::exists(o.work_dir, ec) && !fs::is_directory(o.work_dir, ec))
+        user_error_in("--work-dir", o.work_dir + " is a file, not a folder", "give a new or empty folder");   // ("cannot create directories")
     if (!o.work_dir.empty()) {   // nor --json over one of the files the bench writes there (the report replaced the corpus)
         const fs::path wd(o.work_dir);
         bench_refuse_outputs_over_inputs({{"--json", o.json}}, {{"the --work-dir's corpus", (wd / "corpus.jsonl").string()},
