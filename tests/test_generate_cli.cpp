@@ -639,6 +639,70 @@ TEST_CASE("generate: bad input exits 2 with one line") {
     CHECK_FALSE(fs::exists(p.tmp / "x.jsonl"));
 }
 
+TEST_CASE("generate: a checkpoint held to its own records - outputs over inputs - closed stdout - ids kept as written") {
+    // found by a helper's exploratory pass (session 53)
+    Pipeline p;
+    build(p, "a", 1, true);
+    const fs::path knn = p.tmp / "a-knn";
+    const std::string base = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string();
+    auto expect2 = [](const test::RunResult& r, const std::string& needle) {
+        INFO(r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(one_line(r));
+        CHECK(r.err.find(needle) != std::string::npos);
+    };
+    // --checkpoint of a run trained without retrieval, used with retrieval (the run folder itself was refused)
+    const fs::path nr = p.tmp / "nr-run";
+    REQUIRE(test::run_tool("retro-train", "--db " + p.db.string() + " --config " + (p.tmp / "config.json").string() + " --out " +
+                                              nr.string() + " --steps 2 --batch-size 2 --quiet --threads 1 --no-retrieval --checkpoint-every 1")
+                .exit_code == 0);
+    for (const fs::path& ck : {nr / "checkpoints" / "step_00000002", nr / "model.safetensors"}) {
+        CAPTURE(ck);
+        expect2(test::run_tool("retro-generate", base + " hello --quiet --checkpoint " + ck.string()), "was trained with --no-retrieval");
+    }
+    CHECK(test::run_tool("retro-generate", base + " hello --quiet --no-retrieval --checkpoint " +
+                                               (nr / "checkpoints" / "step_00000002").string()).exit_code == 0);
+    // a checkpoint whose state.json records another tokenizer than the database's
+    const fs::path ck = p.tmp / "ck";
+    fs::copy(p.run / "checkpoints" / "step_00000002", ck, fs::copy_options::recursive);
+    nlohmann::json st = nlohmann::json::parse(test::read_text(ck / "state.json"));
+    st["tokenizer_fingerprint"] = "0123456789abcdef";
+    test::write_text(ck / "state.json", st.dump(2));
+    expect2(test::run_tool("retro-generate", base + " hello --quiet --no-verify --checkpoint " + ck.string()),
+            "was trained on the ids of another tokenizer");
+
+    // --output over an input named as a file, or over the database's tokenizer (--force replaced them)
+    test::write_text(p.tmp / "two.jsonl", "\"a b\"\n\"c d\"\n");
+    const std::string prompts = " --quiet --max-tokens 2 --prompts " + (p.tmp / "two.jsonl").string() + " --force --output ";
+    fs::copy_file(p.run / "model.safetensors", p.tmp / "w.safetensors");
+    const std::string weights_before = test::read_text(p.tmp / "w.safetensors");
+    expect2(test::run_tool("retro-generate", base + " --checkpoint " + (p.tmp / "w.safetensors").string() + prompts +
+                                                 (p.tmp / "w.safetensors").string()),
+            "is the --checkpoint file");
+    CHECK(test::read_text(p.tmp / "w.safetensors") == weights_before);
+    const fs::path tok_model = p.tmp / "a-tok" / "tok.model";
+    const std::string tok_before = test::read_text(tok_model);
+    expect2(test::run_tool("retro-generate", base + prompts + tok_model.string()), "tok.model");
+    CHECK(test::read_text(tok_model) == tok_before);
+
+    // standard output closed: the text would go nowhere (exit 0 before)
+    expect2(test::run_command("sh -c " + q(test::tool_path("retro-generate") + " " + base + " hello --max-tokens 2 >&-")),
+            "standard output: is closed");
+    // a prompt on standard input that is not UTF-8 (an argument is refused so; stdin was taken)
+    expect2(test::run_tool("retro-generate", base + " -", std::string("caf\xe9\n")), "standard input: is not UTF-8 text");
+    // an id that is not a 64-bit integer would come back otherwise
+    test::write_text(p.tmp / "big.jsonl", "{\"id\": 12345678901234567890123, \"prompt\": \"a\"}\n");
+    expect2(test::run_tool("retro-generate", base + " --quiet --prompts " + (p.tmp / "big.jsonl").string() + " --output " +
+                                                 (p.tmp / "big.out").string()),
+            "a number that is not a 64-bit integer");
+    // --show-neighbours in batch mode names each prompt's id beside its line
+    test::write_text(p.tmp / "ids.jsonl", "{\"id\": \"first\", \"prompt\": \"a b c d e f\"}\n");
+    const auto shown = test::run_tool("retro-generate", base + " --max-tokens 6 --show-neighbours --prompts " +
+                                                            (p.tmp / "ids.jsonl").string() + " --output " + (p.tmp / "ids.out").string());
+    CHECK_MESSAGE(shown.exit_code == 0, shown.err);
+    CHECK(shown.err.find("[prompt 1, id \"first\"]") != std::string::npos);
+}
+
 TEST_CASE("generate: the journal tells its count once a line is written, before the sync - and reads its lines back") {
     // retro-generate's Ctrl-C note said one prompt fewer than the journal held (3 of 3 tries of a helper's pass): a
     // SIGTERM lands in the fdatasync, after the line is in the file, and the note was updated after the sync

@@ -102,8 +102,15 @@ void generate_output_check(const GenerateRunOptions& cli) {
             user_error_in(cli.output, "is inside " + flag + " (" + dir + "): the results would write into an input",
                           "give a file outside the input folders");
     }
+    // an input named as a file (--checkpoint w.safetensors, --tokenizer tok.model): --force replaced the weights
+    for (const auto& [flag, file] : {std::pair<std::string, std::string>{"--checkpoint", cli.g.checkpoint}, {"--tokenizer", cli.g.tokenizer}})
+        if (!file.empty() && fs::is_regular_file(file, ec) && fs::exists(cli.output, ec) && fs::equivalent(cli.output, file, ec))
+            user_error_in(cli.output, "is the " + flag + " file: the results would replace an input", "give another --output");
     const fs::path parent = fs::absolute(cli.output).parent_path();
     if (!fs::is_directory(parent)) user_error_in(cli.output, "cannot be written: " + parent.string() + " is not a folder");
+    // nor a file of a folder a tool made (the database's tokenizer, tok/tok.model: "exists (the results of an earlier
+    // run)" said, and --force replaced it)
+    output_file_guard(cli.output, "--output");
     // the journal and the output are made in this folder at the first finished prompt, after the decoding started
     folder_writable_check(cli.output, parent);
 }

@@ -29,6 +29,7 @@
 #include "generate/batch_output.h"
 #include "generate/generate_journal.h"
 #include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace retro {
 
@@ -66,6 +67,11 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
         const char* key = j.is_object() && j.contains("prompt") ? "prompt" : "text";
         if (!j.is_object() || !j.contains(key) || !j.at(key).is_string())
             user_error_in(where, "needs a string or an object with a string \"prompt\"");
+        // an id that is a number past 64-bit integers, or with a fraction or exponent, would not come back as written
+        // (12345678901234567890123 as 1.2345678901234568e+22, two such ids then "the same"; 1e2 as 100.0)
+        if (j.contains("id") && j.at("id").is_number_float())
+            user_error_in(where, "has the id " + j.at("id").dump() + ", a number that is not a 64-bit integer: it would "
+                                 "not come back as written", "give the id as a string, or a whole number");
         prompts.push_back(j.at(key).get<std::string>());
         ids.push_back(j.contains("id") ? j.at("id") : nlohmann::json(static_cast<std::int64_t>(prompts.size() - 1)));
     }
@@ -120,7 +126,9 @@ void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeig
         return;
     }
     const std::int64_t cs = gen.config().chunk_size;
-    std::string head = batch ? cat("[prompt ", prompt + 1, "] ") : std::string();
+    // (the prompt's line in the file, and its id, the join key --json and the results carry: a numbered line alone
+    // read as the id off by one)
+    std::string head = batch ? cat("[prompt ", prompt + 1, ", id ", terminal_text(json_line(id), true), "] ") : std::string();
     std::fprintf(stderr, "\n%sretrieved for chunk %lld (tokens %lld-%lld): \"%s\"\n", head.c_str(),
                  static_cast<long long>(n.chunk), static_cast<long long>(n.chunk * cs),
                  static_cast<long long>(n.chunk * cs + cs - 1),
@@ -161,10 +169,16 @@ std::atomic<int> g_interrupt_current{-1};
 
 void set_interrupt_text(const std::string& journal, std::size_t kept, std::size_t total) {
     const int next = g_interrupt_current.load() == 0 ? 1 : 0;
-    std::snprintf(g_interrupt_text[next], sizeof g_interrupt_text[next],
-                  "retro-generate: interrupted; %s keeps %zu of %zu prompts: continue with the same command and "
-                  "--resume\n",
-                  journal.c_str(), kept, total);
+    if (kept == 0)   // (no journal is written before the first finished prompt: it named a file that was not there)
+        std::snprintf(g_interrupt_text[next], sizeof g_interrupt_text[next],
+                      "retro-generate: interrupted before the first of %zu prompts finished; nothing is kept: run the "
+                      "same command again\n",
+                      total);
+    else
+        std::snprintf(g_interrupt_text[next], sizeof g_interrupt_text[next],
+                      "retro-generate: interrupted; %s keeps %zu of %zu prompts: continue with the same command and "
+                      "--resume\n",
+                      journal.c_str(), kept, total);
     g_interrupt_current.store(next);
 }
 
@@ -188,6 +202,10 @@ void generate_run(GenerateRunOptions cli) {
     std::vector<std::string> prompts;
     std::vector<nlohmann::json> ids;
     std::vector<std::string> names;
+    // the text's destination closed (`>&-`: it went to the /dev/null core/std_streams.h put there, exit 0)
+    if ((!batch || to_stdout) && std_stream_was_closed(STDOUT_FILENO))
+        user_error_in("standard output", "is closed: the generated text would go nowhere",
+                      "redirect it to a file, or give --prompts with --output FILE");
     if (batch) {
         if (!cli.prompt.empty()) user_error_in("prompt", "give either a prompt or --prompts, not both");
         if (cli.output.empty()) user_error_in("--output", "is needed with --prompts", "e.g. --output out.jsonl");
@@ -197,7 +215,8 @@ void generate_run(GenerateRunOptions cli) {
                           "give --output FILE to be able to resume");
         if (!to_stdout) generate_output_check(cli);   // the results are written at the end: checked before the work
     } else {
-        if (cli.batch_size_given) log_warn("--batch-size has no effect on a single prompt (it is for --prompts)");
+        if (cli.batch_size_given && cli.g.batch_size >= 1)   // (a bad one is refused as such below)
+            log_warn("--batch-size has no effect on a single prompt (it is for --prompts)");
         if (cli.force) log_warn("--force has no effect on a single prompt (it replaces a --prompts run's --output)");
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
@@ -218,6 +237,8 @@ void generate_run(GenerateRunOptions cli) {
             if (text.size() > kStdinPromptMax)
                 user_error_in("standard input", cat("holds more than ", kStdinPromptMax >> 20, " MiB: not a prompt"),
                               "give the prompt as an argument, or a --prompts file");
+            if (!utf8_valid(text))   // (as a prompt given as an argument is refused: never decoded into replacement marks)
+                user_error_in("standard input", "is not UTF-8 text", "convert the prompt to UTF-8 (iconv -t UTF-8)");
             cli.prompt = std::move(text);
             while (!cli.prompt.empty() && (cli.prompt.back() == '\n' || cli.prompt.back() == '\r')) cli.prompt.pop_back();
         }
@@ -245,6 +266,7 @@ void generate_run(GenerateRunOptions cli) {
         if (cli.resume && journal->done().empty() && generate_output_complete(cli.output, prompts, ids)) {
             log_info(cli.output + " already holds a line for each of the " + std::to_string(prompts.size()) +
                      " prompts: nothing to resume (its options are not recorded: remove it to decode again)");
+            journal->remove();   // (a stale journal beside the finished file stayed on disk)
             return;
         }
         // a finished --output is kept unless --force: a run into it replaces it only when asked, or when it resumes a

@@ -133,7 +133,14 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                        " tokens together",
                    "a smaller --batch-size");
     model_ = std::make_unique<RetroModel<float>>(config);
-    params_load(generate_weights_path(o), model_->params(), model_->layout(), config);
+    const std::string weights_path = generate_weights_path(o);
+    params_load(weights_path, model_->params(), model_->layout(), config);
+    // a --checkpoint of another run (or its folder's weights named as a file) is held to what its own records say, as
+    // the run folder is below: a checkpoint's state.json (retrieval, tokenizer), a run's manifest (retrieval)
+    const fs::path holder = fs::path(weights_path).parent_path();
+    nlohmann::json ck_state, ck_manifest;
+    if (!o.checkpoint.empty() && fs::exists(holder / "state.json")) ck_state = json_read_file((holder / "state.json").string());
+    if (!o.checkpoint.empty() && fs::exists(holder / "manifest.json")) ck_manifest = manifest_read(holder.string());
     if (o.dtype == "bf16") {
         bf16_weights_ = linear_weights_bf16(*model_);
     }
@@ -189,6 +196,12 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (!tok_fp_expected.empty() && fingerprint_file(tok_path) != tok_fp_expected)
         user_error_in(tok_path, "is not the tokenizer the database was chunked with (fingerprint differs)",
                       "pass the database's tokenizer");
+    if (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint") && ck_state["tokenizer_fingerprint"].is_string() &&
+        !ck_state["tokenizer_fingerprint"].get<std::string>().empty() &&
+        ck_state["tokenizer_fingerprint"] != fingerprint_file(tok_path))
+        user_error_in(o.checkpoint, "was trained on the ids of another tokenizer than " + tok_path +
+                                        " (its state.json's tokenizer_fingerprint)",
+                      "pass the database (or --tokenizer) the checkpoint's run was trained with");
     tokenizer_ = std::make_unique<Tokenizer>(tok_path);
     if (tokenizer_->vocab_size() > config.num_tokens)
         user_error_in(tok_path, cat("has ", tokenizer_->vocab_size(), " pieces; the model's num_tokens is ",
@@ -203,6 +216,12 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
             (*run_params)["no_retrieval"] == true)
             user_error_in(o.run, "was trained with --no-retrieval: its CCA layers and encoder are untrained",
                           "add --no-retrieval, or retro-fit it with retrieval first (retro-train --init-from " + o.run + ")");
+        const bool ck_untrained =
+            (ck_state.is_object() && ck_state.value("no_retrieval", false) == true) ||
+            (ck_manifest.is_object() && ck_manifest.value("parameters", nlohmann::json::object()).value("no_retrieval", false) == true);
+        if (ck_untrained)
+            user_error_in(o.checkpoint, "was trained with --no-retrieval: its CCA layers and encoder are untrained",
+                          "add --no-retrieval, or pass a checkpoint of a run trained with retrieval");
         if (o.index.empty() || o.db.empty())
             user_error_in("--index", "retrieval needs --index and --db", "pass both, or --no-retrieval");
         if (config.first_cca_layer() == 0) {
