@@ -728,3 +728,22 @@ TEST_CASE("generate: the journal tells its count once a line is written, before 
     CHECK(again.done().size() == 2);
     CHECK(again.done().at(2).at("prompt") == "c");
 }
+
+TEST_CASE("generate: a greedy journal resumes whatever temperature, top-k or top-p either command gave") {
+    // greedy decoding reads none of them: `--greedy --temperature 2` interrupted was refused resumed with `--greedy`
+    test::TempDir t("journal-greedy");
+    const std::string out = (t / "out.jsonl").string();
+    const nlohmann::json greedy2 = {{"greedy", true}, {"temperature", 2.0}, {"top_k", 5}, {"top_p", 0.5}, {"seed", 1}};
+    {
+        GenerateJournal journal(out, greedy2, false, 2);
+        journal.add(0, {{"id", 0}, {"prompt", "a"}});
+    }
+    const nlohmann::json greedy1 = {{"greedy", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"seed", 1}};
+    GenerateJournal again(out, greedy1, true, 2);
+    CHECK(again.done().size() == 1);
+    // sampled, they are the job's: another temperature is another job
+    const nlohmann::json sampled = {{"greedy", false}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"seed", 1}};
+    CHECK_THROWS_WITH_AS(GenerateJournal(out, sampled, true, 2), doctest::Contains("another retro-generate job"), UserError);
+    const nlohmann::json greedy_seed2 = {{"greedy", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"seed", 2}};
+    CHECK_THROWS_WITH_AS(GenerateJournal(out, greedy_seed2, true, 2), doctest::Contains("seed"), UserError);   // (the rest still compared)
+}

@@ -63,7 +63,15 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
     if (!resume)
         user_error_in(path_, cat("holds ", done_.size(), " finished prompts of an interrupted retro-generate into ", output),
                       "run the same command with --resume to keep them, or remove " + path_ + " to start again");
-    if (const std::string d = json_first_difference(recorded, job, "", "the journal's"); !d.empty())
+    // greedy decoding reads no temperature, top-k or top-p: both greedy, those are not compared (--greedy
+    // --temperature 2 interrupted was refused as "temperature is 1.0, the journal's 2.0" resumed with --greedy alone)
+    nlohmann::json recorded_cmp = recorded, job_cmp = job;
+    if (recorded.is_object() && job.is_object() && recorded.value("greedy", false) == true && job.value("greedy", false) == true)
+        for (const char* key : {"temperature", "top_k", "top_p"}) {
+            recorded_cmp.erase(key);
+            job_cmp.erase(key);
+        }
+    if (const std::string d = json_first_difference(recorded_cmp, job_cmp, "", "the journal's"); !d.empty())
         user_error_in(path_, "was written by another retro-generate job: " + d,
                       "run the interrupted command again with --resume, or remove " + path_ + " to start again");
     if (cut < size) {   // drop a line cut short by a kill
