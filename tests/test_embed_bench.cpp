@@ -335,3 +335,11 @@ TEST_CASE("embed bench: a peer result the tables cannot read is skipped naming t
         CHECK_FALSE(nlohmann::json::parse(read_text(dir / "embed.json")).contains("ratio"));
     }
 }
+
+TEST_CASE("embed bench: a checkpoint of another family given to --embedder clip-text is named with that embedder") {
+    // (it said "which --embedder clip does not read", an embedder the command did not name)
+    const auto r = run_tool("retro-bench", "embed --embedder clip-text --model " +
+                                               (source_dir() / "tests/reference/golden/bert_tiny").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("which --embedder clip-text does not read (fix: pass --embedder bert)") != std::string::npos);
+}

@@ -190,6 +190,7 @@ void run_embed_bench(const EmbedBenchOptions& given, const std::string& command_
                    "a smaller --chunks or --tokens");
     if (o.device == "cuda") cuda_require("--device cuda", "retro-bench");
     resolve_model();
+    if (o.embedder == "clip-text") embedder_folder_kind_check("clip", o.model, "clip-text");   // (it said "--embedder clip")
     refuse_outputs_over_inputs(o);
     BenchEmbedder bench = make_bench_embedder(o);
     const Embedder& emb = *bench.owner;

@@ -169,7 +169,8 @@ std::string model_folder_resolve(const std::string& given, const std::string& em
     return absolute_normal(cache_snapshot(repo, given));
 }
 
-void embedder_folder_kind_check(const std::string& embedder, const std::string& dir) {
+void embedder_folder_kind_check(const std::string& embedder, const std::string& dir, const std::string& shown_in) {
+    const std::string& shown = shown_in.empty() ? embedder : shown_in;   // the --embedder given (retro-bench's clip-text)
     const fs::path config = fs::path(dir) / "config.json";
     std::ifstream in(config);
     if (!in) return;
@@ -182,7 +183,7 @@ void embedder_folder_kind_check(const std::string& embedder, const std::string& 
         {"clip", {"clip", "clip_vision_model", "clip_text_model"}}};
     for (const auto& [family, types] : kFamilies)
         if (family != embedder && std::find(types.begin(), types.end(), type) != types.end())
-            user_error_in(config.string(), "is a \"" + type + "\" checkpoint (its model_type), which --embedder " + embedder +
+            user_error_in(config.string(), "is a \"" + type + "\" checkpoint (its model_type), which --embedder " + shown +
                                                " does not read", "pass --embedder " + family);
 }
 

@@ -23,7 +23,8 @@ std::string embedder_model_folder(const std::string& embedder, const std::string
 
 // UserError naming DIR/config.json where its model_type is one another of the embedders reads (a t5 folder given to
 // --embedder bert was "vocab.txt: missing"), with the --embedder to pass; nothing where the file is absent, not JSON
-// or its model_type unknown (the embedder's own reading then says what is wrong).
-void embedder_folder_kind_check(const std::string& embedder, const std::string& dir);
+// or its model_type unknown (the embedder's own reading then says what is wrong). `shown`: the --embedder named in the
+// message where it is not `embedder` (retro-bench's clip-text reads a clip folder).
+void embedder_folder_kind_check(const std::string& embedder, const std::string& dir, const std::string& shown = "");
 
 }  // namespace retro

@@ -62,7 +62,8 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
     }
     if (!resume)
         user_error_in(path_, cat("holds ", done_.size(), " finished prompts of an interrupted retro-generate into ", output),
-                      "run the same command with --resume to keep them, or remove " + path_ + " to start again");
+                      "run the same command with --resume to keep them, or remove " + path_ +
+                          " to start again (--force replaces a finished output, never a journal's prompts)");
     // greedy decoding reads no temperature, top-k or top-p: both greedy, those are not compared (--greedy
     // --temperature 2 interrupted was refused as "temperature is 1.0, the journal's 2.0" resumed with --greedy alone)
     nlohmann::json recorded_cmp = recorded, job_cmp = job;
