@@ -1,6 +1,9 @@
 // Implementation of test_cli_pipeline.h.
 #include "test_cli_pipeline.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "data/synthetic_text.h"
 #include "model/config.h"
 
@@ -35,6 +38,19 @@ void expect_refused(const RunResult& r, std::initializer_list<std::string> says)
     CHECK(r.exit_code == 2);
     CHECK(r.err.find('\n') == r.err.size() - 1);
     for (const auto& s : says) CHECK(r.err.find(s) != std::string::npos);
+}
+
+const CliPipeline& bad_input_pipeline() {
+    static CliPipeline p("badin");
+    static bool built = false;
+    if (!built) cli_pipeline_build(p, 700, 16, "--knn " + p.knn.string() + " --steps 2 --checkpoint-every 1");
+    built = true;
+    return p;
+}
+
+std::string manifest_tool(const std::filesystem::path& dir) {
+    std::ifstream f(dir / "manifest.json");
+    return nlohmann::json::parse(f).value("tool", "");
 }
 
 std::string cli_train_args(const CliPipeline& p, const std::filesystem::path& out) {

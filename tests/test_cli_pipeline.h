@@ -29,6 +29,13 @@ void expect_refused(const RunResult& r, std::initializer_list<std::string> says)
 // retro-train's options to train p's config on p's db and knn into `out` (batch 2, one thread, quiet).
 std::string cli_train_args(const CliPipeline& p, const std::filesystem::path& out);
 
+// The bad-input tests' pipeline (test_bad_input_*.cpp), built once per process: its run trained 2 steps with
+// retrieval, a checkpoint at each.
+const CliPipeline& bad_input_pipeline();
+
+// The "tool" of DIR/manifest.json.
+std::string manifest_tool(const std::filesystem::path& dir);
+
 // A copy of a stage's folder (or any folder) for a test to damage.
 inline void copy_folder(const std::filesystem::path& from, const std::filesystem::path& to) {
     std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
