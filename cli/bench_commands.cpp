@@ -29,7 +29,7 @@ namespace {
 // timed row needs its count: 99999 crashed train, 0 and -1 ran on all cores under their own label).
 const CLI::Range kThreadCount(1, 4096);
 
-// An option given to a subcommand whose run ignores it without `needed` (or with `excluded`): refused, naming both
+// An option given to a subcommand whose run would ignore it (`ignored`: what makes it so): refused with `why`
 // (`--python` without `--peer` ran no peer, `--size-mb` with `--corpus` generated nothing, a silent no-op).
 void refuse_ignored(const CLI::App* sub, const char* option, bool ignored, const std::string& why, const std::string& fix) {
     if (ignored && sub->count(option) > 0) retro::user_error_in(option, why, fix);

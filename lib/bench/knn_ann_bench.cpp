@@ -115,6 +115,11 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::string knn_peer_failure(int rc, const std::string& cmd) {
+    return cat("the peer script failed (exit ", rc, "; is faiss-cpu installed? pip install faiss-cpu numpy; ",
+               "run it by hand to see why: ", cmd, ")");
+}
+
 nlohmann::json run_ann_rows(const AnnBenchOptions& o, const AnnBenchData& data, const std::vector<int>& threads,
                             std::vector<std::vector<std::string>>& table) {
     auto indices = prepare_indices(o, data);
@@ -165,8 +170,7 @@ nlohmann::json run_ann_rows(const AnnBenchOptions& o, const AnnBenchData& data, 
                                 " --truth " + shell_quote(truth_path) + " --out " + shell_quote(peer_out);
         log_info("peer: " + cmd);
         if (const int rc = run_shell(cmd); rc != 0) {
-            log_warn(cat("the peer script failed (exit ", rc, "; is faiss-cpu installed? pip install faiss-cpu numpy; ",
-                         "run it by hand to see why: ", cmd, ")"));
+            log_warn(knn_peer_failure(rc, cmd));
             peer_ok = false;
             return;
         }

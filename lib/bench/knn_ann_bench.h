@@ -40,6 +40,9 @@ struct AnnBenchData {
 // recall@k of `got` against `truth` (both [q, k] ids): the fraction of true neighbours found.
 double recall_at_k(const std::vector<std::int64_t>& got, const std::vector<std::int64_t>& truth, std::int64_t q, int k);
 
+// The warning when the faiss-cpu peer script (tests/peers/faiss_knn.py) exits `rc`: its likeliest cause and the command.
+std::string knn_peer_failure(int rc, const std::string& cmd);
+
 // Appends table rows {threads, method, params, q/s, peer q/s, ratio, recall, peer recall} and
 // returns the JSON rows.
 nlohmann::json run_ann_rows(const AnnBenchOptions& o, const AnnBenchData& data, const std::vector<int>& threads,

@@ -305,8 +305,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         if (const int rc = run_shell(cmd); rc != 0) {
             // said once (the approximate rows' peer is not tried again) and kept in the JSON: a failed peer and no
             // peer asked for looked the same there
-            const std::string why = cat("the peer script failed (exit ", rc, "; is faiss-cpu installed? pip install faiss-cpu numpy; ",
-                                        "run it by hand to see why: ", cmd, ")");
+            const std::string why = knn_peer_failure(rc, cmd);
             log_warn(why);
             result["peer_skipped"] = why;
             peer_failed = true;

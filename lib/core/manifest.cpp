@@ -375,6 +375,13 @@ void checkpoint_verify_files(const std::string& dir) {
                      " is deleted), or pass --no-verify to take it as it is");
 }
 
+void named_weights_verify(const std::string& weights_file) {
+    const fs::path file(weights_file), holder = file.parent_path();
+    if (file.filename() != "model.safetensors") return;
+    if (fs::exists(holder / "state.json")) checkpoint_verify_files(holder.string());
+    else manifest_verify_outputs_if_any(holder.string(), {"model.safetensors"});
+}
+
 void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names) {
     if (fs::exists(fs::path(dir) / "manifest.json")) manifest_verify_outputs(dir, names);
 }

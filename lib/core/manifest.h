@@ -86,5 +86,9 @@ void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<st
 // The same for a retro-train checkpoint folder: its state.json records the fingerprints of the files beside it
 // (`fingerprints`: {"model.safetensors": ..., "optimizer.safetensors": ...}; none before 2026-12-01: nothing to check).
 void checkpoint_verify_files(const std::string& dir);
+// The weights a user names (retro-train eval --weights, retro-generate --checkpoint: a checkpoint folder's or a run's
+// model.safetensors, or the folder itself) held to what their folder records: a checkpoint's state.json, else a run's
+// manifest.json; a loose .safetensors file has nothing to be held to.
+void named_weights_verify(const std::string& weights_file);
 
 }  // namespace retro

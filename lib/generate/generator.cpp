@@ -123,8 +123,9 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
     // before the config sizes anything: an edited num_tokens is named as a changed file, not as a memory shortfall
     if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
-    if (o.verify && fs::is_directory(o.checkpoint) && fs::exists(fs::path(o.checkpoint) / "state.json"))
-        checkpoint_verify_files(o.checkpoint);
+    if (o.verify && !o.checkpoint.empty())   // (its folder, or its model.safetensors named as a file)
+        named_weights_verify(fs::is_directory(o.checkpoint) ? (fs::path(o.checkpoint) / "model.safetensors").string()
+                                                            : o.checkpoint);
     const RetroConfig config = RetroConfig::load(config_path.string());
     memory_require("--batch-size", o.device == "cpu" ? decode_memory_bytes(config, o.batch_size) +
                                                            (o.dtype == "bf16" ? double(ParamLayout(config).total()) * 2 : 0.0)
@@ -193,12 +194,12 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                       "pass --tokenizer with where it is now");
     const std::string tok_fp_expected =
         !db_manifest.is_null() ? db_tokenizer_fingerprint(db_manifest) : db_tokenizer_fingerprint(run_db_manifest);
-    if (!tok_fp_expected.empty() && fingerprint_file(tok_path) != tok_fp_expected)
+    const std::string tok_fp = fingerprint_file(tok_path);
+    if (!tok_fp_expected.empty() && tok_fp != tok_fp_expected)
         user_error_in(tok_path, "is not the tokenizer the database was chunked with (fingerprint differs)",
                       "pass the database's tokenizer");
     if (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint") && ck_state["tokenizer_fingerprint"].is_string() &&
-        !ck_state["tokenizer_fingerprint"].get<std::string>().empty() &&
-        ck_state["tokenizer_fingerprint"] != fingerprint_file(tok_path))
+        !ck_state["tokenizer_fingerprint"].get<std::string>().empty() && ck_state["tokenizer_fingerprint"] != tok_fp)
         user_error_in(o.checkpoint, "was trained on the ids of another tokenizer than " + tok_path +
                                         " (its state.json's tokenizer_fingerprint)",
                       "pass the database (or --tokenizer) the checkpoint's run was trained with");

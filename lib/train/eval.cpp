@@ -49,13 +49,9 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
     // --weights of a checkpoint (its folder or its model.safetensors): held to the fingerprints its state.json
     // records, as retro-generate --checkpoint and --resume hold it (a changed byte was evaluated without a word)
     const fs::path holder = fs::path(weights).parent_path();
-    if (!weights_in.empty() && fs::path(weights).filename() == "model.safetensors" && fs::exists(holder / "state.json")) {
-        if (!fs::exists(holder / "DONE"))
-            log_warn(holder.string() + " has no DONE: a checkpoint still being written, or cut short by a kill");
-        if (verify) checkpoint_verify_files(holder.string());
-    } else if (verify && !weights_in.empty() && fs::path(weights).filename() == "model.safetensors") {
-        manifest_verify_outputs_if_any(holder.string(), {"model.safetensors"});   // a run's own weights, named as a file
-    }
+    if (!weights_in.empty() && fs::exists(holder / "state.json") && !fs::exists(holder / "DONE"))
+        log_warn(holder.string() + " has no DONE: a checkpoint still being written, or cut short by a kill");
+    if (verify && !weights_in.empty()) named_weights_verify(weights);
     config = RetroConfig::load((fs::path(run) / "config.json").string());
     auto model = std::make_unique<RetroModel<float>>(config);
     params_load(weights, model->params(), model->layout(), config);
@@ -86,13 +82,12 @@ double resolve_val_fraction(const EvalOptions& o) {
 void warn_other_database(const EvalOptions& o) {
     if (o.split == "all" || !fs::exists(fs::path(o.run) / "manifest.json") || !fs::exists(fs::path(o.db) / "manifest.json"))
         return;
-    const nlohmann::json inputs = manifest_read(o.run).value("inputs", nlohmann::json::array());
-    for (const auto& in : inputs)
-        if (in.is_object() && in.value("role", "") == "db" && in.contains("fingerprint") && in["fingerprint"].is_string() &&
-            in["fingerprint"] != folder_fingerprint(manifest_read(o.db)))
-            log_warn(cat(o.db, " is not the database ", o.run, " trained on (", in.value("path", std::string("?")),
-                         "): its ", o.split, " split is by its own documents' positions, not the ones the run held out; ",
-                         "--split all evaluates all of it"));
+    const nlohmann::json run = manifest_read(o.run);
+    const std::string trained_on = manifest_input(run, "db", "fingerprint");
+    if (!trained_on.empty() && trained_on != folder_fingerprint(manifest_read(o.db)))
+        log_warn(cat(o.db, " is not the database ", o.run, " trained on (", manifest_input(run, "db"),
+                     "): its ", o.split, " split is by its own documents' positions, not the ones the run held out; ",
+                     "--split all evaluates all of it"));
 }
 
 // Byte lengths of the database's tokens, at least `vocab` of them (empty when its tokenizer cannot be opened: no

@@ -640,9 +640,9 @@ void Trainer::run() {
     if (o_.reduce == "nccl" && o_.device == "cpu")
         user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
     const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
-    // before the data and the model are read and sized: an --out that is not this tool's to write (another tool's,
-    // inside a folder a tool keeps for itself, the user's files: output_folder_guard, output_folder_clear), then
-    // one that holds a run
+    // before the data and the model are read and sized: an --out that is not this tool's to write (an input, another
+    // tool's, inside a folder a tool keeps for itself), then one that holds a run. Without the lock: rank 0 takes it
+    // below, once the ranks are known (the same checks again there cost a few stat calls)
     output_folder_guard(o_.out, ctx_.tool, inputs, false, false);
     // a folder no tool claims that holds a model of someone else's (a downloaded model's config.json and
     // model.safetensors): refused with or without --force, which replaced them (run_folder.h)
