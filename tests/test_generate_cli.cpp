@@ -670,6 +670,14 @@ TEST_CASE("generate: a checkpoint held to its own records - outputs over inputs 
     test::write_text(ck / "state.json", st.dump(2));
     expect2(test::run_tool("retro-generate", base + " hello --quiet --no-verify --checkpoint " + ck.string()),
             "was trained on the ids of another tokenizer");
+    // a checkpoint's weights named as a file are held to its state.json's fingerprints, as its folder is (unchecked before)
+    const fs::path ck2 = p.tmp / "ck2";
+    fs::copy(p.run / "checkpoints" / "step_00000002", ck2, fs::copy_options::recursive);
+    std::string weights = test::read_text(ck2 / "model.safetensors");
+    weights[weights.size() - 3] ^= 0x10;
+    test::write_text(ck2 / "model.safetensors", weights);
+    expect2(test::run_tool("retro-generate", base + " hello --quiet --checkpoint " + (ck2 / "model.safetensors").string()),
+            "has changed since retro-train wrote it");
 
     // --output over an input named as a file, or over the database's tokenizer (--force replaced them)
     test::write_text(p.tmp / "two.jsonl", "\"a b\"\n\"c d\"\n");
