@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/output_folder.h"
+#include "core/std_streams.h"
 #include "op_registry.h"
 #include "tool_main.h"
 #include "ops_bench.h"
@@ -319,6 +320,7 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
     sub->callback([o, list, &ctx] {
         if (*list) {
+            if (o->json.empty()) std_output_required("the list");
             nlohmann::json all = nlohmann::json::array();
             for (const auto& op : ops::registry()) {
                 std::printf("%s\n  cpu:  %s\n  cuda: %s\n", op.name.c_str(), op.cpu.c_str(), op.cuda.empty() ? "-" : op.cuda.c_str());

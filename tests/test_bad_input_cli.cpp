@@ -111,6 +111,49 @@ TEST_CASE("bad input: retro-chunk --resume over a complete database made from ot
     const test::RunResult same = test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                                    db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet");
     CHECK_MESSAGE(same.exit_code == 0, same.err);
+    // a corpus file changed since (same path): named, not "already complete" (its size is compared, not its bytes)
+    test::write_text(one / "a.txt", "hello there, a tiny corpus of one document, and a line added later\n");
+    expect_refused(test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                                     " --chunk-size 4 --seq-len 16 --resume --quiet"),
+                   {"corpus file " + fs::absolute(one / "a.txt").lexically_normal().string() +
+                    " has changed since the database was made"});
+    test::write_text(one / "a.txt", "hello there, a tiny corpus of one document\n");
+    // the same tokenizer path with other bytes (retrained): "has changed", not "is not the one it was made with (itself)"
+    const fs::path tok = t / "tok";
+    copy_folder(p.tok, tok);
+    REQUIRE(test::run_tool("retro-chunk", one.string() + " --tokenizer " + tok.string() + " --out " + (t / "db2").string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet")
+                .exit_code == 0);
+    REQUIRE(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " " + one.string() + " --out " +
+                                                  tok.string() + " --vocab-size 300 --force --quiet")
+                .exit_code == 0);   // retrained over it (another corpus, the same vocabulary size)
+    expect_refused(test::run_tool("retro-chunk", one.string() + " --tokenizer " + tok.string() + " --out " + (t / "db2").string() +
+                                                     " --chunk-size 4 --seq-len 16 --resume --quiet"),
+                   {"the tokenizer " + (tok / "tok.model").string() + " has changed since the database was made"});
+}
+
+TEST_CASE("bad input: a command whose data goes to a closed standard output is refused, not exit 0 with the data lost") {
+    // a new user's pass (session 54): the ids, the report, the hits went to the /dev/null put in place of the closed
+    // stream, exit 0 (retro-generate alone refused)
+    const Pipeline& p = pipeline();
+    const auto closed = [](const std::string& tool, const std::string& args) {
+        return test::run_command("sh -c " + shell_quote("echo hello | " + test::tool_path(tool) + " " + args + " >&-"));
+    };
+    expect_refused(closed("retro-tokenizer", "encode --model " + p.tok.string()), {"standard output: is closed: the ids would go nowhere"});
+    expect_refused(closed("retro-tokenizer", "decode --model " + p.tok.string()), {"standard output: is closed: the text would go nowhere"});
+    expect_refused(closed("retro-chunk", "inspect " + p.db.string()), {"standard output: is closed: the report would go nowhere"});
+    expect_refused(closed("retro-index", "query " + p.index.string() + " hello"), {"standard output: is closed: the hits"});
+    expect_refused(closed("retro-knn", "show " + p.knn.string() + " --db " + p.db.string() + " --chunk 0"),
+                   {"standard output: is closed: the neighbours"});
+    expect_refused(closed("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --knn " + p.knn.string()),
+                   {"standard output: is closed: the report"});
+    expect_refused(closed("retro-bench", "ops --list"), {"standard output: is closed: the list"});
+    // the report written to a file as well: a closed standard output is no loss
+    test::TempDir t("closed-out");
+    const test::RunResult kept = closed("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --knn " +
+                                                           p.knn.string() + " --json-out " + (t / "e.json").string() + " --quiet");
+    CHECK_MESSAGE(kept.exit_code == 0, kept.err);
+    CHECK(fs::exists(t / "e.json"));
 }
 
 TEST_CASE("bad input: a model config of absurd size is refused in one line before anything is allocated") {

@@ -135,6 +135,16 @@ TEST_CASE("retro-chunk sharded and merged equals unsharded") {
         REQUIRE(r.exit_code == 0);
         chunk_check_same_bytes(dir / "whole", merged);
     }
+    // a shard is not a whole database: index (and knn, train, through ChunkDb) refuse it, as they refuse an index's
+    // shard (they indexed a third of the corpus, exit 0: a helper's pass, session 54); inspect names it
+    const RunResult one_shard = run_tool("retro-index", (dir / "s3.1").string() + " --out " + (dir / "ix").string());
+    CHECK(one_shard.exit_code == 2);
+    CHECK(one_shard.err.find("the folder is shard 1/3 of a sharded retro-chunk run, not a whole database") != std::string::npos);
+    CHECK(one_shard.err.find("retro-chunk merge") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "ix"));
+    const RunResult inspected = run_tool("retro-chunk", "inspect " + (dir / "s3.1").string());
+    CHECK_MESSAGE(inspected.exit_code == 0, inspected.err);
+    CHECK(inspected.out.find("(shard 1/3 of a sharded run: join with retro-chunk merge)") != std::string::npos);
     // More shards than blocks: the surplus shards are empty and the merge still matches.
     fs::path tiny = chunk_test_jsonl(dir, "tiny.jsonl", 3'000, 300, 3);
     std::string tcommon = tiny.string() + " --tokenizer " + chunk_test_tokenizer() + " --block-docs 4 --quiet";

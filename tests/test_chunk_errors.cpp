@@ -206,6 +206,9 @@ TEST_CASE("retro-chunk refuses impossible flags") {
     retro::synthetic_jsonl_write(p.string(), 3, 2'000, 300);
     check_user_error(c.run(p.string(), "--seq-len 100"), "--seq-len: must be a positive multiple of --chunk-size (64)");
     check_user_error(c.run(p.string(), "--shard 2/2"), "--shard: '2/2' is not i/n with 0 <= i < n");
+    // numbers past an int wrapped (4294967297/4294967298 ran as shard 1/2), blanks and signs were taken
+    for (const char* bad : {"4294967297/4294967298", "' 1/3'", "1/+3", "-0/2", "1/3x", "/3", "1/"})
+        check_user_error(c.run(p.string(), std::string("--shard ") + bad), "is not i/n with 0 <= i < n");
     check_user_error(c.run((c.dir / "missing").string()), "missing: no such file or folder");
     chunk_check_nothing_complete(c.db);
 }

@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/manifest.h"
 #include "test_chunk_util.h"
+#include "test_cli_pipeline.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -127,4 +129,38 @@ TEST_CASE("index refusals: the folder an interrupted merge or bm25 build leaves 
     CHECK_MESSAGE(bm.exit_code == 0, bm.err);
     CHECK(fs::exists(tmp / "bm" / "manifest.json"));
     CHECK_FALSE(fs::exists(tmp / "bm" / "state.json"));
+}
+
+TEST_CASE("index refusals: shards searched another way are not merged - --ef-search, --faiss-search") {
+    // a helper's pass (session 54): retro-index merge took the first-named shard's --ef-search / --nprobe (the merged
+    // index changed with the order of the shards), and retro-knn recorded no --faiss-search (a shard or a --resume of
+    // the other kind was merged into neighbours neither search gives)
+    test::TempDir tmp("index-search-kind");
+    const fs::path db = test::chunk_test_db(tmp, 11);
+    const auto index_shard = [&](const std::string& name, int i, const std::string& extra) {
+        return test::run_tool("retro-index", db.string() + " --out " + (tmp / name).string() + " --index HNSW8 --block 8 --shard " +
+                                                 std::to_string(i) + "/2 --quiet" + extra);
+    };
+    REQUIRE(index_shard("s0", 0, " --ef-search 16").exit_code == 0);
+    REQUIRE(index_shard("s1", 1, " --ef-search 16").exit_code == 0);
+    REQUIRE(index_shard("s1e", 1, " --ef-search 32").exit_code == 0);
+    const test::RunResult mixed = test::run_tool("retro-index", "merge " + (tmp / "s0").string() + " " + (tmp / "s1e").string() +
+                                                                    " --out " + (tmp / "mixed").string());
+    test::expect_refused(mixed, {"s1e/state.json: belongs to another job than", "ef_search is 32, the first shard's 16"});
+    CHECK_FALSE(fs::exists(tmp / "mixed"));
+    const test::RunResult whole = test::run_tool("retro-index", "merge " + (tmp / "s0").string() + " " + (tmp / "s1").string() +
+                                                                    " --out " + (tmp / "idx").string() + " --quiet");
+    REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
+
+    const auto knn_shard = [&](const std::string& name, int i, const std::string& extra) {
+        return test::run_tool("retro-knn", (tmp / "idx").string() + " --db " + db.string() + " --out " + (tmp / name).string() +
+                                               " --block 8 --shard " + std::to_string(i) + "/2 --quiet" + extra);
+    };
+    REQUIRE(knn_shard("k0", 0, "").exit_code == 0);
+    REQUIRE(knn_shard("k1f", 1, " --faiss-search").exit_code == 0);
+    const test::RunResult kmixed = test::run_tool("retro-knn", "merge " + (tmp / "k0").string() + " " + (tmp / "k1f").string() +
+                                                                   " --out " + (tmp / "km").string());
+    test::expect_refused(kmixed, {"faiss_search is true, the first shard's"});
+    // a --resume of the other kind is refused too
+    test::expect_refused(knn_shard("k0", 0, " --faiss-search --resume"), {"faiss_search"});
 }

@@ -116,6 +116,19 @@ TEST_CASE("core: a Ctrl-C while stderr is captured still prints the interrupt no
     CHECK(got.find("captured") == std::string::npos);
 }
 
+TEST_CASE("core: the interrupt note starts its own line only where a progress bar is drawn in place") {
+    // stderr a pipe here, as a log file is: the note alone (an empty line came first; a new user's pass, session 54)
+    int status = 0;
+    const std::string got = child_stderr(
+        [] {
+            interrupt_note_install_line("retro-test: interrupted; nothing was written: run the same command again");
+            ::raise(SIGINT);
+        },
+        status);
+    CHECK(WIFSIGNALED(status));
+    CHECK(got == "retro-test: interrupted; nothing was written: run the same command again\n");
+}
+
 TEST_CASE("core: RETRO_INTERRUPT_NOTE=off - a tool run by another tool stops on Ctrl-C without advising a resume") {
     // retro-bench chunk runs retro-chunk in its scratch folder: "continue with the same command and --resume" named a
     // command the user never gave (a helper's pass, session 51)

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/std_streams.h"
 #include "data/chunk_build.h"
 #include "data/chunk_inspect.h"
 #include "data/chunk_merge.h"
@@ -57,7 +58,10 @@ int main(int argc, char** argv) {
 
             return [&ctx, merge, inspect] {
                 if (*merge) return retro::chunk_merge(ctx, merge_opts);
-                if (*inspect) return retro::chunk_inspect(insp, std::cout);
+                if (*inspect) {
+                    retro::std_output_required("the report");
+                    return retro::chunk_inspect(insp, std::cout);
+                }
                 if (opts.inputs.empty()) retro::user_error_in("usage", "no corpus given: retro-chunk CORPUS... --tokenizer TOK --out DB", "see retro-chunk --help");
                 if (opts.tokenizer.empty()) retro::user_error_in("--tokenizer", "is required");
                 if (!shard.empty()) retro::chunk_parse_shard(shard, opts);

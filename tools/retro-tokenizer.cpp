@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
                 } else if (*encode || *decode) {
                     if (retro::std_stream_was_closed(0))   // (`<&-`: it printed nothing, exit 0)
                         retro::user_error_in("standard input", "is closed: there are no lines to read", "give the lines on standard input");
+                    retro::std_output_required(*encode ? "the ids" : "the text");
                 }
                 if (*encode) {
                     retro::Tokenizer tok(retro::tokenizer_resolve_path(model));

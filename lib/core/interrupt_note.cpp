@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "core/progress.h"
+#include "core/terminal_text.h"
 
 namespace retro {
 namespace {
@@ -59,17 +63,19 @@ void interrupt_note_clear() {
     set_unless_ignored(SIG_DFL);
 }
 
-void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
+void interrupt_note_install_line(const std::string& line) {
     if (const char* env = std::getenv("RETRO_INTERRUPT_NOTE"); env && std::string(env) == "off")
         return;   // run by another tool (retro-bench chunk) whose user did not give this command: its advice misleads
-    if (how.empty())
-        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s is incomplete: run the same command with --force (it removes only "
-                      "%s's files)\n",
-                      tool.c_str(), out.c_str(), tool.c_str());
-    else
-        std::snprintf(g_note, sizeof g_note, "\n%s: interrupted; %s keeps its finished parts: %s\n", tool.c_str(),
-                      out.c_str(), how.c_str());
+    // a newline first ends a progress bar drawn in place; a log file or pipe gets no empty line
+    std::snprintf(g_note, sizeof g_note, "%s%s\n", progress_redraws() ? "\n" : "", line.c_str());
     interrupt_handlers_install(on_interrupt_note);
+}
+
+void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
+    const std::string shown = terminal_text(out, true);
+    interrupt_note_install_line(how.empty() ? tool + ": interrupted; " + shown + " is incomplete: run the same command with --force "
+                                                  "(it removes only " + tool + "'s files)"
+                                            : tool + ": interrupted; " + shown + " keeps its finished parts: " + how);
 }
 
 }  // namespace retro

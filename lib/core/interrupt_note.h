@@ -4,7 +4,7 @@
 // retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
+// provides: interrupt_note_install, interrupt_note_install_line, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
 //           interrupt_note_fd
 #pragma once
 #include <string>
@@ -19,6 +19,9 @@ namespace retro {
 // in the environment nothing is installed: a tool run by another (retro-bench chunk's timed retro-chunk runs in a
 // scratch folder) would advise the user to resume a command they never gave.
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how);
+// The same with the whole line given (a tool that keeps nothing: retro-tokenizer train's "interrupted; no tokenizer
+// was written ...").
+void interrupt_note_install_line(const std::string& line);
 
 // The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.

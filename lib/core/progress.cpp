@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/log.h"
 
@@ -28,10 +30,15 @@ std::string format_seconds(double s) {
     return buf;
 }
 
+bool progress_redraws() {
+    const char* term = std::getenv("TERM");
+    return ::isatty(STDERR_FILENO) == 1 && !(term && std::strcmp(term, "dumb") == 0);
+}
+
 Progress::Progress(std::string label, std::int64_t total, std::string unit)
     : label_(std::move(label)), unit_(std::move(unit)), total_(total) {
     start_ = last_draw_ = std::chrono::steady_clock::now();
-    tty_ = ::isatty(STDERR_FILENO) == 1;
+    tty_ = progress_redraws();
     enabled_ = log_level() >= LogLevel::LOG_INFO;
 }
 

@@ -28,6 +28,10 @@ private:
     bool tty_ = false, enabled_ = true, finished_ = false;
 };
 
+// Whether progress redraws one line in place ("\r", "\033[K"): stderr is a terminal and TERM is not "dumb" (Emacs'
+// shell, some CI ptys show the codes as text; they get the plain line every few seconds, as a file does).
+bool progress_redraws();
+
 std::string format_count(double v);      // 1.2k, 3.4M
 std::string format_seconds(double s);     // 1h02m, 3m05s, 12s
 

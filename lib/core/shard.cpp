@@ -1,8 +1,10 @@
 // Implementation of shard.h.
 #include "core/shard.h"
 
-#include <cstdio>
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
+#include <system_error>
 
 #include "core/error.h"
 #include "core/launcher_env.h"
@@ -29,10 +31,16 @@ Shard shard_parse(const std::string& text) {
         s.count = env.size;
         return s;
     }
-    char slash = 0;
-    int consumed = 0;
-    if (std::sscanf(text.c_str(), "%d%c%d%n", &s.index, &slash, &s.count, &consumed) != 3 || slash != '/' ||
-        consumed != static_cast<int>(text.size()) || s.count < 1 || s.index < 0 || s.index >= s.count)
+    // digits only, each an int: sscanf's %d took " 1/3" and wrapped 4294967297/4294967298 to shard 1/2
+    const auto number = [](std::string_view digits, int& value) {
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        return ec == std::errc() && end == digits.data() + digits.size();
+    };
+    const std::string_view t(text);
+    const std::size_t slash = t.find('/');
+    if (slash == std::string_view::npos || !number(t.substr(0, slash), s.index) || !number(t.substr(slash + 1), s.count) ||
+        s.count < 1 || s.index < 0 || s.index >= s.count)
         user_error_in("--shard", "'" + text + "' is not i/n with 0 <= i < n", "e.g. --shard 0/4, or --shard auto under srun or mpirun");
     return s;
 }

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/error.h"
+
 namespace retro {
 namespace {
 bool g_closed[3] = {false, false, false};
@@ -38,6 +40,12 @@ void std_streams_guard() {
 }
 
 bool std_stream_was_closed(int fd) { return fd >= 0 && fd < 3 && g_closed[fd]; }
+
+void std_output_required(const char* what) {
+    if (std_stream_was_closed(STDOUT_FILENO))
+        user_error_in("standard output", std::string("is closed: ") + what + " would go nowhere",
+                      "redirect it to a file or a pipe");
+}
 
 void std_streams_env_clear() { ::unsetenv(kClosedEnv); }
 

@@ -1,7 +1,7 @@
 // Standard streams a tool was started without (`tool <&-`, `2>&-`): each is filled with /dev/null at once, before
 // the first open() could take its number (the tool would then read a manifest as its prompt, or write its errors into
 // an output file), and remembered, so that a reader of standard input can say it was closed.
-// provides: std_streams_guard, std_stream_was_closed, std_streams_env_clear
+// provides: std_streams_guard, std_stream_was_closed, std_output_required, std_streams_env_clear
 #pragma once
 
 namespace retro {
@@ -11,6 +11,10 @@ void std_streams_guard();
 // Whether `fd` (0, 1 or 2) was closed when std_streams_guard ran (in this process, or in it before it ran itself
 // again: the OpenBLAS kernel restart passes the answer on in the environment).
 bool std_stream_was_closed(int fd);
+// For a command whose data goes to standard output (tokenizer encode, chunk inspect, index query, knn show, eval,
+// generate): a standard output that was closed (`>&-`) is refused in one line, exit 2 ("standard output: is closed:
+// WHAT would go nowhere"), where the data went to /dev/null with exit 0.
+void std_output_required(const char* what);
 // Once the process will not run itself again: the answer taken out of the environment its children inherit.
 void std_streams_env_clear();
 

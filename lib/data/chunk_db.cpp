@@ -12,8 +12,14 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
-ChunkDb::ChunkDb(const std::string& dir) : dir_(dir) {
+ChunkDb::ChunkDb(const std::string& dir, bool shard_ok) : dir_(dir) {
     manifest_ = manifest_read(dir);
+    if (const nlohmann::json p = manifest_.value("parameters", nlohmann::json::object());
+        !shard_ok && p.is_object() && p.value("shard_count", 1) > 1)
+        user_error_in((fs::path(dir) / "manifest.json").string(),
+                      cat("the folder is shard ", p.value("shard_index", 0), "/", p.value("shard_count", 1),
+                          " of a sharded retro-chunk run, not a whole database"),
+                      "join the shards first: retro-chunk merge SHARD_DIRS... --out DIR");
     // a folder another RetroKit tool finished is not a database, whatever .npy files it also holds (test fixtures
     // write their own tool names, which pass)
     const std::string tool = manifest_.value("tool", "");

@@ -211,6 +211,9 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
               {"chunks_per_doc", summary(chunks_per_doc)},
               {"distinct_tokens", std::count_if(freq.begin(), freq.end(), [](std::int64_t f) { return f > 0; })},
               {"top_tokens", top}};
+    const json params = db.manifest().value("parameters", json::object());
+    const int shard_count = params.is_object() ? params.value("shard_count", 1) : 1;
+    if (shard_count > 1) j["shard"] = cat(params.value("shard_index", 0), "/", shard_count);   // (not a whole database)
     if (o.json) {
         out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return;
@@ -220,7 +223,9 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
             << ", max " << s["max"] << "\n";
     };
     out << db.dir() << ": " << j["documents"] << " documents, " << j["chunks"] << " chunks of " << cs << " ("
-        << j["token_dtype"].get<std::string>() << "), " << j["sequences"] << " sequences, " << tokens << " tokens\n"
+        << j["token_dtype"].get<std::string>() << "), " << j["sequences"] << " sequences, " << tokens << " tokens"
+        << (shard_count > 1 ? " (shard " + j["shard"].get<std::string>() + " of a sharded run: join with retro-chunk merge)" : "")
+        << "\n"
         << "padding fraction: " << j["padding_fraction"].get<double>() << " (" << j["full_chunks"] << " full chunks)\n";
     line("tokens per chunk", j["tokens_per_chunk"]);
     line("tokens per document", j["tokens_per_doc"]);
@@ -235,7 +240,7 @@ void inspect_stats(const ChunkDb& db, const InspectOptions& o, std::ostream& out
 }  // namespace
 
 void chunk_inspect(const InspectOptions& o, std::ostream& out) {
-    ChunkDb db(o.db);
+    ChunkDb db(o.db, /*shard_ok=*/true);
     if (o.chunk >= 0 || (o.chunk < -1)) return inspect_chunk(db, o, out);
     if (o.doc >= 0 || (o.doc < -1)) return inspect_doc(db, o, out);
     inspect_stats(db, o, out);

@@ -59,7 +59,7 @@ void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
 void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     std::vector<Shard> shards(o.shards.size());
     // every folder opened before any is compared: a missing one is named as such, not as a count that differs
-    for (std::size_t i = 0; i < o.shards.size(); ++i) shards[i].db = std::make_unique<ChunkDb>(o.shards[i]);
+    for (std::size_t i = 0; i < o.shards.size(); ++i) shards[i].db = std::make_unique<ChunkDb>(o.shards[i], /*shard_ok=*/true);
     {   // the same folder twice is named (it said "shard 2 is missing or given twice" of another folder)
         std::map<std::string, std::string> seen;
         for (const auto& d : o.shards) {

@@ -378,9 +378,12 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     std::map<std::string, std::pair<std::string, std::string>> later;
     for (const auto& d : shard_dirs) {
         nlohmann::json s = json_read_file(state_path(d));
-        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory"})
+        // (--nprobe and --ef-search too: the merged index took the first-named shard's, so the order of the shards
+        // changed the index; a helper's pass, session 54)
+        for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory", "nprobe", "ef_search"})
             if (const auto [here, there] = comparable(key, s[key], first[key]); here != there)
-                user_error_in(state_path(d), std::string("belongs to another job than ") + shard_dirs.front() + " (" + key + " differs)");
+                user_error_in(state_path(d), "belongs to another job than " + shard_dirs.front() + ": " +
+                                                 json_first_difference(there, here, key, "the first shard's"));
         // shards of older RetroKit versions record none; those that do must agree among themselves too
         const nlohmann::json& e = s["embedder"];
         for (const char* field : {"tokenizer_fingerprint", "config_fingerprint"}) {

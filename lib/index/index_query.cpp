@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/std_streams.h"
 #include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "embed/clip_embedder.h"
@@ -172,6 +173,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
 }
 
 void index_query(const IndexQueryOptions& o) {
+    std_output_required("the hits");
     const auto hits = index_query_search(o);
     const std::string kind = index_folder_kind(o.index);
     std::string prompt;   // the bert query's prompt, shown with the results

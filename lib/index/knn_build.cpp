@@ -437,6 +437,10 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact}, {"device", opts.device},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}, {"block", opts.block},
                              {"same_document_filter", self_mode}};
+    // FAISS's own search of the index gives other neighbours than RetroKit's (an IVF's ties, HNSW's walk): recorded
+    // so that a --resume or a shard of the other kind is refused (a helper's pass, session 54, merged both kinds);
+    // only when given, so that a folder an earlier version made without it resumes and merges as before
+    if (opts.faiss_search) params["faiss_search"] = true;
     nlohmann::json state = {{"tool", "retro-knn"},
                             {"index", fs::absolute(opts.index).lexically_normal().string()},
                             {"db", fs::absolute(opts.db).lexically_normal().string()},

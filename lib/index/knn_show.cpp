@@ -11,6 +11,7 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
+#include "core/std_streams.h"
 #include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "text/tokenizer.h"
@@ -31,6 +32,7 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 }  // namespace
 
 void knn_show(const KnnShowOptions& o) {
+    std_output_required("the neighbours");
     if (o.count < 1) user_error_in("--count", std::to_string(o.count) + " is not a number of chunks", "give 1 or more");
     ChunkDb db(o.db);
     nlohmann::json km = manifest_read(o.knn);

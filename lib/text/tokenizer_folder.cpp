@@ -5,9 +5,11 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/output_folder.h"
+#include "core/terminal_text.h"
 #include "core/threads.h"
 
 namespace fs = std::filesystem;
@@ -38,6 +40,11 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     fs::create_directories(out_dir, ec);
     if (ec) user_error_in(out_dir, "cannot be made: " + ec.message(), "choose another --out");
     folder_writable_check(out_dir, out_dir);
+    // Ctrl-C during the training (minutes on a large corpus) says so, rather than ending silently; Manifest::write
+    // takes the line back once the folder is complete
+    interrupt_note_install_line("retro-tokenizer: interrupted; no tokenizer was written to " + terminal_text(out_dir, true) +
+                                (force && fs::exists(model_path) ? " (it keeps the one it held)" : "") +
+                                ": run the same command again");
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     // the manifest's inputs (the corpus files hashed: seconds on a large corpus) before tok.model is written, so that a

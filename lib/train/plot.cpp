@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
+#include "core/std_streams.h"
 #include "train/eval.h"
 
 namespace fs = std::filesystem;
@@ -137,6 +138,7 @@ void eval_plot(const EvalReport& report, const std::string& out_png) {
 }
 
 void eval_outputs_check(const std::string& json_out, const std::string& token_losses, const std::string& plot_png) {
+    if (json_out.empty() && token_losses.empty() && plot_png.empty()) std_output_required("the report");
     output_file_guard(json_out, "--json-out");
     output_file_guard(token_losses, "--token-losses");
     if (!plot_png.empty()) plot_check(plot_png, "--plot");
