@@ -164,3 +164,46 @@ TEST_CASE("index refusals: shards searched another way are not merged - --ef-sea
     // a --resume of the other kind is refused too
     test::expect_refused(knn_shard("k0", 0, " --faiss-search --resume"), {"faiss_search"});
 }
+
+TEST_CASE("index refusals: --force removes nothing before the embedder's own refusals, a finished BM25 index is not rebuilt by --resume") {
+    // a helper's pass (session 54): `--dim 0 --force` (or a t5/clip --model that is no model) deleted a finished index,
+    // then refused; `--kind bm25 --resume` rebuilt a finished index with other parameters, as --force would
+    test::TempDir tmp("index-force-late");
+    const fs::path db = test::chunk_test_db(tmp, 12), idx = tmp / "idx", bm25 = tmp / "bm25";
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --dim 16 --quiet").exit_code == 0);
+    const std::string before = test::read_text(idx / "manifest.json");
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --dim 0 --force"),
+                         {"--dim: must be positive"});
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --embedder t5 --model " +
+                                                           tmp.path.string() + " --force"),
+                         {"config.json: missing"});
+    CHECK(test::read_text(idx / "manifest.json") == before);
+    CHECK(fs::exists(idx / "index.faiss"));
+    CHECK(fs::exists(idx / "embeddings.npy"));
+
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --quiet").exit_code == 0);
+    const std::string bm25_before = test::read_text(bm25 / "manifest.json");
+    const test::RunResult same = test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --resume");
+    CHECK_MESSAGE(same.exit_code == 0, same.err);
+    CHECK(same.err.find("is already complete") != std::string::npos);
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --resume --bm25-k1 2"),
+                         {"already holds a complete BM25 index of another job: parameters.k1 is 2.0, the folder's"});
+    CHECK(test::read_text(bm25 / "manifest.json") == bm25_before);
+
+    // BM25 neighbours of queries chunked with another tokenizer: refused as the dense search refuses them (Xapian scored
+    // their ids as the database's terms), and --extra, which a BM25 search has no use for
+    const fs::path corpus = tmp / "q.txt", tok2 = tmp / "tok2", qdb = tmp / "qdb";
+    std::string text;
+    for (int i = 0; i < 200; i++) text += "query words " + std::to_string(i * 7919 % 1000) + " and some more text\n";
+    test::write_text(corpus, text);
+    REQUIRE(test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + tok2.string() + " --vocab-size 300 --quiet")
+                .exit_code == 0);
+    REQUIRE(test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + tok2.string() + " --out " + qdb.string() + " --quiet")
+                .exit_code == 0);
+    test::expect_refused(test::run_tool("retro-knn", bm25.string() + " --db " + db.string() + " --queries " + qdb.string() + " --out " +
+                                                         (tmp / "k").string()),
+                         {"was chunked with another tokenizer than --db"});
+    CHECK_FALSE(fs::exists(tmp / "k"));
+    test::expect_refused(test::run_tool("retro-knn", bm25.string() + " --db " + db.string() + " --extra 3 --out " + (tmp / "k").string()),
+                         {"--extra: applies to FAISS indices' searches, not to a bm25 index"});
+}

@@ -479,6 +479,46 @@ TEST_CASE("knn: retro-index --device cuda - bow refused - bert without a GPU fai
     CHECK(!fs::exists(s.tmp / "g" / "manifest.json"));
 }
 
+TEST_CASE("knn: --measure-recall of a compressed index counts by true inner products, not the index's own scores") {
+    // a helper's pass (session 54): IVF64,PQ8x4 reported recall 0.49 for a true 0.08 - a neighbour counted as found when
+    // its score in distances.npy (PQ's approximation, overstated) reached the exact k-th score
+    SmallDb s(120000, 4);
+    const fs::path idx = s.tmp / "pq", knn = s.tmp / "knn", exact = s.tmp / "exact";
+    auto r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index PQ4x4 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() +
+                                        " --neighbours 4 --measure-recall 100000 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + exact.string() + " --neighbours 4 --exact --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    NpyArray emb((idx / "embeddings.npy").string()), ids((knn / "neighbours.npy").string()), sc((knn / "distances.npy").string());
+    NpyArray ex_ids((exact / "neighbours.npy").string()), ex_sc((exact / "distances.npy").string());
+    const std::int64_t n = ids.dim(0), d = emb.dim(1);
+    const float* x = emb.data<float>();
+    double hit = 0, total = 0, overstated = 0;
+    for (std::int64_t q = 0; q < n; ++q) {
+        std::set<std::int64_t> want;
+        float kth = std::numeric_limits<float>::infinity();
+        for (int j = 0; j < 4; ++j)
+            if (ex_ids.data<std::int64_t>()[q * 4 + j] >= 0) want.insert(ex_ids.data<std::int64_t>()[q * 4 + j]), kth = ex_sc.data<float>()[q * 4 + j];
+        double found = 0;
+        for (int j = 0; j < 4; ++j) {
+            const std::int64_t id = ids.data<std::int64_t>()[q * 4 + j];
+            if (id < 0) continue;
+            double dot = 0;
+            for (std::int64_t c = 0; c < d; ++c) dot += double(x[q * d + c]) * x[id * d + c];
+            overstated += std::fabs(sc.data<float>()[q * 4 + j] - dot) > 1e-3;
+            if (want.count(id) || dot >= kth - 1e-5 * std::max(1.0, std::fabs(double(kth)))) found += 1;
+        }
+        hit += std::min<double>(found, double(want.size()));
+        total += double(want.size());
+    }
+    REQUIRE(overstated > 0);   // (the precondition: PQ's scores are not the true ones)
+    const double reported = nlohmann::json::parse(test::read_text(knn / "manifest.json"))["recall"]["recall_at_k"].get<double>();
+    CHECK(reported == doctest::Approx(hit / total).epsilon(1e-9));
+    CHECK(reported < 0.99);
+}
+
 TEST_CASE("knn: FAISS's search re-searches rows filled by their own document, ours filters inside - "
           "Flat equals exact both ways") {
     SmallDb s(30000, 7);

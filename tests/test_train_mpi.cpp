@@ -92,6 +92,23 @@ TEST_CASE("train mpi: 2 ranks, deterministic, equal 1 process with the same --gr
     // job; both take the same short path to it, so only a machine stalling rank 0 for 3 s would print it twice
     CHECK(odd.err.find(refusal, at + refusal.size()) == std::string::npos);
     CHECK_FALSE(fs::exists(dir / "odd" / "config.json"));
+    // a rank given other options (mpirun's multi-program form; a job script's typo) is refused at the start, naming
+    // the option: --val-every hung in a collective, --batch-size trained a model its manifest does not describe
+    // (exit 0), --lr stopped with an internal error about the all-reduce (a helper's pass, session 54)
+    for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
+             {" --val-every 2", "rank 1: --val-every is 2, rank 0's 4"},
+             {" --batch-size 1", "rank 1: --batch-size is 1, rank 0's 2"},
+             {" --lr 0.001", "rank 1: --lr is 0.001, rank 0's 0.003"},
+             {" --no-retrieval", "rank 1: --knn holds other contents than rank 0's"}}) {
+        CAPTURE(extra);
+        const std::string args = train_args(dir.path, "mixed", 2);
+        const test::RunResult mixed = test::run_command(std::string("timeout 120 env ") + kMpirun + "1 " + test::tool_path("retro-train") +
+                                                        args + " : -np 1 " + test::tool_path("retro-train") + args + extra);
+        CHECK(mixed.exit_code != 0);
+        CHECK(mixed.exit_code != 124);   // (not a hang ended by the timeout)
+        CHECK_MESSAGE(mixed.err.find("retro-train: error: " + says) != std::string::npos, mixed.err);
+        CHECK_FALSE(fs::exists(dir / "mixed" / "config.json"));
+    }
 }
 
 TEST_CASE("train mpi: a retro-fit (frozen decoder: only the trainable elements travel) equals 1 process byte for byte") {

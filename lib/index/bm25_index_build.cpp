@@ -58,6 +58,19 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     if (n == 0) user_error_in(opts.db, "holds no chunks");
     if (ctx.verify_inputs) db.verify(ChunkDb::Verify::kRows);
     db.check_arrays();   // 8 bytes a chunk, beside the chunks the build reads: a bad database fails here, not at retro-knn
+    const nlohmann::json params = {{"kind", "bm25"}, {"k1", opts.bm25.k1}, {"k3", opts.bm25.k3}, {"b", opts.bm25.b},
+                                   {"min_normlen", opts.bm25.min_normlen}};
+    // --resume of a finished index: "nothing to resume" for this job, refused for another (it was built again, other
+    // parameters and all, as --force would: a helper's pass, session 54)
+    const auto difference = [&](const nlohmann::json& done) {
+        if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
+            !d.empty())
+            return d;
+        if (manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
+            return "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
+        return std::string();
+    };
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete BM25 index", difference)) return;
     // one pass, nothing to resume: Ctrl-C says to run it again with --force (it said "--resume", which then built it
     // all again), and the folder is marked as an unfinished bm25 build from the start
     output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);
@@ -89,8 +102,7 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     bm25["average_length"] = check.get_avlength();
     bm25["xapian_version"] = Xapian::version_string();
     Manifest m(ctx);
-    m.parameters() = {{"kind", "bm25"}, {"k1", opts.bm25.k1}, {"k3", opts.bm25.k3}, {"b", opts.bm25.b},
-                      {"min_normlen", opts.bm25.min_normlen}};
+    m.parameters() = params;
     m.extra()["kind"] = "bm25";
     m.extra()["bm25"] = bm25;
     m.add_input_folder("db", opts.db);

@@ -37,6 +37,8 @@ void refuse_dense_flags(const KnnOptions& opts) {
     if (opts.nprobe != 0) user_error_in("--nprobe", "applies to FAISS IVF indices, not to a bm25 index", "drop it");
     if (opts.ef_search != 0) user_error_in("--ef-search", "applies to FAISS HNSW indices, not to a bm25 index", "drop it");
     if (opts.faiss_search) user_error_in("--faiss-search", "applies to FAISS indices, not to a bm25 index", "drop it");
+    if (opts.extra != KnnOptions().extra)   // (Xapian's top k are filtered in the search itself: no candidates to add)
+        user_error_in("--extra", "applies to FAISS indices' searches, not to a bm25 index", "drop it");
 }
 
 }  // namespace
@@ -48,13 +50,8 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     fo.load_index = false;
     const IndexFolder folder = index_folder_open(opts.index, db, fo);
     const Bm25Params params = bm25_params_from_json(folder.manifest.value("bm25", nlohmann::json()), folder.file("manifest.json"));
-    std::unique_ptr<ChunkDb> qdb;
-    bool self_mode = true;
-    if (!opts.queries.empty()) {
-        qdb = std::make_unique<ChunkDb>(opts.queries);
-        self_mode = folder_fingerprint(qdb->manifest()) == folder_fingerprint(db.manifest());
-        if (self_mode) qdb.reset();
-    }
+    std::unique_ptr<ChunkDb> qdb = knn_queries_open(opts.queries, db, opts.db);
+    const bool self_mode = !qdb;
     knn_check_k(opts.k, db.chunk_count(), self_mode, opts.db);
     if (ctx.verify_inputs) {   // the Xapian database is searched for every query; the query chunks are read whole unsharded
         manifest_verify_outputs(opts.index, {kBm25DbFile});

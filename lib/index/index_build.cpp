@@ -226,27 +226,31 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
     return true;
 }
 
-void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
-                           const std::vector<OutputInput>& inputs, bool resumable, const std::string& run) {
+void output_folder_prepare_check(const std::string& tool, const std::string& out, bool force, bool resume,
+                                 const std::vector<OutputInput>& inputs, bool resumable) {
     if (resumable) output_folder_refuse_existing(tool, out, force, resume);   // (--force with --resume; the callers ran it already)
     std::error_code ec;
     const bool non_empty = fs::exists(out) && !fs::is_empty(out, ec);
     output_folder_guard(out, tool, inputs, force && non_empty);
-    if (non_empty) {
-        if (force) output_folder_clear(out, tool);
-        else if (!resume)
-            user_error_in(out, "already exists",
-                          resumable ? "pass --force to replace it or --resume to continue it"
-                                    : "pass --force to make it again (it removes only " + tool + "'s files)");
-    }
+    if (non_empty && !force && !resume)
+        user_error_in(out, "already exists",
+                      resumable ? "pass --force to replace it or --resume to continue it"
+                                : "pass --force to make it again (it removes only " + tool + "'s files)");
     // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
     // leftovers for a resumable run's parts
-    const std::string state = (fs::path(out) / "state.json").string();
     if (const FolderOwner owner = folder_owner(out); resume && resumable && owner.tool == tool && !owner.finished &&
                                                      !owner.resumable)
         user_error_in(out, "holds an interrupted " + tool + " run that cannot be resumed (" +
-                               json_read_file(state).value("run", std::string("a merge")) + ")",
+                               json_read_file((fs::path(out) / "state.json").string()).value("run", std::string("a merge")) + ")",
                       "run that command again with --force, or this one with --force to start over");
+}
+
+void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
+                           const std::vector<OutputInput>& inputs, bool resumable, const std::string& run) {
+    output_folder_prepare_check(tool, out, force, resume, inputs, resumable);
+    std::error_code ec;
+    if (force && fs::exists(out) && !fs::is_empty(out, ec)) output_folder_clear(out, tool);
+    const std::string state = (fs::path(out) / "state.json").string();
     fs::create_directories(fs::path(out) / "parts");
     // its mark from the start, so that the folder of an interrupted one is known as this tool's (no other tool writes
     // into it, and manifest_read says what it is); the run removes it as it writes its manifest
@@ -271,6 +275,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     if (opts.embedding_dtype != DType::F32 && opts.embedding_dtype != DType::F16)
         user_error_in("--embedding-dtype", "must be f32 or f16");
     if (opts.block < 1) user_error_in("--block", "must be positive");
+    if (opts.embedder == "bow" && opts.bow.dim < 1) user_error_in("--dim", "must be positive");   // (before the fit reads the database)
     if (opts.bert.device == "cuda") {
         if (opts.embedder != "bert") user_error_in("--device cuda", "only the bert embedder runs on the GPU", "use --embedder bert, or drop --device");
         cuda_require("--device cuda", "retro-index", "embed on the CPU (--device cpu)");
@@ -312,8 +317,10 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         return std::string();
     };
     if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
-    NewOutputFolder new_out(opts.out);   // an embedder refused below (--dim 0, no --model) leaves no folder behind
-    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, {{"the database", opts.db}});
+    // the folder's refusals, then the embedder (--dim 0, a t5 or clip --model that is no model: refused here), and only
+    // then --force's removal: a finished index was deleted before those refusals (a helper's pass, session 54)
+    const std::vector<OutputInput> inputs = {{"the database", opts.db}};
+    output_folder_prepare_check(ctx.tool, opts.out, opts.force, opts.resume, inputs, /*resumable=*/true);
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
@@ -325,6 +332,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), emb->dim());
         FaissIndex probe(fitted, emb->dim());   // a factory FAISS rejects ("flat"), before the chunks are embedded
     }
+    NewOutputFolder new_out(opts.out);   // a run refused below leaves no folder behind
+    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, inputs);
 
     nlohmann::json state = {{"tool", "retro-index"},
                             {"db", fs::absolute(opts.db).lexically_normal().string()},

@@ -57,6 +57,10 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
 // A run that cannot be resumed marks the folder at once with a state.json of its own ({"tool", "resumable": false,
 // "run": `run`, e.g. "a merge"}): its interrupted folder is then known as the tool's, and a resumable run's --resume
 // into it is refused.
+// Every refusal of output_folder_prepare, nothing removed or made: a tool whose options are checked by slow work (an
+// embedder loaded or fitted) runs it first, so that --force removes nothing before the work's own refusals.
+void output_folder_prepare_check(const std::string& tool, const std::string& out, bool force, bool resume,
+                                 const std::vector<OutputInput>& inputs, bool resumable);
 void output_folder_prepare(const std::string& tool, const std::string& out, bool force, bool resume,
                            const std::vector<OutputInput>& inputs, bool resumable = true, const std::string& run = "a merge");
 

@@ -8,6 +8,7 @@
 #pragma once
 #include "core/scratch_dir.h"
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "index/block_parts.h"
 
 namespace retro {
+
+class ChunkDb;
 
 struct KnnOptions {
     std::string index, db, queries, out;   // queries "" = the db itself
@@ -68,6 +71,10 @@ void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, con
 // itself (a chunk is never its own neighbour), above it for another database's queries (--neighbours 20000 over
 // 14,444 chunks ran a minute, then warned of -1 slots and suggested a larger --nprobe).
 void knn_check_k(std::int64_t k, std::int64_t chunks, bool self_mode, const std::string& db);
+
+// The --queries database (null where none is given, or where it is --db itself: self mode), refused when it was
+// chunked with another tokenizer than --db (its ids mean other pieces: BM25 scored them as the database's terms).
+std::unique_ptr<ChunkDb> knn_queries_open(const std::string& queries, const ChunkDb& db, const std::string& db_dir);
 
 // Drops candidates that are the query itself (`self` >= 0) or of document `doc` (when docs is not
 // null), keeps the first k in order, pads with -1 / -inf.

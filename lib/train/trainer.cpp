@@ -39,6 +39,7 @@
 #include "train/adamw.h"
 #include "train/data.h"
 #include "train/init_from.h"
+#include "train/rank_options.h"
 #include "train/train_stop.h"
 #include "data/run_tokenizer.h"
 #include "train/resume_checks.h"
@@ -463,7 +464,10 @@ void Trainer::check_ranks_agree(std::int64_t step) {
     for (std::size_t r = 1; r < all.size(); r++)
         if (all[r] != all[0])
             throw InternalError(cat("retro-train: rank ", r, "'s weights differ from rank 0's at step ", step,
-                                    " (the all-reduce gave ranks different sums; use --reduce deterministic)"));
+                                    o_.reduce == "deterministic"
+                                        ? " (the same options and inputs gave the ranks different weights: another CPU "
+                                          "or library build on that rank's machine?)"
+                                        : " (the all-reduce gave ranks different sums; use --reduce deterministic)"));
 }
 
 void Trainer::save_checkpoint(std::int64_t step) {
@@ -651,6 +655,7 @@ void Trainer::run() {
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_ = &distributed("retro-train");
     const int N = dist_->size();
+    ranks_run_same_job(*dist_, train_rank_job(o_));   // (first: a rank of other options hung in a later collective)
     if (o_.grad_accum % N != 0)
         user_error_in("--grad-accum", cat(o_.grad_accum, " micro-batches do not split over ", N, " ranks"),
                       cat("give a multiple of ", N, ": the global batch is --batch-size x --grad-accum whatever the "
