@@ -258,6 +258,15 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
         if (!o->peer)
             for (const char* f : {"--peer-script", "--python"})
                 if (sub->count(f) > 0) retro::user_error_in(f, "applies with --peer only", "add --peer, or drop it");
+        // and those a --ranks launch does not pass to its ranks (CPU workers of batch, seq-len, steps, warmup, seed,
+        // threads-per-rank, reduce, config, no-retrieval): `--ranks 2 --device cuda` printed CPU rows (a helper's
+        // pass, session 54)
+        if (!scaling->ranks.empty())
+            for (const char* f : {"--device", "--dtype", "--profile", "--peer", "--threads"})
+                if (sub->count(f) > 0)
+                    retro::user_error_in(f, "is not passed to the ranks of a --ranks launch (CPU ranks; --threads-per-rank "
+                                            "sets their threads)",
+                                         "drop it, or time it without --ranks");
         TrainBenchOptions run = *o;
         if (!scaling->ranks.empty() || !worker->empty()) {
             scaling->step = run;

@@ -200,6 +200,10 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy b.npy --queries-npy q.npy --dim 8"), {"--dim", "--base-npy replaces"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--query-block -1"), {"--query-block", "not a block size"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
+    // and the options a --ranks launch does not pass to its ranks (`--ranks 2 --device cuda` printed CPU rows)
+    for (const char* ignored : {"--device cuda", "--dtype bf16", "--profile 2", "--peer", "--threads 2"})
+        expect_refused(test::run_tool("retro-bench", std::string("--quiet train --ranks 1 --steps 1 ") + ignored),
+                       {"is not passed to the ranks of a --ranks launch"});
     // options the run would ignore without a word (each ran, exit 0, as if not given)
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--python python3"), {"--python: runs the peer, and there is none"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--nprobe 4"), {"--nprobe: applies to the IVF rows"});

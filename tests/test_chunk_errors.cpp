@@ -223,17 +223,40 @@ TEST_CASE("retro-chunk merge refuses missing or mismatched shards") {
                                             (c.dir / ("s" + std::to_string(i))).string()).exit_code == 0);
     REQUIRE(run_tool("retro-chunk", common + " --block-docs 6 --shard 2/3 --out " + (c.dir / "x2").string()).exit_code == 0);
     std::string s0 = (c.dir / "s0").string(), s1 = (c.dir / "s1").string(), s2 = (c.dir / "s2").string();
+    // the missing shard named, as retro-index and retro-knn name it (it said "s0: is shard 0 of 3, but 2 shards were given")
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " --out " + c.db.string()),
-                     "is shard 0 of 3, but 2 shards were given");
+                     "shard 2/3: is missing: the folders given hold 2 of the 3 shards");
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s1 + " --out " + c.db.string()),
                      s1 + ": is given twice");   // it said "shard 2 is missing or given twice"
     // a folder that is not there is named, before the count (it said "s0: is shard 0 of 3, but 4 shards were given")
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s2 + " " + (c.dir / "nope").string() + " --out " +
                                                  c.db.string()),
                      (c.dir / "nope").string() + ": no such folder");
+    // ... and what differs (a helper's pass, session 54)
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "x2").string() + " --out " + c.db.string()),
-                     "was made from other inputs, tokenizer or parameters");
+                     "was made from other inputs, tokenizer or parameters than " + s0 + ": parameters.block_docs is 6, the first shard's 5");
     chunk_check_nothing_complete(c.db);
+    // a shard run through a linked folder is the same job (its corpus path differs, not its files): merged
+    fs::create_directories(c.dir / "link");
+    fs::create_directory_symlink(c.dir.path, c.dir / "link" / "d");
+    REQUIRE(run_tool("retro-chunk", (c.dir / "link" / "d" / "c.jsonl").string() + " --tokenizer " + c.tok +
+                                        " --quiet --block-docs 5 --shard 2/3 --out " + (c.dir / "l2").string())
+                .exit_code == 0);
+    const RunResult linked = run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "l2").string() + " --out " +
+                                                         (c.dir / "merged").string() + " --quiet");
+    CHECK_MESSAGE(linked.exit_code == 0, linked.err);
+    // a merge that fails part-way (a shard's sources.jsonl cut short, read with --no-verify) leaves no folder
+    fs::create_directories(c.dir / "cut");
+    for (const auto& e : fs::directory_iterator(c.dir / "s1")) fs::copy(e.path(), c.dir / "cut" / e.path().filename());
+    {
+        std::string src = read_text(c.dir / "cut" / "sources.jsonl");
+        src = src.substr(0, src.rfind('\n', src.size() - 2) + 1);   // its last line gone
+        write_text(c.dir / "cut" / "sources.jsonl", src);
+    }
+    const RunResult cut = run_tool("retro-chunk", "merge --no-verify " + s0 + " " + (c.dir / "cut").string() + " " + s2 +
+                                                      " --out " + (c.dir / "cutm").string());
+    CHECK(cut.exit_code == 2);
+    CHECK_FALSE(fs::exists(c.dir / "cutm"));
 }
 
 TEST_CASE("chunk db: doc_ids - doc_offsets - seq_starts out of range are refused naming the file and row") {

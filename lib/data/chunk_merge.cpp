@@ -27,12 +27,18 @@ struct Shard {
     int index = 0;
 };
 
-// Parameters that must agree between shards (everything but the shard index).
+// Parameters that must agree between shards (everything but the shard index). The inputs by their contents and
+// order (role, size, fingerprint), not their paths: a shard run on a node that reaches the corpus by another path (a
+// linked folder, another mount) is the same job (it was refused as "other inputs": a helper's pass, session 54).
 nlohmann::json shared_params(const nlohmann::json& m) {
     nlohmann::json p = m.at("parameters");
     p.erase("shard_index");
     p.erase("on_error");
-    return {{"parameters", p}, {"inputs", m.at("inputs")}, {"corpus", m.value("corpus", nlohmann::json())}};
+    nlohmann::json inputs = m.at("inputs");
+    if (inputs.is_array())
+        for (auto& in : inputs)
+            if (in.is_object()) in.erase("path");
+    return {{"parameters", p}, {"inputs", inputs}, {"corpus", m.value("corpus", nlohmann::json())}};
 }
 
 void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
@@ -75,10 +81,21 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
         shards[i].db->check_arrays();   // the merge copies every row anyway
         const auto& p = shards[i].db->manifest().at("parameters");
         shards[i].index = p.value("shard_index", -1);
-        if (p.value("shard_count", 0) != static_cast<int>(o.shards.size()))
-            user_error_in(o.shards[i], "is shard " + std::to_string(shards[i].index) + " of " +
-                                           std::to_string(p.value("shard_count", 0)) + ", but " +
-                                           std::to_string(o.shards.size()) + " shards were given",
+        const int count = p.value("shard_count", 0);
+        if (count > static_cast<int>(o.shards.size())) {   // the first shard missing named, as retro-index and retro-knn do
+            std::vector<bool> given(static_cast<std::size_t>(count), false);
+            for (const auto& s : shards) {
+                const int at = s.db->manifest().at("parameters").value("shard_index", -1);
+                if (at >= 0 && at < count) given[static_cast<std::size_t>(at)] = true;
+            }
+            const auto missing = std::find(given.begin(), given.end(), false) - given.begin();
+            user_error_in(cat("shard ", missing, "/", count),
+                          cat("is missing: the folders given hold ", o.shards.size(), " of the ", count, " shards"),
+                          cat("run retro-chunk with --shard ", missing, "/", count, " and pass every shard of the run once"));
+        }
+        if (count != static_cast<int>(o.shards.size()))
+            user_error_in(o.shards[i], cat("is shard ", shards[i].index, " of ", count, ", but ", o.shards.size(),
+                                           " folders were given"),
                           "pass every shard of the run once");
     }
     std::sort(shards.begin(), shards.end(), [](const Shard& a, const Shard& b) { return a.index < b.index; });
@@ -86,14 +103,17 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
         if (shards[i].index != static_cast<int>(i))
             user_error_in(shards[i].db->dir(), "shard " + std::to_string(i) + " is missing or given twice",
                           "pass every shard of the run once");
-        if (shared_params(shards[i].db->manifest()) != shared_params(shards[0].db->manifest()))
+        if (const std::string d = json_first_difference(shared_params(shards[0].db->manifest()),
+                                                        shared_params(shards[i].db->manifest()), "", "the first shard's");
+            !d.empty())
             user_error_in(shards[i].db->dir(), "was made from other inputs, tokenizer or parameters than " +
-                                                   shards[0].db->dir(),
+                                                   shards[0].db->dir() + ": " + d,
                           "merge only the shards of one run");
     }
     const nlohmann::json& first = shards[0].db->manifest();
     const int chunk_size = shards[0].db->chunk_size();
     const int rows_per_seq = first.at("parameters").at("rows_per_seq").get<int>();
+    NewOutputFolder made(o.out);   // a merge that fails below (a shard's sources.jsonl cut short) leaves no folder
     prepare_out(ctx, o);
 
     ChunkDbWriter writer(o.out, shards[0].db->token_dtype(), chunk_size, rows_per_seq, nullptr);
@@ -140,6 +160,7 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     m.extra()["stats"] = chunk_stats_json(k, chunk_size);
     for (const auto& name : ChunkDbWriter::output_names()) m.add_output(o.out, name);
     m.write(o.out);
+    made.keep();
     log_info("merged " + std::to_string(n) + " shards into " + o.out + ": " + std::to_string(k.docs) + " documents, " +
              std::to_string(k.chunks) + " chunks");
 }
