@@ -531,7 +531,7 @@ TEST_CASE("knn: FAISS's search re-searches rows filled by their own document, ou
         auto ap = test::run_tool("retro-knn", base + " --extra 0 --out " + (s.tmp / "a").string() + " --force" +
                                                   (faiss_run == "faiss" ? " --faiss-search" : ""));   // self is always a candidate
         REQUIRE_MESSAGE(ap.exit_code == 0, ap.err);
-        CHECK((ap.err.find("rows again with more candidates") != std::string::npos) == (faiss_run == "faiss"));
+        CHECK((ap.err.find("searches with more candidates") != std::string::npos) == (faiss_run == "faiss"));
         CHECK(ap.err.find(faiss_run == "faiss" ? "search: faiss" : "search: flat") != std::string::npos);
         NpyArray ai((s.tmp / "a/neighbours.npy").string()), ei((s.tmp / "e/neighbours.npy").string());
         NpyArray as((s.tmp / "a/distances.npy").string()), es((s.tmp / "e/distances.npy").string());
@@ -770,6 +770,38 @@ TEST_CASE("knn: options --exact would ignore are refused - an --extra past memor
     auto big = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
                                                " --extra 1000000000");
     CHECK(big.exit_code == 2);
-    CHECK(big.err.find("--extra: blocks of 16384 queries with 2 neighbours and 1000000000 extra candidates needs") !=
-          std::string::npos);
+    const std::int64_t rows = ChunkDb(s.db.string()).chunk_count();
+    REQUIRE(rows < 16384);   // a block is at most the queries there are
+    CHECK_MESSAGE(big.err.find("--extra: blocks of " + std::to_string(rows) + " queries with 2 neighbours and 1000000000 extra candidates needs") !=
+                      std::string::npos,
+                  big.err);
+    // a huge k is the k's fault, not --block's (it said "--block: ..."); a --block past the rows is no memory at all
+    auto many = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                                " --neighbours 1000000000");
+    CHECK(many.exit_code == 2);
+    CHECK_MESSAGE(many.err.find("retro-knn: error: --neighbours: blocks of ") != std::string::npos, many.err);
+    auto wide = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                                " --block 300000000 --quiet");
+    CHECK_MESSAGE(wide.exit_code == 0, wide.err);
+}
+
+TEST_CASE("knn: an --ef-search past the graph is lowered with a word - a shard past the last block says so") {
+    // a helper's pass (session 54): --ef-search 1000000 over 4,740 vectors ran 162 s without a word; a shard with no
+    // block said "every block was searched before (--resume)" of a run without --resume
+    SmallDb s(20000, 10);
+    const fs::path idx = s.tmp / "hnsw";
+    REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index HNSW8 --quiet").exit_code == 0);
+    const std::int64_t rows = ChunkDb(s.db.string()).chunk_count();
+    auto wide = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "k").string() +
+                                                " --neighbours 2 --ef-search 100000000");
+    CHECK_MESSAGE(wide.exit_code == 0, wide.err);
+    CHECK_MESSAGE(wide.err.find("--ef-search 100000000 is more than the " + std::to_string(rows) + " nodes of ") != std::string::npos,
+                  wide.err);
+    auto empty = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "s50").string() +
+                                                 " --neighbours 2 --block 100000 --shard 50/100");
+    CHECK_MESSAGE(empty.exit_code == 0, empty.err);
+    CHECK_MESSAGE(empty.err.find("shard 50/100 has no blocks: the " + std::to_string(rows) + " rows make 1 block of 100000") !=
+                      std::string::npos,
+                  empty.err);
+    CHECK(empty.err.find("--resume") == std::string::npos);
 }

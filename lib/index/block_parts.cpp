@@ -93,6 +93,14 @@ std::vector<std::int64_t> BlockParts::pending_with(const BlockParts& other, cons
     return out;
 }
 
+std::string BlockParts::nothing_pending(const Shard& shard, const std::string& done) const {
+    if (shard.index >= blocks_)   // (it said "every block was searched before (--resume)" of a run without --resume)
+        return cat("shard ", shard.index, "/", shard.count, " has no blocks: the ", rows_, " rows make ", blocks_,
+                   blocks_ == 1 ? " block" : " blocks", " of ", block_rows_, ", fewer than the shards (its folder is a "
+                   "finished empty shard, to merge with the others)");
+    return dir_ + ": every block was " + done + " before (--resume): nothing left to do";
+}
+
 std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dirs) const {
     std::vector<std::string> out;
     for (std::int64_t b = 0; b < blocks_; ++b) {

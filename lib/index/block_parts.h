@@ -32,6 +32,9 @@ public:
     // The same for a block written as two parts (retro-knn's neighbours and distances, same rows and blocks): a
     // block is done when both parts are (a run killed while it removed the parts at its end leaves one of a pair).
     std::vector<std::int64_t> pending_with(const BlockParts& other, const Shard& shard) const;
+    // The line for a run that finds nothing pending: a shard past the last block ("shard 50/100 has no blocks: ...")
+    // or a --resume of finished blocks ("every block was `done` before (--resume)").
+    std::string nothing_pending(const Shard& shard, const std::string& done) const;
     // Part files of every block found in any of `dirs` (for merge); UserError naming the first
     // missing block, or a part whose bytes differ from its seal (parts of versions before the seals have none).
     std::vector<std::string> collect(const std::vector<std::string>& dirs) const;

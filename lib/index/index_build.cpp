@@ -56,7 +56,7 @@ std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const Chu
 
 void embed_blocks(const ChunkDb& db, const Embedder& emb, const BlockParts& parts, const Shard& shard, DType dtype) {
     auto todo = parts.pending(shard);
-    if (todo.empty()) log_info(parts.dir() + ": every block was embedded before (--resume): nothing left to embed");
+    if (todo.empty()) log_info(parts.nothing_pending(shard, "embedded"));
     std::int64_t rows = 0;
     for (auto b : todo) rows += parts.block_end(b) - parts.block_begin(b);
     Progress progress("embedding chunks", rows, "chunks");

@@ -385,13 +385,21 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         if (opts.ef_search > 0) user_error_in("--ef-search", "tunes the HNSW index's search; --exact does not search it", "drop one of the two");
     }
     output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);   // before the index is read
-    // a block's ids and scores (k per query) and its candidate lists
-    // (an --extra above its default and k is what a user must change: `--extra 1000000000` was blamed on --block)
+    // a block's ids and scores (k per query) and its candidate lists, a block being at most the queries there are
+    // (`--block 300000000` over 4,740 chunks was refused for 78 GiB). Blamed on what a user must change: an --extra
+    // above its default and k (`--extra 1000000000` was blamed on --block), a --block above its default, else
+    // --neighbours (`--neighbours 1000000000` was blamed on --block: a helper's pass, session 54)
+    const std::int64_t query_rows = ChunkDb(opts.queries.empty() ? opts.db : opts.queries).chunk_count();
+    const std::int64_t block_rows = std::max<std::int64_t>(1, std::min(opts.block, query_rows));
     const bool extra_to_blame = opts.extra > std::max(opts.k, 8);
-    memory_require(extra_to_blame ? "--extra" : "--block", double(opts.block) * double(opts.k + opts.extra) * 28,
-                   cat("blocks of ", opts.block, " queries with ", opts.k, " neighbours",
+    const bool block_to_blame = !extra_to_blame && block_rows > KnnOptions().block;
+    memory_require(extra_to_blame ? "--extra" : block_to_blame ? "--block" : "--neighbours",
+                   double(block_rows) * double(opts.k + opts.extra) * 28,
+                   cat("blocks of ", block_rows, " queries with ", opts.k, " neighbours",
                        opts.extra > 0 ? cat(" and ", opts.extra, " extra candidates") : std::string()),
-                   extra_to_blame ? "a smaller --extra (the default is 8)" : "a smaller --block or --neighbours");
+                   extra_to_blame ? "a smaller --extra (the default is 8)"
+                   : block_to_blame ? cat("a smaller --block (the default is ", KnnOptions().block, ")")
+                                    : std::string("a smaller --neighbours"));
     if (index_folder_kind(opts.index) == "bm25") return knn_build_bm25(ctx, opts);
     if (opts.device != "cpu" && opts.device != "cuda") user_error_in("--device", "expected cpu or cuda, got '" + opts.device + "'");
     if (opts.device == "cuda") {
@@ -439,7 +447,6 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (!opts.exact) {
         s.index = std::move(folder.index);
         s.index->use_faiss_search(opts.faiss_search);
-        log_info("search: " + s.index->search_method());
     }
 
     nlohmann::json params = {{"neighbours", opts.k}, {"extra", opts.extra}, {"exact", opts.exact}, {"device", opts.device},
@@ -457,10 +464,12 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"rows", queries.rows()},
                             {"parameters", params}};
     if (!knn_state_write(ctx, opts, state)) return;
+    // (once the folder is taken: before, this line came ahead of the refusals of --out and --resume)
+    if (s.index) log_info("search: " + s.index->search_method());
 
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending_with(ds, opts.shard);
-    if (todo.empty()) log_info(opts.out + ": every block was searched before (--resume): nothing left to search");
+    if (todo.empty()) log_info(nb.nothing_pending(opts.shard, "searched"));
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
     Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
@@ -517,8 +526,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                  std::to_string(std::min(opts.measure_recall, queries.rows())) + " queries: " + std::to_string(recall));
     }
     if (s.widened_rows_ > 0)   // FAISS's own search only
-        log_info("searched " + std::to_string(s.widened_rows_) + " rows again with more candidates (their own document filled "
-                 "the first " + std::to_string(opts.k + opts.extra) + ")");
+        log_info("widened " + std::to_string(s.widened_rows_) + " searches with more candidates (a row's own document filled "
+                 "the first " + std::to_string(opts.k + opts.extra) + "; a row can be widened more than once)");
     // (the queries measured: --measure-recall past the query count measures them all, and the manifest said the asked number)
     knn_write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : std::min(opts.measure_recall, queries.rows()));
 }
