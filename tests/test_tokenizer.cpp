@@ -180,6 +180,25 @@ TEST_CASE("tokenizer: an existing output folder is refused unless --force") {
     CHECK(again.err.find("already holds a tokenizer") != std::string::npos);
     auto forced = test::run_tool("retro-tokenizer", args + " --force");
     CHECK(forced.exit_code == 0);
+    // --resume (a pipeline script run again, session 54): this command's tokenizer kept untouched, another refused
+    const std::string model = test::read_text(t.tmp / "tok" / "tok.model"), manifest = test::read_text(t.tmp / "tok" / "manifest.json");
+    auto kept = test::run_tool("retro-tokenizer", "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok").string() +
+                                                      " --vocab-size 400 --resume");
+    CHECK_MESSAGE(kept.exit_code == 0, kept.err);
+    CHECK(kept.err.find("is already complete") != std::string::npos);
+    CHECK(test::read_text(t.tmp / "tok" / "manifest.json") == manifest);
+    auto other = test::run_tool("retro-tokenizer", "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok").string() +
+                                                       " --vocab-size 420 --resume");
+    CHECK(other.exit_code == 2);
+    CHECK(other.err.find("already holds a tokenizer made from other inputs or parameters: parameters.vocab_size is 420, the folder's 400") !=
+          std::string::npos);
+    CHECK(test::read_text(t.tmp / "tok" / "tok.model") == model);
+    // a folder without a finished tokenizer is trained into
+    auto fresh = test::run_tool("retro-tokenizer", "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok2").string() +
+                                                       " --vocab-size 400 --resume --quiet");
+    CHECK_MESSAGE(fresh.exit_code == 0, fresh.err);
+    CHECK(test::read_text(t.tmp / "tok2" / "tok.model") == model);
+    CHECK(test::run_tool("retro-tokenizer", args + " --resume --force").exit_code == 2);
 }
 
 TEST_CASE("tokenizer: a line longer than the trainer takes is trained on in pieces, not dropped") {

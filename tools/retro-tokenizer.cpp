@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
             static retro::TokenizerTrainOptions train_opts;
             static retro::EncodeOptions enc;
             static bool force = false;
+            static bool resume = false;
             static std::string on_error = "fail";
 
             // before the subcommand too, as in the other tools (`retro-tokenizer --threads 1 encode ...`)
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
             train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer")->transform(retro::non_negative_integer());
             train->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             train->add_flag("--force", force, "Replace an existing tokenizer in --out");
+            train->add_flag("--resume", resume, "Keep a finished tokenizer in --out made by this same command (a "
+                                                "pipeline run again); refused where its corpus or options differ");
 
             auto* encode = app.add_subcommand("encode", "Encode stdin (one document per line) to ids on stdout");
             encode->add_option("--model", model, "tok.model, or the folder holding it")->required();
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
                 if (*train) {
                     corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
                     train_opts.threads = ctx.threads;
-                    retro::tokenizer_train_to_folder(ctx, inputs, corpus, train_opts, out_dir, force);
+                    retro::tokenizer_train_to_folder(ctx, inputs, corpus, train_opts, out_dir, force, resume);
                 } else if (*encode || *decode) {
                     if (retro::std_stream_was_closed(0))   // (`<&-`: it printed nothing, exit 0)
                         retro::user_error_in("standard input", "is closed: there are no lines to read", "give the lines on standard input");

@@ -167,29 +167,7 @@ std::string database_difference(const nlohmann::json& done, const nlohmann::json
             return "the tokenizer " + tok_path + " has changed since the database was made (retrained or replaced)";
         return "the tokenizer " + tok_path + " is not the one it was made with (" + was + ")";
     }
-    std::vector<std::string> recorded, given;
-    std::vector<std::int64_t> recorded_sizes;
-    for (const auto& in : done.value("inputs", nlohmann::json::array()))
-        if (in.value("role", "") == "corpus") {
-            recorded.push_back(in.value("path", ""));
-            recorded_sizes.push_back(in.value("size", std::int64_t(-1)));
-        }
-    for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
-    // the same files (or reached another way: a linked folder) are the same database unless one's size changed (a
-    // file edited or appended to since; its bytes are not read again: a corpus can be hundreds of GB)
-    if (recorded.size() == given.size() && std::equal(recorded.begin(), recorded.end(), given.begin(), same_file)) {
-        for (std::size_t i = 0; i < given.size(); i++) {
-            std::error_code ec;
-            const auto size = static_cast<std::int64_t>(fs::file_size(given[i], ec));
-            if (!ec && recorded_sizes[i] >= 0 && size != recorded_sizes[i])
-                return cat("corpus file ", given[i], " has changed since the database was made (", size, " bytes, then ",
-                           recorded_sizes[i], ")");
-        }
-        return "";
-    }
-    for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)
-        if (recorded[i] != given[i]) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
-    return cat("the corpus is ", given.size(), " files, the folder's ", recorded.size());
+    return corpus_inputs_difference(done, files, "the database");
 }
 
 void write_manifest(const ToolContext& ctx, const ChunkOptions& o, const nlohmann::json& parameters,

@@ -296,4 +296,33 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
     }
 }
 
+std::string corpus_inputs_difference(const nlohmann::json& done, const std::vector<CorpusFile>& files, const std::string& made) {
+    namespace fs = std::filesystem;
+    const auto same_file = [](const std::string& a, const std::string& b) {
+        std::error_code ea, eb;
+        return a == b || fs::weakly_canonical(a, ea) == fs::weakly_canonical(b, eb);
+    };
+    std::vector<std::string> recorded, given;
+    std::vector<std::int64_t> recorded_sizes;
+    for (const auto& in : done.value("inputs", nlohmann::json::array()))
+        if (in.value("role", "") == "corpus") {
+            recorded.push_back(in.value("path", ""));
+            recorded_sizes.push_back(in.value("size", std::int64_t(-1)));
+        }
+    for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
+    if (recorded.size() == given.size() && std::equal(recorded.begin(), recorded.end(), given.begin(), same_file)) {
+        for (std::size_t i = 0; i < given.size(); i++) {
+            std::error_code ec;
+            const auto size = static_cast<std::int64_t>(fs::file_size(given[i], ec));
+            if (!ec && recorded_sizes[i] >= 0 && size != recorded_sizes[i])
+                return cat("corpus file ", given[i], " has changed since ", made, " was made (", size, " bytes, then ",
+                           recorded_sizes[i], ")");
+        }
+        return "";
+    }
+    for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)
+        if (recorded[i] != given[i]) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
+    return cat("the corpus is ", given.size(), " files, the folder's ", recorded.size());
+}
+
 }  // namespace retro

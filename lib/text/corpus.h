@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ bool glob_match(const std::string& glob, const std::string& relative);
 // matching file, or a missing path, is a UserError naming it. A file reached twice (named twice, through a
 // link, by overlapping folders) is listed once, with a warning.
 std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs, const CorpusOptions& opts);
+
+// What differs between `files` and the corpus inputs a finished folder's manifest `done` records (retro-chunk's and
+// retro-tokenizer's --resume), as a refusal names it; "" for the same files. The same files reached another way (a
+// linked folder) are the same; a file whose size changed is named as changed since `made` ("the database") was made
+// (its bytes are not read again: a corpus can be hundreds of GB).
+std::string corpus_inputs_difference(const nlohmann::json& done, const std::vector<CorpusFile>& files, const std::string& made);
 
 // Calls fn for every non-empty document of one file, in order. Malformed jsonl lines fail with
 // "FILE:LINE: ..." or are skipped and counted, per opts.on_error.

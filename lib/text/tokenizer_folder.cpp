@@ -24,15 +24,37 @@ std::string tokenizer_resolve_path(const std::string& model) {
 
 void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::string>& inputs,
                                const CorpusOptions& corpus, const TokenizerTrainOptions& opts,
-                               const std::string& out_dir, bool force) {
+                               const std::string& out_dir, bool force, bool resume) {
     tokenizer_train_options_check(opts);   // the options before the inputs
+    if (force && resume)
+        user_error_in("--resume", "and --force contradict each other: --force trains again, --resume keeps a finished one",
+                      "give one of them");
     std::string model_path = (fs::path(out_dir) / "tok.model").string();
     std::vector<OutputInput> guarded;
     for (const auto& in : inputs) guarded.push_back({"the corpus", in});
     output_folder_guard(out_dir, ctx.tool, guarded, false);
-    if (fs::exists(model_path) && !force)
-        user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, or choose another --out");
+    const nlohmann::json parameters = {{"vocab_size", opts.vocab_size},       {"model_type", opts.model_type},
+                                       {"max_sentences", opts.max_sentences}, {"character_coverage", opts.character_coverage},
+                                       {"byte_fallback", opts.byte_fallback}, {"seed", opts.seed},
+                                       {"glob", corpus.glob},                 {"text_key", corpus.text_key},
+                                       {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
+    if (fs::exists(model_path) && !force && !resume)
+        user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, --resume to keep it where it is this "
+                                                            "command's, or choose another --out");
     auto files = corpus_list_files(inputs, corpus);
+    // --resume: a pipeline script run again keeps the tokenizer it made (training again, as --force did, made the
+    // same model only while nothing changed, and orphaned the databases chunked with it otherwise)
+    if (resume && fs::exists(model_path) && fs::exists(fs::path(out_dir) / "manifest.json")) {
+        const nlohmann::json done = manifest_read(out_dir);
+        std::string diff = json_first_difference(done.value("parameters", nlohmann::json()), parameters, "parameters");
+        if (diff.empty()) diff = corpus_inputs_difference(done, files, "the tokenizer");
+        if (!diff.empty())
+            user_error_in(out_dir, "already holds a tokenizer made from other inputs or parameters: " + diff,
+                          "choose another --out, or pass --force to train it again (databases chunked with the old "
+                          "one are then refused with it)");
+        log_info(out_dir + " is already complete (manifest.json exists); nothing to resume");
+        return;
+    }
     // the folder made (and a file tried in it) before the training, which takes minutes on a large corpus; a refused
     // or failed run removes a folder it made
     NewOutputFolder made(out_dir);
@@ -51,11 +73,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // kill leaves a folder without a model rather than a model without its manifest (one in ten kills of a helper's
     // pass did, and retro-chunk took the unrecorded model)
     Manifest m(ctx);
-    m.parameters() = {{"vocab_size", opts.vocab_size},       {"model_type", opts.model_type},
-                      {"max_sentences", opts.max_sentences}, {"character_coverage", opts.character_coverage},
-                      {"byte_fallback", opts.byte_fallback}, {"seed", opts.seed},
-                      {"glob", corpus.glob},                 {"text_key", corpus.text_key},
-                      {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
+    m.parameters() = parameters;
     m.extra()["corpus"] = {{"files", r.counts.files},
                            {"documents", r.counts.documents},
                            {"bytes", r.counts.bytes},

@@ -14,8 +14,11 @@ namespace retro {
 // `model` may be a tok.model file or a folder holding one.
 std::string tokenizer_resolve_path(const std::string& model);
 
+// Trains into out_dir. An existing tokenizer is refused unless `force` (trained again) or `resume`: kept where its
+// manifest records this command's parameters and corpus files ("already complete; nothing to resume"), refused
+// naming the difference otherwise; a folder without a finished tokenizer is trained into.
 void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::string>& inputs,
                                const CorpusOptions& corpus, const TokenizerTrainOptions& opts,
-                               const std::string& out_dir, bool force);
+                               const std::string& out_dir, bool force, bool resume = false);
 
 }  // namespace retro
