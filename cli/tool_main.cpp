@@ -14,6 +14,9 @@
 #include <new>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/blas_core.h"
@@ -143,6 +146,21 @@ void normalize_options(CLI::App& app) {
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) normalize_options(*sub);
 }
 
+// The option a user meant where the tools name one thing two ways (a new user's pass, session 54: `retro-generate
+// --out o.jsonl`, `retro-train eval --out e.json`): "" where none is known.
+std::string option_meant(const std::string& command, const std::string& option) {
+    static const std::vector<std::tuple<std::string, std::string, std::string>> kMeant = {
+        {"retro-generate", "--out", "--output FILE (a --prompts run's JSON lines)"},
+        {"retro-generate", "--json-out", "--output FILE (a --prompts run's JSON lines)"},
+        {"retro-train eval", "--out", "--json-out FILE (the report as JSON)"},
+        {"retro-train eval", "--output", "--json-out FILE (the report as JSON)"},
+        {"retro-train plot", "--output", "--out FILE.png"},
+    };
+    for (const auto& [cmd, given, meant] : kMeant)
+        if (cmd == command && given == option) return "the option is " + meant;
+    return "";
+}
+
 // The tool's own options given with a subcommand (`retro-chunk merge a b --out db --resume`: app.fallthrough() lets
 // CLI11 match --resume on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
 // the log level and --threads (every subcommand's are the same variables), hidden options (the deprecated spellings a
@@ -165,8 +183,9 @@ void refuse_parent_options(const CLI::App& app) {
         if (sub_has)
             user_error_in(name, cat("was given before `", sub.get_name(), "`, where it is ", tool, "'s own option"),
                           cat("give it after `", sub.get_name(), "`: ", sub_line, " ... ", name));
+        const std::string meant = option_meant(sub_line, name);
         user_error_in(name, cat("is an option of ", tool, " itself, not of `", sub_line, "`, which would ignore it"),
-                      cat("drop it, or see ", sub_line, " --help"));
+                      meant.empty() ? cat("drop it, or see ", sub_line, " --help") : meant);
     }
 }
 
@@ -355,7 +374,23 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                     names += (names.empty() ? "" : ", ") + sub->get_name();
                 message = cat("'", left.front(), "' is not a subcommand of ", tool, " (", names, ")");
             }
-            std::fprintf(stderr, "%s: error: %s (fix: see %s --help)\n", tool.c_str(), message.c_str(), tool.c_str());
+            // the help of the subcommand the error is in (`retro-tokenizer encode ...` pointed at retro-tokenizer --help,
+            // which lists no --model), and the option meant where one is known
+            std::string command = tool;
+            for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
+                at = at->get_subcommands().front();
+                command += " " + at->get_name();
+            }
+            std::string fix = "see " + command + " --help";
+            if (const std::size_t at = message.find("not expected: "); at != std::string::npos) {   // (one, or several)
+                std::istringstream words(message.substr(at + 14));
+                for (std::string given; words >> given;)
+                    if (const std::string meant = option_meant(command, given.substr(0, given.find('='))); !meant.empty()) {
+                        fix = meant;
+                        break;
+                    }
+            }
+            std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), message.c_str(), fix.c_str());
             return EXIT_USER;
         }
         if (action) action();

@@ -175,6 +175,7 @@ TEST_CASE("bad input: a model config of absurd size is refused in one line befor
 }
 
 TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes of zero") {
+    const Pipeline& p = pipeline();
     expect_refused(test::run_tool("retro-tokenizer", "train x --out y --vocab-size NaN"), {"retro-tokenizer: error:", "--vocab-size"});
     expect_refused(test::run_tool("retro-knn", "merge --out m"), {"retro-knn: error:", "shards"});
     expect_refused(test::run_tool("retro-train", "--db a --config b --out c --retrieval-lr-scale 0"),
@@ -200,6 +201,14 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet knn --base-npy b.npy --queries-npy q.npy --dim 8"), {"--dim", "--base-npy replaces"});
     expect_refused(test::run_tool("retro-bench", "--quiet " + knn + "--query-block -1"), {"--query-block", "not a block size"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
+    // a usage error points at the help of the subcommand it is in, and names the option meant where the tools name
+    // one thing two ways (a new user's pass, session 54)
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + p.tok.string() + " " + p.tok.string()),
+                   {"(fix: see retro-tokenizer encode --help)"});
+    expect_refused(test::run_tool("retro-generate", p.run.string() + " --out o.jsonl hello"),
+                   {"(fix: the option is --output FILE"});
+    expect_refused(test::run_tool("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --out e.json"),
+                   {"(fix: the option is --json-out FILE"});
     // and the options a --ranks launch does not pass to its ranks (`--ranks 2 --device cuda` printed CPU rows)
     for (const char* ignored : {"--device cuda", "--dtype bf16", "--profile 2", "--peer", "--threads 2"})
         expect_refused(test::run_tool("retro-bench", std::string("--quiet train --ranks 1 --steps 1 ") + ignored),

@@ -48,7 +48,7 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
         CHECK(!fs::exists(r / "manifest.json"));
     }
 
-    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --resume --force"), {"--resume: and --force contradict"});
+    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --resume --force"), {"--resume and --force: contradict each other"});
     // an empty value (a script's unset variable) was taken as the option left out: a run from scratch, exit 0
     expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --init-from ''"), {"--init-from: is empty"});
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --checkpoint '' x"),

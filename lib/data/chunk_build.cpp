@@ -70,7 +70,7 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
     std::error_code ec;
     complete = false;
     if (o.force && o.resume)   // --force would remove the parts --resume means to keep
-        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+        user_error_in("--resume and --force", "contradict each other: --force starts over, --resume continues",
                       "give one of them");
     if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec)) user_error_in(o.out, "exists and is not a folder");
     std::vector<OutputInput> inputs{{"--tokenizer", o.tokenizer}};

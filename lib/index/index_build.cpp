@@ -202,7 +202,7 @@ std::pair<nlohmann::json, nlohmann::json> comparable(const char* key, nlohmann::
 
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
     if (force && resume)   // --force would clear the parts --resume means to keep
-        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+        user_error_in("--resume and --force", "contradict each other: --force starts over, --resume continues",
                       "give one of them");
     if (force || resume) return;
     for (const char* name : {"manifest.json", "state.json"})

@@ -27,7 +27,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                const std::string& out_dir, bool force, bool resume) {
     tokenizer_train_options_check(opts);   // the options before the inputs
     if (force && resume)
-        user_error_in("--resume", "and --force contradict each other: --force trains again, --resume keeps a finished one",
+        user_error_in("--resume and --force", "contradict each other: --force trains again, --resume keeps a finished one",
                       "give one of them");
     std::string model_path = (fs::path(out_dir) / "tok.model").string();
     std::vector<OutputInput> guarded;

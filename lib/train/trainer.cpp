@@ -633,7 +633,7 @@ void Trainer::run() {
         user_error_in("--keep-checkpoints", cat(o_.keep_checkpoints, " is not a number of checkpoints"), "give 0 to keep them all");
     if (!(o_.val_fraction >= 0 && o_.val_fraction < 1)) user_error_in("--val-fraction", "must be in [0, 1)");   // (NaN too)
     if (o_.resume && o_.force)
-        user_error_in("--resume", "and --force contradict each other: --force starts over, --resume continues",
+        user_error_in("--resume and --force", "contradict each other: --force starts over, --resume continues",
                       "drop one of them");
     if (!o_.neighbours.empty() && o_.neighbours.find_first_not_of("0123456789") == std::string::npos &&
         !fs::exists(o_.neighbours))   // retro-knn's --neighbours is k; here it is the old name of --knn (a folder)
