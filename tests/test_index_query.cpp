@@ -98,6 +98,11 @@ TEST_CASE("index query: retro-index query prints text and JSON, and bad input is
     CHECK(j["results"][0]["rank"] == 1);
     CHECK(j["results"][0]["chunk"] == c);
     CHECK(j["results"][0]["text"] == text);
+    {   // `-`: the query from standard input, the same results (it searched the text "-": a new user's pass, session 54)
+        const test::RunResult piped = test::run_tool("retro-index", "query " + idx.string() + " - --k 3 --json", text + "\n");
+        REQUIRE_MESSAGE(piped.exit_code == 0, piped.err);
+        CHECK(nlohmann::json::parse(piped.out) == j);
+    }
     r = test::run_tool("retro-index", "query " + idx.string() + " " + shell_quote(text) + " --neighbours 2 --db " + s.db.string());
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(r.out.rfind("query: " + text, 0) == 0);

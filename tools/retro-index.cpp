@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
             static retro::IndexQueryOptions q;
             auto* query = app.add_subcommand("query", "Print the chunks (or images) of an index closest to a text or an image (dense: its embedder; bm25: BM25 scores)");
             query->add_option("index", q.index, "Index folder (from retro-index)")->required();
-            query->add_option("text", q.text, "The query text (or give --image)");
+            query->add_option("text", q.text, "The query text (- reads it from standard input; or give --image)");
             retro::add_no_verify_flag(*query, q.verify);
             query->add_option("--image", q.image, "A query image (JPEG / PNG): an image index, or a dense index built with --embedder clip");
             query->add_option("--k,--neighbours", q.k, "How many chunks to print");

@@ -25,6 +25,7 @@
 #include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/std_streams.h"
+#include "text/stdin_text.h"
 #include "core/terminal_text.h"
 #include "generate/batch_output.h"
 #include "generate/generate_journal.h"
@@ -221,27 +222,8 @@ void generate_run(GenerateRunOptions cli) {
         if (!cli.output.empty()) user_error_in("--output", "is only used with --prompts");
         if (cli.resume) user_error_in("--resume", "is only used with --prompts (a single prompt streams to stdout)");
         if (cli.prompt == "-") cli.prompt.clear();   // `-`: standard input, as --prompts - (it was the prompt "-")
-        if (cli.prompt.empty()) {   // read the prompt from stdin
-            // at most kStdinPromptMax bytes (a prompt the generator takes is far shorter: it refuses the rest by size
-            // and token count), so that a stream without end (/dev/zero, a runaway pipe) is refused, not read into memory
-            constexpr std::size_t kStdinPromptMax = std::size_t{64} << 20;
-            if (std_stream_was_closed(STDIN_FILENO))   // (`<&-`: it said "prompt: is empty")
-                user_error_in("standard input", "is closed: there is no prompt to read", "give the prompt as an argument");
-            if (isatty(STDIN_FILENO)) log_info("reading the prompt from standard input (end it with Ctrl-D)");
-            std::string text;
-            char buf[1 << 16];
-            while (text.size() <= kStdinPromptMax && std::cin.read(buf, sizeof buf).gcount() > 0)
-                text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
-            if (std::cin.bad() || std::ferror(stdin))   // a read that failed (a folder: EISDIR) is not an empty prompt
-                user_error_in("standard input", "cannot be read (a folder, or a read error)", "give the prompt as an argument");
-            if (text.size() > kStdinPromptMax)
-                user_error_in("standard input", cat("holds more than ", kStdinPromptMax >> 20, " MiB: not a prompt"),
-                              "give the prompt as an argument, or a --prompts file");
-            if (!utf8_valid(text))   // (as a prompt given as an argument is refused: never decoded into replacement marks)
-                user_error_in("standard input", "is not UTF-8 text", "convert the prompt to UTF-8 (iconv -t UTF-8)");
-            cli.prompt = std::move(text);
-            while (!cli.prompt.empty() && (cli.prompt.back() == '\n' || cli.prompt.back() == '\r')) cli.prompt.pop_back();
-        }
+        if (cli.prompt.empty())   // read the prompt from stdin (the generator refuses a long one by its size and tokens)
+            cli.prompt = stdin_text_read("prompt", "give the prompt as an argument, or a --prompts file");
         prompts.push_back(cli.prompt);
     }
     if (cli.show_neighbours && cli.g.no_retrieval) log_warn("--show-neighbours has nothing to show with --no-retrieval");

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/std_streams.h"
+#include "text/stdin_text.h"
 #include "core/terminal_text.h"
 #include "data/chunk_db.h"
 #include "embed/clip_embedder.h"
@@ -172,8 +173,11 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     return hits;
 }
 
-void index_query(const IndexQueryOptions& o) {
+void index_query(const IndexQueryOptions& given) {
     std_output_required("the hits");
+    IndexQueryOptions o = given;
+    if (o.image.empty() && o.text == "-")   // `-`: the query from standard input, as retro-generate's prompt (it searched "-")
+        o.text = stdin_text_read("query", "give the query as an argument");
     const auto hits = index_query_search(o);
     const std::string kind = index_folder_kind(o.index);
     std::string prompt;   // the bert query's prompt, shown with the results
