@@ -81,6 +81,13 @@ TEST_CASE("killed runs: a second run into a folder another process is writing is
                                                      db.string() + " --chunk-size 4 --seq-len 16 --quiet --force"),
                    {db.string(), "another run is writing into it (retro-chunk, pid "});
     CHECK(fs::exists(db / "manifest.json"));
+    {   // the shards of `--shard auto` given one --out: told to give each rank its own (a helper's pass, session 54)
+        test::ScopedEnv rank("OMPI_COMM_WORLD_RANK", "1"), size("OMPI_COMM_WORLD_SIZE", "2");
+        expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                         db.string() + " --chunk-size 4 --seq-len 16 --quiet --force --shard auto"),
+                       {"another run is writing into it", "give each of the 2 ranks its own --out (e.g. --out " + db.string() +
+                                                              ".$OMPI_COMM_WORLD_RANK), then join them with retro-chunk merge"});
+    }
     expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 3 --resume"),
                    {run.string(), "another run is writing into it (retro-train, pid "});
     expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 3 --force --seed 7"),

@@ -18,6 +18,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/launcher_env.h"
 #include "core/fingerprint.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -198,8 +199,15 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
             held[key] = -1;
             return;
         }
-        user_error_in(out, "another run is writing into it (" + who + ")",
-                      "wait for it to end, or stop it first: two runs in one folder mix their files");
+        // the shards of `--shard auto` launched with one --out (a helper's pass, session 54): each needs its own
+        std::string fix = "wait for it to end, or stop it first: two runs in one folder mix their files";
+        try {
+            if (const LauncherEnv env = launcher_env(); env.launched() && env.size > 1 && tool != "retro-train")
+                fix = cat("give each of the ", env.size, " ranks its own --out (e.g. --out ", out, ".$",
+                          env.source.substr(0, env.source.find('/')), "), then join them with ", tool, " merge");
+        } catch (const UserError&) {   // (a malformed launcher variable: named where --shard auto reads it)
+        }
+        user_error_in(out, "another run is writing into it (" + who + ")", fix);
     }
     const std::string me = cat(tool, ", pid ", ::getpid(), ", since ", utc_timestamp());
     if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {

@@ -58,7 +58,9 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         const std::string where = name + ":" + std::to_string(n);
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded()) user_error_in(where, "is not valid JSON");
+        if (j.is_discarded())   // (plain text lines are the usual mistake: how to make JSON lines of them)
+            user_error_in(where, "is not valid JSON (a --prompts file holds one JSON string or object a line)",
+                          "make JSON lines of a text file's lines with: jq -R . FILE");
         names.push_back(where);
         if (j.is_string()) {
             prompts.push_back(j.get<std::string>());

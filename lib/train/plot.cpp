@@ -50,6 +50,7 @@ void render(const std::string& body, const std::string& out_png, const std::vect
         throw InternalError("gnuplot failed to write " + out_png);
     }
     fs::rename(out_png + ".tmp", out_png);
+    log_info("wrote " + out_png);
 }
 
 }  // namespace

@@ -928,6 +928,7 @@ void Trainer::run() {
     m.add_output(o_.out, "model.safetensors");
     m.add_output(o_.out, "metrics.jsonl");
     m.write(o_.out);
+    log_info(cat("wrote ", o_.out, ": model.safetensors after ", o_.steps, " steps (", trainable_count_, " trainable parameters)"));
 }
 
 }  // namespace
