@@ -36,9 +36,14 @@ void refuse_ignored(const CLI::App* sub, const char* option, bool ignored, const
     if (ignored && sub->count(option) > 0) retro::user_error_in(option, why, fix);
 }
 
+// --json FILE, or `-`: standard output (the tables then on stderr; bench_util.h's bench_json_to_stdout)
 CLI::Validator output_file_check(const std::string& option) {
     return CLI::Validator(
         [option](std::string& path) {
+            if (option == "--json" && path == "-") {
+                bench_json_to_stdout();
+                return std::string();
+            }
             output_file_guard(path, option);
             return std::string();
         },
@@ -60,7 +65,7 @@ void add_retention(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--chunk-size", o->chunk_size, "Chunk size of the chunkwise mode")->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats per row (median reported, after one warm-up)")->check(CLI::PositiveNumber);
     sub->add_option("--naive-max-T", o->naive_max_T, "Skip naive (O(T^2) memory) above this T");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)")->check(output_file_check("--plot"));
     sub->callback([o, &ctx] {
         if (o->naive_max_T < 0)   // (-1 skipped every naive row: an empty table, exit 0)
@@ -89,7 +94,7 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--on-error", opt->on_error, "With --corpus: a malformed .jsonl line or a binary file: fail or skip (as retro-chunk)")
         ->check(CLI::IsMember({"fail", "skip"}))
         ->capture_default_str();
-    sub->add_option("--json", opt->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", opt->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([opt, &ctx, sub] {
         const bool given = !opt->corpus.empty();
         refuse_ignored(sub, "--size-mb", given, "sizes the generated corpus, which --corpus replaces", "drop one of them");
@@ -143,7 +148,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
         ->check(CLI::PositiveNumber);
     sub->add_flag("--peer-sorted", o->peer_sorted,
                   "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([o, &ctx, image_count, max_length, sub] {
         refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
         if (image_count->count() && o->embedder != "clip")
@@ -182,7 +187,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
     sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors")->check(CLI::ExistingFile);
     sub->add_option("--python", o->python, "Python interpreter for the peer");
-    sub->add_option("--json", o->json, "Write results as JSON here")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
     sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
     sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
@@ -226,7 +231,7 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)")->check(CLI::ExistingFile);
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->transform(retro::non_negative_integer());
-    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
@@ -310,7 +315,7 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     sub->add_flag("--bf16", o->bf16,
                   "Each prompt decoded again with the CPU decoder reading bf16 copies of the linear weights "
                   "(retro-generate --dtype bf16), its ms/token and speed-up beside");
-    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([o, &ctx, sub] {
         refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
         run_generate_bench(*o, ctx.command_line);
@@ -325,7 +330,7 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--ops", o->ops, "Ops to time: names or name prefixes, comma-separated (default: all)")->delimiter(',');
     sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
     sub->add_option("--repeats", o->repeats, "Timed runs per row (median, after one warm-up)")->capture_default_str();
-    sub->add_option("--json", o->json, "Write the results as JSON to this file")->check(output_file_check("--json"));
+    sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
     sub->callback([o, list, &ctx] {
         if (*list) {

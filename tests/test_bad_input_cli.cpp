@@ -455,8 +455,14 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
     }
     // "-" where a file or a folder is written: refused (a file or folder named "-" was made, exit 0)
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out - --dim 8"), {"--out: '-' (standard output) is not a folder"});
-    expect_refused(test::run_tool("retro-bench", "retention --T 32 --B 1 --H 1 --json -"),
-                   {"--json: '-' (standard output) is not taken"});
+    // ... but retro-bench's --json - is standard output, the tables then on stderr, so that `| jq` reads the JSON
+    // alone (a new user's pass, session 54; before: refused, and a file named "-" before that)
+    const test::RunResult piped = test::run_tool("retro-bench", "retention --T 32 --B 1 --H 1 --repeats 1 --modes chunkwise --json -");
+    REQUIRE_MESSAGE(piped.exit_code == 0, piped.err);
+    const nlohmann::json j = nlohmann::json::parse(piped.out, nullptr, false);
+    CHECK_MESSAGE(j.is_object(), piped.out);
+    CHECK(j.contains("stamp"));
+    CHECK(piped.err.find("chunkwise") != std::string::npos);   // the table, on stderr
     CHECK_FALSE(fs::exists("-"));
     test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),

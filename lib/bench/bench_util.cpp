@@ -6,13 +6,16 @@
 
 #include <cblas.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -26,6 +29,7 @@
 #include "core/error.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
+#include "core/std_streams.h"
 #include "core/threads.h"
 #include "retrokit/version.h"
 
@@ -123,6 +127,10 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line) {
             {"date", today_utc()}, {"command", command_line}};
 }
 
+namespace {
+int g_json_fd = -1;   // bench_json_to_stdout: the standard output the JSON goes to
+}  // namespace
+
 void bench_json_write(const std::string& path, nlohmann::json result, const std::string& tool, const std::string& command_line) {
     RETRO_CHECK(result.is_object(), "a bench result is a JSON object");
     if (!result.contains("stamp") || !result["stamp"].is_object()) {
@@ -135,7 +143,29 @@ void bench_json_write(const std::string& path, nlohmann::json result, const std:
     nlohmann::json& machine = result["machine"];
     if (!machine.contains("cpu")) machine["cpu"] = cpu_model();
     if (!machine.contains("hardware_threads")) machine["hardware_threads"] = hardware_threads();
+    if (path == "-") {
+        bench_json_to_stdout();
+        const std::string text = result.dump(2) + "\n";
+        std::fflush(stdout);   // (the tables, on stderr by now)
+        for (std::size_t at = 0; at < text.size();) {
+            const ssize_t n = ::write(g_json_fd, text.data() + at, text.size() - at);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) user_error_in("standard output", std::string("write failed: ") + std::strerror(errno));
+            at += static_cast<std::size_t>(n);
+        }
+        return;
+    }
     write_file_atomic(path, result.dump(2) + "\n");
+}
+
+void bench_json_to_stdout() {
+    if (g_json_fd >= 0) return;
+    std_output_required("the JSON");
+    std::fflush(stdout);
+    std::cout.flush();
+    g_json_fd = ::dup(STDOUT_FILENO);
+    if (g_json_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+        user_error_in("standard output", std::string("cannot be kept for the JSON: ") + std::strerror(errno));
 }
 
 nlohmann::json run_json_command(const std::string& command) {

@@ -36,6 +36,11 @@ nlohmann::json stamp(const std::string& tool, const std::string& command_line);
 // "stamp" {tool, version, commit, date, command} (chunk, knn and retention also keep those at the top level) and
 // "machine" {cpu, hardware_threads}.
 void bench_json_write(const std::string& path, nlohmann::json result, const std::string& tool, const std::string& command_line);
+// `--json -`: the JSON goes to standard output and everything the bench prints there (its tables) to stderr from now
+// on, so that `retro-bench ... --json - | jq` reads the JSON alone (a new user's pass, session 54: a script needed a
+// temporary file). Idempotent; bench_json_write("-") then writes to the standard output saved here. A closed standard
+// output is refused.
+void bench_json_to_stdout();
 
 // An output option (--json, --plot, ...) that names an input of the run (a file or a folder it reads) or a path
 // inside one, or two outputs that name the same file: UserError naming the option, before any work (every

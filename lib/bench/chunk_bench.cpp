@@ -242,7 +242,7 @@ nlohmann::json run_chunk_bench(const ChunkBenchOptions& o, const std::string& co
               << format_table(table);
     if (!o.json.empty()) {
         bench_json_write(o.json, result, "retro-bench chunk", command_line);   // (an unchecked ofstream said "wrote" for a missing folder)
-        log_info("wrote " + o.json);
+        if (o.json != "-") log_info("wrote " + o.json);
     }
     return result;
 }
