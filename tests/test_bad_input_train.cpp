@@ -49,6 +49,11 @@ TEST_CASE("bad input: retro-train refuses NaN and out-of-range optimizer options
     }
 
     expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --resume --force"), {"--resume and --force: contradict each other"});
+    // a folder that is not there is named with its option (it said "nosuch: no such folder")
+    expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --knn " + (t / "nosuch").string()),
+                   {"--knn: " + (t / "nosuch").string() + ": no such folder"});
+    expect_refused(test::run_tool("retro-knn", p.db.string() + " --db " + p.db.string() + " --out " + (t / "k").string()),
+                   {"was written by retro-chunk, not retro-index", "(fix: pass the index folder retro-index --out wrote"});
     // an empty value (a script's unset variable) was taken as the option left out: a run from scratch, exit 0
     expect_refused(test::run_tool("retro-train", train_args(p, r) + " --steps 1 --init-from ''"), {"--init-from: is empty"});
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --checkpoint '' x"),

@@ -28,7 +28,10 @@ IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const I
     f.dir = dir;
     f.manifest = manifest_read(dir);
     const std::string manifest_path = f.file("manifest.json");
-    if (f.manifest.value("tool", "") != "retro-index") user_error_in(manifest_path, "was not written by retro-index");
+    if (const std::string tool = f.manifest.value("tool", ""); tool != "retro-index")   // (the fix: which folder it wants)
+        user_error_in(manifest_path, tool.empty() ? std::string("was not written by retro-index")
+                                                  : "was written by " + tool + ", not retro-index",
+                      "pass the index folder retro-index --out wrote (retro-index DB --out INDEX)");
     if (kind_of(f.manifest) == "image")
         user_error_in(manifest_path, "is an image index (retro-index --images) with no chunk database",
                       "search it with retro-index query; retro-knn and retro-generate need a chunk index");

@@ -643,6 +643,10 @@ void Trainer::run() {
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
     if (o_.reduce == "nccl" && o_.device == "cpu")
         user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
+    // an input folder that is not there, named by its option ("nosuch: no such folder" named neither)
+    for (const auto& [option, dir] : {std::pair<const char*, const std::string&>{"--db", o_.db}, {"--knn", o_.neighbours}})
+        if (std::error_code ec; !dir.empty() && !(option == std::string("--knn") && o_.no_retrieval) && !fs::exists(dir, ec))
+            user_error_in(option, dir + ": no such folder");
     const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
     // before the data and the model are read and sized: an --out that is not this tool's to write (an input, another
     // tool's, inside a folder a tool keeps for itself), then one that holds a run. Without the lock: rank 0 takes it
