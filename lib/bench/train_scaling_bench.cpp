@@ -212,7 +212,7 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
                                    {"seq_len", n},
                                    {"reduce", o.reduce},
                                    {"launcher", o.launcher},
-                                   {"efficiency", "tokens/s(N) / (N * tokens/s(1)), every rank the same batch and threads"},
+                                   {"efficiency", "tokens/s(N) / (N / N0 * tokens/s(N0)), N0 the first rank count given; every rank the same batch and threads"},
                                    {"rows", rows}};
     std::printf("retro-bench train --ranks: %s, %lld parameters, %lld x %lld tokens per rank, --reduce %s\n",
                 cpu_model().c_str(), static_cast<long long>(rows[0]["parameters"].get<std::int64_t>()),
