@@ -80,6 +80,23 @@ TEST_CASE("tokenizer: encode and decode stream through the CLI") {
     auto bad = test::run_tool("retro-tokenizer", "decode --model " + t.model, "5 6 999999\n");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("<stdin>:1") != std::string::npos);
+    // files as arguments, in order, `-` among them for standard input (a new user's pass, session 54: "argument was
+    // not expected"): the same lines as the text piped in
+    test::write_text(t.tmp / "a.txt", "kato rimen sa.\nsecond line  with spaces\n");
+    test::write_text(t.tmp / "ids.txt", enc.out);
+    auto files = test::run_tool("retro-tokenizer", "encode --model " + t.model + " " + (t.tmp / "a.txt").string() + " -",
+                                "\nlast é\n");
+    REQUIRE_MESSAGE(files.exit_code == 0, files.err);
+    CHECK(files.out == enc.out);
+    auto back = test::run_tool("retro-tokenizer", "decode --model " + t.model + " " + (t.tmp / "ids.txt").string());
+    CHECK(back.out == text);
+    auto named = test::run_tool("retro-tokenizer", "decode --model " + t.model + " " + (t.tmp / "a.txt").string());
+    CHECK(named.exit_code == 2);
+    CHECK(named.err.find((t.tmp / "a.txt").string() + ":1: 'kato' is not a token id") != std::string::npos);
+    auto folder = test::run_tool("retro-tokenizer", "encode --model " + t.model + " " + t.tmp.path.string());
+    CHECK(folder.exit_code == 2);
+    CHECK(folder.err.find("is a folder, not a text file") != std::string::npos);
+    CHECK(folder.out.empty());
 }
 
 TEST_CASE("tokenizer: a model with other special ids is refused with the reason") {

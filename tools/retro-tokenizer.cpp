@@ -1,4 +1,7 @@
 // retro-tokenizer: train / encode / decode a sentencepiece model (pad=0 unk=1 bos=2 eos=3).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "core/error.h"
@@ -40,33 +43,46 @@ int main(int argc, char** argv) {
             train->add_flag("--resume", resume, "Keep a finished tokenizer in --out made by this same command (a "
                                                 "pipeline run again); refused where its corpus or options differ");
 
-            auto* encode = app.add_subcommand("encode", "Encode stdin (one document per line) to ids on stdout");
+            static std::vector<std::string> files;
+            auto* encode = app.add_subcommand("encode", "Encode FILEs or stdin (one document per line) to ids on stdout");
             encode->add_option("--model", model, "tok.model, or the folder holding it")->required();
+            encode->add_option("files", files, "Text files, in order (default, or -: standard input)");
             encode->add_flag("--pieces", enc.pieces, "Print pieces instead of ids");
             encode->add_flag("--bos-eos", enc.bos_eos, "Wrap each line in bos ... eos");
             encode->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
-            auto* decode = app.add_subcommand("decode", "Decode lines of ids on stdin to text on stdout");
+            auto* decode = app.add_subcommand("decode", "Decode lines of ids in FILEs or on stdin to text on stdout");
             decode->add_option("--model", model, "tok.model, or the folder holding it")->required();
+            decode->add_option("files", files, "Files of ids, in order (default, or -: standard input)");
 
             return [&ctx, train, encode, decode] {
                 if (*train) {
                     corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
                     train_opts.threads = ctx.threads;
                     retro::tokenizer_train_to_folder(ctx, inputs, corpus, train_opts, out_dir, force, resume);
-                } else if (*encode || *decode) {
-                    if (retro::std_stream_was_closed(0))   // (`<&-`: it printed nothing, exit 0)
-                        retro::user_error_in("standard input", "is closed: there are no lines to read", "give the lines on standard input");
-                    retro::std_output_required(*encode ? "the ids" : "the text");
+                    return;
                 }
-                if (*encode) {
-                    retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
-                    std::ios::sync_with_stdio(false);
-                    retro::tokenizer_encode_stream(tok, std::cin, std::cout, enc);
-                } else if (*decode) {
-                    retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
-                    std::ios::sync_with_stdio(false);
-                    retro::tokenizer_decode_stream(tok, std::cin, std::cout);
+                if (files.empty()) files.push_back("-");
+                const bool from_stdin = std::find(files.begin(), files.end(), "-") != files.end();
+                if (from_stdin && retro::std_stream_was_closed(0))   // (`<&-`: it printed nothing, exit 0)
+                    retro::user_error_in("standard input", "is closed: there are no lines to read",
+                                         "give the lines on standard input, or a file");
+                for (const auto& f : files)   // every file before the first line is written (not half an output)
+                    if (std::error_code ec; f != "-" && (std::filesystem::is_directory(f, ec) || !std::filesystem::exists(f, ec)))
+                        retro::user_error_in(f, std::filesystem::is_directory(f, ec) ? "is a folder, not a text file" : "no such file");
+                retro::std_output_required(*encode ? "the ids" : "the text");
+                retro::Tokenizer tok(retro::tokenizer_resolve_path(model));
+                std::ios::sync_with_stdio(false);
+                for (const auto& f : files) {
+                    std::ifstream file;
+                    if (f != "-") {
+                        file.open(f, std::ios::binary);
+                        if (!file) retro::user_error_in(f, "cannot be opened");
+                    }
+                    std::istream& in = f == "-" ? std::cin : file;
+                    const std::string name = f == "-" ? "standard input" : f;
+                    if (*encode) retro::tokenizer_encode_stream(tok, in, std::cout, enc, name);
+                    else retro::tokenizer_decode_stream(tok, in, std::cout, name);
                 }
             };
         });

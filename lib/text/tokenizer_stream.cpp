@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kBatch = 4096;
 
 // Reads up to kBatch lines.
-bool read_batch(std::istream& in, std::vector<std::string>& lines) {
+bool read_batch(std::istream& in, std::vector<std::string>& lines, const std::string& name) {
     lines.clear();
     std::string line;
     while (lines.size() < kBatch && std::getline(in, line)) {
@@ -26,14 +26,15 @@ bool read_batch(std::istream& in, std::vector<std::string>& lines) {
     }
     // a read that failed (standard input a folder: EISDIR) is not the end of the text: exit 0 with nothing written
     // hid it, where `cat` says "Is a directory"
-    if (in.bad()) user_error_in("standard input", "cannot be read (a folder, or a read error)", "give the text on standard input");
+    if (in.bad()) user_error_in(name, "cannot be read (a folder, or a read error)", "give a text file, or the text on standard input");
     return !lines.empty();
 }
 }  // namespace
 
-void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts) {
+void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts,
+                             const std::string& name) {
     std::vector<std::string> lines, encoded;
-    while (read_batch(in, lines)) {
+    while (read_batch(in, lines, name)) {
         encoded.assign(lines.size(), std::string());
         parallel_for(static_cast<std::int64_t>(lines.size()), [&](std::int64_t i) {
             std::string& o = encoded[static_cast<std::size_t>(i)];
@@ -52,10 +53,10 @@ void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
     }
 }
 
-void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out) {
+void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const std::string& name) {
     std::vector<std::string> lines;
     std::int64_t line_no = 0;
-    while (read_batch(in, lines)) {
+    while (read_batch(in, lines, name)) {
         for (const auto& line : lines) {
             ++line_no;
             std::vector<int> ids;
@@ -66,7 +67,7 @@ void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
                 char* end = nullptr;
                 long v = std::strtol(p, &end, 10);
                 if (end == p || (*end && *end != ' ' && *end != '\t' && *end != ',') || v < 0 || v >= tok.vocab_size())
-                    user_error_in("<stdin>:" + std::to_string(line_no),
+                    user_error_in((name == "standard input" ? std::string("<stdin>") : name) + ":" + std::to_string(line_no),
                                   "'" + std::string(p, std::min<std::size_t>(std::strcspn(p, " \t,"), 20)) +
                                       "' is not a token id in [0, " + std::to_string(tok.vocab_size()) + ")");
                 ids.push_back(static_cast<int>(v));

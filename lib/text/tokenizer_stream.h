@@ -3,6 +3,7 @@
 // provides: EncodeOptions, tokenizer_encode_stream, tokenizer_decode_stream
 #pragma once
 #include <iosfwd>
+#include <string>
 
 #include "text/tokenizer.h"
 
@@ -13,9 +14,12 @@ struct EncodeOptions {
     bool bos_eos = false;   // wrap each line in bos ... eos
 };
 
-// Reads lines from `in`, writes one encoded line per input line; batches run on all threads.
-void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts);
+// Reads lines from `in`, writes one encoded line per input line; batches run on all threads. `name` names `in` in a
+// refusal (a file, or "standard input").
+void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts,
+                             const std::string& name = "standard input");
 // Reads lines of whitespace-separated ids; writes one decoded line each.
-void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out);
+void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out,
+                             const std::string& name = "standard input");
 
 }  // namespace retro
