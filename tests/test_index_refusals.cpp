@@ -180,6 +180,13 @@ TEST_CASE("index refusals: --force removes nothing before the embedder's own ref
     CHECK(test::read_text(idx / "manifest.json") == before);
     CHECK(fs::exists(idx / "index.faiss"));
     CHECK(fs::exists(idx / "embeddings.npy"));
+    // the default factory named: resumed where given by its name, a refusal names it (it said `the folder's ""`)
+    const std::string built = nlohmann::json::parse(before)["index"]["factory"].get<std::string>();
+    const test::RunResult named = test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --dim 16 --resume --index " + built);
+    CHECK_MESSAGE(named.exit_code == 0, named.err);
+    CHECK(named.err.find("is already complete") != std::string::npos);
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --dim 16 --resume --index HNSW8"),
+                         {"parameters.factory is \"HNSW8\", the folder's \"" + built + "\""});
 
     REQUIRE(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --quiet").exit_code == 0);
     const std::string bm25_before = test::read_text(bm25 / "manifest.json");

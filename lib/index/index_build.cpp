@@ -301,8 +301,15 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
                              {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
+    // the factory as built: "" (the default) is the default's own name, so that `--index HNSW32` where HNSW32 is the
+    // default resumes a default build, and a refusal names it (it said `the folder's ""`)
+    const auto named_factory = [&](nlohmann::json p) {
+        if (p.is_object() && p.contains("factory") && p["factory"] == "") p["factory"] = index_default_factory(db.chunk_count());
+        return p;
+    };
     const auto index_difference = [&](const nlohmann::json& done) {
-        if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
+        if (std::string d = json_first_difference(named_factory(done.value("parameters", nlohmann::json::object())),
+                                                  named_factory(params), "parameters");
             !d.empty())
             return d;
         if (manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
@@ -355,7 +362,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
                           "rerun with the folder's settings to resume it, or --force to start over");
         // (the index settings too: the finished-folder check refuses them, so an unfinished one does as well)
         for (const char* key : {"db_fingerprint", "rows", "block", "embedder", "embedding_dtype", "factory", "nprobe", "ef_search"})
-            if (const auto [was, now] = comparable(key, old[key], state[key]); was != now)
+            if (const auto [was, now] = comparable(key, named_factory({{key, old[key]}})[key], named_factory({{key, state[key]}})[key]);
+                was != now)
                 user_error_in(state_path(opts.out), "records another job: " + json_first_difference(was, now, key),
                               "rerun with the folder's settings to resume it, or --force to start over");
         state_check_same_shard(old, state_path(opts.out), opts.shard.index, opts.shard.count);
