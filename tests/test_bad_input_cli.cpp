@@ -203,7 +203,7 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
     expect_refused(test::run_tool("retro-bench", "--quiet train --launcher mpirun --steps 1"), {"--launcher: applies with --ranks only"});
     // a usage error points at the help of the subcommand it is in, and names the option meant where the tools name
     // one thing two ways (a new user's pass, session 54)
-    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + p.tok.string() + " " + p.tok.string()),
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + p.tok.string() + " --bogus"),
                    {"(fix: see retro-tokenizer encode --help)"});
     expect_refused(test::run_tool("retro-generate", p.run.string() + " --out o.jsonl hello"),
                    {"(fix: the option is --output FILE"});
