@@ -65,6 +65,27 @@ TEST_CASE("tokenizer: trains on a generated corpus and round-trips text exactly"
     CHECK_NOTHROW(manifest_verify_outputs((t.tmp / "tok").string(), {"tok.model"}));
 }
 
+TEST_CASE("tokenizer: a corpus of long lines without blanks keeps the whitespace mark - blanks decode as blanks") {
+    // a helper's pass (session 54): one mark U+2581 a line of 5,000 letters fell below --character-coverage 0.9995,
+    // so the mark was no piece: every blank and document start was encoded as its three bytes and decoded as "▁"
+    test::TempDir tmp("toknoblank");
+    std::mt19937 rng(3);
+    std::string text;
+    for (int line = 0; line < 40; ++line) {
+        for (int i = 0; i < 5000; ++i) text += static_cast<char>('a' + rng() % 10);
+        text += '\n';
+    }
+    test::write_text(tmp / "c.txt", text);
+    const auto r = test::run_tool("retro-tokenizer", "train " + (tmp / "c.txt").string() + " --out " + (tmp / "tok").string() +
+                                                         " --vocab-size 300 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    Tokenizer tok((tmp / "tok" / "tok.model").string());
+    for (const std::string s : {"ab cd", " leading", "a  b\tc"}) {
+        CAPTURE(s);
+        CHECK(tok.decode(tok.encode(s)) == s);
+    }
+}
+
 TEST_CASE("tokenizer: encode and decode stream through the CLI") {
     TrainedTokenizer t;
     std::string text = "kato rimen sa.\nsecond line  with spaces\n\nlast é\n";

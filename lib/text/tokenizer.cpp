@@ -207,6 +207,11 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         {"model_type", opts.model_type},
         {"vocab_size", std::to_string(opts.vocab_size)},
         {"character_coverage", std::to_string(opts.character_coverage)},
+        // the whitespace mark U+2581 always in the alphabet: a corpus of long lines with few blanks (CJK, a run of
+        // letters) left it below --character-coverage, and every blank and document start then decoded as a literal
+        // "▁" (a helper's pass, session 54). Sentencepiece takes required characters first: where the mark was in the
+        // alphabet already (any corpus with blanks), the alphabet and the model are unchanged.
+        {"required_chars", "\xE2\x96\x81"},
         {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
         {"byte_fallback", opts.byte_fallback ? "true" : "false"},
         {"hard_vocab_limit", "false"},
