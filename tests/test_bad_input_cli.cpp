@@ -118,6 +118,15 @@ TEST_CASE("bad input: retro-chunk --resume over a complete database made from ot
                    {"corpus file " + fs::absolute(one / "a.txt").lexically_normal().string() +
                     " has changed since the database was made"});
     test::write_text(one / "a.txt", "hello there, a tiny corpus of one document\n");
+    // ... and one of the same size with other bytes: its time moved, so it is hashed again (it passed as complete)
+    test::write_text(one / "a.txt", "HELLO there, a tiny corpus of one document\n");
+    expect_refused(test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " + db.string() +
+                                                     " --chunk-size 4 --seq-len 16 --resume --quiet"),
+                   {"has changed since the database was made (the same size, other bytes)"});
+    test::write_text(one / "a.txt", "hello there, a tiny corpus of one document\n");   // (its bytes back, its time not: the same)
+    const test::RunResult back = test::run_tool("retro-chunk", one.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                                   db.string() + " --chunk-size 4 --seq-len 16 --resume --quiet");
+    CHECK_MESSAGE(back.exit_code == 0, back.err);
     // the same tokenizer path with other bytes (retrained): "has changed", not "is not the one it was made with (itself)"
     const fs::path tok = t / "tok";
     copy_folder(p.tok, tok);

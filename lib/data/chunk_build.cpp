@@ -157,13 +157,9 @@ std::string database_difference(const nlohmann::json& done, const nlohmann::json
                                 const std::vector<CorpusFile>& files) {
     if (std::string d = json_first_difference(done.value("parameters", nlohmann::json()), parameters, "parameters"); !d.empty())
         return d;
-    const auto same_file = [](const std::string& a, const std::string& b) {
-        std::error_code ea, eb;
-        return a == b || fs::weakly_canonical(a, ea) == fs::weakly_canonical(b, eb);
-    };
     if (manifest_input(done, "tokenizer", "fingerprint") != fingerprint_file(tok_path)) {
         const std::string was = manifest_input(done, "tokenizer", "path");
-        if (same_file(fs::absolute(tok_path).lexically_normal().string(), was))   // (it said "X is not the one it was made with (X)")
+        if (path_resolved(tok_path) == path_resolved(was))   // (it said "X is not the one it was made with (X)")
             return "the tokenizer " + tok_path + " has changed since the database was made (retrained or replaced)";
         return "the tokenizer " + tok_path + " is not the one it was made with (" + was + ")";
     }

@@ -37,7 +37,7 @@ nlohmann::json shared_params(const nlohmann::json& m) {
     nlohmann::json inputs = m.at("inputs");
     if (inputs.is_array())
         for (auto& in : inputs)
-            if (in.is_object()) in.erase("path");
+            if (in.is_object()) in.erase("path"), in.erase("mtime_ns");
     return {{"parameters", p}, {"inputs", inputs}, {"corpus", m.value("corpus", nlohmann::json())}};
 }
 

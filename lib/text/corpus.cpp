@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fingerprint.h"
+#include "core/output_folder.h"
 #include "core/folder_walk.h"
 #include "core/lfs_pointer.h"
 #include "core/log.h"
@@ -298,30 +300,36 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
 
 std::string corpus_inputs_difference(const nlohmann::json& done, const std::vector<CorpusFile>& files, const std::string& made) {
     namespace fs = std::filesystem;
-    const auto same_file = [](const std::string& a, const std::string& b) {
-        std::error_code ea, eb;
-        return a == b || fs::weakly_canonical(a, ea) == fs::weakly_canonical(b, eb);
-    };
+    const auto same_file = [](const std::string& a, const std::string& b) { return a == b || path_resolved(a) == path_resolved(b); };
     std::vector<std::string> recorded, given;
-    std::vector<std::int64_t> recorded_sizes;
+    std::vector<nlohmann::json> recorded_inputs;
     for (const auto& in : done.value("inputs", nlohmann::json::array()))
         if (in.value("role", "") == "corpus") {
             recorded.push_back(in.value("path", ""));
-            recorded_sizes.push_back(in.value("size", std::int64_t(-1)));
+            recorded_inputs.push_back(in);
         }
     for (const auto& f : files) given.push_back(fs::absolute(f.path).lexically_normal().string());
     if (recorded.size() == given.size() && std::equal(recorded.begin(), recorded.end(), given.begin(), same_file)) {
         for (std::size_t i = 0; i < given.size(); i++) {
+            const nlohmann::json& was = recorded_inputs[i];
             std::error_code ec;
             const auto size = static_cast<std::int64_t>(fs::file_size(given[i], ec));
-            if (!ec && recorded_sizes[i] >= 0 && size != recorded_sizes[i])
+            if (!ec && was.value("size", std::int64_t(-1)) >= 0 && size != was.value("size", std::int64_t(-1)))
                 return cat("corpus file ", given[i], " has changed since ", made, " was made (", size, " bytes, then ",
-                           recorded_sizes[i], ")");
+                           was.value("size", std::int64_t(-1)), ")");
+            // the same size: where the folder recorded the file's time (since session 54) and it moved, the bytes are
+            // hashed again (a same-size edit); an older folder's inputs are compared by size alone
+            struct stat st {};
+            if (!was.contains("mtime_ns") || !was.contains("fingerprint") || ::stat(given[i].c_str(), &st) != 0) continue;
+            if (static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec == was.value("mtime_ns", std::int64_t(0)))
+                continue;
+            if (fingerprint_file(given[i]) != was.value("fingerprint", std::string()))
+                return cat("corpus file ", given[i], " has changed since ", made, " was made (the same size, other bytes)");
         }
         return "";
     }
-    for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)
-        if (recorded[i] != given[i]) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
+    for (std::size_t i = 0; i < std::min(recorded.size(), given.size()); i++)   // (a file reached another way is not the one)
+        if (!same_file(recorded[i], given[i])) return cat("corpus file ", i + 1, " is ", given[i], ", the folder's ", recorded[i]);
     return cat("the corpus is ", given.size(), " files, the folder's ", recorded.size());
 }
 
