@@ -40,10 +40,7 @@ void refuse_ignored(const CLI::App* sub, const char* option, bool ignored, const
 CLI::Validator output_file_check(const std::string& option) {
     return CLI::Validator(
         [option](std::string& path) {
-            if (option == "--json" && path == "-") {
-                bench_json_to_stdout();
-                return std::string();
-            }
+            if (option == "--json" && path == "-") return std::string();   // (the subcommand's bench_outputs_begin takes it)
             output_file_guard(path, option);
             return std::string();
         },
@@ -68,6 +65,7 @@ void add_retention(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--plot", o->plot, "Write a PNG of forward ms vs T (needs gnuplot)")->check(output_file_check("--plot"));
     sub->callback([o, &ctx] {
+        bench_outputs_begin(o->json);
         if (o->naive_max_T < 0)   // (-1 skipped every naive row: an empty table, exit 0)
             retro::user_error_in("--naive-max-T", retro::cat(o->naive_max_T, " is not a sequence length"), "give the largest T to run naive at");
         run_retention_bench(*o, ctx.command_line);
@@ -96,6 +94,7 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
         ->capture_default_str();
     sub->add_option("--json", opt->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([opt, &ctx, sub] {
+        bench_outputs_begin(opt->json);
         const bool given = !opt->corpus.empty();
         refuse_ignored(sub, "--size-mb", given, "sizes the generated corpus, which --corpus replaces", "drop one of them");
         refuse_ignored(sub, "--vocab-size", !opt->tokenizer.empty(), "sizes the tokenizer trained, which --tokenizer replaces",
@@ -150,6 +149,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
                   "The peer batches the texts sorted by length, as sentence-transformers' encode does (less padding)");
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([o, &ctx, image_count, max_length, sub] {
+        bench_outputs_begin(o->json);
         refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
         if (image_count->count() && o->embedder != "clip")
             retro::user_error_in("--image-count", "applies to --embedder clip only", "drop it, or pass --embedder clip");
@@ -194,6 +194,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
         ->delimiter(',');
     sub->callback([o, &ctx, sub] {
+        bench_outputs_begin(o->json);
         // vectors from files replace the synthetic ones and their sizes; a query file alone was dropped unread
         if (!o->queries_npy.empty() && o->base_npy.empty())
             retro::user_error_in("--queries-npy", "needs --base-npy too (the synthetic base has no such queries)", "add --base-npy FILE");
@@ -256,6 +257,7 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
         ->check(CLI::IsMember({"fast", "deterministic"}))->capture_default_str();
     sub->add_option("--rank-worker", *worker, "Internal: one rank of a --ranks launch, rank 0 writes FILE")->group("");
     sub->callback([o, scaling, worker, &ctx, sub] {
+        if (worker->empty()) bench_outputs_begin(o->json);   // (a --ranks launch's worker writes its FILE only)
         // options a row would silently ignore (a run without --ranks launched nothing; --peer-script without --peer)
         if (scaling->ranks.empty() && worker->empty())
             for (const char* f : {"--launcher", "--threads-per-rank", "--reduce"})
@@ -317,6 +319,7 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                   "(retro-generate --dtype bf16), its ms/token and speed-up beside");
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->callback([o, &ctx, sub] {
+        bench_outputs_begin(o->json);
         refuse_ignored(sub, "--python", o->peer.empty(), "runs the peer, and there is none", "add --peer SCRIPT, or drop it");
         run_generate_bench(*o, ctx.command_line);
     });
@@ -333,8 +336,8 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");
     sub->callback([o, list, &ctx] {
+        bench_outputs_begin(o->json);
         if (*list) {
-            if (o->json.empty()) std_output_required("the list");
             nlohmann::json all = nlohmann::json::array();
             for (const auto& op : ops::registry()) {
                 std::printf("%s\n  cpu:  %s\n  cuda: %s\n", op.name.c_str(), op.cpu.c_str(), op.cuda.empty() ? "-" : op.cuda.c_str());

@@ -156,7 +156,10 @@ TEST_CASE("bad input: a command whose data goes to a closed standard output is r
                    {"standard output: is closed: the neighbours"});
     expect_refused(closed("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --knn " + p.knn.string()),
                    {"standard output: is closed: the report"});
-    expect_refused(closed("retro-bench", "ops --list"), {"standard output: is closed: the list"});
+    expect_refused(closed("retro-bench", "ops --list"), {"standard output: is closed: the table"});
+    expect_refused(closed("retro-bench", "retention --T 32 --B 1 --H 1 --repeats 1 --modes chunkwise"),
+                   {"standard output: is closed: the table"});
+    expect_refused(closed("retro-bench", "ops --list --json -"), {"standard output: is closed: the JSON"});
     // the report written to a file as well: a closed standard output is no loss
     test::TempDir t("closed-out");
     const test::RunResult kept = closed("retro-train", "eval --run " + p.run.string() + " --db " + p.db.string() + " --knn " +
@@ -473,6 +476,12 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
     CHECK(j.contains("stamp"));
     CHECK(piped.err.find("chunkwise") != std::string::npos);   // the table, on stderr
     CHECK_FALSE(fs::exists("-"));
+    {   // the last --json given is the one taken: a file, the table back on stdout
+        const test::RunResult last = test::run_tool("retro-bench", "ops --list --json - --json " + (t / "ops.json").string());
+        CHECK_MESSAGE(last.exit_code == 0, last.err);
+        CHECK(last.out.find("nn.linear") != std::string::npos);
+        CHECK(fs::exists(t / "ops.json"));
+    }
     test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),
                    {"of memory available (RETRO_MEMORY_LIMIT)"});

@@ -145,6 +145,14 @@ TEST_CASE("retro-chunk sharded and merged equals unsharded") {
     const RunResult inspected = run_tool("retro-chunk", "inspect " + (dir / "s3.1").string());
     CHECK_MESSAGE(inspected.exit_code == 0, inspected.err);
     CHECK(inspected.out.find("(shard 1/3 of a sharded run: join with retro-chunk merge)") != std::string::npos);
+    // ... but a shard's chunks are queries as good as any (retro-knn --queries, knn show --queries)
+    REQUIRE(run_tool("retro-index", (dir / "whole").string() + " --out " + (dir / "wi").string() + " --dim 8 --quiet").exit_code == 0);
+    const RunResult queried = run_tool("retro-knn", (dir / "wi").string() + " --db " + (dir / "whole").string() + " --queries " +
+                                                        (dir / "s3.1").string() + " --out " + (dir / "qk").string() + " --quiet");
+    CHECK_MESSAGE(queried.exit_code == 0, queried.err);
+    const RunResult shown = run_tool("retro-knn", "show " + (dir / "qk").string() + " --db " + (dir / "whole").string() +
+                                                      " --queries " + (dir / "s3.1").string() + " --chunk 0");
+    CHECK_MESSAGE(shown.exit_code == 0, shown.err);
     // More shards than blocks: the surplus shards are empty and the merge still matches.
     fs::path tiny = chunk_test_jsonl(dir, "tiny.jsonl", 3'000, 300, 3);
     std::string tcommon = tiny.string() + " --tokenizer " + chunk_test_tokenizer() + " --block-docs 4 --quiet";

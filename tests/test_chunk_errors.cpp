@@ -232,6 +232,10 @@ TEST_CASE("retro-chunk merge refuses missing or mismatched shards") {
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + s2 + " " + (c.dir / "nope").string() + " --out " +
                                                  c.db.string()),
                      (c.dir / "nope").string() + ": no such folder");
+    // shards of runs of two counts named as such (it named a shard of the other run "missing")
+    REQUIRE(run_tool("retro-chunk", common + " --block-docs 5 --shard 1/2 --out " + (c.dir / "y1").string()).exit_code == 0);
+    check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + (c.dir / "y1").string() + " --out " + c.db.string()),
+                     "is shard 1 of 2, " + s0 + " of 3: shards of two runs");
     // ... and what differs (a helper's pass, session 54)
     check_user_error(run_tool("retro-chunk", "merge " + s0 + " " + s1 + " " + (c.dir / "x2").string() + " --out " + c.db.string()),
                      "was made from other inputs, tokenizer or parameters than " + s0 + ": parameters.block_docs is 6, the first shard's 5");

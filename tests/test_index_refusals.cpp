@@ -194,8 +194,15 @@ TEST_CASE("index refusals: --force removes nothing before the embedder's own ref
     CHECK_MESSAGE(same.exit_code == 0, same.err);
     CHECK(same.err.find("is already complete") != std::string::npos);
     test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --kind bm25 --resume --bm25-k1 2"),
-                         {"already holds a complete BM25 index of another job: parameters.k1 is 2.0, the folder's"});
+                         {"already holds a complete index of another job: parameters.k1 is 2.0, the folder's"});
     CHECK(test::read_text(bm25 / "manifest.json") == bm25_before);
+    // the other kind of index, or another tool's folder, named as such (a review of session 54's diff)
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + idx.string() + " --kind bm25 --resume"),
+                         {"already holds a complete index of another job: it is a dense index"});
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + bm25.string() + " --dim 16 --resume"),
+                         {"already holds a complete index of another job: it is a BM25 index (--kind bm25)"});
+    test::expect_refused(test::run_tool("retro-index", db.string() + " --out " + db.string() + " --kind bm25 --resume"),
+                         {"the database"});
 
     // BM25 neighbours of queries chunked with another tokenizer: refused as the dense search refuses them (Xapian scored
     // their ids as the database's terms), and --extra, which a BM25 search has no use for

@@ -85,8 +85,9 @@ TEST_CASE("killed runs: a second run into a folder another process is writing is
         test::ScopedEnv rank("OMPI_COMM_WORLD_RANK", "1"), size("OMPI_COMM_WORLD_SIZE", "2");
         expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                          db.string() + " --chunk-size 4 --seq-len 16 --quiet --force --shard auto"),
-                       {"another run is writing into it", "give each of the 2 ranks its own --out (e.g. --out " + db.string() +
-                                                              ".$OMPI_COMM_WORLD_RANK), then join them with retro-chunk merge"});
+                       {"another run is writing into it", "give each of the 2 ranks its own --out, expanded by each rank (e.g. "
+                                                          "mpirun ... bash -c 'retro-chunk ... --out " + db.string() +
+                                                              ".$OMPI_COMM_WORLD_RANK'), then join them with retro-chunk merge"});
     }
     expect_refused(test::run_tool("retro-train", train_args(p, run) + " --steps 3 --resume"),
                    {run.string(), "another run is writing into it (retro-train, pid "});

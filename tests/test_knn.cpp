@@ -797,6 +797,16 @@ TEST_CASE("knn: an --ef-search past the graph is lowered with a word - a shard p
     CHECK_MESSAGE(wide.exit_code == 0, wide.err);
     CHECK_MESSAGE(wide.err.find("--ef-search 100000000 is more than the " + std::to_string(rows) + " nodes of ") != std::string::npos,
                   wide.err);
+    {   // an index without a graph: ignored, named with the value given (not "lowered" to its nlist first)
+        const fs::path ivf = s.tmp / "ivf";
+        REQUIRE(test::run_tool("retro-index", s.db.string() + " --out " + ivf.string() + " --dim 16 --index IVF4,Flat --quiet").exit_code == 0);
+        auto r = test::run_tool("retro-knn", ivf.string() + " --db " + s.db.string() + " --out " + (s.tmp / "ki").string() +
+                                                 " --neighbours 2 --ef-search 100");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find("--ef-search 100: ") != std::string::npos);
+        CHECK(r.err.find("has no HNSW graph; ignored") != std::string::npos);
+        CHECK(r.err.find("nodes of") == std::string::npos);
+    }
     auto empty = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + (s.tmp / "s50").string() +
                                                  " --neighbours 2 --block 100000 --shard 50/100");
     CHECK_MESSAGE(empty.exit_code == 0, empty.err);

@@ -99,7 +99,7 @@ TEST_CASE("train mpi: 2 ranks, deterministic, equal 1 process with the same --gr
              {" --val-every 2", "rank 1: --val-every is 2, rank 0's 4"},
              {" --batch-size 1", "rank 1: --batch-size is 1, rank 0's 2"},
              {" --lr 0.001", "rank 1: --lr is 0.001, rank 0's 0.003"},
-             {" --no-retrieval", "rank 1: --knn holds other contents than rank 0's"}}) {
+             {" --no-retrieval", "rank 1: --no-retrieval is true, rank 0's false"}}) {
         CAPTURE(extra);
         const std::string args = train_args(dir.path, "mixed", 2);
         const test::RunResult mixed = test::run_command(std::string("timeout 120 env ") + kMpirun + "1 " + test::tool_path("retro-train") +
@@ -108,6 +108,16 @@ TEST_CASE("train mpi: 2 ranks, deterministic, equal 1 process with the same --gr
         CHECK(mixed.exit_code != 124);   // (not a hang ended by the timeout)
         CHECK_MESSAGE(mixed.err.find("retro-train: error: " + says) != std::string::npos, mixed.err);
         CHECK_FALSE(fs::exists(dir / "mixed" / "config.json"));
+    }
+    {   // node-local copies of one checkpoint at other paths are the same input (a checkpoint folder has no manifest:
+        // it was compared by its path; a review of session 54's diff)
+        fs::copy(dir / "one2" / "checkpoints" / "step_00000012", dir / "ckA", fs::copy_options::recursive);
+        fs::copy(dir / "ckA", dir / "ckB", fs::copy_options::recursive);
+        const std::string args = train_args(dir.path, "from-copies", 2) + " --steps 2";
+        const test::RunResult copies = test::run_command(std::string("timeout 120 env ") + kMpirun + "1 " + test::tool_path("retro-train") +
+                                                         args + " --init-from " + (dir / "ckA").string() + " : -np 1 " +
+                                                         test::tool_path("retro-train") + args + " --init-from " + (dir / "ckB").string());
+        CHECK_MESSAGE(copies.exit_code == 0, copies.err);
     }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -163,9 +164,15 @@ void bench_json_to_stdout() {
     std_output_required("the JSON");
     std::fflush(stdout);
     std::cout.flush();
-    g_json_fd = ::dup(STDOUT_FILENO);
+    g_json_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);   // (not inherited by the peers and tools the bench runs)
     if (g_json_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
         user_error_in("standard output", std::string("cannot be kept for the JSON: ") + std::strerror(errno));
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);   // the tables in step with the log lines on stderr, not held back
+}
+
+void bench_outputs_begin(const std::string& json) {
+    if (json == "-") bench_json_to_stdout();
+    else if (json.empty()) std_output_required("the table");   // (with --json FILE the results are kept in the file)
 }
 
 nlohmann::json run_json_command(const std::string& command) {
@@ -247,7 +254,7 @@ bool gnuplot_png(const std::string& png, const std::string& script_body, const s
 void bench_refuse_outputs_over_inputs(const std::vector<BenchPath>& outputs, const std::vector<BenchPath>& inputs) {
     for (std::size_t i = 0; i < outputs.size(); ++i) {
         const BenchPath& out = outputs[i];
-        if (out.path.empty()) continue;
+        if (out.path.empty() || (out.what == "--json" && out.path == "-")) continue;   // (standard output: no file)
         const auto at = path_resolved(out.path);
         for (const BenchPath& in : inputs)
             if (!in.path.empty() && path_inside(at, path_resolved(in.path)))

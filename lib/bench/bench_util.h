@@ -41,6 +41,9 @@ void bench_json_write(const std::string& path, nlohmann::json result, const std:
 // temporary file). Idempotent; bench_json_write("-") then writes to the standard output saved here. A closed standard
 // output is refused.
 void bench_json_to_stdout();
+// First thing in every subcommand: `--json -` as above; without --json the table is the result, and a closed standard
+// output is refused (the table went nowhere, exit 0).
+void bench_outputs_begin(const std::string& json);
 
 // An output option (--json, --plot, ...) that names an input of the run (a file or a folder it reads) or a path
 // inside one, or two outputs that name the same file: UserError naming the option, before any work (every

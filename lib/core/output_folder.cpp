@@ -203,8 +203,9 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
         std::string fix = "wait for it to end, or stop it first: two runs in one folder mix their files";
         try {
             if (const LauncherEnv env = launcher_env(); env.launched() && env.size > 1 && tool != "retro-train")
-                fix = cat("give each of the ", env.size, " ranks its own --out (e.g. --out ", out, ".$",
-                          env.source.substr(0, env.source.find('/')), "), then join them with ", tool, " merge");
+                fix = cat("give each of the ", env.size, " ranks its own --out, expanded by each rank (e.g. mpirun ... ",
+                          "bash -c '", tool, " ... --out ", out, ".$", env.source.substr(0, env.source.find('/')),
+                          "'), then join them with ", tool, " merge");
         } catch (const UserError&) {   // (a malformed launcher variable: named where --shard auto reads it)
         }
         user_error_in(out, "another run is writing into it (" + who + ")", fix);

@@ -16,7 +16,7 @@ namespace retro {
 class ChunkDb {
 public:
     // UserError naming the file when anything is off. A shard of a sharded retro-chunk run (`--shard i/n`, n > 1) is
-    // refused unless `shard_ok` (merge, inspect): it holds only some of the corpus's documents, and index, knn and
+    // refused unless `shard_ok` (merge, inspect, retro-knn --queries): it holds only some of the corpus's documents, and index, knn and
     // train took it for the whole database (a helper's pass, session 54), where an index's or knn's shard is refused.
     explicit ChunkDb(const std::string& dir, bool shard_ok = false);
     const std::string& dir() const { return dir_; }

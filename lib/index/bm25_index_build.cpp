@@ -63,6 +63,7 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     // --resume of a finished index: "nothing to resume" for this job, refused for another (it was built again, other
     // parameters and all, as --force would: a helper's pass, session 54)
     const auto difference = [&](const nlohmann::json& done) {
+        if (const std::string kind = done.value("kind", std::string("dense")); kind != "bm25") return "it is a " + kind + " index";
         if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), params, "parameters");
             !d.empty())
             return d;
@@ -70,7 +71,9 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
             return "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
         return std::string();
     };
-    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete BM25 index", difference)) return;
+    // (the guard first: another tool's folder is named as such, not as an index of another job)
+    output_folder_guard(opts.out, ctx.tool, {{"the database", opts.db}}, false);
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", difference)) return;
     // one pass, nothing to resume: Ctrl-C says to run it again with --force (it said "--resume", which then built it
     // all again), and the folder is marked as an unfinished bm25 build from the start
     output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);

@@ -102,15 +102,16 @@ void index_check_search_options(int nprobe, int ef_search) {
 void index_apply_search_options(FaissIndex& index, int nprobe, int ef_search, const std::string& path) {
     if (nprobe > 0 && !index.set_nprobe(index_fit_nprobe(nprobe, index.nlist())))
         log_warn(cat("--nprobe ", nprobe, ": ", path, " has no inverted lists (not an IVF index); ignored"));
-    // an efSearch above the graph's node count visits the whole graph at the cost of a far longer candidate list
-    // (--ef-search 1000000 over 4,740 vectors took 162 s against 0.3 s: a helper's pass, session 54)
-    if (const std::int64_t nodes = index.nlist() > 0 ? index.nlist() : index.size(); ef_search > 0 && nodes > 0 && ef_search > nodes) {
-        log_warn(cat("--ef-search ", ef_search, " is more than the ", nodes, " nodes of ", path, "'s graph: searching with ", nodes,
-                         " (the whole graph: --exact compares every vector faster)"));
-        ef_search = static_cast<int>(nodes);
-    }
-    if (ef_search > 0 && !index.set_ef_search(ef_search))
+    if (ef_search > 0 && !index.set_ef_search(ef_search)) {
         log_warn(cat("--ef-search ", ef_search, ": ", path, " has no HNSW graph; ignored"));
+    } else if (const std::int64_t nodes = index.nlist() > 0 ? index.nlist() : index.size(); ef_search > 0 && nodes > 0 && ef_search > nodes) {
+        // an efSearch above the graph's node count visits the whole graph at the cost of a far longer candidate list
+        // (--ef-search 1000000 over 4,740 vectors took 162 s against 0.3 s: a helper's pass, session 54); the graph:
+        // the index's own, or an IVF's HNSW quantizer over its nlist centroids
+        log_warn(cat("--ef-search ", ef_search, " is more than the ", nodes, " nodes of ", path, "'s graph: searching with ", nodes,
+                     " (the whole graph: --exact compares every vector faster)"));
+        index.set_ef_search(static_cast<int>(nodes));
+    }
 }
 
 int index_fit_nprobe(int nprobe, std::int64_t nlist) {

@@ -308,6 +308,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         return p;
     };
     const auto index_difference = [&](const nlohmann::json& done) {
+        if (done.value("kind", std::string()) == "bm25") return std::string("it is a BM25 index (--kind bm25)");
         if (std::string d = json_first_difference(named_factory(done.value("parameters", nlohmann::json::object())),
                                                   named_factory(params), "parameters");
             !d.empty())
@@ -323,6 +324,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             return "the prompt is \"" + bert_prompt(opts.bert) + "\", the folder's \"" + embedder.value("prompt", std::string()) + "\"";
         return std::string();
     };
+    // (the guard first: another tool's folder is named as such, not as an index of another job)
+    output_folder_guard(opts.out, ctx.tool, {{"the database", opts.db}}, false);
     if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
     // the folder's refusals, then the embedder (--dim 0, a t5 or clip --model that is no model: refused here), and only
     // then --force's removal: a finished index was deleted before those refusals (a helper's pass, session 54)

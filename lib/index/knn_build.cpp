@@ -372,7 +372,7 @@ void knn_check_k(std::int64_t k, std::int64_t chunks, bool self_mode, const std:
 
 std::unique_ptr<ChunkDb> knn_queries_open(const std::string& queries, const ChunkDb& db, const std::string& db_dir) {
     if (queries.empty()) return nullptr;
-    auto qdb = std::make_unique<ChunkDb>(queries);
+    auto qdb = std::make_unique<ChunkDb>(queries, /*shard_ok=*/true);   // (a shard's chunks are queries as good as any)
     const std::string query_tok = manifest_input(qdb->manifest(), "tokenizer", "fingerprint"),
                       db_tok = manifest_input(db.manifest(), "tokenizer", "fingerprint");
     if (!query_tok.empty() && !db_tok.empty() && query_tok != db_tok)   // its token ids mean other pieces
@@ -398,7 +398,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     // (`--block 300000000` over 4,740 chunks was refused for 78 GiB). Blamed on what a user must change: an --extra
     // above its default and k (`--extra 1000000000` was blamed on --block), a --block above its default, else
     // --neighbours (`--neighbours 1000000000` was blamed on --block: a helper's pass, session 54)
-    const std::int64_t query_rows = ChunkDb(opts.queries.empty() ? opts.db : opts.queries).chunk_count();
+    const std::int64_t query_rows = ChunkDb(opts.queries.empty() ? opts.db : opts.queries, !opts.queries.empty()).chunk_count();
     const std::int64_t block_rows = std::max<std::int64_t>(1, std::min(opts.block, query_rows));
     const bool extra_to_blame = opts.extra > std::max(opts.k, 8);
     const bool block_to_blame = !extra_to_blame && block_rows > KnnOptions().block;

@@ -50,7 +50,7 @@ void knn_show(const KnnShowOptions& o) {
         if (o.queries.empty())
             user_error_in(o.knn, "holds the neighbours of the chunks of " + knn_queries + " (retro-knn --queries), not of --db's",
                           "add --queries " + knn_queries);
-        qdb_owned = std::make_unique<ChunkDb>(o.queries);
+        qdb_owned = std::make_unique<ChunkDb>(o.queries, /*shard_ok=*/true);
         if (folder_fingerprint(qdb_owned->manifest()) != manifest_input(km, "queries", "fingerprint"))
             user_error_in(o.queries, "is not the --queries database " + o.knn + " was computed for (" + knn_queries + ")",
                           "pass the same --queries as retro-knn");

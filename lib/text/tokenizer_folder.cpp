@@ -68,10 +68,10 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                 (force && fs::exists(model_path) ? " (it keeps the one it held)" : "") +
                                 ": run the same command again");
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
-    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     // the manifest's inputs (the corpus files hashed: seconds on a large corpus) before tok.model is written, so that a
     // kill leaves a folder without a model rather than a model without its manifest (one in ten kills of a helper's
-    // pass did, and retro-chunk took the unrecorded model)
+    // pass did, and retro-chunk took the unrecorded model); under --force the old tokenizer stays whole, manifest and
+    // all, until the new model replaces it (its manifest was removed before the hashing: a review, session 54)
     Manifest m(ctx);
     m.parameters() = parameters;
     m.extra()["corpus"] = {{"files", r.counts.files},
@@ -87,6 +87,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // sentencepiece's trainer splits its work by thread, and the model can differ with their number
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     for (const auto& f : files) m.add_input("corpus", f.path);
+    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -20,18 +21,31 @@ namespace retro {
 
 namespace {
 
-// A folder by its manifest's fingerprint (a node-local copy of the same database is the same), a file by its bytes;
-// what cannot be read by its path (the run then fails on it alike on every rank, or names it)
+// A folder by its manifest's fingerprint (a node-local copy of the same database is the same), a checkpoint folder
+// by the fingerprints its state.json records, a file by its bytes; what cannot be read by its path (the run then fails
+// on it alike on every rank, or names it)
 nlohmann::json input_identity(const std::string& path) {
     if (path.empty()) return nullptr;
     std::error_code ec;
     try {
         if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / "manifest.json", ec))
             return folder_fingerprint(manifest_read(path));
+        if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / "state.json", ec)) {
+            const nlohmann::json st = json_read_file((fs::path(path) / "state.json").string());
+            if (st.is_object() && st.contains("fingerprints")) return st["fingerprints"];
+        }
         if (fs::is_regular_file(path, ec)) return fingerprint_file(path);
     } catch (const UserError&) {
     }
     return fs::absolute(path).lexically_normal().string();
+}
+
+// What a rank resumes from: the newest complete checkpoint of its --out, by its recorded fingerprints (a rank given
+// another --out read another checkpoint)
+nlohmann::json resume_identity(const TrainOptions& o) {
+    if (!o.resume) return nullptr;
+    const std::string ck = latest_checkpoint(o.out);
+    return ck.empty() ? nlohmann::json("no checkpoint") : input_identity(ck);
 }
 
 }  // namespace
@@ -72,7 +86,8 @@ nlohmann::json train_rank_job(const TrainOptions& o) {
             {"--config", input_identity(o.config)},
             {"--db", input_identity(o.db)},
             {"--knn", o.no_retrieval ? nlohmann::json(nullptr) : input_identity(o.neighbours)},
-            {"--init-from", input_identity(o.init_from)}};
+            {"--init-from", input_identity(o.init_from)},
+            {"--out", resume_identity(o)}};
 }
 
 void ranks_run_same_job(Distributed& d, const nlohmann::json& job) {
@@ -97,17 +112,22 @@ void ranks_run_same_job(Distributed& d, const nlohmann::json& job) {
         return nlohmann::json::parse(std::string(bytes, static_cast<std::size_t>(heads[2 * r + 1])));
     };
     const nlohmann::json root = rank_job(0);
+    const auto is_input = [](const std::string& option) {
+        return option == "--config" || option == "--db" || option == "--knn" || option == "--init-from" || option == "--out";
+    };
     for (std::size_t r = 1; r < static_cast<std::size_t>(d.size()); r++) {
         const nlohmann::json other = rank_job(r);
-        for (const auto& [option, value] : root.items()) {
-            if (other.value(option, nlohmann::json()) == value) continue;
-            const bool input = option == "--config" || option == "--db" || option == "--knn" || option == "--init-from";
-            user_error_in(cat("rank ", r),
-                          input ? option + " holds other contents than rank 0's (another file or folder, or this "
-                                           "machine's copy differs)"
-                                : cat(option, " is ", other.value(option, nlohmann::json()).dump(), ", rank 0's ", value.dump()),
-                          "give every rank the same command and the same input files (mpirun -np N retro-train ...)");
-        }
+        // the options first, then the inputs: a rank given --no-retrieval is named so, not as "--knn holds other contents"
+        for (const bool inputs : {false, true})
+            for (const auto& [option, value] : root.items()) {
+                if (is_input(option) != inputs || other.value(option, nlohmann::json()) == value) continue;
+                user_error_in(cat("rank ", r),
+                              option == "--out" ? std::string("--out holds another checkpoint to resume from than rank 0's")
+                              : inputs ? option + " holds other contents than rank 0's (another file or folder, or this "
+                                                  "machine's copy differs)"
+                                       : cat(option, " is ", other.value(option, nlohmann::json()).dump(), ", rank 0's ", value.dump()),
+                              "give every rank the same command and the same input files (mpirun -np N retro-train ...)");
+            }
     }
 }
 

@@ -659,7 +659,8 @@ void Trainer::run() {
         user_error_in(o_.out, "already holds a run", "pass --resume to continue it or --force to start over");
     dist_ = &distributed("retro-train");
     const int N = dist_->size();
-    ranks_run_same_job(*dist_, train_rank_job(o_));   // (first: a rank of other options hung in a later collective)
+    if (dist_->active())   // (first: a rank of other options hung in a later collective; one process hashes nothing)
+        ranks_run_same_job(*dist_, train_rank_job(o_));
     if (o_.grad_accum % N != 0)
         user_error_in("--grad-accum", cat(o_.grad_accum, " micro-batches do not split over ", N, " ranks"),
                       cat("give a multiple of ", N, ": the global batch is --batch-size x --grad-accum whatever the "
