@@ -60,7 +60,11 @@ TEST_CASE("retro-chunk reports a malformed jsonl line with file and line number"
     Case c;
     fs::path p = c.dir / "bad.jsonl";
     write_text(p, "{\"text\": \"Kamiro tel.\"}\n{\"text\": \"Sulan vi.\"}\n{\"text\": oops}\n{\"text\": \"Ta.\"}\n");
-    check_user_error(c.run(p.string()), p.string() + ":3: malformed JSON");
+    check_user_error(c.run(p.string()), p.string() + ":3: malformed JSON at column 10: syntax error");
+    chunk_check_nothing_complete(c.db);
+    // the parser's reason: a lone surrogate escape (which Python's json takes) is named as such
+    write_text(p, "{\"text\": \"lone \\ud800 surrogate\"}\n");
+    check_user_error(c.run(p.string()), "surrogate");
     chunk_check_nothing_complete(c.db);
     write_text(p, "{\"text\": \"Kamiro tel.\"}\n{\"body\": \"Sulan vi.\"}\n");
     check_user_error(c.run(p.string(), "--force"), p.string() + ":2: has no key 'text'");

@@ -129,6 +129,32 @@ TEST_CASE("core: the interrupt note starts its own line only where a progress ba
     CHECK(got == "retro-test: interrupted; nothing was written: run the same command again\n");
 }
 
+TEST_CASE("core: the interrupt note removes the empty folder the run made, and only an empty one") {
+    // retro-tokenizer train stopped by Ctrl-C left its empty --out (a helper's pass, session 54)
+    const std::string base = "/tmp/retrokit-note-" + std::to_string(::getpid());
+    for (const bool with_file : {false, true}) {
+        CAPTURE(with_file);
+        const std::string dir = base + (with_file ? "-full" : "-empty");
+        REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+        if (with_file) std::fclose(std::fopen((dir + "/kept").c_str(), "w"));
+        int status = 0;
+        (void)child_stderr(
+            [&] {
+                interrupt_note_install_line("retro-test: interrupted");
+                interrupt_note_remove_empty(dir);
+                ::raise(SIGINT);
+            },
+            status);
+        CHECK(WIFSIGNALED(status));
+        struct stat st {};
+        CHECK((::stat(dir.c_str(), &st) == 0) == with_file);
+        if (with_file) {
+            std::remove((dir + "/kept").c_str());
+            ::rmdir(dir.c_str());
+        }
+    }
+}
+
 TEST_CASE("core: RETRO_INTERRUPT_NOTE=off - a tool run by another tool stops on Ctrl-C without advising a resume") {
     // retro-bench chunk runs retro-chunk in its scratch folder: "continue with the same command and --resume" named a
     // command the user never gave (a helper's pass, session 51)

@@ -19,7 +19,10 @@ char g_note[768];
 bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
 volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
+char g_empty_dir[4096] = "";   // interrupt_note_remove_empty: a folder this run made, removed where still empty
+
 extern "C" void on_interrupt_note(int sig) {
+    if (g_empty_dir[0]) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
     ssize_t w = ::write(g_note_fd, g_note, std::strlen(g_note));
     (void)w;
     interrupt_note_die(sig);
@@ -57,7 +60,12 @@ void interrupt_handlers_install(void (*handler)(int)) {
 
 void interrupt_note_fd(int fd) { g_note_fd = fd; }
 
+void interrupt_note_remove_empty(const std::string& dir) {
+    if (dir.size() < sizeof g_empty_dir) std::memcpy(g_empty_dir, dir.c_str(), dir.size() + 1);
+}
+
 void interrupt_note_clear() {
+    g_empty_dir[0] = '\0';
     if (!g_installed) return;   // (a library caller's or a test runner's handlers stay theirs)
     g_installed = false;
     set_unless_ignored(SIG_DFL);

@@ -4,7 +4,7 @@
 // retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_note_install_line, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
+// provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
 //           interrupt_note_fd
 #pragma once
 #include <string>
@@ -22,6 +22,9 @@ void interrupt_note_install(const std::string& tool, const std::string& out, con
 // The same with the whole line given (a tool that keeps nothing: retro-tokenizer train's "interrupted; no tokenizer
 // was written ...").
 void interrupt_note_install_line(const std::string& line);
+// A folder the run made and has written nothing into yet: removed by the note's handler where it is still empty (a
+// Ctrl-C of retro-tokenizer train left an empty --out). Forgotten by interrupt_note_clear.
+void interrupt_note_remove_empty(const std::string& dir);
 
 // The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.

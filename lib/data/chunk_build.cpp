@@ -276,8 +276,8 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
                 for (std::size_t i = 0; i < now_in.size(); i++)
                     if (was_in[i].is_object() && was_in[i].value("path", std::string()) == now_in[i]["path"] && was_in[i] != now_in[i])
                         user_error_in(now_in[i]["path"].get<std::string>(),
-                                      "has changed since the stopped run read it (its size or modification time differs): the "
-                                      "chunks so far hold its old text",
+                                      "has changed since the stopped run listed it (its size or modification time differs): the "
+                                      "blocks it read may hold its old text, and the block plan its old size",
                                       "start again with --force");
             user_error_in(cp_path, "was written by a run with other inputs, tokenizer or parameters: " +
                                        json_first_difference(was, cp_compared, "params"),

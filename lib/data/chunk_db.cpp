@@ -1,6 +1,8 @@
 // Implementation of chunk_db.h.
 #include "data/chunk_db.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -160,7 +162,7 @@ std::string ChunkDb::tokenizer_checked(const std::string& override, const std::s
 }
 
 ChunkSourcesReader::ChunkSourcesReader(const std::string& path) : path_(path), in_(path) {
-    if (!in_) user_error_in(path, "cannot open");
+    if (!in_) user_error_in(path, std::string("cannot open: ") + std::strerror(errno));
 }
 
 bool ChunkSourcesReader::next(DocSource& out) {

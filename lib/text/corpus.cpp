@@ -263,8 +263,13 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             else if (!j.contains(opts.text_key)) problem = "has no key '" + opts.text_key + "'";
             else if (!j[opts.text_key].is_string()) problem = "'" + opts.text_key + "' is not a string";
             else doc.text = j[opts.text_key].get<std::string>();
-        } catch (const nlohmann::json::exception&) {
-            problem = "malformed JSON";
+        } catch (const nlohmann::json::exception& e) {
+            // with the parser's reason and column (a lone surrogate escape \ud800, which the JSON spec allows and
+            // nlohmann refuses, was "malformed JSON" alone: a helper's pass, session 54)
+            std::string why = e.what();
+            const std::size_t at = why.find("column ");
+            why = at == std::string::npos ? std::string() : why.substr(at, why.find("; last read") - at);
+            problem = why.empty() ? std::string("malformed JSON") : "malformed JSON at " + why;
         }
         if (!problem.empty()) {
             if (opts.on_error == OnError::FAIL) {

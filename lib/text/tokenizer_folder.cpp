@@ -52,6 +52,13 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
             user_error_in(out_dir, "already holds a tokenizer made from other inputs or parameters: " + diff,
                           "choose another --out, or pass --force to train it again (databases chunked with the old "
                           "one are then refused with it)");
+        // sentencepiece's model depends on the thread count: kept (it is this corpus's and these options' tokenizer, and
+        // the databases chunked with it stay valid), with a word where this run's count differs
+        const std::int64_t threads = opts.threads > 0 ? opts.threads : thread_count();
+        if (done.contains("threads") && done["threads"].is_number_integer() && done["threads"].get<std::int64_t>() != threads)
+            log_warn(cat(out_dir, " was trained on ", done["threads"].get<std::int64_t>(), " threads, this run has ", threads,
+                         ": kept; training again here could give another model (--threads ", done["threads"].get<std::int64_t>(),
+                         " gives the same)"));
         log_info(out_dir + " is already complete (manifest.json exists); nothing to resume");
         return;
     }
@@ -59,6 +66,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // or failed run removes a folder it made
     NewOutputFolder made(out_dir);
     std::error_code ec;
+    const bool made_here = !fs::exists(out_dir, ec);
     fs::create_directories(out_dir, ec);
     if (ec) user_error_in(out_dir, "cannot be made: " + ec.message(), "choose another --out");
     folder_writable_check(out_dir, out_dir);
@@ -67,6 +75,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     interrupt_note_install_line("retro-tokenizer: interrupted; no tokenizer was written to " + terminal_text(out_dir, true) +
                                 (force && fs::exists(model_path) ? " (it keeps the one it held)" : "") +
                                 ": run the same command again");
+    if (made_here) interrupt_note_remove_empty(fs::absolute(out_dir).string());   // (an empty --out was left behind)
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
     // the manifest's inputs (the corpus files hashed: seconds on a large corpus) before tok.model is written, so that a
     // kill leaves a folder without a model rather than a model without its manifest (one in ten kills of a helper's
