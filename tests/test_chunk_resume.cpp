@@ -155,19 +155,39 @@ TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses o
     r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
     CHECK(r.exit_code == 2);
     CHECK(line_count(r.err) == 1);
-    CHECK_MESSAGE(r.err.find(fs::absolute(corpus).lexically_normal().string() + ": has changed since the stopped run read it") !=
+    CHECK_MESSAGE(r.err.find(fs::absolute(corpus).lexically_normal().string() + ": has changed since the stopped run listed it") !=
                       std::string::npos,
                   r.err);
     chunk_check_nothing_complete(dir / "db2");
-    // a progress.json of an earlier version (inputs as [path as given, size]) is resumed, held to path and size
+    // the params beside progress.json (since session 54: written once, not at every checkpoint), held to the
+    // fingerprint it records: changed or missing, refused
+    {
+        const std::string params = read_text(dir / "db2" / "progress.params.json");
+        write_text(dir / "db2" / "progress.params.json", params + " ");
+        r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("progress.params.json: is not the file progress.json's checkpoint was written with") != std::string::npos);
+        fs::remove(dir / "db2" / "progress.params.json");
+        r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("progress.params.json: missing") != std::string::npos);
+        write_text(dir / "db2" / "progress.params.json", params);
+    }
+    // a progress.json of an earlier version (the params inline; inputs as [path as given, size]) is resumed, held to
+    // path and size
     {
         nlohmann::json cp = nlohmann::json::parse(read_text(dir / "db2" / "progress.json"));
+        nlohmann::json params = nlohmann::json::parse(read_text(dir / "db2" / "progress.params.json"));
         nlohmann::json legacy = nlohmann::json::array();
         legacy.push_back({corpus.string(), fs::file_size(corpus)});
-        cp["params"]["inputs"] = legacy;
+        params["inputs"] = legacy;
+        cp.erase("params_fingerprint");
+        cp["params"] = params;
         write_text(dir / "db2" / "progress.json", cp.dump());
+        fs::remove(dir / "db2" / "progress.params.json");
         r = run_tool("retro-chunk", common + (dir / "db2").string() + " --resume");
         CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK_FALSE(fs::exists(dir / "db2" / "progress.params.json"));   // (removed with progress.json at the end)
     }
 }
 

@@ -40,7 +40,9 @@ bool retro_chunk_checkpoint(const fs::path& path) {
     std::ifstream in(path);
     if (!in) return false;
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    return j.is_object() && j.contains("params") && j.contains("next_block") && j.contains("writer");
+    // (the params inline before session 54, their fingerprint since: they are in progress.params.json beside it)
+    return j.is_object() && (j.contains("params") || j.contains("params_fingerprint")) && j.contains("next_block") &&
+           j.contains("writer");
 }
 
 // `glob` against `path` from positions (g, s). A call that failed is remembered (failed_[g * (|path| + 1) + s]), so
