@@ -1,5 +1,7 @@
 // retro-tokenizer: train / encode / decode a sentencepiece model (pad=0 unk=1 bos=2 eos=3).
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -77,7 +79,7 @@ int main(int argc, char** argv) {
                     std::ifstream file;
                     if (f != "-") {
                         file.open(f, std::ios::binary);
-                        if (!file) retro::user_error_in(f, "cannot be opened");
+                        if (!file) retro::user_error_in(f, std::string("cannot be opened: ") + std::strerror(errno));
                     }
                     std::istream& in = f == "-" ? std::cin : file;
                     const std::string name = f == "-" ? "standard input" : f;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,9 +21,10 @@ bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_cl
 volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
 char g_empty_dir[4096] = "";   // interrupt_note_remove_empty: a folder this run made, removed where still empty
+volatile std::sig_atomic_t g_empty_dir_set = 0;   // set after g_empty_dir is whole (the handler never reads a half copy)
 
 extern "C" void on_interrupt_note(int sig) {
-    if (g_empty_dir[0]) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
+    if (g_empty_dir_set) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
     ssize_t w = ::write(g_note_fd, g_note, std::strlen(g_note));
     (void)w;
     interrupt_note_die(sig);
@@ -61,11 +63,15 @@ void interrupt_handlers_install(void (*handler)(int)) {
 void interrupt_note_fd(int fd) { g_note_fd = fd; }
 
 void interrupt_note_remove_empty(const std::string& dir) {
-    if (dir.size() < sizeof g_empty_dir) std::memcpy(g_empty_dir, dir.c_str(), dir.size() + 1);
+    g_empty_dir_set = 0;
+    if (dir.size() >= sizeof g_empty_dir) return;
+    std::memcpy(g_empty_dir, dir.c_str(), dir.size() + 1);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    g_empty_dir_set = 1;
 }
 
 void interrupt_note_clear() {
-    g_empty_dir[0] = '\0';
+    g_empty_dir_set = 0;
     if (!g_installed) return;   // (a library caller's or a test runner's handlers stay theirs)
     g_installed = false;
     set_unless_ignored(SIG_DFL);

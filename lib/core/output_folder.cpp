@@ -89,7 +89,8 @@ void output_file_guard(const std::string& file, const std::string& option) {
         const fs::path rel = f.lexically_relative(dir);
         const std::string first = rel.begin()->string();
         bool its_file = first == "checkpoints" || first == "parts" || rel == "manifest.json" || rel == "state.json" ||
-                        rel == "progress.json" || rel == "config.json" || rel == "metrics.jsonl";
+                        rel == "progress.json" || rel.string().rfind("progress.params.", 0) == 0 || rel == "config.json" ||
+                        rel == "metrics.jsonl";
         if (!its_file && owner.finished) {
             std::ifstream m(dir / "manifest.json");
             const nlohmann::json j = nlohmann::json::parse(m, nullptr, false);

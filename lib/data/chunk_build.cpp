@@ -39,7 +39,20 @@ constexpr const char* kCheckpoint = "progress.json";
 // starts; progress.json, rewritten at every checkpoint, holds the position alone and this file's fingerprint. Before
 // session 54 progress.json held the params itself, rewritten whole each time (a corpus of a million files: 150 MB
 // every 10 s); such a checkpoint still resumes.
-constexpr const char* kCheckpointParams = "progress.params.json";
+// Named by the xxh3 of its bytes, progress.params.FINGERPRINT.json, so that progress.json always names a file that
+// exists: a resume that records its params again under another spelling of the same files writes a new file, and the
+// old one is removed only once a progress.json names the new (a kill between the two writes lost the run when one
+// name was rewritten: a review, session 54).
+std::string checkpoint_params_name(const std::string& fingerprint) { return "progress.params." + fingerprint + ".json"; }
+
+// Every progress.params.*.json in `dir` but `keep`.
+void remove_checkpoint_params(const std::string& dir, const std::string& keep = "") {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("progress.params.", 0) == 0 && name != keep) fs::remove(e.path(), ec);
+    }
+}
 
 void check_options(const ChunkOptions& o) {
     if (o.chunk_size < 1 || o.chunk_size > (1 << 20)) user_error_in("--chunk-size", "must be in [1, 1048576]");
@@ -63,11 +76,11 @@ void remove_previous_outputs(const std::string& dir) {
     std::vector<std::string> names = ChunkDbWriter::output_names();
     names.push_back("manifest.json");
     names.push_back(kCheckpoint);
-    names.push_back(kCheckpointParams);
     for (const auto& n : names) {
         fs::remove(fs::path(dir) / n);
         fs::remove(fs::path(dir) / (n + ".tmp"));
     }
+    remove_checkpoint_params(dir);
 }
 
 // Sets up the output folder; returns the checkpoint to resume from (null json: fresh start), or
@@ -103,7 +116,7 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
     nlohmann::json checkpoint = json_read_file(cp);   // (listed for the tool frame's message on a field of the wrong type)
     // the params beside it (since session 54), held to the fingerprint progress.json records of them
     if (checkpoint.is_object() && !checkpoint.contains("params") && checkpoint.contains("params_fingerprint")) {
-        const std::string pp = (fs::path(o.out) / kCheckpointParams).string();
+        const std::string pp = (fs::path(o.out) / checkpoint_params_name(checkpoint.value("params_fingerprint", std::string()))).string();
         if (!fs::exists(pp))
             user_error_in(pp, "missing: progress.json's checkpoint records its inputs and parameters there",
                           "start again with --force");
@@ -317,13 +330,17 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     std::int64_t total_bytes = 0;
     for (const auto& f : files) total_bytes += static_cast<std::int64_t>(fs::file_size(f.path));
     Progress progress("chunking", total_bytes, "B");
-    // the params once (kCheckpointParams), the position at every checkpoint
-    const std::string params_path = (fs::path(o.out) / kCheckpointParams).string(), params_text = cp_params.dump(1) + "\n";
-    write_file_atomic(params_path, params_text);
+    // the params once (under their fingerprint's name), the position at every checkpoint
+    const std::string params_text = cp_params.dump(1) + "\n";
     const std::string params_fingerprint = fingerprint_bytes(params_text.data(), params_text.size());
+    const std::string params_name = checkpoint_params_name(params_fingerprint);
+    const std::string params_path = (fs::path(o.out) / params_name).string();
+    if (!fs::exists(params_path)) write_file_atomic(params_path, params_text);
+    bool params_named = false;   // a progress.json names params_name: the other params files can go
     auto save = [&](std::int64_t next_block) {
         nlohmann::json cp = {{"params_fingerprint", params_fingerprint}, {"next_block", next_block}, {"writer", writer.state()}};
         write_file_atomic(cp_path, cp.dump(1) + "\n");
+        if (!params_named) remove_checkpoint_params(o.out, params_name), params_named = true;
         if (writer.counts().docs > 0) new_out.keep();   // resumable work from here
     };
     auto last_save = std::chrono::steady_clock::now();
@@ -377,7 +394,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     writer.commit();
     write_manifest(ctx, o, parameters, tok_path, files, counts, writer.counts());
     fs::remove(cp_path);
-    fs::remove(params_path);
+    remove_checkpoint_params(o.out);
     const ChunkDbCounts& k = writer.counts();
     log_info("wrote " + o.out + ": " + std::to_string(k.docs) + " documents, " + std::to_string(k.chunks) +
              " chunks, " + std::to_string(k.seqs) + " sequences, " + std::to_string(k.tokens) + " tokens (" +

@@ -79,10 +79,13 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     {   // shards of runs of two shard counts: named as such (the count check below named a shard "missing")
         const int count = shards[0].db->manifest().at("parameters").value("shard_count", 0);
         for (std::size_t j = 1; j < shards.size(); ++j)
-            if (const auto& q = shards[j].db->manifest().at("parameters"); q.value("shard_count", 0) != count)
+            if (const auto& q = shards[j].db->manifest().at("parameters"); q.value("shard_count", 0) != count) {
+                if (q.value("shard_count", 0) <= 1)   // (it said "is shard 0 of 1")
+                    user_error_in(o.shards[j], "is a whole database, not a shard of a --shard run", "merge only the shards of one run");
                 user_error_in(o.shards[j], cat("is shard ", q.value("shard_index", -1), " of ", q.value("shard_count", 0), ", ",
                                                o.shards[0], " of ", count, ": shards of two runs"),
                               "pass every shard of one run once");
+            }
     }
     for (std::size_t i = 0; i < o.shards.size(); ++i) {
         if (ctx.verify_inputs) shards[i].db->verify(ChunkDb::Verify::kAll);

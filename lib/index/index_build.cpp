@@ -309,12 +309,13 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     };
     const auto index_difference = [&](const nlohmann::json& done) {
         if (done.value("kind", std::string()) == "bm25") return std::string("it is a BM25 index (--kind bm25)");
+        // the database first: the default factory is named after its size (named_factory), so only for the same one
+        if (manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
+            return "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
         if (std::string d = json_first_difference(named_factory(done.value("parameters", nlohmann::json::object())),
                                                   named_factory(params), "parameters");
             !d.empty())
             return d;
-        if (manifest_input(done, "db", "fingerprint") != folder_fingerprint(db.manifest()))
-            return "the database " + opts.db + " is not the one it was built from (" + manifest_input(done, "db", "path") + ")";
         const nlohmann::json embedder = done.value("embedder", nlohmann::json::object());
         if (opts.embedder == "bow" && embedder.value("dim", std::int64_t(0)) != opts.bow.dim)
             return cat("--dim is ", opts.bow.dim, ", the folder's ", embedder.value("dim", std::int64_t(0)));

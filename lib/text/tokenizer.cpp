@@ -207,11 +207,6 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
         {"model_type", opts.model_type},
         {"vocab_size", std::to_string(opts.vocab_size)},
         {"character_coverage", std::to_string(opts.character_coverage)},
-        // the whitespace mark U+2581 always in the alphabet: a corpus of long lines with few blanks (CJK, a run of
-        // letters) left it below --character-coverage, and every blank and document start then decoded as a literal
-        // "▁" (a helper's pass, session 54). Sentencepiece takes required characters first: where the mark was in the
-        // alphabet already (any corpus with blanks), the alphabet and the model are unchanged.
-        {"required_chars", "\xE2\x96\x81"},
         {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
         {"byte_fallback", opts.byte_fallback ? "true" : "false"},
         {"hard_vocab_limit", "false"},
@@ -226,11 +221,28 @@ TokenizerTrainResult tokenizer_train(const std::vector<CorpusFile>& files, const
              (result.long_lines_split > 0 ? cat(" (", result.long_lines_split, result.long_lines_split == 1 ? " line" : " lines", " over ", kTrainSentenceBytes,
                                                 " bytes cut into pieces at blanks)")
                                           : std::string()));
-    sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
-    VectorIterator it(sample);
-    SentencepieceTrainLog train_log(opts.model_type, opts.vocab_size);
-    auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);
-    if (status.ok()) train_log.finish();
+    const auto train = [&] {
+        sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(opts.seed));
+        VectorIterator it(sample);
+        SentencepieceTrainLog train_log(opts.model_type, opts.vocab_size);
+        auto status = sentencepiece::SentencePieceTrainer::Train(kw, &it, &result.model_bytes);
+        if (status.ok()) train_log.finish();
+        return status;
+    };
+    auto status = train();
+    // The whitespace mark U+2581 must be a piece: a corpus of long lines with few blanks (CJK, a run of letters) left
+    // it below --character-coverage, and every blank and document start then decoded as a literal "▁" (a helper's
+    // pass, session 54). Trained again with it required (sentencepiece's required_chars) only then, so that every
+    // other corpus's model stays byte for byte what it was (the databases chunked with it hold its fingerprint).
+    if (status.ok()) {
+        sentencepiece::SentencePieceProcessor first;
+        if (first.LoadFromSerializedProto(result.model_bytes).ok() && first.PieceToId("\xE2\x96\x81") == first.unk_id()) {
+            log_info("the whitespace mark U+2581 fell below --character-coverage (long lines with few blanks): training again "
+                     "with it required");
+            kw["required_chars"] = "\xE2\x96\x81";
+            status = train();
+        }
+    }
     if (!status.ok()) {
         // "Vocabulary size is smaller than required_chars": the characters that character_coverage keeps
         // (plus the special and byte pieces) do not fit in the vocabulary
