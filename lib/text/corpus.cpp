@@ -40,7 +40,7 @@ bool retro_chunk_checkpoint(const fs::path& path) {
     std::ifstream in(path);
     if (!in) return false;
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    // (the params inline before session 54, their fingerprint since: they are in progress.params.json beside it)
+    // (the params inline before session 54, their fingerprint since: they are in progress.params.FINGERPRINT.json beside it)
     return j.is_object() && (j.contains("params") || j.contains("params_fingerprint")) && j.contains("next_block") &&
            j.contains("writer");
 }
