@@ -142,6 +142,12 @@ TEST_CASE("memory: vocabulary size, chunking blocks, retro-bench knn") {
     expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + out.string() +
                                                      " --chunk-size 4 --seq-len 16 --block-bytes 1000000000000000"),
                    "--block-bytes", out);
+    {   // more threads than the machine has: blamed on --threads (it named --block-bytes: a helper's pass, session 54)
+        MemoryLimit limit("1000000000");
+        expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " + out.string() +
+                                                         " --chunk-size 4 --seq-len 16 --threads 4000"),
+                       "--threads", out, "fewer --threads (this machine has ");
+    }
     expect_refused(test::run_tool("retro-bench", "knn --n 1000000000000 --dim 256"), "--n");
     {   // retro-bench generate counts the model's weights (a 1B config's 4.5 GB; before: only the prefill's scores,
         // and the bench ran to a 9.5 GB peak or ended in std::bad_alloc)

@@ -35,14 +35,13 @@ namespace retro {
 namespace {
 
 constexpr const char* kCheckpoint = "progress.json";
-// The checkpoint's params (every input file with its size and time: ~150 bytes a file), written once as the run
-// starts; progress.json, rewritten at every checkpoint, holds the position alone and this file's fingerprint. Before
-// session 54 progress.json held the params itself, rewritten whole each time (a corpus of a million files: 150 MB
-// every 10 s); such a checkpoint still resumes.
-// Named by the xxh3 of its bytes, progress.params.FINGERPRINT.json, so that progress.json always names a file that
-// exists: a resume that records its params again under another spelling of the same files writes a new file, and the
-// old one is removed only once a progress.json names the new (a kill between the two writes lost the run when one
-// name was rewritten: a review, session 54).
+// The checkpoint's params (every input file with its size and time: ~150 bytes a file) go to a file of their own,
+// written once as the run starts; progress.json, rewritten at every checkpoint, holds the position and that file's
+// fingerprint. Before session 54 progress.json held the params itself, rewritten whole each time (a corpus of a million
+// files: 150 MB every 10 s); such a checkpoint still resumes. The file is named by the xxh3 of its bytes,
+// progress.params.FINGERPRINT.json, so that progress.json always names a file that exists: a resume that records its
+// params again under another spelling of the same files writes a new file, and the old one is removed only once a
+// progress.json names the new (a kill between the two writes lost the run when one name was rewritten: a review).
 std::string checkpoint_params_name(const std::string& fingerprint) { return "progress.params." + fingerprint + ".json"; }
 
 // Every progress.params.*.json in `dir` but `keep`.
@@ -64,10 +63,13 @@ void check_options(const ChunkOptions& o) {
     if (!(o.checkpoint_seconds >= 0 && std::isfinite(o.checkpoint_seconds)))   // NaN fails every comparison
         user_error_in("--checkpoint-every", cat(o.checkpoint_seconds, " is not a number of seconds"),
                       "give 0 to save after every block");
-    // each thread holds up to two blocks in flight: the text and its ids (~3 bytes per text byte)
-    memory_require("--block-bytes", double(o.block_bytes) * 6 * thread_count(),
+    // each thread holds up to two blocks in flight: the text and its ids (~3 bytes per text byte); blamed on --threads
+    // where it asks for more threads than the machine has (--threads 1000 was blamed on --block-bytes)
+    const bool threads_to_blame = thread_count() > hardware_threads();
+    memory_require(threads_to_blame ? "--threads" : "--block-bytes", double(o.block_bytes) * 6 * thread_count(),
                    "input blocks of " + memory_format_bytes(double(o.block_bytes)) + " on " + std::to_string(thread_count()) + " threads",
-                   "a smaller --block-bytes (the default is 4 MiB)");
+                   threads_to_blame ? cat("fewer --threads (this machine has ", hardware_threads(), ")")
+                                    : std::string("a smaller --block-bytes (the default is 4 MiB)"));
     if (o.out.empty()) user_error_in("--out", "is required");
 }
 
