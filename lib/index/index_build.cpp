@@ -325,13 +325,12 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             return "the prompt is \"" + bert_prompt(opts.bert) + "\", the folder's \"" + embedder.value("prompt", std::string()) + "\"";
         return std::string();
     };
-    // (the guard first: another tool's folder is named as such, not as an index of another job)
-    output_folder_guard(opts.out, ctx.tool, {{"the database", opts.db}}, false);
-    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
-    // the folder's refusals, then the embedder (--dim 0, a t5 or clip --model that is no model: refused here), and only
-    // then --force's removal: a finished index was deleted before those refusals (a helper's pass, session 54)
+    // the folder's refusals first (another tool's folder is named as such, not as an index of another job), then a
+    // finished folder's --resume, then the embedder (--dim 0, a t5 or clip --model that is no model: refused here), and
+    // only then --force's removal: a finished index was deleted before those refusals (a helper's pass, session 54)
     const std::vector<OutputInput> inputs = {{"the database", opts.db}};
     output_folder_prepare_check(ctx.tool, opts.out, opts.force, opts.resume, inputs, /*resumable=*/true);
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
