@@ -161,8 +161,8 @@ std::string option_meant(const std::string& command, const std::string& option) 
     return "";
 }
 
-// The tool's own options given with a subcommand (`retro-chunk merge a b --out db --resume`: app.fallthrough() lets
-// CLI11 match --resume on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
+// The tool's own options given with a subcommand (`retro-chunk merge a b --out db --tokenizer t`: app.fallthrough()
+// lets CLI11 match --tokenizer on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
 // the log level and --threads (every subcommand's are the same variables), hidden options (the deprecated spellings a
 // subcommand reads from the tool, test hooks), and --no-verify where the subcommand has none of its own.
 void refuse_parent_options(const CLI::App& app) {

@@ -49,6 +49,9 @@ using program::DecodeProgramPlan;
 using program::OpSchedule;
 using program::StreamPiece;
 
+// the fused ops' bodies each assume the launch's block size (a helper's review, session 55: three constants)
+static_assert(gemv::kThreads == kThreads && rows::kThreads == kThreads, "the fused step's ops run kThreads threads a block");
+
 // grid: cooperative, at most what fits at once; kThreads threads; dynamic shared memory: the largest norm prologue's.
 // BLOCKS_PER_SM: the registers ptxas is held to (2: 128, a few hundred bytes of spills at 8 rows, two blocks an SM;
 // 1: ~180-196, no spills, one block an SM) — which wins is for the GPU to say (RETRO_DECODE_BLOCKS_PER_SM).

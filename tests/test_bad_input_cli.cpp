@@ -257,8 +257,8 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
         expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --threads " + threads), {"--threads"});
     expect_refused(test::run_tool("retro-chunk", "corpus --tokenizer t --out o --checkpoint-every nan"), {"--checkpoint-every"});
     // the tool's own options given with a subcommand were matched on the tool and ignored by the subcommand
-    expect_refused(test::run_tool("retro-chunk", "merge a b --out m --resume"),
-                   {"--resume: is an option of retro-chunk itself, not of `retro-chunk merge`", "retro-chunk merge --help"});
+    expect_refused(test::run_tool("retro-chunk", "merge a b --out m --tokenizer t"),
+                   {"--tokenizer: is an option of retro-chunk itself, not of `retro-chunk merge`", "retro-chunk merge --help"});
     expect_refused(test::run_tool("retro-knn", "--nprobe 4 show knn --db db"), {"--nprobe", "not of `retro-knn show`"});
     expect_refused(test::run_tool("retro-train", "plot run --steps 5"), {"--steps", "not of `retro-train plot`"});
     expect_refused(test::run_tool("retro-knn", "--force merge a b --out c"),

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -293,4 +294,47 @@ TEST_CASE("decode program (host emulator): a cooperative launch waits at grid ba
                     std::logic_error);
     // and a grid barrier outside a cooperative launch, which nothing releases: a deadlock
     CHECK_THROWS_AS(sh::launch(1, 1, 32, 0, [&] { simt::grid_sync(); }), std::logic_error);
+}
+
+TEST_CASE("fused decode step: each op's prefetch pieces are those its span overlaps") {
+    // the device walks only schedule[i]'s pieces [piece_first, piece_end) (it scanned all of them before every op);
+    // held here to a scan of every piece, over GEMVs of many sizes (some past the 16 MB cap) between other ops, and
+    // look-ahead windows from none to past the whole stream
+    std::vector<float> dummy(16);
+    nn::DecodeProgram p;
+    std::mt19937_64 rng(55);
+    for (int i = 0; i < 40; i++) {
+        nn::DecodeOp op;
+        op.kind = rng() % 4 == 0 ? nn::DecodeOpKind::zero : nn::DecodeOpKind::linear;
+        op.out = dummy.data() + i % 8;
+        op.x = dummy.data() + 8 + i % 8;
+        op.W = dummy.data();
+        op.N = 1;
+        op.I = 1 + static_cast<std::int64_t>(rng() % 4096);
+        op.O = 1 + static_cast<std::int64_t>(rng() % 2048);
+        p.ops.push_back(op);
+    }
+    for (const long long window : {0ll, 1ll, 1ll << 20, 16ll << 20, 1ll << 40}) {
+        CAPTURE(window);
+        const prog::DecodeProgramPlan plan = prog::plan_decode_program(p, window);
+        REQUIRE(plan.schedule.size() == p.ops.size());
+        for (std::size_t i = 0; i < plan.schedule.size(); i++) {
+            const prog::OpSchedule& s = plan.schedule[i];
+            int first = -1, end = -1;
+            for (int k = 0; k < static_cast<int>(plan.pieces.size()); k++) {
+                const prog::StreamPiece& pc = plan.pieces[static_cast<std::size_t>(k)];
+                if (std::max(s.from, pc.begin) < std::min(s.to, pc.begin + pc.bytes)) {
+                    if (first < 0) first = k;
+                    end = k + 1;
+                }
+            }
+            CAPTURE(i);
+            if (first < 0) {
+                CHECK(s.piece_first == s.piece_end);
+            } else {
+                CHECK(s.piece_first == first);
+                CHECK(s.piece_end == end);
+            }
+        }
+    }
 }

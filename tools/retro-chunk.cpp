@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
             merge->add_option("shards", merge_opts.shards, "Shard folders, any order")->required();
             merge->add_option("--out", merge_opts.out, "Output folder")->required();
             merge->add_flag("--force", merge_opts.force, "Replace an existing database in --out");
+            merge->add_flag("--resume", merge_opts.resume, "Run again: keep a finished merge of these shards (--out complete), make an interrupted one again");
             retro::add_no_verify_flag(*merge, ctx.verify_inputs);
 
             auto* inspect = app.add_subcommand("inspect", "Print a chunk, a document, or statistics of a database");

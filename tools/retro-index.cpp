@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
             static std::string dtype = "f32", shard = "0/1";
             static std::vector<std::string> shards;
             static std::string merge_out;
-            static bool merge_force = false;
+            static bool merge_force = false, merge_resume = false;
             app.add_option("db", o.db, "Chunk database folder (from retro-chunk)");
             static std::string images;
             app.add_option("--images", images, "Index a folder of JPEG / PNG images instead of a database (--embedder clip; docs/embedders.md)");
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
+            merge->add_flag("--resume", merge_resume, "Run again: keep a finished merge of these shards (--out complete), make an interrupted one again");
             static retro::IndexQueryOptions q;
             auto* query = app.add_subcommand("query", "Print the chunks (or images) of an index closest to a text or an image (dense: its embedder; bm25: BM25 scores)");
             query->add_option("index", q.index, "Index folder (from retro-index)")->required();
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
                                                  "bert: text put before the query (default: the model's \"query\" prompt in config_sentence_transformers.json, "
                                                  "as sentence-transformers' encode_query, e5's \"query: \"; else the prompt the index's chunks were embedded with); \"\" for none");
             return [&ctx, &app, merge, query, prompt_opt] {
-                if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force);
+                if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force, merge_resume);
                 if (*query) {
                     if (prompt_opt->count()) q.prompt = query_prompt;
                     return retro::index_query(q);

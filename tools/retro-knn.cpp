@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
             static std::string shard = "0/1";
             static std::vector<std::string> shards;
             static std::string merge_out;
-            static bool merge_force = false;
+            static bool merge_force = false, merge_resume = false;
             app.add_option("index", o.index, "Index folder (from retro-index; a --kind bm25 folder is searched by BM25 scores, docs/index.md)");
             app.add_option("--db", o.db, "The chunk database the index was built from");
             app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
             merge->add_option("shards", shards, "Shard output folders")->required();
             merge->add_option("--out", merge_out, "Output folder")->required();
             merge->add_flag("--force", merge_force, "Replace an existing --out");
+            merge->add_flag("--resume", merge_resume, "Run again: keep a finished merge of these shards (--out complete), make an interrupted one again");
             static retro::KnnShowOptions show_opts;
             auto* show = app.add_subcommand("show", "Print chunks' text beside their neighbours' text");
             show->add_option("knn", show_opts.knn, "Neighbours folder (from retro-knn)")->required();
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
             show->add_option("--queries", show_opts.queries, "The --queries database of a retro-knn --queries run: its chunks are shown beside their neighbours in --db");
             retro::add_no_verify_flag(*show, show_opts.verify);
             return [&ctx, merge, show] {
-                if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force);
+                if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force, merge_resume);
                 if (*show) return retro::knn_show(show_opts);
                 if (o.index.empty() || o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-knn INDEX --db DB --out DIR (or: retro-knn merge SHARDS... --out DIR)", "see retro-knn --help");
                 o.shard = retro::shard_parse(shard);

@@ -270,21 +270,36 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
     if (lock) output_folder_lock(out, tool);   // last: before the caller clears or writes anything
 }
 
-void output_folder_clear(const std::string& out, const std::string& tool, bool check_only) {
-    std::error_code ec;
-    if (!fs::exists(out, ec)) return;
-    // what a run of `tool` writes (its outputs, its state, its parts, a file being written): --force removes these
-    // and nothing else (the user's files beside them stay; before session 37 the whole folder went)
+namespace {
+
+// What a run of retro-index or retro-knn writes into its folder (its outputs, its state, its parts, a file being
+// written): --force removes these and nothing else (the user's files beside them stay; before session 37 the whole
+// folder went).
+bool written_by(const fs::path& entry, const std::string& tool) {
     static const std::map<std::string, std::vector<std::string>> kOutputs = {
         {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy", "bm25.glass", "images.json"}},
         {"retro-knn", {"neighbours.npy", "distances.npy"}}};
     const auto it = kOutputs.find(tool);
     const std::vector<std::string> names = it == kOutputs.end() ? std::vector<std::string>() : it->second;
-    const auto own = [&](const fs::path& e) {
-        const std::string n = e.filename().string();
-        return n == "parts" || n == "manifest.json" || n == "state.json" || e.extension() == ".tmp" ||
-               std::find(names.begin(), names.end(), n) != names.end();
-    };
+    const std::string n = entry.filename().string();
+    return n == "parts" || n == "manifest.json" || n == "state.json" || entry.extension() == ".tmp" ||
+           std::find(names.begin(), names.end(), n) != names.end();
+}
+
+// True when every entry of folder `out` is one `tool` writes (written_by).
+bool holds_only_files_of(const std::string& out, const std::string& tool) {
+    std::error_code ec;
+    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec))
+        if (!written_by(d->path(), tool)) return false;
+    return !ec;
+}
+
+}  // namespace
+
+void output_folder_clear(const std::string& out, const std::string& tool, bool check_only) {
+    std::error_code ec;
+    if (!fs::exists(out, ec)) return;
+    const auto own = [&](const fs::path& e) { return written_by(e, tool); };
     std::vector<fs::path> entries;
     std::vector<std::string> foreign;
     for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec)) {
@@ -307,6 +322,40 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
             fs::remove_all(e, ec);
             if (ec) user_error_in(e.string(), "cannot be removed: " + ec.message());
         }
+}
+
+MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
+                               const std::vector<OutputInput>& inputs,
+                               const std::function<std::string(const nlohmann::json&)>& difference,
+                               const std::function<bool(const std::string&)>& only_merge_leftovers) {
+    if (force)   // --force would remake what --resume means to keep
+        user_error_in("--resume and --force", "contradict each other: --force makes the merge again, --resume keeps a finished one",
+                      "give one of them");
+    output_folder_guard(out, tool, inputs, /*clears=*/false);
+    std::error_code ec;
+    if (!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec))) return MergeResume::kNew;
+    const FolderOwner owner = folder_owner(out);
+    if (owner.finished) {   // (another tool's folder: refused by the guard above)
+        if (const std::string diff = difference(manifest_read(out)); !diff.empty())
+            user_error_in(out, "already holds the output of another job: " + diff,
+                          "choose another --out, or pass --force to make the merge again");
+        log_info(out + " is already complete (manifest.json exists); nothing to resume");
+        return MergeResume::kDone;
+    }
+    if (owner.tool == tool && !owner.resumable) {
+        log_info(out + " holds an interrupted merge, which cannot be continued: making it again");
+        return MergeResume::kRemake;
+    }
+    if (owner.tool == tool)
+        user_error_in(out, "holds an unfinished " + tool + " run that is not a merge (a build or a shard): a merge does not continue it",
+                      "resume it with its own command, choose another --out, or pass --force to replace it with the merge");
+    // (a merge killed between removing its mark and writing its manifest leaves its outputs alone)
+    if (owner.tool.empty() && (only_merge_leftovers ? only_merge_leftovers(out) : holds_only_files_of(out, tool))) {
+        log_info(out + " holds an interrupted merge (no manifest.json), which cannot be continued: making it again");
+        return MergeResume::kRemake;
+    }
+    user_error_in(out, "already exists and holds no finished " + tool + " output",
+                  "choose another --out, or pass --force to replace it");
 }
 
 }  // namespace retro

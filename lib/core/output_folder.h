@@ -5,8 +5,11 @@
 // write one folder at once (a lock held for the run's life).
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace retro {
 
@@ -59,6 +62,24 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
 // *.tmp) and nothing else; a folder no tool claims that holds other files (the user's own) is refused naming them.
 // `check_only`: the refusal alone (before a long run that clears the folder at its end).
 void output_folder_clear(const std::string& out, const std::string& tool, bool check_only = false);
+
+// `merge --resume` (retro-chunk, retro-index and retro-knn merge), so that a pipeline run again skips a merge made
+// already. Runs the guard (output_folder_guard: another tool's folder, an input inside `out`; the lock), then says
+// what a merge into `out` does:
+//   kDone   `out` holds `tool`'s finished output (manifest.json) of this same job: `difference(manifest)` is "", and
+//           "already complete; nothing to resume" is logged. Another job's is refused naming its difference.
+//   kRemake `out` holds an interrupted merge: `tool`'s state.json marks a run that cannot be resumed (retro-index,
+//           retro-knn), or a folder no tool claims holds only the merge's own files (`only_merge_leftovers(out)`;
+//           by default the files --force removes: output_folder_clear). A merge cannot be continued: it is made again,
+//           as --force would.
+//   kNew    `out` is missing or empty.
+// Anything else is refused in one line: `tool`'s unfinished run of another kind (a build, a shard: resumed by its own
+// command), or a folder of the user's own files. --resume with --force is refused as a contradiction.
+enum class MergeResume { kNew, kRemake, kDone };
+MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
+                               const std::vector<OutputInput>& inputs,
+                               const std::function<std::string(const nlohmann::json&)>& difference,
+                               const std::function<bool(const std::string&)>& only_merge_leftovers = nullptr);
 
 // Takes the lock of folder `out` for the rest of this process's life, or throws UserError naming `out` and the
 // process that holds it ("another run is writing into it (retro-train, pid 1234, since ...)"): a second run into a

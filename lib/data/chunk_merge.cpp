@@ -41,6 +41,31 @@ nlohmann::json shared_params(const nlohmann::json& m) {
     return {{"parameters", p}, {"inputs", inputs}, {"corpus", m.value("corpus", nlohmann::json())}};
 }
 
+// What a finished database in --out differs in from the merge of `shards` (sorted by shard index), for --resume: the
+// shards its manifest records, by their fingerprints in shard order ("" for the same merge).
+std::string merged_difference(const nlohmann::json& done, const std::vector<Shard>& shards) {
+    std::vector<std::string> was;
+    if (const auto it = done.find("inputs"); it != done.end() && it->is_array())
+        for (const auto& in : *it)
+            if (in.is_object() && in.value("role", std::string()) == "shard") was.push_back(in.value("fingerprint", std::string()));
+    if (was.empty()) return "its database was made by one retro-chunk run, not merged from shards";
+    if (was.size() != shards.size()) return cat("it merged ", was.size(), " shards, not these ", shards.size());
+    for (std::size_t i = 0; i < shards.size(); ++i)
+        if (was[i] != folder_fingerprint(shards[i].db->manifest()))
+            return cat("shard ", i, " (", shards[i].db->dir(), ") is not the one it merged (made again since, or of another run)");
+    return "";
+}
+
+// An interrupted merge's folder: a merge writes only the database's files (and manifest.json last), no mark of its own.
+bool only_database_files(const std::string& out) {
+    std::vector<std::string> own;
+    for (const auto& n : ChunkDbWriter::output_names()) own.push_back(n), own.push_back(n + ".tmp");
+    std::error_code ec;
+    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec))
+        if (std::find(own.begin(), own.end(), d->path().filename().string()) == own.end()) return false;
+    return !ec;
+}
+
 void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
     std::error_code ec;
     for (const auto& s : o.shards)
@@ -124,8 +149,18 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
     const nlohmann::json& first = shards[0].db->manifest();
     const int chunk_size = shards[0].db->chunk_size();
     const int rows_per_seq = first.at("parameters").at("rows_per_seq").get<int>();
+    MergeOptions out_opts = o;
+    if (o.resume) {   // (after the shards' checks: a finished merge is held to shards that merge)
+        std::vector<OutputInput> inputs;
+        for (const auto& d : o.shards) inputs.push_back({"shard", d});
+        const MergeResume r = merge_resume_check(
+            ctx.tool, o.out, o.force, inputs, [&](const nlohmann::json& done) { return merged_difference(done, shards); },
+            only_database_files);
+        if (r == MergeResume::kDone) return;
+        out_opts.force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
+    }
     NewOutputFolder made(o.out);   // a merge that fails below (a shard's sources.jsonl cut short) leaves no folder
-    prepare_out(ctx, o);
+    prepare_out(ctx, out_opts);
 
     ChunkDbWriter writer(o.out, shards[0].db->token_dtype(), chunk_size, rows_per_seq, nullptr);
     for (auto& s : shards) {

@@ -101,6 +101,14 @@ std::string BlockParts::nothing_pending(const Shard& shard, const std::string& d
     return dir_ + ": every block was " + done + " before (--resume): nothing left to do";
 }
 
+std::string BlockParts::resuming_line(std::size_t pending, const Shard& shard, const std::string& done) const {
+    const std::int64_t mine = shard.index < blocks_ ? (blocks_ - shard.index + shard.count - 1) / shard.count : 0;
+    const std::int64_t kept = mine - static_cast<std::int64_t>(pending);
+    if (kept <= 0 || pending == 0) return "";
+    return cat(dir_, ": resuming: ", kept, " of ", mine, mine == 1 ? " block was " : " blocks were ", done, " before, ",
+               pending, " left");
+}
+
 std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dirs) const {
     std::vector<std::string> out;
     for (std::int64_t b = 0; b < blocks_; ++b) {

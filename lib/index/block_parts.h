@@ -35,6 +35,10 @@ public:
     // The line for a run that finds nothing pending: a shard past the last block ("shard 50/100 has no blocks: ...")
     // or a --resume of finished blocks ("every block was `done` before (--resume)").
     std::string nothing_pending(const Shard& shard, const std::string& done) const;
+    // The line for a --resume that finds some of this shard's blocks done and `pending` left ("DIR: resuming: 3 of 5
+    // blocks were embedded before, 2 left"); "" where none was done (a run said nothing of what it kept: a new
+    // user's pass, session 54).
+    std::string resuming_line(std::size_t pending, const Shard& shard, const std::string& done) const;
     // Part files of every block found in any of `dirs` (for merge); UserError naming the first
     // missing block, or a part whose bytes differ from its seal (parts of versions before the seals have none).
     std::vector<std::string> collect(const std::vector<std::string>& dirs) const;

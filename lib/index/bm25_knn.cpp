@@ -98,8 +98,9 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
     std::unique_ptr<Bm25Postings> postings;
     std::vector<std::unique_ptr<Bm25PostingsSearcher>> fast;
     std::vector<std::unique_ptr<Bm25Searcher>> searchers;
+    if (const std::string line = nb.resuming_line(todo.size(), opts.shard, "searched"); !line.empty()) log_info(line);
     if (todo.empty()) {
-        log_info(opts.out + ": every block was searched before (--resume): nothing left to search");
+        log_info(nb.nothing_pending(opts.shard, "searched"));   // (a shard past the last block says so, as the dense search does)
     } else if (in_memory) {
         postings = std::make_unique<Bm25Postings>(db_file, params, db.chunk_count());
         for (int t = 0; t < thread_count(); ++t) fast.push_back(std::make_unique<Bm25PostingsSearcher>(*postings));

@@ -57,6 +57,7 @@ std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const Chu
 void embed_blocks(const ChunkDb& db, const Embedder& emb, const BlockParts& parts, const Shard& shard, DType dtype) {
     auto todo = parts.pending(shard);
     if (todo.empty()) log_info(parts.nothing_pending(shard, "embedded"));
+    if (const std::string line = parts.resuming_line(todo.size(), shard, "embedded"); !line.empty()) log_info(line);
     std::int64_t rows = 0;
     for (auto b : todo) rows += parts.block_end(b) - parts.block_begin(b);
     Progress progress("embedding chunks", rows, "chunks");
@@ -390,7 +391,8 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     finalize(ctx, state, parts.collect({opts.out}), opts.out, opts.db);
 }
 
-void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
+void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
+                 bool resume) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
     shards_check_complete(shard_dirs, "retro-index");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
@@ -421,6 +423,28 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
         if (first["embedder"].is_object()) first["embedder"][field] = found.first;
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    if (resume) {   // a finished index of this job (merged, or built by one run) is complete; an interrupted merge made again
+        const auto difference = [&](const nlohmann::json& done) {
+            if (done.value("kind", std::string()) == "bm25") return std::string("it is a BM25 index (--kind bm25)");
+            if (manifest_input(done, "db", "fingerprint") != first.value("db_fingerprint", std::string()))
+                return "its database (" + manifest_input(done, "db", "path") + ") is not the one the shards embedded (" +
+                       first.value("db", std::string()) + ")";
+            const std::string default_factory = index_default_factory(first["rows"].get<std::int64_t>());
+            const auto named = [&](nlohmann::json p) {   // "" (the default) as the default's own name
+                if (p.is_object() && p.value("factory", std::string("-")).empty()) p["factory"] = default_factory;
+                return p;
+            };
+            if (std::string d = json_first_difference(named(done.value("parameters", nlohmann::json::object())),
+                                                      named(first["parameters"]), "parameters");
+                !d.empty())
+                return d;
+            const auto [was, now] = comparable("embedder", done.value("embedder", nlohmann::json()), first["embedder"]);
+            return json_first_difference(was, now, "embedder");
+        };
+        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference);
+        if (r == MergeResume::kDone) return;
+        force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
+    }
     NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false, "a merge");
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());

@@ -40,7 +40,10 @@ struct IndexBuildOptions {
 };
 
 void index_build(const ToolContext& ctx, const IndexBuildOptions& opts);
-void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
+// Joins the folders of a --shard run into the index an unsharded run builds. `resume`: a finished index of this
+// job in `out` (the shards' database, embedder and parameters) is left as it is, an interrupted merge made again.
+void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
+                 bool resume = false);
 
 // The refusal of output_folder_prepare for an existing folder of this same tool (its manifest.json or state.json
 // names `tool`) without --force or --resume (and of --force with --resume), on its own: tools call it first, before they read and load their

@@ -334,17 +334,31 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
     return true;
 }
 
+namespace {
+
+// What finished neighbours (their manifest `done`) differ in from the job in `state` ("" for the same job): its
+// parameters, then the index searched (`index` as the user named it).
+std::string knn_difference(const nlohmann::json& done, const nlohmann::json& state, const std::string& index) {
+    if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), state["parameters"],
+                                              "parameters");
+        !d.empty())
+        return d;
+    if (manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
+        return "the index " + index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
+    // the queries (another --queries database found "already complete" before: found by session 55's merge --resume)
+    const std::string queries = state.value("queries", std::string());
+    if (manifest_input(done, "queries", "fingerprint") !=
+        (queries.empty() ? std::string() : folder_fingerprint(manifest_read(queries))))
+        return std::string("--queries is ") + (queries.empty() ? "the database itself" : queries) + ", not the queries it searched for (" +
+               (manifest_input(done, "queries").empty() ? std::string("the database itself") : manifest_input(done, "queries")) + ")";
+    return std::string();
+}
+
+}  // namespace
+
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
-    const auto knn_difference = [&](const nlohmann::json& done) {
-        if (std::string d = json_first_difference(done.value("parameters", nlohmann::json::object()), state["parameters"],
-                                                  "parameters");
-            !d.empty())
-            return d;
-        if (manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
-            return "the index " + opts.index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
-        return std::string();
-    };
-    if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", knn_difference)) return false;
+    const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, state, opts.index); };
+    if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", difference)) return false;
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
                           {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
@@ -479,6 +493,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     BlockParts nb(opts.out, "neighbours", queries.rows(), opts.block), ds(opts.out, "distances", queries.rows(), opts.block);
     auto todo = nb.pending_with(ds, opts.shard);
     if (todo.empty()) log_info(nb.nothing_pending(opts.shard, "searched"));
+    if (const std::string line = nb.resuming_line(todo.size(), opts.shard, "searched"); !line.empty()) log_info(line);
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
     Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
@@ -541,7 +556,8 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     knn_write_manifest(ctx, state, opts.out, recall, opts.exact ? 0 : std::min(opts.measure_recall, queries.rows()));
 }
 
-void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force) {
+void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
+               bool resume) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
     shards_check_complete(shard_dirs, "retro-knn");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
@@ -555,6 +571,12 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     }
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    if (resume) {   // finished neighbours of this job (merged, or found by one run) are complete; an interrupted merge made again
+        const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, first, first.value("index", std::string())); };
+        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference);
+        if (r == MergeResume::kDone) return;
+        force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
+    }
     NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false, "a merge");
     std::int64_t rows = first["rows"].get<std::int64_t>(), block = first["parameters"]["block"].get<std::int64_t>();

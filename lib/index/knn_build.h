@@ -52,7 +52,10 @@ private:
     ScratchDir scratch_;   // removed on Ctrl-C too (core/scratch_dir.h)
     std::string dir_;
 };
-void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force);
+// Joins the folders of a --shard run into the neighbours an unsharded run finds. `resume`: finished neighbours of
+// this job in `out` (the shards' index and parameters) are left as they are, an interrupted merge made again.
+void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
+               bool resume = false);
 
 // Prepares OUT (refused when it exists, unless --force or --resume), refuses a --resume of another job
 // (its state.json differs in index_fingerprint, rows or parameters) and writes OUT/state.json. Returns false,

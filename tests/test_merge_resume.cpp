@@ -1,0 +1,190 @@
+// `merge --resume` of retro-chunk, retro-index and retro-knn (core/output_folder.h, merge_resume_check): a pipeline run
+// again skips a merge it made (nothing rewritten), makes an interrupted one again (the same bytes as a straight merge),
+// and refuses a finished folder of another job naming the difference, a run of another kind, the user's files and
+// --force with --resume. Also retro-knn --resume of finished neighbours found for other --queries (taken as complete
+// before session 55).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_chunk_util.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_refused(const test::RunResult& r, const std::string& expected) {
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.err.find(expected) != std::string::npos, r.err);
+}
+
+void check_complete(const test::RunResult& r, const fs::path& out) {
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_MESSAGE(r.err.find(out.string() + " is already complete (manifest.json exists); nothing to resume") != std::string::npos,
+                  r.err);
+}
+
+}  // namespace
+
+TEST_CASE("merge --resume: retro-chunk keeps a finished merge, makes an interrupted one again, refuses another job") {
+    test::TempDir dir("merge-resume-chunk");
+    const fs::path corpus = test::chunk_test_jsonl(dir, "c.jsonl", 30'000, 300);
+    const std::string common = corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() + " --block-docs 9 --quiet";
+    std::string shards, other_shards;
+    for (int i = 0; i < 2; ++i) {
+        const fs::path s = dir / ("s." + std::to_string(i)), o = dir / ("o." + std::to_string(i));
+        REQUIRE(test::run_tool("retro-chunk", common + " --shard " + std::to_string(i) + "/2 --out " + s.string()).exit_code == 0);
+        REQUIRE(test::run_tool("retro-chunk", common + " --chunk-size 32 --shard " + std::to_string(i) + "/2 --out " + o.string())
+                    .exit_code == 0);
+        shards += " " + s.string();
+        other_shards += " " + o.string();
+    }
+    REQUIRE(test::run_tool("retro-chunk", common + " --out " + (dir / "whole").string()).exit_code == 0);
+    const fs::path merged = dir / "merged";
+    const auto merge = [&](const std::string& given, const std::string& flags) {
+        return test::run_tool("retro-chunk", "merge" + given + " --out " + merged.string() + " " + flags);
+    };
+    // --resume of a folder not there yet: merged
+    const test::RunResult first = merge(shards, "--resume");
+    REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+    test::chunk_check_same_bytes(dir / "whole", merged);
+    const std::string manifest = test::read_text(merged / "manifest.json");
+    // run again: complete, nothing rewritten (the manifest records its time: the same bytes mean it was not written)
+    check_complete(merge(shards, "--resume"), merged);
+    CHECK(test::read_text(merged / "manifest.json") == manifest);
+    // without --resume, as before: refused
+    check_refused(merge(shards, ""), "already exists and is not empty");
+    check_refused(merge(shards, "--resume --force"), "--resume and --force: contradict each other");
+    // shards of another run (chunks of 32): the finished merge is another job's, named by its shard
+    check_refused(merge(other_shards, "--resume"), "already holds the output of another job: shard 0 (");
+    CHECK(test::read_text(merged / "manifest.json") == manifest);
+    // a database made by one run is not taken for the merge
+    check_refused(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "whole").string() + " --resume"),
+                  "its database was made by one retro-chunk run, not merged from shards");
+    // Ctrl-C before the manifest: the database's files without it (one still .tmp) are made again, the same bytes
+    fs::remove(merged / "manifest.json");
+    fs::rename(merged / test::chunk_output_names()[0], merged / (test::chunk_output_names()[0] + ".tmp"));
+    const test::RunResult remade = merge(shards, "--resume");
+    CHECK_MESSAGE(remade.exit_code == 0, remade.err);
+    CHECK_MESSAGE(remade.err.find("holds an interrupted merge (no manifest.json), which cannot be continued: making it again") !=
+                      std::string::npos,
+                  remade.err);
+    test::chunk_check_same_bytes(dir / "whole", merged);
+    CHECK_FALSE(fs::exists(merged / (test::chunk_output_names()[0] + ".tmp")));
+    // a folder of the user's own files is not taken for an interrupted merge
+    fs::create_directories(dir / "mine");
+    test::write_text(dir / "mine" / "notes.txt", "mine");
+    check_refused(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "mine").string() + " --resume"),
+                  "already exists and holds no finished retro-chunk output");
+    CHECK(test::read_text(dir / "mine" / "notes.txt") == "mine");
+    // a retro-chunk run stopped part-way (its checkpoint) is resumed by its own command, not replaced by a merge
+    fs::create_directories(dir / "running");
+    test::write_text(dir / "running" / "progress.json", "{}");
+    check_refused(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "running").string() + " --resume"),
+                  "holds an unfinished retro-chunk run that is not a merge");
+}
+
+TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make an interrupted one again") {
+    test::TempDir tmp("merge-resume-index");
+    const fs::path db = test::chunk_test_db(tmp, 21);
+    for (int i = 0; i < 2; ++i)
+        REQUIRE(test::run_tool("retro-index", db.string() + " --out " + (tmp / ("s" + std::to_string(i))).string() +
+                                                  " --block 8 --dim 32 --shard " + std::to_string(i) + "/2 --quiet")
+                    .exit_code == 0);
+    const std::string shards = " " + (tmp / "s0").string() + " " + (tmp / "s1").string();
+    const fs::path idx = tmp / "idx";
+    const auto merge = [&](const fs::path& out, const std::string& flags) {
+        return test::run_tool("retro-index", "merge" + shards + " --out " + out.string() + " " + flags);
+    };
+    REQUIRE(merge(idx, "--resume").exit_code == 0);
+    const std::string manifest = test::read_text(idx / "manifest.json"), index_bytes = test::read_text(idx / "index.faiss");
+    check_complete(merge(idx, "--resume"), idx);
+    CHECK(test::read_text(idx / "manifest.json") == manifest);
+    check_refused(merge(idx, "--resume --force"), "--resume and --force: contradict each other");
+    // an unsharded build of the same job is the same index: complete; one of another --dim is another job's
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + (tmp / "one").string() + " --block 8 --dim 32 --quiet").exit_code == 0);
+    check_complete(merge(tmp / "one", "--resume"), tmp / "one");
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + (tmp / "d16").string() + " --block 8 --dim 16 --quiet").exit_code == 0);
+    check_refused(merge(tmp / "d16", "--resume"), "already holds the output of another job: embedder.dim is 32, the folder's 16");
+    // Ctrl-C in a merge leaves its mark (state.json: a run that cannot be resumed) and parts: made again, the same bytes
+    const fs::path cut = tmp / "cut";
+    fs::create_directories(cut / "parts");
+    test::write_text(cut / "state.json", nlohmann::json{{"tool", "retro-index"}, {"resumable", false}, {"run", "a merge"}}.dump());
+    test::write_text(cut / "embeddings.npy.tmp", "cut short");
+    const test::RunResult remade = merge(cut, "--resume");
+    CHECK_MESSAGE(remade.exit_code == 0, remade.err);
+    CHECK(remade.err.find("holds an interrupted merge, which cannot be continued: making it again") != std::string::npos);
+    CHECK(test::read_text(cut / "index.faiss") == index_bytes);
+    CHECK_FALSE(fs::exists(cut / "state.json"));
+    CHECK_FALSE(fs::exists(cut / "embeddings.npy.tmp"));
+    // an unfinished build (a run of another kind, resumable) is not replaced by the merge
+    fs::create_directories(tmp / "building" / "parts");
+    test::write_text(tmp / "building" / "state.json", nlohmann::json{{"tool", "retro-index"}}.dump());
+    check_refused(merge(tmp / "building", "--resume"), "holds an unfinished retro-index run that is not a merge (a build or a shard)");
+    CHECK(fs::exists(tmp / "building" / "state.json"));
+
+    // retro-knn's merge, the same way
+    for (int i = 0; i < 2; ++i)
+        REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + db.string() + " --out " + (tmp / ("k" + std::to_string(i))).string() +
+                                                " --block 8 --shard " + std::to_string(i) + "/2 --quiet")
+                    .exit_code == 0);
+    const std::string knn_shards = " " + (tmp / "k0").string() + " " + (tmp / "k1").string();
+    const auto knn_merge = [&](const fs::path& out, const std::string& flags) {
+        return test::run_tool("retro-knn", "merge" + knn_shards + " --out " + out.string() + " " + flags);
+    };
+    REQUIRE(knn_merge(tmp / "nb", "--resume").exit_code == 0);
+    const std::string neighbours = test::read_text(tmp / "nb" / "neighbours.npy");
+    const std::string knn_manifest = test::read_text(tmp / "nb" / "manifest.json");
+    check_complete(knn_merge(tmp / "nb", "--resume"), tmp / "nb");
+    CHECK(test::read_text(tmp / "nb" / "manifest.json") == knn_manifest);
+    // neighbours of another --neighbours count: another job's
+    REQUIRE(test::run_tool("retro-knn", idx.string() + " --db " + db.string() + " --out " + (tmp / "k5").string() +
+                                            " --neighbours 5 --block 8 --quiet")
+                .exit_code == 0);
+    check_refused(knn_merge(tmp / "k5", "--resume"), "already holds the output of another job: parameters.neighbours is 2, the folder's 5");
+    const fs::path knn_cut = tmp / "nbcut";
+    fs::create_directories(knn_cut / "parts");
+    test::write_text(knn_cut / "state.json", nlohmann::json{{"tool", "retro-knn"}, {"resumable", false}, {"run", "a merge"}}.dump());
+    const test::RunResult knn_remade = knn_merge(knn_cut, "--resume");
+    CHECK_MESSAGE(knn_remade.exit_code == 0, knn_remade.err);
+    CHECK(test::read_text(knn_cut / "neighbours.npy") == neighbours);
+    // a user's folder: refused, kept
+    fs::create_directories(tmp / "mine");
+    test::write_text(tmp / "mine" / "notes.txt", "mine");
+    check_refused(knn_merge(tmp / "mine", "--resume"), "already exists and holds no finished retro-knn output");
+
+    // a shard resumed with one block lost says what it kept (it said nothing: a new user's pass, session 54)
+    int parts = 0;
+    for (const auto& e : fs::directory_iterator(tmp / "s0" / "parts")) parts += e.path().extension() == ".npy";
+    REQUIRE(parts > 1);
+    fs::remove(tmp / "s0" / "parts" / "embeddings.0.npy");
+    const test::RunResult resumed = test::run_tool("retro-index", db.string() + " --out " + (tmp / "s0").string() +
+                                                                     " --block 8 --dim 32 --shard 0/2 --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+    CHECK_MESSAGE(resumed.err.find(": resuming: " + std::to_string(parts - 1) + " of " + std::to_string(parts) +
+                                   " blocks were embedded before, 1 left") != std::string::npos,
+                  resumed.err);
+}
+
+TEST_CASE("knn --resume: finished neighbours of other --queries are another job's") {
+    // found writing merge --resume (session 55): the finished-folder check compared the parameters and the index, not
+    // the queries, so `--queries B --resume` over neighbours of queries A said "already complete"
+    test::TempDir tmp("knn-resume-queries");
+    const fs::path db = test::chunk_test_db(tmp, 22);
+    test::TempDir qa_dir("knn-resume-qa"), qb_dir("knn-resume-qb");
+    const fs::path qa = test::chunk_test_db(qa_dir, 23), qb = test::chunk_test_db(qb_dir, 24);
+    REQUIRE(test::run_tool("retro-index", db.string() + " --out " + (tmp / "idx").string() + " --dim 32 --quiet").exit_code == 0);
+    const std::string base = (tmp / "idx").string() + " --db " + db.string() + " --out " + (tmp / "nb").string();
+    REQUIRE(test::run_tool("retro-knn", base + " --queries " + qa.string() + " --quiet").exit_code == 0);
+    const std::string manifest = test::read_text(tmp / "nb" / "manifest.json");
+    check_complete(test::run_tool("retro-knn", base + " --queries " + qa.string() + " --resume"), tmp / "nb");
+    check_refused(test::run_tool("retro-knn", base + " --queries " + qb.string() + " --resume"),
+                  "already holds the finished neighbours of another job: --queries is " + qb.string() +
+                      ", not the queries it searched for (" + fs::absolute(qa).lexically_normal().string() + ")");
+    CHECK(test::read_text(tmp / "nb" / "manifest.json") == manifest);
+}
