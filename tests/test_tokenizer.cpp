@@ -118,6 +118,22 @@ TEST_CASE("tokenizer: encode and decode stream through the CLI") {
     CHECK(folder.exit_code == 2);
     CHECK(folder.err.find("is a folder, not a text file") != std::string::npos);
     CHECK(folder.out.empty());
+    // invalid UTF-8 replaced as retro-chunk replaces it (each maximal invalid sequence by one U+FFFD: the ids a database
+    // holds), and counted: sentencepiece alone gave a cut-short character two U+FFFD (session 55)
+    test::write_text(t.tmp / "bad.txt", "abc \xe2\x82 def \xff\xfe ok \xc3\n");
+    auto invalid = test::run_tool("retro-tokenizer", "encode --model " + t.model + " " + (t.tmp / "bad.txt").string());
+    REQUIRE_MESSAGE(invalid.exit_code == 0, invalid.err);
+    auto replaced = test::run_tool("retro-tokenizer", "encode --model " + t.model,
+                                   "abc \xEF\xBF\xBD def \xEF\xBF\xBD\xEF\xBF\xBD ok \xEF\xBF\xBD\n");
+    CHECK(invalid.out == replaced.out);
+    CHECK_MESSAGE(invalid.err.find((t.tmp / "bad.txt").string() + ": 4 invalid UTF-8 sequences replaced by U+FFFD") !=
+                      std::string::npos,
+                  invalid.err);
+    CHECK(replaced.err.find("invalid UTF-8") == std::string::npos);
+    // --tokenizer, as the other tools name the model (it said "--model is required")
+    auto named_as_chunk = test::run_tool("retro-tokenizer", "encode --tokenizer " + t.model, "kato rimen sa.\n");
+    CHECK_MESSAGE(named_as_chunk.exit_code == 0, named_as_chunk.err);
+    CHECK(named_as_chunk.out == enc.out.substr(0, enc.out.find('\n') + 1));
 }
 
 TEST_CASE("tokenizer: a model with other special ids is refused with the reason") {

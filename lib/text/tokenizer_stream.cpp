@@ -2,6 +2,7 @@
 #include "text/tokenizer_stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <istream>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/threads.h"
+#include "text/utf8.h"
 
 namespace retro {
 namespace {
@@ -34,11 +37,16 @@ bool read_batch(std::istream& in, std::vector<std::string>& lines, const std::st
 void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts,
                              const std::string& name) {
     std::vector<std::string> lines, encoded;
+    std::atomic<std::int64_t> replaced{0};
     while (read_batch(in, lines, name)) {
         encoded.assign(lines.size(), std::string());
         parallel_for(static_cast<std::int64_t>(lines.size()), [&](std::int64_t i) {
             std::string& o = encoded[static_cast<std::size_t>(i)];
-            const std::string& text = lines[static_cast<std::size_t>(i)];
+            std::string& text = lines[static_cast<std::size_t>(i)];
+            // invalid UTF-8 replaced as retro-chunk replaces it (each maximal invalid sequence by one U+FFFD), so that the
+            // ids are those a database of the same text holds: sentencepiece alone replaced each byte of a cut-short
+            // character (`\xe2\x82` gave two U+FFFD, the database one)
+            if (!utf8_valid(text)) replaced += utf8_sanitize(text);
             auto sep = [&] { if (!o.empty()) o += ' '; };
             if (opts.bos_eos) o += opts.pieces ? tok.piece(TOKEN_BOS) : std::to_string(TOKEN_BOS);
             if (opts.pieces) {
@@ -51,6 +59,9 @@ void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
         for (const auto& e : encoded) out << e << '\n';
         out.flush();
     }
+    if (replaced > 0)
+        log_warn(cat(name, ": ", replaced.load(), replaced == 1 ? " invalid UTF-8 sequence" : " invalid UTF-8 sequences",
+                     " replaced by U+FFFD, as retro-chunk replaces them"));
 }
 
 void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const std::string& name) {
