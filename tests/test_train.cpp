@@ -109,6 +109,16 @@ TEST_CASE("train: retro-train learns and 20 steps straight equal 10 + kill + res
     REQUIRE(b2.exit_code == 0);
     CHECK(losses(dir / "b") == la);
     CHECK(bytes(dir / "b" / "model.safetensors") == bytes(dir / "a" / "model.safetensors"));
+    {   // run again: complete, and only that is said (the run's parameter and memory lines came first: session 55)
+        std::string loud = common;
+        loud.erase(loud.find(" --quiet"), 8);
+        auto b3 = test::run_tool("retro-train", loud + " --out " + (dir / "b").string() + " --checkpoint-every 10 --resume");
+        CHECK(b3.exit_code == 0);
+        CHECK_MESSAGE(b3.err.find("is already complete (step 20 of 20); nothing to resume") != std::string::npos, b3.err);
+        CHECK_MESSAGE(b3.err.find("parameters: ") == std::string::npos, b3.err);
+        CHECK_MESSAGE(b3.err.find("memory: about") == std::string::npos, b3.err);
+        CHECK(bytes(dir / "b" / "model.safetensors") == bytes(dir / "a" / "model.safetensors"));
+    }
     CHECK(bytes(dir / "b" / "checkpoints" / "step_00000020" / "optimizer.safetensors") ==
           bytes(dir / "a" / "checkpoints" / "step_00000020" / "optimizer.safetensors"));
     {   // the optimizer's metadata reads back exactly, and names the tensors of m and v in their order

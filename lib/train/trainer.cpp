@@ -118,6 +118,13 @@ private:
     std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
     std::int64_t step_ = 0;              // the optimizer step being made (1-based), for --oracle-until
     std::int64_t metrics_missing_ = 0;   // steps without a metrics.jsonl line, as the resume found them (a gap said once)
+    // The lines of what a run will train (parameters, memory, init): said once it is known to train, not before a
+    // --resume's "already complete; nothing to resume" (which printed them first: a new user's pass, session 54).
+    std::vector<std::string> start_lines_;
+    void start_lines_say() {
+        for (const auto& line : start_lines_) log_info(line);
+        start_lines_.clear();
+    }
     void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
@@ -294,8 +301,8 @@ void Trainer::setup_groups() {
         log_warn("--train-only " + train_only_ + " without --init-from trains over a decoder that stays as initialised "
                  "(random): retro-fitting starts from a trained base (--init-from RUN)");
     const std::int64_t total = model_->layout().total();
-    log_info(cat("parameters: ", trainable_count_, " trainable (", train_only_, "), ", total - trainable_count_,
-                 " frozen"));
+    start_lines_.push_back(cat("parameters: ", trainable_count_, " trainable (", train_only_, "), ", total - trainable_count_,
+                               " frozen"));
 }
 
 // The provenance fields of the first metrics line of a retro-fitted or partly frozen run.
@@ -721,7 +728,7 @@ void Trainer::run() {
                    "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) + " x " +
                        std::to_string(data_->seq_len()) + " tokens",
                    "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model config");
-    log_info("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
+    start_lines_.push_back("memory: about " + memory_format_bytes(need) + " at most (parameters, optimizer state, activations of a micro-batch)");
     // the model, its frozen groups and its step-0 weights (checked before the run folder is touched; a
     // checkpoint overwrites the weights on --resume)
     model_ = std::make_unique<RetroModel<float>>(config_);
@@ -740,9 +747,9 @@ void Trainer::run() {
         std::string where;
         if (!init_.within.empty()) where = "the state_dict under '" + init_.within + "'";
         if (!init_.prefix.empty()) where += (where.empty() ? "" : "; ") + std::string("names under '") + init_.prefix + "'";
-        log_info(cat("init from ", init_.weights, where.empty() ? "" : " (" + where + ")", " (", init_.fingerprint,
-                     "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ", init_.ignored,
-                     " of the base unused"));
+        start_lines_.push_back(cat("init from ", init_.weights, where.empty() ? "" : " (" + where + ")", " (", init_.fingerprint,
+                                   "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ", init_.ignored,
+                                   " of the base unused"));
     }
     AdamWConfig oc;
     oc.lr = o_.lr;
@@ -807,6 +814,7 @@ void Trainer::run() {
                 log_info(cat(o_.out, " is already complete (step ", step, " of ", o_.steps, "); nothing to resume"));
                 return;
             }
+            start_lines_say();
             log_info(cat("resuming from ", ck, " at step ", step));
         } else if (fs::exists(out / "manifest.json") || fs::exists(out / "model.safetensors")) {
             // a finished run whose checkpoints were removed: --resume would train a new model over it
@@ -821,6 +829,7 @@ void Trainer::run() {
         const fs::path mp = out / "metrics.jsonl";
         if (root && (fs::exists(mp) || step > 0)) metrics_missing_ = metrics_keep_through(mp.string(), step, metrics_missing_);
     }
+    start_lines_say();
     // metrics.jsonl first: a folder that holds config.json is known as a run's only beside it (or checkpoints/), and
     // a kill during a long first step left config.json alone, a folder no tool claimed
     if (root && !fs::exists(out / "metrics.jsonl")) write_file_atomic((out / "metrics.jsonl").string(), "");
