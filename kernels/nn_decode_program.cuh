@@ -145,8 +145,8 @@ RETRO_SIMT_DEVICE void run_op(const DecodeOp& op) {
 RETRO_SIMT_DEVICE void prefetch_span(const StreamPiece* __restrict__ pieces, int pieces_n, const OpSchedule& span) {
     if (span.to <= span.from) return;
     const ll t = simt::global_thread(), threads = simt::grid_threads();
-    const int end = span.piece_end < pieces_n ? span.piece_end : pieces_n;
-    for (int k = span.piece_first; k < end; k++) {
+    const int k_end = span.piece_end < pieces_n ? span.piece_end : pieces_n;
+    for (int k = span.piece_first; k < k_end; k++) {
         const StreamPiece pc = pieces[k];
         const ll a = span.from > pc.begin ? span.from : pc.begin, end = pc.begin + pc.bytes,
                  b = span.to < end ? span.to : end;

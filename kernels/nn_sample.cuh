@@ -213,8 +213,9 @@ template <int THREADS>
 RETRO_SIMT_KERNEL(THREADS) sample_rows_kernel(std::int32_t* ids, const float* logits, const ll* rows, ll V, ll ld, Params p,
                                         const double* u, u64* weights) {
     static_assert(THREADS >= 256 && (THREADS & (THREADS - 1)) == 0, "a power of two, at least a thread a bucket");
-    // the fused decode step lets this kernel start launching before its last op (the logits) is done: nothing here is
-    // read before the step's writes are complete (a no-op for a launch that depends on nothing: a helper's review)
+    // a no-op under the plain launch this kernel has today; should it be launched as a programmatic dependent of the
+    // fused decode step (which signals launch_dependents before its last op, the logits GEMV), this wait keeps it from
+    // reading logits not yet written (a helper's review, session 55)
     simt::grid_dependency_wait();
     auto* base = reinterpret_cast<u64*>(simt::dynamic_smem());
     const Shared sh{base, base + 256, base + 256 + THREADS};

@@ -76,6 +76,13 @@ TEST_CASE("merge --resume: retro-chunk keeps a finished merge, makes an interrup
                   remade.err);
     test::chunk_check_same_bytes(dir / "whole", merged);
     CHECK_FALSE(fs::exists(merged / (test::chunk_output_names()[0] + ".tmp")));
+    // killed while the manifest was written (a review, session 55: refused, where --force went ahead)
+    fs::rename(merged / "manifest.json", merged / "manifest.json.tmp");
+    const test::RunResult in_manifest = merge(shards, "--resume");
+    CHECK_MESSAGE(in_manifest.exit_code == 0, in_manifest.err);
+    test::chunk_check_same_bytes(dir / "whole", merged);
+    CHECK(fs::exists(merged / "manifest.json"));
+    CHECK_FALSE(fs::exists(merged / "manifest.json.tmp"));
     // a folder of the user's own files is not taken for an interrupted merge
     fs::create_directories(dir / "mine");
     test::write_text(dir / "mine" / "notes.txt", "mine");
@@ -122,6 +129,29 @@ TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make
     CHECK(test::read_text(cut / "index.faiss") == index_bytes);
     CHECK_FALSE(fs::exists(cut / "state.json"));
     CHECK_FALSE(fs::exists(cut / "embeddings.npy.tmp"));
+    // killed between removing its mark and writing its manifest: its outputs alone, made again
+    fs::remove(cut / "manifest.json");
+    test::write_text(cut / "manifest.json.tmp", "{");
+    const test::RunResult unmarked = merge(cut, "--resume");
+    CHECK_MESSAGE(unmarked.exit_code == 0, unmarked.err);
+    CHECK(unmarked.err.find("holds an interrupted merge (no manifest.json)") != std::string::npos);
+    CHECK(test::read_text(cut / "index.faiss") == index_bytes);
+    // files of the user's that only look like a merge's (a review, session 55: all three were deleted): refused, kept
+    const fs::path users = tmp / "users";
+    fs::create_directories(users / "parts");
+    test::write_text(users / "parts" / "mydata.txt", "precious");
+    test::write_text(users / "manifest.json", "{\"name\": \"my project\"}");
+    test::write_text(users / "notes.tmp", "draft");
+    check_refused(merge(users, "--resume"), "already exists and holds no finished retro-index output");
+    CHECK(test::read_text(users / "parts" / "mydata.txt") == "precious");
+    CHECK(fs::exists(users / "manifest.json"));
+    CHECK(fs::exists(users / "notes.tmp"));
+    // an interrupted bm25 build (marked as a merge is) is another job's
+    fs::create_directories(tmp / "bmcut" / "parts");
+    test::write_text(tmp / "bmcut" / "state.json",
+                     nlohmann::json{{"tool", "retro-index"}, {"resumable", false}, {"run", "a --kind bm25 build"}}.dump());
+    check_refused(merge(tmp / "bmcut", "--resume"), "holds an interrupted retro-index run of another kind (a --kind bm25 build), not a merge");
+    CHECK(fs::exists(tmp / "bmcut" / "state.json"));
     // an unfinished build (a run of another kind, resumable) is not replaced by the merge
     fs::create_directories(tmp / "building" / "parts");
     test::write_text(tmp / "building" / "state.json", nlohmann::json{{"tool", "retro-index"}}.dump());
@@ -184,7 +214,50 @@ TEST_CASE("knn --resume: finished neighbours of other --queries are another job'
     const std::string manifest = test::read_text(tmp / "nb" / "manifest.json");
     check_complete(test::run_tool("retro-knn", base + " --queries " + qa.string() + " --resume"), tmp / "nb");
     check_refused(test::run_tool("retro-knn", base + " --queries " + qb.string() + " --resume"),
-                  "already holds the finished neighbours of another job: --queries is " + qb.string() +
-                      ", not the queries it searched for (" + fs::absolute(qa).lexically_normal().string() + ")");
+                  "already holds the finished neighbours of another job: the queries are " + qb.string() +
+                      ", not those it searched for (" + fs::absolute(qa).lexically_normal().string() + ")");
     CHECK(test::read_text(tmp / "nb" / "manifest.json") == manifest);
+}
+
+TEST_CASE("merge: a database or queries made again in place since the shards read them is named") {
+    // a review (session 55): retro-index merge recorded the database as it is now beside the vectors of the chunks the
+    // shards embedded, and retro-knn merge the queries likewise; both now hold the folder to what the shards recorded
+    test::TempDir tmp("merge-remade");
+    const fs::path db = test::chunk_test_db(tmp, 31);
+    test::TempDir other("merge-remade-other");
+    const fs::path db2 = test::chunk_test_db(other, 32);
+    const auto remake = [](const fs::path& from, const fs::path& to) {   // another database at the same path
+        fs::remove_all(to);
+        fs::copy(from, to, fs::copy_options::recursive);
+    };
+    const fs::path saved = tmp / "db-saved";
+    fs::copy(db, saved, fs::copy_options::recursive);
+    for (int i = 0; i < 2; ++i)
+        REQUIRE(test::run_tool("retro-index", db.string() + " --out " + (tmp / ("s" + std::to_string(i))).string() +
+                                                  " --block 8 --dim 32 --shard " + std::to_string(i) + "/2 --quiet")
+                    .exit_code == 0);
+    remake(db2, db);
+    const std::string shards = " " + (tmp / "s0").string() + " " + (tmp / "s1").string();
+    check_refused(test::run_tool("retro-index", "merge" + shards + " --out " + (tmp / "idx").string()),
+                  db.string() + ": has been made again since the shards read it as the database");
+    CHECK_FALSE(fs::exists(tmp / "idx"));
+    fs::remove_all(db);
+    check_refused(test::run_tool("retro-index", "merge" + shards + " --out " + (tmp / "idx").string()),
+                  "records the database " + fs::absolute(db).lexically_normal().string() + ", which is no longer there");
+    remake(saved, db);
+    REQUIRE(test::run_tool("retro-index", "merge" + shards + " --out " + (tmp / "idx").string() + " --quiet").exit_code == 0);
+
+    // the queries of a sharded retro-knn made again before its merge
+    const fs::path queries = tmp / "q";
+    fs::copy(db2, queries, fs::copy_options::recursive);
+    for (int i = 0; i < 2; ++i)
+        REQUIRE(test::run_tool("retro-knn", (tmp / "idx").string() + " --db " + db.string() + " --queries " + queries.string() +
+                                                " --out " + (tmp / ("k" + std::to_string(i))).string() + " --block 8 --shard " +
+                                                std::to_string(i) + "/2 --quiet")
+                    .exit_code == 0);
+    remake(saved, queries);
+    check_refused(test::run_tool("retro-knn", "merge " + (tmp / "k0").string() + " " + (tmp / "k1").string() + " --out " +
+                                                  (tmp / "nb").string()),
+                  queries.string() + ": has been made again since the shards read it as the queries");
+    CHECK_FALSE(fs::exists(tmp / "nb"));
 }

@@ -85,6 +85,12 @@ void interrupt_note_install_line(const std::string& line) {
     interrupt_handlers_install(on_interrupt_note);
 }
 
+std::string merge_interrupt_note(const std::string& tool, const std::string& out) {
+    // (--force alone was named, which a script that passes --resume cannot add: the two contradict each other)
+    return tool + ": interrupted; " + terminal_text(out, true) +
+           " is incomplete: run the same merge again with --resume (it makes it again) or --force";
+}
+
 void interrupt_note_install(const std::string& tool, const std::string& out, const std::string& how) {
     const std::string shown = terminal_text(out, true);
     interrupt_note_install_line(how.empty() ? tool + ": interrupted; " + shown + " is incomplete: run the same command with --force "

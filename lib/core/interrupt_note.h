@@ -22,6 +22,9 @@ void interrupt_note_install(const std::string& tool, const std::string& out, con
 // The same with the whole line given (a tool that keeps nothing: retro-tokenizer train's "interrupted; no tokenizer
 // was written ...").
 void interrupt_note_install_line(const std::string& line);
+// The line for a merge (retro-chunk, retro-index, retro-knn merge), which cannot be continued: "TOOL: interrupted; OUT
+// is incomplete: run the same merge again with --resume (it makes it again) or --force".
+std::string merge_interrupt_note(const std::string& tool, const std::string& out);
 // A folder the run made and has written nothing into yet: removed by the note's handler where it is still empty (a
 // Ctrl-C of retro-tokenizer train left an empty --out). Forgotten by interrupt_note_clear.
 void interrupt_note_remove_empty(const std::string& dir);

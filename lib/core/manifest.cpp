@@ -318,6 +318,17 @@ std::string folder_fingerprint(const nlohmann::json& manifest) {
     return fingerprint_bytes(all.data(), all.size());
 }
 
+void recorded_folder_check(const std::string& state_file, const std::string& what, const std::string& dir,
+                           const std::string& fingerprint, const std::string& fix) {
+    if (dir.empty() || fingerprint.empty()) return;   // (a shard of a version that did not record it)
+    std::error_code ec;
+    if (!fs::exists(fs::path(dir) / "manifest.json", ec))
+        user_error_in(state_file, "records " + what + " " + dir + ", which is no longer there (no manifest.json)", fix);
+    if (folder_fingerprint(manifest_read(dir)) != fingerprint)
+        user_error_in(dir, "has been made again since the shards read it as " + what + " (" + state_file +
+                               " records other outputs)", fix);
+}
+
 namespace {
 // Hashes each (path, recorded fingerprint) and refuses the first that differs, naming the record it differs from.
 void verify_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files,

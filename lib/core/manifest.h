@@ -72,6 +72,12 @@ std::string manifest_input(const nlohmann::json& manifest, const std::string& ro
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two
 // folders with identical outputs have the same value whatever command made them.
 std::string folder_fingerprint(const nlohmann::json& manifest);
+// Before a merge joins what shards computed from an input folder (the database, an index, the queries) and records
+// that folder in its manifest: the folder `dir` that `state_file` names as `what` must still be there and hold what the
+// shard's run read (`fingerprint`, its folder_fingerprint then), else a UserError naming it and `fix` (a folder made
+// again in place since gave a manifest that recorded the new one beside outputs computed from the old).
+void recorded_folder_check(const std::string& state_file, const std::string& what, const std::string& dir,
+                           const std::string& fingerprint, const std::string& fix);
 // Re-hashes the files `names` of the folder `dir` (paths as its manifest lists them) and throws UserError naming
 // the first whose bytes no longer match the fingerprint its manifest.json recorded: changed since the tool that
 // wrote the folder finished (edited, replaced by another array of the same shape, damaged on disk). A file the

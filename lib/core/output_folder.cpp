@@ -286,12 +286,20 @@ bool written_by(const fs::path& entry, const std::string& tool) {
            std::find(names.begin(), names.end(), n) != names.end();
 }
 
-// True when every entry of folder `out` is one `tool` writes (written_by).
-bool holds_only_files_of(const std::string& out, const std::string& tool) {
+// What a merge killed after its mark went and before its manifest was written leaves in `out`: some of its outputs
+// (`outputs`, each done or still NAME.tmp), perhaps manifest.json.tmp, and nothing else — at least one output, no
+// manifest.json or state.json (a folder no tool claims that holds one is the user's), no parts/ (removed before).
+bool holds_merge_leftovers(const std::string& out, const std::vector<std::string>& outputs) {
     std::error_code ec;
-    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec))
-        if (!written_by(d->path(), tool)) return false;
-    return !ec;
+    bool output = false;
+    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec)) {
+        const std::string n = d->path().filename().string();
+        const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const std::string& o) { return n == o || n == o + ".tmp"; });
+        if (!is_output && n != "manifest.json.tmp") return false;
+        if (!d->is_regular_file(ec)) return false;
+        output = output || is_output;
+    }
+    return !ec && output;
 }
 
 }  // namespace
@@ -327,7 +335,7 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
 MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
                                const std::vector<OutputInput>& inputs,
                                const std::function<std::string(const nlohmann::json&)>& difference,
-                               const std::function<bool(const std::string&)>& only_merge_leftovers) {
+                               const std::vector<std::string>& outputs) {
     if (force)   // --force would remake what --resume means to keep
         user_error_in("--resume and --force", "contradict each other: --force makes the merge again, --resume keeps a finished one",
                       "give one of them");
@@ -343,6 +351,11 @@ MergeResume merge_resume_check(const std::string& tool, const std::string& out, 
         return MergeResume::kDone;
     }
     if (owner.tool == tool && !owner.resumable) {
+        // (a bm25 build marks its folder the same way: another job's, not to be made again as a merge)
+        const std::string run = json_read_file((fs::path(out) / "state.json").string()).value("run", std::string("a merge"));
+        if (run != "a merge")
+            user_error_in(out, "holds an interrupted " + tool + " run of another kind (" + run + "), not a merge",
+                          "choose another --out, or pass --force to replace it with the merge");
         log_info(out + " holds an interrupted merge, which cannot be continued: making it again");
         return MergeResume::kRemake;
     }
@@ -350,7 +363,7 @@ MergeResume merge_resume_check(const std::string& tool, const std::string& out, 
         user_error_in(out, "holds an unfinished " + tool + " run that is not a merge (a build or a shard): a merge does not continue it",
                       "resume it with its own command, choose another --out, or pass --force to replace it with the merge");
     // (a merge killed between removing its mark and writing its manifest leaves its outputs alone)
-    if (owner.tool.empty() && (only_merge_leftovers ? only_merge_leftovers(out) : holds_only_files_of(out, tool))) {
+    if (owner.tool.empty() && holds_merge_leftovers(out, outputs)) {
         log_info(out + " holds an interrupted merge (no manifest.json), which cannot be continued: making it again");
         return MergeResume::kRemake;
     }

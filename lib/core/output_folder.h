@@ -68,10 +68,11 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
 // what a merge into `out` does:
 //   kDone   `out` holds `tool`'s finished output (manifest.json) of this same job: `difference(manifest)` is "", and
 //           "already complete; nothing to resume" is logged. Another job's is refused naming its difference.
-//   kRemake `out` holds an interrupted merge: `tool`'s state.json marks a run that cannot be resumed (retro-index,
-//           retro-knn), or a folder no tool claims holds only the merge's own files (`only_merge_leftovers(out)`;
-//           by default the files --force removes: output_folder_clear). A merge cannot be continued: it is made again,
-//           as --force would.
+//   kRemake `out` holds an interrupted merge: `tool`'s state.json marks a merge (retro-index, retro-knn: "run": "a
+//           merge"; a bm25 build's mark is refused), or a folder no tool claims holds some of the merge's `outputs`
+//           (each done or NAME.tmp), perhaps manifest.json.tmp, and nothing else (retro-chunk's merge leaves no mark;
+//           retro-index's and retro-knn's killed between removing theirs and writing the manifest). A merge cannot be
+//           continued: it is made again, as --force would.
 //   kNew    `out` is missing or empty.
 // Anything else is refused in one line: `tool`'s unfinished run of another kind (a build, a shard: resumed by its own
 // command), or a folder of the user's own files. --resume with --force is refused as a contradiction.
@@ -79,7 +80,7 @@ enum class MergeResume { kNew, kRemake, kDone };
 MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
                                const std::vector<OutputInput>& inputs,
                                const std::function<std::string(const nlohmann::json&)>& difference,
-                               const std::function<bool(const std::string&)>& only_merge_leftovers = nullptr);
+                               const std::vector<std::string>& outputs);
 
 // Takes the lock of folder `out` for the rest of this process's life, or throws UserError naming `out` and the
 // process that holds it ("another run is writing into it (retro-train, pid 1234, since ...)"): a second run into a

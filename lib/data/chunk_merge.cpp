@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/output_folder.h"
@@ -56,16 +57,6 @@ std::string merged_difference(const nlohmann::json& done, const std::vector<Shar
     return "";
 }
 
-// An interrupted merge's folder: a merge writes only the database's files (and manifest.json last), no mark of its own.
-bool only_database_files(const std::string& out) {
-    std::vector<std::string> own;
-    for (const auto& n : ChunkDbWriter::output_names()) own.push_back(n), own.push_back(n + ".tmp");
-    std::error_code ec;
-    for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec))
-        if (std::find(own.begin(), own.end(), d->path().filename().string()) == own.end()) return false;
-    return !ec;
-}
-
 void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
     std::error_code ec;
     for (const auto& s : o.shards)
@@ -113,8 +104,6 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
             }
     }
     for (std::size_t i = 0; i < o.shards.size(); ++i) {
-        if (ctx.verify_inputs) shards[i].db->verify(ChunkDb::Verify::kAll);
-        shards[i].db->check_arrays();   // the merge copies every row anyway
         const auto& p = shards[i].db->manifest().at("parameters");
         shards[i].index = p.value("shard_index", -1);
         const int count = p.value("shard_count", 0);
@@ -155,12 +144,17 @@ void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
         for (const auto& d : o.shards) inputs.push_back({"shard", d});
         const MergeResume r = merge_resume_check(
             ctx.tool, o.out, o.force, inputs, [&](const nlohmann::json& done) { return merged_difference(done, shards); },
-            only_database_files);
-        if (r == MergeResume::kDone) return;
+            ChunkDbWriter::output_names());
+        if (r == MergeResume::kDone) return;   // (compared by the manifests alone: no shard re-hashed for it)
         out_opts.force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
+    }
+    for (auto& s : shards) {   // the merge copies every row
+        if (ctx.verify_inputs) s.db->verify(ChunkDb::Verify::kAll);
+        s.db->check_arrays();
     }
     NewOutputFolder made(o.out);   // a merge that fails below (a shard's sources.jsonl cut short) leaves no folder
     prepare_out(ctx, out_opts);
+    interrupt_note_install_line(merge_interrupt_note(ctx.tool, o.out));   // (Ctrl-C said nothing)
 
     ChunkDbWriter writer(o.out, shards[0].db->token_dtype(), chunk_size, rows_per_seq, nullptr);
     for (auto& s : shards) {

@@ -85,6 +85,7 @@ void knn_build_bm25(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index", fs::absolute(opts.index).lexically_normal().string()},
                             {"db", fs::absolute(opts.db).lexically_normal().string()},
                             {"queries", qdb ? fs::absolute(opts.queries).lexically_normal().string() : std::string()},
+                            {"queries_fingerprint", qdb ? folder_fingerprint(qdb->manifest()) : std::string()},
                             {"index_fingerprint", folder_fingerprint(folder.manifest)},
                             {"rows", queries.chunk_count()},
                             {"parameters", pj}};

@@ -256,7 +256,9 @@ void output_folder_prepare(const std::string& tool, const std::string& out, bool
     // its mark from the start, so that the folder of an interrupted one is known as this tool's (no other tool writes
     // into it, and manifest_read says what it is); the run removes it as it writes its manifest
     if (!resumable) write_file_atomic(state, nlohmann::json{{"tool", tool}, {"resumable", false}, {"run", run}}.dump(2));
-    if (tool == "retro-index" || tool == "retro-knn")   // (not a caller's scratch run)
+    if ((tool == "retro-index" || tool == "retro-knn") && run == "a merge" && !resumable)
+        interrupt_note_install_line(merge_interrupt_note(tool, out));
+    else if (tool == "retro-index" || tool == "retro-knn")   // (not a caller's scratch run)
         interrupt_note_install(tool, out,
                                !resumable ? std::string()
                                : force    ? std::string("continue with the same command, --resume in place of --force")
@@ -423,12 +425,19 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
         if (first["embedder"].is_object()) first["embedder"][field] = found.first;
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    // the database the manifest will record is the one the shards embedded (one chunked again in place since was
+    // recorded beside the old chunks' vectors: a review, session 55)
+    recorded_folder_check(state_path(shard_dirs.front()), "the database", first.value("db", std::string()),
+                          first.value("db_fingerprint", std::string()),
+                          "run the shards again over the database as it is now (the same retro-index commands with --force)");
     if (resume) {   // a finished index of this job (merged, or built by one run) is complete; an interrupted merge made again
         const auto difference = [&](const nlohmann::json& done) {
             if (done.value("kind", std::string()) == "bm25") return std::string("it is a BM25 index (--kind bm25)");
             if (manifest_input(done, "db", "fingerprint") != first.value("db_fingerprint", std::string()))
-                return "its database (" + manifest_input(done, "db", "path") + ") is not the one the shards embedded (" +
-                       first.value("db", std::string()) + ")";
+                return manifest_input(done, "db", "path") == first.value("db", std::string())
+                           ? "it was built from the database " + first.value("db", std::string()) + " before it was made again"
+                           : "its database (" + manifest_input(done, "db", "path") + ") is not the one the shards embedded (" +
+                                 first.value("db", std::string()) + ")";
             const std::string default_factory = index_default_factory(first["rows"].get<std::int64_t>());
             const auto named = [&](nlohmann::json p) {   // "" (the default) as the default's own name
                 if (p.is_object() && p.value("factory", std::string("-")).empty()) p["factory"] = default_factory;
@@ -441,7 +450,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
             const auto [was, now] = comparable("embedder", done.value("embedder", nlohmann::json()), first["embedder"]);
             return json_first_difference(was, now, "embedder");
         };
-        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference);
+        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference, {"embeddings.npy", "index.faiss", "idf.npy"});
         if (r == MergeResume::kDone) return;
         force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
     }

@@ -346,11 +346,13 @@ std::string knn_difference(const nlohmann::json& done, const nlohmann::json& sta
     if (manifest_input(done, "index", "fingerprint") != state["index_fingerprint"].get<std::string>())
         return "the index " + index + " is not the one it was searched in (" + manifest_input(done, "index", "path") + ")";
     // the queries (another --queries database found "already complete" before: found by session 55's merge --resume)
-    const std::string queries = state.value("queries", std::string());
+    const std::string queries = state.value("queries", std::string()), was = manifest_input(done, "queries");
     if (manifest_input(done, "queries", "fingerprint") !=
-        (queries.empty() ? std::string() : folder_fingerprint(manifest_read(queries))))
-        return std::string("--queries is ") + (queries.empty() ? "the database itself" : queries) + ", not the queries it searched for (" +
-               (manifest_input(done, "queries").empty() ? std::string("the database itself") : manifest_input(done, "queries")) + ")";
+        (queries.empty() ? std::string() : folder_fingerprint(manifest_read(queries)))) {
+        if (!queries.empty() && queries == was) return "its queries " + queries + " have been made again since it searched for them";
+        return std::string("the queries are ") + (queries.empty() ? "the database itself" : queries) + ", not those it searched for (" +
+               (was.empty() ? std::string("the database itself") : was) + ")";
+    }
     return std::string();
 }
 
@@ -363,8 +365,9 @@ bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
                           {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
         nlohmann::json old = json_read_file(state_path(opts.out));
-        for (const char* key : {"index_fingerprint", "rows", "parameters"})
-            if (old[key] != state[key])
+        // (the queries too: by path, and by contents where the folder recorded them, since session 55)
+        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries", "queries_fingerprint"})
+            if (old.contains(key) && old[key] != state[key])
                 user_error_in(state_path(opts.out),
                               "records another job: " + json_first_difference(old[key], state[key], key),
                               "rerun with the folder's settings to resume it, or --force to start over");
@@ -483,6 +486,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
                             {"index", fs::absolute(opts.index).lexically_normal().string()},
                             {"db", fs::absolute(opts.db).lexically_normal().string()},
                             {"queries", qdb ? fs::absolute(opts.queries).lexically_normal().string() : std::string()},
+                            {"queries_fingerprint", qdb ? folder_fingerprint(qdb->manifest()) : std::string()},
                             {"index_fingerprint", folder_fingerprint(im)},
                             {"rows", queries.rows()},
                             {"parameters", params}};
@@ -563,17 +567,23 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     for (const auto& d : shard_dirs) {
         nlohmann::json st = json_read_file(state_path(d));
-        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries"})
-            if (st[key] != first[key])
+        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries", "queries_fingerprint"})
+            if (st.contains(key) != first.contains(key) ? std::string(key) != "queries_fingerprint" : st[key] != first[key])
                 user_error_in(state_path(d), "belongs to another job than " + shard_dirs.front() + ": " +
                                                  json_first_difference(first[key], st[key], key, "the first shard's"),
                               "merge the shards of one retro-knn command");
     }
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
+    // the index and queries the manifest will record are those the shards searched (a review, session 55)
+    const std::string again = "run the shards again (the same retro-knn commands with --force)";
+    recorded_folder_check(state_path(shard_dirs.front()), "the index", first.value("index", std::string()),
+                          first.value("index_fingerprint", std::string()), again);
+    recorded_folder_check(state_path(shard_dirs.front()), "the queries", first.value("queries", std::string()),
+                          first.value("queries_fingerprint", std::string()), again);
     if (resume) {   // finished neighbours of this job (merged, or found by one run) are complete; an interrupted merge made again
         const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, first, first.value("index", std::string())); };
-        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference);
+        const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference, {"neighbours.npy", "distances.npy"});
         if (r == MergeResume::kDone) return;
         force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
     }
