@@ -312,4 +312,14 @@ TEST_CASE("retro-chunk --resume through another spelling of the corpus - named a
     // the finished database through the link: the same inputs, nothing to resume (it said "made from other inputs")
     r = run_tool("retro-chunk", (dir / "link").string() + rest + " --resume --on-error skip");
     CHECK_MESSAGE(r.exit_code == 0, r.err);
+    // killed between the manifest and the checkpoint's removal (the interrupt campaign, session 55): the finished
+    // folder's --resume removes the leftover checkpoint, and nothing else changes
+    const std::string manifest = read_text(dir / "db" / "manifest.json");
+    write_text(dir / "db" / "progress.json", "{}");
+    write_text(dir / "db" / "progress.params.0123456789abcdef.json", "{}");
+    r = run_tool("retro-chunk", corpus.string() + rest + " --resume --on-error skip");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK_FALSE(fs::exists(dir / "db" / "progress.json"));
+    CHECK_FALSE(fs::exists(dir / "db" / "progress.params.0123456789abcdef.json"));
+    CHECK(read_text(dir / "db" / "manifest.json") == manifest);
 }

@@ -253,6 +253,20 @@ TEST_CASE("tokenizer: an existing output folder is refused unless --force") {
     CHECK_MESSAGE(fresh.exit_code == 0, fresh.err);
     CHECK(test::read_text(t.tmp / "tok2" / "tok.model") == model);
     CHECK(test::run_tool("retro-tokenizer", args + " --resume --force").exit_code == 2);
+    // stopped between writing tok.model and its manifest (the interrupt campaign, session 55: the note said "no tokenizer
+    // was written", and the rerun "already holds a tokenizer"): named as such, and --resume trains it again
+    fs::create_directories(t.tmp / "tok3");
+    fs::copy_file(t.tmp / "tok" / "tok.model", t.tmp / "tok3" / "tok.model");
+    const std::string args3 = "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok3").string() + " --vocab-size 400";
+    auto cut = test::run_tool("retro-tokenizer", args3);
+    CHECK(cut.exit_code == 2);
+    CHECK_MESSAGE(cut.err.find("holds a tok.model without its manifest.json (a training stopped as it wrote them) (fix: run "
+                               "the same command with --resume (it trains again) or --force)") != std::string::npos,
+                  cut.err);
+    auto redone = test::run_tool("retro-tokenizer", args3 + " --resume --quiet");
+    CHECK_MESSAGE(redone.exit_code == 0, redone.err);
+    CHECK(fs::exists(t.tmp / "tok3" / "manifest.json"));
+    CHECK(test::read_text(t.tmp / "tok3" / "tok.model") == model);
 }
 
 TEST_CASE("tokenizer: a line longer than the trainer takes is trained on in pieces, not dropped") {

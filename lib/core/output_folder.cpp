@@ -332,13 +332,17 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
         }
 }
 
+void merge_resume_force_refuse(bool resume, bool force) {
+    if (resume && force)   // --force would remake what --resume means to keep
+        user_error_in("--resume and --force", "contradict each other: --force makes the merge again, --resume keeps a finished one",
+                      "give one of them");
+}
+
 MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
                                const std::vector<OutputInput>& inputs,
                                const std::function<std::string(const nlohmann::json&)>& difference,
                                const std::vector<std::string>& outputs) {
-    if (force)   // --force would remake what --resume means to keep
-        user_error_in("--resume and --force", "contradict each other: --force makes the merge again, --resume keeps a finished one",
-                      "give one of them");
+    merge_resume_force_refuse(true, force);
     output_folder_guard(out, tool, inputs, /*clears=*/false);
     std::error_code ec;
     if (!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec))) return MergeResume::kNew;

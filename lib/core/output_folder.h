@@ -77,6 +77,8 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
 // Anything else is refused in one line: `tool`'s unfinished run of another kind (a build, a shard: resumed by its own
 // command), or a folder of the user's own files. --resume with --force is refused as a contradiction.
 enum class MergeResume { kNew, kRemake, kDone };
+// The refusal of --resume with --force alone: a merge runs it first, before it reads its shards.
+void merge_resume_force_refuse(bool resume, bool force);
 MergeResume merge_resume_check(const std::string& tool, const std::string& out, bool force,
                                const std::vector<OutputInput>& inputs,
                                const std::function<std::string(const nlohmann::json&)>& difference,

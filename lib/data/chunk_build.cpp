@@ -248,6 +248,11 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
         if (const std::string d = database_difference(manifest_read(o.out), parameters, tok_path, files); !d.empty())
             user_error_in(o.out, "already holds a complete database made from other inputs, tokenizer or parameters: " + d,
                           "choose another --out, or pass --force to replace it");
+        // a kill between the manifest and the checkpoint's removal left the checkpoint in the finished folder for good
+        // (the interrupt campaign, session 55)
+        std::error_code ec;
+        fs::remove(fs::path(o.out) / kCheckpoint, ec);
+        remove_checkpoint_params(o.out);
         log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
         return;
     }

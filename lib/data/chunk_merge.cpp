@@ -79,6 +79,7 @@ void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
 }  // namespace
 
 void chunk_merge(const ToolContext& ctx, const MergeOptions& o) {
+    merge_resume_force_refuse(o.resume, o.force);
     std::vector<Shard> shards(o.shards.size());
     // every folder opened before any is compared: a missing one is named as such, not as a count that differs
     for (std::size_t i = 0; i < o.shards.size(); ++i) shards[i].db = std::make_unique<ChunkDb>(o.shards[i], /*shard_ok=*/true);

@@ -396,6 +396,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
 void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
                  bool resume) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    merge_resume_force_refuse(resume, force);
     shards_check_complete(shard_dirs, "retro-index");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     // the fingerprints older RetroKit versions did not record: the first value a shard records, and that shard

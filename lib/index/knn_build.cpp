@@ -563,6 +563,7 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
 void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dirs, const std::string& out, bool force,
                bool resume) {
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
+    merge_resume_force_refuse(resume, force);
     shards_check_complete(shard_dirs, "retro-knn");
     nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
     for (const auto& d : shard_dirs) {

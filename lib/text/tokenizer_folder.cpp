@@ -38,6 +38,9 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                        {"byte_fallback", opts.byte_fallback}, {"seed", opts.seed},
                                        {"glob", corpus.glob},                 {"text_key", corpus.text_key},
                                        {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
+    if (fs::exists(model_path) && !force && !resume && !fs::exists(fs::path(out_dir) / "manifest.json"))
+        user_error_in(out_dir, "holds a tok.model without its manifest.json (a training stopped as it wrote them)",
+                      "run the same command with --resume (it trains again) or --force");
     if (fs::exists(model_path) && !force && !resume)
         user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, --resume to keep it where it is this "
                                                             "command's, or choose another --out");
@@ -98,6 +101,10 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     for (const auto& f : files) m.add_input("corpus", f.path);
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
+    // (a stop from here said "no tokenizer was written": the helper's interrupt campaign, session 55)
+    interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
+                                " holds tok.model without its manifest.json: run the same command again with --resume "
+                                "(it trains again)");
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
