@@ -136,16 +136,24 @@ TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make
     CHECK_MESSAGE(unmarked.exit_code == 0, unmarked.err);
     CHECK(unmarked.err.find("holds an interrupted merge (no manifest.json)") != std::string::npos);
     CHECK(test::read_text(cut / "index.faiss") == index_bytes);
-    // files of the user's that only look like a merge's (a review, session 55: all three were deleted): refused, kept
-    const fs::path users = tmp / "users";
-    fs::create_directories(users / "parts");
-    test::write_text(users / "parts" / "mydata.txt", "precious");
-    test::write_text(users / "manifest.json", "{\"name\": \"my project\"}");
-    test::write_text(users / "notes.tmp", "draft");
-    check_refused(merge(users, "--resume"), "already exists and holds no finished retro-index output");
-    CHECK(test::read_text(users / "parts" / "mydata.txt") == "precious");
-    CHECK(fs::exists(users / "manifest.json"));
-    CHECK(fs::exists(users / "notes.tmp"));
+    // ... and with an empty parts/ (killed between removing the mark and the parts)
+    fs::remove(cut / "manifest.json");
+    fs::create_directories(cut / "parts");
+    const test::RunResult with_parts = merge(cut, "--resume");
+    CHECK_MESSAGE(with_parts.exit_code == 0, with_parts.err);
+    CHECK(test::read_text(cut / "index.faiss") == index_bytes);
+    // files of the user's that only look like a merge's (a review, session 55: all were deleted), each beside an output
+    // of the merge's name: refused, kept
+    int n = 0;
+    for (const std::string name : {"parts/mydata.txt", "manifest.json", "notes.tmp", "index.faiss/x"}) {
+        CAPTURE(name);
+        const fs::path users = tmp / ("users" + std::to_string(n++));
+        fs::create_directories((users / name).parent_path());
+        if (name != "index.faiss/x") test::write_text(users / "embeddings.npy", "not mine to keep");
+        test::write_text(users / name, "{\"name\": \"precious\"}");
+        check_refused(merge(users, "--resume"), "already exists and holds no finished retro-index output");
+        CHECK(test::read_text(users / name) == "{\"name\": \"precious\"}");
+    }
     // an interrupted bm25 build (marked as a merge is) is another job's
     fs::create_directories(tmp / "bmcut" / "parts");
     test::write_text(tmp / "bmcut" / "state.json",
@@ -260,4 +268,33 @@ TEST_CASE("merge: a database or queries made again in place since the shards rea
                                                   (tmp / "nb").string()),
                   queries.string() + ": has been made again since the shards read it as the queries");
     CHECK_FALSE(fs::exists(tmp / "nb"));
+    remake(db2, queries);
+
+    // shards of a version before session 55 (no queries_fingerprint in their state.json) merge in either order, also
+    // beside one that records it (a review: the first merge of such shards failed on a null field, exit 2)
+    const auto drop_fingerprint = [](const fs::path& shard) {
+        nlohmann::json st = nlohmann::json::parse(test::read_text(shard / "state.json"));
+        st.erase("queries_fingerprint");
+        test::write_text(shard / "state.json", st.dump(2));
+    };
+    drop_fingerprint(tmp / "k0");
+    for (const std::string order : {"k0 k1", "k1 k0"}) {
+        CAPTURE(order);
+        const std::string a = order.substr(0, 2), b = order.substr(3, 2);
+        const test::RunResult mixed = test::run_tool("retro-knn", "merge " + (tmp / a).string() + " " + (tmp / b).string() +
+                                                                      " --out " + (tmp / ("nb-" + a)).string() + " --quiet");
+        CHECK_MESSAGE(mixed.exit_code == 0, mixed.err);
+    }
+    drop_fingerprint(tmp / "k1");
+    const test::RunResult old = test::run_tool("retro-knn", "merge " + (tmp / "k0").string() + " " + (tmp / "k1").string() +
+                                                                " --out " + (tmp / "nb-old").string() + " --quiet");
+    CHECK_MESSAGE(old.exit_code == 0, old.err);
+    CHECK(test::read_text(tmp / "nb-old" / "neighbours.npy") == test::read_text(tmp / "nb-k0" / "neighbours.npy"));
+
+    // the database made again before the knn merge: named (the manifest recorded it beside neighbours of the old)
+    remake(db2, db);
+    check_refused(test::run_tool("retro-knn", "merge " + (tmp / "k0").string() + " " + (tmp / "k1").string() + " --out " +
+                                                  (tmp / "nb2").string()),
+                  db.string() + ": has been made again since the shards read it as the database");
+    CHECK_FALSE(fs::exists(tmp / "nb2"));
 }

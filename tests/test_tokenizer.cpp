@@ -260,8 +260,9 @@ TEST_CASE("tokenizer: an existing output folder is refused unless --force") {
     const std::string args3 = "train " + (t.tmp / "corpus").string() + " --out " + (t.tmp / "tok3").string() + " --vocab-size 400";
     auto cut = test::run_tool("retro-tokenizer", args3);
     CHECK(cut.exit_code == 2);
-    CHECK_MESSAGE(cut.err.find("holds a tok.model without its manifest.json (a training stopped as it wrote them) (fix: run "
-                               "the same command with --resume (it trains again) or --force)") != std::string::npos,
+    CHECK_MESSAGE(cut.err.find("holds a tok.model without its manifest.json (a training stopped as it wrote them, or a model "
+                               "RetroKit did not train) (fix: run the same command with --resume or --force to train it again") !=
+                      std::string::npos,
                   cut.err);
     auto redone = test::run_tool("retro-tokenizer", args3 + " --resume --quiet");
     CHECK_MESSAGE(redone.exit_code == 0, redone.err);

@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
 
             static std::vector<std::string> files;
             auto* encode = app.add_subcommand("encode", "Encode FILEs or stdin (one document per line) to ids on stdout");
-            // (--tokenizer too, as retro-chunk, retro-index and retro-train name it: `encode --tokenizer tok` said
-            // "--model is required")
+            // (--tokenizer too, as retro-chunk, retro-index and retro-train name it, for encode and decode: `encode
+            // --tokenizer tok` said "--model is required")
             encode->add_option("--model,--tokenizer", model, "tok.model, or the folder holding it")->required();
             encode->add_option("files", files, "Text files, in order (default, or -: standard input)");
             encode->add_flag("--pieces", enc.pieces, "Print pieces instead of ids");
@@ -56,8 +56,6 @@ int main(int argc, char** argv) {
             encode->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
 
             auto* decode = app.add_subcommand("decode", "Decode lines of ids in FILEs or on stdin to text on stdout");
-            // (--tokenizer too, as retro-chunk, retro-index and retro-train name it: `encode --tokenizer tok` said
-            // "--model is required")
             decode->add_option("--model,--tokenizer", model, "tok.model, or the folder holding it")->required();
             decode->add_option("files", files, "Files of ids, in order (default, or -: standard input)");
 

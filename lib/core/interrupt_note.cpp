@@ -16,7 +16,11 @@
 namespace retro {
 namespace {
 
-char g_note[768];
+// Two buffers: a line installed while the handler is live (retro-tokenizer train changes its line once tok.model is
+// written) goes into the one the handler does not read, then becomes the one it reads (a signal during the copy, on any
+// thread, printed a mix of the two lines: a review, session 55).
+char g_notes[2][768];
+volatile std::sig_atomic_t g_note_at = 0;   // which of g_notes the handler writes
 bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
 volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
@@ -25,7 +29,8 @@ volatile std::sig_atomic_t g_empty_dir_set = 0;   // set after g_empty_dir is wh
 
 extern "C" void on_interrupt_note(int sig) {
     if (g_empty_dir_set) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
-    ssize_t w = ::write(g_note_fd, g_note, std::strlen(g_note));
+    const char* note = g_notes[g_note_at & 1];
+    ssize_t w = ::write(g_note_fd, note, std::strlen(note));
     (void)w;
     interrupt_note_die(sig);
 }
@@ -81,7 +86,11 @@ void interrupt_note_install_line(const std::string& line) {
     if (const char* env = std::getenv("RETRO_INTERRUPT_NOTE"); env && std::string(env) == "off")
         return;   // run by another tool (retro-bench chunk) whose user did not give this command: its advice misleads
     // a newline first ends a progress bar drawn in place; a log file or pipe gets no empty line
-    std::snprintf(g_note, sizeof g_note, "%s%s\n", progress_redraws() ? "\n" : "", line.c_str());
+    const int next = 1 - (g_note_at & 1);
+    std::snprintf(g_notes[next], sizeof g_notes[next], "%s%s\n", progress_redraws() ? "\n" : "", line.c_str());
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);   // (the handler may run on another thread)
+    g_note_at = next;
     interrupt_handlers_install(on_interrupt_note);
 }
 

@@ -1,7 +1,7 @@
 // The line a tool whose --out can be resumed (retro-chunk, retro-index, retro-knn) prints when Ctrl-C or SIGTERM
 // stops it: "retro-index: interrupted; idx keeps its finished parts: continue with the same command and --resume"
-// (a merge, which cannot be resumed: "idx is incomplete: run the same command with --force (it removes only
-// retro-index's files)").
+// (a merge, which cannot be continued: "idx is incomplete: run the same merge again with --resume (it makes it again)
+// or --force"; a --kind bm25 build: "... run the same command with --force (it removes only retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
 // provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
@@ -15,6 +15,7 @@ namespace retro {
 // (formatted here: a signal handler may only write(2)) and then end the process by the signal itself (its default
 // action), so a shell script running the tool stops too, as it does for a tool without the note. `how`: what to run
 // ("continue with the same command and --resume"); empty: "OUT is incomplete: run the same command with --force".
+// Installed again, the new line replaces the old one (either is written whole, whenever the signal comes).
 // A signal the process inherited as ignored (a background job of a script) stays ignored. With RETRO_INTERRUPT_NOTE=off
 // in the environment nothing is installed: a tool run by another (retro-bench chunk's timed retro-chunk runs in a
 // scratch folder) would advise the user to resume a command they never gave.

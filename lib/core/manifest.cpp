@@ -323,7 +323,8 @@ void recorded_folder_check(const std::string& state_file, const std::string& wha
     if (dir.empty() || fingerprint.empty()) return;   // (a shard of a version that did not record it)
     std::error_code ec;
     if (!fs::exists(fs::path(dir) / "manifest.json", ec))
-        user_error_in(state_file, "records " + what + " " + dir + ", which is no longer there (no manifest.json)", fix);
+        user_error_in(state_file, "records " + what + " " + dir + ", which is no longer there (no manifest.json)",
+                      "put it back at that path (the merged manifest records it), or " + fix);
     if (folder_fingerprint(manifest_read(dir)) != fingerprint)
         user_error_in(dir, "has been made again since the shards read it as " + what + " (" + state_file +
                                " records other outputs)", fix);

@@ -287,16 +287,18 @@ bool written_by(const fs::path& entry, const std::string& tool) {
 }
 
 // What a merge killed after its mark went and before its manifest was written leaves in `out`: some of its outputs
-// (`outputs`, each done or still NAME.tmp), perhaps manifest.json.tmp, and nothing else — at least one output, no
-// manifest.json or state.json (a folder no tool claims that holds one is the user's), no parts/ (removed before).
+// (`outputs`, each done or still NAME.tmp), perhaps manifest.json.tmp and an empty parts/, and nothing else — at least
+// one output, no manifest.json or state.json (a folder no tool claims that holds one is the user's).
 bool holds_merge_leftovers(const std::string& out, const std::vector<std::string>& outputs) {
     std::error_code ec;
     bool output = false;
     for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec)) {
         const std::string n = d->path().filename().string();
+        // an empty parts/ (a kill between removing the mark and removing the parts: a review, session 55)
+        if (n == "parts" && d->is_directory(ec) && !d->is_symlink(ec) && fs::is_empty(d->path(), ec)) continue;
         const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const std::string& o) { return n == o || n == o + ".tmp"; });
         if (!is_output && n != "manifest.json.tmp") return false;
-        if (!d->is_regular_file(ec)) return false;
+        if (!d->is_regular_file(ec) || d->is_symlink(ec)) return false;
         output = output || is_output;
     }
     return !ec && output;

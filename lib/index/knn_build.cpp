@@ -356,6 +356,35 @@ std::string knn_difference(const nlohmann::json& done, const nlohmann::json& sta
     return std::string();
 }
 
+const nlohmann::json& field(const nlohmann::json& j, const char* key) {   // null where absent (nothing inserted)
+    static const nlohmann::json none;
+    const auto it = j.find(key);
+    return it == j.end() ? none : *it;
+}
+
+std::string string_field(const nlohmann::json& j, const char* key) {
+    const nlohmann::json& v = field(j, key);
+    return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// What the job of knn state `now` differs in from `recorded`'s ("" for the same; `whose` names `recorded`): the index,
+// rows and parameters, then the queries — by their contents where both record queries_fingerprint (since session 55:
+// the same folder reached by another path is the same queries, one made again in place is not), else by path (a
+// state of an older version).
+std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& whose) {
+    for (const char* key : {"index_fingerprint", "rows", "parameters"})
+        if (field(recorded, key) != field(now, key))
+            return json_first_difference(field(recorded, key), field(now, key), key, whose);
+    const auto named = [](const std::string& q) { return q.empty() ? std::string("the database itself") : q; };
+    const std::string was = string_field(recorded, "queries"), is = string_field(now, "queries");
+    if (field(recorded, "queries_fingerprint").is_string() && field(now, "queries_fingerprint").is_string()) {
+        if (field(recorded, "queries_fingerprint") == field(now, "queries_fingerprint")) return "";
+        return was == is ? "the queries " + named(is) + " have been made again since"
+                         : "the queries are " + named(is) + ", " + whose + " " + named(was);
+    }
+    return was == is ? std::string() : "the queries are " + named(is) + ", " + whose + " " + named(was);
+}
+
 }  // namespace
 
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
@@ -364,13 +393,11 @@ bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohm
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
                           {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
     if (opts.resume && fs::exists(state_path(opts.out))) {
-        nlohmann::json old = json_read_file(state_path(opts.out));
-        // (the queries too: by path, and by contents where the folder recorded them, since session 55)
-        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries", "queries_fingerprint"})
-            if (old.contains(key) && old[key] != state[key])
-                user_error_in(state_path(opts.out),
-                              "records another job: " + json_first_difference(old[key], state[key], key),
-                              "rerun with the folder's settings to resume it, or --force to start over");
+        const nlohmann::json old = json_read_file(state_path(opts.out));
+        // (the queries too since session 55: another --queries of as many rows was resumed into the same folder)
+        if (const std::string d = knn_state_difference(old, state, "the folder's"); !d.empty())
+            user_error_in(state_path(opts.out), "records another job: " + d,
+                          "rerun with the folder's settings to resume it, or --force to start over");
         state_check_same_shard(old, state_path(opts.out), opts.shard.index, opts.shard.count);
     }
     nlohmann::json written = state;
@@ -565,32 +592,31 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     if (shard_dirs.empty()) user_error_in("merge", "needs the shard folders");
     merge_resume_force_refuse(resume, force);
     shards_check_complete(shard_dirs, "retro-knn");
-    nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
-    for (const auto& d : shard_dirs) {
-        nlohmann::json st = json_read_file(state_path(d));
-        for (const char* key : {"index_fingerprint", "rows", "parameters", "queries", "queries_fingerprint"})
-            if (st.contains(key) != first.contains(key) ? std::string(key) != "queries_fingerprint" : st[key] != first[key])
-                user_error_in(state_path(d), "belongs to another job than " + shard_dirs.front() + ": " +
-                                                 json_first_difference(first[key], st[key], key, "the first shard's"),
-                              "merge the shards of one retro-knn command");
-    }
+    const nlohmann::json first = json_read_file(state_path(shard_dirs.front()));
+    for (const auto& d : shard_dirs)   // (shards of a version before session 55 record no queries_fingerprint: by path)
+        if (const std::string diff = knn_state_difference(first, json_read_file(state_path(d)), "the first shard's"); !diff.empty())
+            user_error_in(state_path(d), "belongs to another job than " + shard_dirs.front() + ": " + diff,
+                          "merge the shards of one retro-knn command");
     std::vector<OutputInput> shards;
     for (const auto& d : shard_dirs) shards.push_back({"shard", d});
     // the index and queries the manifest will record are those the shards searched (a review, session 55)
     const std::string again = "run the shards again (the same retro-knn commands with --force)";
-    recorded_folder_check(state_path(shard_dirs.front()), "the index", first.value("index", std::string()),
-                          first.value("index_fingerprint", std::string()), again);
-    recorded_folder_check(state_path(shard_dirs.front()), "the queries", first.value("queries", std::string()),
-                          first.value("queries_fingerprint", std::string()), again);
+    const std::string shard0 = state_path(shard_dirs.front()), index = string_field(first, "index");
+    recorded_folder_check(shard0, "the index", index, string_field(first, "index_fingerprint"), again);
+    recorded_folder_check(shard0, "the queries", string_field(first, "queries"), string_field(first, "queries_fingerprint"), again);
+    // and the database, as the index records it (the shards' own check at their start)
+    recorded_folder_check(shard0, "the database", string_field(first, "db"),
+                          manifest_input(manifest_read(index), "db", "fingerprint"),
+                          "make the index and the shards again over the database as it is now");
     if (resume) {   // finished neighbours of this job (merged, or found by one run) are complete; an interrupted merge made again
-        const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, first, first.value("index", std::string())); };
+        const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, first, index); };
         const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference, {"neighbours.npy", "distances.npy"});
         if (r == MergeResume::kDone) return;
         force = r == MergeResume::kRemake;   // the interrupted merge's files removed, as --force does
     }
     NewOutputFolder new_out(out);   // a merge refused below (a shard missing blocks) leaves no folder to block the rerun
     output_folder_prepare(ctx.tool, out, force, false, shards, /*resumable=*/false, "a merge");
-    std::int64_t rows = first["rows"].get<std::int64_t>(), block = first["parameters"]["block"].get<std::int64_t>();
+    std::int64_t rows = first.at("rows").get<std::int64_t>(), block = first.at("parameters").at("block").get<std::int64_t>();
     BlockParts nb(out, "neighbours", rows, block), ds(out, "distances", rows, block);
     npy_concat_rows(ds.collect(shard_dirs), (fs::path(out) / "distances.npy").string(), DType::F32);
     npy_concat_rows(nb.collect(shard_dirs), (fs::path(out) / "neighbours.npy").string(), DType::I64);

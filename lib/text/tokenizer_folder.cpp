@@ -39,8 +39,10 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                        {"glob", corpus.glob},                 {"text_key", corpus.text_key},
                                        {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
     if (fs::exists(model_path) && !force && !resume && !fs::exists(fs::path(out_dir) / "manifest.json"))
-        user_error_in(out_dir, "holds a tok.model without its manifest.json (a training stopped as it wrote them)",
-                      "run the same command with --resume (it trains again) or --force");
+        user_error_in(out_dir, "holds a tok.model without its manifest.json (a training stopped as it wrote them, or a model "
+                              "RetroKit did not train)",
+                      "run the same command with --resume or --force to train it again (that tok.model is replaced), or "
+                      "choose another --out");
     if (fs::exists(model_path) && !force && !resume)
         user_error_in(out_dir, "already holds a tokenizer", "pass --force to replace it, --resume to keep it where it is this "
                                                             "command's, or choose another --out");
@@ -99,12 +101,13 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // sentencepiece's trainer splits its work by thread, and the model can differ with their number
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     for (const auto& f : files) m.add_input("corpus", f.path);
+    // from here a stop leaves tok.model (the old one under --force, or the new) without its manifest (it said "no
+    // tokenizer was written": the helper's interrupt campaign, session 55)
+    interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
+                                " holds tok.model without its manifest.json: run the same command again" +
+                                (force ? ", --resume in place of --force" : " with --resume") + " (it trains again)");
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
-    // (a stop from here said "no tokenizer was written": the helper's interrupt campaign, session 55)
-    interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
-                                " holds tok.model without its manifest.json: run the same command again with --resume "
-                                "(it trains again)");
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
