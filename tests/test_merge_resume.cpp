@@ -141,6 +141,9 @@ TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make
     fs::create_directories(cut / "parts");
     const test::RunResult with_parts = merge(cut, "--resume");
     CHECK_MESSAGE(with_parts.exit_code == 0, with_parts.err);
+    CHECK(with_parts.err.find("holds an interrupted merge (no manifest.json)") != std::string::npos);
+    CHECK(fs::exists(cut / "manifest.json"));
+    CHECK_FALSE(fs::exists(cut / "parts"));
     CHECK(test::read_text(cut / "index.faiss") == index_bytes);
     // files of the user's that only look like a merge's (a review, session 55: all were deleted), each beside an output
     // of the merge's name: refused, kept
@@ -225,6 +228,15 @@ TEST_CASE("knn --resume: finished neighbours of other --queries are another job'
                   "already holds the finished neighbours of another job: the queries are " + qb.string() +
                       ", not those it searched for (" + fs::absolute(qa).lexically_normal().string() + ")");
     CHECK(test::read_text(tmp / "nb" / "manifest.json") == manifest);
+    // an unfinished folder (a shard's blocks) resumed as the whole job: the same queries through a linked path are the
+    // same queries (compared by contents since session 55), other queries are another job
+    fs::create_directory_symlink(qa, tmp / "qa-link");
+    const std::string part = (tmp / "idx").string() + " --db " + db.string() + " --out " + (tmp / "part").string() + " --block 4";
+    REQUIRE(test::run_tool("retro-knn", part + " --queries " + qa.string() + " --shard 0/2 --quiet").exit_code == 0);
+    check_refused(test::run_tool("retro-knn", part + " --queries " + qb.string() + " --resume"), "records another job: ");
+    const test::RunResult linked = test::run_tool("retro-knn", part + " --queries " + (tmp / "qa-link").string() + " --resume");
+    CHECK_MESSAGE(linked.exit_code == 0, linked.err);
+    CHECK(fs::exists(tmp / "part" / "manifest.json"));
 }
 
 TEST_CASE("merge: a database or queries made again in place since the shards read them is named") {

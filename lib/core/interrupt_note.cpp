@@ -20,7 +20,8 @@ namespace {
 // written) goes into the one the handler does not read, then becomes the one it reads (a signal during the copy, on any
 // thread, printed a mix of the two lines: a review, session 55).
 char g_notes[2][768];
-volatile std::sig_atomic_t g_note_at = 0;   // which of g_notes the handler writes
+std::atomic<int> g_note_at{0};   // which of g_notes the handler writes
+static_assert(std::atomic<int>::is_always_lock_free, "read in a signal handler");
 bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
 volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
@@ -29,7 +30,7 @@ volatile std::sig_atomic_t g_empty_dir_set = 0;   // set after g_empty_dir is wh
 
 extern "C" void on_interrupt_note(int sig) {
     if (g_empty_dir_set) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
-    const char* note = g_notes[g_note_at & 1];
+    const char* note = g_notes[g_note_at.load(std::memory_order_acquire) & 1];
     ssize_t w = ::write(g_note_fd, note, std::strlen(note));
     (void)w;
     interrupt_note_die(sig);
@@ -86,11 +87,9 @@ void interrupt_note_install_line(const std::string& line) {
     if (const char* env = std::getenv("RETRO_INTERRUPT_NOTE"); env && std::string(env) == "off")
         return;   // run by another tool (retro-bench chunk) whose user did not give this command: its advice misleads
     // a newline first ends a progress bar drawn in place; a log file or pipe gets no empty line
-    const int next = 1 - (g_note_at & 1);
+    const int next = 1 - (g_note_at.load(std::memory_order_relaxed) & 1);
     std::snprintf(g_notes[next], sizeof g_notes[next], "%s%s\n", progress_redraws() ? "\n" : "", line.c_str());
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);   // (the handler may run on another thread)
-    g_note_at = next;
+    g_note_at.store(next, std::memory_order_release);   // (the handler may run on another thread: its acquire load pairs)
     interrupt_handlers_install(on_interrupt_note);
 }
 

@@ -319,15 +319,15 @@ std::string folder_fingerprint(const nlohmann::json& manifest) {
 }
 
 void recorded_folder_check(const std::string& state_file, const std::string& what, const std::string& dir,
-                           const std::string& fingerprint, const std::string& fix) {
+                           const std::string& fingerprint, const std::string& fix, const std::string& recorded_by) {
     if (dir.empty() || fingerprint.empty()) return;   // (a shard of a version that did not record it)
     std::error_code ec;
     if (!fs::exists(fs::path(dir) / "manifest.json", ec))
         user_error_in(state_file, "records " + what + " " + dir + ", which is no longer there (no manifest.json)",
                       "put it back at that path (the merged manifest records it), or " + fix);
     if (folder_fingerprint(manifest_read(dir)) != fingerprint)
-        user_error_in(dir, "has been made again since the shards read it as " + what + " (" + state_file +
-                               " records other outputs)", fix);
+        user_error_in(dir, "has been made again since the shards read it as " + what + " (" +
+                               (recorded_by.empty() ? state_file : recorded_by) + " records other outputs)", fix);
 }
 
 namespace {

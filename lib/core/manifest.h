@@ -77,7 +77,7 @@ std::string folder_fingerprint(const nlohmann::json& manifest);
 // shard's run read (`fingerprint`, its folder_fingerprint then), else a UserError naming it and `fix` (a folder made
 // again in place since gave a manifest that recorded the new one beside outputs computed from the old).
 void recorded_folder_check(const std::string& state_file, const std::string& what, const std::string& dir,
-                           const std::string& fingerprint, const std::string& fix);
+                           const std::string& fingerprint, const std::string& fix, const std::string& recorded_by = "");
 // Re-hashes the files `names` of the folder `dir` (paths as its manifest lists them) and throws UserError naming
 // the first whose bytes no longer match the fingerprint its manifest.json recorded: changed since the tool that
 // wrote the folder finished (edited, replaced by another array of the same shape, damaged on disk). A file the

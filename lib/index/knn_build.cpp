@@ -379,7 +379,9 @@ std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann:
     const std::string was = string_field(recorded, "queries"), is = string_field(now, "queries");
     if (field(recorded, "queries_fingerprint").is_string() && field(now, "queries_fingerprint").is_string()) {
         if (field(recorded, "queries_fingerprint") == field(now, "queries_fingerprint")) return "";
-        return was == is ? "the queries " + named(is) + " have been made again since"
+        return was == is ? "the queries " + named(is) + " have been made again " +
+                               (whose == "the folder's" ? std::string("since the stopped search began")
+                                                        : std::string("between the shards' searches"))
                          : "the queries are " + named(is) + ", " + whose + " " + named(was);
     }
     return was == is ? std::string() : "the queries are " + named(is) + ", " + whose + " " + named(was);
@@ -607,7 +609,8 @@ void knn_merge(const ToolContext& ctx, const std::vector<std::string>& shard_dir
     // and the database, as the index records it (the shards' own check at their start)
     recorded_folder_check(shard0, "the database", string_field(first, "db"),
                           manifest_input(manifest_read(index), "db", "fingerprint"),
-                          "make the index and the shards again over the database as it is now");
+                          "make the index and the shards again over the database as it is now",
+                          (fs::path(index) / "manifest.json").string());
     if (resume) {   // finished neighbours of this job (merged, or found by one run) are complete; an interrupted merge made again
         const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, first, index); };
         const MergeResume r = merge_resume_check(ctx.tool, out, force, shards, difference, {"neighbours.npy", "distances.npy"});

@@ -101,12 +101,12 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // sentencepiece's trainer splits its work by thread, and the model can differ with their number
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     for (const auto& f : files) m.add_input("corpus", f.path);
+    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     // from here a stop leaves tok.model (the old one under --force, or the new) without its manifest (it said "no
     // tokenizer was written": the helper's interrupt campaign, session 55)
     interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
                                 " holds tok.model without its manifest.json: run the same command again" +
                                 (force ? ", --resume in place of --force" : " with --resume") + " (it trains again)");
-    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
