@@ -63,9 +63,15 @@ TEST_CASE("merge --resume: retro-chunk keeps a finished merge, makes an interrup
     // shards of another run (chunks of 32): the finished merge is another job's, named by its shard
     check_refused(merge(other_shards, "--resume"), "already holds the output of another job: shard 0 (");
     CHECK(test::read_text(merged / "manifest.json") == manifest);
-    // a database made by one run is not taken for the merge
-    check_refused(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "whole").string() + " --resume"),
-                  "its database was made by one retro-chunk run, not merged from shards");
+    // a database made by one run of the same job is the merge byte for byte: complete (as index and knn merges take
+    // one); one of another job is named
+    const std::string whole_manifest = test::read_text(dir / "whole" / "manifest.json");
+    check_complete(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "whole").string() + " --resume"),
+                   dir / "whole");
+    CHECK(test::read_text(dir / "whole" / "manifest.json") == whole_manifest);
+    REQUIRE(test::run_tool("retro-chunk", common + " --chunk-size 32 --out " + (dir / "whole32").string()).exit_code == 0);
+    check_refused(test::run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "whole32").string() + " --resume"),
+                  "its database, made by one retro-chunk run, is of another job: parameters.chunk_size is 64, the folder's 32");
     // Ctrl-C before the manifest: the database's files without it (one still .tmp) are made again, the same bytes
     fs::remove(merged / "manifest.json");
     fs::rename(merged / test::chunk_output_names()[0], merged / (test::chunk_output_names()[0] + ".tmp"));

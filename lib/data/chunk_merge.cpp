@@ -43,13 +43,25 @@ nlohmann::json shared_params(const nlohmann::json& m) {
 }
 
 // What a finished database in --out differs in from the merge of `shards` (sorted by shard index), for --resume: the
-// shards its manifest records, by their fingerprints in shard order ("" for the same merge).
+// shards its manifest records, by their fingerprints in shard order ("" for the same merge). A database made by one
+// unsharded run of the same job (the same inputs by contents, tokenizer and parameters) is the merge byte for byte
+// (docs/chunk.md): complete too, as retro-index and retro-knn merges take an unsharded run's output (it was refused as
+// "made by one run": two reviews, session 55).
 std::string merged_difference(const nlohmann::json& done, const std::vector<Shard>& shards) {
     std::vector<std::string> was;
     if (const auto it = done.find("inputs"); it != done.end() && it->is_array())
         for (const auto& in : *it)
             if (in.is_object() && in.value("role", std::string()) == "shard") was.push_back(in.value("fingerprint", std::string()));
-    if (was.empty()) return "its database was made by one retro-chunk run, not merged from shards";
+    if (was.empty()) {
+        const auto job = [](const nlohmann::json& m) {   // (the shard count aside: one run, or n shards of it)
+            nlohmann::json j = shared_params(m);
+            j["parameters"].erase("shard_count");
+            return j;
+        };
+        if (!done.contains("parameters") || !done.contains("inputs")) return "it records no parameters or inputs";
+        const std::string d = json_first_difference(job(done), job(shards[0].db->manifest()), "", "the folder's");
+        return d.empty() ? std::string() : "its database, made by one retro-chunk run, is of another job: " + d;
+    }
     if (was.size() != shards.size()) return cat("it merged ", was.size(), " shards, not these ", shards.size());
     for (std::size_t i = 0; i < shards.size(); ++i)
         if (was[i] != folder_fingerprint(shards[i].db->manifest()))
