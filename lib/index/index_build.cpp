@@ -199,6 +199,14 @@ std::pair<nlohmann::json, nlohmann::json> comparable(const char* key, nlohmann::
     return {std::move(a), std::move(b)};
 }
 
+// `p` (parameters, or a state's field) with the factory as built: "" (the default) is the default's own name for
+// `rows` vectors, so that `--index HNSW32` where HNSW32 is the default resumes a default build, and a refusal names it
+// (it said `the folder's ""`).
+nlohmann::json factory_named(nlohmann::json p, std::int64_t rows) {
+    if (p.is_object() && p.contains("factory") && p["factory"] == "") p["factory"] = index_default_factory(rows);
+    return p;
+}
+
 }  // namespace
 
 void output_folder_refuse_existing(const std::string& tool, const std::string& out, bool force, bool resume) {
@@ -304,12 +312,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     nlohmann::json params = {{"embedder", opts.embedder}, {"factory", opts.factory},
                              {"embedding_dtype", dtype_name(opts.embedding_dtype)}, {"block", opts.block},
                              {"nprobe", opts.nprobe}, {"ef_search", opts.ef_search}};
-    // the factory as built: "" (the default) is the default's own name, so that `--index HNSW32` where HNSW32 is the
-    // default resumes a default build, and a refusal names it (it said `the folder's ""`)
-    const auto named_factory = [&](nlohmann::json p) {
-        if (p.is_object() && p.contains("factory") && p["factory"] == "") p["factory"] = index_default_factory(db.chunk_count());
-        return p;
-    };
+    const auto named_factory = [&](const nlohmann::json& p) { return factory_named(p, db.chunk_count()); };
     const auto index_difference = [&](const nlohmann::json& done) {
         if (done.value("kind", std::string()) == "bm25") return std::string("it is a BM25 index (--kind bm25)");
         // the database first: the default factory is named after its size (named_factory), so only for the same one
@@ -439,13 +442,9 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
                            ? "it was built from the database " + first.value("db", std::string()) + " before it was made again"
                            : "its database (" + manifest_input(done, "db", "path") + ") is not the one the shards embedded (" +
                                  first.value("db", std::string()) + ")";
-            const std::string default_factory = index_default_factory(first["rows"].get<std::int64_t>());
-            const auto named = [&](nlohmann::json p) {   // "" (the default) as the default's own name
-                if (p.is_object() && p.value("factory", std::string("-")).empty()) p["factory"] = default_factory;
-                return p;
-            };
-            if (std::string d = json_first_difference(named(done.value("parameters", nlohmann::json::object())),
-                                                      named(first["parameters"]), "parameters");
+            const std::int64_t rows = first["rows"].get<std::int64_t>();
+            if (std::string d = json_first_difference(factory_named(done.value("parameters", nlohmann::json::object()), rows),
+                                                      factory_named(first["parameters"], rows), "parameters");
                 !d.empty())
                 return d;
             const auto [was, now] = comparable("embedder", done.value("embedder", nlohmann::json()), first["embedder"]);

@@ -336,6 +336,8 @@ bool knn_join_parts(const KnnOptions& opts, const BlockParts& nb, const BlockPar
 
 namespace {
 
+std::string queries_named(const std::string& q) { return q.empty() ? std::string("the database itself") : q; }
+
 // What finished neighbours (their manifest `done`) differ in from the job in `state` ("" for the same job): its
 // parameters, then the index searched (`index` as the user named it).
 std::string knn_difference(const nlohmann::json& done, const nlohmann::json& state, const std::string& index) {
@@ -350,8 +352,7 @@ std::string knn_difference(const nlohmann::json& done, const nlohmann::json& sta
     if (manifest_input(done, "queries", "fingerprint") !=
         (queries.empty() ? std::string() : folder_fingerprint(manifest_read(queries)))) {
         if (!queries.empty() && queries == was) return "its queries " + queries + " have been made again since it searched for them";
-        return std::string("the queries are ") + (queries.empty() ? "the database itself" : queries) + ", not those it searched for (" +
-               (was.empty() ? std::string("the database itself") : was) + ")";
+        return "the queries are " + queries_named(queries) + ", not those it searched for (" + queries_named(was) + ")";
     }
     return std::string();
 }
@@ -375,16 +376,15 @@ std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann:
     for (const char* key : {"index_fingerprint", "rows", "parameters"})
         if (field(recorded, key) != field(now, key))
             return json_first_difference(field(recorded, key), field(now, key), key, whose);
-    const auto named = [](const std::string& q) { return q.empty() ? std::string("the database itself") : q; };
     const std::string was = string_field(recorded, "queries"), is = string_field(now, "queries");
     if (field(recorded, "queries_fingerprint").is_string() && field(now, "queries_fingerprint").is_string()) {
         if (field(recorded, "queries_fingerprint") == field(now, "queries_fingerprint")) return "";
-        return was == is ? "the queries " + named(is) + " have been made again " +
+        return was == is ? "the queries " + queries_named(is) + " have been made again " +
                                (whose == "the folder's" ? std::string("since the stopped search began")
                                                         : std::string("between the shards' searches"))
-                         : "the queries are " + named(is) + ", " + whose + " " + named(was);
+                         : "the queries are " + queries_named(is) + ", " + whose + " " + queries_named(was);
     }
-    return was == is ? std::string() : "the queries are " + named(is) + ", " + whose + " " + named(was);
+    return was == is ? std::string() : "the queries are " + queries_named(is) + ", " + whose + " " + queries_named(was);
 }
 
 }  // namespace
