@@ -2,7 +2,9 @@
 // exceptions), the interrupt note still reaches the real stderr meanwhile, and FAISS's k-means warning on a small
 // training set goes through the log (so --quiet silences it) instead of through raw.
 #include "core/interrupt_note.h"
+#include "core/error.h"
 #include "core/log.h"
+#include "core/output_folder.h"
 #include "core/stderr_capture.h"
 #include "index/faiss_index.h"
 
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <csignal>
 #include <cstdio>
@@ -153,6 +156,63 @@ TEST_CASE("core: the interrupt note removes the empty folder the run made, and o
             ::rmdir(dir.c_str());
         }
     }
+}
+
+TEST_CASE("core: the interrupt note removes the folders above --out the run made, up to the outermost, where empty") {
+    // Ctrl-C of retro-tokenizer train --out deep/a/b left deep/a (the notes' list, sessions 53-55)
+    const std::string base = "/tmp/retrokit-chain-" + std::to_string(::getpid());
+    REQUIRE(::mkdir(base.c_str(), 0755) == 0);   // exists before the run: never removed
+    struct stat st {};
+    const auto exists = [&](const std::string& p) { return ::stat(p.c_str(), &st) == 0; };
+    for (const int case_ : {0, 1, 2}) {   // 0: all made and empty; 1: a file in deep/a; 2: a trailing separator
+        CAPTURE(case_);
+        const std::string deep = base + "/deep", a = deep + "/a", b = a + "/b";
+        REQUIRE(::mkdir(deep.c_str(), 0755) == 0);
+        REQUIRE(::mkdir(a.c_str(), 0755) == 0);
+        REQUIRE(::mkdir(b.c_str(), 0755) == 0);
+        if (case_ == 1) std::fclose(std::fopen((a + "/kept").c_str(), "w"));
+        int status = 0;
+        (void)child_stderr(
+            [&] {
+                interrupt_note_install_line("retro-test: interrupted");
+                interrupt_note_remove_empty(case_ == 2 ? b + "/" : b, deep);
+                ::raise(SIGINT);
+            },
+            status);
+        CHECK(WIFSIGNALED(status));
+        CHECK_FALSE(exists(b));
+        CHECK(exists(a) == (case_ == 1));
+        CHECK(exists(deep) == (case_ == 1));
+        CHECK(exists(base));
+        std::remove((a + "/kept").c_str());
+        ::rmdir(a.c_str());
+        ::rmdir(deep.c_str());
+    }
+    ::rmdir(base.c_str());
+}
+
+TEST_CASE("core: a refused run removes the folders above --out it made for it, and none it did not make") {
+    namespace fs = std::filesystem;
+    const fs::path base = "/tmp/retrokit-refused-" + std::to_string(::getpid());
+    fs::create_directories(base / "kept");
+    for (const bool other_file : {false, true}) {
+        CAPTURE(other_file);
+        const fs::path out = base / "deep" / "a" / "b";
+        try {
+            NewOutputFolder made(out.string());
+            fs::create_directories(out);
+            output_folder_lock(out.string(), "retro-test");   // (a folder is removed only while this run holds its lock)
+            if (other_file) std::fclose(std::fopen((base / "deep" / "other").c_str(), "w"));   // written meanwhile
+            throw UserError("refused");
+        } catch (const UserError&) {
+        }
+        CHECK_FALSE(fs::exists(out));
+        CHECK_FALSE(fs::exists(base / "deep" / "a"));
+        CHECK(fs::exists(base / "deep") == other_file);
+        CHECK(fs::exists(base / "kept"));
+        fs::remove_all(base / "deep");
+    }
+    fs::remove_all(base);
 }
 
 TEST_CASE("core: RETRO_INTERRUPT_NOTE=off - a tool run by another tool stops on Ctrl-C without advising a resume") {

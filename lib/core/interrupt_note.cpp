@@ -27,9 +27,23 @@ volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
 
 char g_empty_dir[4096] = "";   // interrupt_note_remove_empty: a folder this run made, removed where still empty
 volatile std::sig_atomic_t g_empty_dir_set = 0;   // set after g_empty_dir is whole (the handler never reads a half copy)
+volatile std::sig_atomic_t g_empty_dir_above = 0;   // how many folders above it the run made too
+
+// g_empty_dir, then each folder above it the run made, innermost first, until one is not empty (rmdir fails, leaving
+// it). Async-signal-safe: rmdir, and the path cut in a copy on the stack.
+void remove_empty_folders() {
+    char path[sizeof g_empty_dir];
+    std::memcpy(path, g_empty_dir, sizeof path);
+    for (int up = 0;; ++up) {
+        if (::rmdir(path) != 0 || up == g_empty_dir_above) return;
+        char* slash = std::strrchr(path, '/');
+        if (!slash || slash == path) return;
+        *slash = '\0';
+    }
+}
 
 extern "C" void on_interrupt_note(int sig) {
-    if (g_empty_dir_set) ::rmdir(g_empty_dir);   // (async-signal-safe; fails, leaving it, where anything is inside)
+    if (g_empty_dir_set) remove_empty_folders();
     const char* note = g_notes[g_note_at.load(std::memory_order_acquire) & 1];
     ssize_t w = ::write(g_note_fd, note, std::strlen(note));
     (void)w;
@@ -68,10 +82,18 @@ void interrupt_handlers_install(void (*handler)(int)) {
 
 void interrupt_note_fd(int fd) { g_note_fd = fd; }
 
-void interrupt_note_remove_empty(const std::string& dir) {
+void interrupt_note_remove_empty(const std::string& dir, const std::string& outermost) {
     g_empty_dir_set = 0;
     if (dir.size() >= sizeof g_empty_dir) return;
     std::memcpy(g_empty_dir, dir.c_str(), dir.size() + 1);
+    // the folders above `dir` up to `outermost`: its separators past outermost's length (a trailing one cut off first)
+    std::size_t end = dir.size();
+    while (end > 1 && dir[end - 1] == '/') g_empty_dir[--end] = '\0';
+    int above = 0;
+    if (!outermost.empty() && outermost.size() < end && dir.compare(0, outermost.size(), outermost) == 0 &&
+        dir[outermost.size()] == '/')
+        for (std::size_t i = outermost.size(); i < end; ++i) above += dir[i] == '/' && (i + 1 == end || dir[i + 1] != '/');
+    g_empty_dir_above = above;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     g_empty_dir_set = 1;
 }

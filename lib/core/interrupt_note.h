@@ -27,8 +27,10 @@ void interrupt_note_install_line(const std::string& line);
 // is incomplete: run the same merge again with --resume (it makes it again) or --force".
 std::string merge_interrupt_note(const std::string& tool, const std::string& out);
 // A folder the run made and has written nothing into yet: removed by the note's handler where it is still empty (a
-// Ctrl-C of retro-tokenizer train left an empty --out). Forgotten by interrupt_note_clear.
-void interrupt_note_remove_empty(const std::string& dir);
+// Ctrl-C of retro-tokenizer train left an empty --out), and the folders above it up to `outermost` (an absolute
+// path: the outermost one the run made for it, NewOutputFolder::outermost; "" or `dir` itself: none) each where
+// empty (`--out deep/a/b` left deep/a). Forgotten by interrupt_note_clear.
+void interrupt_note_remove_empty(const std::string& dir, const std::string& outermost = "");
 
 // The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.

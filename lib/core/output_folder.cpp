@@ -40,7 +40,16 @@ bool holds_lock(const std::string& out) {
 }  // namespace
 
 void folder_writable_check(const std::string& named, const fs::path& dir) {
-    // a file made and removed there: access(W_OK) says yes to root on read-only places (/proc, an immutable folder)
+    // a file made and removed there: access(W_OK) says yes to root on read-only places (/proc, an immutable folder).
+    // An unnamed file first (O_TMPFILE: nothing is left behind whenever a signal or a kill comes — a named probe
+    // killed between mkstemp and unlink stayed in --out: the interrupt campaign, session 55); a named one where the
+    // filesystem has no unnamed files (overlayfs before Linux 6.6, NFS, FUSE).
+    if (const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600); fd >= 0) {
+        ::close(fd);
+        return;
+    }
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
+        user_error_in(named, "cannot be written: no file can be made in " + dir.string() + " (" + std::strerror(errno) + ")");
     std::string probe = (dir / ".retrokit-probe-XXXXXX").string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
@@ -128,6 +137,12 @@ bool path_inside(const fs::path& inner, const fs::path& outer) {
 NewOutputFolder::NewOutputFolder(std::string out) : out_(std::move(out)), exceptions_(std::uncaught_exceptions()) {
     std::error_code ec;
     existed_ = out_.empty() || fs::exists(out_, ec);
+    if (existed_) return;
+    // up the absolute path while the parent is missing too: those folders are made for out_ (create_directories)
+    for (fs::path p = fs::absolute(out_, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+        outermost_ = p;
+        if (p == p.parent_path()) break;
+    }
 }
 
 NewOutputFolder::~NewOutputFolder() {
@@ -136,7 +151,16 @@ NewOutputFolder::~NewOutputFolder() {
     // writing it), the folder is not this run's to remove
     if (!holds_lock(out_)) return;
     std::error_code ec;
-    if (!fs::exists(fs::path(out_) / "manifest.json", ec)) fs::remove_all(out_, ec);
+    if (fs::exists(fs::path(out_) / "manifest.json", ec)) return;
+    fs::remove_all(out_, ec);
+    if (ec || outermost_.empty()) return;
+    // the folders made above it, innermost first, each only where empty (fs::remove does not remove a folder with files)
+    fs::path p = fs::absolute(out_, ec).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();   // (a trailing separator)
+    while (p != outermost_ && p.has_parent_path() && p != p.parent_path()) {
+        p = p.parent_path();
+        if (!fs::remove(p, ec) || ec) return;
+    }
 }
 
 namespace {

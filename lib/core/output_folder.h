@@ -99,18 +99,23 @@ std::string output_folder_writer(const std::string& out);
 
 // A run refused after it created its --out (an option checked late, an empty corpus) leaves nothing behind that would
 // make the corrected rerun fail with "already exists": made before the folder is created, this removes it when the
-// scope is left by an exception, if the folder did not exist before and keep() was not called. Call keep() once the
-// run holds work worth resuming (its first checkpoint).
+// scope is left by an exception, if the folder did not exist before and keep() was not called, with the folders
+// above it the run made for it where they are left empty (`--out deep/a/b` left deep/a). Call keep() once the run holds
+// work worth resuming (its first checkpoint).
 class NewOutputFolder {
 public:
     explicit NewOutputFolder(std::string out);
     ~NewOutputFolder();
     void keep() { keep_ = true; }
+    // The outermost folder of the path the run makes ("" where the folder exists): what interrupt_note_remove_empty
+    // may remove up to.
+    std::string outermost() const { return outermost_.string(); }
     NewOutputFolder(const NewOutputFolder&) = delete;
     NewOutputFolder& operator=(const NewOutputFolder&) = delete;
 
 private:
     std::string out_;
+    std::filesystem::path outermost_;   // the outermost folder of out_'s path this run makes (deep/ of deep/a/b)
     bool existed_ = true, keep_ = false;
     int exceptions_ = 0;   // std::uncaught_exceptions() when made: the destructor cleans up only while unwinding
 };

@@ -98,7 +98,11 @@ std::string BlockParts::nothing_pending(const Shard& shard, const std::string& d
         return cat("shard ", shard.index, "/", shard.count, " has no blocks: the ", rows_, " rows make ", blocks_,
                    blocks_ == 1 ? " block" : " blocks", " of ", block_rows_, ", fewer than the shards (its folder is a "
                    "finished empty shard, to merge with the others)");
-    return dir_ + ": every block was " + done + " before (--resume): nothing left to do";
+    // a shard is then complete; an unsharded run still joins its parts (its next lines say so: "nothing left to do"
+    // was said before an index was built)
+    if (shard.count > 1) return cat(dir_, ": already complete: every block of shard ", shard.index, "/", shard.count,
+                                    " was ", done, " before (--resume)");
+    return dir_ + ": every block was " + done + " before (--resume)";
 }
 
 std::string BlockParts::resuming_line(std::size_t pending, const Shard& shard, const std::string& done) const {
