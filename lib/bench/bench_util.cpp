@@ -28,6 +28,7 @@
 #include "core/blas_core.h"
 #include "core/child_process.h"
 #include "core/error.h"
+#include "core/gnuplot.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/std_streams.h"
@@ -230,7 +231,7 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows) {
 
 bool gnuplot_missing_warned(const std::string& png) {
     static bool warned = false;
-    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) return false;
+    if (gnuplot_available()) return false;
     if (!warned) log_warn("--plot " + png + ": gnuplot is not installed (fix: apt-get install gnuplot-nox); table and JSON are unaffected");
     warned = true;
     return true;
@@ -238,17 +239,14 @@ bool gnuplot_missing_warned(const std::string& png) {
 
 bool gnuplot_png(const std::string& png, const std::string& script_body, const std::string& data) {
     if (gnuplot_missing_warned(png)) return false;
-    const std::string base = png + ".gp";
-    std::ofstream(base + ".dat") << data;
-    std::ofstream(base) << "set terminal png size 1000,650\nset output '" << png << "'\n"
-                        << "datafile = '" << base << ".dat'\n" << script_body;
-    const int rc = std::system(("gnuplot '" + base + "'").c_str());
-    std::filesystem::remove(base);
-    std::filesystem::remove(base + ".dat");
-    if (rc != 0)   // (a wait status: 256 was exit 1)
-        log_warn("--plot " + png + ": gnuplot failed (" +
-                 (WIFEXITED(rc) ? "exit " + std::to_string(WEXITSTATUS(rc)) : "signal " + std::to_string(WTERMSIG(rc))) + ")");
-    return rc == 0;
+    // the plot is a side output: a failure (gnuplot's, or a full disk) is said and the table and JSON stand
+    try {
+        write_file_atomic(png, gnuplot_png_bytes(gnuplot_datablock("data", data) + "datafile = '$data'\n" + script_body, 1000, 650));
+    } catch (const std::exception& e) {
+        log_warn("--plot " + png + ": " + e.what() + "; table and JSON are unaffected");
+        return false;
+    }
+    return true;
 }
 
 void bench_refuse_outputs_over_inputs(const std::vector<BenchPath>& outputs, const std::vector<BenchPath>& inputs) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 
@@ -103,6 +104,27 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     AtomicFile f(path);
     f.write(bytes);
     f.commit();
+}
+
+void copy_file_atomic(const std::string& from, const std::string& path) {
+    const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) user_error_in(from, std::string("cannot be read: ") + std::strerror(errno));
+    try {
+        AtomicFile out(path);
+        std::vector<char> buf(std::size_t(1) << 20);
+        for (;;) {
+            const ssize_t n = ::read(in, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) user_error_in(from, std::string("read failed: ") + std::strerror(errno));
+            if (n == 0) break;
+            out.write(buf.data(), static_cast<std::size_t>(n));
+        }
+        out.commit();
+    } catch (...) {
+        ::close(in);
+        throw;
+    }
+    ::close(in);
 }
 
 void append_to_file(const std::string& path, const std::string& bytes) {

@@ -36,6 +36,10 @@ private:
 };
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// A copy of the file `from` written to `path` as write_file_atomic writes: a read error names `from`, a write error
+// (a full disk) names path's .tmp (std::filesystem::copy_file's short sendfile on a full disk was "FROM: Input/output
+// error", blaming the input: a helper's disk-full campaign, session 56).
+void copy_file_atomic(const std::string& from, const std::string& path);
 // Appends `bytes` to `path` (created if missing) under O_APPEND (write_all: retried short writes); UserError naming
 // the file when it cannot be opened or written (a full disk), so a log such as metrics.jsonl never silently loses
 // lines.

@@ -117,36 +117,42 @@ std::string one_line(std::string s, std::size_t max = 160) {
 }
 
 // `prompt`: the prompt's 0-based index; `id` (batch mode): its id, as its result line has it (to join the two).
+// The lines are data (docs/generate.md captures them with `2> n.jsonl`): one that cannot be written (a full disk) is an
+// error, exit 2 ("standard error: write failed: No space left on device"), where they were cut short under exit 0 (a
+// helper's disk-full campaign, session 56).
 void print_neighbours(const Generator& gen, std::int64_t prompt, const ChunkNeighbours& n, bool json,
                       bool batch, const nlohmann::json& id) {
+    std::string text;
     if (json) {
         nlohmann::json j = neighbours_json(gen, n, true);
         if (batch) {
             j["prompt"] = prompt;
             j["id"] = id;
         }
-        std::fprintf(stderr, "%s\n", json_line(j).c_str());
-        return;
-    }
-    const std::int64_t cs = gen.config().chunk_size;
-    // (the prompt's line in the file, and its id, the join key --json and the results carry: a numbered line alone
-    // read as the id off by one)
-    std::string head = batch ? cat("[prompt ", prompt + 1, ", id ", terminal_text(json_line(id), true), "] ") : std::string();
-    std::fprintf(stderr, "\n%sretrieved for chunk %lld (tokens %lld-%lld): \"%s\"\n", head.c_str(),
-                 static_cast<long long>(n.chunk), static_cast<long long>(n.chunk * cs),
-                 static_cast<long long>(n.chunk * cs + cs - 1),
-                 one_line(gen.tokenizer().decode(std::vector<int>(n.query.begin(), n.query.end()))).c_str());
-    const auto& db = gen.retriever()->db();
-    for (std::size_t j = 0; j < n.found.ids.size(); j++) {
-        const auto id = n.found.ids[j];
-        if (id < 0) {
-            std::fprintf(stderr, "  #%zu  (none)\n", j + 1);
-            continue;
+        text = json_line(j) + "\n";
+    } else {
+        const std::int64_t cs = gen.config().chunk_size;
+        // (the prompt's line in the file, and its id, the join key --json and the results carry: a numbered line alone
+        // read as the id off by one)
+        const std::string head =
+            batch ? cat("[prompt ", prompt + 1, ", id ", terminal_text(json_line(id), true), "] ") : std::string();
+        text = cat("\n", head, "retrieved for chunk ", n.chunk, " (tokens ", n.chunk * cs, "-", n.chunk * cs + cs - 1, "): \"",
+                   one_line(gen.tokenizer().decode(std::vector<int>(n.query.begin(), n.query.end()))), "\"\n");
+        const auto& db = gen.retriever()->db();
+        char score[32];
+        for (std::size_t j = 0; j < n.found.ids.size(); j++) {
+            const auto found = n.found.ids[j];
+            if (found < 0) {
+                text += cat("  #", j + 1, "  (none)\n");
+                continue;
+            }
+            std::snprintf(score, sizeof score, "%.3f", n.found.scores[j]);
+            text += cat("  #", j + 1, "  chunk ", found, ", doc ", db.doc_of_checked(found), ", score ", score, ": \"",
+                        one_line(chunk_text(db, gen.tokenizer(), found)), "\"\n");
         }
-        std::fprintf(stderr, "  #%zu  chunk %lld, doc %lld, score %.3f: \"%s\"\n", j + 1, static_cast<long long>(id),
-                     static_cast<long long>(db.doc_of_checked(id)), n.found.scores[j],
-                     one_line(chunk_text(db, gen.tokenizer(), id)).c_str());
     }
+    std::fflush(stderr);   // (after any log line stdio holds)
+    write_all(STDERR_FILENO, text.data(), text.size(), "standard error");
 }
 
 // The line out.jsonl holds for one prompt (and its journal keeps).

@@ -8,6 +8,7 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 
@@ -228,15 +229,42 @@ bool FaissIndex::set_ef_search(int ef) {
     return false;
 }
 
-void FaissIndex::save(const std::string& path) const {
-    std::string tmp = path + ".tmp";
-    try {
-        faiss::write_index(index_.get(), tmp.c_str());
-    } catch (const faiss::FaissException& e) {
-        std::remove(tmp.c_str());
-        user_error_in(path, std::string("cannot write the index: ") + e.what());
+namespace {
+// FAISS's serialiser writing through an AtomicFile: every write checked (write_all: "PATH.tmp: write failed: No space
+// left on device"), fsynced, renamed into place by commit. faiss::write_index to a path ignored the error of the final
+// flush at fclose: a disk filled within its last buffered block left a cut-short index.faiss under a manifest, exit 0
+// (a helper's disk-full campaign, session 56); a failure earlier was FAISS's assertion text.
+// Small items (an IVF index's list sizes, one at a time) are gathered into 1 MB writes.
+struct AtomicFileIOWriter final : faiss::IOWriter {
+    AtomicFile& file;
+    std::string pending;
+    explicit AtomicFileIOWriter(AtomicFile& f) : file(f) { name = f.path(); }
+    std::size_t operator()(const void* ptr, std::size_t size, std::size_t nitems) override {
+        const std::size_t n = size * nitems;
+        if (pending.size() + n > kGather) flush();
+        if (n >= kGather) file.write(ptr, n);
+        else pending.append(static_cast<const char*>(ptr), n);
+        return nitems;
     }
-    commit_file_atomic(tmp, path);
+    void flush() {
+        file.write(pending.data(), pending.size());
+        pending.clear();
+    }
+    static constexpr std::size_t kGather = std::size_t(1) << 20;
+};
+}  // namespace
+
+void FaissIndex::save(const std::string& path) const {
+    AtomicFile file(path);   // (removes its .tmp unless committed)
+    AtomicFileIOWriter writer(file);
+    try {
+        faiss::write_index(index_.get(), &writer);
+        writer.flush();
+    } catch (const faiss::FaissException& e) {
+        const std::string what = e.what();
+        user_error_in(path, "cannot write the index: " + what.substr(0, what.find('\n')));
+    }
+    file.commit();
 }
 
 int FaissIndex::dim() const { return static_cast<int>(index_->d); }

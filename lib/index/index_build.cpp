@@ -459,7 +459,7 @@ void index_merge(const ToolContext& ctx, const std::vector<std::string>& shard_d
     BlockParts parts(out, "embeddings", first["rows"].get<std::int64_t>(), first["block"].get<std::int64_t>());
     auto files = parts.collect(shard_dirs);
     if (fs::exists(fs::path(shard_dirs.front()) / "idf.npy"))
-        fs::copy_file(fs::path(shard_dirs.front()) / "idf.npy", fs::path(out) / "idf.npy", fs::copy_options::overwrite_existing);
+        copy_file_atomic((fs::path(shard_dirs.front()) / "idf.npy").string(), (fs::path(out) / "idf.npy").string());
     std::string db_dir = first.value("db", "");
     if (db_dir.empty()) user_error_in(state_path(shard_dirs.front()), "does not record the database folder");
     finalize(ctx, first, files, out, db_dir);

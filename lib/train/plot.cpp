@@ -10,9 +10,9 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/gnuplot.h"
 #include "core/log.h"
 #include "core/output_folder.h"
-#include "core/shell_quote.h"
 #include "core/std_streams.h"
 #include "train/eval.h"
 
@@ -30,26 +30,12 @@ std::string quote(const std::string& s) {
 }
 
 void require_gnuplot() {
-    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-        user_error_in("gnuplot", "not found on PATH", "apt-get install gnuplot-nox (Debian/Ubuntu)");
+    if (!gnuplot_available()) user_error_in("gnuplot", "not found on PATH", "apt-get install gnuplot-nox (Debian/Ubuntu)");
 }
 
-// Runs `body` (everything after the terminal and output lines) and renames the PNG into place;
-// removes the scratch files it is given either way.
-void render(const std::string& body, const std::string& out_png, const std::vector<std::string>& scratch) {
-    const std::string script = out_png + ".gp";
-    {
-        std::ofstream gp(script);
-        gp << "set terminal png size 900,500\nset output " << quote(out_png + ".tmp") << "\n" << body;
-    }
-    const int rc = std::system(("gnuplot " + shell_quote(script) + " 2>/dev/null").c_str());
-    fs::remove(script);
-    for (const auto& f : scratch) fs::remove(f);
-    if (rc != 0 || !fs::exists(out_png + ".tmp")) {
-        fs::remove(out_png + ".tmp");
-        throw InternalError("gnuplot failed to write " + out_png);
-    }
-    fs::rename(out_png + ".tmp", out_png);
+// Draws `body` (everything after the terminal and output lines, its data inline) and writes the PNG atomically.
+void render(const std::string& body, const std::string& out_png) {
+    write_file_atomic(out_png, gnuplot_png_bytes(body, 900, 500));
     log_info("wrote " + out_png);
 }
 
@@ -65,9 +51,8 @@ void train_plot(const std::string& run, const std::string& out_png_in) {
     if (!fs::exists(metrics)) user_error_in(metrics.string(), "not found", "plot a folder written by retro-train");
     const std::string out_png = out_png_in.empty() ? (fs::path(run) / "curves.png").string() : out_png_in;
     plot_check(out_png, "--out");
-    const std::string train_dat = out_png + ".train.dat", val_dat = out_png + ".val.dat";
     std::ifstream in(metrics);
-    std::ofstream tr(train_dat), va(val_dat);
+    std::ostringstream tr, va;   // the curves' rows, inline in the script
     std::string line;
     std::int64_t rows = 0, vrows = 0, line_no = 0, odd = 0, first_odd = 0;
     while (std::getline(in, line)) {
@@ -96,46 +81,38 @@ void train_plot(const std::string& run, const std::string& out_png_in) {
     if (odd > 0)
         log_warn(cat(metrics.string(), ": ", odd, odd == 1 ? " line" : " lines", " without a numeric step and loss left out (line ",
                      first_odd, odd > 1 ? " first" : "", ")"));
-    tr.close();
-    va.close();
-    if (rows == 0) {
-        fs::remove(train_dat);
-        fs::remove(val_dat);
-        user_error_in(metrics.string(), "holds no step lines");
-    }
+    if (rows == 0) user_error_in(metrics.string(), "holds no step lines");
     std::ostringstream body;
-    body << "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset grid\nset key top right\n"
+    body << gnuplot_datablock("train", tr.str()) << (vrows ? gnuplot_datablock("val", va.str()) : std::string())
+         << "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset grid\nset key top right\n"
          << "set title " << quote("retro-train: " + fs::path(run).filename().string()) << "\n"
-         << "plot " << quote(train_dat) << " using 1:2 with lines title 'train'";
-    if (vrows) body << ", " << quote(val_dat) << " using 1:2 with linespoints title 'validation'";
+         << "plot $train using 1:2 with lines title 'train'";
+    if (vrows) body << ", $val using 1:2 with linespoints title 'validation'";
     body << "\n";
-    render(body.str(), out_png, {train_dat, val_dat});
+    render(body.str(), out_png);
 }
 
 void eval_plot(const EvalReport& report, const std::string& out_png) {
     if (report.filters.empty() || report.modes.empty()) user_error_in(out_png, "nothing to plot");
     plot_check(out_png, "--plot");
     const bool bpb = report.has_bytes;
-    const std::string dat = out_png + ".dat";
-    {
-        std::ofstream d(dat);
-        for (const auto& f : report.filters) {
-            d << f.alpha;
-            for (const auto& m : f.modes) d << " " << (bpb ? m.bpb : m.loss);
-            d << "\n";
-        }
+    std::ostringstream d;   // a row per filter: alpha, then each mode's figure
+    for (const auto& f : report.filters) {
+        d << f.alpha;
+        for (const auto& m : f.modes) d << " " << (bpb ? m.bpb : m.loss);
+        d << "\n";
     }
     std::ostringstream body;
-    body << "set xlabel 'chunks with overlap r <= alpha (alpha)'\nset ylabel "
+    body << gnuplot_datablock("eval", d.str()) << "set xlabel 'chunks with overlap r <= alpha (alpha)'\nset ylabel "
          << quote(bpb ? "bits per byte" : "loss (nats/token)") << "\nset grid\nset key top left\nset logscale x 2\n"
          << "set title " << quote("retro-train eval: " + fs::path(report.run).filename().string() + " (" +
                                   report.split + " split)")
          << "\nplot ";
     for (std::size_t m = 0; m < report.modes.size(); m++)
-        body << (m ? ", " : "") << quote(dat) << " using 1:" << m + 2 << " with linespoints title "
+        body << (m ? ", " : "") << "$eval using 1:" << m + 2 << " with linespoints title "
              << quote(report.modes[m]);
     body << "\n";
-    render(body.str(), out_png, {dat});
+    render(body.str(), out_png);
 }
 
 void eval_outputs_check(const std::string& json_out, const std::string& token_losses, const std::string& plot_png) {

@@ -1,0 +1,130 @@
+// A full disk while an output is written (a helper's disk-full campaign, session 56): the write is an error naming the
+// file and the reason, exit 2, and nothing is left at the output's name. The disk fills on demand with RLIMIT_FSIZE (a
+// write past the limit fails with EFBIG, "File too large", SIGXFSZ ignored), at any byte offset, also within the last
+// buffered block of a library's own stdio writes: no root, no mount.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "index/faiss_index.h"
+#include "test_cli_pipeline.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `body` in a child whose files may not grow past `limit` bytes; its exit code (99: body returned without
+// throwing; 98: it threw something else than a UserError holding `says`).
+int with_file_size_limit(std::uint64_t limit, const std::string& says, const std::function<void()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl {limit, limit};
+        ::setrlimit(RLIMIT_FSIZE, &rl);
+        try {
+            body();
+        } catch (const UserError& e) {
+            ::_exit(std::string(e.what()).find(says) != std::string::npos ? 0 : 97);
+        } catch (...) {
+            ::_exit(98);
+        }
+        ::_exit(99);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("disk full: an index that cannot be written whole is an error, not a cut-short index.faiss") {
+    // faiss::write_index to a path ignored the error of its last flush (at fclose): a disk filled within the last
+    // buffered 4 KB left a truncated index under a manifest, exit 0, and --resume took it for complete
+    test::TempDir t("fullindex");
+    const int d = 16;
+    FaissIndex index("Flat", d);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> g;
+    std::vector<float> x(3000 * d);
+    for (auto& v : x) v = g(rng);
+    index.add(3000, x.data());
+    const std::string whole = (t / "whole.faiss").string();
+    index.save(whole);
+    const std::uint64_t size = fs::file_size(whole);
+    REQUIRE(size > 8192);
+    for (const std::uint64_t short_by : {std::uint64_t(1), std::uint64_t(50), std::uint64_t(3000), size - 100}) {
+        CAPTURE(short_by);
+        const std::string path = (t / ("cut" + std::to_string(short_by) + ".faiss")).string();
+        CHECK(with_file_size_limit(size - short_by, path + ".tmp: write failed: File too large", [&] { index.save(path); }) == 0);
+        CHECK_FALSE(fs::exists(path));
+        CHECK_FALSE(fs::exists(path + ".tmp"));
+    }
+    // with room it is written, and reads back
+    CHECK(with_file_size_limit(size, "", [&] { index.save((t / "fits.faiss").string()); }) == 99);
+    CHECK(test::read_text(t / "fits.faiss") == test::read_text(whole));
+    CHECK(FaissIndex::load((t / "fits.faiss").string()).size() == 3000);
+}
+
+TEST_CASE("disk full: a copy that cannot be written names the copy, not the file copied") {
+    // retro-index merge's copy of idf.npy said "SHARD/idf.npy: cannot copy file: Input/output error"
+    test::TempDir t("fullcopy");
+    const std::string from = (t / "from.bin").string(), to = (t / "to.bin").string();
+    test::write_text(from, std::string(3 << 20, 'x'));
+    CHECK(with_file_size_limit(1 << 20, to + ".tmp: write failed: File too large", [&] { copy_file_atomic(from, to); }) == 0);
+    CHECK_FALSE(fs::exists(to));
+    CHECK_FALSE(fs::exists(to + ".tmp"));
+    copy_file_atomic(from, to);
+    CHECK(test::read_text(to) == test::read_text(from));
+    CHECK_THROWS_WITH_AS(copy_file_atomic((t / "missing").string(), to), doctest::Contains("missing: cannot be read"), UserError);
+}
+
+TEST_CASE("disk full: retro-train plot says the disk is full, exit 2, and leaves no file") {
+    if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        MESSAGE("skipped: no gnuplot");
+        return;
+    }
+    // it was "internal error: gnuplot failed to write c.png", exit 1 (gnuplot wrote the file itself)
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("fullplot");
+    const fs::path png = t / "c.png";
+    const std::string plot = test::tool_path("retro-train") + " plot " + p.run.string() + " --out " + png.string();
+    const test::RunResult full = test::run_command("trap '' XFSZ; ulimit -f 1; " + plot);
+    CHECK(full.exit_code == 2);
+    CHECK_MESSAGE(full.err.find(png.string() + ".tmp: write failed: File too large") != std::string::npos, full.err);
+    CHECK(fs::is_empty(t.path));   // no image, no .tmp, no scratch script or data beside it
+    const test::RunResult fits = test::run_command(plot);
+    CHECK_MESSAGE(fits.exit_code == 0, fits.err);
+    CHECK(test::read_text(png).compare(0, 4, "\x89PNG") == 0);
+}
+
+TEST_CASE("disk full: retro-generate's --show-neighbours lines that cannot be written are an error") {
+    // docs/generate.md captures them with `2> n.jsonl`: a full disk cut them short under exit 0
+    if (!fs::exists("/dev/full")) {
+        MESSAGE("skipped: no /dev/full");
+        return;
+    }
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    const std::string gen = test::tool_path("retro-generate") + " " + p.run.string() + " --index " + p.index.string() +
+                            " --db " + p.db.string() + " 'the cat' --max-tokens 12 --seed 3 --quiet --threads 1";
+    for (const char* form : {" --show-neighbours --json", " --show-neighbours"}) {
+        CAPTURE(form);
+        const test::RunResult full = test::run_command("( " + gen + form + " 2>/dev/full )");
+        CHECK(full.exit_code == 2);
+        const test::RunResult fits = test::run_command(gen + form);
+        CHECK_MESSAGE(fits.exit_code == 0, fits.err);
+        const bool shown = fits.err.find("retrieved for chunk") != std::string::npos || fits.err.find("\"ids\"") != std::string::npos;
+        CHECK(shown);
+    }
+}
