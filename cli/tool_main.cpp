@@ -22,6 +22,7 @@
 #include "core/blas_core.h"
 #include "core/distributed.h"
 #include "core/error.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/shell_quote.h"
@@ -320,8 +321,16 @@ std::string usage_message(const std::string& what) {
 
 // A failure's one line, "TOOL: error: ...", and its exit code. Under mpirun a rank other than 0 lets rank 0 print
 // a refusal every rank meets first (core/distributed.h: distributed_before_failure_line).
-int failure_line(const std::string& tool, const char* kind, const std::string& message, int exit_code) {
+int failure_line(const std::string& tool, const char* kind, const std::string& message_in, int exit_code) {
     distributed_before_failure_line();
+    std::string message = message_in;
+    // a full disk stops a run as Ctrl-C does: its line says what the run keeps and how to go on, as the note would
+    // (none said so: a helper's disk-full campaign, session 56)
+    // (a quota, or a file size limit: EFBIG, which is how the tests fill a disk)
+    const auto says = [&](int err) { return message.find(std::strerror(err)) != std::string::npos; };
+    if (message.find("(fix:") == std::string::npos && (says(ENOSPC) || says(EDQUOT) || says(EFBIG)))
+        if (const std::string advice = interrupt_note_advice(); !advice.empty())
+            message += " (fix: once there is room, " + advice + ")";
     std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, terminal_text(message, true).c_str());   // one line
     return exit_code;
 }

@@ -128,3 +128,25 @@ TEST_CASE("disk full: retro-generate's --show-neighbours lines that cannot be wr
         CHECK(shown);
     }
 }
+
+TEST_CASE("disk full: the error line of a resumable run says what it keeps and how to go on") {
+    // none said so, where Ctrl-C's note does: "... keeps its finished parts: continue with the same command and --resume"
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("fullchunk");
+    const fs::path db = t / "db";
+    const std::string chunk = test::tool_path("retro-chunk") + " " + p.corpus.string() + " --tokenizer " + p.tok.string() +
+                              " --out " + db.string() + " --chunk-size 4 --seq-len 16 --quiet";
+    const test::RunResult full = test::run_command("trap '' XFSZ; ulimit -f 1; " + chunk);
+    CHECK(full.exit_code == 2);
+    CHECK_MESSAGE(full.err.find(": write failed: File too large (fix: once there is room, " + db.string() +
+                                " keeps its finished parts: continue with the same command and --resume)\n") != std::string::npos,
+                  full.err);
+    CHECK_FALSE(fs::exists(db / "manifest.json"));
+    const test::RunResult resumed = test::run_command(chunk + " --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+    for (const char* f : {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy"})
+        CHECK(test::read_text(db / f) == test::read_text(p.db / f));
+    // an error of another kind keeps its own line (a refusal has its fix already)
+    const test::RunResult again = test::run_command(chunk);
+    CHECK(again.err.find("once there is room") == std::string::npos);
+}

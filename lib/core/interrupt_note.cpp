@@ -115,6 +115,16 @@ void interrupt_note_install_line(const std::string& line) {
     interrupt_handlers_install(on_interrupt_note);
 }
 
+std::string interrupt_note_advice() {
+    if (!g_installed) return "";
+    std::string line = g_notes[g_note_at.load(std::memory_order_acquire) & 1];
+    const std::size_t at = line.find("interrupted; ");
+    if (at == std::string::npos) return "";
+    line = line.substr(at + std::strlen("interrupted; "));
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+}
+
 std::string merge_interrupt_note(const std::string& tool, const std::string& out) {
     // (--force alone was named, which a script that passes --resume cannot add: the two contradict each other)
     return tool + ": interrupted; " + terminal_text(out, true) +

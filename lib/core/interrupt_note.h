@@ -4,7 +4,7 @@
 // or --force"; a --kind bm25 build: "... run the same command with --force (it removes only retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
+// provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_advice, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
 //           interrupt_note_fd
 #pragma once
 #include <string>
@@ -23,6 +23,10 @@ void interrupt_note_install(const std::string& tool, const std::string& out, con
 // The same with the whole line given (a tool that keeps nothing: retro-tokenizer train's "interrupted; no tokenizer
 // was written ...").
 void interrupt_note_install_line(const std::string& line);
+// What the installed note tells the user to do ("idx keeps its finished parts: continue with the same command and
+// --resume": its line after "interrupted; "), or "" where none is installed (none was, or the folder is complete). A
+// full disk's error line ends with it (tool_main): the run stops there as it would on Ctrl-C.
+std::string interrupt_note_advice();
 // The line for a merge (retro-chunk, retro-index, retro-knn merge), which cannot be continued: "TOOL: interrupted; OUT
 // is incomplete: run the same merge again with --resume (it makes it again) or --force".
 std::string merge_interrupt_note(const std::string& tool, const std::string& out);
