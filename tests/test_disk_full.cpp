@@ -150,3 +150,24 @@ TEST_CASE("disk full: the error line of a resumable run says what it keeps and h
     const test::RunResult again = test::run_command(chunk);
     CHECK(again.err.find("once there is room") == std::string::npos);
 }
+
+TEST_CASE("disk full: retro-index and retro-knn say so at the start when their peak will not fit the disk") {
+    // retro-index writes the embeddings twice (parts, then embeddings.npy) and the index before it removes the parts:
+    // a full disk was found out only at the end
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("fullwarn");
+    const std::string index = p.db.string() + " --out " + (t / "idx").string() + " --dim 16 --threads 1";
+    const test::RunResult small = test::run_command("RETRO_DISK_FREE=1K " + test::tool_path("retro-index") + " " + index);
+    CHECK_MESSAGE(small.exit_code == 0, small.err);   // a warning: room can be made while it embeds
+    CHECK(small.err.find("idx: this run writes about ") != std::string::npos);
+    CHECK(small.err.find("and its disk has 1.0 KiB free: a full disk stops it (--resume then continues it") != std::string::npos);
+    const std::string knn = (t / "idx").string() + " --db " + p.db.string() + " --threads 1 --out ";
+    const test::RunResult roomy = test::run_tool("retro-knn", knn + (t / "knn").string());
+    CHECK_MESSAGE(roomy.exit_code == 0, roomy.err);
+    CHECK(roomy.err.find("at its peak") == std::string::npos);
+    const test::RunResult tight = test::run_command("RETRO_DISK_FREE=100 " + test::tool_path("retro-knn") + " " + knn + (t / "knn2").string());
+    CHECK(tight.exit_code == 0);
+    CHECK(tight.err.find("knn2: this run writes about ") != std::string::npos);
+    test::expect_refused(test::run_command("RETRO_DISK_FREE=lots " + test::tool_path("retro-knn") + " " + knn + (t / "knn3").string() + " --quiet"),
+                         {"RETRO_DISK_FREE: 'lots' is not a disk size"});
+}

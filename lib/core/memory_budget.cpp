@@ -36,8 +36,9 @@ std::int64_t read_number(const char* path) {
 // RETRO_MEMORY_LIMIT as bytes: a number (8000000000, 8e9) with an optional unit, K/M/G/T (powers of 1024, as
 // `ulimit` and `free` take them; KiB/MiB/GiB/TiB and KB/MB/GB/TB alike). "8G" was read as 8 bytes and "abc" ignored,
 // both without a word: anything else is refused naming the variable.
-std::int64_t memory_limit_from_env(const char* env) {
-    const std::string v(env);
+}  // namespace
+
+std::int64_t byte_size_parse(const std::string& variable, const std::string& v, const std::string& kind) {
     char* end = nullptr;
     const double number = std::strtod(v.c_str(), &end);
     std::string unit(end);
@@ -50,11 +51,13 @@ std::int64_t memory_limit_from_env(const char* env) {
         if (unit == k || unit == k + "B" || unit == k + "IB") scale = std::ldexp(1.0, 10 * (p + 1));
     }
     if (end == v.c_str() || scale == 0 || !(number > 0) || !std::isfinite(number) || number * scale > 9.2e18)
-        user_error_in("RETRO_MEMORY_LIMIT", "'" + v + "' is not a memory size",
+        user_error_in(variable, "'" + v + "' is not a " + kind,
                       "give bytes, or a number with K, M, G or T (e.g. 8G), or unset it");
     return static_cast<std::int64_t>(number * scale);
 }
 
+namespace {
+std::int64_t memory_limit_from_env(const char* env) { return byte_size_parse("RETRO_MEMORY_LIMIT", env, "memory size"); }
 }  // namespace
 
 std::int64_t memory_available_bytes() {

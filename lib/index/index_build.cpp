@@ -14,6 +14,7 @@
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/disk_space.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
@@ -386,6 +387,20 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     new_out.keep();   // from here the folder holds resumable blocks
 
     BlockParts parts(opts.out, "embeddings", db.chunk_count(), opts.block);
+    {   // the disk: the parts still to embed, then (one run) embeddings.npy beside all of them, and the index
+        const std::int64_t n = db.chunk_count();
+        const double row = double(emb->dim()) * (opts.embedding_dtype == DType::F16 ? 2.0 : 4.0);
+        double bytes = 0;
+        for (const auto b : parts.pending(opts.shard)) bytes += double(parts.block_end(b) - parts.block_begin(b)) * row;
+        if (!opts.shard.active()) {
+            const std::string factory = opts.factory.empty() ? index_default_factory(n) : opts.factory;
+            const std::int64_t n_train = training_count(factory, n);
+            std::string note;
+            bytes += double(n) * row + index_memory_bytes(index_fit_factory(factory, n_train, note), n, emb->dim(), n_train, false);
+        }
+        disk_space_warn(opts.out, bytes, opts.shard.active() ? "the embeddings' parts"
+                                                              : "the embeddings' parts, embeddings.npy joined from them, the index");
+    }
     embed_blocks(db, *emb, parts, opts.shard, opts.embedding_dtype);
     if (opts.shard.active()) {
         state_mark_shard_done(opts.out, opts.shard.index, opts.shard.count);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/disk_space.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
@@ -529,6 +530,9 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     if (const std::string line = nb.resuming_line(todo.size(), opts.shard, "searched"); !line.empty()) log_info(line);
     std::int64_t total = 0;
     for (auto b : todo) total += nb.block_end(b) - nb.block_begin(b);
+    // the disk: the parts still to search (8-byte ids and 4-byte scores), then (one run) the arrays beside them
+    disk_space_warn(opts.out, (double(total) + (opts.shard.active() ? 0.0 : double(queries.rows()))) * double(opts.k) * 12.0,
+                    opts.shard.active() ? "the neighbours' parts" : "the neighbours' parts and the arrays joined from them");
     Progress progress(opts.exact ? "exact search" : "searching", total, "queries");
     std::vector<float> q, scores;
     std::vector<std::int64_t> ids;
