@@ -1,5 +1,6 @@
 // Implementation of ann_search.h: picks the searcher for an index, and the two small ones (Flat,
 // and a pre-transform in front of another searcher).
+#include "index/hnsw_build.h"
 #include "index/ann_search.h"
 
 #include <faiss/IndexFlat.h>
@@ -67,7 +68,8 @@ std::unique_ptr<AnnSearcher> ann_searcher_for(const faiss::Index& index, std::st
         return std::make_unique<FlatSearcher>(static_cast<const faiss::IndexFlat&>(index), kernel);
     if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(&index)) return IvfSearcher::create(*ivf, why, kernel);   // its HNSW quantizer walks in fp32
     if (const auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(&index)) {
-        if (typeid(index) != typeid(faiss::IndexHNSWFlat)) return why = "HNSW variant is searched by FAISS", nullptr;
+        if (typeid(index) != typeid(faiss::IndexHNSWFlat) && !hnsw_is_batched(index))
+            return why = "HNSW variant is searched by FAISS", nullptr;
         return HnswSearcher::create(*hnsw, why, opts.hnsw_fp16_walk);
     }
     if (const auto* pt = dynamic_cast<const faiss::IndexPreTransform*>(&index)) {

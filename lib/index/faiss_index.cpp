@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <regex>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "core/log.h"
 #include "core/stderr_capture.h"
 #include "index/fast_flat_storage.h"
+#include "index/hnsw_build.h"
 
 namespace retro {
 
@@ -125,6 +127,7 @@ int index_fit_nprobe(int nprobe, std::int64_t nlist) {
 FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " + factory) {
     try {
         index_.reset(faiss::index_factory(dim, factory.c_str(), faiss::METRIC_INNER_PRODUCT));
+        install_batched_hnsw(index_);   // HNSW graphs built the same at any thread count (index/hnsw_build.h)
         install_fast_flat_storage(index_.get());   // HNSW graphs are built with SIMD distances
         // Polysemous training (the factory's default for IVF-PQ) reorders the PQ centroids by
         // simulated annealing, ~10x the training time, and only serves polysemous filtering, which
