@@ -87,10 +87,16 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     fs::remove(tmp);
     try {
         add_chunks(db, build.string());
+    } catch (const Xapian::Error& e) {
+        user_error_in(build.string(), "Xapian could not write the database (" + e.get_description() + ")");
+    }
+    try {   // (a failure here named the build folder, which was whole: the compacted copy is what could not be written)
         log_info("compacting the Xapian database into " + final_path.string());
         Xapian::Database(build.string()).compact(tmp, Xapian::DBCOMPACT_SINGLE_FILE | Xapian::DBCOMPACT_NO_RENUMBER);
     } catch (const Xapian::Error& e) {
-        user_error_in(build.string(), "Xapian could not write the database (" + e.get_description() + ")");
+        std::error_code ec;
+        fs::remove(tmp, ec);   // (a cut-short copy was left beside the folder; --force or --resume removed it)
+        user_error_in(tmp, "Xapian could not write the compacted database (" + e.get_description() + ")");
     }
     commit_file_atomic(tmp, final_path.string());
     const Xapian::Database check(final_path.string());
