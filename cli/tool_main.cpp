@@ -451,11 +451,17 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
     std_streams_env_clear();
     int rc = tool_run(tool, description, argc, argv, setup);
     // what went to standard output must have arrived: a full disk or /dev/full is an error, not a silent exit 0
-    std::cout.flush();
+    // (the reason is the first failed flush's errno: std::cout's flush is stdout's, and the second finds nothing left
+    // to write; errno was cleared between the two, so a full disk said only "write failed")
     errno = 0;
-    if (rc == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)) {
-        std::fprintf(stderr, "%s: error: standard output: write failed%s%s\n", tool.c_str(), errno ? ": " : "",
-                     errno ? std::strerror(errno) : "");
+    std::cout.flush();
+    int why = std::cout ? 0 : errno;
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    if (!flushed && why == 0) why = errno;
+    if (rc == 0 && (!flushed || std::ferror(stdout) || !std::cout)) {
+        std::fprintf(stderr, "%s: error: standard output: write failed%s%s\n", tool.c_str(), why ? ": " : "",
+                     why ? std::strerror(why) : "");
         rc = EXIT_USER;
     }
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)

@@ -171,3 +171,22 @@ TEST_CASE("disk full: retro-index and retro-knn say so at the start when their p
     test::expect_refused(test::run_command("RETRO_DISK_FREE=lots " + test::tool_path("retro-knn") + " " + knn + (t / "knn3").string() + " --quiet"),
                          {"RETRO_DISK_FREE: 'lots' is not a disk size"});
 }
+
+TEST_CASE("disk full: standard output that cannot be written is an error with its reason") {
+    // it said "standard output: write failed" alone: the reason was cleared before it was read, or lost with a batch
+    // flushed earlier (retro-tokenizer encode flushes each batch)
+    if (!fs::exists("/dev/full")) {
+        MESSAGE("skipped: no /dev/full");
+        return;
+    }
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    for (const std::string& command :
+         {"echo 'the cat sat' | " + test::tool_path("retro-tokenizer") + " encode --model " + p.tok.string(),
+          "echo '5 6 7' | " + test::tool_path("retro-tokenizer") + " decode --model " + p.tok.string(),
+          test::tool_path("retro-chunk") + " inspect " + p.db.string()}) {
+        CAPTURE(command);
+        const test::RunResult r = test::run_command("( " + command + " > /dev/full )");
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("standard output: write failed: No space left on device") != std::string::npos);
+    }
+}

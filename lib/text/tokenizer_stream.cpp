@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <istream>
@@ -34,6 +35,16 @@ bool read_batch(std::istream& in, std::vector<std::string>& lines, const std::st
 }
 }  // namespace
 
+namespace {
+// Each batch is flushed (a pipe's reader sees it at once); one that cannot be written (a full disk) ends the run with
+// the reason, which the end-of-run check no longer knew ("standard output: write failed" alone).
+void flush_checked(std::ostream& out) {
+    errno = 0;
+    out.flush();
+    if (!out) user_error_in("standard output", std::string("write failed") + (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
+}  // namespace
+
 void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts,
                              const std::string& name) {
     std::vector<std::string> lines, encoded;
@@ -57,7 +68,7 @@ void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
             if (opts.bos_eos) sep(), o += opts.pieces ? tok.piece(TOKEN_EOS) : std::to_string(TOKEN_EOS);
         });
         for (const auto& e : encoded) out << e << '\n';
-        out.flush();
+        flush_checked(out);
     }
     if (replaced > 0)
         log_warn(cat(name, ": ", replaced.load(), replaced == 1 ? " invalid UTF-8 sequence" : " invalid UTF-8 sequences",
@@ -86,7 +97,7 @@ void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
             }
             out << tok.decode(ids) << '\n';
         }
-        out.flush();
+        flush_checked(out);
     }
 }
 
