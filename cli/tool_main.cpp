@@ -326,11 +326,14 @@ int failure_line(const std::string& tool, const char* kind, const std::string& m
     std::string message = message_in;
     // a full disk stops a run as Ctrl-C does: its line says what the run keeps and how to go on, as the note would
     // (none said so: a helper's disk-full campaign, session 56)
-    // (a quota, or a file size limit: EFBIG, which is how the tests fill a disk)
+    // (a quota alike; a file size limit, EFBIG — `ulimit -f`, a filesystem's largest file — is not lifted by room)
     const auto says = [&](int err) { return message.find(std::strerror(err)) != std::string::npos; };
     if (message.find("(fix:") == std::string::npos && (says(ENOSPC) || says(EDQUOT) || says(EFBIG)))
         if (const std::string advice = interrupt_note_advice(); !advice.empty())
-            message += " (fix: once there is room, " + advice + ")";
+            message += std::string(" (fix: ") +
+                       (says(EFBIG) ? "once the file may grow (a larger `ulimit -f`, or a filesystem that takes larger files), "
+                                    : "once there is room, ") +
+                       advice + ")";
     std::fprintf(stderr, "%s: %s: %s\n", tool.c_str(), kind, terminal_text(message, true).c_str());   // one line
     return exit_code;
 }

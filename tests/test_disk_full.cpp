@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -133,22 +134,38 @@ TEST_CASE("disk full: the error line of a resumable run says what it keeps and h
     // none said so, where Ctrl-C's note does: "... keeps its finished parts: continue with the same command and --resume"
     const test::CliPipeline& p = test::bad_input_pipeline();
     test::TempDir t("fullchunk");
-    const fs::path db = t / "db";
-    const std::string chunk = test::tool_path("retro-chunk") + " " + p.corpus.string() + " --tokenizer " + p.tok.string() +
-                              " --out " + db.string() + " --chunk-size 4 --seq-len 16 --quiet";
-    const test::RunResult full = test::run_command("trap '' XFSZ; ulimit -f 1; " + chunk);
+    std::string text;   // one file of many documents: a small checkpoint record, a chunks.npy of some 100 KB
+    for (int line = 0; line < 300; ++line) {
+        text += "{\"text\": \"";
+        for (int w = 0; w < 60; ++w) text += std::string(w ? " " : "") + (w % 3 ? "the" : "cat") + std::to_string((line * 7 + w) % 50);
+        text += "\"}\n";
+    }
+    test::write_text(t / "corpus.jsonl", text);
+    const std::string chunk = test::tool_path("retro-chunk") + " " + (t / "corpus.jsonl").string() + " --tokenizer " + p.tok.string() +
+                              " --chunk-size 4 --seq-len 16 --quiet --block-docs 10 --checkpoint-every 0 --out ";
+    const fs::path ref = t / "ref", db = t / "db";
+    REQUIRE(test::run_command(chunk + ref.string()).exit_code == 0);
+    // a checkpoint after every block of ten documents: the folder holds finished parts when chunks.npy outgrows the limit
+    const std::uint64_t limit_kb = fs::file_size(ref / "chunks.npy") / 2 / 1024;
+    REQUIRE(limit_kb >= 16);
+    const test::RunResult full = test::run_command("trap '' XFSZ; ulimit -f " + std::to_string(limit_kb) + "; " + chunk + db.string());
     CHECK(full.exit_code == 2);
-    CHECK_MESSAGE(full.err.find(": write failed: File too large (fix: once there is room, " + db.string() +
+    CHECK_MESSAGE(full.err.find("chunks.npy.tmp: write failed: File too large (fix: once the file may grow (a larger `ulimit -f`, "
+                                "or a filesystem that takes larger files), " + db.string() +
                                 " keeps its finished parts: continue with the same command and --resume)\n") != std::string::npos,
                   full.err);
     CHECK_FALSE(fs::exists(db / "manifest.json"));
-    const test::RunResult resumed = test::run_command(chunk + " --resume");
+    const test::RunResult resumed = test::run_command(chunk + db.string() + " --resume");
     CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
     for (const char* f : {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy"})
-        CHECK(test::read_text(db / f) == test::read_text(p.db / f));
-    // an error of another kind keeps its own line (a refusal has its fix already)
-    const test::RunResult again = test::run_command(chunk);
-    CHECK(again.err.find("once there is room") == std::string::npos);
+        CHECK(test::read_text(db / f) == test::read_text(ref / f));
+    // a run that fails before it keeps anything removes its folder, and its line says nothing of the folder (it said
+    // "DB keeps its finished parts" of the folder just removed: a review, session 56)
+    const fs::path db2 = t / "db2";
+    const test::RunResult early = test::run_command("trap '' XFSZ; ulimit -f 1; " + chunk + db2.string());
+    CHECK(early.exit_code == 2);
+    CHECK_MESSAGE(early.err.find("write failed: File too large\n") != std::string::npos, early.err);
+    CHECK_FALSE(fs::exists(db2));
 }
 
 TEST_CASE("disk full: retro-index and retro-knn say so at the start when their peak will not fit the disk") {

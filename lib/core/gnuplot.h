@@ -1,5 +1,6 @@
 // PNG plots drawn by gnuplot, the bytes handed back to the caller: the script (its data inline as datablocks) goes to
-// gnuplot from a private temporary file and the image comes back on gnuplot's standard output, so the tool writes the
+// gnuplot from a scratch folder of this process (core/scratch_dir.h) and the image comes back on gnuplot's standard
+// output, so the tool writes the
 // PNG itself (atomically, a full disk named as for every other output: a helper's disk-full campaign, session 56, had
 // "internal error: gnuplot failed to write c.png") and leaves no scratch file beside it.
 // provides: gnuplot_available, gnuplot_datablock, gnuplot_png_bytes
@@ -14,7 +15,8 @@ bool gnuplot_available();
 // `rows` ends with a newline; data sets separated by two empty lines are its `index` 0, 1, ...
 std::string gnuplot_datablock(const std::string& name, const std::string& rows);
 // Runs gnuplot on "set terminal png size W,H\nset output\n" + body and returns the PNG. InternalError where gnuplot
-// fails or writes no image (a script of ours it refuses); UserError where the temporary script cannot be written.
+// fails or writes no image (a script of ours it refuses: gnuplot's first message line said); UserError where the
+// script cannot be written.
 std::string gnuplot_png_bytes(const std::string& body, int width, int height);
 
 }  // namespace retro

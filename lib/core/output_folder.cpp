@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/launcher_env.h"
 #include "core/fingerprint.h"
+#include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
 
@@ -138,8 +139,12 @@ NewOutputFolder::NewOutputFolder(std::string out) : out_(std::move(out)), except
     std::error_code ec;
     existed_ = out_.empty() || fs::exists(out_, ec);
     if (existed_) return;
-    // up the absolute path while the parent is missing too: those folders are made for out_ (create_directories)
-    for (fs::path p = fs::absolute(out_, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    // up the path while the parent is missing too: those folders are made for out_ (create_directories). The path as
+    // the kernel resolves it (weakly_canonical: `link/../new` is new beside link's target, not beside link)
+    made_ = fs::weakly_canonical(fs::absolute(out_, ec), ec);
+    if (ec) made_.clear();
+    if (!made_.empty() && !made_.has_filename()) made_ = made_.parent_path();   // (a trailing separator)
+    for (fs::path p = made_; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
         outermost_ = p;
         if (p == p.parent_path()) break;
     }
@@ -153,10 +158,12 @@ NewOutputFolder::~NewOutputFolder() {
     std::error_code ec;
     if (fs::exists(fs::path(out_) / "manifest.json", ec)) return;
     fs::remove_all(out_, ec);
+    // the interrupt note no longer describes a folder (a full disk's error line ended with its "OUT keeps its finished
+    // parts: ... --resume" for a folder just removed: a review, session 56)
+    interrupt_note_clear();
     if (ec || outermost_.empty()) return;
     // the folders made above it, innermost first, each only where empty (fs::remove does not remove a folder with files)
-    fs::path p = fs::absolute(out_, ec).lexically_normal();
-    if (!p.has_filename()) p = p.parent_path();   // (a trailing separator)
+    fs::path p = made_;
     while (p != outermost_ && p.has_parent_path() && p != p.parent_path()) {
         p = p.parent_path();
         if (!fs::remove(p, ec) || ec) return;

@@ -110,12 +110,15 @@ public:
     // The outermost folder of the path the run makes ("" where the folder exists): what interrupt_note_remove_empty
     // may remove up to.
     std::string outermost() const { return outermost_.string(); }
+    // The folder as the kernel resolves it (absolute, links above it followed): what the interrupt note removes.
+    std::string resolved() const { return made_.string(); }
     NewOutputFolder(const NewOutputFolder&) = delete;
     NewOutputFolder& operator=(const NewOutputFolder&) = delete;
 
 private:
     std::string out_;
-    std::filesystem::path outermost_;   // the outermost folder of out_'s path this run makes (deep/ of deep/a/b)
+    std::filesystem::path made_;        // out_ as the kernel resolves it, absolute
+    std::filesystem::path outermost_;   // the outermost folder of made_'s path this run makes (deep/ of deep/a/b)
     bool existed_ = true, keep_ = false;
     int exceptions_ = 0;   // std::uncaught_exceptions() when made: the destructor cleans up only while unwinding
 };

@@ -337,6 +337,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     // only then --force's removal: a finished index was deleted before those refusals (a helper's pass, session 54)
     const std::vector<OutputInput> inputs = {{"the database", opts.db}};
     output_folder_prepare_check(ctx.tool, opts.out, opts.force, opts.resume, inputs, /*resumable=*/true);
+    (void)disk_free_bytes(opts.out);   // a RETRO_DISK_FREE that is no size refused before the folder is made
     if (output_folder_finished(opts.out, opts.resume, opts.force, "a complete index", index_difference)) return;
     std::unique_ptr<Tokenizer> tok;
     if (opts.embedder != "bow") tok = db_tokenizer(db, opts.tokenizer);

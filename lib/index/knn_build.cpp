@@ -391,6 +391,7 @@ std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann:
 }  // namespace
 
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
+    (void)disk_free_bytes(opts.out);   // a RETRO_DISK_FREE that is no size refused before the folder is made
     const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, state, opts.index); };
     if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", difference)) return false;
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,

@@ -81,7 +81,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                 (force && fs::exists(model_path) ? " (it keeps the one it held)" : "") +
                                 ": run the same command again");
     if (made_here)   // (an empty --out was left behind, and deep/a of --out deep/a/b)
-        interrupt_note_remove_empty(fs::absolute(out_dir).lexically_normal().string(), made.outermost());
+        interrupt_note_remove_empty(made.resolved(), made.outermost());
     TokenizerTrainResult r = tokenizer_train(files, corpus, opts);
     // the manifest's inputs (the corpus files hashed: seconds on a large corpus) before tok.model is written, so that a
     // kill leaves a folder without a model rather than a model without its manifest (one in ten kills of a helper's
