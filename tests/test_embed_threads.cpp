@@ -215,3 +215,41 @@ TEST_CASE("embed threads: CLIP embeds the same text and image bytes on 1, 2 and 
             });
         }
 }
+
+TEST_CASE("embed threads: a sequence embeds the same bytes whatever batch it is packed in") {
+    // the GELU of a feed-forward over the call's rows * intermediate floats at once computed the floats of the loop's
+    // remainder in other bits: ModernBERT's GLU (intermediate 24 here, not a multiple of the vector width) gave a
+    // sequence other embeddings at 3 threads and with another --batch (a helper's campaign, session 56); every
+    // activation now runs row by row
+    // (the AVX-512 packed kernels only: OpenBLAS's sgemm, the path without them, sums a row by the call's row count,
+    // so there the blocks of rows are fixed by the row count and a sequence's bits depend on its batch, as documented)
+    if (!nn::PackedLinear::avx512_supported()) {
+        MESSAGE("skipped: no AVX-512F (the cblas path is thread-invariant, not batch-invariant)");
+        return;
+    }
+    for (const std::string name : {"modernbert_tiny", "bert_tiny", "mpnet_tiny"}) {
+        {
+            CAPTURE(name);
+            KernelScope kernel(true);
+            const BertModel m(golden(name).string());
+            const BertConfig& c = m.config();
+            const Batch b = random_batch(13, std::min(c.max_tokens(), 60), 5, c.vocab_size, 9);
+            const std::size_t H = static_cast<std::size_t>(c.hidden);
+            std::vector<float> whole(static_cast<std::size_t>(b.count()) * H);
+            m.forward_mean(b.ids.data(), b.offsets.data(), b.count(), whole.data());
+            // the same sequences in batches of 1, 2, 3, ... sequences
+            int at = 0, size = 1;
+            std::int64_t differ = 0;
+            while (at < b.count()) {
+                const int n = std::min(size++, b.count() - at);
+                std::vector<std::int64_t> offsets;
+                for (int s = at; s <= at + n; ++s) offsets.push_back(b.offsets[static_cast<std::size_t>(s)] - b.offsets[static_cast<std::size_t>(at)]);
+                std::vector<float> part(static_cast<std::size_t>(n) * H);
+                m.forward_mean(b.ids.data() + b.offsets[static_cast<std::size_t>(at)], offsets.data(), n, part.data());
+                for (std::size_t i = 0; i < part.size(); ++i) differ += part[i] != whole[static_cast<std::size_t>(at) * H + i];
+                at += n;
+            }
+            CHECK(differ == 0);
+        }
+    }
+}

@@ -359,7 +359,8 @@ void BertModel::forward_rows(const std::int32_t* ids, const std::int64_t* offset
                 P.o.apply(ctx.get() + r0 * H, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln1_g.data(), L.ln1_b.data(), eps);
                 P.ffn1.apply(xb, rows, mid, ffn1_epilogue);
-                if (ffn1_epilogue == nn::LinearEpilogue::NONE) activation_inplace(mid, rows * I, act);
+                if (ffn1_epilogue == nn::LinearEpilogue::NONE)   // row by row: modernbert_model.cpp says why
+                    for (std::int64_t r = 0; r < rows; ++r) activation_inplace(mid + r * I, I, act);
                 P.ffn2.apply(mid, rows, y);
                 add_layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
             });

@@ -280,7 +280,8 @@ void ClipModel::Encoder::forward(float* x, const std::int64_t* offsets, int coun
                 add_rows(xb, y, rows * H);
                 layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
                 P.fc1.apply(y, rows, mid, erf_tile ? nn::LinearEpilogue::GELU_ERF : nn::LinearEpilogue::NONE);
-                if (!erf_tile) activation_inplace(mid, rows * I, cfg->act);
+                if (!erf_tile)   // row by row: modernbert_model.cpp says why
+                    for (std::int64_t r = 0; r < rows; ++r) activation_inplace(mid + r * I, I, cfg->act);
                 P.fc2.apply(mid, rows, y);
                 add_rows(xb, y, rows * H);
             });

@@ -304,7 +304,10 @@ void BertModel::forward_modernbert(const std::int32_t* ids, const std::int64_t* 
                 layer_norm_rows(xb, y, rows, H, L.ln2_g.data(), L.ln2_b.data(), eps);
                 P.ffn1.apply(y, rows, g);
                 for (std::int64_t r = 0; r < rows; ++r) std::memcpy(m + r * I, g + r * 2 * I, sizeof(float) * static_cast<std::size_t>(I));
-                activation_inplace(m, rows * I, act);
+                // row by row: a row's bits then depend on neither the row block it is in nor the batch (a vectorised
+                // loop's remainder is computed in other bits than its body; over rows * I at once, ModernBERT's
+                // embeddings differed at 3 threads and with another --batch: a helper's campaign, session 56)
+                for (std::int64_t r = 0; r < rows; ++r) activation_inplace(m + r * I, I, act);
                 for (std::int64_t r = 0; r < rows; ++r)
                     for (int k = 0; k < I; ++k) m[r * I + k] *= g[r * 2 * I + I + k];
                 P.ffn2.apply(m, rows, y);

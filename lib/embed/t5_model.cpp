@@ -261,7 +261,8 @@ void T5Model::forward(const std::int32_t* ids, const std::int64_t* offsets, int 
                 gate_rows(mid, rows, F, cfg_.act, gate);
                 P.wo.apply(gate, rows, y);
             } else {
-                if (!erf_tile) activation_inplace(mid, rows * F, cfg_.act);
+                if (!erf_tile)   // row by row: modernbert_model.cpp says why
+                    for (std::int64_t r = 0; r < rows; ++r) activation_inplace(mid + r * F, F, cfg_.act);
                 P.wo.apply(mid, rows, y);
             }
             add_rows(xb, y, rows * D);

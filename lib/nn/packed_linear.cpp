@@ -232,7 +232,10 @@ void PackedLinear::apply(const float* x, std::int64_t rows, float* y, LinearEpil
     for (std::int64_t r = 0; r < rows; ++r) std::memcpy(y + r * out_, b_.get(), sizeof(float) * out_);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), out_, in_, 1.0f, x, in_, w_.get(), in_,
                 1.0f, y, out_);
-    if (gelu) gelu_erf_inplace(y, rows * out_);
+    // row by row: a row's bits then depend on neither its place in the call nor the call's row count (a vectorised
+    // loop computes its remainder in other bits than its body: nn/gelu.cpp)
+    if (gelu)
+        for (std::int64_t r = 0; r < rows; ++r) gelu_erf_inplace(y + r * out_, out_);
 }
 
 void PackedLinear::apply_packed(const float* x, std::int64_t rows, float* y, bool gelu) const {
