@@ -207,3 +207,15 @@ TEST_CASE("disk full: standard output that cannot be written is an error with it
         CHECK(r.err.find("standard output: write failed: No space left on device") != std::string::npos);
     }
 }
+
+TEST_CASE("disk full: retro-train's error line says where its run resumes, as its own Ctrl-C note does") {
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("fulltrain");
+    const test::RunResult full = test::run_command("trap '' XFSZ; ulimit -f 1; " + test::tool_path("retro-train") + " " +
+                                                   test::cli_train_args(p, t / "run") + " --steps 4 --checkpoint-every 2");
+    CHECK(full.exit_code == 2);
+    CHECK_MESSAGE(full.err.find("write failed: File too large (fix: once the file may grow (a larger `ulimit -f`, or a "
+                                "filesystem that takes larger files), before the first checkpoint: run the same command "
+                                "with --resume (it starts at step 0))") != std::string::npos,
+                  full.err);
+}

@@ -24,6 +24,7 @@ std::atomic<int> g_note_at{0};   // which of g_notes the handler writes
 static_assert(std::atomic<int>::is_always_lock_free, "read in a signal handler");
 bool g_installed = false;   // interrupt_handlers_install ran: interrupt_note_clear undoes only RetroKit's own handlers
 volatile std::sig_atomic_t g_note_fd = 2;   // interrupt_note_fd
+std::string (*g_note_source)() = nullptr;   // interrupt_note_source: a tool's own note, for interrupt_note_advice
 
 char g_empty_dir[4096] = "";   // interrupt_note_remove_empty: a folder this run made, removed where still empty
 volatile std::sig_atomic_t g_empty_dir_set = 0;   // set after g_empty_dir is whole (the handler never reads a half copy)
@@ -106,6 +107,7 @@ void interrupt_note_clear() {
 }
 
 void interrupt_note_install_line(const std::string& line) {
+    g_note_source = nullptr;   // (this line is the note now)
     if (const char* env = std::getenv("RETRO_INTERRUPT_NOTE"); env && std::string(env) == "off")
         return;   // run by another tool (retro-bench chunk) whose user did not give this command: its advice misleads
     // a newline first ends a progress bar drawn in place; a log file or pipe gets no empty line
@@ -115,12 +117,16 @@ void interrupt_note_install_line(const std::string& line) {
     interrupt_handlers_install(on_interrupt_note);
 }
 
+void interrupt_note_source(std::string (*line)()) { g_note_source = line; }
+
 std::string interrupt_note_advice() {
     if (!g_installed) return "";
-    std::string line = g_notes[g_note_at.load(std::memory_order_acquire) & 1];
-    const std::size_t at = line.find("interrupted; ");
+    std::string line = g_note_source ? g_note_source() : std::string(g_notes[g_note_at.load(std::memory_order_acquire) & 1]);
+    // after "interrupted[ ...]; ": what the run keeps and what to run
+    const std::size_t word = line.find("interrupted");
+    const std::size_t at = word == std::string::npos ? word : line.find("; ", word);
     if (at == std::string::npos) return "";
-    line = line.substr(at + std::strlen("interrupted; "));
+    line = line.substr(at + 2);
     while (!line.empty() && line.back() == '\n') line.pop_back();
     return line;
 }

@@ -4,7 +4,7 @@
 // or --force"; a --kind bm25 build: "... run the same command with --force (it removes only retro-index's files)").
 // Without it the shell showed nothing (the default action kills silently) and a user could not tell that the work
 // done so far is kept. retro-train and retro-generate have their own lines (they name the step or the prompts kept).
-// provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_advice, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
+// provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_advice, interrupt_note_source, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
 //           interrupt_note_fd
 #pragma once
 #include <string>
@@ -27,6 +27,9 @@ void interrupt_note_install_line(const std::string& line);
 // --resume": its line after "interrupted; "), or "" where none is installed (none was, or the folder is complete). A
 // full disk's error line ends with it (tool_main): the run stops there as it would on Ctrl-C.
 std::string interrupt_note_advice();
+// For a tool with its own handler (retro-train, retro-generate): `line` gives the note its handler would write now,
+// for interrupt_note_advice.
+void interrupt_note_source(std::string (*line)());
 // The line for a merge (retro-chunk, retro-index, retro-knn merge), which cannot be continued: "TOOL: interrupted; OUT
 // is incomplete: run the same merge again with --resume (it makes it again) or --force".
 std::string merge_interrupt_note(const std::string& tool, const std::string& out);

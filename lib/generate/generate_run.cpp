@@ -200,6 +200,12 @@ extern "C" void on_generate_interrupt(int sig) {
     interrupt_note_die(sig);   // by the signal itself: a script running retro-generate stops too
 }
 
+// The note as the handler would write it now (a full disk's error line ends with its advice: tool_main).
+std::string current_interrupt_text() {
+    const int cur = g_interrupt_current.load();
+    return cur >= 0 ? std::string(g_interrupt_text[cur]) : std::string();
+}
+
 struct StopAfterForTesting {};
 
 }  // namespace
@@ -278,6 +284,7 @@ void generate_run(GenerateRunOptions cli) {
         // time (updated after the sync, a SIGTERM there said one prompt fewer than the journal held)
         journal->set_on_written([&, total = prompts.size()](std::size_t kept) { set_interrupt_text(journal->path(), kept, total); });
         interrupt_handlers_install(on_generate_interrupt);
+        interrupt_note_source(current_interrupt_text);
     } else {
         todo.push_back(0);
     }

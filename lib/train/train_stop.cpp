@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/interrupt_note.h"
 
@@ -57,6 +58,8 @@ void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
 void train_stop_install(bool launcher) {
     if (launcher) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
     interrupt_handlers_install(on_stop_signal);
+    // a full disk's error line says what the note would (tool_main)
+    interrupt_note_source([] { return std::string("retro-train: interrupted; ") + g_stop_message; });
 }
 
 void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
