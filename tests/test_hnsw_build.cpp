@@ -199,3 +199,15 @@ TEST_CASE("hnsw build: RETRO_HNSW_BUILD other than batches or faiss is refused n
                          UserError);
     ::unsetenv("RETRO_HNSW_BUILD");
 }
+
+TEST_CASE("hnsw build: how an index's graph was built is named for its manifest") {
+    CHECK(hnsw_builder_of(*FaissIndex("HNSW8", 8).raw()) == "batches");
+    CHECK(hnsw_builder_of(*FaissIndex("PCA4,HNSW8", 8).raw()) == "batches");
+    CHECK(hnsw_builder_of(*FaissIndex("IVF16_HNSW8,Flat", 8).raw()) == "batches");
+    CHECK(hnsw_builder_of(*FaissIndex("Flat", 8).raw()).empty());
+    CHECK(hnsw_builder_of(*FaissIndex("IVF16,Flat", 8).raw()).empty());
+    CHECK(hnsw_builder_of(*FaissIndex("HNSW8_SQ8", 8).raw()) == "faiss");   // compressed storage: FAISS's insertion
+    ::setenv("RETRO_HNSW_BUILD", "faiss", 1);
+    CHECK(hnsw_builder_of(*FaissIndex("HNSW8", 8).raw()) == "faiss");
+    ::unsetenv("RETRO_HNSW_BUILD");
+}

@@ -348,4 +348,12 @@ int install_batched_hnsw(std::unique_ptr<faiss::Index>& index) {
 
 bool hnsw_is_batched(const faiss::Index& index) { return typeid(index) == typeid(BatchedHNSWFlat); }
 
+std::string hnsw_builder_of(const faiss::Index& index) {
+    const faiss::Index* at = &index;
+    if (const auto* pt = dynamic_cast<const faiss::IndexPreTransform*>(at)) at = pt->index;
+    if (const auto* ivf = dynamic_cast<const faiss::IndexIVF*>(at)) at = ivf->quantizer;
+    if (!at || !dynamic_cast<const faiss::IndexHNSW*>(at)) return "";
+    return hnsw_is_batched(*at) ? "batches" : "faiss";
+}
+
 }  // namespace retro

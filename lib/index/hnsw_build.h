@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace faiss {
 struct Index;
@@ -34,5 +35,9 @@ void hnsw_add_deterministic(faiss::IndexHNSW& index, std::int64_t n, const float
 int install_batched_hnsw(std::unique_ptr<faiss::Index>& index);
 // Whether `index` is such a replacement (searched as the IndexHNSWFlat it is).
 bool hnsw_is_batched(const faiss::Index& index);
+// How the HNSW graph of a built index (itself, behind a pre-transform, or an IVF's quantizer) was built: "batches",
+// "faiss" (RETRO_HNSW_BUILD=faiss, or a graph over compressed storage), or "" where it has none. The manifest records
+// it: the two give other bytes.
+std::string hnsw_builder_of(const faiss::Index& index);
 
 }  // namespace retro

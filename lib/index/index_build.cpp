@@ -23,6 +23,7 @@
 #include "embed/model_folder.h"
 #include "index/bm25_index_build.h"
 #include "index/faiss_index.h"
+#include "index/hnsw_build.h"
 #include "index/index_memory.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
@@ -176,6 +177,8 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     m.extra()["index"] = {{"factory", fitted}, {"factory_asked", factory}, {"nlist", fitted_nlist},
                           {"nprobe", fitted_nlist > 0 ? nprobe : 0}, {"ef_search", ef}, {"note", note},
                           {"vectors", n}, {"dim", d}, {"metric", "inner_product"}};
+    if (const std::string built = hnsw_builder_of(*index.raw()); !built.empty())
+        m.extra()["index"]["hnsw_build"] = built;   // (RETRO_HNSW_BUILD=faiss gives other bytes: said, not hidden)
     m.add_input_folder("db", db_dir);
     m.add_output(out, "embeddings.npy");
     m.add_output(out, "index.faiss");
