@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "core/scratch_dir.h"
 
-
 namespace retro {
 
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }

@@ -13,8 +13,7 @@ namespace retro {
 std::int64_t memory_available_bytes();
 
 // A size in bytes as RETRO_MEMORY_LIMIT takes it (8000000000, 8e9, 8G, 512MiB: K/M/G/T powers of 1024); anything
-// else a UserError naming `variable`.
-// ("'8X' is not a KIND").
+// else a UserError naming `variable` ("'8X' is not a KIND").
 std::int64_t byte_size_parse(const std::string& variable, const std::string& value, const std::string& kind);
 
 // "12.3 GiB", "512 MiB", "4 KiB", "17 B"
