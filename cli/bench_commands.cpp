@@ -81,7 +81,7 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
     sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
     sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
-    sub->add_option("--chunk-threads", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")
+    sub->add_option("--chunk-threads,--thread-counts", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
@@ -127,7 +127,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
         ->check(CLI::PositiveNumber);
     sub->add_option("--min-tokens", o->min_tokens,
                     "Draw each text's length uniformly from [min-tokens, tokens] (default: all = tokens)");
-    sub->add_option("--batch", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+    sub->add_option("--batch,--batch-size", o->batch, "Texts per forward pass")->check(CLI::PositiveNumber);
     sub->add_option("--device", o->device, "cpu, or cuda: both encoders on GPU 0 (the peer as torch .cuda())")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     auto* max_length = sub->add_option("--max-length", o->max_length,
@@ -166,7 +166,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--n", o->n, "Base vectors");
     sub->add_option("--dim", o->dim, "Dimension");
     sub->add_option("--queries", o->queries, "Queries");
-    sub->add_option("--k", o->k, "Neighbours");
+    sub->add_option("--k,--neighbours", o->k, "Neighbours");
     sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
@@ -219,11 +219,11 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
                                               "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
     sub->add_option("--config", o->config, "Model config JSON (default: the built-in demo config = "
                                            "examples/configs/demo.json; e.g. examples/configs/retro-172m.json)");
-    sub->add_option("--batch", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
+    sub->add_option("--batch,--batch-size", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
     sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
     sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
     sub->add_option("--warmup", o->warmup, "Untimed steps before the timed ones");
-    sub->add_option("--threads", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
+    sub->add_option("--threads,--thread-counts", o->threads, "Thread counts, comma-separated (default: retro-bench --threads, "
                                              "else 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
@@ -292,8 +292,8 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                                                  "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
     sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
     sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
-    sub->add_option("--output", o->output, "Tokens generated per prompt")->capture_default_str();
-    sub->add_option("--batch", o->batch, "Sequences decoded together, each its own prompt of the length given: ms/token "
+    sub->add_option("--output,--max-tokens", o->output, "Tokens generated per prompt")->capture_default_str();
+    sub->add_option("--batch,--batch-size", o->batch, "Sequences decoded together, each its own prompt of the length given: ms/token "
                                          "is then per step, tokens/s counts every sequence's")
         ->capture_default_str();
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");

@@ -15,8 +15,8 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     auto* ev = app.add_subcommand(
         "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
                 "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
-    ev->add_option("--run", e.run, "Run folder (config.json, model.safetensors)")->required();
-    ev->add_option("--weights", e.weights,
+    ev->add_option("run,--run", e.run, "Run folder (config.json, model.safetensors); given as --run or as the first word, as retro-generate takes it")->required();
+    ev->add_option("--weights,--checkpoint", e.weights,
                    "Weights to use instead of RUN/model.safetensors (a .safetensors file, a checkpoint folder, or a "
                    "RETRO-pytorch state_dict saved with torch.save)");
     ev->add_option("--db", e.db, "Chunk database folder")->required();
@@ -29,7 +29,7 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     ev->add_option("--val-fraction", e.val_fraction,
                    "Share of documents held out (default: the run's, from its manifest; 0.05 without one)")
         ->default_str("");   // (not the NaN that stands for "the run's")
-    ev->add_option("--batch-size", e.batch_size, "Sequences per batch")->capture_default_str();
+    ev->add_option("--batch-size,--batch", e.batch_size, "Sequences per batch")->capture_default_str();
     ev->add_option("--max-batches", e.max_batches, "At most this many batches (0 = all)")->capture_default_str();
     ev->add_option("--sample", e.sample,
                    "Which sequences --max-batches keeps: spread (evenly over the split, which runs in "

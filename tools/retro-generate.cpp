@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
             app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from");
             app.add_option("--db", g.db, "Chunk database the index was built from (its tokenizer is used)");
             app.add_option("--tokenizer", g.tokenizer, "Tokenizer model (default: the database's)");
-            app.add_option("--checkpoint", g.checkpoint, "Weights other than RUN/model.safetensors: a checkpoint folder, a .safetensors file, or a RETRO-pytorch state_dict saved with torch.save");
+            app.add_option("--checkpoint,--weights", g.checkpoint, "Weights other than RUN/model.safetensors: a checkpoint folder, a .safetensors file, or a RETRO-pytorch state_dict saved with torch.save");
             app.add_option("--max-tokens", g.max_tokens, "Tokens to generate at most (also capped by the model's max_seq_len)")->capture_default_str();
             app.add_option("--temperature", g.sampler.temperature, "Softmax temperature (> 0)")->capture_default_str();
             app.add_option("--top-k", g.sampler.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
                                                  "and decode the others; the same command otherwise");
             app.add_flag("--force", cli.force, "Batch mode: replace an existing --output (without it a finished "
                                                "file is kept: refused, or with --resume nothing to do)");
-            auto* batch_size = app.add_option("--batch-size", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
+            auto* batch_size = app.add_option("--batch-size,--batch", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
             app.add_flag("--ignore-eos", cli.ignore_eos, "Keep going after an end-of-text token");
             app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");

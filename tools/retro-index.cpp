@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
             static std::string prompt;
             app.add_option("--prompt", prompt, "bert: text put before every chunk's, as sentence-transformers' prompts (e5: \"query: \" or \"passage: \"); default: the model's default prompt (config_sentence_transformers.json), \"\" for none");
             app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE); clip: its text positions (77) unless given, at most those");
-            app.add_option("--batch", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
+            app.add_option("--batch,--batch-size", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0, not for MPNet, ModernBERT or max pooling)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--tokenizer", o.tokenizer, "bert, t5, clip: tokenizer to decode chunks with (default: the database's)");

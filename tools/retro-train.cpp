@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
             app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->transform(retro::non_negative_integer())->capture_default_str();
-            app.add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
+            app.add_option("--batch-size,--batch", o.batch_size, "Sequences per micro-batch")->capture_default_str();
             app.add_option("--grad-accum", o.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
             app.add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
             app.add_option("--min-lr-ratio", o.min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
