@@ -92,7 +92,9 @@ std::vector<float> bow_fit_idf(const ChunkDb& db, const BowOptions& opts) {
     const std::int64_t n = db.chunk_count();
     const int cs = db.chunk_size();
     const int threads = thread_count();
-    std::vector<std::vector<std::uint32_t>> df(static_cast<std::size_t>(threads), std::vector<std::uint32_t>(buckets, 0));
+    // 64-bit counts: a bucket of a common token is in every chunk, and one thread's share of a Pile-scale database
+    // passes 2^32 chunks (32-bit counters wrapped there, silently: the commonest features got the highest idf)
+    std::vector<std::vector<std::uint64_t>> df(static_cast<std::size_t>(threads), std::vector<std::uint64_t>(buckets, 0));
     Progress progress("bow: document frequencies", n, "chunks");
     parallel_ranges(n, [&](std::int64_t begin, std::int64_t end, int t) {
         std::vector<std::int32_t> rows;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
 #include <xapian.h>
@@ -56,6 +57,11 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     ChunkDb db(opts.db);
     const std::int64_t n = db.chunk_count();
     if (n == 0) user_error_in(opts.db, "holds no chunks");
+    // Xapian numbers documents in 32 bits (docid = row + 1): the build would fail at chunk 2^32 - 1, hours in
+    if (n > static_cast<std::int64_t>(std::numeric_limits<Xapian::docid>::max()))
+        user_error_in(opts.db, cat("holds ", n, " chunks; a --kind bm25 index numbers them with Xapian's 32-bit document "
+                                   "ids, at most ", std::numeric_limits<Xapian::docid>::max()),
+                      "index it with --kind dense, or split the corpus into databases of fewer chunks");
     if (ctx.verify_inputs) db.verify(ChunkDb::Verify::kRows);
     db.check_arrays();   // 8 bytes a chunk, beside the chunks the build reads: a bad database fails here, not at retro-knn
     const nlohmann::json params = {{"kind", "bm25"}, {"k1", opts.bm25.k1}, {"k3", opts.bm25.k3}, {"b", opts.bm25.b},

@@ -51,8 +51,11 @@ SCAN_SIMD_CLONES void scan_row(const float* row, std::int64_t nb, std::int64_t i
 void scan_sgemm(const ScanJob& job, std::int64_t query_block, std::int64_t base_block) {
     RETRO_CHECK(job.query_rows == nullptr, "scan_sgemm reads contiguous queries");
     const int d = job.d;
-    const std::int64_t bq = std::max<std::int64_t>(1, std::min(query_block, job.qn));
-    const std::int64_t bn = std::max<std::int64_t>(1, std::min(base_block, job.b1 - job.b0));
+    // (cblas_sgemm takes int sizes: a block is at most 2^30 rows, whatever retro-bench knn's --query-block or
+    // --base-block asked for)
+    constexpr std::int64_t kMaxBlock = std::int64_t{1} << 30;
+    const std::int64_t bq = std::max<std::int64_t>(1, std::min({query_block, job.qn, kMaxBlock}));
+    const std::int64_t bn = std::max<std::int64_t>(1, std::min({base_block, job.b1 - job.b0, kMaxBlock}));
     if (job.qn == 0 || job.b1 <= job.b0) return;
     std::vector<float> block(static_cast<std::size_t>(bq * bn));
     for (std::int64_t q0 = 0; q0 < job.qn; q0 += bq) {

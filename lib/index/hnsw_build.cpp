@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <queue>
 #include <string>
@@ -240,6 +241,9 @@ void insert_batch(HNSW& g, const std::vector<Id>& points, const float* x, Id n0,
 void hnsw_add_deterministic(faiss::IndexHNSW& index, std::int64_t n, const float* x, double batch_share) {
     FAISS_THROW_IF_NOT_MSG(index.storage, "an IndexHNSW without storage");
     FAISS_THROW_IF_NOT(index.is_trained);
+    // node ids are FAISS's int (storage_idx_t): index_check_sizes refuses such a graph before any work
+    FAISS_THROW_IF_NOT_MSG(n >= 0 && index.ntotal + n <= std::numeric_limits<Id>::max(),
+                           "an HNSW graph of more than 2^31 - 1 nodes");
     HNSW& g = index.hnsw;
     const Id n0 = static_cast<Id>(index.ntotal);
     index.storage->add(n, x);

@@ -136,7 +136,8 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     if (index.needs_training()) {
         std::vector<float> sample(static_cast<std::size_t>(n_train * d)), row;
         for (std::int64_t i = 0; i < n_train; ++i) {   // evenly spaced rows: deterministic
-            std::int64_t r = i * n / n_train;
+            // (in 128 bits: i * n passes 2^63 with a few billion rows and a sample of millions)
+            const auto r = static_cast<std::int64_t>(static_cast<__int128>(i) * n / n_train);
             rows_f32(emb, r, r + 1, row);
             std::copy(row.begin(), row.end(), sample.begin() + i * d);
         }

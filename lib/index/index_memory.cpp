@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <regex>
 
 #include "core/error.h"
@@ -112,6 +113,12 @@ void index_check_sizes(const std::string& factory, std::int64_t n, int d, std::i
         if (m == 1 || m > 4096)
             user_error_in("--index", q + ": HNSW M must be between 2 and 4,096 (got " + std::to_string(m) + ")",
                           "16 to 64 is usual");
+    // FAISS numbers an HNSW graph's nodes with int (storage_idx_t), as hnsw_build.cpp does: past 2^31 - 1 vectors
+    // they would overflow (an IVF index's HNSW quantizer holds only the nlist centroids)
+    if (p.hnsw_m > 0 && n > std::numeric_limits<std::int32_t>::max())
+        user_error_in("--index", cat(q, ": an HNSW graph numbers its nodes with 32-bit ints, at most ",
+                                     std::numeric_limits<std::int32_t>::max(), "; there are ", n, " vectors"),
+                      "an IVF index (the default beyond 20M chunks, IVFn_HNSWm, keeps its graph over the list centroids)");
     // an uncompressed index holds n x d floats: a --dim of 10,000,000 is what to change (it blamed --index)
     const double need = index_memory_bytes(factory, n, d, n_train, add_copies) + held_bytes,
                  vectors = static_cast<double>(n) * d * 4;   // the stored vectors

@@ -118,8 +118,12 @@ private:
 // The index's embeddings as one f32 array (mapped when stored as f32).
 class BaseVectors {
 public:
-    BaseVectors(const IndexFolder& folder, const ChunkDb& db) : emb_(index_folder_embeddings(folder, db)) {
+    BaseVectors(const IndexFolder& folder, const ChunkDb& db, const std::string& option)
+        : emb_(index_folder_embeddings(folder, db)) {
         if (emb_.dtype() == DType::F32) return;
+        memory_require(option, 4.0 * static_cast<double>(emb_.numel()),
+                       cat("an f32 copy of the ", emb_.dim(0), " f16 embeddings for exact search"),
+                       "search the index without " + option + ", or an index built with --embedding-dtype f32 (mapped, not copied)");
         const auto* h = static_cast<const std::uint16_t*>(emb_.raw());
         copy_.resize(static_cast<std::size_t>(emb_.numel()));
         for (std::size_t i = 0; i < copy_.size(); ++i) copy_[i] = f16_to_f32(h[i]);
@@ -489,11 +493,13 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
     const int d = folder.dim;
     if (self_mode) {
         db.check_arrays();   // the copy below reads every doc_ids row anyway
+        memory_require("--db", 8.0 * static_cast<double>(db.chunk_count()),
+                       cat("a copy of the document ids of ", db.chunk_count(), " chunks (8 bytes a chunk)"), "a machine with more memory");
         s.doc_ids_.resize(static_cast<std::size_t>(db.chunk_count()));
         for (std::int64_t i = 0; i < db.chunk_count(); ++i) s.doc_ids_[static_cast<std::size_t>(i)] = db.doc_of(i);
     }
     if (opts.exact || opts.measure_recall > 0) {
-        s.base = std::make_unique<BaseVectors>(folder, db);
+        s.base = std::make_unique<BaseVectors>(folder, db, opts.exact ? "--exact" : "--measure-recall");
         if (opts.device == "cuda")
             if constexpr (kCudaBuilt) {
                 s.gpu_stream = std::make_unique<CudaStreamOwner>();

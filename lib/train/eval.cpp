@@ -150,7 +150,8 @@ std::vector<std::int64_t> sample_sequences(const std::vector<std::int64_t>& spli
     // sequence floor(i * S / count) for i < count: distinct (S > count), in split order, the first one included
     std::vector<std::int64_t> out;
     out.reserve(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; i++) out.push_back(split[static_cast<std::size_t>(i * S / count)]);
+    for (std::int64_t i = 0; i < count; i++)   // (i * S in 128 bits: it may pass 2^63)
+        out.push_back(split[static_cast<std::size_t>(static_cast<__int128>(i) * S / count)]);
     return out;
 }
 
