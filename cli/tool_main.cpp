@@ -305,6 +305,27 @@ void refuse_non_utf8_arguments(int argc, char** argv) {
     }
 }
 
+// The current folder's path where it is not valid UTF-8 (a Latin-1 name): the manifests record the absolute paths of
+// a run's inputs and outputs, so a relative path there failed as the manifest was written, after all the work (a
+// helper's odd-paths campaign, session 57: every writing tool exited 1 with json's type_error.316 and left a folder no
+// --resume could finish). Refused before anything is read, by the commands that write a manifest; the others record
+// no absolute path and run anywhere.
+void refuse_non_utf8_current_folder(const CLI::App& app) {
+    const std::string tool = app.get_name();
+    const std::vector<CLI::App*> subs = app.get_subcommands();
+    const std::string sub = subs.empty() ? "" : subs.front()->get_name();
+    const bool writes_manifest =
+        (tool == "retro-tokenizer" && sub == "train") || (tool == "retro-train" && sub.empty()) ||
+        ((tool == "retro-chunk" || tool == "retro-index" || tool == "retro-knn") && (sub.empty() || sub == "merge"));
+    if (!writes_manifest) return;
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
+    if (ec || utf8_valid(cwd)) return;
+    user_error_in("the current folder", "'" + utf8_escape_invalid(cwd) + "' is not valid UTF-8 (RetroKit records the "
+                                                                        "absolute paths of a run's files in JSON, which holds UTF-8 only)",
+                  "run from a folder whose path is UTF-8, or rename it, e.g. `convmv -f latin1 -t utf8 --notest`");
+}
+
 // CLI11's message on one line, in our words where its own are obscure.
 std::string usage_message(const std::string& what) {
     static const std::regex override_value(R"(^(\S+) was given a disallowed flag override)");
@@ -356,6 +377,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         app.parse_complete_callback([&ctx, &app, argc, argv] {
             // before any subcommand's callback: retro-bench runs its benchmark inside parse()
             refuse_non_utf8_arguments(argc, argv);
+            refuse_non_utf8_current_folder(app);
             refuse_parent_options(app);
             refuse_empty_list_items(app, argc, argv);
             refuse_repeated_list_items(app);

@@ -2,6 +2,8 @@
 // followed, a link back up the tree or a second link to a folder already read skipped (the real path kept),
 // broken and self-looping links reported, lexical order; and through the tools, a corpus folder with loops.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -161,4 +163,36 @@ TEST_CASE("folder walk: a named pipe or a link to a device is reported, never re
     CHECK(noted.find("--text-key 'body' names the text of .jsonl lines, and no input is a .jsonl file") != std::string::npos);
     CHECK(noted.find("--glob '*.md' picks files inside folder inputs, and every input is a file") != std::string::npos);
     CHECK(capture_stderr([&] { corpus_list_files({(root / "a.txt").string()}, CorpusOptions{}); }).empty());
+}
+
+TEST_CASE("folder walk: a folder that may be listed but not searched is an error naming a file in it, not a skip") {
+    // (a helper's odd-paths campaign, session 57: the file was skipped with a warning, and the corpus built without it
+    // looked complete). Root reads every folder, so the walk runs in a child as nobody.
+    test::TempDir tmp("folder-walk-noexec");
+    fs::permissions(tmp.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    put(tmp / "c" / "a.txt");
+    put(tmp / "c" / "sub" / "b.txt");
+    fs::permissions(tmp / "c" / "sub", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)) ::_exit(3);
+        try {
+            walk(tmp / "c");
+        } catch (const UserError& e) {
+            const std::string m = e.what();
+            ::_exit(m.find("sub/b.txt: cannot read: Permission denied") != std::string::npos ? 0 : 4);
+        }
+        ::_exit(5);   // walked without a word
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    fs::permissions(tmp / "c" / "sub", fs::perms::owner_all);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 3) {
+        MESSAGE("skipped: cannot become nobody to test folder permissions");
+        return;
+    }
+    CHECK(WEXITSTATUS(status) == 0);   // 5: skipped; 4: another message
 }

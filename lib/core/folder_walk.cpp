@@ -85,8 +85,14 @@ private:
                     const std::string why = st_ec.value() == ELOOP ? "a link that loops on itself" : "a link to nothing (its target is gone)";
                     if (visitor_.on_broken_link) visitor_.on_broken_link(e.path(), why);
                     else log_warn("skipping " + e.path().string() + ": " + why);
-                } else
-                    log_warn("skipping " + e.path().string() + ": " + st_ec.message());
+                } else if (st_ec && st_ec.value() != ENOENT) {
+                    // a folder that may be listed but not searched (mode 644): every entry's status fails. A corpus
+                    // built without those files, exit 0, looked complete (a helper's odd-paths campaign, session 57)
+                    user_error_in(e.path().string(), "cannot read: " + st_ec.message(),
+                                  "make its folder searchable (chmod +x), or leave the folder out");
+                } else {   // gone between the listing and now
+                    log_warn("skipping " + e.path().string() + ": " + (st_ec ? st_ec.message() : "it is gone"));
+                }
                 continue;
             }
             if (fs::is_directory(st)) {

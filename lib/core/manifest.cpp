@@ -186,7 +186,8 @@ nlohmann::json manifest_read(const std::string& dir) {
     std::ifstream in(path);
     if (!in) {
         std::error_code ec;
-        if (!fs::exists(dir, ec)) user_error_in(dir, "no such folder");
+        // (fs::exists is false on an error too: a link loop, a path past PATH_MAX, a folder that may not be searched)
+        if (!fs::exists(dir, ec)) user_error_in(dir, ec ? ec.message() : "no such folder");
         if (!fs::is_directory(dir, ec)) user_error_in(dir, "is a file, not a folder", "give the folder a RetroKit tool wrote");
         // a run writing the folder now (before its first checkpoint it looks like no tool's)
         if (const std::string who = output_folder_writer(dir); !who.empty())
@@ -256,7 +257,7 @@ void shards_check_complete(const std::vector<std::string>& dirs, const std::stri
     std::string count_dir;
     for (const auto& d : dirs) {   // folders that are not shards, named before any is compared
         std::error_code ec;
-        if (!fs::exists(d, ec)) user_error_in(d, "no such folder");
+        if (!fs::exists(d, ec)) user_error_in(d, ec ? ec.message() : "no such folder");
         if (fs::exists(fs::path(d) / "state.json", ec)) continue;
         if (fs::exists(fs::path(d) / "manifest.json", ec))
             user_error_in(d, "is a finished " + json_file_tool((fs::path(d) / "manifest.json").string()) +

@@ -77,6 +77,30 @@ FolderOwner folder_owner(const std::string& dir) {
     return {};
 }
 
+void refuse_unfinished_run(const std::string& run, const std::string& weights_option) {
+    const FolderOwner owner = folder_owner(run);
+    if (owner.tool != "retro-train" || owner.finished) return;
+    std::error_code ec;
+    const bool has_model = fs::exists(fs::path(run) / "model.safetensors", ec);
+    user_error_in(run, has_model ? "is an unfinished retro-train run (no manifest.json, which is written last: its "
+                                   "model.safetensors is not a finished run's)"
+                                 : "has no model.safetensors yet (an unfinished run)",
+                  "finish it with retro-train --resume, or use a checkpoint: " + weights_option + " " +
+                      (fs::path(run) / "checkpoints" / "step_N").string());
+}
+
+void output_name_room_check(const std::string& file, const std::string& suffix) {
+    const fs::path f = path_resolved(file);
+    const std::string name = f.filename().string();
+    long most = ::pathconf(f.parent_path().c_str(), _PC_NAME_MAX);
+    if (most <= 0) most = 255;
+    const std::size_t limit = static_cast<std::size_t>(most);
+    if (name.size() + suffix.size() <= limit) return;
+    user_error_in(file, cat("its name is ", name.size(), " bytes, ", name.size() + suffix.size(), " with the ", suffix,
+                            " of the copy written first: more than the ", limit, " a name may hold there"),
+                  limit > suffix.size() ? cat("give a name of at most ", limit - suffix.size(), " bytes") : std::string("give a shorter name"));
+}
+
 void output_file_guard(const std::string& file, const std::string& option) {
     if (file.empty()) return;
     // (these options write files: "-" made a file named "-" where a script meant standard output)
@@ -92,6 +116,7 @@ void output_file_guard(const std::string& file, const std::string& option) {
     if (!fs::is_directory(parent, ec))
         user_error_in(file, "cannot be written: " + parent.string() + " is not a folder", "make the folder first");
     folder_writable_check(file, parent);
+    output_name_room_check(file, ".tmp");
     // the nearest folder above it that a tool made, and the file's path inside it
     for (fs::path dir = f.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
         const FolderOwner owner = folder_owner(dir.string());

@@ -28,6 +28,11 @@ struct FolderOwner {
     bool resumable = true;   // unfinished: false where its state.json says so (a merge, a bm25 build)
 };
 FolderOwner folder_owner(const std::string& dir);
+// Throws UserError naming `run` when it is a retro-train run stopped before its end (folder_owner: checkpoints/ or
+// metrics.jsonl beside config.json, no manifest.json): a model.safetensors there is not a finished run's (the manifest
+// is written last). `weights_option` names where a checkpoint is taken instead (eval's --weights, retro-generate's
+// --checkpoint). A folder no tool claims (a config.json and weights put together by hand) passes.
+void refuse_unfinished_run(const std::string& run, const std::string& weights_option);
 
 // Throws UserError naming `named` ("cannot be written: no file can be made in DIR (why)") unless a file can be made in
 // folder `dir` (one is made and removed): checked before work whose result is written there at the end.
@@ -39,6 +44,11 @@ void folder_writable_check(const std::string& named, const std::filesystem::path
 // metrics.jsonl, state.json, anything under checkpoints/ or parts/): writing it would replace that output. A new file
 // beside them (RUN/curves.png, RUN/eval.json) passes.
 void output_file_guard(const std::string& file, const std::string& option);
+
+// A file first written under its name plus `suffix` (".tmp", then renamed; retro-generate's ".partial" journal):
+// refused, in one line, where that name passes the limit of its folder's file system on a name's bytes (255 on most):
+// it failed after the work.
+void output_name_room_check(const std::string& file, const std::string& suffix);
 
 struct OutputInput {
     std::string option;   // how the user named it: "--db", "--tokenizer", "the corpus"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/output_folder.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/heap.h"
@@ -121,6 +122,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (!fs::exists(o.run)) user_error_in(o.run, "does not exist", "pass a run folder written by retro-train");
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
+    if (o.checkpoint.empty()) refuse_unfinished_run(o.run, "--checkpoint");
     // before the config sizes anything: an edited num_tokens is named as a changed file, not as a memory shortfall
     if (o.verify && o.checkpoint.empty()) manifest_verify_outputs_if_any(o.run, {"config.json", "model.safetensors"});
     if (o.verify && !o.checkpoint.empty())   // (its folder, or its model.safetensors named as a file)

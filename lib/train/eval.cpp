@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/output_folder.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -39,6 +40,7 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
     if (!fs::is_directory(run) || !fs::exists(fs::path(run) / "config.json"))
         user_error_in(run, fs::is_directory(run) ? "is not a retro-train run (no config.json)" : "is not a folder",
                       "give a folder retro-train wrote");
+    if (weights_in.empty()) refuse_unfinished_run(run, "--weights");
     std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
     if (weights_in.empty() && !fs::exists(weights))   // a run still training, or stopped before its end
         user_error_in(run, "has no model.safetensors yet (an unfinished run)",

@@ -654,6 +654,12 @@ void Trainer::run() {
     for (const auto& [option, dir] : {std::pair<const char*, const std::string&>{"--db", o_.db}, {"--knn", o_.neighbours}})
         if (std::error_code ec; !dir.empty() && !(option == std::string("--knn") && o_.no_retrieval) && !fs::exists(dir, ec))
             user_error_in(option, dir + ": no such folder");
+    // the run records the config's fingerprint, and --resume reads it again: a pipe (`--config <(...)`, /dev/stdin) is
+    // read once, and the manifest failed on it after every step had trained (a helper's odd-paths campaign, session 57)
+    if (std::error_code ec; fs::exists(o_.config, ec) && !fs::is_directory(o_.config, ec) && !fs::is_regular_file(o_.config, ec))
+        user_error_in("--config", o_.config + " is not a regular file (a pipe or a device): the run records the config's "
+                                               "fingerprint, and --resume reads it again",
+                      "save the config to a file and give its path");
     const std::vector<OutputInput> inputs = {{"--db", o_.db}, {"--knn", o_.neighbours}, {"--init-from", o_.init_from}};
     // before the data and the model are read and sized: an --out that is not this tool's to write (an input, another
     // tool's, inside a folder a tool keeps for itself), then one that holds a run. Without the lock: rank 0 takes it
