@@ -305,25 +305,51 @@ void refuse_non_utf8_arguments(int argc, char** argv) {
     }
 }
 
-// The current folder's path where it is not valid UTF-8 (a Latin-1 name): the manifests record the absolute paths of
-// a run's inputs and outputs, so a relative path there failed as the manifest was written, after all the work (a
-// helper's odd-paths campaign, session 57: every writing tool exited 1 with json's type_error.316 and left a folder no
-// --resume could finish). Refused before anything is read, by the commands that write a manifest; the others record
-// no absolute path and run anywhere.
+// A value of a text option or argument that names a path relative to the current folder: an output option's value,
+// or a word that names something there, or whose folder part does (`db`, `runs/new`; not `bow`, `0/2` or `**/*.txt`).
+bool names_relative_path(const std::string& value, bool output_option) {
+    if (value.empty() || value[0] == '/' || value == "-") return false;
+    if (output_option) return true;
+    std::error_code ec;
+    if (std::filesystem::exists(value, ec)) return true;
+    const std::filesystem::path parent = std::filesystem::path(value).parent_path();
+    return !parent.empty() && std::filesystem::is_directory(parent, ec);
+}
+
+// The current folder's path where it is not valid UTF-8 (a Latin-1 name) and a relative path is given: the manifests
+// (and retro-generate's journal, retro-bench's JSON) record the absolute paths of a run's files, so such a run failed
+// as it wrote them, after all the work (a helper's odd-paths campaign, session 57: every writing tool exited 1 with
+// json's type_error.316 and left a folder no --resume could finish). Refused before anything is read, naming the
+// option; with absolute paths alone (retro-bench's children) the current folder is never recorded, and the commands
+// that record no path (encode, decode, inspect, query, show, eval, plot, retro-generate of one prompt) run anywhere.
 void refuse_non_utf8_current_folder(const CLI::App& app) {
     const std::string tool = app.get_name();
     const std::vector<CLI::App*> subs = app.get_subcommands();
     const std::string sub = subs.empty() ? "" : subs.front()->get_name();
-    const bool writes_manifest =
-        (tool == "retro-tokenizer" && sub == "train") || (tool == "retro-train" && sub.empty()) ||
+    const bool records_paths =
+        (tool == "retro-tokenizer" && sub == "train") || (tool == "retro-train" && sub.empty()) || tool == "retro-bench" ||
+        (tool == "retro-generate" && app.count("--output") > 0) ||
         ((tool == "retro-chunk" || tool == "retro-index" || tool == "retro-knn") && (sub.empty() || sub == "merge"));
-    if (!writes_manifest) return;
+    if (!records_paths) return;
     std::error_code ec;
     const std::string cwd = std::filesystem::current_path(ec).string();
     if (ec || utf8_valid(cwd)) return;
-    user_error_in("the current folder", "'" + utf8_escape_invalid(cwd) + "' is not valid UTF-8 (RetroKit records the "
-                                                                        "absolute paths of a run's files in JSON, which holds UTF-8 only)",
-                  "run from a folder whose path is UTF-8, or rename it, e.g. `convmv -f latin1 -t utf8 --notest`");
+    static const std::set<std::string> outputs = {"--out", "--output", "--json", "--json-out", "--work-dir", "--texts-out",
+                                                  "--images-out", "--index-cache", "--plot"};
+    std::vector<const CLI::App*> apps{&app};
+    for (const CLI::App* s : subs) apps.push_back(s);
+    for (const CLI::App* a : apps)
+        for (const CLI::Option* opt : a->get_options()) {
+            if (opt->count() == 0 || opt->get_type_name().rfind("TEXT", 0) != 0) continue;
+            const std::string name = opt->get_lnames().empty() ? opt->get_name() : "--" + opt->get_lnames().front();
+            for (const std::string& value : opt->results())
+                if (names_relative_path(value, outputs.count(name) > 0))
+                    user_error_in(name, "'" + value + "' is relative to the current folder '" + utf8_escape_invalid(cwd) +
+                                            "', whose path is not valid UTF-8 (RetroKit records the absolute paths of a "
+                                            "run's files in JSON, which holds UTF-8 only)",
+                                  "give absolute paths, or run from a folder whose path is UTF-8 (rename it, e.g. "
+                                  "`convmv -f latin1 -t utf8 --notest`)");
+        }
 }
 
 // CLI11's message on one line, in our words where its own are obscure.

@@ -80,17 +80,23 @@ private:
             std::error_code link_ec, st_ec;
             const bool is_link = e.is_symlink(link_ec);
             const fs::file_status st = e.status(st_ec);   // follows links
+            // gone between the listing and now (or replaced: a path part no longer a folder; a stale NFS handle)
+            // (a link that loops on itself is reported below, as a broken one)
+            const bool gone = !st_ec || st_ec.value() == ENOENT || st_ec.value() == ENOTDIR || st_ec.value() == ESTALE ||
+                              (is_link && st_ec.value() == ELOOP);
+            if ((st_ec || st.type() == fs::file_type::not_found) && !gone) {
+                // an entry whose status cannot be read (a folder that may be listed but not searched, mode 644; a
+                // link into such a folder): its files cannot be opened. A corpus built without them, exit 0, looked
+                // complete (a helper's odd-paths campaign, session 57)
+                user_error_in(e.path().string(), "cannot read: " + st_ec.message(),
+                              "make its folder searchable (chmod +x), or leave the folder out");
+            }
             if (st_ec || st.type() == fs::file_type::not_found) {
                 if (is_link) {
                     const std::string why = st_ec.value() == ELOOP ? "a link that loops on itself" : "a link to nothing (its target is gone)";
                     if (visitor_.on_broken_link) visitor_.on_broken_link(e.path(), why);
                     else log_warn("skipping " + e.path().string() + ": " + why);
-                } else if (st_ec && st_ec.value() != ENOENT) {
-                    // a folder that may be listed but not searched (mode 644): every entry's status fails. A corpus
-                    // built without those files, exit 0, looked complete (a helper's odd-paths campaign, session 57)
-                    user_error_in(e.path().string(), "cannot read: " + st_ec.message(),
-                                  "make its folder searchable (chmod +x), or leave the folder out");
-                } else {   // gone between the listing and now
+                } else {
                     log_warn("skipping " + e.path().string() + ": " + (st_ec ? st_ec.message() : "it is gone"));
                 }
                 continue;

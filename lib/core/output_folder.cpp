@@ -78,15 +78,19 @@ FolderOwner folder_owner(const std::string& dir) {
 }
 
 void refuse_unfinished_run(const std::string& run, const std::string& weights_option) {
+    std::error_code ec;
+    // (a manifest.json there that cannot be read is named by whatever reads it next, not called missing)
+    if (fs::exists(fs::path(run) / "manifest.json", ec)) return;
     const FolderOwner owner = folder_owner(run);
     if (owner.tool != "retro-train" || owner.finished) return;
-    std::error_code ec;
     const bool has_model = fs::exists(fs::path(run) / "model.safetensors", ec);
     user_error_in(run, has_model ? "is an unfinished retro-train run (no manifest.json, which is written last: its "
                                    "model.safetensors is not a finished run's)"
                                  : "has no model.safetensors yet (an unfinished run)",
-                  "finish it with retro-train --resume, or use a checkpoint: " + weights_option + " " +
-                      (fs::path(run) / "checkpoints" / "step_N").string());
+                  "finish it with retro-train --resume" +
+                      (weights_option.empty() ? std::string()
+                                              : ", or use a checkpoint: " + weights_option + " " +
+                                                    (fs::path(run) / "checkpoints" / "step_N").string()));
 }
 
 void output_name_room_check(const std::string& file, const std::string& suffix) {

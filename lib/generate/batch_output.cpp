@@ -76,7 +76,8 @@ nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::ve
 
 void generate_output_check(const GenerateRunOptions& cli) {
     std::error_code ec;
-    output_name_room_check(cli.output, ".partial");   // the journal of finished prompts (generate_journal.h)
+    // the journal of finished prompts (generate_journal.h), rewritten through OUTPUT.partial.tmp on a --resume
+    output_name_room_check(cli.output, ".partial.tmp");
     if (cli.prompts_file != "-") {
         if (fs::exists(cli.output) && fs::equivalent(cli.output, cli.prompts_file, ec))
             user_error_in(cli.output, "is the --prompts file: the results would replace the prompts",

@@ -35,17 +35,21 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// `weights_option`: the option that takes a checkpoint of `run` instead ("--weights"), "" where none does (the
+// baseline: --weights replaces the evaluated run's weights)
 std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std::string& weights_in,
-                                              RetroConfig& config, bool verify) {
+                                              RetroConfig& config, bool verify, const std::string& weights_option) {
     if (!fs::is_directory(run) || !fs::exists(fs::path(run) / "config.json"))
         user_error_in(run, fs::is_directory(run) ? "is not a retro-train run (no config.json)" : "is not a folder",
                       "give a folder retro-train wrote");
-    if (weights_in.empty()) refuse_unfinished_run(run, "--weights");
+    if (weights_in.empty()) refuse_unfinished_run(run, weights_option);
     std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
     if (weights_in.empty() && !fs::exists(weights))   // a run still training, or stopped before its end
         user_error_in(run, "has no model.safetensors yet (an unfinished run)",
-                      "finish it with retro-train --resume, or evaluate a checkpoint: --weights " +
-                          (fs::path(run) / "checkpoints" / "step_N").string());
+                      "finish it with retro-train --resume" +
+                          (weights_option.empty() ? std::string()
+                                                  : ", or evaluate a checkpoint: " + weights_option + " " +
+                                                        (fs::path(run) / "checkpoints" / "step_N").string()));
     if (fs::is_directory(weights)) weights = (fs::path(weights) / "model.safetensors").string();   // a checkpoint folder
     if (verify && weights_in.empty()) manifest_verify_outputs_if_any(run, {"config.json", "model.safetensors"});
     // --weights of a checkpoint (its folder or its model.safetensors): held to the fingerprints its state.json
@@ -169,10 +173,10 @@ EvalReport train_eval(const EvalOptions& o) {
     for (double a : o.alphas)
         if (!(a > 0 && a <= 1)) user_error_in("--alphas", cat("each alpha must be in (0, 1], got ", a));
     RetroConfig config, base_config;
-    auto model = load_model(o.run, o.weights, config, o.verify);
+    auto model = load_model(o.run, o.weights, config, o.verify, "--weights");
     std::unique_ptr<RetroModel<float>> baseline;
     if (!o.baseline.empty()) {
-        baseline = load_model(o.baseline, "", base_config, o.verify);
+        baseline = load_model(o.baseline, "", base_config, o.verify, "");
         if (base_config.num_tokens != config.num_tokens || base_config.chunk_size != config.chunk_size ||
             base_config.pad_id != config.pad_id)
             user_error_in((fs::path(o.baseline) / "config.json").string(),
