@@ -31,7 +31,8 @@ FolderOwner folder_owner(const std::string& dir);
 // Throws UserError naming `run` when it is a retro-train run stopped before its end (folder_owner: checkpoints/ or
 // metrics.jsonl beside config.json, no manifest.json): a model.safetensors there is not a finished run's (the manifest
 // is written last). `weights_option` names where a checkpoint is taken instead (eval's --weights, retro-generate's
-// --checkpoint; "" for none). A folder whose manifest.json is there (if damaged, its reader names it), or that no tool claims (a config.json and weights put together by hand) passes.
+// --checkpoint; "" for none). A folder whose manifest.json is there (if damaged, its reader names it), or that no
+// tool claims (a config.json and weights put together by hand), passes.
 void refuse_unfinished_run(const std::string& run, const std::string& weights_option);
 
 // Throws UserError naming `named` ("cannot be written: no file can be made in DIR (why)") unless a file can be made in

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/output_folder.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/heap.h"
@@ -11,6 +10,7 @@
 #include "core/manifest.h"
 #include "data/run_tokenizer.h"
 #include "core/memory_budget.h"
+#include "core/output_folder.h"
 #include "generate/backend_decoder.h"
 #include "generate/cached_decoder.h"
 #include "generate/next_tokens.h"

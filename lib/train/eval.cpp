@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/output_folder.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/output_folder.h"
 #include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/progress.h"
@@ -44,12 +44,9 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
                       "give a folder retro-train wrote");
     if (weights_in.empty()) refuse_unfinished_run(run, weights_option);
     std::string weights = weights_in.empty() ? (fs::path(run) / "model.safetensors").string() : weights_in;
-    if (weights_in.empty() && !fs::exists(weights))   // a run still training, or stopped before its end
-        user_error_in(run, "has no model.safetensors yet (an unfinished run)",
-                      "finish it with retro-train --resume" +
-                          (weights_option.empty() ? std::string()
-                                                  : ", or evaluate a checkpoint: " + weights_option + " " +
-                                                        (fs::path(run) / "checkpoints" / "step_N").string()));
+    // (a run still training, or stopped before its end, was named above with its fix: this is a folder of no run)
+    if (weights_in.empty() && !fs::exists(weights))
+        user_error_in(run, "has no model.safetensors", "give a folder retro-train finished");
     if (fs::is_directory(weights)) weights = (fs::path(weights) / "model.safetensors").string();   // a checkpoint folder
     if (verify && weights_in.empty()) manifest_verify_outputs_if_any(run, {"config.json", "model.safetensors"});
     // --weights of a checkpoint (its folder or its model.safetensors): held to the fingerprints its state.json
