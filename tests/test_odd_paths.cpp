@@ -117,3 +117,26 @@ TEST_CASE("odd paths: an input folder behind a link loop is named with the loop,
     test::expect_refused(test::run_tool("retro-chunk", "merge " + (t / "loop").string() + " --out " + (t / "db").string()),
                          {(t / "loop").string() + ": Too many levels of symbolic links"});
 }
+
+TEST_CASE("odd paths: a dangling link as --out, a file as the run, --output ending in '/' are named for what they are") {
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("odd-messages");
+    fs::create_symlink(t / "gone", t / "dangling");
+    // (creating it said "cannot create folder: File exists")
+    test::expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                           (t / "dangling").string() + " --chunk-size 4 --seq-len 16 --quiet"),
+                         {(t / "dangling").string() + ": is a link to " + (t / "gone").string() + ", which does not exist"});
+    test::expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "dangling").string() + " --quiet"),
+                         {"is a link to " + (t / "gone").string()});
+    CHECK_FALSE(fs::exists(t / "gone"));
+    // (it said "has no config.json")
+    test::expect_refused(test::run_tool("retro-generate", (p.run / "config.json").string() + " --no-retrieval --tokenizer " +
+                                                              p.tok.string() + " hello"),
+                         {"config.json: is a file, not a run folder"});
+    // (it said ".../new is not a folder" of a folder that is not there)
+    test::write_text(t / "prompts.jsonl", "\"hello\"\n");
+    test::expect_refused(test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                                                              " --prompts " + (t / "prompts.jsonl").string() + " --output " +
+                                                              (t / "new").string() + "/"),
+                         {"new/: ends in '/', a folder's name"});
+}

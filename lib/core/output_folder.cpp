@@ -282,6 +282,11 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
                          bool clears, bool lock) {
     if (out.empty()) user_error_in("--out", "is empty", "name the output folder");
     if (out == "-") user_error_in("--out", "'-' (standard output) is not a folder", "give a folder path (./- for a folder named '-')");
+    // a link to a folder that is not there: creating it failed with "File exists", naming neither the link nor its
+    // target (a helper's odd-paths campaign, session 57)
+    if (std::error_code lec; fs::is_symlink(fs::symlink_status(out, lec)) && !fs::exists(out, lec))
+        user_error_in(out, "is a link to " + fs::read_symlink(out, lec).string() + ", which does not exist",
+                      "make the folder it points to, or give another --out");
     const fs::path o = path_resolved(out);
     std::error_code ec;
     for (const OutputInput& in : inputs) {

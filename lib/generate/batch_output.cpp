@@ -76,6 +76,8 @@ nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::ve
 
 void generate_output_check(const GenerateRunOptions& cli) {
     std::error_code ec;
+    // (before its folder is looked for: `--output new/` said ".../new is not a folder" of a folder not there)
+    if (cli.output.back() == '/') user_error_in(cli.output, "ends in '/', a folder's name", "give a file for --output");
     // the journal of finished prompts (generate_journal.h), rewritten through OUTPUT.partial.tmp on a --resume
     output_name_room_check(cli.output, ".partial.tmp");
     if (cli.prompts_file != "-") {

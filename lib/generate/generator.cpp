@@ -120,6 +120,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         user_error_in("--dtype bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --dtype");
     const fs::path config_path = fs::path(o.run) / "config.json";
     if (!fs::exists(o.run)) user_error_in(o.run, "does not exist", "pass a run folder written by retro-train");
+    if (!fs::is_directory(o.run)) user_error_in(o.run, "is a file, not a run folder", "pass the folder retro-train wrote");
     if (!fs::exists(config_path))
         user_error_in(o.run, "has no config.json", "pass a run folder written by retro-train");
     if (o.checkpoint.empty()) refuse_unfinished_run(o.run, "--checkpoint");
