@@ -6,7 +6,7 @@ CUDA ?= AUTO
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps demo-deps configure build test demo fuzz sanitize clean
+.PHONY: all deps demo-deps configure build test demo install fuzz sanitize clean
 
 all: build
 
@@ -27,6 +27,12 @@ test: build
 
 demo: demo-deps build
 	examples/demo.sh $(BUILD)/bin demo-out
+
+# the tools, libretrokit, bash completions and model configs under $(PREFIX) (bin/, lib/, share/): PREFIX=~/.local
+# needs no root; DESTDIR stages a package
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # libFuzzer targets (tests/fuzz/fuzz_NAME.cpp; clang; not part of CI): the .npy and .safetensors parsers, the JPEG
 # and PNG decoders, the corpus readers (text, jsonl, gzip, zstd), the UTF-8 handling and tokenizers, a tokenizer.json

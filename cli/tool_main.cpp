@@ -31,6 +31,7 @@
 #include "core/threads.h"
 #include "text/utf8.h"
 #include "retrokit/version.h"
+#include "shell_completion.h"
 
 namespace retro {
 
@@ -418,6 +419,19 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
         });
         ToolAction action = setup(app, ctx);
         normalize_options(app);
+        // `TOOL --completion bash`: the script shell_completion.h writes (not in --help: docs/tools.md)
+        if (const std::string_view word = argc >= 2 ? argv[1] : "";
+            word == "--completion" || word.starts_with("--completion=")) {
+            const std::string shell = word == "--completion" ? (argc == 3 ? argv[2] : "")
+                                      : argc == 2               ? std::string(word.substr(13))
+                                                                : "";
+            if (shell != "bash")
+                user_error_in("--completion", "takes one word, the shell: bash",
+                              "zsh reads bash's: autoload -U bashcompinit && bashcompinit && source <(" + tool +
+                                  " --completion bash)");
+            std::cout << bash_completion_script(app, tool);
+            return 0;
+        }
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {

@@ -19,6 +19,7 @@
 #include "core/npy.h"
 #include "core/output_folder.h"
 #include "core/scratch_dir.h"
+#include "core/terminal_text.h"
 #include "test_util.h"
 #include "text/corpus.h"
 #include "text/line_reader.h"
@@ -217,6 +218,17 @@ TEST_CASE("core: invalid UTF-8 is replaced and counted") {
     CHECK(s == "ok \xEF\xBF\xBD\xEF\xBF\xBD caf\xc3\xa9 \xEF\xBF\xBD end \xEF\xBF\xBD");
     std::string clean = "plain ascii and \xe4\xb8\xad\xe6\x96\x87";
     CHECK(utf8_sanitize(clean) == 0);
+}
+
+TEST_CASE("core: terminal_text shows C0 - DEL and C1 controls as bytes and leaves printable UTF-8 alone") {
+    CHECK(terminal_text("red\x1b[31m") == "red\\x1b[31m");
+    CHECK(terminal_text("a\tb\nc\x7f") == "a\tb\nc\\x7f");
+    CHECK(terminal_text("a\tb\nc", true) == "a\\x09b\\x0ac");
+    CHECK(terminal_text("csi\xc2\x9b" "31m") == "csi\\xc2\\x9b31m");   // U+009B, the one-byte CSI
+    CHECK(terminal_text("\xc2\x80\xc2\x9f") == "\\xc2\\x80\\xc2\\x9f");
+    CHECK(terminal_text("\xc2\xa0\xc2\xa9 caf\xc3\xa9 \xe4\xb8\xad") == "\xc2\xa0\xc2\xa9 caf\xc3\xa9 \xe4\xb8\xad");
+    CHECK(terminal_text("C:\\x0a") == "C:\\x0a");   // a literal backslash stays (decoded text holds them)
+    CHECK(terminal_text("cut\xc2") == "cut\xc2");
 }
 
 TEST_CASE("core: glob matching") {

@@ -1,0 +1,166 @@
+// `TOOL --completion bash` (cli/shell_completion.h) run in bash against an oracle: every (sub)command's options
+// as its own --help lists them, its subcommands likewise; choices, numbers and file names as values; and
+// `make install`'s tree (cmake --install): tools that find their library beside them, completions, configs.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kTools[] = {"retro-tokenizer", "retro-chunk", "retro-index", "retro-knn",
+                              "retro-train",     "retro-generate", "retro-bench"};
+
+// What the completion offers for `tool words...` (the last word is the one being completed) in `cwd`.
+std::vector<std::string> complete(const std::string& tool, const std::vector<std::string>& words,
+                                  const fs::path& cwd = fs::temp_directory_path()) {
+    test::TempDir tmp("completion");
+    std::string array = "'" + tool + "'";
+    for (const std::string& w : words) array += " '" + w + "'";
+    std::string fn = "_" + tool;
+    for (char& c : fn)
+        if (c == '-') c = '_';
+    test::write_text(tmp / "run.sh", "source <('" + test::tool_path(tool) + "' --completion bash) || exit 3\n" +
+                                         "cd '" + cwd.string() + "' || exit 4\n" + "COMP_WORDS=(" + array + ")\n" +
+                                         "COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n" + fn + " || exit 5\n" +
+                                         "printf '%s\\n' \"${COMPREPLY[@]}\"\n");
+    const test::RunResult r = test::run_command("bash " + (tmp / "run.sh").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, tool << ": " << r.err);
+    std::vector<std::string> got;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+        if (!line.empty()) got.push_back(line);
+    return got;
+}
+
+std::set<std::string> long_options(const std::vector<std::string>& words) {
+    std::set<std::string> s;
+    for (const std::string& w : words)
+        if (w.rfind("--", 0) == 0) s.insert(w);
+    return s;
+}
+
+struct Help {
+    std::set<std::string> options;       // every --long name of the "Options:" lines
+    std::set<std::string> subcommands;   // the "Subcommands:" section's names
+};
+
+// The oracle: CLI11's own --help of `tool sub...` (an option line is indented by two spaces: "  --a,--b TEXT ...";
+// a wrapped description is indented further).
+Help help_of(const std::string& tool, const std::string& sub) {
+    const test::RunResult r = test::run_tool(tool, sub + " --help");
+    REQUIRE_MESSAGE(r.exit_code == 0, tool << " " << sub << " --help: " << r.err);
+    Help h;
+    std::istringstream lines(r.out);
+    std::string section;
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.empty() && line[0] != ' ') {
+            section = line;
+            continue;
+        }
+        if (line.size() < 3 || line[0] != ' ' || line[1] != ' ' || line[2] == ' ') continue;
+        const std::string first = line.substr(2, line.find(' ', 2) - 2);
+        if (section == "Options:") {
+            std::stringstream names(first);
+            for (std::string name; std::getline(names, name, ',');)
+                if (name.rfind("--", 0) == 0) h.options.insert(name);
+        } else if (section == "Subcommands:") {
+            h.subcommands.insert(first);
+        }
+    }
+    return h;
+}
+
+}  // namespace
+
+TEST_CASE("shell completion: every command's options and subcommands are its --help's") {
+    for (const char* tool : kTools) {
+        CAPTURE(tool);
+        const Help top = help_of(tool, "");
+        CHECK(long_options(complete(tool, {"--"})) == top.options);
+        const std::vector<std::string> first = complete(tool, {""});
+        for (const std::string& sub : top.subcommands) {
+            CAPTURE(sub);
+            CHECK(std::find(first.begin(), first.end(), sub) != first.end());
+            // a subcommand also takes the tool's --quiet, --verbose and --threads (tool_main's fallthrough)
+            Help expected = help_of(tool, sub);
+            for (const char* down : {"--quiet", "--verbose", "--threads"})
+                if (top.options.count(down)) expected.options.insert(down);
+            CHECK(long_options(complete(tool, {sub, "--"})) == expected.options);
+            CHECK(long_options(complete(tool, {"--quiet", sub, "--"})) == expected.options);
+        }
+    }
+}
+
+TEST_CASE("shell completion: values are an option's choices - nothing for a number - file names for a text") {
+    test::TempDir dir("completion-files");
+    fs::create_directories(dir / "db folder");
+    test::write_text(dir / "dbnotes.txt", "x");
+    CHECK(complete("retro-knn", {"--device", ""}) == std::vector<std::string>{"cpu", "cuda"});
+    CHECK(complete("retro-knn", {"--device", "=", "cu"}) == std::vector<std::string>{"cuda"});
+    CHECK(complete("retro-train", {"--reduce", "d"}) == std::vector<std::string>{"deterministic"});
+    CHECK(complete("retro-chunk", {"--chunk-size", ""}).empty());
+    const std::vector<std::string> out = complete("retro-chunk", {"--out", "d"}, dir.path);
+    CHECK(std::set<std::string>(out.begin(), out.end()) == std::set<std::string>{"db folder", "dbnotes.txt"});
+    CHECK(complete("retro-chunk", {"--out=db"}, dir.path).size() == 2);   // COMP_WORDBREAKS without '='
+    CHECK(complete("retro-chunk", {"--out=db"}, dir.path).front().rfind("--out=db", 0) == 0);
+    // a positional takes file names, beside the subcommands whose names start so
+    const std::vector<std::string> words = complete("retro-chunk", {""}, dir.path);
+    CHECK(std::find(words.begin(), words.end(), "merge") != words.end());
+    CHECK(std::find(words.begin(), words.end(), "db folder") != words.end());
+    // an option's value is not a subcommand: `retro-train --config eval` is still retro-train's own options
+    CHECK(long_options(complete("retro-train", {"--config", "eval", "--"})) == help_of("retro-train", "").options);
+    CHECK(complete("retro-train", {"eval", "--sp"}) == std::vector<std::string>{"--split"});
+    // a flag takes no value: the word after it is completed as a word, not as the flag's value
+    CHECK(complete("retro-chunk", {"--force", "mer"}) == std::vector<std::string>{"merge"});
+}
+
+TEST_CASE("shell completion: --completion takes bash and nothing else") {
+    CHECK(test::run_tool("retro-index", "--completion bash").exit_code == 0);
+    CHECK(test::run_tool("retro-index", "--completion=bash").exit_code == 0);
+    for (const char* wrong : {"--completion zsh", "--completion", "--completion bash extra", "--completion=fish"}) {
+        CAPTURE(wrong);
+        const test::RunResult r = test::run_tool("retro-index", wrong);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK(r.err.find("retro-index: error: --completion: takes one word, the shell: bash (fix: zsh reads bash's") == 0);
+    }
+}
+
+TEST_CASE("install: cmake --install puts tools that find their own library - completions and configs under a prefix") {
+    const fs::path build = fs::path(RETRO_BIN_DIR).parent_path();
+    if (test::run_command("cmake --version").exit_code != 0) {
+        MESSAGE("skipped: no cmake on PATH");
+        test::g_skipped = true;
+        return;
+    }
+    test::TempDir prefix("install");
+    const test::RunResult r = test::run_command("cmake --install '" + build.string() + "' --prefix '" + prefix.path.string() + "'");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
+    for (const char* tool : kTools) {
+        CAPTURE(tool);
+        const fs::path bin = prefix / "bin" / tool;
+        REQUIRE(fs::exists(bin));
+        // the library it loads is the installed one, not the build folder's (RUNPATH $ORIGIN/../lib)
+        const test::RunResult ldd = test::run_command("ldd '" + bin.string() + "'");
+        std::string lib;
+        std::istringstream lines(ldd.out);
+        for (std::string line; std::getline(lines, line);)
+            if (line.find("libretrokit.so") != std::string::npos) lib = line;
+        CHECK(lib.find((prefix.path / "bin/..").string()) != std::string::npos);
+        CHECK(lib.find(build.string() + "/") == std::string::npos);
+        const test::RunResult version = test::run_command("'" + bin.string() + "' --version");
+        CHECK(version.exit_code == 0);
+        CHECK(version.out.rfind(std::string(tool) + " (RetroKit) ", 0) == 0);
+        const fs::path completion = prefix / "share/bash-completion/completions" / tool;
+        REQUIRE(fs::exists(completion));
+        CHECK(test::run_command("bash -n '" + completion.string() + "'").exit_code == 0);
+        CHECK(test::read_text(completion) == test::run_tool(tool, "--completion bash").out);
+    }
+    CHECK(fs::exists(prefix / "share/retrokit/configs/demo.json"));
+    CHECK(fs::exists(prefix / "share/retrokit/configs/retro-172m.json"));
+}
