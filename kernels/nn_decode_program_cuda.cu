@@ -77,6 +77,7 @@ struct FusedDecodeStep final : BackendGraph {
     const OpSchedule* schedule = nullptr;
     int n = 0, pieces_n = 0;
     unsigned blocks = 0;
+    int per_sm = 0, fit = 0, sms = 0;   // blocks = min(per_sm, fit) x sms: named when a launch is refused
     std::size_t smem = 0;
     ProgramKernel kernel = nullptr;
     CudaStream stream = nullptr;   // the backend's: a launch of this step may still be running on it
@@ -178,6 +179,9 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
     RETRO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step->kernel, kThreads, smem));
     if (fit < 1) return refuse("the fused kernel does not fit an SM");
     step->blocks = static_cast<unsigned>(std::min(per_sm, fit) * sms);
+    step->per_sm = per_sm;
+    step->fit = fit;
+    step->sms = sms;
     // the prefetch stream and each op's schedule (kernels/nn_decode_program.cuh): op i asks for everything up to the
     // end of op i + 1's weights and `window` bytes beyond
     ll window = 16ll << 20;
@@ -213,8 +217,21 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
     const OpSchedule* schedule = step->schedule;
     int n = step->n, pieces_n = step->pieces_n;
     void* args[] = {&ops, &n, &pieces, &pieces_n, &schedule};
-    RETRO_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel), dim3(step->blocks),
-                                                 dim3(kThreads), args, step->smem, stream_));
+    // a refused launch (cudaErrorCooperativeLaunchTooLarge: a tool or MPS holding part of the device) names the grid
+    // and where its size came from, so that one look says what to lower (RETRO_DECODE_BLOCKS_PER_SM=1, or
+    // RETRO_DECODE_PROGRAM=off: the captured graphs)
+    const int status = static_cast<int>(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel),
+                                                                    dim3(step->blocks), dim3(kThreads), args, step->smem,
+                                                                    stream_));
+    if (status != 0) {
+        (void)cudaGetLastError();   // (a launch error is not sticky: cleared, so no later check reports it again)
+        const std::string what = "cudaLaunchCooperativeKernel(fused decode step: " + std::to_string(step->blocks) +
+                                 " blocks = min(" + std::to_string(step->per_sm) + " asked an SM, " +
+                                 std::to_string(step->fit) + " that fit) x " + std::to_string(step->sms) + " SMs, " +
+                                 std::to_string(kThreads) + " threads, " + std::to_string(step->smem) +
+                                 " B dynamic shared memory; RETRO_DECODE_BLOCKS_PER_SM=1 or RETRO_DECODE_PROGRAM=off)";
+        cuda_check(status, what.c_str(), __FILE__, __LINE__);
+    }
     RETRO_CUDA_LAUNCH_CHECK("decode_program (fused decode step)", stream_);
     return true;
 }

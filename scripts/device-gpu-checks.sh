@@ -383,6 +383,10 @@ step_fused() {
             track $?
             grep -E '^ *prompt |^ +[0-9]+ +[0-9]+ |warning|error' "$OUT/fused_demo_${b}_$mb.log" |
                 sed "s/^/demo blocks=$b prefetch=${mb}MB: /" | tee -a "$OUT/fused.txt"
+            if grep -q '"fused_same_tokens": *false' "$OUT/fused_demo_${b}_$mb.json" 2>/dev/null; then   # (a warning alone)
+                echo "demo blocks=$b prefetch=${mb}MB: the fused step sampled other tokens" | tee -a "$OUT/fused.txt"
+                track 1
+            fi
         done
     done
     RETRO_DECODE_BLOCKS_PER_SM=${blocks%% *} rk "$KIT/bin/retro-bench" generate --device cuda --cuda-graphs \

@@ -374,6 +374,36 @@ TEST_CASE("generate: on a CUDA device, the fused decode step gives the launched 
     }
 }
 
+TEST_CASE("generate: on a CUDA device, every fused decode step kernel (8 rows, one block an SM, a request past the occupancy) gives the launched ops' bits") {
+    // the test above runs decode_program_k<1,2> and <2,2> (1 and 2 rows, two blocks an SM); these are the other
+    // instantiations (kernels/nn_decode_program_cuda.cu): 8 rows (the largest norm shared memory, the most registers),
+    // the one-row one-block-an-SM kernel (RETRO_DECODE_BLOCKS_PER_SM=1, its own code), and 32 blocks an SM asked for
+    // (cut to what fits by the occupancy: a grid past co-residency would hang at its first barrier, or be refused).
+    // Kept apart from the test above, which the GPU checks' sanitizer steps run (a review, session 58).
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    if constexpr (kCudaBuilt) {
+        const RetroConfig c = decode_config();
+        RetroModel<float> model(c);
+        params_init(model.params(), model.layout(), 3);
+        CudaStreamOwner stream;
+        auto be = nn::cuda_nn_backend(stream.get());
+        const std::pair<const char*, std::int64_t> runs[] = {{nullptr, 8}, {"1", 1}, {"1", 2}, {"32", 1}, {"32", 8}};
+        for (const auto& [per_sm, sequences] : runs) {
+            CAPTURE(sequences);
+            CAPTURE((per_sm ? per_sm : "default"));
+            test::ScopedEnv blocks("RETRO_DECODE_BLOCKS_PER_SM", per_sm ? std::optional<std::string>(per_sm) : std::nullopt);
+            const auto graphs = decode_logits(*be, c, model, true, nn::DecodeProgramMode::off, nullptr, nullptr, sequences);
+            std::int64_t steps = 0, fused = 0;
+            const auto one_kernel =
+                decode_logits(*be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused, sequences, 1);
+            MESSAGE("fused decode steps: " << fused << " of " << steps << " recorded");
+            CHECK(fused > 0);
+            REQUIRE(graphs.size() == one_kernel.size());
+            CHECK(std::memcmp(graphs.data(), one_kernel.data(), graphs.size() * sizeof(float)) == 0);
+        }
+    }
+}
+
 TEST_CASE("generate: on a CUDA device, the decode kernels as programmatic dependent launches give RETRO_PDL=0's bits") {
     // PDL (sm_90+) lets a decode kernel start while the one before it finishes and wait inside for its results
     // (griddepcontrol.wait): a kernel that read a predecessor's output before its wait would see stale values here,
