@@ -217,8 +217,9 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<TrainBenchOptions>();
     auto* sub = bench.add_subcommand("train", "RETRO training steps (fwd + bwd + AdamW, fp32): tokens/s and GFLOP/s "
                                               "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
-    sub->add_option("--config", o->config, "Model config JSON (default: the built-in demo config = "
-                                           "examples/configs/demo.json; e.g. examples/configs/retro-172m.json)");
+    sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: the "
+                                           "built-in demo config = examples/configs/demo.json; e.g. retro-172m)")
+        ->transform(model_config_name());
     sub->add_option("--batch,--batch-size", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
     sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
     sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
@@ -290,7 +291,9 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<GenerateBenchOptions>();
     auto* sub = bench.add_subcommand("generate", "KV-cached decoding tokens/s and ms per token at several prompt lengths, "
                                                  "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
-    sub->add_option("--config", o->config, "Model config JSON (default: 6 x 512 decoder, 2 x 256 encoder, chunk 64)");
+    sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: 6 x 512 "
+                                           "decoder, 2 x 256 encoder, chunk 64)")
+        ->transform(model_config_name());
     sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
     sub->add_option("--output,--max-tokens", o->output, "Tokens generated per prompt")->capture_default_str();
     sub->add_option("--batch,--batch-size", o->batch, "Sequences decoded together, each its own prompt of the length given: ms/token "

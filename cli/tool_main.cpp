@@ -29,6 +29,7 @@
 #include "core/std_streams.h"
 #include "core/terminal_text.h"
 #include "core/threads.h"
+#include "model/config_files.h"
 #include "text/utf8.h"
 #include "retrokit/version.h"
 #include "shell_completion.h"
@@ -501,6 +502,15 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 }  // namespace
 
 CLI::Validator non_negative_integer() { return decimal_integer(false); }
+
+CLI::Validator model_config_name() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            value = resolve_model_config(value);
+            return std::string();
+        },
+        "");
+}
 
 void add_no_verify_flag(CLI::App& app, bool& verify) {
     app.add_flag_function("--no-verify", [&verify](std::int64_t) { verify = false; },

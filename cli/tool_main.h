@@ -2,7 +2,7 @@
 // exceptions to exit codes (UserError -> 2, anything else -> 1) with one line on stderr. A tool's setup()
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
-// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer
+// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer, model_config_name
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -24,6 +24,11 @@ void add_no_verify_flag(CLI::App& app, bool& verify);
 // 2^64 - 1 as 2^64 - 1, "010" as octal 8 and "0x10" as 16; this refuses the first two and anything but digits, and
 // reads leading zeros as decimal. Add it with ->transform() (->check() would drop the decimal rewrite).
 CLI::Validator non_negative_integer();
+
+// For --config: a shipped model config by name (`--config demo`: examples/configs/demo.json, or the installed
+// share/retrokit/configs/demo.json) becomes its path; a path that exists stays as given (model/config_files.h).
+// Add it with ->transform().
+CLI::Validator model_config_name();
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

@@ -1,10 +1,12 @@
 // `TOOL --completion bash` (cli/shell_completion.h) run in bash against an oracle: every (sub)command's options
 // as its own --help lists them, its subcommands likewise; choices, numbers and file names as values; and
-// `make install`'s tree (cmake --install): tools that find their library beside them, completions, configs.
+// `make install`'s tree (cmake --install): tools that find their library beside them, completions, configs; and the
+// shipped configs by name (`--config demo`, model/config_files.h).
 #include <algorithm>
 #include <set>
 #include <sstream>
 
+#include "model/config_files.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -163,4 +165,34 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
     }
     CHECK(fs::exists(prefix / "share/retrokit/configs/demo.json"));
     CHECK(fs::exists(prefix / "share/retrokit/configs/retro-172m.json"));
+    // the installed tools find the installed configs by name, and name that folder when a name is not there
+    const std::string bench = (prefix / "bin/retro-bench").string();
+    const test::RunResult tiny = test::run_command("'" + bench + "' generate --config tiny --prompt 8 --output 2 --peer-steps 0 --json -");
+    CHECK_MESSAGE(tiny.exit_code == 0, tiny.err);
+    CHECK(tiny.out.find("\"dec_dim\": 16") != std::string::npos);
+    const test::RunResult missing = test::run_command("'" + bench + "' generate --config nosuch");
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.err.find("a shipped config by name: demo, ") != std::string::npos);
+    CHECK(missing.err.find("tiny (" + (fs::canonical(prefix.path) / "share/retrokit/configs").string() + "))") != std::string::npos);
+}
+
+TEST_CASE("shipped configs: a name finds examples/configs/NAME.json - a path that exists is taken as given") {
+    const fs::path configs = test::source_dir() / "examples/configs";
+    CHECK(fs::equivalent(resolve_model_config("demo"), configs / "demo.json"));
+    CHECK(fs::equivalent(resolve_model_config("retro-172m.json"), configs / "retro-172m.json"));
+    CHECK(resolve_model_config("nosuch") == "nosuch");
+    CHECK(resolve_model_config("sub/demo") == "sub/demo");   // a path is never looked up
+    CHECK(resolve_model_config("..") == "..");
+    CHECK(resolve_model_config("") == "");
+    test::TempDir dir("configs");
+    test::write_text(dir / "demo", "{}");
+    CHECK(resolve_model_config((dir / "demo").string()) == (dir / "demo").string());
+    const std::vector<std::string> names = shipped_model_configs();
+    CHECK(std::find(names.begin(), names.end(), "demo") != names.end());
+    CHECK(std::is_sorted(names.begin(), names.end()));
+    CHECK(shipped_configs_hint().find("demo, demo-retrieval") != std::string::npos);
+    // the tools' --config takes a name (retro-train, retro-bench train and generate)
+    const test::RunResult r = test::run_tool("retro-bench", "generate --config tiny --prompt 8 --output 2 --peer-steps 0 --json -");
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out.find("\"dec_dim\": 16") != std::string::npos);
 }

@@ -22,7 +22,10 @@ int main(int argc, char** argv) {
             // the old spelling, for `eval` too: eval does not know it, so it falls through to here (a hidden
             // option of eval's own would add a blank line to eval's --help)
             retro::add_deprecated_option(app, "--neighbours", "--knn", o.neighbours, ctx, "the neighbours folder");
-            app.add_option("--config", o.config, "Model config JSON (examples/configs/)");
+            app.add_option("--config", o.config,
+                           "Model config: a .json file, or a shipped config by name (demo, tiny, retro-172m, ...: "
+                           "examples/configs/, installed in share/retrokit/configs/)")
+                ->transform(retro::model_config_name());
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
             app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->transform(retro::non_negative_integer())->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "model/config_files.h"
 
 namespace retro {
 
@@ -200,9 +201,9 @@ void RetroConfig::validate(const std::string& where) const {
 
 RetroConfig RetroConfig::load(const std::string& path) {
     if (std::error_code ec; std::filesystem::is_directory(path, ec))   // (it said "not valid JSON: basic_filebuf::underflow")
-        user_error_in(path, "is a folder, not a model config", "give a .json file such as examples/configs/demo.json");
+        user_error_in(path, "is a folder, not a model config", shipped_configs_hint());
     std::ifstream in(path);
-    if (!in) user_error_in(path, "cannot open model config");
+    if (!in) user_error_in(path, "cannot open model config", shipped_configs_hint());
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(in);
