@@ -175,3 +175,48 @@ TEST_CASE("bad input: an index whose manifest no longer gives its vectors is ref
                                                                qdb.string() + " --out " + (t / "knn-ok").string() + " --quiet");
     CHECK_MESSAGE(ok.exit_code == 0, ok.err);
 }
+
+TEST_CASE("retro-generate and retro-knn take --index and --db left out from what the folders record") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("recorded");
+    const std::string prompt = " 'the' --max-tokens 6 --seed 3 --top-k 5";
+    const test::RunResult given = test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() +
+                                                                       " --db " + p.db.string() + prompt + " --quiet");
+    REQUIRE_MESSAGE(given.exit_code == 0, given.err);
+    // both left out: the index the run's neighbours were searched in, the database that index records (each logged)
+    const test::RunResult recorded = test::run_tool("retro-generate", p.run.string() + prompt);
+    CHECK_MESSAGE(recorded.exit_code == 0, recorded.err);
+    CHECK(recorded.out == given.out);
+    CHECK(recorded.err.find("--index " + fs::absolute(p.index).string()) != std::string::npos);
+    CHECK(recorded.err.find("--db " + fs::absolute(p.db).string()) != std::string::npos);
+    const test::RunResult db_given = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + prompt + " --quiet");
+    CHECK(db_given.out == given.out);
+    // a run whose records lead nowhere (its neighbours' folder moved) asks for the options
+    test::copy_folder(p.run, t / "run");
+    std::string manifest = test::read_text(t / "run/manifest.json");
+    const std::string knn_path = fs::absolute(p.knn).lexically_normal().string();
+    const std::size_t at = manifest.find("\"" + knn_path);
+    REQUIRE(at != std::string::npos);
+    manifest.replace(at + 1, knn_path.size(), (t / "moved-knn").string());
+    test::write_text(t / "run/manifest.json", manifest);
+    expect_refused(test::run_tool("retro-generate", (t / "run").string() + prompt),
+                   {"--index: retrieval needs an index and its database", "'s records lead to none", "pass --index and --db, or --no-retrieval"});
+    CHECK(test::run_tool("retro-generate", (t / "run").string() + " --index " + p.index.string() + prompt + " --quiet").out == given.out);
+    // retro-knn: the index's database; the neighbours those of --db given
+    const test::RunResult knn = test::run_tool("retro-knn", p.index.string() + " --out " + (t / "knn").string());
+    REQUIRE_MESSAGE(knn.exit_code == 0, knn.err);
+    CHECK(knn.err.find("--db " + fs::absolute(p.db).string()) != std::string::npos);
+    CHECK(test::read_text(t / "knn/neighbours.npy") == test::read_text(p.knn / "neighbours.npy"));
+    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string()), {"--out: is required"});
+    expect_refused(test::run_tool("retro-knn", "--out " + (t / "k2").string()), {"usage: retro-knn INDEX [--db DB] --out DIR"});
+    // an index folder whose database is gone names it and --db
+    test::copy_folder(p.index, t / "index");
+    std::string im = test::read_text(t / "index/manifest.json");
+    const std::string db_path = fs::absolute(p.db).lexically_normal().string();
+    const std::size_t dat = im.find("\"" + db_path);
+    REQUIRE(dat != std::string::npos);
+    im.replace(dat + 1, db_path.size(), (t / "gone-db").string());
+    test::write_text(t / "index/manifest.json", im);
+    expect_refused(test::run_tool("retro-knn", (t / "index").string() + " --out " + (t / "k3").string()),
+                   {"gone-db: the database the index", "was built from is gone", "pass --db with its new place"});
+}

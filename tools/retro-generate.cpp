@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
             g.sampler.top_p = 0.9;   // defaults: T = 1, nucleus 0.9, no top-k
             app.add_option("run", g.run, "Run folder from retro-train (config.json, model.safetensors)")->required();
             app.add_option("prompt", cli.prompt, "Prompt text (default, or -: read from stdin)");
-            app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from");
-            app.add_option("--db", g.db, "Chunk database the index was built from (its tokenizer is used)");
+            app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from (default: the one the run's neighbours were searched in)");
+            app.add_option("--db", g.db, "Chunk database the index was built from, its tokenizer used (default: the one the index records)");
             app.add_option("--tokenizer", g.tokenizer, "Tokenizer model (default: the database's)");
             app.add_option("--checkpoint,--weights", g.checkpoint, "Weights other than RUN/model.safetensors: a checkpoint folder, a .safetensors file, or a RETRO-pytorch state_dict saved with torch.save");
             app.add_option("--max-tokens", g.max_tokens, "Tokens to generate at most (also capped by the model's max_seq_len)")->capture_default_str();
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
                                                "file is kept: refused, or with --resume nothing to do)");
             auto* batch_size = app.add_option("--batch-size,--batch", g.batch_size, "Batch mode: prompts decoded together (on the CPU a prompt's text is the same at every batch size; with --device cuda only 1 makes it independent of the other prompts: docs/generate.md)")->capture_default_str();
             app.add_flag("--ignore-eos", cli.ignore_eos, "Keep going after an end-of-text token");
-            app.add_flag("--allow-other-db", g.allow_other_db, "Retrieve from a database other than the run's (same tokenizer)");
+            app.add_flag("--allow-other-db", g.allow_other_db, "Accept a database whose tokenizer cannot be compared with the run's (one of the same tokenizer needs no flag)");
             app.add_option("--nprobe", g.nprobe, "IVF lists to search (0 = as the index was saved)");
             app.add_option("--ef-search", g.ef_search, "HNSW search depth (0 = as saved)");
             app.add_option("--device", g.device, "cpu, or cuda: decode on the GPU (caches there; the search stays on "

@@ -1,6 +1,8 @@
 // retro-knn: k nearest neighbours of every chunk in an index, same document excluded; `merge`
 // joins shards.
 #include "core/error.h"
+#include "core/log.h"
+#include "index/index_folder.h"
 #include "index/knn_build.h"
 #include "index/knn_show.h"
 
@@ -16,7 +18,7 @@ int main(int argc, char** argv) {
             static std::string merge_out;
             static bool merge_force = false, merge_resume = false;
             app.add_option("index", o.index, "Index folder (from retro-index; a --kind bm25 folder is searched by BM25 scores, docs/index.md)");
-            app.add_option("--db", o.db, "The chunk database the index was built from");
+            app.add_option("--db", o.db, "The chunk database the index was built from (default: the one the index records)");
             app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
             app.add_option("--out", o.out, "Output folder (neighbours.npy, distances.npy, manifest.json)");
             app.add_option("--neighbours", o.k, "Neighbours per chunk (k)");
@@ -53,7 +55,14 @@ int main(int argc, char** argv) {
             return [&ctx, merge, show] {
                 if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force, merge_resume);
                 if (*show) return retro::knn_show(show_opts);
-                if (o.index.empty() || o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-knn INDEX --db DB --out DIR (or: retro-knn merge SHARDS... --out DIR)", "see retro-knn --help");
+                if (o.index.empty())
+                    retro::user_error_in("usage", "retro-knn INDEX [--db DB] --out DIR (or: retro-knn merge SHARDS... --out DIR)",
+                                         "see retro-knn --help");
+                if (o.out.empty()) retro::user_error_in("--out", "is required: the folder the neighbours go to", "add --out DIR");
+                if (o.db.empty()) {   // the database the index was built from, as retro-index query takes it
+                    o.db = retro::index_folder_recorded_db(o.index);
+                    retro::log_info("--db " + o.db + " (the database " + o.index + " records)");
+                }
                 o.shard = retro::shard_parse(shard);
                 retro::knn_build(ctx, o);
             };

@@ -29,6 +29,7 @@
 #include "core/terminal_text.h"
 #include "generate/batch_output.h"
 #include "generate/generate_journal.h"
+#include "generate/retrieval_defaults.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -212,6 +213,7 @@ struct StopAfterForTesting {};
 
 void generate_run(GenerateRunOptions cli) {
     cli.g.stop_at_eos = !cli.ignore_eos;
+    retrieval_inputs_default(cli.g);   // --index and --db left out: the ones the run's folders record
     const bool batch = !cli.prompts_file.empty();
     const bool to_stdout = batch && cli.output == "-";   // JSON lines streamed in input order, no journal
     std::vector<std::string> prompts;

@@ -169,7 +169,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         const auto cs = db_manifest.value("parameters", nlohmann::json::object()).value("chunk_size", 0);
         if (cs != config.chunk_size)
             user_error_in(o.db, cat("has chunk size ", cs, "; the model (", config_path.string(), ") uses ",
-                                    config.chunk_size));
+                                    config.chunk_size),
+                          run_db_path.empty() ? cat("pass a database chunked with --chunk-size ", config.chunk_size)
+                                              : cat("pass the run's database (", run_db_path,
+                                                    ") or one chunked with --chunk-size ", config.chunk_size));
         if (!run_db_fp.empty() && folder_fingerprint(db_manifest) != run_db_fp) {
             const std::string run_tok = db_tokenizer_fingerprint(run_db_manifest);
             if (!run_tok.empty() && run_tok != db_tokenizer_fingerprint(db_manifest))
@@ -226,8 +229,11 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         if (ck_untrained)
             user_error_in(o.checkpoint, "was trained with --no-retrieval: its CCA layers and encoder are untrained",
                           "add --no-retrieval, or pass a checkpoint of a run trained with retrieval");
-        if (o.index.empty() || o.db.empty())
-            user_error_in("--index", "retrieval needs --index and --db", "pass both, or --no-retrieval");
+        if (o.index.empty() || o.db.empty())   // (generate_run fills both from the run's records where it can)
+            user_error_in("--index", "retrieval needs an index and its database, and " + o.run +
+                                         "'s records lead to none (its neighbours folder, or the index they were "
+                                         "searched in, is not there)",
+                          "pass --index and --db, or --no-retrieval");
         if (config.first_cca_layer() == 0) {
             log_warn("the model has no CCA layers: generating without retrieval");
         } else {

@@ -22,6 +22,17 @@ std::string kind_of(const nlohmann::json& m) {
 
 std::string IndexFolder::file(const std::string& name) const { return (fs::path(dir) / name).string(); }
 
+std::string index_folder_recorded_db(const std::string& dir, const std::string& option) {
+    const nlohmann::json m = manifest_read(dir);
+    if (const std::string tool = m.value("tool", std::string()); tool != "retro-index" && !tool.empty())
+        user_error_in((fs::path(dir) / "manifest.json").string(), "was written by " + tool + ", not retro-index",
+                      "pass the index folder retro-index wrote (and the database as " + option + ")");
+    const std::string d = manifest_input(m, "db");
+    if (d.empty()) user_error_in((fs::path(dir) / "manifest.json").string(), "records no database folder", "pass " + option + " DB");
+    if (!fs::exists(d)) user_error_in(d, "the database the index " + dir + " was built from is gone", "pass " + option + " with its new place");
+    return d;
+}
+
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {
     index_check_search_options(opts.nprobe, opts.ef_search);
     IndexFolder f;

@@ -36,6 +36,10 @@ struct IndexFolder {
 };
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts);
+// The chunk database an index folder records it was built from (its manifest's "db" input), for a reader whose --db
+// was left out (retro-knn, retro-index query, retro-generate): refused in one line where the folder is not
+// retro-index's, records none, or the database is no longer there. `option` names the option to give instead.
+std::string index_folder_recorded_db(const std::string& dir, const std::string& option = "--db");
 // The folder's embeddings.npy mapped, once it is seen to be a 2-D f32 or f16 array of the manifest's dimension
 // with one row per chunk of `db` (index_folder_open holds index.faiss to the same count); O(1): the header only.
 NpyArray index_folder_embeddings(const IndexFolder& f, const ChunkDb& db);

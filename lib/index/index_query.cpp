@@ -30,17 +30,7 @@ namespace retro {
 
 namespace {
 
-std::string db_dir(const IndexQueryOptions& o) {
-    if (!o.db.empty()) return o.db;
-    const nlohmann::json m = manifest_read(o.index);
-    if (const std::string tool = m.value("tool", std::string()); tool != "retro-index" && !tool.empty())
-        user_error_in((fs::path(o.index) / "manifest.json").string(), "was written by " + tool + ", not retro-index",
-                      "pass the index folder retro-index wrote (and the database as --db)");
-    std::string d = manifest_input(m, "db");
-    if (d.empty()) user_error_in(o.index + "/manifest.json", "records no database folder", "pass --db DB");
-    if (!fs::exists(d)) user_error_in(d, "the database this index was built from is gone", "pass --db with its new place");
-    return d;
-}
+std::string db_dir(const IndexQueryOptions& o) { return o.db.empty() ? index_folder_recorded_db(o.index) : o.db; }
 
 // The query vector of a CLIP embedder: its text tower on the text, or its vision tower on the image.
 std::vector<float> clip_query(const ClipEmbedder& e, const IndexQueryOptions& o) {
