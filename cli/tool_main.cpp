@@ -164,6 +164,78 @@ std::string option_meant(const std::string& command, const std::string& option) 
     return "";
 }
 
+// Long option names `given` may be a misspelling of among `command`'s (and those a subcommand takes from its tool):
+// within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe), or starting with
+// it (3 letters at least); the closest first, three at most.
+std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& command, const std::string& given) {
+    const auto distance = [](const std::string& a, const std::string& b) {   // Levenshtein, one row
+        std::vector<std::size_t> row(b.size() + 1);
+        for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+        for (std::size_t i = 1; i <= a.size(); ++i) {
+            std::size_t diagonal = row[0];
+            row[0] = i;
+            for (std::size_t j = 1; j <= b.size(); ++j) {
+                const std::size_t up = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+                diagonal = up;
+            }
+        }
+        return row[b.size()];
+    };
+    std::string word = given.substr(given.find_first_not_of('-') == std::string::npos ? given.size() : given.find_first_not_of('-'));
+    std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::vector<std::pair<std::size_t, std::string>> near;
+    const auto consider = [&](const CLI::Option* opt) {
+        if (opt->get_group().empty()) return;   // hidden
+        for (const std::string& name : opt->get_lnames()) {
+            const std::size_t d = distance(word, name);
+            const bool starts = word.size() >= 3 && name.rfind(word, 0) == 0;
+            if (d <= std::max<std::size_t>(1, name.size() / 4) || starts) near.emplace_back(starts ? 0 : d, "--" + name);
+        }
+    };
+    for (const CLI::Option* opt : command.get_options()) consider(opt);
+    if (&command != &tool)
+        for (const CLI::Option* opt : tool.get_options())
+            if (!opt->get_lnames().empty() && (opt->get_lnames().front() == "quiet" || opt->get_lnames().front() == "verbose" ||
+                                               opt->get_lnames().front() == "threads"))
+                consider(opt);
+    std::sort(near.begin(), near.end());
+    std::vector<std::string> names;
+    for (const auto& [d, name] : near)
+        if (names.size() < 3 && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    return names;
+}
+
+// CLI11's "The following arguments were not expected: C B A" (its words in reverse, an unknown option among them
+// as one more word) made one line in the words' order: the unknown option named first, with the options near it
+// (`--neighbour 3`: "did you mean --neighbours?"), or the words no positional took (`retro-train db/ knn/`).
+void extras_message(const CLI::App& tool, const CLI::App& command_app, const std::string& command, std::string& message,
+                    std::string& fix) {
+    const std::vector<std::string> extras = tool.remaining(true);
+    if (extras.empty()) return;
+    std::string words;
+    for (const std::string& w : extras) words += (words.empty() ? "'" : " '") + w + "'";
+    const auto option = std::find_if(extras.begin(), extras.end(), [](const std::string& w) { return w.size() > 1 && w[0] == '-'; });
+    if (option == extras.end()) {
+        const auto positionals = command_app.get_options([](const CLI::Option* o) { return o->get_positional(); });
+        message = cat(words, ": left over (", command, " takes no ", positionals.empty() ? "" : "more ", "positional arguments)");
+        fix = positionals.empty() ? "give its inputs by their options: see " + command + " --help"
+                                  : "quote a text with spaces, or see " + command + " --help";
+        return;
+    }
+    const std::string name = option->substr(0, option->find('='));
+    message = cat(name, ": not an option of ", command, extras.size() > 1 ? cat(" (the words not taken: ", words, ")") : "");
+    if (const std::string meant = option_meant(command, name); !meant.empty()) {
+        fix = meant;
+        return;
+    }
+    const std::vector<std::string> near = options_near(tool, command_app, name);
+    if (near.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < near.size(); ++i) list += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + near[i];
+    fix = "did you mean " + list + "? see " + command + " --help";
+}
+
 // The tool's own options given with a subcommand (`retro-chunk merge a b --out db --tokenizer t`: app.fallthrough()
 // lets CLI11 match --tokenizer on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
 // the log level and --threads (every subcommand's are the same variables), hidden options (the deprecated spellings a
@@ -442,29 +514,26 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             // "A subcommand is required" after a misspelt one (`retro-tokenizer trian corpus`): name the word and the
             // subcommands there are
             // (the first word CLI11 left unparsed: `retro-bench --quiet retntion` as well)
-            if (const std::vector<std::string> left = app.remaining();
-                message.find("A subcommand is required") != std::string::npos && !left.empty() && left.front()[0] != '-') {
+            if (message.find("A subcommand is required") != std::string::npos) {
                 std::string names;
                 for (const CLI::App* sub : app.get_subcommands({}))
                     names += (names.empty() ? "" : ", ") + sub->get_name();
-                message = cat("'", left.front(), "' is not a subcommand of ", tool, " (", names, ")");
+                const std::vector<std::string> left = app.remaining();
+                message = !left.empty() && left.front()[0] != '-'
+                              ? cat("'", left.front(), "' is not a subcommand of ", tool, " (", names, ")")
+                              : cat("a subcommand is required: ", names);   // (none given: `retro-bench --quiet`)
             }
             // the help of the subcommand the error is in (`retro-tokenizer encode ...` pointed at retro-tokenizer --help,
             // which lists no --model), and the option meant where one is known
             std::string command = tool;
-            for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
-                at = at->get_subcommands().front();
-                command += " " + at->get_name();
+            const CLI::App* deepest = &app;
+            while (!deepest->get_subcommands().empty()) {
+                deepest = deepest->get_subcommands().front();
+                command += " " + deepest->get_name();
             }
             std::string fix = "see " + command + " --help";
-            if (const std::size_t at = message.find("not expected: "); at != std::string::npos) {   // (one, or several)
-                std::istringstream words(message.substr(at + 14));
-                for (std::string given; words >> given;)
-                    if (const std::string meant = option_meant(command, given.substr(0, given.find('='))); !meant.empty()) {
-                        fix = meant;
-                        break;
-                    }
-            }
+            if (message.find(" not expected: ") != std::string::npos)   // (one, or several)
+                extras_message(app, *deepest, command, message, fix);
             std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), message.c_str(), fix.c_str());
             return EXIT_USER;
         }

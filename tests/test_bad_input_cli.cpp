@@ -419,6 +419,9 @@ TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read,
                    {"'trian' is not a subcommand of retro-tokenizer (train, encode, decode)"});
     expect_refused(test::run_tool("retro-bench", "retntion"), {"'retntion' is not a subcommand of retro-bench (retention,"});
     expect_refused(test::run_tool("retro-bench", "--quiet retntion"), {"'retntion' is not a subcommand of retro-bench"});
+    // none given: the subcommands named (it said "A subcommand is required")
+    expect_refused(test::run_tool("retro-tokenizer", ""), {"a subcommand is required: train, encode, decode"});
+    expect_refused(test::run_tool("retro-bench", "--quiet"), {"a subcommand is required: retention, chunk, embed, knn, train"});
     // standard input a folder: exit 0 with no output before (the read error was taken for the end of the text)
     for (const char* sub : {"encode", "decode"}) {
         const test::RunResult r = test::run_command("sh -c " + shell_quote(test::tool_path("retro-tokenizer") + " " + sub +
@@ -485,4 +488,20 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
     test::ScopedEnv tiny("RETRO_MEMORY_LIMIT", "1K");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + (t / "ixm").string() + " --dim 8 --force --quiet"),
                    {"of memory available (RETRO_MEMORY_LIMIT)"});
+}
+
+TEST_CASE("cli: an unknown option names the options near it, and words no argument takes are listed in their order") {
+    // CLI11 said "The following arguments were not expected: 3 --neighbour" (reversed) and no more (session 58's walk-through)
+    expect_refused(test::run_tool("retro-knn", "idx --db db --out k --neighbour 3"),
+                   {"retro-knn: error: --neighbour: not an option of retro-knn (the words not taken: '--neighbour' '3')",
+                    "(fix: did you mean --neighbours? see retro-knn --help)"});
+    expect_refused(test::run_tool("retro-knn", "idx --neighbors=3"), {"--neighbors: not an option of retro-knn (fix: did you mean --neighbours?"});
+    expect_refused(test::run_tool("retro-knn", "idx --nprob 3"), {"did you mean --nprobe?"});
+    expect_refused(test::run_tool("retro-bench", "knn --neigh 3"), {"--neigh: not an option of retro-bench knn", "did you mean --neighbours? see retro-bench knn --help"});
+    expect_refused(test::run_tool("retro-chunk", "merge a --out b --thread 2"), {"not an option of retro-chunk merge", "did you mean --threads?"});
+    expect_refused(test::run_tool("retro-knn", "idx --zzz"), {"--zzz: not an option of retro-knn (fix: see retro-knn --help)"});
+    expect_refused(test::run_tool("retro-generate", "run --out x.jsonl"), {"--out: not an option of retro-generate", "the option is --output FILE"});
+    expect_refused(test::run_tool("retro-train", "db/ knn/ --config demo"),
+                   {"'db/' 'knn/': left over (retro-train takes no positional arguments) (fix: give its inputs by their options"});
+    expect_refused(test::run_tool("retro-generate", "run 'a b' c"), {"'c': left over (retro-generate takes no more positional arguments)"});
 }

@@ -184,7 +184,7 @@ TEST_CASE("retro-generate and retro-knn take --index and --db left out from what
                                                                        " --db " + p.db.string() + prompt + " --quiet");
     REQUIRE_MESSAGE(given.exit_code == 0, given.err);
     // both left out: the index the run's neighbours were searched in, the database that index records (each logged)
-    const test::RunResult recorded = test::run_tool("retro-generate", p.run.string() + prompt);
+    const test::RunResult recorded = test::run_tool("retro-generate", p.run.string() + prompt + " --verbose");
     CHECK_MESSAGE(recorded.exit_code == 0, recorded.err);
     CHECK(recorded.out == given.out);
     CHECK(recorded.err.find("--index " + fs::absolute(p.index).string()) != std::string::npos);
@@ -203,7 +203,7 @@ TEST_CASE("retro-generate and retro-knn take --index and --db left out from what
                    {"--index: retrieval needs an index and its database", "'s records lead to none", "pass --index and --db, or --no-retrieval"});
     CHECK(test::run_tool("retro-generate", (t / "run").string() + " --index " + p.index.string() + prompt + " --quiet").out == given.out);
     // retro-knn: the index's database; the neighbours those of --db given
-    const test::RunResult knn = test::run_tool("retro-knn", p.index.string() + " --out " + (t / "knn").string());
+    const test::RunResult knn = test::run_tool("retro-knn", p.index.string() + " --out " + (t / "knn").string() + " --verbose");
     REQUIRE_MESSAGE(knn.exit_code == 0, knn.err);
     CHECK(knn.err.find("--db " + fs::absolute(p.db).string()) != std::string::npos);
     CHECK(test::read_text(t / "knn/neighbours.npy") == test::read_text(p.knn / "neighbours.npy"));

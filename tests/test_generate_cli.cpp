@@ -629,8 +629,7 @@ TEST_CASE("generate: bad input exits 2 with one line") {
     // not a run
     expect2(test::run_tool("retro-generate", p.db.string() + " --index " + p.index.string() + " --db " + p.db.string() + " hello"),
             "config.json");
-    // retrieval without an index
-    expect2(test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + " hello"), "--index");
+    // (retrieval without --index takes the index the run's neighbours were searched in: test_bad_input_generate.cpp)
     // batch file with a bad line
     test::write_text(p.tmp / "bad.jsonl", "\"ok\"\n{\"nope\": 1}\n");
     expect2(test::run_tool("retro-generate", base + " --prompts " + (p.tmp / "bad.jsonl").string() + " --output " +

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
                 if (o.out.empty()) retro::user_error_in("--out", "is required: the folder the neighbours go to", "add --out DIR");
                 if (o.db.empty()) {   // the database the index was built from, as retro-index query takes it
                     o.db = retro::index_folder_recorded_db(o.index);
-                    retro::log_info("--db " + o.db + " (the database " + o.index + " records)");
+                    retro::log_debug("--db " + o.db + " (the database " + o.index + " records)");   // (--verbose)
                 }
                 o.shard = retro::shard_parse(shard);
                 retro::knn_build(ctx, o);

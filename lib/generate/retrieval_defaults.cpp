@@ -28,11 +28,11 @@ void retrieval_inputs_default(GenerateOptions& g) {
     if (g.index.empty()) {
         const std::string neighbours = recorded_input(g.run, "neighbours");
         g.index = recorded_input(neighbours, "index");
-        if (!g.index.empty()) log_info("--index " + g.index + " (the index " + g.run + "'s neighbours were searched in)");
+        if (!g.index.empty()) log_debug("--index " + g.index + " (the index " + g.run + "'s neighbours were searched in)");
     }
     if (g.db.empty() && !g.index.empty()) {
         g.db = index_folder_recorded_db(g.index);
-        log_info("--db " + g.db + " (the database " + g.index + " records)");
+        log_debug("--db " + g.db + " (the database " + g.index + " records)");
     }
 }
 
