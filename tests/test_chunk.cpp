@@ -165,6 +165,35 @@ TEST_CASE("retro-chunk sharded and merged equals unsharded") {
     }
     REQUIRE(run_tool("retro-chunk", "merge" + shards + " --out " + (dir / "tm").string()).exit_code == 0);
     chunk_check_same_bytes(dir / "tw", dir / "tm");
+    // ... and each shard says so (it said nothing: "0 documents, 0 chunks"; a walk-through, session 58)
+    const std::string loud = tiny.string() + " --tokenizer " + chunk_test_tokenizer() + " --block-docs 4";
+    const RunResult empty = run_tool("retro-chunk", loud + " --shard 5/6 --out " + (dir / "t5b").string());
+    CHECK(empty.exit_code == 0);
+    CHECK(empty.err.find("input block(s) of --block-docs 4 / --block-bytes 4194304, fewer than the 6 shards: this shard "
+                         "holds no document; lower them") != std::string::npos);
+    const RunResult full = run_tool("retro-chunk", loud + " --shard 0/6 --out " + (dir / "t0b").string());
+    CHECK(full.err.find("fewer than the 6 shards: some shards hold no document") != std::string::npos);
+    CHECK(run_tool("retro-chunk", loud + " --shard 0/2 --out " + (dir / "t0c").string()).err.find("warning") == std::string::npos);
+}
+
+TEST_CASE("retro-chunk --config takes the chunk size and sequence length of the model config to train") {
+    TempDir dir("chunk-config");
+    const fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 3'000, 300, 4);
+    const std::string common = corpus.string() + " --tokenizer " + chunk_test_tokenizer() + " --quiet";
+    REQUIRE(run_tool("retro-chunk", common + " --chunk-size 4 --seq-len 16 --out " + (dir / "sizes").string()).exit_code == 0);
+    const RunResult named = run_tool("retro-chunk", common + " --config tiny --out " + (dir / "named").string());
+    REQUIRE_MESSAGE(named.exit_code == 0, named.err);   // examples/configs/tiny.json: chunk_size 4, max_seq_len 16
+    chunk_check_same_bytes(dir / "sizes", dir / "named");
+    CHECK(run_tool("retro-chunk", common + " --config tiny --chunk-size 4 --out " + (dir / "same").string()).exit_code == 0);
+    const RunResult differs = run_tool("retro-chunk", common + " --config tiny --chunk-size 8 --out " + (dir / "x").string());
+    CHECK(differs.exit_code == 2);
+    CHECK(differs.err.find("--chunk-size: 8 is not ") != std::string::npos);
+    CHECK(differs.err.find("tiny.json's chunk_size 4 (fix: drop --chunk-size: --config sets it)") != std::string::npos);
+    const RunResult seq = run_tool("retro-chunk", common + " --config tiny --seq-len 8 --out " + (dir / "y").string());
+    CHECK(seq.err.find("--seq-len: 8 is not ") != std::string::npos);
+    CHECK(run_tool("retro-chunk", common + " --config nosuch --out " + (dir / "z").string()).err.find("nosuch: cannot open model config") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "x"));
 }
 
 TEST_CASE("retro-chunk inspect prints chunks - documents and stats") {

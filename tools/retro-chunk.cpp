@@ -7,6 +7,7 @@
 #include "data/chunk_build.h"
 #include "data/chunk_inspect.h"
 #include "data/chunk_merge.h"
+#include "model/config.h"
 
 #include "tool_main.h"
 
@@ -22,8 +23,12 @@ int main(int argc, char** argv) {
             app.add_option("corpus", opts.inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files");
             app.add_option("--tokenizer", opts.tokenizer, "tok.model, or the folder holding it");
             app.add_option("--out", opts.out, "Output folder (the chunk database)");
-            app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk");
-            app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size)");
+            static std::string config;
+            auto* chunk_size = app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk (the model config's chunk_size)");
+            auto* seq_len = app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size; at most the model config's max_seq_len)");
+            app.add_option("--config", config, "Take --chunk-size and --seq-len from the model config to train (its chunk_size and "
+                                               "max_seq_len): a .json file or a shipped config's name (demo, ...)")
+                ->transform(retro::model_config_name());
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
             app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`");
             app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
@@ -57,7 +62,7 @@ int main(int argc, char** argv) {
             inspect->add_flag("--json", insp.json, "Print JSON instead of text");
             inspect->add_option("--tokenizer", insp.tokenizer, "Decode with this tokenizer instead of the recorded one");
 
-            return [&ctx, merge, inspect] {
+            return [&ctx, merge, inspect, chunk_size, seq_len] {
                 if (*merge) return retro::chunk_merge(ctx, merge_opts);
                 if (*inspect) {
                     retro::std_output_required("the report");
@@ -65,6 +70,17 @@ int main(int argc, char** argv) {
                 }
                 if (opts.inputs.empty()) retro::user_error_in("usage", "no corpus given: retro-chunk CORPUS... --tokenizer TOK --out DB", "see retro-chunk --help");
                 if (opts.tokenizer.empty()) retro::user_error_in("--tokenizer", "is required");
+                if (!config.empty()) {   // the sizes the model will check the database against (retro-train, retro-generate)
+                    const retro::RetroConfig c = retro::RetroConfig::load(config);
+                    if (chunk_size->count() && opts.chunk_size != c.chunk_size)
+                        retro::user_error_in("--chunk-size", retro::cat(opts.chunk_size, " is not ", config, "'s chunk_size ", c.chunk_size),
+                                             "drop --chunk-size: --config sets it");
+                    if (seq_len->count() && opts.seq_len != c.max_seq_len)
+                        retro::user_error_in("--seq-len", retro::cat(opts.seq_len, " is not ", config, "'s max_seq_len ", c.max_seq_len),
+                                             "drop --seq-len: --config sets it");
+                    opts.chunk_size = c.chunk_size;
+                    opts.seq_len = c.max_seq_len;
+                }
                 if (!shard.empty()) retro::chunk_parse_shard(shard, opts);
                 opts.corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;
                 retro::chunk_corpus(ctx, opts);

@@ -26,6 +26,7 @@ BlockReader::~BlockReader() {
 void BlockReader::emit(InputBlock& block) {
     bool mine = block.index % plan_.shard_count == plan_.shard_index && block.index >= plan_.first_block;
     std::int64_t next_index = block.index + 1;
+    blocks_ = next_index;
     if (!mine) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stop_) throw Stopped{};

@@ -46,6 +46,8 @@ public:
     bool next(InputBlock& out);
     // Whole-corpus counts; valid once next() returned false.
     const CorpusCounts& counts() const { return counts_; }
+    // The whole corpus's blocks (every shard's); valid once next() returned false.
+    std::int64_t blocks() const { return blocks_; }
 
 private:
     void run();
@@ -55,6 +57,7 @@ private:
     BlockPlan plan_;
     std::size_t depth_;
     CorpusCounts counts_;
+    std::int64_t blocks_ = 0;
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<InputBlock> queue_;

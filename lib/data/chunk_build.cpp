@@ -386,6 +386,11 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     progress.set(total_bytes);
     progress.finish();
     const CorpusCounts& counts = reader.counts();
+    if (o.shard_count > 1 && reader.blocks() < o.shard_count && counts.documents > 0)   // (a walk-through, session 58)
+        log_warn(cat("the corpus is ", reader.blocks(), " input block(s) of --block-docs ", o.block_docs, " / --block-bytes ",
+                     o.block_bytes, ", fewer than the ", o.shard_count, " shards: ",
+                     writer.counts().docs == 0 ? "this shard holds no document" : "some shards hold no document",
+                     "; lower them (the same in every shard) to spread the corpus"));
     if (counts.documents == 0)
         user_error_in(o.inputs.front(), "the corpus holds no non-empty document (" + std::to_string(counts.files) +
                                             " files, " + std::to_string(counts.empty_skipped) + " empty skipped)");
