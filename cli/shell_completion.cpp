@@ -19,9 +19,8 @@ std::string value_kind(const CLI::Option& opt) {
             if (c == ',') c = ' ';
         return "choices: " + choices;
     }
-    for (const char* number : {"INT", "UINT", "FLOAT", "NUMBER"})
-        if (type.rfind(number, 0) == 0) return "none";
-    return "files";
+    // a path or any text (TEXT, TEXT:FILE): file names; a number, or a form of its own (`--shard I/N`): nothing
+    return type.empty() || type.rfind("TEXT", 0) == 0 ? "files" : "none";
 }
 
 // Every spelling of a visible option: --long names, then -s short ones.

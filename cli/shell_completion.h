@@ -12,7 +12,8 @@ namespace retro {
 // A bash script defining _TOOL (tool's '-' as '_') and registering it with `complete -F` for `tool`: completes
 // subcommand names, the options of the (sub)command the words so far are in (a subcommand also takes the tool's
 // --quiet, --verbose and --threads, as tool_main does), an option's choices where CLI11 lists them (IsMember),
-// nothing for a number, and file names for a text value or a positional. `--opt=value` works too.
+// file names for a TEXT value or a positional, nothing for a number or another type name (`--shard I/N`).
+// `--opt=value` works too.
 std::string bash_completion_script(const CLI::App& app, const std::string& tool);
 
 }  // namespace retro

@@ -214,7 +214,8 @@ TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make
                                                                      " --block 8 --dim 32 --shard 0/2 --resume");
     CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
     CHECK_MESSAGE(resumed.err.find(": resuming: " + std::to_string(parts - 1) + " of " + std::to_string(parts) +
-                                   " blocks were embedded before, 1 left") != std::string::npos,
+                                   (parts - 1 == 1 ? " blocks was" : " blocks were") + " embedded before, 1 left") !=
+                                  std::string::npos,
                   resumed.err);
 }
 

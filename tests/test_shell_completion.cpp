@@ -106,6 +106,7 @@ TEST_CASE("shell completion: values are an option's choices - nothing for a numb
     CHECK(complete("retro-knn", {"--device", "=", "cu"}) == std::vector<std::string>{"cuda"});
     CHECK(complete("retro-train", {"--reduce", "d"}) == std::vector<std::string>{"deterministic"});
     CHECK(complete("retro-chunk", {"--chunk-size", ""}).empty());
+    CHECK(complete("retro-knn", {"--shard", ""}).empty());   // its own form, I/N: no file names
     const std::vector<std::string> out = complete("retro-chunk", {"--out", "d"}, dir.path);
     CHECK(std::set<std::string>(out.begin(), out.end()) == std::set<std::string>{"db folder", "dbnotes.txt"});
     CHECK(complete("retro-chunk", {"--out=db"}, dir.path).size() == 2);   // COMP_WORDBREAKS without '='

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
                                                "max_seq_len): a .json file or a shipped config's name (demo, ...)")
                 ->transform(retro::model_config_name());
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
-            app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`");
+            app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`")->type_name("I/N");
             app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
             app.add_flag("--force", opts.force, "Replace an existing database in --out");
             app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read");

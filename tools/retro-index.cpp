@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
             app.add_option("--embedding-dtype", dtype, "dtype of embeddings.npy")->check(CLI::IsMember({"f32", "f16"}));
             app.add_option("--block", o.block, "Chunks per resumable block");
-            app.add_option("--shard", shard, "Embed only blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with merge");
+            app.add_option("--shard", shard, "Embed only blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with merge")->type_name("I/N");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             retro::add_no_verify_flag(app, ctx.verify_inputs);
             app.add_flag("--resume", o.resume, "Continue an interrupted run in --out");

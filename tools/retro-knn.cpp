@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
                          "Search with FAISS's own code instead of RetroKit's kernels (slow on Debian's scalar build; for comparison)");
             app.add_option("--measure-recall", o.measure_recall, "Report recall@k against exact search on this many queries (not for bm25: its search is exact)");
             app.add_option("--block", o.block, "Queries per resumable block");
-            app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with merge");
+            app.add_option("--shard", shard, "Search only blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with merge")->type_name("I/N");
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             retro::add_no_verify_flag(app, ctx.verify_inputs);
             app.add_flag("--resume", o.resume, "Continue an interrupted run in --out");

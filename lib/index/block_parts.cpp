@@ -109,8 +109,8 @@ std::string BlockParts::resuming_line(std::size_t pending, const Shard& shard, c
     const std::int64_t mine = shard.index < blocks_ ? (blocks_ - shard.index + shard.count - 1) / shard.count : 0;
     const std::int64_t kept = mine - static_cast<std::int64_t>(pending);
     if (kept <= 0 || pending == 0) return "";
-    return cat(dir_, ": resuming: ", kept, " of ", mine, mine == 1 ? " block was " : " blocks were ", done, " before, ",
-               pending, " left");
+    return cat(dir_, ": resuming: ", kept, " of ", mine, mine == 1 ? " block" : " blocks", kept == 1 ? " was " : " were ",
+               done, " before, ", pending, " left");
 }
 
 std::vector<std::string> BlockParts::collect(const std::vector<std::string>& dirs) const {
