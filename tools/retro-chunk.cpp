@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
             static retro::MergeOptions merge_opts;
             static retro::InspectOptions insp;
 
-            app.add_option("corpus", opts.inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files");
+            app.add_option("corpus", opts.inputs, "Folders (files matching --glob), text files, or .jsonl/.jsonl.gz/.jsonl.zst files");
             app.add_option("--tokenizer", opts.tokenizer, "tok.model, or the folder holding it");
             app.add_option("--out", opts.out, "Output folder (the chunk database)");
             static std::string config;

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
             // before the subcommand too, as in the other tools (`retro-tokenizer --threads 1 encode ...`)
             app.add_option("--threads", ctx.threads, "Threads for train and encode (0 = all cores)");
             auto* train = app.add_subcommand("train", "Train a tokenizer on a corpus; writes OUT/tok.model and OUT/manifest.json");
-            train->add_option("corpus", inputs, "Folders (files matching --glob) or .jsonl/.jsonl.gz/.jsonl.zst files")->required();
+            train->add_option("corpus", inputs, "Folders (files matching --glob), text files, or .jsonl/.jsonl.gz/.jsonl.zst files")->required();
             train->add_option("--out", out_dir, "Output folder");
             train->add_option("--vocab-size", train_opts.vocab_size, "Vocabulary size (an upper bound on small corpora)");
             train->add_option("--model-type", train_opts.model_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
