@@ -70,6 +70,9 @@ TEST_CASE("bad input: retro-generate's --output is checked before the work, stdo
     expect_refused(test::run_tool("retro-index", "query " + p.db.string() + " hello"), {"was written by retro-chunk, not retro-index"});
     // no query at all is the usage (it said "the query text is empty"); blanks are an empty text
     expect_refused(test::run_tool("retro-index", "query " + p.index.string()), {"query: no query given"});
+    // the two swapped: named as such (it said only "warranty: no such folder")
+    expect_refused(test::run_tool("retro-index", "query warranty " + p.index.string()),
+                   {"warranty: no such folder, and the query text", "(fix: the index comes first: retro-index query INDEX"});
     expect_refused(test::run_tool("retro-index", "query " + p.index.string() + " '   '"), {"query: the query text is empty"});
     // retro-bench ops --list --json writes the registry (it wrote nothing)
     const test::RunResult listed = test::run_tool("retro-bench", "ops --list --json " + (t / "ops.json").string());

@@ -81,6 +81,9 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.image.empty() && o.text.find_first_not_of(" \t\r\n") == std::string::npos) user_error_in("query", "the query text is empty", "give some words");
     if (std::string valid = o.text; o.image.empty() && utf8_sanitize(valid) != 0)   // (as --prompt: the JSON output needs UTF-8)
         user_error_in("query", "the query text is not valid UTF-8", "give the text in UTF-8");
+    if (std::error_code ec; !fs::exists(o.index, ec) && o.image.empty() && fs::exists(fs::path(o.text) / "manifest.json", ec))
+        user_error_in(o.index, "no such folder, and the query text " + o.text + " is a folder of a tool's",
+                      "the index comes first: retro-index query INDEX \"some words\"");
     if (index_folder_kind(o.index) == "image") {
         if (o.prompt) user_error_in("--prompt", "puts a text before a bert index's queries; this is an image index", "drop --prompt");
         return image_index_search(o);
