@@ -183,8 +183,11 @@ TEST_CASE("retro-chunk refuses an existing output folder unless --force or --res
     retro::synthetic_jsonl_write(p.string(), 3, 5'000, 300);
     REQUIRE(c.run(p.string()).exit_code == 0);
     std::string before = read_text(c.db / "chunks.npy");
-    check_user_error(c.run(p.string(), "--chunk-size 32"), c.db.string() + ": already exists and is not empty");
+    check_user_error(c.run(p.string(), "--chunk-size 32"), c.db.string() + ": already exists and is not empty: it holds a finished database");
     CHECK(read_text(c.db / "chunks.npy") == before);
+    fs::create_directories(c.dir / "other");   // a folder of something else: --resume is offered
+    write_text(c.dir / "other/notes.txt", "x");
+    check_user_error(c.run(p.string(), "--out " + (c.dir / "other").string()), "pass --force to replace it, --resume to continue a killed run");
     REQUIRE(c.run(p.string(), "--chunk-size 32 --force").exit_code == 0);
     CHECK(read_text(c.db / "chunks.npy") != before);
 }

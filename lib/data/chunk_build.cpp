@@ -98,9 +98,14 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
     for (const auto& in : o.inputs) inputs.push_back({"the corpus", in});
     output_folder_guard(o.out, ctx.tool, inputs, false);   // --force removes only the database's own files
     bool non_empty = fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec);
-    if (non_empty && !o.force && !o.resume)
+    if (non_empty && !o.force && !o.resume) {
+        if (fs::exists(fs::path(o.out) / "manifest.json", ec))   // (a finished database: nothing for --resume to continue)
+            user_error_in(o.out, "already exists and is not empty: it holds a finished database",
+                          "pass --force to replace it, or choose another --out (--resume checks it is this command's and "
+                          "does nothing)");
         user_error_in(o.out, "already exists and is not empty",
                       "pass --force to replace it, --resume to continue a killed run, or choose another --out");
+    }
     fs::create_directories(o.out, ec);
     if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
     if (ctx.tool == "retro-chunk")   // (not retro-bench's timed runs)
