@@ -194,14 +194,18 @@ TEST_CASE("retro-generate and retro-knn take --index and --db left out from what
     CHECK(recorded.err.find("--db " + fs::absolute(p.db).string()) != std::string::npos);
     const test::RunResult db_given = test::run_tool("retro-generate", p.run.string() + " --db " + p.db.string() + prompt + " --quiet");
     CHECK(db_given.out == given.out);
+    // a copy of `folder` as t/name whose manifest records `input` at `elsewhere` (as if that folder had moved)
+    const auto moved_input = [&t](const fs::path& folder, const std::string& name, const fs::path& input, const std::string& elsewhere) {
+        test::copy_folder(folder, t / name);
+        std::string manifest = test::read_text(t / name / "manifest.json");
+        const std::string path = fs::absolute(input).lexically_normal().string();
+        const std::size_t at = manifest.find("\"" + path);
+        REQUIRE(at != std::string::npos);
+        manifest.replace(at + 1, path.size(), (t / elsewhere).string());
+        test::write_text(t / name / "manifest.json", manifest);
+    };
     // a run whose records lead nowhere (its neighbours' folder moved) asks for the options
-    test::copy_folder(p.run, t / "run");
-    std::string manifest = test::read_text(t / "run/manifest.json");
-    const std::string knn_path = fs::absolute(p.knn).lexically_normal().string();
-    const std::size_t at = manifest.find("\"" + knn_path);
-    REQUIRE(at != std::string::npos);
-    manifest.replace(at + 1, knn_path.size(), (t / "moved-knn").string());
-    test::write_text(t / "run/manifest.json", manifest);
+    moved_input(p.run, "run", p.knn, "moved-knn");
     expect_refused(test::run_tool("retro-generate", (t / "run").string() + prompt),
                    {"--index: retrieval needs an index and its database", "'s records lead to none", "pass --index and --db, or --no-retrieval"});
     CHECK(test::run_tool("retro-generate", (t / "run").string() + " --index " + p.index.string() + prompt + " --quiet").out == given.out);
@@ -213,13 +217,7 @@ TEST_CASE("retro-generate and retro-knn take --index and --db left out from what
     expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string()), {"--out: is required"});
     expect_refused(test::run_tool("retro-knn", "--out " + (t / "k2").string()), {"usage: retro-knn INDEX [--db DB] --out DIR"});
     // an index folder whose database is gone names it and --db
-    test::copy_folder(p.index, t / "index");
-    std::string im = test::read_text(t / "index/manifest.json");
-    const std::string db_path = fs::absolute(p.db).lexically_normal().string();
-    const std::size_t dat = im.find("\"" + db_path);
-    REQUIRE(dat != std::string::npos);
-    im.replace(dat + 1, db_path.size(), (t / "gone-db").string());
-    test::write_text(t / "index/manifest.json", im);
+    moved_input(p.index, "index", p.db, "gone-db");
     expect_refused(test::run_tool("retro-knn", (t / "index").string() + " --out " + (t / "k3").string()),
                    {"gone-db: the database the index", "was built from is gone", "pass --db with its new place"});
 }
