@@ -77,7 +77,7 @@ TEST_CASE("bert: tiny random ModernBertModels (rotary, GLU, sliding window) matc
         }
         std::vector<float> out(sentences.size() * e.dim());
         e.embed_texts(sentences, out.data());
-        MESSAGE(variant << ": min cosine "
+        MESSAGE(std::string(variant) << ": min cosine "
                         << test::check_embeddings(out, dir / "embeddings.npy", e.dim(), sentences, test::BERT_MIN_COSINE,
                                                   test::BERT_MAX_ABS));
     }
