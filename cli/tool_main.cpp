@@ -534,7 +534,9 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             std::string fix = "see " + command + " --help";
             if (message.find(" not expected: ") != std::string::npos)   // (one, or several)
                 extras_message(app, *deepest, command, message, fix);
-            std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), message.c_str(), fix.c_str());
+            // (the words given are in it: a control character among them is shown, not sent to the terminal)
+            std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), terminal_text(message, true).c_str(),
+                         terminal_text(fix, true).c_str());
             return EXIT_USER;
         }
         if (action) action();

@@ -504,4 +504,8 @@ TEST_CASE("cli: an unknown option names the options near it, and words no argume
     expect_refused(test::run_tool("retro-train", "db/ knn/ --config demo"),
                    {"'db/' 'knn/': left over (retro-train takes no positional arguments) (fix: give its inputs by their options"});
     expect_refused(test::run_tool("retro-generate", "run 'a b' c"), {"'c': left over (retro-generate takes no more positional arguments)"});
+    // a control character among the words is shown, not sent to the terminal
+    const test::RunResult escape = test::run_tool("retro-knn", "idx \"$(printf '%s\\033[31m' --x)\"");
+    CHECK(escape.err.find('\x1b') == std::string::npos);
+    CHECK(escape.err.find("--x\\x1b[31m: not an option of retro-knn") != std::string::npos);
 }

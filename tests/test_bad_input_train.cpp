@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -330,4 +331,27 @@ TEST_CASE("bad input: retro-train names what is wrong - a group twice, a device,
                                                               " --batch-size 2 --threads 1 --steps 1 --no-fused-attention");
     CHECK(fused_loud.exit_code == 0);
     CHECK(fused_loud.err.find("--no-fused-attention has no effect on the CPU") != std::string::npos);
+}
+
+TEST_CASE("retro-train's step lines on stderr say the run's steps and the time left - metrics.jsonl keeps its fields") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("train-left");
+    std::string args = test::cli_train_args(p, t / "run") + " --steps 3";
+    args.replace(args.find(" --quiet"), 8, "");
+    const test::RunResult r = test::run_tool("retro-train", args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    int shown = 0;
+    std::istringstream err(r.err);
+    for (std::string line; std::getline(err, line);) {
+        if (line.rfind("{\"step\": ", 0) != 0) continue;
+        const nlohmann::json j = nlohmann::json::parse(line);   // still one JSON object
+        CHECK(j.at("of") == 3);
+        CHECK(j.at("left").get<std::string>().back() == 's');   // format_seconds: "0s", "3m05s"
+        if (j.at("step") == 3) CHECK(j.at("left") == "0s");
+        ++shown;
+    }
+    CHECK(shown == 3);
+    const std::string metrics = test::read_text(t / "run/metrics.jsonl");
+    CHECK(metrics.find("\"of\"") == std::string::npos);
+    CHECK(metrics.find("\"left\"") == std::string::npos);
 }

@@ -27,6 +27,7 @@
 #include "core/manifest.h"
 #include "core/memory_budget.h"
 #include "core/output_folder.h"
+#include "core/progress.h"
 #include "core/threads.h"
 #include "model/backend_model.h"
 #include "model/config.h"
@@ -848,6 +849,7 @@ void Trainer::run() {
                      " at the last step) and never decays; a warmup of about a tenth of the steps is usual"));
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
+    double step_seconds = 0;   // this process's steps, for the time left its lines show
     train_stop_after_step(root && !dist_->active());
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -893,7 +895,13 @@ void Trainer::run() {
         }
         line += "}";
         if (root) append_metrics(line);
-        if (!ctx_.quiet && root) log_info(line);
+        step_seconds += secs;
+        // the stderr copy also says how far the run is: the step count and the time left at this session's mean step
+        // (a run of many steps printed neither; metrics.jsonl keeps its fields)
+        if (!ctx_.quiet && root)
+            log_info(line.substr(0, line.size() - 1) + ", \"of\": " + std::to_string(o_.steps) + ", \"left\": \"" +
+                     format_seconds(step_seconds / static_cast<double>(done_now) * static_cast<double>(o_.steps - step)) +
+                     "\"}");
         if (!std::isfinite(loss) || !std::isfinite(norm))   // the weights are lost: stop before a checkpoint keeps them
             user_error_in(o_.out, cat("step ", step, ": training diverged (loss ", num(loss), ", gradient norm ", num(norm),
                                       "); no model written"),
