@@ -499,9 +499,8 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                                       : argc == 2               ? std::string(word.substr(13))
                                                                 : "";
             if (shell != "bash")
-                user_error_in("--completion", "takes one word, the shell: bash",
-                              "zsh reads bash's: autoload -U bashcompinit && bashcompinit && source <(" + tool +
-                                  " --completion bash)");
+                user_error_in("--completion", "takes one word, the shell: bash (the one shell it writes for)",
+                              "source <(" + tool + " --completion bash) in bash");
             std::cout << bash_completion_script(app, tool);
             return 0;
         }

@@ -130,7 +130,8 @@ TEST_CASE("shell completion: --completion takes bash and nothing else") {
         const test::RunResult r = test::run_tool("retro-index", wrong);
         CHECK(r.exit_code == 2);
         CHECK(r.out.empty());
-        CHECK(r.err.find("retro-index: error: --completion: takes one word, the shell: bash (fix: zsh reads bash's") == 0);
+        CHECK(r.err.find("retro-index: error: --completion: takes one word, the shell: bash (the one shell it writes for) "
+                         "(fix: source <(retro-index --completion bash) in bash)") == 0);
     }
 }
 
