@@ -31,8 +31,10 @@ demo: demo-deps build
 # the tools, libretrokit, bash completions and model configs under $(PREFIX) (bin/, lib/, share/): PREFIX=~/.local
 # needs no root; DESTDIR stages a package
 PREFIX ?= /usr/local
-install: build
-	@cmake --install $(BUILD) --prefix $(PREFIX)
+# (no build here: `sudo make install` after `make` must not configure or build as root)
+install:
+	@test -x $(BUILD)/bin/retro-chunk || { echo "make install: nothing built in $(BUILD)/ yet: run make first"; exit 2; }
+	@cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # libFuzzer targets (tests/fuzz/fuzz_NAME.cpp; clang; not part of CI): the .npy and .safetensors parsers, the JPEG
 # and PNG decoders, the corpus readers (text, jsonl, gzip, zstd), the UTF-8 handling and tokenizers, a tokenizer.json

@@ -165,7 +165,7 @@ std::string option_meant(const std::string& command, const std::string& option) 
 }
 
 // Long option names `given` may be a misspelling of among `command`'s (and those a subcommand takes from its tool):
-// within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe), or starting with
+// within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe; `--otu`: --out), or starting with
 // it (3 letters at least); the closest first, three at most.
 std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& command, const std::string& given) {
     const auto distance = [](const std::string& a, const std::string& b) {   // Levenshtein, one row
@@ -187,10 +187,14 @@ std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& comm
     std::vector<std::pair<std::size_t, std::string>> near;
     const auto consider = [&](const CLI::Option* opt) {
         if (opt->get_group().empty()) return;   // hidden
-        for (const std::string& name : opt->get_lnames()) {
+        for (const std::string& spelt : opt->get_lnames()) {
+            std::string name = spelt;   // (case-folded on both sides: `--t` is retro-bench retention's --T)
+            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
             const std::size_t d = distance(word, name);
             const bool starts = word.size() >= 3 && name.rfind(word, 0) == 0;
-            if (d <= std::max<std::size_t>(1, name.size() / 4) || starts) near.emplace_back(starts ? 0 : d, "--" + name);
+            // (2 edits at least: two letters swapped, `--otu`, are two to Levenshtein)
+            const bool near_enough = name.size() < 3 ? d == 0 : d <= std::max<std::size_t>(2, name.size() / 4);
+            if (near_enough || starts) near.emplace_back(starts ? 0 : d, "--" + spelt);
         }
     };
     for (const CLI::Option* opt : command.get_options()) consider(opt);
@@ -215,8 +219,10 @@ void extras_message(const CLI::App& tool, const CLI::App& command_app, const std
     if (extras.empty()) return;
     std::string words;
     for (const std::string& w : extras) words += (words.empty() ? "'" : " '") + w + "'";
-    const auto option = std::find_if(extras.begin(), extras.end(), [](const std::string& w) { return w.size() > 1 && w[0] == '-'; });
-    if (option == extras.end()) {
+    // (after `--` every word is a positional's)
+    const auto option = std::find_if(extras.begin(), std::find(extras.begin(), extras.end(), "--"),
+                                     [](const std::string& w) { return w.size() > 1 && w[0] == '-'; });
+    if (option == std::find(extras.begin(), extras.end(), "--")) {
         const auto positionals = command_app.get_options([](const CLI::Option* o) { return o->get_positional(); });
         message = cat(words, ": left over (", command, " takes no ", positionals.empty() ? "" : "more ", "positional arguments)");
         fix = positionals.empty() ? "give its inputs by their options: see " + command + " --help"
@@ -533,6 +539,16 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             std::string fix = "see " + command + " --help";
             if (message.find(" not expected: ") != std::string::npos)   // (one, or several)
                 extras_message(app, *deepest, command, message, fix);
+            // a required option misspelt (`--otu x`): CLI11 checks requirements before the words left over, so it said
+            // only "--out is required"; the misspelling is the likelier news
+            else if (message.find(" is required") != std::string::npos && message.rfind("A subcommand", 0) != 0) {
+                const std::vector<std::string> left = app.remaining(true);
+                if (std::any_of(left.begin(), left.end(), [](const std::string& w) { return w.size() > 1 && w[0] == '-' && w != "--"; })) {
+                    const std::string required = message;
+                    extras_message(app, *deepest, command, message, fix);
+                    message += " — " + required;
+                }
+            }
             // (the words given are in it: a control character among them is shown, not sent to the terminal)
             std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), terminal_text(message, true).c_str(),
                          terminal_text(fix, true).c_str());

@@ -504,6 +504,10 @@ TEST_CASE("cli: an unknown option names the options near it, and words no argume
     expect_refused(test::run_tool("retro-train", "db/ knn/ --config demo"),
                    {"'db/' 'knn/': left over (retro-train takes no positional arguments) (fix: give its inputs by their options"});
     expect_refused(test::run_tool("retro-generate", "run 'a b' c"), {"'c': left over (retro-generate takes no more positional arguments)"});
+    // a required option misspelt: the misspelling first (it said only "--out is required"), case-folded names, `--`
+    expect_refused(test::run_tool("retro-knn", "merge a b --otu x"), {"--otu: not an option of retro-knn merge", "--out is required", "did you mean --out?"});
+    expect_refused(test::run_tool("retro-bench", "retention --t 5"), {"did you mean --T?"});
+    expect_refused(test::run_tool("retro-knn", "idx -- --completion"), {"'--' '--completion': left over"});
     // a control character among the words is shown, not sent to the terminal
     const test::RunResult escape = test::run_tool("retro-knn", "idx \"$(printf '%s\\033[31m' --x)\"");
     CHECK(escape.err.find('\x1b') == std::string::npos);

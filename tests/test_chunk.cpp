@@ -189,8 +189,11 @@ TEST_CASE("retro-chunk --config takes the chunk size and sequence length of the 
     CHECK(differs.exit_code == 2);
     CHECK(differs.err.find("--chunk-size: 8 is not ") != std::string::npos);
     CHECK(differs.err.find("tiny.json's chunk_size 4 (fix: drop --chunk-size: --config sets it)") != std::string::npos);
-    const RunResult seq = run_tool("retro-chunk", common + " --config tiny --seq-len 8 --out " + (dir / "y").string());
-    CHECK(seq.err.find("--seq-len: 8 is not ") != std::string::npos);
+    const RunResult seq = run_tool("retro-chunk", common + " --config tiny --seq-len 20 --out " + (dir / "y").string());
+    CHECK(seq.err.find("--seq-len: 20 is past ") != std::string::npos);
+    REQUIRE(run_tool("retro-chunk", common + " --chunk-size 4 --seq-len 8 --out " + (dir / "short").string()).exit_code == 0);
+    REQUIRE(run_tool("retro-chunk", common + " --config tiny --seq-len 8 --out " + (dir / "short-named").string()).exit_code == 0);
+    chunk_check_same_bytes(dir / "short", dir / "short-named");   // a shorter sequence than max_seq_len trains too
     CHECK(run_tool("retro-chunk", common + " --config nosuch --out " + (dir / "z").string()).err.find("nosuch: cannot open model config") !=
           std::string::npos);
     CHECK_FALSE(fs::exists(dir / "x"));

@@ -189,6 +189,10 @@ TEST_CASE("shipped configs: a name finds examples/configs/NAME.json - a path tha
     test::TempDir dir("configs");
     test::write_text(dir / "demo", "{}");
     CHECK(resolve_model_config((dir / "demo").string()) == (dir / "demo").string());
+    const test::RunResult folder_named_demo = test::run_command("cd '" + dir.path.string() + "' && mkdir tiny && '" +
+                                                                test::tool_path("retro-bench") +
+                                                                "' generate --config tiny --prompt 8 --output 2 --peer-steps 0 --quiet");
+    CHECK_MESSAGE(folder_named_demo.exit_code == 0, folder_named_demo.err);   // a folder `tiny` there hides nothing
     const std::vector<std::string> names = shipped_model_configs();
     CHECK(std::find(names.begin(), names.end(), "demo") != names.end());
     CHECK(std::is_sorted(names.begin(), names.end()));

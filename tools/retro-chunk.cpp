@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
             static std::string config;
             auto* chunk_size = app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk (the model config's chunk_size)");
             auto* seq_len = app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size; at most the model config's max_seq_len)");
-            app.add_option("--config", config, "Take --chunk-size and --seq-len from the model config to train (its chunk_size and "
-                                               "max_seq_len): a .json file or a shipped config's name (demo, ...)")
+            app.add_option("--config", config, "Take --chunk-size and --seq-len from the model config to train (its chunk_size, and "
+                                               "max_seq_len unless a shorter --seq-len is given): a .json file or a shipped config's name (demo, ...)")
                 ->transform(retro::model_config_name());
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
             app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`")->type_name("I/N");
@@ -75,11 +75,11 @@ int main(int argc, char** argv) {
                     if (chunk_size->count() && opts.chunk_size != c.chunk_size)
                         retro::user_error_in("--chunk-size", retro::cat(opts.chunk_size, " is not ", config, "'s chunk_size ", c.chunk_size),
                                              "drop --chunk-size: --config sets it");
-                    if (seq_len->count() && opts.seq_len != c.max_seq_len)
-                        retro::user_error_in("--seq-len", retro::cat(opts.seq_len, " is not ", config, "'s max_seq_len ", c.max_seq_len),
-                                             "drop --seq-len: --config sets it");
+                    if (seq_len->count() && opts.seq_len > c.max_seq_len)   // (shorter sequences train: lib/train/data.cpp)
+                        retro::user_error_in("--seq-len", retro::cat(opts.seq_len, " is past ", config, "'s max_seq_len ", c.max_seq_len),
+                                             "give at most max_seq_len, or drop --seq-len: --config sets it");
                     opts.chunk_size = c.chunk_size;
-                    opts.seq_len = c.max_seq_len;
+                    if (!seq_len->count()) opts.seq_len = c.max_seq_len;
                 }
                 if (!shard.empty()) retro::chunk_parse_shard(shard, opts);
                 opts.corpus.on_error = on_error == "skip" ? retro::OnError::SKIP : retro::OnError::FAIL;

@@ -17,7 +17,10 @@ std::vector<fs::path> config_folders() {
     std::vector<fs::path> folders;
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) folders.push_back(exe.parent_path().parent_path() / "share" / "retrokit" / "configs");
+#ifndef RETRO_CONFIGS_FROM_BIN
+#define RETRO_CONFIGS_FROM_BIN "../share/retrokit/configs"
+#endif
+    if (!ec) folders.push_back((exe.parent_path() / RETRO_CONFIGS_FROM_BIN).lexically_normal());
 #ifdef RETRO_CONFIGS_DIR
     folders.emplace_back(RETRO_CONFIGS_DIR);
 #endif
@@ -31,7 +34,9 @@ std::vector<fs::path> config_folders() {
 
 std::string resolve_model_config(const std::string& given) {
     std::error_code ec;
-    if (given.empty() || fs::exists(fs::symlink_status(given, ec)) || given.find('/') != std::string::npos) return given;
+    // a file there is taken as given; a folder of that name (a run called `demo`) does not hide the shipped config
+    if (given.empty() || given.find('/') != std::string::npos) return given;
+    if (fs::exists(fs::symlink_status(given, ec)) && !fs::is_directory(given, ec)) return given;
     for (const fs::path& folder : config_folders())
         for (const std::string& name : {given, given + ".json"})
             if (const fs::path p = folder / name; name != "." && name != ".." && fs::is_regular_file(p, ec))

@@ -1,6 +1,7 @@
 // The model configs shipped with RetroKit (examples/configs/*.json), found by name: `--config demo` is the installed
 // share/retrokit/configs/demo.json (beside the tools' bin/, `make install`), or the source tree's examples/configs/
-// for tools run from their build folder. A path that exists is always taken as given.
+// for tools run from their build folder. A file that exists is always taken as given (a folder named like a shipped
+// config, such as a run called `demo`, is not).
 // provides: resolve_model_config, shipped_model_configs, shipped_configs_hint
 #pragma once
 #include <string>

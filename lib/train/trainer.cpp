@@ -849,7 +849,8 @@ void Trainer::run() {
                      " at the last step) and never decays; a warmup of about a tenth of the steps is usual"));
     const std::int64_t tokens_per_step = o_.batch_size * o_.grad_accum * data_->seq_len();
     std::int64_t done_now = 0;
-    double step_seconds = 0;   // this process's steps, for the time left its lines show
+    const auto steps_began = std::chrono::steady_clock::now();   // this process's steps (validation, checkpoints
+                                                                 // included), for the time left its lines show
     train_stop_after_step(root && !dist_->active());
     while (step < o_.steps) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -895,7 +896,7 @@ void Trainer::run() {
         }
         line += "}";
         if (root) append_metrics(line);
-        step_seconds += secs;
+        const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - steps_began).count();
         // the stderr copy also says how far the run is: the step count and the time left at this session's mean step
         // (a run of many steps printed neither; metrics.jsonl keeps its fields)
         if (!ctx_.quiet && root)
