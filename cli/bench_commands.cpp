@@ -52,13 +52,16 @@ void add_retention(CLI::App& bench, ToolContext& ctx) {
     auto* sub = bench.add_subcommand("retention", "Retention modes (naive, parallel, recurrent, chunkwise): fwd, fwd+bwd, "
                                                   "memory, decode step, chunkwise/parallel crossover, GFLOP/s vs sgemm");
     sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-    sub->add_option("--modes", o->modes, "Modes to run (comma-separated)")->delimiter(',');
+    comma_list_of(sub->add_option("--modes", o->modes, "Modes to run (comma-separated)")->delimiter(','),
+                  {"naive", "parallel", "recurrent", "chunkwise"});
     sub->add_option("--T", o->T, "Sequence lengths (comma-separated; default cpu 256..4096, cuda 1024..16384)")->delimiter(',');
     sub->add_option("--B", o->B, "Batch (0 = default: cpu 4, cuda 8)");
     sub->add_option("--H", o->H, "Heads (0 = default: cpu 8, cuda 32)");
     sub->add_option("--K", o->K, "Key/query head dim (0 = 128)");
     sub->add_option("--V", o->V, "Value head dim (0 = 128)");
-    sub->add_option("--dtype", o->dtypes, "cpu: fp32,fp64; cuda: fp32,bf16 (default fp32 on cpu, bf16 on cuda)")->delimiter(',');
+    comma_list_of(sub->add_option("--dtype", o->dtypes, "cpu: fp32,fp64; cuda: fp32,bf16 (default fp32 on cpu, bf16 on cuda)")
+                      ->delimiter(','),
+                  {"fp32", "fp64", "bf16"});
     sub->add_option("--chunk-size", o->chunk_size, "Chunk size of the chunkwise mode")->check(CLI::PositiveNumber);
     sub->add_option("--repeats", o->repeats, "Timed repeats per row (median reported, after one warm-up)")->check(CLI::PositiveNumber);
     sub->add_option("--naive-max-T", o->naive_max_T, "Skip naive (O(T^2) memory) above this T");
@@ -86,8 +89,10 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
         ->check(kThreadCount);
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
     sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
-    sub->add_option("--glob", opt->glob, "With --corpus: which files of a folder to read (as retro-chunk)")->capture_default_str();
+    sub->add_option("--glob", opt->glob, "With --corpus: which files of a folder to read (as retro-chunk)")
+        ->type_name("PATTERN")->capture_default_str();
     sub->add_option("--text-key", opt->text_key, "With --corpus: JSON key of the document in .jsonl inputs (as retro-chunk)")
+        ->type_name("KEY")
         ->capture_default_str();
     sub->add_option("--on-error", opt->on_error, "With --corpus: a malformed .jsonl line or a binary file: fail or skip (as retro-chunk)")
         ->check(CLI::IsMember({"fail", "skip"}))
@@ -191,8 +196,10 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
     sub->add_option("--base-block", o->base_block, "Exact search: base rows per sgemm (0 = default)");
     sub->add_flag("--cuda", o->cuda, "Also time exact search on the GPU (cuBLAS sgemm + top-k kernel) against cuBLAS sgemm");
-    sub->add_option("--kernels", o->kernels, "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
-        ->delimiter(',');
+    comma_list_of(sub->add_option("--kernels", o->kernels,
+                                  "Exact search kernels to time: avx512, sgemm (default: both where the CPU has AVX-512F)")
+                      ->delimiter(','),
+                  {"avx512", "sgemm"});
     sub->callback([o, &ctx, sub] {
         bench_outputs_begin(o->json);
         // vectors from files replace the synthetic ones and their sizes; a query file alone was dropped unread
@@ -217,9 +224,8 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<TrainBenchOptions>();
     auto* sub = bench.add_subcommand("train", "RETRO training steps (fwd + bwd + AdamW, fp32): tokens/s and GFLOP/s "
                                               "vs sgemm, optionally beside RETRO-pytorch on torch CPU (--peer)");
-    sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: the "
-                                           "built-in demo config = examples/configs/demo.json; e.g. retro-172m)")
-        ->transform(model_config_name());
+    model_config_option(sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: the "
+                                           "built-in demo config = examples/configs/demo.json; e.g. retro-172m)"));
     sub->add_option("--batch,--batch-size", o->batch, "Sequences per step")->check(CLI::PositiveNumber);
     sub->add_option("--seq-len", o->seq_len, "Input tokens per sequence (0 = the config's max_seq_len)");
     sub->add_option("--steps,--repeats", o->steps, "Timed steps per row (median reported)")->check(CLI::PositiveNumber);
@@ -237,11 +243,12 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--device", o->device, "cpu, or cuda: the GPU training path (fp32) with MFU, and with --peer "
                                            "RETRO-pytorch on the same GPU in fp32 and bf16 autocast")
         ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}))->capture_default_str();
-    sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32, bf16 (retro-train --dtype bf16: the linear "
+    comma_list_of(sub->add_option("--dtype", o->dtypes, "With --device cuda: fp32, bf16 (retro-train --dtype bf16: the linear "
                                           "layers' GEMMs on bf16 inputs and the fused flash-style self-attention) "
                                           "and/or bf16-unfused (the same without the fused attention: "
                                           "--no-fused-attention), comma-separated, one row each")
-        ->check(CLI::IsMember({"fp32", "bf16", "bf16-unfused"}))->delimiter(',')->capture_default_str();
+        ->delimiter(',')->capture_default_str(),
+                  {"fp32", "bf16", "bf16-unfused"});
     sub->add_option("--profile", o->profile_steps, "With --device cuda: N more steps per dtype with every op timed "
                                                    "between two synchronizes; prints where a step's time goes")
         ->check(CLI::Range(0, 1000));
@@ -250,7 +257,8 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--ranks", scaling->ranks, "Data-parallel scaling: rank counts, comma-separated (e.g. 1,2), each "
                                                "launched with --launcher; tokens/s, all-reduce time, efficiency")
         ->delimiter(',');
-    sub->add_option("--launcher", scaling->launcher, "With --ranks: the launch command, {n} = ranks")->capture_default_str();
+    sub->add_option("--launcher", scaling->launcher, "With --ranks: the launch command, {n} = ranks")
+        ->type_name("COMMAND")->capture_default_str();
     sub->add_option("--threads-per-rank", scaling->threads_per_rank,
                     "With --ranks: threads of each rank (0 = cores / the largest rank count)")
         ->check(CLI::Range(0, 4096));
@@ -291,9 +299,8 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
     auto o = std::make_shared<GenerateBenchOptions>();
     auto* sub = bench.add_subcommand("generate", "KV-cached decoding tokens/s and ms per token at several prompt lengths, "
                                                  "beside RETRO-pytorch's full-recompute loop (--peer tests/peers/rp_generate.py)");
-    sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: 6 x 512 "
-                                           "decoder, 2 x 256 encoder, chunk 64)")
-        ->transform(model_config_name());
+    model_config_option(sub->add_option("--config", o->config, "Model config: a .json file or a shipped config's name (default: 6 x 512 "
+                                           "decoder, 2 x 256 encoder, chunk 64)"));
     sub->add_option("--prompt", o->prompts, "Prompt lengths in tokens (comma-separated)")->delimiter(',')->capture_default_str();
     sub->add_option("--output,--max-tokens", o->output, "Tokens generated per prompt")->capture_default_str();
     sub->add_option("--batch,--batch-size", o->batch, "Sequences decoded together, each its own prompt of the length given: ms/token "
@@ -333,8 +340,9 @@ void add_ops(CLI::App& bench, ToolContext& ctx) {
     auto list = std::make_shared<bool>(false);
     auto* sub = bench.add_subcommand(
         "ops", "The op registry's perf mode: GFLOP/s and GB/s of every registered op (nn, retention, exact search, BERT)");
-    sub->add_option("--ops", o->ops, "Ops to time: names or name prefixes, comma-separated (default: all)")->delimiter(',');
-    sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+    sub->add_option("--ops", o->ops, "Ops to time: names or name prefixes, comma-separated (default: all)")
+        ->delimiter(',')->type_name("NAMES");
+    sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     sub->add_option("--repeats", o->repeats, "Timed runs per row (median, after one warm-up)")->capture_default_str();
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_flag("--list", *list, "List the registered ops with their CPU reference, CUDA kernel and tests, and exit");

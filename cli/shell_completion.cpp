@@ -4,22 +4,33 @@
 #include <sstream>
 #include <vector>
 
+#include "model/config_files.h"
 #include "retrokit/version.h"
 
 namespace retro {
 namespace {
 
-// What an option's value is to the completion: "files", "none" (a number) or "choices: a b c"; empty for a flag.
+std::string joined(const std::vector<std::string>& words) {
+    std::string s;
+    for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
+    return s;
+}
+
+// What an option's value is to the completion: "files", "none" (a number, or free text such as a KEY or PROMPT),
+// "choices: a b c" (IsMember's "{a,b,c}"), "list: a b c" (comma_list_of's LIST:{a,b,c}: the item after the last
+// comma), or "config: names" (model_config_option: the shipped configs' names, and file names); empty for a flag.
 std::string value_kind(const CLI::Option& opt) {
     if (opt.get_items_expected_max() == 0) return "";
     const std::string type = opt.get_type_name();
     if (const std::size_t open = type.find('{'), close = type.find('}'); open != std::string::npos && close > open) {
-        std::string choices = type.substr(open + 1, close - open - 1);   // IsMember's "{cpu,cuda}"
+        std::string choices = type.substr(open + 1, close - open - 1);
         for (char& c : choices)
             if (c == ',') c = ' ';
-        return "choices: " + choices;
+        const bool list = type.rfind("LIST", 0) == 0 || opt.get_delimiter() != '\0';
+        return (list ? "list: " : "choices: ") + choices;
     }
-    // a path or any text (TEXT, TEXT:FILE): file names; a number, or a form of its own (`--shard I/N`): nothing
+    if (type.rfind("CONFIG", 0) == 0) return "config: " + joined(shipped_model_configs());
+    // a path (TEXT, TEXT:FILE): file names; a number, free text with a name of its own, or a form (`--shard I/N`): none
     return type.empty() || type.rfind("TEXT", 0) == 0 ? "files" : "none";
 }
 
@@ -70,12 +81,6 @@ void collect(const CLI::App& app, const std::string& path, const CLI::App* tool,
         collect(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), tool ? tool : &app, levels);
 }
 
-std::string joined(const std::vector<std::string>& words) {
-    std::string s;
-    for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
-    return s;
-}
-
 }  // namespace
 
 std::string bash_completion_script(const CLI::App& app, const std::string& tool) {
@@ -123,6 +128,10 @@ std::string bash_completion_script(const CLI::App& app, const std::string& tool)
       << "        case \"$kind\" in\n"
       << "            files) compopt -o filenames 2>/dev/null; mapfile -t COMPREPLY < <(compgen -f -- \"$cur\") ;;\n"
       << "            choices:*) mapfile -t COMPREPLY < <(compgen -W \"${kind#choices: }\" -- \"$cur\") ;;\n"
+      << "            list:*) [[ \"$cur\" == *,* ]] && prefix=\"$prefix${cur%,*},\" cur=\"${cur##*,}\"\n"
+      << "                mapfile -t COMPREPLY < <(compgen -W \"${kind#list: }\" -- \"$cur\") ;;\n"
+      << "            config:*) compopt -o filenames 2>/dev/null\n"
+      << "                mapfile -t COMPREPLY < <(compgen -W \"${kind#config: }\" -- \"$cur\"; compgen -f -- \"$cur\") ;;\n"
       << "        esac\n"
       << "        [[ -n \"$prefix\" ]] && COMPREPLY=(\"${COMPREPLY[@]/#/$prefix}\")\n"
       << "        return 0\n"

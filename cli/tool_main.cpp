@@ -589,13 +589,40 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 
 CLI::Validator non_negative_integer() { return decimal_integer(false); }
 
-CLI::Validator model_config_name() {
-    return CLI::Validator(
+CLI::Option* model_config_option(CLI::Option* option) {
+    const CLI::Validator by_name(
         [](std::string& value) -> std::string {
             value = resolve_model_config(value);
             return std::string();
         },
         "");
+    return option->type_name("CONFIG")->transform(by_name);
+}
+
+CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& items) {
+    std::string braced, listed;
+    for (const std::string& item : items) {
+        braced += (braced.empty() ? "" : ",") + item;
+        listed += (listed.empty() ? "" : ", ") + item;
+    }
+    // a vector option's results are split at the delimiter before validation; a string option's are split here
+    CLI::Validator each_item(
+        [items, listed](std::string& value) -> std::string {
+            if (value.empty()) return "names nothing (give a comma list of " + listed + ")";
+            std::size_t b = 0;
+            while (b <= value.size()) {
+                std::size_t e = value.find(',', b);
+                if (e == std::string::npos) e = value.size();
+                const std::string item = value.substr(b, e - b);
+                if (item.empty()) return "has an empty item (expected a comma list of " + listed + ")";
+                if (std::find(items.begin(), items.end(), item) == items.end())
+                    return "unknown item '" + item + "' (expected " + listed + ")";
+                b = e + 1;
+            }
+            return std::string();
+        },
+        "{" + braced + "}");
+    return option->type_name("LIST")->check(each_item);
 }
 
 void add_no_verify_flag(CLI::App& app, bool& verify) {

@@ -2,12 +2,14 @@
 // exceptions to exit codes (UserError -> 2, anything else -> 1) with one line on stderr. A tool's setup()
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
-// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer, model_config_name
+// provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer, model_config_option,
+//           comma_list_of
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/tool_context.h"
 
@@ -27,8 +29,13 @@ CLI::Validator non_negative_integer();
 
 // For --config: a shipped model config by name (`--config demo`: examples/configs/demo.json, or the installed
 // share/retrokit/configs/demo.json) becomes its path; a path that exists stays as given (model/config_files.h).
-// Add it with ->transform().
-CLI::Validator model_config_name();
+// Its type is CONFIG, and the shell completion offers the shipped configs' names beside file names.
+CLI::Option* model_config_option(CLI::Option* option);
+
+// A comma list whose every item is one of `items` (`--modes parallel,recurrent`, `--train-only cca,encoder`), on a
+// string option or a vector one with ->delimiter(','): an unknown or empty item is refused at parse time, before any
+// work; --help shows LIST:{a,b,c} and the shell completion offers the items after the last comma.
+CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& items);
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

@@ -25,7 +25,7 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
                    "Search the neighbours now in this index folder (dense or bm25; own document excluded, "
                    "as retro-knn) instead of --knn");
     ev->add_option("--baseline", e.baseline, "Another run (e.g. the --no-retrieval twin), evaluated without retrieval");
-    ev->add_option("--split", e.split, "val, train or all")->capture_default_str();
+    ev->add_option("--split", e.split, "val, train or all")->check(CLI::IsMember({"val", "train", "all"}))->capture_default_str();
     ev->add_option("--val-fraction", e.val_fraction,
                    "Share of documents held out (default: the run's, from its manifest; 0.05 without one)")
         ->default_str("");   // (not the NaN that stands for "the run's")

@@ -234,7 +234,7 @@ TEST_CASE("ownership: the audit's messages - an unfinished run to eval, an optim
                                                      (p.run / "checkpoints" / "step_00000001" / "optimizer.safetensors").string()),
                    {"optimizer state", "not model weights"});
     expect_refused(test::run_tool("retro-train", train_args(p, t / "fit") + " --steps 1 --train-only ''"),
-                   {"--train-only", "names no group"});
+                   {"--train-only", "names nothing (give a comma list of cca, encoder, copy, decoder)"});
     expect_refused(test::run_tool("retro-tokenizer", "train /dev/null --out " + (t / "tok").string() + " --quiet"),
                    {"/dev/null", "is not a regular file or a folder"});
     CHECK(!fs::exists(t / "fit"));

@@ -122,6 +122,54 @@ TEST_CASE("shell completion: values are an option's choices - nothing for a numb
     CHECK(complete("retro-chunk", {"--force", "mer"}) == std::vector<std::string>{"merge"});
 }
 
+TEST_CASE("shell completion: a comma list's items after the last comma - shipped config names - nothing for free text") {
+    CHECK(complete("retro-train", {"eval", "--split", ""}) == std::vector<std::string>{"val", "train", "all"});
+    CHECK(complete("retro-bench", {"ops", "--device", "c"}) == std::vector<std::string>{"cpu", "cuda"});
+    CHECK(complete("retro-bench", {"retention", "--modes", "p"}) == std::vector<std::string>{"parallel"});
+    CHECK(complete("retro-bench", {"retention", "--modes", "parallel,re"}) == std::vector<std::string>{"parallel,recurrent"});
+    CHECK(complete("retro-bench", {"retention", "--modes=naive,c"}) == std::vector<std::string>{"--modes=naive,chunkwise"});
+    CHECK(complete("retro-train", {"--train-only", "cca,"}).size() == 4);
+    CHECK(complete("retro-bench", {"knn", "--kernels", "s"}) == std::vector<std::string>{"sgemm"});
+    // --config: the shipped configs by name (examples/configs/*.json), and file names
+    test::TempDir dir("completion-config");
+    test::write_text(dir / "tinier.json", "{}");
+    for (const auto& [tool, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"retro-train", {"--config", "ti"}}, {"retro-chunk", {"--config", "ti"}}, {"retro-bench", {"train", "--config", "ti"}}}) {
+        CAPTURE(tool);
+        const std::vector<std::string> got = complete(tool, words, dir.path);
+        CHECK(std::set<std::string>(got.begin(), got.end()) == std::set<std::string>{"tiny", "tinier.json"});
+    }
+    // free text (a JSON key, a glob pattern, a prompt, a command line, op names) offers no file names
+    for (const auto& [tool, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"retro-chunk", {"--text-key", ""}}, {"retro-chunk", {"--glob", ""}}, {"retro-index", {"--prompt", ""}},
+             {"retro-tokenizer", {"train", "--text-key", ""}}, {"retro-bench", {"train", "--launcher", ""}},
+             {"retro-bench", {"ops", "--ops", ""}}}) {
+        CAPTURE(tool);
+        CAPTURE(words.front());
+        CHECK(complete(tool, words, dir.path).empty());
+    }
+}
+
+TEST_CASE("comma lists are refused at parse time naming the unknown item - before any work") {
+    struct Case {
+        const char* tool;
+        const char* args;
+        const char* message;
+    };
+    for (const Case& c : {Case{"retro-bench", "retention --modes parallel,foo", "--modes: unknown item 'foo' (expected naive, parallel, recurrent, chunkwise)"},
+                          Case{"retro-bench", "knn --kernels sgemm,avx2", "--kernels: unknown item 'avx2' (expected avx512, sgemm)"},
+                          Case{"retro-bench", "train --dtype bf16,fp8", "--dtype: unknown item 'fp8' (expected fp32, bf16, bf16-unfused)"},
+                          Case{"retro-train", "--train-only cca,,encoder", "--train-only: has an empty item"},
+                          Case{"retro-train", "--train-only cca,heads", "--train-only: unknown item 'heads' (expected cca, encoder, copy, decoder)"}}) {
+        CAPTURE(c.args);
+        const test::RunResult r = test::run_tool(c.tool, c.args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK(r.err.rfind(std::string(c.tool) + ": error: " + c.message, 0) == 0);   // one line, nothing before it
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+}
+
 TEST_CASE("shell completion: --completion takes bash and nothing else") {
     CHECK(test::run_tool("retro-index", "--completion bash").exit_code == 0);
     CHECK(test::run_tool("retro-index", "--completion=bash").exit_code == 0);

@@ -26,15 +26,14 @@ int main(int argc, char** argv) {
             static std::string config;
             auto* chunk_size = app.add_option("--chunk-size", opts.chunk_size, "Tokens per chunk (the model config's chunk_size)");
             auto* seq_len = app.add_option("--seq-len", opts.seq_len, "Tokens per training sequence (a multiple of --chunk-size; at most the model config's max_seq_len)");
-            app.add_option("--config", config, "Take --chunk-size and --seq-len from the model config to train (its chunk_size, and "
-                                               "max_seq_len unless a shorter --seq-len is given): a .json file or a shipped config's name (demo, ...)")
-                ->transform(retro::model_config_name());
+            retro::model_config_option(app.add_option("--config", config, "Take --chunk-size and --seq-len from the model config to train (its chunk_size, and "
+                                               "max_seq_len unless a shorter --seq-len is given): a .json file or a shipped config's name (demo, ...)"));
             app.add_option("--threads", ctx.threads, "Threads (0 = all cores); the output does not depend on it");
             app.add_option("--shard", shard, "Process input blocks b with b % n == i (i/n, or auto: i and n from srun/mpirun); join with `merge`")->type_name("I/N");
             app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
             app.add_flag("--force", opts.force, "Replace an existing database in --out");
-            app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read");
-            app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs");
+            app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read")->type_name("PATTERN");
+            app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs")->type_name("KEY");
             app.add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
             app.add_option("--block-docs", opts.block_docs, "Input block: at most this many documents (recorded; shards must agree)");
             app.add_option("--block-bytes", opts.block_bytes, "Input block: ends at the document reaching this many bytes");

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
             app.add_option("--dim", o.bow.dim, "bow: embedding dimension");
             app.add_option("--model", o.bert.model_dir, "bert, t5, clip: Hugging Face checkpoint folder, or a Hub id (ORG/NAME) in the local Hugging Face cache (never downloaded) (bert: BERT, DistilBERT, ELECTRA, MPNet, RoBERTa, XLM-RoBERTa, ModernBERT: config.json, model.safetensors (or its shards, or pytorch_model.bin), and vocab.txt or tokenizer.json (XLM-R: sentencepiece.bpe.model or tokenizer.json; RoBERTa: vocab.json + merges.txt or tokenizer.json), with a sentence-transformers folder's pooling (mean, max, CLS) and Dense modules; t5: spiece.model (or tokenizer.json) instead of vocab.txt, or a sentence-transformers folder; clip: a CLIPModel with vocab.json, merges.txt, preprocessor_config.json)");
             static std::string prompt;
-            app.add_option("--prompt", prompt, "bert: text put before every chunk's, as sentence-transformers' prompts (e5: \"query: \" or \"passage: \"); default: the model's default prompt (config_sentence_transformers.json), \"\" for none");
+            app.add_option("--prompt", prompt, "bert: text put before every chunk's, as sentence-transformers' prompts (e5: \"query: \" or \"passage: \"); default: the model's default prompt (config_sentence_transformers.json), \"\" for none")
+                ->type_name("PROMPT");
             app.add_option("--max-length", o.bert.max_length, "bert, t5, clip: model tokens per chunk (WordPiece / sentencepiece / BPE); clip: its text positions (77) unless given, at most those");
             app.add_option("--batch,--batch-size", o.bert.batch, "bert, t5, clip: chunks per forward pass (--images: 32 images unless given)");
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0, not for MPNet, ModernBERT or max pooling)")

@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
             train->add_option("--model-type", train_opts.model_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
             train->add_option("--max-sentences", train_opts.max_sentences, "Train on a uniform sample of at most this many lines");
             train->add_option("--character-coverage", train_opts.character_coverage, "Share of characters the vocabulary covers");
-            train->add_option("--glob", corpus.glob, "Which files of a folder to read");
-            train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs");
+            train->add_option("--glob", corpus.glob, "Which files of a folder to read")->type_name("PATTERN");
+            train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs")->type_name("KEY");
             train->add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
             train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer")->transform(retro::non_negative_integer());
             train->add_option("--threads", ctx.threads, "Threads (0 = all cores)");

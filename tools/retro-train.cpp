@@ -22,10 +22,9 @@ int main(int argc, char** argv) {
             // the old spelling, for `eval` too: eval does not know it, so it falls through to here (a hidden
             // option of eval's own would add a blank line to eval's --help)
             retro::add_deprecated_option(app, "--neighbours", "--knn", o.neighbours, ctx, "the neighbours folder");
-            app.add_option("--config", o.config,
+            retro::model_config_option(app.add_option("--config", o.config,
                            "Model config: a .json file, or a shipped config by name (demo, tiny, retro-172m, ...: "
-                           "examples/configs/, installed in share/retrokit/configs/)")
-                ->transform(retro::model_config_name());
+                           "examples/configs/, installed in share/retrokit/configs/)"));
             app.add_option("--out", o.out, "Run folder (checkpoints, metrics.jsonl, model.safetensors)");
             app.add_option("--steps", o.steps, "Optimizer steps")->capture_default_str();
             app.add_option("--seed", o.seed, "Seed of the initial weights and the data order")->transform(retro::non_negative_integer())->capture_default_str();
@@ -82,16 +81,13 @@ int main(int argc, char** argv) {
                            "Retro-fit: start from a trained run's weights (run folder, checkpoint folder, "
                            ".safetensors, or a RETRO-pytorch state_dict saved with torch.save); tensors the base "
                            "lacks keep the --seed init, the decoder must match");
-            app.add_option("--train-only", o.train_only,
-                           "Train only these groups, freeze the rest (comma list of " + retro::param_group_list() +
-                               "; token embedding and head are in decoder)")
-                ->check(CLI::Validator(
-                    [](std::string& v) {
-                        return v.find_first_not_of(" ,") == std::string::npos
-                                   ? std::string("names no group: give a comma list of ") + retro::param_group_list()
-                                   : std::string();
-                    },
-                    ""));
+            std::vector<std::string> groups;
+            for (auto g : {retro::ParamGroup::CCA, retro::ParamGroup::ENCODER, retro::ParamGroup::COPY, retro::ParamGroup::DECODER})
+                groups.emplace_back(retro::param_group_name(g));
+            retro::comma_list_of(app.add_option("--train-only", o.train_only,
+                                                "Train only these groups, freeze the rest (comma list of " +
+                                                    retro::param_group_list() + "; token embedding and head are in decoder)"),
+                                 groups);
             app.add_option("--reduce", o.reduce,
                            "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast; NCCL's with --device "
                            "cuda) or in micro-batch order (deterministic, CPU: the same bytes as one process with the same "
