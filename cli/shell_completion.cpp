@@ -6,6 +6,7 @@
 
 #include "model/config_files.h"
 #include "retrokit/version.h"
+#include "tool_main.h"
 
 namespace retro {
 namespace {
@@ -52,9 +53,6 @@ struct Level {
     bool positionals = false;
 };
 
-// The options a subcommand takes from its tool (tool_main's fallthrough: refuse_parent_options lets these through).
-bool passes_down(const std::string& name) { return name == "--quiet" || name == "--verbose" || name == "--threads"; }
-
 void collect(const CLI::App& app, const std::string& path, const CLI::App* tool, std::vector<Level>& levels) {
     Level level;
     level.path = path;
@@ -71,7 +69,7 @@ void collect(const CLI::App& app, const std::string& path, const CLI::App* tool,
     }
     if (tool != nullptr)
         for (const CLI::Option* opt : tool->get_options())
-            if (visible(*opt) && !opt->get_lnames().empty() && passes_down("--" + opt->get_lnames().front()) &&
+            if (visible(*opt) && passes_to_subcommands(*opt) &&
                 app.get_option_no_throw("--" + opt->get_lnames().front()) == nullptr)
                 add(*opt);
     const std::vector<const CLI::App*> subs = app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });

@@ -200,9 +200,7 @@ std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& comm
     for (const CLI::Option* opt : command.get_options()) consider(opt);
     if (&command != &tool)
         for (const CLI::Option* opt : tool.get_options())
-            if (!opt->get_lnames().empty() && (opt->get_lnames().front() == "quiet" || opt->get_lnames().front() == "verbose" ||
-                                               opt->get_lnames().front() == "threads"))
-                consider(opt);
+            if (passes_to_subcommands(*opt)) consider(opt);
     std::sort(near.begin(), near.end());
     std::vector<std::string> names;
     for (const auto& [d, name] : near)
@@ -258,7 +256,7 @@ void refuse_parent_options(const CLI::App& app) {
                           "quote a text with spaces, or see " + sub_line + " --help");
         }
         const std::string name = opt->get_lnames().empty() ? opt->get_name() : "--" + opt->get_lnames().front();
-        if (name == "--quiet" || name == "--verbose" || name == "--threads" || name == "--help") continue;
+        if (passes_to_subcommands(*opt) || name == "--help") continue;
         const bool sub_has = sub.get_option_no_throw(name) != nullptr;
         if (name == "--no-verify" && !sub_has) continue;
         if (sub_has)
@@ -586,6 +584,12 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
 }
 
 }  // namespace
+
+bool passes_to_subcommands(const CLI::Option& tool_option) {
+    if (tool_option.get_lnames().empty()) return false;
+    const std::string& name = tool_option.get_lnames().front();
+    return name == "quiet" || name == "verbose" || name == "threads";
+}
 
 CLI::Validator non_negative_integer() { return decimal_integer(false); }
 

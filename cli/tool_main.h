@@ -3,7 +3,7 @@
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
 // provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer, model_config_option,
-//           comma_list_of
+//           comma_list_of, passes_to_subcommands
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -36,6 +36,10 @@ CLI::Option* model_config_option(CLI::Option* option);
 // string option or a vector one with ->delimiter(','): an unknown or empty item is refused at parse time, before any
 // work; --help shows LIST:{a,b,c} and the shell completion offers the items after the last comma.
 CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& items);
+
+// The tool's options a subcommand takes too, before or after its name: --quiet, --verbose, --threads (the app's
+// fallthrough; usage errors, "did you mean" and the shell completion count them as the subcommand's).
+bool passes_to_subcommands(const CLI::Option& tool_option);
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);
