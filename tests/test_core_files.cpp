@@ -220,7 +220,7 @@ TEST_CASE("core: invalid UTF-8 is replaced and counted") {
     CHECK(utf8_sanitize(clean) == 0);
 }
 
-TEST_CASE("core: terminal_text shows C0 - DEL and C1 controls as bytes and leaves printable UTF-8 alone") {
+TEST_CASE("core: terminal_text shows C0 - DEL - C1 controls and bytes that are not UTF-8 as bytes and leaves printable UTF-8 alone") {
     CHECK(terminal_text("red\x1b[31m") == "red\\x1b[31m");
     CHECK(terminal_text("a\tb\nc\x7f") == "a\tb\nc\\x7f");
     CHECK(terminal_text("a\tb\nc", true) == "a\\x09b\\x0ac");
@@ -228,7 +228,13 @@ TEST_CASE("core: terminal_text shows C0 - DEL and C1 controls as bytes and leave
     CHECK(terminal_text("\xc2\x80\xc2\x9f") == "\\xc2\\x80\\xc2\\x9f");
     CHECK(terminal_text("\xc2\xa0\xc2\xa9 caf\xc3\xa9 \xe4\xb8\xad") == "\xc2\xa0\xc2\xa9 caf\xc3\xa9 \xe4\xb8\xad");
     CHECK(terminal_text("C:\\x0a") == "C:\\x0a");   // a literal backslash stays (decoded text holds them)
-    CHECK(terminal_text("cut\xc2") == "cut\xc2");
+    // bytes that are not UTF-8 (Latin-1, a chunk cut inside a character, a stray continuation byte, an overlong
+    // form, a surrogate) are shown as bytes: a lone 0x9b is CSI to a terminal not in UTF-8 mode
+    CHECK(terminal_text("cut\xc2") == "cut\\xc2");
+    CHECK(terminal_text("caf\xe9 \x9b" "31m") == "caf\\xe9 \\x9b31m");
+    CHECK(terminal_text("\xe4\xb8") == "\\xe4\\xb8");
+    CHECK(terminal_text("\xc0\xaf \xed\xa0\x80") == "\\xc0\\xaf \\xed\\xa0\\x80");
+    CHECK(terminal_text("\xf0\x9f\x98\x80 \xf4\x90\x80\x80") == "\xf0\x9f\x98\x80 \\xf4\\x90\\x80\\x80");   // U+1F600; past U+10FFFF
 }
 
 TEST_CASE("core: glob matching") {

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8_sequence.h"
+
 namespace retro {
 
 std::string terminal_text(const std::string& text, bool one_line) {
@@ -14,19 +16,25 @@ std::string terminal_text(const std::string& text, bool one_line) {
         out += hex[c >> 4];
         out += hex[c & 15];
     };
-    for (std::size_t i = 0; i < text.size(); ++i) {
+    for (std::size_t i = 0; i < text.size();) {
         const auto c = static_cast<unsigned char>(text[i]);
+        const std::size_t n = utf8_sequence_length(text, i);
         const bool kept = !one_line && (c == '\t' || c == '\n');
-        if ((c < 0x20 && !kept) || c == 0x7f) {
+        if (n == 1 && ((c < 0x20 && !kept) || c == 0x7f)) {
             escaped(c);
-        } else if (c == 0xc2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80) {
+        } else if (n == 0) {
+            // not UTF-8 (a Latin-1 file name, a chunk cut inside a character): a lone 0x9b is CSI to a terminal that
+            // is not in UTF-8 mode, and JSON readers of the line choke on it
+            escaped(c);
+        } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) {
             // U+0080..U+009F, the C1 controls in UTF-8 (0xc2 0x80..0x9f): U+009B is CSI to a terminal that
             // reads C1 (xterm, the Linux console), as ESC [ is; never printable, so shown as its two bytes.
             escaped(c);
-            escaped(static_cast<unsigned char>(text[++i]));
+            escaped(static_cast<unsigned char>(text[i + 1]));
         } else {
-            out += text[i];
+            out.append(text, i, n);
         }
+        i += n == 0 ? 1 : n;
     }
     return out;
 }

@@ -11,8 +11,9 @@
 
 namespace retro {
 
-// `text` with control characters (C0, DEL, and the C1 controls U+0080..U+009F as their two UTF-8 bytes) shown as
-// \xNN; tab and newline kept unless `one_line`. A literal backslash is left as is (decoded text holds them).
+// `text` with control characters (C0, DEL, and the C1 controls U+0080..U+009F as their two UTF-8 bytes) and every
+// byte that is not part of well-formed UTF-8 shown as \xNN; tab and newline kept unless `one_line`. A literal
+// backslash is left as is (decoded text holds them).
 std::string terminal_text(const std::string& text, bool one_line = false);
 
 // `j` dumped on one line (no trailing newline), invalid UTF-8 replaced.

@@ -5,34 +5,9 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/utf8_sequence.h"
 
 namespace retro {
-namespace {
-// Length of the valid sequence starting at s[i], or 0 if invalid.
-std::size_t valid_length(const std::string& s, std::size_t i) {
-    auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-    unsigned char c = b(i);
-    std::size_t n = s.size() - i;
-    if (c < 0x80) return 1;
-    auto cont = [&](std::size_t k) { return k < s.size() && (b(k) & 0xC0) == 0x80; };
-    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && cont(i + 1) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 3 || !cont(i + 1) || !cont(i + 2)) return 0;
-        unsigned char c1 = b(i + 1);
-        if (c == 0xE0 && c1 < 0xA0) return 0;   // overlong
-        if (c == 0xED && c1 > 0x9F) return 0;   // surrogate
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || !cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
-        unsigned char c1 = b(i + 1);
-        if (c == 0xF0 && c1 < 0x90) return 0;
-        if (c == 0xF4 && c1 > 0x8F) return 0;
-        return 4;
-    }
-    return 0;
-}
-}  // namespace
 
 std::int64_t utf8_sanitize(std::string& s) {
     std::size_t i = 0;
@@ -41,7 +16,7 @@ std::int64_t utf8_sanitize(std::string& s) {
     std::string out = s.substr(0, i);
     std::int64_t replaced = 0;
     while (i < s.size()) {
-        std::size_t len = valid_length(s, i);
+        std::size_t len = utf8_sequence_length(s, i);
         if (len) {
             out.append(s, i, len);
             i += len;
@@ -62,7 +37,7 @@ bool utf8_valid(const std::string& s) {
             ++i;
             continue;
         }
-        const std::size_t len = valid_length(s, i);
+        const std::size_t len = utf8_sequence_length(s, i);
         if (!len) return false;
         i += len;
     }
@@ -72,7 +47,7 @@ bool utf8_valid(const std::string& s) {
 std::string utf8_escape_invalid(const std::string& s) {
     std::string out;
     for (std::size_t i = 0; i < s.size();) {
-        const std::size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : valid_length(s, i);
+        const std::size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : utf8_sequence_length(s, i);
         if (len) {
             out.append(s, i, len);
             i += len;
