@@ -209,6 +209,19 @@ TEST_CASE("retro-generate and retro-knn take --index and --db left out from what
     expect_refused(test::run_tool("retro-generate", (t / "run").string() + prompt),
                    {"--index: retrieval needs an index and its database", "'s records lead to none", "pass --index and --db, or --no-retrieval"});
     CHECK(test::run_tool("retro-generate", (t / "run").string() + " --index " + p.index.string() + prompt + " --quiet").out == given.out);
+    // a run whose neighbours folder was made again after it trained (its fingerprint is not the recorded one): that
+    // folder's index may not be the one the run's neighbours came from, so none is chosen, and the refusal says why
+    test::copy_folder(p.run, t / "run-remade");
+    nlohmann::json run_manifest = nlohmann::json::parse(test::read_text(t / "run-remade" / "manifest.json"));
+    bool altered = false;
+    for (auto& input : run_manifest["inputs"])
+        if (input["role"] == "neighbours") input["fingerprint"] = "0000000000000000", altered = true;
+    REQUIRE(altered);
+    test::write_text(t / "run-remade" / "manifest.json", run_manifest.dump(2));
+    expect_refused(test::run_tool("retro-generate", (t / "run-remade").string() + prompt),
+                   {"'s records lead to none (the neighbours folder " + fs::absolute(p.knn).lexically_normal().string() +
+                        " was made again after " + (t / "run-remade").string() + " read it)",
+                    "pass --index and --db, or --no-retrieval"});
     // retro-knn: the index's database; the neighbours those of --db given
     const test::RunResult knn = test::run_tool("retro-knn", p.index.string() + " --out " + (t / "knn").string() + " --verbose");
     REQUIRE_MESSAGE(knn.exit_code == 0, knn.err);

@@ -231,8 +231,10 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                           "add --no-retrieval, or pass a checkpoint of a run trained with retrieval");
         if (o.index.empty() || o.db.empty())   // (generate_run fills both from the run's records where it can)
             user_error_in("--index", "retrieval needs an index and its database, and " + o.run +
-                                         "'s records lead to none (its neighbours folder, or the index they were "
-                                         "searched in, is not there)",
+                                         "'s records lead to none (" +
+                                         (o.index_default_why.empty() ? "its neighbours folder, or the index they were "
+                                                                        "searched in, is not there"
+                                                                      : o.index_default_why) + ")",
                           "pass --index and --db, or --no-retrieval");
         if (config.first_cca_layer() == 0) {
             log_warn("the model has no CCA layers: generating without retrieval");

@@ -33,6 +33,7 @@ struct GenerateOptions {
     std::string run;                 // run folder: config.json, model.safetensors, manifest.json
     std::string checkpoint;          // another .safetensors, or a checkpoint folder holding model.safetensors
     std::string index, db;           // retrieval (index optional with no_retrieval)
+    std::string index_default_why;   // why the run's records gave no --index (retrieval_defaults.h), for the refusal
     std::string tokenizer;           // override; default: the db's tokenizer
     bool no_retrieval = false;
     bool allow_other_db = false;     // retrieve from a db other than the run's training db (same tokenizer)
