@@ -1,6 +1,6 @@
 // Bash completion for a tool, generated from its own CLI11 declaration (so it never drifts from --help):
 // `retro-chunk --completion bash` prints it, `cmake --install` writes one file per tool under
-// share/bash-completion/completions/ (docs/tools.md "Installing, and shell completion").
+// share/bash-completion/completions/ (docs/tools.md "Installing, manual pages and shell completion").
 // provides: bash_completion_script
 #pragma once
 #include <CLI/CLI.hpp>

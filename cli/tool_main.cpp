@@ -32,6 +32,7 @@
 #include "model/config_files.h"
 #include "text/utf8.h"
 #include "retrokit/version.h"
+#include "man_page.h"
 #include "shell_completion.h"
 
 namespace retro {
@@ -506,6 +507,12 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                 user_error_in("--completion", "takes one word, the shell: bash (the one shell it writes for)",
                               "source <(" + tool + " --completion bash) in bash");
             std::cout << bash_completion_script(app, tool);
+            return 0;
+        }
+        // `TOOL --man`: its manual page (man_page.h; installed as share/man/man1/TOOL.1; not in --help either)
+        if (argc >= 2 && std::string_view(argv[1]) == "--man") {
+            if (argc != 2) user_error_in("--man", "takes no value", "run " + tool + " --man alone (man -l <(" + tool + " --man))");
+            std::cout << man_page(app, tool);
             return 0;
         }
         try {

@@ -1,7 +1,8 @@
 // `TOOL --completion bash` (cli/shell_completion.h) run in bash against an oracle: every (sub)command's options
 // as its own --help lists them, its subcommands likewise; choices, numbers and file names as values; and
-// `make install`'s tree (cmake --install): tools that find their library beside them, completions, configs; and the
-// shipped configs by name (`--config demo`, model/config_files.h).
+// `make install`'s tree (cmake --install): tools that find their library beside them, completions, manual pages,
+// configs; the manual pages (`TOOL --man`, cli/man_page.h) against the same --help oracle and groff's warnings; and
+// the shipped configs by name (`--config demo`, model/config_files.h).
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -183,6 +184,57 @@ TEST_CASE("shell completion: --completion takes bash and nothing else") {
     }
 }
 
+TEST_CASE("manual pages: every command's options are in its tool's man page - roff groff reads without a warning") {
+    const bool groff = test::run_command("groff --version").exit_code == 0;
+    for (const char* tool : kTools) {
+        CAPTURE(tool);
+        const test::RunResult man = test::run_tool(tool, "--man");
+        REQUIRE_MESSAGE(man.exit_code == 0, man.err);
+        CHECK(man.out.find(".TH \"" + [&] {
+            std::string up = tool;
+            for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            return up;
+        }() + "\" 1 ") != std::string::npos);
+        CHECK(man.out.find(".SH NAME\n" + std::string(tool) + " \\- ") != std::string::npos);
+        // each option as --help lists it, in bold with roff's minus signs (copied from a terminal, it still works)
+        const auto in_text = [](const std::string& text, const std::string& option) {
+            std::string roff;
+            for (char c : option) roff += c == '-' ? std::string("\\-") : std::string(1, c);
+            return text.find("\\fB" + roff + "\\fR") != std::string::npos;
+        };
+        const std::size_t commands = man.out.find(".SH COMMANDS");
+        const std::string tool_part = man.out.substr(0, commands);
+        const Help top = help_of(tool, "");
+        for (const std::string& option : top.options)
+            if (option != "--help" && option != "--version") CHECK_MESSAGE(in_text(tool_part, option), option);
+        for (const std::string& sub : top.subcommands) {
+            CAPTURE(sub);
+            std::string heading = ".SS \"" + std::string(tool) + " " + sub + "\"";
+            for (std::size_t dash = heading.find('-'); dash != std::string::npos; dash = heading.find('-', dash + 2))
+                heading.replace(dash, 1, "\\-");
+            const std::size_t at = man.out.find(heading);
+            REQUIRE(at != std::string::npos);
+            const std::string part = man.out.substr(at, std::min(man.out.find(".SS", at + 1), man.out.find(".SH", at)) - at);
+            for (const std::string& option : help_of(tool, sub).options)
+                if (option != "--help") CHECK_MESSAGE(in_text(part, option), option);
+        }
+        CHECK(man.out.find(".SH EXIT STATUS") != std::string::npos);
+        if (!groff) continue;
+        test::TempDir dir("man");
+        test::write_text(dir / "page.1", man.out);
+        const test::RunResult rendered = test::run_command("groff -man -Tutf8 -ww -z '" + (dir / "page.1").string() + "'");
+        CHECK(rendered.exit_code == 0);
+        CHECK_MESSAGE(rendered.err.empty(), rendered.err);
+    }
+    if (!groff) {
+        MESSAGE("skipped: the groff check (no groff on PATH)");
+        test::g_skipped = true;
+    }
+    const test::RunResult extra = test::run_tool("retro-knn", "--man extra");
+    CHECK(extra.exit_code == 2);
+    CHECK(extra.err.rfind("retro-knn: error: --man: takes no value", 0) == 0);
+}
+
 TEST_CASE("install: cmake --install puts tools that find their own library - completions and configs under a prefix") {
     const fs::path build = fs::path(RETRO_BIN_DIR).parent_path();
     if (test::run_command("cmake --version").exit_code != 0) {
@@ -212,6 +264,16 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
         REQUIRE(fs::exists(completion));
         CHECK(test::run_command("bash -n '" + completion.string() + "'").exit_code == 0);
         CHECK(test::read_text(completion) == test::run_tool(tool, "--completion bash").out);
+        const fs::path man = prefix / "share/man/man1" / (std::string(tool) + ".1");
+        REQUIRE(fs::exists(man));
+        CHECK(test::read_text(man) == test::run_tool(tool, "--man").out);
+    }
+    // `man TOOL` finds it under the prefix (man-db reads MANPATH's folders)
+    if (test::run_command("man --version").exit_code == 0) {
+        const test::RunResult man = test::run_command("MANPATH='" + (prefix / "share/man").string() +
+                                                      "' MANWIDTH=120 man retro-knn 2>&1");
+        CHECK(man.exit_code == 0);
+        CHECK_MESSAGE(man.out.find("retro-knn - ") != std::string::npos, man.out.substr(0, 300) << man.err);
     }
     CHECK(fs::exists(prefix / "share/retrokit/configs/demo.json"));
     CHECK(fs::exists(prefix / "share/retrokit/configs/retro-172m.json"));
