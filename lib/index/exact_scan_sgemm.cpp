@@ -14,7 +14,7 @@ namespace retro {
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SCAN_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SCAN_SIMD_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))   // (as nn/fast_math.h's)
 #else
 #define SCAN_SIMD_CLONES
 #endif

@@ -1,6 +1,6 @@
 // Call-free float erf and exp for element-wise loops that must vectorise (GELU, softmax, cross-entropy),
 // and the macros those loops use. The project builds without -march, so a hot float kernel is marked
-// RETRO_SIMD_CLONES (AVX-512F, AVX2 and baseline clones, picked at load time by CPU features) and its
+// RETRO_SIMD_CLONES (AVX-512F, AVX2+FMA and baseline clones, picked at load time by CPU features) and its
 // loops `#pragma omp simd`. Helpers called inside must be always_inline: GCC does not inline a
 // default-target function into a clone, and a call stops vectorisation. A file defining such kernels
 // wraps them in RETRO_FAST_MATH_BEGIN / RETRO_FAST_MATH_END (GCC's no-trapping-math: without it GCC
@@ -10,7 +10,14 @@
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RETRO_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// The AVX2 clone is x86-64-v3 (AVX2 with FMA, as every AVX2 CPU since Haswell and Zen 1 has): GCC's "avx2" target
+// alone leaves FMA out, so that clone did a*b+c as two roundings where the AVX-512 one fuses them (docs/performance.md
+// "The AVX2 clone with FMA"). RETRO_SIMD_CLONE_TARGETS replaces the list for A/B timing on one machine, e.g.
+// -DRETRO_SIMD_CLONE_TARGETS='"avx2","default"' runs the plain-AVX2 form on an AVX-512 CPU.
+#ifndef RETRO_SIMD_CLONE_TARGETS
+#define RETRO_SIMD_CLONE_TARGETS "avx512f", "arch=x86-64-v3", "default"
+#endif
+#define RETRO_SIMD_CLONES __attribute__((target_clones(RETRO_SIMD_CLONE_TARGETS)))
 #else
 #define RETRO_SIMD_CLONES
 #endif
