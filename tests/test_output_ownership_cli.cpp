@@ -77,6 +77,14 @@ TEST_CASE("ownership: --force deletes only a folder its tool made, an --out insi
                                                    (index / "knn").string() + " --quiet"),
                    {"lies inside", "retro-index's output"});
     CHECK(!fs::exists(index / "knn"));
+    // --resume into another tool's finished folder names that tool (retro-knn said "already holds the finished
+    // neighbours of another job: parameters.block ..." of an index folder)
+    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + index.string() +
+                                                   " --resume --quiet"),
+                   {index.string() + ": holds retro-index's output (manifest.json), not retro-knn's"});
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     index.string() + " --chunk-size 4 --seq-len 16 --resume --quiet"),
+                   {index.string() + ": holds retro-index's output (manifest.json), not retro-chunk's"});
 
     // a regular file named as --out
     const fs::path file = t / "afile";

@@ -397,9 +397,12 @@ std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann:
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
     (void)disk_free_bytes(opts.out);   // a RETRO_DISK_FREE that is no size refused before the folder is made
     const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, state, opts.index); };
+    const std::vector<OutputInput> inputs = {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}};
+    // (the guard first: another tool's folder, an index given --resume, is named as such, not as neighbours of
+    // another job)
+    output_folder_guard(opts.out, ctx.tool, inputs, false);
     if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", difference)) return false;
-    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume,
-                          {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}});
+    output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, inputs);
     if (opts.resume && fs::exists(state_path(opts.out))) {
         const nlohmann::json old = json_read_file(state_path(opts.out));
         // (the queries too since session 55: another --queries of as many rows was resumed into the same folder)
