@@ -1,7 +1,9 @@
 // Implementation of bench_commands.h: one add_<name> per benchmark, in the order --help lists them.
 #include "bench_commands.h"
 
+#include <filesystem>
 #include <memory>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/output_folder.h"
+#include "core/shipped_data.h"
 #include "core/std_streams.h"
 #include "op_registry.h"
 #include "tool_main.h"
@@ -45,6 +48,20 @@ CLI::Validator output_file_check(const std::string& option) {
             return std::string();
         },
         "FILE");
+}
+
+// A peer script option: a path, or a shipped peer by name (`--peer rp_generate`: tests/peers/rp_generate.py, installed
+// as share/retrokit/peers/rp_generate.py; core/shipped_data.h); then it must exist.
+CLI::Option* peer_script_option(CLI::Option* option) {
+    const CLI::Validator by_name(
+        [](std::string& value) -> std::string {
+            std::error_code ec;
+            if (!std::filesystem::exists(value, ec))
+                if (const std::string shipped = shipped_file(ShippedData::kPeers, value, ".py"); !shipped.empty()) value = shipped;
+            return std::string();
+        },
+        "");
+    return option->transform(by_name)->check(CLI::ExistingFile);
 }
 
 void add_retention(CLI::App& bench, ToolContext& ctx) {
@@ -144,7 +161,7 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
     sub->add_option("--seed", o->seed, "Seed of the synthetic words (clip: images)")->transform(retro::non_negative_integer());
     sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
-    sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (tests/peers/hf_embed.py)")->check(CLI::ExistingFile);
+    peer_script_option(sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (a path, or a shipped peer by name: hf_embed, st_embed, clip_embed)"));
     sub->add_option("--python", o->python, "Python interpreter for --peer");
     sub->add_option("--rounds", o->rounds,
                     "With --peer: alternate RetroKit and the peer this many times and report the median of the "
@@ -190,7 +207,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--base-npy", o->base_npy, "Base vectors from this float32 .npy (e.g. an index's embeddings.npy) instead of synthetic ones");
     sub->add_option("--queries-npy", o->queries_npy, "Query vectors from this float32 .npy (with --base-npy)");
     sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
-    sub->add_option("--peer", o->peer, "Also run this Python peer (tests/peers/faiss_knn.py) on the same vectors")->check(CLI::ExistingFile);
+    peer_script_option(sub->add_option("--peer", o->peer, "Also run this Python peer on the same vectors (a path, or faiss_knn: the shipped tests/peers/faiss_knn.py)"));
     sub->add_option("--python", o->python, "Python interpreter for the peer");
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
@@ -236,7 +253,7 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
         ->check(kThreadCount);
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
     sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
-    sub->add_option("--peer-script", o->peer_script, "The peer script (default: tests/peers/rp_train.py)")->check(CLI::ExistingFile);
+    peer_script_option(sub->add_option("--peer-script", o->peer_script, "The peer script, a path or a shipped peer's name (default: rp_train, the shipped tests/peers/rp_train.py)"));
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->transform(retro::non_negative_integer());
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
@@ -307,7 +324,7 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                                          "is then per step, tokens/s counts every sequence's")
         ->capture_default_str();
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
-    sub->add_option("--peer", o->peer, "RETRO-pytorch peer script (tests/peers/rp_generate.py); omit: no peer")->check(CLI::ExistingFile);
+    peer_script_option(sub->add_option("--peer", o->peer, "RETRO-pytorch peer script, a path or rp_generate (the shipped tests/peers/rp_generate.py); omit: no peer"));
     sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
     sub->add_option("--profile", o->profile_tokens, "With --device cuda: N more tokens after the last prompt with every "
                                                     "op timed between two synchronizes; prints where a token's time goes")

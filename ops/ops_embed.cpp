@@ -1,28 +1,40 @@
 // The BERT encoder in the registry (lib/embed/bert_model.h; kernels/bert_cuda.cu): mean-pooled
 // last hidden states of random WordPiece ids through the tiny random BertModel of the golden files
-// (tests/reference/golden/bert_tiny). BertModel has no double path: the CPU fp32 forward is the
+// (tests/reference/golden/bert_tiny; installed: share/retrokit/bert_tiny). BertModel has no double path: the CPU fp32 forward is the
 // reference the GPU is compared with; both are held to Hugging Face transformers by tests/test_bert.cpp.
 // The perf shape is 64 sequences of 64 tokens.
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/cuda_device.h"
+#include "core/error.h"
+#include "core/shipped_data.h"
 #include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
 #include "op_registry.h"
 
-#ifndef RETRO_SOURCE_DIR
-#define RETRO_SOURCE_DIR "."
-#endif
-
 namespace retro::ops {
 namespace {
+
+// The tiny BERT's folder: installed beside the tools (share/retrokit/bert_tiny) or the source tree's golden files.
+std::string bert_tiny_folder() {
+    const std::vector<std::filesystem::path> folders = shipped_data_folders(ShippedData::kBertTiny);
+    if (folders.empty())
+        user_error_in("embed.bert_encoder",
+                      "the tiny BERT it times (share/retrokit/bert_tiny, or tests/reference/golden/bert_tiny in the "
+                      "source tree) is not there",
+                      "install RetroKit (make install), or run retro-bench from its build folder beside the source tree");
+    return folders.front().string();
+}
 
 class BertCase : public Case {
 public:
     BertCase(int count, int len, std::uint64_t seed)
-        : model_(std::string(RETRO_SOURCE_DIR) + "/tests/reference/golden/bert_tiny"), count_(count) {
+        : model_(bert_tiny_folder()), count_(count) {
         std::mt19937 rng(static_cast<unsigned>(seed));
         // ordinary WordPiece ids of the tiny model's vocabulary (401 ids): past [CLS] 101 / [SEP] 102
         const auto first_word = 103u, words = static_cast<unsigned>(model_.config().vocab_size) - first_word;

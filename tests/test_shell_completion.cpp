@@ -275,6 +275,22 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
         CHECK(man.exit_code == 0);
         CHECK_MESSAGE(man.out.find("retro-knn - ") != std::string::npos, man.out.substr(0, 300) << man.err);
     }
+    // the peer scripts by name, and the tiny BERT `retro-bench ops` times, from the installed tree (core/shipped_data.h)
+    CHECK(fs::exists(prefix / "share/retrokit/peers/rp_generate.py"));
+    CHECK(fs::exists(prefix / "share/retrokit/bert_tiny/model.safetensors"));
+    const std::string installed_bench = (prefix / "bin/retro-bench").string();
+    test::TempDir elsewhere("install-cwd");   // (no tests/peers/ in the working directory)
+    for (const char* peer_args : {" --peer-script rp_train", ""}) {
+        CAPTURE(peer_args);
+        const test::RunResult peer = test::run_command("cd '" + elsewhere.path.string() + "' && '" + installed_bench +
+                                                       "' train --peer" + peer_args +
+                                                       " --python /bin/false --steps 1 --warmup 0 --batch 1");
+        CHECK_MESSAGE(peer.exit_code == 0, peer.err);
+        CHECK(peer.err.find("peer: /bin/false " + (fs::canonical(prefix.path) / "share/retrokit/peers/rp_train.py").string()) !=
+              std::string::npos);
+    }
+    const test::RunResult bert = test::run_command("'" + installed_bench + "' ops --ops embed.bert_encoder --repeats 1");
+    CHECK_MESSAGE(bert.exit_code == 0, bert.err);
     CHECK(fs::exists(prefix / "share/retrokit/configs/demo.json"));
     CHECK(fs::exists(prefix / "share/retrokit/configs/retro-172m.json"));
     // the installed tools find the installed configs by name, and name that folder when a name is not there

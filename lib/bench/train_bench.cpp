@@ -21,6 +21,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/heap.h"
+#include "core/shipped_data.h"
 #include "core/log.h"
 #include "core/shell_quote.h"
 #include "core/threads.h"
@@ -126,14 +127,12 @@ nlohmann::json time_retrokit(const RetroConfig& c, const RetroBatch& batch, cons
             {"loss_first", losses.front()}, {"loss_last", losses.back()}};
 }
 
+// The peer from the working directory's tests/peers/ (a checkout), else the shipped one (core/shipped_data.h).
 std::string default_peer_script() {
     const fs::path rel = fs::path("tests") / "peers" / "rp_train.py";
     if (fs::exists(rel)) return rel.string();
-    std::error_code ec;   // build/bin/retro-bench or build/retro_tests: the source tree above the build folder
-    fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-    for (int up = 0; !ec && up < 3 && dir.has_parent_path(); up++, dir = dir.parent_path())
-        if (fs::exists(dir / rel)) return (dir / rel).string();
-    return rel.string();
+    const std::string shipped = shipped_file(ShippedData::kPeers, "rp_train.py", "");
+    return shipped.empty() ? rel.string() : shipped;
 }
 
 // The peer's JSON line, or {"skipped": reason}.

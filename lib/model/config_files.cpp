@@ -5,48 +5,24 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/shipped_data.h"
+
 namespace retro {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// Where shipped configs may be, in order: the installed tree's (PREFIX/bin/../share/retrokit/configs), then the
-// source tree the library was built from (CMakeLists.txt defines RETRO_CONFIGS_DIR for this file).
-std::vector<fs::path> config_folders() {
-    std::vector<fs::path> folders;
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-#ifndef RETRO_CONFIGS_FROM_BIN
-#define RETRO_CONFIGS_FROM_BIN "../share/retrokit/configs"
-#endif
-    if (!ec) folders.push_back((exe.parent_path() / RETRO_CONFIGS_FROM_BIN).lexically_normal());
-#ifdef RETRO_CONFIGS_DIR
-    folders.emplace_back(RETRO_CONFIGS_DIR);
-#endif
-    std::vector<fs::path> found;
-    for (const fs::path& f : folders)
-        if (fs::is_directory(f, ec)) found.push_back(f);
-    return found;
-}
-
-}  // namespace
 
 std::string resolve_model_config(const std::string& given) {
     std::error_code ec;
     // a file there is taken as given; a folder of that name (a run called `demo`) does not hide the shipped config
     if (given.empty() || given.find('/') != std::string::npos) return given;
     if (fs::exists(fs::symlink_status(given, ec)) && !fs::is_directory(given, ec)) return given;
-    for (const fs::path& folder : config_folders())
-        for (const std::string& name : {given, given + ".json"})
-            if (const fs::path p = folder / name; name != "." && name != ".." && fs::is_regular_file(p, ec))
-                return p.string();
-    return given;
+    const std::string shipped = shipped_file(ShippedData::kConfigs, given, ".json");
+    return shipped.empty() ? given : shipped;
 }
 
 std::vector<std::string> shipped_model_configs() {
     std::vector<std::string> names;
-    const std::vector<fs::path> folders = config_folders();
+    const std::vector<fs::path> folders = shipped_data_folders(ShippedData::kConfigs);
     if (folders.empty()) return names;
     std::error_code ec;
     for (fs::directory_iterator it(folders.front(), ec), end; !ec && it != end; it.increment(ec))
@@ -61,7 +37,7 @@ std::string shipped_configs_hint() {
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     return "give a model config .json file, or a shipped config by name: " + list + " (" +
-           config_folders().front().string() + ")";
+           shipped_data_folders(ShippedData::kConfigs).front().string() + ")";
 }
 
 }  // namespace retro
