@@ -1,9 +1,11 @@
 // Implementation of bench_commands.h: one add_<name> per benchmark, in the order --help lists them.
 #include "bench_commands.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <system_error>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,18 +52,28 @@ CLI::Validator output_file_check(const std::string& option) {
         "FILE");
 }
 
-// A peer script option: a path, or a shipped peer by name (`--peer rp_generate`: tests/peers/rp_generate.py, installed
-// as share/retrokit/peers/rp_generate.py; core/shipped_data.h); then it must exist.
-CLI::Option* peer_script_option(CLI::Option* option) {
+// A peer script option: a file, or one of `peers` by name (`--peer rp_generate`: tests/peers/rp_generate.py, installed
+// as share/retrokit/peers/rp_generate.py; core/shipped_data.h). As --config, a file there is taken as given and a
+// folder of that name hides nothing; anything else is refused naming the shipped peers this option runs.
+CLI::Option* peer_script_option(CLI::Option* option, const std::vector<std::string>& peers) {
+    std::string listed;
+    for (const std::string& p : peers) listed += (listed.empty() ? "" : ", ") + p;
     const CLI::Validator by_name(
-        [](std::string& value) -> std::string {
+        [peers, listed](std::string& value) -> std::string {
             std::error_code ec;
-            if (!std::filesystem::exists(value, ec))
-                if (const std::string shipped = shipped_file(ShippedData::kPeers, value, ".py"); !shipped.empty()) value = shipped;
-            return std::string();
+            if (std::filesystem::exists(value, ec) && !std::filesystem::is_directory(value, ec)) return std::string();
+            const std::string stem = value.size() > 3 && value.ends_with(".py") ? value.substr(0, value.size() - 3) : value;
+            if (std::find(peers.begin(), peers.end(), stem) != peers.end()) {
+                if (const std::string shipped = shipped_file(ShippedData::kPeers, stem, ".py"); !shipped.empty()) {
+                    value = shipped;
+                    return std::string();
+                }
+                return "the shipped peer " + stem + " is not installed here, nor is the source tree's tests/peers/ (give the script's path)";
+            }
+            return "'" + value + "' is not a file, nor a shipped peer of this command (" + listed + ")";
         },
         "");
-    return option->transform(by_name)->check(CLI::ExistingFile);
+    return option->transform(by_name);
 }
 
 void add_retention(CLI::App& bench, ToolContext& ctx) {
@@ -161,7 +173,8 @@ void add_embed(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--texts", o->texts, "Cut the texts from this UTF-8 file (default: synthetic words)");
     sub->add_option("--seed", o->seed, "Seed of the synthetic words (clip: images)")->transform(retro::non_negative_integer());
     sub->add_option("--texts-out", o->texts_out, "Write the texts here, one JSON string a line");
-    peer_script_option(sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (a path, or a shipped peer by name: hf_embed, st_embed, clip_embed)"));
+    peer_script_option(sub->add_option("--peer", o->peer, "Also run this peer script on the same texts (a path, or a shipped peer by name: hf_embed, st_embed, clip_embed)"),
+                       {"hf_embed", "st_embed", "clip_embed"});
     sub->add_option("--python", o->python, "Python interpreter for --peer");
     sub->add_option("--rounds", o->rounds,
                     "With --peer: alternate RetroKit and the peer this many times and report the median of the "
@@ -207,7 +220,8 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--base-npy", o->base_npy, "Base vectors from this float32 .npy (e.g. an index's embeddings.npy) instead of synthetic ones");
     sub->add_option("--queries-npy", o->queries_npy, "Query vectors from this float32 .npy (with --base-npy)");
     sub->add_option("--clusters", o->clusters, "Clusters in the synthetic data");
-    peer_script_option(sub->add_option("--peer", o->peer, "Also run this Python peer on the same vectors (a path, or faiss_knn: the shipped tests/peers/faiss_knn.py)"));
+    peer_script_option(sub->add_option("--peer", o->peer, "Also run this Python peer on the same vectors (a path, or faiss_knn: the shipped tests/peers/faiss_knn.py)"),
+                       {"faiss_knn"});
     sub->add_option("--python", o->python, "Python interpreter for the peer");
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
     sub->add_option("--query-block", o->query_block, "Exact search: queries per sgemm (0 = default)");
@@ -253,7 +267,8 @@ void add_train(CLI::App& bench, ToolContext& ctx) {
         ->check(kThreadCount);
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decoder only: no neighbours, no encoder, no CCA");
     sub->add_flag("--peer", o->peer, "Also time RETRO-pytorch 0.3.9 (torch CPU) at the same config, batch and threads");
-    peer_script_option(sub->add_option("--peer-script", o->peer_script, "The peer script, a path or a shipped peer's name (default: rp_train, the shipped tests/peers/rp_train.py)"));
+    peer_script_option(sub->add_option("--peer-script", o->peer_script, "The peer script, a path or a shipped peer's name (default: rp_train, the shipped tests/peers/rp_train.py)"),
+                       {"rp_train"});
     sub->add_option("--python", o->python, "Python interpreter for --peer (with torch and retro-pytorch==0.3.9)");
     sub->add_option("--seed", o->seed, "Seed of the weights and of the random tokens")->transform(retro::non_negative_integer());
     sub->add_option("--json", o->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));
@@ -324,7 +339,8 @@ void add_generate(CLI::App& bench, ToolContext& ctx) {
                                          "is then per step, tokens/s counts every sequence's")
         ->capture_default_str();
     sub->add_flag("--no-retrieval", o->no_retrieval, "Decode without neighbours (CCA skipped)");
-    peer_script_option(sub->add_option("--peer", o->peer, "RETRO-pytorch peer script, a path or rp_generate (the shipped tests/peers/rp_generate.py); omit: no peer"));
+    peer_script_option(sub->add_option("--peer", o->peer, "RETRO-pytorch peer script, a path or rp_generate (the shipped tests/peers/rp_generate.py); omit: no peer"),
+                       {"rp_generate"});
     sub->add_option("--peer-steps", o->peer_steps, "Tokens the peer makes per prompt length")->capture_default_str();
     sub->add_option("--profile", o->profile_tokens, "With --device cuda: N more tokens after the last prompt with every "
                                                     "op timed between two synchronizes; prints where a token's time goes")

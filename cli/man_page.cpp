@@ -45,6 +45,29 @@ std::string roff(const std::string& text) {
     return out;
 }
 
+// The first sentence of the description (up to its first "; ", ". " or line end), for the one NAME line whatis(1)
+// reads.
+std::string summary(const std::string& description) {
+    const std::size_t end = std::min({description.find("; "), description.find(". "), description.find('\n')});
+    std::string first = description.substr(0, end);
+    while (!first.empty() && (first.back() == '.' || first.back() == ' ')) first.pop_back();
+    return first;
+}
+
+// A description as roff paragraphs: its lines filled, an indented line (a usage example) kept as typed (.nf/.fi).
+std::string paragraphs(const std::string& description) {
+    std::string out;
+    std::size_t b = 0;
+    while (b < description.size()) {
+        std::size_t e = description.find('\n', b);
+        if (e == std::string::npos) e = description.size();
+        const std::string line = description.substr(b, e - b);
+        out += line.rfind(' ', 0) == 0 ? ".nf\n" + roff(line) + "\n.fi\n" : roff(line) + "\n";
+        b = e + 1;
+    }
+    return out;
+}
+
 // An option's spellings in bold and its value's type in italics: "\fB\-\-out\fR \fITEXT\fR".
 std::string option_term(const CLI::Option& opt) {
     std::string names;
@@ -65,6 +88,10 @@ std::string option_text(const CLI::Option& opt) {
     const std::string def = opt.get_default_str();
     if (opt.get_items_expected_max() != 0 && !def.empty() && def != "[]" && def != "\"\"") text += " (default: " + def + ")";
     if (opt.get_required()) text += " (required)";
+    std::string excluded;   // (--help's "Excludes:")
+    for (const CLI::Option* other : opt.get_excludes())
+        excluded += (excluded.empty() ? "" : ", ") + other->get_name();
+    if (!excluded.empty()) text += " (not with " + excluded + ")";
     return roff(text);
 }
 
@@ -96,7 +123,7 @@ void options_section(std::ostream& s, const CLI::App& app, bool positionals) {
 void commands(std::ostream& s, const CLI::App& app, const std::string& path, const CLI::App& tool) {
     for (const CLI::App* sub : visible_subcommands(app)) {
         const std::string command = path + " " + sub->get_name();
-        s << ".SS \"" << roff(command) << "\"\n" << roff(sub->get_description()) << "\n.PP\n" << usage(*sub, command) << "\n";
+        s << ".SS \"" << roff(command) << "\"\n" << paragraphs(sub->get_description()) << ".PP\n" << usage(*sub, command) << "\n";
         options_section(s, *sub, true);
         options_section(s, *sub, false);
         std::string down;
@@ -106,14 +133,6 @@ void commands(std::ostream& s, const CLI::App& app, const std::string& path, con
         if (!down.empty()) s << ".PP\nIt takes " << down << " too, before or after its name.\n";
         commands(s, *sub, command, tool);
     }
-}
-
-// The first sentence of the description (up to its first "; " or ". "), for the NAME line whatis(1) reads.
-std::string summary(const std::string& description) {
-    std::size_t end = std::min(description.find("; "), description.find(". "));
-    std::string first = description.substr(0, end);
-    if (!first.empty() && first.back() == '.') first.pop_back();
-    return first;
 }
 
 std::string upper(std::string s) {
@@ -133,7 +152,7 @@ std::string man_page(const CLI::App& app, const std::string& tool) {
       << ".SH NAME\n" << tool << " \\- " << roff(summary(app.get_description())) << "\n"
       << ".SH SYNOPSIS\n" << usage(app, tool) << "\n";
     for (const CLI::App* sub : visible_subcommands(app)) s << ".br\n" << usage(*sub, tool + " " + sub->get_name()) << "\n";
-    s << ".SH DESCRIPTION\n" << roff(app.get_description()) << "\n";
+    s << ".SH DESCRIPTION\n" << paragraphs(app.get_description());
     std::ostringstream positionals;
     options_section(positionals, app, true);
     if (!positionals.str().empty()) s << ".SH ARGUMENTS\n" << positionals.str();

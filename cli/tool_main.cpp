@@ -139,7 +139,8 @@ CLI::Validator decimal_number() {
 // option its values as decimal and not underflowing (decimal_number).
 void normalize_options(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
-        if (!opt->get_positional() && opt->get_items_expected_max() == 1)
+        if (!opt->get_positional() && opt->get_items_expected_max() == 1 &&
+            opt->get_multi_option_policy() != CLI::MultiOptionPolicy::Join)   // (comma_list_of's string lists add up)
             opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         const std::string type = opt->get_type_name();
         if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(type[0] == 'I'));
@@ -343,7 +344,8 @@ void refuse_empty_list_items(const CLI::App& app, int argc, char** argv) {
                                                                value.front() == ',' || value.back() == ',');
                     if (!empty_item) continue;
                     user_error_in(name, cat("'", value, "' has an empty item"),
-                                  "separate the values by single commas, e.g. 1,2,4");
+                                  "separate the values by single commas, e.g. " +
+                                      (opt->get_type_name().rfind("LIST", 0) == 0 ? std::string("a,b") : std::string("1,2,4")));
                 }
             }
         }
@@ -361,8 +363,7 @@ void refuse_repeated_list_items(const CLI::App& app) {
             std::set<std::string> seen;
             for (const std::string& item : opt->results())
                 if (!seen.insert(item).second)
-                    user_error_in("--" + opt->get_lnames().front(), cat("lists ", item, " twice"),
-                                  "give each value once: each makes a row of its own");
+                    user_error_in("--" + opt->get_lnames().front(), cat("lists ", item, " twice"), "give each value once");
         }
 }
 
@@ -627,12 +628,15 @@ CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& 
                 const std::string item = value.substr(b, e - b);
                 if (item.empty()) return "has an empty item (expected a comma list of " + listed + ")";
                 if (std::find(items.begin(), items.end(), item) == items.end())
-                    return "unknown item '" + item + "' (expected " + listed + ")";
+                    return "unknown item '" + item + "' (expected " + listed +
+                           (item.front() == ' ' || item.back() == ' ' ? "; no spaces around the commas)" : ")");
                 b = e + 1;
             }
             return std::string();
         },
         "{" + braced + "}");
+    // a string option given twice joins its values (`--train-only cca --train-only encoder`), as a vector one adds them
+    if (option->get_items_expected_max() == 1) option->delimiter(',')->multi_option_policy(CLI::MultiOptionPolicy::Join);
     return option->type_name("LIST")->check(each_item);
 }
 

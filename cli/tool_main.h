@@ -34,7 +34,8 @@ CLI::Option* model_config_option(CLI::Option* option);
 
 // A comma list whose every item is one of `items` (`--modes parallel,recurrent`, `--train-only cca,encoder`), on a
 // string option or a vector one with ->delimiter(','): an unknown or empty item is refused at parse time, before any
-// work; --help shows LIST:{a,b,c} and the shell completion offers the items after the last comma.
+// work; --help shows LIST:{a,b,c} and the shell completion offers the items after the last comma. Given twice, the
+// lists add up (a string option gets them joined by commas).
 CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& items);
 
 // The tool's options a subcommand takes too, before or after its name: --quiet, --verbose, --threads (the app's

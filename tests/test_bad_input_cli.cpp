@@ -447,14 +447,14 @@ TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMI
     test::TempDir t("non-utf8");
     const std::string bad_out = (t / "ix").string() + "\xff";
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + shell_quote(bad_out) + " --dim 8"),
-                   {"--out: '", "ix\\xFF' is not valid UTF-8"});
+                   {"--out: '", "ix\\xff' is not valid UTF-8"});
     CHECK_FALSE(fs::exists(bad_out));
     const fs::path corpus = t / "corpus";
     fs::create_directories(corpus);
     test::write_text(corpus / "a.txt", "some text for a tokenizer\n");
     test::write_text(corpus / "caf\xe9.txt", "more text\n");
     expect_refused(test::run_tool("retro-tokenizer", "train " + corpus.string() + " --out " + (t / "tok").string() + " --vocab-size 300"),
-                   {"caf\\xE9.txt: is a corpus file whose path is not valid UTF-8"});
+                   {"caf\\xe9.txt: is a corpus file whose path is not valid UTF-8"});
     CHECK_FALSE(fs::exists(t / "tok"));
     // RETRO_MEMORY_LIMIT: units taken (8G was read as 8 bytes), anything else refused naming it (abc was ignored)
     for (const auto& [value, ok] : std::vector<std::pair<std::string, bool>>{{"8G", true}, {"8e9", true}, {"512M", true},

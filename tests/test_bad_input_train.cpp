@@ -309,7 +309,7 @@ TEST_CASE("bad input: retro-train names what is wrong - a group twice, a device,
     const Pipeline& p = pipeline();
     test::TempDir t("trainmsg");
     expect_refused(test::run_tool("retro-train", train_args(p, t / "a") + " --steps 1 --train-only cca,cca"),
-                   {"--train-only: names \"cca\" twice"});
+                   {"--train-only: lists cca twice"});
     expect_refused(test::run_tool("retro-train", train_args(p, t / "b") + " --steps 1 --init-from /dev/null"),
                    {"/dev/null: is neither a file nor a folder"});
     // a database given as --knn: named as such ("db/neighbours.npy: cannot open" before)

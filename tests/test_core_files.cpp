@@ -235,6 +235,15 @@ TEST_CASE("core: terminal_text shows C0 - DEL - C1 controls and bytes that are n
     CHECK(terminal_text("\xe4\xb8") == "\\xe4\\xb8");
     CHECK(terminal_text("\xc0\xaf \xed\xa0\x80") == "\\xc0\\xaf \\xed\\xa0\\x80");
     CHECK(terminal_text("\xf0\x9f\x98\x80 \xf4\x90\x80\x80") == "\xf0\x9f\x98\x80 \\xf4\\x90\\x80\\x80");   // U+1F600; past U+10FFFF
+    // cut at a character: never inside a UTF-8 sequence or a \xNN escape
+    CHECK(terminal_text_cut("abcdef", 6) == "abcdef");
+    CHECK(terminal_text_cut("abcdefg", 6) == "abcdef...");
+    CHECK(terminal_text_cut("ab\xe4\xb8\xad", 4) == "ab...");          // U+4E2D is bytes 2..4
+    CHECK(terminal_text_cut("ab\xe4\xb8\xad" "c", 5) == "ab\xe4\xb8\xad...");
+    CHECK(terminal_text_cut("ab\x1b", 4) == "ab...");                      // "\x1b" is bytes 2..5
+    CHECK(terminal_text_cut("ab\x1b", 5) == "ab...");
+    CHECK(terminal_text_cut("ab\x1b" "c", 6) == "ab\\x1b...");
+    CHECK(terminal_text_cut("a\nb", 10) == "a\\x0ab");
 }
 
 TEST_CASE("core: glob matching") {

@@ -27,7 +27,7 @@ TEST_CASE("odd paths: a relative path in a current folder whose path is not UTF-
     test::TempDir t("cwd-latin1");
     const fs::path cwd = t.path / "caf\xe9";
     fs::create_directories(cwd);
-    const std::string where = "is relative to the current folder '" + (t.path / "caf").string() + "\\xE9', whose path is not valid UTF-8";
+    const std::string where = "is relative to the current folder '" + (t.path / "caf").string() + "\\xe9', whose path is not valid UTF-8";
     const std::string chunk = test::tool_path("retro-chunk") + " " + p.corpus.string() + " --tokenizer " + p.tok.string() +
                               " --chunk-size 4 --seq-len 16 --quiet --out ";
     test::expect_refused(test::run_command(in_folder(cwd, chunk + "db")), {"--out: 'db' " + where, "give absolute paths"});

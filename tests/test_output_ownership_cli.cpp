@@ -79,9 +79,11 @@ TEST_CASE("ownership: --force deletes only a folder its tool made, an --out insi
     CHECK(!fs::exists(index / "knn"));
     // --resume into another tool's finished folder names that tool (retro-knn said "already holds the finished
     // neighbours of another job: parameters.block ..." of an index folder)
-    expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + index.string() +
-                                                   " --resume --quiet"),
-                   {index.string() + ": holds retro-index's output (manifest.json), not retro-knn's"});
+    // (before the index is read and verified: no progress line comes first, stderr is the one line)
+    const test::RunResult knn_resume = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() +
+                                                                       " --out " + index.string() + " --resume");
+    expect_refused(knn_resume, {index.string() + ": holds retro-index's output (manifest.json), not retro-knn's"});
+    CHECK(knn_resume.err.rfind("retro-knn: error: ", 0) == 0);
     expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
                                                      index.string() + " --chunk-size 4 --seq-len 16 --resume --quiet"),
                    {index.string() + ": holds retro-index's output (manifest.json), not retro-chunk's"});

@@ -129,7 +129,10 @@ TEST_CASE("shell completion: a comma list's items after the last comma - shipped
     CHECK(complete("retro-bench", {"retention", "--modes", "p"}) == std::vector<std::string>{"parallel"});
     CHECK(complete("retro-bench", {"retention", "--modes", "parallel,re"}) == std::vector<std::string>{"parallel,recurrent"});
     CHECK(complete("retro-bench", {"retention", "--modes=naive,c"}) == std::vector<std::string>{"--modes=naive,chunkwise"});
-    CHECK(complete("retro-train", {"--train-only", "cca,"}).size() == 4);
+    // the items already in the list are not offered again
+    CHECK(complete("retro-train", {"--train-only", "cca,"}) == std::vector<std::string>{"cca,encoder", "cca,copy", "cca,decoder"});
+    CHECK(complete("retro-bench", {"retention", "--modes", "naive,parallel,"}) ==
+          std::vector<std::string>{"naive,parallel,recurrent", "naive,parallel,chunkwise"});
     CHECK(complete("retro-bench", {"knn", "--kernels", "s"}) == std::vector<std::string>{"sgemm"});
     // --config: the shipped configs by name (examples/configs/*.json), and file names
     test::TempDir dir("completion-config");
@@ -143,6 +146,7 @@ TEST_CASE("shell completion: a comma list's items after the last comma - shipped
     // free text (a JSON key, a glob pattern, a prompt, a command line, op names) offers no file names
     for (const auto& [tool, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"retro-chunk", {"--text-key", ""}}, {"retro-chunk", {"--glob", ""}}, {"retro-index", {"--prompt", ""}},
+             {"retro-index", {"--index", ""}}, {"retro-index", {"query", "--prompt", ""}},
              {"retro-tokenizer", {"train", "--text-key", ""}}, {"retro-bench", {"train", "--launcher", ""}},
              {"retro-bench", {"ops", "--ops", ""}}}) {
         CAPTURE(tool);
@@ -160,13 +164,16 @@ TEST_CASE("comma lists are refused at parse time naming the unknown item - befor
     for (const Case& c : {Case{"retro-bench", "retention --modes parallel,foo", "--modes: unknown item 'foo' (expected naive, parallel, recurrent, chunkwise)"},
                           Case{"retro-bench", "knn --kernels sgemm,avx2", "--kernels: unknown item 'avx2' (expected avx512, sgemm)"},
                           Case{"retro-bench", "train --dtype bf16,fp8", "--dtype: unknown item 'fp8' (expected fp32, bf16, bf16-unfused)"},
-                          Case{"retro-train", "--train-only cca,,encoder", "--train-only: has an empty item"},
-                          Case{"retro-train", "--train-only cca,heads", "--train-only: unknown item 'heads' (expected cca, encoder, copy, decoder)"}}) {
+                          Case{"retro-train", "--train-only cca,,encoder", "--train-only: 'cca,,encoder' has an empty item (fix: separate the values by single commas, e.g. a,b)"},
+                          Case{"retro-train", "--train-only cca,heads", "--train-only: unknown item 'heads' (expected cca, encoder, copy, decoder)"},
+                          Case{"retro-train", "--train-only cca --train-only cca", "--train-only: lists cca twice"},
+                          Case{"retro-bench", "retention --modes 'naive, parallel'",
+                               "--modes: unknown item ' parallel' (expected naive, parallel, recurrent, chunkwise; no spaces around the commas)"}}) {
         CAPTURE(c.args);
         const test::RunResult r = test::run_tool(c.tool, c.args);
         CHECK(r.exit_code == 2);
         CHECK(r.out.empty());
-        CHECK(r.err.rfind(std::string(c.tool) + ": error: " + c.message, 0) == 0);   // one line, nothing before it
+        CHECK_MESSAGE(r.err.rfind(std::string(c.tool) + ": error: " + c.message, 0) == 0, r.err);   // one line, nothing before it
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     }
 }
@@ -195,7 +202,12 @@ TEST_CASE("manual pages: every command's options are in its tool's man page - ro
             for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
             return up;
         }() + "\" 1 ") != std::string::npos);
-        CHECK(man.out.find(".SH NAME\n" + std::string(tool) + " \\- ") != std::string::npos);
+        // NAME is one line whatis(1) reads: the first sentence, no trailing period, no usage example after it
+        const std::size_t name_at = man.out.find(".SH NAME\n" + std::string(tool) + " \\- ");
+        REQUIRE(name_at != std::string::npos);
+        const std::size_t name_end = man.out.find('\n', name_at + 9);
+        CHECK(man.out.compare(name_end + 1, 3, ".SH") == 0);
+        CHECK(man.out[name_end - 1] != '.');
         // each option as --help lists it, in bold with roff's minus signs (copied from a terminal, it still works)
         const auto in_text = [](const std::string& text, const std::string& option) {
             std::string roff;
@@ -230,6 +242,8 @@ TEST_CASE("manual pages: every command's options are in its tool's man page - ro
         MESSAGE("skipped: the groff check (no groff on PATH)");
         test::g_skipped = true;
     }
+    // an option's exclusions, as --help's "Excludes:"
+    CHECK(test::run_tool("retro-train", "--man").out.find("(not with \\-\\-no\\-fused\\-attention)") != std::string::npos);
     const test::RunResult extra = test::run_tool("retro-knn", "--man extra");
     CHECK(extra.exit_code == 2);
     CHECK(extra.err.rfind("retro-knn: error: --man: takes no value", 0) == 0);
@@ -293,6 +307,17 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
     CHECK_MESSAGE(bert.exit_code == 0, bert.err);
     CHECK(fs::exists(prefix / "share/retrokit/configs/demo.json"));
     CHECK(fs::exists(prefix / "share/retrokit/configs/retro-172m.json"));
+    // under DESTDIR the generated files are written there and listed in install_manifest.txt as CMake lists what it
+    // copies: by their installed path, DESTDIR left out
+    test::TempDir dest("install-dest");
+    const test::RunResult staged = test::run_command("DESTDIR='" + dest.path.string() + "' cmake --install '" +
+                                                     build.string() + "' --prefix /opt/retrokit-test");
+    REQUIRE_MESSAGE(staged.exit_code == 0, staged.out << staged.err);
+    CHECK(fs::exists(dest / "opt/retrokit-test/share/man/man1/retro-knn.1"));
+    const std::string listed = test::read_text(build / "install_manifest.txt");
+    CHECK(listed.find("/opt/retrokit-test/share/man/man1/retro-knn.1\n") != std::string::npos);
+    CHECK(listed.find("/opt/retrokit-test/share/bash-completion/completions/retro-knn\n") != std::string::npos);
+    CHECK(listed.find(dest.path.string()) == std::string::npos);
     // the installed tools find the installed configs by name, and name that folder when a name is not there
     const std::string bench = (prefix / "bin/retro-bench").string();
     const test::RunResult tiny = test::run_command("'" + bench + "' generate --config tiny --prompt 8 --output 2 --peer-steps 0 --json -");
@@ -302,6 +327,34 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
     CHECK(missing.exit_code == 2);
     CHECK(missing.err.find("a shipped config by name: demo, ") != std::string::npos);
     CHECK(missing.err.find("tiny (" + (fs::canonical(prefix.path) / "share/retrokit/configs").string() + "))") != std::string::npos);
+}
+
+TEST_CASE("shipped peers: --peer NAME is the command's shipped peer - a file is taken as given - anything else is refused naming them") {
+    test::TempDir dir("peers");
+    const std::string in = "cd '" + dir.path.string() + "' && '";
+    // a name runs the source tree's peer (the log names it), a folder of that name hides nothing
+    fs::create_directories(dir / "rp_train");
+    const test::RunResult by_name = test::run_command(in + test::tool_path("retro-bench") +
+                                                      "' train --peer --peer-script rp_train --python /bin/false --steps 1 --warmup 0 --batch 1");
+    CHECK_MESSAGE(by_name.exit_code == 0, by_name.err);
+    CHECK(by_name.err.find("peer: /bin/false " + fs::canonical(test::source_dir() / "tests/peers/rp_train.py").string()) !=
+          std::string::npos);
+    // a file of the name is taken as given
+    test::write_text(dir / "faiss_knn", "print('mine')\n");
+    const test::RunResult file = test::run_command(in + test::tool_path("retro-bench") + "' knn --peer faiss_knn --help");
+    CHECK(file.exit_code == 0);
+    // another command's peer, a helper of the peers, a typo: refused naming this command's peers
+    for (const auto& [args, names] : std::vector<std::pair<std::string, std::string>>{
+             {"knn --peer rp_generate", "(faiss_knn)"},
+             {"generate --peer fla_configs.json", "(rp_generate)"},
+             {"generate --peer rp_generat", "(rp_generate)"},
+             {"embed --peer peer_timing", "(hf_embed, st_embed, clip_embed)"}}) {
+        CAPTURE(args);
+        const test::RunResult r = test::run_command(in + test::tool_path("retro-bench") + "' " + args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK(r.err.find("is not a file, nor a shipped peer of this command " + names) != std::string::npos);
+    }
 }
 
 TEST_CASE("shipped configs: a name finds examples/configs/NAME.json - a path that exists is taken as given") {

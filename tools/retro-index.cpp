@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
             app.add_option("--device", o.bert.device, "bert: where the encoder runs (cpu; cuda: cuBLAS on GPU 0, not for MPNet, ModernBERT or max pooling)")
                 ->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--tokenizer", o.tokenizer, "bert, t5, clip: tokenizer to decode chunks with (default: the database's)");
-            app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)");
+            app.add_option("--index", o.factory, "FAISS factory string (default: chosen from the chunk count, see docs/index.md)")
+                ->type_name("FACTORY");
             app.add_option("--nprobe", o.nprobe, "IVF lists searched by default (0 = nlist/4)");
             app.add_option("--ef-search", o.ef_search, "HNSW efSearch saved with the index (0 = FAISS default)");
             app.add_option("--embedding-dtype", dtype, "dtype of embeddings.npy")->check(CLI::IsMember({"f32", "f16"}));
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
             static std::string query_prompt;
             auto* prompt_opt = query->add_option("--prompt", query_prompt,
                                                  "bert: text put before the query (default: the model's \"query\" prompt in config_sentence_transformers.json, "
-                                                 "as sentence-transformers' encode_query, e5's \"query: \"; else the prompt the index's chunks were embedded with); \"\" for none");
+                                                 "as sentence-transformers' encode_query, e5's \"query: \"; else the prompt the index's chunks were embedded with); \"\" for none")
+                                     ->type_name("PROMPT");
             return [&ctx, &app, merge, query, prompt_opt] {
                 if (*merge) return retro::index_merge(ctx, shards, merge_out, merge_force, merge_resume);
                 if (*query) {

@@ -81,13 +81,10 @@ int main(int argc, char** argv) {
                            "Retro-fit: start from a trained run's weights (run folder, checkpoint folder, "
                            ".safetensors, or a RETRO-pytorch state_dict saved with torch.save); tensors the base "
                            "lacks keep the --seed init, the decoder must match");
-            std::vector<std::string> groups;
-            for (auto g : {retro::ParamGroup::CCA, retro::ParamGroup::ENCODER, retro::ParamGroup::COPY, retro::ParamGroup::DECODER})
-                groups.emplace_back(retro::param_group_name(g));
             retro::comma_list_of(app.add_option("--train-only", o.train_only,
                                                 "Train only these groups, freeze the rest (comma list of " +
                                                     retro::param_group_list() + "; token embedding and head are in decoder)"),
-                                 groups);
+                                 retro::param_group_names());
             app.add_option("--reduce", o.reduce,
                            "Under mpirun/srun: sum gradients over ranks with MPI's all-reduce (fast; NCCL's with --device "
                            "cuda) or in micro-batch order (deterministic, CPU: the same bytes as one process with the same "

@@ -39,6 +39,19 @@ std::string terminal_text(const std::string& text, bool one_line) {
     return out;
 }
 
+std::string terminal_text_cut(const std::string& text, std::size_t max) {
+    const std::string s = terminal_text(text, true);
+    if (s.size() <= max) return s;
+    std::size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;   // a continuation byte
+    for (std::size_t back = 1; back <= 3 && back <= cut; ++back)
+        if (s[cut - back] == '\\' && s[cut - back + 1] == 'x') {   // inside "\xNN"
+            cut -= back;
+            break;
+        }
+    return s.substr(0, cut) + "...";
+}
+
 std::string json_line(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::string json_line(const nlohmann::ordered_json& j) {

@@ -1,5 +1,5 @@
 // Text made safe to print on a terminal, and JSON made safe to print at all.
-// provides: terminal_text, json_line
+// provides: terminal_text, terminal_text_cut, json_line
 //
 // A corpus, a file name or a decoded chunk may hold control characters (a terminal log's escape sequences, a file
 // named with a newline): printed raw they act on the terminal or split a one-line message. terminal_text shows them
@@ -15,6 +15,10 @@ namespace retro {
 // byte that is not part of well-formed UTF-8 shown as \xNN; tab and newline kept unless `one_line`. A literal
 // backslash is left as is (decoded text holds them).
 std::string terminal_text(const std::string& text, bool one_line = false);
+
+// terminal_text(text, true) cut to at most `max` bytes and "..." where longer: at a character, never inside a UTF-8
+// sequence or a \xNN escape (which would print the very bytes terminal_text escapes).
+std::string terminal_text_cut(const std::string& text, std::size_t max);
 
 // `j` dumped on one line (no trailing newline), invalid UTF-8 replaced.
 std::string json_line(const nlohmann::json& j);

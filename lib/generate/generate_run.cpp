@@ -109,12 +109,11 @@ nlohmann::json neighbours_json(const Generator& gen, const ChunkNeighbours& n, b
     return j;
 }
 
+// `s` on one line (line breaks and tabs as spaces), shown safely and cut to about `max` bytes at a character.
 std::string one_line(std::string s, std::size_t max = 160) {
     for (auto& ch : s)
         if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
-    s = terminal_text(s, true);
-    if (s.size() > max) s = s.substr(0, max) + "...";
-    return s;
+    return terminal_text_cut(s, max);
 }
 
 // `prompt`: the prompt's 0-based index; `id` (batch mode): its id, as its result line has it (to join the two).

@@ -9,15 +9,12 @@
 
 #include "core/error.h"
 #include "index/exact_scan.h"
+#include "nn/fast_math.h"
 
 namespace retro {
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SCAN_SIMD_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))   // (as nn/fast_math.h's)
-#else
-#define SCAN_SIMD_CLONES
-#endif
+#define SCAN_SIMD_CLONES RETRO_SIMD_CLONES   // (nn/fast_math.h's clone list; this loop only compares)
 
 // Adds row[0..nb) (ids id0..id0+nb, or ids[0..nb) in any order) to t. Helpers are not called in the
 // vector loop: GCC does not inline a default-target function into a clone.

@@ -392,15 +392,17 @@ std::string knn_state_difference(const nlohmann::json& recorded, const nlohmann:
     return was == is ? std::string() : "the queries are " + queries_named(is) + ", " + whose + " " + queries_named(was);
 }
 
+// The inputs the output folder's guard keeps --out apart from.
+std::vector<OutputInput> knn_output_inputs(const KnnOptions& opts) {
+    return {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}};
+}
+
 }  // namespace
 
 bool knn_state_write(const ToolContext& ctx, const KnnOptions& opts, const nlohmann::json& state) {
     (void)disk_free_bytes(opts.out);   // a RETRO_DISK_FREE that is no size refused before the folder is made
     const auto difference = [&](const nlohmann::json& done) { return knn_difference(done, state, opts.index); };
-    const std::vector<OutputInput> inputs = {{"the index", opts.index}, {"--db", opts.db}, {"--queries", opts.queries}};
-    // (the guard first: another tool's folder, an index given --resume, is named as such, not as neighbours of
-    // another job)
-    output_folder_guard(opts.out, ctx.tool, inputs, false);
+    const std::vector<OutputInput> inputs = knn_output_inputs(opts);
     if (output_folder_finished(opts.out, opts.resume, opts.force, "the finished neighbours", difference)) return false;
     output_folder_prepare(ctx.tool, opts.out, opts.force, opts.resume, inputs);
     if (opts.resume && fs::exists(state_path(opts.out))) {
@@ -449,6 +451,10 @@ void knn_build(const ToolContext& ctx, const KnnOptions& opts) {
         if (opts.ef_search > 0) user_error_in("--ef-search", "tunes the HNSW index's search; --exact does not search it", "drop one of the two");
     }
     output_folder_refuse_existing(ctx.tool, opts.out, opts.force, opts.resume);   // before the index is read
+    // another tool's folder (an index given as --out with --resume), an input or a folder inside one: refused before
+    // the index and the database are read and verified (minutes for a large index), not named as neighbours of
+    // another job after it
+    output_folder_guard(opts.out, ctx.tool, knn_output_inputs(opts), false, /*lock=*/false);
     // a block's ids and scores (k per query) and its candidate lists, a block being at most the queries there are
     // (`--block 300000000` over 4,740 chunks was refused for 78 GiB). Blamed on what a user must change: an --extra
     // above its default and k (`--extra 1000000000` was blamed on --block), a --block above its default, else

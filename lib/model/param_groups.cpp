@@ -38,9 +38,15 @@ const char* param_group_name(ParamGroup g) {
     }
 }
 
+std::vector<std::string> param_group_names() {
+    std::vector<std::string> names;
+    for (auto g : ORDER) names.emplace_back(param_group_name(g));
+    return names;
+}
+
 std::string param_group_list() {
     std::string s;
-    for (auto g : ORDER) s += std::string(s.empty() ? "" : ", ") + param_group_name(g);
+    for (const std::string& name : param_group_names()) s += (s.empty() ? "" : ", ") + name;
     return s;
 }
 

@@ -19,7 +19,8 @@ enum class ParamGroup { DECODER, CCA, ENCODER, COPY };
 
 ParamGroup param_group(const std::string& tensor_name);
 const char* param_group_name(ParamGroup g);
-std::string param_group_list();   // "cca, encoder, copy, decoder": the valid names, for messages and --help
+std::vector<std::string> param_group_names();   // cca, encoder, copy, decoder: the valid names, in canonical order
+std::string param_group_list();                 // "cca, encoder, copy, decoder", for messages and --help
 
 // Parses a comma list of group names ("cca,encoder"); an unknown or empty name is a UserError in `where`
 // listing the valid ones. Returns the groups in canonical order (cca, encoder, copy, decoder), each once.

@@ -47,14 +47,14 @@ bool utf8_valid(const std::string& s) {
 std::string utf8_escape_invalid(const std::string& s) {
     std::string out;
     for (std::size_t i = 0; i < s.size();) {
-        const std::size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : utf8_sequence_length(s, i);
+        const std::size_t len = utf8_sequence_length(s, i);
         if (len) {
             out.append(s, i, len);
             i += len;
             continue;
         }
         char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(s[i]));
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i]));
         out += buf;
         ++i;
     }
