@@ -72,8 +72,12 @@ CLI::Option* peer_script_option(CLI::Option* option, const std::vector<std::stri
             }
             return "'" + value + "' is not a file, nor a shipped peer of this command (" + listed + ")";
         },
-        "");
-    return option->transform(by_name);
+        "{" + [&peers] {
+            std::string braced;
+            for (const std::string& p : peers) braced += (braced.empty() ? "" : ",") + p;
+            return braced;
+        }() + "}");
+    return option->type_name("PEER")->transform(by_name);
 }
 
 void add_retention(CLI::App& bench, ToolContext& ctx) {

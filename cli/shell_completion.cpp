@@ -19,7 +19,8 @@ std::string joined(const std::vector<std::string>& words) {
 
 // What an option's value is to the completion: "files", "none" (a number, or free text such as a KEY or PROMPT),
 // "choices: a b c" (IsMember's "{a,b,c}"), "list: a b c" (comma_list_of's LIST:{a,b,c}: the item after the last
-// comma), or "config: names" (model_config_option: the shipped configs' names, and file names); empty for a flag.
+// comma), or "named: names" (file names and shipped names: model_config_option's configs, bench_commands' PEER:{a,b}
+// scripts); empty for a flag.
 std::string value_kind(const CLI::Option& opt) {
     if (opt.get_items_expected_max() == 0) return "";
     const std::string type = opt.get_type_name();
@@ -27,10 +28,11 @@ std::string value_kind(const CLI::Option& opt) {
         std::string choices = type.substr(open + 1, close - open - 1);
         for (char& c : choices)
             if (c == ',') c = ' ';
+        if (type.rfind("PEER", 0) == 0) return "named: " + choices;   // (a peer script's path, or a shipped peer's name)
         const bool list = type.rfind("LIST", 0) == 0 || opt.get_delimiter() != '\0';
         return (list ? "list: " : "choices: ") + choices;
     }
-    if (type.rfind("CONFIG", 0) == 0) return "config: " + joined(shipped_model_configs());
+    if (type.rfind("CONFIG", 0) == 0) return "named: " + joined(shipped_model_configs());
     // a path (TEXT, TEXT:FILE): file names; a number, free text with a name of its own, or a form (`--shard I/N`): none
     return type.empty() || type.rfind("TEXT", 0) == 0 ? "files" : "none";
 }
@@ -131,8 +133,8 @@ std::string bash_completion_script(const CLI::App& app, const std::string& tool)
       << "                for item in ${kind#list: }; do [[ \"$given\" == *\",$item,\"* ]] || items=\"$items $item\"; done\n"
       << "                compopt -o nospace 2>/dev/null   # (a comma and the next item may follow)\n"
       << "                mapfile -t COMPREPLY < <(compgen -W \"$items\" -- \"$cur\") ;;\n"
-      << "            config:*) compopt -o filenames 2>/dev/null\n"
-      << "                mapfile -t COMPREPLY < <(compgen -W \"${kind#config: }\" -- \"$cur\"; compgen -f -- \"$cur\") ;;\n"
+      << "            named:*) compopt -o filenames 2>/dev/null\n"
+      << "                mapfile -t COMPREPLY < <(compgen -W \"${kind#named: }\" -- \"$cur\"; compgen -f -- \"$cur\") ;;\n"
       << "        esac\n"
       << "        [[ -n \"$prefix\" ]] && COMPREPLY=(\"${COMPREPLY[@]/#/$prefix}\")\n"
       << "        return 0\n"

@@ -143,6 +143,11 @@ TEST_CASE("shell completion: a comma list's items after the last comma - shipped
         const std::vector<std::string> got = complete(tool, words, dir.path);
         CHECK(std::set<std::string>(got.begin(), got.end()) == std::set<std::string>{"tiny", "tinier.json"});
     }
+    // --peer: the command's shipped peers by name, and file names
+    test::write_text(dir / "faster.py", "");
+    const std::vector<std::string> peers = complete("retro-bench", {"knn", "--peer", "fa"}, dir.path);
+    CHECK(std::set<std::string>(peers.begin(), peers.end()) == std::set<std::string>{"faiss_knn", "faster.py"});
+    CHECK(complete("retro-bench", {"generate", "--peer", "rp_"}, dir.path) == std::vector<std::string>{"rp_generate"});
     // free text (a JSON key, a glob pattern, a prompt, a command line, op names) offers no file names
     for (const auto& [tool, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"retro-chunk", {"--text-key", ""}}, {"retro-chunk", {"--glob", ""}}, {"retro-index", {"--prompt", ""}},

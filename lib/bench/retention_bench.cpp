@@ -292,7 +292,8 @@ void run_retention_bench(const RetentionBenchOptions& o, const std::string& comm
     std::vector<std::string> dtypes = !o.dtypes.empty() ? o.dtypes : std::vector<std::string>{gpu ? "bf16" : "fp32"};
     for (const auto& d : dtypes)
         if (gpu ? (d != "fp32" && d != "bf16") : (d != "fp32" && d != "fp64"))
-            user_error_in("--dtype", "'" + d + "' is not available on " + o.device + (gpu ? " (fp32, bf16)" : " (fp32, fp64)"));
+            user_error_in("--dtype", "'" + d + "' is not available on " + o.device + (gpu ? " (fp32, bf16)" : " (fp32, fp64)"),
+                          gpu ? "give fp32 or bf16 (fp64 runs on --device cpu)" : "give fp32 or fp64 (bf16 runs on --device cuda)");
     if (!gpu) {   // the largest row's host memory, before anything is allocated: the OOM killer otherwise
         double need = 0;
         std::int64_t worst_T = 0;
