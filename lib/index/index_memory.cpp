@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "core/threads.h"
 
 namespace retro {
 namespace {
@@ -82,6 +83,11 @@ double index_memory_bytes(const std::string& factory, std::int64_t n, int d, std
         if (p.ivf_hnsw_m > 0) bytes += hnsw_graph_bytes(L, double(p.ivf_hnsw_m), 0);
     } else if (p.hnsw_m > 0) {
         bytes += hnsw_graph_bytes(N, double(p.hnsw_m), dd);
+        // the batched build's own (hnsw_build.cpp): a batch of at most 2 % of the points holds each point's lists
+        // (2M ids on level 0), the links back (16 bytes each) and their groups (8), and every thread a visited mark a
+        // node (session 58's note: this was outside the estimate)
+        const double M = static_cast<double>(p.hnsw_m);
+        bytes += 0.02 * N * (2 * M * (4 + 16 + 8) + 72) + static_cast<double>(thread_count()) * N;
     } else {
         bytes += N * code;
     }
