@@ -1,11 +1,15 @@
-// The decode step's AVX-512 GEMV (lib/nn/gemv_avx512.h), fp32 and bf16 weights, against a double sum_k W[o,k]*x[k]
+// The decode step's GEMV kernels (lib/nn/gemv_avx512.h: AVX-512's and AVX2's, each where the CPU has it), fp32 and
+// bf16 weights, against a double sum_k W[o,k]*x[k]
 // (the bf16 weights widened exactly), for row counts 1-100 and column counts on both sides of its 16- and 32-column
 // steps, with a leading dimension wider than the rows, accumulate on and off, and a sentinel after y;
 // linear_forward's few-row path (which calls it) against the same reference with its bias; the transposed GEMV
 // (x·W, attention's p V) likewise; attention_head_forward's few-query-row path (both GEMVs) against the double
 // attention; the bf16 table's lookup (nn/decode_weights_bf16.h); and CachedDecoder's bf16 step against its fp32 step.
+// The tests of the paths that call the kernels (linear, attention, CachedDecoder) run again in a child process under
+// RETRO_GEMV=avx2, which picks the AVX2 kernels on an AVX-512 CPU.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <vector>
 
@@ -39,13 +43,25 @@ double worst_error(const std::vector<float>& W, std::int64_t O, std::int64_t I, 
     return worst;
 }
 
+// The kernel sets this CPU has (AVX-512's, AVX2's): each test below runs for every one; a CPU with neither says so.
+std::vector<nn::GemvKernels> kernel_sets() {
+    std::vector<nn::GemvKernels> sets;
+    if (nn::gemv_avx512_available())
+        sets.push_back({"avx512", nn::gemv_rows_avx512, nn::gemv_rows_bf16_avx512, nn::gemv_t_rows_avx512});
+    if (nn::gemv_avx2_available()) sets.push_back({"avx2", nn::gemv_rows_avx2, nn::gemv_rows_bf16_avx2, nn::gemv_t_rows_avx2});
+    if (sets.empty()) {
+        MESSAGE("skipped: neither AVX-512 nor AVX2+FMA on this CPU (linear_forward and attention use OpenBLAS)");
+        test::g_skipped = true;
+    }
+    return sets;
+}
+
 }  // namespace
 
 TEST_CASE("gemv avx512: every row and column edge equals a double W·x for 1-8 x rows, the same bits whatever their count") {
-    if (!nn::gemv_avx512_available()) {
-        MESSAGE("skipped: no AVX-512 on this CPU (linear_forward uses cblas_sgemv)");
-        return;
-    }
+  for (const nn::GemvKernels& k : kernel_sets()) {
+    const std::string isa = k.isa;
+    CAPTURE(isa);
     std::mt19937 g(7);
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (const std::int64_t O : {1, 7, 8, 9, 17, 100}) {
@@ -61,7 +77,7 @@ TEST_CASE("gemv avx512: every row and column edge equals a double W·x for 1-8 x
                 for (auto& v : x) v = n(g);
                 for (auto& v : y0) v = n(g);
                 std::vector<float> all = y0;   // all 8 rows in one call
-                nn::gemv_rows_avx512(W.data(), O, I, ldw, x.data(), ldx, N, all.data(), ldy, accumulate);
+                k.rows(W.data(), O, I, ldw, x.data(), ldx, N, all.data(), ldy, accumulate);
                 for (std::int64_t r = 0; r < N; ++r) {
                     CAPTURE(r);
                     const std::vector<float> xr(x.begin() + r * ldx, x.begin() + r * ldx + I),
@@ -72,12 +88,13 @@ TEST_CASE("gemv avx512: every row and column edge equals a double W·x for 1-8 x
                 }
                 for (const std::int64_t rows : {1, 3, 5}) {   // fewer rows at once: the same bits per row
                     std::vector<float> part = y0;
-                    nn::gemv_rows_avx512(W.data(), O, I, ldw, x.data(), ldx, rows, part.data(), ldy, accumulate);
+                    k.rows(W.data(), O, I, ldw, x.data(), ldx, rows, part.data(), ldy, accumulate);
                     CHECK(std::equal(part.begin(), part.begin() + rows * ldy, all.begin()));
                 }
             }
         }
     }
+  }
 }
 
 TEST_CASE("gemv avx512: linear_forward's few-row path equals a double x·W^T + b") {
@@ -100,10 +117,9 @@ TEST_CASE("gemv avx512: linear_forward's few-row path equals a double x·W^T + b
 }
 
 TEST_CASE("gemv avx512: the transposed GEMV x·W equals a double sum over W's rows for 1-8 x rows, the same bits whatever their count") {
-    if (!nn::gemv_avx512_available()) {
-        MESSAGE("skipped: no AVX-512 on this CPU (attention uses cblas_sgemm)");
-        return;
-    }
+  for (const nn::GemvKernels& k : kernel_sets()) {
+    const std::string isa = k.isa;
+    CAPTURE(isa);
     std::mt19937 g(13);
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (const std::int64_t I : {1, 2, 17, 640}) {
@@ -117,7 +133,7 @@ TEST_CASE("gemv avx512: the transposed GEMV x·W equals a double sum over W's ro
             for (auto& v : x) v = std::fabs(n(g)) / static_cast<float>(I);   // probabilities' scale
             for (auto& v : y0) v = n(g);
             std::vector<float> all = y0;
-            nn::gemv_t_rows_avx512(W.data(), I, O, ldw, x.data(), ldx, N, all.data(), ldy);
+            k.t_rows(W.data(), I, O, ldw, x.data(), ldx, N, all.data(), ldy);
             for (std::int64_t r = 0; r < N; ++r) {
                 CAPTURE(r);
                 double worst = 0;
@@ -136,11 +152,12 @@ TEST_CASE("gemv avx512: the transposed GEMV x·W equals a double sum over W's ro
             }
             for (const std::int64_t rows : {1, 2, 3, 5}) {   // fewer rows at once (other column blocks): the same bits
                 std::vector<float> part = y0;
-                nn::gemv_t_rows_avx512(W.data(), I, O, ldw, x.data(), ldx, rows, part.data(), ldy);
+                k.t_rows(W.data(), I, O, ldw, x.data(), ldx, rows, part.data(), ldy);
                 CHECK(std::equal(part.begin(), part.begin() + rows * ldy, all.begin()));
             }
         }
     }
+  }
 }
 
 TEST_CASE("gemv avx512: attention's few-query-row path equals the double attention (causal, null key, key mask)") {
@@ -190,10 +207,9 @@ TEST_CASE("gemv avx512: attention's few-query-row path equals the double attenti
 }
 
 TEST_CASE("gemv avx512: bf16 weights equal a double W·x of the same (widened) weights") {
-    if (!nn::gemv_avx512_available()) {
-        MESSAGE("skipped: no AVX-512 on this CPU (retro-generate refuses --dtype bf16)");
-        return;
-    }
+  for (const nn::GemvKernels& k : kernel_sets()) {
+    const std::string isa = k.isa;
+    CAPTURE(isa);
     std::mt19937 g(13);
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (const std::int64_t O : {1, 9, 33}) {
@@ -213,9 +229,9 @@ TEST_CASE("gemv avx512: bf16 weights equal a double W·x of the same (widened) w
                 for (auto& v : x) v = n(g);
                 for (auto& v : y0) v = n(g);
                 std::vector<float> y = y0;
-                nn::gemv_rows_bf16_avx512(W16.data(), O, I, ldw, x.data(), ldx, N, y.data(), ldy, accumulate);
+                k.rows_bf16(W16.data(), O, I, ldw, x.data(), ldx, N, y.data(), ldy, accumulate);
                 std::vector<float> same = y0;   // the fp32 kernel on the widened weights: the same bits
-                nn::gemv_rows_avx512(W.data(), O, I, ldw, x.data(), ldx, N, same.data(), ldy, accumulate);
+                k.rows(W.data(), O, I, ldw, x.data(), ldx, N, same.data(), ldy, accumulate);
                 CHECK(y == same);
                 for (std::int64_t r = 0; r < N; ++r) {
                     const std::vector<float> xr(x.begin() + r * ldx, x.begin() + r * ldx + I),
@@ -226,6 +242,7 @@ TEST_CASE("gemv avx512: bf16 weights equal a double W·x of the same (widened) w
             }
         }
     }
+  }
 }
 
 TEST_CASE("gemv avx512: the bf16 table finds a registered tensor's rows and nothing else") {
@@ -248,9 +265,12 @@ TEST_CASE("gemv avx512: the bf16 table finds a registered tensor's rows and noth
 
 TEST_CASE("gemv avx512: CachedDecoder with bf16 weights tracks its fp32 logits, and only inside its steps") {
     if (!nn::bf16_decode_available()) {
-        MESSAGE("skipped: no AVX-512 on this CPU (retro-generate refuses --dtype bf16)");
+        MESSAGE("skipped: neither AVX-512 nor AVX2+FMA on this CPU (retro-generate refuses --dtype bf16)");
+        test::g_skipped = true;
         return;
     }
+    const std::string kernels_line = std::string("the few-row kernels: ") + nn::gemv_best_kernels()->isa;
+    MESSAGE(kernels_line);
     RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
     c.max_seq_len = 32;
     RetroModel<float> model(c);
@@ -279,4 +299,21 @@ TEST_CASE("gemv avx512: CachedDecoder with bf16 weights tracks its fp32 logits, 
     }
     MESSAGE("bf16 decode weights: worst relative rms of the logits over 12 steps ", worst);
     CHECK(worst < 1e-2);   // bf16 keeps 8 significant bits: ~0.4% per weight, averaged over each sum (0.0037 seen)
+}
+
+TEST_CASE("gemv avx512: the paths that call the kernels pass again on the AVX2 kernels (RETRO_GEMV=avx2 in a child)") {
+    if (!nn::gemv_avx512_available() || !nn::gemv_avx2_available()) {
+        MESSAGE("skipped: the process's own kernels are the only ones here (this CPU lacks AVX-512 or AVX2+FMA)");
+        test::g_skipped = true;
+        return;
+    }
+    // the test binary itself, its linear, attention and bf16-decoder cases, with the AVX2 kernels picked
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    REQUIRE(!ec);
+    const test::RunResult r = test::run_command(
+        "RETRO_GEMV=avx2 '" + self + "' -tc='gemv avx512: linear_forward*,gemv avx512: attention*,gemv avx512: CachedDecoder*' -s");
+    CHECK_MESSAGE(r.exit_code == 0, r.out << r.err);
+    CHECK(r.out.find("the few-row kernels: avx2") != std::string::npos);
+    CHECK(r.out.find("3 passed | 0 failed") != std::string::npos);
 }

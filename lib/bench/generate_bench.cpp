@@ -204,7 +204,7 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
         user_error_in("--profile", "times the GPU path's ops", "use it with --device cuda");
     if (o.bf16 && o.device != "cpu") user_error_in("--bf16", "times the CPU decoder's bf16 weights", "drop --device");
     if (o.bf16 && !nn::bf16_decode_available())
-        user_error_in("--bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --bf16");
+        user_error_in("--bf16", "needs a CPU with AVX-512 (F, BW, VL) or AVX2 and FMA, which this one lacks", "drop --bf16");
     if (o.batch > 1 && o.peer_steps > 0 && !o.peer.empty())
         user_error_in("--batch", "the RETRO-pytorch peer decodes one sequence", "drop --peer, or --batch");
     const RetroConfig c = bench_config(o);

@@ -276,7 +276,7 @@ void CachedDecoder<T>::encode_chunks(std::int64_t s, std::int64_t u0, std::int64
 }
 
 std::unique_ptr<nn::DecodeWeightsBf16> linear_weights_bf16(const RetroModel<float>& model) {
-    RETRO_CHECK(nn::bf16_decode_available(), "bf16 decode weights on a CPU without AVX-512");
+    RETRO_CHECK(nn::bf16_decode_available(), "bf16 decode weights on a CPU without AVX-512 or AVX2+FMA");
     auto table = std::make_unique<nn::DecodeWeightsBf16>();
     for (const ParamEntry& e : model.layout().entries())
         if (e.init == PARAM_INIT_LINEAR_WEIGHT) table->add(model.params().data() + e.offset, e.numel);

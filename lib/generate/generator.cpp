@@ -117,7 +117,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         user_error_in("--dtype bf16", "reads bf16 weights in the CPU decoder; the GPU decoder runs fp32 weights",
                       "drop --dtype, or decode on the CPU");
     if (o.dtype == "bf16" && !nn::bf16_decode_available())
-        user_error_in("--dtype bf16", "needs a CPU with AVX-512 (F, BW, VL), which this one lacks", "drop --dtype");
+        user_error_in("--dtype bf16", "needs a CPU with AVX-512 (F, BW, VL) or AVX2 and FMA, which this one lacks", "drop --dtype");
     const fs::path config_path = fs::path(o.run) / "config.json";
     if (!fs::exists(o.run)) user_error_in(o.run, "does not exist", "pass a run folder written by retro-train");
     if (!fs::is_directory(o.run)) user_error_in(o.run, "is a file, not a run folder", "pass the folder retro-train wrote");

@@ -148,12 +148,13 @@ void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64
                             const T* null_v, const std::uint8_t* key_mask, bool causal) {
     const std::int64_t off = null_k ? 1 : 0, W = Nk + off, shift = Nk - Nq;
     // Few query rows (KV-cached decoding's, against a long cache; also training's or prefill's where a sequence or
-    // chunk has at most 8 rows): both products as AVX-512 GEMVs that stream K and V once, row after row
+    // chunk has at most 8 rows): both products as AVX-512 (or AVX2) GEMVs that stream K and V once, row after row
     // (OpenBLAS's sgemm on one query row ran at half the memory rate: docs/performance.md "Session 35";
     // RETRO_GEMV=linear or blas keeps sgemm). Same sums, another order: float rounding only.
-    const bool few_rows = std::is_same_v<T, float> && Nq <= kGemvMaxRows && gemv_avx512_attention_enabled();
+    const GemvKernels* kernels = std::is_same_v<T, float> && Nq <= kGemvMaxRows ? gemv_attention_kernels() : nullptr;
+    const bool few_rows = kernels != nullptr;
     if constexpr (std::is_same_v<T, float>)
-        if (few_rows) gemv_rows_avx512(K, Nk, D, ldk, Q, ldq, Nq, P + off, W, false);
+        if (few_rows) kernels->rows(K, Nk, D, ldk, Q, ldq, Nq, P + off, W, false);
     if (!few_rows) gemm(false, true, Nq, Nk, D, T(1), Q, ldq, K, ldk, T(0), P + off, W);
     if (null_k)   // column 0: q . null_k
         for (std::int64_t i = 0; i < Nq; i++) {
@@ -163,7 +164,7 @@ void attention_head_forward(T* O, std::int64_t ldo, T* P, const T* Q, std::int64
         }
     masked_softmax(P, Nq, W, off, key_mask, causal, shift);
     if constexpr (std::is_same_v<T, float>)
-        if (few_rows) gemv_t_rows_avx512(V, Nk, D, ldk, P + off, W, Nq, O, ldo);
+        if (few_rows) kernels->t_rows(V, Nk, D, ldk, P + off, W, Nq, O, ldo);
     if (!few_rows) gemm(false, false, Nq, D, Nk, T(1), P + off, W, V, ldk, T(0), O, ldo);
     if (null_v)
         for (std::int64_t i = 0; i < Nq; i++) {

@@ -12,7 +12,7 @@ namespace {
 std::atomic<const DecodeWeightsBf16*> g_installed{nullptr};
 }  // namespace
 
-bool bf16_decode_available() { return gemv_avx512_available(); }
+bool bf16_decode_available() { return gemv_best_kernels() != nullptr; }
 
 void DecodeWeightsBf16::add(const float* w, std::int64_t numel) {
     Tensor t;

@@ -4,7 +4,8 @@
 // few-row path (1-8 rows, nn/linear.h) reads the bf16 copy of any W that lies in a registered tensor, widened to
 // fp32 exactly inside the GEMV (nn/gemv_avx512.h), and fp32 activations throughout; so does its every-row path
 // (nn::LinearSums::row_invariant, the decode rows of more than 8 sequences). GEMMs (a prompt of more than 8 tokens,
-// the encoder) keep the fp32 weights. Needs AVX-512 (F, BW, VL): callers check bf16_decode_available().
+// the encoder) keep the fp32 weights. Needs AVX-512 (F, BW, VL) or AVX2 and FMA (nn/gemv_avx512.h's kernels): callers check
+// bf16_decode_available().
 #pragma once
 #include <cstdint>
 #include <map>

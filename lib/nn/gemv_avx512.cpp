@@ -286,14 +286,23 @@ std::string_view gemv_env() {
 }
 }  // namespace
 
-bool gemv_avx512_enabled() {
-    static const bool yes = gemv_avx512_available() && gemv_env() != "blas";
-    return yes;
+const GemvKernels* gemv_best_kernels() {
+    static const GemvKernels avx512{"avx512", gemv_rows_avx512, gemv_rows_bf16_avx512, gemv_t_rows_avx512};
+    static const GemvKernels avx2{"avx2", gemv_rows_avx2, gemv_rows_bf16_avx2, gemv_t_rows_avx2};
+    static const GemvKernels* best = gemv_avx512_available() && gemv_env() != "avx2" ? &avx512
+                                     : gemv_avx2_available()                         ? &avx2
+                                                                                     : nullptr;
+    return best;
 }
 
-bool gemv_avx512_attention_enabled() {
-    static const bool yes = gemv_avx512_enabled() && gemv_env() != "linear";
-    return yes;
+const GemvKernels* gemv_kernels() {
+    static const GemvKernels* k = gemv_env() == "blas" ? nullptr : gemv_best_kernels();
+    return k;
+}
+
+const GemvKernels* gemv_attention_kernels() {
+    static const GemvKernels* k = gemv_env() == "linear" ? nullptr : gemv_kernels();
+    return k;
 }
 
 }  // namespace retro::nn

@@ -10,7 +10,10 @@
 // stride of kilobytes touches each page too few times for the hardware's stride prefetcher.
 // Summation order, the same for every N: lane j of accumulator a sums columns 32i + 16a + j in k order (a 16-column
 // remainder into accumulator 0, the masked tail into accumulator 1), then a0 + a1 and the 16 lanes by a tree; so a
-// row's result does not depend on N, and differs from cblas_sgemv's by float rounding only.
+// row's result does not depend on N, and differs from cblas_sgemv's by float rounding only. CPUs with AVX2 and FMA but
+// no AVX-512 run the same products in 8-lane form (nn/gemv_avx2.cpp); GemvKernels below is the set a process uses.
+// provides: kGemvMaxRows, the AVX-512 and AVX2 kernels, GemvKernels, gemv_best_kernels, gemv_kernels,
+//           gemv_attention_kernels
 #pragma once
 #include <cstdint>
 
@@ -20,12 +23,6 @@ inline constexpr std::int64_t kGemvMaxRows = 8;
 
 // Whether this CPU (and build) runs the kernels below (AVX-512 F, BW and VL).
 bool gemv_avx512_available();
-// Whether the model's few-row linear layers use them: available, and RETRO_GEMV is not "blas" (which keeps
-// OpenBLAS's sgemv for side-by-side timing).
-bool gemv_avx512_enabled();
-// Whether attention over a KV cache does (nn/attention.h): as above, and RETRO_GEMV is not "linear" either (which
-// keeps OpenBLAS's sgemm for attention alone: session 34's path, for side-by-side timing).
-bool gemv_avx512_attention_enabled();
 
 // y[n * ldy + o] = (accumulate ? y[n * ldy + o] : 0) + Σ_k W[o * ldw + k] · x[n * ldx + k], n < N ≤ kGemvMaxRows,
 // o < O, k < I. Single-threaded: callers split O.
@@ -42,5 +39,33 @@ void gemv_rows_bf16_avx512(const std::uint16_t* W, std::int64_t O, std::int64_t 
 // read in i order, a block of W's columns at a time, once for all N; lane o's sum runs in i order.
 void gemv_t_rows_avx512(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x,
                         std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy);
+
+// The same three for CPUs with AVX2 and FMA but no AVX-512 (nn/gemv_avx2.cpp: 8 lanes, its own fixed order, a row's
+// result again independent of N).
+bool gemv_avx2_available();
+void gemv_rows_avx2(const float* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
+                    std::int64_t N, float* y, std::int64_t ldy, bool accumulate);
+void gemv_rows_bf16_avx2(const std::uint16_t* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x,
+                         std::int64_t ldx, std::int64_t N, float* y, std::int64_t ldy, bool accumulate);
+void gemv_t_rows_avx2(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x, std::int64_t ldx,
+                      std::int64_t N, float* y, std::int64_t ldy);
+
+// One CPU's set of the kernels above.
+struct GemvKernels {
+    const char* isa;   // "avx512" or "avx2"
+    void (*rows)(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t,
+                 float*, std::int64_t, bool);
+    void (*rows_bf16)(const std::uint16_t*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
+                      std::int64_t, float*, std::int64_t, bool);
+    void (*t_rows)(const float*, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, std::int64_t,
+                   float*, std::int64_t);
+};
+// The set this CPU runs: AVX-512's, else AVX2's (also on an AVX-512 CPU with RETRO_GEMV=avx2, for side-by-side
+// timing and the tests), else none (nullptr: a CPU without AVX2 and FMA). bf16 decode weights need one.
+const GemvKernels* gemv_best_kernels();
+// The set the model's few-row linear layers use: gemv_best_kernels(), none with RETRO_GEMV=blas (cblas_sgemv).
+const GemvKernels* gemv_kernels();
+// The set attention over a KV cache uses: gemv_kernels(), none with RETRO_GEMV=linear either (cblas_sgemm).
+const GemvKernels* gemv_attention_kernels();
 
 }  // namespace retro::nn

@@ -17,15 +17,15 @@ namespace retro::nn {
 namespace {
 inline bool split(std::int64_t work) { return thread_count() > 1 && work >= PARALLEL_MIN_WORK * 16; }
 // Up to this many rows a forward linear runs as one cblas_sgemv per row: OpenBLAS's GEMM would pack all of W for
-// them. With AVX-512, up to kGemvMaxRows rows run through nn/gemv_avx512.h, which reads W once for all of them.
+// them. With AVX-512 or AVX2+FMA, up to kGemvMaxRows rows run through nn/gemv_avx512.h, which reads W once for all of them.
 constexpr std::int64_t GEMV_MAX_ROWS = 4;
 
 // The few-row path's kernel for this W: the bf16 copy (retro-generate --dtype bf16, decode_weights_bf16.h), the
-// fp32 AVX-512 GEMV, or none (cblas_sgemv per row, up to GEMV_MAX_ROWS rows).
+// fp32 AVX-512 or AVX2 GEMV, or none (cblas_sgemv per row, up to GEMV_MAX_ROWS rows).
 struct FewRows {
     const std::uint16_t* w16 = nullptr;
-    bool avx512 = false;
-    std::int64_t max_rows() const { return w16 || avx512 ? kGemvMaxRows : GEMV_MAX_ROWS; }
+    const GemvKernels* kernels = nullptr;   // (AVX-512's or AVX2's; with w16 always one)
+    std::int64_t max_rows() const { return kernels ? kGemvMaxRows : GEMV_MAX_ROWS; }
 };
 
 template <typename T>
@@ -33,7 +33,7 @@ FewRows few_rows_kernel(const T* W, std::int64_t I, std::int64_t O) {
     FewRows k;
     if constexpr (std::is_same_v<T, float>) {
         if (const DecodeWeightsBf16* table = decode_weights_bf16()) k.w16 = table->find(W, O * I);
-        k.avx512 = !k.w16 && gemv_avx512_enabled();   // else cblas_sgemv (RETRO_GEMV=blas)
+        k.kernels = k.w16 ? gemv_best_kernels() : gemv_kernels();   // none: cblas_sgemv (RETRO_GEMV=blas)
     }
     return k;
 }
@@ -43,8 +43,8 @@ template <typename T>
 void few_rows(const FewRows& k, std::int64_t N, std::int64_t I, std::int64_t O, std::int64_t o0, std::int64_t o1,
               const T* W, const T* x, T* y, bool accumulate) {
     if constexpr (std::is_same_v<T, float>) {
-        if (k.w16) return gemv_rows_bf16_avx512(k.w16 + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
-        if (k.avx512) return gemv_rows_avx512(W + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
+        if (k.w16) return k.kernels->rows_bf16(k.w16 + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
+        if (k.kernels) return k.kernels->rows(W + o0 * I, o1 - o0, I, I, x, I, N, y + o0, O, accumulate);
     }
     for (std::int64_t n = 0; n < N; n++)
         gemv(false, o1 - o0, I, T(1), W + o0 * I, I, x + n * I, accumulate ? T(1) : T(0), y + n * O + o0);
@@ -105,13 +105,13 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
                 for (std::int64_t n = 0; n < N; n++) std::copy(b + o0, b + o1, y + n * O + o0);
             few_rows_blocked(kernel, N, I, O, o0, o1, W, x, y, b != nullptr);
         };
-        if (kernel.w16 || kernel.avx512) {   // RetroKit's GEMV: a row's sums depend on neither N nor the outputs' range
+        if (kernel.kernels) {   // RetroKit's GEMV: a row's sums depend on neither N nor the outputs' range
             if (!split(N * I * O)) outputs(0, O);
             else ranges(O, N * I * O, [&](std::int64_t o0, std::int64_t o1, int) { outputs(o0, o1); });
             return;
         }
-        // cblas_sgemv (no AVX-512, or RETRO_GEMV=blas) sums an output by how the outputs are cut: fixed tiles of
-        // outputs, as the GEMMs below, so that a row's bits depend on neither N nor the thread count
+        // cblas_sgemv (neither AVX-512 nor AVX2+FMA, or RETRO_GEMV=blas) sums an output by how the outputs are cut:
+        // fixed tiles of outputs, as the GEMMs below, so that a row's bits depend on neither N nor the thread count
         const std::int64_t tiles = (O + kTileOutputs - 1) / kTileOutputs;
         for_each(tiles, N * I * O, [&](std::int64_t t) { outputs(t * kTileOutputs, std::min(O, (t + 1) * kTileOutputs)); });
         return;
