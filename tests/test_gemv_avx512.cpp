@@ -301,19 +301,21 @@ TEST_CASE("gemv avx512: CachedDecoder with bf16 weights tracks its fp32 logits, 
     CHECK(worst < 1e-2);   // bf16 keeps 8 significant bits: ~0.4% per weight, averaged over each sum (0.0037 seen)
 }
 
-TEST_CASE("gemv avx512: the paths that call the kernels pass again on the AVX2 kernels (RETRO_GEMV=avx2 in a child)") {
+TEST_CASE("gemv avx512: the paths that call the kernels and batch invariance pass again on the AVX2 kernels (RETRO_GEMV=avx2 in a child)") {
     if (!nn::gemv_avx512_available() || !nn::gemv_avx2_available()) {
         MESSAGE("skipped: the process's own kernels are the only ones here (this CPU lacks AVX-512 or AVX2+FMA)");
         test::g_skipped = true;
         return;
     }
-    // the test binary itself, its linear, attention and bf16-decoder cases, with the AVX2 kernels picked
+    // the test binary itself, its linear, attention and bf16-decoder cases and the CPU decoder's batch invariance
+    // (a sequence's logits the same bits alone and in any group), with the AVX2 kernels picked
     std::error_code ec;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     REQUIRE(!ec);
     const test::RunResult r = test::run_command(
-        "RETRO_GEMV=avx2 '" + self + "' -tc='gemv avx512: linear_forward*,gemv avx512: attention*,gemv avx512: CachedDecoder*' -s");
+        "RETRO_GEMV=avx2 '" + self + "' -tc='gemv avx512: linear_forward*,gemv avx512: attention*,gemv avx512: CachedDecoder*," +
+        "generate batch invariance*' -s");
     CHECK_MESSAGE(r.exit_code == 0, r.out << r.err);
     CHECK(r.out.find("the few-row kernels: avx2") != std::string::npos);
-    CHECK(r.out.find("3 passed | 0 failed") != std::string::npos);
+    CHECK(r.out.find("4 passed | 0 failed") != std::string::npos);
 }
