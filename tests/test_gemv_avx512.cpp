@@ -65,7 +65,7 @@ TEST_CASE("gemv avx512: every row and column edge equals a double W·x for 1-8 x
     std::mt19937 g(7);
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (const std::int64_t O : {1, 7, 8, 9, 17, 100}) {
-        for (const std::int64_t I : {1, 15, 16, 17, 31, 32, 33, 48, 512, 515}) {
+        for (const std::int64_t I : {1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 48, 512, 515}) {   // (AVX2: 8/16 steps)
             for (const bool accumulate : {false, true}) {
                 CAPTURE(O);
                 CAPTURE(I);

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
                 ->check(CLI::IsMember({"cpu", "cuda", "host-backend"}));
             app.add_option("--dtype", g.dtype,
                            "fp32 (exact), or bf16: the CPU decode step reads bf16 copies of the linear weights (half "
-                           "the bytes a token reads, 1.2-1.9x the tokens/s; activations stay fp32; AVX-512 CPUs)")
+                           "the bytes a token reads, 1.2-1.9x the tokens/s; activations stay fp32; AVX-512 or AVX2+FMA CPUs)")
                 ->capture_default_str()
                 ->check(CLI::IsMember({"fp32", "bf16"}));
             auto* graphs = app.add_flag_function("--cuda-graphs", [&g](std::int64_t) { g.cuda_graphs = true; },

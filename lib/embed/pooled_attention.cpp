@@ -18,7 +18,7 @@ PooledRows pooled_first_rows(const std::int64_t* offsets, int count) {
 
 void pooled_attention(const float* qkv, int H, int heads, float scale, const PooledRows& rows, float* ctx) {
     const int d = H / heads;
-    BlasSingleThread one_blas_thread;   // each thread's GEMV may be an sgemm (RETRO_GEMV=blas, no AVX-512)
+    BlasSingleThread one_blas_thread;   // each thread's GEMV may be an sgemm (RETRO_GEMV=blas, neither AVX-512 nor AVX2+FMA)
     const std::int64_t ld = 3 * static_cast<std::int64_t>(H);
     parallel_ranges(rows.size() * heads, [&](std::int64_t t0, std::int64_t t1, int) {
         std::vector<float> q(static_cast<std::size_t>(d)), p;

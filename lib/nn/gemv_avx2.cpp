@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "nn/gemv_avx512.h"
+#include "nn/gemv_rows_dispatch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -114,18 +115,7 @@ RETRO_GEMV2_TARGET void rows_n(const W_T* W, std::int64_t O, std::int64_t I, std
 template <typename W_T>
 void rows_any(const W_T* W, std::int64_t O, std::int64_t I, std::int64_t ldw, const float* x, std::int64_t ldx,
               std::int64_t N, float* y, std::int64_t ldy, bool accumulate) {
-    switch (N) {
-        case 0: return;
-        case 1: return rows_n<1>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 2: return rows_n<2>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 3: return rows_n<3>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 4: return rows_n<4>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 5: return rows_n<5>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 6: return rows_n<6>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 7: return rows_n<7>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        case 8: return rows_n<8>(W, O, I, ldw, x, ldx, y, ldy, accumulate);
-        default: RETRO_CHECK(false, "gemv of ", N, " rows (at most ", kGemvMaxRows, ")");
-    }
+    gemv_rows_dispatch(N, [&](auto rows) { rows_n<decltype(rows)::value>(W, O, I, ldw, x, ldx, y, ldy, accumulate); });
 }
 
 // y[n, c0 + 8z + j] = Σ_i x[n, i] W[i, c0 + 8z + j] for the Z 8-column slices from c0 (the last one's lanes `last`
@@ -176,18 +166,7 @@ RETRO_GEMV2_TARGET void t_rows_n(const float* W, std::int64_t I, std::int64_t O,
 
 void t_rows_any(const float* W, std::int64_t I, std::int64_t O, std::int64_t ldw, const float* x, std::int64_t ldx,
                 std::int64_t N, float* y, std::int64_t ldy) {
-    switch (N) {
-        case 0: return;
-        case 1: return t_rows_n<1>(W, I, O, ldw, x, ldx, y, ldy);
-        case 2: return t_rows_n<2>(W, I, O, ldw, x, ldx, y, ldy);
-        case 3: return t_rows_n<3>(W, I, O, ldw, x, ldx, y, ldy);
-        case 4: return t_rows_n<4>(W, I, O, ldw, x, ldx, y, ldy);
-        case 5: return t_rows_n<5>(W, I, O, ldw, x, ldx, y, ldy);
-        case 6: return t_rows_n<6>(W, I, O, ldw, x, ldx, y, ldy);
-        case 7: return t_rows_n<7>(W, I, O, ldw, x, ldx, y, ldy);
-        case 8: return t_rows_n<8>(W, I, O, ldw, x, ldx, y, ldy);
-        default: RETRO_CHECK(false, "gemv of ", N, " rows (at most ", kGemvMaxRows, ")");
-    }
+    gemv_rows_dispatch(N, [&](auto rows) { t_rows_n<decltype(rows)::value>(W, I, O, ldw, x, ldx, y, ldy); });
 }
 
 #undef RETRO_GEMV2_TARGET

@@ -18,7 +18,7 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, std::int64_t N, st
 //   thread_invariant  the default: a row's bits depend on the call's row count and the row's place among them.
 //   row_invariant     (fp32) each row the bits it gets alone, whatever the rows beside it: every row through the
 //                     few-row kernel (nn/gemv_avx512.h) in groups of 8, a block of W's rows at a time for every
-//                     group so the block is read from cache (without AVX-512, or with RETRO_GEMV=blas: cblas_sgemv
+//                     group so the block is read from cache (without AVX-512 or AVX2+FMA, or with RETRO_GEMV=blas: cblas_sgemv
 //                     a row at a time over output tiles of 128, in groups of 4); ~70 % of sgemm's rate on many rows, so for the CPU
 //                     decoder's decode rows (one a sequence: generate/cached_decoder.h) only.
 enum class LinearSums { thread_invariant, row_invariant };
