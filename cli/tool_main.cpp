@@ -230,6 +230,12 @@ void extras_message(const CLI::App& tool, const CLI::App& command_app, const std
         return;
     }
     const std::string name = option->substr(0, option->find('='));
+    if (name == "--man" || name == "--completion") {   // (tool_main takes them as the first word only, before parsing)
+        message = cat(name, ": comes alone after the tool's name");
+        fix = name == "--man" ? cat(tool.get_name(), " --man (man -l <(", tool.get_name(), " --man))")
+                              : cat("source <(", tool.get_name(), " --completion bash)");
+        return;
+    }
     message = cat(name, ": not an option of ", command, extras.size() > 1 ? cat(" (the words not taken: ", words, ")") : "");
     if (const std::string meant = option_meant(command, name); !meant.empty()) {
         fix = meant;

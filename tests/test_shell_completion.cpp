@@ -252,6 +252,12 @@ TEST_CASE("manual pages: every command's options are in its tool's man page - ro
     const test::RunResult extra = test::run_tool("retro-knn", "--man extra");
     CHECK(extra.exit_code == 2);
     CHECK(extra.err.rfind("retro-knn: error: --man: takes no value", 0) == 0);
+    for (const char* elsewhere : {"--quiet --man", "--man=1", "--verbose --man"}) {   // not "not an option"
+        CAPTURE(elsewhere);
+        const test::RunResult r = test::run_tool("retro-knn", elsewhere);
+        CHECK(r.exit_code == 2);
+        CHECK(r.err == "retro-knn: error: --man: comes alone after the tool's name (fix: retro-knn --man (man -l <(retro-knn --man)))\n");
+    }
 }
 
 TEST_CASE("install: cmake --install puts tools that find their own library - completions and configs under a prefix") {
