@@ -53,14 +53,7 @@ RETRO_GEMV2_TARGET inline float sum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// Rows ahead the strided kernels prefetch (a KV cache's head slices, as in gemv_avx512.cpp).
-constexpr std::int64_t kPrefetchRows = 16;
 
-RETRO_GEMV2_TARGET inline void prefetch_lines(const void* p, std::int64_t bytes) {
-    const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(63);
-    const auto end = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes);
-    for (std::uintptr_t a = first; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-}
 
 // Weight row o against G x rows (G <= 4: 2G accumulators, 2 weight and 2 x registers).
 template <int G, typename W_T>

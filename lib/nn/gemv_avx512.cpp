@@ -39,16 +39,7 @@ RETRO_GEMV_TARGET inline __m512 load16_masked(const std::uint16_t* p, __mmask16 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// Rows ahead that the strided kernels prefetch: short rows at a stride of kilobytes (one head's slice of a KV
-// cache row) touch a page only a few times, too few for the hardware's stride prefetcher.
-constexpr std::int64_t kPrefetchRows = 16;
 
-// Every cache line of [p, p + bytes) into L1 (p need not be line-aligned: a KV cache is a std::vector).
-RETRO_GEMV_TARGET inline void prefetch_lines(const void* p, std::int64_t bytes) {
-    const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(63);
-    const auto end = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes);
-    for (std::uintptr_t a = first; a < end; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-}
 
 // Rows ahead that a pair of interleaved weight rows prefetches, a cache line at a time (two streams, which the
 // hardware prefetcher follows more slowly than one).
