@@ -81,6 +81,21 @@ void interrupt_handlers_install(void (*handler)(int)) {
     set_unless_ignored(handler);
 }
 
+void interrupt_handlers_install(void (*handler)(int, siginfo_t*, void*)) {
+    g_installed = true;
+    for (const int sig : {SIGINT, SIGTERM}) {
+        struct sigaction old {};
+        if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        struct sigaction act {};
+        act.sa_sigaction = handler;
+        act.sa_flags = SA_SIGINFO | SA_RESTART;   // (std::signal's handlers restart too)
+        sigemptyset(&act.sa_mask);
+        sigaddset(&act.sa_mask, SIGINT);   // one handler at a time on a thread: it reads what the first one wrote
+        sigaddset(&act.sa_mask, SIGTERM);
+        ::sigaction(sig, &act, nullptr);
+    }
+}
+
 void interrupt_note_fd(int fd) { g_note_fd = fd; }
 
 void interrupt_note_remove_empty(const std::string& dir, const std::string& outermost) {

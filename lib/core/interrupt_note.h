@@ -7,6 +7,8 @@
 // provides: interrupt_note_install, interrupt_note_install_line, interrupt_note_advice, interrupt_note_source, interrupt_note_remove_empty, interrupt_handlers_install, interrupt_note_die, interrupt_note_clear,
 //           interrupt_note_fd
 #pragma once
+#include <signal.h>
+
 #include <string>
 
 namespace retro {
@@ -42,6 +44,9 @@ void interrupt_note_remove_empty(const std::string& dir, const std::string& oute
 // The same end for a tool's own note (retro-train, retro-generate): `handler` writes its line and calls
 // interrupt_note_die(sig); installed for SIGINT and SIGTERM unless inherited as ignored.
 void interrupt_handlers_install(void (*handler)(int));
+// The same for a handler told who sent the signal (SA_SIGINFO; retro-train tells GNU timeout's repeat of one signal
+// from a second Ctrl-C). Both signals are blocked while it runs, and interrupted system calls restart, as for the other.
+void interrupt_handlers_install(void (*handler)(int, siginfo_t*, void*));
 [[noreturn]] void interrupt_note_die(int sig);
 
 // Where the note is written: fd 2, or the real stderr while core/stderr_capture.h sends fd 2 to a file (set and reset

@@ -1,8 +1,11 @@
 // Implementation of train_stop.h.
 #include "train/train_stop.h"
 
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -25,9 +28,28 @@ char g_stop_message[512] = "before the first checkpoint: run the same command wi
 // signal, or one under a launcher (whose other ranks are being stopped too), stops at once as before.
 volatile std::sig_atomic_t g_stop_after_step = 0;   // 1: stop gracefully when signalled
 volatile std::sig_atomic_t g_stop_signal = 0;       // the signal that asked for it
+StopSignalSender g_stop_sender;                     // who sent it (written before g_stop_signal, read by later signals)
 
-extern "C" void on_stop_signal(int sig) {
+StopSignalSender sender_of(int sig, const siginfo_t* info) {
+    StopSignalSender s;
+    s.signal = sig;
+    if (info) {
+        s.code = info->si_code;
+        s.pid = info->si_pid;
+    }
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);   // async-signal-safe
+    s.at_ns = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+    return s;
+}
+
+extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
+    const StopSignalSender sender = sender_of(sig, info);
+    if (g_stop_after_step && g_stop_signal && stop_signal_repeats_request(g_stop_sender, sender))
+        return;   // (the step under way still finishes; the line was written for the first)
     if (g_stop_after_step && !g_stop_signal) {
+        g_stop_sender = sender;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
         g_stop_signal = sig;
         const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to stop at "
                         "once)\n";
@@ -45,8 +67,8 @@ extern "C" void on_stop_signal(int sig) {
 
 [[noreturn]] void train_stop_now(int sig) {
     g_stop_after_step = 0;
-    on_stop_signal(sig);
-    interrupt_note_die(sig);   // (on_stop_signal ends there already)
+    on_stop_signal_info(sig, nullptr, nullptr);
+    interrupt_note_die(sig);   // (on_stop_signal_info ends there already)
 }
 
 void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
@@ -57,7 +79,7 @@ void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
 
 void train_stop_install(bool launcher) {
     if (launcher) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
-    interrupt_handlers_install(on_stop_signal);
+    interrupt_handlers_install(on_stop_signal_info);
     // a full disk's error line says what the note would (tool_main)
     interrupt_note_source([] { return std::string("retro-train: interrupted; ") + g_stop_message; });
 }
@@ -65,5 +87,11 @@ void train_stop_install(bool launcher) {
 void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
 
 int train_stop_requested() { return g_stop_signal; }
+
+bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again) {
+    constexpr long long kRepeatWindowNs = 1000000000LL;   // timeout's two kill(2) calls come microseconds apart
+    return again.signal == first.signal && first.code == SI_USER && again.code == SI_USER && first.pid != 0 &&
+           again.pid == first.pid && again.at_ns >= first.at_ns && again.at_ns - first.at_ns < kRepeatWindowNs;
+}
 
 }  // namespace retro

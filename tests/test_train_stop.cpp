@@ -1,0 +1,81 @@
+// retro-train's graceful stop (train/train_stop.h): one sender's signal repeated at once (GNU timeout sends its signal
+// to the command and then to its process group) is one request, so the step under way still finishes and its
+// checkpoint is saved; a second request from elsewhere (a second Ctrl-C) stops at once.
+#include <signal.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "test_train_fixtures.h"
+#include "test_util.h"
+#include "train/train_stop.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+StopSignalSender sent(int sig, int code, long long pid, double seconds) {
+    StopSignalSender s;
+    s.signal = sig;
+    s.code = code;
+    s.pid = pid;
+    s.at_ns = static_cast<long long>(seconds * 1e9);
+    return s;
+}
+}  // namespace
+
+TEST_CASE("train stop: a repeat is the same signal by kill(2) from the same process within a second") {
+    const StopSignalSender first = sent(SIGINT, SI_USER, 4242, 100.0);
+    CHECK(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.00001)));   // timeout's pair
+    CHECK(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.9)));
+    CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 101.5)));   // asked again, later
+    CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4343, 100.1)));   // another process (kill twice)
+    CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGTERM, SI_USER, 4242, 100.1)));  // another signal
+    // a terminal's Ctrl-C comes from the kernel: a second one is a second request, however soon
+    const StopSignalSender tty = sent(SIGINT, SI_KERNEL, 0, 100.0);
+    CHECK_FALSE(stop_signal_repeats_request(tty, sent(SIGINT, SI_KERNEL, 0, 100.1)));
+    // raise(3) in the process itself is no sender to repeat
+    CHECK_FALSE(stop_signal_repeats_request(sent(SIGINT, SI_TKILL, 4242, 100.0), sent(SIGINT, SI_TKILL, 4242, 100.1)));
+}
+
+TEST_CASE("train stop: a signal sent twice by one process while a step runs still saves that step's checkpoint") {
+    test::TempDir dir("train-stop-twice");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 600, 3);
+    const fs::path out = dir / "run";
+    const fs::path err = dir / "err.txt";
+    // steps of a large batch (tenths of a second), so that the second signal comes while the first one's step still
+    // runs; SIGTERM, since a non-interactive shell's background job ignores SIGINT (and RetroKit keeps it ignored)
+    const std::string train = test::tool_path("retro-train") + " --db " + (dir / "db").string() + " --knn " +
+                              (dir / "knn").string() + " --config " + test::config_path() +
+                              " --batch-size 16 --grad-accum 32 --threads 1 --warmup 1 --steps 1000000 --val-every 0"
+                              " --checkpoint-every 1000000 --quiet --out " + out.string();
+    const std::string script = train + " 2>" + err.string() + " & pid=$!; i=0; while [ ! -s " +
+                               (out / "metrics.jsonl").string() +
+                               " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
+                               "kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null; wait $pid; echo rc=$?";
+    const test::RunResult r = test::run_command(script + " 2>&1");
+    std::string stderr_text;
+    {
+        std::ifstream in(err);
+        stderr_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    INFO("script output: ", r.out, r.err);
+    INFO("retro-train's stderr: ", stderr_text);
+    CHECK(r.out.find("rc=143") != std::string::npos);
+    CHECK(stderr_text.find("stopping after this step") != std::string::npos);
+    const std::string held = "holds a complete checkpoint at step ";
+    const auto at = stderr_text.find(held);
+    REQUIRE(at != std::string::npos);   // (not "before the first checkpoint": the repeat did not stop it at once)
+    const long long step = std::stoll(stderr_text.substr(at + held.size()));
+    CHECK(step >= 1);
+    char name[32];
+    std::snprintf(name, sizeof name, "step_%08lld", step);
+    CHECK(fs::exists(out / "checkpoints" / name / "DONE"));
+    std::ifstream metrics(out / "metrics.jsonl");
+    long long lines = 0;
+    for (std::string line; std::getline(metrics, line);) lines++;
+    CHECK(lines == step);
+}
