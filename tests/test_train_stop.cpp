@@ -41,35 +41,44 @@ TEST_CASE("train stop: a repeat is the same signal by kill(2) from the same proc
     CHECK_FALSE(stop_signal_repeats_request(sent(SIGINT, SI_TKILL, 4242, 100.0), sent(SIGINT, SI_TKILL, 4242, 100.1)));
 }
 
-TEST_CASE("train stop: a signal sent twice by one process while a step runs still saves that step's checkpoint") {
-    test::TempDir dir("train-stop-twice");
-    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 600, 3);
-    const fs::path out = dir / "run";
-    const fs::path err = dir / "err.txt";
-    // steps of a large batch (tenths of a second), so that the second signal comes while the first one's step still
-    // runs; SIGTERM, since a non-interactive shell's background job ignores SIGINT (and RetroKit keeps it ignored)
+namespace {
+// retro-train (steps of a large batch: tenths of a second) started in the background of a shell that waits for its
+// first step, signals it with `signals` (shell commands; $pid is the run), waits for it and prints "rc=N"; returns
+// that output and retro-train's stderr.
+struct StoppedRun {
+    std::string script_output, stderr_text;
+};
+StoppedRun stop_a_run(const fs::path& dir, const fs::path& out, const std::string& signals) {
+    const fs::path err = out.string() + ".err";
+    // SIGTERM in the callers: a non-interactive shell's background job ignores SIGINT (and RetroKit keeps it ignored)
     const std::string train = test::tool_path("retro-train") + " --db " + (dir / "db").string() + " --knn " +
                               (dir / "knn").string() + " --config " + test::config_path() +
                               " --batch-size 16 --grad-accum 32 --threads 1 --warmup 1 --steps 1000000 --val-every 0"
                               " --checkpoint-every 1000000 --quiet --out " + out.string();
     const std::string script = train + " 2>" + err.string() + " & pid=$!; i=0; while [ ! -s " +
                                (out / "metrics.jsonl").string() +
-                               " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
-                               "kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null; wait $pid; echo rc=$?";
+                               " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
+                               signals + "; wait $pid; echo rc=$?";
     const test::RunResult r = test::run_command(script + " 2>&1");
-    std::string stderr_text;
-    {
-        std::ifstream in(err);
-        stderr_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    INFO("script output: ", r.out, r.err);
-    INFO("retro-train's stderr: ", stderr_text);
-    CHECK(r.out.find("rc=143") != std::string::npos);
-    CHECK(stderr_text.find("stopping after this step") != std::string::npos);
+    std::ifstream in(err);
+    return {r.out + r.err, std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+}
+}  // namespace
+
+TEST_CASE("train stop: a signal sent twice by one process while a step runs still saves that step's checkpoint") {
+    test::TempDir dir("train-stop-twice");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 600, 3);
+    const fs::path out = dir / "run";
+    // as GNU timeout does (the command, then its process group), but with the first signal handled before the second
+    const StoppedRun r = stop_a_run(dir.path, out, "kill -TERM $pid; sleep 0.05; kill -TERM $pid 2>/dev/null");
+    INFO("script output: ", r.script_output);
+    INFO("retro-train's stderr: ", r.stderr_text);
+    CHECK(r.script_output.find("rc=143") != std::string::npos);
+    CHECK(r.stderr_text.find("stopping after this step") != std::string::npos);
     const std::string held = "holds a complete checkpoint at step ";
-    const auto at = stderr_text.find(held);
+    const auto at = r.stderr_text.find(held);
     REQUIRE(at != std::string::npos);   // (not "before the first checkpoint": the repeat did not stop it at once)
-    const long long step = std::stoll(stderr_text.substr(at + held.size()));
+    const long long step = std::stoll(r.stderr_text.substr(at + held.size()));
     CHECK(step >= 1);
     char name[32];
     std::snprintf(name, sizeof name, "step_%08lld", step);
@@ -78,4 +87,14 @@ TEST_CASE("train stop: a signal sent twice by one process while a step runs stil
     long long lines = 0;
     for (std::string line; std::getline(metrics, line);) lines++;
     CHECK(lines == step);
+
+    // a second request from another process (a shell of its own) stops at once, saving nothing more
+    const fs::path out2 = dir / "run2";
+    const StoppedRun r2 = stop_a_run(dir.path, out2, "kill -TERM $pid; sleep 0.05; sh -c \"kill -TERM $pid\" 2>/dev/null");
+    INFO("second run's script output: ", r2.script_output);
+    INFO("second run's stderr: ", r2.stderr_text);
+    CHECK(r2.script_output.find("rc=143") != std::string::npos);
+    CHECK(r2.stderr_text.find("stopping after this step") != std::string::npos);
+    CHECK(r2.stderr_text.find("retro-train: interrupted; before the first checkpoint") != std::string::npos);
+    CHECK_FALSE(fs::exists(out2 / "checkpoints"));
 }

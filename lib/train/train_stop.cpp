@@ -25,10 +25,15 @@ char g_stop_message[512] = "before the first checkpoint: run the same command wi
 
 // A one-process run's first SIGINT or SIGTERM once training steps run (g_stop_after_step set): the step under way
 // finishes and a checkpoint is saved before the run stops (Trainer::run), so no finished step is lost; a second
-// signal, or one under a launcher (whose other ranks are being stopped too), stops at once as before.
+// request (not one sender's repeat of the first: stop_signal_repeats_request), or a signal under a launcher (whose
+// other ranks are being stopped too), stops at once as before.
 volatile std::sig_atomic_t g_stop_after_step = 0;   // 1: stop gracefully when signalled
-volatile std::sig_atomic_t g_stop_signal = 0;       // the signal that asked for it
-StopSignalSender g_stop_sender;                     // who sent it (written before g_stop_signal, read by later signals)
+// The signal that asked for it, claimed by the first handler to see it (a process-directed signal is handled on any
+// thread whose mask lets it in: timeout's second SIGINT could reach another thread while the first one's handler ran)
+std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_stop_sender_set{0};   // g_stop_sender is whole (set after it, with release)
+StopSignalSender g_stop_sender;          // who sent the claimed signal, read by later signals
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
 
 StopSignalSender sender_of(int sig, const siginfo_t* info) {
     StopSignalSender s;
@@ -45,17 +50,21 @@ StopSignalSender sender_of(int sig, const siginfo_t* info) {
 
 extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
     const StopSignalSender sender = sender_of(sig, info);
-    if (g_stop_after_step && g_stop_signal && stop_signal_repeats_request(g_stop_sender, sender))
-        return;   // (the step under way still finishes; the line was written for the first)
-    if (g_stop_after_step && !g_stop_signal) {
-        g_stop_sender = sender;
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        g_stop_signal = sig;
-        const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to stop at "
-                        "once)\n";
-        ssize_t w = ::write(2, m, std::strlen(m));
-        (void)w;
-        return;
+    if (g_stop_after_step) {
+        int claimed = 0;
+        if (g_stop_signal.compare_exchange_strong(claimed, sig, std::memory_order_acq_rel)) {
+            g_stop_sender = sender;
+            g_stop_sender_set.store(1, std::memory_order_release);
+            const char* m = "retro-train: stopping after this step, once its checkpoint is saved (interrupt again to "
+                            "stop at once)\n";
+            ssize_t w = ::write(2, m, std::strlen(m));
+            (void)w;
+            return;
+        }
+        // a stop is asked for already: a repeat of that request (or one racing its handler on another thread) waits
+        // for the step under way too; a second request stops at once
+        if (!g_stop_sender_set.load(std::memory_order_acquire) || stop_signal_repeats_request(g_stop_sender, sender))
+            return;
     }
     ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
     w = ::write(2, g_stop_message, std::strlen(g_stop_message));
@@ -86,7 +95,7 @@ void train_stop_install(bool launcher) {
 
 void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
 
-int train_stop_requested() { return g_stop_signal; }
+int train_stop_requested() { return g_stop_signal.load(std::memory_order_acquire); }
 
 bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again) {
     constexpr long long kRepeatWindowNs = 1000000000LL;   // timeout's two kill(2) calls come microseconds apart
