@@ -27,11 +27,11 @@ StopSignalSender sent(int sig, int code, long long pid, double seconds) {
 }
 }  // namespace
 
-TEST_CASE("train stop: a repeat is the same signal by kill(2) from the same process within a second") {
+TEST_CASE("train stop: a repeat is the same signal by kill(2) from the same process within a quarter second") {
     const StopSignalSender first = sent(SIGINT, SI_USER, 4242, 100.0);
     CHECK(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.00001)));   // timeout's pair
-    CHECK(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.9)));
-    CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 101.5)));   // asked again, later
+    CHECK(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.2)));
+    CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4242, 100.5)));   // asked again, later
     CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGINT, SI_USER, 4343, 100.1)));   // another process (kill twice)
     CHECK_FALSE(stop_signal_repeats_request(first, sent(SIGTERM, SI_USER, 4242, 100.1)));  // another signal
     // a terminal's Ctrl-C comes from the kernel: a second one is a second request, however soon
@@ -48,13 +48,13 @@ namespace {
 struct StoppedRun {
     std::string script_output, stderr_text;
 };
-StoppedRun stop_a_run(const fs::path& dir, const fs::path& out, const std::string& signals) {
+StoppedRun stop_a_run(const fs::path& dir, const fs::path& out, const std::string& signals, const std::string& extra = "") {
     const fs::path err = out.string() + ".err";
     // SIGTERM in the callers: a non-interactive shell's background job ignores SIGINT (and RetroKit keeps it ignored)
     const std::string train = test::tool_path("retro-train") + " --db " + (dir / "db").string() + " --knn " +
                               (dir / "knn").string() + " --config " + test::config_path() +
                               " --batch-size 16 --grad-accum 32 --threads 1 --warmup 1 --steps 1000000 --val-every 0"
-                              " --checkpoint-every 1000000 --quiet --out " + out.string();
+                              " --checkpoint-every 1000000 --quiet --out " + out.string() + extra;
     const std::string script = train + " 2>" + err.string() + " & pid=$!; i=0; while [ ! -s " +
                                (out / "metrics.jsonl").string() +
                                " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; " +
@@ -75,7 +75,7 @@ TEST_CASE("train stop: a signal sent twice by one process while a step runs stil
     INFO("retro-train's stderr: ", r.stderr_text);
     CHECK(r.script_output.find("rc=143") != std::string::npos);
     CHECK(r.stderr_text.find("stopping after this step") != std::string::npos);
-    const std::string held = "holds a complete checkpoint at step ";
+    const std::string held = "continue with the same command and --resume: " + out.string() + " holds a complete checkpoint at step ";
     const auto at = r.stderr_text.find(held);
     REQUIRE(at != std::string::npos);   // (not "before the first checkpoint": the repeat did not stop it at once)
     const long long step = std::stoll(r.stderr_text.substr(at + held.size()));
@@ -88,13 +88,15 @@ TEST_CASE("train stop: a signal sent twice by one process while a step runs stil
     for (std::string line; std::getline(metrics, line);) lines++;
     CHECK(lines == step);
 
-    // a second request from another process (a shell of its own) stops at once, saving nothing more
+    // a second request from another process (a shell of its own) stops at once, saving nothing more; a run given
+    // --force is told to resume with --resume in place of it (the two contradict each other)
     const fs::path out2 = dir / "run2";
-    const StoppedRun r2 = stop_a_run(dir.path, out2, "kill -TERM $pid; sleep 0.05; sh -c \"kill -TERM $pid\" 2>/dev/null");
+    const StoppedRun r2 = stop_a_run(dir.path, out2, "kill -TERM $pid; sleep 0.05; sh -c \"kill -TERM $pid\" 2>/dev/null", " --force");
     INFO("second run's script output: ", r2.script_output);
     INFO("second run's stderr: ", r2.stderr_text);
     CHECK(r2.script_output.find("rc=143") != std::string::npos);
     CHECK(r2.stderr_text.find("stopping after this step") != std::string::npos);
-    CHECK(r2.stderr_text.find("retro-train: interrupted; before the first checkpoint") != std::string::npos);
+    CHECK(r2.stderr_text.find("retro-train: interrupted; before the first checkpoint: run the same command, --resume in "
+                              "place of --force (it starts at step 0)") != std::string::npos);
     CHECK_FALSE(fs::exists(out2 / "checkpoints"));
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/interrupt_note.h"
+#include "core/terminal_text.h"
 
 namespace retro {
 
@@ -22,6 +23,9 @@ namespace {
 // handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
 const char* g_stop_head = "retro-train: interrupted; ";
 char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
+// What to run: "the same command and --resume", or, for a run given --force (which --resume contradicts), "the same
+// command, --resume in place of --force", as retro-chunk, retro-index and retro-knn say it (a helper's walk, session 60)
+bool g_started_with_force = false;
 
 // A one-process run's first SIGINT or SIGTERM once training steps run (g_stop_after_step set): the step under way
 // finishes and a checkpoint is saved before the run stops (Trainer::run), so no finished step is lost; a second
@@ -81,12 +85,16 @@ extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
 }
 
 void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
-    std::snprintf(g_stop_message, sizeof g_stop_message,
-                  "continue with the same command and --resume: %s holds a complete checkpoint at step %lld\n",
-                  out.c_str(), static_cast<long long>(step));
+    std::snprintf(g_stop_message, sizeof g_stop_message, "continue with the same command%s: %s holds a complete checkpoint at step %lld\n",
+                  g_started_with_force ? ", --resume in place of --force" : " and --resume", terminal_text(out, true).c_str(),
+                  static_cast<long long>(step));
 }
 
-void train_stop_install(bool launcher) {
+void train_stop_install(bool launcher, bool force) {
+    g_started_with_force = force;
+    if (force)
+        std::snprintf(g_stop_message, sizeof g_stop_message,
+                      "before the first checkpoint: run the same command, --resume in place of --force (it starts at step 0)\n");
     if (launcher) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
     interrupt_handlers_install(on_stop_signal_info);
     // a full disk's error line says what the note would (tool_main)
@@ -98,7 +106,8 @@ void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
 int train_stop_requested() { return g_stop_signal.load(std::memory_order_acquire); }
 
 bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again) {
-    constexpr long long kRepeatWindowNs = 1000000000LL;   // timeout's two kill(2) calls come microseconds apart
+    constexpr long long kRepeatWindowNs = 250000000LL;   // timeout's two kill(2) calls come microseconds apart; a
+    // person's second `kill` from one shell comes later (a helper's, 0.5 s after the first, was taken for a repeat at 1 s)
     return again.signal == first.signal && first.code == SI_USER && again.code == SI_USER && first.pid != 0 &&
            again.pid == first.pid && again.at_ns >= first.at_ns && again.at_ns - first.at_ns < kRepeatWindowNs;
 }

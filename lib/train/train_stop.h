@@ -1,7 +1,7 @@
 // retro-train's answer to SIGINT and SIGTERM (train/trainer.cpp): rank 0's one line saying where to resume, and in a
 // one-process run, once steps run, a first signal that lets the step under way finish and its checkpoint be saved
 // before the run stops (no finished step lost); a second signal, or one under a launcher, stops at once.
-// One sender's signal repeated within a second is the same request, not a second one: GNU timeout sends its signal to
+// One sender's signal repeated within a quarter second is the same request, not a second one: GNU timeout sends its signal to
 // the command and then to the command's process group, so `timeout -s INT 3h retro-train ...` delivered SIGINT twice,
 // and where the first had been handled before the second came (a loaded machine) the run stopped at once, dropping
 // the steps since the last checkpoint (a fresh-clone CI run, session 59).
@@ -13,8 +13,9 @@
 
 namespace retro {
 
-// Installs the handlers (rank 0); `launcher`: the run is one rank of several (its stop comes from the launcher).
-void train_stop_install(bool launcher);
+// Installs the handlers (rank 0); `launcher`: the run is one rank of several (its stop comes from the launcher);
+// `force`: the run was given --force, so its line says to continue with --resume in place of it.
+void train_stop_install(bool launcher, bool force);
 // The line a stop prints from now on: `out` holds a complete checkpoint at `step`.
 void train_stop_set_resume_step(const std::string& out, std::int64_t step);
 // Whether a first signal waits for the step under way (set while steps run in a one-process run).
@@ -31,7 +32,7 @@ struct StopSignalSender {
     long long pid = 0;          // si_pid: the sending process (0 from the kernel)
     long long at_ns = 0;        // when it was handled, CLOCK_MONOTONIC
 };
-// Whether `again` repeats `first`'s request: the same signal sent by kill(2) from the same process within a second.
+// Whether `again` repeats `first`'s request: the same signal sent by kill(2) from the same process within 250 ms.
 // A second Ctrl-C (from the terminal: no sending process) or a second kill from another process asks to stop at once.
 bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again);
 

@@ -809,7 +809,7 @@ void Trainer::run() {
         for (const char* own : kForceRemoves) fs::remove_all(out / own);
     if (root) fs::create_directories(out);
     if (root) {   // rank 0 says where to resume when the run is stopped (the launcher stops the others)
-        train_stop_install(dist_->active());
+        train_stop_install(dist_->active(), o_.force);
     }
 
     std::int64_t step = 0;
