@@ -51,6 +51,9 @@ TEST_CASE("ownership: --force deletes only a folder its tool made, an --out insi
     test::write_text(mine / "notes.txt", "keep me\n");
     expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + mine.string() + " --force" + index_args),
                    {mine.string(), "holds files retro-index did not write (notes.txt, sub/)"});
+    // without --quiet too: refused before the bow embedder's pass over the database (its progress line came first)
+    expect_refused(test::run_tool("retro-index", p.db.string() + " --out " + mine.string() + " --force --dim 16 --threads 1"),
+                   {mine.string(), "holds files retro-index did not write (notes.txt, sub/)"});
     expect_refused(test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " + mine.string() +
                                                    " --force --quiet"),
                    {mine.string(), "holds files retro-knn did not write"});

@@ -250,6 +250,14 @@ void output_folder_prepare_check(const std::string& tool, const std::string& out
         user_error_in(out, "already exists",
                       resumable ? "pass --force to replace it or --resume to continue it"
                                 : "pass --force to make it again (it removes only " + tool + "'s files)");
+    // before any work (retro-index's bow embedder reads the whole database next): the user's files --force would
+    // leave, and a place no file can be made in (a read-only parent) came after that pass, beside its progress line
+    // (a helper's walk, session 60)
+    if (force && non_empty) output_folder_clear(out, tool, /*check_only=*/true);
+    fs::path nearest = fs::absolute(out).lexically_normal();
+    while (!fs::exists(nearest, ec) && nearest.has_parent_path() && nearest != nearest.parent_path())
+        nearest = nearest.parent_path();
+    if (fs::is_directory(nearest, ec)) folder_writable_check(out, nearest);
     // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
     // leftovers for a resumable run's parts
     if (const FolderOwner owner = folder_owner(out); resume && resumable && owner.tool == tool && !owner.finished &&
