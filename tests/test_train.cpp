@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "model/config.h"
@@ -28,6 +29,38 @@ using test::bytes;
 using test::config_path;
 using test::losses;
 using test::write_tiny_db;
+
+TEST_CASE("train: a token id outside the config's vocabulary is named with chunks.npy and its row") {
+    // (an edited database read with --no-verify: the model's own check said only "batch: token id ...")
+    test::TempDir dir("train-badid");
+    auto t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 10, 3);
+    const auto c = RetroConfig::load(config_path());   // num_tokens 64
+    const std::int64_t bad_row = t.doc_offsets[3] + 1, other_doc_row = t.doc_offsets[6];   // rows of docs 3 and 6
+    REQUIRE(bad_row < t.doc_offsets[4]);
+    t.rows[static_cast<std::size_t>(bad_row * 4 + 2)] = 999;
+    // a chunk of doc 6 retrieves the bad row (the window reads it whatever the alignment)
+    t.knn[static_cast<std::size_t>(other_doc_row * t.kk)] = bad_row;
+    test::save_tiny_db(dir / "db", dir / "knn", t, 4, 16);
+    RetroData data((dir / "db").string(), (dir / "knn").string(), c, 0.0);
+    const std::string want = (dir / "db" / "chunks.npy").string() + ": row " + std::to_string(bad_row) +
+                             " holds token id 999, outside the model config's vocabulary [0, 64)";
+    std::int64_t seq = 0;   // the sequence that holds the bad row
+    while (seq + 1 < static_cast<std::int64_t>(t.seq_starts.size()) && t.seq_starts[seq + 1] <= bad_row) seq++;
+    RetroBatch b;
+    try {
+        data.make_batch({seq}, false, b);
+        FAIL("a batch of row " << bad_row << " was made");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find(want) != std::string::npos);
+    }
+    std::vector<std::int32_t> window(static_cast<std::size_t>(data.neighbours_per_chunk() * 8));
+    try {
+        data.read_neighbours(other_doc_row, t.doc_offsets[7], other_doc_row, window.data());
+        FAIL("the bad row was retrieved");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find(want) != std::string::npos);
+    }
+}
 
 TEST_CASE("train: batches follow the database with its continuation and -1 rules") {
     test::TempDir dir("train-data");

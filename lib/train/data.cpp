@@ -16,7 +16,7 @@ namespace retro {
 
 RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, const RetroConfig& c, double val_fraction,
                      Verify verify)
-    : pad_(c.pad_id), align_(neighbour_alignment_from_string(c.neighbour_alignment)),
+    : vocab_(c.num_tokens), pad_(c.pad_id), align_(neighbour_alignment_from_string(c.neighbour_alignment)),
       min_match_(static_cast<int>(c.neighbour_min_match)), val_fraction_(val_fraction) {
     db_ = std::make_unique<ChunkDb>(db_dir);
     if (verify != Verify::kNone)
@@ -117,7 +117,10 @@ void RetroData::make_batch(const std::vector<std::int64_t>& seqs, bool with_retr
         const std::int64_t doc = db_->doc_of(c0), end = db_->doc_end(doc);
         for (std::int64_t i = 0; i <= n; i++) {
             const std::int64_t row = c0 + i / cs;
-            if (row < end) out.seq[b * (n + 1) + i] = db_->token(row, static_cast<int>(i % cs));
+            if (row >= end) continue;
+            const std::int32_t t = db_->token(row, static_cast<int>(i % cs));
+            if (t < 0 || t >= vocab_) refuse_token(row, t);
+            out.seq[b * (n + 1) + i] = t;
         }
         if (!retrieval) continue;
         for (std::int64_t u = 0; u < l; u++) {
@@ -152,8 +155,26 @@ void RetroData::read_neighbours(std::int64_t row, std::int64_t doc_end, std::int
     neighbour_ids(row, doc_end, source, ids.data());
     std::vector<std::int32_t> query;
     if ((align_ != NeighbourAlignment::chunk || min_match_ > 0) && row < doc_end) db_->rows(row, row + 1, query);
-    for (std::int64_t j = 0; j < k_; j++)
-        if (ids[j] >= 0) neighbour_read(*db_, align_, min_match_, query.data(), ids[j], pad_, out + j * r);
+    for (std::int64_t j = 0; j < k_; j++) {
+        if (ids[j] < 0) continue;
+        neighbour_read(*db_, align_, min_match_, query.data(), ids[j], pad_, out + j * r);
+        for (std::int64_t i = 0; i < r; i++)
+            if (out[j * r + i] < 0 || out[j * r + i] >= vocab_) refuse_neighbour_tokens(ids[j], out[j * r + i]);
+    }
+}
+
+void RetroData::refuse_token(std::int64_t row, std::int32_t id) const {
+    user_error_in((fs::path(db_->dir()) / "chunks.npy").string(),
+                  cat("row ", row, " holds token id ", id, ", outside the model config's vocabulary [0, ", vocab_, ")"),
+                  "rebuild the database with retro-chunk");
+}
+
+void RetroData::refuse_neighbour_tokens(std::int64_t id, std::int32_t bad) const {
+    // a window reads chunk id and its neighbours in the document (data/neighbour_window.h: id - 1 to id + 1)
+    for (std::int64_t row = std::max<std::int64_t>(0, id - 1); row <= std::min(db_->chunk_count() - 1, id + 1); row++)
+        for (int c = 0; c < cs_; c++)
+            if (const std::int32_t t = db_->token(row, c); t < 0 || t >= vocab_) refuse_token(row, t);
+    refuse_token(id, bad);   // (not reached: the window's tokens are those rows')
 }
 
 void RetroData::plant_oracle_neighbours(const std::vector<std::int64_t>& seqs, const std::vector<std::int64_t>& epochs,

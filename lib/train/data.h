@@ -74,10 +74,17 @@ public:
                                  std::uint64_t seed, double p, bool splice, bool hindsight, RetroBatch& out) const;
 
 private:
+    // Throws naming chunks.npy and `row` (which holds `id`, outside the config's vocabulary): an edited database read
+    // with --no-verify, named as retro-chunk inspect names it (the model's own check could only say "batch").
+    [[noreturn]] void refuse_token(std::int64_t row, std::int32_t id) const;
+    // Rows around neighbour `id` (the ones a neighbour window reads), the first whose tokens leave the vocabulary.
+    [[noreturn]] void refuse_neighbour_tokens(std::int64_t id, std::int32_t bad) const;
+
     std::unique_ptr<ChunkDb> db_;
     NpyArray knn_;
     bool has_knn_ = false;
     std::int64_t seq_len_ = 0, cs_ = 0, k_ = 0;
+    std::int64_t vocab_ = 0;   // the config's num_tokens: ids at or past it have no embedding
     std::int32_t pad_ = 0;
     NeighbourAlignment align_ = NeighbourAlignment::chunk;
     int min_match_ = 0;
