@@ -669,8 +669,7 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
     const bool flushed = std::fflush(stdout) == 0;
     if (!flushed && why == 0) why = errno;
     if (rc == 0 && (!flushed || std::ferror(stdout) || !std::cout)) {
-        std::fprintf(stderr, "%s: error: standard output: write failed%s%s\n", tool.c_str(), why ? ": " : "",
-                     why ? std::strerror(why) : "");
+        std::fprintf(stderr, "%s: error: standard output: %s\n", tool.c_str(), stdout_write_failed(why).c_str());
         rc = EXIT_USER;
     }
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)

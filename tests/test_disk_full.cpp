@@ -208,6 +208,25 @@ TEST_CASE("disk full: standard output that cannot be written is an error with it
     }
 }
 
+TEST_CASE("disk full: standard output whose reader has gone, SIGPIPE ignored, says Broken pipe") {
+    // under `trap '' PIPE` the writes fail with EPIPE: a stream whose earlier write failed refuses the next one without
+    // a system call (errno 0), and encode, decode and chunk inspect said "write failed" alone (a helper's walk,
+    // session 60); the output is well past a pipe's 64 KiB, so writes fail after the reader has gone
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("epipe");
+    const std::string in = (t / "in.txt").string(), ids = (t / "ids.txt").string(), err = (t / "err.txt").string();
+    REQUIRE(test::run_command("( yes 'the cat sat on the mat' | head -n 100000 > " + in + " && " +
+                              test::tool_path("retro-tokenizer") + " encode --model " + p.tok.string() + " < " + in +
+                              " > " + ids + " )").exit_code == 0);   // (run_command adds its own redirects after)
+    for (const std::string& command : {test::tool_path("retro-tokenizer") + " encode --model " + p.tok.string() + " < " + in,
+                                       test::tool_path("retro-tokenizer") + " decode --model " + p.tok.string() + " < " + ids}) {
+        CAPTURE(command);
+        const test::RunResult r = test::run_command("trap '' PIPE; " + command + " 2> " + err + " | head -c 1 > /dev/null; cat " + err);
+        INFO("out: ", r.out, " err: ", r.err);
+        CHECK(r.out.find("standard output: write failed: Broken pipe\n") != std::string::npos);
+    }
+}
+
 TEST_CASE("disk full: retro-train's error line says where its run resumes, as its own Ctrl-C note does") {
     const test::CliPipeline& p = test::bad_input_pipeline();
     test::TempDir t("fulltrain");

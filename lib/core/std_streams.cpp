@@ -2,9 +2,12 @@
 #include "core/std_streams.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -48,5 +51,13 @@ void std_output_required(const char* what) {
 }
 
 void std_streams_env_clear() { ::unsetenv(kClosedEnv); }
+
+std::string stdout_write_failed(int err) {
+    if (err == 0) {   // a pipe whose reader has gone polls as an error (Linux's pipe_poll: POLLERR without readers)
+        pollfd p{STDOUT_FILENO, POLLOUT, 0};
+        if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) err = EPIPE;
+    }
+    return err ? std::string("write failed: ") + std::strerror(err) : std::string("write failed");
+}
 
 }  // namespace retro

@@ -1,8 +1,10 @@
 // Standard streams a tool was started without (`tool <&-`, `2>&-`): each is filled with /dev/null at once, before
 // the first open() could take its number (the tool would then read a manifest as its prompt, or write its errors into
 // an output file), and remembered, so that a reader of standard input can say it was closed.
-// provides: std_streams_guard, std_stream_was_closed, std_output_required, std_streams_env_clear
+// provides: std_streams_guard, std_stream_was_closed, std_output_required, std_streams_env_clear,
+//           stdout_write_failed
 #pragma once
+#include <string>
 
 namespace retro {
 
@@ -17,5 +19,10 @@ bool std_stream_was_closed(int fd);
 void std_output_required(const char* what);
 // Once the process will not run itself again: the answer taken out of the environment its children inherit.
 void std_streams_env_clear();
+// "write failed: WHY" for standard output, WHY from `err` (the errno of the failed write or flush) or, where that was
+// lost (a stream whose earlier write failed refuses the next without a system call: errno 0), from standard output
+// itself: a pipe with no reader left says "Broken pipe", as the writes that kept errno did (a helper's walk, session 60:
+// tokenizer encode, chunk inspect and knn show --json said only "write failed" under `trap '' PIPE`).
+std::string stdout_write_failed(int err);
 
 }  // namespace retro

@@ -94,7 +94,7 @@ void read_prompts(const std::string& path, std::vector<std::string>& prompts, st
 void stdout_check() {
     errno = 0;
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
-        user_error_in("standard output", std::string("write failed") + (errno ? std::string(": ") + std::strerror(errno) : ""));
+        user_error_in("standard output", stdout_write_failed(errno));
 }
 
 nlohmann::json neighbours_json(const Generator& gen, const ChunkNeighbours& n, bool with_text) {
@@ -243,7 +243,9 @@ void generate_run(GenerateRunOptions cli) {
     }
     if (cli.show_neighbours && cli.g.no_retrieval) log_warn("--show-neighbours has nothing to show with --no-retrieval");
     if (cli.json && !cli.show_neighbours)
-        log_warn("--json formats --show-neighbours' lines, and there are none (batch results are JSON lines already)");
+        log_warn(batch ? "--json formats --show-neighbours' lines, and there are none (batch results are JSON lines already)"
+                       : "--json formats --show-neighbours' lines, and there are none (a single prompt's text goes to "
+                         "stdout as it is made; --prompts FILE --output OUT.jsonl writes JSON lines)");
 
     // batch mode: every finished prompt goes to OUT.partial first; --resume decodes only the prompts it lacks
     std::unique_ptr<GenerateJournal> journal;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/std_streams.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "text/utf8.h"
@@ -41,7 +42,7 @@ namespace {
 void flush_checked(std::ostream& out) {
     errno = 0;
     out.flush();
-    if (!out) user_error_in("standard output", std::string("write failed") + (errno ? std::string(": ") + std::strerror(errno) : ""));
+    if (!out) user_error_in("standard output", stdout_write_failed(errno));
 }
 }  // namespace
 
