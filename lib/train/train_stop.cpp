@@ -20,9 +20,20 @@ namespace {
 
 // Rank 0's last words when the run is stopped: by the launcher (a rank died, or the job was cancelled: mpirun and
 // srun send the survivors SIGTERM), or, one process, by Ctrl-C (SIGINT) or SIGTERM. Written from the signal
-// handler, so the text is formatted beforehand: g_stop_head (who stopped it) and g_stop_message (where to resume).
+// handler, so the text is formatted beforehand: g_stop_head (who stopped it) and the message (where to resume), in
+// two buffers: a new one is written into the buffer the handler does not read, then made the one it reads (a signal
+// during the checkpoint's snprintf printed a mix of the two lines), as core/interrupt_note.cpp does.
 const char* g_stop_head = "retro-train: interrupted; ";
-char g_stop_message[512] = "before the first checkpoint: run the same command with --resume (it starts at step 0)\n";
+char g_stop_messages[2][512] = {"before the first checkpoint: run the same command with --resume (it starts at step 0)\n", ""};
+std::atomic<int> g_stop_message_at{0};
+const char* stop_message() { return g_stop_messages[g_stop_message_at.load(std::memory_order_acquire) & 1]; }
+// Formats the next message into the idle buffer, then makes it the one the handler reads.
+template <typename... Args>
+void set_stop_message(const char* format, Args... args) {
+    const int next = 1 - (g_stop_message_at.load(std::memory_order_relaxed) & 1);
+    std::snprintf(g_stop_messages[next], sizeof g_stop_messages[next], format, args...);
+    g_stop_message_at.store(next, std::memory_order_release);
+}
 // What to run: "the same command and --resume", or, for a run given --force (which --resume contradicts), "the same
 // command, --resume in place of --force", as retro-chunk, retro-index and retro-knn say it (a helper's walk, session 60)
 bool g_started_with_force = false;
@@ -71,7 +82,8 @@ extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
             return;
     }
     ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
-    w = ::write(2, g_stop_message, std::strlen(g_stop_message));
+    const char* message = stop_message();
+    w = ::write(2, message, std::strlen(message));
     (void)w;
     interrupt_note_die(sig);   // by the signal itself: a script running retro-train stops too
 }
@@ -85,20 +97,20 @@ extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
 }
 
 void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
-    std::snprintf(g_stop_message, sizeof g_stop_message, "continue with the same command%s: %s holds a complete checkpoint at step %lld\n",
-                  g_started_with_force ? ", --resume in place of --force" : " and --resume", terminal_text(out, true).c_str(),
-                  static_cast<long long>(step));
+    set_stop_message("continue with the same command%s: %s holds a complete checkpoint at step %lld\n",
+                     g_started_with_force ? ", --resume in place of --force" : " and --resume", terminal_text(out, true).c_str(),
+                     static_cast<long long>(step));
 }
 
 void train_stop_install(bool launcher, bool force) {
     g_started_with_force = force;
     if (force)
-        std::snprintf(g_stop_message, sizeof g_stop_message,
-                      "before the first checkpoint: run the same command, --resume in place of --force (it starts at step 0)\n");
+        set_stop_message("%s", "before the first checkpoint: run the same command, --resume in place of --force (it starts at "
+                               "step 0)\n");
     if (launcher) g_stop_head = "retro-train: stopped by the launcher (a rank failed, or the job was cancelled); ";
     interrupt_handlers_install(on_stop_signal_info);
     // a full disk's error line says what the note would (tool_main)
-    interrupt_note_source([] { return std::string("retro-train: interrupted; ") + g_stop_message; });
+    interrupt_note_source([] { return std::string("retro-train: interrupted; ") + stop_message(); });
 }
 
 void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
