@@ -240,6 +240,7 @@ TEST_CASE("train oracle: --oracle-hindsight reads the next chunk's neighbour one
     test::save_tiny_db(dir / "db", dir / "knn", t, 4, 16);
     RetroConfig c = RetroConfig::load(test::config_path());   // chunk 4, k 2
     c.neighbour_alignment = "match";
+    c.num_tokens = 256;   // (document 1's ids pass 100: batches refuse ids the config has no embedding for)
     RetroData data((dir / "db").string(), (dir / "knn").string(), c, 0.0);
     const std::vector<std::int64_t> seqs = {0}, epochs = {0};   // document 0's first sequence: chunks 0..3
     RetroBatch plain, b1;
