@@ -1,8 +1,11 @@
 // Implementation of tool_main.h.
 #include "tool_main.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <filesystem>
 #include <new>
 #include <regex>
@@ -26,6 +30,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/shell_quote.h"
+#include "core/memory_budget.h"
 #include "core/std_streams.h"
 #include "core/terminal_text.h"
 #include "core/threads.h"
@@ -471,6 +476,11 @@ int failure_line(const std::string& tool, const char* kind, const std::string& m
     return exit_code;
 }
 
+// An allocation was refused (tool_run's std::bad_alloc). Under a `ulimit -v` an OpenBLAS thread may be spinning on a
+// refused buffer mmap (it retries for ever), and OpenBLAS's exit handler waits for its threads: the tool printed its
+// line and never ended (a helper's docs check, session 60). It ends without the exit handlers then (tool_main).
+bool g_out_of_memory = false;
+
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     json_files_read_reset();
     ToolContext ctx;
@@ -588,6 +598,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
     } catch (const std::bad_alloc&) {
         // the machine (or a ulimit) refused memory the checks before the work did not foresee: said as such, not as
         // "internal error: std::bad_alloc"
+        g_out_of_memory = true;
         return failure_line(tool, "error",
                             "out of memory: an allocation was refused (the machine's memory, or a ulimit -v, is too "
                             "small for this input)",
@@ -657,6 +668,11 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
               const ToolSetup& setup) {
     std_streams_guard();   // a closed stdin, stdout or stderr filled with /dev/null before any file takes its number
     reexec_for_blas_core(argv);   // OpenBLAS's generic kernels on a CPU it does not know: run again with better ones
+    reexec_for_address_limit(argv);   // OpenBLAS's threads' buffers past a `ulimit -v`: run again with fewer threads
+    // a write past a file size limit (`ulimit -f`) fails with EFBIG, "File too large", and ends in the line a full disk
+    // gets (what the run keeps, how to go on): SIGXFSZ's default killed the tool without a word, exit 153 (a helper's
+    // docs check, session 60)
+    std::signal(SIGXFSZ, SIG_IGN);
     std_streams_env_clear();
     int rc = tool_run(tool, description, argc, argv, setup);
     // what went to standard output must have arrived: a full disk or /dev/full is an error, not a silent exit 0
@@ -673,6 +689,10 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
         rc = EXIT_USER;
     }
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
+    if (g_out_of_memory && address_space_headroom() != std::numeric_limits<std::int64_t>::max()) {
+        std::fflush(nullptr);
+        ::_exit(rc);   // (the output folder's own cleanup ran as the exception left the work)
+    }
     return rc;
 }
 

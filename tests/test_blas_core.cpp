@@ -91,3 +91,12 @@ TEST_CASE("blas core: an OMP_NUM_THREADS libgomp refuses is warned of once, not 
         CHECK(count(r.err, "OMP_NUM_THREADS") == 0);
     }
 }
+
+TEST_CASE("blas core: an address-space limit affords OpenBLAS threads whose buffers take a quarter of it") {
+    const std::int64_t buffer = kBlasThreadBufferBytes;   // 130 MiB
+    CHECK(blas_threads_for_address_limit(0, 16) == 16);                // (no limit)
+    CHECK(blas_threads_for_address_limit(400'000'000, 16) == 1);      // at least the calling thread
+    CHECK(blas_threads_for_address_limit(4 * buffer * 3, 16) == 3);
+    CHECK(blas_threads_for_address_limit(4 * buffer * 3 + 5, 2) == 2);   // never more than it started
+    CHECK(blas_threads_for_address_limit(std::int64_t(64) << 30, 64) == 64);   // 64 GiB: all 64 (a quarter is 126)
+}

@@ -134,6 +134,28 @@ TEST_CASE("memory: batch sizes of retro-train, retro-train eval, retro-generate"
     }
 }
 
+TEST_CASE("memory: under a ulimit -v a tool trains what fits and refuses what does not, and never spins") {
+    // OpenBLAS maps 128 MiB for each of its threads as it starts, and each of ours on its first GEMM, retrying a
+    // refused map for ever: under `ulimit -v` tools spun at 100 % CPU and never exited (a helper's docs check, session
+    // 60). Both runs are killed at 120 s, so a spin fails the test rather than hanging it.
+    const Pipeline& p = pipeline();
+    const fs::path fits = p.tmp / "ulimit-fits", refused = p.tmp / "ulimit-refused";
+    const std::string train = "timeout -s KILL 120 " + test::tool_path("retro-train") + " --db " + p.db.string() +
+                              " --no-retrieval --config " + p.config.string() + " --steps 2 --threads 2 --quiet --out ";
+    // 1.2 GB: the pipeline's small model trains
+    const auto ok = test::run_command("ulimit -v 1200000 && " + train + fits.string());
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+    CHECK(fs::exists(fits / "manifest.json"));
+    // 400 MB: OpenBLAS's threads are cut to what the limit affords, and a model past what is left is refused at once
+    // (a vocabulary of 300,000: a few hundred MB, which the machine has)
+    RetroConfig c = RetroConfig::load(p.config.string());
+    c.num_tokens = 300'000;
+    const fs::path wide = p.tmp / "wide-vocab.json";
+    c.save(wide.string());
+    const auto no = test::run_command("ulimit -v 400000 && " + train + refused.string() + " --config " + wide.string());
+    expect_refused(no, "--batch-size", refused, "the address-space limit, ulimit -v");
+}
+
 TEST_CASE("memory: vocabulary size, chunking blocks, retro-bench knn") {
     const Pipeline& p = pipeline();
     const fs::path out = p.tmp / "misc-bomb";

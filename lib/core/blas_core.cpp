@@ -2,14 +2,17 @@
 #include "core/blas_core.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace retro {
@@ -79,6 +82,26 @@ std::string blas_core_upgrade_here(const std::string& detected) {
     return blas_core_upgrade(detected, cpu_avx512(), cpu_avx2_fma());
 }
 
+namespace {
+// The running program, if it is the one argv names (under valgrind /proc/self/exe is valgrind's tool), or "".
+std::string self_program(char** argv) {
+    if (!argv || !argv[0]) return "";
+    char self[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return "";
+    self[n] = '\0';
+    namespace fs = std::filesystem;
+    return fs::path(self).filename() == fs::path(argv[0]).filename() ? std::string(self) : std::string();
+}
+
+// Replaces the process with `self` and argv, the environment as set now; returns only where the exec fails.
+void exec_self(const std::string& self, char** argv) {
+    // libgomp warned of a value it refused and runs without it: the restarted program would warn again
+    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && omp_num_threads_refused(omp)) ::unsetenv("OMP_NUM_THREADS");
+    ::execv(self.c_str(), argv);
+}
+}  // namespace
+
 void reexec_for_blas_core(char** argv) {
     if (!argv || !argv[0]) return;
     if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("RETRO_BLAS_CORE_FROM")) return;   // chosen, or tried once
@@ -86,21 +109,36 @@ void reexec_for_blas_core(char** argv) {
     const std::string detected = blas_core_name();
     const std::string better = blas_core_upgrade_here(detected);
     if (better.empty()) return;
-    // the running program, if it is the one argv names (under valgrind /proc/self/exe is valgrind's tool)
-    char self[PATH_MAX];
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return;
-    self[n] = '\0';
-    namespace fs = std::filesystem;
-    if (fs::path(self).filename() != fs::path(argv[0]).filename()) return;
+    const std::string self = self_program(argv);
+    if (self.empty()) return;
     // (RETRO_BLAS_CORE_FROM first: the restarted program must see it, or it could try again)
     if (::setenv("RETRO_BLAS_CORE_FROM", detected.c_str(), 1) != 0) return;
-    // libgomp warned of a value it refused and runs without it: the restarted program would warn again
-    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && omp_num_threads_refused(omp)) ::unsetenv("OMP_NUM_THREADS");
-    if (::setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0)
-        ::execv(self, argv);   // returns only on failure: go on with the detected kernels
+    if (::setenv("OPENBLAS_CORETYPE", better.c_str(), 1) == 0) exec_self(self, argv);   // (failed: the detected kernels)
     ::unsetenv("OPENBLAS_CORETYPE");
     ::unsetenv("RETRO_BLAS_CORE_FROM");
+}
+
+int blas_threads_for_address_limit(std::int64_t limit_bytes, int threads) {
+    if (limit_bytes <= 0 || threads <= 1) return threads;
+    const std::int64_t affordable = limit_bytes / 4 / kBlasThreadBufferBytes;
+    return static_cast<int>(std::clamp<std::int64_t>(affordable, 1, threads));
+}
+
+void reexec_for_address_limit(char** argv) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    // a count the user chose (OpenBLAS reads these three, in this order), or one this set already
+    for (const char* chosen : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "RETRO_BLAS_THREADS_FROM"})
+        if (const char* v = std::getenv(chosen); v && *v) return;
+    const int started = openblas_get_num_threads();
+    const int fits = blas_threads_for_address_limit(static_cast<std::int64_t>(rl.rlim_cur), started);
+    if (fits >= started) return;
+    const std::string self = self_program(argv);
+    if (self.empty()) return;
+    if (::setenv("RETRO_BLAS_THREADS_FROM", std::to_string(started).c_str(), 1) != 0) return;
+    if (::setenv("OPENBLAS_NUM_THREADS", std::to_string(fits).c_str(), 1) == 0) exec_self(self, argv);
+    ::unsetenv("OPENBLAS_NUM_THREADS");
+    ::unsetenv("RETRO_BLAS_THREADS_FROM");
 }
 
 std::string blas_core_note() {

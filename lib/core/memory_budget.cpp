@@ -1,6 +1,10 @@
 // Implementation of memory_budget.h.
 #include "core/memory_budget.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +15,9 @@
 #include <string>
 #include <utility>
 
+#include "core/blas_core.h"
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace retro {
 namespace {
@@ -60,8 +66,28 @@ namespace {
 std::int64_t memory_limit_from_env(const char* env) { return byte_size_parse("RETRO_MEMORY_LIMIT", env, "memory size"); }
 }  // namespace
 
+namespace {
+// OpenBLAS maps a buffer (kBlasThreadBufferBytes) for each thread that runs a GEMM, on its first one, and retries a
+// refused mmap for ever: under a `ulimit -v` too small for them every tool spun at 100 % CPU. Its own threads mapped
+// theirs as they started (in the address space used already: reexec_for_address_limit sized their number); each of
+// ours maps one on its first GEMM (one GEMM a thread in parallel loops).
+std::int64_t address_space_used() {
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t pages = 0;
+    statm >> pages;
+    return pages * ::sysconf(_SC_PAGESIZE);
+}
+}  // namespace
+
+std::int64_t address_space_headroom() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return std::numeric_limits<std::int64_t>::max();
+    const std::int64_t blas = kBlasThreadBufferBytes * thread_count();
+    return std::max<std::int64_t>(0, static_cast<std::int64_t>(rl.rlim_cur) - address_space_used() - blas);
+}
+
 std::int64_t memory_available_bytes() {
-    std::int64_t avail = meminfo_available();
+    std::int64_t avail = std::min(meminfo_available(), address_space_headroom());
     const std::int64_t limit = read_number("/sys/fs/cgroup/memory.max");   // cgroup v2
     if (limit > 0) {
         const std::int64_t used = std::max<std::int64_t>(0, read_number("/sys/fs/cgroup/memory.current"));
@@ -85,10 +111,14 @@ void memory_require(const std::string& option, double bytes, const std::string& 
     if (bytes <= static_cast<double>(avail)) return;
     const char* env = std::getenv("RETRO_MEMORY_LIMIT");   // (the cap named where it is what refuses)
     const bool capped = env && *env && memory_limit_from_env(env) == avail;
+    const bool ulimit = !capped && address_space_headroom() == avail;
     user_error_in(option, what + " needs about " + memory_format_bytes(bytes) + ", more than the " +
                               memory_format_bytes(static_cast<double>(avail)) + " of memory available" +
-                              (capped ? " (RETRO_MEMORY_LIMIT)" : ""),
-                  fix);
+                              (capped ? " (RETRO_MEMORY_LIMIT)"
+                               : ulimit ? " (what the address-space limit, ulimit -v, leaves beside OpenBLAS's buffers "
+                                          "of 130 MiB a thread)"
+                                        : ""),
+                  ulimit ? fix + "; or raise ulimit -v, or use fewer --threads" : fix);
 }
 
 }  // namespace retro
