@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/shell_quote.h"
+#include "core/heap.h"
 #include "core/memory_budget.h"
 #include "core/std_streams.h"
 #include "core/terminal_text.h"
@@ -669,6 +670,7 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
     std_streams_guard();   // a closed stdin, stdout or stderr filled with /dev/null before any file takes its number
     reexec_for_blas_core(argv);   // OpenBLAS's generic kernels on a CPU it does not know: run again with better ones
     reexec_for_address_limit(argv);   // OpenBLAS's threads' buffers past a `ulimit -v`: run again with fewer threads
+    if (address_space_limit() != std::numeric_limits<std::int64_t>::max()) heap_limit_arenas(kLimitedArenas);
     // a write past a file size limit (`ulimit -f`) fails with EFBIG, "File too large", and ends in the line a full disk
     // gets (what the run keeps, how to go on): SIGXFSZ's default killed the tool without a word, exit 153 (a helper's
     // docs check, session 60)
@@ -689,7 +691,7 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
         rc = EXIT_USER;
     }
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
-    if (g_out_of_memory && address_space_headroom() != std::numeric_limits<std::int64_t>::max()) {
+    if (g_out_of_memory && address_space_limit() != std::numeric_limits<std::int64_t>::max()) {
         std::fflush(nullptr);
         ::_exit(rc);   // (the output folder's own cleanup ran as the exception left the work)
     }

@@ -2,7 +2,6 @@
 #include "core/blas_core.h"
 
 #include <cblas.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,8 +11,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <string_view>
+
+#include "core/memory_budget.h"
 
 namespace retro {
 
@@ -125,13 +127,13 @@ int blas_threads_for_address_limit(std::int64_t limit_bytes, int threads) {
 }
 
 void reexec_for_address_limit(char** argv) {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    const std::int64_t limit = address_space_limit();
+    if (limit == std::numeric_limits<std::int64_t>::max()) return;
     // a count the user chose (OpenBLAS reads these three, in this order), or one this set already
     for (const char* chosen : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "RETRO_BLAS_THREADS_FROM"})
         if (const char* v = std::getenv(chosen); v && *v) return;
     const int started = openblas_get_num_threads();
-    const int fits = blas_threads_for_address_limit(static_cast<std::int64_t>(rl.rlim_cur), started);
+    const int fits = blas_threads_for_address_limit(limit, started);
     if (fits >= started) return;
     const std::string self = self_program(argv);
     if (self.empty()) return;

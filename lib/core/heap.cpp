@@ -15,4 +15,12 @@ void heap_keep_freed_memory() {
 #endif
 }
 
+void heap_limit_arenas(int arenas) {
+#if defined(__GLIBC__)
+    mallopt(M_ARENA_MAX, arenas);
+#else
+    (void)arenas;
+#endif
+}
+
 }  // namespace retro

@@ -8,5 +8,8 @@
 namespace retro {
 
 void heap_keep_freed_memory();
+// At most `arenas` malloc arenas (each reserves 64 MiB of address space, and glibc makes up to 8 a core): called under
+// an address-space limit (`ulimit -v`), where those reservations counted against it. No-op off glibc.
+void heap_limit_arenas(int arenas);
 
 }  // namespace retro

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -67,27 +68,17 @@ std::int64_t memory_limit_from_env(const char* env) { return byte_size_parse("RE
 }  // namespace
 
 namespace {
-// OpenBLAS maps a buffer (kBlasThreadBufferBytes) for each thread that runs a GEMM, on its first one, and retries a
-// refused mmap for ever: under a `ulimit -v` too small for them every tool spun at 100 % CPU. Its own threads mapped
-// theirs as they started (in the address space used already: reexec_for_address_limit sized their number); each of
-// ours maps one on its first GEMM (one GEMM a thread in parallel loops).
-std::int64_t address_space_used() {
+// /proc/self/statm's pages: the whole address space (RLIMIT_AS's measure) and data + stack (RLIMIT_DATA's, roughly).
+std::pair<std::int64_t, std::int64_t> address_space_used() {
     std::ifstream statm("/proc/self/statm");
-    std::int64_t pages = 0;
-    statm >> pages;
-    return pages * ::sysconf(_SC_PAGESIZE);
-}
-}  // namespace
-
-std::int64_t address_space_headroom() {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return std::numeric_limits<std::int64_t>::max();
-    const std::int64_t blas = kBlasThreadBufferBytes * thread_count();
-    return std::max<std::int64_t>(0, static_cast<std::int64_t>(rl.rlim_cur) - address_space_used() - blas);
+    std::int64_t size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;
+    statm >> size >> resident >> shared >> text >> lib >> data;
+    const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+    return {size * page, data * page};
 }
 
-std::int64_t memory_available_bytes() {
-    std::int64_t avail = std::min(meminfo_available(), address_space_headroom());
+std::int64_t memory_available_given(std::int64_t headroom) {
+    std::int64_t avail = std::min(meminfo_available(), headroom);
     const std::int64_t limit = read_number("/sys/fs/cgroup/memory.max");   // cgroup v2
     if (limit > 0) {
         const std::int64_t used = std::max<std::int64_t>(0, read_number("/sys/fs/cgroup/memory.current"));
@@ -96,6 +87,45 @@ std::int64_t memory_available_bytes() {
     if (const char* env = std::getenv("RETRO_MEMORY_LIMIT"); env && *env) avail = std::min(avail, memory_limit_from_env(env));
     return avail;
 }
+}  // namespace
+
+std::int64_t address_space_limit() {
+    std::int64_t limit = std::numeric_limits<std::int64_t>::max();
+    for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {   // (RLIMIT_DATA counts private mappings since Linux 4.7)
+        rlimit rl{};
+        if (::getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur < static_cast<rlim_t>(std::numeric_limits<std::int64_t>::max()))
+            limit = std::min(limit, static_cast<std::int64_t>(rl.rlim_cur));
+    }
+    return limit;
+}
+
+std::int64_t address_space_headroom() {
+    rlimit as{}, data{};
+    const bool as_set = ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+    const bool data_set = ::getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY;
+    if (!as_set && !data_set) return std::numeric_limits<std::int64_t>::max();
+    // OpenBLAS maps a buffer (kBlasThreadBufferBytes) for each thread that runs a GEMM, on its first one, and retries
+    // a refused mmap for ever: under a `ulimit -v` too small for them every tool spun at 100 % CPU. Its own threads map
+    // theirs as they start (reexec_for_address_limit sized their number); each of ours maps one on its first GEMM, and
+    // has a stack (RLIMIT_STACK, 8 MiB by default); a malloc arena besides the main one reserves 64 MiB
+    // (heap_limit_arenas keeps them to two in all under a limit)
+    rlimit stack{};
+    const std::int64_t stack_bytes = ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
+                                         ? static_cast<std::int64_t>(stack.rlim_cur)
+                                         : std::int64_t(8) << 20;
+    const std::int64_t per_thread = kBlasThreadBufferBytes + stack_bytes;
+    const std::int64_t reserve = per_thread * thread_count() + (kLimitedArenas - 1) * (std::int64_t(64) << 20);   // (the
+    // main arena is the heap's, counted as it grows)
+    const auto [size, data_used] = address_space_used();
+    std::int64_t headroom = std::numeric_limits<std::int64_t>::max();
+    if (as_set) headroom = std::min(headroom, static_cast<std::int64_t>(std::min<rlim_t>(as.rlim_cur, INT64_MAX)) - size - reserve);
+    if (data_set)
+        headroom = std::min(headroom, static_cast<std::int64_t>(std::min<rlim_t>(data.rlim_cur, INT64_MAX)) - data_used - reserve);
+    return std::max<std::int64_t>(0, headroom);
+}
+
+std::int64_t memory_available_bytes() { return memory_available_given(address_space_headroom()); }
 
 std::string memory_format_bytes(double bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -107,18 +137,19 @@ std::string memory_format_bytes(double bytes) {
 }
 
 void memory_require(const std::string& option, double bytes, const std::string& what, const std::string& fix) {
-    const std::int64_t avail = memory_available_bytes();
+    const std::int64_t headroom = address_space_headroom();   // (once: the message names what limited it)
+    const std::int64_t avail = memory_available_given(headroom);
     if (bytes <= static_cast<double>(avail)) return;
     const char* env = std::getenv("RETRO_MEMORY_LIMIT");   // (the cap named where it is what refuses)
     const bool capped = env && *env && memory_limit_from_env(env) == avail;
-    const bool ulimit = !capped && address_space_headroom() == avail;
+    const bool ulimit = !capped && headroom == avail;
     user_error_in(option, what + " needs about " + memory_format_bytes(bytes) + ", more than the " +
                               memory_format_bytes(static_cast<double>(avail)) + " of memory available" +
                               (capped ? " (RETRO_MEMORY_LIMIT)"
-                               : ulimit ? " (what the address-space limit, ulimit -v, leaves beside OpenBLAS's buffers "
-                                          "of 130 MiB a thread)"
+                               : ulimit ? " (what the address-space limit, ulimit -v or -d, leaves beside each thread's "
+                                          "stack and OpenBLAS buffer of 130 MiB)"
                                         : ""),
-                  ulimit ? fix + "; or raise ulimit -v, or use fewer --threads" : fix);
+                  ulimit ? fix + "; or raise the ulimit, or use fewer --threads" : fix);
 }
 
 }  // namespace retro

@@ -11,10 +11,16 @@
 namespace retro {
 
 std::int64_t memory_available_bytes();
-// What RLIMIT_AS (`ulimit -v`) leaves of the address space, less the OpenBLAS buffer each of our threads maps on its
-// first GEMM (core/blas_core.h: 130 MiB; OpenBLAS retries a refused one for ever); the largest int64 where unlimited.
+// What RLIMIT_AS (`ulimit -v`) and RLIMIT_DATA (`ulimit -d`) leave of the address space, less what each of our
+// threads maps beside the tool's data (its stack; the OpenBLAS buffer it maps on its first GEMM, core/blas_core.h: 130
+// MiB, which OpenBLAS retries for ever when refused) and two malloc arenas; the largest int64 where unlimited.
 // memory_available_bytes takes it into account.
 std::int64_t address_space_headroom();
+// The smaller of RLIMIT_AS and RLIMIT_DATA in bytes, the largest int64 where neither is set.
+std::int64_t address_space_limit();
+// The malloc arenas a process under such a limit keeps to (heap_limit_arenas), the main one among them: each other
+// one reserves 64 MiB of address space.
+constexpr std::int64_t kLimitedArenas = 2;
 
 // A size in bytes as RETRO_MEMORY_LIMIT takes it (8000000000, 8e9, 8G, 512MiB: K/M/G/T powers of 1024); anything
 // else a UserError naming `variable` ("'8X' is not a KIND").

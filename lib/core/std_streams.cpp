@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,7 +54,10 @@ void std_output_required(const char* what) {
 void std_streams_env_clear() { ::unsetenv(kClosedEnv); }
 
 std::string stdout_write_failed(int err) {
-    if (err == 0) {   // a pipe whose reader has gone polls as an error (Linux's pipe_poll: POLLERR without readers)
+    struct stat st {};
+    if (err == 0 && ::fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        // a pipe whose reader has gone polls as an error (Linux's pipe_poll: POLLERR without readers); not a
+        // terminal's or a socket's POLLERR, whose write failed otherwise
         pollfd p{STDOUT_FILENO, POLLOUT, 0};
         if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) err = EPIPE;
     }

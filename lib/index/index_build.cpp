@@ -257,7 +257,9 @@ void output_folder_prepare_check(const std::string& tool, const std::string& out
     fs::path nearest = fs::absolute(out).lexically_normal();
     while (!fs::exists(nearest, ec) && nearest.has_parent_path() && nearest != nearest.parent_path())
         nearest = nearest.parent_path();
-    if (fs::is_directory(nearest, ec)) folder_writable_check(out, nearest);
+    // (not for a finished folder's --resume, which writes nothing: an index on read-only storage says it is complete)
+    if (fs::is_directory(nearest, ec) && !(resume && !force && fs::exists(fs::path(out) / "manifest.json", ec)))
+        folder_writable_check(out, nearest);
     // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
     // leftovers for a resumable run's parts
     if (const FolderOwner owner = folder_owner(out); resume && resumable && owner.tool == tool && !owner.finished &&

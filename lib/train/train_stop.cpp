@@ -78,7 +78,8 @@ extern "C" void on_stop_signal_info(int sig, siginfo_t* info, void*) {
         }
         // a stop is asked for already: a repeat of that request (or one racing its handler on another thread) waits
         // for the step under way too; a second request stops at once
-        if (!g_stop_sender_set.load(std::memory_order_acquire) || stop_signal_repeats_request(g_stop_sender, sender))
+        if (!g_stop_sender_set.load(std::memory_order_acquire) ||
+            stop_signal_repeats_request(g_stop_sender, sender, static_cast<long long>(::getppid())))
             return;
     }
     ssize_t w = ::write(2, g_stop_head, std::strlen(g_stop_head));
@@ -117,11 +118,15 @@ void train_stop_after_step(bool on) { g_stop_after_step = on ? 1 : 0; }
 
 int train_stop_requested() { return g_stop_signal.load(std::memory_order_acquire); }
 
-bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again) {
+bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again, long long parent_pid) {
     constexpr long long kRepeatWindowNs = 250000000LL;   // timeout's two kill(2) calls come microseconds apart; a
     // person's second `kill` from one shell comes later (a helper's, 0.5 s after the first, was taken for a repeat at 1 s)
-    return again.signal == first.signal && first.code == SI_USER && again.code == SI_USER && first.pid != 0 &&
-           again.pid == first.pid && again.at_ns >= first.at_ns && again.at_ns - first.at_ns < kRepeatWindowNs;
+    if (again.signal != first.signal || again.code != SI_USER || again.pid == 0 || again.at_ns < first.at_ns ||
+        again.at_ns - first.at_ns >= kRepeatWindowNs)
+        return false;
+    // the first's own sender again, or the parent passing on a signal it got too (Ctrl-C on `timeout 3h retro-train`
+    // reaches both from the terminal, and timeout sends it on; `kill %1` reaches both from the shell)
+    return (first.code == SI_USER && again.pid == first.pid) || again.pid == parent_pid;
 }
 
 }  // namespace retro

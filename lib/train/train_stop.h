@@ -32,8 +32,9 @@ struct StopSignalSender {
     long long pid = 0;          // si_pid: the sending process (0 from the kernel)
     long long at_ns = 0;        // when it was handled, CLOCK_MONOTONIC
 };
-// Whether `again` repeats `first`'s request: the same signal sent by kill(2) from the same process within 250 ms.
+// Whether `again` repeats `first`'s request: the same signal, within 250 ms, sent by kill(2) from the process that
+// sent the first, or from the parent (`parent_pid`: timeout passing on a Ctrl-C that reached both from the terminal).
 // A second Ctrl-C (from the terminal: no sending process) or a second kill from another process asks to stop at once.
-bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again);
+bool stop_signal_repeats_request(const StopSignalSender& first, const StopSignalSender& again, long long parent_pid);
 
 }  // namespace retro
