@@ -9,15 +9,14 @@
 
 #include "core/log.h"
 #include "core/memory_budget.h"
+#include "core/output_folder.h"
 
 namespace fs = std::filesystem;
 
 namespace retro {
 
 std::int64_t disk_free_bytes(const std::string& path) {
-    std::error_code ec;
-    fs::path p = fs::absolute(path, ec);
-    while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+    const fs::path p = path_nearest_existing(path);
     struct statvfs st {};
     std::int64_t free = -1;
     if (!p.empty() && ::statvfs(p.c_str(), &st) == 0)

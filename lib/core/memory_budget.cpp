@@ -87,41 +87,39 @@ std::int64_t memory_available_given(std::int64_t headroom) {
     if (const char* env = std::getenv("RETRO_MEMORY_LIMIT"); env && *env) avail = std::min(avail, memory_limit_from_env(env));
     return avail;
 }
+
+// A resource limit's soft value in bytes, the largest int64 where it is unlimited.
+std::int64_t rlimit_bytes(int resource) {
+    rlimit rl{};
+    if (::getrlimit(resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur >= static_cast<rlim_t>(std::numeric_limits<std::int64_t>::max()))
+        return std::numeric_limits<std::int64_t>::max();
+    return static_cast<std::int64_t>(rl.rlim_cur);
+}
 }  // namespace
 
-std::int64_t address_space_limit() {
-    std::int64_t limit = std::numeric_limits<std::int64_t>::max();
-    for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {   // (RLIMIT_DATA counts private mappings since Linux 4.7)
-        rlimit rl{};
-        if (::getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-            rl.rlim_cur < static_cast<rlim_t>(std::numeric_limits<std::int64_t>::max()))
-            limit = std::min(limit, static_cast<std::int64_t>(rl.rlim_cur));
-    }
-    return limit;
+std::int64_t address_space_limit() {   // (RLIMIT_DATA counts private mappings since Linux 4.7)
+    return std::min(rlimit_bytes(RLIMIT_AS), rlimit_bytes(RLIMIT_DATA));
 }
 
 std::int64_t address_space_headroom() {
-    rlimit as{}, data{};
-    const bool as_set = ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
-    const bool data_set = ::getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY;
-    if (!as_set && !data_set) return std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t kUnlimited = std::numeric_limits<std::int64_t>::max();
+    const std::int64_t as = rlimit_bytes(RLIMIT_AS), data = rlimit_bytes(RLIMIT_DATA);
+    if (as == kUnlimited && data == kUnlimited) return kUnlimited;
     // OpenBLAS maps a buffer (kBlasThreadBufferBytes) for each thread that runs a GEMM, on its first one, and retries
     // a refused mmap for ever: under a `ulimit -v` too small for them every tool spun at 100 % CPU. Its own threads map
     // theirs as they start (reexec_for_address_limit sized their number); each of ours maps one on its first GEMM, and
     // has a stack (RLIMIT_STACK, 8 MiB by default); a malloc arena besides the main one reserves 64 MiB
     // (heap_limit_arenas keeps them to two in all under a limit)
-    rlimit stack{};
-    const std::int64_t stack_bytes = ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
-                                         ? static_cast<std::int64_t>(stack.rlim_cur)
-                                         : std::int64_t(8) << 20;
+    const std::int64_t stack_limit = rlimit_bytes(RLIMIT_STACK);
+    const std::int64_t stack_bytes = stack_limit == kUnlimited ? std::int64_t(8) << 20 : stack_limit;
     const std::int64_t per_thread = kBlasThreadBufferBytes + stack_bytes;
     const std::int64_t reserve = per_thread * thread_count() + (kLimitedArenas - 1) * (std::int64_t(64) << 20);   // (the
     // main arena is the heap's, counted as it grows)
     const auto [size, data_used] = address_space_used();
-    std::int64_t headroom = std::numeric_limits<std::int64_t>::max();
-    if (as_set) headroom = std::min(headroom, static_cast<std::int64_t>(std::min<rlim_t>(as.rlim_cur, INT64_MAX)) - size - reserve);
-    if (data_set)
-        headroom = std::min(headroom, static_cast<std::int64_t>(std::min<rlim_t>(data.rlim_cur, INT64_MAX)) - data_used - reserve);
+    std::int64_t headroom = kUnlimited;
+    if (as != kUnlimited) headroom = std::min(headroom, as - size - reserve);
+    if (data != kUnlimited) headroom = std::min(headroom, data - data_used - reserve);
     return std::max<std::int64_t>(0, headroom);
 }
 

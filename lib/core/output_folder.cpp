@@ -155,6 +155,13 @@ fs::path path_resolved(const std::string& p) {
     return r;
 }
 
+fs::path path_nearest_existing(const std::string& p) {
+    std::error_code ec;
+    fs::path r = fs::absolute(p, ec);
+    while (!r.empty() && !fs::exists(r, ec) && r != r.parent_path()) r = r.parent_path();
+    return fs::exists(r, ec) ? r : fs::path();
+}
+
 bool path_inside(const fs::path& inner, const fs::path& outer) {
     auto o = outer.begin(), i = inner.begin();
     for (; o != outer.end(); ++o, ++i) {

@@ -16,6 +16,9 @@ namespace retro {
 // The path with symlinks and ".." resolved as far as it exists (weakly_canonical), so that "db", "./db/" and a
 // link to it compare equal. An empty path stays empty.
 std::filesystem::path path_resolved(const std::string& p);
+// `p` made absolute where it exists, else the nearest folder above it that does; "" where none does (disk_free_bytes's
+// filesystem, the place an --out not made yet would be made in).
+std::filesystem::path path_nearest_existing(const std::string& p);
 // True when `inner` is `outer` or lies below it (both resolved).
 bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer);
 

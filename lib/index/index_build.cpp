@@ -254,11 +254,9 @@ void output_folder_prepare_check(const std::string& tool, const std::string& out
     // leave, and a place no file can be made in (a read-only parent) came after that pass, beside its progress line
     // (a helper's walk, session 60)
     if (force && non_empty) output_folder_clear(out, tool, /*check_only=*/true);
-    fs::path nearest = fs::absolute(out).lexically_normal();
-    while (!fs::exists(nearest, ec) && nearest.has_parent_path() && nearest != nearest.parent_path())
-        nearest = nearest.parent_path();
     // (not for a finished folder's --resume, which writes nothing: an index on read-only storage says it is complete)
-    if (fs::is_directory(nearest, ec) && !(resume && !force && fs::exists(fs::path(out) / "manifest.json", ec)))
+    if (const fs::path nearest = path_nearest_existing(out);
+        fs::is_directory(nearest, ec) && !(resume && !force && fs::exists(fs::path(out) / "manifest.json", ec)))
         folder_writable_check(out, nearest);
     // a run whose folder cannot be resumed (a merge, a --kind bm25 build) left by Ctrl-C: --resume would take its
     // leftovers for a resumable run's parts
