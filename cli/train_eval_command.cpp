@@ -15,7 +15,15 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     auto* ev = app.add_subcommand(
         "eval", "RETRO's evaluation of a run: loss, perplexity and bits per byte with retrieval, without, with "
                 "shuffled neighbours (and a baseline run), over all chunks and filtered by overlap r <= alpha");
-    ev->add_option("run,--run", e.run, "Run folder (config.json, model.safetensors); given as --run or as the first word, as retro-generate takes it")->required();
+    // The run folder as the first word (as retro-generate takes it) or as --run: two options on one string, so that
+    // --help lists each once; exactly one of them is needed (checked once parsing is done).
+    auto* run_word = ev->add_option("run", e.run, "Run folder (config.json, model.safetensors), required: the first word or --run");
+    auto* run_flag = ev->add_option("--run", e.run, "The run folder, where it is not the first word");
+    ev->parse_complete_callback([&e, run_word, run_flag] {
+        if (run_word->count() > 0 && run_flag->count() > 0)
+            throw CLI::ValidationError("the run folder is given twice (as the first word and as --run): give it once");
+        if (e.run.empty()) throw CLI::RequiredError("the run folder (the first word, or --run)");
+    });
     ev->add_option("--weights,--checkpoint", e.weights,
                    "Weights to use instead of RUN/model.safetensors (a .safetensors file, a checkpoint folder, or a "
                    "RETRO-pytorch state_dict saved with torch.save)");

@@ -38,6 +38,15 @@ TEST_CASE("options: eval's run as its first word, --batch and --checkpoint give 
     // the run given both ways is refused, not one of them dropped
     const test::RunResult twice = test::run_tool("retro-train", "eval " + p.run.string() + " --run " + p.run.string() + data);
     CHECK(twice.exit_code == 2);
+    CHECK(twice.err.find("given twice") != std::string::npos);
+    const test::RunResult none = test::run_tool("retro-train", "eval" + data);
+    CHECK(none.exit_code == 2);
+    CHECK(none.err.find("the run folder (the first word, or --run) is required") != std::string::npos);
+    // --help lists the run once a way, neither as REQUIRED next to the other (one of the two is)
+    const std::string help = output_of("retro-train", "eval --help");
+    CHECK(help.find("REQUIRED         Run folder") == std::string::npos);
+    CHECK(help.find("--run TEXT REQUIRED") == std::string::npos);
+    CHECK(help.find("required: the first word or --run") != std::string::npos);
 
     // retro-generate: --weights for --checkpoint
     const std::string gen = " --index " + p.index.string() + " --db " + p.db.string() + " --greedy --max-tokens 6 --threads 1 --quiet hello";
