@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/tool_names.h"
 #include "core/utf8_sequence.h"
 #include "retrokit/version.h"
 #include "tool_main.h"
@@ -95,12 +96,6 @@ std::string option_text(const CLI::Option& opt) {
     return roff(text);
 }
 
-bool visible(const CLI::Option& opt) { return !opt.get_group().empty(); }
-
-std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
-    return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
-}
-
 // "tool sub [OPTIONS] positional..." for the synopsis.
 std::string usage(const CLI::App& app, const std::string& command) {
     std::string line = "\\fB" + roff(command) + "\\fR [\\fIOPTIONS\\fR]";
@@ -109,19 +104,19 @@ std::string usage(const CLI::App& app, const std::string& command) {
         std::string word = "\\fI" + roff(opt->get_name(true)) + "\\fR" + (opt->get_items_expected_max() > 1 ? "..." : "");
         line += opt->get_required() ? " " + word : " [" + word + "]";
     }
-    if (!visible_subcommands(app).empty()) line += " [\\fICOMMAND\\fR]";
+    if (!shown_subcommands(app).empty()) line += " [\\fICOMMAND\\fR]";
     return line;
 }
 
 void options_section(std::ostream& s, const CLI::App& app, bool positionals) {
     for (const CLI::Option* opt : app.get_options()) {
-        if (!visible(*opt) || opt->get_positional() != positionals) continue;
+        if (!shown_in_help(*opt) || opt->get_positional() != positionals) continue;
         s << ".TP\n" << option_term(*opt) << "\n" << option_text(*opt) << "\n";
     }
 }
 
 void commands(std::ostream& s, const CLI::App& app, const std::string& path, const CLI::App& tool) {
-    for (const CLI::App* sub : visible_subcommands(app)) {
+    for (const CLI::App* sub : shown_subcommands(app)) {
         const std::string command = path + " " + sub->get_name();
         s << ".SS \"" << roff(command) << "\"\n" << paragraphs(sub->get_description()) << ".PP\n" << usage(*sub, command) << "\n";
         options_section(s, *sub, true);
@@ -140,9 +135,6 @@ std::string upper(std::string s) {
     return s;
 }
 
-const char* const kTools[] = {"retro-tokenizer", "retro-chunk", "retro-index", "retro-knn",
-                              "retro-train",     "retro-generate", "retro-bench"};
-
 }  // namespace
 
 std::string man_page(const CLI::App& app, const std::string& tool) {
@@ -151,14 +143,14 @@ std::string man_page(const CLI::App& app, const std::string& tool) {
       << ".TH \"" << upper(tool) << "\" 1 \"\" \"RetroKit " << RETROKIT_VERSION << "\" \"RetroKit manual\"\n"
       << ".SH NAME\n" << tool << " \\- " << roff(summary(app.get_description())) << "\n"
       << ".SH SYNOPSIS\n" << usage(app, tool) << "\n";
-    for (const CLI::App* sub : visible_subcommands(app)) s << ".br\n" << usage(*sub, tool + " " + sub->get_name()) << "\n";
+    for (const CLI::App* sub : shown_subcommands(app)) s << ".br\n" << usage(*sub, tool + " " + sub->get_name()) << "\n";
     s << ".SH DESCRIPTION\n" << paragraphs(app.get_description());
     std::ostringstream positionals;
     options_section(positionals, app, true);
     if (!positionals.str().empty()) s << ".SH ARGUMENTS\n" << positionals.str();
     s << ".SH OPTIONS\n";
     options_section(s, app, false);
-    if (!visible_subcommands(app).empty()) {
+    if (!shown_subcommands(app).empty()) {
         s << ".SH COMMANDS\n";
         commands(s, app, tool, app);
     }
@@ -182,7 +174,7 @@ std::string man_page(const CLI::App& app, const std::string& tool) {
          "project's docs/tools.md.\n"
       << ".SH SEE ALSO\n";
     std::string others;
-    for (const char* other : kTools)
+    for (const char* other : kRetroTools)
         if (tool != other) others += (others.empty() ? "" : ",\n") + ("\\fB" + roff(other) + "\\fR(1)");
     s << others << "\n.PP\n\\fI" << roff(tool) << " \\-\\-help\\fR, and the project's docs/tools.md.\n";
     return s.str();

@@ -45,7 +45,7 @@ std::vector<std::string> spellings(const CLI::Option& opt) {
     return names;
 }
 
-bool visible(const CLI::Option& opt) { return opt.nonpositional() && !opt.get_group().empty(); }
+bool visible(const CLI::Option& opt) { return opt.nonpositional() && shown_in_help(opt); }
 
 struct Level {
     std::string path;                      // subcommand names from the tool down, space-joined ("" for the tool)
@@ -74,7 +74,7 @@ void collect(const CLI::App& app, const std::string& path, const CLI::App* tool,
             if (visible(*opt) && passes_to_subcommands(*opt) &&
                 app.get_option_no_throw("--" + opt->get_lnames().front()) == nullptr)
                 add(*opt);
-    const std::vector<const CLI::App*> subs = app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
+    const std::vector<const CLI::App*> subs = shown_subcommands(app);
     for (const CLI::App* sub : subs) level.subcommands.push_back(sub->get_name());
     levels.push_back(level);
     for (const CLI::App* sub : subs)

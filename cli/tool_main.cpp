@@ -194,7 +194,7 @@ std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& comm
     std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
     std::vector<std::pair<std::size_t, std::string>> near;
     const auto consider = [&](const CLI::Option* opt) {
-        if (opt->get_group().empty()) return;   // hidden
+        if (!shown_in_help(*opt)) return;
         for (const std::string& spelt : opt->get_lnames()) {
             std::string name = spelt;   // (case-folded on both sides: `--t` is retro-bench retention's --T)
             std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -264,7 +264,7 @@ void refuse_parent_options(const CLI::App& app) {
     const CLI::App& sub = *given.front();
     const std::string tool = app.get_name(), sub_line = tool + " " + sub.get_name();
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->count() == 0 || opt->get_group().empty()) continue;
+        if (opt->count() == 0 || !shown_in_help(*opt)) continue;
         if (opt->get_positional()) {   // a word the subcommand's own positionals did not take
             user_error_in(sub_line, cat("takes no argument '", opt->results().front(), "' there"),
                           "quote a text with spaces, or see " + sub_line + " --help");
@@ -615,6 +615,12 @@ bool passes_to_subcommands(const CLI::Option& tool_option) {
     if (tool_option.get_lnames().empty()) return false;
     const std::string& name = tool_option.get_lnames().front();
     return name == "quiet" || name == "verbose" || name == "threads";
+}
+
+bool shown_in_help(const CLI::Option& option) { return !option.get_group().empty(); }
+
+std::vector<const CLI::App*> shown_subcommands(const CLI::App& app) {
+    return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
 }
 
 CLI::Validator non_negative_integer() { return decimal_integer(false); }

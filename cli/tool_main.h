@@ -3,7 +3,7 @@
 // declares flags and returns the action to run after parsing. The CLI layer (cli/, a static library that only
 // tools/ and tests link): libretrokit itself knows no CLI11.
 // provides: ToolAction, ToolSetup, tool_main, add_no_verify_flag, non_negative_integer, model_config_option,
-//           comma_list_of, passes_to_subcommands
+//           comma_list_of, passes_to_subcommands, shown_in_help, shown_subcommands
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -41,6 +41,11 @@ CLI::Option* comma_list_of(CLI::Option* option, const std::vector<std::string>& 
 // The tool's options a subcommand takes too, before or after its name: --quiet, --verbose, --threads (the app's
 // fallthrough; usage errors, "did you mean" and the shell completion count them as the subcommand's).
 bool passes_to_subcommands(const CLI::Option& tool_option);
+
+// What --help, the manual page, the shell completion and "did you mean" offer: an option or subcommand with a group
+// (CLI11 hides one whose group is ""; the deprecated spellings and the test-only options are hidden so).
+bool shown_in_help(const CLI::Option& option);
+std::vector<const CLI::App*> shown_subcommands(const CLI::App& app);
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/manifest.h"
+#include "core/tool_names.h"
 #include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
@@ -25,8 +26,8 @@ ChunkDb::ChunkDb(const std::string& dir, bool shard_ok) : dir_(dir) {
     // a folder another RetroKit tool finished is not a database, whatever .npy files it also holds (test fixtures
     // write their own tool names, which pass)
     const std::string tool = manifest_.value("tool", "");
-    for (const char* other : {"retro-tokenizer", "retro-index", "retro-knn", "retro-train", "retro-generate", "retro-bench"})
-        if (tool == other)
+    for (const char* other : kRetroTools)
+        if (tool == other && tool != "retro-chunk")
             user_error_in((fs::path(dir) / "manifest.json").string(), "was written by " + tool + ", not retro-chunk",
                           "pass a database folder made by retro-chunk");
     auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
