@@ -183,6 +183,36 @@ TEST_CASE("core: manifest_read of an interrupted run's folder names the tool and
     CHECK_THROWS_WITH_AS(manifest_read((tmp / "file").string()), doctest::Contains("file: is a file, not a folder"), UserError);
 }
 
+TEST_CASE("core: manifest_read of a folder or manifest this user may not read names it and the permission") {
+    // (it said "DB/progress.json: status: Permission denied", of a file the folder does not hold)
+    test::TempDir tmp("manifest-perms");
+    fs::permissions(tmp.path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    fs::create_directories(tmp / "closed");
+    fs::create_directories(tmp / "open");
+    test::write_text(tmp / "open" / "manifest.json", R"({"outputs": []})");
+    fs::permissions(tmp / "closed", fs::perms::none);
+    fs::permissions(tmp / "open", fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(tmp / "open" / "manifest.json", fs::perms::owner_read);
+    const auto refusal_holds = [](const fs::path& dir, const std::string& expected) {
+        try {
+            manifest_read(dir.string());
+        } catch (const UserError& e) {
+            return std::string(e.what()).find(expected) != std::string::npos ? 0 : 4;
+        }
+        return 5;   // read without a word
+    };
+    const int closed = test::exit_code_as_nobody(tmp.path, [&] {
+        return refusal_holds(tmp / "closed", (tmp / "closed").string() + ": cannot be read: Permission denied");
+    });
+    const int unreadable = test::exit_code_as_nobody(tmp.path, [&] {
+        return refusal_holds(tmp / "open", (tmp / "open" / "manifest.json").string() + ": cannot be read: Permission denied");
+    });
+    fs::permissions(tmp / "closed", fs::perms::owner_all);
+    if (closed < 0 || unreadable < 0) RETRO_SKIP("cannot become nobody, or nobody cannot reach the temporary folder");
+    CHECK(closed == 0);       // 4: another message; 5: no refusal
+    CHECK(unreadable == 0);
+}
+
 TEST_CASE("core: manifest records inputs and outputs - and verification catches a change") {
     test::TempDir tmp("manifest");
     std::string dir = tmp.path.string();

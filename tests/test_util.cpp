@@ -14,6 +14,25 @@ namespace fs = std::filesystem;
 
 namespace retro::test {
 
+int exit_code_as_nobody(const fs::path& must_reach, const std::function<int()>& child) {
+    constexpr int kCannot = 124;
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)) ::_exit(kCannot);
+        if (::access(must_reach.c_str(), X_OK) != 0) ::_exit(kCannot);
+        try {
+            ::_exit(child());
+        } catch (...) {
+            ::_exit(125);
+        }
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status) == kCannot ? -1 : WEXITSTATUS(status);
+}
+
 TempDir::TempDir(const std::string& tag) {
     std::random_device rd;
     path = fs::temp_directory_path() / ("retrokit-" + tag + "-" + std::to_string(getpid()) + "-" +

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -55,6 +56,10 @@ private:
     std::string name_;
     std::optional<std::string> before_;
 };
+// Runs `child` in a forked process as the user nobody (root reads every file, so permission checks need another user)
+// and returns the exit code it returns; -1 where the child cannot become nobody or nobody cannot reach `must_reach`
+// (a private TMPDIR): the caller then skips. An exception out of `child` exits 125.
+int exit_code_as_nobody(const std::filesystem::path& must_reach, const std::function<int()>& child);
 // n standard normal floats from rng (the host-emulator kernel tests' inputs).
 inline std::vector<float> normal_floats(std::size_t n, std::mt19937& rng) {
     std::normal_distribution<float> d(0.0f, 1.0f);

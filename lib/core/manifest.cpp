@@ -2,10 +2,13 @@
 #include "core/manifest.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -189,12 +192,20 @@ nlohmann::json manifest_read(const std::string& dir) {
         // (fs::exists is false on an error too: a link loop, a path past PATH_MAX, a folder that may not be searched)
         if (!fs::exists(dir, ec)) user_error_in(dir, ec ? ec.message() : "no such folder");
         if (!fs::is_directory(dir, ec)) user_error_in(dir, "is a file, not a folder", "give the folder a RetroKit tool wrote");
+        // a folder this user may not search or read (mode 000, another user's): said of the folder or the manifest,
+        // not of the first file the checks below happen to stat
+        if (::access(dir.c_str(), R_OK | X_OK) != 0)
+            user_error_in(dir, std::string("cannot be read: ") + std::strerror(errno),
+                          "give this user read and search permission on the folder (chmod u+rx), or run as its owner");
+        if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), R_OK) != 0)
+            user_error_in(path, std::string("cannot be read: ") + std::strerror(errno),
+                          "give this user read permission on it (chmod u+r), or run as its owner");
         // a run writing the folder now (before its first checkpoint it looks like no tool's)
         if (const std::string who = output_folder_writer(dir); !who.empty())
             user_error_in(path, "missing: a run is writing the folder now (" + who + ")", "wait for it to end");
         // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
         std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
-        if (tool.empty() && fs::exists(fs::path(dir) / "progress.json")) tool = "retro-chunk";
+        if (tool.empty() && fs::exists(fs::path(dir) / "progress.json", ec)) tool = "retro-chunk";
         if (!tool.empty()) {
             std::string shard;
             try {
