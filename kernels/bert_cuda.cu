@@ -287,6 +287,8 @@ void CudaBertImpl::forward(const std::int32_t* ids, const std::int64_t* offsets,
         s.gemm(x, N, H, L.w_qkv.p, 3 * H, qkv, "cublasSgemm (qkv)", st);
         bias_act<<<elementwise_blocks(N * 3 * H), 256, 0, st>>>(qkv, L.b_qkv.p, N * 3 * H, 3 * H, 0, false);
         RETRO_CUDA_LAUNCH_CHECK("bias_act (qkv)", st);
+        RETRO_CHECK(max_len <= kCudaBertMaxTokens, "CudaBert: a text of ", max_len, " tokens > ", kCudaBertMaxTokens,
+                    " (BertEmbedder refuses such a --max-length)");
         attention<<<static_cast<unsigned>(count * heads), kThreads, static_cast<std::size_t>(max_len) * sizeof(float), st>>>(
             qkv, doff, base, heads, d, scale, ctx);
         RETRO_CUDA_LAUNCH_CHECK("attention", st);

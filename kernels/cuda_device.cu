@@ -43,6 +43,19 @@ void cuda_stream_synchronize(CudaStream stream) {
     RETRO_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+std::string cuda_context_fault() {
+    if (cuda_device_count() == 0) return "";
+    // (the whole device, not a stream: the question is the context's, and the caller's streams may be gone)
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) return "";
+    (void)cudaGetLastError();
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+void cuda_stream_synchronize_nothrow(CudaStream stream) noexcept {
+    if (stream) RETRO_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream));
+}
+
 void* cuda_alloc(std::size_t bytes) {
     void* p = nullptr;
     RETRO_CUDA_CHECK(cudaMalloc(&p, bytes));

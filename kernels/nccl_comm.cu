@@ -9,6 +9,7 @@
 
 #include "core/distributed.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/nccl_comm.h"
 #include "cuda_check.cuh"
 
@@ -78,14 +79,20 @@ public:
             const auto all = dist.allgather(mine);
             std::memcpy(&id, all.data(), sizeof(id));
         }
-        RETRO_CUDA_CHECK(cudaSetDevice(0));   // this rank's GPU (CUDA_VISIBLE_DEVICES: cuda_select_local_device)
-        nccl_check(api_, api_.comm_init_rank(&comm_, size_, id, rank_), "ncclCommInitRank");
-        int v = 0;
+        int v = 0;   // (before the communicator: nothing after its making may throw and leak it)
         nccl_check(api_, api_.get_version(&v), "ncclGetVersion");
         version_ = cat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+        RETRO_CUDA_CHECK(cudaSetDevice(0));   // this rank's GPU (CUDA_VISIBLE_DEVICES: cuda_select_local_device)
+        nccl_check(api_, api_.comm_init_rank(&comm_, size_, id, rank_), "ncclCommInitRank");
     }
     ~Comm() override {
-        if (comm_) api_.comm_destroy(comm_);
+        if (!comm_) return;
+        if (const ncclResult_t r = api_.comm_destroy(comm_); r != ncclSuccess) {
+            try {
+                log_error(cat("ncclCommDestroy: ", api_.error_string ? api_.error_string(r) : "NCCL error"));
+            } catch (...) {
+            }
+        }
     }
     int rank() const override { return rank_; }
     int size() const override { return size_; }

@@ -64,7 +64,7 @@ void CudaNnBackend::attention_decode(float* out, const float* q, const DecodeCac
                 "attention_decode: no workspace (attention_decode_workspace floats) or counters (rows * H, zero)");
     const std::int64_t S = decode::attention_decode_splits(c.L);
     const bool vec4 = decode::attention_decode_vec4(D, c.kcache);   // float4 loads of a key's quarter
-    launch_kernel(dependent_launch_, attention_decode_split_k, grid_for(rows * H * S, 1), kThreads, 0, stream_, out,
+    launch_kernel("attention_decode", dependent_launch_, attention_decode_split_k, grid_for(rows * H * S, 1), kThreads, 0, stream_, out,
                   c.workspace, q, c, pos, seq, static_cast<ll>(rows), static_cast<ll>(H), static_cast<ll>(D),
                   static_cast<ll>(S), vec4);
     RETRO_CUDA_LAUNCH_CHECK("attention_decode", stream_);

@@ -50,8 +50,10 @@ inline unsigned grid_for(std::int64_t work, std::int64_t per_block = kThreads) {
 // then start while the kernel before it in the stream finishes, so it must call simt::grid_dependency_wait() before it
 // reads what earlier kernels wrote or writes what they read (kernels/simt.cuh). The decode step's chain of small
 // kernels (the few-row GEMVs, attention_decode) overlaps each launch and its weight fetches with the kernel before.
+// `name` names the kernel where the dependent launch is refused (the plain launch is checked by the caller's
+// RETRO_CUDA_LAUNCH_CHECK under the same name).
 template <typename... Params, typename... Args>
-void launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+void launch_kernel(const char* name, bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
                    cudaStream_t stream, Args&&... args) {
     if (!dependent) {
         kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
@@ -67,7 +69,10 @@ void launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 bl
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
     config.numAttrs = 1;
-    RETRO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    if (launched != cudaSuccess)
+        cuda_check(launched, cat("kernel ", name, ": launch (cudaLaunchKernelEx, programmatic dependent)").c_str(),
+                   __FILE__, __LINE__);
 }
 
 // cross_entropy_backward's dlogits[n, j] (nn/cross_entropy.h): exp(logits - lse) scale, minus scale at the target, 0
@@ -154,6 +159,7 @@ public:
     void synchronize() override;
     void begin_capture() override;
     std::unique_ptr<BackendGraph> end_capture() override;
+    void abort_capture() noexcept override;
     void launch_graph(const BackendGraph& graph) override;
     // a decode step's ops as one cooperative kernel (kernels/nn_decode_program_cuda.cu)
     std::unique_ptr<BackendGraph> fuse_decode_program(const DecodeProgram& p, std::string* why = nullptr) override;

@@ -68,7 +68,7 @@ template <int NR, bool VEC4, bool NORM>
 void launch_gemv_rows(const GemvCall& c, CudaStream stream) {
     const unsigned blocks = grid_for(c.O, gemv::kWarps);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<ll>(c.I, 1))));
-    launch_kernel(c.dependent, gemv::linear_rows_gemv<NR, VEC4, NORM>, blocks, gemv::kThreads,
+    launch_kernel("linear_rows_gemv", c.dependent, gemv::linear_rows_gemv<NR, VEC4, NORM>, blocks, gemv::kThreads,
                   static_cast<std::size_t>(gemv::smem_bytes(NR, c.I, NORM)), stream, c.y, c.h, c.x, c.W, c.b, c.res,
                   c.gamma, c.I, c.O, static_cast<int>(c.out), scale, static_cast<float>(kRmsnormEps), c.rot);
 }
@@ -333,6 +333,17 @@ std::unique_ptr<BackendGraph> CudaNnBackend::end_capture() {
     RETRO_CUDA_CHECK(cudaStreamEndCapture(stream_, &g->graph));
     RETRO_CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
     return g;
+}
+
+void CudaNnBackend::abort_capture() noexcept {
+    if (!capturing_) return;
+    capturing_ = false;
+    cudaGraph_t broken = nullptr;   // an op's failure invalidated the capture: ending it says so, which is no news
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &broken);
+    if (broken) RETRO_CUDA_CHECK_NOTHROW(cudaGraphDestroy(broken));
+    if (ended != cudaSuccess && ended != cudaErrorStreamCaptureInvalidated)
+        RETRO_CUDA_CHECK_NOTHROW(ended);
+    (void)cudaGetLastError();   // (the capture's own status, not a later kernel's)
 }
 
 void CudaNnBackend::launch_graph(const BackendGraph& graph) {

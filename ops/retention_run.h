@@ -99,20 +99,18 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
     };
     const retro::CudaStreamOwner stream;
     const retro::CudaStream st = stream.get();
-    std::vector<void*> owned;
+    retro::CudaBuffers owned(st);   // (freed on a throw too: a case's failure leaves the next ones their memory)
     auto up_x = [&](const std::vector<double>& h) {
         std::vector<X> x(h.size());
         for (std::size_t i = 0; i < h.size(); ++i) x[i] = to_x(h[i]);
-        auto* d = static_cast<X*>(retro::cuda_alloc(x.size() * sizeof(X)));
+        auto* d = static_cast<X*>(owned.alloc(std::max<std::size_t>(x.size(), 1) * sizeof(X)));
         retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(X), st);
-        owned.push_back(d);
         return d;
     };
     auto up_f = [&](const std::vector<double>& h) {
         std::vector<float> x(h.begin(), h.end());
-        auto* d = static_cast<float*>(retro::cuda_alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
+        auto* d = static_cast<float*>(owned.alloc(std::max<std::size_t>(x.size(), 1) * sizeof(float)));
         retro::cuda_copy_to_device(d, x.data(), x.size() * sizeof(float), st);
-        owned.push_back(d);
         return d;
     };
     const std::size_t nk = in.q.size(), nv = in.v.size(), ns = static_cast<std::size_t>(s.B * s.H * s.K * s.V);
@@ -147,7 +145,6 @@ Tensors<double> run_cuda(Mode m, const rr::Shape& s, const rr::Options& opt, con
     Tensors<double> out;
     out.o = down_x(o, nv), out.dq = down_x(dq, nk), out.dk = down_x(dk, nk), out.dv = down_x(dv, nv);
     out.ht = down_f(ht, ns), out.dh0 = down_f(dh0, ns);
-    for (void* p : owned) retro::cuda_free(p);
     return out;
 }
 

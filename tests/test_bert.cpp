@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -18,8 +19,10 @@
 #include "core/fingerprint.h"
 #include "core/manifest.h"
 #include "core/npy.h"
+#include "core/safetensors.h"
 #include "data/synthetic_text.h"
 #include "embed/bert_embedder.h"
+#include "embed/bert_cuda.h"
 #include "embed/bert_model.h"
 #include "embed/model_folder.h"
 #include "test_bert_util.h"
@@ -175,6 +178,38 @@ TEST_CASE("bert: a tiny random DistilBertModel matches transformers, and other a
         const std::string msg = bert_refusal(s);
         CHECK(msg.find("--device cuda: the CUDA encoder computes gelu, gelu_new and relu feed-forwards") == 0);
         CHECK(msg.find("hidden_act is silu") != std::string::npos);
+    }
+    {   // a --max-length past what the CUDA attention kernel's shared memory holds is refused in one line, before any
+        // GPU is asked for (a launch failure past 12,256 tokens before session 61): a tiny model with 12,300 positions
+        test::TempDir longer("bert-long");
+        const int positions = kCudaBertMaxTokens + 44;
+        copy_with_config(longer, tiny_dir(), "max_position_embeddings", positions);
+        const SafetensorsFile weights((tiny_dir() / "model.safetensors").string());
+        std::vector<TensorToWrite> tensors;
+        std::vector<std::vector<float>> grown;
+        grown.reserve(weights.tensors().size());
+        for (const auto& [name, t] : weights.tensors()) {
+            TensorToWrite w{name, t.dtype, t.shape, t.data};
+            if (name.size() >= 26 && name.compare(name.size() - 26, 26, "position_embeddings.weight") == 0) {
+                REQUIRE(t.dtype == DType::F32);
+                grown.emplace_back(static_cast<std::size_t>(positions * t.shape[1]), 0.0f);
+                std::memcpy(grown.back().data(), t.data, t.bytes);
+                w.shape[0] = positions;
+                w.data = grown.back().data();
+            }
+            tensors.push_back(w);
+        }
+        REQUIRE(grown.size() == 1);
+        safetensors_save((longer / "model.safetensors").string(), tensors);
+        BertEmbedderOptions l;
+        l.model_dir = longer.path.string();
+        l.batch = 1;
+        l.max_length = positions;
+        l.device = "cuda";
+        CHECK(bert_refusal(l).find(cat("--max-length: is ", positions, "; the CUDA encoder's attention takes at most ",
+                                       kCudaBertMaxTokens, " tokens a text")) == 0);
+        l.max_length = kCudaBertMaxTokens;
+        CHECK(bert_refusal(l).find("the CUDA encoder's attention") == std::string::npos);   // (no GPU here: refused for that)
     }
     // a RoBERTa config beside a WordPiece vocabulary is refused for want of its own; a DeBERTa config is refused
     test::TempDir tmp("bert-arch");

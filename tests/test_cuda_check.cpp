@@ -104,6 +104,15 @@ TEST_CASE("cuda check: a CUDA stream of its own passes the check and synchronize
     }
 }
 
+TEST_CASE("cuda check: a failed CUDA call is reported once, not again by the next launch check under another name") {
+    // (a review, session 61: cuda_check threw and left the status as CUDA's last error, so the next kernel's launch
+    // check, after a caller had caught the first, said "kernel <other>: launch: cudaErrorMemoryAllocation")
+    if (cuda_device_count() == 0) RETRO_SKIP("no CUDA device");
+    const CudaStreamOwner stream;
+    CHECK(internal_error_of([] { cuda_alloc(std::size_t{1} << 60); }).find("cudaErrorMemoryAllocation") != std::string::npos);
+    CHECK(internal_error_of([&] { cuda_launch_check("next_kernel", stream.get(), "kernels/x.cu", 1); }).empty());
+}
+
 TEST_CASE("cuda check: RETRO_CUDA_SYNC_CHECK is on for any value but unset, empty and 0") {
     CHECK_FALSE(cuda_sync_check_parse(nullptr));
     CHECK_FALSE(cuda_sync_check_parse(""));
@@ -278,6 +287,34 @@ TEST_CASE("cuda check: the GPU check script's pdl step runs the tests and the de
     CHECK(test::read_text(out / "pdl_1_1.log").find("args: generate --device cuda --cuda-graphs --prompt 512") !=
           std::string::npos);
     CHECK(test::read_text(out / "pdl_tests_0.log").find("tests with RETRO_PDL=0") != std::string::npos);
+}
+
+TEST_CASE("cuda check: the GPU check script's fused step fails where the bench's fused column failed, fell back or is missing") {
+    // (a review, session 61: the step grepped only for "fused_same_tokens": false, so a fused kernel that failed — the
+    // bench warns and exits 0 — or never ran fused passed)
+    test::TempDir dir("gpu-checks-fused");
+    const std::string script = (test::source_dir() / "scripts/device-gpu-checks.sh").string();
+    const auto shortfall = [&](const std::string& json, const std::string& log) {
+        test::write_text(dir / "r.json", json);
+        test::write_text(dir / "r.log", log);
+        const std::string cmd = "source " + shell_quote(script) + " && fused_shortfall " + shell_quote((dir / "r.json").string()) +
+                                " " + shell_quote((dir / "r.log").string());
+        const auto r = test::run_command("bash -c " + shell_quote(cmd));
+        REQUIRE(r.exit_code == 0);
+        return r.out;
+    };
+    const std::string good = "{\"rows\": [{\"prompt\": 64, \"fused_same_tokens\": true, \"fused_decode_ms_per_token\": 0.3,\n"
+                             "  \"fused_steps\": 127}]}";
+    CHECK(shortfall(good, "prompt  output\n").empty());
+    CHECK(shortfall(good, "warning: the fused decode step failed: kernel x: launch\n").find("the fused step failed") == 0);
+    CHECK(shortfall("{\"fused_same_tokens\": false, \"fused_decode_ms_per_token\": 0.3}", "").find("other tokens") !=
+          std::string::npos);
+    CHECK(shortfall("{\"fused_error\": true}", "").find("the fused step failed") == 0);
+    CHECK(shortfall("{\"fused_decode_ms_per_token\": 0.3, \"fused_steps\": 0,\n \"x\": 1}", "").find("no step ran fused") == 0);
+    CHECK(shortfall("{\"fused_decode_ms_per_token\": 0.3, \"fused_steps\": 0}", "").find("no step ran fused") == 0);
+    CHECK(shortfall("{\"fused_decode_ms_per_token\": 0.3, \"fused_steps\": 10}", "").empty());
+    CHECK(shortfall("{\"decode_ms_per_token\": 0.3}", "").find("no fused column") == 0);
+    CHECK(shortfall("", "").find("no JSON written") == 0);
 }
 
 TEST_CASE("cuda check: the GPU check script's synccheck step runs compute-sanitizer synccheck with the default walk, then the 16-warp one") {

@@ -392,6 +392,11 @@ void check_graph_replay(nn::NnBackend& be) {
     std::vector<float> in(n), direct(n), replayed(n);
     for (auto& e : in) e = u(rng);
     be.upload(x.f(), in.data(), n * sizeof(float));
+    be.begin_capture();   // a capture given up part way (an op failed): ended without a word, the next one works
+    be.gelu_forward(g.f(), x.f(), n);
+    be.abort_capture();
+    CHECK_FALSE(be.capturing());
+    be.abort_capture();   // (and again: nothing to end)
     be.begin_capture();
     CHECK(be.capturing());
     CHECK_THROWS_AS(be.upload(x.f(), in.data(), n * sizeof(float)), InternalError);

@@ -287,6 +287,11 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
             return run_ours(model, neighbours, P, n, retrieval, o.seed, device, B, true, nullptr,
                             nn::DecodeProgramMode::fused);
         } catch (const std::exception& e) {
+            // a refused launch costs the column; a fault inside the kernel leaves the context dead, and every later
+            // run would fail under another name: stop here, naming the fused step
+            if (const std::string fault = cuda_context_fault(); !fault.empty())
+                throw InternalError(cat("the fused decode step (RETRO_DECODE_PROGRAM=fused's kernel) faulted and left "
+                                        "the GPU unusable (", fault, "): ", e.what()));
             log_warn(std::string("the fused decode step failed: ") + e.what());
             return std::nullopt;
         }

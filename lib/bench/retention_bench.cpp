@@ -127,14 +127,8 @@ Row bench_cpu(const std::string& mode, const std::string& dtype, const rr::Shape
 // Device copies of host float arrays as X (fp32 or bf16), uploaded on `stream`, freed with the owner.
 template <typename X>
 struct DeviceArrays {
-    CudaStream stream;
-    std::vector<X*> bufs;
-    explicit DeviceArrays(CudaStream s) : stream(s) {}
-    DeviceArrays(const DeviceArrays&) = delete;
-    DeviceArrays& operator=(const DeviceArrays&) = delete;
-    ~DeviceArrays() {
-        for (X* b : bufs) cuda_free(b);
-    }
+    CudaBuffers bufs;
+    explicit DeviceArrays(CudaStream s) : bufs(s) {}
     X* upload(const std::vector<float>& host) {
         std::vector<X> y(host.size());
         parallel_ranges(static_cast<std::int64_t>(host.size()), [&](std::int64_t b, std::int64_t e, int) {
@@ -143,9 +137,8 @@ struct DeviceArrays {
                 else y[i] = to_bf16(host[i]);
             }
         });
-        X* d = static_cast<X*>(cuda_alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
-        bufs.push_back(d);
-        cuda_copy_to_device(d, y.data(), y.size() * sizeof(X), stream);
+        X* d = static_cast<X*>(bufs.alloc(std::max<std::size_t>(y.size(), 1) * sizeof(X)));
+        cuda_copy_to_device(d, y.data(), y.size() * sizeof(X), bufs.stream());
         return d;
     }
 };

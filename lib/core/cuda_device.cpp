@@ -14,6 +14,7 @@ namespace retro {
 #ifndef RETRO_HAVE_CUDA
 int cuda_device_count() { return 0; }
 std::string cuda_device_name() { return ""; }
+std::string cuda_context_fault() { return ""; }
 #endif
 
 void cuda_require(const std::string& flag, const std::string& program, const std::string& fix) {

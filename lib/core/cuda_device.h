@@ -11,7 +11,8 @@
 // Streams: every entry point takes a CudaStream and none runs on the legacy default stream; a caller owns one
 // CudaStreamOwner (a non-blocking stream) per searcher, embedder or run and passes it (docs/gpu.md).
 // provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, CudaStream, cuda_stream_create,
-//           cuda_stream_destroy, cuda_stream_synchronize, CudaStreamOwner, cuda_alloc, cuda_free,
+//           cuda_stream_destroy, cuda_stream_synchronize, cuda_stream_synchronize_nothrow, cuda_context_fault,
+//           CudaStreamOwner, CudaBuffers, cuda_alloc, cuda_free,
 //           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_select_local_device, cuda_sgemm_gflops, cuda_copy_gbps, bf16, to_bf16, from_bf16
 #pragma once
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 struct CUstream_st;   // CUDA's stream object: cudaStream_t is CUstream_st*
 
@@ -49,6 +51,11 @@ using CudaStream = CUstream_st*;
 CudaStream cuda_stream_create();
 void cuda_stream_destroy(CudaStream stream) noexcept;   // a failure is logged (destructors call it)
 void cuda_stream_synchronize(CudaStream stream);        // waits for the stream's work; InternalError on a fault
+// "" where device 0's context can still run work; else the fault a kernel left on it ("cudaErrorIllegalAddress: an
+// illegal memory access was encountered"), which every later call would return: for a caller that caught an error
+// and would go on (a bench column), to tell a refused launch from a dead context. Waits for all the device's work.
+// "" in a CPU-only build or without a device.
+std::string cuda_context_fault();
 
 // Owns one non-blocking stream of device 0, made on construction and destroyed with it: what a caller creates
 // (after cuda_require) and passes to the entry points. Not copyable; in a CPU-only build only constructed inside
@@ -73,6 +80,37 @@ void* cuda_alloc(std::size_t bytes);
 void cuda_free(void* p) noexcept;   // a failure is logged (destructors call it)
 void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes, CudaStream stream);
 void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes, CudaStream stream);
+// Waits for `stream`'s work where nothing may throw (a destructor): a fault is logged.
+void cuda_stream_synchronize_nothrow(CudaStream stream) noexcept;
+
+// Device allocations made for work on one stream, freed together when the owner goes — after the stream has
+// finished with them: a throw part way leaves queued kernels that may still read them, and a leak would leave the
+// next test case or bench row short of memory. Not copyable; as CudaStreamOwner, only used inside
+// `if constexpr (kCudaBuilt)` in a CPU-only build.
+class CudaBuffers {
+public:
+    explicit CudaBuffers(CudaStream stream) : stream_(stream) {}
+    ~CudaBuffers() {
+        if constexpr (kCudaBuilt) {
+            if (!owned_.empty()) cuda_stream_synchronize_nothrow(stream_);
+            for (void* p : owned_) cuda_free(p);
+        }
+    }
+    CudaBuffers(const CudaBuffers&) = delete;
+    CudaBuffers& operator=(const CudaBuffers&) = delete;
+    // cuda_alloc(bytes), freed with this object
+    void* alloc(std::size_t bytes) {
+        owned_.reserve(owned_.size() + 1);   // (so that push_back cannot throw and lose the allocation)
+        void* p = cuda_alloc(bytes);
+        owned_.push_back(p);
+        return p;
+    }
+    CudaStream stream() const { return stream_; }
+
+private:
+    CudaStream stream_;
+    std::vector<void*> owned_;
+};
 std::size_t cuda_used_bytes();   // total - free, from cudaMemGetInfo
 std::size_t cuda_free_bytes();   // free, from cudaMemGetInfo
 // Before any CUDA call of a rank that shares its machine with other ranks (data-parallel GPU training): sets

@@ -6,7 +6,7 @@
 // runs per (sequence, head) over that sequence's tokens, LayerNorm/GELU/softmax/bias/residual are small fused
 // kernels. Weights are uploaded once; host pointers in and out. The work runs on the caller's stream
 // (core/cuda_device.h: CudaStreamOwner) and each call returns when it is done.
-// provides: CudaBert
+// provides: CudaBert, kCudaBertMaxTokens
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,6 +15,11 @@
 #include "embed/bert_model.h"
 
 namespace retro {
+
+// The longest text the attention kernel takes: one score row of floats in dynamic shared memory beside its 32-float
+// reduction array, within the 48 KB a launch has without opting in. (No BERT-family checkpoint RetroKit reads
+// allows more than 8,192 positions; BertEmbedder refuses a longer --max-length on the GPU in one line.)
+inline constexpr int kCudaBertMaxTokens = (48 * 1024 - 32 * 4) / 4;
 
 class CudaBert {
 public:

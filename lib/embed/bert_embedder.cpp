@@ -122,6 +122,10 @@ BertEmbedder::BertEmbedder(const BertEmbedderOptions& opts, const Tokenizer* tok
         if (modules_.pooling == "max")
             user_error_in("--device cuda", "the CUDA encoder pools by the mean or the CLS token; " + opts_.model_dir + " pools by the max",
                           "embed on the CPU (--device cpu)");
+        if (opts_.max_length > kCudaBertMaxTokens)
+            user_error_in("--max-length", cat("is ", opts_.max_length, "; the CUDA encoder's attention takes at most ",
+                                              kCudaBertMaxTokens, " tokens a text"),
+                          cat("give --max-length ", kCudaBertMaxTokens, " or less, or embed on the CPU (--device cpu)"));
         cuda_require("--device cuda", "RetroKit", "embed on the CPU (--device cpu)");
         if constexpr (kCudaBuilt) {
             cuda_stream_ = std::make_unique<CudaStreamOwner>();

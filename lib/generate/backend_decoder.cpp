@@ -194,7 +194,7 @@ void BackendDecoder::make_replay() {
     try {
         run_step(be_);
     } catch (...) {
-        be_.end_capture();
+        be_.abort_capture();   // (the op's error, not the broken capture's, is the one to report)
         throw;
     }
     graph_ = be_.end_capture();

@@ -88,10 +88,12 @@ public:
     // ops are recorded instead of run; launch_graph() runs the recording again with the arguments each op had when it
     // was recorded (pointers, sizes, scalars, the GEMM-input mode), so whatever changes between launches must be in
     // backend memory, uploaded before the launch. While capturing, alloc, release, upload, download, synchronize and
-    // the ops that return a host value throw InternalError: none can be part of a graph. end_capture() also ends a
-    // capture that failed (its graph is then discarded).
+    // the ops that return a host value throw InternalError: none can be part of a graph. abort_capture() ends a
+    // capture an op failed in, discarding it, and throws nothing (a caller's handler calls it before rethrowing the
+    // op's error, which an error of ending the broken capture — CUDA's "capture invalidated" — must not replace).
     virtual void begin_capture() = 0;
     virtual std::unique_ptr<BackendGraph> end_capture() = 0;
+    virtual void abort_capture() noexcept = 0;
     virtual void launch_graph(const BackendGraph& graph) = 0;
     bool capturing() const { return capturing_; }
     // A decode step's recorded ops (nn/decode_program.h) as one runnable whole, launched like a graph by

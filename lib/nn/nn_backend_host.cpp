@@ -46,6 +46,10 @@ std::unique_ptr<BackendGraph> HostNnBackend::end_capture() {
     recorded_.clear();
     return g;
 }
+void HostNnBackend::abort_capture() noexcept {
+    capturing_ = false;
+    recorded_.clear();
+}
 void HostNnBackend::launch_graph(const BackendGraph& graph) {
     refuse_while_capturing("launch_graph");
     for (const auto& op : dynamic_cast<const HostGraph&>(graph).ops) op();

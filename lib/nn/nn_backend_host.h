@@ -26,6 +26,7 @@ public:
     void synchronize() override { refuse_while_capturing("synchronize"); }
     void begin_capture() override;
     std::unique_ptr<BackendGraph> end_capture() override;
+    void abort_capture() noexcept override;
     void launch_graph(const BackendGraph& graph) override;
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,

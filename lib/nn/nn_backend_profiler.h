@@ -45,6 +45,7 @@ public:
     // graphs are not profiled: each op is timed between two synchronizes, which a capture cannot hold
     void begin_capture() override { throw InternalError("ProfilingNnBackend: graphs are off while profiling"); }
     std::unique_ptr<BackendGraph> end_capture() override { return inner_.end_capture(); }
+    void abort_capture() noexcept override { inner_.abort_capture(); }
     void launch_graph(const BackendGraph& graph) override { inner_.launch_graph(graph); }
 
     void linear_forward(float* y, const float* x, const float* W, const float* b, std::int64_t N, std::int64_t I,
