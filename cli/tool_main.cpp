@@ -25,6 +25,7 @@
 
 #include "core/blas_core.h"
 #include "core/distributed.h"
+#include "core/edit_distance.h"
 #include "core/error.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
@@ -176,20 +177,6 @@ std::string option_meant(const std::string& command, const std::string& option) 
 // within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe; `--otu`: --out), or starting with
 // it (3 letters at least); the closest first, three at most.
 std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& command, const std::string& given) {
-    const auto distance = [](const std::string& a, const std::string& b) {   // Levenshtein, one row
-        std::vector<std::size_t> row(b.size() + 1);
-        for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-        for (std::size_t i = 1; i <= a.size(); ++i) {
-            std::size_t diagonal = row[0];
-            row[0] = i;
-            for (std::size_t j = 1; j <= b.size(); ++j) {
-                const std::size_t up = row[j];
-                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-                diagonal = up;
-            }
-        }
-        return row[b.size()];
-    };
     std::string word = given.substr(given.find_first_not_of('-') == std::string::npos ? given.size() : given.find_first_not_of('-'));
     std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
     std::vector<std::pair<std::size_t, std::string>> near;
@@ -198,11 +185,9 @@ std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& comm
         for (const std::string& spelt : opt->get_lnames()) {
             std::string name = spelt;   // (case-folded on both sides: `--t` is retro-bench retention's --T)
             std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-            const std::size_t d = distance(word, name);
+            const std::size_t d = edit_distance(word, name);
             const bool starts = word.size() >= 3 && name.rfind(word, 0) == 0;
-            // (2 edits at least: two letters swapped, `--otu`, are two to Levenshtein)
-            const bool near_enough = name.size() < 3 ? d == 0 : d <= std::max<std::size_t>(2, name.size() / 4);
-            if (near_enough || starts) near.emplace_back(starts ? 0 : d, "--" + spelt);
+            if (near_misspelling(d, name) || starts) near.emplace_back(starts ? 0 : d, "--" + spelt);
         }
     };
     for (const CLI::Option* opt : command.get_options()) consider(opt);

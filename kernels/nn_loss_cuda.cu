@@ -2,7 +2,7 @@
 //   cross_entropy_forward  one block per row: max, then the sum of exp(l - max) (block_reduce's fixed tree),
 //                          lse = max + log(sum), the row's loss lse - l[target] (0 on ignored rows) into a
 //                          scratch; the row losses and the targets are downloaded and summed on the host in row
-//                          order in float, as nn/cross_entropy.cpp does (the targets are checked there too);
+//                          order in double, as nn/cross_entropy.cpp does (the targets are checked there too);
 //   cross_entropy_backward one thread per logit: exp(l - lse) scale, minus scale at the target, 0 on ignored rows;
 //   residual_sum / residual_add: map_elements (float4s where aligned); gather_rows / gather_add_rows /
 //                          scatter_rows: one thread per element;
@@ -127,15 +127,15 @@ float CudaNnBackend::cross_entropy_forward(float* lse, std::int64_t* valid, cons
     download(loss.data(), row_loss, loss.size() * sizeof(float));
     download(t.data(), targets, t.size() * sizeof(std::int32_t));
     std::int64_t m = 0;
-    float total = 0;
+    double total = 0;   // (in double, in row order, as nn/cross_entropy.cpp)
     for (std::int64_t n = 0; n < N; n++)
         if (t[n] != ignore_index) {
             RETRO_CHECK(t[n] >= 0 && t[n] < V, "target ", t[n], " outside [0, ", V, ")");
             m++;
-            total += loss[n];
+            total += static_cast<double>(loss[n]);
         }
     *valid = m;
-    return m ? total / static_cast<float>(m) : 0.0f;
+    return m ? static_cast<float>(total / static_cast<double>(m)) : 0.0f;
 }
 
 void CudaNnBackend::cross_entropy_backward(float* dlogits, float dloss, const float* logits, const float* lse,

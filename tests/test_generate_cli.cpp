@@ -549,6 +549,36 @@ TEST_CASE("generate: runs it should not take at their word - a smaller tokenizer
     CHECK(r.err.find("was trained with --no-retrieval") != std::string::npos);
     r = test::run_tool("retro-generate", plain.string() + " --db " + p.db.string() + " --no-retrieval --quiet hello");
     CHECK_MESSAGE(r.exit_code == 0, r.err);
+    // weights from outside RetroKit (an RP user's: a folder of config.json alone, the weights file elsewhere): they
+    // run, with one warning that nothing records the ids they were trained on (session 61: an RP model trained on
+    // bert-base-cased ids gave noise without a word); a RetroKit run gets no such warning
+    {
+        const fs::path outside = p.tmp / "outside-run", weights = p.tmp / "outside.safetensors";
+        fs::create_directories(outside);
+        fs::copy_file(wide / "config.json", outside / "config.json");
+        fs::copy_file(wide / "model.safetensors", weights);
+        const std::string says = "records no training database or tokenizer (weights from outside RetroKit)";
+        r = test::run_tool("retro-generate", outside.string() + " --checkpoint " + weights.string() + " --db " +
+                                                 p.db.string() + " --no-retrieval --max-tokens 4 hello");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find(outside.string() + ": " + says) == std::string::npos);   // (a warning, not a refusal's form)
+        CHECK(r.err.find(says) != std::string::npos);
+        CHECK(r.err.find("(its 400 pieces are not the model's num_tokens 1024)") != std::string::npos);
+        r = test::run_tool("retro-generate", wide.string() + " --db " + p.db.string() + " --no-retrieval --max-tokens 4 hello");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find(says) == std::string::npos);
+        // eval: the same warning, and the held-out share it masks said with where it came from
+        r = test::run_tool("retro-train", "eval " + outside.string() + " --weights " + weights.string() + " --db " +
+                                              p.db.string() + " --knn " + knn.string() + " --max-batches 1 --split train");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find(says) != std::string::npos);
+        CHECK(r.err.find("held out: 0.05 of the documents (" + outside.string() + " records none: the default, a fixed "
+                         "hash): on any split a neighbour inside them reads as none") != std::string::npos);
+        r = test::run_tool("retro-train", "eval " + outside.string() + " --weights " + weights.string() + " --db " +
+                                              p.db.string() + " --knn " + knn.string() + " --max-batches 1 --split all");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(r.err.find("held out:") == std::string::npos);
+    }
     // a prompt on stdin that does not end (before: read into memory until it ran out)
     // (in a shell of its own: run_command gives the command line its own standard input)
     r = test::run_command("sh -c " + q("head -c 70000000 /dev/zero | " + test::tool_path("retro-generate") + " " +

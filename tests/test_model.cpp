@@ -186,6 +186,21 @@ TEST_CASE("model: config validation refuses bad configs") {
     CHECK(back.to_json() == ok.to_json());
     CHECK_FALSE(ok.to_json().contains("cca_query_positions"));   // the RP default is not written
     bad(R"({"cca_query_positions": "middle"})");
+    // what an RP user's config meets (session 61): RP's spelling of a field, a dropout the weights were trained with
+    const auto refusal = [](const char* text) {
+        try {
+            RetroConfig::from_json(nlohmann::json::parse(text), "cfg.json");
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    CHECK(refusal(R"({"num_neighbors": 2})") ==
+          "cfg.json: unknown model config field \"num_neighbors\" (fix: did you mean \"num_neighbours\"? (docs/model.md lists the fields))");
+    CHECK(refusal(R"({"colour": 2})").find("see docs/model.md for the fields") != std::string::npos);   // nothing near
+    CHECK(refusal(R"({"dec_attn_dropout": 0.25})").find("\"dec_attn_dropout\" must be 0 (RetroKit trains without dropout) "
+                                                        "(fix: set it to 0 (or remove it) to evaluate or generate") !=
+          std::string::npos);
     auto aligned = RetroConfig::from_json(nlohmann::json::parse(R"({"cca_query_positions": "aligned"})"), "x");
     CHECK(aligned.cca_query_positions == "aligned");
     CHECK(RetroConfig::from_json(aligned.to_json(), "x").cca_query_positions == "aligned");

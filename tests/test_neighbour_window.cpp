@@ -117,6 +117,50 @@ TEST_CASE("neighbour window: the match and the aligned window equal a brute-forc
     CHECK(long_runs > 0);   // ... and the copied stretch whole chunks
 }
 
+TEST_CASE("neighbour window: RETRO's unit takes the continuation exactly where RETRO-pytorch's RETRODataset does") {
+    // The oracle is RP's rule on RP's layout (RETRO.md A.6): row j has cs + 1 ids (its own, then the next row's first
+    // id within the document, else pad); the continuation is row min(j + 1, N - 1), zeroed where those cs + 1 ids
+    // hold EOS. Documents of every length mod cs, so some end in a row holding the EOS alone (which RetroKit took as
+    // a continuation until session 61: an RP user's comparison found it).
+    test::TempDir dir("neighbour-window-rp");
+    const int cs = 4;
+    test::TinyDb t;
+    for (int d = 0; d < 12; d++) {
+        std::vector<std::int32_t> ids = {2};
+        for (int i = 0; i < 5 + d; i++) ids.push_back(10 + (d * 7 + i) % 50);
+        ids.push_back(3);
+        const std::int64_t nrows = (static_cast<std::int64_t>(ids.size()) + cs - 1) / cs;
+        ids.resize(static_cast<std::size_t>(nrows * cs), 0);
+        t.rows.insert(t.rows.end(), ids.begin(), ids.end());
+        for (std::int64_t r = 0; r < nrows; r++) t.doc_ids.push_back(d);
+        t.seq_starts.push_back(t.n);
+        t.n += nrows;
+        t.doc_offsets.push_back(t.n);
+    }
+    t.knn.assign(static_cast<std::size_t>(t.n * t.kk), -1);
+    test::save_tiny_db(dir / "db", dir / "knn", t, cs, 2 * cs);
+    ChunkDb db((dir / "db").string());
+    const auto row = [&](std::int64_t j, int i) { return t.rows[static_cast<std::size_t>(j * cs + i)]; };
+    int eos_alone = 0;
+    for (std::int64_t j = 0; j < t.n; j++) {
+        bool eos = false;   // RP: EOS among row j's cs ids and its extra id
+        for (int i = 0; i < cs; i++) eos = eos || row(j, i) == 3;
+        const bool next_same_doc = j + 1 < t.n && t.doc_ids[j + 1] == t.doc_ids[j];
+        eos = eos || (next_same_doc && row(j + 1, 0) == 3);
+        eos_alone += next_same_doc && row(j + 1, 0) == 3;
+        const std::int64_t next = std::min(j + 1, t.n - 1);
+        std::vector<std::int32_t> want(2 * cs), got(2 * cs);
+        for (int i = 0; i < cs; i++) {
+            want[i] = row(j, i);
+            want[cs + i] = eos ? 0 : row(next, i);
+        }
+        db.neighbour_tokens(j, got.data());
+        CAPTURE(j);
+        CHECK(got == want);
+    }
+    CHECK(eos_alone == 3);   // documents 2, 6 and 10 end in a row of the EOS alone
+}
+
 TEST_CASE("neighbour window: a planted copy's continuation lands at the continuation positions") {
     test::TempDir dir("neighbour-window-copy");
     const int cs = 8;

@@ -298,3 +298,14 @@ TEST_CASE("tokenizer: a line longer than the trainer takes is trained on in piec
     const std::string sample = joined.substr(0, 200);
     CHECK(tok.decode(tok.encode(sample)) == sample);
 }
+
+TEST_CASE("tokenizer: a text vocabulary (a BERT vocab.txt) given as the model is named as another kind of tokenizer") {
+    // (an RP user's walk, session 61: it said "restore the file from the checkpoint it came from", as of damage)
+    const fs::path vocab = test::source_dir() / "tests/reference/golden/bert_tiny/vocab.txt";
+    const std::string said = vocab.string() + ": is a text file (a WordPiece or BPE vocabulary, a tokenizer.json?), not a "
+                                              "sentencepiece model";
+    CHECK_THROWS_WITH_AS(Tokenizer(vocab.string()), doctest::Contains(said.c_str()), UserError);
+    test::TempDir tmp("tok-damaged");   // damaged bytes are still named as damage
+    test::write_text(tmp / "bad.model", std::string("\x0a\x05\x01\x02\x03", 5) + std::string(1, '\0') + "\xff\xff");
+    CHECK_THROWS_WITH_AS(Tokenizer((tmp / "bad.model").string()), doctest::Contains("restore the file"), UserError);
+}

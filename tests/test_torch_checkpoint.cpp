@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/fingerprint.h"
 #include "core/safetensors.h"
@@ -206,6 +207,46 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
     CHECK(p_pt == p_st);
     CHECK(p_ck == p_st);
     CHECK(p_ddp == p_st);
+    for (const DType half : {DType::BF16, DType::F16}) {   // a model.half() (or bfloat16) state_dict: widened exactly
+        CAPTURE(dtype_name(half));
+        const SafetensorsFile plain((golden / "weights.safetensors").string());
+        std::vector<std::vector<std::uint16_t>> bits;
+        bits.reserve(plain.tensors().size());
+        std::vector<TensorToWrite> halves;
+        for (const auto& [name, view] : plain.tensors()) {
+            if (name.find("inv_freq") != std::string::npos) {   // (RP's rotary buffers stay f32)
+                halves.push_back({name, view.dtype, view.shape, view.data});
+                continue;
+            }
+            const auto* f = static_cast<const float*>(view.data);
+            bits.emplace_back(static_cast<std::size_t>(view.numel()));
+            for (std::size_t i = 0; i < bits.back().size(); i++)
+                bits.back()[i] = half == DType::BF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
+            halves.push_back({name, half, view.shape, bits.back().data()});
+        }
+        test::TempDir tmp("torchbin-half");
+        safetensors_save((tmp / "half.safetensors").string(), halves);
+        std::vector<float> p_half;
+        params_load((tmp / "half.safetensors").string(), p_half, layout, c);
+        REQUIRE(p_half.size() == p_st.size());
+        bool exact = true;
+        for (std::size_t i = 0; i < p_st.size(); i++)
+            exact = exact && p_half[i] == (half == DType::BF16 ? bf16_to_f32(f32_to_bf16(p_st[i])) : f16_to_f32(f32_to_f16(p_st[i])));
+        CHECK(exact);
+    }
+    {   // RP's weights under a config with other `heads` (RP 0.3.9 builds 8 whatever it says): the fix names that
+        REQUIRE(c.heads == 8);
+        RetroConfig four = c;
+        four.heads = 4;
+        std::vector<float> p4;
+        CHECK_THROWS_WITH_AS(params_load(pt.string(), p4, ParamLayout(four), four),
+                             doctest::Contains("RETRO-pytorch builds 8 heads whatever its `heads` says; set \"heads\": 8"),
+                             UserError);
+        RetroConfig wider = c;   // another width: no such hint
+        wider.dim_head = c.dim_head * 2;
+        CHECK_THROWS_WITH_AS(params_load(pt.string(), p4, ParamLayout(wider), wider),
+                             doctest::Contains("(fix: the weights were made for another model config)"), UserError);
+    }
 
     // the tool: every tensor copied, none fresh, and the first loss is the base's own
     test::TempDir dir("torchbin-initfrom");
@@ -222,6 +263,9 @@ TEST_CASE("torch checkpoint: retro-train --init-from a RETRO-pytorch state_dict 
     const auto r3 = test::run_tool("retro-train", common + (kDir / "retro_tiny_checkpoint.pt").string() + " --out " + (dir / "ck").string());
     CHECK_MESSAGE(r3.exit_code == 0, r3.err);
     CHECK(r3.err.find("(the state_dict under 'model')") != std::string::npos);
+    CHECK(r3.err.find("only its weights are read; its other entries (an optimizer's state, a step count) are not") !=
+          std::string::npos);
+    CHECK(r1.err.find("only its weights are read") == std::string::npos);   // (a plain state_dict has none)
     CHECK(test::losses(dir / "ck") == test::losses(dir / "st"));
     CHECK(nlohmann::json::parse(std::ifstream(dir / "ck" / "manifest.json"))["parameters"]["init_from"]["within"] == "model");
     // DDP + torch.compile's names: the prefix logged and recorded

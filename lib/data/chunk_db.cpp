@@ -9,6 +9,7 @@
 #include "core/fingerprint.h"
 #include "core/manifest.h"
 #include "core/tool_names.h"
+#include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
 
 namespace fs = std::filesystem;
@@ -128,7 +129,10 @@ void ChunkDb::rows(std::int64_t first, std::int64_t end, std::vector<std::int32_
 void ChunkDb::neighbour_tokens(std::int64_t id, std::int32_t* out) const {
     const int cs = chunk_size_;
     for (int t = 0; t < cs; t++) out[t] = token(id, t);
-    const bool continues = id + 1 < chunk_count() && doc_of(id + 1) == doc_of(id);
+    // RP's rule (RETRO.md A.6): no continuation where row id's cs ids and the next row's first id hold EOS. Here a
+    // document's EOS ends its last row, so that is: the next row is another document's, or it is this document's
+    // last row and holds the EOS alone (a document of length ≡ 1 mod cs with bos and eos; it was taken until 2026-12)
+    const bool continues = id + 1 < chunk_count() && doc_of(id + 1) == doc_of(id) && token(id + 1, 0) != TOKEN_EOS;
     for (int t = 0; t < cs; t++) out[cs + t] = continues ? token(id + 1, t) : 0;
 }
 

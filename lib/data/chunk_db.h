@@ -31,7 +31,8 @@ public:
     // Appends rows [first, end) as int32 ids (padding included) to out.
     void rows(std::int64_t first, std::int64_t end, std::vector<std::int32_t>& out) const;
     // RETRO's retrieved unit for chunk `id` (RETRO.md A.6): its cs ids, then the next row's cs ids when that
-    // row is in the same document, else cs pads (0); out holds 2 * chunk_size ids.
+    // row is in the same document and does not begin with its EOS (RP's test: no EOS in row id's cs + 1 ids), else
+    // cs pads (0); out holds 2 * chunk_size ids.
     void neighbour_tokens(std::int64_t id, std::int32_t* out) const;
     // The opening checks only shapes; the values of doc_ids, doc_offsets and seq_starts are read unchecked
     // here: a reader first calls check_arrays() (it goes over the database anyway), or looks a few rows up

@@ -252,6 +252,20 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
             retriever_ = std::make_unique<ChunkRetriever>(ro, tokenizer_.get());
         }
     }
+    // Weights from outside RetroKit (a run folder of config.json alone beside a RETRO-pytorch state_dict): nothing
+    // records the ids they were trained on, and another tokenizer's ids read here as other words — RP's own data
+    // pipeline uses bert-base-cased ids, which no RetroKit tokenizer gives (docs/retro-pytorch.md). Said last, once
+    // nothing more can be refused (a refusal is one line).
+    const bool ids_recorded = run_manifest.is_object() || ck_manifest.is_object() ||
+                              (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint"));
+    if (!ids_recorded)
+        log_warn(cat(o.run, " records no training database or tokenizer (weights from outside RetroKit): they must have "
+                            "been trained on the ids of ", tok_path, ", or the text is noise",
+                     tokenizer_->vocab_size() != config.num_tokens
+                         ? cat(" (its ", tokenizer_->vocab_size(), " pieces are not the model's num_tokens ",
+                               config.num_tokens, ")")
+                         : std::string(),
+                     "; RETRO-pytorch's own pipeline tokenises with bert-base-cased (docs/retro-pytorch.md)"));
 }
 
 std::string Generator::prompt_label(const std::vector<std::string>& prompts, std::int64_t i) const {

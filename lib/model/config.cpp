@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/edit_distance.h"
 #include "core/error.h"
 #include "model/config_files.h"
 
@@ -79,9 +80,17 @@ std::vector<std::int64_t> get_list(const nlohmann::json& v, const char* key, con
 RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) user_error_in(where, "model config must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it)
-        if (!KNOWN.count(it.key()))
+        if (!KNOWN.count(it.key())) {
+            std::string meant;   // the nearest known field, where it is near enough to be a misspelling
+            std::size_t best = 0;
+            for (const std::string& known : KNOWN)
+                if (const std::size_t d = edit_distance(it.key(), known);
+                    near_misspelling(d, known) && (meant.empty() || d < best))
+                    meant = known, best = d;
             user_error_in(where, "unknown model config field \"" + it.key() + "\"",
-                          "see docs/model.md for the fields (RETRO-pytorch's constructor arguments)");
+                          meant.empty() ? "see docs/model.md for the fields (RETRO-pytorch's constructor arguments)"
+                                        : "did you mean \"" + meant + "\"? (docs/model.md lists the fields)");
+        }
     RetroConfig c;
     c.num_tokens = get_int(j, "num_tokens", c.num_tokens, where);
     c.max_seq_len = get_int(j, "max_seq_len", c.max_seq_len, where);
@@ -126,7 +135,9 @@ RetroConfig RetroConfig::from_json(const nlohmann::json& j, const std::string& w
     }
     for (const char* k : {"enc_attn_dropout", "enc_ff_dropout", "dec_attn_dropout", "dec_ff_dropout"})
         if (j.contains(k) && (!j.at(k).is_number() || j.at(k).get<double>() != 0.0))
-            user_error_in(where, std::string("\"") + k + "\" must be 0 (dropout is not implemented)");
+            user_error_in(where, std::string("\"") + k + "\" must be 0 (RetroKit trains without dropout)",
+                          "set it to 0 (or remove it) to evaluate or generate with weights trained with dropout: "
+                          "without dropout, as at inference, the model computes the same");
     for (const char* k : {"use_deepnet", "gated_rmsnorm"})
         if (j.contains(k) && (!j.at(k).is_boolean() || j.at(k).get<bool>()))
             user_error_in(where, std::string("\"") + k + "\" must be false (only RP's pre-norm RMSNorm variant is implemented)");

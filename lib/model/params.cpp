@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/torch_pickle.h"
@@ -157,8 +158,13 @@ void params_read_tensor(const std::string& path, const ParamEntry& e, const Tens
     } else if (v.dtype == DType::F64) {
         const double* s = static_cast<const double*>(v.data);
         for (std::int64_t i = 0; i < e.numel; i++) dst[i] = static_cast<T>(s[i]);
+    } else if (v.dtype == DType::BF16 || v.dtype == DType::F16) {   // (a model.half() state_dict: widened exactly)
+        const auto* s = static_cast<const std::uint16_t*>(v.data);
+        for (std::int64_t i = 0; i < e.numel; i++)
+            dst[i] = static_cast<T>(v.dtype == DType::BF16 ? bf16_to_f32(s[i]) : f16_to_f32(s[i]));
     } else {
-        user_error_in(path, "tensor \"" + e.name + "\" has dtype " + dtype_name(v.dtype) + ", expected f32 or f64");
+        user_error_in(path, "tensor \"" + e.name + "\" has dtype " + dtype_name(v.dtype) + ", expected f32, f64, bf16 or f16",
+                      "save the weights as floating-point tensors");
     }
     for (std::int64_t i = 0; i < e.numel; i++)
         if (!std::isfinite(static_cast<double>(dst[i])))
@@ -213,10 +219,19 @@ void params_load(const std::string& path, std::vector<T>& data, const ParamLayou
                           "the weights were made for another model config (compare depths, widths and CCA layers)");
         }
         const TensorView& v = f.get(prefix + e.name);
-        if (v.shape != e.shape)
+        if (v.shape != e.shape) {
+            // RP 0.3.9 builds 8 heads whatever its `heads` argument says (docs/model.md): a config copied from an RP
+            // constructor call with heads = 4 then misses by exactly the inner width
+            bool eight_heads = config.heads != 8 && v.shape.size() == e.shape.size();
+            for (std::size_t i = 0; eight_heads && i < v.shape.size(); i++)
+                eight_heads = v.shape[i] == e.shape[i] ||
+                              (v.shape[i] == 8 * config.dim_head && e.shape[i] == config.heads * config.dim_head);
             user_error_in(path, "tensor \"" + e.name + "\" has shape " + shape_string(v.shape) + ", the config needs " +
                                     shape_string(e.shape),
-                          "the weights were made for another model config");
+                          eight_heads ? cat("the weights have 8 heads of ", config.dim_head, ", the config ", config.heads,
+                                            ": RETRO-pytorch builds 8 heads whatever its `heads` says; set \"heads\": 8")
+                                      : "the weights were made for another model config");
+        }
         params_read_tensor(path, e, v, data.data() + e.offset);
     }
     const auto inv = rp_inv_freq(config);

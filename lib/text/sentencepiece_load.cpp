@@ -10,6 +10,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -78,6 +79,16 @@ void sentencepiece_model_check(const std::string& path, std::string_view model) 
     // bytes this reader cannot walk to the end (protocol-buffer groups, which no sentencepiece model has, or damage)
     // are refused: protobuf itself skips a group, and a map behind one would reach libsentencepiece unchecked
     const auto unreadable = [&] {
+        // a text file (a BERT vocab.txt, a tokenizer.json): another kind of tokenizer, not a damaged model
+        const std::string_view head = model.substr(0, 4096);
+        const bool text = !head.empty() && std::all_of(head.begin(), head.end(), [](char ch) {
+            const auto c = static_cast<unsigned char>(ch);
+            return c >= 0x20 || c == '\n' || c == '\r' || c == '\t';
+        });
+        if (text)
+            user_error_in(path, "is a text file (a WordPiece or BPE vocabulary, a tokenizer.json?), not a sentencepiece "
+                                "model: RetroKit's databases and runs take only sentencepiece models",
+                          "train one with retro-tokenizer train (or pass a sentencepiece .model file)");
         user_error_in(path, "is not a sentencepiece model RetroKit can check (its protocol buffer does not parse as one)",
                       "restore the file from the checkpoint or tokenizer it came from");
     };

@@ -62,15 +62,20 @@ std::unique_ptr<RetroModel<float>> load_model(const std::string& run, const std:
 }
 
 // The share of documents held out: --val-fraction, or the run's as its manifest records (0.05 without a manifest:
-// a run still training). A larger share than the run's makes the "val" split hold documents it trained on: said.
-double resolve_val_fraction(const EvalOptions& o) {
+// a run still training, or weights from elsewhere). A larger share than the run's makes the "val" split hold
+// documents it trained on: said. `source` gets where the share came from, for the log line.
+double resolve_val_fraction(const EvalOptions& o, std::string& source) {
     double run_fraction = std::numeric_limits<double>::quiet_NaN();
     if (fs::exists(fs::path(o.run) / "manifest.json")) {
         const nlohmann::json params = manifest_read(o.run).value("parameters", nlohmann::json::object());
         if (params.contains("val_fraction") && params["val_fraction"].is_number())
             run_fraction = params["val_fraction"].get<double>();
     }
-    if (std::isnan(o.val_fraction)) return std::isnan(run_fraction) ? 0.05 : run_fraction;
+    if (std::isnan(o.val_fraction)) {
+        source = std::isnan(run_fraction) ? o.run + " records none: the default" : o.run + "'s";
+        return std::isnan(run_fraction) ? 0.05 : run_fraction;
+    }
+    source = "--val-fraction";
     if (o.val_fraction < 0 || o.val_fraction >= 1) user_error_in("--val-fraction", "must be in [0, 1)");
     if (o.split == "val" && !std::isnan(run_fraction) && o.val_fraction > run_fraction)
         log_warn(cat("--val-fraction ", o.val_fraction, " holds out more documents than ", o.run, " did (",
@@ -189,7 +194,8 @@ EvalReport train_eval(const EvalOptions& o) {
     if (!o.baseline.empty())
         require_same_tokenizer(o.baseline, run_tokenizer(o.baseline).fingerprint, o.run + " (its database's)", run_tok.fingerprint,
                                "compare runs trained on databases of the same tokenizer");
-    const double val_fraction = resolve_val_fraction(o);
+    std::string val_source;
+    const double val_fraction = resolve_val_fraction(o, val_source);
     warn_other_database(o);
     const double held_out = o.split == "all" ? 0.0 : val_fraction;
     // The split must hold sequences and a batch must fit: refused before a search (--index) can take minutes.
@@ -281,6 +287,16 @@ EvalReport train_eval(const EvalOptions& o) {
         rep.token_losses = o.token_losses;
         for (std::int64_t s : seqs) rep.sequence_first_chunks.push_back(db.seq_start(s));
     }
+    if (run_tok.fingerprint.empty() && !fs::exists(fs::path(o.run) / "manifest.json"))   // (as retro-generate says)
+        log_warn(o.run + " records no training database or tokenizer (weights from outside RetroKit): the losses mean "
+                         "something only if the weights were trained on the ids of " + o.db + "'s tokenizer "
+                         "(RETRO-pytorch's own pipeline tokenises with bert-base-cased: docs/retro-pytorch.md)");
+    // (said, because it changes the train split's losses too: a comparison with another tool on the same neighbours
+    // differs where a neighbour lies in a held-out document)
+    if (held_out > 0 && knn)
+        log_info(cat("held out: ", held_out, " of the documents (", val_source, ", a fixed hash): on any split a "
+                     "neighbour inside them reads as none, so held-out text is never retrieved (--split all or "
+                     "--val-fraction 0 holds none out)"));
     const std::int64_t batches = (rep.sequences + o.batch_size - 1) / o.batch_size;
     Progress progress(cat("eval (", modes.size(), " modes x ", batches, " batches)"),
                       batches * static_cast<std::int64_t>(modes.size()), "batch passes");

@@ -757,6 +757,10 @@ void Trainer::run() {
         start_lines_.push_back(cat("init from ", init_.weights, where.empty() ? "" : " (" + where + ")", " (", init_.fingerprint,
                                    "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ", init_.ignored,
                                    " of the base unused"));
+        if (!init_.within.empty())   // (an RP user's research checkpoint: its optimizer and step were dropped unsaid)
+            start_lines_.push_back(cat("init from ", init_.weights, ": only its weights are read; its other entries (an "
+                                       "optimizer's state, a step count) are not: AdamW and the learning-rate schedule "
+                                       "start afresh at step 0"));
     }
     AdamWConfig oc;
     oc.lr = o_.lr;
