@@ -44,9 +44,16 @@ void cuda_stream_synchronize(CudaStream stream) {
 }
 
 std::string cuda_context_fault() {
-    if (cuda_device_count() == 0) return "";
+    // (not through cuda_device_count, which reads any error as "no device": a dead context may answer the count
+    // with its fault)
+    int n = 0;
+    const cudaError_t counted = cudaGetDeviceCount(&n);
+    if (counted == cudaErrorNoDevice || counted == cudaErrorInsufficientDriver || (counted == cudaSuccess && n == 0)) {
+        (void)cudaGetLastError();
+        return "";
+    }
     // (the whole device, not a stream: the question is the context's, and the caller's streams may be gone)
-    const cudaError_t e = cudaDeviceSynchronize();
+    const cudaError_t e = counted != cudaSuccess ? counted : cudaDeviceSynchronize();
     if (e == cudaSuccess) return "";
     (void)cudaGetLastError();
     return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);

@@ -342,7 +342,7 @@ void CudaNnBackend::abort_capture() noexcept {
     const cudaError_t ended = cudaStreamEndCapture(stream_, &broken);
     if (broken) RETRO_CUDA_CHECK_NOTHROW(cudaGraphDestroy(broken));
     if (ended != cudaSuccess && ended != cudaErrorStreamCaptureInvalidated)
-        RETRO_CUDA_CHECK_NOTHROW(ended);
+        cuda_check_nothrow(ended, "cudaStreamEndCapture(stream_, &broken)", __FILE__, __LINE__);
     (void)cudaGetLastError();   // (the capture's own status, not a later kernel's)
 }
 

@@ -192,7 +192,7 @@ TEST_CASE("core: manifest_read of a folder or manifest this user may not read na
     test::write_text(tmp / "open" / "manifest.json", R"({"outputs": []})");
     fs::permissions(tmp / "closed", fs::perms::none);
     fs::permissions(tmp / "open", fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
-    fs::permissions(tmp / "open" / "manifest.json", fs::perms::owner_read);
+    fs::permissions(tmp / "open" / "manifest.json", fs::perms::none);   // (unreadable to a non-root owner too)
     const auto refusal_holds = [](const fs::path& dir, const std::string& expected) {
         try {
             manifest_read(dir.string());

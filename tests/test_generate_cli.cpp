@@ -572,6 +572,7 @@ TEST_CASE("generate: runs it should not take at their word - a smaller tokenizer
                                               p.db.string() + " --knn " + knn.string() + " --max-batches 1 --split train");
         CHECK_MESSAGE(r.exit_code == 0, r.err);
         CHECK(r.err.find(says) != std::string::npos);
+        CHECK(r.err.find("(its 400 pieces are not the model's num_tokens 1024)") != std::string::npos);
         CHECK(r.err.find("held out: 0.05 of the documents (" + outside.string() + " records none: the default, a fixed "
                          "hash): on any split a neighbour inside them reads as none") != std::string::npos);
         r = test::run_tool("retro-train", "eval " + outside.string() + " --weights " + weights.string() + " --db " +

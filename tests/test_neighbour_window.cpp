@@ -157,6 +157,14 @@ TEST_CASE("neighbour window: RETRO's unit takes the continuation exactly where R
         db.neighbour_tokens(j, got.data());
         CAPTURE(j);
         CHECK(got == want);
+        // the read training, eval and retro-generate make: the same unit, with the min-match filter on too (a query
+        // sharing the chunk's own tokens passes it)
+        std::vector<std::int32_t> query(t.rows.begin() + j * cs, t.rows.begin() + (j + 1) * cs);
+        for (const int min_match : {0, 1}) {
+            std::fill(got.begin(), got.end(), -1);
+            CHECK(neighbour_read(db, NeighbourAlignment::chunk, min_match, query.data(), j, 0, got.data()));
+            CHECK(got == want);
+        }
     }
     CHECK(eos_alone == 3);   // documents 2, 6 and 10 end in a row of the EOS alone
 }

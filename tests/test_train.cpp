@@ -90,7 +90,10 @@ TEST_CASE("train: batches follow the database with its continuation and -1 rules
                 for (std::int64_t q = 0; q < r; q++) {
                     std::int32_t want = 0;
                     if (id >= 0 && q < cs) want = t.rows[id * cs + q];
-                    if (id >= 0 && q >= cs && id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id])
+                    // RP's rule (RETRO.md A.6): the next row, unless it is another document's or begins with
+                    // the EOS (then row id's cs + 1 ids hold EOS)
+                    if (id >= 0 && q >= cs && id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id] &&
+                        t.rows[(id + 1) * cs] != 3)
                         want = t.rows[(id + 1) * cs + q - cs];
                     CHECK(got[q] == want);
                 }

@@ -158,7 +158,7 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
             const std::int64_t id = t.knn[source * 2 + j];
             if (id < 0) continue;
             std::vector<std::int32_t> unit(t.rows.begin() + id * cs, t.rows.begin() + (id + 1) * cs);
-            const bool cont = id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id];
+            const bool cont = id + 1 < t.n && t.doc_ids[id + 1] == t.doc_ids[id] && t.rows[(id + 1) * cs] != 3;   // RP: no EOS-alone row
             for (int c = 0; c < cs; c++) unit.push_back(cont ? t.rows[(id + 1) * cs + c] : 0);
             best = std::max(best, brute_longest_run(chunk, unit, 0));
         }

@@ -73,7 +73,9 @@ bool neighbour_read(const ChunkDb& db, NeighbourAlignment a, int min_match, cons
         std::fill(out, out + r, pad);
         return false;
     }
-    neighbour_window(db, id, a == NeighbourAlignment::match ? m.offset : 0, pad, out);
+    // chunk-aligned (or a match too short to shift by): RETRO's unit, with RP's continuation rule
+    if (a == NeighbourAlignment::chunk || m.run < kMinAlignRun) db.neighbour_tokens(id, out);
+    else neighbour_window(db, id, m.offset, pad, out);
     return true;
 }
 

@@ -222,7 +222,9 @@ void params_load(const std::string& path, std::vector<T>& data, const ParamLayou
         if (v.shape != e.shape) {
             // RP 0.3.9 builds 8 heads whatever its `heads` argument says (docs/model.md): a config copied from an RP
             // constructor call with heads = 4 then misses by exactly the inner width
-            bool eight_heads = config.heads != 8 && v.shape.size() == e.shape.size();
+            const bool attention = e.name.find(".to_q.") != std::string::npos || e.name.find(".to_k.") != std::string::npos ||
+                                   e.name.find(".to_v.") != std::string::npos || e.name.find(".to_out.") != std::string::npos;
+            bool eight_heads = attention && config.heads != 8 && v.shape.size() == e.shape.size();
             for (std::size_t i = 0; eight_heads && i < v.shape.size(); i++)
                 eight_heads = v.shape[i] == e.shape[i] ||
                               (v.shape[i] == 8 * config.dim_head && e.shape[i] == config.heads * config.dim_head);

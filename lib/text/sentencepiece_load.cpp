@@ -88,7 +88,7 @@ void sentencepiece_model_check(const std::string& path, std::string_view model) 
         if (text)
             user_error_in(path, "is a text file (a WordPiece or BPE vocabulary, a tokenizer.json?), not a sentencepiece "
                                 "model: RetroKit's databases and runs take only sentencepiece models",
-                          "train one with retro-tokenizer train (or pass a sentencepiece .model file)");
+                          "pass a sentencepiece .model file (retro-tokenizer train makes one)");
         user_error_in(path, "is not a sentencepiece model RetroKit can check (its protocol buffer does not parse as one)",
                       "restore the file from the checkpoint or tokenizer it came from");
     };

@@ -4,7 +4,8 @@
 //   seq s starting at row c0 of document d: token i (0..n) = row c0 + i/cs, column i%cs while the row is in d,
 //   else pad 0 (so labels past the document are ignored);
 //   chunk u's neighbours = knn[c0 + u, :k]; neighbour j gives row j (cs ids) + continuation row j+1 when it
-//   is in j's document, else cs pads; a -1 neighbour (or a row past the document) gives 2cs pads (masked).
+//   is in j's document and does not begin with its EOS (RP's rule, ChunkDb::neighbour_tokens), else cs pads; a
+//   -1 neighbour (or a row past the document) gives 2cs pads (masked).
 //   With the config's "neighbour_alignment": "match" each neighbour's window is shifted to its match with
 //   chunk u (data/neighbour_window.h).
 // Validation split by documents (a fixed hash of the document index); neighbours that fall in validation

@@ -287,10 +287,18 @@ EvalReport train_eval(const EvalOptions& o) {
         rep.token_losses = o.token_losses;
         for (std::int64_t s : seqs) rep.sequence_first_chunks.push_back(db.seq_start(s));
     }
-    if (run_tok.fingerprint.empty() && !fs::exists(fs::path(o.run) / "manifest.json"))   // (as retro-generate says)
-        log_warn(o.run + " records no training database or tokenizer (weights from outside RetroKit): the losses mean "
-                         "something only if the weights were trained on the ids of " + o.db + "'s tokenizer "
-                         "(RETRO-pytorch's own pipeline tokenises with bert-base-cased: docs/retro-pytorch.md)");
+    // (as retro-generate says: weights neither the run nor the --weights file's own run records the ids of)
+    if (run_tok.fingerprint.empty() && !fs::exists(fs::path(o.run) / "manifest.json") &&
+        (o.weights.empty() || run_tokenizer(o.weights).fingerprint.empty())) {
+        const nlohmann::json db_params = db.manifest().value("parameters", nlohmann::json::object());
+        const std::int64_t pieces = db_params.is_object() ? db_params.value("vocab_size", std::int64_t{0}) : 0;
+        log_warn(cat(o.run, " records no training database or tokenizer (weights from outside RetroKit): the losses mean "
+                            "something only if the weights were trained on the ids of ", o.db, "'s tokenizer",
+                     pieces > 0 && pieces != config.num_tokens
+                         ? cat(" (its ", pieces, " pieces are not the model's num_tokens ", config.num_tokens, ")")
+                         : std::string(),
+                     "; RETRO-pytorch's own pipeline tokenises with bert-base-cased (docs/retro-pytorch.md)"));
+    }
     // (said, because it changes the train split's losses too: a comparison with another tool on the same neighbours
     // differs where a neighbour lies in a held-out document)
     if (held_out > 0 && knn)

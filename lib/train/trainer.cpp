@@ -758,9 +758,9 @@ void Trainer::run() {
                                    "): ", init_.copied, " tensors copied, ", init_.fresh, " fresh from --seed, ", init_.ignored,
                                    " of the base unused"));
         if (!init_.within.empty())   // (an RP user's research checkpoint: its optimizer and step were dropped unsaid)
-            start_lines_.push_back(cat("init from ", init_.weights, ": only its weights are read; its other entries (an "
-                                       "optimizer's state, a step count) are not: AdamW and the learning-rate schedule "
-                                       "start afresh at step 0"));
+            start_lines_.push_back(cat("init from ", init_.weights, ": only the weights under '", init_.within,
+                                       "' are read, nothing else the file holds (an optimizer's state, a step count): "
+                                       "AdamW and the learning-rate schedule start afresh at step 0"));
     }
     AdamWConfig oc;
     oc.lr = o_.lr;
