@@ -195,6 +195,9 @@ TEST_CASE("generate: retro-generate end to end - seeds - batch mode - neighbours
         REQUIRE(rows.size() == 3);
         for (const auto& row : rows) completions.push_back(row.at("completion").get<std::string>());
         CHECK(completions[0] + "\n" == a.out);   // prompt 0 of a batch = the single prompt, same seed
+        // prompts 0 and 2 are the same text: each prompt's own stream, seeded by its index, draws other tokens (a
+        // mutant giving every prompt the first prompt's stream survived the rest, session 61)
+        CHECK(completions[2] != completions[0]);
         CHECK(rows[1].at("id") == "second");
         CHECK(rows[2].at("id") == 2);
         CHECK(rows[0].at("neighbours").size() >= 3);

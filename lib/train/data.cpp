@@ -62,6 +62,9 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
                           "compute the neighbours for this database with retro-knn");
         if (knn_.dim(1) < k_)
             user_error_in(path, cat("holds ", knn_.dim(1), " neighbours per chunk; the config asks for ", k_));
+        if (knn_.dtype() != DType::I64)   // (RETRO-pytorch's knn memmap is int32: docs/retro-pytorch.md)
+            user_error_in(path, "has dtype " + dtype_name(knn_.dtype()) + ", expected i64 (chunk ids, -1 for none)",
+                          "save it as int64: np.save(path, knn.astype(np.int64))");
         knn_.data<std::int64_t>();
         // a knn/ folder made by retro-knn names the database it was made for: its fingerprint must match
         if (fs::exists(fs::path(knn_dir) / "manifest.json") && fs::exists(fs::path(db_dir) / "manifest.json")) {

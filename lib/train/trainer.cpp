@@ -51,6 +51,13 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
+std::vector<std::int64_t> train_epoch_order(const std::vector<std::int64_t>& seqs, std::uint64_t seed, std::int64_t epoch) {
+    std::vector<std::int64_t> v = seqs;
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(epoch) + 1);
+    for (std::size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rng() % i]);   // Fisher-Yates
+    return v;
+}
+
 double train_lr_at(const TrainOptions& o, std::int64_t step) {
     if (o.warmup > 0 && step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
     const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup));
@@ -66,13 +73,6 @@ namespace {
 struct Cursor {
     std::int64_t epoch = 0, pos = 0;
 };
-
-std::vector<std::int64_t> epoch_order(const std::vector<std::int64_t>& seqs, std::uint64_t seed, std::int64_t epoch) {
-    std::vector<std::int64_t> v = seqs;
-    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(epoch) + 1);
-    for (std::size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rng() % i]);
-    return v;
-}
 
 std::string num(double v) {
     char buf[64];
@@ -336,7 +336,7 @@ std::vector<std::int64_t> Trainer::next_seqs() {
             cursor_.pos = 0;
         }
         if (order_epoch_ != cursor_.epoch) {
-            order_ = epoch_order(train, o_.seed, cursor_.epoch);
+            order_ = train_epoch_order(train, o_.seed, cursor_.epoch);
             order_epoch_ = cursor_.epoch;
         }
         const std::int64_t seq = order_[cursor_.pos++];

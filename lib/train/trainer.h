@@ -75,6 +75,9 @@ struct TrainOptions {
 
 // Learning rate at optimizer step `step` (0-based).
 double train_lr_at(const TrainOptions& o, std::int64_t step);
+// Epoch `epoch`'s order of the training sequences: a Fisher-Yates shuffle drawn from mt19937_64(seed, epoch), so
+// (epoch, position) is all the data order's state a checkpoint needs.
+std::vector<std::int64_t> train_epoch_order(const std::vector<std::int64_t>& seqs, std::uint64_t seed, std::int64_t epoch);
 
 void train_run(const ToolContext& ctx, const TrainOptions& opts);
 
