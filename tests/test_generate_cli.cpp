@@ -18,6 +18,7 @@
 #include "core/npy.h"
 #include "core/shell_quote.h"
 #include "data/chunk_db.h"
+#include "text/tokenizer.h"
 #include "data/neighbour_window.h"
 #include "embed/embedder.h"
 #include "generate/chunk_retriever.h"
@@ -433,15 +434,28 @@ TEST_CASE("generate: retro-generate retrieves from a bm25 index by the chunk's t
     REQUIRE(shown.exit_code == 0);
     const ChunkDb db(p.db.string());
     const test::Bm25Oracle oracle(db, {});
+    // what chunk u is searched with: its own tokens, bos + the prompt's ids [u cs, (u + 1) cs) (a mutant searching
+    // with chunk u - 1's tokens passed the oracle below, which takes the printed query: session 61)
+    std::vector<int> prompt_ids = {TOKEN_BOS};
+    for (int id : Tokenizer(db.tokenizer_checked("", "--tokenizer")).encode(prompt)) prompt_ids.push_back(id);
+    const int cs = db.chunk_size();
+    int prompt_chunks = 0;
     int lines = 0;
     std::istringstream err(shown.err);
     for (std::string line; std::getline(err, line);) {
         if (line.empty() || line[0] != '{') continue;
         auto j = nlohmann::json::parse(line);
         const auto query = j.at("query").get<std::vector<std::int32_t>>();
+        const auto u = j.at("chunk").get<std::int64_t>();
+        if ((u + 1) * cs <= static_cast<std::int64_t>(prompt_ids.size())) {
+            CAPTURE(u);
+            CHECK(query == std::vector<std::int32_t>(prompt_ids.begin() + u * cs, prompt_ids.begin() + (u + 1) * cs));
+            prompt_chunks++;
+        }
         const auto want = oracle.top(test::Bm25Oracle::counts(query.data(), static_cast<int>(query.size())), 2, nullptr, -1);
         const auto ids = j.at("ids").get<std::vector<std::int64_t>>();
-        const auto scores = j.at("scores").get<std::vector<float>>();
+        std::vector<float> scores;   // (an empty slot's -inf is written as null)
+        for (const auto& x : j.at("scores")) scores.push_back(x.is_null() ? -std::numeric_limits<float>::infinity() : x.get<float>());
         REQUIRE(ids.size() == 2);
         for (std::size_t n = 0; n < 2; n++) {
             if (n >= want.size()) {
@@ -454,6 +468,7 @@ TEST_CASE("generate: retro-generate retrieves from a bm25 index by the chunk's t
         lines++;
     }
     CHECK(lines >= 5);
+    CHECK(prompt_chunks >= 2);
 }
 
 TEST_CASE("generate: with neighbour_alignment match the retriever reads what training reads") {
