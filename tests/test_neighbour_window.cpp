@@ -117,6 +117,29 @@ TEST_CASE("neighbour window: the match and the aligned window equal a brute-forc
     CHECK(long_runs > 0);   // ... and the copied stretch whole chunks
 }
 
+TEST_CASE("neighbour window: a run the neighbour's text holds twice aligns at its earlier copy") {
+    // (the random documents above never tie two copies of one run, so a mutant preferring the later copy survived:
+    // session 61) document 0 holds 40 41 42 43 in row 0 and again in row 1; the query (document 1) holds it once
+    test::TempDir dir("neighbour-window-tie");
+    const int cs = 8;
+    test::TinyDb t;
+    t.rows = {2, 50, 40, 41, 42, 43, 51, 52, 53, 54, 55, 40, 41, 42, 43, 56, 57, 58, 3, 0, 0, 0, 0, 0,
+              2, 60, 61, 40, 41, 42, 43, 62, 63, 3, 0, 0, 0, 0, 0, 0};
+    t.doc_ids = {0, 0, 0, 1, 1};
+    t.doc_offsets = {0, 3, 5};
+    t.seq_starts = {0, 3};
+    t.n = 5;
+    t.knn.assign(static_cast<std::size_t>(t.n * t.kk), -1);
+    test::save_tiny_db(dir / "db", dir / "knn", t, cs, 2 * cs);
+    ChunkDb db((dir / "db").string());
+    const std::int32_t* q = t.rows.data() + 3 * cs;   // 2 60 61 40 41 42 43 62
+    const NeighbourMatch got = neighbour_match(db, q, 1, 0), want = brute_match(t, cs, q, 1);
+    CHECK(got.run == 4);
+    CHECK(got.offset == -8 + 2 - 3);   // row 0's copy (text position 2) under the query's (position 3); row 1's: +9
+    CHECK(got.run == want.run);
+    CHECK(got.offset == want.offset);
+}
+
 TEST_CASE("neighbour window: RETRO's unit takes the continuation exactly where RETRO-pytorch's RETRODataset does") {
     // The oracle is RP's rule on RP's layout (RETRO.md A.6): row j has cs + 1 ids (its own, then the next row's first
     // id within the document, else pad); the continuation is row min(j + 1, N - 1), zeroed where those cs + 1 ids
