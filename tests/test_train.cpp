@@ -134,6 +134,25 @@ TEST_CASE("train: warmup then cosine schedule") {
     }
 }
 
+TEST_CASE("train: gradient clipping is torch's clip_grad_norm_ (the scale, and the norm it leaves)") {
+    // (a mutant scaling by clip / norm^2 in both the CPU and the device step survived: the two paths were only
+    // compared with each other, session 61)
+    CHECK(train_clip_scale(10.0, 1.0) == static_cast<float>(1.0 / (10.0 + 1e-6)));
+    CHECK(train_clip_scale(0.5, 1.0) == 1.0f);    // below the bound: untouched
+    CHECK(train_clip_scale(1.0, 1.0) == 1.0f);    // (torch: coef 1/(1 + 1e-6) clamped to 1)
+    CHECK(train_clip_scale(1e9, 0.0) == 1.0f);    // --clip 0: none
+    std::mt19937 rng(4);
+    std::normal_distribution<double> g(0, 3);
+    std::vector<double> grad(1000);
+    for (auto& x : grad) x = g(rng);
+    double sq = 0;
+    for (double x : grad) sq += x * x;
+    const double norm = std::sqrt(sq), s = train_clip_scale(norm, 1.0);
+    double after = 0;
+    for (double x : grad) after += (x * s) * (x * s);
+    CHECK(std::sqrt(after) == doctest::Approx(1.0).epsilon(1e-5));   // the clipped norm is the bound
+}
+
 TEST_CASE("train: each epoch's order is a uniform shuffle (every order of 3 sequences about equally often)") {
     // (a mutant turning Fisher-Yates into Sattolo's algorithm — cyclic orders only — kept every determinism and resume
     // test passing: session 61). 6,000 (seed, epoch) draws of 3 sequences: a chi-square over the 6 orders, 5 degrees

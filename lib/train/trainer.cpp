@@ -58,6 +58,12 @@ std::vector<std::int64_t> train_epoch_order(const std::vector<std::int64_t>& seq
     return v;
 }
 
+float train_clip_scale(double norm, double clip) {
+    // torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6), applied where it is below 1
+    if (!(clip > 0) || !(norm > clip)) return 1.0f;
+    return static_cast<float>(clip / (norm + 1e-6));
+}
+
 double train_lr_at(const TrainOptions& o, std::int64_t step) {
     if (o.warmup > 0 && step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
     const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup));
@@ -259,10 +265,8 @@ double Trainer::device_clip_and_step(double lr) {
     double sq = 0;
     for (const auto& [b, e] : opt_->ranges()) sq += backend_->sum_squares(grads + b, e - b);
     const double norm = std::sqrt(sq);
-    if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
-        const float s = static_cast<float>(o_.clip / (norm + 1e-6));
+    if (const float s = train_clip_scale(norm, o_.clip); s != 1.0f)
         for (const auto& [b, e] : opt_->ranges()) backend_->scale(grads + b, s, e - b);
-    }
     const auto a = opt_->next_step_scalars(lr);
     std::int64_t packed = 0;
     const auto* decay = static_cast<const std::uint8_t*>(d_decay_.get());
@@ -873,11 +877,9 @@ void Trainer::run() {
             for (const auto& [b, e] : opt_->ranges())
                 for (std::int64_t i = b; i < e; i++) sq += static_cast<double>(grads[i]) * grads[i];
             norm = std::sqrt(sq);
-            if (o_.clip > 0 && norm > o_.clip) {   // torch.nn.utils.clip_grad_norm_
-                const float s = static_cast<float>(o_.clip / (norm + 1e-6));
+            if (const float s = train_clip_scale(norm, o_.clip); s != 1.0f)
                 for (const auto& [b, e] : opt_->ranges())
                     for (std::int64_t i = b; i < e; i++) grads[i] *= s;
-            }
             opt_->step(model_->params(), grads, lr);
         }
         step++;

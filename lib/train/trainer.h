@@ -75,6 +75,10 @@ struct TrainOptions {
 
 // Learning rate at optimizer step `step` (0-based).
 double train_lr_at(const TrainOptions& o, std::int64_t step);
+// The factor the gradients are scaled by before AdamW (--clip, the global norm over the trainable tensors): torch's
+// clip_grad_norm_, clip / (norm + 1e-6) where the norm exceeds clip, else 1 (and 1 for clip 0: no clipping). The CPU
+// and the device step both take it.
+float train_clip_scale(double norm, double clip);
 // Epoch `epoch`'s order of the training sequences: a Fisher-Yates shuffle drawn from mt19937_64(seed, epoch), so
 // (epoch, position) is all the data order's state a checkpoint needs.
 std::vector<std::int64_t> train_epoch_order(const std::vector<std::int64_t>& seqs, std::uint64_t seed, std::int64_t epoch);
