@@ -20,6 +20,7 @@
 #include "index/knn_build.h"
 #include "test_chunk_util.h"
 #include "test_knn_oracle.h"
+#include "test_train_fixtures.h"
 #include "test_util.h"
 
 using namespace retro;
@@ -122,6 +123,42 @@ TEST_CASE("knn: bow embeddings are deterministic unit vectors - and similar chun
     CHECK(dot(0, 0) == doctest::Approx(1.0).epsilon(1e-6));
     CHECK(dot(0, 1) > dot(0, 2) + 0.3);
     CHECK(dot(3, 3) == 0.0);   // only special/pad ids: a zero row
+}
+
+TEST_CASE("knn: bow's idf is the documented smoothed idf, df counting the chunks that hold a feature") {
+    // docs/index.md: idf = ln((1 + N) / (1 + df)) + 1 over the database's chunks. Chunks that repeat a token or a
+    // bigram: a mutant counting a feature once per occurrence instead of once per chunk survived the tests before
+    // (session 61's mutation campaign)
+    test::TempDir dir("bow-idf");
+    const int cs = 8;
+    test::TinyDb t;
+    t.rows = {2, 10, 10, 10, 11, 10, 10, 3,  2, 10, 11, 12, 13, 14, 15, 3,  2, 20, 20, 21, 20, 21, 3, 0,
+              2, 12, 13, 12, 13, 12, 13, 3};
+    t.n = 4;
+    t.doc_ids = {0, 1, 2, 3};
+    t.doc_offsets = {0, 1, 2, 3, 4};
+    t.seq_starts = {0, 1, 2, 3};
+    t.knn.assign(static_cast<std::size_t>(t.n * t.kk), -1);
+    test::save_tiny_db(dir / "db", dir / "knn", t, cs, cs);
+    const ChunkDb db((dir / "db").string());
+    BowOptions o;
+    o.hash_bits = 10;
+    const std::vector<float> idf = bow_fit_idf(db, o);
+    std::vector<std::int64_t> df(std::size_t{1} << o.hash_bits, 0);
+    bool repeats = false;
+    for (std::int64_t c = 0; c < t.n; c++) {
+        std::vector<std::uint32_t> feats;
+        bow_features(t.rows.data() + c * cs, cs, o.hash_bits, feats);
+        const std::set<std::uint32_t> distinct(feats.begin(), feats.end());
+        repeats = repeats || distinct.size() < feats.size();
+        for (auto f : distinct) df[f]++;
+    }
+    REQUIRE(repeats);   // (the fixture holds what the check is for)
+    REQUIRE(idf.size() == df.size());
+    int differ = 0;
+    for (std::size_t f = 0; f < df.size(); f++)
+        differ += idf[f] != static_cast<float>(std::log((1.0 + 4) / (1.0 + static_cast<double>(df[f]))) + 1.0);
+    CHECK(differ == 0);
 }
 
 namespace {
