@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/manifest.h"
 
 namespace fs = std::filesystem;
@@ -66,6 +67,16 @@ RunTokenizer run_tokenizer(const std::string& path) {
         return {};   // an unreadable manifest tells nothing here; the reader of the weights names it
     }
     return out;
+}
+
+void outside_weights_warning(const std::string& run, const std::string& tokenizer, std::int64_t pieces,
+                             std::int64_t num_tokens) {
+    log_warn(cat(run, " records no training database or tokenizer (weights from outside RetroKit): they must have been "
+                      "trained on the ids of ", tokenizer, ", or what they give is noise",
+                 pieces > 0 && pieces != num_tokens
+                     ? cat(" (its ", pieces, " pieces are not the model's num_tokens ", num_tokens, ")")
+                     : std::string(),
+                 "; RETRO-pytorch's own pipeline tokenises with bert-base-cased (docs/retro-pytorch.md)"));
 }
 
 void require_same_tokenizer(const std::string& where, const std::string& fingerprint, const std::string& other_what,

@@ -258,14 +258,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     // nothing more can be refused (a refusal is one line).
     const bool ids_recorded = run_manifest.is_object() || ck_manifest.is_object() ||
                               (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint"));
-    if (!ids_recorded)
-        log_warn(cat(o.run, " records no training database or tokenizer (weights from outside RetroKit): they must have "
-                            "been trained on the ids of ", tok_path, ", or the text is noise",
-                     tokenizer_->vocab_size() != config.num_tokens
-                         ? cat(" (its ", tokenizer_->vocab_size(), " pieces are not the model's num_tokens ",
-                               config.num_tokens, ")")
-                         : std::string(),
-                     "; RETRO-pytorch's own pipeline tokenises with bert-base-cased (docs/retro-pytorch.md)"));
+    if (!ids_recorded) outside_weights_warning(o.run, tok_path, tokenizer_->vocab_size(), config.num_tokens);
 }
 
 std::string Generator::prompt_label(const std::vector<std::string>& prompts, std::int64_t i) const {

@@ -292,12 +292,7 @@ EvalReport train_eval(const EvalOptions& o) {
         (o.weights.empty() || run_tokenizer(o.weights).fingerprint.empty())) {
         const nlohmann::json db_params = db.manifest().value("parameters", nlohmann::json::object());
         const std::int64_t pieces = db_params.is_object() ? db_params.value("vocab_size", std::int64_t{0}) : 0;
-        log_warn(cat(o.run, " records no training database or tokenizer (weights from outside RetroKit): the losses mean "
-                            "something only if the weights were trained on the ids of ", o.db, "'s tokenizer",
-                     pieces > 0 && pieces != config.num_tokens
-                         ? cat(" (its ", pieces, " pieces are not the model's num_tokens ", config.num_tokens, ")")
-                         : std::string(),
-                     "; RETRO-pytorch's own pipeline tokenises with bert-base-cased (docs/retro-pytorch.md)"));
+        outside_weights_warning(o.run, o.db + "'s tokenizer", pieces, config.num_tokens);
     }
     // (said, because it changes the train split's losses too: a comparison with another tool on the same neighbours
     // differs where a neighbour lies in a held-out document)
