@@ -360,14 +360,47 @@ TEST_CASE("bad input: a binary corpus file, a negative or too large seed, a resu
                    {state.string(), "global batch of 2 sequences (--batch-size 2 x --grad-accum 1), not 3"});
     expect_refused(test::run_tool("retro-train", common + "--steps 2 --quiet --batch-size 2 --grad-accum 2"),
                    {state.string(), "not 4"});
+    // a checkpoint from before the continuation rule was recorded (data/chunk_db.h) read the older rule: said, and
+    // carried to the later checkpoints and the manifest as the step it changed at
+    nlohmann::json older = nlohmann::json::parse(test::read_text(state));
+    CHECK(older.value("neighbour_continuation", "") == "retro-pytorch");
+    older.erase("neighbour_continuation");
+    test::write_text(state, older.dump(2));
     const test::RunResult split = test::run_tool("retro-train", common + "--steps 2 --batch-size 1 --grad-accum 2");
     CHECK_MESSAGE(split.exit_code == 0, split.err);   // the same global batch, split otherwise (as the memory check advises)
     CHECK(split.err.find("resume: --batch-size 1 x --grad-accum 2 (was 2 x 1): the same global batch of 2") != std::string::npos);
+    CHECK(split.err.find("resume: " + state.string() + " records no neighbour continuation rule: RetroKit before "
+                         "2026-12-06 read a continuation") != std::string::npos);
     const std::string loud = common + "--batch-size 2 --steps 3 --lr 0.001";
     const test::RunResult resumed = test::run_tool("retro-train", loud);
     INFO("stderr: ", resumed.err);
     CHECK(resumed.exit_code == 0);
     CHECK(resumed.err.find("resume: --steps 3 (was 2), --lr 0.001 (was 0.0003)") != std::string::npos);
+    CHECK(resumed.err.find("continuation") == std::string::npos);   // step 2's checkpoint records the rule
+    nlohmann::json mixed = nlohmann::json::parse(test::read_text(run / "manifest.json"));
+    CHECK(mixed["parameters"]["neighbour_continuation"] == "retro-pytorch");
+    CHECK(mixed["parameters"]["neighbour_continuation_from_step"] == 1);
+    const std::string eval = "eval --run " + run.string() + " --db " + p.db.string() + " --knn " + p.knn.string() +
+                             " --max-batches 1 --split all";
+    const test::RunResult eval_mixed = test::run_tool("retro-train", eval);
+    CHECK_MESSAGE(eval_mixed.exit_code == 0, eval_mixed.err);
+    CHECK(eval_mixed.err.find(run.string() + " read RetroKit's older neighbour continuations (before 2026-12-06) up to "
+                              "its checkpoint at step 1, resumed since") != std::string::npos);
+    mixed["parameters"].erase("neighbour_continuation");   // a run of an earlier version
+    test::write_text(run / "manifest.json", mixed.dump(2));
+    const test::RunResult eval_older = test::run_tool("retro-train", eval);
+    CHECK_MESSAGE(eval_older.exit_code == 0, eval_older.err);
+    CHECK(eval_older.err.find((run / "manifest.json").string() + " records no neighbour continuation rule") !=
+          std::string::npos);
+    // a rule this version does not know (a later version's checkpoint) is refused
+    const fs::path state3 = run / "checkpoints" / "step_00000003" / "state.json";
+    nlohmann::json later = nlohmann::json::parse(test::read_text(state3));
+    later["neighbour_continuation"] = "some-later-rule";
+    test::write_text(state3, later.dump(2));
+    fs::remove(run / "manifest.json");
+    fs::remove(run / "model.safetensors");
+    expect_refused(test::run_tool("retro-train", common + "--batch-size 2 --steps 4 --quiet"),
+                   {state3.string(), "neighbour continuation rule \"some-later-rule\""});
 
     // --nprobe on an index without inverted lists (the pipeline's Flat index) was ignored without a word
     const test::RunResult flat = test::run_tool("retro-knn", p.index.string() + " --db " + p.db.string() + " --out " +

@@ -136,6 +136,12 @@ void ChunkDb::neighbour_tokens(std::int64_t id, std::int32_t* out) const {
     for (int t = 0; t < cs; t++) out[cs + t] = continues ? token(id + 1, t) : 0;
 }
 
+std::string unrecorded_continuation_note(const std::string& what, const std::string& doing, int chunk_size) {
+    return cat(what, " records no neighbour continuation rule: RetroKit before 2026-12-06 read a continuation for a ",
+               "neighbour whose next row holds its document's EOS alone (about 1 document in ", chunk_size, "), ",
+               doing, " reads none there, as RETRO-pytorch does (docs/formats.md)");
+}
+
 std::string ChunkDb::sources_path() const { return (fs::path(dir_) / "sources.jsonl").string(); }
 
 DocSource ChunkDb::source(std::int64_t doc) const {

@@ -13,6 +13,14 @@
 
 namespace retro {
 
+// The name of ChunkDb::neighbour_tokens' continuation rule, recorded by retro-train (a checkpoint's state.json, the
+// run's manifest `parameters`) so that a resume or eval of a run trained under another rule is told: since
+// 2026-12-06 RETRO-pytorch's (no continuation where the next row holds its document's EOS alone). A run that records
+// none was trained before then, when that row was read too.
+inline constexpr const char* kNeighbourContinuationRule = "retro-pytorch";
+// The info line for such a run (`what`: its checkpoint or manifest; `doing`: "this resume", "this eval").
+std::string unrecorded_continuation_note(const std::string& what, const std::string& doing, int chunk_size);
+
 class ChunkDb {
 public:
     // UserError naming the file when anything is off. A shard of a sharded retro-chunk run (`--shard i/n`, n > 1) is

@@ -211,11 +211,19 @@ EvalReport train_eval(const EvalOptions& o) {
     RetroData data(o.db, neighbours, config, held_out, o.verify ? RetroData::Verify::kLayout : RetroData::Verify::kNone);
     const bool knn = !neighbours.empty();
     check_split(data, knn);
+    std::string continuation_note;   // logged after the checks below
     if (knn && o.weights.empty() && fs::exists(fs::path(o.run) / "manifest.json")) {
         const nlohmann::json params = manifest_read(o.run).value("parameters", nlohmann::json::object());
         if (params.is_object() && params.contains("no_retrieval") && params["no_retrieval"] == true)
             log_warn(o.run + " was trained with --no-retrieval: its retrieval rows run CCA layers and an encoder that "
                              "never learnt (compare it with a retro-fitted run instead)");
+        else if (params.is_object() && !params.contains("neighbour_continuation"))
+            continuation_note = unrecorded_continuation_note((fs::path(o.run) / "manifest.json").string(), "this eval",
+                                                             static_cast<int>(config.chunk_size));
+        else if (params.is_object() && params.value("neighbour_continuation_from_step", std::int64_t(0)) > 0)
+            continuation_note = cat(o.run, " read RetroKit's older neighbour continuations (before 2026-12-06) up to ",
+                                    "its checkpoint at step ", params["neighbour_continuation_from_step"].dump(),
+                                    ", resumed since; this eval reads RETRO-pytorch's (docs/formats.md)");
     }
     const auto& split_seqs = o.split == "train" || o.split == "all" ? data.train_seqs() : data.val_seqs();
     const std::vector<std::int64_t> seqs = sample_sequences(split_seqs, o.max_batches * o.batch_size, o.sample);
@@ -300,6 +308,7 @@ EvalReport train_eval(const EvalOptions& o) {
         log_info(cat("held out: ", held_out, " of the documents (", val_source, ", a fixed hash): on any split a "
                      "neighbour inside them reads as none, so held-out text is never retrieved (--split all or "
                      "--val-fraction 0 holds none out)"));
+    if (!continuation_note.empty()) log_info(continuation_note);
     const std::int64_t batches = (rep.sequences + o.batch_size - 1) / o.batch_size;
     Progress progress(cat("eval (", modes.size(), " modes x ", batches, " batches)"),
                       batches * static_cast<std::int64_t>(modes.size()), "batch passes");

@@ -124,6 +124,9 @@ private:
     std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
     std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
     std::int64_t step_ = 0;              // the optimizer step being made (1-based), for --oracle-until
+    // > 0: the run was resumed from a checkpoint that records no neighbour continuation rule (data/chunk_db.h), so its
+    // steps before this one read the older rule; carried by every later checkpoint and the manifest
+    std::int64_t continuation_from_step_ = 0;
     std::int64_t metrics_missing_ = 0;   // steps without a metrics.jsonl line, as the resume found them (a gap said once)
     // The lines of what a run will train (parameters, memory, init): said once it is known to train, not before a
     // --resume's "already complete; nothing to resume" (which printed them first: a new user's pass, session 54).
@@ -509,6 +512,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"oracle_hindsight", o_.oracle_hindsight},
                          {"oracle_until", o_.oracle_until},
                          {"fused_attention", fused_attention()},
+                         {"neighbour_continuation", kNeighbourContinuationRule},
                          {"train_docs_fraction", o_.train_docs_fraction},
                          {"train_only", train_only_},
                          {"init_from_fingerprint", init_.fingerprint},
@@ -524,6 +528,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
                          {"eps", o_.eps},
                          {"clip", o_.clip},
                          {"metrics_missing_steps", metrics_missing_}};
+    if (continuation_from_step_ > 0) st["neighbour_continuation_from_step"] = continuation_from_step_;
     // read back while in the page cache: a resume or retro-generate --checkpoint holds the files to these
     for (const char* name : {"model.safetensors", "optimizer.safetensors"})
         st["fingerprints"][name] = fingerprint_file((fs::path(dir) / name).string());
@@ -563,6 +568,13 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     refuse_other_option(sp, st, "oracle_hindsight", false, o_.oracle_hindsight, "--oracle-hindsight");
     refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
     refuse_other_global_batch(sp, st, o_.batch_size, o_.grad_accum);
+    // which neighbour units the run read (data/chunk_db.h): a checkpoint from before the field read the older rule
+    // (said below, after the checks); another rule than this version's is one a later version made
+    const std::string rule = st.value("neighbour_continuation", std::string());
+    if (!rule.empty() && rule != kNeighbourContinuationRule)
+        user_error_in(sp, cat("checkpoint was made with the neighbour continuation rule \"", rule, "\", which this ",
+                              "RetroKit does not know"),
+                      "resume with the RetroKit version that made it");
     // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
     // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
     const bool was_fused = st.value("fused_attention", false);
@@ -577,6 +589,7 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     std::int64_t step = 0, epoch = 0, position = 0;
     try {
         metrics_missing_ = st.value("metrics_missing_steps", std::int64_t(0));
+        continuation_from_step_ = st.value("neighbour_continuation_from_step", std::int64_t(0));
         step = st.at("step").get<std::int64_t>();
         epoch = st.at("epoch").get<std::int64_t>();
         position = st.at("position").get<std::int64_t>();
@@ -595,6 +608,11 @@ std::int64_t Trainer::load_checkpoint(const std::string& dir) {
     params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     opt_->load((fs::path(dir) / "optimizer.safetensors").string());
     // (after the files' checks: a refused resume says only why; not for a run already complete, which continues nothing)
+    if (rule.empty() && !o_.no_retrieval) {
+        continuation_from_step_ = step;
+        if (step < o_.steps)
+            log_info("resume: " + unrecorded_continuation_note(sp, "this run", static_cast<int>(config_.chunk_size)));
+    }
     if (step < o_.steps)
         note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
                                          {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
@@ -943,11 +961,13 @@ void Trainer::run() {
                       {"train_only", train_only_}, {"trainable_parameters", trainable_count_},
                       {"ranks", N},              {"reduce", o_.reduce},
                       {"device", o_.device},     {"dtype", o_.dtype}, {"fused_attention", fused_attention()},
+                      {"neighbour_continuation", kNeighbourContinuationRule},
                       {"retrieval_lr_scale", o_.retrieval_lr_scale},
                       {"retrieval_dropout", o_.retrieval_dropout}, {"oracle_neighbours", o_.oracle_neighbours},
                       {"oracle_splice", o_.oracle_splice},  {"oracle_until", o_.oracle_until},
                       {"oracle_hindsight", o_.oracle_hindsight},
                       {"model", config_.to_json()}};
+    if (continuation_from_step_ > 0) m.parameters()["neighbour_continuation_from_step"] = continuation_from_step_;
     if (!init_.weights.empty()) {
         m.parameters()["init_from"] = {
             {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
