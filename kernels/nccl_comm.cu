@@ -1,10 +1,13 @@
 // CUDA build of lib/core/nccl_comm.h: libnccl.so.2 opened with dlopen (the build needs only nccl.h, found by CMake
 // in the CUDA toolkit or beside the nvidia-nccl wheel: RETRO_HAVE_NCCL_HEADER), the unique id passed from rank 0 to
-// every rank through MPI's all-gather, one ncclComm per process, in-place ncclAllReduce(sum) on the caller's stream.
+// every rank through MPI's all-gather, one ncclComm per process, in-place ncclAllReduce(sum) on the caller's stream,
+// waited for while NCCL's asynchronous errors are polled (a peer that died fails the step, not a wait for ever).
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/distributed.h"
@@ -32,6 +35,8 @@ struct NcclApi {
     decltype(&ncclCommInitRank) comm_init_rank = nullptr;
     decltype(&ncclAllReduce) all_reduce = nullptr;
     decltype(&ncclCommDestroy) comm_destroy = nullptr;
+    decltype(&ncclCommAbort) comm_abort = nullptr;
+    decltype(&ncclCommGetAsyncError) get_async_error = nullptr;
     decltype(&ncclGetErrorString) error_string = nullptr;
     decltype(&ncclGetVersion) get_version = nullptr;
 };
@@ -56,6 +61,8 @@ const NcclApi& nccl_api(const std::string& flag) {
         get(api.comm_init_rank, "ncclCommInitRank");
         get(api.all_reduce, "ncclAllReduce");
         get(api.comm_destroy, "ncclCommDestroy");
+        get(api.comm_abort, "ncclCommAbort");
+        get(api.get_async_error, "ncclCommGetAsyncError");
         get(api.error_string, "ncclGetErrorString");
         get(api.get_version, "ncclGetVersion");
     });
@@ -100,12 +107,34 @@ public:
     void allreduce_sum(float* data, std::int64_t n, CudaStream stream) override {
         cuda_stream_require(stream, "NcclComm::allreduce_sum");
         if (n <= 0) return;
+        if (!comm_) throw InternalError("ncclAllReduce: the communicator was aborted after an earlier error");
         nccl_check(api_, api_.all_reduce(data, data, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm_, stream),
                    "ncclAllReduce");
-        RETRO_CUDA_SYNC_POINT("ncclAllReduce", stream);
+        wait_polling_errors(stream);
     }
 
 private:
+    // Waits for the stream's work (the all-reduce last) while asking NCCL for an asynchronous error: a rank whose
+    // peer died (a network or proxy error) would otherwise block in its next synchronisation for ever. On an error
+    // the communicator is aborted (its kernels stop) and the step fails naming NCCL's reason. The caller reads the
+    // gradients' norm right after the all-reduce anyway, so waiting here costs no overlap.
+    void wait_polling_errors(CudaStream stream) {
+        for (;;) {
+            const cudaError_t q = cudaStreamQuery(stream);
+            if (q == cudaSuccess) return;
+            if (q != cudaErrorNotReady) cuda_check(static_cast<int>(q), "cudaStreamQuery (after ncclAllReduce)", __FILE__, __LINE__);
+            ncclResult_t async = ncclSuccess;
+            nccl_check(api_, api_.get_async_error(comm_, &async), "ncclCommGetAsyncError");
+            if (async != ncclSuccess && async != ncclInProgress) {
+                const std::string why = api_.error_string ? api_.error_string(async) : "NCCL error";
+                api_.comm_abort(comm_);   // (its own result is not what the step failed of)
+                comm_ = nullptr;
+                throw InternalError(cat("ncclAllReduce: ", why, " (another rank failed or its connection was lost)"));
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
     const NcclApi& api_;
     ncclComm_t comm_ = nullptr;
     int rank_ = 0, size_ = 1;
