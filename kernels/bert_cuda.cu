@@ -228,6 +228,7 @@ CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     RETRO_CHECK(!s.cfg.modernbert, "the CUDA encoder has no rotary positions, GLU or sliding window (a ModernBERT checkpoint)");
     const auto e = model.embeddings();
     const cudaStream_t st = stream;
+    const CudaWaitOnThrow wait_on_throw(st);   // a throw below leaves uploads queued into s_'s arrays
     s.word.upload(e.word, st), s.pos.upload(e.pos, st), s.type.upload(e.type, st), s.emb_g.upload(e.ln_g, st),
         s.emb_b.upload(e.ln_b, st);
     for (const auto& L : model.layers()) {
@@ -267,6 +268,7 @@ void CudaBertImpl::forward(const std::int32_t* ids, const std::int64_t* offsets,
         return;
     }
     const cudaStream_t st = stream;   // pos, ids and offsets are read by the copies until the sync at the end
+    const CudaWaitOnThrow wait_on_throw(st);   // a throw part way leaves kernels queued on s_'s arrays
     const int* dids = s.ids.upload(reinterpret_cast<const int*>(ids + base), static_cast<std::size_t>(N), st);
     const int* dpos = s.positions.upload(pos, st);
     const long long* doff =

@@ -142,6 +142,7 @@ CudaExactSearchImpl::CudaExactSearchImpl(const float* base, std::int64_t n, int 
     RETRO_CUDA_CHECK(cudaSetDevice(0));
     n_ = n;
     d_ = d;
+    const CudaWaitOnThrow wait_on_throw(stream);   // a throw below leaves the base's copies queued
     base_ = DeviceBuf<float>(n * d, "the base vectors");
     RETRO_CUDA_CHECK(cudaMemcpyAsync(base_.p, base, static_cast<std::size_t>(n * d) * sizeof(float),
                                      cudaMemcpyHostToDevice, stream));
@@ -173,6 +174,7 @@ void CudaExactSearchImpl::search(const float* queries, std::int64_t m, const std
     DeviceBuf<long long> ri(qb * k, "the running ids"), dqd;
     const bool filter = base_docs_.p && query_docs;
     if (filter) dqd = DeviceBuf<long long>(qb, "the query document ids");
+    const CudaWaitOnThrow wait_on_throw(stream);   // (after the buffers: a throw waits for their kernels, then frees them)
     const float one = 1.0f, zero = 0.0f;
     for (std::int64_t q0 = 0; q0 < m; q0 += qb) {
         const std::int64_t qc = std::min(qb, m - q0);

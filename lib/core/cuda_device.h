@@ -12,12 +12,13 @@
 // CudaStreamOwner (a non-blocking stream) per searcher, embedder or run and passes it (docs/gpu.md).
 // provides: kCudaBuilt, cuda_device_count, cuda_device_name, cuda_require, CudaStream, cuda_stream_create,
 //           cuda_stream_destroy, cuda_stream_synchronize, cuda_stream_synchronize_nothrow, cuda_context_fault,
-//           CudaStreamOwner, CudaBuffers, cuda_alloc, cuda_free,
+//           CudaStreamOwner, CudaBuffers, CudaWaitOnThrow, cuda_alloc, cuda_free,
 //           cuda_copy_to_device, cuda_copy_to_host, cuda_used_bytes, cuda_free_bytes, cuda_dense_bf16_peak_flops, cuda_select_local_device, cuda_sgemm_gflops, cuda_copy_gbps, bf16, to_bf16, from_bf16
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -110,6 +111,24 @@ public:
 private:
     CudaStream stream_;
     std::vector<void*> owned_;
+};
+// Waits for `stream` when its scope is left by an exception, for device buffers that outlive a throw part way
+// through their work (a member array, or a local one declared before this guard, which then runs first): the kernels
+// already queued may still read them when they are freed or reused. Only inside `if constexpr (kCudaBuilt)` or CUDA
+// code, as CudaBuffers.
+class CudaWaitOnThrow {
+public:
+    explicit CudaWaitOnThrow(CudaStream stream) : stream_(stream), uncaught_(std::uncaught_exceptions()) {}
+    ~CudaWaitOnThrow() {
+        if constexpr (kCudaBuilt)
+            if (std::uncaught_exceptions() > uncaught_) cuda_stream_synchronize_nothrow(stream_);
+    }
+    CudaWaitOnThrow(const CudaWaitOnThrow&) = delete;
+    CudaWaitOnThrow& operator=(const CudaWaitOnThrow&) = delete;
+
+private:
+    CudaStream stream_;
+    int uncaught_;
 };
 std::size_t cuda_used_bytes();   // total - free, from cudaMemGetInfo
 std::size_t cuda_free_bytes();   // free, from cudaMemGetInfo
