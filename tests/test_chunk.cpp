@@ -1,5 +1,7 @@
 // retro-chunk acceptance tests: a brute-force oracle on a tiny corpus, identical bytes for any thread
 // count and for sharded+merged vs unsharded runs, and inspect (text and JSON).
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "core/manifest.h"
@@ -250,4 +252,43 @@ TEST_CASE("retro-chunk inspect prints chunks - documents and stats") {
     CHECK(r.exit_code == 2);
     CHECK(line_count(r.err) == 1);
     CHECK(r.err.find("--chunk: 100000 is outside") != std::string::npos);
+}
+
+TEST_CASE("retro-chunk sources.jsonl gives each document's 1-based jsonl line and the byte offset where that line starts") {
+    // docs/formats.md: "line": the 1-based jsonl line, "byte_offset": the offset of that line in the (decompressed)
+    // file, "doc": the document's number. The expected values are counted here from the lines as written.
+    TempDir dir("chunk-sources-lines");
+    const std::vector<std::string> lines = {
+        R"({"text": "Kamiro telan vesu."})",
+        R"({"text": "   "})",   // blank text: skipped, but its line still counts
+        R"({"text": "Orin bada selu tam."})",
+        R"({"id": 7, "text": "Velo mara kint osu pelan."})",
+    };
+    std::string file;
+    std::vector<std::int64_t> starts;
+    for (const auto& l : lines) {
+        starts.push_back(static_cast<std::int64_t>(file.size()));
+        file += l + "\n";
+    }
+    const fs::path corpus = dir / "c.jsonl";
+    write_text(corpus, file);
+    const fs::path db = dir / "db";
+    const RunResult r = run_tool("retro-chunk", corpus.string() + " --tokenizer " + chunk_test_tokenizer() +
+                                                    " --chunk-size 16 --seq-len 64 --out " + db.string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::vector<nlohmann::json> got;
+    {
+        std::istringstream in(read_text(db / "sources.jsonl"));
+        for (std::string l; std::getline(in, l);)
+            if (!l.empty()) got.push_back(nlohmann::json::parse(l));
+    }
+    REQUIRE(got.size() == 3);
+    const std::int64_t want_line[3] = {1, 3, 4};
+    for (int d = 0; d < 3; ++d) {
+        CAPTURE(d);
+        CHECK(got[d]["doc"].get<std::int64_t>() == d);
+        CHECK(got[d]["line"].get<std::int64_t>() == want_line[d]);
+        CHECK(got[d]["byte_offset"].get<std::int64_t>() == starts[static_cast<std::size_t>(want_line[d] - 1)]);
+    }
+    CHECK(got[1]["byte_offset"].get<std::int64_t>() == 47);   // by hand: 30 + 1 + 15 + 1
 }

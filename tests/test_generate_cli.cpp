@@ -803,3 +803,100 @@ TEST_CASE("generate: a greedy journal resumes whatever temperature, top-k or top
     const nlohmann::json greedy_seed2 = {{"greedy", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"seed", 2}};
     CHECK_THROWS_WITH_AS(GenerateJournal(out, greedy_seed2, true, 2), doctest::Contains("seed"), UserError);   // (the rest still compared)
 }
+
+TEST_CASE("generate: --max-tokens tokens exactly, or up to max_seq_len in all - and the stop says which") {
+    // docs/generate.md: generation stops after --max-tokens or at the model's max_seq_len (prompt and completion
+    // together; this run's config has 32). Where both fall on the same token, --max-tokens is what stopped it.
+    Pipeline p;
+    build(p, "m", 4, true);
+    const std::string base = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                             " --threads 1 --ignore-eos --seed 3 --quiet --prompts " + (p.tmp / "prompts.jsonl").string() +
+                             " --output " + (p.tmp / "out.jsonl").string() + " --force";
+    test::write_text(p.tmp / "prompts.jsonl", nlohmann::json(synthetic_text(400, 30)).dump() + "\n" +
+                                                  nlohmann::json(synthetic_text(401, 60)).dump() + "\n");
+    const auto rows = [&](const std::string& extra) {
+        const auto r = test::run_tool("retro-generate", base + extra);
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        std::vector<nlohmann::json> out;
+        std::istringstream in(test::read_text(p.tmp / "out.jsonl"));
+        for (std::string line; std::getline(in, line);)
+            if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+        REQUIRE(out.size() == 2);
+        return out;
+    };
+    for (const auto& row : rows(" --max-tokens 5")) {
+        CHECK(row["completion_tokens"] == 5);
+        CHECK(row["stop"] == "max_tokens");
+    }
+    std::vector<int> room;   // tokens left to max_seq_len after each prompt
+    for (const auto& row : rows(" --max-tokens 100")) {
+        const int prompt_tokens = row["prompt_tokens"].get<int>();
+        REQUIRE(prompt_tokens < 32 - 2);
+        CHECK(row["completion_tokens"].get<int>() + prompt_tokens == 32);
+        CHECK(row["stop"] == "max_seq_len");
+        room.push_back(32 - prompt_tokens);
+    }
+    REQUIRE(room.size() == 2);
+    REQUIRE(room[0] != room[1]);
+    const int shortest = std::min(room[0], room[1]);
+    const auto tie = rows(" --max-tokens " + std::to_string(shortest));
+    for (int i = 0; i < 2; i++) {
+        CAPTURE(i);
+        CHECK(tie[static_cast<std::size_t>(i)]["completion_tokens"] == shortest);
+        // one prompt reaches only --max-tokens, the other both limits at once: max_tokens for both
+        CHECK(tie[static_cast<std::size_t>(i)]["stop"] == "max_tokens");
+    }
+}
+
+TEST_CASE("generate: the streamed text equals the completion where characters come as several byte tokens") {
+    // A character outside the tokenizer's pieces is byte tokens (3 for U+4E2D), and the text decoded part way ends in
+    // one U+FFFD per byte so far: the stream must hold back every trailing U+FFFD until the character is whole (a
+    // mutant holding back only the last one printed U+FFFD after two of the three bytes, and never the character).
+    // The reference is the batch mode's completion (decoded once at the end, nothing streamed), same prompt and seed.
+    test::TempDir tmp("gen-bytes");
+    const fs::path latin = tmp / "latin", cjk = tmp / "cjk", tok = tmp / "tok", db = tmp / "db", run = tmp / "run";
+    fs::create_directories(latin);
+    fs::create_directories(cjk);
+    for (int d = 0; d < 8; d++) test::write_text(latin / ("l" + std::to_string(d) + ".txt"), synthetic_text(700 + d, 400));
+    const std::string chars[3] = {"\xE4\xB8\xAD", "\xE6\x96\x87", "\xE5\xAD\x97"};   // U+4E2D U+6587 U+5B57
+    for (int d = 0; d < 24; d++) {
+        std::string text;
+        for (int i = 0; i < 60; i++) text += chars[(i + d) % 3];
+        test::write_text(cjk / ("c" + std::to_string(d) + ".txt"), text);
+    }
+    auto r = test::run_tool("retro-tokenizer", "train " + latin.string() + " --out " + tok.string() + " --vocab-size 400 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-chunk", cjk.string() + " --tokenizer " + tok.string() + " --out " + db.string() +
+                                          " --chunk-size 4 --seq-len 16 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    {   // the precondition: the characters are byte tokens
+        Tokenizer t((tok / "tok.model").string());
+        REQUIRE(t.encode(chars[0]).size() >= 3);
+    }
+    RetroConfig c = RetroConfig::load((test::source_dir() / "examples" / "configs" / "tiny.json").string());
+    c.num_tokens = 400;
+    c.max_seq_len = 32;
+    c.save((tmp / "config.json").string());
+    r = test::run_tool("retro-train", "--db " + db.string() + " --config " + (tmp / "config.json").string() + " --out " +
+                                          run.string() + " --steps 300 --batch-size 8 --lr 5e-3 --warmup 10 --no-retrieval"
+                                          " --val-fraction 0 --val-every 0 --quiet --threads 1");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::string prompt = chars[0] + chars[1];
+    test::write_text(tmp / "prompts.jsonl", nlohmann::json(prompt).dump() + "\n");
+    int whole = 0;   // generated characters of three bytes
+    for (int seed : {1, 2, 3}) {
+        CAPTURE(seed);
+        const std::string common = run.string() + " --db " + db.string() + " --no-retrieval --ignore-eos --max-tokens 24"
+                                   " --threads 1 --quiet --seed " + std::to_string(seed);
+        const auto single = test::run_tool("retro-generate", common + " " + q(prompt));
+        REQUIRE_MESSAGE(single.exit_code == 0, single.err);
+        const auto batch = test::run_tool("retro-generate", common + " --prompts " + (tmp / "prompts.jsonl").string() +
+                                                                " --output " + (tmp / "out.jsonl").string() + " --force");
+        REQUIRE_MESSAGE(batch.exit_code == 0, batch.err);
+        const std::string completion = nlohmann::json::parse(test::read_text(tmp / "out.jsonl"))["completion"].get<std::string>();
+        CHECK(single.out == completion + "\n");
+        for (const auto& ch : chars)
+            for (std::size_t at = completion.find(ch); at != std::string::npos; at = completion.find(ch, at + 1)) whole++;
+    }
+    CHECK(whole > 0);   // (the model writes whole characters: what the stream must not break)
+}

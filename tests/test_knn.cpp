@@ -556,6 +556,55 @@ TEST_CASE("knn: --measure-recall of a compressed index counts by true inner prod
     CHECK(reported < 0.99);
 }
 
+TEST_CASE("knn: --measure-recall of fewer queries than rows samples them evenly spaced, row i n / sample") {
+    // knn_build.cpp's rule (the sample spread over the database, not its first rows), recomputed here from the
+    // approximate and exact outputs with the documented tie rule (a neighbour found when exact search returned it, or
+    // its true inner product reaches the exact k-th score). A lossy index (PQ4x4) so that recall differs by row.
+    SmallDb s(120000, 4);
+    const fs::path idx = s.tmp / "pq", knn = s.tmp / "knn", exact = s.tmp / "exact";
+    auto r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --dim 16 --index PQ4x4 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const std::int64_t sample = 37;
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + knn.string() +
+                                        " --neighbours 4 --measure-recall 37 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    r = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --out " + exact.string() + " --neighbours 4 --exact --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    NpyArray emb((idx / "embeddings.npy").string()), ids((knn / "neighbours.npy").string());
+    NpyArray ex_ids((exact / "neighbours.npy").string()), ex_sc((exact / "distances.npy").string());
+    const std::int64_t n = ids.dim(0), d = emb.dim(1);
+    REQUIRE(n > 4 * sample);
+    const float* x = emb.data<float>();
+    const auto recall_of = [&](const std::vector<std::int64_t>& rows) {
+        double hit = 0, total = 0;
+        for (const std::int64_t q : rows) {
+            std::set<std::int64_t> want;
+            float kth = std::numeric_limits<float>::infinity();
+            for (int j = 0; j < 4; ++j)
+                if (ex_ids.data<std::int64_t>()[q * 4 + j] >= 0)
+                    want.insert(ex_ids.data<std::int64_t>()[q * 4 + j]), kth = ex_sc.data<float>()[q * 4 + j];
+            double found = 0;
+            for (int j = 0; j < 4; ++j) {
+                const std::int64_t id = ids.data<std::int64_t>()[q * 4 + j];
+                if (id < 0) continue;
+                double dot = 0;
+                for (std::int64_t c = 0; c < d; ++c) dot += double(x[q * d + c]) * x[id * d + c];
+                if (want.count(id) || dot >= kth - 1e-5 * std::max(1.0, std::fabs(double(kth)))) found += 1;
+            }
+            hit += std::min<double>(found, double(want.size()));
+            total += double(want.size());
+        }
+        return hit / total;
+    };
+    std::vector<std::int64_t> spread, first;
+    for (std::int64_t i = 0; i < sample; ++i) spread.push_back(i * n / sample), first.push_back(i);
+    const auto m = nlohmann::json::parse(test::read_text(knn / "manifest.json"));
+    CHECK(m["recall"]["sample"] == sample);
+    const double reported = m["recall"]["recall_at_k"].get<double>();
+    CAPTURE(recall_of(first));
+    CHECK(reported == doctest::Approx(recall_of(spread)).epsilon(1e-9));
+}
+
 TEST_CASE("knn: FAISS's search re-searches rows filled by their own document, ours filters inside - "
           "Flat equals exact both ways") {
     SmallDb s(30000, 7);

@@ -119,3 +119,23 @@ TEST_CASE("sizes: retro-knn checks the memory of its copies of a whole database'
     CHECK_MESSAGE(ok.exit_code == 0, ok.err);
     CHECK(fs::exists(t / "k" / "manifest.json"));
 }
+
+TEST_CASE("sizes: the index memory estimate grows per vector by what FAISS stores for it") {
+    // index_memory.h's model of FAISS: an inverted list holds each vector's code (its bytes) and an 8-byte id
+    // (ArrayInvertedLists: codes + idx_t ids); an HNSW node keeps 2M int links on level 0 plus its Flat vector
+    // (d floats). Compared as the difference between n and 2n vectors, so that the constant parts drop out.
+    const std::int64_t n = 1'000'000, train = 50'000;
+    const auto grow = [&](const std::string& f, int d) {
+        return index_memory_bytes(f, 2 * n, d, train, false) - index_memory_bytes(f, n, d, train, false);
+    };
+    CHECK(grow("IVF1024,PQ16", 64) == doctest::Approx(double(n) * (16 + 8)));      // 16 one-byte codes + id
+    CHECK(grow("IVF1024,PQ8x4", 64) == doctest::Approx(double(n) * (4 + 8)));      // 8 half-byte codes + id
+    CHECK(grow("IVF1024,Flat", 32) == doctest::Approx(double(n) * (32 * 4 + 8)));  // 32 floats + id
+    CHECK(grow("OPQ16_32,IVF256,PQ16", 64) == doctest::Approx(double(n) * (16 + 8)));
+    // HNSW: M more links a node on level 0 (2M in all, 4 bytes each) for each step of M, and a little more for the
+    // upper levels (1/ln M of the nodes): HNSW32 against HNSW16 over the same vectors (the vectors' own bytes, the
+    // threads' marks and the like drop out of the difference)
+    const double per_node = (grow("HNSW32", 16) - grow("HNSW16", 16)) / double(n);
+    CHECK(per_node >= 2 * (32 - 16) * 4);
+    CHECK(per_node < 2 * 2 * (32 - 16) * 4);   // and not wildly more
+}

@@ -134,6 +134,80 @@ TEST_CASE("train: warmup then cosine schedule") {
     }
 }
 
+TEST_CASE("train: metrics.jsonl's lr is the warmup-then-cosine rate each update used") {
+    // update s (1-based, metrics' "step") takes lr s / w during the w warmup updates, then the cosine from lr down
+    // towards min_lr_ratio x lr: floor + (lr - floor) (1 + cos(pi (s - 1 - w) / (steps - w))) / 2. Computed here
+    // from that formula, not from train_lr_at (a run reading the schedule a step ahead logged and used the next
+    // update's rate)
+    test::TempDir dir("train-lr-metrics");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 24, 2);
+    const int steps = 7, w = 3;
+    const double lr = 1e-3, ratio = 0.2;
+    auto r = test::run_tool("retro-train", "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() +
+                                               " --config " + config_path() + " --steps 7 --batch-size 2 --lr 1e-3 --warmup 3"
+                                               " --min-lr-ratio 0.2 --val-fraction 0.2 --val-every 100 --seed 3 --quiet"
+                                               " --threads 1 --out " + (dir / "run").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::ifstream in(dir / "run" / "metrics.jsonl");
+    int seen = 0;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        const auto j = nlohmann::json::parse(line);
+        const int s = j.at("step").get<int>();
+        CAPTURE(s);
+        const double floor = lr * ratio;
+        const double want = s <= w ? lr * s / w
+                                   : floor + (lr - floor) * (1 + std::cos(3.14159265358979323846 * (s - 1 - w) / (steps - w))) / 2;
+        CHECK(j.at("lr").get<double>() == doctest::Approx(want).epsilon(1e-9));
+        seen++;
+    }
+    CHECK(seen == steps);
+}
+
+TEST_CASE("train: --grad-accum A of --batch-size B steps as one batch of A x B - the same loss and gradient norm") {
+    // the global batch is --batch-size x --grad-accum: each micro-batch's gradient is its mean loss's over A, so the
+    // step's gradient is the mean over all A x B sequences. Every sequence here has the same number of labels (whole
+    // documents of seq_len tokens), so that mean is the one big batch's. (A mutant adding the micro-batches' gradients
+    // without the 1/A survived: AdamW's step hardly changes, but the gradient norm logged and clipped was A times it)
+    test::TempDir dir("train-accum");
+    const int cs = 4, seq_len = 16, docs = 12;
+    test::TinyDb t;
+    std::mt19937 rng(11);
+    for (int d = 0; d < docs; d++) {
+        t.rows.push_back(2);
+        for (int i = 0; i < seq_len - 2; i++) t.rows.push_back(4 + static_cast<std::int32_t>(rng() % 60));
+        t.rows.push_back(3);
+        t.seq_starts.push_back(t.n);
+        for (int r = 0; r < seq_len / cs; r++) t.doc_ids.push_back(d);
+        t.n += seq_len / cs;
+        t.doc_offsets.push_back(t.n);
+    }
+    for (std::int64_t c = 0; c < t.n; c++)
+        for (std::int64_t j = 0; j < t.kk; j++) {
+            const std::int64_t id = static_cast<std::int64_t>(rng() % t.n);
+            t.knn.push_back(t.doc_ids[id] == t.doc_ids[c] ? -1 : id);
+        }
+    test::save_tiny_db(dir / "db", dir / "knn", t, cs, seq_len);
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               config_path() + " --steps 2 --lr 1e-3 --warmup 1 --val-fraction 0 --val-every 0 --seed 4"
+                               " --quiet --threads 1";
+    auto one = test::run_tool("retro-train", common + " --batch-size 4 --grad-accum 1 --out " + (dir / "one").string());
+    REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+    auto acc = test::run_tool("retro-train", common + " --batch-size 2 --grad-accum 2 --out " + (dir / "acc").string());
+    REQUIRE_MESSAGE(acc.exit_code == 0, acc.err);
+    const auto first_line = [](const fs::path& run) {
+        std::ifstream in(run / "metrics.jsonl");
+        std::string line;
+        std::getline(in, line);
+        return nlohmann::json::parse(line);
+    };
+    const auto a = first_line(dir / "one"), b = first_line(dir / "acc");
+    REQUIRE(a["step"] == 1);
+    REQUIRE(b["step"] == 1);
+    CHECK(b["loss"].get<double>() == doctest::Approx(a["loss"].get<double>()).epsilon(1e-5));
+    CHECK(b["grad_norm"].get<double>() == doctest::Approx(a["grad_norm"].get<double>()).epsilon(1e-4));
+}
+
 TEST_CASE("train: gradient clipping is torch's clip_grad_norm_ (the scale, and the norm it leaves)") {
     // (a mutant scaling by clip / norm^2 in both the CPU and the device step survived: the two paths were only
     // compared with each other, session 61)

@@ -398,3 +398,39 @@ TEST_CASE("eval: --max-batches keeps sequences spread over the split (or the fir
     CHECK(negative.exit_code == 2);
     CHECK(negative.err.find("--max-batches") != std::string::npos);
 }
+
+TEST_CASE("eval: the shuffled control moves every chunk's neighbours away - on two chunks it always swaps them") {
+    // The shuffled mode reads each chunk's neighbours from another chunk (a derangement: no chunk keeps its own). On
+    // a database of two chunks the only derangement swaps them, whatever --shuffle-seed: chunk 0 then reads chunk 1's
+    // neighbours, which differ from its own, so the shuffled loss differs from the retrieval loss for every seed. (A
+    // plain shuffle leaves both in place for about half the seeds, and the two losses are then the same number.)
+    test::TempDir dir("train-eval-derange");
+    const int cs = 4, seq_len = 8;
+    test::TinyDb t;
+    t.rows = {2, 10, 17, 24, 31, 38, 45, 3};   // one document of two rows: bos, 6 ids, eos
+    t.n = 2;
+    t.doc_ids = {0, 0};
+    t.doc_offsets = {0, 2};
+    t.seq_starts = {0};
+    t.kk = 2;
+    t.knn = {1, -1, 0, -1};   // chunk 0 retrieves chunk 1, chunk 1 chunk 0
+    test::save_tiny_db(dir / "db", dir / "knn", t, cs, seq_len);
+    const std::string data = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string();
+    auto tr = test::run_tool("retro-train", data + " --config " + test::config_path() + " --out " + (dir / "run").string() +
+                                                " --steps 2 --batch-size 1 --val-fraction 0 --val-every 0 --quiet --threads 1");
+    REQUIRE_MESSAGE(tr.exit_code == 0, tr.err);
+    EvalOptions o;
+    o.run = (dir / "run").string();
+    o.db = (dir / "db").string();
+    o.neighbours = (dir / "knn").string();
+    o.split = "all";
+    o.batch_size = 1;
+    for (std::uint64_t seed = 1; seed <= 8; seed++) {
+        CAPTURE(seed);
+        o.shuffle_seed = seed;
+        const EvalReport rep = train_eval(o);
+        REQUIRE(rep.modes.size() == 3);
+        REQUIRE(rep.modes[2] == "shuffled neighbours");
+        CHECK(rep.all().modes[2].loss != rep.all().modes[0].loss);
+    }
+}
