@@ -516,6 +516,48 @@ TEST_CASE("bert: chunk ids are decoded to text with pad and bos and eos dropped 
     }
 }
 
+// bert_embedder.cpp: a chunk whose text has no token of its own is a zero row, with a prompt as without (with one,
+// [CLS] prompt [SEP] would embed every such chunk as the prompt alone: all of them one vector, each other's nearest
+// neighbours). Such chunks are real: whitespace pieces, a newline's byte token. The reference is the zero row the
+// same chunk gets without a prompt, and an all-zero vector by definition.
+TEST_CASE("bert: a chunk of whitespace pieces is a zero row with a prompt as without one - not the prompt's vector") {
+    test::TempDir tmp("bert-blank");
+    fs::create_directories(tmp / "corpus");
+    std::string corpus = synthetic_text(5, 30000);
+    for (int r = 0; r < 40; ++r) corpus += "line one\n\n  two   spaces\t tab\n";
+    test::write_text(tmp / "corpus/a.txt", corpus);
+    auto r = test::run_tool("retro-tokenizer", "train " + (tmp / "corpus").string() + " --out " + (tmp / "tok").string() +
+                                                   " --vocab-size 400 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    Tokenizer tok((tmp / "tok/tok.model").string());
+    std::vector<int> blank;   // ids that decode to whitespace alone (and are not the specials)
+    for (int id = 0; id < tok.vocab_size(); ++id) {
+        if (id == TOKEN_PAD || id == TOKEN_BOS || id == TOKEN_EOS) continue;
+        const std::string t = tok.decode({id});
+        if (!t.empty() && t.find_first_not_of(" \t\n") == std::string::npos) blank.push_back(id);
+    }
+    REQUIRE(!blank.empty());
+    const int cs = 8;
+    std::vector<std::int32_t> chunks(2 * cs, TOKEN_PAD);
+    for (int t = 0; t < cs; ++t) chunks[t] = blank[static_cast<std::size_t>(t) % blank.size()];   // whitespace only
+    const std::vector<int> word = tok.encode("fox");
+    std::copy(word.begin(), word.end(), chunks.begin() + cs);   // a real word: embeds
+    for (const char* prompt : {"", "query: "}) {
+        CAPTURE(prompt);
+        BertEmbedderOptions o;
+        o.model_dir = (test::source_dir() / "tests/reference/golden/mpnet_tiny").string();
+        o.prompt = prompt;
+        auto emb = make_bert_embedder(o, &tok);
+        const int D = emb->dim();
+        std::vector<float> got(2 * D, 7.0f);
+        emb->embed(chunks.data(), 2, cs, got.data());
+        for (int j = 0; j < D; ++j) CHECK(got[j] == 0.0f);
+        double norm = 0;
+        for (int j = 0; j < D; ++j) norm += double(got[D + j]) * got[D + j];
+        CHECK(norm == doctest::Approx(1.0).epsilon(1e-5));
+    }
+}
+
 TEST_CASE("bert: to_json rebuilds the embedder and a changed or incomplete model folder is refused") {
     test::TempDir tmp("bert-json");
     fs::path model = tmp / "model";

@@ -81,6 +81,28 @@ TEST_CASE("bert: a prompt (sentence-transformers' prompts: e5's \"passage: \") g
     CHECK(bert_refusal(o) == "(accepted)");
 }
 
+// A prompt of P pieces in --max-length L leaves L - 2 - P pieces of text ([CLS] and [SEP] take two): at L = P + 2
+// there is no room, and every chunk would embed as the prompt alone (refused); at L = P + 3 one piece of text fits.
+TEST_CASE("bert: a prompt that fills --max-length but for [CLS] and [SEP] is refused - one position more is room for text") {
+    const fs::path mpnet = test::source_dir() / "tests/reference/golden/mpnet_tiny";
+    BertEmbedderOptions o;
+    o.model_dir = mpnet.string();
+    o.prompt = "";
+    const BertEmbedder plain(o, nullptr);
+    const std::string prompt = "a very long prompt indeed";
+    const int pieces = static_cast<int>(plain.encode_text(prompt).size()) - 2;   // [CLS] prompt [SEP]
+    REQUIRE(pieces > 2);
+    o.prompt = prompt;
+    o.max_length = pieces + 2;
+    CHECK(bert_refusal(o).find("leave no room for a chunk's text in --max-length " + std::to_string(pieces + 2)) != std::string::npos);
+    o.max_length = pieces + 3;
+    REQUIRE(bert_refusal(o) == "(accepted)");
+    const BertEmbedder tight(o, nullptr);
+    const auto ids = tight.encode_text("fox");
+    CHECK(ids.size() == static_cast<std::size_t>(pieces + 3));   // [CLS] prompt, one piece of text, [SEP]
+    CHECK(ids != plain.encode_text(prompt));
+}
+
 TEST_CASE("bert: with a prompt, MPNet, XLM-R and RoBERTa embed as sentence-transformers' encode(prompt=...)") {
     // tests/reference/make_bert_golden.py --only st_prompt: sentence-transformers 6.3 itself over the three tiny folders
     for (const char* name : {"mpnet_tiny", "xlmr_tiny", "roberta_tiny"}) {

@@ -292,3 +292,25 @@ TEST_CASE("retro-chunk sources.jsonl gives each document's 1-based jsonl line an
     }
     CHECK(got[1]["byte_offset"].get<std::int64_t>() == 47);   // by hand: 30 + 1 + 15 + 1
 }
+
+// docs/chunk.md's defaults: --chunk-size 64, --seq-len 2048 (a new sequence every 2048 / 64 = 32 chunks inside a
+// document). A run without either, against the layout worked out here from the tokenizer's own count.
+TEST_CASE("retro-chunk without --chunk-size or --seq-len chunks by 64 and starts a sequence every 32 chunks") {
+    retro::Tokenizer tok(chunk_test_tokenizer());
+    TempDir dir("chunk-defaults");
+    fs::create_directories(dir / "corpus");
+    const std::string text = retro::synthetic_text(7, 40000);
+    write_text(dir / "corpus" / "long.txt", text);
+    const std::int64_t ids = static_cast<std::int64_t>(tok.encode(text).size()) + 2;   // bos, eos
+    REQUIRE(ids > 3 * 2048);   // more than three sequences of the default length
+    const std::int64_t rows = (ids + 63) / 64;
+    std::vector<std::int64_t> seqs;
+    for (std::int64_t r = 0; r < rows; r += 32) seqs.push_back(r);
+    auto r = run_tool("retro-chunk", (dir / "corpus").string() + " --tokenizer " + chunk_test_tokenizer() + " --out " +
+                                         (dir / "db").string() + " --quiet");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    retro::NpyArray chunks((dir / "db" / "chunks.npy").string());
+    CHECK(chunks.shape() == std::vector<std::int64_t>{rows, 64});
+    CHECK(load<std::int64_t>(dir / "db" / "seq_starts.npy") == seqs);
+}

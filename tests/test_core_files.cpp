@@ -1,11 +1,13 @@
 // core: atomic writes survive SIGKILL (fork + kill), manifests and fingerprints, UTF-8 repair,
 // globbing, compressed jsonl reading (a cut or foreign .gz/.zst is refused, whatever --on-error says).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <random>
 #include <regex>
@@ -590,4 +592,28 @@ TEST_CASE("core: a folder another process is writing (its lock held) is named as
     CHECK(output_folder_writer(out.string()).empty());
     CHECK_THROWS_WITH_AS(manifest_read(out.string()), doctest::Contains("incomplete or was not made by a RetroKit tool"), UserError);
     for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
+}
+
+// The filesystem is the reference: a name whose copy (name + suffix) the folder can hold must pass the check, and
+// one a byte longer, whose copy the folder refuses (ENAMETOOLONG), must be refused before any work is done.
+TEST_CASE("core: an output name whose copy just fits the folder's name limit is taken - one byte more is refused") {
+    test::TempDir t("name-room");
+    const std::string suffix = ".partial.tmp";
+    std::size_t fits = 0;   // the longest name + suffix this folder holds, found by creating files
+    for (std::size_t len = 200; len < 1100; ++len) {
+        const std::string name(len, 'n');
+        const fs::path f = t.path / name;
+        const int fd = ::open(f.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            REQUIRE(errno == ENAMETOOLONG);
+            break;
+        }
+        ::close(fd);
+        fs::remove(f);
+        fits = len;
+    }
+    REQUIRE(fits > suffix.size());
+    const std::string at_limit(fits - suffix.size(), 'a');
+    CHECK_NOTHROW(output_name_room_check((t.path / at_limit).string(), suffix));
+    CHECK_THROWS_AS(output_name_room_check((t.path / (at_limit + "a")).string(), suffix), UserError);
 }

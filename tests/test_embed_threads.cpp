@@ -14,6 +14,7 @@
 // CMakeLists.txt).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 #include "embed/bert_attention.h"
 #include "embed/bert_model.h"
 #include "embed/clip_model.h"
+#include "embed/packed_batches.h"
 #include "embed/t5_model.h"
 #include "nn/packed_linear.h"
 #include "test_util.h"
@@ -250,6 +252,39 @@ TEST_CASE("embed threads: a sequence embeds the same bytes whatever batch it is 
                 at += n;
             }
             CHECK(differ == 0);
+        }
+    }
+}
+
+// docs (embed/packed_batches.h): sequences packed longest first, each pooled row L2-normalised back into its own
+// position, and an empty sequence a zero row at its own position. A stand-in forward pools a sequence to
+// (sum of ids, length, 1); the expected rows are computed here by hand from that, position by position.
+TEST_CASE("embed: packed batches put each row at its own position - empty sequences give zero rows in theirs") {
+    const std::vector<std::vector<int>> seqs = {{3, 4}, {}, {7}, {}, {1, 2, 6}, {5}};
+    const int dim = 3;
+    const auto forward = [](const std::int32_t* ids, const std::int64_t* offsets, int count, float* pooled) {
+        for (int s = 0; s < count; ++s) {
+            float sum = 0;
+            for (std::int64_t t = offsets[s]; t < offsets[s + 1]; ++t) sum += static_cast<float>(ids[t]);
+            pooled[s * 3 + 0] = sum;
+            pooled[s * 3 + 1] = static_cast<float>(offsets[s + 1] - offsets[s]);
+            pooled[s * 3 + 2] = 1.0f;
+        }
+    };
+    for (const int batch : {1, 2, 4, 8}) {
+        CAPTURE(batch);
+        std::vector<float> out(seqs.size() * dim, std::nanf(""));
+        embed_packed_batches(seqs, batch, dim, forward, out.data());
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+            CAPTURE(i);
+            float sum = 0;
+            for (int id : seqs[i]) sum += static_cast<float>(id);
+            const float len = static_cast<float>(seqs[i].size());
+            const double norm = std::sqrt(double(sum) * sum + double(len) * len + 1.0);
+            const float want[3] = {seqs[i].empty() ? 0.0f : static_cast<float>(sum / norm),
+                                   seqs[i].empty() ? 0.0f : static_cast<float>(len / norm),
+                                   seqs[i].empty() ? 0.0f : static_cast<float>(1.0 / norm)};
+            for (int j = 0; j < dim; ++j) CHECK(out[i * dim + j] == doctest::Approx(want[j]).epsilon(1e-6));
         }
     }
 }

@@ -900,3 +900,56 @@ TEST_CASE("generate: the streamed text equals the completion where characters co
     }
     CHECK(whole > 0);   // (the model writes whole characters: what the stream must not break)
 }
+
+// generate_journal.h: `prompts` is how many the input holds, so indices run 0..prompts-1 and a line for index
+// `prompts` (one past the last: a journal edited by hand, or a job's prompts file cut short) is damaged, never a
+// finished prompt that would add a row past the input to the output.
+TEST_CASE("generate: a journal line for the index one past the last prompt is damaged, not a finished prompt") {
+    test::TempDir t("journal-past-end");
+    const std::string out = (t / "out.jsonl").string();
+    const nlohmann::json job = {{"greedy", true}, {"seed", 1}};
+    {
+        GenerateJournal journal(out, job, false, 3);
+        journal.add(0, {{"id", 0}, {"prompt", "a"}});
+        journal.add(2, {{"id", 2}, {"prompt", "c"}});
+        journal.add(1, {{"id", 1}, {"prompt", "b"}});
+    }
+    {
+        GenerateJournal three(out, job, true, 3);
+        CHECK(three.done().size() == 3);
+    }
+    GenerateJournal two(out, job, true, 2);   // the same job read with two prompts: index 2 is past the end
+    std::set<std::int64_t> kept;
+    for (const auto& [index, result] : two.done()) kept.insert(index);
+    CHECK(kept == std::set<std::int64_t>{0, 1});
+}
+
+// docs/generate.md's defaults: --temperature 1, --top-k 0 (off), --top-p 0.9. What a run without them used is
+// the job its journal records (stopped after one prompt, as if killed), and the text equals the one the options
+// given explicitly write.
+TEST_CASE("generate: without sampling options a run samples at docs/generate.md's defaults - T 1, top-k off, top-p 0.9") {
+    Pipeline p;
+    build(p, "d", 5, true);
+    test::write_text(p.tmp / "prompts.jsonl", nlohmann::json(synthetic_text(500, 30)).dump() + "\n" +
+                                                  nlohmann::json(synthetic_text(501, 30)).dump() + "\n");
+    const std::string base = p.run.string() + " --index " + p.index.string() + " --db " + p.db.string() +
+                             " --threads 1 --ignore-eos --seed 3 --quiet --max-tokens 12 --batch-size 1 --prompts " +
+                             (p.tmp / "prompts.jsonl").string();
+    const fs::path stopped = p.tmp / "stopped.jsonl";
+    auto k = test::run_tool("retro-generate", base + " --output " + stopped.string() + " --stop-after 1");
+    REQUIRE_MESSAGE(k.exit_code == 0, k.err);
+    std::istringstream journal(test::read_text(stopped.string() + ".partial"));
+    std::string header;
+    REQUIRE(std::getline(journal, header));
+    const auto job = nlohmann::json::parse(header).at("job");
+    CHECK(job.at("greedy") == false);
+    CHECK(job.at("temperature").get<double>() == 1.0);
+    CHECK(job.at("top_k").get<int>() == 0);
+    CHECK(job.at("top_p").get<double>() == 0.9);
+    const auto run = [&](const std::string& name, const std::string& extra) {
+        const auto r = test::run_tool("retro-generate", base + " --output " + (p.tmp / name).string() + extra);
+        REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        return test::read_text(p.tmp / name);
+    };
+    CHECK(run("default.jsonl", "") == run("explicit.jsonl", " --temperature 1 --top-k 0 --top-p 0.9"));
+}

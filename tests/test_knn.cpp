@@ -102,6 +102,35 @@ TEST_CASE("knn: index factory defaults and nlist fitting") {
     CHECK(note.empty());
 }
 
+// Megatron-LM #699 and docs/index.md: k-means wants at least 39 training points a centroid. Exactly 39 is enough
+// (nothing lowered, no note), one fewer is not; the same bound for a PQ codebook of 2^nbits centroids (8 bits
+// where the factory string names none).
+TEST_CASE("knn: 39 training points a centroid are enough - nlist and PQ codebooks at the bound") {
+    std::string note;
+    CHECK(index_fit_factory("IVF16,Flat", 39 * 16, note) == "IVF16,Flat");
+    CHECK(note.empty());
+    CHECK(index_fit_factory("IVF16,Flat", 39 * 16 - 1, note) == "IVF15,Flat");   // floor(623 / 39) = 15
+    CHECK(note.find("lowered nlist from 16 to 15") != std::string::npos);
+    // PQ: 2^nbits centroids a sub-quantizer
+    CHECK_NOTHROW(index_check_trainable("PQ4x4", 39 * 16));
+    CHECK_THROWS_AS(index_check_trainable("PQ4x4", 39 * 16 - 1), UserError);
+    CHECK_NOTHROW(index_check_trainable("IVF4,PQ8", 39 * 256));   // no x: 8 bits, 256 centroids
+    CHECK_THROWS_AS(index_check_trainable("IVF4,PQ8", 39 * 256 - 1), UserError);
+    CHECK_THROWS_AS(index_check_trainable("IVF4,PQ8", 39 * 16), UserError);
+    CHECK_NOTHROW(index_check_trainable("IVF4,Flat", 1));   // no PQ part: nothing to train beyond the lists
+}
+
+// How many neighbours a row can hold: every chunk of the database for queries from another database, every chunk
+// but the query itself in self mode (a chunk is never its own neighbour). --neighbours up to that is taken.
+TEST_CASE("knn: --neighbours may be every chunk a row can hold - all of them for other queries, all but itself in self mode") {
+    CHECK_NOTHROW(knn_check_k(5, 5, false, "db"));
+    CHECK_THROWS_AS(knn_check_k(6, 5, false, "db"), UserError);
+    CHECK_NOTHROW(knn_check_k(4, 5, true, "db"));
+    CHECK_THROWS_AS(knn_check_k(5, 5, true, "db"), UserError);
+    CHECK_NOTHROW(knn_check_k(1, 1, false, "db"));
+    CHECK_THROWS_AS(knn_check_k(1, 1, true, "db"), UserError);
+}
+
 TEST_CASE("knn: bow embeddings are deterministic unit vectors - and similar chunks score higher") {
     BowOptions o;
     o.dim = 64;

@@ -383,3 +383,76 @@ TEST_CASE("model: weights round trip through safetensors under RP names and wron
     }
     CHECK_THROWS_AS(params_load(path, back, m.layout(), c), UserError);
 }
+
+// Config edges no other case reached (session 62c's mutation campaign). References: RETRO-pytorch's Decoder
+// (`has_cross_attn = not exists(cross_attn_layers) or layer_num in cross_attn_layers`: None = every layer), and the
+// documented ranges (docs/model.md: pad_id a token id, so in [0, num_tokens); neighbour_min_match a run length of
+// at most one chunk, so chunk_size itself is allowed).
+TEST_CASE("model: config edges - dec_cross_attn_layers null is every decoder layer, pad_id and neighbour_min_match at their bounds") {
+    const auto parse = [](const std::string& text) { return RetroConfig::from_json(nlohmann::json::parse(text), "cfg.json"); };
+    for (const std::int64_t depth : {1, 2, 5}) {
+        CAPTURE(depth);
+        const RetroConfig c = parse(R"({"dec_depth": )" + std::to_string(depth) + R"(, "dec_cross_attn_layers": null})");
+        std::vector<std::int64_t> every;
+        for (std::int64_t l = 1; l <= depth; l++) every.push_back(l);
+        CHECK(c.dec_cross_attn_layers == every);
+        for (std::int64_t l = 1; l <= depth; l++) CHECK(c.dec_has_cross(l));
+    }
+    // pad_id: the last token id is a valid pad, one past it is not
+    CHECK_NOTHROW(parse(R"({"num_tokens": 300, "pad_id": 299})"));
+    CHECK_THROWS_AS(parse(R"({"num_tokens": 300, "pad_id": 300})"), UserError);
+    CHECK_THROWS_AS(parse(R"({"num_tokens": 300, "pad_id": -1})"), UserError);
+    // neighbour_min_match: a whole chunk's run is the strictest filter there is, one more can never match
+    CHECK(parse(R"({"chunk_size": 64, "neighbour_min_match": 64})").neighbour_min_match == 64);
+    CHECK_THROWS_AS(parse(R"({"chunk_size": 64, "neighbour_min_match": 65})"), UserError);
+}
+
+// The documented initialisation (params.h, docs/model.md's tie_embeddings row): every Linear weight and bias
+// U(+-1/sqrt(fan_in)) as PyTorch's nn.Linear, fan_in the weight's second dimension; token_emb and pos_emb N(0, 1),
+// or N(0, 1/dec_dim) both with tie_embeddings. Checked on the drawn values: a uniform's largest |value| of
+// thousands of draws is within 1 % of its bound, and a normal's sample std within 5 % of its std.
+TEST_CASE("model: parameters start as documented - Linear U(1/sqrt(fan_in)), embeddings N(0, 1) or N(0, 1/dec_dim) tied") {
+    auto c = tiny_config();
+    c.num_tokens = 1024;
+    c.max_seq_len = 256;
+    c.enc_dim = c.dec_dim = 32;
+    c.heads = 2;
+    c.dim_head = 32;   // inner width 64, not dec_dim: a fan_out bound would differ
+    for (const bool tied : {false, true}) {
+        CAPTURE(tied);
+        c.tie_embeddings = tied;
+        const ParamLayout layout(c);
+        std::vector<double> p;
+        params_init(p, layout, 7);
+        const auto stats = [&](const std::string& name, double& sd, double& amax) {
+            const auto& e = layout.at(name);
+            double ss = 0;
+            amax = 0;
+            for (std::int64_t j = 0; j < e.numel; ++j) {
+                const double v = p[static_cast<std::size_t>(e.offset + j)];
+                ss += v * v;
+                amax = std::max(amax, std::abs(v));
+            }
+            sd = std::sqrt(ss / static_cast<double>(e.numel));
+        };
+        const double emb_sd = tied ? 1.0 / std::sqrt(double(c.dec_dim)) : 1.0;
+        for (const char* name : {"token_emb.weight", "pos_emb.weight"}) {
+            CAPTURE(name);
+            double sd = 0, amax = 0;
+            stats(name, sd, amax);
+            CHECK(sd == doctest::Approx(emb_sd).epsilon(0.05));
+        }
+        for (const char* name : {"decoder.layers.0.0.fn.to_q.weight", "decoder.layers.0.0.fn.to_out.weight",
+                                 "decoder.layers.0.2.fn.ff.0.weight", "decoder.layers.0.2.fn.ff.3.weight",
+                                 "encoder.layers.0.2.fn.ff.0.weight", "decoder.layers.0.2.fn.ff.0.bias"}) {
+            CAPTURE(name);
+            const std::string weight = std::string(name).substr(0, std::string(name).rfind('.')) + ".weight";
+            const double fan_in = double(layout.at(weight).shape[1]);
+            double sd = 0, amax = 0;
+            stats(name, sd, amax);
+            CHECK(amax <= 1.0 / std::sqrt(fan_in));
+            if (layout.at(name).numel >= 1000) CHECK(amax >= 0.99 / std::sqrt(fan_in));
+            CHECK(sd == doctest::Approx(1.0 / std::sqrt(3.0 * fan_in)).epsilon(0.1));   // U(-a, a): std a / sqrt(3)
+        }
+    }
+}

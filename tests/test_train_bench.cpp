@@ -103,6 +103,13 @@ TEST_CASE("train bench: a tiny run reports every field and a missing peer is ski
     CHECK(r["shape"]["tokens_per_step"] == 32);
     CHECK(r["shape"]["retrieval"] == true);
     CHECK(r["flops"]["step"].get<double>() == doctest::Approx(3 * r["flops"]["forward"].get<double>()));
+    // GFLOP/s is a training step's work (forward and backward: the step's FLOPs, held above to 3x the forward and
+    // by the FLOP-count case to the layout's sum) over the step's seconds; ratio_to_sgemm that over the sgemm rate
+    // (docs/tools.md)
+    const double step_gflop = r["flops"]["step"].get<double>() / 1e9;
+    CHECK(row["gflops"].get<double>() == doctest::Approx(step_gflop / row["step_seconds"].get<double>()).epsilon(1e-9));
+    CHECK(row["ratio_to_sgemm"].get<double>() ==
+          doctest::Approx(row["gflops"].get<double>() / row["sgemm_gflops"].get<double>()).epsilon(1e-9));
     CHECK(r["peer_skipped"].get<std::string>().find("no JSON") != std::string::npos);
     CHECK(r["ratios"].empty());
     const auto saved = nlohmann::json::parse(read_text(dir / "train.json"));
@@ -131,6 +138,15 @@ TEST_CASE("train bench: --device host-backend --dtype fp32,bf16 gives one row pe
     CHECK(r["rows"][1]["dtype"] == "bf16");
     CHECK(r["rows"][2]["impl"] == "stand-in");
     CHECK(r["dtypes"] == nlohmann::json::array({"fp32", "bf16"}));
+    // every row's GFLOP/s is the whole training step's work (forward and backward, 3x the forward) over its
+    // seconds: for the stand-in's rows a figure fixed by its 0.032 s (docs/tools.md)
+    REQUIRE(r["flops"]["step"].get<double>() == doctest::Approx(3 * r["flops"]["forward"].get<double>()));
+    for (const auto& row : r["rows"]) {
+        CAPTURE(row.dump());
+        CHECK(row["gflops"].get<double>() ==
+              doctest::Approx(r["flops"]["step"].get<double>() / 1e9 / row["step_seconds"].get<double>()).epsilon(1e-9));
+    }
+    CHECK(r["rows"][2]["gflops"].get<double>() == doctest::Approx(r["flops"]["step"].get<double>() / 0.032e9).epsilon(1e-9));
     REQUIRE(r["ratios"].size() == 4);   // each peer row against each RetroKit row
     for (const auto& ratio : r["ratios"]) {
         const auto& ours = ratio["retrokit"] == r["rows"][0]["impl"] ? r["rows"][0] : r["rows"][1];
