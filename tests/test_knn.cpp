@@ -120,6 +120,17 @@ TEST_CASE("knn: 39 training points a centroid are enough - nlist and PQ codebook
     CHECK_NOTHROW(index_check_trainable("IVF4,Flat", 1));   // no PQ part: nothing to train beyond the lists
 }
 
+// docs/index.md: training uses min(N, max(256 nlist, 65,536)) vectors for IVF (FAISS's k-means samples at most 256
+// points a centroid), all N for the other indices. (A mutant sampling 39 nlist survived: it shows only past 65,536.)
+TEST_CASE("knn: the training sample - 256 points a list for IVF, at least 65,536, never more than the database") {
+    CHECK(index_training_count("IVF1024,PQ16", 10'000'000) == 262'144);
+    CHECK(index_training_count("OPQ64_256,IVF4096_HNSW32,PQ64", 10'000'000) == 1'048'576);
+    CHECK(index_training_count("IVF64,Flat", 10'000'000) == 65'536);   // 256 x 64 = 16,384: the floor
+    CHECK(index_training_count("IVF1024,PQ16", 100'000) == 100'000);   // the whole database
+    CHECK(index_training_count("HNSW32", 200'000) == 200'000);
+    CHECK(index_training_count("PQ16", 200'000) == 200'000);
+}
+
 // How many neighbours a row can hold: every chunk of the database for queries from another database, every chunk
 // but the query itself in self mode (a chunk is never its own neighbour). --neighbours up to that is taken.
 TEST_CASE("knn: --neighbours may be every chunk a row can hold - all of them for other queries, all but itself in self mode") {

@@ -53,6 +53,11 @@ std::int64_t index_factory_nlist(const std::string& factory) {
     return 0;
 }
 
+std::int64_t index_training_count(const std::string& factory, std::int64_t n) {
+    const std::int64_t nlist = index_factory_nlist(factory);
+    return std::min<std::int64_t>(n, nlist > 0 ? std::max<std::int64_t>(256 * nlist, 65536) : n);
+}
+
 void index_check_factory(const std::string& factory) {
     const std::string q = "'" + factory + "'";
     static const std::regex zero("(^|[^0-9])0+($|[^0-9])");

@@ -40,6 +40,9 @@ void index_check_trainable(const std::string& factory, std::int64_t n_train);
 
 // The nlist an IVF factory string names, or 0.
 std::int64_t index_factory_nlist(const std::string& factory);
+// How many of n vectors train an index of this factory string (docs/index.md): min(n, max(256 nlist, 65,536)) for
+// IVF (FAISS's k-means samples at most 256 points a centroid), all n otherwise.
+std::int64_t index_training_count(const std::string& factory, std::int64_t n);
 // Default nprobe for an IVF index of nlist lists: nlist/4 (at least 1): a quarter of the lists,
 // recall@2 0.82-0.89 on the measured bow corpora at a quarter of exact search's FLOPs.
 int index_default_nprobe(std::int64_t nlist);

@@ -109,12 +109,6 @@ void check_block_memory(std::int64_t block, std::int64_t chunks, int chunk_size,
                    "a block of " + std::to_string(block) + " chunks", "a smaller --block (65,536 is the default)");
 }
 
-// How many vectors train an index of this factory string over n vectors.
-std::int64_t training_count(const std::string& factory, std::int64_t n) {
-    std::int64_t nlist = index_factory_nlist(factory);
-    return std::min<std::int64_t>(n, nlist > 0 ? std::max<std::int64_t>(256 * nlist, 65536) : n);
-}
-
 // Concatenates the parts, trains and fills the index, writes the manifest.
 void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::vector<std::string>& part_files,
               const std::string& out, const std::string& db_dir) {
@@ -126,7 +120,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     const int d = static_cast<int>(emb.dim(1));
     std::string factory = state.value("factory", "");
     if (factory.empty()) factory = index_default_factory(n);
-    std::int64_t n_train = training_count(factory, n);
+    std::int64_t n_train = index_training_count(factory, n);
     std::string note;
     std::string fitted = index_fit_factory(factory, n_train, note);
     index_check_trainable(factory, n_train);   // the factory asked for named (its PQ part is the fitted one's)
@@ -313,7 +307,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
             user_error_in("--index", "'" + factory + "': an IDMap index needs ids; retro-index numbers the vectors by chunk",
                           "drop the IDMap prefix");
         std::string note;
-        const std::int64_t n_train = training_count(factory, db.chunk_count());
+        const std::int64_t n_train = index_training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
         if (opts.embedder == "bow") {   // bert's and t5's dim is known once the config is read (below)
             index_check_sizes(fitted, db.chunk_count(), opts.bow.dim, n_train, "--dim", 0, opts.embedding_dtype != DType::F32);
@@ -356,7 +350,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
     auto emb = make_embedder(opts, db, tok.get(), opts.out);
     if (opts.embedder != "bow") {   // now the dimension is known
         std::string factory = opts.factory.empty() ? index_default_factory(db.chunk_count()) : opts.factory, note;
-        const std::int64_t n_train = training_count(factory, db.chunk_count());
+        const std::int64_t n_train = index_training_count(factory, db.chunk_count());
         const std::string fitted = index_fit_factory(factory, n_train, note);
         index_check_sizes(fitted, db.chunk_count(), emb->dim(), n_train, "", 0, opts.embedding_dtype != DType::F32);
         check_block_memory(opts.block, db.chunk_count(), db.chunk_size(), emb->dim());
@@ -407,7 +401,7 @@ void index_build(const ToolContext& ctx, const IndexBuildOptions& given) {
         for (const auto b : parts.pending(opts.shard)) bytes += double(parts.block_end(b) - parts.block_begin(b)) * row;
         if (!opts.shard.active()) {
             const std::string factory = opts.factory.empty() ? index_default_factory(n) : opts.factory;
-            const std::int64_t n_train = training_count(factory, n);
+            const std::int64_t n_train = index_training_count(factory, n);
             std::string note;
             bytes += double(n) * row + index_memory_bytes(index_fit_factory(factory, n_train, note), n, emb->dim(), n_train, false);
         }
