@@ -1,51 +1,6 @@
-#include "train/trainer.h"
-
-#include <algorithm>
-#include <charconv>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <csignal>
-#include <random>
-#include <sstream>
-#include <tuple>
-#include <type_traits>
-
-#include <unistd.h>
-
-#include "core/atomic_file.h"
-#include "core/cuda_device.h"
-#include "core/nccl_comm.h"
-#include "core/distributed.h"
-#include "core/error.h"
-#include "core/fingerprint.h"
-#include "core/interrupt_note.h"
-#include "core/heap.h"
-#include "core/log.h"
-#include "core/manifest.h"
-#include "core/memory_budget.h"
-#include "core/output_folder.h"
-#include "core/progress.h"
-#include "core/threads.h"
-#include "model/backend_model.h"
-#include "model/config.h"
-#include "model/model_flops.h"
-#include "model/param_groups.h"
-#include "model/params.h"
-#include "model/retro.h"
-#include "nn/nn_backend_cuda.h"
-#include "nn/nn_backend_host.h"
-#include "train/adamw.h"
-#include "train/data.h"
-#include "train/init_from.h"
-#include "train/rank_options.h"
-#include "train/train_stop.h"
-#include "data/run_tokenizer.h"
-#include "train/resume_checks.h"
-#include "train/run_folder.h"
-#include "train/train_memory.h"
+// retro-train (train/trainer.h): setup, the step loop, validation, metrics and the final files of a run;
+// the backend's step is in trainer_device.cpp, checkpoints in trainer_checkpoint.cpp (train/trainer_impl.h).
+#include "train/trainer_impl.h"
 
 namespace fs = std::filesystem;
 
@@ -72,158 +27,7 @@ double train_lr_at(const TrainOptions& o, std::int64_t step) {
     return floor + 0.5 * (o.lr - floor) * (1.0 + std::cos(3.14159265358979323846 * t));
 }
 
-namespace {
-
-// Data order: epoch e visits the training sequences in a Fisher-Yates permutation drawn from
-// mt19937_64(seed, e); the cursor (epoch, position) is the whole RNG state a checkpoint needs.
-struct Cursor {
-    std::int64_t epoch = 0, pos = 0;
-};
-
-std::string num(double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-}
-
-// A metrics.jsonl value: JSON has no NaN or infinity (a diverged step's "-nan" made the line unreadable to every
-// JSON reader), so those are null.
-std::string json_num(double v) { return std::isfinite(v) ? num(v) : std::string("null"); }
-
-class Trainer {
-public:
-    Trainer(const ToolContext& ctx, const TrainOptions& o) : ctx_(ctx), o_(o) {}
-    void run();
-
-private:
-    std::vector<std::int64_t> next_seqs();
-    double validate();
-    double accumulate_step_gradients(std::vector<float>*& reduced);
-    void setup_device();
-    void device_upload_state();
-    void device_download_state();
-    double device_step_gradients();
-    double fold_step_loss(const std::vector<double>& losses);
-    double device_clip_and_step(double lr);
-    void check_ranks_agree(std::int64_t step);
-    void save_checkpoint(std::int64_t step);
-    std::int64_t load_checkpoint(const std::string& dir);
-    void append_metrics(const std::string& line);
-    void setup_groups();
-    std::string provenance_fields() const;
-    // --fused-attention / --no-fused-attention, else on in the bf16 mode (docs/gpu.md, session 14)
-    bool fused_attention() const { return o_.fused_attention.value_or(o_.dtype == "bf16"); }
-
-    const ToolContext& ctx_;
-    TrainOptions o_;
-    RetroConfig config_;
-    std::unique_ptr<RetroModel<float>> model_;
-    std::unique_ptr<AdamW<float>> opt_;
-    std::unique_ptr<RetroData> data_;
-    Cursor cursor_;
-    std::vector<bool> drop_;   // --retrieval-dropout: which sequences of the last next_seqs() read no neighbours
-    std::vector<std::int64_t> epochs_;   // the epoch each sequence of the last next_seqs() was drawn in
-    std::int64_t step_ = 0;              // the optimizer step being made (1-based), for --oracle-until
-    // > 0: the run was resumed from a checkpoint that records no neighbour continuation rule (data/chunk_db.h), so its
-    // steps before this one read the older rule; carried by every later checkpoint and the manifest
-    std::int64_t continuation_from_step_ = 0;
-    std::int64_t metrics_missing_ = 0;   // steps without a metrics.jsonl line, as the resume found them (a gap said once)
-    // The lines of what a run will train (parameters, memory, init): said once it is known to train, not before a
-    // --resume's "already complete; nothing to resume" (which printed them first: a new user's pass, session 54).
-    std::vector<std::string> start_lines_;
-    void start_lines_say() {
-        for (const auto& line : start_lines_) log_info(line);
-        start_lines_.clear();
-    }
-    void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
-    std::vector<std::int64_t> order_;
-    std::int64_t order_epoch_ = -1;
-    std::vector<std::uint8_t> trainable_;   // per layout entry
-    std::string train_only_;                // canonical group list, "cca,encoder,decoder" when all train
-    std::int64_t trainable_count_ = 0;
-    InitFromInfo init_;                     // weights empty without --init-from
-    Distributed* dist_ = nullptr;
-    std::vector<float> acc_;                   // summed gradients (when more than one micro-batch is summed)
-    std::vector<std::vector<float>> parts_;   // --reduce deterministic: this rank's micro-batch gradients
-    // --device cuda / host-backend: the model and optimizer state in the backend's memory (destroyed in reverse)
-    std::unique_ptr<CudaStreamOwner> stream_;
-    std::unique_ptr<nn::NnBackend> backend_;
-    std::unique_ptr<BackendRetroModel> dmodel_;
-    nn::BackendBuffer d_acc_, d_m_, d_v_, d_decay_;   // summed gradients; AdamW moments and decay flags (packed)
-    float* reduced_ = nullptr;                        // the step's summed gradients (d_acc_ or the model's)
-    std::unique_ptr<NcclComm> nccl_;                  // several ranks' GPUs (or --reduce nccl on one)
-    bool mfu_ = false;          // --device cuda: metrics carry "mfu" (model FLOPs / dense bf16 peak, or "n/a")
-    double peak_flops_ = 0;
-};
-
-// The backend, the model on it and the optimizer's device buffers, after the GPU's memory is checked.
-void Trainer::setup_device() {
-    if (o_.device != "cuda" && o_.device != "host-backend")
-        user_error_in("--device", "\"" + o_.device + "\" is not a device", "use cpu or cuda");
-    if (dist_->active() && o_.reduce == "deterministic")
-        user_error_in("--reduce", "deterministic sums micro-batches in order on the CPU path; GPUs reduce with NCCL",
-                      "use --reduce fast (NCCL's all-reduce) with --device cuda, or train on the CPU");
-    if (dist_->active() && o_.device == "host-backend")
-        user_error_in("--device", "host-backend runs one process");
-    const std::int64_t k = o_.no_retrieval ? 0 : data_->neighbours_per_chunk();
-    const std::string what = "training " + o_.config + " on micro-batches of " + std::to_string(o_.batch_size) +
-                             " x " + std::to_string(data_->seq_len()) + " tokens";
-    const std::string fix = "a smaller --batch-size (with --grad-accum for the same global batch) or a smaller model";
-    // the backend first, in its mode (its attention's saved floats size the arena: train_device_bytes), then the
-    // memory check, before anything large is allocated
-    if (o_.device == "cuda") {
-        cuda_require("--device", "retro-train");   // (checked in run() already, with its fix)
-        if constexpr (kCudaBuilt) {
-            stream_ = std::make_unique<CudaStreamOwner>();
-            backend_ = nn::cuda_nn_backend(stream_->get());
-        }
-    } else {
-        backend_ = std::make_unique<nn::HostNnBackend>();
-    }
-    if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
-    backend_->set_fused_attention(fused_attention());
-    const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
-                                         !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16",
-                                         backend_.get(),
-                                         param_backward_skips(model_->layout(), config_, trainable_).head_trainable);
-    if (o_.device == "cuda") {
-        if constexpr (kCudaBuilt) {
-            device_memory_require("--batch-size", need, cuda_free_bytes(), what, fix);
-            if (dist_->active() || o_.reduce == "nccl") {   // gradients summed over the ranks' GPUs
-                nccl_ = nccl_comm_create(*dist_, "--reduce");
-                log_info(cat("NCCL ", nccl_->version(), ": rank ", nccl_->rank(), " of ", nccl_->size()));
-            }
-            mfu_ = true;
-            peak_flops_ = cuda_dense_bf16_peak_flops(cuda_device_name());
-            log_info(cat("device: ", cuda_device_name(), ", ", memory_format_bytes(double(need.total())),
-                         " planned (activations ", memory_format_bytes(double(need.arena)), ")"));
-        }
-    } else {
-        memory_require("--batch-size", double(need.total()), what, fix);
-    }
-    dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
-    dmodel_->set_trainable(trainable_);
-    const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
-    if (o_.grad_accum > 1) d_acc_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
-    d_m_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
-    d_v_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
-    d_decay_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T));
-    backend_->upload(d_decay_.get(), opt_->decay_flags().data(), static_cast<std::size_t>(T));
-}
-
-// Host -> device: the weights (fresh, --init-from or a checkpoint's) and the AdamW moments.
-void Trainer::device_upload_state() {
-    dmodel_->upload_params(model_->params());
-    backend_->upload(d_m_.get(), opt_->moment1().data(), opt_->moment1().size() * sizeof(float));
-    backend_->upload(d_v_.get(), opt_->moment2().data(), opt_->moment2().size() * sizeof(float));
-}
-
-// Device -> host before a checkpoint or the final weights are written (the files are the CPU run's).
-void Trainer::device_download_state() {
-    dmodel_->download_params(model_->params());
-    backend_->download(opt_->moment1().data(), d_m_.get(), opt_->moment1().size() * sizeof(float));
-    backend_->download(opt_->moment2().data(), d_v_.get(), opt_->moment2().size() * sizeof(float));
-}
+namespace train_impl {
 
 // The step's loss from every rank's micro-batch losses (rank R holds a = R, R + N, ... at j = a / N), added in
 // micro-batch order a, as one process adds them.
@@ -234,52 +38,6 @@ double Trainer::fold_step_loss(const std::vector<double>& losses) {
     double loss = 0;
     for (std::int64_t a = 0; a < A; a++) loss += all[static_cast<std::size_t>((a % N) * m + a / N)];
     return loss;
-}
-
-// accumulate_step_gradients on the backend: this rank's micro-batches (a = R, R + N, ...; every rank walks the data
-// cursor over all of them), each from zeroed gradients, summed in order on the device, then over the ranks' GPUs with
-// NCCL's all-reduce. Points reduced_ at the summed buffer; returns the step's loss (folded in micro-batch order).
-double Trainer::device_step_gradients() {
-    const int N = dist_->size(), R = dist_->rank();
-    const std::int64_t A = o_.grad_accum, m = A / N, P = model_->layout().total();
-    std::vector<double> losses(static_cast<std::size_t>(m));
-    RetroBatch batch;
-    for (std::int64_t a = 0; a < A; a++) {
-        const auto seqs = next_seqs();
-        if (a % N != R) continue;
-        const std::int64_t j = a / N;
-        make_training_batch(seqs, batch);
-        dmodel_->zero_grad();
-        losses[static_cast<std::size_t>(j)] = dmodel_->forward(batch) / static_cast<double>(A);
-        dmodel_->backward(1.0f / static_cast<float>(A));
-        if (m == 1) continue;
-        if (j == 0) backend_->copy(d_acc_.get(), dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
-        else backend_->residual_add(d_acc_.f(), dmodel_->grads(), P);
-    }
-    reduced_ = m > 1 ? d_acc_.f() : dmodel_->grads();
-    if constexpr (kCudaBuilt)
-        if (nccl_) nccl_->allreduce_sum(reduced_, P, stream_->get());
-    return fold_step_loss(losses);
-}
-
-// Global-norm clipping over the trainable ranges and the AdamW update, on the backend. Returns the norm.
-double Trainer::device_clip_and_step(double lr) {
-    float* grads = reduced_;
-    double sq = 0;
-    for (const auto& [b, e] : opt_->ranges()) sq += backend_->sum_squares(grads + b, e - b);
-    const double norm = std::sqrt(sq);
-    if (const float s = train_clip_scale(norm, o_.clip); s != 1.0f)
-        for (const auto& [b, e] : opt_->ranges()) backend_->scale(grads + b, s, e - b);
-    const auto a = opt_->next_step_scalars(lr);
-    std::int64_t packed = 0;
-    const auto* decay = static_cast<const std::uint8_t*>(d_decay_.get());
-    for (std::size_t r = 0; r < opt_->ranges().size(); r++) {
-        const auto [b, e] = opt_->ranges()[r];
-        backend_->adamw_update(dmodel_->params() + b, grads + b, d_m_.f() + packed, d_v_.f() + packed, decay + packed,
-                               e - b, opt_->range_scalars(a, r, lr));
-        packed += e - b;
-    }
-    return norm;
 }
 
 // --train-only: the trainable flags, their canonical name, and the refusals of a choice that trains nothing.
@@ -483,146 +241,6 @@ void Trainer::check_ranks_agree(std::int64_t step) {
                                         ? " (the same options and inputs gave the ranks different weights: another CPU "
                                           "or library build on that rank's machine?)"
                                         : " (the all-reduce gave ranks different sums; use --reduce deterministic)"));
-}
-
-void Trainer::save_checkpoint(std::int64_t step) {
-    const std::string dir = checkpoint_dir(o_.out, step);
-    fs::create_directories(dir);
-    params_save((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
-    opt_->save((fs::path(dir) / "optimizer.safetensors").string());
-    nlohmann::json st = {{"step", step},
-                         {"seed", o_.seed},
-                         {"epoch", cursor_.epoch},
-                         {"position", cursor_.pos},
-                         {"train_sequences", data_->train_seqs().size()},
-                         {"chunks", data_->db().chunk_count()},
-                         {"db_outputs", folder_outputs_stamp(o_.db)},
-                         // which tokenizer the ids are (data/run_tokenizer.h): --init-from a checkpoint of a run that
-                         // has no manifest yet is then checked too
-                         {"tokenizer_fingerprint", fs::exists(fs::path(o_.db) / "manifest.json")
-                                                       ? db_tokenizer_fingerprint(manifest_read(o_.db))
-                                                       : std::string()},
-                         {"neighbours_outputs", o_.no_retrieval ? std::string() : folder_outputs_stamp(o_.neighbours)},
-                         {"config", config_.to_json()},
-                         {"no_retrieval", o_.no_retrieval},
-                         {"retrieval_dropout", o_.retrieval_dropout},
-                         {"retrieval_lr_scale", o_.retrieval_lr_scale},
-                         {"oracle_neighbours", o_.oracle_neighbours},
-                         {"oracle_splice", o_.oracle_splice},
-                         {"oracle_hindsight", o_.oracle_hindsight},
-                         {"oracle_until", o_.oracle_until},
-                         {"fused_attention", fused_attention()},
-                         {"neighbour_continuation", kNeighbourContinuationRule},
-                         {"train_docs_fraction", o_.train_docs_fraction},
-                         {"train_only", train_only_},
-                         {"init_from_fingerprint", init_.fingerprint},
-                         {"batch_size", o_.batch_size},
-                         {"grad_accum", o_.grad_accum},
-                         {"steps", o_.steps},
-                         {"lr", o_.lr},
-                         {"min_lr_ratio", o_.min_lr_ratio},
-                         {"warmup", o_.warmup},
-                         {"weight_decay", o_.weight_decay},
-                         {"beta1", o_.beta1},
-                         {"beta2", o_.beta2},
-                         {"eps", o_.eps},
-                         {"clip", o_.clip},
-                         {"metrics_missing_steps", metrics_missing_}};
-    if (continuation_from_step_ > 0) st["neighbour_continuation_from_step"] = continuation_from_step_;
-    // read back while in the page cache: a resume or retro-generate --checkpoint holds the files to these
-    for (const char* name : {"model.safetensors", "optimizer.safetensors"})
-        st["fingerprints"][name] = fingerprint_file((fs::path(dir) / name).string());
-    write_file_atomic((fs::path(dir) / "state.json").string(), st.dump(2) + "\n");
-    write_file_atomic((fs::path(dir) / "DONE").string(), "");   // last: the checkpoint is complete
-    train_stop_set_resume_step(o_.out, step);
-    prune_checkpoints(o_.out, o_.keep_checkpoints);
-}
-
-std::int64_t Trainer::load_checkpoint(const std::string& dir) {
-    const std::string sp = (fs::path(dir) / "state.json").string();
-    const nlohmann::json st = json_read_file(sp);   // (listed for the tool frame's message on a field of the wrong type)
-    if (st.value("config", nlohmann::json()) != config_.to_json())
-        user_error_in(sp, "checkpoint was made with another model config", "resume with the run's config.json");
-    // before the split check: another fraction trains on another number of sequences
-    refuse_other_option(sp, st, "train_docs_fraction", 1.0, o_.train_docs_fraction, "--train-docs-fraction");
-    if (st.value("chunks", std::int64_t(-1)) != data_->db().chunk_count() ||
-        st.value("train_sequences", std::int64_t(-1)) != static_cast<std::int64_t>(data_->train_seqs().size()))
-        user_error_in(sp, "checkpoint was made on another database or split", "resume with the same --db and --val-fraction");
-    // the files themselves (their fingerprints in the folders' manifests; a checkpoint from before session 37 has none):
-    // a database of the same size with other text, or other neighbours of the same database
-    for (const auto& [key, flag, dir] : {std::tuple<const char*, const char*, std::string>{"db_outputs", "--db", o_.db},
-                                         {"neighbours_outputs", "--knn", o_.no_retrieval ? std::string() : o_.neighbours}}) {
-        const std::string was = st.value(key, std::string()), now = folder_outputs_stamp(dir);
-        if (!was.empty() && !now.empty() && was != now)
-            user_error_in(sp, cat("checkpoint was made on another ", flag, " (", dir, "'s files differ from the ones it ",
-                                  "trained on)"),
-                          cat("resume with the run's ", flag, ", or start over with --force"));
-    }
-    // the recipe options a resume must repeat (a checkpoint from before an option lacks it: the option's default)
-    refuse_other_option(sp, st, "seed", std::uint64_t(0), o_.seed, "--seed");
-    refuse_other_option(sp, st, "no_retrieval", false, o_.no_retrieval, "--no-retrieval");
-    refuse_other_option(sp, st, "retrieval_dropout", 0.0, o_.retrieval_dropout, "--retrieval-dropout");
-    refuse_other_option(sp, st, "retrieval_lr_scale", 1.0, o_.retrieval_lr_scale, "--retrieval-lr-scale");
-    refuse_other_option(sp, st, "oracle_neighbours", 0.0, o_.oracle_neighbours, "--oracle-neighbours");
-    refuse_other_option(sp, st, "oracle_splice", false, o_.oracle_splice, "--oracle-splice");
-    refuse_other_option(sp, st, "oracle_hindsight", false, o_.oracle_hindsight, "--oracle-hindsight");
-    refuse_other_option(sp, st, "oracle_until", std::int64_t(0), o_.oracle_until, "--oracle-until");
-    refuse_other_global_batch(sp, st, o_.batch_size, o_.grad_accum);
-    // which neighbour units the run read (data/chunk_db.h): a checkpoint from before the field read the older rule
-    // (said below, after the checks); another rule than this version's is one a later version made
-    const std::string rule = st.value("neighbour_continuation", std::string());
-    if (!rule.empty() && rule != kNeighbourContinuationRule)
-        user_error_in(sp, cat("checkpoint was made with the neighbour continuation rule \"", rule, "\", which this ",
-                              "RetroKit does not know"),
-                      "resume with the RetroKit version that made it");
-    // the attention kernels may change on a resume (as the device and dtype may: the same math within bf16
-    // rounding), but not unannounced; a checkpoint from before session 14 ran bf16 without the fused kernels
-    const bool was_fused = st.value("fused_attention", false);
-    if (was_fused != fused_attention())
-        log_info(cat("resume: the checkpoint was trained ", was_fused ? "with" : "without", " the fused attention, ",
-                     "this run continues ", fused_attention() ? "with" : "without", " it"));
-    const std::string groups = st.value("train_only", std::string("cca,encoder,decoder"));   // older: all
-    if (groups != train_only_)
-        user_error_in(sp, "checkpoint was made with --train-only " + groups, "resume with the same --train-only");
-    if (st.value("init_from_fingerprint", std::string()) != init_.fingerprint)
-        user_error_in(sp, "checkpoint was made with another --init-from (or none)", "resume with the same --init-from");
-    std::int64_t step = 0, epoch = 0, position = 0;
-    try {
-        metrics_missing_ = st.value("metrics_missing_steps", std::int64_t(0));
-        continuation_from_step_ = st.value("neighbour_continuation_from_step", std::int64_t(0));
-        step = st.at("step").get<std::int64_t>();
-        epoch = st.at("epoch").get<std::int64_t>();
-        position = st.at("position").get<std::int64_t>();
-    } catch (const nlohmann::json::exception& e) {
-        user_error_in(sp, std::string("unreadable checkpoint state: ") + e.what());
-    }
-    const auto sequences = static_cast<std::int64_t>(data_->train_seqs().size());
-    if (step < 1 || epoch < 0 || position < 0 || position > sequences)
-        user_error_in(sp, cat("holds step ", step, ", epoch ", epoch, ", position ", position, " of ", sequences,
-                              " training sequences: not a state a run reaches"),
-                      "resume from an earlier checkpoint, or start over with --force");
-    if (step > o_.steps)
-        user_error_in(sp, cat("is at step ", step, ", past --steps ", o_.steps),
-                      cat("pass --steps ", step, " or more to continue the run"));
-    if (ctx_.verify_inputs && dist_->root()) checkpoint_verify_files(dir);
-    params_load((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
-    opt_->load((fs::path(dir) / "optimizer.safetensors").string());
-    // (after the files' checks: a refused resume says only why; not for a run already complete, which continues nothing)
-    if (rule.empty() && !o_.no_retrieval) {
-        continuation_from_step_ = step;
-        if (step < o_.steps)
-            log_info("resume: " + unrecorded_continuation_note(sp, "this run", static_cast<int>(config_.chunk_size)));
-    }
-    if (step < o_.steps)
-        note_changed_schedule(st, step, {{"steps", "--steps", double(o_.steps)}, {"lr", "--lr", o_.lr},
-                                         {"min_lr_ratio", "--min-lr-ratio", o_.min_lr_ratio},
-                                         {"warmup", "--warmup", double(o_.warmup)},
-                                         {"weight_decay", "--weight-decay", o_.weight_decay},
-                                         {"beta1", "--beta1", o_.beta1}, {"beta2", "--beta2", o_.beta2},
-                                         {"eps", "--eps", o_.eps}, {"clip", "--clip", o_.clip}});
-    cursor_.epoch = epoch;
-    cursor_.pos = position;
-    return step;
 }
 
 void Trainer::append_metrics(const std::string& line) {
@@ -986,7 +604,7 @@ void Trainer::run() {
     log_info(cat("wrote ", o_.out, ": model.safetensors after ", o_.steps, " steps (", trainable_count_, " trainable parameters)"));
 }
 
-}  // namespace
+}  // namespace train_impl
 
 void train_run(const ToolContext& ctx, const TrainOptions& opts) {
     heap_keep_freed_memory();   // the same buffers are freed and reallocated every step
@@ -996,7 +614,7 @@ void train_run(const ToolContext& ctx, const TrainOptions& opts) {
             set_thread_count(std::max(1, hardware_threads() / std::max(1, d.local_size())));
         if (!d.root()) log_set_level(LogLevel::LOG_ERROR);   // one voice: rank 0's
     }
-    Trainer t(ctx, opts);
+    train_impl::Trainer t(ctx, opts);
     t.run();
 }
 
