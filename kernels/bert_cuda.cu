@@ -232,11 +232,11 @@ CudaBertImpl::CudaBertImpl(const BertModel& model, CudaStream stream) {
     s.word.upload(e.word, st), s.pos.upload(e.pos, st), s.type.upload(e.type, st), s.emb_g.upload(e.ln_g, st),
         s.emb_b.upload(e.ln_b, st);
     for (const auto& L : model.layers()) {
-        auto d = std::make_unique<LayerDev>();
+        // held by s before its uploads: a local would be freed before wait_on_throw waits for them
+        LayerDev* d = s.layers.emplace_back(std::make_unique<LayerDev>()).get();
         d->w_qkv.upload(L.w_qkv, st), d->b_qkv.upload(L.b_qkv, st), d->w_o.upload(L.w_o, st), d->b_o.upload(L.b_o, st);
         d->ln1_g.upload(L.ln1_g, st), d->ln1_b.upload(L.ln1_b, st), d->w_1.upload(L.w_1, st), d->b_1.upload(L.b_1, st);
         d->w_2.upload(L.w_2, st), d->b_2.upload(L.b_2, st), d->ln2_g.upload(L.ln2_g, st), d->ln2_b.upload(L.ln2_b, st);
-        s.layers.push_back(std::move(d));
     }
     RETRO_CUBLAS_CHECK(cublasCreate(&s.handle));
     RETRO_CUBLAS_CHECK(cublasSetMathMode(s.handle, CUBLAS_PEDANTIC_MATH));   // fp32, no TF32

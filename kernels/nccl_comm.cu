@@ -1,15 +1,17 @@
 // CUDA build of lib/core/nccl_comm.h: libnccl.so.2 opened with dlopen (the build needs only nccl.h, found by CMake
 // in the CUDA toolkit or beside the nvidia-nccl wheel: RETRO_HAVE_NCCL_HEADER), the unique id passed from rank 0 to
 // every rank through MPI's all-gather, one ncclComm per process, in-place ncclAllReduce(sum) on the caller's stream,
-// waited for while NCCL's asynchronous errors are polled (a peer that died fails the step, not a wait for ever).
+// waited for while NCCL's asynchronous errors are polled (core/collective_wait.h: a peer that died, or no completion
+// within RETRO_NCCL_TIMEOUT_S, fails the step, not a wait for ever).
 #include <dlfcn.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "core/collective_wait.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -76,7 +78,9 @@ void nccl_check(const NcclApi& api, ncclResult_t r, const char* call) {
 
 class Comm final : public NcclComm {
 public:
-    Comm(const NcclApi& api, Distributed& dist) : api_(api), rank_(dist.rank()), size_(dist.size()) {
+    Comm(const NcclApi& api, Distributed& dist)
+        : api_(api), rank_(dist.rank()), size_(dist.size()),
+          timeout_s_(collective_timeout_from_env(std::getenv("RETRO_NCCL_TIMEOUT_S"))) {
         ncclUniqueId id{};
         static_assert(sizeof(ncclUniqueId) % sizeof(std::uint64_t) == 0, "unique id size");
         if (rank_ == 0) nccl_check(api_, api_.get_unique_id(&id), "ncclGetUniqueId");
@@ -114,30 +118,38 @@ public:
     }
 
 private:
-    // Waits for the stream's work (the all-reduce last) while asking NCCL for an asynchronous error: a rank whose
-    // peer died (a network or proxy error) would otherwise block in its next synchronisation for ever. On an error
-    // the communicator is aborted (its kernels stop) and the step fails naming NCCL's reason. The caller reads the
+    // Waits for the stream's work (the all-reduce last) while asking NCCL for an asynchronous error, as NCCL's
+    // "communicator abort" example does: a rank whose peer died would otherwise block in its next synchronisation for
+    // ever. Any failure aborts the communicator and fails the step (core/collective_wait.h). The caller reads the
     // gradients' norm right after the all-reduce anyway, so waiting here costs no overlap.
     void wait_polling_errors(CudaStream stream) {
-        for (;;) {
+        CollectiveWaitHooks hooks;
+        hooks.stream_done = [&] {
             const cudaError_t q = cudaStreamQuery(stream);
-            if (q == cudaSuccess) return;
+            if (q == cudaSuccess) return true;
             if (q != cudaErrorNotReady) cuda_check(static_cast<int>(q), "cudaStreamQuery (after ncclAllReduce)", __FILE__, __LINE__);
+            // "not ready" is an answer, not an error: never leave it as the thread's last error, where the next
+            // launch's check would read it as its own failure
+            if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+            return false;
+        };
+        hooks.async_error = [&]() -> std::string {
             ncclResult_t async = ncclSuccess;
             nccl_check(api_, api_.get_async_error(comm_, &async), "ncclCommGetAsyncError");
-            if (async != ncclSuccess && async != ncclInProgress) {
-                const std::string why = api_.error_string ? api_.error_string(async) : "NCCL error";
-                api_.comm_abort(comm_);   // (its own result is not what the step failed of)
-                comm_ = nullptr;
-                throw InternalError(cat("ncclAllReduce: ", why, " (another rank failed or its connection was lost)"));
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+            if (async == ncclSuccess || async == ncclInProgress) return "";
+            return api_.error_string ? api_.error_string(async) : "NCCL error";
+        };
+        hooks.abort = [&] {
+            api_.comm_abort(comm_);   // (its own result is not what the step failed of)
+            comm_ = nullptr;
+        };
+        collective_wait(hooks, "ncclAllReduce", std::chrono::duration<double>(timeout_s_), "RETRO_NCCL_TIMEOUT_S");
     }
 
     const NcclApi& api_;
     ncclComm_t comm_ = nullptr;
     int rank_ = 0, size_ = 1;
+    double timeout_s_ = kCollectiveTimeoutDefaultS;   // RETRO_NCCL_TIMEOUT_S, 0: none
     std::string version_;
 };
 

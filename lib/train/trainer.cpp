@@ -155,28 +155,23 @@ double Trainer::validate() {
 // with --reduce fast). Points `reduced` at the summed buffer; returns the step's loss (mean of the micro-batch
 // losses, folded in order).
 double Trainer::accumulate_step_gradients(std::vector<float>*& reduced) {
-    const int N = dist_->size(), R = dist_->rank();
+    const int N = dist_->size();
     const std::int64_t A = o_.grad_accum, m = A / N, P = model_->layout().total();
     const bool keep_parts = N > 1 && o_.reduce == "deterministic";
     std::vector<float>& grads = model_->grads();
     std::vector<double> losses(static_cast<std::size_t>(m));
-    RetroBatch batch;
-    for (std::int64_t a = 0; a < A; a++) {
-        const auto seqs = next_seqs();
-        if (a % N != R) continue;
-        const std::int64_t j = a / N;
-        make_training_batch(seqs, batch);
+    for_each_own_micro_batch([&](std::int64_t j, const RetroBatch& batch) {
         model_->zero_grad();
-        losses[j] = model_->forward(batch) / static_cast<double>(A);
+        losses[static_cast<std::size_t>(j)] = model_->forward(batch) / static_cast<double>(A);
         model_->backward(1.0f / static_cast<float>(A));
         if (keep_parts) {
-            if (j + 1 < m) parts_[j] = grads;   // the last part stays in grads
+            if (j + 1 < m) parts_[static_cast<std::size_t>(j)] = grads;   // the last part stays in grads
         } else if (m > 1) {
             if (j == 0) acc_ = grads;
             else
                 for (std::int64_t i = 0; i < P; i++) acc_[i] += grads[i];
         }
-    }
+    });
     // Across ranks only the trainable elements travel (a retro-fit freezes most of the model): they are packed
     // into one contiguous buffer in layout order, reduced, and unpacked; frozen elements are never read.
     const auto& ranges = opt_->ranges();

@@ -77,22 +77,16 @@ void Trainer::device_download_state() {
 // cursor over all of them), each from zeroed gradients, summed in order on the device, then over the ranks' GPUs with
 // NCCL's all-reduce. Points reduced_ at the summed buffer; returns the step's loss (folded in micro-batch order).
 double Trainer::device_step_gradients() {
-    const int N = dist_->size(), R = dist_->rank();
-    const std::int64_t A = o_.grad_accum, m = A / N, P = model_->layout().total();
+    const std::int64_t A = o_.grad_accum, m = A / dist_->size(), P = model_->layout().total();
     std::vector<double> losses(static_cast<std::size_t>(m));
-    RetroBatch batch;
-    for (std::int64_t a = 0; a < A; a++) {
-        const auto seqs = next_seqs();
-        if (a % N != R) continue;
-        const std::int64_t j = a / N;
-        make_training_batch(seqs, batch);
+    for_each_own_micro_batch([&](std::int64_t j, const RetroBatch& batch) {
         dmodel_->zero_grad();
         losses[static_cast<std::size_t>(j)] = dmodel_->forward(batch) / static_cast<double>(A);
         dmodel_->backward(1.0f / static_cast<float>(A));
-        if (m == 1) continue;
+        if (m == 1) return;
         if (j == 0) backend_->copy(d_acc_.get(), dmodel_->grads(), static_cast<std::size_t>(P) * sizeof(float));
         else backend_->residual_add(d_acc_.f(), dmodel_->grads(), P);
-    }
+    });
     reduced_ = m > 1 ? d_acc_.f() : dmodel_->grads();
     if constexpr (kCudaBuilt)
         if (nccl_) nccl_->allreduce_sum(reduced_, P, stream_->get());

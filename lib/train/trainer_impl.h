@@ -119,6 +119,20 @@ private:
         start_lines_.clear();
     }
     void make_training_batch(const std::vector<std::int64_t>& seqs, RetroBatch& batch) const;
+    // One step's micro-batches a = 0 .. --grad-accum - 1: every rank draws all of them from the data cursor (so the
+    // cursor moves alike on every rank) and builds only its own, a = R, R + N, ..., each handed to
+    // on_batch(j = a / N, batch) in order (the CPU and the backend step).
+    template <class OnBatch>
+    void for_each_own_micro_batch(OnBatch&& on_batch) {
+        const int N = dist_->size(), R = dist_->rank();
+        RetroBatch batch;
+        for (std::int64_t a = 0; a < o_.grad_accum; a++) {
+            const auto seqs = next_seqs();
+            if (a % N != R) continue;
+            make_training_batch(seqs, batch);
+            on_batch(a / N, batch);
+        }
+    }
     std::vector<std::int64_t> order_;
     std::int64_t order_epoch_ = -1;
     std::vector<std::uint8_t> trainable_;   // per layout entry
