@@ -164,6 +164,13 @@ TEST_CASE("train device: --dtype bf16 (bf16 GEMM inputs) tracks the fp32 run - b
     CHECK(one_line(nccl_cpu));
     CHECK(nccl_cpu.err.find("--reduce") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "cpu"));
+    // nor on the host backend, which makes no communicator (it ran as one rank's sum: a review, session 63)
+    auto nccl_host = test::run_tool("retro-train", tiny_data(dir) + " --device host-backend --reduce nccl --out " +
+                                                       (dir / "host").string());
+    CHECK(nccl_host.exit_code == 2);
+    CHECK(one_line(nccl_host));
+    CHECK(nccl_host.err.find("--reduce: nccl reduces GPU gradients") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "host"));
 }
 
 TEST_CASE("train device: --device cuda without a GPU, or too large for it, is refused in one line") {

@@ -343,9 +343,13 @@ void run_generate_bench(const GenerateBenchOptions& o, const std::string& comman
                 row["fused_steps"] = f->fused_steps;
                 if (f->replay_ms >= 0) {
                     row["fused_replay_ms"] = f->replay_ms;
+                    // (a last step whose recording was refused replayed as a captured graph: said so, not "fused")
                     if (!replay_lines.empty())
-                        replay_lines.back() += cat(", fused ", format_fixed(f->replay_ms, 4), " ms (", f->program_ops,
-                                                   " ops, ", f->program_barriers, " grid barriers)");
+                        replay_lines.back() +=
+                            f->program_fallback.empty()
+                                ? cat(", fused ", format_fixed(f->replay_ms, 4), " ms (", f->program_ops, " ops, ",
+                                      f->program_barriers, " grid barriers)")
+                                : cat(", not fused (", f->program_fallback, ") ", format_fixed(f->replay_ms, 4), " ms");
                 }
                 row["fused_fallback"] = f->program_fallback;   // why the last recording ran as a graph ("" fused)
                 row["fused_ops"] = f->program_ops;             // a step's ops, and the grid barriers between them

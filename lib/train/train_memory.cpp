@@ -27,12 +27,12 @@ double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t
 }
 
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
-                                    std::int64_t r, bool retrieval, std::int64_t grad_accum,
+                                    std::int64_t r, bool retrieval, std::int64_t rank_micro_batches,
                                     std::int64_t trainable_parameters, bool bf16_gemm, const nn::NnBackend* be,
                                     bool head_trainable) {
     const std::size_t P = static_cast<std::size_t>(ParamLayout(c).total());
     DeviceTrainBytes b;
-    b.weights = P * 4 * (grad_accum > 1 ? 3 : 2);
+    b.weights = P * 4 * (rank_micro_batches > 1 ? 3 : 2);
     b.optimizer = static_cast<std::size_t>(trainable_parameters) * 9;
     b.arena = backend_model_plan(c, {batch, seq_len, k, r, retrieval}, be, head_trainable);
     b.scratch = backend_model_scratch_bound(c, {batch, seq_len, k, r, retrieval}, bf16_gemm, be);

@@ -22,7 +22,8 @@ class NnBackend;   // nn/nn_backend.h
 double train_memory_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, bool retrieval);
 
 // Exact bytes of a backend (GPU) run, known before its first step (model/backend_model.h): parameters and
-// gradients (2 x 4 bytes per parameter), the summed gradients when grad_accum > 1 (4 more), AdamW's moments and
+// gradients (2 x 4 bytes per parameter), the summed gradients where a rank runs more than one micro-batch a step
+// (rank_micro_batches = --grad-accum / ranks > 1: 4 more), AdamW's moments and
 // decay flags (9 bytes per trainable parameter), and the activation arena of one micro-batch of `batch` x
 // `seq_len` tokens with k neighbours of r tokens per chunk.
 // Plus the backend's scratch (an upper bound: model/backend_model.h's backend_model_scratch_bound).
@@ -31,7 +32,7 @@ struct DeviceTrainBytes {
     std::size_t total() const { return weights + optimizer + arena + scratch; }
 };
 DeviceTrainBytes train_device_bytes(const RetroConfig& c, std::int64_t batch, std::int64_t seq_len, std::int64_t k,
-                                    std::int64_t r, bool retrieval, std::int64_t grad_accum,
+                                    std::int64_t r, bool retrieval, std::int64_t rank_micro_batches,
                                     std::int64_t trainable_parameters, bool bf16_gemm = false,
                                     const nn::NnBackend* be = nullptr,   // be, head_trainable: backend_model_plan's
                                     bool head_trainable = true);

@@ -284,7 +284,7 @@ void Trainer::run() {
                       "give the folder retro-knn --out wrote");
     if (o_.reduce != "fast" && o_.reduce != "deterministic" && o_.reduce != "nccl")
         user_error_in("--reduce", "'" + o_.reduce + "' is not fast, deterministic or nccl");
-    if (o_.reduce == "nccl" && o_.device == "cpu")
+    if (o_.reduce == "nccl" && o_.device != "cuda")
         user_error_in("--reduce", "nccl reduces GPU gradients", "add --device cuda, or use fast or deterministic");
     // an input folder that is not there, named by its option ("nosuch: no such folder" named neither)
     for (const auto& [option, dir] : {std::pair<const char*, const std::string&>{"--db", o_.db}, {"--knn", o_.neighbours}})

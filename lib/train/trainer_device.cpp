@@ -31,7 +31,7 @@ void Trainer::setup_device() {
     if (o_.dtype == "bf16") backend_->set_gemm_inputs(nn::NnBackend::GemmInputs::bf16);
     backend_->set_fused_attention(fused_attention());
     const auto need = train_device_bytes(config_, o_.batch_size, data_->seq_len(), k, config_.retrieved_len(),
-                                         !o_.no_retrieval, o_.grad_accum, trainable_count_, o_.dtype == "bf16",
+                                         !o_.no_retrieval, o_.grad_accum / dist_->size(), trainable_count_, o_.dtype == "bf16",
                                          backend_.get(),
                                          param_backward_skips(model_->layout(), config_, trainable_).head_trainable);
     if (o_.device == "cuda") {
@@ -52,7 +52,8 @@ void Trainer::setup_device() {
     dmodel_ = std::make_unique<BackendRetroModel>(config_, *backend_);
     dmodel_->set_trainable(trainable_);
     const std::int64_t P = model_->layout().total(), T = opt_->trainable_count();
-    if (o_.grad_accum > 1) d_acc_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
+    // the summed gradients, where this rank runs more than one micro-batch a step (one sums in its own gradients)
+    if (o_.grad_accum / dist_->size() > 1) d_acc_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(P) * sizeof(float));
     d_m_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
     d_v_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T) * sizeof(float));
     d_decay_ = nn::BackendBuffer(*backend_, static_cast<std::size_t>(T));
