@@ -333,3 +333,80 @@ TEST_CASE("chunk: a UTF-8 byte-order mark starting a text file is not text - the
     }
     CHECK(read_text(dir / "bom" / "chunks.npy") == read_text(dir / "plain" / "chunks.npy"));
 }
+
+TEST_CASE("chunk db: a row naming the document just before its own, a doc_offsets not starting at 0, a short doc_ids are refused") {
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 4, 4'000, 300);
+    REQUIRE(c.run(p.string(), "--chunk-size 8 --seq-len 32").exit_code == 0);
+    std::int64_t n = 0, first1 = 0;
+    {
+        retro::ChunkDb db(c.db.string());
+        n = db.chunk_count(), first1 = db.doc_first(1);
+    }
+    REQUIRE(first1 >= 1);
+    const auto copy = [&](const std::string& name) {
+        const fs::path bad = c.dir / name;
+        fs::copy(c.db, bad);
+        return bad;
+    };
+    const std::string R = std::to_string(first1), fix = " (fix: rebuild the database with retro-chunk)";
+    // doc_ids[first1] = 0: one past document 0's rows [0, first1) (a mutant comparing with > took it as document 0's)
+    const fs::path before = copy("before");
+    npy_set_i64(before / "doc_ids.npy", first1, 0);
+    {
+        retro::ChunkDb db(before.string());
+        CHECK_THROWS_WITH_AS(db.doc_of_checked(first1),
+                             ((before / "doc_ids.npy").string() + ": row " + R + " holds document 0, whose rows in " +
+                              "doc_offsets.npy are [0, " + R + ")" + fix).c_str(),
+                             retro::UserError);
+        CHECK(db.doc_of_checked(first1 - 1) == 0);
+    }
+    // doc_offsets[0] = 1: chunk 0 in no document (check_arrays, which trusts row 0, then passes)
+    const fs::path start = copy("start");
+    npy_set_i64(start / "doc_offsets.npy", 0, 1);
+    CHECK_THROWS_WITH_AS(retro::ChunkDb(start.string()),
+                         ((start / "doc_offsets.npy").string() + ": must start at 0 and end at the chunk count " +
+                          std::to_string(n)).c_str(),
+                         retro::UserError);
+    // doc_ids one row short: check_arrays would read past its end
+    const fs::path short_ids = copy("short");
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n - 1), 0);
+    {
+        retro::ChunkDb db(c.db.string());
+        for (std::int64_t r = 0; r + 1 < n; r++) ids[static_cast<std::size_t>(r)] = db.doc_of(r);
+    }
+    retro::npy_save((short_ids / "doc_ids.npy").string(), {n - 1}, ids.data());
+    CHECK_THROWS_WITH_AS(retro::ChunkDb(short_ids.string()),
+                         ((short_ids / "doc_ids.npy").string() + ": has shape (" + std::to_string(n - 1) +
+                          ",), expected (" + std::to_string(n) + ",)").c_str(),
+                         retro::UserError);
+}
+
+TEST_CASE("chunk db: a document of no rows (two equal doc_offsets) passes check_arrays - the offsets need only not decrease") {
+    // docs/formats.md: doc_offsets non-decreasing from 0 to N (a mutant refusing equal rows took such a database for
+    // a damaged one)
+    Case c;
+    fs::path p = c.dir / "c.jsonl";
+    retro::synthetic_jsonl_write(p.string(), 3, 3'000, 300);
+    REQUIRE(c.run(p.string(), "--chunk-size 8 --seq-len 32").exit_code == 0);
+    std::vector<std::int64_t> offsets, ids;
+    std::int64_t docs = 0;
+    {
+        retro::ChunkDb db(c.db.string());
+        docs = db.doc_count();
+        REQUIRE(docs >= 2);
+        for (std::int64_t d = 0; d <= db.doc_count(); d++) offsets.push_back(d == 0 ? 0 : db.doc_end(d - 1));
+        for (std::int64_t r = 0; r < db.chunk_count(); r++) ids.push_back(db.doc_of(r) + (db.doc_of(r) >= 1 ? 1 : 0));
+    }
+    offsets.insert(offsets.begin() + 1, offsets[1]);   // document 1 empty: the old documents from 1 on are one later
+    const fs::path gap = c.dir / "gap";
+    fs::copy(c.db, gap);
+    retro::npy_save((gap / "doc_offsets.npy").string(), {static_cast<std::int64_t>(offsets.size())}, offsets.data());
+    retro::npy_save((gap / "doc_ids.npy").string(), {static_cast<std::int64_t>(ids.size())}, ids.data());
+    CHECK(check_arrays_error(gap) == "");
+    retro::ChunkDb db(gap.string());
+    CHECK(db.doc_count() == docs + 1);
+    CHECK(db.doc_first(1) == db.doc_end(1));
+    CHECK_NOTHROW(db.check_doc(1));
+}

@@ -20,6 +20,7 @@
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
+#include "core/progress.h"
 #include "core/scratch_dir.h"
 #include "core/terminal_text.h"
 #include "test_util.h"
@@ -616,4 +617,58 @@ TEST_CASE("core: an output name whose copy just fits the folder's name limit is 
     const std::string at_limit(fits - suffix.size(), 'a');
     CHECK_NOTHROW(output_name_room_check((t.path / at_limit).string(), suffix));
     CHECK_THROWS_AS(output_name_room_check((t.path / (at_limit + "a")).string(), suffix), UserError);
+}
+
+TEST_CASE("core: an AtomicFile over a longer .tmp a killed writer left holds only its own bytes") {
+    // a SIGKILLed writer leaves NAME.tmp (docs/formats.md); the next writer of NAME must not keep its tail (a mutant
+    // opening the temporary without O_TRUNC committed the new bytes followed by the old ones)
+    test::TempDir tmp("atomic-stale-tmp");
+    const std::string path = (tmp / "state.json").string();
+    test::write_text(path + ".tmp", std::string(1000, 'x'));
+    write_file_atomic(path, "{}\n");
+    CHECK(test::read_text(path) == "{}\n");
+    CHECK(!fs::exists(path + ".tmp"));
+    const std::string npy = (tmp / "a.npy").string();
+    test::write_text(npy + ".tmp", std::string(4096, '\x7f'));
+    const std::int32_t v[3] = {1, 2, 3};
+    npy_save(npy, {3}, v);
+    NpyArray a(npy);
+    CHECK(a.shape() == std::vector<std::int64_t>{3});
+    CHECK(fs::file_size(npy) == 128 + 12);   // numpy's 128-byte header and the data, nothing after
+}
+
+TEST_CASE("core: a folder fingerprint is xxh3-64 of its outputs' path=fingerprint entries in order (docs/formats.md)") {
+    // the definition the manifests of earlier versions were written with: a later stage compares a recorded one
+    const nlohmann::json m = {{"outputs",
+                               {{{"path", "chunks.npy"}, {"fingerprint", "0123456789abcdef"}},
+                                {{"path", "doc_ids.npy"}, {"fingerprint", "fedcba9876543210"}}}}};
+    const std::string text = "chunks.npy=0123456789abcdef;doc_ids.npy=fedcba9876543210;";
+    CHECK(folder_fingerprint(m) == fingerprint_bytes(text.data(), text.size()));
+    nlohmann::json renamed = m;
+    renamed["outputs"][1]["path"] = "seq_starts.npy";   // the same bytes under another name: another folder
+    CHECK(folder_fingerprint(renamed) != folder_fingerprint(m));
+}
+
+TEST_CASE("core: progress counts and durations change unit at 10k, 1M, 1G and at a minute and an hour") {
+    CHECK(format_count(0) == "0");
+    CHECK(format_count(9999) == "9999");
+    CHECK(format_count(10000) == "10.0k");
+    CHECK(format_count(1e6) == "1.00M");
+    CHECK(format_count(2.5e9) == "2.50G");
+    CHECK(format_seconds(0) == "0s");
+    CHECK(format_seconds(59.4) == "59s");
+    CHECK(format_seconds(60) == "1m00s");
+    CHECK(format_seconds(185) == "3m05s");
+    CHECK(format_seconds(3599) == "59m59s");
+    CHECK(format_seconds(3600) == "1h00m");
+    CHECK(format_seconds(3725) == "1h02m");
+    CHECK(format_seconds(90061) == "25h01m");   // past a day: hours go on, minutes stay below 60
+}
+
+TEST_CASE("core: a manifest input whose fingerprint is not a string is named when the manifest is read") {
+    test::TempDir tmp("manifest-input-type");
+    test::write_text(tmp / "manifest.json",
+                     R"({"tool": "retro-index", "inputs": [{"role": "db", "path": "/x", "fingerprint": 7}], "outputs": []})");
+    CHECK_THROWS_WITH_AS(manifest_read(tmp.path.string()),
+                         doctest::Contains("malformed manifest: inputs[0].fingerprint is not a string"), UserError);
 }

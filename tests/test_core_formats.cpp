@@ -302,3 +302,76 @@ TEST_CASE("core: f16 conversion matches IEEE half on every half value") {
     CHECK(f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00);         // tie to even
     CHECK(f32_to_f16(1.0f + 3.0f / 2048) == 0x3c02);         // tie to even, up
 }
+
+TEST_CASE("core: an npy header longer than its file is refused as truncated - not parsed from the bytes past the end") {
+    // (a mutant without the length check parsed the header from past the file's end: "corrupt .npy header:
+    // unterminated string", and a file ending at a page boundary would have faulted)
+    test::TempDir tmp("npy-cut-header");
+    const std::string good = test::read_text(fixture("f32_3x5.npy"));
+    REQUIRE(good.size() > 128);   // a version 1.0 header of 128 bytes, then the data
+    for (std::size_t keep : {std::size_t(12), std::size_t(40), std::size_t(127)}) {
+        CAPTURE(keep);
+        const std::string path = (tmp / ("cut" + std::to_string(keep) + ".npy")).string();
+        write_bytes(path, good.substr(0, keep));
+        CHECK(user_error_message([&] { NpyArray a(path); }) == path + ": truncated .npy header");
+    }
+}
+
+TEST_CASE("core: an npy header dict without the comma between two entries is refused - as numpy's literal_eval does") {
+    // numpy reads the header with ast.literal_eval: "'<f4'  'fortran_order'" is one string there, then a stray ':'
+    test::TempDir tmp("npy-comma");
+    std::string bytes = test::read_text(fixture("f32_3x5.npy"));
+    const std::size_t at = bytes.find("', 'fortran_order'");
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, 3, "'  ");   // the same length: the header length still holds
+    const std::string path = (tmp / "nocomma.npy").string();
+    write_bytes(path, bytes);
+    CHECK(user_error_message([&] { NpyArray a(path); }) == path + ": corrupt .npy header: expected ',' or '}' in header");
+}
+
+TEST_CASE("core: NpyArray::expect_shape refuses another number of dimensions - a wildcard stands for one size") {
+    NpyArray a(fixture("f32_3x5.npy"));
+    CHECK_NOTHROW(a.expect_shape({3, 5}));
+    CHECK_NOTHROW(a.expect_shape({-1, 5}));
+    CHECK_NOTHROW(a.expect_shape({-1, -1}));
+    const std::string path = fixture("f32_3x5.npy");
+    CHECK(user_error_message([&] { a.expect_shape({3}); }) == path + ": has shape (3, 5), expected (3,)");
+    CHECK(user_error_message([&] { a.expect_shape({-1}); }) == path + ": has shape (3, 5), expected (*,)");
+    CHECK(user_error_message([&] { a.expect_shape({3, 5, 1}); }) == path + ": has shape (3, 5), expected (3, 5, 1)");
+    CHECK(user_error_message([&] { a.expect_shape({3, 4}); }) == path + ": has shape (3, 5), expected (3, 4)");
+}
+
+TEST_CASE("core: a safetensors file with no data bytes (only empty tensors, or none) reads back") {
+    // the header then ends the file exactly (8 + its length = the file's size), as the safetensors package writes it
+    test::TempDir tmp("st-nodata");
+    const std::string empty = (tmp / "empty.safetensors").string(), none = (tmp / "none.safetensors").string();
+    safetensors_save(empty, {{"e", DType::F32, {0, 4}, nullptr}, {"z", DType::I64, {3, 0}, nullptr}}, {{"k", "v"}});
+    safetensors_save(none, {}, {{"k", "v"}});
+    for (const std::string& path : {empty, none}) {
+        CAPTURE(path);
+        const std::string bytes = test::read_text(path);
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
+        CHECK(bytes.size() == 8 + n);
+        SafetensorsFile f(path);
+        CHECK(f.metadata().at("k") == "v");
+        CHECK(f.tensors().size() == (path == empty ? 2u : 0u));
+    }
+    SafetensorsFile f(empty);
+    CHECK(f.get("e", DType::F32, {0, 4}).numel() == 0);
+    CHECK(f.get("z", DType::I64, {3, 0}).bytes == 0);
+}
+
+TEST_CASE("core: safetensors data_offsets spanning more bytes than the shape needs are refused") {
+    // the safetensors package refuses such an entry (its span must be exactly the shape's elements x the dtype's
+    // size): reading it would take the bytes after the tensor's elements as no tensor's
+    test::TempDir tmp("st-span");
+    const std::string json = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})";
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    bytes += json + std::string(8, '\0');
+    const std::string path = (tmp / "span.safetensors").string();
+    write_bytes(path, bytes);
+    CHECK(user_error_message([&] { SafetensorsFile f(path); }) ==
+          path + ": corrupt .safetensors entry 'x': shape (1,) needs 4 bytes but data_offsets span 8");
+}

@@ -451,3 +451,43 @@ TEST_CASE("nn: copy head candidates against a brute-force search") {
             }
         }
 }
+
+TEST_CASE("nn: rmsnorm clamps a tiny RMS at eps 1e-8 (RP's clamp, not an added eps) and passes no gradient through a clamped one") {
+    // RP: norm = ||x|| C^-1/2, y = x / norm.clamp(min=1e-8) * g; torch's clamp passes no gradient below its bound.
+    // Rows of RMS 1e-7 (above eps), 1e-9 (below: clamped) and 0; the gradient checks above use rows of RMS ~0.5,
+    // where neither an added eps nor eps 1e-6 shows.
+    const std::int64_t N = 3, C = 4;
+    const double eps = 1e-8;
+    Vec x = {1e-7, -1e-7, 1e-7, -1e-7, 2e-9, 0, 0, 0, 0, 0, 0, 0}, gamma = {1, 2, 3, 4}, y(N * C), norm(N);
+    rmsnorm_forward(y.data(), norm.data(), x.data(), gamma.data(), N, C);
+    const double rms[N] = {1e-7, 1e-9, 0};
+    for (std::int64_t n = 0; n < N; n++)
+        for (std::int64_t c = 0; c < C; c++) {
+            CAPTURE(n);
+            CAPTURE(c);
+            const double want = x[n * C + c] / std::max(rms[n], eps) * gamma[c];
+            CHECK(y[n * C + c] == doctest::Approx(want).epsilon(1e-12));
+        }
+    // backward against the derivative of y = x g / r, r = ||x|| / sqrt(C): dx_j = g_j dy_j / r - x_j S / (r^3 C) with
+    // S = sum_c g_c dy_c x_c, where r >= eps; g_j dy_j / eps where the clamp holds
+    const Vec dy = {0.3, -0.7, 0.2, 0.9, 0.5, -0.1, 0.4, -0.6, 0.8, 0.1, -0.3, 0.2};
+    Vec dx(N * C), dg(C, 0.0);
+    rmsnorm_backward(dx.data(), dg.data(), dy.data(), x.data(), gamma.data(), norm.data(), N, C);
+    for (std::int64_t n = 0; n < N; n++) {
+        double S = 0;
+        for (std::int64_t c = 0; c < C; c++) S += gamma[c] * dy[n * C + c] * x[n * C + c];
+        for (std::int64_t c = 0; c < C; c++) {
+            CAPTURE(n);
+            CAPTURE(c);
+            const double r = rms[n];
+            const double want = r >= eps ? gamma[c] * dy[n * C + c] / r - x[n * C + c] * S / (r * r * r * C)
+                                         : gamma[c] * dy[n * C + c] / eps;
+            CHECK(dx[n * C + c] == doctest::Approx(want).epsilon(1e-12));
+        }
+    }
+    for (std::int64_t c = 0; c < C; c++) {
+        double want = 0;
+        for (std::int64_t n = 0; n < N; n++) want += dy[n * C + c] * x[n * C + c] / std::max(rms[n], eps);
+        CHECK(dg[c] == doctest::Approx(want).epsilon(1e-12));
+    }
+}

@@ -565,3 +565,55 @@ TEST_CASE("train: eval reproduces the run validation loss and plot draws the cur
         CHECK(bytes(dir / "run" / "curves.png").substr(1, 3) == "PNG");
     }
 }
+
+TEST_CASE("train: a checkpoint taken at an epoch's end (position = its sequences) resumes to the straight run's bits") {
+    // the data cursor moves to the next epoch when it next reads, so a checkpoint after the epoch's last batch holds
+    // position = train_sequences: a state a run reaches, to be resumed (a mutant refusing position >= sequences)
+    test::TempDir dir("train-epoch-end");
+    const test::TinyDb t = write_tiny_db(dir / "db", dir / "knn", 4, 16, 6, 8);
+    const std::int64_t seqs = static_cast<std::int64_t>(t.seq_starts.size());
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               config_path() + " --steps 3 --batch-size " + std::to_string(seqs) +
+                               " --lr 3e-3 --warmup 1 --val-fraction 0 --val-every 0 --seed 2 --quiet --threads 1"
+                               " --checkpoint-every 1";
+    auto a = test::run_tool("retro-train", common + " --out " + (dir / "a").string());
+    REQUIRE_MESSAGE(a.exit_code == 0, a.err);
+    auto b1 = test::run_tool("retro-train", common + " --out " + (dir / "b").string() + " --stop-after 1");
+    REQUIRE_MESSAGE(b1.exit_code == 0, b1.err);
+    const nlohmann::json st =
+        nlohmann::json::parse(test::read_text(dir / "b" / "checkpoints" / "step_00000001" / "state.json"));
+    REQUIRE(st.at("train_sequences").get<std::int64_t>() == seqs);
+    CHECK(st.at("position").get<std::int64_t>() == seqs);
+    CHECK(st.at("epoch").get<std::int64_t>() == 0);
+    auto b2 = test::run_tool("retro-train", common + " --out " + (dir / "b").string() + " --resume");
+    REQUIRE_MESSAGE(b2.exit_code == 0, b2.err);
+    CHECK(losses(dir / "b") == losses(dir / "a"));
+    CHECK(bytes(dir / "b" / "model.safetensors") == bytes(dir / "a" / "model.safetensors"));
+}
+
+TEST_CASE("train: a --no-retrieval run resumed from a checkpoint that records no continuation rule says and records none") {
+    // the continuation rule is about the neighbours a run reads (data/chunk_db.h): a run without retrieval read none,
+    // so its older checkpoint changes nothing (a mutant said the note and wrote neighbour_continuation_from_step)
+    test::TempDir dir("train-noretrieval-rule");
+    write_tiny_db(dir / "db", dir / "knn", 4, 16, 12, 3);
+    const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
+                               config_path() + " --steps 2 --batch-size 2 --lr 3e-3 --warmup 1 --val-fraction 0"
+                               " --val-every 0 --seed 2 --threads 1 --checkpoint-every 1 --no-retrieval --out " +
+                               (dir / "run").string();
+    auto first = test::run_tool("retro-train", common + " --quiet --stop-after 1");
+    REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+    const fs::path state = dir / "run" / "checkpoints" / "step_00000001" / "state.json";
+    nlohmann::json older = nlohmann::json::parse(test::read_text(state));
+    REQUIRE(older.value("neighbour_continuation", "") == "retro-pytorch");
+    older.erase("neighbour_continuation");   // as an earlier version wrote it
+    test::write_text(state, older.dump(2));
+    auto resumed = test::run_tool("retro-train", common + " --resume");
+    REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
+    CHECK_MESSAGE(resumed.err.find("continuation") == std::string::npos, resumed.err);
+    const nlohmann::json manifest = nlohmann::json::parse(test::read_text(dir / "run" / "manifest.json"));
+    CHECK(manifest.at("parameters").at("no_retrieval") == true);
+    CHECK_FALSE(manifest.at("parameters").contains("neighbour_continuation_from_step"));
+    const nlohmann::json last =
+        nlohmann::json::parse(test::read_text(dir / "run" / "checkpoints" / "step_00000002" / "state.json"));
+    CHECK_FALSE(last.contains("neighbour_continuation_from_step"));
+}
