@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <thread>
 
 #include "core/error.h"
@@ -44,7 +43,7 @@ double collective_timeout_from_env(const char* value) {
     const auto [p, ec] = std::from_chars(value, end, s);
     if (ec != std::errc() || p != end || !std::isfinite(s) || s < 0)
         user_error_in("RETRO_NCCL_TIMEOUT_S", cat("\"", value, "\" is not a number of seconds"),
-                      "a number >= 0 (0: wait for ever), or unset for the default 600");
+                      cat("a number >= 0 (0: wait for ever), or unset for the default ", kCollectiveTimeoutDefaultS));
     return s;
 }
 
