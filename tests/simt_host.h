@@ -1,5 +1,5 @@
 // A host emulator of a CUDA block for the kernels written against kernels/simt.cuh: every thread of a block runs as
-// a fiber (ucontext) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
+// a fiber (tests/host_fiber.h) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
 // every warp exchange (shfl_xor, mma.m16n8k16), a block's threads at sync_block, and the threads of a named
 // barrier (sync_named: released when as many threads as it names wait at it, all naming the same count). An exchange runs on the values
 // every lane deposited (double-buffered by the lane's own exchange count, so one barrier each is enough), the mma
@@ -15,14 +15,14 @@
 // phase block after block, ascending or descending (BlockOrder), so a block that reads what another block of the same
 // phase writes sees it in one order and not the other (tests/test_nn_decode_program_host.cpp: the fused decode step).
 // A block's static shared variables (RETRO_SIMT_STATIC_SHARED) are its own, NaN bytes until written.
+// A check the emulator makes inside a thread (a misaligned ldmatrix, a cp.async outside shared memory, lanes at
+// different exchanges) throws std::logic_error out of launch(); the block's other threads are unwound first.
 // What it does not: timing, races between lanes of one warp (they run in a fixed order), out-of-bounds global reads,
 // memory ordering between blocks (one OS thread: a write is seen at once, so a missing fence does not show).
 // Define RETRO_SIMT_HOST, include this, then the kernel header (tests/test_flash_mma_host.cpp).
 #pragma once
 
 #define RETRO_SIMT_HOST_EMULATOR 1
-
-#include <ucontext.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -33,6 +33,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "host_fiber.h"
 
 namespace retro::simt::host {
 
@@ -56,8 +58,7 @@ struct PendingCopy {   // one copy16_async not yet waited for
 };
 
 struct Fiber {
-    ucontext_t ctx{};
-    std::unique_ptr<char[]> stack;
+    HostFiber fiber;
     FiberState state = FiberState::ready;
     std::uint64_t exchanges = 0;   // this lane's count of warp exchanges (picks the buffer)
     int named_id = 0, named_count = 0;   // at_named: the barrier and the threads it waits for
@@ -71,7 +72,6 @@ struct Block {
     std::map<const void*, std::vector<unsigned char>> statics;   // RETRO_SIMT_STATIC_SHARED's variables
     std::vector<Fiber> fibers;
     std::vector<Exchange> exchange;   // two per warp
-    ucontext_t scheduler{};
     const std::function<void()>* kernel = nullptr;
 };
 
@@ -118,7 +118,7 @@ T& block_static(Tag) {
 inline void wait_as(FiberState s) {
     Fiber& f = g_block->fibers[static_cast<std::size_t>(g_block->current)];
     f.state = s;
-    swapcontext(&f.ctx, &g_block->scheduler);
+    f.fiber.yield();
 }
 inline void sync_block() { wait_as(FiberState::at_block); }
 inline void sync_named(int id, int threads) {
@@ -268,11 +268,6 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr, bool trans)
     }
 }
 
-inline void fiber_entry() {
-    (*g_block->kernel)();
-    g_block->fibers[static_cast<std::size_t>(g_block->current)].state = FiberState::done;
-    // returning resumes uc_link: the scheduler
-}
 
 inline std::string deadlock_report(const Block& blk) {
     std::string s = "simt host: deadlock in block (" + std::to_string(blk.bx) + ", " + std::to_string(blk.by) + "):";
@@ -289,14 +284,14 @@ inline std::string deadlock_report(const Block& blk) {
     return s;
 }
 
-// A fiber that will start at fiber_entry on its own stack (kept apart from the scheduler: getcontext returns twice).
-[[gnu::noinline]] inline void init_fiber(Fiber& f, ucontext_t* scheduler, std::size_t stack_bytes) {
-    f.stack.reset(new char[stack_bytes]);
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack.get();
-    f.ctx.uc_stack.ss_size = stack_bytes;
-    f.ctx.uc_link = scheduler;
-    makecontext(&f.ctx, &fiber_entry, 0);
+// Thread i of blk at the start of the block's kernel.
+inline void init_fiber(Block& blk, std::size_t i, std::size_t stack_bytes) {
+    blk.fibers[i].fiber.start(
+        [&blk, i] {
+            (*blk.kernel)();
+            blk.fibers[i].state = FiberState::done;
+        },
+        stack_bytes);
 }
 
 // Runs each ready fiber until it waits or ends (under a warp-serial schedule only those of the first warp, in the
@@ -320,7 +315,7 @@ inline std::string deadlock_report(const Block& blk) {
     for (std::size_t i = begin; i < end; ++i)
         if (blk.fibers[i].state == FiberState::ready) {
             blk.current = static_cast<int>(i);
-            swapcontext(&blk.scheduler, &blk.fibers[i].ctx);
+            blk.fibers[i].fiber.resume();
             ran = true;
         }
     return ran;
@@ -386,21 +381,23 @@ inline void init_block(Block& blk, long long bx, long long by, long long grid_x,
     blk.smem.assign(smem_bytes, 0xff);   // NaN in bf16 and fp32: a read of an unwritten byte shows
     blk.fibers.resize(static_cast<std::size_t>(threads));
     blk.exchange.resize(static_cast<std::size_t>(threads / kWarp) * 2);
-    for (auto& f : blk.fibers) init_fiber(f, &blk.scheduler, stack_bytes);
+    for (std::size_t i = 0; i < blk.fibers.size(); ++i) init_fiber(blk, i, stack_bytes);
 }
 
 // Runs the block's threads until none can go on (each done, or waiting at a barrier the block cannot release by
 // itself: the grid's, or a deadlock); returns how many are not done.
 inline int run_until_stalled(Block& blk) {
-    Block* const outer = g_block;
-    g_block = &blk;
+    struct Current {   // g_block is blk while it runs, also where a kernel's exception leaves
+        Block* outer;
+        explicit Current(Block* b) : outer(g_block) { g_block = b; }
+        ~Current() { g_block = outer; }
+    } current(&blk);
     int live = 0;
     for (;;) {
         const bool ran = run_ready(blk);
         const bool released = release_barriers(blk, live);
         if (live == 0 || (!ran && !released)) break;
     }
-    g_block = outer;
     return live;
 }
 
