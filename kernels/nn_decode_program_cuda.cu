@@ -219,7 +219,8 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
     void* args[] = {&ops, &n, &pieces, &pieces_n, &schedule};
     // a refused launch (cudaErrorCooperativeLaunchTooLarge: a tool or MPS holding part of the device) names the grid
     // and where its size came from, so that one look says what to lower (RETRO_DECODE_BLOCKS_PER_SM=1, or
-    // RETRO_DECODE_PROGRAM=off: the captured graphs)
+    // RETRO_DECODE_PROGRAM=off: the captured graphs); that refusal comes before anything runs and is thrown as
+    // FusedLaunchRefused, which BackendDecoder answers by capturing the step as a graph
     const int status = static_cast<int>(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel),
                                                                     dim3(step->blocks), dim3(kThreads), args, step->smem,
                                                                     stream_));
@@ -230,6 +231,8 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
                                  std::to_string(step->fit) + " that fit) x " + std::to_string(step->sms) + " SMs, " +
                                  std::to_string(kThreads) + " threads, " + std::to_string(step->smem) +
                                  " B dynamic shared memory; RETRO_DECODE_BLOCKS_PER_SM=1 or RETRO_DECODE_PROGRAM=off)";
+        if (status == static_cast<int>(cudaErrorCooperativeLaunchTooLarge))
+            throw FusedLaunchRefused(cuda_error_message(status, what.c_str(), __FILE__, __LINE__));
         cuda_check(status, what.c_str(), __FILE__, __LINE__);
     }
     RETRO_CUDA_LAUNCH_CHECK("decode_program (fused decode step)", stream_);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stderr_capture.h"
 #include "core/cuda_device.h"
 #include "generate/backend_decoder.h"
 #include "nn/decode_program.h"
@@ -291,6 +292,48 @@ TEST_CASE("generate: the backend decoder's steps from a recorded decode program 
                                       nn::DecodeProgramMode::interpret);
     check_backend_decoder_equals_full(be, true, 1e-5, copy_head_decode_config(), true,
                                       nn::DecodeProgramMode::interpret);
+}
+
+namespace {
+// The host backend with a fused decode step its "device" refuses to launch, as cudaLaunchCooperativeKernel refuses a
+// grid larger than what is resident at once (under MPS): launch_graph throws nn::FusedLaunchRefused, nothing run.
+class RefusingFusedBackend final : public nn::HostNnBackend {
+public:
+    int made = 0, refused = 0;
+    struct Step final : nn::BackendGraph {};
+    std::unique_ptr<nn::BackendGraph> fuse_decode_program(const nn::DecodeProgram&, std::string* why) override {
+        made++;
+        if (why) why->clear();
+        return std::make_unique<Step>();
+    }
+    void launch_graph(const nn::BackendGraph& g) override {
+        if (!dynamic_cast<const Step*>(&g)) return HostNnBackend::launch_graph(g);
+        refused++;
+        throw nn::FusedLaunchRefused("cudaLaunchCooperativeKernel(fused decode step): cudaErrorCooperativeLaunchTooLarge");
+    }
+};
+}  // namespace
+
+TEST_CASE("generate: a fused step whose launch the device refuses is decoded as captured graphs from then on, the same bits") {
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend host;
+    const auto graphs = decode_logits(host, c, model, true, nn::DecodeProgramMode::off);
+    RefusingFusedBackend be;
+    std::int64_t steps = -1, fused = -1;
+    std::vector<float> fallback;
+    const std::string err = capture_stderr(
+        [&] { fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused); });
+    REQUIRE(fallback.size() == graphs.size());
+    CHECK(std::memcmp(graphs.data(), fallback.data(), graphs.size() * sizeof(float)) == 0);
+    CHECK(be.made == 1);      // fused once, refused once: never fused again
+    CHECK(be.refused == 1);
+    CHECK(steps == 0);
+    CHECK(fused == 0);
+    const std::string warning = "the fused step's launch was refused: cudaLaunchCooperativeKernel";
+    CHECK(err.find(warning) != std::string::npos);
+    CHECK(err.find(warning) == err.rfind(warning));   // said once
 }
 
 TEST_CASE("generate: the decode program's recorder lists a step's ops and refuses what a fused step cannot run") {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "generate/decode_rows.h"
 #include "model/backend_layers.h"
 #include "model/layer_shapes.h"
@@ -146,11 +147,9 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
             nn::run_decode_program(be_, *program_, /*reverse_phases=*/true);   // (no bit may change: the phases' check)
             program_steps_++;
         } else {
-            be_.launch_graph(*graph_);
-            if (replay_fused_) {   // the backend's fused step
-                program_steps_++;
-                fused_steps_++;
-            } else {
+            if (replay_fused_ && !launch_fused_step()) make_replay();   // refused: a captured graph from now on
+            if (!replay_fused_) {
+                be_.launch_graph(*graph_);
                 graph_launches_++;
             }
         }
@@ -162,13 +161,28 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     logits_pending_ = true;
 }
 
+// The backend's fused step launched; false (and no fused step from now on) where the device refused the launch
+// before anything ran (nn::FusedLaunchRefused: under MPS, or another context taking part of the device).
+bool BackendDecoder::launch_fused_step() {
+    try {
+        be_.launch_graph(*graph_);
+    } catch (const nn::FusedLaunchRefused& e) {
+        fused_refused_ = std::string("the fused step's launch was refused: ") + e.what();
+        log_warn(fused_refused_ + "; decoding on with captured graphs");
+        return false;
+    }
+    program_steps_++;
+    fused_steps_++;
+    return true;
+}
+
 void BackendDecoder::make_replay() {
     graph_.reset();
     program_.reset();
     graph_key_ = *plan_.graph_key;
     replay_fused_ = false;
-    program_why_ = "off";
-    if (program_mode_ != nn::DecodeProgramMode::off) {
+    program_why_ = fused_refused_.empty() ? "off" : fused_refused_;
+    if (program_mode_ != nn::DecodeProgramMode::off && fused_refused_.empty()) {
         nn::DecodeProgramRecorder rec;
         run_step(rec);
         program_why_ = rec.why();

@@ -75,7 +75,9 @@ public:
     // (the backend's one-kernel step, where it takes the recording; else a captured graph). Default:
     // RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a recording (interpreted or
     // fused), fused_steps() those of them fused (graph_launches() counts captured graphs only); program_fallback()
-    // says why the last recording was not fused ("" when it was). As a captured graph, a fused step bakes in the
+    // says why the last recording was not fused ("" when it was). Where the device refuses a fused step's launch
+    // (nn::FusedLaunchRefused), the decoder warns once and captures graphs for the rest of its life, and
+    // program_fallback() says so. As a captured graph, a fused step bakes in the
     // backend's state when it is made (the GEMM-input mode, the device): change neither while decoding.
     void set_decode_program(nn::DecodeProgramMode m) {
         if (m == program_mode_) return;
@@ -155,6 +157,7 @@ private:
     void cca_rows(Ops& ops, float* out, const float* x, const DecoderLayerParams<float>& L, std::size_t layer);
     // a graph-eligible step's replay: made (captured, or recorded and fused) when its key is new
     void make_replay();
+    bool launch_fused_step();
 
     RetroConfig c_;
     nn::NnBackend& be_;
@@ -180,6 +183,7 @@ private:
     nn::DecodeProgramMode program_mode_ = nn::DecodeProgramMode::off;
     std::optional<nn::DecodeProgram> program_;   // the interpreted recording (interpret mode), for graph_key_
     std::string program_why_;
+    std::string fused_refused_;   // the device's refusal of a fused step's launch: graphs from then on
     std::int64_t program_steps_ = 0, fused_steps_ = 0, program_ops_ = 0, program_barriers_ = 0;
     bool replay_fused_ = false;   // graph_ is the backend's fused step
 };

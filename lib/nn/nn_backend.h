@@ -48,6 +48,14 @@ struct RotaryView {
 struct DecodeProgram;   // nn/decode_program.h
 
 // A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
+// What launch_graph() of a fused decode step (NnBackend::fuse_decode_program) throws where the device refused the
+// launch before anything ran (CUDA: cudaErrorCooperativeLaunchTooLarge, fewer blocks resident at once than when the
+// step was made: MPS or another context holding part of the device). Nothing ran, so the step's inputs are as they
+// were: the caller may run the step another way (BackendDecoder captures a graph instead).
+struct FusedLaunchRefused : InternalError {
+    using InternalError::InternalError;
+};
+
 class BackendGraph {
 public:
     virtual ~BackendGraph() = default;
