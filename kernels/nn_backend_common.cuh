@@ -326,6 +326,7 @@ private:
     // fused step's launch (false when `graph` is a captured CUDA graph instead)
     std::string decode_op_refusal(const DecodeOp& op, std::int64_t rows) const;
     bool launch_fused_decode(const BackendGraph& graph);
+    std::string fused_launch_refused_;   // the device's refusal of a fused step's launch: no step fused after it
     // cross_entropy_linear_backward's one-pass form applies (kernels/nn_loss_cuda.cu)
     bool fused_cross_entropy_linear_backward(bool with_dW, bool with_db) const {
         return gemm_inputs_ == GemmInputs::bf16 && with_dW && with_db && !unfused(FusedOp::cross_entropy_linear_backward);

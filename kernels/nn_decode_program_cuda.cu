@@ -143,6 +143,7 @@ std::unique_ptr<BackendGraph> CudaNnBackend::fuse_decode_program(const DecodePro
         return nullptr;
     };
     refuse_while_capturing("fuse_decode_program");
+    if (!fused_launch_refused_.empty()) return refuse(fused_launch_refused_);
     if (p.ops.empty()) return refuse("an empty step");
     std::int64_t rows = 0;   // the first op with rows: every such op must have as many
     for (const DecodeOp& op : p.ops)
@@ -220,7 +221,8 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
     // a refused launch (cudaErrorCooperativeLaunchTooLarge: a tool or MPS holding part of the device) names the grid
     // and where its size came from, so that one look says what to lower (RETRO_DECODE_BLOCKS_PER_SM=1, or
     // RETRO_DECODE_PROGRAM=off: the captured graphs); that refusal comes before anything runs and is thrown as
-    // FusedLaunchRefused, which BackendDecoder answers by capturing the step as a graph
+    // FusedLaunchRefused, which BackendDecoder answers by capturing the step as a graph; this backend fuses no step
+    // after it (fuse_decode_program refuses, naming it), so a run warns once however many decoders it makes
     const int status = static_cast<int>(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step->kernel),
                                                                     dim3(step->blocks), dim3(kThreads), args, step->smem,
                                                                     stream_));
@@ -231,8 +233,11 @@ bool CudaNnBackend::launch_fused_decode(const BackendGraph& graph) {
                                  std::to_string(step->fit) + " that fit) x " + std::to_string(step->sms) + " SMs, " +
                                  std::to_string(kThreads) + " threads, " + std::to_string(step->smem) +
                                  " B dynamic shared memory; RETRO_DECODE_BLOCKS_PER_SM=1 or RETRO_DECODE_PROGRAM=off)";
-        if (status == static_cast<int>(cudaErrorCooperativeLaunchTooLarge))
-            throw FusedLaunchRefused(cuda_error_message(status, what.c_str(), __FILE__, __LINE__));
+        if (status == static_cast<int>(cudaErrorCooperativeLaunchTooLarge)) {
+            fused_launch_refused_ = "the device refused a fused step's launch: " +
+                                    cuda_error_message(status, what.c_str(), __FILE__, __LINE__);
+            throw FusedLaunchRefused(fused_launch_refused_);
+        }
         cuda_check(status, what.c_str(), __FILE__, __LINE__);
     }
     RETRO_CUDA_LAUNCH_CHECK("decode_program (fused decode step)", stream_);

@@ -296,12 +296,18 @@ TEST_CASE("generate: the backend decoder's steps from a recorded decode program 
 
 namespace {
 // The host backend with a fused decode step its "device" refuses to launch, as cudaLaunchCooperativeKernel refuses a
-// grid larger than what is resident at once (under MPS): launch_graph throws nn::FusedLaunchRefused, nothing run.
+// grid larger than the device holds at once: launch_graph throws nn::FusedLaunchRefused, nothing run; after that it
+// fuses nothing more, naming the refusal (NnBackend's contract, as CudaNnBackend keeps it).
 class RefusingFusedBackend final : public nn::HostNnBackend {
 public:
     int made = 0, refused = 0;
+    std::string refusal;
     struct Step final : nn::BackendGraph {};
     std::unique_ptr<nn::BackendGraph> fuse_decode_program(const nn::DecodeProgram&, std::string* why) override {
+        if (!refusal.empty()) {
+            if (why) *why = refusal;
+            return nullptr;
+        }
         made++;
         if (why) why->clear();
         return std::make_unique<Step>();
@@ -309,7 +315,9 @@ public:
     void launch_graph(const nn::BackendGraph& g) override {
         if (!dynamic_cast<const Step*>(&g)) return HostNnBackend::launch_graph(g);
         refused++;
-        throw nn::FusedLaunchRefused("cudaLaunchCooperativeKernel(fused decode step): cudaErrorCooperativeLaunchTooLarge");
+        refusal = "the device refused a fused step's launch: cudaLaunchCooperativeKernel(fused decode step): "
+                  "cudaErrorCooperativeLaunchTooLarge";
+        throw nn::FusedLaunchRefused(refusal);
     }
 };
 }  // namespace
@@ -322,18 +330,27 @@ TEST_CASE("generate: a fused step whose launch the device refuses is decoded as 
     const auto graphs = decode_logits(host, c, model, true, nn::DecodeProgramMode::off);
     RefusingFusedBackend be;
     std::int64_t steps = -1, fused = -1;
-    std::vector<float> fallback;
-    const std::string err = capture_stderr(
-        [&] { fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused); });
+    std::vector<float> fallback, next_decoder;
+    const std::string err = capture_stderr([&] {
+        fallback = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused, &steps, &fused);
+        // a second decoder on the same backend (retro-generate's next batch group): graphs, no second warning
+        next_decoder = decode_logits(be, c, model, true, nn::DecodeProgramMode::fused);
+    });
     REQUIRE(fallback.size() == graphs.size());
     CHECK(std::memcmp(graphs.data(), fallback.data(), graphs.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(graphs.data(), next_decoder.data(), graphs.size() * sizeof(float)) == 0);
     CHECK(be.made == 1);      // fused once, refused once: never fused again
     CHECK(be.refused == 1);
     CHECK(steps == 0);
     CHECK(fused == 0);
-    const std::string warning = "the fused step's launch was refused: cudaLaunchCooperativeKernel";
-    CHECK(err.find(warning) != std::string::npos);
+    const std::string warning = "the device refused a fused step's launch: cudaLaunchCooperativeKernel";
+    CHECK(err.find(warning + "(fused decode step): cudaErrorCooperativeLaunchTooLarge; decoding on with captured graphs") !=
+          std::string::npos);
     CHECK(err.find(warning) == err.rfind(warning));   // said once
+    // the refusal is fused mode's: a decoder interpreting recordings (no cooperative launch) on it still runs them
+    const auto interpreted = decode_logits(be, c, model, true, nn::DecodeProgramMode::interpret, &steps, &fused);
+    CHECK(std::memcmp(graphs.data(), interpreted.data(), graphs.size() * sizeof(float)) == 0);
+    CHECK(steps > 0);
 }
 
 TEST_CASE("generate: the decode program's recorder lists a step's ops and refuses what a fused step cannot run") {

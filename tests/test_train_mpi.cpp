@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/launcher_env.h"
 #include "core/shard.h"
+#include "bench/train_scaling_bench.h"
 #include "test_train_fixtures.h"
 #include "test_util.h"
 
@@ -208,6 +209,27 @@ TEST_CASE("launcher env: a build without MPI refuses a multi-rank launch in one 
     }
     CHECK_NOTHROW(distributed_check_launch(two, true, "retro-train"));
     CHECK_NOTHROW(distributed_check_launch(env_of({}), false, "retro-train"));
+}
+
+TEST_CASE("train mpi: the ring all-reduce model's fit, and a lower bound where the largest message was no slower") {
+    using nlohmann::json;
+    auto sweep = [](double t_small, double t_large) {
+        return json::array({{{"bytes", 1024}, {"seconds", t_small}}, {{"bytes", 4096}, {"seconds", 1e-4}},
+                            {{"bytes", 1 << 20}, {"seconds", t_large}}});
+    };
+    // t = alpha + 2 (N-1)/N * bytes / bw: at 4 ranks 1.5 MiB sent in 1 ms past alpha = 1.5 MiB/ms
+    const json fit = bench::fit_ring_model(sweep(5e-5, 1.05e-3), 4);
+    CHECK(fit["alpha_seconds"].get<double>() == 5e-5);
+    CHECK(fit["bandwidth_bytes_per_s"].get<double>() == doctest::Approx(1.5 * (1 << 20) / 1e-3));
+    CHECK_FALSE(fit["bandwidth_is_lower_bound"].get<bool>());
+    // the largest no slower than the smallest (noise): not 0 or negative, the bound x / t, said to be one
+    const json bound = bench::fit_ring_model(sweep(2e-3, 1e-3), 2);
+    CHECK(bound["bandwidth_bytes_per_s"].get<double>() == doctest::Approx(double(1 << 20) / 1e-3));
+    CHECK(bound["bandwidth_is_lower_bound"].get<bool>());
+    CHECK(bench::fit_ring_model(sweep(2e-3, 2e-3), 2)["bandwidth_is_lower_bound"].get<bool>());
+    // nothing to fit at one rank or one size
+    CHECK(bench::fit_ring_model(sweep(5e-5, 1e-3), 1).is_null());
+    CHECK(bench::fit_ring_model(json::array({{{"bytes", 1024}, {"seconds", 1e-5}}}), 2).is_null());
 }
 
 TEST_CASE("train mpi: retro-bench train --ranks 1,2 reports tokens/s, the all-reduce and the scaling efficiency") {

@@ -79,18 +79,6 @@ nlohmann::json allreduce_sweep(Distributed& d, const std::string& mode, std::int
     return rows;
 }
 
-// The ring all-reduce model t = alpha + x / bw, x = 2 (N-1)/N * bytes (what each rank sends in a ring):
-// alpha from the smallest message (latency-bound), bw from the largest (bandwidth-bound). A least-squares fit
-// over all sizes is dominated by the largest ones and gives a meaningless alpha.
-nlohmann::json fit_ring_model(const nlohmann::json& sweep, int ranks) {
-    if (ranks < 2 || sweep.size() < 2) return nullptr;
-    const double s = 2.0 * (ranks - 1) / ranks;
-    const double alpha = sweep.front()["seconds"].get<double>();
-    const double x = s * sweep.back()["bytes"].get<double>(), t = sweep.back()["seconds"].get<double>();
-    return {{"alpha_seconds", alpha}, {"bandwidth_bytes_per_s", t > alpha ? x / (t - alpha) : 0.0},
-            {"formula", "t = alpha + 2 (N-1)/N * bytes / bandwidth (alpha: smallest size, bandwidth: largest)"}};
-}
-
 std::string self_exe() {
     std::error_code ec;
     const fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -114,6 +102,24 @@ std::string worker_command(const TrainScalingOptions& o, int n, int threads, con
 }
 
 }  // namespace
+
+// alpha from the smallest message (latency-bound), bw from the largest (bandwidth-bound): a least-squares fit over
+// all sizes is dominated by the largest ones and gives a meaningless alpha.
+nlohmann::json fit_ring_model(const nlohmann::json& sweep, int ranks) {
+    if (ranks < 2 || sweep.size() < 2) return nullptr;
+    const double s = 2.0 * (ranks - 1) / ranks;
+    const double alpha = sweep.front()["seconds"].get<double>();
+    const double x = s * sweep.back()["bytes"].get<double>(), t = sweep.back()["seconds"].get<double>();
+    // t <= alpha: the largest message took no longer than the smallest (noise of oversubscribed ranks, or a sweep
+    // too small to leave the latency), so the sweep cannot part alpha from bw; t = alpha + x / bw with alpha >= 0
+    // still gives bw >= x / t
+    const bool fits = t > alpha;
+    return {{"alpha_seconds", alpha},
+            {"bandwidth_bytes_per_s", fits ? x / (t - alpha) : t > 0 ? x / t : 0.0},
+            {"bandwidth_is_lower_bound", !fits},
+            {"formula", "t = alpha + 2 (N-1)/N * bytes / bandwidth (alpha: smallest size, bandwidth: largest; where the "
+                        "largest took no longer than the smallest, bandwidth >= 2 (N-1)/N * bytes / t)"}};
+}
 
 void run_train_rank_worker(const TrainScalingOptions& o, const std::string& out) {
     Distributed& d = distributed("retro-bench");
@@ -220,10 +226,14 @@ nlohmann::json run_train_scaling(const TrainScalingOptions& o, const std::string
     std::printf("%s", format_table(table).c_str());
     for (const auto& r : rows)
         if (!r["allreduce_model"].is_null())
-            std::printf("all-reduce at %d ranks: t = %.1f us + 2(N-1)/N * bytes / %.2f GB/s (fit over %zu sizes up to %.1f MB)\n",
+            std::printf("all-reduce at %d ranks: t = %.1f us + 2(N-1)/N * bytes / %s%.2f GB/s (fit over %zu sizes up to %.1f MB%s)\n",
                         r["ranks"].get<int>(), 1e6 * r["allreduce_model"]["alpha_seconds"].get<double>(),
+                        r["allreduce_model"]["bandwidth_is_lower_bound"].get<bool>() ? ">= " : "",
                         r["allreduce_model"]["bandwidth_bytes_per_s"].get<double>() / 1e9, r["allreduce_sweep"].size(),
-                        r["gradient_bytes"].get<double>() / 1e6);
+                        r["gradient_bytes"].get<double>() / 1e6,
+                        r["allreduce_model"]["bandwidth_is_lower_bound"].get<bool>()
+                            ? "; the largest took no longer than the smallest: a lower bound"
+                            : "");
     std::fflush(stdout);
     if (!o.step.json.empty()) bench_json_write(o.step.json, result, "retro-bench train --ranks", command_line);
     return result;

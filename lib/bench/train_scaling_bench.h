@@ -27,6 +27,12 @@ struct TrainScalingOptions {
 // The parent: one launch per rank count, the table and JSON (also written to opt.step.json).
 nlohmann::json run_train_scaling(const TrainScalingOptions& opt, const std::string& command_line);
 
+// The ring all-reduce model t(bytes) = alpha + 2 (N-1)/N * bytes / bandwidth fitted to a sweep (rows of "bytes" and
+// "seconds", smallest first) at `ranks` ranks: alpha_seconds, bandwidth_bytes_per_s, bandwidth_is_lower_bound (the
+// largest message took no longer than the smallest: bandwidth >= 2 (N-1)/N * bytes / t), formula; null below 2 ranks
+// or 2 sizes.
+nlohmann::json fit_ring_model(const nlohmann::json& sweep, int ranks);
+
 // One worker under the launcher (retro-bench train --rank-worker FILE); rank 0 writes its JSON to `out`.
 void run_train_rank_worker(const TrainScalingOptions& opt, const std::string& out);
 

@@ -167,7 +167,7 @@ bool BackendDecoder::launch_fused_step() {
     try {
         be_.launch_graph(*graph_);
     } catch (const nn::FusedLaunchRefused& e) {
-        fused_refused_ = std::string("the fused step's launch was refused: ") + e.what();
+        fused_refused_ = e.what();
         log_warn(fused_refused_ + "; decoding on with captured graphs");
         return false;
     }
@@ -181,8 +181,10 @@ void BackendDecoder::make_replay() {
     program_.reset();
     graph_key_ = *plan_.graph_key;
     replay_fused_ = false;
-    program_why_ = fused_refused_.empty() ? "off" : fused_refused_;
-    if (program_mode_ != nn::DecodeProgramMode::off && fused_refused_.empty()) {
+    // (after a refused fused launch, fused mode captures graphs: the backend would refuse again)
+    const bool refused = program_mode_ == nn::DecodeProgramMode::fused && !fused_refused_.empty();
+    program_why_ = refused ? fused_refused_ : "off";
+    if (program_mode_ != nn::DecodeProgramMode::off && !refused) {
         nn::DecodeProgramRecorder rec;
         run_step(rec);
         program_why_ = rec.why();

@@ -76,8 +76,9 @@ public:
     // RETRO_DECODE_PROGRAM's, else off. program_steps() counts the steps run from a recording (interpreted or
     // fused), fused_steps() those of them fused (graph_launches() counts captured graphs only); program_fallback()
     // says why the last recording was not fused ("" when it was). Where the device refuses a fused step's launch
-    // (nn::FusedLaunchRefused), the decoder warns once and captures graphs for the rest of its life, and
-    // program_fallback() says so. As a captured graph, a fused step bakes in the
+    // (nn::FusedLaunchRefused: nothing ran), the decoder warns, runs the step as a captured graph and, in fused mode,
+    // captures graphs from then on (program_fallback() names the refusal; the backend fuses nothing more, so later
+    // decoders on it do not warn again). As a captured graph, a fused step bakes in the
     // backend's state when it is made (the GEMM-input mode, the device): change neither while decoding.
     void set_decode_program(nn::DecodeProgramMode m) {
         if (m == program_mode_) return;

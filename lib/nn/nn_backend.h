@@ -49,9 +49,11 @@ struct DecodeProgram;   // nn/decode_program.h
 
 // A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
 // What launch_graph() of a fused decode step (NnBackend::fuse_decode_program) throws where the device refused the
-// launch before anything ran (CUDA: cudaErrorCooperativeLaunchTooLarge, fewer blocks resident at once than when the
-// step was made: MPS or another context holding part of the device). Nothing ran, so the step's inputs are as they
-// were: the caller may run the step another way (BackendDecoder captures a graph instead).
+// launch before anything ran (CUDA: cudaErrorCooperativeLaunchTooLarge, a grid larger than the device will hold at
+// once; the grid is sized from the occupancy query when the step is made, so this is not expected, and not yet seen:
+// an MPS client's limits are one way it might come). Nothing ran, so the step's inputs are as they were: the caller
+// may run the step another way (BackendDecoder captures a graph instead). A backend that threw it fuses no later
+// program (fuse_decode_program returns null, `why` naming the refusal).
 struct FusedLaunchRefused : InternalError {
     using InternalError::InternalError;
 };
