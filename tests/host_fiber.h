@@ -94,7 +94,7 @@ public:
 
     bool ended() const { return !s_ || s_->ended; }
 
-    // Ends a fiber that has not: its function (if it started) unwinds from where it waits.
+    // Ends a fiber that has not ended: its function (if it started) unwinds from where it waits.
     void close() noexcept {
         if (s_ && s_->running) misuse("start() or close() of a fiber from inside itself");
         if (!s_ || !s_->fiber) return;

@@ -1,6 +1,6 @@
 // A host emulator of a CUDA block for the kernels written against kernels/simt.cuh: every thread of a block runs as
-// a fiber (tests/host_fiber.h) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32 lanes meet at
-// every warp exchange (shfl_xor, mma.m16n8k16), a block's threads at sync_block, and the threads of a named
+// a fiber (tests/host_fiber.h) on this one OS thread, round-robin, each until it reaches a barrier; a warp's 32
+// lanes meet at every warp exchange (shfl_xor, mma.m16n8k16), a block's threads at sync_block, and the threads of a named
 // barrier (sync_named: released when as many threads as it names wait at it, all naming the same count). An exchange runs on the values
 // every lane deposited (double-buffered by the lane's own exchange count, so one barrier each is enough), the mma
 // with the PTX fragment layouts written out in kernels/simt.cuh, as does ldmatrix. What it catches: wrong fragment indices, masks and
@@ -267,7 +267,6 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_addr, bool trans)
         r[m] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
     }
 }
-
 
 inline std::string deadlock_report(const Block& blk) {
     std::string s = "simt host: deadlock in block (" + std::to_string(blk.bx) + ", " + std::to_string(blk.by) + "):";

@@ -161,8 +161,8 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
     logits_pending_ = true;
 }
 
-// The backend's fused step launched; false (and no fused step from now on) where the device refused the launch
-// before anything ran (nn::FusedLaunchRefused: under MPS, or another context taking part of the device).
+// The backend's fused step launched; false (and, in fused mode, no fused step from now on) where the device refused
+// the launch before anything ran (nn::FusedLaunchRefused).
 bool BackendDecoder::launch_fused_step() {
     try {
         be_.launch_graph(*graph_);

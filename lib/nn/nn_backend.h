@@ -47,7 +47,6 @@ struct RotaryView {
 
 struct DecodeProgram;   // nn/decode_program.h
 
-// A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
 // What launch_graph() of a fused decode step (NnBackend::fuse_decode_program) throws where the device refused the
 // launch before anything ran (CUDA: cudaErrorCooperativeLaunchTooLarge, a grid larger than the device will hold at
 // once; the grid is sized from the occupancy query when the step is made, so this is not expected, and not yet seen:
@@ -58,6 +57,7 @@ struct FusedLaunchRefused : InternalError {
     using InternalError::InternalError;
 };
 
+// A recording of ops made between NnBackend::begin_capture() and end_capture(), replayed by launch_graph().
 class BackendGraph {
 public:
     virtual ~BackendGraph() = default;
