@@ -6,6 +6,9 @@
 // (the filter drops results, never graph nodes, so the walk is the same).
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
+#include <faiss/IndexPreTransform.h>
 #include <faiss/IVFlib.h>
 #include <faiss/index_factory.h>
 
@@ -276,4 +279,26 @@ TEST_CASE("ann search: the default fp16 HNSW walk returns exact scores and the f
         }
     MESSAGE("fp16 walk: " << same << " of " << m * k << " neighbours as the fp32 walk's");
     CHECK(same >= m * k * 97 / 100);
+}
+
+TEST_CASE("index: PQ codes are trained without polysemous training - a flat PQ, IVF-PQ, either behind OPQ") {
+    // FAISS's factory turns polysemous training on for these (a simulated-annealing reordering of the PQ
+    // centroids, ~10x the training time: this file's k-means warning test spent 45 s in it) though it only
+    // serves polysemous filtering, which no search here turns on; RetroKit's FaissIndex turns it off
+    const auto polysemous = [](const faiss::Index* index) {
+        if (auto* ivfpq = dynamic_cast<const faiss::IndexIVFPQ*>(faiss::ivflib::try_extract_index_ivf(index)))
+            return ivfpq->do_polysemous_training;
+        while (auto* pre = dynamic_cast<const faiss::IndexPreTransform*>(index)) index = pre->index;
+        auto* pq = dynamic_cast<const faiss::IndexPQ*>(index);
+        REQUIRE(pq);
+        return pq->do_polysemous_training;
+    };
+    for (const std::string factory : {"PQ4", "OPQ4,PQ4", "IVF8,PQ4", "OPQ4_16,IVF8,PQ4"}) {
+        CAPTURE(factory);
+        const std::unique_ptr<faiss::Index> faiss_own(
+            faiss::index_factory(16, factory.c_str(), faiss::METRIC_INNER_PRODUCT));
+        CHECK(polysemous(faiss_own.get()));   // (the factory's default, which the next line must undo)
+        FaissIndex ours(factory, 16);
+        CHECK_FALSE(polysemous(ours.raw()));
+    }
 }

@@ -7,6 +7,8 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
+#include <faiss/IndexPreTransform.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
@@ -134,11 +136,14 @@ FaissIndex::FaissIndex(const std::string& factory, int dim) : where_("--index " 
         index_.reset(faiss::index_factory(dim, factory.c_str(), faiss::METRIC_INNER_PRODUCT));
         install_batched_hnsw(index_);   // HNSW graphs built the same at any thread count (index/hnsw_build.h)
         install_fast_flat_storage(index_.get());   // HNSW graphs are built with SIMD distances
-        // Polysemous training (the factory's default for IVF-PQ) reorders the PQ centroids by
-        // simulated annealing, ~10x the training time, and only serves polysemous filtering, which
-        // no search here turns on (docs/index.md).
+        // Polysemous training (the factory's default for IVF-PQ and for a flat PQ, behind OPQ too) reorders the
+        // PQ centroids by simulated annealing, ~10x the training time, and only serves polysemous filtering,
+        // which no search here turns on (docs/index.md).
         if (auto* ivfpq = dynamic_cast<faiss::IndexIVFPQ*>(faiss::ivflib::try_extract_index_ivf(index_.get())))
             ivfpq->do_polysemous_training = false;
+        faiss::Index* inner = index_.get();
+        while (auto* pre = dynamic_cast<faiss::IndexPreTransform*>(inner)) inner = pre->index;
+        if (auto* pq = dynamic_cast<faiss::IndexPQ*>(inner)) pq->do_polysemous_training = false;
     } catch (const faiss::FaissException& e) {
         user_error_in("--index", "FAISS does not understand '" + factory + "'",
                       "use a factory string such as Flat, IVF1024,Flat or OPQ64_256,IVF4096_HNSW32,PQ64");
