@@ -16,8 +16,14 @@ deps:
 demo-deps:
 	@scripts/install-deps.sh demo
 
+# Ninja where it is installed (scripts/install-deps.sh installs it): it compiles the tests while the library's
+# CUDA kernels still compile, where make's generated files wait for each target's dependencies to finish (about 2
+# of CI's 27 build minutes; docs/performance.md "Session 65"). A folder configured before keeps its generator (CMake
+# refuses to switch one).
+generator = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DRETRO_CUDA=$(CUDA) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(call generator,$(BUILD)) -DCMAKE_BUILD_TYPE=Release -DRETRO_CUDA=$(CUDA) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -56,7 +62,7 @@ build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_st
 
 endef
 fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_FUZZ=ON -DBUILD_TESTING=OFF \
+	@cmake -S . -B build-fuzz $(call generator,build-fuzz) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_FUZZ=ON -DBUILD_TESTING=OFF \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 	@cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t)))
@@ -65,7 +71,7 @@ fuzz: deps
 # on it, the host-emulated CUDA kernels in each warp schedule included (not in CI; docs/testing.md).
 SANITIZE_ENV = ASAN_OPTIONS=detect_stack_use_after_return=0:detect_leaks=0:detect_container_overflow=0 UBSAN_OPTIONS=print_stacktrace=1
 sanitize: deps
-	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-sanitize $(call generator,build-sanitize) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_SANITIZE=ON >/dev/null
 	@cmake --build build-sanitize -j$(JOBS)
 	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j$(JOBS)
 

@@ -13,7 +13,7 @@ keep_prev=0
 if [[ ${1:-} == --keep-prev ]]; then keep_prev=1; shift; fi
 build=${1:-build-cuda}
 [[ -f $build/libretrokit.so && -x $build/retro_tests ]] || { echo "devkit-stage: $build has no CUDA build (cmake -S . -B $build -DRETRO_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build $build)" >&2; exit 2; }
-grep -q 'RETRO_HAVE_CUDA' "$build/CMakeFiles/retrokit.dir/flags.make" || { echo "devkit-stage: $build was built without CUDA" >&2; exit 2; }
+grep -q 'RETRO_HAVE_CUDA=1' "$build/compile_commands.json" || { echo "devkit-stage: $build was built without CUDA" >&2; exit 2; }
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"

@@ -16,7 +16,9 @@ command -v nvcc >/dev/null || { echo "gpu-session-prep: no nvcc on PATH: the dev
 
 bash scripts/install-deps.sh build
 if [[ ! -f $build/CMakeCache.txt ]]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRETRO_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+    generator=()   # Ninja where found, as `make build` (the Makefile says why)
+    if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+    cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DRETRO_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 fi
 grep -Eq 'RETRO_CUDA:STRING=(ON|AUTO)' "$build/CMakeCache.txt" ||
     { echo "gpu-session-prep: $build is configured without CUDA (remove it or name another BUILD_DIR)" >&2; exit 2; }

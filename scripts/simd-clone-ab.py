@@ -36,7 +36,13 @@ for entry in json.load(open(os.path.join(build, 'compile_commands.json'))):
     print('compiled', source, flush=True)
 if len(replaced) != len(files):
     sys.exit('found %d of the %d files in build/compile_commands.json' % (len(replaced), len(files)))
-link = shlex.split(open(os.path.join(build, 'CMakeFiles/retrokit.dir/link.txt')).read())
+link_file = os.path.join(build, 'CMakeFiles/retrokit.dir/link.txt')   # make's build folder
+if os.path.exists(link_file):
+    link = shlex.split(open(link_file).read())
+else:   # a Ninja build folder: the last command ninja would run for the library is its link (": && c++ ... && :")
+    commands = subprocess.run(['ninja', '-C', build, '-t', 'commands', 'libretrokit.so'], capture_output=True,
+                              text=True, check=True).stdout.strip().splitlines()
+    link = [a for a in shlex.split(commands[-1]) if a not in (':', '&&')]
 link = [replaced.get(a, a) for a in link]
 link[link.index('-o') + 1] = os.path.join(out, 'libretrokit.so')
 subprocess.run(link, cwd=build, check=True)
