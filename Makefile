@@ -69,7 +69,7 @@ fuzz: deps
 
 # Everything under ASan + UBSan (CMake option RETRO_SANITIZE, CPU only, in build-sanitize) and the whole test suite
 # on it, the host-emulated CUDA kernels in each warp schedule included (not in CI; docs/testing.md).
-SANITIZE_ENV = ASAN_OPTIONS=detect_stack_use_after_return=0:detect_leaks=0:detect_container_overflow=0 UBSAN_OPTIONS=print_stacktrace=1
+SANITIZE_ENV = ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0:detect_container_overflow=0 UBSAN_OPTIONS=print_stacktrace=1
 sanitize: deps
 	@cmake -S . -B build-sanitize $(call generator,build-sanitize) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETRO_CUDA=OFF -DRETRO_SANITIZE=ON >/dev/null
 	@cmake --build build-sanitize -j$(JOBS)

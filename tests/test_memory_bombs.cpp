@@ -142,6 +142,7 @@ TEST_CASE("memory: under a ulimit -v a tool trains what fits and refuses what do
     // On a machine of many cores OpenBLAS's load-time constructor starts a thread a core before main runs, and under
     // these limits their buffers fail there (it raises SIGINT): OPENBLAS_NUM_THREADS is set beforehand, as docs/tools.md
     // says to. On a few cores (CI's two) the tool cuts them itself (reexec_for_address_limit).
+    if (test::kAddressSanitizer) RETRO_SKIP("AddressSanitizer's shadow memory cannot be reserved under ulimit -v");
     const Pipeline& p = pipeline();
     const fs::path fits = p.tmp / "ulimit-fits", refused = p.tmp / "ulimit-refused";
     const std::string blas_threads = std::thread::hardware_concurrency() > 4 ? "OPENBLAS_NUM_THREADS=2 " : "";
