@@ -26,14 +26,8 @@
 #include <new>
 #include <utility>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RETRO_HOST_FIBER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RETRO_HOST_FIBER_ASAN 1
-#endif
-#endif
-#ifdef RETRO_HOST_FIBER_ASAN
+#include "address_sanitizer.h"
+#ifdef RETRO_TEST_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -145,7 +139,7 @@ private:
         std::fprintf(stderr, "HostFiber: %s\n", what);
         std::abort();
     }
-#ifdef RETRO_HOST_FIBER_ASAN
+#ifdef RETRO_TEST_ASAN
     static void switch_begin(void** fake, const StackBounds& to) {
         __sanitizer_start_switch_fiber(fake, to.bottom, to.size);
     }

@@ -283,7 +283,7 @@ TEST_CASE("ann search: the default fp16 HNSW walk returns exact scores and the f
 
 TEST_CASE("index: PQ codes are trained without polysemous training - a flat PQ, IVF-PQ, either behind OPQ") {
     // FAISS's factory turns polysemous training on for these (a simulated-annealing reordering of the PQ
-    // centroids, ~10x the training time: this file's k-means warning test spent 45 s in it) though it only
+    // centroids, ~10x the training time: the k-means warning test in test_stderr_capture.cpp spent 45 s in it) though it only
     // serves polysemous filtering, which no search here turns on; RetroKit's FaissIndex turns it off
     const auto polysemous = [](const faiss::Index* index) {
         if (auto* ivfpq = dynamic_cast<const faiss::IndexIVFPQ*>(faiss::ivflib::try_extract_index_ivf(index)))

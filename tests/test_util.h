@@ -11,20 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "address_sanitizer.h"
+
 namespace retro::test {
 
 extern bool g_skipped;
 
 // Built with AddressSanitizer (`make sanitize` instruments the tools too)? It reserves terabytes of address space for
 // its shadow as a process starts, so nothing it instruments can run under `ulimit -v`.
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef RETRO_TEST_ASAN
 inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
 #else
 inline constexpr bool kAddressSanitizer = false;
 #endif
