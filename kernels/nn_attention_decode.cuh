@@ -48,6 +48,13 @@ RETRO_SIMT_DEVICE void attention_decode_rows(float* __restrict__ out, float* par
     for (ll b = simt::block_x(); b < rows * H * S; b += simt::grid_x()) {
         const ll e = b / S, s = b % S, i = e / H, h = e % H, j0 = s * kSplitKeys, off = h * D;
         const ll p = pos[i], slot = seq[i];   // both loads in flight together, before the branch needs p
+        if (p < 0 || p >= L) {   // a position outside the cache (the host checks; a graph replays positions from
+            // memory): NaN out, written by split 0, and nothing else touched - no cache row past the slot's, no
+            // counter left short of its splits for the next call
+            if (s == 0)
+                for (ll c = t; c < D; c += kThreads) out[e * D + c] = NAN;
+            continue;
+        }
         if (j0 > p) continue;   // past the row's last key (the same for the whole block)
         const int n = static_cast<int>(p + 1 - j0 < kSplitKeys ? p + 1 - j0 : kSplitKeys);
         float* K = cache.kcache + slot * L * HD + off;   // key j of this head: K[j * HD + c]

@@ -21,9 +21,9 @@
 // The grid covers every split of L positions (a graph replays with new positions: the grid cannot follow pos); a
 // split past pos returns at once. Every sum in a fixed order (no atomic arithmetic on values): the same inputs give
 // the same bits.
-// D <= kAttentionDecodeMaxD; positions are the caller's (0 <= pos < L, as the host backend checks): one outside would
-// leave `out` unwritten and its counter non-zero, every later call wrong (a read-only review replayed this kernel in
-// Python, thread by thread with a race detector and reordered blocks: no bug; it pointed this out).
+// D <= kAttentionDecodeMaxD; positions are the caller's (0 <= pos < L, as the host backend checks). One outside
+// (a review's point: it would have written the new key past its slot's cache and left its counter short, every later
+// call wrong) gives NaN for that row and head and touches nothing else (session 66; tests/test_nn_decode_program_host.cpp).
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
