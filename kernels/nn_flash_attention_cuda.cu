@@ -470,10 +470,11 @@ FlashKernels flash_kernels_requested() {
 }
 
 bool CudaNnBackend::flash_applies(const AttentionShape& s, const std::uint8_t* key_mask) const {
-    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; the stash (lse and out's bf16
-    // copy, B*H*Nq*(1 + D/2) floats, the copy 256-byte aligned) must fit the caller's probabilities, B*H*Nq*Nk' (a
-    // caller may size its buffer so: the op harness; before session 49 the rule 2 Nk' >= 2 + D left out the
-    // alignment, so that 3 queries of 33 keys at D = 64 wrote 160 floats into 99). The mma kernels take every case of
+    // the bf16 mode on request, on sm_80+ with the shared memory the kernels take; the stash's lse and out's bf16
+    // copy (B*H*Nq*(1 + D/2) floats, the copy 256-byte aligned) fit in the probabilities, B*H*Nq*Nk' (the rule from
+    // when callers sized probs so; it keeps shapes of very few keys, about D/2 or fewer, on the unfused kernels. Before
+    // session 49 it left out the alignment. The remainder out_lo_at adds may take the stash past the probabilities:
+    // callers size probs by attention_saved_floats). The mma kernels take every case of
     // nn/attention.h but causal cross-attention (causal needs Nq = Nk, no null column, no mask); the wmma ones
     // self-attention without null column or mask only.
     if (!fused_attention_ || gemm_inputs_ != GemmInputs::bf16 || !tensor_core_bf16_) return false;
@@ -498,13 +499,15 @@ bool CudaNnBackend::stash_only(const AttentionShape& s, bool key_mask) const {
 
 // Where the stash also keeps out's remainder bf16(o - bf16(o)) for Delta (flash_mma_delta): with the null column or a
 // key mask (CCA, the encoder's self-attention), whose rows can put most of their probability on one column, so that
-// dP - Delta cancels and the copy's rounding would stay whole in dS; and only where the probabilities' floats hold
-// it, so that a caller's probabilities-sized buffer still takes the stash. The float offset in probs, else -1.
+// dP - Delta cancels and the copy's rounding would stay whole in dS. With few keys (fewer than about 1 + D: the
+// demo-retrieval-wide config's CCA, 33 keys at D = 64) the stash is then larger than the probabilities; callers size
+// probs by attention_saved_floats (the model's arena, the op harness). Until session 66 such shapes kept the copy
+// alone, and Delta carried its rounding (tests/test_flash_mma_host.cpp: dnull_k past the bf16 bound on the harness's
+// inputs at 33 keys). The float offset in probs, else -1.
 std::int64_t CudaNnBackend::out_lo_at(const AttentionShape& s, bool key_mask) const {
     if (!(s.null_kv || key_mask) || !stash_only(s, key_mask)) return -1;
     const std::int64_t rows = s.B * s.H * s.Nq, half = (s.B * s.Nq * s.H * s.D + 1) / 2;
-    const std::int64_t at = bf16_copy_at(bf16_copy_at(rows) + half);
-    return at + half <= rows * s.keys() ? at : -1;
+    return bf16_copy_at(bf16_copy_at(rows) + half);
 }
 
 std::int64_t CudaNnBackend::attention_saved_floats(const AttentionShape& s, bool key_mask) const {
