@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blas_threads.h"
 #include "core/npy.h"
 #include "core/threads.h"
 #include "index/ann_search.h"
@@ -95,6 +96,10 @@ struct Case {
 }  // namespace
 
 TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
+    // OpenBLAS single-threaded for FAISS's small sgemms (training, FAISS's own search; our searchers already call it
+    // so in their threads): its workers' spin-waits between them took two thirds of this test's time on 2 cores
+    // (session 66: 13.8 s alone, 4.7 s with one thread; beside a busy process 40.3 s, 15.9 s)
+    BlasSingleThread one_blas_thread;
     const int d = 64;
     const std::int64_t n = 12000, m = 300;
     const auto x = clustered(n, d, 60, 1), q = clustered(m, d, 60, 2);
