@@ -494,6 +494,23 @@ TEST_CASE("generate: on a CUDA device, the decode kernels as programmatic depend
     }
 }
 
+TEST_CASE("generate: the backend decoder refuses a backend in the fused attention mode, whose stash its buffers do not fit") {
+    // its step buffers hold the probabilities; the CUDA backend's fused stash can be larger (few keys with the null
+    // column: NnBackend::attention_saved_floats), so a step in that mode is refused, never written past
+    const RetroConfig c = decode_config();
+    RetroModel<float> model(c);
+    params_init(model.params(), model.layout(), 3);
+    nn::HostNnBackend be;
+    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
+    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    BackendDecoder dec(c, weights.f(), be, 1, true);
+    be.set_fused_attention(true);
+    CHECK_THROWS_WITH(dec.step({{1, 5, 9}}), doctest::Contains("fused attention mode"));
+    be.set_fused_attention(false);
+    dec.step({{1, 5, 9}});
+    CHECK(dec.length(0) == 3);
+}
+
 TEST_CASE("generate: the backend decoder draws the next tokens on its backend as the host's sampler does") {
     // BackendDecoder::sample_last over the host backend (NnBackend::sample_rows' definition), before and after the
     // logits are downloaded (logits() fetches them lazily): the same ids as sample_row on those logits

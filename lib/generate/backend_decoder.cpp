@@ -132,6 +132,10 @@ void BackendDecoder::step(const std::vector<std::vector<std::int32_t>>& tokens, 
         if (retrieval_) chunks.push_back(neighbour_chunks(s));
     }
     DecodeRows rows = decode_rows(tokens, lengths, chunks, c_);
+    // the step's probs buffer holds the probabilities (prepare_step): in the fused attention mode the CUDA backend's
+    // stash may be larger (NnBackend::attention_saved_floats; the encoder's arena is carved without a backend too)
+    RETRO_CHECK(!be_.fused_attention(), "BackendDecoder: the backend is in the fused attention mode, whose saved "
+                                        "floats the decoder's buffers are not sized for");
     std::fill(last_row_.begin(), last_row_.end(), -1);
     logits_.clear();
     logits_pending_ = false;

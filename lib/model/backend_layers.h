@@ -64,8 +64,9 @@ struct EncoderActs {
 // probabilities B·H·Nq·keys the unfused ops keep.
 std::int64_t attention_saved_floats(const nn::NnBackend* be, const nn::AttentionLayerShape& s, bool key_mask);
 // An attention layer's saved activations, probs sized by attention_saved_floats; with `be` (null: a memory estimate
-// made before a backend exists, or the decoder's forward-only layers) the output only as its bf16 copy inside probs
-// where be's mode keeps it so (o null, o16 set).
+// made before a backend exists, or the decoder's forward-only layers, which never run in the fused attention mode:
+// BackendDecoder::step checks) the output only as its bf16 copy inside probs where be's mode keeps it so (o null,
+// o16 set).
 AttnSaved carve_attention(Carver& c, const nn::AttentionLayerShape& s, const nn::NnBackend* be, bool key_mask);
 // A training feed-forward's saved h and g for `elements` = rows x inner: g at half its floats (rounded up) where
 // `be`'s mode keeps it only as bf16 (keeps_bf16_activations), h and g in fp32 otherwise (be null: fp32).

@@ -36,8 +36,8 @@ std::size_t backend_model_scratch_bound(const RetroConfig& c, const BackendBatch
     for (const auto& [layer, masked] : layers) {
         const nn::AttentionShape a = layer.core();
         const int64_t full = a.B * a.H * a.Nq * a.keys();
-        // (the unfused ops save exactly the probabilities; a fused stash is at most as large, and where it happens to
-        // be as large, the larger of the two scratches)
+        // (the unfused ops save exactly the probabilities; a fused stash differs in size - smaller, or with few keys
+        // and the remainder larger - and where it happens to be as large, the larger of the two scratches)
         const int64_t fused_ds = a.B * a.H * a.Nq + (a.null_kv ? 2 * a.B * a.H * a.D : 0);
         const bool fused = be && be->attention_saved_floats(a, masked) != full;
         ds = std::max(ds, fused ? fused_ds : std::max(full, fused_ds));

@@ -35,8 +35,9 @@ struct BackendBatchShape {
 // `be` in its current mode: each attention layer's saved probabilities as be->attention_saved_floats says (on the GPU
 // in the fused bf16 mode only the fused backward's stash: at the 172M config 3.6 GB less at 8 x 1024 tokens), and the
 // logits' gradient [N, V] only where be->cross_entropy_linear_backward_uses_dlogits (with the head's weights
-// trainable or not) or the copy head needs it; null: the full probabilities and dlogits, an upper bound for any
-// backend.
+// trainable or not) or the copy head needs it; null: the full probabilities and dlogits, an upper bound for a
+// backend that keeps them (the CUDA backend's fused stash of an attention with few keys can be larger, up to twice
+// the probabilities: retro-train and retro-bench train plan with their backend).
 std::size_t backend_model_plan(const RetroConfig& config, const BackendBatchShape& shape,
                                const nn::NnBackend* be = nullptr, bool head_trainable = true);
 // An upper bound on the scratch a backend grows for a training step of this shape: the CUDA backend's attention-

@@ -313,7 +313,8 @@ public:
     // The floats of `probs` attention_forward writes for shape s (with a key mask or not) and attention_backward
     // reads: the probabilities B·H·Nq·keys, or, where the CUDA backend's fused attention takes the shape in its
     // current mode, only what its backward needs (lse and out's bf16 copy, B·H·Nq·(1 + D/2); with the null column or
-    // a key mask also the copy's remainder, B·H·Nq·(1 + D), more than the probabilities where a row has fewer keys).
+    // a key mask also the copy's remainder, B·H·Nq·(1 + D), more than the probabilities where a row has fewer than about
+    // 1 + D keys).
     // Callers size probs to this (model/backend_model.h's arena, the op harness), asked in the mode of the call.
     virtual std::int64_t attention_saved_floats(const AttentionShape& s, bool key_mask) const {
         (void)key_mask;
