@@ -270,9 +270,11 @@ TEST_CASE("decode program (host emulator): the demo config's shapes, 1, 2 and 8 
 }
 
 TEST_CASE("decode attention (host emulator): a position outside the cache gives NaN for its row and touches nothing else") {
-    // two slots of a cache of L = 100 (two splits), 2 heads of 32; row 0 at position 70 (its new key written, both
-    // splits), row 1 at a bad position. Before session 66 a row at pos >= L wrote its new key past its slot's cache
-    // and left its counters short of their splits (every later call wrong); one at pos < 0 left its output unwritten.
+    // two slots of a cache of L = 100 (two splits), 2 heads of 32; row 0 at position 70 (both splits), row 1 at a bad
+    // position; the self-attention form (the new key and value written at the position) and CCA's (no new key, the
+    // null column, a key mask), the blocks run in ascending and descending order (which split finishes last and
+    // combines). Before session 66 a row at pos >= L wrote its new key past its slot's cache and left its counters
+    // short of their splits (every later call wrong); one at pos < 0 left its output unwritten.
     namespace dec = retro::nn::detail::decode;
     constexpr long long L = 100, H = 2, D = 32, HD = H * D, rows = 2, S = (L + 63) / 64;
     std::mt19937 rng(66);
@@ -284,51 +286,63 @@ TEST_CASE("decode attention (host emulator): a position outside the cache gives 
     };
     // the caches with a guard slot after them: a write past slot 1's rows would land there
     const std::vector<float> k0 = randn(3 * L * HD), v0 = randn(3 * L * HD), q = randn(rows * HD),
-                             k_new = randn(rows * HD), v_new = randn(rows * HD);
+                             k_new = randn(rows * HD), v_new = randn(rows * HD), null_k = randn(HD), null_v = randn(HD);
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(3 * L));
+    for (auto& m : mask) m = rng() % 4 != 0;
     const std::vector<std::int64_t> seq{0, 1};
-    auto run = [&](const std::vector<std::int64_t>& pos, std::vector<float>& kc, std::vector<float>& vc,
-                   std::vector<std::uint32_t>& counters, long long n_rows) {
-        std::vector<float> out(static_cast<std::size_t>(n_rows * HD), -7.0f), part(static_cast<std::size_t>(n_rows * H * S * (D + 2)));
-        nn::NnBackend::DecodeCache cache;
-        cache.kcache = kc.data(), cache.vcache = vc.data(), cache.L = L;
-        cache.k_new = k_new.data(), cache.v_new = v_new.data();
-        cache.workspace = part.data(), cache.counters = counters.data();
-        sh::launch(3, 1, retro::nn::detail::kThreads, 0, [&] {
-            dec::attention_decode_rows(out.data(), part.data(), q.data(), cache, pos.data(), seq.data(), n_rows, H, D, S,
-                                       dec::attention_decode_vec4(D, kc.data()));
-        });
-        return out;
-    };
-    // row 0 alone: the reference bits
-    std::vector<float> k_ref = k0, v_ref = v0;
-    std::vector<std::uint32_t> c_ref(static_cast<std::size_t>(rows * H), 0u);
-    const auto ref = run({70}, k_ref, v_ref, c_ref, 1);
-    {   // and the host backend's attention within the op harness's fp32 bound
-        std::vector<float> kh = k0, vh = v0, out_h(static_cast<std::size_t>(HD));
-        nn::NnBackend::DecodeCache cache;
-        cache.kcache = kh.data(), cache.vcache = vh.data(), cache.L = L, cache.k_new = k_new.data(), cache.v_new = v_new.data();
-        const std::vector<std::int64_t> pos{70};
-        nn::HostNnBackend().attention_decode(out_h.data(), q.data(), cache, pos.data(), seq.data(), 1, H, D);
-        CHECK(test::rel_err(ref.data(), out_h) <= 1e-5);
-    }
-    for (const long long bad : {L, L + 64, -1LL}) {
-        CAPTURE(bad);
-        std::vector<float> kc = k0, vc = v0;
-        std::vector<std::uint32_t> counters(static_cast<std::size_t>(rows * H), 0u);
-        const auto out = run({70, bad}, kc, vc, counters, rows);
-        CHECK(std::memcmp(out.data(), ref.data(), static_cast<std::size_t>(HD) * sizeof(float)) == 0);
-        CHECK(std::all_of(out.begin() + HD, out.end(), [](float x) { return std::isnan(x); }));
-        CHECK(kc == k_ref);   // row 0's new key at its position, nothing else (slot 1, the guard slot: as they were)
-        CHECK(vc == v_ref);
-        CHECK(std::all_of(counters.begin(), counters.end(), [](std::uint32_t c) { return c == 0; }));
-        // the next call, every position good, finds the counters as it needs them: both rows as alone
-        std::vector<float> k2 = k0, v2 = v0;
-        std::vector<std::uint32_t> fresh(counters.size(), 0u);
-        kc = k0, vc = v0;
-        const auto after = run({70, 30}, kc, vc, counters, rows);
-        const auto clean = run({70, 30}, k2, v2, fresh, rows);
-        CHECK(after == clean);
-    }
+    for (const bool cca : {false, true})
+        for (const auto order : {sh::BlockOrder::ascending, sh::BlockOrder::descending}) {
+            CAPTURE(cca);
+            CAPTURE(order == sh::BlockOrder::ascending);
+            auto cache_of = [&](std::vector<float>& kc, std::vector<float>& vc) {
+                nn::NnBackend::DecodeCache cache;
+                cache.kcache = kc.data(), cache.vcache = vc.data(), cache.L = L;
+                if (cca) cache.null_k = null_k.data(), cache.null_v = null_v.data(), cache.key_mask = mask.data();
+                else cache.k_new = k_new.data(), cache.v_new = v_new.data();
+                return cache;
+            };
+            auto run = [&](const std::vector<std::int64_t>& pos, std::vector<float>& kc, std::vector<float>& vc,
+                           std::vector<std::uint32_t>& counters, long long n_rows) {
+                std::vector<float> out(static_cast<std::size_t>(n_rows * HD), -7.0f),
+                    part(static_cast<std::size_t>(n_rows * H * S * (D + 2)));
+                nn::NnBackend::DecodeCache cache = cache_of(kc, vc);
+                cache.workspace = part.data(), cache.counters = counters.data();
+                sh::launch_cooperative(3, retro::nn::detail::kThreads, 0, [&] {
+                    dec::attention_decode_rows(out.data(), part.data(), q.data(), cache, pos.data(), seq.data(), n_rows,
+                                               H, D, S, dec::attention_decode_vec4(D, kc.data()));
+                }, order);
+                return out;
+            };
+            // row 0 alone: the reference bits
+            std::vector<float> k_ref = k0, v_ref = v0;
+            std::vector<std::uint32_t> c_ref(static_cast<std::size_t>(rows * H), 0u);
+            const auto ref = run({70}, k_ref, v_ref, c_ref, 1);
+            {   // and the host backend's attention within the op harness's fp32 bound
+                std::vector<float> kh = k0, vh = v0, out_h(static_cast<std::size_t>(HD));
+                const std::vector<std::int64_t> pos{70};
+                nn::HostNnBackend().attention_decode(out_h.data(), q.data(), cache_of(kh, vh), pos.data(), seq.data(), 1,
+                                                     H, D);
+                CHECK(test::rel_err(ref.data(), out_h) <= 1e-5);
+            }
+            for (const long long bad : {L, L + 64, -1LL}) {
+                CAPTURE(bad);
+                std::vector<float> kc = k0, vc = v0;
+                std::vector<std::uint32_t> counters(static_cast<std::size_t>(rows * H), 0u);
+                const auto out = run({70, bad}, kc, vc, counters, rows);
+                CHECK(std::memcmp(out.data(), ref.data(), static_cast<std::size_t>(HD) * sizeof(float)) == 0);
+                CHECK(std::all_of(out.begin() + HD, out.end(), [](float x) { return std::isnan(x); }));
+                CHECK(kc == k_ref);   // row 0's new key at its position, nothing else (slot 1, the guard slot: as they were)
+                CHECK(vc == v_ref);
+                CHECK(std::all_of(counters.begin(), counters.end(), [](std::uint32_t c) { return c == 0; }));
+                // the next call, every position good, finds the counters as it needs them: both rows as alone
+                std::vector<float> k2 = k0, v2 = v0;
+                std::vector<std::uint32_t> fresh(counters.size(), 0u);
+                kc = k0, vc = v0;
+                const auto after = run({70, 30}, kc, vc, counters, rows);
+                const auto clean = run({70, 30}, k2, v2, fresh, rows);
+                CHECK(after == clean);
+            }
+        }
 }
 
 TEST_CASE("decode program (host emulator): a cooperative launch waits at grid barriers and refuses divergent ones") {
