@@ -35,6 +35,13 @@ inline RetroConfig same_width_decode_config() {
     return c;
 }
 
+// The model's weights uploaded to `be` (BackendDecoder reads them there).
+inline nn::BackendBuffer upload_weights(nn::NnBackend& be, const RetroModel<float>& model) {
+    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
+    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    return weights;
+}
+
 // Every step's last-row logits of `sequences` sequences decoded together on `be` (a `prompt`-token prompt, then one
 // token a step up to `end` tokens, neighbours added as chunks finish), eager or as graphs: the same ids and
 // neighbours for every backend.
@@ -45,8 +52,7 @@ inline std::vector<float> decode_logits(nn::NnBackend& be, const RetroConfig& c,
                                         std::int64_t* program_steps = nullptr, std::int64_t* fused_steps = nullptr,
                                         std::int64_t sequences = 1, int replays = 0, std::int64_t prompt = 5,
                                         std::int64_t end = 24) {
-    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
-    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    const nn::BackendBuffer weights = upload_weights(be, model);
     BackendDecoder dec(c, weights.f(), be, sequences, true);
     dec.set_graphs(graphs);
     dec.set_decode_program(program);

@@ -501,8 +501,7 @@ TEST_CASE("generate: the backend decoder refuses a backend in the fused attentio
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), 3);
     nn::HostNnBackend be;
-    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
-    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    const nn::BackendBuffer weights = test::upload_weights(be, model);
     BackendDecoder dec(c, weights.f(), be, 1, true);
     be.set_fused_attention(true);
     CHECK_THROWS_WITH(dec.step({{1, 5, 9}}), doctest::Contains("fused attention mode"));
@@ -518,8 +517,7 @@ TEST_CASE("generate: the backend decoder draws the next tokens on its backend as
     RetroModel<float> model(c);
     params_init(model.params(), model.layout(), 3);
     nn::HostNnBackend be;
-    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
-    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    const nn::BackendBuffer weights = test::upload_weights(be, model);
     BackendDecoder dec(c, weights.f(), be, 2, false);
     dec.step({{1, 5, 9}, {2, 7}});
     std::vector<nn::SamplingParams> settings(4);
@@ -847,8 +845,7 @@ TEST_CASE("generate: a one-sequence decode step is one op per fused projection (
     params_init(model.params(), model.layout(), 3);
     nn::HostNnBackend host;
     nn::ProfilingNnBackend be(host);
-    nn::BackendBuffer weights(be, model.params().size() * sizeof(float));
-    be.upload(weights.get(), model.params().data(), model.params().size() * sizeof(float));
+    const nn::BackendBuffer weights = test::upload_weights(be, model);
     BackendDecoder dec(c, weights.f(), be, 1, true);
     std::mt19937 rng(5);
     dec.add_neighbours(0, test::random_neighbours(c, rng).data());
