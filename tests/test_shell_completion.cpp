@@ -8,15 +8,15 @@
 #include <sstream>
 
 #include "model/config_files.h"
+#include "test_help_oracle.h"
 #include "test_util.h"
 
 using namespace retro;
+using test::Help;
+using test::help_of;
 namespace fs = std::filesystem;
 
 namespace {
-
-const char* const kTools[] = {"retro-tokenizer", "retro-chunk", "retro-index", "retro-knn",
-                              "retro-train",     "retro-generate", "retro-bench"};
 
 // What the completion offers for `tool words...` (the last word is the one being completed) in `cwd`.
 std::vector<std::string> complete(const std::string& tool, const std::vector<std::string>& words,
@@ -57,41 +57,10 @@ std::set<std::string> long_options(const std::vector<std::string>& words) {
     return s;
 }
 
-struct Help {
-    std::set<std::string> options;       // every --long name of the "Options:" lines
-    std::set<std::string> subcommands;   // the "Subcommands:" section's names
-};
-
-// The oracle: CLI11's own --help of `tool sub...` (an option line is indented by two spaces: "  --a,--b TEXT ...";
-// a wrapped description is indented further).
-Help help_of(const std::string& tool, const std::string& sub) {
-    const test::RunResult r = test::run_tool(tool, sub + " --help");
-    REQUIRE_MESSAGE(r.exit_code == 0, tool << " " << sub << " --help: " << r.err);
-    Help h;
-    std::istringstream lines(r.out);
-    std::string section;
-    for (std::string line; std::getline(lines, line);) {
-        if (!line.empty() && line[0] != ' ') {
-            section = line;
-            continue;
-        }
-        if (line.size() < 3 || line[0] != ' ' || line[1] != ' ' || line[2] == ' ') continue;
-        const std::string first = line.substr(2, line.find(' ', 2) - 2);
-        if (section == "Options:") {
-            std::stringstream names(first);
-            for (std::string name; std::getline(names, name, ',');)
-                if (name.rfind("--", 0) == 0) h.options.insert(name);
-        } else if (section == "Subcommands:") {
-            h.subcommands.insert(first);
-        }
-    }
-    return h;
-}
-
 }  // namespace
 
 TEST_CASE("shell completion: every command's options and subcommands are its --help's") {
-    for (const char* tool : kTools) {
+    for (const char* tool : test::kToolNames) {
         CAPTURE(tool);
         const Help top = help_of(tool, "");
         CHECK(long_options(complete(tool, {"--"})) == top.options);
@@ -208,7 +177,7 @@ TEST_CASE("shell completion: --completion takes bash and nothing else") {
 
 TEST_CASE("manual pages: every command's options are in its tool's man page - roff groff reads without a warning") {
     const bool groff = test::run_command("groff --version").exit_code == 0;
-    for (const char* tool : kTools) {
+    for (const char* tool : test::kToolNames) {
         CAPTURE(tool);
         const test::RunResult man = test::run_tool(tool, "--man");
         REQUIRE_MESSAGE(man.exit_code == 0, man.err);
@@ -287,7 +256,7 @@ TEST_CASE("install: cmake --install puts tools that find their own library - com
     test::TempDir prefix("install");
     const test::RunResult r = test::run_command("cmake --install '" + build.string() + "' --prefix '" + prefix.path.string() + "'");
     REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
-    for (const char* tool : kTools) {
+    for (const char* tool : test::kToolNames) {
         CAPTURE(tool);
         const fs::path bin = prefix / "bin" / tool;
         REQUIRE(fs::exists(bin));
