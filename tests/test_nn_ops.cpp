@@ -452,6 +452,67 @@ TEST_CASE("nn: copy head candidates against a brute-force search") {
         }
 }
 
+TEST_CASE("nn: copy head gates are the documented 16 x bias + weight . xn, added per candidate, and their gradients") {
+    // nn/copy_head.h by hand on small exact values (every product and sum below is exact in double): two rows, three
+    // candidates a row (one none, two naming the same token: their gates both add), buckets 0, 1 and 11
+    const std::int64_t rows = 2, k = 3, V = 5, C = 2;
+    std::vector<double> bias(nn::kCopyBuckets, 0.0), weight(nn::kCopyBuckets * C, 0.0);
+    bias[0] = 0.25;
+    bias[1] = -0.5;
+    bias[11] = 0.125;
+    weight[0 * C + 0] = 1.0;  weight[0 * C + 1] = 2.0;
+    weight[1 * C + 0] = -3.0; weight[1 * C + 1] = 0.5;
+    weight[11 * C + 0] = 4.0; weight[11 * C + 1] = -1.0;
+    const std::vector<double> xn = {1.5, -2.0, 0.5, 3.0};
+    std::vector<nn::CopyCandidate> cand(rows * k);
+    cand[0] = {2, 1, 2};    // row 0: token 2, bucket 1
+    cand[1] = {};           // none
+    cand[2] = {4, 0, 1};    // token 4, bucket 0
+    cand[3] = {3, 11, 60};  // row 1: token 3 twice, buckets 11 and 0
+    cand[4] = {3, 0, 1};
+    cand[5] = {};
+    std::vector<double> logits(rows * V);
+    for (std::size_t i = 0; i < logits.size(); i++) logits[i] = 0.0625 * static_cast<double>(i);
+    std::vector<double> want = logits;
+    // gate = 16 bias[b] + weight[b] . xn[row]
+    want[0 * V + 2] += 16 * -0.5 + (-3.0 * 1.5 + 0.5 * -2.0);                 // -8 - 5.5
+    want[0 * V + 4] += 16 * 0.25 + (1.0 * 1.5 + 2.0 * -2.0);                  // 4 - 2.5
+    want[1 * V + 3] += 16 * 0.125 + (4.0 * 0.5 + -1.0 * 3.0) + 16 * 0.25 + (1.0 * 0.5 + 2.0 * 3.0);
+    nn::copy_head_forward(logits.data(), xn.data(), cand.data(), rows, k, V, C, bias.data(), weight.data());
+    for (std::size_t i = 0; i < logits.size(); i++) {
+        CAPTURE(i);
+        CHECK(logits[i] == want[i]);
+    }
+    // backward: dbias[b] += 16 g, dweight[b] += g xn, dxn += g weight[b] (g = dlogits at the candidate), += into what
+    // the buffers hold
+    std::vector<double> dlogits(rows * V, 0.0);
+    dlogits[0 * V + 2] = 0.5;
+    dlogits[0 * V + 4] = -1.0;
+    dlogits[1 * V + 3] = 2.0;
+    dlogits[1 * V + 0] = 7.0;   // no candidate there: no gradient from it
+    std::vector<double> dbias(nn::kCopyBuckets, 1.0), dweight(nn::kCopyBuckets * C, 0.0), dxn(rows * C, 0.0);
+    nn::copy_head_backward(dxn.data(), dbias.data(), dweight.data(), dlogits.data(), xn.data(), cand.data(), rows, k, V,
+                           C, weight.data());
+    std::vector<double> want_dbias(nn::kCopyBuckets, 1.0), want_dweight(nn::kCopyBuckets * C, 0.0);
+    want_dbias[1] += 16 * 0.5;
+    want_dbias[0] += 16 * -1.0 + 16 * 2.0;
+    want_dbias[11] += 16 * 2.0;
+    want_dweight[1 * C + 0] = 0.5 * 1.5;   want_dweight[1 * C + 1] = 0.5 * -2.0;
+    want_dweight[0 * C + 0] = -1.0 * 1.5 + 2.0 * 0.5;
+    want_dweight[0 * C + 1] = -1.0 * -2.0 + 2.0 * 3.0;
+    want_dweight[11 * C + 0] = 2.0 * 0.5;  want_dweight[11 * C + 1] = 2.0 * 3.0;
+    const std::vector<double> want_dxn = {0.5 * -3.0 + -1.0 * 1.0, 0.5 * 0.5 + -1.0 * 2.0,
+                                          2.0 * 4.0 + 2.0 * 1.0, 2.0 * -1.0 + 2.0 * 2.0};
+    CHECK(dbias == want_dbias);
+    CHECK(dweight == want_dweight);
+    CHECK(dxn == want_dxn);
+    // float: the same gates (exact in float too)
+    std::vector<float> lf(rows * V), xf(xn.begin(), xn.end()), bf(bias.begin(), bias.end()), wf(weight.begin(), weight.end());
+    for (std::size_t i = 0; i < lf.size(); i++) lf[i] = 0.0625f * static_cast<float>(i);
+    nn::copy_head_forward(lf.data(), xf.data(), cand.data(), rows, k, V, C, bf.data(), wf.data());
+    for (std::size_t i = 0; i < lf.size(); i++) CHECK(static_cast<double>(lf[i]) == want[i]);
+}
+
 TEST_CASE("nn: rmsnorm clamps a tiny RMS at eps 1e-8 (RP's clamp, not an added eps) and passes no gradient through a clamped one") {
     // RP: norm = ||x|| C^-1/2, y = x / norm.clamp(min=1e-8) * g; torch's clamp passes no gradient below its bound.
     // Rows of RMS 1e-7 (above eps), 1e-9 (below: clamped) and 0; the gradient checks above use rows of RMS ~0.5,
