@@ -76,6 +76,28 @@ TEST_CASE("retention: fla's gamma in fp32 - and bad options are user errors") {
     CHECK_THROWS_AS(rr::resolve(s, bad_gamma), retro::UserError);
 }
 
+TEST_CASE("retention: the default scale is K^-1/2 (fla's) - every mode on a hand-computed two-token case") {
+    // K = 4, V = 1, gamma = 0.5: o_n = scale sum_{m <= n} gamma^(n-m) (q_n . k_m) v_m with scale = 1/sqrt(4) = 0.5
+    // (V's would be 1), and ht = sum_m gamma^(T-1-m) k_m v_m^T, which the scale does not touch
+    const rr::Shape s{1, 2, 1, 4, 1};
+    rr::Options opt;
+    opt.log_gamma = {std::log(0.5)};
+    CHECK(rr::resolve(s, opt).scale == 0.5);
+    CHECK(rr::resolve(rr::Shape{1, 2, 1, 9, 4}, rr::Options{}).scale == doctest::Approx(1.0 / 3.0).epsilon(1e-15));
+    Tensors<double> in;
+    in.q = {1, 0, 0, 0, 1, 1, 1, 1};
+    in.k = {2, 0, 0, 0, 0, 1, 0, 0};
+    in.v = {3, 5};
+    const std::vector<double> want_o = {0.5 * 2 * 3, 0.5 * (0.5 * 2 * 3 + 1 * 5)}, want_ht = {0.5 * 2 * 3, 5, 0, 0};
+    for (Mode m : {Mode::naive, Mode::parallel, Mode::recurrent, Mode::chunkwise}) {
+        INFO(mode_name(m));
+        auto t = in;
+        run(m, s, opt, t, false);
+        for (std::size_t i = 0; i < want_o.size(); ++i) CHECK(t.o[i] == doctest::Approx(want_o[i]).epsilon(1e-12));
+        for (std::size_t i = 0; i < want_ht.size(); ++i) CHECK(t.ht[i] == doctest::Approx(want_ht[i]).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("retention: every mode equals naive in double - forward and backward - states included") {
     const rr::Shape s{2, 100, 3, 5, 6};   // T = 100 is not a multiple of 7 or 64; K != V
     for (bool states : {false, true}) {
