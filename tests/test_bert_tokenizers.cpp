@@ -95,6 +95,33 @@ TEST_CASE("bert: the tokenizer follows what transformers reads: tokenizer_class,
     CHECK(none.prompt().empty());
 }
 
+TEST_CASE("bert: the uncased lowercasing maps each capital of the alternating Latin runs to its small letter and leaves the small ones") {
+    // unicode::lower_simple's runs of stride 2 (U+0100..U+017F and others: capital, small, capital, ...): pairs as
+    // Python's str.lower() gives them (which BertTokenizer's do_lower_case calls), and a small letter is its own
+    // lowercase everywhere (simple lowercasing is idempotent over every code point)
+    const char32_t pairs[][2] = {{0x41, 0x61},     {0x61, 0x61},     {0x100, 0x101},   {0x101, 0x101},
+                                 {0x141, 0x142},   {0x142, 0x142},   {0x15A, 0x15B},   {0x15B, 0x15B},
+                                 {0x179, 0x17A},   {0x17A, 0x17A},   {0x17B, 0x17C},   {0x17C, 0x17C},
+                                 {0x1A0, 0x1A1},   {0x1A1, 0x1A1},   {0x1E9E, 0xDF},   {0x391, 0x3B1},
+                                 {0x3C9, 0x3C9},   {0x1F08, 0x1F00}};
+    for (const auto& p : pairs) {
+        CAPTURE(static_cast<std::uint32_t>(p[0]));
+        CHECK(unicode::lower_simple(p[0]) == p[1]);
+    }
+    std::int64_t not_idempotent = 0;
+    char32_t first = 0;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+        const char32_t l = unicode::lower_simple(c);
+        if (unicode::lower_simple(l) != l && not_idempotent++ == 0) first = c;
+    }
+    CAPTURE(static_cast<std::uint32_t>(first));
+    CHECK(not_idempotent == 0);
+    // through the tokenizer's text: Polish small letters stay what they are (ł, ś, ź, ż), capitals fold to them
+    CHECK(unicode::u32_to_utf8(std::u32string{unicode::lower_simple(0x141), unicode::lower_simple(0x15B),
+                                              unicode::lower_simple(0x179), unicode::lower_simple(0x17C)}) ==
+          "\u0142\u015B\u017A\u017C");
+}
+
 TEST_CASE("bert: GPT-2's pre-tokeniser splits white space, contractions and symbol runs as its regex does") {
     // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     const auto pieces = [](const char* text) {
