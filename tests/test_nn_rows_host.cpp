@@ -182,3 +182,44 @@ TEST_CASE("nn rows kernels on the host emulator: rmsnorm forms and column sums e
         CHECK(dg3 == dg1);
     }
 }
+
+TEST_CASE("nn rows kernels on the host emulator: a row whose norm is below eps but not 0 passes no gradient through its norm") {
+    // nn/rmsnorm.h: d = max(norm, eps), and the x (sum gamma dy x) / (d^2 norm C) term only where norm >= eps (RP's
+    // clamp: a clamped norm is a constant). The zero row of the case above cannot tell, its x being 0: here rows of
+    // norm ~1e-11 and ~3e-9 beside a normal row, both backward kernels, each row against the reference in double
+    const long long N = 3, C = 40;
+    std::mt19937 rng(77);
+    auto x = test::normal_floats(static_cast<std::size_t>(N * C), rng);
+    const auto gamma = test::normal_floats(static_cast<std::size_t>(C), rng), dy = test::normal_floats(x.size(), rng);
+    for (long long c = 0; c < C; ++c) {
+        x[static_cast<std::size_t>(1 * C + c)] *= 1e-11f;
+        x[static_cast<std::size_t>(2 * C + c)] *= 3e-9f;
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+    const float eps = static_cast<float>(nn::RMSNORM_EPS);
+    std::vector<float> y(x.size(), NAN), norm(static_cast<std::size_t>(N), NAN);
+    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
+        rw::rmsnorm_forward_warps<false>(y.data(), norm.data(), x.data(), nullptr, nullptr, gamma.data(), N, C, scale, eps);
+    });
+    REQUIRE(norm[0] > eps);
+    REQUIRE((norm[1] > 0 && norm[1] < eps && norm[2] > norm[1] && norm[2] < eps));
+    const auto xd = to_double(x), gd = to_double(gamma), dyd = to_double(dy);
+    std::vector<double> ry(x.size()), rnorm(static_cast<std::size_t>(N)), rdx(x.size()), rdgamma(static_cast<std::size_t>(C), 0.0);
+    nn::rmsnorm_forward(ry.data(), rnorm.data(), xd.data(), gd.data(), N, C);
+    nn::rmsnorm_backward(rdx.data(), rdgamma.data(), dyd.data(), xd.data(), gd.data(), rnorm.data(), N, C);
+    std::vector<float> dx(x.size(), NAN), dx1(x.size(), NAN), part(static_cast<std::size_t>(C), NAN);
+    simt::host::launch(1, 1, rw::kThreads, 0, [&] {
+        rw::rmsnorm_backward_warps<false>(dx.data(), dy.data(), x.data(), gamma.data(), norm.data(), N, C, eps);
+    });
+    simt::host::launch(1, 1, rw::kThreads, static_cast<std::size_t>(rw::dgamma_smem_bytes(C)), [&] {
+        rw::rmsnorm_backward_dgamma_warps<false>(dx1.data(), part.data(), dy.data(), x.data(), gamma.data(), norm.data(), N,
+                                                 C, rw::dgamma_block_rows(N), eps);
+    });
+    for (long long r = 0; r < N; ++r) {
+        CAPTURE(r);
+        const auto at = [&](const auto& v) { return std::remove_cvref_t<decltype(v)>(v.begin() + r * C, v.begin() + (r + 1) * C); };
+        CHECK(test::rms_ratio(at(dx), at(rdx)) <= 1e-5);
+        CHECK(test::rms_ratio(at(dx1), at(rdx)) <= 1e-5);
+    }
+    CHECK(test::rms_ratio(part, rdgamma) <= 1e-5);
+}
