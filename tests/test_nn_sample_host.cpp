@@ -176,3 +176,33 @@ TEST_CASE("nn sample kernel on the host emulator: a row with a logit that is not
         CHECK(got[4] >= 0);
     }
 }
+
+TEST_CASE("nn sample kernel on the host emulator: top-k at or past the vocabulary is off - the ids walked in id order as with top-k 0") {
+    // nn/sampling.h: top-k keeps the k largest, so k >= V keeps every id and is off: the draw walks the ids in id
+    // order (step 4), not rank order. Logits in no order, u spread over [0, 1): the same id as top-k 0 for every u,
+    // in the reference and in the kernel (which takes top-k only where 0 < k < V)
+    const long long V = 50;
+    std::mt19937_64 gen(53);
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    std::vector<float> logits(static_cast<std::size_t>(V));
+    for (auto& z : logits) z = normal(gen);
+    const std::vector<long long> rows = {0};
+    nn::SamplingParams off;
+    int differ_from_rank_order = 0;
+    for (const long long k : {V, V + 7}) {
+        nn::SamplingParams o;
+        o.top_k = k;
+        for (int j = 0; j < 40; j++) {
+            double u = (j + 0.5) / 40;
+            while (test::near_sampling_boundary(logits.data(), V, off, u)) u += 1e-6;
+            const std::int32_t want = nn::sample_row(logits.data(), V, off, u);
+            INFO("k " << k << " u " << u);
+            CHECK(nn::sample_row(logits.data(), V, o, u) == want);
+            CHECK(run_kernel(logits, rows, V, o, {u})[0] == want);
+            nn::SamplingParams ranked;   // top-k V - 1 walks in rank order: most u give another id there
+            ranked.top_k = V - 1;
+            differ_from_rank_order += nn::sample_row(logits.data(), V, ranked, u) != want;
+        }
+    }
+    CHECK(differ_from_rank_order > 40);   // the case tells the two orders apart
+}
