@@ -87,6 +87,13 @@ TEST_CASE("bert: Unicode normalisation and case mapping follow Python's unicoded
     CHECK(nfc(std::u32string{0x1112, 0x1161, 0x11AB}) == std::u32string{0xD55C});
     // canonical order: dot below (220) sorts before acute (230)
     CHECK(nfd(std::u32string{U'q', 0x301, 0x323}) == std::u32string{U'q', 0x323, 0x301});
+    // composition (Python's unicodedata.normalize("NFC", ...)): a mark is blocked from its starter by a mark of the
+    // same class between them (e + candrabindu + acute stays three), composes past a lower class (a + circumflex + dot
+    // below -> U+1EAD) and in turn (o + diaeresis + macron -> U+022B); a second acute stays
+    CHECK(nfc(std::u32string{U'e', 0x310, 0x301}) == std::u32string{U'e', 0x310, 0x301});
+    CHECK(nfc(std::u32string{U'a', 0x302, 0x323}) == std::u32string{0x1EAD});
+    CHECK(nfc(std::u32string{U'o', 0x308, 0x304}) == std::u32string{0x22B});
+    CHECK(nfc(std::u32string{U'e', 0x301, 0x301}) == std::u32string{0xE9, 0x301});
     CHECK(u32_to_utf8(lower(u("\xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3"))) == "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82");   // ΟΔΟΣ -> οδος
     CHECK(u32_to_utf8(lower(u("\xCE\xA3"))) == "\xCF\x83");                       // lone Σ -> σ
     CHECK(lower(u("\xC4\xB0")) == std::u32string{U'i', 0x307});                  // İ -> i̇
