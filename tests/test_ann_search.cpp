@@ -18,6 +18,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/blas_threads.h"
@@ -310,37 +311,42 @@ TEST_CASE("index: PQ codes are trained without polysemous training - a flat PQ, 
 
 TEST_CASE("ann search: IVF-Flat probing every list equals exact search on tie-heavy data - equal scores by lower id - both scan kernels") {
     // index/exact_scan.h: an IVF list's rows carry their own ids in no particular order, "so an equal score competes
-    // on its id". Probing all 8 lists, the search is exact: on vectors of -1, 0, 1 (most scores tie, and a tie at the
-    // k-th score often comes from a later list with a lower id, behind 32 rows that only equal the threshold) every
-    // kernel must give exact_search_ip's ids and scores, ties by lower id
+    // on its id". Probing every list, the search is exact: on vectors of -1, 0, 1 (most scores tie, and a tie at the
+    // k-th score often comes from a later list with a lower id, behind rows that only equal the threshold) every
+    // kernel must give exact_search_ip's ids and scores, ties by lower id. IVF8 with 60 queries: buckets shorter
+    // than the lists (queries packed); IVF64 with 400: buckets longer than the lists (list rows packed, base tiles)
     BlasSingleThread one_blas_thread;
     const int d = 8, k = 10;
-    const std::int64_t n = 3000, m = 60;
+    const std::int64_t n = 3000;
     std::mt19937 rng(19);
-    std::vector<float> x(static_cast<std::size_t>(n * d)), q(static_cast<std::size_t>(m * d));
+    std::vector<float> x(static_cast<std::size_t>(n * d));
     for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
-    for (auto& v : q) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
-    FaissIndex index("IVF8,Flat", d);
-    index.train(n, x.data());
-    index.add(n, x.data());
-    index.set_nprobe(8);
-    std::vector<std::int64_t> want(static_cast<std::size_t>(m * k)), ids(want.size());
-    std::vector<float> want_sc(want.size()), sc(want.size());
-    ExactSearchOptions eo;
-    eo.k = k;
-    exact_search_ip(q.data(), m, x.data(), n, d, eo, want.data(), want_sc.data());
-    std::vector<ExactKernel> kernels = {ExactKernel::SGEMM};
-    if (exact_kernel_resolve(ExactKernel::AUTO) == ExactKernel::AVX512) kernels.push_back(ExactKernel::AVX512);
-    for (const ExactKernel kernel : kernels) {
-        std::string why;
-        AnnOptions so;
-        so.kernel = kernel;
-        auto searcher = ann_searcher_for(*index.raw(), why, so);
-        REQUIRE(searcher);
-        searcher->search(m, q.data(), k, AnnFilter{}, ids.data(), sc.data());
-        INFO("kernel " << std::string(exact_kernel_name(kernel)));
-        std::int64_t differ = 0;
-        for (std::size_t i = 0; i < ids.size(); ++i) differ += ids[i] != want[i] || sc[i] != want_sc[i];
-        CHECK(differ == 0);
+    for (const auto& [factory, nlist, m] : {std::tuple<std::string, int, std::int64_t>{"IVF8,Flat", 8, 60},
+                                            std::tuple<std::string, int, std::int64_t>{"IVF64,Flat", 64, 400}}) {
+        std::vector<float> q(static_cast<std::size_t>(m * d));
+        for (auto& v : q) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
+        FaissIndex index(factory, d);
+        index.train(n, x.data());
+        index.add(n, x.data());
+        index.set_nprobe(nlist);
+        std::vector<std::int64_t> want(static_cast<std::size_t>(m * k)), ids(want.size());
+        std::vector<float> want_sc(want.size()), sc(want.size());
+        ExactSearchOptions eo;
+        eo.k = k;
+        exact_search_ip(q.data(), m, x.data(), n, d, eo, want.data(), want_sc.data());
+        std::vector<ExactKernel> kernels = {ExactKernel::SGEMM};
+        if (exact_kernel_resolve(ExactKernel::AUTO) == ExactKernel::AVX512) kernels.push_back(ExactKernel::AVX512);
+        for (const ExactKernel kernel : kernels) {
+            std::string why;
+            AnnOptions so;
+            so.kernel = kernel;
+            auto searcher = ann_searcher_for(*index.raw(), why, so);
+            REQUIRE(searcher);
+            searcher->search(m, q.data(), k, AnnFilter{}, ids.data(), sc.data());
+            INFO(factory << " kernel " << std::string(exact_kernel_name(kernel)));
+            std::int64_t differ = 0;
+            for (std::size_t i = 0; i < ids.size(); ++i) differ += ids[i] != want[i] || sc[i] != want_sc[i];
+            CHECK(differ == 0);
+        }
     }
 }
