@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -827,6 +828,28 @@ TEST_CASE("generate: sampler options outside their ranges are user errors") {
     CHECK_THROWS_AS(sampler_validate(o), UserError);
     o.top_k = 3;
     CHECK_NOTHROW(sampler_validate(o));
+}
+
+TEST_CASE("generate: a refused --top-p is said with the digits that tell it from 1 and no more") {
+    // sampler.cpp's shortest_exact: the fewest digits (6 to 17) that read back as the same double, so 1.0000001 is
+    // not said as "1" (%g's 6 digits) nor 1.1 as 1.1000000000000001 (17)
+    for (const auto& [p, said] : {std::pair{1.0000001, "1.0000001"}, std::pair{1.1, "1.1"}, std::pair{1.5, "1.5"},
+                                  std::pair{-0.25, "-0.25"}, std::pair{1.0 + 1e-15, "1.000000000000001"}}) {
+        SamplerOptions o;
+        o.top_p = p;
+        std::string message;
+        try {
+            sampler_validate(o);
+        } catch (const UserError& e) {
+            message = e.what();
+        }
+        INFO(message);
+        const std::string got = std::string("got ") + said;
+        const auto at = message.find(got);
+        REQUIRE(at != std::string::npos);
+        const auto next = at + got.size();
+        CHECK((next == message.size() || !std::isdigit(static_cast<unsigned char>(message[next]))));
+    }
 }
 
 TEST_CASE("generate: a one-sequence decode step is one op per fused projection (the launches a GPU token takes)") {
