@@ -96,6 +96,9 @@ TEST_CASE("bert: Unicode normalisation and case mapping follow Python's unicoded
     CHECK(nfc(std::u32string{U'e', 0x301, 0x301}) == std::u32string{0xE9, 0x301});
     CHECK(u32_to_utf8(lower(u("\xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3"))) == "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82");   // ΟΔΟΣ -> οδος
     CHECK(u32_to_utf8(lower(u("\xCE\xA3"))) == "\xCF\x83");                       // lone Σ -> σ
+    // final sigma looks past case-ignorable characters (here an apostrophe) on both sides, as Python's str.lower()
+    CHECK(lower(std::u32string{0x391, U'\'', 0x3A3}) == std::u32string{0x3B1, U'\'', 0x3C2});          // Α'Σ -> α'ς
+    CHECK(lower(std::u32string{0x391, 0x3A3, U'\'', 0x391}) == std::u32string{0x3B1, 0x3C3, U'\'', 0x3B1});   // ΑΣ'Α -> ασ'α
     CHECK(lower(u("\xC4\xB0")) == std::u32string{U'i', 0x307});                  // İ -> i̇
     CHECK(char_class(U'$') == CharClass::PUNCT);
     CHECK(char_class(0x00BF) == CharClass::PUNCT);   // ¿
