@@ -828,6 +828,13 @@ TEST_CASE("generate: sampler options outside their ranges are user errors") {
     CHECK_THROWS_AS(sampler_validate(o), UserError);
     o.top_k = 3;
     CHECK_NOTHROW(sampler_validate(o));
+    // docs/generate.md: --greedy is the argmax, "the other flags ignored": out-of-range ones are not refused there
+    SamplerOptions g;
+    g.greedy = true;
+    g.temperature = 0;
+    g.top_p = 0;
+    g.top_k = -1;
+    CHECK_NOTHROW(sampler_validate(g));
 }
 
 TEST_CASE("generate: a refused --top-p is said with the digits that tell it from 1 and no more") {
