@@ -284,6 +284,38 @@ TEST_CASE("nn: cross-entropy with ignore index gradient") {
     for (int v = 0; v < V; v++) CHECK(d[1 * V + v] == 0.0);
 }
 
+TEST_CASE("nn: cross-entropy is the same for a row's logits shifted far below or above 0 - float and double") {
+    // softmax and its log-sum-exp are invariant to adding a constant to a row: rows shifted by -300 .. +300 (float: every
+    // exp of a logit itself under- or overflows; double: -800) give the unshifted loss and gradient. (The per-row max
+    // subtracted before the exps is what keeps them in range.)
+    std::mt19937 rng(41);
+    const std::int64_t N = 4, V = 37;
+    const std::vector<std::int32_t> t = {3, 0, 36, 11};
+    const Vec base = random_doubles(N * V, rng, 3.0);
+    auto run = [&](auto zero, double shift, std::vector<double>& grad) {
+        using T = decltype(zero);
+        std::vector<T> logits(base.size()), lse(static_cast<std::size_t>(N)), d(base.size());
+        for (std::size_t i = 0; i < base.size(); ++i) logits[i] = static_cast<T>(base[i] + shift);
+        std::int64_t valid = 0;
+        const T loss = cross_entropy_forward(lse.data(), &valid, logits.data(), t.data(), N, V, -1);
+        cross_entropy_backward(d.data(), T(1), logits.data(), lse.data(), t.data(), N, V, -1, valid);
+        grad.assign(d.begin(), d.end());
+        return static_cast<double>(loss);
+    };
+    std::vector<double> g0, g;
+    const double want = run(0.0, 0.0, g0);
+    for (const double shift : {-800.0, -300.0, -90.0, 60.0, 300.0}) {
+        CAPTURE(shift);
+        CHECK(run(0.0, shift, g) == doctest::Approx(want).epsilon(1e-9));
+        for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(g0[i]).epsilon(1e-9).scale(1e-12));
+        if (shift < -400) continue;   // (beyond float)
+        CHECK(run(0.0f, shift, g) == doctest::Approx(want).epsilon(2e-4));
+        double worst = 0;
+        for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - g0[i]));
+        CHECK(worst < 1e-4);
+    }
+}
+
 TEST_CASE("nn: chunked cross-attention gradient and chunk grid") {
     std::mt19937 rng(50);
     for (std::int64_t n : {9, 11, 2}) {   // multiple of cs, partial last chunk, shorter than a chunk
