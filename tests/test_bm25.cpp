@@ -346,3 +346,43 @@ TEST_CASE("bm25: retro-knn's postings and Xapian paths write the same files, and
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("RETRO_BM25_SEARCH: is 'fast'; expected xapian or postings") != std::string::npos);
 }
+
+TEST_CASE("bm25: a database of more than 4096 chunks is indexed chunk for chunk past the build's first block of rows") {
+    // bm25_index_build reads the database 4,096 rows at a time: every other case's database is smaller. Chunks of 4
+    // tokens, ~6,000 of them; the postings search of the chunks around and past row 4,096 against the oracle
+    test::TempDir tmp("bm25-blocks");
+    const auto corpus = test::chunk_test_jsonl(tmp, "c.jsonl", 200000, 600, 9);
+    const fs::path dbdir = tmp / "db", idx = tmp / "bm25";
+    auto r = test::run_tool("retro-chunk", corpus.string() + " --tokenizer " + test::chunk_test_tokenizer() +
+                                               " --chunk-size 4 --seq-len 16 --out " + dbdir.string() + " --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    ChunkDb db(dbdir.string());
+    const std::int64_t n = db.chunk_count();
+    const int cs = db.chunk_size();
+    REQUIRE(n > 4096 + 1000);
+    r = test::run_tool("retro-index", dbdir.string() + " --out " + idx.string() + " --kind bm25 --quiet");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::vector<std::int32_t> rows;
+    db.rows(0, n, rows);
+    const Bm25Params p;
+    Bm25OracleParams op;
+    op.k1 = p.k1, op.b = p.b, op.k3 = p.k3, op.min_normlen = p.min_normlen;
+    const Bm25Oracle oracle(db, op);
+    Bm25Postings postings((idx / kBm25DbFile).string(), p, n);
+    Bm25PostingsSearcher fast(postings);
+    const int k = 4;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(k));
+    std::vector<float> sc(ids.size());
+    std::int64_t checked = 0;
+    for (std::int64_t q = 4090; q < n; q += (q < 4200 ? 1 : 97)) {
+        const auto want = oracle.top(Bm25Oracle::counts(rows.data() + q * cs, cs), k, nullptr, -1);
+        fast.search(rows.data() + q * cs, cs, k, nullptr, -1, ids.data(), sc.data());
+        INFO("query " << q);
+        for (std::size_t j = 0; j < want.size(); ++j) {
+            CHECK(ids[j] == want[j].second);
+            CHECK(sc[j] == doctest::Approx(want[j].first).epsilon(1e-6));
+        }
+        ++checked;
+    }
+    CHECK(checked > 110);
+}
