@@ -67,6 +67,12 @@ TEST_CASE("retention: fla's gamma in fp32 - and bad options are user errors") {
     CHECK(lg[0] == doctest::Approx(std::log(1.0 - 1.0 / 32)).epsilon(1e-6));
     for (int h = 20; h < 32; ++h) CHECK(lg[h] == 0.0);   // gamma rounds to 1 in fp32 (RETENTION.md §1)
     CHECK(lg[19] < 0.0);
+    // bit for bit the documented fp32 arithmetic (decay.h, RETENTION.md §1): gamma = 1 - 2^(-5-h) in float, logf of it
+    for (int h = 0; h < 32; ++h) {
+        const float gamma = 1.0f - std::exp2(static_cast<float>(-5 - h));
+        CAPTURE(h);
+        CHECK(lg[h] == static_cast<double>(std::log(gamma)));
+    }
     rr::Shape s{1, 4, 2, 3, 3};
     rr::Options bad;
     bad.chunk_size = 0;
