@@ -53,11 +53,6 @@ std::vector<float> clustered(std::int64_t n, int d, int clusters, unsigned seed)
     return x;
 }
 
-struct ThreadsGuard {
-    explicit ThreadsGuard(int t) { set_thread_count(t); }
-    ~ThreadsGuard() { set_thread_count(0); }
-};
-
 bool close(float a, float b) { return std::fabs(a - b) <= 1e-5f * std::max(1.0f, std::fabs(b)); }
 
 // Same neighbours, ties aside: equal scores rank by rank; where ids differ the scores tie.
@@ -126,7 +121,7 @@ TEST_CASE("ann search: our searchers return FAISS's own neighbours") {
             INFO(c.factory, " k=", k, " method ", index.search_method());
             REQUIRE(index.search_method().rfind(c.method, 0) == 0);
             for (int threads : {1, 2}) {
-                ThreadsGuard tg(threads);
+                test::ThreadCountScope tg(threads);
                 index.search(m, q.data(), k, ids.data(), sc.data());
                 check_same(ids, sc, want, want_sc, m, k, c.factory + " k=" + std::to_string(k) + " threads=" + std::to_string(threads));
                 std::string why;   // the portable kernel too
@@ -248,7 +243,7 @@ TEST_CASE("ann search: HNSW equals pip faiss-cpu's search on its own index (gold
             std::vector<float> want_scores(want_sc.data<float>(), want_sc.data<float>() + m * k);
             index.set_ef_search(ef);
             for (int threads : {1, 2}) {
-                ThreadsGuard tg(threads);
+                test::ThreadCountScope tg(threads);
                 std::vector<std::int64_t> ids(static_cast<std::size_t>(m * k));
                 std::vector<float> sc(ids.size());
                 index.search(m, queries.data<float>(), k, ids.data(), sc.data());

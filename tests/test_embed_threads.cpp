@@ -39,12 +39,6 @@ namespace {
 
 fs::path golden(const std::string& name) { return test::source_dir() / "tests/reference/golden" / name; }
 
-struct ThreadsScope {
-    int previous = thread_count();
-    explicit ThreadsScope(int n) { set_thread_count(n); }
-    ~ThreadsScope() { set_thread_count(previous); }
-};
-
 // packed = false: every dense layer built in the scope takes the cblas_sgemm path, and attention its cblas path
 struct KernelScope {
     explicit KernelScope(bool packed) {
@@ -84,12 +78,12 @@ Batch random_batch(int count, int max_len, int min_id, int vocab, unsigned seed)
 void check_thread_invariant(const std::string& what, const std::function<std::vector<float>()>& embed) {
     std::vector<float> one;
     {
-        ThreadsScope t(1);
+        test::ThreadCountScope t(1);
         one = embed();
     }
     REQUIRE(!one.empty());
     for (int threads : {2, 3}) {
-        ThreadsScope t(threads);
+        test::ThreadCountScope t(threads);
         const std::vector<float> got = embed();
         REQUIRE(got.size() == one.size());
         std::size_t differ = 0;

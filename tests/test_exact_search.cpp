@@ -28,11 +28,6 @@ std::vector<ExactKernel> cpu_kernels() {
     return ks;
 }
 
-struct ThreadsGuard {
-    explicit ThreadsGuard(int t) { set_thread_count(t); }
-    ~ThreadsGuard() { set_thread_count(0); }
-};
-
 // Every kernel at 1 and 2 threads, with `o`'s blocks, equals the oracle exactly.
 void check_all_kernels(const std::vector<float>& q, const std::vector<float>& x, int d, ExactSearchOptions o,
                        const std::vector<std::int64_t>* docs) {
@@ -43,7 +38,7 @@ void check_all_kernels(const std::vector<float>& q, const std::vector<float>& x,
     if (docs) o.query_docs = o.base_docs = docs->data();
     for (ExactKernel kernel : cpu_kernels())
         for (int threads : {1, 2}) {
-            ThreadsGuard g(threads);
+            test::ThreadCountScope g(threads);
             o.kernel = kernel;
             INFO("kernel " << exact_kernel_name(kernel) << ", threads " << threads << ", m " << m << ", n " << n << ", d " << d);
             exact_search_ip(q.data(), m, x.data(), n, d, o, ids.data(), scores.data());

@@ -18,11 +18,6 @@ using namespace retro;
 
 namespace {
 
-struct ThreadsGuard {
-    explicit ThreadsGuard(int t) { set_thread_count(t); }
-    ~ThreadsGuard() { set_thread_count(0); }
-};
-
 std::vector<float> gaussian(std::int64_t n, int d, unsigned seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> g(0.0f, 1.0f);
@@ -63,7 +58,7 @@ void check_self_join(const std::vector<float>& x, int d, int k, std::int64_t blo
 TEST_CASE("exact self-join equals exact search of the base against itself, bit for bit") {
     if (!self_join_available()) RETRO_SKIP("skipped: the self-join needs AVX-512F");
     for (int threads : {1, 2}) {
-        ThreadsGuard tg(threads);
+        test::ThreadCountScope tg(threads);
         for (int d : {16, 33, 256}) {
             const std::int64_t n = 1000;
             const auto x = gaussian(n, d, static_cast<unsigned>(d));

@@ -86,12 +86,6 @@ std::vector<std::vector<float>> decode(const RetroModel<float>& model, const Scr
     return out;
 }
 
-struct ThreadsScope {
-    int previous = thread_count();
-    explicit ThreadsScope(int n) { set_thread_count(n); }
-    ~ThreadsScope() { set_thread_count(previous); }
-};
-
 void check_batch_invariance(const nn::DecodeWeightsBf16* bf16_table, const RetroModel<float>& model) {
     // 11 sequences: more than 8 decode rows a step; prompt lengths 1 (bos alone) to 30, some ending on a chunk
     // boundary (8, 16, 24) so that several sequences encode a chunk in the same step
@@ -102,11 +96,11 @@ void check_batch_invariance(const nn::DecodeWeightsBf16* bf16_table, const Retro
     for (std::size_t i = 0; i < all.size(); i++) all[i] = i;
     std::vector<std::vector<float>> reference;   // each sequence alone on one thread
     {
-        ThreadsScope one(1);
+        test::ThreadCountScope one(1);
         for (std::size_t q = 0; q < lengths.size(); q++) reference.push_back(decode(model, s, {q}, steps, bf16_table)[0]);
     }
     for (const int threads : {1, 2}) {
-        ThreadsScope scope(threads);
+        test::ThreadCountScope scope(threads);
         const auto together = decode(model, s, all, steps, bf16_table);
         const auto first_four = decode(model, s, {0, 1, 2, 3}, steps, bf16_table);
         for (std::size_t q = 0; q < lengths.size(); q++) {

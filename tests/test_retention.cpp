@@ -130,16 +130,12 @@ TEST_CASE("retention: chunkwise's fused per-head pass and its two-phase pass bot
     // chunkwise_forward takes one fused pass per head when B*H >= 2 x thread_count(), the two phases otherwise: which
     // one the cases above run depends on the machine's cores (their 6 heads take the fused pass on <= 3 threads only,
     // the two-phase one from 4). Both, on the same 2 heads, by the thread count: 1 thread -> fused, 2 -> two phases.
-    struct Threads {
-        explicit Threads(int n) { retro::set_thread_count(n); }
-        ~Threads() { retro::set_thread_count(0); }
-    };
     const rr::Shape s{1, 37, 2, 5, 6};   // T = 37: a partial last chunk at C = 7 and 16
     for (bool states : {false, true}) {
         auto ref = make_inputs<double>(s, states, 23);
         run(Mode::naive, s, rr::Options{}, ref);
         for (int threads : {1, 2}) {
-            const Threads scope(threads);
+            const retro::test::ThreadCountScope scope(threads);
             REQUIRE((s.B * s.H >= 2 * retro::thread_count()) == (threads == 1));
             for (std::int64_t C : {std::int64_t{1}, std::int64_t{7}, std::int64_t{16}, s.T, std::int64_t{64}}) {
                 auto t = ref;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "address_sanitizer.h"
+#include "core/threads.h"
 
 namespace retro::test {
 
@@ -66,6 +67,19 @@ private:
     std::string name_;
     std::optional<std::string> before_;
 };
+// retro's thread count (core/threads.h: what parallel_for and the GEMM tiles use) for the object's life, then the one
+// before put back.
+class ThreadCountScope {
+public:
+    explicit ThreadCountScope(int n) : before_(retro::thread_count()) { retro::set_thread_count(n); }
+    ~ThreadCountScope() { retro::set_thread_count(before_); }
+    ThreadCountScope(const ThreadCountScope&) = delete;
+    ThreadCountScope& operator=(const ThreadCountScope&) = delete;
+
+private:
+    int before_;
+};
+
 // Runs `child` in a forked process as the user nobody (root reads every file, so permission checks need another user)
 // and returns the exit code it returns; -1 where the child cannot become nobody or nobody cannot reach `must_reach`
 // (a private TMPDIR): the caller then skips. An exception out of `child` exits 125.
