@@ -21,8 +21,9 @@ using namespace retro::test;
 
 namespace {
 
-// Starts bin/retro-chunk with `args` (no shell), output to /dev/null; returns its pid.
-pid_t spawn_chunk(const std::vector<std::string>& args) {
+// Starts bin/retro-chunk with `args` (no shell), output to /dev/null (standard error to `err`, where given); returns
+// its pid.
+pid_t spawn_chunk(const std::vector<std::string>& args, const std::string& err = "/dev/null") {
     std::string bin = tool_path("retro-chunk");
     pid_t pid = fork();
     if (pid == 0) {
@@ -30,8 +31,9 @@ pid_t spawn_chunk(const std::vector<std::string>& args) {
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         FILE* null = std::fopen("/dev/null", "w");
+        FILE* err_file = std::fopen(err.c_str(), "w");
         dup2(fileno(null), 1);
-        dup2(fileno(null), 2);
+        dup2(fileno(err_file), 2);
         execv(bin.c_str(), argv.data());
         _exit(127);
     }
@@ -115,6 +117,48 @@ TEST_CASE("retro-chunk killed at random points and resumed equals a straight run
     r = run_tool("retro-chunk", join(args));   // resuming a complete database does nothing
     CHECK(r.exit_code == 0);
     chunk_check_same_bytes(dir / "straight", dir / "killed");
+}
+
+TEST_CASE("retro-chunk stopped before its first checkpoint says it keeps nothing yet - and its folder names retro-chunk") {
+    // SIGTERM before the first progress.json said "DB keeps its finished parts" (a helper's docs walk, session 67), and
+    // another tool given the folder said "incomplete or was not made by a RetroKit tool": the folder then holds only
+    // the progress.params.*.json the run writes as it starts, and its .tmp arrays
+    TempDir dir("chunk-early-stop");
+    const fs::path corpus = chunk_test_jsonl(dir, "c.jsonl", 2'500'000, 500), out = dir / "db", err = dir / "err.txt";
+    const std::vector<std::string> args{corpus.string(), "--tokenizer", chunk_test_tokenizer(), "--block-docs", "20",
+                                        "--threads", "1", "--checkpoint-every", "3600", "--out", out.string()};
+    auto started = [&] {   // the params file is written after the note is installed, before the first block
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(out, ec))
+            if (e.path().filename().string().rfind("progress.params.", 0) == 0) return true;
+        return false;
+    };
+    bool stopped = false;
+    for (int round = 0; round < 5 && !stopped; ++round) {   // (a run that finished first is made again)
+        fs::remove_all(out);
+        const pid_t pid = spawn_chunk(args, err.string());
+        REQUIRE(pid > 0);
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!started() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        kill(pid, SIGTERM);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        stopped = WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM && !fs::exists(out / "manifest.json");
+    }
+    REQUIRE(stopped);
+    CHECK_FALSE(fs::exists(out / "progress.json"));
+    const std::string said = read_text(err);
+    CHECK_MESSAGE(said.find("retro-chunk: interrupted before its first checkpoint; " + out.string() +
+                            " keeps nothing yet: run the same command again with --resume (it starts over)\n") !=
+                      std::string::npos,
+                  said);
+    CHECK(said.find("keeps its finished parts") == std::string::npos);
+    const RunResult index = run_tool("retro-index", out.string() + " --out " + (dir / "idx").string() + " --dim 8");
+    CHECK(index.exit_code == 2);
+    CHECK_MESSAGE(index.err.find("missing: the folder is an unfinished retro-chunk run (stopped before its end) (fix: finish "
+                                 "it: run the same retro-chunk command again with --resume)") != std::string::npos,
+                  index.err);
 }
 
 TEST_CASE("retro-chunk resumes after a malformed line stopped it - and refuses other parameters") {

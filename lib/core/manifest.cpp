@@ -203,9 +203,16 @@ nlohmann::json manifest_read(const std::string& dir) {
         // a run writing the folder now (before its first checkpoint it looks like no tool's)
         if (const std::string who = output_folder_writer(dir); !who.empty())
             user_error_in(path, "missing: a run is writing the folder now (" + who + ")", "wait for it to end");
-        // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json)
+        // an interrupted run's folder says which tool left it (its state.json; retro-chunk's progress.json, or before
+        // its first checkpoint the progress.params.*.json it writes as it starts)
         std::string tool = json_file_tool((fs::path(dir) / "state.json").string());
         if (tool.empty() && fs::exists(fs::path(dir) / "progress.json", ec)) tool = "retro-chunk";
+        if (tool.empty())
+            for (const auto& e : fs::directory_iterator(dir, ec))
+                if (e.path().filename().string().rfind("progress.params.", 0) == 0) {
+                    tool = "retro-chunk";
+                    break;
+                }
         if (!tool.empty()) {
             std::string shard;
             try {

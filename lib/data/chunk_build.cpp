@@ -21,6 +21,7 @@
 #include "core/interrupt_note.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
+#include "core/terminal_text.h"
 #include "core/shard.h"
 #include "core/threads.h"
 #include "data/block_reader.h"
@@ -85,6 +86,20 @@ void remove_previous_outputs(const std::string& dir) {
     remove_checkpoint_params(dir);
 }
 
+// The line Ctrl-C or SIGTERM prints (core/interrupt_note.h): the folder keeps finished parts from the run's first
+// checkpoint (progress.json) on; before it, --resume starts over (it said "keeps its finished parts" then too).
+void install_interrupt_note(const ToolContext& ctx, const ChunkOptions& o, bool checkpointed) {
+    if (ctx.tool != "retro-chunk") return;   // (not retro-bench's timed runs)
+    if (checkpointed)
+        interrupt_note_install(ctx.tool, o.out,
+                               o.force ? "continue with the same command, --resume in place of --force"
+                                       : "continue with the same command and --resume");
+    else
+        interrupt_note_install_line(ctx.tool + ": interrupted before its first checkpoint; " + terminal_text(o.out, true) +
+                                    " keeps nothing yet: run the same command again" +
+                                    (o.force ? "" : " with --resume (it starts over)"));
+}
+
 // Sets up the output folder; returns the checkpoint to resume from (null json: fresh start), or
 // sets `complete` when --resume finds a finished database.
 nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bool& complete) {
@@ -108,10 +123,7 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
     }
     fs::create_directories(o.out, ec);
     if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());
-    if (ctx.tool == "retro-chunk")   // (not retro-bench's timed runs)
-        interrupt_note_install(ctx.tool, o.out,
-                               o.force ? "continue with the same command, --resume in place of --force"
-                                       : "continue with the same command and --resume");
+    install_interrupt_note(ctx, o, false);
     if (o.force) remove_previous_outputs(o.out);
     if (!o.resume) return nullptr;
     if (fs::exists(fs::path(o.out) / "manifest.json")) {
@@ -132,6 +144,7 @@ nlohmann::json prepare_out_dir(const ToolContext& ctx, const ChunkOptions& o, bo
                           "start again with --force");
         checkpoint["params"] = json_read_file(pp);
     }
+    install_interrupt_note(ctx, o, true);
     return checkpoint;
 }
 
@@ -352,7 +365,11 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     auto save = [&](std::int64_t next_block) {
         nlohmann::json cp = {{"params_fingerprint", params_fingerprint}, {"next_block", next_block}, {"writer", writer.state()}};
         write_file_atomic(cp_path, cp.dump(1) + "\n");
-        if (!params_named) remove_checkpoint_params(o.out, params_name), params_named = true;
+        if (!params_named) {
+            remove_checkpoint_params(o.out, params_name);
+            params_named = true;
+            install_interrupt_note(ctx, o, true);
+        }
         if (writer.counts().docs > 0) new_out.keep();   // resumable work from here
     };
     auto last_save = std::chrono::steady_clock::now();
