@@ -207,6 +207,20 @@ TEST_CASE("disk full: standard output that cannot be written is an error with it
         CHECK(r.exit_code == 2);
         CHECK(r.err.find("standard output: write failed: No space left on device") != std::string::npos);
     }
+    // a batch larger than the stream's buffer fails while its lines are put, not at its flush: the reason was lost
+    // there (a helper's docs walk, session 67: 6 MB of text said "write failed" alone)
+    test::TempDir t("devfull");
+    const std::string in = (t / "in.txt").string(), ids = (t / "ids.txt").string();
+    REQUIRE(test::run_command("( yes 'the cat sat on the mat' | head -n 20000 > " + in + " && " +
+                              test::tool_path("retro-tokenizer") + " encode --model " + p.tok.string() + " < " + in +
+                              " > " + ids + " )").exit_code == 0);
+    for (const std::string& command : {test::tool_path("retro-tokenizer") + " encode --model " + p.tok.string() + " " + in,
+                                       test::tool_path("retro-tokenizer") + " decode --model " + p.tok.string() + " " + ids}) {
+        CAPTURE(command);
+        const test::RunResult r = test::run_command("( " + command + " > /dev/full )");
+        CHECK(r.exit_code == 2);
+        CHECK_MESSAGE(r.err.find("standard output: write failed: No space left on device\n") != std::string::npos, r.err);
+    }
 }
 
 TEST_CASE("disk full: standard output whose reader has gone, SIGPIPE ignored, says Broken pipe") {

@@ -44,6 +44,14 @@ void flush_checked(std::ostream& out) {
     out.flush();
     if (!out) user_error_in("standard output", stdout_write_failed(errno));
 }
+// A line written, and the reason at once where it could not be: a batch larger than the stream's buffer writes
+// while it is put, and by the batch's flush the failed write's errno was gone (a helper's docs walk, session 67:
+// 6 MB of text encoded to /dev/full said "write failed" alone, where a small text said "No space left on device").
+void put_line_checked(std::ostream& out, const std::string& line) {
+    errno = 0;
+    out << line << '\n';
+    if (!out) user_error_in("standard output", stdout_write_failed(errno));
+}
 }  // namespace
 
 void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostream& out, const EncodeOptions& opts,
@@ -68,7 +76,7 @@ void tokenizer_encode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
             }
             if (opts.bos_eos) sep(), o += opts.pieces ? tok.piece(TOKEN_EOS) : std::to_string(TOKEN_EOS);
         });
-        for (const auto& e : encoded) out << e << '\n';
+        for (const auto& e : encoded) put_line_checked(out, e);
         flush_checked(out);
     }
     if (replaced > 0)
@@ -96,7 +104,7 @@ void tokenizer_decode_stream(const Tokenizer& tok, std::istream& in, std::ostrea
                 ids.push_back(static_cast<int>(v));
                 p = end;
             }
-            out << tok.decode(ids) << '\n';
+            put_line_checked(out, tok.decode(ids));
         }
         flush_checked(out);
     }
