@@ -58,7 +58,8 @@ TEST_CASE("merge --resume: retro-chunk keeps a finished merge, makes an interrup
     check_complete(merge(shards, "--resume"), merged);
     CHECK(test::read_text(merged / "manifest.json") == manifest);
     // without --resume, as before: refused
-    check_refused(merge(shards, ""), "already exists and is not empty");
+    check_refused(merge(shards, ""), "already exists and is not empty (fix: pass --force to replace it, --resume where it "
+                                     "is this merge's (a finished one is kept), or choose another --out)");
     check_refused(merge(shards, "--resume --force"), "--resume and --force: contradict each other");
     // shards of another run (chunks of 32): the finished merge is another job's, named by its shard
     check_refused(merge(other_shards, "--resume"), "already holds the output of another job: shard 0 (");

@@ -77,7 +77,9 @@ void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
     output_folder_guard(o.out, ctx.tool, {}, false);   // --force removes only the database's own files
     if (fs::is_directory(o.out, ec) && !fs::is_empty(o.out, ec)) {
         if (!o.force)
-            user_error_in(o.out, "already exists and is not empty", "pass --force to replace it, or choose another --out");
+            user_error_in(o.out, "already exists and is not empty",
+                          "pass --force to replace it, --resume where it is this merge's (a finished one is kept), or "
+                          "choose another --out");
         for (const auto& n : ChunkDbWriter::output_names()) {
             fs::remove(fs::path(o.out) / n);
             fs::remove(fs::path(o.out) / (n + ".tmp"));
