@@ -209,7 +209,8 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
-    sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF)");
+    sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF; the default is "
+                                                     "lowered to what --n trains at 39 vectors a list)");
     sub->add_option("--nprobe", o->ann.nprobe, "IVF nprobe values")->delimiter(',');
     sub->add_option("--pq-m", o->ann.pq_m, "IVF-PQ sub-quantizers, 8-bit codes (0 = skip IVF-PQ)");
     sub->add_option("--hnsw-m", o->ann.hnsw_m, "HNSW neighbours per node (0 = skip HNSW)");
@@ -251,6 +252,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
                        "drop it, or give --hnsw-m");
         if (o->query_block < 0) retro::user_error_in("--query-block", retro::cat(o->query_block, " is not a block size"), "give 0 for the default");
         if (o->base_block < 0) retro::user_error_in("--base-block", retro::cat(o->base_block, " is not a block size"), "give 0 for the default");
+        o->ann.ivf_nlist_given = sub->count("--ivf-nlist") > 0;
         run_knn_bench(*o, ctx.command_line);
     });
 }

@@ -528,9 +528,7 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             // subcommands there are
             // (the first word CLI11 left unparsed: `retro-bench --quiet retntion` as well)
             if (message.find("A subcommand is required") != std::string::npos) {
-                std::string names;
-                for (const CLI::App* sub : app.get_subcommands({}))
-                    names += (names.empty() ? "" : ", ") + sub->get_name();
+                const std::string names = subcommand_names(app);
                 const std::vector<std::string> left = app.remaining();
                 message = !left.empty() && left.front()[0] != '-'
                               ? cat("'", left.front(), "' is not a subcommand of ", tool, " (", names, ")")
@@ -606,6 +604,19 @@ bool shown_in_help(const CLI::Option& option) { return !option.get_group().empty
 
 std::vector<const CLI::App*> shown_subcommands(const CLI::App& app) {
     return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
+}
+
+std::string subcommand_names(const CLI::App& app) {
+    std::string names;
+    for (const CLI::App* sub : shown_subcommands(app)) names += (names.empty() ? "" : ", ") + sub->get_name();
+    return names;
+}
+
+void refuse_usage(const CLI::App& app, const std::string& form) {
+    std::string others;
+    for (const CLI::App* sub : shown_subcommands(app))
+        others += (others.empty() ? "" : ", ") + app.get_name() + " " + sub->get_name() + " ...";
+    user_error_in("usage", others.empty() ? form : cat(form, " (or: ", others, ")"), cat("see ", app.get_name(), " --help"));
 }
 
 CLI::Validator non_negative_integer() { return decimal_integer(false); }

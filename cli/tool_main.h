@@ -46,6 +46,11 @@ bool passes_to_subcommands(const CLI::Option& tool_option);
 // (CLI11 hides one whose group is ""; the deprecated spellings and the test-only options are hidden so).
 bool shown_in_help(const CLI::Option& option);
 std::vector<const CLI::App*> shown_subcommands(const CLI::App& app);
+// Their names, comma-separated ("merge, query"): the refusals that list them take them from the declarations.
+std::string subcommand_names(const CLI::App& app);
+// A tool run with neither its own form's inputs nor a subcommand: "usage: FORM (or: TOOL SUB, ...)" in one line,
+// exit 2 (`form`: the tool's own form, e.g. "retro-index DB --out DIR").
+[[noreturn]] void refuse_usage(const CLI::App& app, const std::string& form);
 
 int tool_main(const std::string& tool, const std::string& description, int argc, char** argv,
               const ToolSetup& setup);

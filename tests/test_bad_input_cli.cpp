@@ -239,8 +239,18 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
                    {"--work-dir: ", "README.md is a file, not a folder"});
     expect_refused(test::run_tool("retro-bench", "--quiet train --peer-script " + (test::source_dir() / "tests/peers/rp_train.py").string() + " --steps 1"), {"--peer-script: applies with --peer only"});
     // approximate rows that cannot train on --n vectors are refused before the exact rows run, naming the fix
-    expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0"),
+    expect_refused(test::run_tool("retro-bench", "--quiet knn --n 100 --dim 8 --queries 10 --debian-queries 0 --ivf-nlist 4096"),
                    {"--ivf-nlist", "there are 100", "or 0 for no IVF rows"});
+    // the default --ivf-nlist (4,096) is lowered to what --n trains at 39 a list (FAISS warned, and its k-means took most
+    // of a small run: a helper's docs walk, session 67): 2,000 vectors, 32 lists
+    const test::RunResult small = test::run_tool("retro-bench", "knn --n 2000 --dim 8 --queries 10 --pq-m 0 --nprobe 8,64 "
+                                                                "--debian-queries 0 --thread-counts 1");
+    CHECK_MESSAGE(small.exit_code == 0, small.err);
+    CHECK(small.err.find("IVF rows with 32 lists: 2000 base vectors train at most that many at 39 a list (not the default "
+                         "4096; --ivf-nlist sets it)") != std::string::npos);
+    CHECK(small.err.find("--nprobe 64 is above the IVF's 32 lists: that row probes all 32 lists") != std::string::npos);
+    CHECK(small.out.find("IVF32,Flat") != std::string::npos);
+    CHECK(small.err.find("please provide at least") == std::string::npos);   // (FAISS's own warning)
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 5000 --dim 8 --queries 10 --ivf-nlist 64"),
                    {"--pq-m", "--pq-m 0"});
     expect_refused(test::run_tool("retro-bench", "--quiet retention --T -64 --B 1 --H 1 --K 8 --V 8 --repeats 1"), {"--T"});
@@ -470,7 +480,17 @@ TEST_CASE("bad input: a misspelt subcommand, standard input that cannot be read,
         expect_refused(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " +
                                                              (p.tmp / "tok-small").string() + " --vocab-size " + size),
                        {"--vocab-size", "below the 256 byte pieces and 4 special pieces"});
-    expect_refused(test::run_tool("retro-chunk", ""), {"retro-chunk: error: usage: no corpus given"});
+    // a tool whose subcommands are optional, run with nothing: its own form and each subcommand (session 67: retro-index
+    // named merge but not query, retro-knn not show, retro-train neither eval nor plot)
+    expect_refused(test::run_tool("retro-chunk", ""), {"retro-chunk: error: usage: no corpus given",
+                                                       "(or: retro-chunk merge ..., retro-chunk inspect ...)"});
+    expect_refused(test::run_tool("retro-index", ""), {"retro-index: error: usage: retro-index DB --out DIR",
+                                                       "(or: retro-index merge ..., retro-index query ...)"});
+    expect_refused(test::run_tool("retro-knn", ""), {"retro-knn: error: usage: retro-knn INDEX [--db DB] --out DIR",
+                                                     "(or: retro-knn merge ..., retro-knn show ...)"});
+    expect_refused(test::run_tool("retro-train", "--db " + p.db.string()),
+                   {"retro-train: error: usage: --db, --config and --out are required to train",
+                    "(or: retro-train eval ..., retro-train plot ...)"});
 }
 
 TEST_CASE("bad input: a path that is not UTF-8 and a malformed RETRO_MEMORY_LIMIT are refused before any work (session 52's pass)") {

@@ -61,13 +61,13 @@ int main(int argc, char** argv) {
             inspect->add_flag("--json", insp.json, "Print JSON instead of text");
             inspect->add_option("--tokenizer", insp.tokenizer, "Decode with this tokenizer instead of the recorded one");
 
-            return [&ctx, merge, inspect, chunk_size, seq_len] {
+            return [&ctx, &app, merge, inspect, chunk_size, seq_len] {
                 if (*merge) return retro::chunk_merge(ctx, merge_opts);
                 if (*inspect) {
                     retro::std_output_required("the report");
                     return retro::chunk_inspect(insp, std::cout);
                 }
-                if (opts.inputs.empty()) retro::user_error_in("usage", "no corpus given: retro-chunk CORPUS... --tokenizer TOK --out DB", "see retro-chunk --help");
+                if (opts.inputs.empty()) retro::refuse_usage(app, "no corpus given: retro-chunk CORPUS... --tokenizer TOK --out DB");
                 if (opts.tokenizer.empty()) retro::user_error_in("--tokenizer", "is required");
                 if (!config.empty()) {   // the sizes the model will check the database against (retro-train, retro-generate)
                     const retro::RetroConfig c = retro::RetroConfig::load(config);

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
                     if (o.embedder != "bert") retro::user_error_in("--prompt", "applies to --embedder bert only", "drop it");
                     o.bert.prompt = prompt;
                 }
-                if (o.db.empty() || o.out.empty()) retro::user_error_in("usage", "retro-index DB --out DIR (or: retro-index merge SHARDS... --out DIR)", "see retro-index --help");
+                if (o.db.empty() || o.out.empty()) retro::refuse_usage(app, "retro-index DB --out DIR");
                 for (const char* f : {"--embedder", "--dim", "--model", "--max-length", "--batch", "--device", "--tokenizer", "--prompt", "--index",
                                       "--nprobe", "--ef-search", "--embedding-dtype", "--block", "--shard"})
                     if (o.kind == "bm25" && app.count(f) > 0) retro::user_error_in(f, "does not apply to --kind bm25", "drop it");

@@ -52,12 +52,11 @@ int main(int argc, char** argv) {
             show->add_flag("--json", show_opts.json, "One JSON object per chunk");
             show->add_option("--queries", show_opts.queries, "The --queries database of a retro-knn --queries run: its chunks are shown beside their neighbours in --db");
             retro::add_no_verify_flag(*show, show_opts.verify);
-            return [&ctx, merge, show] {
+            return [&ctx, &app, merge, show] {
                 if (*merge) return retro::knn_merge(ctx, shards, merge_out, merge_force, merge_resume);
                 if (*show) return retro::knn_show(show_opts);
                 if (o.index.empty())
-                    retro::user_error_in("usage", "retro-knn INDEX [--db DB] --out DIR (or: retro-knn merge SHARDS... --out DIR)",
-                                         "see retro-knn --help");
+                    retro::refuse_usage(app, "retro-knn INDEX [--db DB] --out DIR");
                 if (o.out.empty()) retro::user_error_in("--out", "is required: the folder the neighbours go to", "add --out DIR");
                 if (o.db.empty()) {   // the database the index was built from, as retro-index query takes it
                     o.db = retro::index_folder_recorded_db(o.index);

@@ -122,15 +122,15 @@ int main(int argc, char** argv) {
             pl->add_option("run", plot_run, "Run folder")->required();
             pl->add_option("--out", plot_out, "PNG path (default RUN/curves.png)");
 
-            return [&ctx, ev, pl] {
+            return [&ctx, &app, ev, pl] {
                 if (*ev) {
                     retro::train_eval_command_run(ctx, eval, o.neighbours);   // eval --neighbours DIR: the parent's
                 } else if (*pl) {
                     retro::train_plot(plot_run, plot_out);
                 } else {
                     if (o.db.empty() || o.config.empty() || o.out.empty())
-                        retro::user_error_in("", "--db, --config and --out are required to train",
-                                             "see retro-train --help");
+                        retro::refuse_usage(app, "--db, --config and --out are required to train: retro-train --db DB "
+                                                      "--config CONFIG --out RUN [--knn KNN]");
                     retro::train_run(ctx, o);
                 }
             };

@@ -16,6 +16,7 @@ namespace retro::bench {
 
 struct AnnBenchOptions {
     std::int64_t ivf_nlist = 4096;        // 0 = no IVF rows
+    bool ivf_nlist_given = false;         // --ivf-nlist given: taken as it is (the default is lowered for a small --n)
     std::vector<int> nprobe{8, 32, 128};
     int pq_m = 32;                        // IVF-PQ sub-quantizers (0 = no IVF-PQ rows)
     int hnsw_m = 0;                       // HNSW neighbours per node (0 = no HNSW rows)

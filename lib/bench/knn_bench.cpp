@@ -130,10 +130,6 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
     if (o.ann.debian_queries < 0)
         user_error_in("--debian-queries", cat(o.ann.debian_queries, " is not a number of queries"),
                       "give 0 for no Debian FAISS rows");
-    for (int p : o.ann.nprobe)   // FAISS and RetroKit probe min(nprobe, nlist) lists: the row's label would mislead
-        if (o.ann.ivf_nlist > 0 && p > o.ann.ivf_nlist)
-            log_warn(cat("--nprobe ", p, " is above --ivf-nlist ", o.ann.ivf_nlist, ": that row probes all ",
-                         o.ann.ivf_nlist, " lists (an exhaustive scan through the IVF)"));
     for (int e : o.ann.ef_search)
         if (e < 1) user_error_in("--ef-search", cat(e, " is not a search width"));
     for (int t : o.threads)
@@ -179,15 +175,29 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         queries = make_vectors(q, d, o.clusters, 2, centres);
         data_key = "synthetic_" + std::to_string(n) + "x" + std::to_string(d) + "_c" + std::to_string(o.clusters);
     }
+    // --ivf-nlist's default (4,096) on fewer base vectors than FAISS trains that many lists on (39 a list): FAISS
+    // warned and the k-means took most of a small run (a helper's docs walk, session 67): the largest power of two
+    // the vectors train, said in a line; a given --ivf-nlist is taken as it is
+    std::int64_t nlist = o.ann.ivf_nlist;
+    if (!o.ann.ivf_nlist_given && nlist > 0 && n < 39 * nlist) {
+        nlist = 1;
+        while (nlist * 2 * 39 <= n) nlist *= 2;
+        log_info(cat("IVF rows with ", nlist, " lists: ", n, " base vectors train at most that many at 39 a list (not the "
+                     "default ", o.ann.ivf_nlist, "; --ivf-nlist sets it)"));
+    }
+    for (int p : o.ann.nprobe)   // FAISS and RetroKit probe min(nprobe, nlist) lists: the row's label would mislead
+        if (nlist > 0 && p > nlist)
+            log_warn(cat("--nprobe ", p, " is above the IVF's ", nlist, " lists: that row probes all ", nlist,
+                         " lists (an exhaustive scan through the IVF)"));
     // the approximate rows' indices must be trainable on n vectors: refused here, before the exact rows' minutes
     // (FAISS's k-means wants a point per list; IVF-PQ's 8-bit codebooks 39 x 256 points)
-    if (o.ann.ivf_nlist > n)
-        user_error_in("--ivf-nlist", cat(o.ann.ivf_nlist, " lists need at least as many base vectors; there are ", n),
+    if (nlist > n)
+        user_error_in("--ivf-nlist", cat(nlist, " lists need at least as many base vectors; there are ", n),
                       cat("give --ivf-nlist ", std::max<std::int64_t>(1, n / 39), " (39 vectors a list) or 0 for no IVF rows"));
-    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && n < 39 * 256)
+    if (nlist > 0 && o.ann.pq_m > 0 && n < 39 * 256)
         user_error_in("--pq-m", cat("IVF-PQ's codebooks need at least ", 39 * 256, " base vectors to train; there are ", n),
                       "give --pq-m 0 for no IVF-PQ rows");
-    if (o.ann.ivf_nlist > 0 && o.ann.pq_m > 0 && d % o.ann.pq_m != 0)   // (FAISS refused it after the IVF-Flat rows, as "--index")
+    if (nlist > 0 && o.ann.pq_m > 0 && d % o.ann.pq_m != 0)   // (FAISS refused it after the IVF-Flat rows, as "--index")
         user_error_in("--pq-m", cat(o.ann.pq_m, " sub-quantizers do not divide the dimension ", d),
                       "give a divisor of the dimension, or 0 for no IVF-PQ rows");
     const double gflop = 2.0 * q * n * d / 1e9;
@@ -319,6 +329,7 @@ void run_knn_bench(const KnnBenchOptions& o, const std::string& command_line) {
         std::filesystem::remove(dir + "/base.npy");
     }
     AnnBenchOptions ann = o.ann;
+    ann.ivf_nlist = nlist;
     ann.peer = peer_failed ? std::string() : o.peer;
     ann.python = o.python;
     AnnBenchData data{base.data(), n, queries.data(), q, d, k, &truth, data_key, dir};
