@@ -1,9 +1,11 @@
 // retro-train eval's flags and run (train_eval_command.h).
 #include "train_eval_command.h"
 
+#include <filesystem>
 #include <optional>
 
 #include "core/error.h"
+#include "core/manifest.h"
 #include "index/knn_build.h"
 #include "model/config.h"
 #include "tool_main.h"
@@ -27,7 +29,7 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
     ev->add_option("--weights,--checkpoint", e.weights,
                    "Weights to use instead of RUN/model.safetensors (a .safetensors file, a checkpoint folder, or a "
                    "RETRO-pytorch state_dict saved with torch.save)");
-    ev->add_option("--db", e.db, "Chunk database folder")->required();
+    ev->add_option("--db", e.db, "Chunk database folder (default: the one the run records)");
     ev->add_option("--knn", e.neighbours, "Neighbours folder (omit: no-retrieval only, no overlap filter)");
     ev->add_option("--index", cmd.index,
                    "Search the neighbours now in this index folder (dense or bm25; own document excluded, "
@@ -66,6 +68,12 @@ CLI::App* train_eval_subcommand_add(CLI::App& app, ToolContext& ctx, TrainEvalCo
 void train_eval_command_run(ToolContext& ctx, const TrainEvalCommand& cmd, const std::string& top_level_knn) {
     EvalOptions e = cmd.options;   // a copy: its search_neighbours refers to `searched` below, which ends with this call
     if (e.neighbours.empty()) e.neighbours = top_level_knn;
+    // --db left out: the database the run records (as retro-generate takes it; --knn stays as given: left out, it means
+    // an evaluation without retrieval)
+    if (e.db.empty()) {
+        if (!std::filesystem::is_directory(e.run)) user_error_in(e.run, "is not a folder", "give a folder retro-train wrote");
+        e.db = manifest_recorded_folder(e.run, "db", "database", "the run " + e.run + " was trained on", "--db");
+    }
     e.shuffled = !cmd.no_shuffled;
     ctx.verify_inputs = e.verify;   // the search --index runs
     std::optional<ScratchKnn> searched;   // --index: neighbours searched now, removed at the end of this call

@@ -358,3 +358,21 @@ TEST_CASE("retro-train's step lines on stderr say the run's steps and the time l
     CHECK(metrics.find("\"of\"") == std::string::npos);
     CHECK(metrics.find("\"left\"") == std::string::npos);
 }
+
+TEST_CASE("bad input: eval without --db takes the database the run records - a run of config.json alone asks for it") {
+    // --db was required (a helper's docs walk, session 67: retro-generate, retro-knn and retro-index query take theirs
+    // from the folders' records)
+    const Pipeline& p = pipeline();
+    const std::string rest = " --knn " + p.knn.string() + " --max-batches 1 --batch-size 2 --json --threads 1 --quiet";
+    const test::RunResult given = test::run_tool("retro-train", "eval " + p.run.string() + " --db " + p.db.string() + rest);
+    REQUIRE_MESSAGE(given.exit_code == 0, given.err);
+    const test::RunResult recorded = test::run_tool("retro-train", "eval " + p.run.string() + rest);
+    CHECK_MESSAGE(recorded.exit_code == 0, recorded.err);
+    CHECK(recorded.out == given.out);
+    // outside weights in a folder of config.json alone: nothing records a database
+    test::TempDir t("evaldb");
+    fs::copy_file(p.run / "config.json", t / "config.json");
+    expect_refused(test::run_tool("retro-train", "eval " + t.path.string() + " --weights " + (p.run / "model.safetensors").string() + rest),
+                   {"--db: is required: " + t.path.string() + " has no manifest.json to take the database from (fix: pass --db)"});
+    expect_refused(test::run_tool("retro-train", "eval " + (t / "none").string() + rest), {"none: is not a folder"});
+}

@@ -844,11 +844,26 @@ TEST_CASE("knn: show of a --queries run shows the query database's chunks beside
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     const ChunkDb q(qdb.string()), db(s.db.string());
     REQUIRE(q.chunk_count() != db.chunk_count());
-    // without --queries: named, with the folder to add (it said "a row per query of another database")
-    auto bare = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string());
-    CHECK(bare.exit_code == 2);
-    CHECK(bare.err.find("add --queries") != std::string::npos);
-    CHECK(bare.out.empty());
+    // --db and --queries left out: the folders the neighbours folder records (before session 67 --db was required and
+    // a missing --queries refused with "add --queries QDB")
+    const std::string given = " --db " + s.db.string() + " --queries " + qdb.string() + " --chunk 3 --count 2 --json";
+    const test::RunResult full = test::run_tool("retro-knn", "show " + knn.string() + given);
+    REQUIRE_MESSAGE(full.exit_code == 0, full.err);
+    const test::RunResult bare = test::run_tool("retro-knn", "show " + knn.string() + " --chunk 3 --count 2 --json");
+    CHECK_MESSAGE(bare.exit_code == 0, bare.err);
+    CHECK(bare.out == full.out);
+    // a recorded folder that moved: named, and found where it is given
+    const fs::path moved = s.tmp / "qdb-moved";
+    fs::rename(qdb, moved);
+    const test::RunResult gone = test::run_tool("retro-knn", "show " + knn.string() + " --chunk 3");
+    CHECK(gone.exit_code == 2);
+    CHECK_MESSAGE(gone.err.find(qdb.string() + ": the --queries database " + knn.string() + " was computed for is gone (fix: "
+                                "pass --queries with its new place)") != std::string::npos,
+                  gone.err);
+    CHECK(gone.out.empty());
+    CHECK(test::run_tool("retro-knn", "show " + knn.string() + " --queries " + moved.string() + " --chunk 3 --count 2 --json").out ==
+          full.out);
+    fs::rename(moved, qdb);
     auto wrong = test::run_tool("retro-knn", "show " + knn.string() + " --db " + s.db.string() + " --queries " + s.db.string());
     CHECK(wrong.exit_code == 2);
     CHECK(wrong.err.find("is not the --queries database") != std::string::npos);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
             static retro::KnnShowOptions show_opts;
             auto* show = app.add_subcommand("show", "Print chunks' text beside their neighbours' text");
             show->add_option("knn", show_opts.knn, "Neighbours folder (from retro-knn)")->required();
-            show->add_option("--db", show_opts.db, "The chunk database")->required();
+            show->add_option("--db", show_opts.db, "The chunk database (default: the one the neighbours folder records)");
             show->add_option("--chunk", show_opts.chunk, "First chunk to show");
             show->add_option("--count", show_opts.count, "How many chunks");
             show->add_option("--tokenizer", show_opts.tokenizer, "Tokenizer (default: the database's)");

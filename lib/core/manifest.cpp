@@ -331,6 +331,20 @@ std::string manifest_input(const nlohmann::json& manifest, const std::string& ro
     return "";
 }
 
+std::string manifest_recorded_folder(const std::string& dir, const std::string& role, const std::string& what,
+                                     const std::string& made_from, const std::string& option) {
+    const fs::path path = fs::path(dir) / "manifest.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+        user_error_in(option, cat("is required: ", dir, " has no manifest.json to take the ", what, " from"),
+                      cat("pass ", option));
+    const std::string recorded = manifest_input(manifest_read(dir), role);
+    if (recorded.empty()) user_error_in(path.string(), cat("records no ", what, " folder"), cat("pass ", option));
+    if (!fs::exists(recorded, ec))
+        user_error_in(recorded, cat("the ", what, " ", made_from, " is gone"), cat("pass ", option, " with its new place"));
+    return recorded;
+}
+
 std::string folder_fingerprint(const nlohmann::json& manifest) {
     std::string all;
     for (const auto& o : manifest["outputs"]) all += o.value("path", "") + "=" + o.value("fingerprint", "") + ";";

@@ -69,6 +69,12 @@ std::string json_first_difference(const nlohmann::json& recorded, const nlohmann
                                   const std::string& whose = "the folder's");
 // The `field` ("path", "fingerprint", ...) of the first input of `role` a manifest records, or "".
 std::string manifest_input(const nlohmann::json& manifest, const std::string& role, const std::string& field = "path");
+// An input folder an option was left out for (`option`: "--db"), taken from what `dir`'s manifest records for `role`:
+// `what` names it ("database") and `made_from` how dir came of it ("the index idx/ was built from"). Refused in one line
+// where dir has no manifest, the record is missing, or the folder recorded is gone; a folder made again since is the
+// reader's to catch (it holds the recorded fingerprint to the folder).
+std::string manifest_recorded_folder(const std::string& dir, const std::string& role, const std::string& what,
+                                     const std::string& made_from, const std::string& option);
 // A fingerprint of a whole output folder: xxh3 over its manifest's output fingerprints, so two
 // folders with identical outputs have the same value whatever command made them.
 std::string folder_fingerprint(const nlohmann::json& manifest);

@@ -27,10 +27,7 @@ std::string index_folder_recorded_db(const std::string& dir, const std::string& 
     if (const std::string tool = m.value("tool", std::string()); tool != "retro-index" && !tool.empty())
         user_error_in((fs::path(dir) / "manifest.json").string(), "was written by " + tool + ", not retro-index",
                       "pass the index folder retro-index wrote (and the database as " + option + ")");
-    const std::string d = manifest_input(m, "db");
-    if (d.empty()) user_error_in((fs::path(dir) / "manifest.json").string(), "records no database folder", "pass " + option + " DB");
-    if (!fs::exists(d)) user_error_in(d, "the database the index " + dir + " was built from is gone", "pass " + option + " with its new place");
-    return d;
+    return manifest_recorded_folder(dir, "db", "database", "the index " + dir + " was built from", option);
 }
 
 IndexFolder index_folder_open(const std::string& dir, const ChunkDb& db, const IndexFolderOptions& opts) {

@@ -31,14 +31,20 @@ std::string chunk_text(const ChunkDb& db, const Tokenizer& tok, std::int64_t id)
 }
 }  // namespace
 
-void knn_show(const KnnShowOptions& o) {
+void knn_show(const KnnShowOptions& opts) {
     std_output_required("the neighbours");
-    if (o.count < 1) user_error_in("--count", std::to_string(o.count) + " is not a number of chunks", "give 1 or more");
-    ChunkDb db(o.db);
-    nlohmann::json km = manifest_read(o.knn);
+    if (opts.count < 1) user_error_in("--count", std::to_string(opts.count) + " is not a number of chunks", "give 1 or more");
+    nlohmann::json km = manifest_read(opts.knn);
     if (const std::string tool = km.value("tool", std::string()); tool != "retro-knn" && !tool.empty())
-        user_error_in((fs::path(o.knn) / "manifest.json").string(), "was written by " + tool + ", not retro-knn",
+        user_error_in((fs::path(opts.knn) / "manifest.json").string(), "was written by " + tool + ", not retro-knn",
                       "pass the neighbours folder retro-knn wrote");
+    // --db and a --queries run's --queries, where left out: the folders the neighbours folder records (as retro-knn and
+    // retro-index query take --db from the index); held to its fingerprints below all the same
+    KnnShowOptions o = opts;
+    if (o.db.empty()) o.db = manifest_recorded_folder(o.knn, "db", "database", o.knn + " was computed for", "--db");
+    if (o.queries.empty() && !manifest_input(km, "queries", "path").empty())
+        o.queries = manifest_recorded_folder(o.knn, "queries", "--queries database", o.knn + " was computed for", "--queries");
+    ChunkDb db(o.db);
     std::string db_fp = folder_fingerprint(db.manifest());
     const std::string knn_db_fp = manifest_input(km, "db", "fingerprint");
     if (!knn_db_fp.empty() && knn_db_fp != db_fp)
