@@ -117,7 +117,8 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--tokenizer", opt->tokenizer, "tok.model (default: train one on the corpus)");
     sub->add_option("--vocab-size", opt->vocab_size, "Vocabulary of the trained tokenizer");
     sub->add_option("--encode-mb", opt->encode_mb, "MB of text for the in-process Encode loop");
-    sub->add_option("--chunk-threads,--thread-counts", opt->threads, "retro-chunk thread counts (default: 1 and all cores)")
+    sub->add_option("--chunk-threads,--thread-counts", opt->threads, "retro-chunk thread counts (default: retro-bench --threads, "
+                                                                      "else 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
     sub->add_option("--chunk-bin", opt->chunk_bin, "retro-chunk binary (default: next to retro-bench)");
@@ -139,7 +140,9 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
                        "drop one of them");
         for (const char* f : {"--glob", "--text-key", "--on-error"})
             refuse_ignored(sub, f, !given, "reads a --corpus, and the generated one needs none", "add --corpus, or drop it");
-        run_chunk_bench(*opt, ctx.command_line);
+        ChunkBenchOptions run = *opt;   // the tool's --threads is the default list, as for train (it timed 1 and all cores)
+        if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
+        run_chunk_bench(run, ctx.command_line);
     });
 }
 
@@ -206,7 +209,7 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--dim", o->dim, "Dimension");
     sub->add_option("--queries", o->queries, "Queries");
     sub->add_option("--k,--neighbours", o->k, "Neighbours");
-    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: 1 and all cores)")
+    sub->add_option("--thread-counts", o->threads, "Thread counts to run (default: retro-bench --threads, else 1 and all cores)")
         ->delimiter(',')
         ->check(kThreadCount);
     sub->add_option("--ivf-nlist", o->ann.ivf_nlist, "IVF lists of the IVF-Flat and IVF-PQ rows (0 = skip IVF; the default is "
@@ -252,8 +255,10 @@ void add_knn(CLI::App& bench, ToolContext& ctx) {
                        "drop it, or give --hnsw-m");
         if (o->query_block < 0) retro::user_error_in("--query-block", retro::cat(o->query_block, " is not a block size"), "give 0 for the default");
         if (o->base_block < 0) retro::user_error_in("--base-block", retro::cat(o->base_block, " is not a block size"), "give 0 for the default");
-        o->ann.ivf_nlist_given = sub->count("--ivf-nlist") > 0;
-        run_knn_bench(*o, ctx.command_line);
+        KnnBenchOptions run = *o;   // the tool's --threads is the default list, as for train (it timed 1 and all cores)
+        run.ann.ivf_nlist_given = sub->count("--ivf-nlist") > 0;
+        if (run.threads.empty() && ctx.threads > 0) run.threads = {ctx.threads};
+        run_knn_bench(run, ctx.command_line);
     });
 }
 

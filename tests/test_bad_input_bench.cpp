@@ -78,10 +78,14 @@ TEST_CASE("bad input: retro-bench writes no output over its inputs and refuses s
     std::string body;
     for (int i = 0; i < 200; ++i) body += "{\"body\": \"document " + std::to_string(i) + " holds a few words of text to chunk\"}\n";
     test::write_text(t / "body.jsonl", body);
-    const std::string body_chunk = "--quiet chunk --corpus " + (t / "body.jsonl").string() + " --vocab-size 300 --encode-mb 0.01 --chunk-threads 1";
-    expect_refused(test::run_tool("retro-bench", body_chunk), {"has no key 'text'"});
-    const auto keyed = test::run_tool("retro-bench", body_chunk + " --text-key body");
+    const std::string body_chunk = "--quiet chunk --corpus " + (t / "body.jsonl").string() + " --vocab-size 300 --encode-mb 0.01";
+    expect_refused(test::run_tool("retro-bench", body_chunk + " --chunk-threads 1"), {"has no key 'text'"});
+    // (and without --chunk-threads the tool's --threads is the list timed, as for train: it timed 1 and all cores)
+    const auto keyed = test::run_tool("retro-bench", "--threads 1 " + body_chunk + " --text-key body --json -");
     CHECK_MESSAGE(keyed.exit_code == 0, keyed.err);
+    const nlohmann::json chunk_runs = nlohmann::json::parse(keyed.out).at("retro_chunk");
+    REQUIRE(chunk_runs.size() == 1);
+    CHECK(chunk_runs[0].at("threads") == 1);
     // --json over a file the bench writes into its --work-dir (the report replaced the corpus, exit 0)
     fs::create_directories(t / "wd2");
     expect_refused(test::run_tool("retro-bench", "--quiet chunk --size-mb 0.05 --encode-mb 0.05 --vocab-size 300 "

@@ -243,13 +243,19 @@ TEST_CASE("bad input: usage errors are one line, and retro-bench refuses sizes o
                    {"--ivf-nlist", "there are 100", "or 0 for no IVF rows"});
     // the default --ivf-nlist (4,096) is lowered to what --n trains at 39 a list (FAISS warned, and its k-means took most
     // of a small run: a helper's docs walk, session 67): 2,000 vectors, 32 lists
-    const test::RunResult small = test::run_tool("retro-bench", "knn --n 2000 --dim 8 --queries 10 --pq-m 0 --nprobe 8,64 "
-                                                                "--debian-queries 0 --thread-counts 1");
+    // (and the tool's --threads is the list timed, as for train: knn timed 1 and all cores whatever it said)
+    const test::RunResult small = test::run_tool("retro-bench", "--threads 1 knn --n 2000 --dim 8 --queries 10 --pq-m 0 "
+                                                                "--nprobe 8,64 --debian-queries 0 --json -");
     CHECK_MESSAGE(small.exit_code == 0, small.err);
+    const nlohmann::json timed = nlohmann::json::parse(small.out);
+    REQUIRE(timed.at("rows").size() >= 2);
+    REQUIRE(timed.at("approximate").size() == 2);
+    for (const char* rows : {"rows", "approximate"})
+        for (const auto& row : timed.at(rows)) CHECK(row.at("threads") == 1);
     CHECK(small.err.find("IVF rows with 32 lists: 2000 base vectors train at most that many at 39 a list (not the default "
                          "4096; --ivf-nlist sets it)") != std::string::npos);
     CHECK(small.err.find("--nprobe 64 is above the IVF's 32 lists: that row probes all 32 lists") != std::string::npos);
-    CHECK(small.out.find("IVF32,Flat") != std::string::npos);
+    CHECK(timed.at("approximate")[0].at("factory") == "IVF32,Flat");
     CHECK(small.err.find("please provide at least") == std::string::npos);   // (FAISS's own warning)
     expect_refused(test::run_tool("retro-bench", "--quiet knn --n 5000 --dim 8 --queries 10 --ivf-nlist 64"),
                    {"--pq-m", "--pq-m 0"});
