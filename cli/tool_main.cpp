@@ -41,6 +41,7 @@
 #include "retrokit/version.h"
 #include "man_page.h"
 #include "shell_completion.h"
+#include "subcommand_word.h"
 
 namespace retro {
 
@@ -518,6 +519,9 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
             std::cout << man_page(app, tool);
             return 0;
         }
+        // a misspelt or guessed subcommand (`retro-knn shwo knn/`, `retro-chunk build corpus/`), named before CLI11
+        // hands the word to the tool's own form (cli/subcommand_word.h)
+        refuse_misnamed_subcommand(app, argc, argv, /*near_only=*/true);
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {
@@ -555,11 +559,21 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                     message += " — " + required;
                 }
             }
+            // a word in a subcommand's place that is none and names no file or folder, which took the positional the
+            // word left over was for (`retro-index build db/ --out x`: "'db/': left over"), or a required option's
+            // place in the news (`retro-knn build`: "--out: is required"): that word is the news
+            const std::vector<std::string> left_over = app.remaining(true);
+            if ((message.find(": left over (") != std::string::npos && !left_over.empty() && left_over.front()[0] != '-') ||
+                (message.find(" is required") != std::string::npos && message.find("not an option") == std::string::npos))
+                refuse_misnamed_subcommand(app, argc, argv, /*near_only=*/false);
             // (the words given are in it: a control character among them is shown, not sent to the terminal)
             std::fprintf(stderr, "%s: error: %s (fix: %s)\n", tool.c_str(), terminal_text(message, true).c_str(),
                          terminal_text(fix, true).c_str());
             return EXIT_USER;
         }
+        // the tool's own form with a word in a subcommand's place that is none and names no file or folder
+        // (`retro-chunk build corpus/ ...` said "build: no such file or folder"; `retro-knn build`, "--out: is required")
+        if (app.get_subcommands().empty()) refuse_misnamed_subcommand(app, argc, argv, /*near_only=*/false);
         if (action) action();
         return 0;
     } catch (const UserError& e) {
