@@ -16,6 +16,7 @@
 #include <limits>
 #include <filesystem>
 #include <new>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -168,28 +169,51 @@ std::string option_meant(const std::string& command, const std::string& option) 
         {"retro-train eval", "--out", "--json-out FILE (the report as JSON)"},
         {"retro-train eval", "--output", "--json-out FILE (the report as JSON)"},
         {"retro-train plot", "--output", "--out FILE.png"},
+        {"retro-generate", "--prompt", "the word after RUN: retro-generate RUN \"The prompt\" (or - for standard input; "
+                                       "--prompts FILE.jsonl for many)"},
     };
     for (const auto& [cmd, given, meant] : kMeant)
         if (cmd == command && given == option) return "the option is " + meant;
     return "";
 }
 
+// What the peers call an option RetroKit names otherwise (Megatron-LM's and Hugging Face's flags, FAISS's k, PyTorch
+// scripts' habits), dashes for underscores: the one meant where the command has it.
+const std::vector<std::pair<std::string, std::string>>& peer_option_names() {
+    static const std::vector<std::pair<std::string, std::string>> kNames = {
+        {"k", "neighbours"},                 {"num-neighbours", "neighbours"}, {"num-neighbors", "neighbours"},
+        {"retro-num-neighbors", "neighbours"}, {"max-new-tokens", "max-tokens"}, {"learning-rate", "lr"},
+        {"max-steps", "steps"},              {"num-steps", "steps"},           {"train-iters", "steps"},
+        {"iters", "steps"},                  {"output-dir", "out"},            {"num-threads", "threads"},
+        {"nthreads", "threads"},             {"micro-batch-size", "batch-size"}, {"global-batch-size", "batch-size"},
+    };
+    return kNames;
+}
+
 // Long option names `given` may be a misspelling of among `command`'s (and those a subcommand takes from its tool):
 // within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe; `--otu`: --out), or starting with
-// it (3 letters at least); the closest first, three at most.
+// it (3 letters at least), or the peers' name for it (`--max-new-tokens`: --max-tokens); the closest first, three at most.
 std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& command, const std::string& given) {
     std::string word = given.substr(given.find_first_not_of('-') == std::string::npos ? given.size() : given.find_first_not_of('-'));
     std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::string dashed = word;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
     std::vector<std::pair<std::size_t, std::string>> near;
-    const auto consider = [&](const CLI::Option* opt) {
+    const auto consider = [&](const CLI::Option* opt) {   // (an option once, by its nearest name)
         if (!shown_in_help(*opt)) return;
+        std::optional<std::pair<std::size_t, std::string>> best;
         for (const std::string& spelt : opt->get_lnames()) {
             std::string name = spelt;   // (case-folded on both sides: `--t` is retro-bench retention's --T)
             std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-            const std::size_t d = edit_distance(word, name);
+            const bool peers = std::any_of(peer_option_names().begin(), peer_option_names().end(),
+                                           [&](const auto& n) { return n.first == dashed && n.second == name; });
+            const std::size_t d = peers ? 0 : edit_distance(word, name);
             const bool starts = word.size() >= 3 && name.rfind(word, 0) == 0;
-            if (near_misspelling(d, name) || starts) near.emplace_back(starts ? 0 : d, "--" + spelt);
+            if (!peers && !near_misspelling(d, name) && !starts) continue;
+            const std::pair<std::size_t, std::string> here(starts ? 0 : d, "--" + spelt);
+            if (!best || here.first < best->first) best = here;
         }
+        if (best) near.push_back(*best);
     };
     for (const CLI::Option* opt : command.get_options()) consider(opt);
     if (&command != &tool)

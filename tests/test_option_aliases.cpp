@@ -78,10 +78,24 @@ TEST_CASE("options: retro-bench knn --neighbours is its --k, and every alias is 
         {"retro-bench", "generate", "--batch,--batch-size"},
         {"retro-bench", "generate", "--output,--max-tokens"},
         {"retro-bench", "knn", "--k,--neighbours"},
+        {"retro-knn", "", "--neighbours,--k"},
         {"retro-bench", "chunk", "--chunk-threads,--thread-counts"},
     };
     for (const Listed& l : listed) {
         INFO(l.tool, " ", l.command, ": ", l.names);
         CHECK(output_of(l.tool, l.command + " --help").find(l.names) != std::string::npos);
     }
+}
+
+TEST_CASE("options: retro-knn --k is its --neighbours (the same neighbours, byte for byte)") {
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("knnk");
+    const std::string common = p.index.string() + " --db " + p.db.string() + " --threads 1 --quiet --out ";
+    output_of("retro-knn", common + (t / "by_neighbours").string() + " --neighbours 1");
+    output_of("retro-knn", common + (t / "by_k").string() + " --k 1");
+    const auto bytes = [](const fs::path& f) { return test::read_text(f); };
+    CHECK(bytes(t / "by_k" / "neighbours.npy") == bytes(t / "by_neighbours" / "neighbours.npy"));
+    CHECK(bytes(t / "by_k" / "distances.npy") == bytes(t / "by_neighbours" / "distances.npy"));
+    // and it is k: the pipeline's own neighbours (2 a chunk) differ
+    CHECK(bytes(t / "by_k" / "neighbours.npy") != bytes(p.knn / "neighbours.npy"));
 }

@@ -83,3 +83,19 @@ TEST_CASE("cli: a misspelt subcommand is named with the one meant, a guessed one
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("Usage: retro-knn") != std::string::npos);
 }
+
+TEST_CASE("cli: an option the peers name otherwise is met with RetroKit's name for it") {
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    const std::string run = shell_quote(p.run.string());
+    expect_refused(test::run_tool("retro-generate", run + " --max-new-tokens 5 hi"), {"--max-new-tokens: not an option", "did you mean --max-tokens?"});
+    expect_refused(test::run_tool("retro-generate", run + " --prompt hi"),
+                   {"--prompt: not an option of retro-generate", "(fix: the option is the word after RUN: retro-generate RUN \"The prompt\""});
+    expect_refused(test::run_tool("retro-train", "--db db --learning-rate 1e-3"), {"did you mean --lr?"});
+    expect_refused(test::run_tool("retro-train", "--db db --max_steps 5"), {"did you mean --steps?"});   // (underscores too)
+    expect_refused(test::run_tool("retro-train", "--db db --output-dir r"), {"did you mean --out?"});
+    expect_refused(test::run_tool("retro-knn", "idx --retro-num-neighbors 2"), {"did you mean --neighbours"});
+    expect_refused(test::run_tool("retro-knn", "idx --num_neighbors 2"), {"did you mean --neighbours"});
+    // a name no peer's and no misspelling: none offered
+    const test::RunResult none = test::run_tool("retro-knn", "idx --zzz 2");
+    CHECK(none.err.find("did you mean") == std::string::npos);
+}

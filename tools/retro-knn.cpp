@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
             app.add_option("--db", o.db, "The chunk database the index was built from (default: the one the index records)");
             app.add_option("--queries", o.queries, "Another chunk database whose chunks to query (default: --db itself)");
             app.add_option("--out", o.out, "Output folder (neighbours.npy, distances.npy, manifest.json)");
-            app.add_option("--neighbours", o.k, "Neighbours per chunk (k)");
+            app.add_option("--neighbours,--k", o.k, "Neighbours per chunk (k)");
             app.add_option("--extra", o.extra, "Extra candidates searched to make up for dropped ones (only where FAISS searches: RetroKit's own searchers drop the query's document inside the search)");
             app.add_flag("--exact", o.exact, "Exact search by brute force (sgemm + top-k) instead of the index");
             app.add_option("--device", o.device, "Where --exact runs: cpu, or cuda (cuBLAS sgemm + a top-k kernel; a bert index also embeds --queries there)")
