@@ -147,7 +147,7 @@ TEST_CASE("bm25: sharded + merged and resumed retro-knn runs equal one straight 
     }
     auto again = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25");
     CHECK(again.exit_code == 2);
-    CHECK(again.err.find("already exists") != std::string::npos);
+    CHECK(again.err.find("already exists: it holds a finished index") != std::string::npos);
     r = test::run_tool("retro-index", s.db.string() + " --out " + idx.string() + " --kind bm25 --force --quiet");
     CHECK_MESSAGE(r.exit_code == 0, r.err);
 }

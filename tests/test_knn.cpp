@@ -414,6 +414,11 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
                   again.err);
     // resume: a shard's parts are exactly what a killed run leaves; resuming completes them
     fs::copy(s.tmp / "k0", s.tmp / "kr", fs::copy_options::recursive);
+    // without --resume: named as a stopped run's parts, --resume offered (not the finished folder's words)
+    auto parts = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "kr").string());
+    CHECK(parts.exit_code == 2);
+    CHECK_MESSAGE(parts.err.find("already exists: it holds the parts of a retro-knn run that was stopped (fix: pass --resume "
+                                 "to continue it") != std::string::npos, parts.err);
     // ... with the same settings: another k is refused naming it and both values
     auto other_k = test::run_tool("retro-knn", idx.string() + " --db " + s.db.string() + " --neighbours 3 --block 64 --exact "
                                                "--quiet --out " + (s.tmp / "kr").string() + " --resume");
@@ -425,7 +430,8 @@ TEST_CASE("knn: sharded + merged and resumed runs equal one straight run - byte 
         CHECK(test::read_text(s.tmp / "k" / f) == test::read_text(s.tmp / "kr" / f));
     auto refuse = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string());
     CHECK(refuse.exit_code == 2);
-    CHECK(refuse.err.find("already exists") != std::string::npos);
+    CHECK_MESSAGE(refuse.err.find("already exists: it holds a finished neighbours folder (fix: pass --force to replace it, or "
+                                  "choose another --out") != std::string::npos, refuse.err);
     // --resume of a finished folder: nothing to do for the same job (the files untouched), another job refused
     const std::string before = test::read_text(s.tmp / "k" / "manifest.json");
     auto done = test::run_tool("retro-knn", kbase + " --out " + (s.tmp / "k").string() + " --resume");

@@ -216,11 +216,19 @@ void output_folder_refuse_existing(const std::string& tool, const std::string& o
     for (const char* name : {"manifest.json", "state.json"})
         if (json_file_tool((fs::path(out) / name).string()) == tool) {
             // the folder of an interrupted merge or bm25 build (output_folder_prepare's mark) has nothing to resume
+            // a finished folder and a killed run's each named as such, as retro-chunk names its database (both said
+            // "already exists (fix: pass --force to replace it or --resume to continue it)", where --resume on a
+            // finished one does nothing)
             const FolderOwner owner = folder_owner(out);
-            user_error_in(out, owner.finished || owner.resumable ? "already exists"
-                                                                 : "holds an interrupted " + tool + " run that cannot be resumed",
-                          owner.finished || owner.resumable ? "pass --force to replace it or --resume to continue it"
-                                                            : "pass --force to make it again");
+            const std::string what = tool == "retro-index" ? "index" : tool == "retro-knn" ? "neighbours folder" : tool + " output";
+            if (owner.finished)
+                user_error_in(out, "already exists: it holds a finished " + what,
+                              "pass --force to replace it, or choose another --out (--resume checks it is this command's "
+                              "and does nothing)");
+            user_error_in(out, owner.resumable ? "already exists: it holds the parts of a " + tool + " run that was stopped"
+                                               : "holds an interrupted " + tool + " run that cannot be resumed",
+                          owner.resumable ? "pass --resume to continue it (the same command), or --force to start over"
+                                          : "pass --force to make it again");
         }
 }
 
