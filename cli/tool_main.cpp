@@ -192,10 +192,12 @@ const std::vector<std::pair<std::string, std::string>>& peer_option_names() {
 
 // Long option names `given` may be a misspelling of among `command`'s (and those a subcommand takes from its tool):
 // within a small edit distance (`--neighbour`, `--neighbors`: --neighbours; `--nprob`: --nprobe; `--otu`: --out), or starting with
-// it (3 letters at least), or the peers' name for it (`--max-new-tokens`: --max-tokens); the closest first, three at most.
+// it (3 letters at least), or ending with it (`--tokens`: --max-tokens), or the peers' name for it (`--max-new-tokens`:
+// --max-tokens); --help and --version only for a word starting as they do; the closest first, three at most.
 std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& command, const std::string& given) {
     std::string word = given.substr(given.find_first_not_of('-') == std::string::npos ? given.size() : given.find_first_not_of('-'));
     std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (word.empty()) return {};   // (`---`)
     std::string dashed = word;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
     std::vector<std::pair<std::size_t, std::string>> near;
@@ -207,9 +209,14 @@ std::vector<std::string> options_near(const CLI::App& tool, const CLI::App& comm
             std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
             const bool peers = std::any_of(peer_option_names().begin(), peer_option_names().end(),
                                            [&](const auto& n) { return n.first == dashed && n.second == name; });
-            const std::size_t d = peers ? 0 : edit_distance(word, name);
+            std::size_t d = peers ? 0 : edit_distance(word, name);
             const bool starts = word.size() >= 3 && name.rfind(word, 0) == 0;
-            if (!peers && !near_misspelling(d, name) && !starts) continue;
+            // the last part of a name (`--tokens`: --max-tokens; `--every`: --val-every), as near as one edit
+            const bool ends = word.size() >= 4 && name.size() > word.size() && name.ends_with("-" + word);
+            if (ends) d = std::min<std::size_t>(d, 1);
+            if (!peers && !near_misspelling(d, name) && !starts && !ends) continue;
+            // --help and --version only for a word that starts as they do (`--temp` is not --help at 2 edits)
+            if ((name == "help" || name == "version") && word.front() != name.front()) continue;
             const std::pair<std::size_t, std::string> here(starts ? 0 : d, "--" + spelt);
             if (!best || here.first < best->first) best = here;
         }

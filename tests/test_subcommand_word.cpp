@@ -95,6 +95,11 @@ TEST_CASE("cli: an option the peers name otherwise is met with RetroKit's name f
     expect_refused(test::run_tool("retro-train", "--db db --output-dir r"), {"did you mean --out?"});
     expect_refused(test::run_tool("retro-knn", "idx --retro-num-neighbors 2"), {"did you mean --neighbours"});
     expect_refused(test::run_tool("retro-knn", "idx --num_neighbors 2"), {"did you mean --neighbours"});
+    // the last part of a name; --help only for a word that starts as it does
+    expect_refused(test::run_tool("retro-generate", run + " --tokens 5 hi"), {"did you mean --max-tokens?"});
+    const test::RunResult temp = test::run_tool("retro-generate", run + " --temp 0.7 hi");
+    expect_refused(temp, {"(fix: did you mean --temperature? see retro-generate --help)"});
+    expect_refused(test::run_tool("retro-generate", run + " --hlep"), {"did you mean --help?"});
     // a name no peer's and no misspelling: none offered
     const test::RunResult none = test::run_tool("retro-knn", "idx --zzz 2");
     CHECK(none.err.find("did you mean") == std::string::npos);
