@@ -104,3 +104,12 @@ TEST_CASE("cli: an option the peers name otherwise is met with RetroKit's name f
     const test::RunResult none = test::run_tool("retro-knn", "idx --zzz 2");
     CHECK(none.err.find("did you mean") == std::string::npos);
 }
+
+TEST_CASE("cli: retro-generate without its run says its whole form, as the other tools without their inputs do") {
+    for (const char* args : {"", "--prompts p.jsonl --output o.jsonl", "--greedy"}) {
+        CAPTURE(args);
+        expect_refused(test::run_tool("retro-generate", args),
+                       {"retro-generate: error: usage: retro-generate RUN \"PROMPT\" (PROMPT, or - for standard input; or "
+                        "retro-generate RUN --prompts FILE.jsonl --output OUT.jsonl for many)"});   // (said "run is required")
+    }
+}

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
             static retro::GenerateRunOptions cli;
             auto& g = cli.g;
             g.sampler.top_p = 0.9;   // defaults: T = 1, nucleus 0.9, no top-k
-            app.add_option("run", g.run, "Run folder from retro-train (config.json, model.safetensors)")->required();
+            // (required, checked in the action: a run with neither is told the whole form, as the other tools' are)
+            app.add_option("run", g.run, "Run folder from retro-train (config.json, model.safetensors); required");
             app.add_option("prompt", cli.prompt, "Prompt text (default, or -: read from stdin)");
             app.add_option("--index", g.index, "Index folder (retro-index) to retrieve from (default: the one the run's neighbours were searched in)");
             app.add_option("--db", g.db, "Chunk database the index was built from, its tokenizer used (default: the one the index records)");
@@ -66,7 +67,10 @@ int main(int argc, char** argv) {
                 ->transform(retro::non_negative_integer())
                 ->group("");
             retro::add_no_verify_flag(app, g.verify);
-            return [batch_size] {
+            return [batch_size, &app] {
+                if (cli.g.run.empty())
+                    retro::refuse_usage(app, "retro-generate RUN \"PROMPT\" (PROMPT, or - for standard input; or "
+                                             "retro-generate RUN --prompts FILE.jsonl --output OUT.jsonl for many)");
                 cli.batch_size_given = batch_size->count() > 0;
                 retro::generate_run(cli);
             };
