@@ -271,6 +271,25 @@ void extras_message(const CLI::App& tool, const CLI::App& command_app, const std
     fix = "did you mean " + list + "? see " + command + " --help";
 }
 
+// A command's form from its declarations, for a refusal of a missing positional (`retro-knn show`: "knn is required"
+// alone): its positionals in capitals (a list with "...", an optional one in brackets), then its required options.
+std::string usage_form(const CLI::App& command, const std::string& command_line) {
+    std::string form = command_line;
+    for (const CLI::Option* opt : command.get_options([](const CLI::Option* o) { return o->get_positional(); })) {
+        std::string name = opt->get_name();
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+        if (opt->get_expected_max() > 1) name += "...";
+        form += " " + (opt->get_required() ? name : "[" + name + "]");
+    }
+    for (const CLI::Option* opt : command.get_options()) {
+        if (opt->get_positional() || !opt->get_required() || opt->get_lnames().empty()) continue;
+        std::string value = opt->get_lnames().front();
+        std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::toupper(c); });
+        form += " --" + opt->get_lnames().front() + " " + value;
+    }
+    return form + " [OPTIONS]";
+}
+
 // The tool's own options given with a subcommand (`retro-chunk merge a b --out db --tokenizer t`: app.fallthrough()
 // lets CLI11 match --tokenizer on retro-chunk itself) would be ignored by the subcommand without a word: refused. Passed:
 // the log level and --threads (every subcommand's are the same variables), hidden options (the deprecated spellings a
@@ -578,6 +597,13 @@ int tool_run(const std::string& tool, const std::string& description, int argc, 
                 command += " " + deepest->get_name();
             }
             std::string fix = "see " + command + " --help";
+            // a positional missing: the command's form beside it (`retro-knn show`: "knn is required" alone before)
+            static const std::regex positional_required(R"(^(\w+) is required$)");
+            if (std::smatch m; std::regex_match(message, m, positional_required)) {
+                const CLI::Option* missing = deepest->get_option_no_throw(m[1].str());
+                if (missing != nullptr && missing->get_positional())
+                    message += ": usage: " + usage_form(*deepest, command);
+            }
             if (message.find(" not expected: ") != std::string::npos)   // (one, or several)
                 extras_message(app, *deepest, command, message, fix);
             // a required option misspelt (`--otu x`): CLI11 checks requirements before the words left over, so it said

@@ -113,3 +113,11 @@ TEST_CASE("cli: retro-generate without its run says its whole form, as the other
                         "retro-generate RUN --prompts FILE.jsonl --output OUT.jsonl for many)"});   // (said "run is required")
     }
 }
+
+TEST_CASE("cli: a subcommand without its positional argument is told its form from the declarations") {
+    expect_refused(test::run_tool("retro-knn", "show"), {"retro-knn: error: knn is required: usage: retro-knn show KNN [OPTIONS] (fix: see retro-knn show --help)"});
+    expect_refused(test::run_tool("retro-chunk", "merge"), {"shards is required: usage: retro-chunk merge SHARDS... --out OUT [OPTIONS]"});
+    expect_refused(test::run_tool("retro-train", "plot"), {"run is required: usage: retro-train plot RUN [OPTIONS]"});
+    // a required option is not a positional: its line as before
+    expect_refused(test::run_tool("retro-tokenizer", "decode"), {"--model is required (fix: see retro-tokenizer decode --help)"});
+}
