@@ -197,6 +197,20 @@ TEST_CASE("launcher env: Open MPI, srun, PMI and the batch script that is not a 
     CHECK_THROWS_AS(env_of({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), UserError);
 }
 
+TEST_CASE("launcher env: Slurm's batch and extern steps are not job steps - their SLURM_NTASKS is the job's") {
+    // (a mutant that took the "extern" step for a job step survived: a process there read the job's SLURM_NTASKS as
+    // its own step's task count)
+    for (const char* step : {"batch", "extern"}) {
+        CAPTURE(step);
+        CHECK_FALSE(env_of({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", step}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).launched());
+    }
+    // a real step without SLURM_STEP_NUM_TASKS: its SLURM_NTASKS is the step's
+    const auto step0 = env_of({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}});
+    CHECK(step0.launched());
+    CHECK(step0.rank == 1);
+    CHECK(step0.size == 4);
+}
+
 TEST_CASE("launcher env: a build without MPI refuses a multi-rank launch in one line") {
     const auto two = env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
     try {
