@@ -17,11 +17,14 @@
 #include "core/atomic_file.h"
 #include "core/fingerprint.h"
 #include "core/interrupt_note.h"
+#include "core/log.h"
 #include "core/manifest.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/scratch_dir.h"
+#include "core/shell_quote.h"
+#include "core/stderr_capture.h"
 #include "core/terminal_text.h"
 #include "test_util.h"
 #include "text/corpus.h"
@@ -671,4 +674,67 @@ TEST_CASE("core: a manifest input whose fingerprint is not a string is named whe
                      R"({"tool": "retro-index", "inputs": [{"role": "db", "path": "/x", "fingerprint": 7}], "outputs": []})");
     CHECK_THROWS_WITH_AS(manifest_read(tmp.path.string()),
                          doctest::Contains("malformed manifest: inputs[0].fingerprint is not a string"), UserError);
+}
+
+TEST_CASE("core: shell_quote's words are read back by /bin/sh as themselves, the empty word too") {
+    // (a mutant that left "" unquoted survived: a manifest's command line lost an empty argument, e.g. --text-key '')
+    const std::vector<std::string> words = {"", "plain-word_1.2", "a b", "it's", "$HOME", "*", "-", "x\"y", "a\nb"};
+    std::string command = "printf '[%s]'", want;
+    for (const auto& w : words) {
+        command += " " + shell_quote(w);
+        want += "[" + w + "]";
+    }
+    const test::RunResult r = test::run_command(command);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out == want);
+    CHECK(shell_quote("plain-word_1.2") == "plain-word_1.2");   // a word without special characters stays as it is
+}
+
+TEST_CASE("core: a progress with nothing done prints no final line, one with work done does") {
+    // (a mutant drawing the final line at 0 done survived: "0 rows, 0 rows/s" where a resumed run had nothing left)
+    const LogLevel before = log_level();
+    log_set_level(LogLevel::LOG_INFO);
+    const std::string idle = capture_stderr([] {
+        Progress p("scan", 10, "rows");
+        p.finish();
+    });
+    const std::string busy = capture_stderr([] {
+        Progress p("scan", 10, "rows");
+        p.add(3);
+        p.finish();
+    });
+    log_set_level(before);
+    CHECK(idle.empty());
+    CHECK(busy.find("scan  30% 3/10 rows") != std::string::npos);   // (not a terminal: one line, no bar)
+}
+
+TEST_CASE("core: --force's refusal names up to three of the files a tool did not write, sorted, then ...") {
+    // (a mutant adding ", ..." after exactly three names survived: the message said there were more)
+    test::TempDir tmp("foreign-files");
+    const fs::path out = tmp / "out";
+    fs::create_directories(out);
+    for (const char* name : {"c.txt", "a.txt", "b.txt", "embeddings.npy"}) test::write_text(out / name, "x");
+    CHECK_THROWS_WITH_AS(output_folder_clear(out.string(), "retro-index", true),
+                         doctest::Contains("holds files retro-index did not write (a.txt, b.txt, c.txt)"), UserError);
+    test::write_text(out / "d.txt", "x");
+    CHECK_THROWS_WITH_AS(output_folder_clear(out.string(), "retro-index", true),
+                         doctest::Contains("holds files retro-index did not write (a.txt, b.txt, c.txt, ...)"), UserError);
+}
+
+TEST_CASE("corpus: a NUL byte in a text file's first 8000 bytes makes it binary, one at offset 8000 is replaced") {
+    // docs/chunk.md: "a whole file with a NUL byte in its first 8000" (a mutant testing offset <= 8000 survived)
+    test::TempDir tmp("corpus-nul-probe");
+    CorpusOptions opts;
+    test::write_text(tmp / "early.txt", std::string(7999, 'a') + std::string(1, '\0') + "b");
+    test::write_text(tmp / "late.txt", std::string(8000, 'a') + std::string(1, '\0') + "b");
+    CorpusCounts c;
+    std::vector<std::string> texts;
+    const auto read = [&](const char* name) {
+        corpus_read_file(corpus_list_files({(tmp / name).string()}, opts)[0], opts, c, [&](Document& d) { texts.push_back(d.text); });
+    };
+    CHECK_THROWS_WITH_AS(read("early.txt"), doctest::Contains("holds a NUL byte at offset 7999"), UserError);
+    read("late.txt");
+    REQUIRE(texts.size() == 1);
+    CHECK(texts[0] == std::string(8000, 'a') + "\xEF\xBF\xBD" + "b");
+    CHECK(c.invalid_utf8_replaced == 1);
 }
