@@ -344,6 +344,19 @@ TEST_CASE("train docs fraction: a fixed share of the training documents, the res
     }
     RetroData none((dir / "db").string(), (dir / "knn").string(), c, 0.2);
     CHECK_THROWS_AS(none.keep_train_docs(0.0), UserError);
+    // the kept share is drawn apart from the validation split (a mutant drawing both from one hash kept only the
+    // documents whose draw fell between the two shares: none at --val-fraction 0.5 with --train-docs-fraction 0.5)
+    RetroData held((dir / "db").string(), (dir / "knn").string(), c, 0.5);
+    const auto docs_of = [](const RetroData& d) {
+        std::set<std::int64_t> docs;
+        for (auto s : d.train_seqs()) docs.insert(d.db().doc_of(d.db().seq_start(s)));
+        return docs.size();
+    };
+    const std::size_t held_docs = docs_of(held);
+    REQUIRE(held_docs >= 20);
+    held.keep_train_docs(0.5);
+    CHECK(docs_of(held) > held_docs / 4);
+    CHECK(docs_of(held) < held_docs * 3 / 4);
 
     const std::string common = "--db " + (dir / "db").string() + " --knn " + (dir / "knn").string() + " --config " +
                                test::config_path() +
