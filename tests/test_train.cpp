@@ -62,6 +62,19 @@ TEST_CASE("train: a token id outside the config's vocabulary is named with chunk
     } catch (const UserError& e) {
         CHECK(std::string(e.what()).find(want) != std::string::npos);
     }
+    // a neighbour whose continuation, the next row of its document, holds the bad token: that row is named (a mutant
+    // scanning rows id - 1 .. id named the neighbour's own row, whose tokens are all in the vocabulary)
+    REQUIRE(t.doc_ids[static_cast<std::size_t>(bad_row - 1)] == 3);
+    REQUIRE(t.rows[static_cast<std::size_t>(bad_row * 4)] != 3);   // (the continuation is read: it does not begin with EOS)
+    t.knn[static_cast<std::size_t>(other_doc_row * t.kk)] = bad_row - 1;
+    test::save_tiny_db(dir / "db", dir / "knn", t, 4, 16);
+    RetroData before((dir / "db").string(), (dir / "knn").string(), c, 0.0);
+    try {
+        before.read_neighbours(other_doc_row, t.doc_offsets[7], other_doc_row, window.data());
+        FAIL("the bad row was retrieved as a continuation");
+    } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find(want) != std::string::npos);
+    }
 }
 
 TEST_CASE("train: batches follow the database with its continuation and -1 rules") {
@@ -445,6 +458,11 @@ TEST_CASE("train: bad inputs exit 2 with one line and write nothing") {
     auto long_warmup = test::run_tool("retro-train", loud + (dir / "o8").string() + " --warmup 5");
     CHECK(long_warmup.exit_code == 0);
     CHECK(long_warmup.err.find("--warmup 5 is not below --steps 2") != std::string::npos);
+    // exactly as long: the rate rises to the last step and never decays either (a mutant saying so only past --steps
+    // survived)
+    auto equal_warmup = test::run_tool("retro-train", loud + (dir / "o10").string() + " --warmup 2");
+    CHECK(equal_warmup.exit_code == 0);
+    CHECK(equal_warmup.err.find("--warmup 2 is not below --steps 2") != std::string::npos);
     auto short_warmup = test::run_tool("retro-train", loud + (dir / "o9").string() + " --warmup 1");
     CHECK(short_warmup.exit_code == 0);
     CHECK(short_warmup.err.find("--warmup") == std::string::npos);
