@@ -757,6 +757,19 @@ TEST_CASE("generate: a checkpoint held to its own records - outputs over inputs 
                                                             (p.tmp / "ids.jsonl").string() + " --output " + (p.tmp / "ids.out").string());
     CHECK_MESSAGE(shown.exit_code == 0, shown.err);
     CHECK(shown.err.find("[prompt 1, id \"first\"]") != std::string::npos);
+    // a prompts line may hold its text under "text" (docs/generate.md): the same prompt as under "prompt" (a mutant
+    // that read "prompt" alone survived)
+    test::write_text(p.tmp / "keys.jsonl", "{\"prompt\": \"a b c d e f\"}\n{\"text\": \"a b c d e f\"}\n");
+    const auto keys = test::run_tool("retro-generate", base + " --max-tokens 6 --greedy --quiet --prompts " +
+                                                           (p.tmp / "keys.jsonl").string() + " --output " + (p.tmp / "keys.out").string());
+    REQUIRE_MESSAGE(keys.exit_code == 0, keys.err);
+    std::istringstream key_lines(test::read_text(p.tmp / "keys.out"));
+    std::vector<nlohmann::json> results;
+    for (std::string line; std::getline(key_lines, line);) results.push_back(nlohmann::json::parse(line));
+    REQUIRE(results.size() == 2);
+    CHECK(results[1].at("id") == 1);
+    CHECK(results[1].at("prompt") == "a b c d e f");
+    CHECK(results[1].at("completion") == results[0].at("completion"));
 }
 
 TEST_CASE("generate: the journal tells its count once a line is written, before the sync - and reads its lines back") {
@@ -783,6 +796,24 @@ TEST_CASE("generate: the journal tells its count once a line is written, before 
     GenerateJournal again(out, job, true, 3);
     CHECK(again.done().size() == 2);
     CHECK(again.done().at(2).at("prompt") == "c");
+}
+
+TEST_CASE("generate: a journal of another version, or another tool's, is refused at its first line") {
+    // (a mutant that read a journal of any version as this one's survived: a later format's lines taken as results)
+    test::TempDir t("journal-version");
+    const std::string out = (t / "out.jsonl").string();
+    const nlohmann::json job = {{"seed", 1}};
+    const std::string line = R"({"index": 0, "result": {"id": 0, "prompt": "a"}})";
+    const auto journal = [&](const nlohmann::json& head) { test::write_text(out + ".partial", head.dump() + "\n" + line + "\n"); };
+    journal({{"tool", "retro-generate"}, {"journal", 2}, {"job", job}});
+    CHECK_THROWS_WITH_AS(GenerateJournal(out, job, true, 2),
+                         doctest::Contains(".partial:1: is a journal of another version (2); this retro-generate writes 1"), UserError);
+    journal({{"tool", "retro-generate"}, {"job", job}});
+    CHECK_THROWS_WITH_AS(GenerateJournal(out, job, true, 2), doctest::Contains("is a journal of another version (null)"), UserError);
+    journal({{"tool", "retro-chunk"}, {"journal", 1}, {"job", job}});
+    CHECK_THROWS_WITH_AS(GenerateJournal(out, job, true, 2), doctest::Contains(".partial:1: is not a retro-generate journal"), UserError);
+    journal({{"tool", "retro-generate"}, {"journal", 1}, {"job", job}});   // this version's: its line is kept
+    CHECK(GenerateJournal(out, job, true, 2).done().size() == 1);
 }
 
 TEST_CASE("generate: a greedy journal resumes whatever temperature, top-k or top-p either command gave") {
