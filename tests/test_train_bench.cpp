@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "bench/bench_util.h"
 #include "bench/train_bench.h"
 #include "core/error.h"
 #include "model/params.h"
@@ -156,4 +157,25 @@ TEST_CASE("train bench: --device host-backend --dtype fp32,bf16 gives one row pe
     o.device = "cpu";
     o.peer = false;
     CHECK_THROWS_AS(bench::run_train_bench(o, "retro_tests"), UserError);
+}
+
+TEST_CASE("bench json: the envelope's stamp keeps the stamp fields a subcommand wrote at its top level") {
+    // retro-bench chunk, knn and retention write their own stamp at the top level, dated when they started; the
+    // envelope's "stamp" repeats those, not a second date or command of its own (a mutant that made them anew survived:
+    // the two stamps of one file could name different seconds)
+    TempDir dir("bench-envelope");
+    const nlohmann::json result = {{"tool", "retro-bench knn"}, {"date", "2001-02-03T04:05:06Z"}, {"command", "retro-bench knn --n 8"},
+                                   {"rows", nlohmann::json::array()}};
+    bench::bench_json_write((dir / "a.json").string(), result, "retro-bench other", "retro-bench other --x");
+    const auto j = nlohmann::json::parse(read_text(dir / "a.json"));
+    CHECK(j["stamp"]["tool"] == "retro-bench knn");
+    CHECK(j["stamp"]["date"] == "2001-02-03T04:05:06Z");
+    CHECK(j["stamp"]["command"] == "retro-bench knn --n 8");
+    CHECK(j["stamp"]["version"] == bench::stamp("x", "y")["version"]);   // (the fields it did not write: the build's)
+    CHECK(j["date"] == "2001-02-03T04:05:06Z");                          // its own keys as they were
+    // a subcommand without them: the envelope's own
+    bench::bench_json_write((dir / "b.json").string(), {{"rows", nlohmann::json::array()}}, "retro-bench train", "retro-bench train --x");
+    const auto k = nlohmann::json::parse(read_text(dir / "b.json"));
+    CHECK(k["stamp"]["tool"] == "retro-bench train");
+    CHECK(k["stamp"]["command"] == "retro-bench train --x");
 }
