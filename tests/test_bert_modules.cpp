@@ -114,4 +114,13 @@ TEST_CASE("bert modules: a Pooling or Dense module that does not fit the encoder
     test::write_text(dir / "2_Dense/config.json", dense.dump());
     CHECK(test::bert_refusal(o) == "(accepted)");
     CHECK(bert_fingerprint(dir.string()) != fp);
+    // a second Dense whose input is not the first one's output (LaBSE's 32 -> 24 listed twice): refused, naming it (a
+    // mutant without the check survived)
+    fs::copy(dir / "2_Dense", dir / "3_Dense", fs::copy_options::recursive);
+    nlohmann::json modules = nlohmann::json::parse(test::read_text(dir / "modules.json"));
+    modules.insert(modules.begin() + 3, nlohmann::json{{"idx", 3}, {"name", "3"}, {"path", "3_Dense"},
+                                                       {"type", "sentence_transformers.base.modules.dense.Dense"}});
+    test::write_text(dir / "modules.json", modules.dump());
+    CHECK(test::bert_refusal(o).find("3_Dense/config.json: has in_features 32, the Dense before it gives 24-d vectors") !=
+          std::string::npos);
 }
