@@ -213,6 +213,10 @@ TEST_CASE("eval: overlap filters, filtered losses and bits per byte against an o
         CHECK(fl.chunks == static_cast<std::int64_t>(chunks[f].size()));
         CHECK(fl.labels == labels[f]);
         CHECK(fl.bytes == bytes[f]);
+        // the JSON's share: the filter's chunks over all the chunks, the last filter's (a mutant dividing by the
+        // labels survived)
+        CHECK(rep.to_json().at("filters")[f].at("share").get<double>() ==
+              doctest::Approx(static_cast<double>(chunks[f].size()) / static_cast<double>(chunks[2].size())).epsilon(1e-12));
         CHECK(fl.modes[0].loss == doctest::Approx(nats[f] / labels[f]).epsilon(1e-9));
         CHECK(fl.modes[1].loss == doctest::Approx(nats_off[f] / labels[f]).epsilon(1e-9));
         CHECK(fl.modes[0].perplexity == doctest::Approx(std::exp(nats[f] / labels[f])).epsilon(1e-9));
@@ -331,6 +335,9 @@ TEST_CASE("eval: the val split is the run's own --val-fraction unless given, and
     REQUIRE_MESSAGE(larger.exit_code == 0, larger.err);
     CHECK(nlohmann::json::parse(larger.out).at("val_fraction").get<double>() == 0.5);
     CHECK(larger.err.find("--val-fraction 0.5 holds out more documents than") != std::string::npos);
+    auto same = test::run_tool("retro-train", common + " --val-fraction 0.3");   // the run's own share, given: not said
+    REQUIRE_MESSAGE(same.exit_code == 0, same.err);                              // (a mutant that said it survived)
+    CHECK(same.err.find("holds out more") == std::string::npos);
     auto smaller = test::run_tool("retro-train", common + " --val-fraction 0.1");
     REQUIRE_MESSAGE(smaller.exit_code == 0, smaller.err);
     CHECK(smaller.err.find("holds out more") == std::string::npos);
