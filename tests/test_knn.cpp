@@ -22,6 +22,7 @@
 #include "test_knn_oracle.h"
 #include "test_train_fixtures.h"
 #include "test_util.h"
+#include "text/tokenizer.h"
 
 using namespace retro;
 namespace fs = std::filesystem;
@@ -199,6 +200,24 @@ TEST_CASE("knn: bow's idf is the documented smoothed idf, df counting the chunks
     for (std::size_t f = 0; f < df.size(); f++)
         differ += idf[f] != static_cast<float>(std::log((1.0 + 4) / (1.0 + static_cast<double>(df[f]))) + 1.0);
     CHECK(differ == 0);
+}
+
+TEST_CASE("knn: a bow feature list breaks at a pad, BOS or EOS - no bigram spans one") {
+    // (a mutant that kept the chain across them survived: the last word of one document and the first of the next made
+    // a bigram)
+    const auto feats = [](std::vector<std::int32_t> ids) {
+        std::vector<std::uint32_t> f;
+        bow_features(ids.data(), static_cast<int>(ids.size()), 16, f);
+        return f;
+    };
+    std::vector<std::uint32_t> apart = feats({5});
+    for (const auto f : feats({6})) apart.push_back(f);
+    std::sort(apart.begin(), apart.end());
+    for (const std::int32_t sep : {TOKEN_PAD, TOKEN_BOS, TOKEN_EOS}) {
+        CAPTURE(sep);
+        CHECK(feats({5, sep, 6}) == apart);
+    }
+    CHECK(feats({5, 6}).size() == 3);   // side by side: two unigrams and their bigram
 }
 
 namespace {
