@@ -19,6 +19,7 @@
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
+#include "core/memory_budget.h"
 #include "core/npy.h"
 #include "core/output_folder.h"
 #include "core/progress.h"
@@ -737,4 +738,24 @@ TEST_CASE("corpus: a NUL byte in a text file's first 8000 bytes makes it binary,
     REQUIRE(texts.size() == 1);
     CHECK(texts[0] == std::string(8000, 'a') + "\xEF\xBF\xBD" + "b");
     CHECK(c.invalid_utf8_replaced == 1);
+}
+
+TEST_CASE("core: a byte size takes K, M, G and T as powers of 1024, bare or with B or iB, in either case") {
+    // RETRO_MEMORY_LIMIT and RETRO_DISK_FREE (docs/tools.md: 8G, 512M, bytes); byte_size_parse takes K, KB and KiB (a
+    // mutant refusing the iB spellings survived)
+    const auto bytes = [](const char* v) { return byte_size_parse("RETRO_DISK_FREE", v, "disk size"); };
+    CHECK(bytes("512") == 512);
+    CHECK(bytes("512B") == 512);
+    for (const char* one_k : {"1K", "1KB", "1KiB", "1k", "1kib"}) {
+        CAPTURE(one_k);
+        CHECK(bytes(one_k) == 1024);
+    }
+    CHECK(bytes("2MiB") == 2 * 1048576);
+    CHECK(bytes("1.5G") == 1610612736);
+    CHECK(bytes("3GiB") == std::int64_t{3} << 30);
+    CHECK(bytes("1TiB") == std::int64_t{1} << 40);
+    for (const char* bad : {"1KiBB", "1Ki", "1KIBs"}) {
+        CAPTURE(bad);
+        CHECK_THROWS_WITH_AS(bytes(bad), doctest::Contains("is not a disk size"), UserError);
+    }
 }
