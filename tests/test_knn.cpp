@@ -555,6 +555,39 @@ TEST_CASE("knn: retro-knn --exact --device cuda equals --device cpu - or fails i
     }
 }
 
+TEST_CASE("knn: retro-bench knn's JSON rates are its counts over its seconds - queries/s, GFLOP/s, the ratios") {
+    // flops_formula "2 * queries * n * dim per exact search"; docs/tools.md: speedup_vs_faiss_flat over FAISS's
+    // IndexFlatIP in the same run (mutants dividing the base rows by the seconds as queries/s, and inverting the
+    // speedup, survived: nothing read those fields)
+    test::TempDir tmp("bench-knn-json");
+    const auto r = test::run_tool("retro-bench", "knn --n 1000 --dim 8 --queries 10 --ivf-nlist 0 --thread-counts 1 --quiet --json " +
+                                                     (tmp / "k.json").string());
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto j = nlohmann::json::parse(test::read_text(tmp / "k.json"));
+    const double q = j.at("shape").at("queries").get<double>(), n = j.at("shape").at("n").get<double>(),
+                 d = j.at("shape").at("dim").get<double>();
+    REQUIRE(q == 10);
+    REQUIRE(n == 1000);
+    double faiss_seconds = -1;
+    for (const auto& row : j.at("rows"))
+        if (row.at("method") == "faiss IndexFlatIP") faiss_seconds = row.at("seconds").get<double>();
+    REQUIRE(faiss_seconds > 0);
+    int ours = 0;
+    for (const auto& row : j.at("rows")) {
+        const std::string method = row.at("method").get<std::string>();
+        CAPTURE(method);
+        const double s = row.at("seconds").get<double>(), g = row.at("gflops").get<double>();
+        CHECK(row.at("queries_per_s").get<double>() == doctest::Approx(q / s).epsilon(1e-9));
+        CHECK(g == doctest::Approx(2 * q * n * d / s / 1e9).epsilon(1e-9));
+        CHECK(row.at("ratio_to_sgemm").get<double>() == doctest::Approx(g / row.at("sgemm_gflops").get<double>()).epsilon(1e-9));
+        if (row.contains("speedup_vs_faiss_flat")) {
+            ours++;
+            CHECK(row.at("speedup_vs_faiss_flat").get<double>() == doctest::Approx(faiss_seconds / s).epsilon(1e-9));
+        }
+    }
+    CHECK(ours >= 1);
+}
+
 TEST_CASE("knn: retro-bench knn --cuda fails at once in one line without a GPU") {
     if (cuda_device_count() > 0) RETRO_SKIP("a CUDA device is present (the GPU row is measured by hand: docs/gpu.md)");
     auto r = test::run_tool("retro-bench", "knn --n 1000 --dim 8 --queries 10 --ivf-nlist 0 --cuda");
