@@ -103,3 +103,66 @@ TEST_CASE("killed runs: a second run into a folder another process is writing is
     // another folder is free
     CHECK(test::run_tool("retro-train", train_args(p, t / "run2") + " --steps 1").exit_code == 0);
 }
+
+// A helper's kill soak (session 68): a --force stopped while it cleared a finished folder left its manifest.json and
+// not all of its outputs (removed last, or in directory order), and --resume said "already complete". The manifest now
+// goes first; a finished folder missing an output it records is refused by --resume, naming the file.
+TEST_CASE("killed runs: --resume of a finished folder that lost an output names the file, not already complete") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killforce");
+    struct Case {
+        std::string tool, args, output;
+        fs::path from;
+    };
+    const std::vector<Case> cases = {
+        {"retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --chunk-size 4 --seq-len 16 --quiet",
+         "chunks.npy", p.db},
+        {"retro-index", p.db.string() + " --dim 16 --quiet", "index.faiss", p.index},
+        {"retro-knn", p.index.string() + " --db " + p.db.string() + " --quiet", "neighbours.npy", p.knn},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.tool);
+        const fs::path out = t / (c.tool + "-out");
+        copy_folder(c.from, out);
+        const std::string cmd = c.args + " --out " + out.string() + " --resume";
+        const test::RunResult whole = test::run_tool(c.tool, cmd);   // the copy is whole: nothing to do
+        CHECK_MESSAGE(whole.exit_code == 0, whole.err);
+        fs::remove(out / c.output);
+        expect_refused(test::run_tool(c.tool, cmd),
+                       {c.output + ": missing, though ", "manifest.json records it: the folder is not whole",
+                        "(fix: make it again with " + c.tool});
+        CHECK_FALSE(fs::exists(out / c.output));
+    }
+    // retro-tokenizer's --resume trains a folder without its tok.model again (it is complete only with both files)
+    copy_folder(p.tok, t / "tok");
+    fs::remove(t / "tok" / "tok.model");
+    const test::RunResult tok = test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --vocab-size 300 --quiet --out " +
+                                                                      (t / "tok").string() + " --resume");
+    CHECK_MESSAGE(tok.exit_code == 0, tok.err);
+    CHECK(fs::exists(t / "tok" / "tok.model"));
+}
+
+// The same soak: retro-knn stopped after its neighbours.npy and before its manifest left a folder marked unfinished
+// (state.json), which retro-train --knn took (its run then recorded no neighbours); retro-knn show refused it.
+TEST_CASE("killed runs: retro-train --knn refuses a retro-knn folder marked unfinished, takes a neighbours.npy made by hand") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killknnmark");
+    const fs::path knn = t / "knn";
+    fs::create_directories(knn / "parts");
+    fs::copy_file(p.knn / "neighbours.npy", knn / "neighbours.npy");
+    fs::copy_file(p.knn / "distances.npy", knn / "distances.npy");
+    test::write_text(knn / "state.json", nlohmann::json{{"tool", "retro-knn"}}.dump());
+    const std::string args = "--db " + p.db.string() + " --knn " + knn.string() + " --config " + p.config.string() +
+                             " --batch-size 2 --quiet --threads 1 --steps 1 --out ";
+    expect_refused(test::run_tool("retro-train", args + (t / "run").string()),
+                   {"manifest.json: missing: the folder is an unfinished retro-knn run", "--resume"});
+    CHECK_FALSE(fs::exists(t / "run" / "model.safetensors"));
+    // neighbours.npy alone (a user's numpy array, docs/retro-pytorch.md): taken, as before
+    const fs::path own = t / "own";
+    fs::create_directories(own);
+    fs::copy_file(p.knn / "neighbours.npy", own / "neighbours.npy");
+    const test::RunResult r = test::run_tool("retro-train", "--db " + p.db.string() + " --knn " + own.string() + " --config " +
+                                                                p.config.string() + " --batch-size 2 --quiet --threads 1 --steps 1 --out " +
+                                                                (t / "run2").string());
+    CHECK_MESSAGE(r.exit_code == 0, r.err);
+}

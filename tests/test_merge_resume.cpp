@@ -201,6 +201,26 @@ TEST_CASE("merge --resume: retro-index and retro-knn keep a finished merge, make
     const test::RunResult knn_remade = knn_merge(knn_cut, "--resume");
     CHECK_MESSAGE(knn_remade.exit_code == 0, knn_remade.err);
     CHECK(test::read_text(knn_cut / "neighbours.npy") == neighbours);
+    // killed while it wrote its mark (state.json.tmp beside an empty parts/: its --resume was refused as a user's
+    // folder, a helper's kill soak, session 68): made again, the same bytes; the mark of another tool's is not its own
+    for (const std::string& mark : {nlohmann::json{{"tool", "retro-knn"}, {"resumable", false}, {"run", "a merge"}}.dump(), std::string()}) {
+        const fs::path marked = tmp / ("nbmark" + std::to_string(mark.size()));
+        fs::create_directories(marked / "parts");
+        test::write_text(marked / "state.json.tmp", mark);
+        const test::RunResult r = knn_merge(marked, "--resume");
+        CHECK_MESSAGE(r.exit_code == 0, r.err);
+        CHECK(test::read_text(marked / "neighbours.npy") == neighbours);
+        CHECK_FALSE(fs::exists(marked / "state.json.tmp"));
+    }
+    fs::create_directories(tmp / "othermark" / "parts");
+    test::write_text(tmp / "othermark" / "state.json.tmp", nlohmann::json{{"tool", "retro-index"}}.dump());
+    check_refused(knn_merge(tmp / "othermark", "--resume"), "already exists and holds no finished retro-knn output");
+    // a finished merge with an output gone (a --force stopped after removing it, before session 68 its manifest last):
+    // not "already complete"
+    fs::copy(tmp / "nb", tmp / "nbgone", fs::copy_options::recursive);
+    fs::remove(tmp / "nbgone" / "neighbours.npy");
+    check_refused(knn_merge(tmp / "nbgone", "--resume"), "neighbours.npy: missing, though");
+    check_refused(knn_merge(tmp / "nbgone", "--resume"), "records it: the folder is not whole");
     // a user's folder: refused, kept
     fs::create_directories(tmp / "mine");
     test::write_text(tmp / "mine" / "notes.txt", "mine");

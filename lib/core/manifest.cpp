@@ -407,6 +407,20 @@ void manifest_verify_outputs(const std::string& dir, const std::vector<std::stri
                      ", or pass --no-verify to take it as it is");
 }
 
+void manifest_refuse_missing_outputs(const std::string& dir, const std::string& tool) {
+    const nlohmann::json m = manifest_read(dir);
+    if (!m.contains("outputs") || !m["outputs"].is_array()) return;
+    for (const auto& o : m["outputs"]) {
+        if (!o.is_object() || !o.contains("path") || !o["path"].is_string()) continue;
+        const fs::path path = fs::path(dir) / o["path"].get<std::string>();
+        std::error_code ec;
+        if (!fs::exists(path, ec))
+            user_error_in(path.string(), "missing, though " + (fs::path(dir) / "manifest.json").string() +
+                                             " records it: the folder is not whole (a removal stopped midway, or a file deleted)",
+                          "make it again with " + tool + " --force");
+    }
+}
+
 void checkpoint_verify_files(const std::string& dir) {
     const std::string state_path = (fs::path(dir) / "state.json").string();
     const nlohmann::json st = json_read_file(state_path);

@@ -92,6 +92,11 @@ void recorded_folder_check(const std::string& state_file, const std::string& wha
 // Tools call it for the input files they read whole anyway, so it costs at most that read again; `--no-verify`
 // skips it (docs/tools.md "Verified inputs").
 void manifest_verify_outputs(const std::string& dir, const std::vector<std::string>& names);
+// Throws UserError naming the first file the manifest.json of `dir` lists among its outputs that is not there: a
+// folder that says it is finished and is not whole (a removal stopped midway, a file deleted by hand). For the
+// "already complete; nothing to resume" answers, which took the manifest's word for it (a helper's kill soak,
+// session 68). `tool` makes it again (the fix names its --force).
+void manifest_refuse_missing_outputs(const std::string& dir, const std::string& tool);
 // The same for a folder that may hold no manifest.json (a run folder killed before its manifest, a knn folder
 // made by hand): nothing to check against then.
 void manifest_verify_outputs_if_any(const std::string& dir, const std::vector<std::string>& names);

@@ -360,17 +360,24 @@ bool written_by(const fs::path& entry, const std::string& tool) {
 
 // What a merge killed after its mark went and before its manifest was written leaves in `out`: some of its outputs
 // (`outputs`, each done or still NAME.tmp), perhaps manifest.json.tmp and an empty parts/, and nothing else — at least
-// one output, no manifest.json or state.json (a folder no tool claims that holds one is the user's).
-bool holds_merge_leftovers(const std::string& out, const std::vector<std::string>& outputs) {
+// one output, no manifest.json or state.json (a folder no tool claims that holds one is the user's). Or what one killed
+// while it wrote its mark leaves: `tool`'s state.json.tmp (whole, or empty) beside an empty parts/ (a helper's kill
+// soak, session 68: its --resume was refused as a folder of someone else's).
+bool holds_merge_leftovers(const std::string& out, const std::string& tool, const std::vector<std::string>& outputs) {
     std::error_code ec;
     bool output = false;
     for (fs::directory_iterator d(out, ec), end; !ec && d != end; d.increment(ec)) {
         const std::string n = d->path().filename().string();
         // an empty parts/ (a kill between removing the mark and removing the parts: a review, session 55)
         if (n == "parts" && d->is_directory(ec) && !d->is_symlink(ec) && fs::is_empty(d->path(), ec)) continue;
+        if (!d->is_regular_file(ec) || d->is_symlink(ec)) return false;
+        if (n == "state.json.tmp") {
+            if (fs::file_size(d->path(), ec) != 0 && json_file_tool(d->path().string()) != tool) return false;
+            output = true;
+            continue;
+        }
         const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const std::string& o) { return n == o || n == o + ".tmp"; });
         if (!is_output && n != "manifest.json.tmp") return false;
-        if (!d->is_regular_file(ec) || d->is_symlink(ec)) return false;
         output = output || is_output;
     }
     return !ec && output;
@@ -399,6 +406,10 @@ void output_folder_clear(const std::string& out, const std::string& tool, bool c
                       "choose another --out, or empty it yourself: --force replaces only " + tool + "'s own files");
     }
     if (check_only) return;
+    // the manifest first: a --force stopped midway leaves no folder that says it is finished with outputs missing (in
+    // directory order index.faiss or neighbours.npy could go first, and --resume said "already complete": a helper's
+    // kill soak, session 68)
+    std::stable_partition(entries.begin(), entries.end(), [](const fs::path& e) { return e.filename() == "manifest.json"; });
     for (const fs::path& e : entries)
         if (own(e)) {
             fs::remove_all(e, ec);
@@ -425,6 +436,7 @@ MergeResume merge_resume_check(const std::string& tool, const std::string& out, 
         if (const std::string diff = difference(manifest_read(out)); !diff.empty())
             user_error_in(out, "already holds the output of another job: " + diff,
                           "choose another --out, or pass --force to make the merge again");
+        manifest_refuse_missing_outputs(out, tool + " merge");
         log_info(out + " is already complete (manifest.json exists); nothing to resume");
         return MergeResume::kDone;
     }
@@ -441,7 +453,7 @@ MergeResume merge_resume_check(const std::string& tool, const std::string& out, 
         user_error_in(out, "holds an unfinished " + tool + " run that is not a merge (a build or a shard): a merge does not continue it",
                       "resume it with its own command, choose another --out, or pass --force to replace it with the merge");
     // (a merge killed between removing its mark and writing its manifest leaves its outputs alone)
-    if (owner.tool.empty() && holds_merge_leftovers(out, outputs)) {
+    if (owner.tool.empty() && holds_merge_leftovers(out, tool, outputs)) {
         log_info(out + " holds an interrupted merge (no manifest.json), which cannot be continued: making it again");
         return MergeResume::kRemake;
     }

@@ -76,8 +76,10 @@ void check_options(const ChunkOptions& o) {
 
 // Removes what a previous run wrote into `dir` (only RetroKit's own file names).
 void remove_previous_outputs(const std::string& dir) {
-    std::vector<std::string> names = ChunkDbWriter::output_names();
-    names.push_back("manifest.json");
+    // the manifest first: a --force stopped midway leaves no folder that says it is finished with arrays missing (its
+    // --resume said "already complete": a helper's kill soak, session 68)
+    std::vector<std::string> names = {"manifest.json"};
+    for (const auto& n : ChunkDbWriter::output_names()) names.push_back(n);
     names.push_back(kCheckpoint);
     for (const auto& n : names) {
         fs::remove(fs::path(dir) / n);
@@ -271,6 +273,7 @@ void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
         std::error_code ec;
         fs::remove(fs::path(o.out) / kCheckpoint, ec);
         remove_checkpoint_params(o.out);
+        manifest_refuse_missing_outputs(o.out, "retro-chunk");
         log_info(o.out + " is already complete (manifest.json exists); nothing to resume");
         return;
     }

@@ -80,11 +80,11 @@ void prepare_out(const ToolContext& ctx, const MergeOptions& o) {
             user_error_in(o.out, "already exists and is not empty",
                           "pass --force to replace it, --resume where it is this merge's (a finished one is kept), or "
                           "choose another --out");
+        fs::remove(fs::path(o.out) / "manifest.json");   // first: a stopped --force leaves no finished-looking folder
         for (const auto& n : ChunkDbWriter::output_names()) {
             fs::remove(fs::path(o.out) / n);
             fs::remove(fs::path(o.out) / (n + ".tmp"));
         }
-        fs::remove(fs::path(o.out) / "manifest.json");
     }
     fs::create_directories(o.out, ec);
     if (ec) user_error_in(o.out, "cannot create folder: " + ec.message());

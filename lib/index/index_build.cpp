@@ -238,6 +238,7 @@ bool output_folder_finished(const std::string& out, bool resume, bool force, con
     if (const std::string diff = difference(manifest_read(out)); !diff.empty())
         user_error_in(out, "already holds " + what + " of another job: " + diff,
                       "choose another --out, or pass --force to make it again");
+    manifest_refuse_missing_outputs(out, json_file_tool((fs::path(out) / "manifest.json").string()));
     log_info(out + " is already complete (manifest.json exists); nothing to resume");
     return true;
 }

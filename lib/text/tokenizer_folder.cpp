@@ -64,6 +64,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
             log_warn(cat(out_dir, " was trained on ", done["threads"].get<std::int64_t>(), " threads, this run has ", threads,
                          ": kept; training again here could give another model (--threads ", done["threads"].get<std::int64_t>(),
                          " gives the same)"));
+        manifest_refuse_missing_outputs(out_dir, "retro-tokenizer train");
         log_info(out_dir + " is already complete (manifest.json exists); nothing to resume");
         return;
     }

@@ -49,8 +49,13 @@ RetroData::RetroData(const std::string& db_dir, const std::string& knn_dir, cons
     k_ = c.num_neighbours;
     if (!knn_dir.empty()) {
         const std::string path = (fs::path(knn_dir) / "neighbours.npy").string();
-        // an interrupted retro-knn's folder (no neighbours.npy, no manifest): manifest_read says so and how to finish
-        if (!fs::exists(path) && !fs::exists(fs::path(knn_dir) / "manifest.json")) manifest_read(knn_dir);
+        // an interrupted retro-knn's folder (no manifest; its state.json, or no neighbours.npy): manifest_read says so
+        // and how to finish. Its neighbours.npy may already be there (a run stopped between writing it and its
+        // manifest), and was taken, the run's record naming no neighbours (a helper's kill soak, session 68); a
+        // neighbours.npy made by hand (no state.json, no manifest) is still taken
+        if (!fs::exists(fs::path(knn_dir) / "manifest.json") &&
+            (!fs::exists(path) || !folder_owner(knn_dir).tool.empty()))
+            manifest_read(knn_dir);
         // another tool's folder given as --knn (a database: "db/neighbours.npy: cannot open")
         if (const FolderOwner owner = folder_owner(knn_dir); !fs::exists(path) && !owner.tool.empty() && owner.tool != "retro-knn")
             user_error_in("--knn", cat(knn_dir, " holds ", owner.tool, "'s output, not retro-knn's neighbours"),

@@ -430,7 +430,8 @@ void Trainer::run() {
     if (o_.device != "cpu") setup_device();   // before the run folder is touched: refusals leave it alone
     const fs::path out(o_.out);
     // --force removes only a run's own files (below); rank 0 alone writes, and holds the folder's lock
-    static const char* const kForceRemoves[] = {"checkpoints", "model.safetensors", "metrics.jsonl", "manifest.json"};
+    // (the manifest first: a --force stopped midway leaves an unfinished run, not a finished one without its model)
+    static const char* const kForceRemoves[] = {"manifest.json", "checkpoints", "model.safetensors", "metrics.jsonl"};
     output_folder_guard(o_.out, ctx_.tool, inputs, false, dist_->root());   // again, with the folder's lock
     if (o_.force && !o_.resume)   // an input among the files --force deletes is refused first (a --db beside them is not)
         for (const auto& in : inputs)
