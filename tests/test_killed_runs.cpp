@@ -166,3 +166,21 @@ TEST_CASE("killed runs: retro-train --knn refuses a retro-knn folder marked unfi
                                                                 (t / "run2").string());
     CHECK_MESSAGE(r.exit_code == 0, r.err);
 }
+
+// The same soak: retro-train's --force stopped after the manifest and checkpoints/ went leaves weights without a
+// manifest; --resume pointed to --init-from, which refuses such weights. A finished run without checkpoints keeps that fix.
+TEST_CASE("killed runs: retro-train --resume over weights without their manifest and checkpoints says to start over") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killtrainforce");
+    const fs::path run = t / "run", done = t / "done";
+    copy_folder(p.run, run);
+    copy_folder(p.run, done);
+    fs::remove(run / "manifest.json");
+    fs::remove_all(run / "checkpoints");
+    fs::remove_all(done / "checkpoints");
+    const std::string args = train_args(p, run) + " --steps 2 --checkpoint-every 1 --resume";
+    expect_refused(test::run_tool("retro-train", args),
+                   {"holds a model.safetensors without its manifest.json and no checkpoint", "(fix: start over with --force)"});
+    expect_refused(test::run_tool("retro-train", train_args(p, done) + " --steps 2 --checkpoint-every 1 --resume"),
+                   {"holds a finished run and no checkpoint to continue it from", "--init-from"});
+}

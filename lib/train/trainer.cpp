@@ -463,11 +463,18 @@ void Trainer::run() {
             }
             start_lines_say();
             log_info(cat("resuming from ", ck, " at step ", step));
-        } else if (fs::exists(out / "manifest.json") || fs::exists(out / "model.safetensors")) {
+        } else if (fs::exists(out / "manifest.json")) {
             // a finished run whose checkpoints were removed: --resume would train a new model over it
             user_error_in(o_.out, "holds a finished run and no checkpoint to continue it from",
                           "train further from its weights into a new --out with --init-from " + o_.out +
                               ", or start over with --force");
+        } else if (fs::exists(out / "model.safetensors")) {
+            // weights without the manifest written after them: a --force stopped as it removed the run (manifest
+            // first, then checkpoints/), or a run stopped as it finished; --init-from refuses them too (a helper's kill
+            // soak, session 68: the fix above pointed there)
+            user_error_in(o_.out, "holds a model.safetensors without its manifest.json and no checkpoint: a run (or a --force) "
+                                  "stopped as it wrote or removed its files, nothing to continue from",
+                          "start over with --force");
         } else {
             log_info("no complete checkpoint to resume from: starting at step 0");
         }
