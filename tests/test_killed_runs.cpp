@@ -184,3 +184,14 @@ TEST_CASE("killed runs: retro-train --resume over weights without their manifest
     expect_refused(test::run_tool("retro-train", train_args(p, done) + " --steps 2 --checkpoint-every 1 --resume"),
                    {"holds a finished run and no checkpoint to continue it from", "--init-from"});
 }
+
+// The same soak: `retro-train eval RUN` of a stopped run (no manifest.json) said "--db: is required".
+TEST_CASE("killed runs: eval of a stopped run without --db names the unfinished run") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killeval");
+    const fs::path run = t / "run";
+    copy_folder(p.run, run);
+    fs::remove(run / "manifest.json");
+    expect_refused(test::run_tool("retro-train", "eval " + run.string() + " --quiet"),
+                   {run.string() + ": is an unfinished retro-train run (no manifest.json yet", "(fix: finish it with retro-train --resume, or pass --db)"});
+}

@@ -335,9 +335,16 @@ std::string manifest_recorded_folder(const std::string& dir, const std::string& 
                                      const std::string& made_from, const std::string& option) {
     const fs::path path = fs::path(dir) / "manifest.json";
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
+    if (!fs::is_regular_file(path, ec)) {
+        // an unfinished run's folder: that is the news (`retro-train eval RUN` of a stopped run said "--db: is
+        // required", a helper's kill soak, session 68)
+        if (const FolderOwner owner = folder_owner(dir); !owner.tool.empty() && !owner.finished)
+            user_error_in(dir, cat("is an unfinished ", owner.tool, " run (no manifest.json yet, which is written last), ",
+                                   "so it records no ", what, " to take"),
+                          cat("finish it with ", owner.tool, " --resume, or pass ", option));
         user_error_in(option, cat("is required: ", dir, " has no manifest.json to take the ", what, " from"),
                       cat("pass ", option));
+    }
     const std::string recorded = manifest_input(manifest_read(dir), role);
     if (recorded.empty()) user_error_in(path.string(), cat("records no ", what, " folder"), cat("pass ", option));
     if (!fs::exists(recorded, ec))
