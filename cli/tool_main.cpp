@@ -34,6 +34,7 @@
 #include "core/shell_quote.h"
 #include "core/heap.h"
 #include "core/memory_budget.h"
+#include "core/output_folder.h"
 #include "core/std_streams.h"
 #include "core/terminal_text.h"
 #include "core/threads.h"
@@ -766,6 +767,7 @@ int tool_main(const std::string& tool, const std::string& description, int argc,
     distributed_finish(rc);   // MPI ends after a success, aborts the job after a failure (core/distributed.h)
     if (g_out_of_memory && address_space_limit() != std::numeric_limits<std::int64_t>::max()) {
         std::fflush(nullptr);
+        output_folder_locks_remove();   // (no atexit after _exit)
         ::_exit(rc);   // (the output folder's own cleanup ran as the exception left the work)
     }
     return rc;

@@ -195,3 +195,34 @@ TEST_CASE("killed runs: eval of a stopped run without --db names the unfinished 
     expect_refused(test::run_tool("retro-train", "eval " + run.string() + " --quiet"),
                    {run.string() + ": is an unfinished retro-train run (no manifest.json yet", "(fix: finish it with retro-train --resume, or pass --db)"});
 }
+
+// /tmp/retrokit-locks-UID grew by one file per folder ever written (23,643 on the dev box after the kill soak of
+// session 68): a run now removes its lock files as it ends, by its own exit or by a stop signal (a SIGKILL leaves one).
+TEST_CASE("killed runs: a run's lock file goes when the run ends, by exit or by SIGTERM") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("lockfile");
+    const fs::path db = t / "db", run = t / "run";
+    const test::RunResult chunk = test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                                    db.string() + " --chunk-size 4 --seq-len 16 --quiet");
+    REQUIRE_MESSAGE(chunk.exit_code == 0, chunk.err);
+    CHECK_FALSE(fs::exists(output_folder_lock_file(db.string())));
+    // a refused run (exit 2) removes its own too
+    expect_refused(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                     db.string() + " --chunk-size 4 --seq-len 16 --quiet --force --resume"),
+                   {"--resume"});
+    CHECK_FALSE(fs::exists(output_folder_lock_file(db.string())));
+    // stopped by SIGTERM once its lock file is there: retro-train ends its step, keeps a checkpoint and dies by the signal
+    const std::string lock = shell_quote(output_folder_lock_file(run.string()));
+    const test::RunResult stopped = test::run_command(
+        "{ " + shell_quote(test::tool_path("retro-train")) + " " + train_args(p, run) + " --steps 100000 & pid=$!; i=0; " +
+        "while [ ! -e " + lock + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + lock +
+        " ] && echo seen; kill -TERM $pid; wait $pid; echo rc=$?; }");
+    CHECK_MESSAGE(stopped.out == "seen\nrc=143\n", (stopped.out + stopped.err));
+    CHECK_FALSE(fs::exists(output_folder_lock_file(run.string())));
+    // a folder whose lock file was left by a SIGKILLed run is taken as before
+    test::write_text(output_folder_lock_file((t / "db2").string()), "retro-chunk, pid 1, since then");
+    const test::RunResult again = test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                                    (t / "db2").string() + " --chunk-size 4 --seq-len 16 --quiet");
+    CHECK_MESSAGE(again.exit_code == 0, again.err);
+    CHECK_FALSE(fs::exists(output_folder_lock_file((t / "db2").string())));
+}

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/output_folder.h"
 #include "core/progress.h"
 #include "core/terminal_text.h"
 
@@ -56,6 +57,7 @@ extern "C" void on_interrupt_note(int sig) {
 void interrupt_note_die(int sig) {
     // the default action, so that the parent sees a death by the signal (bash stops a script on a child's SIGINT,
     // not on an exit status of 130); signal() and raise() are async-signal-safe
+    output_folder_locks_remove();   // unlink only: the locks themselves go with the process
     std::signal(sig, SIG_DFL);
     std::raise(sig);   // pending: the handler runs with its signal blocked
     sigset_t set;

@@ -5,8 +5,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -33,12 +37,39 @@ namespace {
 std::mutex g_locks_mutex;
 std::map<std::string, int> g_locks;   // -> the lock file's descriptor (-1: unguarded), kept open until exit
 
+// The lock files this process holds, removed as it ends (kept out of /tmp/retrokit-locks-UID, which grew by one file
+// per folder ever written: 23,000 after a few weeks of tests, the kill soak of session 68). Fixed arrays, no
+// allocation: the removal runs at exit and from interrupt_note_die, in a signal handler. A lock file is removed while
+// its lock is held; a run that opened it before and takes its lock after sees it gone (output_folder_lock compares
+// the inode it locked with the path's) and takes the lock of a new file.
+constexpr int kRemovedLocksMax = 1024;   // (a test process locks hundreds; 160 KB of zeros until used)
+char g_lock_files[kRemovedLocksMax][160];
+volatile std::sig_atomic_t g_lock_file_count = 0;
+pid_t g_lock_files_pid = 0;   // the process that took them (a forked child's exit removes none)
+
+void remember_lock_file(const std::string& path) {
+    const int n = g_lock_file_count;
+    if (n >= kRemovedLocksMax || path.size() >= sizeof g_lock_files[0]) return;   // left in place, as before
+    std::memcpy(g_lock_files[n], path.c_str(), path.size() + 1);
+    if (n == 0) {
+        g_lock_files_pid = ::getpid();
+        std::atexit(output_folder_locks_remove);
+    }
+    g_lock_file_count = n + 1;
+}
+
 bool holds_lock(const std::string& out) {
     std::lock_guard<std::mutex> lock(g_locks_mutex);
     return g_locks.count(path_resolved(out).string()) != 0;
 }
 
 }  // namespace
+
+void output_folder_locks_remove() {
+    if (g_lock_files_pid != ::getpid()) return;
+    for (int i = 0; i < g_lock_file_count; ++i) ::unlink(g_lock_files[i]);
+    g_lock_file_count = 0;
+}
 
 void folder_writable_check(const std::string& named, const fs::path& dir) {
     // a file made and removed there: access(W_OK) says yes to root on read-only places (/proc, an immutable folder).
@@ -226,6 +257,8 @@ std::string lock_note(int fd) {
 }
 }  // namespace
 
+std::string output_folder_lock_file(const std::string& out) { return lock_path(path_resolved(out).string()); }
+
 std::string output_folder_writer(const std::string& out) {
     const std::string key = path_resolved(out).string();
     {
@@ -252,13 +285,26 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
     const std::string path = lock_path(key);
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {   // no lock without a lock folder: the run goes on, unguarded against a second one
-        log_warn(cat("cannot open the lock ", path, " of ", out, ": ", std::strerror(errno), "; going on without it"));
-        held[key] = -1;
-        return;
+    int fd = -1;
+    int lock_rc = 0;
+    for (int attempt = 0;; ++attempt) {
+        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {   // no lock without a lock folder: the run goes on, unguarded against a second one
+            log_warn(cat("cannot open the lock ", path, " of ", out, ": ", std::strerror(errno), "; going on without it"));
+            held[key] = -1;
+            return;
+        }
+        lock_rc = ::flock(fd, LOCK_EX | LOCK_NB);
+        if (lock_rc != 0 || attempt == 100) break;
+        // the file locked must still be the one at `path`: its holder removes it as it ends, and a lock taken on the
+        // removed file would guard nothing against a run that makes the next one
+        struct stat locked {}, named {};
+        if (::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&
+            locked.st_ino == named.st_ino)
+            break;
+        ::close(fd);
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_rc != 0) {
         const int err = errno;
         const std::string who = lock_note(fd);
         ::close(fd);
@@ -283,6 +329,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
         // the lock holds without the note; the message of a refused second run just names no process
     }
     held[key] = fd;
+    remember_lock_file(path);
 }
 
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,

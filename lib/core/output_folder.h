@@ -103,13 +103,19 @@ MergeResume merge_resume_check(const std::string& tool, const std::string& out, 
 // folder a first one is still writing (a --resume or --force started twice) would mix the two runs' files. An
 // flock(2) on /tmp/retrokit-locks-UID/<xxh3 of the resolved path>.lock (/tmp itself, not a per-job $TMPDIR), so the
 // folder itself holds no lock file (--force may empty it) and the kernel frees the lock when the process ends,
-// SIGKILL included; it guards the runs of one machine that share /tmp (not two hosts writing one shared folder,
-// nor jobs in private /tmp namespaces). Taken again by the same process, it returns at once. Without a usable lock
+// SIGKILL included (the file itself goes as the run ends: output_folder_locks_remove); it guards the runs of one
+// machine that share /tmp (not two hosts writing one shared folder, nor jobs in private /tmp namespaces). Taken again by the same process, it returns at once. Without a usable lock
 // folder it warns and goes on unguarded. NewOutputFolder removes a folder only while this process holds its lock.
 void output_folder_lock(const std::string& out, const std::string& tool);
 // Who holds `out`'s lock now (the holder's note, "retro-chunk, pid 123, since ..."), or "" when no other process
 // does: a folder without its manifest may be one a run is still writing.
 std::string output_folder_writer(const std::string& out);
+// Removes the lock files this process holds (their locks go with the process): run at exit, once a lock is taken, and
+// by interrupt_note_die before a signal ends the run. Async-signal-safe. A SIGKILLed run leaves its file (harmless:
+// the next run locks it again).
+void output_folder_locks_remove();
+// The lock file of folder `out` (for tests: gone once its run has ended).
+std::string output_folder_lock_file(const std::string& out);
 
 // A run refused after it created its --out (an option checked late, an empty corpus) leaves nothing behind that would
 // make the corrected rerun fail with "already exists": made before the folder is created, this removes it when the
