@@ -109,3 +109,32 @@ TEST_CASE("train stop: a signal sent twice by one process while a step runs stil
                               "place of --force (it starts at step 0)") != std::string::npos);
     CHECK_FALSE(fs::exists(out2 / "checkpoints"));
 }
+
+// A helper's kill soak (session 68): a stop asked for during the last step let the run finish and exit 0, so a
+// script's Ctrl-C went on to its next command. The run still finishes (its work is whole), then dies by the signal.
+TEST_CASE("train stop: a signal during the last step finishes the run, then ends it by the signal") {
+    test::TempDir dir("train-stop-last");
+    test::write_tiny_db(dir / "db", dir / "knn", 4, 16, 2000, 3);
+    const fs::path out = dir / "run", err = dir / "run.err";
+    // one step of many micro-batches (seconds); the signal goes once config.json is written, just before the step
+    const std::string train = test::tool_path("retro-train") + " --db " + (dir / "db").string() + " --knn " +
+                              (dir / "knn").string() + " --config " + test::config_path() +
+                              " --batch-size 16 --grad-accum 200 --threads 1 --warmup 1 --steps 1 --quiet --out " +
+                              out.string();
+    const test::RunResult r = test::run_command(
+        "{ " + train + " 2>" + err.string() + " & pid=$!; i=0; while [ ! -e " + (out / "config.json").string() +
+        " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.3; " +
+        "kill -TERM $pid; wait $pid; echo rc=$?; }");
+    const std::string stderr_text = test::read_text(err);
+    INFO("script output: ", r.out, r.err);
+    INFO("retro-train's stderr: ", stderr_text);
+    CHECK(r.out == "rc=143\n");
+    CHECK(stderr_text.find("stopping after this step") != std::string::npos);
+    CHECK(stderr_text.find("retro-train: interrupted; the run ended with the step under way: " + out.string() +
+                           " is complete (model.safetensors, manifest.json), nothing to resume") != std::string::npos);
+    CHECK(fs::exists(out / "manifest.json"));
+    CHECK(fs::exists(out / "model.safetensors"));
+    // and it is complete: --resume has nothing to do
+    const test::RunResult again = test::run_command(train + " --resume");
+    CHECK_MESSAGE(again.exit_code == 0, again.err);
+}

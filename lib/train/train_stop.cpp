@@ -103,6 +103,11 @@ void train_stop_set_resume_step(const std::string& out, std::int64_t step) {
                      static_cast<long long>(step));
 }
 
+void train_stop_set_finished(const std::string& out) {
+    set_stop_message("the run ended with the step under way: %s is complete (model.safetensors, manifest.json), nothing "
+                     "to resume\n", terminal_text(out, true).c_str());
+}
+
 void train_stop_install(bool launcher, bool force) {
     g_started_with_force = force;
     if (force)

@@ -5,8 +5,8 @@
 // the command and then to the command's process group, so `timeout -s INT 3h retro-train ...` delivered SIGINT twice,
 // and where the first had been handled before the second came (a loaded machine) the run stopped at once, dropping
 // the steps since the last checkpoint (a fresh-clone CI run, session 59).
-// provides: train_stop_install, train_stop_set_resume_step, train_stop_after_step, train_stop_requested,
-//           train_stop_now, StopSignalSender, stop_signal_repeats_request
+// provides: train_stop_install, train_stop_set_resume_step, train_stop_set_finished, train_stop_after_step,
+//           train_stop_requested, train_stop_now, StopSignalSender, stop_signal_repeats_request
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +18,9 @@ namespace retro {
 void train_stop_install(bool launcher, bool force);
 // The line a stop prints from now on: `out` holds a complete checkpoint at `step`.
 void train_stop_set_resume_step(const std::string& out, std::int64_t step);
+// The line a stop prints once the run has written its final files (a stop asked for during the last step): `out` is
+// complete, nothing to resume.
+void train_stop_set_finished(const std::string& out);
 // Whether a first signal waits for the step under way (set while steps run in a one-process run).
 void train_stop_after_step(bool on);
 // The signal a waiting stop was asked by, or 0.

@@ -605,6 +605,12 @@ void Trainer::run() {
     m.add_output(o_.out, "metrics.jsonl");
     m.write(o_.out);
     log_info(cat("wrote ", o_.out, ": model.safetensors after ", o_.steps, " steps (", trainable_count_, " trainable parameters)"));
+    // a stop asked for during the last step: the run is whole, and the signal still ends the process, as after any
+    // other step (a script's Ctrl-C stops the script; it went on with exit 0: a helper's kill soak, session 68)
+    if (const int stop = train_stop_requested(); stop != 0) {
+        train_stop_set_finished(o_.out);
+        train_stop_now(stop);
+    }
 }
 
 }  // namespace train_impl
