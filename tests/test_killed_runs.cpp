@@ -1,7 +1,11 @@
 // Killed runs (see test_bad_input_cli.cpp): a kill mid-removal resumes to the straight run's arrays, a failed append
 // names the file, a second run into a folder another process is writing is refused.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -211,11 +215,14 @@ TEST_CASE("killed runs: a run's lock file goes when the run ends, by exit or by 
                                                      db.string() + " --chunk-size 4 --seq-len 16 --quiet --force --resume"),
                    {"--resume"});
     CHECK_FALSE(fs::exists(output_folder_lock_file(db.string())));
-    // stopped by SIGTERM once its lock file is there: retro-train ends its step, keeps a checkpoint and dies by the signal
+    // stopped by SIGTERM once its run has begun (metrics.jsonl: its lock taken and its stop handler installed; a
+    // signal before then ends it by the default action and leaves the file, which a later run sweeps): retro-train
+    // ends its step, keeps a checkpoint and dies by the signal
     const std::string lock = shell_quote(output_folder_lock_file(run.string()));
+    const std::string begun = shell_quote((run / "metrics.jsonl").string());
     const test::RunResult stopped = test::run_command(
         "{ " + shell_quote(test::tool_path("retro-train")) + " " + train_args(p, run) + " --steps 100000 & pid=$!; i=0; " +
-        "while [ ! -e " + lock + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + lock +
+        "while [ ! -e " + begun + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + lock +
         " ] && echo seen; kill -TERM $pid; wait $pid; echo rc=$?; }");
     CHECK_MESSAGE(stopped.out == "seen\nrc=143\n", (stopped.out + stopped.err));
     CHECK_FALSE(fs::exists(output_folder_lock_file(run.string())));
@@ -225,4 +232,24 @@ TEST_CASE("killed runs: a run's lock file goes when the run ends, by exit or by 
                                                                     (t / "db2").string() + " --chunk-size 4 --seq-len 16 --quiet");
     CHECK_MESSAGE(again.exit_code == 0, again.err);
     CHECK_FALSE(fs::exists(output_folder_lock_file((t / "db2").string())));
+    // a run sweeps the lock folder of files over an hour old that no process holds (those SIGKILLed runs left), never
+    // one a process holds, however old
+    const fs::path locks = fs::path(output_folder_lock_file((t / "db3").string())).parent_path();
+    const fs::path stale = locks / ("stale-" + t.path.filename().string() + ".lock"),
+                   held = locks / ("held-" + t.path.filename().string() + ".lock"),
+                   recent = locks / ("recent-" + t.path.filename().string() + ".lock");
+    for (const fs::path& f : {stale, held, recent}) test::write_text(f, "retro-chunk, pid 1, since then");
+    const int held_fd = ::open(held.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(held_fd >= 0);
+    REQUIRE(::flock(held_fd, LOCK_EX | LOCK_NB) == 0);
+    for (const fs::path& f : {stale, held}) fs::last_write_time(f, fs::file_time_type::clock::now() - std::chrono::hours(2));
+    const test::RunResult third = test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + p.tok.string() + " --out " +
+                                                                    (t / "db3").string() + " --chunk-size 4 --seq-len 16 --quiet");
+    CHECK_MESSAGE(third.exit_code == 0, third.err);
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(held));
+    CHECK(fs::exists(recent));
+    ::close(held_fd);
+    fs::remove(held);
+    fs::remove(recent);
 }

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +57,30 @@ void remember_lock_file(const std::string& path) {
         std::atexit(output_folder_locks_remove);
     }
     g_lock_file_count = n + 1;
+}
+
+// Removes up to kStaleSweep lock files of the lock folder `dir` that no process holds and that are over an hour old:
+// those of runs killed by SIGKILL, and the thousands left before runs removed their own (session 69). Each is locked
+// before it is removed, so a live run's file is skipped, and a run that opened one just before keeps no lock on a
+// removed file (output_folder_lock's inode check). `own`: this run's file, skipped.
+void remove_stale_lock_files(const fs::path& dir, const std::string& own) {
+    constexpr int kStaleSweep = 1024;   // (about 10 ms)
+    const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+    std::error_code ec;
+    int removed = 0;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && removed < kStaleSweep; it.increment(ec)) {
+        const fs::path& f = it->path();
+        if (f.extension() != ".lock" || f == own) continue;
+        std::error_code tec;
+        if (const auto t = fs::last_write_time(f, tec); tec || t > hour_ago) continue;
+        const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        struct stat locked {}, named {};
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &locked) == 0 && ::stat(f.c_str(), &named) == 0 &&
+            locked.st_ino == named.st_ino && locked.st_dev == named.st_dev && ::unlink(f.c_str()) == 0)
+            ++removed;
+        ::close(fd);
+    }
 }
 
 bool holds_lock(const std::string& out) {
@@ -330,6 +355,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
     }
     held[key] = fd;
     remember_lock_file(path);
+    remove_stale_lock_files(fs::path(path).parent_path(), path);
 }
 
 void output_folder_guard(const std::string& out, const std::string& tool, const std::vector<OutputInput>& inputs,
