@@ -28,6 +28,7 @@
 #include "core/distributed.h"
 #include "core/edit_distance.h"
 #include "core/error.h"
+#include "core/input_stamps.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -521,6 +522,9 @@ bool g_out_of_memory = false;
 
 int tool_run(const std::string& tool, const std::string& description, int argc, char** argv, const ToolSetup& setup) {
     json_files_read_reset();
+    // the run's inputs stamped as it reads them, so that the folder it completes records those files (core/input_stamps.h);
+    // not retro-bench's stages, which rewrite their scratch folders' inputs between rounds
+    input_stamps_enable(tool != "retro-bench");
     ToolContext ctx;
     ctx.tool = tool;
     for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + shell_quote(argv[i]);

@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_stamps.h"
 #include "core/fingerprint.h"
 #include "core/interrupt_note.h"
 #include "core/lfs_pointer.h"
@@ -89,6 +90,8 @@ void Manifest::add_output(const std::string& dir, const std::string& name, const
 }
 
 void Manifest::write(const std::string& dir) const {
+    // not complete from inputs made again while the run read them (an input folder rebuilt with --force meanwhile)
+    input_stamps_check();
     write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
     interrupt_note_clear();   // complete: a Ctrl-C from here on has nothing to resume
 }
@@ -176,6 +179,7 @@ nlohmann::json json_read_file(const std::string& path) {
     note_json_file(path);
     std::ifstream in(path);
     if (!in) user_error_in(path, "missing");
+    input_stamp(path);   // a config or an input folder's file, for the run's record (core/input_stamps.h)
     try {
         return nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
@@ -232,6 +236,7 @@ nlohmann::json manifest_read(const std::string& dir) {
         }
         user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
     }
+    input_stamp(path);   // an input folder as this run read it (core/input_stamps.h)
     try {
         nlohmann::json j = nlohmann::json::parse(in);
         if (!j.is_object() || !j.contains("outputs") || !j["outputs"].is_array())

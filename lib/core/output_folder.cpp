@@ -282,6 +282,21 @@ std::string lock_note(int fd) {
 }
 }  // namespace
 
+bool output_folder_holds(const std::string& path) {
+    const fs::path p = path_resolved(path);
+    std::lock_guard<std::mutex> lock(g_locks_mutex);
+    for (const auto& [folder, fd] : g_locks) {
+        (void)fd;
+        const fs::path f(folder);
+        auto fi = f.begin();
+        auto pi = p.begin();
+        for (; fi != f.end() && pi != p.end() && *fi == *pi; ++fi, ++pi) {
+        }
+        if (fi == f.end()) return true;
+    }
+    return false;
+}
+
 std::string output_folder_lock_file(const std::string& out) { return lock_path(path_resolved(out).string()); }
 
 std::string output_folder_writer(const std::string& out) {

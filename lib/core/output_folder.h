@@ -110,6 +110,8 @@ void output_folder_lock(const std::string& out, const std::string& tool);
 // Who holds `out`'s lock now (the holder's note, "retro-chunk, pid 123, since ..."), or "" when no other process
 // does: a folder without its manifest may be one a run is still writing.
 std::string output_folder_writer(const std::string& out);
+// Whether `path` lies in a folder whose lock this process holds (a file of the run's own output).
+bool output_folder_holds(const std::string& path);
 // Removes the lock files this process holds (their locks go with the process): run at exit, once a lock is taken, and
 // by interrupt_note_die before a signal ends the run. Async-signal-safe. A SIGKILLed run leaves its file (harmless:
 // the next run locks it again).

@@ -24,6 +24,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_stamps.h"
 #include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "core/stderr_capture.h"
@@ -155,6 +156,7 @@ FaissIndex FaissIndex::load(const std::string& path) {
     FaissIndex out;
     out.where_ = path;
     refuse_lfs_pointer_file(path);
+    input_stamp(path);   // the index read, for the run's record (core/input_stamps.h)
     try {
         out.index_.reset(faiss::read_index(path.c_str()));
     } catch (const faiss::FaissException& e) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_stamps.h"
 #include "core/lfs_pointer.h"
 #include "text/protobuf_wire.h"
 
@@ -123,6 +124,7 @@ void sentencepiece_load_bytes(sentencepiece::SentencePieceProcessor& sp, const s
 std::string sentencepiece_model_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) user_error_in(path, "cannot be opened", "check that the file exists and is readable");
+    input_stamp(path);   // the model read, for the run's record (core/input_stamps.h)
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (in.bad()) user_error_in(path, "cannot be read", "check the file and the disk");
     sentencepiece_model_check(path, bytes);

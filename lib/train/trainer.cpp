@@ -569,6 +569,7 @@ void Trainer::run() {
     }
     train_stop_after_step(false);   // (the last step's checkpoint is saved: a signal now stops at once, as before the steps)
     if (!root) return;   // rank 0 writes the run's final files
+    input_stamps_check();   // (before the weights: a refused run leaves its checkpoints, not weights without a manifest)
     params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     Manifest m(ctx_);
     m.parameters() = {{"steps", o_.steps},       {"seed", o_.seed},           {"batch_size", o_.batch_size},

@@ -29,6 +29,7 @@
 #include "core/fingerprint.h"
 #include "core/interrupt_note.h"
 #include "core/heap.h"
+#include "core/input_stamps.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/memory_budget.h"

@@ -1,0 +1,84 @@
+// Implementation of input_stamps.h.
+#include "core/input_stamps.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+#include "core/output_folder.h"
+
+namespace retro {
+namespace {
+
+struct Stamp {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::int64_t size = 0;
+    std::int64_t mtime_ns = 0;
+};
+
+Stamp stamp_of(const struct stat& st) {
+    return {st.st_dev, st.st_ino, static_cast<std::int64_t>(st.st_size),
+            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::atomic<bool> g_on{false};
+std::mutex g_mutex;
+std::map<std::string, Stamp> g_stamps;   // by the path as the run named it
+
+}  // namespace
+
+void input_stamps_enable(bool on) {
+    g_on = on;
+    if (!on) {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        g_stamps.clear();
+    }
+}
+
+void input_stamp_opened(const std::string& path, const struct stat& st) {
+    if (!g_on || path.empty() || !S_ISREG(st.st_mode)) return;
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        if (g_stamps.count(path)) return;
+    }
+    if (output_folder_holds(path)) return;   // this run's own file (an output, a part it reads back)
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_stamps.emplace(path, stamp_of(st));
+}
+
+void input_stamp(const std::string& path) {
+    if (!g_on) return;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) input_stamp_opened(path, st);
+}
+
+void input_stamps_check() {
+    std::vector<std::pair<std::string, Stamp>> stamps;
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        stamps.assign(g_stamps.begin(), g_stamps.end());
+    }
+    for (const auto& [path, was] : stamps) {
+        struct stat st {};
+        // (a file of a folder this run writes, stamped before it took the folder's lock: its own to rewrite)
+        if (::stat(path.c_str(), &st) != 0 || output_folder_holds(path)) continue;
+        const Stamp now = stamp_of(st);
+        const char* fix = "run this command again with --force once the new file is complete";
+        if (now.dev != was.dev || now.ino != was.ino)
+            user_error_in(path, "was replaced while this run read it (made again, or copied over): what the run made comes "
+                                "from the file before, so it is not recorded as made from this one",
+                          fix);
+        if (now.size != was.size || now.mtime_ns != was.mtime_ns)
+            user_error_in(path, "was rewritten while this run read it (its size or modification time moved): what the run "
+                                "made may mix the two, so it is not recorded as made from this file",
+                          fix);
+    }
+}
+
+}  // namespace retro

@@ -1,0 +1,28 @@
+// The inputs a tool run read, stamped as it first opened them (device, inode, size, modification time), so that the
+// folder it finishes records the files it read and not ones made again meanwhile. A helper's audit (session 69): a
+// manifest hashed its inputs as it was written, at the end, so a database rebuilt with --force while retro-train read
+// the old one (memory-mapped: the old file lives on) was recorded as the one trained on, and retro-generate then took
+// the model with the wrong tokenizer; retro-knn, retro-chunk (its tokenizer, its corpus) the same. Stamping is on
+// in the tools' processes only (tool_main): a library caller (the tests, retro-bench's stages over scratch folders it
+// rewrites) stamps nothing. Files under a folder this process writes (output_folder_lock) are its own, never stamped.
+// provides: input_stamps_enable, input_stamp, input_stamp_opened, input_stamps_check
+#pragma once
+#include <sys/stat.h>
+
+#include <string>
+
+namespace retro {
+
+// Stamping on (a tool's process) or off (the default).
+void input_stamps_enable(bool on);
+// Stamps `path` as it is now, if stamping is on and it is not stamped yet (the first read is the one the run used).
+void input_stamp(const std::string& path);
+// The same for a file this run has open (`st` from fstat of its descriptor: the file read, whatever the path names now).
+void input_stamp_opened(const std::string& path, const struct stat& st);
+// Throws UserError naming the first stamped input that the path no longer names as it was: another file there (made
+// again, copied over) or the same file rewritten (size or modification time moved). A file removed since is not
+// refused here (a run keeps reading what it opened; whoever records it then says it is missing). Called before a
+// folder is marked complete (Manifest::write) and before retro-train saves a checkpoint.
+void input_stamps_check();
+
+}  // namespace retro

@@ -1,0 +1,143 @@
+// Inputs changed while a run reads them (core/input_stamps.h; a helper's audit, session 69): a file made again or
+// rewritten after the run first read it is refused before the run marks its output complete, a removed one is not,
+// and the run's own files are never stamped; retro-train stops at its next checkpoint, keeping the ones before; a
+// mapped file truncated under its reader is named in one line (core/mapped_file.h).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "core/input_stamps.h"
+#include "core/mapped_file.h"
+#include "core/output_folder.h"
+#include "core/shell_quote.h"
+#include "test_cli_pipeline.h"
+#include "test_util.h"
+
+using namespace retro;
+namespace fs = std::filesystem;
+
+namespace {
+// Stamping on for one test case (the tools' processes have it on; the test binary off)
+struct StampingOn {
+    StampingOn() { input_stamps_enable(true); }
+    ~StampingOn() { input_stamps_enable(false); }
+};
+}  // namespace
+
+TEST_CASE("input stamps: a file made again or rewritten since the run read it is refused, a removed one is not") {
+    test::TempDir t("stamps");
+    const StampingOn on;
+    const fs::path a = t / "a.npy", b = t / "b.txt", c = t / "c.txt";
+    test::write_text(a, "first");
+    test::write_text(b, "bytes");
+    test::write_text(c, "gone soon");
+    for (const fs::path& f : {a, b, c}) input_stamp(f.string());
+    CHECK_NOTHROW(input_stamps_check());
+    // made again by rename (another run's --force): another file at the path, even with the same bytes
+    test::write_text(t / "a.tmp", "first");
+    fs::rename(t / "a.tmp", a);
+    CHECK_THROWS_WITH_AS(input_stamps_check(),
+                         doctest::Contains((a.string() + ": was replaced while this run read it (made again, or copied over)").c_str()),
+                         UserError);
+    // the first read is the one kept: stamping the path again does not take the new file for the old
+    input_stamp(a.string());
+    CHECK_THROWS_AS(input_stamps_check(), UserError);
+    input_stamps_enable(false);
+    input_stamps_enable(true);
+    input_stamp(a.string());
+    input_stamp(b.string());
+    input_stamp(c.string());
+    const auto stamped_time = fs::last_write_time(b);
+    // rewritten in place (the same file, another size)
+    test::write_text(b, "other bytes");
+    CHECK_THROWS_WITH_AS(input_stamps_check(), doctest::Contains((b.string() + ": was rewritten while this run read it").c_str()), UserError);
+    test::write_text(b, "bytes");
+    fs::last_write_time(b, stamped_time + std::chrono::seconds(1));   // (same size; only its time moved: still refused)
+    CHECK_THROWS_AS(input_stamps_check(), UserError);
+    input_stamps_enable(false);
+    input_stamps_enable(true);
+    input_stamp(c.string());
+    fs::remove(c);   // removed: the run reads on what it opened; whoever records it says it is missing
+    CHECK_NOTHROW(input_stamps_check());
+    // nothing is stamped with stamping off (a library caller: the tests, retro-bench's stages)
+    input_stamps_enable(false);
+    input_stamp(a.string());
+    test::write_text(a, "changed");
+    CHECK_NOTHROW(input_stamps_check());
+}
+
+TEST_CASE("input stamps: files of a folder this process writes are its own, never refused") {
+    test::TempDir t("stampsown");
+    const StampingOn on;
+    const fs::path out = t / "out";
+    fs::create_directories(out);
+    test::write_text(out / "state.json", "{}");
+    input_stamp((out / "state.json").string());   // read before the lock was taken (a --resume's first look)
+    output_folder_lock(out.string(), "retro-knn");
+    test::write_text(out / "parts.npy", "x");
+    input_stamp((out / "parts.npy").string());
+    test::write_text(out / "state.json.tmp", "{\"tool\": \"retro-knn\"}");
+    fs::rename(out / "state.json.tmp", out / "state.json");
+    test::write_text(out / "parts.npy", "longer");
+    CHECK_NOTHROW(input_stamps_check());
+}
+
+TEST_CASE("input stamps: retro-train stops at its next checkpoint once its --db file is made again, keeping the ones before") {
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("stampstrain");
+    const fs::path db = t / "db", run = t / "run";
+    test::copy_folder(p.db, db);
+    // the database's chunks.npy made again (a copy renamed over it: a --force's atomic write) once the first step is in
+    const std::string chunks = shell_quote((db / "chunks.npy").string());
+    const std::string metrics = shell_quote((run / "metrics.jsonl").string());
+    const test::RunResult r = test::run_command(
+        "{ " + shell_quote(test::tool_path("retro-train")) + " --db " + shell_quote(db.string()) + " --knn " +
+        shell_quote(p.knn.string()) + " --config " + shell_quote(p.config.string()) + " --out " + shell_quote(run.string()) +
+        " --batch-size 2 --quiet --threads 1 --steps 100000 --checkpoint-every 1 2>" + shell_quote((t / "err").string()) +
+        " & pid=$!; i=0; while [ ! -s " + metrics + " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; " +
+        "i=$((i+1)); done; cp " + chunks + " " + chunks + ".new && mv " + chunks + ".new " + chunks +
+        "; wait $pid; echo rc=$?; }");
+    const std::string err = test::read_text(t / "err");
+    INFO("stderr: ", err);
+    CHECK(r.out == "rc=2\n");
+    CHECK(err.find("retro-train: error: " + (db / "chunks.npy").string() + ": was replaced while this run read it") == 0);
+    CHECK(err.find("(fix: run this command again with --force once the new file is complete)") != std::string::npos);
+    CHECK_FALSE(fs::exists(run / "manifest.json"));
+    CHECK_FALSE(fs::exists(run / "model.safetensors"));
+    CHECK(fs::exists(run / "checkpoints"));
+    // (a --resume goes on from them: the copy has the bytes the database's manifest records, which checkpoints hold)
+}
+
+// The same audit: a mapped input truncated while a tool read it (or `cp` over it, which truncates first) ended the
+// tool by SIGBUS, exit 135 and no word. Now one line naming the file, exit 2.
+TEST_CASE("input stamps: a mapped file truncated under its reader ends the process with one line naming it, exit 2") {
+    test::TempDir t("sigbus");
+    const fs::path f = t / "chunks.npy", err = t / "err";
+    test::write_text(f, std::string(3 * 4096, 'x'));
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {   // the reader: maps the file, which is then cut to one page, and reads past it
+        const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(fd, 2);
+        const MappedFile m(f.string());
+        if (::truncate(f.c_str(), 4096) != 0) ::_exit(5);
+        volatile std::uint8_t sum = 0;
+        for (std::size_t i = 0; i < m.size(); i += 4096) sum = static_cast<std::uint8_t>(sum + m.data()[i]);
+        ::_exit(7);   // (not reached: the page past the cut cannot be read)
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    const std::string line = test::read_text(err);
+    CHECK(line.find(": error: " + f.string() + ": was truncated or rewritten while this run read it (fix: ") != std::string::npos);
+    CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+}
