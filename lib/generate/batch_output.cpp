@@ -1,6 +1,8 @@
 // Implementation of batch_output.h.
 #include "generate/batch_output.h"
 
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -49,14 +51,17 @@ nlohmann::json generate_journal_job(const GenerateRunOptions& cli, const std::ve
     const GenerateOptions& g = cli.g;
     const std::string weights = generate_weights_path(g);
     std::error_code ec;
-    const auto modified = fs::last_write_time(weights, ec);
+    struct stat st {};
+    const bool timed = ::stat(weights.c_str(), &st) == 0;
     // the prompts as read (not the file's bytes: --prompts may be a pipe)
     const std::string read = nlohmann::json{{"prompts", prompts}, {"ids", ids}}.dump(-1, ' ', false,
                                                                                   nlohmann::json::error_handler_t::replace);
     return {{"prompts", fingerprint_bytes(read.data(), read.size())},
             {"weights", {{"path", path_resolved(weights).string()},
                          {"bytes", fs::file_size(weights, ec)},
-                         {"modified", ec ? 0 : modified.time_since_epoch().count()}}},
+                         // Unix ns, as manifests record times (before session 69 "modified", the library clock's count)
+                         {"modified_ns", timed ? static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec
+                                               : std::int64_t(0)}}},
             {"index", g.no_retrieval ? nlohmann::json(nullptr) : folder_stamp(g.index)},
             {"db", folder_stamp(g.db)},
             {"tokenizer", tokenizer_stamp(g)},

@@ -42,6 +42,30 @@ std::string journal_line(std::int64_t index, const nlohmann::json& result) {
 
 }  // namespace
 
+void GenerateJournal::weights_change_refuse(nlohmann::json& recorded, nlohmann::json& job) const {
+    if (!recorded.is_object() || !job.is_object() || !recorded.contains("weights") || !job.contains("weights")) return;
+    const nlohmann::json was = recorded["weights"], now = job["weights"];
+    if (!was.is_object() || !now.is_object() || was.value("path", nlohmann::json()) != now.value("path", nlohmann::json()))
+        return;   // other weights: json_first_difference names their paths
+    recorded.erase("weights");
+    job.erase("weights");
+    // the same file, changed since the interrupted run (retrained, replaced): said so, rather than as two raw clock
+    // counts with the fix "run the interrupted command again with --resume" (what was just run: a helper's audit,
+    // session 69). A journal of before session 69 records "modified" as the library clock's count.
+    const std::string weights = now.value("path", std::string());
+    std::int64_t was_time = was.value("modified_ns", std::int64_t(-1)), now_time = now.value("modified_ns", std::int64_t(-1));
+    if (!was.contains("modified_ns") && was.contains("modified")) {
+        std::error_code ec;
+        was_time = was.value("modified", std::int64_t(-1));
+        const auto t = fs::last_write_time(weights, ec);
+        now_time = ec ? -1 : static_cast<std::int64_t>(t.time_since_epoch().count());
+    }
+    if (was.value("bytes", nlohmann::json()) != now.value("bytes", nlohmann::json()) || was_time != now_time)
+        user_error_in(path_, "holds prompts decoded with " + weights + " as it was: the file has changed since (retrained "
+                                 "or replaced; its size or modification time differ)",
+                      "remove " + path_ + " to decode every prompt with the weights now there, or restore the ones it had");
+}
+
 GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json& job, bool resume,
                                  std::int64_t prompts)
     : path_(output + ".partial"), job_(job) {
@@ -72,6 +96,7 @@ GenerateJournal::GenerateJournal(const std::string& output, const nlohmann::json
             recorded_cmp.erase(key);
             job_cmp.erase(key);
         }
+    weights_change_refuse(recorded_cmp, job_cmp);
     if (const std::string d = json_first_difference(recorded_cmp, job_cmp, "", "the journal's"); !d.empty())
         user_error_in(path_, "was written by another retro-generate job: " + d,
                       "run the interrupted command again with --resume, or remove " + path_ + " to start again");

@@ -46,6 +46,9 @@ private:
     // Reads an existing journal: its job line and finished prompts; `cut` = bytes of whole lines (a last line cut
     // short by a kill is not counted).
     void load(nlohmann::json& recorded_job, std::int64_t prompts, std::size_t& cut, std::size_t& size);
+    // Refuses, in its own words, a job whose weights are the journal's file changed since; takes "weights" out of both
+    // where it is the same file (the rest is compared field by field).
+    void weights_change_refuse(nlohmann::json& recorded, nlohmann::json& job) const;
     std::string path_;
     nlohmann::json job_;
     bool fresh_ = true;   // no finished prompt on disk: add() writes the file anew, the job line first

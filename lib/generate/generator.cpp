@@ -38,6 +38,25 @@ std::size_t stable_prefix(const std::string& s) {
 
 std::vector<int> as_int(const std::vector<std::int32_t>& v) { return {v.begin(), v.end()}; }
 
+// A retrieved neighbour's ids within the model's vocabulary [0, V), else the database's row named: a chunks.npy
+// rewritten while retro-generate read it said only "neighbours: retrieved token id 34915 outside the vocabulary"
+// (a helper's audit, session 69). `tokens`: the k neighbours' r ids each (a row, then its continuation row).
+void retrieved_ids_check(const std::int32_t* tokens, const Retrieval& found, std::int64_t r, std::int64_t V,
+                         const ChunkDb& db) {
+    const std::int64_t cs = db.chunk_size();
+    for (std::size_t n = 0; n < found.ids.size(); ++n)
+        for (std::int64_t t = 0; t < r; ++t) {
+            const std::int32_t id = tokens[static_cast<std::int64_t>(n) * r + t];
+            if (id >= 0 && id < V) continue;
+            const std::int64_t row = found.ids[n] + (t >= cs ? 1 : 0);
+            user_error_in((fs::path(db.dir()) / "chunks.npy").string(),
+                          cat("row ", row, " (retrieved as a neighbour) holds token id ", id, ", outside the model's vocabulary [0, ",
+                              V, ")"),
+                          "retrieve from the database the model was trained with, as it was made (make it again with "
+                          "retro-chunk if it was changed)");
+        }
+}
+
 }  // namespace
 
 std::string generate_weights_path(const GenerateOptions& o) {
@@ -175,10 +194,15 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                                                     ") or one chunked with --chunk-size ", config.chunk_size));
         if (!run_db_fp.empty() && folder_fingerprint(db_manifest) != run_db_fp) {
             const std::string run_tok = db_tokenizer_fingerprint(run_db_manifest);
+            // the training database itself, made again since (another run's --force): said so, not "another database"
+            const bool same_folder = !run_db_path.empty() && path_resolved(o.db) == path_resolved(run_db_path);
             if (!run_tok.empty() && run_tok != db_tokenizer_fingerprint(db_manifest))
-                user_error_in(o.db, "uses another tokenizer than the database " + o.run + " was trained on (" +
-                                        run_db_path + ")",
-                              "pass the run's database, or a database chunked with the same tokenizer");
+                user_error_in(o.db, same_folder ? "was made again with another tokenizer since " + o.run + " was trained on it"
+                                                : "uses another tokenizer than the database " + o.run + " was trained on (" +
+                                                      run_db_path + ")",
+                              same_folder ? "make it again with the tokenizer the run was trained with, or pass a database "
+                                            "chunked with it"
+                                          : "pass the run's database, or a database chunked with the same tokenizer");
             if (run_tok.empty() && !o.allow_other_db)
                 user_error_in(o.db, "is not the database " + o.run + " was trained on (fingerprints differ; " +
                                         (run_db_path.empty()          ? std::string("the run records no database")
@@ -186,7 +210,8 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
                                                                      : run_db_path + " records no tokenizer to compare") +
                                         ")",
                               "pass the run's database, or --allow-other-db if this one uses the same tokenizer");
-            log_info("retrieving from " + o.db + ", not the training database (same tokenizer)");
+            log_info(same_folder ? "retrieving from " + o.db + ", made again since " + o.run + " was trained on it (same tokenizer)"
+                                 : "retrieving from " + o.db + ", not the training database (same tokenizer)");
         }
     }
 
@@ -201,9 +226,13 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     const std::string tok_fp_expected =
         !db_manifest.is_null() ? db_tokenizer_fingerprint(db_manifest) : db_tokenizer_fingerprint(run_db_manifest);
     const std::string tok_fp = fingerprint_file(tok_path);
-    if (!tok_fp_expected.empty() && tok_fp != tok_fp_expected)
+    if (!tok_fp_expected.empty() && tok_fp != tok_fp_expected) {
+        if (o.tokenizer.empty())   // the one the database records, retrained or replaced since (as retro-chunk says it)
+            user_error_in(tok_path, "has changed since the database was chunked with it (retrained or replaced)",
+                          "make the database again with it (retro-chunk --force), or restore the tokenizer it was made with");
         user_error_in(tok_path, "is not the tokenizer the database was chunked with (fingerprint differs)",
-                      "pass the database's tokenizer");
+                      "pass the database's tokenizer, or leave --tokenizer out (the one the database records is used)");
+    }
     if (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint") && ck_state["tokenizer_fingerprint"].is_string() &&
         !ck_state["tokenizer_fingerprint"].get<std::string>().empty() && ck_state["tokenizer_fingerprint"] != tok_fp)
         user_error_in(o.checkpoint, "was trained on the ids of another tokenizer than " + tok_path +
@@ -353,6 +382,7 @@ void Generator::decode_group(Decoder& dec, const std::vector<std::string>& promp
         retrievals_ += n;
         for (std::int64_t j = 0; j < n; j++) {
             const std::int64_t s = todo[j].first;
+            retrieved_ids_check(tokens.data() + j * k * r, found[static_cast<std::size_t>(j)], r, V, retriever_->db());
             dec.add_neighbours(s, tokens.data() + j * k * r);
             ChunkNeighbours cn;
             cn.chunk = todo[j].second;
