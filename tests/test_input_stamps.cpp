@@ -1,6 +1,5 @@
 // Inputs changed while a run reads them (core/input_stamps.h; a helper's audit, session 69): a file made again or
-// rewritten after the run first read it is refused before the run marks its output complete, a removed one is not,
-// and the run's own files are never stamped; retro-train stops at its next checkpoint, keeping the ones before; a
+// rewritten or removed after the run first read it is refused before the run marks its output complete, and the run's own files are never stamped; retro-train stops at its next checkpoint, keeping the ones before; a
 // mapped file truncated under its reader is named in one line (core/mapped_file.h).
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -31,7 +30,7 @@ struct StampingOn {
 };
 }  // namespace
 
-TEST_CASE("input stamps: a file made again or rewritten since the run read it is refused, a removed one is not") {
+TEST_CASE("input stamps: a file made again, rewritten or removed since the run read it is refused") {
     test::TempDir t("stamps");
     const StampingOn on;
     const fs::path a = t / "a.npy", b = t / "b.txt", c = t / "c.txt";
@@ -64,8 +63,11 @@ TEST_CASE("input stamps: a file made again or rewritten since the run read it is
     input_stamps_enable(false);
     input_stamps_enable(true);
     input_stamp(c.string());
-    fs::remove(c);   // removed: the run reads on what it opened; whoever records it says it is missing
-    CHECK_NOTHROW(input_stamps_check());
+    fs::remove(c);   // removed: the run reads on what it opened, but would record a file that is not there
+    CHECK_THROWS_WITH_AS(input_stamps_check(), doctest::Contains((c.string() + ": was removed while this run read it").c_str()),
+                         UserError);
+    input_stamps_enable(false);
+    input_stamps_enable(true);
     // nothing is stamped with stamping off (a library caller: the tests, retro-bench's stages)
     input_stamps_enable(false);
     input_stamp(a.string());

@@ -67,9 +67,13 @@ void input_stamps_check() {
     for (const auto& [path, was] : stamps) {
         struct stat st {};
         // (a file of a folder this run writes, stamped before it took the folder's lock: its own to rewrite)
-        if (::stat(path.c_str(), &st) != 0 || output_folder_holds(path)) continue;
-        const Stamp now = stamp_of(st);
+        if (output_folder_holds(path)) continue;
         const char* fix = "run this command again with --force once the new file is complete";
+        if (::stat(path.c_str(), &st) != 0)   // (retro-train then recorded no --db at all: its manifest was gone)
+            user_error_in(path, "was removed while this run read it (moved, or being made again): what the run made would "
+                                "record an input that is not there",
+                          "restore it, or run this command again with --force once it is made again");
+        const Stamp now = stamp_of(st);
         if (now.dev != was.dev || now.ino != was.ino)
             user_error_in(path, "was replaced while this run read it (made again, or copied over): what the run made comes "
                                 "from the file before, so it is not recorded as made from this one",

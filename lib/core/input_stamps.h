@@ -20,9 +20,9 @@ void input_stamp(const std::string& path);
 // The same for a file this run has open (`st` from fstat of its descriptor: the file read, whatever the path names now).
 void input_stamp_opened(const std::string& path, const struct stat& st);
 // Throws UserError naming the first stamped input that the path no longer names as it was: another file there (made
-// again, copied over) or the same file rewritten (size or modification time moved). A file removed since is not
-// refused here (a run keeps reading what it opened; whoever records it then says it is missing). Called before a
-// folder is marked complete (Manifest::write) and before retro-train saves a checkpoint.
+// again, copied over), the same file rewritten (size or modification time moved), or none (removed or moved: the run
+// reads on what it opened, but its folder would record a file that is not there). Called before a folder is marked
+// complete (Manifest::write) and before retro-train saves a checkpoint.
 void input_stamps_check();
 
 }  // namespace retro
