@@ -43,7 +43,7 @@ TEST_CASE("generate inputs: a retrieved row outside the model's vocabulary names
     const test::RunResult r = test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
                                                                    db.string() + " --no-verify --max-tokens 12 --ignore-eos "
                                                                    "--seed 1 --threads 1 --quiet 'a b'");
-    test::expect_refused(r, {(db / "chunks.npy").string() + ": row ", " (retrieved as a neighbour) holds token id ",
+    test::expect_refused(r, {(db / "chunks.npy").string() + ": the neighbour at row ", " (or its continuation, the row after) holds token id ",
                              ", outside the model's vocabulary [0, ", "(fix: retrieve from the database the model was trained with"});
 }
 

@@ -38,16 +38,16 @@ TEST_CASE("input stamps: a file made again, rewritten or removed since the run r
     test::write_text(b, "bytes");
     test::write_text(c, "gone soon");
     for (const fs::path& f : {a, b, c}) input_stamp(f.string());
-    CHECK_NOTHROW(input_stamps_check());
+    CHECK_NOTHROW(input_stamps_check({t.path.string()}));
     // made again by rename (another run's --force): another file at the path, even with the same bytes
     test::write_text(t / "a.tmp", "first");
     fs::rename(t / "a.tmp", a);
-    CHECK_THROWS_WITH_AS(input_stamps_check(),
+    CHECK_THROWS_WITH_AS(input_stamps_check({t.path.string()}),
                          doctest::Contains((a.string() + ": was replaced while this run read it (made again, or copied over)").c_str()),
                          UserError);
     // the first read is the one kept: stamping the path again does not take the new file for the old
     input_stamp(a.string());
-    CHECK_THROWS_AS(input_stamps_check(), UserError);
+    CHECK_THROWS_AS(input_stamps_check({t.path.string()}), UserError);
     input_stamps_enable(false);
     input_stamps_enable(true);
     input_stamp(a.string());
@@ -56,23 +56,32 @@ TEST_CASE("input stamps: a file made again, rewritten or removed since the run r
     const auto stamped_time = fs::last_write_time(b);
     // rewritten in place (the same file, another size)
     test::write_text(b, "other bytes");
-    CHECK_THROWS_WITH_AS(input_stamps_check(), doctest::Contains((b.string() + ": was rewritten while this run read it").c_str()), UserError);
+    CHECK_THROWS_WITH_AS(input_stamps_check({t.path.string()}), doctest::Contains((b.string() + ": was rewritten while this run read it").c_str()), UserError);
     test::write_text(b, "bytes");
     fs::last_write_time(b, stamped_time + std::chrono::seconds(1));   // (same size; only its time moved: still refused)
-    CHECK_THROWS_AS(input_stamps_check(), UserError);
+    CHECK_THROWS_AS(input_stamps_check({t.path.string()}), UserError);
     input_stamps_enable(false);
     input_stamps_enable(true);
     input_stamp(c.string());
     fs::remove(c);   // removed: the run reads on what it opened, but would record a file that is not there
-    CHECK_THROWS_WITH_AS(input_stamps_check(), doctest::Contains((c.string() + ": was removed while this run read it").c_str()),
+    CHECK_THROWS_WITH_AS(input_stamps_check({t.path.string()}), doctest::Contains((c.string() + ": was removed while this run read it").c_str()),
                          UserError);
     input_stamps_enable(false);
     input_stamps_enable(true);
+    // only what the caller records is checked: a file outside `inputs` (an --init-from checkpoint its run prunes), or
+    // a file among them named by another spelling, as it lies
+    input_stamps_enable(false);
+    input_stamps_enable(true);
+    input_stamp(a.string());
+    test::write_text(a, "changed again, longer");
+    CHECK_NOTHROW(input_stamps_check({(t / "elsewhere").string()}));
+    CHECK_THROWS_AS(input_stamps_check({a.string()}), UserError);
+    CHECK_THROWS_AS(input_stamps_check({(t / "." / a.filename()).string()}), UserError);
     // nothing is stamped with stamping off (a library caller: the tests, retro-bench's stages)
     input_stamps_enable(false);
     input_stamp(a.string());
     test::write_text(a, "changed");
-    CHECK_NOTHROW(input_stamps_check());
+    CHECK_NOTHROW(input_stamps_check({t.path.string()}));
 }
 
 TEST_CASE("input stamps: files of a folder this process writes are its own, never refused") {
@@ -88,7 +97,7 @@ TEST_CASE("input stamps: files of a folder this process writes are its own, neve
     test::write_text(out / "state.json.tmp", "{\"tool\": \"retro-knn\"}");
     fs::rename(out / "state.json.tmp", out / "state.json");
     test::write_text(out / "parts.npy", "longer");
-    CHECK_NOTHROW(input_stamps_check());
+    CHECK_NOTHROW(input_stamps_check({t.path.string()}));
 }
 
 TEST_CASE("input stamps: retro-train stops at its next checkpoint once its --db file is made again, keeping the ones before") {
@@ -120,6 +129,10 @@ TEST_CASE("input stamps: retro-train stops at its next checkpoint once its --db 
 // The same audit: a mapped input truncated while a tool read it (or `cp` over it, which truncates first) ended the
 // tool by SIGBUS, exit 135 and no word. Now one line naming the file, exit 2.
 TEST_CASE("input stamps: a mapped file truncated under its reader ends the process with one line naming it, exit 2") {
+    if (test::kAddressSanitizer) {   // (ASan's own SIGBUS handler comes first there)
+        MESSAGE("skipped: under AddressSanitizer");
+        return;
+    }
     test::TempDir t("sigbus");
     const fs::path f = t / "chunks.npy", err = t / "err";
     test::write_text(f, std::string(3 * 4096, 'x'));
@@ -140,6 +153,7 @@ TEST_CASE("input stamps: a mapped file truncated under its reader ends the proce
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 2);
     const std::string line = test::read_text(err);
-    CHECK(line.find(": error: " + f.string() + ": was truncated or rewritten while this run read it (fix: ") != std::string::npos);
+    CHECK(line.find(": error: " + f.string() + ": could not be read (truncated or rewritten while this run read it, or an I/O "
+                                                "error) (fix: ") != std::string::npos);
     CHECK(std::count(line.begin(), line.end(), '\n') == 1);
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -11,6 +12,8 @@
 
 #include "core/error.h"
 #include "core/output_folder.h"
+
+namespace fs = std::filesystem;
 
 namespace retro {
 namespace {
@@ -58,16 +61,34 @@ void input_stamp(const std::string& path) {
     if (::stat(path.c_str(), &st) == 0) input_stamp_opened(path, st);
 }
 
-void input_stamps_check() {
+namespace {
+// Whether `path` is one of `roots` or lies under one (all resolved).
+bool lies_under(const fs::path& path, const std::vector<fs::path>& roots) {
+    for (const fs::path& root : roots) {
+        auto r = root.begin();
+        auto p = path.begin();
+        for (; r != root.end() && p != path.end() && *r == *p; ++r, ++p) {
+        }
+        if (r == root.end()) return true;
+    }
+    return false;
+}
+}  // namespace
+
+void input_stamps_check(const std::vector<std::string>& inputs) {
     std::vector<std::pair<std::string, Stamp>> stamps;
     {
         std::lock_guard<std::mutex> lock(g_mutex);
+        if (g_stamps.empty()) return;
         stamps.assign(g_stamps.begin(), g_stamps.end());
     }
+    std::vector<fs::path> roots;
+    for (const std::string& in : inputs)
+        if (!in.empty()) roots.push_back(path_resolved(in));
     for (const auto& [path, was] : stamps) {
         struct stat st {};
         // (a file of a folder this run writes, stamped before it took the folder's lock: its own to rewrite)
-        if (output_folder_holds(path)) continue;
+        if (!lies_under(path_resolved(path), roots) || output_folder_holds(path)) continue;
         const char* fix = "run this command again with --force once the new file is complete";
         if (::stat(path.c_str(), &st) != 0)   // (retro-train then recorded no --db at all: its manifest was gone)
             user_error_in(path, "was removed while this run read it (moved, or being made again): what the run made would "

@@ -4,12 +4,13 @@
 // the old one (memory-mapped: the old file lives on) was recorded as the one trained on, and retro-generate then took
 // the model with the wrong tokenizer; retro-knn, retro-chunk (its tokenizer, its corpus) the same. Stamping is on
 // in the tools' processes only (tool_main): a library caller (the tests, retro-bench's stages over scratch folders it
-// rewrites) stamps nothing. Files under a folder this process writes (output_folder_lock) are its own, never stamped.
+// rewrites) stamps nothing. Files under a folder this process writes (output_folder_lock) are its own, never refused.
 // provides: input_stamps_enable, input_stamp, input_stamp_opened, input_stamps_check
 #pragma once
 #include <sys/stat.h>
 
 #include <string>
+#include <vector>
 
 namespace retro {
 
@@ -19,10 +20,12 @@ void input_stamps_enable(bool on);
 void input_stamp(const std::string& path);
 // The same for a file this run has open (`st` from fstat of its descriptor: the file read, whatever the path names now).
 void input_stamp_opened(const std::string& path, const struct stat& st);
-// Throws UserError naming the first stamped input that the path no longer names as it was: another file there (made
-// again, copied over), the same file rewritten (size or modification time moved), or none (removed or moved: the run
-// reads on what it opened, but its folder would record a file that is not there). Called before a folder is marked
-// complete (Manifest::write) and before retro-train saves a checkpoint.
-void input_stamps_check();
+// Throws UserError naming the first stamped input among `inputs` (files, or folders: the files under them) that the
+// path no longer names as it was: another file there (made again, copied over), the same file rewritten (size or
+// modification time moved), or none (removed or moved: the run reads on what it opened, but its folder would record a
+// file that is not there). Only what the caller records is checked: a file read and fingerprinted on the way (an
+// --init-from checkpoint that its run prunes meanwhile) is not this check's. Called before a folder is marked complete
+// (Manifest::write, Manifest::inputs_check: the manifest's inputs) and before retro-train saves a checkpoint (--db, --knn).
+void input_stamps_check(const std::vector<std::string>& inputs);
 
 }  // namespace retro

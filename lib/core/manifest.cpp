@@ -89,9 +89,16 @@ void Manifest::add_output(const std::string& dir, const std::string& name, const
     json_["outputs"].push_back(out);
 }
 
+void Manifest::inputs_check() const {
+    std::vector<std::string> paths;
+    for (const nlohmann::json& in : json_.value("inputs", nlohmann::json::array()))
+        if (in.is_object() && in.contains("path") && in["path"].is_string()) paths.push_back(in["path"].get<std::string>());
+    input_stamps_check(paths);
+}
+
 void Manifest::write(const std::string& dir) const {
     // not complete from inputs made again while the run read them (an input folder rebuilt with --force meanwhile)
-    input_stamps_check();
+    inputs_check();
     write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
     interrupt_note_clear();   // complete: a Ctrl-C from here on has nothing to resume
 }

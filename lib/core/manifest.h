@@ -25,7 +25,10 @@ public:
     // Records an output file in `dir` (path stored relative to it). For .npy the shape and dtype
     // come from its header; `dtype_tag` overrides the dtype (e.g. "bf16" for a '<u2' array).
     void add_output(const std::string& dir, const std::string& name, const std::string& dtype_tag = "");
-    // Writes dir/manifest.json atomically (last, so its presence marks a complete folder).
+    // Refuses (UserError) where an input recorded here was made again, rewritten or removed since the run first read
+    // it (core/input_stamps.h); for a tool that removes its marks of an unfinished run before write().
+    void inputs_check() const;
+    // Writes dir/manifest.json atomically (last, so its presence marks a complete folder), after inputs_check().
     void write(const std::string& dir) const;
     const nlohmann::json& json() const { return json_; }
 

@@ -36,8 +36,10 @@ std::mutex g_slots_mutex;
 std::once_flag g_sigbus_installed;
 
 extern "C" void on_sigbus(int sig, siginfo_t* info, void*) {
-    const auto* at = static_cast<const std::uint8_t*>(info ? info->si_addr : nullptr);
+    // a fault the kernel raised (si_code > 0); a SIGBUS sent by kill(2) carries no address
+    const auto* at = static_cast<const std::uint8_t*>(info && info->si_code > 0 ? info->si_addr : nullptr);
     for (MapSlot& slot : g_slots) {
+        if (!at) break;
         const std::uint8_t* start = slot.start.load(std::memory_order_acquire);
         if (start && at >= start && at < start + slot.size) {
             ssize_t w = ::write(2, slot.line, std::strlen(slot.line));
@@ -67,11 +69,12 @@ void slot_add(const std::uint8_t* data, std::size_t size, const std::string& pat
     for (MapSlot& slot : g_slots) {
         if (slot.start.load(std::memory_order_relaxed) != nullptr) continue;
         slot.size = size;
+        // (the path cut to fit: the line always ends in its newline)
         std::snprintf(slot.line, sizeof slot.line,
-                      "%s: error: %s: was truncated or rewritten while this run read it (fix: leave a run's inputs alone "
-                      "while it runs (RetroKit's tools replace theirs by rename, which is safe); restore the file or make "
-                      "it again, then run this command again)\n",
-                      program_invocation_short_name, terminal_text(path, true).c_str());
+                      "%s: error: %s: could not be read (truncated or rewritten while this run read it, or an I/O error) "
+                      "(fix: leave a run's inputs alone while it runs (RetroKit's tools replace theirs by rename, which is "
+                      "safe); restore the file or make it again, then run this command again)\n",
+                      program_invocation_short_name, terminal_text_cut(terminal_text(path, true), 400).c_str());
         slot.start.store(data, std::memory_order_release);
         return;
     }   // (all slots taken: this mapping's SIGBUS keeps the default action)

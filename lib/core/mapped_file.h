@@ -1,5 +1,5 @@
 // Read-only memory map of a whole file (RAII). Empty files map to an empty span. A page that can no longer be read (the
-// file truncated or rewritten in place while mapped: SIGBUS) ends the process with one line naming the file, exit 2.
+// file truncated while mapped, or an I/O error: SIGBUS) ends the process with one line naming the file, exit 2.
 #pragma once
 #include <cstddef>
 #include <cstdint>

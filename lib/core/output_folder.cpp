@@ -45,40 +45,48 @@ std::map<std::string, int> g_locks;   // -> the lock file's descriptor (-1: ungu
 // the inode it locked with the path's) and takes the lock of a new file.
 constexpr int kRemovedLocksMax = 1024;   // (a test process locks hundreds; 160 KB of zeros until used)
 char g_lock_files[kRemovedLocksMax][160];
+int g_lock_fds[kRemovedLocksMax];   // each file's descriptor: removed only while the path still names that file
 volatile std::sig_atomic_t g_lock_file_count = 0;
 pid_t g_lock_files_pid = 0;   // the process that took them (a forked child's exit removes none)
 
-void remember_lock_file(const std::string& path) {
+void remember_lock_file(const std::string& path, int fd) {
     const int n = g_lock_file_count;
     if (n >= kRemovedLocksMax || path.size() >= sizeof g_lock_files[0]) return;   // left in place, as before
     std::memcpy(g_lock_files[n], path.c_str(), path.size() + 1);
+    g_lock_fds[n] = fd;
     if (n == 0) {
         g_lock_files_pid = ::getpid();
         std::atexit(output_folder_locks_remove);
     }
+    std::atomic_signal_fence(std::memory_order_release);   // (the entry whole before a handler can count it)
     g_lock_file_count = n + 1;
 }
 
-// Removes up to kStaleSweep lock files of the lock folder `dir` that no process holds and that are over an hour old:
-// those of runs killed by SIGKILL, and the thousands left before runs removed their own (session 69). Each is locked
-// before it is removed, so a live run's file is skipped, and a run that opened one just before keeps no lock on a
-// removed file (output_folder_lock's inode check). `own`: this run's file, skipped.
+// Whether descriptor `fd` and `path` name one file (fstat and stat: async-signal-safe).
+bool same_file(int fd, const char* path) {
+    struct stat held {}, named {};
+    return ::fstat(fd, &held) == 0 && ::stat(path, &named) == 0 && held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+// Removes the lock files of the lock folder `dir` that no process holds and that are over an hour old: those of runs
+// killed by SIGKILL, and the thousands left before runs removed their own (session 69); once a process (about 10 µs a
+// file). Each is locked before it is removed, so a live run's file is skipped, and a run that opened one just before
+// keeps no lock on a removed file (output_folder_lock's inode check; a run that meets the sweep's brief lock waits
+// for it). `own`: this run's file, skipped.
 void remove_stale_lock_files(const fs::path& dir, const std::string& own) {
-    constexpr int kStaleSweep = 1024;   // (about 10 ms)
+    static bool swept = false;   // (under g_locks_mutex)
+    if (swept) return;
+    swept = true;
     const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
     std::error_code ec;
-    int removed = 0;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && removed < kStaleSweep; it.increment(ec)) {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const fs::path& f = it->path();
         if (f.extension() != ".lock" || f == own) continue;
         std::error_code tec;
         if (const auto t = fs::last_write_time(f, tec); tec || t > hour_ago) continue;
         const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) continue;
-        struct stat locked {}, named {};
-        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &locked) == 0 && ::stat(f.c_str(), &named) == 0 &&
-            locked.st_ino == named.st_ino && locked.st_dev == named.st_dev && ::unlink(f.c_str()) == 0)
-            ++removed;
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, f.c_str())) ::unlink(f.c_str());
         ::close(fd);
     }
 }
@@ -92,7 +100,10 @@ bool holds_lock(const std::string& out) {
 
 void output_folder_locks_remove() {
     if (g_lock_files_pid != ::getpid()) return;
-    for (int i = 0; i < g_lock_file_count; ++i) ::unlink(g_lock_files[i]);
+    // only where the path still names the file this process locked (one removed and made again meanwhile, by hand or
+    // by a /tmp cleaner, is another run's)
+    for (int i = 0; i < g_lock_file_count; ++i)
+        if (same_file(g_lock_fds[i], g_lock_files[i])) ::unlink(g_lock_files[i]);
     g_lock_file_count = 0;
 }
 
@@ -335,13 +346,16 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
             return;
         }
         lock_rc = ::flock(fd, LOCK_EX | LOCK_NB);
+        // another process's sweep holds a stale file for microseconds (remove_stale_lock_files): waited for, up to
+        // 200 ms, before a live holder is taken for one
+        for (int wait = 0; lock_rc != 0 && errno == EWOULDBLOCK && wait < 20; ++wait) {
+            ::usleep(10000);
+            lock_rc = ::flock(fd, LOCK_EX | LOCK_NB);
+        }
         if (lock_rc != 0 || attempt == 100) break;
         // the file locked must still be the one at `path`: its holder removes it as it ends, and a lock taken on the
         // removed file would guard nothing against a run that makes the next one
-        struct stat locked {}, named {};
-        if (::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 && locked.st_dev == named.st_dev &&
-            locked.st_ino == named.st_ino)
-            break;
+        if (same_file(fd, path.c_str())) break;
         ::close(fd);
     }
     if (lock_rc != 0) {
@@ -369,7 +383,7 @@ void output_folder_lock(const std::string& out, const std::string& tool) {
         // the lock holds without the note; the message of a refused second run just names no process
     }
     held[key] = fd;
-    remember_lock_file(path);
+    remember_lock_file(path, fd);
     remove_stale_lock_files(fs::path(path).parent_path(), path);
 }
 

@@ -43,15 +43,15 @@ std::vector<int> as_int(const std::vector<std::int32_t>& v) { return {v.begin(),
 // (a helper's audit, session 69). `tokens`: the k neighbours' r ids each (a row, then its continuation row).
 void retrieved_ids_check(const std::int32_t* tokens, const Retrieval& found, std::int64_t r, std::int64_t V,
                          const ChunkDb& db) {
-    const std::int64_t cs = db.chunk_size();
     for (std::size_t n = 0; n < found.ids.size(); ++n)
         for (std::int64_t t = 0; t < r; ++t) {
             const std::int32_t id = tokens[static_cast<std::int64_t>(n) * r + t];
             if (id >= 0 && id < V) continue;
-            const std::int64_t row = found.ids[n] + (t >= cs ? 1 : 0);
+            // (the row or its continuation: under "match" alignment the window starts inside the row, so which of the
+            // two is not said)
             user_error_in((fs::path(db.dir()) / "chunks.npy").string(),
-                          cat("row ", row, " (retrieved as a neighbour) holds token id ", id, ", outside the model's vocabulary [0, ",
-                              V, ")"),
+                          cat("the neighbour at row ", found.ids[n], " (or its continuation, the row after) holds token id ", id,
+                              ", outside the model's vocabulary [0, ", V, ")"),
                           "retrieve from the database the model was trained with, as it was made (make it again with "
                           "retro-chunk if it was changed)");
         }

@@ -10,7 +10,6 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/input_stamps.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/progress.h"
@@ -123,7 +122,7 @@ void bm25_index_build(const ToolContext& ctx, const IndexBuildOptions& opts) {
     m.extra()["bm25"] = bm25;
     m.add_input_folder("db", opts.db);
     m.add_output(opts.out, kBm25DbFile);
-    input_stamps_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
+    m.inputs_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
     fs::remove(out / "state.json");
     parts_remove(opts.out);
     m.write(opts.out);

@@ -11,7 +11,6 @@
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
-#include "core/input_stamps.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -179,7 +178,7 @@ void finalize(const ToolContext& ctx, const nlohmann::json& state, const std::ve
     m.add_output(out, "embeddings.npy");
     m.add_output(out, "index.faiss");
     if (fs::exists(fs::path(out) / "idf.npy")) m.add_output(out, "idf.npy");
-    input_stamps_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
+    m.inputs_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
     fs::remove(state_path(out));
     parts_remove(out);
     m.write(out);

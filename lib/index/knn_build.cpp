@@ -16,7 +16,6 @@
 #include "core/atomic_file.h"
 #include "core/cuda_device.h"
 #include "core/error.h"
-#include "core/input_stamps.h"
 #include "core/log.h"
 #include "core/manifest.h"
 #include "core/disk_space.h"
@@ -270,7 +269,7 @@ void knn_write_manifest(const ToolContext& ctx, const nlohmann::json& state, con
     if (recall_sample > 0) m.extra()["recall"] = {{"sample", recall_sample}, {"recall_at_k", recall}};
     m.add_output(out, "neighbours.npy");
     m.add_output(out, "distances.npy");
-    input_stamps_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
+    m.inputs_check();   // before the run's marks go: inputs made again meanwhile leave it unfinished (core/input_stamps.h)
     fs::remove(state_path(out));
     parts_remove(out);
     m.write(out);

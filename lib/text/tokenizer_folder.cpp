@@ -5,7 +5,6 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/input_stamps.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -104,7 +103,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // sentencepiece's trainer splits its work by thread, and the model can differ with their number
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     for (const auto& f : files) m.add_input("corpus", f.path);
-    input_stamps_check();   // the corpus as the training read it, before the old tokenizer goes (core/input_stamps.h)
+    m.inputs_check();   // the corpus as the training read it, before the old tokenizer goes (core/input_stamps.h)
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     // from here a stop leaves tok.model (the old one under --force, or the new) without its manifest (it said "no
     // tokenizer was written": the helper's interrupt campaign, session 55)

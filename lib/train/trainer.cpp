@@ -567,9 +567,12 @@ void Trainer::run() {
         }
         if (o_.stop_after > 0 && done_now >= o_.stop_after) return;   // as if killed here
     }
-    train_stop_after_step(false);   // (the last step's checkpoint is saved: a signal now stops at once, as before the steps)
+    // a first signal while the final files are written waits for them too (a second stops at once), as one during a step:
+    // timeout's repeated SIGINT stopped the run half way through its weights (a review, session 69)
     if (!root) return;   // rank 0 writes the run's final files
-    input_stamps_check();   // (before the weights: a refused run leaves its checkpoints, not weights without a manifest)
+    // (before the weights: a refused run leaves its checkpoints, not weights without a manifest; Manifest::write checks
+    // again, the seconds the weights take to write included)
+    input_stamps_check({o_.db, o_.no_retrieval ? std::string() : o_.neighbours, o_.config});
     params_save((out / "model.safetensors").string(), model_->params(), model_->layout(), config_);
     Manifest m(ctx_);
     m.parameters() = {{"steps", o_.steps},       {"seed", o_.seed},           {"batch_size", o_.batch_size},
@@ -612,6 +615,7 @@ void Trainer::run() {
         train_stop_set_finished(o_.out);
         train_stop_now(stop);
     }
+    train_stop_after_step(false);   // (a signal now stops at once, as before the steps)
 }
 
 }  // namespace train_impl

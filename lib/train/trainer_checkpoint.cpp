@@ -8,7 +8,7 @@ void Trainer::save_checkpoint(std::int64_t step) {
     // the --db and --knn this run maps are the ones on disk still: a checkpoint records their stamps below, and one
     // taken after they were made again (by another run's --force) let --resume go on over the new ones, mixing the two
     // (a helper's audit, session 69); the checkpoints before stay, made on the files the run read
-    input_stamps_check();
+    input_stamps_check({o_.db, o_.no_retrieval ? std::string() : o_.neighbours});
     const std::string dir = checkpoint_dir(o_.out, step);
     fs::create_directories(dir);
     params_save((fs::path(dir) / "model.safetensors").string(), model_->params(), model_->layout(), config_);
