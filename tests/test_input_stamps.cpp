@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/input_stamps.h"
+#include "core/manifest.h"
 #include "core/mapped_file.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
@@ -156,4 +157,31 @@ TEST_CASE("input stamps: a mapped file truncated under its reader ends the proce
     CHECK(line.find(": error: " + f.string() + ": could not be read (truncated or rewritten while this run read it, or an I/O "
                                                 "error) (fix: ") != std::string::npos);
     CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+}
+
+// The review of session 69: an --init-from checkpoint its own run prunes while the new run trains was hashed again at
+// the end ("cannot read input"); it is recorded as read (size and fingerprint at load), and the check leaves it alone.
+TEST_CASE("input stamps: an input recorded as read is kept as read and not checked, whatever became of its file") {
+    test::TempDir t("stampsread");
+    const StampingOn on;
+    const fs::path base = t / "step_00000002" / "model.safetensors";
+    fs::create_directories(base.parent_path());
+    test::write_text(base, "weights");
+    input_stamp(base.string());
+    ToolContext ctx;
+    ctx.tool = "retro-train";
+    Manifest m(ctx);
+    m.add_input_as_read("init_from", base.string(), 7, "0123456789abcdef");
+    fs::remove_all(base.parent_path());   // pruned by its run
+    CHECK_NOTHROW(m.inputs_check());
+    REQUIRE(m.json()["inputs"].size() == 1);
+    CHECK(m.json()["inputs"][0]["role"] == "init_from");
+    CHECK(m.json()["inputs"][0]["size"] == 7);
+    CHECK(m.json()["inputs"][0]["fingerprint"] == "0123456789abcdef");
+    // recorded the usual way, the same file's removal is refused
+    test::write_text(t / "config.json", "{}");
+    input_stamp((t / "config.json").string());
+    m.add_input("config", (t / "config.json").string());
+    fs::remove(t / "config.json");
+    CHECK_THROWS_WITH_AS(m.inputs_check(), doctest::Contains("config.json: was removed while this run read it"), UserError);
 }

@@ -68,6 +68,13 @@ void Manifest::add_input(const std::string& role, const std::string& path) {
     json_["inputs"].push_back(std::move(in));
 }
 
+void Manifest::add_input_as_read(const std::string& role, const std::string& path, std::int64_t bytes,
+                                 const std::string& fingerprint) {
+    const std::string absolute = fs::absolute(path).lexically_normal().string();
+    json_["inputs"].push_back({{"role", role}, {"path", absolute}, {"size", bytes}, {"fingerprint", fingerprint}});
+    as_read_.push_back(absolute);
+}
+
 void Manifest::add_input_folder(const std::string& role, const std::string& dir) {
     nlohmann::json m = manifest_read(dir);
     json_["inputs"].push_back({{"role", role},
@@ -92,7 +99,9 @@ void Manifest::add_output(const std::string& dir, const std::string& name, const
 void Manifest::inputs_check() const {
     std::vector<std::string> paths;
     for (const nlohmann::json& in : json_.value("inputs", nlohmann::json::array()))
-        if (in.is_object() && in.contains("path") && in["path"].is_string()) paths.push_back(in["path"].get<std::string>());
+        if (in.is_object() && in.contains("path") && in["path"].is_string() &&
+            std::find(as_read_.begin(), as_read_.end(), in["path"].get<std::string>()) == as_read_.end())
+            paths.push_back(in["path"].get<std::string>());
     input_stamps_check(paths);
 }
 

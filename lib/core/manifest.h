@@ -20,6 +20,9 @@ public:
 
     // Records an input file (size and fingerprint read now). `role` names what it is ("tokenizer").
     void add_input(const std::string& role, const std::string& path);
+    // Records an input file as it was read and fingerprinted earlier (`bytes`, `fingerprint`), not read again now: one
+    // that may be gone by the end (an --init-from checkpoint its run prunes), and which inputs_check() leaves alone.
+    void add_input_as_read(const std::string& role, const std::string& path, std::int64_t bytes, const std::string& fingerprint);
     // Records an input folder by its manifest's fingerprint of outputs (see folder_fingerprint).
     void add_input_folder(const std::string& role, const std::string& dir);
     // Records an output file in `dir` (path stored relative to it). For .npy the shape and dtype
@@ -34,6 +37,7 @@ public:
 
 private:
     nlohmann::json json_;
+    std::vector<std::string> as_read_;   // inputs recorded by add_input_as_read (inputs_check leaves them alone)
 };
 
 // The JSON files json_read_file and manifest_read have parsed in this process, oldest first, for the tool frame's

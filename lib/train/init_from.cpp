@@ -31,6 +31,8 @@ InitFromInfo init_from_resolve(const std::string& base) {
                       "--init-from takes a run folder, a checkpoint folder, a .safetensors file or a torch.save state_dict");
     }
     info.fingerprint = fingerprint_file(info.weights);
+    std::error_code size_ec;
+    info.bytes = static_cast<std::int64_t>(std::filesystem::file_size(info.weights, size_ec));
     if (fs::is_directory(p) && fs::exists(p / "manifest.json")) {   // a finished run: its manifest records the weights
         const nlohmann::json m = manifest_read(base);
         for (const auto& o : m["outputs"])

@@ -20,6 +20,8 @@ namespace retro {
 struct InitFromInfo {
     std::string weights;       // the file read (.safetensors or torch.save)
     std::string fingerprint;   // its xxh3 (core/fingerprint.h), recorded for provenance and checked on --resume
+    std::int64_t bytes = 0;    // its size when fingerprinted (the manifest records both as read: the file may be a
+                               // checkpoint its own run prunes while this one trains)
     std::int64_t copied = 0, fresh = 0, ignored = 0;   // tensors copied, kept fresh, of the base not used
     std::string within;        // a torch file's key its state_dict was under ({"model": ..., "epoch": ...}), or ""
     std::string prefix;        // the wrapper prefix its names had ("module.", "_orig_mod."), or ""

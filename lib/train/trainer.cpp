@@ -598,7 +598,7 @@ void Trainer::run() {
             {"path", o_.init_from}, {"weights", init_.weights}, {"fingerprint", init_.fingerprint}};
         if (!init_.within.empty()) m.parameters()["init_from"]["within"] = init_.within;
         if (!init_.prefix.empty()) m.parameters()["init_from"]["prefix"] = init_.prefix;
-        m.add_input("init_from", init_.weights);
+        m.add_input_as_read("init_from", init_.weights, init_.bytes, init_.fingerprint);
     }
     if (fs::exists(fs::path(o_.db) / "manifest.json")) m.add_input_folder("db", o_.db);
     if (!o_.no_retrieval && fs::exists(fs::path(o_.neighbours) / "manifest.json"))
