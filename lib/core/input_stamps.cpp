@@ -64,13 +64,8 @@ void input_stamp(const std::string& path) {
 namespace {
 // Whether `path` is one of `roots` or lies under one (all resolved).
 bool lies_under(const fs::path& path, const std::vector<fs::path>& roots) {
-    for (const fs::path& root : roots) {
-        auto r = root.begin();
-        auto p = path.begin();
-        for (; r != root.end() && p != path.end() && *r == *p; ++r, ++p) {
-        }
-        if (r == root.end()) return true;
-    }
+    for (const fs::path& root : roots)
+        if (path_inside(path, root)) return true;
     return false;
 }
 }  // namespace

@@ -298,12 +298,7 @@ bool output_folder_holds(const std::string& path) {
     std::lock_guard<std::mutex> lock(g_locks_mutex);
     for (const auto& [folder, fd] : g_locks) {
         (void)fd;
-        const fs::path f(folder);
-        auto fi = f.begin();
-        auto pi = p.begin();
-        for (; fi != f.end() && pi != p.end() && *fi == *pi; ++fi, ++pi) {
-        }
-        if (fi == f.end()) return true;
+        if (path_inside(p, fs::path(folder))) return true;
     }
     return false;
 }
