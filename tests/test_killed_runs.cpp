@@ -146,6 +146,58 @@ TEST_CASE("killed runs: --resume of a finished folder that lost an output names 
     CHECK(fs::exists(t / "tok" / "tok.model"));
 }
 
+// The kill soak (session 68): retro-tokenizer killed between its tok.model and its manifest left a whole model that no
+// manifest recorded, and retro-chunk took it. Its state.json now marks the folder from before the old manifest goes
+// until the new one is written (text/tokenizer_folder.h).
+TEST_CASE("killed runs: a tok.model whose training stopped before its manifest is refused by its readers - --resume finishes it") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killtok");
+    const fs::path tok = t / "tok", db = t / "db";
+    copy_folder(p.tok, tok);
+    const std::string model = test::read_text(tok / "tok.model");
+    fs::remove(tok / "manifest.json");
+    test::write_text(tok / "state.json", nlohmann::json{{"tool", "retro-tokenizer"}, {"run", "a training"}}.dump());
+    const std::string chunk = p.corpus.string() + " --tokenizer " + tok.string() + " --out " + db.string() +
+                              " --chunk-size 4 --seq-len 16 --quiet";
+    expect_refused(test::run_tool("retro-chunk", chunk),
+                   {(tok / "tok.model").string() + ": is the model of a retro-tokenizer training stopped before its end",
+                    "(fix: finish it: run the same retro-tokenizer train command again with --resume)"});
+    CHECK_FALSE(fs::exists(db));
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato rimen\n"),
+                   {"training stopped before its end"});
+    // a training writing it now (this test process plays it: it holds the folder's lock, in a copy)
+    const fs::path live = t / "live";
+    copy_folder(tok, live);
+    output_folder_lock(live.string(), "retro-tokenizer");
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + (live / "tok.model").string(), "kato\n"),
+                   {(live / "tok.model").string() + ": is being written: a retro-tokenizer training is replacing it now "
+                                                    "(retro-tokenizer, pid ",
+                    "(fix: wait for it to end)"});
+    // the training's own command names it, and --resume trains it again: the same model, its manifest, no mark
+    const std::string train = "train " + p.corpus.string() + " --out " + tok.string() + " --vocab-size 300 --quiet";
+    expect_refused(test::run_tool("retro-tokenizer", train),
+                   {"holds the tok.model of a training stopped before its manifest.json was written (its state.json marks it)",
+                    "--resume or --force"});
+    const test::RunResult resumed = test::run_tool("retro-tokenizer", train + " --resume");
+    REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
+    CHECK(fs::exists(tok / "manifest.json"));
+    CHECK_FALSE(fs::exists(tok / "state.json"));
+    CHECK(test::read_text(tok / "tok.model") == model);
+    const test::RunResult chunked = test::run_tool("retro-chunk", chunk);
+    CHECK_MESSAGE(chunked.exit_code == 0, chunked.err);
+    // killed after the manifest and before the mark's removal: finished (readers take it), and --resume removes the mark
+    test::write_text(tok / "state.json", nlohmann::json{{"tool", "retro-tokenizer"}, {"run", "a training"}}.dump());
+    const test::RunResult read = test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato rimen\n");
+    CHECK_MESSAGE(read.exit_code == 0, read.err);
+    const test::RunResult kept = test::run_tool("retro-tokenizer", train + " --resume");
+    CHECK_MESSAGE(kept.exit_code == 0, kept.err);
+    CHECK_FALSE(fs::exists(tok / "state.json"));
+    // a tok.model without a manifest and without the mark (made by hand, spm_train's) is still taken
+    fs::remove(tok / "manifest.json");
+    const test::RunResult by_hand = test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato rimen\n");
+    CHECK_MESSAGE(by_hand.exit_code == 0, by_hand.err);
+}
+
 // The same soak: retro-knn stopped after its neighbours.npy and before its manifest left a folder marked unfinished
 // (state.json), which retro-train --knn took (its run then recorded no neighbours); retro-knn show refused it.
 TEST_CASE("killed runs: retro-train --knn refuses a retro-knn folder marked unfinished, takes a neighbours.npy made by hand") {

@@ -18,6 +18,7 @@
 #include "core/threads.h"
 #include "text/sentencepiece_load.h"
 #include "text/sentencepiece_train_log.h"
+#include "text/tokenizer_folder.h"
 
 namespace retro {
 
@@ -31,6 +32,7 @@ Tokenizer::Tokenizer(const std::string& model_path)
     if (std::filesystem::file_size(model_path, ec) == 0)   // sentencepiece said "Internal: unk is not defined."
         user_error_in(model_path, "is empty (0 bytes), not a sentencepiece model", "train one with: retro-tokenizer train CORPUS --out DIR");
     refuse_lfs_pointer_file(model_path);
+    tokenizer_refuse_unfinished(model_path);   // a training stopped between this model and its manifest
     // its character map checked, and the library's refusals (a status or an exception) one line naming the file
     const std::string bytes = sentencepiece_model_bytes(model_path);
     sentencepiece_load_bytes(*sp_, model_path, bytes, "train one with: retro-tokenizer train CORPUS --out DIR");

@@ -16,6 +16,29 @@ namespace fs = std::filesystem;
 
 namespace retro {
 
+namespace {
+
+void remove_state_mark(const std::string& out_dir) {
+    std::error_code ec;
+    fs::remove(fs::path(out_dir) / kTokenizerStateFile, ec);
+}
+
+}  // namespace
+
+void tokenizer_refuse_unfinished(const std::string& model_path) {
+    fs::path dir = fs::path(model_path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    if (fs::exists(dir / "manifest.json", ec)) return;   // finished (a stale mark beside it is the next run's to remove)
+    if (json_file_tool((dir / kTokenizerStateFile).string()) != "retro-tokenizer") return;
+    if (const std::string who = output_folder_writer(dir.string()); !who.empty())
+        user_error_in(model_path, "is being written: a retro-tokenizer training is replacing it now (" + who + ")",
+                      "wait for it to end");
+    user_error_in(model_path, "is the model of a retro-tokenizer training stopped before its end (no manifest.json "
+                              "beside it; its folder's state.json marks the training unfinished)",
+                  "finish it: run the same retro-tokenizer train command again with --resume");
+}
+
 std::string tokenizer_resolve_path(const std::string& model) {
     std::error_code ec;
     if (fs::is_directory(model, ec)) return (fs::path(model) / "tok.model").string();
@@ -39,8 +62,11 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                        {"glob", corpus.glob},                 {"text_key", corpus.text_key},
                                        {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
     if (fs::exists(model_path) && !force && !resume && !fs::exists(fs::path(out_dir) / "manifest.json"))
-        user_error_in(out_dir, "holds a tok.model without its manifest.json (a training stopped as it wrote them, or a model "
-                              "RetroKit did not train)",
+        user_error_in(out_dir, fs::exists(fs::path(out_dir) / kTokenizerStateFile)
+                                   ? "holds the tok.model of a training stopped before its manifest.json was written (its "
+                                     "state.json marks it)"
+                                   : "holds a tok.model without its manifest.json (a training stopped as it wrote them, or a "
+                                     "model RetroKit did not train)",
                       "run the same command with --resume or --force to train it again (that tok.model is replaced), or "
                       "choose another --out");
     if (fs::exists(model_path) && !force && !resume)
@@ -65,6 +91,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                          ": kept; training again here could give another model (--threads ", done["threads"].get<std::int64_t>(),
                          " gives the same)"));
         manifest_refuse_missing_outputs(out_dir, "retro-tokenizer train");
+        remove_state_mark(out_dir);   // a run killed between its manifest and the mark's removal left it
         log_info(out_dir + " is already complete (manifest.json exists); nothing to resume");
         return;
     }
@@ -104,6 +131,12 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     m.extra()["threads"] = opts.threads > 0 ? opts.threads : thread_count();
     for (const auto& f : files) m.add_input("corpus", f.path);
     m.inputs_check();   // the corpus as the training read it, before the old tokenizer goes (core/input_stamps.h)
+    // the mark first, then the manifest goes: from here to the new manifest the folder says it is unfinished, and the
+    // tok.model it holds (the old one, or the new one without its record) is refused by every reader (Tokenizer's
+    // constructor), where a kill between the model and its manifest left a whole model retro-chunk took (the kill
+    // soak, session 68)
+    write_file_atomic((fs::path(out_dir) / kTokenizerStateFile).string(),
+                      nlohmann::json{{"tool", ctx.tool}, {"run", "a training"}}.dump(2) + "\n");
     fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     // from here a stop leaves tok.model (the old one under --force, or the new) without its manifest (it said "no
     // tokenizer was written": the helper's interrupt campaign, session 55)
@@ -113,6 +146,7 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
+    remove_state_mark(out_dir);   // after the manifest: a kill between the two leaves a finished folder (its manifest)
     log_info("wrote " + model_path + " (vocabulary " + std::to_string(r.vocab_size) + ", " +
              std::to_string(r.counts.documents) + (r.counts.documents == 1 ? " document, " : " documents, ") + std::to_string(r.counts.empty_skipped) +
              " empty skipped, " + std::to_string(r.counts.invalid_utf8_replaced) + " invalid UTF-8 sequences replaced)");

@@ -1,6 +1,6 @@
 // A tokenizer folder, as `retro-tokenizer train` writes it: tok.model + manifest.json; and the path of
 // the model given either the folder or the file. (The encode/decode filters: text/tokenizer_stream.h.)
-// provides: tokenizer_resolve_path, tokenizer_train_to_folder
+// provides: tokenizer_resolve_path, tokenizer_train_to_folder, tokenizer_refuse_unfinished
 #pragma once
 #include <string>
 #include <vector>
@@ -13,6 +13,17 @@ namespace retro {
 
 // `model` may be a tok.model file or a folder holding one.
 std::string tokenizer_resolve_path(const std::string& model);
+
+// The mark `retro-tokenizer train` writes into its folder before it removes the old manifest, and removes after the
+// new one is written ({"tool": "retro-tokenizer", "run": "a training"}): tok.model beside it and no manifest.json is
+// a model being written, or left by a training stopped before its end.
+inline constexpr const char* kTokenizerStateFile = "state.json";
+
+// Throws UserError naming `model_path` (a tok.model) when its folder holds that mark and no manifest.json: a run
+// writing it now (named, "wait for it to end") or one stopped before its end ("run it again with --resume"). Run by
+// Tokenizer's constructor, so every tool refuses such a model; a tok.model in a folder without the mark (one made by
+// hand, or by spm_train) passes.
+void tokenizer_refuse_unfinished(const std::string& model_path);
 
 // Trains into out_dir. An existing tokenizer is refused unless `force` (trained again) or `resume`: kept where its
 // manifest records this command's parameters and corpus files ("already complete; nothing to resume"), refused
