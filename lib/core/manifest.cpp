@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -203,6 +205,31 @@ nlohmann::json json_read_file(const std::string& path) {
     }
 }
 
+namespace {
+
+// The first tool (in pipeline order) whose outputs lie in `dir`, and those of its files (as "a, b and c"): what a
+// folder without manifest.json or a mark holds. {"", ""} where none.
+std::pair<std::string, std::string> tool_outputs_in(const std::string& dir) {
+    static const std::vector<std::pair<std::string, std::vector<std::string>>> kOutputs = {
+        {"retro-chunk", {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy", "sources.jsonl"}},
+        {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy"}},
+        {"retro-knn", {"neighbours.npy", "distances.npy"}}};
+    std::error_code ec;
+    for (const auto& [tool, outputs] : kOutputs) {
+        std::vector<std::string> found;
+        for (const auto& name : outputs)
+            if (fs::is_regular_file(fs::path(dir) / name, ec)) found.push_back(name);
+        if (found.empty()) continue;
+        std::string names;
+        for (std::size_t i = 0; i < found.size(); ++i)
+            names += (i == 0 ? "" : i + 1 == found.size() ? " and " : ", ") + found[i];
+        return {tool, names};
+    }
+    return {};
+}
+
+}  // namespace
+
 nlohmann::json manifest_read(const std::string& dir) {
     std::string path = (fs::path(dir) / "manifest.json").string();
     note_json_file(path);
@@ -250,6 +277,14 @@ nlohmann::json manifest_read(const std::string& dir) {
                           resumable ? "finish it: run the same " + tool + " command again with --resume"
                                     : "run the same " + tool + " command again with --force (it cannot be resumed)");
         }
+        // a tool's outputs without its manifest and without a mark: a merge stopped before its end (retro-chunk's
+        // leaves no mark; retro-index's and retro-knn's stopped between removing theirs and the manifest), or files
+        // copied without it. It said "incomplete or was not made by a RetroKit tool" (the kill soak, session 68).
+        if (const auto [tool, names] = tool_outputs_in(dir); !tool.empty())
+            user_error_in(path, "missing: the folder holds " + tool + "'s " + names + ", but not the manifest.json " + tool +
+                                    " writes last (a merge stopped before its end, or files copied without it)",
+                          "make it again: run the " + tool + " command that made it again (a merge with --resume), or "
+                          "copy the whole folder");
         user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
     }
     input_stamp(path);   // an input folder as this run read it (core/input_stamps.h)
