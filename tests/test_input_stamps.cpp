@@ -85,6 +85,34 @@ TEST_CASE("input stamps: a file made again, rewritten or removed since the run r
     CHECK_NOTHROW(input_stamps_check({t.path.string()}));
 }
 
+TEST_CASE("input stamps: a file opened is stamped as the file read, not as what its path names by then") {
+    // json_read_file, the tokenizer and FAISS stamped by path just before or after their own open (session 69's note): a
+    // file made again in that instant was read unstamped, or stamped as the new one. They stamp the stream they read.
+    test::TempDir t("stampfd");
+    const StampingOn on;
+    const fs::path a = t / "a.json";
+    test::write_text(a, "{\"v\": 1}");
+    std::FILE* f = std::fopen(a.string().c_str(), "rb");
+    REQUIRE(f != nullptr);
+    test::write_text(t / "a.tmp", "{\"v\": 2}");
+    fs::rename(t / "a.tmp", a);   // made again between the open and the stamp
+    input_stamp_file(a.string(), f);
+    std::fclose(f);
+    CHECK_THROWS_WITH_AS(input_stamps_check({a.string()}), doctest::Contains("was replaced while this run read it"), UserError);
+    // input_read_whole: the bytes, the file stamped, false for a missing file, a folder named
+    const fs::path b = t / "b.txt";
+    test::write_text(b, std::string(200000, 'x') + "end");
+    std::string bytes;
+    REQUIRE(input_read_whole(b.string(), bytes));
+    CHECK(bytes.size() == 200003);
+    CHECK(bytes.substr(bytes.size() - 3) == "end");
+    CHECK_NOTHROW(input_stamps_check({b.string()}));
+    test::write_text(b, "short");
+    CHECK_THROWS_WITH_AS(input_stamps_check({b.string()}), doctest::Contains("was rewritten while this run read it"), UserError);
+    CHECK_FALSE(input_read_whole((t / "missing").string(), bytes));
+    CHECK_THROWS_WITH_AS(input_read_whole(t.path.string(), bytes), doctest::Contains("cannot be read: Is a directory"), UserError);
+}
+
 TEST_CASE("input stamps: files of a folder this process writes are its own, never refused") {
     test::TempDir t("stampsown");
     const StampingOn on;

@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <filesystem>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -53,6 +56,23 @@ void input_stamp_opened(const std::string& path, const struct stat& st) {
     if (output_folder_holds(path)) return;   // this run's own file (an output, a part it reads back)
     std::lock_guard<std::mutex> lock(g_mutex);
     g_stamps.emplace(path, stamp_of(st));
+}
+
+void input_stamp_file(const std::string& path, std::FILE* f) {
+    struct stat st {};
+    if (g_on && ::fstat(::fileno(f), &st) == 0) input_stamp_opened(path, st);
+}
+
+bool input_read_whole(const std::string& path, std::string& bytes) {
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!f) return false;
+    input_stamp_file(path, f.get());
+    bytes.clear();
+    char buf[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.append(buf, n);
+    if (std::ferror(f.get())) user_error_in(path, std::string("cannot be read: ") + std::strerror(errno), "check the file and the disk");
+    return true;
 }
 
 void input_stamp(const std::string& path) {

@@ -5,10 +5,11 @@
 // the model with the wrong tokenizer; retro-knn, retro-chunk (its tokenizer, its corpus) the same. Stamping is on
 // in the tools' processes only (tool_main): a library caller (the tests, retro-bench's stages over scratch folders it
 // rewrites) stamps nothing. Files under a folder this process writes (output_folder_lock) are its own, never refused.
-// provides: input_stamps_enable, input_stamp, input_stamp_opened, input_stamps_check
+// provides: input_stamps_enable, input_stamp, input_stamp_opened, input_stamp_file, input_read_whole, input_stamps_check
 #pragma once
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ void input_stamps_enable(bool on);
 void input_stamp(const std::string& path);
 // The same for a file this run has open (`st` from fstat of its descriptor: the file read, whatever the path names now).
 void input_stamp_opened(const std::string& path, const struct stat& st);
+// input_stamp_opened for an open stream (fstat of its descriptor).
+void input_stamp_file(const std::string& path, std::FILE* f);
+// Reads file `path` whole into `bytes` and stamps the file it read (opened once: a file made again at the path between
+// a stamp by path and the open was read unstamped). False where it cannot be opened (errno says why); a read error
+// throws UserError naming it.
+bool input_read_whole(const std::string& path, std::string& bytes);
 // Throws UserError naming the first stamped input among `inputs` (files, or folders: the files under them) that the
 // path no longer names as it was: another file there (made again, copied over), the same file rewritten (size or
 // modification time moved), or none (removed or moved: the run reads on what it opened, but its folder would record a

@@ -195,11 +195,11 @@ std::string json_first_difference(const nlohmann::json& recorded, const nlohmann
 
 nlohmann::json json_read_file(const std::string& path) {
     note_json_file(path);
-    std::ifstream in(path);
-    if (!in) user_error_in(path, "missing");
-    input_stamp(path);   // a config or an input folder's file, for the run's record (core/input_stamps.h)
+    std::string text;
+    // (the file read is the one stamped: a config or an input folder's file, for the run's record, core/input_stamps.h)
+    if (!input_read_whole(path, text)) user_error_in(path, "missing");
     try {
-        return nlohmann::json::parse(in);
+        return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         user_error_in(path, std::string("malformed JSON: ") + e.what());
     }
@@ -233,8 +233,9 @@ std::pair<std::string, std::string> tool_outputs_in(const std::string& dir) {
 nlohmann::json manifest_read(const std::string& dir) {
     std::string path = (fs::path(dir) / "manifest.json").string();
     note_json_file(path);
-    std::ifstream in(path);
-    if (!in) {
+    std::string text;
+    // (the file read is the one stamped: an input folder as this run read it, core/input_stamps.h)
+    if (!input_read_whole(path, text)) {
         std::error_code ec;
         // (fs::exists is false on an error too: a link loop, a path past PATH_MAX, a folder that may not be searched)
         if (!fs::exists(dir, ec)) user_error_in(dir, ec ? ec.message() : "no such folder");
@@ -287,9 +288,8 @@ nlohmann::json manifest_read(const std::string& dir) {
                           "copy the whole folder");
         user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
     }
-    input_stamp(path);   // an input folder as this run read it (core/input_stamps.h)
     try {
-        nlohmann::json j = nlohmann::json::parse(in);
+        nlohmann::json j = nlohmann::json::parse(text);
         if (!j.is_object() || !j.contains("outputs") || !j["outputs"].is_array())
             user_error_in(path, "malformed manifest: no 'outputs' list");
         check_manifest_fields(j, path);

@@ -15,8 +15,10 @@
 #include <faiss/index_io.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <regex>
@@ -156,9 +158,11 @@ FaissIndex FaissIndex::load(const std::string& path) {
     FaissIndex out;
     out.where_ = path;
     refuse_lfs_pointer_file(path);
-    input_stamp(path);   // the index read, for the run's record (core/input_stamps.h)
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!file) user_error_in(path, std::string("cannot be opened: ") + std::strerror(errno));
+    input_stamp_file(path, file.get());   // the index read, for the run's record (core/input_stamps.h)
     try {
-        out.index_.reset(faiss::read_index(path.c_str()));
+        out.index_.reset(faiss::read_index(file.get()));
     } catch (const faiss::FaissException& e) {
         std::string what = e.what();
         auto nl = what.find('\n');

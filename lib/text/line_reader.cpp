@@ -1,7 +1,6 @@
 // Implementation of line_reader.h: a small Source per compression kind.
 #include "text/line_reader.h"
 
-#include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -29,11 +28,6 @@ struct LineReader::Source {
 };
 
 namespace {
-// The corpus file as opened, for the run's record (core/input_stamps.h)
-void stamp_opened(FILE* f, const std::string& path) {
-    struct stat st {};
-    if (::fstat(::fileno(f), &st) == 0) input_stamp_opened(path, st);
-}
 
 struct PlainSource : LineReader::Source {
     FILE* f;
@@ -41,7 +35,7 @@ struct PlainSource : LineReader::Source {
     explicit PlainSource(const std::string& p) : path(p) {
         f = std::fopen(p.c_str(), "rb");
         if (!f) user_error_in(p, std::string("cannot open: ") + std::strerror(errno));
-        stamp_opened(f, p);
+        input_stamp_file(p, f);   // the corpus file as opened, for the run's record
     }
     ~PlainSource() override { std::fclose(f); }
     std::size_t read(char* out, std::size_t cap) override {
@@ -63,7 +57,7 @@ struct GzipSource : LineReader::Source {
     explicit GzipSource(const std::string& p) : path(p), in(1 << 16) {
         f = std::fopen(p.c_str(), "rb");
         if (!f) user_error_in(p, std::string("cannot open: ") + std::strerror(errno));
-        stamp_opened(f, p);
+        input_stamp_file(p, f);   // the corpus file as opened, for the run's record
         if (inflateInit2(&zs, 15 + 16) != Z_OK) {   // 15 + 16: a gzip wrapper, the largest window
             std::fclose(f);
             throw InternalError("inflateInit2 failed");
@@ -130,7 +124,7 @@ struct ZstdSource : LineReader::Source {
     explicit ZstdSource(const std::string& p) : path(p), in(ZSTD_DStreamInSize()) {
         f = std::fopen(p.c_str(), "rb");
         if (!f) user_error_in(p, std::string("cannot open: ") + std::strerror(errno));
-        stamp_opened(f, p);
+        input_stamp_file(p, f);   // the corpus file as opened, for the run's record
         ctx = ZSTD_createDCtx();
         ib.src = in.data();
     }

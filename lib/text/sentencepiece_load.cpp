@@ -14,8 +14,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "core/error.h"
@@ -122,11 +120,9 @@ void sentencepiece_load_bytes(sentencepiece::SentencePieceProcessor& sp, const s
 }
 
 std::string sentencepiece_model_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) user_error_in(path, "cannot be opened", "check that the file exists and is readable");
-    input_stamp(path);   // the model read, for the run's record (core/input_stamps.h)
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) user_error_in(path, "cannot be read", "check the file and the disk");
+    std::string bytes;
+    // (the model read is the one stamped, for the run's record: core/input_stamps.h)
+    if (!input_read_whole(path, bytes)) user_error_in(path, "cannot be opened", "check that the file exists and is readable");
     sentencepiece_model_check(path, bytes);
     return bytes;
 }
