@@ -187,15 +187,16 @@ TEST_CASE("core: manifest_read of an interrupted run's folder names the tool and
     fs::create_directories(tmp / "merged");
     for (const char* name : {"chunks.npy", "seq_starts.npy", "doc_ids.npy"}) test::write_text(tmp / "merged" / name, "x");
     CHECK_THROWS_WITH_AS(manifest_read((tmp / "merged").string()),
-                         doctest::Contains("manifest.json: missing: the folder holds retro-chunk's chunks.npy, doc_ids.npy and "
-                                           "seq_starts.npy, but not the manifest.json retro-chunk writes last (a merge stopped "
-                                           "before its end, or files copied without it) (fix: make it again: run the "
-                                           "retro-chunk command that made it again (a merge with --resume)"),
+                         doctest::Contains("manifest.json: missing: the folder holds chunks.npy, doc_ids.npy and "
+                                           "seq_starts.npy, as retro-chunk's output does, but no manifest.json, which "
+                                           "retro-chunk writes last (a run stopped before its end, or files copied or made "
+                                           "without it) (fix: make it again: run the retro-chunk command that made it again "
+                                           "(with --resume, or --force)"),
                          UserError);
     fs::create_directories(tmp / "knn2");
     test::write_text(tmp / "knn2" / "neighbours.npy", "x");
-    CHECK_THROWS_WITH_AS(manifest_read((tmp / "knn2").string()), doctest::Contains("holds retro-knn's neighbours.npy, but not"),
-                         UserError);
+    CHECK_THROWS_WITH_AS(manifest_read((tmp / "knn2").string()),
+                         doctest::Contains("holds neighbours.npy, as retro-knn's output does, but no manifest.json"), UserError);
     // a folder that is not there, or a file, is named as such (it said "NAME/manifest.json: missing: the folder is
     // incomplete")
     CHECK_THROWS_WITH_AS(manifest_read((tmp / "nonexistent").string()), doctest::Contains("nonexistent: no such folder"), UserError);

@@ -176,7 +176,7 @@ TEST_CASE("killed runs: a tok.model whose training stopped before its manifest i
     // the training's own command names it, and --resume trains it again: the same model, its manifest, no mark
     const std::string train = "train " + p.corpus.string() + " --out " + tok.string() + " --vocab-size 300 --quiet";
     expect_refused(test::run_tool("retro-tokenizer", train),
-                   {"holds the tok.model of a training stopped before its manifest.json was written (its state.json marks it)",
+                   {"holds a tok.model without its manifest.json: a training stopped as it wrote them (its state.json marks it)",
                     "--resume or --force"});
     const test::RunResult resumed = test::run_tool("retro-tokenizer", train + " --resume");
     REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
@@ -196,6 +196,53 @@ TEST_CASE("killed runs: a tok.model whose training stopped before its manifest i
     fs::remove(tok / "manifest.json");
     const test::RunResult by_hand = test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato rimen\n");
     CHECK_MESSAGE(by_hand.exit_code == 0, by_hand.err);
+}
+
+// A helper's review of the mark (session 70): a state.json of someone else's in --out was replaced, then deleted; a
+// mark cut short by a kill stayed for good; the old model a stopped --force left, which a database records byte for
+// byte, was refused to that database's readers; a link to a marked model passed.
+TEST_CASE("killed runs: the tokenizer's mark never takes another's state.json - and is judged by the model's own folder") {
+    const Pipeline& p = pipeline();
+    test::TempDir t("killtokmark");
+    const std::string train = "train " + p.corpus.string() + " --vocab-size 300 --quiet --out ";
+    const nlohmann::json mark = {{"tool", "retro-tokenizer"}, {"run", "a training"}};
+    // someone else's state.json (a checkpoint's names no tool): refused before the training, kept
+    fs::create_directories(t / "ck");
+    test::write_text(t / "ck" / "state.json", "{\"step\": 500}");
+    expect_refused(test::run_tool("retro-tokenizer", train + (t / "ck").string()),
+                   {"holds a state.json retro-tokenizer did not write", "(fix: choose another --out"});
+    CHECK(test::read_text(t / "ck" / "state.json") == "{\"step\": 500}");
+    CHECK_FALSE(fs::exists(t / "ck" / "tok.model"));
+    // a kill as the mark was written (its .tmp, whole or empty) beside a finished tokenizer: --resume removes it
+    const fs::path tok = t / "tok";
+    copy_folder(p.tok, tok);
+    test::write_text(tok / "state.json.tmp", "");
+    const test::RunResult kept = test::run_tool("retro-tokenizer", train + tok.string() + " --resume");
+    CHECK_MESSAGE(kept.exit_code == 0, kept.err);
+    CHECK_FALSE(fs::exists(tok / "state.json.tmp"));
+    // a database chunked with it, then a --force of the tokenizer stopped after the old manifest went: the old model,
+    // which the database records byte for byte, is read through the database; asked for by itself it is refused
+    const fs::path db = t / "db";
+    REQUIRE(test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + tok.string() + " --out " + db.string() +
+                                              " --chunk-size 4 --seq-len 16 --quiet")
+                .exit_code == 0);
+    fs::remove(tok / "manifest.json");
+    test::write_text(tok / "state.json", mark.dump());
+    const test::RunResult shown = test::run_tool("retro-chunk", "inspect " + db.string() + " --chunk 0");
+    CHECK_MESSAGE(shown.exit_code == 0, shown.err);
+    CHECK(shown.err.find("statistics without text") == std::string::npos);
+    CHECK(shown.err.find("training stopped") == std::string::npos);
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato\n"), {"training stopped before its end"});
+    // a link to the marked model, from a folder of its own: judged by the folder that holds the file
+    fs::create_directories(t / "elsewhere");
+    fs::create_symlink(tok / "tok.model", t / "elsewhere" / "tok.model");
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + (t / "elsewhere").string(), "kato\n"),
+                   {"training stopped before its end"});
+    // the training stopped before it wrote a model: named as such, not "no such tokenizer model"
+    fs::create_directories(t / "none");
+    test::write_text(t / "none" / "state.json", mark.dump());
+    expect_refused(test::run_tool("retro-tokenizer", "encode --model " + (t / "none").string(), "kato\n"),
+                   {"does not exist: a retro-tokenizer training stopped before it wrote the model", "--resume"});
 }
 
 // The same soak: retro-knn stopped after its neighbours.npy and before its manifest left a folder marked unfinished

@@ -212,7 +212,7 @@ namespace {
 std::pair<std::string, std::string> tool_outputs_in(const std::string& dir) {
     static const std::vector<std::pair<std::string, std::vector<std::string>>> kOutputs = {
         {"retro-chunk", {"chunks.npy", "doc_ids.npy", "doc_offsets.npy", "seq_starts.npy", "sources.jsonl"}},
-        {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy"}},
+        {"retro-index", {"embeddings.npy", "index.faiss", "idf.npy", "bm25.glass", "images.json"}},
         {"retro-knn", {"neighbours.npy", "distances.npy"}}};
     std::error_code ec;
     for (const auto& [tool, outputs] : kOutputs) {
@@ -278,13 +278,15 @@ nlohmann::json manifest_read(const std::string& dir) {
                           resumable ? "finish it: run the same " + tool + " command again with --resume"
                                     : "run the same " + tool + " command again with --force (it cannot be resumed)");
         }
-        // a tool's outputs without its manifest and without a mark: a merge stopped before its end (retro-chunk's
-        // leaves no mark; retro-index's and retro-knn's stopped between removing theirs and the manifest), or files
-        // copied without it. It said "incomplete or was not made by a RetroKit tool" (the kill soak, session 68).
+        // a tool's outputs without its manifest and without a mark: a run stopped between them (retro-chunk's merge
+        // leaves no mark; retro-index's and retro-knn's runs remove theirs just before the manifest; a --force stopped
+        // as it cleared), or files copied or made without it. It said "incomplete or was not made by a RetroKit tool"
+        // (the kill soak, session 68).
         if (const auto [tool, names] = tool_outputs_in(dir); !tool.empty())
-            user_error_in(path, "missing: the folder holds " + tool + "'s " + names + ", but not the manifest.json " + tool +
-                                    " writes last (a merge stopped before its end, or files copied without it)",
-                          "make it again: run the " + tool + " command that made it again (a merge with --resume), or "
+            user_error_in(path, "missing: the folder holds " + names + ", as " + tool + "'s output does, but no manifest.json, "
+                                    "which " + tool + " writes last (a run stopped before its end, or files copied or made "
+                                    "without it)",
+                          "make it again: run the " + tool + " command that made it again (with --resume, or --force), or "
                           "copy the whole folder");
         user_error_in(path, "missing: the folder is incomplete or was not made by a RetroKit tool");
     }

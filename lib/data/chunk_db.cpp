@@ -154,6 +154,8 @@ DocSource ChunkDb::source(std::int64_t doc) const {
 
 std::string ChunkDb::tokenizer_path() const { return manifest_input(manifest_, "tokenizer"); }
 
+std::string ChunkDb::tokenizer_fingerprint() const { return manifest_input(manifest_, "tokenizer", "fingerprint"); }
+
 std::string ChunkDb::tokenizer_checked(const std::string& override, const std::string& flag) const {
     const std::string recorded = tokenizer_path();
     if (override.empty() && recorded.empty())
@@ -162,7 +164,7 @@ std::string ChunkDb::tokenizer_checked(const std::string& override, const std::s
     if (!fs::exists(path))
         user_error_in(path, override.empty() ? "is missing (the tokenizer " + dir_ + "'s manifest names)" : "does not exist",
                       "pass " + flag + " tok.model: the tokenizer the database was chunked with, or a copy of it");
-    const std::string expected = manifest_input(manifest_, "tokenizer", "fingerprint");
+    const std::string expected = tokenizer_fingerprint();
     if (!expected.empty() && fingerprint_file(path) != expected)
         user_error_in(override.empty() ? path : flag + " " + path,
                       "is not the tokenizer " + dir_ + " was chunked with (its fingerprint differs" +

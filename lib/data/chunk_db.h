@@ -75,6 +75,9 @@ public:
     // (the fingerprint the manifest records differs: its ids would decode to other text, or fall outside its
     // vocabulary); `flag` names the option in the messages.
     std::string tokenizer_checked(const std::string& override, const std::string& flag = "--tokenizer") const;
+    // The fingerprint the manifest records for that tokenizer ("" when absent): Tokenizer's vouched_fingerprint, so a
+    // model tokenizer_checked held to it is read even where a stopped retro-tokenizer --force left its folder marked.
+    std::string tokenizer_fingerprint() const;
 
 private:
     std::string dir_;

@@ -24,9 +24,10 @@ namespace {
 using json = nlohmann::ordered_json;
 
 std::unique_ptr<Tokenizer> open_tokenizer(const ChunkDb& db, const InspectOptions& o, bool required) {
-    if (!o.tokenizer.empty()) return std::make_unique<Tokenizer>(db.tokenizer_checked(o.tokenizer));   // asked for
+    if (!o.tokenizer.empty())   // asked for
+        return std::make_unique<Tokenizer>(db.tokenizer_checked(o.tokenizer), db.tokenizer_fingerprint());
     try {
-        return std::make_unique<Tokenizer>(db.tokenizer_checked(""));
+        return std::make_unique<Tokenizer>(db.tokenizer_checked(""), db.tokenizer_fingerprint());
     } catch (const UserError& e) {
         if (required) throw;
         log_warn(std::string(e.what()) + ": statistics without text");   // --stats

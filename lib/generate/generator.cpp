@@ -238,7 +238,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         user_error_in(o.checkpoint, "was trained on the ids of another tokenizer than " + tok_path +
                                         " (its state.json's tokenizer_fingerprint)",
                       "pass the database (or --tokenizer) the checkpoint's run was trained with");
-    tokenizer_ = std::make_unique<Tokenizer>(tok_path);
+    tokenizer_ = std::make_unique<Tokenizer>(tok_path, tok_fp_expected);
     if (tokenizer_->vocab_size() > config.num_tokens)
         user_error_in(tok_path, cat("has ", tokenizer_->vocab_size(), " pieces; the model's num_tokens is ",
                                     config.num_tokens));

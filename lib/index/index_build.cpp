@@ -37,7 +37,7 @@ std::string state_path(const std::string& dir) { return (fs::path(dir) / "state.
 
 // The tokenizer a bert, t5 or clip embedder decodes chunk ids with.
 std::unique_ptr<Tokenizer> db_tokenizer(const ChunkDb& db, const std::string& override_path) {
-    return std::make_unique<Tokenizer>(db.tokenizer_checked(override_path));
+    return std::make_unique<Tokenizer>(db.tokenizer_checked(override_path), db.tokenizer_fingerprint());
 }
 
 std::unique_ptr<Embedder> make_embedder(const IndexBuildOptions& opts, const ChunkDb& db, const Tokenizer* tok,

@@ -91,7 +91,7 @@ std::vector<IndexQueryHit> index_query_search(const IndexQueryOptions& o) {
     if (o.prompt && index_folder_kind(o.index) == "bm25")
         user_error_in("--prompt", "puts a text before a bert index's queries; this is a bm25 index", "drop --prompt");
     ChunkDb db(db_dir(o));
-    Tokenizer tok(db.tokenizer_checked(o.tokenizer));
+    Tokenizer tok(db.tokenizer_checked(o.tokenizer), db.tokenizer_fingerprint());
     std::vector<int> ids = o.image.empty() ? tok.encode(o.text) : std::vector<int>{};
     if (o.image.empty() && ids.empty()) user_error_in("query", "the query text gives no tokens", "give some words");
     const std::vector<std::int32_t> chunk(ids.begin(), ids.end());

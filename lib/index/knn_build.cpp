@@ -85,7 +85,7 @@ public:
         // a bert or t5 index decodes the query chunks to text: with the tokenizer they were chunked with (checked)
         const std::string kind = folder.embedder().is_object() ? folder.embedder().value("name", "") : "";
         if (kind == "bert" || kind == "t5" || kind == "clip")
-            tok_ = std::make_unique<Tokenizer>(query_db_->tokenizer_checked(""));
+            tok_ = std::make_unique<Tokenizer>(query_db_->tokenizer_checked(""), query_db_->tokenizer_fingerprint());
         embedder_ = embedder_from_json(folder.embedder(), folder.dir, tok_.get(), device);
         if (embedder_->dim() == folder.dim)   // (a dimension that differs is refused by its own check, naming it)
             index_folder_check_embedder(folder, db, *embedder_);   // the manifest's settings give the index's vectors

@@ -86,7 +86,7 @@ void knn_show(const KnnShowOptions& opts) {
                       "compute the neighbours again with retro-knn");
     if (ds.shape() != nb.shape())
         user_error_in(ds.path(), "has shape " + shape_string(ds.shape()) + ", neighbours.npy " + shape_string(nb.shape()));
-    Tokenizer tok(db.tokenizer_checked(o.tokenizer));
+    Tokenizer tok(db.tokenizer_checked(o.tokenizer), db.tokenizer_fingerprint());
     if (o.chunk < 0 || o.chunk >= qdb.chunk_count())
         user_error_in("--chunk", std::to_string(o.chunk) + " is outside [0, " + std::to_string(qdb.chunk_count()) + ")");
     std::int64_t end = std::min(qdb.chunk_count(), o.chunk + std::max<std::int64_t>(1, o.count));

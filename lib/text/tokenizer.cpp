@@ -22,19 +22,23 @@
 
 namespace retro {
 
-Tokenizer::Tokenizer(const std::string& model_path)
+Tokenizer::Tokenizer(const std::string& model_path, const std::string& vouched_fingerprint)
     : path_(model_path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
     std::error_code ec;
-    if (!std::filesystem::exists(model_path, ec))
+    if (!std::filesystem::exists(model_path, ec)) {
+        tokenizer_refuse_missing_unfinished(model_path);   // a training stopped before it wrote the model
         user_error_in(model_path, "no such tokenizer model", "train one with: retro-tokenizer train CORPUS --out DIR");
+    }
     if (!std::filesystem::is_regular_file(model_path, ec))
         user_error_in(model_path, "is not a tokenizer model file (a device, a pipe or a folder)", "give a tok.model file");
     if (std::filesystem::file_size(model_path, ec) == 0)   // sentencepiece said "Internal: unk is not defined."
         user_error_in(model_path, "is empty (0 bytes), not a sentencepiece model", "train one with: retro-tokenizer train CORPUS --out DIR");
     refuse_lfs_pointer_file(model_path);
-    tokenizer_refuse_unfinished(model_path);   // a training stopped between this model and its manifest
     // its character map checked, and the library's refusals (a status or an exception) one line naming the file
     const std::string bytes = sentencepiece_model_bytes(model_path);
+    // a training stopped between this model and its manifest, or writing them now; after the read, so that bytes read
+    // while a training replaced the file are judged by the folder as the read left it (a helper's race, session 70)
+    tokenizer_refuse_unfinished(model_path, bytes, vouched_fingerprint);
     sentencepiece_load_bytes(*sp_, model_path, bytes, "train one with: retro-tokenizer train CORPUS --out DIR");
     const std::pair<int, const char*> want[] = {{TOKEN_PAD, "pad"}, {TOKEN_UNK, "unk"}, {TOKEN_BOS, "bos"}, {TOKEN_EOS, "eos"}};
     const int have[] = {sp_->pad_id(), sp_->unk_id(), sp_->bos_id(), sp_->eos_id()};

@@ -21,7 +21,10 @@ inline constexpr int TOKEN_PAD = 0, TOKEN_UNK = 1, TOKEN_BOS = 2, TOKEN_EOS = 3;
 
 class Tokenizer {
 public:
-    explicit Tokenizer(const std::string& model_path);   // throws UserError naming the file
+    // Throws UserError naming the file. `vouched_fingerprint`: the fingerprint a caller already held the file to (a
+    // database's record of its tokenizer), which lets it be read from a folder a stopped training marks unfinished
+    // (text/tokenizer_folder.h).
+    explicit Tokenizer(const std::string& model_path, const std::string& vouched_fingerprint = "");
     ~Tokenizer();
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;

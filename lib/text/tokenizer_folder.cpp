@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fingerprint.h"
 #include "core/interrupt_note.h"
 #include "core/log.h"
 #include "core/manifest.h"
@@ -18,25 +19,69 @@ namespace retro {
 
 namespace {
 
+// Whether `file` is retro-tokenizer's mark (whole), or the empty start of one a kill cut short (`partial_ok`).
+bool is_state_mark(const fs::path& file, bool partial_ok) {
+    std::error_code ec;
+    if (partial_ok && fs::is_regular_file(file, ec) && fs::file_size(file, ec) == 0) return true;
+    return json_file_tool(file.string()) == "retro-tokenizer";
+}
+
+// The mark removed, and a copy of it a kill left as it was written; never a state.json of anyone else's.
 void remove_state_mark(const std::string& out_dir) {
     std::error_code ec;
-    fs::remove(fs::path(out_dir) / kTokenizerStateFile, ec);
+    const fs::path mark = fs::path(out_dir) / kTokenizerStateFile, tmp = mark.string() + ".tmp";
+    if (is_state_mark(mark, false)) fs::remove(mark, ec);
+    if (is_state_mark(tmp, true)) fs::remove(tmp, ec);
 }
 
 }  // namespace
 
-void tokenizer_refuse_unfinished(const std::string& model_path) {
-    fs::path dir = fs::path(model_path).parent_path();
-    if (dir.empty()) dir = ".";
+namespace {
+
+// The folder that holds `model_path` itself (a link's target's: the mark is beside the file, not the link), and
+// whether a retro-tokenizer training marks it unfinished: its state.json and no manifest.json.
+struct ModelFolder {
+    fs::path dir;
+    bool unfinished = false;
+};
+
+ModelFolder model_folder(const std::string& model_path) {
     std::error_code ec;
-    if (fs::exists(dir / "manifest.json", ec)) return;   // finished (a stale mark beside it is the next run's to remove)
-    if (json_file_tool((dir / kTokenizerStateFile).string()) != "retro-tokenizer") return;
+    fs::path file = fs::canonical(model_path, ec);
+    if (ec) file = fs::absolute(model_path, ec);   // (missing: its folder as named)
+    ModelFolder f{file.parent_path(), false};
+    if (f.dir.empty()) f.dir = ".";
+    // finished where its manifest is there (a stale mark beside it is the next run's to remove)
+    f.unfinished = !fs::exists(f.dir / "manifest.json", ec) &&
+                   json_file_tool((f.dir / kTokenizerStateFile).string()) == "retro-tokenizer";
+    return f;
+}
+
+[[noreturn]] void refuse_unfinished(const std::string& model_path, const fs::path& dir, bool has_model) {
     if (const std::string who = output_folder_writer(dir.string()); !who.empty())
         user_error_in(model_path, "is being written: a retro-tokenizer training is replacing it now (" + who + ")",
                       "wait for it to end");
-    user_error_in(model_path, "is the model of a retro-tokenizer training stopped before its end (no manifest.json "
-                              "beside it; its folder's state.json marks the training unfinished)",
+    user_error_in(model_path,
+                  has_model ? "is the model of a retro-tokenizer training stopped before its end (no manifest.json beside "
+                              "it; its folder's state.json marks the training unfinished)"
+                            : "does not exist: a retro-tokenizer training stopped before it wrote the model (its folder's "
+                              "state.json marks the training unfinished)",
                   "finish it: run the same retro-tokenizer train command again with --resume");
+}
+
+}  // namespace
+
+void tokenizer_refuse_unfinished(const std::string& model_path, const std::string& bytes,
+                                 const std::string& vouched_fingerprint) {
+    const ModelFolder f = model_folder(model_path);
+    if (!f.unfinished) return;
+    // the bytes a caller already held to its record (a database's tokenizer): an old model a stopped --force left
+    if (!vouched_fingerprint.empty() && fingerprint_bytes(bytes.data(), bytes.size()) == vouched_fingerprint) return;
+    refuse_unfinished(model_path, f.dir, true);
+}
+
+void tokenizer_refuse_missing_unfinished(const std::string& model_path) {
+    if (const ModelFolder f = model_folder(model_path); f.unfinished) refuse_unfinished(model_path, f.dir, false);
 }
 
 std::string tokenizer_resolve_path(const std::string& model) {
@@ -56,6 +101,12 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     std::vector<OutputInput> guarded;
     for (const auto& in : inputs) guarded.push_back({"the corpus", in});
     output_folder_guard(out_dir, ctx.tool, guarded, false);
+    // the training writes its mark there as it ends (and removes it): a state.json of anyone else's (a checkpoint's,
+    // the user's own) would be lost (a helper's review, session 70)
+    if (const fs::path mark = fs::path(out_dir) / kTokenizerStateFile; fs::exists(mark) && !is_state_mark(mark, false))
+        user_error_in(out_dir, "holds a state.json retro-tokenizer did not write (a checkpoint's, or your own), which a "
+                               "training would replace with its mark",
+                      "choose another --out (a folder of the tokenizer's own)");
     const nlohmann::json parameters = {{"vocab_size", opts.vocab_size},       {"model_type", opts.model_type},
                                        {"max_sentences", opts.max_sentences}, {"character_coverage", opts.character_coverage},
                                        {"byte_fallback", opts.byte_fallback}, {"seed", opts.seed},
@@ -63,8 +114,8 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
                                        {"special_ids", {{"pad", 0}, {"unk", 1}, {"bos", 2}, {"eos", 3}}}};
     if (fs::exists(model_path) && !force && !resume && !fs::exists(fs::path(out_dir) / "manifest.json"))
         user_error_in(out_dir, fs::exists(fs::path(out_dir) / kTokenizerStateFile)
-                                   ? "holds the tok.model of a training stopped before its manifest.json was written (its "
-                                     "state.json marks it)"
+                                   ? "holds a tok.model without its manifest.json: a training stopped as it wrote them "
+                                     "(its state.json marks it)"
                                    : "holds a tok.model without its manifest.json (a training stopped as it wrote them, or a "
                                      "model RetroKit did not train)",
                       "run the same command with --resume or --force to train it again (that tok.model is replaced), or "

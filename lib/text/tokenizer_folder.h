@@ -1,6 +1,7 @@
 // A tokenizer folder, as `retro-tokenizer train` writes it: tok.model + manifest.json; and the path of
 // the model given either the folder or the file. (The encode/decode filters: text/tokenizer_stream.h.)
-// provides: tokenizer_resolve_path, tokenizer_train_to_folder, tokenizer_refuse_unfinished
+// provides: tokenizer_resolve_path, tokenizer_train_to_folder, tokenizer_refuse_unfinished,
+//           tokenizer_refuse_missing_unfinished
 #pragma once
 #include <string>
 #include <vector>
@@ -19,11 +20,16 @@ std::string tokenizer_resolve_path(const std::string& model);
 // a model being written, or left by a training stopped before its end.
 inline constexpr const char* kTokenizerStateFile = "state.json";
 
-// Throws UserError naming `model_path` (a tok.model) when its folder holds that mark and no manifest.json: a run
-// writing it now (named, "wait for it to end") or one stopped before its end ("run it again with --resume"). Run by
-// Tokenizer's constructor, so every tool refuses such a model; a tok.model in a folder without the mark (one made by
-// hand, or by spm_train) passes.
-void tokenizer_refuse_unfinished(const std::string& model_path);
+// Throws UserError naming `model_path` (a tok.model, read as `bytes`) when the folder that holds the file (a link
+// followed) has that mark and no manifest.json: a run writing it now (named, "wait for it to end") or one stopped
+// before its end ("run it again with --resume"). Run by Tokenizer's constructor after it read the bytes, so that a
+// model read while a training replaced it is judged by the folder as it is after the read; every tool refuses such a
+// model. A tok.model in a folder without the mark (one made by hand, or by spm_train) passes, as do bytes whose
+// fingerprint is `vouched_fingerprint` (a database's record of its tokenizer: the old model a stopped --force left).
+void tokenizer_refuse_unfinished(const std::string& model_path, const std::string& bytes,
+                                 const std::string& vouched_fingerprint = "");
+// The same for a model path that does not exist: refused naming the training that stopped before writing it.
+void tokenizer_refuse_missing_unfinished(const std::string& model_path);
 
 // Trains into out_dir. An existing tokenizer is refused unless `force` (trained again) or `resume`: kept where its
 // manifest records this command's parameters and corpus files ("already complete; nothing to resume"), refused

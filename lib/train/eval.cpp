@@ -103,7 +103,8 @@ void warn_other_database(const EvalOptions& o) {
 // database's tokens, all from it, never take them.
 std::vector<std::int32_t> database_token_bytes(const ChunkDb& db, int vocab) {
     try {
-        Tokenizer tok(db.tokenizer_checked(""));   // missing, or not the one the database was chunked with: no bpb
+        // missing, or not the one the database was chunked with: no bpb
+        Tokenizer tok(db.tokenizer_checked(""), db.tokenizer_fingerprint());
         std::vector<std::int32_t> bytes = token_byte_lengths(tok);
         bytes.resize(std::max(bytes.size(), static_cast<std::size_t>(vocab)), 0);
         return bytes;
