@@ -77,7 +77,7 @@ void fsync_parent_dir(const std::string& path) {
     }
 }
 
-void AtomicFile::commit() {
+void AtomicFile::commit(void (*after_rename)()) {
     RETRO_CHECK(!committed_, "commit called twice for ", path_);
     if (::fsync(fd_) != 0) user_error_in(tmp_, std::string("fsync failed: ") + std::strerror(errno));
     ::close(fd_);
@@ -85,6 +85,7 @@ void AtomicFile::commit() {
     if (::rename(tmp_.c_str(), path_.c_str()) != 0)
         user_error_in(path_, std::string("cannot rename temporary file into place: ") + std::strerror(errno));
     committed_ = true;
+    if (after_rename) after_rename();
     fsync_parent_dir(path_);
 }
 

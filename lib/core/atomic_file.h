@@ -24,7 +24,9 @@ public:
     void write(const std::string& s) { write(s.data(), s.size()); }
     void pwrite_at(std::uint64_t offset, const void* data, std::size_t n);   // patch earlier bytes
     std::uint64_t bytes_written() const { return written_; }
-    void commit();                                  // flush, fsync, rename, fsync folder
+    // flush, fsync, rename, fsync folder; `after_rename` runs as soon as the file has its name (before the folder's
+    // sync, which can take long: Manifest::write takes back its interrupt note there)
+    void commit(void (*after_rename)() = nullptr);
 
     const std::string& path() const { return path_; }
 

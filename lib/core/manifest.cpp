@@ -110,8 +110,11 @@ void Manifest::inputs_check() const {
 void Manifest::write(const std::string& dir) const {
     // not complete from inputs made again while the run read them (an input folder rebuilt with --force meanwhile)
     inputs_check();
-    write_file_atomic((fs::path(dir) / "manifest.json").string(), json_.dump(2) + "\n");
-    interrupt_note_clear();   // complete: a Ctrl-C from here on has nothing to resume
+    AtomicFile file((fs::path(dir) / "manifest.json").string());
+    file.write(json_.dump(2) + "\n");
+    // complete once the manifest has its name: a Ctrl-C from then on has nothing to resume (cleared after the folder's
+    // sync, a signal during it printed the unfinished run's line: a helper's soak, session 70)
+    file.commit(&interrupt_note_clear);
 }
 
 namespace {
