@@ -188,12 +188,14 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // soak, session 68)
     write_file_atomic((fs::path(out_dir) / kTokenizerStateFile).string(),
                       nlohmann::json{{"tool", ctx.tool}, {"run", "a training"}}.dump(2) + "\n");
-    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
-    // from here a stop leaves tok.model (the old one under --force, or the new) without its manifest (it said "no
-    // tokenizer was written": the helper's interrupt campaign, session 55)
+    // from here a stop leaves the folder marked unfinished: tok.model (the old one under --force, the new one, or none
+    // yet) without its manifest (it said "no tokenizer was written": the helper's interrupt campaign, session 55; and
+    // "holds tok.model" before there was one: session 70's soak)
     interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
-                                " holds tok.model without its manifest.json: run the same command again" +
+                                " is unfinished (its state.json marks the training, and no tool reads its tok.model "
+                                "without a manifest.json): run the same command again" +
                                 (force ? ", --resume in place of --force" : " with --resume") + " (it trains again)");
+    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);
