@@ -216,10 +216,12 @@ TEST_CASE("killed runs: the tokenizer's mark never takes another's state.json - 
     // a kill as the mark was written (its .tmp, whole or empty) beside a finished tokenizer: --resume removes it
     const fs::path tok = t / "tok";
     copy_folder(p.tok, tok);
-    test::write_text(tok / "state.json.tmp", "");
-    const test::RunResult kept = test::run_tool("retro-tokenizer", train + tok.string() + " --resume");
-    CHECK_MESSAGE(kept.exit_code == 0, kept.err);
-    CHECK_FALSE(fs::exists(tok / "state.json.tmp"));
+    for (const std::string& left : {std::string(), mark.dump(2)}) {
+        test::write_text(tok / "state.json.tmp", left);
+        const test::RunResult kept = test::run_tool("retro-tokenizer", train + tok.string() + " --resume");
+        CHECK_MESSAGE(kept.exit_code == 0, kept.err);
+        CHECK_FALSE(fs::exists(tok / "state.json.tmp"));
+    }
     // a database chunked with it, then a --force of the tokenizer stopped after the old manifest went: the old model,
     // which the database records byte for byte, is read through the database; asked for by itself it is refused
     const fs::path db = t / "db";
@@ -233,6 +235,11 @@ TEST_CASE("killed runs: the tokenizer's mark never takes another's state.json - 
     CHECK(shown.err.find("statistics without text") == std::string::npos);
     CHECK(shown.err.find("training stopped") == std::string::npos);
     expect_refused(test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato\n"), {"training stopped before its end"});
+    // retro-chunk --resume of that finished database: complete, as before the stop (it refused the model)
+    const test::RunResult resumed = test::run_tool("retro-chunk", p.corpus.string() + " --tokenizer " + tok.string() + " --out " +
+                                                                      db.string() + " --chunk-size 4 --seq-len 16 --resume");
+    CHECK_MESSAGE(resumed.exit_code == 0, resumed.err);
+    CHECK(resumed.err.find("is already complete") != std::string::npos);
     // a link to the marked model, from a folder of its own: judged by the folder that holds the file
     fs::create_directories(t / "elsewhere");
     fs::create_symlink(tok / "tok.model", t / "elsewhere" / "tok.model");

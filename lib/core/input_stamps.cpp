@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -64,14 +64,22 @@ void input_stamp_file(const std::string& path, std::FILE* f) {
 }
 
 bool input_read_whole(const std::string& path, std::string& bytes) {
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    // ("e": O_CLOEXEC, so that a child another thread starts meanwhile does not inherit it)
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
     if (!f) return false;
-    input_stamp_file(path, f.get());
+    struct stat st {};
+    if (::fstat(::fileno(f.get()), &st) == 0) {
+        input_stamp_opened(path, st);
+        if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<std::size_t>(st.st_size));
+    }
     bytes.clear();
-    char buf[1 << 16];
+    std::vector<char> buf(std::size_t(1) << 16);
     std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.append(buf, n);
-    if (std::ferror(f.get())) user_error_in(path, std::string("cannot be read: ") + std::strerror(errno), "check the file and the disk");
+    errno = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) bytes.append(buf.data(), n);
+    const int err = errno;
+    if (std::ferror(f.get()))
+        user_error_in(path, std::string("cannot be read: ") + std::strerror(err), "check the file and the disk");
     return true;
 }
 

@@ -278,7 +278,7 @@ nlohmann::json manifest_read(const std::string& dir) {
         if (!tool.empty()) {
             const bool resumable = folder_owner(dir).resumable;   // (a merge or a bm25 build marks its folder so)
             user_error_in(path, "missing: the folder is an unfinished " + tool + " run (stopped before its end)",
-                          resumable ? "finish it: run the same " + tool + " command again with --resume"
+                          resumable ? "finish it: run the same " + tool_command(tool) + " command again with --resume"
                                     : "run the same " + tool + " command again with --force (it cannot be resumed)");
         }
         // a tool's outputs without its manifest and without a mark: a run stopped between them (retro-chunk's merge
@@ -402,7 +402,7 @@ std::string manifest_recorded_folder(const std::string& dir, const std::string& 
         if (const FolderOwner owner = folder_owner(dir); !owner.tool.empty() && !owner.finished)
             user_error_in(dir, cat("is an unfinished ", owner.tool, " run (no manifest.json yet, which is written last), ",
                                    "so it records no ", what, " to take"),
-                          cat("finish it with ", owner.tool, " --resume, or pass ", option));
+                          cat("finish it with ", tool_command(owner.tool), " --resume, or pass ", option));
         user_error_in(option, cat("is required: ", dir, " has no manifest.json to take the ", what, " from"),
                       cat("pass ", option));
     }

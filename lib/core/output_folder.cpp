@@ -144,6 +144,8 @@ FolderOwner folder_owner(const std::string& dir) {
     return {};
 }
 
+std::string tool_command(const std::string& tool) { return tool == "retro-tokenizer" ? "retro-tokenizer train" : tool; }
+
 void refuse_unfinished_run(const std::string& run, const std::string& weights_option) {
     std::error_code ec;
     // (a manifest.json there that cannot be read is named by whatever reads it next, not called missing)
@@ -432,11 +434,10 @@ void output_folder_guard(const std::string& out, const std::string& tool, const 
         if (owner.finished)
             user_error_in(out, "holds " + owner.tool + "'s output (manifest.json), not " + tool + "'s",
                           "choose another --out: --force replaces only a folder " + tool + " made");
-        // (retro-tokenizer's run is its `train` subcommand: "retro-tokenizer --resume" alone is refused)
-        const std::string command = owner.tool == "retro-tokenizer" ? "retro-tokenizer train" : owner.tool;
         user_error_in(out, "holds an unfinished " + owner.tool + " run, not " + tool + "'s output",
                       owner.resumable
-                          ? "choose another --out, or finish it: run that " + command + " command again with --resume"
+                          ? "choose another --out, or finish it: run that " + tool_command(owner.tool) +
+                                " command again with --resume"
                           : "choose another --out, or run that " + owner.tool + " command again with --force");
     }
     if (lock) output_folder_lock(out, tool);   // last: before the caller clears or writes anything

@@ -31,6 +31,9 @@ struct FolderOwner {
     bool resumable = true;   // unfinished: false where its state.json says so (a merge, a bm25 build)
 };
 FolderOwner folder_owner(const std::string& dir);
+// The command that runs `tool`'s folder-making work, for a hint ("retro-tokenizer train": "retro-tokenizer --resume"
+// alone is refused for its missing subcommand; the other tools' is their name).
+std::string tool_command(const std::string& tool);
 // Throws UserError naming `run` when it is a retro-train run stopped before its end (folder_owner: checkpoints/ or
 // metrics.jsonl beside config.json, no manifest.json): a model.safetensors there is not a finished run's (the manifest
 // is written last). `weights_option` names where a checkpoint is taken instead (eval's --weights, retro-generate's

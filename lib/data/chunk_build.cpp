@@ -246,10 +246,27 @@ void chunk_parse_shard(const std::string& text, ChunkOptions& opts) {
     opts.shard_count = s.count;
 }
 
+namespace {
+
+// --resume of a finished database: the tokenizer fingerprint its manifest records ("" otherwise), so that the old
+// model a stopped retro-tokenizer --force left, byte for byte the one recorded, is still read and the database found
+// complete (text/tokenizer_folder.h; a helper's review, session 70)
+std::string resumed_tokenizer_fingerprint(const ChunkOptions& o) {
+    std::error_code ec;
+    if (!o.resume || !fs::exists(fs::path(o.out) / "manifest.json", ec)) return "";
+    try {
+        return manifest_input(json_read_file((fs::path(o.out) / "manifest.json").string()), "tokenizer", "fingerprint");
+    } catch (const std::exception&) {   // (a damaged manifest: named where the resume reads it)
+        return "";
+    }
+}
+
+}  // namespace
+
 void chunk_corpus(const ToolContext& ctx, const ChunkOptions& o) {
     check_options(o);
     std::string tok_path = tokenizer_resolve_path(o.tokenizer);
-    Tokenizer tok(tok_path);
+    Tokenizer tok(tok_path, resumed_tokenizer_fingerprint(o));
     DType dtype = tok.vocab_size() <= 65536 ? DType::U16 : DType::I32;
     auto files = corpus_list_files(o.inputs, o.corpus);
 

@@ -238,7 +238,12 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
         user_error_in(o.checkpoint, "was trained on the ids of another tokenizer than " + tok_path +
                                         " (its state.json's tokenizer_fingerprint)",
                       "pass the database (or --tokenizer) the checkpoint's run was trained with");
-    tokenizer_ = std::make_unique<Tokenizer>(tok_path, tok_fp_expected);
+    // the fingerprint the database (or the checkpoint) records, which tok_fp was held to: an old model a stopped
+    // retro-tokenizer --force left is still read (text/tokenizer_folder.h)
+    std::string ck_tok_fp;
+    if (ck_state.is_object() && ck_state.contains("tokenizer_fingerprint") && ck_state["tokenizer_fingerprint"].is_string())
+        ck_tok_fp = ck_state["tokenizer_fingerprint"].get<std::string>();
+    tokenizer_ = std::make_unique<Tokenizer>(tok_path, !tok_fp_expected.empty() ? tok_fp_expected : ck_tok_fp);
     if (tokenizer_->vocab_size() > config.num_tokens)
         user_error_in(tok_path, cat("has ", tokenizer_->vocab_size(), " pieces; the model's num_tokens is ",
                                     config.num_tokens));

@@ -158,11 +158,13 @@ FaissIndex FaissIndex::load(const std::string& path) {
     FaissIndex out;
     out.where_ = path;
     refuse_lfs_pointer_file(path);
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
     if (!file) user_error_in(path, std::string("cannot be opened: ") + std::strerror(errno));
     input_stamp_file(path, file.get());   // the index read, for the run's record (core/input_stamps.h)
     try {
-        out.index_.reset(faiss::read_index(file.get()));
+        faiss::FileIOReader reader(file.get());   // (not its owner: `file` closes it)
+        reader.name = path;                        // as FAISS's own open names it, in its errors
+        out.index_.reset(faiss::read_index(&reader));
     } catch (const faiss::FaissException& e) {
         std::string what = e.what();
         auto nl = what.find('\n');

@@ -34,10 +34,6 @@ void remove_state_mark(const std::string& out_dir) {
     if (is_state_mark(tmp, true)) fs::remove(tmp, ec);
 }
 
-}  // namespace
-
-namespace {
-
 // The folder that holds `model_path` itself (a link's target's: the mark is beside the file, not the link), and
 // whether a retro-tokenizer training marks it unfinished: its state.json and no manifest.json.
 struct ModelFolder {
@@ -52,8 +48,7 @@ ModelFolder model_folder(const std::string& model_path) {
     ModelFolder f{file.parent_path(), false};
     if (f.dir.empty()) f.dir = ".";
     // finished where its manifest is there (a stale mark beside it is the next run's to remove)
-    f.unfinished = !fs::exists(f.dir / "manifest.json", ec) &&
-                   json_file_tool((f.dir / kTokenizerStateFile).string()) == "retro-tokenizer";
+    f.unfinished = !fs::exists(f.dir / "manifest.json", ec) && is_state_mark(f.dir / kTokenizerStateFile, false);
     return f;
 }
 
@@ -187,15 +182,15 @@ void tokenizer_train_to_folder(const ToolContext& ctx, const std::vector<std::st
     // constructor), where a kill between the model and its manifest left a whole model retro-chunk took (the kill
     // soak, session 68)
     write_file_atomic((fs::path(out_dir) / kTokenizerStateFile).string(),
-                      nlohmann::json{{"tool", ctx.tool}, {"run", "a training"}}.dump(2) + "\n");
+                      nlohmann::json{{"tool", "retro-tokenizer"}, {"run", "a training"}}.dump(2) + "\n");
     // from here a stop leaves the folder marked unfinished: tok.model (the old one under --force, the new one, or none
     // yet) without its manifest (it said "no tokenizer was written": the helper's interrupt campaign, session 55; and
     // "holds tok.model" before there was one: session 70's soak)
+    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     interrupt_note_install_line("retro-tokenizer: interrupted; " + terminal_text(out_dir, true) +
                                 " is unfinished (its state.json marks the training, and no tool reads its tok.model "
                                 "without a manifest.json): run the same command again" +
                                 (force ? ", --resume in place of --force" : " with --resume") + " (it trains again)");
-    fs::remove(fs::path(out_dir) / "manifest.json");   // the folder is incomplete until it is rewritten
     write_file_atomic(model_path, r.model_bytes);
     m.add_output(out_dir, "tok.model");
     m.write(out_dir);

@@ -1,5 +1,6 @@
-// A tokenizer folder, as `retro-tokenizer train` writes it: tok.model + manifest.json; and the path of
-// the model given either the folder or the file. (The encode/decode filters: text/tokenizer_stream.h.)
+// A tokenizer folder, as `retro-tokenizer train` writes it: tok.model + manifest.json, and while a training writes
+// them its state.json mark, under which every reader refuses the model; and the path of the model given either the
+// folder or the file. (The encode/decode filters: text/tokenizer_stream.h.)
 // provides: tokenizer_resolve_path, tokenizer_train_to_folder, tokenizer_refuse_unfinished,
 //           tokenizer_refuse_missing_unfinished
 #pragma once

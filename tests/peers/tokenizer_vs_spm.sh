@@ -22,12 +22,16 @@ threads=$(nproc)
 for tool in spm_train spm_encode spm_decode spm_export_vocab; do
     command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install sentencepiece" >&2; exit 2; }
 done
+[ -x /usr/bin/time ] || { echo "/usr/bin/time missing: apt-get install time" >&2; exit 2; }
 bin=$(cd "$bin" && pwd)
 work=$(mktemp -d /tmp/tok-vs-spm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # the files in the order retro-tokenizer reads them (sorted by path, byte order)
 mapfile -t files < <(find "$corpus" -type f -name "$glob" | LC_ALL=C sort)
 [ ${#files[@]} -gt 0 ] || { echo "$corpus: no files match $glob" >&2; exit 2; }
+for f in "${files[@]}"; do   # spm_train takes its files as one comma-separated list
+    case $f in *,*) echo "$f: a comma in a file's path, which spm_train's --input cannot take" >&2; exit 2 ;; esac
+done
 input=$(IFS=,; echo "${files[*]}")
 # retro-tokenizer's trainer options (lib/text/tokenizer.cpp), seed 1234 its default
 spm_opts=(--input="$input" --vocab_size="$vocab" --model_type=unigram --character_coverage=0.9995 --pad_id=0 --unk_id=1
