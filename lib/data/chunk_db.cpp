@@ -161,6 +161,7 @@ std::string ChunkDb::tokenizer_checked(const std::string& override, const std::s
     if (override.empty() && recorded.empty())
         user_error_in((fs::path(dir_) / "manifest.json").string(), "records no tokenizer", "pass " + flag + " tok.model");
     const std::string path = tokenizer_resolve_path(override.empty() ? recorded : override);
+    if (!fs::exists(path)) tokenizer_refuse_missing_unfinished(path);   // a training stopped before it wrote the model
     if (!fs::exists(path))
         user_error_in(path, override.empty() ? "is missing (the tokenizer " + dir_ + "'s manifest names)" : "does not exist",
                       "pass " + flag + " tok.model: the tokenizer the database was chunked with, or a copy of it");

@@ -220,6 +220,7 @@ Generator::Generator(const GenerateOptions& o) : o_(o) {
     if (tok_path.empty() && !run_db_manifest.is_null()) tok_path = manifest_input(run_db_manifest, "tokenizer", "path");
     if (tok_path.empty()) user_error_in("--tokenizer", "no tokenizer known", "pass --db (its tokenizer is used) or --tokenizer");
     tok_path = tokenizer_resolve_path(tok_path);
+    if (!fs::exists(tok_path)) tokenizer_refuse_missing_unfinished(tok_path);   // a training stopped before the model
     if (o.tokenizer.empty() && !fs::exists(tok_path))   // recorded by the database's manifest, moved since
         user_error_in(tok_path, "does not exist: the tokenizer the database's manifest names has moved or was removed",
                       "pass --tokenizer with where it is now");
