@@ -125,10 +125,10 @@ void add_chunk(CLI::App& bench, ToolContext& ctx) {
     sub->add_option("--work-dir", opt->work_dir, "Keep the corpus, tokenizer and database here");
     sub->add_option("--glob", opt->glob, "With --corpus: which files of a folder to read (as retro-chunk)")
         ->type_name("PATTERN")->capture_default_str();
-    sub->add_option("--text-key", opt->text_key, "With --corpus: JSON key of the document in .jsonl inputs (as retro-chunk)")
+    sub->add_option("--text-key", opt->text_key, "With --corpus: JSON key of the document in .jsonl inputs, its column in .parquet inputs (as retro-chunk)")
         ->type_name("KEY")
         ->capture_default_str();
-    sub->add_option("--on-error", opt->on_error, "With --corpus: a malformed .jsonl line or a binary file: fail or skip (as retro-chunk)")
+    sub->add_option("--on-error", opt->on_error, "With --corpus: a malformed .jsonl line, a binary file or an unreadable .parquet file: fail or skip (as retro-chunk)")
         ->check(CLI::IsMember({"fail", "skip"}))
         ->capture_default_str();
     sub->add_option("--json", opt->json, "Write the results as JSON to this file (-: to standard output, the tables then to stderr)")->check(output_file_check("--json"));

@@ -160,7 +160,8 @@ TEST_CASE("folder walk: a named pipe or a link to a device is reported, never re
     odd.text_key = "body";
     odd.glob = "*.md";
     const std::string noted = capture_stderr([&] { corpus_list_files({(root / "a.txt").string()}, odd); });
-    CHECK(noted.find("--text-key 'body' names the text of .jsonl lines, and no input is a .jsonl file") != std::string::npos);
+    CHECK(noted.find("--text-key 'body' names the text of .jsonl lines and Parquet columns, and no input is a .jsonl or .parquet file") !=
+          std::string::npos);
     CHECK(noted.find("--glob '*.md' picks files inside folder inputs, and every input is a file") != std::string::npos);
     CHECK(capture_stderr([&] { corpus_list_files({(root / "a.txt").string()}, CorpusOptions{}); }).empty());
 }

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
             static retro::MergeOptions merge_opts;
             static retro::InspectOptions insp;
 
-            app.add_option("corpus", opts.inputs, "Folders (files matching --glob), text files, or .jsonl/.jsonl.gz/.jsonl.zst files");
+            app.add_option("corpus", opts.inputs, "Folders (files matching --glob), text files, .jsonl/.jsonl.gz/.jsonl.zst files (a document a line) or .parquet files (a document a row)");
             app.add_option("--tokenizer", opts.tokenizer, "tok.model, or the folder holding it");
             app.add_option("--out", opts.out, "Output folder (the chunk database)");
             static std::string config;
@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
             app.add_flag("--resume", opts.resume, "Continue a killed run in --out (same command otherwise)");
             app.add_flag("--force", opts.force, "Replace an existing database in --out");
             app.add_option("--glob", opts.corpus.glob, "Which files of a folder to read")->type_name("PATTERN");
-            app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs")->type_name("KEY");
-            app.add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
+            app.add_option("--text-key", opts.corpus.text_key, "JSON key holding the text in .jsonl inputs, and the text's column in .parquet inputs")->type_name("KEY");
+            app.add_option("--on-error", on_error, "A malformed .jsonl line, a binary (NUL-holding) file or an unreadable .parquet file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
             app.add_option("--block-docs", opts.block_docs, "Input block: at most this many documents (recorded; shards must agree)");
             app.add_option("--block-bytes", opts.block_bytes, "Input block: ends at the document reaching this many bytes");
             app.add_option("--checkpoint-every", opts.checkpoint_seconds, "Seconds between --resume checkpoints");

@@ -30,15 +30,15 @@ int main(int argc, char** argv) {
             // before the subcommand too, as in the other tools (`retro-tokenizer --threads 1 encode ...`)
             app.add_option("--threads", ctx.threads, "Threads for train and encode (0 = all cores)");
             auto* train = app.add_subcommand("train", "Train a tokenizer on a corpus; writes OUT/tok.model and OUT/manifest.json");
-            train->add_option("corpus", inputs, "Folders (files matching --glob), text files, or .jsonl/.jsonl.gz/.jsonl.zst files")->required();
+            train->add_option("corpus", inputs, "Folders (files matching --glob), text files, .jsonl/.jsonl.gz/.jsonl.zst files (a document a line) or .parquet files (a document a row)")->required();
             train->add_option("--out", out_dir, "Output folder");
             train->add_option("--vocab-size", train_opts.vocab_size, "Vocabulary size (an upper bound on small corpora)");
             train->add_option("--model-type", train_opts.model_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
             train->add_option("--max-sentences", train_opts.max_sentences, "Train on a uniform sample of at most this many lines");
             train->add_option("--character-coverage", train_opts.character_coverage, "Share of characters the vocabulary covers");
             train->add_option("--glob", corpus.glob, "Which files of a folder to read")->type_name("PATTERN");
-            train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs")->type_name("KEY");
-            train->add_option("--on-error", on_error, "A malformed .jsonl line or a binary (NUL-holding) file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
+            train->add_option("--text-key", corpus.text_key, "JSON key holding the text in .jsonl inputs, and the text's column in .parquet inputs")->type_name("KEY");
+            train->add_option("--on-error", on_error, "A malformed .jsonl line, a binary (NUL-holding) file or an unreadable .parquet file: fail or skip")->check(CLI::IsMember({"fail", "skip"}));
             train->add_option("--seed", train_opts.seed, "Seed of the sampling and the trainer")->transform(retro::non_negative_integer());
             train->add_option("--threads", ctx.threads, "Threads (0 = all cores)");
             train->add_flag("--force", force, "Replace an existing tokenizer in --out");

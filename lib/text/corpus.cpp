@@ -16,6 +16,7 @@
 #include "core/lfs_pointer.h"
 #include "core/log.h"
 #include "core/output_folder.h"
+#include "text/corpus_parquet.h"
 #include "text/line_reader.h"
 #include "text/utf8.h"
 
@@ -95,6 +96,8 @@ private:
     std::vector<char> failed_;
 };
 
+bool is_parquet(const std::string& p) { return p.size() >= 8 && p.compare(p.size() - 8, 8, ".parquet") == 0; }
+
 bool is_jsonl(const std::string& p) {
     for (const char* ext : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
         std::string e = ext;
@@ -147,14 +150,14 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                                   ? "--glob knows *, ? and ** only ([..] and {..} are taken as the characters themselves)"
                                   : "pass --glob PATTERN");
             std::sort(found.begin(), found.end());
-            for (auto& f : found) out.push_back({f, is_jsonl(f)});
+            for (auto& f : found) out.push_back({f, is_jsonl(f), is_parquet(f)});
         } else if (fs::is_regular_file(in, ec)) {
             utf8_require_path(in, "a corpus file");
             const std::string ext = fs::path(in).extension().string();
             if (!is_jsonl(in) && (ext == ".json" || ext == ".ndjson" || ext == ".gz" || ext == ".zst"))
                 log_warn(in + ": read as plain text, one document (JSON Lines are read from .jsonl, .jsonl.gz and .jsonl.zst "
                               "files)");
-            out.push_back({in, is_jsonl(in)});
+            out.push_back({in, is_jsonl(in), is_parquet(in)});
         } else if (fs::exists(in, ec)) {
             user_error_in(in, "is not a regular file or a folder (a device, a pipe or a socket)",
                           "give the text as a file or a folder of files");
@@ -182,8 +185,9 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
     }
     // options that select nothing in these inputs: said (they were ignored without a word, yet recorded)
     if (opts.text_key != CorpusOptions{}.text_key &&
-        std::none_of(unique.begin(), unique.end(), [](const CorpusFile& f) { return f.jsonl; }))
-        log_warn("--text-key '" + opts.text_key + "' names the text of .jsonl lines, and no input is a .jsonl file: it does nothing here");
+        std::none_of(unique.begin(), unique.end(), [](const CorpusFile& f) { return f.jsonl || f.parquet; }))
+        log_warn("--text-key '" + opts.text_key + "' names the text of .jsonl lines and Parquet columns, and no input is a .jsonl "
+                 "or .parquet file: it does nothing here");
     if (opts.glob != CorpusOptions{}.glob &&
         std::none_of(inputs.begin(), inputs.end(), [](const std::string& in) {
             std::error_code ec;
@@ -193,9 +197,8 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
     return unique;
 }
 
-namespace {
 // Each NUL byte of `text` as U+FFFD; returns how many there were.
-std::int64_t replace_nul_bytes(std::string& text) {
+std::int64_t corpus_replace_nul_bytes(std::string& text) {
     std::string out;
     out.reserve(text.size());
     std::int64_t n = 0;
@@ -210,10 +213,13 @@ std::int64_t replace_nul_bytes(std::string& text) {
     text.swap(out);
     return n;
 }
-}  // namespace
 
 void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusCounts& counts,
                       const std::function<void(Document&)>& fn) {
+    if (file.parquet) {
+        corpus_read_parquet(file, opts, counts, fn);
+        return;
+    }
     counts.files++;
     Document doc;
     doc.source = file.path;
@@ -235,7 +241,7 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             counts.malformed_skipped++;
             return;
         }
-        if (nul != std::string::npos) counts.invalid_utf8_replaced += replace_nul_bytes(doc.text);
+        if (nul != std::string::npos) counts.invalid_utf8_replaced += corpus_replace_nul_bytes(doc.text);
         counts.invalid_utf8_replaced += utf8_sanitize(doc.text);
         // a UTF-8 byte-order mark (Windows editors write one) is a mark, not text: the document's first chunk held
         // U+FEFF (Python's utf-8-sig drops it as well)
@@ -293,7 +299,7 @@ void corpus_read_file(const CorpusFile& file, const CorpusOptions& opts, CorpusC
             continue;
         }
         // a "\u0000" escape puts a NUL byte in the text: replaced and counted as a text file's stray NUL is
-        if (doc.text.find('\0') != std::string::npos) counts.invalid_utf8_replaced += replace_nul_bytes(doc.text);
+        if (doc.text.find('\0') != std::string::npos) counts.invalid_utf8_replaced += corpus_replace_nul_bytes(doc.text);
         if (doc.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             counts.empty_skipped++;
             continue;

@@ -1,6 +1,7 @@
 // Corpus walking, shared by retro-tokenizer and retro-chunk. An input is a folder (files matching
-// a glob, default "**/*.txt", sorted by path, one document per file) or a .jsonl / .jsonl.gz /
-// .jsonl.zst file (one JSON object per line; the document is its `text_key` string). Empty
+// a glob, default "**/*.txt", sorted by path, one document per file), a .jsonl / .jsonl.gz /
+// .jsonl.zst file (one JSON object per line; the document is its `text_key` string) or a .parquet file (a row a
+// document: its `text_key` column, text/parquet_text.h); in a folder, .jsonl and .parquet files are read so too. Empty
 // documents are skipped and counted; invalid UTF-8 is replaced (U+FFFD) and counted; a whole file holding a NUL
 // byte (binary, or UTF-16) is refused, or skipped and counted as malformed under OnError::SKIP. A folder inside a
 // corpus folder that a RetroKit tool made (a tokenizer, a database: core/output_folder.h's folder_owner) is skipped.
@@ -23,13 +24,14 @@ struct CorpusOptions {
 
 struct CorpusFile {
     std::string path;
-    bool jsonl = false;   // else: the whole file is one document
+    bool jsonl = false;     // one JSON object a line
+    bool parquet = false;   // a Parquet file: a row a document (its text_key column); neither: the whole file is one
 };
 
 struct Document {
     std::string text;
     std::string source;          // file path
-    std::int64_t line = 0;       // 1-based line for jsonl, 0 for whole files
+    std::int64_t line = 0;       // 1-based line for jsonl (row for Parquet), 0 for whole files
     std::int64_t byte_offset = 0;
 };
 

@@ -1,6 +1,6 @@
 // libFuzzer target: the corpus readers (text/corpus.h over text/line_reader.h) must turn any bytes into
 // documents or a UserError, never a crash, a hang or a huge allocation (`make fuzz`). The first input byte picks
-// the file kind (its low 3 bits: .txt, .txt.gz, .txt.zst, .jsonl, .jsonl.gz, .jsonl.zst; bit 3: --on-error
+// the file kind (its low 3 bits: .txt, .txt.gz, .txt.zst, .jsonl, .jsonl.gz, .jsonl.zst, .parquet; bit 3: --on-error
 // skip); the rest is the file, written to one temporary file per kind and process, since the readers take a
 // path. Seeds: tests/fuzz/seeds/corpus (the same selector byte first).
 #include <unistd.h>
@@ -17,7 +17,7 @@
 
 namespace {
 
-const char* const kExtensions[] = {".txt", ".txt.gz", ".txt.zst", ".jsonl", ".jsonl.gz", ".jsonl.zst"};
+const char* const kExtensions[] = {".txt", ".txt.gz", ".txt.zst", ".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet"};
 constexpr int kKinds = sizeof(kExtensions) / sizeof(kExtensions[0]);
 
 std::string kind_path(int kind) {
@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     retro::CorpusOptions opts;
     opts.on_error = (data[0] & 8) ? retro::OnError::SKIP : retro::OnError::FAIL;
-    const retro::CorpusFile file{path, kind >= 3};
+    const retro::CorpusFile file{path, kind >= 3 && kind <= 5, kind == 6};
     retro::CorpusCounts counts;
     std::int64_t seen = 0;
     try {
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             std::string copy = doc.text;
             if (retro::utf8_sanitize(copy) != 0) fail("a document that is not valid UTF-8");
             if (doc.source != path) fail("a document naming another file");
-            if (file.jsonl && (doc.line < 1 || doc.byte_offset < 0)) fail("a jsonl document without its line");
+            if ((file.jsonl || file.parquet) && (doc.line < 1 || doc.byte_offset < 0)) fail("a document without its line");
         });
         if (seen != counts.documents || counts.files != 1) fail("counts that disagree with the documents");
     } catch (const retro::UserError&) {
