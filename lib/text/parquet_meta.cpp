@@ -111,11 +111,6 @@ ParquetRowGroup read_row_group(ThriftReader& r) {
     return g;
 }
 
-std::uint32_t le32(const std::uint8_t* p) {
-    return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 | static_cast<std::uint32_t>(p[2]) << 16 |
-           static_cast<std::uint32_t>(p[3]) << 24;
-}
-
 }  // namespace
 
 const char* parquet_type_name(int type) {
@@ -140,7 +135,7 @@ ParquetFooter parquet_read_footer(const std::uint8_t* data, std::size_t size) {
     if (std::memcmp(data + size - 4, "PARE", 4) == 0) throw ParquetMalformed("an encrypted Parquet file (PARE)");
     if (std::memcmp(data + size - 4, "PAR1", 4) != 0 || std::memcmp(data, "PAR1", 4) != 0)
         throw ParquetMalformed("no PAR1 at its start and end: not a Parquet file, or one cut short");
-    const std::uint32_t footer_len = le32(data + size - 8);
+    const std::uint32_t footer_len = parquet_le32(data + size - 8);
     if (footer_len > size - 12)
         throw ParquetMalformed("its footer length (" + std::to_string(footer_len) + ") is more than the file holds");
     ParquetFooter f;

@@ -3,7 +3,7 @@
 // is kept; every other field is skipped. Damaged bytes throw ParquetMalformed with what was wrong.
 // provides: ParquetMalformed, parquet enums, ParquetSchemaNode, ParquetColumnChunk, ParquetRowGroup, ParquetFooter,
 //           parquet_read_footer, ParquetPageHeader, parquet_read_page_header, parquet_type_name, parquet_codec_name,
-//           parquet_encoding_name
+//           parquet_encoding_name, parquet_le32
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -82,5 +82,11 @@ struct ParquetPageHeader {
 
 // Reads the page header at data[0, size). Throws ParquetMalformed.
 ParquetPageHeader parquet_read_page_header(const std::uint8_t* data, std::size_t size);
+
+// A 4-byte little-endian length (the footer's, a PLAIN string's, a v1 page's definition levels').
+inline std::uint32_t parquet_le32(const std::uint8_t* p) {
+    return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 | static_cast<std::uint32_t>(p[2]) << 16 |
+           static_cast<std::uint32_t>(p[3]) << 24;
+}
 
 }  // namespace retro

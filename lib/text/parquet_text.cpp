@@ -17,16 +17,11 @@ constexpr int kMaxSchemaDepth = 64;
 // page at 20,000 rows by default: pyarrow's data_page_row_count_limit, parquet-mr's page.row.count.limit)
 constexpr std::int64_t kMaxPageValues = std::int64_t(1) << 24;
 
-std::uint32_t le32(const std::uint8_t* p) {
-    return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 | static_cast<std::uint32_t>(p[2]) << 16 |
-           static_cast<std::uint32_t>(p[3]) << 24;
-}
-
 // PLAIN byte arrays: each a 4-byte little-endian length and its bytes.
 void plain_values(const std::uint8_t* p, const std::uint8_t* end, std::size_t count, std::vector<std::string_view>& out) {
     for (std::size_t i = 0; i < count; ++i) {
         if (end - p < 4) throw ParquetMalformed("a page's values are cut short");
-        const std::uint32_t n = le32(p);
+        const std::uint32_t n = parquet_le32(p);
         p += 4;
         if (n > static_cast<std::size_t>(end - p)) throw ParquetMalformed("a page's values are cut short");
         out.emplace_back(reinterpret_cast<const char*>(p), n);
@@ -167,7 +162,7 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
     const std::uint8_t* const base = file_.data();
     std::int64_t pos = start;
     const std::int64_t end = start + chunk.total_compressed_size;
-    std::string dictionary_bytes, page, values_bytes;
+    std::string dictionary_bytes, page;
     std::vector<std::string_view> dictionary, values;
     std::vector<std::string> owned;
     std::vector<std::uint32_t> levels;
@@ -209,10 +204,10 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
                 if (h.definition_level_encoding != parquet::kRle)
                     throw ParquetMalformed(std::string("its definition levels are ") + parquet_encoding_name(h.definition_level_encoding) +
                                            ", which RetroKit does not read (it reads RLE)");
-                if (page_end - p < 4 || le32(p) > static_cast<std::size_t>(page_end - p - 4))
+                if (page_end - p < 4 || parquet_le32(p) > static_cast<std::size_t>(page_end - p - 4))
                     throw ParquetMalformed("a page's definition levels are cut short");
                 level_bytes = p + 4;
-                level_end = level_bytes + le32(p);
+                level_end = level_bytes + parquet_le32(p);
                 p = level_end;
             }
             value_bytes = p, value_end = page_end;
