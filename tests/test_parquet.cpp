@@ -242,6 +242,9 @@ TEST_CASE("parquet: retro-chunk makes the same database from a Parquet file as f
     CHECK(sources_a.find("corpus.parquet") != std::string::npos);
     const auto first_line = [](const std::string& s) { return nlohmann::json::parse(s.substr(0, s.find('\n')))["line"].get<std::int64_t>(); };
     CHECK(first_line(sources_a) == first_line(sources_b));
+    const test::RunResult shown = test::run_tool("retro-chunk", "inspect " + (t / "a").string() + " --doc 0");
+    REQUIRE(shown.exit_code == 0);
+    CHECK(shown.out.find("corpus.parquet row " + std::to_string(first_line(sources_a)) + " (page at byte ") != std::string::npos);
     // a folder of Parquet files read with --glob
     fs::create_directories(t / "folder");
     fs::copy_file(pq, t / "folder" / "part-0.parquet");

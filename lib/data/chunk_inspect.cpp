@@ -47,6 +47,9 @@ json source_json(const DocSource& s) {
 }
 
 std::string source_text(const DocSource& s) {
+    // a Parquet file's document is a row, and its offset the row's page's (text/corpus_parquet.h)
+    const bool parquet = s.source.size() > 8 && s.source.compare(s.source.size() - 8, 8, ".parquet") == 0;
+    if (parquet) return cat(terminal_text(s.source, true), " row ", s.line, " (page at byte ", s.byte_offset, ")");
     return terminal_text(s.source, true) + (s.line > 0 ? ":" + std::to_string(s.line) : "") + " (byte offset " +
            std::to_string(s.byte_offset) + ")";
 }

@@ -2,6 +2,8 @@
 // page, then data pages: definition levels, then the non-null values) — parquet-format's README.md and Encodings.md.
 #include "text/parquet_text.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -85,6 +87,18 @@ void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, s
                                "DELTA_BYTE_ARRAY strings)");
     }
 }
+// Gives back the resident pages of the mapping `base` (page-aligned: mmap's) that lie wholly in [from, to): a page
+// once decoded is never read again (its strings are copies), and a file of GBs read through its mapping otherwise
+// stays in the process's resident set to the end (clean file pages, reclaimable, but counted: as fingerprinting's
+// mapping once was, docs/performance.md "retro-chunk"). Advice only: a failure changes nothing read. Returns where the
+// next release starts (a page that [from, to) covers only in part is given back with the next range).
+std::int64_t release_mapped(const std::uint8_t* base, std::int64_t from, std::int64_t to) {
+    static const std::int64_t page = ::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096;
+    const std::int64_t first = (from + page - 1) / page * page, last = to / page * page;
+    if (last <= first) return from;
+    ::madvise(const_cast<std::uint8_t*>(base) + first, static_cast<std::size_t>(last - first), MADV_DONTNEED);
+    return last;
+}
 }  // namespace
 
 ParquetTextFile::ParquetTextFile(const std::string& path) : file_(path) {
@@ -167,6 +181,7 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
     std::vector<std::string> owned;
     std::vector<std::uint32_t> levels;
     bool has_dictionary = false;
+    std::int64_t released = start;   // the mapping before this is given back (release_mapped)
     for (std::int64_t done = 0; done < chunk.num_values;) {
         if (pos >= end) throw ParquetMalformed("a column chunk ends before its " + std::to_string(chunk.num_values) + " values");
         const ParquetPageHeader h = parquet_read_page_header(base + pos, static_cast<std::size_t>(end - pos));
@@ -178,6 +193,12 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
             throw ParquetMalformed("a page fails its CRC-32 (the file is damaged)");
         const std::int64_t page_offset = pos;
         pos = payload + h.compressed_size;
+        struct Release {   // once the page is decoded (or skipped): its bytes are copied out by then
+            const std::uint8_t* base;
+            std::int64_t& from;
+            std::int64_t to;
+            ~Release() { from = release_mapped(base, from, to); }
+        } const release{base, released, pos};
         if (h.type == parquet::kIndexPage) continue;
         if (h.num_values > kMaxPageValues)
             throw ParquetMalformed("a page of " + std::to_string(h.num_values) + " values, more than RetroKit reads at once");
