@@ -251,4 +251,7 @@ TEST_CASE("parquet: retro-chunk makes the same database from a Parquet file as f
     REQUIRE(test::run_tool("retro-chunk", (t / "folder").string() + " --glob '**/*.parquet' --out " + (t / "c").string() + common)
                 .exit_code == 0);
     CHECK(test::read_text(t / "c" / "chunks.npy") == test::read_text(t / "a" / "chunks.npy"));
+    // without --glob (the default takes **/*.txt): the refusal says what the folder holds
+    const test::RunResult no_glob = test::run_tool("retro-chunk", (t / "folder").string() + " --out " + (t / "d").string() + common);
+    test::expect_refused(no_glob, {"no file matches '**/*.txt'", "the folder holds 1 .parquet file: pass --glob '**/*.parquet'"});
 }

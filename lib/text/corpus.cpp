@@ -133,7 +133,10 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                 }
                 return true;
             };
+            std::int64_t parquet_files = 0, jsonl_files = 0;   // (for the hint where the glob takes none)
             visit.on_file = [&](const fs::path& file) {
+                parquet_files += is_parquet(file.string());
+                jsonl_files += is_jsonl(file.string());
                 if (!glob_match(opts.glob, file.lexically_relative(in).generic_string())) return;
                 utf8_require_path(file.string(), "a corpus file");   // before any work, not at the manifest
                 found.push_back(file.string());
@@ -144,11 +147,17 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             };
             visit.on_special_file = visit.on_broken_link;   // a pipe or a device named like corpus text: said, as a link
             folder_walk(in, visit);
-            if (found.empty())
+            if (found.empty()) {
+                // a folder of a dataset's Parquet or JSON Lines files (a Hugging Face download) named as such
+                const std::string kind = parquet_files >= jsonl_files ? "parquet" : "jsonl";
+                const std::int64_t n = std::max(parquet_files, jsonl_files);
                 user_error_in(in, "no file matches '" + opts.glob + "'",
                               opts.glob.find_first_of("[{") != std::string::npos
                                   ? "--glob knows *, ? and ** only ([..] and {..} are taken as the characters themselves)"
-                                  : "pass --glob PATTERN");
+                              : n > 0 ? cat("the folder holds ", n, " .", kind, " file", n == 1 ? "" : "s", ": pass --glob '**/*.",
+                                            kind, kind == "jsonl" ? "*'" : "'")
+                                      : "pass --glob PATTERN");
+            }
             std::sort(found.begin(), found.end());
             for (auto& f : found) out.push_back({f, is_jsonl(f), is_parquet(f)});
         } else if (fs::is_regular_file(in, ec)) {
