@@ -6,7 +6,7 @@ set -euo pipefail
 
 build_packages=(build-essential cmake pkg-config git
   libcli11-dev nlohmann-json3-dev doctest-dev libsentencepiece-dev libfaiss-dev libopenblas-dev
-  libxxhash-dev libzstd-dev zlib1g-dev libsnappy-dev libxapian-dev libopenmpi-dev openmpi-bin
+  libxxhash-dev libzstd-dev zlib1g-dev libsnappy-dev liblz4-dev libbrotli-dev libxapian-dev libopenmpi-dev openmpi-bin
   libjpeg62-turbo-dev libpng-dev libzip-dev libboost-context-dev ninja-build)
 demo_packages=(python3.11-doc gnuplot-nox)
 

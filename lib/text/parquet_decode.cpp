@@ -1,6 +1,8 @@
-// Implementation of parquet_decode.h over libsnappy, zlib and libzstd.
+// Implementation of parquet_decode.h over libsnappy, zlib, libzstd, liblz4 and libbrotli.
 #include "text/parquet_decode.h"
 
+#include <brotli/decode.h>
+#include <lz4.h>
 #include <snappy.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -68,6 +70,31 @@ void inflate_gzip(const std::uint8_t* src, std::size_t size, std::string& out) {
     inflateEnd(&z);
     if (!ok) throw ParquetMalformed("a GZIP page does not inflate to its size");
 }
+
+bool lz4_block(const std::uint8_t* src, std::size_t size, char* dst, std::size_t expected) {
+    if (size > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) || expected > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) * 255)
+        return false;
+    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src), dst, static_cast<int>(size), static_cast<int>(expected));
+    return n >= 0 && static_cast<std::size_t>(n) == expected;
+}
+
+std::uint32_t be32(const std::uint8_t* p) {
+    return static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 | static_cast<std::uint32_t>(p[2]) << 8 |
+           static_cast<std::uint32_t>(p[3]);
+}
+
+// The deprecated LZ4 codec: parquet-mr wrote Hadoop's framing (each block an 8-byte header: its sizes, big-endian,
+// uncompressed then compressed), Arrow before 0.17 a bare block. Hadoop's first, then a bare block, as Arrow reads it.
+bool lz4_hadoop(const std::uint8_t* src, std::size_t size, char* dst, std::size_t expected) {
+    std::size_t in = 0, out = 0;
+    while (size - in >= 8) {
+        const std::uint32_t raw = be32(src + in), packed = be32(src + in + 4);
+        in += 8;
+        if (packed > size - in || raw > expected - out || !lz4_block(src + in, packed, dst + out, raw)) return false;
+        in += packed, out += raw;
+    }
+    return in == size && out == expected;
+}
 }  // namespace
 
 void parquet_decompress(int codec, const std::uint8_t* src, std::size_t size, std::size_t expected, std::string& out) {
@@ -94,9 +121,24 @@ void parquet_decompress(int codec, const std::uint8_t* src, std::size_t size, st
         if (ZSTD_isError(n) || n != expected) throw ParquetMalformed("a ZSTD page does not decompress to its size");
         return;
     }
+    case parquet::kLz4Raw:
+        if (!lz4_block(src, size, out.data(), expected)) throw ParquetMalformed("an LZ4_RAW page does not decompress to its size");
+        return;
+    case parquet::kLz4:
+        if (!lz4_hadoop(src, size, out.data(), expected) && !lz4_block(src, size, out.data(), expected))
+            throw ParquetMalformed("an LZ4 page does not decompress to its size (in Hadoop's framing or as one block)");
+        return;
+    case parquet::kBrotli: {
+        std::size_t n = expected;
+        if (BrotliDecoderDecompress(size, src, &n, reinterpret_cast<std::uint8_t*>(out.data())) != BROTLI_DECODER_RESULT_SUCCESS ||
+            n != expected)
+            throw ParquetMalformed("a BROTLI page does not decompress to its size");
+        return;
+    }
     default:
         throw ParquetMalformed(std::string("its pages are compressed with ") + parquet_codec_name(codec) +
-                               ", which RetroKit does not read (it reads SNAPPY, GZIP, ZSTD and uncompressed pages)");
+                               ", which RetroKit does not read (it reads SNAPPY, GZIP, ZSTD, LZ4, LZ4_RAW, BROTLI and "
+                               "uncompressed pages)");
     }
 }
 

@@ -1,7 +1,7 @@
 // The decoding steps of a Parquet page (apache/parquet-format, Encodings.md and Compression.md), each over bytes in
-// memory and bounded by them: a page's decompression (snappy, gzip, zstd, or none), the RLE / bit-packed hybrid of
-// definition levels and dictionary indices, and DELTA_BINARY_PACKED integers (the lengths of the DELTA_LENGTH_BYTE_ARRAY
-// and DELTA_BYTE_ARRAY encodings). Damaged bytes throw ParquetMalformed.
+// memory and bounded by them: a page's decompression (SNAPPY, GZIP, ZSTD, LZ4_RAW, LZ4, BROTLI or none), the RLE /
+// bit-packed hybrid of definition levels and dictionary indices, and DELTA_BINARY_PACKED integers (the lengths of the
+// DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY encodings). Damaged bytes throw ParquetMalformed.
 // provides: parquet_decompress, parquet_rle_decode, parquet_delta_decode
 #pragma once
 #include <cstddef>
@@ -12,7 +12,7 @@
 namespace retro {
 
 // Decompresses `size` bytes at `src` of codec (parquet::Codec) into `out`, which must come to `expected` bytes.
-// A codec RetroKit does not read (LZO, BROTLI, LZ4, LZ4_RAW) throws ParquetMalformed naming it.
+// A codec RetroKit does not read (LZO: no writer of corpora uses it) throws ParquetMalformed naming it.
 void parquet_decompress(int codec, const std::uint8_t* src, std::size_t size, std::size_t expected, std::string& out);
 
 // Decodes `count` values of `bit_width` bits (0..32) from the RLE / bit-packed hybrid at [p, end) into `out`.

@@ -1,6 +1,6 @@
 // One text column of a Parquet file, read row by row: a corpus's documents as the Hugging Face hub, pyarrow, pandas,
 // Polars, DuckDB and Spark write them (a top-level BYTE_ARRAY column, REQUIRED or OPTIONAL; pages v1 or v2; PLAIN,
-// dictionary, DELTA_LENGTH_BYTE_ARRAY or DELTA_BYTE_ARRAY values; SNAPPY, GZIP, ZSTD or no compression). The file is
+// dictionary, DELTA_LENGTH_BYTE_ARRAY or DELTA_BYTE_ARRAY values; SNAPPY, GZIP, ZSTD, LZ4, LZ4_RAW, BROTLI or no compression). The file is
 // memory-mapped and read one page at a time, so memory stays at a page (and its column chunk's dictionary), whatever
 // the file's size. Why our own reader and not Apache Arrow's: docs/dependencies.md.
 // provides: ParquetColumnProblem, ParquetTextFile

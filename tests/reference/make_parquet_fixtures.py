@@ -5,9 +5,9 @@ Usage: python3 tests/reference/make_parquet_fixtures.py [OUT_DIR]   (default tes
 
 Each NAME.parquet comes with NAME.expected.jsonl: one line a row of its text column as pyarrow reads it back,
 {"text": "..."}, {"text": null} for a null, or {"hex": "..."} for bytes that are not UTF-8. The files cover what writers of corpora use: pages v1
-and v2; SNAPPY, GZIP, ZSTD and no compression; dictionary, PLAIN, DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY
-strings; nulls; several row groups and pages; CRC-32s; and files RetroKit refuses (BROTLI, a non-text, nested and
-repeated column).
+and v2; SNAPPY, GZIP, ZSTD, BROTLI, LZ4_RAW and no compression; dictionary, PLAIN, DELTA_LENGTH_BYTE_ARRAY and
+DELTA_BYTE_ARRAY strings; nulls; several row groups and pages; CRC-32s; and columns RetroKit refuses (not text, nested,
+repeated).
 """
 import json
 import os
@@ -86,8 +86,10 @@ def main():
     write(out_dir, "binary_body", raw, column="body", compression="snappy")
     write(out_dir, "large_string", pa.table({"text": pa.array(texts(4, 50), pa.large_string())}), compression="gzip")
 
-    # refused: a codec RetroKit does not read; a text column that is not text, nested or repeated
-    write(out_dir, "brotli", pa.table({"text": pa.array(texts(5, 20), pa.string())}), compression="brotli")
+    # the other codecs pyarrow writes: BROTLI, and LZ4 (pyarrow writes LZ4_RAW for it)
+    write(out_dir, "brotli", pa.table({"text": pa.array(texts(5, 60), pa.string())}), compression="brotli")
+    write(out_dir, "lz4_raw", pa.table({"text": pa.array(texts(6, 60), pa.string())}), compression="lz4")
+    # refused: a text column that is not text, nested or repeated
     odd = pa.table({"text": pa.array(range(5), pa.int64()),
                     "meta": pa.array([{"title": "t", "body": "b"}] * 5),
                     "tags": pa.array([["a", "b"]] * 5, pa.list_(pa.string())),
