@@ -206,6 +206,9 @@ TEST_CASE("parquet: the decoders refuse what would read past their bytes") {
     const std::uint8_t runs[] = {0x06, 0x01, 0x03, 0xa5};      // 3 copies of 1, then 8 bit-packed values 10100101
     parquet_rle_decode(runs, runs + 4, 1, 11, out);
     CHECK(out == std::vector<std::uint32_t>{1, 1, 1, 1, 0, 1, 0, 0, 1, 0, 1});
+    const std::uint8_t width_zero[] = {0x81, 0x03};              // 192 bit-packed groups of 0-bit values: no bytes
+    parquet_rle_decode(width_zero, width_zero + 2, 0, 1000, out);
+    CHECK(out == std::vector<std::uint32_t>(1000, 0));
     std::vector<std::int64_t> ints;
     // block of 128 in 4 miniblocks, 3 values, first 7: min delta -2, widths 1,0,0,0, deltas +0,+1 over the minimum
     const std::uint8_t delta[] = {0x80, 0x01, 0x04, 0x03, 0x0e, 0x03, 0x01, 0x00, 0x00, 0x00, 0x02, 0, 0, 0};

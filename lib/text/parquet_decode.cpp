@@ -152,10 +152,12 @@ const std::uint8_t* parquet_rle_decode(const std::uint8_t* p, const std::uint8_t
         const std::uint64_t header = uleb128(p, end);
         if (header & 1) {   // bit-packed: header >> 1 groups of 8 values
             const std::uint64_t groups = header >> 1;
-            const std::uint64_t bytes = groups * static_cast<std::uint64_t>(bit_width);
-            if (groups > static_cast<std::uint64_t>(end - p) || bytes > static_cast<std::uint64_t>(end - p))
+            // (width 0: no bytes, whatever the count; the count is capped before it is multiplied)
+            if (bit_width > 0 && groups > static_cast<std::uint64_t>(end - p) / static_cast<std::uint64_t>(bit_width))
                 throw ParquetMalformed("a bit-packed run is cut short");
-            const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(groups * 8), count - out.size());
+            const std::uint64_t bytes = groups * static_cast<std::uint64_t>(bit_width);
+            const std::size_t left = count - out.size();
+            const std::size_t n = groups >= (left + 7) / 8 ? left : static_cast<std::size_t>(groups * 8);
             for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<std::uint32_t>(unpack(p, i, bit_width)));
             p += bytes;
         } else {            // a run: header >> 1 copies of one value

@@ -63,7 +63,7 @@ void read_column_meta(ThriftReader& r, ParquetColumnChunk& c) {
             expect_type(t, ThriftType::kList, "column's path");
             ThriftType e{};
             const std::uint32_t n = r.begin_list(e);
-            expect_type(e, ThriftType::kBinary, "column's path");
+            if (n > 0) expect_type(e, ThriftType::kBinary, "column's path");   // (an empty list's element type may be 0)
             for (std::uint32_t i = 0; i < n; ++i) c.path.emplace_back(r.read_binary());
             break;
         }
@@ -100,7 +100,7 @@ ParquetRowGroup read_row_group(ThriftReader& r) {
             expect_type(t, ThriftType::kList, "row group's columns");
             ThriftType e{};
             const std::uint32_t n = r.begin_list(e);
-            expect_type(e, ThriftType::kStruct, "row group's columns");
+            if (n > 0) expect_type(e, ThriftType::kStruct, "row group's columns");   // (an empty list's element type may be 0)
             for (std::uint32_t i = 0; i < n; ++i) g.columns.push_back(read_column_chunk(r));
         } else if (id == 3) {
             g.num_rows = read_count(r, t, "row group's row count");
@@ -152,7 +152,7 @@ ParquetFooter parquet_read_footer(const std::uint8_t* data, std::size_t size) {
                 expect_type(t, ThriftType::kList, "schema");
                 ThriftType e{};
                 const std::uint32_t n = r.begin_list(e);
-                expect_type(e, ThriftType::kStruct, "schema");
+                if (n > 0) expect_type(e, ThriftType::kStruct, "schema");
                 for (std::uint32_t i = 0; i < n; ++i) f.schema.push_back(read_schema_element(r));
                 has_schema = true;
                 break;
@@ -162,7 +162,7 @@ ParquetFooter parquet_read_footer(const std::uint8_t* data, std::size_t size) {
                 expect_type(t, ThriftType::kList, "row groups");
                 ThriftType e{};
                 const std::uint32_t n = r.begin_list(e);
-                expect_type(e, ThriftType::kStruct, "row groups");
+                if (n > 0) expect_type(e, ThriftType::kStruct, "row groups");
                 for (std::uint32_t i = 0; i < n; ++i) f.row_groups.push_back(read_row_group(r));
                 break;
             }

@@ -167,6 +167,7 @@ void ParquetTextFile::read_column(const std::string& name,
 
 void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_definition, std::int64_t& row,
                                  const std::function<void(std::int64_t, const std::string_view*, std::int64_t)>& fn) const {
+    if (chunk.num_values == 0) return;   // (an empty chunk: pyarrow records its data page offset as 0)
     // (some writers record 0 for "no dictionary page": a dictionary page is only one before the data pages)
     std::int64_t start = chunk.data_page_offset;
     if (chunk.dictionary_page_offset >= 4 && chunk.dictionary_page_offset < start) start = chunk.dictionary_page_offset;
