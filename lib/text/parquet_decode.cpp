@@ -100,19 +100,21 @@ bool lz4_hadoop(const std::uint8_t* src, std::size_t size, char* dst, std::size_
 void parquet_decompress(int codec, const std::uint8_t* src, std::size_t size, std::size_t expected, std::string& out) {
     if (expected > kMaxPageBytes)
         throw ParquetMalformed("a page of " + std::to_string(expected) + " bytes, over the 1 GiB RetroKit reads at once");
+    // (sizes the page's own bytes state are checked before the header's size is allocated)
+    std::size_t stated = 0;
+    if ((codec == parquet::kUncompressed && size != expected) ||
+        (codec == parquet::kSnappy &&
+         (!snappy::GetUncompressedLength(reinterpret_cast<const char*>(src), size, &stated) || stated != expected)))
+        throw ParquetMalformed(std::string("a ") + parquet_codec_name(codec) + " page's sizes differ");
     out.resize(expected);
     switch (codec) {
     case parquet::kUncompressed:
-        if (size != expected) throw ParquetMalformed("an uncompressed page's sizes differ");
         if (size > 0) std::memcpy(out.data(), src, size);
         return;
-    case parquet::kSnappy: {
-        std::size_t n = 0;
-        if (!snappy::GetUncompressedLength(reinterpret_cast<const char*>(src), size, &n) || n != expected ||
-            !snappy::RawUncompress(reinterpret_cast<const char*>(src), size, out.data()))
+    case parquet::kSnappy:
+        if (!snappy::RawUncompress(reinterpret_cast<const char*>(src), size, out.data()))
             throw ParquetMalformed("a SNAPPY page does not decompress to its size");
         return;
-    }
     case parquet::kGzip:
         if (expected > 0) inflate_gzip(src, size, out);
         return;

@@ -15,30 +15,34 @@
 namespace retro {
 namespace {
 constexpr int kMaxSchemaDepth = 64;
-// A page of more rows than this is refused: a damaged header's count would be allocated as levels (writers cap a
-// page at 20,000 rows by default: pyarrow's data_page_row_count_limit, parquet-mr's page.row.count.limit)
-constexpr std::int64_t kMaxPageValues = std::int64_t(1) << 24;
+// A page of more rows than this is refused: a damaged header's count is allocated as levels and lengths (4 to 16
+// bytes a value: at most ~1 GiB, as a page's bytes). Writers cap a page at 20,000 rows by default (pyarrow's
+// data_page_row_count_limit, parquet-mr's page.row.count.limit), but fastparquet writes a row group as one page, of
+// up to 50 million rows by default (its row_group_offsets; a helper's files, session 71).
+constexpr std::int64_t kMaxPageValues = std::int64_t(1) << 26;
 
-// PLAIN byte arrays: each a 4-byte little-endian length and its bytes.
-void plain_values(const std::uint8_t* p, const std::uint8_t* end, std::size_t count, std::vector<std::string_view>& out) {
+// PLAIN byte arrays: each a 4-byte little-endian length and its bytes; emit(view) for each of `count`.
+template <typename Emit>
+void plain_values(const std::uint8_t* p, const std::uint8_t* end, std::size_t count, Emit&& emit) {
     for (std::size_t i = 0; i < count; ++i) {
         if (end - p < 4) throw ParquetMalformed("a page's values are cut short");
         const std::uint32_t n = parquet_le32(p);
         p += 4;
         if (n > static_cast<std::size_t>(end - p)) throw ParquetMalformed("a page's values are cut short");
-        out.emplace_back(reinterpret_cast<const char*>(p), n);
+        emit(std::string_view(reinterpret_cast<const char*>(p), n));
         p += n;
     }
 }
 
-// The values of a data page: `count` non-null strings from [p, end) in `encoding`, as views into the page, the
-// dictionary, or `owned` (DELTA_BYTE_ARRAY's values are rebuilt from a prefix of the one before).
+// The values of a data page: emit(view) for each of its `count` non-null strings from [p, end) in `encoding`, in
+// order, one at a time (a view into the page, the dictionary, or the value DELTA_BYTE_ARRAY rebuilt from a prefix of
+// the one before: valid until the next call). Values are never all held at once: a page of repeats (a dictionary
+// index of 0 bits, a DELTA prefix of the whole value before) stands for far more text than its bytes.
+template <typename Emit>
 void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, std::size_t count,
-                 const std::vector<std::string_view>& dictionary, bool has_dictionary, std::vector<std::string_view>& out,
-                 std::vector<std::string>& owned) {
-    out.clear();
+                 const std::vector<std::string_view>& dictionary, bool has_dictionary, Emit&& emit) {
     switch (encoding) {
-    case parquet::kPlain: plain_values(p, end, count, out); return;
+    case parquet::kPlain: plain_values(p, end, count, emit); return;
     case parquet::kPlainDictionary:
     case parquet::kRleDictionary: {
         if (!has_dictionary) throw ParquetMalformed("a dictionary-encoded page without a dictionary page");
@@ -50,7 +54,7 @@ void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, s
             if (id >= dictionary.size())
                 throw ParquetMalformed("a value's dictionary index " + std::to_string(id) + " is past its " +
                                        std::to_string(dictionary.size()) + " entries");
-            out.push_back(dictionary[id]);
+            emit(dictionary[id]);
         }
         return;
     }
@@ -59,7 +63,7 @@ void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, s
         p = parquet_delta_decode(p, end, count, lengths);
         for (const std::int64_t n : lengths) {
             if (n < 0 || n > end - p) throw ParquetMalformed("a page's values are cut short");
-            out.emplace_back(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+            emit(std::string_view(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n)));
             p += n;
         }
         return;
@@ -68,17 +72,17 @@ void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, s
         std::vector<std::int64_t> prefixes, suffixes;
         p = parquet_delta_decode(p, end, count, prefixes);
         p = parquet_delta_decode(p, end, count, suffixes);
-        owned.assign(count, std::string());
+        std::string value;   // the one before, whose prefix the next keeps
         for (std::size_t i = 0; i < count; ++i) {
             const std::int64_t keep = prefixes[i], n = suffixes[i];
-            const std::size_t before = i == 0 ? 0 : owned[i - 1].size();
-            if (keep < 0 || static_cast<std::uint64_t>(keep) > before) throw ParquetMalformed("a value's prefix is longer than the value before");
+            if (keep < 0 || static_cast<std::uint64_t>(keep) > value.size())
+                throw ParquetMalformed("a value's prefix is longer than the value before");
             if (n < 0 || n > end - p) throw ParquetMalformed("a page's values are cut short");
-            if (keep > 0) owned[i].assign(owned[i - 1], 0, static_cast<std::size_t>(keep));
-            owned[i].append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+            value.resize(static_cast<std::size_t>(keep));
+            value.append(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
             p += n;
+            emit(std::string_view(value));
         }
-        for (const std::string& s : owned) out.emplace_back(s);
         return;
     }
     default:
@@ -87,6 +91,7 @@ void page_values(int encoding, const std::uint8_t* p, const std::uint8_t* end, s
                                "DELTA_BYTE_ARRAY strings)");
     }
 }
+
 // Gives back the resident pages of the mapping `base` (page-aligned: mmap's) that lie wholly in [from, to): a page
 // once decoded is never read again (its strings are copies), and a file of GBs read through its mapping otherwise
 // stays in the process's resident set to the end (clean file pages, reclaimable, but counted: as fingerprinting's
@@ -178,8 +183,7 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
     std::int64_t pos = start;
     const std::int64_t end = start + chunk.total_compressed_size;
     std::string dictionary_bytes, page;
-    std::vector<std::string_view> dictionary, values;
-    std::vector<std::string> owned;
+    std::vector<std::string_view> dictionary;
     std::vector<std::uint32_t> levels;
     bool has_dictionary = false;
     std::int64_t released = start;   // the mapping before this is given back (release_mapped)
@@ -210,7 +214,7 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
             parquet_decompress(chunk.codec, data, csize, static_cast<std::size_t>(h.uncompressed_size), dictionary_bytes);
             dictionary.clear();
             const auto* d = reinterpret_cast<const std::uint8_t*>(dictionary_bytes.data());
-            plain_values(d, d + dictionary_bytes.size(), count, dictionary);
+            plain_values(d, d + dictionary_bytes.size(), count, [&](std::string_view v) { dictionary.push_back(v); });
             has_dictionary = true;
             continue;
         }
@@ -255,12 +259,17 @@ void ParquetTextFile::read_chunk(const ParquetColumnChunk& chunk, int max_defini
             if (present + static_cast<std::size_t>(std::count(levels.begin(), levels.end(), 0u)) != count)
                 throw ParquetMalformed("a definition level past the column's greatest (1)");
         }
-        page_values(h.encoding, value_bytes, value_end, present, dictionary, has_dictionary, values, owned);
-        std::size_t next = 0;
-        for (std::size_t i = 0; i < count; ++i, ++row) {
-            if (level_bytes && levels[i] == 0) fn(row, nullptr, page_offset);
-            else fn(row, &values[next++], page_offset);
-        }
+        // the rows in order: each null where its level says, each value as the decoder gives it
+        std::size_t at = 0;
+        const auto nulls_before_value = [&] {
+            for (; level_bytes && at < count && levels[at] == 0; ++at, ++row) fn(row, nullptr, page_offset);
+        };
+        page_values(h.encoding, value_bytes, value_end, present, dictionary, has_dictionary, [&](std::string_view v) {
+            nulls_before_value();
+            fn(row++, &v, page_offset);
+            ++at;
+        });
+        nulls_before_value();
         done += h.num_values;
     }
 }

@@ -42,7 +42,13 @@ def texts(seed, n, nulls=True):
 def write(out_dir, name, table, column="text", **kw):
     path = os.path.join(out_dir, name + ".parquet")
     pq.write_table(table, path, **kw)
-    back = pq.read_table(path).column(column).to_pylist() if column in table.column_names else []
+    write_expected(out_dir, name, column if column in table.column_names else None)
+    print(name, os.path.getsize(path), "bytes", pq.ParquetFile(path).metadata.num_row_groups, "row groups")
+
+
+def write_expected(out_dir, name, column):
+    path = os.path.join(out_dir, name + ".parquet")
+    back = pq.read_table(path).column(column).to_pylist() if column else []
     with open(os.path.join(out_dir, name + ".expected.jsonl"), "w") as f:
         for v in back:
             if isinstance(v, bytes):
@@ -52,7 +58,6 @@ def write(out_dir, name, table, column="text", **kw):
                     f.write(json.dumps({"hex": v.hex()}) + "\n")
                     continue
             f.write(json.dumps({"text": v}, ensure_ascii=False) + "\n")
-    print(name, os.path.getsize(path), "bytes", pq.ParquetFile(path).metadata.num_row_groups, "row groups")
 
 
 def main():
@@ -89,6 +94,19 @@ def main():
     # the other codecs pyarrow writes: BROTLI, and LZ4 (pyarrow writes LZ4_RAW for it)
     write(out_dir, "brotli", pa.table({"text": pa.array(texts(5, 60), pa.string())}), compression="brotli")
     write(out_dir, "lz4_raw", pa.table({"text": pa.array(texts(6, 60), pa.string())}), compression="lz4")
+    # quirks of other writers found by a helper (session 71): pyarrow's empty table (a column chunk of no values whose
+    # data page offset is 0), fastparquet's empty frame (its Thrift writer gives an empty list element type 0), a
+    # one-entry dictionary whose indices are bit-packed runs of 0-bit values (Polars; pyarrow writes RLE runs there)
+    write(out_dir, "empty_table", pa.table({"text": pa.array([], pa.string())}))
+    import fastparquet
+    import pandas
+    path = os.path.join(out_dir, "fastparquet_empty.parquet")
+    fastparquet.write(path, pandas.DataFrame({"text": pandas.Series([], dtype=object)}), object_encoding="utf8")
+    open(os.path.join(out_dir, "fastparquet_empty.expected.jsonl"), "w").close()
+    print("fastparquet_empty", os.path.getsize(path), "bytes")
+    import polars
+    polars.DataFrame({"text": ["same", None, "same"]}).write_parquet(os.path.join(out_dir, "polars_one_value.parquet"))
+    write_expected(out_dir, "polars_one_value", "text")
     # refused: a text column that is not text, nested or repeated
     odd = pa.table({"text": pa.array(range(5), pa.int64()),
                     "meta": pa.array([{"title": "t", "body": "b"}] * 5),
