@@ -75,8 +75,8 @@ void corpus_read_parquet(const CorpusFile& file, const CorpusOptions& opts, Corp
         if (opts.on_error == OnError::FAIL)
             user_error_in(where, problem,
                           column ? "pass --text-key with the column that holds the text; its columns: " + joined(columns)
-                                 : "rewrite the file (pyarrow, Polars or DuckDB), leave it out, "
-                                   "or skip such files with --on-error skip");
+                                 : "leave it out, write it again (pyarrow's default pq.write_table, for one, writes what "
+                                   "RetroKit reads), or skip such files with --on-error skip");
         log_warn(where + ": " + problem + (rows_read > 0 ? "; the rest of the file is skipped" : "; skipped"));
         counts.malformed_skipped++;
     }
