@@ -155,8 +155,10 @@ void ParquetTextFile::read_column(const std::string& name,
     std::int64_t row = 0;
     for (const ParquetRowGroup& g : footer_.row_groups) {
         const ParquetColumnChunk& chunk = g.columns[leaf->index];
-        if (!chunk.has_meta) throw ParquetMalformed("its column '" + name + "' has no metadata in a row group (an encrypted column?)");
-        if (!chunk.file_path.empty()) throw ParquetMalformed("its column '" + name + "' is stored in another file (" + chunk.file_path + ")");
+        if (!chunk.has_meta)
+            throw ParquetMalformed("its column '" + name + "' has no metadata in a row group (an encrypted column?)");
+        if (!chunk.file_path.empty())
+            throw ParquetMalformed("its column '" + name + "' is stored in another file (" + chunk.file_path + ")");
         if (chunk.type != parquet::kByteArray) throw ParquetMalformed("its column '" + name + "' has another type in a row group");
         const std::int64_t first = row;
         read_chunk(chunk, max_definition, row, fn);
