@@ -17,10 +17,15 @@ namespace fs = std::filesystem;
 
 TEST_CASE("generate inputs: a retrieved row outside the model's vocabulary names the database's chunks.npy and the row") {
     const test::CliPipeline& p = test::bad_input_pipeline();
+    const std::int64_t vocabulary = nlohmann::json::parse(test::read_text(p.run / "config.json")).at("num_tokens").get<std::int64_t>();
+    // every id far past the vocabulary, then exactly one past it (the mutation campaign of session 71: `id <= V` let
+    // the id V through to the embedding table's row V, one past its end)
+    for (const std::int64_t id : {std::int64_t(-1), vocabulary}) {
+    CAPTURE(id);
     test::TempDir t("genrow");
     const fs::path db = t / "db";
     test::copy_folder(p.db, db);
-    {   // every id past any vocabulary these tests train (a chunks.npy rewritten in place: --no-verify takes it)
+    {   // rows rewritten (a chunks.npy rewritten in place: --no-verify takes it)
         std::vector<std::uint8_t> bytes;
         DType dtype;
         std::vector<std::int64_t> shape;
@@ -34,17 +39,19 @@ TEST_CASE("generate inputs: a retrieved row outside the model's vocabulary names
         // (rows past the first 64, which retro-generate embeds again to check the index's embedder against)
         const std::size_t first = static_cast<std::size_t>(64 * shape.at(1)) * (dtype == DType::U16 ? 2 : 4);
         REQUIRE(bytes.size() > 4 * first);
-        if (dtype == DType::U16)
-            for (std::size_t i = first; i < bytes.size(); i += 2) bytes[i] = 0x60, bytes[i + 1] = 0xEA;   // 60000
-        else
-            for (std::size_t i = first; i < bytes.size(); i += 4) bytes[i] = 0x30, bytes[i + 1] = 0x75, bytes[i + 2] = 0, bytes[i + 3] = 0;   // 30000
+        const std::uint32_t v = static_cast<std::uint32_t>(id >= 0 ? id : dtype == DType::U16 ? 60000 : 30000);
+        const std::size_t width = dtype == DType::U16 ? 2 : 4;
+        for (std::size_t i = first; i < bytes.size(); i += width)
+            for (std::size_t b = 0; b < width; ++b) bytes[i + b] = static_cast<std::uint8_t>(v >> (8 * b));
         npy_save((db / "chunks.npy").string(), dtype, shape, bytes.data());
     }
     const test::RunResult r = test::run_tool("retro-generate", p.run.string() + " --index " + p.index.string() + " --db " +
                                                                    db.string() + " --no-verify --max-tokens 12 --ignore-eos "
                                                                    "--seed 1 --threads 1 --quiet 'a b'");
     test::expect_refused(r, {(db / "chunks.npy").string() + ": the neighbour at row ", " (or its continuation, the row after) holds token id ",
-                             ", outside the model's vocabulary [0, ", "(fix: retrieve from the database the model was trained with"});
+                             ", outside the model's vocabulary [0, " + std::to_string(vocabulary) + ")",
+                             "(fix: retrieve from the database the model was trained with"});
+    }
 }
 
 TEST_CASE("generate inputs: a journal whose weights file changed since is refused in words, not clock counts") {

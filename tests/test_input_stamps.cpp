@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -17,6 +19,8 @@
 #include "core/mapped_file.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
+#include "text/line_reader.h"
+#include "train/init_from.h"
 #include "test_cli_pipeline.h"
 #include "test_util.h"
 
@@ -212,4 +216,55 @@ TEST_CASE("input stamps: an input recorded as read is kept as read and not check
     m.add_input("config", (t / "config.json").string());
     fs::remove(t / "config.json");
     CHECK_THROWS_WITH_AS(m.inputs_check(), doctest::Contains("config.json: was removed while this run read it"), UserError);
+}
+
+TEST_CASE("input stamps: a manifest is not written over an input rewritten since it was read, whatever the tool") {
+    // (the mutation campaign of session 71: retro-chunk, chunk merge and the image index rely on Manifest::write's own
+    // check alone; with it gone a corpus rewritten under retro-chunk was recorded as read)
+    test::TempDir t("stampswrite");
+    const StampingOn on;
+    const fs::path cfg = t / "cfg.json", out = t / "out";
+    test::write_text(cfg, "{\"a\": 1}");
+    input_stamp(cfg.string());
+    ToolContext ctx;
+    ctx.tool = "retro-chunk";
+    Manifest m(ctx);
+    m.add_input("config", cfg.string());
+    fs::create_directories(out);
+    test::write_text(cfg, "{\"a\": 12}");
+    CHECK_THROWS_WITH_AS(m.write(out.string()), doctest::Contains("cfg.json: was rewritten while this run read it"), UserError);
+    CHECK_FALSE(fs::exists(out / "manifest.json"));
+}
+
+TEST_CASE("input stamps: a corpus file read line by line is stamped as the file read, plain or compressed") {
+    // (the mutation campaign of session 71: LineReader's plain source stamped nothing, and no test saw it)
+    test::TempDir t("stampslines");
+    const StampingOn on;
+    const fs::path plain = t / "corpus.txt", packed = t / "corpus.jsonl.gz";
+    test::write_text(plain, "one\ntwo\n");
+    {
+        gzFile z = gzopen(packed.string().c_str(), "wb");
+        REQUIRE(z);
+        gzputs(z, "{\"text\": \"one\"}\n");
+        gzclose(z);
+    }
+    for (const fs::path& f : {plain, packed}) {
+        CAPTURE(f.string());
+        LineReader reader(f.string());
+        std::string line;
+        REQUIRE(reader.next(line));
+        std::ofstream(f, std::ios::app) << "appended while it was read\n";
+        CHECK_THROWS_WITH_AS(input_stamps_check({f.string()}), doctest::Contains("was rewritten while this run read it"), UserError);
+    }
+}
+
+TEST_CASE("input stamps: --init-from's weights are recorded with their size as read") {
+    // (the mutation campaign of session 71: a run's manifest recorded the base weights with size 0 and no test saw it)
+    test::TempDir t("stampsinit");
+    const fs::path weights = t / "base.safetensors";
+    test::write_text(weights, std::string(123, 'w'));
+    const InitFromInfo info = init_from_resolve(weights.string());
+    CHECK(info.weights == weights.string());
+    CHECK(info.bytes == 123);
+    CHECK(info.fingerprint.size() == 16);
 }

@@ -196,6 +196,19 @@ TEST_CASE("killed runs: a tok.model whose training stopped before its manifest i
     fs::remove(tok / "manifest.json");
     const test::RunResult by_hand = test::run_tool("retro-tokenizer", "encode --model " + tok.string(), "kato rimen\n");
     CHECK_MESSAGE(by_hand.exit_code == 0, by_hand.err);
+    // (the mutation campaign of session 71, two survivors:) a stopped --force training left another model in the marked
+    // folder: the finished database's --resume vouches only for the model it records, so it names the stopped training
+    const fs::path other = t / "other";
+    REQUIRE(test::run_tool("retro-tokenizer", "train " + p.corpus.string() + " --out " + other.string() + " --vocab-size 320 --quiet")
+                .exit_code == 0);
+    REQUIRE(test::read_text(other / "tok.model") != model);
+    fs::copy_file(other / "tok.model", tok / "tok.model", fs::copy_options::overwrite_existing);
+    test::write_text(tok / "state.json", nlohmann::json{{"tool", "retro-tokenizer"}, {"run", "a training"}}.dump());
+    expect_refused(test::run_tool("retro-chunk", chunk + " --resume"), {"is the model of a retro-tokenizer training stopped before its end"});
+    // the marked folder without its model: the database's readers name the stopped training, not a missing file
+    fs::remove(tok / "tok.model");
+    expect_refused(test::run_tool("retro-chunk", "inspect " + db.string() + " --chunk 0"),
+                   {(tok / "tok.model").string() + ": does not exist: a retro-tokenizer training stopped before it wrote the model"});
 }
 
 // A helper's review of the mark (session 70): a state.json of someone else's in --out was replaced, then deleted; a
