@@ -1,6 +1,9 @@
 // retro-generate's inputs changed under it or since (a helper's audit, session 69): a neighbour row whose ids are
 // outside the model's vocabulary names the database's chunks.npy and the row; a batch journal whose weights file
 // changed since says so; the tokenizer a database records, retrained in place, is named as changed.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,7 +11,9 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "generate/batch_output.h"
 #include "generate/generate_journal.h"
+#include "generate/generate_run.h"
 #include "test_cli_pipeline.h"
 #include "test_util.h"
 
@@ -117,4 +122,24 @@ TEST_CASE("generate inputs: the tokenizer a database records, retrained in place
     test::expect_refused(test::run_tool("retro-generate", p.run.string() + " --db " + db.string() + " --tokenizer " +
                                                               tok.string() + " --no-retrieval --max-tokens 2 --quiet hello"),
                          {"is not the tokenizer the database was chunked with", "or leave --tokenizer out"});
+}
+
+TEST_CASE("generate inputs: a batch job records its weights' modification time to the nanosecond") {
+    // (the mutation campaign of session 71: the job kept whole seconds alone and no test saw it; weights rewritten at the
+    // same size within the same second were then taken by --resume as unchanged, mixing two models' prompts)
+    test::TempDir t("genns");
+    const fs::path weights = t / "model.safetensors";
+    test::write_text(weights, "weights");
+    GenerateRunOptions cli;
+    cli.g.run = t.path.string();
+    cli.g.no_retrieval = true;
+    const auto job_at = [&](long nanoseconds) {
+        const struct timespec times[2] = {{1700000000, 0}, {1700000000, nanoseconds}};
+        REQUIRE(::utimensat(AT_FDCWD, weights.c_str(), times, 0) == 0);
+        return generate_journal_job(cli, {"a prompt"}, {nlohmann::json(0)});
+    };
+    const nlohmann::json whole = job_at(0), later = job_at(500000000);
+    CHECK(whole["weights"]["modified_ns"] == std::int64_t(1700000000) * 1000000000);
+    CHECK(later["weights"]["modified_ns"] == std::int64_t(1700000000) * 1000000000 + 500000000);
+    CHECK(whole != later);
 }
