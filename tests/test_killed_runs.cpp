@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -371,4 +372,25 @@ TEST_CASE("killed runs: a run's lock file goes when the run ends, by exit or by 
     ::close(held_fd);
     fs::remove(held);
     fs::remove(recent);
+}
+
+// The mutation campaign of session 71: a line of the lock files' handling no test saw.
+TEST_CASE("killed runs: a lock file its holder removes while a run waits is not the one the run locks") {
+    test::TempDir t("lockswap");
+    const fs::path out = t / "out";
+    const std::string lock = output_folder_lock_file(out.string());
+    // a holder that removes its lock file as it ends, while this run waits for the lock: the run must lock a file that
+    // is there (a lock on the removed one guards nothing against the next run, which makes a new file)
+    const int holder = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(holder >= 0);
+    REQUIRE(::flock(holder, LOCK_EX | LOCK_NB) == 0);
+    std::thread ends([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ::unlink(lock.c_str());
+        ::close(holder);
+    });
+    output_folder_lock(out.string(), "retro-knn");
+    ends.join();
+    CHECK(fs::exists(lock));
+    CHECK(output_folder_writer(out.string()).empty());   // (this process holds it)
 }
