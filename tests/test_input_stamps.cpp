@@ -142,7 +142,9 @@ TEST_CASE("input stamps: retro-train stops at its next checkpoint once its --db 
     const std::string chunks = shell_quote((db / "chunks.npy").string());
     const std::string metrics = shell_quote((run / "metrics.jsonl").string());
     const test::RunResult r = test::run_command(
-        "{ " + shell_quote(test::tool_path("retro-train")) + " --db " + shell_quote(db.string()) + " --knn " +
+        // (timeout: a run that misses the change trains on toward its 100000 steps; the mutation campaign of session 71
+        // hung there)
+        "{ timeout -s KILL 300 " + shell_quote(test::tool_path("retro-train")) + " --db " + shell_quote(db.string()) + " --knn " +
         shell_quote(p.knn.string()) + " --config " + shell_quote(p.config.string()) + " --out " + shell_quote(run.string()) +
         " --batch-size 2 --quiet --threads 1 --steps 100000 --checkpoint-every 1 2>" + shell_quote((t / "err").string()) +
         " & pid=$!; i=0; while [ ! -s " + metrics + " ] && kill -0 $pid 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; " +
