@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
@@ -19,6 +20,7 @@
 #include "core/mapped_file.h"
 #include "core/output_folder.h"
 #include "core/shell_quote.h"
+#include "index/knn_build.h"
 #include "text/line_reader.h"
 #include "train/init_from.h"
 #include "test_cli_pipeline.h"
@@ -269,4 +271,27 @@ TEST_CASE("input stamps: --init-from's weights are recorded with their size as r
     CHECK(info.weights == weights.string());
     CHECK(info.bytes == 123);
     CHECK(info.fingerprint.size() == 16);
+}
+
+TEST_CASE("input stamps: retro-knn keeps its state.json when an input was made again, so that it stays an unfinished run") {
+    // (the mutation campaign of session 71: with the check after state.json's removal, the run was refused all the same,
+    // but its folder then read as "holds neighbours.npy ... but no manifest.json", not as a retro-knn run to --resume)
+    const test::CliPipeline& p = test::bad_input_pipeline();
+    test::TempDir t("stampsknn");
+    const fs::path db = t / "db", out = t / "knn";
+    test::copy_folder(p.db, db);
+    test::copy_folder(p.knn, out);
+    fs::remove(out / "manifest.json");
+    const nlohmann::json state = {{"parameters", nlohmann::json::object()}, {"index", p.index.string()},
+                                  {"db", db.string()}, {"queries", ""}};
+    test::write_text(out / "state.json", state.dump());
+    const StampingOn on;
+    input_stamp((db / "chunks.npy").string());
+    fs::last_write_time(db / "chunks.npy", fs::last_write_time(db / "chunks.npy") + std::chrono::seconds(2));
+    ToolContext ctx;
+    ctx.tool = "retro-knn";
+    CHECK_THROWS_WITH_AS(knn_write_manifest(ctx, state, out.string(), 0, 0), doctest::Contains("was rewritten while this run read it"),
+                         UserError);
+    CHECK(fs::exists(out / "state.json"));
+    CHECK_FALSE(fs::exists(out / "manifest.json"));
 }
