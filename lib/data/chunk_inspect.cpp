@@ -13,6 +13,7 @@
 #include "core/manifest.h"
 #include "core/terminal_text.h"
 #include "data/chunk_db.h"
+#include "text/corpus.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_folder.h"
 
@@ -48,8 +49,7 @@ json source_json(const DocSource& s) {
 
 std::string source_text(const DocSource& s) {
     // a Parquet file's document is a row, and its offset the row's page's (text/corpus_parquet.h)
-    const bool parquet = s.source.size() > 8 && s.source.compare(s.source.size() - 8, 8, ".parquet") == 0;
-    if (parquet) return cat(terminal_text(s.source, true), " row ", s.line, " (page at byte ", s.byte_offset, ")");
+    if (corpus_is_parquet(s.source)) return cat(terminal_text(s.source, true), " row ", s.line, " (page at byte ", s.byte_offset, ")");
     return terminal_text(s.source, true) + (s.line > 0 ? ":" + std::to_string(s.line) : "") + " (byte offset " +
            std::to_string(s.byte_offset) + ")";
 }

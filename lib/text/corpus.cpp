@@ -96,8 +96,6 @@ private:
     std::vector<char> failed_;
 };
 
-bool is_parquet(const std::string& p) { return p.size() >= 8 && p.compare(p.size() - 8, 8, ".parquet") == 0; }
-
 bool is_jsonl(const std::string& p) {
     for (const char* ext : {".jsonl", ".jsonl.gz", ".jsonl.zst"}) {
         std::string e = ext;
@@ -106,6 +104,8 @@ bool is_jsonl(const std::string& p) {
     return false;
 }
 }  // namespace
+
+bool corpus_is_parquet(const std::string& path) { return path.size() >= 8 && path.compare(path.size() - 8, 8, ".parquet") == 0; }
 
 bool glob_match(const std::string& glob, const std::string& relative) { return GlobMatcher(glob, relative).match(0, 0); }
 
@@ -135,7 +135,7 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
             };
             std::int64_t parquet_files = 0, jsonl_files = 0;   // (for the hint where the glob takes none)
             visit.on_file = [&](const fs::path& file) {
-                parquet_files += is_parquet(file.string());
+                parquet_files += corpus_is_parquet(file.string());
                 jsonl_files += is_jsonl(file.string());
                 if (!glob_match(opts.glob, file.lexically_relative(in).generic_string())) return;
                 utf8_require_path(file.string(), "a corpus file");   // before any work, not at the manifest
@@ -159,14 +159,14 @@ std::vector<CorpusFile> corpus_list_files(const std::vector<std::string>& inputs
                                       : "pass --glob PATTERN");
             }
             std::sort(found.begin(), found.end());
-            for (auto& f : found) out.push_back({f, is_jsonl(f), is_parquet(f)});
+            for (auto& f : found) out.push_back({f, is_jsonl(f), corpus_is_parquet(f)});
         } else if (fs::is_regular_file(in, ec)) {
             utf8_require_path(in, "a corpus file");
             const std::string ext = fs::path(in).extension().string();
             if (!is_jsonl(in) && (ext == ".json" || ext == ".ndjson" || ext == ".gz" || ext == ".zst"))
                 log_warn(in + ": read as plain text, one document (JSON Lines are read from .jsonl, .jsonl.gz and .jsonl.zst "
                               "files)");
-            out.push_back({in, is_jsonl(in), is_parquet(in)});
+            out.push_back({in, is_jsonl(in), corpus_is_parquet(in)});
         } else if (fs::exists(in, ec)) {
             user_error_in(in, "is not a regular file or a folder (a device, a pipe or a socket)",
                           "give the text as a file or a folder of files");

@@ -46,6 +46,9 @@ struct CorpusCounts {
 // elsewhere it is two '*'. Time O(|glob| x |relative|^2) at worst, whatever the stars.
 bool glob_match(const std::string& glob, const std::string& relative);
 
+// Whether `path` names a Parquet file (read a row a document: text/corpus_parquet.h).
+bool corpus_is_parquet(const std::string& path);
+
 // Expands inputs (folders and files) into the sorted list of files to read. A folder with no
 // matching file, or a missing path, is a UserError naming it. A file reached twice (named twice, through a
 // link, by overlapping folders) is listed once, with a warning.

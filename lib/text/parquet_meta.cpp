@@ -166,7 +166,6 @@ ParquetFooter parquet_read_footer(const std::uint8_t* data, std::size_t size) {
                 for (std::uint32_t i = 0; i < n; ++i) f.row_groups.push_back(read_row_group(r));
                 break;
             }
-            case 6: expect_type(t, ThriftType::kBinary, "created_by"), f.created_by = r.read_binary(); break;
             default: r.skip(t);
             }
         }

@@ -57,7 +57,6 @@ struct ParquetFooter {
     std::int64_t num_rows = 0;
     std::vector<ParquetSchemaNode> schema;     // depth first; schema[0] is the root
     std::vector<ParquetRowGroup> row_groups;
-    std::string created_by;
     std::size_t footer_offset = 0;             // where the FileMetaData starts: column data lies before it
 };
 
